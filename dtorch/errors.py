@@ -1,0 +1,99 @@
+"""The exception tree of dtorch.
+
+Every error dtorch raises on purpose is a ``DTorchError``. Where a standard exception type
+describes the failure too, the dtorch class also derives from it, so ``except ValueError``
+keeps working for code written against plain PyTorch::
+
+    DTorchError
+    ├── OptionError (ValueError)              an environment variable or option is invalid
+    ├── MeshError (ValueError)                a DeviceMesh is malformed or used wrongly
+    ├── PlacementError (ValueError)           placements an operator or mesh does not accept
+    ├── ShapeError (ValueError)               shapes an operator does not accept
+    ├── GraphError (RuntimeError)             misuse of a Graph (closed graph, mixed graphs)
+    ├── SerializationError (TypeError)        a value the codec cannot write (unknown type, cycle)
+    ├── DeserializationError (ValueError)     bytes the codec cannot read
+    │   ├── UnknownTypeError                  a type tag no registered record has
+    │   ├── BadReferenceError                 a reference to a node that does not exist (yet)
+    │   ├── MissingFieldError                 a required field is absent
+    │   └── UnsupportedVersionError           a format version newer than this dtorch knows
+    ├── CommError (RuntimeError)              a collective or tensor exchange failed
+    │   └── CommTimeoutError (TimeoutError)   a peer never came within the timeout
+    ├── KernelError (RuntimeError)            a kernel failed on a device; names op and span
+    ├── WorkerError (RuntimeError)            a worker process died or stopped answering
+    └── FutureTimeoutError (TimeoutError)     a future was not ready within the timeout
+
+Example:
+    >>> from dtorch.errors import DTorchError, OptionError
+    >>> issubclass(OptionError, ValueError) and issubclass(OptionError, DTorchError)
+    True
+"""
+
+from __future__ import annotations
+
+
+class DTorchError(Exception):
+    """Root of every error dtorch raises on purpose."""
+
+
+class OptionError(DTorchError, ValueError):
+    """An environment variable or an option holds a value dtorch does not accept."""
+
+
+class MeshError(DTorchError, ValueError):
+    """A DeviceMesh is malformed, or two meshes that must agree do not."""
+
+
+class PlacementError(DTorchError, ValueError):
+    """Placements that a mesh or an operator does not accept."""
+
+
+class ShapeError(DTorchError, ValueError):
+    """Shapes that an operator does not accept."""
+
+
+class GraphError(DTorchError, RuntimeError):
+    """A Graph used wrongly: closed, mixed with another graph, or in a bad state."""
+
+
+class SerializationError(DTorchError, TypeError):
+    """A value the codec cannot write: an unregistered type or a reference cycle."""
+
+
+class DeserializationError(DTorchError, ValueError):
+    """Bytes the codec cannot read: corrupt, truncated, or not a dtorch payload."""
+
+
+class UnknownTypeError(DeserializationError):
+    """A payload names a type tag that no registered record type has."""
+
+
+class BadReferenceError(DeserializationError):
+    """A payload refers to a node that does not exist or is not yet complete."""
+
+
+class MissingFieldError(DeserializationError):
+    """A payload lacks a field that has no default."""
+
+
+class UnsupportedVersionError(DeserializationError):
+    """A payload was written by a newer format version than this dtorch reads."""
+
+
+class CommError(DTorchError, RuntimeError):
+    """A collective or a tensor exchange between devices failed."""
+
+
+class CommTimeoutError(CommError, TimeoutError):
+    """A blocking communication call waited longer than DTORCH_COMM_TIMEOUT_SECOND."""
+
+
+class KernelError(DTorchError, RuntimeError):
+    """A kernel failed on a device; the message names the operator and the user's line."""
+
+
+class WorkerError(DTorchError, RuntimeError):
+    """A worker process died, or stopped answering within the timeout."""
+
+
+class FutureTimeoutError(DTorchError, TimeoutError):
+    """A future did not become ready within the time it was given."""

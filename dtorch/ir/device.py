@@ -1,0 +1,59 @@
+"""Device: one device of a mesh, ``(kind, index)``; kind is a torch device type.
+
+Example:
+    >>> from dtorch.ir.device import Device
+    >>> Device("cpu", 3)
+    Device(cpu:3)
+    >>> Device.parse("cuda:1") == Device("cuda", 1)
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dtorch.errors import MeshError
+
+#: The device kinds a mesh may hold; CPU meshes are logical and may have any size.
+DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
+
+
+def check_device_kind(kind: object) -> str:
+    """Return ``kind`` if it is a supported device type, else raise MeshError."""
+    if isinstance(kind, torch.device):
+        kind = kind.type
+    if kind not in DEVICE_KINDS:
+        raise MeshError(
+            f"device type {kind!r} is not supported; accepted: {', '.join(DEVICE_KINDS)}"
+        )
+    return str(kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device: a torch device type and a non-negative index (a logical id on CPU)."""
+
+    kind: str
+    index: int
+
+    def __post_init__(self) -> None:
+        check_device_kind(self.kind)
+        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
+            raise MeshError(f"device index must be a non-negative int, got {self.index!r}")
+
+    @classmethod
+    def parse(cls, spec: str | torch.device | Device) -> Device:
+        """Build a Device from ``"cpu"``, ``"cuda:1"``, a ``torch.device`` or a Device."""
+        if isinstance(spec, Device):
+            return spec
+        device = torch.device(spec) if isinstance(spec, str) else spec
+        return cls(check_device_kind(device.type), device.index or 0)
+
+    def torch_device(self) -> torch.device:
+        """The torch device that holds this device's shards (CPU devices are all ``cpu``)."""
+        return torch.device("cpu") if self.kind == "cpu" else torch.device(self.kind, self.index)
+
+    def __repr__(self) -> str:
+        return f"Device({self.kind}:{self.index})"

@@ -1,0 +1,66 @@
+"""The dtype table: every torch dtype this torch has, under a stable integer code.
+
+Codes never change meaning: a new dtype gets a new code at the end. A dtype missing from the
+running torch is simply absent from the table (older torch versions lack the newest ones).
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.dtypes import dtype_code, dtype_from_code
+    >>> dtype_from_code(dtype_code(torch.bfloat16)) is torch.bfloat16
+    True
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dtorch.errors import DTorchError
+
+# Canonical names in a fixed order; the position is the code. Append only.
+_CANONICAL_NAMES: tuple[str, ...] = (
+    "float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64",
+    "uint8", "bool", "complex32", "complex64", "complex128", "uint16", "uint32", "uint64",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "float4_e2m1fn_x2", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
+    "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16",
+    "int1", "int2", "int3", "int4", "int5", "int6", "int7",
+    "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7",
+)  # fmt: skip
+
+
+def _build_tables() -> tuple[dict[torch.dtype, int], dict[int, torch.dtype]]:
+    to_code: dict[torch.dtype, int] = {}
+    for code, name in enumerate(_CANONICAL_NAMES):
+        dtype = getattr(torch, name, None)  # fixed names of this table, never user input
+        if isinstance(dtype, torch.dtype) and dtype not in to_code:
+            to_code[dtype] = code
+    return to_code, {code: dtype for dtype, code in to_code.items()}
+
+
+DTYPE_TO_CODE, CODE_TO_DTYPE = _build_tables()
+
+#: Dtypes whose tensors hold plain elements (not quantized): what kernels and the codec move.
+_QUANTIZED = ("qint8", "quint8", "qint32", "quint4x2", "quint2x4")
+PLAIN_DTYPES: frozenset[torch.dtype] = frozenset(
+    d for d in DTYPE_TO_CODE if not any(d is getattr(torch, n, None) for n in _QUANTIZED)
+)
+
+
+class UnknownDtypeError(DTorchError, ValueError):
+    """A dtype or dtype code that this torch does not have."""
+
+
+def dtype_code(dtype: torch.dtype) -> int:
+    """The stable code of ``dtype``."""
+    try:
+        return DTYPE_TO_CODE[dtype]
+    except KeyError:
+        raise UnknownDtypeError(f"dtype {dtype} has no code in dtorch's dtype table") from None
+
+
+def dtype_from_code(code: int) -> torch.dtype:
+    """The dtype with stable code ``code`` (UnknownDtypeError if this torch lacks it)."""
+    try:
+        return CODE_TO_DTYPE[code]
+    except (KeyError, TypeError):
+        raise UnknownDtypeError(f"dtype code {code!r} is not a dtype of this torch") from None

@@ -1,0 +1,297 @@
+"""DeviceMesh: an N-D array of device ids of one device type, with optional dim names.
+
+A mesh is an immutable value: two meshes with the same device type, shape, ids and names are
+equal and hash alike. ``DeviceMesh("cpu")`` is the single default device (a 0-d mesh); CPU
+meshes are logical, so a CPU mesh of 432 devices is legal and runs.
+
+Example:
+    >>> from dtorch.ir.mesh import DeviceMesh, init_device_mesh
+    >>> mesh = init_device_mesh("cpu", (2, 3), mesh_dim_names=("dp", "tp"))
+    >>> mesh.shape, mesh.ndim, mesh.dim_name_index("tp")
+    ((2, 3), 2, 1)
+    >>> [m.device_ids for m in mesh.unbind("tp")]
+    [(0, 1, 2), (3, 4, 5)]
+    >>> DeviceMesh("cpu", [[0, 1, 2], [3, 4, 5]], mesh_dim_names=["dp", "tp"]) == mesh
+    True
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from dtorch.errors import MeshError
+from dtorch.ir.device import Device, check_device_kind
+
+
+def _flatten_nested(data: Any) -> tuple[tuple[int, ...], list[Any]]:
+    """Shape and row-major leaves of a nested list of ids (rectangular or MeshError)."""
+    if not isinstance(data, (list, tuple)):
+        return (), [data]
+    if not data:
+        raise MeshError("a device mesh must hold at least one device")
+    parts = [_flatten_nested(item) for item in data]
+    inner = parts[0][0]
+    if any(shape != inner for shape, _ in parts):
+        raise MeshError(f"device mesh {data!r} is not rectangular")
+    return (len(parts), *inner), [leaf for _, leaves in parts for leaf in leaves]
+
+
+def _ids_from(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shape and flat ids of a user's mesh argument (None, int, nested list or tensor)."""
+    if mesh is None:
+        return (), (0,)
+    if isinstance(mesh, torch.Tensor):
+        if mesh.is_floating_point() or mesh.is_complex() or mesh.dtype == torch.bool:
+            raise MeshError(f"a mesh tensor must hold integer device ids, got dtype {mesh.dtype}")
+        return tuple(mesh.shape), tuple(int(v) for v in mesh.flatten().tolist())
+    shape, leaves = _flatten_nested(mesh)
+    for leaf in leaves:
+        if isinstance(leaf, bool) or not isinstance(leaf, int):
+            raise MeshError(f"device ids must be ints, got {leaf!r} in mesh {mesh!r}")
+    return shape, tuple(leaves)
+
+
+def _check_ids(shape: tuple[int, ...], ids: tuple[int, ...]) -> None:
+    if math.prod(shape) != len(ids) or not ids:
+        raise MeshError(f"mesh shape {shape} does not hold {len(ids)} device ids")
+    if any(s <= 0 for s in shape):
+        raise MeshError(f"every mesh dimension needs at least one device, got shape {shape}")
+    if min(ids) < 0:
+        raise MeshError(f"device ids must be non-negative, got {sorted(set(ids))[:4]}")
+    if len(set(ids)) != len(ids):
+        raise MeshError(f"device ids in a mesh must be unique, got {list(ids)}")
+
+
+def _check_names(names: Sequence[str] | None, ndim: int) -> tuple[str, ...] | None:
+    if names is None:
+        return None
+    names = tuple(names)
+    if len(names) != ndim:
+        raise MeshError(f"mesh_dim_names {names} has {len(names)} names for a {ndim}-D mesh")
+    if any(not isinstance(n, str) or not n for n in names) or len(set(names)) != ndim:
+        raise MeshError(f"mesh_dim_names must be distinct non-empty strings, got {names}")
+    return names
+
+
+class DeviceMesh:
+    """An N-D array of device ids of one type: ``DeviceMesh(device_type, mesh=None, *,
+    mesh_dim_names=None)``.
+
+    ``mesh`` is a nested list or an integer tensor of device ids; ``None`` means the single
+    default device 0 (a 0-d mesh) and an int ``k`` the single device ``k``.
+    """
+
+    __slots__ = ("_device_type", "_dim_names", "_hash", "_ids", "_shape")
+
+    def __init__(
+        self,
+        device_type: str | torch.device,
+        mesh: Any = None,
+        *,
+        mesh_dim_names: Sequence[str] | None = None,
+    ) -> None:
+        shape, ids = _ids_from(mesh)
+        self._init(check_device_kind(device_type), shape, ids, mesh_dim_names)
+
+    def _init(
+        self, kind: str, shape: tuple[int, ...], ids: tuple[int, ...], names: Sequence[str] | None
+    ) -> None:
+        _check_ids(shape, ids)
+        self._device_type = kind
+        self._shape = shape
+        self._ids = ids
+        self._dim_names = _check_names(names, len(shape))
+        self._hash = hash((kind, shape, ids, self._dim_names))
+
+    @classmethod
+    def from_ids(
+        cls,
+        device_type: str,
+        shape: Sequence[int],
+        ids: Sequence[int],
+        dim_names: Sequence[str] | None = None,
+    ) -> DeviceMesh:
+        """Build a mesh from its shape and row-major ids (the codec's constructor)."""
+        mesh = cls.__new__(cls)
+        mesh._init(check_device_kind(device_type), tuple(shape), tuple(ids), dim_names)
+        return mesh
+
+    # --- metadata -------------------------------------------------------------------------
+    @property
+    def device_type(self) -> str:
+        return self._device_type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def device_ids(self) -> tuple[int, ...]:
+        """Every device id, row-major."""
+        return self._ids
+
+    @property
+    def dim_names(self) -> tuple[str, ...] | None:
+        return self._dim_names
+
+    @property
+    def mesh_dim_names(self) -> tuple[str, ...] | None:
+        """Alias of ``dim_names`` (PyTorch DeviceMesh's name)."""
+        return self._dim_names
+
+    @property
+    def mesh(self) -> torch.Tensor:
+        """The device ids as an int64 tensor of the mesh's shape."""
+        return torch.tensor(self._ids, dtype=torch.int64).reshape(self._shape)
+
+    def size(self, dim: int | str | None = None) -> int:
+        """Number of devices in the mesh, or along one dimension."""
+        if dim is None:
+            return len(self._ids)
+        return self._shape[self._dim_index(dim)]
+
+    def numel(self) -> int:
+        return len(self._ids)
+
+    def has_dim_name(self, name: str) -> bool:
+        return self._dim_names is not None and name in self._dim_names
+
+    def dim_name_index(self, name: str, default_value: int | None = None) -> int | None:
+        """Index of the dimension called ``name``, or ``default_value`` if there is none."""
+        if self.has_dim_name(name):
+            assert self._dim_names is not None
+            return self._dim_names.index(name)
+        return default_value
+
+    def is_distributed(self) -> bool:
+        """True when the mesh holds more than one device."""
+        return len(self._ids) > 1
+
+    def first_device(self) -> Device:
+        return Device(self._device_type, self._ids[0])
+
+    def devices(self) -> list[Device]:
+        return [Device(self._device_type, i) for i in self._ids]
+
+    def __contains__(self, device_id: object) -> bool:
+        return device_id in self._ids
+
+    # --- coordinates ----------------------------------------------------------------------
+    def coordinate_of(self, device_id: int) -> tuple[int, ...]:
+        """Mesh coordinate of ``device_id`` (MeshError if it is not in the mesh)."""
+        try:
+            flat = self._ids.index(device_id)
+        except ValueError:
+            raise MeshError(f"device {device_id} is not in {self!r}") from None
+        return tuple(int(c) for c in _unravel(flat, self._shape))
+
+    def device_at(self, coordinate: Sequence[int]) -> int:
+        """Device id at a mesh coordinate."""
+        flat = 0
+        for c, s in zip(coordinate, self._shape, strict=True):
+            flat = flat * s + c
+        return self._ids[flat]
+
+    def _dim_index(self, dim: int | str) -> int:
+        if isinstance(dim, str):
+            index = self.dim_name_index(dim)
+            if index is None:
+                raise MeshError(f"{self!r} has no dimension named {dim!r}")
+            return index
+        if not -self.ndim <= dim < self.ndim:
+            raise MeshError(f"mesh dimension {dim} is out of range for a {self.ndim}-D mesh")
+        return dim % self.ndim
+
+    def unbind(self, dims: int | str | Iterable[int | str]) -> list[DeviceMesh]:
+        """Sub-meshes that keep ``dims`` and fix every other dimension, row-major.
+
+        For a 2x3 mesh, ``unbind(1)`` gives the two rows (like ``torch.unbind(ids, 0)``) and
+        ``unbind(0)`` the three columns. Kept dims keep their names and their given order.
+        """
+        keep = [self._dim_index(d) for d in ([dims] if isinstance(dims, (int, str)) else dims)]
+        if len(set(keep)) != len(keep):
+            raise MeshError(f"unbind dims {dims!r} name a mesh dimension twice")
+        fixed = [d for d in range(self.ndim) if d not in keep]
+        return [
+            self._sub_mesh(keep, dict(zip(fixed, point, strict=True)))
+            for point in itertools.product(*(range(self._shape[d]) for d in fixed))
+        ]
+
+    def _sub_mesh(self, keep: list[int], fixed: dict[int, int]) -> DeviceMesh:
+        ids = []
+        for kept in itertools.product(*(range(self._shape[d]) for d in keep)):
+            coordinate = dict(fixed) | dict(zip(keep, kept, strict=True))
+            ids.append(self.device_at([coordinate[d] for d in range(self.ndim)]))
+        names = None if self._dim_names is None else [self._dim_names[d] for d in keep]
+        return DeviceMesh.from_ids(self._device_type, [self._shape[d] for d in keep], ids, names)
+
+    def group_of(self, device_id: int, mesh_dim: int) -> tuple[int, ...]:
+        """Device ids of the 1-D group along ``mesh_dim`` that contains ``device_id``."""
+        coordinate = list(self.coordinate_of(device_id))
+        group = []
+        for i in range(self._shape[mesh_dim]):
+            coordinate[mesh_dim] = i
+            group.append(self.device_at(coordinate))
+        return tuple(group)
+
+    # --- value semantics ------------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DeviceMesh):
+            return NotImplemented
+        return self is other or (
+            self._hash == other._hash
+            and self._device_type == other._device_type
+            and self._shape == other._shape
+            and self._ids == other._ids
+            and self._dim_names == other._dim_names
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if hasattr(self, "_hash"):
+            raise AttributeError("DeviceMesh is immutable")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        ids: Any = self.mesh.tolist()
+        names = f", mesh_dim_names={self._dim_names}" if self._dim_names else ""
+        return f"DeviceMesh({self._device_type!r}, {ids}{names})"
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    coordinate = []
+    for size in reversed(shape):
+        coordinate.append(flat % size)
+        flat //= size
+    return coordinate[::-1]
+
+
+def init_device_mesh(
+    device_type: str,
+    mesh_shape: int | Sequence[int],
+    *,
+    mesh_dim_names: Sequence[str] | None = None,
+) -> DeviceMesh:
+    """A mesh of ``mesh_shape`` with ids ``0..n-1`` in row-major order.
+
+    Example:
+        >>> init_device_mesh("cpu", 4).device_ids
+        (0, 1, 2, 3)
+    """
+    shape = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
+    if not shape or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in shape):
+        raise MeshError(f"mesh_shape must be a positive int or a tuple of them, got {mesh_shape!r}")
+    return DeviceMesh.from_ids(
+        check_device_kind(device_type), shape, range(math.prod(shape)), mesh_dim_names
+    )

@@ -1,0 +1,191 @@
+"""OpKind: the closed enumeration of operator kinds, and the small enums their params use.
+
+The integer values are stable (they travel on the wire and in graph files): append, never
+renumber. Every kind has exactly one param record in ``dtorch.ir.params.PARAM_TYPES``.
+
+Example:
+    >>> from dtorch.ir.opkind import OpKind
+    >>> OpKind.Matmul.value, OpKind(0).name
+    (36, 'Activation')
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class OpKind(enum.IntEnum):
+    """Every operator kind of DTorch (the first 50), then dtorch's additions."""
+
+    Activation = 0
+    BatchNorm = 1
+    BroadcastBinary = 2
+    Conv = 3
+    Convert = 4
+    Dropout = 5
+    Expand = 6
+    Flatten = 7
+    Fuse = 8
+    Linear = 9
+    Pooling = 10
+    Reduce = 11
+    Reshape = 12
+    BaseMath = 13
+    Squeeze = 14
+    Unsqueeze = 15
+    Embedding = 16
+    Normalization = 17
+    Concat = 18
+    Transpose = 19
+    View = 20
+    Contiguous = 21
+    GetItem = 22
+    Sdpa = 23
+    Create = 24
+    Copy = 25
+    Chunk = 26
+    Einsum = 27
+    Permute = 28
+    Interpolate = 29
+    Repeat = 30
+    Pad = 31
+    Clamp = 32
+    Nvtx = 33
+    Where = 34
+    MaxMin = 35
+    Matmul = 36
+    Softmax = 37
+    Outer = 38
+    RepeatInterleave = 39
+    ApplyRotaryEmb = 40
+    SiluLinearChunk = 41
+    LayerNormMulAdd = 42
+    SubGraph = 43
+    Memory = 44
+    SetItem = 45
+    Clone = 46
+    GetTensor = 47
+    Masked = 48
+    Sync = 49
+    # dtorch's additions
+    Cast = 50
+    Nonzero = 51
+
+
+class ActivationKind(enum.IntEnum):
+    RELU = 0
+    GELU = 1
+    SILU = 2
+    SIGMOID = 3
+    TANH = 4
+
+
+class BinaryKind(enum.IntEnum):
+    ADD = 0
+    SUB = 1
+    MUL = 2
+    DIV = 3
+    POW = 4
+    EQ = 5
+    NE = 6
+    GT = 7
+    LT = 8
+    GE = 9
+    LE = 10
+    LOGICAL_AND = 11
+    LOGICAL_OR = 12
+    MAXIMUM = 13
+    MINIMUM = 14
+    FLOOR_DIV = 15
+    REMAINDER = 16
+
+
+class MathKind(enum.IntEnum):
+    NEG = 0
+    RECIPROCAL = 1
+    EXP = 2
+    LOG = 3
+    LOG2 = 4
+    LOG10 = 5
+    SQRT = 6
+    RSQRT = 7
+    SQUARE = 8
+    ABS = 9
+    ROUND = 10
+    FLOOR = 11
+    SIN = 12
+    COS = 13
+    ASIN = 14
+    ISINF = 15
+    ISNAN = 16
+    CEIL = 17
+    LOGICAL_NOT = 18
+
+
+class ReduceKind(enum.IntEnum):
+    SUM = 0
+    MEAN = 1
+    MAX = 2
+    MIN = 3
+    ANY = 4
+    ALL = 5
+    PROD = 6
+    ARGMAX = 7
+    ARGMIN = 8
+
+
+class CreateKind(enum.IntEnum):
+    ZEROS = 0
+    ONES = 1
+    EMPTY = 2
+    FULL = 3
+    ARANGE = 4
+    RAND = 5
+    RANDN = 6
+    RANDINT = 7
+    FROM_TENSOR = 8
+
+
+class NormKind(enum.IntEnum):
+    LAYER = 0
+    RMS = 1
+    GROUP = 2
+
+
+class PoolKind(enum.IntEnum):
+    MAX = 0
+    AVG = 1
+    ADAPTIVE_AVG = 2
+    ADAPTIVE_MAX = 3
+
+
+class PaddingType(enum.IntEnum):
+    EXPLICIT = 0
+    SAME = 1
+    VALID = 2
+
+
+class OperatorFormat(enum.IntEnum):
+    NCHW = 0
+    NHWC = 1
+
+
+class MaskedKind(enum.IntEnum):
+    FILL = 0
+    SCATTER = 1
+
+
+class MemoryKind(enum.IntEnum):
+    EMPTY_CACHE = 0
+    STATS = 1
+
+
+class MaxMinKind(enum.IntEnum):
+    MAX = 0
+    MIN = 1
+
+
+class PromiseKind(enum.IntEnum):
+    MEMORY = 0
+    FILE = 1
+    NETWORK = 2

@@ -1,0 +1,159 @@
+"""Placements: how a tensor lies along one mesh dimension.
+
+* ``Shard(dim)``: the tensor is split along tensor dimension ``dim`` over the devices of this
+  mesh dimension, with ``torch.chunk`` semantics (11 over 4 gives 3, 3, 3, 2; 5 over 4 gives
+  2, 2, 1, 0). ``Shard(-1)`` counts from the end and is normalised against the tensor's rank.
+* ``Replicate()``: every device of this mesh dimension holds the same values.
+* ``Partial()``: every device holds a partial value; the tensor is their sum.
+
+When several mesh dimensions shard the same tensor dimension, the splits nest: by default the
+earlier mesh dimension splits first (outermost), as in PyTorch DTensor. ``Shard(dim,
+sub_split=k)`` is the sub-split coordinate of DTorch's spec: the position (0 = outermost) of
+this mesh dimension among those that shard ``dim``. It records nestings in another order,
+which redistribution produces when it splits an already-sharded local tensor further.
+
+Example:
+    >>> from dtorch.ir.placement import Shard, Replicate, Partial
+    >>> [Shard(0), Replicate(), Partial()]
+    [S(0), R, P]
+    >>> Shard(1).is_shard(), Shard(1).get_shard_index(), Replicate().is_replicate()
+    (True, 1, True)
+    >>> Shard(-1).normalized(3)
+    S(2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dtorch.errors import PlacementError
+
+
+class Placement:
+    """Base of the three placements; compare with ``==``, print as ``S(0)``, ``R``, ``P``."""
+
+    __slots__ = ()
+
+    def is_shard(self, dim: int | None = None) -> bool:
+        return False
+
+    def is_replicate(self) -> bool:
+        return False
+
+    def is_partial(self) -> bool:
+        return False
+
+    def get_shard_index(self) -> int:
+        """The sharded tensor dimension; -1 for placements that are not Shard."""
+        return -1
+
+    def __str__(self) -> str:
+        return repr(self)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Shard(Placement):
+    """Split along tensor dimension ``dim`` (``torch.chunk`` sizes); see the module doc."""
+
+    dim: int
+    sub_split: int = -1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int):
+            raise PlacementError(f"Shard(dim) needs an int dimension, got {self.dim!r}")
+        if isinstance(self.sub_split, bool) or not isinstance(self.sub_split, int):
+            raise PlacementError(f"Shard sub_split must be an int, got {self.sub_split!r}")
+        if self.sub_split < -1:
+            raise PlacementError(
+                f"Shard sub_split must be -1 or a position >= 0, got {self.sub_split}"
+            )
+
+    def is_shard(self, dim: int | None = None) -> bool:
+        return dim is None or dim == self.dim
+
+    def get_shard_index(self) -> int:
+        return self.dim
+
+    def normalized(self, ndim: int) -> Shard:
+        """This placement with a negative ``dim`` counted from the end of an ``ndim``-D tensor."""
+        if not -ndim <= self.dim < ndim:
+            raise PlacementError(f"Shard({self.dim}) is out of range for a {ndim}-D tensor")
+        return self if self.dim >= 0 else Shard(self.dim % ndim, self.sub_split)
+
+    def __repr__(self) -> str:
+        return f"S({self.dim})" if self.sub_split < 0 else f"S({self.dim})<{self.sub_split}>"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Replicate(Placement):
+    """Every device of the mesh dimension holds the whole (local) value."""
+
+    def is_replicate(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "R"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Partial(Placement):
+    """Every device holds a partial value; the tensor is their sum."""
+
+    def is_partial(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "P"
+
+
+def shard_order(placements: Sequence[Placement], tensor_dim: int) -> tuple[int, ...]:
+    """Mesh dims that shard ``tensor_dim``, outermost split first."""
+    dims = [m for m, p in enumerate(placements) if isinstance(p, Shard) and p.dim == tensor_dim]
+    subs = [placements[m].sub_split for m in dims]  # type: ignore[attr-defined]
+    if all(s < 0 for s in subs):
+        return tuple(dims)
+    if sorted(subs) != list(range(len(dims))):
+        raise PlacementError(
+            f"sub_split positions {subs} of the mesh dims sharding tensor dim {tensor_dim} must be "
+            f"0..{len(dims) - 1}, each once (or all -1 for mesh-dimension order)"
+        )
+    return tuple(m for _, m in sorted(zip(subs, dims, strict=True)))
+
+
+def normalize_placements(
+    placements: Sequence[Placement], mesh_ndim: int, tensor_ndim: int
+) -> tuple[Placement, ...]:
+    """Check ``placements`` against a mesh and a tensor rank; return them in canonical form.
+
+    Negative shard dims are counted from the end; sub-split positions that restate the default
+    mesh-dimension order become -1, so equal layouts compare equal.
+    """
+    placements = tuple(placements)
+    if len(placements) != mesh_ndim:
+        raise PlacementError(
+            f"{len(placements)} placements {list(placements)} for a {mesh_ndim}-D mesh; "
+            f"give one placement per mesh dimension"
+        )
+    out: list[Placement] = []
+    for p in placements:
+        if not isinstance(p, Placement):
+            raise PlacementError(
+                f"{p!r} is not a placement; accepted: Shard(d), Replicate(), Partial()"
+            )
+        out.append(p.normalized(tensor_ndim) if isinstance(p, Shard) else p)
+    return _canonical_sub_splits(out)
+
+
+def _canonical_sub_splits(placements: list[Placement]) -> tuple[Placement, ...]:
+    for tensor_dim in {p.dim for p in placements if isinstance(p, Shard)}:
+        order = shard_order(placements, tensor_dim)
+        if list(order) == sorted(order):
+            for m in order:
+                placements[m] = Shard(tensor_dim)
+    return tuple(placements)
+
+
+def format_placements(placements: Sequence[Placement]) -> str:
+    """``(S(0), R)`` style text for messages."""
+    return "(" + ", ".join(map(repr, placements)) + ")"

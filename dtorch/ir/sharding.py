@@ -1,0 +1,91 @@
+"""Sharding math: the local shape and global offset of every device, for any placements.
+
+Each tensor dimension is split with ``torch.chunk`` semantics by the mesh dimensions that shard
+it, nested in ``shard_order`` (outermost first). Chunk ``i`` of ``n`` elements over ``k`` parts
+has ``c = ceil(n / k)`` elements at offset ``i * c``, clipped to the end: uneven and empty
+shards are normal.
+
+Example:
+    >>> from dtorch.ir.placement import Shard, Replicate
+    >>> [chunk_bounds(11, 4, i) for i in range(4)]
+    [(0, 3), (3, 3), (6, 3), (9, 2)]
+    >>> local_shape_and_offset((11, 6), (4, 2), (Shard(0), Shard(1)), (3, 1))
+    ((2, 3), (9, 3))
+    >>> local_shape_and_offset((5, 4), (2,), (Replicate(),), (1,))
+    ((5, 4), (0, 0))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dtorch.ir.placement import Placement, Shard, shard_order
+
+
+def chunk_bounds(size: int, parts: int, index: int) -> tuple[int, int]:
+    """``(offset, length)`` of chunk ``index`` when ``torch.chunk`` splits ``size`` in ``parts``."""
+    step = -(-size // parts) if size else 0
+    start = min(index * step, size)
+    return start, min(step, size - start)
+
+
+def chunk_sizes(size: int, parts: int) -> tuple[int, ...]:
+    """Lengths of all ``parts`` chunks (trailing ones may be empty)."""
+    return tuple(chunk_bounds(size, parts, i)[1] for i in range(parts))
+
+
+def local_shape_and_offset(
+    shape: Sequence[int],
+    mesh_shape: Sequence[int],
+    placements: Sequence[Placement],
+    coordinate: Sequence[int],
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Local shape and global offset of the device at ``coordinate`` of the mesh."""
+    local = list(shape)
+    offset = [0] * len(shape)
+    for tensor_dim in sorted({p.dim for p in placements if isinstance(p, Shard)}):
+        for mesh_dim in shard_order(placements, tensor_dim):
+            start, length = chunk_bounds(
+                local[tensor_dim], mesh_shape[mesh_dim], coordinate[mesh_dim]
+            )
+            offset[tensor_dim] += start
+            local[tensor_dim] = length
+    return tuple(local), tuple(offset)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSpec:
+    """Where one device's shard lies in the full tensor, and whether it contributes to a sum.
+
+    ``partial_owner`` is true when, on every Partial mesh dimension, the device sits at
+    coordinate 0: that is the device that holds a distributed full value (others hold zeros).
+    """
+
+    shape: tuple[int, ...]
+    offset: tuple[int, ...]
+    partial_owner: bool
+
+    def slices(self) -> tuple[slice, ...]:
+        """Index of this shard in the full tensor."""
+        return tuple(slice(o, o + s) for o, s in zip(self.offset, self.shape, strict=True))
+
+
+def shard_spec(
+    shape: Sequence[int],
+    mesh_shape: Sequence[int],
+    placements: Sequence[Placement],
+    coordinate: Sequence[int],
+) -> ShardSpec:
+    """The ShardSpec of the device at ``coordinate``."""
+    local, offset = local_shape_and_offset(shape, mesh_shape, placements, coordinate)
+    owner = all(c == 0 for c, p in zip(coordinate, placements, strict=True) if p.is_partial())
+    return ShardSpec(local, offset, owner)
+
+
+def is_replica_leader(placements: Sequence[Placement], coordinate: Sequence[int]) -> bool:
+    """True for the one device per distinct shard whose copy a gather should read.
+
+    Replicate mesh dims hold copies: only coordinate 0 along them is read.
+    """
+    return all(c == 0 for c, p in zip(coordinate, placements, strict=True) if p.is_replicate())

@@ -1,0 +1,198 @@
+"""GlobalOption: the environment configuration of dtorch, read in this module and nowhere else.
+
+The environment is read once, on first use, into a frozen ``Options`` record. Invalid values
+raise ``OptionError`` naming the variable, the value and what is accepted. ``GlobalOption``
+exposes DTorch's static getters; ``GlobalOption.override`` swaps the record for the duration of
+a ``with`` block (tests use it to shorten timeouts; worker processes install the controller's
+record so that every process of one program runs with the same configuration).
+
+Example:
+    >>> from dtorch.options import GlobalOption, Options
+    >>> GlobalOption.get_comm_timeout_second() > 0
+    True
+    >>> Options.from_environ({"DTORCH_COMM_TIMEOUT_SECOND": "2.5"}).comm_timeout_second
+    2.5
+    >>> with GlobalOption.override(comm_timeout_second=1.0):
+    ...     GlobalOption.get_comm_timeout_second()
+    1.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from dtorch.errors import OptionError
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise OptionError(f"{name}={raw!r} is not a boolean; accepted: 1/true/yes/on or 0/false/no/off")
+
+
+def _parse_positive_float(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise OptionError(
+            f"{name}={raw!r} is not a number; accepted: a positive number of seconds"
+        ) from None
+    if not math.isfinite(value) or value <= 0:
+        raise OptionError(f"{name}={raw!r} must be a positive, finite number of seconds")
+    return value
+
+
+def _parse_positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OptionError(
+            f"{name}={raw!r} is not an integer; accepted: a positive integer"
+        ) from None
+    if value <= 0:
+        raise OptionError(f"{name}={raw!r} must be a positive integer")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The whole environment configuration, as one immutable record.
+
+    Fields and their variables: ``comm_timeout_second`` (DTORCH_COMM_TIMEOUT_SECOND, every
+    blocking communication call), ``zmq_timeout_second`` (DTORCH_ZMQ_TIMEOUT_SECOND, every
+    controller/worker socket wait), ``dtensor_in_same_device`` (DTORCH_DTENSOR_IN_SAME_DEVICE,
+    N logical devices on one physical device), ``num_gpu_when_enable_dtensor_in_same_device``
+    (DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE), ``per_device_per_process``
+    (DTORCH_PER_DEVICE_PER_PROCESS, default for graphs that leave it unset) and
+    ``validate_kernel_input_output`` (DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT, check every kernel's
+    local shapes against the inferred ones).
+    """
+
+    comm_timeout_second: float = 300.0
+    zmq_timeout_second: float = 60.0
+    dtensor_in_same_device: bool = False
+    num_gpu_when_enable_dtensor_in_same_device: int = 8
+    per_device_per_process: bool = False
+    validate_kernel_input_output: bool = False
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Options:
+        """Parse the DTORCH_* variables of ``environ``; absent ones take their defaults."""
+        values: dict[str, Any] = {}
+        for field_name, (variable, parse) in _VARIABLES.items():
+            raw = environ.get(variable)
+            if raw is not None:
+                values[field_name] = parse(variable, raw)
+        return cls(**values)
+
+    def validated(self) -> Options:
+        """Return self after checking the invariants of every field (used by ``override``)."""
+        for field_name, (variable, parse) in _VARIABLES.items():
+            parse(variable, str(getattr(self, field_name)))
+        return self
+
+
+_VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
+    "comm_timeout_second": ("DTORCH_COMM_TIMEOUT_SECOND", _parse_positive_float),
+    "zmq_timeout_second": ("DTORCH_ZMQ_TIMEOUT_SECOND", _parse_positive_float),
+    "dtensor_in_same_device": ("DTORCH_DTENSOR_IN_SAME_DEVICE", _parse_bool),
+    "num_gpu_when_enable_dtensor_in_same_device": (
+        "DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE",
+        _parse_positive_int,
+    ),
+    "per_device_per_process": ("DTORCH_PER_DEVICE_PER_PROCESS", _parse_bool),
+    "validate_kernel_input_output": ("DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT", _parse_bool),
+}
+
+
+class _OptionState:
+    """Holds the process's current Options; the environment is parsed on first use only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._options: Options | None = None
+
+    def get(self) -> Options:
+        options = self._options
+        if options is None:
+            with self._lock:
+                if self._options is None:
+                    self._options = Options.from_environ(os.environ)
+                options = self._options
+        return options
+
+    def swap(self, options: Options | None) -> Options | None:
+        with self._lock:
+            previous, self._options = self._options, options
+        return previous
+
+
+_STATE = _OptionState()
+
+
+class GlobalOption:
+    """Static getters for the environment configuration (DTorch's ``GlobalOption``).
+
+    Example:
+        >>> from dtorch import GlobalOption
+        >>> isinstance(GlobalOption.get_per_device_per_process(), bool)
+        True
+    """
+
+    @staticmethod
+    def current() -> Options:
+        """The Options record in force in this process."""
+        return _STATE.get()
+
+    @staticmethod
+    def get_comm_timeout_second() -> float:
+        return _STATE.get().comm_timeout_second
+
+    @staticmethod
+    def get_zmq_timeout_second() -> float:
+        return _STATE.get().zmq_timeout_second
+
+    @staticmethod
+    def get_dtensor_in_same_device() -> bool:
+        return _STATE.get().dtensor_in_same_device
+
+    @staticmethod
+    def get_num_gpu_when_enable_dtensor_in_same_device() -> int:
+        return _STATE.get().num_gpu_when_enable_dtensor_in_same_device
+
+    @staticmethod
+    def get_per_device_per_process() -> bool:
+        return _STATE.get().per_device_per_process
+
+    @staticmethod
+    def get_validate_kernel_input_output() -> bool:
+        return _STATE.get().validate_kernel_input_output
+
+    @staticmethod
+    def install(options: Options) -> None:
+        """Make ``options`` this process's configuration (worker processes use the controller's)."""
+        _STATE.swap(options.validated())
+
+    @staticmethod
+    @contextmanager
+    def override(**changes: Any) -> Iterator[Options]:
+        """Within the block, the current options with ``changes`` applied (process-wide)."""
+        options = dataclasses.replace(_STATE.get(), **changes).validated()
+        previous = _STATE.swap(options)
+        try:
+            yield options
+        finally:
+            _STATE.swap(previous)
