@@ -1,0 +1,1 @@
+"""Kernels: what devices run for each OpKind (local torch calls and group communication)."""
