@@ -1,0 +1,54 @@
+"""GlobalOption: parsing, defaults, errors and override."""
+
+from __future__ import annotations
+
+import pytest
+
+from dtorch.errors import OptionError
+from dtorch.options import GlobalOption, Options
+
+
+def test_defaults_and_parsing() -> None:
+    options = Options.from_environ({})
+    assert options == Options()
+    parsed = Options.from_environ(
+        {
+            "DTORCH_COMM_TIMEOUT_SECOND": "12",
+            "DTORCH_ZMQ_TIMEOUT_SECOND": "0.5",
+            "DTORCH_DTENSOR_IN_SAME_DEVICE": "true",
+            "DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE": "4",
+            "DTORCH_PER_DEVICE_PER_PROCESS": "1",
+            "DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT": "0",
+        }
+    )
+    assert parsed.comm_timeout_second == 12.0 and parsed.zmq_timeout_second == 0.5
+    assert parsed.dtensor_in_same_device and parsed.per_device_per_process
+    assert parsed.num_gpu_when_enable_dtensor_in_same_device == 4
+    assert not parsed.validate_kernel_input_output
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("DTORCH_COMM_TIMEOUT_SECOND", "0", "positive"),
+        ("DTORCH_COMM_TIMEOUT_SECOND", "-3", "positive"),
+        ("DTORCH_ZMQ_TIMEOUT_SECOND", "abc", "not a number"),
+        ("DTORCH_ZMQ_TIMEOUT_SECOND", "inf", "finite"),
+        ("DTORCH_DTENSOR_IN_SAME_DEVICE", "maybe", "boolean"),
+        ("DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE", "0", "positive integer"),
+        ("DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE", "2.5", "integer"),
+    ],
+)
+def test_invalid_values_name_the_variable(variable: str, value: str, message: str) -> None:
+    with pytest.raises(OptionError, match=message) as info:
+        Options.from_environ({variable: value})
+    assert variable in str(info.value)
+
+
+def test_override_restores_the_previous_options() -> None:
+    before = GlobalOption.get_comm_timeout_second()
+    with GlobalOption.override(comm_timeout_second=1.5):
+        assert GlobalOption.get_comm_timeout_second() == 1.5
+    assert GlobalOption.get_comm_timeout_second() == before
+    with pytest.raises(OptionError), GlobalOption.override(zmq_timeout_second=-1.0):
+        pass
