@@ -32,16 +32,19 @@ from dtorch.ir.params import OpParam
 
 if TYPE_CHECKING:
     from dtorch.comm.group import ThreadGroupManager
+    from dtorch.kernels.promises import PromiseTable
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KernelContext:
-    """Everything a kernel may read besides its input shards.
+    """Everything a kernel may read besides its input shards (treat it as read-only).
 
     ``devices`` are the device ids this caller runs the operator for. ``memo`` is scratch
     shared by those devices for this one operator (e.g. a full random tensor generated once and
-    sliced per device). ``groups`` is the caller's ThreadGroupManager (None where the operator
-    needs no communication, e.g. in unit tests of local kernels).
+    sliced per device). ``groups`` is the caller's ThreadGroupManager and ``promises`` the
+    runner's table of promises by handle (None where the operator needs neither, e.g. in unit
+    tests of local kernels). Not frozen: one is built per operator on the hot path, and a
+    frozen dataclass costs four times as much to build.
     """
 
     operator: Operator
@@ -49,6 +52,7 @@ class KernelContext:
     outputs: tuple[Operand, ...]
     devices: tuple[int, ...]
     groups: ThreadGroupManager | None = None
+    promises: PromiseTable | None = None
     memo: dict[str, Any] = field(default_factory=dict)
 
     @property
