@@ -1,0 +1,110 @@
+"""Per-instance namespaces: every name dtorch puts on the machine carries an instance id.
+
+Two dtorch programs on one machine must never meet in a store key, a shared-memory segment or a
+socket, and nothing of a program may outlive it. A ``CommNamespace`` is the data that makes
+this so: an instance id (the spec's ``GlobalCommInstanceId``) and the rules that turn it into
+names. The controller creates one namespace per program and hands it (plain data) to its
+worker processes, so every process of one program agrees on the names while another program
+gets other names. ``reclaim()`` removes whatever a program left in ``/dev/shm`` (used by a
+parent after its children died, and by tests to prove that nothing is left).
+
+Example:
+    >>> ns = CommNamespace("demo1")
+    >>> ns.shm_name("store", "graph3/op7")
+    'dtorch-demo1-store-...'
+    >>> CommNamespace("demo1") == ns and CommNamespace.create() != ns
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Where POSIX shared memory lives on Linux (``shm_open`` opens files here).
+SHM_DIR = Path("/dev/shm")
+
+#: Every shared-memory name dtorch creates starts with this.
+SHM_PREFIX = "dtorch-"
+
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9_]{1,40}")
+
+
+@dataclass(frozen=True, slots=True)
+class CommNamespace:
+    """The communication namespace of one dtorch program: ``instance_id`` plus naming rules.
+
+    ``instance_id`` is 1-40 characters of ``[A-Za-z0-9_]`` (it becomes part of file names).
+    """
+
+    instance_id: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.instance_id, str) or not _INSTANCE_ID.fullmatch(self.instance_id):
+            raise ValueError(
+                f"CommNamespace instance_id {self.instance_id!r} is not accepted; "
+                "expected 1-40 characters of [A-Za-z0-9_]"
+            )
+
+    @staticmethod
+    def create() -> CommNamespace:
+        """A fresh namespace, unique on this machine: the pid plus 32 random bits.
+
+        Example:
+            >>> CommNamespace.create() != CommNamespace.create()
+            True
+        """
+        return CommNamespace(f"{os.getpid():x}_{secrets.token_hex(4)}")
+
+    @staticmethod
+    def of_process() -> CommNamespace:
+        """The namespace named after this process id (the spec's default instance id).
+
+        Threads of one process agree on it without passing anything; worker processes must be
+        given their controller's namespace explicitly instead.
+
+        Example:
+            >>> CommNamespace.of_process() == CommNamespace.of_process()
+            True
+        """
+        return CommNamespace(f"p{os.getpid():x}")
+
+    def scoped_key(self, store_key: str) -> str:
+        """``store_key`` qualified by this instance (the key of in-process registries)."""
+        return f"{self.instance_id}/{store_key}"
+
+    def shm_name(self, kind: str, key: str) -> str:
+        """A shared-memory segment name for ``key`` (hashed: keys may hold any character).
+
+        Example:
+            >>> CommNamespace("x").shm_name("p", "k").startswith("dtorch-x-p-")
+            True
+        """
+        digest = hashlib.blake2b(key.encode(), digest_size=10).hexdigest()
+        return f"{SHM_PREFIX}{self.instance_id}-{kind}-{digest}"
+
+    def leftovers(self) -> list[Path]:
+        """The shared-memory files of this namespace that exist now (sorted)."""
+        return sorted(SHM_DIR.glob(f"{SHM_PREFIX}{self.instance_id}-*"))
+
+    def reclaim(self) -> list[str]:
+        """Unlink every shared-memory file of this namespace; returns the names removed.
+
+        Call it once the processes of the program are gone (it does not ask them first).
+
+        Example:
+            >>> CommNamespace.create().reclaim()
+            []
+        """
+        removed = []
+        for path in self.leftovers():
+            try:
+                path.unlink()
+            except FileNotFoundError:  # a live participant removed it meanwhile
+                continue
+            removed.append(path.name)
+        return removed

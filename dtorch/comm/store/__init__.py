@@ -1,0 +1,14 @@
+"""TensorStore: keyed producer/consumer tensor exchange (spec 002 section 3).
+
+Example:
+    >>> from dtorch.comm.store import StoreKind, open_store
+    >>> with open_store(StoreKind.MEMORY, "pkg-doc", 1, 0) as store:
+    ...     store.world_size
+    1
+"""
+
+from dtorch.comm.store.base import StoreKind, TensorStore
+from dtorch.comm.store.factory import StoreSpec, open_store
+from dtorch.comm.store.memory import MemoryTensorStore
+
+__all__ = ["MemoryTensorStore", "StoreKind", "StoreSpec", "TensorStore", "open_store"]

@@ -1,0 +1,176 @@
+"""TensorStore: the keyed producer/consumer tensor exchange of spec 002 section 3.
+
+``world_size`` participants open one store under a store key (``open_store``); the opening is
+a barrier. Each exchange is a four-step handshake::
+
+    producer                                  each of N consumers (N = get_count)
+    1. src_set(key, tensor, get_count=N)      3. t = dest_get(key)      blocks until set
+    2. src_wait_until_get_finished(key)       4. dest_finish_get(key)   t must not be used after
+
+The producer must not change ``tensor`` before step 2 returns; a consumer must not use what
+``dest_get`` returned after its ``dest_finish_get`` (clone it to keep it: backends hand out
+the producer's memory without copying where they can). A key is set once per round;
+``reset()`` (barrier, clear, barrier) starts the next round. Every blocking call gives up after
+``GlobalOption.get_comm_timeout_second()`` with a ``CommTimeoutError`` that names the store, the
+key and the peers that never came.
+
+Example:
+    >>> import threading, torch
+    >>> from dtorch.comm.store import StoreKind, open_store
+    >>> out = {}
+    >>> def consumer():
+    ...     with open_store(StoreKind.MEMORY, "doc", 2, 1) as store:
+    ...         out["t"] = store.dest_get("x").clone()
+    ...         store.dest_finish_get("x")
+    >>> thread = threading.Thread(target=consumer); thread.start()
+    >>> with open_store(StoreKind.MEMORY, "doc", 2, 0) as store:
+    ...     store.src_set("x", torch.arange(3), get_count=1)
+    ...     store.src_wait_until_get_finished("x")
+    >>> thread.join(); out["t"].tolist()
+    [0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from types import TracebackType
+
+import torch
+
+from dtorch.errors import CommError, CommTimeoutError
+from dtorch.options import GlobalOption
+
+
+class StoreKind(enum.Enum):
+    """The three backends: threads of one process, processes of one machine, machines."""
+
+    MEMORY = "memory"
+    FILE = "file"
+    NETWORK = "network"
+
+
+class TensorStore(ABC):
+    """One participant (``rank`` of ``world_size``) of the store named ``store_key``."""
+
+    store_key: str
+    world_size: int
+    rank: int
+
+    @abstractmethod
+    def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:
+        """Publish ``tensor`` under ``key`` for ``get_count`` consumers (once per round)."""
+
+    @abstractmethod
+    def src_wait_until_get_finished(self, key: str) -> None:
+        """Block until every consumer of ``key`` called ``dest_finish_get``."""
+
+    @abstractmethod
+    def dest_get(self, key: str) -> torch.Tensor:
+        """Block until ``key`` is set and return its tensor (valid until ``dest_finish_get``)."""
+
+    @abstractmethod
+    def dest_finish_get(self, key: str) -> None:
+        """Tell the producer of ``key`` that this consumer is done with it."""
+
+    @abstractmethod
+    def barrier(self) -> None:
+        """Block until all ``world_size`` participants called ``barrier``."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release this participant's resources; idempotent. The others are not waited for."""
+
+    @abstractmethod
+    def _clear_round(self) -> None:
+        """Forget this round's keys; called by ``reset`` while every participant is inside it."""
+
+    def dest_get_and_to_device(self, key: str, device: torch.device) -> torch.Tensor:
+        """``dest_get(key)`` moved to ``device`` (the same tensor when it is already there)."""
+        return self.dest_get(key).to(device)
+
+    def reset(self) -> None:
+        """Barrier, forget every key of this round, barrier: all participants must call it."""
+        self.barrier()
+        self._clear_round()
+        self.barrier()
+
+    def __enter__(self) -> TensorStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(store_key={self.store_key!r}, rank={self.rank}, "
+            f"world_size={self.world_size})"
+        )
+
+
+class Deadline:
+    """The moment a blocking call gives up, from the comm timeout in force when it started."""
+
+    __slots__ = ("at", "seconds")
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.seconds = GlobalOption.get_comm_timeout_second() if seconds is None else seconds
+        self.at = time.monotonic() + self.seconds
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self.at - time.monotonic())
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.at
+
+
+def check_participant(store_key: str, world_size: int, rank: int) -> None:
+    """Reject a store key, world size or rank that cannot name a participant."""
+    if not isinstance(store_key, str) or not store_key:
+        raise CommError(f"store_key must be a non-empty str, got {store_key!r}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise CommError(f"world_size must be an int >= 1, got {world_size!r}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise CommError(f"rank must be an int in [0, {world_size}), got {rank!r}")
+
+
+def check_set(key: str, tensor: torch.Tensor, get_count: int, world_size: int) -> None:
+    """Reject src_set arguments that no consumer could satisfy."""
+    check_key(key)
+    if not isinstance(tensor, torch.Tensor):
+        raise CommError(f"src_set({key!r}) needs a torch.Tensor, got {type(tensor).__name__}")
+    if isinstance(get_count, bool) or not isinstance(get_count, int):
+        raise CommError(f"src_set({key!r}): get_count must be an int, got {get_count!r}")
+    if not 1 <= get_count <= world_size:
+        raise CommError(
+            f"src_set({key!r}): get_count must be in [1, world_size={world_size}], got {get_count}"
+        )
+
+
+def check_key(key: str) -> None:
+    """Keys are non-empty strings."""
+    if not isinstance(key, str) or not key:
+        raise CommError(f"a store key must be a non-empty str, got {key!r}")
+
+
+def timeout_error(store: TensorStore, call: str, seconds: float, detail: str) -> CommTimeoutError:
+    """The CommTimeoutError of one blocking call, naming the store, the call and who is missing."""
+    return CommTimeoutError(
+        f"{call} timed out after {seconds:g}s on store {store.store_key!r} "
+        f"(rank {store.rank} of {store.world_size}): {detail} "
+        "(DTORCH_COMM_TIMEOUT_SECOND sets the limit)"
+    )
+
+
+def missing_ranks(world_size: int, arrived: Iterable[int]) -> list[int]:
+    """The ranks of ``range(world_size)`` that are not in ``arrived``."""
+    seen = set(arrived)
+    return [rank for rank in range(world_size) if rank not in seen]

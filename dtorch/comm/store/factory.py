@@ -1,0 +1,71 @@
+"""open_store: one participant of a TensorStore, by backend kind (spec: TensorStore::Create).
+
+The backends are a table keyed by ``StoreKind``; each opener joins the store and passes the
+construction barrier before it returns, so all ``world_size`` participants must open the store
+at about the same time (within the comm timeout).
+
+Example:
+    >>> from dtorch.comm.store import StoreKind, open_store
+    >>> with open_store(StoreKind.MEMORY, "factory-doc", 1, 0) as store:
+    ...     store.barrier()
+    ...     store.rank
+    0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.store.base import StoreKind, TensorStore
+from dtorch.comm.store.memory import MemoryTensorStore
+from dtorch.errors import CommError
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSpec:
+    """Everything that names one participant: backend, key, world size, rank, namespace."""
+
+    kind: StoreKind
+    store_key: str
+    world_size: int
+    rank: int
+    namespace: CommNamespace
+
+
+def _open_memory(spec: StoreSpec) -> TensorStore:
+    return MemoryTensorStore.open(spec.store_key, spec.world_size, spec.rank, spec.namespace)
+
+
+_OPENERS: dict[StoreKind, Callable[[StoreSpec], TensorStore]] = {
+    StoreKind.MEMORY: _open_memory,
+}
+
+
+def open_store(
+    kind: StoreKind,
+    store_key: str,
+    world_size: int,
+    rank: int,
+    *,
+    namespace: CommNamespace | None = None,
+) -> TensorStore:
+    """Open participant ``rank`` of ``world_size`` of the store ``store_key``.
+
+    ``namespace`` defaults to ``CommNamespace.of_process()``; processes of one program must
+    pass the same namespace explicitly.
+
+    Example:
+        >>> store = open_store(StoreKind.MEMORY, "open-doc", 1, 0)
+        >>> store.close(); store.close()  # idempotent
+    """
+    if not isinstance(kind, StoreKind):
+        raise CommError(f"open_store: kind must be a StoreKind, got {kind!r}")
+    opener = _OPENERS.get(kind)
+    if opener is None:
+        raise CommError(
+            f"open_store: no backend for {kind}; available: {sorted(k.value for k in _OPENERS)}"
+        )
+    spec = StoreSpec(kind, store_key, world_size, rank, namespace or CommNamespace.of_process())
+    return opener(spec)

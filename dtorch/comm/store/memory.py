@@ -1,0 +1,250 @@
+"""MemoryTensorStore: the TensorStore for threads of one process (spec 002 section 3.4).
+
+All participants that open one store key (within one ``CommNamespace``) share one ``_Shared``
+state: a lock, one condition per key (so a set wakes only that key's consumers, not every
+thread of a 400-device mesh), a condition for the barrier, and the slots of this round. Tensors
+are handed over by reference: ``dest_get`` returns the producer's tensor itself. The registry
+holds the shared states weakly, so a state is freed when its last participant closes and a
+later store with the same key starts afresh (the spec's MemoryTensorStoreImpManager).
+
+Example:
+    >>> import threading, torch
+    >>> from dtorch.comm.store.memory import MemoryTensorStore
+    >>> got = []
+    >>> def consume():
+    ...     store = MemoryTensorStore.open("mem-doc", 2, 1)
+    ...     got.append(store.dest_get("k").sum().item()); store.dest_finish_get("k")
+    ...     store.close()
+    >>> thread = threading.Thread(target=consume); thread.start()
+    >>> store = MemoryTensorStore.open("mem-doc", 2, 0)
+    >>> store.src_set("k", torch.ones(4), 1); store.src_wait_until_get_finished("k")
+    >>> thread.join(); store.close(); got
+    [4.0]
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import torch
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.store.base import (
+    Deadline,
+    TensorStore,
+    check_key,
+    check_participant,
+    check_set,
+    missing_ranks,
+    timeout_error,
+)
+from dtorch.errors import CommError
+
+
+class _Slot:
+    """One key of one round: its tensor, how many consumers it expects, who finished."""
+
+    __slots__ = ("cond", "finished_by", "target", "tensor")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.cond = threading.Condition(lock)
+        self.tensor: torch.Tensor | None = None
+        self.target = 0
+        self.finished_by: list[int] = []
+
+
+class _Shared:
+    """State shared by the participants of one store key (guarded by ``lock``)."""
+
+    __slots__ = (
+        "__weakref__",
+        "arrived",
+        "barrier_cond",
+        "generation",
+        "lock",
+        "open_ranks",
+        "slots",
+        "world_size",
+    )
+
+    def __init__(self, world_size: int) -> None:
+        self.lock = threading.Lock()
+        self.barrier_cond = threading.Condition(self.lock)
+        self.world_size = world_size
+        self.slots: dict[str, _Slot] = {}
+        self.open_ranks: set[int] = set()
+        self.arrived: set[int] = set()
+        self.generation = 0
+
+    def slot(self, key: str) -> _Slot:
+        """The slot of ``key``, created on first use by either side (caller holds the lock)."""
+        slot = self.slots.get(key)
+        if slot is None:
+            slot = self.slots[key] = _Slot(self.lock)
+        return slot
+
+
+class _Registry:
+    """Scoped store key -> live shared state, held weakly (freed with its last participant)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._states: weakref.WeakValueDictionary[str, _Shared] = weakref.WeakValueDictionary()
+
+    def join(self, scoped_key: str, world_size: int, rank: int) -> _Shared:
+        """The shared state of ``scoped_key`` with ``rank`` registered as open in it."""
+        with self._lock:
+            state = self._states.get(scoped_key)
+            if state is None:
+                state = self._states[scoped_key] = _Shared(world_size)
+            _admit(state, scoped_key, world_size, rank)
+            return state
+
+
+def _admit(state: _Shared, scoped_key: str, world_size: int, rank: int) -> None:
+    if state.world_size != world_size:
+        raise CommError(
+            f"memory store {scoped_key!r} was opened with world_size={state.world_size}; "
+            f"rank {rank} asked for world_size={world_size}"
+        )
+    with state.lock:
+        if rank in state.open_ranks:
+            raise CommError(f"memory store {scoped_key!r}: rank {rank} is already open")
+        state.open_ranks.add(rank)
+
+
+#: The process's registry of memory stores (spec: MemoryTensorStoreImpManager). Only live
+#: stores are in it, and only weakly: it holds no state of its own between programs.
+REGISTRY = _Registry()
+
+
+class MemoryTensorStore(TensorStore):
+    """A TensorStore participant for threads of one process; see the module docstring."""
+
+    def __init__(self, store_key: str, world_size: int, rank: int, shared: _Shared) -> None:
+        self.store_key = store_key
+        self.world_size = world_size
+        self.rank = rank
+        self._shared: _Shared | None = shared
+
+    @classmethod
+    def open(
+        cls,
+        store_key: str,
+        world_size: int,
+        rank: int,
+        namespace: CommNamespace | None = None,
+    ) -> MemoryTensorStore:
+        """Join the store (construction barrier included: all ranks must open it).
+
+        Example:
+            >>> MemoryTensorStore.open("solo-doc", 1, 0).world_size
+            1
+        """
+        check_participant(store_key, world_size, rank)
+        scoped = (namespace or CommNamespace.of_process()).scoped_key(store_key)
+        store = cls(store_key, world_size, rank, REGISTRY.join(scoped, world_size, rank))
+        try:
+            store.barrier()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _state(self) -> _Shared:
+        if self._shared is None:
+            raise CommError(f"{self!r} is closed")
+        return self._shared
+
+    def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:
+        check_set(key, tensor, get_count, self.world_size)
+        shared = self._state()
+        with shared.lock:
+            slot = shared.slot(key)
+            if slot.tensor is not None:
+                raise CommError(
+                    f"src_set({key!r}) on store {self.store_key!r}: the key is already set in "
+                    "this round; call reset() between rounds"
+                )
+            slot.tensor, slot.target = tensor, get_count
+            slot.cond.notify_all()
+
+    def src_wait_until_get_finished(self, key: str) -> None:
+        check_key(key)
+        shared, deadline = self._state(), Deadline()
+        with shared.lock:
+            slot = shared.slots.get(key)
+            if slot is None or slot.tensor is None:
+                raise CommError(f"src_wait_until_get_finished({key!r}): the key was never set")
+            done = slot.cond.wait_for(
+                lambda: len(slot.finished_by) >= slot.target, deadline.remaining()
+            )
+            if not done:
+                raise self._finish_timeout(key, slot, deadline)
+
+    def _finish_timeout(self, key: str, slot: _Slot, deadline: Deadline) -> Exception:
+        detail = (
+            f"key {key!r}: {len(slot.finished_by)} of {slot.target} consumers finished "
+            f"(ranks {sorted(slot.finished_by)}); the other "
+            f"{slot.target - len(slot.finished_by)} never called dest_finish_get"
+        )
+        return timeout_error(self, "src_wait_until_get_finished", deadline.seconds, detail)
+
+    def dest_get(self, key: str) -> torch.Tensor:
+        check_key(key)
+        shared, deadline = self._state(), Deadline()
+        with shared.lock:
+            slot = shared.slot(key)
+            if not slot.cond.wait_for(lambda: slot.tensor is not None, deadline.remaining()):
+                detail = f"no participant called src_set({key!r})"
+                raise timeout_error(self, "dest_get", deadline.seconds, detail)
+            assert slot.tensor is not None  # the wait above guarantees it
+            return slot.tensor
+
+    def dest_finish_get(self, key: str) -> None:
+        check_key(key)
+        shared = self._state()
+        with shared.lock:
+            slot = shared.slots.get(key)
+            if slot is None or slot.tensor is None:
+                raise CommError(f"dest_finish_get({key!r}) before the key was set")
+            if len(slot.finished_by) >= slot.target:
+                raise CommError(
+                    f"dest_finish_get({key!r}): all {slot.target} expected consumers already "
+                    "finished (each consumer calls it once)"
+                )
+            slot.finished_by.append(self.rank)
+            if len(slot.finished_by) == slot.target:
+                slot.cond.notify_all()
+
+    def barrier(self) -> None:
+        shared, deadline = self._state(), Deadline()
+        with shared.lock:
+            if self.rank in shared.arrived:
+                raise CommError(f"barrier(): rank {self.rank} entered the barrier twice")
+            generation = shared.generation
+            shared.arrived.add(self.rank)
+            if len(shared.arrived) == self.world_size:
+                shared.arrived.clear()
+                shared.generation += 1
+                shared.barrier_cond.notify_all()
+                return
+            if not shared.barrier_cond.wait_for(
+                lambda: shared.generation != generation, deadline.remaining()
+            ):
+                missing = missing_ranks(self.world_size, shared.arrived)
+                shared.arrived.discard(self.rank)
+                detail = f"ranks {missing} never arrived"
+                raise timeout_error(self, "barrier", deadline.seconds, detail)
+
+    def _clear_round(self) -> None:
+        shared = self._state()
+        with shared.lock:
+            shared.slots.clear()
+
+    def close(self) -> None:
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            with shared.lock:
+                shared.open_ranks.discard(self.rank)

@@ -1,0 +1,271 @@
+"""MemoryTensorStore: the handshake between threads, rounds, timeouts, isolation, misuse."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+
+import pytest
+import torch
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.store import StoreKind, open_store
+from dtorch.comm.store.memory import REGISTRY
+from dtorch.errors import CommError, CommTimeoutError
+from dtorch.options import GlobalOption
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _open(key: str, world: int, rank: int, ns: CommNamespace | None = None):
+    return open_store(StoreKind.MEMORY, key, world, rank, namespace=ns)
+
+
+def test_handshake_hands_over_the_producers_tensor(threads):
+    source = torch.randn(5, 3)
+
+    def rank_fn(rank: int):
+        with _open("hs", 2, rank) as store:
+            if rank == 0:
+                store.src_set("t", source, get_count=1)
+                store.src_wait_until_get_finished("t")
+                return None
+            got = store.dest_get("t")
+            result = (got is source, got.clone())
+            store.dest_finish_get("t")
+            return result
+
+    _, (same, value) = threads(2, rank_fn)
+    assert same
+    torch.testing.assert_close(value, source)
+
+
+def test_get_count_above_one_waits_for_every_consumer(threads):
+    finished = []
+
+    def rank_fn(rank: int):
+        with _open("many", 4, rank) as store:
+            if rank == 0:
+                store.src_set("k", torch.arange(6), get_count=3)
+                store.src_wait_until_get_finished("k")
+                return sorted(finished)
+            total = int(store.dest_get("k").sum())
+            time.sleep(0.01 * rank)
+            finished.append(rank)
+            store.dest_finish_get("k")
+            return total
+
+    results = threads(4, rank_fn)
+    assert results[0] == [1, 2, 3]
+    assert results[1:] == [15, 15, 15]
+
+
+def test_allreduce_pattern_from_the_spec(threads):
+    world = 4
+    inputs = [torch.randn(7) for _ in range(world)]
+
+    def rank_fn(rank: int):
+        with _open("allreduce", world, rank) as store:
+            store.src_set(str(rank), inputs[rank], get_count=1)
+            if rank == 0:
+                result = store.dest_get("0").clone()
+                store.dest_finish_get("0")
+                for other in range(1, world):
+                    result += store.dest_get(str(other))
+                    store.dest_finish_get(str(other))
+            store.src_wait_until_get_finished(str(rank))
+            if rank == 0:
+                store.src_set("result", result, get_count=world - 1)
+                store.src_wait_until_get_finished("result")
+            else:
+                result = store.dest_get("result").clone()
+                store.dest_finish_get("result")
+            store.reset()
+            return result
+
+    expected = torch.stack(inputs).sum(0)
+    for result in threads(world, rank_fn):
+        torch.testing.assert_close(result, expected)
+
+
+def test_reset_allows_the_same_key_in_the_next_round(threads):
+    def rank_fn(rank: int):
+        seen = []
+        with _open("rounds", 2, rank) as store:
+            for round_index in range(5):
+                if rank == 0:
+                    store.src_set("k", torch.tensor([round_index]), 1)
+                    store.src_wait_until_get_finished("k")
+                else:
+                    seen.append(int(store.dest_get("k")))
+                    store.dest_finish_get("k")
+                store.reset()
+        return seen
+
+    assert threads(2, rank_fn)[1] == [0, 1, 2, 3, 4]
+
+
+def test_barrier_orders_the_ranks(threads):
+    log: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def rank_fn(rank: int):
+        with _open("barrier", 3, rank) as store:
+            time.sleep(0.01 * rank)
+            with lock:
+                log.append(("before", rank))
+            store.barrier()
+            with lock:
+                log.append(("after", rank))
+
+    threads(3, rank_fn)
+    assert [phase for phase, _ in log[:3]] == ["before"] * 3
+    assert [phase for phase, _ in log[3:]] == ["after"] * 3
+
+
+def test_dest_get_times_out_naming_the_key():
+    pattern = r"dest_get.*'to-get'.*src_set\('missing'\)"
+    with GlobalOption.override(comm_timeout_second=0.3), _open("to-get", 1, 0) as store:
+        store_error = pytest.raises(CommTimeoutError, match=pattern)
+        with store_error:
+            store.dest_get("missing")
+
+
+def test_src_wait_times_out_naming_who_finished(threads):
+    def rank_fn(rank: int):
+        with _open("to-wait", 2, rank) as store:
+            if rank == 0:
+                store.src_set("k", torch.ones(1), get_count=2)
+                with pytest.raises(CommTimeoutError, match=r"1 of 2 consumers.*\[1\]"):
+                    store.src_wait_until_get_finished("k")
+            else:
+                store.dest_get("k")
+                store.dest_finish_get("k")
+            store.barrier()
+
+    with GlobalOption.override(comm_timeout_second=0.5):
+        threads(2, rank_fn)
+
+
+def test_construction_barrier_times_out_naming_missing_ranks():
+    pattern = r"ranks \[1, 2\] never arrived"
+    with (
+        GlobalOption.override(comm_timeout_second=0.3),
+        pytest.raises(CommTimeoutError, match=pattern),
+    ):
+        _open("to-open", 3, 0)
+    # the failed participant left nothing behind: the key can be opened again
+    with _open("to-open", 1, 0) as store:
+        assert store.world_size == 1
+
+
+def test_namespaces_with_the_same_key_are_isolated(threads):
+    first, second = CommNamespace("iso_a"), CommNamespace("iso_b")
+
+    def rank_fn(rank: int):
+        ns = first if rank < 2 else second
+        with _open("same-key", 2, rank % 2, ns) as store:
+            if rank % 2 == 0:
+                store.src_set("k", torch.tensor([rank]), 1)
+                store.src_wait_until_get_finished("k")
+                return None
+            value = int(store.dest_get("k"))
+            store.dest_finish_get("k")
+            return value
+
+    assert threads(4, rank_fn) == [None, 0, None, 2]
+
+
+def test_shared_state_is_freed_with_its_last_participant():
+    scoped = CommNamespace.of_process().scoped_key("freed")
+    store = _open("freed", 1, 0)
+    assert REGISTRY._states.get(scoped) is not None
+    store.close()
+    gc.collect()
+    assert REGISTRY._states.get(scoped) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda s: s.src_set("k", torch.ones(1), 0), r"get_count must be in \[1, world_size=1\]"),
+        (lambda s: s.src_set("k", [1.0], 1), "needs a torch.Tensor, got list"),
+        (lambda s: s.src_set("", torch.ones(1), 1), "non-empty str"),
+        (lambda s: s.dest_finish_get("k"), "before the key was set"),
+        (lambda s: s.src_wait_until_get_finished("k"), "never set"),
+    ],
+)
+def test_bad_calls_raise_clear_errors(call, message):
+    with _open("misuse", 1, 0) as store, pytest.raises(CommError, match=message):
+        call(store)
+
+
+def test_setting_a_key_twice_in_a_round_is_refused():
+    with _open("twice", 1, 0) as store:
+        store.src_set("k", torch.ones(1), 1)
+        with pytest.raises(CommError, match="already set in this round"):
+            store.src_set("k", torch.ones(1), 1)
+
+
+def test_more_finishes_than_consumers_are_refused():
+    with _open("finish", 1, 0) as store:
+        store.src_set("k", torch.ones(1), 1)
+        store.dest_get("k")
+        store.dest_finish_get("k")
+        with pytest.raises(CommError, match="already finished"):
+            store.dest_finish_get("k")
+
+
+def test_mismatched_world_size_and_duplicate_rank_are_refused(threads):
+    def rank_fn(rank: int):
+        if rank == 0:
+            with _open("dup", 2, 0):
+                time.sleep(0.3)
+            return None
+        time.sleep(0.05)
+        with pytest.raises(CommError, match="world_size=2"):
+            _open("dup", 3, 1)
+        with pytest.raises(CommError, match="rank 0 is already open"):
+            _open("dup", 2, 0)
+        with _open("dup", 2, 1):
+            return "joined"
+
+    assert threads(2, rank_fn)[1] == "joined"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("", 1, 0), "store_key"),
+        (("k", 0, 0), "world_size"),
+        (("k", 2, 2), r"rank must be an int in \[0, 2\)"),
+    ],
+)
+def test_bad_participants_are_refused(args, message):
+    with pytest.raises(CommError, match=message):
+        _open(*args)
+
+
+def test_closed_store_refuses_calls():
+    store = _open("closed", 1, 0)
+    store.close()
+    store.close()
+    with pytest.raises(CommError, match="closed"):
+        store.barrier()
+    with pytest.raises(CommError, match="StoreKind"):
+        open_store("memory", "k", 1, 0)  # type: ignore[arg-type]
+
+
+def test_dest_get_and_to_device_returns_a_tensor_on_that_device(threads):
+    def rank_fn(rank: int):
+        with _open("to-device", 2, rank) as store:
+            if rank == 0:
+                store.src_set("k", torch.arange(4.0), 1)
+                store.src_wait_until_get_finished("k")
+                return None
+            got = store.dest_get_and_to_device("k", torch.device("cpu")).clone()
+            store.dest_finish_get("k")
+            return got
+
+    torch.testing.assert_close(threads(2, rank_fn)[1], torch.arange(4.0))
