@@ -1,0 +1,216 @@
+"""ThreadGroupManager: creates and caches each caller's ThreadGroups, destroys them in order.
+
+A runner owns one manager (no module-level singleton) built from its ``CommTopology`` and the
+program's ``CommNamespace``; one manager may serve all threads of a runner. Groups are keyed by
+(device kind, device ids in rank order) - any number of devices - and the caller is named by
+the devices it holds (``local_device_ids``; devices outside the group are ignored), so each
+caller gets its own handle on a shared group. Creating a group is a rendezvous with the group's
+other callers (a store's construction barrier, or a process group's connect), so every caller
+of a group must create it; the lock is never held while waiting. ``close()`` destroys every
+group in one deterministic order (sorted keys), the same in every process, so collective
+libraries that tear down collectively (NCCL) never deadlock.
+
+Example:
+    >>> import torch
+    >>> manager = ThreadGroupManager(CommTopology.threads([[0, 1, 2, 3]]))
+    >>> group = manager.get_group("cpu", [2, 3], [0, 1, 2, 3])
+    >>> group.ranks, manager.get_group("cpu", (2, 3), [2, 3]) is group
+    ((0, 1), True)
+    >>> manager.close()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+
+from dtorch.comm.group.backend import GroupBackend, GroupInfo
+from dtorch.comm.group.group import ThreadGroup
+from dtorch.comm.group.same_device import SameDeviceBackend, StoreOpener
+from dtorch.comm.group.topology import BackendKind, CommTopology, choose_backend
+from dtorch.comm.group.torch_dist import TorchDistBackend
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.store import StoreKind, TensorStore, open_store
+from dtorch.errors import CommError
+from dtorch.ir.device import check_device_kind
+
+#: (device kind, device ids in rank order): the identity of a group.
+GroupKey = tuple[str, tuple[int, ...]]
+
+_Callers = tuple[tuple[int, ...], ...]
+
+
+def group_name(key: GroupKey) -> str:
+    """A short, file-name-safe name of a group (its ids hashed: groups may be large)."""
+    kind, ids = key
+    digest = hashlib.blake2b(",".join(map(str, ids)).encode(), digest_size=8).hexdigest()
+    return f"group-{kind}-{len(ids)}-{digest}"
+
+
+class ThreadGroupManager:
+    """Creates, caches and destroys ThreadGroups for the callers of one runner.
+
+    ``topology`` is the runner's device layout; ``namespace`` keeps two programs apart (it is
+    required in process mode, where every process must pass the program's namespace);
+    ``backend`` forces one backend for every group of more than one caller (tests,
+    benchmarks); ``rendezvous_dir`` holds the torch.distributed FileStore files (default: the
+    system temp dir).
+    """
+
+    def __init__(
+        self,
+        topology: CommTopology,
+        *,
+        namespace: CommNamespace | None = None,
+        backend: BackendKind | None = None,
+        rendezvous_dir: str | None = None,
+    ) -> None:
+        if namespace is None and topology.processes:
+            raise CommError(
+                "ThreadGroupManager: process topologies need the program's CommNamespace "
+                "(every process must pass the same one)"
+            )
+        self._topology = topology
+        self._namespace = namespace or CommNamespace.of_process()
+        self._backend = backend
+        self._rendezvous_dir = rendezvous_dir or tempfile.gettempdir()
+        self._lock = threading.Lock()
+        self._groups: dict[tuple[GroupKey, tuple[int, ...]], ThreadGroup] = {}
+        self._closed = False
+
+    def get_group(
+        self, device_kind: str, device_ids: Sequence[int], local_device_ids: Iterable[int]
+    ) -> ThreadGroup:
+        """This caller's handle on the group of ``device_ids`` (created on first use).
+
+        ``local_device_ids`` are the devices the calling thread or process holds; those in
+        the group become its ranks.
+        """
+        key: GroupKey = (check_device_kind(device_kind), _check_ids(device_ids))
+        ranks = _held_ranks(key, local_device_ids)
+        with self._lock:
+            self._check_open()
+            group = self._groups.get((key, ranks))
+        if group is not None:
+            return group
+        group = self._create(key, ranks)
+        with self._lock:
+            if self._closed:
+                group.close()
+                self._check_open()
+            return self._groups.setdefault((key, ranks), group)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CommError("ThreadGroupManager is closed")
+
+    def _create(self, key: GroupKey, ranks: tuple[int, ...]) -> ThreadGroup:
+        callers = self._topology.group_callers(key[1])
+        if ranks not in callers:
+            mine = next(c for c in callers if ranks[0] in c)
+            raise CommError(
+                f"group {key[0]}{list(key[1])}: this caller passed devices at ranks "
+                f"{list(ranks)}, but the topology gives the caller of rank {ranks[0]} the "
+                f"ranks {list(mine)}"
+            )
+        kind = self._backend_kind(key[0], callers)
+        info = GroupInfo(key[0], key[1], ranks)
+        return ThreadGroup(info, _OPENERS[kind](self, key, info, callers), kind)
+
+    def _backend_kind(self, device_kind: str, callers: _Callers) -> BackendKind:
+        if self._backend is not None and len(callers) > 1:
+            return self._backend
+        return choose_backend(self._topology, device_kind, callers)
+
+    def _store_opener(self, kind: StoreKind, key: GroupKey) -> StoreOpener:
+        name, namespace = group_name(key), self._namespace
+
+        def opener(world_size: int, rank: int) -> TensorStore:
+            return open_store(kind, name, world_size, rank, namespace=namespace)
+
+        return opener
+
+    def _rendezvous_path(self, key: GroupKey) -> str:
+        file_name = f"dtorch-{self._namespace.instance_id}-{group_name(key)}"
+        return os.path.join(self._rendezvous_dir, file_name)
+
+    def close(self) -> None:
+        """Destroy every group, sorted by (kind, device ids, ranks); idempotent."""
+        with self._lock:
+            self._closed = True
+            groups = [self._groups[k] for k in sorted(self._groups)]
+            self._groups.clear()
+        errors: list[Exception] = []
+        for group in groups:
+            try:
+                group.close()
+            except Exception as error:  # close the rest first, then report
+                errors.append(error)
+        if errors:
+            raise CommError(f"closing {len(errors)} group(s) failed: {errors}") from errors[0]
+
+    def __enter__(self) -> ThreadGroupManager:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _check_ids(device_ids: Sequence[int]) -> tuple[int, ...]:
+    ids = tuple(device_ids)
+    bad = [d for d in ids if isinstance(d, bool) or not isinstance(d, int) or d < 0]
+    if not ids or bad or len(set(ids)) != len(ids):
+        raise CommError(
+            f"device_ids {list(ids)} are not accepted; expected a non-empty sequence of "
+            f"distinct ints >= 0 (rank order)"
+        )
+    return ids
+
+
+def _held_ranks(key: GroupKey, local_device_ids: Iterable[int]) -> tuple[int, ...]:
+    local = set(local_device_ids)
+    ranks = tuple(r for r, d in enumerate(key[1]) if d in local)
+    if not ranks:
+        raise CommError(
+            f"group {key[0]}{list(key[1])}: the caller holds none of its devices "
+            f"(local_device_ids {sorted(local)})"
+        )
+    return ranks
+
+
+def _open_torch(
+    manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
+) -> GroupBackend:
+    return TorchDistBackend(info, manager._rendezvous_path(key))
+
+
+def _open_memory(
+    manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
+) -> GroupBackend:
+    return SameDeviceBackend(info, callers, manager._store_opener(StoreKind.MEMORY, key))
+
+
+def _open_file(
+    manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
+) -> GroupBackend:
+    return SameDeviceBackend(info, callers, manager._store_opener(StoreKind.FILE, key))
+
+
+#: How each backend kind is built for one caller of one group.
+_OPENERS: dict[
+    BackendKind,
+    Callable[[ThreadGroupManager, GroupKey, GroupInfo, _Callers], GroupBackend],
+] = {
+    BackendKind.TORCH_DISTRIBUTED: _open_torch,
+    BackendKind.STORE_MEMORY: _open_memory,
+    BackendKind.STORE_FILE: _open_file,
+}

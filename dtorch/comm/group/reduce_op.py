@@ -1,0 +1,97 @@
+"""Reduction operators of the collectives: sum, avg, max, min, and their local combination.
+
+A reduction combines the ranks' tensors in rank order, so every rank (and every backend that
+reduces locally) computes bit-identical results. ``avg`` is a sum divided by the world size and
+is defined for floating and complex dtypes only; ``max`` and ``min`` are undefined for complex.
+
+Example:
+    >>> import torch
+    >>> op = parse_reduce_op("max")
+    >>> op
+    <ReduceOp.MAX: 'max'>
+    >>> reduce_tensors([torch.tensor([1.0, 5.0]), torch.tensor([3.0, 2.0])], op)
+    tensor([3., 5.])
+    >>> reduce_tensors([torch.tensor([1.0]), torch.tensor([2.0])], ReduceOp.AVG)
+    tensor([1.5000])
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+
+import torch
+
+from dtorch.errors import CommError
+
+
+class ReduceOp(enum.Enum):
+    """How all-reduce and reduce-scatter combine the ranks' values."""
+
+    SUM = "sum"
+    AVG = "avg"
+    MAX = "max"
+    MIN = "min"
+
+
+#: Names accepted wherever a ReduceOp is expected.
+REDUCE_OP_NAMES: tuple[str, ...] = tuple(op.value for op in ReduceOp)
+
+
+def parse_reduce_op(op: ReduceOp | str) -> ReduceOp:
+    """``op`` as a ReduceOp; a string is matched case-insensitively against the names."""
+    if isinstance(op, ReduceOp):
+        return op
+    if isinstance(op, str) and op.lower() in REDUCE_OP_NAMES:
+        return ReduceOp(op.lower())
+    raise CommError(f"unknown reduce op {op!r}; accepted: {', '.join(REDUCE_OP_NAMES)}")
+
+
+def check_reduce_dtype(op: ReduceOp, dtype: torch.dtype) -> None:
+    """Raise CommError when ``op`` is not defined for tensors of ``dtype``."""
+    if op is ReduceOp.AVG and not (dtype.is_floating_point or dtype.is_complex):
+        raise CommError(
+            f"reduce op 'avg' needs a floating or complex dtype, got {dtype}; "
+            f"use 'sum' for integer and bool tensors"
+        )
+    if op in (ReduceOp.MAX, ReduceOp.MIN) and dtype.is_complex:
+        raise CommError(
+            f"reduce op {op.value!r} is undefined for complex dtype {dtype}; accepted: sum, avg"
+        )
+
+
+def _accumulate_sum(acc: torch.Tensor, value: torch.Tensor) -> None:
+    acc.add_(value)
+
+
+def _accumulate_max(acc: torch.Tensor, value: torch.Tensor) -> None:
+    torch.maximum(acc, value, out=acc)
+
+
+def _accumulate_min(acc: torch.Tensor, value: torch.Tensor) -> None:
+    torch.minimum(acc, value, out=acc)
+
+
+#: In-place ``acc <- combine(acc, value)`` per op; avg accumulates a sum and divides at the end.
+_ACCUMULATE: dict[ReduceOp, Callable[[torch.Tensor, torch.Tensor], None]] = {
+    ReduceOp.SUM: _accumulate_sum,
+    ReduceOp.AVG: _accumulate_sum,
+    ReduceOp.MAX: _accumulate_max,
+    ReduceOp.MIN: _accumulate_min,
+}
+
+
+def reduce_tensors(tensors: Sequence[torch.Tensor], op: ReduceOp) -> torch.Tensor:
+    """A fresh tensor combining ``tensors`` (in order) with ``op``; the inputs are untouched."""
+    acc = tensors[0].clone(memory_format=torch.contiguous_format)
+    accumulate = _ACCUMULATE[op]
+    for value in tensors[1:]:
+        accumulate(acc, value.to(acc.device))
+    finish_average(acc, op, len(tensors))
+    return acc
+
+
+def finish_average(acc: torch.Tensor, op: ReduceOp, world_size: int) -> None:
+    """Divide a summed ``acc`` in place by ``world_size`` when ``op`` is avg."""
+    if op is ReduceOp.AVG:
+        acc.div_(world_size)

@@ -1,0 +1,257 @@
+"""The torch.distributed backend: one rank per process, Gloo for CPU tensors, NCCL for CUDA.
+
+Each group builds its own process group object (``ProcessGroupGloo`` / ``ProcessGroupNCCL``)
+directly from a ``FileStore`` whose path carries the manager's namespace, so no global default
+process group is touched and any number of groups coexist in one process. Uneven shards are
+padded to ``ceil(n / world)`` and unpadded after the exchange; avg is a sum divided locally.
+
+Waiting: every collective is started asynchronously and first waited on for a short probe. A
+rank still waiting after the probe writes an arrival mark ``seq -> rank`` to the FileStore, so
+when the collective finally times out (the process group's timeout is
+``GlobalOption.get_comm_timeout_second()``) the ranks without a mark are the ones that never
+came. Fast collectives never touch the store.
+
+Example (one process, world size 1):
+    >>> import os, tempfile, torch
+    >>> from dtorch.comm.group.backend import GroupInfo
+    >>> from dtorch.comm.group.reduce_op import ReduceOp
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     backend = TorchDistBackend(GroupInfo("cpu", (0,), (0,)), os.path.join(tmp, "rdv"))
+    ...     print(backend.all_reduce({0: torch.ones(2)}, ReduceOp.SUM))
+    ...     backend.close()
+    {0: tensor([1., 1.])}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors
+from dtorch.comm.group.chunks import (
+    chunk_piece,
+    pad_dim,
+    padded_chunk,
+    shard_sizes,
+    split_chunks,
+    with_dim,
+)
+from dtorch.comm.group.reduce_op import ReduceOp, finish_average
+from dtorch.errors import CommError, CommTimeoutError
+from dtorch.options import GlobalOption
+
+#: How long a collective runs before its rank records its arrival in the store.
+_PROBE_SECONDS = 0.05
+
+#: Avg is reduced as a sum and divided locally (not every backend implements AVG).
+_DIST_OPS: dict[ReduceOp, Any] = {
+    ReduceOp.SUM: dist.ReduceOp.SUM,
+    ReduceOp.AVG: dist.ReduceOp.SUM,
+    ReduceOp.MAX: dist.ReduceOp.MAX,
+    ReduceOp.MIN: dist.ReduceOp.MIN,
+}
+
+
+def _gloo(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
+    return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+def _nccl(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
+    if not dist.is_nccl_available():
+        raise CommError(
+            "NCCL is not available in this torch build; cuda groups across "
+            "processes need it (use threads or DTORCH_DTENSOR_IN_SAME_DEVICE)"
+        )
+    options = dist.ProcessGroupNCCL.Options()
+    options._timeout = timeout
+    return dist.ProcessGroupNCCL(store, rank, size, options)
+
+
+#: The collective library per device kind.
+_PROCESS_GROUPS: dict[str, Callable[[Any, int, int, timedelta], Any]] = {
+    "cpu": _gloo,
+    "cuda": _nccl,
+}
+
+
+def _arrival_key(seq: int, rank: int) -> str:
+    return f"arrived/{seq}/{rank}"
+
+
+class TorchDistBackend(GroupBackend):
+    """One rank of a group whose ranks live in different processes (see the module doc)."""
+
+    def __init__(self, info: GroupInfo, rendezvous_path: str) -> None:
+        if len(info.ranks) != 1:
+            raise CommError(
+                f"{info}: the torch.distributed backend serves one rank per process; "
+                f"use the same-device backend for callers holding several ranks"
+            )
+        self._info = info
+        self._rank = info.ranks[0]
+        self._timeout = timedelta(seconds=GlobalOption.get_comm_timeout_second())
+        self._seq = 0
+        self._store: Any = dist.FileStore(rendezvous_path, info.world_size)
+        self._store.set_timeout(self._timeout)
+        self._await_peers()
+        make = _PROCESS_GROUPS[info.device_kind]
+        try:
+            self._pg: Any = make(
+                dist.PrefixStore("pg", self._store), self._rank, info.world_size, self._timeout
+            )
+        except RuntimeError as error:
+            raise CommError(f"{info}: creating the process group failed: {error}") from error
+
+    def _await_peers(self) -> None:
+        # Named hellos first: a rank that never creates the group is reported by rank.
+        self._store.set(f"hello/{self._rank}", "1")
+        keys = [f"hello/{r}" for r in range(self._info.world_size)]
+        try:
+            self._store.wait(keys, self._timeout)
+        except RuntimeError:
+            missing = [r for r, k in enumerate(keys) if not self._store.check([k])]
+            raise CommTimeoutError(
+                f"creating {self._info}: ranks {missing} never came within "
+                f"{self._timeout.total_seconds()} s (DTORCH_COMM_TIMEOUT_SECOND)"
+            ) from None
+
+    # --- waiting -------------------------------------------------------------------------
+
+    def _run(self, collective: str, start: Callable[[], Any]) -> None:
+        seq, self._seq = self._seq, self._seq + 1
+        try:
+            work = start()
+            if not self._probe(work):
+                self._store.set(_arrival_key(seq, self._rank), "1")
+                work.wait()
+        except (RuntimeError, ValueError) as error:
+            raise self._failure(collective, seq, error) from error
+
+    @staticmethod
+    def _probe(work: Any) -> bool:
+        """True when ``work`` finished within the probe; re-raises a real failure."""
+        try:
+            work.wait(timedelta(seconds=_PROBE_SECONDS))
+        except RuntimeError:
+            if work.is_completed():
+                raise
+            return False
+        return True
+
+    def _failure(self, collective: str, seq: int, error: Exception) -> CommError:
+        text = str(error)
+        if "timed out" not in text.lower():
+            return CommError(f"{collective} on {self._info} failed: {text}")
+        missing = [
+            r
+            for r in range(self._info.world_size)
+            if r != self._rank and not self._store.check([_arrival_key(seq, r)])
+        ]
+        return CommTimeoutError(
+            f"{collective} on {self._info} timed out after {self._timeout.total_seconds()} s "
+            f"(DTORCH_COMM_TIMEOUT_SECOND); ranks that never came: {missing} ({text})"
+        )
+
+    # --- collectives ---------------------------------------------------------------------
+
+    def all_reduce(self, inputs: RankTensors, op: ReduceOp) -> RankTensors:
+        out = inputs[self._rank].clone(memory_format=torch.contiguous_format)
+        options = dist.AllreduceOptions()
+        options.reduceOp = _DIST_OPS[op]
+        self._run("all_reduce", lambda: self._pg.allreduce([out], options))
+        finish_average(out, op, self._info.world_size)
+        return {self._rank: out}
+
+    def all_gather(self, inputs: RankTensors, dim: int, sizes: tuple[int, ...]) -> RankTensors:
+        local = inputs[self._rank]
+        if dim == 0 and len(set(sizes)) == 1:
+            out = local.new_empty(with_dim(local.shape, 0, sizes[0] * len(sizes)))
+            self._run("all_gather", lambda: self._pg._allgather_base(out, local.contiguous()))
+            return {self._rank: out}
+        pieces = self._gather_padded("all_gather", local, dim, sizes)
+        return {self._rank: torch.cat(pieces, dim)}
+
+    def all_gather_list(
+        self, inputs: RankTensors, dim: int, sizes: tuple[int, ...]
+    ) -> dict[int, list[torch.Tensor]]:
+        pieces = self._gather_padded("all_gather_into_list", inputs[self._rank], dim, sizes)
+        return {self._rank: [p.contiguous() for p in pieces]}
+
+    def _gather_padded(
+        self, collective: str, local: torch.Tensor, dim: int, sizes: tuple[int, ...]
+    ) -> list[torch.Tensor]:
+        width = max(sizes)
+        padded = pad_dim(local, dim, width) if local.shape[dim] != width else local.contiguous()
+        outs = [torch.empty_like(padded) for _ in sizes]
+        self._run(collective, lambda: self._pg.allgather([outs], [padded]))
+        return [o.narrow(dim, 0, n) for o, n in zip(outs, sizes, strict=True)]
+
+    def reduce_scatter(self, inputs: RankTensors, dim: int, op: ReduceOp) -> RankTensors:
+        world = self._info.world_size
+        front = inputs[self._rank].movedim(dim, 0)
+        width = padded_chunk(front.shape[0], world)
+        padded = pad_dim(front, 0, width * world) if front.shape[0] != width * world else front
+        padded = padded.contiguous()
+        out = padded.new_empty(with_dim(padded.shape, 0, width))
+        options = dist.ReduceScatterOptions()
+        options.reduceOp = _DIST_OPS[op]
+        self._run("reduce_scatter", lambda: self._pg._reduce_scatter_base(out, padded, options))
+        finish_average(out, op, world)
+        mine = out.narrow(0, 0, shard_sizes(front.shape[0], world)[self._rank])
+        return {self._rank: mine.movedim(0, dim).contiguous()}
+
+    def all_to_all(
+        self, inputs: RankTensors, src_dim: int, dst_dim: int, src_sizes: tuple[int, ...]
+    ) -> RankTensors:
+        local = inputs[self._rank]
+        dst_sizes = shard_sizes(local.shape[dst_dim], self._info.world_size)
+        send = self._pack_for_all_to_all(local, src_dim, dst_dim, max(src_sizes))
+        recv = torch.empty_like(send)
+        options = dist.AllToAllOptions()
+        self._run("all_to_all", lambda: self._pg.alltoall_base(recv, send, [], [], options))
+        pieces = [
+            recv[s].narrow(src_dim, 0, src_sizes[s]).narrow(dst_dim, 0, dst_sizes[self._rank])
+            for s in range(self._info.world_size)
+        ]
+        return {self._rank: torch.cat(pieces, src_dim)}
+
+    def _pack_for_all_to_all(
+        self, local: torch.Tensor, src_dim: int, dst_dim: int, src_width: int
+    ) -> torch.Tensor:
+        """``[world, ...]``: slot s holds the piece for rank s, padded to common extents."""
+        world = self._info.world_size
+        chunks = split_chunks(local, dst_dim, world)
+        if local.shape[src_dim] == src_width and len({c.shape[dst_dim] for c in chunks}) == 1:
+            return torch.stack(chunks)
+        dst_width = padded_chunk(local.shape[dst_dim], world)
+        shape = with_dim(with_dim(local.shape, src_dim, src_width), dst_dim, dst_width)
+        send = local.new_zeros((world, *shape))
+        for s in range(world):
+            piece = chunk_piece(local, dst_dim, world, s)
+            slot = send[s].narrow(src_dim, 0, piece.shape[src_dim])
+            slot.narrow(dst_dim, 0, piece.shape[dst_dim]).copy_(piece)
+        return send
+
+    def broadcast(self, inputs: RankTensors, src: int) -> RankTensors:
+        out = inputs[self._rank].clone(memory_format=torch.contiguous_format)
+        options = dist.BroadcastOptions()
+        options.rootRank = src
+        options.rootTensor = 0
+        self._run("broadcast", lambda: self._pg.broadcast([out], options))
+        return {self._rank: out}
+
+    def barrier(self) -> None:
+        # A one-element all-reduce: Gloo's barrier has no per-call timeout hook to probe.
+        flag = torch.zeros(1, device=self._info.device_kind)
+        self._run("barrier", lambda: self._pg.allreduce([flag]))
+
+    def close(self) -> None:
+        pg, self._pg = getattr(self, "_pg", None), None
+        if pg is not None and hasattr(pg, "shutdown"):
+            pg.shutdown()
+        # Dropping the last FileStore reference lets the last rank remove the file.
+        self._store = None
