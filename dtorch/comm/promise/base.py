@@ -1,0 +1,172 @@
+"""TensorPromise/TensorFuture and VoidPromise/VoidFuture: one value, handed over once (spec 4).
+
+A promise is set once, with a value or an error; its future (taken once) waits for it. Every
+backend implements one small ``Cell`` (the shared state of a promise and its future); the
+public classes in ``dtorch.comm.promise.futures`` are written once on top of it::
+
+    promise.set_value(t) / set_error(e)  -->  Cell  -->  future.get() / wait() / await future
+
+Waiting honours a timeout (None: ``GlobalOption.get_comm_timeout_second()``) and raises
+``FutureTimeoutError`` when it runs out; ``wait_for`` and ``is_ready`` never raise.
+
+Example:
+    >>> import torch
+    >>> from dtorch.comm.promise import create_promise
+    >>> from dtorch.ir.opkind import PromiseKind
+    >>> promise = create_promise(PromiseKind.MEMORY)
+    >>> future = promise.get_future()
+    >>> future.is_ready()
+    False
+    >>> promise.set_value(torch.ones(2)); future.get().tolist()
+    [1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator
+from typing import Any, Protocol
+
+import torch
+
+from dtorch.errors import CommError, FutureTimeoutError
+from dtorch.ir.params import PromiseHandle
+from dtorch.options import GlobalOption
+
+
+class PromiseStateError(CommError):
+    """A promise set twice, its future taken twice, or a promise used on the wrong side."""
+
+
+class Cell(Protocol):
+    """The shared state of one promise and its future; what each backend implements."""
+
+    name: str
+
+    def settle(self, value: torch.Tensor | None, error: BaseException | None) -> None:
+        """Set the outcome once (``PromiseStateError`` the second time) and wake the waiters."""
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` until settled; True if settled. Never raises."""
+
+    def is_ready(self) -> bool:
+        """True once settled (with a value or an error), without blocking."""
+
+    def outcome(self) -> torch.Tensor | None:
+        """The value of a settled cell, or raise its error."""
+
+    def add_callback(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` once settled (at once, in this thread, if it already is)."""
+
+    def loop_waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """An asyncio future of ``loop`` that completes once settled (never blocks the loop)."""
+
+
+class TensorPromise(ABC):
+    """The producing side of one tensor value: ``set_value`` or ``set_error``, once."""
+
+    handle: PromiseHandle
+
+    @abstractmethod
+    def set_value(self, tensor: torch.Tensor) -> None:
+        """Settle with ``tensor`` (once)."""
+
+    @abstractmethod
+    def set_error(self, error: BaseException) -> None:
+        """Settle with ``error`` instead of a value (once); the future re-raises it."""
+
+    @abstractmethod
+    def get_future(self) -> TensorFuture:
+        """The future of this promise (once)."""
+
+
+class VoidPromise(ABC):
+    """The producing side of a completion without a value (``Graph.sync_future``)."""
+
+    handle: PromiseHandle
+
+    @abstractmethod
+    def set_value(self) -> None:
+        """Settle as done (once)."""
+
+    @abstractmethod
+    def set_error(self, error: BaseException) -> None:
+        """Settle with ``error`` (once); the future re-raises it."""
+
+    @abstractmethod
+    def get_future(self) -> VoidFuture:
+        """The future of this promise (once)."""
+
+
+class TensorFuture(ABC):
+    """The waiting side of one tensor value."""
+
+    @abstractmethod
+    def get(self, timeout_s: float | None = None) -> torch.Tensor:
+        """Block until settled; return the value or re-raise the error."""
+
+    @abstractmethod
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Like ``get`` without returning the value."""
+
+    @abstractmethod
+    def wait_for(self, timeout_ms: int) -> bool:
+        """Wait up to ``timeout_ms``; True once settled (value or error). Never raises."""
+
+    @abstractmethod
+    def is_ready(self) -> bool:
+        """True once settled, without blocking."""
+
+    @abstractmethod
+    def add_done_callback(self, fn: Callable[[TensorFuture], None]) -> None:
+        """Call ``fn(self)`` once settled."""
+
+    @abstractmethod
+    def __await__(self) -> Generator[Any, None, torch.Tensor]:
+        """``await future`` inside asyncio: the value, without blocking the event loop."""
+
+
+class VoidFuture(ABC):
+    """The waiting side of a completion without a value."""
+
+    @abstractmethod
+    def get(self, timeout_s: float | None = None) -> None:
+        """Block until settled; re-raise the error if there is one."""
+
+    @abstractmethod
+    def wait(self, timeout_s: float | None = None) -> None:
+        """The same as ``get`` (there is no value)."""
+
+    @abstractmethod
+    def wait_for(self, timeout_ms: int) -> bool:
+        """Wait up to ``timeout_ms``; True once settled. Never raises."""
+
+    @abstractmethod
+    def is_ready(self) -> bool:
+        """True once settled, without blocking."""
+
+    @abstractmethod
+    def add_done_callback(self, fn: Callable[[VoidFuture], None]) -> None:
+        """Call ``fn(self)`` once settled."""
+
+    @abstractmethod
+    def __await__(self) -> Generator[Any, None, None]:
+        """``await future`` inside asyncio, without blocking the event loop."""
+
+
+def resolve_timeout(timeout_s: float | None) -> float:
+    """``timeout_s`` checked, or the comm timeout in force when it is None."""
+    if timeout_s is None:
+        return GlobalOption.get_comm_timeout_second()
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s < 0:
+        raise ValueError(f"timeout_s must be a number of seconds >= 0 or None, got {timeout_s!r}")
+    return float(timeout_s)
+
+
+def future_timeout(name: str, timeout_s: float) -> FutureTimeoutError:
+    """The error of a future that was not settled within ``timeout_s``."""
+    return FutureTimeoutError(
+        f"the future of promise {name!r} was not ready after {timeout_s:g}s "
+        "(nobody set it: was its operator run, or did its worker die?)"
+    )

@@ -1,0 +1,207 @@
+"""The public promise and future classes, written once over any backend's ``Cell``.
+
+A promise validates what it is given and settles its cell; a future waits on the cell with a
+timeout and turns the outcome into a value or the error that was set. ``await`` asks the cell
+for an asyncio future of the running loop (the cell decides how it is woken) and arms a timer
+with the comm timeout, so an await never waits forever either.
+
+Example:
+    >>> from dtorch.comm.promise.memory import MemoryCell
+    >>> from dtorch.ir.opkind import PromiseKind
+    >>> from dtorch.ir.params import PromiseHandle
+    >>> cell = MemoryCell("doc")
+    >>> promise = CellVoidPromise(cell, PromiseHandle(PromiseKind.MEMORY, "doc"))
+    >>> future = promise.get_future(); promise.set_value()
+    >>> future.get() is None and future.wait_for(0)
+    True
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator
+from typing import Any
+
+import torch
+
+from dtorch.comm.promise.base import (
+    Cell,
+    PromiseStateError,
+    TensorFuture,
+    TensorPromise,
+    VoidFuture,
+    VoidPromise,
+    future_timeout,
+    resolve_timeout,
+)
+from dtorch.ir.params import PromiseHandle
+
+
+def _check_error(error: BaseException) -> BaseException:
+    if not isinstance(error, BaseException):
+        raise TypeError(f"set_error needs an exception, got {type(error).__name__}")
+    return error
+
+
+class _FutureGate:
+    """Hands out a promise's future once."""
+
+    __slots__ = ("_taken",)
+
+    def __init__(self, open_: bool) -> None:
+        self._taken = not open_
+
+    def take(self, name: str) -> None:
+        if self._taken:
+            raise PromiseStateError(
+                f"the future of promise {name!r} was already taken (or this side of the "
+                "promise has none: an attached promise only sets)"
+            )
+        self._taken = True
+
+
+class CellTensorPromise(TensorPromise):
+    """A TensorPromise over a cell; ``has_future`` is False on the attaching side."""
+
+    def __init__(self, cell: Cell, handle: PromiseHandle, *, has_future: bool = True) -> None:
+        self.handle = handle
+        self._cell = cell
+        self._gate = _FutureGate(has_future)
+
+    def set_value(self, tensor: torch.Tensor) -> None:
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"set_value needs a torch.Tensor, got {type(tensor).__name__}")
+        self._cell.settle(tensor, None)
+
+    def set_error(self, error: BaseException) -> None:
+        self._cell.settle(None, _check_error(error))
+
+    def get_future(self) -> TensorFuture:
+        self._gate.take(self._cell.name)
+        return CellTensorFuture(self._cell)
+
+    def __repr__(self) -> str:
+        return f"CellTensorPromise({self.handle!r})"
+
+
+class CellVoidPromise(VoidPromise):
+    """A VoidPromise over a cell; ``has_future`` is False on the attaching side."""
+
+    def __init__(self, cell: Cell, handle: PromiseHandle, *, has_future: bool = True) -> None:
+        self.handle = handle
+        self._cell = cell
+        self._gate = _FutureGate(has_future)
+
+    def set_value(self) -> None:
+        self._cell.settle(None, None)
+
+    def set_error(self, error: BaseException) -> None:
+        self._cell.settle(None, _check_error(error))
+
+    def get_future(self) -> VoidFuture:
+        self._gate.take(self._cell.name)
+        return CellVoidFuture(self._cell)
+
+    def __repr__(self) -> str:
+        return f"CellVoidPromise({self.handle!r})"
+
+
+def settled_outcome(cell: Cell, timeout_s: float | None) -> torch.Tensor | None:
+    """Wait for ``cell`` up to the timeout, then its value (or raise its error)."""
+    seconds = resolve_timeout(timeout_s)
+    if not cell.wait(seconds):
+        raise future_timeout(cell.name, seconds)
+    return cell.outcome()
+
+
+def wait_for_ms(cell: Cell, timeout_ms: int) -> bool:
+    """``wait_for``: True once settled; a bad timeout counts as zero (it never raises)."""
+    try:
+        seconds = max(0.0, float(timeout_ms) / 1000.0)
+    except (TypeError, ValueError):
+        seconds = 0.0
+    return cell.wait(seconds)
+
+
+def await_cell(cell: Cell) -> Generator[Any, None, torch.Tensor | None]:
+    """The body of ``__await__``: wait on the running loop, then the outcome."""
+    if not cell.is_ready():
+        loop = asyncio.get_running_loop()
+        waiter = cell.loop_waiter(loop)
+        seconds = resolve_timeout(None)
+        timer = loop.call_later(seconds, _expire, waiter, cell.name, seconds)
+        try:
+            yield from waiter
+        finally:
+            timer.cancel()
+    return cell.outcome()
+
+
+def _expire(waiter: asyncio.Future[None], name: str, seconds: float) -> None:
+    if not waiter.done():
+        waiter.set_exception(future_timeout(name, seconds))
+
+
+class CellTensorFuture(TensorFuture):
+    """A TensorFuture over a cell."""
+
+    __slots__ = ("_cell",)
+
+    def __init__(self, cell: Cell) -> None:
+        self._cell = cell
+
+    def get(self, timeout_s: float | None = None) -> torch.Tensor:
+        return _tensor(settled_outcome(self._cell, timeout_s))
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        settled_outcome(self._cell, timeout_s)
+
+    def wait_for(self, timeout_ms: int) -> bool:
+        return wait_for_ms(self._cell, timeout_ms)
+
+    def is_ready(self) -> bool:
+        return self._cell.is_ready()
+
+    def add_done_callback(self, fn: Callable[[TensorFuture], None]) -> None:
+        self._cell.add_callback(lambda: fn(self))
+
+    def __await__(self) -> Generator[Any, None, torch.Tensor]:
+        return _tensor((yield from await_cell(self._cell)))
+
+    def __repr__(self) -> str:
+        return f"CellTensorFuture({self._cell.name!r}, ready={self.is_ready()})"
+
+
+class CellVoidFuture(VoidFuture):
+    """A VoidFuture over a cell."""
+
+    __slots__ = ("_cell",)
+
+    def __init__(self, cell: Cell) -> None:
+        self._cell = cell
+
+    def get(self, timeout_s: float | None = None) -> None:
+        settled_outcome(self._cell, timeout_s)
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        settled_outcome(self._cell, timeout_s)
+
+    def wait_for(self, timeout_ms: int) -> bool:
+        return wait_for_ms(self._cell, timeout_ms)
+
+    def is_ready(self) -> bool:
+        return self._cell.is_ready()
+
+    def add_done_callback(self, fn: Callable[[VoidFuture], None]) -> None:
+        self._cell.add_callback(lambda: fn(self))
+
+    def __await__(self) -> Generator[Any, None, None]:
+        yield from await_cell(self._cell)
+
+    def __repr__(self) -> str:
+        return f"CellVoidFuture({self._cell.name!r}, ready={self.is_ready()})"
+
+
+def _tensor(value: torch.Tensor | None) -> torch.Tensor:
+    assert value is not None  # a tensor promise settles with a tensor or an error
+    return value
