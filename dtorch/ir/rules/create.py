@@ -1,0 +1,40 @@
+"""The Create rule: a new tensor's metadata comes from its param alone.
+
+``empty`` with Partial placements yields Replicate there (its values are unspecified, so any
+layout is as good; API.md). Every other kind keeps the placements it was asked for.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.opkind import CreateKind
+    >>> from dtorch.ir.params import CreateParam
+    >>> from dtorch.ir.placement import Partial, Shard
+    >>> mesh = init_device_mesh("cpu", (2, 2))
+    >>> param = CreateParam(CreateKind.EMPTY, (4, 2), torch.float32, mesh, (Shard(-1), Partial()))
+    >>> create_rule("empty", param, ()).outputs[0].placements
+    (S(1), R)
+"""
+
+from __future__ import annotations
+
+from dtorch.errors import ShapeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import CreateKind, OpKind
+from dtorch.ir.params import CreateParam, OpParam
+from dtorch.ir.placement import Partial, Replicate, normalize_placements
+from dtorch.ir.rules.base import Inference, OutputMeta, Rule
+
+
+def create_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """Shape, dtype and (normalised) placements of a created tensor."""
+    assert isinstance(param, CreateParam)
+    shape = tuple(param.shape)
+    if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in shape):
+        raise ShapeError(f"{name}: sizes must be non-negative ints, got {list(param.shape)}")
+    placements = normalize_placements(param.placements, param.mesh.ndim, len(shape))
+    if param.create is CreateKind.EMPTY:
+        placements = tuple(Replicate() if isinstance(p, Partial) else p for p in placements)
+    return Inference((OutputMeta(shape, param.dtype, placements),))
+
+
+RULES: dict[OpKind, Rule] = {OpKind.Create: create_rule}

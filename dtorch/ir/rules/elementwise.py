@@ -1,0 +1,160 @@
+"""Rules of the elementwise kinds: BroadcastBinary, BaseMath, Activation.
+
+Shapes broadcast as in torch; dtypes are torch's (probed once, see ``promotion``). On one mesh
+dimension an elementwise operator keeps a shard of any kept dim and accepts Partial only where
+it is linear in that operand: ``P + P``, ``P - P``, ``P * R``, ``R * P``, ``P / R``,
+``P * scalar``, ``P / scalar``, ``-P``.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.opkind import BinaryKind
+    >>> from dtorch.ir.params import BroadcastBinaryParam
+    >>> from dtorch.ir.placement import Replicate, Shard
+    >>> mesh = init_device_mesh("cpu", 2)
+    >>> a = Operand(1, (4, 3), torch.float32, mesh, (Shard(0),))
+    >>> b = Operand(2, (3,), torch.int64, mesh, (Replicate(),))
+    >>> out = binary_rule("add", BroadcastBinaryParam(BinaryKind.ADD), (a, b)).outputs[0]
+    >>> out.shape, out.dtype, out.placements
+    ((4, 3), torch.float32, (S(0),))
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import torch
+
+from dtorch.errors import ShapeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, OpKind
+from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam, OpParam
+from dtorch.ir.rules.base import (
+    DtypeError,
+    Inference,
+    OutputMeta,
+    ParamError,
+    Rule,
+    all_replicate,
+)
+from dtorch.ir.rules.promotion import activation_dtype, binary_dtype, math_dtype
+from dtorch.ir.rules.signature import Labels, Signature, elementwise, expand
+from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
+from dtorch.ir.scalar import ScalarKind
+
+_NOT_LINEAR = "Partial is accepted only where the operator is linear in it; redistribute first"
+
+_PLAIN2 = elementwise(2, hint=_NOT_LINEAR)
+_BINARY_SIGS: dict[BinaryKind, Signature] = {
+    BinaryKind.ADD: elementwise(2, ["P P -> P"], hint=_NOT_LINEAR),
+    BinaryKind.SUB: elementwise(2, ["P P -> P"], hint=_NOT_LINEAR),
+    BinaryKind.MUL: elementwise(2, ["P R -> P", "R P -> P"], hint=_NOT_LINEAR),
+    BinaryKind.DIV: elementwise(2, ["P R -> P"], hint=_NOT_LINEAR),
+}
+#: One tensor with a Python scalar, keyed by (kind, scalar_first).
+_LINEAR1 = elementwise(1, ["P -> P"], hint=_NOT_LINEAR)
+_PLAIN1 = elementwise(1, hint=_NOT_LINEAR)
+_SCALAR_SIGS: dict[tuple[BinaryKind, bool], Signature] = {
+    (BinaryKind.MUL, False): _LINEAR1,
+    (BinaryKind.MUL, True): _LINEAR1,
+    (BinaryKind.DIV, False): _LINEAR1,
+}
+_MATH_SIGS: dict[MathKind, Signature] = {MathKind.NEG: _LINEAR1}
+
+
+@functools.cache
+def identity(ndim: int) -> Labels:
+    """Labels of a tensor whose every dim maps to the same output dim."""
+    return tuple(range(ndim))
+
+
+def broadcast_shapes(name: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """torch's broadcast of ``shapes``; ShapeError naming the clashing dimension."""
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for shape in shapes:
+        for j, size in enumerate(shape, ndim - len(shape)):
+            if size != out[j] and out[j] != 1 and size != 1:
+                raise ShapeError(
+                    f"{name}: shapes {' x '.join(str(list(s)) for s in shapes)} do not "
+                    f"broadcast: size {size} against {out[j]} at dimension {j - ndim}"
+                )
+            out[j] = size if out[j] == 1 else out[j]
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def broadcast_labels(
+    shapes: tuple[tuple[int, ...], ...], out: tuple[int, ...]
+) -> tuple[Labels, ...]:
+    """Labels of broadcast inputs: an output dim's index, or a label of its own for a size-1
+    dim that broadcasts (sharding it cannot produce the output's shards)."""
+    return tuple(
+        tuple(
+            j if size == out[j] else -1000 * (i + 1) - j
+            for j, size in enumerate(shape, len(out) - len(shape))
+        )
+        for i, shape in enumerate(shapes)
+    )
+
+
+def elementwise_placements(
+    name: str, sig: Signature, inputs: Sequence[Operand], shape: tuple[int, ...], dtype: torch.dtype
+) -> Inference:
+    """Placements of an elementwise operator's one output (``shape``, ``dtype``)."""
+    if all_replicate(inputs):
+        return Inference((OutputMeta(shape, dtype, inputs[0].placements),))
+    labels = broadcast_labels(tuple(o.shape for o in inputs), shape)
+    expansion = expand(name, sig, inputs, labels, (identity(len(shape)),))
+    return Inference((OutputMeta(shape, dtype, expansion.outputs[0]),), expansion.requested)
+
+
+def binary_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``a <op> b``, or one tensor with a Python scalar on either side."""
+    assert isinstance(param, BroadcastBinaryParam)
+    if param.scalar is not None:
+        return _scalar_rule(name, param, inputs[0])
+    a, b = inputs
+    shape = a.shape if a.shape == b.shape else broadcast_shapes(name, (a.shape, b.shape))
+    dtype = binary_dtype(name, param.binary, (a.dtype, not a.shape), (b.dtype, not b.shape))
+    sig = _BINARY_SIGS.get(param.binary, _PLAIN2)
+    return elementwise_placements(name, sig, inputs, shape, dtype)
+
+
+def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inference:
+    assert param.scalar is not None
+    kind = param.scalar.kind
+    if kind is ScalarKind.NONE:
+        raise DtypeError(f"{name}: the scalar operand is None; accepted: int, float, bool")
+    scalar_dtype = SCALAR_DTYPES[kind] or torch.get_default_dtype()
+    sides = ((x.dtype, not x.shape), (scalar_dtype, True))
+    dtype = binary_dtype(name, param.binary, *(sides[::-1] if param.scalar_first else sides))
+    sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
+    return elementwise_placements(name, sig, (x,), x.shape, dtype)
+
+
+def math_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``neg``, ``exp``, ``isnan``, ... of one tensor."""
+    assert isinstance(param, BaseMathParam)
+    (x,) = inputs
+    dtype = math_dtype(name, param.math, x.dtype)
+    return elementwise_placements(name, _MATH_SIGS.get(param.math, _PLAIN1), inputs, x.shape, dtype)
+
+
+def activation_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``relu``, ``gelu``, ``silu``, ``sigmoid``, ``tanh`` of one tensor (never Partial)."""
+    assert isinstance(param, ActivationParam)
+    (x,) = inputs
+    if param.activation is ActivationKind.GELU and param.approximate not in ("none", "tanh"):
+        raise ParamError(f"{name}: approximate={param.approximate!r}; accepted: 'none', 'tanh'")
+    dtype = activation_dtype(name, param.activation, param.approximate, x.dtype)
+    return elementwise_placements(name, _PLAIN1, inputs, x.shape, dtype)
+
+
+RULES: dict[OpKind, Rule] = {
+    OpKind.BroadcastBinary: binary_rule,
+    OpKind.BaseMath: math_rule,
+    OpKind.Activation: activation_rule,
+}

@@ -1,0 +1,125 @@
+"""Result dtypes exactly as torch computes them, learned once per dtype combination.
+
+Each function here runs the torch function of an operator on a one-element tensor the first
+time it sees a combination of input dtypes (and the default dtype, which Python floats and
+true division follow), and caches the answer: afterwards a rule pays one dict lookup. When
+torch rejects a combination, the cached answer is torch's message, raised as DtypeError.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.opkind import BinaryKind
+    >>> binary_dtype("div", BinaryKind.DIV, (torch.int64, False), (torch.int64, True))
+    torch.float32
+    >>> binary_dtype("lt", BinaryKind.LT, (torch.float16, False), (torch.float64, False))
+    torch.bool
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, OpKind, ReduceKind
+from dtorch.ir.rules.base import DtypeError
+from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, REDUCE
+
+_Answer = torch.dtype | str
+
+
+def _probe(thunk: Callable[[], torch.Tensor]) -> _Answer:
+    try:
+        return thunk().dtype
+    except (RuntimeError, TypeError, ValueError) as error:
+        return str(error).split("\n", 1)[0]
+
+
+def _answer(name: str, answer: _Answer) -> torch.dtype:
+    if isinstance(answer, str):
+        raise DtypeError(f"{name}: torch rejects these dtypes: {answer}")
+    return answer
+
+
+def _one(dtype: torch.dtype, zero_dim: bool = False) -> torch.Tensor:
+    return torch.ones((), dtype=dtype) if zero_dim else torch.ones(1, dtype=dtype)
+
+
+#: One binary operand for dtype purposes: its dtype, and whether it is 0-d (a Python scalar
+#: counts as a 0-d tensor of its scalar dtype).
+Side = tuple[torch.dtype, bool]
+
+
+@functools.cache
+def _binary(kind: BinaryKind, a: Side, b: Side, default: torch.dtype) -> _Answer:
+    return _probe(lambda: BINARY[kind](_one(*a), _one(*b)))
+
+
+def binary_dtype(name: str, kind: BinaryKind, a: Side, b: Side) -> torch.dtype:
+    """Result dtype of ``a <kind> b`` (put a leading scalar first, as the kernel does)."""
+    return _answer(name, _binary(kind, a, b, torch.get_default_dtype()))
+
+
+@functools.cache
+def _unary(kind: MathKind, dtype: torch.dtype, default: torch.dtype) -> _Answer:
+    return _probe(lambda: MATH[kind](_one(dtype)))
+
+
+def math_dtype(name: str, kind: MathKind, dtype: torch.dtype) -> torch.dtype:
+    """Result dtype of a BaseMath operator on ``dtype``."""
+    return _answer(name, _unary(kind, dtype, torch.get_default_dtype()))
+
+
+@functools.cache
+def _activation(kind: ActivationKind, approximate: str, dtype: torch.dtype) -> _Answer:
+    return _probe(lambda: ACTIVATION[kind](_one(dtype), approximate))
+
+
+def activation_dtype(
+    name: str, kind: ActivationKind, approximate: str, dtype: torch.dtype
+) -> torch.dtype:
+    """Result dtype of an Activation operator on ``dtype``."""
+    return _answer(name, _activation(kind, approximate, dtype))
+
+
+@functools.cache
+def _reduce(kind: ReduceKind, dtype: torch.dtype, out: torch.dtype | None) -> _Answer:
+    return _probe(lambda: REDUCE[kind](torch.ones(2, dtype=dtype), (0,), False, out))
+
+
+def reduce_dtype(
+    name: str, kind: ReduceKind, dtype: torch.dtype, out: torch.dtype | None
+) -> torch.dtype:
+    """Result dtype of a Reduce operator (``out`` is the requested ``dtype=`` argument)."""
+    return _answer(name, _reduce(kind, dtype, out))
+
+
+@functools.cache
+def _tensors(kind: OpKind, dtypes: tuple[torch.dtype, ...], default: torch.dtype) -> _Answer:
+    return _probe(lambda: _TENSOR_OPS[kind](*(_one(d) for d in dtypes)))
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(a.reshape(1, 1), b.reshape(1, 1))
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, *bias: torch.Tensor) -> torch.Tensor:
+    return F.linear(x.reshape(1, 1), w.reshape(1, 1), *bias)
+
+
+#: Multi-tensor operators whose dtype rules the probes learn.
+_TENSOR_OPS: dict[OpKind, Callable[..., torch.Tensor]] = {
+    OpKind.Matmul: _matmul,
+    OpKind.Linear: _linear,
+    OpKind.Outer: torch.outer,
+    OpKind.Concat: lambda *ts: torch.cat(ts),
+    OpKind.Where: torch.where,
+    OpKind.Copy: lambda dst, src: dst.copy_(src),
+    OpKind.Masked: lambda t, mask: t.masked_fill(mask, 0),
+}
+
+
+def tensors_dtype(name: str, kind: OpKind, dtypes: tuple[torch.dtype, ...]) -> torch.dtype:
+    """Result dtype of the multi-tensor operator ``kind`` on one tensor of each dtype."""
+    return _answer(name, _tensors(kind, dtypes, torch.get_default_dtype()))

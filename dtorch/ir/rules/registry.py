@@ -1,0 +1,59 @@
+"""RULES, the OpKind -> rule table, and ``infer``, the one entry point the client calls.
+
+Each rules module exports a ``RULES`` fragment; this module merges them. A new operator is one
+entry in its module's fragment.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.opkind import MathKind
+    >>> from dtorch.ir.params import BaseMathParam
+    >>> from dtorch.ir.placement import Partial
+    >>> x = Operand(1, (3,), torch.float32, init_device_mesh("cpu", 2), (Partial(),))
+    >>> infer("neg", BaseMathParam(MathKind.NEG), (x,)).outputs[0].placements
+    (P,)
+"""
+
+from __future__ import annotations
+
+from dtorch.errors import DTorchError, MeshError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import OpParam
+from dtorch.ir.rules import create, elementwise
+from dtorch.ir.rules.base import Inference, Rule
+
+#: Every OpKind that has a shape/placement rule.
+RULES: dict[OpKind, Rule] = {
+    **create.RULES,
+    **elementwise.RULES,
+}
+
+
+class NoRuleError(DTorchError, NotImplementedError):
+    """An operator kind without a shape/placement rule."""
+
+
+def infer(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """Output shapes, dtypes and placements of operator ``name`` (and implicit redistributions).
+
+    Checks that every input lies on one mesh, then dispatches on ``param.kind``.
+    """
+    if len(inputs) > 1:
+        _check_one_mesh(name, inputs)
+    rule = RULES.get(param.kind)
+    if rule is None:
+        raise NoRuleError(f"{name}: operator kind {param.kind.name} has no shape rule")
+    return rule(name, param, inputs)
+
+
+def _check_one_mesh(name: str, inputs: tuple[Operand, ...]) -> None:
+    mesh = inputs[0].mesh
+    for operand in inputs:
+        if operand.mesh is not mesh and operand.mesh != mesh:
+            meshes = " and ".join(sorted({repr(o.mesh) for o in inputs}))
+            raise MeshError(
+                f"{name}: inputs lie on different meshes ({meshes}); move them to one mesh "
+                f"first (tensor.to(mesh) or redistribute(device_mesh=...))"
+            )

@@ -1,0 +1,131 @@
+"""The torch function behind each small enum kind: one table, read by two users.
+
+The rules probe these functions once per dtype combination to learn torch's result dtype
+(``dtorch.ir.rules.promotion``), and the local kernels call them on shards
+(``dtorch.kernels.local``). Keeping one table means the dtype a rule promises is the dtype a
+kernel produces.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.opkind import BinaryKind, MathKind
+    >>> BINARY[BinaryKind.ADD](torch.ones(2), torch.ones(2)).tolist()
+    [2.0, 2.0]
+    >>> MATH[MathKind.SQUARE](torch.tensor([3])).tolist()
+    [9]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, ReduceKind
+from dtorch.ir.scalar import Scalar, ScalarKind
+
+Binary = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Unary = Callable[[torch.Tensor], torch.Tensor]
+#: ``reduce(x, dims, keepdim, dtype)``; ``dims`` is normalised and never empty for a >0-d x.
+Reducer = Callable[[torch.Tensor, tuple[int, ...], bool, "torch.dtype | None"], torch.Tensor]
+
+BINARY: dict[BinaryKind, Binary] = {
+    BinaryKind.ADD: torch.add,
+    BinaryKind.SUB: torch.sub,
+    BinaryKind.MUL: torch.mul,
+    BinaryKind.DIV: torch.div,
+    BinaryKind.POW: torch.pow,
+    BinaryKind.EQ: torch.eq,
+    BinaryKind.NE: torch.ne,
+    BinaryKind.GT: torch.gt,
+    BinaryKind.LT: torch.lt,
+    BinaryKind.GE: torch.ge,
+    BinaryKind.LE: torch.le,
+    BinaryKind.LOGICAL_AND: torch.logical_and,
+    BinaryKind.LOGICAL_OR: torch.logical_or,
+    BinaryKind.MAXIMUM: torch.maximum,
+    BinaryKind.MINIMUM: torch.minimum,
+    BinaryKind.FLOOR_DIV: torch.floor_divide,
+    BinaryKind.REMAINDER: torch.remainder,
+}
+
+MATH: dict[MathKind, Unary] = {
+    MathKind.NEG: torch.neg,
+    MathKind.RECIPROCAL: torch.reciprocal,
+    MathKind.EXP: torch.exp,
+    MathKind.LOG: torch.log,
+    MathKind.LOG2: torch.log2,
+    MathKind.LOG10: torch.log10,
+    MathKind.SQRT: torch.sqrt,
+    MathKind.RSQRT: torch.rsqrt,
+    MathKind.SQUARE: torch.square,
+    MathKind.ABS: torch.abs,
+    MathKind.ROUND: torch.round,
+    MathKind.FLOOR: torch.floor,
+    MathKind.SIN: torch.sin,
+    MathKind.COS: torch.cos,
+    MathKind.ASIN: torch.asin,
+    MathKind.ISINF: torch.isinf,
+    MathKind.ISNAN: torch.isnan,
+    MathKind.CEIL: torch.ceil,
+    MathKind.LOGICAL_NOT: torch.logical_not,
+}
+
+
+def _gelu(x: torch.Tensor, approximate: str) -> torch.Tensor:
+    return F.gelu(x, approximate=approximate)
+
+
+#: ``activation(x, approximate)``; only GELU reads ``approximate``.
+ACTIVATION: dict[ActivationKind, Callable[[torch.Tensor, str], torch.Tensor]] = {
+    ActivationKind.RELU: lambda x, _: torch.relu(x),
+    ActivationKind.GELU: _gelu,
+    ActivationKind.SILU: lambda x, _: F.silu(x),
+    ActivationKind.SIGMOID: lambda x, _: torch.sigmoid(x),
+    ActivationKind.TANH: lambda x, _: torch.tanh(x),
+}
+
+
+def _prod(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool, dtype: torch.dtype | None):  # type: ignore[no-untyped-def]
+    # torch.prod takes one dim: reduce the highest dims first so lower indices stay valid.
+    for d in sorted(dims, reverse=True):
+        x = torch.prod(x, d, keepdim=keepdim, dtype=dtype)
+        dtype = None
+    return x if dims else torch.prod(x, dtype=dtype)
+
+
+def _arg(fn: Callable[..., torch.Tensor]) -> Reducer:
+    def reduce(
+        x: torch.Tensor, dims: tuple[int, ...], keepdim: bool, dtype: torch.dtype | None
+    ) -> torch.Tensor:
+        # one dim, or every dim of a >1-D tensor: torch's flat index (dim=None).
+        return fn(x, dims[0] if len(dims) == 1 else None, keepdim=keepdim)
+
+    return reduce
+
+
+REDUCE: dict[ReduceKind, Reducer] = {
+    ReduceKind.SUM: lambda x, d, k, t: torch.sum(x, d, keepdim=k, dtype=t),
+    ReduceKind.MEAN: lambda x, d, k, t: torch.mean(x, d, keepdim=k, dtype=t),
+    ReduceKind.MAX: lambda x, d, k, _: torch.amax(x, d, keepdim=k),
+    ReduceKind.MIN: lambda x, d, k, _: torch.amin(x, d, keepdim=k),
+    ReduceKind.ANY: lambda x, d, k, _: torch.any(x, d, keepdim=k),
+    ReduceKind.ALL: lambda x, d, k, _: torch.all(x, d, keepdim=k),
+    ReduceKind.PROD: _prod,
+    ReduceKind.ARGMAX: _arg(torch.argmax),
+    ReduceKind.ARGMIN: _arg(torch.argmin),
+}
+
+#: The dtype a Python scalar of each kind has when torch promotes it (FLOAT: the default).
+SCALAR_DTYPES: dict[ScalarKind, torch.dtype | None] = {
+    ScalarKind.INT: torch.int64,
+    ScalarKind.UINT: torch.uint64,
+    ScalarKind.FLOAT: None,
+    ScalarKind.BOOL: torch.bool,
+}
+
+
+def scalar_tensor(scalar: Scalar) -> torch.Tensor:
+    """A 0-d CPU tensor of ``scalar``: promotes exactly like the Python number (a 0-d CPU
+    tensor also combines with tensors on any device)."""
+    return torch.tensor(scalar.value, dtype=SCALAR_DTYPES[scalar.kind])

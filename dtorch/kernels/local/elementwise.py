@@ -1,0 +1,66 @@
+"""Local kernels of the elementwise kinds: BroadcastBinary, BaseMath, Activation.
+
+Dispatch is data: ``dtorch.ir.rules.torch_ops`` maps each BinaryKind/MathKind/ActivationKind
+to its torch function (the same table the rules probe for dtypes). A Python scalar operand
+becomes a 0-d CPU tensor, which promotes exactly like the number and combines with shards on
+any device.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import DeviceMesh
+    >>> from dtorch.ir.operator import Operand, Operator
+    >>> from dtorch.ir.opkind import BinaryKind
+    >>> from dtorch.ir.params import BroadcastBinaryParam
+    >>> from dtorch.ir.scalar import Scalar
+    >>> from dtorch.ir.span import Span
+    >>> from dtorch.kernels.base import KernelContext
+    >>> x = Operand(1, (2,), torch.float32, DeviceMesh("cpu"), ())
+    >>> param = BroadcastBinaryParam(BinaryKind.SUB, Scalar.of(1), scalar_first=True)
+    >>> op = Operator(3, "rsub_3", param, (1,), (2,), Span.unknown())
+    >>> ctx = KernelContext(op, (x,), (x,), (0,))
+    >>> binary_kernel(ctx, 0, [torch.tensor([1.0, 5.0])])
+    [tensor([ 0., -4.])]
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
+from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, scalar_tensor
+from dtorch.kernels.base import KernelContext, LocalKernel
+
+Shards = list[torch.Tensor]
+
+
+def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``a <op> b`` on the local shards, or one shard with the param's scalar."""
+    param = ctx.param
+    assert isinstance(param, BroadcastBinaryParam)
+    fn = BINARY[param.binary]
+    if param.scalar is None:
+        return [fn(inputs[0], inputs[1])]
+    scalar = scalar_tensor(param.scalar)
+    return [fn(scalar, inputs[0]) if param.scalar_first else fn(inputs[0], scalar)]
+
+
+def math_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``neg``, ``exp``, ``isnan``, ... of the local shard."""
+    param = ctx.param
+    assert isinstance(param, BaseMathParam)
+    return [MATH[param.math](inputs[0])]
+
+
+def activation_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``relu``, ``gelu``, ... of the local shard."""
+    param = ctx.param
+    assert isinstance(param, ActivationParam)
+    return [ACTIVATION[param.activation](inputs[0], param.approximate)]
+
+
+KERNELS: dict[OpKind, LocalKernel] = {
+    OpKind.BroadcastBinary: binary_kernel,
+    OpKind.BaseMath: math_kernel,
+    OpKind.Activation: activation_kernel,
+}

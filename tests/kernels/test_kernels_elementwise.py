@@ -1,0 +1,203 @@
+"""Elementwise operators (BroadcastBinary, BaseMath, Activation) simulated on 1-D, 2-D and 3-D
+meshes against torch on the full tensors, over every placement combination (or a seeded
+sample of them on the larger meshes)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
+from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
+from dtorch.ir.placement import Partial, Replicate, Shard
+from dtorch.ir.rules import DtypeError
+from dtorch.ir.scalar import Scalar
+from tests.simulate import MESHES, run_layouts
+
+pytestmark = pytest.mark.timeout(60)
+
+_G = torch.Generator().manual_seed(7)
+
+
+def _randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=_G)
+
+
+def _ints(*shape: int, low: int = -5, high: int = 6) -> torch.Tensor:
+    return torch.randint(low, high, shape, generator=_G)
+
+
+_BINARY_FNS = {
+    BinaryKind.ADD: torch.add,
+    BinaryKind.SUB: torch.sub,
+    BinaryKind.MUL: torch.mul,
+    BinaryKind.DIV: torch.div,
+    BinaryKind.POW: torch.pow,
+    BinaryKind.EQ: torch.eq,
+    BinaryKind.NE: torch.ne,
+    BinaryKind.GT: torch.gt,
+    BinaryKind.LT: torch.lt,
+    BinaryKind.GE: torch.ge,
+    BinaryKind.LE: torch.le,
+    BinaryKind.LOGICAL_AND: torch.logical_and,
+    BinaryKind.LOGICAL_OR: torch.logical_or,
+    BinaryKind.MAXIMUM: torch.maximum,
+    BinaryKind.MINIMUM: torch.minimum,
+    BinaryKind.FLOOR_DIV: torch.floor_divide,
+    BinaryKind.REMAINDER: torch.remainder,
+}
+
+#: Shapes of (a, b): same shape, b broadcast on the left, b broadcast with a size-1 dim.
+_SHAPE_PAIRS = [((5, 3), (5, 3)), ((5, 3), (3,)), ((5, 3), (5, 1)), ((1, 3), (4, 1))]
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("kind", list(BinaryKind))
+def test_binary_all_layouts(kind: BinaryKind, mesh_shape: tuple[int, ...]) -> None:
+    fn = _BINARY_FNS[kind]
+    limit = 120 if len(mesh_shape) > 1 else 400
+    for shape_a, shape_b in _SHAPE_PAIRS:
+        a, b = _randn(*shape_a), _randn(*shape_b)
+        if kind in (BinaryKind.FLOOR_DIV, BinaryKind.REMAINDER):
+            a, b = _ints(*shape_a), _ints(*shape_b, low=1)
+        accepted = run_layouts(
+            kind.name.lower(), BroadcastBinaryParam(kind), [a, b], mesh_shape, [fn(a, b)],
+            limit=limit,
+        )  # fmt: skip
+        assert accepted, "even all-Replicate was rejected"
+
+
+def _linear_partials(kind: BinaryKind) -> set[tuple[object, object]]:
+    """The Partial rows each kind accepts on one mesh dim, from the operator's math."""
+    return {
+        BinaryKind.ADD: {(Partial(), Partial())},
+        BinaryKind.SUB: {(Partial(), Partial())},
+        BinaryKind.MUL: {(Partial(), Replicate()), (Replicate(), Partial())},
+        BinaryKind.DIV: {(Partial(), Replicate())},
+    }.get(kind, set())
+
+
+@pytest.mark.parametrize("kind", list(BinaryKind))
+def test_binary_accepted_set_on_one_mesh_dim(kind: BinaryKind) -> None:
+    """Same-shape 2-D operands on a 1-D mesh: exactly R x R, matching shards (with R turned
+    into the other operand's shard) and the linear Partial rows are accepted."""
+    a, b = _randn(4, 3), _randn(4, 3) + 3
+    if kind in (BinaryKind.FLOOR_DIV, BinaryKind.REMAINDER):
+        a, b = _ints(4, 3), _ints(4, 3, low=1)
+    accepted = run_layouts(
+        "op", BroadcastBinaryParam(kind), [a, b], (2,), [_BINARY_FNS[kind](a, b)]
+    )
+    got = {(pa[0], pb[0]) for pa, pb in accepted}
+    shards = {(Shard(0), Shard(0)), (Shard(1), Shard(1))}
+    implicit = {(Shard(d), Replicate()) for d in (0, 1)} | {(Replicate(), Shard(d)) for d in (0, 1)}
+    want = {(Replicate(), Replicate())} | shards | implicit | _linear_partials(kind)
+    assert got == want
+
+
+_SCALARS = [2, 0.5, True, -3]
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 3)])
+@pytest.mark.parametrize("scalar_first", [False, True])
+@pytest.mark.parametrize("kind", list(BinaryKind))
+def test_binary_with_scalar(
+    kind: BinaryKind, scalar_first: bool, mesh_shape: tuple[int, ...]
+) -> None:
+    """Every kind with int/float/bool scalars on either side; where torch refuses the dtypes,
+    the rule refuses them at record time with torch's reason."""
+    for value in _SCALARS:
+        x = _randn(5, 3) if isinstance(value, float) else _ints(5, 3, low=1)
+        param = BroadcastBinaryParam(kind, Scalar.of(value), scalar_first)
+        s = torch.tensor(value)
+        try:
+            want = _BINARY_FNS[kind](s, x) if scalar_first else _BINARY_FNS[kind](x, s)
+        except RuntimeError as error:
+            with pytest.raises(DtypeError, match=str(error)[:20]):
+                run_layouts("op", param, [x], mesh_shape, [])
+            continue
+        accepted = run_layouts("op", param, [x], mesh_shape, [want])
+        partial = any(Partial() in pl for (pl,) in accepted)
+        linear = kind is BinaryKind.MUL or (kind is BinaryKind.DIV and not scalar_first)
+        assert partial == linear, (kind, scalar_first, value)
+
+
+_MATH_FNS = {
+    MathKind.NEG: torch.neg,
+    MathKind.RECIPROCAL: torch.reciprocal,
+    MathKind.EXP: torch.exp,
+    MathKind.LOG: torch.log,
+    MathKind.LOG2: torch.log2,
+    MathKind.LOG10: torch.log10,
+    MathKind.SQRT: torch.sqrt,
+    MathKind.RSQRT: torch.rsqrt,
+    MathKind.SQUARE: torch.square,
+    MathKind.ABS: torch.abs,
+    MathKind.ROUND: torch.round,
+    MathKind.FLOOR: torch.floor,
+    MathKind.SIN: torch.sin,
+    MathKind.COS: torch.cos,
+    MathKind.ASIN: torch.asin,
+    MathKind.ISINF: torch.isinf,
+    MathKind.ISNAN: torch.isnan,
+    MathKind.CEIL: torch.ceil,
+    MathKind.LOGICAL_NOT: torch.logical_not,
+}
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("kind", list(MathKind))
+def test_math_all_layouts(kind: MathKind, mesh_shape: tuple[int, ...]) -> None:
+    for x in (_randn(5, 3), _randn(2, 3, 4), _ints(7)):
+        accepted = run_layouts("op", BaseMathParam(kind), [x], mesh_shape, [_MATH_FNS[kind](x)])
+        partial = any(Partial() in pl for (pl,) in accepted)
+        assert partial == (kind is MathKind.NEG)
+        assert len(accepted) > 1
+
+
+_ACT_FNS = {
+    ActivationKind.RELU: torch.relu,
+    ActivationKind.GELU: F.gelu,
+    ActivationKind.SILU: F.silu,
+    ActivationKind.SIGMOID: torch.sigmoid,
+    ActivationKind.TANH: torch.tanh,
+}
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("kind", list(ActivationKind))
+def test_activation_all_layouts(kind: ActivationKind, mesh_shape: tuple[int, ...]) -> None:
+    x = _randn(5, 3)
+    accepted = run_layouts("act", ActivationParam(kind), [x], mesh_shape, [_ACT_FNS[kind](x)])
+    assert not any(Partial() in pl for (pl,) in accepted)
+    assert len(accepted) == 3 ** len(mesh_shape)
+
+
+def test_gelu_tanh_approximation() -> None:
+    x = _randn(6, 2)
+    want = F.gelu(x, approximate="tanh")
+    param = ActivationParam(ActivationKind.GELU, "tanh")
+    assert run_layouts("gelu", param, [x], (4,), [want])
+
+
+def test_empty_and_zero_dim_shards() -> None:
+    """Sizes below the mesh size (empty shards) and 0-d operands broadcast against shards."""
+    a, b = _randn(2, 3), torch.tensor(1.5)
+    accepted = run_layouts("add", BroadcastBinaryParam(BinaryKind.ADD), [a, b], (4,), [a + b])
+    assert ((Shard(0),), (Replicate(),)) in accepted
+    empty = _randn(0, 3)
+    assert run_layouts("exp", BaseMathParam(MathKind.EXP), [empty], (3,), [empty.exp()])
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (torch.ones(3, dtype=torch.int32), torch.tensor(2.5, dtype=torch.float64)),
+        (torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.float64)),
+        (torch.ones(3, dtype=torch.bool), torch.ones(3, dtype=torch.uint8)),
+        (torch.ones(3, dtype=torch.int8), torch.ones((), dtype=torch.int64)),
+    ],
+)
+def test_binary_promotion_on_shards(a: torch.Tensor, b: torch.Tensor) -> None:
+    for kind in (BinaryKind.ADD, BinaryKind.DIV, BinaryKind.MAXIMUM, BinaryKind.GE):
+        run_layouts("op", BroadcastBinaryParam(kind), [a, b], (2,), [_BINARY_FNS[kind](a, b)])
