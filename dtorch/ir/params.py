@@ -51,16 +51,6 @@ class OpParam:
     kind: ClassVar[OpKind]
 
 
-def _param(kind: OpKind, *, eq: bool = True):  # type: ignore[no-untyped-def]
-    """Class decorator: a frozen slotted dataclass bound to ``kind``."""
-
-    def wrap(cls: type) -> type:
-        cls.kind = kind  # type: ignore[attr-defined]
-        return dataclass(frozen=True, slots=True, eq=eq)(cls)
-
-    return wrap
-
-
 @dataclass(frozen=True, slots=True)
 class SliceIndex:
     """``start:stop:step`` of one indexed dimension, already clipped to its size."""
@@ -87,14 +77,16 @@ class PromiseHandle:
     name: str
 
 
-@_param(OpKind.Activation)
+@dataclass(frozen=True, slots=True)
 class ActivationParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Activation
     activation: ActivationKind
     approximate: str = "none"  # GELU: "none" or "tanh"
 
 
-@_param(OpKind.BatchNorm)
+@dataclass(frozen=True, slots=True)
 class BatchNormParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.BatchNorm
     eps: float = 1e-5
     momentum: float = 0.1
     training: bool = False
@@ -103,8 +95,9 @@ class BatchNormParam(OpParam):
     has_running_stats: bool = True
 
 
-@_param(OpKind.BroadcastBinary)
+@dataclass(frozen=True, slots=True)
 class BroadcastBinaryParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.BroadcastBinary
     """``a <op> b``; with ``scalar`` set, the one input is combined with that Python number,
     on the left when ``scalar_first`` (``2 - t``)."""
 
@@ -113,8 +106,9 @@ class BroadcastBinaryParam(OpParam):
     scalar_first: bool = False
 
 
-@_param(OpKind.Conv)
+@dataclass(frozen=True, slots=True)
 class ConvParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Conv
     dilations: Ints = (1, 1)
     group: int = 1
     kernel_size: Ints = ()
@@ -124,46 +118,53 @@ class ConvParam(OpParam):
     format: OperatorFormat = OperatorFormat.NCHW
 
 
-@_param(OpKind.Convert)
+@dataclass(frozen=True, slots=True)
 class ConvertParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Convert
     """Redistribute to ``mesh`` and ``placements`` (the output operand's layout)."""
 
     mesh: DeviceMesh
     placements: tuple[Placement, ...]
 
 
-@_param(OpKind.Dropout, eq=False)
+@dataclass(frozen=True, slots=True, eq=False)
 class DropoutParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Dropout
     p: float = 0.5
     training: bool = True
     generator: torch.Generator | None = None
 
 
-@_param(OpKind.Expand)
+@dataclass(frozen=True, slots=True)
 class ExpandParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Expand
     shape: Ints
 
 
-@_param(OpKind.Flatten)
+@dataclass(frozen=True, slots=True)
 class FlattenParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Flatten
     start_dim: int = 0
     end_dim: int = -1
 
 
-@_param(OpKind.Fuse)
+@dataclass(frozen=True, slots=True)
 class FuseParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Fuse
     """Elementwise steps applied in order to one input (each a unary-form param)."""
 
     steps: tuple[OpParam, ...]
 
 
-@_param(OpKind.Linear)
+@dataclass(frozen=True, slots=True)
 class LinearParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Linear
     """``x @ w.T (+ b)``; a bias is present when the operator has three inputs."""
 
 
-@_param(OpKind.Pooling)
+@dataclass(frozen=True, slots=True)
 class PoolingParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Pooling
     pool: PoolKind
     kernel_size: Ints = ()
     strides: Ints = ()
@@ -174,8 +175,9 @@ class PoolingParam(OpParam):
     output_size: Ints = ()
 
 
-@_param(OpKind.Reduce)
+@dataclass(frozen=True, slots=True)
 class ReduceParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Reduce
     """Reduce over ``dims`` (None: every dim); ARGMAX/ARGMIN take at most one dim."""
 
     reduce: ReduceKind
@@ -184,33 +186,39 @@ class ReduceParam(OpParam):
     dtype: torch.dtype | None = None
 
 
-@_param(OpKind.Reshape)
+@dataclass(frozen=True, slots=True)
 class ReshapeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Reshape
     shape: Ints
 
 
-@_param(OpKind.BaseMath)
+@dataclass(frozen=True, slots=True)
 class BaseMathParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.BaseMath
     math: MathKind
 
 
-@_param(OpKind.Squeeze)
+@dataclass(frozen=True, slots=True)
 class SqueezeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Squeeze
     dims: Ints
 
 
-@_param(OpKind.Unsqueeze)
+@dataclass(frozen=True, slots=True)
 class UnsqueezeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Unsqueeze
     dim: int
 
 
-@_param(OpKind.Embedding)
+@dataclass(frozen=True, slots=True)
 class EmbeddingParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Embedding
     padding_idx: int | None = None
 
 
-@_param(OpKind.Normalization)
+@dataclass(frozen=True, slots=True)
 class NormalizationParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Normalization
     """Layer, RMS or group norm; weight and bias are optional inputs, named by the flags."""
 
     norm: NormKind
@@ -221,37 +229,43 @@ class NormalizationParam(OpParam):
     has_bias: bool = False
 
 
-@_param(OpKind.Concat)
+@dataclass(frozen=True, slots=True)
 class ConcatParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Concat
     """``torch.cat`` along ``dim``; ``stack`` inserts the new dim first (``torch.stack``)."""
 
     dim: int
     stack: bool = False
 
 
-@_param(OpKind.Transpose)
+@dataclass(frozen=True, slots=True)
 class TransposeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Transpose
     dim0: int
     dim1: int
 
 
-@_param(OpKind.View)
+@dataclass(frozen=True, slots=True)
 class ViewParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.View
     shape: Ints
 
 
-@_param(OpKind.Contiguous)
+@dataclass(frozen=True, slots=True)
 class ContiguousParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Contiguous
     pass
 
 
-@_param(OpKind.GetItem)
+@dataclass(frozen=True, slots=True)
 class GetItemParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.GetItem
     index: tuple[IndexEntry, ...]
 
 
-@_param(OpKind.Sdpa)
+@dataclass(frozen=True, slots=True)
 class SdpaParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Sdpa
     is_causal: bool = False
     scale: float | None = None
     dropout_p: float = 0.0
@@ -259,8 +273,9 @@ class SdpaParam(OpParam):
     enable_gqa: bool = False
 
 
-@_param(OpKind.Create, eq=False)
+@dataclass(frozen=True, slots=True, eq=False)
 class CreateParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Create
     """A new tensor on ``mesh``: kind, shape, dtype, placements, and the kind's arguments.
 
     ``args`` holds FULL's fill value, ARANGE's (start, end, step), RAND/RANDN's nothing and
@@ -278,71 +293,82 @@ class CreateParam(OpParam):
     value: torch.Tensor | None = None
 
 
-@_param(OpKind.Copy)
+@dataclass(frozen=True, slots=True)
 class CopyParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Copy
     """``dst.copy_(src)``: inputs are (dst, src); dst's shards change in place."""
 
 
-@_param(OpKind.Chunk)
+@dataclass(frozen=True, slots=True)
 class ChunkParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Chunk
     chunks: int
     dim: int = 0
 
 
-@_param(OpKind.Einsum)
+@dataclass(frozen=True, slots=True)
 class EinsumParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Einsum
     equation: str
 
 
-@_param(OpKind.Permute)
+@dataclass(frozen=True, slots=True)
 class PermuteParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Permute
     dims: Ints
 
 
-@_param(OpKind.Interpolate)
+@dataclass(frozen=True, slots=True)
 class InterpolateParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Interpolate
     size: Ints | None = None
     scale_factor: tuple[float, ...] | None = None
     mode: str = "nearest"
     align_corners: bool | None = None
 
 
-@_param(OpKind.Repeat)
+@dataclass(frozen=True, slots=True)
 class RepeatParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Repeat
     repeats: Ints
 
 
-@_param(OpKind.Pad)
+@dataclass(frozen=True, slots=True)
 class PadParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Pad
     pads: Ints
     mode: str = "constant"
     value: float = 0.0
 
 
-@_param(OpKind.Clamp)
+@dataclass(frozen=True, slots=True)
 class ClampParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Clamp
     min: Scalar | None = None
     max: Scalar | None = None
 
 
-@_param(OpKind.Nvtx)
+@dataclass(frozen=True, slots=True)
 class NvtxParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Nvtx
     """Push (``push=True``) or pop a named profiler range on every device."""
 
     message: str = ""
     push: bool = True
 
 
-@_param(OpKind.Where)
+@dataclass(frozen=True, slots=True)
 class WhereParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Where
     """``where(cond, x, y)``; ``x``/``y`` set when that side is a Python number."""
 
     x: Scalar | None = None
     y: Scalar | None = None
 
 
-@_param(OpKind.MaxMin)
+@dataclass(frozen=True, slots=True)
 class MaxMinParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.MaxMin
     """``max/min(t, dim, keepdim)`` with two outputs: values and int64 indices."""
 
     maxmin: MaxMinKind
@@ -350,81 +376,93 @@ class MaxMinParam(OpParam):
     keepdim: bool = False
 
 
-@_param(OpKind.Matmul)
+@dataclass(frozen=True, slots=True)
 class MatmulParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Matmul
     trans_a: bool = False
     trans_b: bool = False
 
 
-@_param(OpKind.Softmax)
+@dataclass(frozen=True, slots=True)
 class SoftmaxParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Softmax
     dim: int
     log: bool = False
     dtype: torch.dtype | None = None
 
 
-@_param(OpKind.Outer)
+@dataclass(frozen=True, slots=True)
 class OuterParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Outer
     pass
 
 
-@_param(OpKind.RepeatInterleave)
+@dataclass(frozen=True, slots=True)
 class RepeatInterleaveParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.RepeatInterleave
     repeats: int
     dim: int | None = None
 
 
-@_param(OpKind.ApplyRotaryEmb)
+@dataclass(frozen=True, slots=True)
 class ApplyRotaryEmbParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.ApplyRotaryEmb
     """Rotary embedding of x by (cos, sin); ``interleaved`` pairs even/odd features."""
 
     interleaved: bool = False
 
 
-@_param(OpKind.SiluLinearChunk)
+@dataclass(frozen=True, slots=True)
 class SiluLinearChunkParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SiluLinearChunk
     """``a, b = linear(x, w).chunk(2, dim); silu(a) * b`` (SwiGLU) in one kernel."""
 
     dim: int = -1
 
 
-@_param(OpKind.LayerNormMulAdd)
+@dataclass(frozen=True, slots=True)
 class LayerNormMulAddParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.LayerNormMulAdd
     """``layer_norm(x) * mul + add`` in one kernel."""
 
     normalized_shape: Ints = ()
     eps: float = 1e-5
 
 
-@_param(OpKind.Memory)
+@dataclass(frozen=True, slots=True)
 class MemoryParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Memory
     memory: MemoryKind
     reset_peak: bool = False
     promise: PromiseHandle | None = None
 
 
-@_param(OpKind.SetItem)
+@dataclass(frozen=True, slots=True)
 class SetItemParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SetItem
     """``t[index] = value``: inputs (t,) with ``scalar`` set, else (t, value)."""
 
     index: tuple[IndexEntry, ...]
     scalar: Scalar | None = None
 
 
-@_param(OpKind.Clone)
+@dataclass(frozen=True, slots=True)
 class CloneParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Clone
     pass
 
 
-@_param(OpKind.GetTensor)
+@dataclass(frozen=True, slots=True)
 class GetTensorParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.GetTensor
     """Set ``promise`` to the (single-device) input's value."""
 
     promise: PromiseHandle
 
 
-@_param(OpKind.Masked)
+@dataclass(frozen=True, slots=True)
 class MaskedParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Masked
     """``masked_fill(mask, value)`` (``value`` scalar) or ``masked_scatter(mask, source)``."""
 
     masked: MaskedKind
@@ -432,25 +470,29 @@ class MaskedParam(OpParam):
     in_place: bool = False
 
 
-@_param(OpKind.Sync)
+@dataclass(frozen=True, slots=True)
 class SyncParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Sync
     """Every device sets ``promise`` when it reaches this point of the stream."""
 
     promise: PromiseHandle
 
 
-@_param(OpKind.Cast)
+@dataclass(frozen=True, slots=True)
 class CastParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Cast
     dtype: torch.dtype
 
 
-@_param(OpKind.Nonzero)
+@dataclass(frozen=True, slots=True)
 class NonzeroParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Nonzero
     pass
 
 
-@_param(OpKind.SubGraph)
+@dataclass(frozen=True, slots=True)
 class SubGraphParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SubGraph
     """A recorded sub-computation: its operators, the operands they make, and which operand
     ids are its inputs and outputs."""
 

@@ -1,0 +1,142 @@
+"""Futures the user holds: ``TensorFuture`` (a value) and ``VoidFutureCollect`` (a sync).
+
+A ``TensorFuture`` wraps the communication layer's future and keeps the ``Tensor`` it came from
+alive, so the operand is not released before its value arrived. Waiting raises the kernel
+failure that produced the value, naming the operator and the user's line.
+
+Example:
+    >>> import asyncio, dtorch
+    >>> future = dtorch.arange(4).to_torch_async()
+    >>> future.get().tolist()
+    [0, 1, 2, 3]
+    >>> future.is_ready(), future.wait_for(10)
+    (True, True)
+    >>> asyncio.run(_await(future)).tolist()
+    [0, 1, 2, 3]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dtorch.comm.promise import (
+    TensorFuture as CommTensorFuture,
+)
+from dtorch.comm.promise import (
+    VoidFutureCollect as CommVoidFutureCollect,
+)
+from dtorch.comm.promise import (
+    create_promise,
+    create_void_promise,
+)
+from dtorch.ir.opkind import PromiseKind
+from dtorch.ir.params import PromiseHandle
+from dtorch.kernels.promises import CountdownCollector, ShardCollector
+
+if TYPE_CHECKING:
+    from dtorch.api.graph import Graph
+    from dtorch.ir.operator import Operand
+
+
+class TensorFuture:
+    """The value of a Tensor, on its way: ``get``, ``wait``, ``wait_for``, ``is_ready``,
+    ``await``."""
+
+    __slots__ = ("_future", "_guard")
+
+    def __init__(self, future: CommTensorFuture, guard: object) -> None:
+        self._future = future
+        self._guard = guard  # the Tensor: its operand must outlive the fetch
+
+    def get(self, timeout_s: float | None = None) -> torch.Tensor:
+        """Block until the value is there and return it (raises a kernel failure)."""
+        return self._future.get(timeout_s)
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Block until the value is there (raises a kernel failure)."""
+        self._future.wait(timeout_s)
+
+    def wait_for(self, timeout_ms: int) -> bool:
+        """Wait up to ``timeout_ms``; True if the value (or its failure) is there."""
+        return self._future.wait_for(timeout_ms)
+
+    def is_ready(self) -> bool:
+        return self._future.is_ready()
+
+    def __await__(self) -> Generator[Any, None, torch.Tensor]:
+        return self._future.__await__()
+
+
+class VoidFutureCollect:
+    """Completion of a ``Graph.sync_future()``: ``get``, ``wait``, ``is_ready``, ``await``."""
+
+    __slots__ = ("_collect",)
+
+    def __init__(self, futures: list[Any]) -> None:
+        self._collect = CommVoidFutureCollect(futures)
+
+    def get(self, timeout_s: float | None = None) -> None:
+        """Block until every operator recorded before the sync ran; raise the first failure."""
+        self._collect.get(timeout_s)
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        self._collect.wait(timeout_s)
+
+    def is_ready(self) -> bool:
+        return self._collect.is_ready()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._collect.__await__()
+
+
+class _VoidSink:
+    """Adapts a void promise to a collector's ``set_value(value)``."""
+
+    __slots__ = ("_promise",)
+
+    def __init__(self, promise: Any) -> None:
+        self._promise = promise
+
+    def set_value(self, value: object) -> None:
+        self._promise.set_value()
+
+    def set_error(self, error: BaseException) -> None:
+        self._promise.set_error(error)
+
+
+def tensor_future(graph: Graph, operand: Operand) -> tuple[PromiseHandle, CommTensorFuture]:
+    """Register a collector for ``operand``'s shards; return its handle and future."""
+    promise = create_promise(PromiseKind.MEMORY)
+    handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+    graph.runner.promises.add(handle.name, ShardCollector(operand, promise))
+    return handle, promise.get_future()
+
+
+def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any]:
+    """Register a collector that completes when every stream reported; handle and future."""
+    promise = create_void_promise(PromiseKind.MEMORY)
+    handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+    collector = CountdownCollector(graph.runner.stream_count, _VoidSink(promise), lambda _: None)
+    graph.runner.promises.add(handle.name, collector)
+    return handle, promise.get_future()
+
+
+def memory_stats_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:
+    """A future of an int64 [devices, 3] tensor of (device, bytes held, peak bytes)."""
+    promise = create_promise(PromiseKind.MEMORY)
+    handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+    collector = CountdownCollector(graph.runner.stream_count, promise, _stats_tensor)
+    graph.runner.promises.add(handle.name, collector)
+    return handle, promise.get_future()
+
+
+def _stats_tensor(reports: list[object]) -> torch.Tensor:
+    rows = [row for report in reports for row in report]  # type: ignore[attr-defined]
+    return torch.tensor(rows, dtype=torch.int64).reshape(-1, 3)
+
+
+async def _await(future: TensorFuture) -> torch.Tensor:
+    return await future

@@ -1,0 +1,235 @@
+"""Graph: an independent eager graph with its own controller thread and runner.
+
+Every ``Tensor`` belongs to one graph; operators record into their inputs' graph. Each thread
+has a default graph (``Graph.default_graph()``, also ``dtorch.default_graph()``), created on
+first use. A graph's threads stop when the graph is closed or garbage collected.
+
+Example:
+    >>> import dtorch
+    >>> g = dtorch.Graph()
+    >>> with g.device_mesh_guard(dtorch.init_device_mesh("cpu", 2)):
+    ...     t = dtorch.ones(4, graph=g)
+    >>> t.placements, t.to_torch().tolist()
+    ([R], [1.0, 1.0, 1.0, 1.0])
+    >>> g.sync()
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dtorch.api.future import VoidFutureCollect, make_void_future, memory_stats_future
+from dtorch.errors import GraphError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.opkind import MemoryKind
+from dtorch.ir.params import MemoryParam, OpParam, SyncParam
+from dtorch.ir.span import Span
+from dtorch.options import GlobalOption
+from dtorch.runtime.executor import Executor
+from dtorch.runtime.thread_runner import ThreadRunner
+
+#: Seconds a closing graph gives its threads to finish queued work.
+CLOSE_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class GraphOption:
+    """Options of one Graph.
+
+    ``per_device_per_process``: True runs each device's kernels in a worker process fed over
+    ZeroMQ; False runs devices as threads of this process; None (the default) takes
+    ``GlobalOption.get_per_device_per_process()`` (DTORCH_PER_DEVICE_PER_PROCESS).
+    """
+
+    per_device_per_process: bool | None = None
+
+    def resolved_per_device_per_process(self) -> bool:
+        if self.per_device_per_process is None:
+            return GlobalOption.get_per_device_per_process()
+        return bool(self.per_device_per_process)
+
+
+def mesh_of(spec: DeviceMesh | str | torch.device) -> DeviceMesh:
+    """A mesh from a mesh, a device type (``"cpu"``) or a device (``"cuda:1"``)."""
+    if isinstance(spec, DeviceMesh):
+        return spec
+    device = torch.device(spec)
+    return DeviceMesh(device.type, device.index)
+
+
+class Graph:
+    """An eager graph: records operators from any thread, runs them asynchronously."""
+
+    _ids = itertools.count()  # graph ids: unique in this process
+
+    def __init__(self, option: GraphOption | None = None) -> None:
+        self._option = option or GraphOption()
+        if self._option.resolved_per_device_per_process():
+            raise GraphError(
+                "per_device_per_process=True needs the process runner, which this dtorch "
+                "build does not include yet; use the default thread mode "
+                "(GraphOption(per_device_per_process=False) or unset DTORCH_PER_DEVICE_PER_PROCESS)"
+            )
+        self._id = next(Graph._ids)
+        self._operator_ids = itertools.count(1)
+        self._operand_ids = itertools.count(1)
+        self._promise_ids = itertools.count(1)
+        self._default_mesh = DeviceMesh("cpu")
+        self._default_dtype = torch.float32
+        self.runner = ThreadRunner(name=f"dtorch-g{self._id}")
+        self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")
+        self._finalizer = weakref.finalize(self, self.executor.close, CLOSE_TIMEOUT)
+
+    # --- identity and defaults --------------------------------------------------------------
+    @staticmethod
+    def default_graph() -> Graph:
+        """The calling thread's default graph (created on first use)."""
+        graph: Graph | None = getattr(_THREAD, "graph", None)
+        if graph is None or graph.closed:
+            graph = _THREAD.graph = Graph()
+        return graph
+
+    @property
+    def id(self) -> int:
+        return self._id
+
+    @property
+    def option(self) -> GraphOption:
+        return self._option
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    @property
+    def default_device_mesh(self) -> DeviceMesh:
+        return self._default_mesh
+
+    @default_device_mesh.setter
+    def default_device_mesh(self, mesh: DeviceMesh | str | torch.device) -> None:
+        self._default_mesh = mesh_of(mesh)
+
+    @property
+    def default_dtype(self) -> torch.dtype:
+        return self._default_dtype
+
+    @default_dtype.setter
+    def default_dtype(self, dtype: torch.dtype) -> None:
+        if not isinstance(dtype, torch.dtype):
+            raise GraphError(f"default_dtype must be a torch.dtype, got {dtype!r}")
+        self._default_dtype = dtype
+
+    @contextmanager
+    def device_mesh_guard(self, mesh: DeviceMesh | str | torch.device) -> Iterator[DeviceMesh]:
+        """Within the block, tensors created without a mesh or device use ``mesh``."""
+        previous, self._default_mesh = self._default_mesh, mesh_of(mesh)
+        try:
+            yield self._default_mesh
+        finally:
+            self._default_mesh = previous
+
+    @contextmanager
+    def dtype_guard(self, dtype: torch.dtype) -> Iterator[torch.dtype]:
+        """Within the block, floating tensors created without a dtype use ``dtype``."""
+        previous = self._default_dtype
+        self.default_dtype = dtype
+        try:
+            yield dtype
+        finally:
+            self._default_dtype = previous
+
+    def satisfy(self, mesh: DeviceMesh) -> bool:
+        """Whether this graph can run operators on ``mesh`` on this machine."""
+        return self.runner.satisfy(mesh)
+
+    # --- recording (used by dtorch.api) -----------------------------------------------------
+    def new_operand_id(self) -> int:
+        return next(self._operand_ids)
+
+    def new_operator_id(self) -> int:
+        return next(self._operator_ids)
+
+    def new_promise_name(self) -> str:
+        return f"g{self._id}.p{next(self._promise_ids)}"
+
+    def submit(self, op: Operator, outputs: tuple[Operand, ...]) -> None:
+        self.executor.submit(op, outputs)
+
+    def release(self, operand_id: int) -> None:
+        self.executor.release(operand_id)
+
+    def record_system(self, name: str, param: OpParam, span: Span) -> None:
+        """Record an operator without operands (Sync, Memory) that every stream sees."""
+        op_id = self.new_operator_id()
+        self.submit(Operator(op_id, f"{name}_{op_id}", param, (), (), span), ())
+
+    # --- synchronisation and memory ---------------------------------------------------------
+    def sync_future(self) -> VoidFutureCollect:
+        """A future that completes when every operator recorded so far has run; it fails with
+        the first kernel failure since the previous sync."""
+        handle, future = make_void_future(self)
+        self.record_system("sync", SyncParam(handle), Span.unknown())
+        return VoidFutureCollect([future])
+
+    def sync(self) -> None:
+        """Wait until every operator recorded so far has run; raise the first kernel failure
+        since the previous sync (naming the operator and the user's line)."""
+        self.sync_future().get()
+
+    def empty_cache(self) -> None:
+        """Release cached device memory (CUDA caching allocator; a no-op on CPU)."""
+        self.record_system("empty_cache", MemoryParam(MemoryKind.EMPTY_CACHE), Span.unknown())
+        self.sync()
+
+    def get_memory_stats(
+        self, device_mesh: DeviceMesh | None = None, reset_peak: bool = False
+    ) -> dict[int, dict[str, int]]:
+        """Bytes of shards held per device: ``{device id: {"allocated_bytes", "peak_bytes"}}``,
+        for the devices of ``device_mesh`` (every device used so far when None)."""
+        handle, future = memory_stats_future(self)
+        self.record_system(
+            "memory_stats", MemoryParam(MemoryKind.STATS, reset_peak, handle), Span.unknown()
+        )
+        rows: Any = future.get()
+        stats = {int(d): {"allocated_bytes": int(a), "peak_bytes": int(p)} for d, a, p in rows}
+        if device_mesh is None:
+            return dict(sorted(stats.items()))
+        return {
+            d: stats.get(d, {"allocated_bytes": 0, "peak_bytes": 0}) for d in device_mesh.device_ids
+        }
+
+    def close(self) -> None:
+        """Run what is queued, then stop this graph's threads; later recording raises."""
+        self._finalizer()
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __hash__(self) -> int:
+        return hash(self._id)
+
+    def __repr__(self) -> str:
+        return f"Graph(id={self._id}, default_device_mesh={self._default_mesh!r})"
+
+
+_THREAD = threading.local()  # the calling thread's default graph (API: Graph.default_graph())
+
+
+def default_graph() -> Graph:
+    """The calling thread's default graph (``Graph.default_graph()``).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.default_graph() is dtorch.Graph.default_graph()
+        True
+    """
+    return Graph.default_graph()

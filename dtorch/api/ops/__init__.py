@@ -1,0 +1,1 @@
+"""Operator functions: each builds its param and records it (dtorch.api.record)."""

@@ -1,0 +1,213 @@
+"""Elementwise operators: binary (with Python scalars on either side), unary math,
+activations, clamp, where and masked_fill.
+
+Example:
+    >>> import dtorch
+    >>> a = dtorch.arange(4.0)
+    >>> (2 - a).tolist(), dtorch.maximum(a, 2 * a.sin()).round().tolist()
+    ([2.0, 1.0, 0.0, -1.0], [0.0, 2.0, 2.0, 3.0])
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+import dtorch.api.tensor as _tensor
+from dtorch.api.ops.scalars import as_scalar, is_scalar
+from dtorch.api.record import record
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MaskedKind, MathKind
+from dtorch.ir.params import (
+    ActivationParam,
+    BaseMathParam,
+    BroadcastBinaryParam,
+    ClampParam,
+    MaskedParam,
+    WhereParam,
+)
+from dtorch.ir.scalar import Scalar
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+_TENSOR_PARAMS = {kind: BroadcastBinaryParam(kind) for kind in BinaryKind}
+
+
+@functools.lru_cache(maxsize=1024)
+def _scalar_param(kind: BinaryKind, scalar: Scalar, first: bool) -> BroadcastBinaryParam:
+    return BroadcastBinaryParam(kind, scalar, first)
+
+
+def binary(kind: BinaryKind, name: str, a: Any, b: Any) -> Tensor:
+    """``a <kind> b`` where either side may be a Python number."""
+    tensor = _tensor.Tensor
+    if isinstance(a, tensor):
+        if isinstance(b, tensor):
+            return record(name, _TENSOR_PARAMS[kind], (a, b))[0]
+        return record(name, _scalar_param(kind, as_scalar(b), False), (a,))[0]
+    if isinstance(b, tensor):
+        return record(name, _scalar_param(kind, as_scalar(a), True), (b,))[0]
+    raise TypeError(f"{name}: at least one argument must be a dtorch.Tensor")
+
+
+def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    return binary(BinaryKind.ADD, "add", a, b if alpha == 1 else mul(b, alpha))
+
+
+def sub(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    return binary(BinaryKind.SUB, "sub", a, b if alpha == 1 else mul(b, alpha))
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.MUL, "mul", a, b)
+
+
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+    if rounding_mode is None:
+        return binary(BinaryKind.DIV, "div", a, b)
+    if rounding_mode == "floor":
+        return binary(BinaryKind.FLOOR_DIV, "floor_divide", a, b)
+    if rounding_mode == "trunc":
+        return trunc_div(a, b)
+    raise ValueError(f"div: rounding_mode {rounding_mode!r}; accepted: None, 'floor', 'trunc'")
+
+
+def trunc_div(a: Any, b: Any) -> Tensor:
+    """``div(a, b, rounding_mode='trunc')``: the quotient rounded toward zero; integer
+    inputs give an integer result, as in torch."""
+    quotient = binary(BinaryKind.DIV, "div", a, b)
+    floor, ceil = unary(MathKind.FLOOR, "floor", quotient), unary(MathKind.CEIL, "ceil", quotient)
+    rounded = where(lt(quotient, 0), ceil, floor)
+    dtype = torch.result_type(_probe(a), _probe(b))
+    return rounded if dtype.is_floating_point or dtype.is_complex else rounded.to(dtype)
+
+
+def _probe(value: Any) -> Any:
+    """A stand-in with ``value``'s dtype for torch's promotion rules (one-time, not hot)."""
+    if isinstance(value, _tensor.Tensor):
+        return torch.empty((1,), dtype=value.dtype)
+    return value
+
+
+def floor_divide(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.FLOOR_DIV, "floor_divide", a, b)
+
+
+def remainder(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.REMAINDER, "remainder", a, b)
+
+
+def pow(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.POW, "pow", a, b)
+
+
+def eq(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.EQ, "eq", a, b)
+
+
+def ne(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.NE, "ne", a, b)
+
+
+def gt(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.GT, "gt", a, b)
+
+
+def lt(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.LT, "lt", a, b)
+
+
+def ge(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.GE, "ge", a, b)
+
+
+def le(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.LE, "le", a, b)
+
+
+def logical_and(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.LOGICAL_AND, "logical_and", a, b)
+
+
+def logical_or(a: Any, b: Any) -> Tensor:
+    return binary(BinaryKind.LOGICAL_OR, "logical_or", a, b)
+
+
+def maximum(a: Tensor, b: Tensor) -> Tensor:
+    return binary(BinaryKind.MAXIMUM, "maximum", a, b)
+
+
+def minimum(a: Tensor, b: Tensor) -> Tensor:
+    return binary(BinaryKind.MINIMUM, "minimum", a, b)
+
+
+_MATH_PARAMS = {kind: BaseMathParam(kind) for kind in MathKind}
+
+
+def unary(kind: MathKind, name: str, t: Tensor) -> Tensor:
+    """One BaseMath operator."""
+    return record(name, _MATH_PARAMS[kind], (t,))[0]
+
+
+_ACTIVATION_PARAMS = {kind: ActivationParam(kind) for kind in ActivationKind}
+
+
+def activation(kind: ActivationKind, name: str, t: Tensor, approximate: str = "none") -> Tensor:
+    param = (
+        _ACTIVATION_PARAMS[kind] if approximate == "none" else ActivationParam(kind, approximate)
+    )
+    return record(name, param, (t,))[0]
+
+
+def relu(t: Tensor) -> Tensor:
+    return activation(ActivationKind.RELU, "relu", t)
+
+
+def gelu(t: Tensor, approximate: str = "none") -> Tensor:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate={approximate!r}; accepted: 'none', 'tanh'")
+    return activation(ActivationKind.GELU, "gelu", t, approximate)
+
+
+def silu(t: Tensor) -> Tensor:
+    return activation(ActivationKind.SILU, "silu", t)
+
+
+def sigmoid(t: Tensor) -> Tensor:
+    return activation(ActivationKind.SIGMOID, "sigmoid", t)
+
+
+def tanh(t: Tensor) -> Tensor:
+    return activation(ActivationKind.TANH, "tanh", t)
+
+
+def clamp(t: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    for bound in (min, max):
+        if bound is not None and not is_scalar(bound):
+            raise TypeError(f"clamp: bounds must be numbers, got {type(bound).__name__}")
+    low = None if min is None else as_scalar(min)
+    high = None if max is None else as_scalar(max)
+    return record("clamp", ClampParam(low, high), (t,))[0]
+
+
+def where(condition: Tensor, x: Any, y: Any) -> Tensor:
+    """``x`` where ``condition`` holds, else ``y``; either may be a number."""
+    tensor = _tensor.Tensor
+    inputs = [condition] + [v for v in (x, y) if isinstance(v, tensor)]
+    param = WhereParam(
+        None if isinstance(x, tensor) else as_scalar(x),
+        None if isinstance(y, tensor) else as_scalar(y),
+    )
+    return record("where", param, tuple(inputs))[0]
+
+
+def masked_fill(t: Tensor, mask: Tensor, value: Any) -> Tensor:
+    return record("masked_fill", MaskedParam(MaskedKind.FILL, as_scalar(value)), (t, mask))[0]
+
+
+def masked_scatter(t: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    return record("masked_scatter", MaskedParam(MaskedKind.SCATTER), (t, mask, source))[0]

@@ -1,0 +1,42 @@
+"""Linear algebra: ``matmul`` (``@``), ``linear``, ``outer``, ``einsum``.
+
+Example:
+    >>> import dtorch
+    >>> a = dtorch.ones(2, 3)
+    >>> (a @ dtorch.ones(3, 4)).shape, dtorch.outer(dtorch.arange(2), dtorch.arange(3)).tolist()
+    (torch.Size([2, 4]), [[0, 0, 0], [0, 1, 2]])
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dtorch.api.record import record
+from dtorch.ir.params import EinsumParam, LinearParam, MatmulParam, OuterParam
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+_MATMUL = MatmulParam()
+_LINEAR = LinearParam()
+_OUTER = OuterParam()
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    return record("matmul", _MATMUL, (a, b))[0]
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias`` with ``weight`` of shape (out, in)."""
+    inputs = (x, weight) if bias is None else (x, weight, bias)
+    return record("linear", _LINEAR, inputs)[0]
+
+
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    return record("outer", _OUTER, (a, b))[0]
+
+
+def einsum(equation: str, *operands: Tensor) -> Tensor:
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return record("einsum", EinsumParam(equation.replace(" ", "")), tuple(operands))[0]

@@ -1,0 +1,118 @@
+"""Reductions and softmax: ``sum mean prod max min any all argmax argmin softmax
+log_softmax``; ``max``/``min`` over a dim return (values, indices).
+
+Example:
+    >>> import dtorch
+    >>> t = dtorch.tensor([[1.0, 5.0], [3.0, 2.0]])
+    >>> t.sum(0).tolist(), t.max(dim=1).indices.tolist(), t.argmin().item()
+    ([4.0, 7.0], [1, 0], 0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
+
+import dtorch.api.tensor as _tensor
+from dtorch.api.dims import normalize_dims
+from dtorch.api.ops import elementwise
+from dtorch.api.record import record
+from dtorch.ir.opkind import MaxMinKind, ReduceKind
+from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+class ValuesIndices(NamedTuple):
+    """``(values, indices)`` of ``max``/``min`` over a dim, like torch's return type."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _dims(t: Tensor, dim: int | Sequence[int] | None) -> tuple[int, ...] | None:
+    if dim is None:
+        return None
+    return normalize_dims(dim, t.ndim)
+
+
+def reduce(
+    kind: ReduceKind,
+    name: str,
+    t: Tensor,
+    dim: int | Sequence[int] | None = None,
+    keepdim: bool = False,
+    dtype: torch.dtype | None = None,
+) -> Tensor:
+    """One Reduce operator over ``dim`` (every dim when None)."""
+    param = ReduceParam(kind, _dims(t, dim), bool(keepdim), dtype)
+    return record(name, param, (t,))[0]
+
+
+def sum(
+    t: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Tensor:
+    return reduce(ReduceKind.SUM, "sum", t, dim, keepdim, dtype)
+
+
+def mean(
+    t: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Tensor:
+    return reduce(ReduceKind.MEAN, "mean", t, dim, keepdim, dtype)
+
+
+def prod(
+    t: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Tensor:
+    return reduce(ReduceKind.PROD, "prod", t, dim, keepdim, dtype)
+
+
+def any(t: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return reduce(ReduceKind.ANY, "any", t, dim, keepdim)
+
+
+def all(t: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return reduce(ReduceKind.ALL, "all", t, dim, keepdim)
+
+
+def argmax(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return reduce(ReduceKind.ARGMAX, "argmax", t, dim, keepdim)
+
+
+def argmin(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return reduce(ReduceKind.ARGMIN, "argmin", t, dim, keepdim)
+
+
+def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool) -> Any:
+    if isinstance(dim, _tensor.Tensor):  # torch.max(a, b) is maximum
+        binary = elementwise.maximum if kind == MaxMinKind.MAX else elementwise.minimum
+        return binary(t, dim)
+    name = "max" if kind == MaxMinKind.MAX else "min"
+    if dim is None:
+        return reduce(ReduceKind.MAX if kind == MaxMinKind.MAX else ReduceKind.MIN, name, t)
+    param = MaxMinParam(kind, normalize_dims(dim, t.ndim)[0], bool(keepdim))
+    values, indices = record(name, param, (t,))
+    return ValuesIndices(values, indices)
+
+
+def max(t: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """``max()`` of all, ``max(dim)`` -> (values, indices), ``max(other)`` -> maximum."""
+    return _maxmin(MaxMinKind.MAX, t, dim, keepdim)
+
+
+def min(t: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """``min()`` of all, ``min(dim)`` -> (values, indices), ``min(other)`` -> minimum."""
+    return _maxmin(MaxMinKind.MIN, t, dim, keepdim)
+
+
+def softmax(t: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    param = SoftmaxParam(normalize_dims(dim, t.ndim)[0], False, dtype)
+    return record("softmax", param, (t,))[0]
+
+
+def log_softmax(t: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    param = SoftmaxParam(normalize_dims(dim, t.ndim)[0], True, dtype)
+    return record("log_softmax", param, (t,))[0]

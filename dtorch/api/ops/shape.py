@@ -1,0 +1,239 @@
+"""Shape operators: views, squeeze/unsqueeze, transpose/permute, expand, chunk/unbind,
+cat/stack, repeat, and basic indexing (``t[a:b, i, None, ...]`` and ``t[...] = v``).
+
+Example:
+    >>> import dtorch
+    >>> t = dtorch.arange(12).view(3, 4)
+    >>> t[1:, ::2].tolist(), t.transpose(0, 1).shape
+    ([[4, 6], [8, 10]], torch.Size([4, 3]))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+import dtorch.api.tensor as _tensor
+from dtorch.api.dims import normalize_dims
+from dtorch.api.ops.scalars import as_scalar, is_scalar
+from dtorch.api.record import record
+from dtorch.errors import ShapeError
+from dtorch.ir.params import (
+    ChunkParam,
+    ConcatParam,
+    ContiguousParam,
+    ExpandParam,
+    FlattenParam,
+    GetItemParam,
+    IndexEntry,
+    PermuteParam,
+    RepeatInterleaveParam,
+    RepeatParam,
+    ReshapeParam,
+    SetItemParam,
+    SliceIndex,
+    SqueezeParam,
+    TransposeParam,
+    UnsqueezeParam,
+    ViewParam,
+)
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def sizes(args: Sequence[Any]) -> tuple[int, ...]:
+    """torch's ``*shape`` convention: ints, or one sequence of ints."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+        args = tuple(args[0])
+    return tuple(int(a) for a in args)
+
+
+def infer_shape(name: str, shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
+    """Resolve one -1 in a target shape the way torch does (ShapeError when impossible)."""
+    unknown = [i for i, s in enumerate(shape) if s == -1]
+    known = math.prod(s for s in shape if s != -1)
+    if len(unknown) > 1 or any(s < -1 for s in shape):
+        raise ShapeError(
+            f"{name}: shape {list(shape)} is invalid (at most one -1, no other negatives)"
+        )
+    if unknown:
+        if known == 0 or numel % known:
+            raise ShapeError(f"{name}: shape {list(shape)} is invalid for input of size {numel}")
+        return tuple(numel // known if s == -1 else s for s in shape)
+    if known != numel:
+        raise ShapeError(f"{name}: shape {list(shape)} is invalid for input of size {numel}")
+    return shape
+
+
+def view(t: Tensor, *shape: Any) -> Tensor:
+    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        raise TypeError("view(dtype) is not supported; use .to(dtype)")
+    target = infer_shape("view", sizes(shape), t.numel())
+    return record("view", ViewParam(target), (t,))[0]
+
+
+def reshape(t: Tensor, *shape: Any) -> Tensor:
+    target = infer_shape("reshape", sizes(shape), t.numel())
+    return record("reshape", ReshapeParam(target), (t,))[0]
+
+
+def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    start, end = normalize_dims((start_dim, end_dim), t.ndim) if t.ndim else (0, 0)
+    if start > end:
+        raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return record("flatten", FlattenParam(start, end), (t,))[0]
+
+
+def squeeze(t: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    if dim is None:
+        dims = tuple(i for i, s in enumerate(t.shape) if s == 1)
+    else:
+        dims = normalize_dims(dim, t.ndim)
+    return record("squeeze", SqueezeParam(dims), (t,))[0]
+
+
+def unsqueeze(t: Tensor, dim: int) -> Tensor:
+    return record("unsqueeze", UnsqueezeParam(normalize_dims(dim, t.ndim + 1)[0]), (t,))[0]
+
+
+def transpose(t: Tensor, dim0: int, dim1: int) -> Tensor:
+    a, b = normalize_dims((dim0, dim1), t.ndim)
+    return record("transpose", TransposeParam(a, b), (t,))[0]
+
+
+def permute(t: Tensor, *dims: Any) -> Tensor:
+    order = normalize_dims(sizes(dims), t.ndim)
+    if sorted(order) != list(range(t.ndim)):
+        raise ShapeError(f"permute: {list(sizes(dims))} is not a permutation of {t.ndim} dims")
+    return record("permute", PermuteParam(order), (t,))[0]
+
+
+def expand(t: Tensor, *shape: Any) -> Tensor:
+    target = list(sizes(shape))
+    offset = len(target) - t.ndim
+    if offset < 0:
+        raise ShapeError(f"expand: {target} has fewer dims than the tensor's {list(t.shape)}")
+    for i, size in enumerate(t.shape):
+        if target[offset + i] == -1:
+            target[offset + i] = size
+    return record("expand", ExpandParam(tuple(target)), (t,))[0]
+
+
+def contiguous(t: Tensor) -> Tensor:
+    return record("contiguous", _CONTIGUOUS, (t,))[0]
+
+
+_CONTIGUOUS = ContiguousParam()
+
+
+def chunk(t: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    if chunks <= 0:
+        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
+    return record("chunk", ChunkParam(chunks, normalize_dims(dim, t.ndim)[0]), (t,))
+
+
+def unbind(t: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    d = normalize_dims(dim, t.ndim)[0]
+    if t.shape[d] == 0:
+        return ()
+    return tuple(squeeze(part, d) for part in chunk(t, t.shape[d], d))
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = _tensor_list("cat", tensors)
+    return record("cat", ConcatParam(normalize_dims(dim, tensors[0].ndim)[0]), tuple(tensors))[0]
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = _tensor_list("stack", tensors)
+    d = normalize_dims(dim, tensors[0].ndim + 1)[0]
+    return record("stack", ConcatParam(d, stack=True), tuple(tensors))[0]
+
+
+def _tensor_list(name: str, tensors: Sequence[Any]) -> list[Tensor]:
+    tensors = list(tensors)
+    if not tensors or not all(isinstance(t, _tensor.Tensor) for t in tensors):
+        raise TypeError(f"{name}: expected a non-empty sequence of dtorch.Tensor")
+    return tensors
+
+
+def repeat(t: Tensor, *repeats: Any) -> Tensor:
+    counts = sizes(repeats)
+    if len(counts) < t.ndim or any(c < 0 for c in counts):
+        raise ShapeError(f"repeat: {list(counts)} needs at least {t.ndim} non-negative counts")
+    return record("repeat", RepeatParam(counts), (t,))[0]
+
+
+def repeat_interleave(t: Tensor, repeats: int, dim: int | None = None) -> Tensor:
+    if isinstance(repeats, _tensor.Tensor) or not isinstance(repeats, int) or repeats < 0:
+        raise TypeError("repeat_interleave: repeats must be a non-negative int")
+    d = None if dim is None else normalize_dims(dim, t.ndim)[0]
+    return record("repeat_interleave", RepeatInterleaveParam(repeats, d), (t,))[0]
+
+
+# --- indexing ---------------------------------------------------------------------------------
+def normalize_index(index: Any, shape: Sequence[int]) -> tuple[IndexEntry, ...]:
+    """Basic indexing as data: Ellipsis expanded, ints bounds-checked and made non-negative,
+    slices clipped to ``SliceIndex``; None kept (a new dim)."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    _check_entries(items)
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if consumed > len(shape):
+        raise IndexError(f"too many indices for a tensor of dimension {len(shape)}")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at : at + 1] = [slice(None)] * (len(shape) - consumed)
+    out: list[IndexEntry] = []
+    dim = 0
+    for item in items:
+        if item is None:
+            out.append(None)
+            continue
+        out.append(_entry(item, shape[dim], dim))
+        dim += 1
+    return tuple(out) + tuple(SliceIndex(0, s, 1) for s in shape[dim:])
+
+
+def _check_entries(items: list[Any]) -> None:
+    if sum(1 for i in items if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    for item in items:
+        if isinstance(item, (_tensor.Tensor, torch.Tensor, list)) or (
+            not isinstance(item, (int, slice)) and item is not None and item is not Ellipsis
+        ):
+            raise IndexError(
+                f"unsupported index {type(item).__name__}: dtorch supports ints, slices, None "
+                "and ...; use masked_fill/where for boolean masks"
+            )
+
+
+def _entry(item: int | slice, size: int, dim: int) -> IndexEntry:
+    if isinstance(item, slice):
+        start, stop, step = item.indices(size)
+        if step <= 0:
+            raise ValueError("step must be greater than zero")
+        return SliceIndex(start, max(start, stop), step)
+    if not -size <= item < size:
+        raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+    return int(item) % size
+
+
+def getitem(t: Tensor, index: Any) -> Tensor:
+    return record("getitem", GetItemParam(normalize_index(index, t.shape)), (t,))[0]
+
+
+def setitem(t: Tensor, index: Any, value: Any) -> None:
+    """``t[index] = value`` in place (value: a number or a tensor broadcastable to the slot)."""
+    entries = normalize_index(index, t.shape)
+    if is_scalar(value) and not isinstance(value, _tensor.Tensor):
+        record("setitem", SetItemParam(entries, as_scalar(value)), (t,))
+    elif isinstance(value, _tensor.Tensor):
+        record("setitem", SetItemParam(entries), (t, value))
+    else:
+        raise TypeError(
+            f"setitem: value must be a number or a dtorch.Tensor, got {type(value).__name__}"
+        )

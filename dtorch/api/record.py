@@ -1,0 +1,96 @@
+"""Recording: turn one operator call into an Operator on the graph's queue, at once.
+
+``record`` checks the inputs share one graph, infers the outputs' shape, dtype and placements
+(``dtorch.ir.rules``; a wrong program fails here, at the user's line), inserts the one implicit
+redistribution the rules may ask for, allocates ids, captures the user's span, enqueues the
+Operator and returns the output Tensors. Nothing here waits for the controller.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+# A module reference, not the class: tensor.py imports the operator methods, which import
+# this module, while Tensor is still being defined. Looked up at call time.
+import dtorch.api.tensor as _tensor
+from dtorch.errors import GraphError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.params import ConvertParam, OpParam
+from dtorch.ir.placement import Placement
+from dtorch.ir.rules import OutputMeta, infer
+from dtorch.ir.span import caller_span
+
+if TYPE_CHECKING:
+    from dtorch.api.graph import Graph
+    from dtorch.api.tensor import Tensor
+
+#: Frames from files under these directories are dtorch's own; spans name the user's line.
+_OWN_FRAMES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+
+
+def graph_of(name: str, inputs: Sequence[Tensor]) -> Graph:
+    """The one graph all ``inputs`` belong to (GraphError naming the operator otherwise)."""
+    graph = inputs[0]._graph
+    for tensor in inputs:
+        if tensor._graph is not graph:
+            raise GraphError(
+                f"{name}: inputs belong to different graphs (ids {graph.id} and "
+                f"{tensor._graph.id}); operators take tensors of one graph"
+            )
+    return graph
+
+
+def record(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """Record ``param`` applied to ``inputs``; return the output tensors (not yet computed)."""
+    graph = graph_of(name, inputs)
+    operands = tuple([t._operand for t in inputs])
+    inference = infer(name, param, operands)
+    if inference.input_placements:
+        inputs = _implicit_redistribute(inputs, inference.input_placements)
+        operands = tuple([t._operand for t in inputs])
+    mesh = operands[0].mesh
+    return emit(graph, name, param, tuple([o.id for o in operands]), inference.outputs, mesh)
+
+
+def emit(
+    graph: Graph,
+    name: str,
+    param: OpParam,
+    input_ids: tuple[int, ...],
+    outputs: Sequence[OutputMeta],
+    mesh: DeviceMesh,
+) -> tuple[Tensor, ...]:
+    """Allocate ids, enqueue the Operator, and wrap its outputs in Tensors."""
+    new_id = graph.new_operand_id
+    operands = tuple([Operand(new_id(), o.shape, o.dtype, mesh, o.placements) for o in outputs])
+    op_id = graph.new_operator_id()
+    span = caller_span(_OWN_FRAMES)
+    op = Operator(op_id, f"{name}_{op_id}", param, input_ids, tuple([o.id for o in operands]), span)
+    graph.submit(op, operands)
+    wrap = _tensor.Tensor._wrap
+    return tuple([wrap(graph, operand) for operand in operands])
+
+
+def redistribute_to(tensor: Tensor, mesh: DeviceMesh, placements: tuple[Placement, ...]) -> Tensor:
+    """Record a Convert of ``tensor`` to ``mesh`` and normalised ``placements``."""
+    operand = tensor._operand
+    if operand.mesh == mesh and operand.placements == placements:
+        return tensor
+    out = OutputMeta(operand.shape, operand.dtype, placements)
+    param = ConvertParam(mesh, placements)
+    return emit(tensor._graph, "redistribute", param, (operand.id,), (out,), mesh)[0]
+
+
+def _implicit_redistribute(
+    inputs: tuple[Tensor, ...], wanted: Sequence[tuple[Placement, ...] | None]
+) -> tuple[Tensor, ...]:
+    converted = []
+    for tensor, placements in zip(inputs, wanted, strict=False):
+        if placements is None:
+            converted.append(tensor)
+        else:
+            converted.append(redistribute_to(tensor, tensor._operand.mesh, placements))
+    return tuple(converted) + inputs[len(converted) :]

@@ -1,0 +1,476 @@
+"""dtorch.Tensor: a handle to one (distributed) tensor value of a graph, with its operators.
+
+A Tensor holds metadata only (shape, dtype, mesh, placements); the shards live on the devices.
+Metadata never waits; values (``to_torch``, ``item``, ...) wait for the devices. Operators are
+methods and Python operators with torch semantics; they record and return at once. When the
+last handle of a value is garbage collected, the devices free its shards.
+
+Example:
+    >>> import torch, dtorch
+    >>> mesh = dtorch.init_device_mesh("cpu", 2)
+    >>> t = dtorch.Tensor(torch.arange(6.0).reshape(3, 2), device_mesh=mesh,
+    ...                   placements=[dtorch.Shard(0)])
+    >>> t.shape, t.placements, t.is_dtensor
+    (torch.Size([3, 2]), [S(0)], True)
+    >>> (t * 2 + 1).to_torch().tolist()
+    [[1.0, 3.0], [5.0, 7.0], [9.0, 11.0]]
+
+The handle itself (metadata, values, release) is ``dtorch.api.handle.TensorBase``; this class
+adds the operators, each one line calling ``dtorch.api.ops``, where the behaviour lives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dtorch.api import redistribute as _redistribute
+from dtorch.api.handle import TensorBase
+from dtorch.api.ops import convert as _cv
+from dtorch.api.ops import elementwise as _ew
+from dtorch.api.ops import linalg as _la
+from dtorch.api.ops import reduce as _rd
+from dtorch.api.ops import shape as _sh
+from dtorch.ir.opkind import BinaryKind as B
+from dtorch.ir.opkind import MathKind as M
+
+if TYPE_CHECKING:
+    from dtorch.ir.mesh import DeviceMesh
+    from dtorch.ir.placement import Placement
+
+
+class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
+    """A (distributed) tensor of a dtorch graph; see the module docstring.
+
+    ``dtorch.Tensor(torch_tensor, device_mesh=None, placements=None, dtype=None, graph=None,
+    device=None)`` distributes a full torch tensor, like ``dtorch.from_torch``.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data: torch.Tensor, **kwargs: Any) -> None:
+        from dtorch.api.creation import from_torch
+
+        made = from_torch(data, **kwargs)
+        self._graph, self._operand, self._base = made._graph, made._operand, made
+        # ``made`` owns the operand; this handle keeps it alive and releases nothing itself.
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if not self._operand.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    # --- arithmetic -------------------------------------------------------------------------
+    def __add__(self, o: Any) -> Tensor:
+        return _ew.binary(B.ADD, "add", self, o)
+
+    def __radd__(self, o: Any) -> Tensor:
+        return _ew.binary(B.ADD, "add", o, self)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return _ew.binary(B.SUB, "sub", self, o)
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return _ew.binary(B.SUB, "sub", o, self)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return _ew.binary(B.MUL, "mul", self, o)
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return _ew.binary(B.MUL, "mul", o, self)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return _ew.binary(B.DIV, "div", self, o)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return _ew.binary(B.DIV, "div", o, self)
+
+    def __floordiv__(self, o: Any) -> Tensor:
+        return _ew.binary(B.FLOOR_DIV, "floor_divide", self, o)
+
+    def __rfloordiv__(self, o: Any) -> Tensor:
+        return _ew.binary(B.FLOOR_DIV, "floor_divide", o, self)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return _ew.binary(B.REMAINDER, "remainder", self, o)
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return _ew.binary(B.REMAINDER, "remainder", o, self)
+
+    def __pow__(self, o: Any) -> Tensor:
+        return _ew.binary(B.POW, "pow", self, o)
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return _ew.binary(B.POW, "pow", o, self)
+
+    def __matmul__(self, o: Tensor) -> Tensor:
+        return _la.matmul(self, o)
+
+    def __rmatmul__(self, o: Tensor) -> Tensor:
+        return _la.matmul(o, self)
+
+    def __neg__(self) -> Tensor:
+        return _ew.unary(M.NEG, "neg", self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return _ew.unary(M.ABS, "abs", self)
+
+    def __invert__(self) -> Tensor:
+        if self.dtype != torch.bool:
+            raise TypeError("~ is supported on bool tensors only (logical not)")
+        return _ew.unary(M.LOGICAL_NOT, "logical_not", self)
+
+    def __and__(self, o: Any) -> Tensor:
+        return _ew.binary(B.LOGICAL_AND, "logical_and", self, o)
+
+    def __or__(self, o: Any) -> Tensor:
+        return _ew.binary(B.LOGICAL_OR, "logical_or", self, o)
+
+    # --- comparisons ------------------------------------------------------------------------
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return _ew.binary(B.EQ, "eq", self, o)
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return _ew.binary(B.NE, "ne", self, o)
+
+    def __gt__(self, o: Any) -> Tensor:
+        return _ew.binary(B.GT, "gt", self, o)
+
+    def __lt__(self, o: Any) -> Tensor:
+        return _ew.binary(B.LT, "lt", self, o)
+
+    def __ge__(self, o: Any) -> Tensor:
+        return _ew.binary(B.GE, "ge", self, o)
+
+    def __le__(self, o: Any) -> Tensor:
+        return _ew.binary(B.LE, "le", self, o)
+
+    # --- indexing ---------------------------------------------------------------------------
+    def __getitem__(self, index: Any) -> Tensor:
+        return _sh.getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        _sh.setitem(self, index, value)
+
+    # --- named binary operators -------------------------------------------------------------
+    def add(self, o: Any, *, alpha: Any = 1) -> Tensor:
+        return _ew.add(self, o, alpha=alpha)
+
+    def sub(self, o: Any, *, alpha: Any = 1) -> Tensor:
+        return _ew.sub(self, o, alpha=alpha)
+
+    def mul(self, o: Any) -> Tensor:
+        return _ew.mul(self, o)
+
+    def div(self, o: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return _ew.div(self, o, rounding_mode=rounding_mode)
+
+    def pow(self, o: Any) -> Tensor:
+        return _ew.pow(self, o)
+
+    def eq(self, o: Any) -> Tensor:
+        return _ew.eq(self, o)
+
+    def ne(self, o: Any) -> Tensor:
+        return _ew.ne(self, o)
+
+    def greater(self, o: Any) -> Tensor:
+        return _ew.gt(self, o)
+
+    gt = greater
+
+    def less(self, o: Any) -> Tensor:
+        return _ew.lt(self, o)
+
+    lt = less
+
+    def greater_equal(self, o: Any) -> Tensor:
+        return _ew.ge(self, o)
+
+    ge = greater_equal
+
+    def less_equal(self, o: Any) -> Tensor:
+        return _ew.le(self, o)
+
+    le = less_equal
+
+    def logical_and(self, o: Any) -> Tensor:
+        return _ew.logical_and(self, o)
+
+    def logical_or(self, o: Any) -> Tensor:
+        return _ew.logical_or(self, o)
+
+    def logical_not(self) -> Tensor:
+        return _ew.unary(M.LOGICAL_NOT, "logical_not", self)
+
+    def maximum(self, o: Tensor) -> Tensor:
+        return _ew.maximum(self, o)
+
+    def minimum(self, o: Tensor) -> Tensor:
+        return _ew.minimum(self, o)
+
+    # --- unary math and activations ---------------------------------------------------------
+    def neg(self) -> Tensor:
+        return _ew.unary(M.NEG, "neg", self)
+
+    def reciprocal(self) -> Tensor:
+        return _ew.unary(M.RECIPROCAL, "reciprocal", self)
+
+    def exp(self) -> Tensor:
+        return _ew.unary(M.EXP, "exp", self)
+
+    def log(self) -> Tensor:
+        return _ew.unary(M.LOG, "log", self)
+
+    def log2(self) -> Tensor:
+        return _ew.unary(M.LOG2, "log2", self)
+
+    def log10(self) -> Tensor:
+        return _ew.unary(M.LOG10, "log10", self)
+
+    def sqrt(self) -> Tensor:
+        return _ew.unary(M.SQRT, "sqrt", self)
+
+    def rsqrt(self) -> Tensor:
+        return _ew.unary(M.RSQRT, "rsqrt", self)
+
+    def square(self) -> Tensor:
+        return _ew.unary(M.SQUARE, "square", self)
+
+    def abs(self) -> Tensor:
+        return _ew.unary(M.ABS, "abs", self)
+
+    def round(self) -> Tensor:
+        return _ew.unary(M.ROUND, "round", self)
+
+    def floor(self) -> Tensor:
+        return _ew.unary(M.FLOOR, "floor", self)
+
+    def ceil(self) -> Tensor:
+        return _ew.unary(M.CEIL, "ceil", self)
+
+    def sin(self) -> Tensor:
+        return _ew.unary(M.SIN, "sin", self)
+
+    def cos(self) -> Tensor:
+        return _ew.unary(M.COS, "cos", self)
+
+    def asin(self) -> Tensor:
+        return _ew.unary(M.ASIN, "asin", self)
+
+    def isinf(self) -> Tensor:
+        return _ew.unary(M.ISINF, "isinf", self)
+
+    def isnan(self) -> Tensor:
+        return _ew.unary(M.ISNAN, "isnan", self)
+
+    def relu(self) -> Tensor:
+        return _ew.relu(self)
+
+    def sigmoid(self) -> Tensor:
+        return _ew.sigmoid(self)
+
+    def tanh(self) -> Tensor:
+        return _ew.tanh(self)
+
+    def softmax(self, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+        return _rd.softmax(self, dim, dtype)
+
+    def log_softmax(self, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+        return _rd.log_softmax(self, dim, dtype)
+
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:
+        return _ew.clamp(self, min, max)
+
+    clip = clamp
+
+    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+        return _ew.masked_fill(self, mask, value)
+
+    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
+        return _cv.copy_(self, _ew.masked_fill(self, mask, value))
+
+    def masked_scatter(self, mask: Tensor, source: Tensor) -> Tensor:
+        return _ew.masked_scatter(self, mask, source)
+
+    def masked_scatter_(self, mask: Tensor, source: Tensor) -> Tensor:
+        return _cv.copy_(self, _ew.masked_scatter(self, mask, source))
+
+    def where(self, condition: Tensor, other: Any) -> Tensor:
+        return _ew.where(condition, self, other)
+
+    # --- linear algebra and reductions ------------------------------------------------------
+    def matmul(self, o: Tensor) -> Tensor:
+        return _la.matmul(self, o)
+
+    def outer(self, o: Tensor) -> Tensor:
+        return _la.outer(self, o)
+
+    def sum(
+        self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+    ) -> Tensor:
+        return _rd.sum(self, dim, keepdim, dtype=dtype)
+
+    def mean(
+        self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+    ) -> Tensor:
+        return _rd.mean(self, dim, keepdim, dtype=dtype)
+
+    def prod(
+        self: Tensor,
+        dim: int | None = None,
+        keepdim: bool = False,
+        *,
+        dtype: torch.dtype | None = None,
+    ) -> Tensor:
+        return _rd.prod(self, dim, keepdim, dtype=dtype)
+
+    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _rd.any(self, dim, keepdim)
+
+    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _rd.all(self, dim, keepdim)
+
+    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+        return _rd.max(self, dim, keepdim)
+
+    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+        return _rd.min(self, dim, keepdim)
+
+    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        return _rd.argmax(self, dim, keepdim)
+
+    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
+        return _rd.argmin(self, dim, keepdim)
+
+    def nonzero(self) -> Tensor:
+        from dtorch.api.functions import nonzero
+
+        return nonzero(self)
+
+    # --- shapes -----------------------------------------------------------------------------
+    def view(self, *shape: Any) -> Tensor:
+        return _sh.view(self, *shape)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        return _sh.reshape(self, *shape)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        return _sh.flatten(self, start_dim, end_dim)
+
+    def squeeze(self, dim: Any = None) -> Tensor:
+        return _sh.squeeze(self, dim)
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        return _sh.unsqueeze(self, dim)
+
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        return _sh.transpose(self, dim0, dim1)
+
+    @property
+    def T(self) -> Tensor:
+        return _sh.permute(self, *reversed(range(self.ndim)))
+
+    def permute(self, *dims: Any) -> Tensor:
+        return _sh.permute(self, *dims)
+
+    def expand(self, *shape: Any) -> Tensor:
+        return _sh.expand(self, *shape)
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return _sh.expand(self, other.shape)
+
+    def contiguous(self) -> Tensor:
+        return _sh.contiguous(self)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        return _sh.chunk(self, chunks, dim)
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        return _sh.unbind(self, dim)
+
+    def repeat(self, *repeats: Any) -> Tensor:
+        return _sh.repeat(self, *repeats)
+
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        return _sh.repeat_interleave(self, repeats, dim)
+
+    # --- copies and conversions -------------------------------------------------------------
+    def clone(self) -> Tensor:
+        return _cv.clone(self)
+
+    def copy_(self, src: Tensor) -> Tensor:
+        return _cv.copy_(self, src)
+
+    def detach(self) -> Tensor:
+        return _cv.detach(self)
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        return _cv.to(self, *args, **kwargs)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return _cv.type_as(self, other)
+
+    def cpu(self) -> Tensor:
+        return _cv.to(self, "cpu")
+
+    def cuda(self, device: int | None = None) -> Tensor:
+        return _cv.to(self, "cuda" if device is None else f"cuda:{device}")
+
+    # --- redistribution ---------------------------------------------------------------------
+    def redistribute(
+        self, device_mesh: DeviceMesh | None = None, placements: list[Placement] | None = None
+    ) -> Tensor:
+        return _redistribute.redistribute(self, device_mesh, placements)
+
+    def redistribute_like(self, other: Tensor) -> Tensor:
+        return _redistribute.redistribute_like(self, other)
+
+    def redistribute_by_dict(
+        self,
+        device_mesh: DeviceMesh | None = None,
+        placements_dict: dict[str, Placement] | None = None,
+        default_placement_mode: str = "keep",
+    ) -> Tensor:
+        return _redistribute.redistribute_by_dict(
+            self,
+            device_mesh,
+            placements_dict,
+            default_placement_mode,
+        )
+
+    # --- dtype casts (last: their names shadow builtins in the class body) ------------
+    def half(self) -> Tensor:
+        return _cv.cast(self, torch.float16)
+
+    def bfloat16(self) -> Tensor:
+        return _cv.cast(self, torch.bfloat16)
+
+    def float(self) -> Tensor:
+        return _cv.cast(self, torch.float32)
+
+    def double(self) -> Tensor:
+        return _cv.cast(self, torch.float64)
+
+    def bool(self) -> Tensor:
+        return _cv.cast(self, torch.bool)
+
+    def byte(self) -> Tensor:
+        return _cv.cast(self, torch.uint8)
+
+    def char(self) -> Tensor:
+        return _cv.cast(self, torch.int8)
+
+    def short(self) -> Tensor:
+        return _cv.cast(self, torch.int16)
+
+    def int(self) -> Tensor:
+        return _cv.cast(self, torch.int32)
+
+    def long(self) -> Tensor:
+        return _cv.cast(self, torch.int64)

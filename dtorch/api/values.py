@@ -1,0 +1,32 @@
+"""Fetching values: a GetTensor operator whose promise the devices settle.
+
+``to_torch_async`` registers a collector for the tensor's shards under a fresh promise name,
+records a GetTensor operator naming it, and returns a future at once. Every device hands its
+shard to the collector when its stream reaches the operator; the collector assembles the full
+tensor (Shard concatenated, Replicate one copy, Partial summed) and settles the future.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dtorch.api.future import TensorFuture, tensor_future
+from dtorch.ir.operator import Operator
+from dtorch.ir.params import GetTensorParam
+from dtorch.ir.span import caller_span
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def to_torch_async(tensor: Tensor) -> TensorFuture:
+    """A future of ``tensor``'s full value as a torch tensor on the CPU."""
+    from dtorch.api.record import _OWN_FRAMES
+
+    graph, operand = tensor._graph, tensor._operand
+    handle, future = tensor_future(graph, operand)
+    op_id = graph.new_operator_id()
+    span = caller_span(_OWN_FRAMES)
+    op = Operator(op_id, f"get_tensor_{op_id}", GetTensorParam(handle), (operand.id,), (), span)
+    graph.submit(op, ())
+    return TensorFuture(future, tensor)

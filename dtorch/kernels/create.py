@@ -1,0 +1,71 @@
+"""The Create kernel: each device builds its own shard of a new tensor.
+
+Constant kinds build the shard directly. Kinds whose values depend on the position (ARANGE,
+the random kinds, FROM_TENSOR) build the full tensor once per caller (``ctx.memo``) and slice
+it, so every device holds exactly the values torch would produce for the whole tensor. On a
+Partial mesh dimension only coordinate 0 holds the value; the others hold zeros, so the sum is
+the value.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dtorch.ir.opkind import CreateKind, OpKind
+from dtorch.ir.params import CreateParam
+from dtorch.kernels.base import KernelContext
+from dtorch.kernels.device import torch_device_of
+from dtorch.kernels.table import register_local_kernel
+
+
+def _full_value(param: CreateParam) -> torch.Tensor:
+    """The whole tensor, for the kinds whose values depend on the position."""
+    if param.create == CreateKind.FROM_TENSOR:
+        assert param.value is not None
+        return param.value
+    if param.create == CreateKind.ARANGE:
+        return torch.arange(*param.args, dtype=param.dtype)
+    assert param.generator is not None
+    generator = torch.Generator().set_state(param.generator.get_state())  # never reuse: threads
+    if param.create == CreateKind.RAND:
+        return torch.rand(param.shape, generator=generator, dtype=param.dtype)
+    if param.create == CreateKind.RANDN:
+        return torch.randn(param.shape, generator=generator, dtype=param.dtype)
+    low, high = param.args
+    return torch.randint(int(low), int(high), param.shape, generator=generator, dtype=param.dtype)
+
+
+def _constant(param: CreateParam, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    if param.create == CreateKind.ZEROS:
+        return torch.zeros(shape, dtype=param.dtype, device=device)
+    if param.create == CreateKind.ONES:
+        return torch.ones(shape, dtype=param.dtype, device=device)
+    if param.create == CreateKind.EMPTY:
+        return torch.empty(shape, dtype=param.dtype, device=device)
+    return torch.full(shape, param.args[0], dtype=param.dtype, device=device)
+
+
+_CONSTANT_KINDS = frozenset({CreateKind.ZEROS, CreateKind.ONES, CreateKind.EMPTY, CreateKind.FULL})
+
+
+def create_kernel(
+    ctx: KernelContext, device: int, inputs: list[torch.Tensor]
+) -> list[torch.Tensor]:
+    """One device's shard of a Create operator's output."""
+    param = ctx.param
+    assert isinstance(param, CreateParam)
+    out = ctx.outputs[0]
+    spec = out.shard(device)
+    target = torch_device_of(out.mesh.device_type, device)
+    if not spec.partial_owner:
+        return [torch.zeros(spec.shape, dtype=param.dtype, device=target)]
+    if param.create in _CONSTANT_KINDS:
+        return [_constant(param, spec.shape, target)]
+    full = ctx.memo.get("full")
+    if full is None:
+        full = ctx.memo["full"] = _full_value(param)
+    # a private copy: kernels may later change shards in place, the param stays as recorded
+    return [full[spec.slices()].to(target, copy=True).contiguous()]
+
+
+register_local_kernel(OpKind.Create, create_kernel)

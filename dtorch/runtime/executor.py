@@ -1,0 +1,119 @@
+"""Executor: the controller thread of one Graph.
+
+The client appends recorded operators (with the metadata of the operands they produce) and
+released operand ids to one queue, in program order, and returns at once. The executor thread
+drains the queue in batches, keeps the live operands of the logical graph, and hands each batch
+to the Runner as one ``ExecuteBatch``: the operators, their output operands, and the operand ids
+no handle holds any more (freed after the batch's operators ran). One queue for both keeps a
+release from overtaking the operator that produced the operand.
+
+Example:
+    >>> from dtorch.runtime.thread_runner import ThreadRunner
+    >>> executor = Executor(ThreadRunner(num_streams=1), name="doc")
+    >>> executor.release(5)     # releasing an id nobody produced is harmless
+    >>> executor.close(timeout=5.0)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+from dtorch.errors import GraphError
+from dtorch.ir.operator import ExecuteBatch, Operand, Operator
+from dtorch.runtime.runner import Runner
+
+#: Largest number of queue items per batch: bounds the latency of the first operator.
+MAX_BATCH = 4096
+
+
+class Executor:
+    """Drains one graph's queue into its runner on a dedicated thread."""
+
+    def __init__(self, runner: Runner, name: str) -> None:
+        self.runner = runner
+        self.live: dict[int, Operand] = {}
+        self._queue: deque[Any] = deque()
+        self._wake = threading.Event()
+        self._idle = False
+        self._stopping = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name=f"{name}-executor", daemon=True)
+        self._thread.start()
+
+    def submit(self, op: Operator, outputs: tuple[Operand, ...]) -> None:
+        """Queue a recorded operator (client thread; never blocks)."""
+        if self._stopping:
+            raise GraphError("this graph is closed; create a new Graph to record more operators")
+        self._queue.append((op, outputs))
+        if self._idle:  # wake it once: later items before it runs need no second set()
+            self._idle = False
+            self._wake.set()
+
+    def release(self, operand_id: int) -> None:
+        """Queue the release of an operand no handle holds (any thread, even a finalizer)."""
+        self._queue.append(operand_id)
+        if self._idle:  # wake it once: later items before it runs need no second set()
+            self._idle = False
+            self._wake.set()
+
+    def close(self, timeout: float) -> None:
+        """Run what is queued, then stop the thread and the runner."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout)
+        self.runner.close(timeout)
+        if self._thread.is_alive():
+            raise GraphError(f"the executor did not stop within {timeout} s")
+
+    def _main(self) -> None:
+        while True:
+            batch = self._drain()
+            if batch is not None:
+                self._dispatch(batch)
+            elif self._stopping:
+                return
+            else:
+                self._sleep()
+
+    def _sleep(self) -> None:
+        # Flag idleness first, then re-check: a concurrent submit either sees the flag or left
+        # an item that the check finds.
+        self._wake.clear()
+        self._idle = True
+        if not self._queue and not self._stopping:
+            self._wake.wait(1.0)
+        self._idle = False
+
+    def _drain(self) -> ExecuteBatch | None:
+        queue = self._queue
+        operators: list[Operator] = []
+        operands: list[Operand] = []
+        no_hold: list[int] = []
+        live = self.live
+        for _ in range(min(len(queue), MAX_BATCH)):
+            item = queue.popleft()
+            if type(item) is int:
+                no_hold.append(item)
+                live.pop(item, None)
+                continue
+            operators.append(item[0])
+            for operand in item[1]:
+                live[operand.id] = operand
+                operands.append(operand)
+        if not operators and not no_hold:
+            return None
+        return ExecuteBatch(tuple(operators), tuple(operands), tuple(no_hold))
+
+    def _dispatch(self, batch: ExecuteBatch) -> None:
+        try:
+            self.runner.execute(batch)
+        except Exception as error:  # a runner bug must not kill the controller silently
+            self._error = error
+            failure = GraphError(f"the runner failed to take a batch: {error!r}")
+            failure.__cause__ = error
+            for target in self.runner.promises.drain():
+                target.fail(failure)  # type: ignore[attr-defined]

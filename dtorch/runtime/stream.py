@@ -1,0 +1,217 @@
+"""KernelStream: one thread that runs, in order, the kernels of the devices it owns.
+
+The runner pushes lists of items; the stream drains them without waking anyone. A kernel that
+raises turns its outputs into ``KernelFailure`` markers naming the operator and the user's
+line; kernels whose inputs are failures pass the marker on instead of running, so every value
+that depends on a failure fails, and everything else keeps working. The next Sync reports the
+first failure since the previous one.
+
+Items (tuples, tagged by their first element for a cheap dispatch):
+``(OP, operator, input operands, output operands, devices)``, ``(FREE, operand ids)``,
+``(STOP,)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from dtorch.errors import KernelError
+from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.opkind import OpKind
+from dtorch.kernels.base import KernelContext, LocalKernel
+from dtorch.kernels.promises import KernelFailure
+from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
+from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
+from dtorch.runtime.shards import ShardTable
+
+OP, FREE, STOP = 0, 1, 2
+
+#: Kinds that change their first input in place and have no outputs: a failure poisons it.
+IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem})
+
+
+def kernel_error(operator: Operator, device: int, error: BaseException) -> KernelError:
+    """The error users see: operator, user line, device, and the original error."""
+    failure = KernelError(
+        f"{operator.describe()} failed on device {device}: {type(error).__name__}: {error}"
+    )
+    failure.__cause__ = error
+    return failure
+
+
+class KernelStream:
+    """A thread running its devices' kernels in order; ``push`` never blocks."""
+
+    def __init__(self, name: str, services: StreamServices) -> None:
+        self.name = name
+        self.shards = ShardTable()
+        self.failures: list[KernelError] = []
+        self._services = services
+        self._queue: deque[tuple[Any, ...]] = deque()
+        self._wake = threading.Event()
+        self._idle = False
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def services(self) -> StreamServices:
+        return self._services
+
+    def push(self, items: Sequence[tuple[Any, ...]]) -> None:
+        self._queue.extend(items)
+        if self._idle:  # wake it once: later items before it runs need no second set()
+            self._idle = False
+            self._wake.set()
+
+    def stop(self, timeout: float) -> bool:
+        """Ask the thread to finish what it has and exit; True if it did within ``timeout``."""
+        self.push([(STOP,)])
+        self._wake.set()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    # --- the loop ---------------------------------------------------------------------------
+    def _main(self) -> None:
+        queue = self._queue
+        while True:
+            try:
+                item = queue.popleft()
+            except IndexError:
+                self._sleep()
+                continue
+            tag = item[0]
+            if tag == OP:
+                self._run(item[1], item[2], item[3], item[4])
+            elif tag == FREE:
+                self.shards.free(item[1])
+            else:
+                return
+
+    def _sleep(self) -> None:
+        # Announce idleness, then re-check the queue: a push in between either sees the flag
+        # (and sets the event) or left an item we find now.
+        self._wake.clear()
+        self._idle = True
+        if not self._queue:
+            self._wake.wait(1.0)
+        self._idle = False
+
+    def _run(
+        self,
+        op: Operator,
+        ins: tuple[Operand, ...],
+        outs: tuple[Operand, ...],
+        devices: tuple[int, ...],
+    ) -> None:
+        kind = op.param.kind
+        handler = STREAM_HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, op, ins, devices)
+            return
+        ctx = KernelContext(op, ins, outs, devices, self._services.groups, self._services.promises)
+        local = LOCAL_KERNELS.get(kind)
+        if local is not None:
+            for device in devices:
+                self._run_local(local, ctx, device)
+        else:
+            self._run_group(ctx)
+
+    def _run_local(self, kernel: LocalKernel, ctx: KernelContext, device: int) -> None:
+        op = ctx.operator
+        values = self.shards._values
+        inputs = [values[i][device] for i in op.inputs]
+        for value in inputs:
+            if type(value) is KernelFailure:
+                self._store_failure(op, device, value)
+                return
+        try:
+            outputs = kernel(ctx, device, inputs)  # type: ignore[arg-type]
+            if self._services.validate:
+                check_outputs(ctx, device, outputs)
+        except Exception as error:
+            self._fail(op, device, error)
+            return
+        for operand, value in zip(op.outputs, outputs, strict=True):
+            self.shards.put(operand, device, value)
+
+    def _run_group(self, ctx: KernelContext) -> None:
+        op = ctx.operator
+        kernel = GROUP_KERNELS.get(op.param.kind)
+        if kernel is None:
+            for device in ctx.devices:
+                self._fail(op, device, NotImplementedError(f"no kernel for {op.kind.name}"))
+            return
+        inputs = {d: self._group_inputs(ctx, d) for d in ctx.devices}
+        failed = self._services.failed_ops
+        try:
+            results = kernel(ctx, inputs)
+            if self._services.validate:
+                for device in ctx.devices:
+                    check_outputs(ctx, device, results[device])
+        except Exception as error:
+            failure = KernelFailure(kernel_error(op, ctx.devices[0], error))
+            failed.setdefault(op.id, failure)
+            self.failures.append(failure.error)
+            results = {}
+        self._store_group_results(ctx, results, failed.get(op.id))
+
+    def _group_inputs(self, ctx: KernelContext, device: int) -> list[torch.Tensor]:
+        """A device's input shards for a group kernel; a failed input contributes zeros so
+        that the collective still completes for every participant (the outputs fail after)."""
+        shards: list[torch.Tensor] = []
+        for operand in ctx.inputs:
+            if device not in operand.mesh:
+                continue
+            value = self.shards.get(operand.id, device)
+            if isinstance(value, KernelFailure):
+                self._services.failed_ops.setdefault(ctx.operator.id, value)
+                value = torch.zeros(operand.local_shape(device), dtype=operand.dtype)
+            shards.append(value)
+        return shards
+
+    def _store_group_results(
+        self,
+        ctx: KernelContext,
+        results: dict[int, list[torch.Tensor]],
+        failure: KernelFailure | None,
+    ) -> None:
+        for device in ctx.devices:
+            produced = [o for o in ctx.outputs if device in o.mesh]
+            if failure is not None:
+                if not produced and ctx.operator.kind in IN_PLACE_KINDS:
+                    self.shards.put(ctx.operator.inputs[0], device, failure)
+                for operand in produced:
+                    self.shards.put(operand.id, device, failure)
+                continue
+            for operand, value in zip(produced, results[device], strict=True):
+                self.shards.put(operand.id, device, value)
+
+    def _fail(self, op: Operator, device: int, error: BaseException) -> None:
+        failure = KernelFailure(kernel_error(op, device, error))
+        self.failures.append(failure.error)
+        self._store_failure(op, device, failure)
+
+    def _store_failure(self, op: Operator, device: int, failure: KernelFailure) -> None:
+        if not op.outputs and op.param.kind in IN_PLACE_KINDS:
+            self.shards.put(op.inputs[0], device, failure)
+        for operand in op.outputs:
+            self.shards.put(operand, device, failure)
+
+
+def check_outputs(ctx: KernelContext, device: int, outputs: Sequence[torch.Tensor]) -> None:
+    """DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT: every output shard must match its metadata."""
+    expected = [o for o in ctx.outputs if device in o.mesh]
+    if len(outputs) != len(expected):
+        raise RuntimeError(f"kernel returned {len(outputs)} outputs, expected {len(expected)}")
+    for operand, value in zip(expected, outputs, strict=True):
+        shape = operand.local_shape(device)
+        if tuple(value.shape) != shape or value.dtype != operand.dtype:
+            raise RuntimeError(
+                f"kernel output {tuple(value.shape)} {value.dtype} does not match the inferred "
+                f"local shard {shape} {operand.dtype} of operand {operand.id}"
+            )

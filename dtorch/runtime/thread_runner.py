@@ -1,0 +1,131 @@
+"""ThreadRunner: devices as KernelStream threads of this process (thread mode).
+
+Devices are logical: device ``d`` runs on stream ``d % num_streams``, so a mesh of 432 CPU
+devices runs on a bounded number of threads. For each operator the runner sends one item to
+every stream that holds one of its devices, carrying the operand metadata the kernels need
+(the runner keeps the metadata of live operands; the no-hold ids of a batch leave after it).
+
+Example:
+    >>> runner = ThreadRunner(num_streams=2)
+    >>> runner.stream_count
+    2
+    >>> runner.close(timeout=5.0)
+"""
+
+from __future__ import annotations
+
+import torch
+
+import dtorch.kernels.create  # noqa: F401 - registers the Create kernel
+from dtorch.errors import GraphError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import ExecuteBatch, Operand, Operator
+from dtorch.kernels.promises import KernelFailure, PromiseTable
+from dtorch.options import GlobalOption
+from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
+from dtorch.runtime.stream import FREE, OP, KernelStream
+
+Route = tuple[tuple[int, tuple[int, ...]], ...]  # (stream index, its devices), per stream
+
+
+class ThreadRunner:
+    """Runs every device's kernels on ``num_streams`` threads of this process."""
+
+    def __init__(self, num_streams: int = 2, name: str = "dtorch") -> None:
+        if num_streams < 1:
+            raise GraphError(f"a thread runner needs at least one stream, got {num_streams}")
+        self._promises = PromiseTable()
+        failed: dict[int, KernelFailure] = {}
+        services = StreamServices(self._promises, None, failed, _validate())
+        self._streams = [KernelStream(f"{name}-stream-{i}", services) for i in range(num_streams)]
+        self._metas: dict[int, Operand] = {}
+        self._routes: dict[object, Route] = {}
+        self._closed = False
+
+    @property
+    def promises(self) -> PromiseTable:
+        return self._promises
+
+    @property
+    def stream_count(self) -> int:
+        return len(self._streams)
+
+    @property
+    def streams(self) -> list[KernelStream]:
+        return self._streams
+
+    def satisfy(self, mesh: DeviceMesh) -> bool:
+        return satisfy(mesh)
+
+    def execute(self, batch: ExecuteBatch) -> None:
+        metas = self._metas
+        for operand in batch.operands:
+            metas[operand.id] = operand
+        items: list[list[tuple[object, ...]]] = [[] for _ in self._streams]
+        for op in batch.operators:
+            self._route_op(op, items)
+        if batch.no_hold:
+            for stream_items in items:
+                stream_items.append((FREE, batch.no_hold))
+            for operand_id in batch.no_hold:
+                metas.pop(operand_id, None)
+        for stream, stream_items in zip(self._streams, items, strict=True):
+            if stream_items:
+                stream.push(stream_items)
+
+    def _route_op(self, op: Operator, items: list[list[tuple[object, ...]]]) -> None:
+        metas = self._metas
+        ins = tuple([metas[i] for i in op.inputs])
+        outs = tuple([metas[i] for i in op.outputs])
+        if op.param.kind in EVERY_STREAM_KINDS:
+            for stream_items in items:
+                stream_items.append((OP, op, ins, outs, ()))
+            return
+        for index, devices in self._route(ins, outs):
+            items[index].append((OP, op, ins, outs, devices))
+
+    def _route(self, ins: tuple[Operand, ...], outs: tuple[Operand, ...]) -> Route:
+        first = (outs or ins)[0].mesh
+        key: object = first
+        for operand in ins + outs:
+            if operand.mesh is not first and operand.mesh != first:
+                key = frozenset(o.mesh for o in ins + outs)
+                break
+        route = self._routes.get(key)
+        if route is None:
+            route = self._routes[key] = self._build_route(ins + outs)
+        return route
+
+    def _build_route(self, operands: tuple[Operand, ...]) -> Route:
+        devices = sorted({d for o in operands for d in o.mesh.device_ids})
+        count = len(self._streams)
+        per_stream = [tuple(d for d in devices if d % count == i) for i in range(count)]
+        return tuple((i, ds) for i, ds in enumerate(per_stream) if ds)
+
+    def close(self, timeout: float) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        stuck = [s.name for s in self._streams if not s.stop(timeout)]
+        error = GraphError("the graph was closed before this value was computed")
+        for target in self._promises.drain():
+            target.fail(error)  # type: ignore[attr-defined]
+        if stuck:
+            raise GraphError(f"streams {stuck} did not stop within {timeout} s")
+
+
+def satisfy(mesh: DeviceMesh) -> bool:
+    """CPU meshes are logical (always runnable); CUDA ids must exist (or be emulated)."""
+    if mesh.device_type == "cpu":
+        return True
+    if not torch.cuda.is_available():
+        return False
+    if GlobalOption.get_dtensor_in_same_device():
+        limit = GlobalOption.get_num_gpu_when_enable_dtensor_in_same_device()
+    else:
+        limit = torch.cuda.device_count()
+    return max(mesh.device_ids) < limit
+
+
+def _validate() -> bool:
+    return GlobalOption.get_validate_kernel_input_output()
