@@ -1,0 +1,201 @@
+"""The three stages end to end: recording returns at once, values and syncs wait, failures
+name the operator and the user's line, released operands free their shards."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import FutureTimeoutError, GraphError, KernelError
+
+
+def test_values_of_every_placement_kind(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    full = torch.arange(35.0).reshape(7, 5)
+    layouts = [
+        [dtorch.Shard(0), dtorch.Shard(1)],
+        [dtorch.Replicate(), dtorch.Shard(0)],
+        [dtorch.Partial(), dtorch.Replicate()],
+        [dtorch.Shard(1), dtorch.Partial()],
+        [dtorch.Shard(0), dtorch.Shard(0)],
+    ]
+    for placements in layouts:
+        t = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
+        assert torch.equal(t.to_torch(), full), placements
+
+
+def test_future_api(graph: dtorch.Graph) -> None:
+    t = dtorch.arange(5, graph=graph) * 2
+    future = t.to_torch_async()
+    assert future.wait_for(10_000)
+    assert future.is_ready()
+    assert future.get().tolist() == [0, 2, 4, 6, 8]
+    future.wait()
+    assert t.tolist() == [0, 2, 4, 6, 8] and t.numpy().tolist() == [0, 2, 4, 6, 8]
+    assert (t.sum()).item() == 20 and t.equal(dtorch.arange(0, 10, 2, graph=graph))
+
+
+def test_await_does_not_block_the_event_loop(graph: dtorch.Graph) -> None:
+    t = dtorch.ones(3, graph=graph) + 1
+    ticks: list[int] = []
+
+    async def ticker() -> None:
+        for i in range(3):
+            ticks.append(i)
+            await asyncio.sleep(0)
+
+    async def main() -> torch.Tensor:
+        result, _ = await asyncio.gather(t.to_torch_async(), ticker())
+        await graph.sync_future()
+        return result
+
+    assert asyncio.run(main()).tolist() == [2.0, 2.0, 2.0]
+    assert ticks == [0, 1, 2]
+
+
+def test_recording_never_waits_for_the_devices(graph: dtorch.Graph) -> None:
+    big = dtorch.ones(256, 256, graph=graph)
+    graph.sync()
+    start = time.perf_counter()
+    out = big
+    for _ in range(40):
+        out = (out @ big) / 256
+    recorded = time.perf_counter() - start
+    value = out.to_torch()
+    total = time.perf_counter() - start
+    assert torch.equal(value, torch.ones(256, 256))
+    assert recorded < total / 2  # the client returned long before the devices finished
+
+
+def test_kernel_failure_names_operator_and_line(graph: dtorch.Graph) -> None:
+    a = dtorch.tensor([1, 2, 3], graph=graph)
+    bad = a // 0  # integer division by zero fails on the device, not at record time
+    with pytest.raises(KernelError) as info:
+        bad.to_torch()
+    message = str(info.value)
+    assert "floor_divide" in message and __file__ in message
+    line = test_kernel_failure_names_operator_and_line.__code__.co_firstlineno + 2
+    assert f":{line}:" in message
+    # everything that depends on the failure fails too; independent work keeps going
+    with pytest.raises(KernelError, match="floor_divide"):
+        (bad + 1).to_torch()
+    assert (a + 1).tolist() == [2, 3, 4]
+    with pytest.raises(KernelError, match="floor_divide"):
+        graph.sync()
+    graph.sync()  # the failure was reported once; the graph is healthy
+
+
+def test_future_timeout_is_a_clear_error(graph: dtorch.Graph) -> None:
+    from dtorch.api.future import TensorFuture
+    from dtorch.comm.promise import create_promise
+    from dtorch.ir.opkind import PromiseKind
+
+    promise = create_promise(PromiseKind.MEMORY)  # held: an abandoned promise fails its future
+    never = TensorFuture(promise.get_future(), None)
+    assert not never.wait_for(10) and not never.is_ready()
+    with pytest.raises(FutureTimeoutError):
+        never.get(timeout_s=0.05)
+    promise.set_value(torch.ones(1))
+    assert never.get().tolist() == [1.0]
+
+
+def test_released_operands_free_their_shards(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 4)
+    baseline = graph.get_memory_stats(mesh)
+    keep = dtorch.ones(1024, 256, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    temp = [keep * i for i in range(8)]
+    held = graph.get_memory_stats(mesh)
+    per_device = 1024 * 256 * 4 // 4
+    for device in mesh.device_ids:
+        assert held[device]["allocated_bytes"] - baseline[device]["allocated_bytes"] == 9 * per_device
+    del temp
+    gc.collect()
+    after = graph.get_memory_stats(mesh)
+    for device in mesh.device_ids:
+        assert after[device]["allocated_bytes"] - baseline[device]["allocated_bytes"] == per_device
+        assert after[device]["peak_bytes"] >= 9 * per_device
+    graph.get_memory_stats(mesh, reset_peak=True)
+    reset = graph.get_memory_stats(mesh)
+    assert all(reset[d]["peak_bytes"] == reset[d]["allocated_bytes"] for d in mesh.device_ids)
+    del keep
+
+
+def test_two_graphs_from_two_threads() -> None:
+    results: dict[int, list[float]] = {}
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            g = dtorch.Graph()
+            mesh = dtorch.init_device_mesh("cpu", 3)
+            t = dtorch.arange(12.0, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=g)
+            for _ in range(200):
+                t = t + index
+            results[index] = t.tolist()
+            g.close()
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    for index in (1, 2):
+        assert results[index] == [i + 200.0 * index for i in range(12)]
+
+
+def test_default_graph_is_per_thread() -> None:
+    seen: list[dtorch.Graph] = []
+    thread = threading.Thread(target=lambda: seen.append(dtorch.default_graph()))
+    thread.start()
+    thread.join(10)
+    assert seen[0] is not dtorch.default_graph() and seen[0] == seen[0]
+    assert dtorch.Graph.default_graph() is dtorch.default_graph()
+
+
+def test_mixed_graphs_are_refused() -> None:
+    g1, g2 = dtorch.Graph(), dtorch.Graph()
+    try:
+        with pytest.raises(GraphError, match="different graphs"):
+            dtorch.ones(2, graph=g1) + dtorch.ones(2, graph=g2)
+    finally:
+        g1.close()
+        g2.close()
+
+
+def test_closed_graph_refuses_new_work() -> None:
+    g = dtorch.Graph()
+    t = dtorch.ones(2, graph=g)
+    assert t.tolist() == [1.0, 1.0]
+    g.close()
+    with pytest.raises(GraphError, match="closed"):
+        dtorch.ones(2, graph=g)
+
+
+@pytest.mark.timeout(60)
+def test_432_device_five_dimensional_mesh(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (3, 2, 4, 3, 6))
+    full = torch.arange(24 * 18, dtype=torch.float32).reshape(24, 18)
+    placements = [dtorch.Shard(0), dtorch.Replicate(), dtorch.Shard(1), dtorch.Partial(), dtorch.Shard(0)]
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
+    out = (t * 2 + t).to_torch()
+    assert torch.equal(out, full * 3)
+    assert len(graph.runner.streams) <= 4 and threading.active_count() < 50
+
+
+def test_device_mesh_and_dtype_guards(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    with graph.device_mesh_guard(mesh), graph.dtype_guard(torch.float64):
+        t = dtorch.zeros(4, graph=graph)
+    assert t.device_mesh == mesh and t.dtype == torch.float64 and t.placements == [dtorch.Replicate()]
+    assert graph.default_device_mesh == dtorch.DeviceMesh("cpu") and graph.default_dtype == torch.float32
+    assert graph.satisfy(mesh) and graph.satisfy(dtorch.init_device_mesh("cpu", 400))
+    graph.empty_cache()
