@@ -1,0 +1,30 @@
+"""``dtorch.nn.functional``: torch.nn.functional's forms of the operators dtorch has.
+
+Example:
+    >>> import dtorch
+    >>> import dtorch.nn.functional as F
+    >>> F.relu(dtorch.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dtorch.api.ops.elementwise import gelu, relu, sigmoid, silu, tanh
+from dtorch.api.ops.linalg import linear
+from dtorch.api.ops.reduce import log_softmax
+from dtorch.api.ops.reduce import softmax as _softmax
+
+if TYPE_CHECKING:
+    import torch
+
+    from dtorch.api.tensor import Tensor
+
+
+def softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    """``torch.nn.functional.softmax`` (``dim`` is required, as torch recommends)."""
+    return _softmax(input, dim, dtype)
+
+
+__all__ = ["gelu", "linear", "log_softmax", "relu", "sigmoid", "silu", "softmax", "tanh"]
