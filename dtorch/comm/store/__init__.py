@@ -9,6 +9,14 @@ Example:
 
 from dtorch.comm.store.base import StoreKind, TensorStore
 from dtorch.comm.store.factory import StoreSpec, open_store
+from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.memory import MemoryTensorStore
 
-__all__ = ["MemoryTensorStore", "StoreKind", "StoreSpec", "TensorStore", "open_store"]
+__all__ = [
+    "FileTensorStore",
+    "MemoryTensorStore",
+    "StoreKind",
+    "StoreSpec",
+    "TensorStore",
+    "open_store",
+]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store.base import StoreKind, TensorStore
+from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.memory import MemoryTensorStore
 from dtorch.errors import CommError
 
@@ -38,8 +39,13 @@ def _open_memory(spec: StoreSpec) -> TensorStore:
     return MemoryTensorStore.open(spec.store_key, spec.world_size, spec.rank, spec.namespace)
 
 
+def _open_file(spec: StoreSpec) -> TensorStore:
+    return FileTensorStore.open(spec.store_key, spec.world_size, spec.rank, spec.namespace)
+
+
 _OPENERS: dict[StoreKind, Callable[[StoreSpec], TensorStore]] = {
     StoreKind.MEMORY: _open_memory,
+    StoreKind.FILE: _open_file,
 }
 
 

@@ -1,0 +1,272 @@
+"""Shared-memory and wake-up helpers for the file store and the file promise (Linux).
+
+* Named segments are files in ``/dev/shm`` opened with ``os.open`` (that is all ``shm_open``
+  does on Linux). We deliberately do not use ``multiprocessing.shared_memory``: its resource
+  tracker would unlink a segment when the process that merely attached to it exits, and warn
+  about segments that another process owns. Our segments are unlinked by dtorch itself, as soon
+  as every participant has opened them.
+* Anonymous segments (``memfd_create``) hold tensor bytes: they never have a name, so a killed
+  process cannot leave one behind. Another process maps one through ``/proc/<pid>/fd/<fd>``
+  while its owner keeps it open; the inode number guards against a recycled descriptor.
+* ``WakeSocket`` is an autobound abstract unix datagram socket: it carries one-byte wake-up
+  signals only (never data), has no file, and vanishes with its process.
+* ``FileLock`` is ``flock`` on a segment's own descriptor (released by the kernel when the
+  holder dies), taken without blocking and retried with a short backoff up to a deadline.
+
+Example:
+    >>> import torch
+    >>> segment = Segment.create(1 << 16)
+    >>> view = tensor_view(segment.buffer, 0, torch.float32, (2, 3))
+    >>> _ = view.copy_(torch.arange(6.0).reshape(2, 3))
+    >>> peer = map_peer(segment.locator())
+    >>> tensor_view(peer, 0, torch.float32, (2, 3))[1].tolist()
+    [3.0, 4.0, 5.0]
+    >>> segment.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import mmap
+import os
+import select
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from dtorch.comm.namespace import SHM_DIR
+from dtorch.errors import CommError, CommTimeoutError
+
+#: Smallest pooled segment: small tensors share this size class.
+MIN_SEGMENT = 1 << 16
+
+
+def _page_round(nbytes: int) -> int:
+    return max(mmap.PAGESIZE, -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE)
+
+
+def open_named(name: str, *, create: bool, size: int = 0) -> int:
+    """Open (or exclusively create, sized) the named segment ``/dev/shm/<name>``; its fd."""
+    flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if create else 0)
+    fd = os.open(SHM_DIR / name, flags, 0o600)
+    if create:
+        os.ftruncate(fd, size)
+    return fd
+
+
+def unlink_named(name: str) -> bool:
+    """Remove the name of a segment (its memory lives on while mapped); False if absent."""
+    try:
+        os.unlink(SHM_DIR / name)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Locator:
+    """Where another process finds an anonymous segment: owner pid, fd, inode and size."""
+
+    pid: int
+    fd: int
+    inode: int
+    size: int
+
+
+class Segment:
+    """An anonymous shared segment owned by this process, mapped read-write."""
+
+    __slots__ = ("buffer", "fd", "inode", "size")
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        self.size = size
+        self.inode = os.fstat(fd).st_ino
+        self.buffer = mmap.mmap(fd, size)
+
+    @classmethod
+    def create(cls, size: int) -> Segment:
+        """A new zero-filled segment of ``size`` bytes (rounded up to whole pages)."""
+        fd = os.memfd_create("dtorch-tensor", os.MFD_CLOEXEC)
+        size = _page_round(size)
+        os.ftruncate(fd, size)
+        return cls(fd, size)
+
+    def locator(self) -> Locator:
+        return Locator(os.getpid(), self.fd, self.inode, self.size)
+
+    def close(self) -> None:
+        """Unmap and close; views handed out keep the memory alive until they are freed."""
+        release_buffer(self.buffer)
+        os.close(self.fd)
+
+
+def release_buffer(buffer: mmap.mmap) -> None:
+    """Unmap ``buffer`` now, or leave it to the garbage collector while tensors still view it."""
+    with contextlib.suppress(BufferError):
+        buffer.close()
+
+
+def map_peer(locator: Locator) -> mmap.mmap:
+    """Map another process's anonymous segment (read-write, shared, pages pre-faulted)."""
+    path = f"/proc/{locator.pid}/fd/{locator.fd}"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as error:
+        raise CommError(
+            f"cannot open the shared segment of process {locator.pid} at {path}: {error} "
+            "(the process exited, or /proc access to it is not permitted)"
+        ) from None
+    try:
+        if os.fstat(fd).st_ino != locator.inode:
+            raise CommError(f"{path} is no longer the segment it was (inode changed)")
+        return mmap.mmap(fd, locator.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+    finally:
+        os.close(fd)
+
+
+def tensor_view(
+    buffer: mmap.mmap, offset: int, dtype: torch.dtype, shape: tuple[int, ...]
+) -> torch.Tensor:
+    """A tensor of ``dtype`` and ``shape`` over ``buffer[offset:]``, without copying."""
+    numel = 1
+    for size in shape:
+        numel *= size
+    nbytes = numel * dtype.itemsize
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    raw = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=offset)
+    return raw.view(dtype).view(shape)
+
+
+def tensor_nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+class SegmentPool:
+    """This process's touched segments, reused by size: a copy into a touched buffer runs at
+    memory speed, a fresh segment costs a page fault per page (DESIGN.md section 8)."""
+
+    def __init__(self, max_free: int = 16) -> None:
+        self._free: list[Segment] = []
+        self._max_free = max_free
+
+    def acquire(self, nbytes: int) -> Segment:
+        """The smallest free segment that holds ``nbytes``, or a new power-of-two sized one."""
+        fitting = [s for s in self._free if s.size >= nbytes]
+        if fitting:
+            best = min(fitting, key=lambda s: s.size)
+            self._free.remove(best)
+            return best
+        return Segment.create(max(MIN_SEGMENT, 1 << max(0, nbytes - 1).bit_length()))
+
+    def release(self, segment: Segment) -> None:
+        """Return ``segment`` for reuse (closed instead when the pool is full)."""
+        if len(self._free) < self._max_free:
+            self._free.append(segment)
+        else:
+            segment.close()
+
+    def close(self) -> None:
+        for segment in self._free:
+            segment.close()
+        self._free.clear()
+
+
+class PeerMaps:
+    """Mappings of other processes' segments, by locator, least recently used evicted."""
+
+    def __init__(self, capacity: int = 32) -> None:
+        self._maps: OrderedDict[Locator, mmap.mmap] = OrderedDict()
+        self._capacity = capacity
+
+    def get(self, locator: Locator) -> mmap.mmap:
+        buffer = self._maps.get(locator)
+        if buffer is not None:
+            self._maps.move_to_end(locator)
+            return buffer
+        buffer = self._maps[locator] = map_peer(locator)
+        if len(self._maps) > self._capacity:
+            _, oldest = self._maps.popitem(last=False)
+            release_buffer(oldest)
+        return buffer
+
+    def close(self) -> None:
+        for buffer in self._maps.values():
+            release_buffer(buffer)
+        self._maps.clear()
+
+
+class WakeSocket:
+    """An abstract-namespace datagram socket that only ever carries wake-up bytes."""
+
+    __slots__ = ("address", "sock")
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        self.sock.bind("")  # Linux autobind: a unique abstract name, no file to clean up
+        self.sock.setblocking(False)
+        self.address: bytes = self.sock.getsockname()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` for a wake-up; True if one is pending."""
+        readable, _, _ = select.select([self.sock], [], [], max(0.0, timeout_s))
+        return bool(readable)
+
+    def drain(self) -> None:
+        """Consume the pending wake-ups."""
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                self.sock.recv(64)
+
+    def wake(self, address: bytes) -> None:
+        """Send one wake-up; a full queue (one is pending already) or a gone peer is fine."""
+        try:
+            self.sock.sendto(b"!", address)
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.ECONNREFUSED, errno.ENOENT):
+                raise
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class FileLock:
+    """``flock`` on one open file description, with a deadline instead of an endless block."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @contextlib.contextmanager
+    def held(self, deadline: float, what: str) -> Iterator[None]:
+        """Hold the lock for the block; ``CommError`` if it cannot be had by ``deadline``."""
+        self._acquire(deadline, what)
+        try:
+            yield
+        finally:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def _acquire(self, deadline: float, what: str) -> None:
+        pause = 1e-5
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise CommTimeoutError(
+                        f"the lock of {what} was held by another process past the deadline"
+                    ) from None
+                time.sleep(pause)  # holders keep it for microseconds: back off, never spin
+                pause = min(pause * 2, 1e-3)

@@ -1,0 +1,337 @@
+"""FileTensorStore: the TensorStore for processes of one machine, through shared memory.
+
+How the pieces fit, and why:
+
+* **Tensor bytes** go through shared memory only. ``src_set`` copies the tensor into one of the
+  producer's pooled, already-touched anonymous segments (``memfd``; a copy into a touched
+  buffer runs at memory speed, a fresh segment per tensor at page-fault speed). ``dest_get``
+  maps that segment (once: mappings are cached) and returns a tensor *view* of it: zero-copy
+  for a consumer that only reads. The view is valid until ``dest_finish_get``.
+* **Control** lives in one small named segment per store (``file_control``): members, barrier,
+  the slots of this round (key -> producer, segment locator, dtype, shape, consumers). Each
+  operation is a short transaction under ``flock`` (the kernel drops the lock of a killed
+  process, so a crash never wedges the others).
+* **Waiting** never spins. A participant that must wait registers as a waiter in the state
+  and sleeps in ``select`` on its own wake socket (an autobound abstract unix datagram
+  socket: no file, gone with its process); whoever changes the state sends each waiter one
+  wake byte. A lost wake-up is impossible (the waiter registers under the lock before it
+  sleeps, the socket queues the byte), and a half-second re-check backs that up anyway.
+  Named pipes would leave files behind; a futex is not reachable from Python.
+* **Cleanup**: the control segment's name is unlinked as soon as the construction barrier
+  completes (every participant has it open), tensor segments never have a name, and wake
+  sockets have no file. A killed participant therefore leaves nothing in ``/dev/shm``; if it
+  dies before the store was fully opened, the last survivor to give up unlinks the name.
+
+Example:
+    >>> import torch
+    >>> from dtorch.comm.namespace import CommNamespace
+    >>> store = FileTensorStore.open("file-doc", 1, 0, CommNamespace.create())
+    >>> store.src_set("k", torch.arange(4), 1)
+    >>> store.dest_get("k").tolist()
+    [0, 1, 2, 3]
+    >>> store.dest_finish_get("k"); store.src_wait_until_get_finished("k"); store.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import torch
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.shm import PeerMaps, Segment, SegmentPool, WakeSocket, tensor_nbytes, tensor_view
+from dtorch.comm.store.base import (
+    Deadline,
+    TensorStore,
+    check_key,
+    check_participant,
+    check_set,
+    missing_ranks,
+    timeout_error,
+)
+from dtorch.comm.store.file_control import Control, ControlState, SlotRecord, pid_alive
+from dtorch.errors import CommError
+from dtorch.ir.dtypes import dtype_code, dtype_from_code
+
+T = TypeVar("T")
+
+#: Longest sleep between two looks at the state, should a wake-up ever go missing.
+_RECHECK_S = 0.5
+
+
+class FileTensorStore(TensorStore):
+    """A TensorStore participant for processes of one machine; see the module docstring."""
+
+    def __init__(
+        self, store_key: str, world_size: int, rank: int, control: Control, wake: WakeSocket
+    ) -> None:
+        self.store_key = store_key
+        self.world_size = world_size
+        self.rank = rank
+        self._control: Control | None = control
+        self._wake = wake
+        self._pool = SegmentPool()
+        self._peers = PeerMaps()
+        self._in_use: dict[str, Segment] = {}
+        self._local = threading.Lock()  # one participant, several threads: flock is per fd
+
+    @classmethod
+    def open(
+        cls, store_key: str, world_size: int, rank: int, namespace: CommNamespace
+    ) -> FileTensorStore:
+        """Join the store (construction barrier included: all ranks must open it).
+
+        Example:
+            >>> FileTensorStore.open("solo", 1, 0, CommNamespace.create()).close()
+        """
+        check_participant(store_key, world_size, rank)
+        deadline = Deadline()
+        control = Control.open(namespace.shm_name("store", store_key), world_size, deadline.at)
+        store = cls(store_key, world_size, rank, control, WakeSocket())
+        try:
+            store._join(deadline)
+            store.barrier()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _join(self, deadline: Deadline) -> None:
+        with self._txn(deadline) as state:
+            _forget_dead_members(state)
+            member = state.members[self.rank]
+            if member is not None:
+                raise CommError(
+                    f"file store {self.store_key!r}: rank {self.rank} is already open "
+                    f"(by process {member[0]})"
+                )
+            state.members[self.rank] = [os.getpid(), self._wake.address]
+            state.dirty = True
+
+    @contextlib.contextmanager
+    def _txn(self, deadline: Deadline) -> Iterator[ControlState]:
+        control = self._control
+        if control is None:
+            raise CommError(f"{self!r} is closed")
+        with self._local, control.transaction(deadline.at) as state:
+            yield state
+        if state.notify:
+            for address in state.wake_addresses(self.rank):
+                self._wake.wake(address)
+
+    def _wait_until(
+        self,
+        call: str,
+        deadline: Deadline,
+        ready: Callable[[ControlState], T | None],
+        missing: Callable[[ControlState], str],
+    ) -> T:
+        """Wait (asleep) until ``ready(state)`` is not None; its result, read under the lock."""
+        while True:
+            with self._txn(deadline) as state:
+                result = ready(state)
+                detail = _register(state, self.rank, result is None, deadline, missing)
+            if result is not None:
+                return result
+            if detail is not None:
+                raise timeout_error(self, call, deadline.seconds, detail)
+            self._wake.wait(min(deadline.remaining(), _RECHECK_S))
+            self._wake.drain()
+
+    def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:
+        check_set(key, tensor, get_count, self.world_size)
+        segment = self._pool.acquire(tensor_nbytes(tensor))
+        tensor_view(segment.buffer, 0, tensor.dtype, tuple(tensor.shape)).copy_(tensor)
+        slot = SlotRecord(
+            self.rank,
+            _locator_tuple(segment),
+            dtype_code(tensor.dtype),
+            tuple(tensor.shape),
+            get_count,
+            [],
+        )
+        try:
+            with self._txn(Deadline()) as state:
+                if key in state.slots:
+                    raise CommError(
+                        f"src_set({key!r}) on store {self.store_key!r}: the key is already set "
+                        "in this round; call reset() between rounds"
+                    )
+                state.slots[key] = slot
+                state.dirty = state.notify = True
+        except BaseException:
+            self._pool.release(segment)
+            raise
+        self._in_use[key] = segment
+
+    def dest_get(self, key: str) -> torch.Tensor:
+        check_key(key)
+        deadline = Deadline()
+
+        def ready(state: ControlState) -> torch.Tensor | None:
+            slot = state.slots.get(key)
+            return None if slot is None else self._view(slot)  # mapped under the lock
+
+        def missing(state: ControlState) -> str:
+            return f"no participant called src_set({key!r}){_dead_note(state)}"
+
+        return self._wait_until("dest_get", deadline, ready, missing)
+
+    def _view(self, slot: SlotRecord) -> torch.Tensor:
+        buffer = self._peers.get(slot.segment())
+        return tensor_view(buffer, 0, dtype_from_code(slot.dtype_code), slot.shape)
+
+    def dest_finish_get(self, key: str) -> None:
+        check_key(key)
+        with self._txn(Deadline()) as state:
+            slot = state.slots.get(key)
+            if slot is None:
+                raise CommError(f"dest_finish_get({key!r}) before the key was set")
+            if len(slot.finished_by) >= slot.target:
+                raise CommError(
+                    f"dest_finish_get({key!r}): all {slot.target} expected consumers already "
+                    "finished (each consumer calls it once)"
+                )
+            slot.finished_by.append(self.rank)
+            state.dirty = state.notify = True
+
+    def src_wait_until_get_finished(self, key: str) -> None:
+        check_key(key)
+        deadline = Deadline()
+
+        def ready(state: ControlState) -> bool | None:
+            slot = state.slots.get(key)
+            if slot is None:
+                raise CommError(f"src_wait_until_get_finished({key!r}): the key was never set")
+            return True if len(slot.finished_by) >= slot.target else None
+
+        def missing(state: ControlState) -> str:
+            slot = state.slots[key]
+            done = len(slot.finished_by)
+            return (
+                f"key {key!r}: {done} of {slot.target} consumers finished (ranks "
+                f"{sorted(slot.finished_by)}); the other {slot.target - done} never called "
+                f"dest_finish_get{_dead_note(state)}"
+            )
+
+        self._wait_until("src_wait_until_get_finished", deadline, ready, missing)
+        segment = self._in_use.pop(key, None)
+        if segment is not None:
+            self._pool.release(segment)
+
+    def barrier(self) -> None:
+        deadline = Deadline()
+        with self._txn(deadline) as state:
+            if self.rank in state.arrived:
+                raise CommError(f"barrier(): rank {self.rank} entered the barrier twice")
+            generation = state.generation
+            state.arrived.append(self.rank)
+            state.dirty = state.notify = True
+            if len(state.arrived) == self.world_size:
+                self._complete_barrier(state)
+                return
+
+        def ready(state: ControlState) -> bool | None:
+            return True if state.generation != generation else None
+
+        def missing(state: ControlState) -> str:
+            absent = missing_ranks(self.world_size, state.arrived)
+            state.arrived.remove(self.rank)
+            return f"ranks {absent} never arrived{_dead_note(state)}"
+
+        self._wait_until("barrier", deadline, ready, missing)
+
+    def _complete_barrier(self, state: ControlState) -> None:
+        state.arrived = []
+        state.generation += 1
+        if state.generation == 1 and self._control is not None:
+            self._control.unlink()  # all participants have the segment open: drop its name
+
+    def _clear_round(self) -> None:
+        with self._txn(Deadline()) as state:
+            for key in [k for k, slot in state.slots.items() if slot.producer == self.rank]:
+                del state.slots[key]
+            state.dirty = state.notify = True
+        for segment in self._in_use.values():
+            self._pool.release(segment)
+        self._in_use.clear()
+
+    def close(self) -> None:
+        control = self._control
+        if control is None:
+            return
+        with contextlib.suppress(CommError):
+            self._leave()
+        self._control = None
+        control.close()
+        self._peers.close()
+        for segment in self._in_use.values():
+            segment.close()
+        self._in_use.clear()
+        self._pool.close()
+        self._wake.close()
+
+    def _leave(self) -> None:
+        with self._txn(Deadline(1.0)) as state:
+            state.members[self.rank] = None
+            state.waiters = [r for r in state.waiters if r != self.rank]
+            state.dirty = True
+            if state.generation > 0:
+                return
+            state.arrived = [r for r in state.arrived if r != self.rank]
+            alive = [m for m in state.members if m is not None and pid_alive(m[0])]
+            if not alive and self._control is not None:  # the opening failed for good
+                self._control.unlink()
+
+
+def _locator_tuple(segment: Segment) -> tuple[int, int, int, int]:
+    """The locator of ``segment`` as a plain tuple (pid, fd, inode, size)."""
+    locator = segment.locator()
+    return (locator.pid, locator.fd, locator.inode, locator.size)
+
+
+def _register(
+    state: ControlState,
+    rank: int,
+    waiting: bool,
+    deadline: Deadline,
+    missing: Callable[[ControlState], str],
+) -> str | None:
+    """Keep ``rank`` in the waiters while it waits; the timeout detail once time is up."""
+    registered = rank in state.waiters
+    if not waiting:
+        if registered:
+            state.waiters.remove(rank)
+            state.dirty = True
+        return None
+    if deadline.expired():
+        if registered:
+            state.waiters.remove(rank)
+        state.dirty = True
+        return missing(state)
+    if not registered:
+        state.waiters.append(rank)
+        state.dirty = True
+    return None
+
+
+def _forget_dead_members(state: ControlState) -> None:
+    """Drop members whose process died before the store was opened (and their arrivals)."""
+    for rank, member in enumerate(state.members):
+        if member is not None and not pid_alive(member[0]):
+            state.members[rank] = None
+            state.arrived = [r for r in state.arrived if r != rank]
+            state.dirty = True
+
+
+def _dead_note(state: ControlState) -> str:
+    dead = [
+        f"rank {rank} (pid {member[0]})"
+        for rank, member in enumerate(state.members)
+        if member is not None and not pid_alive(member[0])
+    ]
+    return f"; dead: {', '.join(dead)}" if dead else ""

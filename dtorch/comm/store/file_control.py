@@ -1,0 +1,189 @@
+"""The control segment of a file store: the shared state of its participants, under a lock.
+
+One named segment per store (``/dev/shm/dtorch-<instance>-store-<hash of the key>``) holds a
+MessagePack blob behind a small header. Every operation is a transaction: take the ``flock``
+of this participant's own descriptor of the segment, decode the state, change it, encode it
+back, release. The state is small (members, barrier, this round's slots), so a transaction
+costs tens of microseconds; tensor bytes are never in it, only where they are.
+
+The name exists only while the store is being opened: the participant that completes the
+construction barrier unlinks it (everyone has it open by then), and if the opening fails, the
+last live participant to give up unlinks it. A segment left by dead processes is reclaimed by
+``CommNamespace.reclaim``.
+
+Example:
+    >>> state = ControlState.fresh(2)
+    >>> state.slots["k"] = SlotRecord(0, (1, 3, 4, 4096), 0, (2,), 1, [])
+    >>> ControlState.decode(state.encode()).slots["k"].shape
+    (2,)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import ormsgpack
+
+from dtorch.comm.shm import FileLock, Locator, open_named, release_buffer, unlink_named
+from dtorch.errors import CommError, CommTimeoutError
+
+CONTROL_SIZE = 1 << 20  # sparse: only the pages the blob touches are ever allocated
+_MAGIC = b"DTSTORE1"
+_HEADER = struct.Struct("<8sI")  # magic, blob length
+_BLOB_AT = 64
+
+
+@dataclass(slots=True)
+class SlotRecord:
+    """One key of the round: producer rank, segment locator, dtype code, shape, consumers."""
+
+    producer: int
+    locator: tuple[int, int, int, int]  # Locator fields: pid, fd, inode, size
+    dtype_code: int
+    shape: tuple[int, ...]
+    target: int
+    finished_by: list[int]
+
+    def to_list(self) -> list[Any]:
+        return [
+            self.producer,
+            list(self.locator),
+            self.dtype_code,
+            list(self.shape),
+            self.target,
+            self.finished_by,
+        ]
+
+    @classmethod
+    def from_list(cls, row: list[Any]) -> SlotRecord:
+        producer, locator, dtype_code, shape, target, finished_by = row
+        pid, fd, inode, size = locator
+        return cls(producer, (pid, fd, inode, size), dtype_code, tuple(shape), target, finished_by)
+
+    def segment(self) -> Locator:
+        return Locator(*self.locator)
+
+
+@dataclass(slots=True)
+class ControlState:
+    """Members (pid, wake address) by rank, the barrier, the slots, who is waiting."""
+
+    world_size: int
+    members: list[list[Any] | None]
+    generation: int
+    arrived: list[int]
+    slots: dict[str, SlotRecord]
+    waiters: list[int]
+    dirty: bool = False  # write the state back
+    notify: bool = False  # and wake the waiters: something they may wait for changed
+
+    @classmethod
+    def fresh(cls, world_size: int) -> ControlState:
+        return cls(world_size, [None] * world_size, 0, [], {}, [], True)
+
+    def encode(self) -> bytes:
+        slots = {key: slot.to_list() for key, slot in self.slots.items()}
+        row = [self.world_size, self.members, self.generation, self.arrived, slots, self.waiters]
+        return ormsgpack.packb(row)
+
+    @classmethod
+    def decode(cls, blob: bytes) -> ControlState:
+        world_size, members, generation, arrived, slots, waiters = ormsgpack.unpackb(blob)
+        records = {key: SlotRecord.from_list(row) for key, row in slots.items()}
+        return cls(world_size, members, generation, arrived, records, waiters)
+
+    def wake_addresses(self, exclude: int) -> list[bytes]:
+        """The wake addresses of the waiting participants other than ``exclude``."""
+        found = []
+        for rank in self.waiters:
+            member = self.members[rank]
+            if rank != exclude and member is not None:
+                found.append(member[1])
+        return found
+
+
+class Control:
+    """This participant's handle on the control segment of one store."""
+
+    def __init__(self, name: str, fd: int) -> None:
+        self.name = name
+        self._fd = fd
+        self._lock = FileLock(fd)
+        self._buffer = mmap.mmap(fd, CONTROL_SIZE)
+
+    @classmethod
+    def open(cls, name: str, world_size: int, deadline: float) -> Control:
+        """Open the segment ``name``, creating it if this participant is the first."""
+        try:
+            fd = open_named(name, create=True, size=CONTROL_SIZE)
+        except FileExistsError:
+            fd = open_named(name, create=False)
+            _await_size(fd, name, deadline)
+        control = cls(name, fd)
+        with control.transaction(deadline, fresh_size=world_size) as state:
+            if state.world_size != world_size:
+                control.close()
+                raise CommError(
+                    f"file store segment {name!r} was opened with world_size="
+                    f"{state.world_size}; this participant asked for world_size={world_size}"
+                )
+        return control
+
+    @contextlib.contextmanager
+    def transaction(self, deadline: float, fresh_size: int = 0) -> Iterator[ControlState]:
+        """The decoded state under the lock; written back if the caller set ``dirty``."""
+        with self._lock.held(deadline, f"store segment {self.name!r}"):
+            state = self._read(fresh_size)
+            yield state
+            if state.dirty:
+                self._write(state)
+
+    def _read(self, fresh_size: int) -> ControlState:
+        magic, length = _HEADER.unpack_from(self._buffer, 0)
+        if magic != _MAGIC:  # the first participant under the lock initialises the segment
+            return ControlState.fresh(fresh_size)
+        return ControlState.decode(self._buffer[_BLOB_AT : _BLOB_AT + length])
+
+    def _write(self, state: ControlState) -> None:
+        blob = state.encode()
+        if _BLOB_AT + len(blob) > CONTROL_SIZE:
+            raise CommError(
+                f"file store {self.name!r}: {len(state.slots)} keys in one round do not fit "
+                "the control segment; call reset() between rounds"
+            )
+        self._buffer[_BLOB_AT : _BLOB_AT + len(blob)] = blob
+        _HEADER.pack_into(self._buffer, 0, _MAGIC, len(blob))
+
+    def unlink(self) -> None:
+        """Remove the segment's name (participants that have it open keep using it)."""
+        unlink_named(self.name)
+
+    def close(self) -> None:
+        release_buffer(self._buffer)
+        os.close(self._fd)
+
+
+def _await_size(fd: int, name: str, deadline: float) -> None:
+    """Wait until the creator sized the segment (it opens and sizes it in two steps)."""
+    while os.fstat(fd).st_size < CONTROL_SIZE:
+        if time.monotonic() >= deadline:
+            os.close(fd)
+            raise CommTimeoutError(f"store segment {name!r} was created but never sized")
+        time.sleep(1e-4)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a killed child not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return fields[0] not in (b"Z", b"X")

@@ -1,0 +1,137 @@
+"""Per-rank bodies of the store tests, importable by spawned workers (threads use them too).
+
+Each function opens one participant and returns plain data; the oracle is torch on the full
+tensor, rebuilt from a seed in whichever process checks it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.store import StoreKind, TensorStore, open_store
+from dtorch.errors import CommTimeoutError
+from dtorch.ir.dtypes import dtype_code, dtype_from_code
+from dtorch.options import GlobalOption
+
+
+def open_for(kind: str, ns_id: str, key: str, world: int, rank: int) -> TensorStore:
+    return open_store(StoreKind(kind), key, world, rank, namespace=CommNamespace(ns_id))
+
+
+def make_tensor(code: int, shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    """A deterministic tensor of any plain dtype (the same in every process)."""
+    dtype = dtype_from_code(code)
+    generator = torch.Generator().manual_seed(seed)
+    base = torch.randn(shape, generator=generator, dtype=torch.float64) * 50
+    if dtype is torch.bool:
+        return base > 0
+    if dtype.is_complex:
+        return torch.complex(base, -base).to(dtype)
+    return base.to(dtype)
+
+
+def allreduce(kind: str, ns_id: str, key: str, world: int, rank: int, rounds: int) -> list:
+    """The spec's same-device all-reduce, ``rounds`` times with reset in between."""
+    results = []
+    with open_for(kind, ns_id, key, world, rank) as store:
+        for round_index in range(rounds):
+            mine = make_tensor(dtype_code(torch.float32), (33,), 100 * round_index + rank)
+            results.append(_allreduce_once(store, mine).tolist())
+            store.reset()
+    return results
+
+
+def _allreduce_once(store: TensorStore, mine: torch.Tensor) -> torch.Tensor:
+    rank, world = store.rank, store.world_size
+    store.src_set(str(rank), mine, get_count=1)
+    if rank == 0:
+        total = store.dest_get("0").clone()
+        store.dest_finish_get("0")
+        for other in range(1, world):
+            total += store.dest_get(str(other))
+            store.dest_finish_get(str(other))
+    store.src_wait_until_get_finished(str(rank))
+    if rank == 0:
+        store.src_set("result", total, get_count=world - 1)
+        store.src_wait_until_get_finished("result")
+        return total
+    total = store.dest_get("result").clone()
+    store.dest_finish_get("result")
+    return total
+
+
+def broadcast_check(
+    kind: str, ns_id: str, key: str, world: int, rank: int, code: int, shape: tuple, seed: int
+) -> bool:
+    """Rank 0 sets one tensor for all others (a transposed view: non-contiguous input); the
+    consumers compare what they got with the tensor rebuilt from the seed."""
+    expected = make_tensor(code, shape, seed)
+    with open_for(kind, ns_id, key, world, rank) as store:
+        if rank == 0:
+            source = expected.T.contiguous().T if expected.dim() == 2 else expected
+            store.src_set("t", source, get_count=world - 1)
+            store.src_wait_until_get_finished("t")
+            return True
+        got = store.dest_get("t")
+        ok = got.dtype == expected.dtype and got.shape == expected.shape
+        ok = ok and torch.equal(got, expected)
+        store.dest_finish_get("t")
+        return ok
+
+
+def gather_check(kind: str, ns_id: str, key: str, world: int, rank: int) -> list | None:
+    """Every rank sets its piece; rank 0 gathers all pieces (get_count 1 each)."""
+    with open_for(kind, ns_id, key, world, rank) as store:
+        piece = torch.full((rank + 1,), float(rank))
+        store.src_set(f"piece{rank}", piece, 1)
+        gathered = None
+        if rank == 0:
+            parts = []
+            for other in range(world):
+                parts.append(store.dest_get(f"piece{other}").clone())
+                store.dest_finish_get(f"piece{other}")
+            gathered = torch.cat(parts).tolist()
+        store.src_wait_until_get_finished(f"piece{rank}")
+        store.barrier()
+        return gathered
+
+
+def wait_times_out(kind: str, ns_id: str, key: str, world: int, rank: int, timeout_s: float):
+    """Rank 0 expects 2 consumers of one key; only rank 1 comes. Returns rank 0's error text.
+
+    Only rank 0 shortens the timeout (``override`` is process-wide: one thread at a time)."""
+    with open_for(kind, ns_id, key, world, rank) as store:
+        store.barrier()
+        if rank == 0:
+            store.src_set("k", torch.ones(2), get_count=2)
+            try:
+                with GlobalOption.override(comm_timeout_second=timeout_s):
+                    store.src_wait_until_get_finished("k")
+            except CommTimeoutError as error:
+                return str(error)
+            return "no timeout"
+        if rank == 1:
+            store.dest_get("k")
+            store.dest_finish_get("k")
+        time.sleep(timeout_s * 2)  # stay open while rank 0 times out
+        return None
+
+
+def open_with_timeout(kind: str, ns_id: str, key: str, world: int, rank: int, timeout_s: float):
+    """Open a store whose other ranks never come; returns the error text."""
+    with GlobalOption.override(comm_timeout_second=timeout_s):
+        try:
+            open_for(kind, ns_id, key, world, rank).close()
+        except CommTimeoutError as error:
+            return str(error)
+        return "opened"
+
+
+def hold_open(kind: str, ns_id: str, key: str, world: int, rank: int, nbytes: int) -> None:
+    """Open, set a large tensor for rank 0, then sleep until killed (the SIGKILL test)."""
+    with open_for(kind, ns_id, key, world, rank) as store:
+        store.src_set("big", torch.ones(nbytes // 4), get_count=1)
+        time.sleep(600)

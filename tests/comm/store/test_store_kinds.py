@@ -1,0 +1,126 @@
+"""Every backend's handshake with threads: all-reduce rounds, broadcast of odd dtypes and
+shapes, gathers, timeouts, isolation. The oracle is torch on the full tensors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from store_scenarios import (
+    allreduce,
+    broadcast_check,
+    gather_check,
+    make_tensor,
+    open_for,
+    open_with_timeout,
+    wait_times_out,
+)
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.errors import CommError
+from dtorch.ir.dtypes import dtype_code
+
+pytestmark = pytest.mark.timeout(60)
+KINDS = ["memory", "file"]
+ODD = [
+    (torch.bool, (3, 5)),
+    (torch.uint8, (0,)),
+    (torch.int16, ()),
+    (torch.float16, (2, 1, 3)),
+    (torch.bfloat16, (7, 9)),
+    (torch.complex64, (4,)),
+    (torch.float64, (1, 1023)),
+    (torch.int64, (5, 0, 2)),
+]
+
+
+def _expected_allreduce(world: int, rounds: int) -> list:
+    code = dtype_code(torch.float32)
+    return [
+        sum(make_tensor(code, (33,), 100 * i + r) for r in range(world)).tolist()
+        for i in range(rounds)
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_allreduce_rounds(kind, namespace, threads):
+    world = 4
+    results = threads(world, lambda r: allreduce(kind, namespace.instance_id, "ar", world, r, 3))
+    expected = _expected_allreduce(world, 3)
+    for per_rank in results:
+        torch.testing.assert_close(torch.tensor(per_rank), torch.tensor(expected))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("dtype", "shape"), ODD, ids=[f"{d}-{s}" for d, s in ODD])
+def test_broadcast_odd_dtypes_and_shapes(kind, dtype, shape, namespace, threads):
+    code = dtype_code(dtype)
+    ns = namespace.instance_id
+    ok = threads(3, lambda r: broadcast_check(kind, ns, "bc", 3, r, code, shape, 7))
+    assert all(ok)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_large_tensor(kind, namespace, threads):
+    code, shape = dtype_code(torch.float32), (16, 1 << 20)  # 64 MiB
+    ns = namespace.instance_id
+    assert all(threads(2, lambda r: broadcast_check(kind, ns, "big", 2, r, code, shape, 3)))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gather_into_rank_zero(kind, namespace, threads):
+    results = threads(4, lambda r: gather_check(kind, namespace.instance_id, "gather", 4, r))
+    assert results[0] == [0.0, 1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_src_wait_timeout_names_key_and_finished_consumers(kind, namespace, threads):
+    ns = namespace.instance_id
+    message = threads(3, lambda r: wait_times_out(kind, ns, "tw", 3, r, 0.5))[0]
+    assert "src_wait_until_get_finished timed out after 0.5s" in message
+    assert "'k': 1 of 2 consumers finished (ranks [1])" in message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_construction_timeout_names_missing_ranks(kind, namespace):
+    message = open_with_timeout(kind, namespace.instance_id, "lonely", 3, 1, 0.3)
+    assert "barrier timed out" in message and "ranks [0, 2] never arrived" in message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_same_key_in_two_namespaces_is_two_stores(kind, namespace, threads):
+    other = CommNamespace.create()
+
+    def rank_fn(rank: int):
+        ns = namespace if rank < 2 else other
+        with open_for(kind, ns.instance_id, "shared-key", 2, rank % 2) as store:
+            if rank % 2 == 0:
+                store.src_set("k", torch.tensor([rank]), 1)
+                store.src_wait_until_get_finished("k")
+                return None
+            value = int(store.dest_get("k"))
+            store.dest_finish_get("k")
+            return value
+
+    assert threads(4, rank_fn) == [None, 0, None, 2]
+    assert other.leftovers() == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_misuse_raises_clear_errors(kind, namespace):
+    with open_for(kind, namespace.instance_id, "misuse", 1, 0) as store:
+        with pytest.raises(CommError, match="before the key was set"):
+            store.dest_finish_get("nope")
+        with pytest.raises(CommError, match="never set"):
+            store.src_wait_until_get_finished("nope")
+        store.src_set("k", torch.ones(1), 1)
+        with pytest.raises(CommError, match="already set in this round"):
+            store.src_set("k", torch.ones(1), 1)
+        store.dest_get("k")
+        store.dest_finish_get("k")
+        with pytest.raises(CommError, match="already finished"):
+            store.dest_finish_get("k")
+        store.src_wait_until_get_finished("k")
+        store.reset()
+        store.src_set("k", torch.zeros(1), 1)  # a new round takes the key again
+    with pytest.raises(CommError, match="closed"):
+        store.dest_get("k")

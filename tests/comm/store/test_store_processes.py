@@ -1,0 +1,139 @@
+"""Stores between real spawned processes: the file backend (shared memory), 64 MiB tensors,
+odd dtypes, timeouts in children, and the SIGKILL cleanup: nothing of ours left in /dev/shm."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+import torch
+from store_scenarios import (
+    allreduce,
+    broadcast_check,
+    gather_check,
+    hold_open,
+    make_tensor,
+    open_for,
+    wait_times_out,
+)
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.errors import CommTimeoutError
+from dtorch.ir.dtypes import dtype_code
+from dtorch.options import GlobalOption
+
+pytestmark = pytest.mark.timeout(90)
+PROCESS_KINDS = ["file"]
+
+
+def run_ranks(pool, world, fn, *args):
+    """Ranks 1.. in the pool's processes, rank 0 here; every rank's result in rank order."""
+    futures = [pool.submit(fn, *args[:3], world, rank, *args[3:]) for rank in range(1, world)]
+    first = fn(*args[:3], world, 0, *args[3:])
+    return [first] + [future.result(timeout=60) for future in futures]
+
+
+@pytest.mark.parametrize("kind", PROCESS_KINDS)
+def test_allreduce_across_processes(kind, namespace, process_pool):
+    world, rounds = 4, 3
+    results = run_ranks(process_pool, world, allreduce, kind, namespace.instance_id, "ar", rounds)
+    code = dtype_code(torch.float32)
+    expected = [
+        sum(make_tensor(code, (33,), 100 * i + r) for r in range(world)).tolist()
+        for i in range(rounds)
+    ]
+    for per_rank in results:
+        torch.testing.assert_close(torch.tensor(per_rank), torch.tensor(expected))
+
+
+@pytest.mark.parametrize("kind", PROCESS_KINDS)
+@pytest.mark.parametrize(
+    ("dtype", "shape"),
+    [
+        (torch.float32, (16, 1 << 20)),  # 64 MiB
+        (torch.bfloat16, (3, 0)),
+        (torch.complex128, (5, 7)),
+        (torch.bool, (1,)),
+        (torch.int8, ()),
+    ],
+    ids=["f32-64MiB", "bf16-empty", "c128", "bool", "i8-scalar"],
+)
+def test_broadcast_to_processes(kind, dtype, shape, namespace, process_pool):
+    args = (kind, namespace.instance_id, "bc", dtype_code(dtype), shape, 11)
+    assert all(run_ranks(process_pool, 3, broadcast_check, *args))
+
+
+@pytest.mark.parametrize("kind", PROCESS_KINDS)
+def test_gather_from_processes(kind, namespace, process_pool):
+    results = run_ranks(process_pool, 3, gather_check, kind, namespace.instance_id, "g")
+    assert results[0] == [0.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("kind", PROCESS_KINDS)
+def test_timeout_in_a_child_process(kind, namespace, process_pool):
+    futures = [
+        process_pool.submit(wait_times_out, kind, namespace.instance_id, "tw", 3, rank, 0.5)
+        for rank in range(3)
+    ]
+    message = futures[0].result(timeout=60)
+    assert all(f.result(timeout=60) is None for f in futures[1:])
+    assert "'k': 1 of 2 consumers finished (ranks [1])" in message
+
+
+def test_namespaces_keep_processes_apart(namespace, process_pool):
+    other = CommNamespace.create()
+    futures = [
+        process_pool.submit(gather_check, "file", ns.instance_id, "same", 2, 1)
+        for ns in (namespace, other)
+    ]
+    results = [gather_check("file", ns.instance_id, "same", 2, 0) for ns in (namespace, other)]
+    assert results == [[0.0, 1.0, 1.0]] * 2
+    assert [f.result(timeout=60) for f in futures] == [None, None]
+    assert other.leftovers() == []
+
+
+def _start(target, *args) -> multiprocessing.Process:
+    process = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
+    process.start()
+    return process
+
+
+def _wait_for(predicate, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never came"
+        time.sleep(0.02)
+
+
+def _kill(process: multiprocessing.Process) -> None:
+    os.kill(process.pid, signal.SIGKILL)
+    process.join(10)
+    assert process.exitcode == -signal.SIGKILL
+
+
+@pytest.mark.timeout(120)
+def test_sigkill_leaves_nothing_in_dev_shm(namespace):
+    """One child is killed while it waits for the others to open the store; another after it
+    set a 64 MiB tensor that this process reads. The survivors time out naming the dead rank,
+    and nothing of the namespace is left in /dev/shm."""
+    ns = namespace.instance_id
+    opening = _start(open_for, "file", ns, "opening", 2, 1)
+    holding = _start(hold_open, "file", ns, "holding", 2, 1, 64 << 20)
+    _wait_for(lambda: len(namespace.leftovers()) == 2)  # both control segments exist
+    _kill(opening)
+    short = GlobalOption.override(comm_timeout_second=0.5)
+    with short, pytest.raises(CommTimeoutError, match=r"ranks \[1\] never arrived"):
+        open_for("file", ns, "opening", 2, 0)
+    with open_for("file", ns, "holding", 2, 0) as store:
+        assert namespace.leftovers() == []  # the name went once both had opened it
+        got = store.dest_get("big")
+        _kill(holding)
+        assert bool((got == 1).all()) and got.numel() == 16 << 20  # the mapping outlives it
+        store.dest_finish_get("big")
+        short = GlobalOption.override(comm_timeout_second=0.5)
+        with short, pytest.raises(CommTimeoutError, match=r"dead: rank 1 \(pid"):
+            store.barrier()
+    assert namespace.leftovers() == []
