@@ -34,11 +34,17 @@ import torch
 
 from dtorch.comm.group import compute
 from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors
+from dtorch.comm.group.chunks import shard_sizes
 from dtorch.comm.group.reduce_op import ReduceOp
 from dtorch.comm.store import TensorStore
 from dtorch.errors import CommError, CommTimeoutError
 
 T = TypeVar("T")
+
+#: all-reduce becomes reduce-scatter + all-gather from this many callers and elements on: one
+#: more handshake, but the reduction is done once in total instead of once per caller.
+_SPLIT_MIN_CALLERS = 3
+_SPLIT_MIN_NUMEL = 1 << 18
 
 #: Opens this caller's participant of the group's store: ``opener(world_size, rank)``.
 StoreOpener = Callable[[int, int], TensorStore]
@@ -179,7 +185,10 @@ class SameDeviceBackend(GroupBackend):
     # --- collectives ---------------------------------------------------------------------
 
     def all_reduce(self, inputs: RankTensors, op: ReduceOp) -> RankTensors:
-        check = self._like("all_reduce", self._first(inputs))
+        first = self._first(inputs)
+        check = self._like("all_reduce", first)
+        if len(self._callers) >= _SPLIT_MIN_CALLERS and first.numel() >= _SPLIT_MIN_NUMEL:
+            return self._split_all_reduce(inputs, op, check)
         return self._exchange(
             "all_reduce",
             inputs,
@@ -187,6 +196,25 @@ class SameDeviceBackend(GroupBackend):
             check,
             lambda all_: compute.all_reduce_outputs(self._local(all_), op, self._info.ranks),
         )
+
+    def _split_all_reduce(self, inputs: RankTensors, op: ReduceOp, check: PeerCheck) -> RankTensors:
+        """Reduce-scatter over the flattened tensors, then all-gather: each caller reduces
+        only its ranks' chunks, so the work is spread instead of repeated by every caller."""
+        shape = self._first(inputs).shape
+        flat = {r: t.contiguous() for r, t in inputs.items()}
+        world, ranks = self._info.world_size, self._info.ranks
+        partial = self._exchange(
+            "all_reduce",
+            flat,
+            self._remote,
+            check,
+            lambda all_: compute.reduce_scatter_outputs(
+                [t.reshape(-1) for t in self._local(all_)], 0, op, ranks
+            ),
+        )
+        sizes = shard_sizes(shape.numel(), world)
+        gathered = self.all_gather(partial, 0, sizes)
+        return {r: t.view(shape) for r, t in gathered.items()}
 
     def all_gather(self, inputs: RankTensors, dim: int, sizes: tuple[int, ...]) -> RankTensors:
         check = self._like("all_gather", self._first(inputs), dim, sizes)

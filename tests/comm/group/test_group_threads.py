@@ -7,8 +7,9 @@ ranks on one thread (no store, no waiting), for world sizes 1 to 8, even and une
 from __future__ import annotations
 
 import pytest
+import torch
 from group_harness import run_cases_on_threads
-from group_reference import check_outputs, standard_cases
+from group_reference import all_reduce_case, check_outputs, standard_cases
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -50,3 +51,17 @@ def test_outputs_are_fresh_tensors_never_inputs_or_shared() -> None:
                 assert pointer not in seen, f"{case.collective}: two ranks share an output"
                 assert all(pointer != x.untyped_storage().data_ptr() for x in case.inputs)
                 seen.add(pointer)
+
+
+@pytest.mark.parametrize("layout", [[[0], [1], [2]], [[0, 3], [1, 4], [2]]], ids=["3x1", "5on3"])
+@pytest.mark.parametrize("op", ["sum", "avg", "max"])
+def test_large_all_reduce_over_many_callers(layout: list[list[int]], op: str) -> None:
+    """Large tensors and >= 3 callers take the reduce-scatter + all-gather path (uneven chunks
+    of the flattened tensor); every rank must still get the same, exact reduction."""
+    world = sum(len(c) for c in layout)
+    gen = torch.Generator().manual_seed(world)
+    case = all_reduce_case(world, (521, 509), op, torch.float64, gen)
+    (outputs,) = run_cases_on_threads(layout, [case])
+    check_outputs(case, outputs)
+    first = outputs[0]
+    assert all(torch.equal(first, out) for out in outputs.values())
