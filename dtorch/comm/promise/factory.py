@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.promise.base import TensorPromise, VoidPromise
+from dtorch.comm.promise.file import ShmCell
 from dtorch.comm.promise.futures import CellTensorPromise, CellVoidPromise
 from dtorch.comm.promise.memory import MemoryCell
 from dtorch.errors import CommError
@@ -38,8 +39,19 @@ def _memory(void: bool, name: str | None, namespace: CommNamespace | None) -> _P
     return promise
 
 
+def _file(void: bool, name: str | None, namespace: CommNamespace | None) -> _Promise:
+    if name is not None:
+        raise CommError("a FILE promise names itself (its shared-memory segment); pass no name")
+    cell = ShmCell.create(namespace or CommNamespace.of_process(), void=void)
+    handle = PromiseHandle(PromiseKind.FILE, cell.name)
+    # no broken-promise finalizer here: the creator usually drops this side once the handle
+    # is on its way, and the attached side sets the value
+    return CellVoidPromise(cell, handle) if void else CellTensorPromise(cell, handle)
+
+
 _MAKERS: dict[PromiseKind, Callable[[bool, str | None, CommNamespace | None], _Promise]] = {
     PromiseKind.MEMORY: _memory,
+    PromiseKind.FILE: _file,
 }
 
 
@@ -88,29 +100,48 @@ def create_void_promise(
     return promise
 
 
-def attach_promise(handle: PromiseHandle) -> TensorPromise:
-    """The setting side of the tensor promise ``handle``, in this (another) process.
-
-    Example:
-        >>> handle = create_promise(PromiseKind.MEMORY, name="m").handle
-        >>> attach_promise(handle)
-        Traceback (most recent call last):
-        dtorch.errors.CommError: promise 'm' is a MEMORY promise: ...
-    """
-    raise _not_attachable(handle)
-
-
-def attach_void_promise(handle: PromiseHandle) -> VoidPromise:
-    """The setting side of the void promise ``handle``, in this (another) process."""
-    raise _not_attachable(handle)
-
-
-def _not_attachable(handle: PromiseHandle) -> CommError:
+def _attach(handle: PromiseHandle, void: bool) -> ShmCell:
     if not isinstance(handle, PromiseHandle):
-        return CommError(f"attach needs a PromiseHandle, got {type(handle).__name__}")
+        raise CommError(f"attach needs a PromiseHandle, got {type(handle).__name__}")
     if handle.kind is PromiseKind.MEMORY:
-        return CommError(
+        raise CommError(
             f"promise {handle.name!r} is a MEMORY promise: it lives in the process that created "
             "it and cannot be attached elsewhere (create it with PromiseKind.FILE)"
         )
-    return CommError(f"cannot attach a {handle.kind!r} promise yet")
+    if handle.kind is not PromiseKind.FILE:
+        raise CommError(f"cannot attach a {handle.kind!r} promise; accepted: FILE")
+    return ShmCell.attach(handle.name, void=void)
+
+
+def attach_promise(handle: PromiseHandle) -> TensorPromise:
+    """The setting side of the FILE tensor promise ``handle``, in this (another) process.
+
+    Dropping it unset fails the future (the spec's broken promise).
+
+    Example:
+        >>> import torch
+        >>> promise = create_promise(PromiseKind.FILE)
+        >>> future = promise.get_future()
+        >>> attach_promise(promise.handle).set_value(torch.ones(2))  # normally elsewhere
+        >>> future.get().tolist()
+        [1.0, 1.0]
+    """
+    cell = _attach(handle, void=False)
+    promise = CellTensorPromise(cell, handle, has_future=False)
+    weakref.finalize(promise, cell.abandon)
+    return promise
+
+
+def attach_void_promise(handle: PromiseHandle) -> VoidPromise:
+    """The setting side of the FILE void promise ``handle``, in this (another) process.
+
+    Example:
+        >>> promise = create_void_promise(PromiseKind.FILE)
+        >>> future = promise.get_future()
+        >>> attach_void_promise(promise.handle).set_value(); future.wait_for(1000)
+        True
+    """
+    cell = _attach(handle, void=True)
+    promise = CellVoidPromise(cell, handle, has_future=False)
+    weakref.finalize(promise, cell.abandon)
+    return promise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import threading
 from collections.abc import Callable, Iterator
@@ -50,6 +51,7 @@ def namespace() -> Iterator[CommNamespace]:
     """A fresh namespace; the test fails if anything of it is left in /dev/shm."""
     ns = CommNamespace.create()
     yield ns
+    gc.collect()  # finalizers of objects caught in reference cycles (e.g. by tracebacks)
     left = [path.name for path in ns.leftovers()]
     ns.reclaim()
     assert left == [], f"left behind in /dev/shm: {left}"
