@@ -16,23 +16,11 @@ from group_workers import CallerJob, WorkerPool
 
 from dtorch.comm.group import BackendKind
 from dtorch.comm.namespace import CommNamespace
-from dtorch.comm.store import StoreKind, open_store
-from dtorch.errors import CommError, CommTimeoutError
+from dtorch.errors import CommTimeoutError
 
 pytestmark = pytest.mark.timeout(120)
 
 POOL_SIZE = 4
-
-
-def _file_store_missing() -> bool:
-    try:
-        open_store(StoreKind.FILE, "probe", 1, 0, namespace=CommNamespace.create()).close()
-    except CommError:
-        return True
-    return False
-
-
-FILE_STORE_MISSING = _file_store_missing()
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +48,11 @@ def _jobs(layout: Sequence[Sequence[int]], cases: Sequence[Case], **options) -> 
     ]
 
 
-def _check_all(pool: WorkerPool, layout, cases, backend: BackendKind, **options) -> None:
-    results = [o.result() for o in pool.run(_jobs(layout, cases, **options))]
-    assert {kind for kind, _ in results} == {backend.value}
+def _check_all(pool: WorkerPool, layout, cases, expected: BackendKind, **options) -> None:
+    jobs = _jobs(layout, cases, **options)
+    results = [o.result() for o in pool.run(jobs)]
+    assert CommNamespace(jobs[0].namespace).leftovers() == [], "shared memory left behind"
+    assert {kind for kind, _ in results} == {expected.value}
     per_caller = [outputs for _, outputs in results]
     for index, case in enumerate(cases):
         check_outputs(case, merge(per_caller, index))
@@ -114,7 +104,6 @@ _FILE_LAYOUTS = {
 }
 
 
-@pytest.mark.xfail(FILE_STORE_MISSING, strict=True, reason="the file TensorStore has not landed")
 @pytest.mark.parametrize("name", list(_FILE_LAYOUTS))
 def test_file_store_every_collective_matches_torch(pool, name) -> None:
     layout = _FILE_LAYOUTS[name]
@@ -122,7 +111,6 @@ def test_file_store_every_collective_matches_torch(pool, name) -> None:
     _check_all(pool, layout, cases, BackendKind.STORE_FILE, backend=BackendKind.STORE_FILE.value)
 
 
-@pytest.mark.xfail(FILE_STORE_MISSING, strict=True, reason="the file TensorStore has not landed")
 def test_file_store_caller_that_never_calls_is_named(pool) -> None:
     gen = torch.Generator().manual_seed(0)
     jobs = _jobs(
