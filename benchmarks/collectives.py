@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import warnings
 import statistics
 import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -95,8 +95,13 @@ def _time(call: Callable[[], Any], sync: Callable[[], None], repeats: int) -> fl
 def _process_main(rank: int, world: int, args: argparse.Namespace, path: str, out: Any) -> None:
     torch.set_num_threads(1)
     warnings.simplefilter("ignore", FutureWarning)  # *_tensor names are deprecated aliases
-    dist.init_process_group("gloo", init_method=f"file://{path}", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=120))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{path}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=120),
+    )
     results: dict[tuple[str, str, int], float] = {}
     namespace = CommNamespace(args.namespace)
     for label, backend in (("group/gloo", None), ("group/file", BackendKind.STORE_FILE)):
@@ -107,8 +112,9 @@ def _process_main(rank: int, world: int, args: argparse.Namespace, path: str, ou
                 raw, ours = _raw_calls(world, rank, rows), _group_calls(group, rows)
                 for name in COLLECTIVES:
                     if label == "group/gloo":
-                        results[("raw gloo", name, rows)] = _time(raw[name], dist.barrier,
-                                                                  args.repeats)
+                        results[("raw gloo", name, rows)] = _time(
+                            raw[name], dist.barrier, args.repeats
+                        )
                     results[(label, name, rows)] = _time(ours[name], group.barrier, args.repeats)
     if rank == 0:
         out.put(results)
@@ -139,7 +145,9 @@ def _threads(world: int, args: argparse.Namespace) -> dict[tuple[str, str, int],
         with ThreadGroupManager(topology, namespace=CommNamespace.create()) as manager:
             timings: list[dict[tuple[str, str, int], float]] = [{} for _ in layout]
 
-            def caller(index: int, held: list[int], timings=timings, manager=manager) -> None:
+            def caller(
+                index: int, held: list[int], timings=timings, manager=manager, label=label
+            ) -> None:
                 group = manager.get_group("cpu", list(range(world)), held)
                 for rows in args.rows:
                     calls = _group_calls(group, rows)
