@@ -11,6 +11,8 @@ its ranks, so it never waits on itself:
 3. release: ``dest_finish_get`` what was read, ``src_wait_until_get_finished`` what was
    published, then ``reset`` (barrier, clear, barrier) so the next collective starts clean.
 
+A large all-reduce among three or more callers runs as two such rounds, a reduce-scatter of the
+flattened tensors then an all-gather, so each chunk is reduced once rather than by every caller.
 A caller that holds every rank opens no store and computes at once. Each caller reads every
 published tensor once for all its ranks, so with a memory store a collective costs the output
 copies and nothing else; with a file store the producer's one copy into shared memory is added.

@@ -5,6 +5,8 @@ directly from a ``FileStore`` whose path carries the manager's namespace, so no 
 process group is touched and any number of groups coexist in one process. Uneven shards are
 padded to ``ceil(n / world)`` and unpadded after the exchange; avg is a sum divided locally.
 
+CUDA groups (NCCL) run on the process's current CUDA device, which the worker sets.
+
 Waiting: every collective is started asynchronously and first waited on for a short probe. A
 rank still waiting after the probe writes an arrival mark ``seq -> rank`` to the FileStore, so
 when the collective finally times out (the process group's timeout is

@@ -122,6 +122,11 @@ def standard_cases(world: int, seed: int = 0) -> list[Case]:
         replicate_to_shard_case(world, (2, even), 1, gen),
         broadcast_case(world, (3, 2), world - 1, gen),
         broadcast_case(world, (4,), 0, gen),
+        # empty tensors: nothing to move, but every caller still completes the call
+        all_reduce_case(world, (0, 3), "sum", torch.float32, gen),
+        all_gather_case(world, (0, 3), 0, gen, uneven=True),
+        reduce_scatter_case(world, (2, 0), 0, "sum", gen),
+        all_to_all_case(world, (0, 4), 0, 1, gen, uneven=True),
     ]
     return cases
 
