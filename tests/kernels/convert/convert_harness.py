@@ -1,0 +1,160 @@
+"""Run convert_kernel the way the runtime does: one call per caller (thread), each for all the
+devices it holds, and check every device's output against torch on the full tensor."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Sequence
+
+import torch
+
+from dtorch.comm.group import CommTopology, ThreadGroupManager
+from dtorch.comm.namespace import CommNamespace
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.params import ConvertParam
+from dtorch.ir.placement import Placement, normalize_placements
+from dtorch.ir.sharding import ShardSpec, shard_spec
+from dtorch.ir.span import Span
+from dtorch.kernels.base import KernelContext
+from dtorch.kernels.convert import convert_kernel
+from dtorch.options import GlobalOption
+
+Locals = dict[int, torch.Tensor]
+Outputs = dict[int, list[torch.Tensor]]
+
+
+def spec(
+    shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[Placement], device: int
+) -> ShardSpec:
+    return shard_spec(shape, mesh.shape, placements, mesh.coordinate_of(device))
+
+
+def distribute(
+    full: torch.Tensor, mesh: DeviceMesh, placements: Sequence[Placement], gen: torch.Generator
+) -> Locals:
+    """Each device's shard of ``full``; Partial mesh dims hold random summands."""
+    out = {d: full[spec(full.shape, mesh, placements, d).slices()].clone() for d in mesh.device_ids}
+    for m, p in enumerate(placements):
+        if not p.is_partial():
+            continue
+        for d in mesh.device_ids:
+            if mesh.coordinate_of(d)[m] == 0:
+                for other in mesh.group_of(d, m)[1:]:
+                    out[other] = torch.randint(-50, 50, out[d].shape, generator=gen).to(full.dtype)
+                    out[d] = out[d] - out[other]
+    return out
+
+
+def check(
+    full: torch.Tensor, mesh: DeviceMesh, placements: Sequence[Placement], got: Locals
+) -> None:
+    """Shapes and dtype match; the sum over Partial mesh dims equals the full tensor's box."""
+    partial = [m for m, p in enumerate(placements) if p.is_partial()]
+    for d in mesh.device_ids:
+        s = spec(full.shape, mesh, placements, d)
+        assert tuple(got[d].shape) == s.shape and got[d].dtype == full.dtype, (d, got[d], s)
+        coord = mesh.coordinate_of(d)
+        if any(coord[m] for m in partial):
+            continue
+        total = torch.zeros(s.shape, dtype=full.dtype)
+        for point in itertools.product(*(range(mesh.shape[m]) for m in partial)):
+            c = list(coord)
+            for m, v in zip(partial, point, strict=True):
+                c[m] = v
+            total += got[mesh.device_at(c)]
+        assert torch.equal(total, full[s.slices()]), (d, placements, total, full[s.slices()])
+
+
+def convert_context(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    src: tuple[DeviceMesh, Sequence[Placement]],
+    dst: tuple[DeviceMesh, Sequence[Placement]],
+) -> tuple[Operator, Operand, Operand]:
+    """The Convert operator and its operands, as the client records them."""
+    src_p = normalize_placements(src[1], src[0].ndim, len(shape))
+    dst_p = normalize_placements(dst[1], dst[0].ndim, len(shape))
+    a = Operand(1, shape, dtype, src[0], src_p)
+    b = Operand(2, shape, dtype, dst[0], dst_p)
+    op = Operator(3, "redistribute_3", ConvertParam(dst[0], dst_p), (1,), (2,), Span.unknown())
+    return op, a, b
+
+
+def stripes(devices: Sequence[int], callers: int) -> list[list[int]]:
+    """Devices dealt to callers by position, as the thread runner does."""
+    return [list(devices[i::callers]) for i in range(callers) if devices[i::callers]]
+
+
+def run_convert(
+    full: torch.Tensor,
+    src: tuple[DeviceMesh, Sequence[Placement]],
+    dst: tuple[DeviceMesh, Sequence[Placement]],
+    callers: int,
+    gen: torch.Generator,
+) -> Outputs:
+    """Shard ``full`` per ``src``, run the kernel on ``callers`` threads, return all outputs."""
+    op, a, b = convert_context(tuple(full.shape), full.dtype, src, dst)
+    locals_ = distribute(full, a.mesh, a.placements, gen)
+    devices = sorted(set(a.mesh.device_ids) | set(b.mesh.device_ids))
+    layout = stripes(devices, callers)
+    with (
+        GlobalOption.override(comm_timeout_second=20.0),
+        ThreadGroupManager(
+            CommTopology.threads(layout), namespace=CommNamespace.create()
+        ) as manager,
+    ):
+
+        def caller(held: list[int]) -> Outputs:
+            ctx = KernelContext(op, (a,), (b,), tuple(held), manager)
+            inputs = {d: [locals_[d]] if d in locals_ else [] for d in held}
+            return convert_kernel(ctx, inputs)
+
+        per_caller = on_threads(layout, caller) if len(layout) > 1 else [caller(layout[0])]
+    merged: Outputs = {}
+    for outputs in per_caller:
+        merged.update(outputs)
+    assert sorted(merged) == devices
+    return merged
+
+
+def on_threads(layout: list[list[int]], fn: object) -> list[Outputs]:
+    """``fn(held)`` on one thread per caller; errors re-raised; a hang fails, never blocks."""
+    results: list[Outputs] = [{} for _ in layout]
+    errors: list[BaseException] = []
+
+    def body(index: int) -> None:
+        try:
+            results[index] = fn(layout[index])  # type: ignore[operator]
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(len(layout))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive(), "a caller thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def convert_and_check(
+    shape: tuple[int, ...],
+    src: tuple[DeviceMesh, Sequence[Placement]],
+    dst: tuple[DeviceMesh, Sequence[Placement]],
+    *,
+    callers: int,
+    seed: int = 0,
+    dtype: torch.dtype = torch.int64,
+) -> Outputs:
+    """Run the Convert and compare every destination device with torch on the full tensor."""
+    gen = torch.Generator().manual_seed(seed)
+    full = torch.randint(-100, 100, shape, generator=gen).to(dtype)
+    out = run_convert(full, src, dst, callers, gen)
+    mesh, placements = dst[0], normalize_placements(dst[1], dst[0].ndim, len(shape))
+    check(full, mesh, placements, {d: v[0] for d, v in out.items() if v})
+    assert all(not v for d, v in out.items() if d not in mesh)
+    return out
