@@ -11,10 +11,12 @@ from dtorch.comm.store.base import StoreKind, TensorStore
 from dtorch.comm.store.factory import StoreSpec, open_store
 from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.memory import MemoryTensorStore
+from dtorch.comm.store.network import NetworkTensorStore
 
 __all__ = [
     "FileTensorStore",
     "MemoryTensorStore",
+    "NetworkTensorStore",
     "StoreKind",
     "StoreSpec",
     "TensorStore",

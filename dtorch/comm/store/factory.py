@@ -21,18 +21,21 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store.base import StoreKind, TensorStore
 from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.memory import MemoryTensorStore
+from dtorch.comm.store.network import NetworkTensorStore
 from dtorch.errors import CommError
 
 
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
-    """Everything that names one participant: backend, key, world size, rank, namespace."""
+    """Everything that names one participant: backend, key, world size, rank, namespace, and
+    for the network backend the coordinator's ``endpoint`` (``tcp://HOST:PORT``)."""
 
     kind: StoreKind
     store_key: str
     world_size: int
     rank: int
     namespace: CommNamespace
+    endpoint: str | None = None
 
 
 def _open_memory(spec: StoreSpec) -> TensorStore:
@@ -43,9 +46,18 @@ def _open_file(spec: StoreSpec) -> TensorStore:
     return FileTensorStore.open(spec.store_key, spec.world_size, spec.rank, spec.namespace)
 
 
+def _open_network(spec: StoreSpec) -> TensorStore:
+    if spec.endpoint is None:
+        raise CommError("a NETWORK store needs endpoint='tcp://HOST:PORT' (rank 0 binds it)")
+    return NetworkTensorStore.open(
+        spec.store_key, spec.world_size, spec.rank, spec.namespace, spec.endpoint
+    )
+
+
 _OPENERS: dict[StoreKind, Callable[[StoreSpec], TensorStore]] = {
     StoreKind.MEMORY: _open_memory,
     StoreKind.FILE: _open_file,
+    StoreKind.NETWORK: _open_network,
 }
 
 
@@ -56,11 +68,13 @@ def open_store(
     rank: int,
     *,
     namespace: CommNamespace | None = None,
+    endpoint: str | None = None,
 ) -> TensorStore:
     """Open participant ``rank`` of ``world_size`` of the store ``store_key``.
 
     ``namespace`` defaults to ``CommNamespace.of_process()``; processes of one program must
-    pass the same namespace explicitly.
+    pass the same namespace explicitly. ``endpoint`` (NETWORK only) is where rank 0 serves
+    the store, ``tcp://HOST:PORT``.
 
     Example:
         >>> store = open_store(StoreKind.MEMORY, "open-doc", 1, 0)
@@ -73,5 +87,6 @@ def open_store(
         raise CommError(
             f"open_store: no backend for {kind}; available: {sorted(k.value for k in _OPENERS)}"
         )
-    spec = StoreSpec(kind, store_key, world_size, rank, namespace or CommNamespace.of_process())
+    ns = namespace or CommNamespace.of_process()
+    spec = StoreSpec(kind, store_key, world_size, rank, ns, endpoint)
     return opener(spec)

@@ -6,6 +6,7 @@ tensor, rebuilt from a seed in whichever process checks it.
 
 from __future__ import annotations
 
+import socket
 import time
 
 import torch
@@ -17,8 +18,24 @@ from dtorch.ir.dtypes import dtype_code, dtype_from_code
 from dtorch.options import GlobalOption
 
 
+def free_port() -> int:
+    """A TCP port that was free a moment ago on the loopback interface."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def with_endpoint(kind: str) -> str:
+    """``kind`` as the scenarios take it: ``network`` gets a fresh port, ``network@PORT``."""
+    return f"network@{free_port()}" if kind == "network" else kind
+
+
 def open_for(kind: str, ns_id: str, key: str, world: int, rank: int) -> TensorStore:
-    return open_store(StoreKind(kind), key, world, rank, namespace=CommNamespace(ns_id))
+    """Open ``kind`` (``memory``, ``file`` or ``network@PORT``) in namespace ``ns_id``."""
+    name, _, port = kind.partition("@")
+    endpoint = f"tcp://127.0.0.1:{port}" if port else None
+    namespace = CommNamespace(ns_id)
+    return open_store(StoreKind(name), key, world, rank, namespace=namespace, endpoint=endpoint)
 
 
 def make_tensor(code: int, shape: tuple[int, ...], seed: int) -> torch.Tensor:

@@ -13,6 +13,7 @@ from store_scenarios import (
     open_for,
     open_with_timeout,
     wait_times_out,
+    with_endpoint,
 )
 
 from dtorch.comm.namespace import CommNamespace
@@ -20,7 +21,7 @@ from dtorch.errors import CommError
 from dtorch.ir.dtypes import dtype_code
 
 pytestmark = pytest.mark.timeout(60)
-KINDS = ["memory", "file"]
+KINDS = ["memory", "file", "network"]
 ODD = [
     (torch.bool, (3, 5)),
     (torch.uint8, (0,)),
@@ -33,6 +34,12 @@ ODD = [
 ]
 
 
+@pytest.fixture(params=KINDS)
+def kind(request) -> str:
+    """Each backend; a network store gets a fresh loopback port."""
+    return with_endpoint(request.param)
+
+
 def _expected_allreduce(world: int, rounds: int) -> list:
     code = dtype_code(torch.float32)
     return [
@@ -41,7 +48,6 @@ def _expected_allreduce(world: int, rounds: int) -> list:
     ]
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_allreduce_rounds(kind, namespace, threads):
     world = 4
     results = threads(world, lambda r: allreduce(kind, namespace.instance_id, "ar", world, r, 3))
@@ -50,7 +56,6 @@ def test_allreduce_rounds(kind, namespace, threads):
         torch.testing.assert_close(torch.tensor(per_rank), torch.tensor(expected))
 
 
-@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("dtype", "shape"), ODD, ids=[f"{d}-{s}" for d, s in ODD])
 def test_broadcast_odd_dtypes_and_shapes(kind, dtype, shape, namespace, threads):
     code = dtype_code(dtype)
@@ -59,20 +64,17 @@ def test_broadcast_odd_dtypes_and_shapes(kind, dtype, shape, namespace, threads)
     assert all(ok)
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_large_tensor(kind, namespace, threads):
     code, shape = dtype_code(torch.float32), (16, 1 << 20)  # 64 MiB
     ns = namespace.instance_id
     assert all(threads(2, lambda r: broadcast_check(kind, ns, "big", 2, r, code, shape, 3)))
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_gather_into_rank_zero(kind, namespace, threads):
     results = threads(4, lambda r: gather_check(kind, namespace.instance_id, "gather", 4, r))
     assert results[0] == [0.0, 1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_src_wait_timeout_names_key_and_finished_consumers(kind, namespace, threads):
     ns = namespace.instance_id
     message = threads(3, lambda r: wait_times_out(kind, ns, "tw", 3, r, 0.5))[0]
@@ -80,19 +82,23 @@ def test_src_wait_timeout_names_key_and_finished_consumers(kind, namespace, thre
     assert "'k': 1 of 2 consumers finished (ranks [1])" in message
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_construction_timeout_names_missing_ranks(kind, namespace):
-    message = open_with_timeout(kind, namespace.instance_id, "lonely", 3, 1, 0.3)
-    assert "barrier timed out" in message and "ranks [0, 2] never arrived" in message
+    message = open_with_timeout(kind, namespace.instance_id, "lonely", 3, 0, 0.3)
+    assert "barrier timed out" in message and "ranks [1, 2] never arrived" in message
 
 
-@pytest.mark.parametrize("kind", KINDS)
+def test_network_without_its_coordinator_times_out_clearly(namespace):
+    message = open_with_timeout(with_endpoint("network"), namespace.instance_id, "k", 2, 1, 0.2)
+    assert "coordinator at tcp://127.0.0.1:" in message and "did not answer" in message
+
+
 def test_same_key_in_two_namespaces_is_two_stores(kind, namespace, threads):
     other = CommNamespace.create()
+    other_kind = with_endpoint(kind.partition("@")[0])  # a network store has its own endpoint
 
     def rank_fn(rank: int):
-        ns = namespace if rank < 2 else other
-        with open_for(kind, ns.instance_id, "shared-key", 2, rank % 2) as store:
+        ns, k = (namespace, kind) if rank < 2 else (other, other_kind)
+        with open_for(k, ns.instance_id, "shared-key", 2, rank % 2) as store:
             if rank % 2 == 0:
                 store.src_set("k", torch.tensor([rank]), 1)
                 store.src_wait_until_get_finished("k")
@@ -105,7 +111,6 @@ def test_same_key_in_two_namespaces_is_two_stores(kind, namespace, threads):
     assert other.leftovers() == []
 
 
-@pytest.mark.parametrize("kind", KINDS)
 def test_misuse_raises_clear_errors(kind, namespace):
     with open_for(kind, namespace.instance_id, "misuse", 1, 0) as store:
         with pytest.raises(CommError, match="before the key was set"):

@@ -18,6 +18,7 @@ from store_scenarios import (
     make_tensor,
     open_for,
     wait_times_out,
+    with_endpoint,
 )
 
 from dtorch.comm.namespace import CommNamespace
@@ -26,7 +27,13 @@ from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
 
 pytestmark = pytest.mark.timeout(90)
-PROCESS_KINDS = ["file"]
+PROCESS_KINDS = ["file", "network"]
+
+
+@pytest.fixture(params=PROCESS_KINDS)
+def kind(request) -> str:
+    """The backends for processes; a network store gets a fresh loopback port."""
+    return with_endpoint(request.param)
 
 
 def run_ranks(pool, world, fn, *args):
@@ -36,7 +43,6 @@ def run_ranks(pool, world, fn, *args):
     return [first] + [future.result(timeout=60) for future in futures]
 
 
-@pytest.mark.parametrize("kind", PROCESS_KINDS)
 def test_allreduce_across_processes(kind, namespace, process_pool):
     world, rounds = 4, 3
     results = run_ranks(process_pool, world, allreduce, kind, namespace.instance_id, "ar", rounds)
@@ -49,7 +55,6 @@ def test_allreduce_across_processes(kind, namespace, process_pool):
         torch.testing.assert_close(torch.tensor(per_rank), torch.tensor(expected))
 
 
-@pytest.mark.parametrize("kind", PROCESS_KINDS)
 @pytest.mark.parametrize(
     ("dtype", "shape"),
     [
@@ -66,13 +71,11 @@ def test_broadcast_to_processes(kind, dtype, shape, namespace, process_pool):
     assert all(run_ranks(process_pool, 3, broadcast_check, *args))
 
 
-@pytest.mark.parametrize("kind", PROCESS_KINDS)
 def test_gather_from_processes(kind, namespace, process_pool):
     results = run_ranks(process_pool, 3, gather_check, kind, namespace.instance_id, "g")
     assert results[0] == [0.0, 1.0, 1.0, 2.0, 2.0, 2.0]
 
 
-@pytest.mark.parametrize("kind", PROCESS_KINDS)
 def test_timeout_in_a_child_process(kind, namespace, process_pool):
     futures = [
         process_pool.submit(wait_times_out, kind, namespace.instance_id, "tw", 3, rank, 0.5)
