@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dtorch.errors import PlacementError, ShapeError
+from dtorch.errors import MeshError, PlacementError, ShapeError
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 from dtorch.ir.redistribute import (
@@ -231,3 +231,8 @@ def test_shard_dim_out_of_range_is_a_clear_error() -> None:
 def test_bad_shape_is_a_clear_error() -> None:
     with pytest.raises(ShapeError, match="non-negative int"):
         plan_redistribute((4, -1), MESH1, (S(0),), MESH1, (R,))
+
+
+def test_a_non_mesh_is_a_clear_error() -> None:
+    with pytest.raises(MeshError, match="needs DeviceMesh meshes"):
+        plan_redistribute((4,), [0, 1], (S(0),), MESH1, (R,))  # type: ignore[arg-type]

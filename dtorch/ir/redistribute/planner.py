@@ -2,9 +2,12 @@
 
 On one mesh (same device type, shape and ids; dim names do not matter) the plan is the
 cheapest path of single-mesh-dim steps (``search``). Between two different meshes the source
-first drops its Partial mesh dims the cheapest way (a reduce-scatter where possible), then one
-transfer step copies to every destination device the pieces it needs; a Partial destination
-gets the value on its owner devices and zeros elsewhere, so no step follows the transfer.
+first drops its Partial mesh dims (reduce-scatter or all-reduce, whichever makes the whole plan
+cheaper), then one transfer step copies to every destination device the pieces it needs; a
+Partial destination gets the value on its owner devices and zeros elsewhere, so no step
+follows the transfer. Between two meshes of one shape the planner also weighs the *relay*:
+plan on the source mesh, then move every local value (Partial summands too) to the device at
+the same coordinate; ties go to the relay, which reduces nothing.
 
 Example:
     >>> from dtorch.ir.mesh import init_device_mesh
@@ -23,7 +26,7 @@ import itertools
 import math
 from collections.abc import Sequence
 
-from dtorch.errors import ShapeError
+from dtorch.errors import MeshError, ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, normalize_placements
 from dtorch.ir.redistribute.layout import (
@@ -68,6 +71,9 @@ def plan_redistribute(
         (AllGather(mesh_dim=0, tensor_dim=0), AllGather(mesh_dim=1, tensor_dim=1))
     """
     shape = _check_shape(shape)
+    for mesh in (src_mesh, dst_mesh):
+        if not isinstance(mesh, DeviceMesh):
+            raise MeshError(f"plan_redistribute needs DeviceMesh meshes, got {mesh!r}")
     src = normalize_placements(src, src_mesh.ndim, len(shape))
     dst = normalize_placements(dst, dst_mesh.ndim, len(shape))
     return _plan(shape, src_mesh, src, dst_mesh, dst)
