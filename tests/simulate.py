@@ -4,7 +4,8 @@
 
 1. builds the input Operands and runs the operator's rule (``dtorch.ir.rules.infer``);
 2. shards every full input into per-device locals with ``dtorch.ir.sharding`` - Partial inputs
-   are split into random summands, one per Partial coordinate, that add up to the value;
+   are split into random summands, one per Partial coordinate, that add up to the value
+   exactly (floats too: see ``_exact_float_parts``);
 3. applies the implicit redistributions the rule asked for (``Inference.input_placements``:
    Replicate -> Shard only, which is a local chunk of the full value);
 4. runs the local kernel of the operator on every device;
@@ -122,8 +123,8 @@ def _summands(
     full: torch.Tensor, sizes: list[int], generator: torch.Generator
 ) -> dict[tuple[int, ...], torch.Tensor]:
     coords = list(itertools.product(*(range(s) for s in sizes)))
-    if full.dtype in _HALF:
-        return _halving_summands(full, coords)
+    if full.dtype.is_floating_point:
+        return dict(zip(coords, _exact_float_parts(full, len(coords), generator), strict=True))
     parts = {c: _noise(full, generator) for c in coords[1:]}
     rest = full.clone()
     for part in parts.values():
@@ -131,23 +132,25 @@ def _summands(
     return {coords[0]: rest, **parts}
 
 
-#: Dtypes too coarse for random summands (their rounding would swamp the comparison).
-_HALF = (torch.float16, torch.bfloat16)
+def _exact_float_parts(
+    full: torch.Tensor, n: int, generator: torch.Generator
+) -> list[torch.Tensor]:
+    """Random float summands that add up to ``full`` without rounding, in device order.
 
-
-def _halving_summands(
-    full: torch.Tensor, coords: list[tuple[int, ...]]
-) -> dict[tuple[int, ...], torch.Tensor]:
-    """Exact summands: full/2^(n-1), full/2^(n-1), full/2^(n-2), ..., full/2 in device order,
-    so that summing them in that order restores ``full`` bit for bit."""
-    n = len(coords)
-    weights = [2.0 ** -(n - 1)] + [2.0 ** -(n - i) for i in range(1, n)]
-    return {c: full * w for c, w in zip(coords, weights, strict=True)}
+    Each step takes a random fraction in [1/2, 1] of what remains: by Sterbenz's lemma the
+    subtraction is exact, so adding the parts back from the last one restores every value bit
+    for bit - also when a kernel later widens them (float32 -> float64 casts, promotions).
+    """
+    rest, taken = full.clone(), []
+    for _ in range(n - 1):
+        fraction = torch.rand(full.shape, generator=generator).to(full.dtype) * 0.5 + 0.5
+        part = rest * fraction
+        taken.append(part)
+        rest = rest - part
+    return [rest, *reversed(taken)]
 
 
 def _noise(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    if like.dtype.is_floating_point:
-        return torch.randn(like.shape, generator=generator).to(like.dtype)
     if like.dtype == torch.bool:
         raise ValueError("a bool tensor cannot be split into Partial summands")
     return torch.randint(-4, 5, like.shape, generator=generator).to(like.dtype)
@@ -254,12 +257,13 @@ def layout_combos(
     mesh_ndim: int, tensors: Sequence[torch.Tensor], *, limit: int = 400, seed: int = 0
 ) -> list[tuple[tuple[Placement, ...], ...]]:
     """Placements for every input: all combinations, or ``limit`` of them drawn at random
-    (seeded) when there are more. Bool inputs are never Partial (a sum of bools is no bool)."""
+    (seeded) when there are more, always with all-Replicate first. Bool inputs are never
+    Partial (a sum of bools is no bool)."""
     per_input = [layouts(mesh_ndim, t.ndim, partial=t.dtype != torch.bool) for t in tensors]
     combos = list(itertools.product(*per_input))
     if len(combos) <= limit:
         return combos
-    return random.Random(seed).sample(combos, limit)
+    return [combos[0], *random.Random(seed).sample(combos[1:], limit - 1)]
 
 
 def run_layouts(
@@ -270,15 +274,17 @@ def run_layouts(
     expected: Sequence[torch.Tensor],
     *,
     limit: int = 400,
+    after: Sequence[tuple[int, torch.Tensor]] = (),
 ) -> list[tuple[tuple[Placement, ...], ...]]:
     """Simulate every layout combination; accepted ones must match ``expected`` (torch on the
-    full tensors), rejected ones must raise a PlacementError naming the operator and what it
-    accepts. Returns the accepted combinations."""
+    full tensors) and, for in-place operators, ``after`` (input index, its expected value
+    after the operator); rejected ones must raise a PlacementError naming the operator and
+    what it accepts. Returns the accepted combinations."""
     mesh = init_device_mesh("cpu", mesh_shape)
     accepted = []
     for combo in layout_combos(mesh.ndim, tensors, limit=limit):
         try:
-            if _run_one(name, param, tensors, mesh, combo, expected=expected):
+            if _run_one(name, param, tensors, mesh, combo, expected=expected, after=after):
                 accepted.append(combo)
         except (AssertionError, RuntimeError) as error:  # say which layout failed
             raise AssertionError(f"{name} on mesh {mesh_shape} with {combo}: {error}") from error
@@ -293,6 +299,7 @@ def _run_one(
     combo: Sequence[Sequence[Placement]],
     *,
     expected: Sequence[torch.Tensor],
+    after: Sequence[tuple[int, torch.Tensor]],
 ) -> bool:
     try:
         sim = simulate(name, param, tensors, mesh, combo)
@@ -302,4 +309,6 @@ def _run_one(
         return False
     for actual, want in zip(sim.outputs, expected, strict=True):
         assert_same(actual, want)
+    for index, want in after:
+        assert_same(sim.inputs[index], want)
     return True

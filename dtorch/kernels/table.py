@@ -18,11 +18,15 @@ from __future__ import annotations
 from dtorch.errors import DTorchError
 from dtorch.ir.opkind import OpKind
 from dtorch.kernels.base import GroupKernel, LocalKernel
-from dtorch.kernels.local import elementwise
+from dtorch.kernels.local import copy, elementwise, linalg, reduce, views
 
 #: One device's kernel for every operator that needs no communication.
 LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **elementwise.KERNELS,
+    **linalg.KERNELS,
+    **reduce.KERNELS,
+    **views.KERNELS,
+    **copy.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.

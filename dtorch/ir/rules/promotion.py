@@ -123,3 +123,14 @@ _TENSOR_OPS: dict[OpKind, Callable[..., torch.Tensor]] = {
 def tensors_dtype(name: str, kind: OpKind, dtypes: tuple[torch.dtype, ...]) -> torch.dtype:
     """Result dtype of the multi-tensor operator ``kind`` on one tensor of each dtype."""
     return _answer(name, _tensors(kind, dtypes, torch.get_default_dtype()))
+
+
+@functools.cache
+def _softmax(log: bool, dtype: torch.dtype, out: torch.dtype | None) -> _Answer:
+    fn = F.log_softmax if log else F.softmax
+    return _probe(lambda: fn(_one(dtype), 0, dtype=out))
+
+
+def softmax_dtype(name: str, log: bool, dtype: torch.dtype, out: torch.dtype | None) -> torch.dtype:
+    """Result dtype of (log_)softmax on ``dtype`` with the requested ``dtype=`` argument."""
+    return _answer(name, _softmax(log, dtype, out))

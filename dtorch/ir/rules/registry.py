@@ -21,13 +21,17 @@ from dtorch.errors import DTorchError, MeshError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
-from dtorch.ir.rules import create, elementwise
+from dtorch.ir.rules import copy, create, elementwise, linalg, reduce, views
 from dtorch.ir.rules.base import Inference, Rule
 
 #: Every OpKind that has a shape/placement rule.
 RULES: dict[OpKind, Rule] = {
     **create.RULES,
     **elementwise.RULES,
+    **linalg.RULES,
+    **reduce.RULES,
+    **views.RULES,
+    **copy.RULES,
 }
 
 

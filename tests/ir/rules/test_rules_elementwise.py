@@ -89,8 +89,9 @@ def test_binary_scalar_dtype_matches_python_number(dtype, kind, value, first) ->
     """torch's own Python-number promotion is the oracle (``t + 2.5``, ``2 - t``, ...)."""
     t = torch.ones(2, dtype=dtype)
     fn = _PYTHON_OPS.get(kind)
-    if fn is None:
-        return
+    by_zero = value is False and kind in (BinaryKind.FLOOR_DIV, BinaryKind.REMAINDER)
+    if fn is None or by_zero or (kind is BinaryKind.POW and value == -2):
+        return  # int // 0 and int ** -2 fail on the values (in the kernel), not the dtypes
     param = BroadcastBinaryParam(kind, Scalar.of(value), first)
     try:
         want = fn(value, t) if first else fn(t, value)

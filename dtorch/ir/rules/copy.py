@@ -1,0 +1,98 @@
+"""Rules of Clone, Cast and Copy: operators that copy values, possibly converting them.
+
+``clone`` keeps any layout. ``cast`` keeps Partial only where the conversion adds up: to a
+floating dtype from a float or an integer, or between integer dtypes (wrapping is a ring
+homomorphism); never to or from bool, never float -> int (truncation is not linear).
+``dst.copy_(src)`` writes into dst's own shards, so dst is never redistributed: src must
+have dst's layout (a Replicate src is chunked to match a sharded dst; a src dim that
+broadcasts stays Replicate).
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.params import CastParam
+    >>> from dtorch.ir.placement import Partial
+    >>> x = Operand(1, (3,), torch.int32, init_device_mesh("cpu", 2), (Partial(),))
+    >>> cast_rule("float", CastParam(torch.float32), (x,)).outputs[0].placements
+    (P,)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dtorch.errors import ShapeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import CastParam, CloneParam, CopyParam, OpParam
+from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate
+from dtorch.ir.rules.elementwise import broadcast_labels, broadcast_shapes, identity
+from dtorch.ir.rules.promotion import tensors_dtype
+from dtorch.ir.rules.signature import elementwise, expand, signature
+
+_LINEAR = elementwise(1, ["P -> P"])
+_NONLINEAR_CAST = elementwise(
+    1, hint="Partial survives casts to floating dtypes and between integer dtypes only"
+)
+_COPY = signature(
+    "R R -> R", "Si Si -> Si", "Si R -> Si", "P P -> P", fixed=(0,),
+    legend="dst x src; i: a dim of dst",
+    hint="dst.copy_(src) writes dst's shards in place: redistribute src to dst's placements",
+)  # fmt: skip
+_COPY_NONLINEAR = signature(
+    "R R -> R", "Si Si -> Si", "Si R -> Si", fixed=(0,),
+    legend="dst x src; i: a dim of dst",
+    hint="copying Partial values across these dtypes does not add up: redistribute first",
+)  # fmt: skip
+
+
+def cast_is_linear(src: torch.dtype, dst: torch.dtype) -> bool:
+    """True when converting each partial value and summing equals converting the sum."""
+    if src == dst:
+        return True
+    if torch.bool in (src, dst):
+        return False
+    return dst.is_floating_point or not src.is_floating_point
+
+
+def clone_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``clone()``: the same metadata, any layout."""
+    assert isinstance(param, CloneParam)
+    (x,) = inputs
+    return Inference((OutputMeta(x.shape, x.dtype, x.placements),))
+
+
+def cast_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``to(dtype)`` and the ``float()``/``int()``/... family."""
+    assert isinstance(param, CastParam)
+    (x,) = inputs
+    if all_replicate(inputs) or cast_is_linear(x.dtype, param.dtype):
+        return Inference((OutputMeta(x.shape, param.dtype, x.placements),))
+    labels = identity(x.ndim)
+    expansion = expand(name, _NONLINEAR_CAST, inputs, (labels,), (labels,))
+    return Inference((OutputMeta(x.shape, param.dtype, expansion.outputs[0]),))
+
+
+def copy_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``dst.copy_(src)``: no outputs; src broadcasts to dst's shape and converts its dtype."""
+    assert isinstance(param, CopyParam)
+    dst, src = inputs
+    if broadcast_shapes(name, (dst.shape, src.shape)) != dst.shape:
+        raise ShapeError(
+            f"{name}: source {list(src.shape)} does not broadcast to destination {list(dst.shape)}"
+        )
+    tensors_dtype(name, OpKind.Copy, (dst.dtype, src.dtype))
+    if all_replicate(inputs):
+        return Inference(())
+    sig = _COPY if cast_is_linear(src.dtype, dst.dtype) else _COPY_NONLINEAR
+    labels = broadcast_labels((dst.shape, src.shape), dst.shape)
+    expansion = expand(name, sig, inputs, labels, (identity(dst.ndim),))
+    return Inference((), expansion.requested)
+
+
+RULES: dict[OpKind, Rule] = {
+    OpKind.Clone: clone_rule,
+    OpKind.Cast: cast_rule,
+    OpKind.Copy: copy_rule,
+}

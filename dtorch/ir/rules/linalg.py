@@ -1,0 +1,155 @@
+"""Rules of Matmul, Linear and Outer.
+
+Labels: batch dims are the output's leading dims (broadcast as in torch), ``n`` the rows of
+``a``, ``m`` the columns of ``b`` (or the out features of Linear), and ``k`` the contracted
+dim. Per mesh dim: R x R -> R; a shard of a batch/row/column dim stays a shard of the output
+(the other operand is chunked to match when it holds that batch dim at full size); both
+operands sharded on ``k`` give Partial; a Partial operand times a Replicate one stays
+Partial (matmul is linear in each operand).
+
+Linear's bias is added once: with a Partial output only the partial owner (coordinate 0 on
+the Partial mesh dims) adds a Replicate bias, so the sum over devices holds it exactly once;
+a column-parallel bias is chunked like the weight's rows.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.params import MatmulParam
+    >>> from dtorch.ir.placement import Shard
+    >>> mesh = init_device_mesh("cpu", 2)
+    >>> a = Operand(1, (4, 6), torch.float32, mesh, (Shard(1),))
+    >>> b = Operand(2, (6, 5), torch.float32, mesh, (Shard(0),))
+    >>> out = matmul_rule("matmul", MatmulParam(), (a, b)).outputs[0]
+    >>> out.shape, out.placements
+    ((4, 5), (P,))
+"""
+
+from __future__ import annotations
+
+from dtorch.errors import ShapeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import LinearParam, MatmulParam, OpParam, OuterParam
+from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate, describe_shapes
+from dtorch.ir.rules.elementwise import broadcast_shapes
+from dtorch.ir.rules.promotion import tensors_dtype
+from dtorch.ir.rules.signature import Labels, Signature, expand, signature
+
+_K = 10_000  # the contracted label; output labels are the output's dim indices
+
+_MATMUL = signature(
+    "R R -> R", "Si Si -> Si", "Si R -> Si", "R Si -> Si", "Sk Sk -> P", "P R -> P", "R P -> P",
+    legend="i: a batch dim, the row dim of a or the column dim of b; k: the contracted dim",
+)  # fmt: skip
+_LINEAR = signature(
+    "R R -> R", "Si R -> Si", "R Si -> Si", "Sk Sk -> P", "P R -> P", "R P -> P",
+    legend="i: a batch dim of x or the out-features dim of w; k: the in-features dim",
+)  # fmt: skip
+_LINEAR_BIAS = signature(
+    "R R R -> R", "Si R R -> Si", "R Si R -> Si", "R Si Si -> Si", "R R Si -> Si",
+    "Sk Sk R -> P", "P R R -> P", "R P R -> P",
+    legend="i: a batch dim of x or the out-features dim of w and b; k: the in-features dim",
+    hint="A Partial output adds a Replicate bias once (on the partial owner)",
+)  # fmt: skip
+_OUTER = signature(
+    "R R -> R", "Si R -> Si", "R Si -> Si", "P R -> P", "R P -> P",
+    legend="i: the dim of either vector (not both on one mesh dim)",
+)  # fmt: skip
+
+
+def _batch_labels(batch: tuple[int, ...], out_batch: tuple[int, ...], tag: int) -> Labels:
+    """Labels of an operand's batch dims, right-aligned to the output's; broadcast dims get
+    labels of their own."""
+    shift = len(out_batch) - len(batch)
+    return tuple(
+        j if size == out_batch[j] else -1000 * tag - j for j, size in enumerate(batch, shift)
+    )
+
+
+def _swap_last(
+    labels: Labels, shape: tuple[int, ...], swap: bool
+) -> tuple[Labels, tuple[int, ...]]:
+    if not swap or len(shape) < 2:
+        return labels, shape
+    return (*labels[:-2], labels[-1], labels[-2]), (*shape[:-2], shape[-1], shape[-2])
+
+
+def matmul_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``torch.matmul`` of 1-D, 2-D and batched operands (with optional transposes)."""
+    assert isinstance(param, MatmulParam)
+    a, b = inputs
+    sa = _swap_last(tuple(range(a.ndim)), a.shape, param.trans_a)[1]
+    sb = _swap_last(tuple(range(b.ndim)), b.shape, param.trans_b)[1]
+    if not sa or not sb or sa[-1] != sb[-2 if len(sb) > 1 else 0]:
+        raise ShapeError(
+            f"{name}: shapes {describe_shapes(inputs)} cannot be multiplied "
+            f"(trans_a={param.trans_a}, trans_b={param.trans_b}); the last dim of a must "
+            f"equal the second-to-last dim of b (the only dim of a 1-D operand)"
+        )
+    batch = broadcast_shapes(name, (sa[:-2], sb[:-2]))
+    rows, cols = sa[-2:-1], sb[-1:] if len(sb) > 1 else ()
+    shape = (*batch, *rows, *cols)
+    dtype = tensors_dtype(name, OpKind.Matmul, (a.dtype, b.dtype))
+    if all_replicate(inputs):
+        return Inference((OutputMeta(shape, dtype, a.placements),))
+    nb = len(batch)
+    la = (*_batch_labels(sa[:-2], batch, 1), *((nb,) if rows else ()), _K)
+    lb = (*_batch_labels(sb[:-2], batch, 2), _K, *((nb + len(rows),) if cols else ()))
+    la = _swap_last(la, sa, param.trans_a)[0]
+    lb = _swap_last(lb, sb, param.trans_b)[0]
+    return _placed(name, _MATMUL, inputs, (la, lb), OutputMeta(shape, dtype, ()))
+
+
+def _placed(
+    name: str,
+    sig: Signature,
+    inputs: tuple[Operand, ...],
+    labels: tuple[Labels, ...],
+    out: OutputMeta,
+) -> Inference:
+    expansion = expand(name, sig, inputs, labels, (tuple(range(len(out.shape))),))
+    meta = OutputMeta(out.shape, out.dtype, expansion.outputs[0])
+    return Inference((meta,), expansion.requested)
+
+
+def linear_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``x @ w.T (+ b)`` with ``w`` of shape (out_features, in_features)."""
+    assert isinstance(param, LinearParam)
+    x, w, *bias = inputs
+    out_features = w.shape[0] if w.ndim == 2 else -1
+    if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
+        raise ShapeError(
+            f"{name}: x {list(x.shape)} and weight {list(w.shape)} do not match; accepted: x "
+            f"(..., in_features) and weight (out_features, in_features)"
+        )
+    if bias and bias[0].shape != (out_features,):
+        raise ShapeError(f"{name}: bias {list(bias[0].shape)} must be [{out_features}]")
+    shape = (*x.shape[:-1], out_features)
+    dtype = tensors_dtype(name, OpKind.Linear, tuple(o.dtype for o in inputs))
+    if all_replicate(inputs):
+        return Inference((OutputMeta(shape, dtype, x.placements),))
+    o = x.ndim - 1
+    labels: tuple[Labels, ...] = ((*range(o), _K), (o, _K), (o,))[: len(inputs)]
+    sig = _LINEAR_BIAS if bias else _LINEAR
+    return _placed(name, sig, inputs, labels, OutputMeta(shape, dtype, ()))
+
+
+def outer_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``torch.outer`` of two 1-D tensors."""
+    assert isinstance(param, OuterParam)
+    a, b = inputs
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(f"{name}: needs two 1-D tensors, got {describe_shapes(inputs)}")
+    shape = (a.shape[0], b.shape[0])
+    dtype = tensors_dtype(name, OpKind.Outer, (a.dtype, b.dtype))
+    if all_replicate(inputs):
+        return Inference((OutputMeta(shape, dtype, a.placements),))
+    return _placed(name, _OUTER, inputs, ((0,), (1,)), OutputMeta(shape, dtype, ()))
+
+
+RULES: dict[OpKind, Rule] = {
+    OpKind.Matmul: matmul_rule,
+    OpKind.Linear: linear_rule,
+    OpKind.Outer: outer_rule,
+}

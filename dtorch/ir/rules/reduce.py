@@ -1,0 +1,140 @@
+"""Rules of Reduce, MaxMin and Softmax: operators that combine values along dims.
+
+Per mesh dim: a shard of a dim that is not reduced stays a shard (its index shifts when
+``keepdim`` is false). Reducing a sharded dim gives Partial for ``sum`` and ``mean`` (``mean``
+divides by the GLOBAL size, so the partial values add up to the mean); ``max``, ``min``,
+``prod``, ``any``, ``all``, ``argmax``, ``argmin`` and softmax reject it. A Partial input is
+kept by ``sum`` and ``mean`` only (they are linear).
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.opkind import ReduceKind
+    >>> from dtorch.ir.params import ReduceParam
+    >>> from dtorch.ir.placement import Shard
+    >>> x = Operand(1, (4, 6), torch.int32, init_device_mesh("cpu", 2), (Shard(1),))
+    >>> out = reduce_rule("sum", ReduceParam(ReduceKind.SUM, (1,)), (x,)).outputs[0]
+    >>> out.shape, out.dtype, out.placements
+    ((4,), torch.int64, (P,))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import OpKind, ReduceKind
+from dtorch.ir.params import MaxMinParam, OpParam, ReduceParam, SoftmaxParam
+from dtorch.ir.rules.base import (
+    Inference,
+    OutputMeta,
+    ParamError,
+    Rule,
+    all_replicate,
+    norm_dim,
+    norm_dims,
+)
+from dtorch.ir.rules.elementwise import identity
+from dtorch.ir.rules.promotion import reduce_dtype, softmax_dtype
+from dtorch.ir.rules.signature import Labels, Signature, expand, signature
+
+_FIRST = "redistribute the reduced dims to Replicate first"
+_LINEAR = signature(
+    "R -> R", "Si -> Si", "Sk -> P", "P -> P",
+    legend="i: a dim that is not reduced; k: a reduced dim",
+)  # fmt: skip
+_KEEP = signature("R -> R", "Si -> Si", legend="i: a dim that is not reduced", hint=_FIRST)
+_SOFTMAX = signature(
+    "R -> R", "Si -> Si", legend="i: a dim other than the softmax dim",
+    hint="redistribute the softmax dim to Replicate first",
+)  # fmt: skip
+_REDUCE_SIGS = {ReduceKind.SUM: _LINEAR, ReduceKind.MEAN: _LINEAR}
+_WITH_DTYPE = frozenset({ReduceKind.SUM, ReduceKind.MEAN, ReduceKind.PROD})
+
+
+def reduce_dims(name: str, dims: Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    """The dims a Reduce reduces: all for None (or an empty list), none of a 0-d tensor."""
+    if ndim == 0:
+        norm_dims(name, dims or (), 0)
+        return ()
+    if not dims:
+        return tuple(range(ndim))
+    return norm_dims(name, dims, ndim)
+
+
+def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+    """``shape`` after reducing ``dims`` (size 1 there with ``keepdim``, else dropped)."""
+    if keepdim:
+        return tuple(1 if d in dims else s for d, s in enumerate(shape))
+    return tuple(s for d, s in enumerate(shape) if d not in dims)
+
+
+def _reduced_labels(ndim: int, dims: tuple[int, ...], keepdim: bool) -> Labels:
+    # a kept reduced dim is a new size-1 dim: its label differs from the input's
+    if keepdim:
+        return tuple(-1 - d if d in dims else d for d in range(ndim))
+    return tuple(d for d in range(ndim) if d not in dims)
+
+
+def _one_input(
+    name: str, sig: Signature, x: Operand, out_labels: Labels, metas: Sequence[OutputMeta]
+) -> Inference:
+    """Placements of every output of a one-input operator whose outputs share labels."""
+    if all_replicate((x,)):
+        return Inference(tuple(OutputMeta(m.shape, m.dtype, x.placements) for m in metas))
+    expansion = expand(name, sig, (x,), (identity(x.ndim),), (out_labels,) * len(metas))
+    return Inference(
+        tuple(
+            OutputMeta(m.shape, m.dtype, p) for m, p in zip(metas, expansion.outputs, strict=True)
+        )
+    )
+
+
+def reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``sum mean max min any all prod argmax argmin`` over ``dims`` (None: every dim)."""
+    assert isinstance(param, ReduceParam)
+    (x,) = inputs
+    kind = param.reduce
+    if kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN) and param.dims and len(param.dims) > 1:
+        raise ParamError(f"{name}: takes one dim or None, got dims {param.dims}")
+    if param.dtype is not None and kind not in _WITH_DTYPE:
+        raise ParamError(f"{name}: takes no dtype argument (sum, mean and prod do)")
+    dims = reduce_dims(name, param.dims, x.ndim)
+    shape = reduced_shape(x.shape, dims, param.keepdim)
+    dtype = reduce_dtype(name, kind, x.dtype, param.dtype)
+    labels = _reduced_labels(x.ndim, dims, param.keepdim)
+    return _one_input(
+        name, _REDUCE_SIGS.get(kind, _KEEP), x, labels, [OutputMeta(shape, dtype, ())]
+    )
+
+
+def maxmin_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``max/min(t, dim, keepdim)``: values and int64 indices, both shaped like the reduce."""
+    assert isinstance(param, MaxMinParam)
+    (x,) = inputs
+    dims = reduce_dims(name, (param.dim,), x.ndim)
+    shape = reduced_shape(x.shape, dims, param.keepdim)
+    dtype = reduce_dtype(name, ReduceKind.MAX, x.dtype, None)
+    metas = [OutputMeta(shape, dtype, ()), OutputMeta(shape, torch.int64, ())]
+    return _one_input(name, _KEEP, x, _reduced_labels(x.ndim, dims, param.keepdim), metas)
+
+
+def softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``softmax``/``log_softmax`` over ``dim``: the softmax dim must not be sharded."""
+    assert isinstance(param, SoftmaxParam)
+    (x,) = inputs
+    dim = norm_dim(name, param.dim, x.ndim)
+    dtype = softmax_dtype(name, param.log, x.dtype, param.dtype)
+    # the softmax dim gets a new label in the output: sharding it is then rejected
+    labels = tuple(-1 if d == dim else d for d in range(x.ndim))
+    return _one_input(name, _SOFTMAX, x, labels, [OutputMeta(x.shape, dtype, ())])
+
+
+RULES: dict[OpKind, Rule] = {
+    OpKind.Reduce: reduce_rule,
+    OpKind.MaxMin: maxmin_rule,
+    OpKind.Softmax: softmax_rule,
+}

@@ -1,0 +1,105 @@
+"""Rules of Reduce, MaxMin and Softmax: shapes and dtypes against torch, placements, messages."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers_rules import MESH22, op
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dtorch.errors import PlacementError, ShapeError
+from dtorch.ir.opkind import MaxMinKind, ReduceKind
+from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
+from dtorch.ir.placement import Partial, Replicate, Shard
+from dtorch.ir.rules import DtypeError, ParamError, infer
+
+pytestmark = pytest.mark.timeout(60)
+R, P = Replicate(), Partial()
+DTYPES = [torch.bool, torch.uint8, torch.int32, torch.int64, torch.float16, torch.float32]
+
+_TORCH = {
+    ReduceKind.SUM: lambda x, d, k: torch.sum(x, d, keepdim=k),
+    ReduceKind.MEAN: lambda x, d, k: torch.mean(x, d, keepdim=k),
+    ReduceKind.MAX: lambda x, d, k: torch.amax(x, d, keepdim=k),
+    ReduceKind.MIN: lambda x, d, k: torch.amin(x, d, keepdim=k),
+    ReduceKind.ANY: lambda x, d, k: torch.any(x, d, keepdim=k),
+    ReduceKind.ALL: lambda x, d, k: torch.all(x, d, keepdim=k),
+    ReduceKind.PROD: lambda x, d, k: torch.prod(x, d[0], keepdim=k),
+}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple),
+    kind=st.sampled_from(list(_TORCH)), dtype=st.sampled_from(DTYPES),
+    dim=st.integers(-3, 2), keepdim=st.booleans(),
+)  # fmt: skip
+def test_reduce_shape_and_dtype_match_torch(shape, kind, dtype, dim, keepdim) -> None:  # type: ignore[no-untyped-def]
+    x = torch.ones(shape, dtype=dtype)
+    param = ReduceParam(kind, (dim,), keepdim)
+    try:
+        want = _TORCH[kind](x, (dim,), keepdim)
+    except (RuntimeError, IndexError):
+        with pytest.raises((DtypeError, ShapeError)):
+            infer("reduce", param, (op(shape, dtype=dtype),))
+        return
+    out = infer("reduce", param, (op(shape, dtype=dtype),)).outputs[0]
+    assert (out.shape, out.dtype) == (tuple(want.shape), want.dtype)
+
+
+def test_reduce_placements() -> None:
+    x = op((4, 6, 2), Shard(1), P, mesh=MESH22)
+    out = infer("sum", ReduceParam(ReduceKind.SUM, (1,)), (x,)).outputs[0]
+    assert (out.shape, out.placements) == ((4, 2), (P, P))
+    keep = infer("mean", ReduceParam(ReduceKind.MEAN, (0,), True), (x,)).outputs[0]
+    assert (keep.shape, keep.placements) == ((1, 6, 2), (Shard(1), P))
+    shifted = infer("sum", ReduceParam(ReduceKind.SUM, (0,)), (op((4, 6), Shard(1)),))
+    assert shifted.outputs[0].placements == (Shard(0),)
+
+
+@pytest.mark.parametrize(
+    "kind", [k for k in ReduceKind if k not in (ReduceKind.SUM, ReduceKind.MEAN)]
+)
+def test_nonlinear_reduce_rejects_sharded_dim_and_partial(kind: ReduceKind) -> None:
+    with pytest.raises(PlacementError, match=r"got \(S\(0\),\).*redistribute the reduced dims"):
+        infer("red", ReduceParam(kind, (0,)), (op((4, 6), Shard(0)),))
+    with pytest.raises(PlacementError, match=r"got \(P,\)"):
+        infer("red", ReduceParam(kind, (1,)), (op((4, 6), P),))
+    out = infer("red", ReduceParam(kind, (1,)), (op((4, 6), Shard(0)),)).outputs[0]
+    assert out.placements == (Shard(0),)
+
+
+def test_reduce_param_errors() -> None:
+    with pytest.raises(ParamError, match="one dim"):
+        infer("argmax", ReduceParam(ReduceKind.ARGMAX, (0, 1)), (op((2, 3)),))
+    with pytest.raises(ParamError, match="dtype"):
+        infer("amax", ReduceParam(ReduceKind.MAX, (0,), dtype=torch.float64), (op((2, 3)),))
+    with pytest.raises(ShapeError, match="twice"):
+        infer("sum", ReduceParam(ReduceKind.SUM, (0, -2)), (op((2, 3)),))
+    with pytest.raises(ShapeError, match="out of range"):
+        infer("sum", ReduceParam(ReduceKind.SUM, (2,)), (op((2, 3)),))
+
+
+def test_maxmin_outputs() -> None:
+    inf = infer("max", MaxMinParam(MaxMinKind.MAX, -1), (op((4, 6), Shard(0), dtype=torch.int32),))
+    values, indices = inf.outputs
+    assert values.shape == indices.shape == (4,)
+    assert (values.dtype, indices.dtype) == (torch.int32, torch.int64)
+    assert values.placements == indices.placements == (Shard(0),)
+    with pytest.raises(PlacementError, match="max: got"):
+        infer("max", MaxMinParam(MaxMinKind.MAX, 0), (op((4, 6), Shard(0)),))
+
+
+def test_softmax() -> None:
+    out = infer("softmax", SoftmaxParam(-1), (op((4, 6), Shard(0)),)).outputs[0]
+    assert out.placements == (Shard(0),)
+    with pytest.raises(PlacementError, match="softmax dim to Replicate"):
+        infer("softmax", SoftmaxParam(1), (op((4, 6), Shard(1)),))
+    with pytest.raises(PlacementError):
+        infer("softmax", SoftmaxParam(1), (op((4, 6), P),))
+    with pytest.raises(DtypeError):
+        infer("softmax", SoftmaxParam(1), (op((4, 6), dtype=torch.int64),))
+    half = infer("log_softmax", SoftmaxParam(0, True, torch.float64), (op((3,)),)).outputs[0]
+    assert half.dtype == F.log_softmax(torch.ones(3), 0, dtype=torch.float64).dtype
