@@ -1,0 +1,197 @@
+"""deserialize: one payload -> the value it holds, or a DeserializationError.
+
+Reading mirrors writing (``dtorch.serialization.writer``): check the frame, unpack the
+MessagePack document, bind each ``[tag, field names]`` entry to a registered type, then build
+the groups in order, a column at a time, appending every built value to the node table that
+later references index. Any input - random, truncated, bit-flipped, with absurd lengths or
+deep nesting - ends in a value or a DeserializationError (or one of its subclasses):
+
+* the frame's sizes must add up to the input's size exactly, before anything is unpacked;
+* MessagePack's own size checks refuse declared lengths longer than the input, and its
+  nesting limit refuses deep nesting (nothing here recurses);
+* the node table may not declare more nodes than the document has bytes (every node is
+  referenced at least once, and a reference takes at least a byte);
+* every column is checked for shape and exact value types before use, every reference must
+  point to an earlier node of an accepted type, and data ranges must lie in the data section
+  without overlapping.
+
+Example:
+    >>> from dtorch.serialization.writer import serialize_value
+    >>> deserialize_value(serialize_value({"a": (1, 2.5, None)}))
+    {'a': (1, 2.5, None)}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from dtorch.errors import (
+    DeserializationError,
+    DTorchError,
+    MissingFieldError,
+    UnknownTypeError,
+)
+from dtorch.serialization.catalog import DEFAULT_REGISTRY
+from dtorch.serialization.fields import ReadContext, check_column, decode_any
+from dtorch.serialization.registry import Field, NodeType, TypeRegistry
+from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, unframe, unpack
+from dtorch.serialization.writer import gc_paused
+
+_ARRAYS = (list, tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """A registered type bound to the field names one payload wrote for it."""
+
+    node_type: NodeType
+    width: int  # number of columns the payload holds per group of this type
+    positions: tuple[int | None, ...]  # per registered field: its column, or None (default)
+
+
+def _array(value: Any, what: str, size: int | None = None) -> list[Any] | tuple[Any, ...]:
+    if type(value) not in _ARRAYS or (size is not None and len(value) != size):
+        wanted = "an array" if size is None else f"an array of {size}"
+        raise DeserializationError(f"{what} must be {wanted}, got {value!r:.80}")
+    return value
+
+
+def _int(value: Any, what: str, low: int, high: int) -> int:
+    if type(value) is not int or not low <= value < high:
+        raise DeserializationError(f"{what} must be an int in {low}..{high - 1}, got {value!r:.80}")
+    return value
+
+
+def byte_view(data: Any) -> memoryview:
+    """``data`` as a flat byte view (DeserializationError if it is not bytes-like)."""
+    try:
+        return memoryview(data).cast("B")
+    except TypeError:
+        raise DeserializationError(
+            f"expected the payload as bytes, bytearray or memoryview, got {type(data).__name__}"
+        ) from None
+
+
+def _bind(entry: Any, registry: TypeRegistry) -> _Bound:
+    tag, names = _array(entry, "a type entry [tag, field names]", 2)
+    if type(tag) is not str:
+        raise DeserializationError(f"a type tag must be a string, got {tag!r:.80}")
+    node_type = registry.by_tag.get(tag)
+    if node_type is None:
+        raise UnknownTypeError(f"unknown type tag {tag!r:.80}: this dtorch has no such type")
+    names = _array(names, f"the field names of {tag}")
+    known = node_type.field_names
+    position = {name: i for i, name in enumerate(names) if type(name) is str}
+    unknown = [n for n in names if n not in known]
+    if unknown or len(position) != len(names):
+        raise DeserializationError(
+            f"{tag} has no fields {unknown!r:.80} (or names one twice); its fields: {known}"
+        )
+    return _Bound(node_type, len(names), tuple(position.get(f.name) for f in node_type.fields))
+
+
+def _check_missing(bound: _Bound) -> None:
+    for field, position in zip(bound.node_type.fields, bound.positions, strict=True):
+        if position is None and field.missing_column(0) is None:
+            raise MissingFieldError(
+                f"{bound.node_type.tag} data lacks the field {field.name!r}, which has no default"
+            )
+
+
+class _Reader:
+    """Builds the groups of one payload in order."""
+
+    __slots__ = ("bound", "budget", "ctx")
+
+    def __init__(self, bound: list[_Bound], ctx: ReadContext, budget: int) -> None:
+        self.bound, self.ctx, self.budget = bound, ctx, budget
+
+    def group(self, entry: Any) -> None:
+        slot, count, columns = _array(entry, "a group [type, count, columns]", 3)
+        bound = self.bound[_int(slot, "a group's type slot", 0, len(self.bound))]
+        self.budget -= _int(count, "a group's node count", 0, self.budget + 1)
+        columns = _array(columns, f"the columns of {bound.node_type.tag}", bound.width)
+        node_type = bound.node_type
+        values = [
+            self.column(node_type, f, columns, position, count)
+            for f, position in zip(node_type.fields, bound.positions, strict=True)
+        ]
+        self.ctx.nodes.extend(_build(node_type, values, count))
+
+    def column(
+        self, node_type: NodeType, field: Field, columns: Any, position: int | None, count: int
+    ) -> list[Any]:
+        if position is None:
+            return field.missing_column(count)  # type: ignore[return-value]
+        try:
+            return field.codec.decode(check_column(columns[position], count), self.ctx)
+        except DeserializationError as exc:
+            raise type(exc)(f"{node_type.tag}.{field.name}: {exc}") from None
+
+
+def _build(node_type: NodeType, values: list[list[Any]], count: int) -> list[Any]:
+    try:
+        return node_type.build(values, count)
+    except DeserializationError:
+        raise
+    except (DTorchError, ValueError, TypeError, RuntimeError, OverflowError) as exc:
+        raise DeserializationError(f"invalid {node_type.tag} in payload: {exc}") from None
+
+
+def _check_disjoint(ranges: list[tuple[int, int]]) -> None:
+    end = 0
+    for offset, size in sorted(r for r in ranges if r[1]):
+        if offset < end:
+            raise DeserializationError("two tensors of the payload share data bytes")
+        end = offset + size
+
+
+def _document(view: memoryview, backend: Backend) -> tuple[Any, Any, Any, memoryview, int]:
+    """Header, groups, root, data section, and the document's size."""
+    _, document_view, section = unframe(view)
+    document = unpack(backend, document_view)
+    header, groups, root = _array(document, "a payload document [types, groups, root]", 3)
+    return header, groups, root, section, document_view.nbytes
+
+
+def deserialize_value(
+    data: Any,
+    *,
+    alias_tensors: bool = False,
+    registry: TypeRegistry = DEFAULT_REGISTRY,
+    backend: Backend = DEFAULT_BACKEND,
+) -> Any:
+    """The value of one payload (the engine behind ``dtorch.serialization.deserialize``)."""
+    view = byte_view(data)
+    with gc_paused():
+        header, groups, root, section, budget = _document(view, backend)
+        bound = [_bind(entry, registry) for entry in _array(header, "the type table")]
+        for b in bound:
+            _check_missing(b)
+        ctx = ReadContext([], section, alias_tensors and not view.readonly)
+        reader = _Reader(bound, ctx, budget)
+        for entry in _array(groups, "the group list"):
+            reader.group(entry)
+        _check_disjoint(ctx.ranges)
+        return decode_any(root, ctx.nodes)
+
+
+def node_counts(data: Any, backend: Backend = DEFAULT_BACKEND) -> Counter[str]:
+    """How many nodes of each type tag a payload holds (for tests and benchmarks).
+
+    Example:
+        >>> from dtorch.serialization.writer import serialize_value
+        >>> from dtorch.ir.span import Span
+        >>> span = Span("m.py", 3, 1)
+        >>> sorted(node_counts(serialize_value([span, span])).items())
+        [('ir.Span', 1), ('py.list', 1)]
+    """
+    header, groups, _, _, _ = _document(byte_view(data), backend)
+    tags = [_array(entry, "a type entry", 2)[0] for entry in _array(header, "the type table")]
+    counts: Counter[str] = Counter()
+    for entry in _array(groups, "the group list"):
+        slot, count, _ = _array(entry, "a group", 3)
+        counts[tags[_int(slot, "a group's type slot", 0, len(tags))]] += count
+    return counts

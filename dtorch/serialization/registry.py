@@ -1,0 +1,263 @@
+"""The type registry: every serializable type once, under a stable tag, with its fields.
+
+A ``NodeType`` says how the values of one Python type become columns (``explode``), which
+codec writes each column (``fields``), and how decoded columns become values again
+(``build``). Frozen dataclass records need only their tag: fields and codecs come from their
+annotations (``record_type``). A ``TypeRegistry`` is an immutable table of node types, keyed
+by exact Python type and by tag.
+
+Example:
+    >>> from dtorch.ir.span import Span
+    >>> registry = TypeRegistry.build([("ir.Span", Span)], [])
+    >>> registry.by_tag["ir.Span"].field_names
+    ('file', 'line', 'column')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import operator
+import types
+import typing
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dtorch.errors import SerializationError
+from dtorch.serialization.fields import (
+    NATIVE_TYPES,
+    AnyField,
+    DtypeField,
+    EnumField,
+    FieldCodec,
+    OptionalField,
+    PrimField,
+    RefField,
+    TupleField,
+)
+
+NoneType = type(None)
+
+
+class _Required:
+    """The default of a field that has none: data that lacks it cannot be read."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+#: What a typed scalar annotation accepts (``float`` takes int and bool, as typing does).
+_PRIM_TYPES: Mapping[type, frozenset[type]] = {
+    bool: frozenset({bool}),
+    int: frozenset({int, bool}),
+    float: frozenset({float, int, bool}),
+    str: frozenset({str}),
+    bytes: frozenset({bytes}),
+    NoneType: frozenset({NoneType}),
+}
+
+Explode = Callable[[list[Any]], list[list[Any]]]
+Build = Callable[[list[list[Any]], int], list[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a node type: its name, its codec, and its default (or REQUIRED)."""
+
+    name: str
+    codec: FieldCodec
+    default: Any = REQUIRED
+    default_factory: Callable[[], Any] | None = None
+
+    def missing_column(self, count: int) -> list[Any] | None:
+        """The column older data that lacks this field stands for (None: it is required)."""
+        if self.default_factory is not None:
+            return [self.default_factory() for _ in range(count)]
+        return None if self.default is REQUIRED else [self.default] * count
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class NodeType:
+    """How one Python type is written: fields, values -> columns, columns -> values."""
+
+    tag: str
+    cls: type
+    fields: tuple[Field, ...]
+    explode: Explode
+    build: Build
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    @property
+    def child_fields(self) -> tuple[int, ...]:
+        """Positions of the fields that may refer to other nodes."""
+        return tuple(i for i, f in enumerate(self.fields) if f.codec.has_children)
+
+    def __repr__(self) -> str:
+        return f"NodeType({self.tag})"
+
+
+def attribute_exploder(names: Sequence[str]) -> Explode:
+    """``explode`` that reads the named attributes of every value, a column per name."""
+    getters = [operator.attrgetter(n) for n in names]
+    return lambda objs: [list(map(g, objs)) for g in getters]
+
+
+def slotted_builder(cls: type, names: Sequence[str]) -> Build:
+    """``build`` for a slotted dataclass: set each slot a column at a time (as the generated
+    ``__init__`` would, without a Python call per record), then run ``__post_init__`` checks."""
+    slots = [getattr(cls, n) for n in names]
+    if not all(isinstance(s, types.MemberDescriptorType) for s in slots):
+        return lambda columns, count: list(map(cls, *columns)) if columns else _repeat(cls, count)
+    setters = [s.__set__ for s in slots]
+    post_init = getattr(cls, "__post_init__", None)
+
+    def build(columns: list[list[Any]], count: int) -> list[Any]:
+        objs: list[Any] = list(map(object.__new__, itertools.repeat(cls, count)))
+        for setter, column in zip(setters, columns, strict=True):
+            deque(map(setter, objs, column), maxlen=0)
+        if post_init is not None:
+            deque(map(post_init, objs), maxlen=0)
+        return objs
+
+    return build
+
+
+def _repeat(cls: type, count: int) -> list[Any]:
+    return [cls() for _ in range(count)]
+
+
+def record_type(
+    tag: str, cls: type, codec_for: Callable[[Any], FieldCodec], hints: Mapping[str, Any]
+) -> NodeType:
+    """The node type of a frozen dataclass record, from its fields and their annotations."""
+    fields = tuple(
+        Field(f.name, codec_for(hints[f.name]), _default(f), _factory(f))
+        for f in dataclasses.fields(cls)
+    )
+    names = [f.name for f in fields]
+    return NodeType(tag, cls, fields, attribute_exploder(names), slotted_builder(cls, names))
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return REQUIRED if f.default is dataclasses.MISSING else f.default
+
+
+def _factory(f: dataclasses.Field[Any]) -> Callable[[], Any] | None:
+    factory = f.default_factory
+    return None if factory is dataclasses.MISSING else factory
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRegistry:
+    """Every serializable type: by exact Python type (writing) and by tag (reading)."""
+
+    by_type: Mapping[type, NodeType]
+    by_tag: Mapping[str, NodeType]
+
+    @classmethod
+    def build(
+        cls, records: Iterable[tuple[str, type]], specials: Iterable[NodeType]
+    ) -> TypeRegistry:
+        """A registry of dataclass ``records`` (tag, class) and hand-written ``specials``."""
+        records, specials = list(records), list(specials)
+        classes = [c for _, c in records] + [s.cls for s in specials]
+        resolver = _AnnotationResolver(frozenset(classes))
+        node_types = [
+            record_type(tag, c, resolver.codec, resolver.hints(c)) for tag, c in records
+        ] + specials
+        return cls._index(node_types)
+
+    @classmethod
+    def _index(cls, node_types: list[NodeType]) -> TypeRegistry:
+        by_type = {nt.cls: nt for nt in node_types}
+        by_tag = {nt.tag: nt for nt in node_types}
+        if len(by_type) != len(node_types) or len(by_tag) != len(node_types):
+            raise SerializationError("a type or a tag is registered twice")
+        return cls(types.MappingProxyType(by_type), types.MappingProxyType(by_tag))
+
+    def node_type(self, cls: type, where: str) -> NodeType:
+        """The node type of ``cls`` (SerializationError naming ``where`` if it has none)."""
+        try:
+            return self.by_type[cls]
+        except KeyError:
+            raise SerializationError(
+                f"cannot serialize a value of type {cls.__module__}.{cls.__qualname__} "
+                f"(found in {where}); serializable: registered dtorch records, torch.Tensor, "
+                f"torch.Generator, torch.dtype, and list, tuple, dict, str, int, float, bool, "
+                f"None, bytes"
+            ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class _AnnotationResolver:
+    """Turns a record's field annotations into field codecs, given every registered class."""
+
+    classes: frozenset[type]
+
+    def hints(self, cls: type) -> dict[str, Any]:
+        # Annotations are source text of our own modules; names under TYPE_CHECKING (e.g.
+        # Operator's OpParam) are resolved against the registered classes and their bases.
+        local = {c.__name__: c for c in self.classes for c in c.__mro__}
+        return typing.get_type_hints(cls, localns=local)
+
+    def codec(self, annotation: Any) -> FieldCodec:
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+        if origin is tuple:
+            return self._tuple(annotation, args)
+        if origin in (typing.Union, types.UnionType):
+            return self._union(annotation, args)
+        return self._single(annotation)
+
+    def _tuple(self, annotation: Any, args: tuple[Any, ...]) -> FieldCodec:
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise SerializationError(
+                f"unsupported field annotation {annotation!r}: use tuple[X, ...]"
+            )
+        return TupleField(self.codec(args[0]))
+
+    def _union(self, annotation: Any, args: tuple[Any, ...]) -> FieldCodec:
+        if all(a in _PRIM_TYPES for a in args):
+            return PrimField(frozenset().union(*(_PRIM_TYPES[a] for a in args)))
+        rest = [a for a in args if a is not NoneType]
+        if len(rest) == 1:
+            return OptionalField(self.codec(rest[0]))
+        if all(a in _PRIM_TYPES or self._is_record(a) for a in args):
+            allowed = frozenset().union(*(self._accepted(a) for a in args))
+            return AnyField(allowed, " or ".join(sorted(t.__name__ for t in allowed)))
+        raise SerializationError(f"unsupported field annotation {annotation!r}")
+
+    def _accepted(self, annotation: Any) -> frozenset[type]:
+        if annotation in _PRIM_TYPES:
+            return _PRIM_TYPES[annotation]
+        return self._subclasses(annotation)
+
+    def _single(self, annotation: Any) -> FieldCodec:
+        if annotation in _PRIM_TYPES:
+            return PrimField(_PRIM_TYPES[annotation])
+        if annotation is torch.dtype:
+            return DtypeField()
+        if isinstance(annotation, type) and issubclass(annotation, enum.IntEnum):
+            return EnumField.of(annotation)
+        if self._is_record(annotation):
+            return RefField(self._subclasses(annotation), annotation.__name__)
+        raise SerializationError(
+            f"field annotation {annotation!r} names no registered type; register it first"
+        )
+
+    def _is_record(self, annotation: Any) -> bool:
+        return isinstance(annotation, type) and bool(self._subclasses(annotation))
+
+    def _subclasses(self, annotation: type) -> frozenset[type]:
+        return frozenset(
+            c for c in self.classes if issubclass(c, annotation) and c not in NATIVE_TYPES
+        )
