@@ -155,7 +155,7 @@ class NetworkTensorStore(TensorStore):
         context: zmq.Context[Any] = zmq.Context.instance()
         scoped = namespace.scoped_key(store_key)
         coordinator = Coordinator(context, endpoint, scoped, world_size) if rank == 0 else None
-        address = coordinator.endpoint if coordinator is not None else endpoint
+        address = coordinator.local_endpoint if coordinator is not None else endpoint
         store = cls(store_key, world_size, rank, _Client(context, address), coordinator)
         try:
             store._call("open", [Op.JOIN, scoped, world_size, rank], Deadline())

@@ -89,6 +89,9 @@ class Coordinator:
         self._router = context.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self.endpoint = _bind(self._router, endpoint)
+        # rank 0's own client talks to it in-process: its tensors are handed over, not copied
+        self.local_endpoint = f"inproc://dtorch-store-{secrets.token_hex(8)}"
+        self._router.bind(self.local_endpoint)
         stop_address = f"inproc://dtorch-store-stop-{secrets.token_hex(8)}"
         self._stop_rx = context.socket(zmq.PAIR)
         self._stop_rx.bind(stop_address)
