@@ -47,8 +47,13 @@ class CommTopology:
 
     callers: tuple[tuple[int, ...], ...]
     processes: bool = False
+    stride: int = 0  # > 0: caller i holds every device d with d % stride == i (open-ended)
 
     def __post_init__(self) -> None:
+        if self.stride:
+            if self.callers or self.stride < 1:
+                raise CommError("CommTopology: a striped layout has a positive stride, no lists")
+            return
         seen: set[int] = set()
         for caller in self.callers:
             if not caller:
@@ -71,13 +76,26 @@ class CommTopology:
         return cls(tuple(tuple(c) for c in callers), processes=True)
 
     @classmethod
+    def striped(cls, num_threads: int) -> CommTopology:
+        """Thread mode with logical devices of any id: thread ``d % num_threads`` holds ``d``.
+
+        Example:
+            >>> CommTopology.striped(2).group_callers((4, 5, 6))
+            ((0, 2), (1,))
+        """
+        return cls((), processes=False, stride=num_threads)
+
+    @classmethod
     def one_device_per_process(cls, device_ids: Iterable[int]) -> CommTopology:
         """Process mode: one worker process per device."""
         return cls(tuple((d,) for d in device_ids), processes=True)
 
     def group_callers(self, device_ids: Sequence[int]) -> tuple[tuple[int, ...], ...]:
         """The ranks of ``device_ids`` each caller holds, callers ordered by their first rank."""
-        owner = {d: i for i, caller in enumerate(self.callers) for d in caller}
+        if self.stride:
+            owner = {d: d % self.stride for d in device_ids}
+        else:
+            owner = {d: i for i, caller in enumerate(self.callers) for d in caller}
         stray = [d for d in device_ids if d not in owner]
         if stray:
             raise CommError(
