@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import torch
 
+import dtorch.kernels.convert
 import dtorch.kernels.create  # noqa: F401 - registers the Create kernel
+from dtorch.comm.group import CommTopology, ThreadGroupManager
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
@@ -36,7 +38,8 @@ class ThreadRunner:
             raise GraphError(f"a thread runner needs at least one stream, got {num_streams}")
         self._promises = PromiseTable()
         failed: dict[int, KernelFailure] = {}
-        services = StreamServices(self._promises, None, failed, _validate())
+        self._groups = ThreadGroupManager(CommTopology.striped(num_streams))
+        services = StreamServices(self._promises, self._groups, failed, _validate())
         self._streams = [KernelStream(f"{name}-stream-{i}", services) for i in range(num_streams)]
         self._metas: dict[int, Operand] = {}
         self._routes: dict[object, Route] = {}
@@ -107,6 +110,7 @@ class ThreadRunner:
             return
         self._closed = True
         stuck = [s.name for s in self._streams if not s.stop(timeout)]
+        self._groups.close()
         error = GraphError("the graph was closed before this value was computed")
         for target in self._promises.drain():
             target.fail(error)  # type: ignore[attr-defined]
