@@ -1,9 +1,10 @@
 """Fetching values: a GetTensor operator whose promise the devices settle.
 
-``to_torch_async`` registers a collector for the tensor's shards under a fresh promise name,
-records a GetTensor operator naming it, and returns a future at once. Every device hands its
-shard to the collector when its stream reaches the operator; the collector assembles the full
-tensor (Shard concatenated, Replicate one copy, Partial summed) and settles the future.
+``to_torch_async`` first redistributes a distributed tensor onto its mesh's first device (a
+Convert: the same collectives as any redistribution, run by the devices - Shard gathered,
+Replicate one copy, Partial summed), then registers a collector under a fresh promise name,
+records a GetTensor operator naming it, and returns a future at once. The device hands its
+value to the collector when its stream reaches the operator, which settles the future.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dtorch.api.future import TensorFuture, tensor_future
+from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operator
 from dtorch.ir.params import GetTensorParam
 from dtorch.ir.span import caller_span
@@ -21,8 +23,11 @@ if TYPE_CHECKING:
 
 def to_torch_async(tensor: Tensor) -> TensorFuture:
     """A future of ``tensor``'s full value as a torch tensor on the CPU."""
-    from dtorch.api.record import _OWN_FRAMES
+    from dtorch.api.record import _OWN_FRAMES, redistribute_to
 
+    if tensor._operand.mesh.is_distributed():
+        first = tensor._operand.mesh.first_device()
+        tensor = redistribute_to(tensor, DeviceMesh(first.kind, first.index), ())
     graph, operand = tensor._graph, tensor._operand
     handle, future = tensor_future(graph, operand)
     op_id = graph.new_operator_id()

@@ -19,6 +19,7 @@ import torch
 import dtorch.kernels.convert
 import dtorch.kernels.create  # noqa: F401 - registers the Create kernel
 from dtorch.comm.group import CommTopology, ThreadGroupManager
+from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
@@ -38,7 +39,10 @@ class ThreadRunner:
             raise GraphError(f"a thread runner needs at least one stream, got {num_streams}")
         self._promises = PromiseTable()
         failed: dict[int, KernelFailure] = {}
-        self._groups = ThreadGroupManager(CommTopology.striped(num_streams))
+        # a namespace of its own: two graphs of one process must not share group stores
+        self._groups = ThreadGroupManager(
+            CommTopology.striped(num_streams), namespace=CommNamespace.create()
+        )
         services = StreamServices(self._promises, self._groups, failed, _validate())
         self._streams = [KernelStream(f"{name}-stream-{i}", services) for i in range(num_streams)]
         self._metas: dict[int, Operand] = {}
