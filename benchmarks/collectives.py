@@ -192,10 +192,16 @@ def main() -> None:
     torch.set_num_threads(1)
     print("command:", " ".join([os.path.relpath(sys.executable), *sys.argv]))
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, torch threads per rank: 1")
+    print(
+        "load average before: {:.2f} {:.2f} {:.2f} (a shared machine skews every figure)".format(
+            *os.getloadavg()
+        )
+    )
     for world in args.worlds:
         results = _processes(world, args)
         results.update(_threads(world, args))
         _report(world, args.rows, results)
+    print("\nload average after: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 if __name__ == "__main__":
