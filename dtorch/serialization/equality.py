@@ -30,7 +30,7 @@ import torch
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.ir.params import SubGraphParam
 from dtorch.serialization.catalog import DEFAULT_REGISTRY
-from dtorch.serialization.fields import NATIVE_TYPES
+from dtorch.serialization.fields import NATIVE_TYPES, show
 from dtorch.serialization.registry import TypeRegistry
 from dtorch.serialization.tensors import tensor_bytes
 
@@ -82,9 +82,11 @@ class _IdMap:
     def check(self, a: Any, b: Any) -> str | None:
         """None if ``a <-> b`` agrees with every pair seen before, else why not."""
         if self.forward.setdefault(a, b) != b:
-            return f"{a!r} was mapped to {self.forward[a]!r} before, here it meets {b!r}"
+            return (
+                f"{show(a)} was mapped to {show(self.forward[a])} before, here it meets {show(b)}"
+            )
         if self.backward.setdefault(b, a) != a:
-            return f"{b!r} was mapped from {self.backward[b]!r} before, here from {a!r}"
+            return f"{show(b)} was mapped from {show(self.backward[b])} before, here from {show(a)}"
         return None
 
 
@@ -95,15 +97,20 @@ class _Comparer:
         self.registry, self.auto = registry, auto
         self.compared: set[tuple[int, int]] = set()
         self.id_maps: dict[str, _IdMap] = {}
-        self.stack: list[tuple[Any, Any, Path]] = []
+        self.stack: list[tuple[Any, Any, Path, str | None]] = []
 
     def run(self, a: Any, b: Any) -> None:
-        self.stack.append((a, b, None))
+        self.stack.append((a, b, None, None))
         while self.stack:
-            self.compare(*self.stack.pop())
+            a, b, path, space = self.stack.pop()
+            if space is None or not self.auto:
+                self.compare(a, b, path)
+            else:
+                self.ids(space, a, b, path)
 
-    def push(self, pairs: list[tuple[Any, Any, Path]]) -> None:
-        self.stack.extend(reversed(pairs))  # first item compared first
+    def push(self, pairs: list[tuple[Any, Any, Path, str | None]]) -> None:
+        """Compare ``pairs`` next, the first one first; a pair with an id space holds ids."""
+        self.stack.extend(reversed(pairs))
 
     def compare(self, a: Any, b: Any, path: Path) -> None:
         kind = type(a)
@@ -111,7 +118,7 @@ class _Comparer:
             raise _Different(path, f"{kind.__name__} != {type(b).__name__}")
         if kind in NATIVE_TYPES:
             if not _same_native(a, b):
-                raise _Different(path, f"{a!r:.80} != {b!r:.80}")
+                raise _Different(path, f"{show(a)} != {show(b)}")
             return
         key = (id(a), id(b))
         if key in self.compared:
@@ -120,12 +127,10 @@ class _Comparer:
         _COMPARATORS.get(kind, _compare_other)(self, a, b, path)
 
     def ids(self, space: str, a: Any, b: Any, path: Path) -> None:
-        if not self.auto:
-            self.push([(a, b, path)])
-            return
+        """Check ids (an int or a tuple of them) against the one-to-one map of ``space``."""
         left, right = (a, b) if type(a) is tuple else ((a,), (b,))
         if type(left) is not type(right) or len(left) != len(right):
-            raise _Different(path, f"{a!r:.80} != {b!r:.80}")
+            raise _Different(path, f"{show(a)} != {show(b)}")
         id_map = self.id_maps.setdefault(space, _IdMap())
         for i, (x, y) in enumerate(zip(left, right, strict=True)):
             problem = id_map.check(x, y)
@@ -136,14 +141,14 @@ class _Comparer:
 def _compare_sequences(c: _Comparer, a: Any, b: Any, path: Path) -> None:
     if len(a) != len(b):
         raise _Different(path, f"length {len(a)} != {len(b)}")
-    c.push([(x, y, (path, f"[{i}]")) for i, (x, y) in enumerate(zip(a, b, strict=True))])
+    c.push([(x, y, (path, f"[{i}]"), None) for i, (x, y) in enumerate(zip(a, b, strict=True))])
 
 
 def _compare_dicts(c: _Comparer, a: dict[Any, Any], b: dict[Any, Any], path: Path) -> None:
     missing = [k for k in a if k not in b] + [k for k in b if k not in a]
     if missing:
-        raise _Different(path, f"key {missing[0]!r:.80} is on one side only")
-    c.push([(a[k], b[k], (path, f"[{k!r:.40}]")) for k in a])
+        raise _Different(path, f"key {show(missing[0])} is on one side only")
+    c.push([(a[k], b[k], (path, f"[{show(k)}]"), None) for k in a])
 
 
 def _compare_tensors(c: _Comparer, a: torch.Tensor, b: torch.Tensor, path: Path) -> None:
@@ -160,7 +165,7 @@ def _compare_generators(c: _Comparer, a: torch.Generator, b: torch.Generator, pa
 
 def _compare_singletons(c: _Comparer, a: Any, b: Any, path: Path) -> None:
     if a is not b:
-        raise _Different(path, f"{a!r} != {b!r}")
+        raise _Different(path, f"{show(a)} != {show(b)}")
 
 
 def _compare_other(c: _Comparer, a: Any, b: Any, path: Path) -> None:
@@ -168,18 +173,15 @@ def _compare_other(c: _Comparer, a: Any, b: Any, path: Path) -> None:
     node_type = c.registry.by_type.get(type(a))
     if node_type is None or isinstance(a, enum.Enum):
         if not (a is b or a == b):
-            raise _Different(path, f"{a!r:.80} != {b!r:.80}")
+            raise _Different(path, f"{show(a)} != {show(b)}")
         return
     left, right = node_type.explode([a]), node_type.explode([b])
-    pairs: list[tuple[Any, Any, Path]] = []
-    for field, x, y in zip(node_type.fields, left, right, strict=True):
-        here = (path, f".{field.name}")
-        space = ID_FIELDS.get((type(a), field.name))
-        if space is None:
-            pairs.append((x[0], y[0], here))
-        else:
-            c.ids(space, x[0], y[0], here)
-    c.push(pairs)
+    c.push(
+        [
+            (x[0], y[0], (path, f".{field.name}"), ID_FIELDS.get((type(a), field.name)))
+            for field, x, y in zip(node_type.fields, left, right, strict=True)
+        ]
+    )
 
 
 _COMPARATORS: Mapping[type, Callable[[_Comparer, Any, Any, Path], None]] = {

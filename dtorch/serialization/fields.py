@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import reprlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -40,6 +41,16 @@ NoneType = type(None)
 
 #: Values written as themselves wherever any value may stand (everything else is a node).
 NATIVE_TYPES: frozenset[type] = frozenset({NoneType, bool, int, float, str, bytes})
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 6, 6, 4
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 48
+
+
+def show(value: object) -> str:
+    """A short repr for messages: bounded in length and depth, whatever ``value`` holds."""
+    return _SHORT.repr(value)
+
 
 _INT = frozenset({int})
 _TUPLE = frozenset({tuple})
@@ -123,7 +134,7 @@ def check_types(
 def check_column(column: object, count: int) -> list[Any] | tuple[Any, ...]:
     """A wire column must be an array of ``count`` values."""
     if type(column) not in _ARRAYS or len(column) != count:  # type: ignore[arg-type]
-        raise DeserializationError(f"expected a column of {count} values, got {column!r:.80}")
+        raise DeserializationError(f"expected a column of {count} values, got {show(column)}")
     return column  # type: ignore[return-value]
 
 
@@ -430,10 +441,10 @@ def decode_any(value: Any, nodes: list[Any]) -> Any:
         if type(index) is int and 0 <= index < len(nodes):
             return nodes[index]
         raise BadReferenceError(
-            f"reference {index!r:.40} does not name one of the {len(nodes)} nodes decoded before it"
+            f"reference {show(index)} does not name one of the {len(nodes)} nodes decoded before it"
         )
     raise DeserializationError(
-        f"expected a native value or a node reference [index], got {value!r:.80}"
+        f"expected a native value or a node reference [index], got {show(value)}"
     )
 
 
@@ -461,7 +472,7 @@ class BlobField:
 def _blob(entry: Any, ctx: ReadContext) -> memoryview | bytearray:
     """The bytes of one data range: a view of the payload (alias) or a private copy."""
     if type(entry) not in _ARRAYS or len(entry) != 2:
-        raise DeserializationError(f"expected a data range [offset, size], got {entry!r:.80}")
+        raise DeserializationError(f"expected a data range [offset, size], got {show(entry)}")
     check_types(entry, _INT, "a data range of ints", DeserializationError)
     offset, size = entry
     if offset < 0 or size < 0 or offset + size > ctx.data.nbytes:

@@ -34,7 +34,7 @@ from dtorch.errors import (
     UnknownTypeError,
 )
 from dtorch.serialization.catalog import DEFAULT_REGISTRY
-from dtorch.serialization.fields import ReadContext, check_column, decode_any
+from dtorch.serialization.fields import ReadContext, check_column, decode_any, show
 from dtorch.serialization.registry import Field, NodeType, TypeRegistry
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, unframe, unpack
 from dtorch.serialization.writer import gc_paused
@@ -54,13 +54,13 @@ class _Bound:
 def _array(value: Any, what: str, size: int | None = None) -> list[Any] | tuple[Any, ...]:
     if type(value) not in _ARRAYS or (size is not None and len(value) != size):
         wanted = "an array" if size is None else f"an array of {size}"
-        raise DeserializationError(f"{what} must be {wanted}, got {value!r:.80}")
+        raise DeserializationError(f"{what} must be {wanted}, got {show(value)}")
     return value
 
 
 def _int(value: Any, what: str, low: int, high: int) -> int:
     if type(value) is not int or not low <= value < high:
-        raise DeserializationError(f"{what} must be an int in {low}..{high - 1}, got {value!r:.80}")
+        raise DeserializationError(f"{what} must be an int in {low}..{high - 1}, got {show(value)}")
     return value
 
 
@@ -77,17 +77,17 @@ def byte_view(data: Any) -> memoryview:
 def _bind(entry: Any, registry: TypeRegistry) -> _Bound:
     tag, names = _array(entry, "a type entry [tag, field names]", 2)
     if type(tag) is not str:
-        raise DeserializationError(f"a type tag must be a string, got {tag!r:.80}")
+        raise DeserializationError(f"a type tag must be a string, got {show(tag)}")
     node_type = registry.by_tag.get(tag)
     if node_type is None:
-        raise UnknownTypeError(f"unknown type tag {tag!r:.80}: this dtorch has no such type")
+        raise UnknownTypeError(f"unknown type tag {show(tag)}: this dtorch has no such type")
     names = _array(names, f"the field names of {tag}")
     known = node_type.field_names
     position = {name: i for i, name in enumerate(names) if type(name) is str}
     unknown = [n for n in names if n not in known]
     if unknown or len(position) != len(names):
         raise DeserializationError(
-            f"{tag} has no fields {unknown!r:.80} (or names one twice); its fields: {known}"
+            f"{tag} has no fields {show(unknown)} (or names one twice); its fields: {known}"
         )
     return _Bound(node_type, len(names), tuple(position.get(f.name) for f in node_type.fields))
 

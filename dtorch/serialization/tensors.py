@@ -105,9 +105,12 @@ def restore_generator(device: str, state: bytes) -> torch.Generator:
         raise DeserializationError(
             f"generator device {device!r} is not accepted; accepted: {', '.join(_DEVICE_KINDS)}"
         )
-    generator = torch.Generator(device=where)
     raw = torch.frombuffer(bytearray(state), dtype=torch.uint8) if state else torch.empty(0)
-    generator.set_state(raw.to(torch.uint8))
+    try:
+        generator = torch.Generator(device=where)
+        generator.set_state(raw.to(torch.uint8))
+    except RuntimeError as exc:
+        raise DeserializationError(f"cannot restore a {where} generator: {exc}") from None
     return generator
 
 

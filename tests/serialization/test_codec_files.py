@@ -1,0 +1,91 @@
+"""Payload files: same payload behind a magic prefix, clear refusals, I/O errors name paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from dtorch.errors import DeserializationError, UnsupportedVersionError
+from dtorch.ir.mesh import init_device_mesh
+from dtorch.ir.operator import Operand
+from dtorch.ir.placement import Shard
+from dtorch.serialization import (
+    assert_structural_equal,
+    deserialize_from_file,
+    serialize,
+    serialize_to_file,
+)
+from dtorch.serialization.files import FILE_MAGIC
+
+
+def _value() -> object:
+    mesh = init_device_mesh("cpu", 2)
+    operand = Operand(1, (4,), torch.float32, mesh, (Shard(0),))
+    return {"operand": operand, "weights": [torch.randn(3, 5), torch.arange(7)], "mesh": mesh}
+
+
+def test_file_holds_magic_then_the_payload(tmp_path: Path) -> None:
+    value = _value()
+    path = tmp_path / "graph.dtorch"
+    serialize_to_file(value, path)
+    data = path.read_bytes()
+    assert data.startswith(FILE_MAGIC)
+    assert data[len(FILE_MAGIC) :] == serialize(value)
+    restored = deserialize_from_file(str(path))
+    assert_structural_equal(value, restored)
+    assert restored["operand"].mesh is restored["mesh"]
+
+
+def test_loaded_tensors_are_writable_and_independent(tmp_path: Path) -> None:
+    path = tmp_path / "t.dtorch"
+    serialize_to_file([torch.zeros(4), torch.zeros(4)], path)
+    a, b = deserialize_from_file(path)
+    a.add_(1)
+    assert torch.equal(b, torch.zeros(4)) and torch.equal(a, torch.ones(4))
+    assert torch.equal(deserialize_from_file(path)[0], torch.zeros(4))
+
+
+def test_overwrite_is_atomic_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "x.dtorch"
+    serialize_to_file([1], path)
+    serialize_to_file([2], path)
+    assert deserialize_from_file(path) == [2]
+    assert sorted(os.listdir(tmp_path)) == ["x.dtorch"]
+
+
+def test_non_dtorch_files_are_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello, world")
+    with pytest.raises(DeserializationError, match=r"notes.txt.*not a dtorch file"):
+        deserialize_from_file(path)
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with pytest.raises(DeserializationError, match="not a dtorch file"):
+        deserialize_from_file(empty)
+
+
+def test_corrupt_payload_in_a_file_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "cut.dtorch"
+    serialize_to_file(_value(), path)
+    path.write_bytes(path.read_bytes()[:-5])
+    with pytest.raises(DeserializationError, match=r"cut\.dtorch"):
+        deserialize_from_file(path)
+    newer = bytearray(FILE_MAGIC + serialize([1]))
+    newer[len(FILE_MAGIC) + 4] = 99
+    path.write_bytes(bytes(newer))
+    with pytest.raises(UnsupportedVersionError, match=r"cut\.dtorch.*version 99"):
+        deserialize_from_file(path)
+
+
+def test_io_errors_name_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "x.dtorch"
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        deserialize_from_file(missing)
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        serialize_to_file([1], missing)
+    with pytest.raises(IsADirectoryError, match=str(tmp_path.name)):
+        deserialize_from_file(tmp_path)
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,202 @@
+"""The payload format by hand: older data without optional fields, newer versions, bad tables."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import msgpack
+import pytest
+import torch
+
+from dtorch.errors import (
+    BadReferenceError,
+    DeserializationError,
+    MissingFieldError,
+    UnknownTypeError,
+    UnsupportedVersionError,
+)
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.opkind import ActivationKind, BinaryKind
+from dtorch.ir.params import ActivationParam, BroadcastBinaryParam
+from dtorch.ir.placement import Shard
+from dtorch.ir.span import Span
+from dtorch.serialization import FORMAT_VERSION, deserialize, serialize
+from dtorch.serialization.wire import HEADER_SIZE, MAGIC
+
+
+def payload(document: Any, version: int = 1, data: bytes = b"") -> bytes:
+    """A payload built by hand: frame header, MessagePack document, aligned data section."""
+    body = msgpack.packb(document)
+    header = struct.pack("<4sHHQQ", MAGIC, version, 0, len(body), len(data))
+    if not data:
+        return header + body
+    pad = -(HEADER_SIZE + len(body)) % 64
+    return header + body + bytes(pad) + data
+
+
+def test_hand_built_payload_matches_the_writer() -> None:
+    built = payload(
+        [[["ir.Span", ["file", "line", "column"]]], [[0, 1, [["f.py"], [3], [7]]]], [0]]
+    )
+    assert built == serialize(Span("f.py", 3, 7))
+    assert deserialize(built) == Span("f.py", 3, 7)
+
+
+def test_older_data_without_optional_fields_takes_defaults() -> None:
+    document = [
+        [
+            ["ir.Shard", ["dim"]],
+            ["param.Activation", ["activation"]],
+            ["param.BroadcastBinary", ["binary"]],
+            ["ir.DeviceMesh", ["device_type", "shape", "device_ids"]],
+            ["ir.Span", ["file", "line"]],
+            ["py.list", ["items"]],
+        ],
+        [
+            [0, 2, [[1, -1]]],
+            [1, 1, [[int(ActivationKind.GELU)]]],
+            [2, 1, [[int(BinaryKind.MUL)]]],
+            [3, 1, [["cpu"], [[2]], [[4, 5]]]],
+            [4, 1, [["old.py"], [9]]],
+            [5, 1, [[[[0], [1], [2], [3], [4], [5]]]]],
+        ],
+        [6],
+    ]
+    shard, last, gelu, mul, mesh, span = deserialize(payload(document))
+    assert shard == Shard(1) and shard.sub_split == -1 and last == Shard(-1)
+    assert gelu == ActivationParam(ActivationKind.GELU) and gelu.approximate == "none"
+    assert mul == BroadcastBinaryParam(BinaryKind.MUL, None, False)
+    assert mesh == DeviceMesh.from_ids("cpu", (2,), (4, 5)) and mesh.dim_names is None
+    assert span == Span("old.py", 9, 0)
+
+
+def test_a_missing_required_field_is_named() -> None:
+    document = [[["param.Activation", ["approximate"]]], [[0, 1, [["tanh"]]]], [0]]
+    with pytest.raises(MissingFieldError, match=r"param\.Activation.*'activation'"):
+        deserialize(payload(document))
+
+
+def test_newer_versions_are_refused_before_parsing() -> None:
+    future = payload("anything at all", version=FORMAT_VERSION + 1)
+    with pytest.raises(UnsupportedVersionError, match=f"version {FORMAT_VERSION + 1} is newer"):
+        deserialize(future)
+    with pytest.raises(DeserializationError, match="version 0 is not valid"):
+        deserialize(payload([[], [], None], version=0))
+
+
+def test_every_payload_carries_the_version() -> None:
+    for value in (None, [1, 2], Span("f", 1), torch.zeros(2)):
+        data = serialize(value)
+        assert data[:4] == MAGIC
+        assert struct.unpack_from("<H", data, 4)[0] == FORMAT_VERSION
+
+
+@pytest.mark.parametrize(
+    ("document", "error", "message"),
+    [
+        ([[["ir.Nope", []]], [], None], UnknownTypeError, "ir.Nope"),
+        ([[["ir.Span", ["file", "line", "colour"]]], [], None], DeserializationError, "colour"),
+        ([[["ir.Span", ["file", "file"]]], [], None], DeserializationError, "twice"),
+        ([[["ir.Span", ["file", "line"]]], [[0, 1, [["f"], [1]]]], [1]], BadReferenceError, "1"),
+        ([[["py.list", ["items"]]], [[0, 1, [[[[0]]]]]], [0]], BadReferenceError, "0"),
+        ([[["py.list", ["items"]]], [[0, 1, [[[[-1]]]]]], None], BadReferenceError, "-1"),
+        (
+            [[["ir.Span", ["file", "line"]]], [[0, 1, [["f"], [1.5]]]], None],
+            DeserializationError,
+            "float",
+        ),
+        (
+            [[["ir.Span", ["file", "line"]]], [[0, 2, [["f"], [1]]]], None],
+            DeserializationError,
+            "column of 2",
+        ),
+        (
+            [[["ir.Span", ["file", "line"]]], [[3, 1, [["f"], [1]]]], None],
+            DeserializationError,
+            "slot",
+        ),
+        ([[["ir.Replicate", []]], [[0, 10**6, []]], None], DeserializationError, "node count"),
+        (
+            [[["param.Activation", ["activation"]]], [[0, 1, [[99]]]], None],
+            DeserializationError,
+            "ActivationKind",
+        ),
+        (
+            [[["ir.Operand", ["id", "shape", "dtype", "mesh", "placements"]]], [], None, 4],
+            DeserializationError,
+            "document",
+        ),
+        ({"a": 1}, DeserializationError, "document"),
+    ],
+)
+def test_malformed_tables_name_the_problem(document: Any, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        deserialize(payload(document))
+
+
+def test_references_must_point_to_records_of_the_declared_type() -> None:
+    document = [
+        [
+            ["ir.Span", ["file", "line", "column"]],
+            ["ir.Operand", ["id", "shape", "dtype", "mesh", "placements"]],
+        ],
+        [[0, 1, [["f"], [1], [0]]], [1, 1, [[1], [[2]], [0], [0], [[]]]]],
+        [1],
+    ]
+    with pytest.raises(DeserializationError, match=r"ir\.Operand\.mesh.*DeviceMesh.*Span"):
+        deserialize(payload(document))
+
+
+def test_invalid_record_values_are_deserialization_errors() -> None:
+    document = [[["ir.Shard", ["dim", "sub_split"]]], [[0, 1, [[0], [-5]]]], [0]]
+    with pytest.raises(DeserializationError, match=r"ir\.Shard"):
+        deserialize(payload(document))
+    mesh = [
+        [["ir.DeviceMesh", ["device_type", "shape", "device_ids"]]],
+        [[0, 1, [["tpu"], [[1]], [[0]]]]],
+        [0],
+    ]
+    with pytest.raises(DeserializationError, match="tpu"):
+        deserialize(payload(mesh))
+
+
+def test_tensor_data_ranges_are_checked() -> None:
+    def tensor_payload(shape: list[int], data_range: list[int], data: bytes) -> bytes:
+        document = [
+            [["torch.Tensor", ["dtype", "shape", "data"]]],
+            [[0, 1, [[0], [shape], [data_range]]]],
+            [0],
+        ]
+        return payload(document, data=data)
+
+    good = tensor_payload([2], [0, 8], bytes(8))
+    assert torch.equal(deserialize(good), torch.zeros(2))
+    with pytest.raises(DeserializationError, match="outside"):
+        deserialize(tensor_payload([2], [60, 8], bytes(8)))
+    with pytest.raises(DeserializationError, match="needs 12 bytes"):
+        deserialize(tensor_payload([3], [0, 8], bytes(8)))
+    with pytest.raises(DeserializationError, match="dimension"):
+        deserialize(tensor_payload([-2], [0, 8], bytes(8)))
+    with pytest.raises(DeserializationError, match="needs"):
+        deserialize(tensor_payload([2**40, 2**40], [0, 8], bytes(8)))
+
+
+def test_bool_tensors_hold_only_zero_and_one() -> None:
+    document = [
+        [["torch.Tensor", ["dtype", "shape", "data"]]],
+        [[0, 1, [[9], [[2]], [[0, 2]]]]],
+        [0],
+    ]
+    with pytest.raises(DeserializationError, match="bool"):
+        deserialize(payload(document, data=b"\x01\x02"))
+
+
+def test_two_tensors_may_not_share_bytes() -> None:
+    document = [
+        [["torch.Tensor", ["dtype", "shape", "data"]], ["py.tuple", ["items"]]],
+        [[0, 2, [[8, 8], [[4], [4]], [[0, 4], [2, 4]]]], [1, 1, [[[[0], [1]]]]]],
+        [2],
+    ]
+    with pytest.raises(DeserializationError, match="share"):
+        deserialize(payload(document, data=bytes(8)))
