@@ -18,7 +18,7 @@ from __future__ import annotations
 from dtorch.errors import DTorchError
 from dtorch.ir.opkind import OpKind
 from dtorch.kernels.base import GroupKernel, LocalKernel
-from dtorch.kernels.local import copy, elementwise, linalg, reduce, views
+from dtorch.kernels.local import copy, elementwise, indexing, linalg, reduce, select, views
 
 #: One device's kernel for every operator that needs no communication.
 LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
@@ -27,6 +27,8 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **reduce.KERNELS,
     **views.KERNELS,
     **copy.KERNELS,
+    **select.KERNELS,
+    **indexing.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.

@@ -82,7 +82,7 @@ def copy_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
         raise ShapeError(
             f"{name}: source {list(src.shape)} does not broadcast to destination {list(dst.shape)}"
         )
-    tensors_dtype(name, OpKind.Copy, (dst.dtype, src.dtype))
+    tensors_dtype(name, OpKind.Copy, ((dst.dtype, False), (src.dtype, False)))
     if all_replicate(inputs):
         return Inference(())
     sig = _COPY if cast_is_linear(src.dtype, dst.dtype) else _COPY_NONLINEAR

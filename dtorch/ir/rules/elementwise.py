@@ -39,9 +39,13 @@ from dtorch.ir.rules.base import (
     Rule,
     all_replicate,
 )
-from dtorch.ir.rules.promotion import activation_dtype, binary_dtype, math_dtype
+from dtorch.ir.rules.promotion import (
+    activation_dtype,
+    binary_dtype,
+    math_dtype,
+    scalar_binary_dtype,
+)
 from dtorch.ir.rules.signature import Labels, Signature, elementwise, expand
-from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
 from dtorch.ir.scalar import ScalarKind
 
 _NOT_LINEAR = "Partial is accepted only where the operator is linear in it; redistribute first"
@@ -128,9 +132,8 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
     kind = param.scalar.kind
     if kind is ScalarKind.NONE:
         raise DtypeError(f"{name}: the scalar operand is None; accepted: int, float, bool")
-    scalar_dtype = SCALAR_DTYPES[kind] or torch.get_default_dtype()
-    sides = ((x.dtype, not x.shape), (scalar_dtype, True))
-    dtype = binary_dtype(name, param.binary, *(sides[::-1] if param.scalar_first else sides))
+    side = (x.dtype, not x.shape)
+    dtype = scalar_binary_dtype(name, param.binary, side, kind, param.scalar_first)
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
     return elementwise_placements(name, sig, (x,), x.shape, dtype)
 

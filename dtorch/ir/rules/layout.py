@@ -66,7 +66,7 @@ def check_groups(
             if not g.src or not g.dst:
                 continue
             s, d = g.src[0], g.dst[0]
-            if (oin[s] * ki, lin[s] * ki) != (oout[d] * ko, lout[d] * ko):
+            if not _same_range((lin[s] * ki, oin[s] * ki), (lout[d] * ko, oout[d] * ko)):
                 return coordinate
     return None
 
@@ -85,6 +85,11 @@ def check_dim_map(
     for coordinate in coordinates(mesh_shape):
         lin, oin = local_shape_and_offset(in_shape, mesh_shape, placements[0], coordinate)
         lout, oout = local_shape_and_offset(out_shape, mesh_shape, placements[1], coordinate)
-        if expected(lin[src], oin[src]) != (lout[dst], oout[dst]):
+        if not _same_range(expected(lin[src], oin[src]), (lout[dst], oout[dst])):
             return coordinate
     return None
+
+
+def _same_range(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Equal (length, offset) ranges; empty ranges are equal wherever they sit."""
+    return a[0] == b[0] and (a[0] == 0 or a[1] == b[1])

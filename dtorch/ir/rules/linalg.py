@@ -90,7 +90,7 @@ def matmul_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     batch = broadcast_shapes(name, (sa[:-2], sb[:-2]))
     rows, cols = sa[-2:-1], sb[-1:] if len(sb) > 1 else ()
     shape = (*batch, *rows, *cols)
-    dtype = tensors_dtype(name, OpKind.Matmul, (a.dtype, b.dtype))
+    dtype = tensors_dtype(name, OpKind.Matmul, ((a.dtype, False), (b.dtype, False)))
     if all_replicate(inputs):
         return Inference((OutputMeta(shape, dtype, a.placements),))
     nb = len(batch)
@@ -126,7 +126,7 @@ def linear_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     if bias and bias[0].shape != (out_features,):
         raise ShapeError(f"{name}: bias {list(bias[0].shape)} must be [{out_features}]")
     shape = (*x.shape[:-1], out_features)
-    dtype = tensors_dtype(name, OpKind.Linear, tuple(o.dtype for o in inputs))
+    dtype = tensors_dtype(name, OpKind.Linear, tuple((o.dtype, False) for o in inputs))
     if all_replicate(inputs):
         return Inference((OutputMeta(shape, dtype, x.placements),))
     o = x.ndim - 1
@@ -142,7 +142,7 @@ def outer_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
     if a.ndim != 1 or b.ndim != 1:
         raise ShapeError(f"{name}: needs two 1-D tensors, got {describe_shapes(inputs)}")
     shape = (a.shape[0], b.shape[0])
-    dtype = tensors_dtype(name, OpKind.Outer, (a.dtype, b.dtype))
+    dtype = tensors_dtype(name, OpKind.Outer, ((a.dtype, False), (b.dtype, False)))
     if all_replicate(inputs):
         return Inference((OutputMeta(shape, dtype, a.placements),))
     return _placed(name, _OUTER, inputs, ((0,), (1,)), OutputMeta(shape, dtype, ()))

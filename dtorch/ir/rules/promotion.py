@@ -24,7 +24,8 @@ import torch.nn.functional as F
 
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, OpKind, ReduceKind
 from dtorch.ir.rules.base import DtypeError
-from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, REDUCE
+from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, REDUCE, binary_with_scalar
+from dtorch.ir.scalar import Scalar, ScalarKind
 
 _Answer = torch.dtype | str
 
@@ -59,6 +60,30 @@ def _binary(kind: BinaryKind, a: Side, b: Side, default: torch.dtype) -> _Answer
 def binary_dtype(name: str, kind: BinaryKind, a: Side, b: Side) -> torch.dtype:
     """Result dtype of ``a <kind> b`` (put a leading scalar first, as the kernel does)."""
     return _answer(name, _binary(kind, a, b, torch.get_default_dtype()))
+
+
+#: A representative value of each scalar kind for the dtype probes.
+_SAMPLES: dict[ScalarKind, int | float | bool] = {
+    ScalarKind.INT: 1,
+    ScalarKind.UINT: 2**63,
+    ScalarKind.FLOAT: 1.0,
+    ScalarKind.BOOL: True,
+}
+
+
+@functools.cache
+def _with_scalar(
+    kind: BinaryKind, x: Side, scalar: ScalarKind, first: bool, default: torch.dtype
+) -> _Answer:
+    sample = Scalar(scalar, _SAMPLES[scalar])
+    return _probe(lambda: binary_with_scalar(kind, _one(*x), sample, first))
+
+
+def scalar_binary_dtype(
+    name: str, kind: BinaryKind, x: Side, scalar: ScalarKind, scalar_first: bool
+) -> torch.dtype:
+    """Result dtype of ``x <kind> number`` (``number <kind> x`` when ``scalar_first``)."""
+    return _answer(name, _with_scalar(kind, x, scalar, scalar_first, torch.get_default_dtype()))
 
 
 @functools.cache
@@ -96,8 +121,8 @@ def reduce_dtype(
 
 
 @functools.cache
-def _tensors(kind: OpKind, dtypes: tuple[torch.dtype, ...], default: torch.dtype) -> _Answer:
-    return _probe(lambda: _TENSOR_OPS[kind](*(_one(d) for d in dtypes)))
+def _tensors(kind: OpKind, sides: tuple[Side, ...], default: torch.dtype) -> _Answer:
+    return _probe(lambda: _TENSOR_OPS[kind](*(_one(*side) for side in sides)))
 
 
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -120,9 +145,10 @@ _TENSOR_OPS: dict[OpKind, Callable[..., torch.Tensor]] = {
 }
 
 
-def tensors_dtype(name: str, kind: OpKind, dtypes: tuple[torch.dtype, ...]) -> torch.dtype:
-    """Result dtype of the multi-tensor operator ``kind`` on one tensor of each dtype."""
-    return _answer(name, _tensors(kind, dtypes, torch.get_default_dtype()))
+def tensors_dtype(name: str, kind: OpKind, sides: tuple[Side, ...]) -> torch.dtype:
+    """Result dtype of the multi-tensor operator ``kind`` on one tensor per side (dtype and
+    whether it is 0-d: 0-d tensors and Python scalars promote differently)."""
+    return _answer(name, _tensors(kind, sides, torch.get_default_dtype()))
 
 
 @functools.cache
@@ -134,3 +160,16 @@ def _softmax(log: bool, dtype: torch.dtype, out: torch.dtype | None) -> _Answer:
 def softmax_dtype(name: str, log: bool, dtype: torch.dtype, out: torch.dtype | None) -> torch.dtype:
     """Result dtype of (log_)softmax on ``dtype`` with the requested ``dtype=`` argument."""
     return _answer(name, _softmax(log, dtype, out))
+
+
+@functools.cache
+def _clamp(x: Side, low: Side | None, high: Side | None, default: torch.dtype) -> _Answer:
+    def run() -> torch.Tensor:
+        return torch.clamp(_one(*x), *(None if b is None else _one(*b) for b in (low, high)))
+
+    return _probe(run)
+
+
+def clamp_dtype(name: str, x: Side, low: Side | None, high: Side | None) -> torch.dtype:
+    """Result dtype of ``clamp(x, min, max)`` (bounds as 0-d sides; None where absent)."""
+    return _answer(name, _clamp(x, low, high, torch.get_default_dtype()))

@@ -79,10 +79,10 @@ def _reduced_labels(ndim: int, dims: tuple[int, ...], keepdim: bool) -> Labels:
     return tuple(d for d in range(ndim) if d not in dims)
 
 
-def _one_input(
+def one_input(
     name: str, sig: Signature, x: Operand, out_labels: Labels, metas: Sequence[OutputMeta]
 ) -> Inference:
-    """Placements of every output of a one-input operator whose outputs share labels."""
+    """Metadata of every output of a one-input operator whose outputs share labels."""
     if all_replicate((x,)):
         return Inference(tuple(OutputMeta(m.shape, m.dtype, x.placements) for m in metas))
     expansion = expand(name, sig, (x,), (identity(x.ndim),), (out_labels,) * len(metas))
@@ -106,9 +106,7 @@ def reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     shape = reduced_shape(x.shape, dims, param.keepdim)
     dtype = reduce_dtype(name, kind, x.dtype, param.dtype)
     labels = _reduced_labels(x.ndim, dims, param.keepdim)
-    return _one_input(
-        name, _REDUCE_SIGS.get(kind, _KEEP), x, labels, [OutputMeta(shape, dtype, ())]
-    )
+    return one_input(name, _REDUCE_SIGS.get(kind, _KEEP), x, labels, [OutputMeta(shape, dtype, ())])
 
 
 def maxmin_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -119,7 +117,7 @@ def maxmin_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     shape = reduced_shape(x.shape, dims, param.keepdim)
     dtype = reduce_dtype(name, ReduceKind.MAX, x.dtype, None)
     metas = [OutputMeta(shape, dtype, ()), OutputMeta(shape, torch.int64, ())]
-    return _one_input(name, _KEEP, x, _reduced_labels(x.ndim, dims, param.keepdim), metas)
+    return one_input(name, _KEEP, x, _reduced_labels(x.ndim, dims, param.keepdim), metas)
 
 
 def softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -130,7 +128,7 @@ def softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     dtype = softmax_dtype(name, param.log, x.dtype, param.dtype)
     # the softmax dim gets a new label in the output: sharding it is then rejected
     labels = tuple(-1 if d == dim else d for d in range(x.ndim))
-    return _one_input(name, _SOFTMAX, x, labels, [OutputMeta(x.shape, dtype, ())])
+    return one_input(name, _SOFTMAX, x, labels, [OutputMeta(x.shape, dtype, ())])
 
 
 RULES: dict[OpKind, Rule] = {

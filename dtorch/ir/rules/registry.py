@@ -21,7 +21,7 @@ from dtorch.errors import DTorchError, MeshError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
-from dtorch.ir.rules import copy, create, elementwise, linalg, reduce, views
+from dtorch.ir.rules import copy, create, elementwise, indexing, linalg, reduce, select, views
 from dtorch.ir.rules.base import Inference, Rule
 
 #: Every OpKind that has a shape/placement rule.
@@ -32,6 +32,8 @@ RULES: dict[OpKind, Rule] = {
     **reduce.RULES,
     **views.RULES,
     **copy.RULES,
+    **select.RULES,
+    **indexing.RULES,
 }
 
 

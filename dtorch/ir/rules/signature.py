@@ -71,6 +71,7 @@ class Signature:
     fixed: frozenset[int] = frozenset()
     legend: str = ""
     hint: str = ""
+    variadic: bool = False  # entries are keyed by the SET of classes (any number of inputs)
 
 
 def signature(*rows: str, fixed: Sequence[int] = (), legend: str = "", hint: str = "") -> Signature:
@@ -116,6 +117,20 @@ def elementwise(
     else:
         text = ", ".join(_rows(entries))
     return Signature(entries, text, frozenset(fixed), legend, hint)
+
+
+def variadic(*rows: str, legend: str = "", hint: str = "") -> Signature:
+    """A signature for any number of inputs, keyed by which classes occur, e.g.
+    ``"R Si -> Si"`` matches every mix of Replicate and Si inputs with both present."""
+    entries = {tuple(sorted(k)): v for k, v in _parse(rows).items()}
+    text = ", ".join(
+        ("all " if len(ins) == 1 else "any mix of ")
+        + " and ".join(_TEXT[c] for c in ins)
+        + " -> "
+        + _TEXT[out]
+        for ins, out in entries.items()
+    )
+    return Signature(entries, text, frozenset(), legend, hint, variadic=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +222,8 @@ class _Walk:
                 classes.append(Cls.SI if label in self.kept else Cls.SK)
             else:
                 classes.append(Cls.P if p.__class__ is Partial else Cls.R)
-        out_cls = self.sig.entries.get(tuple(classes))
+        key = tuple(sorted(set(classes))) if self.sig.variadic else tuple(classes)
+        out_cls = self.sig.entries.get(key)
         if out_cls is None:
             got = " x ".join(_TEXT[c] for c in classes)
             raise _Mismatch(f"mesh dim {m} is {got}, which is not one of these")

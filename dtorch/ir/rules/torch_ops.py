@@ -16,7 +16,9 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -126,6 +128,39 @@ SCALAR_DTYPES: dict[ScalarKind, torch.dtype | None] = {
 
 
 def scalar_tensor(scalar: Scalar) -> torch.Tensor:
-    """A 0-d CPU tensor of ``scalar``: promotes exactly like the Python number (a 0-d CPU
-    tensor also combines with tensors on any device)."""
+    """A 0-d CPU tensor of ``scalar``: promotes like the Python number (a 0-d CPU tensor
+    also combines with tensors on any device), for torch functions that take tensors only."""
     return torch.tensor(scalar.value, dtype=SCALAR_DTYPES[scalar.kind])
+
+
+#: Binary kinds a Python operator expresses: ``t <op> 2`` and ``2 <op> t`` go through
+#: torch's own number handling, so they mean exactly what that expression means in torch.
+OPERATORS: dict[BinaryKind, Callable[[Any, Any], Any]] = {
+    BinaryKind.ADD: operator.add,
+    BinaryKind.SUB: operator.sub,
+    BinaryKind.MUL: operator.mul,
+    BinaryKind.DIV: operator.truediv,
+    BinaryKind.POW: operator.pow,
+    BinaryKind.EQ: operator.eq,
+    BinaryKind.NE: operator.ne,
+    BinaryKind.GT: operator.gt,
+    BinaryKind.LT: operator.lt,
+    BinaryKind.GE: operator.ge,
+    BinaryKind.LE: operator.le,
+    BinaryKind.FLOOR_DIV: operator.floordiv,
+    BinaryKind.REMAINDER: operator.mod,
+}
+
+
+def binary_with_scalar(
+    kind: BinaryKind, x: torch.Tensor, scalar: Scalar, scalar_first: bool
+) -> torch.Tensor:
+    """``x <kind> scalar`` (or ``scalar <kind> x``): the Python operator with the number, or
+    the torch function with a 0-d tensor where torch takes tensors only."""
+    fn = OPERATORS.get(kind)
+    value: Any = scalar.value
+    if fn is None:
+        fn, value = BINARY[kind], scalar_tensor(scalar)
+    out = fn(value, x) if scalar_first else fn(x, value)
+    assert isinstance(out, torch.Tensor)
+    return out

@@ -2,8 +2,8 @@
 
 Dispatch is data: ``dtorch.ir.rules.torch_ops`` maps each BinaryKind/MathKind/ActivationKind
 to its torch function (the same table the rules probe for dtypes). A Python scalar operand
-becomes a 0-d CPU tensor, which promotes exactly like the number and combines with shards on
-any device.
+goes through the Python operator (``t + 2``, ``2 - t``: torch's own number handling), or as
+a 0-d CPU tensor to the functions that take tensors only (``maximum``, ``logical_and``).
 
 Example:
     >>> import torch
@@ -28,7 +28,7 @@ import torch
 
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
-from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, scalar_tensor
+from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, binary_with_scalar
 from dtorch.kernels.base import KernelContext, LocalKernel
 
 Shards = list[torch.Tensor]
@@ -38,11 +38,9 @@ def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``a <op> b`` on the local shards, or one shard with the param's scalar."""
     param = ctx.param
     assert isinstance(param, BroadcastBinaryParam)
-    fn = BINARY[param.binary]
     if param.scalar is None:
-        return [fn(inputs[0], inputs[1])]
-    scalar = scalar_tensor(param.scalar)
-    return [fn(scalar, inputs[0]) if param.scalar_first else fn(inputs[0], scalar)]
+        return [BINARY[param.binary](inputs[0], inputs[1])]
+    return [binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first)]
 
 
 def math_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

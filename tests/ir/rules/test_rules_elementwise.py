@@ -74,13 +74,18 @@ _PYTHON_OPS = {
     BinaryKind.MUL: operator.mul,
     BinaryKind.DIV: operator.truediv,
     BinaryKind.POW: operator.pow,
+    BinaryKind.EQ: operator.eq,
+    BinaryKind.NE: operator.ne,
+    BinaryKind.GT: operator.gt,
     BinaryKind.LT: operator.lt,
+    BinaryKind.GE: operator.ge,
+    BinaryKind.LE: operator.le,
     BinaryKind.FLOOR_DIV: operator.floordiv,
     BinaryKind.REMAINDER: operator.mod,
 }
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(
     dtype=st.sampled_from(DTYPES), kind=st.sampled_from(list(BinaryKind)),
     value=st.sampled_from([3, -2, 0.5, True, False]), first=st.booleans(),

@@ -1,0 +1,127 @@
+"""Rules of the value-selecting elementwise kinds: Where, Clamp, Masked.
+
+They broadcast like the other elementwise operators. Partial survives only where selecting
+is linear: ``where(c, P, P)`` (both branches partial, condition replicated), ``where(c, P,
+0)``, and ``masked_fill(mask, 0)`` of a Partial tensor; ``clamp`` never keeps it.
+``masked_scatter`` consumes its source in mask order, which shards cannot reproduce
+locally: it accepts Replicate inputs only.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.params import WhereParam
+    >>> from dtorch.ir.placement import Partial, Replicate
+    >>> from dtorch.ir.scalar import Scalar
+    >>> mesh = init_device_mesh("cpu", 2)
+    >>> c = Operand(1, (3,), torch.bool, mesh, (Replicate(),))
+    >>> x = Operand(2, (3,), torch.float32, mesh, (Partial(),))
+    >>> where_rule("where", WhereParam(y=Scalar.of(0)), (c, x)).outputs[0].placements
+    (P,)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dtorch.errors import ShapeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import MaskedKind, OpKind
+from dtorch.ir.params import ClampParam, MaskedParam, OpParam, WhereParam
+from dtorch.ir.rules.base import DtypeError, Inference, ParamError, Rule
+from dtorch.ir.rules.elementwise import broadcast_shapes, elementwise_placements
+from dtorch.ir.rules.promotion import Side, clamp_dtype, tensors_dtype
+from dtorch.ir.rules.signature import elementwise, signature
+from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
+from dtorch.ir.scalar import Scalar, ScalarKind
+
+_NOT_LINEAR = "Partial is accepted only where selecting is linear in it; redistribute first"
+_WHERE = {
+    3: elementwise(3, ["R P P -> P"], legend="cond x input x other", hint=_NOT_LINEAR),
+    2: elementwise(2, legend="cond x the tensor branch", hint=_NOT_LINEAR),
+    1: elementwise(1, legend="cond", hint=_NOT_LINEAR),
+}
+_WHERE_ZERO = elementwise(2, ["R P -> P"], legend="cond x the tensor branch", hint=_NOT_LINEAR)
+_CLAMP = elementwise(1, hint=_NOT_LINEAR)
+_FILL = elementwise(2, legend="tensor x mask", hint=_NOT_LINEAR)
+_FILL_ZERO = elementwise(2, ["P R -> P"], legend="tensor x mask", hint=_NOT_LINEAR)
+_FILL_IN_PLACE = elementwise(2, fixed=(0,), legend="tensor x mask", hint=_NOT_LINEAR)
+_FILL_ZERO_IN_PLACE = elementwise(
+    2, ["P R -> P"], fixed=(0,), legend="tensor x mask", hint=_NOT_LINEAR
+)
+_SCATTER = signature(
+    "R R R -> R", legend="tensor x mask x source",
+    hint="masked_scatter reads its source in mask order: redistribute to Replicate first",
+)  # fmt: skip
+
+
+def scalar_side(name: str, scalar: Scalar) -> Side:
+    """The dtype side of a Python scalar operand (a 0-d tensor of its scalar dtype)."""
+    if scalar.kind is ScalarKind.NONE:
+        raise DtypeError(f"{name}: a scalar operand is None; accepted: int, float, bool")
+    return SCALAR_DTYPES[scalar.kind] or torch.get_default_dtype(), True
+
+
+def _is_zero(scalar: Scalar | None) -> bool:
+    return scalar is not None and scalar.kind is not ScalarKind.NONE and scalar.value == 0
+
+
+def where_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``where(cond, x, y)``; inputs are cond, then x and y unless the param holds them."""
+    assert isinstance(param, WhereParam)
+    cond, *rest = inputs
+    tensors = iter(rest)
+    sides = [
+        scalar_side(name, s) if s is not None else _side(next(tensors)) for s in (param.x, param.y)
+    ]
+    shape = broadcast_shapes(name, tuple(o.shape for o in inputs))
+    dtype = tensors_dtype(name, OpKind.Where, ((cond.dtype, not cond.shape), *sides))
+    zero_other = _is_zero(param.x) or _is_zero(param.y)
+    sig = _WHERE_ZERO if len(inputs) == 2 and zero_other else _WHERE[len(inputs)]
+    return elementwise_placements(name, sig, inputs, shape, dtype)
+
+
+def _side(operand: Operand) -> Side:
+    return operand.dtype, not operand.shape
+
+
+def clamp_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``clamp(x, min, max)`` with Python-number bounds (at least one)."""
+    assert isinstance(param, ClampParam)
+    (x,) = inputs
+    if param.min is None and param.max is None:
+        raise ParamError(f"{name}: needs min or max (or both); got neither")
+    bounds = [None if b is None else scalar_side(name, b) for b in (param.min, param.max)]
+    dtype = clamp_dtype(name, _side(x), bounds[0], bounds[1])
+    return elementwise_placements(name, _CLAMP, inputs, x.shape, dtype)
+
+
+def masked_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``masked_fill(mask, value)`` / ``masked_scatter(mask, source)`` (``_`` forms in place)."""
+    assert isinstance(param, MaskedParam)
+    t, mask, *source = inputs
+    tensors_dtype(name, OpKind.Masked, (_side(t), _side(mask)))
+    shape = broadcast_shapes(name, (t.shape, mask.shape))
+    if param.in_place and shape != t.shape:
+        raise ShapeError(
+            f"{name}: mask {list(mask.shape)} does not broadcast to the tensor {list(t.shape)}"
+        )
+    if param.masked is MaskedKind.SCATTER:
+        if not source or source[0].dtype != t.dtype:
+            raise DtypeError(f"{name}: needs a source tensor of the tensor's dtype {t.dtype}")
+        return elementwise_placements(name, _SCATTER, inputs, shape, t.dtype)
+    if param.value is None:
+        raise ParamError(f"{name}: masked_fill needs a fill value")
+    zero = _is_zero(param.value)
+    if param.in_place:
+        sig = _FILL_ZERO_IN_PLACE if zero else _FILL_IN_PLACE
+    else:
+        sig = _FILL_ZERO if zero else _FILL
+    return elementwise_placements(name, sig, inputs, shape, t.dtype)
+
+
+RULES: dict[OpKind, Rule] = {
+    OpKind.Where: where_rule,
+    OpKind.Clamp: clamp_rule,
+    OpKind.Masked: masked_rule,
+}

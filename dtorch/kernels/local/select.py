@@ -1,0 +1,67 @@
+"""Local kernels of Where, Clamp and Masked.
+
+Python-number operands come from the param: ``where``'s branches become 0-d CPU tensors
+(they promote like the numbers), clamp bounds and fill values are passed as numbers.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import DeviceMesh
+    >>> from dtorch.ir.operator import Operand, Operator
+    >>> from dtorch.ir.params import ClampParam
+    >>> from dtorch.ir.scalar import Scalar
+    >>> from dtorch.ir.span import Span
+    >>> x = Operand(1, (3,), torch.float32, DeviceMesh("cpu"), ())
+    >>> op = Operator(3, "clamp_3", ClampParam(max=Scalar.of(1)), (1,), (2,), Span.unknown())
+    >>> clamp_kernel(KernelContext(op, (x,), (x,), (0,)), 0, [torch.tensor([0.5, 2.0, 3.0])])
+    [tensor([0.5000, 1.0000, 1.0000])]
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dtorch.ir.opkind import MaskedKind, OpKind
+from dtorch.ir.params import ClampParam, MaskedParam, WhereParam
+from dtorch.ir.rules.torch_ops import scalar_tensor
+from dtorch.kernels.base import KernelContext, LocalKernel
+
+Shards = list[torch.Tensor]
+
+
+def where_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``where(cond, x, y)``; a branch the param holds is a 0-d scalar tensor."""
+    param = ctx.param
+    assert isinstance(param, WhereParam)
+    cond, *rest = inputs
+    tensors = iter(rest)
+    x, y = (scalar_tensor(s) if s is not None else next(tensors) for s in (param.x, param.y))
+    return [torch.where(cond, x, y)]
+
+
+def clamp_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    param = ctx.param
+    assert isinstance(param, ClampParam)
+    low = None if param.min is None else param.min.value
+    high = None if param.max is None else param.max.value
+    return [torch.clamp(inputs[0], low, high)]
+
+
+def masked_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``masked_fill`` / ``masked_scatter``, in place on the tensor's shard for ``_`` forms."""
+    param = ctx.param
+    assert isinstance(param, MaskedParam)
+    t, mask, *source = inputs
+    if param.masked is MaskedKind.SCATTER:
+        fn = t.masked_scatter_ if param.in_place else t.masked_scatter
+        return [fn(mask, source[0])]
+    value = param.value.value if param.value is not None else None
+    assert value is not None  # the rule rejects a fill without a value
+    fill = t.masked_fill_ if param.in_place else t.masked_fill
+    return [fill(mask, value)]
+
+
+KERNELS: dict[OpKind, LocalKernel] = {
+    OpKind.Where: where_kernel,
+    OpKind.Clamp: clamp_kernel,
+    OpKind.Masked: masked_kernel,
+}
