@@ -131,7 +131,8 @@ class TensorBase:
         return self._operand.dtype.is_floating_point
 
     def is_contiguous(self) -> bool:
-        """Shards are always laid out contiguously by ``contiguous()``; views may not be."""
+        """Always True: dtorch values have no user-visible strides (kernels accept any local
+        layout, ``view`` included), so nothing a program can do depends on contiguity."""
         return True
 
     def __len__(self) -> int:

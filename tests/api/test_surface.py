@@ -1,0 +1,74 @@
+"""The public surface of API.md: names, module paths, dtypes, and the sorted __all__."""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+import dtorch
+
+API_FUNCTIONS = """matmul reshape cat concat stack abs chunk add sub mul div neg reciprocal pow exp log
+log2 log10 isinf isnan square rsqrt sin asin cos floor round repeat_interleave softmax squeeze
+unsqueeze flatten transpose permute einsum equal eq greater gt less lt greater_equal ge
+less_equal le logical_and logical_or nonzero clamp clip clone max min minimum maximum sum mean
+any all where masked_fill masked_scatter unbind argmax argmin outer sigmoid tanh relu""".split()
+
+TENSOR_METHODS = """add sub mul div neg reciprocal pow exp log log2 log10 isinf isnan square rsqrt
+abs round floor cos sin asin tanh relu sigmoid softmax matmul squeeze unsqueeze expand view
+reshape contiguous is_contiguous permute transpose repeat chunk unbind flatten eq equal greater
+less greater_equal less_equal logical_and logical_or nonzero max min argmax argmin maximum
+minimum sum mean any all outer repeat_interleave clamp clip where masked_fill masked_fill_
+masked_scatter masked_scatter_ clone copy_ detach type_as is_floating_point half bfloat16
+float double bool byte char short int long cpu cuda shape size ndim dim numel dtype device
+device_mesh placements is_dtensor graph to_torch to_torch_async numpy item tolist redistribute
+redistribute_like redistribute_by_dict to""".split()
+
+CREATION = """Tensor tensor from_torch zeros ones empty full arange rand randn randint zeros_like
+ones_like full_like""".split()
+
+
+def test_all_is_sorted_and_importable() -> None:
+    assert dtorch.__all__ == sorted(dtorch.__all__)
+    for name in dtorch.__all__:
+        assert hasattr(dtorch, name), name
+
+
+def test_api_functions_and_creation_exist() -> None:
+    missing = [n for n in API_FUNCTIONS + CREATION if not callable(getattr(dtorch, n, None))]
+    assert not missing
+
+
+def test_tensor_methods_exist() -> None:
+    assert not [n for n in TENSOR_METHODS if not hasattr(dtorch.Tensor, n)]
+
+
+def test_dtypes_are_torchs() -> None:
+    for name in "float float32 float64 float16 bfloat16 int8 int16 int32 int64 uint8 bool long int half double".split():
+        assert getattr(dtorch, name) is getattr(torch, name)
+    assert dtorch.dtype is torch.dtype and dtorch.device is torch.device
+    assert dtorch.finfo is torch.finfo and dtorch.iinfo is torch.iinfo
+
+
+def test_module_paths() -> None:
+    expected = {
+        "dtorch.distributed_spec": "DeviceMesh Placement Shard Replicate Partial init_device_mesh get_default_device_mesh",
+        "dtorch.tensor": "Tensor tensor TensorFuture",
+        "dtorch.graph": "Graph GraphOption VoidFutureCollect",
+        "dtorch.global_option": "GlobalOption",
+        "dtorch.nn.functional": "linear relu gelu silu softmax",
+    }
+    for module_name, names in expected.items():
+        module = importlib.import_module(module_name)
+        for name in names.split():
+            assert hasattr(module, name), f"{module_name}.{name}"
+
+
+def test_dtorch_tensor_is_callable_after_importing_the_module() -> None:
+    import dtorch.tensor
+
+    t = dtorch.tensor([1, 2, 3])
+    assert isinstance(t, dtorch.Tensor) and t.tolist() == [1, 2, 3]
+    from dtorch.tensor import Tensor, TensorFuture
+
+    assert Tensor is dtorch.Tensor and TensorFuture is dtorch.TensorFuture
