@@ -33,6 +33,7 @@ import mmap
 import os
 import select
 import socket
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -150,33 +151,39 @@ def tensor_nbytes(tensor: torch.Tensor) -> int:
 
 
 class SegmentPool:
-    """This process's touched segments, reused by size: a copy into a touched buffer runs at
-    memory speed, a fresh segment costs a page fault per page (DESIGN.md section 8)."""
+    """Touched segments of this process, reused by size: a copy into a touched buffer runs at
+    memory speed, a fresh segment costs a page fault per page (DESIGN.md section 8). One pool
+    may serve many stores (and threads): a store opened per operator then still reuses."""
 
     def __init__(self, max_free: int = 16) -> None:
+        self._lock = threading.Lock()
         self._free: list[Segment] = []
         self._max_free = max_free
 
     def acquire(self, nbytes: int) -> Segment:
         """The smallest free segment that holds ``nbytes``, or a new power-of-two sized one."""
-        fitting = [s for s in self._free if s.size >= nbytes]
-        if fitting:
-            best = min(fitting, key=lambda s: s.size)
-            self._free.remove(best)
-            return best
+        with self._lock:
+            fitting = [s for s in self._free if s.size >= nbytes]
+            if fitting:
+                best = min(fitting, key=lambda s: s.size)
+                self._free.remove(best)
+                return best
         return Segment.create(max(MIN_SEGMENT, 1 << max(0, nbytes - 1).bit_length()))
 
     def release(self, segment: Segment) -> None:
         """Return ``segment`` for reuse (closed instead when the pool is full)."""
-        if len(self._free) < self._max_free:
-            self._free.append(segment)
-        else:
-            segment.close()
+        with self._lock:
+            if len(self._free) < self._max_free:
+                self._free.append(segment)
+                return
+        segment.close()
 
     def close(self) -> None:
-        for segment in self._free:
+        """Close every free segment (segments still in use are closed by their store)."""
+        with self._lock:
+            free, self._free = self._free, []
+        for segment in free:
             segment.close()
-        self._free.clear()
 
 
 class PeerMaps:

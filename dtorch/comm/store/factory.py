@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.shm import SegmentPool
 from dtorch.comm.store.base import StoreKind, TensorStore
 from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.memory import MemoryTensorStore
@@ -28,7 +29,8 @@ from dtorch.errors import CommError
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
     """Everything that names one participant: backend, key, world size, rank, namespace, and
-    for the network backend the coordinator's ``endpoint`` (``tcp://HOST:PORT``)."""
+    for the network backend the coordinator's ``endpoint`` (``tcp://HOST:PORT``), for the file
+    backend an optional ``segment_pool`` shared by the stores of this process."""
 
     kind: StoreKind
     store_key: str
@@ -36,6 +38,7 @@ class StoreSpec:
     rank: int
     namespace: CommNamespace
     endpoint: str | None = None
+    segment_pool: SegmentPool | None = None
 
 
 def _open_memory(spec: StoreSpec) -> TensorStore:
@@ -43,7 +46,9 @@ def _open_memory(spec: StoreSpec) -> TensorStore:
 
 
 def _open_file(spec: StoreSpec) -> TensorStore:
-    return FileTensorStore.open(spec.store_key, spec.world_size, spec.rank, spec.namespace)
+    return FileTensorStore.open(
+        spec.store_key, spec.world_size, spec.rank, spec.namespace, spec.segment_pool
+    )
 
 
 def _open_network(spec: StoreSpec) -> TensorStore:
@@ -69,12 +74,15 @@ def open_store(
     *,
     namespace: CommNamespace | None = None,
     endpoint: str | None = None,
+    segment_pool: SegmentPool | None = None,
 ) -> TensorStore:
     """Open participant ``rank`` of ``world_size`` of the store ``store_key``.
 
     ``namespace`` defaults to ``CommNamespace.of_process()``; processes of one program must
     pass the same namespace explicitly. ``endpoint`` (NETWORK only) is where rank 0 serves
-    the store, ``tcp://HOST:PORT``.
+    the store, ``tcp://HOST:PORT``. ``segment_pool`` (FILE only) lets the stores of this
+    process reuse each other's touched shared-memory buffers, e.g. when a store is opened per
+    operator.
 
     Example:
         >>> store = open_store(StoreKind.MEMORY, "open-doc", 1, 0)
@@ -88,5 +96,5 @@ def open_store(
             f"open_store: no backend for {kind}; available: {sorted(k.value for k in _OPENERS)}"
         )
     ns = namespace or CommNamespace.of_process()
-    spec = StoreSpec(kind, store_key, world_size, rank, ns, endpoint)
+    spec = StoreSpec(kind, store_key, world_size, rank, ns, endpoint, segment_pool)
     return opener(spec)

@@ -67,23 +67,37 @@ class FileTensorStore(TensorStore):
     """A TensorStore participant for processes of one machine; see the module docstring."""
 
     def __init__(
-        self, store_key: str, world_size: int, rank: int, control: Control, wake: WakeSocket
+        self,
+        store_key: str,
+        world_size: int,
+        rank: int,
+        control: Control,
+        pool: SegmentPool | None = None,
     ) -> None:
         self.store_key = store_key
         self.world_size = world_size
         self.rank = rank
         self._control: Control | None = control
-        self._wake = wake
-        self._pool = SegmentPool()
+        self._wake = WakeSocket()
+        self._owns_pool = pool is None
+        self._pool = SegmentPool() if pool is None else pool
         self._peers = PeerMaps()
         self._in_use: dict[str, Segment] = {}
         self._local = threading.Lock()  # one participant, several threads: flock is per fd
 
     @classmethod
     def open(
-        cls, store_key: str, world_size: int, rank: int, namespace: CommNamespace
+        cls,
+        store_key: str,
+        world_size: int,
+        rank: int,
+        namespace: CommNamespace,
+        pool: SegmentPool | None = None,
     ) -> FileTensorStore:
         """Join the store (construction barrier included: all ranks must open it).
+
+        ``pool`` shares touched segments between the stores of this process (default: a
+        pool of this participant's own, closed with it).
 
         Example:
             >>> FileTensorStore.open("solo", 1, 0, CommNamespace.create()).close()
@@ -91,7 +105,7 @@ class FileTensorStore(TensorStore):
         check_participant(store_key, world_size, rank)
         deadline = Deadline()
         control = Control.open(namespace.shm_name("store", store_key), world_size, deadline.at)
-        store = cls(store_key, world_size, rank, control, WakeSocket())
+        store = cls(store_key, world_size, rank, control, pool)
         try:
             store._join(deadline)
             store.barrier()
@@ -269,10 +283,11 @@ class FileTensorStore(TensorStore):
         self._control = None
         control.close()
         self._peers.close()
-        for segment in self._in_use.values():
+        for segment in self._in_use.values():  # consumers may still read them: never recycle
             segment.close()
         self._in_use.clear()
-        self._pool.close()
+        if self._owns_pool:
+            self._pool.close()
         self._wake.close()
 
     def _leave(self) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+from promise_scenarios import warm
 
 from dtorch.comm.namespace import CommNamespace
 
@@ -23,18 +24,10 @@ def namespace() -> Iterator[CommNamespace]:
     assert left == [], f"left behind in /dev/shm: {left}"
 
 
-def _warm() -> int:
-    import os
-
-    import dtorch.comm.promise  # noqa: F401  (pay the torch import once per worker)
-
-    return os.getpid()
-
-
 @pytest.fixture(scope="session")
 def process_pool() -> Iterator[ProcessPoolExecutor]:
     """Two spawned worker processes shared by every cross-process promise test."""
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(2, mp_context=context) as pool:
-        assert {future.result() for future in [pool.submit(_warm) for _ in range(4)]}
+        assert {future.result() for future in [pool.submit(warm) for _ in range(4)]}
         yield pool

@@ -6,6 +6,7 @@ inside a GetTensor operator.
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -80,3 +81,8 @@ def attach_and_sleep(handle_bytes: bytes) -> None:
     promise = attach_promise(deserialize(handle_bytes))
     time.sleep(600)
     promise.set_value(torch.ones(1))
+
+
+def warm() -> int:
+    """Nothing but this module's imports (torch, dtorch): paid once per pool worker."""
+    return os.getpid()

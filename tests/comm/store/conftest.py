@@ -10,11 +10,12 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import pytest
+from store_scenarios import warm
 
 from dtorch.comm.namespace import CommNamespace
 
 RankFn = Callable[[int], Any]
-POOL_WORKERS = 3
+POOL_WORKERS = 2
 
 
 def run_threads(world_size: int, fn: RankFn, timeout_s: float = 30.0) -> list[Any]:
@@ -57,19 +58,11 @@ def namespace() -> Iterator[CommNamespace]:
     assert left == [], f"left behind in /dev/shm: {left}"
 
 
-def _warm() -> int:
-    import os
-
-    import dtorch.comm.store  # noqa: F401  (pay the torch import once per worker)
-
-    return os.getpid()
-
-
 @pytest.fixture(scope="session")
 def process_pool() -> Iterator[ProcessPoolExecutor]:
     """Spawned worker processes shared by every process test (torch imports once each)."""
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(POOL_WORKERS, mp_context=context) as pool:
-        pids = {future.result() for future in [pool.submit(_warm) for _ in range(6)]}
+        pids = {future.result() for future in [pool.submit(warm) for _ in range(6)]}
         assert pids
         yield pool

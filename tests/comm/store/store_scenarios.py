@@ -6,6 +6,7 @@ tensor, rebuilt from a seed in whichever process checks it.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 
@@ -152,3 +153,8 @@ def hold_open(kind: str, ns_id: str, key: str, world: int, rank: int, nbytes: in
     with open_for(kind, ns_id, key, world, rank) as store:
         store.src_set("big", torch.ones(nbytes // 4), get_count=1)
         time.sleep(600)
+
+
+def warm() -> int:
+    """Nothing but this module's imports (torch, dtorch): paid once per pool worker."""
+    return os.getpid()

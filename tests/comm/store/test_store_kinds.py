@@ -17,6 +17,8 @@ from store_scenarios import (
 )
 
 from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.shm import SegmentPool
+from dtorch.comm.store import StoreKind, open_store
 from dtorch.errors import CommError
 from dtorch.ir.dtypes import dtype_code
 
@@ -129,3 +131,25 @@ def test_misuse_raises_clear_errors(kind, namespace):
         store.src_set("k", torch.zeros(1), 1)  # a new round takes the key again
     with pytest.raises(CommError, match="closed"):
         store.dest_get("k")
+
+
+def test_file_stores_share_a_segment_pool(namespace, threads):
+    pool = SegmentPool()
+
+    def rank_fn(rank: int) -> None:
+        for index in range(3):  # one store per "operator", as kernels open them
+            store = open_store(
+                StoreKind.FILE, f"op{index}", 2, rank, namespace=namespace, segment_pool=pool
+            )
+            with store:
+                if rank == 0:
+                    store.src_set("t", torch.full((1000,), float(index)), 1)
+                    store.src_wait_until_get_finished("t")
+                    continue
+                value = float(store.dest_get("t")[0])
+                store.dest_finish_get("t")
+                assert value == index
+
+    threads(2, rank_fn)
+    assert len(pool._free) == 1  # every store reused the one touched segment
+    pool.close()
