@@ -49,17 +49,17 @@ def caller_span(skip_prefixes: tuple[str, ...]) -> Span:
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return _UNKNOWN
-    return Span(frame.f_code.co_filename, frame.f_lineno or 0, _column(frame))
+    return _span_at(frame.f_code, frame.f_lasti)
 
 
-def _column(frame: object) -> int:
-    return _instruction_column(frame.f_code, frame.f_lasti)  # type: ignore[attr-defined]
-
-
-@functools.lru_cache(maxsize=4096)
-def _instruction_column(code: CodeType, lasti: int) -> int:
-    """1-based column of one instruction, 0 where Python cannot tell; cached: recording is hot."""
-    if not hasattr(code, "co_positions"):
-        return 0
-    position = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
-    return 0 if position is None or position[2] is None else int(position[2]) + 1
+@functools.lru_cache(maxsize=8192)
+def _span_at(code: CodeType, lasti: int) -> Span:
+    """The Span of one instruction. Cached: recording is hot, and one Span object per source
+    location lets the codec write a line's span once however many operators it records."""
+    line, column = 0, 0
+    if hasattr(code, "co_positions"):
+        position = next(itertools.islice(code.co_positions(), lasti // 2, None), None)
+        if position is not None:
+            line = position[0] or 0
+            column = 0 if position[2] is None else int(position[2]) + 1
+    return Span(code.co_filename, line or code.co_firstlineno, column)
