@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -101,9 +102,8 @@ def describe_shapes(inputs: Sequence[Operand]) -> str:
     return " x ".join(str(list(o.shape)) for o in inputs)
 
 
-def replicated_outputs(
-    inputs: Sequence[Operand], metas: Sequence[tuple[tuple[int, ...], torch.dtype]]
-) -> Inference:
-    """Every output Replicate, like the (all-Replicate) inputs: the fast path's answer."""
-    placements = inputs[0].placements
-    return Inference(tuple(OutputMeta(s, d, placements) for s, d in metas))
+@functools.lru_cache(maxsize=8192)
+def replicated(shape: tuple[int, ...], dtype: torch.dtype, mesh_ndim: int) -> Inference:
+    """One all-Replicate output: the fast path's answer, shared between calls (it is
+    immutable, and building frozen records costs more than looking one up)."""
+    return Inference((OutputMeta(shape, dtype, (Replicate(),) * mesh_ndim),))

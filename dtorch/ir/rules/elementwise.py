@@ -38,6 +38,7 @@ from dtorch.ir.rules.base import (
     ParamError,
     Rule,
     all_replicate,
+    replicated,
 )
 from dtorch.ir.rules.promotion import (
     activation_dtype,
@@ -74,17 +75,23 @@ def identity(ndim: int) -> Labels:
     return tuple(range(ndim))
 
 
-def broadcast_shapes(name: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+def broadcast_shapes(name: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
     """torch's broadcast of ``shapes``; ShapeError naming the clashing dimension."""
+    out = broadcast_or_reason(shapes)
+    if isinstance(out, str):
+        raise ShapeError(f"{name}: shapes {' x '.join(str(list(s)) for s in shapes)} {out}")
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def broadcast_or_reason(shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...] | str:
+    """The broadcast shape, or why there is none (cached: shapes repeat in a program)."""
     ndim = max(len(s) for s in shapes)
     out = [1] * ndim
     for shape in shapes:
         for j, size in enumerate(shape, ndim - len(shape)):
             if size != out[j] and out[j] != 1 and size != 1:
-                raise ShapeError(
-                    f"{name}: shapes {' x '.join(str(list(s)) for s in shapes)} do not "
-                    f"broadcast: size {size} against {out[j]} at dimension {j - ndim}"
-                )
+                return f"do not broadcast: size {size} against {out[j]} at dimension {j - ndim}"
             out[j] = size if out[j] == 1 else out[j]
     return tuple(out)
 
@@ -109,7 +116,7 @@ def elementwise_placements(
 ) -> Inference:
     """Placements of an elementwise operator's one output (``shape``, ``dtype``)."""
     if all_replicate(inputs):
-        return Inference((OutputMeta(shape, dtype, inputs[0].placements),))
+        return replicated(shape, dtype, len(inputs[0].placements))
     labels = broadcast_labels(tuple(o.shape for o in inputs), shape)
     expansion = expand(name, sig, inputs, labels, (identity(len(shape)),))
     return Inference((OutputMeta(shape, dtype, expansion.outputs[0]),), expansion.requested)

@@ -48,6 +48,7 @@ from dtorch.ir.rules.base import (
     all_replicate,
     describe_inputs,
     norm_dim,
+    replicated,
 )
 from dtorch.ir.rules.elementwise import identity
 from dtorch.ir.rules.layout import check_dim_map
@@ -135,7 +136,7 @@ def getitem_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     (x,) = inputs
     entries, shape, labels = plan_index(name, x.shape, param.index)
     if all_replicate(inputs):
-        return Inference((OutputMeta(shape, x.dtype, x.placements),))
+        return replicated(shape, x.dtype, len(x.placements))
     placements = expand(name, _INDEX, inputs, (identity(x.ndim),), (labels,)).outputs[0]
     dims = [e for e in entries if e is not None]
     for j, d in enumerate(labels):
@@ -213,7 +214,7 @@ def _placed(
     out: OutputMeta,
 ) -> Inference:
     if all_replicate(inputs):
-        return Inference((OutputMeta(out.shape, out.dtype, inputs[0].placements),))
+        return replicated(out.shape, out.dtype, len(inputs[0].placements))
     expansion = expand(name, _CAT, inputs, labels[0], (labels[1],))
     return Inference((OutputMeta(out.shape, out.dtype, expansion.outputs[0]),), expansion.requested)
 

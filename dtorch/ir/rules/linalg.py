@@ -27,12 +27,21 @@ Example:
 
 from __future__ import annotations
 
+import functools
+
 from dtorch.errors import ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import LinearParam, MatmulParam, OpParam, OuterParam
-from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate, describe_shapes
-from dtorch.ir.rules.elementwise import broadcast_shapes
+from dtorch.ir.rules.base import (
+    Inference,
+    OutputMeta,
+    Rule,
+    all_replicate,
+    describe_shapes,
+    replicated,
+)
+from dtorch.ir.rules.elementwise import broadcast_or_reason
 from dtorch.ir.rules.promotion import tensors_dtype
 from dtorch.ir.rules.signature import Labels, Signature, expand, signature
 
@@ -79,26 +88,39 @@ def matmul_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     """``torch.matmul`` of 1-D, 2-D and batched operands (with optional transposes)."""
     assert isinstance(param, MatmulParam)
     a, b = inputs
-    sa = _swap_last(tuple(range(a.ndim)), a.shape, param.trans_a)[1]
-    sb = _swap_last(tuple(range(b.ndim)), b.shape, param.trans_b)[1]
-    if not sa or not sb or sa[-1] != sb[-2 if len(sb) > 1 else 0]:
+    plan = _matmul_plan(a.shape, b.shape, param.trans_a, param.trans_b)
+    if plan is None:
         raise ShapeError(
             f"{name}: shapes {describe_shapes(inputs)} cannot be multiplied "
             f"(trans_a={param.trans_a}, trans_b={param.trans_b}); the last dim of a must "
-            f"equal the second-to-last dim of b (the only dim of a 1-D operand)"
+            f"equal the second-to-last dim of b (the only dim of a 1-D operand), and the "
+            f"batch dims must broadcast"
         )
-    batch = broadcast_shapes(name, (sa[:-2], sb[:-2]))
-    rows, cols = sa[-2:-1], sb[-1:] if len(sb) > 1 else ()
-    shape = (*batch, *rows, *cols)
+    shape, labels = plan
     dtype = tensors_dtype(name, OpKind.Matmul, ((a.dtype, False), (b.dtype, False)))
     if all_replicate(inputs):
-        return Inference((OutputMeta(shape, dtype, a.placements),))
+        return replicated(shape, dtype, len(a.placements))
+    return _placed(name, _MATMUL, inputs, labels, OutputMeta(shape, dtype, ()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _matmul_plan(
+    a: tuple[int, ...], b: tuple[int, ...], trans_a: bool, trans_b: bool
+) -> tuple[tuple[int, ...], tuple[Labels, Labels]] | None:
+    """Output shape and operand labels of a matmul, or None when the shapes do not fit."""
+    sa = _swap_last(tuple(range(len(a))), a, trans_a)[1]
+    sb = _swap_last(tuple(range(len(b))), b, trans_b)[1]
+    if not sa or not sb or sa[-1] != sb[-2 if len(sb) > 1 else 0]:
+        return None
+    batch = broadcast_or_reason((sa[:-2], sb[:-2]))
+    if isinstance(batch, str):
+        return None
+    rows, cols = sa[-2:-1], sb[-1:] if len(sb) > 1 else ()
     nb = len(batch)
     la = (*_batch_labels(sa[:-2], batch, 1), *((nb,) if rows else ()), _K)
     lb = (*_batch_labels(sb[:-2], batch, 2), _K, *((nb + len(rows),) if cols else ()))
-    la = _swap_last(la, sa, param.trans_a)[0]
-    lb = _swap_last(lb, sb, param.trans_b)[0]
-    return _placed(name, _MATMUL, inputs, (la, lb), OutputMeta(shape, dtype, ()))
+    labels = (_swap_last(la, sa, trans_a)[0], _swap_last(lb, sb, trans_b)[0])
+    return (*batch, *rows, *cols), labels
 
 
 def _placed(
@@ -128,7 +150,7 @@ def linear_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     shape = (*x.shape[:-1], out_features)
     dtype = tensors_dtype(name, OpKind.Linear, tuple((o.dtype, False) for o in inputs))
     if all_replicate(inputs):
-        return Inference((OutputMeta(shape, dtype, x.placements),))
+        return replicated(shape, dtype, len(x.placements))
     o = x.ndim - 1
     labels: tuple[Labels, ...] = ((*range(o), _K), (o, _K), (o,))[: len(inputs)]
     sig = _LINEAR_BIAS if bias else _LINEAR
@@ -144,7 +166,7 @@ def outer_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
     shape = (a.shape[0], b.shape[0])
     dtype = tensors_dtype(name, OpKind.Outer, ((a.dtype, False), (b.dtype, False)))
     if all_replicate(inputs):
-        return Inference((OutputMeta(shape, dtype, a.placements),))
+        return replicated(shape, dtype, len(a.placements))
     return _placed(name, _OUTER, inputs, ((0,), (1,)), OutputMeta(shape, dtype, ()))
 
 

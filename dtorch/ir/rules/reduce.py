@@ -9,7 +9,8 @@ kept by ``sum`` and ``mean`` only (they are linear).
 Example:
     >>> import torch
     >>> from dtorch.ir.mesh import init_device_mesh
-    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.errors import ShapeError
+from dtorch.ir.operator import Operand
     >>> from dtorch.ir.opkind import ReduceKind
     >>> from dtorch.ir.params import ReduceParam
     >>> from dtorch.ir.placement import Shard
@@ -21,10 +22,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
 
+from dtorch.errors import ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind, ReduceKind
 from dtorch.ir.params import MaxMinParam, OpParam, ReduceParam, SoftmaxParam
@@ -36,6 +39,7 @@ from dtorch.ir.rules.base import (
     all_replicate,
     norm_dim,
     norm_dims,
+    replicated,
 )
 from dtorch.ir.rules.elementwise import identity
 from dtorch.ir.rules.promotion import reduce_dtype, softmax_dtype
@@ -72,6 +76,28 @@ def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) 
     return tuple(s for d, s in enumerate(shape) if d not in dims)
 
 
+def reduce_plan(
+    name: str, shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool
+) -> tuple[tuple[int, ...], tuple[int, ...], Labels]:
+    """Reduced dims, output shape and output labels (cached: the same reductions repeat)."""
+    try:
+        return _reduce_plan(shape, None if dims is None else tuple(dims), keepdim)
+    except ShapeError as error:  # raised without a name inside the cache
+        raise ShapeError(f"{name}{error}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _reduce_plan(
+    shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool
+) -> tuple[tuple[int, ...], tuple[int, ...], Labels]:
+    reduced = reduce_dims("", dims, len(shape))
+    return (
+        reduced,
+        reduced_shape(shape, reduced, keepdim),
+        _reduced_labels(len(shape), reduced, keepdim),
+    )
+
+
 def _reduced_labels(ndim: int, dims: tuple[int, ...], keepdim: bool) -> Labels:
     # a kept reduced dim is a new size-1 dim: its label differs from the input's
     if keepdim:
@@ -84,6 +110,8 @@ def one_input(
 ) -> Inference:
     """Metadata of every output of a one-input operator whose outputs share labels."""
     if all_replicate((x,)):
+        if len(metas) == 1:
+            return replicated(metas[0].shape, metas[0].dtype, len(x.placements))
         return Inference(tuple(OutputMeta(m.shape, m.dtype, x.placements) for m in metas))
     expansion = expand(name, sig, (x,), (identity(x.ndim),), (out_labels,) * len(metas))
     return Inference(
@@ -102,10 +130,8 @@ def reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
         raise ParamError(f"{name}: takes one dim or None, got dims {param.dims}")
     if param.dtype is not None and kind not in _WITH_DTYPE:
         raise ParamError(f"{name}: takes no dtype argument (sum, mean and prod do)")
-    dims = reduce_dims(name, param.dims, x.ndim)
-    shape = reduced_shape(x.shape, dims, param.keepdim)
+    _, shape, labels = reduce_plan(name, x.shape, param.dims, param.keepdim)
     dtype = reduce_dtype(name, kind, x.dtype, param.dtype)
-    labels = _reduced_labels(x.ndim, dims, param.keepdim)
     return one_input(name, _REDUCE_SIGS.get(kind, _KEEP), x, labels, [OutputMeta(shape, dtype, ())])
 
 
@@ -113,11 +139,10 @@ def maxmin_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     """``max/min(t, dim, keepdim)``: values and int64 indices, both shaped like the reduce."""
     assert isinstance(param, MaxMinParam)
     (x,) = inputs
-    dims = reduce_dims(name, (param.dim,), x.ndim)
-    shape = reduced_shape(x.shape, dims, param.keepdim)
+    _, shape, labels = reduce_plan(name, x.shape, (param.dim,), param.keepdim)
     dtype = reduce_dtype(name, ReduceKind.MAX, x.dtype, None)
     metas = [OutputMeta(shape, dtype, ()), OutputMeta(shape, torch.int64, ())]
-    return one_input(name, _KEEP, x, _reduced_labels(x.ndim, dims, param.keepdim), metas)
+    return one_input(name, _KEEP, x, labels, metas)
 
 
 def softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

@@ -47,19 +47,19 @@ def infer(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     Checks that every input lies on one mesh, then dispatches on ``param.kind``.
     """
     if len(inputs) > 1:
-        _check_one_mesh(name, inputs)
+        mesh = inputs[0].mesh
+        for operand in inputs:
+            if operand.mesh is not mesh and operand.mesh != mesh:
+                _raise_meshes(name, inputs)
     rule = RULES.get(param.kind)
     if rule is None:
         raise NoRuleError(f"{name}: operator kind {param.kind.name} has no shape rule")
     return rule(name, param, inputs)
 
 
-def _check_one_mesh(name: str, inputs: tuple[Operand, ...]) -> None:
-    mesh = inputs[0].mesh
-    for operand in inputs:
-        if operand.mesh is not mesh and operand.mesh != mesh:
-            meshes = " and ".join(sorted({repr(o.mesh) for o in inputs}))
-            raise MeshError(
-                f"{name}: inputs lie on different meshes ({meshes}); move them to one mesh "
-                f"first (tensor.to(mesh) or redistribute(device_mesh=...))"
-            )
+def _raise_meshes(name: str, inputs: tuple[Operand, ...]) -> None:
+    meshes = " and ".join(sorted({repr(o.mesh) for o in inputs}))
+    raise MeshError(
+        f"{name}: inputs lie on different meshes ({meshes}); move them to one mesh first "
+        f"(tensor.to(mesh) or redistribute(device_mesh=...))"
+    )

@@ -168,17 +168,17 @@ def expand(
     name: str,
     sig: Signature,
     inputs: Sequence[Operand],
-    in_labels: Sequence[Labels],
-    out_labels: Sequence[Labels],
+    in_labels: tuple[Labels, ...],
+    out_labels: tuple[Labels, ...],
 ) -> Expansion:
     """Apply ``sig`` on every mesh dimension and combine the results over the mesh.
 
     The result depends only on the signature, placements and labels, so it is cached: a
     program that repeats an operator pays one dict lookup for its placements.
     """
-    placements = tuple(o.placements for o in inputs)
+    placements = tuple([o.placements for o in inputs])
     try:
-        return _expand(sig, placements, tuple(in_labels), tuple(out_labels))
+        return _expand(sig, placements, in_labels, out_labels)
     except _Mismatch as mismatch:
         raise reject(name, sig, inputs, mismatch.detail) from None
 

@@ -41,7 +41,15 @@ from dtorch.ir.params import (
     ViewParam,
 )
 from dtorch.ir.placement import Placement
-from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate, norm_dim, norm_dims
+from dtorch.ir.rules.base import (
+    Inference,
+    OutputMeta,
+    Rule,
+    all_replicate,
+    norm_dim,
+    norm_dims,
+    replicated,
+)
 from dtorch.ir.rules.elementwise import identity
 from dtorch.ir.rules.layout import Group, check_groups
 from dtorch.ir.rules.signature import Labels, expand, signature
@@ -57,13 +65,15 @@ _VIEW = signature(
 def _moved(name: str, x: Operand, shape: tuple[int, ...], out_labels: Labels) -> Inference:
     """Placements of a dim-moving operator: the shard follows its label."""
     if all_replicate((x,)):
-        return Inference((OutputMeta(shape, x.dtype, x.placements),))
+        return replicated(shape, x.dtype, len(x.placements))
     expansion = expand(name, _MOVE, (x,), (identity(x.ndim),), (out_labels,))
     return Inference((OutputMeta(shape, x.dtype, expansion.outputs[0]),))
 
 
 def view_shape(name: str, shape: tuple[int, ...], target: Sequence[int]) -> tuple[int, ...]:
     """``target`` with its one -1 inferred; ShapeError when the element counts differ."""
+    if -1 not in target and target == shape:
+        return shape
     known = math.prod(s for s in target if s != -1)
     holes = [i for i, s in enumerate(target) if s == -1]
     numel = math.prod(shape)
@@ -102,6 +112,7 @@ def view_groups(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[Group, ...]:
     return tuple(groups)
 
 
+@functools.lru_cache(maxsize=4096)
 def _view_labels(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[Labels, Labels]:
     """Input and output labels of a view: a group's first dims share a label, the rest (and
     size-1 dims) get labels of their own."""
@@ -114,7 +125,9 @@ def _view_labels(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[Labels, Labels
 
 
 def _viewed(name: str, x: Operand, shape: tuple[int, ...]) -> Inference:
-    if shape == x.shape or all_replicate((x,)):
+    if all_replicate((x,)):
+        return replicated(shape, x.dtype, len(x.placements))
+    if shape == x.shape:
         return Inference((OutputMeta(shape, x.dtype, x.placements),))
     la, lb = _view_labels(x.shape, shape)
     expansion = expand(name, _VIEW, (x,), (la,), (lb,))

@@ -41,7 +41,7 @@ def _pieces(values: torch.Tensor, parts: int) -> list[list[int]]:
 @given(
     size=st.integers(0, 9), start=st.integers(0, 9), stop=st.integers(0, 9), step=st.integers(1, 4)
 )
-def test_getitem_slice_layouts_match_the_chunking(size, start, stop, step) -> None:  # type: ignore[no-untyped-def]
+def test_getitem_slice_layouts_match_the_chunking(size, start, stop, step) -> None:
     """A slice of a dim sharded over 4 devices stays sharded iff the output positions each
     device selects are exactly its torch.chunk piece of the result."""
     start, stop = min(start, size), min(stop, size)

@@ -70,7 +70,7 @@ def test_matmul_placements_on_a_2d_mesh() -> None:
 @settings(max_examples=60, deadline=None)
 @given(lead=st.lists(st.integers(0, 3), max_size=2).map(tuple), fin=dims, fout=dims,
        bias=st.booleans(), wrong=st.booleans())  # fmt: skip
-def test_linear_shapes_match_torch(lead, fin, fout, bias, wrong) -> None:  # type: ignore[no-untyped-def]
+def test_linear_shapes_match_torch(lead, fin, fout, bias, wrong) -> None:
     x_shape, w_shape = (*lead, fin), (fout, fin + (1 if wrong else 0))
     inputs = [op(x_shape), op(w_shape, i=2), *([op((fout,), i=3)] if bias else [])]
     try:

@@ -36,7 +36,7 @@ _TORCH = {
     kind=st.sampled_from(list(_TORCH)), dtype=st.sampled_from(DTYPES),
     dim=st.integers(-3, 2), keepdim=st.booleans(),
 )  # fmt: skip
-def test_reduce_shape_and_dtype_match_torch(shape, kind, dtype, dim, keepdim) -> None:  # type: ignore[no-untyped-def]
+def test_reduce_shape_and_dtype_match_torch(shape, kind, dtype, dim, keepdim) -> None:
     x = torch.ones(shape, dtype=dtype)
     param = ReduceParam(kind, (dim,), keepdim)
     try:

@@ -30,7 +30,7 @@ sizes = st.lists(st.integers(0, 4), min_size=0, max_size=4).map(tuple)
 
 @settings(max_examples=200, deadline=None)
 @given(shape=sizes, target=sizes, hole=st.booleans())
-def test_view_shapes_match_torch(shape, target, hole) -> None:  # type: ignore[no-untyped-def]
+def test_view_shapes_match_torch(shape, target, hole) -> None:
     wanted = (-1, *target[1:]) if hole and target else target
     x = torch.ones(shape)
     try:
