@@ -123,12 +123,17 @@ def _names(types: Iterable[type]) -> str:
 
 
 def check_types(
-    values: Iterable[Any], allowed: frozenset[type], what: str, error: type[Exception]
+    values: Iterable[Any],
+    allowed: frozenset[type],
+    what: str | Callable[[], str],
+    error: type[Exception],
 ) -> None:
-    """Raise ``error`` unless every value's exact type is in ``allowed``."""
+    """Raise ``error`` unless every value's exact type is in ``allowed``; ``what`` describes
+    the accepted values (a callable is only called on failure: describing costs)."""
     found = set(map(type, values))
     if not found <= allowed:
-        raise error(f"expected {what}, got {_names(found - allowed)}")
+        label = what if isinstance(what, str) else what()
+        raise error(f"expected {label}, got {_names(found - allowed)}")
 
 
 def check_column(column: object, count: int) -> list[Any] | tuple[Any, ...]:
@@ -167,11 +172,11 @@ class PrimField:
         return []
 
     def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        check_types(column, self.types, self.describe(), SerializationError)
+        check_types(column, self.types, self.describe, SerializationError)
         return column
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        check_types(column, self.types, self.describe(), DeserializationError)
+        check_types(column, self.types, self.describe, DeserializationError)
         return column  # type: ignore[return-value]
 
 
@@ -196,11 +201,11 @@ class EnumField:
         return []
 
     def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        check_types(column, frozenset({self.enum}), self.describe(), SerializationError)
+        check_types(column, frozenset({self.enum}), self.describe, SerializationError)
         return list(map(int, column))  # plain ints: packers read an enum's value in Python
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        check_types(column, _INT, f"{self.describe()} (ints)", DeserializationError)
+        check_types(column, _INT, lambda: f"{self.describe()} (ints)", DeserializationError)
         try:
             return list(map(self.members.__getitem__, column))
         except KeyError as exc:
@@ -329,12 +334,12 @@ class TupleField:
 
     def children(self, column: list[Any]) -> list[Any]:
         rows = distinct_objects(column)
-        check_types(rows, _TUPLE, self.describe(), SerializationError)
+        check_types(rows, _TUPLE, self.describe, SerializationError)
         return self.inner.children(list(itertools.chain.from_iterable(rows)))
 
     def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
         if self.inner.passthrough:  # checks only: the tuples are their own wire values
-            check_types(column, _TUPLE, self.describe(), SerializationError)
+            check_types(column, _TUPLE, self.describe, SerializationError)
             self.inner.encode(itertools.chain.from_iterable(column), refs, ctx)  # type: ignore[arg-type]
             return column
         # A column often repeats the same tuple object (a shared placements tuple): encode
@@ -349,7 +354,9 @@ class TupleField:
         )
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        check_types(column, _ARRAYS, f"arrays of {self.inner.describe()}", DeserializationError)
+        check_types(
+            column, _ARRAYS, lambda: f"arrays of {self.inner.describe()}", DeserializationError
+        )
         if self.inner.passthrough:
             self.inner.decode(itertools.chain.from_iterable(column), ctx)  # type: ignore[arg-type]
             return list(map(tuple, column))

@@ -94,24 +94,26 @@ def strongly_connected(
     on_stack: set[NodeType] = set()
     result: list[list[NodeType]] = []
 
-    def enter(node: NodeType) -> tuple[NodeType, Any]:
+    def enter(node: NodeType) -> list[Any]:
         index[node] = low[node] = len(index)
         stack.append(node)
         on_stack.add(node)
-        return node, iter(edges.get(node, ()))
+        return [node, list(edges.get(node, ())), 0]
 
     for root in nodes:
         if root in index:
             continue
         work = [enter(root)]
         while work:
-            node, children = work[-1]
-            child = next((c for c in children if c not in index or c in on_stack), None)
-            if child is not None and child not in index:
-                work.append(enter(child))
-                continue
-            if child is not None:
-                low[node] = min(low[node], index[child])
+            frame = work[-1]
+            node, children, position = frame
+            if position < len(children):
+                frame[2] = position + 1
+                child = children[position]
+                if child not in index:
+                    work.append(enter(child))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
                 continue
             work.pop()
             if work:

@@ -83,6 +83,8 @@ def _bind(entry: Any, registry: TypeRegistry) -> _Bound:
         raise UnknownTypeError(f"unknown type tag {show(tag)}: this dtorch has no such type")
     names = _array(names, f"the field names of {tag}")
     known = node_type.field_names
+    if tuple(names) == known:  # written by this version: every field, in order
+        return _Bound(node_type, len(known), tuple(range(len(known))))
     position = {name: i for i, name in enumerate(names) if type(name) is str}
     unknown = [n for n in names if n not in known]
     if unknown or len(position) != len(names):

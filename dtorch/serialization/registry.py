@@ -85,22 +85,25 @@ class Field:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class NodeType:
-    """How one Python type is written: fields, values -> columns, columns -> values."""
+    """How one Python type is written: fields, values -> columns, columns -> values.
+
+    ``field_names`` and ``child_fields`` (positions of the fields that may refer to other
+    nodes) follow from ``fields``; they are kept because every payload asks for them.
+    """
 
     tag: str
     cls: type
     fields: tuple[Field, ...]
     explode: Explode
     build: Build
+    field_names: tuple[str, ...] = dataclasses.field(init=False)
+    child_fields: tuple[int, ...] = dataclasses.field(init=False)
 
-    @property
-    def field_names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
-
-    @property
-    def child_fields(self) -> tuple[int, ...]:
-        """Positions of the fields that may refer to other nodes."""
-        return tuple(i for i, f in enumerate(self.fields) if f.codec.has_children)
+    def __post_init__(self) -> None:
+        names = tuple(f.name for f in self.fields)
+        children = tuple(i for i, f in enumerate(self.fields) if f.codec.has_children)
+        object.__setattr__(self, "field_names", names)
+        object.__setattr__(self, "child_fields", children)
 
     def __repr__(self) -> str:
         return f"NodeType({self.tag})"
@@ -110,6 +113,9 @@ def attribute_exploder(names: Sequence[str]) -> Explode:
     """``explode`` that reads the named attributes of every value, a column per name."""
     getters = [operator.attrgetter(n) for n in names]
     return lambda objs: [list(map(g, objs)) for g in getters]
+
+
+_FEW = 4
 
 
 def slotted_builder(cls: type, names: Sequence[str]) -> Build:
@@ -122,6 +128,8 @@ def slotted_builder(cls: type, names: Sequence[str]) -> Build:
     post_init = getattr(cls, "__post_init__", None)
 
     def build(columns: list[list[Any]], count: int) -> list[Any]:
+        if count <= _FEW and columns:  # setting up the column passes costs more than it saves
+            return list(map(cls, *columns))
         objs: list[Any] = list(map(object.__new__, itertools.repeat(cls, count)))
         for setter, column in zip(setters, columns, strict=True):
             deque(map(setter, objs, column), maxlen=0)
@@ -159,10 +167,16 @@ def _factory(f: dataclasses.Field[Any]) -> Callable[[], Any] | None:
 
 @dataclass(frozen=True, slots=True)
 class TypeRegistry:
-    """Every serializable type: by exact Python type (writing) and by tag (reading)."""
+    """Every serializable type: by exact Python type (writing) and by tag (reading).
+
+    ``families`` numbers groups of types that one typed field may refer to together (every
+    param type, the three placements); the writer keeps one identity table per family, so
+    a typed column of references needs one table, and tables stay small.
+    """
 
     by_type: Mapping[type, NodeType]
     by_tag: Mapping[str, NodeType]
+    families: Mapping[type, int]
 
     @classmethod
     def build(
@@ -183,7 +197,11 @@ class TypeRegistry:
         by_tag = {nt.tag: nt for nt in node_types}
         if len(by_type) != len(node_types) or len(by_tag) != len(node_types):
             raise SerializationError("a type or a tag is registered twice")
-        return cls(types.MappingProxyType(by_type), types.MappingProxyType(by_tag))
+        return cls(
+            types.MappingProxyType(by_type),
+            types.MappingProxyType(by_tag),
+            types.MappingProxyType(_families(node_types)),
+        )
 
     def node_type(self, cls: type, where: str) -> NodeType:
         """The node type of ``cls`` (SerializationError naming ``where`` if it has none)."""
@@ -196,6 +214,24 @@ class TypeRegistry:
                 f"torch.Generator, torch.dtype, and list, tuple, dict, str, int, float, bool, "
                 f"None, bytes"
             ) from None
+
+
+def _families(node_types: list[NodeType]) -> dict[type, int]:
+    """Union the classes each typed reference field accepts; number the resulting sets."""
+    parent: dict[type, type] = {nt.cls: nt.cls for nt in node_types}
+
+    def find(cls: type) -> type:
+        while parent[cls] is not cls:
+            parent[cls] = cls = parent[parent[cls]]
+        return cls
+
+    for node_type in node_types:
+        for field in node_type.fields:
+            first, *rest = field.codec.child_classes or (None,)
+            for other in rest:
+                parent[find(other)] = find(first)  # type: ignore[arg-type]
+    numbers: dict[type, int] = {}
+    return {cls: numbers.setdefault(find(cls), len(numbers)) for cls in parent}
 
 
 @dataclass(frozen=True, slots=True)

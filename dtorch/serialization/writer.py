@@ -54,25 +54,20 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _keys(objs: list[Any]) -> Iterator[int]:
-    """Identity keys: ``id()`` is unique among live objects, and discovery keeps every
-    object it numbers alive until the payload is written."""
-    return map(id, objs)
-
-
 class _Discovery:
     """Step 1: every node reachable from the root, in batches per type.
 
-    Every reference gets a fresh provisional number; ``seen.setdefault`` keeps the first one
-    an object got, so a column of references is numbered (and its new objects found) with
-    one dict operation per reference, at C speed.
+    Every reference gets a fresh provisional number; ``setdefault`` on the identity table
+    of the referenced type's family keeps the first one an object got, so a column of
+    references is numbered (and its new objects found) with one dict operation per
+    reference, at C speed.
     """
 
     __slots__ = ("batches", "count", "edges", "pending", "registry", "seen")
 
     def __init__(self, registry: TypeRegistry) -> None:
         self.registry = registry
-        self.seen: dict[int, int] = {}  # identity key -> provisional number
+        self.seen: dict[int, dict[int, int]] = {}  # family -> id -> provisional number
         self.count = 0
         self.pending: dict[NodeType, tuple[list[Any], list[int]]] = {}
         self.batches: dict[NodeType, list[Group]] = {}
@@ -125,9 +120,14 @@ class _Discovery:
         edges.update(targets.values())
         candidates = range(self.count, self.count + len(kids))
         self.count += len(kids)
-        known = len(self.seen)
-        numbers = list(map(self.seen.setdefault, _keys(kids), candidates))
-        fresh = len(self.seen) - known
+        families = {self.registry.families[cls] for cls in kinds}
+        if len(families) == 1:  # every typed column
+            table = self.seen.setdefault(families.pop(), {})
+            known = len(table)
+            numbers = list(map(table.setdefault, map(id, kids), candidates))
+            fresh = len(table) - known
+        else:
+            numbers, fresh = self.number_mixed(kids, types, candidates)
         if fresh == len(kids):  # all new and distinct: no need to pick them out
             self.queue(targets, kids, numbers, types)
         elif fresh:
@@ -135,6 +135,18 @@ class _Discovery:
             new = [list(compress(column, first)) for column in (kids, numbers, types)]
             self.queue(targets, *new)
         return numbers
+
+    def number_mixed(
+        self, kids: list[Any], types: list[type], candidates: range
+    ) -> tuple[list[int], int]:
+        """Numbers for an untyped column (container items), and how many were new."""
+        tables = {cls: self.table(cls) for cls in set(types)}
+        distinct = {id(t): t for t in tables.values()}.values()
+        known = sum(map(len, distinct))
+        numbers = [
+            tables[t].setdefault(id(k), c) for k, t, c in zip(kids, types, candidates, strict=True)
+        ]
+        return numbers, sum(map(len, distinct)) - known
 
     def queue(
         self, targets: dict[type, NodeType], objs: list[Any], numbers: list[int], types: list[type]
@@ -153,8 +165,13 @@ class _Discovery:
         deque(map(list.append, map(obj_lists.__getitem__, types), objs), maxlen=0)
         deque(map(list.append, map(number_lists.__getitem__, types), numbers), maxlen=0)
 
+    def table(self, cls: type) -> dict[int, int]:
+        """The identity table of ``cls``'s family."""
+        return self.seen.setdefault(self.registry.families[cls], {})
+
     def key_of(self, obj: Any) -> int:
-        return self.seen[id(obj)]
+        """The provisional number of a node."""
+        return self.table(type(obj))[id(obj)]
 
 
 def _field_step(node_type: NodeType, field: Field, step: Any, *args: Any) -> Any:
@@ -197,10 +214,13 @@ class _Emitter:
         if field.codec.has_children:
             numbers = group.refs[i] if group.refs is not None else self.numbers(field, column)
             refs = list(map(self.renumber.__getitem__, numbers))
-        return _field_step(group.node_type, field, field.codec.encode, column, refs, self.ctx)
+        try:
+            return field.codec.encode(column, refs, self.ctx)
+        except SerializationError as exc:
+            raise SerializationError(f"{group.node_type.tag}.{field.name}: {exc}") from None
 
     def numbers(self, field: Field, column: list[Any]) -> list[int]:
-        return list(map(self.discovery.seen.__getitem__, _keys(field.codec.children(column))))
+        return list(map(self.discovery.key_of, field.codec.children(column)))
 
     def root(self, root: Any) -> Any:
         if type(root) in NATIVE_TYPES:
