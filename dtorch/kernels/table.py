@@ -18,7 +18,16 @@ from __future__ import annotations
 from dtorch.errors import DTorchError
 from dtorch.ir.opkind import OpKind
 from dtorch.kernels.base import GroupKernel, LocalKernel
-from dtorch.kernels.local import copy, elementwise, indexing, linalg, reduce, select, views
+from dtorch.kernels.local import (
+    copy,
+    elementwise,
+    indexing,
+    linalg,
+    reduce,
+    select,
+    setitem,
+    views,
+)
 
 #: One device's kernel for every operator that needs no communication.
 LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
@@ -29,6 +38,7 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **copy.KERNELS,
     **select.KERNELS,
     **indexing.KERNELS,
+    **setitem.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.

@@ -6,6 +6,7 @@
 * ``cat`` on a sharded dim is rejected; ``stack`` shifts shard dims after the new one. All
   inputs Partial gives Partial (both are linear).
 * ``chunk`` keeps the placements when the chunked dim is not sharded.
+* ``repeat`` (tiling) keeps the shards of dims it repeats once.
 * ``repeat_interleave`` keeps a shard of the repeated dim when repeating each device's chunk
   lands on the output's chunk (e.g. sizes that divide the mesh).
 
@@ -37,6 +38,7 @@ from dtorch.ir.params import (
     IndexEntry,
     OpParam,
     RepeatInterleaveParam,
+    RepeatParam,
     SliceIndex,
 )
 from dtorch.ir.placement import Placement, Shard
@@ -69,6 +71,10 @@ _CHUNK = signature(
     hint="redistribute the chunked dim to Replicate first",
 )  # fmt: skip
 _REPEAT = signature("R -> R", "Si -> Si", "P -> P", legend="i: any dim")
+_TILE = signature(
+    "R -> R", "Si -> Si", "P -> P", legend="i: a dim repeated once",
+    hint="redistribute the repeated dims to Replicate first (repeat_interleave keeps shards)",
+)  # fmt: skip
 
 
 def slice_length(entry: SliceIndex) -> int:
@@ -287,7 +293,24 @@ def _check_repeat(
         )
 
 
+def repeat_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``t.repeat(*repeats)``: tiles the tensor; a dim repeated more than once is whole."""
+    assert isinstance(param, RepeatParam)
+    (x,) = inputs
+    reps = tuple(param.repeats)
+    lead = len(reps) - x.ndim
+    if lead < 0 or any(r < 0 for r in reps):
+        raise ShapeError(
+            f"{name}: repeats {list(reps)} need one non-negative count per dim of {list(x.shape)}"
+        )
+    shape = (*reps[:lead], *(s * r for s, r in zip(x.shape, reps[lead:], strict=True)))
+    # a tiled dim gets a new label: its shard would hold pieces of every copy
+    labels = tuple(-1 - j if j < lead or reps[j] != 1 else j - lead for j in range(len(reps)))
+    return one_input(name, _TILE, x, labels, [OutputMeta(shape, x.dtype, ())])
+
+
 RULES: dict[OpKind, Rule] = {
+    OpKind.Repeat: repeat_rule,
     OpKind.GetItem: getitem_rule,
     OpKind.Concat: concat_rule,
     OpKind.Chunk: chunk_rule,

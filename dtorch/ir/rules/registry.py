@@ -21,7 +21,18 @@ from dtorch.errors import DTorchError, MeshError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
-from dtorch.ir.rules import copy, create, elementwise, indexing, linalg, reduce, select, views
+from dtorch.ir.rules import (
+    copy,
+    create,
+    einsum,
+    elementwise,
+    indexing,
+    linalg,
+    reduce,
+    select,
+    setitem,
+    views,
+)
 from dtorch.ir.rules.base import Inference, Rule
 
 #: Every OpKind that has a shape/placement rule.
@@ -34,6 +45,8 @@ RULES: dict[OpKind, Rule] = {
     **copy.RULES,
     **select.RULES,
     **indexing.RULES,
+    **einsum.RULES,
+    **setitem.RULES,
 }
 
 

@@ -30,6 +30,7 @@ from dtorch.ir.params import (
     ConcatParam,
     GetItemParam,
     RepeatInterleaveParam,
+    RepeatParam,
     SliceIndex,
 )
 from dtorch.ir.rules.indexing import plan_index
@@ -52,7 +53,7 @@ def getitem_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
         if entry is None:
             index.append(None)
         elif isinstance(entry, SliceIndex):
-            index.append(_local_slice(entry, out.shape[j], out.offset[j], src.offset[d]))
+            index.append(local_slice(entry, out.shape[j], out.offset[j], src.offset[d]))
         else:
             index.append(entry - src.offset[d])
         d += entry is not None
@@ -60,7 +61,7 @@ def getitem_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     return [inputs[0][tuple(index)]]
 
 
-def _local_slice(entry: SliceIndex, count: int, out_offset: int, in_offset: int) -> slice:
+def local_slice(entry: SliceIndex, count: int, out_offset: int, in_offset: int) -> slice:
     """The local slice holding output elements ``[out_offset, out_offset + count)``."""
     if count == 0:
         return slice(0, 0)
@@ -87,7 +88,15 @@ def repeat_interleave_kernel(ctx: KernelContext, device: int, inputs: Shards) ->
     return [torch.repeat_interleave(inputs[0], param.repeats, param.dim)]
 
 
+def repeat_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``repeat`` (tile) of the local shard: the rule keeps tiled dims whole."""
+    param = ctx.param
+    assert isinstance(param, RepeatParam)
+    return [inputs[0].repeat(param.repeats)]
+
+
 KERNELS: dict[OpKind, LocalKernel] = {
+    OpKind.Repeat: repeat_kernel,
     OpKind.GetItem: getitem_kernel,
     OpKind.Concat: concat_kernel,
     OpKind.Chunk: chunk_kernel,

@@ -1,4 +1,4 @@
-"""Local kernels of Matmul, Linear and Outer.
+"""Local kernels of Matmul, Linear, Outer and Einsum.
 
 The rules have already made the operands' local shards line up (batch shards chunked alike,
 contracted dims sharded alike), so each device multiplies its shards. Linear adds a
@@ -9,7 +9,7 @@ Example:
     >>> import torch
     >>> from dtorch.ir.mesh import DeviceMesh
     >>> from dtorch.ir.operator import Operand, Operator
-    >>> from dtorch.ir.params import MatmulParam
+    >>> from dtorch.ir.params import EinsumParam, MatmulParam
     >>> from dtorch.ir.span import Span
     >>> from dtorch.kernels.base import KernelContext
     >>> a = Operand(1, (2, 2), torch.float32, DeviceMesh("cpu"), ())
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from dtorch.ir.opkind import OpKind
-from dtorch.ir.params import MatmulParam
+from dtorch.ir.params import EinsumParam, MatmulParam
 from dtorch.ir.placement import Partial
 from dtorch.kernels.base import KernelContext, LocalKernel
 
@@ -60,7 +60,15 @@ def outer_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     return [torch.outer(inputs[0], inputs[1])]
 
 
+def einsum_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``torch.einsum`` of the local shards (the rule lined up their letters)."""
+    param = ctx.param
+    assert isinstance(param, EinsumParam)
+    return [torch.einsum(param.equation, *inputs)]
+
+
 KERNELS: dict[OpKind, LocalKernel] = {
+    OpKind.Einsum: einsum_kernel,
     OpKind.Matmul: matmul_kernel,
     OpKind.Linear: linear_kernel,
     OpKind.Outer: outer_kernel,
