@@ -45,6 +45,7 @@ NATIVE_TYPES: frozenset[type] = frozenset({NoneType, bool, int, float, str, byte
 _SHORT = reprlib.Repr()
 _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 6, 6, 4
 _SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 48
+_SHORT.repr_bytes = lambda value, level: repr(value[:48])  # type: ignore[attr-defined]
 
 
 def show(value: object) -> str:
