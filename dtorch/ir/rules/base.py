@@ -74,6 +74,10 @@ def norm_dim(name: str, dim: int, ndim: int) -> int:
     """``dim`` counted from the end when negative; ShapeError when out of range.
 
     A 0-d tensor accepts dims -1 and 0, as in torch.
+
+    Example:
+        >>> norm_dim("sum", -1, 3)
+        2
     """
     size = max(ndim, 1)
     if not -size <= dim < size:

@@ -48,7 +48,12 @@ _COPY_NONLINEAR = signature(
 
 
 def cast_is_linear(src: torch.dtype, dst: torch.dtype) -> bool:
-    """True when converting each partial value and summing equals converting the sum."""
+    """True when converting each partial value and summing equals converting the sum.
+
+    Example:
+        >>> cast_is_linear(torch.int64, torch.float32), cast_is_linear(torch.float32, torch.int64)
+        (True, False)
+    """
     if src == dst:
         return True
     if torch.bool in (src, dst):

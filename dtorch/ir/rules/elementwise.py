@@ -76,7 +76,12 @@ def identity(ndim: int) -> Labels:
 
 
 def broadcast_shapes(name: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
-    """torch's broadcast of ``shapes``; ShapeError naming the clashing dimension."""
+    """torch's broadcast of ``shapes``; ShapeError naming the clashing dimension.
+
+    Example:
+        >>> broadcast_shapes("add", ((4, 1, 3), (2, 1)))
+        (4, 2, 3)
+    """
     out = broadcast_or_reason(shapes)
     if isinstance(out, str):
         raise ShapeError(f"{name}: shapes {' x '.join(str(list(s)) for s in shapes)} {out}")

@@ -84,7 +84,12 @@ def slice_length(entry: SliceIndex) -> int:
 
 def sliced_range(entry: SliceIndex, length: int, offset: int) -> tuple[int, int]:
     """(count, first output index) of the slice's elements inside input range
-    ``[offset, offset + length)``."""
+    ``[offset, offset + length)``.
+
+    Example:
+        >>> sliced_range(SliceIndex(1, 8, 2), 4, 4)  # elements 5 and 7 of 1, 3, 5, 7
+        (2, 2)
+    """
     n = slice_length(entry)
 
     def first_at_or_after(position: int) -> int:
@@ -226,7 +231,12 @@ def _placed(
 
 
 def chunk_sizes(size: int, chunks: int) -> tuple[int, ...]:
-    """Sizes of the tensors ``torch.chunk`` returns (fewer than ``chunks`` when it must)."""
+    """Sizes of the tensors ``torch.chunk`` returns (fewer than ``chunks`` when it must).
+
+    Example:
+        >>> chunk_sizes(5, 4), chunk_sizes(0, 2)
+        ((2, 2, 1), (0, 0))
+    """
     if size == 0:
         return (0,) * chunks
     step = -(-size // chunks)

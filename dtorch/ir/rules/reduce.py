@@ -9,8 +9,7 @@ kept by ``sum`` and ``mean`` only (they are linear).
 Example:
     >>> import torch
     >>> from dtorch.ir.mesh import init_device_mesh
-    >>> from dtorch.errors import ShapeError
-from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.operator import Operand
     >>> from dtorch.ir.opkind import ReduceKind
     >>> from dtorch.ir.params import ReduceParam
     >>> from dtorch.ir.placement import Shard
@@ -60,7 +59,12 @@ _WITH_DTYPE = frozenset({ReduceKind.SUM, ReduceKind.MEAN, ReduceKind.PROD})
 
 
 def reduce_dims(name: str, dims: Sequence[int] | None, ndim: int) -> tuple[int, ...]:
-    """The dims a Reduce reduces: all for None (or an empty list), none of a 0-d tensor."""
+    """The dims a Reduce reduces: all for None (or an empty list), none of a 0-d tensor.
+
+    Example:
+        >>> reduce_dims("sum", None, 3), reduce_dims("sum", (-1, 0), 3)
+        ((0, 1, 2), (2, 0))
+    """
     if ndim == 0:
         norm_dims(name, dims or (), 0)
         return ()

@@ -71,7 +71,12 @@ def _moved(name: str, x: Operand, shape: tuple[int, ...], out_labels: Labels) ->
 
 
 def view_shape(name: str, shape: tuple[int, ...], target: Sequence[int]) -> tuple[int, ...]:
-    """``target`` with its one -1 inferred; ShapeError when the element counts differ."""
+    """``target`` with its one -1 inferred; ShapeError when the element counts differ.
+
+    Example:
+        >>> view_shape("view", (4, 6), (-1, 3))
+        (8, 3)
+    """
     if -1 not in target and target == shape:
         return shape
     known = math.prod(s for s in target if s != -1)
