@@ -152,7 +152,7 @@ def reject(
         f"dimension: {sig.accepted}{legend}"
     )
     text += f"; {detail}" if detail else ""
-    text += f". {sig.hint}" if sig.hint else ""
+    text += f". {sig.hint[:1].upper()}{sig.hint[1:]}" if sig.hint else ""
     return PlacementError(text)
 
 

@@ -63,7 +63,7 @@ def test_reduce_placements() -> None:
     "kind", [k for k in ReduceKind if k not in (ReduceKind.SUM, ReduceKind.MEAN)]
 )
 def test_nonlinear_reduce_rejects_sharded_dim_and_partial(kind: ReduceKind) -> None:
-    with pytest.raises(PlacementError, match=r"got \(S\(0\),\).*redistribute the reduced dims"):
+    with pytest.raises(PlacementError, match=r"got \(S\(0\),\).*Redistribute the reduced dims"):
         infer("red", ReduceParam(kind, (0,)), (op((4, 6), Shard(0)),))
     with pytest.raises(PlacementError, match=r"got \(P,\)"):
         infer("red", ReduceParam(kind, (1,)), (op((4, 6), P),))
