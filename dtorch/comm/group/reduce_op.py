@@ -81,11 +81,29 @@ _ACCUMULATE: dict[ReduceOp, Callable[[torch.Tensor, torch.Tensor], None]] = {
 }
 
 
-def reduce_tensors(tensors: Sequence[torch.Tensor], op: ReduceOp) -> torch.Tensor:
-    """A fresh tensor combining ``tensors`` (in order) with ``op``; the inputs are untouched."""
-    acc = tensors[0].clone(memory_format=torch.contiguous_format)
+#: Out-of-place ``combine(a, b, out=acc)`` per op: the first combination writes the output
+#: directly instead of cloning the first tensor and adding into the clone (one pass fewer).
+_COMBINE: dict[ReduceOp, Callable[..., torch.Tensor]] = {
+    ReduceOp.SUM: torch.add,
+    ReduceOp.AVG: torch.add,
+    ReduceOp.MAX: torch.maximum,
+    ReduceOp.MIN: torch.minimum,
+}
+
+
+def reduce_tensors(
+    tensors: Sequence[torch.Tensor], op: ReduceOp, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``tensors`` combined in order with ``op`` into ``out`` (default: a fresh contiguous
+    tensor on the first tensor's device); the inputs are untouched."""
+    first = tensors[0]
+    acc = torch.empty(first.shape, dtype=first.dtype, device=first.device) if out is None else out
+    if len(tensors) == 1:
+        acc.copy_(first)
+    else:
+        _COMBINE[op](first.to(acc.device), tensors[1].to(acc.device), out=acc)
     accumulate = _ACCUMULATE[op]
-    for value in tensors[1:]:
+    for value in tensors[2:]:
         accumulate(acc, value.to(acc.device))
     finish_average(acc, op, len(tensors))
     return acc
