@@ -112,10 +112,8 @@ class _Discovery:
         """``route`` for one reference each: check, number, queue what is new."""
         types = list(map(type, kids))
         kinds = set(types)
-        allowed = None if field is None else field.codec.child_classes
-        if allowed is not None and not kinds <= allowed:
-            bad = ", ".join(sorted(k.__name__ for k in kinds - allowed))
-            raise SerializationError(f"{where}: expected {field.codec.describe()}, got {bad}")  # type: ignore[union-attr]
+        if field is not None:
+            _check_kinds(field, kinds, where)
         targets = {cls: self.registry.node_type(cls, where) for cls in kinds}
         edges.update(targets.values())
         candidates = range(self.count, self.count + len(kids))
@@ -172,6 +170,14 @@ class _Discovery:
     def key_of(self, obj: Any) -> int:
         """The provisional number of a node."""
         return self.table(type(obj))[id(obj)]
+
+
+def _check_kinds(field: Field, kinds: set[type], where: str) -> None:
+    """The values a typed field refers to must be of the types it declares."""
+    allowed = field.codec.child_classes
+    if allowed is not None and not kinds <= allowed:
+        bad = ", ".join(sorted(k.__name__ for k in kinds - allowed))
+        raise SerializationError(f"{where}: expected {field.codec.describe()}, got {bad}")
 
 
 def _field_step(node_type: NodeType, field: Field, step: Any, *args: Any) -> Any:
