@@ -355,13 +355,16 @@ class TupleField:
         )
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        check_types(
-            column, _ARRAYS, lambda: f"arrays of {self.inner.describe()}", DeserializationError
-        )
+        kinds = set(map(type, column))
+        if not kinds <= _ARRAYS:
+            raise DeserializationError(
+                f"expected arrays of {self.inner.describe()}, got {_names(kinds - _ARRAYS)}"
+            )
+        # An unpacker that makes tuples already made the rows; others make lists.
+        rows = list(column) if kinds <= _TUPLE else list(map(tuple, column))
         if self.inner.passthrough:
-            self.inner.decode(itertools.chain.from_iterable(column), ctx)  # type: ignore[arg-type]
-            return list(map(tuple, column))
-        rows = list(map(tuple, column))
+            self.inner.decode(itertools.chain.from_iterable(rows), ctx)  # type: ignore[arg-type]
+            return rows
         distinct = _distinct(rows) if self.inner.has_children else None
         if distinct is None:
             return regroup(rows, self.inner.decode(list(itertools.chain.from_iterable(rows)), ctx))
@@ -401,6 +404,8 @@ def distinct_objects(values: list[Any]) -> list[Any]:
 
 def _distinct(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
     """The distinct rows, if they are hashable and at most half as many as the rows."""
+    if len(rows) < 4:
+        return None
     try:
         distinct = list(dict.fromkeys(rows))
     except TypeError:  # a row holds an array (a reference in an Any slot)
