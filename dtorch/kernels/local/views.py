@@ -39,8 +39,12 @@ Shards = list[torch.Tensor]
 
 
 def view_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``view`` to the output's local shape."""
-    return [inputs[0].view(ctx.outputs[0].local_shape(device))]
+    """``view`` to the output's local shape. dtorch values have no user-visible strides
+    (``Tensor.is_contiguous()`` is always True), so a local shard that torch could not view
+    without a copy (e.g. after a transpose) is reshaped instead of failing on the device."""
+    local = inputs[0]
+    shape = ctx.outputs[0].local_shape(device)
+    return [local.view(shape) if local.is_contiguous() else local.reshape(shape)]
 
 
 def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
