@@ -70,7 +70,9 @@ def main() -> None:
         * 1e6
     )
     recorded, total = _record_vs_execute(graph, 10_000)
-    print(f"a + b on float32[1], {args.ops} ops after {args.warmup} warm-up, median of {args.repeats}")
+    print(
+        f"a + b on float32[1], {args.ops} ops after {args.warmup} warm-up, median of {args.repeats}"
+    )
     print("| runtime | µs per op | ratio to torch |")
     print("| --- | --- | --- |")
     print(f"| torch {torch.__version__} (eager, one device) | {torch_us:.2f} | 1.00 |")

@@ -254,7 +254,6 @@ class ViewParam(OpParam):
 @dataclass(frozen=True, slots=True)
 class ContiguousParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Contiguous
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +393,6 @@ class SoftmaxParam(OpParam):
 @dataclass(frozen=True, slots=True)
 class OuterParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Outer
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,7 +447,6 @@ class SetItemParam(OpParam):
 @dataclass(frozen=True, slots=True)
 class CloneParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Clone
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,7 +484,6 @@ class CastParam(OpParam):
 @dataclass(frozen=True, slots=True)
 class NonzeroParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Nonzero
-    pass
 
 
 @dataclass(frozen=True, slots=True)

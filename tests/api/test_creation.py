@@ -11,8 +11,23 @@ from dtorch.errors import MeshError, PlacementError
 
 MESHES = {
     "1d": ((4,), [[Shard(0)], [Replicate()], [Partial()], [Shard(1)]]),
-    "2d": ((2, 3), [[Shard(0), Shard(1)], [Replicate(), Shard(0)], [Partial(), Shard(1)], [Shard(1), Shard(1)]]),
-    "3d": ((2, 2, 2), [[Shard(0), Replicate(), Shard(1)], [Partial(), Shard(0), Partial()], [Shard(0), Shard(0), Shard(0)]]),
+    "2d": (
+        (2, 3),
+        [
+            [Shard(0), Shard(1)],
+            [Replicate(), Shard(0)],
+            [Partial(), Shard(1)],
+            [Shard(1), Shard(1)],
+        ],
+    ),
+    "3d": (
+        (2, 2, 2),
+        [
+            [Shard(0), Replicate(), Shard(1)],
+            [Partial(), Shard(0), Partial()],
+            [Shard(0), Shard(0), Shard(0)],
+        ],
+    ),
 }
 SHAPES = [(8, 6), (7, 5), (3, 2)]  # even, uneven, smaller than the mesh (empty shards)
 
@@ -29,8 +44,12 @@ def test_random_values_equal_torch_however_sharded(mesh_shape, placements, shape
     mesh = dtorch.init_device_mesh("cpu", mesh_shape)
     kw = {"device_mesh": mesh, "placements": placements, "graph": graph}
     g, ref = torch.Generator().manual_seed(11), torch.Generator().manual_seed(11)
-    assert torch.equal(dtorch.randn(*shape, generator=g, **kw).to_torch(), torch.randn(*shape, generator=ref))
-    assert torch.equal(dtorch.rand(shape, generator=g, **kw).to_torch(), torch.rand(shape, generator=ref))
+    assert torch.equal(
+        dtorch.randn(*shape, generator=g, **kw).to_torch(), torch.randn(*shape, generator=ref)
+    )
+    assert torch.equal(
+        dtorch.rand(shape, generator=g, **kw).to_torch(), torch.rand(shape, generator=ref)
+    )
     got = dtorch.randint(3, 50, shape, generator=g, **kw).to_torch()
     assert torch.equal(got, torch.randint(3, 50, shape, generator=ref))
     # the caller's generator advanced exactly as torch's did
@@ -42,7 +61,10 @@ def test_constants_and_from_torch(mesh_shape, placements, shape, graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", mesh_shape)
     kw = {"device_mesh": mesh, "placements": placements, "graph": graph}
     assert torch.equal(dtorch.zeros(*shape, **kw).to_torch(), torch.zeros(shape))
-    assert torch.equal(dtorch.ones(shape, dtype=torch.bfloat16, **kw).to_torch(), torch.ones(shape, dtype=torch.bfloat16))
+    assert torch.equal(
+        dtorch.ones(shape, dtype=torch.bfloat16, **kw).to_torch(),
+        torch.ones(shape, dtype=torch.bfloat16),
+    )
     assert torch.equal(dtorch.full(shape, 2.5, **kw).to_torch(), torch.full(shape, 2.5))
     full = torch.arange(shape[0] * shape[1]).reshape(shape)
     assert torch.equal(dtorch.from_torch(full, **kw).to_torch(), full)
@@ -76,8 +98,16 @@ def test_default_dtypes_follow_torch(graph: dtorch.Graph) -> None:
 def test_like_functions_keep_layout(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
     t = dtorch.ones(5, 3, device_mesh=mesh, placements=[Shard(0)], graph=graph, dtype=torch.float64)
-    for made, value in [(dtorch.zeros_like(t), 0.0), (dtorch.ones_like(t), 1.0), (dtorch.full_like(t, 7), 7.0)]:
-        assert made.placements == [Shard(0)] and made.device_mesh == mesh and made.dtype == torch.float64
+    for made, value in [
+        (dtorch.zeros_like(t), 0.0),
+        (dtorch.ones_like(t), 1.0),
+        (dtorch.full_like(t, 7), 7.0),
+    ]:
+        assert (
+            made.placements == [Shard(0)]
+            and made.device_mesh == mesh
+            and made.dtype == torch.float64
+        )
         assert torch.equal(made.to_torch(), torch.full((5, 3), value, dtype=torch.float64))
 
 
@@ -92,12 +122,18 @@ def test_partial_creation_puts_the_value_on_the_first_rank(graph: dtorch.Graph) 
 def test_metadata(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     t = dtorch.zeros(4, 6, device_mesh=mesh, placements=[Shard(0), Shard(-1)], graph=graph)
-    assert t.shape == torch.Size([4, 6]) and t.size() == (4, 6) and t.size(-1) == 6 and t.size(0) == 4
+    assert (
+        t.shape == torch.Size([4, 6]) and t.size() == (4, 6) and t.size(-1) == 6 and t.size(0) == 4
+    )
     assert t.ndim == 2 and t.dim() == 2 and t.numel() == 24 and len(t) == 4
     assert t.placements == [Shard(0), Shard(1)] and t.is_dtensor and t.graph is graph
     assert t.device == torch.device("cpu") and t.dtype == torch.float32 and t.is_floating_point()
     single = dtorch.zeros(2, device="cpu:3", graph=graph)
-    assert single.device == torch.device("cpu", 3) and not single.is_dtensor and single.placements == []
+    assert (
+        single.device == torch.device("cpu", 3)
+        and not single.is_dtensor
+        and single.placements == []
+    )
     assert "float32[4, 6]" in repr(t)
 
 

@@ -73,7 +73,9 @@ def test_between_meshes(graph: dtorch.Graph) -> None:
     moved = t.redistribute(b, [Shard(1), Partial()])
     assert moved.device_mesh == b and torch.equal(moved.to_torch(), full)
     single = t.to(dtorch.DeviceMesh("cpu", 9))
-    assert single.device_mesh == dtorch.DeviceMesh("cpu", 9) and torch.equal(single.to_torch(), full)
+    assert single.device_mesh == dtorch.DeviceMesh("cpu", 9) and torch.equal(
+        single.to_torch(), full
+    )
     back = single.redistribute(a, [Shard(1)])
     assert torch.equal(back.to_torch(), full)
     assert torch.equal(t.to("cpu:2").to_torch(), full)
@@ -88,10 +90,14 @@ def test_redistribute_like_and_by_dict(graph: dtorch.Graph) -> None:
     assert like.placements == [Replicate(), Shard(0)] and torch.equal(like.to_torch(), full)
     kept = t.redistribute_by_dict(placements_dict={"tp": Replicate()})
     assert kept.placements == [Shard(0), Replicate()] and torch.equal(kept.to_torch(), full)
-    rep = t.redistribute_by_dict(placements_dict={"tp": Shard(0)}, default_placement_mode="replicate")
+    rep = t.redistribute_by_dict(
+        placements_dict={"tp": Shard(0)}, default_placement_mode="replicate"
+    )
     assert rep.placements == [Replicate(), Shard(0)] and torch.equal(rep.to_torch(), full)
     with pytest.raises(PlacementError, match="'dp'"):
-        t.redistribute_by_dict(placements_dict={"tp": Replicate()}, default_placement_mode="raise_error")
+        t.redistribute_by_dict(
+            placements_dict={"tp": Replicate()}, default_placement_mode="raise_error"
+        )
     with pytest.raises(MeshError, match="not dim names"):
         t.redistribute_by_dict(placements_dict={"pp": Replicate()})
     with pytest.raises(ValueError, match="accepted"):

@@ -113,7 +113,9 @@ def test_released_operands_free_their_shards(graph: dtorch.Graph) -> None:
     held = graph.get_memory_stats(mesh)
     per_device = 1024 * 256 * 4 // 4
     for device in mesh.device_ids:
-        assert held[device]["allocated_bytes"] - baseline[device]["allocated_bytes"] == 9 * per_device
+        assert (
+            held[device]["allocated_bytes"] - baseline[device]["allocated_bytes"] == 9 * per_device
+        )
     del temp
     gc.collect()
     after = graph.get_memory_stats(mesh)
@@ -184,7 +186,13 @@ def test_closed_graph_refuses_new_work() -> None:
 def test_432_device_five_dimensional_mesh(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (3, 2, 4, 3, 6))
     full = torch.arange(24 * 18, dtype=torch.float32).reshape(24, 18)
-    placements = [dtorch.Shard(0), dtorch.Replicate(), dtorch.Shard(1), dtorch.Partial(), dtorch.Shard(0)]
+    placements = [
+        dtorch.Shard(0),
+        dtorch.Replicate(),
+        dtorch.Shard(1),
+        dtorch.Partial(),
+        dtorch.Shard(0),
+    ]
     t = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
     out = (t * 2 + t).to_torch()
     assert torch.equal(out, full * 3)
@@ -195,7 +203,12 @@ def test_device_mesh_and_dtype_guards(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
     with graph.device_mesh_guard(mesh), graph.dtype_guard(torch.float64):
         t = dtorch.zeros(4, graph=graph)
-    assert t.device_mesh == mesh and t.dtype == torch.float64 and t.placements == [dtorch.Replicate()]
-    assert graph.default_device_mesh == dtorch.DeviceMesh("cpu") and graph.default_dtype == torch.float32
+    assert (
+        t.device_mesh == mesh and t.dtype == torch.float64 and t.placements == [dtorch.Replicate()]
+    )
+    assert (
+        graph.default_device_mesh == dtorch.DeviceMesh("cpu")
+        and graph.default_dtype == torch.float32
+    )
     assert graph.satisfy(mesh) and graph.satisfy(dtorch.init_device_mesh("cpu", 400))
     graph.empty_cache()
