@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import torch
-from codec_strategies import meshes, params, placements, records, roundtrip, scalars
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +35,14 @@ from dtorch.serialization import (
     encode_batch,
     node_counts,
     serialize,
+)
+from tests.serialization.codec_strategies import (
+    meshes,
+    params,
+    placements,
+    records,
+    roundtrip,
+    scalars,
 )
 
 _FAST = settings(
