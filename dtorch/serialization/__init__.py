@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dtorch.errors import DeserializationError
+from dtorch.errors import DeserializationError, SerializationError
 from dtorch.ir.operator import ExecuteBatch
 from dtorch.serialization.equality import assert_structural_equal
 from dtorch.serialization.files import deserialize_from_file, serialize_to_file
@@ -84,7 +84,7 @@ def encode_batch(batch: ExecuteBatch) -> bytes:
         (3, 4)
     """
     if type(batch) is not ExecuteBatch:
-        raise TypeError(f"encode_batch takes an ExecuteBatch, got {type(batch).__name__}")
+        raise SerializationError(f"encode_batch takes an ExecuteBatch, got {type(batch).__name__}")
     return serialize_value(batch)
 
 

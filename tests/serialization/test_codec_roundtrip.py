@@ -200,7 +200,7 @@ def test_execute_batch_wire_message() -> None:
     restored = decode_batch(data)
     assert restored == batch and hash(restored) == hash(batch)
     assert decode_batch(bytearray(data)) == batch  # any buffer, decoded once per receiver
-    with pytest.raises(TypeError):
+    with pytest.raises(SerializationError, match="ExecuteBatch"):
         encode_batch(operators)  # type: ignore[arg-type]
 
 
