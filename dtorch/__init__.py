@@ -128,13 +128,21 @@ from dtorch.api.namespace import (
 )
 from dtorch.api.tensor import Tensor
 from dtorch.distributed_spec import get_default_device_mesh
-from dtorch.errors import DTorchError
+from dtorch.errors import DeserializationError, DTorchError
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 from dtorch.options import GlobalOption
+from dtorch.serialization import (
+    assert_structural_equal,
+    deserialize,
+    deserialize_from_file,
+    serialize,
+    serialize_to_file,
+)
 
 __all__ = [
     "DTorchError",
+    "DeserializationError",
     "DeviceMesh",
     "GlobalOption",
     "Graph",
@@ -154,6 +162,7 @@ __all__ = [
     "argmax",
     "argmin",
     "asin",
+    "assert_structural_equal",
     "bfloat16",
     "bool",
     "cat",
@@ -164,6 +173,8 @@ __all__ = [
     "concat",
     "cos",
     "default_graph",
+    "deserialize",
+    "deserialize_from_file",
     "device",
     "div",
     "double",
@@ -237,6 +248,8 @@ __all__ = [
     "reshape",
     "round",
     "rsqrt",
+    "serialize",
+    "serialize_to_file",
     "sigmoid",
     "sin",
     "softmax",

@@ -263,6 +263,10 @@ class DeviceMesh:
             raise AttributeError("DeviceMesh is immutable")
         object.__setattr__(self, name, value)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuild through ``from_ids`` (copy and pickle cannot set the immutable slots)."""
+        return (DeviceMesh.from_ids, (self._device_type, self._shape, self._ids, self._dim_names))
+
     def __repr__(self) -> str:
         ids: Any = self.mesh.tolist()
         names = f", mesh_dim_names={self._dim_names}" if self._dim_names else ""
