@@ -1,5 +1,7 @@
-"""The main job (`make demo`): a two-layer MLP sharded over CPU devices, checked against torch.
+"""The main job (`make demo`): layouts, then a two-layer MLP sharded over CPU devices.
 
+0. Layouts: every device's local shape and offset for a few uneven shardings (torch.chunk
+   sizes), each mesh and placement list round-tripped through dtorch's codec.
 1. A 1-D mesh of 4 devices, Megatron-style tensor parallelism: the first linear layer is
    column-parallel (weight Shard(0): each device computes a slice of the hidden units), the
    second is row-parallel (weight Shard(1): each device holds partial sums, a Partial output),
@@ -72,7 +74,27 @@ def run_mlp(
     return out.to_torch()
 
 
+def show_layouts() -> None:
+    """Local shapes/offsets of uneven shardings, and a codec round trip of each layout."""
+    from dtorch.ir.sharding import shard_spec
+
+    cases = [
+        ((11, 6), dtorch.init_device_mesh("cpu", 4), [Shard(0)]),
+        ((5, 7), dtorch.init_device_mesh("cpu", (2, 3)), [Shard(1), Shard(0)]),
+        ((10,), dtorch.init_device_mesh("cpu", (2, 3)), [Shard(0), Shard(0)]),
+    ]
+    for shape, mesh, placements in cases:
+        restored = dtorch.deserialize(dtorch.serialize((mesh, placements)))
+        assert restored == (mesh, placements), "codec round trip changed the layout"
+        print(f"shape {list(shape)} on mesh {mesh.shape} as {placements} (codec round trip ok)")
+        for device in mesh.device_ids:
+            spec = shard_spec(shape, mesh.shape, placements, mesh.coordinate_of(device))
+            print(f"  device {device}: local shape {list(spec.shape)}, offset {list(spec.offset)}")
+    print()
+
+
 def main() -> None:
+    show_layouts()
     weights = _weights()
     expected = _reference(weights)
     runs = [
