@@ -2,7 +2,8 @@
 
 The same-device backend gathers the peers' tensors through a TensorStore (or already holds all
 of them when one caller runs the whole group) and then calls these functions: each is a few
-whole-tensor torch calls (``torch.cat``, in-place adds), so bytes move at memory-copy speed.
+whole-tensor torch calls (``torch.cat``, adds) writing into outputs from ``empty`` (the
+manager's BufferPool: recycled, already-touched memory), so bytes move at memory-copy speed.
 ``tensors`` is always the list of all ranks' tensors in rank order; uneven shards need no
 padding here because every tensor carries its own length.
 
@@ -23,48 +24,81 @@ from collections.abc import Sequence
 import torch
 
 from dtorch.comm.group.backend import RankTensors
+from dtorch.comm.group.buffers import EmptyFn, torch_empty
 from dtorch.comm.group.chunks import chunk_piece
 from dtorch.comm.group.reduce_op import ReduceOp, reduce_tensors
 
 
-def fan_out(result: torch.Tensor, ranks: Sequence[int]) -> RankTensors:
+def _like(value: torch.Tensor, empty: EmptyFn, shape: Sequence[int] | None = None) -> torch.Tensor:
+    """A fresh contiguous tensor of ``value``'s dtype and device (and shape, by default)."""
+    return empty(value.shape if shape is None else shape, value.dtype, value.device)
+
+
+def fan_out(
+    result: torch.Tensor, ranks: Sequence[int], empty: EmptyFn = torch_empty
+) -> RankTensors:
     """``result`` for the first rank and a private copy for every other rank."""
-    return {r: result if i == 0 else result.clone() for i, r in enumerate(ranks)}
-
-
-def all_reduce_outputs(
-    tensors: Sequence[torch.Tensor], op: ReduceOp, ranks: Sequence[int]
-) -> RankTensors:
-    return fan_out(reduce_tensors(tensors, op), ranks)
-
-
-def all_gather_outputs(
-    tensors: Sequence[torch.Tensor], dim: int, ranks: Sequence[int]
-) -> RankTensors:
-    return fan_out(torch.cat(list(tensors), dim), ranks)
-
-
-def all_gather_list_outputs(
-    tensors: Sequence[torch.Tensor], ranks: Sequence[int]
-) -> dict[int, list[torch.Tensor]]:
-    return {r: [t.clone(memory_format=torch.contiguous_format) for t in tensors] for r in ranks}
-
-
-def reduce_scatter_outputs(
-    tensors: Sequence[torch.Tensor], dim: int, op: ReduceOp, ranks: Sequence[int]
-) -> RankTensors:
-    world = len(tensors)
-    return {r: reduce_tensors([chunk_piece(t, dim, world, r) for t in tensors], op) for r in ranks}
-
-
-def all_to_all_outputs(
-    tensors: Sequence[torch.Tensor], src_dim: int, dst_dim: int, ranks: Sequence[int]
-) -> RankTensors:
-    world = len(tensors)
     return {
-        r: torch.cat([chunk_piece(t, dst_dim, world, r) for t in tensors], src_dim) for r in ranks
+        r: result if i == 0 else _like(result, empty).copy_(result) for i, r in enumerate(ranks)
     }
 
 
-def broadcast_outputs(value: torch.Tensor, ranks: Sequence[int]) -> RankTensors:
-    return {r: value.clone(memory_format=torch.contiguous_format) for r in ranks}
+def all_reduce_outputs(
+    tensors: Sequence[torch.Tensor],
+    op: ReduceOp,
+    ranks: Sequence[int],
+    empty: EmptyFn = torch_empty,
+) -> RankTensors:
+    return fan_out(reduce_tensors(tensors, op, _like(tensors[0], empty)), ranks, empty)
+
+
+def all_gather_outputs(
+    tensors: Sequence[torch.Tensor], dim: int, ranks: Sequence[int], empty: EmptyFn = torch_empty
+) -> RankTensors:
+    shape = list(tensors[0].shape)
+    shape[dim] = sum(t.shape[dim] for t in tensors)
+    return fan_out(torch.cat(list(tensors), dim, out=_like(tensors[0], empty, shape)), ranks, empty)
+
+
+def all_gather_list_outputs(
+    tensors: Sequence[torch.Tensor], ranks: Sequence[int], empty: EmptyFn = torch_empty
+) -> dict[int, list[torch.Tensor]]:
+    return {r: [_like(t, empty).copy_(t) for t in tensors] for r in ranks}
+
+
+def reduce_scatter_outputs(
+    tensors: Sequence[torch.Tensor],
+    dim: int,
+    op: ReduceOp,
+    ranks: Sequence[int],
+    empty: EmptyFn = torch_empty,
+) -> RankTensors:
+    world = len(tensors)
+    out: RankTensors = {}
+    for r in ranks:
+        pieces = [chunk_piece(t, dim, world, r) for t in tensors]
+        out[r] = reduce_tensors(pieces, op, _like(pieces[0], empty))
+    return out
+
+
+def all_to_all_outputs(
+    tensors: Sequence[torch.Tensor],
+    src_dim: int,
+    dst_dim: int,
+    ranks: Sequence[int],
+    empty: EmptyFn = torch_empty,
+) -> RankTensors:
+    world = len(tensors)
+    out: RankTensors = {}
+    for r in ranks:
+        pieces = [chunk_piece(t, dst_dim, world, r) for t in tensors]
+        shape = list(pieces[0].shape)
+        shape[src_dim] = sum(p.shape[src_dim] for p in pieces)
+        out[r] = torch.cat(pieces, src_dim, out=_like(pieces[0], empty, shape))
+    return out
+
+
+def broadcast_outputs(
+    value: torch.Tensor, ranks: Sequence[int], empty: EmptyFn = torch_empty
+) -> RankTensors:
+    return {r: _like(value, empty).copy_(value) for r in ranks}

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 
 from dtorch.comm.group.backend import GroupBackend, GroupInfo
+from dtorch.comm.group.buffers import BufferPool
 from dtorch.comm.group.group import ThreadGroup
 from dtorch.comm.group.same_device import SameDeviceBackend, StoreOpener
 from dtorch.comm.group.topology import BackendKind, CommTopology, choose_backend
@@ -78,6 +79,9 @@ class ThreadGroupManager:
         self._namespace = namespace or CommNamespace.of_process()
         self._backend = backend
         self._rendezvous_dir = rendezvous_dir or tempfile.gettempdir()
+        #: Recycled memory for large collective outputs (and the Convert kernel's), shared by
+        #: every caller of this manager; cleared by close().
+        self.buffers = BufferPool()
         self._lock = threading.Lock()
         self._groups: dict[tuple[GroupKey, tuple[int, ...]], ThreadGroup] = {}
         self._closed = False
@@ -144,6 +148,7 @@ class ThreadGroupManager:
             self._closed = True
             groups = [self._groups[k] for k in sorted(self._groups)]
             self._groups.clear()
+        self.buffers.clear()
         errors: list[Exception] = []
         for group in groups:
             try:
@@ -196,13 +201,15 @@ def _open_torch(
 def _open_memory(
     manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
 ) -> GroupBackend:
-    return SameDeviceBackend(info, callers, manager._store_opener(StoreKind.MEMORY, key))
+    opener = manager._store_opener(StoreKind.MEMORY, key)
+    return SameDeviceBackend(info, callers, opener, manager.buffers.empty)
 
 
 def _open_file(
     manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
 ) -> GroupBackend:
-    return SameDeviceBackend(info, callers, manager._store_opener(StoreKind.FILE, key))
+    opener = manager._store_opener(StoreKind.FILE, key)
+    return SameDeviceBackend(info, callers, opener, manager.buffers.empty)
 
 
 #: How each backend kind is built for one caller of one group.

@@ -36,6 +36,7 @@ import torch
 
 from dtorch.comm.group import compute
 from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors
+from dtorch.comm.group.buffers import EmptyFn, torch_empty
 from dtorch.comm.group.chunks import shard_sizes
 from dtorch.comm.group.reduce_op import ReduceOp
 from dtorch.comm.store import TensorStore
@@ -60,12 +61,18 @@ class SameDeviceBackend(GroupBackend):
 
     ``callers`` lists every caller's ranks (ascending, ordered by their first rank); this
     caller's are ``info.ranks``. ``opener`` is None only when this caller holds every rank.
+    ``empty`` allocates the outputs (the manager passes its BufferPool's).
     """
 
     def __init__(
-        self, info: GroupInfo, callers: tuple[tuple[int, ...], ...], opener: StoreOpener | None
+        self,
+        info: GroupInfo,
+        callers: tuple[tuple[int, ...], ...],
+        opener: StoreOpener | None,
+        empty: EmptyFn = torch_empty,
     ) -> None:
         self._info = info
+        self._empty = empty
         self._callers = callers
         self._seq = 0
         held = set(info.ranks)
@@ -196,7 +203,9 @@ class SameDeviceBackend(GroupBackend):
             inputs,
             self._remote,
             check,
-            lambda all_: compute.all_reduce_outputs(self._local(all_), op, self._info.ranks),
+            lambda all_: compute.all_reduce_outputs(
+                self._local(all_), op, self._info.ranks, self._empty
+            ),
         )
 
     def _split_all_reduce(self, inputs: RankTensors, op: ReduceOp, check: PeerCheck) -> RankTensors:
@@ -211,7 +220,7 @@ class SameDeviceBackend(GroupBackend):
             self._remote,
             check,
             lambda all_: compute.reduce_scatter_outputs(
-                [t.reshape(-1) for t in self._local(all_)], 0, op, ranks
+                [t.reshape(-1) for t in self._local(all_)], 0, op, ranks, self._empty
             ),
         )
         sizes = shard_sizes(shape.numel(), world)
@@ -225,7 +234,9 @@ class SameDeviceBackend(GroupBackend):
             inputs,
             self._remote,
             check,
-            lambda all_: compute.all_gather_outputs(self._local(all_), dim, self._info.ranks),
+            lambda all_: compute.all_gather_outputs(
+                self._local(all_), dim, self._info.ranks, self._empty
+            ),
         )
 
     def all_gather_list(
@@ -237,7 +248,9 @@ class SameDeviceBackend(GroupBackend):
             inputs,
             self._remote,
             check,
-            lambda all_: compute.all_gather_list_outputs(self._local(all_), self._info.ranks),
+            lambda all_: compute.all_gather_list_outputs(
+                self._local(all_), self._info.ranks, self._empty
+            ),
         )
 
     def reduce_scatter(self, inputs: RankTensors, dim: int, op: ReduceOp) -> RankTensors:
@@ -248,7 +261,7 @@ class SameDeviceBackend(GroupBackend):
             self._remote,
             check,
             lambda all_: compute.reduce_scatter_outputs(
-                self._local(all_), dim, op, self._info.ranks
+                self._local(all_), dim, op, self._info.ranks, self._empty
             ),
         )
 
@@ -262,7 +275,7 @@ class SameDeviceBackend(GroupBackend):
             self._remote,
             check,
             lambda all_: compute.all_to_all_outputs(
-                self._local(all_), src_dim, dst_dim, self._info.ranks
+                self._local(all_), src_dim, dst_dim, self._info.ranks, self._empty
             ),
         )
 
@@ -276,7 +289,9 @@ class SameDeviceBackend(GroupBackend):
             publish,
             need,
             check,
-            lambda all_: compute.broadcast_outputs(all_[src].to(device), self._info.ranks),
+            lambda all_: compute.broadcast_outputs(
+                all_[src].to(device), self._info.ranks, self._empty
+            ),
         )
 
     def barrier(self) -> None:
