@@ -53,11 +53,22 @@ def binary(kind: BinaryKind, name: str, a: Any, b: Any) -> Tensor:
 
 
 def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
-    return binary(BinaryKind.ADD, "add", a, b if alpha == 1 else mul(b, alpha))
+    return binary(BinaryKind.ADD, "add", a, _scaled(b, alpha))
 
 
 def sub(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
-    return binary(BinaryKind.SUB, "sub", a, b if alpha == 1 else mul(b, alpha))
+    return binary(BinaryKind.SUB, "sub", a, _scaled(b, alpha))
+
+
+def _scaled(b: Any, alpha: Any) -> Any:
+    """``alpha * b`` of add/sub: a tensor gets a mul, a number stays a number."""
+    if alpha == 1:
+        return b
+    if isinstance(b, _tensor.Tensor):
+        return mul(b, alpha)
+    number, factor = as_scalar(b).value, as_scalar(alpha).value
+    assert number is not None and factor is not None  # numbers are never tagged NONE
+    return number * factor
 
 
 def mul(a: Any, b: Any) -> Tensor:
