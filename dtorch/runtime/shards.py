@@ -2,6 +2,10 @@
 
 Accounting counts each torch storage once however many views of it are held, so a view or a
 reshape costs nothing and the bytes come back when the last operand using a storage is freed.
+A storage is identified by its root tensor (``t._base`` for a torch view, else ``t``), which
+every view keeps alive: cheaper than asking torch for the storage on every operator (this is
+on the per-operator path). A kernel output that shares memory without being a torch view
+(``detach()``) would be counted twice; no dtorch kernel returns one.
 
 Example:
     >>> import torch
@@ -25,30 +29,69 @@ from dtorch.kernels.promises import KernelFailure
 Shard = torch.Tensor | KernelFailure
 
 
+class DeviceBytes:
+    """Bytes held on one device: a count per root tensor, the total, and its peak."""
+
+    __slots__ = ("allocated", "peak", "roots")
+
+    def __init__(self) -> None:
+        self.roots: dict[int, list[int]] = {}  # id(root tensor) -> [holders, bytes]
+        self.allocated = 0
+        self.peak = 0
+
+    def hold(self, tensor: torch.Tensor) -> None:
+        root = tensor._base
+        if root is None:
+            root = tensor
+        entry = self.roots.get(id(root))
+        if entry is not None:
+            entry[0] += 1
+            return
+        nbytes = root.untyped_storage().nbytes()
+        self.roots[id(root)] = [1, nbytes]
+        self.allocated += nbytes
+        if self.allocated > self.peak:
+            self.peak = self.allocated
+
+    def release(self, tensor: torch.Tensor) -> None:
+        root = tensor._base
+        key = id(tensor if root is None else root)
+        entry = self.roots.get(key)
+        if entry is None:
+            return
+        entry[0] -= 1
+        if not entry[0]:
+            del self.roots[key]
+            self.allocated -= entry[1]
+
+
 class ShardTable:
     """operand id -> {device id: tensor or KernelFailure}, plus bytes held per device."""
 
-    __slots__ = ("_allocated", "_peak", "_storages", "_values")
+    __slots__ = ("_bytes", "_values")
 
     def __init__(self) -> None:
         self._values: dict[int, dict[int, Shard]] = {}
-        self._storages: dict[tuple[int, int], list[int]] = {}  # (device, ptr) -> [refs, nbytes]
-        self._allocated: dict[int, int] = {}
-        self._peak: dict[int, int] = {}
+        self._bytes: dict[int, DeviceBytes] = {}
 
     def get(self, operand: int, device: int) -> Shard:
         return self._values[operand][device]
 
     def put(self, operand: int, device: int, value: Shard) -> None:
         shards = self._values.get(operand)
+        old = None
         if shards is None:
-            shards = self._values[operand] = {}
-        old = shards.get(device)
-        shards[device] = value
-        if isinstance(value, torch.Tensor):
-            self._hold(device, value)
-        if isinstance(old, torch.Tensor):
-            self._release(device, old)
+            self._values[operand] = {device: value}
+        else:
+            old = shards.get(device)
+            shards[device] = value
+        if value.__class__ is not KernelFailure:
+            account = self._bytes.get(device)
+            if account is None:
+                account = self._bytes[device] = DeviceBytes()
+            account.hold(value)  # type: ignore[arg-type]
+        if old is not None and old.__class__ is not KernelFailure:
+            self._bytes[device].release(old)  # type: ignore[arg-type]
 
     def free(self, operands: Iterable[int]) -> None:
         """Drop every shard of ``operands`` (ids this stream never held are ignored)."""
@@ -56,43 +99,22 @@ class ShardTable:
             shards = self._values.pop(operand, None)
             if shards:
                 for device, value in shards.items():
-                    if isinstance(value, torch.Tensor):
-                        self._release(device, value)
+                    if value.__class__ is not KernelFailure:
+                        self._bytes[device].release(value)  # type: ignore[arg-type]
 
     def stats(self, device: int) -> tuple[int, int]:
         """(bytes held now, peak bytes since the last reset) on ``device``."""
-        return self._allocated.get(device, 0), self._peak.get(device, 0)
+        account = self._bytes.get(device)
+        return (0, 0) if account is None else (account.allocated, account.peak)
 
     def devices(self) -> list[int]:
         """Devices that ever held a shard here."""
-        return list(self._allocated)
+        return list(self._bytes)
 
     def reset_peak(self, device: int) -> None:
-        self._peak[device] = self._allocated.get(device, 0)
+        account = self._bytes.get(device)
+        if account is not None:
+            account.peak = account.allocated
 
     def operand_count(self) -> int:
         return len(self._values)
-
-    def _hold(self, device: int, tensor: torch.Tensor) -> None:
-        storage = tensor.untyped_storage()
-        key = (device, storage.data_ptr())
-        entry = self._storages.get(key)
-        if entry is not None:
-            entry[0] += 1
-            return
-        nbytes = storage.nbytes()
-        self._storages[key] = [1, nbytes]
-        allocated = self._allocated.get(device, 0) + nbytes
-        self._allocated[device] = allocated
-        if allocated > self._peak.get(device, 0):
-            self._peak[device] = allocated
-
-    def _release(self, device: int, tensor: torch.Tensor) -> None:
-        key = (device, tensor.untyped_storage().data_ptr())
-        entry = self._storages.get(key)
-        if entry is None:
-            return
-        entry[0] -= 1
-        if entry[0] == 0:
-            del self._storages[key]
-            self._allocated[device] -= entry[1]
