@@ -51,26 +51,39 @@ def record(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> tuple[Tenso
     if inference.input_placements:
         inputs = _implicit_redistribute(inputs, inference.input_placements)
         operands = tuple([t._operand for t in inputs])
-    mesh = operands[0].mesh
-    return emit(graph, name, param, tuple([o.id for o in operands]), inference.outputs, mesh)
+    return emit(graph, name, param, operands, inference.outputs, operands[0].mesh)
 
 
 def emit(
     graph: Graph,
     name: str,
     param: OpParam,
-    input_ids: tuple[int, ...],
+    inputs: tuple[Operand, ...],
     outputs: Sequence[OutputMeta],
     mesh: DeviceMesh,
 ) -> tuple[Tensor, ...]:
     """Allocate ids, enqueue the Operator, and wrap its outputs in Tensors."""
-    new_id = graph.new_operand_id
-    operands = tuple([Operand(new_id(), o.shape, o.dtype, mesh, o.placements) for o in outputs])
-    op_id = graph.new_operator_id()
-    span = caller_span(_OWN_FRAMES)
-    op = Operator(op_id, f"{name}_{op_id}", param, input_ids, tuple([o.id for o in operands]), span)
-    graph.submit(op, operands)
+    # This is the per-operator hot path: counters and the executor are used directly, and
+    # the one-output case (nearly every operator) builds no intermediate lists.
+    ids = graph._operand_ids
+    if len(outputs) == 1:
+        out = outputs[0]
+        operands: tuple[Operand, ...] = (
+            Operand(next(ids), out.shape, out.dtype, mesh, out.placements),
+        )
+        output_ids: tuple[int, ...] = (operands[0].id,)
+    else:
+        operands = tuple(
+            [Operand(next(ids), o.shape, o.dtype, mesh, o.placements) for o in outputs]
+        )
+        output_ids = tuple([o.id for o in operands])
+    op_id = next(graph._operator_ids)
+    input_ids = tuple([o.id for o in inputs])
+    op = Operator(op_id, f"{name}_{op_id}", param, input_ids, output_ids, caller_span(_OWN_FRAMES))
+    graph.executor.submit(op, operands)
     wrap = _tensor.Tensor._wrap
+    if len(operands) == 1:
+        return (wrap(graph, operands[0]),)
     return tuple([wrap(graph, operand) for operand in operands])
 
 
@@ -81,7 +94,7 @@ def redistribute_to(tensor: Tensor, mesh: DeviceMesh, placements: tuple[Placemen
         return tensor
     out = OutputMeta(operand.shape, operand.dtype, placements)
     param = ConvertParam(mesh, placements)
-    return emit(tensor._graph, "redistribute", param, (operand.id,), (out,), mesh)[0]
+    return emit(tensor._graph, "redistribute", param, (operand,), (out,), mesh)[0]
 
 
 def _implicit_redistribute(

@@ -50,8 +50,7 @@ class DeviceBytes:
         nbytes = root.untyped_storage().nbytes()
         self.roots[id(root)] = [1, nbytes]
         self.allocated += nbytes
-        if self.allocated > self.peak:
-            self.peak = self.allocated
+        self.peak = max(self.peak, self.allocated)
 
     def release(self, tensor: torch.Tensor) -> None:
         root = tensor._base
@@ -68,11 +67,13 @@ class DeviceBytes:
 class ShardTable:
     """operand id -> {device id: tensor or KernelFailure}, plus bytes held per device."""
 
-    __slots__ = ("_bytes", "_values")
+    __slots__ = ("_bytes", "_values", "failed")
 
     def __init__(self) -> None:
         self._values: dict[int, dict[int, Shard]] = {}
         self._bytes: dict[int, DeviceBytes] = {}
+        self.failed: set[int] = set()  # operands with a KernelFailure on some device: kernels
+        # check their inputs against it, which is free while nothing has failed
 
     def get(self, operand: int, device: int) -> Shard:
         return self._values[operand][device]
@@ -90,12 +91,15 @@ class ShardTable:
             if account is None:
                 account = self._bytes[device] = DeviceBytes()
             account.hold(value)  # type: ignore[arg-type]
+        else:
+            self.failed.add(operand)
         if old is not None and old.__class__ is not KernelFailure:
             self._bytes[device].release(old)  # type: ignore[arg-type]
 
     def free(self, operands: Iterable[int]) -> None:
         """Drop every shard of ``operands`` (ids this stream never held are ignored)."""
         for operand in operands:
+            self.failed.discard(operand)
             shards = self._values.pop(operand, None)
             if shards:
                 for device, value in shards.items():

@@ -109,35 +109,45 @@ class KernelStream:
         devices: tuple[int, ...],
     ) -> None:
         kind = op.param.kind
-        handler = STREAM_HANDLERS.get(kind)
-        if handler is not None:
-            handler(self, op, ins, devices)
-            return
-        ctx = KernelContext(op, ins, outs, devices, self._services.groups, self._services.promises)
         local = LOCAL_KERNELS.get(kind)
-        if local is not None:
-            for device in devices:
-                self._run_local(local, ctx, device)
-        else:
+        if local is None:
+            handler = STREAM_HANDLERS.get(kind)
+            if handler is not None:
+                handler(self, op, ins, devices)
+                return
+        services = self._services
+        ctx = KernelContext(op, ins, outs, devices, services.groups, services.promises)
+        if local is None:
             self._run_group(ctx)
+            return
+        failed = self.shards.failed
+        for device in devices:
+            if failed and not failed.isdisjoint(op.inputs) and self._pass_failure(op, device):
+                continue
+            self._run_local(local, ctx, device)
 
     def _run_local(self, kernel: LocalKernel, ctx: KernelContext, device: int) -> None:
         op = ctx.operator
         values = self.shards._values
-        inputs = [values[i][device] for i in op.inputs]
-        for value in inputs:
-            if type(value) is KernelFailure:
-                self._store_failure(op, device, value)
-                return
         try:
-            outputs = kernel(ctx, device, inputs)  # type: ignore[arg-type]
+            outputs = kernel(ctx, device, [values[i][device] for i in op.inputs])  # type: ignore[misc]
             if self._services.validate:
                 check_outputs(ctx, device, outputs)
         except Exception as error:
             self._fail(op, device, error)
             return
+        put = self.shards.put
         for operand, value in zip(op.outputs, outputs, strict=True):
-            self.shards.put(operand, device, value)
+            put(operand, device, value)
+
+    def _pass_failure(self, op: Operator, device: int) -> bool:
+        """If an input of ``op`` failed on ``device``, pass the failure on; True if so."""
+        for operand in op.inputs:
+            value = self.shards.get(operand, device)
+            if value.__class__ is KernelFailure:
+                self._store_failure(op, device, value)
+                return True
+        return False
 
     def _run_group(self, ctx: KernelContext) -> None:
         op = ctx.operator
