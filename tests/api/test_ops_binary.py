@@ -33,6 +33,12 @@ pytestmark = pytest.mark.timeout(60)
 _G = torch.Generator().manual_seed(2024)
 
 
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Every test draws the same values whichever tests ran before it."""
+    _G.manual_seed(2024)
+
+
 def _randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return torch.randn(shape, generator=_G).to(dtype)
 
