@@ -67,7 +67,7 @@ class TensorBase:
         # Only the owning handle releases; aliases keep the owner alive through ``_base``.
         try:
             if self._base is None:
-                self._graph.release(self._operand.id)
+                self._graph.executor.release(self._operand.id)
         except AttributeError:  # a half-built handle (its __init__ raised): nothing to free
             pass
 
