@@ -269,3 +269,8 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+
+# Last, once everything dtorch needs is imported: see dtorch.runtime.gc_policy for why.
+from dtorch.runtime.gc_policy import freeze_at_import as _freeze_at_import
+
+_freeze_at_import()

@@ -78,7 +78,9 @@ class Options:
     (DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE), ``per_device_per_process``
     (DTORCH_PER_DEVICE_PER_PROCESS, default for graphs that leave it unset) and
     ``validate_kernel_input_output`` (DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT, check every kernel's
-    local shapes against the inferred ones).
+    local shapes against the inferred ones) and ``gc_freeze`` (DTORCH_GC_FREEZE, dtorch's
+    addition: freeze the objects that exist when dtorch is imported, see
+    ``dtorch.runtime.gc_policy``).
     """
 
     comm_timeout_second: float = 300.0
@@ -87,6 +89,7 @@ class Options:
     num_gpu_when_enable_dtensor_in_same_device: int = 8
     per_device_per_process: bool = False
     validate_kernel_input_output: bool = False
+    gc_freeze: bool = True
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Options:
@@ -115,6 +118,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     ),
     "per_device_per_process": ("DTORCH_PER_DEVICE_PER_PROCESS", _parse_bool),
     "validate_kernel_input_output": ("DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT", _parse_bool),
+    "gc_freeze": ("DTORCH_GC_FREEZE", _parse_bool),
 }
 
 
@@ -180,6 +184,10 @@ class GlobalOption:
     @staticmethod
     def get_validate_kernel_input_output() -> bool:
         return _STATE.get().validate_kernel_input_output
+
+    @staticmethod
+    def get_gc_freeze() -> bool:
+        return _STATE.get().gc_freeze
 
     @staticmethod
     def install(options: Options) -> None:
