@@ -93,6 +93,11 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool) -> Any:
     name = "max" if kind == MaxMinKind.MAX else "min"
     if dim is None:
         return reduce(ReduceKind.MAX if kind == MaxMinKind.MAX else ReduceKind.MIN, name, t)
+    if isinstance(dim, bool) or not isinstance(dim, int):  # torch takes no list of dims here
+        raise TypeError(
+            f"{name}: dim must be an int, got {type(dim).__name__}; accepted: {name}(), "
+            f"{name}(dim, keepdim=False) or {name}(other_tensor)"
+        )
     param = MaxMinParam(kind, normalize_dims(dim, t.ndim)[0], bool(keepdim))
     values, indices = record(name, param, (t,))
     return ValuesIndices(values, indices)

@@ -1,0 +1,318 @@
+"""Reductions (``sum mean prod max min any all argmax argmin``, with dims and keepdim; ``max``
+and ``min`` over a dim returning values and indices) and ``softmax``/``log_softmax`` through
+the public API against torch, on 1-D, 2-D and 3-D meshes, even and uneven shards: every layout
+on 1-D meshes (a seeded sample on the larger ones), output placements (summing a sharded dim
+gives Partial; max/min/any/all/arg*/softmax refuse it) and the rejections."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dtorch
+import dtorch.nn.functional as DF
+from dtorch.errors import PlacementError, ShapeError
+from tests.api.ops_harness import (
+    ALL_MESHES,
+    S0,
+    S1,
+    P,
+    R,
+    Shard,
+    Table,
+    choices,
+    expect_refusal,
+    limit_for,
+    place,
+    run_api,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+_G = torch.Generator().manual_seed(55)
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Every test draws the same values whichever tests ran before it."""
+    _G.manual_seed(55)
+
+
+def reduce_table(
+    ndim: int, dims: tuple[int, ...] | None, keepdim: bool, linear: bool
+) -> dict[tuple[Any, ...], Any]:
+    """One mesh dim: a shard of a kept dim stays (at its new index); a shard of a reduced dim
+    and a Partial input give Partial for the linear reductions and are refused otherwise."""
+    reduced = set(range(ndim)) if dims is None else {d % ndim for d in dims}
+    table: dict[tuple[Any, ...], Any] = {(R,): R}
+    for d in range(ndim):
+        if d not in reduced:
+            table[(Shard(d),)] = Shard(d if keepdim else d - sum(r < d for r in reduced))
+        elif linear:
+            table[(Shard(d),)] = P
+    return {**table, (P,): P} if linear else table
+
+
+def _amax(x: torch.Tensor, dims: Any, keepdim: bool) -> torch.Tensor:
+    return torch.amax(x, dims if dims is not None else tuple(range(x.ndim)), keepdim=keepdim)
+
+
+def _amin(x: torch.Tensor, dims: Any, keepdim: bool) -> torch.Tensor:
+    return torch.amin(x, dims if dims is not None else tuple(range(x.ndim)), keepdim=keepdim)
+
+
+def _prod(x: torch.Tensor, dims: Any, keepdim: bool) -> torch.Tensor:
+    for d in sorted(d % x.ndim for d in (dims if dims is not None else range(x.ndim)))[::-1]:
+        x = torch.prod(x, d, keepdim=keepdim)
+    return x
+
+
+def _values(method: str) -> Callable[..., Any]:
+    """``max()``/``min()`` of everything, or the values of ``max(dim)``/``min(dim)``."""
+
+    def call(t: Any, dims: Any, keepdim: bool) -> Any:
+        if dims is None:
+            return getattr(t, method)()
+        return getattr(t, method)(dims[0], keepdim=keepdim).values
+
+    return call
+
+
+def _call(method: str) -> Callable[..., Any]:
+    def call(t: Any, dims: Any, keepdim: bool) -> Any:
+        if dims is None and not keepdim:
+            return getattr(t, method)()
+        return getattr(t, method)(dims, keepdim=keepdim)
+
+    return call
+
+
+def _torch(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def ref(x: torch.Tensor, dims: Any, keepdim: bool) -> torch.Tensor:
+        if dims is None:
+            return fn(x) if not keepdim else fn(x, tuple(range(x.ndim)), keepdim=True)
+        return fn(x, dims, keepdim=keepdim)
+
+    return ref
+
+
+def _arg(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def ref(x: torch.Tensor, dims: Any, keepdim: bool) -> torch.Tensor:
+        return fn(x, dims if dims is None else dims[0], keepdim=keepdim)
+
+    return ref
+
+
+def _argcall(method: str) -> Callable[..., Any]:
+    def call(t: Any, dims: Any, keepdim: bool) -> Any:
+        return getattr(t, method)(None if dims is None else dims[0], keepdim=keepdim)
+
+    return call
+
+
+#: name, dtorch call (t, dims, keepdim), torch reference, input kind, linear, exact.
+_REDUCTIONS: list[tuple[str, Callable[..., Any], Callable[..., Any], str, bool, bool]] = [
+    ("sum", _call("sum"), _torch(torch.sum), "float", True, False),
+    ("mean", _call("mean"), _torch(torch.mean), "float", True, False),
+    ("prod", _call("prod"), _prod, "int", False, True),
+    ("max", _values("max"), _amax, "float", False, True),
+    ("min", _values("min"), _amin, "float", False, True),
+    ("any", _call("any"), _torch(torch.any), "bool", False, True),
+    ("all", _call("all"), _torch(torch.all), "bool", False, True),
+    ("argmax", _argcall("argmax"), _arg(torch.argmax), "float", False, True),
+    ("argmin", _argcall("argmin"), _arg(torch.argmin), "float", False, True),
+]
+
+
+def _input(kind: str) -> torch.Tensor:
+    if kind == "bool":
+        return torch.rand((5, 3, 4), generator=_G) > 0.2
+    if kind == "int":
+        return torch.randint(-2, 3, (5, 3, 4), generator=_G)
+    return torch.randn((5, 3, 4), generator=_G)
+
+
+_DIMS_1D = [None, (0,), (1,), (-1,), (0, 2)]
+_DIMS_ND = [None, (1,), (0, 2)]
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+@pytest.mark.parametrize(("name", "call", "ref", "kind", "linear", "exact"), _REDUCTIONS)
+def test_reduction_every_layout(  # type: ignore[no-untyped-def]
+    name, call, ref, kind, linear, exact, mesh_shape, graph
+) -> None:
+    x = _input(kind)
+    one_d = len(mesh_shape) == 1
+    for dims in _DIMS_1D if one_d else _DIMS_ND:
+        if name.startswith("arg") and dims is not None and len(dims) > 1:
+            continue
+        one_dim = name in ("prod", "max", "min")  # torch takes one dim (or none) there
+        if one_dim and dims is not None and len(dims) > 1:
+            continue
+        for keepdim in (False, True) if dims is not None or not one_dim else (False,):
+            table = reduce_table(x.ndim, dims, keepdim, linear)
+            run_api(
+                graph, name, lambda t, d=dims, k=keepdim: call(t, d, k), [x], mesh_shape,
+                [ref(x, dims, keepdim)], table=table, exact=exact,
+                limit=limit_for(mesh_shape, n_d=6), seed=hash((dims, keepdim)) % 97,
+            )  # fmt: skip
+
+
+def test_summing_a_sharded_dim_gives_partial(graph: dtorch.Graph) -> None:
+    """``sum``/``mean`` of a sharded dim are Partial (mean divides by the global size), on
+    uneven shards; the functions ``dtorch.sum``/``dtorch.mean`` too."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x = torch.randn((7, 5), generator=_G)
+    t = place(x, mesh, [S0, S1], graph)
+    for out, want, placements in (
+        (t.sum(0), x.sum(0), [P, S0]),
+        (dtorch.sum(t, 1), x.sum(1), [S0, P]),
+        (t.mean(), x.mean(), [P, P]),
+        (dtorch.mean(t, dim=(0, 1), keepdim=True), x.mean((0, 1), keepdim=True), [P, P]),
+        (t.sum(dim=-1, keepdim=True), x.sum(-1, keepdim=True), [S0, P]),
+    ):
+        assert out.placements == placements and out.shape == want.shape
+        torch.testing.assert_close(out.to_torch(), want)
+
+
+def test_functions_and_values_indices(graph: dtorch.Graph) -> None:
+    """``dtorch.max/min/any/all/argmax/argmin``; ``max(dim)`` gives (values, indices) like
+    torch, both keeping the shards of the other dims."""
+    mesh = dtorch.init_device_mesh("cpu", (3, 2))
+    x = torch.randn((4, 7), generator=_G)
+    t = place(x, mesh, [S1, R], graph)
+    values, indices = t.max(0)
+    assert values.placements == indices.placements == [S0, R]
+    want = x.max(0)
+    assert torch.equal(values.to_torch(), want.values)
+    assert torch.equal(indices.to_torch(), want.indices)
+    low = dtorch.min(t, dim=0, keepdim=True)
+    assert torch.equal(low.indices.to_torch(), x.min(0, keepdim=True).indices)
+    assert torch.equal(low.values.to_torch(), x.min(0, keepdim=True).values)
+    whole = place(x, mesh, [R, R], graph)
+    for out, ref in (
+        (dtorch.max(whole), x.max()), (dtorch.min(whole.T), x.min()),
+        (dtorch.argmax(t, 0), x.argmax(0)), (dtorch.argmin(t, dim=0), x.argmin(0)),
+        (dtorch.any(t > 1, 0), (x > 1).any(0)), (dtorch.all(t < 2, dim=0), (x < 2).all(0)),
+        (dtorch.any(whole > 1), (x > 1).any()), (dtorch.all(whole < 5), (x < 5).all()),
+    ):  # fmt: skip
+        assert torch.equal(out.to_torch(), ref)
+    assert dtorch.argmax(t, 0).placements == [S0, R]
+
+
+_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", _DTYPES, ids=str)
+def test_reduction_dtypes(dtype: torch.dtype, graph: dtorch.Graph) -> None:
+    """Result dtypes and values of every reduction on every dtype (sum of ints and bools is
+    int64, mean of ints is refused like torch), over a sharded dim where linear."""
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    x = (torch.randn((7, 4), generator=_G) * 3).to(dtype)
+    if dtype == torch.bool:
+        x = torch.rand((7, 4), generator=_G) > 0.5
+    for name, call, ref, _, linear, _ in _REDUCTIONS:
+        t = place(x, mesh, [S0 if linear else S1], graph)
+        try:
+            want = ref(x, (0,), False)
+        except RuntimeError as error:
+            expect_refusal(lambda call=call, t=t: call(t, (0,), False).to_torch(), error)
+            continue
+        out = call(t, (0,), False)
+        assert out.dtype == want.dtype, name
+        assert out.placements == [P if linear else S0], name
+        torch.testing.assert_close(out.to_torch(), want, msg=name)
+
+
+def test_sum_and_mean_dtype_argument(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 4)
+    x = torch.randint(-5, 5, (6, 3), generator=_G, dtype=torch.int32)
+    t = place(x, mesh, [S0], graph)
+    for out, want in (
+        (t.sum(0, dtype=torch.float64), x.sum(0, dtype=torch.float64)),
+        (t.float().mean(0, dtype=torch.float64), x.float().mean(0, dtype=torch.float64)),
+        (t.sum(), x.sum()),
+    ):
+        assert out.dtype == want.dtype and out.placements == [P]
+        torch.testing.assert_close(out.to_torch(), want)
+
+
+def _softmax_table(ndim: int, dim: int) -> Table:
+    """One mesh dim: any dim but the softmax dim may stay sharded; no Partial."""
+    return {(p,): p for p in choices(ndim, partial=False) if p != Shard(dim % ndim)}
+
+
+_SOFTMAX: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
+    ("softmax", lambda t, d: t.softmax(d), lambda x, d: x.softmax(d)),
+    ("softmax", dtorch.softmax, torch.softmax),
+    ("softmax", lambda t, d: DF.softmax(t, dim=d), lambda x, d: F.softmax(x, dim=d)),
+    ("log_softmax", lambda t, d: t.log_softmax(d), lambda x, d: x.log_softmax(d)),
+    ("log_softmax", DF.log_softmax, F.log_softmax),
+]
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+@pytest.mark.parametrize(("name", "call", "ref"), _SOFTMAX)
+def test_softmax_every_layout(  # type: ignore[no-untyped-def]
+    name, call, ref, mesh_shape, graph
+) -> None:
+    x = torch.randn((5, 3, 4), generator=_G) * 3
+    for dim in (0, 1, -1):
+        run_api(
+            graph, name, lambda t, d=dim: call(t, d), [x], mesh_shape, [ref(x, dim)],
+            table=_softmax_table(3, dim), exact=False, limit=limit_for(mesh_shape, n_d=8),
+            seed=dim,
+        )  # fmt: skip
+
+
+def test_softmax_dtypes(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    x = torch.randn((6, 5), generator=_G)
+    t = place(x, mesh, [S0, S0], graph)
+    for out, want in (
+        (t.softmax(1, dtype=torch.float64), x.softmax(1, dtype=torch.float64)),
+        (t.bfloat16().softmax(-1), x.bfloat16().softmax(-1)),
+        (t.double().log_softmax(1), x.double().log_softmax(1)),
+    ):
+        assert out.dtype == want.dtype and out.placements == [S0, S0]
+        torch.testing.assert_close(out.to_torch(), want)
+
+
+def test_rejections(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randn((4, 3), generator=_G)
+    t = place(x, mesh, [S0], graph)
+    with pytest.raises(PlacementError) as info:
+        t.max(0)
+    text = str(info.value)
+    assert text.startswith("max: got (S(0),) on mesh (2,); accepted per mesh dimension: R -> R")
+    assert "Redistribute the reduced dims to Replicate first" in text
+    for name, call in (
+        ("max", t.max),
+        ("min", lambda: t.min(dim=0)),
+        ("argmax", t.argmax),
+        ("argmin", lambda: t.argmin(0)),
+        ("any", lambda: (t > 0).any(0)),
+        ("all", (t > 0).all),
+        ("softmax", lambda: t.softmax(0)),
+        ("log_softmax", lambda: DF.log_softmax(t, 0)),
+        ("prod", lambda: t.prod(0)),
+    ):
+        with pytest.raises(PlacementError, match=rf"^{name}: got \(S\(0\),\).*accepted"):
+            call()
+    p = place(x, mesh, [P], graph)
+    with pytest.raises(PlacementError, match=r"^softmax: got \(P,\).*accepted"):
+        p.softmax(1)
+    with pytest.raises(PlacementError, match=r"^max: got \(P,\).*accepted"):
+        p.max(1)
+    assert p.sum(1).placements == [P]
+    with pytest.raises((ShapeError, IndexError), match="out of range"):
+        t.sum(2)
+    with pytest.raises(dtorch.DTorchError, match=r"^argmax"):
+        t.argmax((0, 1))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^max: dim must be an int"):
+        t.max((0, 1))  # torch.max takes no tuple of dims either
