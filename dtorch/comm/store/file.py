@@ -79,6 +79,7 @@ class FileTensorStore(TensorStore):
         self.rank = rank
         self._control: Control | None = control
         self._wake = WakeSocket()
+        self._joined = False  # only a member may leave: a refused duplicate must not
         self._owns_pool = pool is None
         self._pool = SegmentPool() if pool is None else pool
         self._peers = PeerMaps()
@@ -125,6 +126,7 @@ class FileTensorStore(TensorStore):
                 )
             state.members[self.rank] = [os.getpid(), self._wake.address]
             state.dirty = True
+        self._joined = True
 
     @contextlib.contextmanager
     def _txn(self, deadline: Deadline) -> Iterator[ControlState]:
@@ -278,8 +280,9 @@ class FileTensorStore(TensorStore):
         control = self._control
         if control is None:
             return
-        with contextlib.suppress(CommError):
-            self._leave()
+        if self._joined:
+            with contextlib.suppress(CommError):
+                self._leave()
         self._control = None
         control.close()
         self._peers.close()

@@ -127,13 +127,18 @@ class Control:
             fd = open_named(name, create=False)
             _await_size(fd, name, deadline)
         control = cls(name, fd)
-        with control.transaction(deadline, fresh_size=world_size) as state:
-            if state.world_size != world_size:
-                control.close()
-                raise CommError(
-                    f"file store segment {name!r} was opened with world_size="
-                    f"{state.world_size}; this participant asked for world_size={world_size}"
-                )
+        try:
+            with control.transaction(deadline, fresh_size=world_size) as state:
+                opened_with = state.world_size
+        except BaseException:
+            control.close()
+            raise
+        if opened_with != world_size:
+            control.close()
+            raise CommError(
+                f"file store segment {name!r} was opened with world_size={opened_with}; "
+                f"this participant asked for world_size={world_size}"
+            )
         return control
 
     @contextlib.contextmanager

@@ -132,6 +132,7 @@ class NetworkTensorStore(TensorStore):
         self.rank = rank
         self._client: _Client | None = client
         self._coordinator = coordinator
+        self._joined = False  # only a member may leave: a refused duplicate must not
 
     @classmethod
     def open(
@@ -159,6 +160,7 @@ class NetworkTensorStore(TensorStore):
         store = cls(store_key, world_size, rank, _Client(context, address), coordinator)
         try:
             store._call("open", [Op.JOIN, scoped, world_size, rank], Deadline())
+            store._joined = True
             store.barrier()
         except BaseException:
             store.close()
@@ -214,7 +216,8 @@ class NetworkTensorStore(TensorStore):
         client, self._client = self._client, None
         if client is None:
             return
-        client.send([Op.LEAVE, self.rank])
+        if self._joined:
+            client.send([Op.LEAVE, self.rank])
         client.close()
         if self._coordinator is not None:
             self._coordinator.stop()

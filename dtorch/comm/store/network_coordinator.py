@@ -33,6 +33,7 @@ import ormsgpack
 import zmq
 
 from dtorch.comm.store.base import missing_ranks
+from dtorch.errors import CommError
 
 
 class Op(enum.IntEnum):
@@ -306,6 +307,13 @@ class Coordinator:
 
 def _bind(socket: zmq.Socket[Any], endpoint: str) -> str:
     """Bind ``endpoint`` (port 0: any free port) and return the endpoint actually bound."""
-    socket.bind(endpoint)
+    try:
+        socket.bind(endpoint)
+    except zmq.ZMQError as error:
+        socket.close(0)
+        raise CommError(
+            f"rank 0 cannot serve the network store at {endpoint}: {error} (is another store "
+            "or program using that address?)"
+        ) from None
     bound = socket.getsockopt(zmq.LAST_ENDPOINT)
     return bound.decode() if isinstance(bound, bytes) else str(bound)

@@ -3,6 +3,10 @@ shapes, gathers, timeouts, isolation. The oracle is torch on the full tensors.""
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+
 import pytest
 import torch
 from store_scenarios import (
@@ -153,3 +157,39 @@ def test_file_stores_share_a_segment_pool(namespace, threads):
     threads(2, rank_fn)
     assert len(pool._free) == 1  # every store reused the one touched segment
     pool.close()
+
+
+def _blocked_in(thread: threading.Thread, function: str, timeout_s: float = 30.0) -> None:
+    """Wait until ``thread`` is inside ``function`` (its stack, seen from outside)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        frame = sys._current_frames().get(thread.ident or -1)
+        names = set()
+        while frame is not None:
+            names.add(frame.f_code.co_name)
+            frame = frame.f_back
+        if function in names:
+            return
+        assert time.monotonic() < deadline, f"the thread never reached {function}()"
+        time.sleep(0.01)
+
+
+def test_mismatched_world_size_and_duplicate_rank_are_refused(kind, namespace):
+    ns = namespace.instance_id
+    waiting = [
+        threading.Thread(target=lambda r=rank: open_for(kind, ns, "dup", 3, r).close())
+        for rank in (0, 1)
+    ]
+    for thread in waiting:
+        thread.start()
+        _blocked_in(thread, "barrier")  # joined, and waiting in the construction barrier
+    with pytest.raises(CommError, match=r"world_size"):
+        open_for(kind, ns, "dup", 4, 2)
+    with pytest.raises(CommError, match=r"rank 1 is already open"):
+        open_for(kind, ns, "dup", 3, 1)
+    with pytest.raises(CommError, match=r"rank 0 is already open|cannot serve"):
+        open_for(kind, ns, "dup", 3, 0)
+    open_for(kind, ns, "dup", 3, 2).close()  # the refused ones left the others intact
+    for thread in waiting:
+        thread.join(10)
+        assert not thread.is_alive()
