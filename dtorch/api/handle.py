@@ -1,19 +1,13 @@
-"""TensorBase: the handle part of dtorch.Tensor: metadata, values and release.
+"""TensorBase: the handle part of ``dtorch.Tensor`` - metadata, values and release.
 
-A Tensor holds metadata only (shape, dtype, mesh, placements); the shards live on the devices.
-Metadata never waits; values (``to_torch``, ``item``, ...) wait for the devices. Operators are
-methods and Python operators with torch semantics; they record and return at once. When the
-last handle of a value is garbage collected, the devices free its shards.
+Metadata never waits; values wait for the devices. Only the owning handle of a value releases
+it when garbage collected; aliases (``detach``) keep the owner alive instead.
 
 Example:
-    >>> import torch, dtorch
-    >>> mesh = dtorch.init_device_mesh("cpu", 2)
-    >>> t = dtorch.Tensor(torch.arange(6.0).reshape(3, 2), device_mesh=mesh,
-    ...                   placements=[dtorch.Shard(0)])
-    >>> t.shape, t.placements, t.is_dtensor
-    (torch.Size([3, 2]), [S(0)], True)
-    >>> (t * 2 + 1).to_torch().tolist()
-    [[1.0, 3.0], [5.0, 7.0], [9.0, 11.0]]
+    >>> import dtorch
+    >>> t = dtorch.zeros(2, 3)
+    >>> t.size(), t.numel(), t.detach().tolist()
+    (torch.Size([2, 3]), 6, [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
 """
 
 from __future__ import annotations
