@@ -11,8 +11,9 @@ its ranks, so it never waits on itself:
 3. release: ``dest_finish_get`` what was read, ``src_wait_until_get_finished`` what was
    published, then ``reset`` (barrier, clear, barrier) so the next collective starts clean.
 
-A large all-reduce among three or more callers runs as two such rounds, a reduce-scatter of the
-flattened tensors then an all-gather, so each chunk is reduced once rather than by every caller.
+A large all-reduce runs as two such rounds, a reduce-scatter of the flattened tensors then an
+all-gather, when that moves fewer bytes per caller than every caller reducing every tensor
+(``split_all_reduce_pays``: three or more callers, or two callers holding two ranks or more).
 A caller that holds every rank opens no store and computes at once. Each caller reads every
 published tensor once for all its ranks, so with a memory store a collective costs the output
 copies and nothing else; with a file store the producer's one copy into shared memory is added.
@@ -44,9 +45,8 @@ from dtorch.errors import CommError, CommTimeoutError
 
 T = TypeVar("T")
 
-#: all-reduce becomes reduce-scatter + all-gather from this many callers and elements on: one
-#: more handshake, but the reduction is done once in total instead of once per caller.
-_SPLIT_MIN_CALLERS = 3
+#: all-reduce may become reduce-scatter + all-gather from this many elements on (one more
+#: handshake, worth it only for large tensors).
 _SPLIT_MIN_NUMEL = 1 << 18
 
 #: Opens this caller's participant of the group's store: ``opener(world_size, rank)``.
@@ -54,6 +54,23 @@ StoreOpener = Callable[[int, int], TensorStore]
 
 #: ``check(rank, tensor)`` raises CommError when a peer's tensor does not fit the collective.
 PeerCheck = Callable[[int, torch.Tensor], None]
+
+
+def split_all_reduce_pays(callers: tuple[tuple[int, ...], ...]) -> bool:
+    """Whether reduce-scatter + all-gather moves fewer bytes than a direct all-reduce on the
+    busiest caller (``k`` ranks of ``w``; costs in tensor sizes read + written, copies for the
+    caller's other ranks included): direct ``2w - 1 + 2(k - 1)``, split ``k + k(w - 1)/w`` to
+    reduce the caller's chunks plus ``2k`` to gather. Every caller decides the same.
+
+    Example:
+        >>> split_all_reduce_pays(((0,), (1,))), split_all_reduce_pays(((0, 2), (1, 3)))
+        (False, True)
+    """
+    if len(callers) < 2:
+        return False
+    world, k = sum(len(c) for c in callers), max(len(c) for c in callers)
+    direct = 2 * world - 1 + 2 * (k - 1)
+    return k + k * (world - 1) / world + 2 * k < direct
 
 
 class SameDeviceBackend(GroupBackend):
@@ -196,7 +213,7 @@ class SameDeviceBackend(GroupBackend):
     def all_reduce(self, inputs: RankTensors, op: ReduceOp) -> RankTensors:
         first = self._first(inputs)
         check = self._like("all_reduce", first)
-        if len(self._callers) >= _SPLIT_MIN_CALLERS and first.numel() >= _SPLIT_MIN_NUMEL:
+        if first.numel() >= _SPLIT_MIN_NUMEL and split_all_reduce_pays(self._callers):
             return self._split_all_reduce(inputs, op, check)
         return self._exchange(
             "all_reduce",
