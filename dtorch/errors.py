@@ -9,6 +9,12 @@ keeps working for code written against plain PyTorch::
     ├── MeshError (ValueError)                a DeviceMesh is malformed or used wrongly
     ├── PlacementError (ValueError)           placements an operator or mesh does not accept
     ├── ShapeError (ValueError)               shapes an operator does not accept
+    ├── DtypeError (TypeError)                dtypes an operator does not accept
+    ├── ParamError (ValueError)               an operator argument with a value it does not accept
+    ├── ScalarError (ValueError)              a value that is not a scalar dtorch can carry
+    ├── UnknownDtypeError (ValueError)        a dtype (code) this torch does not have
+    ├── NoRuleError (NotImplementedError)     an operator kind without a shape rule
+    ├── KernelTableError (ValueError)         a second kernel registered for one kind
     ├── GraphError (RuntimeError)             misuse of a Graph (closed graph, mixed graphs)
     ├── SerializationError (TypeError)        a value the codec cannot write (unknown type, cycle)
     ├── DeserializationError (ValueError)     bytes the codec cannot read
@@ -17,7 +23,8 @@ keeps working for code written against plain PyTorch::
     │   ├── MissingFieldError                 a required field is absent
     │   └── UnsupportedVersionError           a format version newer than this dtorch knows
     ├── CommError (RuntimeError)              a collective or tensor exchange failed
-    │   └── CommTimeoutError (TimeoutError)   a peer never came within the timeout
+    │   ├── CommTimeoutError (TimeoutError)   a peer never came within the timeout
+    │   └── PromiseStateError                 a promise set twice or used on the wrong side
     ├── KernelError (RuntimeError)            a kernel failed on a device; names op and span
     ├── WorkerError (RuntimeError)            a worker process died or stopped answering
     └── FutureTimeoutError (TimeoutError)     a future was not ready within the timeout
@@ -49,6 +56,30 @@ class PlacementError(DTorchError, ValueError):
 
 class ShapeError(DTorchError, ValueError):
     """Shapes that an operator does not accept."""
+
+
+class DtypeError(DTorchError, TypeError):
+    """Dtypes an operator does not accept (torch would raise on the full tensors too)."""
+
+
+class ParamError(DTorchError, ValueError):
+    """An operator argument (a param field) with a value the operator does not accept."""
+
+
+class ScalarError(DTorchError, ValueError):
+    """A value that is not a scalar dtorch can carry."""
+
+
+class UnknownDtypeError(DTorchError, ValueError):
+    """A dtype or dtype code that this torch does not have."""
+
+
+class NoRuleError(DTorchError, NotImplementedError):
+    """An operator kind without a shape/placement rule."""
+
+
+class KernelTableError(DTorchError, ValueError):
+    """A kernel registered for a kind that already has one."""
 
 
 class GraphError(DTorchError, RuntimeError):
@@ -85,6 +116,10 @@ class CommError(DTorchError, RuntimeError):
 
 class CommTimeoutError(CommError, TimeoutError):
     """A blocking communication call waited longer than DTORCH_COMM_TIMEOUT_SECOND."""
+
+
+class PromiseStateError(CommError):
+    """A promise set twice, its future taken twice, or a promise used on the wrong side."""
 
 
 class KernelError(DTorchError, RuntimeError):

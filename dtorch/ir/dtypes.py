@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from dtorch.errors import DTorchError
+from dtorch.errors import UnknownDtypeError
 
 # Canonical names in a fixed order; the position is the code. Append only.
 _CANONICAL_NAMES: tuple[str, ...] = (
@@ -44,10 +44,6 @@ _QUANTIZED = ("qint8", "quint8", "qint32", "quint4x2", "quint2x4")
 PLAIN_DTYPES: frozenset[torch.dtype] = frozenset(
     d for d in DTYPE_TO_CODE if not any(d is getattr(torch, n, None) for n in _QUANTIZED)
 )
-
-
-class UnknownDtypeError(DTorchError, ValueError):
-    """A dtype or dtype code that this torch does not have."""
 
 
 def dtype_code(dtype: torch.dtype) -> int:

@@ -14,7 +14,7 @@ import enum
 import math
 from dataclasses import dataclass
 
-from dtorch.errors import DTorchError
+from dtorch.errors import ScalarError
 
 
 class ScalarKind(enum.IntEnum):
@@ -26,10 +26,6 @@ class ScalarKind(enum.IntEnum):
 
 
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
-
-
-class ScalarError(DTorchError, ValueError):
-    """A value that is not a scalar dtorch can carry."""
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from dtorch.errors import DTorchError
+from dtorch.errors import KernelTableError
 from dtorch.ir.opkind import OpKind
 from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
@@ -43,10 +43,6 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
 
 #: Kernels that run every local device at once because the devices communicate.
 GROUP_KERNELS: dict[OpKind, GroupKernel] = {}
-
-
-class KernelTableError(DTorchError, ValueError):
-    """A kernel registered for a kind that already has one."""
 
 
 def register_local_kernel(kind: OpKind, kernel: LocalKernel) -> None:

@@ -30,13 +30,12 @@ from typing import Any, Protocol
 
 import torch
 
-from dtorch.errors import CommError, FutureTimeoutError
+from dtorch.errors import (
+    FutureTimeoutError,
+    PromiseStateError,  # noqa: F401 - re-exported: it lived here first
+)
 from dtorch.ir.params import PromiseHandle
 from dtorch.options import GlobalOption
-
-
-class PromiseStateError(CommError):
-    """A promise set twice, its future taken twice, or a promise used on the wrong side."""
 
 
 class Cell(Protocol):

@@ -20,7 +20,11 @@ from dataclasses import dataclass
 
 import torch
 
-from dtorch.errors import DTorchError, ShapeError
+from dtorch.errors import (
+    DtypeError,  # noqa: F401 - re-exported: it lived here first
+    ParamError,  # noqa: F401 - re-exported: it lived here first
+    ShapeError,
+)
 from dtorch.ir.operator import Operand
 from dtorch.ir.params import OpParam
 from dtorch.ir.placement import Placement, Replicate
@@ -51,14 +55,6 @@ class Inference:
 
 #: ``rule(user-facing op name, param, inputs) -> Inference``.
 Rule = Callable[[str, OpParam, tuple[Operand, ...]], Inference]
-
-
-class DtypeError(DTorchError, TypeError):
-    """Dtypes an operator does not accept (torch would raise on the full tensors too)."""
-
-
-class ParamError(DTorchError, ValueError):
-    """An operator argument (a param field) with a value the operator does not accept."""
 
 
 def all_replicate(inputs: Sequence[Operand]) -> bool:

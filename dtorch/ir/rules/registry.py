@@ -17,7 +17,10 @@ Example:
 
 from __future__ import annotations
 
-from dtorch.errors import DTorchError, MeshError
+from dtorch.errors import (
+    MeshError,
+    NoRuleError,
+)
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
@@ -48,10 +51,6 @@ RULES: dict[OpKind, Rule] = {
     **einsum.RULES,
     **setitem.RULES,
 }
-
-
-class NoRuleError(DTorchError, NotImplementedError):
-    """An operator kind without a shape/placement rule."""
 
 
 def infer(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
