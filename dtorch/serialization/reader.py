@@ -37,7 +37,7 @@ from dtorch.serialization.catalog import DEFAULT_REGISTRY
 from dtorch.serialization.fields import ReadContext, check_column, decode_any, show
 from dtorch.serialization.registry import Field, NodeType, TypeRegistry
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, unframe, unpack
-from dtorch.serialization.writer import gc_paused
+from dtorch.serialization.writer import without_gc
 
 _ARRAYS = (list, tuple)
 
@@ -167,17 +167,20 @@ def deserialize_value(
 ) -> Any:
     """The value of one payload (the engine behind ``dtorch.serialization.deserialize``)."""
     view = byte_view(data)
-    with gc_paused():
-        header, groups, root, section, budget = _document(view, backend)
-        bound = [_bind(entry, registry) for entry in _array(header, "the type table")]
-        for b in bound:
-            _check_missing(b)
-        ctx = ReadContext([], section, alias_tensors and not view.readonly)
-        reader = _Reader(bound, ctx, budget)
-        for entry in _array(groups, "the group list"):
-            reader.group(entry)
-        _check_disjoint(ctx.ranges)
-        return decode_any(root, ctx.nodes)
+    return without_gc(_deserialize, view, alias_tensors and not view.readonly, registry, backend)
+
+
+def _deserialize(view: memoryview, alias: bool, registry: TypeRegistry, backend: Backend) -> Any:
+    header, groups, root, section, budget = _document(view, backend)
+    bound = [_bind(entry, registry) for entry in _array(header, "the type table")]
+    for b in bound:
+        _check_missing(b)
+    ctx = ReadContext([], section, alias)
+    reader = _Reader(bound, ctx, budget)
+    for entry in _array(groups, "the group list"):
+        reader.group(entry)
+    _check_disjoint(ctx.ranges)
+    return decode_any(root, ctx.nodes)
 
 
 def node_counts(data: Any, backend: Backend = DEFAULT_BACKEND) -> Counter[str]:

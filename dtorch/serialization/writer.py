@@ -28,10 +28,9 @@ from __future__ import annotations
 import gc
 import operator
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from itertools import compress
-from typing import Any
+from typing import Any, TypeVar
 
 from dtorch.errors import SerializationError
 from dtorch.serialization.catalog import DEFAULT_REGISTRY
@@ -40,15 +39,17 @@ from dtorch.serialization.order import Group, plan
 from dtorch.serialization.registry import Field, NodeType, TypeRegistry
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
 
+_T = TypeVar("_T")
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (it would rescan the growing node table many
-    times over), restoring its previous state after."""
+
+def without_gc(work: Callable[..., _T], *args: Any) -> _T:
+    """``work(*args)`` with the cyclic garbage collector paused (it would rescan the growing
+    node table many times over). ``work``'s temporaries die when it returns, before the
+    collector resumes, so only the value it returns is left for the next young collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        yield
+        return work(*args)
     finally:
         if enabled:
             gc.enable()
@@ -238,11 +239,14 @@ def serialize_value(
     obj: Any, registry: TypeRegistry = DEFAULT_REGISTRY, backend: Backend = DEFAULT_BACKEND
 ) -> bytes:
     """``obj`` as one payload (the engine behind ``dtorch.serialization.serialize``)."""
-    with gc_paused():
-        discovery = _Discovery(registry)
-        discovery.run(obj)
-        groups = plan(discovery.batches, discovery.edges, discovery.key_of)
-        emitter = _Emitter(discovery, groups)
-        wire_groups = [emitter.group(group) for group in groups]
-        document = pack(backend, (emitter.header, wire_groups, emitter.root(obj)))
-        return b"".join(frame(document, emitter.ctx.blobs, emitter.ctx.blob_end))
+    return without_gc(_serialize, obj, registry, backend)
+
+
+def _serialize(obj: Any, registry: TypeRegistry, backend: Backend) -> bytes:
+    discovery = _Discovery(registry)
+    discovery.run(obj)
+    groups = plan(discovery.batches, discovery.edges, discovery.key_of)
+    emitter = _Emitter(discovery, groups)
+    wire_groups = [emitter.group(group) for group in groups]
+    document = pack(backend, (emitter.header, wire_groups, emitter.root(obj)))
+    return b"".join(frame(document, emitter.ctx.blobs, emitter.ctx.blob_end))
