@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+import dtorch.api.tensor as _tensor
 from dtorch.api.record import record
 from dtorch.ir.params import CastParam, CloneParam, CopyParam
 
@@ -38,9 +39,8 @@ def clone(t: Tensor) -> Tensor:
 
 
 def copy_(dst: Tensor, src: Tensor) -> Tensor:
-    """Copy ``src``'s values into ``dst`` in place (broadcasting ``src``); returns ``dst``."""
-    if src.dtype != dst.dtype:
-        src = cast(src, dst.dtype)
+    """Copy ``src``'s values into ``dst`` in place (broadcasting ``src`` and converting it to
+    ``dst``'s dtype, both inside the one Copy operator); returns ``dst``."""
     record("copy_", _COPY, (dst, src))
     return dst
 
@@ -51,6 +51,8 @@ def detach(t: Tensor) -> Tensor:
 
 
 def type_as(t: Tensor, other: Tensor) -> Tensor:
+    if not isinstance(other, _tensor.Tensor):
+        raise TypeError(f"type_as: expected a dtorch.Tensor, got {type(other).__name__}")
     return cast(t, other.dtype)
 
 
@@ -69,5 +71,14 @@ def to(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
             dtype = arg
         else:
             target = arg
-    result = t if target is None else move(t, target)
+    result = t if target is None or _already_there(t, target) else move(t, target)
     return result if dtype is None else cast(result, dtype)
+
+
+def _already_there(t: Tensor, target: Any) -> bool:
+    """A bare device type (``"cpu"``, ``torch.device("cuda")``) of the tensor's own mesh: as
+    in torch, ``cpu()`` of a CPU tensor is the tensor itself, however it is distributed."""
+    if not isinstance(target, (str, torch.device)):
+        return False
+    device = torch.device(target)
+    return device.index is None and device.type == t.device_mesh.device_type

@@ -1,0 +1,198 @@
+"""``clone``, ``copy_``, ``detach`` and dtype conversions (``to(dtype)``, ``type_as``, ``half
+bfloat16 float double bool byte char short int long``, ``cpu``) through the public API against
+torch, on 1-D, 2-D and 3-D meshes, even and uneven shards, every layout on 1-D meshes (a seeded
+sample on the larger ones), with output placements and rejections: Partial survives a cast only
+where converting each partial value and summing equals converting the sum; ``dst.copy_(src)``
+writes dst's own shards, so dst's layout never changes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import PlacementError, ShapeError
+from tests.api.ops_harness import (
+    ALL_MESHES,
+    S0,
+    P,
+    R,
+    choices,
+    elementwise_table,
+    limit_for,
+    place,
+    run_api,
+)
+from tests.simulate import layout_combos
+
+pytestmark = pytest.mark.timeout(60)
+
+_G = torch.Generator().manual_seed(303)
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Every test draws the same values whichever tests ran before it."""
+    _G.manual_seed(303)
+
+
+def _values(dtype: torch.dtype, *shape: int) -> torch.Tensor:
+    x = torch.randn(shape, generator=_G) * 4
+    return x > 0 if dtype == torch.bool else x.to(dtype)
+
+
+def _layout_table(ndim: int, partial: bool) -> dict[tuple[Any, ...], Any]:
+    table: dict[tuple[Any, ...], Any] = {(p,): p for p in choices(ndim, partial=False)}
+    return {**table, (P,): P} if partial else table
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+def test_clone_and_detach_every_layout(mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    x = torch.randn((5, 3), generator=_G)
+    table = _layout_table(2, partial=True)
+    for name, call in (("clone", lambda t: t.clone()), ("clone", dtorch.clone)):
+        run_api(
+            graph, name, call, [x], mesh_shape, [x.clone()], table=table,
+            limit=limit_for(mesh_shape, n_d=16),
+        )  # fmt: skip
+    run_api(graph, "detach", lambda t: t.detach(), [x], mesh_shape, [x], table=table, limit=8)
+
+
+def test_clone_is_a_new_value(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randn((4, 3), generator=_G)
+    t = place(x, mesh, [S0], graph)
+    c = t.clone()
+    t[0] = 5.0
+    assert torch.equal(c.to_torch(), x) and c.id != t.id
+    d = t.detach()
+    assert d.id == t.id and torch.equal(d.to_torch()[0], torch.full((3,), 5.0))
+
+
+_DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int64,
+           torch.int32, torch.int8, torch.uint8, torch.bool]  # fmt: skip
+
+
+def _linear(src: torch.dtype, dst: torch.dtype) -> bool:
+    """Converting partial values and summing equals converting the sum: float targets of
+    non-bool sources, and integer-to-integer (wrapping arithmetic); never bool."""
+    if src == dst:
+        return True
+    if torch.bool in (src, dst):
+        return False
+    return dst.is_floating_point or not src.is_floating_point
+
+
+#: Every conversion method and the dtype it converts to.
+_METHODS: list[tuple[Callable[..., Any], torch.dtype]] = [
+    (lambda t: t.half(), torch.float16),
+    (lambda t: t.bfloat16(), torch.bfloat16),
+    (lambda t: t.float(), torch.float32),
+    (lambda t: t.double(), torch.float64),
+    (lambda t: t.bool(), torch.bool),
+    (lambda t: t.byte(), torch.uint8),
+    (lambda t: t.char(), torch.int8),
+    (lambda t: t.short(), torch.int16),
+    (lambda t: t.int(), torch.int32),
+    (lambda t: t.long(), torch.int64),
+]
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+@pytest.mark.parametrize("src", _DTYPES, ids=str)
+def test_casts_every_layout(src: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    """``to(dtype)`` to every dtype and the named methods: torch's values; Partial kept where
+    the conversion is linear, refused (naming ``to``) where it is not."""
+    x = _values(src, 5, 3)
+    combos = layout_combos(len(mesh_shape), [x], limit=limit_for(mesh_shape, n_d=6), seed=3)
+    if src != torch.bool and P not in [p for c in combos for p in c[0]]:
+        combos.append(((P,) * len(mesh_shape),))
+    for call, dst in [*((lambda t, d=d: t.to(d), d) for d in _DTYPES), *_METHODS]:
+        table = _layout_table(2, partial=_linear(src, dst))
+        run_api(
+            graph, "to", call, [x], mesh_shape, [x.to(dst)], table=table, combos=combos,
+        )  # fmt: skip
+
+
+def test_to_forms_type_as_and_cpu(graph: dtorch.Graph) -> None:
+    """``to(dtype=...)``, ``to(device, dtype)``, ``type_as``; ``to`` of the same dtype is the
+    same handle (like torch); ``cpu()`` of a CPU tensor keeps its mesh and layout (like torch,
+    where it is a no-op)."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    x = torch.randn((5, 3), generator=_G) * 3
+    t = place(x, mesh, [S0, P], graph)
+    other = place(torch.ones(2, dtype=torch.float64), mesh, [R, R], graph)
+    assert t.to(torch.float32) is t and t.float() is t
+    for out, want in (
+        (t.to(dtype=torch.float64), x.double()),
+        (t.type_as(other), x.double()),
+        (t.to(mesh, torch.float64), x.double()),
+        (t.to(mesh), x),
+        (t.cpu(), x),
+    ):
+        assert out.dtype == want.dtype and out.placements == [S0, P]
+        assert out.device_mesh == mesh
+        assert torch.equal(out.to_torch(), want)
+    with pytest.raises(TypeError, match=r"^type_as: expected a dtorch\.Tensor"):
+        t.type_as("float")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^to: unexpected keyword"):
+        t.to(memory_format=torch.contiguous_format)
+
+
+_COPY_SHAPES = [((5, 3), (5, 3)), ((5, 3), (3,)), ((5, 3), (5, 1))]
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+@pytest.mark.parametrize(("dst_shape", "src_shape"), _COPY_SHAPES)
+@pytest.mark.parametrize("src_dtype", [torch.float32, torch.float64, torch.int64], ids=str)
+def test_copy_every_layout(  # type: ignore[no-untyped-def]
+    src_dtype, dst_shape, src_shape, mesh_shape, graph
+) -> None:
+    """``dst.copy_(src)`` (broadcasting and converting src) returns dst with dst's layout and
+    src's values; a Replicate dst with a sharded src is refused (dst is never redistributed)."""
+    dst = torch.randn(dst_shape, generator=_G)
+    src = (torch.randn(src_shape, generator=_G) * 3).to(src_dtype)
+    want = dst.clone().copy_(src)
+    partial = {(P, P): P} if _linear(src_dtype, dst.dtype) else {}
+    table = elementwise_table([dst_shape, src_shape], partial, fixed=[0])
+
+    def copy(d: Any, s: Any) -> Any:
+        out = d.copy_(s)
+        assert out is d
+        return out
+
+    run_api(
+        graph, "copy_", copy, [dst, src], mesh_shape, [want], table=_dst_layout(table),
+        limit=limit_for(mesh_shape, n_d=12),
+    )  # fmt: skip
+
+
+def _dst_layout(table: dict[Any, Any]) -> dict[Any, Any]:
+    """copy_'s result is dst itself: its placement on the mesh dim is dst's own."""
+    return {row: row[0] for row in table}
+
+
+def test_copy_nonlinear_partial_names_copy(graph: dtorch.Graph) -> None:
+    """Copying Partial floats into a Partial int tensor does not add up: refused, and the
+    message names ``copy_`` (the operator the user called)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    dst = place(torch.zeros(4, 3, dtype=torch.int64), mesh, [P], graph)
+    src = place(torch.randn((4, 3), generator=_G), mesh, [P], graph)
+    with pytest.raises(PlacementError, match=r"^copy_: got \(P,\) x \(P,\).*accepted"):
+        dst.copy_(src)
+
+
+def test_copy_rejections(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    dst = place(torch.zeros(4, 3), mesh, [R], graph)
+    with pytest.raises(PlacementError) as info:
+        dst.copy_(place(torch.ones(4, 3), mesh, [S0], graph))
+    text = str(info.value)
+    assert text.startswith("copy_: got (R,) x (S(0),) on mesh (2,); accepted per mesh dimension")
+    assert "redistribute src to dst's placements" in text
+    with pytest.raises(ShapeError, match=r"^copy_: shapes \[4, 3\] x \[4, 4\] do not broadcast"):
+        dst.copy_(place(torch.ones(4, 4), mesh, [R], graph))
+    assert torch.equal(dst.to_torch(), torch.zeros(4, 3))  # refused calls changed nothing
