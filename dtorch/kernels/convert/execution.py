@@ -63,6 +63,13 @@ class Execution:
         """The 1-D groups along ``mesh_dim`` that hold a device of this caller, sorted."""
         return sorted({mesh.group_of(d, mesh_dim) for d in self.held(mesh)})
 
+    def empty(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        """A fresh tensor of the plan's dtype; large CPU ones in the manager's recycled
+        memory (``BufferPool``), so a step's output pays no page faults."""
+        if self.groups is None:
+            return torch.empty(shape, dtype=self.dtype, device=device)
+        return self.groups.buffers.empty(shape, self.dtype, device)
+
     def group(self, device_kind: str, device_ids: tuple[int, ...]) -> ThreadGroup:
         """This caller's handle on the group of ``device_ids`` (ranks in that order)."""
         if self.groups is None:

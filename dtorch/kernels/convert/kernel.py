@@ -63,7 +63,7 @@ def _sources(ex: Execution, inputs: dict[int, list[torch.Tensor]]) -> Shards:
 def run_plan(ex: Execution, shards: Shards) -> Shards:
     """Every step of the plan in order; the held destination shards, never aliasing inputs."""
     if not ex.plan.steps:
-        return {d: t.clone() for d, t in shards.items()}
+        return {d: ex.empty(tuple(t.shape), t.device).copy_(t) for d, t in shards.items()}
     for index in range(len(ex.plan.steps)):
         shards = run_step(ex, index, shards)
     return shards

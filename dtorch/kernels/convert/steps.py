@@ -97,17 +97,17 @@ def _local_chunk(ex: Execution, index: int, step: LocalChunk, shards: Shards) ->
     for d, t in shards.items():
         piece = _coordinate(ex, index, d, step.mesh_dim)
         start, length = chunk_bounds(t.shape[step.tensor_dim], parts, piece)
-        out[d] = t.narrow(step.tensor_dim, start, length).clone(
-            memory_format=torch.contiguous_format
-        )
+        view = t.narrow(step.tensor_dim, start, length)
+        out[d] = ex.empty(tuple(view.shape), t.device).copy_(view)
     return out
 
 
 def _zero_non_owner(ex: Execution, index: int, step: ZeroNonOwner, shards: Shards) -> Shards:
-    return {
-        d: t.clone() if _coordinate(ex, index, d, step.mesh_dim) == 0 else torch.zeros_like(t)
-        for d, t in shards.items()
-    }
+    out: Shards = {}
+    for d, t in shards.items():
+        fresh = ex.empty(tuple(t.shape), t.device)
+        out[d] = fresh.copy_(t) if _coordinate(ex, index, d, step.mesh_dim) == 0 else fresh.zero_()
+    return out
 
 
 def _shard_to_partial(ex: Execution, index: int, step: ShardToPartial, shards: Shards) -> Shards:
@@ -116,7 +116,7 @@ def _shard_to_partial(ex: Execution, index: int, step: ShardToPartial, shards: S
     dim = step.tensor_dim
     for d, t in shards.items():
         before, after = ex.spec(index, d), ex.spec(index + 1, d)
-        block = t.new_zeros(after.shape)
+        block = ex.empty(after.shape, t.device).zero_()
         block.narrow(dim, before.offset[dim] - after.offset[dim], t.shape[dim]).copy_(t)
         out[d] = block
     return out

@@ -50,11 +50,7 @@ def _outputs(ex: Execution, index: int) -> Shards:
     """Zeros of every held destination device's local shape, on that device."""
     mesh = ex.plan.dst_mesh
     return {
-        d: torch.zeros(
-            ex.spec(index + 1, d).shape,
-            dtype=ex.dtype,
-            device=torch_device_of(mesh.device_type, d),
-        )
+        d: ex.empty(ex.spec(index + 1, d).shape, torch_device_of(mesh.device_type, d)).zero_()
         for d in ex.held(mesh)
     }
 
