@@ -131,16 +131,22 @@ _CONTIGUOUS = ContiguousParam()
 
 
 def chunk(t: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    return _chunk("chunk", t, chunks, dim)
+
+
+def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
     if chunks <= 0:
-        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
-    return record("chunk", ChunkParam(chunks, normalize_dims(dim, t.ndim)[0]), (t,))
+        raise ShapeError(f"{name}: chunks must be positive, got {chunks}")
+    return record(name, ChunkParam(chunks, normalize_dims(dim, t.ndim)[0]), (t,))
 
 
 def unbind(t: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along ``dim`` (one Chunk operator, recorded as ``unbind`` so that its
+    errors name what the user called), each squeezed."""
     d = normalize_dims(dim, t.ndim)[0]
     if t.shape[d] == 0:
         return ()
-    return tuple(squeeze(part, d) for part in chunk(t, t.shape[d], d))
+    return tuple(squeeze(part, d) for part in _chunk("unbind", t, t.shape[d], d))
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
