@@ -10,6 +10,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -211,6 +212,33 @@ def _check_scalar_case(  # type: ignore[no-untyped-def]
             torch.testing.assert_close(got, want, equal_nan=True, msg=f"{name} {pl}")
         else:
             assert torch.equal(got, want), (name, pl)
+
+
+_TYPED_SCALARS = [
+    torch.tensor(2.5, dtype=torch.float64),
+    torch.tensor(1.5, dtype=torch.bfloat16),
+    torch.tensor(3),
+    torch.tensor(True),
+    np.float64(2.5),
+    np.int64(-2),
+]
+
+
+@pytest.mark.parametrize("scalar", _TYPED_SCALARS, ids=repr)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float16, torch.bool], ids=str)
+def test_zero_dim_torch_tensors_and_numpy_scalars(
+    dtype: torch.dtype, scalar: Any, graph: dtorch.Graph
+) -> None:
+    """0-d torch tensors promote like torch's 0-d tensors (``int32 + tensor(2.5, float64)`` is
+    float64, unlike ``+ 2.5``), numpy scalars like Python numbers; on either side."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    full = _values(dtype, 5, 3)
+    numpy = isinstance(scalar, np.generic)  # np.float64(2) + t is numpy's: an ndarray
+    for name, fn, _, _, _, _ in _PY_OPS:
+        for first in (False,) if numpy else (False, True):
+            call = (lambda x, fn=fn: fn(scalar, x)) if first else (lambda x, fn=fn: fn(x, scalar))
+            shown = _REFLECTED.get(name, name) if first else name
+            _check_scalar_case(shown, call, False, full, mesh, [[S0, S1]], graph)
 
 
 @pytest.mark.parametrize("scalar", [3, 0.25])

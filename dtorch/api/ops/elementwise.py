@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import dtorch.api.tensor as _tensor
+from dtorch.api.creation import from_torch
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MaskedKind, MathKind
@@ -41,15 +42,29 @@ def _scalar_param(kind: BinaryKind, scalar: Scalar, first: bool) -> BroadcastBin
 
 
 def binary(kind: BinaryKind, name: str, a: Any, b: Any) -> Tensor:
-    """``a <kind> b`` where either side may be a Python number."""
+    """``a <kind> b`` where either side may be a Python number (or a 0-d torch tensor)."""
     tensor = _tensor.Tensor
     if isinstance(a, tensor):
+        b = _zero_dim(b, a)
         if isinstance(b, tensor):
             return record(name, _TENSOR_PARAMS[kind], (a, b))[0]
         return record(name, _scalar_param(kind, as_scalar(b), False), (a,))[0]
     if isinstance(b, tensor):
+        a = _zero_dim(a, b)
+        if isinstance(a, tensor):
+            return record(name, _TENSOR_PARAMS[kind], (a, b))[0]
         return record(name, _scalar_param(kind, as_scalar(a), True), (b,))[0]
     raise TypeError(f"{name}: at least one argument must be a dtorch.Tensor")
+
+
+def _zero_dim(value: Any, other: Tensor) -> Any:
+    """A 0-d torch tensor operand stays a tensor, as in torch (a replicated one on ``other``'s
+    mesh): its dtype promotes unlike the number it holds (``int32 tensor + torch.tensor(2.5,
+    dtype=torch.float64)`` is float64, ``+ 2.5`` is float32), and torch's tensor-tensor
+    kernels accept other dtypes than its scalar ones. Other values are returned as they are."""
+    if not isinstance(value, torch.Tensor) or value.ndim != 0:
+        return value
+    return from_torch(value, graph=other.graph, device_mesh=other.device_mesh)
 
 
 def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
