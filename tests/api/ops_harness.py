@@ -37,8 +37,9 @@ from tests.simulate import MESHES, layout_combos
 R, P = Replicate(), Partial()
 S0, S1, S2 = Shard(0), Shard(1), Shard(2)
 
-#: 1-D, 2-D and 3-D meshes, sizes that divide the test shapes and sizes that do not.
-ALL_MESHES = MESHES
+#: 1-D, 2-D and 3-D meshes, sizes that divide the test shapes and sizes that do not (the
+#: kernel tests' meshes plus a 3-D mesh without a size-1 dim).
+ALL_MESHES = (*MESHES, (2, 2, 2))
 ND_MESHES = tuple(m for m in MESHES if len(m) > 1)
 
 Row = tuple[Placement, ...]

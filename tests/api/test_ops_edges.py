@@ -1,0 +1,143 @@
+"""Operators at the edges of the layout space, through the public API against torch:
+single-device tensors, meshes whose device ids do not start at 0, devices holding empty shards
+(fewer rows than devices), chains of operators whose Partial and sharded results feed the next
+one, and a device-side failure (its error names the operator and the user's line, and the
+graph keeps working)."""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dtorch
+import dtorch.nn.functional as DF
+from dtorch.errors import KernelError
+from tests.api.ops_harness import S0, S1, P, R, place, run_api
+
+pytestmark = pytest.mark.timeout(60)
+
+_G = torch.Generator().manual_seed(8080)
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Every test draws the same values whichever tests ran before it."""
+    _G.manual_seed(8080)
+
+
+def _randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=_G)
+
+
+def _cat(t: Any) -> Any:
+    return torch.cat([t, t], 1) if isinstance(t, torch.Tensor) else dtorch.cat([t, t], 1)
+
+
+#: One-input programs (dtorch and torch spell them alike), the operator that refuses a layout
+#: first, and whether the result is exact.
+_PROGRAMS: list[tuple[str, Callable[[Any], Any], bool]] = [
+    ("exp", lambda t: t.exp(), False),
+    ("relu", lambda t: t.relu() * 2 - 1, True),
+    ("sum", lambda t: t.sum(0), False),
+    ("sum", lambda t: t.sum(1, keepdim=True), False),
+    ("mean", lambda t: t.mean(), False),
+    ("max", lambda t: t.max(1).values, True),
+    ("argmin", lambda t: t.argmin(1), True),
+    ("softmax", lambda t: t.softmax(1), False),
+    ("reshape", lambda t: t.reshape(-1), True),
+    ("add", lambda t: (t + 1).T, True),
+    ("getitem", lambda t: t[:, 1:], True),
+    ("cat", _cat, True),
+    ("matmul", lambda t: t @ t.T, False),
+    ("gt", lambda t: (t > 0).float() * t, True),
+]
+_IDS = [f"{i}-{p[0]}" for i, p in enumerate(_PROGRAMS)]
+
+
+@pytest.mark.parametrize(("name", "program", "exact"), _PROGRAMS, ids=_IDS)
+def test_single_device_tensors(name: str, program: Any, exact: bool, graph) -> None:  # type: ignore[no-untyped-def]
+    """A tensor on one device (``device="cpu:2"``) has no placements; every operator runs
+    there and keeps it there."""
+    x = _randn(3, 4)
+    t = dtorch.from_torch(x, device="cpu:2", graph=graph)
+    out = program(t)
+    assert out.placements == [] and not out.is_dtensor
+    assert out.device_mesh == dtorch.DeviceMesh("cpu", 2)
+    want = program(x)
+    if exact:
+        assert torch.equal(out.to_torch(), want)
+    else:
+        torch.testing.assert_close(out.to_torch(), want)
+
+
+@pytest.mark.parametrize(("name", "program", "exact"), _PROGRAMS, ids=_IDS)
+def test_empty_shards(name: str, program: Any, exact: bool, graph) -> None:  # type: ignore[no-untyped-def]
+    """A (2, 3) tensor over 4 devices: two devices hold empty row shards, one an empty
+    column shard; every accepted layout gives torch's values."""
+    x = _randn(2, 3)
+    accepted = run_api(graph, name, program, [x], (4,), [program(x)], table=None, exact=exact)
+    assert accepted
+    nested = run_api(
+        graph, name, program, [x], (2, 3), [program(x)], table=None, exact=exact, limit=12
+    )
+    assert nested
+
+
+def test_mesh_with_offset_device_ids(graph: dtorch.Graph) -> None:
+    """A 2-D mesh of devices 4..9: matmul to Partial, a reduction and a fetch."""
+    mesh = dtorch.DeviceMesh("cpu", [[4, 5, 6], [7, 8, 9]], mesh_dim_names=("dp", "tp"))
+    a, b = _randn(5, 6), _randn(6, 4)
+    c = place(a, mesh, [S0, S1], graph) @ place(b, mesh, [R, S0], graph)
+    assert c.placements == [S0, P] and c.device_mesh == mesh
+    torch.testing.assert_close(c.to_torch(), a @ b)
+    total = (c * 2).sum(0)
+    assert total.placements == [P, P]
+    torch.testing.assert_close(total.to_torch(), (a @ b * 2).sum(0))
+    positive = c.redistribute(mesh, [S0, R]) > 0
+    assert positive.placements == [S0, R]
+    assert torch.equal(dtorch.nonzero(positive).to_torch(), torch.nonzero(a @ b > 0))
+
+
+def test_chained_partials_and_shards(graph: dtorch.Graph) -> None:
+    """A small attention-like block on a (2, 2) mesh: scores = q @ k^T sharded on heads and
+    contracted dim, softmax after an explicit redistribution, weighted sum, residual."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    q, k, v = _randn(2, 5, 6), _randn(2, 5, 6), _randn(2, 5, 6)
+    tq = place(q, mesh, [S0, dtorch.Shard(2)], graph)
+    tk = place(k, mesh, [S0, dtorch.Shard(2)], graph)
+    tv = place(v, mesh, [S0, R], graph)
+    scores = tq @ tk.transpose(1, 2) / 6**0.5
+    assert scores.placements == [S0, P]
+    weights = scores.redistribute(mesh, [S0, S1]).softmax(-1)
+    assert weights.placements == [S0, S1]
+    out = weights @ tv + tq.redistribute(mesh, [S0, R])
+    assert out.placements == [S0, S1]
+    want = torch.softmax(q @ k.transpose(1, 2) / 6**0.5, -1) @ v + q
+    torch.testing.assert_close(out.to_torch(), want)
+    loss = F.mse_loss(want, torch.zeros_like(want))
+    got = (out * out).mean()
+    assert got.placements == [P, P]
+    torch.testing.assert_close(got.to_torch(), loss)
+    torch.testing.assert_close(DF.silu(out).sum(-1).to_torch(), F.silu(want).sum(-1))
+
+
+def test_device_failure_names_the_operator_and_line(graph: dtorch.Graph) -> None:
+    """An integer division by zero fails on the devices: the fetch raises KernelError naming
+    the operator and this file's line; dependent values fail too; the graph keeps working."""
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    x = torch.arange(6).reshape(3, 2)
+    t = place(x, mesh, [S0], graph)
+    line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+    bad = operator.floordiv(t, place(torch.zeros(3, 2, dtype=torch.int64), mesh, [S0], graph))
+    with pytest.raises(KernelError, match=rf"floor_divide.*test_ops_edges\.py:{line}"):
+        bad.to_torch()
+    with pytest.raises(dtorch.DTorchError):
+        (bad + 1).to_torch()
+    assert torch.equal((t * 2).to_torch(), x * 2)
+    assert torch.equal(t.sum(0).to_torch(), x.sum(0))
