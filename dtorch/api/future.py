@@ -109,16 +109,16 @@ class _VoidSink:
 
 def tensor_future(graph: Graph, operand: Operand) -> tuple[PromiseHandle, CommTensorFuture]:
     """Register a collector for ``operand``'s shards; return its handle and future."""
-    promise = create_promise(PromiseKind.MEMORY)
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+    promise = create_promise(PromiseKind.MEMORY, name=handle.name)  # named: no uuid per fetch
     graph.runner.promises.add(handle.name, ShardCollector(operand, promise))
     return handle, promise.get_future()
 
 
 def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any]:
     """Register a collector that completes when every stream reported; handle and future."""
-    promise = create_void_promise(PromiseKind.MEMORY)
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+    promise = create_void_promise(PromiseKind.MEMORY, name=handle.name)
     collector = CountdownCollector(graph.runner.stream_count, _VoidSink(promise), lambda _: None)
     graph.runner.promises.add(handle.name, collector)
     return handle, promise.get_future()
@@ -126,8 +126,8 @@ def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any]:
 
 def memory_stats_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:
     """A future of an int64 [devices, 3] tensor of (device, bytes held, peak bytes)."""
-    promise = create_promise(PromiseKind.MEMORY)
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+    promise = create_promise(PromiseKind.MEMORY, name=handle.name)
     collector = CountdownCollector(graph.runner.stream_count, promise, _stats_tensor)
     graph.runner.promises.add(handle.name, collector)
     return handle, promise.get_future()
