@@ -54,6 +54,29 @@ def record(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> tuple[Tenso
     return emit(graph, name, param, operands, inference.outputs, operands[0].mesh)
 
 
+def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> Tensor:
+    """``record`` for an operator with exactly one output (nearly all of them), without the
+    result tuple: the per-operator hot path."""
+    graph = inputs[0]._graph
+    operands = []
+    for tensor in inputs:
+        if tensor._graph is not graph:
+            graph_of(name, inputs)  # raises the GraphError
+        operands.append(tensor._operand)
+    inference = infer(name, param, tuple(operands))
+    if inference.input_placements or len(inference.outputs) != 1:
+        return record(name, param, inputs)[0]
+    out = inference.outputs[0]
+    mesh = operands[0].mesh
+    operand = Operand(next(graph._operand_ids), out.shape, out.dtype, mesh, out.placements)
+    op_id = next(graph._operator_ids)
+    input_ids = tuple([o.id for o in operands])
+    span = caller_span(_OWN_FRAMES)
+    op = Operator(op_id, f"{name}_{op_id}", param, input_ids, (operand.id,), span)
+    graph.executor.submit(op, (operand,))
+    return _tensor.Tensor._wrap(graph, operand)
+
+
 def emit(
     graph: Graph,
     name: str,
