@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -53,7 +53,7 @@ class KernelContext:
     devices: tuple[int, ...]
     groups: ThreadGroupManager | None = None
     promises: PromiseTable | None = None
-    memo: dict[str, Any] = field(default_factory=dict)
+    memo: dict[str, Any] | None = None  # created by the kernel that wants one (rare)
 
     @property
     def param(self) -> OpParam:

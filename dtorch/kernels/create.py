@@ -61,9 +61,12 @@ def create_kernel(
         return [torch.zeros(spec.shape, dtype=param.dtype, device=target)]
     if param.create in _CONSTANT_KINDS:
         return [_constant(param, spec.shape, target)]
-    full = ctx.memo.get("full")
+    memo = ctx.memo
+    if memo is None:
+        memo = ctx.memo = {}
+    full = memo.get("full")
     if full is None:
-        full = ctx.memo["full"] = _full_value(param)
+        full = memo["full"] = _full_value(param)
     # a private copy: kernels may later change shards in place, the param stays as recorded
     return [full[spec.slices()].to(target, copy=True).contiguous()]
 
