@@ -141,3 +141,65 @@ def test_device_failure_names_the_operator_and_line(graph: dtorch.Graph) -> None
         (bad + 1).to_torch()
     assert torch.equal((t * 2).to_torch(), x * 2)
     assert torch.equal(t.sum(0).to_torch(), x.sum(0))
+
+
+#: dtorch.* functions called with torch's keyword names, and the torch call.
+_KEYWORDS: list[tuple[Callable[[Any], Any], Callable[[Any], Any]]] = [
+    (lambda a: dtorch.add(input=a, other=a, alpha=2), lambda a: torch.add(a, a, alpha=2)),
+    (lambda a: dtorch.sub(a, other=1.5), lambda a: torch.sub(a, 1.5)),
+    (lambda a: dtorch.mul(input=a, other=a), lambda a: torch.mul(a, a)),
+    (lambda a: dtorch.div(a, other=2, rounding_mode="floor"), lambda a: torch.div(a, 2).floor()),
+    (lambda a: dtorch.pow(a, exponent=2), lambda a: torch.pow(a, 2)),
+    (lambda a: dtorch.maximum(a, other=a.T.T * 0), lambda a: torch.maximum(a, a * 0)),
+    (lambda a: dtorch.gt(input=a, other=0), lambda a: torch.gt(a, 0)),
+    (lambda a: dtorch.matmul(input=a, other=a.T), lambda a: torch.matmul(a, a.T)),
+    (lambda a: dtorch.outer(a[:, 0], vec2=a[:, 1]), lambda a: torch.outer(a[:, 0], a[:, 1])),
+    (lambda a: DF.linear(input=a, weight=a, bias=None), lambda a: F.linear(a, a)),
+    (lambda a: dtorch.where(a > 0, input=a, other=0.0), lambda a: torch.where(a > 0, a, 0.0)),
+    (lambda a: dtorch.clamp(a, min=0.0), lambda a: torch.clamp(a, min=0.0)),
+    (lambda a: dtorch.masked_fill(a, mask=a > 0, value=1.0), lambda a: a.masked_fill(a > 0, 1.0)),
+    (lambda a: dtorch.sum(input=a, dim=1, keepdim=True), lambda a: torch.sum(a, 1, keepdim=True)),
+    (lambda a: dtorch.mean(a, dim=[0, 1]), lambda a: torch.mean(a, [0, 1])),
+    (lambda a: dtorch.argmax(a, dim=1), lambda a: torch.argmax(a, 1)),
+    (lambda a: dtorch.max(a, dim=1).values, lambda a: torch.max(a, 1).values),
+    (lambda a: dtorch.softmax(a, dim=1), lambda a: torch.softmax(a, 1)),
+    (lambda a: DF.softmax(input=a, dim=0), lambda a: F.softmax(a, dim=0)),
+    (lambda a: DF.gelu(input=a, approximate="tanh"), lambda a: F.gelu(a, approximate="tanh")),
+    (lambda a: dtorch.cat(tensors=[a, a], dim=1), lambda a: torch.cat([a, a], 1)),
+    (lambda a: dtorch.stack(tensors=[a, a], dim=2), lambda a: torch.stack([a, a], 2)),
+    (lambda a: dtorch.chunk(a, chunks=3, dim=1)[1], lambda a: torch.chunk(a, 3, 1)[1]),
+    (lambda a: dtorch.unbind(a, dim=1)[2], lambda a: torch.unbind(a, 1)[2]),
+    (lambda a: dtorch.transpose(a, dim0=0, dim1=1), lambda a: torch.transpose(a, 0, 1)),
+    (lambda a: dtorch.permute(a, dims=(1, 0)), lambda a: torch.permute(a, (1, 0))),
+    (lambda a: dtorch.reshape(a, shape=(-1,)), lambda a: torch.reshape(a, (-1,))),
+    (lambda a: dtorch.flatten(a, start_dim=0, end_dim=1), lambda a: torch.flatten(a, 0, 1)),
+    (lambda a: dtorch.squeeze(a[None], dim=0), lambda a: torch.squeeze(a[None], 0)),
+    (lambda a: dtorch.unsqueeze(a, dim=1), lambda a: torch.unsqueeze(a, 1)),
+    (lambda a: dtorch.repeat_interleave(a, repeats=2, dim=1), lambda a: a.repeat_interleave(2, 1)),
+]  # fmt: skip
+
+
+def test_torch_keyword_names(graph: dtorch.Graph) -> None:
+    """The ``dtorch.*`` functions take torch's keyword names (``input``, ``other``, ``dims``,
+    ``shape``, ...), so programs that spell them out run unchanged."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = _randn(4, 3)
+    t = place(x, mesh, [R], graph)
+    for call, ref in _KEYWORDS:
+        torch.testing.assert_close(call(t).to_torch(), ref(x), rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Tensor methods in dtorch/api/tensor.py name their operand `o` (add, sub, mul, div, "
+    "pow, matmul, ...) and take *shape/*dims only (reshape, permute, expand): torch's "
+    "keywords other=, exponent=, shape=, dims=, size= raise TypeError",
+)
+def test_torch_keyword_names_on_methods(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = place(_randn(4, 3), mesh, [S0], graph)
+    t.add(other=t)
+    t.matmul(other=t.T)
+    t.pow(exponent=2)
+    t.permute(dims=(1, 0))
+    t.reshape(shape=(12,))

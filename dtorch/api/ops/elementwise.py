@@ -18,7 +18,7 @@ import torch
 import dtorch.api.tensor as _tensor
 from dtorch.api.creation import from_torch
 from dtorch.api.ops.scalars import as_scalar, is_scalar
-from dtorch.api.record import record
+from dtorch.api.record import record, record_one
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MaskedKind, MathKind
 from dtorch.ir.params import (
     ActivationParam,
@@ -45,15 +45,16 @@ def binary(kind: BinaryKind, name: str, a: Any, b: Any) -> Tensor:
     """``a <kind> b`` where either side may be a Python number (or a 0-d torch tensor)."""
     tensor = _tensor.Tensor
     if isinstance(a, tensor):
-        b = _zero_dim(b, a)
-        if isinstance(b, tensor):
-            return record(name, _TENSOR_PARAMS[kind], (a, b))[0]
-        return record(name, _scalar_param(kind, as_scalar(b), False), (a,))[0]
+        if not isinstance(b, tensor):
+            b = _zero_dim(b, a)
+            if not isinstance(b, tensor):
+                return record_one(name, _scalar_param(kind, as_scalar(b), False), (a,))
+        return record_one(name, _TENSOR_PARAMS[kind], (a, b))
     if isinstance(b, tensor):
         a = _zero_dim(a, b)
         if isinstance(a, tensor):
-            return record(name, _TENSOR_PARAMS[kind], (a, b))[0]
-        return record(name, _scalar_param(kind, as_scalar(a), True), (b,))[0]
+            return record_one(name, _TENSOR_PARAMS[kind], (a, b))
+        return record_one(name, _scalar_param(kind, as_scalar(a), True), (b,))
     raise TypeError(f"{name}: at least one argument must be a dtorch.Tensor")
 
 
@@ -67,12 +68,12 @@ def _zero_dim(value: Any, other: Tensor) -> Any:
     return from_torch(value, graph=other.graph, device_mesh=other.device_mesh)
 
 
-def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
-    return binary(BinaryKind.ADD, "add", a, _scaled(b, alpha))
+def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    return binary(BinaryKind.ADD, "add", input, _scaled(other, alpha))
 
 
-def sub(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
-    return binary(BinaryKind.SUB, "sub", a, _scaled(b, alpha))
+def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    return binary(BinaryKind.SUB, "sub", input, _scaled(other, alpha))
 
 
 def _scaled(b: Any, alpha: Any) -> Any:
@@ -86,17 +87,17 @@ def _scaled(b: Any, alpha: Any) -> Any:
     return number * factor
 
 
-def mul(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.MUL, "mul", a, b)
+def mul(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.MUL, "mul", input, other)
 
 
-def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode is None:
-        return binary(BinaryKind.DIV, "div", a, b)
+        return binary(BinaryKind.DIV, "div", input, other)
     if rounding_mode == "floor":
-        return binary(BinaryKind.FLOOR_DIV, "floor_divide", a, b)
+        return binary(BinaryKind.FLOOR_DIV, "floor_divide", input, other)
     if rounding_mode == "trunc":
-        return trunc_div(a, b)
+        return trunc_div(input, other)
     raise ValueError(f"div: rounding_mode {rounding_mode!r}; accepted: None, 'floor', 'trunc'")
 
 
@@ -117,56 +118,56 @@ def _probe(value: Any) -> Any:
     return value
 
 
-def floor_divide(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.FLOOR_DIV, "floor_divide", a, b)
+def floor_divide(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.FLOOR_DIV, "floor_divide", input, other)
 
 
-def remainder(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.REMAINDER, "remainder", a, b)
+def remainder(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.REMAINDER, "remainder", input, other)
 
 
-def pow(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.POW, "pow", a, b)
+def pow(input: Any, exponent: Any) -> Tensor:
+    return binary(BinaryKind.POW, "pow", input, exponent)
 
 
-def eq(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.EQ, "eq", a, b)
+def eq(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.EQ, "eq", input, other)
 
 
-def ne(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.NE, "ne", a, b)
+def ne(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.NE, "ne", input, other)
 
 
-def gt(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.GT, "gt", a, b)
+def gt(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.GT, "gt", input, other)
 
 
-def lt(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.LT, "lt", a, b)
+def lt(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.LT, "lt", input, other)
 
 
-def ge(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.GE, "ge", a, b)
+def ge(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.GE, "ge", input, other)
 
 
-def le(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.LE, "le", a, b)
+def le(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.LE, "le", input, other)
 
 
-def logical_and(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.LOGICAL_AND, "logical_and", a, b)
+def logical_and(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.LOGICAL_AND, "logical_and", input, other)
 
 
-def logical_or(a: Any, b: Any) -> Tensor:
-    return binary(BinaryKind.LOGICAL_OR, "logical_or", a, b)
+def logical_or(input: Any, other: Any) -> Tensor:
+    return binary(BinaryKind.LOGICAL_OR, "logical_or", input, other)
 
 
-def maximum(a: Tensor, b: Tensor) -> Tensor:
-    return binary(BinaryKind.MAXIMUM, "maximum", a, b)
+def maximum(input: Tensor, other: Any) -> Tensor:
+    return binary(BinaryKind.MAXIMUM, "maximum", input, other)
 
 
-def minimum(a: Tensor, b: Tensor) -> Tensor:
-    return binary(BinaryKind.MINIMUM, "minimum", a, b)
+def minimum(input: Tensor, other: Any) -> Tensor:
+    return binary(BinaryKind.MINIMUM, "minimum", input, other)
 
 
 _MATH_PARAMS = {kind: BaseMathParam(kind) for kind in MathKind}
@@ -174,7 +175,7 @@ _MATH_PARAMS = {kind: BaseMathParam(kind) for kind in MathKind}
 
 def unary(kind: MathKind, name: str, t: Tensor) -> Tensor:
     """One BaseMath operator."""
-    return record(name, _MATH_PARAMS[kind], (t,))[0]
+    return record_one(name, _MATH_PARAMS[kind], (t,))
 
 
 _ACTIVATION_PARAMS = {kind: ActivationParam(kind) for kind in ActivationKind}
@@ -187,29 +188,29 @@ def activation(kind: ActivationKind, name: str, t: Tensor, approximate: str = "n
     return record(name, param, (t,))[0]
 
 
-def relu(t: Tensor) -> Tensor:
-    return activation(ActivationKind.RELU, "relu", t)
+def relu(input: Tensor) -> Tensor:
+    return activation(ActivationKind.RELU, "relu", input)
 
 
-def gelu(t: Tensor, approximate: str = "none") -> Tensor:
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate={approximate!r}; accepted: 'none', 'tanh'")
-    return activation(ActivationKind.GELU, "gelu", t, approximate)
+    return activation(ActivationKind.GELU, "gelu", input, approximate)
 
 
-def silu(t: Tensor) -> Tensor:
-    return activation(ActivationKind.SILU, "silu", t)
+def silu(input: Tensor) -> Tensor:
+    return activation(ActivationKind.SILU, "silu", input)
 
 
-def sigmoid(t: Tensor) -> Tensor:
-    return activation(ActivationKind.SIGMOID, "sigmoid", t)
+def sigmoid(input: Tensor) -> Tensor:
+    return activation(ActivationKind.SIGMOID, "sigmoid", input)
 
 
-def tanh(t: Tensor) -> Tensor:
-    return activation(ActivationKind.TANH, "tanh", t)
+def tanh(input: Tensor) -> Tensor:
+    return activation(ActivationKind.TANH, "tanh", input)
 
 
-def clamp(t: Tensor, min: Any = None, max: Any = None) -> Tensor:
+def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     for bound in (min, max):
@@ -217,23 +218,24 @@ def clamp(t: Tensor, min: Any = None, max: Any = None) -> Tensor:
             raise TypeError(f"clamp: bounds must be numbers, got {type(bound).__name__}")
     low = None if min is None else as_scalar(min)
     high = None if max is None else as_scalar(max)
-    return record("clamp", ClampParam(low, high), (t,))[0]
+    return record("clamp", ClampParam(low, high), (input,))[0]
 
 
-def where(condition: Tensor, x: Any, y: Any) -> Tensor:
-    """``x`` where ``condition`` holds, else ``y``; either may be a number."""
+def where(condition: Tensor, input: Any, other: Any) -> Tensor:
+    """``input`` where ``condition`` holds, else ``other``; either may be a number."""
     tensor = _tensor.Tensor
-    inputs = [condition] + [v for v in (x, y) if isinstance(v, tensor)]
+    inputs = [condition] + [v for v in (input, other) if isinstance(v, tensor)]
     param = WhereParam(
-        None if isinstance(x, tensor) else as_scalar(x),
-        None if isinstance(y, tensor) else as_scalar(y),
+        None if isinstance(input, tensor) else as_scalar(input),
+        None if isinstance(other, tensor) else as_scalar(other),
     )
     return record("where", param, tuple(inputs))[0]
 
 
-def masked_fill(t: Tensor, mask: Tensor, value: Any) -> Tensor:
-    return record("masked_fill", MaskedParam(MaskedKind.FILL, as_scalar(value)), (t, mask))[0]
+def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
+    param = MaskedParam(MaskedKind.FILL, as_scalar(value))
+    return record("masked_fill", param, (input, mask))[0]
 
 
-def masked_scatter(t: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    return record("masked_scatter", MaskedParam(MaskedKind.SCATTER), (t, mask, source))[0]
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    return record("masked_scatter", MaskedParam(MaskedKind.SCATTER), (input, mask, source))[0]

@@ -22,18 +22,18 @@ _LINEAR = LinearParam()
 _OUTER = OuterParam()
 
 
-def matmul(a: Tensor, b: Tensor) -> Tensor:
-    return record("matmul", _MATMUL, (a, b))[0]
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    return record("matmul", _MATMUL, (input, other))[0]
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``x @ weight.T + bias`` with ``weight`` of shape (out, in)."""
-    inputs = (x, weight) if bias is None else (x, weight, bias)
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias`` with ``weight`` of shape (out, in)."""
+    inputs = (input, weight) if bias is None else (input, weight, bias)
     return record("linear", _LINEAR, inputs)[0]
 
 
-def outer(a: Tensor, b: Tensor) -> Tensor:
-    return record("outer", _OUTER, (a, b))[0]
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    return record("outer", _OUTER, (input, vec2))[0]
 
 
 def einsum(equation: str, *operands: Tensor) -> Tensor:

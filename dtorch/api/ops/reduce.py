@@ -53,37 +53,41 @@ def reduce(
 
 
 def sum(
-    t: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+    input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
-    return reduce(ReduceKind.SUM, "sum", t, dim, keepdim, dtype)
+    return reduce(ReduceKind.SUM, "sum", input, dim, keepdim, dtype)
 
 
 def mean(
-    t: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+    input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
-    return reduce(ReduceKind.MEAN, "mean", t, dim, keepdim, dtype)
+    return reduce(ReduceKind.MEAN, "mean", input, dim, keepdim, dtype)
 
 
 def prod(
-    t: Tensor, dim: int | None = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+    input: Tensor,
+    dim: int | None = None,
+    keepdim: bool = False,
+    *,
+    dtype: torch.dtype | None = None,
 ) -> Tensor:
-    return reduce(ReduceKind.PROD, "prod", t, dim, keepdim, dtype)
+    return reduce(ReduceKind.PROD, "prod", input, dim, keepdim, dtype)
 
 
-def any(t: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return reduce(ReduceKind.ANY, "any", t, dim, keepdim)
+def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return reduce(ReduceKind.ANY, "any", input, dim, keepdim)
 
 
-def all(t: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return reduce(ReduceKind.ALL, "all", t, dim, keepdim)
+def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return reduce(ReduceKind.ALL, "all", input, dim, keepdim)
 
 
-def argmax(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-    return reduce(ReduceKind.ARGMAX, "argmax", t, dim, keepdim)
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return reduce(ReduceKind.ARGMAX, "argmax", input, dim, keepdim)
 
 
-def argmin(t: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-    return reduce(ReduceKind.ARGMIN, "argmin", t, dim, keepdim)
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    return reduce(ReduceKind.ARGMIN, "argmin", input, dim, keepdim)
 
 
 def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool) -> Any:
@@ -103,21 +107,21 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool) -> Any:
     return ValuesIndices(values, indices)
 
 
-def max(t: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+def max(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     """``max()`` of all, ``max(dim)`` -> (values, indices), ``max(other)`` -> maximum."""
-    return _maxmin(MaxMinKind.MAX, t, dim, keepdim)
+    return _maxmin(MaxMinKind.MAX, input, dim, keepdim)
 
 
-def min(t: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     """``min()`` of all, ``min(dim)`` -> (values, indices), ``min(other)`` -> minimum."""
-    return _maxmin(MaxMinKind.MIN, t, dim, keepdim)
+    return _maxmin(MaxMinKind.MIN, input, dim, keepdim)
 
 
-def softmax(t: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
-    param = SoftmaxParam(normalize_dims(dim, t.ndim)[0], False, dtype)
-    return record("softmax", param, (t,))[0]
+def softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    param = SoftmaxParam(normalize_dims(dim, input.ndim)[0], False, dtype)
+    return record("softmax", param, (input,))[0]
 
 
-def log_softmax(t: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
-    param = SoftmaxParam(normalize_dims(dim, t.ndim)[0], True, dtype)
-    return record("log_softmax", param, (t,))[0]
+def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    param = SoftmaxParam(normalize_dims(dim, input.ndim)[0], True, dtype)
+    return record("log_softmax", param, (input,))[0]

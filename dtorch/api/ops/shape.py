@@ -76,40 +76,44 @@ def view(t: Tensor, *shape: Any) -> Tensor:
     return record("view", ViewParam(target), (t,))[0]
 
 
-def reshape(t: Tensor, *shape: Any) -> Tensor:
-    target = infer_shape("reshape", sizes(shape), t.numel())
-    return record("reshape", ReshapeParam(target), (t,))[0]
+def reshape(input: Tensor, *sizes_: Any, shape: Any = None) -> Tensor:
+    """``reshape(*sizes)``, ``reshape(sizes)`` or torch's keyword ``reshape(shape=...)``."""
+    wanted = sizes(sizes_ if shape is None else (shape,))
+    target = infer_shape("reshape", wanted, input.numel())
+    return record("reshape", ReshapeParam(target), (input,))[0]
 
 
-def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    start, end = normalize_dims((start_dim, end_dim), t.ndim) if t.ndim else (0, 0)
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    start, end = normalize_dims((start_dim, end_dim), input.ndim) if input.ndim else (0, 0)
     if start > end:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    return record("flatten", FlattenParam(start, end), (t,))[0]
+    return record("flatten", FlattenParam(start, end), (input,))[0]
 
 
-def squeeze(t: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     if dim is None:
-        dims = tuple(i for i, s in enumerate(t.shape) if s == 1)
+        dims = tuple(i for i, s in enumerate(input.shape) if s == 1)
     else:
-        dims = normalize_dims(dim, t.ndim)
-    return record("squeeze", SqueezeParam(dims), (t,))[0]
+        dims = normalize_dims(dim, input.ndim)
+    return record("squeeze", SqueezeParam(dims), (input,))[0]
 
 
-def unsqueeze(t: Tensor, dim: int) -> Tensor:
-    return record("unsqueeze", UnsqueezeParam(normalize_dims(dim, t.ndim + 1)[0]), (t,))[0]
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    return record("unsqueeze", UnsqueezeParam(normalize_dims(dim, input.ndim + 1)[0]), (input,))[0]
 
 
-def transpose(t: Tensor, dim0: int, dim1: int) -> Tensor:
-    a, b = normalize_dims((dim0, dim1), t.ndim)
-    return record("transpose", TransposeParam(a, b), (t,))[0]
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    a, b = normalize_dims((dim0, dim1), input.ndim)
+    return record("transpose", TransposeParam(a, b), (input,))[0]
 
 
-def permute(t: Tensor, *dims: Any) -> Tensor:
-    order = normalize_dims(sizes(dims), t.ndim)
-    if sorted(order) != list(range(t.ndim)):
-        raise ShapeError(f"permute: {list(sizes(dims))} is not a permutation of {t.ndim} dims")
-    return record("permute", PermuteParam(order), (t,))[0]
+def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
+    """``permute(*dims)``, ``permute(dims)`` or torch's keyword ``permute(dims=...)``."""
+    wanted = sizes(order if dims is None else (dims,))
+    normal = normalize_dims(wanted, input.ndim)
+    if sorted(normal) != list(range(input.ndim)):
+        raise ShapeError(f"permute: {list(wanted)} is not a permutation of {input.ndim} dims")
+    return record("permute", PermuteParam(normal), (input,))[0]
 
 
 def expand(t: Tensor, *shape: Any) -> Tensor:
@@ -130,8 +134,8 @@ def contiguous(t: Tensor) -> Tensor:
 _CONTIGUOUS = ContiguousParam()
 
 
-def chunk(t: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-    return _chunk("chunk", t, chunks, dim)
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    return _chunk("chunk", input, chunks, dim)
 
 
 def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
@@ -140,13 +144,13 @@ def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
     return record(name, ChunkParam(chunks, normalize_dims(dim, t.ndim)[0]), (t,))
 
 
-def unbind(t: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """The slices along ``dim`` (one Chunk operator, recorded as ``unbind`` so that its
     errors name what the user called), each squeezed."""
-    d = normalize_dims(dim, t.ndim)[0]
-    if t.shape[d] == 0:
+    d = normalize_dims(dim, input.ndim)[0]
+    if input.shape[d] == 0:
         return ()
-    return tuple(squeeze(part, d) for part in _chunk("unbind", t, t.shape[d], d))
+    return tuple(squeeze(part, d) for part in _chunk("unbind", input, input.shape[d], d))
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
@@ -174,11 +178,11 @@ def repeat(t: Tensor, *repeats: Any) -> Tensor:
     return record("repeat", RepeatParam(counts), (t,))[0]
 
 
-def repeat_interleave(t: Tensor, repeats: int, dim: int | None = None) -> Tensor:
+def repeat_interleave(input: Tensor, repeats: int, dim: int | None = None) -> Tensor:
     if isinstance(repeats, _tensor.Tensor) or not isinstance(repeats, int) or repeats < 0:
         raise TypeError("repeat_interleave: repeats must be a non-negative int")
-    d = None if dim is None else normalize_dims(dim, t.ndim)[0]
-    return record("repeat_interleave", RepeatInterleaveParam(repeats, d), (t,))[0]
+    d = None if dim is None else normalize_dims(dim, input.ndim)[0]
+    return record("repeat_interleave", RepeatInterleaveParam(repeats, d), (input,))[0]
 
 
 # --- indexing ---------------------------------------------------------------------------------
