@@ -405,3 +405,35 @@ def test_rejections(graph: dtorch.Graph) -> None:
         a + "x"
     with pytest.raises(TypeError, match=r"dtorch\.Tensor or a number"):
         a * torch.ones(4, 3)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.int64, torch.int32, torch.bfloat16, torch.float64], ids=str
+)
+def test_partial_arithmetic_in_other_dtypes(dtype: torch.dtype, graph: dtorch.Graph) -> None:
+    """``P + P``, ``P - P``, ``P * R``, ``R * P`` and ``P / R`` on integer and low-precision
+    tensors, on a 2-D mesh with the other mesh dim sharded."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    a, b = _values(dtype, 7, 4), _values(dtype, 7, 4)
+    pa, pb = place(a, mesh, [P, S0], graph), place(b, mesh, [P, S0], graph)
+    rb = place(b, mesh, [R, S0], graph)
+    for out, want in ((pa + pb, a + b), (pa - pb, a - b), (pa * rb, a * b), (rb * pa, b * a)):
+        assert out.placements == [P, S0] and out.dtype == want.dtype
+        assert torch.equal(out.to_torch(), want)
+    quotient = pa / rb
+    assert quotient.placements == [P, S0] and quotient.dtype == (a / b).dtype
+    torch.testing.assert_close(quotient.to_torch(), a / b)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="P / R and P * R are accepted as linear, but not for non-finite results: a "
+    "divisor with zeros gives the non-owning ranks 0 / 0 = NaN (torch: x / 0 = inf), and "
+    "an infinite factor gives them 0 * inf = NaN; the sum is NaN where torch has +-inf",
+)
+def test_partial_division_by_zero_matches_torch(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    a, b = torch.tensor([1.0, -2.0, 3.0]), torch.tensor([0.0, 0.0, 2.0])
+    out = place(a, mesh, [P], graph) / place(b, mesh, [R], graph)
+    assert out.placements == [P]
+    assert torch.equal(out.to_torch(), a / b)
