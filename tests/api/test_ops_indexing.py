@@ -388,3 +388,16 @@ def test_len_item_tolist_and_scalars(graph: dtorch.Graph) -> None:
         iter(t.sum())
     with pytest.raises(RuntimeError, match="ambiguous"):
         bool(t)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="dtorch values do not alias: t[0] (like view, transpose, ...) is a new value, so "
+    "t[0][1] = v writes into that copy and t keeps its old value, where torch writes through "
+    "the view into t (write t[0, 1] = v instead)",
+)
+def test_writes_through_an_indexed_view(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = place(torch.zeros(4, 3), mesh, [S1], graph)
+    t[0][1] = 5.0
+    assert t.to_torch()[0, 1].item() == 5.0
