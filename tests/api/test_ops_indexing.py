@@ -390,14 +390,44 @@ def test_len_item_tolist_and_scalars(graph: dtorch.Graph) -> None:
         bool(t)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dtorch values do not alias: t[0] (like view, transpose, ...) is a new value, so "
-    "t[0][1] = v writes into that copy and t keeps its old value, where torch writes through "
-    "the view into t (write t[0, 1] = v instead)",
-)
-def test_writes_through_an_indexed_view(graph: dtorch.Graph) -> None:
+def _write(view: Any, value: float = 7.0) -> None:
+    view[0] = value
+
+
+#: Programs that write into a view (torch writes through it into the base) or into a copy
+#: (the base keeps its values), as torch defines them.
+_WRITES: list[tuple[str, Any]] = [
+    ("slice", lambda t: _write(t[1:3])),
+    ("step slice", lambda t: _write(t[::2])),
+    ("chained index", lambda t: t[1].__setitem__(2, 7.0)),
+    ("view", lambda t: _write(t.view(-1))),
+    ("reshape", lambda t: _write(t.reshape(2, 12))),
+    ("transpose", lambda t: _write(t.T)),
+    ("permute", lambda t: _write(t.permute(1, 0))),
+    ("unsqueeze", lambda t: _write(t.unsqueeze(0)[0])),
+    ("squeeze", lambda t: _write(t[None].squeeze(0))),
+    ("chunk", lambda t: _write(t.chunk(2, 1)[0])),
+    ("unbind", lambda t: _write(t.unbind(1)[0])),
+    ("detach", lambda t: _write(t.detach())),
+    ("copy_ into a slice", lambda t: t[:, 0:2].copy_(t[:, 2:4] * 0 + 9)),
+    ("clone", lambda t: _write(t.clone())),
+    ("contiguous of a transpose", lambda t: _write(t.T.contiguous())),
+    ("reshape of a transpose", lambda t: _write(t.T.reshape(-1))),
+]
+
+
+@pytest.mark.parametrize("placement", [R, S0, S1, P], ids=repr)
+@pytest.mark.parametrize(("label", "program"), _WRITES, ids=[w[0] for w in _WRITES])
+def test_writes_through_views_like_torch(label: str, program: Any, placement: Any, graph) -> None:  # type: ignore[no-untyped-def]
+    """Writing into a view changes its base, writing into a copy does not, as in torch, on
+    every layout that accepts the program (the others are refused at the call)."""
     mesh = dtorch.init_device_mesh("cpu", 2)
-    t = place(torch.zeros(4, 3), mesh, [S1], graph)
-    t[0][1] = 5.0
-    assert t.to_torch()[0, 1].item() == 5.0
+    x = torch.arange(24.0).reshape(4, 6)
+    t = place(x.clone(), mesh, [placement], graph)
+    program(x)
+    try:
+        program(t)
+    except PlacementError as error:
+        assert placement != R, f"{label} refused on R: {error}"
+        return
+    assert torch.equal(t.to_torch(), x)
