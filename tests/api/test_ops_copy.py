@@ -110,6 +110,8 @@ def test_casts_every_layout(src: torch.dtype, mesh_shape: tuple[int, ...], graph
     combos = layout_combos(len(mesh_shape), [x], limit=limit_for(mesh_shape, n_d=6), seed=3)
     if src != torch.bool and P not in [p for c in combos for p in c[0]]:
         combos.append(((P,) * len(mesh_shape),))
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    assert place(x, mesh, [R] * len(mesh_shape), graph).is_floating_point() == src.is_floating_point
     for call, dst in [*((lambda t, d=d: t.to(d), d) for d in _DTYPES), *_METHODS]:
         table = _layout_table(2, partial=_linear(src, dst))
         run_api(

@@ -98,6 +98,7 @@ def test_clamp_and_clip_every_layout(mesh_shape: tuple[int, ...], graph) -> None
             want = torch.clamp(t, low, high)
             for call in (
                 lambda v, lo=low, hi=high: v.clamp(lo, hi),
+                lambda v, lo=low, hi=high: v.clip(min=lo, max=hi),
                 lambda v, lo=low, hi=high: dtorch.clip(v, min=lo, max=hi),
             ):
                 run_api(
