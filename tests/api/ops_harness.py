@@ -206,7 +206,11 @@ def run_api(
         accepted.append(combo)
     for context, futures in pending:
         for future, w in zip(futures, want, strict=True):
-            compare(future.get(), w, exact, context)
+            try:
+                value = future.get()
+            except dtorch.DTorchError as error:  # say which layout failed on the devices
+                raise AssertionError(f"{context}: {error}") from error
+            compare(value, w, exact, context)
     return accepted
 
 

@@ -18,7 +18,18 @@ import torch.nn.functional as F
 import dtorch
 import dtorch.nn.functional as DF
 from dtorch.errors import KernelError
-from tests.api.ops_harness import S0, S1, P, R, place, run_api
+from tests.api.ops_harness import (
+    S0,
+    S1,
+    P,
+    R,
+    elementwise_table,
+    expected_layout,
+    place,
+    run_api,
+    sample,
+)
+from tests.simulate import layout_combos
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -203,3 +214,50 @@ def test_torch_keyword_names_on_methods(graph: dtorch.Graph) -> None:
     t.pow(exponent=2)
     t.permute(dims=(1, 0))
     t.reshape(shape=(12,))
+
+
+def _needs_chunking(table: Any, combo: Any) -> bool:
+    """Accepted, and some Replicate input must be chunked to its partner's shard first."""
+    layout = expected_layout(table, combo)
+    if layout is None:
+        return False
+    return any(
+        p == R and isinstance(out, dtorch.Shard)
+        for pls in combo
+        for p, out in zip(pls, layout, strict=True)
+    )
+
+
+_IMPLICIT: list[tuple[str, Callable[..., Any], Callable[..., Any], list[tuple[int, ...]]]] = [
+    ("add", operator.add, operator.add, [(5, 3), (5, 3)]),
+    ("mul", operator.mul, operator.mul, [(5, 3), (3,)]),
+    ("where", lambda c, a: dtorch.where(c, a, 0.0), lambda c, a: torch.where(c, a, 0.0),
+     [(5, 3), (5, 3)]),
+    ("copy_", lambda d, s: d.copy_(s), lambda d, s: d.clone().copy_(s), [(5, 3), (5, 3)]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mesh_shape", [(2, 3), (2, 2, 2), (3, 2)])
+@pytest.mark.parametrize(
+    ("name", "call", "ref", "shapes"), _IMPLICIT, ids=[i[0] for i in _IMPLICIT]
+)
+def test_implicit_chunking_on_nd_meshes(  # type: ignore[no-untyped-def]
+    name, call, ref, shapes, mesh_shape, graph
+) -> None:
+    """The one implicit redistribution (a Replicate operand chunked to its partner's shard),
+    on 2-D and 3-D meshes with nested and uneven shards: every sampled combination that needs
+    it gives the expanded placements and torch's values."""
+    fulls = [_randn(*s) for s in shapes]
+    if name == "where":
+        fulls[0] = fulls[0] > 0
+    bools = [f.dtype == torch.bool for f in fulls]
+    partial = {(P, P): P} if name in ("add", "copy_") else {}
+    table = elementwise_table(shapes, partial, bools=bools, fixed=[0] if name == "copy_" else [])
+    if name == "copy_":
+        table = {row: row[0] for row in table}
+    combos = layout_combos(len(mesh_shape), fulls, limit=4000, seed=7)
+    chosen = sample([c for c in combos if _needs_chunking(table, c)], 24, seed=len(mesh_shape))
+    assert chosen
+    run_api(
+        graph, name, call, fulls, mesh_shape, [ref(*fulls)], table=table, combos=chosen,
+    )  # fmt: skip
