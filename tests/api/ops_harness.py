@@ -119,8 +119,9 @@ def _elementwise_row(
         return None
     (j,) = targets
     for i, (p, shape) in enumerate(zip(row, shapes, strict=True)):
-        holds = j - (len(out_shape) - len(shape)) >= 0 and shape[j - len(out_shape) + len(shape)]
-        if i in fixed and p == R and holds == out_shape[j]:
+        k = j - (len(out_shape) - len(shape))  # the input's dim for output dim j
+        holds = k >= 0 and shape[k] == out_shape[j]
+        if i in fixed and p == R and holds:
             return None  # an in-place target is never redistributed
     return Shard(j)
 
