@@ -30,7 +30,7 @@ import torch
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.ir.params import SubGraphParam
 from dtorch.serialization.catalog import DEFAULT_REGISTRY
-from dtorch.serialization.fields import NATIVE_TYPES, show
+from dtorch.serialization.columns import NATIVE_TYPES, show
 from dtorch.serialization.registry import TypeRegistry
 from dtorch.serialization.tensors import tensor_bytes
 

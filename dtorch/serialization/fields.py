@@ -7,10 +7,12 @@ the wrong type is a SerializationError naming it) and again on the way in (a cor
 is a DeserializationError), so decoded records hold exactly the types they declare.
 
 References to other records are integer indices into the payload's node table: a record
-referenced twice is written once. The writer finds the nodes a column refers to with
-``children`` and hands their indices back to ``encode`` in the same order. In an ``Any``
-slot (a union that holds records, a container item, the payload root) a reference is written
-as a one-element array ``[index]``; native values (None, bool, int, float, str, bytes) are
+referenced twice is written once. Writing a column takes two steps: ``scan`` checks it,
+converts what it can, and asks the writer (a ``Walk``) for provisional numbers of the nodes
+it refers to; once the writer has ordered every node, ``emit`` swaps those numbers for final
+node indices (only codecs with ``has_children`` have anything to swap). In an ``Any`` slot (a
+union that holds records, a container item, the payload root) a reference is written as a
+one-element array ``[index]``; native values (None, bool, int, float, str, bytes) are
 written as themselves.
 
 Example:
@@ -23,64 +25,57 @@ Example:
 from __future__ import annotations
 
 import itertools
-import reprlib
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
-from dtorch.errors import (
-    BadReferenceError,
-    DeserializationError,
-    SerializationError,
-)
+from dtorch.errors import BadReferenceError, DeserializationError, SerializationError
 from dtorch.ir.dtypes import CODE_TO_DTYPE, DTYPE_TO_CODE
+from dtorch.serialization.columns import (
+    ARRAYS,
+    NATIVE_TYPES,
+    TUPLE,
+    NoneType,
+    ReadContext,
+    Walk,
+    WriteContext,
+    check_column,
+    check_types,
+    distinct_objects,
+    distinct_rows,
+    flatten,
+    insert_nones,
+    lookup,
+    names,
+    regroup,
+    repeats,
+    show,
+    spread,
+)
 
-NoneType = type(None)
+__all__ = [
+    "NATIVE_TYPES",
+    "AnyField",
+    "BlobField",
+    "DtypeField",
+    "EnumField",
+    "FieldCodec",
+    "OptionalField",
+    "PrimField",
+    "ReadContext",
+    "RefField",
+    "TupleField",
+    "Walk",
+    "WriteContext",
+    "check_column",
+    "check_types",
+    "decode_any",
+    "repeats",
+    "show",
+]
 
-#: Values written as themselves wherever any value may stand (everything else is a node).
-NATIVE_TYPES: frozenset[type] = frozenset({NoneType, bool, int, float, str, bytes})
-
-_SHORT = reprlib.Repr()
-_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict = 3, 6, 6, 4
-_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 48
-_SHORT.repr_bytes = lambda value, level: repr(value[:48])  # type: ignore[attr-defined]
-
-
-def show(value: object) -> str:
-    """A short repr for messages: bounded in length and depth, whatever ``value`` holds."""
-    return _SHORT.repr(value)
-
-
-_INT = frozenset({int})
-_TUPLE = frozenset({tuple})
-_ARRAYS = frozenset({list, tuple})
-
-
-@dataclass(slots=True)
-class WriteContext:
-    """What encoding a column needs beyond its references: the payload's data section."""
-
-    blobs: list[memoryview] = field(default_factory=list)
-    blob_end: int = 0
-
-    def add_blob(self, data: memoryview) -> list[int]:
-        """Place ``data`` in the payload's data section (64-byte aligned): ``[offset, size]``."""
-        offset = -(-self.blob_end // 64) * 64
-        self.blobs.append(data)
-        self.blob_end = offset + data.nbytes
-        return [offset, data.nbytes]
-
-
-@dataclass(slots=True)
-class ReadContext:
-    """What decoding a column needs: the nodes built so far, and the payload's data section."""
-
-    nodes: list[Any]
-    data: memoryview = field(default_factory=lambda: memoryview(b""))
-    alias: bool = False
-    ranges: list[tuple[int, int]] = field(default_factory=list)
+_DTYPE = frozenset({torch.dtype})
 
 
 class FieldCodec(Protocol):
@@ -102,59 +97,26 @@ class FieldCodec(Protocol):
 
     @property
     def passthrough(self) -> bool:
-        """True when ``encode`` and ``decode`` only check: values are their own wire values."""
+        """True when ``scan`` and ``decode`` only check: values are their own wire values."""
         ...
 
     def children(self, column: list[Any]) -> list[Any]:
-        """The nodes a column refers to, in order (the writer checks their types against
-        ``child_classes``)."""
+        """The nodes a column refers to, in order."""
         ...
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        """The column's wire values; ``refs`` are the node indices of ``children(column)``."""
+    def scan(self, column: list[Any], walk: Walk) -> Any:
+        """Check the column and number the nodes it refers to: its wire values if the field
+        has no children, else the state ``emit`` finishes."""
+        ...
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        """The wire values of a scanned column; ``renumber`` maps provisional numbers to node
+        indices."""
         ...
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         """The column's values from its wire values (DeserializationError if corrupt)."""
         ...
-
-
-def _names(types: Iterable[type]) -> str:
-    return ", ".join(sorted(t.__name__ for t in types))
-
-
-def check_types(
-    values: Iterable[Any],
-    allowed: frozenset[type],
-    what: str | Callable[[], str],
-    error: type[Exception],
-) -> None:
-    """Raise ``error`` unless every value's exact type is in ``allowed``; ``what`` describes
-    the accepted values (a callable is only called on failure: describing costs)."""
-    found = set(map(type, values))
-    if not found <= allowed:
-        label = what if isinstance(what, str) else what()
-        raise error(f"expected {label}, got {_names(found - allowed)}")
-
-
-def check_column(column: object, count: int) -> list[Any] | tuple[Any, ...]:
-    """A wire column must be an array of ``count`` values."""
-    if type(column) not in _ARRAYS or len(column) != count:  # type: ignore[arg-type]
-        raise DeserializationError(f"expected a column of {count} values, got {show(column)}")
-    return column  # type: ignore[return-value]
-
-
-def check_indices(column: list[Any] | tuple[Any, ...], size: int) -> None:
-    """Every value is an int index of an already decoded node."""
-    if not column:
-        return
-    check_types(column, _INT, "node references (ints)", DeserializationError)
-    low, high = min(column), max(column)
-    if low < 0 or high >= size:
-        raise BadReferenceError(
-            f"reference to node {low if low < 0 else high}, but only nodes 0..{size - 1} are "
-            f"decoded before it (a reference must point to an earlier node)"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +129,17 @@ class PrimField:
     passthrough: bool = True
 
     def describe(self) -> str:
-        return _names(self.types)
+        return names(self.types)
 
     def children(self, column: list[Any]) -> list[Any]:
         return []
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
+    def scan(self, column: list[Any], walk: Walk) -> Any:
         check_types(column, self.types, self.describe, SerializationError)
         return column
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        return state
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         check_types(column, self.types, self.describe, DeserializationError)
@@ -187,13 +152,15 @@ class EnumField:
 
     enum: type
     members: dict[int, Any] = field(compare=False, hash=False)
+    values: dict[Any, int] = field(compare=False, hash=False)
     has_children: bool = False
     child_classes: frozenset[type] | None = None
     passthrough: bool = False
 
     @classmethod
     def of(cls, enum: type) -> EnumField:
-        return cls(enum, {int(m): m for m in enum})  # type: ignore[attr-defined]
+        members = {int(m): m for m in enum}  # type: ignore[attr-defined]
+        return cls(enum, members, {m: value for value, m in members.items()})
 
     def describe(self) -> str:
         return f"{self.enum.__name__} members"
@@ -201,17 +168,21 @@ class EnumField:
     def children(self, column: list[Any]) -> list[Any]:
         return []
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
+    def scan(self, column: list[Any], walk: Walk) -> Any:
         check_types(column, frozenset({self.enum}), self.describe, SerializationError)
-        return list(map(int, column))  # plain ints: packers read an enum's value in Python
+        # Plain ints: a packer reads an enum's value in Python, ten times slower.
+        return list(map(self.values.__getitem__, column))
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        return state
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        check_types(column, _INT, lambda: f"{self.describe()} (ints)", DeserializationError)
-        try:
+        try:  # the table holds every accepted value: no separate type check
             return list(map(self.members.__getitem__, column))
-        except KeyError as exc:
+        except (KeyError, TypeError):
+            bad = next(v for v in column if type(v) is not int or v not in self.members)
             raise DeserializationError(
-                f"{exc.args[0]} is not a value of {self.enum.__name__}; accepted: "
+                f"{show(bad)} is not a value of {self.enum.__name__}; accepted: "
                 f"{sorted(self.members)}"
             ) from None
 
@@ -230,18 +201,43 @@ class DtypeField:
     def children(self, column: list[Any]) -> list[Any]:
         return []
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        check_types(column, frozenset({torch.dtype}), "torch.dtype", SerializationError)
-        return list(map(DTYPE_TO_CODE.__getitem__, column))
+    def scan(self, column: list[Any], walk: Walk) -> Any:
+        try:  # only dtypes are keys of the table
+            return list(map(DTYPE_TO_CODE.__getitem__, column))
+        except (KeyError, TypeError):
+            check_types(column, _DTYPE, "torch.dtype", SerializationError)
+            bad = next(d for d in column if d not in DTYPE_TO_CODE)
+            raise SerializationError(f"{bad} has no dtype code in dtorch.ir.dtypes") from None
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        return state
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        check_types(column, _INT, "dtype codes (ints)", DeserializationError)
         try:
             return list(map(CODE_TO_DTYPE.__getitem__, column))
-        except KeyError as exc:
+        except (KeyError, TypeError):
+            bad = next(v for v in column if type(v) is not int or v not in CODE_TO_DTYPE)
             raise DeserializationError(
-                f"dtype code {exc.args[0]} is not a dtype of this torch"
+                f"dtype code {show(bad)} is not a dtype of this torch"
             ) from None
+
+
+def resolve(column: list[Any] | tuple[Any, ...], nodes: list[Any]) -> list[Any]:
+    """The decoded nodes a column of references names (each an index of an earlier node)."""
+    try:
+        if column and min(column) < 0:  # a negative index would count from the end
+            raise BadReferenceError(f"reference to node {min(column)}: indices start at 0")
+        return list(map(nodes.__getitem__, column))
+    except IndexError:
+        bad = next(v for v in column if type(v) is not int or v >= len(nodes))
+        raise BadReferenceError(
+            f"reference to node {show(bad)}, but only nodes 0..{len(nodes) - 1} are decoded "
+            f"before it (a reference must point to an earlier node)"
+        ) from None
+    except TypeError:
+        raise DeserializationError(
+            f"expected node references (ints), got {names(set(map(type, column)) - {int})}"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,12 +259,14 @@ class RefField:
     def children(self, column: list[Any]) -> list[Any]:
         return column
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        return refs
+    def scan(self, column: list[Any], walk: Walk) -> Any:
+        return walk.refs(column, self.classes, self.describe)
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        return lookup(renumber, state)
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        check_indices(column, len(ctx.nodes))
-        values = list(map(ctx.nodes.__getitem__, column))
+        values = resolve(column, ctx.nodes)
         check_types(values, self.classes, self.label, DeserializationError)
         return values
 
@@ -297,19 +295,23 @@ class OptionalField:
     def children(self, column: list[Any]) -> list[Any]:
         return self.inner.children([v for v in column if v is not None])
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        return _apply_present(column, lambda present: self.inner.encode(present, refs, ctx))
+    def scan(self, column: list[Any], walk: Walk) -> Any:
+        if NoneType not in set(map(type, column)):
+            state = self.inner.scan(column, walk)
+            return (None, state) if self.inner.has_children else state
+        state = self.inner.scan([v for v in column if v is not None], walk)
+        return (column, state) if self.inner.has_children else insert_nones(column, state)
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        column, inner = state
+        wire = self.inner.emit(inner, renumber)
+        return wire if column is None else insert_nones(column, wire)
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        return _apply_present(list(column), lambda present: self.inner.decode(present, ctx))
-
-
-def _apply_present(column: list[Any], convert: Callable[[list[Any]], list[Any]]) -> list[Any]:
-    """``convert`` the values that are not None, keeping the Nones in place."""
-    if NoneType not in set(map(type, column)):
-        return convert(column)
-    converted = iter(convert([v for v in column if v is not None]))
-    return [None if v is None else next(converted) for v in column]
+        if NoneType not in set(map(type, column)):
+            return self.inner.decode(column, ctx)
+        present = self.inner.decode([v for v in column if v is not None], ctx)
+        return insert_nones(list(column), present)
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,82 +337,44 @@ class TupleField:
 
     def children(self, column: list[Any]) -> list[Any]:
         rows = distinct_objects(column)
-        check_types(rows, _TUPLE, self.describe, SerializationError)
-        return self.inner.children(list(itertools.chain.from_iterable(rows)))
+        check_types(rows, TUPLE, self.describe, SerializationError)
+        return self.inner.children(flatten(rows))
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        if self.inner.passthrough:  # checks only: the tuples are their own wire values
-            check_types(column, _TUPLE, self.describe, SerializationError)
-            self.inner.encode(itertools.chain.from_iterable(column), refs, ctx)  # type: ignore[arg-type]
-            return column
-        # A column often repeats the same tuple object (a shared placements tuple): encode
-        # each once, as children() numbered each once.
+    def scan(self, column: list[Any], walk: Walk) -> Any:
+        # A column often repeats the same tuple object (a shared placements tuple): scan
+        # each once.
         rows = distinct_objects(column)
-        flat = list(itertools.chain.from_iterable(rows))
-        encoded = regroup(rows, self.inner.encode(flat, refs, ctx))
-        if rows is column:
-            return encoded
-        return list(
-            map(dict(zip(map(id, rows), encoded, strict=True)).__getitem__, map(id, column))
-        )
+        check_types(rows, TUPLE, self.describe, SerializationError)
+        if self.inner.passthrough:  # checks only: the tuples are their own wire values
+            self.inner.scan(itertools.chain.from_iterable(rows), walk)  # type: ignore[arg-type]
+            return column
+        state = self.inner.scan(flatten(rows), walk)
+        if self.inner.has_children:
+            return column, rows, state
+        return spread(column, rows, regroup(rows, state))
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        column, rows, inner = state
+        return spread(column, rows, regroup(rows, self.inner.emit(inner, renumber)))
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         kinds = set(map(type, column))
-        if not kinds <= _ARRAYS:
+        if not kinds <= ARRAYS:
             raise DeserializationError(
-                f"expected arrays of {self.inner.describe()}, got {_names(kinds - _ARRAYS)}"
+                f"expected arrays of {self.inner.describe()}, got {names(kinds - ARRAYS)}"
             )
         # An unpacker that makes tuples already made the rows; others make lists.
-        rows = list(column) if kinds <= _TUPLE else list(map(tuple, column))
+        rows = list(column) if kinds <= TUPLE else list(map(tuple, column))
         if self.inner.passthrough:
             self.inner.decode(itertools.chain.from_iterable(rows), ctx)  # type: ignore[arg-type]
             return rows
-        distinct = _distinct(rows) if self.inner.has_children else None
+        distinct = distinct_rows(rows) if self.inner.has_children else None
         if distinct is None:
-            return regroup(rows, self.inner.decode(list(itertools.chain.from_iterable(rows)), ctx))
+            return regroup(rows, self.inner.decode(flatten(rows), ctx))
         # Rows of references repeat (an operand's placements): decode each distinct row once.
         # Equal rows then share one tuple, which is immutable.
-        flat = list(itertools.chain.from_iterable(distinct))
-        decoded = regroup(distinct, self.inner.decode(flat, ctx))
+        decoded = regroup(distinct, self.inner.decode(flatten(distinct), ctx))
         return list(map(dict(zip(distinct, decoded, strict=True)).__getitem__, rows))
-
-
-def regroup(rows: list[Any], items: list[Any]) -> list[tuple[Any, ...]]:
-    """``items`` (the flattened ``rows``, converted) split back into rows of the same lengths."""
-    remaining = iter(items)
-    lengths = set(map(len, rows))
-    if len(lengths) == 1 and 0 not in lengths:  # all as long: regroup at C speed
-        return list(zip(*[remaining] * lengths.pop(), strict=False))
-    return [tuple(itertools.islice(remaining, len(row))) for row in rows]
-
-
-_WINDOW = 256
-
-
-def repeats(values: list[Any]) -> bool:
-    """Whether the first values of a long column mostly repeat a few objects."""
-    if len(values) <= _WINDOW // 4:
-        return False
-    window = values[:_WINDOW]
-    return len(set(map(id, window))) * 4 < len(window) * 3
-
-
-def distinct_objects(values: list[Any]) -> list[Any]:
-    """``values`` without repeats of the same object, if it ``repeats``; else ``values``."""
-    if not repeats(values):
-        return values
-    return list(dict(zip(map(id, values), values, strict=True)).values())
-
-
-def _distinct(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
-    """The distinct rows, if they are hashable and at most half as many as the rows."""
-    if len(rows) < 4:
-        return None
-    try:
-        distinct = list(dict.fromkeys(rows))
-    except TypeError:  # a row holds an array (a reference in an Any slot)
-        return None
-    return distinct if len(distinct) * 2 <= len(rows) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,8 +385,11 @@ class AnyField:
     classes: frozenset[type] | None = None
     label: str = "any value"
     has_children: bool = True
-    child_classes: frozenset[type] | None = None  # children() checks the whole column
     passthrough: bool = False
+
+    @property
+    def child_classes(self) -> frozenset[type] | None:
+        return None if self.classes is None else self.classes - NATIVE_TYPES
 
     def describe(self) -> str:
         return self.label
@@ -432,8 +399,20 @@ class AnyField:
             check_types(column, self.classes, self.label, SerializationError)
         return [v for v in column if type(v) not in NATIVE_TYPES]
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        index = iter(refs)
+    def scan(self, column: list[Any], walk: Walk) -> Any:
+        kinds = set(map(type, column))
+        if self.classes is not None and not kinds <= self.classes:
+            raise SerializationError(f"expected {self.label}, got {names(kinds - self.classes)}")
+        if kinds <= NATIVE_TYPES:
+            return column, None
+        kids = [v for v in column if type(v) not in NATIVE_TYPES]
+        return column, walk.refs(kids, None, self.describe)
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        column, numbers = state
+        if numbers is None:
+            return column
+        index = iter(lookup(renumber, numbers))
         return [v if type(v) in NATIVE_TYPES else (next(index),) for v in column]
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
@@ -449,7 +428,7 @@ def decode_any(value: Any, nodes: list[Any]) -> Any:
     kind = type(value)
     if kind in NATIVE_TYPES:
         return value
-    if kind in _ARRAYS and len(value) == 1:
+    if kind in ARRAYS and len(value) == 1:
         index = value[0]
         if type(index) is int and 0 <= index < len(nodes):
             return nodes[index]
@@ -475,8 +454,11 @@ class BlobField:
     def children(self, column: list[Any]) -> list[Any]:
         return []
 
-    def encode(self, column: list[Any], refs: list[int], ctx: WriteContext) -> list[Any]:
-        return [ctx.add_blob(view) for view in column]
+    def scan(self, column: list[Any], walk: Walk) -> Any:
+        return [walk.add_blob(view) for view in column]
+
+    def emit(self, state: Any, renumber: list[int]) -> list[Any]:
+        return state
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         return [_blob(entry, ctx) for entry in column]
@@ -484,9 +466,9 @@ class BlobField:
 
 def _blob(entry: Any, ctx: ReadContext) -> memoryview | bytearray:
     """The bytes of one data range: a view of the payload (alias) or a private copy."""
-    if type(entry) not in _ARRAYS or len(entry) != 2:
+    if type(entry) not in ARRAYS or len(entry) != 2:
         raise DeserializationError(f"expected a data range [offset, size], got {show(entry)}")
-    check_types(entry, _INT, "a data range of ints", DeserializationError)
+    check_types(entry, frozenset({int}), "a data range of ints", DeserializationError)
     offset, size = entry
     if offset < 0 or size < 0 or offset + size > ctx.data.nbytes:
         raise DeserializationError(

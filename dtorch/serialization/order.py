@@ -1,144 +1,101 @@
 """Decode order: children before parents, one group of columns per type where possible.
 
 The payload is a list of groups, each holding nodes of one type, in an order where every
-reference points to an earlier group. The types of a payload form a graph (an Operator
-refers to params and spans, an Operand to meshes and placements); its strongly connected
-components, children first, give that order for all types that do not refer back to
-themselves, and each such type becomes one group. Types that do (a list holding lists, a
-SubGraph param holding operators) are ordered node by node: each node's height (1 + the
-highest of its children in the same component) picks its group, and a node met again while
-its own children are being visited is a reference cycle, refused with SerializationError.
-Everything here is iterative: no recursion limit, however deep the values nest.
+reference points to an earlier group. The registry ranks every type once (``TypeRegistry.
+ranks``: a field refers only to lower ranks, or to its own rank when that rank is cyclic), so
+most of a payload's types are ordered by one sort. The types of a cyclic rank (containers,
+sub-graphs, fused params) are ordered by the references this payload holds: their strongly
+connected components, children first, and each type that does not refer back to itself
+becomes one group. Types that do (a list holding lists, a SubGraph param holding operators)
+are ordered node by node: each node's height (1 + the highest of its children in the same
+component) picks its group, and a node met again while its own children are being visited
+is a reference cycle, refused with SerializationError. Everything here is iterative: no
+recursion limit, however deep the values nest.
 
 Example:
     >>> from dtorch.serialization.catalog import DEFAULT_REGISTRY
     >>> lst = DEFAULT_REGISTRY.by_type[list]
     >>> inner = [1]
-    >>> found = {lst: [Group(lst, [[inner], inner], [0, 1])]}
-    >>> [g.objs for g in plan(found, {lst: {lst}}, key_of=lambda obj: 0)]
-    [[[1]], [[[1]]]]
+    >>> found = {lst: [Batch(lst, [[inner], inner], [0, 1], None)]}
+    >>> groups = plan(found, {lst: {lst}}, lambda obj: 0, DEFAULT_REGISTRY)
+    >>> [[batch.objs for batch in group] for group in groups]
+    [[[[1]]], [[[[1]]]]]
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dtorch.errors import SerializationError
-from dtorch.serialization.registry import NodeType
+from dtorch.serialization.registry import NodeType, TypeRegistry
+from dtorch.serialization.scc import strongly_connected
 
 _ON_PATH = -1
 
 
 @dataclass(frozen=True, slots=True)
-class Group:
-    """Nodes of one type written together, with what discovery already knows about them.
+class Batch:
+    """Nodes of one type, with what discovery already knows about them.
 
     ``keys`` are the nodes' provisional numbers (the writer renumbers them in group order);
-    ``columns`` their exploded fields and ``refs`` (per child field) the provisional numbers
-    of the nodes each child column refers to, or None where they must be worked out again.
+    ``states`` the scanned field columns (``FieldCodec.scan``), or None where the nodes were
+    regrouped and must be scanned again.
     """
 
     node_type: NodeType
     objs: list[Any]
-    keys: list[int]
-    columns: list[list[Any]] | None = None
-    refs: dict[int, list[int]] | None = None
+    keys: Sequence[int]
+    states: list[Any] | None
+
+
+#: The batches written as one group (all of one type), in order.
+Group = list[Batch]
 
 
 def plan(
-    batches: Mapping[NodeType, list[Group]],
+    batches: Mapping[NodeType, list[Batch]],
+    edges: Mapping[NodeType, set[NodeType]],
+    key_of: Callable[[Any], int],
+    registry: TypeRegistry,
+) -> list[Group]:
+    """The groups of a payload in decode order (see the module docstring); ``batches`` are
+    discovery's batches per type, ``edges`` the types each type's nodes refer to, and
+    ``key_of`` gives any node's provisional number."""
+    ranks = registry.ranks
+    groups: list[Group] = []
+    for rank, present in itertools.groupby(sorted(batches, key=ranks.__getitem__), ranks.get):
+        if rank in registry.cyclic:
+            groups.extend(_cyclic(list(present), batches, edges, key_of))
+        else:
+            groups.extend(batches[node_type] for node_type in present)
+    return groups
+
+
+def _cyclic(
+    present: list[NodeType],
+    batches: Mapping[NodeType, list[Batch]],
     edges: Mapping[NodeType, set[NodeType]],
     key_of: Callable[[Any], int],
 ) -> list[Group]:
-    """The groups of a payload in decode order (see the module docstring); ``batches`` are
-    discovery's groups per type and ``key_of`` gives any node's provisional number."""
+    """Groups of the types of one cyclic rank, by the references this payload holds."""
+    members = set(present)
+    inner = {nt: [t for t in edges.get(nt, ()) if t in members] for nt in present}
     groups: list[Group] = []
-    for component in strongly_connected(list(batches), edges):
+    for component in strongly_connected(present, inner):
         only = component[0]
-        if len(component) == 1 and only not in edges.get(only, ()):
-            groups.append(_whole(only, batches[only]))
+        if len(component) == 1 and only not in inner[only]:
+            groups.append(batches[only])
         else:
             groups.extend(_layered(component, batches, key_of))
     return groups
 
 
-def _chain(parts: Iterable[list[Any]]) -> list[Any]:
-    return list(itertools.chain.from_iterable(parts))
-
-
-def _whole(node_type: NodeType, batches: list[Group]) -> Group:
-    """One group of every node of a type, joining discovery's batches."""
-    if len(batches) == 1:
-        return batches[0]
-    columns = [_chain(c) for c in zip(*(b.columns or () for b in batches), strict=True)]
-    refs = {i: _chain(b.refs[i] for b in batches if b.refs) for i in node_type.child_fields}
-    return Group(
-        node_type,
-        _chain(b.objs for b in batches),
-        _chain(b.keys for b in batches),
-        columns,
-        refs,
-    )
-
-
-def strongly_connected(
-    nodes: list[NodeType], edges: Mapping[NodeType, Iterable[NodeType]]
-) -> list[list[NodeType]]:
-    """Tarjan's strongly connected components, each after every component it reaches."""
-    index: dict[NodeType, int] = {}
-    low: dict[NodeType, int] = {}
-    stack: list[NodeType] = []
-    on_stack: set[NodeType] = set()
-    result: list[list[NodeType]] = []
-
-    def enter(node: NodeType) -> list[Any]:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        return [node, list(edges.get(node, ())), 0]
-
-    for root in nodes:
-        if root in index:
-            continue
-        work = [enter(root)]
-        while work:
-            frame = work[-1]
-            node, children, position = frame
-            if position < len(children):
-                frame[2] = position + 1
-                child = children[position]
-                if child not in index:
-                    work.append(enter(child))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                result.append(_pop_component(stack, on_stack, node))
-    return result
-
-
-def _pop_component(
-    stack: list[NodeType], on_stack: set[NodeType], head: NodeType
-) -> list[NodeType]:
-    component = []
-    while True:
-        node = stack.pop()
-        on_stack.discard(node)
-        component.append(node)
-        if node is head:
-            return component
-
-
 def _layered(
     component: list[NodeType],
-    batches: Mapping[NodeType, list[Group]],
+    batches: Mapping[NodeType, list[Batch]],
     key_of: Callable[[Any], int],
 ) -> list[Group]:
     """Groups of a self-referring component, by node height (children first)."""
@@ -149,7 +106,7 @@ def _layered(
     for obj in objs:
         buckets.setdefault((heights[id(obj)], by_class[type(obj)]), []).append(obj)
     ordered = sorted(buckets.items(), key=lambda item: item[0][0])
-    return [Group(nt, members, list(map(key_of, members))) for (_, nt), members in ordered]
+    return [[Batch(nt, nodes, list(map(key_of, nodes)), None)] for (_, nt), nodes in ordered]
 
 
 def _kids(obj: Any, by_class: Mapping[type, NodeType]) -> list[Any]:

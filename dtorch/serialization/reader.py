@@ -34,7 +34,8 @@ from dtorch.errors import (
     UnknownTypeError,
 )
 from dtorch.serialization.catalog import DEFAULT_REGISTRY
-from dtorch.serialization.fields import ReadContext, check_column, decode_any, show
+from dtorch.serialization.columns import ReadContext, check_column, show
+from dtorch.serialization.fields import decode_any
 from dtorch.serialization.registry import Field, NodeType, TypeRegistry
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, unframe, unpack
 from dtorch.serialization.writer import without_gc

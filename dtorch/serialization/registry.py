@@ -40,6 +40,7 @@ from dtorch.serialization.fields import (
     RefField,
     TupleField,
 )
+from dtorch.serialization.scc import strongly_connected
 
 NoneType = type(None)
 
@@ -172,11 +173,18 @@ class TypeRegistry:
     ``families`` numbers groups of types that one typed field may refer to together (every
     param type, the three placements); the writer keeps one identity table per family, so
     a typed column of references needs one table, and tables stay small.
+
+    ``ranks`` orders the types so that a field only refers to types of a lower rank, or of
+    its own rank when that rank is in ``cyclic`` (types that may refer to each other, or to
+    themselves: containers, sub-graphs, fused params). A payload writes its groups by rank
+    and orders only the cyclic ranks by the references it holds.
     """
 
     by_type: Mapping[type, NodeType]
     by_tag: Mapping[str, NodeType]
     families: Mapping[type, int]
+    ranks: Mapping[NodeType, int]
+    cyclic: frozenset[int]
 
     @classmethod
     def build(
@@ -197,10 +205,13 @@ class TypeRegistry:
         by_tag = {nt.tag: nt for nt in node_types}
         if len(by_type) != len(node_types) or len(by_tag) != len(node_types):
             raise SerializationError("a type or a tag is registered twice")
+        ranks, cyclic = _ranks(node_types, by_type)
         return cls(
             types.MappingProxyType(by_type),
             types.MappingProxyType(by_tag),
             types.MappingProxyType(_families(node_types)),
+            types.MappingProxyType(ranks),
+            cyclic,
         )
 
     def node_type(self, cls: type, where: str) -> NodeType:
@@ -232,6 +243,35 @@ def _families(node_types: list[NodeType]) -> dict[type, int]:
                 parent[find(other)] = find(first)  # type: ignore[arg-type]
     numbers: dict[type, int] = {}
     return {cls: numbers.setdefault(find(cls), len(numbers)) for cls in parent}
+
+
+def _ranks(
+    node_types: list[NodeType], by_type: Mapping[type, NodeType]
+) -> tuple[dict[NodeType, int], frozenset[int]]:
+    """Each type's component in the graph of what its fields may refer to (children first),
+    and the components that hold a cycle."""
+    edges = {nt: _targets(nt, node_types, by_type) for nt in node_types}
+    components = strongly_connected(node_types, edges)
+    ranks = {nt: rank for rank, component in enumerate(components) for nt in component}
+    cyclic = frozenset(
+        rank
+        for rank, component in enumerate(components)
+        if len(component) > 1 or component[0] in edges[component[0]]
+    )
+    return ranks, cyclic
+
+
+def _targets(
+    node_type: NodeType, node_types: list[NodeType], by_type: Mapping[type, NodeType]
+) -> list[NodeType]:
+    """The types ``node_type``'s fields may refer to (an untyped ``Any`` field: all)."""
+    targets: list[NodeType] = []
+    for field in node_type.fields:
+        if not field.codec.has_children:
+            continue
+        classes = field.codec.child_classes
+        targets.extend(node_types if classes is None else (by_type[c] for c in classes))
+    return targets
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,12 +3,14 @@
 Writing happens in three steps, each a pass over whole columns rather than a call per node:
 
 1. *discover*: starting from the root, take every pending value of one type at once,
-   explode it into field columns, and collect the records its fields refer to. A value is
-   identified by ``id()``, so a record referenced twice becomes one node (identity sharing).
+   explode it into field columns and ``scan`` each column with its field codec: a check,
+   the conversion to wire values, and provisional numbers for the records it refers to. A
+   value is identified by ``id()``, so a record referenced twice becomes one node (identity
+   sharing); the records seen for the first time are queued under their types.
 2. *order*: ``dtorch.serialization.order`` puts the nodes into groups so that every
    reference points backwards (and refuses reference cycles).
-3. *emit*: number the nodes, encode each group's columns with the field codecs, and pack
-   ``[types, groups, root]`` with MessagePack:
+3. *emit*: number the nodes in group order, swap the provisional numbers of every reference
+   column for node indices, and pack ``[types, groups, root]`` with MessagePack:
 
    * ``types``: ``[tag, [field name, ...]]`` per type used, so a reader can tell which fields
      the writer knew (fields it lacks take their defaults);
@@ -26,20 +28,22 @@ Example:
 from __future__ import annotations
 
 import gc
+import itertools
 import operator
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import compress
 from typing import Any, TypeVar
 
 from dtorch.errors import SerializationError
 from dtorch.serialization.catalog import DEFAULT_REGISTRY
-from dtorch.serialization.fields import NATIVE_TYPES, WriteContext, repeats
-from dtorch.serialization.order import Group, plan
-from dtorch.serialization.registry import Field, NodeType, TypeRegistry
+from dtorch.serialization.columns import NATIVE_TYPES, WriteContext, names, repeats
+from dtorch.serialization.order import Batch, Group, plan
+from dtorch.serialization.registry import NodeType, TypeRegistry
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
 
 _T = TypeVar("_T")
+_Chunk = tuple[list[Any], Sequence[int]]
 
 
 def without_gc(work: Callable[..., _T], *args: Any) -> _T:
@@ -55,179 +59,211 @@ def without_gc(work: Callable[..., _T], *args: Any) -> _T:
             gc.enable()
 
 
-class _Discovery:
-    """Step 1: every node reachable from the root, in batches per type.
+def scan_columns(node_type: NodeType, columns: Sequence[list[Any]], walk: _Discovery) -> list[Any]:
+    """Every field codec's ``scan`` of its column, naming the field in errors."""
+    states = []
+    for field, column in zip(node_type.fields, columns, strict=True):
+        try:
+            states.append(field.codec.scan(column, walk))
+        except SerializationError as exc:
+            raise SerializationError(f"{node_type.tag}.{field.name}: {exc}") from None
+    return states
 
-    Every reference gets a fresh provisional number; ``setdefault`` on the identity table
-    of the referenced type's family keeps the first one an object got, so a column of
-    references is numbered (and its new objects found) with one dict operation per
-    reference, at C speed.
+
+class _Discovery:
+    """Step 1: every node reachable from the root, in batches per type (the ``Walk`` that
+    field codecs number their references with).
+
+    A reference gets a fresh provisional number; ``setdefault`` on the identity table of the
+    referenced type's family keeps the first number an object got, so a column of references
+    is numbered, and its new objects found, with one dict operation per reference at C speed.
     """
 
-    __slots__ = ("batches", "count", "edges", "pending", "registry", "seen")
+    __slots__ = (
+        "batches",
+        "count",
+        "ctx",
+        "edges",
+        "families",
+        "here",
+        "pending",
+        "registry",
+        "tables",
+        "where",
+    )
 
     def __init__(self, registry: TypeRegistry) -> None:
         self.registry = registry
-        self.seen: dict[int, dict[int, int]] = {}  # family -> id -> provisional number
+        self.families: dict[int, dict[int, int]] = {}  # family -> id -> provisional number
+        self.tables: dict[type, dict[int, int]] = {}  # class -> its family's table
         self.count = 0
-        self.pending: dict[NodeType, tuple[list[Any], list[int]]] = {}
-        self.batches: dict[NodeType, list[Group]] = {}
+        self.pending: dict[NodeType, list[_Chunk]] = {}
+        self.batches: dict[NodeType, list[Batch]] = {}
         self.edges: dict[NodeType, set[NodeType]] = {}
+        self.here: set[NodeType] = set()  # the types the visited type refers to
+        self.ctx = WriteContext()
+        self.where = "the value given to serialize"
 
     def run(self, root: Any) -> None:
         if type(root) not in NATIVE_TYPES:
-            self.route([root], set(), "the value given to serialize")
+            self.refs([root], None, lambda: "any value")
         while self.pending:
-            node_type, (objs, keys) = self.pending.popitem()
-            self.visit(node_type, objs, keys)
+            node_type, chunks = self.pending.popitem()
+            objs, keys = _join(chunks)
+            self.here = self.edges.setdefault(node_type, set())
+            self.where = node_type.tag
+            states = scan_columns(node_type, node_type.explode(objs), self)
+            self.batches.setdefault(node_type, []).append(Batch(node_type, objs, keys, states))
 
-    def visit(self, node_type: NodeType, objs: list[Any], keys: list[int]) -> None:
-        columns = node_type.explode(objs)
-        edges = self.edges.setdefault(node_type, set())
-        refs: dict[int, list[int]] = {}
-        for i in node_type.child_fields:
-            field = node_type.fields[i]
-            kids = _field_step(node_type, field, field.codec.children, columns[i])
-            refs[i] = (
-                self.route(kids, edges, f"{node_type.tag}.{field.name}", field) if kids else []
-            )
-        self.batches.setdefault(node_type, []).append(Group(node_type, objs, keys, columns, refs))
+    def add_blob(self, data: memoryview) -> list[int]:
+        return self.ctx.add_blob(data)
 
-    def route(
-        self, kids: list[Any], edges: set[NodeType], where: str, field: Field | None = None
-    ) -> list[int]:
-        """Number ``kids`` and queue the new ones under their types."""
-        if not repeats(kids):
-            return self.number(kids, edges, where, field)
-        # Few values referenced many times (spans, meshes, placements): number the distinct
-        # ones, then look every reference up in that small, cache-friendly table.
+    def refs(
+        self, kids: list[Any], classes: frozenset[type] | None, describe: Callable[[], str]
+    ) -> Sequence[int]:
+        if not kids:
+            return []
+        if repeats(kids):
+            return self.refs_repeated(kids, classes, describe)
+        kinds = set(map(type, kids))
+        if classes is not None and not kinds <= classes:
+            raise SerializationError(f"expected {describe()}, got {names(kinds - classes)}")
+        if len(kinds) == 1:
+            (cls,) = kinds
+            target = self.target(cls)
+            self.here.add(target)
+            numbers, new = self.number(kids, self.table(cls))
+            if new is not None:
+                self.pending.setdefault(target, []).append(new)
+            return numbers
+        return self.refs_of_several(kids, kinds)
+
+    def refs_repeated(
+        self, kids: list[Any], classes: frozenset[type] | None, describe: Callable[[], str]
+    ) -> Sequence[int]:
+        """``refs`` for a column that mostly repeats a few objects (spans, meshes): number
+        the distinct ones, then look every reference up in that small table."""
         ids = list(map(id, kids))
-        distinct = list(dict(zip(ids, kids, strict=True)).values())
-        numbers = self.number(distinct, edges, where, field)
-        table = dict(zip(map(id, distinct), numbers, strict=True))
-        return list(map(table.__getitem__, ids))
+        by_id = dict(zip(ids, kids, strict=True))
+        numbers = self.refs(list(by_id.values()), classes, describe)
+        return list(map(dict(zip(by_id, numbers, strict=True)).__getitem__, ids))
 
-    def number(
-        self, kids: list[Any], edges: set[NodeType], where: str, field: Field | None
-    ) -> list[int]:
-        """``route`` for one reference each: check, number, queue what is new."""
-        types = list(map(type, kids))
-        kinds = set(types)
-        if field is not None:
-            _check_kinds(field, kinds, where)
-        targets = {cls: self.registry.node_type(cls, where) for cls in kinds}
-        edges.update(targets.values())
-        candidates = range(self.count, self.count + len(kids))
-        self.count += len(kids)
-        families = {self.registry.families[cls] for cls in kinds}
-        if len(families) == 1:  # every typed column
-            table = self.seen.setdefault(families.pop(), {})
-            known = len(table)
-            numbers = list(map(table.setdefault, map(id, kids), candidates))
-            fresh = len(table) - known
-        else:
-            numbers, fresh = self.number_mixed(kids, types, candidates)
-        if fresh == len(kids):  # all new and distinct: no need to pick them out
-            self.queue(targets, kids, numbers, types)
-        elif fresh:
-            first = list(map(operator.eq, numbers, candidates))
-            new = [list(compress(column, first)) for column in (kids, numbers, types)]
-            self.queue(targets, *new)
+    def number(self, kids: list[Any], table: dict[int, int]) -> tuple[Sequence[int], _Chunk | None]:
+        """Numbers for ``kids`` (one family), and the new ones with their numbers, if any."""
+        base, known = self.count, len(table)
+        self.count = base + len(kids)
+        candidates = range(base, self.count)
+        numbers = list(map(table.setdefault, map(id, kids), candidates))
+        fresh = len(table) - known
+        if fresh == len(kids):  # all new and distinct: their numbers are the candidates
+            return candidates, (kids, candidates)
+        if not fresh:
+            return numbers, None
+        first = list(map(operator.eq, numbers, candidates))
+        return numbers, (list(compress(kids, first)), list(compress(numbers, first)))
+
+    def refs_of_several(self, kids: list[Any], kinds: set[type]) -> Sequence[int]:
+        """``refs`` for a column of several types: every param kind, or container items."""
+        targets = {cls: self.target(cls) for cls in kinds}
+        self.here.update(targets.values())
+        tables = {id(t): t for t in map(self.table, kinds)}
+        if len(tables) > 1:
+            return self.number_mixed(kids, targets)
+        numbers, new = self.number(kids, tables.popitem()[1])
+        if new is not None:
+            self.route(targets, *new)
         return numbers
 
-    def number_mixed(
-        self, kids: list[Any], types: list[type], candidates: range
-    ) -> tuple[list[int], int]:
-        """Numbers for an untyped column (container items), and how many were new."""
-        tables = {cls: self.table(cls) for cls in set(types)}
-        distinct = {id(t): t for t in tables.values()}.values()
-        known = sum(map(len, distinct))
-        numbers = [
-            tables[t].setdefault(id(k), c) for k, t, c in zip(kids, types, candidates, strict=True)
-        ]
-        return numbers, sum(map(len, distinct)) - known
-
-    def queue(
-        self, targets: dict[type, NodeType], objs: list[Any], numbers: list[int], types: list[type]
-    ) -> None:
-        if len(targets) == 1:
-            (target,) = targets.values()
-            pending_objs, pending_numbers = self.pending.setdefault(target, ([], []))
-            pending_objs.extend(objs)
-            pending_numbers.extend(numbers)
-            return
-        # Several types (params of different kinds): send every value to its type's lists,
-        # the append calls mapped at C speed.
-        pending = {cls: self.pending.setdefault(t, ([], [])) for cls, t in targets.items()}
-        obj_lists = {cls: lists[0] for cls, lists in pending.items()}
-        number_lists = {cls: lists[1] for cls, lists in pending.items()}
+    def route(self, targets: dict[type, NodeType], objs: list[Any], keys: Sequence[int]) -> None:
+        """Queue new nodes of several types, each under its type (appends mapped at C speed)."""
+        obj_lists: dict[type, list[Any]] = {cls: [] for cls in targets}
+        key_lists: dict[type, list[int]] = {cls: [] for cls in targets}
+        types = list(map(type, objs))
         deque(map(list.append, map(obj_lists.__getitem__, types), objs), maxlen=0)
-        deque(map(list.append, map(number_lists.__getitem__, types), numbers), maxlen=0)
+        deque(map(list.append, map(key_lists.__getitem__, types), keys), maxlen=0)
+        for cls, target in targets.items():
+            if obj_lists[cls]:
+                self.pending.setdefault(target, []).append((obj_lists[cls], key_lists[cls]))
+
+    def number_mixed(self, kids: list[Any], targets: dict[type, NodeType]) -> list[int]:
+        """Numbers for a column whose types lie in several families (container items)."""
+        numbers = []
+        for kid in kids:
+            (number,), new = self.number([kid], self.table(type(kid)))
+            numbers.append(number)
+            if new is not None:
+                self.pending.setdefault(targets[type(kid)], []).append(new)
+        return numbers
+
+    def target(self, cls: type) -> NodeType:
+        node_type = self.registry.by_type.get(cls)
+        return node_type if node_type is not None else self.registry.node_type(cls, self.where)
 
     def table(self, cls: type) -> dict[int, int]:
         """The identity table of ``cls``'s family."""
-        return self.seen.setdefault(self.registry.families[cls], {})
+        table = self.tables.get(cls)
+        if table is None:
+            family = self.registry.families[cls]
+            table = self.tables[cls] = self.families.setdefault(family, {})
+        return table
 
     def key_of(self, obj: Any) -> int:
         """The provisional number of a node."""
-        return self.table(type(obj))[id(obj)]
+        return self.tables[type(obj)][id(obj)]
 
 
-def _check_kinds(field: Field, kinds: set[type], where: str) -> None:
-    """The values a typed field refers to must be of the types it declares."""
-    allowed = field.codec.child_classes
-    if allowed is not None and not kinds <= allowed:
-        bad = ", ".join(sorted(k.__name__ for k in kinds - allowed))
-        raise SerializationError(f"{where}: expected {field.codec.describe()}, got {bad}")
-
-
-def _field_step(node_type: NodeType, field: Field, step: Any, *args: Any) -> Any:
-    """Run one field codec step, naming the field in its error."""
-    try:
-        return step(*args)
-    except SerializationError as exc:
-        raise SerializationError(f"{node_type.tag}.{field.name}: {exc}") from None
+def _join(chunks: list[_Chunk]) -> _Chunk:
+    if len(chunks) == 1:
+        return chunks[0]
+    objs = list(itertools.chain.from_iterable(c[0] for c in chunks))
+    return objs, list(itertools.chain.from_iterable(c[1] for c in chunks))
 
 
 class _Emitter:
-    """Step 3: renumber the nodes in group order, encode every group's columns."""
+    """Step 3: number the nodes in group order, then write every group's wire columns."""
 
-    __slots__ = ("ctx", "discovery", "header", "renumber", "slots")
+    __slots__ = ("discovery", "header", "renumber", "slots")
 
     def __init__(self, discovery: _Discovery, groups: list[Group]) -> None:
         self.discovery = discovery
         self.renumber = [0] * discovery.count  # provisional number -> node index
         start = 0
-        for group in groups:
-            end = start + len(group.keys)
-            deque(map(self.renumber.__setitem__, group.keys, range(start, end)), maxlen=0)
-            start = end
-        self.ctx = WriteContext()
+        for batch in itertools.chain.from_iterable(groups):
+            start = self.place(batch.keys, start)
         self.slots: dict[NodeType, int] = {}
         self.header: list[tuple[str, tuple[str, ...]]] = []
 
+    def place(self, keys: Sequence[int], start: int) -> int:
+        end = start + len(keys)
+        if type(keys) is range:  # a batch of new nodes: a slice
+            self.renumber[keys.start : keys.stop] = range(start, end)
+        else:
+            deque(map(self.renumber.__setitem__, keys, range(start, end)), maxlen=0)
+        return end
+
     def group(self, group: Group) -> tuple[int, int, list[list[Any]]]:
-        node_type = group.node_type
-        if node_type not in self.slots:
-            self.slots[node_type] = len(self.header)
+        node_type = group[0].node_type
+        slot = self.slots.get(node_type)
+        if slot is None:
+            slot = self.slots[node_type] = len(self.header)
             self.header.append((node_type.tag, node_type.field_names))
-        columns = group.columns if group.columns is not None else node_type.explode(group.objs)
-        wire = [self.column(group, i, column) for i, column in enumerate(columns)]
-        return self.slots[node_type], len(group.objs), wire
+        wires = [self.wire(batch) for batch in group]
+        if len(wires) == 1:
+            return slot, len(group[0].objs), wires[0]
+        columns = [list(itertools.chain.from_iterable(parts)) for parts in zip(*wires, strict=True)]
+        return slot, sum(len(batch.objs) for batch in group), columns
 
-    def column(self, group: Group, i: int, column: list[Any]) -> list[Any]:
-        field = group.node_type.fields[i]
-        refs: list[int] = []
-        if field.codec.has_children:
-            numbers = group.refs[i] if group.refs is not None else self.numbers(field, column)
-            refs = list(map(self.renumber.__getitem__, numbers))
-        try:
-            return field.codec.encode(column, refs, self.ctx)
-        except SerializationError as exc:
-            raise SerializationError(f"{group.node_type.tag}.{field.name}: {exc}") from None
-
-    def numbers(self, field: Field, column: list[Any]) -> list[int]:
-        return list(map(self.discovery.key_of, field.codec.children(column)))
+    def wire(self, batch: Batch) -> list[list[Any]]:
+        node_type = batch.node_type
+        states = batch.states
+        if states is None:
+            states = scan_columns(node_type, node_type.explode(batch.objs), self.discovery)
+        if not node_type.child_fields:
+            return states
+        wire = list(states)
+        for i in node_type.child_fields:
+            wire[i] = node_type.fields[i].codec.emit(states[i], self.renumber)
+        return wire
 
     def root(self, root: Any) -> Any:
         if type(root) in NATIVE_TYPES:
@@ -245,8 +281,8 @@ def serialize_value(
 def _serialize(obj: Any, registry: TypeRegistry, backend: Backend) -> bytes:
     discovery = _Discovery(registry)
     discovery.run(obj)
-    groups = plan(discovery.batches, discovery.edges, discovery.key_of)
+    groups = plan(discovery.batches, discovery.edges, discovery.key_of, registry)
     emitter = _Emitter(discovery, groups)
     wire_groups = [emitter.group(group) for group in groups]
     document = pack(backend, (emitter.header, wire_groups, emitter.root(obj)))
-    return b"".join(frame(document, emitter.ctx.blobs, emitter.ctx.blob_end))
+    return b"".join(frame(document, discovery.ctx.blobs, discovery.ctx.blob_end))
