@@ -135,7 +135,9 @@ class PrimField:
         return []
 
     def scan(self, column: list[Any], walk: Walk) -> Any:
-        check_types(column, self.types, self.describe, SerializationError)
+        found = set(map(type, column))
+        if not found <= self.types:
+            raise SerializationError(f"expected {self.describe()}, got {names(found - self.types)}")
         return column
 
     def emit(self, state: Any, renumber: list[int]) -> list[Any]:

@@ -36,7 +36,7 @@ from dtorch.serialization.scc import strongly_connected
 _ON_PATH = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Batch:
     """Nodes of one type, with what discovery already knows about them.
 
@@ -65,8 +65,11 @@ def plan(
     discovery's batches per type, ``edges`` the types each type's nodes refer to, and
     ``key_of`` gives any node's provisional number."""
     ranks = registry.ranks
+    ordered = sorted(batches, key=ranks.__getitem__)
+    if registry.cyclic.isdisjoint(map(ranks.__getitem__, ordered)):  # the usual payload
+        return list(map(batches.__getitem__, ordered))
     groups: list[Group] = []
-    for rank, present in itertools.groupby(sorted(batches, key=ranks.__getitem__), ranks.get):
+    for rank, present in itertools.groupby(ordered, ranks.get):
         if rank in registry.cyclic:
             groups.extend(_cyclic(list(present), batches, edges, key_of))
         else:
@@ -81,6 +84,8 @@ def _cyclic(
     key_of: Callable[[Any], int],
 ) -> list[Group]:
     """Groups of the types of one cyclic rank, by the references this payload holds."""
+    if len(present) == 1 and present[0] not in edges.get(present[0], ()):
+        return [batches[present[0]]]  # alone in its rank here, and not referring to itself
     members = set(present)
     inner = {nt: [t for t in edges.get(nt, ()) if t in members] for nt in present}
     groups: list[Group] = []

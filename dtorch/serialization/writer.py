@@ -43,6 +43,7 @@ from dtorch.serialization.registry import NodeType, TypeRegistry
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
 
 _T = TypeVar("_T")
+_FEW = 64  # shorter columns are not worth testing for repeats
 _Chunk = tuple[list[Any], Sequence[int]]
 
 
@@ -106,14 +107,21 @@ class _Discovery:
 
     def run(self, root: Any) -> None:
         if type(root) not in NATIVE_TYPES:
-            self.refs([root], None, lambda: "any value")
-        while self.pending:
-            node_type, chunks = self.pending.popitem()
-            objs, keys = _join(chunks)
-            self.here = self.edges.setdefault(node_type, set())
+            self.refs([root], None, _any_value)
+        pending, batches, edges = self.pending, self.batches, self.edges
+        while pending:
+            node_type, chunks = pending.popitem()
+            objs, keys = chunks[0] if len(chunks) == 1 else _join(chunks)
+            here = edges.get(node_type)
+            self.here = here if here is not None else edges.setdefault(node_type, set())
             self.where = node_type.tag
             states = scan_columns(node_type, node_type.explode(objs), self)
-            self.batches.setdefault(node_type, []).append(Batch(node_type, objs, keys, states))
+            batch = Batch(node_type, objs, keys, states)
+            known = batches.get(node_type)
+            if known is None:
+                batches[node_type] = [batch]
+            else:
+                known.append(batch)
 
     def add_blob(self, data: memoryview) -> list[int]:
         return self.ctx.add_blob(data)
@@ -121,22 +129,27 @@ class _Discovery:
     def refs(
         self, kids: list[Any], classes: frozenset[type] | None, describe: Callable[[], str]
     ) -> Sequence[int]:
-        if not kids:
-            return []
-        if repeats(kids):
+        if len(kids) > _FEW and repeats(kids):
             return self.refs_repeated(kids, classes, describe)
         kinds = set(map(type, kids))
         if classes is not None and not kinds <= classes:
             raise SerializationError(f"expected {describe()}, got {names(kinds - classes)}")
-        if len(kinds) == 1:
-            (cls,) = kinds
-            target = self.target(cls)
-            self.here.add(target)
-            numbers, new = self.number(kids, self.table(cls))
-            if new is not None:
-                self.pending.setdefault(target, []).append(new)
-            return numbers
-        return self.refs_of_several(kids, kinds)
+        if len(kinds) != 1:
+            return self.refs_of_several(kids, kinds) if kinds else []
+        (cls,) = kinds
+        target = self.registry.by_type.get(cls) or self.target(cls)
+        self.here.add(target)
+        table = self.tables.get(cls)
+        if table is None:
+            table = self.table(cls)
+        numbers, new = self.number(kids, table)
+        if new is not None:
+            chunks = self.pending.get(target)
+            if chunks is None:
+                self.pending[target] = [new]
+            else:
+                chunks.append(new)
+        return numbers
 
     def refs_repeated(
         self, kids: list[Any], classes: frozenset[type] | None, describe: Callable[[], str]
@@ -196,8 +209,8 @@ class _Discovery:
         return numbers
 
     def target(self, cls: type) -> NodeType:
-        node_type = self.registry.by_type.get(cls)
-        return node_type if node_type is not None else self.registry.node_type(cls, self.where)
+        """The node type of ``cls`` (SerializationError if it has none)."""
+        return self.registry.node_type(cls, self.where)
 
     def table(self, cls: type) -> dict[int, int]:
         """The identity table of ``cls``'s family."""
@@ -212,9 +225,11 @@ class _Discovery:
         return self.tables[type(obj)][id(obj)]
 
 
+def _any_value() -> str:
+    return "any value"
+
+
 def _join(chunks: list[_Chunk]) -> _Chunk:
-    if len(chunks) == 1:
-        return chunks[0]
     objs = list(itertools.chain.from_iterable(c[0] for c in chunks))
     return objs, list(itertools.chain.from_iterable(c[1] for c in chunks))
 
@@ -226,20 +241,19 @@ class _Emitter:
 
     def __init__(self, discovery: _Discovery, groups: list[Group]) -> None:
         self.discovery = discovery
-        self.renumber = [0] * discovery.count  # provisional number -> node index
+        self.renumber = renumber = [0] * discovery.count  # provisional number -> node index
         start = 0
-        for batch in itertools.chain.from_iterable(groups):
-            start = self.place(batch.keys, start)
+        for group in groups:
+            for batch in group:
+                keys = batch.keys
+                end = start + len(keys)
+                if type(keys) is range:  # a batch of new nodes: a slice
+                    renumber[keys.start : keys.stop] = range(start, end)
+                else:
+                    deque(map(renumber.__setitem__, keys, range(start, end)), maxlen=0)
+                start = end
         self.slots: dict[NodeType, int] = {}
         self.header: list[tuple[str, tuple[str, ...]]] = []
-
-    def place(self, keys: Sequence[int], start: int) -> int:
-        end = start + len(keys)
-        if type(keys) is range:  # a batch of new nodes: a slice
-            self.renumber[keys.start : keys.stop] = range(start, end)
-        else:
-            deque(map(self.renumber.__setitem__, keys, range(start, end)), maxlen=0)
-        return end
 
     def group(self, group: Group) -> tuple[int, int, list[list[Any]]]:
         node_type = group[0].node_type
@@ -247,22 +261,23 @@ class _Emitter:
         if slot is None:
             slot = self.slots[node_type] = len(self.header)
             self.header.append((node_type.tag, node_type.field_names))
+        if len(group) == 1:
+            return slot, len(group[0].objs), self.wire(group[0])
         wires = [self.wire(batch) for batch in group]
-        if len(wires) == 1:
-            return slot, len(group[0].objs), wires[0]
         columns = [list(itertools.chain.from_iterable(parts)) for parts in zip(*wires, strict=True)]
         return slot, sum(len(batch.objs) for batch in group), columns
 
-    def wire(self, batch: Batch) -> list[list[Any]]:
+    def wire(self, batch: Batch) -> list[Any]:
         node_type = batch.node_type
         states = batch.states
         if states is None:
             states = scan_columns(node_type, node_type.explode(batch.objs), self.discovery)
         if not node_type.child_fields:
             return states
-        wire = list(states)
+        wire = states.copy()
+        fields = node_type.fields
         for i in node_type.child_fields:
-            wire[i] = node_type.fields[i].codec.emit(states[i], self.renumber)
+            wire[i] = fields[i].codec.emit(states[i], self.renumber)
         return wire
 
     def root(self, root: Any) -> Any:
