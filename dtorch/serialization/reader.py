@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,8 @@ class _Bound:
 
     node_type: NodeType
     width: int  # number of columns the payload holds per group of this type
-    positions: tuple[int | None, ...]  # per registered field: its column, or None (default)
+    positions: tuple[int | None, ...] | None  # per field: its column, or None (default);
+    # None for all: the payload wrote every field, in order (the writer of this version)
 
 
 def _array(value: Any, what: str, size: int | None = None) -> list[Any] | tuple[Any, ...]:
@@ -77,30 +79,30 @@ def byte_view(data: Any) -> memoryview:
 
 def _bind(entry: Any, registry: TypeRegistry) -> _Bound:
     tag, names = _array(entry, "a type entry [tag, field names]", 2)
+    node_type = registry.by_tag.get(tag) if type(tag) is str else None
+    if node_type is not None and names == node_type.field_names:  # this version's layout
+        return _Bound(node_type, len(names), None)
     if type(tag) is not str:
         raise DeserializationError(f"a type tag must be a string, got {show(tag)}")
-    node_type = registry.by_tag.get(tag)
     if node_type is None:
         raise UnknownTypeError(f"unknown type tag {show(tag)}: this dtorch has no such type")
     names = _array(names, f"the field names of {tag}")
     known = node_type.field_names
-    if tuple(names) == known:  # written by this version: every field, in order
-        return _Bound(node_type, len(known), tuple(range(len(known))))
+    if tuple(names) == known:  # an unpacker that makes lists
+        return _Bound(node_type, len(known), None)
     position = {name: i for i, name in enumerate(names) if type(name) is str}
     unknown = [n for n in names if n not in known]
     if unknown or len(position) != len(names):
         raise DeserializationError(
             f"{tag} has no fields {show(unknown)} (or names one twice); its fields: {known}"
         )
-    return _Bound(node_type, len(names), tuple(position.get(f.name) for f in node_type.fields))
-
-
-def _check_missing(bound: _Bound) -> None:
-    for field, position in zip(bound.node_type.fields, bound.positions, strict=True):
-        if position is None and field.missing_column(0) is None:
+    positions = tuple(position.get(f.name) for f in node_type.fields)
+    for field, at in zip(node_type.fields, positions, strict=True):
+        if at is None and field.missing_column(0) is None:
             raise MissingFieldError(
-                f"{bound.node_type.tag} data lacks the field {field.name!r}, which has no default"
+                f"{tag} data lacks the field {field.name!r}, which has no default"
             )
+    return _Bound(node_type, len(names), positions)
 
 
 class _Reader:
@@ -112,26 +114,45 @@ class _Reader:
         self.bound, self.ctx, self.budget = bound, ctx, budget
 
     def group(self, entry: Any) -> None:
-        slot, count, columns = _array(entry, "a group [type, count, columns]", 3)
-        bound = self.bound[_int(slot, "a group's type slot", 0, len(self.bound))]
-        self.budget -= _int(count, "a group's node count", 0, self.budget + 1)
-        columns = _array(columns, f"the columns of {bound.node_type.tag}", bound.width)
-        node_type = bound.node_type
-        values = [
-            self.column(node_type, f, columns, position, count)
-            for f, position in zip(node_type.fields, bound.positions, strict=True)
-        ]
-        self.ctx.nodes.extend(_build(node_type, values, count))
+        bound, count, columns = self.open(entry)
+        node_type, ctx = bound.node_type, self.ctx
+        values = []
+        for field, column in zip(node_type.fields, columns, strict=True):
+            try:
+                if type(column) not in _ARRAYS or len(column) != count:
+                    check_column(column, count)
+                values.append(field.codec.decode(column, ctx))
+            except DeserializationError as exc:
+                raise type(exc)(f"{node_type.tag}.{field.name}: {exc}") from None
+        ctx.nodes.extend(_build(node_type, values, count))
 
-    def column(
-        self, node_type: NodeType, field: Field, columns: Any, position: int | None, count: int
-    ) -> list[Any]:
-        if position is None:
-            return field.missing_column(count)  # type: ignore[return-value]
-        try:
-            return field.codec.decode(check_column(columns[position], count), self.ctx)
-        except DeserializationError as exc:
-            raise type(exc)(f"{node_type.tag}.{field.name}: {exc}") from None
+    def open(self, entry: Any) -> tuple[_Bound, int, Sequence[Any]]:
+        """A group's bound type, its node count, and its columns (one per registered field,
+        defaults standing in for those the payload lacks)."""
+        if type(entry) not in _ARRAYS or len(entry) != 3:
+            raise DeserializationError(f"a group must be [type, count, columns], got {show(entry)}")
+        slot, count, columns = entry
+        if type(slot) is not int or not 0 <= slot < len(self.bound):
+            _int(slot, "a group's type slot", 0, len(self.bound))
+        if type(count) is not int or not 0 <= count <= self.budget:
+            _int(count, "a group's node count", 0, self.budget + 1)
+        self.budget -= count
+        bound = self.bound[slot]
+        if type(columns) not in _ARRAYS or len(columns) != bound.width:
+            _array(columns, f"the columns of {bound.node_type.tag}", bound.width)
+        if bound.positions is None:
+            return bound, count, columns
+        fields = bound.node_type.fields
+        return (
+            bound,
+            count,
+            [_column(f, at, columns, count) for f, at in zip(fields, bound.positions, strict=True)],
+        )
+
+
+def _column(field: Field, at: int | None, columns: Any, count: int) -> Any:
+    """The column of ``field``: the payload's, or its default for data that lacks it."""
+    return columns[at] if at is not None else field.missing_column(count)
 
 
 def _build(node_type: NodeType, values: list[list[Any]], count: int) -> list[Any]:
@@ -174,8 +195,6 @@ def deserialize_value(
 def _deserialize(view: memoryview, alias: bool, registry: TypeRegistry, backend: Backend) -> Any:
     header, groups, root, section, budget = _document(view, backend)
     bound = [_bind(entry, registry) for entry in _array(header, "the type table")]
-    for b in bound:
-        _check_missing(b)
     ctx = ReadContext([], section, alias)
     reader = _Reader(bound, ctx, budget)
     for entry in _array(groups, "the group list"):
