@@ -158,61 +158,61 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
         _sh.setitem(self, index, value)
 
     # --- named binary operators -------------------------------------------------------------
-    def add(self, o: Any, *, alpha: Any = 1) -> Tensor:
-        return _ew.add(self, o, alpha=alpha)
+    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        return _ew.add(self, other, alpha=alpha)
 
-    def sub(self, o: Any, *, alpha: Any = 1) -> Tensor:
-        return _ew.sub(self, o, alpha=alpha)
+    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        return _ew.sub(self, other, alpha=alpha)
 
-    def mul(self, o: Any) -> Tensor:
-        return _ew.mul(self, o)
+    def mul(self, other: Any) -> Tensor:
+        return _ew.mul(self, other)
 
-    def div(self, o: Any, *, rounding_mode: str | None = None) -> Tensor:
-        return _ew.div(self, o, rounding_mode=rounding_mode)
+    def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return _ew.div(self, other, rounding_mode=rounding_mode)
 
-    def pow(self, o: Any) -> Tensor:
-        return _ew.pow(self, o)
+    def pow(self, exponent: Any) -> Tensor:
+        return _ew.pow(self, exponent)
 
-    def eq(self, o: Any) -> Tensor:
-        return _ew.eq(self, o)
+    def eq(self, other: Any) -> Tensor:
+        return _ew.eq(self, other)
 
-    def ne(self, o: Any) -> Tensor:
-        return _ew.ne(self, o)
+    def ne(self, other: Any) -> Tensor:
+        return _ew.ne(self, other)
 
-    def greater(self, o: Any) -> Tensor:
-        return _ew.gt(self, o)
+    def greater(self, other: Any) -> Tensor:
+        return _ew.gt(self, other)
 
     gt = greater
 
-    def less(self, o: Any) -> Tensor:
-        return _ew.lt(self, o)
+    def less(self, other: Any) -> Tensor:
+        return _ew.lt(self, other)
 
     lt = less
 
-    def greater_equal(self, o: Any) -> Tensor:
-        return _ew.ge(self, o)
+    def greater_equal(self, other: Any) -> Tensor:
+        return _ew.ge(self, other)
 
     ge = greater_equal
 
-    def less_equal(self, o: Any) -> Tensor:
-        return _ew.le(self, o)
+    def less_equal(self, other: Any) -> Tensor:
+        return _ew.le(self, other)
 
     le = less_equal
 
-    def logical_and(self, o: Any) -> Tensor:
-        return _ew.logical_and(self, o)
+    def logical_and(self, other: Any) -> Tensor:
+        return _ew.logical_and(self, other)
 
-    def logical_or(self, o: Any) -> Tensor:
-        return _ew.logical_or(self, o)
+    def logical_or(self, other: Any) -> Tensor:
+        return _ew.logical_or(self, other)
 
     def logical_not(self) -> Tensor:
         return _ew.unary(M.LOGICAL_NOT, "logical_not", self)
 
-    def maximum(self, o: Tensor) -> Tensor:
-        return _ew.maximum(self, o)
+    def maximum(self, other: Tensor) -> Tensor:
+        return _ew.maximum(self, other)
 
-    def minimum(self, o: Tensor) -> Tensor:
-        return _ew.minimum(self, o)
+    def minimum(self, other: Tensor) -> Tensor:
+        return _ew.minimum(self, other)
 
     # --- unary math and activations ---------------------------------------------------------
     def neg(self) -> Tensor:
@@ -293,23 +293,23 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
         return _ew.masked_fill(self, mask, value)
 
     def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
-        return _cv.copy_(self, _ew.masked_fill(self, mask, value))
+        return _ew.masked_fill_(self, mask, value)
 
     def masked_scatter(self, mask: Tensor, source: Tensor) -> Tensor:
         return _ew.masked_scatter(self, mask, source)
 
     def masked_scatter_(self, mask: Tensor, source: Tensor) -> Tensor:
-        return _cv.copy_(self, _ew.masked_scatter(self, mask, source))
+        return _ew.masked_scatter_(self, mask, source)
 
     def where(self, condition: Tensor, other: Any) -> Tensor:
         return _ew.where(condition, self, other)
 
     # --- linear algebra and reductions ------------------------------------------------------
-    def matmul(self, o: Tensor) -> Tensor:
-        return _la.matmul(self, o)
+    def matmul(self, other: Tensor) -> Tensor:
+        return _la.matmul(self, other)
 
-    def outer(self, o: Tensor) -> Tensor:
-        return _la.outer(self, o)
+    def outer(self, vec2: Tensor) -> Tensor:
+        return _la.outer(self, vec2)
 
     def sum(
         self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
@@ -357,8 +357,8 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
     def view(self, *shape: Any) -> Tensor:
         return _sh.view(self, *shape)
 
-    def reshape(self, *shape: Any) -> Tensor:
-        return _sh.reshape(self, *shape)
+    def reshape(self, *sizes: Any, shape: Any = None) -> Tensor:
+        return _sh.reshape(self, *sizes, shape=shape)
 
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return _sh.flatten(self, start_dim, end_dim)
@@ -376,11 +376,11 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
     def T(self) -> Tensor:
         return _sh.permute(self, *reversed(range(self.ndim)))
 
-    def permute(self, *dims: Any) -> Tensor:
-        return _sh.permute(self, *dims)
+    def permute(self, *order: Any, dims: Any = None) -> Tensor:
+        return _sh.permute(self, *order, dims=dims)
 
-    def expand(self, *shape: Any) -> Tensor:
-        return _sh.expand(self, *shape)
+    def expand(self, *sizes: Any, size: Any = None) -> Tensor:
+        return _sh.expand(self, *(sizes if size is None else (size,)))
 
     def expand_as(self, other: Tensor) -> Tensor:
         return _sh.expand(self, other.shape)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dtorch.api.ops.elementwise import gelu, relu, sigmoid, silu, tanh
+from dtorch.api.ops.elementwise import gelu, sigmoid, silu, tanh
+from dtorch.api.ops.elementwise import relu as _relu
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.reduce import log_softmax
 from dtorch.api.ops.reduce import softmax as _softmax
@@ -20,6 +21,12 @@ if TYPE_CHECKING:
     import torch
 
     from dtorch.api.tensor import Tensor
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``torch.nn.functional.relu``; ``inplace=True`` changes ``input``'s shards and returns it."""
+    out = _relu(input)
+    return input.copy_(out) if inplace else out
 
 
 def softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:

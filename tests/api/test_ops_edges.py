@@ -200,20 +200,20 @@ def test_torch_keyword_names(graph: dtorch.Graph) -> None:
         torch.testing.assert_close(call(t).to_torch(), ref(x), rtol=1.3e-6, atol=1e-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Tensor methods in dtorch/api/tensor.py name their operand `o` (add, sub, mul, div, "
-    "pow, matmul, ...) and take *shape/*dims only (reshape, permute, expand): torch's "
-    "keywords other=, exponent=, shape=, dims=, size= raise TypeError",
-)
 def test_torch_keyword_names_on_methods(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
-    t = place(_randn(4, 3), mesh, [S0], graph)
-    t.add(other=t)
-    t.matmul(other=t.T)
-    t.pow(exponent=2)
-    t.permute(dims=(1, 0))
-    t.reshape(shape=(12,))
+    x = _randn(4, 3)
+    t = place(x, mesh, [S0], graph)
+    checks = [
+        (t.add(other=t), x.add(other=x)),
+        (t.matmul(other=place(x.T, mesh, [R], graph)), x.matmul(other=x.T)),
+        (t.pow(exponent=2), x.pow(exponent=2)),
+        (t.permute(dims=(1, 0)), x.permute(dims=(1, 0))),
+        (t.reshape(shape=(12,)).redistribute(mesh, [R]), x.reshape(shape=(12,))),
+        (t.unsqueeze(1).expand(size=(4, 2, 3)), x.unsqueeze(1).expand(size=(4, 2, 3))),
+    ]
+    for got, want in checks:
+        torch.testing.assert_close(got.to_torch(), want)
 
 
 def _needs_chunking(table: Any, combo: Any) -> bool:

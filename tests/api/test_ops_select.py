@@ -146,18 +146,12 @@ def test_masked_fill_in_place(mesh_shape: tuple[int, ...], graph: dtorch.Graph) 
 
 def _accepted_by(table: dict[Any, Any], mesh_shape: tuple[int, ...]) -> list[Any]:
     """Combinations whose every mesh-dim row is in ``table`` (rejections are tested apart:
-    their messages name the operator masked_fill_ is built from, see the xfail below)."""
+    see test_masked_fill_in_place_rejection_names_it)."""
     full = [torch.zeros(5, 3), torch.zeros(5, 1, dtype=torch.bool)]
     combos = layout_combos(len(mesh_shape), full, limit=limit_for(mesh_shape, n_d=12))
     return [c for c in combos if expected_layout(table, c) is not None]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Tensor.masked_fill_/masked_scatter_ (dtorch/api/tensor.py) are masked_fill + copy_, "
-    "so a refused layout names copy_ (or masked_fill) instead of masked_fill_; the in-place "
-    "Masked param (in_place=True) has its own rule and kernel",
-)
 def test_masked_fill_in_place_rejection_names_it(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
     t = place(_randn(4, 3), mesh, [R], graph)

@@ -239,3 +239,17 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     return record("masked_scatter", MaskedParam(MaskedKind.SCATTER), (input, mask, source))[0]
+
+
+def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """``masked_fill`` in place: the devices change ``input``'s shards; returns ``input``."""
+    param = MaskedParam(MaskedKind.FILL, as_scalar(value), in_place=True)
+    record("masked_fill_", param, (input, mask))
+    return input
+
+
+def masked_scatter_(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """``masked_scatter`` in place: the devices change ``input``'s shards; returns ``input``."""
+    param = MaskedParam(MaskedKind.SCATTER, in_place=True)
+    record("masked_scatter_", param, (input, mask, source))
+    return input

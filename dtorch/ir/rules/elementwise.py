@@ -56,7 +56,9 @@ _BINARY_SIGS: dict[BinaryKind, Signature] = {
     BinaryKind.ADD: elementwise(2, ["P P -> P"], hint=_NOT_LINEAR),
     BinaryKind.SUB: elementwise(2, ["P P -> P"], hint=_NOT_LINEAR),
     BinaryKind.MUL: elementwise(2, ["P R -> P", "R P -> P"], hint=_NOT_LINEAR),
-    BinaryKind.DIV: elementwise(2, ["P R -> P"], hint=_NOT_LINEAR),
+    # No "P R -> P" for a tensor divisor (as in DTensor): the non-owning ranks would compute
+    # 0 / 0 = NaN wherever the divisor is 0, where torch gives +-inf.
+    BinaryKind.DIV: elementwise(2, hint=_NOT_LINEAR),
 }
 #: One tensor with a Python scalar, keyed by (kind, scalar_first).
 _LINEAR1 = elementwise(1, ["P -> P"], hint=_NOT_LINEAR)
