@@ -43,8 +43,10 @@ def _dtorch_per_op(graph: dtorch.Graph, ops: int, warmup: int) -> float:
     return (time.perf_counter() - start) / ops
 
 
-def _record_vs_execute(graph: dtorch.Graph, ops: int) -> tuple[float, float]:
-    a, b = dtorch.ones(1, graph=graph), dtorch.ones(1, graph=graph)
+def _record_vs_execute(
+    graph: dtorch.Graph, ops: int, shape: tuple[int, ...]
+) -> tuple[float, float]:
+    a, b = dtorch.ones(*shape, graph=graph), dtorch.ones(*shape, graph=graph)
     graph.sync()
     start = time.perf_counter()
     c = a
@@ -69,7 +71,6 @@ def main() -> None:
         statistics.median(_dtorch_per_op(graph, args.ops, args.warmup) for _ in range(args.repeats))
         * 1e6
     )
-    recorded, total = _record_vs_execute(graph, 10_000)
     print(
         f"a + b on float32[1], {args.ops} ops after {args.warmup} warm-up, median of {args.repeats}"
     )
@@ -79,10 +80,16 @@ def main() -> None:
     print(f"| dtorch (thread mode, one device) | {dtorch_us:.2f} | {dtorch_us / torch_us:.2f} |")
     verdict = "met" if dtorch_us <= 10 else "NOT met"
     print(f"target: <= 10 µs per op (DTorch C++: 8.14 µs) -> {verdict}")
-    print(
-        f"10,000 ops: recorded in {recorded * 1e3:.1f} ms on the client, executed by "
-        f"{total * 1e3:.1f} ms ({recorded / total:.0%} of the total spent recording)"
-    )
+    print()
+    print("10,000 ops a + b: client time to record them vs time until all have run")
+    print("| tensor | recorded (ms) | all run (ms) | recording share |")
+    print("| --- | --- | --- | --- |")
+    for shape in [(1,), (256, 256)]:
+        recorded, total = _record_vs_execute(graph, 10_000, shape)
+        row = f"| float32{list(shape)} | {recorded * 1e3:.1f} | {total * 1e3:.1f} |"
+        print(f"{row} {recorded / total:.0%} |")
+    print()
+    print("command: .venv/bin/python benchmarks/op_overhead.py")
     graph.close()
 
 
