@@ -99,8 +99,10 @@ class ShardTable:
 
     def free(self, operands: Iterable[int]) -> None:
         """Drop every shard of ``operands`` (ids this stream never held are ignored)."""
+        failed = self.failed
         for operand in operands:
-            self.failed.discard(operand)
+            if failed:
+                failed.discard(operand)
             shards = self._values.pop(operand, None)
             if shards:
                 for device, value in shards.items():

@@ -23,7 +23,7 @@ import torch
 from dtorch.errors import KernelError
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import OpKind
-from dtorch.kernels.base import KernelContext, LocalKernel
+from dtorch.kernels.base import KernelContext
 from dtorch.kernels.promises import KernelFailure
 from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
@@ -120,25 +120,21 @@ class KernelStream:
         if local is None:
             self._run_group(ctx)
             return
-        failed = self.shards.failed
+        # The per-operator path: the local kernel runs inline for each device.
+        shards = self.shards
+        values, put, failed = shards._values, shards.put, shards.failed
         for device in devices:
             if failed and not failed.isdisjoint(op.inputs) and self._pass_failure(op, device):
                 continue
-            self._run_local(local, ctx, device)
-
-    def _run_local(self, kernel: LocalKernel, ctx: KernelContext, device: int) -> None:
-        op = ctx.operator
-        values = self.shards._values
-        try:
-            outputs = kernel(ctx, device, [values[i][device] for i in op.inputs])  # type: ignore[misc]
-            if self._services.validate:
-                check_outputs(ctx, device, outputs)
-        except Exception as error:
-            self._fail(op, device, error)
-            return
-        put = self.shards.put
-        for operand, value in zip(op.outputs, outputs, strict=True):
-            put(operand, device, value)
+            try:
+                outputs = local(ctx, device, [values[i][device] for i in op.inputs])  # type: ignore[misc]
+                if services.validate:
+                    check_outputs(ctx, device, outputs)
+            except Exception as error:
+                self._fail(op, device, error)
+                continue
+            for operand, value in zip(op.outputs, outputs, strict=True):
+                put(operand, device, value)
 
     def _pass_failure(self, op: Operator, device: int) -> bool:
         """If an input of ``op`` failed on ``device``, pass the failure on; True if so."""

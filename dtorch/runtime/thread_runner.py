@@ -22,7 +22,7 @@ from dtorch.comm.group import CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.operator import ExecuteBatch, Operand, Operator
+from dtorch.ir.operator import ExecuteBatch, Operand
 from dtorch.kernels.promises import KernelFailure, PromiseTable
 from dtorch.options import GlobalOption
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
@@ -69,8 +69,15 @@ class ThreadRunner:
         for operand in batch.operands:
             metas[operand.id] = operand
         items: list[list[tuple[object, ...]]] = [[] for _ in self._streams]
-        for op in batch.operators:
-            self._route_op(op, items)
+        for op in batch.operators:  # the per-operator loop: no method call per op
+            ins = tuple([metas[i] for i in op.inputs])
+            outs = tuple([metas[i] for i in op.outputs])
+            if op.param.kind in EVERY_STREAM_KINDS:
+                for stream_items in items:
+                    stream_items.append((OP, op, ins, outs, ()))
+                continue
+            for index, devices in self._route(ins, outs):
+                items[index].append((OP, op, ins, outs, devices))
         if batch.no_hold:
             for stream_items in items:
                 stream_items.append((FREE, batch.no_hold))
@@ -80,21 +87,14 @@ class ThreadRunner:
             if stream_items:
                 stream.push(stream_items)
 
-    def _route_op(self, op: Operator, items: list[list[tuple[object, ...]]]) -> None:
-        metas = self._metas
-        ins = tuple([metas[i] for i in op.inputs])
-        outs = tuple([metas[i] for i in op.outputs])
-        if op.param.kind in EVERY_STREAM_KINDS:
-            for stream_items in items:
-                stream_items.append((OP, op, ins, outs, ()))
-            return
-        for index, devices in self._route(ins, outs):
-            items[index].append((OP, op, ins, outs, devices))
-
     def _route(self, ins: tuple[Operand, ...], outs: tuple[Operand, ...]) -> Route:
         first = (outs or ins)[0].mesh
         key: object = first
-        for operand in ins + outs:
+        for operand in ins:
+            if operand.mesh is not first and operand.mesh != first:
+                key = frozenset(o.mesh for o in ins + outs)
+                break
+        for operand in outs:
             if operand.mesh is not first and operand.mesh != first:
                 key = frozenset(o.mesh for o in ins + outs)
                 break
