@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from dtorch.api.graph import Graph, mesh_of
@@ -59,10 +60,12 @@ def _shape(size: Sequence[Any]) -> tuple[int, ...]:
     """torch's ``*size`` convention: ints, or one tuple/list/torch.Size of ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
-    shape = tuple(int(s) for s in size)
-    if any(isinstance(s, bool) for s in size) or any(s < 0 for s in shape):
-        raise ShapeError(f"sizes must be non-negative ints, got {tuple(size)}")
-    return shape
+    for s in size:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise ShapeError(
+                f"sizes must be non-negative ints (or one tuple of them), got {tuple(size)!r}"
+            )
+    return tuple(int(s) for s in size)
 
 
 def create(
@@ -79,6 +82,8 @@ def create(
     value: torch.Tensor | None = None,
 ) -> Tensor:
     """Record a Create operator; every creation function ends here."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype (e.g. dtorch.float32), got {dtype!r}")
     g = _graph(graph)
     mesh = _mesh(g, device_mesh, device)
     if placements is None:
@@ -149,6 +154,8 @@ def _random(
     kw: dict[str, Any],
 ) -> Tensor:
     source = torch.default_generator if generator is None else generator
+    if not isinstance(source, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(source).__name__}")
     if source.device.type != "cpu":
         raise ValueError(f"generator must be a CPU torch.Generator, got one on {source.device}")
     snapshot = torch.Generator().set_state(source.get_state())

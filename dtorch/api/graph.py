@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from dtorch.api.future import VoidFutureCollect, make_void_future, memory_stats_future
-from dtorch.errors import GraphError
+from dtorch.errors import GraphError, MeshError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import MemoryKind
@@ -62,7 +62,13 @@ def mesh_of(spec: DeviceMesh | str | torch.device) -> DeviceMesh:
     """A mesh from a mesh, a device type (``"cpu"``) or a device (``"cuda:1"``)."""
     if isinstance(spec, DeviceMesh):
         return spec
-    device = torch.device(spec)
+    try:
+        device = torch.device(spec)
+    except (RuntimeError, TypeError) as error:
+        raise MeshError(
+            f"{spec!r} is not a mesh or a device; accepted: a DeviceMesh, 'cpu', 'cuda', "
+            "'cuda:N', 'cpu:N' or a torch.device"
+        ) from error
     return DeviceMesh(device.type, device.index)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import dtorch.api.tensor as _tensor
+from dtorch.api.graph import mesh_of
 from dtorch.api.record import record
 from dtorch.ir.params import CastParam, CloneParam, CopyParam
 
@@ -80,5 +81,10 @@ def _already_there(t: Tensor, target: Any) -> bool:
     in torch, ``cpu()`` of a CPU tensor is the tensor itself, however it is distributed."""
     if not isinstance(target, (str, torch.device)):
         return False
-    device = torch.device(target)
-    return device.index is None and device.type == t.device_mesh.device_type
+    mesh = mesh_of(target)  # a clear MeshError for anything that is not a device
+    return mesh.ndim == 0 and _bare(target) and mesh.device_type == t.device_mesh.device_type
+
+
+def _bare(target: str | torch.device) -> bool:
+    """True for a device type without an index (``"cpu"``, ``torch.device("cuda")``)."""
+    return (target if isinstance(target, torch.device) else torch.device(target)).index is None

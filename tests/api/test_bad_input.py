@@ -1,0 +1,41 @@
+"""Bad arguments get a clear dtorch error naming what was wrong and what is accepted."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import dtorch
+from dtorch.errors import MeshError, PlacementError, ShapeError
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda g: dtorch.zeros("a", graph=g), ShapeError, "non-negative ints"),
+        (lambda g: dtorch.zeros(2.5, graph=g), ShapeError, "non-negative ints"),
+        (lambda g: dtorch.ones(2, dtype="float32", graph=g), TypeError, "torch.dtype"),
+        (lambda g: dtorch.randn(2, generator="x", graph=g), TypeError, "torch.Generator"),
+        (lambda g: dtorch.full((2,), "x", graph=g), TypeError, "fill_value must be a number"),
+        (lambda g: dtorch.ones(2, graph=g).to("tpu"), MeshError, "accepted"),
+        (lambda g: dtorch.zeros(3, device="gpu", graph=g), MeshError, "accepted"),
+        (lambda g: dtorch.ones(2, device_mesh="cpu", graph=g), MeshError, "DeviceMesh"),
+        (
+            lambda g: dtorch.ones(2, placements=[dtorch.Shard(0)], graph=g),
+            PlacementError,
+            "0-D mesh",
+        ),
+        (lambda g: dtorch.ones(3, graph=g).view(2, 2), ShapeError, "invalid for input of size 3"),
+        (lambda g: dtorch.ones(3, graph=g)[5], IndexError, "out of bounds"),
+        (lambda g: dtorch.ones(2, graph=g) + "a", TypeError, "dtorch.Tensor or a number"),
+        (lambda g: dtorch.ones(2, graph=g).sum(dim=5), IndexError, "out of range"),
+    ],
+)
+def test_bad_arguments_raise_clearly(
+    call: Callable[[dtorch.Graph], Any], error: type[Exception], message: str, graph: dtorch.Graph
+) -> None:
+    with pytest.raises(error, match=message):
+        call(graph)
+    assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]  # the graph is unharmed
