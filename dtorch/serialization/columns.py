@@ -157,13 +157,22 @@ def distinct_objects(values: list[Any]) -> list[Any]:
     return list(dict(zip(map(id, values), values, strict=True)).values())
 
 
-def spread(column: list[Any], rows: list[Any], converted: list[Any]) -> list[Any]:
-    """The converted value of every entry of ``column``, given ``converted`` for its distinct
-    objects ``rows`` (``distinct_objects(column)``)."""
-    if rows is column:
+def distinct_by_id(values: list[Any]) -> tuple[list[int] | None, list[Any]]:
+    """``values`` without repeats of the same object, if it ``repeats`` (with every value's
+    id, for ``spread``); else ``(None, values)``."""
+    if not repeats(values):
+        return None, values
+    ids = list(map(id, values))
+    return ids, list(dict(zip(ids, values, strict=True)).values())
+
+
+def spread(ids: list[int] | None, rows: list[Any], converted: list[Any]) -> list[Any]:
+    """The converted value of every entry of a column, given ``converted`` for its distinct
+    objects ``rows`` and the ids ``distinct_by_id`` found (None: ``rows`` is the column)."""
+    if ids is None:
         return converted
     by_id = dict(zip(map(id, rows), converted, strict=True))
-    return list(map(by_id.__getitem__, map(id, column)))
+    return list(map(by_id.__getitem__, ids))
 
 
 def distinct_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:

@@ -42,6 +42,7 @@ from dtorch.serialization.columns import (
     WriteContext,
     check_column,
     check_types,
+    distinct_by_id,
     distinct_objects,
     distinct_rows,
     flatten,
@@ -345,19 +346,19 @@ class TupleField:
     def scan(self, column: list[Any], walk: Walk) -> Any:
         # A column often repeats the same tuple object (a shared placements tuple): scan
         # each once.
-        rows = distinct_objects(column)
+        ids, rows = distinct_by_id(column)
         check_types(rows, TUPLE, self.describe, SerializationError)
         if self.inner.passthrough:  # checks only: the tuples are their own wire values
             self.inner.scan(itertools.chain.from_iterable(rows), walk)  # type: ignore[arg-type]
             return column
         state = self.inner.scan(flatten(rows), walk)
         if self.inner.has_children:
-            return column, rows, state
-        return spread(column, rows, regroup(rows, state))
+            return ids, rows, state
+        return spread(ids, rows, regroup(rows, state))
 
     def emit(self, state: Any, renumber: list[int]) -> list[Any]:
-        column, rows, inner = state
-        return spread(column, rows, regroup(rows, self.inner.emit(inner, renumber)))
+        ids, rows, inner = state
+        return spread(ids, rows, regroup(rows, self.inner.emit(inner, renumber)))
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         kinds = set(map(type, column))

@@ -177,26 +177,17 @@ class _Discovery:
 
     def refs_of_several(self, kids: list[Any], kinds: set[type]) -> Sequence[int]:
         """``refs`` for a column of several types: every param kind, or container items."""
-        targets = {cls: self.target(cls) for cls in kinds}
+        by_type = self.registry.by_type
+        targets = {cls: by_type.get(cls) or self.target(cls) for cls in kinds}
         self.here.update(targets.values())
         tables = {id(t): t for t in map(self.table, kinds)}
         if len(tables) > 1:
             return self.number_mixed(kids, targets)
         numbers, new = self.number(kids, tables.popitem()[1])
         if new is not None:
-            self.route(targets, *new)
+            for cls, chunk in _split(*new).items():
+                self.pending.setdefault(targets[cls], []).append(chunk)
         return numbers
-
-    def route(self, targets: dict[type, NodeType], objs: list[Any], keys: Sequence[int]) -> None:
-        """Queue new nodes of several types, each under its type (appends mapped at C speed)."""
-        obj_lists: dict[type, list[Any]] = {cls: [] for cls in targets}
-        key_lists: dict[type, list[int]] = {cls: [] for cls in targets}
-        types = list(map(type, objs))
-        deque(map(list.append, map(obj_lists.__getitem__, types), objs), maxlen=0)
-        deque(map(list.append, map(key_lists.__getitem__, types), keys), maxlen=0)
-        for cls, target in targets.items():
-            if obj_lists[cls]:
-                self.pending.setdefault(target, []).append((obj_lists[cls], key_lists[cls]))
 
     def number_mixed(self, kids: list[Any], targets: dict[type, NodeType]) -> list[int]:
         """Numbers for a column whose types lie in several families (container items)."""
@@ -223,6 +214,26 @@ class _Discovery:
     def key_of(self, obj: Any) -> int:
         """The provisional number of a node."""
         return self.tables[type(obj)][id(obj)]
+
+
+def _split(objs: list[Any], keys: Sequence[int]) -> dict[type, _Chunk]:
+    """New nodes of several types, with their numbers, split by type."""
+    if len(objs) <= _FEW:
+        parts: dict[type, tuple[list[Any], list[int]]] = {}
+        for obj, key in zip(objs, keys, strict=True):
+            part = parts.get(type(obj))
+            if part is None:
+                part = parts[type(obj)] = ([], [])
+            part[0].append(obj)
+            part[1].append(key)
+        return dict(parts)
+    types = list(map(type, objs))
+    obj_lists: dict[type, list[Any]] = {cls: [] for cls in set(types)}
+    key_lists: dict[type, list[int]] = {cls: [] for cls in obj_lists}
+    # the appends mapped at C speed, each value to its type's list
+    deque(map(list.append, map(obj_lists.__getitem__, types), objs), maxlen=0)
+    deque(map(list.append, map(key_lists.__getitem__, types), keys), maxlen=0)
+    return {cls: (obj_lists[cls], key_lists[cls]) for cls in obj_lists}
 
 
 def _any_value() -> str:
