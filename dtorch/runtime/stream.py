@@ -86,7 +86,7 @@ class KernelStream:
                 continue
             tag = item[0]
             if tag == OP:
-                self._run(item[1], item[2], item[3], item[4])
+                self._run(item)
             elif tag == FREE:
                 self.shards.free(item[1])
             else:
@@ -101,13 +101,9 @@ class KernelStream:
             self._wake.wait(1.0)
         self._idle = False
 
-    def _run(
-        self,
-        op: Operator,
-        ins: tuple[Operand, ...],
-        outs: tuple[Operand, ...],
-        devices: tuple[int, ...],
-    ) -> None:
+    def _run(self, item: tuple[Any, ...]) -> None:
+        """Run one ``(OP, operator, input operands, output operands, devices)`` item."""
+        _, op, ins, outs, devices = item
         kind = op.param.kind
         local = LOCAL_KERNELS.get(kind)
         if local is None:

@@ -36,7 +36,7 @@ Shards = list[torch.Tensor]
 
 def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``a <op> b`` on the local shards, or one shard with the param's scalar."""
-    param = ctx.param
+    param = ctx.operator.param  # not the ctx.param property: this is the hottest kernel
     assert isinstance(param, BroadcastBinaryParam)
     if param.scalar is None:
         return [BINARY[param.binary](inputs[0], inputs[1])]
