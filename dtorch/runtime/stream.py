@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from dtorch.errors import KernelError
-from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.operator import Operator
 from dtorch.ir.opkind import OpKind
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.promises import KernelFailure
