@@ -158,9 +158,6 @@ class Graph:
         return self.runner.satisfy(mesh)
 
     # --- recording (used by dtorch.api) -----------------------------------------------------
-    def new_operand_id(self) -> int:
-        return next(self._operand_ids)
-
     def new_operator_id(self) -> int:
         return next(self._operator_ids)
 
@@ -169,9 +166,6 @@ class Graph:
 
     def submit(self, op: Operator, outputs: tuple[Operand, ...]) -> None:
         self.executor.submit(op, outputs)
-
-    def release(self, operand_id: int) -> None:
-        self.executor.release(operand_id)
 
     def record_system(self, name: str, param: OpParam, span: Span) -> None:
         """Record an operator without operands (Sync, Memory) that every stream sees."""
