@@ -145,7 +145,11 @@ class PrimField:
         return state
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        check_types(column, self.types, self.describe, DeserializationError)
+        found = set(map(type, column))
+        if not found <= self.types:
+            raise DeserializationError(
+                f"expected {self.describe()}, got {names(found - self.types)}"
+            )
         return column  # type: ignore[return-value]
 
 
@@ -270,7 +274,9 @@ class RefField:
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         values = resolve(column, ctx.nodes)
-        check_types(values, self.classes, self.label, DeserializationError)
+        found = set(map(type, values))
+        if not found <= self.classes:
+            raise DeserializationError(f"expected {self.label}, got {names(found - self.classes)}")
         return values
 
 

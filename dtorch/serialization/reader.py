@@ -44,7 +44,7 @@ from dtorch.serialization.writer import without_gc
 _ARRAYS = (list, tuple)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class _Bound:
     """A registered type bound to the field names one payload wrote for it."""
 

@@ -129,6 +129,8 @@ class _Discovery:
     def refs(
         self, kids: list[Any], classes: frozenset[type] | None, describe: Callable[[], str]
     ) -> Sequence[int]:
+        if len(kids) == 1:
+            return [self.ref(kids[0], classes, describe)]
         if len(kids) > _FEW and repeats(kids):
             return self.refs_repeated(kids, classes, describe)
         kinds = set(map(type, kids))
@@ -150,6 +152,24 @@ class _Discovery:
             else:
                 chunks.append(new)
         return numbers
+
+    def ref(self, kid: Any, classes: frozenset[type] | None, describe: Callable[[], str]) -> int:
+        """``refs`` of one value (a root, a singleton group's field), without the column
+        machinery."""
+        cls = type(kid)
+        if classes is not None and cls not in classes:
+            raise SerializationError(f"expected {describe()}, got {cls.__name__}")
+        target = self.registry.by_type.get(cls) or self.target(cls)
+        self.here.add(target)
+        table = self.tables.get(cls)
+        if table is None:
+            table = self.table(cls)
+        number = table.get(id(kid))
+        if number is None:
+            number = table[id(kid)] = self.count
+            self.count += 1
+            self.pending.setdefault(target, []).append(([kid], [number]))
+        return number
 
     def refs_repeated(
         self, kids: list[Any], classes: frozenset[type] | None, describe: Callable[[], str]
@@ -246,32 +266,34 @@ def _join(chunks: list[_Chunk]) -> _Chunk:
 
 
 class _Emitter:
-    """Step 3: number the nodes in group order, then write every group's wire columns."""
+    """Step 3: number the nodes in group order and write every group's wire columns. A group
+    refers only to earlier groups, so its references are renumbered once those are placed."""
 
-    __slots__ = ("discovery", "header", "renumber", "slots")
+    __slots__ = ("discovery", "header", "renumber", "slots", "start")
 
-    def __init__(self, discovery: _Discovery, groups: list[Group]) -> None:
+    def __init__(self, discovery: _Discovery) -> None:
         self.discovery = discovery
-        self.renumber = renumber = [0] * discovery.count  # provisional number -> node index
-        start = 0
-        for group in groups:
-            for batch in group:
-                keys = batch.keys
-                end = start + len(keys)
-                if type(keys) is range:  # a batch of new nodes: a slice
-                    renumber[keys.start : keys.stop] = range(start, end)
-                else:
-                    deque(map(renumber.__setitem__, keys, range(start, end)), maxlen=0)
-                start = end
+        self.renumber = [0] * discovery.count  # provisional number -> node index
+        self.start = 0
         self.slots: dict[NodeType, int] = {}
         self.header: list[tuple[str, tuple[str, ...]]] = []
 
-    def group(self, group: Group) -> tuple[int, int, list[list[Any]]]:
+    def place(self, keys: Sequence[int]) -> None:
+        start = self.start
+        end = self.start = start + len(keys)
+        if type(keys) is range:  # a batch of new nodes: a slice
+            self.renumber[keys.start : keys.stop] = range(start, end)
+        else:
+            deque(map(self.renumber.__setitem__, keys, range(start, end)), maxlen=0)
+
+    def group(self, group: Group) -> tuple[int, int, list[Any]]:
         node_type = group[0].node_type
         slot = self.slots.get(node_type)
         if slot is None:
             slot = self.slots[node_type] = len(self.header)
             self.header.append((node_type.tag, node_type.field_names))
+        for batch in group:
+            self.place(batch.keys)
         if len(group) == 1:
             return slot, len(group[0].objs), self.wire(group[0])
         wires = [self.wire(batch) for batch in group]
@@ -308,7 +330,7 @@ def _serialize(obj: Any, registry: TypeRegistry, backend: Backend) -> bytes:
     discovery = _Discovery(registry)
     discovery.run(obj)
     groups = plan(discovery.batches, discovery.edges, discovery.key_of, registry)
-    emitter = _Emitter(discovery, groups)
+    emitter = _Emitter(discovery)
     wire_groups = [emitter.group(group) for group in groups]
     document = pack(backend, (emitter.header, wire_groups, emitter.root(obj)))
     return b"".join(frame(document, discovery.ctx.blobs, discovery.ctx.blob_end))
