@@ -87,6 +87,7 @@ class _Discovery:
         "edges",
         "families",
         "here",
+        "lazy",
         "pending",
         "registry",
         "tables",
@@ -97,6 +98,9 @@ class _Discovery:
         self.registry = registry
         self.families: dict[int, dict[int, int]] = {}  # family -> id -> provisional number
         self.tables: dict[type, dict[int, int]] = {}  # class -> its family's table
+        # id(table) -> nodes numbered but not yet entered in that (empty) table: a family
+        # referenced by one column (an operator list, operator params) never needs its table
+        self.lazy: dict[int, list[_Chunk]] = {}
         self.count = 0
         self.pending: dict[NodeType, list[_Chunk]] = {}
         self.batches: dict[NodeType, list[Batch]] = {}
@@ -164,6 +168,8 @@ class _Discovery:
         table = self.tables.get(cls)
         if table is None:
             table = self.table(cls)
+        if self.lazy:
+            self.enter(table)
         number = table.get(id(kid))
         if number is None:
             number = table[id(kid)] = self.count
@@ -186,6 +192,12 @@ class _Discovery:
         base, known = self.count, len(table)
         self.count = base + len(kids)
         candidates = range(base, self.count)
+        if not known and id(table) not in self.lazy and len(set(map(id, kids))) == len(kids):
+            self.lazy[id(table)] = [(kids, candidates)]  # the first column of its family
+            return candidates, (kids, candidates)
+        if self.lazy:
+            self.enter(table)
+            known = len(table)
         numbers = list(map(table.setdefault, map(id, kids), candidates))
         fresh = len(table) - known
         if fresh == len(kids):  # all new and distinct: their numbers are the candidates
@@ -231,9 +243,16 @@ class _Discovery:
             table = self.tables[cls] = self.families.setdefault(family, {})
         return table
 
+    def enter(self, table: dict[int, int]) -> None:
+        """Enter the nodes numbered lazily for ``table``'s family into it."""
+        for objs, keys in self.lazy.pop(id(table), ()):
+            table.update(zip(map(id, objs), keys, strict=True))
+
     def key_of(self, obj: Any) -> int:
         """The provisional number of a node."""
-        return self.tables[type(obj)][id(obj)]
+        table = self.tables[type(obj)]
+        self.enter(table)
+        return table[id(obj)]
 
 
 def _split(objs: list[Any], keys: Sequence[int]) -> dict[type, _Chunk]:
