@@ -66,7 +66,8 @@ def plan(
     ``key_of`` gives any node's provisional number."""
     ranks = registry.ranks
     ordered = sorted(batches, key=ranks.__getitem__)
-    if registry.cyclic.isdisjoint(map(ranks.__getitem__, ordered)):  # the usual payload
+    cyclic = [nt for nt in ordered if ranks[nt] in registry.cyclic]
+    if _alone(cyclic, ranks, edges):  # the usual payload: one sort is the whole plan
         return list(map(batches.__getitem__, ordered))
     groups: list[Group] = []
     for rank, present in itertools.groupby(ordered, ranks.get):
@@ -75,6 +76,16 @@ def plan(
         else:
             groups.extend(batches[node_type] for node_type in present)
     return groups
+
+
+def _alone(
+    cyclic: list[NodeType], ranks: Mapping[NodeType, int], edges: Mapping[NodeType, set[NodeType]]
+) -> bool:
+    """Whether each type of a cyclic rank is the only one of its rank present, and refers to
+    no node of its own type (then the rank needs no ordering of its own)."""
+    if len({ranks[nt] for nt in cyclic}) != len(cyclic):
+        return False
+    return not any(nt in edges.get(nt, ()) for nt in cyclic)
 
 
 def _cyclic(
