@@ -60,12 +60,14 @@ def plan(
     edges: Mapping[NodeType, set[NodeType]],
     key_of: Callable[[Any], int],
     registry: TypeRegistry,
+    small: bool = True,
 ) -> list[Group]:
     """The groups of a payload in decode order (see the module docstring); ``batches`` are
     discovery's batches per type, ``edges`` the types each type's nodes refer to, and
-    ``key_of`` gives any node's provisional number."""
+    ``key_of`` gives any node's provisional number. Unless ``small`` (every node index fits
+    a one-byte MessagePack int whatever the order), small groups go first."""
     ranks = registry.ranks
-    ordered = sorted(batches, key=ranks.__getitem__)
+    ordered = sorted(batches, key=ranks.__getitem__ if small else _by_size(batches, registry))
     cyclic = [nt for nt in ordered if ranks[nt] in registry.cyclic]
     if _alone(cyclic, ranks, edges):  # the usual payload: one sort is the whole plan
         return list(map(batches.__getitem__, ordered))
@@ -76,6 +78,20 @@ def plan(
         else:
             groups.extend(batches[node_type] for node_type in present)
     return groups
+
+
+def _by_size(
+    batches: Mapping[NodeType, list[Batch]], registry: TypeRegistry
+) -> Callable[[NodeType], tuple[int, int, int]]:
+    """A sort key: level, then fewest nodes first (cyclic ranks first, kept together), then
+    rank - an order as valid as the ranks, in which shared types take small indices."""
+
+    def key(node_type: NodeType) -> tuple[int, int, int]:
+        rank = registry.ranks[node_type]
+        size = 0 if rank in registry.cyclic else sum(len(b.objs) for b in batches[node_type])
+        return registry.levels[node_type], size, rank
+
+    return key
 
 
 def _alone(

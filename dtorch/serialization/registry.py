@@ -177,7 +177,10 @@ class TypeRegistry:
     ``ranks`` orders the types so that a field only refers to types of a lower rank, or of
     its own rank when that rank is in ``cyclic`` (types that may refer to each other, or to
     themselves: containers, sub-graphs, fused params). A payload writes its groups by rank
-    and orders only the cyclic ranks by the references it holds.
+    and orders only the cyclic ranks by the references it holds. ``levels`` is a coarser
+    order (a field only refers to lower levels, or its own rank): within a level a payload may
+    put its types in any order, so it puts the small groups (shared meshes, spans) first,
+    where their indices take the fewest bytes.
     """
 
     by_type: Mapping[type, NodeType]
@@ -185,6 +188,7 @@ class TypeRegistry:
     families: Mapping[type, int]
     ranks: Mapping[NodeType, int]
     cyclic: frozenset[int]
+    levels: Mapping[NodeType, int]  # 0 for types that refer to no other, else 1 + the highest
 
     @classmethod
     def build(
@@ -205,13 +209,14 @@ class TypeRegistry:
         by_tag = {nt.tag: nt for nt in node_types}
         if len(by_type) != len(node_types) or len(by_tag) != len(node_types):
             raise SerializationError("a type or a tag is registered twice")
-        ranks, cyclic = _ranks(node_types, by_type)
+        ranks, cyclic, levels = _ranks(node_types, by_type)
         return cls(
             types.MappingProxyType(by_type),
             types.MappingProxyType(by_tag),
             types.MappingProxyType(_families(node_types)),
             types.MappingProxyType(ranks),
             cyclic,
+            types.MappingProxyType(levels),
         )
 
     def node_type(self, cls: type, where: str) -> NodeType:
@@ -247,9 +252,9 @@ def _families(node_types: list[NodeType]) -> dict[type, int]:
 
 def _ranks(
     node_types: list[NodeType], by_type: Mapping[type, NodeType]
-) -> tuple[dict[NodeType, int], frozenset[int]]:
+) -> tuple[dict[NodeType, int], frozenset[int], dict[NodeType, int]]:
     """Each type's component in the graph of what its fields may refer to (children first),
-    and the components that hold a cycle."""
+    the components that hold a cycle, and each type's level."""
     edges = {nt: _targets(nt, node_types, by_type) for nt in node_types}
     components = strongly_connected(node_types, edges)
     ranks = {nt: rank for rank, component in enumerate(components) for nt in component}
@@ -258,7 +263,11 @@ def _ranks(
         for rank, component in enumerate(components)
         if len(component) > 1 or component[0] in edges[component[0]]
     )
-    return ranks, cyclic
+    levels: dict[NodeType, int] = {}
+    for rank, component in enumerate(components):  # children first: their levels are known
+        below = [levels[t] for nt in component for t in edges[nt] if ranks[t] != rank]
+        levels.update(dict.fromkeys(component, 1 + max(below, default=-1)))
+    return ranks, cyclic, levels
 
 
 def _targets(

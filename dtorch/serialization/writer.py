@@ -44,6 +44,7 @@ from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
 
 _T = TypeVar("_T")
 _FEW = 64  # shorter columns are not worth testing for repeats
+_ONE_BYTE = 128  # MessagePack writes ints below this in one byte
 _Chunk = tuple[list[Any], Sequence[int]]
 
 
@@ -348,7 +349,8 @@ def serialize_value(
 def _serialize(obj: Any, registry: TypeRegistry, backend: Backend) -> bytes:
     discovery = _Discovery(registry)
     discovery.run(obj)
-    groups = plan(discovery.batches, discovery.edges, discovery.key_of, registry)
+    small = discovery.count < _ONE_BYTE
+    groups = plan(discovery.batches, discovery.edges, discovery.key_of, registry, small)
     emitter = _Emitter(discovery)
     wire_groups = [emitter.group(group) for group in groups]
     document = pack(backend, (emitter.header, wire_groups, emitter.root(obj)))
