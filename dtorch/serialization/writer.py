@@ -44,6 +44,7 @@ from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
 
 _T = TypeVar("_T")
 _FEW = 64  # shorter columns are not worth testing for repeats
+_SEVERAL = 6  # columns of several types up to this length are numbered value by value
 _ONE_BYTE = 128  # MessagePack writes ints below this in one byte
 _Chunk = tuple[list[Any], Sequence[int]]
 
@@ -142,6 +143,8 @@ class _Discovery:
         if classes is not None and not kinds <= classes:
             raise SerializationError(f"expected {describe()}, got {names(kinds - classes)}")
         if len(kinds) != 1:
+            if len(kids) <= _SEVERAL:  # cheaper one by one than split by type
+                return [self.ref(kid, None, describe) for kid in kids]
             return self.refs_of_several(kids, kinds) if kinds else []
         (cls,) = kinds
         target = self.registry.by_type.get(cls) or self.target(cls)
