@@ -374,6 +374,8 @@ class TupleField:
             )
         # An unpacker that makes tuples already made the rows; others make lists.
         rows = list(column) if kinds <= TUPLE else list(map(tuple, column))
+        if len(rows) == 1:  # one record's tuple (a batch's operator list): no regrouping
+            return [tuple(self.inner.decode(rows[0], ctx))]
         if self.inner.passthrough:
             self.inner.decode(itertools.chain.from_iterable(rows), ctx)  # type: ignore[arg-type]
             return rows

@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,9 +77,9 @@ def byte_view(data: Any) -> memoryview:
         ) from None
 
 
-def _bind(entry: Any, registry: TypeRegistry) -> _Bound:
+def _bind(entry: Any, by_tag: Mapping[str, NodeType]) -> _Bound:
     tag, names = _array(entry, "a type entry [tag, field names]", 2)
-    node_type = registry.by_tag.get(tag) if type(tag) is str else None
+    node_type = by_tag.get(tag) if type(tag) is str else None
     if node_type is not None and names == node_type.field_names:  # this version's layout
         return _Bound(node_type, len(names), None)
     if type(tag) is not str:
@@ -194,7 +194,7 @@ def deserialize_value(
 
 def _deserialize(view: memoryview, alias: bool, registry: TypeRegistry, backend: Backend) -> Any:
     header, groups, root, section, budget = _document(view, backend)
-    bound = [_bind(entry, registry) for entry in _array(header, "the type table")]
+    bound = [_bind(entry, registry.by_tag) for entry in _array(header, "the type table")]
     ctx = ReadContext([], section, alias)
     reader = _Reader(bound, ctx, budget)
     for entry in _array(groups, "the group list"):
