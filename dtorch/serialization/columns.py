@@ -150,13 +150,6 @@ def repeats(values: list[Any]) -> bool:
     return len(set(map(id, window))) * 4 < len(window) * 3
 
 
-def distinct_objects(values: list[Any]) -> list[Any]:
-    """``values`` without repeats of the same object, if it ``repeats``; else ``values``."""
-    if not repeats(values):
-        return values
-    return list(dict(zip(map(id, values), values, strict=True)).values())
-
-
 def distinct_by_id(values: list[Any]) -> tuple[list[int] | None, list[Any]]:
     """``values`` without repeats of the same object, if it ``repeats`` (with every value's
     id, for ``spread``); else ``(None, values)``."""

@@ -40,17 +40,14 @@ from dtorch.serialization.columns import (
     ReadContext,
     Walk,
     WriteContext,
-    check_column,
     check_types,
     distinct_by_id,
-    distinct_objects,
     distinct_rows,
     flatten,
     insert_nones,
     lookup,
     names,
     regroup,
-    repeats,
     show,
     spread,
 )
@@ -69,11 +66,7 @@ __all__ = [
     "TupleField",
     "Walk",
     "WriteContext",
-    "check_column",
-    "check_types",
     "decode_any",
-    "repeats",
-    "show",
 ]
 
 _DTYPE = frozenset({torch.dtype})
@@ -345,7 +338,7 @@ class TupleField:
         return f"tuple[{self.inner.describe()}, ...]"
 
     def children(self, column: list[Any]) -> list[Any]:
-        rows = distinct_objects(column)
+        _, rows = distinct_by_id(column)
         check_types(rows, TUPLE, self.describe, SerializationError)
         return self.inner.children(flatten(rows))
 

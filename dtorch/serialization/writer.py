@@ -31,7 +31,7 @@ import gc
 import itertools
 import operator
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import compress
 from typing import Any, TypeVar
 
@@ -122,12 +122,7 @@ class _Discovery:
             self.here = here if here is not None else edges.setdefault(node_type, set())
             self.where = node_type.tag
             states = scan_columns(node_type, node_type.explode(objs), self)
-            batch = Batch(node_type, objs, keys, states)
-            known = batches.get(node_type)
-            if known is None:
-                batches[node_type] = [batch]
-            else:
-                known.append(batch)
+            batches.setdefault(node_type, []).append(Batch(node_type, objs, keys, states))
 
     def add_blob(self, data: memoryview) -> list[int]:
         return self.ctx.add_blob(data)
@@ -154,11 +149,7 @@ class _Discovery:
             table = self.table(cls)
         numbers, new = self.number(kids, table)
         if new is not None:
-            chunks = self.pending.get(target)
-            if chunks is None:
-                self.pending[target] = [new]
-            else:
-                chunks.append(new)
+            self.pending.setdefault(target, []).append(new)
         return numbers
 
     def ref(self, kid: Any, classes: frozenset[type] | None, describe: Callable[[], str]) -> int:
@@ -259,7 +250,7 @@ class _Discovery:
         return table[id(obj)]
 
 
-def _split(objs: list[Any], keys: Sequence[int]) -> dict[type, _Chunk]:
+def _split(objs: list[Any], keys: Sequence[int]) -> Mapping[type, _Chunk]:
     """New nodes of several types, with their numbers, split by type."""
     if len(objs) <= _FEW:
         parts: dict[type, tuple[list[Any], list[int]]] = {}
@@ -269,7 +260,7 @@ def _split(objs: list[Any], keys: Sequence[int]) -> dict[type, _Chunk]:
                 part = parts[type(obj)] = ([], [])
             part[0].append(obj)
             part[1].append(key)
-        return dict(parts)
+        return parts
     types = list(map(type, objs))
     obj_lists: dict[type, list[Any]] = {cls: [] for cls in set(types)}
     key_lists: dict[type, list[int]] = {cls: [] for cls in obj_lists}
