@@ -121,3 +121,23 @@ def test_implicit_replicate_to_shard_in_binary_ops(graph: dtorch.Graph) -> None:
     b = dtorch.from_torch(_full((7, 2)), device_mesh=mesh, placements=[Replicate()], graph=graph)
     c = a + b
     assert c.placements == [Shard(0)] and torch.equal(c.to_torch(), 2 * _full((7, 2)))
+
+
+@pytest.mark.parametrize(
+    "dst_placements",
+    [[Shard(1), Partial()], [Replicate(), Shard(0)], [Partial(), Partial()], [Shard(0), Shard(0)]],
+)
+def test_copy_across_meshes(dst_placements, graph) -> None:  # type: ignore[no-untyped-def]
+    a = dtorch.init_device_mesh("cpu", 4)
+    b = dtorch.DeviceMesh("cpu", [[4, 5], [6, 7]])
+    full = _full((5, 4))
+    src = dtorch.from_torch(full, device_mesh=a, placements=[Shard(0)], graph=graph)
+    dst = dtorch.zeros(5, 4, device_mesh=b, placements=dst_placements, graph=graph)
+    assert dst.copy_(src) is dst and dst.placements == dst_placements
+    assert torch.equal(dst.to_torch(), full)
+    row = dtorch.from_torch(_full((4,)), device_mesh=a, placements=[Shard(0)], graph=graph)
+    dst.copy_(row)  # broadcasting across meshes
+    assert torch.equal(dst.to_torch(), _full((4,)).expand(5, 4))
+    ints = dtorch.from_torch(full.long(), device_mesh=a, placements=[Partial()], graph=graph)
+    dst.copy_(ints)  # and a dtype conversion
+    assert dst.dtype == torch.float32 and torch.equal(dst.to_torch(), full)

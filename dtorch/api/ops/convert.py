@@ -17,7 +17,9 @@ import torch
 import dtorch.api.tensor as _tensor
 from dtorch.api.graph import mesh_of
 from dtorch.api.record import record
+from dtorch.api.redistribute import redistribute
 from dtorch.ir.params import CastParam, CloneParam, CopyParam
+from dtorch.ir.placement import Replicate
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -41,7 +43,21 @@ def clone(t: Tensor) -> Tensor:
 
 def copy_(dst: Tensor, src: Tensor) -> Tensor:
     """Copy ``src``'s values into ``dst`` in place (broadcasting ``src`` and converting it to
-    ``dst``'s dtype, both inside the one Copy operator); returns ``dst``."""
+    ``dst``'s dtype, both inside the one Copy operator); returns ``dst``.
+
+    A ``src`` on another mesh is first redistributed onto ``dst``'s mesh - with ``dst``'s
+    placements when the shapes agree; when ``src`` broadcasts, Partial where ``dst`` is
+    Partial and Replicate elsewhere - so the copy itself is local to every device (spec 002
+    3.5.4: a cross-mesh Copy).
+    """
+    if isinstance(src, _tensor.Tensor) and isinstance(dst, _tensor.Tensor):
+        mesh = dst.device_mesh
+        if src.device_mesh != mesh:
+            if src.shape == dst.shape:
+                placements = dst.placements
+            else:
+                placements = [p if p.is_partial() else Replicate() for p in dst.placements]
+            src = redistribute(src, mesh, placements)
     record("copy_", _COPY, (dst, src))
     return dst
 
