@@ -212,3 +212,23 @@ def test_device_mesh_and_dtype_guards(graph: dtorch.Graph) -> None:
     )
     assert graph.satisfy(mesh) and graph.satisfy(dtorch.init_device_mesh("cpu", 400))
     graph.empty_cache()
+
+
+def test_process_mode_is_refused_clearly_until_it_exists() -> None:
+    with pytest.raises(GraphError, match="process runner"):
+        dtorch.Graph(dtorch.GraphOption(per_device_per_process=True))
+    with dtorch.GlobalOption.override(per_device_per_process=True):
+        with pytest.raises(GraphError, match="per_device_per_process=False"):
+            dtorch.Graph()
+        g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
+        assert dtorch.ones(2, graph=g).tolist() == [1.0, 1.0]
+        g.close()
+
+
+def test_cuda_meshes_are_satisfied_only_where_devices_exist(graph: dtorch.Graph) -> None:
+    cuda = dtorch.DeviceMesh("cuda", [0, 1])
+    assert graph.satisfy(cuda) == (torch.cuda.is_available() and torch.cuda.device_count() >= 2)
+    with dtorch.GlobalOption.override(dtensor_in_same_device=True):
+        # N logical devices on one GPU: any mesh up to DTORCH_NUM_GPU_WHEN_ENABLE_... devices
+        assert graph.satisfy(cuda) == torch.cuda.is_available()
+        assert graph.satisfy(dtorch.init_device_mesh("cpu", 64))
