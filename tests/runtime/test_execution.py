@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
-import time
 
 import pytest
 import torch
@@ -60,17 +59,35 @@ def test_await_does_not_block_the_event_loop(graph: dtorch.Graph) -> None:
 
 
 def test_recording_never_waits_for_the_devices(graph: dtorch.Graph) -> None:
-    big = dtorch.ones(256, 256, graph=graph)
-    graph.sync()
-    start = time.perf_counter()
-    out = big
-    for _ in range(40):
-        out = (out @ big) / 256
-    recorded = time.perf_counter() - start
-    value = out.to_torch()
-    total = time.perf_counter() - start
-    assert torch.equal(value, torch.ones(256, 256))
-    assert recorded < total / 2  # the client returned long before the devices finished
+    """A kernel that blocks its stream until the test says so: the client goes on recording
+    (and the values wait) until the gate opens."""
+    from dtorch.api.record import emit
+    from dtorch.ir.opkind import OpKind
+    from dtorch.ir.params import NvtxParam
+    from dtorch.ir.rules import OutputMeta
+    from dtorch.kernels.table import LOCAL_KERNELS, register_local_kernel
+
+    gate = threading.Event()
+
+    def blocking(ctx: object, device: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        assert gate.wait(30), "the test never opened the gate"
+        return [inputs[0]]
+
+    register_local_kernel(OpKind.Nvtx, blocking)  # a kind with no kernel of its own
+    try:
+        x = dtorch.ones(4, graph=graph)
+        meta = OutputMeta((4,), torch.float32, ())
+        (y,) = emit(graph, "block", NvtxParam(), (x._operand,), (meta,), x.device_mesh)
+        out = y
+        for _ in range(200):
+            out = out + 1  # recorded while the stream is stuck behind the gate
+        future = out.to_torch_async()
+        assert not future.wait_for(100)  # nothing ran yet, yet every call above returned
+        gate.set()
+        assert future.get().tolist() == [201.0] * 4
+    finally:
+        gate.set()
+        del LOCAL_KERNELS[OpKind.Nvtx]
 
 
 def test_kernel_failure_names_operator_and_line(graph: dtorch.Graph) -> None:
