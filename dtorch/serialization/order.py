@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dtorch.errors import SerializationError
-from dtorch.serialization.registry import NodeType, TypeRegistry
-from dtorch.serialization.scc import strongly_connected
+from dtorch.serialization.registry import NodeType, TypeRegistry, strongly_connected
 
 _ON_PATH = -1
 

@@ -4,7 +4,8 @@ A ``NodeType`` says how the values of one Python type become columns (``explode`
 codec writes each column (``fields``), and how decoded columns become values again
 (``build``). Frozen dataclass records need only their tag: fields and codecs come from their
 annotations (``record_type``). A ``TypeRegistry`` is an immutable table of node types, keyed
-by exact Python type and by tag.
+by exact Python type and by tag, with the order groups of them may be written in (``ranks``,
+from the strongly connected components of what each type's fields may refer to).
 
 Example:
     >>> from dtorch.ir.span import Span
@@ -18,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
+import keyword
 import types
 import typing
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -39,8 +41,6 @@ from dtorch.serialization.fields import (
     RefField,
     TupleField,
 )
-from dtorch.serialization.scc import strongly_connected
-from dtorch.serialization.templates import compiled_exploder
 
 NoneType = type(None)
 
@@ -110,10 +110,34 @@ class NodeType:
         return f"NodeType({self.tag})"
 
 
+_EXPLODE_TEMPLATE = "def explode(objs):\n    return [{columns}]\n"
+_COLUMN_TEMPLATE = "[o.{name} for o in objs]"
+
+
 def attribute_exploder(names: Sequence[str]) -> Explode:
-    """``explode`` that reads the named attributes of every value, a column per name (one
-    list comprehension each, compiled from a fixed template: see ``templates``)."""
-    return compiled_exploder(names)
+    """``explode`` that reads the named attributes of every value, a column per name.
+
+    ``[o.name for o in objs]`` runs about twice as fast as ``map(attrgetter("name"), objs)``:
+    the interpreter specialises an attribute read written in the source to the slot it
+    names. So the function is compiled from a fixed template when the registry is built (at
+    import). The only text substituted is field names of registered record classes - our own
+    dataclass definitions - each checked to be a plain identifier, and the code runs without
+    builtins: no payload, and nothing else from outside, ever reaches ``compile``.
+
+    Example:
+        >>> from dtorch.ir.span import Span
+        >>> attribute_exploder(["file", "line"])([Span("a.py", 1), Span("b.py", 2)])
+        [['a.py', 'b.py'], [1, 2]]
+    """
+    for name in names:
+        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
+            raise SerializationError(f"field name {name!r} is not a plain identifier")
+    columns = ", ".join(_COLUMN_TEMPLATE.format(name=n) for n in names)
+    namespace: dict[str, Any] = {}
+    code = compile(_EXPLODE_TEMPLATE.format(columns=columns), f"<explode {names}>", "exec")
+    exec(code, {"__builtins__": {}}, namespace)  # a fixed template, see the docstring
+    explode: Explode = namespace["explode"]
+    return explode
 
 
 _FEW = 4
@@ -346,3 +370,62 @@ class _AnnotationResolver:
         return frozenset(
             c for c in self.classes if issubclass(c, annotation) and c not in NATIVE_TYPES
         )
+
+
+_N = TypeVar("_N", bound=Hashable)
+
+
+def strongly_connected(nodes: Iterable[_N], edges: Mapping[_N, Iterable[_N]]) -> list[list[_N]]:
+    """The components of the graph reachable from ``nodes``, each after every component it
+    reaches (so children come first): Tarjan's algorithm, iterative. The registry ranks its
+    types with it; the writer orders the types of a cyclic rank with it again.
+
+    Example:
+        >>> edges = {"a": ["b"], "b": ["a", "c"], "c": []}
+        >>> [sorted(c) for c in strongly_connected(["a", "b", "c"], edges)]
+        [['c'], ['a', 'b']]
+    """
+    index: dict[_N, int] = {}
+    low: dict[_N, int] = {}
+    stack: list[_N] = []
+    on_stack: set[_N] = set()
+    result: list[list[_N]] = []
+
+    def enter(node: _N) -> list[Any]:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        return [node, list(edges.get(node, ())), 0]
+
+    for root in nodes:
+        if root in index:
+            continue
+        work = [enter(root)]
+        while work:
+            frame = work[-1]
+            node, children, position = frame
+            if position < len(children):
+                frame[2] = position + 1
+                child = children[position]
+                if child not in index:
+                    work.append(enter(child))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                result.append(_pop_component(stack, on_stack, node))
+    return result
+
+
+def _pop_component(stack: list[_N], on_stack: set[_N], head: _N) -> list[_N]:
+    component = []
+    while True:
+        node = stack.pop()
+        on_stack.discard(node)
+        component.append(node)
+        if node is head:
+            return component
