@@ -70,6 +70,7 @@ __all__ = [
 ]
 
 _DTYPE = frozenset({torch.dtype})
+_SHORT_COLUMN = 64  # shorter columns are not worth testing for repeated objects
 
 
 class FieldCodec(Protocol):
@@ -345,8 +346,9 @@ class TupleField:
     def scan(self, column: list[Any], walk: Walk) -> Any:
         # A column often repeats the same tuple object (a shared placements tuple): scan
         # each once.
-        ids, rows = distinct_by_id(column)
-        check_types(rows, TUPLE, self.describe, SerializationError)
+        ids, rows = distinct_by_id(column) if len(column) > _SHORT_COLUMN else (None, column)
+        if not set(map(type, rows)) <= TUPLE:
+            check_types(rows, TUPLE, self.describe, SerializationError)
         if self.inner.passthrough:  # checks only: the tuples are their own wire values
             self.inner.scan(itertools.chain.from_iterable(rows), walk)  # type: ignore[arg-type]
             return column

@@ -163,7 +163,7 @@ class _Discovery:
         table = self.tables.get(cls)
         if table is None:
             table = self.table(cls)
-        if self.lazy:
+        if id(table) in self.lazy:
             self.enter(table)
         number = table.get(id(kid))
         if number is None:
@@ -190,7 +190,7 @@ class _Discovery:
         if not known and id(table) not in self.lazy and len(set(map(id, kids))) == len(kids):
             self.lazy[id(table)] = [(kids, candidates)]  # the first column of its family
             return candidates, (kids, candidates)
-        if self.lazy:
+        if id(table) in self.lazy:
             self.enter(table)
             known = len(table)
         numbers = list(map(table.setdefault, map(id, kids), candidates))
