@@ -1,20 +1,18 @@
-"""A small pool of spawned worker processes that run one group caller each, for the tests.
+"""What one spawned process does in the group tests: one group caller (``CallerJob``).
 
-The pool is started once per test module (torch's import costs seconds per process); each
-``run`` hands every participating worker a ``CallerJob`` and collects its result or error.
+The shared pool (``tests/process_pool.py``) runs ``run_caller_job`` once per process;
+``caller_jobs`` wraps a run's caller jobs as pool jobs.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import queue
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-_STOP = "stop"
+from tests.process_pool import Job
 
 
 @dataclass
@@ -58,78 +56,6 @@ def run_caller_job(job: CallerJob) -> tuple[str, list[Any]]:
     return group.backend_kind.value, outputs
 
 
-def _worker_main(tasks: Any, results: Any, index: int) -> None:
-    torch.set_num_threads(1)  # 2 cores shared by several workers: no oversubscription
-    while True:
-        task = tasks.get()
-        if task == _STOP:
-            return
-        run_id, job = task
-        start = time.monotonic()
-        try:
-            outcome: tuple[bool, Any] = (True, run_caller_job(job))
-        except BaseException as error:
-            outcome = (False, error)
-        results.put((run_id, index, *outcome, time.monotonic() - start))
-
-
-@dataclass
-class Outcome:
-    """One job's end: ``ok`` with the result, or the exception; seconds the job ran."""
-
-    ok: bool
-    value: Any
-    elapsed_s: float
-
-    def result(self) -> Any:
-        if not self.ok:
-            raise self.value
-        return self.value
-
-
-class WorkerPool:
-    """``size`` spawned processes; ``run(jobs)`` gives job i to worker i."""
-
-    def __init__(self, size: int) -> None:
-        context = mp.get_context("spawn")
-        self._results = context.Queue()
-        self._tasks = [context.Queue() for _ in range(size)]
-        self._procs = [
-            context.Process(target=_worker_main, args=(q, self._results, i), daemon=True)
-            for i, q in enumerate(self._tasks)
-        ]
-        for proc in self._procs:
-            proc.start()
-        self._run_id = 0
-
-    def run(self, jobs: list[CallerJob], timeout_s: float = 60.0) -> list[Outcome]:
-        """Each job's outcome, in job order."""
-        assert len(jobs) <= len(self._tasks), "more callers than pool workers"
-        self._run_id += 1
-        for task_queue, job in zip(self._tasks, jobs, strict=False):
-            task_queue.put((self._run_id, job))
-        outcomes: dict[int, Outcome] = {}
-        deadline = time.monotonic() + timeout_s
-        while len(outcomes) < len(jobs):
-            try:
-                run_id, index, ok, value, elapsed = self._results.get(
-                    timeout=max(0.1, deadline - time.monotonic())
-                )
-            except queue.Empty:
-                late = sorted(set(range(len(jobs))) - set(outcomes))
-                raise AssertionError(f"workers {late} did not answer in {timeout_s} s") from None
-            if run_id == self._run_id:  # a late answer to an earlier, failed run is dropped
-                outcomes[index] = Outcome(ok, value, elapsed)
-        return [outcomes[i] for i in range(len(jobs))]
-
-    def close(self) -> None:
-        for task_queue in self._tasks:
-            task_queue.put(_STOP)
-        for proc in self._procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for q in [*self._tasks, self._results]:
-            q.close()
-            q.join_thread()
+def caller_jobs(jobs: list[CallerJob]) -> list[Job]:
+    """The pool jobs that run each caller job in its own worker."""
+    return [Job(run_caller_job, (job,)) for job in jobs]

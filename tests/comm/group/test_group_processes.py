@@ -1,33 +1,26 @@
 """Every collective against the torch oracle, with callers as real spawned processes.
 
 Gloo (torch.distributed) for one rank per process, and the same-device backend over the file
-store for processes holding several ranks. One module-scoped pool of workers serves all tests.
+store for processes holding several ranks. The session's shared pool of workers serves all
+tests (``process_pool``, tests/comm/conftest.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 import torch
 from group_harness import device_ids, merge
 from group_reference import Case, all_reduce_case, check_outputs, standard_cases
-from group_workers import CallerJob, WorkerPool
+from group_workers import CallerJob, caller_jobs
 
 from dtorch.comm.group import BackendKind
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import CommTimeoutError
+from tests.process_pool import ProcessPool
 
 pytestmark = pytest.mark.timeout(120)
-
-POOL_SIZE = 4
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[WorkerPool]:
-    workers = WorkerPool(POOL_SIZE)
-    yield workers
-    workers.close()
 
 
 def _jobs(layout: Sequence[Sequence[int]], cases: Sequence[Case], **options) -> list[CallerJob]:
@@ -48,9 +41,9 @@ def _jobs(layout: Sequence[Sequence[int]], cases: Sequence[Case], **options) -> 
     ]
 
 
-def _check_all(pool: WorkerPool, layout, cases, expected: BackendKind, **options) -> None:
+def _check_all(pool: ProcessPool, layout, cases, expected: BackendKind, **options) -> None:
     jobs = _jobs(layout, cases, **options)
-    results = [o.result() for o in pool.run(jobs)]
+    results = [o.result() for o in pool.run(caller_jobs(jobs))]
     assert CommNamespace(jobs[0].namespace).leftovers() == [], "shared memory left behind"
     assert {kind for kind, _ in results} == {expected.value}
     per_caller = [outputs for _, outputs in results]
@@ -59,19 +52,21 @@ def _check_all(pool: WorkerPool, layout, cases, expected: BackendKind, **options
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
-def test_gloo_every_collective_matches_torch(pool, world, tmp_path) -> None:
+def test_gloo_every_collective_matches_torch(process_pool, world, tmp_path) -> None:
     layout = [[r] for r in range(world)]
     cases = standard_cases(world, seed=11)
-    _check_all(pool, layout, cases, BackendKind.TORCH_DISTRIBUTED, rendezvous_dir=str(tmp_path))
+    _check_all(
+        process_pool, layout, cases, BackendKind.TORCH_DISTRIBUTED, rendezvous_dir=str(tmp_path)
+    )
     assert list(tmp_path.iterdir()) == [], "the FileStore rendezvous file was left behind"
 
 
-def test_one_process_holding_every_rank_needs_no_backend(pool) -> None:
+def test_one_process_holding_every_rank_needs_no_backend(process_pool) -> None:
     cases = standard_cases(3, seed=2)
-    _check_all(pool, [[0, 1, 2]], cases, BackendKind.STORE_MEMORY)
+    _check_all(process_pool, [[0, 1, 2]], cases, BackendKind.STORE_MEMORY)
 
 
-def test_gloo_rank_that_never_calls_is_named_within_the_timeout(pool, tmp_path) -> None:
+def test_gloo_rank_that_never_calls_is_named_within_the_timeout(process_pool, tmp_path) -> None:
     gen = torch.Generator().manual_seed(0)
     jobs = _jobs(
         [[0], [1]],
@@ -80,17 +75,17 @@ def test_gloo_rank_that_never_calls_is_named_within_the_timeout(pool, tmp_path) 
         rendezvous_dir=str(tmp_path),
     )
     jobs[1].calls, jobs[1].linger_s = [], 2.5  # rank 1 joins the group, then never calls
-    first, second = pool.run(jobs)
+    first, second = process_pool.run(caller_jobs(jobs))
     assert second.ok
     assert not first.ok and isinstance(first.value, CommTimeoutError), first.value
     assert "all_reduce" in str(first.value) and "never came: [1]" in str(first.value)
     assert first.elapsed_s < 1.0 + 3.0
 
 
-def test_gloo_rank_that_never_creates_the_group_is_named(pool, tmp_path) -> None:
+def test_gloo_rank_that_never_creates_the_group_is_named(process_pool, tmp_path) -> None:
     jobs = _jobs([[0], [1]], [], timeout_s=1.0, rendezvous_dir=str(tmp_path))
     jobs[1].create = False
-    first, second = pool.run(jobs)
+    first, second = process_pool.run(caller_jobs(jobs))
     assert second.ok
     assert not first.ok and isinstance(first.value, CommTimeoutError), first.value
     assert "ranks [1] never came" in str(first.value)
@@ -105,13 +100,15 @@ _FILE_LAYOUTS = {
 
 
 @pytest.mark.parametrize("name", list(_FILE_LAYOUTS))
-def test_file_store_every_collective_matches_torch(pool, name) -> None:
+def test_file_store_every_collective_matches_torch(process_pool, name) -> None:
     layout = _FILE_LAYOUTS[name]
     cases = standard_cases(sum(len(c) for c in layout), seed=7)
-    _check_all(pool, layout, cases, BackendKind.STORE_FILE, backend=BackendKind.STORE_FILE.value)
+    _check_all(
+        process_pool, layout, cases, BackendKind.STORE_FILE, backend=BackendKind.STORE_FILE.value
+    )
 
 
-def test_file_store_caller_that_never_calls_is_named(pool) -> None:
+def test_file_store_caller_that_never_calls_is_named(process_pool) -> None:
     gen = torch.Generator().manual_seed(0)
     jobs = _jobs(
         [[0, 1], [2]],
@@ -120,7 +117,7 @@ def test_file_store_caller_that_never_calls_is_named(pool) -> None:
         backend=BackendKind.STORE_FILE.value,
     )
     jobs[1].calls, jobs[1].linger_s = [], 2.5
-    first, _ = pool.run(jobs)
+    first, _ = process_pool.run(caller_jobs(jobs))
     assert not first.ok and isinstance(first.value, CommTimeoutError), first.value
     assert "ranks [2] (one caller) never came" in str(first.value)
     assert first.elapsed_s < 1.0 + 3.0

@@ -6,7 +6,6 @@ inside a GetTensor operator.
 
 from __future__ import annotations
 
-import os
 import time
 
 import torch
@@ -14,21 +13,9 @@ import torch
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.promise import attach_promise, attach_void_promise, create_promise
 from dtorch.errors import CommError, KernelError
-from dtorch.ir.dtypes import dtype_from_code
 from dtorch.ir.opkind import PromiseKind
 from dtorch.serialization import deserialize
-
-
-def make_tensor(code: int, shape: tuple[int, ...], seed: int) -> torch.Tensor:
-    """A deterministic tensor of any plain dtype (the same in every process)."""
-    dtype = dtype_from_code(code)
-    generator = torch.Generator().manual_seed(seed)
-    base = torch.randn(shape, generator=generator, dtype=torch.float64) * 50
-    if dtype is torch.bool:
-        return base > 0
-    if dtype.is_complex:
-        return torch.complex(base, -base).to(dtype)
-    return base.to(dtype)
+from tests.comm.seeded_tensors import make_tensor
 
 
 def set_tensor(handle_bytes: bytes, code: int, shape: tuple, seed: int, delay_s: float) -> int:
@@ -81,8 +68,3 @@ def attach_and_sleep(handle_bytes: bytes) -> None:
     promise = attach_promise(deserialize(handle_bytes))
     time.sleep(600)
     promise.set_value(torch.ones(1))
-
-
-def warm() -> int:
-    """Nothing but this module's imports (torch, dtorch): paid once per pool worker."""
-    return os.getpid()

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import multiprocessing
-import os
-import signal
 import threading
 import time
 
@@ -18,7 +15,6 @@ from promise_scenarios import (
     attach_memory,
     create_and_sleep,
     drop_unset,
-    make_tensor,
     set_error,
     set_tensor,
     set_void,
@@ -39,6 +35,8 @@ from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import PromiseHandle
 from dtorch.options import GlobalOption
 from dtorch.serialization import serialize
+from tests.comm.seeded_tensors import make_tensor
+from tests.process_pool import Job, kill_process, start_process
 
 pytestmark = pytest.mark.timeout(60)
 FILE = PromiseKind.FILE
@@ -173,18 +171,18 @@ def test_await_times_out(namespace):
 def test_value_set_in_another_process_wakes_get(namespace, process_pool):
     promise, future = _file_promise(namespace)
     code, shape = dtype_code(torch.float32), (16, 1 << 20)  # 64 MiB
-    job = process_pool.submit(set_tensor, serialize(promise.handle), code, shape, 9, 0.2)
+    run = process_pool.start([Job(set_tensor, (serialize(promise.handle), code, shape, 9, 0.2))])
     start = time.monotonic()
     got = future.get(timeout_s=30)
     assert time.monotonic() - start >= 0.2
-    assert job.result(timeout=30) == 0
+    assert run.results(timeout_s=30) == [0]
     assert torch.equal(got, make_tensor(code, shape, 9))
 
 
 @pytest.mark.parametrize("dtorch_error", [True, False])
 def test_error_set_in_another_process(dtorch_error, namespace, process_pool):
     promise, future = _file_promise(namespace)
-    process_pool.submit(set_error, serialize(promise.handle), dtorch_error).result(timeout=30)
+    process_pool.start([Job(set_error, (serialize(promise.handle), dtorch_error))]).results(30)
     expected = KernelError if dtorch_error else DTorchError
     pattern = "matmul failed on device 3" if dtorch_error else "ZeroDivisionError"
     with pytest.raises(expected, match=pattern):
@@ -194,7 +192,7 @@ def test_error_set_in_another_process(dtorch_error, namespace, process_pool):
 def test_void_futures_from_two_processes_collected_and_awaited(namespace, process_pool):
     pairs = [_file_promise(namespace, void=True) for _ in range(2)]
     collect = VoidFutureCollect([future for _, future in pairs])
-    jobs = [process_pool.submit(set_void, serialize(p.handle), 0.3) for p, _ in pairs]
+    run = process_pool.start([Job(set_void, (serialize(p.handle), 0.3)) for p, _ in pairs])
 
     async def main():
         ticks = 0
@@ -209,33 +207,21 @@ def test_void_futures_from_two_processes_collected_and_awaited(namespace, proces
         return ticks
 
     assert asyncio.run(main()) >= 5
-    assert [job.result(timeout=30) for job in jobs] == [0, 0]
+    assert run.results(timeout_s=30) == [0, 0]
     assert collect.get(timeout_s=0) is None
 
 
 def test_setter_process_dropping_the_promise(namespace, process_pool):
     promise, future = _file_promise(namespace)
-    process_pool.submit(drop_unset, serialize(promise.handle)).result(timeout=30)
+    process_pool.start([Job(drop_unset, (serialize(promise.handle),))]).results(30)
     with pytest.raises(CommError, match="dropped in process"):
         future.get(timeout_s=5)
 
 
 def test_memory_promise_cannot_cross(process_pool):
     handle = PromiseHandle(PromiseKind.MEMORY, "in-parent")
-    message = process_pool.submit(attach_memory, serialize(handle)).result(timeout=30)
+    [message] = process_pool.start([Job(attach_memory, (serialize(handle),))]).results(30)
     assert "MEMORY promise" in message and "cannot be attached" in message
-
-
-def _spawn(target, *args) -> multiprocessing.Process:
-    process = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
-    process.start()
-    return process
-
-
-def _kill(process: multiprocessing.Process) -> None:
-    os.kill(process.pid, signal.SIGKILL)
-    process.join(10)
-    assert process.exitcode == -signal.SIGKILL
 
 
 @pytest.mark.timeout(120)
@@ -243,15 +229,15 @@ def test_killed_creator_and_killed_setter_leave_nothing(namespace):
     """A creator killed before anyone attached leaves its segment: the parent reclaims it by
     namespace. A setter killed after attaching leaves nothing (the name went at attach), and
     the future times out instead of hanging."""
-    creator = _spawn(create_and_sleep, namespace.instance_id)
+    creator = start_process(create_and_sleep, namespace.instance_id)
     promise, future = _file_promise(namespace)
-    setter = _spawn(attach_and_sleep, serialize(promise.handle))
+    setter = start_process(attach_and_sleep, serialize(promise.handle))
     deadline = time.monotonic() + 30
     while len(namespace.leftovers()) != 1:  # the child created one, the setter took ours
         assert time.monotonic() < deadline
         time.sleep(0.02)
-    _kill(creator)
-    _kill(setter)
+    kill_process(creator)
+    kill_process(setter)
     assert len(namespace.reclaim()) == 1
     with pytest.raises(FutureTimeoutError):
         future.get(timeout_s=0.2)

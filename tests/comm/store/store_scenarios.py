@@ -6,7 +6,6 @@ tensor, rebuilt from a seed in whichever process checks it.
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 
@@ -15,8 +14,9 @@ import torch
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import StoreKind, TensorStore, open_store
 from dtorch.errors import CommTimeoutError
-from dtorch.ir.dtypes import dtype_code, dtype_from_code
+from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
+from tests.comm.seeded_tensors import make_tensor
 
 
 def free_port() -> int:
@@ -39,18 +39,6 @@ def open_for(kind: str, ns_id: str, key: str, world: int, rank: int) -> TensorSt
     return open_store(StoreKind(name), key, world, rank, namespace=namespace, endpoint=endpoint)
 
 
-def make_tensor(code: int, shape: tuple[int, ...], seed: int) -> torch.Tensor:
-    """A deterministic tensor of any plain dtype (the same in every process)."""
-    dtype = dtype_from_code(code)
-    generator = torch.Generator().manual_seed(seed)
-    base = torch.randn(shape, generator=generator, dtype=torch.float64) * 50
-    if dtype is torch.bool:
-        return base > 0
-    if dtype.is_complex:
-        return torch.complex(base, -base).to(dtype)
-    return base.to(dtype)
-
-
 def allreduce(kind: str, ns_id: str, key: str, world: int, rank: int, rounds: int) -> list:
     """The spec's same-device all-reduce, ``rounds`` times with reset in between."""
     results = []
@@ -60,6 +48,15 @@ def allreduce(kind: str, ns_id: str, key: str, world: int, rank: int, rounds: in
             results.append(_allreduce_once(store, mine).tolist())
             store.reset()
     return results
+
+
+def expected_allreduce(world: int, rounds: int) -> list:
+    """The oracle of ``allreduce``: torch's sum of every rank's tensor, per round."""
+    code = dtype_code(torch.float32)
+    return [
+        sum(make_tensor(code, (33,), 100 * i + r) for r in range(world)).tolist()
+        for i in range(rounds)
+    ]
 
 
 def _allreduce_once(store: TensorStore, mine: torch.Tensor) -> torch.Tensor:
@@ -153,8 +150,3 @@ def hold_open(kind: str, ns_id: str, key: str, world: int, rank: int, nbytes: in
     with open_for(kind, ns_id, key, world, rank) as store:
         store.src_set("big", torch.ones(nbytes // 4), get_count=1)
         time.sleep(600)
-
-
-def warm() -> int:
-    """Nothing but this module's imports (torch, dtorch): paid once per pool worker."""
-    return os.getpid()

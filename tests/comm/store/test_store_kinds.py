@@ -12,8 +12,8 @@ import torch
 from store_scenarios import (
     allreduce,
     broadcast_check,
+    expected_allreduce,
     gather_check,
-    make_tensor,
     open_for,
     open_with_timeout,
     wait_times_out,
@@ -46,18 +46,10 @@ def kind(request) -> str:
     return with_endpoint(request.param)
 
 
-def _expected_allreduce(world: int, rounds: int) -> list:
-    code = dtype_code(torch.float32)
-    return [
-        sum(make_tensor(code, (33,), 100 * i + r) for r in range(world)).tolist()
-        for i in range(rounds)
-    ]
-
-
 def test_allreduce_rounds(kind, namespace, threads):
     world = 4
     results = threads(world, lambda r: allreduce(kind, namespace.instance_id, "ar", world, r, 3))
-    expected = _expected_allreduce(world, 3)
+    expected = expected_allreduce(world, 3)
     for per_rank in results:
         torch.testing.assert_close(torch.tensor(per_rank), torch.tensor(expected))
 

@@ -3,9 +3,6 @@ odd dtypes, timeouts in children, and the SIGKILL cleanup: nothing of ours left 
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
 import time
 
 import pytest
@@ -13,9 +10,9 @@ import torch
 from store_scenarios import (
     allreduce,
     broadcast_check,
+    expected_allreduce,
     gather_check,
     hold_open,
-    make_tensor,
     open_for,
     wait_times_out,
     with_endpoint,
@@ -25,6 +22,7 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
+from tests.process_pool import Job, kill_process, start_process
 
 pytestmark = pytest.mark.timeout(90)
 PROCESS_KINDS = ["file", "network"]
@@ -38,19 +36,15 @@ def kind(request) -> str:
 
 def run_ranks(pool, world, fn, *args):
     """Ranks 1.. in the pool's processes, rank 0 here; every rank's result in rank order."""
-    futures = [pool.submit(fn, *args[:3], world, rank, *args[3:]) for rank in range(1, world)]
+    run = pool.start([Job(fn, (*args[:3], world, rank, *args[3:])) for rank in range(1, world)])
     first = fn(*args[:3], world, 0, *args[3:])
-    return [first] + [future.result(timeout=60) for future in futures]
+    return [first, *run.results(timeout_s=60)]
 
 
 def test_allreduce_across_processes(kind, namespace, process_pool):
     world, rounds = 3, 3
     results = run_ranks(process_pool, world, allreduce, kind, namespace.instance_id, "ar", rounds)
-    code = dtype_code(torch.float32)
-    expected = [
-        sum(make_tensor(code, (33,), 100 * i + r) for r in range(world)).tolist()
-        for i in range(rounds)
-    ]
+    expected = expected_allreduce(world, rounds)
     for per_rank in results:
         torch.testing.assert_close(torch.tensor(per_rank), torch.tensor(expected))
 
@@ -79,29 +73,22 @@ def test_gather_from_processes(kind, namespace, process_pool):
 def test_timeout_in_a_child_process(kind, namespace, process_pool):
     """Ranks 0 and 1 run in children (rank 0 with the short timeout passed to it), rank 2 here."""
     args = (kind, namespace.instance_id, "tw", 3)
-    futures = [process_pool.submit(wait_times_out, *args, rank, 0.5) for rank in (0, 1)]
+    run = process_pool.start([Job(wait_times_out, (*args, rank, 0.5)) for rank in (0, 1)])
     assert wait_times_out(*args, 2, 0.5) is None
-    message = futures[0].result(timeout=60)
-    assert futures[1].result(timeout=60) is None
+    message, second = run.results(timeout_s=60)
+    assert second is None
     assert "'k': 1 of 2 consumers finished (ranks [1])" in message
 
 
 def test_namespaces_keep_processes_apart(namespace, process_pool):
     other = CommNamespace.create()
-    futures = [
-        process_pool.submit(gather_check, "file", ns.instance_id, "same", 2, 1)
-        for ns in (namespace, other)
-    ]
+    run = process_pool.start(
+        [Job(gather_check, ("file", ns.instance_id, "same", 2, 1)) for ns in (namespace, other)]
+    )
     results = [gather_check("file", ns.instance_id, "same", 2, 0) for ns in (namespace, other)]
     assert results == [[0.0, 1.0, 1.0]] * 2
-    assert [f.result(timeout=60) for f in futures] == [None, None]
+    assert run.results(timeout_s=60) == [None, None]
     assert other.leftovers() == []
-
-
-def _start(target, *args) -> multiprocessing.Process:
-    process = multiprocessing.get_context("spawn").Process(target=target, args=args, daemon=True)
-    process.start()
-    return process
 
 
 def _wait_for(predicate, timeout_s: float = 30.0) -> None:
@@ -111,29 +98,23 @@ def _wait_for(predicate, timeout_s: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def _kill(process: multiprocessing.Process) -> None:
-    os.kill(process.pid, signal.SIGKILL)
-    process.join(10)
-    assert process.exitcode == -signal.SIGKILL
-
-
 @pytest.mark.timeout(120)
 def test_sigkill_leaves_nothing_in_dev_shm(namespace):
     """One child is killed while it waits for the others to open the store; another after it
     set a 64 MiB tensor that this process reads. The survivors time out naming the dead rank,
     and nothing of the namespace is left in /dev/shm."""
     ns = namespace.instance_id
-    opening = _start(open_for, "file", ns, "opening", 2, 1)
-    holding = _start(hold_open, "file", ns, "holding", 2, 1, 64 << 20)
+    opening = start_process(open_for, "file", ns, "opening", 2, 1)
+    holding = start_process(hold_open, "file", ns, "holding", 2, 1, 64 << 20)
     _wait_for(lambda: len(namespace.leftovers()) == 2)  # both control segments exist
-    _kill(opening)
+    kill_process(opening)
     short = GlobalOption.override(comm_timeout_second=0.5)
     with short, pytest.raises(CommTimeoutError, match=r"ranks \[1\] never arrived"):
         open_for("file", ns, "opening", 2, 0)
     with open_for("file", ns, "holding", 2, 0) as store:
         assert namespace.leftovers() == []  # the name went once both had opened it
         got = store.dest_get("big")
-        _kill(holding)
+        kill_process(holding)
         assert bool((got == 1).all()) and got.numel() == 16 << 20  # the mapping outlives it
         store.dest_finish_get("big")
         short = GlobalOption.override(comm_timeout_second=0.5)

@@ -12,12 +12,8 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, normalize_placements
 from tests.kernels.convert.convert_harness import check, distribute
-from tests.kernels.convert.convert_workers import (
-    ConvertJob,
-    ConvertPool,
-    mesh_data,
-    placement_data,
-)
+from tests.kernels.convert.convert_workers import ConvertJob, mesh_data, placement_data, run_job
+from tests.process_pool import Job, ProcessPool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -25,12 +21,10 @@ WORKERS = 4
 
 
 @pytest.fixture(scope="module")
-def pool() -> Iterator[ConvertPool]:
-    workers = ConvertPool(WORKERS)
-    try:
+def pool() -> Iterator[ProcessPool]:
+    with ProcessPool(WORKERS) as workers:
+        workers.warm()
         yield workers
-    finally:
-        workers.close()
 
 
 MESH1 = init_device_mesh("cpu", 4)
@@ -54,7 +48,7 @@ CASES = [
 
 @pytest.mark.parametrize(("a", "src", "b", "dst"), CASES, ids=repr)
 def test_process_mode_matches_torch(
-    pool: ConvertPool,
+    pool: ProcessPool,
     tmp_path: object,
     a: DeviceMesh,
     src: tuple[Placement, ...],
@@ -83,6 +77,6 @@ def test_process_mode_matches_torch(
         for d in devices
     ]
     outputs: dict[int, list[torch.Tensor]] = {}
-    for result in pool.run(jobs):
+    for result in pool.start([Job(run_job, (job,)) for job in jobs]).results():
         outputs.update(result)
     check(full, b, dst_n, {d: v[0] for d, v in outputs.items() if v})

@@ -1,16 +1,16 @@
-"""Fixtures for the promise tests: a shared spawn process pool and a checked namespace."""
+"""Fixtures for every comm test: a checked namespace and one shared pool of spawned workers."""
 
 from __future__ import annotations
 
 import gc
-import multiprocessing
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 
 import pytest
-from promise_scenarios import warm
 
 from dtorch.comm.namespace import CommNamespace
+from tests.process_pool import ProcessPool
+
+POOL_WORKERS = 4  # the most processes one test uses (group and store tests)
 
 
 @pytest.fixture
@@ -25,9 +25,9 @@ def namespace() -> Iterator[CommNamespace]:
 
 
 @pytest.fixture(scope="session")
-def process_pool() -> Iterator[ProcessPoolExecutor]:
-    """Two spawned worker processes shared by every cross-process promise test."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(2, mp_context=context) as pool:
-        assert {future.result() for future in [pool.submit(warm) for _ in range(4)]}
+def process_pool() -> Iterator[ProcessPool]:
+    """Spawned worker processes shared by the group, store and promise process tests (torch
+    imports once each); every job cleans up after itself, so tests share no state."""
+    with ProcessPool(POOL_WORKERS) as pool:
+        pool.warm()
         yield pool
