@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -32,6 +32,24 @@ from dtorch.comm.group.reduce_op import ReduceOp, reduce_tensors
 def _like(value: torch.Tensor, empty: EmptyFn, shape: Sequence[int] | None = None) -> torch.Tensor:
     """A fresh contiguous tensor of ``value``'s dtype and device (and shape, by default)."""
     return empty(value.shape if shape is None else shape, value.dtype, value.device)
+
+
+def _cat(pieces: Sequence[torch.Tensor], dim: int, empty: EmptyFn) -> torch.Tensor:
+    """``torch.cat`` along ``dim`` into one buffer from ``empty`` (pieces may differ in length)."""
+    shape = list(pieces[0].shape)
+    shape[dim] = sum(p.shape[dim] for p in pieces)
+    return torch.cat(list(pieces), dim, out=_like(pieces[0], empty, shape))
+
+
+def _per_rank(
+    tensors: Sequence[torch.Tensor],
+    dim: int,
+    ranks: Sequence[int],
+    combine: Callable[[list[torch.Tensor]], torch.Tensor],
+) -> RankTensors:
+    """For each held rank r: ``combine`` of rank r's chunk (along ``dim``) of every tensor."""
+    world = len(tensors)
+    return {r: combine([chunk_piece(t, dim, world, r) for t in tensors]) for r in ranks}
 
 
 def fan_out(
@@ -55,9 +73,7 @@ def all_reduce_outputs(
 def all_gather_outputs(
     tensors: Sequence[torch.Tensor], dim: int, ranks: Sequence[int], empty: EmptyFn = torch_empty
 ) -> RankTensors:
-    shape = list(tensors[0].shape)
-    shape[dim] = sum(t.shape[dim] for t in tensors)
-    return fan_out(torch.cat(list(tensors), dim, out=_like(tensors[0], empty, shape)), ranks, empty)
+    return fan_out(_cat(tensors, dim, empty), ranks, empty)
 
 
 def all_gather_list_outputs(
@@ -73,12 +89,9 @@ def reduce_scatter_outputs(
     ranks: Sequence[int],
     empty: EmptyFn = torch_empty,
 ) -> RankTensors:
-    world = len(tensors)
-    out: RankTensors = {}
-    for r in ranks:
-        pieces = [chunk_piece(t, dim, world, r) for t in tensors]
-        out[r] = reduce_tensors(pieces, op, _like(pieces[0], empty))
-    return out
+    return _per_rank(
+        tensors, dim, ranks, lambda pieces: reduce_tensors(pieces, op, _like(pieces[0], empty))
+    )
 
 
 def all_to_all_outputs(
@@ -88,14 +101,7 @@ def all_to_all_outputs(
     ranks: Sequence[int],
     empty: EmptyFn = torch_empty,
 ) -> RankTensors:
-    world = len(tensors)
-    out: RankTensors = {}
-    for r in ranks:
-        pieces = [chunk_piece(t, dst_dim, world, r) for t in tensors]
-        shape = list(pieces[0].shape)
-        shape[src_dim] = sum(p.shape[src_dim] for p in pieces)
-        out[r] = torch.cat(pieces, src_dim, out=_like(pieces[0], empty, shape))
-    return out
+    return _per_rank(tensors, dst_dim, ranks, lambda pieces: _cat(pieces, src_dim, empty))
 
 
 def broadcast_outputs(
