@@ -43,67 +43,51 @@ def _check_error(error: BaseException) -> BaseException:
     return error
 
 
-class _FutureGate:
-    """Hands out a promise's future once."""
-
-    __slots__ = ("_taken",)
-
-    def __init__(self, open_: bool) -> None:
-        self._taken = not open_
-
-    def take(self, name: str) -> None:
-        if self._taken:
-            raise PromiseStateError(
-                f"the future of promise {name!r} was already taken (or this side of the "
-                "promise has none: an attached promise only sets)"
-            )
-        self._taken = True
-
-
-class CellTensorPromise(TensorPromise):
-    """A TensorPromise over a cell; ``has_future`` is False on the attaching side."""
+class _CellPromise:
+    """What both cell promises share: the handle, the cell, ``set_error`` and handing out the
+    future once (``has_future`` is False on the attaching side: an attached promise only sets)."""
 
     def __init__(self, cell: Cell, handle: PromiseHandle, *, has_future: bool = True) -> None:
         self.handle = handle
         self._cell = cell
-        self._gate = _FutureGate(has_future)
+        self._taken = not has_future
+
+    def set_error(self, error: BaseException) -> None:
+        self._cell.settle(None, _check_error(error))
+
+    def _take_future(self) -> Cell:
+        if self._taken:
+            raise PromiseStateError(
+                f"the future of promise {self._cell.name!r} was already taken (or this side of "
+                "the promise has none: an attached promise only sets)"
+            )
+        self._taken = True
+        return self._cell
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.handle!r})"
+
+
+class CellTensorPromise(_CellPromise, TensorPromise):
+    """A TensorPromise over a cell; ``has_future`` is False on the attaching side."""
 
     def set_value(self, tensor: torch.Tensor) -> None:
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"set_value needs a torch.Tensor, got {type(tensor).__name__}")
         self._cell.settle(tensor, None)
 
-    def set_error(self, error: BaseException) -> None:
-        self._cell.settle(None, _check_error(error))
-
     def get_future(self) -> TensorFuture:
-        self._gate.take(self._cell.name)
-        return CellTensorFuture(self._cell)
-
-    def __repr__(self) -> str:
-        return f"CellTensorPromise({self.handle!r})"
+        return CellTensorFuture(self._take_future())
 
 
-class CellVoidPromise(VoidPromise):
+class CellVoidPromise(_CellPromise, VoidPromise):
     """A VoidPromise over a cell; ``has_future`` is False on the attaching side."""
-
-    def __init__(self, cell: Cell, handle: PromiseHandle, *, has_future: bool = True) -> None:
-        self.handle = handle
-        self._cell = cell
-        self._gate = _FutureGate(has_future)
 
     def set_value(self) -> None:
         self._cell.settle(None, None)
 
-    def set_error(self, error: BaseException) -> None:
-        self._cell.settle(None, _check_error(error))
-
     def get_future(self) -> VoidFuture:
-        self._gate.take(self._cell.name)
-        return CellVoidFuture(self._cell)
-
-    def __repr__(self) -> str:
-        return f"CellVoidPromise({self.handle!r})"
+        return CellVoidFuture(self._take_future())
 
 
 def settled_outcome(cell: Cell, timeout_s: float | None) -> torch.Tensor | None:
@@ -142,64 +126,52 @@ def _expire(waiter: asyncio.Future[None], name: str, seconds: float) -> None:
         waiter.set_exception(future_timeout(name, seconds))
 
 
-class CellTensorFuture(TensorFuture):
-    """A TensorFuture over a cell."""
+class _CellFuture:
+    """What both cell futures share: waiting on the cell without a value, readiness, callbacks."""
 
     __slots__ = ("_cell",)
 
     def __init__(self, cell: Cell) -> None:
         self._cell = cell
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        settled_outcome(self._cell, timeout_s)
+
+    def wait_for(self, timeout_ms: int) -> bool:
+        return wait_for_ms(self._cell, timeout_ms)
+
+    def is_ready(self) -> bool:
+        return self._cell.is_ready()
+
+    def add_done_callback(self, fn: Callable[[Any], None]) -> None:
+        self._cell.add_callback(lambda: fn(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._cell.name!r}, ready={self.is_ready()})"
+
+
+class CellTensorFuture(_CellFuture, TensorFuture):
+    """A TensorFuture over a cell."""
+
+    __slots__ = ()
 
     def get(self, timeout_s: float | None = None) -> torch.Tensor:
         return _tensor(settled_outcome(self._cell, timeout_s))
 
-    def wait(self, timeout_s: float | None = None) -> None:
-        settled_outcome(self._cell, timeout_s)
-
-    def wait_for(self, timeout_ms: int) -> bool:
-        return wait_for_ms(self._cell, timeout_ms)
-
-    def is_ready(self) -> bool:
-        return self._cell.is_ready()
-
-    def add_done_callback(self, fn: Callable[[TensorFuture], None]) -> None:
-        self._cell.add_callback(lambda: fn(self))
-
     def __await__(self) -> Generator[Any, None, torch.Tensor]:
         return _tensor((yield from await_cell(self._cell)))
 
-    def __repr__(self) -> str:
-        return f"CellTensorFuture({self._cell.name!r}, ready={self.is_ready()})"
 
-
-class CellVoidFuture(VoidFuture):
+class CellVoidFuture(_CellFuture, VoidFuture):
     """A VoidFuture over a cell."""
 
-    __slots__ = ("_cell",)
-
-    def __init__(self, cell: Cell) -> None:
-        self._cell = cell
+    __slots__ = ()
 
     def get(self, timeout_s: float | None = None) -> None:
         settled_outcome(self._cell, timeout_s)
 
-    def wait(self, timeout_s: float | None = None) -> None:
-        settled_outcome(self._cell, timeout_s)
-
-    def wait_for(self, timeout_ms: int) -> bool:
-        return wait_for_ms(self._cell, timeout_ms)
-
-    def is_ready(self) -> bool:
-        return self._cell.is_ready()
-
-    def add_done_callback(self, fn: Callable[[VoidFuture], None]) -> None:
-        self._cell.add_callback(lambda: fn(self))
-
     def __await__(self) -> Generator[Any, None, None]:
         yield from await_cell(self._cell)
-
-    def __repr__(self) -> str:
-        return f"CellVoidFuture({self._cell.name!r}, ready={self.is_ready()})"
 
 
 def _tensor(value: torch.Tensor | None) -> torch.Tensor:
