@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 import math
 from typing import Any
@@ -53,12 +54,25 @@ _FAST = settings(
 
 
 def _compares_by_value(value: Any) -> bool:
-    """True when an equal copy of ``value`` compares == to it: not so when a NaN, a tensor
-    (elementwise ==) or an identity-compared record (Create/Dropout params) sits inside."""
+    """True when an equal copy of ``value`` compares == to it: not so when a float NaN, a
+    tensor (elementwise ==) or an identity-compared record (Create/Dropout params) sits
+    inside."""
+    if _has_float_nan(value):
+        return False
     try:
         return bool(copy.deepcopy(value) == value)
     except RuntimeError:  # a tensor inside compares elementwise
         return False
+
+
+def _has_float_nan(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value)
+    if isinstance(value, (tuple, list)):
+        return any(_has_float_nan(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, (type, Scalar)):
+        return any(_has_float_nan(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return False
 
 
 def _check_value_semantics(original: Any, restored: Any) -> None:
