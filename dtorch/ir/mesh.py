@@ -87,6 +87,11 @@ class DeviceMesh:
     """
 
     __slots__ = ("_device_type", "_dim_names", "_hash", "_ids", "_shape")
+    _device_type: str
+    _dim_names: tuple[str, ...] | None
+    _hash: int
+    _ids: tuple[int, ...]
+    _shape: tuple[int, ...]
 
     def __init__(
         self,
@@ -102,11 +107,14 @@ class DeviceMesh:
         self, kind: str, shape: tuple[int, ...], ids: tuple[int, ...], names: Sequence[str] | None
     ) -> None:
         _check_ids(shape, ids)
-        self._device_type = kind
-        self._shape = shape
-        self._ids = ids
-        self._dim_names = _check_names(names, len(shape))
-        self._hash = hash((kind, shape, ids, self._dim_names))
+        names = _check_names(names, len(shape))
+        # The slot descriptors directly: __setattr__ refuses every write (immutability), and
+        # decoding a graph builds many meshes.
+        _set_kind(self, kind)
+        _set_shape(self, shape)
+        _set_ids(self, ids)
+        _set_names(self, names)
+        _set_hash(self, hash((kind, shape, ids, names)))
 
     @classmethod
     def from_ids(
@@ -259,9 +267,7 @@ class DeviceMesh:
         return self._hash
 
     def __setattr__(self, name: str, value: object) -> None:
-        if hasattr(self, "_hash"):
-            raise AttributeError("DeviceMesh is immutable")
-        object.__setattr__(self, name, value)
+        raise AttributeError("DeviceMesh is immutable")
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Rebuild through ``from_ids`` (copy and pickle cannot set the immutable slots)."""
@@ -271,6 +277,12 @@ class DeviceMesh:
         ids: Any = self.mesh.tolist()
         names = f", mesh_dim_names={self._dim_names}" if self._dim_names else ""
         return f"DeviceMesh({self._device_type!r}, {ids}{names})"
+
+
+_set_kind, _set_shape, _set_ids, _set_names, _set_hash = (
+    DeviceMesh.__dict__[name].__set__
+    for name in ("_device_type", "_shape", "_ids", "_dim_names", "_hash")
+)
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
