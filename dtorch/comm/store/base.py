@@ -35,8 +35,9 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
+from typing import Protocol, TypeVar
 
 import torch
 
@@ -174,3 +175,64 @@ def missing_ranks(world_size: int, arrived: Iterable[int]) -> list[int]:
     """The ranks of ``range(world_size)`` that are not in ``arrived``."""
     seen = set(arrived)
     return [rank for rank in range(world_size) if rank not in seen]
+
+
+S = TypeVar("S", bound=TensorStore)
+
+
+def finish_open(store: S, join: Callable[[], None] | None = None) -> S:
+    """``store`` after ``join()`` (if any) and the construction barrier; closed if either fails.
+
+    Every backend's ``open`` ends here, so a participant that could not open leaves nothing.
+    """
+    try:
+        if join is not None:
+            join()
+        store.barrier()
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+class Consumers(Protocol):
+    """The consumer bookkeeping of one key, as every backend keeps it."""
+
+    @property
+    def target(self) -> int:
+        """How many consumers the producer expects (``get_count``)."""
+
+    @property
+    def finished_by(self) -> list[int]:
+        """The ranks that called ``dest_finish_get``, in order."""
+
+
+C = TypeVar("C", bound=Consumers)
+
+
+def count_finish(key: str, slot: C | None, rank: int) -> C:
+    """Record that consumer ``rank`` is done with ``key`` (``slot`` None: the key is not set)."""
+    if slot is None:
+        raise CommError(f"dest_finish_get({key!r}) before the key was set")
+    if all_finished(slot):
+        raise CommError(
+            f"dest_finish_get({key!r}): all {slot.target} expected consumers already "
+            "finished (each consumer calls it once)"
+        )
+    slot.finished_by.append(rank)
+    return slot
+
+
+def all_finished(slot: Consumers) -> bool:
+    """True once every expected consumer of the key called ``dest_finish_get``."""
+    return len(slot.finished_by) >= slot.target
+
+
+def finish_detail(key: str, slot: Consumers) -> str:
+    """Why ``src_wait_until_get_finished`` timed out: who finished, how many never did."""
+    done = len(slot.finished_by)
+    return (
+        f"key {key!r}: {done} of {slot.target} consumers finished (ranks "
+        f"{sorted(slot.finished_by)}); the other {slot.target - done} never called "
+        "dest_finish_get"
+    )

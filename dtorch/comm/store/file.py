@@ -47,9 +47,13 @@ from dtorch.comm.shm import PeerMaps, Segment, SegmentPool, WakeSocket, tensor_n
 from dtorch.comm.store.base import (
     Deadline,
     TensorStore,
+    all_finished,
     check_key,
     check_participant,
     check_set,
+    count_finish,
+    finish_detail,
+    finish_open,
     missing_ranks,
     timeout_error,
 )
@@ -107,13 +111,7 @@ class FileTensorStore(TensorStore):
         deadline = Deadline()
         control = Control.open(namespace.shm_name("store", store_key), world_size, deadline.at)
         store = cls(store_key, world_size, rank, control, pool)
-        try:
-            store._join(deadline)
-            store.barrier()
-        except BaseException:
-            store.close()
-            raise
-        return store
+        return finish_open(store, lambda: store._join(deadline))
 
     def _join(self, deadline: Deadline) -> None:
         with self._txn(deadline) as state:
@@ -204,15 +202,7 @@ class FileTensorStore(TensorStore):
     def dest_finish_get(self, key: str) -> None:
         check_key(key)
         with self._txn(Deadline()) as state:
-            slot = state.slots.get(key)
-            if slot is None:
-                raise CommError(f"dest_finish_get({key!r}) before the key was set")
-            if len(slot.finished_by) >= slot.target:
-                raise CommError(
-                    f"dest_finish_get({key!r}): all {slot.target} expected consumers already "
-                    "finished (each consumer calls it once)"
-                )
-            slot.finished_by.append(self.rank)
+            count_finish(key, state.slots.get(key), self.rank)
             state.dirty = state.notify = True
 
     def src_wait_until_get_finished(self, key: str) -> None:
@@ -223,16 +213,10 @@ class FileTensorStore(TensorStore):
             slot = state.slots.get(key)
             if slot is None:
                 raise CommError(f"src_wait_until_get_finished({key!r}): the key was never set")
-            return True if len(slot.finished_by) >= slot.target else None
+            return True if all_finished(slot) else None
 
         def missing(state: ControlState) -> str:
-            slot = state.slots[key]
-            done = len(slot.finished_by)
-            return (
-                f"key {key!r}: {done} of {slot.target} consumers finished (ranks "
-                f"{sorted(slot.finished_by)}); the other {slot.target - done} never called "
-                f"dest_finish_get{_dead_note(state)}"
-            )
+            return finish_detail(key, state.slots[key]) + _dead_note(state)
 
         self._wait_until("src_wait_until_get_finished", deadline, ready, missing)
         segment = self._in_use.pop(key, None)

@@ -33,9 +33,13 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store.base import (
     Deadline,
     TensorStore,
+    all_finished,
     check_key,
     check_participant,
     check_set,
+    count_finish,
+    finish_detail,
+    finish_open,
     missing_ranks,
     timeout_error,
 )
@@ -144,13 +148,8 @@ class MemoryTensorStore(TensorStore):
         """
         check_participant(store_key, world_size, rank)
         scoped = (namespace or CommNamespace.of_process()).scoped_key(store_key)
-        store = cls(store_key, world_size, rank, REGISTRY.join(scoped, world_size, rank))
-        try:
-            store.barrier()
-        except BaseException:
-            store.close()
-            raise
-        return store
+        shared = REGISTRY.join(scoped, world_size, rank)
+        return finish_open(cls(store_key, world_size, rank, shared))
 
     def _state(self) -> _Shared:
         if self._shared is None:
@@ -177,19 +176,9 @@ class MemoryTensorStore(TensorStore):
             slot = shared.slots.get(key)
             if slot is None or slot.tensor is None:
                 raise CommError(f"src_wait_until_get_finished({key!r}): the key was never set")
-            done = slot.cond.wait_for(
-                lambda: len(slot.finished_by) >= slot.target, deadline.remaining()
-            )
-            if not done:
-                raise self._finish_timeout(key, slot, deadline)
-
-    def _finish_timeout(self, key: str, slot: _Slot, deadline: Deadline) -> Exception:
-        detail = (
-            f"key {key!r}: {len(slot.finished_by)} of {slot.target} consumers finished "
-            f"(ranks {sorted(slot.finished_by)}); the other "
-            f"{slot.target - len(slot.finished_by)} never called dest_finish_get"
-        )
-        return timeout_error(self, "src_wait_until_get_finished", deadline.seconds, detail)
+            if not slot.cond.wait_for(lambda: all_finished(slot), deadline.remaining()):
+                detail = finish_detail(key, slot)
+                raise timeout_error(self, "src_wait_until_get_finished", deadline.seconds, detail)
 
     def dest_get(self, key: str) -> torch.Tensor:
         check_key(key)
@@ -207,14 +196,9 @@ class MemoryTensorStore(TensorStore):
         shared = self._state()
         with shared.lock:
             slot = shared.slots.get(key)
-            if slot is None or slot.tensor is None:
-                raise CommError(f"dest_finish_get({key!r}) before the key was set")
-            if len(slot.finished_by) >= slot.target:
-                raise CommError(
-                    f"dest_finish_get({key!r}): all {slot.target} expected consumers already "
-                    "finished (each consumer calls it once)"
-                )
-            slot.finished_by.append(self.rank)
+            slot = count_finish(
+                key, None if slot is None or slot.tensor is None else slot, self.rank
+            )
             if len(slot.finished_by) == slot.target:
                 slot.cond.notify_all()
 

@@ -43,6 +43,7 @@ from dtorch.comm.store.base import (
     check_key,
     check_participant,
     check_set,
+    finish_open,
     timeout_error,
 )
 from dtorch.comm.store.network_coordinator import Coordinator, Op, Status
@@ -158,14 +159,11 @@ class NetworkTensorStore(TensorStore):
         coordinator = Coordinator(context, endpoint, scoped, world_size) if rank == 0 else None
         address = coordinator.local_endpoint if coordinator is not None else endpoint
         store = cls(store_key, world_size, rank, _Client(context, address), coordinator)
-        try:
-            store._call("open", [Op.JOIN, scoped, world_size, rank], Deadline())
-            store._joined = True
-            store.barrier()
-        except BaseException:
-            store.close()
-            raise
-        return store
+        return finish_open(store, lambda: store._join(scoped))
+
+    def _join(self, scoped_key: str) -> None:
+        self._call("open", [Op.JOIN, scoped_key, self.world_size, self.rank], Deadline())
+        self._joined = True
 
     def _call(
         self, call: str, header: list[Any], deadline: Deadline, data: memoryview | None = None

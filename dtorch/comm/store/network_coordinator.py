@@ -32,7 +32,7 @@ from typing import Any
 import ormsgpack
 import zmq
 
-from dtorch.comm.store.base import missing_ranks
+from dtorch.comm.store.base import all_finished, count_finish, finish_detail, missing_ranks
 from dtorch.errors import CommError
 
 
@@ -205,20 +205,11 @@ class Coordinator:
 
     def _finish(self, ident: bytes, rid: bytes, args: list[Any], data: Any) -> None:
         key, rank = args
-        slot = self._slots.get(key)
-        if slot is None:
-            self._reply(
-                ident, rid, [Status.ERROR, f"dest_finish_get({key!r}) before the key was set"]
-            )
+        try:
+            count_finish(key, self._slots.get(key), rank)
+        except CommError as error:
+            self._reply(ident, rid, [Status.ERROR, str(error)])
             return
-        if len(slot.finished_by) >= slot.target:
-            message = (
-                f"dest_finish_get({key!r}): all {slot.target} expected consumers already "
-                "finished (each consumer calls it once)"
-            )
-            self._reply(ident, rid, [Status.ERROR, message])
-            return
-        slot.finished_by.append(rank)
         self._reply(ident, rid, [Status.OK])
         self._serve_parked(key)
 
@@ -228,7 +219,7 @@ class Coordinator:
         if slot is None:
             message = f"src_wait_until_get_finished({key!r}): the key was never set"
             self._reply(ident, rid, [Status.ERROR, message])
-        elif len(slot.finished_by) >= slot.target:
+        elif all_finished(slot):
             self._reply(ident, rid, [Status.OK])
         else:
             self._park(Op.WAIT, ident, rid, key, rank, timeout_s)
@@ -275,7 +266,7 @@ class Coordinator:
                 still.append(parked)
             elif parked.op is Op.GET:
                 self._reply(parked.ident, parked.request_id, [Status.OK, slot.meta], slot.data)
-            elif len(slot.finished_by) >= slot.target:
+            elif all_finished(slot):
                 self._reply(parked.ident, parked.request_id, [Status.OK])
             else:
                 still.append(parked)
@@ -297,12 +288,7 @@ class Coordinator:
         slot = self._slots.get(parked.key)
         if parked.op is Op.GET or slot is None:
             return f"no participant called src_set({parked.key!r})"
-        done = len(slot.finished_by)
-        return (
-            f"key {parked.key!r}: {done} of {slot.target} consumers finished (ranks "
-            f"{sorted(slot.finished_by)}); the other {slot.target - done} never called "
-            "dest_finish_get"
-        )
+        return finish_detail(parked.key, slot)
 
 
 def _bind(socket: zmq.Socket[Any], endpoint: str) -> str:
