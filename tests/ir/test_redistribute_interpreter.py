@@ -1,15 +1,15 @@
 """Every plan is correct: a pure-torch interpreter runs it on per-device locals.
 
 A random full tensor (int64, so sums are exact) is sharded per the source layout with
-dtorch.ir.sharding; Partial mesh dims get random summands. Each step is applied with plain
-torch (cat / chunk / sum / zeros) on the list of locals, and after every step each device must
-hold its shard of the same full tensor under the plan's layout for that point (the sum over
-Partial mesh dims, for Partial layouts). The oracle is the full tensor sliced by torch.
+dtorch.ir.sharding; Partial mesh dims get random summands (tests/sharding_oracle.py). Each
+step is applied with plain torch (cat / chunk / sum / zeros) on the list of locals, and after
+every step each device must hold its shard of the same full tensor under the plan's layout for
+that point (the sum over Partial mesh dims, for Partial layouts). The oracle is the full tensor
+sliced by torch.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -32,10 +32,7 @@ from dtorch.ir.redistribute import (
     ZeroNonOwner,
     plan_redistribute,
 )
-from dtorch.ir.sharding import ShardSpec, shard_spec
-
-Locals = dict[int, torch.Tensor]
-
+from tests.sharding_oracle import Locals, check_layout, distribute, spec
 
 # --- the interpreter ---------------------------------------------------------------------
 
@@ -115,56 +112,6 @@ def pad_into_block(group: list[torch.Tensor], rank: int, dim: int) -> torch.Tens
 
 def region(start: Sequence[int], size: Sequence[int], offset: Sequence[int]) -> tuple[slice, ...]:
     return tuple(slice(s - o, s - o + n) for s, n, o in zip(start, size, offset, strict=True))
-
-
-def spec(
-    shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[Placement], device: int
-) -> ShardSpec:
-    return shard_spec(shape, mesh.shape, placements, mesh.coordinate_of(device))
-
-
-# --- sharding a full tensor and checking a layout ----------------------------------------
-
-
-def distribute(
-    full: torch.Tensor, mesh: DeviceMesh, placements: Sequence[Placement], gen: torch.Generator
-) -> Locals:
-    """Each device's shard; Partial mesh dims split values into random summands."""
-    out = {d: full[spec(full.shape, mesh, placements, d).slices()].clone() for d in mesh.device_ids}
-    for m, p in enumerate(placements):
-        if p.is_partial():
-            split_summands(out, mesh, m, gen)
-    return out
-
-
-def split_summands(out: Locals, mesh: DeviceMesh, m: int, gen: torch.Generator) -> None:
-    for d in mesh.device_ids:
-        if mesh.coordinate_of(d)[m] != 0:
-            continue
-        others = list(mesh.group_of(d, m))[1:]
-        for o in others:
-            out[o] = torch.randint(-50, 50, out[d].shape, generator=gen, dtype=torch.int64)
-            out[d] = out[d] - out[o]
-
-
-def check_layout(
-    full: torch.Tensor, mesh: DeviceMesh, placements: Sequence[Placement], got: Locals
-) -> None:
-    """Shapes match the layout; summing over Partial mesh dims gives the full tensor's shard."""
-    partial = [m for m, p in enumerate(placements) if p.is_partial()]
-    for d in mesh.device_ids:
-        s = spec(full.shape, mesh, placements, d)
-        assert tuple(got[d].shape) == s.shape, (d, got[d].shape, s)
-        coord = mesh.coordinate_of(d)
-        if any(coord[m] for m in partial):
-            continue
-        total = torch.zeros(s.shape, dtype=torch.int64)
-        for point in itertools.product(*(range(mesh.shape[m]) for m in partial)):
-            c = list(coord)
-            for m, v in zip(partial, point, strict=True):
-                c[m] = v
-            total += got[mesh.device_at(c)]
-        assert torch.equal(total, full[s.slices()]), (d, placements)
 
 
 def run_and_check(

@@ -1,9 +1,9 @@
 """Run convert_kernel the way the runtime does: one call per caller (thread), each for all the
-devices it holds, and check every device's output against torch on the full tensor."""
+devices it holds, and check every device's output against torch on the full tensor (the
+sharding oracle: tests/sharding_oracle.py)."""
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Sequence
 
@@ -15,56 +15,13 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import ConvertParam
 from dtorch.ir.placement import Placement, normalize_placements
-from dtorch.ir.sharding import ShardSpec, shard_spec
 from dtorch.ir.span import Span
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.convert import convert_kernel
 from dtorch.options import GlobalOption
+from tests.sharding_oracle import check_layout, distribute
 
-Locals = dict[int, torch.Tensor]
 Outputs = dict[int, list[torch.Tensor]]
-
-
-def spec(
-    shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[Placement], device: int
-) -> ShardSpec:
-    return shard_spec(shape, mesh.shape, placements, mesh.coordinate_of(device))
-
-
-def distribute(
-    full: torch.Tensor, mesh: DeviceMesh, placements: Sequence[Placement], gen: torch.Generator
-) -> Locals:
-    """Each device's shard of ``full``; Partial mesh dims hold random summands."""
-    out = {d: full[spec(full.shape, mesh, placements, d).slices()].clone() for d in mesh.device_ids}
-    for m, p in enumerate(placements):
-        if not p.is_partial():
-            continue
-        for d in mesh.device_ids:
-            if mesh.coordinate_of(d)[m] == 0:
-                for other in mesh.group_of(d, m)[1:]:
-                    out[other] = torch.randint(-50, 50, out[d].shape, generator=gen).to(full.dtype)
-                    out[d] = out[d] - out[other]
-    return out
-
-
-def check(
-    full: torch.Tensor, mesh: DeviceMesh, placements: Sequence[Placement], got: Locals
-) -> None:
-    """Shapes and dtype match; the sum over Partial mesh dims equals the full tensor's box."""
-    partial = [m for m, p in enumerate(placements) if p.is_partial()]
-    for d in mesh.device_ids:
-        s = spec(full.shape, mesh, placements, d)
-        assert tuple(got[d].shape) == s.shape and got[d].dtype == full.dtype, (d, got[d], s)
-        coord = mesh.coordinate_of(d)
-        if any(coord[m] for m in partial):
-            continue
-        total = torch.zeros(s.shape, dtype=full.dtype)
-        for point in itertools.product(*(range(mesh.shape[m]) for m in partial)):
-            c = list(coord)
-            for m, v in zip(partial, point, strict=True):
-                c[m] = v
-            total += got[mesh.device_at(c)]
-        assert torch.equal(total, full[s.slices()]), (d, placements, total, full[s.slices()])
 
 
 def convert_context(
@@ -155,6 +112,6 @@ def convert_and_check(
     full = torch.randint(-100, 100, shape, generator=gen).to(dtype)
     out = run_convert(full, src, dst, callers, gen)
     mesh, placements = dst[0], normalize_placements(dst[1], dst[0].ndim, len(shape))
-    check(full, mesh, placements, {d: v[0] for d, v in out.items() if v})
+    check_layout(full, mesh, placements, {d: v[0] for d, v in out.items() if v})
     assert all(not v for d, v in out.items() if d not in mesh)
     return out

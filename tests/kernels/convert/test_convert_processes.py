@@ -11,9 +11,9 @@ import torch
 from dtorch.comm.namespace import CommNamespace
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, normalize_placements
-from tests.kernels.convert.convert_harness import check, distribute
 from tests.kernels.convert.convert_workers import ConvertJob, mesh_data, placement_data, run_job
 from tests.process_pool import Job, ProcessPool
+from tests.sharding_oracle import check_layout, distribute
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -79,4 +79,4 @@ def test_process_mode_matches_torch(
     outputs: dict[int, list[torch.Tensor]] = {}
     for result in pool.start([Job(run_job, (job,)) for job in jobs]).results():
         outputs.update(result)
-    check(full, b, dst_n, {d: v[0] for d, v in outputs.items() if v})
+    check_layout(full, b, dst_n, {d: v[0] for d, v in outputs.items() if v})
