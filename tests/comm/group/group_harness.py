@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -10,6 +9,7 @@ from group_reference import Case
 
 from dtorch.comm.group import CommTopology, ThreadGroup, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
+from tests.thread_runner import on_threads
 
 #: The collectives under test, by the name the oracle cases use.
 COLLECTIVES: dict[str, Callable[..., Any]] = {
@@ -34,30 +34,6 @@ def device_ids(world: int) -> list[int]:
     return [100 - 7 * r for r in range(world)]
 
 
-def run_on_threads(
-    layout: Sequence[Sequence[int]], fn: Callable[[Sequence[int]], Any], timeout_s: float = 60
-) -> list[Any]:
-    """``fn(held_ranks)`` on one thread per caller; results in layout order; errors re-raised."""
-    results: list[Any] = [None] * len(layout)
-    errors: list[BaseException] = []
-
-    def body(index: int) -> None:
-        try:
-            results[index] = fn(layout[index])
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(len(layout))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout_s)
-        assert not thread.is_alive(), "a caller thread hung"
-    if errors:
-        raise errors[0]
-    return results
-
-
 def run_cases_on_threads(layout: Sequence[Sequence[int]], cases: Sequence[Case]) -> list[dict]:
     """Every case on a group of ``sum(len(c))`` ranks whose callers are threads."""
     world = sum(len(c) for c in layout)
@@ -70,7 +46,7 @@ def run_cases_on_threads(layout: Sequence[Sequence[int]], cases: Sequence[Case])
             assert group.ranks == tuple(held)
             return [call(group, case, held) for case in cases]
 
-        per_caller = run_on_threads(layout, caller)
+        per_caller = on_threads(layout, caller)
     return [merge(per_caller, i) for i in range(len(cases))]
 
 

@@ -6,12 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from group_harness import run_on_threads
 from group_reference import torch_chunks
 
 from dtorch.comm.group import CommTopology, ThreadGroup, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import CommError
+from tests.thread_runner import on_threads
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -140,7 +140,7 @@ def _two_callers(fn):
             except CommError as error:
                 return ("error", str(error))
 
-        return run_on_threads([[0], [1, 2]], caller)
+        return on_threads([[0], [1, 2]], caller)
 
 
 def test_ranks_of_other_callers_are_rejected() -> None:

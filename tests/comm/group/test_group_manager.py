@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from group_harness import run_on_threads
 
 from dtorch.comm.group import (
     BackendKind,
@@ -16,6 +15,7 @@ from dtorch.comm.group import (
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import CommError, DTorchError
 from dtorch.options import GlobalOption
+from tests.thread_runner import on_threads
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -102,7 +102,7 @@ def test_large_group_on_a_bounded_number_of_threads() -> None:
             summed = group.all_reduce({r: torch.tensor([r]) for r in held})
             return gathered[held[0]], summed[held[-1]]
 
-        results = run_on_threads(layout, caller)
+        results = on_threads(layout, caller)
     for gathered, summed in results:
         assert gathered.tolist() == list(range(world))
         assert summed.item() == sum(range(world))
@@ -127,7 +127,7 @@ def test_groups_run_concurrently_on_rows_and_columns_of_a_mesh() -> None:
                 out.append((next(iter(r.values())).item(), next(iter(c.values())).item()))
             return out
 
-        results = run_on_threads([[d] for d in range(8)], caller)
+        results = on_threads([[d] for d in range(8)], caller)
     for device, out in enumerate(results):
         row, col = divmod(device, 4)
         for step, (r, c) in enumerate(out):
@@ -145,5 +145,5 @@ def test_each_thread_may_own_its_manager() -> None:
             group.barrier()
             return group.all_gather({r: torch.tensor([r]) for r in held})
 
-    results = run_on_threads([[0], [1, 2]], caller)
+    results = on_threads([[0], [1, 2]], caller)
     assert all(t.tolist() == [0, 1, 2] for out in results for t in out.values())

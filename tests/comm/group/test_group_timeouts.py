@@ -7,12 +7,12 @@ import time
 
 import pytest
 import torch
-from group_harness import run_on_threads
 
 from dtorch.comm.group import CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.options import GlobalOption
+from tests.thread_runner import on_threads
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -37,7 +37,7 @@ def _run(present_fn, absent_fn):
                     return error, time.monotonic() - start
             return absent_fn(manager, held)
 
-        return run_on_threads(LAYOUT, caller)
+        return on_threads(LAYOUT, caller)
 
 
 def _linger(release: threading.Event):

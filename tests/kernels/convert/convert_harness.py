@@ -4,7 +4,6 @@ sharding oracle: tests/sharding_oracle.py)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 
 import torch
@@ -20,6 +19,7 @@ from dtorch.kernels.base import KernelContext
 from dtorch.kernels.convert import convert_kernel
 from dtorch.options import GlobalOption
 from tests.sharding_oracle import check_layout, distribute
+from tests.thread_runner import on_threads
 
 Outputs = dict[int, list[torch.Tensor]]
 
@@ -74,28 +74,6 @@ def run_convert(
         merged.update(outputs)
     assert sorted(merged) == devices
     return merged
-
-
-def on_threads(layout: list[list[int]], fn: object) -> list[Outputs]:
-    """``fn(held)`` on one thread per caller; errors re-raised; a hang fails, never blocks."""
-    results: list[Outputs] = [{} for _ in layout]
-    errors: list[BaseException] = []
-
-    def body(index: int) -> None:
-        try:
-            results[index] = fn(layout[index])  # type: ignore[operator]
-        except BaseException as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(len(layout))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-        assert not thread.is_alive(), "a caller thread hung"
-    if errors:
-        raise errors[0]
-    return results
 
 
 def convert_and_check(
