@@ -4,7 +4,6 @@ sample of them on the larger meshes)."""
 
 from __future__ import annotations
 
-import operator
 import re
 
 import pytest
@@ -16,6 +15,7 @@ from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryPara
 from dtorch.ir.placement import Partial, Replicate, Shard
 from dtorch.ir.rules import DtypeError
 from dtorch.ir.scalar import Scalar
+from tests.python_ops import PYTHON_OPS
 from tests.simulate import MESHES, run_layouts
 
 pytestmark = pytest.mark.timeout(60)
@@ -99,21 +99,6 @@ def test_binary_accepted_set_on_one_mesh_dim(kind: BinaryKind) -> None:
 
 
 _SCALARS = [2, 0.5, True, -3]
-_PYTHON_OPS = {
-    BinaryKind.ADD: operator.add,
-    BinaryKind.SUB: operator.sub,
-    BinaryKind.MUL: operator.mul,
-    BinaryKind.DIV: operator.truediv,
-    BinaryKind.POW: operator.pow,
-    BinaryKind.EQ: operator.eq,
-    BinaryKind.NE: operator.ne,
-    BinaryKind.GT: operator.gt,
-    BinaryKind.LT: operator.lt,
-    BinaryKind.GE: operator.ge,
-    BinaryKind.LE: operator.le,
-    BinaryKind.FLOOR_DIV: operator.floordiv,
-    BinaryKind.REMAINDER: operator.mod,
-}
 
 
 @pytest.mark.parametrize("mesh_shape", [(2,), (2, 3)])
@@ -127,7 +112,7 @@ def test_binary_with_scalar(
     for value in _SCALARS:
         x = _randn(5, 3) if isinstance(value, float) else _ints(5, 3, low=1)
         param = BroadcastBinaryParam(kind, Scalar.of(value), scalar_first)
-        fn, s = _PYTHON_OPS.get(kind), value  # what the user writes in torch: t + 2, 2 - t
+        fn, s = PYTHON_OPS.get(kind), value  # what the user writes in torch: t + 2, 2 - t
         if fn is None:  # maximum, logical_and, ...: torch takes a tensor there
             fn, s = _BINARY_FNS[kind], torch.tensor(value)
         try:

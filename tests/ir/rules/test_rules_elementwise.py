@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import operator
-
 import pytest
 import torch
+from helpers_rules import MESH2, MESH22, op
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,28 +19,17 @@ from dtorch.ir.params import (
     CreateParam,
     MatmulParam,
 )
-from dtorch.ir.placement import Partial, Placement, Replicate, Shard
+from dtorch.ir.placement import Partial, Replicate, Shard
 from dtorch.ir.rules import DtypeError, Inference, NoRuleError, ParamError, infer
 from dtorch.ir.rules.torch_ops import BINARY, MATH
 from dtorch.ir.scalar import Scalar
+from tests.python_ops import PYTHON_OPS
 
 pytestmark = pytest.mark.timeout(60)
 
 R, P = Replicate(), Partial()
-MESH2 = init_device_mesh("cpu", 2)
-MESH22 = init_device_mesh("cpu", (2, 2))
 DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16,
           torch.bfloat16, torch.float32, torch.float64]  # fmt: skip
-
-
-def op(
-    shape: tuple[int, ...],
-    *placements: Placement,
-    dtype: torch.dtype = torch.float32,
-    mesh: DeviceMesh = MESH2,
-    i: int = 1,
-) -> Operand:
-    return Operand(i, shape, dtype, mesh, tuple(placements) or (R,) * mesh.ndim)
 
 
 def add(a: Operand, b: Operand, kind: BinaryKind = BinaryKind.ADD) -> Inference:
@@ -68,23 +56,6 @@ def test_binary_shape_and_dtype_match_torch(a, b, da, db, kind) -> None:
     assert (out.shape, out.dtype) == (tuple(want.shape), want.dtype)
 
 
-_PYTHON_OPS = {
-    BinaryKind.ADD: operator.add,
-    BinaryKind.SUB: operator.sub,
-    BinaryKind.MUL: operator.mul,
-    BinaryKind.DIV: operator.truediv,
-    BinaryKind.POW: operator.pow,
-    BinaryKind.EQ: operator.eq,
-    BinaryKind.NE: operator.ne,
-    BinaryKind.GT: operator.gt,
-    BinaryKind.LT: operator.lt,
-    BinaryKind.GE: operator.ge,
-    BinaryKind.LE: operator.le,
-    BinaryKind.FLOOR_DIV: operator.floordiv,
-    BinaryKind.REMAINDER: operator.mod,
-}
-
-
 @settings(max_examples=250, deadline=None)
 @given(
     dtype=st.sampled_from(DTYPES), kind=st.sampled_from(list(BinaryKind)),
@@ -93,7 +64,7 @@ _PYTHON_OPS = {
 def test_binary_scalar_dtype_matches_python_number(dtype, kind, value, first) -> None:
     """torch's own Python-number promotion is the oracle (``t + 2.5``, ``2 - t``, ...)."""
     t = torch.ones(2, dtype=dtype)
-    fn = _PYTHON_OPS.get(kind)
+    fn = PYTHON_OPS.get(kind)
     by_zero = value is False and kind in (BinaryKind.FLOOR_DIV, BinaryKind.REMAINDER)
     if fn is None or by_zero or (kind is BinaryKind.POW and value == -2):
         return  # int // 0 and int ** -2 fail on the values (in the kernel), not the dtypes
