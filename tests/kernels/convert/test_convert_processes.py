@@ -3,8 +3,6 @@ than one device runs on torch.distributed (Gloo), and transfers use two-process 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 
@@ -17,14 +15,11 @@ from tests.sharding_oracle import check_layout, distribute
 
 pytestmark = pytest.mark.timeout(120)
 
-WORKERS = 4
 
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[ProcessPool]:
-    with ProcessPool(WORKERS) as workers:
-        workers.warm()
-        yield workers
+@pytest.fixture
+def pool(process_pool: ProcessPool) -> ProcessPool:
+    """The session's shared worker pool (tests/conftest.py): one process per device."""
+    return process_pool
 
 
 MESH1 = init_device_mesh("cpu", 4)
