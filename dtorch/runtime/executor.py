@@ -17,12 +17,11 @@ Example:
 from __future__ import annotations
 
 import threading
-from collections import deque
-from typing import Any
 
 from dtorch.errors import GraphError
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.runtime.runner import Runner
+from dtorch.runtime.workqueue import WorkQueue
 
 #: Largest number of queue items per batch: bounds the latency of the first operator.
 MAX_BATCH = 4096
@@ -34,9 +33,7 @@ class Executor:
     def __init__(self, runner: Runner, name: str) -> None:
         self.runner = runner
         self.live: dict[int, Operand] = {}
-        self._queue: deque[Any] = deque()
-        self._wake = threading.Event()
-        self._idle = False
+        self._queue = WorkQueue()
         self._stopping = False
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name=f"{name}-executor", daemon=True)
@@ -46,24 +43,18 @@ class Executor:
         """Queue a recorded operator (client thread; never blocks)."""
         if self._stopping:
             raise GraphError("this graph is closed; create a new Graph to record more operators")
-        self._queue.append((op, outputs))
-        if self._idle:  # wake it once: later items before it runs need no second set()
-            self._idle = False
-            self._wake.set()
+        self._queue.put((op, outputs))
 
     def release(self, operand_id: int) -> None:
         """Queue the release of an operand no handle holds (any thread, even a finalizer)."""
-        self._queue.append(operand_id)
-        if self._idle:  # wake it once: later items before it runs need no second set()
-            self._idle = False
-            self._wake.set()
+        self._queue.put(operand_id)
 
     def close(self, timeout: float) -> None:
         """Run what is queued, then stop the thread and the runner."""
         if self._stopping:
             return
         self._stopping = True
-        self._wake.set()
+        self._queue.put(None)  # a wake token: the thread wakes, drains, sees _stopping
         self._thread.join(timeout)
         self.runner.close(timeout)
         if self._thread.is_alive():
@@ -77,16 +68,7 @@ class Executor:
             elif self._stopping:
                 return
             else:
-                self._sleep()
-
-    def _sleep(self) -> None:
-        # Flag idleness first, then re-check: a concurrent submit either sees the flag or left
-        # an item that the check finds.
-        self._wake.clear()
-        self._idle = True
-        if not self._queue and not self._stopping:
-            self._wake.wait(1.0)
-        self._idle = False
+                self._queue.sleep(1.0)
 
     def _drain(self) -> ExecuteBatch | None:
         queue = self._queue
@@ -96,6 +78,8 @@ class Executor:
         live = self.live
         for _ in range(min(len(queue), MAX_BATCH)):
             item = queue.popleft()
+            if item is None:  # close()'s wake token
+                continue
             if type(item) is int:
                 no_hold.append(item)
                 live.pop(item, None)

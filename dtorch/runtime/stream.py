@@ -14,7 +14,6 @@ Items (tuples, tagged by their first element for a cheap dispatch):
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +27,7 @@ from dtorch.kernels.promises import KernelFailure
 from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
 from dtorch.runtime.shards import ShardTable
+from dtorch.runtime.workqueue import WorkQueue
 
 OP, FREE, STOP = 0, 1, 2
 
@@ -52,9 +52,7 @@ class KernelStream:
         self.shards = ShardTable()
         self.failures: list[KernelError] = []
         self._services = services
-        self._queue: deque[tuple[Any, ...]] = deque()
-        self._wake = threading.Event()
-        self._idle = False
+        self._queue = WorkQueue()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
@@ -64,14 +62,11 @@ class KernelStream:
 
     def push(self, items: Sequence[tuple[Any, ...]]) -> None:
         self._queue.extend(items)
-        if self._idle:  # wake it once: later items before it runs need no second set()
-            self._idle = False
-            self._wake.set()
 
     def stop(self, timeout: float) -> bool:
         """Ask the thread to finish what it has and exit; True if it did within ``timeout``."""
         self.push([(STOP,)])
-        self._wake.set()
+        self._queue.wake()
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
@@ -82,7 +77,7 @@ class KernelStream:
             try:
                 item = queue.popleft()
             except IndexError:
-                self._sleep()
+                queue.sleep(1.0)
                 continue
             tag = item[0]
             if tag == OP:
@@ -91,15 +86,6 @@ class KernelStream:
                 self.shards.free(item[1])
             else:
                 return
-
-    def _sleep(self) -> None:
-        # Announce idleness, then re-check the queue: a push in between either sees the flag
-        # (and sets the event) or left an item we find now.
-        self._wake.clear()
-        self._idle = True
-        if not self._queue:
-            self._wake.wait(1.0)
-        self._idle = False
 
     def _run(self, item: tuple[Any, ...]) -> None:
         """Run one ``(OP, operator, input operands, output operands, devices)`` item."""
