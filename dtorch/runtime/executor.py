@@ -41,9 +41,14 @@ class Executor:
 
     def submit(self, op: Operator, outputs: tuple[Operand, ...]) -> None:
         """Queue a recorded operator (client thread; never blocks)."""
-        if self._stopping:
-            raise GraphError("this graph is closed; create a new Graph to record more operators")
+        if self._stopping or self._error is not None:
+            raise GraphError(self._refusal())
         self._queue.put((op, outputs))
+
+    def _refusal(self) -> str:
+        if self._error is not None:
+            return f"this graph's runner failed ({self._error!r}); create a new Graph"
+        return "this graph is closed; create a new Graph to record more operators"
 
     def release(self, operand_id: int) -> None:
         """Queue the release of an operand no handle holds (any thread, even a finalizer)."""

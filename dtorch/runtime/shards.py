@@ -122,6 +122,3 @@ class ShardTable:
         account = self._bytes.get(device)
         if account is not None:
             account.peak = account.allocated
-
-    def operand_count(self) -> int:
-        return len(self._values)

@@ -249,3 +249,22 @@ def test_cuda_meshes_are_satisfied_only_where_devices_exist(graph: dtorch.Graph)
         # N logical devices on one GPU: any mesh up to DTORCH_NUM_GPU_WHEN_ENABLE_... devices
         assert graph.satisfy(cuda) == torch.cuda.is_available()
         assert graph.satisfy(dtorch.init_device_mesh("cpu", 64))
+
+
+def test_a_runner_failure_fails_pending_values_and_refuses_new_work() -> None:
+    g = dtorch.Graph()
+    try:
+        t = dtorch.ones(3, graph=g)
+        assert t.tolist() == [1.0, 1.0, 1.0]
+
+        def broken(batch: object) -> None:
+            raise RuntimeError("runner bug")
+
+        g.runner.execute = broken  # type: ignore[method-assign]
+        future = (t + 1).to_torch_async()
+        with pytest.raises(GraphError, match="runner failed to take a batch"):
+            future.get(timeout_s=10)
+        with pytest.raises(GraphError, match="runner failed"):
+            t + 2
+    finally:
+        g.close()
