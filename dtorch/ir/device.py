@@ -51,9 +51,5 @@ class Device:
         device = torch.device(spec) if isinstance(spec, str) else spec
         return cls(check_device_kind(device.type), device.index or 0)
 
-    def torch_device(self) -> torch.device:
-        """The torch device that holds this device's shards (CPU devices are all ``cpu``)."""
-        return torch.device("cpu") if self.kind == "cpu" else torch.device(self.kind, self.index)
-
     def __repr__(self) -> str:
         return f"Device({self.kind}:{self.index})"
