@@ -169,10 +169,8 @@ def _check_slice(
     dims: tuple[int, int],
     entry: SliceIndex,
 ) -> None:
-    def expected(length: int, offset: int) -> tuple[int, int]:
-        return sliced_range(entry, length, offset)
-
-    bad = check_dim_map(x.shape, out[0], x.mesh.shape, (x.placements, out[1]), dims, expected)
+    layouts = (x.placements, out[1])
+    bad = check_dim_map(x.shape, out[0], x.mesh.shape, layouts, dims, sliced_range, entry)
     if bad is not None:
         raise PlacementError(
             f"{name}: got {describe_inputs((x,))} on mesh {x.mesh.shape}; slicing "
@@ -288,13 +286,16 @@ def _repeat_flat(name: str, x: Operand, repeats: int) -> Inference:
     return one_input(name, _REPEAT, x, (-1,), [flat])
 
 
+def _repeated(repeats: int, length: int, offset: int) -> tuple[int, int]:
+    # repeating every element stretches a device's input range by the same factor
+    return length * repeats, offset * repeats
+
+
 def _check_repeat(
     name: str, x: Operand, out: tuple[tuple[int, ...], tuple[Placement, ...]], dim: int, r: int
 ) -> None:
-    def expected(length: int, offset: int) -> tuple[int, int]:
-        return length * r, offset * r
-
-    bad = check_dim_map(x.shape, out[0], x.mesh.shape, (x.placements, out[1]), (dim, dim), expected)
+    layouts = (x.placements, out[1])
+    bad = check_dim_map(x.shape, out[0], x.mesh.shape, layouts, (dim, dim), _repeated, r)
     if bad is not None:
         raise PlacementError(
             f"{name}: got {describe_inputs((x,))} on mesh {x.mesh.shape}; repeating the chunks "

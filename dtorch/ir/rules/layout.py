@@ -19,8 +19,9 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 from dtorch.ir.placement import Placement
 from dtorch.ir.sharding import local_shape_and_offset
@@ -35,8 +36,9 @@ class Group:
     dst: tuple[int, ...]
 
 
-#: ``(local length, offset) of the input dim -> (local length, offset) the output dim needs``.
-RangeMap = Callable[[int, int], tuple[int, int]]
+#: ``expected(arg, local length, offset of the input dim) -> (local length, offset) the output
+#: dim needs``; a module-level function, so that it and its ``arg`` can key the cache.
+RangeMap = Callable[[Any, int, int], tuple[int, int]]
 
 
 def coordinates(mesh_shape: tuple[int, ...]) -> itertools.product[tuple[int, ...]]:
@@ -71,6 +73,7 @@ def check_groups(
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def check_dim_map(
     in_shape: tuple[int, ...],
     out_shape: tuple[int, ...],
@@ -78,14 +81,15 @@ def check_dim_map(
     placements: tuple[tuple[Placement, ...], tuple[Placement, ...]],
     dims: tuple[int, int],
     expected: RangeMap,
+    arg: Hashable,
 ) -> tuple[int, ...] | None:
     """The first device coordinate where output dim ``dims[1]``'s local (length, offset) is
-    not ``expected(input dim dims[0]'s local length, offset)``, or None when all agree."""
+    not ``expected(arg, input dim dims[0]'s local length, offset)``, or None when all agree."""
     src, dst = dims
     for coordinate in coordinates(mesh_shape):
         lin, oin = local_shape_and_offset(in_shape, mesh_shape, placements[0], coordinate)
         lout, oout = local_shape_and_offset(out_shape, mesh_shape, placements[1], coordinate)
-        if not _same_range(expected(lin[src], oin[src]), (lout[dst], oout[dst])):
+        if not _same_range(expected(arg, lin[src], oin[src]), (lout[dst], oout[dst])):
             return coordinate
     return None
 
