@@ -22,23 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.comm.promise import (
-    TensorFuture as CommTensorFuture,
-)
-from dtorch.comm.promise import (
-    VoidFutureCollect as CommVoidFutureCollect,
-)
-from dtorch.comm.promise import (
-    create_promise,
-    create_void_promise,
-)
+from dtorch.comm.promise import TensorFuture as CommTensorFuture
+from dtorch.comm.promise import VoidFutureCollect as CommVoidFutureCollect
+from dtorch.comm.promise import create_promise, create_void_promise
 from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import PromiseHandle
-from dtorch.kernels.promises import CountdownCollector, ShardCollector
+from dtorch.kernels.promises import CountdownCollector
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
-    from dtorch.ir.operator import Operand
 
 
 class TensorFuture:
@@ -107,11 +99,11 @@ class _VoidSink:
         self._promise.set_error(error)
 
 
-def tensor_future(graph: Graph, operand: Operand) -> tuple[PromiseHandle, CommTensorFuture]:
-    """Register a collector for ``operand``'s shards; return its handle and future."""
+def tensor_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:
+    """Register a promise that a GetTensor operator settles; return its handle and future."""
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
     promise = create_promise(PromiseKind.MEMORY, name=handle.name)  # named: no uuid per fetch
-    graph.runner.promises.add(handle.name, ShardCollector(operand, promise))
+    graph.runner.promises.add(handle.name, promise)
     return handle, promise.get_future()
 
 

@@ -2,9 +2,9 @@
 
 ``to_torch_async`` first redistributes a distributed tensor onto its mesh's first device (a
 Convert: the same collectives as any redistribution, run by the devices - Shard gathered,
-Replicate one copy, Partial summed), then registers a collector under a fresh promise name,
-records a GetTensor operator naming it, and returns a future at once. The device hands its
-value to the collector when its stream reaches the operator, which settles the future.
+Replicate one copy, Partial summed), then registers a promise under a fresh name, records a
+GetTensor operator naming it, and returns a future at once. The device sets a copy of its
+value when its stream reaches the operator.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def to_torch_async(tensor: Tensor) -> TensorFuture:
         first = tensor._operand.mesh.first_device()
         tensor = redistribute_to(tensor, DeviceMesh(first.kind, first.index), ())
     graph, operand = tensor._graph, tensor._operand
-    handle, future = tensor_future(graph, operand)
+    handle, future = tensor_future(graph)
     op_id = graph.new_operator_id()
     span = caller_span(_OWN_FRAMES)
     op = Operator(op_id, f"get_tensor_{op_id}", GetTensorParam(handle), (operand.id,), (), span)

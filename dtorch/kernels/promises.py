@@ -1,32 +1,29 @@
-"""The runner's promise table and the collectors that turn per-device results into one value.
+"""The runner's promise table, and the collector that turns several parties' reports into one
+value.
 
-The client registers a promise under its handle's name before it records the GetTensor, Sync
-or Memory operator that names it; the kernel resolves the handle here. A collector waits for
-every device of the operator, then sets the promise once: with the assembled tensor, or with
-the first failure any device reported.
+The client registers a promise (or a collector) under its handle's name before it records the
+GetTensor, Sync or Memory operator that names it; the stream resolves the handle here. A
+collector waits for every party (each stream, for Sync and Memory), then sets its promise once:
+with the value built from the reports, or with the first failure any party reported.
 
 Example:
     >>> import torch
-    >>> from dtorch.ir.mesh import init_device_mesh
-    >>> from dtorch.ir.operator import Operand
-    >>> from dtorch.ir.placement import Shard
-    >>> a = Operand(1, (5,), torch.float32, init_device_mesh("cpu", 2), (Shard(0),))
-    >>> assemble(a, {0: torch.zeros(3), 1: torch.ones(2)}).tolist()
-    [0.0, 0.0, 0.0, 1.0, 1.0]
+    >>> from dtorch.comm.promise import create_promise
+    >>> from dtorch.ir.opkind import PromiseKind
+    >>> promise = create_promise(PromiseKind.MEMORY)
+    >>> collector = CountdownCollector(2, promise, lambda reports: torch.tensor(reports))
+    >>> collector.add(3), collector.add(4), promise.get_future().get().tolist()
+    (False, True, [3, 4])
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import torch
-
 from dtorch.errors import KernelError
-from dtorch.ir.operator import Operand
-from dtorch.ir.sharding import is_replica_leader
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,66 +39,6 @@ class ValueSink(Protocol):
     def set_value(self, value: Any) -> None: ...
 
     def set_error(self, error: BaseException) -> None: ...
-
-
-def assemble(operand: Operand, shards: Mapping[int, torch.Tensor]) -> torch.Tensor:
-    """The full tensor from every device's shard: Shard concatenated, Replicate one copy,
-    Partial summed (in device order)."""
-    mesh, placements = operand.mesh, operand.placements
-    partial = any(p.is_partial() for p in placements)
-    full = torch.zeros(operand.shape, dtype=operand.dtype)
-    for device in mesh.device_ids:
-        coordinate = mesh.coordinate_of(device)
-        if not is_replica_leader(placements, coordinate):
-            continue
-        index = operand.shard(device).slices()
-        full[index] = full[index] + shards[device] if partial else shards[device]
-    return full
-
-
-class ShardCollector:
-    """Collects one operand's shards from every device, then sets ``sink`` once."""
-
-    def __init__(self, operand: Operand, sink: ValueSink) -> None:
-        self._operand = operand
-        self._sink = sink
-        self._lock = threading.Lock()
-        self._shards: dict[int, torch.Tensor] = {}
-        self._failure: KernelFailure | None = None
-        self._expected = operand.mesh.size()
-        self._arrived = 0
-
-    def add(self, device: int, shard: torch.Tensor | KernelFailure) -> bool:
-        """Report ``device``'s shard (each device reports exactly once); True when complete."""
-        with self._lock:
-            if isinstance(shard, KernelFailure):
-                self._failure = self._failure or shard
-            else:
-                self._shards[device] = shard
-            self._arrived += 1
-            done = self._arrived == self._expected
-        if done:
-            self._finish()
-        return done
-
-    def fail(self, error: BaseException) -> None:
-        """Settle with ``error`` now (the runner stopped before every device reported)."""
-        with self._lock:
-            if self._arrived >= self._expected:
-                return
-            self._arrived = self._expected
-        self._sink.set_error(error)
-
-    def _finish(self) -> None:
-        if self._failure is not None:
-            self._sink.set_error(self._failure.error)
-            return
-        try:
-            value = assemble(self._operand, self._shards)
-        except Exception as error:  # assembly is our code: surface it on the future
-            self._sink.set_error(error)
-            return
-        self._sink.set_value(value)
 
 
 class CountdownCollector:
@@ -134,7 +71,7 @@ class CountdownCollector:
             self._settle()
         return True
 
-    def fail(self, error: BaseException) -> None:
+    def set_error(self, error: BaseException) -> None:
         """Settle with ``error`` now (the runner stopped before every party reported)."""
         with self._lock:
             if len(self._reports) >= self._expected:
@@ -172,8 +109,10 @@ class PromiseTable:
         with self._lock:
             return self._items.pop(name)
 
-    def drain(self) -> list[object]:
-        """Remove and return every live target (the runner fails them when it stops)."""
+    def fail_all(self, error: BaseException) -> None:
+        """Settle every live promise and collector with ``error`` (the runner stopped or broke:
+        nothing will set them any more)."""
         with self._lock:
             items, self._items = list(self._items.values()), {}
-        return items
+        for target in items:
+            target.set_error(error)  # type: ignore[attr-defined]

@@ -104,5 +104,4 @@ class Executor:
             self._error = error
             failure = GraphError(f"the runner failed to take a batch: {error!r}")
             failure.__cause__ = error
-            for target in self.runner.promises.drain():
-                target.fail(failure)  # type: ignore[attr-defined]
+            self.runner.promises.fail_all(failure)

@@ -50,14 +50,17 @@ def _deliver(promises: PromiseTable, name: str, done: bool) -> None:
 def get_tensor(
     stream: StreamState, op: Operator, ins: tuple[Operand, ...], devices: tuple[int, ...]
 ) -> None:
-    """Hand this stream's shards of the input to the GetTensor's collector."""
+    """Settle the GetTensor's promise with a CPU copy of the (single-device) input's value, or
+    with the failure that stands in for it."""
     param = op.param
     assert isinstance(param, GetTensorParam)
-    promises = stream.services.promises
-    collector = promises.get(param.promise.name)
-    for device in devices:
-        done = collector.add(device, stream.shards.get(ins[0].id, device))  # type: ignore[attr-defined]
-        _deliver(promises, param.promise.name, done)
+    promise: Any = stream.services.promises.pop(param.promise.name)
+    (device,) = devices  # to_torch redistributes onto one device first
+    value = stream.shards.get(ins[0].id, device)
+    if isinstance(value, KernelFailure):
+        promise.set_error(value.error)
+    else:  # a copy: the caller may change the tensor it gets, the shard must not change
+        promise.set_value(value.to("cpu", copy=True))
 
 
 def sync(

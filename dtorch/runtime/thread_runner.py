@@ -115,9 +115,7 @@ class ThreadRunner:
         self._closed = True
         stuck = [s.name for s in self._streams if not s.stop(timeout)]
         self._groups.close()
-        error = GraphError("the graph was closed before this value was computed")
-        for target in self._promises.drain():
-            target.fail(error)  # type: ignore[attr-defined]
+        self._promises.fail_all(GraphError("the graph was closed before this value was computed"))
         if stuck:
             raise GraphError(f"streams {stuck} did not stop within {timeout} s")
 
