@@ -99,28 +99,44 @@ def sliced_range(entry: SliceIndex, length: int, offset: int) -> tuple[int, int]
     return hi - lo, lo
 
 
-def _check_entry(name: str, entry: IndexEntry, size: int) -> IndexEntry:
+def _check_entry(entry: IndexEntry, size: int) -> IndexEntry:
+    # messages start with ": ": plan_index puts the operator's name in front
     if isinstance(entry, SliceIndex):
         if entry.step < 1 or not 0 <= entry.start <= size or not 0 <= entry.stop <= size:
             raise ShapeError(
-                f"{name}: slice {entry.start}:{entry.stop}:{entry.step} is not a clipped slice "
+                f": slice {entry.start}:{entry.stop}:{entry.step} is not a clipped slice "
                 f"of a dim of size {size} (0 <= start, stop <= size, step >= 1)"
             )
         return entry
     if entry is not None and not -size <= entry < size:
-        raise ShapeError(f"{name}: index {entry} is out of bounds for a dim of size {size}")
+        raise ShapeError(f": index {entry} is out of bounds for a dim of size {size}")
     return entry if entry is None or entry >= 0 else entry + size
 
 
-@functools.lru_cache(maxsize=4096)
-def plan_index(
-    name: str, shape: tuple[int, ...], index: tuple[IndexEntry, ...]
-) -> tuple[tuple[IndexEntry, ...], tuple[int, ...], tuple[int, ...]]:
+IndexPlan = tuple[tuple[IndexEntry, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def plan_index(name: str, shape: tuple[int, ...], index: tuple[IndexEntry, ...]) -> IndexPlan:
     """The index with every input dim covered (ints made non-negative), the output shape and
-    the output labels (the input dim each output dim comes from, -1 - k for new ones)."""
+    the output labels (the input dim each output dim comes from, -1 - k for new ones).
+
+    Cached by shape and index only: kernels pass per-operator names (``getitem_17``).
+
+    Example:
+        >>> plan_index("getitem", (8, 3), (-1,))
+        ((7, SliceIndex(start=0, stop=3, step=1)), (3,), (1,))
+    """
+    try:
+        return _plan_index(shape, index)
+    except ShapeError as error:  # raised without a name inside the cache
+        raise ShapeError(f"{name}{error}") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_index(shape: tuple[int, ...], index: tuple[IndexEntry, ...]) -> IndexPlan:
     consumed = sum(1 for e in index if e is not None)
     if consumed > len(shape):
-        raise ShapeError(f"{name}: too many indices ({consumed}) for a {len(shape)}-D tensor")
+        raise ShapeError(f": too many indices ({consumed}) for a {len(shape)}-D tensor")
     full = (*index, *(SliceIndex(0, s) for s in shape[consumed:]))
     entries: list[IndexEntry] = []
     out: list[int] = []
@@ -132,7 +148,7 @@ def plan_index(
             out.append(1)
             labels.append(-1 - k)
             continue
-        checked = _check_entry(name, entry, shape[d])
+        checked = _check_entry(entry, shape[d])
         entries.append(checked)
         if isinstance(checked, SliceIndex):
             out.append(slice_length(checked))

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from dtorch.ir.opkind import MaxMinKind, OpKind, ReduceKind
 from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
 from dtorch.ir.placement import Shard
-from dtorch.ir.rules.reduce import reduce_dims
+from dtorch.ir.rules.reduce import reduce_plan
 from dtorch.ir.rules.torch_ops import REDUCE
 from dtorch.kernels.base import KernelContext, LocalKernel
 
@@ -43,7 +43,7 @@ def reduce_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     param = ctx.param
     assert isinstance(param, ReduceParam)
     source = ctx.inputs[0]
-    dims = reduce_dims(ctx.operator.name, param.dims, source.ndim)
+    dims = reduce_plan(ctx.operator.name, source.shape, param.dims, param.keepdim)[0]  # cached
     sharded = {p.dim for p in source.placements if isinstance(p, Shard)}
     x = inputs[0]
     if param.reduce is ReduceKind.MEAN and sharded.intersection(dims):
