@@ -22,7 +22,6 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -199,8 +198,8 @@ class Graph:
         self.record_system(
             "memory_stats", MemoryParam(MemoryKind.STATS, reset_peak, handle), Span.unknown()
         )
-        rows: Any = future.get()
-        stats = {int(d): {"allocated_bytes": int(a), "peak_bytes": int(p)} for d, a, p in rows}
+        rows = future.get().tolist()
+        stats = {d: {"allocated_bytes": a, "peak_bytes": p} for d, a, p in rows}
         if device_mesh is None:
             return dict(sorted(stats.items()))
         return {
