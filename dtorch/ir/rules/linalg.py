@@ -41,7 +41,7 @@ from dtorch.ir.rules.base import (
     describe_shapes,
     replicated,
 )
-from dtorch.ir.rules.elementwise import broadcast_or_reason
+from dtorch.ir.rules.elementwise import broadcast_labels, broadcast_or_reason
 from dtorch.ir.rules.promotion import tensors_dtype
 from dtorch.ir.rules.signature import Labels, Signature, expand, signature
 
@@ -67,21 +67,9 @@ _OUTER = signature(
 )  # fmt: skip
 
 
-def _batch_labels(batch: tuple[int, ...], out_batch: tuple[int, ...], tag: int) -> Labels:
-    """Labels of an operand's batch dims, right-aligned to the output's; broadcast dims get
-    labels of their own."""
-    shift = len(out_batch) - len(batch)
-    return tuple(
-        j if size == out_batch[j] else -1000 * tag - j for j, size in enumerate(batch, shift)
-    )
-
-
-def _swap_last(
-    labels: Labels, shape: tuple[int, ...], swap: bool
-) -> tuple[Labels, tuple[int, ...]]:
-    if not swap or len(shape) < 2:
-        return labels, shape
-    return (*labels[:-2], labels[-1], labels[-2]), (*shape[:-2], shape[-1], shape[-2])
+def _swap_last(dims: tuple[int, ...], swap: bool) -> tuple[int, ...]:
+    """``dims`` (a shape or labels) with the last two swapped: a transposed operand."""
+    return (*dims[:-2], dims[-1], dims[-2]) if swap and len(dims) >= 2 else dims
 
 
 def matmul_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -108,8 +96,7 @@ def _matmul_plan(
     a: tuple[int, ...], b: tuple[int, ...], trans_a: bool, trans_b: bool
 ) -> tuple[tuple[int, ...], tuple[Labels, Labels]] | None:
     """Output shape and operand labels of a matmul, or None when the shapes do not fit."""
-    sa = _swap_last(tuple(range(len(a))), a, trans_a)[1]
-    sb = _swap_last(tuple(range(len(b))), b, trans_b)[1]
+    sa, sb = _swap_last(a, trans_a), _swap_last(b, trans_b)
     if not sa or not sb or sa[-1] != sb[-2 if len(sb) > 1 else 0]:
         return None
     batch = broadcast_or_reason((sa[:-2], sb[:-2]))
@@ -117,10 +104,10 @@ def _matmul_plan(
         return None
     rows, cols = sa[-2:-1], sb[-1:] if len(sb) > 1 else ()
     nb = len(batch)
-    la = (*_batch_labels(sa[:-2], batch, 1), *((nb,) if rows else ()), _K)
-    lb = (*_batch_labels(sb[:-2], batch, 2), _K, *((nb + len(rows),) if cols else ()))
-    labels = (_swap_last(la, sa, trans_a)[0], _swap_last(lb, sb, trans_b)[0])
-    return (*batch, *rows, *cols), labels
+    batch_a, batch_b = broadcast_labels((sa[:-2], sb[:-2]), batch)
+    la = (*batch_a, *((nb,) if rows else ()), _K)
+    lb = (*batch_b, _K, *((nb + len(rows),) if cols else ()))
+    return (*batch, *rows, *cols), (_swap_last(la, trans_a), _swap_last(lb, trans_b))
 
 
 def _placed(
