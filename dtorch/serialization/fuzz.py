@@ -23,11 +23,10 @@ from typing import Any
 
 import msgpack
 
-from dtorch.serialization.wire import HEADER_SIZE, MAGIC, aligned
+from dtorch.serialization.wire import FORMAT_VERSION, MAGIC, frame, unframe
 
 Mutator = Callable[[random.Random, bytes], bytes]
 
-_HEADER = struct.Struct("<4sHHQQ")
 _ODD_VALUES: tuple[Any, ...] = (
     None, True, -1, 0, 1, 2**63 - 1, -(2**63), 2**64 - 1, 1.5, float("nan"), "", "ir.Span",
     b"\x00", [], [[]], [0], [-1], [10**9], [[0, 1], [2, 3]], {"k": 1},
@@ -36,18 +35,13 @@ _ODD_VALUES: tuple[Any, ...] = (
 
 def split(payload: bytes) -> tuple[int, bytes, bytes]:
     """Version, document and data section of a valid payload."""
-    _, version, _, doc_size, data_size = _HEADER.unpack_from(payload)
-    document = payload[HEADER_SIZE : HEADER_SIZE + doc_size]
-    return version, document, payload[len(payload) - data_size :] if data_size else b""
+    version, document, data = unframe(memoryview(payload))
+    return version, bytes(document), bytes(data)
 
 
-def reframe(document: bytes, data: bytes = b"", version: int = 1) -> bytes:
+def reframe(document: bytes, data: bytes = b"", version: int = FORMAT_VERSION) -> bytes:
     """A payload around ``document`` and ``data`` whose frame sizes are right."""
-    header = _HEADER.pack(MAGIC, version, 0, len(document), len(data))
-    if not data:
-        return header + document
-    padding = aligned(HEADER_SIZE + len(document)) - HEADER_SIZE - len(document)
-    return header + document + bytes(padding) + data
+    return b"".join(frame(document, [memoryview(data)], len(data), version))
 
 
 def random_bytes(rng: random.Random, payload: bytes) -> bytes:

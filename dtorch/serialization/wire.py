@@ -44,9 +44,11 @@ def aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def frame(document: bytes, blobs: list[memoryview], data_size: int) -> list[Any]:
+def frame(
+    document: bytes, blobs: list[memoryview], data_size: int, version: int = FORMAT_VERSION
+) -> list[Any]:
     """Every part of a payload, in order: header, document, padding, aligned blobs."""
-    parts: list[Any] = [_HEADER.pack(MAGIC, FORMAT_VERSION, 0, len(document), data_size)]
+    parts: list[Any] = [_HEADER.pack(MAGIC, version, 0, len(document), data_size)]
     parts.append(document)
     if data_size:
         doc_end = HEADER_SIZE + len(document)
