@@ -17,9 +17,11 @@ Example:
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from dtorch.errors import GraphError
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
+from dtorch.ir.opkind import OpKind
 from dtorch.runtime.runner import Runner
 from dtorch.runtime.workqueue import WorkQueue
 
@@ -34,6 +36,7 @@ class Executor:
         self.runner = runner
         self.live: dict[int, Operand] = {}
         self._queue = WorkQueue()
+        self._carry: Any = None  # an item that opens the next batch (see _drain)
         self._stopping = False
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name=f"{name}-executor", daemon=True)
@@ -81,6 +84,9 @@ class Executor:
         operands: list[Operand] = []
         no_hold: list[int] = []
         live = self.live
+        carry, self._carry = self._carry, None
+        if carry is not None:  # a memory-stats operator held back by the previous batch
+            operators.append(carry[0])
         for _ in range(min(len(queue), MAX_BATCH)):
             item = queue.popleft()
             if item is None:  # close()'s wake token
@@ -89,6 +95,11 @@ class Executor:
                 no_hold.append(item)
                 live.pop(item, None)
                 continue
+            if no_hold and item[0].param.kind is OpKind.Memory:
+                # A batch frees its no-hold operands after its operators: memory stats must
+                # see the frees recorded before them, so they open the next batch.
+                self._carry = item
+                break
             operators.append(item[0])
             for operand in item[1]:
                 live[operand.id] = operand
