@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from dtorch.errors import DeserializationError
+from dtorch.serialization.wire import aligned
 
 NoneType = type(None)
 
 #: Values written as themselves wherever any value may stand (everything else is a node).
 NATIVE_TYPES: frozenset[type] = frozenset({NoneType, bool, int, float, str, bytes})
 
-INT = frozenset({int})
 TUPLE = frozenset({tuple})
 ARRAYS = frozenset({list, tuple})
 
@@ -72,7 +72,7 @@ class WriteContext:
 
     def add_blob(self, data: memoryview) -> list[int]:
         """Place ``data`` in the payload's data section (64-byte aligned): ``[offset, size]``."""
-        offset = -(-self.blob_end // 64) * 64
+        offset = aligned(self.blob_end)
         self.blobs.append(data)
         self.blob_end = offset + data.nbytes
         return [offset, data.nbytes]
@@ -139,12 +139,15 @@ def insert_nones(column: list[Any], present: list[Any]) -> list[Any]:
     return [None if v is None else next(converted) for v in column]
 
 
-_WINDOW = 128
+#: Columns up to this long are not worth testing for repeated objects (callers on hot paths
+#: compare against it first, sparing the call).
+SHORT_COLUMN = 64
+_WINDOW = 2 * SHORT_COLUMN  # the first values ``repeats`` looks at
 
 
 def repeats(values: list[Any]) -> bool:
     """Whether the first values of a long column mostly repeat a few objects."""
-    if len(values) <= _WINDOW // 2:
+    if len(values) <= SHORT_COLUMN:
         return False
     window = values[:_WINDOW]
     return len(set(map(id, window))) * 4 < len(window) * 3

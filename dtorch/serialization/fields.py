@@ -35,6 +35,7 @@ from dtorch.ir.dtypes import CODE_TO_DTYPE, DTYPE_TO_CODE
 from dtorch.serialization.columns import (
     ARRAYS,
     NATIVE_TYPES,
+    SHORT_COLUMN,
     TUPLE,
     NoneType,
     ReadContext,
@@ -70,7 +71,6 @@ __all__ = [
 ]
 
 _DTYPE = frozenset({torch.dtype})
-_SHORT_COLUMN = 64  # shorter columns are not worth testing for repeated objects
 
 
 class FieldCodec(Protocol):
@@ -346,7 +346,7 @@ class TupleField:
     def scan(self, column: list[Any], walk: Walk) -> Any:
         # A column often repeats the same tuple object (a shared placements tuple): scan
         # each once.
-        ids, rows = distinct_by_id(column) if len(column) > _SHORT_COLUMN else (None, column)
+        ids, rows = distinct_by_id(column) if len(column) > SHORT_COLUMN else (None, column)
         if not set(map(type, rows)) <= TUPLE:
             check_types(rows, TUPLE, self.describe, SerializationError)
         if self.inner.passthrough:  # checks only: the tuples are their own wire values

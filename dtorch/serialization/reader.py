@@ -35,13 +35,11 @@ from dtorch.errors import (
     UnknownTypeError,
 )
 from dtorch.serialization.catalog import DEFAULT_REGISTRY
-from dtorch.serialization.columns import ReadContext, check_column, show
+from dtorch.serialization.columns import ARRAYS, ReadContext, check_column, show
 from dtorch.serialization.fields import decode_any
 from dtorch.serialization.registry import Field, NodeType, TypeRegistry
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, unframe, unpack
 from dtorch.serialization.writer import without_gc
-
-_ARRAYS = (list, tuple)
 
 
 @dataclass(slots=True, eq=False)
@@ -55,7 +53,7 @@ class _Bound:
 
 
 def _array(value: Any, what: str, size: int | None = None) -> list[Any] | tuple[Any, ...]:
-    if type(value) not in _ARRAYS or (size is not None and len(value) != size):
+    if type(value) not in ARRAYS or (size is not None and len(value) != size):
         wanted = "an array" if size is None else f"an array of {size}"
         raise DeserializationError(f"{what} must be {wanted}, got {show(value)}")
     return value
@@ -119,7 +117,7 @@ class _Reader:
         values = []
         for field, column in zip(node_type.fields, columns, strict=True):
             try:
-                if type(column) not in _ARRAYS or len(column) != count:
+                if type(column) not in ARRAYS or len(column) != count:
                     check_column(column, count)
                 values.append(field.codec.decode(column, ctx))
             except DeserializationError as exc:
@@ -129,7 +127,7 @@ class _Reader:
     def open(self, entry: Any) -> tuple[_Bound, int, Sequence[Any]]:
         """A group's bound type, its node count, and its columns (one per registered field,
         defaults standing in for those the payload lacks)."""
-        if type(entry) not in _ARRAYS or len(entry) != 3:
+        if type(entry) not in ARRAYS or len(entry) != 3:
             raise DeserializationError(f"a group must be [type, count, columns], got {show(entry)}")
         slot, count, columns = entry
         if type(slot) is not int or not 0 <= slot < len(self.bound):
@@ -138,7 +136,7 @@ class _Reader:
             _int(count, "a group's node count", 0, self.budget + 1)
         self.budget -= count
         bound = self.bound[slot]
-        if type(columns) not in _ARRAYS or len(columns) != bound.width:
+        if type(columns) not in ARRAYS or len(columns) != bound.width:
             _array(columns, f"the columns of {bound.node_type.tag}", bound.width)
         if bound.positions is None:
             return bound, count, columns

@@ -37,13 +37,18 @@ from typing import Any, TypeVar
 
 from dtorch.errors import SerializationError
 from dtorch.serialization.catalog import DEFAULT_REGISTRY
-from dtorch.serialization.columns import NATIVE_TYPES, WriteContext, names, repeats
+from dtorch.serialization.columns import (
+    NATIVE_TYPES,
+    SHORT_COLUMN,
+    WriteContext,
+    names,
+    repeats,
+)
 from dtorch.serialization.order import Batch, Group, plan
 from dtorch.serialization.registry import NodeType, TypeRegistry
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
 
 _T = TypeVar("_T")
-_FEW = 64  # shorter columns are not worth testing for repeats
 _SEVERAL = 6  # columns of several types up to this length are numbered value by value
 _ONE_BYTE = 128  # MessagePack writes ints below this in one byte
 _Chunk = tuple[list[Any], Sequence[int]]
@@ -132,7 +137,7 @@ class _Discovery:
     ) -> Sequence[int]:
         if len(kids) == 1:
             return [self.ref(kids[0], classes, describe)]
-        if len(kids) > _FEW and repeats(kids):
+        if len(kids) > SHORT_COLUMN and repeats(kids):
             return self.refs_repeated(kids, classes, describe)
         kinds = set(map(type, kids))
         if classes is not None and not kinds <= classes:
@@ -252,7 +257,7 @@ class _Discovery:
 
 def _split(objs: list[Any], keys: Sequence[int]) -> Mapping[type, _Chunk]:
     """New nodes of several types, with their numbers, split by type."""
-    if len(objs) <= _FEW:
+    if len(objs) <= SHORT_COLUMN:  # a Python loop beats setting up the C-speed maps
         parts: dict[type, tuple[list[Any], list[int]]] = {}
         for obj, key in zip(objs, keys, strict=True):
             part = parts.get(type(obj))
