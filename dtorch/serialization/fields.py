@@ -274,10 +274,11 @@ class RefField:
         return values
 
 
-@dataclass(frozen=True, slots=True)
-class OptionalField:
-    """None, or a value of the inner codec."""
+class _Wrapping:
+    """What a codec around an ``inner`` one shares: it refers to the nodes ``inner`` refers
+    to, and its wire values are never its values as they are (None, tuples to convert)."""
 
+    __slots__ = ()
     inner: FieldCodec
 
     @property
@@ -291,6 +292,13 @@ class OptionalField:
     @property
     def passthrough(self) -> bool:
         return False
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalField(_Wrapping):
+    """None, or a value of the inner codec."""
+
+    inner: FieldCodec
 
     def describe(self) -> str:
         return f"{self.inner.describe()} or None"
@@ -318,22 +326,10 @@ class OptionalField:
 
 
 @dataclass(frozen=True, slots=True)
-class TupleField:
+class TupleField(_Wrapping):
     """A tuple of any length whose items all use the inner codec."""
 
     inner: FieldCodec
-
-    @property
-    def has_children(self) -> bool:
-        return self.inner.has_children
-
-    @property
-    def child_classes(self) -> frozenset[type] | None:
-        return self.inner.child_classes
-
-    @property
-    def passthrough(self) -> bool:
-        return False
 
     def describe(self) -> str:
         return f"tuple[{self.inner.describe()}, ...]"
