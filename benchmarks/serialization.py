@@ -54,7 +54,7 @@ from dtorch.ir.span import Span
 from dtorch.serialization import node_counts
 from dtorch.serialization.reader import deserialize_value
 from dtorch.serialization.wire import DEFAULT_BACKEND, MSGPACK, ORMSGPACK, Backend
-from dtorch.serialization.writer import serialize_value
+from dtorch.serialization.writer import serialize_value, without_gc
 
 TARGET_SERIALIZE = 2_000_000
 TARGET_DESERIALIZE = 1_250_000
@@ -145,13 +145,7 @@ def _best(fn: Callable[[], Any], budget: float) -> tuple[float, float, Any]:
 
 def _pickle_loads(data: bytes) -> Any:
     # pickle at its fastest: the same cyclic-GC pause the codec takes.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return pickle.loads(data)
-    finally:
-        if enabled:
-            gc.enable()
+    return without_gc(pickle.loads, data)
 
 
 def young_collection(decode: Callable[[], Any], runs: int = 3) -> float:
