@@ -63,21 +63,32 @@ ERROR_CLASSES: dict[str, type[DTorchError]] = {
     )
 }
 
-#: Messages are cut to this many characters (they travel in a fixed-size header).
+#: Messages are cut to this many bytes of UTF-8 (they travel in a fixed-size header).
 MAX_MESSAGE = 3000
+
+
+def cut_message(text: str) -> str:
+    """``text`` as valid unicode of at most MAX_MESSAGE UTF-8 bytes (no character is split;
+    lone surrogates become "?", which MessagePack could not carry).
+
+    Example:
+        >>> len(cut_message("é" * 3000).encode())
+        3000
+    """
+    return text.encode("utf-8", "replace")[:MAX_MESSAGE].decode("utf-8", "ignore")
 
 
 def encode_error(error: BaseException) -> tuple[str, str]:
     """``(class name, message)`` of ``error``, the class taken from the table."""
     for cls in type(error).__mro__:
         if ERROR_CLASSES.get(cls.__name__) is cls:
-            return cls.__name__, str(error)[:MAX_MESSAGE]
-    return "DTorchError", f"{type(error).__name__}: {error}"[:MAX_MESSAGE]
+            return cls.__name__, cut_message(str(error))
+    return "DTorchError", cut_message(f"{type(error).__name__}: {error}")
 
 
 def decode_error(name: object, message: object) -> DTorchError:
     """The error named ``name`` with ``message``; an unknown name gives a ``DTorchError``."""
-    text = str(message)[:MAX_MESSAGE]
+    text = cut_message(str(message))
     cls = ERROR_CLASSES.get(name) if isinstance(name, str) else None
     if cls is None:
         return DTorchError(f"{str(name)[:100]} (not a dtorch error class): {text}")

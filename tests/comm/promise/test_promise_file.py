@@ -28,7 +28,7 @@ from dtorch.comm.promise import (
     create_promise,
     create_void_promise,
 )
-from dtorch.comm.promise.error_table import decode_error
+from dtorch.comm.promise.error_table import MAX_MESSAGE, decode_error
 from dtorch.errors import CommError, DTorchError, FutureTimeoutError, KernelError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.ir.opkind import PromiseKind
@@ -81,6 +81,19 @@ def test_errors_cross_as_table_classes(namespace):
         other_future.wait()
     unknown = decode_error("os.system", "x")
     assert type(unknown) is DTorchError and "not a dtorch error class" in str(unknown)
+
+
+def test_long_and_odd_error_messages_fit_the_header(namespace):
+    """Any message crosses: cut to MAX_MESSAGE bytes of UTF-8, lone surrogates replaced."""
+    promise, future = _file_promise(namespace)
+    attach_promise(promise.handle).set_error(KernelError("é" * 5000))
+    with pytest.raises(KernelError) as caught:
+        future.get(timeout_s=5)
+    assert str(caught.value) == "é" * (MAX_MESSAGE // 2)
+    other, other_future = _file_promise(namespace)
+    attach_promise(other.handle).set_error(KernelError("bad \udc80 name"))
+    with pytest.raises(KernelError, match=r"^bad \? name$"):
+        other_future.get(timeout_s=5)
 
 
 def test_once_rules_and_bad_attachments(namespace):
