@@ -56,7 +56,8 @@ _GRACE_S = 2.0
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     """The bytes of ``tensor`` (made contiguous, on the CPU) without a further copy."""
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    # conjugate and negative views keep their flag beside the bytes: resolve them first
+    flat = tensor.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
     if not flat.numel():
         return memoryview(b"")
     array: Any = flat.view(torch.uint8).numpy()

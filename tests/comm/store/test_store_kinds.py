@@ -62,6 +62,29 @@ def test_broadcast_odd_dtypes_and_shapes(kind, dtype, shape, namespace, threads)
     assert all(ok)
 
 
+def test_conjugate_and_negative_views_travel_by_value(kind, namespace, threads):
+    z = torch.tensor([1 + 2j, -3j], dtype=torch.complex64)
+    sources = {"conj": z.conj(), "neg": torch._neg_view(z)}
+
+    def rank_fn(rank: int):
+        with open_for(kind, namespace.instance_id, "views", 2, rank) as store:
+            if rank == 0:
+                for key, tensor in sources.items():
+                    store.src_set(key, tensor, 1)
+                for key in sources:
+                    store.src_wait_until_get_finished(key)
+                return None
+            got = {}
+            for key in sources:
+                got[key] = store.dest_get(key).resolve_conj().resolve_neg().clone()
+                store.dest_finish_get(key)
+            return got
+
+    got = threads(2, rank_fn)[1]
+    assert torch.equal(got["conj"], z.conj().resolve_conj())
+    assert torch.equal(got["neg"], -z)
+
+
 def test_large_tensor(kind, namespace, threads):
     code, shape = dtype_code(torch.float32), (16, 1 << 20)  # 64 MiB
     ns = namespace.instance_id
