@@ -27,9 +27,9 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import CastParam, CloneParam, CopyParam, OpParam
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate
-from dtorch.ir.rules.elementwise import broadcast_labels, broadcast_shapes, identity
+from dtorch.ir.rules.elementwise import broadcast_labels, broadcast_shapes
 from dtorch.ir.rules.promotion import tensors_dtype
-from dtorch.ir.rules.signature import elementwise, expand, signature
+from dtorch.ir.rules.signature import elementwise, expand, identity, one_output, signature
 
 _LINEAR = elementwise(1, ["P -> P"])
 _NONLINEAR_CAST = elementwise(
@@ -75,8 +75,7 @@ def cast_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     if all_replicate(inputs) or cast_is_linear(x.dtype, param.dtype):
         return Inference((OutputMeta(x.shape, param.dtype, x.placements),))
     labels = identity(x.ndim)
-    expansion = expand(name, _NONLINEAR_CAST, inputs, (labels,), (labels,))
-    return Inference((OutputMeta(x.shape, param.dtype, expansion.outputs[0]),))
+    return one_output(name, _NONLINEAR_CAST, inputs, (labels,), labels, x.shape, param.dtype)
 
 
 def copy_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

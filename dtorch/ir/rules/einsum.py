@@ -36,13 +36,12 @@ from dtorch.ir.placement import Shard
 from dtorch.ir.rules.base import (
     DtypeError,
     Inference,
-    OutputMeta,
     Rule,
     all_replicate,
     describe_inputs,
     replicated,
 )
-from dtorch.ir.rules.signature import Cls, Labels, Signature, expand
+from dtorch.ir.rules.signature import Cls, Labels, Signature, one_output, shard_rows
 
 _ELLIPSIS = 1000  # labels of the dims '...' stands for: 1000, 1001, ...
 
@@ -50,9 +49,7 @@ _ELLIPSIS = 1000  # labels of the dims '...' stands for: 1000, 1001, ...
 @functools.cache
 def einsum_signature(arity: int) -> Signature:
     """Every legal combination for ``arity`` operands (generated: it grows as 3 * 2^arity)."""
-    entries: dict[tuple[Cls, ...], Cls] = {}
-    for combo in itertools.product((Cls.R, Cls.SI), repeat=arity):
-        entries[combo] = Cls.SI if Cls.SI in combo else Cls.R
+    entries = shard_rows(arity)
     for combo in itertools.product((Cls.R, Cls.SK), repeat=arity):
         if Cls.SK in combo:
             entries[combo] = Cls.P
@@ -171,9 +168,7 @@ def einsum_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
                 f"(accepted there: R, P). Redistribute it first"
             )
     sig = einsum_signature(len(inputs))
-    expansion = expand(name, sig, inputs, plan.in_labels, (plan.out_labels,))
-    meta = OutputMeta(plan.shape, plan.dtype, expansion.outputs[0])
-    return Inference((meta,), expansion.requested)
+    return one_output(name, sig, inputs, plan.in_labels, plan.out_labels, plan.shape, plan.dtype)
 
 
 RULES: dict[OpKind, Rule] = {OpKind.Einsum: einsum_rule}

@@ -52,11 +52,17 @@ from dtorch.ir.rules.base import (
     norm_dim,
     replicated,
 )
-from dtorch.ir.rules.elementwise import identity
 from dtorch.ir.rules.layout import check_dim_map
 from dtorch.ir.rules.promotion import tensors_dtype
-from dtorch.ir.rules.reduce import one_input
-from dtorch.ir.rules.signature import expand, signature, variadic
+from dtorch.ir.rules.signature import (
+    Labels,
+    expand,
+    identity,
+    one_input,
+    one_output,
+    signature,
+    variadic,
+)
 
 _INDEX = signature(
     "R -> R", "Si -> Si", "P -> P", legend="i: a dim kept by a slice",
@@ -218,7 +224,7 @@ def concat_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     in_labels = tuple(
         tuple(-2 - i if d == dim else d for d in range(first.ndim)) for i in range(len(inputs))
     )
-    return _placed(name, inputs, (in_labels, out_labels), OutputMeta(shape, dtype, ()))
+    return _concatenated(name, inputs, in_labels, out_labels, shape, dtype)
 
 
 def _stack(name: str, dim: int, inputs: tuple[Operand, ...], dtype: torch.dtype) -> Inference:
@@ -229,19 +235,20 @@ def _stack(name: str, dim: int, inputs: tuple[Operand, ...], dtype: torch.dtype)
     shape = (*first.shape[:d], len(inputs), *first.shape[d:])
     out_labels = (*range(d), -1, *range(d, first.ndim))
     in_labels = (identity(first.ndim),) * len(inputs)
-    return _placed(name, inputs, (in_labels, out_labels), OutputMeta(shape, dtype, ()))
+    return _concatenated(name, inputs, in_labels, out_labels, shape, dtype)
 
 
-def _placed(
+def _concatenated(
     name: str,
     inputs: tuple[Operand, ...],
-    labels: tuple[tuple[tuple[int, ...], ...], tuple[int, ...]],
-    out: OutputMeta,
+    in_labels: tuple[Labels, ...],
+    out_labels: Labels,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
 ) -> Inference:
     if all_replicate(inputs):
-        return replicated(out.shape, out.dtype, len(inputs[0].placements))
-    expansion = expand(name, _CAT, inputs, labels[0], (labels[1],))
-    return Inference((OutputMeta(out.shape, out.dtype, expansion.outputs[0]),), expansion.requested)
+        return replicated(shape, dtype, len(inputs[0].placements))
+    return one_output(name, _CAT, inputs, in_labels, out_labels, shape, dtype)
 
 
 def chunk_sizes(size: int, chunks: int) -> tuple[int, ...]:

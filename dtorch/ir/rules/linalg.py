@@ -35,7 +35,6 @@ from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import LinearParam, MatmulParam, OpParam, OuterParam
 from dtorch.ir.rules.base import (
     Inference,
-    OutputMeta,
     Rule,
     all_replicate,
     describe_shapes,
@@ -43,7 +42,7 @@ from dtorch.ir.rules.base import (
 )
 from dtorch.ir.rules.elementwise import broadcast_labels, broadcast_or_reason
 from dtorch.ir.rules.promotion import tensors_dtype
-from dtorch.ir.rules.signature import Labels, Signature, expand, signature
+from dtorch.ir.rules.signature import Labels, identity, one_output, signature
 
 _K = 10_000  # the contracted label; output labels are the output's dim indices
 
@@ -88,7 +87,7 @@ def matmul_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     dtype = tensors_dtype(name, OpKind.Matmul, ((a.dtype, False), (b.dtype, False)))
     if all_replicate(inputs):
         return replicated(shape, dtype, len(a.placements))
-    return _placed(name, _MATMUL, inputs, labels, OutputMeta(shape, dtype, ()))
+    return one_output(name, _MATMUL, inputs, labels, identity(len(shape)), shape, dtype)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -110,18 +109,6 @@ def _matmul_plan(
     return (*batch, *rows, *cols), (_swap_last(la, trans_a), _swap_last(lb, trans_b))
 
 
-def _placed(
-    name: str,
-    sig: Signature,
-    inputs: tuple[Operand, ...],
-    labels: tuple[Labels, ...],
-    out: OutputMeta,
-) -> Inference:
-    expansion = expand(name, sig, inputs, labels, (tuple(range(len(out.shape))),))
-    meta = OutputMeta(out.shape, out.dtype, expansion.outputs[0])
-    return Inference((meta,), expansion.requested)
-
-
 def linear_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """``x @ w.T (+ b)`` with ``w`` of shape (out_features, in_features)."""
     assert isinstance(param, LinearParam)
@@ -141,7 +128,7 @@ def linear_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     o = x.ndim - 1
     labels: tuple[Labels, ...] = ((*range(o), _K), (o, _K), (o,))[: len(inputs)]
     sig = _LINEAR_BIAS if bias else _LINEAR
-    return _placed(name, sig, inputs, labels, OutputMeta(shape, dtype, ()))
+    return one_output(name, sig, inputs, labels, identity(len(shape)), shape, dtype)
 
 
 def outer_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -154,7 +141,7 @@ def outer_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
     dtype = tensors_dtype(name, OpKind.Outer, ((a.dtype, False), (b.dtype, False)))
     if all_replicate(inputs):
         return replicated(shape, dtype, len(a.placements))
-    return _placed(name, _OUTER, inputs, ((0,), (1,)), OutputMeta(shape, dtype, ()))
+    return one_output(name, _OUTER, inputs, ((0,), (1,)), (0, 1), shape, dtype)
 
 
 RULES: dict[OpKind, Rule] = {

@@ -35,14 +35,11 @@ from dtorch.ir.rules.base import (
     OutputMeta,
     ParamError,
     Rule,
-    all_replicate,
     norm_dim,
     norm_dims,
-    replicated,
 )
-from dtorch.ir.rules.elementwise import identity
 from dtorch.ir.rules.promotion import reduce_dtype, softmax_dtype
-from dtorch.ir.rules.signature import Labels, Signature, expand, signature
+from dtorch.ir.rules.signature import Labels, one_input, signature
 
 _FIRST = "redistribute the reduced dims to Replicate first"
 _LINEAR = signature(
@@ -107,22 +104,6 @@ def _reduced_labels(ndim: int, dims: tuple[int, ...], keepdim: bool) -> Labels:
     if keepdim:
         return tuple(-1 - d if d in dims else d for d in range(ndim))
     return tuple(d for d in range(ndim) if d not in dims)
-
-
-def one_input(
-    name: str, sig: Signature, x: Operand, out_labels: Labels, metas: Sequence[OutputMeta]
-) -> Inference:
-    """Metadata of every output of a one-input operator whose outputs share labels."""
-    if all_replicate((x,)):
-        if len(metas) == 1:
-            return replicated(metas[0].shape, metas[0].dtype, len(x.placements))
-        return Inference(tuple(OutputMeta(m.shape, m.dtype, x.placements) for m in metas))
-    expansion = expand(name, sig, (x,), (identity(x.ndim),), (out_labels,) * len(metas))
-    return Inference(
-        tuple(
-            OutputMeta(m.shape, m.dtype, p) for m, p in zip(metas, expansion.outputs, strict=True)
-        )
-    )
 
 
 def reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

@@ -1,4 +1,5 @@
-"""Placement signatures: per-kind tables for ONE mesh dimension, and the shared expander.
+"""Placement signatures: per-kind tables for ONE mesh dimension, and the shared expander
+(``expand``; ``one_output`` and ``one_input`` turn its result into a rule's Inference).
 
 Each rule labels the dimensions of its inputs and outputs (einsum style): two dims with the
 same label are the same index of the computation. A dim whose label appears in an output is
@@ -27,6 +28,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from dtorch.errors import PlacementError
 from dtorch.ir.operator import Operand
 from dtorch.ir.placement import (
@@ -37,7 +40,13 @@ from dtorch.ir.placement import (
     normalize_placements,
     shard_order,
 )
-from dtorch.ir.rules.base import describe_inputs
+from dtorch.ir.rules.base import (
+    Inference,
+    OutputMeta,
+    all_replicate,
+    describe_inputs,
+    replicated,
+)
 
 Labels = tuple[int, ...]
 
@@ -96,6 +105,14 @@ def _rows(entries: Mapping[tuple[Cls, ...], Cls]) -> list[str]:
     return [" x ".join(_TEXT[c] for c in ins) + " -> " + _TEXT[o] for ins, o in entries.items()]
 
 
+def shard_rows(arity: int) -> dict[tuple[Cls, ...], Cls]:
+    """Every R/Si combination of ``arity`` inputs: Si when any input is Si, else R."""
+    return {
+        combo: Cls.SI if Cls.SI in combo else Cls.R
+        for combo in itertools.product((Cls.R, Cls.SI), repeat=arity)
+    }
+
+
 def elementwise(
     arity: int,
     partial: Sequence[str] = (),
@@ -106,9 +123,7 @@ def elementwise(
 ) -> Signature:
     """Every R/Si combination of ``arity`` inputs (Si when any input is Si), plus the
     ``partial`` rows; messages summarise the combinations instead of listing them."""
-    entries: dict[tuple[Cls, ...], Cls] = {}
-    for combo in itertools.product((Cls.R, Cls.SI), repeat=arity):
-        entries[combo] = Cls.SI if Cls.SI in combo else Cls.R
+    entries = shard_rows(arity)
     extra = _parse(partial)
     entries.update(extra)
     if arity > 2:
@@ -131,6 +146,12 @@ def variadic(*rows: str, legend: str = "", hint: str = "") -> Signature:
         for ins, out in entries.items()
     )
     return Signature(entries, text, frozenset(), legend, hint, variadic=True)
+
+
+@functools.cache
+def identity(ndim: int) -> Labels:
+    """Labels of a tensor whose every dim maps to the same output dim."""
+    return tuple(range(ndim))
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +202,38 @@ def expand(
         return _expand(sig, placements, in_labels, out_labels)
     except _Mismatch as mismatch:
         raise reject(name, sig, inputs, mismatch.detail) from None
+
+
+def one_output(
+    name: str,
+    sig: Signature,
+    inputs: Sequence[Operand],
+    in_labels: tuple[Labels, ...],
+    out_labels: Labels,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+) -> Inference:
+    """The Inference of an operator with one output of ``shape`` and ``dtype``: ``sig``
+    expanded over the labels (callers take the all-Replicate fast path first)."""
+    expansion = expand(name, sig, inputs, in_labels, (out_labels,))
+    return Inference((OutputMeta(shape, dtype, expansion.outputs[0]),), expansion.requested)
+
+
+def one_input(
+    name: str, sig: Signature, x: Operand, out_labels: Labels, metas: Sequence[OutputMeta]
+) -> Inference:
+    """Metadata of every output of a one-input operator whose outputs share labels (the
+    placements in ``metas`` are ignored)."""
+    if all_replicate((x,)):
+        if len(metas) == 1:
+            return replicated(metas[0].shape, metas[0].dtype, len(x.placements))
+        return Inference(tuple(OutputMeta(m.shape, m.dtype, x.placements) for m in metas))
+    expansion = expand(name, sig, (x,), (identity(x.ndim),), (out_labels,) * len(metas))
+    return Inference(
+        tuple(
+            OutputMeta(m.shape, m.dtype, p) for m, p in zip(metas, expansion.outputs, strict=True)
+        )
+    )
 
 
 @functools.lru_cache(maxsize=8192)

@@ -50,9 +50,8 @@ from dtorch.ir.rules.base import (
     norm_dims,
     replicated,
 )
-from dtorch.ir.rules.elementwise import identity
 from dtorch.ir.rules.layout import Group, check_groups
-from dtorch.ir.rules.signature import Labels, expand, signature
+from dtorch.ir.rules.signature import Labels, expand, identity, one_output, signature
 
 _MOVE = signature("R -> R", "Si -> Si", "P -> P", legend="i: a dim the output keeps")
 _VIEW = signature(
@@ -66,8 +65,7 @@ def _moved(name: str, x: Operand, shape: tuple[int, ...], out_labels: Labels) ->
     """Placements of a dim-moving operator: the shard follows its label."""
     if all_replicate((x,)):
         return replicated(shape, x.dtype, len(x.placements))
-    expansion = expand(name, _MOVE, (x,), (identity(x.ndim),), (out_labels,))
-    return Inference((OutputMeta(shape, x.dtype, expansion.outputs[0]),))
+    return one_output(name, _MOVE, (x,), (identity(x.ndim),), out_labels, shape, x.dtype)
 
 
 def view_shape(name: str, shape: tuple[int, ...], target: Sequence[int]) -> tuple[int, ...]:
