@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import math
 import mmap
 import os
 import select
@@ -136,18 +137,11 @@ def tensor_view(
     buffer: mmap.mmap, offset: int, dtype: torch.dtype, shape: tuple[int, ...]
 ) -> torch.Tensor:
     """A tensor of ``dtype`` and ``shape`` over ``buffer[offset:]``, without copying."""
-    numel = 1
-    for size in shape:
-        numel *= size
-    nbytes = numel * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
     raw = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=offset)
     return raw.view(dtype).view(shape)
-
-
-def tensor_nbytes(tensor: torch.Tensor) -> int:
-    return tensor.numel() * tensor.element_size()
 
 
 class SegmentPool:

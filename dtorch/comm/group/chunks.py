@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from dtorch.errors import CommError
-from dtorch.ir.sharding import chunk_bounds, chunk_sizes
+from dtorch.ir.sharding import chunk_bounds
 
 
 def normalize_dim(dim: object, ndim: int, collective: str) -> int:
@@ -46,11 +46,6 @@ def split_chunks(tensor: torch.Tensor, dim: int, parts: int) -> list[torch.Tenso
     return [chunk_piece(tensor, dim, parts, i) for i in range(parts)]
 
 
-def shard_sizes(full_size: int, world_size: int) -> tuple[int, ...]:
-    """Every rank's shard length when ``full_size`` elements are chunked over the ranks."""
-    return chunk_sizes(full_size, world_size)
-
-
 def padded_chunk(full_size: int, world_size: int) -> int:
     """The common length every shard is padded to: ``ceil(full_size / world_size)``."""
     return -(-full_size // world_size)
@@ -58,9 +53,7 @@ def padded_chunk(full_size: int, world_size: int) -> int:
 
 def pad_dim(tensor: torch.Tensor, dim: int, size: int) -> torch.Tensor:
     """``tensor`` zero-padded at the end of ``dim`` to ``size`` (a fresh contiguous tensor)."""
-    shape = list(tensor.shape)
-    shape[dim] = size
-    out = tensor.new_zeros(shape)
+    out = tensor.new_zeros(with_dim(tensor.shape, dim, size))
     out.narrow(dim, 0, tensor.shape[dim]).copy_(tensor)
     return out
 

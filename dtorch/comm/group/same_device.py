@@ -38,10 +38,10 @@ import torch
 from dtorch.comm.group import compute
 from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors
 from dtorch.comm.group.buffers import EmptyFn, torch_empty
-from dtorch.comm.group.chunks import shard_sizes
 from dtorch.comm.group.reduce_op import ReduceOp
 from dtorch.comm.store import TensorStore
 from dtorch.errors import CommError, CommTimeoutError
+from dtorch.ir.sharding import chunk_sizes
 
 T = TypeVar("T")
 
@@ -240,7 +240,7 @@ class SameDeviceBackend(GroupBackend):
                 [t.reshape(-1) for t in self._local(all_)], 0, op, ranks, self._empty
             ),
         )
-        sizes = shard_sizes(shape.numel(), world)
+        sizes = chunk_sizes(shape.numel(), world)
         gathered = self.all_gather(partial, 0, sizes)
         return {r: t.view(shape) for r, t in gathered.items()}
 

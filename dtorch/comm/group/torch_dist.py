@@ -38,12 +38,12 @@ from dtorch.comm.group.chunks import (
     chunk_piece,
     pad_dim,
     padded_chunk,
-    shard_sizes,
     split_chunks,
     with_dim,
 )
 from dtorch.comm.group.reduce_op import ReduceOp, finish_average
 from dtorch.errors import CommError, CommTimeoutError
+from dtorch.ir.sharding import chunk_sizes
 from dtorch.options import GlobalOption
 
 #: How long a collective runs before its rank records its arrival in the store.
@@ -203,14 +203,14 @@ class TorchDistBackend(GroupBackend):
         options.reduceOp = _DIST_OPS[op]
         self._run("reduce_scatter", lambda: self._pg._reduce_scatter_base(out, padded, options))
         finish_average(out, op, world)
-        mine = out.narrow(0, 0, shard_sizes(front.shape[0], world)[self._rank])
+        mine = out.narrow(0, 0, chunk_sizes(front.shape[0], world)[self._rank])
         return {self._rank: mine.movedim(0, dim).contiguous()}
 
     def all_to_all(
         self, inputs: RankTensors, src_dim: int, dst_dim: int, src_sizes: tuple[int, ...]
     ) -> RankTensors:
         local = inputs[self._rank]
-        dst_sizes = shard_sizes(local.shape[dst_dim], self._info.world_size)
+        dst_sizes = chunk_sizes(local.shape[dst_dim], self._info.world_size)
         send = self._pack_for_all_to_all(local, src_dim, dst_dim, max(src_sizes))
         recv = torch.empty_like(send)
         options = dist.AllToAllOptions()

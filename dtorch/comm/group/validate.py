@@ -22,8 +22,8 @@ from typing import cast
 import torch
 
 from dtorch.comm.group.backend import GroupInfo, RankTensors
-from dtorch.comm.group.chunks import shard_sizes
 from dtorch.errors import CommError
+from dtorch.ir.sharding import chunk_sizes
 
 
 def check_inputs(info: GroupInfo, inputs: object, collective: str) -> RankTensors:
@@ -105,7 +105,7 @@ def resolve_sizes(
         return (lengths.pop(),) * world_size
     if isinstance(full_size, bool) or not isinstance(full_size, int) or full_size < 0:
         raise CommError(f"{collective}: full_size must be an int >= 0 or None, got {full_size!r}")
-    return shard_sizes(full_size, world_size)
+    return chunk_sizes(full_size, world_size)
 
 
 def check_shard_shapes(

@@ -52,7 +52,6 @@ from dtorch.comm.shm import (
     WakeSocket,
     open_named,
     release_buffer,
-    tensor_nbytes,
     tensor_view,
     unlink_named,
 )
@@ -150,7 +149,7 @@ class ShmCell:
         return meta
 
     def _write_tensor(self, value: torch.Tensor) -> None:
-        nbytes = tensor_nbytes(value)
+        nbytes = value.nbytes
         if nbytes == 0:
             return
         os.ftruncate(self._fd, _DATA_AT + nbytes)

@@ -43,7 +43,7 @@ from typing import TypeVar
 import torch
 
 from dtorch.comm.namespace import CommNamespace
-from dtorch.comm.shm import PeerMaps, Segment, SegmentPool, WakeSocket, tensor_nbytes, tensor_view
+from dtorch.comm.shm import PeerMaps, Segment, SegmentPool, WakeSocket, tensor_view
 from dtorch.comm.store.base import (
     Deadline,
     TensorStore,
@@ -158,7 +158,7 @@ class FileTensorStore(TensorStore):
 
     def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:
         check_set(key, tensor, get_count, self.world_size)
-        segment = self._pool.acquire(tensor_nbytes(tensor))
+        segment = self._pool.acquire(tensor.nbytes)
         tensor_view(segment.buffer, 0, tensor.dtype, tuple(tensor.shape)).copy_(tensor)
         slot = SlotRecord(
             self.rank,
