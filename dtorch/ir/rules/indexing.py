@@ -29,6 +29,7 @@ import math
 import torch
 
 from dtorch.errors import PlacementError, ShapeError
+from dtorch.ir import sharding
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import (
@@ -258,10 +259,9 @@ def chunk_sizes(size: int, chunks: int) -> tuple[int, ...]:
         >>> chunk_sizes(5, 4), chunk_sizes(0, 2)
         ((2, 2, 1), (0, 0))
     """
-    if size == 0:
-        return (0,) * chunks
-    step = -(-size // chunks)
-    return tuple(min(step, size - start) for start in range(0, size, step))
+    parts = sharding.chunk_sizes(size, chunks)
+    # torch.chunk drops the empty trailing parts of a non-empty dim
+    return parts if size == 0 else tuple(n for n in parts if n)
 
 
 def chunk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
