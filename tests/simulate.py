@@ -40,7 +40,7 @@ import torch
 from dtorch.errors import PlacementError
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.operator import Operand, Operator
-from dtorch.ir.params import OpParam
+from dtorch.ir.params import IndexEntry, OpParam, SliceIndex
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, normalize_placements
 from dtorch.ir.rules import Inference, infer
 from dtorch.ir.sharding import is_replica_leader
@@ -236,6 +236,11 @@ def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
     assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
     torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+def python_index(index: tuple[IndexEntry, ...]) -> tuple[int | slice | None, ...]:
+    """``index`` as torch takes it on the full tensor (SliceIndex entries as Python slices)."""
+    return tuple(slice(e.start, e.stop, e.step) if isinstance(e, SliceIndex) else e for e in index)
 
 
 #: Meshes the operator tests run on: 1-D, 2-D and 3-D, sizes that divide and that do not.

@@ -8,7 +8,7 @@ import torch
 from dtorch.ir.params import EinsumParam, IndexEntry, RepeatParam, SetItemParam, SliceIndex
 from dtorch.ir.placement import Partial, Replicate, Shard
 from dtorch.ir.scalar import Scalar
-from tests.simulate import MESHES, run_layouts
+from tests.simulate import MESHES, python_index, run_layouts
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -64,10 +64,6 @@ def test_einsum_accepted_set_like_matmul() -> None:
     assert got == {(R, R), (s0, R), (R, s1), (s1, s0), (s1, R), (R, s0), (P, R), (R, P)}
 
 
-def _python(index: tuple[IndexEntry, ...]) -> tuple[int | slice | None, ...]:
-    return tuple(slice(e.start, e.stop, e.step) if isinstance(e, SliceIndex) else e for e in index)
-
-
 _SLOTS: list[tuple[IndexEntry, ...]] = [
     (1,),
     (SliceIndex(2, 7),),
@@ -84,7 +80,7 @@ def test_setitem_number_all_layouts(
 ) -> None:
     t = _randn(8, 4)
     want = t.clone()
-    want[_python(index)] = 2.5
+    want[python_index(index)] = 2.5
     param = SetItemParam(index, Scalar.of(2.5))
     accepted = run_layouts("setitem", param, [t], mesh_shape, [], after=[(0, want)])
     assert len(accepted) == 4 ** len(mesh_shape)  # any layout of t, Partial included
@@ -96,10 +92,10 @@ def test_setitem_tensor_all_layouts(
     index: tuple[IndexEntry, ...], mesh_shape: tuple[int, ...]
 ) -> None:
     t = _randn(8, 4)
-    slot = t[_python(index)].shape
+    slot = t[python_index(index)].shape
     for value in (_randn(*slot), _randn(*slot[1:])):
         want = t.clone()
-        want[_python(index)] = value
+        want[python_index(index)] = value
         param = SetItemParam(index)
         accepted = run_layouts(
             "setitem", param, [t, value], mesh_shape, [], after=[(0, want)], limit=150

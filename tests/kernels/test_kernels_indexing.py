@@ -15,7 +15,7 @@ from dtorch.ir.params import (
     SliceIndex,
 )
 from dtorch.ir.placement import Partial, Replicate, Shard
-from tests.simulate import MESHES, run_layouts
+from tests.simulate import MESHES, python_index, run_layouts
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,10 +25,6 @@ R, P = Replicate(), Partial()
 
 def _randn(*shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=_G)
-
-
-def _python(index: tuple[IndexEntry, ...]) -> tuple[int | slice | None, ...]:
-    return tuple(slice(e.start, e.stop, e.step) if isinstance(e, SliceIndex) else e for e in index)
 
 
 _INDICES: list[tuple[IndexEntry, ...]] = [
@@ -50,7 +46,7 @@ _INDICES: list[tuple[IndexEntry, ...]] = [
 @pytest.mark.parametrize("index", _INDICES)
 def test_getitem_all_layouts(index: tuple[IndexEntry, ...], mesh_shape: tuple[int, ...]) -> None:
     x = _randn(8, 6)
-    want = x[_python(index)]
+    want = x[python_index(index)]
     accepted = run_layouts("getitem", GetItemParam(index), [x], mesh_shape, [want], limit=80)
     assert accepted
 
@@ -59,7 +55,7 @@ def test_getitem_keeps_shards_only_when_still_chunked() -> None:
     x = _randn(8, 6)
 
     def accepted(*index: IndexEntry) -> set[object]:
-        got = run_layouts("getitem", GetItemParam(index), [x], (2,), [x[_python(index)]])
+        got = run_layouts("getitem", GetItemParam(index), [x], (2,), [x[python_index(index)]])
         return {pl[0] for (pl,) in got}
 
     assert Shard(0) in accepted(SliceIndex(2, 6))  # 2:4 and 4:6 are the chunks of 4
