@@ -85,10 +85,6 @@ def with_entry(layout: Layout, mesh_dim: int, kind: int) -> Layout:
     return (*layout[:mesh_dim], (kind, pos), *layout[mesh_dim + 1 :])
 
 
-def has_partial(layout: Layout) -> bool:
-    return any(kind == PARTIAL for kind, _ in layout)
-
-
 def max_local_numel(layout: Layout, shape: Sequence[int], mesh_shape: Sequence[int]) -> int:
     """Elements of the largest local shard: nested ceil-chunks equal one ceil by the product."""
     parts = [1] * len(shape)

@@ -152,16 +152,17 @@ def _across_meshes(
 ) -> Planned:
     """The cheaper of: (equal mesh shapes) plan, then relay; or drop Partial, move pieces."""
     goal = from_placements(dst, dst_mesh.shape)
+    wanted = to_placements(goal, len(shape))
     dims = tuple(dict.fromkeys(_shard_dims(goal, start) + _largest_dim(shape)))
     problem = Problem(shape, src_mesh.shape, dims, frozenset())
     options = []
     if src_mesh.shape == dst_mesh.shape:
         path = _path_on_mesh(shape, src_mesh, start, goal)
-        moves = relay_moves(shape, src_mesh, dst_mesh, to_placements(goal, len(shape)))
+        moves = relay_moves(shape, src_mesh, dst_mesh, wanted)
         options.append(_add_transfer(path, moves, src_mesh, dst_mesh, goal))
     for path in cheapest(problem, start, _partial_free(start, dims)).values():
         ready = to_placements(path[2][-1], len(shape))
-        moves = plan_moves(shape, src_mesh, ready, dst_mesh, to_placements(goal, len(shape)))
+        moves = plan_moves(shape, src_mesh, ready, dst_mesh, wanted)
         options.append(_add_transfer(path, moves, src_mesh, dst_mesh, goal))
     # min keeps the first of equal options: the relay (no reduction), then search order
     _, steps, layouts = min(options, key=lambda option: option[0])
