@@ -28,10 +28,12 @@ Shards = list[torch.Tensor]
 
 
 def clone_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """A fresh copy of the local shard."""
     return [inputs[0].clone()]
 
 
 def cast_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """The local shard converted to ``param.dtype``."""
     param = ctx.param
     assert isinstance(param, CastParam)
     return [inputs[0].to(param.dtype)]

@@ -70,6 +70,7 @@ def local_slice(entry: SliceIndex, count: int, out_offset: int, in_offset: int) 
 
 
 def concat_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``torch.cat`` (or ``torch.stack``) of the local shards along ``param.dim``."""
     param = ctx.param
     assert isinstance(param, ConcatParam)
     fn = torch.stack if param.stack else torch.cat
@@ -77,12 +78,14 @@ def concat_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def chunk_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``torch.chunk`` of the local shard (the rule keeps the chunked dim whole)."""
     param = ctx.param
     assert isinstance(param, ChunkParam)
     return list(torch.chunk(inputs[0], param.chunks, param.dim))
 
 
 def repeat_interleave_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``repeat_interleave`` of the local shard (the rule checked the chunks line up)."""
     param = ctx.param
     assert isinstance(param, RepeatInterleaveParam)
     return [torch.repeat_interleave(inputs[0], param.repeats, param.dim)]

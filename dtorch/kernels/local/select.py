@@ -39,6 +39,7 @@ def where_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def clamp_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``clamp`` of the local shard with the param's number bounds."""
     param = ctx.param
     assert isinstance(param, ClampParam)
     low = None if param.min is None else param.min.value

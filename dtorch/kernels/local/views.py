@@ -62,18 +62,21 @@ def squeeze_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def unsqueeze_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """A new size-1 dim at ``param.dim`` of the local shard."""
     param = ctx.param
     assert isinstance(param, UnsqueezeParam)
     return [inputs[0].unsqueeze(param.dim)]
 
 
 def transpose_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """The local shard with ``param.dim0`` and ``param.dim1`` swapped."""
     param = ctx.param
     assert isinstance(param, TransposeParam)
     return [inputs[0].transpose(param.dim0, param.dim1)]
 
 
 def permute_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """The local shard's dims in ``param.dims`` order."""
     param = ctx.param
     assert isinstance(param, PermuteParam)
     return [inputs[0].permute(param.dims)]
@@ -86,6 +89,7 @@ def expand_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def contiguous_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """The local shard in contiguous memory."""
     return [inputs[0].contiguous()]
 
 
