@@ -97,7 +97,9 @@ def math_dtype(name: str, kind: MathKind, dtype: torch.dtype) -> torch.dtype:
 
 
 @functools.cache
-def _activation(kind: ActivationKind, approximate: str, dtype: torch.dtype) -> _Answer:
+def _activation(
+    kind: ActivationKind, approximate: str, dtype: torch.dtype, default: torch.dtype
+) -> _Answer:
     return _probe(lambda: ACTIVATION[kind](_one(dtype), approximate))
 
 
@@ -105,7 +107,7 @@ def activation_dtype(
     name: str, kind: ActivationKind, approximate: str, dtype: torch.dtype
 ) -> torch.dtype:
     """Result dtype of an Activation operator on ``dtype``."""
-    return _answer(name, _activation(kind, approximate, dtype))
+    return _answer(name, _activation(kind, approximate, dtype, torch.get_default_dtype()))
 
 
 @functools.cache

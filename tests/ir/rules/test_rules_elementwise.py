@@ -104,6 +104,19 @@ def test_default_dtype_is_followed() -> None:
     assert add(a, b, BinaryKind.DIV).outputs[0].dtype == torch.float32
 
 
+def test_int_activation_follows_the_default_dtype() -> None:
+    """sigmoid(int) is a float of torch's default dtype, also after the default changes."""
+    x, sigmoid = op((2,), dtype=torch.int64), ActivationParam(ActivationKind.SIGMOID)
+    assert infer("sigmoid", sigmoid, (x,)).outputs[0].dtype == torch.float32
+    old = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        want = torch.sigmoid(torch.ones(2, dtype=torch.int64)).dtype
+        assert infer("sigmoid", sigmoid, (x,)).outputs[0].dtype == want == torch.float64
+    finally:
+        torch.set_default_dtype(old)
+
+
 def test_broadcast_error_names_operator_and_dims() -> None:
     with pytest.raises(ShapeError, match=r"add: shapes \[2, 3\] x \[4\] do not broadcast"):
         add(op((2, 3)), op((4,), i=2))
