@@ -60,29 +60,8 @@ def check_reduce_dtype(op: ReduceOp, dtype: torch.dtype) -> None:
         )
 
 
-def _accumulate_sum(acc: torch.Tensor, value: torch.Tensor) -> None:
-    acc.add_(value)
-
-
-def _accumulate_max(acc: torch.Tensor, value: torch.Tensor) -> None:
-    torch.maximum(acc, value, out=acc)
-
-
-def _accumulate_min(acc: torch.Tensor, value: torch.Tensor) -> None:
-    torch.minimum(acc, value, out=acc)
-
-
-#: In-place ``acc <- combine(acc, value)`` per op; avg accumulates a sum and divides at the end.
-_ACCUMULATE: dict[ReduceOp, Callable[[torch.Tensor, torch.Tensor], None]] = {
-    ReduceOp.SUM: _accumulate_sum,
-    ReduceOp.AVG: _accumulate_sum,
-    ReduceOp.MAX: _accumulate_max,
-    ReduceOp.MIN: _accumulate_min,
-}
-
-
-#: Out-of-place ``combine(a, b, out=acc)`` per op: the first combination writes the output
-#: directly instead of cloning the first tensor and adding into the clone (one pass fewer).
+#: ``combine(a, b, out=acc)`` per op; avg sums and divides at the end. The first combination
+#: writes the output directly (no clone of the first tensor), the others accumulate in place.
 _COMBINE: dict[ReduceOp, Callable[..., torch.Tensor]] = {
     ReduceOp.SUM: torch.add,
     ReduceOp.AVG: torch.add,
@@ -101,10 +80,10 @@ def reduce_tensors(
     if len(tensors) == 1:
         acc.copy_(first)
     else:
-        _COMBINE[op](first.to(acc.device), tensors[1].to(acc.device), out=acc)
-    accumulate = _ACCUMULATE[op]
-    for value in tensors[2:]:
-        accumulate(acc, value.to(acc.device))
+        combine = _COMBINE[op]
+        combine(first.to(acc.device), tensors[1].to(acc.device), out=acc)
+        for value in tensors[2:]:
+            combine(acc, value.to(acc.device), out=acc)
     finish_average(acc, op, len(tensors))
     return acc
 
