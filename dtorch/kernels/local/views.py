@@ -38,17 +38,11 @@ from dtorch.kernels.base import KernelContext, LocalKernel
 Shards = list[torch.Tensor]
 
 
-def view_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``view`` to the output's local shape. dtorch values have no user-visible strides
-    (``Tensor.is_contiguous()`` is always True), so a local shard that torch could not view
-    without a copy (e.g. after a transpose) is reshaped instead of failing on the device."""
-    local = inputs[0]
-    shape = ctx.outputs[0].local_shape(device)
-    return [local.view(shape) if local.is_contiguous() else local.reshape(shape)]
-
-
 def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``reshape``/``flatten`` to the output's local shape (a view where torch makes one)."""
+    """``view``/``reshape``/``flatten`` to the output's local shape: a view where torch makes
+    one. dtorch values have no user-visible strides (``Tensor.is_contiguous()`` is always
+    True), so ``view`` of a shard that torch could not view without a copy (e.g. after a
+    transpose) copies instead of failing on the device."""
     return [inputs[0].reshape(ctx.outputs[0].local_shape(device))]
 
 
@@ -94,7 +88,7 @@ def contiguous_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards
 
 
 KERNELS: dict[OpKind, LocalKernel] = {
-    OpKind.View: view_kernel,
+    OpKind.View: reshape_kernel,
     OpKind.Reshape: reshape_kernel,
     OpKind.Flatten: reshape_kernel,
     OpKind.Squeeze: squeeze_kernel,
