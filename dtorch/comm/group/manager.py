@@ -26,6 +26,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from types import TracebackType
 
 from dtorch.comm.group.backend import GroupBackend, GroupInfo
@@ -198,17 +199,14 @@ def _open_torch(
     return TorchDistBackend(info, manager._rendezvous_path(key))
 
 
-def _open_memory(
-    manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
+def _open_same_device(
+    store_kind: StoreKind,
+    manager: ThreadGroupManager,
+    key: GroupKey,
+    info: GroupInfo,
+    callers: _Callers,
 ) -> GroupBackend:
-    opener = manager._store_opener(StoreKind.MEMORY, key)
-    return SameDeviceBackend(info, callers, opener, manager.buffers.empty)
-
-
-def _open_file(
-    manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
-) -> GroupBackend:
-    opener = manager._store_opener(StoreKind.FILE, key)
+    opener = manager._store_opener(store_kind, key)
     return SameDeviceBackend(info, callers, opener, manager.buffers.empty)
 
 
@@ -218,6 +216,6 @@ _OPENERS: dict[
     Callable[[ThreadGroupManager, GroupKey, GroupInfo, _Callers], GroupBackend],
 ] = {
     BackendKind.TORCH_DISTRIBUTED: _open_torch,
-    BackendKind.STORE_MEMORY: _open_memory,
-    BackendKind.STORE_FILE: _open_file,
+    BackendKind.STORE_MEMORY: partial(_open_same_device, StoreKind.MEMORY),
+    BackendKind.STORE_FILE: partial(_open_same_device, StoreKind.FILE),
 }
