@@ -10,6 +10,7 @@ sliced by torch.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -143,14 +144,9 @@ def run_and_check(
 def meshes(draw: st.DrawFn, min_ndim: int = 0) -> DeviceMesh:
     ndim = draw(st.integers(min_ndim, 3))
     shape = tuple(draw(st.lists(st.integers(1, 3), min_size=ndim, max_size=ndim)))
-    n = 1
-    for s in shape:
-        n *= s
-    if n > 12:
+    if math.prod(shape) > 12:
         shape = tuple(min(s, 2) for s in shape)
-        n = 1
-        for s in shape:
-            n *= s
+    n = math.prod(shape)
     ids = draw(st.lists(st.integers(0, 15), min_size=n, max_size=n, unique=True))
     return DeviceMesh.from_ids("cpu", shape, ids)
 
