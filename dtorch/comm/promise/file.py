@@ -124,7 +124,7 @@ class ShmCell:
             raise CommError(f"{self.name!r} is a {other} promise, not a {wanted} promise")
 
     def _deadline(self) -> float:
-        return _now() + GlobalOption.get_comm_timeout_second()
+        return time.monotonic() + GlobalOption.get_comm_timeout_second()
 
     def settle(self, value: torch.Tensor | None, error: BaseException | None) -> None:
         with self._guard, self._lock.held(self._deadline(), f"promise {self.name!r}"):
@@ -166,9 +166,9 @@ class ShmCell:
         if self.is_ready():
             return True
         wake = self._register()
-        deadline = _now() + max(0.0, timeout_s)
+        deadline = time.monotonic() + max(0.0, timeout_s)
         while not self.is_ready():
-            remaining = deadline - _now()
+            remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
             wake.wait(remaining)  # never drained: the one wake byte means "set" to everyone
@@ -291,7 +291,3 @@ def _release(name: str, fd: int, header: mmap.mmap, owner: bool, wakes: list[Wak
     os.close(fd)
     for wake in wakes:
         wake.close()
-
-
-def _now() -> float:
-    return time.monotonic()
