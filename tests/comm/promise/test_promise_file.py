@@ -35,6 +35,7 @@ from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import PromiseHandle
 from dtorch.options import GlobalOption
 from dtorch.serialization import serialize
+from tests.comm.promise.awaiting import await_counting_ticks
 from tests.comm.seeded_tensors import make_tensor
 from tests.process_pool import Job, kill_process, start_process
 
@@ -154,17 +155,8 @@ def test_callbacks_and_await_from_a_setting_thread(namespace):
     future.add_done_callback(lambda f: called.set() if f.is_ready() else None)
 
     async def main():
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
-            while not future.is_ready():
-                ticks += 1
-                await asyncio.sleep(0.005)
-
         threading.Timer(0.1, lambda: setter.set_value(torch.arange(3))).start()
-        value, _ = await asyncio.gather(future, ticker())
-        return value, ticks
+        return await await_counting_ticks(future, future.is_ready)
 
     value, ticks = asyncio.run(main())
     assert value.tolist() == [0, 1, 2] and ticks >= 5
@@ -207,19 +199,8 @@ def test_void_futures_from_two_processes_collected_and_awaited(namespace, proces
     collect = VoidFutureCollect([future for _, future in pairs])
     run = process_pool.start([Job(set_void, (serialize(p.handle), 0.3)) for p, _ in pairs])
 
-    async def main():
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
-            while not collect.is_ready():
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        await asyncio.gather(collect, ticker())
-        return ticks
-
-    assert asyncio.run(main()) >= 5
+    _, ticks = asyncio.run(await_counting_ticks(collect, collect.is_ready, pause_s=0.01))
+    assert ticks >= 5
     assert run.results(timeout_s=30) == [0, 0]
     assert collect.get(timeout_s=0) is None
 

@@ -21,6 +21,7 @@ from dtorch.errors import CommError, FutureTimeoutError, KernelError
 from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import PromiseHandle
 from dtorch.options import GlobalOption
+from tests.comm.promise.awaiting import await_counting_ticks
 
 pytestmark = pytest.mark.timeout(30)
 MEMORY = PromiseKind.MEMORY
@@ -125,17 +126,8 @@ def test_await_does_not_block_the_event_loop():
     value = torch.arange(5)
 
     async def main():
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
-            while not future.is_ready():
-                ticks += 1
-                await asyncio.sleep(0.005)
-
         _later(0.1, lambda: promise.set_value(value))
-        got, _ = await asyncio.gather(future, ticker())
-        return got, ticks
+        return await await_counting_ticks(future, future.is_ready)
 
     got, ticks = asyncio.run(main())
     assert got is value
