@@ -45,7 +45,7 @@ def allreduce(kind: str, ns_id: str, key: str, world: int, rank: int, rounds: in
     with open_for(kind, ns_id, key, world, rank) as store:
         for round_index in range(rounds):
             mine = make_tensor(dtype_code(torch.float32), (33,), 100 * round_index + rank)
-            results.append(_allreduce_once(store, mine).tolist())
+            results.append(allreduce_once(store, mine).tolist())
             store.reset()
     return results
 
@@ -59,7 +59,9 @@ def expected_allreduce(world: int, rounds: int) -> list:
     ]
 
 
-def _allreduce_once(store: TensorStore, mine: torch.Tensor) -> torch.Tensor:
+def allreduce_once(store: TensorStore, mine: torch.Tensor) -> torch.Tensor:
+    """The spec's all-reduce through one store: rank 0 sums every rank's tensor and sets the
+    result for the others (the caller resets the store before the next round)."""
     rank, world = store.rank, store.world_size
     store.src_set(str(rank), mine, get_count=1)
     if rank == 0:
@@ -76,6 +78,18 @@ def _allreduce_once(store: TensorStore, mine: torch.Tensor) -> torch.Tensor:
     total = store.dest_get("result").clone()
     store.dest_finish_get("result")
     return total
+
+
+def hand_over_rank(store: TensorStore, rank: int) -> int | None:
+    """Participant ``rank % 2`` of a two-participant store: the even one sets its ``rank``
+    under "k", the odd one returns what it reads there (isolation tests: who met whom)."""
+    if rank % 2 == 0:
+        store.src_set("k", torch.tensor([rank]), 1)
+        store.src_wait_until_get_finished("k")
+        return None
+    value = int(store.dest_get("k"))
+    store.dest_finish_get("k")
+    return value
 
 
 def broadcast_check(

@@ -14,6 +14,7 @@ from store_scenarios import (
     broadcast_check,
     expected_allreduce,
     gather_check,
+    hand_over_rank,
     open_for,
     open_with_timeout,
     wait_times_out,
@@ -120,13 +121,7 @@ def test_same_key_in_two_namespaces_is_two_stores(kind, namespace, threads):
     def rank_fn(rank: int):
         ns, k = (namespace, kind) if rank < 2 else (other, other_kind)
         with open_for(k, ns.instance_id, "shared-key", 2, rank % 2) as store:
-            if rank % 2 == 0:
-                store.src_set("k", torch.tensor([rank]), 1)
-                store.src_wait_until_get_finished("k")
-                return None
-            value = int(store.dest_get("k"))
-            store.dest_finish_get("k")
-            return value
+            return hand_over_rank(store, rank)
 
     assert threads(4, rank_fn) == [None, 0, None, 2]
     assert other.leftovers() == []

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import torch
+from store_scenarios import allreduce_once, hand_over_rank
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import StoreKind, open_store
@@ -67,20 +68,7 @@ def test_allreduce_pattern_from_the_spec(threads):
 
     def rank_fn(rank: int):
         with _open("allreduce", world, rank) as store:
-            store.src_set(str(rank), inputs[rank], get_count=1)
-            if rank == 0:
-                result = store.dest_get("0").clone()
-                store.dest_finish_get("0")
-                for other in range(1, world):
-                    result += store.dest_get(str(other))
-                    store.dest_finish_get(str(other))
-            store.src_wait_until_get_finished(str(rank))
-            if rank == 0:
-                store.src_set("result", result, get_count=world - 1)
-                store.src_wait_until_get_finished("result")
-            else:
-                result = store.dest_get("result").clone()
-                store.dest_finish_get("result")
+            result = allreduce_once(store, inputs[rank])
             store.reset()
             return result
 
@@ -165,13 +153,7 @@ def test_namespaces_with_the_same_key_are_isolated(threads):
     def rank_fn(rank: int):
         ns = first if rank < 2 else second
         with _open("same-key", 2, rank % 2, ns) as store:
-            if rank % 2 == 0:
-                store.src_set("k", torch.tensor([rank]), 1)
-                store.src_wait_until_get_finished("k")
-                return None
-            value = int(store.dest_get("k"))
-            store.dest_finish_get("k")
-            return value
+            return hand_over_rank(store, rank)
 
     assert threads(4, rank_fn) == [None, 0, None, 2]
 
