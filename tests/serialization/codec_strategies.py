@@ -34,7 +34,6 @@ from dtorch.serialization.fields import (
 
 NoneType = type(None)
 INT64 = st.integers(-(2**63), 2**63 - 1)
-SMALL = st.integers(-8, 64)
 _PRIMS: dict[type, st.SearchStrategy[Any]] = {
     int: INT64,
     bool: st.booleans(),
@@ -43,8 +42,6 @@ _PRIMS: dict[type, st.SearchStrategy[Any]] = {
     bytes: st.binary(max_size=12),
     NoneType: st.none(),
 }
-
-shapes = st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple)
 
 
 @st.composite
