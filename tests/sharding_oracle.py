@@ -15,16 +15,13 @@ import torch
 
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
-from dtorch.ir.sharding import ShardSpec, shard_spec
+from dtorch.ir.sharding import device_shard
 
 Locals = dict[int, torch.Tensor]
 
 
-def spec(
-    shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[Placement], device: int
-) -> ShardSpec:
-    """The box of the full tensor that ``device`` holds under ``placements`` on ``mesh``."""
-    return shard_spec(shape, mesh.shape, placements, mesh.coordinate_of(device))
+#: The box of the full tensor that ``device`` holds under ``placements`` on ``mesh``.
+spec = device_shard
 
 
 def distribute(

@@ -25,7 +25,7 @@ import torch
 
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, format_placements
-from dtorch.ir.sharding import ShardSpec, shard_spec
+from dtorch.ir.sharding import ShardSpec, device_shard
 from dtorch.ir.span import Span
 
 if TYPE_CHECKING:
@@ -65,9 +65,7 @@ class Operand:
 
     def shard(self, device_id: int) -> ShardSpec:
         """Where ``device_id``'s shard lies in the full tensor."""
-        return shard_spec(
-            self.shape, self.mesh.shape, self.placements, self.mesh.coordinate_of(device_id)
-        )
+        return device_shard(self.shape, self.mesh, self.placements, device_id)
 
     def local_shape(self, device_id: int) -> tuple[int, ...]:
         return self.shard(device_id).shape

@@ -19,8 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dtorch.ir.placement import Placement, Shard, shard_order
+
+if TYPE_CHECKING:
+    from dtorch.ir.mesh import DeviceMesh
 
 
 def chunk_bounds(size: int, parts: int, index: int) -> tuple[int, int]:
@@ -81,6 +85,19 @@ def shard_spec(
     local, offset = local_shape_and_offset(shape, mesh_shape, placements, coordinate)
     owner = all(c == 0 for c, p in zip(coordinate, placements, strict=True) if p.is_partial())
     return ShardSpec(local, offset, owner)
+
+
+def device_shard(
+    shape: Sequence[int], mesh: DeviceMesh, placements: Sequence[Placement], device: int
+) -> ShardSpec:
+    """The ShardSpec of device ``device`` of ``mesh`` (MeshError if it is not in the mesh).
+
+    Example:
+        >>> from dtorch.ir.mesh import init_device_mesh
+        >>> device_shard((5,), init_device_mesh("cpu", 2), (Shard(0),), 1).offset
+        (3,)
+    """
+    return shard_spec(shape, mesh.shape, placements, mesh.coordinate_of(device))
 
 
 def is_replica_leader(placements: Sequence[Placement], coordinate: Sequence[int]) -> bool:

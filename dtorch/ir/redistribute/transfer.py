@@ -31,16 +31,10 @@ from dataclasses import dataclass
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
 from dtorch.ir.redistribute.steps import Move
-from dtorch.ir.sharding import ShardSpec, shard_spec
+from dtorch.ir.sharding import ShardSpec, device_shard
 
 Interval = tuple[int, int]
 Box = tuple[tuple[int, ...], tuple[int, ...]]
-
-
-def _spec(
-    shape: tuple[int, ...], mesh: DeviceMesh, layout: Sequence[Placement], device: int
-) -> ShardSpec:
-    return shard_spec(shape, mesh.shape, layout, mesh.coordinate_of(device))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +52,7 @@ class _Sources:
     ) -> _Sources:
         boxes: dict[Box, list[int]] = {}
         for device in mesh.device_ids:  # row-major, so replica lists are in mesh order
-            spec = _spec(shape, mesh, layout, device)
+            spec = device_shard(shape, mesh, layout, device)
             boxes.setdefault((spec.offset, spec.shape), []).append(device)
         intervals = [
             sorted({(start[d], size[d]) for start, size in boxes if size[d] > 0})
@@ -114,7 +108,7 @@ def plan_moves(
     sources = _Sources.of(shape, src_mesh, src, src_mesh.device_type == dst_mesh.device_type)
     moves: list[Move] = []
     for rank, device in enumerate(dst_mesh.device_ids):
-        spec = _spec(shape, dst_mesh, dst, device)
+        spec = device_shard(shape, dst_mesh, dst, device)
         if spec.partial_owner and all(spec.shape):
             moves += sources.moves_into(spec, device, rank)
     return tuple(moves)
@@ -127,7 +121,7 @@ def relay_moves(
     coordinate of an equally shaped mesh; the layout stays the same."""
     moves = []
     for src_device, dst_device in zip(src_mesh.device_ids, dst_mesh.device_ids, strict=True):
-        spec = _spec(shape, src_mesh, layout, src_device)
+        spec = device_shard(shape, src_mesh, layout, src_device)
         if all(spec.shape):
             moves.append(Move(src_device, dst_device, spec.offset, spec.shape))
     return tuple(moves)

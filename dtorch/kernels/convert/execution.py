@@ -29,7 +29,7 @@ import torch
 from dtorch.errors import KernelError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.redistribute import RedistributePlan
-from dtorch.ir.sharding import ShardSpec, shard_spec
+from dtorch.ir.sharding import ShardSpec, device_shard
 
 if TYPE_CHECKING:
     from dtorch.comm.group import ThreadGroup, ThreadGroupManager
@@ -50,9 +50,7 @@ class Execution:
     def spec(self, index: int, device: int) -> ShardSpec:
         """Where ``device``'s local value lies in ``plan.layouts[index]``."""
         mesh = self.plan.mesh_before(index)
-        return shard_spec(
-            self.plan.shape, mesh.shape, self.plan.layouts[index], mesh.coordinate_of(device)
-        )
+        return device_shard(self.plan.shape, mesh, self.plan.layouts[index], device)
 
     def held(self, mesh: DeviceMesh) -> tuple[int, ...]:
         """The devices of ``mesh`` this caller holds, in mesh order."""
