@@ -60,8 +60,11 @@ class KernelContext:
         return self.operator.param
 
 
+#: One device's shards of a kernel's inputs or outputs, in operand order.
+Shards = list[torch.Tensor]
+
 #: One device's outputs from its inputs: ``kernel(ctx, device_id, inputs) -> outputs``.
-LocalKernel = Callable[[KernelContext, int, list[torch.Tensor]], list[torch.Tensor]]
+LocalKernel = Callable[[KernelContext, int, Shards], Shards]
 
 #: Every local device at once: ``kernel(ctx, {device: inputs}) -> {device: outputs}``. A device
 #: that holds no shard of an input or output gets an empty list there.

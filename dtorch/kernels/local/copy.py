@@ -18,13 +18,9 @@ Example:
 
 from __future__ import annotations
 
-import torch
-
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import CastParam
-from dtorch.kernels.base import KernelContext, LocalKernel
-
-Shards = list[torch.Tensor]
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
 def clone_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

@@ -34,9 +34,8 @@ from dtorch.ir.params import (
     SliceIndex,
 )
 from dtorch.ir.rules.indexing import plan_index
-from dtorch.kernels.base import KernelContext, LocalKernel
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
-Shards = list[torch.Tensor]
 _Index = int | slice | None
 
 

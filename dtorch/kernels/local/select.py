@@ -23,9 +23,7 @@ import torch
 from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import ClampParam, MaskedParam, WhereParam
 from dtorch.ir.rules.torch_ops import scalar_tensor
-from dtorch.kernels.base import KernelContext, LocalKernel
-
-Shards = list[torch.Tensor]
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
 def where_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

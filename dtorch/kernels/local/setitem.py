@@ -29,10 +29,9 @@ from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import SetItemParam, SliceIndex
 from dtorch.ir.placement import Partial, Replicate
 from dtorch.ir.rules.indexing import plan_index, sliced_range
-from dtorch.kernels.base import KernelContext, LocalKernel
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 from dtorch.kernels.local.indexing import local_slice
 
-Shards = list[torch.Tensor]
 _Index = int | slice | None
 
 

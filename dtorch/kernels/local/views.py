@@ -33,9 +33,7 @@ from dtorch.ir.params import (
     TransposeParam,
     UnsqueezeParam,
 )
-from dtorch.kernels.base import KernelContext, LocalKernel
-
-Shards = list[torch.Tensor]
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
 def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
