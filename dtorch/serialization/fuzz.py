@@ -51,10 +51,12 @@ def random_bytes(rng: random.Random, payload: bytes) -> bytes:
 
 
 def truncate(rng: random.Random, payload: bytes) -> bytes:
+    """The payload cut short at a random byte."""
     return payload[: rng.randrange(0, len(payload))]
 
 
 def flip_bits(rng: random.Random, payload: bytes) -> bytes:
+    """One, two or eight random bits of the payload flipped (the frame included)."""
     data = bytearray(payload)
     for _ in range(rng.choice((1, 1, 2, 8))):
         position = rng.randrange(len(data))

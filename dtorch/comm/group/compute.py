@@ -67,18 +67,21 @@ def all_reduce_outputs(
     ranks: Sequence[int],
     empty: EmptyFn = torch_empty,
 ) -> RankTensors:
+    """Each held rank's copy of the reduction of all tensors."""
     return fan_out(reduce_tensors(tensors, op, _like(tensors[0], empty)), ranks, empty)
 
 
 def all_gather_outputs(
     tensors: Sequence[torch.Tensor], dim: int, ranks: Sequence[int], empty: EmptyFn = torch_empty
 ) -> RankTensors:
+    """Each held rank's copy of all tensors concatenated along ``dim``."""
     return fan_out(_cat(tensors, dim, empty), ranks, empty)
 
 
 def all_gather_list_outputs(
     tensors: Sequence[torch.Tensor], ranks: Sequence[int], empty: EmptyFn = torch_empty
 ) -> dict[int, list[torch.Tensor]]:
+    """Each held rank's own copies of all tensors, in rank order."""
     return {r: [_like(t, empty).copy_(t) for t in tensors] for r in ranks}
 
 
@@ -89,6 +92,7 @@ def reduce_scatter_outputs(
     ranks: Sequence[int],
     empty: EmptyFn = torch_empty,
 ) -> RankTensors:
+    """For each held rank r: the reduction of every tensor's chunk r along ``dim``."""
     return _per_rank(
         tensors, dim, ranks, lambda pieces: reduce_tensors(pieces, op, _like(pieces[0], empty))
     )
@@ -101,10 +105,13 @@ def all_to_all_outputs(
     ranks: Sequence[int],
     empty: EmptyFn = torch_empty,
 ) -> RankTensors:
+    """For each held rank r: every tensor's chunk r along ``dst_dim``, concatenated along
+    ``src_dim``."""
     return _per_rank(tensors, dst_dim, ranks, lambda pieces: _cat(pieces, src_dim, empty))
 
 
 def broadcast_outputs(
     value: torch.Tensor, ranks: Sequence[int], empty: EmptyFn = torch_empty
 ) -> RankTensors:
+    """Each held rank's own copy of ``value``."""
     return {r: _like(value, empty).copy_(value) for r in ranks}
