@@ -13,7 +13,7 @@ Example:
     >>> from dtorch.ir.params import BroadcastBinaryParam
     >>> from dtorch.ir.scalar import Scalar
     >>> from dtorch.ir.span import Span
-    >>> from dtorch.kernels.base import KernelContext, Shards
+    >>> from dtorch.kernels.base import KernelContext
     >>> x = Operand(1, (2,), torch.float32, DeviceMesh("cpu"), ())
     >>> param = BroadcastBinaryParam(BinaryKind.SUB, Scalar.of(1), scalar_first=True)
     >>> op = Operator(3, "rsub_3", param, (1,), (2,), Span.unknown())
@@ -27,7 +27,7 @@ from __future__ import annotations
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
 from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, binary_with_scalar
-from dtorch.kernels.base import KernelContext, LocalKernel
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
 def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

@@ -11,7 +11,7 @@ Example:
     >>> from dtorch.ir.operator import Operand, Operator
     >>> from dtorch.ir.params import EinsumParam, MatmulParam
     >>> from dtorch.ir.span import Span
-    >>> from dtorch.kernels.base import KernelContext, Shards
+    >>> from dtorch.kernels.base import KernelContext
     >>> a = Operand(1, (2, 2), torch.float32, DeviceMesh("cpu"), ())
     >>> op = Operator(3, "matmul_3", MatmulParam(trans_b=True), (1, 1), (2,), Span.unknown())
     >>> matmul_kernel(KernelContext(op, (a, a), (a,), (0,)), 0, [torch.eye(2), torch.ones(2, 2)])
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import EinsumParam, MatmulParam
 from dtorch.ir.placement import Partial
-from dtorch.kernels.base import KernelContext, LocalKernel
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
 def _t(x: torch.Tensor, swap: bool) -> torch.Tensor:

@@ -12,7 +12,7 @@ Example:
     >>> from dtorch.ir.params import ReduceParam
     >>> from dtorch.ir.placement import Partial, Shard
     >>> from dtorch.ir.span import Span
-    >>> from dtorch.kernels.base import KernelContext, Shards
+    >>> from dtorch.kernels.base import KernelContext
     >>> mesh = init_device_mesh("cpu", 2)
     >>> x = Operand(1, (4,), torch.float32, mesh, (Shard(0),))
     >>> y = Operand(2, (), torch.float32, mesh, (Partial(),))
@@ -33,7 +33,7 @@ from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
 from dtorch.ir.placement import Shard
 from dtorch.ir.rules.reduce import reduce_plan
 from dtorch.ir.rules.torch_ops import REDUCE
-from dtorch.kernels.base import KernelContext, LocalKernel
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
 def reduce_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
