@@ -17,53 +17,9 @@ import sys
 import time
 from collections import Counter
 
-import torch
-
 from dtorch.errors import DeserializationError
-from dtorch.ir.mesh import init_device_mesh
-from dtorch.ir.operator import ExecuteBatch, Operand, Operator
-from dtorch.ir.opkind import BinaryKind, CreateKind, ReduceKind
-from dtorch.ir.params import (
-    BroadcastBinaryParam,
-    ConvertParam,
-    CreateParam,
-    GetItemParam,
-    ReduceParam,
-    SliceIndex,
-)
-from dtorch.ir.placement import Partial, Replicate, Shard
-from dtorch.ir.scalar import Scalar
-from dtorch.ir.span import Span
-from dtorch.serialization import deserialize, serialize
-from dtorch.serialization.fuzz import MUTATORS
-
-
-def samples() -> list[bytes]:
-    """Valid payloads covering every part of the format."""
-    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
-    line = init_device_mesh("cpu", 4)
-    span = Span("model.py", 7, 3)
-    layout = (Shard(0), Replicate())
-    params = [
-        CreateParam(CreateKind.RANDN, (8, 4), torch.float32, mesh, layout, (), None, None),
-        BroadcastBinaryParam(BinaryKind.ADD, Scalar.of(0.5), True),
-        ReduceParam(ReduceKind.SUM, (1,), True, torch.float64),
-        ConvertParam(line, (Partial(),)),
-        GetItemParam((SliceIndex(0, 4, 2), 1, None)),
-    ]
-    operators = tuple(
-        Operator(i, f"op_{i}", params[i % len(params)], (i,), (i + 1,), span) for i in range(10)
-    )
-    operands = tuple(Operand(i + 1, (8, 4), torch.float32, mesh, layout) for i in range(10))
-    generator = torch.Generator().manual_seed(7)
-    return [
-        serialize(ExecuteBatch(operators, operands, (1, 2))),
-        serialize(
-            [torch.arange(12, dtype=torch.bfloat16).reshape(3, 4), generator, torch.ones(())]
-        ),
-        serialize({"mesh": mesh, "again": mesh, "nested": [[1, 2.5], ("x", b"y", None)]}),
-        serialize(Span("f.py", 1, 2)),
-    ]
+from dtorch.serialization import deserialize
+from dtorch.serialization.fuzz import MUTATORS, sample_payloads
 
 
 def one_case(seed: int, index: int, payloads: list[bytes]) -> tuple[str, bytes]:
@@ -90,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--replay", type=int, default=None, help="run one case and show it")
     args = parser.parse_args(argv)
-    payloads = samples()
+    payloads = sample_payloads()
     if args.replay is not None:
         name, data = one_case(args.seed, args.replay, payloads)
         print(f"case {args.replay} ({name}), {len(data)} bytes: {data[:256].hex()}")

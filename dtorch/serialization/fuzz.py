@@ -1,10 +1,11 @@
 """Payload mutators for robustness tests: malformed inputs built from valid payloads.
 
 Used by ``tests/serialization`` (bounded, in CI) and ``benchmarks/fuzz_codec.py`` (long
-campaigns). Each mutator takes a seeded ``random.Random`` and a valid payload and returns
-bytes that ``deserialize`` must turn into a value or a DeserializationError - nothing else.
-Mutating the MessagePack document itself and re-framing it with correct sizes gets past the
-frame checks, so the deeper validation (types, references, columns) is exercised too.
+campaigns), both starting from ``sample_payloads()``. Each mutator takes a seeded
+``random.Random`` and a valid payload and returns bytes that ``deserialize`` must turn into a
+value or a DeserializationError - nothing else. Mutating the MessagePack document itself and
+re-framing it with correct sizes gets past the frame checks, so the deeper validation (types,
+references, columns) is exercised too.
 
 Example:
     >>> import random
@@ -22,8 +23,25 @@ from collections.abc import Callable
 from typing import Any
 
 import msgpack
+import torch
 
+from dtorch.ir.mesh import DeviceMesh, init_device_mesh
+from dtorch.ir.operator import ExecuteBatch, Operand, Operator
+from dtorch.ir.opkind import BinaryKind, CreateKind, ReduceKind
+from dtorch.ir.params import (
+    BroadcastBinaryParam,
+    ConvertParam,
+    CreateParam,
+    GetItemParam,
+    OpParam,
+    ReduceParam,
+    SliceIndex,
+)
+from dtorch.ir.placement import Partial, Replicate, Shard
+from dtorch.ir.scalar import Scalar
+from dtorch.ir.span import Span
 from dtorch.serialization.wire import FORMAT_VERSION, MAGIC, frame, unframe
+from dtorch.serialization.writer import serialize_value
 
 Mutator = Callable[[random.Random, bytes], bytes]
 
@@ -164,3 +182,54 @@ MUTATORS: dict[str, Mutator] = {
 def mutate(rng: random.Random, payload: bytes) -> bytes:
     """One random mutation of ``payload``."""
     return MUTATORS[rng.choice(sorted(MUTATORS))](rng, payload)
+
+
+def sample_payloads() -> list[bytes]:
+    """Valid payloads covering every part of the format, for the mutators to start from: two
+    ExecuteBatches (params of several kinds, shared meshes, spans and layouts), tensors of
+    several dtypes with a generator, containers of every native type, and a lone record."""
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    span = Span("model.py", 3, 1)
+    values: list[Any] = [_three_operators(mesh, span), _ten_operators(mesh, span)]
+    values += [
+        {"t": torch.arange(6, dtype=torch.int16).reshape(2, 3), "g": _generator(0)},
+        [torch.arange(12, dtype=torch.bfloat16).reshape(3, 4), _generator(7), torch.ones(())],
+        [[1, 2.5, "x", b"y", None], (mesh, mesh), {"k": [span]}],
+        {"mesh": mesh, "again": mesh, "nested": [[1, 2.5], ("x", b"y", None)]},
+        Span("f.py", 1, 2),
+    ]
+    return [serialize_value(value) for value in values]
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _three_operators(mesh: DeviceMesh, span: Span) -> ExecuteBatch:
+    """A Create with a fill value, a Mul by a scalar and a GetItem with slices."""
+    layout = (Shard(0), Replicate())
+    create = CreateParam(CreateKind.FULL, (4, 4), torch.float32, mesh, layout, (1.5,))
+    ops = (
+        Operator(1, "full_1", create, (), (1,), span),
+        Operator(2, "mul_2", BroadcastBinaryParam(BinaryKind.MUL, Scalar.of(2)), (1,), (2,), span),
+        Operator(3, "get_3", GetItemParam((SliceIndex(0, 2), 1, None)), (2,), (3,), span),
+    )
+    operands = tuple(Operand(i, (4, 4), torch.float32, mesh, layout) for i in (1, 2, 3))
+    return ExecuteBatch(ops, operands, (1,))
+
+
+def _ten_operators(mesh: DeviceMesh, span: Span) -> ExecuteBatch:
+    """Five param kinds in turn over two meshes, one span and one layout shared by all."""
+    layout = (Shard(0), Replicate())
+    params: list[OpParam] = [
+        CreateParam(CreateKind.RANDN, (8, 4), torch.float32, mesh, layout, (), None, None),
+        BroadcastBinaryParam(BinaryKind.ADD, Scalar.of(0.5), True),
+        ReduceParam(ReduceKind.SUM, (1,), True, torch.float64),
+        ConvertParam(init_device_mesh("cpu", 4), (Partial(),)),
+        GetItemParam((SliceIndex(0, 4, 2), 1, None)),
+    ]
+    operators = tuple(
+        Operator(i, f"op_{i}", params[i % len(params)], (i,), (i + 1,), span) for i in range(10)
+    )
+    operands = tuple(Operand(i + 1, (8, 4), torch.float32, mesh, layout) for i in range(10))
+    return ExecuteBatch(operators, operands, (1, 2))

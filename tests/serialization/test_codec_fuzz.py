@@ -11,46 +11,19 @@ import tracemalloc
 from typing import Any
 
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dtorch.errors import DeserializationError
-from dtorch.ir.mesh import init_device_mesh
-from dtorch.ir.operator import ExecuteBatch, Operand, Operator
-from dtorch.ir.opkind import BinaryKind, CreateKind
-from dtorch.ir.params import BroadcastBinaryParam, CreateParam, GetItemParam, SliceIndex
-from dtorch.ir.placement import Replicate, Shard
-from dtorch.ir.scalar import Scalar
-from dtorch.ir.span import Span
-from dtorch.serialization import deserialize, serialize
-from dtorch.serialization.fuzz import MUTATORS, reframe, split
+from dtorch.serialization import deserialize
+from dtorch.serialization.fuzz import MUTATORS, reframe, sample_payloads, split
 
 _SETTINGS = settings(
     max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck)
 )
 
 
-def _samples() -> list[bytes]:
-    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
-    span = Span("model.py", 3, 1)
-    layout = (Shard(0), Replicate())
-    create = CreateParam(CreateKind.FULL, (4, 4), torch.float32, mesh, layout, (1.5,))
-    ops = (
-        Operator(1, "full_1", create, (), (1,), span),
-        Operator(2, "mul_2", BroadcastBinaryParam(BinaryKind.MUL, Scalar.of(2)), (1,), (2,), span),
-        Operator(3, "get_3", GetItemParam((SliceIndex(0, 2), 1, None)), (2,), (3,), span),
-    )
-    operands = tuple(Operand(i, (4, 4), torch.float32, mesh, layout) for i in (1, 2, 3))
-    generator = torch.Generator().manual_seed(0)
-    return [
-        serialize(ExecuteBatch(ops, operands, (1,))),
-        serialize({"t": torch.arange(6, dtype=torch.int16).reshape(2, 3), "g": generator}),
-        serialize([[1, 2.5, "x", b"y", None], (mesh, mesh), {"k": [span]}]),
-    ]
-
-
-SAMPLES = _samples()
+SAMPLES = sample_payloads()
 
 
 def check(data: Any) -> None:
