@@ -37,8 +37,8 @@ def check_inputs(info: GroupInfo, inputs: object, collective: str) -> RankTensor
     tensors = {r: inputs[r] for r in info.ranks}
     for rank, tensor in tensors.items():
         _check_tensor(info, rank, tensor, collective)
-    _check_common(info, tensors, "dtype", collective)
-    _check_common(info, tensors, "ndim", collective)
+    _check_common(info, {r: t.dtype for r, t in tensors.items()}, "dtype", collective)
+    _check_common(info, {r: t.ndim for r, t in tensors.items()}, "ndim", collective)
     return cast(RankTensors, tensors)
 
 
@@ -71,23 +71,18 @@ def _check_tensor(info: GroupInfo, rank: int, tensor: object, collective: str) -
         )
 
 
-def _check_common(info: GroupInfo, tensors: RankTensors, attr: str, collective: str) -> None:
-    values = {r: getattr(t, attr) for r, t in tensors.items()}
+def _check_common(info: GroupInfo, values: dict[int, object], what: str, collective: str) -> None:
+    """Every held rank's ``what`` (``values``, by rank) is the same."""
     if len(set(values.values())) > 1:
         raise CommError(
-            f"{collective} on {info}: the ranks' tensors differ in {attr}: {values}; "
-            f"every rank must pass the same {attr}"
+            f"{collective} on {info}: the ranks' tensors differ in {what}: {values}; "
+            f"every rank must pass the same {what}"
         )
 
 
 def check_same_shape(info: GroupInfo, tensors: RankTensors, collective: str) -> None:
     """Every held rank passed the same shape (collectives over whole, equal tensors)."""
-    shapes = {r: tuple(t.shape) for r, t in tensors.items()}
-    if len(set(shapes.values())) > 1:
-        raise CommError(
-            f"{collective} on {info}: the ranks' tensors differ in shape: {shapes}; "
-            f"every rank must pass the same shape"
-        )
+    _check_common(info, {r: tuple(t.shape) for r, t in tensors.items()}, "shape", collective)
 
 
 def resolve_sizes(
