@@ -95,7 +95,7 @@ class Executor:
                 no_hold.append(item)
                 live.pop(item, None)
                 continue
-            if no_hold and item[0].param.kind is OpKind.Memory:
+            if not item[1] and no_hold and item[0].param.kind is OpKind.Memory:
                 # A batch frees its no-hold operands after its operators: memory stats must
                 # see the frees recorded before them, so they open the next batch.
                 self._carry = item
