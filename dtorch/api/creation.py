@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -140,9 +141,22 @@ def arange(
     if dtype is None:
         floating = any(isinstance(v, float) for v in bounds)
         dtype = _float_dtype(kw.get("graph"), None) if floating else torch.int64
-    # torch computes the length; a bad step raises here, at the user's line
-    shape = tuple(torch.arange(*bounds, dtype=dtype, device="meta").shape)
+    shape = (_arange_length(*bounds),)  # a bad step raises here, at the user's line
     return create(CreateKind.ARANGE, shape, dtype, args=bounds, **_kw(kw))
+
+
+def _arange_length(start: Any, end: Any, step: Any) -> int:
+    """torch.arange's length, with its errors. (Asking torch on the meta device would do, but
+    it creates torch's inductor cache directory in the temp dir as a side effect.)"""
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if (step > 0 and start > end) or (step < 0 and start < end):
+        raise ValueError(
+            f"arange: upper bound {end} and lower bound {start} inconsistent with step sign {step}"
+        )
+    if all(isinstance(v, int) for v in (start, end, step)):
+        return -((start - end) // step)  # exact for any int
+    return max(0, math.ceil((end - start) / step))
 
 
 def _random(
