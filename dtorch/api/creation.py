@@ -29,7 +29,7 @@ import torch
 
 from dtorch.api.graph import Graph, mesh_of
 from dtorch.api.ops.scalars import is_scalar, python_number
-from dtorch.api.record import emit
+from dtorch.api.record import emit_one
 from dtorch.errors import MeshError, ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.opkind import CreateKind
@@ -93,7 +93,7 @@ def create(
     if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
         placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)
     param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value)
-    return emit(g, kind.name.lower(), param, (), (OutputMeta(shape, dtype, placed),), mesh)[0]
+    return emit_one(g, kind.name.lower(), param, (), OutputMeta(shape, dtype, placed), mesh)
 
 
 def _float_dtype(graph: Graph | None, dtype: torch.dtype | None) -> torch.dtype:

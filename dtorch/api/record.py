@@ -66,11 +66,22 @@ def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> Tensor:
     inference = infer(name, param, tuple(operands))
     if inference.input_placements or len(inference.outputs) != 1:
         return record(name, param, inputs)[0]
-    out = inference.outputs[0]
-    mesh = operands[0].mesh
+    return emit_one(graph, name, param, tuple(operands), inference.outputs[0], operands[0].mesh)
+
+
+def emit_one(
+    graph: Graph,
+    name: str,
+    param: OpParam,
+    inputs: tuple[Operand, ...],
+    out: OutputMeta,
+    mesh: DeviceMesh,
+) -> Tensor:
+    """``emit`` for one output: the per-operator hot path, so counters and the executor are
+    used directly and no intermediate lists are built."""
     operand = Operand(next(graph._operand_ids), out.shape, out.dtype, mesh, out.placements)
     op_id = next(graph._operator_ids)
-    input_ids = tuple([o.id for o in operands])
+    input_ids = tuple([o.id for o in inputs])
     span = caller_span(_OWN_FRAMES)
     op = Operator(op_id, f"{name}_{op_id}", param, input_ids, (operand.id,), span)
     graph.executor.submit(op, (operand,))
@@ -86,27 +97,16 @@ def emit(
     mesh: DeviceMesh,
 ) -> tuple[Tensor, ...]:
     """Allocate ids, enqueue the Operator, and wrap its outputs in Tensors."""
-    # This is the per-operator hot path: counters and the executor are used directly, and
-    # the one-output case (nearly every operator) builds no intermediate lists.
-    ids = graph._operand_ids
     if len(outputs) == 1:
-        out = outputs[0]
-        operands: tuple[Operand, ...] = (
-            Operand(next(ids), out.shape, out.dtype, mesh, out.placements),
-        )
-        output_ids: tuple[int, ...] = (operands[0].id,)
-    else:
-        operands = tuple(
-            [Operand(next(ids), o.shape, o.dtype, mesh, o.placements) for o in outputs]
-        )
-        output_ids = tuple([o.id for o in operands])
+        return (emit_one(graph, name, param, inputs, outputs[0], mesh),)
+    ids = graph._operand_ids
+    operands = tuple([Operand(next(ids), o.shape, o.dtype, mesh, o.placements) for o in outputs])
     op_id = next(graph._operator_ids)
     input_ids = tuple([o.id for o in inputs])
+    output_ids = tuple([o.id for o in operands])
     op = Operator(op_id, f"{name}_{op_id}", param, input_ids, output_ids, caller_span(_OWN_FRAMES))
     graph.executor.submit(op, operands)
     wrap = _tensor.Tensor._wrap
-    if len(operands) == 1:
-        return (wrap(graph, operands[0]),)
     return tuple([wrap(graph, operand) for operand in operands])
 
 
@@ -117,7 +117,7 @@ def redistribute_to(tensor: Tensor, mesh: DeviceMesh, placements: tuple[Placemen
         return tensor
     out = OutputMeta(operand.shape, operand.dtype, placements)
     param = ConvertParam(mesh, placements)
-    return emit(tensor._graph, "redistribute", param, (operand,), (out,), mesh)[0]
+    return emit_one(tensor._graph, "redistribute", param, (operand,), out, mesh)
 
 
 def _implicit_redistribute(
