@@ -166,10 +166,13 @@ class Graph:
     def submit(self, op: Operator, outputs: tuple[Operand, ...]) -> None:
         self.executor.submit(op, outputs)
 
-    def record_system(self, name: str, param: OpParam, span: Span) -> None:
-        """Record an operator without operands (Sync, Memory) that every stream sees."""
+    def record_system(
+        self, name: str, param: OpParam, span: Span, inputs: tuple[int, ...] = ()
+    ) -> None:
+        """Record an operator without outputs that settles a promise (Sync, Memory: every
+        stream sees it; GetTensor: the streams of its one input)."""
         op_id = self.new_operator_id()
-        self.submit(Operator(op_id, f"{name}_{op_id}", param, (), (), span), ())
+        self.submit(Operator(op_id, f"{name}_{op_id}", param, inputs, (), span), ())
 
     # --- synchronisation and memory ---------------------------------------------------------
     def sync_future(self) -> VoidFutureCollect:

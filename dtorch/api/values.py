@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from dtorch.api.future import TensorFuture, tensor_future
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.operator import Operator
 from dtorch.ir.params import GetTensorParam
 from dtorch.ir.span import caller_span
 
@@ -30,8 +29,6 @@ def to_torch_async(tensor: Tensor) -> TensorFuture:
         tensor = redistribute_to(tensor, DeviceMesh(first.kind, first.index), ())
     graph, operand = tensor._graph, tensor._operand
     handle, future = tensor_future(graph)
-    op_id = graph.new_operator_id()
     span = caller_span(_OWN_FRAMES)
-    op = Operator(op_id, f"get_tensor_{op_id}", GetTensorParam(handle), (operand.id,), (), span)
-    graph.submit(op, ())
+    graph.record_system("get_tensor", GetTensorParam(handle), span, (operand.id,))
     return TensorFuture(future, tensor)
