@@ -31,6 +31,7 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import MemoryKind
 from dtorch.ir.params import MemoryParam, OpParam, SyncParam
+from dtorch.ir.rules.cache import InferenceCache
 from dtorch.ir.span import Span
 from dtorch.options import GlobalOption
 from dtorch.runtime.executor import Executor
@@ -90,6 +91,7 @@ class Graph:
         self._promise_ids = itertools.count(1)
         self._default_mesh = DeviceMesh("cpu")
         self._default_dtype = torch.float32
+        self._inferences = InferenceCache()  # rule answers, reused across a loop's iterations
         self.runner = ThreadRunner(name=f"dtorch-g{self._id}")
         self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")
         self._finalizer = weakref.finalize(self, self.executor.close, CLOSE_TIMEOUT)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 # A module reference, not the class: tensor.py imports the operator methods, which import
@@ -20,12 +21,14 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import ConvertParam, OpParam
 from dtorch.ir.placement import Placement
-from dtorch.ir.rules import OutputMeta, infer
+from dtorch.ir.rules import OutputMeta
 from dtorch.ir.span import caller_span
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
     from dtorch.api.tensor import Tensor
+
+_ID = attrgetter("id")
 
 #: Frames from files under these directories are dtorch's own; spans name the user's line.
 _OWN_FRAMES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
@@ -47,7 +50,7 @@ def record(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> tuple[Tenso
     """Record ``param`` applied to ``inputs``; return the output tensors (not yet computed)."""
     graph = graph_of(name, inputs)
     operands = tuple([t._operand for t in inputs])
-    inference = infer(name, param, operands)
+    inference = graph._inferences.infer(name, param, operands)
     if inference.input_placements:
         inputs = _implicit_redistribute(inputs, inference.input_placements)
         operands = tuple([t._operand for t in inputs])
@@ -58,15 +61,19 @@ def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> Tensor:
     """``record`` for an operator with exactly one output (nearly all of them), without the
     result tuple: the per-operator hot path."""
     graph = inputs[0]._graph
-    operands = []
-    for tensor in inputs:
-        if tensor._graph is not graph:
+    if len(inputs) == 2:  # binary operators: no loop, no list
+        if inputs[1]._graph is not graph:
             graph_of(name, inputs)  # raises the GraphError
-        operands.append(tensor._operand)
-    inference = infer(name, param, tuple(operands))
+        operands: tuple[Operand, ...] = (inputs[0]._operand, inputs[1]._operand)
+    elif len(inputs) == 1:
+        operands = (inputs[0]._operand,)
+    else:
+        operands = tuple([t._operand for t in inputs])
+        graph_of(name, inputs)
+    inference = graph._inferences.infer(name, param, operands)
     if inference.input_placements or len(inference.outputs) != 1:
         return record(name, param, inputs)[0]
-    return emit_one(graph, name, param, tuple(operands), inference.outputs[0], operands[0].mesh)
+    return emit_one(graph, name, param, operands, inference.outputs[0], operands[0].mesh)
 
 
 def emit_one(
@@ -81,9 +88,8 @@ def emit_one(
     used directly and no intermediate lists are built."""
     operand = Operand(next(graph._operand_ids), out.shape, out.dtype, mesh, out.placements)
     op_id = next(graph._operator_ids)
-    input_ids = tuple([o.id for o in inputs])
     span = caller_span(_OWN_FRAMES)
-    op = Operator(op_id, f"{name}_{op_id}", param, input_ids, (operand.id,), span)
+    op = Operator(op_id, f"{name}_{op_id}", param, tuple(map(_ID, inputs)), (operand.id,), span)
     graph.executor.submit(op, (operand,))
     return _tensor.Tensor._wrap(graph, operand)
 

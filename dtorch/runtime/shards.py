@@ -40,19 +40,6 @@ class DeviceBytes:
         self.allocated = 0
         self.peak = 0
 
-    def hold(self, tensor: torch.Tensor) -> None:
-        root = tensor._base
-        if root is None:
-            root = tensor
-        entry = self.roots.get(id(root))
-        if entry is not None:
-            entry[0] += 1
-            return
-        nbytes = root.nbytes
-        self.roots[id(root)] = [1, nbytes]
-        self.allocated += nbytes
-        self.peak = max(self.peak, self.allocated)
-
     def release(self, tensor: torch.Tensor) -> None:
         root = tensor._base
         key = id(tensor if root is None else root)
@@ -87,27 +74,38 @@ class ShardTable:
         else:
             old = shards.get(device)
             shards[device] = value
-        if value.__class__ is not KernelFailure:
+        if value.__class__ is KernelFailure:
+            self.failed.add(operand)
+        else:  # hold the root (inline: one call less on the per-operator path)
             account = self._bytes.get(device)
             if account is None:
                 account = self._bytes[device] = DeviceBytes()
-            account.hold(value)  # type: ignore[arg-type]
-        else:
-            self.failed.add(operand)
+            root = value._base  # type: ignore[union-attr]
+            key = id(value if root is None else root)
+            entry = account.roots.get(key)
+            if entry is None:
+                nbytes = (value if root is None else root).nbytes  # type: ignore[union-attr]
+                account.roots[key] = [1, nbytes]
+                account.allocated += nbytes
+                account.peak = max(account.peak, account.allocated)
+            else:
+                entry[0] += 1
         if old is not None and old.__class__ is not KernelFailure:
             self._bytes[device].release(old)  # type: ignore[arg-type]
 
     def free(self, operands: Iterable[int]) -> None:
         """Drop every shard of ``operands`` (ids this stream never held are ignored)."""
         failed = self.failed
+        values = self._values
+        accounts = self._bytes
         for operand in operands:
             if failed:
                 failed.discard(operand)
-            shards = self._values.pop(operand, None)
+            shards = values.pop(operand, None)
             if shards:
                 for device, value in shards.items():
                     if value.__class__ is not KernelFailure:
-                        self._bytes[device].release(value)  # type: ignore[arg-type]
+                        accounts[device].release(value)  # type: ignore[arg-type]
 
     def stats(self, device: int) -> tuple[int, int]:
         """(bytes held now, peak bytes since the last reset) on ``device``."""

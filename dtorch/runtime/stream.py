@@ -6,16 +6,15 @@ line; kernels whose inputs are failures pass the marker on instead of running, s
 that depends on a failure fails, and everything else keeps working. The next Sync reports the
 first failure since the previous one.
 
-Items (tuples, tagged by their first element for a cheap dispatch):
-``(OP, operator, input operands, output operands, devices)``, ``(FREE, operand ids)``,
-``(STOP,)``.
+Items: a ``KernelContext`` per operator (the operator, its operand metadata and the devices
+this stream runs it for: built once by the runner, so the stream allocates nothing per
+operator to dispatch it), ``(FREE, operand ids)`` and ``(STOP,)``.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
@@ -29,7 +28,7 @@ from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
 from dtorch.runtime.shards import ShardTable
 from dtorch.runtime.workqueue import WorkQueue
 
-OP, FREE, STOP = 0, 1, 2
+FREE, STOP = 1, 2
 
 #: Kinds that change their first input in place and have no outputs: a failure poisons it.
 IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem})
@@ -60,7 +59,7 @@ class KernelStream:
     def services(self) -> StreamServices:
         return self._services
 
-    def push(self, items: Sequence[tuple[Any, ...]]) -> None:
+    def push(self, items: Sequence[object]) -> None:
         self._queue.extend(items)
 
     def stop(self, timeout: float) -> bool:
@@ -79,44 +78,49 @@ class KernelStream:
             except IndexError:
                 queue.sleep(1.0)
                 continue
-            tag = item[0]
-            if tag == OP:
+            if item.__class__ is KernelContext:
                 self._run(item)
-            elif tag == FREE:
+            elif item[0] == FREE:
                 self.shards.free(item[1])
             else:
                 return
 
-    def _run(self, item: tuple[Any, ...]) -> None:
-        """Run one ``(OP, operator, input operands, output operands, devices)`` item."""
-        _, op, ins, outs, devices = item
+    def _run(self, ctx: KernelContext) -> None:
+        """Run one operator for the devices ``ctx`` names."""
+        op = ctx.operator
         kind = op.param.kind
         local = LOCAL_KERNELS.get(kind)
         if local is None:
             handler = STREAM_HANDLERS.get(kind)
             if handler is not None:
-                handler(self, op, ins, devices)
-                return
-        services = self._services
-        ctx = KernelContext(op, ins, outs, devices, services.groups, services.promises)
-        if local is None:
-            self._run_group(ctx)
+                handler(self, op, ctx.inputs, ctx.devices)
+            else:
+                self._run_group(ctx)
             return
         # The per-operator path: the local kernel runs inline for each device.
         shards = self.shards
         values, put, failed = shards._values, shards.put, shards.failed
-        for device in devices:
-            if failed and not failed.isdisjoint(op.inputs) and self._pass_failure(op, device):
+        inputs = op.inputs
+        for device in ctx.devices:
+            if failed and not failed.isdisjoint(inputs) and self._pass_failure(op, device):
                 continue
             try:
-                outputs = local(ctx, device, [values[i][device] for i in op.inputs])  # type: ignore[misc]
-                if services.validate:
+                # no comprehension: Python 3.11 builds a function object for each one
+                if len(inputs) == 2:
+                    args = [values[inputs[0]][device], values[inputs[1]][device]]
+                else:
+                    args = [values[i][device] for i in inputs]
+                outputs = local(ctx, device, args)  # type: ignore[arg-type]
+                if self._services.validate:
                     check_outputs(ctx, device, outputs)
             except Exception as error:
                 self._fail(op, device, error)
                 continue
-            for operand, value in zip(op.outputs, outputs, strict=True):
-                put(operand, device, value)
+            if len(outputs) == 1 and len(op.outputs) == 1:
+                put(op.outputs[0], device, outputs[0])
+            else:
+                for operand, value in zip(op.outputs, outputs, strict=True):
+                    put(operand, device, value)
 
     def _pass_failure(self, op: Operator, device: int) -> bool:
         """If an input of ``op`` failed on ``device``, pass the failure on; True if so."""

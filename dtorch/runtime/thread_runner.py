@@ -23,10 +23,11 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand
+from dtorch.kernels.base import KernelContext
 from dtorch.kernels.promises import KernelFailure, PromiseTable
 from dtorch.options import GlobalOption
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
-from dtorch.runtime.stream import FREE, OP, KernelStream
+from dtorch.runtime.stream import FREE, KernelStream
 
 Route = tuple[tuple[int, tuple[int, ...]], ...]  # (stream index, its devices), per stream
 
@@ -68,16 +69,18 @@ class ThreadRunner:
         metas = self._metas
         for operand in batch.operands:
             metas[operand.id] = operand
-        items: list[list[tuple[object, ...]]] = [[] for _ in self._streams]
+        items: list[list[object]] = [[] for _ in self._streams]
+        groups, promises = self._groups, self._promises
+        meta = metas.__getitem__
         for op in batch.operators:  # the per-operator loop: no method call per op
-            ins = tuple([metas[i] for i in op.inputs])
-            outs = tuple([metas[i] for i in op.outputs])
+            ins = tuple(map(meta, op.inputs))  # map: a comprehension builds a function in 3.11
+            outs = tuple(map(meta, op.outputs))
             if op.param.kind in EVERY_STREAM_KINDS:
                 for stream_items in items:
-                    stream_items.append((OP, op, ins, outs, ()))
+                    stream_items.append(KernelContext(op, ins, outs, (), groups, promises))
                 continue
             for index, devices in self._route(ins, outs):
-                items[index].append((OP, op, ins, outs, devices))
+                items[index].append(KernelContext(op, ins, outs, devices, groups, promises))
         if batch.no_hold:
             for stream_items in items:
                 stream_items.append((FREE, batch.no_hold))
