@@ -22,7 +22,7 @@ from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import ConvertParam, OpParam
 from dtorch.ir.placement import Placement
 from dtorch.ir.rules import OutputMeta
-from dtorch.ir.span import caller_span
+from dtorch.ir.span import Span, caller_span
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
@@ -57,9 +57,11 @@ def record(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> tuple[Tenso
     return emit(graph, name, param, operands, inference.outputs, operands[0].mesh)
 
 
-def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> Tensor:
+def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...], known: int = 1) -> Tensor:
     """``record`` for an operator with exactly one output (nearly all of them), without the
-    result tuple: the per-operator hot path."""
+    result tuple: the per-operator hot path. ``known``: how many frames above this one are
+    certainly dtorch's (at least its caller, an operator function); the span search skips
+    them (see ``caller_span``)."""
     graph = inputs[0]._graph
     if len(inputs) == 2:  # binary operators: no loop, no list
         if inputs[1]._graph is not graph:
@@ -73,7 +75,8 @@ def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> Tensor:
     inference = graph._inferences.infer(name, param, operands)
     if inference.input_placements or len(inference.outputs) != 1:
         return record(name, param, inputs)[0]
-    return emit_one(graph, name, param, operands, inference.outputs[0], operands[0].mesh)
+    span = caller_span(_OWN_FRAMES, 1 + known)  # this frame, and ``known`` above it
+    return emit_one(graph, name, param, operands, inference.outputs[0], operands[0].mesh, span)
 
 
 def emit_one(
@@ -83,12 +86,15 @@ def emit_one(
     inputs: tuple[Operand, ...],
     out: OutputMeta,
     mesh: DeviceMesh,
+    span: Span | None = None,
 ) -> Tensor:
     """``emit`` for one output: the per-operator hot path, so counters and the executor are
-    used directly and no intermediate lists are built."""
+    used directly and no intermediate lists are built. ``span``: the user's line, when the
+    caller found it more cheaply than a search from here."""
     operand = Operand(next(graph._operand_ids), out.shape, out.dtype, mesh, out.placements)
     op_id = next(graph._operator_ids)
-    span = caller_span(_OWN_FRAMES)
+    if span is None:
+        span = caller_span(_OWN_FRAMES)
     op = Operator(op_id, f"{name}_{op_id}", param, tuple(map(_ID, inputs)), (operand.id,), span)
     graph.executor.submit(op, (operand,))
     return _tensor.Tensor._wrap(graph, operand)

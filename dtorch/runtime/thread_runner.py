@@ -47,7 +47,8 @@ class ThreadRunner:
         services = StreamServices(self._promises, self._groups, failed, _validate())
         self._streams = [KernelStream(f"{name}-stream-{i}", services) for i in range(num_streams)]
         self._metas: dict[int, Operand] = {}
-        self._routes: dict[object, Route] = {}
+        self._routes: dict[frozenset[DeviceMesh], Route] = {}
+        self._mesh_routes: dict[int, tuple[Route, DeviceMesh]] = {}
         self._closed = False
 
     @property
@@ -92,18 +93,26 @@ class ThreadRunner:
 
     def _route(self, ins: tuple[Operand, ...], outs: tuple[Operand, ...]) -> Route:
         first = (outs or ins)[0].mesh
-        key: object = first
         for operand in ins:
-            if operand.mesh is not first and operand.mesh != first:
-                key = frozenset(o.mesh for o in ins + outs)
-                break
+            if operand.mesh is not first:
+                return self._route_meshes(ins + outs)
         for operand in outs:
-            if operand.mesh is not first and operand.mesh != first:
-                key = frozenset(o.mesh for o in ins + outs)
-                break
+            if operand.mesh is not first:
+                return self._route_meshes(ins + outs)
+        # One mesh object: keyed by its id (hashing a mesh costs a Python call); the entry
+        # keeps the mesh alive, so the id cannot name another mesh meanwhile.
+        entry = self._mesh_routes.get(id(first))
+        if entry is None:
+            entry = self._mesh_routes[id(first)] = (self._route_meshes(ins + outs), first)
+        return entry[0]
+
+    def _route_meshes(self, operands: tuple[Operand, ...]) -> Route:
+        """The route of operands on several meshes (or on equal meshes that are not one
+        object), by the set of meshes."""
+        key = frozenset(o.mesh for o in operands)
         route = self._routes.get(key)
         if route is None:
-            route = self._routes[key] = self._build_route(ins + outs)
+            route = self._routes[key] = self._build_route(operands)
         return route
 
     def _build_route(self, operands: tuple[Operand, ...]) -> Route:

@@ -42,19 +42,22 @@ def _scalar_param(kind: BinaryKind, scalar: Scalar, first: bool) -> BroadcastBin
 
 
 def binary(kind: BinaryKind, name: str, a: Any, b: Any) -> Tensor:
-    """``a <kind> b`` where either side may be a Python number (or a 0-d torch tensor)."""
+    """``a <kind> b`` where either side may be a Python number (or a 0-d torch tensor).
+
+    Called only by dtorch's operator methods and functions: with this frame, two frames above
+    ``record_one`` are dtorch's (its ``known``)."""
     tensor = _tensor.Tensor
     if isinstance(a, tensor):
         if not isinstance(b, tensor):
             b = _zero_dim(b, a)
             if not isinstance(b, tensor):
-                return record_one(name, _scalar_param(kind, as_scalar(b), False), (a,))
-        return record_one(name, _TENSOR_PARAMS[kind], (a, b))
+                return record_one(name, _scalar_param(kind, as_scalar(b), False), (a,), 2)
+        return record_one(name, _TENSOR_PARAMS[kind], (a, b), 2)
     if isinstance(b, tensor):
         a = _zero_dim(a, b)
         if isinstance(a, tensor):
-            return record_one(name, _TENSOR_PARAMS[kind], (a, b))
-        return record_one(name, _scalar_param(kind, as_scalar(a), True), (b,))
+            return record_one(name, _TENSOR_PARAMS[kind], (a, b), 2)
+        return record_one(name, _scalar_param(kind, as_scalar(a), True), (b,), 2)
     raise TypeError(f"{name}: at least one argument must be a dtorch.Tensor")
 
 
