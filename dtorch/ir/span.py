@@ -43,8 +43,8 @@ def caller_span(skip_prefixes: tuple[str, ...], known: int = 0) -> Span:
 
     Recording code passes dtorch's package directory, so the span names the user's line.
     ``known`` is how many frames, from the caller up, certainly are dtorch's own: they are
-    skipped without being looked at. Looking costs: Python 3.11 builds a frame object for each frame it
-    hands out, and copies the frame into it when the function returns (~0.2 us a frame).
+    skipped without being looked at. Looking costs: Python 3.11 builds a frame object for each
+    frame it hands out, and copies the frame into it when the function returns (~0.2 us).
     """
     try:
         frame = sys._getframe(1 + known)
