@@ -108,6 +108,8 @@ class KernelStream:
                 # no comprehension: Python 3.11 builds a function object for each one
                 if len(inputs) == 2:
                     args = [values[inputs[0]][device], values[inputs[1]][device]]
+                elif len(inputs) == 1:
+                    args = [values[inputs[0]][device]]
                 else:
                     args = [values[i][device] for i in inputs]
                 outputs = local(ctx, device, args)  # type: ignore[arg-type]

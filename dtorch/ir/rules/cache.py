@@ -60,13 +60,17 @@ class InferenceCache:
 
     def infer(self, name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
         """``dtorch.ir.rules.infer(name, param, inputs)``, from the table when it can be."""
-        if len(inputs) == 2:  # binary operators: the per-operator hot path, no loop
+        # The usual arities without a loop: this is the per-operator hot path.
+        if len(inputs) == 2:  # binary operators
             a, b = inputs
             key: tuple[Any, ...] = (
                 id(param), _default_dtype(),
                 a.shape, a.dtype, id(a.mesh), id(a.placements),
                 b.shape, b.dtype, id(b.mesh), id(b.placements),
             )  # fmt: skip
+        elif len(inputs) == 1:  # unary operators and views
+            x = inputs[0]
+            key = (id(param), _default_dtype(), x.shape, x.dtype, id(x.mesh), id(x.placements))
         else:
             key = _key(param, inputs)
         entry = self._entries.get(key)
