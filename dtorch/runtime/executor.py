@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from dtorch.errors import GraphError
@@ -36,6 +37,10 @@ class Executor:
         self.runner = runner
         self.live: dict[int, Operand] = {}
         self._queue = WorkQueue()
+        #: ``release(operand_id)``: queue the release of an operand no handle holds (any
+        #: thread, even a finalizer). The queue's own ``put``, bound once: every operator's
+        #: output is released when its last handle goes, and a method around it costs a call.
+        self.release: Callable[[int], None] = self._queue.put
         self._carry: Any = None  # an item that opens the next batch (see _drain)
         self._stopping = False
         self._error: BaseException | None = None
@@ -52,10 +57,6 @@ class Executor:
         if self._error is not None:
             return f"this graph's runner failed ({self._error!r}); create a new Graph"
         return "this graph is closed; create a new Graph to record more operators"
-
-    def release(self, operand_id: int) -> None:
-        """Queue the release of an operand no handle holds (any thread, even a finalizer)."""
-        self._queue.put(operand_id)
 
     def close(self, timeout: float) -> None:
         """Run what is queued, then stop the thread and the runner."""

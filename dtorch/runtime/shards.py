@@ -41,11 +41,16 @@ class DeviceBytes:
         self.peak = 0
 
     def release(self, tensor: torch.Tensor) -> None:
-        root = tensor._base
-        key = id(tensor if root is None else root)
+        key = id(tensor)
         entry = self.roots.get(key)
-        if entry is None:
-            return
+        if entry is None:  # a view: its root holds the entry (a held view is never a key)
+            root = tensor._base
+            if root is None:
+                return
+            key = id(root)
+            entry = self.roots.get(key)
+            if entry is None:
+                return
         entry[0] -= 1
         if not entry[0]:
             del self.roots[key]
