@@ -137,8 +137,10 @@ class KernelStream:
         op = ctx.operator
         kernel = GROUP_KERNELS.get(op.param.kind)
         if kernel is None:
-            for device in ctx.devices:
-                self._fail(op, device, NotImplementedError(f"no kernel for {op.kind.name}"))
+            missing = NotImplementedError(f"no kernel for {op.kind.name}")
+            failure = KernelFailure(kernel_error(op, ctx.devices[0], missing))
+            self.failures.append(failure.error)
+            self._store_group_results(ctx, {}, failure)
             return
         inputs = {d: self._group_inputs(ctx, d) for d in ctx.devices}
         failed = self._services.failed_ops
@@ -177,7 +179,8 @@ class KernelStream:
         for device in ctx.devices:
             produced = [o for o in ctx.outputs if device in o.mesh]
             if failure is not None:
-                if not produced and ctx.operator.kind in IN_PLACE_KINDS:
+                in_place = ctx.operator.kind in IN_PLACE_KINDS and device in ctx.inputs[0].mesh
+                if not produced and in_place:  # only where the target has a shard
                     self.shards.put(ctx.operator.inputs[0], device, failure)
                 for operand in produced:
                     self.shards.put(operand.id, device, failure)

@@ -91,13 +91,27 @@ class ThreadRunner:
             for index, devices in self._route(ins, outs):
                 items[index].append(KernelContext(op, ins, outs, devices, groups, promises))
         if batch.no_hold:
-            for stream_items in items:
-                stream_items.append((FREE, batch.no_hold))
-            for operand_id in batch.no_hold:
-                metas.pop(operand_id, None)
+            self._route_frees(batch.no_hold, items)
         for stream, stream_items in zip(self._streams, items, strict=True):
             if stream_items:
                 stream.push(stream_items)
+
+    def _route_frees(self, no_hold: tuple[int, ...], items: list[list[object]]) -> None:
+        """Send each released id to the streams that hold its devices' shards (a shard lives
+        only on a device of its operand's mesh), so a stream with nothing to free is not woken."""
+        metas, mesh_routes = self._metas, self._mesh_routes
+        frees: list[list[int]] = [[] for _ in items]
+        for operand_id in no_hold:
+            operand = metas.pop(operand_id, None)
+            if operand is None:  # never produced here: nothing to free
+                continue
+            entry = mesh_routes.get(id(operand.mesh))
+            route = entry[0] if entry is not None else self._route((operand,), ())
+            for index, _ in route:
+                frees[index].append(operand_id)
+        for stream_items, ids in zip(items, frees, strict=True):
+            if ids:
+                stream_items.append((FREE, ids))
 
     def _route(self, ins: tuple[Operand, ...], outs: tuple[Operand, ...]) -> Route:
         first = (outs or ins)[0].mesh
