@@ -32,8 +32,7 @@ from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``a <op> b`` on the local shards, or one shard with the param's scalar."""
-    param = ctx.operator.param  # not the ctx.param property: this is the hottest kernel
-    assert isinstance(param, BroadcastBinaryParam)
+    param: BroadcastBinaryParam = ctx.operator.param  # type: ignore[assignment]  # hottest
     if param.scalar is None:
         return [BINARY[param.binary](inputs[0], inputs[1])]
     return [binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first)]
