@@ -31,30 +31,35 @@ Shard = torch.Tensor | KernelFailure
 
 
 class DeviceBytes:
-    """Bytes held on one device: a count per root tensor, the total, and its peak."""
+    """Bytes held on one device: the bytes of each root tensor held, the total, and its peak.
 
-    __slots__ = ("allocated", "peak", "roots")
+    Most roots have one holder: ``roots`` maps them to their bytes (ints, no container to
+    allocate per operator); ``shared`` counts the holders of the few held more than once.
+    """
+
+    __slots__ = ("allocated", "peak", "roots", "shared")
 
     def __init__(self) -> None:
-        self.roots: dict[int, list[int]] = {}  # id(root tensor) -> [holders, bytes]
+        self.roots: dict[int, int] = {}  # id(root tensor) -> its bytes
+        self.shared: dict[int, int] = {}  # id(root tensor) -> holders, where more than one
         self.allocated = 0
         self.peak = 0
 
     def release(self, tensor: torch.Tensor) -> None:
         key = id(tensor)
-        entry = self.roots.get(key)
-        if entry is None:  # a view: its root holds the entry (a held view is never a key)
+        if key not in self.roots:  # a view: its root holds the entry (a held view is no key)
             root = tensor._base
-            if root is None:
+            if root is None or id(root) not in self.roots:
                 return
             key = id(root)
-            entry = self.roots.get(key)
-            if entry is None:
-                return
-        entry[0] -= 1
-        if not entry[0]:
-            del self.roots[key]
-            self.allocated -= entry[1]
+        shared = self.shared
+        if shared and key in shared:
+            if shared[key] == 2:
+                del shared[key]
+            else:
+                shared[key] -= 1
+            return
+        self.allocated -= self.roots.pop(key)
 
 
 class ShardTable:
@@ -87,14 +92,14 @@ class ShardTable:
                 account = self._bytes[device] = DeviceBytes()
             root = value._base  # type: ignore[union-attr]
             key = id(value if root is None else root)
-            entry = account.roots.get(key)
-            if entry is None:
+            if key not in account.roots:
                 nbytes = (value if root is None else root).nbytes  # type: ignore[union-attr]
-                account.roots[key] = [1, nbytes]
+                account.roots[key] = nbytes
                 account.allocated += nbytes
-                account.peak = max(account.peak, account.allocated)
+                if account.allocated > account.peak:  # noqa: PLR1730 - a max() call costs more
+                    account.peak = account.allocated
             else:
-                entry[0] += 1
+                account.shared[key] = account.shared.get(key, 1) + 1
         if old is not None and old.__class__ is not KernelFailure:
             self._bytes[device].release(old)  # type: ignore[arg-type]
 
