@@ -25,6 +25,7 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.promises import KernelFailure, PromiseTable
+from dtorch.kernels.table import LOCAL_KERNELS
 from dtorch.options import GlobalOption
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
 from dtorch.runtime.stream import FREE, KernelStream
@@ -49,6 +50,7 @@ class ThreadRunner:
         self._metas: dict[int, Operand] = {}
         self._routes: dict[frozenset[DeviceMesh], Route] = {}
         self._mesh_routes: dict[int, tuple[Route, DeviceMesh]] = {}
+        self._used = [False] * num_streams  # per stream: has it ever been sent an operator
         self._closed = False
 
     @property
@@ -72,7 +74,7 @@ class ThreadRunner:
             metas[operand.id] = operand
         items: list[list[object]] = [[] for _ in self._streams]
         groups, promises = self._groups, self._promises
-        meta = metas.__getitem__
+        meta, mesh_routes = metas.__getitem__, self._mesh_routes
         for op in batch.operators:  # the per-operator loop: no method call per op
             # Tuples by index for the usual arities: tuple(map(...)) costs three times as much
             # (and a comprehension builds a function object in Python 3.11).
@@ -84,34 +86,33 @@ class ThreadRunner:
             else:
                 ins = tuple(map(meta, i))
             outs = (metas[o[0]],) if len(o) == 1 else tuple(map(meta, o))
-            if op.param.kind in EVERY_STREAM_KINDS:
+            kind = op.param.kind
+            if kind in EVERY_STREAM_KINDS:
                 for stream_items in items:
                     stream_items.append(KernelContext(op, ins, outs, (), groups, promises))
                 continue
-            for index, devices in self._route(ins, outs):
+            # A kind with a local kernel has every operand on one mesh (the rules refuse
+            # others, and outputs take the inputs' mesh): its route is that mesh's, found by
+            # the mesh object's id. Group kernels and handlers may span meshes.
+            entry = mesh_routes.get(id((outs or ins)[0].mesh)) if kind in LOCAL_KERNELS else None
+            route = entry[0] if entry is not None else self._route(ins, outs)
+            for index, devices in route:
                 items[index].append(KernelContext(op, ins, outs, devices, groups, promises))
+        used = self._used
+        for index, stream_items in enumerate(items):
+            if stream_items:
+                used[index] = True
         if batch.no_hold:
-            self._route_frees(batch.no_hold, items)
+            # Only to streams that ever ran an operator (the others hold nothing): a stream
+            # with nothing to free is not woken for every batch.
+            for index, stream_items in enumerate(items):
+                if used[index]:
+                    stream_items.append((FREE, batch.no_hold))
+            for operand_id in batch.no_hold:
+                metas.pop(operand_id, None)
         for stream, stream_items in zip(self._streams, items, strict=True):
             if stream_items:
                 stream.push(stream_items)
-
-    def _route_frees(self, no_hold: tuple[int, ...], items: list[list[object]]) -> None:
-        """Send each released id to the streams that hold its devices' shards (a shard lives
-        only on a device of its operand's mesh), so a stream with nothing to free is not woken."""
-        metas, mesh_routes = self._metas, self._mesh_routes
-        frees: list[list[int]] = [[] for _ in items]
-        for operand_id in no_hold:
-            operand = metas.pop(operand_id, None)
-            if operand is None:  # never produced here: nothing to free
-                continue
-            entry = mesh_routes.get(id(operand.mesh))
-            route = entry[0] if entry is not None else self._route((operand,), ())
-            for index, _ in route:
-                frees[index].append(operand_id)
-        for stream_items, ids in zip(items, frees, strict=True):
-            if ids:
-                stream_items.append((FREE, ids))
 
     def _route(self, ins: tuple[Operand, ...], outs: tuple[Operand, ...]) -> Route:
         first = (outs or ins)[0].mesh
