@@ -50,25 +50,31 @@ def caller_span(skip_prefixes: tuple[str, ...], known: int = 0) -> Span:
         frame = sys._getframe(1 + known)
     except ValueError:  # the stack is not that deep: the caller is not under user code
         return _UNKNOWN
+    # The usual case: the first frame looked at is a user frame seen before (an entry is made
+    # only for a frame outside ``skip_prefixes``), so its file need not be checked again.
+    entry = _SPANS.get((id(frame.f_code), frame.f_lasti))
+    if entry is not None and entry[2] is skip_prefixes:
+        return entry[0]
     while frame is not None and frame.f_code.co_filename.startswith(skip_prefixes):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return _UNKNOWN
     code, lasti = frame.f_code, frame.f_lasti
-    # Keyed by the code object's id: hashing a code object hashes its bytecode and constants
-    # (0.7 us for a module's). The entry holds the code, so the id names it while cached.
-    entry = _SPANS.get((id(code), lasti))
-    if entry is None:
+    key = (id(code), lasti)
+    entry = _SPANS.get(key)
+    if entry is None or entry[2] is not skip_prefixes:
         if len(_SPANS) >= _SPANS_LIMIT:
             _SPANS.clear()
-        entry = _SPANS[(id(code), lasti)] = (_span_at(code, lasti), code)
+        entry = _SPANS[key] = (_span_at(code, lasti), code, skip_prefixes)
     return entry[0]
 
 
-#: (id(code), instruction offset) -> (its Span, the code object). A cache: clearing it only
-#: costs recomputation, and one Span object per source location lets the codec write a
-#: line's span once however many operators it records.
-_SPANS: dict[tuple[int, int], tuple[Span, CodeType]] = {}
+#: (id(code), instruction offset) -> (its Span, the code object, the skip_prefixes it was
+#: found under) for user frames. Keyed by the code object's id: hashing a code object hashes
+#: its bytecode and constants (0.7 us for a module's); the entry holds the code, so the id
+#: names it while cached. A cache: clearing it only costs recomputation, and one Span object
+#: per source location lets the codec write a line's span once however many operators use it.
+_SPANS: dict[tuple[int, int], tuple[Span, CodeType, tuple[str, ...]]] = {}
 _SPANS_LIMIT = 8192
 
 
