@@ -166,7 +166,7 @@ class Graph:
         return f"g{self._id}.p{next(self._promise_ids)}"
 
     def submit(self, op: Operator, outputs: tuple[Operand, ...]) -> None:
-        self.executor.submit(op, outputs)
+        self.executor.submit((op, outputs))
 
     def record_system(
         self, name: str, param: OpParam, span: Span, inputs: tuple[int, ...] = ()

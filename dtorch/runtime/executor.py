@@ -26,6 +26,9 @@ from dtorch.ir.opkind import OpKind
 from dtorch.runtime.runner import Runner
 from dtorch.runtime.workqueue import WorkQueue
 
+#: What the client queues per operator: the operator and the metadata of its outputs.
+Submission = tuple[Operator, tuple[Operand, ...]]
+
 #: Largest number of queue items per batch: bounds the latency of the first operator.
 MAX_BATCH = 4096
 
@@ -41,17 +44,18 @@ class Executor:
         #: thread, even a finalizer). The queue's own ``put``, bound once: every operator's
         #: output is released when its last handle goes, and a method around it costs a call.
         self.release: Callable[[int], None] = self._queue.put
+        #: ``submit((operator, its output operands))``: queue a recorded operator (client
+        #: thread; never blocks). Also the queue's ``put`` while the graph runs; ``close`` and
+        #: a failed runner swap in a refusal (GraphError) for later operators.
+        self.submit: Callable[[Submission], None] = self._queue.put
         self._carry: Any = None  # an item that opens the next batch (see _drain)
         self._stopping = False
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._main, name=f"{name}-executor", daemon=True)
         self._thread.start()
 
-    def submit(self, op: Operator, outputs: tuple[Operand, ...]) -> None:
-        """Queue a recorded operator (client thread; never blocks)."""
-        if self._stopping or self._error is not None:
-            raise GraphError(self._refusal())
-        self._queue.put((op, outputs))
+    def _refuse(self, item: Submission) -> None:
+        raise GraphError(self._refusal())
 
     def _refusal(self) -> str:
         if self._error is not None:
@@ -63,6 +67,7 @@ class Executor:
         if self._stopping:
             return
         self._stopping = True
+        self.submit = self._refuse
         self._queue.put(None)  # a wake token: the thread wakes, drains, sees _stopping
         self._thread.join(timeout)
         self.runner.close(timeout)
@@ -114,6 +119,7 @@ class Executor:
             self.runner.execute(batch)
         except Exception as error:  # a runner bug must not kill the controller silently
             self._error = error
+            self.submit = self._refuse
             failure = GraphError(f"the runner failed to take a batch: {error!r}")
             failure.__cause__ = error
             self.runner.promises.fail_all(failure)

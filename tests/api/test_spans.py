@@ -25,13 +25,13 @@ def recorded(graph: dtorch.Graph) -> Iterator[list[Operator]]:
     ops: list[Operator] = []
     submit = graph.executor.submit
 
-    def capture(op: Operator, outputs: tuple[Operand, ...]) -> None:
-        ops.append(op)
-        submit(op, outputs)
+    def capture(item: tuple[Operator, tuple[Operand, ...]]) -> None:
+        ops.append(item[0])
+        submit(item)
 
-    graph.executor.submit = capture  # type: ignore[method-assign]
+    graph.executor.submit = capture
     yield ops
-    graph.executor.submit = submit  # type: ignore[method-assign]
+    graph.executor.submit = submit
 
 
 def _line() -> int:
