@@ -72,7 +72,10 @@ def test_gloo_every_collective_matches_torch(process_pool, world, tmp_path) -> N
     _check_all(
         process_pool, layout, cases, BackendKind.TORCH_DISTRIBUTED, rendezvous_dir=str(tmp_path)
     )
-    assert _gone(tmp_path, within_s=10.0), "the FileStore rendezvous file was left behind"
+    # 10 s was exceeded under load on this 2-core VM (2 runs in ~60, not reproduced since; a
+    # world-1 and a delayed-rank world-2 Gloo group leave no reference cycle and remove the
+    # file at close): the last rank's teardown is slow, not absent. 30 s still catches a leak.
+    assert _gone(tmp_path, within_s=30.0), "the FileStore rendezvous file was left behind"
 
 
 def test_one_process_holding_every_rank_needs_no_backend(process_pool) -> None:
