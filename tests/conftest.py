@@ -1,15 +1,40 @@
-"""Shared fixtures: a fresh graph per test, and one pool of spawned worker processes."""
+"""Shared fixtures: a fresh graph per test, and one pool of spawned worker processes.
+
+The suite leaves nothing in the temp dir: pytest's ``tmp_path`` root and torch's compile cache
+(which torch creates as ``/tmp/torchinductor_<user>`` when ``torch._dynamo`` is first imported,
+as a meta-tensor ``einsum`` does inside the einsum rule) both live in one directory of the
+session's, removed when the session ends.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-import dtorch
-from tests.process_pool import ProcessPool
+_SESSION_DIR = Path(tempfile.mkdtemp(prefix="dtorch-tests-"))
+# Before torch._dynamo is imported (dtorch imports only torch); spawned workers inherit it.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_SESSION_DIR / "torch-cache"))
+
+import dtorch  # noqa: E402 - after the cache dir is chosen
+from tests.process_pool import ProcessPool  # noqa: E402
 
 POOL_WORKERS = 4  # the most processes one test uses (group, store and convert tests)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """``tmp_path`` directories under the session's directory (unless --basetemp is given)."""
+    if config.option.basetemp is None:
+        config.option.basetemp = str(_SESSION_DIR / "pytest")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_SESSION_DIR, ignore_errors=True)
 
 
 @pytest.fixture
