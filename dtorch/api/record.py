@@ -52,10 +52,11 @@ def record(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> tuple[Tenso
     graph = graph_of(name, inputs)
     operands = tuple([t._operand for t in inputs])
     inference = graph._inferences.infer(name, param, operands)
+    span = caller_span(_OWN_FRAMES, 2)  # this frame and its caller, an operator function
     if inference.input_placements:
-        inputs = _implicit_redistribute(inputs, inference.input_placements)
+        inputs = _implicit_redistribute(inputs, inference.input_placements, span)
         operands = tuple([t._operand for t in inputs])
-    return emit(graph, name, param, operands, inference.outputs, operands[0].mesh)
+    return emit(graph, name, param, operands, inference.outputs, operands[0].mesh, span)
 
 
 def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...], known: int = 1) -> Tensor:
@@ -120,38 +121,47 @@ def emit(
     inputs: tuple[Operand, ...],
     outputs: Sequence[OutputMeta],
     mesh: DeviceMesh,
+    span: Span | None = None,
 ) -> tuple[Tensor, ...]:
     """Allocate ids, enqueue the Operator, and wrap its outputs in Tensors."""
     if len(outputs) == 1:
-        return (emit_one(graph, name, param, inputs, outputs[0], mesh),)
+        return (emit_one(graph, name, param, inputs, outputs[0], mesh, span),)
     ids = graph._operand_ids
     operands = tuple([Operand(next(ids), o.shape, o.dtype, mesh, o.placements) for o in outputs])
     op_id = next(graph._operator_ids)
     input_ids = tuple([o.id for o in inputs])
     output_ids = tuple([o.id for o in operands])
-    op = Operator(op_id, f"{name}_{op_id}", param, input_ids, output_ids, caller_span(_OWN_FRAMES))
+    if span is None:
+        span = caller_span(_OWN_FRAMES)
+    op = Operator(op_id, f"{name}_{op_id}", param, input_ids, output_ids, span)
     graph.executor.submit((op, operands))
     wrap = _tensor.Tensor._wrap
     return tuple([wrap(graph, operand) for operand in operands])
 
 
-def redistribute_to(tensor: Tensor, mesh: DeviceMesh, placements: tuple[Placement, ...]) -> Tensor:
-    """Record a Convert of ``tensor`` to ``mesh`` and normalised ``placements``."""
+def redistribute_to(
+    tensor: Tensor,
+    mesh: DeviceMesh,
+    placements: tuple[Placement, ...],
+    span: Span | None = None,
+) -> Tensor:
+    """Record a Convert of ``tensor`` to ``mesh`` and normalised ``placements`` (``span``: the
+    user's line, when the caller has it)."""
     operand = tensor._operand
     if operand.mesh == mesh and operand.placements == placements:
         return tensor
     out = OutputMeta(operand.shape, operand.dtype, placements)
     param = ConvertParam(mesh, placements)
-    return emit_one(tensor._graph, "redistribute", param, (operand,), out, mesh)
+    return emit_one(tensor._graph, "redistribute", param, (operand,), out, mesh, span)
 
 
 def _implicit_redistribute(
-    inputs: tuple[Tensor, ...], wanted: Sequence[tuple[Placement, ...] | None]
+    inputs: tuple[Tensor, ...], wanted: Sequence[tuple[Placement, ...] | None], span: Span
 ) -> tuple[Tensor, ...]:
     converted = []
     for tensor, placements in zip(inputs, wanted, strict=False):
         if placements is None:
             converted.append(tensor)
         else:
-            converted.append(redistribute_to(tensor, tensor._operand.mesh, placements))
+            converted.append(redistribute_to(tensor, tensor._operand.mesh, placements, span))
     return tuple(converted) + inputs[len(converted) :]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import dtorch
+import dtorch.nn.functional as F
 from dtorch.errors import KernelError
 from dtorch.ir.operator import Operand, Operator
 
@@ -107,3 +108,34 @@ def test_a_kernel_failure_names_the_line(graph: dtorch.Graph) -> None:
     bad = x // zero
     with pytest.raises(KernelError, match=rf"test_spans\.py:{line}:"):
         bad.to_torch()
+
+
+def test_an_implicit_redistribution_names_the_line_that_needed_it(
+    graph: dtorch.Graph, recorded: list[Operator]
+) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    y = dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Replicate()], graph=graph)
+    recorded.clear()
+    line = _line() + 1
+    total = x + y  # y is chunked to S(0) first (binary elementwise)
+    assert [op.kind.name for op in recorded] == ["Convert", "BroadcastBinary"]
+    for op in recorded:
+        _assert_span(op, line)
+    assert total.tolist() == [[2.0, 2.0]] * 4
+
+
+def test_an_implicit_redistribution_of_linears_bias_names_the_line(
+    graph: dtorch.Graph, recorded: list[Operator]
+) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Replicate()], graph=graph)
+    w = dtorch.ones(6, 2, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    b = dtorch.ones(6, device_mesh=mesh, placements=[dtorch.Replicate()], graph=graph)
+    recorded.clear()
+    line = _line() + 1
+    out = F.linear(x, w, b)  # the output is S(1): the bias is chunked to S(0) first
+    assert [op.kind.name for op in recorded] == ["Convert", "Linear"]
+    for op in recorded:
+        _assert_span(op, line)
+    assert out.tolist() == [[3.0] * 6] * 4
