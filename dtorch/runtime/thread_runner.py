@@ -32,6 +32,9 @@ from dtorch.runtime.stream import FREE, KernelStream
 
 Route = tuple[tuple[int, tuple[int, ...]], ...]  # (stream index, its devices), per stream
 
+#: Mesh objects whose routes are kept by id (each entry keeps its mesh alive).
+MESH_ROUTES_LIMIT = 1024
+
 
 class ThreadRunner:
     """Runs every device's kernels on ``num_streams`` threads of this process."""
@@ -103,16 +106,19 @@ class ThreadRunner:
             if stream_items:
                 used[index] = True
         if batch.no_hold:
-            # Only to streams that ever ran an operator (the others hold nothing): a stream
-            # with nothing to free is not woken for every batch.
-            for index, stream_items in enumerate(items):
-                if used[index]:
-                    stream_items.append((FREE, batch.no_hold))
-            for operand_id in batch.no_hold:
-                metas.pop(operand_id, None)
+            self._add_frees(batch.no_hold, items)
         for stream, stream_items in zip(self._streams, items, strict=True):
             if stream_items:
                 stream.push(stream_items)
+
+    def _add_frees(self, no_hold: tuple[int, ...], items: list[list[object]]) -> None:
+        """Free ``no_hold`` after the batch on every stream that ever ran an operator (the
+        others hold nothing, and are not woken for every batch), and forget their metadata."""
+        for stream_items, used in zip(items, self._used, strict=True):
+            if used:
+                stream_items.append((FREE, no_hold))
+        for operand_id in no_hold:
+            self._metas.pop(operand_id, None)
 
     def _route(self, ins: tuple[Operand, ...], outs: tuple[Operand, ...]) -> Route:
         first = (outs or ins)[0].mesh
@@ -126,6 +132,8 @@ class ThreadRunner:
         # keeps the mesh alive, so the id cannot name another mesh meanwhile.
         entry = self._mesh_routes.get(id(first))
         if entry is None:
+            if len(self._mesh_routes) >= MESH_ROUTES_LIMIT:  # meshes made in a loop
+                self._mesh_routes.clear()
             entry = self._mesh_routes[id(first)] = (self._route_meshes(ins + outs), first)
         return entry[0]
 

@@ -268,3 +268,17 @@ def test_a_runner_failure_fails_pending_values_and_refuses_new_work() -> None:
             t + 2
     finally:
         g.close()
+
+
+def test_a_release_alone_in_its_batch_reaches_the_stream_holding_the_shard(
+    graph: dtorch.Graph,
+) -> None:
+    # Device 1 runs on stream 1; nothing before the release sends stream 1 a free or a
+    # memory-stats operator, and the release is a batch of its own (memory stats wait for it).
+    mesh = dtorch.DeviceMesh("cpu", [1])
+    t = dtorch.ones(4096, device_mesh=mesh, graph=graph)
+    assert t.to_torch().sum().item() == 4096
+    del t
+    gc.collect()
+    stats = graph.get_memory_stats(mesh)[1]
+    assert stats["allocated_bytes"] == 0 and stats["peak_bytes"] == 4096 * 4
