@@ -135,16 +135,12 @@ class KernelStream:
 
     def _run_group(self, ctx: KernelContext) -> None:
         op = ctx.operator
-        kernel = GROUP_KERNELS.get(op.param.kind)
-        if kernel is None:
-            missing = NotImplementedError(f"no kernel for {op.kind.name}")
-            failure = KernelFailure(kernel_error(op, ctx.devices[0], missing))
-            self.failures.append(failure.error)
-            self._store_group_results(ctx, {}, failure)
-            return
         inputs = {d: self._group_inputs(ctx, d) for d in ctx.devices}
         failed = self._services.failed_ops
         try:
+            kernel = GROUP_KERNELS.get(op.param.kind)
+            if kernel is None:
+                raise NotImplementedError(f"no kernel for {op.kind.name}")
             results = kernel(ctx, inputs)
             if self._services.validate:
                 for device in ctx.devices:
