@@ -21,7 +21,7 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import ConvertParam, OpParam
 from dtorch.ir.placement import Placement
-from dtorch.ir.rules import OutputMeta
+from dtorch.ir.rules import Inference, OutputMeta
 from dtorch.ir.span import Span, caller_span
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 _ID = attrgetter("id")
-_new = object.__new__
 
 #: Frames from files under these directories are dtorch's own; spans name the user's line.
 _OWN_FRAMES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
@@ -50,12 +49,23 @@ def graph_of(name: str, inputs: Sequence[Tensor]) -> Graph:
 def record(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     """Record ``param`` applied to ``inputs``; return the output tensors (not yet computed)."""
     graph = graph_of(name, inputs)
-    operands = tuple([t._operand for t in inputs])
-    inference = graph._inferences.infer(name, param, operands)
+    inference = graph._inferences.infer(name, param, tuple([t._operand for t in inputs]))
     span = caller_span(_OWN_FRAMES, 2)  # this frame and its caller, an operator function
+    return _emit_inferred(graph, name, param, inputs, inference, span)
+
+
+def _emit_inferred(
+    graph: Graph,
+    name: str,
+    param: OpParam,
+    inputs: tuple[Tensor, ...],
+    inference: Inference,
+    span: Span,
+) -> tuple[Tensor, ...]:
+    """Record the implicit redistributions ``inference`` asks for, then the operator."""
     if inference.input_placements:
         inputs = _implicit_redistribute(inputs, inference.input_placements, span)
-        operands = tuple([t._operand for t in inputs])
+    operands = tuple([t._operand for t in inputs])
     return emit(graph, name, param, operands, inference.outputs, operands[0].mesh, span)
 
 
@@ -75,9 +85,9 @@ def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...], known: int
         operands = tuple([t._operand for t in inputs])
         graph_of(name, inputs)
     inference = graph._inferences.infer(name, param, operands)
-    if inference.input_placements or len(inference.outputs) != 1:
-        return record(name, param, inputs)[0]
     span = caller_span(_OWN_FRAMES, 1 + known)  # this frame, and ``known`` above it
+    if inference.input_placements or len(inference.outputs) != 1:
+        return _emit_inferred(graph, name, param, inputs, inference, span)[0]
     return emit_one(graph, name, param, operands, inference.outputs[0], operands[0].mesh, span)
 
 
@@ -106,12 +116,7 @@ def emit_one(
         input_ids = tuple(map(_ID, inputs))
     op = Operator(op_id, f"{name}_{op_id}", param, input_ids, (operand.id,), span)
     graph.executor.submit((op, (operand,)))
-    # TensorBase._wrap inline: one call less on the per-operator path
-    tensor = _new(_tensor.Tensor)
-    tensor._graph = graph
-    tensor._operand = operand
-    tensor._base = None
-    return tensor
+    return _tensor.Tensor._wrap(graph, operand)
 
 
 def emit(
