@@ -26,7 +26,8 @@ keeps working for code written against plain PyTorch::
     │   ├── CommTimeoutError (TimeoutError)   a peer never came within the timeout
     │   └── PromiseStateError                 a promise set twice or used on the wrong side
     ├── KernelError (RuntimeError)            a kernel failed on a device; names op and span
-    ├── WorkerError (RuntimeError)            a worker process died or stopped answering
+    ├── WorkerError (RuntimeError)            a worker process broke or stopped answering
+    │   └── WorkerDiedError                   a worker process exited: which, its devices, how
     └── FutureTimeoutError (TimeoutError)     a future was not ready within the timeout
 
 Example:
@@ -127,7 +128,13 @@ class KernelError(DTorchError, RuntimeError):
 
 
 class WorkerError(DTorchError, RuntimeError):
-    """A worker process died, or stopped answering within the timeout."""
+    """A worker process broke (a lost message, a bad batch), or stopped answering in time."""
+
+
+class WorkerDiedError(WorkerError):
+    """A worker process exited while its graph was running; the message names the worker, the
+    devices it hosted and its exit code or signal. Every pending future of the graph and its
+    next ``sync()`` raise it; a new Graph works normally."""
 
 
 class FutureTimeoutError(DTorchError, TimeoutError):

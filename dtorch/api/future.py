@@ -27,7 +27,7 @@ from dtorch.comm.promise import VoidFutureCollect as CommVoidFutureCollect
 from dtorch.comm.promise import create_promise, create_void_promise
 from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import PromiseHandle
-from dtorch.kernels.promises import CountdownCollector
+from dtorch.runtime.settle import CountdownCollector
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
@@ -103,7 +103,7 @@ def tensor_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:
     """Register a promise that a GetTensor operator settles; return its handle and future."""
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
     promise = create_promise(PromiseKind.MEMORY, name=handle.name)  # named: no uuid per fetch
-    graph.runner.promises.add(handle.name, promise)
+    graph.executor.register(handle.name, promise)
     return handle, promise.get_future()
 
 
@@ -111,8 +111,8 @@ def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any]:
     """Register a collector that completes when every stream reported; handle and future."""
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
     promise = create_void_promise(PromiseKind.MEMORY, name=handle.name)
-    collector = CountdownCollector(graph.runner.stream_count, _VoidSink(promise), lambda _: None)
-    graph.runner.promises.add(handle.name, collector)
+    collector = CountdownCollector(graph.runner.parties, _VoidSink(promise), lambda _: None)
+    graph.executor.register(handle.name, collector)
     return handle, promise.get_future()
 
 
@@ -120,13 +120,14 @@ def memory_stats_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:
     """A future of an int64 [devices, 3] tensor of (device, bytes held, peak bytes)."""
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
     promise = create_promise(PromiseKind.MEMORY, name=handle.name)
-    collector = CountdownCollector(graph.runner.stream_count, promise, _stats_tensor)
-    graph.runner.promises.add(handle.name, collector)
+    collector = CountdownCollector(graph.runner.parties, promise, _stats_tensor)
+    graph.executor.register(handle.name, collector)
     return handle, promise.get_future()
 
 
 def _stats_tensor(reports: list[object]) -> torch.Tensor:
-    rows = [row for report in reports for row in report]  # type: ignore[attr-defined]
+    """Every party's flattened (device, bytes held, peak bytes) rows as one [n, 3] tensor."""
+    rows = [value for report in reports for value in report]  # type: ignore[attr-defined]
     return torch.tensor(rows, dtype=torch.int64).reshape(-1, 3)
 
 

@@ -35,7 +35,7 @@ from dtorch.ir.rules.cache import InferenceCache
 from dtorch.ir.span import Span
 from dtorch.options import GlobalOption
 from dtorch.runtime.executor import Executor
-from dtorch.runtime.thread_runner import ThreadRunner
+from dtorch.runtime.factory import make_runner
 
 #: Seconds a closing graph gives its threads to finish queued work.
 CLOSE_TIMEOUT = 30.0
@@ -79,12 +79,6 @@ class Graph:
 
     def __init__(self, option: GraphOption | None = None) -> None:
         self._option = option or GraphOption()
-        if self._option.resolved_per_device_per_process():
-            raise GraphError(
-                "per_device_per_process=True needs the process runner, which this dtorch "
-                "build does not include yet; use the default thread mode "
-                "(GraphOption(per_device_per_process=False) or unset DTORCH_PER_DEVICE_PER_PROCESS)"
-            )
         self._id = next(Graph._ids)
         self._operator_ids = itertools.count(1)
         self._operand_ids = itertools.count(1)
@@ -92,7 +86,7 @@ class Graph:
         self._default_mesh = DeviceMesh("cpu")
         self._default_dtype = torch.float32
         self._inferences = InferenceCache()  # rule answers, reused across a loop's iterations
-        self.runner = ThreadRunner(name=f"dtorch-g{self._id}")
+        self.runner = make_runner(self._option, name=f"dtorch-g{self._id}")
         self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")
         self._finalizer = weakref.finalize(self, self.executor.close, CLOSE_TIMEOUT)
 
@@ -180,6 +174,9 @@ class Graph:
     def sync_future(self) -> VoidFutureCollect:
         """A future that completes when every operator recorded so far has run; it fails with
         the first kernel failure since the previous sync."""
+        broken = self.executor.broken
+        if broken is not None:  # a worker died: every later sync raises why
+            raise broken
         handle, future = make_void_future(self)
         self.record_system("sync", SyncParam(handle), Span.unknown())
         return VoidFutureCollect([future])

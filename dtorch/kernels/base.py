@@ -32,7 +32,6 @@ from dtorch.ir.params import OpParam
 
 if TYPE_CHECKING:
     from dtorch.comm.group import ThreadGroupManager
-    from dtorch.kernels.promises import PromiseTable
 
 
 @dataclass(slots=True)
@@ -41,10 +40,9 @@ class KernelContext:
 
     ``devices`` are the device ids this caller runs the operator for. ``memo`` is scratch
     shared by those devices for this one operator (e.g. a full random tensor generated once and
-    sliced per device). ``groups`` is the caller's ThreadGroupManager and ``promises`` the
-    runner's table of promises by handle (None where the operator needs neither, e.g. in unit
-    tests of local kernels). Not frozen: one is built per operator on the hot path, and a
-    frozen dataclass costs four times as much to build.
+    sliced per device). ``groups`` is the caller's ThreadGroupManager (None where the operator
+    needs none, e.g. in unit tests of local kernels). Not frozen: one is built per operator on
+    the hot path, and a frozen dataclass costs four times as much to build.
     """
 
     operator: Operator
@@ -52,7 +50,6 @@ class KernelContext:
     outputs: tuple[Operand, ...]
     devices: tuple[int, ...]
     groups: ThreadGroupManager | None = None
-    promises: PromiseTable | None = None
     memo: dict[str, Any] | None = None  # created by the kernel that wants one (rare)
 
     @property

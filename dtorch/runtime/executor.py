@@ -1,11 +1,18 @@
-"""Executor: the controller thread of one Graph.
+"""Executor: the controller of one Graph - its two threads, its promises, its health.
 
 The client appends recorded operators (with the metadata of the operands they produce) and
-released operand ids to one queue, in program order, and returns at once. The executor thread
-drains the queue in batches, keeps the live operands of the logical graph, and hands each batch
-to the Runner as one ``ExecuteBatch``: the operators, their output operands, and the operand ids
-no handle holds any more (freed after the batch's operators ran). One queue for both keeps a
-release from overtaking the operator that produced the operand.
+released operand ids to one queue, in program order. The dispatch thread drains the queue in
+batches and hands each batch to the Runner as one ``ExecuteBatch``: the operators, their
+output operands, and the operand ids no handle holds any more (freed after the batch's
+operators ran). One queue for both keeps a release from overtaking the operator that
+produced the operand. The queue is bounded for operators (the client waits while it is full,
+see ``WorkQueue.put_bounded``) and never for releases.
+
+The report thread reads the runner's report channel and settles the promises the client
+registered (``register``): the controller alone owns them. A worker failure report, or a
+runner that cannot take a batch, breaks the executor: every pending promise fails with the
+cause, later operators are refused at record time (GraphError, caused by it), and ``broken``
+holds the cause for ``sync()`` to raise.
 
 Example:
     >>> from dtorch.runtime.thread_runner import ThreadRunner
@@ -16,14 +23,18 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from dtorch.errors import GraphError
+from dtorch.errors import GraphError, WorkerDiedError
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.ir.opkind import OpKind
+from dtorch.ir.report import WorkerFailureReport
+from dtorch.runtime.reports import END
 from dtorch.runtime.runner import Runner
+from dtorch.runtime.settle import Settlements
 from dtorch.runtime.workqueue import WorkQueue
 
 #: What the client queues per operator: the operator and the metadata of its outputs.
@@ -31,52 +42,109 @@ Submission = tuple[Operator, tuple[Operand, ...]]
 
 #: Largest number of queue items per batch: bounds the latency of the first operator.
 MAX_BATCH = 4096
+#: Queued operators beyond which the recording client waits for the controller.
+QUEUE_LIMIT = 1 << 14
+#: How long the report thread waits for a report before it looks again.
+REPORT_POLL_SECONDS = 1.0
+
+_LOG = logging.getLogger(__name__)
+
+
+def worker_died(report: WorkerFailureReport) -> WorkerDiedError:
+    """The error every pending future raises once a worker failed (it exits after a report)."""
+    return WorkerDiedError(f"worker {report.worker} ({report.devices}) {report.reason}")
 
 
 class Executor:
-    """Drains one graph's queue into its runner on a dedicated thread."""
+    """Drains one graph's queue into its runner, and its runner's reports into promises."""
 
     def __init__(self, runner: Runner, name: str) -> None:
         self.runner = runner
-        self.live: dict[int, Operand] = {}
-        self._queue = WorkQueue()
+        self.settlements = Settlements()
+        self.promises = self.settlements.promises
+        self._queue = WorkQueue(limit=QUEUE_LIMIT)
         #: ``release(operand_id)``: queue the release of an operand no handle holds (any
-        #: thread, even a finalizer). The queue's own ``put``, bound once: every operator's
-        #: output is released when its last handle goes, and a method around it costs a call.
+        #: thread, even a finalizer; never blocks). The queue's own ``put``, bound once:
+        #: every operator's output is released when its last handle goes.
         self.release: Callable[[int], None] = self._queue.put
         #: ``submit((operator, its output operands))``: queue a recorded operator (client
-        #: thread; never blocks). Also the queue's ``put`` while the graph runs; ``close`` and
-        #: a failed runner swap in a refusal (GraphError) for later operators.
-        self.submit: Callable[[Submission], None] = self._queue.put
+        #: thread; waits only while the queue is full). ``close`` and a broken runner swap in
+        #: a refusal (GraphError) for later operators.
+        self.submit: Callable[[Submission], None] = self._queue.put_bounded
         self._carry: Any = None  # an item that opens the next batch (see _drain)
         self._stopping = False
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name=f"{name}-executor", daemon=True)
-        self._thread.start()
+        self._error: BaseException | None = None  # why the runner broke
+        self._final: BaseException | None = None  # what a promise registered too late gets
+        self._dispatcher = threading.Thread(target=self._main, name=f"{name}-executor", daemon=True)
+        self._reporter = threading.Thread(
+            target=self._read_reports, name=f"{name}-reports", daemon=True
+        )
+        self._dispatcher.start()
+        self._reporter.start()
+
+    # --- health -----------------------------------------------------------------------------
+    @property
+    def broken(self) -> BaseException | None:
+        """Why the runner broke (a worker died, a batch was refused), or None."""
+        return self._error
 
     def _refuse(self, item: Submission) -> None:
-        raise GraphError(self._refusal())
+        error = GraphError(self._refusal())
+        error.__cause__ = self._error
+        raise error
 
     def _refusal(self) -> str:
         if self._error is not None:
-            return f"this graph's runner failed ({self._error!r}); create a new Graph"
+            return f"this graph's runner failed ({self._error}); create a new Graph"
         return "this graph is closed; create a new Graph to record more operators"
 
+    def _break(self, error: BaseException) -> None:
+        """Fail everything pending with ``error``; refuse later operators."""
+        if self._error is not None:
+            return
+        self._error = error
+        self._final = error
+        self.submit = self._refuse
+        refusal = GraphError(self._refusal())
+        refusal.__cause__ = error
+        self._queue.refuse(refusal)
+        self.promises.fail_all(error)
+
+    # --- promises ---------------------------------------------------------------------------
+    def register(self, name: str, target: Any) -> None:
+        """Register the promise or collector a GetTensor/Sync/Memory operator will settle."""
+        self.promises.add(name, target)
+        final = self._final
+        if final is not None:  # broken or closed meanwhile: nothing will settle it
+            late = self.promises.pop(name)
+            if late is not None:
+                late.set_error(final)
+
+    # --- closing ----------------------------------------------------------------------------
     def close(self, timeout: float) -> None:
-        """Run what is queued, then stop the thread and the runner."""
+        """Run what is queued, then stop both threads and the runner."""
         if self._stopping:
             return
         self._stopping = True
         self.submit = self._refuse
+        self._queue.refuse(GraphError(self._refusal()))
         self._queue.put(None)  # a wake token: the thread wakes, drains, sees _stopping
-        self._thread.join(timeout)
-        self.runner.close(timeout)
-        if self._thread.is_alive():
-            raise GraphError(f"the executor did not stop within {timeout} s")
+        self._dispatcher.join(timeout)
+        try:
+            self.runner.close(timeout)
+        finally:
+            self._reporter.join(timeout)
+            closed = GraphError("the graph was closed before this value was computed")
+            self._final = self._final or closed
+            self.promises.fail_all(self._final)
+        if self._dispatcher.is_alive() or self._reporter.is_alive():
+            raise GraphError(f"the controller threads did not stop within {timeout} s")
 
+    # --- the dispatch thread ----------------------------------------------------------------
     def _main(self) -> None:
         while True:
             batch = self._drain()
+            self._queue.made_room()
             if batch is not None:
                 self._dispatch(batch)
             elif self._stopping:
@@ -89,7 +157,6 @@ class Executor:
         operators: list[Operator] = []
         operands: list[Operand] = []
         no_hold: list[int] = []
-        live = self.live
         carry, self._carry = self._carry, None
         if carry is not None:  # a memory-stats operator held back by the previous batch
             operators.append(carry[0])
@@ -99,7 +166,6 @@ class Executor:
                 continue
             if type(item) is int:
                 no_hold.append(item)
-                live.pop(item, None)
                 continue
             if not item[1] and no_hold and item[0].param.kind is OpKind.Memory:
                 # A batch frees its no-hold operands after its operators: memory stats must
@@ -107,19 +173,36 @@ class Executor:
                 self._carry = item
                 break
             operators.append(item[0])
-            for operand in item[1]:
-                live[operand.id] = operand
-                operands.append(operand)
+            operands.extend(item[1])
         if not operators and not no_hold:
             return None
         return ExecuteBatch(tuple(operators), tuple(operands), tuple(no_hold))
 
     def _dispatch(self, batch: ExecuteBatch) -> None:
+        if self._error is not None:  # broken: nothing runs any more
+            return
         try:
             self.runner.execute(batch)
         except Exception as error:  # a runner bug must not kill the controller silently
-            self._error = error
-            self.submit = self._refuse
+            if self._error is not None:  # the runner broke meanwhile: that is the cause
+                return
             failure = GraphError(f"the runner failed to take a batch: {error!r}")
             failure.__cause__ = error
-            self.runner.promises.fail_all(failure)
+            self._break(failure)
+
+    # --- the report thread ------------------------------------------------------------------
+    def _read_reports(self) -> None:
+        source, settle = self.runner.reports, self.settlements.settle
+        while True:
+            report = source.get(REPORT_POLL_SECONDS)
+            if report is None:
+                continue
+            if report is END:
+                return
+            try:
+                if type(report) is WorkerFailureReport:
+                    self._break(worker_died(report))
+                else:
+                    settle(report)
+            except Exception:  # one bad report must not stop the settling of the others
+                _LOG.exception("the controller could not apply a report")

@@ -1,9 +1,9 @@
-"""Operators a stream handles itself, not through a kernel: they settle client promises.
+"""Operators a stream handles itself, not through a kernel: they report to the controller.
 
-GetTensor hands each device's shard to the collector registered under the promise's name;
-Sync reports, once per stream, the first failure since the previous Sync; Memory empties the
-device cache or reports bytes held per device. The collector that completes removes itself
-from the promise table.
+GetTensor reports the (single-device) input's value, or the failure standing in for it; Sync
+reports, once per stream, the first failure since the previous Sync; Memory empties the
+device cache or reports the bytes held per device. Each sends one report record on the
+runner's report channel: no promise is ever touched here (the controller settles them).
 """
 
 from __future__ import annotations
@@ -14,21 +14,22 @@ from typing import Any, Protocol
 
 import torch
 
-from dtorch.errors import KernelError
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import MemoryKind, OpKind
 from dtorch.ir.params import GetTensorParam, MemoryParam, SyncParam
-from dtorch.kernels.promises import KernelFailure, PromiseTable
-from dtorch.runtime.shards import ShardTable
+from dtorch.ir.report import Failure, PartyReport, ValueReport
+from dtorch.runtime.board import FailureBoard
+from dtorch.runtime.reports import ReportSink
+from dtorch.runtime.shards import KernelFailure, ShardTable
 
 
 @dataclass(slots=True)
 class StreamServices:
-    """What every stream of one runner shares."""
+    """What every stream of one runner (or of one worker) shares."""
 
-    promises: PromiseTable
-    groups: Any  # the runner's ThreadGroupManager (None until a group kernel needs one)
-    failed_ops: dict[int, KernelFailure]  # operator id -> failure, shared across streams
+    groups: Any  # the ThreadGroupManager of the streams' callers (None: no group kernels)
+    board: FailureBoard  # failed group-kernel inputs, seen by every caller of the group
+    reports: ReportSink  # the report channel to the controller
     validate: bool  # check kernel outputs against the inferred local shapes
 
 
@@ -36,31 +37,26 @@ class StreamState(Protocol):
     """The parts of a KernelStream the handlers use."""
 
     shards: ShardTable
-    failures: list[KernelError]
+    party: int
+    first_failure: Failure | None
 
     @property
     def services(self) -> StreamServices: ...
 
 
-def _deliver(promises: PromiseTable, name: str, done: bool) -> None:
-    if done:
-        promises.pop(name)
-
-
 def get_tensor(
     stream: StreamState, op: Operator, ins: tuple[Operand, ...], devices: tuple[int, ...]
 ) -> None:
-    """Settle the GetTensor's promise with a CPU copy of the (single-device) input's value, or
-    with the failure that stands in for it."""
+    """Report the (single-device) input's value, or the failure that stands in for it."""
     param = op.param
     assert isinstance(param, GetTensorParam)
-    promise: Any = stream.services.promises.pop(param.promise.name)
     (device,) = devices  # to_torch redistributes onto one device first
     value = stream.shards.get(ins[0].id, device)
-    if isinstance(value, KernelFailure):
-        promise.set_error(value.error)
-    else:  # a copy: the caller may change the tensor it gets, the shard must not change
-        promise.set_value(value.to("cpu", copy=True))
+    if value.__class__ is KernelFailure:
+        report = ValueReport(param.promise.name, failure=value.failure)
+    else:  # the channel copies the shard before put returns (see dtorch.runtime.reports)
+        report = ValueReport(param.promise.name, value)  # type: ignore[arg-type]
+    stream.services.reports.put(report)
 
 
 def sync(
@@ -69,11 +65,8 @@ def sync(
     """Report that this stream got here, with its first failure since the last Sync."""
     param = op.param
     assert isinstance(param, SyncParam)
-    failure = stream.failures[0] if stream.failures else None
-    stream.failures.clear()
-    promises = stream.services.promises
-    done = promises.get(param.promise.name).add(None, failure)  # type: ignore[attr-defined]
-    _deliver(promises, param.promise.name, done)
+    failure, stream.first_failure = stream.first_failure, None
+    stream.services.reports.put(PartyReport(param.promise.name, stream.party, failure))
 
 
 def memory(
@@ -86,21 +79,20 @@ def memory(
         torch.cuda.empty_cache()
     if param.promise is None:
         return
-    rows = []
+    rows: list[int] = []
     for device in stream.shards.devices():
         allocated, peak = stream.shards.stats(device)
-        rows.append((device, allocated, peak))
+        rows += (device, allocated, peak)
         if param.reset_peak:
             stream.shards.reset_peak(device)
-    promises = stream.services.promises
-    done = promises.get(param.promise.name).add(rows, None)  # type: ignore[attr-defined]
-    _deliver(promises, param.promise.name, done)
+    report = PartyReport(param.promise.name, stream.party, rows=tuple(rows))
+    stream.services.reports.put(report)
 
 
 StreamHandler = Callable[[Any, Operator, tuple[Operand, ...], tuple[int, ...]], None]
 
 #: Kinds a stream handles itself. Sync and Memory go to every stream; GetTensor to the
-#: streams that hold the input's devices.
+#: stream that holds the input's device.
 STREAM_HANDLERS: dict[OpKind, StreamHandler] = {
     OpKind.GetTensor: get_tensor,
     OpKind.Sync: sync,

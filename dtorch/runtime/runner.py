@@ -1,9 +1,16 @@
-"""The Runner seam: what the controller hands batches to.
+"""The Runner seam: what the controller hands batches to, and where its reports come from.
 
-A runner executes ``ExecuteBatch`` messages in order on its devices and frees the no-hold
-operands after each batch. ``execute`` never blocks on the devices. The thread runner runs
-devices as threads of this process; the process runner (a later stage) feeds worker processes
-over ZeroMQ. The controller assumes nothing else about where devices live.
+Everything that crosses the seam is data. Down: ``execute(batch)`` queues an ``ExecuteBatch``
+(operators, the metadata of the operands they produce, the operand ids no handle holds any
+more) and returns at once; the devices run the batch in order and free the no-hold operands
+after it. Up: ``reports``, a channel of frozen report records (``dtorch.ir.report``) that the
+controller alone turns into settled promises. ``parties`` says how many report to every Sync
+or Memory operator; ``satisfy(mesh)`` whether the runner can run a mesh here; ``close``
+finishes queued work and stops every thread and process of the runner.
+
+Two runners implement it: ``ThreadRunner`` (devices are threads of this process) and
+``ProcessRunner`` (worker processes fed over ZeroMQ); ``make_runner`` picks one from a
+graph's option. The controller assumes nothing else about where devices live.
 """
 
 from __future__ import annotations
@@ -12,24 +19,25 @@ from typing import Protocol
 
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
-from dtorch.kernels.promises import PromiseTable
+from dtorch.runtime.reports import ReportSource
 
 
 class Runner(Protocol):
     """Executes batches of operators on devices; see the module docstring."""
 
     @property
-    def promises(self) -> PromiseTable:
-        """Where the client registers the promises its GetTensor/Sync/Memory operators name."""
+    def reports(self) -> ReportSource:
+        """The report channel's controller side."""
         ...
 
     @property
-    def stream_count(self) -> int:
+    def parties(self) -> int:
         """How many parties report to a Sync or Memory operator."""
         ...
 
     def execute(self, batch: ExecuteBatch) -> None:
-        """Queue ``batch`` for execution and return at once."""
+        """Queue ``batch`` for execution and return (waits only while the devices are too
+        far behind: see ``dtorch.runtime.window``)."""
         ...
 
     def satisfy(self, mesh: DeviceMesh) -> bool:
@@ -37,5 +45,5 @@ class Runner(Protocol):
         ...
 
     def close(self, timeout: float) -> None:
-        """Finish queued work (within ``timeout``), stop every thread/process, fail what is left."""
+        """Finish queued work (within ``timeout``), stop every thread/process."""
         ...

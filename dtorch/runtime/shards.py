@@ -22,10 +22,19 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 
-from dtorch.kernels.promises import KernelFailure
+from dtorch.ir.report import Failure
+
+
+@dataclass(frozen=True, slots=True)
+class KernelFailure:
+    """Stands in for the shards of an operator that failed; later kernels pass it on."""
+
+    failure: Failure
+
 
 Shard = torch.Tensor | KernelFailure
 

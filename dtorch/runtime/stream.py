@@ -4,52 +4,60 @@ The runner pushes lists of items; the stream drains them without waking anyone. 
 raises turns its outputs into ``KernelFailure`` markers naming the operator and the user's
 line; kernels whose inputs are failures pass the marker on instead of running, so every value
 that depends on a failure fails, and everything else keeps working. The next Sync reports the
-first failure since the previous one.
+first failure since the previous one. A stream never dies: whatever goes wrong while it
+handles an item (even outside a kernel, say a failed allocation) fails that item's outputs
+and, for the operators that settle a promise, reports the failure, and the stream goes on.
 
 Items: a ``KernelContext`` per operator (the operator, its operand metadata and the devices
 this stream runs it for: built once by the runner, so the stream allocates nothing per
-operator to dispatch it), ``(FREE, operand ids)`` and ``(STOP,)``.
+operator to dispatch it), ``(FREE, operand ids)``, ``(PROGRESS, sequence)`` (report that
+everything before it ran), ``(RESET, event)`` (drop every shard and failure, then set the
+event: a worker is handed to a new graph) and ``(STOP,)``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
 
 import torch
 
-from dtorch.errors import KernelError
 from dtorch.ir.operator import Operator
 from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import GetTensorParam, MemoryParam, SyncParam
+from dtorch.ir.report import Failure, PartyReport, ProgressReport, Report, ValueReport
 from dtorch.kernels.base import KernelContext
-from dtorch.kernels.promises import KernelFailure
 from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
-from dtorch.runtime.shards import ShardTable
+from dtorch.runtime.shards import KernelFailure, ShardTable
 from dtorch.runtime.workqueue import WorkQueue
 
-FREE, STOP = 1, 2
+FREE, STOP, PROGRESS, RESET = 1, 2, 3, 4
 
 #: Kinds that change their first input in place and have no outputs: a failure poisons it.
 IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem})
 
+_LOG = logging.getLogger(__name__)
 
-def kernel_error(operator: Operator, device: int, error: BaseException) -> KernelError:
-    """The error users see: operator, user line, device, and the original error."""
-    failure = KernelError(
-        f"{operator.describe()} failed on device {device}: {type(error).__name__}: {error}"
-    )
-    failure.__cause__ = error
-    return failure
+
+def failure_of(operator: Operator, device: int, error: BaseException) -> KernelFailure:
+    """The marker users eventually see: operator, user line, device, and the error."""
+    return KernelFailure(Failure.of(operator.id, operator.describe(), device, error))
 
 
 class KernelStream:
-    """A thread running its devices' kernels in order; ``push`` never blocks."""
+    """A thread running its devices' kernels in order; ``push`` never blocks.
 
-    def __init__(self, name: str, services: StreamServices) -> None:
+    ``party`` is the stream's index among every stream that reports to one controller (the
+    streams of one runner, or of every worker of a process runner).
+    """
+
+    def __init__(self, name: str, services: StreamServices, party: int = 0) -> None:
         self.name = name
+        self.party = party
         self.shards = ShardTable()
-        self.failures: list[KernelError] = []
+        self.first_failure: Failure | None = None  # since the previous Sync
         self._services = services
         self._queue = WorkQueue()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
@@ -78,12 +86,27 @@ class KernelStream:
             except IndexError:
                 queue.sleep(1.0)
                 continue
-            if item.__class__ is KernelContext:
-                self._run(item)
-            elif item[0] == FREE:
-                self.shards.free(item[1])
-            else:
-                return
+            try:
+                if item.__class__ is KernelContext:
+                    self._run(item)
+                elif item[0] == STOP:
+                    return
+                else:
+                    self._control(item)
+            except Exception as error:  # the stream goes on; the item's outputs fail
+                self._recover(item, error)
+
+    def _control(self, item: tuple[int, object]) -> None:
+        tag, value = item
+        if tag == FREE:
+            self.shards.free(value)  # type: ignore[arg-type]
+        elif tag == PROGRESS:
+            self._report(ProgressReport(self.party, value))  # type: ignore[arg-type]
+        elif tag == RESET:
+            self.shards = ShardTable()
+            self.first_failure = None
+            self._services.board.clear(self.party)
+            value.set()  # type: ignore[attr-defined]
 
     def _run(self, ctx: KernelContext) -> None:
         """Run one operator for the devices ``ctx`` names."""
@@ -116,7 +139,7 @@ class KernelStream:
                 if self._services.validate:
                     check_outputs(ctx, device, outputs)
             except Exception as error:
-                self._fail(op, device, error)
+                self._fail(op, device, failure_of(op, device, error))
                 continue
             if len(outputs) == 1 and len(op.outputs) == 1:
                 put(op.outputs[0], device, outputs[0])
@@ -133,11 +156,16 @@ class KernelStream:
                 return True
         return False
 
+    # --- group kernels ----------------------------------------------------------------------
     def _run_group(self, ctx: KernelContext) -> None:
         op = ctx.operator
-        inputs = {d: self._group_inputs(ctx, d) for d in ctx.devices}
-        failed = self._services.failed_ops
+        board = self._services.board
+        upstream: KernelFailure | None = None
         try:
+            upstream = self._failed_input(ctx)
+            if upstream is not None:  # posted before this party sends anything to the others
+                board.post(self.party, upstream.failure)
+            inputs = self._group_inputs(ctx)
             kernel = GROUP_KERNELS.get(op.param.kind)
             if kernel is None:
                 raise NotImplementedError(f"no kernel for {op.kind.name}")
@@ -146,47 +174,66 @@ class KernelStream:
                 for device in ctx.devices:
                     check_outputs(ctx, device, results[device])
         except Exception as error:
-            failure = KernelFailure(kernel_error(op, ctx.devices[0], error))
-            failed.setdefault(op.id, failure)
-            self.failures.append(failure.error)
-            results = {}
-        self._store_group_results(ctx, results, failed.get(op.id))
-
-    def _group_inputs(self, ctx: KernelContext, device: int) -> list[torch.Tensor]:
-        """A device's input shards for a group kernel; a failed input contributes zeros so
-        that the collective still completes for every participant (the outputs fail after)."""
-        shards: list[torch.Tensor] = []
-        for operand in ctx.inputs:
-            if device not in operand.mesh:
-                continue
-            value = self.shards.get(operand.id, device)
-            if isinstance(value, KernelFailure):
-                self._services.failed_ops.setdefault(ctx.operator.id, value)
-                value = torch.zeros(operand.local_shape(device), dtype=operand.dtype)
-            shards.append(value)
-        return shards
-
-    def _store_group_results(
-        self,
-        ctx: KernelContext,
-        results: dict[int, list[torch.Tensor]],
-        failure: KernelFailure | None,
-    ) -> None:
+            if upstream is None:  # a failure of its own (not the zeros of a failed input's)
+                upstream = failure_of(op, ctx.devices[0], error)
+                self._note(upstream)
+                board.post(self.party, upstream.failure)
+            self._store_group_failure(ctx, upstream)
+            return
+        posted = upstream.failure if upstream is not None else board.find(op.id)
+        if posted is not None:
+            self._store_group_failure(ctx, KernelFailure(posted))
+            return
         for device in ctx.devices:
             produced = [o for o in ctx.outputs if device in o.mesh]
-            if failure is not None:
-                in_place = ctx.operator.kind in IN_PLACE_KINDS and device in ctx.inputs[0].mesh
-                if not produced and in_place:  # only where the target has a shard
-                    self.shards.put(ctx.operator.inputs[0], device, failure)
-                for operand in produced:
-                    self.shards.put(operand.id, device, failure)
-                continue
             for operand, value in zip(produced, results[device], strict=True):
                 self.shards.put(operand.id, device, value)
 
-    def _fail(self, op: Operator, device: int, error: BaseException) -> None:
-        failure = KernelFailure(kernel_error(op, device, error))
-        self.failures.append(failure.error)
+    def _failed_input(self, ctx: KernelContext) -> KernelFailure | None:
+        """The first input shard of this stream's devices that is a failure, if any."""
+        if not self.shards.failed:
+            return None
+        for device in ctx.devices:
+            for operand in ctx.inputs:
+                if device in operand.mesh:
+                    value = self.shards.get(operand.id, device)
+                    if value.__class__ is KernelFailure:
+                        return value
+        return None
+
+    def _group_inputs(self, ctx: KernelContext) -> dict[int, list[torch.Tensor]]:
+        """Every device's input shards for a group kernel: a failed input contributes zeros,
+        so the exchange still completes for every participant."""
+        inputs: dict[int, list[torch.Tensor]] = {}
+        for device in ctx.devices:
+            shards: list[torch.Tensor] = []
+            inputs[device] = shards
+            for operand in ctx.inputs:
+                if device not in operand.mesh:
+                    continue
+                value = self.shards.get(operand.id, device)
+                if value.__class__ is KernelFailure:
+                    value = torch.zeros(operand.local_shape(device), dtype=operand.dtype)
+                shards.append(value)  # type: ignore[arg-type]
+        return inputs
+
+    def _store_group_failure(self, ctx: KernelContext, failure: KernelFailure) -> None:
+        in_place = ctx.operator.kind in IN_PLACE_KINDS and not ctx.outputs
+        for device in ctx.devices:
+            if in_place and device in ctx.inputs[0].mesh:  # only where the target has a shard
+                self.shards.put(ctx.operator.inputs[0], device, failure)
+            for operand in ctx.outputs:
+                if device in operand.mesh:
+                    self.shards.put(operand.id, device, failure)
+
+    # --- failures ---------------------------------------------------------------------------
+    def _note(self, failure: KernelFailure) -> None:
+        """Remember the first failure since the previous Sync (the next Sync reports it)."""
+        if self.first_failure is None:
+            self.first_failure = failure.failure
+
+    def _fail(self, op: Operator, device: int, failure: KernelFailure) -> None:
+        self._note(failure)
         self._store_failure(op, device, failure)
 
     def _store_failure(self, op: Operator, device: int, failure: KernelFailure) -> None:
@@ -194,6 +241,41 @@ class KernelStream:
             self.shards.put(op.inputs[0], device, failure)
         for operand in op.outputs:
             self.shards.put(operand, device, failure)
+
+    def _recover(self, item: object, error: Exception) -> None:
+        """Something outside a kernel failed: fail the item's outputs and report its promise."""
+        if item.__class__ is not KernelContext:
+            _LOG.error("stream %s could not handle %r: %r", self.name, item, error)
+            return
+        ctx: KernelContext = item
+        failure = failure_of(ctx.operator, ctx.devices[0] if ctx.devices else -1, error)
+        self._note(failure)
+        try:
+            for device in ctx.devices:
+                self._store_failure(ctx.operator, device, failure)
+        except Exception:  # the outputs cannot even be marked: dependents fail on lookup
+            _LOG.exception("stream %s could not mark the outputs of a failed operator", self.name)
+        report = promise_failure(ctx.operator, self.party, failure.failure)
+        if report is not None:
+            self._report(report)
+
+    def _report(self, report: Report) -> None:
+        try:
+            self._services.reports.put(report)
+        except Exception:  # the channel itself is broken: the runner's liveness catches it
+            _LOG.exception("stream %s could not send a report", self.name)
+
+
+def promise_failure(operator: Operator, party: int, failure: Failure) -> Report | None:
+    """The report that settles ``operator``'s promise with ``failure`` (None: it has none)."""
+    param = operator.param
+    if isinstance(param, GetTensorParam):
+        return ValueReport(param.promise.name, failure=failure)
+    if isinstance(param, SyncParam):
+        return PartyReport(param.promise.name, party, failure)
+    if isinstance(param, MemoryParam) and param.promise is not None:
+        return PartyReport(param.promise.name, party, failure)
+    return None
 
 
 def check_outputs(ctx: KernelContext, device: int, outputs: Sequence[torch.Tensor]) -> None:

@@ -12,9 +12,8 @@ import random
 import pytest
 import torch
 
-from dtorch.errors import KernelError
-from dtorch.kernels.promises import KernelFailure
-from dtorch.runtime.shards import ShardTable
+from dtorch.ir.report import Failure
+from dtorch.runtime.shards import KernelFailure, ShardTable
 
 DEVICES = (0, 1)
 
@@ -44,7 +43,7 @@ def _step(table: ShardTable, rng: random.Random, next_id: list[int]) -> tuple[in
     elif choice < 0.65:  # the very same tensor under a second operand
         value = table.get(rng.choice(held), device)
     elif choice < 0.75:  # a failure marker
-        value = KernelFailure(KernelError("boom"))
+        value = KernelFailure(Failure(1, "op", device, "KernelError", "boom"))
     elif choice < 0.85:  # overwrite a held operand (in-place kernels)
         fresh = torch.ones(rng.randint(1, 64))
         transient = _held_bytes(table, device) + fresh.nbytes

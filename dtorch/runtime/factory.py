@@ -1,0 +1,39 @@
+"""make_runner: the Runner a graph's option asks for.
+
+Thread mode (the default) runs devices as threads of this process. Process mode
+(``GraphOption(per_device_per_process=True)`` or DTORCH_PER_DEVICE_PER_PROCESS=1) runs them
+in worker processes fed over ZeroMQ; the option's ``num_workers`` and ``worker_pool`` say
+how many and on which pool.
+
+Example:
+    >>> from dtorch.api.graph import GraphOption
+    >>> runner = make_runner(GraphOption(per_device_per_process=False), "doc")
+    >>> type(runner).__name__, runner.parties
+    ('ThreadRunner', 2)
+    >>> runner.close(5.0)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dtorch.errors import GraphError
+from dtorch.runtime.runner import Runner
+from dtorch.runtime.thread_runner import ThreadRunner
+
+if TYPE_CHECKING:
+    from dtorch.api.graph import GraphOption
+
+#: Kernel streams of a thread runner: its devices are logical, any number run on these.
+THREAD_STREAMS = 2
+
+
+def make_runner(option: GraphOption, name: str) -> Runner:
+    """The runner of a graph with ``option``, named ``name`` (thread names carry it)."""
+    if option.resolved_per_device_per_process():
+        raise GraphError(
+            "per_device_per_process=True needs the process runner, which this dtorch "
+            "build does not include yet; use the default thread mode "
+            "(GraphOption(per_device_per_process=False) or unset DTORCH_PER_DEVICE_PER_PROCESS)"
+        )
+    return ThreadRunner(THREAD_STREAMS, name=name)

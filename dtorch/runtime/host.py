@@ -1,0 +1,198 @@
+"""DeviceHost: the kernel streams of one process and the routing of batches onto them.
+
+Devices are logical: device ``d`` belongs to party ``d % parties``, so a mesh of 432 CPU
+devices runs on a bounded number of streams. A host runs the parties ``first ..
+first + count - 1`` as its streams: thread mode has one host running every party, process mode
+one host per worker process running its own party (and skipping the operators of devices it
+does not hold; every worker receives every batch). For each operator the host sends one item
+to each of its streams that holds one of the operator's devices, carrying the operand metadata
+the kernels need (it keeps the metadata of live operands; a batch's no-hold ids leave after
+it).
+
+Example:
+    >>> from dtorch.runtime.board import LocalFailureBoard
+    >>> from dtorch.runtime.handlers import StreamServices
+    >>> from dtorch.runtime.reports import ReportQueue
+    >>> services = StreamServices(None, LocalFailureBoard(), ReportQueue(), False)
+    >>> host = DeviceHost(PartyLayout(parties=4, first=1, count=2), services, "doc")
+    >>> [s.party for s in host.streams], host.layout.owns(5), host.layout.owns(4)
+    ([1, 2], True, False)
+    >>> host.close(timeout=5.0)
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from dtorch.errors import GraphError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import ExecuteBatch, Operand
+from dtorch.kernels.base import KernelContext
+from dtorch.kernels.table import LOCAL_KERNELS
+from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
+from dtorch.runtime.stream import FREE, PROGRESS, RESET, KernelStream
+
+Route = tuple[tuple[int, tuple[int, ...]], ...]  # (local stream index, its devices), per stream
+
+#: Mesh objects whose routes are kept by id (each entry keeps its mesh alive).
+MESH_ROUTES_LIMIT = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PartyLayout:
+    """``parties`` parties in all; this host runs ``count`` of them, from ``first``."""
+
+    parties: int
+    first: int = 0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.parties < 1 or self.count < 1 or not 0 <= self.first <= self.parties - self.count:
+            raise GraphError(f"{self} is not a layout: need 0 <= first < first+count <= parties")
+
+    def party_of(self, device: int) -> int:
+        return device % self.parties
+
+    def owns(self, device: int) -> bool:
+        return 0 <= device % self.parties - self.first < self.count
+
+    def describe(self, party: int) -> str:
+        """Which devices ``party`` holds, in words."""
+        if self.parties == 1:
+            return "every device"
+        return f"devices {party}, {party + self.parties}, {party + 2 * self.parties}, ..."
+
+
+class DeviceHost:
+    """Streams for the parties of ``layout`` this process runs; see the module docstring."""
+
+    def __init__(self, layout: PartyLayout, services: StreamServices, name: str) -> None:
+        self.layout = layout
+        self.services = services
+        self.streams = [
+            KernelStream(f"{name}-stream-{layout.first + i}", services, layout.first + i)
+            for i in range(layout.count)
+        ]
+        self._metas: dict[int, Operand] = {}
+        self._routes: dict[frozenset[DeviceMesh], Route] = {}
+        self._mesh_routes: dict[int, tuple[Route, DeviceMesh]] = {}
+        self._used = [False] * layout.count  # per stream: has it ever been sent an operator
+        self._closed = False
+
+    def execute(self, batch: ExecuteBatch, progress: int = 0) -> None:
+        """Hand ``batch`` to the streams; with ``progress``, each reports once it is done."""
+        metas = self._metas
+        for operand in batch.operands:
+            metas[operand.id] = operand
+        items: list[list[object]] = [[] for _ in self.streams]
+        groups = self.services.groups
+        meta, mesh_routes = metas.__getitem__, self._mesh_routes
+        for op in batch.operators:  # the per-operator loop: no method call per op
+            # Tuples by index for the usual arities: tuple(map(...)) costs three times as much
+            # (and a comprehension builds a function object in Python 3.11).
+            i, o = op.inputs, op.outputs
+            if len(i) == 2:
+                ins: tuple[Operand, ...] = (metas[i[0]], metas[i[1]])
+            elif len(i) == 1:
+                ins = (metas[i[0]],)
+            else:
+                ins = tuple(map(meta, i))
+            outs = (metas[o[0]],) if len(o) == 1 else tuple(map(meta, o))
+            kind = op.param.kind
+            if kind in EVERY_STREAM_KINDS:
+                for stream_items in items:
+                    stream_items.append(KernelContext(op, ins, outs, (), groups))
+                continue
+            # A kind with a local kernel has every operand on one mesh (the rules refuse
+            # others, and outputs take the inputs' mesh): its route is that mesh's, found by
+            # the mesh object's id. Group kernels and handlers may span meshes.
+            entry = mesh_routes.get(id((outs or ins)[0].mesh)) if kind in LOCAL_KERNELS else None
+            route = entry[0] if entry is not None else self._route(ins, outs)
+            for index, devices in route:
+                items[index].append(KernelContext(op, ins, outs, devices, groups))
+        self._finish_batch(batch.no_hold, progress, items)
+
+    def _finish_batch(
+        self, no_hold: tuple[int, ...], progress: int, items: list[list[object]]
+    ) -> None:
+        used = self._used
+        for index, stream_items in enumerate(items):
+            if stream_items:
+                used[index] = True
+        if no_hold:
+            self._add_frees(no_hold, items)
+        for stream, stream_items in zip(self.streams, items, strict=True):
+            if progress:
+                stream_items.append((PROGRESS, progress))
+            if stream_items:
+                stream.push(stream_items)
+
+    def _add_frees(self, no_hold: tuple[int, ...], items: list[list[object]]) -> None:
+        """Free ``no_hold`` after the batch on every stream that ever ran an operator (the
+        others hold nothing, and are not woken for every batch), and forget their metadata."""
+        for stream_items, used in zip(items, self._used, strict=True):
+            if used:
+                stream_items.append((FREE, no_hold))
+        for operand_id in no_hold:
+            self._metas.pop(operand_id, None)
+
+    def _route(self, ins: tuple[Operand, ...], outs: tuple[Operand, ...]) -> Route:
+        first = (outs or ins)[0].mesh
+        for operand in ins:
+            if operand.mesh is not first:
+                return self._route_meshes(ins + outs)
+        for operand in outs:
+            if operand.mesh is not first:
+                return self._route_meshes(ins + outs)
+        # One mesh object: keyed by its id (hashing a mesh costs a Python call); the entry
+        # keeps the mesh alive, so the id cannot name another mesh meanwhile.
+        entry = self._mesh_routes.get(id(first))
+        if entry is None:
+            if len(self._mesh_routes) >= MESH_ROUTES_LIMIT:  # meshes made in a loop
+                self._mesh_routes.clear()
+            entry = self._mesh_routes[id(first)] = (self._route_meshes(ins + outs), first)
+        return entry[0]
+
+    def _route_meshes(self, operands: tuple[Operand, ...]) -> Route:
+        """The route of operands on several meshes (or on equal meshes that are not one
+        object), by the set of meshes."""
+        key = frozenset(o.mesh for o in operands)
+        route = self._routes.get(key)
+        if route is None:
+            if len(self._routes) >= MESH_ROUTES_LIMIT:
+                self._routes.clear()
+            route = self._routes[key] = self._build_route(operands)
+        return route
+
+    def _build_route(self, operands: tuple[Operand, ...]) -> Route:
+        devices = sorted({d for o in operands for d in o.mesh.device_ids})
+        layout = self.layout
+        per_stream = [
+            tuple(d for d in devices if layout.party_of(d) == layout.first + i)
+            for i in range(layout.count)
+        ]
+        return tuple((i, ds) for i, ds in enumerate(per_stream) if ds)
+
+    def reset(self, timeout: float) -> None:
+        """Drop every shard, failure and operand of the graph that used this host (after its
+        queued work): the host serves a new graph next."""
+        events = [threading.Event() for _ in self.streams]
+        for stream, event in zip(self.streams, events, strict=True):
+            stream.push([(RESET, event)])
+        for stream, event in zip(self.streams, events, strict=True):
+            if not event.wait(timeout):
+                raise GraphError(f"stream {stream.name} did not finish its work within {timeout} s")
+        self._metas.clear()
+        self._routes.clear()
+        self._mesh_routes.clear()
+        self._used = [False] * self.layout.count
+
+    def close(self, timeout: float) -> None:
+        """Stop every stream (after its queued work); GraphError naming those that hang."""
+        if self._closed:
+            return
+        self._closed = True
+        stuck = [s.name for s in self.streams if not s.stop(timeout)]
+        if stuck:
+            raise GraphError(f"streams {stuck} did not stop within {timeout} s")

@@ -1,0 +1,169 @@
+"""Settling promises from reports: the controller's half of the Runner seam.
+
+The client registers a promise (GetTensor) or a collector (Sync, Memory) under a fresh name
+with the controller before it records the operator that names it; the controller's report
+thread hands every report to ``Settlements.settle``, which finds the target by name and
+settles it. Devices never see a promise: they only send report records. A report for a name
+that is not (or no longer) registered is dropped: its promise was failed already (the runner
+broke, or the graph closed), and a value that comes late changes nothing.
+
+Example:
+    >>> import torch
+    >>> from dtorch.comm.promise import create_promise
+    >>> from dtorch.ir.opkind import PromiseKind
+    >>> from dtorch.ir.report import ValueReport
+    >>> book = Settlements()
+    >>> promise = create_promise(PromiseKind.MEMORY)
+    >>> book.promises.add("p1", promise)
+    >>> book.settle(ValueReport("p1", torch.ones(2)))
+    >>> promise.get_future().get().tolist(), len(book.promises)
+    ([1.0, 1.0], 0)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from dtorch.ir.report import Failure, PartyReport, ValueReport
+
+
+class ValueSink(Protocol):
+    """What a collector delivers to: a promise's setters."""
+
+    def set_value(self, value: Any) -> None: ...
+
+    def set_error(self, error: BaseException) -> None: ...
+
+
+class CountdownCollector:
+    """Sets ``sink`` once ``expected`` parties reported; ``finish`` builds the value from the
+    reports (in arrival order), or the first failure any party reported is raised instead.
+
+    Example:
+        >>> import torch
+        >>> from dtorch.comm.promise import create_promise
+        >>> from dtorch.ir.opkind import PromiseKind
+        >>> promise = create_promise(PromiseKind.MEMORY)
+        >>> collector = CountdownCollector(2, promise, lambda rows: torch.tensor(rows))
+        >>> collector.add(3), collector.add(4), promise.get_future().get().tolist()
+        (False, True, [3, 4])
+    """
+
+    def __init__(
+        self, expected: int, sink: ValueSink, finish: Callable[[list[object]], Any]
+    ) -> None:
+        self._expected = expected
+        self._sink = sink
+        self._finish = finish
+        self._lock = threading.Lock()
+        self._reports: list[object] = []
+        self._failure: BaseException | None = None
+
+    def add(self, report: object, failure: BaseException | None = None) -> bool:
+        """Report one party's result (and its failure, if any); True when complete."""
+        with self._lock:
+            self._reports.append(report)
+            self._failure = self._failure or failure
+            done = len(self._reports) == self._expected
+        if not done:
+            return False
+        if self._failure is not None:
+            self._sink.set_error(self._failure)
+        else:
+            self._settle()
+        return True
+
+    def set_error(self, error: BaseException) -> None:
+        """Settle with ``error`` now (the runner stopped before every party reported)."""
+        with self._lock:
+            if len(self._reports) >= self._expected:
+                return
+            self._reports.extend([None] * (self._expected - len(self._reports)))
+        self._sink.set_error(error)
+
+    def _settle(self) -> None:
+        try:
+            value = self._finish(self._reports)
+        except Exception as error:  # building the value is our code: surface it on the future
+            self._sink.set_error(error)
+            return
+        self._sink.set_value(value)
+
+
+class PromiseTable:
+    """Live promises and collectors of one controller, by name (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[str, Any] = {}
+
+    def add(self, name: str, target: object) -> None:
+        with self._lock:
+            if name in self._items:
+                raise KeyError(f"promise {name!r} is already registered")
+            self._items[name] = target
+
+    def get(self, name: str) -> Any:
+        """The target registered as ``name``, or None."""
+        with self._lock:
+            return self._items.get(name)
+
+    def pop(self, name: str) -> Any:
+        """Remove and return the target registered as ``name``, or None."""
+        with self._lock:
+            return self._items.pop(name, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def fail_all(self, error: BaseException) -> None:
+        """Settle every live promise and collector with ``error`` (the runner stopped or broke:
+        nothing will set them any more)."""
+        with self._lock:
+            items, self._items = list(self._items.values()), {}
+        for target in items:
+            target.set_error(error)
+
+
+def _failure_error(failure: Failure | None) -> BaseException | None:
+    return None if failure is None else failure.error()
+
+
+class Settlements:
+    """The controller's promises and what each report does to them."""
+
+    def __init__(self) -> None:
+        self.promises = PromiseTable()
+
+    def settle(self, report: object) -> None:
+        """Apply one value or party report (other records are the runner's or executor's)."""
+        handler = _HANDLERS.get(type(report))
+        if handler is not None:
+            handler(self.promises, report)
+
+
+def _value(promises: PromiseTable, report: ValueReport) -> None:
+    promise = promises.pop(report.promise)
+    if promise is None:
+        return
+    if report.failure is not None:
+        promise.set_error(report.failure.error())
+    else:
+        promise.set_value(report.value)
+
+
+def _party(promises: PromiseTable, report: PartyReport) -> None:
+    collector = promises.get(report.promise)
+    if collector is None:
+        return
+    if collector.add(report.rows, _failure_error(report.failure)):
+        promises.pop(report.promise)
+
+
+#: What each report record does to the promise table, by record type.
+_HANDLERS: dict[type, Callable[[PromiseTable, Any], None]] = {
+    ValueReport: _value,
+    PartyReport: _party,
+}

@@ -1,0 +1,99 @@
+"""FlowWindow: how far a runner lets its devices fall behind the client.
+
+Recording returns at once and the controller never waits for a kernel, so without a bound a
+client that records a million operators without fetching anything queues a million items
+between the controller and the devices (hundreds of MB). A runner therefore counts the
+operators it has handed its devices; every ``chunk`` operators it asks every party to report
+when it has finished that batch (a ``ProgressReport``, a few per ``chunk`` operators, never
+one per operator), and once more than ``limit`` operators are handed out but not known to be
+finished, ``admit`` waits for those reports. The controller thread then stops draining the
+client's queue, which fills up, and the client waits in turn (``WorkQueue.put_bounded``):
+memory stays bounded end to end.
+
+Waiting wakes every second to see whether the window failed (a worker died: the error is
+raised), so it never outlives the runner.
+
+Example:
+    >>> from dtorch.ir.report import ProgressReport
+    >>> window = FlowWindow(parties=2, limit=100, chunk=10)
+    >>> window.admit(4), window.admit(8)       # the second batch crosses 10 operators
+    (0, 1)
+    >>> window.progress(ProgressReport(0, 1)); window.progress(ProgressReport(1, 1))
+    >>> window.in_flight
+    0
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+from dtorch.ir.report import ProgressReport
+
+#: Operators handed to the devices but not known to be finished, at most (per runner).
+DEFAULT_LIMIT = 1 << 15
+#: Every this many operators, the parties report their progress.
+DEFAULT_CHUNK = 1 << 12
+#: How often a waiting ``admit`` checks whether the window failed.
+CHECK_SECONDS = 1.0
+
+
+class FlowWindow:
+    """Counts operators in flight between a runner and its ``parties``; see the module doc."""
+
+    def __init__(
+        self, parties: int, limit: int = DEFAULT_LIMIT, chunk: int = DEFAULT_CHUNK
+    ) -> None:
+        self._parties = parties
+        self._limit = limit
+        self._chunk = chunk
+        self._cond = threading.Condition()
+        self._sent = 0  # operators handed out
+        self._done = 0  # operators every party finished, as of the last complete mark
+        self._next_mark = chunk
+        self._sequence = 0
+        self._marks: deque[tuple[int, int]] = deque()  # (sequence, operators sent by then)
+        self._reports: dict[int, int] = {}  # sequence -> parties that reported it
+        self._error: BaseException | None = None
+
+    @property
+    def in_flight(self) -> int:
+        return self._sent - self._done
+
+    def admit(self, count: int) -> int:
+        """Account for a batch of ``count`` operators; wait while too many are in flight.
+
+        Returns the sequence number the parties must report once they finished this batch,
+        or 0 when this batch needs no report.
+        """
+        with self._cond:
+            while self._sent - self._done > self._limit and self._error is None:
+                self._cond.wait(CHECK_SECONDS)
+            if self._error is not None:
+                raise self._error
+            self._sent += count
+            if self._sent < self._next_mark:
+                return 0
+            self._next_mark = self._sent + self._chunk
+            self._sequence += 1
+            self._marks.append((self._sequence, self._sent))
+            return self._sequence
+
+    def progress(self, report: ProgressReport) -> None:
+        """One party finished batch ``report.batch``."""
+        with self._cond:
+            count = self._reports.get(report.batch, 0) + 1
+            if count < self._parties:
+                self._reports[report.batch] = count
+                return
+            self._reports.pop(report.batch, None)
+            while self._marks and self._marks[0][0] <= report.batch:
+                self._done = max(self._done, self._marks.popleft()[1])
+            self._cond.notify_all()
+
+    def fail(self, error: BaseException) -> None:
+        """Waiting and later ``admit`` calls raise ``error``."""
+        with self._cond:
+            if self._error is None:
+                self._error = error
+            self._cond.notify_all()
