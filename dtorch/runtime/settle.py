@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from dtorch.errors import PromiseStateError
 from dtorch.ir.report import Failure, PartyReport, ValueReport
 
 
@@ -140,8 +141,12 @@ class Settlements:
     def settle(self, report: object) -> None:
         """Apply one value or party report (other records are the runner's or executor's)."""
         handler = _HANDLERS.get(type(report))
-        if handler is not None:
+        if handler is None:
+            return
+        try:
             handler(self.promises, report)
+        except PromiseStateError:  # settled already: dropped by its owner (its finalizer
+            return  # abandons it, at exit too) - the value has no reader any more
 
 
 def _value(promises: PromiseTable, report: ValueReport) -> None:

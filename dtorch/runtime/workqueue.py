@@ -65,10 +65,13 @@ class WorkQueue:
             self._wait_for_room()
 
     def _wait_for_room(self) -> None:
-        while len(self._items) >= self._limit:
+        # Resume at the consumer's own condition (half drained): resuming as soon as one item
+        # left would refill the queue at once and wait again, a second each time.
+        half = self._limit // 2
+        while len(self._items) > half:
             self._room.clear()
             self._full = True
-            if len(self._items) < self._limit:  # drained between the check and the flag
+            if len(self._items) <= half:  # drained between the check and the flag
                 return
             self._room.wait(ROOM_CHECK_SECONDS)
             if self._refusal is not None:

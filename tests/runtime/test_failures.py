@@ -1,0 +1,115 @@
+"""Failures never hang and never leak: streams survive anything, the client is held back when
+the devices fall behind, the record of failures stays bounded, exit with pending work is
+clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+
+import dtorch
+from dtorch import Shard
+from dtorch.errors import KernelError
+from dtorch.ir.report import Failure
+from dtorch.runtime.board import BOARD_ENTRIES, LocalFailureBoard
+from dtorch.runtime.executor import MAX_BATCH, QUEUE_LIMIT
+from dtorch.runtime.window import DEFAULT_LIMIT
+
+
+def test_a_failed_allocation_then_a_fetch_leaves_every_stream_alive(graph: dtorch.Graph) -> None:
+    """The zeros that stand in for a failed input of a redistribution cannot be allocated
+    either: the fetch fails with the original cause, within seconds, and the graph goes on."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    huge = dtorch.empty(1 << 40, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+    started = time.monotonic()
+    with pytest.raises(KernelError, match=r"empty_\d+ \(Create\).*can't allocate memory"):
+        huge.to_torch_async().get(timeout_s=30)
+    assert time.monotonic() - started < 10
+    fine = dtorch.ones(4, device_mesh=mesh, placements=[Shard(0)], graph=graph) + 1
+    assert fine.to_torch_async().get(timeout_s=30).tolist() == [2.0] * 4
+    with pytest.raises(KernelError, match="Create"):
+        graph.sync()
+    graph.sync()
+
+
+def test_the_failure_board_stays_bounded() -> None:
+    board = LocalFailureBoard()
+    for op_id in range(1, 3 * BOARD_ENTRIES):
+        board.post(op_id % 3, Failure(op_id, f"op_{op_id}", 0, "RuntimeError", "x"))
+    assert len(board) == BOARD_ENTRIES
+    assert board.find(1) is None and board.find(3 * BOARD_ENTRIES - 1) is not None
+    board.clear(0)
+    assert all(board.find(i) is None for i in range(3, 3 * BOARD_ENTRIES, 3))
+
+
+def test_a_client_far_ahead_of_its_devices_waits_with_bounded_queues(graph: dtorch.Graph) -> None:
+    """While a kernel blocks the devices, recording goes on until the queues are full, then
+    waits; nothing grows past the bounds, and every value is right once the gate opens."""
+    from dtorch.api.record import emit
+    from dtorch.ir.opkind import OpKind
+    from dtorch.ir.params import NvtxParam
+    from dtorch.ir.rules import OutputMeta
+    from dtorch.kernels.table import LOCAL_KERNELS, register_local_kernel
+
+    gate = threading.Event()
+
+    def blocking(ctx: object, device: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        assert gate.wait(60), "the test never opened the gate"
+        return [inputs[0]]
+
+    total = 2 * (QUEUE_LIMIT + DEFAULT_LIMIT)
+    recorded = [0]
+    register_local_kernel(OpKind.Nvtx, blocking)
+    try:
+        x = dtorch.ones(1, graph=graph)
+        meta = OutputMeta((1,), torch.float32, ())
+        (y,) = emit(graph, "block", NvtxParam(), (x._operand,), (meta,), x.device_mesh)
+
+        def record() -> None:
+            out = y
+            for _ in range(total):
+                out = out + 1
+                recorded[0] += 1
+            recorded.append(out.item())
+
+        client = threading.Thread(target=record, daemon=True)
+        client.start()
+        held, deadline = -1, time.monotonic() + 60
+        while recorded[0] != held and time.monotonic() < deadline:  # until it stops
+            held = recorded[0]
+            time.sleep(0.5)
+        assert client.is_alive() and held < total  # held back, not finished
+        assert len(graph.executor._queue) <= QUEUE_LIMIT + 1
+        assert held <= QUEUE_LIMIT + DEFAULT_LIMIT + MAX_BATCH + 2  # queue + window + a batch
+        gate.set()
+        client.join(120)
+        assert not client.is_alive() and recorded[-1] == float(total + 1)
+    finally:
+        gate.set()
+        del LOCAL_KERNELS[OpKind.Nvtx]
+
+
+def test_exit_with_a_pending_fetch_is_clean() -> None:
+    """The interpreter exits while a value is still on its way: no stream thread dies, nothing
+    is printed, the exit status is 0."""
+    script = textwrap.dedent(
+        """
+        import dtorch
+        g = dtorch.Graph()
+        x = dtorch.ones(256, 256, graph=g)
+        for _ in range(60):
+            x = (x @ x) * 0.001
+        future = x.to_torch_async()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Exception" not in done.stderr, done.stderr
