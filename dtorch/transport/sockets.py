@@ -1,0 +1,181 @@
+"""What the four ZeroMQ classes share: an owned socket, timeouts, sending and receiving frames.
+
+An ``Endpoint`` is one socket, its context (created and terminated by the endpoint unless the
+caller passed one), its address and the lock that serialises every use of the socket (a zmq
+socket is not thread-safe). Frames of ``LARGE_FRAME`` bytes or more go out without a copy;
+received frames after the first two (id/sender and kind, always small) come back as zero-copy
+views of the zmq frame.
+
+Example:
+    >>> import zmq
+    >>> pull = Endpoint.create(zmq.PULL, "inproc://doc", None, {zmq.LINGER: 0})
+    >>> pull.bind()
+    >>> push = pull.context.socket(zmq.PUSH); _ = push.connect("inproc://doc")
+    >>> send_frames(push, [b"a", b"b"])
+    >>> [bytes(frame) for frame in poll_frames(pull.live(), 1.0)]
+    [b'a', b'b']
+    >>> push.close(0); pull.close(0)
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import zmq
+
+from dtorch.errors import TransportError
+from dtorch.options import GlobalOption
+from dtorch.transport.wire import LARGE_FRAME
+
+
+def wait_seconds(timeout_s: float | None) -> float:
+    """``timeout_s``, or the zmq timeout of GlobalOption when it is None (never negative).
+
+    Example:
+        >>> wait_seconds(0.5), wait_seconds(None) == GlobalOption.get_zmq_timeout_second()
+        (0.5, True)
+    """
+    if timeout_s is None:
+        return GlobalOption.get_zmq_timeout_second()
+    return max(0.0, float(timeout_s))
+
+
+def to_ms(seconds: float) -> int:
+    """Whole milliseconds for a zmq option or poll, rounded up so a wait never ends early.
+
+    Example:
+        >>> to_ms(0.0001), to_ms(2.0)
+        (1, 2000)
+    """
+    return max(0, math.ceil(seconds * 1000))
+
+
+class Endpoint:
+    """One zmq socket with its context, address and lock; see the module docstring."""
+
+    __slots__ = ("_closed", "_owns_context", "address", "context", "lock", "socket")
+
+    def __init__(
+        self, context: zmq.Context[Any], owns: bool, socket: zmq.Socket[Any], address: str
+    ) -> None:
+        self.context, self._owns_context = context, owns
+        self.socket, self.address = socket, address
+        self.lock = threading.Lock()
+        self._closed = False
+
+    @classmethod
+    def create(
+        cls,
+        socket_type: int,
+        address: str,
+        context: zmq.Context[Any] | None,
+        options: Mapping[int, int | bytes],
+    ) -> Endpoint:
+        """A new socket of ``socket_type`` with ``options`` set; its own context if None."""
+        if not isinstance(address, str) or "://" not in address:
+            raise TransportError(f"a zmq address is 'transport://where', got {address!r}")
+        owns = context is None
+        ctx: zmq.Context[Any] = zmq.Context() if context is None else context
+        try:
+            socket: zmq.Socket[Any] = ctx.socket(socket_type)
+        except BaseException:
+            if owns:
+                ctx.term()
+            raise
+        endpoint = cls(ctx, owns, socket, address)
+        try:
+            for option, value in options.items():
+                socket.setsockopt(option, value)
+        except BaseException:
+            endpoint.close(0)
+            raise
+        return endpoint
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has run."""
+        return self._closed
+
+    def bind(self) -> None:
+        """Bind the address; TransportError if zmq refuses (the caller closes the endpoint)."""
+        self._attach(self.socket.bind, "bind")
+
+    def connect(self) -> None:
+        """Connect to the address (zmq connects asynchronously and retries in the background)."""
+        self._attach(self.socket.connect, "connect to")
+
+    def _attach(self, how: Any, verb: str) -> None:
+        try:
+            how(self.address)
+        except zmq.ZMQError as error:
+            raise TransportError(f"cannot {verb} {self.address}: {error}") from None
+
+    def live(self) -> zmq.Socket[Any]:
+        """The socket; TransportError if the endpoint is closed."""
+        if self._closed:
+            raise TransportError(f"the socket at {self.address} is closed")
+        return self.socket
+
+    def close(self, linger_ms: int) -> None:
+        """Close the socket (waiting at most ``linger_ms`` for queued messages) and terminate
+        the context if the endpoint owns it. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.socket.close(linger_ms)
+        if self._owns_context:
+            self.context.term()
+
+
+def send_frames(
+    socket: zmq.Socket[Any], frames: Sequence[bytes | memoryview], flags: int = 0
+) -> None:
+    """One multipart message; frames of LARGE_FRAME bytes or more are not copied.
+
+    Example:
+        >>> import zmq
+        >>> context = zmq.Context(); a = context.socket(zmq.PAIR); _ = a.bind("inproc://s")
+        >>> b = context.socket(zmq.PAIR); _ = b.connect("inproc://s")
+        >>> send_frames(a, [b"x", bytes(LARGE_FRAME)])
+        >>> [len(frame) for frame in b.recv_multipart()]
+        [1, 65536]
+        >>> a.close(0); b.close(0); context.term()
+    """
+    last = len(frames) - 1
+    for index, frame in enumerate(frames):
+        more = zmq.SNDMORE if index < last else 0
+        size = frame.nbytes if isinstance(frame, memoryview) else len(frame)
+        socket.send(frame, flags | more, copy=size < LARGE_FRAME)
+
+
+def recv_frames(socket: zmq.Socket[Any], flags: int = 0) -> list[bytes | memoryview]:
+    """One multipart message: the first two frames as bytes, the rest as zero-copy views.
+
+    zmq.Again (with NOBLOCK) if no message is waiting; the frames of a message arrive together,
+    so only the first frame can be missing.
+    """
+    frames: list[bytes | memoryview] = [socket.recv(flags)]
+    while socket.getsockopt(zmq.RCVMORE):
+        if len(frames) < 2:
+            frames.append(socket.recv())
+        else:
+            frames.append(socket.recv(copy=False).buffer)
+    return frames
+
+
+def poll_frames(socket: zmq.Socket[Any], timeout_s: float) -> list[bytes | memoryview] | None:
+    """The next message's frames, or None if none arrives within ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return recv_frames(socket, zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        socket.poll(to_ms(remaining), zmq.POLLIN)
