@@ -3,7 +3,8 @@
 An ``ipc://`` socket is a file. Its directory is made with ``tempfile.mkdtemp`` (mode 0700,
 owned by this user), so only processes of this user can reach a socket in it: that is how the
 IPC sockets are authenticated (zmq itself checks nothing on ipc). Every address has a random
-suffix, so two dtorch programs on one machine never collide. libzmq leaves the socket file
+suffix, so two sockets never share a path: libzmq's ipc bind silently unlinks an existing
+socket file of the same path and takes the address over. libzmq leaves the socket file
 behind when its socket closes; ``close`` removes the directory with every file in it, and a
 ``weakref.finalize`` does the same when the object is collected or the interpreter exits.
 
