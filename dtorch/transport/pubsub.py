@@ -41,8 +41,15 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from dtorch.errors import TransportTimeoutError
-from dtorch.transport.sockets import Endpoint, poll_frames, send_frames, to_ms, wait_seconds
-from dtorch.transport.wire import Message, MessageReader, Part, as_part, check_kind, encode_id
+from dtorch.transport.sockets import (
+    Endpoint,
+    check_parts,
+    poll_frames,
+    send_message,
+    to_ms,
+    wait_seconds,
+)
+from dtorch.transport.wire import Message, MessageReader, Part, encode_id
 
 _PUBLISHER_OPTIONS: dict[int, int | bytes] = {zmq.XPUB_VERBOSE: 1, zmq.SNDHWM: 0, zmq.LINGER: 0}
 _SUBSCRIBER_OPTIONS: dict[int, int | bytes] = {zmq.RCVHWM: 0, zmq.LINGER: 0, zmq.SUBSCRIBE: b""}
@@ -102,13 +109,12 @@ class Publisher:
             ...     publisher.send(b"a"), publisher.send(b"b", [b"x", bytearray(3)])
             (0, 1)
         """
-        frames: list[bytes | memoryview] = [check_kind(kind)]
-        frames.extend(as_part(part, i) for i, part in enumerate(parts))
+        check_parts(kind, parts)
         endpoint = self._endpoint
         with endpoint.lock:
             socket = endpoint.live()
             message_id = self._next_id
-            send_frames(socket, [encode_id(message_id), *frames])
+            send_message(socket, encode_id(message_id), kind, parts)
             self._next_id = message_id + 1
         return message_id
 

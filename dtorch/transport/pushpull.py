@@ -31,8 +31,15 @@ from typing import Any
 import zmq
 
 from dtorch.errors import TransportTimeoutError
-from dtorch.transport.sockets import Endpoint, poll_frames, send_frames, to_ms, wait_seconds
-from dtorch.transport.wire import Envelope, Part, as_part, check_kind, encode_sender, read_envelope
+from dtorch.transport.sockets import (
+    Endpoint,
+    check_parts,
+    poll_frames,
+    send_message,
+    to_ms,
+    wait_seconds,
+)
+from dtorch.transport.wire import Envelope, Part, encode_sender, read_envelope
 
 _PULLER_OPTIONS: dict[int, int | bytes] = {zmq.RCVHWM: 0, zmq.LINGER: 0}
 _MAX_LINGER_S = 5.0  # a pusher's close waits at most this long for queued reports
@@ -168,12 +175,11 @@ class Pusher:
             ...
             dtorch.errors.TransportTimeoutError: pusher 0 could not queue a b'ready' message ...
         """
-        frames: list[bytes | memoryview] = [check_kind(kind)]
-        frames.extend(as_part(part, i) for i, part in enumerate(parts))
+        check_parts(kind, parts)
         endpoint = self._endpoint
         with endpoint.lock:
             try:
-                send_frames(endpoint.live(), [self._sender_frame, *frames])
+                send_message(endpoint.live(), self._sender_frame, kind, parts)
             except zmq.Again:
                 raise TransportTimeoutError(
                     f"pusher {self._sender} could not queue a {kind!r} message for "

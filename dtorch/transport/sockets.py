@@ -2,7 +2,7 @@
 
 An ``Endpoint`` is one socket, its context (created and terminated by the endpoint unless the
 caller passed one), its address and the lock that serialises every use of the socket (a zmq
-socket is not thread-safe). Frames of ``LARGE_FRAME`` bytes or more go out without a copy;
+socket is not thread-safe). Parts of ``LARGE_FRAME`` bytes or more go out without a copy;
 received frames after the first two (id/sender and kind, always small) come back as zero-copy
 views of the zmq frame.
 
@@ -11,9 +11,9 @@ Example:
     >>> pull = Endpoint.create(zmq.PULL, "inproc://doc", None, {zmq.LINGER: 0})
     >>> pull.bind()
     >>> push = pull.context.socket(zmq.PUSH); _ = push.connect("inproc://doc")
-    >>> send_frames(push, [b"a", b"b"])
+    >>> send_message(push, b"head", b"kind", [b"part"])
     >>> [bytes(frame) for frame in poll_frames(pull.live(), 1.0)]
-    [b'a', b'b']
+    [b'head', b'kind', b'part']
     >>> push.close(0); pull.close(0)
 """
 
@@ -29,7 +29,7 @@ import zmq
 
 from dtorch.errors import TransportError
 from dtorch.options import GlobalOption
-from dtorch.transport.wire import LARGE_FRAME
+from dtorch.transport.wire import LARGE_FRAME, Part, as_part, check_kind
 
 
 def wait_seconds(timeout_s: float | None) -> float:
@@ -81,7 +81,7 @@ class Endpoint:
         owns = context is None
         ctx: zmq.Context[Any] = zmq.Context() if context is None else context
         try:
-            socket: zmq.Socket[Any] = ctx.socket(socket_type)
+            socket: zmq.Socket[Any] = ctx.socket(socket_type, copy_threshold=LARGE_FRAME)
         except BaseException:
             if owns:
                 ctx.term()
@@ -131,25 +131,41 @@ class Endpoint:
             self.context.term()
 
 
-def send_frames(
-    socket: zmq.Socket[Any], frames: Sequence[bytes | memoryview], flags: int = 0
-) -> None:
-    """One multipart message; frames of LARGE_FRAME bytes or more are not copied.
+def check_parts(kind: bytes, parts: Sequence[Part]) -> None:
+    """TypeError unless ``kind`` is bytes and every part a contiguous buffer, checked before
+    the first frame goes out (a failure half-way through would leave half a message queued)."""
+    check_kind(kind)
+    for index, part in enumerate(parts):
+        if type(part) is not bytes:
+            as_part(part, index)
+
+
+def send_message(socket: zmq.Socket[Any], head: bytes, kind: bytes, parts: Sequence[Part]) -> None:
+    """One multipart message ``[head, kind, *parts]`` (checked by ``check_parts``).
+
+    The parts go with ``copy=False``, and the socket's ``copy_threshold`` (``LARGE_FRAME``, set
+    by ``Endpoint.create``) makes pyzmq copy the small ones, in C: only frames of LARGE_FRAME
+    bytes or more are sent without a copy.
 
     Example:
         >>> import zmq
         >>> context = zmq.Context(); a = context.socket(zmq.PAIR); _ = a.bind("inproc://s")
         >>> b = context.socket(zmq.PAIR); _ = b.connect("inproc://s")
-        >>> send_frames(a, [b"x", bytes(LARGE_FRAME)])
+        >>> send_message(a, b"h", b"k", [b"x", bytes(LARGE_FRAME)])
         >>> [len(frame) for frame in b.recv_multipart()]
-        [1, 65536]
+        [1, 1, 1, 65536]
         >>> a.close(0); b.close(0); context.term()
     """
-    last = len(frames) - 1
-    for index, frame in enumerate(frames):
-        more = zmq.SNDMORE if index < last else 0
-        size = frame.nbytes if isinstance(frame, memoryview) else len(frame)
-        socket.send(frame, flags | more, copy=size < LARGE_FRAME)
+    send = socket.send
+    if not parts:
+        send(head, zmq.SNDMORE)
+        send(kind)
+        return
+    send(head, zmq.SNDMORE)
+    send(kind, zmq.SNDMORE)
+    for part in parts[:-1]:
+        send(part, zmq.SNDMORE, copy=False)
+    send(parts[-1], 0, copy=False)
 
 
 def recv_frames(socket: zmq.Socket[Any], flags: int = 0) -> list[bytes | memoryview]:
@@ -158,12 +174,12 @@ def recv_frames(socket: zmq.Socket[Any], flags: int = 0) -> list[bytes | memoryv
     zmq.Again (with NOBLOCK) if no message is waiting; the frames of a message arrive together,
     so only the first frame can be missing.
     """
-    frames: list[bytes | memoryview] = [socket.recv(flags)]
-    while socket.getsockopt(zmq.RCVMORE):
-        if len(frames) < 2:
-            frames.append(socket.recv())
-        else:
-            frames.append(socket.recv(copy=False).buffer)
+    recv, more = socket.recv, socket.getsockopt
+    frames: list[bytes | memoryview] = [recv(flags)]
+    if more(zmq.RCVMORE):
+        frames.append(recv())
+        while more(zmq.RCVMORE):
+            frames.append(recv(copy=False).buffer)
     return frames
 
 
