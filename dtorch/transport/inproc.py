@@ -60,36 +60,48 @@ def _closed_error(what: str) -> TransportError:
 
 
 class _Inbox:
-    """A thread-safe FIFO of messages (frame tuples) with timed waits."""
+    """A thread-safe FIFO of messages (frame tuples) with timed waits; ``close`` wakes every
+    waiter, which then raises TransportError (as a real socket closed by another thread)."""
 
-    __slots__ = ("_changed", "_items")
+    __slots__ = ("_address", "_changed", "_closed", "_items")
 
-    def __init__(self) -> None:
+    def __init__(self, address: str) -> None:
+        self._address = address
         self._changed = threading.Condition()
         self._items: deque[Frames] = deque()
+        self._closed = False
 
-    def put(self, frames: Frames) -> None:
+    def put(self, frames: Frames) -> bool:
+        """Queue ``frames``; False if the inbox is closed."""
         with self._changed:
+            if self._closed:
+                return False
             self._items.append(frames)
             self._changed.notify()
+            return True
 
     def get(self, timeout_s: float) -> Frames | None:
         with self._changed:
-            if not self._changed.wait_for(lambda: self._items, timeout_s):
-                return None
-            return self._items.popleft()
+            ready = self._changed.wait_for(lambda: self._items or self._closed, timeout_s)
+            if self._closed:
+                raise _closed_error(self._address)
+            return self._items.popleft() if ready else None
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
 
 
 class InProcSubscriber:
     """The twin of ``Subscriber``, made by ``InProcPublisher.subscribe``."""
 
-    __slots__ = ("_closed", "_inbox", "_publisher", "_reader")
+    __slots__ = ("_inbox", "_publisher", "_reader")
 
     def __init__(self, publisher: InProcPublisher) -> None:
         self._publisher = publisher
-        self._inbox = _Inbox()
+        self._inbox = _Inbox(publisher.address)
         self._reader = MessageReader(publisher.address)
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"InProcSubscriber({self.address!r}, expected_id={self._reader.expected})"
@@ -101,8 +113,6 @@ class InProcSubscriber:
 
     def poll(self, timeout_s: float) -> Message | None:
         """The next message, or None if none arrives within ``timeout_s`` seconds."""
-        if self._closed:
-            raise _closed_error(self.address)
         self._reader.raise_if_failed()
         frames = self._inbox.get(wait_seconds(timeout_s))
         return None if frames is None else self._reader.read(frames)
@@ -119,10 +129,9 @@ class InProcSubscriber:
         return message
 
     def close(self) -> None:
-        """Stop receiving; idempotent."""
-        if not self._closed:
-            self._closed = True
-            self._publisher._unsubscribe(self)
+        """Stop receiving (a waiting ``poll`` raises TransportError); idempotent."""
+        self._inbox.close()
+        self._publisher._unsubscribe(self)
 
     def _deliver(self, frames: Frames) -> None:
         self._inbox.put(frames)
@@ -226,12 +235,11 @@ class InProcPublisher:
 class InProcPuller:
     """The twin of ``Puller``: ``pusher(sender)`` makes a connected pusher."""
 
-    __slots__ = ("_address", "_closed", "_inbox")
+    __slots__ = ("_address", "_inbox")
 
     def __init__(self) -> None:
         self._address = f"inproc://dtorch-puller-{next(_NUMBERS)}"
-        self._inbox = _Inbox()
-        self._closed = False
+        self._inbox = _Inbox(self._address)
 
     def __repr__(self) -> str:
         return f"InProcPuller({self._address!r})"
@@ -247,8 +255,6 @@ class InProcPuller:
 
     def poll(self, timeout_s: float) -> Envelope | None:
         """The next report, or None if none arrives within ``timeout_s`` seconds."""
-        if self._closed:
-            raise _closed_error(self._address)
         frames = self._inbox.get(wait_seconds(timeout_s))
         return None if frames is None else read_envelope(frames, self._address)
 
@@ -264,13 +270,10 @@ class InProcPuller:
 
     def close(self) -> None:
         """Stop receiving: later sends time out as on a real pusher; idempotent."""
-        self._closed = True
+        self._inbox.close()
 
     def _deliver(self, frames: Frames) -> bool:
-        if self._closed:
-            return False
-        self._inbox.put(frames)
-        return True
+        return self._inbox.put(frames)
 
 
 class InProcPusher:

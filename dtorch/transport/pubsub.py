@@ -44,7 +44,6 @@ from dtorch.errors import TransportTimeoutError
 from dtorch.transport.sockets import (
     Endpoint,
     check_parts,
-    poll_frames,
     send_message,
     to_ms,
     wait_seconds,
@@ -191,7 +190,9 @@ class Subscriber:
     The constructor returns once the connection is made (the CONNECTED event), or raises
     TransportTimeoutError after ``timeout_s`` (default: the zmq timeout of GlobalOption).
     ``poll`` and ``recv`` check each id (see ``MessageReader``): a gap or a malformed message
-    raises MessageGapError, then and on every later call. Use it from one thread at a time.
+    raises MessageGapError, then and on every later call. Meant for one receiving thread; a
+    ``close`` from another thread returns within 0.1 s, and a ``poll`` waiting then raises
+    TransportError (closed).
     """
 
     __slots__ = ("_endpoint", "_reader")
@@ -237,10 +238,7 @@ class Subscriber:
             True
         """
         self._reader.raise_if_failed()
-        endpoint = self._endpoint
-        with endpoint.lock:
-            frames = poll_frames(endpoint.live(), wait_seconds(timeout_s))
-            return None if frames is None else self._reader.read(frames)
+        return self._endpoint.receive(wait_seconds(timeout_s), self._reader.read)
 
     def recv(self, timeout_s: float | None = None) -> Message:
         """The next message; TransportTimeoutError if none arrives within ``timeout_s`` seconds

@@ -34,7 +34,6 @@ from dtorch.errors import TransportTimeoutError
 from dtorch.transport.sockets import (
     Endpoint,
     check_parts,
-    poll_frames,
     send_message,
     to_ms,
     wait_seconds,
@@ -49,7 +48,9 @@ class Puller:
     """The controller's end of the reports: binds ``address`` and receives Envelopes.
 
     ``poll``/``recv`` raise TransportError for a malformed message (fewer than 2 frames, a
-    sender frame that is not 4 bytes). Thread-safe, but meant for one receiving thread.
+    sender frame that is not 4 bytes). Thread-safe, but meant for one receiving thread; a
+    ``close`` from another thread returns within 0.1 s (a waiting ``poll`` then raises
+    TransportError).
     """
 
     __slots__ = ("_endpoint",)
@@ -86,10 +87,10 @@ class Puller:
             ...     puller.poll(0.01) is None
             True
         """
-        endpoint = self._endpoint
-        with endpoint.lock:
-            frames = poll_frames(endpoint.live(), wait_seconds(timeout_s))
-        return None if frames is None else read_envelope(frames, self.address)
+        return self._endpoint.receive(wait_seconds(timeout_s), self._read)
+
+    def _read(self, frames: list[bytes | memoryview]) -> Envelope:
+        return read_envelope(frames, self._endpoint.address)
 
     def recv(self, timeout_s: float | None = None) -> Envelope:
         """The next report; TransportTimeoutError if none arrives within ``timeout_s`` seconds
@@ -114,7 +115,8 @@ class Pusher:
     ``send`` is thread-safe (several stream threads of a worker report). It raises
     TransportTimeoutError if the message cannot be queued within ``timeout_s`` (default: the
     zmq timeout of GlobalOption when the pusher is made), e.g. because nobody bound the address
-    or the puller is gone.
+    or the puller is gone. The send waits in zmq (``SNDTIMEO``) holding the pusher's lock, so a
+    ``close`` from another thread waits for such a send to end.
     """
 
     __slots__ = ("_endpoint", "_linger_ms", "_sender", "_sender_frame", "_timeout_s")

@@ -12,7 +12,7 @@ Example:
     >>> pull.bind()
     >>> push = pull.context.socket(zmq.PUSH); _ = push.connect("inproc://doc")
     >>> send_message(push, b"head", b"kind", [b"part"])
-    >>> [bytes(frame) for frame in poll_frames(pull.live(), 1.0)]
+    >>> [bytes(frame) for frame in pull.receive(1.0, list)]
     [b'head', b'kind', b'part']
     >>> push.close(0); pull.close(0)
 """
@@ -22,14 +22,17 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import zmq
 
 from dtorch.errors import TransportError
 from dtorch.options import GlobalOption
 from dtorch.transport.wire import LARGE_FRAME, Part, as_part, check_kind
+
+T = TypeVar("T")
+_SLICE_S = 0.1  # a waiting receive lets go of the socket's lock this often (for close)
 
 
 def wait_seconds(timeout_s: float | None) -> float:
@@ -120,6 +123,27 @@ class Endpoint:
             raise TransportError(f"the socket at {self.address} is closed")
         return self.socket
 
+    def receive(self, timeout_s: float, read: Callable[[list[bytes | memoryview]], T]) -> T | None:
+        """``read(frames)`` of the next message, or None if none arrives within ``timeout_s``.
+
+        The lock is held for one slice of the wait at a time (``_SLICE_S``), so a ``close``
+        from another thread waits no longer than that; the waiting call then raises
+        TransportError (closed). ``read`` runs under the lock: messages are read in order.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self.lock:
+                socket = self.live()
+                try:
+                    frames = recv_frames(socket, zmq.NOBLOCK)
+                except zmq.Again:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    socket.poll(to_ms(min(remaining, _SLICE_S)), zmq.POLLIN)
+                    continue
+                return read(frames)
+
     def close(self, linger_ms: int) -> None:
         """Close the socket (waiting at most ``linger_ms`` for queued messages) and terminate
         the context if the endpoint owns it. Idempotent."""
@@ -181,17 +205,3 @@ def recv_frames(socket: zmq.Socket[Any], flags: int = 0) -> list[bytes | memoryv
         while more(zmq.RCVMORE):
             frames.append(recv(copy=False).buffer)
     return frames
-
-
-def poll_frames(socket: zmq.Socket[Any], timeout_s: float) -> list[bytes | memoryview] | None:
-    """The next message's frames, or None if none arrives within ``timeout_s`` seconds."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return recv_frames(socket, zmq.NOBLOCK)
-        except zmq.Again:
-            pass
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        socket.poll(to_ms(remaining), zmq.POLLIN)

@@ -264,3 +264,23 @@ def test_subscriber_of_a_closed_publisher_receives_nothing(kit):
     assert subscriber.recv().kind == b"last"
     publisher.close()
     assert subscriber.poll(0.1) is None
+
+
+def test_close_from_another_thread_wakes_a_waiting_poll(kit):
+    _, (subscriber,) = connected(kit)
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            subscriber.poll(10.0)
+        except TransportError as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.2)
+    start = time.monotonic()
+    subscriber.close()
+    assert time.monotonic() - start < 1.0
+    thread.join(2.0)
+    assert not thread.is_alive() and "closed" in str(outcome[0])

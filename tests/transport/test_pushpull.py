@@ -3,6 +3,7 @@ malformed messages, large frames, sender numbers, misuse."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -123,3 +124,23 @@ def test_close_is_idempotent_and_use_after_close_fails(kit):
     puller.close()
     with pytest.raises(TransportError, match="closed"):
         puller.poll(0.0)
+
+
+def test_close_from_another_thread_wakes_a_waiting_poll(kit):
+    puller = kit.puller()
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            puller.poll(10.0)
+        except TransportError as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.2)
+    start = time.monotonic()
+    puller.close()
+    assert time.monotonic() - start < 1.0
+    thread.join(2.0)
+    assert not thread.is_alive() and "closed" in str(outcome[0])
