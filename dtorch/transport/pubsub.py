@@ -137,7 +137,8 @@ class Publisher:
         deadline = time.monotonic() + seconds
         endpoint = self._endpoint
         while True:
-            with endpoint.lock:
+            endpoint.check_open()
+            with endpoint.lock:  # held one slice at most: senders and close need it too
                 socket = endpoint.live()
                 self._drain_subscriptions(socket)
                 if self._subscriptions >= count:
@@ -161,8 +162,7 @@ class Publisher:
 
     def close(self) -> None:
         """Close the socket (and the context it owns); idempotent."""
-        with self._endpoint.lock:
-            self._endpoint.close(0)
+        self._endpoint.close(0)
 
 
 def _connect_when_connected(endpoint: Endpoint, seconds: float) -> None:
@@ -254,5 +254,4 @@ class Subscriber:
 
     def close(self) -> None:
         """Close the socket (and the context it owns); idempotent."""
-        with self._endpoint.lock:
-            self._endpoint.close(0)
+        self._endpoint.close(0)

@@ -105,8 +105,7 @@ class Puller:
 
     def close(self) -> None:
         """Close the socket (and the context it owns); idempotent."""
-        with self._endpoint.lock:
-            self._endpoint.close(0)
+        self._endpoint.close(0)
 
 
 class Pusher:
@@ -191,5 +190,4 @@ class Pusher:
 
     def close(self) -> None:
         """Close the socket, waiting a few seconds at most for queued messages; idempotent."""
-        with self._endpoint.lock:
-            self._endpoint.close(self._linger_ms)
+        self._endpoint.close(self._linger_ms)

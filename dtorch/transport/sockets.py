@@ -60,7 +60,7 @@ def to_ms(seconds: float) -> int:
 class Endpoint:
     """One zmq socket with its context, address and lock; see the module docstring."""
 
-    __slots__ = ("_closed", "_owns_context", "address", "context", "lock", "socket")
+    __slots__ = ("_closed", "_closing", "_owns_context", "address", "context", "lock", "socket")
 
     def __init__(
         self, context: zmq.Context[Any], owns: bool, socket: zmq.Socket[Any], address: str
@@ -69,6 +69,7 @@ class Endpoint:
         self.socket, self.address = socket, address
         self.lock = threading.Lock()
         self._closed = False
+        self._closing = False  # set before close waits for the lock: waiters stop re-taking it
 
     @classmethod
     def create(
@@ -118,10 +119,19 @@ class Endpoint:
             raise TransportError(f"cannot {verb} {self.address}: {error}") from None
 
     def live(self) -> zmq.Socket[Any]:
-        """The socket; TransportError if the endpoint is closed."""
+        """The socket; TransportError if the endpoint is closed (call with the lock held)."""
         if self._closed:
-            raise TransportError(f"the socket at {self.address} is closed")
+            raise self._closed_error()
         return self.socket
+
+    def check_open(self) -> None:
+        """TransportError if a close has begun: a loop that waits in slices calls this before
+        taking the lock again, so that the close gets it."""
+        if self._closing:
+            raise self._closed_error()
+
+    def _closed_error(self) -> TransportError:
+        return TransportError(f"the socket at {self.address} is closed")
 
     def receive(self, timeout_s: float, read: Callable[[list[bytes | memoryview]], T]) -> T | None:
         """``read(frames)`` of the next message, or None if none arrives within ``timeout_s``.
@@ -132,6 +142,7 @@ class Endpoint:
         """
         deadline = time.monotonic() + timeout_s
         while True:
+            self.check_open()
             with self.lock:
                 socket = self.live()
                 try:
@@ -146,13 +157,15 @@ class Endpoint:
 
     def close(self, linger_ms: int) -> None:
         """Close the socket (waiting at most ``linger_ms`` for queued messages) and terminate
-        the context if the endpoint owns it. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self.socket.close(linger_ms)
-        if self._owns_context:
-            self.context.term()
+        the context if the endpoint owns it. Idempotent; takes the lock."""
+        self._closing = True
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.socket.close(linger_ms)
+            if self._owns_context:
+                self.context.term()
 
 
 def check_parts(kind: bytes, parts: Sequence[Part]) -> None:
