@@ -26,6 +26,10 @@ keeps working for code written against plain PyTorch::
     │   ├── CommTimeoutError (TimeoutError)   a peer never came within the timeout
     │   └── PromiseStateError                 a promise set twice or used on the wrong side
     ├── KernelError (RuntimeError)            a kernel failed on a device; names op and span
+    ├── TransportError (RuntimeError)         a controller/worker socket failed or was misused
+    │   ├── MessageGapError                   a subscriber saw a message id out of sequence,
+    │   │                                     or a malformed message
+    │   └── TransportTimeoutError (TimeoutError)  a socket wait ran past its timeout
     ├── WorkerError (RuntimeError)            a worker process broke or stopped answering
     │   └── WorkerDiedError                   a worker process exited: which, its devices, how
     └── FutureTimeoutError (TimeoutError)     a future was not ready within the timeout
@@ -125,6 +129,21 @@ class PromiseStateError(CommError):
 
 class KernelError(DTorchError, RuntimeError):
     """A kernel failed on a device; the message names the operator and the user's line."""
+
+
+class TransportError(DTorchError, RuntimeError):
+    """A controller/worker socket failed: a bind or connect refused, a malformed message, a
+    socket used after ``close()``; the message names the address."""
+
+
+class MessageGapError(TransportError):
+    """A subscriber saw a message id that is not the previous id + 1 (the first must be 0), or
+    a message without an id and a kind; fatal, the subscriber never resynchronises."""
+
+
+class TransportTimeoutError(TransportError, TimeoutError):
+    """A socket wait (connect, receive, send, subscribers) ran past its timeout; the message
+    names the address and the timeout."""
 
 
 class WorkerError(DTorchError, RuntimeError):

@@ -1,0 +1,257 @@
+"""PUB-SUB: the controller broadcasts each batch once, and every worker receives it in order.
+
+``Publisher`` binds an XPUB socket and numbers its messages 0, 1, 2, ...; each ``Subscriber``
+connects a SUB socket, subscribes to everything and checks that the ids it receives are exactly
+0, 1, 2, ... (a gap is fatal: ``MessageGapError``). Neither side has a high-water mark, so a
+send never blocks and nothing is dropped for a slow subscriber.
+
+Why XPUB and ``wait_subscribers``: a PUB socket silently drops a message for a subscriber whose
+subscription it has not processed yet, and a SUB socket's CONNECTED event (which the subscriber
+waits for, spec 004 section 7.1) comes before its subscription has reached the publisher. With
+``XPUB_VERBOSE`` the publisher receives every subscriber's subscription; once
+``wait_subscribers(n)`` has seen ``n`` of them, the next message reaches all ``n`` subscribers.
+The start-up sequence of a process runner is therefore: each worker constructs its
+``Subscriber`` (connected), then sends ``b"ready"`` through its ``Pusher``; the controller calls
+``wait_subscribers(workers)``, collects one ready ``Envelope`` per worker from its ``Puller``,
+and only then publishes its first message.
+
+Example:
+    >>> from dtorch.transport.ipc import IpcDirectory
+    >>> ipc = IpcDirectory()
+    >>> publisher = Publisher(ipc.address("pub"))
+    >>> subscriber = Subscriber(publisher.address)
+    >>> publisher.wait_subscribers(1)
+    >>> publisher.send(b"execute", [b"batch 0"])
+    0
+    >>> message = subscriber.recv()
+    >>> message.id, message.kind, bytes(message.parts[0])
+    (0, b'execute', b'batch 0')
+    >>> subscriber.poll(0.01) is None
+    True
+    >>> subscriber.close(); publisher.close(); ipc.close()
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from dtorch.errors import TransportTimeoutError
+from dtorch.transport.sockets import (
+    Endpoint,
+    check_parts,
+    send_message,
+    to_ms,
+    wait_seconds,
+)
+from dtorch.transport.wire import Message, MessageReader, Part, encode_id
+
+_PUBLISHER_OPTIONS: dict[int, int | bytes] = {zmq.XPUB_VERBOSE: 1, zmq.SNDHWM: 0, zmq.LINGER: 0}
+_SUBSCRIBER_OPTIONS: dict[int, int | bytes] = {zmq.RCVHWM: 0, zmq.LINGER: 0, zmq.SUBSCRIBE: b""}
+_SUBSCRIBE = 1  # first byte of an XPUB subscription message (0 is an unsubscription)
+_WAIT_SLICE_S = 0.02  # wait_subscribers holds the socket lock this long at most per poll
+
+
+class Publisher:
+    """The controller's end of the broadcast: binds ``address`` (see the module docstring).
+
+    ``send`` is thread-safe (several controller threads publish; ids follow the order in which
+    their sends took the lock) and never blocks. A part of ``LARGE_FRAME`` bytes or more is
+    sent without a copy: zmq reads it after ``send`` returns, so the caller must not change such
+    a buffer afterwards (``bytes`` cannot change). ``close`` drops messages not yet written to
+    a subscriber's connection (LINGER 0): a controller that must deliver a last message waits
+    for its workers' answer before closing.
+    """
+
+    __slots__ = ("_endpoint", "_next_id", "_subscriptions")
+
+    def __init__(self, address: str, *, context: zmq.Context[Any] | None = None) -> None:
+        endpoint = Endpoint.create(zmq.XPUB, address, context, _PUBLISHER_OPTIONS)
+        try:
+            endpoint.bind()
+        except BaseException:
+            endpoint.close(0)
+            raise
+        self._endpoint = endpoint
+        self._next_id = 0
+        self._subscriptions = 0
+
+    def __repr__(self) -> str:
+        return f"Publisher({self.address!r}, next_id={self._next_id})"
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def address(self) -> str:
+        """The address this publisher is bound to."""
+        return self._endpoint.address
+
+    @property
+    def next_id(self) -> int:
+        """The id the next message will carry (the number of messages sent so far)."""
+        return self._next_id
+
+    def send(self, kind: bytes, parts: Sequence[Part] = ()) -> int:
+        """Publish one message ``[id, kind, *parts]`` to every subscriber; the id it used.
+
+        Example:
+            >>> from dtorch.transport.ipc import IpcDirectory
+            >>> with IpcDirectory() as ipc, Publisher(ipc.address("p")) as publisher:
+            ...     publisher.send(b"a"), publisher.send(b"b", [b"x", bytearray(3)])
+            (0, 1)
+        """
+        check_parts(kind, parts)
+        endpoint = self._endpoint
+        with endpoint.lock:
+            socket = endpoint.live()
+            message_id = self._next_id
+            send_message(socket, encode_id(message_id), kind, parts)
+            self._next_id = message_id + 1
+        return message_id
+
+    def wait_subscribers(self, count: int, timeout_s: float | None = None) -> None:
+        """Return once ``count`` subscriptions have arrived since this publisher was created.
+
+        TransportTimeoutError (naming how many arrived) after ``timeout_s`` seconds, by default
+        ``GlobalOption.get_zmq_timeout_second()``. A subscriber that reconnects subscribes again,
+        so count each subscriber once by waiting before the first message.
+
+        Example:
+            >>> from dtorch.transport.ipc import IpcDirectory
+            >>> with IpcDirectory() as ipc, Publisher(ipc.address("p")) as publisher:
+            ...     publisher.wait_subscribers(0)
+            ...     publisher.wait_subscribers(1, timeout_s=0.05)
+            Traceback (most recent call last):
+            ...
+            dtorch.errors.TransportTimeoutError: publisher at ipc://... saw 0 of 1 ...
+        """
+        seconds = wait_seconds(timeout_s)
+        deadline = time.monotonic() + seconds
+        endpoint = self._endpoint
+        while True:
+            endpoint.check_open()
+            with endpoint.lock:  # held one slice at most: senders and close need it too
+                socket = endpoint.live()
+                self._drain_subscriptions(socket)
+                if self._subscriptions >= count:
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TransportTimeoutError(
+                        f"publisher at {self.address} saw {self._subscriptions} of {count} "
+                        f"subscription(s) within {seconds:g} s"
+                    )
+                socket.poll(to_ms(min(remaining, _WAIT_SLICE_S)), zmq.POLLIN)
+
+    def _drain_subscriptions(self, socket: zmq.Socket[Any]) -> None:
+        while True:
+            try:
+                frame = socket.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if frame[:1] == bytes([_SUBSCRIBE]):
+                self._subscriptions += 1
+
+    def close(self) -> None:
+        """Close the socket (and the context it owns); idempotent."""
+        self._endpoint.close(0)
+
+
+def _connect_when_connected(endpoint: Endpoint, seconds: float) -> None:
+    """Connect and wait for the monitor's CONNECTED event (the monitor is gone afterwards)."""
+    socket = endpoint.socket
+    monitor = socket.get_monitor_socket(zmq.EVENT_CONNECTED)
+    try:
+        endpoint.connect()
+        connected = bool(monitor.poll(to_ms(seconds), zmq.POLLIN))
+        if connected:
+            recv_monitor_message(monitor)  # the only event the monitor was asked for
+    finally:
+        socket.disable_monitor()
+        monitor.close(0)
+    if not connected:
+        raise TransportTimeoutError(
+            f"subscriber could not connect to {endpoint.address} within {seconds:g} s "
+            "(no publisher is bound there)"
+        )
+
+
+class Subscriber:
+    """A worker's end of the broadcast: connects to ``address``, receives every message.
+
+    The constructor returns once the connection is made (the CONNECTED event), or raises
+    TransportTimeoutError after ``timeout_s`` (default: the zmq timeout of GlobalOption).
+    ``poll`` and ``recv`` check each id (see ``MessageReader``): a gap or a malformed message
+    raises MessageGapError, then and on every later call. Meant for one receiving thread; a
+    ``close`` from another thread returns within 0.1 s, and a ``poll`` waiting then raises
+    TransportError (closed).
+    """
+
+    __slots__ = ("_endpoint", "_reader")
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        context: zmq.Context[Any] | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        endpoint = Endpoint.create(zmq.SUB, address, context, _SUBSCRIBER_OPTIONS)
+        try:
+            _connect_when_connected(endpoint, wait_seconds(timeout_s))
+        except BaseException:
+            endpoint.close(0)
+            raise
+        self._endpoint = endpoint
+        self._reader = MessageReader(address)
+
+    def __repr__(self) -> str:
+        return f"Subscriber({self.address!r}, expected_id={self._reader.expected})"
+
+    def __enter__(self) -> Subscriber:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def address(self) -> str:
+        """The publisher's address."""
+        return self._endpoint.address
+
+    def poll(self, timeout_s: float) -> Message | None:
+        """The next message, or None if none arrives within ``timeout_s`` seconds.
+
+        Example:
+            >>> from dtorch.transport.ipc import IpcDirectory
+            >>> with IpcDirectory() as ipc, Publisher(ipc.address("p")) as publisher:
+            ...     with Subscriber(publisher.address) as subscriber:
+            ...         subscriber.poll(0.01) is None
+            True
+        """
+        self._reader.raise_if_failed()
+        return self._endpoint.receive(wait_seconds(timeout_s), self._reader.read)
+
+    def recv(self, timeout_s: float | None = None) -> Message:
+        """The next message; TransportTimeoutError if none arrives within ``timeout_s`` seconds
+        (by default ``GlobalOption.get_zmq_timeout_second()``)."""
+        seconds = wait_seconds(timeout_s)
+        message = self.poll(seconds)
+        if message is None:
+            raise TransportTimeoutError(
+                f"subscriber of {self.address} received no message within {seconds:g} s "
+                f"(waiting for id {self._reader.expected})"
+            )
+        return message
+
+    def close(self) -> None:
+        """Close the socket (and the context it owns); idempotent."""
+        self._endpoint.close(0)

@@ -1,0 +1,220 @@
+"""What the four ZeroMQ classes share: an owned socket, timeouts, sending and receiving frames.
+
+An ``Endpoint`` is one socket, its context (created and terminated by the endpoint unless the
+caller passed one), its address and the lock that serialises every use of the socket (a zmq
+socket is not thread-safe). Parts of ``LARGE_FRAME`` bytes or more go out without a copy;
+received frames after the first two (id/sender and kind, always small) come back as zero-copy
+views of the zmq frame.
+
+Example:
+    >>> import zmq
+    >>> pull = Endpoint.create(zmq.PULL, "inproc://doc", None, {zmq.LINGER: 0})
+    >>> pull.bind()
+    >>> push = pull.context.socket(zmq.PUSH); _ = push.connect("inproc://doc")
+    >>> send_message(push, b"head", b"kind", [b"part"])
+    >>> [bytes(frame) for frame in pull.receive(1.0, list)]
+    [b'head', b'kind', b'part']
+    >>> push.close(0); pull.close(0)
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import zmq
+
+from dtorch.errors import TransportError
+from dtorch.options import GlobalOption
+from dtorch.transport.wire import LARGE_FRAME, Part, as_part, check_kind
+
+T = TypeVar("T")
+_SLICE_S = 0.1  # a waiting receive lets go of the socket's lock this often (for close)
+
+
+def wait_seconds(timeout_s: float | None) -> float:
+    """``timeout_s``, or the zmq timeout of GlobalOption when it is None (never negative).
+
+    Example:
+        >>> wait_seconds(0.5), wait_seconds(None) == GlobalOption.get_zmq_timeout_second()
+        (0.5, True)
+    """
+    if timeout_s is None:
+        return GlobalOption.get_zmq_timeout_second()
+    return max(0.0, float(timeout_s))
+
+
+def to_ms(seconds: float) -> int:
+    """Whole milliseconds for a zmq option or poll, rounded up so a wait never ends early.
+
+    Example:
+        >>> to_ms(0.0001), to_ms(2.0)
+        (1, 2000)
+    """
+    return max(0, math.ceil(seconds * 1000))
+
+
+class Endpoint:
+    """One zmq socket with its context, address and lock; see the module docstring."""
+
+    __slots__ = ("_closed", "_closing", "_owns_context", "address", "context", "lock", "socket")
+
+    def __init__(
+        self, context: zmq.Context[Any], owns: bool, socket: zmq.Socket[Any], address: str
+    ) -> None:
+        self.context, self._owns_context = context, owns
+        self.socket, self.address = socket, address
+        self.lock = threading.Lock()
+        self._closed = False
+        self._closing = False  # set before close waits for the lock: waiters stop re-taking it
+
+    @classmethod
+    def create(
+        cls,
+        socket_type: int,
+        address: str,
+        context: zmq.Context[Any] | None,
+        options: Mapping[int, int | bytes],
+    ) -> Endpoint:
+        """A new socket of ``socket_type`` with ``options`` set; its own context if None."""
+        if not isinstance(address, str) or "://" not in address:
+            raise TransportError(f"a zmq address is 'transport://where', got {address!r}")
+        owns = context is None
+        ctx: zmq.Context[Any] = zmq.Context() if context is None else context
+        try:
+            socket: zmq.Socket[Any] = ctx.socket(socket_type, copy_threshold=LARGE_FRAME)
+        except BaseException:
+            if owns:
+                ctx.term()
+            raise
+        endpoint = cls(ctx, owns, socket, address)
+        try:
+            for option, value in options.items():
+                socket.setsockopt(option, value)
+        except BaseException:
+            endpoint.close(0)
+            raise
+        return endpoint
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close`` has run."""
+        return self._closed
+
+    def bind(self) -> None:
+        """Bind the address; TransportError if zmq refuses (the caller closes the endpoint)."""
+        self._attach(self.socket.bind, "bind")
+
+    def connect(self) -> None:
+        """Connect to the address (zmq connects asynchronously and retries in the background)."""
+        self._attach(self.socket.connect, "connect to")
+
+    def _attach(self, how: Any, verb: str) -> None:
+        try:
+            how(self.address)
+        except zmq.ZMQError as error:
+            raise TransportError(f"cannot {verb} {self.address}: {error}") from None
+
+    def live(self) -> zmq.Socket[Any]:
+        """The socket; TransportError if the endpoint is closed (call with the lock held)."""
+        if self._closed:
+            raise self._closed_error()
+        return self.socket
+
+    def check_open(self) -> None:
+        """TransportError if a close has begun: a loop that waits in slices calls this before
+        taking the lock again, so that the close gets it."""
+        if self._closing:
+            raise self._closed_error()
+
+    def _closed_error(self) -> TransportError:
+        return TransportError(f"the socket at {self.address} is closed")
+
+    def receive(self, timeout_s: float, read: Callable[[list[bytes | memoryview]], T]) -> T | None:
+        """``read(frames)`` of the next message, or None if none arrives within ``timeout_s``.
+
+        The lock is held for one slice of the wait at a time (``_SLICE_S``), so a ``close``
+        from another thread waits no longer than that; the waiting call then raises
+        TransportError (closed). ``read`` runs under the lock: messages are read in order.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_open()
+            with self.lock:
+                socket = self.live()
+                try:
+                    frames = recv_frames(socket, zmq.NOBLOCK)
+                except zmq.Again:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return None
+                    socket.poll(to_ms(min(remaining, _SLICE_S)), zmq.POLLIN)
+                    continue
+                return read(frames)
+
+    def close(self, linger_ms: int) -> None:
+        """Close the socket (waiting at most ``linger_ms`` for queued messages) and terminate
+        the context if the endpoint owns it. Idempotent; takes the lock."""
+        self._closing = True
+        with self.lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.socket.close(linger_ms)
+            if self._owns_context:
+                self.context.term()
+
+
+def check_parts(kind: bytes, parts: Sequence[Part]) -> None:
+    """TypeError unless ``kind`` is bytes and every part a contiguous buffer, checked before
+    the first frame goes out (a failure half-way through would leave half a message queued)."""
+    check_kind(kind)
+    for index, part in enumerate(parts):
+        if type(part) is not bytes:
+            as_part(part, index)
+
+
+def send_message(socket: zmq.Socket[Any], head: bytes, kind: bytes, parts: Sequence[Part]) -> None:
+    """One multipart message ``[head, kind, *parts]`` (checked by ``check_parts``).
+
+    The parts go with ``copy=False``, and the socket's ``copy_threshold`` (``LARGE_FRAME``, set
+    by ``Endpoint.create``) makes pyzmq copy the small ones, in C: only frames of LARGE_FRAME
+    bytes or more are sent without a copy.
+
+    Example:
+        >>> import zmq
+        >>> context = zmq.Context(); a = context.socket(zmq.PAIR); _ = a.bind("inproc://s")
+        >>> b = context.socket(zmq.PAIR); _ = b.connect("inproc://s")
+        >>> send_message(a, b"h", b"k", [b"x", bytes(LARGE_FRAME)])
+        >>> [len(frame) for frame in b.recv_multipart()]
+        [1, 1, 1, 65536]
+        >>> a.close(0); b.close(0); context.term()
+    """
+    send = socket.send
+    if not parts:
+        send(head, zmq.SNDMORE)
+        send(kind)
+        return
+    send(head, zmq.SNDMORE)
+    send(kind, zmq.SNDMORE)
+    for part in parts[:-1]:
+        send(part, zmq.SNDMORE, copy=False)
+    send(parts[-1], 0, copy=False)
+
+
+def recv_frames(socket: zmq.Socket[Any], flags: int = 0) -> list[bytes | memoryview]:
+    """One multipart message: the first two frames as bytes, the rest as zero-copy views.
+
+    zmq.Again (with NOBLOCK) if no message is waiting; the frames of a message arrive together,
+    so only the first frame can be missing.
+    """
+    recv, more = socket.recv, socket.getsockopt
+    frames: list[bytes | memoryview] = [recv(flags)]
+    if more(zmq.RCVMORE):
+        frames.append(recv())
+        while more(zmq.RCVMORE):
+            frames.append(recv(copy=False).buffer)
+    return frames
