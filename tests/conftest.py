@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_SESSION_DIR / "torch-cache
 
 import dtorch  # noqa: E402 - after the cache dir is chosen
 from tests.process_pool import ProcessPool  # noqa: E402
+from tests.runners import RUNNERS, PoolKeeper, as_default  # noqa: E402
 
 POOL_WORKERS = 4  # the most processes one test uses (group, store and convert tests)
 
@@ -37,14 +38,44 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_SESSION_DIR, ignore_errors=True)
 
 
-@pytest.fixture
-def graph() -> Iterator[dtorch.Graph]:
-    """A graph of its own for one test (its threads stop at the end of the test)."""
-    g = dtorch.Graph()
+@pytest.fixture(scope="session")
+def worker_pools() -> Iterator[PoolKeeper]:
+    """The worker processes every process-mode graph of the run shares (see tests/runners)."""
+    keeper = PoolKeeper()
     try:
-        yield g
+        yield keeper
     finally:
-        g.close()
+        keeper.close()
+
+
+@pytest.fixture(params=RUNNERS)
+def runner(request: pytest.FixtureRequest) -> str:
+    """The runner under test: ``thread`` or ``process``."""
+    return str(request.param)
+
+
+@pytest.fixture
+def make_graph(runner: str, worker_pools: PoolKeeper) -> Iterator[Callable[[], dtorch.Graph]]:
+    """Makes graphs of the runner under test; every one is closed at the end of the test."""
+    made: list[dtorch.Graph] = []
+
+    def make() -> dtorch.Graph:
+        made.append(worker_pools.graph(runner))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for g in reversed(made):
+            g.close()
+
+
+@pytest.fixture
+def graph(make_graph: Callable[[], dtorch.Graph]) -> Iterator[dtorch.Graph]:
+    """A graph of its own for one test, of the runner under test, and the test thread's
+    default graph meanwhile (tests that create tensors without ``graph=`` use it too)."""
+    with as_default(make_graph()) as g:
+        yield g
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -37,6 +38,9 @@ from dtorch.options import GlobalOption
 from dtorch.runtime.executor import Executor
 from dtorch.runtime.factory import make_runner
 
+if TYPE_CHECKING:
+    from dtorch.runtime.process.pool import WorkerPool
+
 #: Seconds a closing graph gives its threads to finish queued work.
 CLOSE_TIMEOUT = 30.0
 
@@ -48,9 +52,26 @@ class GraphOption:
     ``per_device_per_process``: True runs each device's kernels in a worker process fed over
     ZeroMQ; False runs devices as threads of this process; None (the default) takes
     ``GlobalOption.get_per_device_per_process()`` (DTORCH_PER_DEVICE_PER_PROCESS).
+
+    Process mode only: ``num_workers`` worker processes are started for the graph (default:
+    one per GPU where CUDA is present, else one per CPU core; each worker hosts a fixed share
+    of any number of logical CPU devices: device ``d`` runs on worker ``d % num_workers``), and
+    stopped when it closes. ``worker_pool``: run on that ``WorkerPool`` instead (started once,
+    it serves one graph after another without starting processes again).
     """
 
     per_device_per_process: bool | None = None
+    num_workers: int | None = None
+    worker_pool: WorkerPool | None = None
+
+    def __post_init__(self) -> None:
+        count = self.num_workers
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 1
+        ):
+            raise GraphError(f"num_workers must be a positive int or None, got {count!r}")
+        if self.worker_pool is not None and count is not None:
+            raise GraphError("give num_workers or worker_pool, not both (the pool has its size)")
 
     def resolved_per_device_per_process(self) -> bool:
         if self.per_device_per_process is None:

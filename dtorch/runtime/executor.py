@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from dtorch.errors import GraphError, WorkerDiedError
+from dtorch.errors import GraphError, WorkerDiedError, WorkerError
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.report import WorkerFailureReport
@@ -51,8 +52,15 @@ _LOG = logging.getLogger(__name__)
 
 
 def worker_died(report: WorkerFailureReport) -> WorkerDiedError:
-    """The error every pending future raises once a worker failed (it exits after a report)."""
-    return WorkerDiedError(f"worker {report.worker} ({report.devices}) {report.reason}")
+    """The error every pending future raises once a worker failed (it exits after a report);
+    the report's reason names the worker, its devices and what happened."""
+    return WorkerDiedError(report.reason)
+
+
+def _channel(error: Exception) -> GraphError:
+    failure = GraphError(f"the report channel of this graph failed: {error!r}")
+    failure.__cause__ = error
+    return failure
 
 
 class Executor:
@@ -183,6 +191,8 @@ class Executor:
             return
         try:
             self.runner.execute(batch)
+        except WorkerError as error:  # a worker died or broke: that is the cause
+            self._break(error)
         except Exception as error:  # a runner bug must not kill the controller silently
             if self._error is not None:  # the runner broke meanwhile: that is the cause
                 return
@@ -194,7 +204,14 @@ class Executor:
     def _read_reports(self) -> None:
         source, settle = self.runner.reports, self.settlements.settle
         while True:
-            report = source.get(REPORT_POLL_SECONDS)
+            try:
+                report = source.get(REPORT_POLL_SECONDS)
+            except Exception as error:  # the channel broke (an unreadable report): so did
+                if self._stopping:  # the graph, since nothing it waits for can arrive;
+                    return  # while closing, the runner closes the channel under it
+                self._break(error if isinstance(error, WorkerError) else _channel(error))
+                time.sleep(REPORT_POLL_SECONDS / 10)  # a channel that keeps failing
+                continue
             if report is None:
                 continue
             if report is END:

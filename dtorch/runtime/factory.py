@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dtorch.errors import GraphError
 from dtorch.runtime.runner import Runner
 from dtorch.runtime.thread_runner import ThreadRunner
 
@@ -31,9 +30,7 @@ THREAD_STREAMS = 2
 def make_runner(option: GraphOption, name: str) -> Runner:
     """The runner of a graph with ``option``, named ``name`` (thread names carry it)."""
     if option.resolved_per_device_per_process():
-        raise GraphError(
-            "per_device_per_process=True needs the process runner, which this dtorch "
-            "build does not include yet; use the default thread mode "
-            "(GraphOption(per_device_per_process=False) or unset DTORCH_PER_DEVICE_PER_PROCESS)"
-        )
+        from dtorch.runtime.process.runner import ProcessRunner  # imports zmq only when used
+
+        return ProcessRunner.for_option(option)
     return ThreadRunner(THREAD_STREAMS, name=name)

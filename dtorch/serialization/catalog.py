@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from dtorch.errors import DeserializationError
-from dtorch.ir import opkind
+from dtorch.ir import opkind, report
 from dtorch.ir.device import Device
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
@@ -53,6 +53,12 @@ _RECORDS: tuple[tuple[str, type], ...] = (
     ("ir.Operand", Operand),
     ("ir.Operator", Operator),
     ("ir.ExecuteBatch", ExecuteBatch),
+    ("ir.Failure", report.Failure),
+    ("ir.SharedValue", report.SharedValue),
+    ("ir.ValueReport", report.ValueReport),
+    ("ir.PartyReport", report.PartyReport),
+    ("ir.ProgressReport", report.ProgressReport),
+    ("ir.WorkerFailureReport", report.WorkerFailureReport),
     *((f"param.{kind.name}", cls) for kind, cls in PARAM_TYPES.items()),
 )
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+from collections.abc import Callable
 
 import pytest
 import torch
 
 import dtorch
 from dtorch.errors import FutureTimeoutError, GraphError, KernelError
+from tests.runners import PoolKeeper, pause_devices
 
 
 def test_values_of_every_placement_kind(graph: dtorch.Graph) -> None:
@@ -59,35 +61,16 @@ def test_await_does_not_block_the_event_loop(graph: dtorch.Graph) -> None:
 
 
 def test_recording_never_waits_for_the_devices(graph: dtorch.Graph) -> None:
-    """A kernel that blocks its stream until the test says so: the client goes on recording
-    (and the values wait) until the gate opens."""
-    from dtorch.api.record import emit
-    from dtorch.ir.opkind import OpKind
-    from dtorch.ir.params import NvtxParam
-    from dtorch.ir.rules import OutputMeta
-    from dtorch.kernels.table import LOCAL_KERNELS, register_local_kernel
-
-    gate = threading.Event()
-
-    def blocking(ctx: object, device: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        assert gate.wait(30), "the test never opened the gate"
-        return [inputs[0]]
-
-    register_local_kernel(OpKind.Nvtx, blocking)  # a kind with no kernel of its own
-    try:
-        x = dtorch.ones(4, graph=graph)
-        meta = OutputMeta((4,), torch.float32, ())
-        (y,) = emit(graph, "block", NvtxParam(), (x._operand,), (meta,), x.device_mesh)
-        out = y
+    """While the devices run nothing, the client goes on recording (and the values wait)
+    until they go on."""
+    x = dtorch.ones(4, graph=graph)
+    with pause_devices(graph):
+        out = x
         for _ in range(200):
-            out = out + 1  # recorded while the stream is stuck behind the gate
+            out = out + 1  # recorded while the devices are stopped
         future = out.to_torch_async()
         assert not future.wait_for(100)  # nothing ran yet, yet every call above returned
-        gate.set()
-        assert future.get().tolist() == [201.0] * 4
-    finally:
-        gate.set()
-        del LOCAL_KERNELS[OpKind.Nvtx]
+    assert future.get().tolist() == [201.0] * 4
 
 
 def test_kernel_failure_names_operator_and_line(graph: dtorch.Graph) -> None:
@@ -145,13 +128,14 @@ def test_released_operands_free_their_shards(graph: dtorch.Graph) -> None:
     del keep
 
 
-def test_two_graphs_from_two_threads() -> None:
+def test_two_graphs_from_two_threads(make_graph: Callable[[], dtorch.Graph]) -> None:
     results: dict[int, list[float]] = {}
     errors: list[BaseException] = []
+    graphs = [make_graph(), make_graph()]
 
     def work(index: int) -> None:
         try:
-            g = dtorch.Graph()
+            g = graphs[index - 1]
             mesh = dtorch.init_device_mesh("cpu", 3)
             t = dtorch.arange(12.0, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=g)
             for _ in range(200):
@@ -180,18 +164,14 @@ def test_default_graph_is_per_thread() -> None:
     assert dtorch.Graph.default_graph() is dtorch.default_graph()
 
 
-def test_mixed_graphs_are_refused() -> None:
-    g1, g2 = dtorch.Graph(), dtorch.Graph()
-    try:
-        with pytest.raises(GraphError, match="different graphs"):
-            dtorch.ones(2, graph=g1) + dtorch.ones(2, graph=g2)
-    finally:
-        g1.close()
-        g2.close()
+def test_mixed_graphs_are_refused(make_graph: Callable[[], dtorch.Graph]) -> None:
+    g1, g2 = make_graph(), make_graph()
+    with pytest.raises(GraphError, match="different graphs"):
+        dtorch.ones(2, graph=g1) + dtorch.ones(2, graph=g2)
 
 
-def test_closed_graph_refuses_new_work() -> None:
-    g = dtorch.Graph()
+def test_closed_graph_refuses_new_work(make_graph: Callable[[], dtorch.Graph]) -> None:
+    g = make_graph()
     t = dtorch.ones(2, graph=g)
     assert t.tolist() == [1.0, 1.0]
     g.close()
@@ -200,7 +180,7 @@ def test_closed_graph_refuses_new_work() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_432_device_five_dimensional_mesh(graph: dtorch.Graph) -> None:
+def test_432_device_five_dimensional_mesh(graph: dtorch.Graph, runner: str) -> None:
     mesh = dtorch.init_device_mesh("cpu", (3, 2, 4, 3, 6))
     full = torch.arange(24 * 18, dtype=torch.float32).reshape(24, 18)
     placements = [
@@ -213,7 +193,11 @@ def test_432_device_five_dimensional_mesh(graph: dtorch.Graph) -> None:
     t = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
     out = (t * 2 + t).to_torch()
     assert torch.equal(out, full * 3)
-    assert len(graph.runner.streams) <= 4 and threading.active_count() < 50
+    if runner == "thread":
+        assert len(graph.runner.streams) <= 4
+    else:
+        assert graph.runner.parties == graph.runner.pool.workers
+    assert threading.active_count() < 50
 
 
 def test_device_mesh_and_dtype_guards(graph: dtorch.Graph) -> None:
@@ -231,15 +215,22 @@ def test_device_mesh_and_dtype_guards(graph: dtorch.Graph) -> None:
     graph.empty_cache()
 
 
-def test_process_mode_is_refused_clearly_until_it_exists() -> None:
-    with pytest.raises(GraphError, match="process runner"):
-        dtorch.Graph(dtorch.GraphOption(per_device_per_process=True))
+def test_the_option_and_the_environment_choose_the_runner(worker_pools: PoolKeeper) -> None:
+    from dtorch.runtime.process import ProcessRunner
+    from dtorch.runtime.thread_runner import ThreadRunner
+
+    pool = worker_pools.pool()
     with dtorch.GlobalOption.override(per_device_per_process=True):
-        with pytest.raises(GraphError, match="per_device_per_process=False"):
-            dtorch.Graph()
-        g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
-        assert dtorch.ones(2, graph=g).tolist() == [1.0, 1.0]
+        g = dtorch.Graph(dtorch.GraphOption(worker_pool=pool))
+        assert isinstance(g.runner, ProcessRunner) and dtorch.ones(2, graph=g).tolist() == [1, 1]
         g.close()
+        g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False, worker_pool=pool))
+        assert isinstance(g.runner, ThreadRunner) and dtorch.ones(2, graph=g).tolist() == [1, 1]
+        g.close()
+    with pytest.raises(GraphError, match="num_workers must be a positive int"):
+        dtorch.GraphOption(per_device_per_process=True, num_workers=0)
+    with pytest.raises(GraphError, match="not both"):
+        dtorch.GraphOption(per_device_per_process=True, num_workers=2, worker_pool=pool)
 
 
 def test_cuda_meshes_are_satisfied_only_where_devices_exist(graph: dtorch.Graph) -> None:
@@ -251,23 +242,22 @@ def test_cuda_meshes_are_satisfied_only_where_devices_exist(graph: dtorch.Graph)
         assert graph.satisfy(dtorch.init_device_mesh("cpu", 64))
 
 
-def test_a_runner_failure_fails_pending_values_and_refuses_new_work() -> None:
-    g = dtorch.Graph()
-    try:
-        t = dtorch.ones(3, graph=g)
-        assert t.tolist() == [1.0, 1.0, 1.0]
+def test_a_runner_failure_fails_pending_values_and_refuses_new_work(
+    make_graph: Callable[[], dtorch.Graph],
+) -> None:
+    g = make_graph()
+    t = dtorch.ones(3, graph=g)
+    assert t.tolist() == [1.0, 1.0, 1.0]
 
-        def broken(batch: object) -> None:
-            raise RuntimeError("runner bug")
+    def broken(batch: object) -> None:
+        raise RuntimeError("runner bug")
 
-        g.runner.execute = broken  # type: ignore[method-assign]
-        future = (t + 1).to_torch_async()
-        with pytest.raises(GraphError, match="runner failed to take a batch"):
-            future.get(timeout_s=10)
-        with pytest.raises(GraphError, match="runner failed"):
-            t + 2
-    finally:
-        g.close()
+    g.runner.execute = broken  # type: ignore[method-assign]
+    future = (t + 1).to_torch_async()
+    with pytest.raises(GraphError, match="runner failed to take a batch"):
+        future.get(timeout_s=10)
+    with pytest.raises(GraphError, match="runner failed"):
+        t + 2
 
 
 def test_a_release_alone_in_its_batch_reaches_the_stream_holding_the_shard(

@@ -11,7 +11,6 @@ import threading
 import time
 
 import pytest
-import torch
 
 import dtorch
 from dtorch import Shard
@@ -20,6 +19,7 @@ from dtorch.ir.report import Failure
 from dtorch.runtime.board import BOARD_ENTRIES, LocalFailureBoard
 from dtorch.runtime.executor import MAX_BATCH, QUEUE_LIMIT
 from dtorch.runtime.window import DEFAULT_LIMIT
+from tests.runners import pause_devices
 
 
 def test_a_failed_allocation_then_a_fetch_leaves_every_stream_alive(graph: dtorch.Graph) -> None:
@@ -49,36 +49,21 @@ def test_the_failure_board_stays_bounded() -> None:
 
 
 def test_a_client_far_ahead_of_its_devices_waits_with_bounded_queues(graph: dtorch.Graph) -> None:
-    """While a kernel blocks the devices, recording goes on until the queues are full, then
-    waits; nothing grows past the bounds, and every value is right once the gate opens."""
-    from dtorch.api.record import emit
-    from dtorch.ir.opkind import OpKind
-    from dtorch.ir.params import NvtxParam
-    from dtorch.ir.rules import OutputMeta
-    from dtorch.kernels.table import LOCAL_KERNELS, register_local_kernel
-
-    gate = threading.Event()
-
-    def blocking(ctx: object, device: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        assert gate.wait(60), "the test never opened the gate"
-        return [inputs[0]]
-
+    """While the devices run nothing, recording goes on until the queues are full, then
+    waits; nothing grows past the bounds, and every value is right once they go on."""
     total = 2 * (QUEUE_LIMIT + DEFAULT_LIMIT)
     recorded = [0]
-    register_local_kernel(OpKind.Nvtx, blocking)
-    try:
-        x = dtorch.ones(1, graph=graph)
-        meta = OutputMeta((1,), torch.float32, ())
-        (y,) = emit(graph, "block", NvtxParam(), (x._operand,), (meta,), x.device_mesh)
+    x = dtorch.ones(1, graph=graph)
 
-        def record() -> None:
-            out = y
-            for _ in range(total):
-                out = out + 1
-                recorded[0] += 1
-            recorded.append(out.item())
+    def record() -> None:
+        out = x
+        for _ in range(total):
+            out = out + 1
+            recorded[0] += 1
+        recorded.append(out.item())
 
-        client = threading.Thread(target=record, daemon=True)
+    client = threading.Thread(target=record, daemon=True)
+    with pause_devices(graph):
         client.start()
         held, deadline = -1, time.monotonic() + 60
         while recorded[0] != held and time.monotonic() < deadline:  # until it stops
@@ -87,12 +72,8 @@ def test_a_client_far_ahead_of_its_devices_waits_with_bounded_queues(graph: dtor
         assert client.is_alive() and held < total  # held back, not finished
         assert len(graph.executor._queue) <= QUEUE_LIMIT + 1
         assert held <= QUEUE_LIMIT + DEFAULT_LIMIT + MAX_BATCH + 2  # queue + window + a batch
-        gate.set()
-        client.join(120)
-        assert not client.is_alive() and recorded[-1] == float(total + 1)
-    finally:
-        gate.set()
-        del LOCAL_KERNELS[OpKind.Nvtx]
+    client.join(120)
+    assert not client.is_alive() and recorded[-1] == float(total + 1)
 
 
 def test_exit_with_a_pending_fetch_is_clean() -> None:

@@ -76,14 +76,16 @@ class CommTopology:
         return cls(tuple(tuple(c) for c in callers), processes=True)
 
     @classmethod
-    def striped(cls, num_threads: int) -> CommTopology:
-        """Thread mode with logical devices of any id: thread ``d % num_threads`` holds ``d``.
+    def striped(cls, num_callers: int, *, processes: bool = False) -> CommTopology:
+        """Logical devices of any id: caller ``d % num_callers`` holds ``d``. The callers are
+        threads of this process (thread mode), or processes (a worker pool) with
+        ``processes=True``.
 
         Example:
             >>> CommTopology.striped(2).group_callers((4, 5, 6))
             ((0, 2), (1,))
         """
-        return cls((), processes=False, stride=num_threads)
+        return cls((), processes=processes, stride=num_callers)
 
     @classmethod
     def one_device_per_process(cls, device_ids: Iterable[int]) -> CommTopology:

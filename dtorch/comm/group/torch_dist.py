@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors
+from dtorch.comm.group.carriers import moved, reduced
 from dtorch.comm.group.chunks import (
     chunk_piece,
     pad_dim,
@@ -161,27 +162,29 @@ class TorchDistBackend(GroupBackend):
     # --- collectives ---------------------------------------------------------------------
 
     def all_reduce(self, inputs: RankTensors, op: ReduceOp) -> RankTensors:
-        out = inputs[self._rank].clone(memory_format=torch.contiguous_format)
+        local, op_in, back = reduced(inputs[self._rank], op)
+        out = local.clone(memory_format=torch.contiguous_format)
         options = dist.AllreduceOptions()
-        options.reduceOp = _DIST_OPS[op]
+        options.reduceOp = _DIST_OPS[op_in]
         self._run("all_reduce", lambda: self._pg.allreduce([out], options))
-        finish_average(out, op, self._info.world_size)
-        return {self._rank: out}
+        finish_average(out, op_in, self._info.world_size)
+        return {self._rank: back(out)}
 
     def all_gather(self, inputs: RankTensors, dim: int, sizes: tuple[int, ...]) -> RankTensors:
-        local = inputs[self._rank]
+        local, back = moved(inputs[self._rank])
         if dim == 0 and len(set(sizes)) == 1:
             out = local.new_empty(with_dim(local.shape, 0, sizes[0] * len(sizes)))
             self._run("all_gather", lambda: self._pg._allgather_base(out, local.contiguous()))
-            return {self._rank: out}
+            return {self._rank: back(out)}
         pieces = self._gather_padded("all_gather", local, dim, sizes)
-        return {self._rank: torch.cat(pieces, dim)}
+        return {self._rank: back(torch.cat(pieces, dim))}
 
     def all_gather_list(
         self, inputs: RankTensors, dim: int, sizes: tuple[int, ...]
     ) -> dict[int, list[torch.Tensor]]:
-        pieces = self._gather_padded("all_gather_into_list", inputs[self._rank], dim, sizes)
-        return {self._rank: [p.contiguous() for p in pieces]}
+        local, back = moved(inputs[self._rank])
+        pieces = self._gather_padded("all_gather_into_list", local, dim, sizes)
+        return {self._rank: [back(p.contiguous()) for p in pieces]}
 
     def _gather_padded(
         self, collective: str, local: torch.Tensor, dim: int, sizes: tuple[int, ...]
@@ -194,7 +197,8 @@ class TorchDistBackend(GroupBackend):
 
     def reduce_scatter(self, inputs: RankTensors, dim: int, op: ReduceOp) -> RankTensors:
         world = self._info.world_size
-        front = inputs[self._rank].movedim(dim, 0)
+        local, op, back = reduced(inputs[self._rank], op)
+        front = local.movedim(dim, 0)
         width = padded_chunk(front.shape[0], world)
         padded = pad_dim(front, 0, width * world) if front.shape[0] != width * world else front
         padded = padded.contiguous()
@@ -204,12 +208,12 @@ class TorchDistBackend(GroupBackend):
         self._run("reduce_scatter", lambda: self._pg._reduce_scatter_base(out, padded, options))
         finish_average(out, op, world)
         mine = out.narrow(0, 0, chunk_sizes(front.shape[0], world)[self._rank])
-        return {self._rank: mine.movedim(0, dim).contiguous()}
+        return {self._rank: back(mine.movedim(0, dim).contiguous())}
 
     def all_to_all(
         self, inputs: RankTensors, src_dim: int, dst_dim: int, src_sizes: tuple[int, ...]
     ) -> RankTensors:
-        local = inputs[self._rank]
+        local, back = moved(inputs[self._rank])
         dst_sizes = chunk_sizes(local.shape[dst_dim], self._info.world_size)
         send = self._pack_for_all_to_all(local, src_dim, dst_dim, max(src_sizes))
         recv = torch.empty_like(send)
@@ -219,7 +223,7 @@ class TorchDistBackend(GroupBackend):
             recv[s].narrow(src_dim, 0, src_sizes[s]).narrow(dst_dim, 0, dst_sizes[self._rank])
             for s in range(self._info.world_size)
         ]
-        return {self._rank: torch.cat(pieces, src_dim)}
+        return {self._rank: back(torch.cat(pieces, src_dim))}
 
     def _pack_for_all_to_all(
         self, local: torch.Tensor, src_dim: int, dst_dim: int, src_width: int
@@ -239,12 +243,13 @@ class TorchDistBackend(GroupBackend):
         return send
 
     def broadcast(self, inputs: RankTensors, src: int) -> RankTensors:
-        out = inputs[self._rank].clone(memory_format=torch.contiguous_format)
+        local, back = moved(inputs[self._rank])
+        out = local.clone(memory_format=torch.contiguous_format)
         options = dist.BroadcastOptions()
         options.rootRank = src
         options.rootTensor = 0
         self._run("broadcast", lambda: self._pg.broadcast([out], options))
-        return {self._rank: out}
+        return {self._rank: back(out)}
 
     def barrier(self) -> None:
         # A one-element all-reduce: Gloo's barrier has no per-call timeout hook to probe.

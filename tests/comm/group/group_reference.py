@@ -34,9 +34,14 @@ class Case:
 
 
 def _full(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    if dtype.is_complex:
+        return torch.complex(torch.randn(shape, generator=gen), torch.randn(shape, generator=gen))
     if dtype.is_floating_point:
         return torch.randn(shape, generator=gen).to(dtype)
-    return torch.randint(-50, 50, shape, generator=gen).to(dtype)
+    if dtype is torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).to(dtype)
+    low = 0 if dtype in (torch.uint8, torch.uint16, torch.uint32) else -50
+    return torch.randint(low, 50, shape, generator=gen).to(dtype)
 
 
 _REDUCE = {
@@ -49,30 +54,34 @@ _REDUCE = {
 
 def all_reduce_case(world: int, shape, op: str, dtype, gen) -> Case:
     inputs = [_full(shape, dtype, gen) for _ in range(world)]
-    total = _REDUCE[op](torch.stack(inputs))
+    total = _REDUCE[op](torch.stack(inputs)).to(dtype)  # torch sums small ints as int64
     return Case("all_reduce", {"op": op}, inputs, [total] * world, f"{op} {dtype}")
 
 
-def all_gather_case(world: int, shape, dim: int, gen, *, uneven: bool, as_list=False) -> Case:
-    full = _full(shape, torch.float32, gen)
+def all_gather_case(
+    world: int, shape, dim: int, gen, *, uneven: bool, as_list=False, dtype=torch.float32
+) -> Case:
+    full = _full(shape, dtype, gen)
     inputs = torch_chunks(full, world, dim)
     kwargs: dict[str, Any] = {"dim": dim}
     if uneven:
         kwargs["full_size"] = shape[dim]
     name = "all_gather_into_list" if as_list else "all_gather"
     expected: list[Any] = [list(inputs) if as_list else full] * world
-    return Case(name, kwargs, inputs, expected, f"{shape} dim={dim}")
+    return Case(name, kwargs, inputs, expected, f"{shape} dim={dim} {dtype}")
 
 
-def reduce_scatter_case(world: int, shape, dim: int, op: str, gen) -> Case:
-    inputs = [_full(shape, torch.float64, gen) for _ in range(world)]
-    total = _REDUCE[op](torch.stack(inputs))
+def reduce_scatter_case(world: int, shape, dim: int, op: str, gen, dtype=torch.float64) -> Case:
+    inputs = [_full(shape, dtype, gen) for _ in range(world)]
+    total = _REDUCE[op](torch.stack(inputs)).to(dtype)
     expected = torch_chunks(total, world, dim)
     return Case("reduce_scatter", {"dim": dim, "op": op}, inputs, expected, f"{shape} {op}")
 
 
-def all_to_all_case(world: int, shape, src: int, dst: int, gen, *, uneven: bool) -> Case:
-    full = _full(shape, torch.float32, gen)
+def all_to_all_case(
+    world: int, shape, src: int, dst: int, gen, *, uneven: bool, dtype=torch.float32
+) -> Case:
+    full = _full(shape, dtype, gen)
     inputs = torch_chunks(full, world, src)
     kwargs: dict[str, Any] = {"src_dim": src, "dst_dim": dst}
     if uneven:
@@ -93,8 +102,8 @@ def replicate_to_shard_case(world: int, shape, dim: int, gen) -> Case:
     )
 
 
-def broadcast_case(world: int, shape, src: int, gen) -> Case:
-    inputs = [_full(shape, torch.int32, gen) for _ in range(world)]
+def broadcast_case(world: int, shape, src: int, gen, dtype=torch.int32) -> Case:
+    inputs = [_full(shape, dtype, gen) for _ in range(world)]
     return Case("broadcast", {"src": src}, inputs, [inputs[src]] * world, f"src={src}")
 
 
@@ -128,6 +137,28 @@ def standard_cases(world: int, seed: int = 0) -> list[Case]:
         reduce_scatter_case(world, (2, 0), 0, "sum", gen),
         all_to_all_case(world, (0, 4), 0, 1, gen, uneven=True),
     ]
+    return cases + dtype_cases(world, gen)
+
+
+#: Dtypes some collective libraries cannot carry as they are (Gloo: int16, uint16, complex
+#: gathers; NCCL: bool, complex). torch itself cannot add uint16 or float8 on the CPU: those
+#: are only moved.
+ODD_DTYPES = (torch.int16, torch.uint16, torch.bool, torch.complex64, torch.float8_e4m3fn)
+_ADDABLE = (torch.int16, torch.bool, torch.complex64)
+
+
+def dtype_cases(world: int, gen: torch.Generator) -> list[Case]:
+    """Moves and reductions of the dtypes a collective library may not carry natively."""
+    odd = 2 * world + 1
+    cases = [all_reduce_case(world, (3,), "sum", dtype, gen) for dtype in _ADDABLE]
+    for dtype in ODD_DTYPES:
+        cases += [
+            all_gather_case(world, (odd, 2), 0, gen, uneven=True, dtype=dtype),
+            all_to_all_case(world, (odd, 3), 0, 1, gen, uneven=True, dtype=dtype),
+            broadcast_case(world, (2, 2), 0, gen, dtype=dtype),
+        ]
+    cases.append(reduce_scatter_case(world, (odd, 2), 0, "sum", gen, dtype=torch.int16))
+    cases.append(all_reduce_case(world, (3,), "max", torch.int16, gen))
     return cases
 
 

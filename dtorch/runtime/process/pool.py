@@ -1,0 +1,332 @@
+"""WorkerPool: worker processes, started once, that serve one graph at a time.
+
+Start-up (spec 004, section 9): the pool makes a private directory (mode 0700) for its IPC
+sockets, binds its publisher (PUB) and its report puller (PULL), and starts every worker at
+once (torch's import costs seconds per process: in parallel they cost it once). Workers are
+fresh interpreters (``python -m dtorch.runtime.process.worker``), like multiprocessing's
+``spawn`` method but without its pickled bootstrap and without re-importing the user's
+``__main__`` module (a script that creates a process-mode graph at top level would otherwise
+create one in every worker). Each worker connects its subscriber, waits for it to be
+connected, and reports ``READY``; the pool waits for every worker's report and every
+subscription before anything is published, so no first message is lost.
+
+A graph leases the pool (``lease``: one graph at a time, each lease a new session that the
+workers start clean) and gives it back when it closes; the process groups the workers built
+for their collectives survive leases (creating one costs far more than a batch). A pool that
+a graph does not share (no ``worker_pool`` in its option) is the graph's own and stops with it.
+
+Liveness: a monitor thread waits on every worker's pidfd; when one exits while the pool is in
+use, the pool is broken: the lease is told at once (its graph's pending futures fail within
+moments with ``WorkerDiedError`` naming the worker, its devices and its exit code or signal),
+the other workers are stopped, and the pool refuses new leases. Workers watch the controller
+the same way and exit when it is gone. ``close()``, garbage collection of the pool and
+interpreter exit stop every worker and remove the directory and the shared memory.
+
+Example:
+    >>> pool = WorkerPool(workers=2)            # doctest: +SKIP
+    >>> pool.workers, pool.broken               # doctest: +SKIP
+    (2, None)
+    >>> pool.close()                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+
+import torch
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.shm import Segment
+from dtorch.errors import GraphError, OptionError, WorkerDiedError
+from dtorch.options import GlobalOption
+from dtorch.runtime.host import PartyLayout
+from dtorch.runtime.process.board import board_bytes
+from dtorch.runtime.process.protocol import READY, STOP, WorkerArgs
+from dtorch.transport import IpcDirectory, Publisher, Puller, Pusher
+
+#: Seconds workers get to exit after STOP before they are killed.
+STOP_GRACE_SECONDS = 5.0
+
+DeathCallback = Callable[[WorkerDiedError, int], None]
+
+
+def default_workers(device_type: str) -> int:
+    """One worker per GPU; on the CPU one per core (each hosts a fixed share of the devices)."""
+    if device_type == "cuda":
+        return max(1, torch.cuda.device_count())
+    return max(1, os.cpu_count() or 1)
+
+
+def default_device_type() -> str:
+    """``cuda`` where CUDA is present (such workers also run CPU meshes), else ``cpu``."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def exit_description(code: int) -> str:
+    """``exit code 3`` or ``signal SIGKILL`` for a process's return code."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+        return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class _Monitor:
+    """Waits on the workers' pidfds; calls ``on_exit(index, returncode)`` for each exit."""
+
+    def __init__(
+        self, processes: list[subprocess.Popen[bytes]], on_exit: Callable[[int, int], None]
+    ):
+        self._processes = processes
+        self._on_exit = on_exit
+        self._fds = {os.pidfd_open(p.pid): i for i, p in enumerate(processes)}
+        self._wake_read, self._wake_write = os.pipe()
+        self._thread = threading.Thread(target=self._main, name="dtorch-pool-monitor", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            while self._fds:
+                ready, _, _ = select.select([*self._fds, self._wake_read], [], [])
+                if self._wake_read in ready:
+                    return
+                for fd in ready:
+                    index = self._fds.pop(fd)
+                    os.close(fd)
+                    self._on_exit(index, self._processes[index].wait())
+        finally:
+            for fd in self._fds:
+                os.close(fd)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_write, b"x")
+        self._thread.join(5.0)
+        for fd in (self._wake_read, self._wake_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class _PoolState:
+    """Everything a pool owns; what its finalizer closes (it must not reference the pool)."""
+
+    def __init__(self, workers: int, device_type: str, threads: int) -> None:
+        self.workers = workers
+        self.device_type = device_type
+        self.layout = PartyLayout(workers, 0, workers)
+        self.directory = IpcDirectory()
+        self.namespace = CommNamespace.create()
+        self.board = Segment.create(board_bytes(workers))
+        self.publisher = Publisher(self.directory.address("execute"))
+        self.puller = Puller(self.directory.address("reports"))
+        self.own_pusher = Pusher(self.puller.address, workers)  # the controller's own sender
+        self.lock = threading.Lock()
+        self.failure: WorkerDiedError | None = None
+        self.on_death: DeathCallback | None = None
+        self.closing = False
+        self.processes = [self._start(i, threads) for i in range(workers)]
+        self.monitor: _Monitor | None = None
+
+    def _start(self, index: int, threads: int) -> subprocess.Popen[bytes]:
+        board = self.board.locator()
+        args = WorkerArgs(
+            index,
+            self.workers,
+            self.device_type,
+            self.publisher.address,
+            self.puller.address,
+            os.getpid(),
+            self.directory.path,
+            self.namespace.instance_id,
+            threads,
+            board.fd,
+            board.inode,
+            board.size,
+        )
+        environ = dict(os.environ)
+        # the interpreter's own search path, so the worker imports this very dtorch
+        environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
+        command = [sys.executable, "-m", "dtorch.runtime.process.worker", args.to_json()]
+        return subprocess.Popen(command, env=environ, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float) -> None:
+        """Every worker reported READY and subscribed, or WorkerDiedError / GraphError."""
+        deadline = time.monotonic() + timeout
+        ready: set[int] = set()
+        while len(ready) < self.workers:
+            self._check_started()
+            if time.monotonic() > deadline:
+                missing = sorted(set(range(self.workers)) - ready)
+                raise GraphError(f"workers {missing} did not start within {timeout} s")
+            envelope = self.puller.poll(0.1)
+            if envelope is not None and envelope.kind == READY:
+                ready.add(envelope.sender)
+        self.publisher.wait_subscribers(self.workers, max(0.1, deadline - time.monotonic()))
+
+    def _check_started(self) -> None:
+        for index, process in enumerate(self.processes):
+            code = process.poll()
+            if code is not None:
+                raise WorkerDiedError(
+                    f"worker {index} (pid {process.pid}) exited with {exit_description(code)} "
+                    "while starting (its error output is above)"
+                )
+
+    def exited(self, index: int, code: int) -> None:
+        """The monitor saw worker ``index`` exit with ``code``."""
+        with self.lock:
+            if self.closing or self.failure is not None:
+                return
+            pid = self.processes[index].pid
+            self.failure = WorkerDiedError(
+                f"worker {index} (pid {pid}, {self.layout.describe(index)}) exited with "
+                f"{exit_description(code)}"
+            )
+            callback = self.on_death
+        if callback is not None:
+            callback(self.failure, index)
+        self.stop_workers(grace=0.0)
+
+    def stop_workers(self, grace: float) -> None:
+        """STOP every worker; kill those still running after ``grace`` seconds."""
+        with contextlib.suppress(Exception):
+            self.publisher.send(STOP)
+        deadline = time.monotonic() + grace
+        for process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(0.0, deadline - time.monotonic()))
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closing:
+                return
+            self.closing = True
+        try:
+            self.stop_workers(STOP_GRACE_SECONDS)
+        finally:
+            if self.monitor is not None:
+                self.monitor.stop()
+            for closable in (self.own_pusher, self.publisher, self.puller, self.board):
+                with contextlib.suppress(Exception):
+                    closable.close()
+            self.namespace.reclaim()
+            self.directory.close()
+
+
+class WorkerPool:
+    """``workers`` worker processes for ``device_type`` devices (see the module docstring).
+
+    ``threads``: torch's intra-op threads in each worker (default: the cores divided among
+    the workers, at least one: oversubscribed threads make small kernels far slower).
+    """
+
+    _sessions = itertools.count(1)
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        device_type: str | None = None,
+        *,
+        threads: int | None = None,
+        start_timeout: float | None = None,
+    ) -> None:
+        kind = device_type or default_device_type()
+        if kind not in ("cpu", "cuda"):
+            raise OptionError(f"a worker pool runs 'cpu' or 'cuda' devices, got {kind!r}")
+        count = default_workers(kind) if workers is None else workers
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise OptionError(f"workers must be a positive int, got {workers!r}")
+        per_worker = threads or max(1, (os.cpu_count() or 1) // count)
+        state = self._state = _PoolState(count, kind, per_worker)
+        self._finalizer = weakref.finalize(self, state.close)
+        try:
+            state.wait_ready(start_timeout or GlobalOption.get_zmq_timeout_second())
+            state.monitor = _Monitor(state.processes, state.exited)
+        except BaseException:
+            self._finalizer()
+            raise
+        self._leased = False
+
+    @property
+    def workers(self) -> int:
+        return self._state.workers
+
+    @property
+    def device_type(self) -> str:
+        return self._state.device_type
+
+    @property
+    def layout(self) -> PartyLayout:
+        """Which worker hosts which devices."""
+        return self._state.layout
+
+    @property
+    def broken(self) -> WorkerDiedError | None:
+        """Why the pool cannot serve a graph any more (a worker died), or None."""
+        return self._state.failure
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._state.processes]
+
+    @property
+    def state(self) -> _PoolState:
+        """The sockets and processes (for the process runner)."""
+        return self._state
+
+    def lease(self, on_death: DeathCallback) -> int:
+        """Take the pool for one graph; returns the session id. ``on_death`` is called (from
+        the monitor thread) if a worker dies during the lease."""
+        state = self._state
+        with state.lock:
+            if self.closed:
+                raise GraphError("this worker pool is closed")
+            if state.failure is not None:
+                raise GraphError(f"this worker pool is broken ({state.failure}); make a new one")
+            if self._leased:
+                raise GraphError("this worker pool serves another graph; close that graph first")
+            self._leased = True
+            state.on_death = on_death
+        return next(WorkerPool._sessions)
+
+    def give_back(self) -> None:
+        """End the lease (the runner has reset the workers)."""
+        with self._state.lock:
+            self._leased = False
+            self._state.on_death = None
+
+    @property
+    def leased(self) -> bool:
+        return self._leased
+
+    def close(self) -> None:
+        """Stop every worker (STOP, then kill after a grace period), remove the sockets, the
+        directory and the shared memory; idempotent."""
+        self._finalizer()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "broken" if self.broken else "ready"
+        return f"WorkerPool(workers={self.workers}, device_type={self.device_type!r}, {state})"

@@ -1,0 +1,167 @@
+"""ProcessRunner: the Runner of process mode - a graph's lease on a pool of worker processes.
+
+``execute`` encodes each batch once (``encode_batch``) and publishes it once for every
+worker, with the sequence number of the progress report the flow window wants (0: none).
+``reports`` reads the pool's PULL socket: report records (shared values copied out and
+their segments handed back at once), progress kept for the window, the workers'
+``RESET_DONE`` answers when the graph closes, and ``END`` last. The executor's report thread
+is the socket's only reader.
+
+A worker that dies during the lease breaks the runner: the window stops waiting, and a
+``WorkerFailureReport`` is pushed into the report channel (through the controller's own
+pusher, so the report thread wakes at once), which fails every pending future.
+
+Example:
+    >>> from dtorch.api.graph import Graph, GraphOption
+    >>> g = Graph(GraphOption(per_device_per_process=True, num_workers=2))  # doctest: +SKIP
+    >>> type(g.runner).__name__, g.runner.parties                          # doctest: +SKIP
+    ('ProcessRunner', 2)
+    >>> g.close()                                                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import TYPE_CHECKING
+
+from dtorch.errors import GraphError, WorkerDiedError, WorkerError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import ExecuteBatch
+from dtorch.ir.report import ProgressReport, Report, WorkerFailureReport
+from dtorch.options import GlobalOption
+from dtorch.runtime.process.pool import WorkerPool
+from dtorch.runtime.process.protocol import (
+    END,
+    EXECUTE,
+    OPEN,
+    RELEASE,
+    REPORT,
+    RESET,
+    RESET_DONE,
+    pack_release,
+    pack_u64,
+    unpack_u64,
+)
+from dtorch.runtime.process.values import ReportReader
+from dtorch.runtime.reports import END as END_OF_REPORTS
+from dtorch.runtime.reports import EndOfReports
+from dtorch.runtime.window import FlowWindow
+from dtorch.serialization import encode_batch, serialize
+
+if TYPE_CHECKING:
+    from dtorch.api.graph import GraphOption
+
+
+class ProcessRunner:
+    """Runs a graph's operators on the worker processes of ``pool`` (see the module doc)."""
+
+    def __init__(self, pool: WorkerPool, *, owns_pool: bool) -> None:
+        self._pool = pool
+        self._owns_pool = owns_pool
+        state = pool.state
+        self._publisher = state.publisher
+        self._puller = state.puller
+        self._own_pusher = state.own_pusher
+        self._window = FlowWindow(pool.workers)
+        self._reader = ReportReader(self._release)
+        self._resets = 0
+        self._reset_done = threading.Event()
+        self._failure: WorkerDiedError | None = None
+        self._closed = False
+        self._session = pool.lease(self._on_death)
+        options = serialize(dataclasses.asdict(GlobalOption.current()))
+        self._publisher.send(OPEN, [pack_u64(self._session), options])
+        self.reports = self  # the runner is its own report source (see get)
+
+    @classmethod
+    def for_option(cls, option: GraphOption) -> ProcessRunner:
+        """The runner a graph's option asks for: on its ``worker_pool``, or on a pool of its
+        own (``num_workers`` workers) that closes with it."""
+        if option.worker_pool is not None:
+            return cls(option.worker_pool, owns_pool=False)
+        pool = WorkerPool(option.num_workers)
+        try:
+            return cls(pool, owns_pool=True)
+        except BaseException:
+            pool.close()
+            raise
+
+    @property
+    def parties(self) -> int:
+        return self._pool.workers
+
+    @property
+    def pool(self) -> WorkerPool:
+        return self._pool
+
+    def satisfy(self, mesh: DeviceMesh) -> bool:
+        """CPU meshes always (logical devices); CUDA ones on a CUDA pool with those GPUs."""
+        if mesh.device_type == "cpu":
+            return True
+        return self._pool.device_type == "cuda" and max(mesh.device_ids) < self._pool.workers
+
+    # --- down -------------------------------------------------------------------------------
+    def execute(self, batch: ExecuteBatch) -> None:
+        if self._failure is not None:
+            raise self._failure
+        progress = self._window.admit(len(batch.operators))
+        self._publisher.send(EXECUTE, [pack_u64(progress), encode_batch(batch)])
+
+    def _release(self, worker: int, token: int) -> None:
+        self._publisher.send(RELEASE, [pack_release(worker, token)])
+
+    # --- up (the executor's report thread is the only caller) --------------------------------
+    def get(self, timeout_s: float) -> Report | EndOfReports | None:
+        envelope = self._puller.poll(timeout_s)
+        if envelope is None:
+            return None
+        kind = envelope.kind
+        if kind == REPORT:
+            report = self._reader.decode(envelope.parts[0])
+            if type(report) is ProgressReport:
+                self._window.progress(report)
+                return None
+            return report
+        if kind == RESET_DONE:
+            if unpack_u64(envelope.parts[0]) == self._session:
+                self._resets += 1
+                if self._resets == self._pool.workers:
+                    self._reset_done.set()
+            return None
+        if kind == END:
+            return END_OF_REPORTS
+        return None  # a READY of no interest here
+
+    def _on_death(self, error: WorkerDiedError, worker: int) -> None:
+        """The pool's monitor saw a worker die: fail the window, wake the report thread."""
+        self._failure = error
+        self._window.fail(error)
+        self._reset_done.set()
+        devices = self._pool.layout.describe(worker)
+        report = WorkerFailureReport(worker, devices, str(error))
+        self._own_pusher.send(REPORT, [serialize(report)])
+
+    # --- closing ----------------------------------------------------------------------------
+    def close(self, timeout: float) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._window.fail(GraphError("the graph was closed"))
+        try:
+            self._reset(timeout)
+        finally:
+            self._own_pusher.send(END)  # the report thread's last envelope
+            self._pool.give_back()
+            if self._owns_pool or self._pool.broken is not None:
+                self._pool.close()
+            self._reader.close()
+
+    def _reset(self, timeout: float) -> None:
+        """Every worker finished this graph's work and dropped its shards."""
+        if self._failure is not None:
+            return
+        self._publisher.send(RESET, [pack_u64(self._session)])
+        if not self._reset_done.wait(timeout) and self._failure is None:
+            self._pool.close()  # workers that cannot finish cannot serve the next graph
+            raise WorkerError(f"the workers did not finish this graph's work within {timeout} s")

@@ -1,0 +1,201 @@
+"""The worker process: ``python -m dtorch.runtime.process.worker ARGS_JSON``.
+
+One worker hosts one party of its pool's devices (device ``d`` when ``d % workers`` is its
+index) on one kernel stream. Its main thread reads the controller's broadcast in order
+(``Subscriber``: a gap in the message ids is fatal), decodes each batch once and hands it to
+its ``DeviceHost``, which routes the operators of its own devices to its stream; its stream
+sends reports back through a ``PushSink``. Collectives with the other workers go through
+the comm library's backends (Gloo for one rank per process, the file store's shared memory
+for several, direct compute inside one worker).
+
+A worker stops on ``STOP``, and exits within a second or so when its controller is gone (a
+watch on the controller's pid): it then removes the pool's directory and the shared memory of
+its program's namespace, which nobody else is left to remove. A fatal error (a lost message,
+a batch it cannot read) is reported as a ``WorkerFailureReport`` before the worker exits.
+
+``Worker`` also runs inside a test process, on transport twins, without any of the process
+set-up (``run`` returns the exit status instead of exiting).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import shutil
+import sys
+import threading
+from collections.abc import Callable
+
+import torch
+
+import dtorch.kernels.convert
+import dtorch.kernels.create  # noqa: F401 - registers the Create kernel
+from dtorch.comm.group import CommTopology, ThreadGroupManager
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.shm import Locator, map_peer, release_buffer
+from dtorch.errors import DTorchError, WorkerError
+from dtorch.ir.report import WorkerFailureReport
+from dtorch.options import GlobalOption, Options
+from dtorch.runtime.handlers import StreamServices
+from dtorch.runtime.host import DeviceHost, PartyLayout
+from dtorch.runtime.process.board import SharedFailureBoard
+from dtorch.runtime.process.protocol import (
+    EXECUTE,
+    OPEN,
+    READY,
+    RELEASE,
+    RESET,
+    RESET_DONE,
+    STOP,
+    WorkerArgs,
+    pack_u64,
+    unpack_release,
+    unpack_u64,
+)
+from dtorch.runtime.process.values import PushSink
+from dtorch.serialization import decode_batch, deserialize
+from dtorch.transport import Message, Pusher, PusherLike, Subscriber, SubscriberLike
+
+_LOG = logging.getLogger(__name__)
+
+#: How often the main loop looks up from an idle subscriber.
+POLL_SECONDS = 1.0
+#: Exit statuses: stopped, controller gone, fatal error.
+EXIT_OK, EXIT_ORPHANED, EXIT_FATAL = 0, 2, 3
+
+
+class Worker:
+    """One worker's state and message loop (see the module docstring)."""
+
+    def __init__(self, args: WorkerArgs, subscriber: SubscriberLike, pusher: PusherLike) -> None:
+        self.args = args
+        self.layout = PartyLayout(args.workers, args.index, 1)
+        self.subscriber = subscriber
+        self.sink = PushSink(pusher, args.index)
+        locator = Locator(args.controller_pid, args.board_fd, args.board_inode, args.board_size)
+        self._board_buffer = map_peer(locator)
+        self.board = SharedFailureBoard(self._board_buffer, args.workers)
+        topology = CommTopology.striped(args.workers, processes=True)
+        namespace = CommNamespace(args.namespace)
+        self.groups = ThreadGroupManager(
+            topology, namespace=namespace, rendezvous_dir=args.directory
+        )
+        services = StreamServices(self.groups, self.board, self.sink, validate=False)
+        self.host = DeviceHost(self.layout, services, f"dtorch-w{args.index}")
+        self._pusher = pusher
+        self.session = 0
+
+    def run(self) -> int:
+        """Report ready, then handle messages until STOP; the exit status."""
+        self._pusher.send(READY, [pack_u64(os.getpid())])
+        try:
+            while True:
+                message = self.subscriber.poll(POLL_SECONDS)
+                if message is None:
+                    continue
+                handler = _HANDLERS.get(message.kind)
+                if handler is None:
+                    raise WorkerError(f"unknown message kind {bytes(message.kind)!r}")
+                if not handler(self, message):
+                    return EXIT_OK
+        except (DTorchError, ValueError, KeyError) as error:  # fatal: say why, then go
+            self._report_fatal(error)
+            return EXIT_FATAL
+        finally:
+            self.close()
+
+    def _report_fatal(self, error: BaseException) -> None:
+        index, devices = self.args.index, self.layout.describe(self.args.index)
+        reason = f"worker {index} ({devices}) stopped: {type(error).__name__}: {error}"
+        report = WorkerFailureReport(index, devices, reason)
+        try:
+            self.sink.put(report)
+        except DTorchError:
+            _LOG.exception("worker %d could not report its failure", self.args.index)
+
+    def close(self) -> None:
+        timeout = GlobalOption.get_zmq_timeout_second()
+        try:
+            self.host.close(timeout)
+        finally:
+            self.groups.close()
+            self.sink.close()
+            self.board.close()
+            release_buffer(self._board_buffer)
+
+    # --- message handlers (True: go on) -----------------------------------------------------
+    def open(self, message: Message) -> bool:
+        session, options = message.parts
+        self.session = unpack_u64(session)
+        fields = deserialize(options)
+        if not isinstance(fields, dict):
+            raise WorkerError("the options of a session are not a dict")
+        GlobalOption.install(Options(**fields))
+        self.host.services.validate = GlobalOption.get_validate_kernel_input_output()
+        return True
+
+    def execute(self, message: Message) -> bool:
+        progress, payload = message.parts
+        self.host.execute(decode_batch(payload), unpack_u64(progress))
+        return True
+
+    def release(self, message: Message) -> bool:
+        worker, token = unpack_release(message.parts[0])
+        if worker == self.args.index:
+            self.sink.release(token)
+        return True
+
+    def reset(self, message: Message) -> bool:
+        session = unpack_u64(message.parts[0])
+        self.host.reset(GlobalOption.get_comm_timeout_second())
+        self._pusher.send(RESET_DONE, [pack_u64(session)])
+        return True
+
+    def stop(self, message: Message) -> bool:
+        return False
+
+
+_HANDLERS: dict[bytes, Callable[[Worker, Message], bool]] = {
+    OPEN: Worker.open,
+    EXECUTE: Worker.execute,
+    RELEASE: Worker.release,
+    RESET: Worker.reset,
+    STOP: Worker.stop,
+}
+
+
+def watch_controller(args: WorkerArgs) -> None:
+    """Exit (after removing what nobody else will) as soon as the controller is gone."""
+    try:
+        fd = os.pidfd_open(args.controller_pid)
+    except ProcessLookupError:
+        fd = -1
+    if fd >= 0 and os.getppid() == args.controller_pid:
+        select.select([fd], [], [])  # readable once the controller exited
+    shutil.rmtree(args.directory, ignore_errors=True)
+    CommNamespace(args.namespace).reclaim()
+    os._exit(EXIT_ORPHANED)
+
+
+def main(argv: list[str]) -> int:
+    """The worker process's entry point."""
+    if len(argv) != 2:
+        print("usage: python -m dtorch.runtime.process.worker ARGS_JSON", file=sys.stderr)
+        return EXIT_FATAL
+    args = WorkerArgs.from_json(argv[1])
+    threading.Thread(target=watch_controller, args=(args,), name="watch", daemon=True).start()
+    torch.set_num_threads(args.threads)
+    if args.device_type == "cuda":
+        torch.cuda.set_device(args.index)
+    subscriber = Subscriber(args.publisher)
+    pusher = Pusher(args.puller, args.index)
+    try:
+        return Worker(args, subscriber, pusher).run()
+    finally:
+        subscriber.close()
+        pusher.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
