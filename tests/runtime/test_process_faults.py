@@ -1,0 +1,230 @@
+"""Process mode under faults: a killed worker, a killed controller, a lost message, and every
+way a graph ends (close, garbage collection, interpreter exit) - nothing hangs, nothing is
+left behind. These tests start pools of their own (they break or stop them on purpose)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import dtorch
+from dtorch import Shard
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.shm import Segment
+from dtorch.errors import GraphError, WorkerDiedError
+from dtorch.ir.report import WorkerFailureReport
+from dtorch.runtime.process import WorkerPool
+from dtorch.runtime.process.board import board_bytes
+from dtorch.runtime.process.protocol import OPEN, READY, REPORT, STOP, WorkerArgs, pack_u64
+from dtorch.runtime.process.worker import EXIT_FATAL, EXIT_OK, Worker
+from dtorch.serialization import deserialize, serialize
+from dtorch.transport import InProcPublisher, InProcPuller
+from tests.runners import PoolKeeper
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie nobody reaped counts as exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_gone(pids: list[int], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not all(_gone(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _heavy(graph: dtorch.Graph) -> dtorch.Tensor:
+    """Work that keeps both workers of a 2-device mesh busy for seconds."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.randn(1024, 1024, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+    w = dtorch.randn(1024, 1024, device_mesh=mesh, graph=graph) * 0.01
+    for _ in range(150):
+        x = x @ w
+    return x
+
+
+def test_a_killed_worker_fails_everything_pending_within_seconds(
+    worker_pools: PoolKeeper,
+) -> None:
+    pool = WorkerPool(2, "cpu")
+    directory, namespace = Path(pool.state.directory.path), pool.state.namespace
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    try:
+        assert dtorch.ones(3, graph=graph).tolist() == [1.0] * 3
+        future = _heavy(graph).to_torch_async()
+        time.sleep(0.5)  # mid-batch: the workers are in their matmuls
+        os.kill(pool.pids[1], signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(WorkerDiedError) as info:
+            future.get(timeout_s=30)
+        assert time.monotonic() - started < 5.0
+        message = str(info.value)
+        assert "worker 1" in message and "devices 1, 3, 5" in message
+        assert "signal SIGKILL" in message
+        with pytest.raises(WorkerDiedError, match="worker 1"):
+            graph.sync()
+        with pytest.raises(GraphError, match="worker 1") as refused:
+            dtorch.ones(2, graph=graph)
+        assert isinstance(refused.value.__cause__, WorkerDiedError)
+    finally:
+        graph.close()
+    assert pool.broken is not None and pool.closed
+    assert _wait_gone(pool.pids, within_s=5.0)
+    assert not directory.exists() and namespace.leftovers() == []
+    fresh = worker_pools.graph("process")  # a new graph works normally
+    try:
+        assert (dtorch.arange(4, graph=fresh) * 2).tolist() == [0, 2, 4, 6]
+    finally:
+        fresh.close()
+
+
+_CONTROLLER = textwrap.dedent(
+    """
+    import json, sys, time
+    import dtorch
+    from dtorch.runtime.process import WorkerPool
+    pool = WorkerPool(2, "cpu")
+    option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+    graph = dtorch.Graph(option)
+    assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
+    state = pool.state
+    print(json.dumps({"pids": pool.pids, "dir": state.directory.path,
+                      "namespace": state.namespace.instance_id}), flush=True)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.randn(1024, 1024, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    for _ in range(300):
+        x = x @ x * 0.001
+    time.sleep(120)
+    """
+)
+
+
+def test_workers_of_a_killed_controller_exit_and_clean_up() -> None:
+    controller = subprocess.Popen(
+        [sys.executable, "-c", _CONTROLLER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert controller.stdout is not None
+        facts = json.loads(controller.stdout.readline())
+        time.sleep(0.5)
+        controller.kill()
+        controller.wait(10)
+        assert _wait_gone(facts["pids"], within_s=5.0), "workers outlived their controller"
+        deadline = time.monotonic() + 5.0
+        while Path(facts["dir"]).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(facts["dir"]).exists()
+        assert CommNamespace(facts["namespace"]).leftovers() == []
+    finally:
+        controller.kill()
+        controller.wait(10)
+
+
+def test_a_lost_message_stops_the_worker_with_a_report(tmp_path: Path) -> None:
+    """Through the transport twins: the worker runs in this process, its subscriber sees an
+    id jump, reports why, and stops with the fatal status."""
+    publisher, puller = InProcPublisher(), InProcPuller()
+    segment = Segment.create(board_bytes(1))
+    where = segment.locator()
+    namespace = CommNamespace.create()
+    args = WorkerArgs(
+        0, 1, "cpu", "inproc:pub", "inproc:pull", os.getpid(), str(tmp_path),
+        namespace.instance_id, 1, where.fd, where.inode, where.size,
+    )  # fmt: skip
+    worker = Worker(args, publisher.subscribe(), puller.pusher(0))
+    status: list[int] = []
+    thread = threading.Thread(target=lambda: status.append(worker.run()), daemon=True)
+    thread.start()
+    try:
+        assert puller.recv(10).kind == READY
+        options = serialize({"comm_timeout_second": 5.0})
+        publisher.send(OPEN, [pack_u64(1), options])
+        publisher.skip_ids(1)
+        publisher.send(STOP)
+        envelope = puller.recv(10)
+        thread.join(10)
+    finally:
+        segment.close()
+    assert envelope.kind == REPORT
+    report = deserialize(envelope.parts[0])
+    assert isinstance(report, WorkerFailureReport) and report.worker == 0
+    assert "MessageGapError" in report.reason and "worker 0" in report.reason
+    assert status == [EXIT_FATAL] and namespace.leftovers() == []
+
+
+def test_a_worker_on_twins_stops_cleanly_on_stop(tmp_path: Path) -> None:
+    publisher, puller = InProcPublisher(), InProcPuller()
+    segment = Segment.create(board_bytes(2))
+    where = segment.locator()
+    args = WorkerArgs(
+        1, 2, "cpu", "inproc:pub", "inproc:pull", os.getpid(), str(tmp_path),
+        CommNamespace.create().instance_id, 1, where.fd, where.inode, where.size,
+    )  # fmt: skip
+    worker = Worker(args, publisher.subscribe(), puller.pusher(1))
+    status: list[int] = []
+    thread = threading.Thread(target=lambda: status.append(worker.run()), daemon=True)
+    thread.start()
+    try:
+        ready = puller.recv(10)
+        assert ready.kind == READY and ready.sender == 1
+        publisher.send(STOP)
+        thread.join(10)
+    finally:
+        segment.close()
+    assert status == [EXIT_OK] and not thread.is_alive()
+
+
+def test_closing_or_dropping_a_graph_stops_its_own_workers() -> None:
+    option = dtorch.GraphOption(per_device_per_process=True, num_workers=2)
+    closed = dtorch.Graph(option)
+    dropped = dtorch.Graph(option)
+    pools = [closed.runner.pool, dropped.runner.pool]
+    pids = [pid for pool in pools for pid in pool.pids]
+    dirs = [Path(pool.state.directory.path) for pool in pools]
+    assert dtorch.ones(2, graph=closed).tolist() == dtorch.ones(2, graph=dropped).tolist()
+    closed.close()
+    del dropped, pools
+    gc.collect()
+    assert _wait_gone(pids, within_s=10.0)
+    assert not any(d.exists() for d in dirs)
+
+
+def test_interpreter_exit_stops_the_workers() -> None:
+    script = textwrap.dedent(
+        """
+        import json
+        import dtorch
+        graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, num_workers=2))
+        pool = graph.runner.pool
+        x = dtorch.ones(64, 64, graph=graph)
+        future = (x @ x).to_torch_async()
+        print(json.dumps({"pids": pool.pids, "dir": pool.state.directory.path}), flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    facts = json.loads(done.stdout.splitlines()[-1])
+    assert _wait_gone(facts["pids"], within_s=5.0)
+    assert not Path(facts["dir"]).exists()
