@@ -65,14 +65,20 @@ class PartyLayout:
 
 
 class DeviceHost:
-    """Streams for the parties of ``layout`` this process runs; see the module docstring."""
+    """Streams for the parties of ``layout`` this process runs; see the module docstring.
 
-    def __init__(self, layout: PartyLayout, services: StreamServices, name: str) -> None:
+    ``inline``: the streams run their items in the thread that hands them the batch (a
+    worker process's main thread) instead of threads of their own.
+    """
+
+    def __init__(
+        self, layout: PartyLayout, services: StreamServices, name: str, *, inline: bool = False
+    ) -> None:
         self.layout = layout
         self.services = services
         self.streams = [
-            KernelStream(f"{name}-stream-{layout.first + i}", services, layout.first + i)
-            for i in range(layout.count)
+            KernelStream(f"{name}-stream-{p}", services, p, inline=inline)
+            for p in range(layout.first, layout.first + layout.count)
         ]
         self._metas: dict[int, Operand] = {}
         self._routes: dict[frozenset[DeviceMesh], Route] = {}

@@ -53,25 +53,38 @@ class KernelStream:
     streams of one runner, or of every worker of a process runner).
     """
 
-    def __init__(self, name: str, services: StreamServices, party: int = 0) -> None:
+    def __init__(
+        self, name: str, services: StreamServices, party: int = 0, *, inline: bool = False
+    ) -> None:
         self.name = name
         self.party = party
         self.shards = ShardTable()
         self.first_failure: Failure | None = None  # since the previous Sync
         self._services = services
         self._queue = WorkQueue()
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if not inline:
+            self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+            self._thread.start()
 
     @property
     def services(self) -> StreamServices:
         return self._services
 
     def push(self, items: Sequence[object]) -> None:
+        """Queue ``items`` for the stream's thread; an inline stream (a worker process's: its
+        main thread has nothing else to do, and a hand-over between threads costs more than
+        a small kernel) runs them now, in the caller's thread."""
+        if self._thread is None:
+            for item in items:
+                self._handle(item)
+            return
         self._queue.extend(items)
 
     def stop(self, timeout: float) -> bool:
         """Ask the thread to finish what it has and exit; True if it did within ``timeout``."""
+        if self._thread is None:
+            return True
         self.push([(STOP,)])
         self._queue.wake()
         self._thread.join(timeout)
@@ -86,15 +99,21 @@ class KernelStream:
             except IndexError:
                 queue.sleep(1.0)
                 continue
-            try:
-                if item.__class__ is KernelContext:
-                    self._run(item)
-                elif item[0] == STOP:
-                    return
-                else:
-                    self._control(item)
-            except Exception as error:  # the stream goes on; the item's outputs fail
-                self._recover(item, error)
+            if not self._handle(item):
+                return
+
+    def _handle(self, item: object) -> bool:
+        """Run one item; False for STOP."""
+        try:
+            if item.__class__ is KernelContext:
+                self._run(item)
+            elif item[0] == STOP:  # type: ignore[index]
+                return False
+            else:
+                self._control(item)  # type: ignore[arg-type]
+        except Exception as error:  # the stream goes on; the item's outputs fail
+            self._recover(item, error)
+        return True
 
     def _control(self, item: tuple[int, object]) -> None:
         tag, value = item

@@ -80,7 +80,8 @@ class WorkerArgs:
     addresses; the controller's pid (the worker exits when it is gone); the pool's private
     directory (IPC sockets, rendezvous files; the worker removes it if the controller died);
     the program's comm namespace; torch's intra-op threads; the shared failure board's
-    segment (owner pid and fd) and its entries per party.
+    segment (its fd and inode in the controller, and its size); the backend of collectives
+    between workers on CPU devices (a ``BackendKind`` value).
     """
 
     index: int
@@ -95,6 +96,7 @@ class WorkerArgs:
     board_fd: int
     board_inode: int
     board_size: int
+    cpu_backend: str = "store_file"
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))

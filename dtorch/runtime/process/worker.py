@@ -31,7 +31,7 @@ import torch
 
 import dtorch.kernels.convert
 import dtorch.kernels.create  # noqa: F401 - registers the Create kernel
-from dtorch.comm.group import CommTopology, ThreadGroupManager
+from dtorch.comm.group import BackendKind, CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.shm import Locator, map_peer, release_buffer
 from dtorch.errors import DTorchError, WorkerError
@@ -79,7 +79,10 @@ class Worker:
         topology = CommTopology.striped(args.workers, processes=True)
         namespace = CommNamespace(args.namespace)
         self.groups = ThreadGroupManager(
-            topology, namespace=namespace, rendezvous_dir=args.directory
+            topology,
+            namespace=namespace,
+            backend=_forced_backend(args),
+            rendezvous_dir=args.directory,
         )
         services = StreamServices(self.groups, self.board, self.sink, validate=False)
         self.host = DeviceHost(self.layout, services, f"dtorch-w{args.index}")
@@ -163,6 +166,18 @@ _HANDLERS: dict[bytes, Callable[[Worker, Message], bool]] = {
     RESET: Worker.reset,
     STOP: Worker.stop,
 }
+
+
+def _forced_backend(args: WorkerArgs) -> BackendKind | None:
+    """A CPU pool's workers share one machine: their CPU collectives take the pool's backend
+    (by default the file store's shared memory, measured faster than Gloo's loopback TCP);
+    a CUDA pool's groups are chosen by topology (NCCL between GPUs)."""
+    if args.device_type != "cpu":
+        return None
+    try:
+        return BackendKind(args.cpu_backend)
+    except ValueError:
+        raise WorkerError(f"unknown collective backend {args.cpu_backend!r}") from None
 
 
 def watch_controller(args: WorkerArgs) -> None:

@@ -1,0 +1,72 @@
+"""WorkerPool on its own: its options, its leases, and the Gloo backend beside the default
+shared-memory one (the suites run on the default; this runs redistributions on Gloo)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dtorch
+from dtorch import Partial, Replicate, Shard
+from dtorch.comm.group import BackendKind
+from dtorch.errors import GraphError, OptionError
+from dtorch.runtime.process import WorkerPool
+from tests.runners import PoolKeeper
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_bad_pool_options_are_refused_before_anything_starts() -> None:
+    with pytest.raises(OptionError, match="workers must be a positive int"):
+        WorkerPool(0, "cpu")
+    with pytest.raises(OptionError, match="'cpu' or 'cuda'"):
+        WorkerPool(2, "tpu")
+    with pytest.raises(OptionError, match="cpu_backend"):
+        WorkerPool(2, "cpu", cpu_backend=BackendKind.STORE_MEMORY)
+
+
+def test_one_graph_at_a_time_then_the_next(worker_pools: PoolKeeper) -> None:
+    pool = worker_pools.pool()
+    option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+    first = dtorch.Graph(option)
+    try:
+        with pytest.raises(GraphError, match="serves another graph"):
+            dtorch.Graph(option)
+        mesh = dtorch.init_device_mesh("cpu", 3)
+        kept = dtorch.arange(6.0, device_mesh=mesh, placements=[Shard(0)], graph=first)
+        assert kept.tolist() == list(range(6))
+    finally:
+        first.close()
+    second = dtorch.Graph(option)  # starts clean: same operand ids, nothing of the first left
+    try:
+        mesh = dtorch.init_device_mesh("cpu", 3)
+        fresh = dtorch.ones(6, device_mesh=mesh, placements=[Shard(0)], graph=second)
+        assert fresh.tolist() == [1.0] * 6
+        stats = second.get_memory_stats(mesh)
+        assert all(s["allocated_bytes"] == 8 for s in stats.values()), stats
+    finally:
+        second.close()
+    assert not pool.leased and pool.broken is None
+
+
+def test_redistributions_over_gloo_match_torch() -> None:
+    with WorkerPool(3, "cpu", cpu_backend=BackendKind.TORCH_DISTRIBUTED) as pool:
+        option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+        graph = dtorch.Graph(option)
+        try:
+            mesh = dtorch.init_device_mesh("cpu", (2, 3))
+            full = torch.arange(7 * 5, dtype=torch.float32).reshape(7, 5)
+            layouts = [[Shard(0), Shard(1)], [Replicate(), Shard(0)], [Partial(), Shard(1)]]
+            for src in layouts:
+                t = dtorch.from_torch(full, device_mesh=mesh, placements=src, graph=graph)
+                for dst in layouts:
+                    if dst[0] == Partial():
+                        continue
+                    moved = t.redistribute(mesh, dst)
+                    assert torch.equal(moved.to_torch(), full), (src, dst)
+            ints = dtorch.arange(
+                10, device_mesh=mesh, placements=[Shard(0), Replicate()], graph=graph
+            ).to(torch.int16)
+            assert ints.tolist() == list(range(10))
+        finally:
+            graph.close()
