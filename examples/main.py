@@ -7,8 +7,12 @@
    second is row-parallel (weight Shard(1): each device holds partial sums, a Partial output),
    and a redistribution to Replicate sums them.
 2. The same model on a 2-D (dp x tp) mesh of 2 x 2 devices: the batch is sharded over dp.
+3. Both again in process mode: the same program, on a graph whose devices run in worker
+   processes fed over ZeroMQ (``GraphOption(per_device_per_process=True)``): two workers,
+   each hosting half of the logical devices, exchanging shards through shared memory.
 
-Every step prints its placements; the result is fetched, compared with plain torch, and timed.
+Every step prints its placements; the result is fetched, compared with plain torch, and timed
+(in process mode, the time to start the workers is printed apart).
 """
 
 from __future__ import annotations
@@ -45,19 +49,24 @@ def _show(step: str, t: dtorch.Tensor) -> None:
 
 
 def run_mlp(
-    mesh: dtorch.DeviceMesh, batch: list, tp: int, w: dict[str, torch.Tensor]
+    mesh: dtorch.DeviceMesh,
+    batch: list,
+    tp: int,
+    w: dict[str, torch.Tensor],
+    graph: dtorch.Graph,
 ) -> torch.Tensor:
-    """The MLP with tensor parallelism over mesh dim ``tp``; ``batch`` places the input."""
+    """The MLP with tensor parallelism over mesh dim ``tp``; ``batch`` places the input.
+    Operators record into the graph of their inputs: only the inputs name ``graph``."""
     rep = [Replicate()] * mesh.ndim
 
     def place(name: str, placement: dtorch.Placement) -> dtorch.Tensor:
         placements = list(rep)
         placements[tp] = placement
-        return dtorch.from_torch(w[name], device_mesh=mesh, placements=placements)
+        return dtorch.from_torch(w[name], device_mesh=mesh, placements=placements, graph=graph)
 
-    x = dtorch.from_torch(w["x"], device_mesh=mesh, placements=batch)
+    x = dtorch.from_torch(w["x"], device_mesh=mesh, placements=batch, graph=graph)
     w1, b1, w2 = place("w1", Shard(0)), place("b1", Shard(0)), place("w2", Shard(1))
-    b2 = dtorch.from_torch(w["b2"], device_mesh=mesh, placements=rep)
+    b2 = dtorch.from_torch(w["b2"], device_mesh=mesh, placements=rep, graph=graph)
     _show("input x", x)
     _show("w1 (column-parallel)", w1)
     hidden = F.relu(F.linear(x, w1, b1))
@@ -93,10 +102,15 @@ def show_layouts() -> None:
     print()
 
 
-def main() -> None:
-    show_layouts()
-    weights = _weights()
-    expected = _reference(weights)
+def run_all(
+    mode: str,
+    weights: dict[str, torch.Tensor],
+    expected: torch.Tensor,
+    graph: dtorch.Graph | None = None,
+) -> None:
+    """Both meshes on ``graph`` (default: this thread's default graph), each checked against
+    torch."""
+    graph = graph or dtorch.default_graph()
     runs = [
         ("1-D mesh of 4 devices (tp=4)", dtorch.init_device_mesh("cpu", 4), [Replicate()], 0),
         (
@@ -107,9 +121,9 @@ def main() -> None:
         ),
     ]
     for title, mesh, batch, tp in runs:
-        print(f"{title}: {mesh!r}")
+        print(f"{mode}, {title}: {mesh!r}")
         start = time.perf_counter()
-        result = run_mlp(mesh, batch, tp, weights)
+        result = run_mlp(mesh, batch, tp, weights, graph)
         elapsed = time.perf_counter() - start
         error = (result - expected).abs().max().item()
         verdict = "matches torch" if torch.allclose(result, expected, atol=1e-5) else "DIFFERS"
@@ -117,7 +131,21 @@ def main() -> None:
         print(f"  result {shape}: {verdict} (max abs error {error:.2e}), {elapsed * 1e3:.1f} ms\n")
         if verdict != "matches torch":
             raise SystemExit(1)
-    dtorch.default_graph().sync()
+    graph.sync()
+
+
+def main() -> None:
+    show_layouts()
+    weights = _weights()
+    expected = _reference(weights)
+    run_all("thread mode", weights, expected)
+    start = time.perf_counter()
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, num_workers=2))
+    print(f"process mode: 2 worker processes started in {time.perf_counter() - start:.2f} s\n")
+    try:
+        run_all("process mode", weights, expected, graph)
+    finally:
+        graph.close()
 
 
 if __name__ == "__main__":
