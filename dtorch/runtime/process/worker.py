@@ -4,7 +4,9 @@ One worker hosts one party of its pool's devices (device ``d`` when ``d % worker
 index) on one kernel stream. Its main thread reads the controller's broadcast in order
 (``Subscriber``: a gap in the message ids is fatal), decodes each batch once and hands it to
 its ``DeviceHost``, which routes the operators of its own devices to its stream; its stream
-sends reports back through a ``PushSink``. Collectives with the other workers go through
+sends reports back through a ``PushSink``. The stream runs in the main thread (inline): a
+worker has nothing else to do meanwhile, and handing each batch to another thread would cost a
+wake-up per batch. Collectives with the other workers go through
 the comm library's backends (Gloo for one rank per process, the file store's shared memory
 for several, direct compute inside one worker).
 
@@ -85,7 +87,7 @@ class Worker:
             rendezvous_dir=args.directory,
         )
         services = StreamServices(self.groups, self.board, self.sink, validate=False)
-        self.host = DeviceHost(self.layout, services, f"dtorch-w{args.index}")
+        self.host = DeviceHost(self.layout, services, f"dtorch-w{args.index}", inline=True)
         self._pusher = pusher
         self.session = 0
 
