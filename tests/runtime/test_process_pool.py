@@ -3,6 +3,8 @@ shared-memory one (the suites run on the default; this runs redistributions on G
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -70,3 +72,27 @@ def test_redistributions_over_gloo_match_torch() -> None:
             assert ints.tolist() == list(range(10))
         finally:
             graph.close()
+
+
+def test_large_values_come_through_reused_shared_memory(worker_pools: PoolKeeper) -> None:
+    """Values of 1 MiB or more travel in the workers' shared-memory segments, which the
+    controller hands back once it copied the value out: fetching many leaves no segment
+    behind and every value right."""
+    from dtorch.runtime.process.values import SHARED_MIN
+
+    pool = worker_pools.pool()
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    try:
+        mesh = dtorch.init_device_mesh("cpu", 3)
+        rows = SHARED_MIN // (4 * 256) + 7  # just over the threshold, uneven over 3 devices
+        full = torch.randn(rows, 256, generator=torch.Generator().manual_seed(3))
+        t = dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+        for step in range(12):
+            value = (t * step).to_torch()
+            assert value.nbytes >= SHARED_MIN and torch.equal(value, full * step)
+        fds = [len(os.listdir(f"/proc/{pid}/fd")) for pid in pool.pids]
+        for step in range(12):
+            assert torch.equal((t + step).to_torch(), full + step)
+        assert [len(os.listdir(f"/proc/{pid}/fd")) for pid in pool.pids] == fds
+    finally:
+        graph.close()
