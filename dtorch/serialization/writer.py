@@ -17,6 +17,11 @@ Writing happens in three steps, each a pass over whole columns rather than a cal
    * ``groups``: ``[type slot, count, [column, ...]]`` in decode order;
    * ``root``: the root value (a native value, or ``[node index]``).
 
+Small values - up to ``rowwriter.ROWS_LIMIT`` nodes of plain records, such as the wire batch
+of a few operators - are written by the row writer (``dtorch.serialization.rowwriter``)
+instead, in the same format: its per-record compiled checks cost less than the calls per
+column here when most types have one or two records.
+
 Example:
     >>> from dtorch.ir.span import Span
     >>> span = Span("m.py", 3, 1)
@@ -46,6 +51,7 @@ from dtorch.serialization.columns import (
 )
 from dtorch.serialization.order import Batch, Group, plan
 from dtorch.serialization.registry import NodeType, TypeRegistry
+from dtorch.serialization.rowwriter import rows_payload
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
 
 _T = TypeVar("_T")
@@ -356,6 +362,13 @@ def serialize_value(
 
 
 def _serialize(obj: Any, registry: TypeRegistry, backend: Backend) -> bytes:
+    payload = rows_payload(obj, registry, backend)  # small values: a record at a time
+    return payload if payload is not None else columns_payload(obj, registry, backend)
+
+
+def columns_payload(obj: Any, registry: TypeRegistry, backend: Backend = DEFAULT_BACKEND) -> bytes:
+    """``obj`` as a payload written a column at a time: any value (the writer of large ones,
+    and of everything the row writer leaves to it)."""
     discovery = _Discovery(registry)
     discovery.run(obj)
     small = discovery.count < _ONE_BYTE

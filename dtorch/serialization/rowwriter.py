@@ -1,0 +1,140 @@
+"""The row writer: a payload written a record at a time, for small values such as wire batches.
+
+The column writer (``dtorch.serialization.writer``) spends a few Python calls per type and per
+column, which a batch of a few operators - some 15 types, most with one or two records - pays
+in full. This writer walks the records breadth-first instead, turning each into a row with
+its type's compiled ``scan`` (``dtorch.serialization.rows``), then numbers the nodes type by
+type in the registry's rank order and writes each type's rows, references swapped for node
+indices by ``emit``, as one group. The payload is the same format the column writer writes
+(the same node per distinct record, the same groups), read by the same reader.
+
+It writes only what it can write exactly: records of types with a row codec, without data
+blobs, whose types do not refer to themselves in this payload (the registry's ranks then
+order every reference backwards). For anything else - a tensor, a container, a nested
+FuseParam, a value its checks refuse - it returns None, and the caller writes the value with
+the column writer, which also names whatever is wrong with it.
+
+Example:
+    >>> from dtorch.ir.span import Span
+    >>> from dtorch.serialization.catalog import DEFAULT_REGISTRY
+    >>> from dtorch.serialization.writer import columns_payload
+    >>> span = Span("m.py", 3, 1)
+    >>> rows_payload(span, DEFAULT_REGISTRY) == columns_payload(span, DEFAULT_REGISTRY)
+    True
+    >>> rows_payload([span], DEFAULT_REGISTRY) is None  # a list: the column writer's
+    True
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dtorch.serialization.columns import NATIVE_TYPES
+from dtorch.serialization.registry import NodeType, TypeRegistry
+from dtorch.serialization.rows import Scan
+from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
+
+_ONE_BYTE = 128  # MessagePack writes ints below this in one byte
+_Found = tuple[NodeType, Scan, list[Any], list[tuple[Any, ...]]]
+
+
+#: Past about this many nodes the column writer is faster (benchmarks/serialization.py).
+ROWS_LIMIT = 256
+
+
+def rows_payload(
+    obj: Any,
+    registry: TypeRegistry,
+    backend: Backend = DEFAULT_BACKEND,
+    limit: int = ROWS_LIMIT,
+) -> bytes | None:
+    """``obj`` as a payload written a record at a time, or None where the column writer must
+    write it (see the module docstring), or where it holds more than ``limit`` nodes."""
+    if type(obj) in NATIVE_TYPES:
+        return None
+    found = _discover(obj, registry.by_type, limit)
+    if found is None or not _ordered_by_rank(found, registry):
+        return None
+    order = sorted(found.values(), key=_order_key(registry, found))
+    nodes = list(itertools.chain.from_iterable(entry[2] for entry in order))
+    index = dict(zip(map(id, nodes), range(len(nodes)), strict=True))
+    header = [(node_type.tag, node_type.field_names) for node_type, _, _, _ in order]
+    lookup = index.__getitem__
+    groups = [_group(slot, entry, index, lookup) for slot, entry in enumerate(order)]
+    return b"".join(frame(pack(backend, (header, groups, (index[id(obj)],))), [], 0))
+
+
+def _discover(root: Any, by_type: Mapping[type, NodeType], limit: int) -> dict[type, _Found] | None:
+    """Every record reachable from ``root`` with its scanned row, by class (None: a value
+    this writer does not write, or more than ``limit`` records)."""
+    work = [root]
+    seen = {id(root)}  # the records in ``work``: each is entered once
+    push = work.append
+    found: dict[type, _Found] = {}
+    try:
+        for item in work:  # the records scanned append theirs: a list iterator sees them
+            if len(work) > limit:
+                return None
+            entry = found.get(type(item))
+            if entry is None:
+                entry = found[type(item)] = _entry(by_type[type(item)])
+            entry[2].append(item)
+            entry[3].append(entry[1](item, seen, push))
+    except Exception:  # an unregistered type, a value the checks refuse: the column writer's
+        return None
+    return found
+
+
+def _entry(node_type: NodeType) -> _Found:
+    rows = node_type.rows
+    if rows is None or rows.scan is None:
+        raise LookupError(node_type.tag)
+    return node_type, rows.scan, [], []
+
+
+def _ordered_by_rank(found: Mapping[type, _Found], registry: TypeRegistry) -> bool:
+    """Whether the ranks alone order every reference backwards: each cyclic rank holds at
+    most one of the types found, and that type cannot refer to its own kind."""
+    ranks = registry.ranks
+    cyclic = [
+        node_type for node_type, _, _, _ in found.values() if ranks[node_type] in registry.cyclic
+    ]
+    if len({ranks[node_type] for node_type in cyclic}) != len(cyclic):
+        return False
+    return not any(_refers_to_itself(node_type) for node_type in cyclic)
+
+
+def _refers_to_itself(node_type: NodeType) -> bool:
+    for field in node_type.fields:
+        classes = field.codec.child_classes if field.codec.has_children else frozenset()
+        if classes is None or node_type.cls in classes:
+            return True
+    return False
+
+
+def _order_key(
+    registry: TypeRegistry, found: Mapping[type, _Found]
+) -> Callable[[_Found], tuple[int, ...]]:
+    """The column writer's group order: by rank while every index fits one byte; else by
+    level, then fewest nodes first, so shared records take the small indices."""
+    ranks, levels = registry.ranks, registry.levels
+    if sum(len(entry[2]) for entry in found.values()) < _ONE_BYTE:
+        return lambda entry: (ranks[entry[0]],)
+
+    def key(entry: _Found) -> tuple[int, ...]:
+        node_type = entry[0]
+        size = 0 if ranks[node_type] in registry.cyclic else len(entry[2])
+        return levels[node_type], size, ranks[node_type]
+
+    return key
+
+
+def _group(
+    slot: int, entry: _Found, index: dict[int, int], lookup: Callable[[int], int]
+) -> tuple[int, int, list[Any]]:
+    node_type, _, objs, rows = entry
+    columns = list(zip(*rows, strict=True))
+    emit = node_type.rows.emit if node_type.rows is not None else None
+    return slot, len(objs), columns if emit is None else emit(columns, index, lookup)
