@@ -84,6 +84,15 @@ class RowCodec:
     scan: Scan | None
     emit: Emit | None
     make: Make | None
+    fans: tuple[str, ...] = ()  # the fields that hold a tuple of records (a batch's operators)
+
+    def fanout(self, obj: Any) -> int:
+        """How many records ``obj``'s tuple fields refer to (0 if they are not tuples: the
+        scan then refuses them)."""
+        try:
+            return sum(len(getattr(obj, name)) for name in self.fans)
+        except TypeError:
+            return 0
 
 
 #: Names every generated function may use besides its constants.
@@ -378,20 +387,30 @@ def compile_make(
     return make
 
 
+def frozen_slots(cls: Any, names: Sequence[str]) -> list[Any] | None:
+    """The slot descriptors of ``names`` when ``cls`` is a frozen slotted class (its own
+    ``__setattr__`` refuses writes): setting them one by one, then running ``__post_init__``,
+    builds what ``__init__`` builds at half the cost, since a frozen ``__init__`` assigns each
+    field through ``object.__setattr__``. None otherwise (a plain ``__init__`` is faster)."""
+    if not isinstance(cls, type) or "__setattr__" not in vars(cls):
+        return None
+    slots = [getattr(cls, name, None) for name in names]
+    if not all(isinstance(slot, types.MemberDescriptorType) for slot in slots):
+        return None
+    return slots
+
+
 def _construct(
     build: Callable[..., Any], names: Sequence[str], values: list[str], src: _Source
 ) -> None:
-    """Append ``build(*values)``. A frozen slotted record is built the way ``__init__`` would,
-    slot by slot, then checked by its ``__post_init__``, at a third of the cost of the frozen
-    ``__init__`` (whose every assignment goes through ``object.__setattr__``)."""
-    slots = [getattr(build, name, None) for name in names]
-    frozen = isinstance(build, type) and vars(build).get("__setattr__") is not None
-    if not frozen or not all(isinstance(s, types.MemberDescriptorType) for s in slots):
+    """Append ``build(*values)`` (slot by slot for a frozen record, see ``frozen_slots``)."""
+    slots = frozen_slots(build, names)
+    if slots is None:
         src.add(2, f"append({src.const(build)}({', '.join(values)}))")
         return
     src.add(2, f"o = NEW({src.const(build)})")
     for slot, v in zip(slots, values, strict=True):
-        src.add(2, f"{src.const(slot.__set__)}(o, {v})")  # type: ignore[union-attr]
+        src.add(2, f"{src.const(slot.__set__)}(o, {v})")
     post_init = getattr(build, "__post_init__", None)
     if post_init is not None:
         src.add(2, f"{src.const(post_init)}(o)")
@@ -420,4 +439,9 @@ def row_codec(
         scan = emit = None
     if make is None and scan is None:
         return None
-    return RowCodec(scan, emit, make)
+    fans = tuple(
+        name
+        for name, codec in zip(names, codecs, strict=True)
+        if type(codec) is TupleField and codec.has_children
+    )
+    return RowCodec(scan, emit, make, fans)

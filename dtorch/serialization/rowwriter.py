@@ -31,7 +31,6 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dtorch.serialization.columns import NATIVE_TYPES
 from dtorch.serialization.registry import NodeType, TypeRegistry
 from dtorch.serialization.rows import Scan
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
@@ -40,22 +39,29 @@ _ONE_BYTE = 128  # MessagePack writes ints below this in one byte
 _Found = tuple[NodeType, Scan, list[Any], list[tuple[Any, ...]]]
 
 
-#: Past about this many nodes the column writer is faster (benchmarks/serialization.py).
-ROWS_LIMIT = 256
+#: The row writer takes a value whose root refers to at most this many records directly (a
+#: batch of up to 64 operators with their operands): past that the column writer is faster
+#: (benchmarks/serialization.py), and the root alone tells, before any other work is done.
+ROOT_LIMIT = 128
+#: ... and that holds at most this many nodes in all (a bound for any other shape).
+NODE_LIMIT = 1024
 
 
 def rows_payload(
     obj: Any,
     registry: TypeRegistry,
     backend: Backend = DEFAULT_BACKEND,
-    limit: int = ROWS_LIMIT,
+    limits: tuple[int, int] = (ROOT_LIMIT, NODE_LIMIT),
 ) -> bytes | None:
     """``obj`` as a payload written a record at a time, or None where the column writer must
-    write it (see the module docstring), or where it holds more than ``limit`` nodes."""
-    if type(obj) in NATIVE_TYPES:
+    write it (see the module docstring), or where its root refers to more than ``limits[0]``
+    records or it holds more than ``limits[1]`` nodes."""
+    node_type = registry.by_type.get(type(obj))
+    rows = None if node_type is None else node_type.rows
+    if rows is None or rows.scan is None or rows.fanout(obj) > limits[0]:
         return None
-    found = _discover(obj, registry.by_type, limit)
-    if found is None or not _ordered_by_rank(found, registry):
+    found = _Finder(registry).run(obj, limits[1])
+    if found is None:
         return None
     order = sorted(found.values(), key=_order_key(registry, found))
     nodes = list(itertools.chain.from_iterable(entry[2] for entry in order))
@@ -66,44 +72,51 @@ def rows_payload(
     return b"".join(frame(pack(backend, (header, groups, (index[id(obj)],))), [], 0))
 
 
-def _discover(root: Any, by_type: Mapping[type, NodeType], limit: int) -> dict[type, _Found] | None:
-    """Every record reachable from ``root`` with its scanned row, by class (None: a value
-    this writer does not write, or more than ``limit`` records)."""
-    work = [root]
-    seen = {id(root)}  # the records in ``work``: each is entered once
-    push = work.append
-    found: dict[type, _Found] = {}
-    try:
-        for item in work:  # the records scanned append theirs: a list iterator sees them
-            if len(work) > limit:
-                return None
-            entry = found.get(type(item))
-            if entry is None:
-                entry = found[type(item)] = _entry(by_type[type(item)])
-            entry[2].append(item)
-            entry[3].append(entry[1](item, seen, push))
-    except Exception:  # an unregistered type, a value the checks refuse: the column writer's
-        return None
-    return found
+class _Finder:
+    """Every record reachable from a root with its scanned row, by class."""
 
+    __slots__ = ("cyclic", "found", "registry")
 
-def _entry(node_type: NodeType) -> _Found:
-    rows = node_type.rows
-    if rows is None or rows.scan is None:
-        raise LookupError(node_type.tag)
-    return node_type, rows.scan, [], []
+    def __init__(self, registry: TypeRegistry) -> None:
+        self.registry = registry
+        self.found: dict[type, _Found] = {}
+        self.cyclic: set[int] = set()  # the cyclic ranks of the types found
 
+    def run(self, root: Any, limit: int) -> dict[type, _Found] | None:
+        """The records found (None: a value this writer does not write, or more than
+        ``limit`` of them)."""
+        work = [root]
+        seen = {id(root)}  # the records in ``work``: each is entered once
+        push, found = work.append, self.found
+        try:
+            for item in work:  # the records scanned append theirs: a list iterator sees them
+                if len(work) > limit:
+                    return None
+                entry = found.get(type(item))
+                if entry is None:
+                    entry = self.entry(type(item))
+                entry[2].append(item)
+                entry[3].append(entry[1](item, seen, push))
+        except Exception:  # an unregistered type, a value the checks refuse: the column writer's
+            return None
+        return found
 
-def _ordered_by_rank(found: Mapping[type, _Found], registry: TypeRegistry) -> bool:
-    """Whether the ranks alone order every reference backwards: each cyclic rank holds at
-    most one of the types found, and that type cannot refer to its own kind."""
-    ranks = registry.ranks
-    cyclic = [
-        node_type for node_type, _, _, _ in found.values() if ranks[node_type] in registry.cyclic
-    ]
-    if len({ranks[node_type] for node_type in cyclic}) != len(cyclic):
-        return False
-    return not any(_refers_to_itself(node_type) for node_type in cyclic)
+    def entry(self, cls: type) -> _Found:
+        """A new type's entry; LookupError for a type this writer does not write: one without
+        a row scan, or one that the registry's ranks alone would not put after every record it
+        refers to (a type that can refer to its own kind, or a second type of a cyclic rank)."""
+        registry = self.registry
+        node_type = registry.by_type[cls]
+        rows = node_type.rows
+        if rows is None or rows.scan is None:
+            raise LookupError(node_type.tag)
+        rank = registry.ranks[node_type]
+        if rank in registry.cyclic:
+            if rank in self.cyclic or _refers_to_itself(node_type):
+                raise LookupError(node_type.tag)
+            self.cyclic.add(rank)
+        entry = self.found[cls] = node_type, rows.scan, [], []
+        return entry
 
 
 def _refers_to_itself(node_type: NodeType) -> bool:

@@ -17,8 +17,8 @@ Writing happens in three steps, each a pass over whole columns rather than a cal
    * ``groups``: ``[type slot, count, [column, ...]]`` in decode order;
    * ``root``: the root value (a native value, or ``[node index]``).
 
-Small values - up to ``rowwriter.ROWS_LIMIT`` nodes of plain records, such as the wire batch
-of a few operators - are written by the row writer (``dtorch.serialization.rowwriter``)
+Small values of plain records - such as the wire batch of up to 64 operators, see
+``rowwriter.ROOT_LIMIT`` - are written by the row writer (``dtorch.serialization.rowwriter``)
 instead, in the same format: its per-record compiled checks cost less than the calls per
 column here when most types have one or two records.
 
