@@ -28,7 +28,7 @@ Example:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from dtorch.serialization.registry import NodeType, TypeRegistry
@@ -60,10 +60,11 @@ def rows_payload(
     rows = None if node_type is None else node_type.rows
     if rows is None or rows.scan is None or rows.fanout(obj) > limits[0]:
         return None
-    found = _Finder(registry).run(obj, limits[1])
+    finder = _Finder(registry)
+    found = finder.run(obj, limits[1])
     if found is None:
         return None
-    order = sorted(found.values(), key=_order_key(registry, found))
+    order = sorted(found.values(), key=_order_key(registry, finder.count))
     nodes = list(itertools.chain.from_iterable(entry[2] for entry in order))
     index = dict(zip(map(id, nodes), range(len(nodes)), strict=True))
     header = [(node_type.tag, node_type.field_names) for node_type, _, _, _ in order]
@@ -75,12 +76,13 @@ def rows_payload(
 class _Finder:
     """Every record reachable from a root with its scanned row, by class."""
 
-    __slots__ = ("cyclic", "found", "registry")
+    __slots__ = ("count", "cyclic", "found", "registry")
 
     def __init__(self, registry: TypeRegistry) -> None:
         self.registry = registry
         self.found: dict[type, _Found] = {}
         self.cyclic: set[int] = set()  # the cyclic ranks of the types found
+        self.count = 0  # the records found
 
     def run(self, root: Any, limit: int) -> dict[type, _Found] | None:
         """The records found (None: a value this writer does not write, or more than
@@ -99,6 +101,7 @@ class _Finder:
                 entry[3].append(entry[1](item, seen, push))
         except Exception:  # an unregistered type, a value the checks refuse: the column writer's
             return None
+        self.count = len(work)
         return found
 
     def entry(self, cls: type) -> _Found:
@@ -127,14 +130,12 @@ def _refers_to_itself(node_type: NodeType) -> bool:
     return False
 
 
-def _order_key(
-    registry: TypeRegistry, found: Mapping[type, _Found]
-) -> Callable[[_Found], tuple[int, ...]]:
-    """The column writer's group order: by rank while every index fits one byte; else by
-    level, then fewest nodes first, so shared records take the small indices."""
+def _order_key(registry: TypeRegistry, count: int) -> Callable[[_Found], Any]:
+    """The column writer's group order: by rank while every index of the ``count`` nodes fits
+    one byte; else by level, then fewest nodes first, so shared records take small indices."""
     ranks, levels = registry.ranks, registry.levels
-    if sum(len(entry[2]) for entry in found.values()) < _ONE_BYTE:
-        return lambda entry: (ranks[entry[0]],)
+    if count < _ONE_BYTE:
+        return lambda entry: ranks[entry[0]]
 
     def key(entry: _Found) -> tuple[int, ...]:
         node_type = entry[0]
