@@ -18,9 +18,10 @@ three functions, compiled when the registry is built from its field codecs:
 Each function raises ``Unfit`` (or whatever a failed lookup raises) on any value it does not
 accept, and callers then take the column path on the same data, which raises the error that
 names the field. So a row codec only has to be as strict as the column codecs, never as
-helpful. The accepted codec shapes are a table (``_SCANS``, ``_EMITS``, ``_MAKES``, keyed by
-codec class); a type with a field of any other shape (a data blob, a tuple of tuples) has no
-row codec.
+helpful. The accepted codec shapes are tables keyed by codec class (``_SCANS``, ``_MAKES``;
+``_emit`` for the few that hold references); a type with a field of any other shape (a data
+blob, a tuple of tuples) gets no row functions, and tensors, generators and containers, whose
+values are not plain records, get none either: they are always written and read by columns.
 
 The generated source comes from fixed templates per codec class. The only text substituted is
 field names of registered record classes (checked to be plain identifiers, see
