@@ -115,7 +115,7 @@ def _bind(entry: Any, by_tag: Mapping[str, NodeType]) -> _Bound:
     return _Bound(node_type, len(names), positions)
 
 
-_ROWS_UP_TO = 128  # larger groups build faster a column at a time
+_ROWS_UP_TO = 32  # larger groups build faster a column at a time (benchmarks/serialization.py)
 _BINDINGS_KEPT = 256  # type tables whose bindings a registry keeps
 
 

@@ -334,7 +334,7 @@ def _row(names: list[str]) -> str:
     return f"({', '.join(names)},)" if names else "()"
 
 
-def compile_scan(label: str, attributes: Sequence[str], codecs: Sequence[FieldCodec]) -> Scan:
+def _compile_scan(label: str, attributes: Sequence[str], codecs: Sequence[FieldCodec]) -> Scan:
     """``scan`` for records whose fields are the named attributes."""
     for name in attributes:
         if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
@@ -350,7 +350,7 @@ def compile_scan(label: str, attributes: Sequence[str], codecs: Sequence[FieldCo
     return scan
 
 
-def compile_emit(label: str, codecs: Sequence[FieldCodec]) -> Emit | None:
+def _compile_emit(label: str, codecs: Sequence[FieldCodec]) -> Emit | None:
     """``emit`` (None when no field refers to records)."""
     if not any(codec.has_children for codec in codecs):
         return None
@@ -363,7 +363,7 @@ def compile_emit(label: str, codecs: Sequence[FieldCodec]) -> Emit | None:
     return emit
 
 
-def compile_make(
+def _compile_make(
     label: str, codecs: Sequence[FieldCodec], build: Callable[..., Any], names: Sequence[str]
 ) -> Make:
     """``make``: check a group's columns, then check, convert and build each row."""
@@ -392,7 +392,16 @@ def frozen_slots(cls: Any, names: Sequence[str]) -> list[Any] | None:
     """The slot descriptors of ``names`` when ``cls`` is a frozen slotted class (its own
     ``__setattr__`` refuses writes): setting them one by one, then running ``__post_init__``,
     builds what ``__init__`` builds at half the cost, since a frozen ``__init__`` assigns each
-    field through ``object.__setattr__``. None otherwise (a plain ``__init__`` is faster)."""
+    field through ``object.__setattr__``. None otherwise (a plain ``__init__`` is faster).
+
+    Example:
+        >>> from dtorch.ir.span import Span
+        >>> from dtorch.ir.operator import Operator
+        >>> len(frozen_slots(Span, ["file", "line", "column"]))
+        3
+        >>> frozen_slots(Operator, ["id"]) is None  # not frozen: its __init__ is cheap
+        True
+    """
     if not isinstance(cls, type) or "__setattr__" not in vars(cls):
         return None
     slots = [getattr(cls, name, None) for name in names]
@@ -427,15 +436,23 @@ def row_codec(
 ) -> RowCodec | None:
     """The row codec of a node type with fields ``names``: ``by_attribute`` says the fields
     are attributes of its values, ``build`` makes a value from field values (None: values are
-    built by columns only). None when no function applies."""
+    built by columns only). None when no function applies.
+
+    Example:
+        >>> from dtorch.serialization.fields import PrimField
+        >>> ints = PrimField(frozenset({int}))
+        >>> pair = row_codec("pair", [ints, ints], ["a", "b"], False, lambda a, b: (a, b))
+        >>> pair.scan is None, pair.make(((1, 2), (3, 4)), 2, [])
+        (True, [(1, 3), (2, 4)])
+    """
     attributes = names if by_attribute else None
     try:
-        make = None if build is None else compile_make(label, codecs, build, names)
+        make = None if build is None else _compile_make(label, codecs, build, names)
     except _Unsupported:
         make = None
     try:
-        scan = None if attributes is None else compile_scan(label, attributes, codecs)
-        emit = None if attributes is None else compile_emit(label, codecs)
+        scan = None if attributes is None else _compile_scan(label, attributes, codecs)
+        emit = None if attributes is None else _compile_emit(label, codecs)
     except _Unsupported:
         scan = emit = None
     if make is None and scan is None:

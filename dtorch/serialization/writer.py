@@ -368,7 +368,13 @@ def _serialize(obj: Any, registry: TypeRegistry, backend: Backend) -> bytes:
 
 def columns_payload(obj: Any, registry: TypeRegistry, backend: Backend = DEFAULT_BACKEND) -> bytes:
     """``obj`` as a payload written a column at a time: any value (the writer of large ones,
-    and of everything the row writer leaves to it)."""
+    and of everything the row writer leaves to it).
+
+    Example:
+        >>> from dtorch.serialization.catalog import DEFAULT_REGISTRY
+        >>> columns_payload([1, 2], DEFAULT_REGISTRY) == serialize_value([1, 2])
+        True
+    """
     discovery = _Discovery(registry)
     discovery.run(obj)
     small = discovery.count < _ONE_BYTE
