@@ -245,9 +245,10 @@ def _emit_column(codec: Any, column: str) -> str:
         return column
     if kind is RefField:  # the usual reference column, at C speed
         return f"list(map(lookup, map(id, {column})))"
-    if kind is TupleField and type(codec.inner) is RefField:  # flattened, mapped, cut again
-        return f"REGROUP({column}, list(map(lookup, map(id, CHAIN({column})))))"
     rows = f"[{_emit(codec, 'v')} for v in {column}]"
+    if kind is TupleField and type(codec.inner) is RefField:  # many rows: flattened, mapped, cut
+        flat = f"REGROUP({column}, list(map(lookup, map(id, CHAIN({column})))))"
+        return f"({rows} if len({column}) < 8 else {flat})"
     if kind is OptionalField:  # often None throughout (a Create param's generator)
         return f"({column} if NONE.issuperset(map(type, {column})) else {rows})"
     return rows
