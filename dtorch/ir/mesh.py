@@ -59,7 +59,7 @@ def _ids_from(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def _check_ids(shape: tuple[int, ...], ids: tuple[int, ...]) -> None:
     if math.prod(shape) != len(ids) or not ids:
         raise MeshError(f"mesh shape {shape} does not hold {len(ids)} device ids")
-    if any(s <= 0 for s in shape):
+    if shape and min(shape) <= 0:  # min, not a generator: decoding a graph builds many meshes
         raise MeshError(f"every mesh dimension needs at least one device, got shape {shape}")
     if min(ids) < 0:
         raise MeshError(f"device ids must be non-negative, got {sorted(set(ids))[:4]}")
@@ -73,7 +73,8 @@ def _check_names(names: Sequence[str] | None, ndim: int) -> tuple[str, ...] | No
     names = tuple(names)
     if len(names) != ndim:
         raise MeshError(f"mesh_dim_names {names} has {len(names)} names for a {ndim}-D mesh")
-    if any(not isinstance(n, str) or not n for n in names) or len(set(names)) != ndim:
+    strings = all(map(isinstance, names, itertools.repeat(str)))
+    if not strings or "" in names or len(set(names)) != ndim:
         raise MeshError(f"mesh_dim_names must be distinct non-empty strings, got {names}")
     return names
 

@@ -94,16 +94,20 @@ def _first_column(columns: list[list[Any]], count: int) -> list[Any]:
     return columns[0]
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
 def enum_type(tag: str, enum: type) -> NodeType:
     """An IntEnum as a node whose one field is the member's value."""
-    return NodeType(tag, enum, (Field("value", EnumField.of(enum)),), _itself, _first_column)
+    field = Field("value", EnumField.of(enum))
+    return NodeType(tag, enum, (field,), _itself, _first_column, make=_same)
 
 
 def dtype_type() -> NodeType:
     """torch.dtype as a node whose one field is its stable code."""
-    return NodeType(
-        "torch.dtype", torch.dtype, (Field("code", DtypeField()),), _itself, _first_column
-    )
+    field = Field("code", DtypeField())
+    return NodeType("torch.dtype", torch.dtype, (field,), _itself, _first_column, make=_same)
 
 
 def mesh_type() -> NodeType:
@@ -121,6 +125,8 @@ def mesh_type() -> NodeType:
         fields,
         attribute_exploder(names),
         lambda columns, count: list(map(DeviceMesh.from_ids, *columns)),
+        make=DeviceMesh.from_ids,
+        by_attribute=True,
     )
 
 

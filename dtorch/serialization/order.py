@@ -41,13 +41,15 @@ class Batch:
 
     ``keys`` are the nodes' provisional numbers (the writer renumbers them in group order);
     ``states`` the scanned field columns (``FieldCodec.scan``), or None where the nodes were
-    regrouped and must be scanned again.
+    regrouped and must be scanned again; ``refers`` the types the nodes refer to (None:
+    not known).
     """
 
     node_type: NodeType
     objs: list[Any]
     keys: Sequence[int]
     states: list[Any] | None
+    refers: set[NodeType] | None = None
 
 
 #: The batches written as one group (all of one type), in order.
@@ -129,15 +131,27 @@ def _layered(
     batches: Mapping[NodeType, list[Batch]],
     key_of: Callable[[Any], int],
 ) -> list[Group]:
-    """Groups of a self-referring component, by node height (children first)."""
+    """Groups of a self-referring component, by node height (children first). A batch that
+    refers to no type of the component (the inner lists of a list of lists) is of height 0
+    as a whole: it keeps its scanned columns, and only the other nodes are walked."""
     by_class = {nt.cls: nt for nt in component}
-    objs = [o for nt in component for batch in batches[nt] for o in batch.objs]
-    heights = _heights(objs, by_class)
+    heights: dict[int, int] = {}
+    leaves: dict[NodeType, Group] = {}
+    rest: list[Any] = []
+    for node_type in component:
+        for batch in batches[node_type]:
+            if batch.refers is not None and batch.refers.isdisjoint(by_class.values()):
+                heights.update(dict.fromkeys(map(id, batch.objs), 0))
+                leaves.setdefault(node_type, []).append(batch)
+            else:
+                rest.extend(batch.objs)
+    _heights(rest, by_class, heights)
     buckets: dict[tuple[int, NodeType], list[Any]] = {}
-    for obj in objs:
+    for obj in rest:
         buckets.setdefault((heights[id(obj)], by_class[type(obj)]), []).append(obj)
     ordered = sorted(buckets.items(), key=lambda item: item[0][0])
-    return [[Batch(nt, nodes, list(map(key_of, nodes)), None)] for (_, nt), nodes in ordered]
+    walked = [[Batch(nt, nodes, list(map(key_of, nodes)), None)] for (_, nt), nodes in ordered]
+    return list(leaves.values()) + walked
 
 
 def _kids(obj: Any, by_class: Mapping[type, NodeType]) -> list[Any]:
@@ -150,9 +164,9 @@ def _kids(obj: Any, by_class: Mapping[type, NodeType]) -> list[Any]:
     return [k for k in kids if type(k) in by_class]
 
 
-def _heights(objs: list[Any], by_class: Mapping[type, NodeType]) -> dict[int, int]:
-    """Height of every node (iterative depth-first walk); a cycle raises SerializationError."""
-    heights: dict[int, int] = {}
+def _heights(objs: list[Any], by_class: Mapping[type, NodeType], heights: dict[int, int]) -> None:
+    """Enter the height of every node in ``heights``, which holds those already known
+    (iterative depth-first walk); a cycle raises SerializationError."""
     for start in objs:
         if id(start) in heights:
             continue
@@ -173,7 +187,6 @@ def _heights(objs: list[Any], by_class: Mapping[type, NodeType]) -> dict[int, in
             if seen is None:
                 heights[id(kid)] = _ON_PATH
                 path.append([kid, _kids(kid, by_class), 0])
-    return heights
 
 
 def _cycle_error(path: list[list[Any]], kid: Any) -> SerializationError:

@@ -2,9 +2,13 @@
 
 Reading mirrors writing (``dtorch.serialization.writer``): check the frame, unpack the
 MessagePack document, bind each ``[tag, field names]`` entry to a registered type, then build
-the groups in order, a column at a time, appending every built value to the node table that
-later references index. Any input - random, truncated, bit-flipped, with absurd lengths or
-deep nesting - ends in a value or a DeserializationError (or one of its subclasses):
+the groups in order, appending every built value to the node table that later references
+index. A group of up to ``_ROWS_UP_TO`` records of this version's layout is built a record at
+a time by its type's compiled row decoder (``dtorch.serialization.rows``); a larger one, one
+of an older layout, or one with any value the row decoder does not take, a column at a time
+by the field codecs, which name what is wrong. Any input - random, truncated, bit-flipped,
+with absurd lengths or deep nesting - ends in a value or a DeserializationError (or one of
+its subclasses):
 
 * the frame's sizes must add up to the input's size exactly, before anything is unpacked;
 * MessagePack's own size checks refuse declared lengths longer than the input, and its
@@ -38,6 +42,7 @@ from dtorch.serialization.catalog import DEFAULT_REGISTRY
 from dtorch.serialization.columns import ARRAYS, ReadContext, check_column, show
 from dtorch.serialization.fields import decode_any
 from dtorch.serialization.registry import Field, NodeType, TypeRegistry
+from dtorch.serialization.rows import Make
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, unframe, unpack
 from dtorch.serialization.writer import without_gc
 
@@ -50,6 +55,13 @@ class _Bound:
     width: int  # number of columns the payload holds per group of this type
     positions: tuple[int | None, ...] | None  # per field: its column, or None (default);
     # None for all: the payload wrote every field, in order (the writer of this version)
+    make: Make | None = None  # the compiled row decoder, for this version's layout only
+
+
+def _current(node_type: NodeType) -> _Bound:
+    rows = node_type.rows
+    make = rows.make if rows is not None else None
+    return _Bound(node_type, len(node_type.fields), None, make)
 
 
 def _array(value: Any, what: str, size: int | None = None) -> list[Any] | tuple[Any, ...]:
@@ -79,7 +91,7 @@ def _bind(entry: Any, by_tag: Mapping[str, NodeType]) -> _Bound:
     tag, names = _array(entry, "a type entry [tag, field names]", 2)
     node_type = by_tag.get(tag) if type(tag) is str else None
     if node_type is not None and names == node_type.field_names:  # this version's layout
-        return _Bound(node_type, len(names), None)
+        return _current(node_type)
     if type(tag) is not str:
         raise DeserializationError(f"a type tag must be a string, got {show(tag)}")
     if node_type is None:
@@ -87,7 +99,7 @@ def _bind(entry: Any, by_tag: Mapping[str, NodeType]) -> _Bound:
     names = _array(names, f"the field names of {tag}")
     known = node_type.field_names
     if tuple(names) == known:  # an unpacker that makes lists
-        return _Bound(node_type, len(known), None)
+        return _current(node_type)
     position = {name: i for i, name in enumerate(names) if type(name) is str}
     unknown = [n for n in names if n not in known]
     if unknown or len(position) != len(names):
@@ -103,26 +115,66 @@ def _bind(entry: Any, by_tag: Mapping[str, NodeType]) -> _Bound:
     return _Bound(node_type, len(names), positions)
 
 
+_ROWS_UP_TO = 32  # larger groups build faster a column at a time (benchmarks/serialization.py)
+_BINDINGS_KEPT = 256  # type tables whose bindings a registry keeps
+
+
+def _bind_all(header: Any, registry: TypeRegistry) -> list[_Bound]:
+    """The bound types of a type table; the bindings of a table read before come from the
+    registry's cache (bindings are immutable, and a table only binds one way). Only tables of
+    at most one entry per registered type are kept, so the cache stays small whatever the
+    input."""
+    try:
+        bound: list[_Bound] | None = registry.bindings.get(header)
+        keep = True
+    except TypeError:  # a table holding maps (or an unpacker's lists) is no key
+        bound, keep = None, False
+    if bound is None:
+        bound = [_bind(entry, registry.by_tag) for entry in _array(header, "the type table")]
+        keep = keep and len(bound) <= len(registry.by_tag)
+        if keep and len(registry.bindings) < _BINDINGS_KEPT:
+            registry.bindings[header] = bound
+    return bound
+
+
 class _Reader:
     """Builds the groups of one payload in order."""
 
-    __slots__ = ("bound", "budget", "ctx")
+    __slots__ = ("bound", "budget", "ctx", "rows")
 
-    def __init__(self, bound: list[_Bound], ctx: ReadContext, budget: int) -> None:
-        self.bound, self.ctx, self.budget = bound, ctx, budget
+    def __init__(self, bound: list[_Bound], ctx: ReadContext, budget: int, rows: bool) -> None:
+        self.bound, self.ctx, self.budget, self.rows = bound, ctx, budget, rows
 
-    def group(self, entry: Any) -> None:
-        bound, count, columns = self.open(entry)
-        node_type, ctx = bound.node_type, self.ctx
+    def run(self, groups: Any) -> None:
+        """Build every group, in order."""
+        nodes, rows = self.ctx.nodes, self.rows
+        for entry in _array(groups, "the group list"):
+            bound, count, columns = self.open(entry)
+            make = bound.make if rows else None
+            # A group in this version's layout goes through its compiled row decoder; any
+            # value that does not fit it sends the group down the column path, which decodes
+            # it again and names what is wrong.
+            if make is not None and count <= _ROWS_UP_TO:
+                try:
+                    built = make(columns, count, nodes)
+                except Exception:
+                    pass
+                else:
+                    nodes.extend(built)
+                    continue
+            self.columns(bound.node_type, count, columns)
+
+    def columns(self, node_type: NodeType, count: int, columns: Sequence[Any]) -> None:
+        """Build a group a column at a time, naming the field of any error."""
         values = []
         for field, column in zip(node_type.fields, columns, strict=True):
             try:
                 if type(column) not in ARRAYS or len(column) != count:
                     check_column(column, count)
-                values.append(field.codec.decode(column, ctx))
+                values.append(field.codec.decode(column, self.ctx))
             except DeserializationError as exc:
                 raise type(exc)(f"{node_type.tag}.{field.name}: {exc}") from None
-        ctx.nodes.extend(_build(node_type, values, count))
+        self.ctx.nodes.extend(_build(node_type, values, count))
 
     def open(self, entry: Any) -> tuple[_Bound, int, Sequence[Any]]:
         """A group's bound type, its node count, and its columns (one per registered field,
@@ -184,19 +236,23 @@ def deserialize_value(
     alias_tensors: bool = False,
     registry: TypeRegistry = DEFAULT_REGISTRY,
     backend: Backend = DEFAULT_BACKEND,
+    rows: bool = True,
 ) -> Any:
-    """The value of one payload (the engine behind ``dtorch.serialization.deserialize``)."""
+    """The value of one payload (the engine behind ``dtorch.serialization.deserialize``);
+    ``rows=False`` builds every group a column at a time (for tests: either way gives the
+    same values and the same errors)."""
     view = byte_view(data)
-    return without_gc(_deserialize, view, alias_tensors and not view.readonly, registry, backend)
+    alias = alias_tensors and not view.readonly
+    return without_gc(_deserialize, view, alias, registry, backend, rows)
 
 
-def _deserialize(view: memoryview, alias: bool, registry: TypeRegistry, backend: Backend) -> Any:
+def _deserialize(
+    view: memoryview, alias: bool, registry: TypeRegistry, backend: Backend, rows: bool
+) -> Any:
     header, groups, root, section, budget = _document(view, backend)
-    bound = [_bind(entry, registry.by_tag) for entry in _array(header, "the type table")]
+    bound = _bind_all(header, registry)
     ctx = ReadContext([], section, alias)
-    reader = _Reader(bound, ctx, budget)
-    for entry in _array(groups, "the group list"):
-        reader.group(entry)
+    _Reader(bound, ctx, budget, rows).run(groups)
     _check_disjoint(ctx.ranges)
     return decode_any(root, ctx.nodes)
 

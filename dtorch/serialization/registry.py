@@ -41,6 +41,7 @@ from dtorch.serialization.fields import (
     RefField,
     TupleField,
 )
+from dtorch.serialization.rows import RowCodec, frozen_slots, row_codec
 
 NoneType = type(None)
 
@@ -90,6 +91,10 @@ class NodeType:
 
     ``field_names`` and ``child_fields`` (positions of the fields that may refer to other
     nodes) follow from ``fields``; they are kept because every payload asks for them.
+    ``make`` builds one value from its field values, where that is a plain call (a record's
+    class); ``by_attribute`` says that a value's fields are its attributes of the same names.
+    From these two follow the type's compiled row codec (``rows``, see
+    ``dtorch.serialization.rows``), which small groups are written and read with.
     """
 
     tag: str
@@ -97,14 +102,20 @@ class NodeType:
     fields: tuple[Field, ...]
     explode: Explode
     build: Build
+    make: Callable[..., Any] | None = None
+    by_attribute: bool = False
     field_names: tuple[str, ...] = dataclasses.field(init=False)
     child_fields: tuple[int, ...] = dataclasses.field(init=False)
+    rows: RowCodec | None = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         names = tuple(f.name for f in self.fields)
         children = tuple(i for i, f in enumerate(self.fields) if f.codec.has_children)
+        codecs = [f.codec for f in self.fields]
+        rows = row_codec(self.tag, codecs, names, self.by_attribute, self.make)
         object.__setattr__(self, "field_names", names)
         object.__setattr__(self, "child_fields", children)
+        object.__setattr__(self, "rows", rows)
 
     def __repr__(self) -> str:
         return f"NodeType({self.tag})"
@@ -144,10 +155,12 @@ _FEW = 4
 
 
 def slotted_builder(cls: type, names: Sequence[str]) -> Build:
-    """``build`` for a slotted dataclass: set each slot a column at a time (as the generated
-    ``__init__`` would, without a Python call per record), then run ``__post_init__`` checks."""
-    slots = [getattr(cls, n) for n in names]
-    if not all(isinstance(s, types.MemberDescriptorType) for s in slots):
+    """``build`` for a dataclass. A frozen slotted one gets each slot set a column at a time
+    (as the generated ``__init__`` would, without a Python call per record), then its
+    ``__post_init__`` checks; any other is built by its ``__init__``, which for a plain
+    slotted record is faster than the column passes (``rows.frozen_slots``)."""
+    slots = frozen_slots(cls, names)
+    if slots is None:
         return lambda columns, count: list(map(cls, *columns)) if columns else _repeat(cls, count)
     setters = [s.__set__ for s in slots]
     post_init = getattr(cls, "__post_init__", None)
@@ -178,7 +191,8 @@ def record_type(
         for f in dataclasses.fields(cls)
     )
     names = [f.name for f in fields]
-    return NodeType(tag, cls, fields, attribute_exploder(names), slotted_builder(cls, names))
+    explode, build = attribute_exploder(names), slotted_builder(cls, names)
+    return NodeType(tag, cls, fields, explode, build, make=cls, by_attribute=True)
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:
@@ -213,6 +227,9 @@ class TypeRegistry:
     ranks: Mapping[NodeType, int]
     cyclic: frozenset[int]
     levels: Mapping[NodeType, int]  # 0 for types that refer to no other, else 1 + the highest
+    #: A cache for the reader: the bindings of type tables it has read, by table (a table is
+    #: the same for every batch of the same kinds of operators). It never changes a result.
+    bindings: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(

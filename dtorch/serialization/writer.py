@@ -17,6 +17,11 @@ Writing happens in three steps, each a pass over whole columns rather than a cal
    * ``groups``: ``[type slot, count, [column, ...]]`` in decode order;
    * ``root``: the root value (a native value, or ``[node index]``).
 
+Small values of plain records - such as the wire batch of up to 64 operators, see
+``rowwriter.ROOT_LIMIT`` - are written by the row writer (``dtorch.serialization.rowwriter``)
+instead, in the same format: its per-record compiled checks cost less than the calls per
+column here when most types have one or two records.
+
 Example:
     >>> from dtorch.ir.span import Span
     >>> span = Span("m.py", 3, 1)
@@ -46,6 +51,7 @@ from dtorch.serialization.columns import (
 )
 from dtorch.serialization.order import Batch, Group, plan
 from dtorch.serialization.registry import NodeType, TypeRegistry
+from dtorch.serialization.rowwriter import rows_payload
 from dtorch.serialization.wire import DEFAULT_BACKEND, Backend, frame, pack
 
 _T = TypeVar("_T")
@@ -112,7 +118,7 @@ class _Discovery:
         self.pending: dict[NodeType, list[_Chunk]] = {}
         self.batches: dict[NodeType, list[Batch]] = {}
         self.edges: dict[NodeType, set[NodeType]] = {}
-        self.here: set[NodeType] = set()  # the types the visited type refers to
+        self.here: set[NodeType] = set()  # the types the batch being scanned refers to
         self.ctx = WriteContext()
         self.where = "the value given to serialize"
 
@@ -123,11 +129,11 @@ class _Discovery:
         while pending:
             node_type, chunks = pending.popitem()
             objs, keys = chunks[0] if len(chunks) == 1 else _join(chunks)
-            here = edges.get(node_type)
-            self.here = here if here is not None else edges.setdefault(node_type, set())
+            here = self.here = set()
             self.where = node_type.tag
             states = scan_columns(node_type, node_type.explode(objs), self)
-            batches.setdefault(node_type, []).append(Batch(node_type, objs, keys, states))
+            edges.setdefault(node_type, set()).update(here)
+            batches.setdefault(node_type, []).append(Batch(node_type, objs, keys, states, here))
 
     def add_blob(self, data: memoryview) -> list[int]:
         return self.ctx.add_blob(data)
@@ -217,19 +223,29 @@ class _Discovery:
             return self.number_mixed(kids, targets)
         numbers, new = self.number(kids, tables.popitem()[1])
         if new is not None:
-            for cls, chunk in _split(*new).items():
-                self.pending.setdefault(targets[cls], []).append(chunk)
+            self.queue(new, targets)
         return numbers
 
     def number_mixed(self, kids: list[Any], targets: dict[type, NodeType]) -> list[int]:
-        """Numbers for a column whose types lie in several families (container items)."""
-        numbers = []
-        for kid in kids:
-            (number,), new = self.number([kid], self.table(type(kid)))
-            numbers.append(number)
+        """Numbers for a column whose types lie in several families (container items): each
+        family's part numbered as one column, the numbers put back in the column's order."""
+        families: dict[int, tuple[dict[int, int], list[_Chunk]]] = {}
+        for cls, part in _split(kids, range(len(kids))).items():
+            table = self.table(cls)
+            families.setdefault(id(table), (table, []))[1].append(part)
+        numbers = [0] * len(kids)
+        for table, parts in families.values():
+            objs, positions = parts[0] if len(parts) == 1 else _join(parts)
+            found, new = self.number(objs, table)
+            deque(map(numbers.__setitem__, positions, found), maxlen=0)
             if new is not None:
-                self.pending.setdefault(targets[type(kid)], []).append(new)
+                self.queue(new, targets)
         return numbers
+
+    def queue(self, new: _Chunk, targets: dict[type, NodeType]) -> None:
+        """Queue new nodes of several types under their types."""
+        for cls, chunk in _split(*new).items():
+            self.pending.setdefault(targets[cls], []).append(chunk)
 
     def target(self, cls: type) -> NodeType:
         """The node type of ``cls`` (SerializationError if it has none)."""
@@ -346,6 +362,19 @@ def serialize_value(
 
 
 def _serialize(obj: Any, registry: TypeRegistry, backend: Backend) -> bytes:
+    payload = rows_payload(obj, registry, backend)  # small values: a record at a time
+    return payload if payload is not None else columns_payload(obj, registry, backend)
+
+
+def columns_payload(obj: Any, registry: TypeRegistry, backend: Backend = DEFAULT_BACKEND) -> bytes:
+    """``obj`` as a payload written a column at a time: any value (the writer of large ones,
+    and of everything the row writer leaves to it).
+
+    Example:
+        >>> from dtorch.serialization.catalog import DEFAULT_REGISTRY
+        >>> columns_payload([1, 2], DEFAULT_REGISTRY) == serialize_value([1, 2])
+        True
+    """
     discovery = _Discovery(registry)
     discovery.run(obj)
     small = discovery.count < _ONE_BYTE

@@ -80,3 +80,16 @@ def test_many_nested_containers_use_the_layered_order() -> None:
     assert restored == value
     assert restored[0][3] is restored[1][1]["k"] is restored[2][3]
     assert restored[0][0] is restored[1][0][-1]
+
+
+@pytest.mark.timeout(60)
+def test_list_of_small_lists_over_shared_meshes() -> None:
+    meshes = [init_device_mesh("cpu", (2,)) for _ in range(30)]
+    value = [[meshes[k % 30], Shard(k % 3), Replicate(), k, [k]] for k in range(600)]
+    value.append([value[5], value[5][4]])  # lists of three heights in one payload
+    restored = deserialize(serialize(value))
+    assert restored == value
+    assert restored[0][0] is restored[30][0] and restored[0][0] is not restored[1][0]
+    assert restored[-1][0] is restored[5] and restored[-1][1] is restored[5][4]
+    counts = node_counts(serialize(value))
+    assert counts["ir.DeviceMesh"] == 30 and counts["py.list"] == 1 + 601 + 600
