@@ -24,6 +24,8 @@ keeps working for code written against plain PyTorch::
     │   └── UnsupportedVersionError           a format version newer than this dtorch knows
     ├── CommError (RuntimeError)              a collective or tensor exchange failed
     │   ├── CommTimeoutError (TimeoutError)   a peer never came within the timeout
+    │   ├── PeerDiedError                     a peer process died while this one waited for
+    │   │                                     it; names the peer (rank, pid) and the wait
     │   └── PromiseStateError                 a promise set twice or used on the wrong side
     ├── KernelError (RuntimeError)            a kernel failed on a device; names op and span
     ├── TransportError (RuntimeError)         a controller/worker socket failed or was misused
@@ -121,6 +123,18 @@ class CommError(DTorchError, RuntimeError):
 
 class CommTimeoutError(CommError, TimeoutError):
     """A blocking communication call waited longer than DTORCH_COMM_TIMEOUT_SECOND."""
+
+
+class PeerDiedError(CommError):
+    """A peer process died while this one waited for it: a member of a file store, the setter
+    of a FILE promise, a rank of a collective. Raised as soon as the death is seen (within
+    about a second), not at the comm timeout. The message names the dead peer (rank, pid) and
+    what was awaited; ``peers`` holds ``(rank, pid)`` of each dead peer, the rank as the failed
+    call numbers its peers (store participant, group rank), None for a promise's setter."""
+
+    def __init__(self, message: str, peers: tuple[tuple[int | None, int], ...] = ()) -> None:
+        super().__init__(message)
+        self.peers = peers
 
 
 class PromiseStateError(CommError):

@@ -18,7 +18,9 @@ A caller that holds every rank opens no store and computes at once. Each caller 
 published tensor once for all its ranks, so with a memory store a collective costs the output
 copies and nothing else; with a file store the producer's one copy into shared memory is added.
 A mismatch found in a peer's tensor is raised only after the handshake is complete, so the
-other callers are never left waiting.
+other callers are never left waiting. A caller that times out, or sees another caller's process
+die (the file store's ``PeerDiedError``, within about a second), breaks the group: its rounds
+can no longer line up with the others'.
 
 Example (one caller holding every rank: no store, no waiting):
     >>> import torch
@@ -40,7 +42,7 @@ from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors
 from dtorch.comm.group.buffers import EmptyFn, torch_empty
 from dtorch.comm.group.reduce_op import ReduceOp
 from dtorch.comm.store import TensorStore
-from dtorch.errors import CommError, CommTimeoutError
+from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.ir.sharding import chunk_sizes
 
 T = TypeVar("T")
@@ -54,6 +56,9 @@ StoreOpener = Callable[[int, int], TensorStore]
 
 #: ``check(rank, tensor)`` raises CommError when a peer's tensor does not fit the collective.
 PeerCheck = Callable[[int, torch.Tensor], None]
+
+#: The store failures that break the group (a timeout, a dead caller).
+_BREAKING = (CommTimeoutError, PeerDiedError)
 
 
 def split_all_reduce_pays(callers: tuple[tuple[int, ...], ...]) -> bool:
@@ -141,8 +146,8 @@ class SameDeviceBackend(GroupBackend):
     def _read(self, store: TensorStore, collective: str, key: str, rank: int) -> torch.Tensor:
         try:
             return store.dest_get(key)
-        except CommTimeoutError as error:
-            raise self._timeout(collective, self._caller_of(rank), error) from None
+        except _BREAKING as error:
+            raise self._broken_by(collective, self._caller_of(rank), error) from None
 
     def _release(
         self, store: TensorStore, collective: str, read: list[str], published: list[str]
@@ -153,24 +158,39 @@ class SameDeviceBackend(GroupBackend):
             for key in published:
                 store.src_wait_until_get_finished(key)
             store.reset()
-        except CommTimeoutError as error:
-            raise self._timeout(collective, (), error) from None
+        except _BREAKING as error:
+            raise self._broken_by(collective, (), error) from None
 
     def _caller_of(self, rank: int) -> tuple[int, ...]:
         return next(c for c in self._callers if rank in c)
 
+    def _broken_by(
+        self, collective: str, missing: tuple[int, ...], error: CommTimeoutError | PeerDiedError
+    ) -> CommError:
+        """The group-level error; the group's rounds can no longer line up, so it breaks."""
+        self.close()
+        if isinstance(error, PeerDiedError):
+            self._broken = f"{collective} failed: a caller died"
+            return self._died(collective, error)
+        self._broken = f"{collective} timed out"
+        return self._timeout(collective, missing, error)
+
     def _timeout(
         self, collective: str, missing: tuple[int, ...], error: CommTimeoutError
     ) -> CommTimeoutError:
-        """The group-level error; the group's rounds can no longer line up, so it breaks."""
         who = (
             f"ranks {list(missing)} (one caller) never came"
             if missing
             else f"a peer stalled; store participants are callers {self._caller_table()}"
         )
-        self._broken = f"{collective} timed out"
-        self.close()
         return CommTimeoutError(f"{collective} on {self._info} timed out: {who} ({error})")
+
+    def _died(self, collective: str, error: PeerDiedError) -> PeerDiedError:
+        """The store names dead participants, which are callers: name their group ranks."""
+        dead = [(self._callers[i], pid) for i, pid in error.peers if i is not None]
+        who = ", ".join(f"the caller of ranks {list(ranks)} (pid {pid})" for ranks, pid in dead)
+        peers = tuple((rank, pid) for ranks, pid in dead for rank in ranks)
+        return PeerDiedError(f"{collective} on {self._info} failed: {who} died ({error})", peers)
 
     def _caller_table(self) -> str:
         table = {i: list(c) for i, c in enumerate(self._callers)}
@@ -317,8 +337,8 @@ class SameDeviceBackend(GroupBackend):
             return
         try:
             store.barrier()
-        except CommTimeoutError as error:
-            raise self._timeout("barrier", (), error) from None
+        except _BREAKING as error:
+            raise self._broken_by("barrier", (), error) from None
 
     def close(self) -> None:
         store, self._store = self._store, None

@@ -11,7 +11,11 @@ Waiting: every collective is started asynchronously and first waited on for a sh
 rank still waiting after the probe writes an arrival mark ``seq -> rank`` to the FileStore, so
 when the collective finally times out (the process group's timeout is
 ``GlobalOption.get_comm_timeout_second()``) the ranks without a mark are the ones that never
-came. Fast collectives never touch the store.
+came. Fast collectives never touch the store. The rest of the wait is cut into half-second
+slices, and between two of them the rank looks at its peers' processes (``torch_peers``: Gloo
+itself tells only the ranks that exchange with a dead peer): a dead peer fails the collective
+with a ``PeerDiedError`` naming its rank and pid, as does a Gloo failure seen while a peer is
+dead.
 
 Example (one process, world size 1):
     >>> import os, tempfile, torch
@@ -26,6 +30,8 @@ Example (one process, world size 1):
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -43,12 +49,22 @@ from dtorch.comm.group.chunks import (
     with_dim,
 )
 from dtorch.comm.group.reduce_op import ReduceOp, finish_average
-from dtorch.errors import CommError, CommTimeoutError
+from dtorch.comm.group.torch_peers import DeadRank, RankPeers, hello_key, hello_text
+from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.ir.sharding import chunk_sizes
 from dtorch.options import GlobalOption
 
 #: How long a collective runs before its rank records its arrival in the store.
 _PROBE_SECONDS = 0.05
+
+#: The slices of a longer wait, between which the peers' processes are looked at.
+_RECHECK_SECONDS = 0.5
+
+#: How long a rank keeps waiting past the process group's own timeout before it gives up.
+_GRACE_SECONDS = 5.0
+
+#: How long a Gloo failure waits to see a peer's death (its exit may show a moment later).
+_DEATH_SHOWS_SECONDS = 0.3
 
 #: Avg is reduced as a sum and divided locally (not every backend implements AVG).
 _DIST_OPS: dict[ReduceOp, Any] = {
@@ -98,9 +114,11 @@ class TorchDistBackend(GroupBackend):
         self._rank = info.ranks[0]
         self._timeout = timedelta(seconds=GlobalOption.get_comm_timeout_second())
         self._seq = 0
+        self._path = rendezvous_path
         self._store: Any = dist.FileStore(rendezvous_path, info.world_size)
         self._store.set_timeout(self._timeout)
         self._await_peers()
+        self._peers = RankPeers.read(self._store, self._rank, info.world_size)
         make = _PROCESS_GROUPS[info.device_kind]
         try:
             self._pg: Any = make(
@@ -110,9 +128,10 @@ class TorchDistBackend(GroupBackend):
             raise CommError(f"{info}: creating the process group failed: {error}") from error
 
     def _await_peers(self) -> None:
-        # Named hellos first: a rank that never creates the group is reported by rank.
-        self._store.set(f"hello/{self._rank}", "1")
-        keys = [f"hello/{r}" for r in range(self._info.world_size)]
+        # Named hellos first: a rank that never creates the group is reported by rank; each
+        # hello says which process the rank is, for the others to watch.
+        self._store.set(hello_key(self._rank), hello_text())
+        keys = [hello_key(r) for r in range(self._info.world_size)]
         try:
             self._store.wait(keys, self._timeout)
         except RuntimeError:
@@ -128,26 +147,48 @@ class TorchDistBackend(GroupBackend):
         seq, self._seq = self._seq, self._seq + 1
         try:
             work = start()
-            if not self._probe(work):
+            if not self._probe(work, _PROBE_SECONDS):
                 self._store.set(_arrival_key(seq, self._rank), "1")
-                work.wait()
+                self._await(collective, work)
+        except CommError:
+            raise
         except (RuntimeError, ValueError) as error:
             raise self._failure(collective, seq, error) from error
 
+    def _await(self, collective: str, work: Any) -> None:
+        """Wait for ``work`` in slices, looking at the peers' processes between them."""
+        deadline = time.monotonic() + self._timeout.total_seconds() + _GRACE_SECONDS
+        while not self._probe(work, _RECHECK_SECONDS):
+            dead = self._peers.dead()
+            if dead:
+                raise self._died(collective, dead, "seen while this rank waited in the collective")
+            if time.monotonic() > deadline:  # Gloo's own timeout should have come first
+                raise RuntimeError("timed out: the collective outlasted the group's timeout")
+
     @staticmethod
-    def _probe(work: Any) -> bool:
-        """True when ``work`` finished within the probe; re-raises a real failure."""
+    def _probe(work: Any, seconds: float) -> bool:
+        """True when ``work`` finished within ``seconds``; re-raises a real failure."""
         try:
-            work.wait(timedelta(seconds=_PROBE_SECONDS))
+            work.wait(timedelta(seconds=seconds))
         except RuntimeError:
             if work.is_completed():
                 raise
             return False
         return True
 
+    def _died(self, collective: str, dead: list[DeadRank], detail: str) -> PeerDiedError:
+        who = ", ".join(f"rank {rank} (pid {pid})" for rank, pid in dead)
+        return PeerDiedError(
+            f"{collective} on {self._info} failed: {who} died ({detail})", tuple(dead)
+        )
+
     def _failure(self, collective: str, seq: int, error: Exception) -> CommError:
         text = str(error)
-        if "timed out" not in text.lower():
+        timed_out = "timed out" in text.lower()
+        dead = self._peers.dead_within(0.0 if timed_out else _DEATH_SHOWS_SECONDS)
+        if dead:
+            return self._died(collective, dead, text)
+        if not timed_out:
             return CommError(f"{collective} on {self._info} failed: {text}")
         missing = [
             r
@@ -260,5 +301,8 @@ class TorchDistBackend(GroupBackend):
         pg, self._pg = getattr(self, "_pg", None), None
         if pg is not None and hasattr(pg, "shutdown"):
             pg.shutdown()
+        store, self._store = self._store, None
+        if store is not None:
+            with contextlib.suppress(RuntimeError):  # cleanup only: never fail a close for it
+                self._peers.leave(store, self._path)
         # Dropping the last FileStore reference lets the last rank remove the file.
-        self._store = None

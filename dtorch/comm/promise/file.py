@@ -1,12 +1,12 @@
 """ShmCell: a promise whose value is set in another process (spec 002 section 4.4).
 
 The creating process makes a named segment ``/dev/shm/dtorch-<instance>-promise-<token>``: a
-4 KiB header (state, void flag, the waiter's wake address, the outcome's metadata) followed, once
-set, by the tensor bytes. The ``PromiseHandle`` (FILE, segment name) travels as data; the other
-process attaches by name and **unlinks the name at once** (one promise has one setter), so
-after that moment a SIGKILL on either side leaves nothing behind. Before it, the creator's
-cell removes the name when it is garbage collected, and ``CommNamespace.reclaim`` covers a
-creator that was killed.
+4 KiB header (state, void flag, the waiter's wake address, the setter's process, the outcome's
+metadata) followed, once set, by the tensor bytes. The ``PromiseHandle`` (FILE, segment name)
+travels as data; the other process attaches by name and **unlinks the name at once** (one
+promise has one setter), so after that moment a SIGKILL on either side leaves nothing behind.
+Before it, the creator's cell removes the name when it is garbage collected, and
+``CommNamespace.reclaim`` covers a creator that was killed.
 
 Setting grows the segment, copies the tensor after the header, writes the metadata and flips
 the state, all under ``flock``; then it sends one byte to the waiter's wake socket (registered
@@ -15,6 +15,11 @@ bytes and returns a tensor over them without copying. Errors cross as a class na
 fixed table plus the message (``error_table``). Callbacks and ``await`` are served by one
 watcher thread per cell, started on first use, that sleeps in ``select`` on the wake socket
 and hands completion to the event loop with ``call_soon_threadsafe``: the loop never blocks.
+
+The setter writes its ``ProcessIdentity`` (pid, start time) into the header when it attaches.
+A waiter (``wait``, the watcher thread) looks at that process when it starts waiting and every
+half second after: once it is gone without having set the promise, the future fails with a
+``PeerDiedError`` naming the setter's pid, not at the timeout.
 
 Example:
     >>> import torch
@@ -44,6 +49,7 @@ import ormsgpack
 import torch
 
 from dtorch.comm.namespace import SHM_PREFIX, CommNamespace
+from dtorch.comm.process_identity import ProcessIdentity
 from dtorch.comm.promise.base import PromiseStateError
 from dtorch.comm.promise.error_table import decode_error, encode_error
 from dtorch.comm.promise.memory import MemoryCell, run_callback
@@ -55,19 +61,24 @@ from dtorch.comm.shm import (
     tensor_view,
     unlink_named,
 )
-from dtorch.errors import CommError
+from dtorch.errors import CommError, PeerDiedError
 from dtorch.ir.dtypes import dtype_code, dtype_from_code
 from dtorch.options import GlobalOption
 
-_MAGIC = b"DTPROM01"
+_MAGIC = b"DTPROM02"
 _PENDING, _READY = 0, 1
 _VOID_FLAG = 1
-# magic, state, flags, waiter address length, waiter address, metadata length
-_HEADER = struct.Struct("<8sIII108sI")
+# magic, state, flags, waiter address length, waiter address, metadata length,
+# setter pid and start ticks (0, 0 until a process attached)
+_HEADER = struct.Struct("<8sIII108sIIQ")
+_SETTER = slice(6, 8)
 _META_AT = 256
 _DATA_AT = 4096
 _NAME = re.compile(rf"{SHM_PREFIX}[A-Za-z0-9_]{{1,40}}-promise-[0-9a-f]{{20}}")
 _VALUE, _ERROR, _DONE = 0, 1, 2  # the first field of the metadata
+
+#: Longest sleep of a waiter between two looks at the setter's process.
+_RECHECK_S = 0.5
 
 
 class ShmCell:
@@ -95,7 +106,7 @@ class ShmCell:
         fd = open_named(name, create=True, size=_DATA_AT)
         cell = cls(name, fd, owner=True)
         flags = _VOID_FLAG if void else 0
-        _HEADER.pack_into(cell._header, 0, _MAGIC, _PENDING, flags, 0, b"", 0)
+        _HEADER.pack_into(cell._header, 0, _MAGIC, _PENDING, flags, 0, b"", 0, 0, 0)
         return cell
 
     @classmethod
@@ -112,16 +123,24 @@ class ShmCell:
             ) from None
         cell = cls(name, fd, owner=False)
         cell._check_attach(void)
+        cell._record_setter(ProcessIdentity.of_self())  # before the name goes: none unwatched
         unlink_named(name)  # one setter per promise: nobody needs the name any more
         return cell
 
     def _check_attach(self, void: bool) -> None:
-        magic, _, flags, _, _, _ = _HEADER.unpack_from(self._header, 0)
+        magic, _, flags, *_ = _HEADER.unpack_from(self._header, 0)
         if magic != _MAGIC:
             raise CommError(f"{self.name!r} is not a dtorch promise segment")
         if bool(flags & _VOID_FLAG) != void:
             wanted, other = ("void", "tensor") if void else ("tensor", "void")
             raise CommError(f"{self.name!r} is a {other} promise, not a {wanted} promise")
+
+    def _record_setter(self, setter: ProcessIdentity) -> None:
+        """Write the setting process into the header, for waiters to watch."""
+        with self._guard, self._lock.held(self._deadline(), f"promise {self.name!r}"):
+            fields = list(_HEADER.unpack_from(self._header, 0))
+            fields[_SETTER] = [setter.pid, setter.start_ticks]
+            _HEADER.pack_into(self._header, 0, *fields)
 
     def _deadline(self) -> float:
         return time.monotonic() + GlobalOption.get_comm_timeout_second()
@@ -132,7 +151,9 @@ class ShmCell:
             if fields[1] != _PENDING:
                 raise PromiseStateError(f"promise {self.name!r} was already set")
             meta = self._write_outcome(value, error)
-            _HEADER.pack_into(self._header, 0, _MAGIC, _READY, *fields[2:5], len(meta))
+            _HEADER.pack_into(
+                self._header, 0, _MAGIC, _READY, *fields[2:5], len(meta), *fields[_SETTER]
+            )
             waiter = fields[4][: fields[3]]
         if waiter:
             _send_wake(waiter)
@@ -167,12 +188,31 @@ class ShmCell:
             return True
         wake = self._register()
         deadline = time.monotonic() + max(0.0, timeout_s)
-        while not self.is_ready():
+        while not self._settled_or_orphaned():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            wake.wait(remaining)  # never drained: the one wake byte means "set" to everyone
+            wake.wait(min(remaining, _RECHECK_S))  # never drained: the byte means "set" to all
         return True
+
+    def _settled_or_orphaned(self) -> bool:
+        """True once set, or once its setter died without setting it (a PeerDiedError then)."""
+        if self.is_ready():
+            return True
+        pid, start_ticks = _HEADER.unpack_from(self._header, 0)[_SETTER]
+        if pid == 0 or ProcessIdentity(pid, start_ticks).alive():
+            return False
+        with self._guard, self._lock.held(self._deadline(), f"promise {self.name!r}"):
+            if self._outcome is None and _HEADER.unpack_from(self._header, 0)[1] != _READY:
+                self._outcome = None, self._orphaned(pid)
+        return True
+
+    def _orphaned(self, pid: int) -> PeerDiedError:
+        return PeerDiedError(
+            f"promise {self.name!r}: its setter, process {pid}, died before it set a value "
+            "or an error (the future was waiting for it)",
+            ((None, pid),),
+        )
 
     def _register(self) -> WakeSocket:
         """This process's wake socket, its address written into the header (once)."""
@@ -256,13 +296,13 @@ def _watch(ref: weakref.ref[ShmCell], wake: WakeSocket) -> None:
     closed, which ends this thread) at once."""
     while True:
         try:
-            wake.wait(1.0)
+            wake.wait(_RECHECK_S)
         except (OSError, ValueError):  # the cell was collected and its socket closed
             return
         cell = ref()
         if cell is None:
             return
-        if cell.is_ready():
+        if cell._settled_or_orphaned():
             _settle_local(cell._local)
             return
         del cell

@@ -12,7 +12,8 @@ The producer must not change ``tensor`` before step 2 returns; a consumer must n
 the producer's memory without copying where they can). A key is set once per round;
 ``reset()`` (barrier, clear, barrier) starts the next round. Every blocking call gives up after
 ``GlobalOption.get_comm_timeout_second()`` with a ``CommTimeoutError`` that names the store, the
-key and the peers that never came.
+key and the peers that never came; where the backend can see its peers' processes (file), a
+call waiting on a store with a dead participant fails sooner, with a ``PeerDiedError``.
 
 Example:
     >>> import threading, torch
@@ -41,7 +42,7 @@ from typing import Protocol, TypeVar
 
 import torch
 
-from dtorch.errors import CommError, CommTimeoutError
+from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.options import GlobalOption
 
 
@@ -168,6 +169,19 @@ def timeout_error(store: TensorStore, call: str, seconds: float, detail: str) ->
         f"{call} timed out after {seconds:g}s on store {store.store_key!r} "
         f"(rank {store.rank} of {store.world_size}): {detail} "
         "(DTORCH_COMM_TIMEOUT_SECOND sets the limit)"
+    )
+
+
+def peer_died_error(
+    store: TensorStore, call: str, dead: list[tuple[int, int]], detail: str
+) -> PeerDiedError:
+    """The PeerDiedError of one blocking call: the store, the call, the dead ``(rank, pid)``
+    participants and what the call was waiting for."""
+    who = ", ".join(f"rank {rank} (pid {pid})" for rank, pid in dead)
+    return PeerDiedError(
+        f"{call} failed on store {store.store_key!r} (rank {store.rank} of {store.world_size}): "
+        f"participant {who} died; still missing: {detail}",
+        tuple(dead),
     )
 
 

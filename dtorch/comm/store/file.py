@@ -21,6 +21,13 @@ How the pieces fit, and why:
   completes (every participant has it open), tensor segments never have a name, and wake
   sockets have no file. A killed participant therefore leaves nothing in ``/dev/shm``; if it
   dies before the store was fully opened, the last survivor to give up unlinks the name.
+* **Dead peers**: each member records its ``ProcessIdentity`` (pid and start time) when it
+  joins. A waiter looks at the members' processes in every half-second re-check (and once
+  more before it times out); one that is gone, its pid free or reused, fails the wait with a
+  ``PeerDiedError`` that names it and what was awaited: a dead participant cannot set, finish
+  or arrive any more, so nobody waits out the timeout for it. Joining a store with a dead
+  member fails at once, unless the dead member held the joiner's own rank (a restarted
+  process takes its rank back).
 
 Example:
     >>> import torch
@@ -35,14 +42,15 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
+import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
 from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.process_identity import ProcessIdentity
 from dtorch.comm.shm import PeerMaps, Segment, SegmentPool, WakeSocket, tensor_view
 from dtorch.comm.store.base import (
     Deadline,
@@ -55,16 +63,21 @@ from dtorch.comm.store.base import (
     finish_detail,
     finish_open,
     missing_ranks,
+    peer_died_error,
     timeout_error,
 )
-from dtorch.comm.store.file_control import Control, ControlState, SlotRecord, pid_alive
+from dtorch.comm.store.file_control import Control, ControlState, SlotRecord
 from dtorch.errors import CommError
 from dtorch.ir.dtypes import dtype_code, dtype_from_code
 
 T = TypeVar("T")
 
-#: Longest sleep between two looks at the state, should a wake-up ever go missing.
+#: Longest sleep between two looks at the state, should a wake-up ever go missing, and
+#: between two looks at the members' processes while a wait lasts.
 _RECHECK_S = 0.5
+
+#: A dead member, as the errors name it: (rank, pid).
+DeadMember = tuple[int, int]
 
 
 class FileTensorStore(TensorStore):
@@ -114,17 +127,33 @@ class FileTensorStore(TensorStore):
         return finish_open(store, lambda: store._join(deadline))
 
     def _join(self, deadline: Deadline) -> None:
+        me = ProcessIdentity.of_self()
         with self._txn(deadline) as state:
-            _forget_dead_members(state)
-            member = state.members[self.rank]
-            if member is not None:
-                raise CommError(
-                    f"file store {self.store_key!r}: rank {self.rank} is already open "
-                    f"(by process {member[0]})"
-                )
-            state.members[self.rank] = [os.getpid(), self._wake.address]
+            self._take_rank(state)
+            state.members[self.rank] = [me.pid, self._wake.address, me.start_ticks]
             state.dirty = True
-        self._joined = True
+            dead = _dead_members(state, self.rank)
+        self._joined = True  # so that close() leaves, and the last one out unlinks the name
+        if dead:
+            raise peer_died_error(
+                self,
+                "opening the store",
+                dead,
+                "a complete opening (the dead participant had opened the store, so the "
+                "opening can never complete)",
+            )
+
+    def _take_rank(self, state: ControlState) -> None:
+        """Refuse a rank held by a live member; forget a dead one that held it (restarted)."""
+        member = state.members[self.rank]
+        if member is None:
+            return
+        if _identity(member).alive():
+            raise CommError(
+                f"file store {self.store_key!r}: rank {self.rank} is already open "
+                f"(by process {member[0]})"
+            )
+        state.arrived = [r for r in state.arrived if r != self.rank]
 
     @contextlib.contextmanager
     def _txn(self, deadline: Deadline) -> Iterator[ControlState]:
@@ -144,16 +173,27 @@ class FileTensorStore(TensorStore):
         ready: Callable[[ControlState], T | None],
         missing: Callable[[ControlState], str],
     ) -> T:
-        """Wait (asleep) until ``ready(state)`` is not None; its result, read under the lock."""
+        """Wait (asleep) until ``ready(state)`` is not None; its result, read under the lock.
+
+        Every ``_RECHECK_S`` (and at the deadline) the members' processes are looked at too."""
+        look_at_peers = time.monotonic() + _RECHECK_S
         while True:
+            expired = deadline.expired()
+            look = expired or time.monotonic() >= look_at_peers
             with self._txn(deadline) as state:
                 result = ready(state)
-                detail = _register(state, self.rank, result is None, deadline, missing)
+                dead = _dead_members(state, self.rank) if result is None and look else []
+                give_up = result is None and (expired or bool(dead))
+                detail = _register(state, self.rank, result is None, give_up, missing)
             if result is not None:
                 return result
             if detail is not None:
+                if dead:
+                    raise peer_died_error(self, call, dead, detail)
                 raise timeout_error(self, call, deadline.seconds, detail)
-            self._wake.wait(min(deadline.remaining(), _RECHECK_S))
+            if look:
+                look_at_peers = time.monotonic() + _RECHECK_S
+            self._wake.wait(min(deadline.remaining(), look_at_peers - time.monotonic()))
             self._wake.drain()
 
     def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:
@@ -191,7 +231,7 @@ class FileTensorStore(TensorStore):
             return None if slot is None else self._view(slot)  # mapped under the lock
 
         def missing(state: ControlState) -> str:
-            return f"no participant called src_set({key!r}){_dead_note(state)}"
+            return f"no participant called src_set({key!r})"
 
         return self._wait_until("dest_get", deadline, ready, missing)
 
@@ -216,7 +256,7 @@ class FileTensorStore(TensorStore):
             return True if all_finished(slot) else None
 
         def missing(state: ControlState) -> str:
-            return finish_detail(key, state.slots[key]) + _dead_note(state)
+            return finish_detail(key, state.slots[key])
 
         self._wait_until("src_wait_until_get_finished", deadline, ready, missing)
         segment = self._in_use.pop(key, None)
@@ -241,7 +281,7 @@ class FileTensorStore(TensorStore):
         def missing(state: ControlState) -> str:
             absent = missing_ranks(self.world_size, state.arrived)
             state.arrived.remove(self.rank)
-            return f"ranks {absent} never arrived{_dead_note(state)}"
+            return f"ranks {absent} never arrived"
 
         self._wait_until("barrier", deadline, ready, missing)
 
@@ -285,7 +325,7 @@ class FileTensorStore(TensorStore):
             if state.generation > 0:
                 return
             state.arrived = [r for r in state.arrived if r != self.rank]
-            alive = [m for m in state.members if m is not None and pid_alive(m[0])]
+            alive = [m for m in state.members if m is not None and _identity(m).alive()]
             if not alive and self._control is not None:  # the opening failed for good
                 self._control.unlink()
 
@@ -300,17 +340,17 @@ def _register(
     state: ControlState,
     rank: int,
     waiting: bool,
-    deadline: Deadline,
+    give_up: bool,
     missing: Callable[[ControlState], str],
 ) -> str | None:
-    """Keep ``rank`` in the waiters while it waits; the timeout detail once time is up."""
+    """Keep ``rank`` in the waiters while it waits; what it waited for once it gives up."""
     registered = rank in state.waiters
     if not waiting:
         if registered:
             state.waiters.remove(rank)
             state.dirty = True
         return None
-    if deadline.expired():
+    if give_up:
         if registered:
             state.waiters.remove(rank)
         state.dirty = True
@@ -321,19 +361,15 @@ def _register(
     return None
 
 
-def _forget_dead_members(state: ControlState) -> None:
-    """Drop members whose process died before the store was opened (and their arrivals)."""
-    for rank, member in enumerate(state.members):
-        if member is not None and not pid_alive(member[0]):
-            state.members[rank] = None
-            state.arrived = [r for r in state.arrived if r != rank]
-            state.dirty = True
+def _identity(member: list[Any]) -> ProcessIdentity:
+    """The process of a member row ``[pid, wake address, start ticks]``."""
+    return ProcessIdentity(member[0], member[2])
 
 
-def _dead_note(state: ControlState) -> str:
-    dead = [
-        f"rank {rank} (pid {member[0]})"
-        for rank, member in enumerate(state.members)
-        if member is not None and not pid_alive(member[0])
+def _dead_members(state: ControlState, rank: int) -> list[DeadMember]:
+    """The members other than ``rank`` whose process is gone (exited, killed, pid reused)."""
+    return [
+        (other, member[0])
+        for other, member in enumerate(state.members)
+        if other != rank and member is not None and not _identity(member).alive()
     ]
-    return f"; dead: {', '.join(dead)}" if dead else ""

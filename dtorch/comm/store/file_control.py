@@ -73,7 +73,8 @@ class SlotRecord:
 
 @dataclass(slots=True)
 class ControlState:
-    """Members (pid, wake address) by rank, the barrier, the slots, who is waiting."""
+    """Members (pid, wake address, process start ticks) by rank, the barrier, the slots, who
+    is waiting."""
 
     world_size: int
     members: list[list[Any] | None]
@@ -182,13 +183,3 @@ def _await_size(fd: int, name: str, deadline: float) -> None:
             os.close(fd)
             raise CommTimeoutError(f"store segment {name!r} was created but never sized")
         time.sleep(1e-4)
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (a killed child not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return fields[0] not in (b"Z", b"X")

@@ -29,7 +29,7 @@ from dtorch.comm.promise import (
     create_void_promise,
 )
 from dtorch.comm.promise.error_table import MAX_MESSAGE, decode_error
-from dtorch.errors import CommError, DTorchError, FutureTimeoutError, KernelError
+from dtorch.errors import CommError, DTorchError, FutureTimeoutError, KernelError, PeerDiedError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import PromiseHandle
@@ -222,16 +222,21 @@ def test_memory_promise_cannot_cross(process_pool):
 def test_killed_creator_and_killed_setter_leave_nothing(namespace):
     """A creator killed before anyone attached leaves its segment: the parent reclaims it by
     namespace. A setter killed after attaching leaves nothing (the name went at attach), and
-    the future times out instead of hanging."""
+    the future fails at once naming the dead setter instead of hanging (or timing out)."""
     creator = start_process(create_and_sleep, namespace.instance_id)
     promise, future = _file_promise(namespace)
     setter = start_process(attach_and_sleep, serialize(promise.handle))
     deadline = time.monotonic() + 30
-    while len(namespace.leftovers()) != 1:  # the child created one, the setter took ours
+
+    def creators_only() -> bool:  # the child created one, the setter took ours (both of it)
+        names = [path.name for path in namespace.leftovers()]
+        return len(names) == 1 and names[0] != promise.handle.name
+
+    while not creators_only():
         assert time.monotonic() < deadline
         time.sleep(0.02)
     kill_process(creator)
     kill_process(setter)
     assert len(namespace.reclaim()) == 1
-    with pytest.raises(FutureTimeoutError):
+    with pytest.raises(PeerDiedError, match=rf"its setter, process {setter.pid}, died"):
         future.get(timeout_s=0.2)

@@ -13,7 +13,7 @@ import torch
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import StoreKind, TensorStore, open_store
-from dtorch.errors import CommTimeoutError
+from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
 from tests.comm.seeded_tensors import make_tensor
@@ -164,3 +164,30 @@ def hold_open(kind: str, ns_id: str, key: str, world: int, rank: int, nbytes: in
     with open_for(kind, ns_id, key, world, rank) as store:
         store.src_set("big", torch.ones(nbytes // 4), get_count=1)
         time.sleep(600)
+
+
+def open_and_sleep(kind: str, ns_id: str, key: str, world: int, rank: int) -> None:
+    """Open, then sleep until killed (a participant that dies while the others wait on it)."""
+    with open_for(kind, ns_id, key, world, rank):
+        time.sleep(600)
+
+
+def take_and_sleep(kind: str, ns_id: str, key: str, world: int, rank: int) -> None:
+    """Open, read "k" and sleep until killed without finishing it (a dead consumer)."""
+    with open_for(kind, ns_id, key, world, rank) as store:
+        store.dest_get("k")
+        time.sleep(600)
+
+
+def barrier_until_error(kind: str, ns_id: str, key: str, world: int, rank: int) -> tuple:
+    """Open, then wait in a barrier (comm timeout 60 s) that a dead member never reaches:
+    the error's class name, message and peers, and the seconds the barrier took."""
+    with open_for(kind, ns_id, key, world, rank) as store:
+        start = time.monotonic()
+        try:
+            with GlobalOption.override(comm_timeout_second=60):
+                store.barrier()
+        except CommError as error:
+            peers = getattr(error, "peers", ())
+            return type(error).__name__, str(error), peers, time.monotonic() - start
+        return "no error", "", (), time.monotonic() - start

@@ -19,7 +19,7 @@ from store_scenarios import (
 )
 
 from dtorch.comm.namespace import CommNamespace
-from dtorch.errors import CommTimeoutError
+from dtorch.errors import PeerDiedError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
 from tests.process_pool import Job, kill_process, start_process
@@ -101,23 +101,29 @@ def _wait_for(predicate, timeout_s: float = 30.0) -> None:
 @pytest.mark.timeout(120)
 def test_sigkill_leaves_nothing_in_dev_shm(namespace):
     """One child is killed while it waits for the others to open the store; another after it
-    set a 64 MiB tensor that this process reads. The survivors time out naming the dead rank,
-    and nothing of the namespace is left in /dev/shm."""
+    set a 64 MiB tensor that this process reads. The survivors fail at once (the comm timeout
+    is 60 s) with a PeerDiedError naming the dead rank, and nothing of the namespace is left in
+    /dev/shm."""
     ns = namespace.instance_id
     opening = start_process(open_for, "file", ns, "opening", 2, 1)
     holding = start_process(hold_open, "file", ns, "holding", 2, 1, 64 << 20)
     _wait_for(lambda: len(namespace.leftovers()) == 2)  # both control segments exist
     kill_process(opening)
-    short = GlobalOption.override(comm_timeout_second=0.5)
-    with short, pytest.raises(CommTimeoutError, match=r"ranks \[1\] never arrived"):
+    long = GlobalOption.override(comm_timeout_second=60)
+    start = time.monotonic()
+    with long, pytest.raises(PeerDiedError, match=rf"rank 1 \(pid {opening.pid}\) died"):
         open_for("file", ns, "opening", 2, 0)
+    assert time.monotonic() - start < 5.0
     with open_for("file", ns, "holding", 2, 0) as store:
         assert namespace.leftovers() == []  # the name went once both had opened it
         got = store.dest_get("big")
         kill_process(holding)
         assert bool((got == 1).all()) and got.numel() == 16 << 20  # the mapping outlives it
         store.dest_finish_get("big")
-        short = GlobalOption.override(comm_timeout_second=0.5)
-        with short, pytest.raises(CommTimeoutError, match=r"dead: rank 1 \(pid"):
+        long = GlobalOption.override(comm_timeout_second=60)
+        start = time.monotonic()
+        pattern = rf"rank 1 \(pid {holding.pid}\) died; still missing: ranks \[1\] never arrived"
+        with long, pytest.raises(PeerDiedError, match=pattern):
             store.barrier()
+        assert time.monotonic() - start < 5.0
     assert namespace.leftovers() == []

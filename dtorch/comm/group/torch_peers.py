@@ -1,0 +1,95 @@
+"""The ranks of a torch.distributed group as processes: who they are, which died, and the
+rendezvous file's cleanup on behalf of a rank that was killed.
+
+Each rank publishes its ``ProcessIdentity`` (pid, start time) and ``machine_key`` with its
+hello in the group's FileStore (``hello/<rank>``: ``pid:start@machine``); a rank judges only
+the peers of its own machine (and pid namespace), whose pids it can look up.
+
+Why the backend looks at them: Gloo tells a rank that a peer died ("Connection closed by peer",
+within milliseconds) only when the rank exchanges with that peer in the running collective.
+Measured (world 4, rank 3 SIGKILLed while the others wait in an all-reduce): ranks 0 and 2 fail
+within ~30 ms, rank 1 keeps waiting for a live rank that failed already, until that rank closes
+its group or the comm timeout. So a rank whose collective outlasts the first probe looks at its
+peers' processes every half second.
+
+Cleanup: torch's FileStore removes its file in the destructor of its last instance, by a
+reference count kept in the file itself; a killed rank never drops its count, so the file would
+stay behind. So the ranks count themselves out as they close: each rank, and each dead rank that
+nobody counted yet, is added once to ``gone``; that add is a rank's last use of the store, and
+the rank that brings ``gone`` to ``world_size`` removes the file, since nobody will touch it
+again (a destructor that runs later finds no file and does nothing).
+
+Example (world size 1: no peers to watch):
+    >>> import os, tempfile
+    >>> import torch.distributed as dist
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     store = dist.FileStore(os.path.join(tmp, "rdv"), 1)
+    ...     store.set("hello/0", hello_text())
+    ...     peers = RankPeers.read(store, 0, 1)
+    ...     print(peers.dead())
+    []
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dtorch.comm.process_identity import ProcessIdentity, machine_key
+
+#: A dead rank, as the errors name it: (rank, pid).
+DeadRank = tuple[int, int]
+
+
+def hello_key(rank: int) -> str:
+    """The FileStore key where ``rank`` says hello (and who it is)."""
+    return f"hello/{rank}"
+
+
+def hello_text() -> str:
+    """This process's hello: ``pid:start@machine``."""
+    return f"{ProcessIdentity.of_self().to_text()}@{machine_key()}"
+
+
+@dataclass(frozen=True, slots=True)
+class RankPeers:
+    """The processes of the other ranks of one group that share this rank's machine."""
+
+    rank: int
+    world_size: int
+    processes: tuple[tuple[int, ProcessIdentity], ...]
+
+    @classmethod
+    def read(cls, store: Any, rank: int, world_size: int) -> RankPeers:
+        """The peers from their hellos in ``store`` (every rank has said hello by now)."""
+        here = machine_key()
+        found = []
+        for other in range(world_size):
+            identity, _, machine = store.get(hello_key(other)).decode().partition("@")
+            if other != rank and machine == here:
+                found.append((other, ProcessIdentity.from_text(identity)))
+        return cls(rank, world_size, tuple(found))
+
+    def dead(self) -> list[DeadRank]:
+        """The peers whose process is gone (exited, killed, or its pid reused)."""
+        return [(rank, p.pid) for rank, p in self.processes if not p.alive()]
+
+    def dead_within(self, seconds: float) -> list[DeadRank]:
+        """``dead()``, looked at for up to ``seconds`` until one is found (a failure that Gloo
+        reports may come a moment before the peer's exit is visible)."""
+        deadline = time.monotonic() + seconds
+        while not (found := self.dead()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return found
+
+    def leave(self, store: Any, path: str) -> None:
+        """Count this rank and the dead ranks nobody counted yet as gone (the last use of
+        ``store`` by this rank); the rank that completes the count removes the file."""
+        claims = [self.rank, *(rank for rank, _ in self.dead())]
+        counted = sum(1 for rank in claims if store.add(f"gone/{rank}", 1) == 1)
+        if store.add("gone", counted) >= self.world_size:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
