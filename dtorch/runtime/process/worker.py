@@ -37,6 +37,8 @@ from dtorch.comm.group import BackendKind, CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.shm import Locator, map_peer, release_buffer
 from dtorch.errors import DTorchError, WorkerError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import Operand
 from dtorch.ir.report import WorkerFailureReport
 from dtorch.options import GlobalOption, Options
 from dtorch.runtime.handlers import StreamServices
@@ -89,6 +91,7 @@ class Worker:
         services = StreamServices(self.groups, self.board, self.sink, validate=False)
         self.host = DeviceHost(self.layout, services, f"dtorch-w{args.index}", inline=True)
         self._pusher = pusher
+        self.meshes = MeshTable()
         self.session = 0
 
     def run(self) -> int:
@@ -142,7 +145,9 @@ class Worker:
 
     def execute(self, message: Message) -> bool:
         progress, payload = message.parts
-        self.host.execute(decode_batch(payload), unpack_u64(progress))
+        batch = decode_batch(payload)
+        self.meshes.adopt(batch.operands)
+        self.host.execute(batch, unpack_u64(progress))
         return True
 
     def release(self, message: Message) -> bool:
@@ -159,6 +164,33 @@ class Worker:
 
     def stop(self, message: Message) -> bool:
         return False
+
+
+class MeshTable:
+    """One object per distinct mesh across batches. Each decoded batch brings new mesh
+    objects, equal to earlier ones; an operator whose inputs came in earlier batches would then
+    see its operands on "different" meshes and miss the host's route cache (keyed by the mesh
+    object, since hashing a mesh costs a Python call per operator). Operands of a batch are
+    the worker's own fresh objects: their mesh is swapped for the first equal one seen."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._meshes: dict[DeviceMesh, DeviceMesh] = {}
+        self._limit = limit
+
+    def adopt(self, operands: tuple[Operand, ...]) -> None:
+        seen: dict[int, DeviceMesh] = {}  # the batch's mesh objects (few: the codec shares)
+        for operand in operands:
+            mesh = operand.mesh
+            canonical = seen.get(id(mesh))
+            if canonical is None:
+                canonical = seen[id(mesh)] = self._canonical(mesh)
+            if canonical is not mesh:
+                operand.mesh = canonical  # type: ignore[misc]  # a fresh decoded record
+
+    def _canonical(self, mesh: DeviceMesh) -> DeviceMesh:
+        if len(self._meshes) >= self._limit:  # meshes made in a loop
+            self._meshes.clear()
+        return self._meshes.setdefault(mesh, mesh)
 
 
 _HANDLERS: dict[bytes, Callable[[Worker, Message], bool]] = {
