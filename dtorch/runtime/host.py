@@ -119,6 +119,10 @@ class DeviceHost:
                 items[index].append(KernelContext(op, ins, outs, devices, groups))
         self._finish_batch(batch.no_hold, progress, items)
 
+    def skip(self, no_hold: tuple[int, ...], progress: int = 0) -> None:
+        """A batch with nothing for these streams: only its frees and its progress report."""
+        self._finish_batch(no_hold, progress, [[] for _ in self.streams])
+
     def _finish_batch(
         self, no_hold: tuple[int, ...], progress: int, items: list[list[object]]
     ) -> None:

@@ -8,8 +8,9 @@ kind                    parts
 ======================  =======================================================================
 ``OPEN``                a session starts: the session id (u64) and the controller's options
                         (the codec's encoding of a dict of ``Options`` fields)
-``EXECUTE``             the sequence number to report progress for (u64, 0: none), then the
-                        batch (``encode_batch``: encoded once for every worker)
+``EXECUTE``             the sequence number to report progress for (u64, 0: none), the bitmap
+                        of the workers that must decode the batch, its no-hold ids (int64s),
+                        then the batch (``encode_batch``: encoded once for every worker)
 ``RELEASE``             the controller copied a shared value out: worker (u32), token (u64)
 ``RESET``               the session ends: the session id (u64); each worker finishes its queued
                         work, drops every shard and answers ``RESET_DONE``

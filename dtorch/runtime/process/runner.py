@@ -1,7 +1,8 @@
 """ProcessRunner: the Runner of process mode - a graph's lease on a pool of worker processes.
 
 ``execute`` encodes each batch once (``encode_batch``) and publishes it once for every
-worker, with the sequence number of the progress report the flow window wants (0: none).
+worker, with the sequence number of the progress report the flow window wants (0: none), the
+bitmap of the workers it concerns and its no-hold ids (``dtorch.runtime.process.addressing``).
 ``reports`` reads the pool's PULL socket: report records (shared values copied out and
 their segments handed back at once), progress kept for the window, the workers'
 ``RESET_DONE`` answers when the graph closes, and ``END`` last. The executor's report thread
@@ -30,6 +31,7 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
 from dtorch.ir.report import ProgressReport, Report, WorkerFailureReport
 from dtorch.options import GlobalOption
+from dtorch.runtime.process.addressing import BatchAddresser, pack_ids
 from dtorch.runtime.process.pool import WorkerPool
 from dtorch.runtime.process.protocol import (
     END,
@@ -64,6 +66,7 @@ class ProcessRunner:
         self._puller = state.puller
         self._own_pusher = state.own_pusher
         self._window = FlowWindow(pool.workers)
+        self._addresser = BatchAddresser(pool.workers)
         self._reader = ReportReader(self._release)
         self._resets = 0
         self._reset_done = threading.Event()
@@ -106,7 +109,10 @@ class ProcessRunner:
         if self._failure is not None:
             raise self._failure
         progress = self._window.admit(len(batch.operators))
-        self._publisher.send(EXECUTE, [pack_u64(progress), encode_batch(batch)])
+        carried, parties = self._addresser.address(batch)
+        payload = encode_batch(carried) if carried.operators or carried.operands else b""
+        frees = pack_ids(batch.no_hold)
+        self._publisher.send(EXECUTE, [pack_u64(progress), parties, frees, payload])
 
     def _release(self, worker: int, token: int) -> None:
         self._publisher.send(RELEASE, [pack_release(worker, token)])

@@ -38,11 +38,12 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.shm import Locator, map_peer, release_buffer
 from dtorch.errors import DTorchError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.operator import Operand
+from dtorch.ir.operator import ExecuteBatch, Operand
 from dtorch.ir.report import WorkerFailureReport
 from dtorch.options import GlobalOption, Options
 from dtorch.runtime.handlers import StreamServices
 from dtorch.runtime.host import DeviceHost, PartyLayout
+from dtorch.runtime.process.addressing import concerns, unpack_ids
 from dtorch.runtime.process.board import SharedFailureBoard
 from dtorch.runtime.process.protocol import (
     EXECUTE,
@@ -144,9 +145,14 @@ class Worker:
         return True
 
     def execute(self, message: Message) -> bool:
-        progress, payload = message.parts
+        progress, parties, frees, payload = message.parts
+        no_hold = unpack_ids(frees)
+        if not concerns(parties, self.args.index):  # nothing to run: free, report progress
+            self.host.skip(no_hold, unpack_u64(progress))
+            return True
         batch = decode_batch(payload)
         self.meshes.adopt(batch.operands)
+        batch = ExecuteBatch(batch.operators, batch.operands, no_hold)
         self.host.execute(batch, unpack_u64(progress))
         return True
 

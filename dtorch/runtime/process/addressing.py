@@ -1,0 +1,104 @@
+"""Addressing batches: which workers a batch concerns, so the others need not decode it.
+
+Every worker receives every batch (one send for all: PUB-SUB), but a worker whose devices no
+operator of a batch touches has nothing to run, and decoding costs as much as a small kernel.
+So the controller sends, beside the encoded batch, a bitmap of the parties that must decode
+it and the batch's no-hold ids as raw integers (every worker frees what it holds of them,
+decoded or not). To let a worker run a batch after skipping the earlier ones, every batch
+carries the metadata of all the operands its operators read: those made by earlier batches
+(the external inputs) as well as its own outputs.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import DeviceMesh
+    >>> from dtorch.ir.operator import ExecuteBatch, Operand, Operator
+    >>> from dtorch.ir.params import ContiguousParam
+    >>> from dtorch.ir.span import Span
+    >>> a = Operand(1, (2,), torch.float32, DeviceMesh("cpu", [1]), ())
+    >>> b = Operand(2, (2,), torch.float32, DeviceMesh("cpu", [1]), ())
+    >>> addresser = BatchAddresser(workers=3)
+    >>> _, parties = addresser.address(ExecuteBatch((), (a,)))
+    >>> op = Operator(3, "contiguous_3", ContiguousParam(), (1,), (2,), Span.unknown())
+    >>> batch, parties = addresser.address(ExecuteBatch((op,), (b,), (1,)))
+    >>> [o.id for o in batch.operands], batch.no_hold, concerns(parties, 1), concerns(parties, 0)
+    ([2, 1], (), True, False)
+    >>> unpack_ids(pack_ids((5, 7)))
+    (5, 7)
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from dtorch.errors import WorkerError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import ExecuteBatch, Operand
+from dtorch.runtime.handlers import EVERY_STREAM_KINDS
+
+#: Meshes whose party masks are kept by object id (each entry keeps its mesh alive).
+MESH_MASKS_LIMIT = 1024
+
+
+def pack_ids(ids: tuple[int, ...]) -> bytes:
+    """Operand ids as little-endian int64s."""
+    return array("q", ids).tobytes()
+
+
+def unpack_ids(part: bytes | memoryview) -> tuple[int, ...]:
+    if len(part) % 8:
+        raise WorkerError(f"an id list is a multiple of 8 bytes, got {len(part)}")
+    ids = array("q")
+    ids.frombytes(part)
+    return tuple(ids)
+
+
+def concerns(parties: bytes | memoryview, party: int) -> bool:
+    """Whether the bitmap ``parties`` names ``party``."""
+    byte = party >> 3
+    return byte < len(parties) and bool(parties[byte] & (1 << (party & 7)))
+
+
+class BatchAddresser:
+    """The controller's side: the live operands' metadata and the meshes' party masks."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._every = (1 << workers) - 1
+        self._width = (workers + 7) // 8
+        self._live: dict[int, Operand] = {}
+        self._masks: dict[int, tuple[int, DeviceMesh]] = {}
+
+    def address(self, batch: ExecuteBatch) -> tuple[ExecuteBatch, bytes]:
+        """The batch to encode (its outputs and external inputs, no frees) and the bitmap of
+        the parties that must decode it."""
+        live = self._live
+        for operand in batch.operands:
+            live[operand.id] = operand
+        made = {operand.id for operand in batch.operands}
+        external: dict[int, Operand] = {}
+        mask = 0
+        for op in batch.operators:
+            if op.param.kind in EVERY_STREAM_KINDS:
+                mask = self._every
+            for operand_id in op.inputs:
+                operand = live[operand_id]
+                mask |= self._mask(operand.mesh)
+                if operand_id not in made:
+                    external[operand_id] = operand
+            for operand_id in op.outputs:
+                mask |= self._mask(live[operand_id].mesh)
+        for operand_id in batch.no_hold:
+            live.pop(operand_id, None)
+        carried = ExecuteBatch(batch.operators, batch.operands + tuple(external.values()))
+        return carried, mask.to_bytes(self._width, "little")
+
+    def _mask(self, mesh: DeviceMesh) -> int:
+        entry = self._masks.get(id(mesh))
+        if entry is None:
+            if len(self._masks) >= MESH_MASKS_LIMIT:  # meshes made in a loop
+                self._masks.clear()
+            mask = 0
+            for device in mesh.device_ids:
+                mask |= 1 << (device % self._workers)
+            entry = self._masks[id(mesh)] = (mask, mesh)
+        return entry[0]
