@@ -96,3 +96,22 @@ def test_large_values_come_through_reused_shared_memory(worker_pools: PoolKeeper
         assert [len(os.listdir(f"/proc/{pid}/fd")) for pid in pool.pids] == fds
     finally:
         graph.close()
+
+
+def test_a_worker_that_skipped_a_batch_can_read_its_outputs_later(
+    worker_pools: PoolKeeper,
+) -> None:
+    """A tensor made on worker 0's device alone (workers 1 and 2 skip that batch), fetched
+    and then moved to devices of the other workers in later batches: they learn its metadata
+    from the batch that reads it."""
+    pool = worker_pools.pool()
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    try:
+        x = dtorch.arange(6.0, device_mesh=dtorch.DeviceMesh("cpu", [0]), graph=graph)
+        assert x.tolist() == list(range(6))  # its batch has run; nobody else decoded it
+        target = dtorch.init_device_mesh("cpu", 3)
+        moved = x.redistribute(target, [Shard(0)])
+        assert (moved * 2).tolist() == [2.0 * i for i in range(6)]
+        graph.sync()
+    finally:
+        graph.close()

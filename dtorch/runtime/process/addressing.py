@@ -71,6 +71,9 @@ class BatchAddresser:
     def address(self, batch: ExecuteBatch) -> tuple[ExecuteBatch, bytes]:
         """The batch to encode (its outputs and external inputs, no frees) and the bitmap of
         the parties that must decode it."""
+        if self._workers == 1:  # the one worker sees every batch: nothing to address
+            carried = ExecuteBatch(batch.operators, batch.operands)
+            return carried, b"\x01" if batch.operators else b"\x00"
         live = self._live
         for operand in batch.operands:
             live[operand.id] = operand
