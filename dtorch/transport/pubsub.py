@@ -42,6 +42,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from dtorch.errors import TransportTimeoutError
 from dtorch.transport.sockets import (
+    Channel,
     Endpoint,
     check_parts,
     send_message,
@@ -56,7 +57,7 @@ _SUBSCRIBE = 1  # first byte of an XPUB subscription message (0 is an unsubscrip
 _WAIT_SLICE_S = 0.02  # wait_subscribers holds the socket lock this long at most per poll
 
 
-class Publisher:
+class Publisher(Channel):
     """The controller's end of the broadcast: binds ``address`` (see the module docstring).
 
     ``send`` is thread-safe (several controller threads publish; ids follow the order in which
@@ -70,29 +71,14 @@ class Publisher:
     __slots__ = ("_endpoint", "_next_id", "_subscriptions")
 
     def __init__(self, address: str, *, context: zmq.Context[Any] | None = None) -> None:
-        endpoint = Endpoint.create(zmq.XPUB, address, context, _PUBLISHER_OPTIONS)
-        try:
-            endpoint.bind()
-        except BaseException:
-            endpoint.close(0)
-            raise
-        self._endpoint = endpoint
+        self._endpoint = Endpoint.opened(
+            zmq.XPUB, address, context, _PUBLISHER_OPTIONS, Endpoint.bind
+        )
         self._next_id = 0
         self._subscriptions = 0
 
     def __repr__(self) -> str:
         return f"Publisher({self.address!r}, next_id={self._next_id})"
-
-    def __enter__(self) -> Publisher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def address(self) -> str:
-        """The address this publisher is bound to."""
-        return self._endpoint.address
 
     @property
     def next_id(self) -> int:
@@ -184,7 +170,7 @@ def _connect_when_connected(endpoint: Endpoint, seconds: float) -> None:
         )
 
 
-class Subscriber:
+class Subscriber(Channel):
     """A worker's end of the broadcast: connects to ``address``, receives every message.
 
     The constructor returns once the connection is made (the CONNECTED event), or raises
@@ -204,28 +190,18 @@ class Subscriber:
         context: zmq.Context[Any] | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        endpoint = Endpoint.create(zmq.SUB, address, context, _SUBSCRIBER_OPTIONS)
-        try:
-            _connect_when_connected(endpoint, wait_seconds(timeout_s))
-        except BaseException:
-            endpoint.close(0)
-            raise
-        self._endpoint = endpoint
+        seconds = wait_seconds(timeout_s)
+        self._endpoint = Endpoint.opened(
+            zmq.SUB,
+            address,
+            context,
+            _SUBSCRIBER_OPTIONS,
+            lambda endpoint: _connect_when_connected(endpoint, seconds),
+        )
         self._reader = MessageReader(address)
 
     def __repr__(self) -> str:
         return f"Subscriber({self.address!r}, expected_id={self._reader.expected})"
-
-    def __enter__(self) -> Subscriber:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def address(self) -> str:
-        """The publisher's address."""
-        return self._endpoint.address
 
     def poll(self, timeout_s: float) -> Message | None:
         """The next message, or None if none arrives within ``timeout_s`` seconds.

@@ -32,6 +32,7 @@ import zmq
 
 from dtorch.errors import TransportTimeoutError
 from dtorch.transport.sockets import (
+    Channel,
     Endpoint,
     check_parts,
     send_message,
@@ -44,7 +45,7 @@ _PULLER_OPTIONS: dict[int, int | bytes] = {zmq.RCVHWM: 0, zmq.LINGER: 0}
 _MAX_LINGER_S = 5.0  # a pusher's close waits at most this long for queued reports
 
 
-class Puller:
+class Puller(Channel):
     """The controller's end of the reports: binds ``address`` and receives Envelopes.
 
     ``poll``/``recv`` raise TransportError for a malformed message (fewer than 2 frames, a
@@ -56,27 +57,10 @@ class Puller:
     __slots__ = ("_endpoint",)
 
     def __init__(self, address: str, *, context: zmq.Context[Any] | None = None) -> None:
-        endpoint = Endpoint.create(zmq.PULL, address, context, _PULLER_OPTIONS)
-        try:
-            endpoint.bind()
-        except BaseException:
-            endpoint.close(0)
-            raise
-        self._endpoint = endpoint
+        self._endpoint = Endpoint.opened(zmq.PULL, address, context, _PULLER_OPTIONS, Endpoint.bind)
 
     def __repr__(self) -> str:
         return f"Puller({self.address!r})"
-
-    def __enter__(self) -> Puller:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def address(self) -> str:
-        """The address this puller is bound to."""
-        return self._endpoint.address
 
     def poll(self, timeout_s: float) -> Envelope | None:
         """The next report, or None if none arrives within ``timeout_s`` seconds.
@@ -108,7 +92,7 @@ class Puller:
         self._endpoint.close(0)
 
 
-class Pusher:
+class Pusher(Channel):
     """A worker's end of the reports: connects to ``address`` and sends as ``sender``.
 
     ``send`` is thread-safe (several stream threads of a worker report). It raises
@@ -137,27 +121,10 @@ class Pusher:
             zmq.SNDTIMEO: to_ms(self._timeout_s),
             zmq.LINGER: self._linger_ms,
         }
-        endpoint = Endpoint.create(zmq.PUSH, address, context, options)
-        try:
-            endpoint.connect()
-        except BaseException:
-            endpoint.close(0)
-            raise
-        self._endpoint = endpoint
+        self._endpoint = Endpoint.opened(zmq.PUSH, address, context, options, Endpoint.connect)
 
     def __repr__(self) -> str:
         return f"Pusher({self.address!r}, sender={self._sender})"
-
-    def __enter__(self) -> Pusher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def address(self) -> str:
-        """The puller's address."""
-        return self._endpoint.address
 
     @property
     def sender(self) -> int:

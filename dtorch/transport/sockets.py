@@ -32,6 +32,7 @@ from dtorch.options import GlobalOption
 from dtorch.transport.wire import LARGE_FRAME, Part, as_part, check_kind
 
 T = TypeVar("T")
+_C = TypeVar("_C", bound="Channel")
 _SLICE_S = 0.1  # a waiting receive lets go of the socket's lock this often (for close)
 
 
@@ -94,6 +95,25 @@ class Endpoint:
         try:
             for option, value in options.items():
                 socket.setsockopt(option, value)
+        except BaseException:
+            endpoint.close(0)
+            raise
+        return endpoint
+
+    @classmethod
+    def opened(
+        cls,
+        socket_type: int,
+        address: str,
+        context: zmq.Context[Any] | None,
+        options: Mapping[int, int | bytes],
+        attach: Callable[[Endpoint], None],
+    ) -> Endpoint:
+        """``create``, then ``attach(endpoint)`` (bind or connect); closed again if that
+        fails, so a constructor that raises leaves no socket or context behind."""
+        endpoint = cls.create(socket_type, address, context, options)
+        try:
+            attach(endpoint)
         except BaseException:
             endpoint.close(0)
             raise
@@ -166,6 +186,27 @@ class Endpoint:
             self.socket.close(linger_ms)
             if self._owns_context:
                 self.context.term()
+
+
+class Channel:
+    """What the four socket classes share: their endpoint's address, and ``with`` closing."""
+
+    __slots__ = ()
+    _endpoint: Endpoint
+
+    @property
+    def address(self) -> str:
+        """The address this channel is bound or connected to."""
+        return self._endpoint.address
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_parts(kind: bytes, parts: Sequence[Part]) -> None:
