@@ -22,11 +22,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from typing import TYPE_CHECKING
 
-from dtorch.errors import GraphError, WorkerDiedError, WorkerError
+from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
 from dtorch.ir.report import ProgressReport, Report, WorkerFailureReport
@@ -157,7 +158,8 @@ class ProcessRunner:
         try:
             self._reset(timeout)
         finally:
-            self._own_pusher.send(END)  # the report thread's last envelope
+            with contextlib.suppress(TransportError):  # a pool closed above has no pusher
+                self._own_pusher.send(END)  # the report thread's last envelope
             self._pool.give_back()
             if self._owns_pool or self._pool.broken is not None:
                 self._pool.close()
