@@ -21,7 +21,7 @@ import dtorch
 from dtorch import Shard
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.shm import Segment
-from dtorch.errors import GraphError, WorkerDiedError
+from dtorch.errors import GraphError, WorkerDiedError, WorkerError
 from dtorch.ir.report import WorkerFailureReport
 from dtorch.runtime.process import WorkerPool
 from dtorch.runtime.process.board import board_bytes
@@ -228,3 +228,20 @@ def test_interpreter_exit_stops_the_workers() -> None:
     facts = json.loads(done.stdout.splitlines()[-1])
     assert _wait_gone(facts["pids"], within_s=5.0)
     assert not Path(facts["dir"]).exists()
+
+
+def test_closing_a_graph_whose_workers_hang_stops_them_within_bounds() -> None:
+    """Workers that never finish (stopped with SIGSTOP) cannot be reset for another graph: the
+    close gives up after its timeout, kills them, and says so; nothing is left behind."""
+    pool = WorkerPool(2, "cpu")
+    directory = Path(pool.state.directory.path)
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
+    for pid in pool.pids:
+        os.kill(pid, signal.SIGSTOP)
+    started = time.monotonic()
+    with pytest.raises(WorkerError, match=r"did not finish this graph's work within 1\.0 s"):
+        graph.executor.close(timeout=1.0)
+    assert time.monotonic() - started < 15.0
+    assert pool.closed and _wait_gone(pool.pids, within_s=5.0) and not directory.exists()
+    graph.close()  # already closed: nothing more to do
