@@ -15,8 +15,8 @@ Example:
     >>> from dtorch.runtime.reports import ReportQueue
     >>> services = StreamServices(None, LocalFailureBoard(), ReportQueue(), False)
     >>> host = DeviceHost(PartyLayout(parties=4, first=1, count=2), services, "doc")
-    >>> [s.party for s in host.streams], host.layout.owns(5), host.layout.owns(4)
-    ([1, 2], True, False)
+    >>> [s.party for s in host.streams], host.layout.party_of(5), host.layout.party_of(4)
+    ([1, 2], 1, 0)
     >>> host.close(timeout=5.0)
 """
 
@@ -53,9 +53,6 @@ class PartyLayout:
 
     def party_of(self, device: int) -> int:
         return device % self.parties
-
-    def owns(self, device: int) -> bool:
-        return 0 <= device % self.parties - self.first < self.count
 
     def describe(self, party: int) -> str:
         """Which devices ``party`` holds, in words."""

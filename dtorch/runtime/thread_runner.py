@@ -23,32 +23,13 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
-from dtorch.ir.report import ProgressReport, Report
 from dtorch.options import GlobalOption
 from dtorch.runtime.board import LocalFailureBoard
 from dtorch.runtime.handlers import StreamServices
 from dtorch.runtime.host import DeviceHost, PartyLayout
-from dtorch.runtime.reports import END, EndOfReports, ReportQueue, ReportSource
+from dtorch.runtime.reports import END, ReportQueue
 from dtorch.runtime.stream import KernelStream
-from dtorch.runtime.window import FlowWindow
-
-
-class WindowedSource:
-    """A report source that keeps the progress reports for the runner's flow window (the
-    controller never sees them; ``get`` returns None for one, as after a timeout)."""
-
-    __slots__ = ("_source", "_window")
-
-    def __init__(self, source: ReportSource, window: FlowWindow) -> None:
-        self._source = source
-        self._window = window
-
-    def get(self, timeout_s: float) -> Report | EndOfReports | None:
-        report = self._source.get(timeout_s)
-        if type(report) is ProgressReport:
-            self._window.progress(report)
-            return None
-        return report
+from dtorch.runtime.window import FlowWindow, WindowedSource
 
 
 class ThreadRunner:

@@ -14,7 +14,12 @@ Waiting wakes every second to see whether the window failed (a worker died: the 
 raised), so it never outlives the runner.
 
 Example:
-    >>> from dtorch.ir.report import ProgressReport
+    >>> from typing import TYPE_CHECKING
+
+from dtorch.ir.report import ProgressReport, Report
+
+if TYPE_CHECKING:
+    from dtorch.runtime.reports import EndOfReports, ReportSource
     >>> window = FlowWindow(parties=2, limit=100, chunk=10)
     >>> window.admit(4), window.admit(8)       # the second batch crosses 10 operators
     (0, 1)
@@ -27,8 +32,12 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import TYPE_CHECKING
 
-from dtorch.ir.report import ProgressReport
+from dtorch.ir.report import ProgressReport, Report
+
+if TYPE_CHECKING:
+    from dtorch.runtime.reports import EndOfReports, ReportSource
 
 #: Operators handed to the devices but not known to be finished, at most (per runner).
 DEFAULT_LIMIT = 1 << 15
@@ -97,3 +106,21 @@ class FlowWindow:
             if self._error is None:
                 self._error = error
             self._cond.notify_all()
+
+
+class WindowedSource:
+    """A report source that keeps the progress reports for the runner's flow window (the
+    controller never sees them; ``get`` returns None for one, as after a timeout)."""
+
+    __slots__ = ("_source", "_window")
+
+    def __init__(self, source: ReportSource, window: FlowWindow) -> None:
+        self._source = source
+        self._window = window
+
+    def get(self, timeout_s: float) -> Report | EndOfReports | None:
+        report = self._source.get(timeout_s)
+        if type(report) is ProgressReport:
+            self._window.progress(report)
+            return None
+        return report

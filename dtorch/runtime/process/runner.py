@@ -4,9 +4,9 @@
 worker, with the sequence number of the progress report the flow window wants (0: none), the
 bitmap of the workers it concerns and its no-hold ids (``dtorch.runtime.process.addressing``).
 ``reports`` reads the pool's PULL socket: report records (shared values copied out and
-their segments handed back at once), progress kept for the window, the workers'
-``RESET_DONE`` answers when the graph closes, and ``END`` last. The executor's report thread
-is the socket's only reader.
+their segments handed back at once; progress kept for the window by ``WindowedSource``),
+the workers' ``RESET_DONE`` answers when the graph closes, and ``END`` last. The executor's
+report thread is the socket's only reader.
 
 A worker that dies during the lease breaks the runner: the window stops waiting, and a
 ``WorkerFailureReport`` is pushed into the report channel (through the controller's own
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
-from dtorch.ir.report import ProgressReport, Report, WorkerFailureReport
+from dtorch.ir.report import Report, WorkerFailureReport
 from dtorch.options import GlobalOption
 from dtorch.runtime.process.addressing import BatchAddresser, pack_ids
 from dtorch.runtime.process.pool import WorkerPool
@@ -49,7 +49,7 @@ from dtorch.runtime.process.protocol import (
 from dtorch.runtime.process.values import ReportReader
 from dtorch.runtime.reports import END as END_OF_REPORTS
 from dtorch.runtime.reports import EndOfReports
-from dtorch.runtime.window import FlowWindow
+from dtorch.runtime.window import FlowWindow, WindowedSource
 from dtorch.serialization import encode_batch, serialize
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ class ProcessRunner:
         self._session = pool.lease(self._on_death)
         options = serialize(dataclasses.asdict(GlobalOption.current()))
         self._publisher.send(OPEN, [pack_u64(self._session), options])
-        self.reports = self  # the runner is its own report source (see get)
+        self.reports = WindowedSource(self, self._window)  # the runner reads the socket
 
     @classmethod
     def for_option(cls, option: GraphOption) -> ProcessRunner:
@@ -118,18 +118,14 @@ class ProcessRunner:
     def _release(self, worker: int, token: int) -> None:
         self._publisher.send(RELEASE, [pack_release(worker, token)])
 
-    # --- up (the executor's report thread is the only caller) --------------------------------
+    # --- up (through ``reports``: the executor's report thread is the only caller) ------------
     def get(self, timeout_s: float) -> Report | EndOfReports | None:
         envelope = self._puller.poll(timeout_s)
         if envelope is None:
             return None
         kind = envelope.kind
         if kind == REPORT:
-            report = self._reader.decode(envelope.parts[0])
-            if type(report) is ProgressReport:
-                self._window.progress(report)
-                return None
-            return report
+            return self._reader.decode(envelope.parts[0])
         if kind == RESET_DONE:
             if unpack_u64(envelope.parts[0]) == self._session:
                 self._resets += 1
