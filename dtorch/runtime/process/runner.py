@@ -71,7 +71,6 @@ class ProcessRunner:
         self._reader = ReportReader(self._release)
         self._resets = 0
         self._reset_done = threading.Event()
-        self._failure: WorkerDiedError | None = None
         self._closed = False
         self._session = pool.lease(self._on_death)
         options = serialize(dataclasses.asdict(GlobalOption.current()))
@@ -107,8 +106,9 @@ class ProcessRunner:
 
     # --- down -------------------------------------------------------------------------------
     def execute(self, batch: ExecuteBatch) -> None:
-        if self._failure is not None:
-            raise self._failure
+        failure = self._pool.broken  # a worker died during this lease (a broken pool lends none)
+        if failure is not None:
+            raise failure
         progress = self._window.admit(len(batch.operators))
         carried, parties = self._addresser.address(batch)
         payload = encode_batch(carried) if carried.operators or carried.operands else b""
@@ -138,7 +138,6 @@ class ProcessRunner:
 
     def _on_death(self, error: WorkerDiedError, worker: int) -> None:
         """The pool's monitor saw a worker die: fail the window, wake the report thread."""
-        self._failure = error
         self._window.fail(error)
         self._reset_done.set()
         devices = self._pool.layout.describe(worker)
@@ -163,9 +162,9 @@ class ProcessRunner:
 
     def _reset(self, timeout: float) -> None:
         """Every worker finished this graph's work and dropped its shards."""
-        if self._failure is not None:
+        if self._pool.broken is not None:
             return
         self._publisher.send(RESET, [pack_u64(self._session)])
-        if not self._reset_done.wait(timeout) and self._failure is None:
+        if not self._reset_done.wait(timeout) and self._pool.broken is None:
             self._pool.close()  # workers that cannot finish cannot serve the next graph
             raise WorkerError(f"the workers did not finish this graph's work within {timeout} s")
