@@ -168,7 +168,8 @@ def shard_order(placements: Sequence[Placement], tensor_dim: int) -> tuple[int, 
         return tuple(dims)
     if sorted(subs) != list(range(len(dims))):
         raise PlacementError(
-            f"split_order positions {subs} of the mesh dims sharding tensor dim {tensor_dim} must be "
+            f"split_order positions {subs} of the mesh dims sharding tensor dim {tensor_dim} "
+            f"must be "
             f"0..{len(dims) - 1}, each once (or all -1 for mesh-dimension order)"
         )
     return tuple(m for _, m in sorted(zip(subs, dims, strict=True)))
