@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dtorch.errors import MeshError, ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, normalize_placements
+from dtorch.ir.subsplit import check_unmarked
 from dtorch.ir.redistribute.layout import (
     PARTIAL,
     REPLICATE,
@@ -76,6 +77,8 @@ def plan_redistribute(
             raise MeshError(f"plan_redistribute needs DeviceMesh meshes, got {mesh!r}")
     src = normalize_placements(src, src_mesh.ndim, len(shape))
     dst = normalize_placements(dst, dst_mesh.ndim, len(shape))
+    check_unmarked("redistribute", src, "the source layout")  # no plan knows the pieces yet
+    check_unmarked("redistribute", dst, "the target layout")
     return _plan(shape, src_mesh, src, dst_mesh, dst)
 
 
