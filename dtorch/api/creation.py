@@ -35,8 +35,8 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam
 from dtorch.ir.placement import Partial, Placement, Replicate, normalize_placements
-from dtorch.ir.subsplit import check_unmarked
 from dtorch.ir.rules import OutputMeta
+from dtorch.ir.subsplit import check_unmarked
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor

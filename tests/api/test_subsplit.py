@@ -4,6 +4,8 @@ sharded dim does not make it yet (it is refused, as before); see dtorch.ir.subsp
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -20,7 +22,7 @@ MARKED = Shard(0, sub_split_coordinates=(4,))
 def test_the_placement_surface() -> None:
     assert MARKED.has_sub_split_coordinates() and MARKED.get_sub_split_coordinates() == (4,)
     assert not Shard(0).has_sub_split_coordinates() and Shard(0).get_sub_split_coordinates() == ()
-    assert MARKED != Shard(0) and hash(MARKED) == hash(Shard(0, sub_split_coordinates=(4,)))
+    assert Shard(0) != MARKED and hash(MARKED) == hash(Shard(0, sub_split_coordinates=(4,)))
     assert MARKED.plain() == Shard(0) and MARKED.is_shard(0)
     assert "sub_split_coordinates=(4,)" in repr(MARKED)
     assert Shard(-1, sub_split_coordinates=(2,)).normalized(2) == Shard(1, -1, (2,))
@@ -42,7 +44,7 @@ def test_normalize_keeps_the_marks() -> None:
 def _local_pieces(full: torch.Tensor, coords: tuple[int, ...], parts: int) -> list[torch.Tensor]:
     # the oracle: torch.chunk of every segment, a device's pieces concatenated
     bounds = (0, *coords, full.shape[0])
-    segs = [full[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    segs = [full[a:b] for a, b in itertools.pairwise(bounds)]
     out = []
     for i in range(parts):
         mine = [s.chunk(parts)[i] if i < len(s.chunk(parts)) else s[:0] for s in segs]

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dtorch.errors import MeshError, ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, normalize_placements
-from dtorch.ir.subsplit import check_unmarked
 from dtorch.ir.redistribute.layout import (
     PARTIAL,
     REPLICATE,
@@ -47,6 +46,7 @@ from dtorch.ir.redistribute.steps import (
     transfer_step,
 )
 from dtorch.ir.redistribute.transfer import plan_moves, relay_moves
+from dtorch.ir.subsplit import check_unmarked
 
 
 def plan_redistribute(
