@@ -36,6 +36,7 @@ from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam
 from dtorch.ir.placement import Partial, Placement, Replicate, normalize_placements
 from dtorch.ir.rules import OutputMeta
+from dtorch.ir.subsplit import check_unmarked
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -90,6 +91,7 @@ def create(
     if placements is None:
         placements = (Replicate(),) * mesh.ndim
     placed = normalize_placements(placements, mesh.ndim, len(shape))
+    check_unmarked(kind.name.lower(), placed, "a placement")  # only cat will make marks
     if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
         placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)
     param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value)

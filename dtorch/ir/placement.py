@@ -8,9 +8,16 @@
 
 When several mesh dimensions shard the same tensor dimension, the splits nest: by default the
 earlier mesh dimension splits first (outermost), as in PyTorch DTensor. ``Shard(dim,
-sub_split=k)`` is the sub-split coordinate of DTorch's spec: the position (0 = outermost) of
-this mesh dimension among those that shard ``dim``. It records nestings in another order,
-which redistribution produces when it splits an already-sharded local tensor further.
+split_order=k)`` is the position (0 = outermost) of this mesh dimension among those that shard
+``dim``. It records nestings in another order, which redistribution produces when it splits an
+already-sharded local tensor further. (Before, this field was called ``sub_split``; payloads
+that name it so still decode.)
+
+``Shard(dim, sub_split_coordinates=(c1, c2, ...))`` is a different concept, DTorch's: the
+tensor is the concatenation along ``dim`` of segments ``[0, c1)``, ``[c1, c2)``, ...,
+``[ck, size)``, each chunked over this mesh dimension on its own (``torch.chunk`` sizes); a
+device's local tensor is the concatenation of its chunk of every segment. ``cat`` of tensors
+sharded along the cat dim makes it without moving data (see ``dtorch.ir.subsplit``).
 
 Example:
     >>> from dtorch.ir.placement import Shard, Replicate, Partial
@@ -20,12 +27,14 @@ Example:
     (True, 1, True)
     >>> Shard(-1).normalized(3)
     S(2)
+    >>> Shard(0, sub_split_coordinates=(4,)).get_sub_split_coordinates()
+    (4,)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dtorch.errors import PlacementError
 
@@ -54,20 +63,32 @@ class Placement:
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Shard(Placement):
-    """Split along tensor dimension ``dim`` (``torch.chunk`` sizes); see the module doc."""
+    """Split along tensor dimension ``dim`` (``torch.chunk`` sizes); see the module doc.
+
+    ``split_order`` is the nesting position among mesh dims sharding ``dim`` (-1: mesh order);
+    ``sub_split_coordinates`` are the segment boundaries of a concatenation (empty: none).
+
+    Example:
+        >>> Shard(0, sub_split_coordinates=(4,))
+        Shard(dim=0, sub_split_coordinates=(4,))
+        >>> Shard(0, sub_split_coordinates=(4,)).has_sub_split_coordinates()
+        True
+    """
 
     dim: int
-    sub_split: int = -1
+    split_order: int = field(default=-1, metadata={"formerly": ("sub_split",)})
+    sub_split_coordinates: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.dim, bool) or not isinstance(self.dim, int):
             raise PlacementError(f"Shard(dim) needs an int dimension, got {self.dim!r}")
-        if isinstance(self.sub_split, bool) or not isinstance(self.sub_split, int):
-            raise PlacementError(f"Shard sub_split must be an int, got {self.sub_split!r}")
-        if self.sub_split < -1:
+        if isinstance(self.split_order, bool) or not isinstance(self.split_order, int):
+            raise PlacementError(f"Shard split_order must be an int, got {self.split_order!r}")
+        if self.split_order < -1:
             raise PlacementError(
-                f"Shard sub_split must be -1 or a position >= 0, got {self.sub_split}"
+                f"Shard split_order must be -1 or a position >= 0, got {self.split_order}"
             )
+        object.__setattr__(self, "sub_split_coordinates", _coordinates(self.sub_split_coordinates))
 
     def is_shard(self, dim: int | None = None) -> bool:
         return dim is None or dim == self.dim
@@ -75,14 +96,46 @@ class Shard(Placement):
     def get_shard_index(self) -> int:
         return self.dim
 
+    def has_sub_split_coordinates(self) -> bool:
+        """Whether this shard is a concatenation of separately chunked segments."""
+        return bool(self.sub_split_coordinates)
+
+    def get_sub_split_coordinates(self) -> tuple[int, ...]:
+        """The segment boundaries along ``dim`` (ascending; empty for a plain shard)."""
+        return self.sub_split_coordinates
+
+    def plain(self) -> Shard:
+        """This placement without sub-split coordinates (the same nesting order)."""
+        return Shard(self.dim, self.split_order)
+
     def normalized(self, ndim: int) -> Shard:
         """This placement with a negative ``dim`` counted from the end of an ``ndim``-D tensor."""
         if not -ndim <= self.dim < ndim:
             raise PlacementError(f"Shard({self.dim}) is out of range for a {ndim}-D tensor")
-        return self if self.dim >= 0 else Shard(self.dim % ndim, self.sub_split)
+        if self.dim >= 0:
+            return self
+        return Shard(self.dim % ndim, self.split_order, self.sub_split_coordinates)
 
     def __repr__(self) -> str:
-        return f"S({self.dim})" if self.sub_split < 0 else f"S({self.dim})<{self.sub_split}>"
+        if self.sub_split_coordinates:
+            order = f", split_order={self.split_order}" if self.split_order >= 0 else ""
+            coords = self.sub_split_coordinates
+            return f"Shard(dim={self.dim}{order}, sub_split_coordinates={coords})"
+        return f"S({self.dim})" if self.split_order < 0 else f"S({self.dim})<{self.split_order}>"
+
+
+# Coordinates are checked once here so every layout computation can trust them.
+def _coordinates(coords: object) -> tuple[int, ...]:
+    if not isinstance(coords, (tuple, list)) or not all(
+        isinstance(c, int) and not isinstance(c, bool) for c in coords
+    ):
+        raise PlacementError(f"Shard sub_split_coordinates must be a tuple of ints, got {coords!r}")
+    out = tuple(coords)
+    if any(c <= 0 for c in out) or list(out) != sorted(set(out)):
+        raise PlacementError(
+            f"Shard sub_split_coordinates must be strictly increasing positive ints, got {out}"
+        )
+    return out
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -110,12 +163,13 @@ class Partial(Placement):
 def shard_order(placements: Sequence[Placement], tensor_dim: int) -> tuple[int, ...]:
     """Mesh dims that shard ``tensor_dim``, outermost split first."""
     dims = [m for m, p in enumerate(placements) if isinstance(p, Shard) and p.dim == tensor_dim]
-    subs = [placements[m].sub_split for m in dims]  # type: ignore[attr-defined]
+    subs = [placements[m].split_order for m in dims]  # type: ignore[attr-defined]
     if all(s < 0 for s in subs):
         return tuple(dims)
     if sorted(subs) != list(range(len(dims))):
         raise PlacementError(
-            f"sub_split positions {subs} of the mesh dims sharding tensor dim {tensor_dim} must be "
+            f"split_order positions {subs} of the mesh dims sharding tensor dim {tensor_dim} "
+            f"must be "
             f"0..{len(dims) - 1}, each once (or all -1 for mesh-dimension order)"
         )
     return tuple(m for _, m in sorted(zip(subs, dims, strict=True)))
@@ -126,7 +180,7 @@ def normalize_placements(
 ) -> tuple[Placement, ...]:
     """Check ``placements`` against a mesh and a tensor rank; return them in canonical form.
 
-    Negative shard dims are counted from the end; sub-split positions that restate the default
+    Negative shard dims are counted from the end; split_order positions that restate the default
     mesh-dimension order become -1, so equal layouts compare equal.
     """
     placements = tuple(placements)
@@ -142,15 +196,16 @@ def normalize_placements(
                 f"{p!r} is not a placement; accepted: Shard(d), Replicate(), Partial()"
             )
         out.append(p.normalized(tensor_ndim) if isinstance(p, Shard) else p)
-    return _canonical_sub_splits(out)
+    return _canonical_split_orders(out)
 
 
-def _canonical_sub_splits(placements: list[Placement]) -> tuple[Placement, ...]:
+def _canonical_split_orders(placements: list[Placement]) -> tuple[Placement, ...]:
     for tensor_dim in {p.dim for p in placements if isinstance(p, Shard)}:
         order = shard_order(placements, tensor_dim)
         if list(order) == sorted(order):
             for m in order:
-                placements[m] = Shard(tensor_dim)
+                coords = placements[m].get_sub_split_coordinates()  # type: ignore[attr-defined]
+                placements[m] = Shard(tensor_dim, -1, coords)
     return tuple(placements)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dtorch.ir.placement import Placement, Shard, shard_order
+from dtorch.ir.subsplit import check_unmarked, segment_pieces
 
 if TYPE_CHECKING:
     from dtorch.ir.mesh import DeviceMesh
@@ -45,17 +46,30 @@ def local_shape_and_offset(
     placements: Sequence[Placement],
     coordinate: Sequence[int],
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Local shape and global offset of the device at ``coordinate`` of the mesh."""
+    """Local shape and global offset of the device at ``coordinate`` of the mesh.
+
+    A Shard with sub-split coordinates (``dtorch.ir.subsplit``) gives the local length of its
+    pieces, and the offset of its first piece (the pieces are not one contiguous range).
+    """
     local = list(shape)
     offset = [0] * len(shape)
     for tensor_dim in sorted({p.dim for p in placements if isinstance(p, Shard)}):
         for mesh_dim in shard_order(placements, tensor_dim):
-            start, length = chunk_bounds(
-                local[tensor_dim], mesh_shape[mesh_dim], coordinate[mesh_dim]
+            start, length = _bounds(
+                placements[mesh_dim], local[tensor_dim], mesh_shape[mesh_dim], coordinate[mesh_dim]
             )
             offset[tensor_dim] += start
             local[tensor_dim] = length
     return tuple(local), tuple(offset)
+
+
+# A marked shard holds one piece of every segment; a plain one a single chunk.
+def _bounds(placement: Placement, size: int, parts: int, index: int) -> tuple[int, int]:
+    coords = placement.get_sub_split_coordinates()  # type: ignore[attr-defined]
+    if not coords:
+        return chunk_bounds(size, parts, index)
+    pieces = segment_pieces(size, coords, parts, index)
+    return pieces[0][0], sum(n for _, n in pieces)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +96,7 @@ def shard_spec(
     coordinate: Sequence[int],
 ) -> ShardSpec:
     """The ShardSpec of the device at ``coordinate``."""
+    check_unmarked("the layout of a tensor", placements, "a placement")  # not one box
     local, offset = local_shape_and_offset(shape, mesh_shape, placements, coordinate)
     owner = all(c == 0 for c, p in zip(coordinate, placements, strict=True) if p.is_partial())
     return ShardSpec(local, offset, owner)

@@ -101,7 +101,8 @@ def _bind(entry: Any, by_tag: Mapping[str, NodeType]) -> _Bound:
     if tuple(names) == known:  # an unpacker that makes lists
         return _current(node_type)
     position = {name: i for i, name in enumerate(names) if type(name) is str}
-    unknown = [n for n in names if n not in known]
+    position = _renamed(position, node_type)
+    unknown = [n for n in position if n not in known]
     if unknown or len(position) != len(names):
         raise DeserializationError(
             f"{tag} has no fields {show(unknown)} (or names one twice); its fields: {known}"
@@ -113,6 +114,13 @@ def _bind(entry: Any, by_tag: Mapping[str, NodeType]) -> _Bound:
                 f"{tag} data lacks the field {field.name!r}, which has no default"
             )
     return _Bound(node_type, len(names), positions)
+
+
+# A field's former name in older data reads as the field (Field.formerly).
+def _renamed(position: dict[str, int], node_type: NodeType) -> dict[str, int]:
+    old = {o: f.name for f in node_type.fields for o in f.formerly}
+    out = {old.get(name, name): at for name, at in position.items()}
+    return out if len(out) == len(position) else position
 
 
 _ROWS_UP_TO = 32  # larger groups build faster a column at a time (benchmarks/serialization.py)

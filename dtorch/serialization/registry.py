@@ -71,12 +71,17 @@ Build = Callable[[list[list[Any]], int], list[Any]]
 
 @dataclass(frozen=True, slots=True)
 class Field:
-    """One field of a node type: its name, its codec, and its default (or REQUIRED)."""
+    """One field of a node type: its name, its codec, and its default (or REQUIRED).
+
+    ``formerly`` lists names older payloads gave this field (a record field's
+    ``metadata={"formerly": (...)}``); they still decode into it.
+    """
 
     name: str
     codec: FieldCodec
     default: Any = REQUIRED
     default_factory: Callable[[], Any] | None = None
+    formerly: tuple[str, ...] = ()
 
     def missing_column(self, count: int) -> list[Any] | None:
         """The column older data that lacks this field stands for (None: it is required)."""
@@ -187,12 +192,17 @@ def record_type(
 ) -> NodeType:
     """The node type of a frozen dataclass record, from its fields and their annotations."""
     fields = tuple(
-        Field(f.name, codec_for(hints[f.name]), _default(f), _factory(f))
+        Field(f.name, codec_for(hints[f.name]), _default(f), _factory(f), _formerly(f))
         for f in dataclasses.fields(cls)
     )
     names = [f.name for f in fields]
     explode, build = attribute_exploder(names), slotted_builder(cls, names)
     return NodeType(tag, cls, fields, explode, build, make=cls, by_attribute=True)
+
+
+# Renamed record fields keep their old names readable (see Field.formerly).
+def _formerly(f: dataclasses.Field[Any]) -> tuple[str, ...]:
+    return tuple(f.metadata.get("formerly", ()))
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:

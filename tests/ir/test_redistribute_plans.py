@@ -24,8 +24,8 @@ from dtorch.ir.redistribute import (
 R, P = Replicate(), Partial()
 
 
-def S(dim: int, sub_split: int = -1) -> Shard:
-    return Shard(dim, sub_split)
+def S(dim: int, split_order: int = -1) -> Shard:
+    return Shard(dim, split_order)
 
 
 def counts(
@@ -77,7 +77,7 @@ TABLE: list[tuple[DeviceMesh, tuple[Placement, ...], tuple[Placement, ...], dict
     (MESH2, (S(0), R), (P, R), {}),
     (MESH2, (R, P), (S(0), S(1)), {"reduce_scatter": 1}),
     (MESH2, (S(0), S(1)), (S(1), S(1)), {"all_gather": 1, "all_to_all": 1}),
-    # nested shards of one tensor dim: mesh order vs sub_split order
+    # nested shards of one tensor dim: mesh order vs split_order order
     (MESH2, (S(0), S(0)), (S(0, 1), S(0, 0)), {"all_gather": 2}),
     (MESH2, (S(0, 1), S(0, 0)), (S(0), S(0)), {"all_gather": 2}),
     (MESH2, (R, S(0)), (S(0, 1), S(0, 0)), {}),

@@ -19,12 +19,12 @@ def _torch_shard(full: torch.Tensor, mesh_shape, placements, coordinate) -> torc
     dims = {p.dim for p in placements if isinstance(p, Shard)}
     for tensor_dim in sorted(dims):
         mesh_dims = [m for m, p in enumerate(placements) if p == Shard(tensor_dim)]
-        subs = [p.sub_split for p in placements if isinstance(p, Shard) and p.dim == tensor_dim]
+        subs = [p.split_order for p in placements if isinstance(p, Shard) and p.dim == tensor_dim]
         if any(s >= 0 for s in subs):
             mesh_dims = [
                 m
                 for _, m in sorted(
-                    (p.sub_split, m)
+                    (p.split_order, m)
                     for m, p in enumerate(placements)
                     if isinstance(p, Shard) and p.dim == tensor_dim
                 )
@@ -103,10 +103,10 @@ def _coordinates(mesh_shape):  # type: ignore[no-untyped-def]
     return itertools.product(*(range(s) for s in mesh_shape))
 
 
-def test_nested_shards_follow_sub_split_order() -> None:
+def test_nested_shards_follow_split_order() -> None:
     full = torch.arange(10)
     default = (Shard(0), Shard(0))
-    swapped: tuple[Placement, ...] = (Shard(0, sub_split=1), Shard(0, sub_split=0))
+    swapped: tuple[Placement, ...] = (Shard(0, split_order=1), Shard(0, split_order=0))
     for coordinate in _coordinates((2, 3)):
         a = shard_spec((10,), (2, 3), default, coordinate)
         b = shard_spec((10,), (2, 3), swapped, coordinate)
@@ -123,12 +123,12 @@ def test_partial_owner_is_coordinate_zero_on_partial_dims() -> None:
     assert not shard_spec((4,), (2, 2), placements, (1, 0)).partial_owner
 
 
-def test_normalize_rejects_wrong_counts_and_bad_sub_splits() -> None:
+def test_normalize_rejects_wrong_counts_and_bad_split_orders() -> None:
     with pytest.raises(ValueError, match="2-D mesh"):
         normalize_placements((Shard(0),), 2, 1)
     with pytest.raises(ValueError, match="out of range"):
         normalize_placements((Shard(2),), 1, 2)
-    with pytest.raises(ValueError, match="sub_split"):
+    with pytest.raises(ValueError, match="split_order"):
         normalize_placements((Shard(0, 1), Shard(0, 1)), 2, 1)
     assert normalize_placements((Shard(0, 0), Shard(0, 1)), 2, 1) == (Shard(0), Shard(0))
     assert normalize_placements((Shard(-1),), 1, 3) == (Shard(2),)

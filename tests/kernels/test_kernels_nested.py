@@ -1,4 +1,4 @@
-"""Two mesh dims sharding one tensor dim, in mesh order and in the reverse (sub_split) order:
+"""Two mesh dims sharding one tensor dim, in mesh order and in the reverse (split_order) order:
 operators keep the nesting, and the kernels still compute each device's chunk."""
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def test_older_data_without_optional_fields_takes_defaults() -> None:
         [6],
     ]
     shard, last, gelu, mul, mesh, span = deserialize(payload(document))
-    assert shard == Shard(1) and shard.sub_split == -1 and last == Shard(-1)
+    assert shard == Shard(1) and shard.split_order == -1 and last == Shard(-1)
     assert gelu == ActivationParam(ActivationKind.GELU) and gelu.approximate == "none"
     assert mul == BroadcastBinaryParam(BinaryKind.MUL, None, False)
     assert mesh == DeviceMesh.from_ids("cpu", (2,), (4, 5)) and mesh.dim_names is None
@@ -200,3 +200,12 @@ def test_two_tensors_may_not_share_bytes() -> None:
     ]
     with pytest.raises(DeserializationError, match="share"):
         deserialize(payload(document, data=bytes(8)))
+
+
+def test_the_renamed_shard_field_still_decodes_and_coordinates_round_trip() -> None:
+    # Shard's nesting field was called sub_split before it became split_order.
+    document = [[["ir.Shard", ["dim", "sub_split"]]], [[0, 1, [[0], [1]]]], [0]]
+    assert deserialize(payload(document)) == Shard(0, split_order=1)
+    marked = [Shard(0, sub_split_coordinates=(4, 7)), Shard(1, 0, (2,)), Shard(0)]
+    assert deserialize(serialize(marked)) == marked
+    assert deserialize(serialize(marked))[0] != Shard(0)

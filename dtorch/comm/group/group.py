@@ -160,35 +160,35 @@ class ThreadGroup:
         self,
         inputs: Mapping[int, torch.Tensor],
         dim: int,
-        sub_split: Mapping[int, int] | None = None,
+        pieces: Mapping[int, int] | None = None,
     ) -> RankTensors:
         """Each rank keeps its torch.chunk piece of its own (replicated) tensor: no exchange.
 
-        By default rank r keeps piece r of ``world_size`` along ``dim``. ``sub_split`` maps
-        held ranks to the piece each keeps instead (its sub-split coordinate), for a local
+        By default rank r keeps piece r of ``world_size`` along ``dim``. ``pieces`` maps
+        held ranks to the piece each keeps instead (its place in the split order), for a local
         tensor whose ``dim`` is already split by other mesh dims and is split further here.
         """
         tensors = self._checked(inputs, "replicate_to_shard")
         dim = normalize_dim(dim, next(iter(tensors.values())).ndim, "replicate_to_shard")
-        pieces = self._sub_split(sub_split)
+        kept = self._pieces(pieces)
         return {
-            r: chunk_piece(t, dim, self.world_size, pieces[r]).clone(
+            r: chunk_piece(t, dim, self.world_size, kept[r]).clone(
                 memory_format=torch.contiguous_format
             )
             for r, t in tensors.items()
         }
 
-    def _sub_split(self, sub_split: Mapping[int, int] | None) -> dict[int, int]:
-        if sub_split is None:
+    def _pieces(self, pieces: Mapping[int, int] | None) -> dict[int, int]:
+        if pieces is None:
             return {r: r for r in self.ranks}
-        if not isinstance(sub_split, Mapping) or set(sub_split) != set(self.ranks):
+        if not isinstance(pieces, Mapping) or set(pieces) != set(self.ranks):
             raise CommError(
-                f"replicate_to_shard on {self.info}: sub_split must map each held rank "
-                f"{list(self.ranks)} to a piece index, got {sub_split!r}"
+                f"replicate_to_shard on {self.info}: pieces must map each held rank "
+                f"{list(self.ranks)} to a piece index, got {pieces!r}"
             )
-        for rank, piece in sub_split.items():
-            check_rank_arg(self.info, piece, f"sub_split[{rank}]", "replicate_to_shard")
-        return dict(sub_split)
+        for rank, piece in pieces.items():
+            check_rank_arg(self.info, piece, f"pieces[{rank}]", "replicate_to_shard")
+        return dict(pieces)
 
     def broadcast(self, inputs: Mapping[int, torch.Tensor], src: int = 0) -> RankTensors:
         """Every rank gets a copy of rank ``src``'s tensor; the others pass same-shaped tensors."""

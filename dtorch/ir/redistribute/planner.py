@@ -46,6 +46,7 @@ from dtorch.ir.redistribute.steps import (
     transfer_step,
 )
 from dtorch.ir.redistribute.transfer import plan_moves, relay_moves
+from dtorch.ir.subsplit import check_unmarked
 
 
 def plan_redistribute(
@@ -76,6 +77,8 @@ def plan_redistribute(
             raise MeshError(f"plan_redistribute needs DeviceMesh meshes, got {mesh!r}")
     src = normalize_placements(src, src_mesh.ndim, len(shape))
     dst = normalize_placements(dst, dst_mesh.ndim, len(shape))
+    check_unmarked("redistribute", src, "the source layout")  # no plan knows the pieces yet
+    check_unmarked("redistribute", dst, "the target layout")
     return _plan(shape, src_mesh, src, dst_mesh, dst)
 
 

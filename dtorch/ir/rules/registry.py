@@ -37,6 +37,7 @@ from dtorch.ir.rules import (
     views,
 )
 from dtorch.ir.rules.base import Inference, Rule
+from dtorch.ir.subsplit import check_unmarked
 
 #: Every OpKind that has a shape/placement rule.
 RULES: dict[OpKind, Rule] = {
@@ -63,10 +64,15 @@ def infer(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
         for operand in inputs:
             if operand.mesh is not mesh and operand.mesh != mesh:
                 _raise_meshes(name, inputs)
+    for operand in inputs:  # no rule understands sub-split marks yet (dtorch.ir.subsplit)
+        check_unmarked(name, operand.placements)
     rule = RULES.get(param.kind)
     if rule is None:
         raise NoRuleError(f"{name}: operator kind {param.kind.name} has no shape rule")
-    return rule(name, param, inputs)
+    inference = rule(name, param, inputs)
+    for out in inference.outputs:  # created tensors too (from_torch, zeros(placements=...))
+        check_unmarked(name, out.placements, "an output")
+    return inference
 
 
 def _raise_meshes(name: str, inputs: tuple[Operand, ...]) -> None:

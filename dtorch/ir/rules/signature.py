@@ -263,7 +263,7 @@ class _Walk:
     requested: list[list[Placement] | None] = field(default_factory=list)
 
     def mesh_dim(self, m: int) -> tuple[Cls, int, Shard | None]:
-        """Output class, sharded label and a source Shard (for sub_split) on mesh dim ``m``."""
+        """Output class, sharded label and a source Shard (for split_order) on mesh dim ``m``."""
         classes: list[Cls] = []
         label, src = -1, None
         for pls, labels in zip(self.placements, self.in_labels, strict=True):
@@ -296,7 +296,7 @@ class _Walk:
             wanted = self.requested[i]
             if wanted is None:
                 wanted = self.requested[i] = list(pls)
-            wanted[m] = Shard(labels.index(label), src.sub_split)
+            wanted[m] = Shard(labels.index(label), src.split_order)
 
     def effective(self) -> list[tuple[Placement, ...]]:
         """Input placements after the implicit redistributions."""
@@ -310,7 +310,7 @@ class _Walk:
 
 def _output_placement(out_cls: Cls, label: int, src: Shard | None, labels: Labels) -> Placement:
     if out_cls is Cls.SI and src is not None:
-        return Shard(labels.index(label), src.sub_split)
+        return Shard(labels.index(label), src.split_order)
     return Partial() if out_cls is Cls.P else Replicate()
 
 
@@ -319,7 +319,7 @@ def _finish(
 ) -> Expansion:
     """Canonical placements, after checking that nested shards nest the same way."""
     everything = [*walk.effective(), *outs]
-    nested = any(isinstance(p, Shard) and p.sub_split >= 0 for pls in everything for p in pls)
+    nested = any(isinstance(p, Shard) and p.split_order >= 0 for pls in everything for p in pls)
     if nested:
         _check_nesting(everything, [*walk.in_labels, *out_labels])
         mesh_ndim = len(walk.placements[0])

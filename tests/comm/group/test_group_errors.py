@@ -108,16 +108,16 @@ def test_broadcast_source_must_be_a_rank(group3: ThreadGroup) -> None:
         group3.broadcast(_three(torch.ones(2)), src=3)
 
 
-def test_replicate_to_shard_sub_split_picks_the_piece(group3: ThreadGroup) -> None:
+def test_replicate_to_shard_pieces_picks_the_piece(group3: ThreadGroup) -> None:
     full = torch.arange(14).view(7, 2)
-    out = group3.replicate_to_shard(_three(full), dim=0, sub_split={0: 2, 1: 0, 2: 1})
+    out = group3.replicate_to_shard(_three(full), dim=0, pieces={0: 2, 1: 0, 2: 1})
     pieces = torch_chunks(full, 3, 0)
     for rank, piece in {0: 2, 1: 0, 2: 1}.items():
         torch.testing.assert_close(out[rank], pieces[piece])
-    with pytest.raises(CommError, match="sub_split must map each held rank"):
-        group3.replicate_to_shard(_three(full), dim=0, sub_split={0: 1})
-    with pytest.raises(CommError, match=r"sub_split\[1\] 3 is not a rank"):
-        group3.replicate_to_shard(_three(full), dim=0, sub_split={0: 0, 1: 3, 2: 0})
+    with pytest.raises(CommError, match="pieces must map each held rank"):
+        group3.replicate_to_shard(_three(full), dim=0, pieces={0: 1})
+    with pytest.raises(CommError, match=r"pieces\[1\] 3 is not a rank"):
+        group3.replicate_to_shard(_three(full), dim=0, pieces={0: 0, 1: 3, 2: 0})
 
 
 def test_closed_group_refuses_calls(group3: ThreadGroup) -> None:

@@ -14,7 +14,7 @@ import torch
 
 #: A mesh as plain data: (device kind, shape, row-major ids).
 MeshData = tuple[str, tuple[int, ...], tuple[int, ...]]
-#: A placement as plain data: ("R",), ("P",) or ("S", dim, sub_split).
+#: A placement as plain data: ("R",), ("P",) or ("S", dim, split_order).
 PlacementData = tuple[Any, ...]
 
 
@@ -41,7 +41,7 @@ def placement_data(placements: Any) -> tuple[PlacementData, ...]:
     out: list[PlacementData] = []
     for p in placements:
         if p.is_shard():
-            out.append(("S", p.dim, p.sub_split))
+            out.append(("S", p.dim, p.split_order))
         else:
             out.append(("P",) if p.is_partial() else ("R",))
     return tuple(out)
