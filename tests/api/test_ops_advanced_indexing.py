@@ -2,8 +2,9 @@
 index, integer tensors (dtorch, torch) with broadcast index shapes mixed with ints, slices,
 None and ``...``, torch's rule for where the advanced dims go, boolean masks and Python
 bools, for ``t[index]`` and ``t[index] = value``; on 1-D, 2-D and 3-D meshes, even and
-uneven, in thread and process mode. The results of ``t[index]`` live on the input's first
-device (their placements cannot be known at record time); ``t[index] = v`` keeps ``t``'s."""
+uneven, in thread and process mode. One 1-D integer array on a dim that is not sharded keeps
+the sharding; other results of ``t[index]`` live on the input's first device (their
+placements cannot be known at record time); ``t[index] = v`` keeps ``t``'s placements."""
 
 from __future__ import annotations
 
@@ -68,7 +69,30 @@ def test_getitem_advanced_like_torch(mesh_shape: tuple[int, ...], graph: dtorch.
             want = _X[make(lambda i: i)]
             out = t[make(convert)]
             assert torch.equal(out.to_torch(), want), (kind, make(lambda i: i))
-            assert _one_device(out) and out.dtype == want.dtype
+            assert _one_device(out) or out.device_mesh.shape == mesh.shape
+            assert out.dtype == want.dtype
+
+
+_KEPT: list[tuple[Any, int]] = [  # (index, the result dim holding the tensor's dim 0)
+    ((slice(None), [1, 0]), 0),
+    ((slice(None), 2, [3, 3, -4]), 0),
+    ((Ellipsis, [0]), 0),
+    ((None, slice(None), torch.tensor([5, 0, 1])), 1),
+]
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+def test_one_array_on_an_unsharded_dim_keeps_the_sharding(
+    mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """Placements known at record time: slices of the devices' shards joined by cat."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    rest = [R, dtorch.Partial()][: len(mesh_shape) - 1]
+    t = place(_X, mesh, [S0, *rest], graph)
+    for index, dim in _KEPT:
+        out = t[index]
+        assert torch.equal(out.to_torch(), _X[index]), index
+        assert out.device_mesh.shape == mesh.shape and out.placements == [dtorch.Shard(dim), *rest]
 
 
 _ELLIPSES: list[Any] = [

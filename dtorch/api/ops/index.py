@@ -1,7 +1,12 @@
 """Advanced indexing as torch does it: int lists and tuples inside an index, tensor indices
 (integer arrays, broadcast together) and boolean masks, for ``t[index]`` and ``t[index] = v``.
 
-Design (a choice, with its cost): such an index is computed on the client. The index
+Placements known at record time: one 1-D integer array (a list, a torch tensor, or a dtorch
+tensor, fetched) among basic indices, on a dim that is not sharded, stays on the devices: a
+slice per picked index, joined by ``cat``; ``t``'s sharding is kept (the cost: one slice
+operator per pick).
+
+Otherwise (a choice, with its cost) such an index is computed on the client. The index
 tensors, and the indexed tensor, are fetched (a blocking read, like ``nonzero``); torch
 indexes the full tensor, so every rule of torch holds (where the advanced dims go, bool
 masks, broadcasting of index shapes, ``...`` and None among them). The result's shape
@@ -29,6 +34,10 @@ import torch
 
 import dtorch.api.tensor as _tensor
 from dtorch.api.creation import from_torch
+from dtorch.api.record import record
+from dtorch.errors import PlacementError
+from dtorch.ir.params import ConcatParam
+from dtorch.ir.placement import Shard
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -85,12 +94,69 @@ def _torch_call(name: str, fn: Any) -> Any:
 
 
 def advanced_getitem(t: Tensor, index: Any) -> Tensor:
-    """``t[index]`` on the client (see the module), the result on ``t``'s first device."""
+    """``t[index]`` on the client (see the module), the result on ``t``'s first device; one
+    1-D integer array on a dim that is not sharded stays on the devices, sharding kept."""
     where = to_torch_index("getitem", index)
+    kept = _on_devices(t, where)
+    if kept is not None:
+        return kept
     full = t.to_torch()
     result = _torch_call("getitem", lambda: full[where])
     device = t.device_mesh.first_device()
     return from_torch(result, graph=t.graph, device=f"{device.kind}:{device.index}")
+
+
+def _on_devices(t: Tensor, where: Any) -> Tensor | None:
+    """``t[..., [i, j, ...], ...]`` as slices of ``t`` joined by ``cat`` (placements known),
+    or None where the index is not one 1-D integer array or its dim is sharded."""
+    items = list(where) if isinstance(where, tuple) else [where]
+    arrays = [k for k, item in enumerate(items) if _advanced_item(item)]
+    if len(arrays) != 1 or items.count(Ellipsis) > 1:
+        return None
+    picks = _picks(items[arrays[0]])
+    if picks is None:
+        return None
+    items[arrays[0]] = slice(None)
+    try:
+        base = t[tuple(items)]
+    except PlacementError:  # the basic part is refused on these placements: torch does it
+        return None
+    dim = _kept_dim(items, arrays[0], t.ndim)
+    if any(isinstance(p, Shard) and p.dim == dim for p in base.placements):
+        return None
+    return _gather_rows(base, dim, picks)
+
+
+def _picks(item: Any) -> list[int] | None:
+    # a flat list of ints or a 1-D integer tensor; masks, nesting and 0-d tensors go to torch
+    value = torch.as_tensor(item) if isinstance(item, list) else item
+    if not isinstance(value, torch.Tensor) or value.ndim != 1:
+        return None
+    if value.dtype not in _INDEX_DTYPES[:-2] or (isinstance(item, list) and not item):
+        return None
+    return [int(i) for i in value.tolist()]
+
+
+def _kept_dim(items: list[Any], at: int, ndim: int) -> int:
+    # the result dim of items[at]: Nones and slices before it make dims, ints remove theirs
+    before = items[:at]
+    if Ellipsis in before:
+        named = sum(1 for i in items if i is not None and i is not Ellipsis)
+        return sum(1 for i in before if not isinstance(i, int)) - 1 + ndim - named
+    return sum(1 for i in before if not isinstance(i, int))
+
+
+def _gather_rows(base: Tensor, dim: int, picks: list[int]) -> Tensor:
+    """``base`` indexed along ``dim`` by ``picks``: one slice per pick, joined by ``cat``."""
+    size = base.shape[dim]
+    bad = [p for p in picks if not -size <= p < size]
+    if bad:
+        raise IndexError(
+            f"getitem: index {bad[0]} is out of bounds for dimension {dim} with size {size}"
+        )
+    lead = (slice(None),) * dim
+    rows = [base[(*lead, slice(p % size, p % size + 1))] for p in picks]
+    return record("cat", ConcatParam(dim), tuple(rows))[0] if len(rows) > 1 else rows[0]
 
 
 def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
