@@ -127,6 +127,10 @@ def test_basic_indices_keep_the_devices(graph: dtorch.Graph) -> None:
         out = t[index]
         assert torch.equal(out.to_torch(), _X[index])
         assert out.device_mesh.shape == mesh.shape
+    t[:, 1] = torch.arange(4.0)  # a torch value, broadcast over the slot
+    want = _X.clone()
+    want[:, 1] = torch.arange(4.0)
+    assert torch.equal(t.to_torch(), want) and t.placements == [S0, R]
 
 
 @pytest.mark.parametrize("mesh_shape", [(3,), (2, 2), (2, 1, 2)])
