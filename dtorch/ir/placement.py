@@ -15,23 +15,42 @@ which redistribution produces when it splits an already-sharded local tensor fur
 Example:
     >>> from dtorch.ir.placement import Shard, Replicate, Partial
     >>> [Shard(0), Replicate(), Partial()]
-    [S(0), R, P]
+    [Shard(dim=0), Replicate(), Partial(sum)]
     >>> Shard(1).is_shard(), Shard(1).get_shard_index(), Replicate().is_replicate()
     (True, 1, True)
     >>> Shard(-1).normalized(3)
-    S(2)
+    Shard(dim=2)
+    >>> Placement("S1") == Shard(1), Placement("R"), Placement("P")
+    (True, Replicate(), Partial(sum))
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from dtorch.errors import PlacementError
 
+_TEXT = re.compile(
+    r"\s*(?:(R|Replicate\(\))|(P|Partial\((?:sum)?\))|(?:S|Shard\((?:dim=)?)(-?\d+)\)?)\s*"
+)
 
-class Placement:
-    """Base of the three placements; compare with ``==``, print as ``S(0)``, ``R``, ``P``."""
+
+class _FromText(type):
+    """``Placement(text)`` builds the placement the text names (the subclasses build as usual)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Placement:
+            return parse_placement(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Placement(metaclass=_FromText):
+    """Base of the three placements; compare with ``==``, print as ``Shard(dim=0)``,
+    ``Replicate()``, ``Partial(sum)``. ``Placement("S0")``, ``Placement("R")``,
+    ``Placement("P")`` build one from text."""
 
     __slots__ = ()
 
@@ -82,7 +101,9 @@ class Shard(Placement):
         return self if self.dim >= 0 else Shard(self.dim % ndim, self.sub_split)
 
     def __repr__(self) -> str:
-        return f"S({self.dim})" if self.sub_split < 0 else f"S({self.dim})<{self.sub_split}>"
+        if self.sub_split < 0:
+            return f"Shard(dim={self.dim})"
+        return f"Shard(dim={self.dim}, sub_split={self.sub_split})"
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -93,7 +114,7 @@ class Replicate(Placement):
         return True
 
     def __repr__(self) -> str:
-        return "R"
+        return "Replicate()"
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -104,7 +125,27 @@ class Partial(Placement):
         return True
 
     def __repr__(self) -> str:
-        return "P"
+        return "Partial(sum)"
+
+
+def parse_placement(text: object) -> Placement:
+    """The placement ``text`` names: ``"R"``, ``"P"``, ``"S<dim>"`` (or the printed forms
+    ``Replicate()``, ``Partial(sum)``, ``Shard(dim=0)``); a Placement is returned as is.
+
+    Example:
+        >>> parse_placement("S-1"), parse_placement("Shard(dim=2)")
+        (Shard(dim=-1), Shard(dim=2))
+    """
+    if isinstance(text, Placement):
+        return text
+    match = _TEXT.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise PlacementError(
+            f"Placement({text!r}): not a placement; accepted: 'R', 'P', 'S<dim>' such as 'S0' "
+            f"or 'S-1', or Replicate(), Partial(sum), Shard(dim=0)"
+        )
+    replicate, partial, dim = match.groups()
+    return Replicate() if replicate else Partial() if partial else Shard(int(dim))
 
 
 def shard_order(placements: Sequence[Placement], tensor_dim: int) -> tuple[int, ...]:
@@ -122,13 +163,21 @@ def shard_order(placements: Sequence[Placement], tensor_dim: int) -> tuple[int, 
 
 
 def normalize_placements(
-    placements: Sequence[Placement], mesh_ndim: int, tensor_ndim: int
+    placements: Sequence[Placement], mesh_shape: int | Sequence[int], tensor_ndim: int
 ) -> tuple[Placement, ...]:
     """Check ``placements`` against a mesh and a tensor rank; return them in canonical form.
 
-    Negative shard dims are counted from the end; sub-split positions that restate the default
-    mesh-dimension order become -1, so equal layouts compare equal.
+    ``mesh_shape`` is the mesh's shape (an int: only its rank is known). Every placement on a
+    mesh dimension of size 1 becomes ``Replicate()`` (one device holds the whole value);
+    negative shard dims are counted from the end; sub-split positions that restate the
+    default mesh-dimension order become -1, so equal layouts compare equal.
+
+    Example:
+        >>> normalize_placements([Shard(-1), Partial()], (2, 1), 2)
+        (Shard(dim=1), Replicate())
     """
+    sizes = None if isinstance(mesh_shape, int) else tuple(mesh_shape)
+    mesh_ndim = len(sizes) if sizes is not None else mesh_shape
     placements = tuple(placements)
     if len(placements) != mesh_ndim:
         raise PlacementError(
@@ -142,6 +191,8 @@ def normalize_placements(
                 f"{p!r} is not a placement; accepted: Shard(d), Replicate(), Partial()"
             )
         out.append(p.normalized(tensor_ndim) if isinstance(p, Shard) else p)
+    if sizes is not None:
+        out = [Replicate() if size == 1 else p for p, size in zip(out, sizes, strict=True)]
     return _canonical_sub_splits(out)
 
 
@@ -155,5 +206,5 @@ def _canonical_sub_splits(placements: list[Placement]) -> tuple[Placement, ...]:
 
 
 def format_placements(placements: Sequence[Placement]) -> str:
-    """``(S(0), R)`` style text for messages."""
+    """``(Shard(dim=0), Replicate())`` style text for messages."""
     return "(" + ", ".join(map(repr, placements)) + ")"

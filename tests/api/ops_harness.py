@@ -72,6 +72,13 @@ def expected_layout(table: Table, combo: Combo) -> tuple[Placement, ...] | None:
     return tuple(out)
 
 
+def on_mesh(mesh: dtorch.DeviceMesh, combo: Combo) -> Combo:
+    """``combo`` as the tensors hold it: a placement on a mesh dim of size 1 is Replicate."""
+    return tuple(
+        tuple(R if n == 1 else p for p, n in zip(c, mesh.shape, strict=True)) for c in combo
+    )
+
+
 def elementwise_table(
     shapes: Sequence[tuple[int, ...]],
     partial_rows: Mapping[Row, Placement] = {},
@@ -188,7 +195,7 @@ def run_api(
     pending, accepted = [], []
     for combo in todo:
         inputs = [place(t, mesh, p, graph) for t, p in zip(fulls, combo, strict=True)]
-        layout = None if table is None else expected_layout(table, combo)
+        layout = None if table is None else expected_layout(table, on_mesh(mesh, combo))
         context = f"{name} on mesh {mesh_shape} with {list(combo)}"
         try:
             out = fn(*inputs)

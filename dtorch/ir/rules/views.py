@@ -16,7 +16,7 @@ Example:
     >>> from dtorch.ir.placement import Shard
     >>> x = Operand(1, (8, 3, 2), torch.float32, init_device_mesh("cpu", 4), (Shard(0),))
     >>> flatten_rule("flatten", FlattenParam(0, 1), (x,)).outputs[0]
-    OutputMeta(shape=(24, 2), dtype=torch.float32, placements=(S(0),))
+    OutputMeta(shape=(24, 2), dtype=torch.float32, placements=(Shard(dim=0),))
 """
 
 from __future__ import annotations
