@@ -192,8 +192,18 @@ def normalize_placements(
             )
         out.append(p.normalized(tensor_ndim) if isinstance(p, Shard) else p)
     if sizes is not None:
-        out = [Replicate() if size == 1 else p for p, size in zip(out, sizes, strict=True)]
+        out = _replicate_size_one(out, sizes)
     return _canonical_sub_splits(out)
+
+
+def _replicate_size_one(placements: list[Placement], sizes: tuple[int, ...]) -> list[Placement]:
+    # Size-1 mesh dims hold everything: Replicate; the other shards keep their nesting order.
+    out = [Replicate() if n == 1 else p for p, n in zip(placements, sizes, strict=True)]
+    for tensor_dim in {p.dim for p in placements if isinstance(p, Shard) and p.sub_split >= 0}:
+        kept = [m for m in shard_order(placements, tensor_dim) if sizes[m] != 1]
+        for position, m in enumerate(kept):
+            out[m] = Shard(tensor_dim, position)
+    return out
 
 
 def _canonical_sub_splits(placements: list[Placement]) -> tuple[Placement, ...]:
@@ -205,6 +215,27 @@ def _canonical_sub_splits(placements: list[Placement]) -> tuple[Placement, ...]:
     return tuple(placements)
 
 
+def short_text(placement: Placement) -> str:
+    """``S(0)``, ``R``, ``P``: the compact notation of the operators' signatures (messages)."""
+    if isinstance(placement, Shard):
+        sub = "" if placement.sub_split < 0 else f"<{placement.sub_split}>"
+        return f"S({placement.dim}){sub}"
+    return (
+        "P"
+        if isinstance(placement, Partial)
+        else "R"
+        if isinstance(placement, Replicate)
+        else repr(placement)
+    )
+
+
 def format_placements(placements: Sequence[Placement]) -> str:
-    """``(Shard(dim=0), Replicate())`` style text for messages."""
-    return "(" + ", ".join(map(repr, placements)) + ")"
+    """``(S(0), R)`` style text for messages, in the notation of the signatures they list
+    (a one-element tuple keeps its comma: ``(P,)``).
+
+    Example:
+        >>> format_placements([Shard(0), Replicate()]), format_placements([Partial()])
+        ('(S(0), R)', '(P,)')
+    """
+    texts = [short_text(p) for p in placements]
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"

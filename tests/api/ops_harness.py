@@ -32,6 +32,7 @@ import torch
 import dtorch
 from dtorch import Partial, Placement, Replicate, Shard
 from dtorch.errors import PlacementError
+from dtorch.ir.placement import format_placements
 from tests.simulate import MESHES, layout_combos
 
 R, P = Replicate(), Partial()
@@ -138,7 +139,7 @@ def check_rejection(name: str, error: Exception, inputs: Sequence[dtorch.Tensor]
     text = str(error)
     assert text.startswith(f"{name}: "), f"message does not start with {name!r}: {text}"
     for t in inputs:
-        assert repr(tuple(t.placements)) in text, f"{t.placements} not named in: {text}"
+        assert format_placements(t.placements) in text, f"{t.placements} not named in: {text}"
     assert "accepted" in text, f"no accepted placements in: {text}"
 
 
