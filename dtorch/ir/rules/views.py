@@ -146,7 +146,8 @@ def _check_view_layout(
     bad = check_groups(x.shape, shape, x.mesh.shape, x.placements, placements, groups)
     if bad is not None:
         raise PlacementError(
-            f"{name}: got {format_placements(x.placements)} on mesh {x.mesh.shape}; viewing {list(x.shape)} as "
+            f"{name}: got {format_placements(x.placements)} on mesh {x.mesh.shape}; "
+            f"viewing {list(x.shape)} as "
             f"{list(shape)} would give device {bad} a local view that is not its chunk of the "
             f"result (the sharded dim's size must divide evenly); accepted: R, P, or a shard of "
             f"a dim kept as is. Redistribute the sharded dim to Replicate first"
