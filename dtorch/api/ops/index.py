@@ -102,8 +102,7 @@ def advanced_getitem(t: Tensor, index: Any) -> Tensor:
         return kept
     full = t.to_torch()
     result = _torch_call("getitem", lambda: full[where])
-    device = t.device_mesh.first_device()
-    return from_torch(result, graph=t.graph, device=f"{device.kind}:{device.index}")
+    return from_torch(result, graph=t.graph, device=t.device_mesh.first_device())
 
 
 def _on_devices(t: Tensor, where: Any) -> Tensor | None:

@@ -12,7 +12,7 @@ Example:
     >>> from dtorch.ir.placement import Partial
     >>> x = Operand(1, (3,), torch.float32, init_device_mesh("cpu", 2), (Partial(),))
     >>> infer("neg", BaseMathParam(MathKind.NEG), (x,)).outputs[0].placements
-    (P,)
+    (Partial(sum),)
 """
 
 from __future__ import annotations
