@@ -353,6 +353,11 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
 
         return nonzero(self)
 
+    def index_select(self, dim: int, index: Any) -> Tensor:
+        from dtorch.api.ops.take import index_select
+
+        return index_select(self, dim, index)
+
     # --- shapes -----------------------------------------------------------------------------
     def view(self, *shape: Any) -> Tensor:
         return _sh.view(self, *shape)

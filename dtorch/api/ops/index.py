@@ -1,10 +1,12 @@
 """Advanced indexing as torch does it: int lists and tuples inside an index, tensor indices
 (integer arrays, broadcast together) and boolean masks, for ``t[index]`` and ``t[index] = v``.
 
-Placements known at record time: one 1-D integer array (a list, a torch tensor, or a dtorch
-tensor, fetched) among basic indices, on a dim that is not sharded, stays on the devices: a
-slice per picked index, joined by ``cat``; ``t``'s sharding is kept (the cost: one slice
-operator per pick).
+On the devices (placements known at record time): one integer array of any shape (a list, a
+torch tensor, or a dtorch tensor, which is not fetched) among basic indices. ``t[index]``
+applies the basic indices, then one IndexSelect along the array's dim (``dtorch.api.ops.take``:
+a sharded dim is gathered on the devices first, the other placements are kept).
+``t[..., array] = v`` (the array among full slices and one ``...``) is one IndexPut on a dim
+that is not sharded: ``t`` keeps its placements and is never fetched.
 
 Otherwise (a choice, with its cost) such an index is computed on the client. The index
 tensors, and the indexed tensor, are fetched (a blocking read, like ``nonzero``); torch
@@ -32,12 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+import dtorch.api.ops.take as _take
 import dtorch.api.tensor as _tensor
 from dtorch.api.creation import from_torch
-from dtorch.api.record import record
 from dtorch.errors import PlacementError
-from dtorch.ir.params import ConcatParam
-from dtorch.ir.placement import Shard
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -94,46 +94,44 @@ def _torch_call(name: str, fn: Any) -> Any:
 
 
 def advanced_getitem(t: Tensor, index: Any) -> Tensor:
-    """``t[index]`` on the client (see the module), the result on ``t``'s first device; one
-    1-D integer array on a dim that is not sharded stays on the devices, sharding kept."""
-    where = to_torch_index("getitem", index)
-    kept = _on_devices(t, where)
+    """``t[index]``: one integer array on the devices (see the module), else on the client,
+    the result on ``t``'s first device."""
+    kept = _on_devices(t, index)
     if kept is not None:
         return kept
+    where = to_torch_index("getitem", index)
     full = t.to_torch()
     result = _torch_call("getitem", lambda: full[where])
     return from_torch(result, graph=t.graph, device=t.device_mesh.first_device())
 
 
-def _on_devices(t: Tensor, where: Any) -> Tensor | None:
-    """``t[..., [i, j, ...], ...]`` as slices of ``t`` joined by ``cat`` (placements known),
-    or None where the index is not one 1-D integer array or its dim is sharded."""
-    items = list(where) if isinstance(where, tuple) else [where]
+def _one_array(index: Any) -> tuple[list[Any], int, Any] | None:
+    """(the index items, where the one integer array is, the array), or None where the index
+    holds another advanced item, a mask or several ``...``."""
+    if isinstance(index, list) and not all(type(i) is int for i in index):
+        return None  # torch reads a list of sequences as a tuple of indices (deprecated)
+    items = list(index) if isinstance(index, tuple) else [index]
     arrays = [k for k, item in enumerate(items) if _advanced_item(item)]
-    if len(arrays) != 1 or items.count(Ellipsis) > 1:
+    if len(arrays) != 1 or sum(1 for i in items if i is Ellipsis) > 1:
         return None
-    picks = _picks(items[arrays[0]])
-    if picks is None:
+    array = _take.integer_array(items[arrays[0]])
+    return None if array is None else (items, arrays[0], array)
+
+
+def _on_devices(t: Tensor, index: Any) -> Tensor | None:
+    """``t[..., array, ...]``: the basic indices applied, then one IndexSelect along the
+    array's dim; None where the index is not one integer array or the basic part is refused
+    on these placements (torch does it on the client)."""
+    found = _one_array(index)
+    if found is None:
         return None
-    items[arrays[0]] = slice(None)
+    items, at, array = found
+    items[at] = slice(None)
     try:
         base = t[tuple(items)]
-    except PlacementError:  # the basic part is refused on these placements: torch does it
+    except PlacementError:
         return None
-    dim = _kept_dim(items, arrays[0], t.ndim)
-    if any(isinstance(p, Shard) and p.dim == dim for p in base.placements):
-        return None
-    return _gather_rows(base, dim, picks)
-
-
-def _picks(item: Any) -> list[int] | None:
-    # a flat list of ints or a 1-D integer tensor; masks, nesting and 0-d tensors go to torch
-    value = torch.as_tensor(item) if isinstance(item, list) else item
-    if not isinstance(value, torch.Tensor) or value.ndim != 1:
-        return None
-    if value.dtype not in _INDEX_DTYPES[:-2] or (isinstance(item, list) and not item):
-        return None
-    return [int(i) for i in value.tolist()]
+    return _take.take(base, _kept_dim(items, at, t.ndim), array, "getitem")
 
 
 def _kept_dim(items: list[Any], at: int, ndim: int) -> int:
@@ -145,21 +143,12 @@ def _kept_dim(items: list[Any], at: int, ndim: int) -> int:
     return sum(1 for i in before if not isinstance(i, int))
 
 
-def _gather_rows(base: Tensor, dim: int, picks: list[int]) -> Tensor:
-    """``base`` indexed along ``dim`` by ``picks``: one slice per pick, joined by ``cat``."""
-    size = base.shape[dim]
-    bad = [p for p in picks if not -size <= p < size]
-    if bad:
-        raise IndexError(
-            f"getitem: index {bad[0]} is out of bounds for dimension {dim} with size {size}"
-        )
-    lead = (slice(None),) * dim
-    rows = [base[(*lead, slice(p % size, p % size + 1))] for p in picks]
-    return record("cat", ConcatParam(dim), tuple(rows))[0] if len(rows) > 1 else rows[0]
-
-
 def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
-    """``t[index] = value`` on the client, written back with ``t``'s placements."""
+    """``t[index] = value``: one integer array among full slices (and a ``...``) on a dim that
+    is not sharded on the devices (IndexPut); else on the client, written back with ``t``'s
+    placements."""
+    if _put_on_devices(t, index, value):
+        return
     where = to_torch_index("setitem", index)
     if isinstance(value, _tensor.Tensor):
         value = value.to_torch()
@@ -167,3 +156,17 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     _torch_call("setitem", lambda: full.__setitem__(where, value))
     back = from_torch(full, graph=t.graph, device_mesh=t.device_mesh)
     t[...] = back
+
+
+def _put_on_devices(t: Tensor, index: Any, value: Any) -> bool:
+    # only full slices and one ``...`` beside the array: the slot is t's own dims
+    found = _one_array(index)
+    if found is None:
+        return False
+    items, at, array = found
+    rest = items[:at] + items[at + 1 :]
+    full = sum(1 for i in rest if i == slice(None))
+    if full + sum(1 for i in rest if i is Ellipsis) != len(rest) or full >= t.ndim:
+        return False
+    dim = _kept_dim(items, at, t.ndim)
+    return 0 <= dim < t.ndim and _take.put(t, dim, array, value)

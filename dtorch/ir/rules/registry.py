@@ -29,6 +29,7 @@ from dtorch.ir.rules import (
     create,
     einsum,
     elementwise,
+    gather,
     indexing,
     linalg,
     reduce,
@@ -49,6 +50,7 @@ RULES: dict[OpKind, Rule] = {
     **copy.RULES,
     **select.RULES,
     **indexing.RULES,
+    **gather.RULES,
     **einsum.RULES,
     **setitem.RULES,
 }
