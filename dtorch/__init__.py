@@ -12,6 +12,8 @@ Example:
 """
 
 from torch import (
+    Generator,
+    Size,
     bfloat16,
     bool,
     device,
@@ -30,6 +32,7 @@ from torch import (
     int32,
     int64,
     long,
+    short,
     uint8,
 )
 
@@ -38,6 +41,7 @@ from dtorch.api.creation import (
     arange,
     empty,
     empty_like,
+    from_numpy,
     from_torch,
     full,
     full_like,
@@ -127,6 +131,8 @@ from dtorch.api.namespace import (
     unsqueeze,
     where,
 )
+from dtorch.api.redistribute import tensors_redistribute_by_dict
+from dtorch.api.tensor import TYPED as _TYPED
 from dtorch.api.tensor import Tensor
 from dtorch.distributed_spec import get_default_device_mesh
 from dtorch.errors import DeserializationError, DTorchError
@@ -141,17 +147,53 @@ from dtorch.serialization import (
     serialize_to_file,
 )
 
+FloatTensor = _TYPED["FloatTensor"]
+DoubleTensor = _TYPED["DoubleTensor"]
+HalfTensor = _TYPED["HalfTensor"]
+BFloat16Tensor = _TYPED["BFloat16Tensor"]
+ByteTensor = _TYPED["ByteTensor"]
+CharTensor = _TYPED["CharTensor"]
+ShortTensor = _TYPED["ShortTensor"]
+IntTensor = _TYPED["IntTensor"]
+LongTensor = _TYPED["LongTensor"]
+BoolTensor = _TYPED["BoolTensor"]
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject's ``version``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dtorch")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "0.1.0"
+
+
+__version__ = _version()
+
 __all__ = [
+    "BFloat16Tensor",
+    "BoolTensor",
+    "ByteTensor",
+    "CharTensor",
     "DTorchError",
     "DeserializationError",
     "DeviceMesh",
+    "DoubleTensor",
+    "FloatTensor",
+    "Generator",
     "GlobalOption",
     "Graph",
     "GraphOption",
+    "HalfTensor",
+    "IntTensor",
+    "LongTensor",
     "Partial",
     "Placement",
     "Replicate",
     "Shard",
+    "ShortTensor",
+    "Size",
     "Tensor",
     "TensorFuture",
     "VoidFutureCollect",
@@ -193,6 +235,7 @@ __all__ = [
     "float32",
     "float64",
     "floor",
+    "from_numpy",
     "from_torch",
     "full",
     "full_like",
@@ -252,6 +295,7 @@ __all__ = [
     "rsqrt",
     "serialize",
     "serialize_to_file",
+    "short",
     "sigmoid",
     "sin",
     "softmax",
@@ -263,6 +307,7 @@ __all__ = [
     "sum",
     "tanh",
     "tensor",
+    "tensors_redistribute_by_dict",
     "transpose",
     "uint8",
     "unbind",
@@ -273,6 +318,6 @@ __all__ = [
 ]
 
 # Last, once everything dtorch needs is imported: see dtorch.runtime.gc_policy for why.
-from dtorch.runtime.gc_policy import freeze_at_import as _freeze_at_import
+from dtorch.runtime.gc_policy import freeze_at_import as _freeze_at_import  # noqa: E402
 
 _freeze_at_import()

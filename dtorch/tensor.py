@@ -18,9 +18,10 @@ from typing import Any
 
 from dtorch.api.creation import tensor
 from dtorch.api.future import TensorFuture
+from dtorch.api.redistribute import tensors_redistribute_by_dict
 from dtorch.api.tensor import Tensor
 
-__all__ = ["Tensor", "TensorFuture", "tensor"]
+__all__ = ["Tensor", "TensorFuture", "tensor", "tensors_redistribute_by_dict"]
 
 
 class _CallableModule(types.ModuleType):

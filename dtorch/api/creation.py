@@ -300,3 +300,61 @@ def _kw(kw: dict[str, Any]) -> dict[str, Any]:
             "dtorch tensors do not record gradients; requires_grad=True is not supported"
         )
     return {k: kw.get(k) for k in _KEYWORDS}
+
+
+def construct(fixed: torch.dtype | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Tensor:
+    """``dtorch.Tensor(...)`` as torch's constructor: ``()`` an empty float tensor of shape
+    ``(0,)``; sizes or a ``torch.Size`` an uninitialised tensor (``empty``); a torch tensor is
+    distributed (``from_torch``); a dtorch tensor is shared, not copied (torch's
+    ``torch.Tensor(t)`` aliases too), converted when keywords ask for it; other data (lists,
+    numpy) as ``tensor`` with a float dtype. ``fixed``: the dtype of a typed alias.
+
+    Example:
+        >>> import torch, dtorch
+        >>> dtorch.Tensor(2, 3).shape, dtorch.Tensor().shape, dtorch.LongTensor([1, 2]).dtype
+        (torch.Size([2, 3]), torch.Size([0]), torch.int64)
+    """
+    from dtorch.api.tensor import Tensor
+
+    given = kw.pop("dtype", None)
+    dtype = given if fixed is None else fixed
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        return _from_dtorch(args[0], dtype, kw)
+    if len(args) == 1 and isinstance(args[0], torch.Tensor):
+        return from_torch(args[0], dtype=dtype, **kw)
+    dtype = _float_dtype(kw.get("graph"), dtype)
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        return empty(*args, dtype=dtype, **kw) if args else empty(0, dtype=dtype, **kw)
+    if len(args) == 1 and isinstance(args[0], torch.Size):
+        return empty(args[0], dtype=dtype, **kw)
+    if len(args) == 1:
+        return tensor(args[0], dtype=dtype, **kw)
+    raise TypeError(
+        f"Tensor: got {[type(a).__name__ for a in args]}; accepted: (), sizes, a torch.Size, "
+        "a torch tensor, a dtorch tensor or data (lists, numpy)"
+    )
+
+
+def _from_dtorch(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
+    """The source's value (an alias) converted to what the keywords ask for."""
+    result = source._alias() if dtype is None else source.to(dtype)
+    mesh, placements = kw.pop("device_mesh", None), kw.pop("placements", None)
+    device = kw.pop("device", None)
+    kw.pop("graph", None)
+    _kw(kw)
+    if device is not None or mesh is not None or placements is not None:
+        target = _mesh(source.graph, mesh, device) if mesh or device else source.device_mesh
+        result = result.redistribute(target, placements)
+    return result
+
+
+def from_numpy(array: np.ndarray, **kw: Any) -> Tensor:
+    """``torch.from_numpy(array)`` distributed like ``from_torch`` (a copy: the devices hold
+    their own shards).
+
+    Example:
+        >>> import numpy as np, dtorch
+        >>> dtorch.from_numpy(np.arange(3)).tolist()
+        [0, 1, 2]
+    """
+    return from_torch(torch.from_numpy(array), **kw)

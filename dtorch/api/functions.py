@@ -27,17 +27,12 @@ def equal(a: Tensor, b: Tensor) -> bool:
 
 
 def nonzero(t: Tensor) -> Tensor:
-    """Indices of the non-zero elements, ``torch.nonzero`` layout, on ``t``'s first device.
+    """Indices of the non-zero elements, ``torch.nonzero`` layout, replicated on ``t``'s mesh.
 
     The output's shape depends on the values, so this waits for ``t`` (like a value fetch).
     """
     indices = torch.nonzero(t.to_torch())
-    return from_torch(indices, graph=t.graph, device=_first_device(t))
-
-
-def _first_device(t: Tensor) -> str:
-    device = t.device_mesh.first_device()
-    return f"{device.type}:{device.index or 0}"
+    return from_torch(indices, graph=t.graph, device_mesh=t.device_mesh)
 
 
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

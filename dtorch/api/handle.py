@@ -37,7 +37,7 @@ class TensorBase:
     device=None)`` distributes a full torch tensor, like ``dtorch.from_torch``.
     """
 
-    __slots__ = ("__weakref__", "_base", "_graph", "_operand")
+    __slots__ = ("__weakref__", "_base", "_graph", "_name", "_operand")
 
     _graph: Graph
     _operand: Operand
@@ -49,13 +49,65 @@ class TensorBase:
         tensor._graph = graph
         tensor._operand = operand
         tensor._base = None
+        tensor._name = None
         return tensor
 
+    def _owner(self) -> TensorBase:
+        """The handle that releases this value; a handle that owns it itself hands that to a
+        hidden owner first, so that ``data = other`` can rebind it without freeing aliases."""
+        if self._base is None:
+            self._base = self._wrap(self._graph, self._operand)
+        return self._base
+
     def _alias(self) -> Tensor:
-        """A new handle to the same value (``detach``): it keeps this one alive."""
+        """A new handle to the same value (``detach``): it keeps the owner alive."""
         tensor = self._wrap(self._graph, self._operand)
-        tensor._base = self if self._base is None else self._base
+        tensor._base = self._owner()
         return tensor
+
+    def _rebind(self, other: TensorBase) -> None:
+        """This handle now stands for ``other``'s value (``t.data = other``)."""
+        if self._base is None:  # no alias was ever taken: the old value has no other handle
+            self._graph.executor.release(self._operand.id)
+        self._graph, self._operand, self._base = other._graph, other._operand, other._owner()
+
+    @property
+    def data(self) -> Tensor:
+        """A new handle to the same value (torch's ``.data``); ``t.data = other`` rebinds ``t``
+        to ``other``'s value in place (``t`` stays the same object; ``other`` is shared, not
+        copied, as in torch).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.zeros(2)
+            >>> t.data = dtorch.ones(3)
+            >>> t.tolist(), t.data.shape
+            ([1.0, 1.0, 1.0], torch.Size([3]))
+        """
+        return self._alias()
+
+    @data.setter
+    def data(self, other: TensorBase) -> None:
+        if not isinstance(other, TensorBase):
+            raise TypeError(f"data: expected a dtorch.Tensor, got {type(other).__name__}")
+        self._rebind(other)
+
+    def set_name(self, name: str | None) -> None:
+        """A user label of this handle (shown by ``repr``; not part of the value).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.zeros(1)
+            >>> t.set_name("w"); t.get_name()
+            'w'
+        """
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"set_name: expected a str or None, got {type(name).__name__}")
+        self._name = name
+
+    def get_name(self) -> str | None:
+        """The label given by ``set_name`` (None when unnamed)."""
+        return self._name
 
     def __del__(self) -> None:
         # Only the owning handle releases; aliases keep the owner alive through ``_base``.
@@ -94,11 +146,15 @@ class TensorBase:
 
     @property
     def device(self) -> torch.device:
-        """The device of a single-device tensor; the device type of a distributed one."""
-        mesh = self._operand.mesh
-        if mesh.is_distributed:
-            return mesh.device_type
-        return mesh.first_device()
+        """The first device of the tensor's mesh, as a ``torch.device``: CPU device 0 is
+        ``torch.device("cpu")`` (as in torch), other devices carry their index (``cuda:1``).
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.zeros(2).device
+            device(type='cpu')
+        """
+        return self._operand.mesh.first_device()
 
     @property
     def device_mesh(self) -> DeviceMesh:
@@ -135,7 +191,8 @@ class TensorBase:
         return self._operand.shape[0]
 
     def __repr__(self) -> str:
-        return f"dtorch.Tensor({self._operand.describe()}, id={self._operand.id})"
+        name = "" if self._name is None else f", name={self._name!r}"
+        return f"dtorch.Tensor({self._operand.describe()}, id={self._operand.id}{name})"
 
     # --- values (wait for the devices) ------------------------------------------------------
     def to_torch_async(self) -> TensorFuture:

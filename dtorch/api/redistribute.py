@@ -64,42 +64,157 @@ def redistribute_like(t: Tensor, other: Tensor) -> Tensor:
 def redistribute_by_dict(
     t: Tensor,
     device_mesh: DeviceMesh | None = None,
-    placements_dict: Mapping[str, Placement] | None = None,
-    default_placement_mode: str = "keep",
+    placements_dict: Mapping[Any, Placement] | None = None,
+    *,
+    default_placement_mode: str = "raise_error",
+    convert_shard_size_one_to_replicate: bool = True,
 ) -> Tensor:
-    """Placements by mesh dim name; names not in the dict follow ``default_placement_mode``:
-    ``keep`` (the placement on the same-named dim of the current mesh, else Replicate),
-    ``replicate``, or ``raise_error``."""
+    """``t`` on ``device_mesh`` (default: its own) with placements given per mesh dim: keys are
+    dim names or ints (names the mesh lacks are ignored). Mesh dims not in the dict follow
+    ``default_placement_mode``: ``raise_error`` (the default), ``keep`` (the placement on the
+    same-named dim - or, unnamed, the same index - of the current mesh, else Replicate) or
+    ``replicate``. A one-device target is all Replicate; a ``Shard(d)`` of a tensor dim of size
+    1 becomes Replicate when ``convert_shard_size_one_to_replicate``.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        >>> t = dtorch.zeros(4, 1, device_mesh=mesh)
+        >>> t.redistribute_by_dict(placements_dict={"tp": dtorch.Shard(1), "pp": dtorch.Shard(0),
+        ...     0: dtorch.Shard(0)}).placements == [dtorch.Shard(0), dtorch.Replicate()]
+        True
+    """
     mesh = t.device_mesh if device_mesh is None else device_mesh
-    placements_dict = dict(placements_dict or {})
     if default_placement_mode not in _MODES:
         raise ValueError(
-            f"default_placement_mode {default_placement_mode!r}; accepted: {', '.join(_MODES)}"
+            f"redistribute_by_dict: default_placement_mode {default_placement_mode!r}; "
+            f"accepted: {', '.join(_MODES)}"
         )
-    names = mesh.dim_names
-    if not names:
-        raise MeshError(f"redistribute_by_dict needs a mesh with dim names, got {mesh!r}")
-    unknown = sorted(set(placements_dict) - set(names))
-    if unknown:
-        raise MeshError(
-            f"redistribute_by_dict: {unknown} are not dim names of {mesh!r}; "
-            f"accepted: {list(names)}"
-        )
-    placements = [_by_name(t, name, placements_dict, default_placement_mode) for name in names]
+    if len(mesh.device_ids) == 1:
+        return redistribute(t, mesh, [Replicate()] * mesh.ndim)
+    given = _by_index(mesh, dict(placements_dict or {}))
+    placements = [
+        _placement_for(t, mesh, i, given, default_placement_mode) for i in range(mesh.ndim)
+    ]
+    if convert_shard_size_one_to_replicate:
+        placements = [_size_one_replicates(t, p) for p in placements]
     return redistribute(t, mesh, placements)
 
 
-def _by_name(t: Tensor, name: str, given: Mapping[str, Placement], mode: str) -> Placement:
-    if name in given:
-        return given[name]
+def _by_index(mesh: DeviceMesh, given: dict[Any, Placement]) -> dict[int, Placement]:
+    """The dict keyed by mesh dim index; names the mesh lacks are dropped."""
+    out: dict[int, Placement] = {}
+    for key, placement in given.items():
+        if isinstance(key, int) and not isinstance(key, bool):
+            if not -mesh.ndim <= key < mesh.ndim:
+                raise MeshError(
+                    f"redistribute_by_dict: mesh dim {key} is out of range for {mesh!r}"
+                )
+            out[key % mesh.ndim] = placement
+        elif isinstance(key, str):
+            index = mesh.dim_name_index(key) if mesh.dim_names else None
+            if index is not None:
+                out[index] = placement
+        else:
+            raise TypeError(
+                f"redistribute_by_dict: key {key!r}; accepted: mesh dim names (str) or ints"
+            )
+    return out
+
+
+def _placement_for(
+    t: Tensor, mesh: DeviceMesh, index: int, given: Mapping[int, Placement], mode: str
+) -> Placement:
+    """The placement of mesh dim ``index``: given, else as ``mode`` says."""
+    if index in given:
+        return given[index]
+    if mesh.shape[index] == 1 or mode == "replicate":
+        return Replicate()
     if mode == "raise_error":
         raise PlacementError(
-            f"redistribute_by_dict: no placement for mesh dim {name!r} (mode 'raise_error')"
+            f"redistribute_by_dict: no placement for mesh dim {_dim_label(mesh, index)} "
+            "(default_placement_mode 'raise_error'); accepted: a dict with every mesh dim "
+            "of size > 1, or default_placement_mode 'keep' or 'replicate'"
         )
-    current = t.device_mesh.dim_name_index(name)
-    if mode == "keep" and current is not None:
-        return t.placements[current]
-    return Replicate()
+    current = _same_dim(t.device_mesh, mesh, index)
+    return Replicate() if current is None else t.placements[current]
+
+
+def _same_dim(source: DeviceMesh, target: DeviceMesh, index: int) -> int | None:
+    """``keep``: the source mesh dim of the same name (same index when unnamed)."""
+    if target.dim_names:
+        name = target.dim_names[index]
+        return source.dim_name_index(name) if source.dim_names else None
+    return index if index < source.ndim else None
+
+
+def _dim_label(mesh: DeviceMesh, index: int) -> str:
+    return repr(mesh.dim_names[index]) if mesh.dim_names else str(index)
+
+
+def _size_one_replicates(t: Tensor, placement: Placement) -> Placement:
+    """A Shard of a tensor dim of size 1 holds nothing on most devices: Replicate it."""
+    if placement.is_shard():
+        dim = placement.get_shard_index() % max(t.ndim, 1)
+        if t.ndim and t.shape[dim] == 1:
+            return Replicate()
+    return placement
+
+
+def tensors_redistribute_by_dict(
+    tensors: Sequence[Tensor], *args: Any, **kwargs: Any
+) -> list[Tensor]:
+    """``redistribute_by_dict`` of each tensor, with the same arguments.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
+        >>> a, b = dtorch.tensors_redistribute_by_dict(
+        ...     [dtorch.zeros(2, device_mesh=mesh), dtorch.ones(4, device_mesh=mesh)],
+        ...     placements_dict={"tp": dtorch.Shard(0)})
+        >>> a.placements == b.placements == [dtorch.Shard(0)]
+        True
+    """
+    return [redistribute_by_dict(t, *args, **kwargs) for t in tensors]
+
+
+def check_placement(t: Tensor, dim: Any, expected: Placement, skip_size_one: bool = True) -> None:
+    """``Tensor.check_placement``: a PlacementError unless mesh dim ``dim`` holds ``expected``.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
+        >>> dtorch.zeros(2, device_mesh=mesh).check_placement("tp", dtorch.Replicate())
+    """
+    mesh = t.device_mesh
+    index = _mesh_dim(mesh, dim)
+    if skip_size_one and mesh.shape[index] == 1:
+        return
+    actual = t.placements[index]
+    if actual != expected:
+        raise PlacementError(
+            f"check_placement: mesh dim {_dim_label(mesh, index)} of {t!r} has {actual!r}; "
+            f"expected {expected!r}"
+        )
+
+
+def _mesh_dim(mesh: DeviceMesh, dim: Any) -> int:
+    """A mesh dim index from an int or a name, with a clear error."""
+    index = mesh.dim_name_index(dim) if isinstance(dim, str) and mesh.dim_names else dim
+    if isinstance(index, int) and not isinstance(index, bool) and -mesh.ndim <= index < mesh.ndim:
+        return index % mesh.ndim
+    raise MeshError(
+        f"check_placement: mesh dim {dim!r} is not a dim of {mesh!r}; accepted: an int in "
+        f"[{-mesh.ndim}, {mesh.ndim}) or one of {list(mesh.dim_names or [])}"
+    )
+
+
+def view_placements(t: Tensor, placements: Sequence[Placement]) -> Tensor:
+    """``view([placements])``: reinterpreting the local shards is not implemented yet."""
+    raise NotImplementedError(
+        f"view: reinterpreting the local shards under placements {list(placements)!r} is not "
+        "supported yet; accepted: view(*sizes); use redistribute(placements=...) to move data"
+    )
 
 
 def move(t: Tensor, target: Any) -> Tensor:

@@ -33,15 +33,16 @@ from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import linalg as _la
 from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import shape as _sh
+from dtorch.api.ops.scalars import is_scalar
 from dtorch.ir.opkind import BinaryKind as B
 from dtorch.ir.opkind import MathKind as M
+from dtorch.ir.placement import Placement
 
 if TYPE_CHECKING:
     from dtorch.ir.mesh import DeviceMesh
-    from dtorch.ir.placement import Placement
 
 
-class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
+class Tensor(TensorBase):
     """A (distributed) tensor of a dtorch graph; see the module docstring.
 
     ``dtorch.Tensor(torch_tensor, device_mesh=None, placements=None, dtype=None, graph=None,
@@ -50,12 +51,29 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
 
     __slots__ = ()
 
-    def __init__(self, data: torch.Tensor, **kwargs: Any) -> None:
-        from dtorch.api.creation import from_torch
+    _DTYPE: torch.dtype | None = None  # the typed aliases' dtype (FloatTensor, ...)
 
-        made = from_torch(data, **kwargs)
-        self._graph, self._operand, self._base = made._graph, made._operand, made
-        # ``made`` owns the operand; this handle keeps it alive and releases nothing itself.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """torch-style construction, see ``dtorch.api.creation.construct``."""
+        from dtorch.api.creation import construct
+
+        made = construct(type(self)._DTYPE, args, kwargs)
+        self._name = None
+        self._graph, self._operand, self._base = made._graph, made._operand, made._owner()
+        # the owner keeps the value alive; this handle releases nothing itself.
+
+    @staticmethod
+    def parser_tensor_to_function_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The arguments of ``to`` parsed as ``(target, dtype)``: see
+        ``dtorch.api.ops.convert.parse_to_args``."""
+        return _cv.parse_to_args(tuple(args), dict(kwargs))
+
+    def check_placement(
+        self, dim: Any, expected: Placement, skip_when_dim_size_equal_one: bool = True
+    ) -> None:
+        """Raise a PlacementError unless the placement on mesh dim ``dim`` (int or name) is
+        ``expected``; a mesh dim of size 1 passes when ``skip_when_dim_size_equal_one``."""
+        _redistribute.check_placement(self, dim, expected, skip_when_dim_size_equal_one)
 
     def __iter__(self) -> Iterator[Tensor]:
         if not self._operand.shape:
@@ -132,11 +150,14 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
         return _ew.binary(B.LOGICAL_OR, "logical_or", self, o)
 
     # --- comparisons ------------------------------------------------------------------------
-    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return _ew.binary(B.EQ, "eq", self, o)
+    # Anything that is not a tensor or a number: NotImplemented, so ``t == None`` is False.
+    def __eq__(self, o: Any) -> Any:
+        return _ew.binary(B.EQ, "eq", self, o) if _comparable(o) else NotImplemented
 
-    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
-        return _ew.binary(B.NE, "ne", self, o)
+    def __ne__(self, o: Any) -> Any:
+        return _ew.binary(B.NE, "ne", self, o) if _comparable(o) else NotImplemented
+
+    __hash__ = TensorBase.__hash__  # identity, like torch.Tensor (a class with __eq__ needs it)
 
     def __gt__(self, o: Any) -> Tensor:
         return _ew.binary(B.GT, "gt", self, o)
@@ -278,7 +299,7 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
     def tanh(self) -> Tensor:
         return _ew.tanh(self)
 
-    def softmax(self, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    def softmax(self, dim: int | None = None, dtype: torch.dtype | None = None) -> Tensor:
         return _rd.softmax(self, dim, dtype)
 
     def log_softmax(self, dim: int, dtype: torch.dtype | None = None) -> Tensor:
@@ -336,11 +357,11 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
     def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
         return _rd.all(self, dim, keepdim)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
-        return _rd.max(self, dim, keepdim)
+    def max(self, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
+        return _rd.max(self, dim, keepdim, other=other)
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
-        return _rd.min(self, dim, keepdim)
+    def min(self, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
+        return _rd.min(self, dim, keepdim, other=other)
 
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
         return _rd.argmax(self, dim, keepdim)
@@ -360,7 +381,11 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
 
     # --- shapes -----------------------------------------------------------------------------
     def view(self, *shape: Any) -> Tensor:
-        return _sh.view(self, *shape)
+        return (
+            _redistribute.view_placements(self, shape[0])
+            if _placements(shape)
+            else _sh.view(self, *shape)
+        )
 
     def reshape(self, *sizes: Any, shape: Any = None) -> Tensor:
         return _sh.reshape(self, *sizes, shape=shape)
@@ -399,7 +424,11 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
     def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
         return _sh.unbind(self, dim)
 
-    def repeat(self, *repeats: Any) -> Tensor:
+    def repeat(self, *repeats: Any, **kwargs: Any) -> Tensor:
+        if "repeats" in kwargs:
+            repeats = (kwargs.pop("repeats"),)
+        if kwargs:
+            raise TypeError(f"repeat: unexpected keyword(s) {sorted(kwargs)}; accepted: repeats")
         return _sh.repeat(self, *repeats)
 
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
@@ -439,14 +468,17 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
     def redistribute_by_dict(
         self,
         device_mesh: DeviceMesh | None = None,
-        placements_dict: dict[str, Placement] | None = None,
-        default_placement_mode: str = "keep",
+        placements_dict: dict[Any, Placement] | None = None,
+        *,
+        default_placement_mode: str = "raise_error",
+        convert_shard_size_one_to_replicate: bool = True,
     ) -> Tensor:
         return _redistribute.redistribute_by_dict(
             self,
             device_mesh,
             placements_dict,
-            default_placement_mode,
+            default_placement_mode=default_placement_mode,
+            convert_shard_size_one_to_replicate=convert_shard_size_one_to_replicate,
         )
 
     # --- dtype casts (last: their names shadow builtins in the class body) ------------
@@ -479,3 +511,37 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
 
     def long(self) -> Tensor:
         return _cv.cast(self, torch.int64)
+
+
+# ``==``/``!=`` record an operator only against tensors and numbers (torch's rule).
+def _comparable(o: Any) -> bool:
+    return isinstance(o, (Tensor, torch.Tensor)) or is_scalar(o)
+
+
+# ``view([Shard(0), ...])``: a list of placements, not sizes.
+def _placements(shape: tuple[Any, ...]) -> bool:
+    first = shape[0] if len(shape) == 1 else None
+    return (
+        isinstance(first, (list, tuple))
+        and bool(first)
+        and all(isinstance(p, Placement) for p in first)
+    )
+
+
+_DTYPES = {
+    "FloatTensor": torch.float32,
+    "DoubleTensor": torch.float64,
+    "HalfTensor": torch.float16,
+    "BFloat16Tensor": torch.bfloat16,
+    "ByteTensor": torch.uint8,
+    "CharTensor": torch.int8,
+    "ShortTensor": torch.int16,
+    "IntTensor": torch.int32,
+    "LongTensor": torch.int64,
+    "BoolTensor": torch.bool,
+}
+# torch's typed constructors: ``dtorch.LongTensor(2, 3)`` is ``dtorch.Tensor(2, 3, dtype=int64)``.
+TYPED: dict[str, type[Tensor]] = {
+    name: type(name, (Tensor,), {"__slots__": (), "_DTYPE": dtype, "__module__": __name__})
+    for name, dtype in _DTYPES.items()
+}

@@ -88,7 +88,9 @@ def test_redistribute_like_and_by_dict(graph: dtorch.Graph) -> None:
     other = dtorch.zeros(6, 4, device_mesh=mesh, placements=[Replicate(), Shard(0)], graph=graph)
     like = t.redistribute_like(other)
     assert like.placements == [Replicate(), Shard(0)] and torch.equal(like.to_torch(), full)
-    kept = t.redistribute_by_dict(placements_dict={"tp": Replicate()})
+    kept = t.redistribute_by_dict(
+        placements_dict={"tp": Replicate()}, default_placement_mode="keep"
+    )
     assert kept.placements == [Shard(0), Replicate()] and torch.equal(kept.to_torch(), full)
     rep = t.redistribute_by_dict(
         placements_dict={"tp": Shard(0)}, default_placement_mode="replicate"
@@ -98,8 +100,10 @@ def test_redistribute_like_and_by_dict(graph: dtorch.Graph) -> None:
         t.redistribute_by_dict(
             placements_dict={"tp": Replicate()}, default_placement_mode="raise_error"
         )
-    with pytest.raises(MeshError, match="not dim names"):
-        t.redistribute_by_dict(placements_dict={"pp": Replicate()})
+    ignored = t.redistribute_by_dict(  # names the mesh lacks are ignored (issue 9)
+        placements_dict={"pp": Replicate()}, default_placement_mode="keep"
+    )
+    assert ignored.placements == t.placements
     with pytest.raises(ValueError, match="accepted"):
         t.redistribute_by_dict(placements_dict={}, default_placement_mode="bogus")
 

@@ -18,6 +18,8 @@ import dtorch.api.tensor as _tensor
 from dtorch.api.graph import mesh_of
 from dtorch.api.record import record
 from dtorch.api.redistribute import redistribute
+from dtorch.errors import MeshError
+from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import CastParam, CloneParam, CopyParam
 from dtorch.ir.placement import Replicate
 
@@ -73,23 +75,80 @@ def type_as(t: Tensor, other: Tensor) -> Tensor:
     return cast(t, other.dtype)
 
 
-def to(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-    """``to(dtype)``, ``to(mesh)``, ``to(device)``, or ``to(device_or_mesh, dtype)``."""
-    from dtorch.api.redistribute import move
+def parse_to_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The arguments of ``Tensor.to`` as ``(target, dtype)``: ``target`` is a DeviceMesh, a
+    ``torch.device`` or None (stay where it is), ``dtype`` a ``torch.dtype`` or None (keep it).
 
+    Accepted, positional or keyword (``device=``, ``device_mesh=``, ``dtype=``): a mesh, a device
+    (string or ``torch.device``), a dtype, or another dtorch tensor (its mesh and its dtype).
+
+    Example:
+        >>> import torch, dtorch
+        >>> parse_to_args(("cpu", torch.float64), {})
+        (device(type='cpu'), torch.float64)
+    """
+    kwargs = dict(kwargs)
     target = kwargs.pop("device", None)
+    mesh = kwargs.pop("device_mesh", None)
     dtype = kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
     kwargs.pop("copy", None)
     if kwargs:
-        raise TypeError(f"to: unexpected keyword(s) {sorted(kwargs)}")
+        raise TypeError(
+            f"to: unexpected keyword(s) {sorted(kwargs)}; accepted: device, device_mesh, dtype, "
+            "non_blocking, copy"
+        )
+    if target is not None and mesh is not None:
+        raise TypeError("to: device and device_mesh are mutually exclusive")
+    target = mesh if target is None else target
     for arg in args:
         if isinstance(arg, torch.dtype):
             dtype = arg
+        elif isinstance(arg, _tensor.Tensor):
+            target, dtype = arg.device_mesh, arg.dtype
         else:
             target = arg
+    return _as_target(target), dtype
+
+
+def _as_target(target: Any) -> Any:
+    """A device string becomes a ``torch.device`` (a clear MeshError when it is not one)."""
+    if target is None or isinstance(target, (DeviceMesh, torch.device)):
+        return target
+    return torch.device(target) if _is_device(target) else mesh_of(target)
+
+
+def _is_device(target: Any) -> bool:
+    # mesh_of raises the error message listing what ``to`` accepts
+    try:
+        torch.device(target)
+    except (RuntimeError, TypeError):
+        return False
+    return True
+
+
+def to(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """``to(dtype)``, ``to(mesh)``, ``to(device)``, ``to(device_or_mesh, dtype)``,
+    ``to(other_tensor)`` (its mesh and dtype), or the keywords ``device``, ``device_mesh``,
+    ``dtype``. A mesh of another shape (with more than one device) is refused: use
+    ``redistribute``; one device gathers the full value there."""
+    from dtorch.api.redistribute import move
+
+    target, dtype = parse_to_args(args, kwargs)
+    if isinstance(target, DeviceMesh):
+        _check_same_shape(t, target)
     result = t if target is None or _already_there(t, target) else move(t, target)
     return result if dtype is None else cast(result, dtype)
+
+
+def _check_same_shape(t: Tensor, mesh: DeviceMesh) -> None:
+    """``to`` keeps the placements, so a multi-device mesh must have the tensor's mesh shape."""
+    if len(mesh.device_ids) > 1 and mesh.shape != t.device_mesh.shape:
+        raise MeshError(
+            f"to: cannot move a tensor on a mesh of shape {list(t.device_mesh.shape)} to a "
+            f"mesh of shape {list(mesh.shape)}; accepted: a mesh of the same shape or one "
+            "device; use redistribute(device_mesh, placements) for another shape"
+        )
 
 
 def _already_there(t: Tensor, target: Any) -> bool:
@@ -99,7 +158,9 @@ def _already_there(t: Tensor, target: Any) -> bool:
         return False
     mesh = mesh_of(target)  # a clear MeshError for anything that is not a device
     return (
-        not mesh.is_distributed and _bare(target) and mesh.device_kind == t.device_mesh.device_kind
+        len(mesh.device_ids) == 1
+        and _bare(target)
+        and mesh.device_type == t.device_mesh.device_type
     )
 
 

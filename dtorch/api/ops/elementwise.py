@@ -214,14 +214,30 @@ def tanh(input: Tensor) -> Tensor:
 
 
 def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """``input`` clamped to ``[min, max]``; numbers clamp in one operator, dtorch tensor bounds
+    as ``minimum(maximum(input, min), max)`` (broadcast, dtype promoted as torch does)."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    tensor = _tensor.Tensor
+    if isinstance(min, tensor) or isinstance(max, tensor):
+        return _clamp_tensors(input, min, max)
     for bound in (min, max):
         if bound is not None and not is_scalar(bound):
             raise TypeError(f"clamp: bounds must be numbers, got {type(bound).__name__}")
     low = None if min is None else as_scalar(min)
     high = None if max is None else as_scalar(max)
     return record("clamp", ClampParam(low, high), (input,))[0]
+
+
+def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
+    """Tensor bounds: torch's ``clamp`` is ``min(max(input, low), high)`` elementwise."""
+    for bound in (low, high):
+        if bound is not None and not isinstance(bound, _tensor.Tensor) and not is_scalar(bound):
+            raise TypeError(
+                f"clamp: bounds must be numbers or dtorch tensors, got {type(bound).__name__}"
+            )
+    result = input if low is None else maximum(input, low)
+    return result if high is None else minimum(result, high)
 
 
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:

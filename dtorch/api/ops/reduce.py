@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,13 +24,6 @@ from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
-
-
-class ValuesIndices(NamedTuple):
-    """``(values, indices)`` of ``max``/``min`` over a dim, like torch's return type."""
-
-    values: Tensor
-    indices: Tensor
 
 
 def _dims(t: Tensor, dim: int | Sequence[int] | None) -> tuple[int, ...] | None:
@@ -90,7 +83,9 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     return reduce(ReduceKind.ARGMIN, "argmin", input, dim, keepdim)
 
 
-def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool) -> Any:
+def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = None) -> Any:
+    if other is not None:  # max(other=b) is maximum
+        dim = other
     if isinstance(dim, _tensor.Tensor):  # torch.max(a, b) is maximum
         binary = elementwise.maximum if kind == MaxMinKind.MAX else elementwise.minimum
         return binary(t, dim)
@@ -104,20 +99,33 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool) -> Any:
         )
     param = MaxMinParam(kind, normalize_dims(dim, t.ndim)[0], bool(keepdim))
     values, indices = record(name, param, (t,))
-    return ValuesIndices(values, indices)
+    result_type = torch.return_types.max if kind == MaxMinKind.MAX else torch.return_types.min
+    return result_type((values, indices))  # type: ignore[arg-type]  # holds dtorch tensors
 
 
-def max(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
-    """``max()`` of all, ``max(dim)`` -> (values, indices), ``max(other)`` -> maximum."""
-    return _maxmin(MaxMinKind.MAX, input, dim, keepdim)
+def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
+    """``max()`` of all, ``max(dim)`` -> ``torch.return_types.max`` (``.values``, ``.indices``
+    dtorch tensors), ``max(other)`` or ``max(other=b)`` -> elementwise maximum."""
+    return _maxmin(MaxMinKind.MAX, input, dim, keepdim, other)
 
 
-def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
-    """``min()`` of all, ``min(dim)`` -> (values, indices), ``min(other)`` -> minimum."""
-    return _maxmin(MaxMinKind.MIN, input, dim, keepdim)
+def min(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
+    """``min()`` of all, ``min(dim)`` -> ``torch.return_types.min``, ``min(other)`` or
+    ``min(other=b)`` -> elementwise minimum."""
+    return _maxmin(MaxMinKind.MIN, input, dim, keepdim, other)
 
 
-def softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+def _implicit_dim(input: Tensor, dim: int | None) -> int:
+    """torch's legacy rule for ``softmax(dim=None)``: 0 for 0-, 1- and 3-d inputs, else 1."""
+    if dim is not None:
+        return dim
+    return 0 if input.ndim in (0, 1, 3) else 1
+
+
+def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> Tensor:
+    """Softmax over ``dim``; ``dim=None`` follows torch's legacy implicit-dim rule (0 for 0-,
+    1- and 3-d inputs, else 1; torch warns, dtorch does not)."""
+    dim = _implicit_dim(input, dim)
     param = SoftmaxParam(normalize_dims(dim, input.ndim)[0], False, dtype)
     return record("softmax", param, (input,))[0]
 

@@ -27,7 +27,7 @@ Example:
     >>> x = Operand(1, (8, 3), torch.float32, mesh, (Shard(1),))
     >>> i = Operand(2, (4, 5), torch.int64, mesh, (Replicate(),))
     >>> index_select_rule("getitem", IndexSelectParam(0), (x, i)).outputs[0]
-    OutputMeta(shape=(4, 5, 3), dtype=torch.float32, placements=(S(2),))
+    OutputMeta(shape=(4, 5, 3), dtype=torch.float32, placements=(Shard(dim=2),))
 """
 
 from __future__ import annotations

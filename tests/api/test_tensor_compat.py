@@ -1,0 +1,237 @@
+"""Tensor compatibility with DTorch's API (issue 9, "## Tensor"): identity hashing and ``==``
+with non-tensors, torch-style construction and typed aliases, ``data``, ``device``, ``to``,
+``check_placement``, names, ``redistribute_by_dict``, ``repeat(repeats=)``, clamp with tensor
+bounds, ``max``/``min`` forms, ``softmax(dim=None)`` and ``nonzero``; compared with torch on
+1-D, 2-D and 3-D meshes (even and uneven), in thread and process mode (``graph``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import MeshError, PlacementError
+from dtorch.ir.placement import Partial, Replicate, Shard
+from tests.api.ops_harness import place
+
+R, P = Replicate(), Partial()
+_G = torch.Generator().manual_seed(9)
+# mesh shape, placements, full shape (uneven shards on purpose)
+LAYOUTS = [
+    ((4,), [Shard(0)], (7, 3)),
+    ((2, 2), [Shard(1), Shard(0)], (5, 3)),
+    ((2, 2, 2), [Shard(0), R, Shard(1)], (3, 5, 2)),
+]
+NAMES = {1: ("tp",), 2: ("dp", "tp"), 3: ("pp", "dp", "tp")}
+
+
+def _mesh(shape: tuple[int, ...]) -> dtorch.DeviceMesh:
+    return dtorch.init_device_mesh("cpu", shape, mesh_dim_names=NAMES[len(shape)])
+
+
+def _placed(graph: dtorch.Graph, layout: tuple) -> tuple[torch.Tensor, dtorch.Tensor]:
+    shape, placements, full_shape = layout
+    full = torch.randn(full_shape, generator=_G)
+    return full, place(full, _mesh(shape), placements, graph)
+
+
+def test_hash_and_comparison_with_non_tensors(graph: dtorch.Graph) -> None:
+    a, b = dtorch.zeros(2, graph=graph), dtorch.zeros(2, graph=graph)
+    assert len({a, b, a}) == 2 and {a: 1, b: 2}[b] == 2 and hash(a) == hash(a)
+    assert (a == None) is False and (a != None) is True  # noqa: E711
+    assert (a == "x") is False and a != object()
+    assert torch.equal((a == 0).to_torch(), torch.tensor([True, True]))
+    module = torch.nn.Module()
+    module.holder = {a}  # type: ignore[assignment]
+    assert a in module.holder
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_construction(graph: dtorch.Graph, layout: tuple) -> None:
+    full, t = _placed(graph, layout)
+    mesh = t.device_mesh
+    empty = dtorch.Tensor(graph=graph)
+    assert empty.shape == torch.Tensor().shape and empty.dtype == torch.Tensor().dtype
+    sized = dtorch.Tensor(2, 3, graph=graph, device_mesh=mesh)
+    assert sized.shape == torch.Tensor(2, 3).shape and sized.dtype == torch.float32
+    assert dtorch.Tensor(torch.Size([4, 1]), graph=graph).shape == torch.Size([4, 1])
+    listed = dtorch.Tensor([1, 2], graph=graph)
+    assert torch.equal(listed.to_torch(), torch.Tensor([1, 2]))
+    copy = dtorch.Tensor(t)
+    assert copy.placements == t.placements and torch.equal(copy.to_torch(), full)
+    moved = dtorch.Tensor(t, placements=[R] * mesh.ndim, dtype=torch.float64)
+    assert moved.placements == [R] * mesh.ndim and torch.equal(moved.to_torch(), full.double())
+    distributed = dtorch.Tensor(full, device_mesh=mesh, placements=t.placements, graph=graph)
+    assert distributed.placements == t.placements and torch.equal(distributed.to_torch(), full)
+
+
+_TYPED = {
+    "FloatTensor": torch.float32, "DoubleTensor": torch.float64, "HalfTensor": torch.float16,
+    "BFloat16Tensor": torch.bfloat16, "ByteTensor": torch.uint8, "CharTensor": torch.int8,
+    "ShortTensor": torch.int16, "IntTensor": torch.int32, "LongTensor": torch.int64,
+    "BoolTensor": torch.bool,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(_TYPED))
+def test_typed_aliases(name: str) -> None:
+    cls = getattr(dtorch, name)
+    want = getattr(torch, name)([1, 0, 2])
+    made = cls([1, 0, 2])
+    assert isinstance(made, dtorch.Tensor) and made.dtype == want.dtype == _TYPED[name]
+    assert torch.equal(made.to_torch(), want)
+    assert cls(2, 3).shape == torch.Size([2, 3]) and cls(2, 3).dtype == _TYPED[name]
+    assert cls(torch.arange(3)).dtype == _TYPED[name]
+
+
+def test_torch_names_and_version() -> None:
+    assert dtorch.Generator is torch.Generator and dtorch.Size is torch.Size
+    assert dtorch.short is torch.short and isinstance(dtorch.__version__, str)
+    from importlib.metadata import version
+
+    assert dtorch.__version__ == version("dtorch")
+    array = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert torch.equal(dtorch.from_numpy(array).to_torch(), torch.from_numpy(array))
+
+
+def test_data_rebinds_in_place(graph: dtorch.Graph) -> None:
+    t = dtorch.zeros(2, graph=graph)
+    alias = t.detach()
+    other = dtorch.arange(3.0, graph=graph)
+    handle = t
+    t.data = other
+    assert handle is t and torch.equal(t.to_torch(), torch.arange(3.0))
+    assert torch.equal(alias.to_torch(), torch.zeros(2))
+    assert torch.equal(t.data.to_torch(), torch.arange(3.0))
+    plain = dtorch.ones(2, graph=graph)
+    plain.data = dtorch.zeros(4, graph=graph)
+    assert torch.equal(plain.to_torch(), torch.zeros(4))
+    with pytest.raises(TypeError, match=r"^data: expected a dtorch\.Tensor"):
+        t.data = torch.zeros(2)  # type: ignore[assignment]
+
+
+def test_device(graph: dtorch.Graph) -> None:
+    assert dtorch.zeros(2, graph=graph).device == torch.device("cpu") == torch.zeros(2).device
+    assert dtorch.zeros(2, graph=graph, device="cpu:3").device == torch.device("cpu", 3)
+    mesh = dtorch.DeviceMesh("cpu", [[2, 3], [4, 5]])
+    assert dtorch.zeros(2, graph=graph, device_mesh=mesh).device == torch.device("cpu", 2)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_to_forms(graph: dtorch.Graph, layout: tuple) -> None:
+    full, t = _placed(graph, layout)
+    mesh = t.device_mesh
+    other = dtorch.zeros(1, dtype=torch.float64, device_mesh=mesh, graph=graph)
+    for out, want in (
+        (t.to(torch.float64), full.double()),
+        (t.to(dtype=torch.int32), full.to(torch.int32)),
+        (t.to("cpu", torch.float16), full.half()),
+        (t.to(device="cpu"), full),
+        (t.to(device_mesh=mesh), full),
+        (t.to(mesh, dtype=torch.float64), full.double()),
+        (t.to(other), full.double()),
+    ):
+        assert out.dtype == want.dtype and out.device_mesh == mesh
+        assert out.placements == t.placements and torch.equal(out.to_torch(), want)
+    single = t.to("cpu:0")
+    assert single.device == torch.device("cpu") and torch.equal(single.to_torch(), full)
+    wrong = dtorch.init_device_mesh("cpu", (8,) if mesh.ndim > 1 else (2, 2))
+    with pytest.raises(MeshError, match="use redistribute"):
+        t.to(wrong)
+    with pytest.raises(TypeError, match=r"^to: device and device_mesh"):
+        t.to(device="cpu", device_mesh=mesh)
+    parsed = dtorch.Tensor.parser_tensor_to_function_arg((mesh,), {"dtype": torch.int8})
+    assert parsed == (mesh, torch.int8)
+    assert dtorch.Tensor.parser_tensor_to_function_arg(("cpu",), {}) == (torch.device("cpu"), None)
+
+
+def test_check_placement_and_names(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 1, 2), mesh_dim_names=("dp", "pp", "tp"))
+    t = dtorch.zeros(4, 4, device_mesh=mesh, placements=[Shard(0), R, Shard(1)], graph=graph)
+    t.check_placement("dp", Shard(0))
+    t.check_placement(2, Shard(1))
+    t.check_placement("pp", Shard(0))  # size-1 mesh dim: skipped
+    with pytest.raises(PlacementError, match="check_placement: mesh dim 'pp'"):
+        t.check_placement("pp", Shard(0), skip_when_dim_size_equal_one=False)
+    with pytest.raises(PlacementError, match="check_placement: mesh dim 'tp'"):
+        t.check_placement("tp", R)
+    with pytest.raises(MeshError, match="check_placement: mesh dim 'xx'"):
+        t.check_placement("xx", R)
+    assert t.get_name() is None
+    t.set_name("weight")
+    assert t.get_name() == "weight" and "weight" in repr(t)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_redistribute_by_dict(graph: dtorch.Graph, layout: tuple) -> None:
+    full, t = _placed(graph, layout)
+    mesh = t.device_mesh
+    names = mesh.dim_names
+    wanted = {names[-1]: Shard(0), "absent": Shard(1)}
+    if mesh.ndim > 1:  # a mesh dim missing from the dict
+        with pytest.raises(PlacementError, match="raise_error"):
+            t.redistribute_by_dict(placements_dict=wanted)
+    replicated = t.redistribute_by_dict(placements_dict=wanted, default_placement_mode="replicate")
+    assert replicated.placements == [R] * (mesh.ndim - 1) + [Shard(0)]
+    assert torch.equal(replicated.to_torch(), full)
+    kept = t.redistribute_by_dict(placements_dict={mesh.ndim - 1: P}, default_placement_mode="keep")
+    assert kept.placements == [*t.placements[:-1], P]
+    assert torch.allclose(kept.to_torch(), full)
+    every = {i: Shard(0) for i in range(mesh.ndim)}
+    assert t.redistribute_by_dict(placements_dict=every).placements == [Shard(0)] * mesh.ndim
+    single = t.redistribute_by_dict(dtorch.DeviceMesh("cpu", 0), placements_dict=wanted)
+    assert torch.equal(single.to_torch(), full)
+    narrow = t[:1]  # tensor dim 0 of size 1: Shard(0) there becomes Replicate
+    out = narrow.redistribute_by_dict(placements_dict=every)
+    assert out.placements == [R] * mesh.ndim and torch.equal(out.to_torch(), full[:1])
+    raw = narrow.redistribute_by_dict(
+        placements_dict=every, convert_shard_size_one_to_replicate=False
+    )
+    assert raw.placements == [Shard(0)] * mesh.ndim and torch.equal(raw.to_torch(), full[:1])
+    both = dtorch.tensor.tensors_redistribute_by_dict([t, t * 2], placements_dict=every)
+    assert [b.placements for b in both] == [[Shard(0)] * mesh.ndim] * 2
+    assert torch.equal(both[1].to_torch(), full * 2)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_operator_forms(graph: dtorch.Graph, layout: tuple) -> None:
+    full, t = _placed(graph, layout)
+    mesh = t.device_mesh
+    counts = (2,) + (1,) * full.ndim  # a new leading dim: the shards need not move
+    replicated = t.redistribute(placements=[R] * mesh.ndim)
+    assert torch.equal(replicated.repeat(repeats=counts).to_torch(), full.repeat(repeats=counts))
+    assert torch.equal(replicated.repeat(*counts).to_torch(), full.repeat(*counts))
+    low_full = torch.randn(full.shape[-1], generator=_G)
+    low = dtorch.from_torch(low_full, device_mesh=mesh, graph=graph)
+    high = dtorch.from_torch(low_full.double() + 0.5, device_mesh=mesh, graph=graph)
+    for out, want in (
+        (t.clamp(low, high), full.clamp(low_full, low_full.double() + 0.5)),
+        (t.clip(min=low), full.clip(min=low_full)),
+        (dtorch.clamp(t, max=high), torch.clamp(full, max=low_full.double() + 0.5)),
+    ):
+        assert out.dtype == want.dtype and torch.equal(out.to_torch(), want)
+    other = t * -1
+    for method in ("max", "min"):
+        got, want = getattr(t, method)(other), getattr(full, method)(-full)
+        assert torch.equal(got.to_torch(), want)
+        got = getattr(t, method)(other=other)
+        assert torch.equal(got.to_torch(), want)
+        reduced, expected = getattr(replicated, method)(dim=1), getattr(full, method)(dim=1)
+        assert type(reduced) is type(expected) and isinstance(reduced.values, dtorch.Tensor)
+        assert torch.equal(reduced.values.to_torch(), expected.values)
+        assert torch.equal(reduced.indices.to_torch(), expected.indices)
+    for x in (full, full[0], full[0, 0]):
+        d = dtorch.from_torch(x, device_mesh=mesh, graph=graph)
+        with pytest.warns(UserWarning):
+            want = torch.nn.functional.softmax(x, dim=None)
+        assert torch.allclose(d.softmax().to_torch(), want)
+        assert torch.allclose(dtorch.softmax(d).to_torch(), want)
+    mask = (t > 0).nonzero()
+    assert mask.device_mesh == mesh and torch.equal(mask.to_torch(), (full > 0).nonzero())
+
+
+def test_view_with_placements_is_refused_clearly(graph: dtorch.Graph) -> None:
+    t = dtorch.zeros(4, device_mesh=dtorch.init_device_mesh("cpu", 2), graph=graph)
+    with pytest.raises(NotImplementedError, match=r"^view: reinterpreting"):
+        t.view([Partial()])
