@@ -131,6 +131,7 @@ from dtorch.distributed_spec import get_default_device_mesh
 from dtorch.errors import DeserializationError, DTorchError
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
+from dtorch.memory_stats import MemoryStat, MemoryStats
 from dtorch.options import GlobalOption
 from dtorch.serialization import (
     assert_structural_equal,
@@ -147,6 +148,8 @@ __all__ = [
     "GlobalOption",
     "Graph",
     "GraphOption",
+    "MemoryStat",
+    "MemoryStats",
     "Partial",
     "Placement",
     "Replicate",
@@ -172,6 +175,7 @@ __all__ = [
     "clone",
     "concat",
     "cos",
+    "cuda",
     "default_graph",
     "deserialize",
     "deserialize_from_file",
@@ -226,10 +230,12 @@ __all__ = [
     "max",
     "maximum",
     "mean",
+    "memory_stats",
     "min",
     "minimum",
     "mul",
     "ne",
+    "nn",
     "neg",
     "nonzero",
     "ones",
@@ -262,6 +268,7 @@ __all__ = [
     "tanh",
     "tensor",
     "transpose",
+    "type",
     "uint8",
     "unbind",
     "unsqueeze",
@@ -269,6 +276,10 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+
+# isort: split
+# After dtorch.api is complete: dtorch.nn.functional imports its operators.
+from dtorch import cuda, memory_stats, nn, type
 
 # Last, once everything dtorch needs is imported: see dtorch.runtime.gc_policy for why.
 from dtorch.runtime.gc_policy import freeze_at_import as _freeze_at_import
