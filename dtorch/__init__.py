@@ -138,6 +138,7 @@ from dtorch.distributed_spec import get_default_device_mesh
 from dtorch.errors import DeserializationError, DTorchError
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
+from dtorch.memory_stats import MemoryStat, MemoryStats
 from dtorch.options import GlobalOption
 from dtorch.serialization import (
     assert_structural_equal,
@@ -188,6 +189,8 @@ __all__ = [
     "HalfTensor",
     "IntTensor",
     "LongTensor",
+    "MemoryStat",
+    "MemoryStats",
     "Partial",
     "Placement",
     "Replicate",
@@ -215,6 +218,7 @@ __all__ = [
     "clone",
     "concat",
     "cos",
+    "cuda",
     "default_graph",
     "deserialize",
     "deserialize_from_file",
@@ -271,11 +275,13 @@ __all__ = [
     "max",
     "maximum",
     "mean",
+    "memory_stats",
     "min",
     "minimum",
     "mul",
     "ne",
     "neg",
+    "nn",
     "nonzero",
     "ones",
     "ones_like",
@@ -309,6 +315,7 @@ __all__ = [
     "tensor",
     "tensors_redistribute_by_dict",
     "transpose",
+    "type",
     "uint8",
     "unbind",
     "unsqueeze",
@@ -316,6 +323,10 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+
+# isort: split
+# After dtorch.api is complete: dtorch.nn.functional imports its operators.
+from dtorch import cuda, memory_stats, nn, type  # noqa: E402 - after dtorch.api, see above
 
 # Last, once everything dtorch needs is imported: see dtorch.runtime.gc_policy for why.
 from dtorch.runtime.gc_policy import freeze_at_import as _freeze_at_import  # noqa: E402

@@ -30,6 +30,11 @@ from typing import Any
 
 from dtorch.errors import OptionError
 
+#: The longest wait dtorch honours, in seconds (about 31 years): longer timeouts, ``inf``
+#: included, are clamped to it (``threading`` and ``select`` overflow near 9.2e9 s), and a
+#: DTORCH_*_TIMEOUT_SECOND above it is refused.
+MAX_WAIT_SECOND = 1e9
+
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -50,8 +55,11 @@ def _parse_positive_float(name: str, raw: str) -> float:
         raise OptionError(
             f"{name}={raw!r} is not a number; accepted: a positive number of seconds"
         ) from None
-    if not math.isfinite(value) or value <= 0:
-        raise OptionError(f"{name}={raw!r} must be a positive, finite number of seconds")
+    if not math.isfinite(value) or not 0 < value <= MAX_WAIT_SECOND:
+        raise OptionError(
+            f"{name}={raw!r} must be a positive, finite number of seconds, "
+            f"at most {MAX_WAIT_SECOND:g}"
+        )
     return value
 
 
@@ -73,7 +81,9 @@ class Options:
 
     Fields and their variables: ``comm_timeout_second`` (DTORCH_COMM_TIMEOUT_SECOND, every
     blocking communication call), ``zmq_timeout_second`` (DTORCH_ZMQ_TIMEOUT_SECOND, every
-    controller/worker socket wait), ``dtensor_in_same_device`` (DTORCH_DTENSOR_IN_SAME_DEVICE,
+    controller/worker socket wait), ``grpc_timeout_second`` (DTORCH_GRPC_TIMEOUT_SECOND, DTorch's
+    RPC timeout; dtorch has no gRPC channel, the value is kept for programs that read it;
+    default 60, as the zmq timeout), ``dtensor_in_same_device`` (DTORCH_DTENSOR_IN_SAME_DEVICE,
     N logical devices on one physical device), ``num_gpu_when_enable_dtensor_in_same_device``
     (DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE), ``per_device_per_process``
     (DTORCH_PER_DEVICE_PER_PROCESS, default for graphs that leave it unset) and
@@ -85,6 +95,7 @@ class Options:
 
     comm_timeout_second: float = 300.0
     zmq_timeout_second: float = 60.0
+    grpc_timeout_second: float = 60.0
     dtensor_in_same_device: bool = False
     num_gpu_when_enable_dtensor_in_same_device: int = 8
     per_device_per_process: bool = False
@@ -111,6 +122,7 @@ class Options:
 _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "comm_timeout_second": ("DTORCH_COMM_TIMEOUT_SECOND", _parse_positive_float),
     "zmq_timeout_second": ("DTORCH_ZMQ_TIMEOUT_SECOND", _parse_positive_float),
+    "grpc_timeout_second": ("DTORCH_GRPC_TIMEOUT_SECOND", _parse_positive_float),
     "dtensor_in_same_device": ("DTORCH_DTENSOR_IN_SAME_DEVICE", _parse_bool),
     "num_gpu_when_enable_dtensor_in_same_device": (
         "DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE",
@@ -168,6 +180,17 @@ class GlobalOption:
     @staticmethod
     def get_zmq_timeout_second() -> float:
         return _STATE.get().zmq_timeout_second
+
+    @staticmethod
+    def get_grpc_timeout_second() -> float:
+        """DTORCH_GRPC_TIMEOUT_SECOND (positive seconds, default 60).
+
+        Example:
+            >>> from dtorch import GlobalOption
+            >>> GlobalOption.get_grpc_timeout_second() > 0
+            True
+        """
+        return _STATE.get().grpc_timeout_second
 
     @staticmethod
     def get_dtensor_in_same_device() -> bool:

@@ -30,7 +30,7 @@ import torch
 from dtorch.api.graph import Graph, mesh_of
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.record import emit_one
-from dtorch.errors import MeshError, ShapeError
+from dtorch.errors import MeshError, ParamError, ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam
@@ -227,6 +227,8 @@ def randint(
         low, high, size = args
     else:
         raise TypeError("randint takes (high, size) or (low, high, size)")
+    if not int(low) < int(high):
+        raise ParamError(f"randint: low must be less than high, got low={low}, high={high}")
     shape = _shape((size,))
     return _random(
         CreateKind.RANDINT, shape, dtype or torch.int64, generator, (int(low), int(high)), kw
@@ -238,6 +240,12 @@ def from_torch(data: torch.Tensor, *, dtype: torch.dtype | None = None, **kw: An
     value on the first rank of that mesh dimension and zeros elsewhere."""
     if not isinstance(data, torch.Tensor):
         raise TypeError(f"from_torch needs a torch.Tensor, got {type(data).__name__}")
+    if data.layout != torch.strided or data.is_quantized or data.is_meta:
+        raise ParamError(
+            f"from_torch: a {data.layout} {data.dtype} tensor on {data.device} is not supported "
+            "(sparse, quantized and meta tensors are not); accepted: a dense strided tensor with "
+            "data, e.g. data.to_dense() or data.dequantize()"
+        )
     value = data.detach().to("cpu", dtype or data.dtype, copy=True).contiguous()
     return create(CreateKind.FROM_TENSOR, tuple(value.shape), value.dtype, value=value, **_kw(kw))
 

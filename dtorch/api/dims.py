@@ -1,8 +1,13 @@
 """Dimension arguments: negative dims counted from the end, with torch's IndexError.
 
+The IndexError names the operator (``op=``), the dim it got and the range it accepts.
+
 Example:
     >>> normalize_dims(-1, 3), normalize_dims((0, -2), 2)
     ((2,), (0, 0))
+    >>> normalize_dims(3, 2, op="sum")
+    Traceback (most recent call last):
+    IndexError: sum: dim 3 is out of range for a 2-D tensor; accepted: -2 to 1
 """
 
 from __future__ import annotations
@@ -10,14 +15,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def _dim(dim: int, ndim: int) -> int:
-    if not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise IndexError(f"dimension {dim} is out of range for a {ndim}-D tensor")
-    return dim % max(ndim, 1)
+def _dim(dim: int, ndim: int, op: str) -> int:
+    # a 0-D tensor accepts dims -1 and 0, as torch
+    size = max(ndim, 1)
+    if not -size <= dim < size:
+        raise IndexError(
+            f"{op}: dim {dim} is out of range for a {ndim}-D tensor; accepted: {-size} to "
+            f"{size - 1}"
+        )
+    return dim % size
 
 
-def normalize_dims(dims: int | Sequence[int], ndim: int) -> tuple[int, ...]:
-    """Non-negative dims (IndexError naming the bad one)."""
+def normalize_dims(
+    dims: int | Sequence[int], ndim: int, *, op: str = "dim argument"
+) -> tuple[int, ...]:
+    """Non-negative dims (IndexError naming ``op``, the bad dim and the accepted range)."""
     if isinstance(dims, int):
-        return (_dim(dims, ndim),)
-    return tuple(_dim(d, ndim) for d in dims)
+        return (_dim(dims, ndim, op),)
+    return tuple(_dim(d, ndim, op) for d in dims)

@@ -34,6 +34,7 @@ from dtorch.ir.opkind import MemoryKind
 from dtorch.ir.params import MemoryParam, OpParam, SyncParam
 from dtorch.ir.rules.cache import InferenceCache
 from dtorch.ir.span import Span
+from dtorch.memory_stats import MemoryStat, MemoryStats
 from dtorch.options import GlobalOption
 from dtorch.runtime.executor import Executor
 from dtorch.runtime.factory import make_runner
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 CLOSE_TIMEOUT = 30.0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, kw_only=True)
 class GraphOption:
     """Options of one Graph.
 
@@ -58,6 +59,15 @@ class GraphOption:
     of any number of logical CPU devices: device ``d`` runs on worker ``d % num_workers``), and
     stopped when it closes. ``worker_pool``: run on that ``WorkerPool`` instead (started once,
     it serves one graph after another without starting processes again).
+
+    Keyword-only; fields are settable before the option is given to a Graph (a graph reads it
+    once, when it is made); ``==`` compares fields.
+
+    Example:
+        >>> option = GraphOption()
+        >>> option.per_device_per_process = False
+        >>> option == GraphOption(per_device_per_process=False), str(option)
+        (True, 'GraphOption(per_device_per_process=False, num_workers=None, worker_pool=None)')
     """
 
     per_device_per_process: bool | None = None
@@ -65,6 +75,11 @@ class GraphOption:
     worker_pool: WorkerPool | None = None
 
     def __post_init__(self) -> None:
+        if self.per_device_per_process not in (None, True, False):
+            raise GraphError(
+                "GraphOption: per_device_per_process must be True, False or None, got "
+                f"{self.per_device_per_process!r}"
+            )
         count = self.num_workers
         if count is not None and (
             isinstance(count, bool) or not isinstance(count, int) or count < 1
@@ -72,6 +87,12 @@ class GraphOption:
             raise GraphError(f"num_workers must be a positive int or None, got {count!r}")
         if self.worker_pool is not None and count is not None:
             raise GraphError("give num_workers or worker_pool, not both (the pool has its size)")
+
+    def __str__(self) -> str:
+        return (
+            f"GraphOption(per_device_per_process={self.per_device_per_process}, "
+            f"num_workers={self.num_workers}, worker_pool={self.worker_pool})"
+        )
 
     def resolved_per_device_per_process(self) -> bool:
         if self.per_device_per_process is None:
@@ -99,8 +120,14 @@ class Graph:
     _ids = itertools.count()  # graph ids: unique in this process
 
     def __init__(self, option: GraphOption | None = None) -> None:
+        if option is not None and not isinstance(option, GraphOption):
+            raise GraphError(
+                f"Graph(option=...) takes a GraphOption or None, got {type(option).__name__} "
+                f"{option!r}; e.g. Graph(GraphOption(per_device_per_process=True))"
+            )
         self._option = option or GraphOption()
         self._id = next(Graph._ids)
+        self._name = ""
         self._operator_ids = itertools.count(1)
         self._operand_ids = itertools.count(1)
         self._promise_ids = itertools.count(1)
@@ -123,6 +150,20 @@ class Graph:
     @property
     def id(self) -> int:
         return self._id
+
+    def set_name(self, name: str) -> None:
+        """Name this graph (for the program's own bookkeeping; '' until set)."""
+        if not isinstance(name, str):
+            raise GraphError(f"Graph.set_name takes a str, got {type(name).__name__}")
+        self._name = name
+
+    def get_name(self) -> str:
+        """The name given by ``set_name`` ('' when none)."""
+        return self._name
+
+    def _set_default_dtype(self, dtype: torch.dtype) -> None:
+        """DTorch's setter of ``default_dtype``."""
+        self.default_dtype = dtype
 
     @property
     def option(self) -> GraphOption:
@@ -160,12 +201,13 @@ class Graph:
             self._default_mesh = previous
 
     @contextmanager
-    def dtype_guard(self, dtype: torch.dtype) -> Iterator[torch.dtype]:
-        """Within the block, floating tensors created without a dtype use ``dtype``."""
+    def dtype_guard(self, dtype: torch.dtype | None) -> Iterator[torch.dtype]:
+        """Within the block, floating tensors created without a dtype use ``dtype`` (None:
+        float32)."""
         previous = self._default_dtype
-        self.default_dtype = dtype
+        self.default_dtype = torch.float32 if dtype is None else dtype
         try:
-            yield dtype
+            yield self._default_dtype
         finally:
             self._default_dtype = previous
 
@@ -213,21 +255,19 @@ class Graph:
         self.sync()
 
     def get_memory_stats(
-        self, device_mesh: DeviceMesh | None = None, reset_peak: bool = False
-    ) -> dict[int, dict[str, int]]:
-        """Bytes of shards held per device: ``{device id: {"allocated_bytes", "peak_bytes"}}``,
-        for the devices of ``device_mesh`` (every device used so far when None)."""
+        self, device_mesh: DeviceMesh | str | torch.device | None = None, reset_peak: bool = False
+    ) -> MemoryStats:
+        """Bytes of shards held per device (``dtorch.memory_stats``), for the devices of
+        ``device_mesh`` (a mesh, or a device string/``torch.device`` as a one-device mesh; every
+        device used so far when None); ``reset_peak`` starts the peaks again from now."""
+        mesh = None if device_mesh is None else _stats_mesh(device_mesh)
         handle, future = memory_stats_future(self)
         self.record_system(
             "memory_stats", MemoryParam(MemoryKind.STATS, reset_peak, handle), Span.unknown()
         )
-        rows = future.get().tolist()
-        stats = {d: {"allocated_bytes": a, "peak_bytes": p} for d, a, p in rows}
-        if device_mesh is None:
-            return dict(sorted(stats.items()))
-        return {
-            d: stats.get(d, {"allocated_bytes": 0, "peak_bytes": 0}) for d in device_mesh.device_ids
-        }
+        rows = {d: MemoryStat(d, a, p) for d, a, p in future.get().tolist()}
+        devices = sorted(rows) if mesh is None else mesh.device_ids
+        return MemoryStats(tuple(rows.get(d, MemoryStat(d, 0, 0)) for d in devices))
 
     def close(self) -> None:
         """Run what is queued, then stop this graph's threads; later recording raises."""
@@ -242,16 +282,45 @@ class Graph:
     def __repr__(self) -> str:
         return f"Graph(id={self._id}, default_device_mesh={self._default_mesh!r})"
 
+    def __str__(self) -> str:
+        return f"dtorch.Graph with id: {self._id}"
+
+
+def _stats_mesh(spec: object) -> DeviceMesh:
+    # get_memory_stats names itself in the error, which mesh_of cannot
+    try:
+        return mesh_of(spec)  # type: ignore[arg-type]
+    except MeshError as error:
+        raise MeshError(f"get_memory_stats(device_mesh=...): {error}") from None
+
 
 _THREAD = threading.local()  # the calling thread's default graph (API: Graph.default_graph())
 
 
-def default_graph() -> Graph:
-    """The calling thread's default graph (``Graph.default_graph()``).
+class _DefaultGraph:
+    """``dtorch.default_graph``: the calling thread's default graph, looked up at each use.
+
+    Attribute access goes to ``Graph.default_graph()`` of the thread that uses it (nothing is
+    made at import), and calling it returns that Graph.
 
     Example:
         >>> import dtorch
         >>> dtorch.default_graph() is dtorch.Graph.default_graph()
         True
+        >>> dtorch.default_graph.id == dtorch.Graph.default_graph().id
+        True
     """
-    return Graph.default_graph()
+
+    __slots__ = ()
+
+    def __call__(self) -> Graph:
+        return Graph.default_graph()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(Graph.default_graph(), name)
+
+    def __repr__(self) -> str:
+        return "dtorch.default_graph (the calling thread's default Graph)"
+
+
+default_graph = _DefaultGraph()

@@ -125,7 +125,7 @@ class TensorBase:
     def size(self, dim: int | None = None) -> Any:
         if dim is None:
             return self.shape
-        return self._operand.shape[normalize_dims(dim, self.ndim)[0]]
+        return self._operand.shape[normalize_dims(dim, self.ndim, op="size")[0]]
 
     @property
     def ndim(self) -> int:

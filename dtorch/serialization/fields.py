@@ -215,6 +215,8 @@ class DtypeField:
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         try:
+            if any(type(v) is not int for v in column):  # True == 1 would index the table
+                raise TypeError
             return list(map(CODE_TO_DTYPE.__getitem__, column))
         except (KeyError, TypeError):
             bad = next(v for v in column if type(v) is not int or v not in CODE_TO_DTYPE)

@@ -266,6 +266,7 @@ def _make_enum(codec: Any, v: str, depth: int, src: _Source) -> None:
 
 
 def _make_dtype(codec: Any, v: str, depth: int, src: _Source) -> None:
+    src.add(depth, f"if type({v}) is not int: raise F")  # True == 1 would index the table
     src.add(depth, f"{v} = {src.const(CODE_TO_DTYPE)}[{v}]")
 
 

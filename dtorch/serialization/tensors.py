@@ -61,6 +61,11 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
 
 def restore_tensor(dtype: torch.dtype, shape: tuple[int, ...], data: Any) -> torch.Tensor:
     """The tensor of ``dtype`` and ``shape`` over ``data`` (checked against the shape)."""
+    if dtype not in PLAIN_DTYPES:  # quantized: the encoder refuses them, so no payload has one
+        raise DeserializationError(
+            f"a tensor of dtype {dtype}: quantized dtypes are not supported (the encoder refuses "
+            "them)"
+        )
     if any(d < 0 or d > _INT64_MAX for d in shape):
         raise DeserializationError(f"tensor shape {shape} has a dimension outside 0..2**63-1")
     numel = math.prod(shape)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import torch
 
 import dtorch
 from dtorch.errors import MeshError, PlacementError, ShapeError
@@ -30,7 +31,21 @@ from dtorch.errors import MeshError, PlacementError, ShapeError
         (lambda g: dtorch.ones(3, graph=g).view(2, 2), ShapeError, "invalid for input of size 3"),
         (lambda g: dtorch.ones(3, graph=g)[5], IndexError, "out of bounds"),
         (lambda g: dtorch.ones(2, graph=g) + "a", TypeError, "dtorch.Tensor or a number"),
-        (lambda g: dtorch.ones(2, graph=g).sum(dim=5), IndexError, "out of range"),
+        (lambda g: dtorch.ones(2, graph=g).sum(dim=5), IndexError, r"sum: dim 5 .* -1 to 0"),
+        (lambda g: dtorch.ones(2, 3, graph=g).transpose(0, -3), IndexError, "transpose: dim -3"),
+        (lambda g: dtorch.cat([dtorch.ones(2, graph=g)], dim=1), IndexError, "cat: dim 1"),
+        (lambda g: dtorch.ones(2, 2, graph=g).softmax(2), IndexError, "softmax: dim 2"),
+        (lambda g: dtorch.randint(5, 2, (3,), graph=g), ValueError, "randint: low must be less"),
+        (
+            lambda g: dtorch.from_torch(torch.eye(2).to_sparse(), graph=g),
+            ValueError,
+            r"from_torch: .*sparse_coo.*to_dense\(\)",
+        ),
+        (
+            lambda g: dtorch.from_torch(torch.empty(2, device="meta"), graph=g),
+            ValueError,
+            "from_torch: .*meta",
+        ),
     ],
 )
 def test_bad_arguments_raise_clearly(

@@ -114,17 +114,24 @@ def test_released_operands_free_their_shards(graph: dtorch.Graph) -> None:
     per_device = 1024 * 256 * 4 // 4
     for device in mesh.device_ids:
         assert (
-            held[device]["allocated_bytes"] - baseline[device]["allocated_bytes"] == 9 * per_device
+            held.find(device).memory_allocated - baseline.find(device).memory_allocated
+            == 9 * per_device
         )
     del temp
     gc.collect()
     after = graph.get_memory_stats(mesh)
     for device in mesh.device_ids:
-        assert after[device]["allocated_bytes"] - baseline[device]["allocated_bytes"] == per_device
-        assert after[device]["peak_bytes"] >= 9 * per_device
+        assert (
+            after.find(device).memory_allocated - baseline.find(device).memory_allocated
+            == per_device
+        )
+        assert after.find(device).max_memory_allocated >= 9 * per_device
     graph.get_memory_stats(mesh, reset_peak=True)
     reset = graph.get_memory_stats(mesh)
-    assert all(reset[d]["peak_bytes"] == reset[d]["allocated_bytes"] for d in mesh.device_ids)
+    assert all(
+        reset.find(d).max_memory_allocated == reset.find(d).memory_allocated
+        for d in mesh.device_ids
+    )
     del keep
 
 
@@ -270,5 +277,5 @@ def test_a_release_alone_in_its_batch_reaches_the_stream_holding_the_shard(
     assert t.to_torch().sum().item() == 4096
     del t
     gc.collect()
-    stats = graph.get_memory_stats(mesh)[1]
-    assert stats["allocated_bytes"] == 0 and stats["peak_bytes"] == 4096 * 4
+    stats = graph.get_memory_stats(mesh).find(1)
+    assert stats.memory_allocated == 0 and stats.max_memory_allocated == 4096 * 4

@@ -45,7 +45,7 @@ def test_one_graph_at_a_time_then_the_next(worker_pools: PoolKeeper) -> None:
         fresh = dtorch.ones(6, device_mesh=mesh, placements=[Shard(0)], graph=second)
         assert fresh.tolist() == [1.0] * 6
         stats = second.get_memory_stats(mesh)
-        assert all(s["allocated_bytes"] == 8 for s in stats.values()), stats
+        assert all(s.memory_allocated == 8 for s in stats), stats
     finally:
         second.close()
     assert not pool.leased and pool.broken is None

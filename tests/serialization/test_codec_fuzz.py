@@ -123,3 +123,42 @@ def test_inputs_that_are_not_bytes() -> None:
     for value in ("DTSZ", 12, None, [1], memoryview(b"DTSZ" * 8)[::2]):
         with pytest.raises(DeserializationError):
             deserialize(value)  # type: ignore[arg-type]
+
+
+def _tensor_payload_with(dtype_code: Any, length: int) -> bytes:
+    """A float32 tensor's payload whose dtype column says ``dtype_code``, of ``length`` items."""
+    import msgpack
+    import torch
+
+    from dtorch.serialization import serialize
+
+    _, document, data = split(serialize(torch.ones(2, dtype=torch.float32)))
+    types, rows, root = msgpack.unpackb(document, strict_map_key=False)
+    rows[0][2][0] = [dtype_code]
+    rows[0][2][1] = [[length]]
+    return reframe(msgpack.packb([types, rows, root]), data)
+
+
+def test_the_unchanged_tensor_payload_decodes() -> None:
+    import torch
+
+    assert torch.equal(deserialize(_tensor_payload_with(0, 2)), torch.ones(2))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "length"), [("qint8", 8), ("quint8", 8), ("qint32", 2), ("quint4x2", 8)]
+)
+def test_quantized_dtype_codes_are_refused(dtype: str, length: int) -> None:
+    import torch
+
+    from dtorch.ir.dtypes import DTYPE_TO_CODE
+
+    code = DTYPE_TO_CODE[getattr(torch, dtype)]
+    with pytest.raises(DeserializationError, match="quantized"):
+        deserialize(_tensor_payload_with(code, length))
+
+
+@pytest.mark.parametrize("code", [True, False, 0.0])
+def test_a_dtype_code_that_is_not_an_int_is_refused(code: Any) -> None:
+    with pytest.raises(DeserializationError):
+        deserialize(_tensor_payload_with(code, 2))

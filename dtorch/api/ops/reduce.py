@@ -26,10 +26,10 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def _dims(t: Tensor, dim: int | Sequence[int] | None) -> tuple[int, ...] | None:
+def _dims(t: Tensor, dim: int | Sequence[int] | None, op: str) -> tuple[int, ...] | None:
     if dim is None:
         return None
-    return normalize_dims(dim, t.ndim)
+    return normalize_dims(dim, t.ndim, op=op)
 
 
 def reduce(
@@ -41,7 +41,7 @@ def reduce(
     dtype: torch.dtype | None = None,
 ) -> Tensor:
     """One Reduce operator over ``dim`` (every dim when None)."""
-    param = ReduceParam(kind, _dims(t, dim), bool(keepdim), dtype)
+    param = ReduceParam(kind, _dims(t, dim, name), bool(keepdim), dtype)
     return record(name, param, (t,))[0]
 
 
@@ -97,7 +97,7 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
             f"{name}: dim must be an int, got {type(dim).__name__}; accepted: {name}(), "
             f"{name}(dim, keepdim=False) or {name}(other_tensor)"
         )
-    param = MaxMinParam(kind, normalize_dims(dim, t.ndim)[0], bool(keepdim))
+    param = MaxMinParam(kind, normalize_dims(dim, t.ndim, op=name)[0], bool(keepdim))
     values, indices = record(name, param, (t,))
     result_type = torch.return_types.max if kind == MaxMinKind.MAX else torch.return_types.min
     return result_type((values, indices))  # type: ignore[arg-type]  # holds dtorch tensors
@@ -126,10 +126,10 @@ def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = N
     """Softmax over ``dim``; ``dim=None`` follows torch's legacy implicit-dim rule (0 for 0-,
     1- and 3-d inputs, else 1; torch warns, dtorch does not)."""
     dim = _implicit_dim(input, dim)
-    param = SoftmaxParam(normalize_dims(dim, input.ndim)[0], False, dtype)
+    param = SoftmaxParam(normalize_dims(dim, input.ndim, op="softmax")[0], False, dtype)
     return record("softmax", param, (input,))[0]
 
 
 def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
-    param = SoftmaxParam(normalize_dims(dim, input.ndim)[0], True, dtype)
+    param = SoftmaxParam(normalize_dims(dim, input.ndim, op="log_softmax")[0], True, dtype)
     return record("log_softmax", param, (input,))[0]

@@ -86,7 +86,9 @@ def reshape(input: Tensor, *sizes_: Any, shape: Any = None) -> Tensor:
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    start, end = normalize_dims((start_dim, end_dim), input.ndim) if input.ndim else (0, 0)
+    start, end = (
+        normalize_dims((start_dim, end_dim), input.ndim, op="flatten") if input.ndim else (0, 0)
+    )
     if start > end:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     return record("flatten", FlattenParam(start, end), (input,))[0]
@@ -96,23 +98,27 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     if dim is None:
         dims = tuple(i for i, s in enumerate(input.shape) if s == 1)
     else:
-        dims = normalize_dims(dim, input.ndim)
+        dims = normalize_dims(dim, input.ndim, op="squeeze")
     return record("squeeze", SqueezeParam(dims), (input,))[0]
 
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    return record("unsqueeze", UnsqueezeParam(normalize_dims(dim, input.ndim + 1)[0]), (input,))[0]
+    return record(
+        "unsqueeze",
+        UnsqueezeParam(normalize_dims(dim, input.ndim + 1, op="unsqueeze")[0]),
+        (input,),
+    )[0]
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    a, b = normalize_dims((dim0, dim1), input.ndim)
+    a, b = normalize_dims((dim0, dim1), input.ndim, op="transpose")
     return record("transpose", TransposeParam(a, b), (input,))[0]
 
 
 def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
     """``permute(*dims)``, ``permute(dims)`` or torch's keyword ``permute(dims=...)``."""
     wanted = sizes(order if dims is None else (dims,))
-    normal = normalize_dims(wanted, input.ndim)
+    normal = normalize_dims(wanted, input.ndim, op="permute")
     if sorted(normal) != list(range(input.ndim)):
         raise ShapeError(f"permute: {list(wanted)} is not a permutation of {input.ndim} dims")
     return record("permute", PermuteParam(normal), (input,))[0]
@@ -143,13 +149,13 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ShapeError(f"{name}: chunks must be positive, got {chunks}")
-    return record(name, ChunkParam(chunks, normalize_dims(dim, t.ndim)[0]), (t,))
+    return record(name, ChunkParam(chunks, normalize_dims(dim, t.ndim, op=name)[0]), (t,))
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """The slices along ``dim`` (one Chunk operator, recorded as ``unbind`` so that its
     errors name what the user called), each squeezed."""
-    d = normalize_dims(dim, input.ndim)[0]
+    d = normalize_dims(dim, input.ndim, op="unbind")[0]
     if input.shape[d] == 0:
         return ()
     return tuple(squeeze(part, d) for part in _chunk("unbind", input, input.shape[d], d))
@@ -157,12 +163,14 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = _tensor_list("cat", tensors)
-    return record("cat", ConcatParam(normalize_dims(dim, tensors[0].ndim)[0]), tuple(tensors))[0]
+    return record(
+        "cat", ConcatParam(normalize_dims(dim, tensors[0].ndim, op="cat")[0]), tuple(tensors)
+    )[0]
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = _tensor_list("stack", tensors)
-    d = normalize_dims(dim, tensors[0].ndim + 1)[0]
+    d = normalize_dims(dim, tensors[0].ndim + 1, op="stack")[0]
     return record("stack", ConcatParam(d, stack=True), tuple(tensors))[0]
 
 
@@ -183,7 +191,7 @@ def repeat(t: Tensor, *repeats: Any) -> Tensor:
 def repeat_interleave(input: Tensor, repeats: int, dim: int | None = None) -> Tensor:
     if isinstance(repeats, _tensor.Tensor) or not isinstance(repeats, int) or repeats < 0:
         raise TypeError("repeat_interleave: repeats must be a non-negative int")
-    d = None if dim is None else normalize_dims(dim, input.ndim)[0]
+    d = None if dim is None else normalize_dims(dim, input.ndim, op="repeat_interleave")[0]
     return record("repeat_interleave", RepeatInterleaveParam(repeats, d), (input,))[0]
 
 

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
@@ -35,7 +36,7 @@ from dtorch.errors import (
     PromiseStateError,  # noqa: F401 - re-exported: it lived here first
 )
 from dtorch.ir.params import PromiseHandle
-from dtorch.options import GlobalOption
+from dtorch.options import MAX_WAIT_SECOND, GlobalOption
 
 
 class Cell(Protocol):
@@ -155,12 +156,31 @@ class VoidFuture(ABC):
 
 
 def resolve_timeout(timeout_s: float | None) -> float:
-    """``timeout_s`` checked, or the comm timeout in force when it is None."""
+    """``timeout_s`` checked and clamped to ``MAX_WAIT_SECOND`` (``inf``: as long as that), or
+    the comm timeout in force when it is None; a non-number is a TypeError, nan or a negative
+    number a ValueError."""
     if timeout_s is None:
         return GlobalOption.get_comm_timeout_second()
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s < 0:
+    seconds = _number("timeout_s", timeout_s, "a number of seconds >= 0 or None")
+    if seconds < 0:
         raise ValueError(f"timeout_s must be a number of seconds >= 0 or None, got {timeout_s!r}")
-    return float(timeout_s)
+    return min(seconds, MAX_WAIT_SECOND)
+
+
+def resolve_timeout_ms(timeout_ms: float) -> float:
+    """``wait_for``'s milliseconds as seconds: negative counts as 0, huge and ``inf`` are clamped
+    to ``MAX_WAIT_SECOND``; a non-number is a TypeError, nan a ValueError."""
+    milliseconds = _number("timeout_ms", timeout_ms, "a number of milliseconds")
+    return min(max(0.0, milliseconds / 1000.0), MAX_WAIT_SECOND)
+
+
+def _number(name: str, value: object, accepted: str) -> float:
+    # bool is an int to Python but never a timeout; nan would time out at once, silently
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be {accepted}, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError(f"{name} must be {accepted}, got nan")
+    return float(value) if abs(value) < 2**1000 else (math.inf if value > 0 else -math.inf)
 
 
 def future_timeout(name: str, timeout_s: float) -> FutureTimeoutError:

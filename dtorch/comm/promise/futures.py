@@ -33,6 +33,7 @@ from dtorch.comm.promise.base import (
     VoidPromise,
     future_timeout,
     resolve_timeout,
+    resolve_timeout_ms,
 )
 from dtorch.ir.params import PromiseHandle
 
@@ -99,12 +100,9 @@ def settled_outcome(cell: Cell, timeout_s: float | None) -> torch.Tensor | None:
 
 
 def wait_for_ms(cell: Cell, timeout_ms: int) -> bool:
-    """``wait_for``: True once settled; a bad timeout counts as zero (it never raises)."""
-    try:
-        seconds = max(0.0, float(timeout_ms) / 1000.0)
-    except (TypeError, ValueError):
-        seconds = 0.0
-    return cell.wait(seconds)
+    """``wait_for``: True once settled; any number is a valid timeout (negative: 0, ``inf``:
+    clamped to ``MAX_WAIT_SECOND``), a non-number or nan is refused (resolve_timeout_ms)."""
+    return cell.wait(resolve_timeout_ms(timeout_ms))
 
 
 def await_cell(cell: Cell) -> Generator[Any, None, torch.Tensor | None]:
