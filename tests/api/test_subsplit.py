@@ -168,6 +168,9 @@ def test_elementwise_ops_keep_the_mark(case, graph) -> None:  # type: ignore[no-
         "-got": (-got, -want),
         "got.exp()": (got.exp(), want.exp()),
         "got * got": (got * got, want * want),
+        "got > r": (got > r, want > other),
+        "got.to(float64)": (got.to(torch.float64), want.to(torch.float64)),
+        "got.clone()": (got.clone(), want.clone()),
     }
     for text, (out, expected) in results.items():
         assert out.placements == got.placements, text

@@ -5,9 +5,10 @@
   ``Shard(d, sub_split_coordinates=...)`` with the boundaries between the parts (an input's
   own marks shifted into place). On every mesh dim a Replicate input beside a Shard is chunked
   to it first (a local slice, no communication); other mixes are refused.
-* elementwise operators (BroadcastBinary, BaseMath, Activation): operands sharded on a mesh
-  dim that some operand marks must carry the same mark; Replicate operands are chunked to the
-  marked layout (``redistribute`` to it, a local slice per segment); the outputs keep the mark.
+* elementwise operators (BroadcastBinary, BaseMath, Activation; Cast, Clone, Contiguous):
+  operands sharded on a mesh dim that some operand marks must carry the same mark; Replicate
+  operands are chunked to the marked layout (``redistribute`` to it, a local slice per
+  segment); the outputs keep the mark.
 * ``t[a:b]`` with ``a`` and ``b`` on segment boundaries (0, the coordinates, the size) and the
   other dims whole: the pieces of those segments, a plain ``Shard(d)`` for one segment.
 
@@ -36,8 +37,8 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import ConcatParam, GetItemParam, OpParam, SliceIndex
 from dtorch.ir.placement import Placement, Replicate, Shard
-from dtorch.ir.rules import elementwise, indexing
-from dtorch.ir.rules.base import Inference, OutputMeta, describe_inputs, norm_dim
+from dtorch.ir.rules import copy, elementwise, indexing, views
+from dtorch.ir.rules.base import Inference, OutputMeta, Rule, describe_inputs, norm_dim
 from dtorch.ir.subsplit import is_marked
 
 #: ``rule(name, param, inputs) -> Inference``, or None where the ordinary rule applies.
@@ -109,12 +110,14 @@ def _cat_coordinates(inputs: tuple[Operand, ...], dim: int, m: int) -> tuple[int
 
 
 def elementwise_marked(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference | None:
-    """The ordinary elementwise rule on the plain layouts, its outputs and conversions marked."""
+    """The ordinary rule of an elementwise kind on the plain layouts (every device computes its
+    elements where they lie, so the local layout does not matter), its outputs and
+    conversions marked."""
     marks = _marks(name, inputs)
     if not marks:
         return None
     plain = tuple(dataclasses.replace(o, placements=_strip(o.placements)) for o in inputs)
-    inference = elementwise.RULES[param.kind](name, param, plain)
+    inference = _ELEMENTWISE[param.kind](name, param, plain)
     outputs = tuple(
         dataclasses.replace(out, placements=_remark(out.placements, marks))
         for out in inference.outputs
@@ -207,9 +210,17 @@ def _refuse_index(name: str, x: Operand) -> None:
     )
 
 
+#: The ordinary rules of the kinds whose kernels work element by element on the local shards.
+_ELEMENTWISE: dict[OpKind, Rule] = {
+    **elementwise.RULES,
+    OpKind.Cast: copy.cast_rule,
+    OpKind.Clone: copy.clone_rule,
+    OpKind.Contiguous: views.contiguous_rule,
+}
+
 #: OpKind -> its mark rule, tried before the ordinary rule.
 MARK_RULES: dict[OpKind, MarkRule] = {
     OpKind.Concat: concat_marked,
     OpKind.GetItem: getitem_marked,
-    **dict.fromkeys(elementwise.RULES, elementwise_marked),
+    **dict.fromkeys(_ELEMENTWISE, elementwise_marked),
 }
