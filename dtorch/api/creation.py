@@ -90,7 +90,7 @@ def create(
     mesh = _mesh(g, device_mesh, device)
     if placements is None:
         placements = (Replicate(),) * mesh.ndim
-    placed = normalize_placements(placements, mesh.ndim, len(shape))
+    placed = normalize_placements(placements, mesh.shape, len(shape))
     check_unmarked(kind.name.lower(), placed, "a placement")  # only cat will make marks
     if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
         placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)

@@ -37,7 +37,7 @@ def nonzero(t: Tensor) -> Tensor:
 
 def _first_device(t: Tensor) -> str:
     device = t.device_mesh.first_device()
-    return f"{device.kind}:{device.index}"
+    return f"{device.type}:{device.index or 0}"
 
 
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

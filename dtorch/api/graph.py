@@ -10,7 +10,7 @@ Example:
     >>> with g.device_mesh_guard(dtorch.init_device_mesh("cpu", 2)):
     ...     t = dtorch.ones(4, graph=g)
     >>> t.placements, t.to_torch().tolist()
-    ([R], [1.0, 1.0, 1.0, 1.0])
+    ([Replicate()], [1.0, 1.0, 1.0, 1.0])
     >>> g.sync()
 """
 
@@ -90,7 +90,7 @@ def mesh_of(spec: DeviceMesh | str | torch.device) -> DeviceMesh:
             f"{spec!r} is not a mesh or a device; accepted: a DeviceMesh, 'cpu', 'cuda', "
             "'cuda:N', 'cpu:N' or a torch.device"
         ) from error
-    return DeviceMesh(device.type, device.index)
+    return DeviceMesh(device)
 
 
 class Graph:

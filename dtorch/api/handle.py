@@ -96,9 +96,9 @@ class TensorBase:
     def device(self) -> torch.device:
         """The device of a single-device tensor; the device type of a distributed one."""
         mesh = self._operand.mesh
-        if mesh.is_distributed():
-            return torch.device(mesh.device_type)
-        return torch.device(mesh.device_type, mesh.device_ids[0])
+        if mesh.is_distributed:
+            return mesh.device_type
+        return mesh.first_device()
 
     @property
     def device_mesh(self) -> DeviceMesh:
@@ -110,7 +110,7 @@ class TensorBase:
 
     @property
     def is_dtensor(self) -> bool:
-        return self._operand.mesh.is_distributed()
+        return self._operand.mesh.is_distributed
 
     @property
     def graph(self) -> Graph:

@@ -51,6 +51,7 @@ from dtorch.api.ops.shape import (
     unbind,
     unsqueeze,
 )
+from dtorch.api.ops.take import index_select
 from dtorch.api.tensor import Tensor
 
 abs = Tensor.abs
@@ -77,9 +78,10 @@ greater, less, greater_equal, less_equal = gt, lt, ge, le
 __all__ = [
     "abs", "add", "all", "any", "argmax", "argmin", "asin", "cat", "chunk", "clamp", "clip",
     "clone", "concat", "cos", "div", "einsum", "eq", "equal", "exp", "flatten", "floor", "ge",
-    "greater", "greater_equal", "gt", "isinf", "isnan", "le", "less", "less_equal", "log",
-    "log10", "log2", "logical_and", "logical_or", "lt", "masked_fill", "masked_scatter",
-    "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "ne", "neg", "nonzero",
+    "greater", "greater_equal", "gt", "index_select", "isinf", "isnan", "le", "less",
+    "less_equal", "log", "log10", "log2", "logical_and", "logical_or", "lt", "masked_fill",
+    "masked_scatter", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "ne", "neg",
+    "nonzero",
     "outer", "permute", "pow", "reciprocal", "relu", "repeat_interleave", "reshape", "round",
     "rsqrt", "sigmoid", "sin", "softmax", "sqrt", "square", "squeeze", "stack", "sub", "sum",
     "tanh", "transpose", "unbind", "unsqueeze", "where",

@@ -10,7 +10,7 @@ Example:
     >>> t = dtorch.arange(6.0, device_mesh=mesh, placements=[dtorch.Shard(0)])
     >>> r = t.redistribute_by_dict(placements_dict={"tp": dtorch.Replicate()})
     >>> r.placements, r.to_torch().tolist()
-    ([R], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    ([Replicate()], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ def redistribute(
         raise MeshError(
             f"redistribute: device_mesh must be a DeviceMesh, got {type(mesh).__name__}"
         )
-    if mesh.device_type != t.device_mesh.device_type:
+    if mesh.device_kind != t.device_mesh.device_kind:
         raise MeshError(
-            f"redistribute: cannot move a {t.device_mesh.device_type} tensor to a "
-            f"{mesh.device_type} mesh with redistribute; use .to(mesh)"
+            f"redistribute: cannot move a {t.device_mesh.device_kind} tensor to a "
+            f"{mesh.device_kind} mesh with redistribute; use .to(mesh)"
         )
     wanted = _default_placements(t, mesh) if placements is None else tuple(placements)
-    return redistribute_to(t, mesh, normalize_placements(wanted, mesh.ndim, t.ndim))
+    return redistribute_to(t, mesh, normalize_placements(wanted, mesh.shape, t.ndim))
 
 
 def redistribute_like(t: Tensor, other: Tensor) -> Tensor:
@@ -77,7 +77,7 @@ def redistribute_by_dict(
             f"default_placement_mode {default_placement_mode!r}; accepted: {', '.join(_MODES)}"
         )
     names = mesh.dim_names
-    if names is None:
+    if not names:
         raise MeshError(f"redistribute_by_dict needs a mesh with dim names, got {mesh!r}")
     unknown = sorted(set(placements_dict) - set(names))
     if unknown:
@@ -109,5 +109,5 @@ def move(t: Tensor, target: Any) -> Tensor:
     if mesh == t.device_mesh:
         return t
     return redistribute_to(
-        t, mesh, normalize_placements(_default_placements(t, mesh), mesh.ndim, t.ndim)
+        t, mesh, normalize_placements(_default_placements(t, mesh), mesh.shape, t.ndim)
     )

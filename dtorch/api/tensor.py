@@ -11,7 +11,7 @@ Example:
     >>> t = dtorch.Tensor(torch.arange(6.0).reshape(3, 2), device_mesh=mesh,
     ...                   placements=[dtorch.Shard(0)])
     >>> t.shape, t.placements, t.is_dtensor
-    (torch.Size([3, 2]), [S(0)], True)
+    (torch.Size([3, 2]), [Shard(dim=0)], True)
     >>> (t * 2 + 1).to_torch().tolist()
     [[1.0, 3.0], [5.0, 7.0], [9.0, 11.0]]
 
@@ -352,6 +352,11 @@ class Tensor(TensorBase):  # noqa: PLW1641 - __hash__ is TensorBase's (identity)
         from dtorch.api.functions import nonzero
 
         return nonzero(self)
+
+    def index_select(self, dim: int, index: Any) -> Tensor:
+        from dtorch.api.ops.take import index_select
+
+        return index_select(self, dim, index)
 
     # --- shapes -----------------------------------------------------------------------------
     def view(self, *shape: Any) -> Tensor:

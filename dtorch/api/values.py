@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from dtorch.api.future import TensorFuture, tensor_future
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import GetTensorParam
+from dtorch.ir.placement import Replicate
 from dtorch.ir.span import caller_span
 
 if TYPE_CHECKING:
@@ -24,9 +25,9 @@ def to_torch_async(tensor: Tensor) -> TensorFuture:
     """A future of ``tensor``'s full value as a torch tensor on the CPU."""
     from dtorch.api.record import _OWN_FRAMES, redistribute_to
 
-    if tensor._operand.mesh.is_distributed():
-        first = tensor._operand.mesh.first_device()
-        tensor = redistribute_to(tensor, DeviceMesh(first.kind, first.index), ())
+    if tensor._operand.mesh.is_distributed:
+        first = DeviceMesh(tensor._operand.mesh.first_device())
+        tensor = redistribute_to(tensor, first, (Replicate(),))
     graph, operand = tensor._graph, tensor._operand
     handle, future = tensor_future(graph)
     span = caller_span(_OWN_FRAMES)

@@ -31,6 +31,29 @@ def check_device_kind(kind: object) -> str:
     return str(kind)
 
 
+def parse_device(spec: object) -> tuple[str, int | None]:
+    """Kind and index (None when not given) of ``"cuda"``, ``"cuda:1"`` or a ``torch.device``.
+
+    Example:
+        >>> parse_device("cuda:1"), parse_device(torch.device("cpu"))
+        (('cuda', 1), ('cpu', None))
+    """
+    if isinstance(spec, str):
+        try:
+            spec = torch.device(spec)
+        except RuntimeError:
+            raise MeshError(
+                f"device {spec!r} is not supported; accepted: a type ({', '.join(DEVICE_KINDS)}) "
+                f"optionally with an index, e.g. 'cuda:1'"
+            ) from None
+    if not isinstance(spec, torch.device):
+        raise MeshError(
+            f"device {spec!r} is not a device; accepted: a str such as 'cpu' or 'cuda:1', "
+            f"a torch.device or a DeviceMesh"
+        )
+    return check_device_kind(spec.type), spec.index
+
+
 @dataclass(frozen=True, slots=True)
 class Device:
     """One device: a torch device type and a non-negative index (a logical id on CPU)."""

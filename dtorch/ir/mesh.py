@@ -1,7 +1,7 @@
 """DeviceMesh: an N-D array of device ids of one device type, with optional dim names.
 
 A mesh is an immutable value: two meshes with the same device type, shape, ids and names are
-equal and hash alike. ``DeviceMesh("cpu")`` is the single default device (a 0-d mesh); CPU
+equal and hash alike. ``DeviceMesh("cpu")`` is the single default device (a (1,) mesh); CPU
 meshes are logical, so a CPU mesh of 432 devices is legal and runs.
 
 Example:
@@ -9,7 +9,7 @@ Example:
     >>> mesh = init_device_mesh("cpu", (2, 3), mesh_dim_names=("dp", "tp"))
     >>> mesh.shape, mesh.ndim, mesh.dim_name_index("tp")
     ((2, 3), 2, 1)
-    >>> [m.device_ids for m in mesh.unbind("tp")]
+    >>> [m.device_ids for m in mesh.unbind("dp")]
     [(0, 1, 2), (3, 4, 5)]
     >>> DeviceMesh("cpu", [[0, 1, 2], [3, 4, 5]], mesh_dim_names=["dp", "tp"]) == mesh
     True
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from dtorch.errors import MeshError
-from dtorch.ir.device import Device, check_device_kind
+from dtorch.ir.device import Device, check_device_kind, parse_device
 
 
 def _flatten_nested(data: Any) -> tuple[tuple[int, ...], list[Any]]:
@@ -42,18 +42,21 @@ def _flatten_nested(data: Any) -> tuple[tuple[int, ...], list[Any]]:
 
 
 def _ids_from(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Shape and flat ids of a user's mesh argument (None, int, nested list or tensor)."""
-    if mesh is None:
-        return (), (0,)
-    if isinstance(mesh, torch.Tensor):
-        if mesh.is_floating_point() or mesh.is_complex() or mesh.dtype == torch.bool:
-            raise MeshError(f"a mesh tensor must hold integer device ids, got dtype {mesh.dtype}")
-        return tuple(mesh.shape), tuple(int(v) for v in mesh.flatten().tolist())
-    shape, leaves = _flatten_nested(mesh)
-    for leaf in leaves:
-        if isinstance(leaf, bool) or not isinstance(leaf, int):
-            raise MeshError(f"device ids must be ints, got {leaf!r} in mesh {mesh!r}")
-    return shape, tuple(leaves)
+    """Shape and flat ids of a user's mesh argument: anything ``torch.tensor`` accepts.
+
+    A 0-d value (an int ``k``) is the one-device mesh ``[k]`` of shape ``(1,)``.
+    """
+    if not isinstance(mesh, torch.Tensor):
+        if isinstance(mesh, (list, tuple)):
+            _flatten_nested(mesh)  # rectangular and non-empty, with dtorch's message
+        try:
+            mesh = torch.as_tensor(mesh)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise MeshError(f"mesh {mesh!r} is not a tensor of device ids: {e}") from None
+    if mesh.is_floating_point() or mesh.is_complex() or mesh.dtype == torch.bool:
+        raise MeshError(f"a mesh tensor must hold integer device ids, got dtype {mesh.dtype}")
+    shape = tuple(mesh.shape) or (1,)
+    return shape, tuple(int(v) for v in mesh.flatten().tolist())
 
 
 def _check_ids(shape: tuple[int, ...], ids: tuple[int, ...]) -> None:
@@ -80,11 +83,22 @@ def _check_names(names: Sequence[str] | None, ndim: int) -> tuple[str, ...] | No
 
 
 class DeviceMesh:
-    """An N-D array of device ids of one type: ``DeviceMesh(device_type, mesh=None, *,
+    """An N-D array of device ids of one type: ``DeviceMesh(device, mesh=None,
     mesh_dim_names=None)``.
 
-    ``mesh`` is a nested list or an integer tensor of device ids; ``None`` means the single
-    default device 0 (a 0-d mesh) and an int ``k`` the single device ``k``.
+    ``device`` is a device type (``"cpu"``, ``"cuda"``), a device with an index (``"cuda:1"``,
+    ``torch.device("cpu", 0)``: the one-device mesh of that id when ``mesh`` is None) or a
+    DeviceMesh (a copy). ``mesh`` is anything ``torch.tensor`` accepts (nested lists, a
+    ``range``, an integer tensor or numpy array) of device ids; ``None`` means device 0 and an
+    int ``k`` device ``k``. A single device is a 1-D mesh of shape ``(1,)``.
+
+    Example:
+        >>> DeviceMesh("cuda:1")
+        DeviceMesh('cuda', [1])
+        >>> DeviceMesh("cpu", range(4), ["tp"]).shape
+        (4,)
+        >>> DeviceMesh("cpu").shape, DeviceMesh("cpu").is_distributed
+        ((1,), False)
     """
 
     __slots__ = ("_device_type", "_dim_names", "_hash", "_ids", "_shape")
@@ -96,13 +110,27 @@ class DeviceMesh:
 
     def __init__(
         self,
-        device_type: str | torch.device,
+        device_type: str | torch.device | DeviceMesh,
         mesh: Any = None,
-        *,
         mesh_dim_names: Sequence[str] | None = None,
     ) -> None:
-        shape, ids = _ids_from(mesh)
-        self._init(check_device_kind(device_type), shape, ids, mesh_dim_names)
+        if isinstance(device_type, DeviceMesh):
+            self._init_copy(device_type, mesh, mesh_dim_names)
+            return
+        kind, index = parse_device(device_type)
+        if index is not None and mesh is not None:
+            raise MeshError(
+                f"DeviceMesh: device {device_type!r} names one device and mesh {mesh!r} others; "
+                f"give a device type with a mesh, or an indexed device alone"
+            )
+        shape, ids = _ids_from((index or 0) if mesh is None else mesh)
+        self._init(kind, shape, ids, mesh_dim_names)
+
+    def _init_copy(self, other: DeviceMesh, mesh: Any, names: Sequence[str] | None) -> None:
+        # DeviceMesh(mesh): a copy (equal, and its own object); nothing else may be given.
+        if mesh is not None or names is not None:
+            raise MeshError("DeviceMesh(a DeviceMesh) copies it; it takes no mesh or names")
+        self._init(other._device_type, other._shape, other._ids, other._dim_names)
 
     def _init(
         self, kind: str, shape: tuple[int, ...], ids: tuple[int, ...], names: Sequence[str] | None
@@ -132,7 +160,13 @@ class DeviceMesh:
 
     # --- metadata -------------------------------------------------------------------------
     @property
-    def device_type(self) -> str:
+    def device_type(self) -> torch.device:
+        """The device type as a ``torch.device`` without index, e.g. ``torch.device("cpu")``."""
+        return torch.device(self._device_type)
+
+    @property
+    def device_kind(self) -> str:
+        """The device type as text (``"cpu"``, ``"cuda"``)."""
         return self._device_type
 
     @property
@@ -149,12 +183,13 @@ class DeviceMesh:
         return self._ids
 
     @property
-    def dim_names(self) -> tuple[str, ...] | None:
-        return self._dim_names
+    def dim_names(self) -> list[str]:
+        """The dimension names, a list (empty when the mesh is unnamed)."""
+        return list(self._dim_names or ())
 
     @property
     def mesh_dim_names(self) -> tuple[str, ...] | None:
-        """Alias of ``dim_names`` (PyTorch DeviceMesh's name)."""
+        """The names as PyTorch DeviceMesh gives them: a tuple, or None when unnamed."""
         return self._dim_names
 
     @property
@@ -181,11 +216,45 @@ class DeviceMesh:
             return self._dim_names.index(name)
         return default_value
 
+    @property
     def is_distributed(self) -> bool:
-        """True when the mesh holds more than one device."""
+        """True when the mesh holds more than one device (a property, not a method)."""
         return len(self._ids) > 1
 
-    def first_device(self) -> Device:
+    def first_device(self) -> torch.device:
+        """The mesh's first device; CPU device 0 is ``torch.device("cpu")``."""
+        return _torch_device(self._device_type, self._ids[0])
+
+    def to_device(self) -> torch.device:
+        """The device of a one-device mesh (MeshError for a distributed one).
+
+        Example:
+            >>> DeviceMesh("cuda:1").to_device(), DeviceMesh("cpu").to_device()
+            (device(type='cuda', index=1), device(type='cpu'))
+        """
+        if self.is_distributed:
+            raise MeshError(f"to_device: {self!r} holds {self.numel()} devices; accepted: one")
+        return self.first_device()
+
+    def check_all_dim_names_in_set(self, names: Iterable[str]) -> None:
+        """Raise MeshError unless every dim name is in ``names`` (an unnamed distributed mesh
+        is refused; an unnamed one-device mesh passes).
+
+        Example:
+            >>> mesh = init_device_mesh("cpu", (2, 2), ("dp", "tp"))
+            >>> mesh.check_all_dim_names_in_set(["dp", "tp", "pp"])
+        """
+        allowed = set(names)
+        if self._dim_names is None:
+            if self.is_distributed:
+                raise MeshError(f"{self!r} has no dim names; accepted names: {sorted(allowed)}")
+            return
+        outside = [n for n in self._dim_names if n not in allowed]
+        if outside:
+            raise MeshError(f"dim names {outside} of {self!r} are not in {sorted(allowed)}")
+
+    def first_device_id(self) -> Device:
+        """The first device as a dtorch Device (kind and index)."""
         return Device(self._device_type, self._ids[0])
 
     def devices(self) -> list[Device]:
@@ -221,18 +290,26 @@ class DeviceMesh:
         return dim % self.ndim
 
     def unbind(self, dims: int | str | Iterable[int | str]) -> list[DeviceMesh]:
-        """Sub-meshes that keep ``dims`` and fix every other dimension, row-major.
+        """Sub-meshes that remove ``dims`` (names or ints; names the mesh lacks are ignored),
+        in the order ``torch.unbind`` of the id tensor gives them; ``[self]`` when no listed dim
+        is present. With several dims the removed dims' indices run row-major (nested unbind).
 
-        For a 2x3 mesh, ``unbind(1)`` gives the two rows (like ``torch.unbind(ids, 0)``) and
-        ``unbind(0)`` the three columns. Kept dims keep their names and their given order.
+        Example:
+            >>> mesh = init_device_mesh("cpu", (2, 3), ("dp", "tp"))
+            >>> [m.device_ids for m in mesh.unbind("dp")]
+            [(0, 1, 2), (3, 4, 5)]
+            >>> [m.dim_names for m in mesh.unbind(["tp", "pp"])][:1], len(mesh.unbind("pp"))
+            ([['dp']], 1)
         """
-        keep = [self._dim_index(d) for d in ([dims] if isinstance(dims, (int, str)) else dims)]
-        if len(set(keep)) != len(keep):
-            raise MeshError(f"unbind dims {dims!r} name a mesh dimension twice")
-        fixed = [d for d in range(self.ndim) if d not in keep]
+        listed = [dims] if isinstance(dims, (int, str)) else list(dims)
+        present = [d for d in listed if not isinstance(d, str) or self.has_dim_name(d)]
+        removed = sorted({self._dim_index(d) for d in present})
+        if not removed:
+            return [self]
+        keep = [d for d in range(self.ndim) if d not in removed]
         return [
-            self._sub_mesh(keep, dict(zip(fixed, point, strict=True)))
-            for point in itertools.product(*(range(self._shape[d]) for d in fixed))
+            self._sub_mesh(keep, dict(zip(removed, point, strict=True)))
+            for point in itertools.product(*(range(self._shape[d]) for d in removed))
         ]
 
     def _sub_mesh(self, keep: list[int], fixed: dict[int, int]) -> DeviceMesh:
@@ -241,6 +318,8 @@ class DeviceMesh:
             coordinate = dict(fixed) | dict(zip(keep, kept, strict=True))
             ids.append(self.device_at([coordinate[d] for d in range(self.ndim)]))
         names = None if self._dim_names is None else [self._dim_names[d] for d in keep]
+        if not keep:  # every dim removed: the one device, a (1,) mesh without names
+            return DeviceMesh.from_ids(self._device_type, (1,), ids)
         return DeviceMesh.from_ids(self._device_type, [self._shape[d] for d in keep], ids, names)
 
     def group_of(self, device_id: int, mesh_dim: int) -> tuple[int, ...]:
@@ -294,21 +373,33 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     return coordinate[::-1]
 
 
+def _torch_device(kind: str, index: int) -> torch.device:
+    # CPU device 0 is torch.device("cpu") (API.md); every other device keeps its index.
+    return torch.device(kind) if kind == "cpu" and index == 0 else torch.device(kind, index)
+
+
 def init_device_mesh(
-    device_type: str,
-    mesh_shape: int | Sequence[int],
-    *,
+    device_type: str | torch.device,
+    mesh_shape: int | Sequence[int | None],
     mesh_dim_names: Sequence[str] | None = None,
 ) -> DeviceMesh:
-    """A mesh of ``mesh_shape`` with ids ``0..n-1`` in row-major order.
+    """A mesh of ``mesh_shape`` with ids ``0..n-1`` in row-major order; ``None`` entries of
+    the shape are dropped and an empty shape means ``(1,)``.
 
     Example:
         >>> init_device_mesh("cpu", 4).device_ids
         (0, 1, 2, 3)
+        >>> init_device_mesh("cpu", (2, None, 3), ("dp", "tp")).shape
+        (2, 3)
+        >>> init_device_mesh("cpu", ()).shape
+        (1,)
     """
-    shape = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
-    if not shape or any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in shape):
-        raise MeshError(f"mesh_shape must be a positive int or a tuple of them, got {mesh_shape!r}")
-    return DeviceMesh.from_ids(
-        check_device_kind(device_type), shape, range(math.prod(shape)), mesh_dim_names
-    )
+    given = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
+    shape = tuple(s for s in given if s is not None) or (1,)
+    if any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in shape):
+        raise MeshError(
+            f"init_device_mesh: mesh_shape must be a positive int or a tuple of them (None "
+            f"entries are dropped), got {mesh_shape!r}"
+        )
+    kind, _ = parse_device(device_type)
+    return DeviceMesh.from_ids(kind, shape, range(math.prod(shape)), mesh_dim_names)

@@ -70,6 +70,8 @@ class OpKind(enum.IntEnum):
     # dtorch's additions
     Cast = 50
     Nonzero = 51
+    IndexSelect = 52
+    IndexPut = 53
 
 
 class ActivationKind(enum.IntEnum):

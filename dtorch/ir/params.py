@@ -487,6 +487,27 @@ class NonzeroParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class IndexSelectParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.IndexSelect
+    """Inputs (x, index): ``x`` indexed along ``dim`` by an integer tensor of any shape (its
+    dims replace ``dim``); ``wrap``: negative indices count from the end (``t[index]``),
+    else they are out of range (``index_select``)."""
+
+    dim: int
+    wrap: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPutParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.IndexPut
+    """Inputs (x, index) with ``scalar`` set, else (x, index, value): in place,
+    ``x[(:,) * dim, index] = value`` (torch's ``index_put_``, accumulate=False)."""
+
+    dim: int
+    scalar: Scalar | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SubGraphParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.SubGraph
     """A recorded sub-computation: its operators, the operands they make, and which operand

@@ -22,25 +22,44 @@ sharded along the cat dim makes it without moving data (see ``dtorch.ir.subsplit
 Example:
     >>> from dtorch.ir.placement import Shard, Replicate, Partial
     >>> [Shard(0), Replicate(), Partial()]
-    [S(0), R, P]
+    [Shard(dim=0), Replicate(), Partial(sum)]
     >>> Shard(1).is_shard(), Shard(1).get_shard_index(), Replicate().is_replicate()
     (True, 1, True)
     >>> Shard(-1).normalized(3)
-    S(2)
+    Shard(dim=2)
+    >>> Placement("S1") == Shard(1), Placement("R"), Placement("P")
+    (True, Replicate(), Partial(sum))
     >>> Shard(0, sub_split_coordinates=(4,)).get_sub_split_coordinates()
     (4,)
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from dtorch.errors import PlacementError
 
+_TEXT = re.compile(
+    r"\s*(?:(R|Replicate\(\))|(P|Partial\((?:sum)?\))|(?:S|Shard\((?:dim=)?)(-?\d+)\)?)\s*"
+)
 
-class Placement:
-    """Base of the three placements; compare with ``==``, print as ``S(0)``, ``R``, ``P``."""
+
+class _FromText(type):
+    """``Placement(text)`` builds the placement the text names (the subclasses build as usual)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Placement:
+            return parse_placement(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class Placement(metaclass=_FromText):
+    """Base of the three placements; compare with ``==``, print as ``Shard(dim=0)``,
+    ``Replicate()``, ``Partial(sum)``. ``Placement("S0")``, ``Placement("R")``,
+    ``Placement("P")`` build one from text."""
 
     __slots__ = ()
 
@@ -117,11 +136,10 @@ class Shard(Placement):
         return Shard(self.dim % ndim, self.split_order, self.sub_split_coordinates)
 
     def __repr__(self) -> str:
-        if self.sub_split_coordinates:
-            order = f", split_order={self.split_order}" if self.split_order >= 0 else ""
-            coords = self.sub_split_coordinates
-            return f"Shard(dim={self.dim}{order}, sub_split_coordinates={coords})"
-        return f"S({self.dim})" if self.split_order < 0 else f"S({self.dim})<{self.split_order}>"
+        order = f", split_order={self.split_order}" if self.split_order >= 0 else ""
+        coords = self.sub_split_coordinates
+        marks = f", sub_split_coordinates={coords}" if coords else ""
+        return f"Shard(dim={self.dim}{order}{marks})"
 
 
 # Coordinates are checked once here so every layout computation can trust them.
@@ -146,7 +164,7 @@ class Replicate(Placement):
         return True
 
     def __repr__(self) -> str:
-        return "R"
+        return "Replicate()"
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -157,7 +175,27 @@ class Partial(Placement):
         return True
 
     def __repr__(self) -> str:
-        return "P"
+        return "Partial(sum)"
+
+
+def parse_placement(text: object) -> Placement:
+    """The placement ``text`` names: ``"R"``, ``"P"``, ``"S<dim>"`` (or the printed forms
+    ``Replicate()``, ``Partial(sum)``, ``Shard(dim=0)``); a Placement is returned as is.
+
+    Example:
+        >>> parse_placement("S-1"), parse_placement("Shard(dim=2)")
+        (Shard(dim=-1), Shard(dim=2))
+    """
+    if isinstance(text, Placement):
+        return text
+    match = _TEXT.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise PlacementError(
+            f"Placement({text!r}): not a placement; accepted: 'R', 'P', 'S<dim>' such as 'S0' "
+            f"or 'S-1', or Replicate(), Partial(sum), Shard(dim=0)"
+        )
+    replicate, partial, dim = match.groups()
+    return Replicate() if replicate else Partial() if partial else Shard(int(dim))
 
 
 def shard_order(placements: Sequence[Placement], tensor_dim: int) -> tuple[int, ...]:
@@ -176,13 +214,21 @@ def shard_order(placements: Sequence[Placement], tensor_dim: int) -> tuple[int, 
 
 
 def normalize_placements(
-    placements: Sequence[Placement], mesh_ndim: int, tensor_ndim: int
+    placements: Sequence[Placement], mesh_shape: int | Sequence[int], tensor_ndim: int
 ) -> tuple[Placement, ...]:
     """Check ``placements`` against a mesh and a tensor rank; return them in canonical form.
 
-    Negative shard dims are counted from the end; split_order positions that restate the default
-    mesh-dimension order become -1, so equal layouts compare equal.
+    ``mesh_shape`` is the mesh's shape (an int: only its rank is known). Every placement on a
+    mesh dimension of size 1 becomes ``Replicate()`` (one device holds the whole value);
+    negative shard dims are counted from the end; split_order positions that restate the
+    default mesh-dimension order become -1, so equal layouts compare equal.
+
+    Example:
+        >>> normalize_placements([Shard(-1), Partial()], (2, 1), 2)
+        (Shard(dim=1), Replicate())
     """
+    sizes = None if isinstance(mesh_shape, int) else tuple(mesh_shape)
+    mesh_ndim = len(sizes) if sizes is not None else mesh_shape
     placements = tuple(placements)
     if len(placements) != mesh_ndim:
         raise PlacementError(
@@ -196,7 +242,20 @@ def normalize_placements(
                 f"{p!r} is not a placement; accepted: Shard(d), Replicate(), Partial()"
             )
         out.append(p.normalized(tensor_ndim) if isinstance(p, Shard) else p)
+    if sizes is not None:
+        out = _replicate_size_one(out, sizes)
     return _canonical_split_orders(out)
+
+
+def _replicate_size_one(placements: list[Placement], sizes: tuple[int, ...]) -> list[Placement]:
+    # Size-1 mesh dims hold everything: Replicate; the other shards keep their nesting order.
+    out = [Replicate() if n == 1 else p for p, n in zip(placements, sizes, strict=True)]
+    for tensor_dim in {p.dim for p in placements if isinstance(p, Shard) and p.split_order >= 0}:
+        kept = [m for m in shard_order(placements, tensor_dim) if sizes[m] != 1]
+        for position, m in enumerate(kept):
+            coords = placements[m].get_sub_split_coordinates()  # type: ignore[attr-defined]
+            out[m] = Shard(tensor_dim, position, coords)
+    return out
 
 
 def _canonical_split_orders(placements: list[Placement]) -> tuple[Placement, ...]:
@@ -209,6 +268,27 @@ def _canonical_split_orders(placements: list[Placement]) -> tuple[Placement, ...
     return tuple(placements)
 
 
+def short_text(placement: Placement) -> str:
+    """``S(0)``, ``R``, ``P``: the compact notation of the operators' signatures (messages)."""
+    if isinstance(placement, Shard):
+        sub = "" if placement.split_order < 0 else f"<{placement.split_order}>"
+        return f"S({placement.dim}){sub}"
+    return (
+        "P"
+        if isinstance(placement, Partial)
+        else "R"
+        if isinstance(placement, Replicate)
+        else repr(placement)
+    )
+
+
 def format_placements(placements: Sequence[Placement]) -> str:
-    """``(S(0), R)`` style text for messages."""
-    return "(" + ", ".join(map(repr, placements)) + ")"
+    """``(S(0), R)`` style text for messages, in the notation of the signatures they list
+    (a one-element tuple keeps its comma: ``(P,)``).
+
+    Example:
+        >>> format_placements([Shard(0), Replicate()]), format_placements([Partial()])
+        ('(S(0), R)', '(P,)')
+    """
+    texts = [short_text(p) for p in placements]
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"

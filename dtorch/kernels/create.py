@@ -56,7 +56,7 @@ def create_kernel(
     assert isinstance(param, CreateParam)
     out = ctx.outputs[0]
     spec = out.shard(device)
-    target = torch_device_of(out.mesh.device_type, device)
+    target = torch_device_of(out.mesh.device_kind, device)
     if not spec.partial_owner:
         return [torch.zeros(spec.shape, dtype=param.dtype, device=target)]
     if param.create in _CONSTANT_KINDS:

@@ -21,6 +21,7 @@ from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
     copy,
     elementwise,
+    gather,
     indexing,
     linalg,
     reduce,
@@ -38,6 +39,7 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **copy.KERNELS,
     **select.KERNELS,
     **indexing.KERNELS,
+    **gather.KERNELS,
     **setitem.KERNELS,
 }
 

@@ -36,7 +36,7 @@ from dtorch.runtime.workqueue import WorkQueue
 FREE, STOP, PROGRESS, RESET = 1, 2, 3, 4
 
 #: Kinds that change their first input in place and have no outputs: a failure poisons it.
-IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem})
+IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem, OpKind.IndexPut})
 
 _LOG = logging.getLogger(__name__)
 

@@ -80,7 +80,7 @@ class ThreadRunner:
 
 def satisfy(mesh: DeviceMesh) -> bool:
     """CPU meshes are logical (always runnable); CUDA ids must exist (or be emulated)."""
-    if mesh.device_type == "cpu":
+    if mesh.device_kind == "cpu":
         return True
     if not torch.cuda.is_available():
         return False

@@ -118,15 +118,17 @@ def mesh_type() -> NodeType:
         Field("device_ids", _INTS),
         Field("dim_names", OptionalField(TupleField(PrimField(frozenset({str})))), None),
     )
-    names = [f.name for f in fields]
+    # The wire names stay; the values are read from the text attributes (the public
+    # device_type is a torch.device and dim_names a list).
+    attributes = ("device_kind", "shape", "device_ids", "mesh_dim_names")
     return NodeType(
         "ir.DeviceMesh",
         DeviceMesh,
         fields,
-        attribute_exploder(names),
+        attribute_exploder(attributes),
         lambda columns, count: list(map(DeviceMesh.from_ids, *columns)),
         make=DeviceMesh.from_ids,
-        by_attribute=True,
+        by_attribute=attributes,
     )
 
 

@@ -97,7 +97,8 @@ class NodeType:
     ``field_names`` and ``child_fields`` (positions of the fields that may refer to other
     nodes) follow from ``fields``; they are kept because every payload asks for them.
     ``make`` builds one value from its field values, where that is a plain call (a record's
-    class); ``by_attribute`` says that a value's fields are its attributes of the same names.
+    class); ``by_attribute`` says that a value's fields are its attributes of the same names
+    (or, a tuple, of these names: a DeviceMesh's ``device_type`` field is its ``device_kind``).
     From these two follow the type's compiled row codec (``rows``, see
     ``dtorch.serialization.rows``), which small groups are written and read with.
     """
@@ -108,7 +109,7 @@ class NodeType:
     explode: Explode
     build: Build
     make: Callable[..., Any] | None = None
-    by_attribute: bool = False
+    by_attribute: bool | tuple[str, ...] = False
     field_names: tuple[str, ...] = dataclasses.field(init=False)
     child_fields: tuple[int, ...] = dataclasses.field(init=False)
     rows: RowCodec | None = dataclasses.field(init=False)

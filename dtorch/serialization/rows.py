@@ -432,12 +432,12 @@ def row_codec(
     label: str,
     codecs: Sequence[FieldCodec],
     names: Sequence[str],
-    by_attribute: bool,
+    by_attribute: bool | Sequence[str],
     build: Callable[..., Any] | None,
 ) -> RowCodec | None:
     """The row codec of a node type with fields ``names``: ``by_attribute`` says the fields
-    are attributes of its values, ``build`` makes a value from field values (None: values are
-    built by columns only). None when no function applies.
+    are attributes of its values (a sequence: of those names), ``build`` makes a value from
+    field values (None: values are built by columns only). None when no function applies.
 
     Example:
         >>> from dtorch.serialization.fields import PrimField
@@ -446,7 +446,7 @@ def row_codec(
         >>> pair.scan is None, pair.make(((1, 2), (3, 4)), 2, [])
         (True, [(1, 3), (2, 4)])
     """
-    attributes = names if by_attribute else None
+    attributes = (names if by_attribute is True else by_attribute) if by_attribute else None
     try:
         make = None if build is None else _compile_make(label, codecs, build, names)
     except _Unsupported:

@@ -32,6 +32,7 @@ import torch
 import dtorch
 from dtorch import Partial, Placement, Replicate, Shard
 from dtorch.errors import PlacementError
+from dtorch.ir.placement import format_placements
 from tests.simulate import MESHES, layout_combos
 
 R, P = Replicate(), Partial()
@@ -70,6 +71,13 @@ def expected_layout(table: Table, combo: Combo) -> tuple[Placement, ...] | None:
             return None
         out.append(table[row])
     return tuple(out)
+
+
+def on_mesh(mesh: dtorch.DeviceMesh, combo: Combo) -> Combo:
+    """``combo`` as the tensors hold it: a placement on a mesh dim of size 1 is Replicate."""
+    return tuple(
+        tuple(R if n == 1 else p for p, n in zip(c, mesh.shape, strict=True)) for c in combo
+    )
 
 
 def elementwise_table(
@@ -131,7 +139,7 @@ def check_rejection(name: str, error: Exception, inputs: Sequence[dtorch.Tensor]
     text = str(error)
     assert text.startswith(f"{name}: "), f"message does not start with {name!r}: {text}"
     for t in inputs:
-        assert repr(tuple(t.placements)) in text, f"{t.placements} not named in: {text}"
+        assert format_placements(t.placements) in text, f"{t.placements} not named in: {text}"
     assert "accepted" in text, f"no accepted placements in: {text}"
 
 
@@ -188,7 +196,7 @@ def run_api(
     pending, accepted = [], []
     for combo in todo:
         inputs = [place(t, mesh, p, graph) for t, p in zip(fulls, combo, strict=True)]
-        layout = None if table is None else expected_layout(table, combo)
+        layout = None if table is None else expected_layout(table, on_mesh(mesh, combo))
         context = f"{name} on mesh {mesh_shape} with {list(combo)}"
         try:
             out = fn(*inputs)

@@ -23,9 +23,9 @@ from dtorch.errors import MeshError, PlacementError, ShapeError
         (lambda g: dtorch.zeros(3, device="gpu", graph=g), MeshError, "accepted"),
         (lambda g: dtorch.ones(2, device_mesh="cpu", graph=g), MeshError, "DeviceMesh"),
         (
-            lambda g: dtorch.ones(2, placements=[dtorch.Shard(0)], graph=g),
+            lambda g: dtorch.ones(2, placements=[dtorch.Shard(0)] * 2, graph=g),
             PlacementError,
-            "0-D mesh",
+            "1-D mesh",
         ),
         (lambda g: dtorch.ones(3, graph=g).view(2, 2), ShapeError, "invalid for input of size 3"),
         (lambda g: dtorch.ones(3, graph=g)[5], IndexError, "out of bounds"),

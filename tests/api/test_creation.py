@@ -132,7 +132,7 @@ def test_metadata(graph: dtorch.Graph) -> None:
     assert (
         single.device == torch.device("cpu", 3)
         and not single.is_dtensor
-        and single.placements == []
+        and single.placements == [dtorch.Replicate()]
     )
     assert "float32[4, 6]" in repr(t)
 

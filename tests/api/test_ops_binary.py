@@ -194,8 +194,9 @@ def _check_scalar_case(  # type: ignore[no-untyped-def]
         t = place(full, mesh, layouts[0], graph)
         expect_refusal(lambda: call(t).to_torch(), error)
         return
-    for pl in layouts:
-        t = place(full, mesh, pl, graph)
+    for given in layouts:
+        t = place(full, mesh, given, graph)
+        pl = t.placements  # a size-1 mesh dim holds Replicate whatever was given
         try:
             out = call(t)
         except PlacementError as error:

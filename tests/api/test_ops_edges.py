@@ -73,12 +73,12 @@ _IDS = [f"{i}-{p[0]}" for i, p in enumerate(_PROGRAMS)]
 
 @pytest.mark.parametrize(("name", "program", "exact"), _PROGRAMS, ids=_IDS)
 def test_single_device_tensors(name: str, program: Any, exact: bool, graph) -> None:  # type: ignore[no-untyped-def]
-    """A tensor on one device (``device="cpu:2"``) has no placements; every operator runs
+    """A tensor on one device (``device="cpu:2"``) is Replicate on a (1,) mesh; every operator runs
     there and keeps it there."""
     x = _randn(3, 4)
     t = dtorch.from_torch(x, device="cpu:2", graph=graph)
     out = program(t)
-    assert out.placements == [] and not out.is_dtensor
+    assert out.placements == [dtorch.Replicate()] and not out.is_dtensor
     assert out.device_mesh == dtorch.DeviceMesh("cpu", 2)
     want = program(x)
     if exact:

@@ -12,9 +12,54 @@ from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 
 def test_default_mesh_is_single_device() -> None:
     mesh = DeviceMesh("cpu")
-    assert mesh.ndim == 0 and mesh.device_ids == (0,) and not mesh.is_distributed()
-    assert mesh.first_device() == Device("cpu", 0)
-    assert DeviceMesh("cpu", 3).device_ids == (3,)
+    assert mesh.shape == (1,) and mesh.device_ids == (0,) and not mesh.is_distributed
+    assert mesh.first_device() == torch.device("cpu") == mesh.to_device()
+    assert mesh.first_device_id() == Device("cpu", 0)
+    assert DeviceMesh("cpu", 3).device_ids == (3,) and DeviceMesh("cpu", 3).shape == (1,)
+    assert mesh.device_type == torch.device("cpu") and mesh.dim_names == []
+
+
+@pytest.mark.parametrize(
+    ("device", "kind", "index"),
+    [("cuda:1", "cuda", 1), ("cpu:0", "cpu", 0), ("cpu:5", "cpu", 5), ("cuda", "cuda", 0)],
+)
+def test_a_device_with_an_index_is_a_one_device_mesh(device: str, kind: str, index: int) -> None:
+    for spec in (device, torch.device(device)):
+        mesh = DeviceMesh(spec)
+        assert mesh.shape == (1,) and mesh.device_ids == (index,)
+        assert mesh.device_type == torch.device(kind) and not mesh.is_distributed
+        expected = torch.device(kind) if (kind, index) == ("cpu", 0) else torch.device(kind, index)
+        assert mesh.to_device() == expected == mesh.first_device()
+
+
+def test_mesh_is_anything_torch_tensor_accepts() -> None:
+    ids = torch.arange(6).reshape(2, 3)
+    expected = DeviceMesh("cpu", ids, ["dp", "tp"])
+    for mesh in (
+        [[0, 1, 2], [3, 4, 5]],
+        ((0, 1, 2), (3, 4, 5)),
+        ids.numpy(),
+        [range(3), range(3, 6)],
+    ):
+        got = DeviceMesh("cpu", mesh, ["dp", "tp"])
+        assert got == expected and torch.equal(got.mesh, torch.tensor(mesh))
+    assert torch.equal(DeviceMesh("cpu", range(4), ("tp",)).mesh, torch.tensor(range(4)))
+    copy = DeviceMesh(expected)
+    assert copy == expected and copy is not expected and copy.dim_names == ["dp", "tp"]
+
+
+def test_is_distributed_is_a_property_and_names_are_checked() -> None:
+    mesh = init_device_mesh("cpu", (2, 2), ("dp", "tp"))
+    assert mesh.is_distributed is True and DeviceMesh("cpu").is_distributed is False
+    assert mesh.dim_names == ["dp", "tp"] and mesh.mesh_dim_names == ("dp", "tp")
+    mesh.check_all_dim_names_in_set({"dp", "tp", "pp"})
+    DeviceMesh("cpu").check_all_dim_names_in_set(["dp"])
+    with pytest.raises(MeshError, match=r"\['tp'\].*not in"):
+        mesh.check_all_dim_names_in_set(["dp"])
+    with pytest.raises(MeshError, match="no dim names"):
+        init_device_mesh("cpu", 2).check_all_dim_names_in_set(["dp"])
+    with pytest.raises(MeshError, match="accepted: one"):
+        mesh.to_device()
 
 
 def test_nested_list_and_tensor_agree() -> None:
@@ -30,6 +75,13 @@ def test_nested_list_and_tensor_agree() -> None:
     assert "dp" in repr(a) and "[[0, 1], [2, 3]]" in repr(a)
 
 
+def test_init_device_mesh_shapes_and_positional_names() -> None:
+    assert init_device_mesh("cpu", (2, None, 3), ("dp", "tp")).shape == (2, 3)
+    assert init_device_mesh("cpu", (2, None, 3), ("dp", "tp")).dim_names == ["dp", "tp"]
+    assert init_device_mesh("cpu", ()) == DeviceMesh("cpu") == init_device_mesh("cpu", (None,))
+    assert init_device_mesh(torch.device("cuda"), 2).device_type == torch.device("cuda")
+
+
 def test_init_device_mesh_is_row_major() -> None:
     mesh = init_device_mesh("cpu", (3, 2, 4, 3, 6))
     assert mesh.size() == 432 and mesh.device_ids == tuple(range(432))
@@ -37,18 +89,27 @@ def test_init_device_mesh_is_row_major() -> None:
     assert mesh.device_at((1, 0, 0, 0, 1)) == 145
 
 
-def test_unbind_matches_torch_unbind() -> None:
+def test_unbind_removes_the_listed_dims_as_torch_unbind() -> None:
     mesh = init_device_mesh("cpu", (2, 3), mesh_dim_names=("dp", "tp"))
-    rows = mesh.unbind("tp")
-    assert [m.device_ids for m in rows] == [tuple(t.tolist()) for t in torch.unbind(mesh.mesh, 0)]
-    assert all(m.dim_names == ("tp",) for m in rows)
-    cols = mesh.unbind(0)
-    assert [m.device_ids for m in cols] == [tuple(t.tolist()) for t in torch.unbind(mesh.mesh, 1)]
-    cube = init_device_mesh("cpu", (2, 3, 4))
-    subs = cube.unbind([2, 0])
-    assert len(subs) == 3 and subs[0].shape == (4, 2)
-    assert subs[1].mesh.tolist() == cube.mesh[:, 1, :].T.tolist()
-    assert cube.unbind([0, 1, 2])[0] == cube
+    rows = mesh.unbind("dp")
+    assert [m.mesh.tolist() for m in rows] == [t.tolist() for t in torch.unbind(mesh.mesh, 0)]
+    assert all(m.dim_names == ["tp"] for m in rows)
+    cols = mesh.unbind(1)
+    assert [m.mesh.tolist() for m in cols] == [t.tolist() for t in torch.unbind(mesh.mesh, 1)]
+    assert all(m.dim_names == ["dp"] for m in cols)
+    assert mesh.unbind("pp") == [mesh] and mesh.unbind(["pp", "tp"]) == cols
+
+
+def test_unbind_several_dims_is_nested_unbind() -> None:
+    cube = init_device_mesh("cpu", (2, 3, 4), ("a", "b", "c"))
+    nested = [u for t in torch.unbind(cube.mesh, 0) for u in torch.unbind(t, 1)]
+    for dims in ([0, 2], ["c", "a"], [2, "a"]):
+        subs = cube.unbind(dims)
+        assert [m.mesh.tolist() for m in subs] == [t.tolist() for t in nested]
+        assert all(m.dim_names == ["b"] for m in subs)
+    points = cube.unbind([0, 1, 2])
+    assert [m.device_ids for m in points] == [(i,) for i in range(24)]
+    assert all(m.shape == (1,) for m in points)
 
 
 def test_group_of() -> None:
@@ -63,7 +124,11 @@ def test_group_of() -> None:
         (("cpu", [[0, 1], [2]]), {}, "rectangular"),
         (("cpu", [0, 0]), {}, "unique"),
         (("cpu", [-1, 2]), {}, "non-negative"),
-        (("cpu", [0.5]), {}, "ints"),
+        (("cpu", [0.5]), {}, "integer device ids"),
+        (("cpu", [True, False]), {}, "integer device ids"),
+        (("cuda:1", [0, 1]), {}, "names one device"),
+        ((3,), {}, "not a device"),
+        (("cpu:x",), {}, "not supported"),
         (("cpu", []), {}, "at least one"),
         (("cpu", [0, 1]), {"mesh_dim_names": ["a", "b"]}, "2 names for a 1-D"),
         (("cpu", [[0, 1]]), {"mesh_dim_names": ["a", "a"]}, "distinct"),
@@ -81,9 +146,7 @@ def test_bad_init_and_lookups() -> None:
     mesh = init_device_mesh("cpu", 4)
     with pytest.raises(MeshError, match="not in"):
         mesh.coordinate_of(9)
-    with pytest.raises(MeshError, match="no dimension named"):
-        mesh.unbind("tp")
-    with pytest.raises(MeshError, match="twice"):
-        init_device_mesh("cpu", (2, 2)).unbind([0, 0])
+    with pytest.raises(MeshError, match="out of range"):
+        mesh.unbind(3)
     with pytest.raises(AttributeError):
         mesh._shape = (5,)

@@ -157,13 +157,13 @@ PAIR_A = DeviceMesh("cpu", [0, 1])
 PAIR_B = DeviceMesh("cpu", [2, 3])
 
 CROSS = [
-    (SINGLE, (), MESH1, (S(0),), {"scatter": 1}),
-    (SINGLE, (), MESH1, (R,), {"scatter": 1}),
-    (MESH1, (S(0),), SINGLE, (), {"gather": 1}),
-    (MESH1, (P,), SINGLE, (), {"all_reduce": 1}),
-    (MESH1, (P,), DeviceMesh("cpu", 9), (), {"gather": 1, "reduce_scatter": 1}),
-    (MESH1, (R,), SINGLE, (), {}),
-    (DeviceMesh("cpu", 5), (), DeviceMesh("cpu", 6), (), {"send_recv": 1}),
+    (SINGLE, (R,), MESH1, (S(0),), {"scatter": 1}),
+    (SINGLE, (R,), MESH1, (R,), {"scatter": 1}),
+    (MESH1, (S(0),), SINGLE, (R,), {"gather": 1}),
+    (MESH1, (P,), SINGLE, (R,), {"all_reduce": 1}),
+    (MESH1, (P,), DeviceMesh("cpu", 9), (R,), {"gather": 1, "reduce_scatter": 1}),
+    (MESH1, (R,), SINGLE, (R,), {}),
+    (DeviceMesh("cpu", 5), (R,), DeviceMesh("cpu", 6), (R,), {"send_recv": 1}),
     (PAIR_A, (S(0),), PAIR_B, (S(0),), {"send_recv": 2}),
     (PAIR_A, (P,), PAIR_B, (P,), {"send_recv": 2}),
     (PAIR_A, (P,), PAIR_B, (R,), {"all_reduce": 1, "send_recv": 2}),
@@ -187,8 +187,8 @@ def test_cross_mesh_counts(
 
 
 def test_cross_mesh_step_kinds() -> None:
-    scatter = plan_redistribute((8,), SINGLE, (), MESH1, (S(0),)).steps[-1]
-    gather = plan_redistribute((8,), MESH1, (S(0),), SINGLE, ()).steps[-1]
+    scatter = plan_redistribute((8,), SINGLE, (R,), MESH1, (S(0),)).steps[-1]
+    gather = plan_redistribute((8,), MESH1, (S(0),), SINGLE, (R,)).steps[-1]
     moves = plan_redistribute((8,), PAIR_A, (S(0),), PAIR_B, (S(0),)).steps[-1]
     assert isinstance(scatter, Scatter) and isinstance(gather, Gather)
     assert isinstance(moves, SendRecv)

@@ -16,8 +16,8 @@ from dtorch.ir.span import Span, caller_span
 
 
 def test_placements_behave_like_the_api_says() -> None:
-    assert repr([Shard(0), Replicate(), Partial()]) == "[S(0), R, P]"
-    assert str(Shard(2)) == "S(2)"
+    assert repr([Shard(0), Replicate(), Partial()]) == "[Shard(dim=0), Replicate(), Partial(sum)]"
+    assert str(Shard(2)) == "Shard(dim=2)"
     assert Shard(1) == Shard(1) and Shard(1) != Shard(0) and Replicate() != Partial()
     assert len({Shard(0), Shard(0), Replicate(), Replicate(), Partial()}) == 3
     assert Shard(1).is_shard() and Shard(1).is_shard(1) and not Shard(1).is_shard(0)

@@ -67,7 +67,11 @@ def test_older_data_without_optional_fields_takes_defaults() -> None:
     assert shard == Shard(1) and shard.split_order == -1 and last == Shard(-1)
     assert gelu == ActivationParam(ActivationKind.GELU) and gelu.approximate == "none"
     assert mul == BroadcastBinaryParam(BinaryKind.MUL, None, False)
-    assert mesh == DeviceMesh.from_ids("cpu", (2,), (4, 5)) and mesh.dim_names is None
+    assert (
+        mesh == DeviceMesh.from_ids("cpu", (2,), (4, 5))
+        and mesh.mesh_dim_names is None
+        and mesh.dim_names == []
+    )
     assert span == Span("old.py", 9, 0)
 
 

@@ -98,7 +98,9 @@ def _already_there(t: Tensor, target: Any) -> bool:
     if not isinstance(target, (str, torch.device)):
         return False
     mesh = mesh_of(target)  # a clear MeshError for anything that is not a device
-    return mesh.ndim == 0 and _bare(target) and mesh.device_type == t.device_mesh.device_type
+    return (
+        not mesh.is_distributed and _bare(target) and mesh.device_kind == t.device_mesh.device_kind
+    )
 
 
 def _bare(target: str | torch.device) -> bool:

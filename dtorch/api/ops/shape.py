@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+import dtorch.api.ops.index as _index
 import dtorch.api.tensor as _tensor
+from dtorch.api.creation import from_torch
 from dtorch.api.dims import normalize_dims
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record
@@ -186,59 +188,88 @@ def repeat_interleave(input: Tensor, repeats: int, dim: int | None = None) -> Te
 
 
 # --- indexing ---------------------------------------------------------------------------------
-def normalize_index(index: Any, shape: Sequence[int]) -> tuple[IndexEntry, ...]:
-    """Basic indexing as data: Ellipsis expanded, ints bounds-checked and made non-negative,
-    slices clipped to ``SliceIndex``; None kept (a new dim)."""
+def normalize_index(
+    index: Any, shape: Sequence[int], name: str = "getitem"
+) -> tuple[IndexEntry, ...]:
+    """Basic indexing as data: ints bounds-checked and made non-negative, slices clipped to
+    ``SliceIndex``, None kept (a new dim). Several ``...`` are read as torch reads them:
+    each one moves over the dims the other indices leave (the first takes them all), an
+    index left past the last dim is refused, a full slice there is a no-op."""
     items = list(index) if isinstance(index, tuple) else [index]
-    _check_entries(items)
-    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
-    if consumed > len(shape):
-        raise IndexError(f"too many indices for a tensor of dimension {len(shape)}")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
-        items[at : at + 1] = [slice(None)] * (len(shape) - consumed)
+    _check_entries(name, items)
+    specified = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if specified > len(shape):
+        raise IndexError(f"{name}: too many indices for a tensor of dimension {len(shape)}")
     out: list[IndexEntry] = []
     dim = 0
     for item in items:
-        if item is None:
-            out.append(None)
+        if item is Ellipsis:
+            out.extend(SliceIndex(0, s, 1) for s in shape[dim : dim + len(shape) - specified])
+            dim += len(shape) - specified
+        elif _past_end(name, item, dim, len(shape)):
             continue
-        out.append(_entry(item, shape[dim], dim))
-        dim += 1
+        elif item is None:
+            out.append(None)
+        else:
+            out.append(_entry(name, item, shape[dim], dim))
+            dim += 1
     return tuple(out) + tuple(SliceIndex(0, s, 1) for s in shape[dim:])
 
 
-def _check_entries(items: list[Any]) -> None:
-    if sum(1 for i in items if i is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+def _past_end(name: str, item: Any, dim: int, ndim: int) -> bool:
+    # torch skips a full slice anywhere, and refuses other indices a second '...' pushed out
+    if item == slice(None):
+        return dim >= ndim
+    if dim > ndim or (dim == ndim and item is not None):
+        raise IndexError(
+            f"{name}: index {item!r} falls past the last of the {ndim} dims (torch moves every "
+            f"'...' over the dims the other indices leave); accepted: at most one '...' before it"
+        )
+    return False
+
+
+def _check_entries(name: str, items: list[Any]) -> None:
     for item in items:
         if isinstance(item, (_tensor.Tensor, torch.Tensor, list)) or (
             not isinstance(item, (int, slice)) and item is not None and item is not Ellipsis
         ):
             raise IndexError(
-                f"unsupported index {type(item).__name__}: dtorch supports ints, slices, None "
-                "and ...; use masked_fill/where for boolean masks"
+                f"{name}: unsupported index {type(item).__name__}: dtorch supports ints, slices, "
+                "None, ..., int lists and tuples, integer and bool tensors"
             )
 
 
-def _entry(item: int | slice, size: int, dim: int) -> IndexEntry:
+def _entry(name: str, item: int | slice, size: int, dim: int) -> IndexEntry:
     if isinstance(item, slice):
         start, stop, step = item.indices(size)
         if step <= 0:
-            raise ValueError("step must be greater than zero")
+            raise ValueError(f"{name}: step must be greater than zero; got {step}")
         return SliceIndex(start, max(start, stop), step)
     if not -size <= item < size:
-        raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+        raise IndexError(
+            f"{name}: index {item} is out of bounds for dimension {dim} with size {size}"
+        )
     return int(item) % size
 
 
 def getitem(t: Tensor, index: Any) -> Tensor:
+    """``t[index]``: basic indices stay on the devices with known placements; lists, tuples,
+    tensors and bools inside the index go through ``dtorch.api.ops.index`` (fetched to the
+    client; the result, whose placements cannot be known at record time, on the first device)."""
+    if _index.is_advanced(index):
+        return _index.advanced_getitem(t, index)
     return record("getitem", GetItemParam(normalize_index(index, t.shape)), (t,))[0]
 
 
 def setitem(t: Tensor, index: Any, value: Any) -> None:
-    """``t[index] = value`` in place (value: a number or a tensor broadcastable to the slot)."""
-    entries = normalize_index(index, t.shape)
+    """``t[index] = value`` in place (value: a number, a torch or dtorch tensor broadcastable
+    to the slot); an advanced index is computed on the client (``dtorch.api.ops.index``)."""
+    if _index.is_advanced(index):
+        _index.advanced_setitem(t, index, value)
+        return
+    entries = normalize_index(index, t.shape, "setitem")
+    if isinstance(value, torch.Tensor):
+        value = from_torch(value, graph=t.graph, device_mesh=t.device_mesh)
     if is_scalar(value) and not isinstance(value, _tensor.Tensor):
         record("setitem", SetItemParam(entries, as_scalar(value)), (t,))
     elif isinstance(value, _tensor.Tensor):

@@ -11,7 +11,7 @@ Example:
     >>> layout
     ((0, 1), (-2, 0), (0, 0))
     >>> to_placements(layout, 1)
-    (S(0)<1>, P, S(0)<0>)
+    (Shard(dim=0, split_order=1), Partial(sum), Shard(dim=0, split_order=0))
     >>> from_placements((Shard(1), Replicate()), (1, 2))
     ((-1, 0), (-1, 0))
 """

@@ -75,8 +75,8 @@ def plan_redistribute(
     for mesh in (src_mesh, dst_mesh):
         if not isinstance(mesh, DeviceMesh):
             raise MeshError(f"plan_redistribute needs DeviceMesh meshes, got {mesh!r}")
-    src = normalize_placements(src, src_mesh.ndim, len(shape))
-    dst = normalize_placements(dst, dst_mesh.ndim, len(shape))
+    src = normalize_placements(src, src_mesh.shape, len(shape))
+    dst = normalize_placements(dst, dst_mesh.shape, len(shape))
     check_unmarked("redistribute", src, "the source layout")  # no plan knows the pieces yet
     check_unmarked("redistribute", dst, "the target layout")
     return _plan(shape, src_mesh, src, dst_mesh, dst)
@@ -178,7 +178,7 @@ def _add_transfer(
     """``path`` followed by the transfer step of ``moves``; a transfer costs its collective
     count, then the elements it moves between devices."""
     cost, steps, layouts = path
-    same_kind = src_mesh.device_type == dst_mesh.device_type
+    same_kind = src_mesh.device_kind == dst_mesh.device_kind
     step = transfer_step(moves, same_kind)
     sent = sum(math.prod(m.size) for m in crossing(moves, same_kind))
     price = (step.count, sent, 1)

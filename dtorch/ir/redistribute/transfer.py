@@ -105,7 +105,7 @@ def plan_moves(
 
     ``src`` must hold no Partial; empty pieces are left out.
     """
-    sources = _Sources.of(shape, src_mesh, src, src_mesh.device_type == dst_mesh.device_type)
+    sources = _Sources.of(shape, src_mesh, src, src_mesh.device_kind == dst_mesh.device_kind)
     moves: list[Move] = []
     for rank, device in enumerate(dst_mesh.device_ids):
         spec = device_shard(shape, dst_mesh, dst, device)

@@ -27,7 +27,7 @@ from dtorch.errors import (
 )
 from dtorch.ir.operator import Operand
 from dtorch.ir.params import OpParam
-from dtorch.ir.placement import Placement, Replicate
+from dtorch.ir.placement import Placement, Replicate, format_placements
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ def norm_dims(name: str, dims: Sequence[int], ndim: int) -> tuple[int, ...]:
 
 def describe_inputs(inputs: Sequence[Operand]) -> str:
     """``(S(0),) x (R,)`` style text of the inputs' placements for messages."""
-    return " x ".join(repr(o.placements) for o in inputs)
+    return " x ".join(format_placements(o.placements) for o in inputs)
 
 
 def describe_shapes(inputs: Sequence[Operand]) -> str:

@@ -15,7 +15,7 @@ Example:
     >>> from dtorch.ir.placement import Partial
     >>> x = Operand(1, (3,), torch.int32, init_device_mesh("cpu", 2), (Partial(),))
     >>> cast_rule("float", CastParam(torch.float32), (x,)).outputs[0].placements
-    (P,)
+    (Partial(sum),)
 """
 
 from __future__ import annotations

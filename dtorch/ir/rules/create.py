@@ -12,7 +12,7 @@ Example:
     >>> mesh = init_device_mesh("cpu", (2, 2))
     >>> param = CreateParam(CreateKind.EMPTY, (4, 2), torch.float32, mesh, (Shard(-1), Partial()))
     >>> create_rule("empty", param, ()).outputs[0].placements
-    (S(1), R)
+    (Shard(dim=1), Replicate())
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def create_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     shape = tuple(param.shape)
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in shape):
         raise ShapeError(f"{name}: sizes must be non-negative ints, got {list(param.shape)}")
-    placements = normalize_placements(param.placements, param.mesh.ndim, len(shape))
+    placements = normalize_placements(param.placements, param.mesh.shape, len(shape))
     if param.create is CreateKind.EMPTY:
         placements = tuple(Replicate() if isinstance(p, Partial) else p for p in placements)
     return Inference((OutputMeta(shape, param.dtype, placements),))

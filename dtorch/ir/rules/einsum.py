@@ -17,7 +17,7 @@ Example:
     >>> a = Operand(1, (4, 6), torch.float32, mesh, (Shard(1),))
     >>> b = Operand(2, (6, 5), torch.float32, mesh, (Shard(0),))
     >>> einsum_rule("einsum", EinsumParam("ij,jk->ik"), (a, b)).outputs[0]
-    OutputMeta(shape=(4, 5), dtype=torch.float32, placements=(P,))
+    OutputMeta(shape=(4, 5), dtype=torch.float32, placements=(Partial(sum),))
 """
 
 from __future__ import annotations

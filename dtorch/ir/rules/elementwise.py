@@ -17,7 +17,7 @@ Example:
     >>> b = Operand(2, (3,), torch.int64, mesh, (Replicate(),))
     >>> out = binary_rule("add", BroadcastBinaryParam(BinaryKind.ADD), (a, b)).outputs[0]
     >>> out.shape, out.dtype, out.placements
-    ((4, 3), torch.float32, (S(0),))
+    ((4, 3), torch.float32, (Shard(dim=0),))
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Example:
     >>> from dtorch.ir.placement import Shard
     >>> x = Operand(1, (8, 3), torch.float32, init_device_mesh("cpu", 2), (Shard(0),))
     >>> getitem_rule("getitem", GetItemParam((SliceIndex(2, 6), 1)), (x,)).outputs[0]
-    OutputMeta(shape=(4,), dtype=torch.float32, placements=(S(0),))
+    OutputMeta(shape=(4,), dtype=torch.float32, placements=(Shard(dim=0),))
 """
 
 from __future__ import annotations

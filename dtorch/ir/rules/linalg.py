@@ -22,7 +22,7 @@ Example:
     >>> b = Operand(2, (6, 5), torch.float32, mesh, (Shard(0),))
     >>> out = matmul_rule("matmul", MatmulParam(), (a, b)).outputs[0]
     >>> out.shape, out.placements
-    ((4, 5), (P,))
+    ((4, 5), (Partial(sum),))
 """
 
 from __future__ import annotations

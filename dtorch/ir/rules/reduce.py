@@ -16,7 +16,7 @@ Example:
     >>> x = Operand(1, (4, 6), torch.int32, init_device_mesh("cpu", 2), (Shard(1),))
     >>> out = reduce_rule("sum", ReduceParam(ReduceKind.SUM, (1,)), (x,)).outputs[0]
     >>> out.shape, out.dtype, out.placements
-    ((4,), torch.int64, (P,))
+    ((4,), torch.int64, (Partial(sum),))
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Example:
     >>> from dtorch.ir.placement import Partial
     >>> x = Operand(1, (3,), torch.float32, init_device_mesh("cpu", 2), (Partial(),))
     >>> infer("neg", BaseMathParam(MathKind.NEG), (x,)).outputs[0].placements
-    (P,)
+    (Partial(sum),)
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dtorch.ir.rules import (
     create,
     einsum,
     elementwise,
+    gather,
     indexing,
     linalg,
     reduce,
@@ -50,6 +51,7 @@ RULES: dict[OpKind, Rule] = {
     **copy.RULES,
     **select.RULES,
     **indexing.RULES,
+    **gather.RULES,
     **einsum.RULES,
     **setitem.RULES,
 }

@@ -17,7 +17,7 @@ Example:
     >>> c = Operand(1, (3,), torch.bool, mesh, (Replicate(),))
     >>> x = Operand(2, (3,), torch.float32, mesh, (Partial(),))
     >>> where_rule("where", WhereParam(y=Scalar.of(0)), (c, x)).outputs[0].placements
-    (P,)
+    (Partial(sum),)
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Example:
     >>> from dtorch.ir.placement import Shard
     >>> x = Operand(1, (8, 3, 2), torch.float32, init_device_mesh("cpu", 4), (Shard(0),))
     >>> flatten_rule("flatten", FlattenParam(0, 1), (x,)).outputs[0]
-    OutputMeta(shape=(24, 2), dtype=torch.float32, placements=(S(0),))
+    OutputMeta(shape=(24, 2), dtype=torch.float32, placements=(Shard(dim=0),))
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from dtorch.ir.params import (
     UnsqueezeParam,
     ViewParam,
 )
-from dtorch.ir.placement import Placement
+from dtorch.ir.placement import Placement, format_placements
 from dtorch.ir.rules.base import (
     Inference,
     OutputMeta,
@@ -146,7 +146,8 @@ def _check_view_layout(
     bad = check_groups(x.shape, shape, x.mesh.shape, x.placements, placements, groups)
     if bad is not None:
         raise PlacementError(
-            f"{name}: got {x.placements!r} on mesh {x.mesh.shape}; viewing {list(x.shape)} as "
+            f"{name}: got {format_placements(x.placements)} on mesh {x.mesh.shape}; "
+            f"viewing {list(x.shape)} as "
             f"{list(shape)} would give device {bad} a local view that is not its chunk of the "
             f"result (the sharded dim's size must divide evenly); accepted: R, P, or a shard of "
             f"a dim kept as is. Redistribute the sharded dim to Replicate first"

@@ -56,7 +56,7 @@ def _along(ex: Execution, index: int, mesh_dim: int, shards: Shards, call: LineC
     out: Shards = {}
     for line in ex.lines(mesh, mesh_dim):
         held = {rank: shards[d] for rank, d in enumerate(line) if d in shards}
-        result = call(ex.group(mesh.device_type, line), held, line)
+        result = call(ex.group(mesh.device_kind, line), held, line)
         out.update({line[rank]: tensor for rank, tensor in result.items()})
     return out
 

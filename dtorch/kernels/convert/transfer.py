@@ -50,7 +50,7 @@ def _outputs(ex: Execution, index: int) -> Shards:
     """Zeros of every held destination device's local shape, on that device."""
     mesh = ex.plan.dst_mesh
     return {
-        d: ex.empty(ex.spec(index + 1, d).shape, torch_device_of(mesh.device_type, d)).zero_()
+        d: ex.empty(ex.spec(index + 1, d).shape, torch_device_of(mesh.device_kind, d)).zero_()
         for d in ex.held(mesh)
     }
 
@@ -75,8 +75,8 @@ def _exchange(ex: Execution, index: int, moves: list[Move], shards: Shards, out:
     """Move one (source, destination) pair's pieces through the pair's group."""
     plan = ex.plan
     src, dst = moves[0].src_device, moves[0].dst_device
-    same_kind = plan.src_mesh.device_type == plan.dst_mesh.device_type
-    kind = plan.src_mesh.device_type if same_kind else "cpu"  # a group holds one device kind
+    same_kind = plan.src_mesh.device_kind == plan.dst_mesh.device_kind
+    kind = plan.src_mesh.device_kind if same_kind else "cpu"  # a group holds one device kind
     numel = sum(math.prod(m.size) for m in moves)
     held: Shards = {}
     if src in shards:

@@ -100,7 +100,7 @@ class ProcessRunner:
 
     def satisfy(self, mesh: DeviceMesh) -> bool:
         """CPU meshes always (logical devices); CUDA ones on a CUDA pool with those GPUs."""
-        if mesh.device_type == "cpu":
+        if mesh.device_kind == "cpu":
             return True
         return self._pool.device_type == "cuda" and max(mesh.device_ids) < self._pool.workers
 

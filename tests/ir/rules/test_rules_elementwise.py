@@ -183,7 +183,7 @@ def test_different_meshes_raise_mesh_error() -> None:
 def test_single_device_mesh() -> None:
     single = DeviceMesh("cpu")
     out = add(op((2, 3), mesh=single), op((3,), mesh=single, i=2)).outputs[0]
-    assert out.placements == () and out.shape == (2, 3)
+    assert out.placements == (R,) and out.shape == (2, 3)
 
 
 def test_invalid_scalar_and_param() -> None:

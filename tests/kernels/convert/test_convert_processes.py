@@ -36,8 +36,8 @@ CASES = [
     (MESH2, (P, Shard(0)), MESH2, (Shard(1), P)),
     (PAIR_A, (Shard(0),), PAIR_B, (Shard(1),)),
     (PAIR_A, (P,), PAIR_B, (P,)),
-    (DeviceMesh("cpu", 0), (), MESH1, (Shard(0),)),
-    (MESH1, (Shard(1),), DeviceMesh("cpu", 3), ()),
+    (DeviceMesh("cpu", 0), (R,), MESH1, (Shard(0),)),
+    (MESH1, (Shard(1),), DeviceMesh("cpu", 3), (R,)),
 ]
 
 

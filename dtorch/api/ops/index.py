@@ -1,0 +1,172 @@
+"""Advanced indexing as torch does it: int lists and tuples inside an index, tensor indices
+(integer arrays, broadcast together) and boolean masks, for ``t[index]`` and ``t[index] = v``.
+
+On the devices (placements known at record time): one integer array of any shape (a list, a
+torch tensor, or a dtorch tensor, which is not fetched) among basic indices. ``t[index]``
+applies the basic indices, then one IndexSelect along the array's dim (``dtorch.api.ops.take``:
+a sharded dim is gathered on the devices first, the other placements are kept).
+``t[..., array] = v`` (the array among full slices and one ``...``) is one IndexPut on a dim
+that is not sharded: ``t`` keeps its placements and is never fetched.
+
+Otherwise (a choice, with its cost) such an index is computed on the client. The index
+tensors, and the indexed tensor, are fetched (a blocking read, like ``nonzero``); torch
+indexes the full tensor, so every rule of torch holds (where the advanced dims go, bool
+masks, broadcasting of index shapes, ``...`` and None among them). The result's shape
+can depend on values (a mask), so its placements cannot be known at record time:
+``t[index]`` is gathered to the first device (a one-device mesh of ``t``'s first device).
+``t[index] = v`` writes the result back into ``t`` with ``t``'s own placements; duplicate
+indices follow torch's ``index_put_`` on CPU (accumulate=False: the last write wins).
+Basic indices (ints, slices, None, one ``...``) never come here: they stay on the devices.
+
+Example:
+    >>> import dtorch
+    >>> t = dtorch.arange(12).view(3, 4)
+    >>> t[[0, 2], 1:3].tolist(), t[t > 9].tolist()
+    ([[1, 2], [9, 10]], [10, 11])
+    >>> t[:, [3, 0]] = -1
+    >>> t.tolist()
+    [[-1, 1, 2, -1], [-1, 5, 6, -1], [-1, 9, 10, -1]]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+import dtorch.api.ops.take as _take
+import dtorch.api.tensor as _tensor
+from dtorch.api.creation import from_torch
+from dtorch.errors import PlacementError
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+
+
+def is_advanced(index: Any) -> bool:
+    """True when the index holds a list, tuple, tensor or bool (torch's advanced indexing)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return any(_advanced_item(i) for i in items)
+
+
+def _advanced_item(item: Any) -> bool:
+    # bool before int: True is an int to Python but a mask (a new dim of size 1) to torch
+    return isinstance(item, (bool, list, tuple, torch.Tensor, _tensor.Tensor))
+
+
+def to_torch_index(name: str, index: Any) -> Any:
+    """The index with every dtorch tensor fetched (blocking) and every tensor dtype checked."""
+    if isinstance(index, tuple):
+        return tuple(_torch_item(name, i) for i in index)
+    return _torch_item(name, index)
+
+
+def _torch_item(name: str, item: Any) -> Any:
+    # lists stay lists (torch reads nested ones as one integer array); tensors are checked
+    if isinstance(item, _tensor.Tensor):
+        item = item.to_torch()
+    if isinstance(item, torch.Tensor) and item.dtype not in _INDEX_DTYPES:
+        raise IndexError(
+            f"{name}: a tensor index must be long, int, byte or bool; got {item.dtype}"
+        )
+    if isinstance(item, (list, tuple)):
+        _check_list(name, item)
+    return item
+
+
+def _check_list(name: str, items: list[Any] | tuple[Any, ...]) -> None:
+    # torch would read floats in a list as a float index and fail with its own message
+    for item in items:
+        if isinstance(item, (list, tuple)):
+            _check_list(name, item)
+        elif isinstance(item, (_tensor.Tensor, float)):
+            raise IndexError(f"{name}: a list index holds ints or bools; got {type(item).__name__}")
+
+
+def _torch_call(name: str, fn: Any) -> Any:
+    """Run torch's indexing, its errors renamed after the operator (what it got, why)."""
+    try:
+        return fn()
+    except (IndexError, RuntimeError, TypeError, ValueError) as e:
+        raise IndexError(f"{name}: {e}") from None
+
+
+def advanced_getitem(t: Tensor, index: Any) -> Tensor:
+    """``t[index]``: one integer array on the devices (see the module), else on the client,
+    the result on ``t``'s first device."""
+    kept = _on_devices(t, index)
+    if kept is not None:
+        return kept
+    where = to_torch_index("getitem", index)
+    full = t.to_torch()
+    result = _torch_call("getitem", lambda: full[where])
+    return from_torch(result, graph=t.graph, device=t.device_mesh.first_device())
+
+
+def _one_array(index: Any) -> tuple[list[Any], int, Any] | None:
+    """(the index items, where the one integer array is, the array), or None where the index
+    holds another advanced item, a mask or several ``...``."""
+    if isinstance(index, list) and not all(type(i) is int for i in index):
+        return None  # torch reads a list of sequences as a tuple of indices (deprecated)
+    items = list(index) if isinstance(index, tuple) else [index]
+    arrays = [k for k, item in enumerate(items) if _advanced_item(item)]
+    if len(arrays) != 1 or sum(1 for i in items if i is Ellipsis) > 1:
+        return None
+    array = _take.integer_array(items[arrays[0]])
+    return None if array is None else (items, arrays[0], array)
+
+
+def _on_devices(t: Tensor, index: Any) -> Tensor | None:
+    """``t[..., array, ...]``: the basic indices applied, then one IndexSelect along the
+    array's dim; None where the index is not one integer array or the basic part is refused
+    on these placements (torch does it on the client)."""
+    found = _one_array(index)
+    if found is None:
+        return None
+    items, at, array = found
+    items[at] = slice(None)
+    try:
+        base = t[tuple(items)]
+    except PlacementError:
+        return None
+    return _take.take(base, _kept_dim(items, at, t.ndim), array, "getitem")
+
+
+def _kept_dim(items: list[Any], at: int, ndim: int) -> int:
+    # the result dim of items[at]: Nones and slices before it make dims, ints remove theirs
+    before = items[:at]
+    if Ellipsis in before:
+        named = sum(1 for i in items if i is not None and i is not Ellipsis)
+        return sum(1 for i in before if not isinstance(i, int)) - 1 + ndim - named
+    return sum(1 for i in before if not isinstance(i, int))
+
+
+def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
+    """``t[index] = value``: one integer array among full slices (and a ``...``) on a dim that
+    is not sharded on the devices (IndexPut); else on the client, written back with ``t``'s
+    placements."""
+    if _put_on_devices(t, index, value):
+        return
+    where = to_torch_index("setitem", index)
+    if isinstance(value, _tensor.Tensor):
+        value = value.to_torch()
+    full = t.to_torch()
+    _torch_call("setitem", lambda: full.__setitem__(where, value))
+    back = from_torch(full, graph=t.graph, device_mesh=t.device_mesh)
+    t[...] = back
+
+
+def _put_on_devices(t: Tensor, index: Any, value: Any) -> bool:
+    # only full slices and one ``...`` beside the array: the slot is t's own dims
+    found = _one_array(index)
+    if found is None:
+        return False
+    items, at, array = found
+    rest = items[:at] + items[at + 1 :]
+    full = sum(1 for i in rest if i == slice(None))
+    if full + sum(1 for i in rest if i is Ellipsis) != len(rest) or full >= t.ndim:
+        return False
+    dim = _kept_dim(items, at, t.ndim)
+    return 0 <= dim < t.ndim and _take.put(t, dim, array, value)

@@ -1,0 +1,218 @@
+"""Advanced indexing against torch through the public API: int lists and tuples inside an
+index, integer tensors (dtorch, torch) with broadcast index shapes mixed with ints, slices,
+None and ``...``, torch's rule for where the advanced dims go, boolean masks and Python
+bools, for ``t[index]`` and ``t[index] = value``; on 1-D, 2-D and 3-D meshes, even and
+uneven, in thread and process mode. One 1-D integer array on a dim that is not sharded keeps
+the sharding; other results of ``t[index]`` live on the input's first device (their
+placements cannot be known at record time); ``t[index] = v`` keeps ``t``'s placements."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from tests.api.ops_harness import ALL_MESHES, S0, S1, R, place
+
+pytestmark = pytest.mark.timeout(60)
+
+_X = torch.arange(5 * 6 * 4, dtype=torch.float32).view(5, 6, 4) - 50
+_MASK0 = torch.tensor([True, False, True, False, True])
+_MASK1 = torch.tensor([False, True, True, False, False, True])
+
+#: Indices built from a converter of tensor indices (torch as is, or a dtorch tensor).
+_INDICES: list[Callable[[Callable[[torch.Tensor], Any]], Any]] = [
+    lambda c: [0, 2],
+    lambda c: (slice(None), [1, 0]),
+    lambda c: ((0, 1),),  # a tuple inside the index is an integer array, like a list
+    lambda c: ([[0, 1], [4, 3]],),
+    lambda c: c(torch.tensor([[0, 1], [2, -1]])),
+    lambda c: (c(torch.tensor([0, 2])), slice(None), c(torch.tensor([1, 3]))),  # go first
+    lambda c: (slice(None), c(torch.tensor([[0], [2]])), c(torch.tensor([1, 3]))),  # in place
+    lambda c: (1, slice(None), c(torch.tensor([0, 3, 3]))),  # int and array separated
+    lambda c: (Ellipsis, [3, 0]),
+    lambda c: (None, [0, 4], Ellipsis, -1),
+    lambda c: (slice(1, None, 2), [-1, 0]),
+    lambda c: c(_MASK0),
+    lambda c: (slice(None), c(_MASK1), 2),
+    lambda c: c(_X > 0),
+    lambda c: (c(_MASK0), c(torch.tensor([0, 1, 5]))),
+    lambda c: True,
+    lambda c: (Ellipsis, False),
+    lambda c: (0, True, slice(1, 3)),
+]
+_PLACEMENTS = {1: [S0], 2: [S1, S0], 3: [S0, R, S1]}
+
+
+def _one_device(t: dtorch.Tensor) -> bool:
+    return math.prod(t.device_mesh.shape) == 1
+
+
+def _converters(graph: dtorch.Graph, mesh: dtorch.DeviceMesh) -> dict[str, Any]:
+    return {
+        "torch": lambda i: i,
+        "dtorch": lambda i: place(i, mesh, [R] * mesh.ndim, graph),
+        "sharded": lambda i: place(i, mesh, [S0] + [R] * (mesh.ndim - 1), graph),
+    }
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+def test_getitem_advanced_like_torch(mesh_shape: tuple[int, ...], graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    t = place(_X, mesh, _PLACEMENTS[len(mesh_shape)], graph)
+    for kind, convert in _converters(graph, mesh).items():
+        for make in _INDICES:
+            want = _X[make(lambda i: i)]
+            out = t[make(convert)]
+            assert torch.equal(out.to_torch(), want), (kind, make(lambda i: i))
+            assert _one_device(out) or out.device_mesh.shape == mesh.shape
+            assert out.dtype == want.dtype
+
+
+_KEPT: list[tuple[Any, int]] = [  # (index, the result dim holding the tensor's dim 0)
+    ((slice(None), [1, 0]), 0),
+    ((slice(None), 2, [3, 3, -4]), 0),
+    ((Ellipsis, [0]), 0),
+    ((None, slice(None), torch.tensor([5, 0, 1])), 1),
+]
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+def test_one_array_on_an_unsharded_dim_keeps_the_sharding(
+    mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """Placements known at record time: slices of the devices' shards joined by cat."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    rest = [R, dtorch.Partial()][: len(mesh_shape) - 1]
+    t = place(_X, mesh, [S0, *rest], graph)
+    for index, dim in _KEPT:
+        out = t[index]
+        assert torch.equal(out.to_torch(), _X[index]), index
+        assert out.device_mesh.shape == mesh.shape and out.placements == [dtorch.Shard(dim), *rest]
+
+
+_ELLIPSES: list[Any] = [
+    (Ellipsis, 0, Ellipsis),
+    (Ellipsis, Ellipsis),
+    (Ellipsis, None, Ellipsis),
+    (0, Ellipsis, Ellipsis, slice(None)),
+    (Ellipsis, slice(1, 3), Ellipsis, Ellipsis),
+    (Ellipsis, [0, 2], Ellipsis),
+]
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 3), (2, 1, 2)])
+def test_several_ellipses_like_torch(mesh_shape: tuple[int, ...], graph: dtorch.Graph) -> None:
+    """torch moves every ``...`` over the dims the other indices leave: so does dtorch."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    t = place(_X, mesh, [S1] + [R] * (len(mesh_shape) - 1), graph)
+    for index in _ELLIPSES:
+        assert torch.equal(t[index].to_torch(), _X[index]), index
+        want = _X.clone()
+        want[index] = -3.0
+        t2 = place(_X, mesh, [R] * len(mesh_shape), graph)
+        t2[index] = -3.0
+        assert torch.equal(t2.to_torch(), want), index
+
+
+def test_basic_indices_keep_the_devices(graph: dtorch.Graph) -> None:
+    """A bare tuple is several indices, not an array; basic indexing never leaves the mesh."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    t = place(_X, mesh, [S0, R], graph)
+    for index in ((slice(None), (1)), (slice(None), 0, 1), (Ellipsis, 2), (slice(None), None, -1)):
+        out = t[index]
+        assert torch.equal(out.to_torch(), _X[index])
+        assert out.device_mesh.shape == mesh.shape
+    t[:, 1] = torch.arange(4.0)  # a torch value, broadcast over the slot
+    want = _X.clone()
+    want[:, 1] = torch.arange(4.0)
+    assert torch.equal(t.to_torch(), want) and t.placements == [S0, R]
+
+
+@pytest.mark.parametrize("mesh_shape", [(3,), (2, 2), (2, 1, 2)])
+def test_setitem_advanced_like_torch(mesh_shape: tuple[int, ...], graph: dtorch.Graph) -> None:
+    """Numbers, torch and dtorch values (broadcast); ``t`` keeps its mesh and placements."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    placements = _PLACEMENTS[len(mesh_shape)]
+    convert = _converters(graph, mesh)["dtorch"]
+    cases: list[tuple[Any, Any]] = [
+        ([0, 2], 7.5),
+        ((slice(None), [1, 0]), torch.arange(4.0)),
+        ((convert(torch.tensor([0, 2])), slice(None), [1, 3]), convert(torch.tensor([1.0]))),
+        (convert(_X > 0), -1.0),
+        ((convert(_MASK0), 1), torch.tensor([[9.0], [8.0], [7.0]])),
+        ((Ellipsis, [3, 0]), place(torch.ones(6, 1), mesh, [R] * mesh.ndim, graph)),
+        (True, 0.0),
+    ]
+    for index, value in cases:
+        want = _X.clone()
+        want[_torch_index(index)] = _torch_value(value)
+        t = place(_X, mesh, placements, graph)
+        t[index] = value
+        assert torch.equal(t.to_torch(), want), index
+        assert t.device_mesh.shape == mesh.shape and t.placements == placements
+
+
+def _torch_index(index: Any) -> Any:
+    if isinstance(index, tuple):
+        return tuple(_torch_index(i) for i in index)
+    return index.to_torch() if isinstance(index, dtorch.Tensor) else index
+
+
+def _torch_value(value: Any) -> Any:
+    return value.to_torch() if isinstance(value, dtorch.Tensor) else value
+
+
+def test_setitem_duplicates_last_write_wins(graph: dtorch.Graph) -> None:
+    """Like torch's index_put_ (accumulate=False) on CPU: the last of duplicate indices wins."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = place(torch.zeros(4), mesh, [S0], graph)
+    t[[1, 3, 1]] = torch.tensor([5.0, 6.0, 7.0])
+    want = torch.zeros(4)
+    want[[1, 3, 1]] = torch.tensor([5.0, 6.0, 7.0])
+    assert torch.equal(t.to_torch(), want) and want[1] == 7.0
+
+
+def test_partial_input(graph: dtorch.Graph) -> None:
+    """A Partial tensor is summed when read, and stays Partial when written."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = place(_X, mesh, [dtorch.Partial()], graph)
+    assert torch.equal(t[[4, 0]].to_torch(), _X[[4, 0]])
+    t[_MASK0] = 1.0
+    want = _X.clone()
+    want[_MASK0] = 1.0
+    assert torch.equal(t.to_torch(), want) and t.placements == [dtorch.Partial()]
+
+
+_BAD: list[tuple[Any, str]] = [
+    ([0, 5], "out of bounds"),
+    ((slice(None), torch.tensor([6])), "out of bounds"),
+    (torch.tensor([True, False]), "shape of the mask"),
+    (torch.tensor([0.0, 1.0]), "long, int, byte or bool; got torch.float32"),
+    ([0, 1.5], "ints or bools; got float"),
+    (([0], [0], [0], [0]), "too many indices"),
+    ((0, Ellipsis, Ellipsis, 1), "index 1"),
+    ((0, Ellipsis, Ellipsis, [1]), "too many indices"),  # torch's words for an array index
+]
+
+
+@pytest.mark.parametrize(("index", "message"), _BAD, ids=[m for _, m in _BAD])
+def test_bad_indices_name_the_operator(index: Any, message: str, graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    t = place(_X, mesh, [S0], graph)
+    with pytest.raises(IndexError, match=rf"getitem: .*{message}"):
+        t[index]
+    with pytest.raises(IndexError, match=rf"setitem: .*{message}"):
+        t[index] = 0.0
+
+
+def test_setitem_bad_value_names_the_operator(graph: dtorch.Graph) -> None:
+    t = place(_X, dtorch.init_device_mesh("cpu", 2), [S0], graph)
+    with pytest.raises(IndexError, match=r"setitem: .*shape"):
+        t[[0, 1]] = torch.ones(3, 6, 4)
+    with pytest.raises(TypeError, match="setitem: value must be"):
+        t[0] = "x"
