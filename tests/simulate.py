@@ -43,8 +43,9 @@ from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import IndexEntry, OpParam, SliceIndex
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, normalize_placements
 from dtorch.ir.rules import Inference, infer
-from dtorch.ir.sharding import is_replica_leader
+from dtorch.ir.sharding import is_replica_leader, local_shape_and_offset
 from dtorch.ir.span import Span
+from dtorch.ir.subsplit import segment_pieces
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import LOCAL_KERNELS
 
@@ -223,12 +224,34 @@ def assemble(result: Operand, local: Locals) -> torch.Tensor:
         coordinate = mesh.coordinate_of(device)
         if not is_replica_leader(result.placements, coordinate):
             continue
-        index = result.shard(device).slices()
-        if partial:
-            full[index] += shard
-        else:
-            full[index] = shard
+        for index, piece in _pieces(result, device, shard):
+            if partial:
+                full[index] += piece
+            else:
+                full[index] = piece
     return full
+
+
+def _pieces(
+    result: Operand, device: int, shard: torch.Tensor
+) -> list[tuple[tuple[slice, ...], torch.Tensor]]:
+    # (global index, local part) of a shard: one box, or the pieces of a sub-split (marked) dim
+    marked = [(m, p) for m, p in enumerate(result.placements) if isinstance(p, Shard)
+              and p.has_sub_split_coordinates()]  # fmt: skip
+    if not marked:
+        return [(result.shard(device).slices(), shard)]
+    assert len(marked) == 1, f"the simulator assembles one marked mesh dim, got {marked}"
+    (m, p), coordinate = marked[0], result.mesh.coordinate_of(device)
+    placements = tuple(Replicate() if k == m else q for k, q in enumerate(result.placements))
+    _, offset = local_shape_and_offset(result.shape, result.mesh.shape, placements, coordinate)
+    local, out = 0, []
+    for start, n in segment_pieces(result.shape[p.dim], p.sub_split_coordinates,
+                                   result.mesh.shape[m], coordinate[m]):  # fmt: skip
+        box = [slice(o, o + s) for o, s in zip(offset, shard.shape, strict=True)]
+        box[p.dim] = slice(start, start + n)
+        out.append((tuple(box), shard.narrow(p.dim, local, n)))
+        local += n
+    return out
 
 
 def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:

@@ -23,7 +23,7 @@ from dtorch.ir.params import ConvertParam, OpParam
 from dtorch.ir.placement import Placement
 from dtorch.ir.rules import Inference, OutputMeta
 from dtorch.ir.span import Span, caller_span
-from dtorch.ir.subsplit import check_unmarked
+from dtorch.ir.subsplit import is_marked
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
@@ -156,8 +156,10 @@ def redistribute_to(
     operand = tensor._operand
     if operand.mesh == mesh and operand.placements == placements:
         return tensor
-    check_unmarked("redistribute", operand.placements, "the source")  # no plan moves pieces yet
-    check_unmarked("redistribute", placements, "the target")
+    if is_marked(operand.placements) or is_marked(placements):
+        from dtorch.api.marked import redistribute_marked  # it records through this module
+
+        return redistribute_marked(tensor, mesh, placements, span)
     out = OutputMeta(operand.shape, operand.dtype, placements)
     param = ConvertParam(mesh, placements)
     return emit_one(tensor._graph, "redistribute", param, (operand,), out, mesh, span)

@@ -26,7 +26,7 @@ from typing_extensions import dataclass_transform
 
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, format_placements
-from dtorch.ir.sharding import ShardSpec, device_shard
+from dtorch.ir.sharding import ShardSpec, device_shard, local_shape_and_offset
 from dtorch.ir.span import Span
 
 if TYPE_CHECKING:
@@ -65,7 +65,8 @@ class Operand:
         return device_shard(self.shape, self.mesh, self.placements, device_id)
 
     def local_shape(self, device_id: int) -> tuple[int, ...]:
-        return self.shard(device_id).shape
+        coordinate = self.mesh.coordinate_of(device_id)  # marked shards too (not one box)
+        return local_shape_and_offset(self.shape, self.mesh.shape, self.placements, coordinate)[0]
 
     def describe(self) -> str:
         """``float32[4, 8] on (2,) (S(0))`` style text for messages."""

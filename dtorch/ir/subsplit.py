@@ -7,9 +7,11 @@ concatenation of its chunk of every segment, in segment order. That is what ``ca
 sharded along the cat dim gives without moving data (DTorch's layout): the coordinates are the
 boundaries between the concatenated parts.
 
-State of support (see ``check_unmarked``): the layout math below is complete; operators,
-redistribution and gathering refuse marked placements with a message naming the operator, so
-no marked tensor can ever produce a silently wrong value. ``Shard.plain()`` is the placement a
+State of support: ``cat`` makes marks, elementwise operators keep them and slices at part
+boundaries remove them (``dtorch.ir.rules.marked``); redistribution from and to a marked
+layout, and so ``to_torch``, goes part by part (``dtorch.api.marked``). Every other operator
+refuses marked placements with a message naming it (``check_unmarked``), so no marked tensor
+can ever produce a silently wrong value. ``Shard.plain()`` is the placement a
 ``view(placements)`` reinterprets it as (the local data is unchanged).
 
 Example:
@@ -96,5 +98,5 @@ def check_unmarked(name: str, placements: Sequence[Placement], what: str = "an i
         raise PlacementError(
             f"{name}: {what} is {marked[0]!r} (a concatenation of separately sharded parts), "
             f"which {name} does not support yet; accepted: Shard(d) without "
-            f"sub_split_coordinates, Replicate(), Partial()"
+            f"sub_split_coordinates, Replicate(), Partial(). Redistribute it to one of them first"
         )

@@ -4,8 +4,9 @@
 even and uneven shards, every layout on 1-D meshes (a seeded sample on the larger ones).
 
 The 1-D tables come from the chunk math: a slice of a sharded dim keeps the shard only when
-every device's part of the slice is exactly its chunk of the result; an integer index, a cat,
-a chunk or a tiling of a sharded dim is refused; Partial stays Partial (all are linear)."""
+every device's part of the slice is exactly its chunk of the result; an integer index, a chunk
+or a tiling of a sharded dim is refused, a cat of it marks the parts' boundaries
+(tests/api/test_subsplit.py); Partial stays Partial (all are linear)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.api.ops_harness import (
     Shard,
     Table,
     choices,
+    layout_combos,
     limit_for,
     place,
     run_api,
@@ -209,15 +211,16 @@ def test_setitem_broadcast_values_and_dtypes(graph: dtorch.Graph) -> None:
         t[0] = "x"
 
 
-def concat_table(ndim: int, dim: int, stack: bool, n: int) -> Table:
-    """One mesh dim of cat/stack of ``n`` inputs: all R, all P, or the same shard (with R
-    inputs chunked to match) of a dim other than the cat dim; stack shifts the dims after
-    the new one."""
+def concat_table(ndim: int, dim: int, stack: bool, n: int, part: int) -> Table:
+    """One mesh dim of cat/stack of ``n`` inputs (each ``part`` long in the cat dim): all R,
+    all P, or the same shard (with R inputs chunked to match); stack shifts the dims after
+    the new one; cat along the sharded dim marks the boundaries (sub_split_coordinates)."""
     table: dict[tuple[Any, ...], Any] = {(R,) * n: R, (P,) * n: P}
+    bounds = tuple(part * i for i in range(1, n))
     for d in range(ndim):
-        if not stack and d == dim:
-            continue
         out = Shard(d + 1 if stack and d >= dim else d)
+        if not stack and d == dim:
+            out = Shard(d, sub_split_coordinates=bounds)
         for mask in range(1, 2**n):
             table[tuple(Shard(d) if mask >> i & 1 else R for i in range(n))] = out
     return table
@@ -240,11 +243,19 @@ def test_cat_and_stack_every_layout(  # type: ignore[no-untyped-def]
 ) -> None:
     a, b = _randn(4, 3), _randn(4, 3)
     want = torch.stack([a, b], dim) if stack else torch.cat([a, b], dim)
-    table = concat_table(2, dim % (3 if stack else 2), stack, 2)
+    table = concat_table(2, dim % (3 if stack else 2), stack, 2, a.shape[dim % 2])
+    combos = layout_combos(len(mesh_shape), [a, b], limit=limit_for(mesh_shape, n_d=12), seed=0)
+    if not stack:  # the cat dim sharded on several mesh dims: refused, not in the 1-D table
+        combos = [c for c in combos if _mesh_dims_sharding(c, dim % 2) < 2]
     run_api(
         graph, name, lambda x, y: call([x, y], dim), [a, b], mesh_shape, [want], table=table,
-        limit=limit_for(mesh_shape, n_d=12),
+        combos=combos,
     )  # fmt: skip
+
+
+def _mesh_dims_sharding(combo: Any, dim: int) -> int:
+    # how many mesh dims shard ``dim`` of some input
+    return len({m for layout in combo for m, p in enumerate(layout) if p == Shard(dim)})
 
 
 def test_cat_of_three_sizes_and_dtypes(graph: dtorch.Graph) -> None:
@@ -257,7 +268,7 @@ def test_cat_of_three_sizes_and_dtypes(graph: dtorch.Graph) -> None:
     assert out.placements == [S1, R] and out.dtype == torch.float64
     assert torch.equal(out.to_torch(), want)
     with pytest.raises(PlacementError, match=r"^cat: got \(S\(0\), R\) x .*accepted"):
-        dtorch.cat([place(a, mesh, [S0, R], graph), ts[1]])
+        dtorch.cat([place(a, mesh, [S0, R], graph), place(b, mesh, [P, R], graph)])
     with pytest.raises(ShapeError, match=r"^cat: sizes .* must match except in dim 0"):
         dtorch.cat([ts[0], place(_randn(2, 4), mesh, [R, R], graph)])
     with pytest.raises(ShapeError, match=r"^stack: stack needs equal shapes"):

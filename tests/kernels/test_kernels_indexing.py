@@ -73,8 +73,8 @@ def test_concat_all_layouts(stack: bool, mesh_shape: tuple[int, ...]) -> None:
         want = torch.stack([a, b], dim) if stack else torch.cat([a, b], dim)
         param = ConcatParam(dim, stack)
         accepted = run_layouts("cat", param, [a, b], mesh_shape, [want], limit=80)
-        if not stack:
-            assert all(Shard(dim % 2) not in pa for pa, _ in accepted)
+        if not stack:  # along a sharded dim: the local cat, marked (values checked above)
+            assert any(Shard(dim % 2) in pa for pa, _ in accepted)
 
 
 def test_cat_of_three_with_different_sizes_and_dtypes() -> None:

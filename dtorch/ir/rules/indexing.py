@@ -3,8 +3,8 @@
 * ``t[a:b:s, i, None]``: a slice keeps a shard of its dim only when every device's part of the
   slice is exactly its ``torch.chunk`` part of the result (checked per device); an integer
   index on a sharded dim is rejected (redistribute that dim first); ``None`` adds a dim.
-* ``cat`` on a sharded dim is rejected; ``stack`` shifts shard dims after the new one. All
-  inputs Partial gives Partial (both are linear).
+* ``cat`` on a sharded dim is ``dtorch.ir.rules.marked``'s (a sub-split Shard); ``stack``
+  shifts shard dims after the new one. All inputs Partial gives Partial (both are linear).
 * ``chunk`` keeps the placements when the chunked dim is not sharded.
 * ``repeat`` (tiling) keeps the shards of dims it repeats once.
 * ``repeat_interleave`` keeps a shard of the repeated dim when repeating each device's chunk

@@ -38,6 +38,7 @@ from dtorch.ir.rules import (
     views,
 )
 from dtorch.ir.rules.base import Inference, Rule
+from dtorch.ir.rules.marked import MARK_RULES
 from dtorch.ir.subsplit import check_unmarked
 
 #: Every OpKind that has a shape/placement rule.
@@ -66,7 +67,12 @@ def infer(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
         for operand in inputs:
             if operand.mesh is not mesh and operand.mesh != mesh:
                 _raise_meshes(name, inputs)
-    for operand in inputs:  # no rule understands sub-split marks yet (dtorch.ir.subsplit)
+    marked = MARK_RULES.get(param.kind)
+    if marked is not None:  # cat and elementwise ops make or keep sub-split marks
+        answer = marked(name, param, inputs)
+        if answer is not None:
+            return answer
+    for operand in inputs:  # the ordinary rules do not understand sub-split marks
         check_unmarked(name, operand.placements)
     rule = RULES.get(param.kind)
     if rule is None:

@@ -34,7 +34,9 @@ from dtorch.ir.params import (
     SliceIndex,
 )
 from dtorch.ir.rules.indexing import plan_index
+from dtorch.ir.subsplit import is_marked
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
+from dtorch.kernels.local.marked import marked_getitem_kernel
 
 _Index = int | slice | None
 
@@ -44,6 +46,8 @@ def getitem_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     param = ctx.param
     assert isinstance(param, GetItemParam)
     source, result = ctx.inputs[0], ctx.outputs[0]
+    if is_marked(source.placements):  # a slice at part boundaries (dtorch.ir.rules.marked)
+        return marked_getitem_kernel(ctx, device, inputs)
     entries, _, _ = plan_index(ctx.operator.name, source.shape, param.index)
     src, out = source.shard(device), result.shard(device)
     index: list[_Index] = []

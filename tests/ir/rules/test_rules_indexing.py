@@ -85,8 +85,10 @@ def test_concat_rules() -> None:
     assert inf.outputs[0].shape == (6, 3) and inf.outputs[0].dtype == torch.float64
     assert inf.outputs[0].placements == (Shard(1),)
     assert inf.input_placements == (None, (Shard(1),))
-    with pytest.raises(PlacementError, match=r"cat: got \(S\(0\),\) x \(R,\).*cat dim"):
-        infer("cat", ConcatParam(0), (op((2, 3), Shard(0)), op((4, 3), i=2)))
+    # along the sharded dim: the Replicate part is chunked, the result marked (rules.marked)
+    along = infer("cat", ConcatParam(0), (op((2, 3), Shard(0)), op((4, 3), i=2)))
+    assert along.outputs[0].placements == (Shard(0, sub_split_coordinates=(2,)),)
+    assert along.input_placements == (None, (Shard(0),))
     with pytest.raises(ShapeError, match="must match except in dim 0"):
         infer("cat", ConcatParam(0), (op((2, 3)), op((4, 2), i=2)))
     with pytest.raises(ShapeError, match="rank"):
