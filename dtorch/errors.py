@@ -65,6 +65,10 @@ class ShapeError(DTorchError, ValueError):
     """Shapes that an operator does not accept."""
 
 
+class DimError(ShapeError, IndexError):
+    """A dimension argument out of range: an IndexError, as torch raises, and a ShapeError."""
+
+
 class DtypeError(DTorchError, TypeError):
     """Dtypes an operator does not accept (torch would raise on the full tensors too)."""
 

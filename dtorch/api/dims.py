@@ -1,4 +1,4 @@
-"""Dimension arguments: negative dims counted from the end, with torch's IndexError.
+"""Dimension arguments: negative dims counted from the end; torch's IndexError (a DimError).
 
 The IndexError names the operator (``op=``), the dim it got and the range it accepts.
 
@@ -7,23 +7,18 @@ Example:
     ((2,), (0, 0))
     >>> normalize_dims(3, 2, op="sum")
     Traceback (most recent call last):
-    IndexError: sum: dim 3 is out of range for a 2-D tensor; accepted: -2 to 1
+    dtorch.errors.DimError: sum: dimension 3 is out of range for a 2-D tensor; accepted: -2 to 1
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dtorch.ir.rules.base import norm_dim
+
 
 def _dim(dim: int, ndim: int, op: str) -> int:
-    # a 0-D tensor accepts dims -1 and 0, as torch
-    size = max(ndim, 1)
-    if not -size <= dim < size:
-        raise IndexError(
-            f"{op}: dim {dim} is out of range for a {ndim}-D tensor; accepted: {-size} to "
-            f"{size - 1}"
-        )
-    return dim % size
+    return norm_dim(op, dim, ndim)  # the rules' check: one message and error type for both
 
 
 def normalize_dims(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from dtorch.errors import (
+    DimError,
     DtypeError,  # noqa: F401 - re-exported: it lived here first
     ParamError,  # noqa: F401 - re-exported: it lived here first
     ShapeError,
@@ -67,7 +68,8 @@ def all_replicate(inputs: Sequence[Operand]) -> bool:
 
 
 def norm_dim(name: str, dim: int, ndim: int) -> int:
-    """``dim`` counted from the end when negative; ShapeError when out of range.
+    """``dim`` counted from the end when negative; DimError (a ShapeError and an IndexError)
+    naming the operator, the dim and the accepted range when out of range.
 
     A 0-d tensor accepts dims -1 and 0, as in torch.
 
@@ -77,9 +79,9 @@ def norm_dim(name: str, dim: int, ndim: int) -> int:
     """
     size = max(ndim, 1)
     if not -size <= dim < size:
-        raise ShapeError(
-            f"{name}: dimension {dim} is out of range for a {ndim}-D tensor "
-            f"(expected a dim in [{-size}, {size - 1}])"
+        raise DimError(
+            f"{name}: dimension {dim} is out of range for a {ndim}-D tensor; accepted: "
+            f"{-size} to {size - 1}"
         )
     return dim % size
 
