@@ -39,6 +39,7 @@ from dtorch.ir.params import ConcatParam, GetItemParam, OpParam, SliceIndex
 from dtorch.ir.placement import Placement, Replicate, Shard
 from dtorch.ir.rules import copy, elementwise, indexing, views
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, describe_inputs, norm_dim
+from dtorch.ir.rules.reinterpret import view_placements_rule
 from dtorch.ir.subsplit import is_marked
 
 #: ``rule(name, param, inputs) -> Inference``, or None where the ordinary rule applies.
@@ -222,5 +223,6 @@ _ELEMENTWISE: dict[OpKind, Rule] = {
 MARK_RULES: dict[OpKind, MarkRule] = {
     OpKind.Concat: concat_marked,
     OpKind.GetItem: getitem_marked,
+    OpKind.ViewPlacements: view_placements_rule,  # reads marked shards as plain ones
     **dict.fromkeys(_ELEMENTWISE, elementwise_marked),
 }
