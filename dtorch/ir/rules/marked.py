@@ -11,6 +11,8 @@
   segment); the outputs keep the mark.
 * ``t[a:b]`` with ``a`` and ``b`` on segment boundaries (0, the coordinates, the size) and the
   other dims whole: the pieces of those segments, a plain ``Shard(d)`` for one segment.
+* ``view([placements])`` (ViewPlacements, ``dtorch.ir.rules.reinterpret``): the marked shards
+  read as plain ones where every local size is the plain chunk size (the mark is dropped).
 
 Each rule returns None where it does not apply; ``dtorch.ir.rules.registry.infer`` then runs
 the ordinary rule, which refuses marks (``check_unmarked``).
