@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dtorch.api.graph import mesh_of
-from dtorch.api.record import redistribute_to
+from dtorch.api.record import record_one, redistribute_to
 from dtorch.errors import MeshError, PlacementError
 from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.params import ViewPlacementsParam
 from dtorch.ir.placement import Placement, Replicate, normalize_placements
 
 if TYPE_CHECKING:
@@ -209,12 +210,34 @@ def _mesh_dim(mesh: DeviceMesh, dim: Any) -> int:
     )
 
 
-def view_placements(t: Tensor, placements: Sequence[Placement]) -> Tensor:
-    """``view([placements])``: reinterpreting the local shards is not implemented yet."""
-    raise NotImplementedError(
-        f"view: reinterpreting the local shards under placements {list(placements)!r} is not "
-        "supported yet; accepted: view(*sizes); use redistribute(placements=...) to move data"
-    )
+def view_placements(t: Tensor, placements: Any) -> Tensor:
+    """``t.view([placements])``: every device's local shard read under ``placements`` (one per
+    mesh dim), without moving data; the global shape follows from the local shapes.
+
+    A Replicate viewed as Partial sums to n times the value (n: the mesh dim's size); a
+    Partial viewed as Replicate is one device's partial value; a marked shard (from ``cat``)
+    viewed as a plain Shard drops the mark where each local size is the plain chunk size.
+    PlacementError when the local shapes cannot be the chunks of one global shape.
+
+    Example:
+        >>> import dtorch, torch
+        >>> from dtorch import Partial, Replicate
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> t = dtorch.from_torch(torch.ones(3), device_mesh=mesh, placements=[Replicate()])
+        >>> t.view([Partial()]).tolist()
+        [2.0, 2.0, 2.0]
+    """
+    if not isinstance(placements, (list, tuple)):
+        raise PlacementError(
+            f"view: placements must be a list or tuple of placements, got "
+            f"{type(placements).__name__}; accepted: one Shard(d), Replicate() or Partial() per "
+            f"mesh dim"
+        )
+    try:
+        wanted = normalize_placements(placements, t.device_mesh.shape, t.ndim)
+    except PlacementError as error:
+        raise PlacementError(f"view: {error}") from None
+    return record_one("view", ViewPlacementsParam(wanted), (t,))
 
 
 def move(t: Tensor, target: Any) -> Tensor:

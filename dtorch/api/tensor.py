@@ -380,12 +380,14 @@ class Tensor(TensorBase):
         return index_select(self, dim, index)
 
     # --- shapes -----------------------------------------------------------------------------
-    def view(self, *shape: Any) -> Tensor:
-        return (
-            _redistribute.view_placements(self, shape[0])
-            if _placements(shape)
-            else _sh.view(self, *shape)
-        )
+    def view(self, *shape: Any, placements: Any = None) -> Tensor:
+        if placements is not None:
+            if shape:
+                raise TypeError("view: give sizes or placements=, not both")
+            return _redistribute.view_placements(self, placements)
+        if _placements(shape):
+            return _redistribute.view_placements(self, shape[0])
+        return _sh.view(self, *shape)
 
     def reshape(self, *sizes: Any, shape: Any = None) -> Tensor:
         return _sh.reshape(self, *sizes, shape=shape)
@@ -524,7 +526,7 @@ def _placements(shape: tuple[Any, ...]) -> bool:
     return (
         isinstance(first, (list, tuple))
         and bool(first)
-        and all(isinstance(p, Placement) for p in first)
+        and any(isinstance(p, Placement) for p in first)
     )
 
 

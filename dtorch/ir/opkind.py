@@ -72,6 +72,7 @@ class OpKind(enum.IntEnum):
     Nonzero = 51
     IndexSelect = 52
     IndexPut = 53
+    ViewPlacements = 54
 
 
 class ActivationKind(enum.IntEnum):

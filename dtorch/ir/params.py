@@ -508,6 +508,15 @@ class IndexPutParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class ViewPlacementsParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.ViewPlacements
+    """``view([placements])``: every device's local shard kept as it is, read under
+    ``placements`` (one per mesh dim); the global shape follows from the local shapes."""
+
+    placements: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class SubGraphParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.SubGraph
     """A recorded sub-computation: its operators, the operands they make, and which operand

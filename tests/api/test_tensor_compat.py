@@ -229,9 +229,3 @@ def test_operator_forms(graph: dtorch.Graph, layout: tuple) -> None:
         assert torch.allclose(dtorch.softmax(d).to_torch(), want)
     mask = (t > 0).nonzero()
     assert mask.device_mesh == mesh and torch.equal(mask.to_torch(), (full > 0).nonzero())
-
-
-def test_view_with_placements_is_refused_clearly(graph: dtorch.Graph) -> None:
-    t = dtorch.zeros(4, device_mesh=dtorch.init_device_mesh("cpu", 2), graph=graph)
-    with pytest.raises(NotImplementedError, match=r"^view: reinterpreting"):
-        t.view([Partial()])

@@ -11,6 +11,8 @@
   segment); the outputs keep the mark.
 * ``t[a:b]`` with ``a`` and ``b`` on segment boundaries (0, the coordinates, the size) and the
   other dims whole: the pieces of those segments, a plain ``Shard(d)`` for one segment.
+* ``view([placements])`` (ViewPlacements, ``dtorch.ir.rules.reinterpret``): the marked shards
+  read as plain ones where every local size is the plain chunk size (the mark is dropped).
 
 Each rule returns None where it does not apply; ``dtorch.ir.rules.registry.infer`` then runs
 the ordinary rule, which refuses marks (``check_unmarked``).
@@ -39,6 +41,7 @@ from dtorch.ir.params import ConcatParam, GetItemParam, OpParam, SliceIndex
 from dtorch.ir.placement import Placement, Replicate, Shard
 from dtorch.ir.rules import copy, elementwise, indexing, views
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, describe_inputs, norm_dim
+from dtorch.ir.rules.reinterpret import view_placements_rule
 from dtorch.ir.subsplit import is_marked
 
 #: ``rule(name, param, inputs) -> Inference``, or None where the ordinary rule applies.
@@ -222,5 +225,6 @@ _ELEMENTWISE: dict[OpKind, Rule] = {
 MARK_RULES: dict[OpKind, MarkRule] = {
     OpKind.Concat: concat_marked,
     OpKind.GetItem: getitem_marked,
+    OpKind.ViewPlacements: view_placements_rule,  # reads marked shards as plain ones
     **dict.fromkeys(_ELEMENTWISE, elementwise_marked),
 }

@@ -33,6 +33,7 @@ from dtorch.ir.rules import (
     indexing,
     linalg,
     reduce,
+    reinterpret,
     select,
     setitem,
     views,
@@ -54,6 +55,7 @@ RULES: dict[OpKind, Rule] = {
     **gather.RULES,
     **einsum.RULES,
     **setitem.RULES,
+    **reinterpret.RULES,
 }
 
 

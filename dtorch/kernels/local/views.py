@@ -1,5 +1,5 @@
 """Local kernels of the shape operators: View, Reshape, Flatten, Squeeze, Unsqueeze,
-Transpose, Permute, Expand, Contiguous.
+Transpose, Permute, Expand, Contiguous, ViewPlacements.
 
 Views that merge or split dims reshape the local shard to the output's LOCAL shape (the
 rule guarantees that this is the device's chunk of the global view); squeeze drops only the
@@ -85,8 +85,14 @@ def contiguous_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards
     return [inputs[0].contiguous()]
 
 
+def keep_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """ViewPlacements: the local shard as it is (a view of it, like ``squeeze`` of nothing)."""
+    return [inputs[0].view_as(inputs[0])]
+
+
 KERNELS: dict[OpKind, LocalKernel] = {
     OpKind.View: reshape_kernel,
+    OpKind.ViewPlacements: keep_kernel,
     OpKind.Reshape: reshape_kernel,
     OpKind.Flatten: reshape_kernel,
     OpKind.Squeeze: squeeze_kernel,
