@@ -25,9 +25,15 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.placement import Placement
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeAlias, TypeGuard
+
     from dtorch.api.future import TensorFuture
     from dtorch.api.graph import Graph
     from dtorch.api.tensor import Tensor
+
+    #: Makes a new handle of a value: ``new(graph, operand)`` (``Tensor._wrap``).
+    NewHandle: TypeAlias = Callable[[Graph, Operand], Tensor]
 
 
 class TensorBase:
@@ -42,6 +48,12 @@ class TensorBase:
     _graph: Graph
     _operand: Operand
     _base: TensorBase | None
+
+    #: Makes the handles of operator results: ``Tensor._wrap``, set where Tensor is defined.
+    #: Subclasses inherit it, so operators on a typed alias (``LongTensor``) or a Parameter
+    #: return plain Tensors, as torch's do. The recorder (``dtorch.api.record``) calls it on an
+    #: input, so no operator module imports Tensor; creation is given a handle class instead.
+    _result: NewHandle  # a class attribute (not ClassVar: mypy would bind it as a method)
 
     @classmethod
     def _wrap(cls, graph: Graph, operand: Operand) -> Tensor:
@@ -245,3 +257,9 @@ class TensorBase:
         return array if dtype is None else array.astype(dtype)
 
     __hash__ = object.__hash__  # identity, like torch.Tensor (== records an operator)
+
+
+def is_tensor(value: object) -> TypeGuard[Tensor]:
+    """``isinstance(value, TensorBase)`` for the operator modules, typed: every handle is a
+    ``dtorch.Tensor`` (or a subclass), whose methods they call."""
+    return isinstance(value, TensorBase)

@@ -29,11 +29,12 @@ from dtorch.ir.span import Span
 from dtorch.ir.subsplit import segments
 
 if TYPE_CHECKING:
+    from dtorch.api.handle import TensorBase
     from dtorch.api.tensor import Tensor
 
 
 def redistribute_marked(
-    tensor: Tensor, mesh: DeviceMesh, placements: tuple[Placement, ...], span: Span | None
+    tensor: TensorBase, mesh: DeviceMesh, placements: tuple[Placement, ...], span: Span | None
 ) -> Tensor:
     """``redistribute_to`` where the source or the target is marked (see the module)."""
     source = _first_mark(tensor._operand.placements)
@@ -53,7 +54,7 @@ def _first_mark(placements: tuple[Placement, ...]) -> tuple[int, Shard] | None:
 
 
 def _from_marked(
-    tensor: Tensor,
+    tensor: TensorBase,
     mark: tuple[int, Shard],
     mesh: DeviceMesh,
     placements: tuple[Placement, ...],
@@ -67,7 +68,7 @@ def _from_marked(
 
 
 def _to_marked(
-    tensor: Tensor,
+    tensor: TensorBase,
     mark: tuple[int, Shard],
     mesh: DeviceMesh,
     placements: tuple[Placement, ...],
@@ -91,7 +92,7 @@ def _to_marked(
 
 
 # The parts of ``tensor`` between the boundaries of ``mark`` (slices of dim ``mark.dim``).
-def _parts(tensor: Tensor, mark: Shard) -> list[Tensor]:
+def _parts(tensor: TensorBase, mark: Shard) -> list[Tensor]:
     shape = tensor._operand.shape
     lead = tuple(SliceIndex(0, n) for n in shape[: mark.dim])
     parts = []
