@@ -532,20 +532,19 @@ def _placements(shape: tuple[Any, ...]) -> bool:
     )
 
 
-_DTYPES = {
-    "FloatTensor": torch.float32,
-    "DoubleTensor": torch.float64,
-    "HalfTensor": torch.float16,
-    "BFloat16Tensor": torch.bfloat16,
-    "ByteTensor": torch.uint8,
-    "CharTensor": torch.int8,
-    "ShortTensor": torch.int16,
-    "IntTensor": torch.int32,
-    "LongTensor": torch.int64,
-    "BoolTensor": torch.bool,
-}
-# torch's typed constructors: ``dtorch.LongTensor(2, 3)`` is ``dtorch.Tensor(2, 3, dtype=int64)``.
-TYPED: dict[str, type[Tensor]] = {
-    name: type(name, (Tensor,), {"__slots__": (), "_DTYPE": dtype, "__module__": __name__})
-    for name, dtype in _DTYPES.items()
-}
+def _typed(name: str, dtype: torch.dtype) -> type[Tensor]:
+    """torch's typed constructor ``name``: ``dtorch.LongTensor(2, 3)`` is ``dtorch.Tensor(2, 3,
+    dtype=torch.int64)``."""
+    return type(name, (Tensor,), {"__slots__": (), "_DTYPE": dtype, "__module__": __name__})
+
+
+FloatTensor = _typed("FloatTensor", torch.float32)
+DoubleTensor = _typed("DoubleTensor", torch.float64)
+HalfTensor = _typed("HalfTensor", torch.float16)
+BFloat16Tensor = _typed("BFloat16Tensor", torch.bfloat16)
+ByteTensor = _typed("ByteTensor", torch.uint8)
+CharTensor = _typed("CharTensor", torch.int8)
+ShortTensor = _typed("ShortTensor", torch.int16)
+IntTensor = _typed("IntTensor", torch.int32)
+LongTensor = _typed("LongTensor", torch.int64)
+BoolTensor = _typed("BoolTensor", torch.bool)
