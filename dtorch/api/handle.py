@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from dtorch.api.dims import normalize_dims
+from dtorch.api.values import to_torch_async
 from dtorch.errors import ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand
@@ -210,9 +211,7 @@ class TensorBase:
     def to_torch_async(self) -> TensorFuture:
         """A future of the full torch tensor (Shard concatenated, Replicate one copy, Partial
         summed)."""
-        from dtorch.api.values import to_torch_async
-
-        return to_torch_async(self)  # type: ignore[arg-type]  # self is always a Tensor
+        return to_torch_async(self)
 
     def to_torch(self) -> torch.Tensor:
         return self.to_torch_async().get()

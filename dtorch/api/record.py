@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, TypeVar
 
+from dtorch.api.marked import plan_marked
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
@@ -166,13 +167,28 @@ def redistribute_to(
     if operand.mesh == mesh and operand.placements == placements:
         return tensor
     if is_marked(operand.placements) or is_marked(placements):
-        from dtorch.api.marked import redistribute_marked  # it records through this module
-
-        return redistribute_marked(tensor, mesh, placements, span)
+        return _redistribute_marked(tensor, mesh, placements, span)
     out = OutputMeta(operand.shape, operand.dtype, placements)
     param = ConvertParam(mesh, placements)
     new, graph = tensor._result, tensor._graph
     return emit_one(new, graph, "redistribute", param, (operand,), out, mesh, span)
+
+
+def _redistribute_marked(
+    tensor: TensorBase, mesh: DeviceMesh, placements: tuple[Placement, ...], span: Span | None
+) -> Tensor:
+    """``redistribute_to`` where the source or the target is marked: the steps
+    ``dtorch.api.marked`` plans, recorded as ordinary operators."""
+    operand = tensor._operand
+    steps = plan_marked(operand.shape, operand.placements, placements)
+    source = tensor if steps.before is None else redistribute_to(tensor, mesh, steps.before, span)
+    sliced = [record_one("getitem", piece, (source,), known=2) for piece in steps.slices]
+    parts = tuple([redistribute_to(part, mesh, steps.parts, span) for part in sliced])
+    joined = record_one("cat", steps.cat, parts, known=2)
+    if steps.after is None:
+        assert joined._operand.placements == placements, (joined._operand.placements, placements)
+        return joined
+    return redistribute_to(joined, mesh, steps.after, span)
 
 
 def _implicit_redistribute(
