@@ -69,12 +69,12 @@ class TensorBase:
         """The handle that releases this value; a handle that owns it itself hands that to a
         hidden owner first, so that ``data = other`` can rebind it without freeing aliases."""
         if self._base is None:
-            self._base = self._wrap(self._graph, self._operand)
+            self._base = self._result(self._graph, self._operand)
         return self._base
 
     def _alias(self) -> Tensor:
         """A new handle to the same value (``detach``): it keeps the owner alive."""
-        tensor = self._wrap(self._graph, self._operand)
+        tensor = self._result(self._graph, self._operand)  # a plain Tensor, as torch's
         tensor._base = self._owner()
         return tensor
 
