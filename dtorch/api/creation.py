@@ -8,6 +8,9 @@ functions draw exactly the values torch draws for the same generator, however th
 sharded: the operator carries a snapshot of the generator, the devices regenerate the full
 tensor from it and keep their shard, and the caller's generator advances as torch's would.
 
+These make ``Tensor`` handles; their core (``dtorch.api.create``) takes the handle class, so
+that the operator modules and ``Tensor.__init__`` create without importing this module.
+
 Example:
     >>> import torch, dtorch
     >>> mesh = dtorch.init_device_mesh("cpu", (2, 2))
@@ -26,13 +29,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from dtorch.api.create import create, distribute, float_dtype, from_data, placement_keywords
+from dtorch.api.create import create as _create
+from dtorch.api.create import distribute, float_dtype, from_data, placement_keywords
 from dtorch.api.create import shape_of as _shape
 from dtorch.api.graph import Graph
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import CreateKind
+
+
+def create(kind: CreateKind, shape: tuple[int, ...], dtype: torch.dtype, **kw: Any) -> Tensor:
+    """Record a Create operator of a ``Tensor`` (``dtorch.api.create.create``, whose keywords
+    it takes); every creation function here ends in it."""
+    return _create(Tensor, kind, shape, dtype, **kw)
 
 
 def zeros(*size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -51,7 +61,7 @@ def empty(*size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
 def _sized(kind: CreateKind, size: Any, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
     shape = _shape(size)
     dtype = float_dtype(kw.get("graph"), dtype)
-    return create(Tensor, kind, shape, dtype, **placement_keywords(kw))
+    return create(kind, shape, dtype, **placement_keywords(kw))
 
 
 def full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -61,7 +71,7 @@ def full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: 
     fill = python_number(fill_value)
     if dtype is None:
         dtype = _full_dtype(kw.get("graph"), fill)
-    return create(Tensor, CreateKind.FULL, shape, dtype, args=(fill,), **placement_keywords(kw))
+    return create(CreateKind.FULL, shape, dtype, args=(fill,), **placement_keywords(kw))
 
 
 def _full_dtype(graph: Graph | None, fill: bool | int | float) -> torch.dtype:
@@ -81,7 +91,7 @@ def arange(
         floating = any(isinstance(v, float) for v in bounds)
         dtype = float_dtype(kw.get("graph"), None) if floating else torch.int64
     shape = (_arange_length(*bounds),)  # a bad step raises here, at the user's line
-    return create(Tensor, CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
+    return create(CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
 
 
 def _arange_length(start: Any, end: Any, step: Any) -> int:
@@ -113,9 +123,7 @@ def _random(
         raise ValueError(f"generator must be a CPU torch.Generator, got one on {source.device}")
     snapshot = torch.Generator().set_state(source.get_state())
     draw(kind, shape, dtype, args, source)  # advance the caller's generator as torch would
-    return create(
-        Tensor, kind, shape, dtype, args=args, generator=snapshot, **placement_keywords(kw)
-    )
+    return create(kind, shape, dtype, args=args, generator=snapshot, **placement_keywords(kw))
 
 
 def draw(
