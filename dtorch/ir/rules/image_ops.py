@@ -138,7 +138,7 @@ def _meta(
     metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in specs]
     try:
         out = call(param, *metas)
-    except (RuntimeError, ValueError, TypeError, NotImplementedError) as error:
+    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as error:
         shapes = " x ".join(str(list(shape)) for shape, _ in specs)
         return f"torch refuses inputs {shapes}: {error}"
     outs = out if isinstance(out, tuple) else (out,)

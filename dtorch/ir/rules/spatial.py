@@ -23,7 +23,8 @@ before the last two), of an interpolation (dims 0 and 1), any dim that ``pad`` l
 Example:
     >>> import torch
     >>> from dtorch.ir.mesh import init_device_mesh
-    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.errors import ShapeError
+from dtorch.ir.operator import Operand
     >>> from dtorch.ir.params import PadParam
     >>> from dtorch.ir.placement import Partial, Shard
     >>> x = Operand(1, (2, 3, 5), torch.float32, init_device_mesh("cpu", (2, 2)),
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dtorch.errors import ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind, PoolKind
 from dtorch.ir.params import InterpolateParam, OpParam, PadParam, PoolingParam
@@ -92,6 +94,9 @@ def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     """Max, average and adaptive average pooling of a 3-D or 4-D image."""
     assert isinstance(param, PoolingParam)
     (x,) = inputs
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"{name}: needs a 3-D (C, H, W) or 4-D (N, C, H, W) input; got "
+                         f"{list(x.shape)}")  # fmt: skip
     metas = _metas(name, pool, param, x)
     sig = _MAX if param.pool is PoolKind.MAX else _LINEAR
     return _per_channel(name, sig, x, (x.ndim - 2, x.ndim - 1), metas)
