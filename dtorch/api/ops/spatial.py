@@ -162,12 +162,17 @@ def interpolate(
 
 def _repeat(value: object, n: int, kind: type[int] | type[float]) -> tuple[Any, ...]:
     # one number for every resampled dim, or one per dim (torch checks the count)
-    if isinstance(value, (int, float)):
-        return (kind(value),) * n
-    if not isinstance(value, Sequence):
+    items = [value] * n if isinstance(value, (int, float)) else value
+    allowed = (int,) if kind is int else (int, float)
+    if (
+        not isinstance(items, Sequence)
+        or isinstance(items, str)
+        or not all(isinstance(v, allowed) for v in items)
+    ):
+        what = "ints" if kind is int else "numbers"
         raise ParamError(f"interpolate: size and scale_factor take a number or a sequence of "
-                         f"numbers; got {value!r}")  # fmt: skip
-    return tuple(kind(v) for v in value)
+                         f"{what}; got {value!r}")  # fmt: skip
+    return tuple(kind(v) for v in items)
 
 
 def pad(
