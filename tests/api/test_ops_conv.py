@@ -247,7 +247,7 @@ def test_bad_arguments_are_refused_like_torch(graph: dtorch.Graph) -> None:
         DF.conv2d(dtorch.ones(1, 4, 2, 2), w)  # a kernel larger than the padded input
     with pytest.raises(ShapeError, match="conv2d: needs a 3-D"):
         DF.conv2d(dtorch.ones(5, 5), w)
-    with pytest.raises(DtypeError, match=r"conv2d: .* one floating-point dtype; got float32, fl"):
+    with pytest.raises(DtypeError, match=r"conv2d: .* one dtype, not bool; got float32, fl"):
         DF.conv2d(x, dtorch.ones(3, 4, 3, 3, dtype=torch.float64))
     with pytest.raises(ParamError, match="conv2d: padding must be 'same', 'valid'"):
         DF.conv2d(x, w, padding="full")
@@ -264,3 +264,18 @@ def test_conv2d_float64_and_the_default_graph(graph: dtorch.Graph) -> None:
     out = DF.conv2d(dtorch.from_torch(x), dtorch.from_torch(w))
     assert out.dtype == torch.float64 and out.graph is graph
     torch.testing.assert_close(out.to_torch(), F.conv2d(x, w))
+
+
+def test_integer_conv_is_exact_on_partial_sums(graph: dtorch.Graph) -> None:
+    """torch convolves int64 on the CPU; integer sums are exact, so in-channel shards give
+    Partial and match torch bit for bit. Bool has no kernel."""
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    x = torch.randint(-5, 5, (2, 5, 4, 4), generator=_G)
+    w = torch.randint(-3, 3, (2, 5, 3, 3), generator=_G)
+    out = DF.conv2d(place(x, mesh, [S1], graph), place(w, mesh, [S1], graph), padding=1)
+    assert out.placements == [P] and out.dtype == torch.int64
+    assert torch.equal(out.to_torch(), F.conv2d(x, w, padding=1))
+    with pytest.raises(DtypeError, match=r"conv2d: .* not bool; got bool, bool"):
+        DF.conv2d(
+            dtorch.ones(1, 1, 2, 2, dtype=torch.bool), dtorch.ones(1, 1, 1, 1, dtype=torch.bool)
+        )

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import dtorch
 import dtorch.nn.functional as DF
-from dtorch.errors import ParamError, PlacementError, ShapeError
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
 from tests.api.image_harness import split_partial, table_combos
 from tests.api.ops_harness import (
     ALL_MESHES,
@@ -153,3 +153,24 @@ def test_max_pool_indices_keep_the_layout(graph: dtorch.Graph) -> None:
     want, want_idx = F.max_pool2d(x, 2, return_indices=True)
     assert out.placements == idx.placements == [S0, S1] and idx.dtype == torch.int64
     assert torch.equal(out.to_torch(), want) and torch.equal(idx.to_torch(), want_idx)
+
+
+def test_integer_pools(graph: dtorch.Graph) -> None:
+    """Integer max and average pools match torch; an integer average rounds, so it refuses a
+    Partial input; adaptive pooling has no integer kernel, no pool has a bool one."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randint(-9, 9, (3, 2, 5, 5), generator=_G)
+    t = place(x, mesh, [S0], graph)
+    assert torch.equal(DF.max_pool2d(t, 2).to_torch(), F.max_pool2d(x, 2))
+    assert torch.equal(DF.avg_pool2d(t, 2).to_torch(), F.avg_pool2d(x, 2))
+    parts = [x, -x + 1]
+    assert not torch.equal(F.avg_pool2d(parts[0], 2) + F.avg_pool2d(parts[1], 2),
+                           F.avg_pool2d(parts[0] + parts[1], 2))  # fmt: skip
+    partial = place(x, mesh, [P], graph)
+    with pytest.raises(PlacementError, match="An integer average or interpolation rounds") as e:
+        DF.avg_pool2d(partial, 2)
+    check_rejection("avg_pool2d", e.value, [partial])
+    with pytest.raises(DtypeError, match=r"adaptive_avg_pool2d: no kernel for torch.int64"):
+        DF.adaptive_avg_pool2d(t, 1)
+    with pytest.raises(DtypeError, match=r"max_pool2d: no kernel for torch.bool; accepted: every"):
+        DF.max_pool2d(t > 0, 2)

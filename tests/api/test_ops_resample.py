@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import dtorch
 import dtorch.nn.functional as DF
-from dtorch.errors import ParamError, PlacementError, ShapeError
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
 from tests.api.image_harness import split_partial, table_combos
 from tests.api.ops_harness import (
     ALL_MESHES,
@@ -163,3 +163,23 @@ def test_bad_arguments_are_refused(graph: dtorch.Graph) -> None:
         DF.pad(x, (1, 2, 3))
     with pytest.raises(ParamError, match="interpolate: size and scale_factor take a number"):
         DF.interpolate(x, size="big")
+
+
+def test_integer_inputs(graph: dtorch.Graph) -> None:
+    """uint8 interpolates (rounding: no Partial), int64 does not; integer padding copies values
+    (Partial kept); reflect has no bool kernel."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randint(0, 200, (2, 3, 4, 4), generator=_G).to(torch.uint8)
+    t = place(x, mesh, [S1], graph)
+    got = DF.interpolate(t, scale_factor=1.5, mode="bilinear")
+    assert torch.equal(got.to_torch(), F.interpolate(x, scale_factor=1.5, mode="bilinear"))
+    with pytest.raises(PlacementError, match="An integer average or interpolation rounds"):
+        DF.interpolate(place(x, mesh, [P], graph), scale_factor=2)
+    with pytest.raises(DtypeError, match=r"interpolate: no kernel for torch.int64"):
+        DF.interpolate(t.long(), scale_factor=2)
+    px = place(x.long(), mesh, [P], graph)
+    padded = DF.pad(px, (1, 1, 2, 0), mode="replicate")
+    assert padded.placements == [P]
+    assert torch.equal(padded.to_torch(), F.pad(x.long(), (1, 1, 2, 0), mode="replicate"))
+    with pytest.raises(DtypeError, match=r"pad: no kernel for torch.bool"):
+        DF.pad(t > 5, (1, 1), mode="reflect")

@@ -42,6 +42,8 @@ from __future__ import annotations
 import functools
 import itertools
 
+import torch
+
 from dtorch.errors import DtypeError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OperatorFormat, OpKind
@@ -109,11 +111,12 @@ def conv_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
 
 
 def _check_dtypes(name: str, inputs: tuple[Operand, ...]) -> None:
+    # torch's CPU conv takes one dtype (not bool) for all three; its meta kernel does not check
     dtypes = [o.dtype for o in inputs]
-    if len(set(dtypes)) > 1 or not dtypes[0].is_floating_point:
+    if len(set(dtypes)) > 1 or dtypes[0] == torch.bool:
         got = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
         raise DtypeError(
-            f"{name}: input, weight and bias must share one floating-point dtype; got {got}"
+            f"{name}: input, weight and bias must share one dtype, not bool; got {got}"
         )
 
 

@@ -76,6 +76,7 @@ def pool(param: OpParam, x: torch.Tensor) -> Outputs:
     return call(param, x)
 
 
+# the torch call of each pooling kind, with the param's fields in torch's argument order
 def _max(param: PoolingParam, x: torch.Tensor) -> Outputs:
     args = (x, param.kernel_size, param.strides, param.pads, param.dilations, param.ceil_mode)
     if param.return_indices:
@@ -135,6 +136,7 @@ def meta_outputs(
 def _meta(
     call: Callable[..., Outputs], param: OpParam, specs: tuple[tuple[Any, torch.dtype], ...]
 ) -> tuple[Meta, ...] | str:
+    # a refusal is returned, not raised, so that lru_cache remembers it too
     metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in specs]
     try:
         out = call(param, *metas)

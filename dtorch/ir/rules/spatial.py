@@ -12,7 +12,8 @@ max_pool2d             R, S(i)     refused: a max of sums is not a sum of maxima
 avg_pool2d,            R, S(i), P  kept: a window mean is linear (with ``ceil_mode`` and
 adaptive_avg_pool2d                ``count_include_pad`` too: the divisor depends on the
                                    window only)
-interpolate            R, S(i), P  kept: every mode is a fixed linear filter
+interpolate            R, S(i), P  kept: every mode is a fixed linear filter (the average
+                                   pools and interpolate of integers round: refused)
 pad                    R, S(i), P  kept for reflect, replicate, circular (they copy values)
                                    and a zero fill; refused for a nonzero constant fill
 =====================  ==========  =====================================================
@@ -23,7 +24,9 @@ before the last two), of an interpolation (dims 0 and 1), any dim that ``pad`` l
 Example:
     >>> import torch
     >>> from dtorch.ir.mesh import init_device_mesh
-    >>> from dtorch.errors import ShapeError
+    >>> import torch
+
+from dtorch.errors import DtypeError, ShapeError
 from dtorch.ir.operator import Operand
     >>> from dtorch.ir.params import PadParam
     >>> from dtorch.ir.placement import Partial, Shard
@@ -37,7 +40,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dtorch.errors import ShapeError
+import torch
+
+from dtorch.errors import DtypeError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind, PoolKind
 from dtorch.ir.params import InterpolateParam, OpParam, PadParam, PoolingParam
@@ -51,6 +56,11 @@ _LINEAR = signature("R -> R", "Si -> Si", "P -> P", legend="i: a batch or channe
 _MAX = signature(
     "R -> R", "Si -> Si", legend="i: a batch or channel dim",
     hint="max pooling is not linear: reduce a Partial input (redistribute to Replicate) first",
+)  # fmt: skip
+_ROUNDING = signature(
+    "R -> R", "Si -> Si", legend="i: a batch or channel dim",
+    hint="an integer average or interpolation rounds, which is not linear: reduce a Partial "
+    "input first",
 )  # fmt: skip
 _PAD_LINEAR = signature("R -> R", "Si -> Si", "P -> P", legend="i: a dim that is not padded")
 _PAD_FILL = signature(
@@ -85,9 +95,22 @@ def _per_channel(
     return one_input(name, sig, x, labels, metas)
 
 
+def check_dtype(name: str, dtype: torch.dtype, ok: bool, accepted: str) -> None:
+    """DtypeError naming the operator where torch's CPU kernel has no ``dtype`` version (its
+    meta kernel accepts every dtype)."""
+    if not ok:
+        raise DtypeError(f"{name}: no kernel for {dtype}; accepted: {accepted}")
+
+
 def _metas(name: str, call: object, param: OpParam, x: Operand) -> list[OutputMeta]:
+    # output shapes and dtypes from torch; the placements come from the signature afterwards
     found = meta_outputs(name, call, param, (x,))  # type: ignore[arg-type]
     return [OutputMeta(shape, dtype, ()) for shape, dtype in found]
+
+
+def _linear(x: Operand) -> Signature:
+    # integer means and interpolations round: only floating-point ones are linear
+    return _LINEAR if x.dtype.is_floating_point else _ROUNDING
 
 
 def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -97,8 +120,11 @@ def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     if x.ndim not in (3, 4):
         raise ShapeError(f"{name}: needs a 3-D (C, H, W) or 4-D (N, C, H, W) input; got "
                          f"{list(x.shape)}")  # fmt: skip
+    if param.pool is PoolKind.ADAPTIVE_AVG:
+        check_dtype(name, x.dtype, x.dtype.is_floating_point, "floating-point dtypes")
+    check_dtype(name, x.dtype, x.dtype != torch.bool, "every dtype but bool")
     metas = _metas(name, pool, param, x)
-    sig = _MAX if param.pool is PoolKind.MAX else _LINEAR
+    sig = _MAX if param.pool is PoolKind.MAX else _linear(x)
     return _per_channel(name, sig, x, (x.ndim - 2, x.ndim - 1), metas)
 
 
@@ -106,14 +132,18 @@ def interpolate_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> 
     """``interpolate`` of an (N, C, ...) tensor: it resamples every dim after the first two."""
     assert isinstance(param, InterpolateParam)
     (x,) = inputs
+    ok = x.dtype.is_floating_point or x.dtype == torch.uint8
+    check_dtype(name, x.dtype, ok, "floating-point dtypes and uint8")
     metas = _metas(name, interpolate, param, x)
-    return _per_channel(name, _LINEAR, x, tuple(range(2, x.ndim)), metas)
+    return _per_channel(name, _linear(x), x, tuple(range(2, x.ndim)), metas)
 
 
 def pad_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """``pad``: the dims with a nonzero pad are acted on, the others are free."""
     assert isinstance(param, PadParam)
     (x,) = inputs
+    if param.mode in ("reflect", "replicate"):
+        check_dtype(name, x.dtype, x.dtype != torch.bool, "every dtype but bool")
     metas = _metas(name, pad, param, x)
     pairs = zip(param.pads[0::2], param.pads[1::2], strict=False)
     acted = [x.ndim - 1 - i for i, (lo, hi) in enumerate(pairs) if lo or hi]
