@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
 
 IntOrPair = int | Sequence[int]
 _FORMATS = {"nchw": OperatorFormat.NCHW, "nhwc": OperatorFormat.NHWC}
+#: One param object per distinct set of arguments: a model's loop then records operators whose
+#: param is the very object the graph's inference cache saw before (it keys on identity).
+_conv_param = functools.lru_cache(maxsize=512)(ConvParam)
 _PADDINGS = {"same": PaddingType.SAME, "valid": PaddingType.VALID}
 
 
@@ -92,7 +96,7 @@ def conv2d(
     if not isinstance(groups, int) or groups < 1:
         raise ParamError(f"conv2d: groups must be a positive int; got {groups!r}")
     padding_type, pads = _padding(padding)
-    param = ConvParam(
+    param = _conv_param(
         dilations=int_pair("conv2d", "dilation", dilation),
         group=groups,
         kernel_size=tuple(weight.shape[2:]),

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,9 @@ from dtorch.ir.params import InterpolateParam, PadParam, PoolingParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
+
+#: One param object per distinct set of arguments (see ``dtorch.api.ops.conv``).
+_pooling_param = functools.lru_cache(maxsize=512)(PoolingParam)
 
 
 def _window(
@@ -59,7 +63,7 @@ def max_pool2d(
     """
     kernel, strides, pads = _window("max_pool2d", kernel_size, stride, padding)
     dilations = int_pair("max_pool2d", "dilation", dilation)
-    param = PoolingParam(PoolKind.MAX, kernel, strides, pads, dilations, bool(ceil_mode),
+    param = _pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, bool(ceil_mode),
                          return_indices=bool(return_indices))  # fmt: skip
     if return_indices:
         values, indices = record("max_pool2d", param, (input,))
@@ -89,7 +93,7 @@ def avg_pool2d(
                                          divisor_override < 1):  # fmt: skip
         raise ParamError(f"avg_pool2d: divisor_override must be a positive int or None; got "
                          f"{divisor_override!r}")  # fmt: skip
-    param = PoolingParam(
+    param = _pooling_param(
         PoolKind.AVG, kernel, strides, pads, ceil_mode=bool(ceil_mode),
         count_include_pad=bool(count_include_pad), divisor_override=divisor_override,
     )  # fmt: skip
@@ -112,7 +116,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) 
     if None in sizes:
         raise ParamError(f"adaptive_avg_pool2d: output_size must be an int or two ints or "
                          f"Nones; got {output_size!r}")  # fmt: skip
-    param = PoolingParam(
+    param = _pooling_param(
         PoolKind.ADAPTIVE_AVG,
         output_size=int_pair("adaptive_avg_pool2d", "output_size", sizes),  # type: ignore[arg-type]
     )
