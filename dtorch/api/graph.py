@@ -274,6 +274,8 @@ class Graph:
         self._finalizer()
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, _DefaultGraph):  # dtorch.default_graph stands for a Graph
+            other = other()
         return self is other
 
     def __hash__(self) -> int:
@@ -309,6 +311,8 @@ class _DefaultGraph:
         True
         >>> dtorch.default_graph.id == dtorch.Graph.default_graph().id
         True
+        >>> dtorch.default_graph == dtorch.Graph.default_graph() == dtorch.default_graph
+        True
     """
 
     __slots__ = ()
@@ -318,6 +322,13 @@ class _DefaultGraph:
 
     def __getattr__(self, name: str) -> object:
         return getattr(Graph.default_graph(), name)
+
+    # Compared and hashed as the Graph it stands for: ``dtorch.default_graph == g``.
+    def __eq__(self, other: object) -> bool:
+        return Graph.default_graph() == other
+
+    def __hash__(self) -> int:
+        return hash(Graph.default_graph())
 
     def __repr__(self) -> str:
         return "dtorch.default_graph (the calling thread's default Graph)"

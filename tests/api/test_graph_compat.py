@@ -41,6 +41,10 @@ def test_default_graph_is_the_threads_graph_and_callable(graph: dtorch.Graph) ->
     assert other[0] is not graph
     other[0].close()
     assert "default" in repr(dtorch.default_graph)
+    # compared as the graph it stands for, both ways; never equal to another graph
+    assert dtorch.default_graph == graph and graph == dtorch.default_graph
+    assert dtorch.default_graph != other[0] and other[0] != dtorch.default_graph
+    assert hash(dtorch.default_graph) == hash(graph) and {graph, dtorch.default_graph} == {graph}
 
 
 def test_graph_option_is_settable_comparable_and_keyword_only() -> None:
