@@ -22,6 +22,7 @@ from dtorch.kernels.local import (
     copy,
     elementwise,
     gather,
+    image,
     indexing,
     linalg,
     reduce,
@@ -41,6 +42,7 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **indexing.KERNELS,
     **gather.KERNELS,
     **setitem.KERNELS,
+    **image.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.

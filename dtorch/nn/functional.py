@@ -11,11 +11,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.elementwise import gelu, sigmoid, silu, tanh
 from dtorch.api.ops.elementwise import relu as _relu
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.reduce import log_softmax
 from dtorch.api.ops.reduce import softmax as _softmax
+from dtorch.api.ops.spatial import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    global_avg_pool2d,
+    interpolate,
+    max_pool2d,
+    pad,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -34,4 +43,20 @@ def softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor
     return _softmax(input, dim, dtype)
 
 
-__all__ = ["gelu", "linear", "log_softmax", "relu", "sigmoid", "silu", "softmax", "tanh"]
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "conv2d",
+    "gelu",
+    "global_avg_pool2d",
+    "interpolate",
+    "linear",
+    "log_softmax",
+    "max_pool2d",
+    "pad",
+    "relu",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "tanh",
+]
