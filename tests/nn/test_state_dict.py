@@ -151,6 +151,15 @@ def test_dtypes_cast_like_copy_or_refuse(graph: dtorch.Graph) -> None:
         ours.load_state_dict([1, 2])
 
 
+def test_bad_files(tmp_path: Path) -> None:
+    model = nn.Linear(2, 2)
+    with pytest.raises(FileNotFoundError):
+        model.load_state_dict(tmp_path / "missing.safetensors")
+    (tmp_path / "text.safetensors").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match=r"load_state_dict: .*text.safetensors is not a safet"):
+        nn.load_safetensors(model, tmp_path / "text.safetensors")
+
+
 def test_assign_rebinds_and_dtorch_state_dicts_move(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
     src = _model(nn, mesh)

@@ -315,10 +315,17 @@ def load_safetensors(
         True
         >>> os.remove(path); os.rmdir(os.path.dirname(path))
     """
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
     name = os.fspath(path)
-    with safe_open(name, framework="pt") as handle:
+    try:
+        opened = safe_open(name, framework="pt")
+    except SafetensorError as error:
+        raise ValueError(
+            f"load_state_dict: {name} is not a safetensors file ({error}); accepted: a "
+            "safetensors file, or a mapping of torch or dtorch tensors"
+        ) from error
+    with opened as handle:
         return _load(module, _SafetensorsSource(name, handle), strict, assign)
 
 
