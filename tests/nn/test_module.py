@@ -186,6 +186,13 @@ def test_parameter_is_a_tensor_in_every_op(graph: dtorch.Graph) -> None:
     assert (p + p).tolist() == (t * 2).tolist()
     assert dtorch.sum(p).item() == 15.0 and p.reshape(2, 3).shape == (2, 3)
     assert type(p * 1) is dtorch.Tensor and p.requires_grad
+    full = torch.arange(6.0)
+    assert torch.equal(dtorch.cat([p, t]).to_torch(), torch.cat([full, full]))
+    assert p[1:4].tolist() == [1.0, 2.0, 3.0] and (p @ p).item() == float(full @ full)
+    assert p.redistribute(mesh, [Replicate()]).placements == [Replicate()]
+    assert type(p.detach()) is dtorch.Tensor and type(p.data) is dtorch.Tensor
+    p[0] = 10.0  # in place on the shared value
+    assert t.tolist()[0] == 10.0 and p.tolist()[0] == 10.0
     assert {p: 1}[p] == 1 and hash(p) == object.__hash__(p) != hash(t)
     q = Parameter(torch.arange(4.0), requires_grad=False, device_mesh=mesh, placements=[Shard(0)])
     assert q.placements == [Shard(0)] and q.tolist() == [0, 1, 2, 3] and not q.requires_grad

@@ -7,6 +7,9 @@ dtypes a clear one; nothing is loaded when anything is wrong; thread and process
 
 from __future__ import annotations
 
+import gc
+import time
+import weakref
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -17,6 +20,10 @@ from safetensors.torch import save_file
 
 import dtorch
 from dtorch import Shard, nn
+from dtorch.ir.opkind import OpKind
+from dtorch.kernels.table import LOCAL_KERNELS
+from dtorch.nn.modules import state
+from tests.runners import as_default
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -144,6 +151,15 @@ def test_dtypes_cast_like_copy_or_refuse(graph: dtorch.Graph) -> None:
         ours.load_state_dict([1, 2])
 
 
+def test_bad_files(tmp_path: Path) -> None:
+    model = nn.Linear(2, 2)
+    with pytest.raises(FileNotFoundError):
+        model.load_state_dict(tmp_path / "missing.safetensors")
+    (tmp_path / "text.safetensors").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match=r"load_state_dict: .*text.safetensors is not a safet"):
+        nn.load_safetensors(model, tmp_path / "text.safetensors")
+
+
 def test_assign_rebinds_and_dtorch_state_dicts_move(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
     src = _model(nn, mesh)
@@ -157,3 +173,45 @@ def test_assign_rebinds_and_dtorch_state_dicts_move(graph: dtorch.Graph) -> None
     dst.load_state_dict(sd, assign=True)
     assert dst[0].weight is weight and weight.dtype == torch.float64  # the checkpoint's dtype
     assert torch.equal(weight.to_torch(), sd["0.weight"])
+
+
+def test_safetensors_load_holds_one_full_tensor_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tensor read from the file is gone (client and devices) before the next is read,
+    even when the devices are slow (a Create kernel that sleeps first). Thread mode only: the
+    kernel is patched in this process; the loader's client side is the same in both modes."""
+    slow = LOCAL_KERNELS[OpKind.Create]
+
+    def sleepy(ctx: Any, device: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        time.sleep(0.02)
+        return slow(ctx, device, inputs)
+
+    monkeypatch.setitem(LOCAL_KERNELS, OpKind.Create, sleepy)
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
+    try:
+        with as_default(graph):
+            _check_one_at_a_time(tmp_path, monkeypatch)
+    finally:
+        graph.close()
+
+
+def _check_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    ref, ours = _model(torch.nn), _model(nn, mesh)
+    path = tmp_path / "mlp.safetensors"
+    save_file(ref.state_dict(), str(path))
+    alive: list[weakref.ref] = []
+    read = state._SafetensorsSource.read
+
+    def spy(self: Any, key: str) -> torch.Tensor:
+        gc.collect()
+        assert [r for r in alive if r() is not None] == [], key
+        value = read(self, key)
+        alive.append(weakref.ref(value))
+        return value
+
+    monkeypatch.setattr(state._SafetensorsSource, "read", spy)
+    ours.load_state_dict(path)
+    assert len(alive) == len(ref.state_dict())
+    assert torch.equal(ours[2].weight.to_torch(), ref[2].weight.detach())

@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.creation import from_torch
+from dtorch.api.creation import create, from_torch
 from dtorch.api.tensor import Tensor
+from dtorch.ir.opkind import CreateKind
 
 if TYPE_CHECKING:
     from dtorch.nn.modules.module import Module
@@ -119,8 +120,8 @@ class _MappingSource:
 class _SafetensorsSource:
     """A safetensors file: shapes and dtypes from its header, tensors read on demand."""
 
-    def __init__(self, handle: Any) -> None:
-        self._file = handle
+    def __init__(self, path: str, handle: Any) -> None:
+        self._path, self._file = path, handle
 
     def keys(self) -> list[str]:
         return list(self._file.keys())
@@ -130,7 +131,12 @@ class _SafetensorsSource:
         return tuple(view.get_shape()), _SAFETENSORS_DTYPES.get(view.get_dtype())
 
     def read(self, key: str) -> torch.Tensor:
-        return self._file.get_tensor(key)
+        # A handle per tensor: safetensors maps the file, and the pages a read touched stay
+        # resident (and counted in the client's RSS) until that handle is closed.
+        from safetensors import safe_open
+
+        with safe_open(self._path, framework="pt") as handle:
+            return handle.get_tensor(key)
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -218,12 +224,36 @@ def _placed_like(value: Any, target: Tensor, assign: bool) -> Tensor:
     """``value`` on ``target``'s mesh and placements (in its dtype unless ``assign``)."""
     if isinstance(value, Tensor):
         return value if assign else value.redistribute(target.device_mesh, target.placements)
-    return from_torch(
-        value,
-        dtype=None if assign else target.dtype,
-        device_mesh=target.device_mesh,
-        placements=target.placements,
+    dtype = value.dtype if assign else target.dtype
+    if not _plain_cpu(value):
+        return from_torch(
+            value,
+            dtype=dtype,
+            device_mesh=target.device_mesh,
+            placements=target.placements,
+            graph=target.graph,
+        )
+    # Without from_torch's defensive copy: the Create kernel copies each shard out of the
+    # value, and the loader waits for it before the value is dropped (one full tensor less).
+    return create(
+        CreateKind.FROM_TENSOR,
+        tuple(value.shape),
+        dtype,
         graph=target.graph,
+        device_mesh=target.device_mesh,
+        device=None,
+        placements=target.placements,
+        value=(value.detach() if value.requires_grad else value).to(dtype),
+    )
+
+
+def _plain_cpu(value: torch.Tensor) -> bool:
+    """A dense CPU tensor with data: the Create kernel can slice it as it is."""
+    return (
+        value.device.type == "cpu"
+        and value.layout == torch.strided
+        and not value.is_quantized
+        and not value.is_meta
     )
 
 
@@ -285,10 +315,18 @@ def load_safetensors(
         True
         >>> os.remove(path); os.rmdir(os.path.dirname(path))
     """
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
-    with safe_open(os.fspath(path), framework="pt") as handle:
-        return _load(module, _SafetensorsSource(handle), strict, assign)
+    name = os.fspath(path)
+    try:
+        opened = safe_open(name, framework="pt")
+    except SafetensorError as error:
+        raise ValueError(
+            f"load_state_dict: {name} is not a safetensors file ({error}); accepted: a "
+            "safetensors file, or a mapping of torch or dtorch tensors"
+        ) from error
+    with opened as handle:
+        return _load(module, _SafetensorsSource(name, handle), strict, assign)
 
 
 __all__ = ["IncompatibleKeys", "load_safetensors", "load_state_dict", "state_dict"]
