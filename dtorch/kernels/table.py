@@ -21,9 +21,11 @@ from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
     copy,
     elementwise,
+    embedding,
     gather,
     indexing,
     linalg,
+    norm,
     reduce,
     select,
     setitem,
@@ -41,6 +43,8 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **indexing.KERNELS,
     **gather.KERNELS,
     **setitem.KERNELS,
+    **norm.KERNELS,
+    **embedding.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.

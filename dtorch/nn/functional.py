@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dtorch.api.ops.elementwise import gelu, sigmoid, silu, tanh
+from dtorch.api.ops.activations import elu, gelu, leaky_relu, log_softmax, silu, softmax
+from dtorch.api.ops.dropout import dropout
 from dtorch.api.ops.elementwise import relu as _relu
+from dtorch.api.ops.elementwise import sigmoid, tanh
+from dtorch.api.ops.embedding import embedding
 from dtorch.api.ops.linalg import linear
-from dtorch.api.ops.reduce import log_softmax
-from dtorch.api.ops.reduce import softmax as _softmax
+from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
 
 if TYPE_CHECKING:
-    import torch
-
     from dtorch.api.tensor import Tensor
 
 
@@ -29,9 +29,21 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
     return input.copy_(out) if inplace else out
 
 
-def softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
-    """``torch.nn.functional.softmax`` (``dim`` is required, as torch recommends)."""
-    return _softmax(input, dim, dtype)
-
-
-__all__ = ["gelu", "linear", "log_softmax", "relu", "sigmoid", "silu", "softmax", "tanh"]
+__all__ = [
+    "batch_norm",
+    "dropout",
+    "elu",
+    "embedding",
+    "gelu",
+    "group_norm",
+    "layer_norm",
+    "leaky_relu",
+    "linear",
+    "log_softmax",
+    "relu",
+    "rms_norm",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "tanh",
+]

@@ -29,9 +29,11 @@ from dtorch.ir.rules import (
     create,
     einsum,
     elementwise,
+    embedding,
     gather,
     indexing,
     linalg,
+    norm,
     reduce,
     reinterpret,
     select,
@@ -56,6 +58,8 @@ RULES: dict[OpKind, Rule] = {
     **einsum.RULES,
     **setitem.RULES,
     **reinterpret.RULES,
+    **norm.RULES,
+    **embedding.RULES,
 }
 
 
