@@ -58,7 +58,8 @@ def layer_norm(
     Example:
         >>> import dtorch
         >>> x = dtorch.tensor([[1.0, 3.0]])
-        >>> dtorch.nn.functional.layer_norm(x, 2, bias=dtorch.ones(2)).to_torch().round(decimals=3).tolist()
+        >>> out = dtorch.nn.functional.layer_norm(x, 2, bias=dtorch.ones(2))
+        >>> out.to_torch().round(decimals=3).tolist()
         [[0.0, 2.0]]
     """
     param = NormalizationParam(
