@@ -3,7 +3,9 @@
 
 Layer, RMS and group norm are one Normalization operator each: the normalised dims must not
 be sharded, the others shard freely (``dtorch.ir.rules.norm``). ``batch_norm`` in eval mode is
-one BatchNorm operator (a per-channel affine that keeps batch, channel and spatial shards). In
+one BatchNorm operator, a per-channel affine that keeps batch, channel and spatial shards (the
+per-channel vectors are made Replicate where they are Partial, or sharded on a mesh dim that
+does not split x's channels). In
 training mode its statistics are over the FULL batch however x is sharded: they are the mean
 and the biased variance over every dim but the channels, computed with the reduce operators
 (a shard of a reduced dim gives Partial sums, made Replicate with one all-reduce), then x is
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 from dtorch.api.record import record_one
 from dtorch.ir.opkind import NormKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam
-from dtorch.ir.placement import Partial, Placement, Replicate
+from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -137,7 +139,30 @@ def batch_norm(
     else:
         mean, var = running_mean, running_var
     param = BatchNormParam(float(eps), float(momentum), False, weight is not None, bias is not None)
-    return record_one("batch_norm", param, (input, mean, var, *_present(weight, bias)))
+    vectors = [_aligned(v, input) for v in (mean, var, *_present(weight, bias))]
+    return record_one("batch_norm", param, (input, *vectors))
+
+
+def _aligned(vector: Tensor, x: Tensor) -> Tensor:
+    """A per-channel vector made Replicate on the mesh dims where it is Partial, or sharded
+    while x's channels are not (it is small; the rule would refuse the mix)."""
+    if any(isinstance(p, Partial) for p in x.placements):  # refused: name the vectors as given
+        return vector
+    placements: list[Placement] = [
+        p if _keeps(p, px) else Replicate()
+        for p, px in zip(vector.placements, x.placements, strict=True)
+    ]  # fmt: skip
+    return (
+        vector
+        if placements == list(vector.placements)
+        else vector.redistribute(placements=placements)
+    )
+
+
+def _keeps(p: Placement, px: Placement) -> bool:
+    return isinstance(p, Replicate) or (
+        isinstance(p, Shard) and isinstance(px, Shard) and px.dim == 1
+    )
 
 
 def _batch_statistics(
