@@ -1,17 +1,16 @@
 """Normalisations with torch.nn.functional's signatures: ``layer_norm``, ``rms_norm``,
 ``group_norm``, ``batch_norm``.
 
-Layer, RMS and group norm are one Normalization operator each: the normalised dims must not
-be sharded, the others shard freely (``dtorch.ir.rules.norm``). ``batch_norm`` in eval mode is
-one BatchNorm operator, a per-channel affine that keeps batch, channel and spatial shards (the
-per-channel vectors are made Replicate where they are Partial, or sharded on a mesh dim that
-does not split x's channels). In
-training mode its statistics are over the FULL batch however x is sharded: they are the mean
-and the biased variance over every dim but the channels, computed with the reduce operators
-(a shard of a reduced dim gives Partial sums, made Replicate with one all-reduce), then x is
-normalised by the BatchNorm operator with them; ``running_mean``/``running_var`` are updated
-in place as torch does (``(1 - momentum) * running + momentum * batch``, the variance
-unbiased).
+Layer, RMS and group norm are one Normalization operator each: the normalised dims must not be
+sharded, the others shard freely (``dtorch.ir.rules.norm``). ``batch_norm`` in eval mode is one
+BatchNorm operator, a per-channel affine that keeps batch, channel and spatial shards (the per-
+channel vectors are made Replicate where they are Partial, or sharded on a mesh dim that does
+not split x's channels). In training mode its statistics are over the FULL batch however x is
+sharded: they are the mean and the biased variance over every dim but the channels, computed
+with the reduce operators (a shard of a reduced dim gives Partial sums, made Replicate with one
+all-reduce), then x is normalised by the BatchNorm operator with them;
+``running_mean``/``running_var`` are updated in place as torch does (``(1 - momentum) * running
++ momentum * batch``, the variance unbiased).
 
 Example:
     >>> import torch, dtorch
