@@ -54,17 +54,17 @@ def dropout(
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0 or input.numel() == 0:
         return input
-    snapshot = _advance(input, float(p), generator)
+    source = _source(generator)
+    snapshot = torch.Generator().set_state(source.get_state())
     out = record_one("dropout", DropoutParam(float(p), True, snapshot), (input,))
+    if p < 1.0:  # advance the caller's generator as torch's dropout does (p == 1 draws nothing)
+        dropout_mask(tuple(input.shape), input.dtype, float(p), source)
     return input.copy_(out) if inplace else out
 
 
-def _advance(input: Tensor, p: float, generator: torch.Generator | None) -> torch.Generator:
-    """A snapshot of the generator, which then advances as torch's dropout advances it."""
+def _source(generator: torch.Generator | None) -> torch.Generator:
+    """The generator dropout draws from: the given one, or torch's default."""
     source = torch.default_generator if generator is None else generator
     if not isinstance(source, torch.Generator) or source.device.type != "cpu":
         raise TypeError(f"dropout: generator must be a CPU torch.Generator; got {source!r}")
-    snapshot = torch.Generator().set_state(source.get_state())
-    if p < 1.0:  # p == 1 draws nothing in torch
-        dropout_mask(tuple(input.shape), input.dtype, p, source)
-    return snapshot
+    return source
