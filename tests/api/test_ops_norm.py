@@ -54,8 +54,9 @@ _NORMS: list[_Case] = [
      lambda x, w: F.rms_norm(x, [6], w), [(4, 5, 6), (6,)], (0, 1)),
     ("rms_norm", lambda x: DF.rms_norm(x, 6, eps=1e-2),
      lambda x: F.rms_norm(x, [6], eps=1e-2), [(5, 3, 6)], (0, 1)),
-    ("group_norm", lambda x, w, b: DF.group_norm(x, 2, w, b),
-     lambda x, w, b: F.group_norm(x, 2, w, b), [(5, 6, 3), (6,), (6,)], (0,)),
+    # one group of 4 channels: no channel split of these meshes holds whole groups
+    ("group_norm", lambda x: DF.group_norm(x, 1, eps=1e-3),
+     lambda x: F.group_norm(x, 1, eps=1e-3), [(5, 4, 3)], (0,)),
 ]  # fmt: skip
 
 
@@ -71,6 +72,63 @@ def test_normalizations_every_layout(  # type: ignore[no-untyped-def]
         limit=limit_for(mesh_shape, one_d=60, n_d=12),
     )  # fmt: skip
     assert len(accepted) == len(table) or len(mesh_shape) > 1
+
+
+def _group_table() -> Table:
+    """Group norm with one channel per group (every channel split holds whole groups): the
+    batch dim shards; the channels too, with the weight and bias chunked like them."""
+    table: dict[tuple[Placement, ...], Placement] = {(R, R, R): R, (S0, R, R): S0}
+    for w in (R, S0):
+        for b in (R, S0):
+            table[(S1, w, b)] = S1
+            if S0 in (w, b):
+                table[(R, w, b)] = S1
+    return table
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+def test_group_norm_whole_groups_every_layout(
+    mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    fulls = [_rand(5, 6, 3), _rand(6), _rand(6)]
+    run_api(
+        graph, "group_norm", lambda x, w, b: DF.group_norm(x, 6, w, b), fulls, mesh_shape,
+        [F.group_norm(fulls[0], 6, fulls[1], fulls[2])], table=_group_table(), exact=False,
+        limit=limit_for(mesh_shape, one_d=60, n_d=12),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "channels", "groups", "layout", "accepted"),
+    [
+        ((2,), 6, 2, [S1], True),  # 3 + 3 channels: whole groups of 3
+        ((3,), 6, 2, [S1], False),  # 2 + 2 + 2 cuts the groups of 3
+        ((3,), 6, 3, [S1], True),
+        ((3,), 4, 2, [S1], True),  # 2 + 2 + 0 (torch.chunk's sizes): whole groups of 2
+        ((2, 2), 6, 3, [S1, S1], False),  # 6 -> 3 -> 2 + 1
+        ((2, 3), 12, 6, [S1, S1], True),  # 12 -> 6 -> 2 + 2 + 2
+        ((2, 3), 12, 2, [S0, S1], False),  # 12 -> 4 + 4 + 4 cuts the groups of 6
+    ],
+)
+def test_group_norm_channel_shards(
+    mesh_shape: tuple[int, ...],
+    channels: int,
+    groups: int,
+    layout: list[Placement],
+    accepted: bool,
+    graph: dtorch.Graph,
+) -> None:
+    """Channel shards are kept where every device holds whole groups, refused otherwise."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    x, w = _rand(4, channels, 3), _rand(channels)
+    dx, dw = place(x, mesh, layout, graph), place(w, mesh, [R] * mesh.ndim, graph)
+    if not accepted:
+        with pytest.raises(PlacementError, match=r"^group_norm: got .*whole groups"):
+            DF.group_norm(dx, groups, dw)
+        return
+    out = DF.group_norm(dx, groups, dw)
+    assert out.placements == layout
+    torch.testing.assert_close(out.to_torch(), F.group_norm(x, groups, w))
 
 
 def test_rms_norm_default_eps_bfloat16(graph: dtorch.Graph) -> None:
@@ -183,9 +241,9 @@ def test_rejections(graph: dtorch.Graph) -> None:
             place(_rand(4, 3), mesh, [S0, R], graph), [3], place(_rand(3), mesh, [R, S0], graph)
         )
     with pytest.raises(
-        PlacementError, match=r"^group_norm: got \(R, S\(1\)\).*accepted.*Redistribute"
+        PlacementError, match=r"^group_norm: got \(R, S\(2\)\).*accepted.*Redistribute"
     ):
-        DF.group_norm(place(_rand(4, 6, 3), mesh, [R, S1], graph), 3)
+        DF.group_norm(place(_rand(4, 6, 3), mesh, [R, S2], graph), 3)
     with pytest.raises(PlacementError, match=r"^batch_norm: got \(P, R\).*accepted"):
         rep = place(_rand(6), mesh, [R, R], graph)
         DF.batch_norm(place(_rand(4, 6), mesh, [P, R], graph), rep, rep)

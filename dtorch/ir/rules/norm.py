@@ -6,9 +6,10 @@ independently there) and rejects a shard of a normalised dim and Partial (it is 
 * layer and RMS norm normalise the trailing ``normalized_shape`` dims; the leading dims
   (batch, sequence, ...) shard freely; weight and bias (shaped ``normalized_shape``) must be
   Replicate;
-* group norm of (N, C, *) normalises each group of channels over C and the spatial dims: only
-  the batch dim shards; weight and bias (shape (C,)) must be Replicate. Channel shards are
-  refused (a group could straddle two devices);
+* group norm of (N, C, *) normalises each group of channels over its channels and the spatial
+  dims: the batch dim shards, and the channel dim too when every device's channels are whole
+  groups (weight and bias, shape (C,), then follow the channels as BatchNorm's vectors do);
+  a channel split that cuts a group is refused;
 * BatchNorm here is the per-channel affine of eval mode, ``(x - mean) / sqrt(var + eps) * w +
   b`` with ``mean``/``var`` given (the running statistics, or the batch statistics that
   ``dtorch.nn.functional.batch_norm`` computes with the reduce operators in training mode):
@@ -30,16 +31,21 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import NormKind, OpKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam, OpParam
+from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 from dtorch.ir.rules.base import Inference, Rule, all_replicate, replicated
 from dtorch.ir.rules.signature import Labels, identity, one_output, variadic
+from dtorch.ir.sharding import local_shape_and_offset
 
 _NORM = variadic(
     "R -> R", "Si -> Si", "R Si -> Si",
-    legend="i: a dim that is not normalised; weight and bias are Replicate",
+    legend="i: a dim that is not normalised (group norm: or channels holding whole groups); "
+    "weight and bias are Replicate (group norm: or split like whole groups of channels)",
     hint="redistribute the normalised dims, the weight and the bias to Replicate first",
 )  # fmt: skip
 _AFFINE = variadic(
@@ -54,7 +60,11 @@ def normalization_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -
     assert isinstance(param, NormalizationParam)
     x = inputs[0]
     _check_inputs(name, param, inputs)
-    labels = (_x_labels(name, param, x), *(_vector_labels(param, x),) * (len(inputs) - 1))
+    whole = param.norm is NormKind.GROUP and _whole_groups(param.num_groups, inputs)
+    labels = (
+        _x_labels(name, param, x, whole),
+        *(_vector_labels(param, x, whole),) * (len(inputs) - 1),
+    )
     if all_replicate(inputs):
         return replicated(x.shape, x.dtype, len(x.placements))
     return one_output(name, _NORM, inputs, labels, identity(x.ndim), x.shape, x.dtype)
@@ -95,10 +105,34 @@ def _vector_shape(name: str, param: NormalizationParam, x: Operand) -> tuple[int
     return (x.shape[1],)
 
 
-def _x_labels(name: str, param: NormalizationParam, x: Operand) -> Labels:
-    """x's labels: the dims that are not normalised keep theirs, the others are contracted."""
+def _whole_groups(groups: int, inputs: tuple[Operand, ...]) -> bool:
+    """True when x's channels are split (by x or by a Shard(0) weight or bias it would be
+    chunked like) and every device holds whole groups of them."""
+    x = inputs[0]
+    chunked = [any(_is_shard(o.placements[m], 0) for o in inputs[1:]) for m in range(x.mesh.ndim)]
+    split = [
+        Shard(1) if c and isinstance(px, Replicate) else px
+        for c, px in zip(chunked, x.placements, strict=True)
+    ]
+    if not any(_is_shard(p, 1) for p in split) or any(isinstance(p, Partial) for p in split):
+        return False
+    size = x.shape[1] // groups
+    for coordinate in itertools.product(*(range(n) for n in x.mesh.shape)):
+        local, offset = local_shape_and_offset(x.shape, x.mesh.shape, split, coordinate)
+        if local[1] % size or offset[1] % size:
+            return False
+    return True
+
+
+def _is_shard(p: Placement, dim: int) -> bool:
+    return isinstance(p, Shard) and p.dim == dim
+
+
+def _x_labels(name: str, param: NormalizationParam, x: Operand, whole: bool = False) -> Labels:
+    """x's labels: the dims that are not normalised keep theirs, the others are contracted
+    (group norm's channels are kept where every device holds whole groups)."""
     if param.norm is NormKind.GROUP:
-        return (0, *(-1 - d for d in range(1, x.ndim)))
+        return (0, 1 if whole else -2, *(-1 - d for d in range(2, x.ndim)))
     k = len(param.normalized_shape)
     if not 0 < k <= x.ndim or x.shape[x.ndim - k :] != tuple(param.normalized_shape):
         raise ShapeError(
@@ -108,9 +142,9 @@ def _x_labels(name: str, param: NormalizationParam, x: Operand) -> Labels:
     return tuple(d if d < x.ndim - k else -1 - d for d in range(x.ndim))
 
 
-def _vector_labels(param: NormalizationParam, x: Operand) -> Labels:
+def _vector_labels(param: NormalizationParam, x: Operand, whole: bool = False) -> Labels:
     if param.norm is NormKind.GROUP:
-        return (-2,)
+        return (1 if whole else -2,)
     k = len(param.normalized_shape)
     return tuple(-1 - d for d in range(x.ndim - k, x.ndim))
 

@@ -1,7 +1,8 @@
 """Local kernels of Normalization (layer, RMS, group norm) and BatchNorm (eval form).
 
-The rules leave every normalised dim whole on each device, so each device runs torch's
-function on its shard: the values are torch's for the full tensor. BatchNorm's per-channel
+The rules leave every normalised dim whole on each device (group norm: whole groups of
+channels), so each device runs torch's function on its shard, with its own number of groups:
+the values are torch's for the full tensor. BatchNorm's per-channel
 vectors arrive chunked like the channels of x.
 
 Example:
@@ -52,7 +53,10 @@ def normalization_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Sha
     if param.norm is NormKind.RMS:
         return [F.rms_norm(x, shape, weight, param.eps)]
     eps = 1e-5 if param.eps is None else param.eps
-    return [F.group_norm(x, param.num_groups, weight, bias, eps)]
+    groups = param.num_groups * x.shape[1] // ctx.inputs[0].shape[1]  # whole groups held here
+    if groups == 0:  # an empty chunk of the channels
+        return [torch.empty_like(x)]
+    return [F.group_norm(x, groups, weight, bias, eps)]
 
 
 def batch_norm_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
