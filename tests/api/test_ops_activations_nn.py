@@ -48,7 +48,7 @@ def test_activations_every_layout(  # type: ignore[no-untyped-def]
 ) -> None:
     run_api(
         graph, name, call, [_X], mesh_shape, [ref(_X)], table=_TABLE,
-        limit=limit_for(mesh_shape, n_d=10),
+        limit=limit_for(mesh_shape, n_d=10), exact=name == "leaky_relu",
     )  # fmt: skip
 
 
@@ -67,7 +67,7 @@ def test_inplace(call: Callable[..., Any], ref: Callable[..., Any], graph: dtorc
     t = place(x, mesh, [S1, S0], graph)
     assert call(t) is t and t.placements == [S1, S0]
     assert ref(x) is x
-    assert torch.equal(t.to_torch(), x)
+    torch.testing.assert_close(t.to_torch(), x)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16, torch.int64])
@@ -83,7 +83,7 @@ def test_dtypes(dtype: torch.dtype, graph: dtorch.Graph) -> None:
             continue
         out = call(t)
         assert out.dtype == want.dtype
-        assert torch.equal(out.to_torch(), want)
+        torch.testing.assert_close(out.to_torch(), want)
 
 
 def test_gelu_approximate_and_refusal(graph: dtorch.Graph) -> None:
