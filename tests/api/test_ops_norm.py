@@ -247,6 +247,10 @@ def test_rejections(graph: dtorch.Graph) -> None:
     with pytest.raises(PlacementError, match=r"^batch_norm: got \(P, R\).*accepted"):
         rep = place(_rand(6), mesh, [R, R], graph)
         DF.batch_norm(place(_rand(4, 6), mesh, [P, R], graph), rep, rep)
+    with pytest.raises(
+        PlacementError, match=r"^batch_norm: got \(P, R\) for x in training.*accepted"
+    ):
+        DF.batch_norm(place(_rand(4, 6), mesh, [P, R], graph), None, None, training=True)
     with pytest.raises(ShapeError, match=r"^layer_norm: normalized_shape \[4\] is not"):
         DF.layer_norm(x, [4])
     with pytest.raises(ShapeError, match=r"^layer_norm: weight has shape \[3\]; expected \[6, 3\]"):

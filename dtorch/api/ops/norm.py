@@ -28,9 +28,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dtorch.api.record import record_one
+from dtorch.errors import PlacementError
 from dtorch.ir.opkind import NormKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam
-from dtorch.ir.placement import Partial, Placement, Replicate, Shard
+from dtorch.ir.placement import Partial, Placement, Replicate, Shard, format_placements
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -170,6 +171,11 @@ def _batch_statistics(
     """Mean and biased variance per channel over the full batch; the running ones updated."""
     if x.ndim < 2:
         raise ValueError(f"batch_norm: needs an (N, C, *) input; got shape {list(x.shape)}")
+    if any(isinstance(p, Partial) for p in x.placements):
+        raise PlacementError(
+            f"batch_norm: got {format_placements(x.placements)} for x in training mode; "
+            f"accepted: Replicate or any Shard on each mesh dim. Redistribute Partial first"
+        )
     count = math.prod(x.shape) // max(x.shape[1], 1)
     if count <= 1:
         raise ValueError(
