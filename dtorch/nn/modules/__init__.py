@@ -1,0 +1,49 @@
+"""``dtorch.nn.modules``: the Module class and the layers, one concept per file (torch's
+layout: ``module``, ``container``, ``linear``, ``parallel_linear``, ``activation``,
+``flatten``; ``state`` holds ``state_dict``/``load_state_dict``).
+
+Example:
+    >>> from dtorch.nn.modules.linear import Linear
+    >>> from dtorch.nn.modules import Linear as Same
+    >>> Linear is Same
+    True
+"""
+
+from dtorch.nn.modules.activation import GELU, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from dtorch.nn.modules.container import ModuleDict, ModuleList, Sequential
+from dtorch.nn.modules.flatten import Flatten
+from dtorch.nn.modules.linear import Identity, Linear
+from dtorch.nn.modules.module import Module
+from dtorch.nn.modules.parallel_linear import (
+    ColumnParallelLinear,
+    ColumnParallelLinearWithReplicateInputOutput,
+    ColumnParallelLinearWithReplicateOutput,
+    ReplicateParallelLinear,
+    RowParallelLinear,
+    RowParallelLinearWithReplicateOutput,
+)
+from dtorch.nn.modules.state import IncompatibleKeys, load_safetensors
+
+__all__ = [
+    "GELU",
+    "ColumnParallelLinear",
+    "ColumnParallelLinearWithReplicateInputOutput",
+    "ColumnParallelLinearWithReplicateOutput",
+    "Flatten",
+    "Identity",
+    "IncompatibleKeys",
+    "Linear",
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "ReLU",
+    "ReplicateParallelLinear",
+    "RowParallelLinear",
+    "RowParallelLinearWithReplicateOutput",
+    "Sequential",
+    "SiLU",
+    "Sigmoid",
+    "Softmax",
+    "Tanh",
+    "load_safetensors",
+]
