@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.creation import from_torch
+from dtorch.api.create import distribute
 from dtorch.api.record import record_one
 from dtorch.ir.params import EmbeddingParam
 from dtorch.ir.placement import Replicate
@@ -56,7 +56,9 @@ def embedding(
     if isinstance(input, torch.Tensor):
         mesh = weight.device_mesh
         replicate = [Replicate()] * mesh.ndim
-        input = from_torch(input, graph=weight.graph, device_mesh=mesh, placements=replicate)
+        input = distribute(
+            type(weight), input, graph=weight.graph, device_mesh=mesh, placements=replicate
+        )
     if padding_idx is not None and padding_idx < 0 and weight.ndim == 2:
         padding_idx += weight.shape[0]  # torch normalises it; out-of-range stays out of range
     return record_one("embedding", EmbeddingParam(padding_idx), (input, weight))

@@ -1,6 +1,7 @@
 """``dtorch.nn.modules``: the Module class and the layers, one concept per file (torch's
 layout: ``module``, ``container``, ``linear``, ``parallel_linear``, ``activation``,
-``flatten``; ``state`` holds ``state_dict``/``load_state_dict``).
+``flatten``, ``normalization``, ``sparse``, ``dropout``, ``sloped_activation``; ``state``
+holds ``state_dict``/``load_state_dict``).
 
 Example:
     >>> from dtorch.nn.modules.linear import Linear
@@ -11,9 +12,11 @@ Example:
 
 from dtorch.nn.modules.activation import GELU, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from dtorch.nn.modules.container import ModuleDict, ModuleList, Sequential
+from dtorch.nn.modules.dropout import Dropout
 from dtorch.nn.modules.flatten import Flatten
 from dtorch.nn.modules.linear import Identity, Linear
 from dtorch.nn.modules.module import Module
+from dtorch.nn.modules.normalization import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from dtorch.nn.modules.parallel_linear import (
     ColumnParallelLinear,
     ColumnParallelLinearWithReplicateInputOutput,
@@ -22,20 +25,31 @@ from dtorch.nn.modules.parallel_linear import (
     RowParallelLinear,
     RowParallelLinearWithReplicateOutput,
 )
+from dtorch.nn.modules.sloped_activation import ELU, LeakyReLU
+from dtorch.nn.modules.sparse import Embedding, EmbeddingWithReplicateOutput
 from dtorch.nn.modules.state import IncompatibleKeys, load_safetensors
 
 __all__ = [
+    "ELU",
     "GELU",
+    "BatchNorm2d",
     "ColumnParallelLinear",
     "ColumnParallelLinearWithReplicateInputOutput",
     "ColumnParallelLinearWithReplicateOutput",
+    "Dropout",
+    "Embedding",
+    "EmbeddingWithReplicateOutput",
     "Flatten",
+    "GroupNorm",
     "Identity",
     "IncompatibleKeys",
+    "LayerNorm",
+    "LeakyReLU",
     "Linear",
     "Module",
     "ModuleDict",
     "ModuleList",
+    "RMSNorm",
     "ReLU",
     "ReplicateParallelLinear",
     "RowParallelLinear",
