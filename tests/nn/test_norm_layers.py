@@ -194,6 +194,12 @@ def test_vocab_parallel_embedding(
     assert out.placements == [Shard(1) if n == "dp" else R for n in names]
     assert torch.equal(out.to_torch(), ref(ids))
     assert layer(ids).placements == [R] * mesh.ndim  # torch ids: sent Replicate
+    torch.manual_seed(6)
+    drawn = nn.EmbeddingWithReplicateOutput(11, 6, padding_idx=3, device_mesh=mesh)
+    torch.manual_seed(6)  # the vocab-split weight holds torch's draw, padding row zeroed
+    assert torch.equal(
+        drawn.weight.to_torch(), torch.nn.Embedding(11, 6, padding_idx=3).weight.detach()
+    )
 
 
 def test_dropout_and_activations(graph: dtorch.Graph) -> None:
