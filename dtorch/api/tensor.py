@@ -532,10 +532,29 @@ def _placements(shape: tuple[Any, ...]) -> bool:
     )
 
 
+class _TypedTensorType(type):
+    """The class of the typed aliases: as with torch's ``torch.FloatTensor``, ``isinstance``
+    asks for the dtype, so ``isinstance(dtorch.ones(2), dtorch.FloatTensor)`` holds however the
+    tensor was made, and a float64 ``FloatTensor``-built tensor is not one any more."""
+
+    _DTYPE: torch.dtype
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, Tensor) and obj.dtype == cls._DTYPE
+
+
 def _typed(name: str, dtype: torch.dtype) -> type[Tensor]:
     """torch's typed constructor ``name``: ``dtorch.LongTensor(2, 3)`` is ``dtorch.Tensor(2, 3,
-    dtype=torch.int64)``."""
-    return type(name, (Tensor,), {"__slots__": (), "_DTYPE": dtype, "__module__": __name__})
+    dtype=torch.int64)``.
+
+    Example:
+        >>> import dtorch, torch
+        >>> isinstance(dtorch.ones(2), dtorch.FloatTensor), isinstance(dtorch.ones(2), LongTensor)
+        (True, False)
+    """
+    namespace = {"__slots__": (), "_DTYPE": dtype, "__module__": __name__}
+    typed: type[Tensor] = _TypedTensorType(name, (Tensor,), namespace)  # type: ignore[assignment]
+    return typed
 
 
 FloatTensor = _typed("FloatTensor", torch.float32)

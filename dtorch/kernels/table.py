@@ -23,6 +23,7 @@ from dtorch.kernels.local import (
     elementwise,
     embedding,
     gather,
+    image,
     indexing,
     linalg,
     norm,
@@ -43,6 +44,7 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **indexing.KERNELS,
     **gather.KERNELS,
     **setitem.KERNELS,
+    **image.KERNELS,
     **norm.KERNELS,
     **embedding.KERNELS,
 }

@@ -12,12 +12,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dtorch.api.ops.activations import elu, gelu, leaky_relu, log_softmax, silu, softmax
+from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.dropout import dropout
 from dtorch.api.ops.elementwise import relu as _relu
 from dtorch.api.ops.elementwise import sigmoid, tanh
 from dtorch.api.ops.embedding import embedding
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
+from dtorch.api.ops.spatial import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    global_avg_pool2d,
+    interpolate,
+    max_pool2d,
+    pad,
+)
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -30,16 +39,23 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 __all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
     "batch_norm",
+    "conv2d",
     "dropout",
     "elu",
     "embedding",
     "gelu",
+    "global_avg_pool2d",
     "group_norm",
+    "interpolate",
     "layer_norm",
     "leaky_relu",
     "linear",
     "log_softmax",
+    "max_pool2d",
+    "pad",
     "relu",
     "rms_norm",
     "sigmoid",

@@ -83,6 +83,11 @@ def test_typed_aliases(name: str) -> None:
     assert torch.equal(made.to_torch(), want)
     assert cls(2, 3).shape == torch.Size([2, 3]) and cls(2, 3).dtype == _TYPED[name]
     assert cls(torch.arange(3)).dtype == _TYPED[name]
+    # isinstance asks for the dtype, as torch's typed classes do, however the tensor was made
+    for dtype in _TYPED.values():
+        plain, ref = dtorch.zeros(2, dtype=dtype), torch.zeros(2, dtype=dtype)
+        assert isinstance(plain, cls) == isinstance(ref, getattr(torch, name))
+    assert not isinstance(want, cls)  # a torch tensor is no dtorch typed tensor
 
 
 class _Sub(dtorch.Tensor):

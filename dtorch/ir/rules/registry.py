@@ -25,6 +25,7 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
 from dtorch.ir.rules import (
+    conv,
     copy,
     create,
     einsum,
@@ -38,6 +39,7 @@ from dtorch.ir.rules import (
     reinterpret,
     select,
     setitem,
+    spatial,
     views,
 )
 from dtorch.ir.rules.base import Inference, Rule
@@ -58,6 +60,8 @@ RULES: dict[OpKind, Rule] = {
     **einsum.RULES,
     **setitem.RULES,
     **reinterpret.RULES,
+    **conv.RULES,
+    **spatial.RULES,
     **norm.RULES,
     **embedding.RULES,
 }
