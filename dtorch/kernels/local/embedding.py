@@ -12,7 +12,7 @@ Example:
     >>> import torch
     >>> g = torch.Generator().manual_seed(0)
     >>> x = torch.ones(8)
-    >>> torch.manual_seed(0) and None
+    >>> _ = torch.manual_seed(0)  # F.dropout draws from the default generator
     >>> torch.equal(x * dropout_mask(x.shape, x.dtype, 0.5, g), torch.nn.functional.dropout(x))
     True
 """
