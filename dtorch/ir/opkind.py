@@ -81,6 +81,8 @@ class ActivationKind(enum.IntEnum):
     SILU = 2
     SIGMOID = 3
     TANH = 4
+    LEAKY_RELU = 5
+    ELU = 6
 
 
 class BinaryKind(enum.IntEnum):

@@ -82,6 +82,7 @@ class ActivationParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Activation
     activation: ActivationKind
     approximate: str = "none"  # GELU: "none" or "tanh"
+    alpha: float = 0.0  # LEAKY_RELU's negative_slope, ELU's alpha
 
 
 @dataclass(frozen=True, slots=True)

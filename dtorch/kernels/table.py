@@ -21,10 +21,12 @@ from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
     copy,
     elementwise,
+    embedding,
     gather,
     image,
     indexing,
     linalg,
+    norm,
     reduce,
     select,
     setitem,
@@ -43,6 +45,8 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **gather.KERNELS,
     **setitem.KERNELS,
     **image.KERNELS,
+    **norm.KERNELS,
+    **embedding.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.

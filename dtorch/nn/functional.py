@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dtorch.api.ops.activations import elu, gelu, leaky_relu, log_softmax, silu, softmax
 from dtorch.api.ops.conv import conv2d
-from dtorch.api.ops.elementwise import gelu, sigmoid, silu, tanh
+from dtorch.api.ops.dropout import dropout
 from dtorch.api.ops.elementwise import relu as _relu
+from dtorch.api.ops.elementwise import sigmoid, tanh
+from dtorch.api.ops.embedding import embedding
 from dtorch.api.ops.linalg import linear
-from dtorch.api.ops.reduce import log_softmax
-from dtorch.api.ops.reduce import softmax as _softmax
+from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
 from dtorch.api.ops.spatial import (
     adaptive_avg_pool2d,
     avg_pool2d,
@@ -27,8 +29,6 @@ from dtorch.api.ops.spatial import (
 )
 
 if TYPE_CHECKING:
-    import torch
-
     from dtorch.api.tensor import Tensor
 
 
@@ -38,23 +38,26 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
     return input.copy_(out) if inplace else out
 
 
-def softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
-    """``torch.nn.functional.softmax`` (``dim`` is required, as torch recommends)."""
-    return _softmax(input, dim, dtype)
-
-
 __all__ = [
     "adaptive_avg_pool2d",
     "avg_pool2d",
+    "batch_norm",
     "conv2d",
+    "dropout",
+    "elu",
+    "embedding",
     "gelu",
     "global_avg_pool2d",
+    "group_norm",
     "interpolate",
+    "layer_norm",
+    "leaky_relu",
     "linear",
     "log_softmax",
     "max_pool2d",
     "pad",
     "relu",
+    "rms_norm",
     "sigmoid",
     "silu",
     "softmax",

@@ -168,7 +168,11 @@ _ACT_FNS = {
     ActivationKind.SILU: F.silu,
     ActivationKind.SIGMOID: torch.sigmoid,
     ActivationKind.TANH: torch.tanh,
+    # ActivationParam's default alpha, 0.0
+    ActivationKind.LEAKY_RELU: lambda x: F.leaky_relu(x, 0.0),
+    ActivationKind.ELU: lambda x: F.elu(x, 0.0),
 }
+_ALPHA = {ActivationKind.LEAKY_RELU: 0.3, ActivationKind.ELU: 1.5}
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES)
@@ -178,6 +182,15 @@ def test_activation_all_layouts(kind: ActivationKind, mesh_shape: tuple[int, ...
     accepted = run_layouts("act", ActivationParam(kind), [x], mesh_shape, [_ACT_FNS[kind](x)])
     assert not any(Partial() in pl for (pl,) in accepted)
     assert len(accepted) == 3 ** len(mesh_shape)
+
+
+def test_sloped_activations_read_alpha() -> None:
+    x = _randn(6, 2)
+    for kind, want in (
+        (ActivationKind.LEAKY_RELU, F.leaky_relu(x, 0.3)),
+        (ActivationKind.ELU, F.elu(x, 1.5)),
+    ):
+        assert run_layouts("act", ActivationParam(kind, alpha=_ALPHA[kind]), [x], (4,), [want])
 
 
 def test_gelu_tanh_approximation() -> None:

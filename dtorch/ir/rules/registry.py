@@ -30,9 +30,11 @@ from dtorch.ir.rules import (
     create,
     einsum,
     elementwise,
+    embedding,
     gather,
     indexing,
     linalg,
+    norm,
     reduce,
     reinterpret,
     select,
@@ -60,6 +62,8 @@ RULES: dict[OpKind, Rule] = {
     **reinterpret.RULES,
     **conv.RULES,
     **spatial.RULES,
+    **norm.RULES,
+    **embedding.RULES,
 }
 
 

@@ -85,6 +85,15 @@ ACTIVATION: dict[ActivationKind, Callable[[torch.Tensor, str], torch.Tensor]] = 
     ActivationKind.SILU: lambda x, _: F.silu(x),
     ActivationKind.SIGMOID: lambda x, _: torch.sigmoid(x),
     ActivationKind.TANH: lambda x, _: torch.tanh(x),
+    # torch's default slopes: enough for the dtype probes; kernels use SLOPED
+    ActivationKind.LEAKY_RELU: lambda x, _: F.leaky_relu(x),
+    ActivationKind.ELU: lambda x, _: F.elu(x),
+}
+
+#: ``activation(x, alpha)`` of the kinds that take a number (ActivationParam.alpha).
+SLOPED: dict[ActivationKind, Callable[[torch.Tensor, float], torch.Tensor]] = {
+    ActivationKind.LEAKY_RELU: F.leaky_relu,
+    ActivationKind.ELU: F.elu,
 }
 
 

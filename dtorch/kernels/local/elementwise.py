@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
-from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, binary_with_scalar
+from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, SLOPED, binary_with_scalar
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
@@ -49,6 +49,9 @@ def activation_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards
     """``relu``, ``gelu``, ... of the local shard."""
     param = ctx.param
     assert isinstance(param, ActivationParam)
+    sloped = SLOPED.get(param.activation)
+    if sloped is not None:
+        return [sloped(inputs[0], param.alpha)]
     return [ACTIVATION[param.activation](inputs[0], param.approximate)]
 
 

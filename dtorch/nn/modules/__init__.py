@@ -1,6 +1,7 @@
 """``dtorch.nn.modules``: the Module class and the layers, one concept per file (torch's
 layout: ``module``, ``container``, ``linear``, ``parallel_linear``, ``activation``,
-``flatten``, ``conv``, ``pooling``; ``state`` holds ``state_dict``/``load_state_dict``).
+``flatten``, ``conv``, ``pooling``, ``normalization``, ``sparse``, ``dropout``,
+``sloped_activation``; ``state`` holds ``state_dict``/``load_state_dict``).
 
 Example:
     >>> from dtorch.nn.modules.linear import Linear
@@ -12,9 +13,11 @@ Example:
 from dtorch.nn.modules.activation import GELU, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from dtorch.nn.modules.container import ModuleDict, ModuleList, Sequential
 from dtorch.nn.modules.conv import Conv2d
+from dtorch.nn.modules.dropout import Dropout
 from dtorch.nn.modules.flatten import Flatten
 from dtorch.nn.modules.linear import Identity, Linear
 from dtorch.nn.modules.module import Module
+from dtorch.nn.modules.normalization import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from dtorch.nn.modules.parallel_linear import (
     ColumnParallelLinear,
     ColumnParallelLinearWithReplicateInputOutput,
@@ -24,25 +27,36 @@ from dtorch.nn.modules.parallel_linear import (
     RowParallelLinearWithReplicateOutput,
 )
 from dtorch.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from dtorch.nn.modules.sloped_activation import ELU, LeakyReLU
+from dtorch.nn.modules.sparse import Embedding, EmbeddingWithReplicateOutput
 from dtorch.nn.modules.state import IncompatibleKeys, load_safetensors
 
 __all__ = [
+    "ELU",
     "GELU",
     "AdaptiveAvgPool2d",
     "AvgPool2d",
+    "BatchNorm2d",
     "ColumnParallelLinear",
     "ColumnParallelLinearWithReplicateInputOutput",
     "ColumnParallelLinearWithReplicateOutput",
     "Conv2d",
+    "Dropout",
+    "Embedding",
+    "EmbeddingWithReplicateOutput",
     "Flatten",
     "GlobalAvgPool2d",
+    "GroupNorm",
     "Identity",
     "IncompatibleKeys",
+    "LayerNorm",
+    "LeakyReLU",
     "Linear",
     "MaxPool2d",
     "Module",
     "ModuleDict",
     "ModuleList",
+    "RMSNorm",
     "ReLU",
     "ReplicateParallelLinear",
     "RowParallelLinear",

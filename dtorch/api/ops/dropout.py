@@ -1,0 +1,70 @@
+"""``dropout`` with torch.nn.functional's signature plus DTorch's ``generator``.
+
+The oracle, matched bit for bit however the input is sharded (the tensor taken as contiguous):
+``torch.manual_seed(s); torch.nn.functional.dropout(x, p)`` on the CPU, i.e. ``x *
+torch.empty_like(x).bernoulli_(1 - p, generator=g).div_(1 - p)`` with ``g`` the default
+generator (or the ``generator`` given). The operator carries a snapshot of the generator; the
+devices redraw the FULL mask from it and keep their slice (``dtorch.kernels.local.embedding``),
+and the caller's generator advances as torch's would, so later draws match torch's too. Not
+training, or ``p == 0``, returns ``input`` itself (torch draws nothing either); ``p == 1``
+gives zeros without drawing.
+
+Example:
+    >>> import torch, dtorch
+    >>> x = torch.ones(6)
+    >>> _ = torch.manual_seed(1)
+    >>> out = dtorch.nn.functional.dropout(dtorch.tensor(x), 0.5).to_torch()
+    >>> _ = torch.manual_seed(1)
+    >>> torch.equal(out, torch.nn.functional.dropout(x, 0.5))
+    True
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from dtorch.api.record import record_one
+from dtorch.ir.params import DropoutParam
+from dtorch.kernels.local.embedding import dropout_mask
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def dropout(
+    input: Tensor,
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+    *,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """``torch.nn.functional.dropout`` (see the module for the exact oracle); ``inplace``
+    changes ``input``'s shards and returns it.
+
+    Example:
+        >>> import torch, dtorch
+        >>> g = torch.Generator().manual_seed(0)
+        >>> dtorch.nn.functional.dropout(dtorch.ones(4), 1.0, generator=g).tolist()
+        [0.0, 0.0, 0.0, 0.0]
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    source = _source(generator)
+    snapshot = torch.Generator().set_state(source.get_state())
+    out = record_one("dropout", DropoutParam(float(p), True, snapshot), (input,))
+    if p < 1.0:  # advance the caller's generator as torch's dropout does (p == 1 draws nothing)
+        dropout_mask(tuple(input.shape), input.dtype, float(p), source)
+    return input.copy_(out) if inplace else out
+
+
+def _source(generator: torch.Generator | None) -> torch.Generator:
+    """The generator dropout draws from: the given one, or torch's default."""
+    source = torch.default_generator if generator is None else generator
+    if not isinstance(source, torch.Generator) or source.device.type != "cpu":
+        raise TypeError(f"dropout: generator must be a CPU torch.Generator; got {source!r}")
+    return source

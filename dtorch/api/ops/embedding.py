@@ -1,0 +1,64 @@
+"""``embedding`` with torch.nn.functional's signature.
+
+One Embedding operator (``dtorch.ir.rules.embedding``): ids sharded on any dim give an output
+sharded on that dim; a weight sharded on the embedding dim gives Shard(-1); a weight sharded
+on the vocab dim (Shard(0)) gives Partial, each device looking up its own row range and
+writing zeros for the rest (vocab-parallel, as DTensor); redistribute to Replicate to sum.
+
+Example:
+    >>> import dtorch
+    >>> w = dtorch.arange(6.0).view(3, 2)
+    >>> dtorch.nn.functional.embedding(dtorch.tensor([2, 0]), w).tolist()
+    [[4.0, 5.0], [0.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dtorch.api.create import distribute
+from dtorch.api.record import record_one
+from dtorch.ir.params import EmbeddingParam
+from dtorch.ir.placement import Replicate
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def embedding(
+    input: Any,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
+    """``torch.nn.functional.embedding``: the rows of ``weight`` at the ids ``input`` (a
+    dtorch integer tensor on the weight's mesh, or a torch tensor, sent Replicate).
+    ``padding_idx`` is checked and, as in torch's forward, changes no value;
+    ``scale_grad_by_freq`` and ``sparse`` concern gradients only. ``max_norm`` (which
+    renormalises the weight in place) is refused.
+
+    Example:
+        >>> import torch, dtorch
+        >>> w = dtorch.ones(4, 3)
+        >>> dtorch.nn.functional.embedding(torch.tensor([[0, 3]]), w, padding_idx=-1).shape
+        torch.Size([1, 2, 3])
+    """
+    if max_norm is not None:
+        raise ValueError(
+            f"embedding: max_norm={max_norm} is not supported (it renormalises the weight in "
+            f"place); accepted: max_norm=None. Renormalise the weight explicitly first"
+        )
+    if isinstance(input, torch.Tensor):
+        mesh = weight.device_mesh
+        replicate = [Replicate()] * mesh.ndim
+        input = distribute(
+            type(weight), input, graph=weight.graph, device_mesh=mesh, placements=replicate
+        )
+    if padding_idx is not None and padding_idx < 0 and weight.ndim == 2:
+        padding_idx += weight.shape[0]  # torch normalises it; out-of-range stays out of range
+    return record_one("embedding", EmbeddingParam(padding_idx), (input, weight))

@@ -1,0 +1,210 @@
+"""Normalisations with torch.nn.functional's signatures: ``layer_norm``, ``rms_norm``,
+``group_norm``, ``batch_norm``.
+
+Layer, RMS and group norm are one Normalization operator each: the normalised dims must not be
+sharded, the others shard freely (``dtorch.ir.rules.norm``). ``batch_norm`` in eval mode is one
+BatchNorm operator, a per-channel affine that keeps batch, channel and spatial shards (the per-
+channel vectors are made Replicate where they are Partial, or sharded on a mesh dim that does
+not split x's channels). In training mode its statistics are over the FULL batch however x is
+sharded: they are the mean and the biased variance over every dim but the channels, computed
+with the reduce operators (a shard of a reduced dim gives Partial sums, made Replicate with one
+all-reduce), then x is normalised by the BatchNorm operator with them;
+``running_mean``/``running_var`` are updated in place as torch does (``(1 - momentum) * running
++ momentum * batch``, the variance unbiased).
+
+Example:
+    >>> import torch, dtorch
+    >>> import dtorch.nn.functional as F
+    >>> x = torch.arange(8.0).view(2, 4)
+    >>> out = F.layer_norm(dtorch.tensor(x), [4]).to_torch()
+    >>> torch.allclose(out, torch.nn.functional.layer_norm(x, [4]))
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from dtorch.api.record import record_one
+from dtorch.errors import PlacementError
+from dtorch.ir.opkind import NormKind
+from dtorch.ir.params import BatchNormParam, NormalizationParam
+from dtorch.ir.placement import Partial, Placement, Replicate, Shard, format_placements
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    # torch takes an int or a sequence of ints
+    if isinstance(normalized_shape, int):
+        return (normalized_shape,)
+    return tuple(int(s) for s in normalized_shape)
+
+
+def _present(*tensors: Tensor | None) -> tuple[Tensor, ...]:
+    return tuple(t for t in tensors if t is not None)
+
+
+def layer_norm(
+    input: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """``torch.nn.functional.layer_norm`` over the trailing ``normalized_shape`` dims.
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([[1.0, 3.0]])
+        >>> out = dtorch.nn.functional.layer_norm(x, 2, bias=dtorch.ones(2))
+        >>> out.to_torch().round(decimals=3).tolist()
+        [[0.0, 2.0]]
+    """
+    param = NormalizationParam(
+        NormKind.LAYER, _shape(normalized_shape), float(eps), 1, weight is not None,
+        bias is not None,
+    )  # fmt: skip
+    return record_one("layer_norm", param, (input, *_present(weight, bias)))
+
+
+def rms_norm(
+    input: Tensor,
+    normalized_shape: int | Sequence[int],
+    weight: Tensor | None = None,
+    eps: float | None = None,
+) -> Tensor:
+    """``torch.nn.functional.rms_norm``; ``eps=None`` is torch's default (the dtype's eps).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.functional.rms_norm(dtorch.tensor([[2.0, 2.0]]), [2]).tolist()
+        [[1.0, 1.0]]
+    """
+    eps = None if eps is None else float(eps)
+    param = NormalizationParam(NormKind.RMS, _shape(normalized_shape), eps, 1, weight is not None)
+    return record_one("rms_norm", param, (input, *_present(weight)))
+
+
+def group_norm(
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """``torch.nn.functional.group_norm`` of an (N, C, *) input; only the batch shards.
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([[[1.0], [3.0]]])
+        >>> dtorch.nn.functional.group_norm(x, 1).flatten().to_torch().round(decimals=3).tolist()
+        [-1.0, 1.0]
+    """
+    param = NormalizationParam(
+        NormKind.GROUP, (), float(eps), int(num_groups), weight is not None, bias is not None
+    )
+    return record_one("group_norm", param, (input, *_present(weight, bias)))
+
+
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """``torch.nn.functional.batch_norm`` of an (N, C, *) input (see the module: training
+    mode uses the full batch's statistics and updates the running ones in place).
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([[1.0], [3.0]])
+        >>> mean, var = dtorch.zeros(1), dtorch.ones(1)
+        >>> dtorch.nn.functional.batch_norm(x, mean, var, training=True, eps=0.0).tolist()
+        [[-1.0], [1.0]]
+        >>> mean.to_torch(), var.to_torch()  # momentum 0.1: batch mean 2, unbiased variance 2
+        (tensor([0.2000]), tensor([1.1000]))
+    """
+    if training:
+        mean, var = _batch_statistics(input, running_mean, running_var, float(momentum))
+    elif running_mean is None or running_var is None:
+        raise ValueError("batch_norm: running_mean and running_var must be given when not training")
+    else:
+        mean, var = running_mean, running_var
+    param = BatchNormParam(float(eps), float(momentum), False, weight is not None, bias is not None)
+    vectors = [_aligned(v, input) for v in (mean, var, *_present(weight, bias))]
+    return record_one("batch_norm", param, (input, *vectors))
+
+
+def _aligned(vector: Tensor, x: Tensor) -> Tensor:
+    """A per-channel vector made Replicate on the mesh dims where it is Partial, or sharded
+    while x's channels are not (it is small; the rule would refuse the mix)."""
+    if any(isinstance(p, Partial) for p in x.placements):  # refused: name the vectors as given
+        return vector
+    placements: list[Placement] = [
+        p if _keeps(p, px) else Replicate()
+        for p, px in zip(vector.placements, x.placements, strict=True)
+    ]  # fmt: skip
+    return (
+        vector
+        if placements == list(vector.placements)
+        else vector.redistribute(placements=placements)
+    )
+
+
+def _keeps(p: Placement, px: Placement) -> bool:
+    return isinstance(p, Replicate) or (
+        isinstance(p, Shard) and isinstance(px, Shard) and px.dim == 1
+    )
+
+
+def _batch_statistics(
+    x: Tensor, running_mean: Tensor | None, running_var: Tensor | None, momentum: float
+) -> tuple[Tensor, Tensor]:
+    """Mean and biased variance per channel over the full batch; the running ones updated."""
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: needs an (N, C, *) input; got shape {list(x.shape)}")
+    if any(isinstance(p, Partial) for p in x.placements):
+        raise PlacementError(
+            f"batch_norm: got {format_placements(x.placements)} for x in training mode; "
+            f"accepted: Replicate or any Shard on each mesh dim. Redistribute Partial first"
+        )
+    count = math.prod(x.shape) // max(x.shape[1], 1)
+    if count <= 1:
+        raise ValueError(
+            f"batch_norm: expected more than 1 value per channel when training, got input size "
+            f"{list(x.shape)}"
+        )
+    dims = (0, *range(2, x.ndim))
+    mean = _summed(x.mean(dims, keepdim=True))
+    centered = x - mean
+    var = _summed((centered * centered).mean(dims, keepdim=True))
+    mean, var = mean.flatten(), var.flatten()
+    if running_mean is not None:
+        _update(running_mean, mean, momentum)
+    if running_var is not None:
+        _update(running_var, var * (count / (count - 1)), momentum)
+    return mean, var
+
+
+def _update(running: Tensor, batch: Tensor, momentum: float) -> None:
+    """``running = (1 - momentum) * running + momentum * batch`` in place, laid out as it is."""
+    new = running * (1 - momentum) + batch * momentum
+    if list(new.placements) != list(running.placements):
+        new = new.redistribute(placements=list(running.placements))
+    running.copy_(new)
+
+
+def _summed(t: Tensor) -> Tensor:
+    """``t`` with its Partial mesh dims reduced to Replicate (one all-reduce)."""
+    placements: list[Placement] = [
+        Replicate() if isinstance(p, Partial) else p for p in t.placements
+    ]
+    return t if placements == list(t.placements) else t.redistribute(placements=placements)

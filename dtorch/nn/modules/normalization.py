@@ -1,0 +1,255 @@
+"""Normalisation layers: ``BatchNorm2d``, ``LayerNorm``, ``RMSNorm``, ``GroupNorm``.
+
+torch.nn's constructors plus ``device_mesh=`` and ``dtype=``; the parameters (``weight`` ones,
+``bias`` zeros) and BatchNorm2d's buffers (``running_mean`` zeros, ``running_var`` ones,
+``num_batches_tracked`` an int64 0) have torch's names, shapes and initial values, Replicate on
+every mesh dim, so a torch layer's ``state_dict`` loads. The input keeps its placements where
+the operator allows them (``dtorch.nn.functional``: a batch sharded on ``dp`` stays sharded;
+BatchNorm2d's training statistics are over the full batch however it is sharded).
+
+Example:
+    >>> import torch, dtorch
+    >>> ref = torch.nn.LayerNorm(4)
+    >>> m = dtorch.nn.LayerNorm(4)
+    >>> m.load_state_dict(ref.state_dict())
+    <All keys matched successfully>
+    >>> x = torch.randn(2, 4)
+    >>> torch.allclose(m(dtorch.from_torch(x)).to_torch(), ref(x), atol=1e-6)
+    True
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+
+import torch
+
+from dtorch.api.creation import ones, tensor, zeros
+from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
+from dtorch.api.tensor import Tensor
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.placement import Placement, Replicate
+from dtorch.nn.modules.linear import check_float, resolve_mesh
+from dtorch.nn.modules.module import Module
+from dtorch.nn.parameter import Parameter
+
+
+def _filled(
+    value: float, shape: tuple[int, ...], mesh: DeviceMesh, dtype: torch.dtype | None
+) -> Tensor:
+    # a Replicate tensor of ones or zeros on the layer's mesh
+    placements: list[Placement] = [Replicate()] * mesh.ndim
+    make = ones if value == 1 else zeros
+    return make(shape, dtype=dtype, device_mesh=mesh, placements=placements)
+
+
+def _affine(
+    layer: Module,
+    affine: bool,
+    bias: bool,
+    shape: tuple[int, ...],
+    mesh: DeviceMesh,
+    dtype: torch.dtype | None,
+) -> None:
+    """torch's ``weight`` (ones) and ``bias`` (zeros) parameters, or None where absent."""
+    weight = Parameter(_filled(1, shape, mesh, dtype)) if affine else None
+    layer.register_parameter("weight", weight)
+    with_bias = affine and bias
+    layer.register_parameter(
+        "bias", Parameter(_filled(0, shape, mesh, dtype)) if with_bias else None
+    )
+
+
+def _shape(layer: str, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    # torch takes an int or a sequence of ints
+    if isinstance(normalized_shape, numbers.Integral):
+        return (int(normalized_shape),)
+    try:
+        return tuple(int(s) for s in normalized_shape)  # type: ignore[union-attr]
+    except TypeError:
+        raise TypeError(
+            f"{layer}: normalized_shape must be an int or a sequence of ints, got "
+            f"{normalized_shape!r}"
+        ) from None
+
+
+class BatchNorm2d(Module):
+    """torch.nn.BatchNorm2d over (N, C, H, W): batch statistics in training mode (updating
+    the running ones, ``momentum=None`` a cumulative average as torch), the running ones in
+    eval mode (or batch statistics when ``track_running_stats=False``).
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.BatchNorm2d(3)
+        >>> m
+        BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+        >>> [name for name, _ in m.named_buffers()]
+        ['running_mean', 'running_var', 'num_batches_tracked']
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        *,
+        bias: bool = True,
+        device_mesh: DeviceMesh | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        check_float(type(self).__name__, dtype)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        mesh = resolve_mesh(device_mesh)
+        shape = (num_features,)
+        _affine(self, affine, bias, shape, mesh, dtype)
+        if track_running_stats:
+            self.register_buffer("running_mean", _filled(0, shape, mesh, dtype))
+            self.register_buffer("running_var", _filled(1, shape, mesh, dtype))
+            counter = tensor(0, dtype=torch.int64, device_mesh=mesh)
+            self.register_buffer("num_batches_tracked", counter)
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim != 4:
+            raise ValueError(f"{type(self).__name__}: expected 4D input (got {input.ndim}D input)")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
+            if self.momentum is None:  # a cumulative moving average, as torch
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        use_batch = self.training or (self.running_mean is None and self.running_var is None)
+        track = not self.training or self.track_running_stats
+        mean = self.running_mean if track else None
+        var = self.running_var if track else None
+        return batch_norm(input, mean, var, self.weight, self.bias, use_batch, factor, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
+        )
+
+
+class LayerNorm(Module):
+    """torch.nn.LayerNorm over the trailing ``normalized_shape`` dims.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.LayerNorm([2, 3], bias=False)
+        LayerNorm((2, 3), eps=1e-05, elementwise_affine=True, bias=False)
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        *,
+        device_mesh: DeviceMesh | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        check_float(type(self).__name__, dtype)
+        self.normalized_shape = _shape(type(self).__name__, normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        mesh = resolve_mesh(device_mesh)
+        _affine(self, elementwise_affine, bias, self.normalized_shape, mesh, dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
+        )
+
+
+class RMSNorm(Module):
+    """torch.nn.RMSNorm; ``eps=None`` is torch's default (the input dtype's eps).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.RMSNorm(4)
+        RMSNorm((4,), eps=None, elementwise_affine=True)
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        *,
+        device_mesh: DeviceMesh | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        check_float(type(self).__name__, dtype)
+        self.normalized_shape = _shape(type(self).__name__, normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            mesh = resolve_mesh(device_mesh)
+            self.weight = Parameter(_filled(1, self.normalized_shape, mesh, dtype))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        )
+
+
+class GroupNorm(Module):
+    """torch.nn.GroupNorm over (N, C, *) in ``num_groups`` groups of channels.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.GroupNorm(2, 4)
+        GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)
+    """
+
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        *,
+        bias: bool = True,
+        device_mesh: DeviceMesh | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        check_float(type(self).__name__, dtype)
+        if num_groups <= 0 or num_channels % num_groups != 0:
+            raise ValueError(
+                f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
+                f"({num_groups})"
+            )
+        self.num_groups, self.num_channels, self.eps, self.affine = (
+            num_groups, num_channels, eps, affine,
+        )  # fmt: skip
+        _affine(self, affine, bias, (num_channels,), resolve_mesh(device_mesh), dtype)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+__all__ = ["BatchNorm2d", "GroupNorm", "LayerNorm", "RMSNorm"]

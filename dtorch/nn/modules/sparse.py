@@ -1,0 +1,177 @@
+"""Embedding layers: ``Embedding`` and the vocab-parallel ``EmbeddingWithReplicateOutput``.
+
+``Embedding`` has torch.nn.Embedding's constructor plus ``device_mesh=`` and ``dtype=``: a
+Replicate ``weight`` (num_embeddings, embedding_dim) drawn from torch's default generator as
+torch draws it (standard normal, the ``padding_idx`` row zeroed), so the same seed gives the
+same weight, and a torch layer's ``state_dict`` loads. Ids sharded on ``dp`` give an output
+sharded alike.
+
+``EmbeddingWithReplicateOutput(..., tp_dim="tp")`` splits the weight's vocab dim over the tp
+mesh dim (Shard(0)): the ids are made Replicate there, each device looks up its own rows
+(zeros for the others, a Partial output) and the output is all-reduced to Replicate. A mesh
+without the tp dim holds a Replicate weight (a plain Embedding).
+
+Example:
+    >>> import torch, dtorch
+    >>> mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
+    >>> m = dtorch.nn.EmbeddingWithReplicateOutput(10, 4, device_mesh=mesh)
+    >>> m.weight.placements
+    [Shard(dim=0)]
+    >>> ids = torch.tensor([[1, 9]])
+    >>> out = m(dtorch.from_torch(ids, device_mesh=mesh))
+    >>> out.placements, torch.equal(out.to_torch(), m.weight.to_torch()[ids])
+    ([Replicate()], True)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dtorch.api.creation import from_torch, randn
+from dtorch.api.ops.embedding import embedding
+from dtorch.api.tensor import Tensor
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.placement import Placement, Replicate, Shard
+from dtorch.nn.modules.linear import check_features, check_float, resolve_mesh
+from dtorch.nn.modules.module import Module
+from dtorch.nn.parameter import Parameter
+
+
+class Embedding(Module):
+    """torch.nn.Embedding: ``forward(ids)`` is ``weight[ids]``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.Embedding(5, 3, padding_idx=0)
+        Embedding(5, 3, padding_idx=0)
+    """
+
+    #: The vocab dim's placement on the tp mesh dim (None: Replicate everywhere).
+    tp_weight: Placement | None = None
+    tp_dim: str | None = None
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | torch.Tensor | None = None,
+        _freeze: bool = False,
+        *,
+        device_mesh: DeviceMesh | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        layer = type(self).__name__
+        check_features(layer, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        check_float(layer, dtype)
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = _padding(layer, padding_idx, num_embeddings)
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        mesh = resolve_mesh(device_mesh)
+        self.weight = Parameter(self._initial(mesh, dtype, _weight), requires_grad=not _freeze)
+
+    def _placements(self, mesh: DeviceMesh) -> list[Placement]:
+        placements: list[Placement] = [Replicate()] * mesh.ndim
+        tp = None if self.tp_dim is None else mesh.dim_name_index(self.tp_dim)
+        if tp is not None and self.tp_weight is not None:
+            placements[tp] = self.tp_weight
+        return placements
+
+    def _initial(
+        self, mesh: DeviceMesh, dtype: torch.dtype | None, weight: Tensor | torch.Tensor | None
+    ) -> Tensor:
+        """The weight: ``_weight`` if given, else torch's draw with the padding row zeroed."""
+        placements = self._placements(mesh)
+        shape = (self.num_embeddings, self.embedding_dim)
+        if isinstance(weight, torch.Tensor):
+            weight = from_torch(weight, dtype=dtype, device_mesh=mesh, placements=placements)
+        if weight is not None:
+            if tuple(weight.shape) != shape:
+                raise ValueError(
+                    f"{type(self).__name__}: _weight has shape {list(weight.shape)}; expected "
+                    f"{list(shape)} (num_embeddings, embedding_dim)"
+                )
+            return weight
+        drawn = randn(shape, dtype=dtype, device_mesh=mesh, placements=placements)
+        if self.padding_idx is None:
+            return drawn
+        keep = torch.ones((self.num_embeddings, 1), dtype=drawn.dtype)
+        keep[self.padding_idx] = 0
+        mask = from_torch(keep, device_mesh=mesh, placements=[Replicate()] * mesh.ndim)
+        return drawn * mask
+
+    def forward(self, input: Tensor) -> Tensor:
+        return embedding(
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+            self.scale_grad_by_freq, self.sparse,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm}"
+        return text
+
+
+def _padding(layer: str, padding_idx: int | None, rows: int) -> int | None:
+    # torch's check and normalisation of a negative padding_idx
+    if padding_idx is None:
+        return None
+    if not -rows <= padding_idx < rows:
+        raise ValueError(f"{layer}: padding_idx must be within num_embeddings, got {padding_idx}")
+    return padding_idx % rows
+
+
+class EmbeddingWithReplicateOutput(Embedding):
+    """Vocab-parallel Embedding on the ``tp_dim`` mesh dim (see the module).
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        >>> dtorch.nn.EmbeddingWithReplicateOutput(6, 2, device_mesh=mesh).weight.placements
+        [Replicate(), Shard(dim=0)]
+    """
+
+    tp_weight: Placement | None = Shard(0)
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight: Tensor | torch.Tensor | None = None,
+        _freeze: bool = False,
+        *,
+        device_mesh: DeviceMesh | None = None,
+        dtype: torch.dtype | None = None,
+        tp_dim: str = "tp",
+    ) -> None:
+        if not isinstance(tp_dim, str):
+            layer = type(self).__name__
+            raise TypeError(f"{layer}: tp_dim must be a mesh dim name, got {tp_dim!r}")
+        self.tp_dim = tp_dim  # before Embedding.__init__, which places the weight by it
+        super().__init__(
+            num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
+            scale_grad_by_freq, sparse, _weight, _freeze, device_mesh=device_mesh, dtype=dtype,
+        )  # fmt: skip
+        if self.weight.device_mesh.dim_name_index(tp_dim) is not None:
+            self.input_placements = {tp_dim: Replicate()}
+            self.output_placements = {tp_dim: Replicate()}
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, tp_dim={self.tp_dim!r}"
+
+
+__all__ = ["Embedding", "EmbeddingWithReplicateOutput"]

@@ -1,0 +1,275 @@
+"""Normalisations through ``dtorch.nn.functional`` against torch.nn.functional on the full
+tensors: ``layer_norm``, ``rms_norm``, ``group_norm`` (shards kept on the dims they do not
+normalise, every other layout rejected), ``batch_norm`` in eval mode (per-channel affine:
+batch, channel and spatial shards kept, the statistics chunked with the channels) and in
+training mode (statistics over the FULL batch however x is sharded, running buffers updated
+in place as torch does); 1-D, 2-D and 3-D meshes, even and uneven, thread and process mode,
+and the rejections."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dtorch
+import dtorch.nn.functional as DF
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.ir.placement import Placement
+from tests.api.ops_harness import ALL_MESHES, S0, S1, S2, P, R, Table, limit_for, place, run_api
+
+pytestmark = pytest.mark.timeout(120)
+
+_G = torch.Generator().manual_seed(5)
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    _G.manual_seed(5)
+
+
+def _rand(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=_G)
+
+
+def _norm_table(kept: tuple[int, ...], vectors: int) -> Table:
+    """x Shard of a kept dim (or Replicate) with Replicate weight and bias; nothing else."""
+    rest: tuple[Placement, ...] = (R,) * vectors
+    table: dict[tuple[Placement, ...], Placement] = {(R, *rest): R}
+    table.update({(dtorch.Shard(d), *rest): dtorch.Shard(d) for d in kept})
+    return table
+
+
+#: name, dtorch call, torch call, input shapes (x first), the dims of x that are not normalised.
+_Case = tuple[str, Callable[..., Any], Callable[..., Any], list[tuple[int, ...]], tuple[int, ...]]
+_NORMS: list[_Case] = [
+    ("layer_norm", lambda x, w, b: DF.layer_norm(x, [6], w, b),
+     lambda x, w, b: F.layer_norm(x, [6], w, b), [(4, 5, 6), (6,), (6,)], (0, 1)),
+    ("layer_norm", lambda x: DF.layer_norm(x, (5, 6), eps=1e-3),
+     lambda x: F.layer_norm(x, (5, 6), eps=1e-3), [(4, 5, 6)], (0,)),
+    ("rms_norm", lambda x, w: DF.rms_norm(x, [6], w),
+     lambda x, w: F.rms_norm(x, [6], w), [(4, 5, 6), (6,)], (0, 1)),
+    ("rms_norm", lambda x: DF.rms_norm(x, 6, eps=1e-2),
+     lambda x: F.rms_norm(x, [6], eps=1e-2), [(5, 3, 6)], (0, 1)),
+    # one group of 4 channels: no channel split of these meshes holds whole groups
+    ("group_norm", lambda x: DF.group_norm(x, 1, eps=1e-3),
+     lambda x: F.group_norm(x, 1, eps=1e-3), [(5, 4, 3)], (0,)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+@pytest.mark.parametrize(("name", "call", "ref", "shapes", "kept"), _NORMS)
+def test_normalizations_every_layout(  # type: ignore[no-untyped-def]
+    name, call, ref, shapes, kept, mesh_shape, graph
+) -> None:
+    fulls = [_rand(*s) for s in shapes]
+    table = _norm_table(kept, len(shapes) - 1)
+    accepted = run_api(
+        graph, name, call, fulls, mesh_shape, [ref(*fulls)], table=table, exact=False,
+        limit=limit_for(mesh_shape, one_d=60, n_d=12),
+    )  # fmt: skip
+    assert len(accepted) == len(table) or len(mesh_shape) > 1
+
+
+def _group_table() -> Table:
+    """Group norm with one channel per group (every channel split holds whole groups): the
+    batch dim shards; the channels too, with the weight and bias chunked like them."""
+    table: dict[tuple[Placement, ...], Placement] = {(R, R, R): R, (S0, R, R): S0}
+    for w in (R, S0):
+        for b in (R, S0):
+            table[(S1, w, b)] = S1
+            if S0 in (w, b):
+                table[(R, w, b)] = S1
+    return table
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+def test_group_norm_whole_groups_every_layout(
+    mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    fulls = [_rand(5, 6, 3), _rand(6), _rand(6)]
+    run_api(
+        graph, "group_norm", lambda x, w, b: DF.group_norm(x, 6, w, b), fulls, mesh_shape,
+        [F.group_norm(fulls[0], 6, fulls[1], fulls[2])], table=_group_table(), exact=False,
+        limit=limit_for(mesh_shape, one_d=60, n_d=12),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "channels", "groups", "layout", "accepted"),
+    [
+        ((2,), 6, 2, [S1], True),  # 3 + 3 channels: whole groups of 3
+        ((3,), 6, 2, [S1], False),  # 2 + 2 + 2 cuts the groups of 3
+        ((3,), 6, 3, [S1], True),
+        ((3,), 4, 2, [S1], True),  # 2 + 2 + 0 (torch.chunk's sizes): whole groups of 2
+        ((2, 2), 6, 3, [S1, S1], False),  # 6 -> 3 -> 2 + 1
+        ((2, 3), 12, 6, [S1, S1], True),  # 12 -> 6 -> 2 + 2 + 2
+        ((2, 3), 12, 2, [S0, S1], False),  # 12 -> 4 + 4 + 4 cuts the groups of 6
+    ],
+)
+def test_group_norm_channel_shards(
+    mesh_shape: tuple[int, ...],
+    channels: int,
+    groups: int,
+    layout: list[Placement],
+    accepted: bool,
+    graph: dtorch.Graph,
+) -> None:
+    """Channel shards are kept where every device holds whole groups, refused otherwise."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    x, w = _rand(4, channels, 3), _rand(channels)
+    dx, dw = place(x, mesh, layout, graph), place(w, mesh, [R] * mesh.ndim, graph)
+    if not accepted:
+        with pytest.raises(PlacementError, match=r"^group_norm: got .*whole groups"):
+            DF.group_norm(dx, groups, dw)
+        return
+    out = DF.group_norm(dx, groups, dw)
+    assert out.placements == layout
+    torch.testing.assert_close(out.to_torch(), F.group_norm(x, groups, w))
+
+
+def test_rms_norm_default_eps_bfloat16(graph: dtorch.Graph) -> None:
+    """``eps=None`` is torch's default (the dtype's eps), on a low-precision dtype too."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x = (_rand(6, 5, 4) * 1e-3).to(torch.bfloat16)
+    out = DF.rms_norm(place(x, mesh, [S0, S1], graph), [4])
+    assert out.dtype == torch.bfloat16 and out.placements == [S0, S1]
+    torch.testing.assert_close(out.to_torch(), F.rms_norm(x, [4]))
+
+
+def _affine_table() -> Table:
+    """Eval batch_norm of x (N, C, L) with mean and var: every dim of x shards; a channel
+    shard goes with Shard(0) or Replicate (chunked) statistics, in any mix; statistics that
+    are Partial, or sharded beside another layout of x, are made Replicate first."""
+    table: dict[tuple[Placement, ...], Placement] = {}
+    for m in (R, S0, P):
+        for v in (R, S0, P):
+            table.update({(x, m, v): x for x in (R, S0, S2)})
+            table[(S1, m, v)] = S1
+    return table
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+def test_batch_norm_eval_every_layout(mesh_shape: tuple[int, ...], graph: dtorch.Graph) -> None:
+    x, mean, var = _rand(5, 6, 3), _rand(6), _rand(6).abs() + 0.5
+    want = F.batch_norm(x, mean, var, eps=1e-3)
+    run_api(
+        graph, "batch_norm", lambda a, m, v: DF.batch_norm(a, m, v, eps=1e-3), [x, mean, var],
+        mesh_shape, [want], table=_affine_table(), exact=False,
+        limit=limit_for(mesh_shape, one_d=60, n_d=12),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "layouts"),
+    [
+        ((3,), [[S1], [S0], [S0], [R], [S0]]),
+        ((2, 2), [[S0, S1], [R, S0], [R, R], [R, S0], [R, R]]),
+        ((2, 1, 2), [[S2, R, S1], [R, R, S0], [R, R, S0], [R, R, R], [R, R, R]]),
+    ],
+)
+def test_batch_norm_eval_weight_bias(
+    mesh_shape: tuple[int, ...], layouts: list[list[Placement]], graph: dtorch.Graph
+) -> None:
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    fulls = [_rand(4, 5, 3, 2), _rand(5), _rand(5).abs() + 0.5, _rand(5), _rand(5)]
+    args = [place(t, mesh, p, graph) for t, p in zip(fulls, layouts, strict=True)]
+    out = DF.batch_norm(*args)
+    assert out.placements == layouts[0]
+    torch.testing.assert_close(out.to_torch(), F.batch_norm(*fulls))
+
+
+_TRAIN_LAYOUTS = [
+    ((2,), [S0], [R]),
+    ((3,), [S1], [S0]),
+    ((3,), [S2], [R]),
+    ((2, 2), [S0, S1], [R, S0]),
+    ((2, 3), [S2, S0], [S0, R]),
+    ((2, 2, 2), [S0, S1, S2], [R, R, S0]),
+    ((2, 1, 2), [S0, R, S0], [R, R, R]),
+]
+
+
+@pytest.mark.parametrize(("mesh_shape", "x_layout", "stats_layout"), _TRAIN_LAYOUTS)
+def test_batch_norm_training_full_batch(
+    mesh_shape: tuple[int, ...],
+    x_layout: list[Placement],
+    stats_layout: list[Placement],
+    graph: dtorch.Graph,
+) -> None:
+    """Training mode: the full batch's statistics however x is sharded (even and uneven),
+    the running buffers updated in place (laid out as they were), twice in a row."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    x, weight, bias = _rand(5, 6, 3, 2) * 3 + 1, _rand(6), _rand(6)
+    mean, var = _rand(6), _rand(6).abs() + 0.5
+    dx = place(x, mesh, x_layout, graph)
+    dmean, dvar = place(mean, mesh, stats_layout, graph), place(var, mesh, stats_layout, graph)
+    dw, db = place(weight, mesh, [R] * mesh.ndim, graph), place(bias, mesh, stats_layout, graph)
+    for _ in range(2):
+        out = DF.batch_norm(dx, dmean, dvar, dw, db, training=True, momentum=0.3, eps=1e-4)
+        want = F.batch_norm(x, mean, var, weight, bias, training=True, momentum=0.3, eps=1e-4)
+        assert out.placements == x_layout
+        torch.testing.assert_close(out.to_torch(), want)
+    assert dmean.placements == stats_layout and dvar.placements == stats_layout
+    torch.testing.assert_close(dmean.to_torch(), mean)
+    torch.testing.assert_close(dvar.to_torch(), var)
+
+
+def test_batch_norm_training_without_running_stats(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x = _rand(7, 4, 5)
+    out = DF.batch_norm(place(x, mesh, [S0, S2], graph), None, None, training=True)
+    assert out.placements == [S0, S2]
+    torch.testing.assert_close(out.to_torch(), F.batch_norm(x, None, None, training=True))
+
+
+def test_rejections(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    x = place(_rand(4, 6, 3), mesh, [S0, S2], graph)
+    w = place(_rand(3), mesh, [R, R], graph)
+    with pytest.raises(
+        PlacementError,
+        match=r"^layer_norm: got \(S\(0\), S\(2\)\) x \(R, R\) on "
+        r"mesh \(2, 2\); accepted per mesh dimension: .*not normalised",
+    ):
+        DF.layer_norm(x, [3], w)
+    with pytest.raises(PlacementError, match=r"^rms_norm: .*\(R, S\(0\)\).*accepted"):
+        DF.rms_norm(
+            place(_rand(4, 3), mesh, [S0, R], graph), [3], place(_rand(3), mesh, [R, S0], graph)
+        )
+    with pytest.raises(
+        PlacementError, match=r"^group_norm: got \(R, S\(2\)\).*accepted.*Redistribute"
+    ):
+        DF.group_norm(place(_rand(4, 6, 3), mesh, [R, S2], graph), 3)
+    with pytest.raises(PlacementError, match=r"^batch_norm: got \(P, R\).*accepted"):
+        rep = place(_rand(6), mesh, [R, R], graph)
+        DF.batch_norm(place(_rand(4, 6), mesh, [P, R], graph), rep, rep)
+    with pytest.raises(
+        PlacementError, match=r"^batch_norm: got \(P, R\) for x in training.*accepted"
+    ):
+        DF.batch_norm(place(_rand(4, 6), mesh, [P, R], graph), None, None, training=True)
+    with pytest.raises(ShapeError, match=r"^layer_norm: normalized_shape \[4\] is not"):
+        DF.layer_norm(x, [4])
+    with pytest.raises(ShapeError, match=r"^layer_norm: weight has shape \[3\]; expected \[6, 3\]"):
+        DF.layer_norm(x, [6, 3], w)
+    with pytest.raises(
+        ParamError, match=r"^group_norm: 6 channels do not divide into num_groups=4"
+    ):
+        DF.group_norm(x, 4)
+    with pytest.raises(
+        DtypeError, match=r"^layer_norm: needs a floating-point input; got torch.int64"
+    ):
+        DF.layer_norm(place(torch.ones(2, 3, dtype=torch.int64), mesh, [R, R], graph), [3])
+    with pytest.raises(
+        ShapeError, match=r"^batch_norm: running_mean has shape \[3\]; expected \[6\]"
+    ):
+        DF.batch_norm(x, w, w)
+    with pytest.raises(
+        ValueError, match=r"^batch_norm: running_mean and running_var must be given"
+    ):
+        DF.batch_norm(x, None, None)
+    with pytest.raises(ValueError, match=r"expected more than 1 value per channel when training"):
+        DF.batch_norm(place(_rand(1, 6), mesh, [R, R], graph), None, None, training=True)
