@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from dtorch.errors import KernelTableError
 from dtorch.ir.opkind import OpKind
+from dtorch.kernels import attention
 from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
     copy,
     elementwise,
+    fused,
     gather,
     indexing,
     linalg,
@@ -41,10 +43,11 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **indexing.KERNELS,
     **gather.KERNELS,
     **setitem.KERNELS,
+    **fused.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.
-GROUP_KERNELS: dict[OpKind, GroupKernel] = {}
+GROUP_KERNELS: dict[OpKind, GroupKernel] = {**attention.GROUP_KERNELS}
 
 
 def register_local_kernel(kind: OpKind, kernel: LocalKernel) -> None:

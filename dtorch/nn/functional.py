@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dtorch.api.ops.attention import SdpaOption, scaled_dot_product_attention
 from dtorch.api.ops.elementwise import gelu, sigmoid, silu, tanh
 from dtorch.api.ops.elementwise import relu as _relu
+from dtorch.api.ops.fused import _apply_rotary_emb, _layer_norm_mul_add, _silu_linear_chunk
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.reduce import log_softmax
 from dtorch.api.ops.reduce import softmax as _softmax
@@ -34,4 +36,18 @@ def softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor
     return _softmax(input, dim, dtype)
 
 
-__all__ = ["gelu", "linear", "log_softmax", "relu", "sigmoid", "silu", "softmax", "tanh"]
+__all__ = [
+    "SdpaOption",
+    "_apply_rotary_emb",
+    "_layer_norm_mul_add",
+    "_silu_linear_chunk",
+    "gelu",
+    "linear",
+    "log_softmax",
+    "relu",
+    "scaled_dot_product_attention",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "tanh",
+]

@@ -25,10 +25,12 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
 from dtorch.ir.rules import (
+    attention,
     copy,
     create,
     einsum,
     elementwise,
+    fused,
     gather,
     indexing,
     linalg,
@@ -56,6 +58,8 @@ RULES: dict[OpKind, Rule] = {
     **einsum.RULES,
     **setitem.RULES,
     **reinterpret.RULES,
+    **attention.RULES,
+    **fused.RULES,
 }
 
 
