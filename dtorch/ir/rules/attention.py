@@ -43,7 +43,14 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam, SdpaParam
 from dtorch.ir.placement import Placement, Replicate, Shard, format_placements
-from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate, describe_shapes
+from dtorch.ir.rules.base import (
+    Inference,
+    OutputMeta,
+    Rule,
+    all_replicate,
+    describe_shapes,
+    replicated,
+)
 from dtorch.ir.rules.signature import Labels, elementwise, expand, identity
 
 _E = 20_000  # the contracted feature dim of q and k
@@ -72,7 +79,7 @@ def sdpa_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     if param.ring_dim >= 0:
         return _ring(name, param, inputs, shape)
     if all_replicate(inputs):
-        return Inference((OutputMeta(shape, q.dtype, (Replicate(),) * len(q.placements)),))
+        return replicated(shape, q.dtype, len(q.placements))
     return _sharded(name, param, inputs, shape)
 
 
