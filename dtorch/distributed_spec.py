@@ -16,7 +16,7 @@ import torch
 
 from dtorch.api.graph import Graph
 from dtorch.errors import MeshError
-from dtorch.ir.mesh import DeviceMesh, init_device_mesh
+from dtorch.ir.mesh import DeviceMesh, by_mesh_dim, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, parse_placement
 
 
@@ -71,7 +71,9 @@ def get_placements_from_dict(
     """One placement per mesh dim from ``{dim name or int: placement}``: keys the mesh lacks
     are ignored (as in ``redistribute_by_dict``), dims without a key get
     ``default_placement`` (default Replicate), placements may be text (``"S0"``), and a mesh
-    dim of size 1 gets ``Replicate()``. Two keys naming the same dim are refused.
+    dim of size 1 gets ``Replicate()``. Two keys naming the same dim, and an int key out of the
+    mesh's range, are refused (MeshError): the keys read as in ``redistribute_by_dict``
+    (``dtorch.ir.mesh.by_mesh_dim``).
 
     Example:
         >>> mesh = init_device_mesh("cpu", (2, 2), ("dp", "tp"))
@@ -81,27 +83,11 @@ def get_placements_from_dict(
         [Shard(dim=0), Partial(sum)]
     """
     out = [parse_placement(default_placement)] * device_mesh.ndim
-    seen: dict[int, str | int] = {}
-    for key, placement in placements_dict.items():
-        dim = _mesh_dim(device_mesh, key)
-        if dim is None:
-            continue
-        if dim in seen:
-            raise MeshError(
-                f"get_placements_from_dict: keys {seen[dim]!r} and {key!r} name mesh dim {dim}"
-            )
-        seen[dim] = key
+    for dim, placement in by_mesh_dim(
+        "get_placements_from_dict", device_mesh, placements_dict
+    ).items():
         out[dim] = parse_placement(placement)
     return [Replicate() if size == 1 else p for p, size in zip(out, device_mesh.shape, strict=True)]
-
-
-def _mesh_dim(mesh: DeviceMesh, key: str | int) -> int | None:
-    # A dict key as a mesh dim index: a name of the mesh or an in-range int; else None.
-    if isinstance(key, str):
-        return mesh.dim_name_index(key)
-    if isinstance(key, bool) or not isinstance(key, int):
-        raise MeshError(f"get_placements_from_dict: key {key!r}; accepted: mesh dim names and ints")
-    return key % mesh.ndim if -mesh.ndim <= key < mesh.ndim else None
 
 
 __all__ = [

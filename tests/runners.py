@@ -116,7 +116,7 @@ def _blocked_stream(graph: dtorch.Graph) -> Iterator[None]:
     try:
         x = dtorch.ones(1, graph=graph)
         meta = OutputMeta((1,), torch.float32, ())
-        emit(graph, "block", NvtxParam(), (x._operand,), (meta,), x.device_mesh)
+        emit(x._result, graph, "block", NvtxParam(), (x._operand,), (meta,), x.device_mesh)
         yield
     finally:
         gate.set()

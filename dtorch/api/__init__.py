@@ -1,7 +1,6 @@
 """What users touch: Tensor, creation, operators, graphs and futures. Records, never executes.
 
-``tensor`` is imported first on purpose: the Tensor class imports its operator methods, whose
-modules import the recorder, which refers back to this module (see ``record.py``).
+No module here needs another to be imported first: the operator modules and the recorder are
+typed against the handle base class (``handle.TensorBase``) and make their results through
+it, so none of them imports ``tensor``, which imports them.
 """
-
-from dtorch.api import tensor as _tensor  # noqa: F401 - import order, see the docstring

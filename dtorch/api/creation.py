@@ -8,6 +8,9 @@ functions draw exactly the values torch draws for the same generator, however th
 sharded: the operator carries a snapshot of the generator, the devices regenerate the full
 tensor from it and keep their shard, and the caller's generator advances as torch's would.
 
+These make ``Tensor`` handles; their core (``dtorch.api.create``) takes the handle class, so
+that the operator modules and ``Tensor.__init__`` create without importing this module.
+
 Example:
     >>> import torch, dtorch
     >>> mesh = dtorch.init_device_mesh("cpu", (2, 2))
@@ -21,100 +24,44 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from dtorch.api.graph import Graph, mesh_of
+from dtorch.api.create import create as _create
+from dtorch.api.create import distribute, float_dtype, from_data, placement_keywords
+from dtorch.api.create import shape_of as _shape
+from dtorch.api.graph import Graph
 from dtorch.api.ops.scalars import is_scalar, python_number
-from dtorch.api.record import emit_one
-from dtorch.errors import MeshError, ParamError, ShapeError
-from dtorch.ir.mesh import DeviceMesh
+from dtorch.api.tensor import Tensor
+from dtorch.errors import ParamError
 from dtorch.ir.opkind import CreateKind
-from dtorch.ir.params import CreateParam
-from dtorch.ir.placement import Partial, Placement, Replicate, normalize_placements
-from dtorch.ir.rules import OutputMeta
-from dtorch.ir.subsplit import check_unmarked
-
-if TYPE_CHECKING:
-    from dtorch.api.tensor import Tensor
 
 
-def _graph(graph: Graph | None) -> Graph:
-    return Graph.default_graph() if graph is None else graph
-
-
-def _mesh(graph: Graph, device_mesh: Any, device: Any) -> DeviceMesh:
-    if device_mesh is not None and device is not None:
-        raise MeshError("give device_mesh or device, not both")
-    if device_mesh is not None:
-        if not isinstance(device_mesh, DeviceMesh):
-            raise MeshError(
-                f"device_mesh must be a dtorch.DeviceMesh, got {type(device_mesh).__name__}"
-            )
-        return device_mesh
-    return graph.default_device_mesh if device is None else mesh_of(device)
-
-
-def _shape(size: Sequence[Any]) -> tuple[int, ...]:
-    """torch's ``*size`` convention: ints, or one tuple/list/torch.Size of ints."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
-        size = tuple(size[0])
-    for s in size:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
-            raise ShapeError(
-                f"sizes must be non-negative ints (or one tuple of them), got {tuple(size)!r}"
-            )
-    return tuple(int(s) for s in size)
-
-
-def create(
-    kind: CreateKind,
-    shape: tuple[int, ...],
-    dtype: torch.dtype,
-    *,
-    graph: Graph | None,
-    device_mesh: Any,
-    device: Any,
-    placements: Sequence[Placement] | None,
-    args: tuple[Any, ...] = (),
-    generator: torch.Generator | None = None,
-    value: torch.Tensor | None = None,
-) -> Tensor:
-    """Record a Create operator; every creation function ends here."""
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype (e.g. dtorch.float32), got {dtype!r}")
-    g = _graph(graph)
-    mesh = _mesh(g, device_mesh, device)
-    if placements is None:
-        placements = (Replicate(),) * mesh.ndim
-    placed = normalize_placements(placements, mesh.shape, len(shape))
-    check_unmarked(kind.name.lower(), placed, "a placement")  # only cat will make marks
-    if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
-        placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)
-    param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value)
-    return emit_one(g, kind.name.lower(), param, (), OutputMeta(shape, dtype, placed), mesh)
-
-
-def _float_dtype(graph: Graph | None, dtype: torch.dtype | None) -> torch.dtype:
-    return dtype if dtype is not None else _graph(graph).default_dtype
+def create(kind: CreateKind, shape: tuple[int, ...], dtype: torch.dtype, **kw: Any) -> Tensor:
+    """Record a Create operator of a ``Tensor`` (``dtorch.api.create.create``, whose keywords
+    it takes); every creation function here ends in it."""
+    return _create(Tensor, kind, shape, dtype, **kw)
 
 
 def zeros(*size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
-    shape = _shape(size)
-    return create(CreateKind.ZEROS, shape, _float_dtype(kw.get("graph"), dtype), **_kw(kw))
+    return _sized(CreateKind.ZEROS, size, dtype, kw)
 
 
 def ones(*size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
-    shape = _shape(size)
-    return create(CreateKind.ONES, shape, _float_dtype(kw.get("graph"), dtype), **_kw(kw))
+    return _sized(CreateKind.ONES, size, dtype, kw)
 
 
 def empty(*size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    return _sized(CreateKind.EMPTY, size, dtype, kw)
+
+
+# zeros, ones, empty: the size checked first, then the graph's float dtype by default.
+def _sized(kind: CreateKind, size: Any, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
     shape = _shape(size)
-    return create(CreateKind.EMPTY, shape, _float_dtype(kw.get("graph"), dtype), **_kw(kw))
+    dtype = float_dtype(kw.get("graph"), dtype)
+    return create(kind, shape, dtype, **placement_keywords(kw))
 
 
 def full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -124,13 +71,13 @@ def full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: 
     fill = python_number(fill_value)
     if dtype is None:
         dtype = _full_dtype(kw.get("graph"), fill)
-    return create(CreateKind.FULL, shape, dtype, args=(fill,), **_kw(kw))
+    return create(CreateKind.FULL, shape, dtype, args=(fill,), **placement_keywords(kw))
 
 
 def _full_dtype(graph: Graph | None, fill: bool | int | float) -> torch.dtype:
     if isinstance(fill, bool):
         return torch.bool
-    return torch.int64 if isinstance(fill, int) else _float_dtype(graph, None)
+    return torch.int64 if isinstance(fill, int) else float_dtype(graph, None)
 
 
 def arange(
@@ -142,9 +89,9 @@ def arange(
     bounds = tuple(python_number(v) for v in (start, end, step))
     if dtype is None:
         floating = any(isinstance(v, float) for v in bounds)
-        dtype = _float_dtype(kw.get("graph"), None) if floating else torch.int64
+        dtype = float_dtype(kw.get("graph"), None) if floating else torch.int64
     shape = (_arange_length(*bounds),)  # a bad step raises here, at the user's line
-    return create(CreateKind.ARANGE, shape, dtype, args=bounds, **_kw(kw))
+    return create(CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
 
 
 def _arange_length(start: Any, end: Any, step: Any) -> int:
@@ -176,7 +123,7 @@ def _random(
         raise ValueError(f"generator must be a CPU torch.Generator, got one on {source.device}")
     snapshot = torch.Generator().set_state(source.get_state())
     draw(kind, shape, dtype, args, source)  # advance the caller's generator as torch would
-    return create(kind, shape, dtype, args=args, generator=snapshot, **_kw(kw))
+    return create(kind, shape, dtype, args=args, generator=snapshot, **placement_keywords(kw))
 
 
 def draw(
@@ -201,7 +148,7 @@ def rand(
     **kw: Any,
 ) -> Tensor:
     shape = _shape(size)
-    return _random(CreateKind.RAND, shape, _float_dtype(kw.get("graph"), dtype), generator, (), kw)
+    return _random(CreateKind.RAND, shape, float_dtype(kw.get("graph"), dtype), generator, (), kw)
 
 
 def randn(
@@ -211,7 +158,7 @@ def randn(
     **kw: Any,
 ) -> Tensor:
     shape = _shape(size)
-    return _random(CreateKind.RANDN, shape, _float_dtype(kw.get("graph"), dtype), generator, (), kw)
+    return _random(CreateKind.RANDN, shape, float_dtype(kw.get("graph"), dtype), generator, (), kw)
 
 
 def randint(
@@ -238,27 +185,13 @@ def randint(
 def from_torch(data: torch.Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
     """Distribute a full torch tensor: Shard chunks it, Replicate copies it, Partial puts the
     value on the first rank of that mesh dimension and zeros elsewhere."""
-    if not isinstance(data, torch.Tensor):
-        raise TypeError(f"from_torch needs a torch.Tensor, got {type(data).__name__}")
-    if data.layout != torch.strided or data.is_quantized or data.is_meta:
-        raise ParamError(
-            f"from_torch: a {data.layout} {data.dtype} tensor on {data.device} is not supported "
-            "(sparse, quantized and meta tensors are not); accepted: a dense strided tensor with "
-            "data, e.g. data.to_dense() or data.dequantize()"
-        )
-    value = data.detach().to("cpu", dtype or data.dtype, copy=True).contiguous()
-    return create(CreateKind.FROM_TENSOR, tuple(value.shape), value.dtype, value=value, **_kw(kw))
+    return distribute(Tensor, data, dtype=dtype, **kw)
 
 
 def tensor(data: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
     """``torch.tensor(data)`` distributed like ``from_torch`` (floats take the graph's
     default dtype)."""
-    if isinstance(data, torch.Tensor):
-        return from_torch(data, dtype=dtype, **kw)
-    value = torch.tensor(data, dtype=dtype)
-    if dtype is None and value.dtype.is_floating_point:
-        value = value.to(_float_dtype(kw.get("graph"), None))
-    return from_torch(value, **kw)
+    return from_data(Tensor, data, dtype=dtype, **kw)
 
 
 def _like(t: Tensor, kw: dict[str, Any]) -> dict[str, Any]:
@@ -291,69 +224,6 @@ def rand_like(t: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tens
 
 def randn_like(t: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
     return randn(t.shape, dtype=dtype or t.dtype, **_like(t, kw))
-
-
-_KEYWORDS = frozenset({"graph", "device_mesh", "device", "placements"})
-
-
-def _kw(kw: dict[str, Any]) -> dict[str, Any]:
-    """The placement keywords, with a clear error for anything else."""
-    unknown = set(kw) - _KEYWORDS - {"requires_grad", "layout", "pin_memory"}
-    if unknown:
-        raise TypeError(
-            f"unexpected keyword(s) {sorted(unknown)}; accepted: {sorted(_KEYWORDS)} and dtype"
-        )
-    if kw.get("requires_grad"):
-        raise ValueError(
-            "dtorch tensors do not record gradients; requires_grad=True is not supported"
-        )
-    return {k: kw.get(k) for k in _KEYWORDS}
-
-
-def construct(fixed: torch.dtype | None, args: tuple[Any, ...], kw: dict[str, Any]) -> Tensor:
-    """``dtorch.Tensor(...)`` as torch's constructor: ``()`` an empty float tensor of shape
-    ``(0,)``; sizes or a ``torch.Size`` an uninitialised tensor (``empty``); a torch tensor is
-    distributed (``from_torch``); a dtorch tensor is shared, not copied (torch's
-    ``torch.Tensor(t)`` aliases too), converted when keywords ask for it; other data (lists,
-    numpy) as ``tensor`` with a float dtype. ``fixed``: the dtype of a typed alias.
-
-    Example:
-        >>> import torch, dtorch
-        >>> dtorch.Tensor(2, 3).shape, dtorch.Tensor().shape, dtorch.LongTensor([1, 2]).dtype
-        (torch.Size([2, 3]), torch.Size([0]), torch.int64)
-    """
-    from dtorch.api.tensor import Tensor
-
-    given = kw.pop("dtype", None)
-    dtype = given if fixed is None else fixed
-    if len(args) == 1 and isinstance(args[0], Tensor):
-        return _from_dtorch(args[0], dtype, kw)
-    if len(args) == 1 and isinstance(args[0], torch.Tensor):
-        return from_torch(args[0], dtype=dtype, **kw)
-    dtype = _float_dtype(kw.get("graph"), dtype)
-    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
-        return empty(*args, dtype=dtype, **kw) if args else empty(0, dtype=dtype, **kw)
-    if len(args) == 1 and isinstance(args[0], torch.Size):
-        return empty(args[0], dtype=dtype, **kw)
-    if len(args) == 1:
-        return tensor(args[0], dtype=dtype, **kw)
-    raise TypeError(
-        f"Tensor: got {[type(a).__name__ for a in args]}; accepted: (), sizes, a torch.Size, "
-        "a torch tensor, a dtorch tensor or data (lists, numpy)"
-    )
-
-
-def _from_dtorch(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
-    """The source's value (an alias) converted to what the keywords ask for."""
-    result = source._alias() if dtype is None else source.to(dtype)
-    mesh, placements = kw.pop("device_mesh", None), kw.pop("placements", None)
-    device = kw.pop("device", None)
-    kw.pop("graph", None)
-    _kw(kw)
-    if device is not None or mesh is not None or placements is not None:
-        target = _mesh(source.graph, mesh, device) if mesh or device else source.device_mesh
-        result = result.redistribute(target, placements)
-    return result
 
 
 def from_numpy(array: np.ndarray, **kw: Any) -> Tensor:

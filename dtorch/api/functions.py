@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dtorch.api.creation import from_torch
+from dtorch.api.create import distribute
 from dtorch.api.ops.shape import cat
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def nonzero(t: Tensor) -> Tensor:
     The output's shape depends on the values, so this waits for ``t`` (like a value fetch).
     """
     indices = torch.nonzero(t.to_torch())
-    return from_torch(indices, graph=t.graph, device_mesh=t.device_mesh)
+    return distribute(type(t), indices, graph=t.graph, device_mesh=t.device_mesh)
 
 
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -75,18 +75,15 @@ class GraphOption:
     worker_pool: WorkerPool | None = None
 
     def __post_init__(self) -> None:
-        if self.per_device_per_process not in (None, True, False):
-            raise GraphError(
-                "GraphOption: per_device_per_process must be True, False or None, got "
-                f"{self.per_device_per_process!r}"
-            )
-        count = self.num_workers
-        if count is not None and (
-            isinstance(count, bool) or not isinstance(count, int) or count < 1
-        ):
-            raise GraphError(f"num_workers must be a positive int or None, got {count!r}")
-        if self.worker_pool is not None and count is not None:
-            raise GraphError("give num_workers or worker_pool, not both (the pool has its size)")
+        _check_option(self.per_device_per_process, self.num_workers, self.worker_pool)
+
+    # Assignment is checked as construction is: a bad value never sits in an option.
+    def __setattr__(self, name: str, value: object) -> None:
+        fields = {f: getattr(self, f, None) for f in _OPTION_FIELDS}
+        if name in fields and all(hasattr(self, f) for f in _OPTION_FIELDS):
+            fields[name] = value
+            _check_option(*fields.values())
+        object.__setattr__(self, name, value)
 
     def __str__(self) -> str:
         return (
@@ -98,6 +95,25 @@ class GraphOption:
         if self.per_device_per_process is None:
             return GlobalOption.get_per_device_per_process()
         return bool(self.per_device_per_process)
+
+
+_OPTION_FIELDS = ("per_device_per_process", "num_workers", "worker_pool")
+
+
+def _check_option(
+    per_device_per_process: bool | None, num_workers: int | None, worker_pool: WorkerPool | None
+) -> None:
+    """GraphError naming the bad GraphOption field, what it got and what it accepts."""
+    if per_device_per_process not in (None, True, False):
+        raise GraphError(
+            "GraphOption: per_device_per_process must be True, False or None, got "
+            f"{per_device_per_process!r}"
+        )
+    count = num_workers
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+        raise GraphError(f"num_workers must be a positive int or None, got {count!r}")
+    if worker_pool is not None and count is not None:
+        raise GraphError("give num_workers or worker_pool, not both (the pool has its size)")
 
 
 def mesh_of(spec: DeviceMesh | str | torch.device) -> DeviceMesh:
@@ -274,6 +290,8 @@ class Graph:
         self._finalizer()
 
     def __eq__(self, other: object) -> bool:
+        if isinstance(other, _DefaultGraph):  # dtorch.default_graph stands for a Graph
+            other = other()
         return self is other
 
     def __hash__(self) -> int:
@@ -309,6 +327,8 @@ class _DefaultGraph:
         True
         >>> dtorch.default_graph.id == dtorch.Graph.default_graph().id
         True
+        >>> dtorch.default_graph == dtorch.Graph.default_graph() == dtorch.default_graph
+        True
     """
 
     __slots__ = ()
@@ -318,6 +338,13 @@ class _DefaultGraph:
 
     def __getattr__(self, name: str) -> object:
         return getattr(Graph.default_graph(), name)
+
+    # Compared and hashed as the Graph it stands for: ``dtorch.default_graph == g``.
+    def __eq__(self, other: object) -> bool:
+        return Graph.default_graph() == other
+
+    def __hash__(self) -> int:
+        return hash(Graph.default_graph())
 
     def __repr__(self) -> str:
         return "dtorch.default_graph (the calling thread's default Graph)"

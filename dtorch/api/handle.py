@@ -19,15 +19,22 @@ import numpy as np
 import torch
 
 from dtorch.api.dims import normalize_dims
+from dtorch.api.values import to_torch_async
 from dtorch.errors import ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand
 from dtorch.ir.placement import Placement
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeAlias, TypeGuard
+
     from dtorch.api.future import TensorFuture
     from dtorch.api.graph import Graph
     from dtorch.api.tensor import Tensor
+
+    #: Makes a new handle of a value: ``new(graph, operand)`` (``Tensor._wrap``).
+    NewHandle: TypeAlias = Callable[[Graph, Operand], Tensor]
 
 
 class TensorBase:
@@ -43,6 +50,12 @@ class TensorBase:
     _operand: Operand
     _base: TensorBase | None
 
+    #: Makes the handles of operator results: ``Tensor._wrap``, set where Tensor is defined.
+    #: Subclasses inherit it, so operators on a typed alias (``LongTensor``) or a Parameter
+    #: return plain Tensors, as torch's do. The recorder (``dtorch.api.record``) calls it on an
+    #: input, so no operator module imports Tensor; creation is given a handle class instead.
+    _result: NewHandle  # a class attribute (not ClassVar: mypy would bind it as a method)
+
     @classmethod
     def _wrap(cls, graph: Graph, operand: Operand) -> Tensor:
         tensor: Tensor = object.__new__(cls)  # type: ignore[assignment]
@@ -56,12 +69,12 @@ class TensorBase:
         """The handle that releases this value; a handle that owns it itself hands that to a
         hidden owner first, so that ``data = other`` can rebind it without freeing aliases."""
         if self._base is None:
-            self._base = self._wrap(self._graph, self._operand)
+            self._base = self._result(self._graph, self._operand)
         return self._base
 
     def _alias(self) -> Tensor:
         """A new handle to the same value (``detach``): it keeps the owner alive."""
-        tensor = self._wrap(self._graph, self._operand)
+        tensor = self._result(self._graph, self._operand)  # a plain Tensor, as torch's
         tensor._base = self._owner()
         return tensor
 
@@ -198,9 +211,7 @@ class TensorBase:
     def to_torch_async(self) -> TensorFuture:
         """A future of the full torch tensor (Shard concatenated, Replicate one copy, Partial
         summed)."""
-        from dtorch.api.values import to_torch_async
-
-        return to_torch_async(self)  # type: ignore[arg-type]  # self is always a Tensor
+        return to_torch_async(self)
 
     def to_torch(self) -> torch.Tensor:
         return self.to_torch_async().get()
@@ -245,3 +256,9 @@ class TensorBase:
         return array if dtype is None else array.astype(dtype)
 
     __hash__ = object.__hash__  # identity, like torch.Tensor (== records an operator)
+
+
+def is_tensor(value: object) -> TypeGuard[Tensor]:
+    """``isinstance(value, TensorBase)`` for the operator modules, typed: every handle is a
+    ``dtorch.Tensor`` (or a subclass), whose methods they call."""
+    return isinstance(value, TensorBase)

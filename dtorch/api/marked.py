@@ -1,4 +1,4 @@
-"""Redistribution of sub-split (marked) tensors, recorded as ordinary operators.
+"""Redistribution of sub-split (marked) tensors as ordinary operators: the plan.
 
 A marked tensor (``Shard(d, sub_split_coordinates=c)``, what ``cat`` of sharded parts makes)
 is redistributed part by part: slice every part at its boundaries (a plain ``Shard(d)``
@@ -6,6 +6,9 @@ tensor each, no data moves), redistribute the parts with d whole, ``cat`` them, 
 redistribute that to the target. A marked target is made the other way round: the source with
 d whole, sliced into the target's parts, each chunked to ``Shard(d)`` (a local slice), and
 ``cat`` (which marks the result). Both runners run these steps like any others.
+
+This module plans the steps (``MarkedSteps``, data); ``dtorch.api.record`` records them, so
+that recording and planning do not import each other.
 
 Example:
     >>> import torch, dtorch
@@ -18,30 +21,40 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from dtorch.api.record import record_one, redistribute_to
 from dtorch.errors import PlacementError
-from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import ConcatParam, GetItemParam, SliceIndex
 from dtorch.ir.placement import Placement, Replicate, Shard
-from dtorch.ir.span import Span
 from dtorch.ir.subsplit import segments
 
-if TYPE_CHECKING:
-    from dtorch.api.tensor import Tensor
+
+@dataclass(frozen=True)
+class MarkedSteps:
+    """The operators of one redistribution to or from marked placements, in order."""
+
+    #: the source redistributed to these first (its marked dim whole), or None: it is used as is
+    before: tuple[Placement, ...] | None
+    #: the parts: slices of the marked dim at the mark's boundaries
+    slices: tuple[GetItemParam, ...]
+    #: each part redistributed to these
+    parts: tuple[Placement, ...]
+    #: the parts joined again along the marked dim
+    cat: ConcatParam
+    #: the joined tensor redistributed to these, or None: it has the target placements
+    after: tuple[Placement, ...] | None
 
 
-def redistribute_marked(
-    tensor: Tensor, mesh: DeviceMesh, placements: tuple[Placement, ...], span: Span | None
-) -> Tensor:
-    """``redistribute_to`` where the source or the target is marked (see the module)."""
-    source = _first_mark(tensor._operand.placements)
-    if source is not None:
-        return _from_marked(tensor, source, mesh, placements, span)
-    target = _first_mark(placements)
-    assert target is not None
-    return _to_marked(tensor, target, mesh, placements, span)
+def plan_marked(
+    shape: tuple[int, ...], source: tuple[Placement, ...], target: tuple[Placement, ...]
+) -> MarkedSteps:
+    """The steps from ``source`` to ``target`` placements, one of them marked (see the module)."""
+    mark = _first_mark(source)
+    if mark is not None:
+        return _from_marked(shape, mark[1], target)
+    mark = _first_mark(target)
+    assert mark is not None
+    return _to_marked(shape, mark, target)
 
 
 # (mesh dim, placement) of the first marked Shard.
@@ -52,50 +65,32 @@ def _first_mark(placements: tuple[Placement, ...]) -> tuple[int, Shard] | None:
     return None
 
 
-def _from_marked(
-    tensor: Tensor,
-    mark: tuple[int, Shard],
-    mesh: DeviceMesh,
-    placements: tuple[Placement, ...],
-    span: Span | None,
-) -> Tensor:
-    dim = mark[1].dim
-    whole = tuple(Replicate() if p.is_shard(dim) else p for p in placements)
-    parts = [redistribute_to(part, mesh, whole, span) for part in _parts(tensor, mark[1])]
-    joined = record_one("cat", ConcatParam(dim), tuple(parts), known=3)
-    return redistribute_to(joined, mesh, placements, span)
+# A marked source: its parts with the marked dim whole, joined, then redistributed.
+def _from_marked(shape: tuple[int, ...], mark: Shard, target: tuple[Placement, ...]) -> MarkedSteps:
+    whole = tuple(Replicate() if p.is_shard(mark.dim) else p for p in target)
+    return MarkedSteps(None, _slices(shape, mark), whole, ConcatParam(mark.dim), target)
 
 
 def _to_marked(
-    tensor: Tensor,
-    mark: tuple[int, Shard],
-    mesh: DeviceMesh,
-    placements: tuple[Placement, ...],
-    span: Span | None,
-) -> Tensor:
+    shape: tuple[int, ...], mark: tuple[int, Shard], target: tuple[Placement, ...]
+) -> MarkedSteps:
+    """A marked target: the source with the marked dim whole, sliced into the target's parts,
+    each chunked to the plain Shard; their ``cat`` is marked as the target."""
     m, p = mark
-    if sum(q.is_shard(p.dim) for q in placements) != 1 or _first_mark(placements[m + 1 :]):
+    if sum(q.is_shard(p.dim) for q in target) != 1 or _first_mark(target[m + 1 :]):
         raise PlacementError(
-            f"redistribute: the target {placements} marks more than one mesh dim or shards the "
+            f"redistribute: the target {target} marks more than one mesh dim or shards the "
             f"marked dim {p.dim} on several; accepted: one mesh dim marking its dim"
         )
-    whole = list(placements)
-    whole[m] = Replicate()
-    source = redistribute_to(tensor, mesh, tuple(whole), span)
-    plain = list(placements)
-    plain[m] = p.plain()
-    parts = [redistribute_to(part, mesh, tuple(plain), span) for part in _parts(source, p)]
-    joined = record_one("cat", ConcatParam(p.dim), tuple(parts), known=3)
-    assert joined._operand.placements == placements, (joined._operand.placements, placements)
-    return joined
+    whole, plain = list(target), list(target)
+    whole[m], plain[m] = Replicate(), p.plain()
+    return MarkedSteps(tuple(whole), _slices(shape, p), tuple(plain), ConcatParam(p.dim), None)
 
 
-# The parts of ``tensor`` between the boundaries of ``mark`` (slices of dim ``mark.dim``).
-def _parts(tensor: Tensor, mark: Shard) -> list[Tensor]:
-    shape = tensor._operand.shape
+# The slices between the boundaries of ``mark`` (along dim ``mark.dim``).
+def _slices(shape: tuple[int, ...], mark: Shard) -> tuple[GetItemParam, ...]:
     lead = tuple(SliceIndex(0, n) for n in shape[: mark.dim])
-    parts = []
-    for start, length in segments(shape[mark.dim], mark.sub_split_coordinates):
-        param = GetItemParam((*lead, SliceIndex(start, start + length)))
-        parts.append(record_one("getitem", param, (tensor,), known=3))
-    return parts
+    return tuple(
+        GetItemParam((*lead, SliceIndex(start, start + length)))
+        for start, length in segments(shape[mark.dim], mark.sub_split_coordinates)
+    )

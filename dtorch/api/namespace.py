@@ -1,88 +1,247 @@
-"""The operator functions of the ``dtorch`` namespace (``dtorch.add(a, b)``, ...).
+"""The ``dtorch`` namespace as one table: every public name -> where it lives.
 
-Where torch's function is the method with the tensor first, the function IS the method; the
-others come from the operator modules.
+``NAMESPACE`` is the only list of ``dtorch``'s public names. ``dtorch/__init__.py`` holds the
+import block ``render()`` makes from it, between its ``<namespace>`` markers, with a literal
+``__all__``: written out rather than built at import time, so that mypy, IDEs and readers see
+every name statically (a module filled in a loop is opaque to them). The surface test checks
+the block is what the table renders; ``python dtorch/api/namespace.py`` rewrites it (this
+module imports nothing of dtorch, so it runs even while the block is stale).
+
+A new public alias is one line here, e.g. ``"conv2d": "dtorch.nn.functional",``, then
+``python dtorch/api/namespace.py``.
 
 Example:
-    >>> import dtorch
-    >>> dtorch.add(dtorch.ones(2), 1).tolist(), dtorch.stack([dtorch.ones(1)] * 2).shape
-    ([2.0, 2.0], torch.Size([2, 1]))
+    >>> NAMESPACE["zeros"], NAMESPACE["abs"], NAMESPACE["clip"]
+    ('dtorch.api.creation', 'dtorch.api.tensor:Tensor.abs', 'dtorch.api.ops.elementwise:clamp')
 """
 
 from __future__ import annotations
 
-from dtorch.api.functions import concat, equal, nonzero
-from dtorch.api.ops.elementwise import (
-    add,
-    clamp,
-    div,
-    eq,
-    ge,
-    gt,
-    le,
-    logical_and,
-    logical_or,
-    lt,
-    masked_fill,
-    masked_scatter,
-    maximum,
-    minimum,
-    mul,
-    ne,
-    pow,
-    relu,
-    sigmoid,
-    sub,
-    tanh,
-    where,
-)
-from dtorch.api.ops.linalg import einsum, matmul, outer
-from dtorch.api.ops.reduce import all, any, argmax, argmin, max, mean, min, softmax, sum
-from dtorch.api.ops.shape import (
-    cat,
-    chunk,
-    flatten,
-    permute,
-    repeat_interleave,
-    reshape,
-    squeeze,
-    stack,
-    transpose,
-    unbind,
-    unsqueeze,
-)
-from dtorch.api.ops.take import index_select
-from dtorch.api.tensor import Tensor
+import re
+import sys
+from pathlib import Path
 
-abs = Tensor.abs
-neg = Tensor.neg
-reciprocal = Tensor.reciprocal
-exp = Tensor.exp
-log = Tensor.log
-log2 = Tensor.log2
-log10 = Tensor.log10
-isinf = Tensor.isinf
-isnan = Tensor.isnan
-square = Tensor.square
-rsqrt = Tensor.rsqrt
-sqrt = Tensor.sqrt
-sin = Tensor.sin
-asin = Tensor.asin
-cos = Tensor.cos
-floor = Tensor.floor
-round = Tensor.round
-clone = Tensor.clone
-clip = clamp
-greater, less, greater_equal, less_equal = gt, lt, ge, le
+#: name -> ``module`` (the module's attribute of that name) or ``module:path``, where ``path``
+#: starts with another public name of that module (a method used as a function, ``Tensor.abs``;
+#: another name, ``clamp`` for ``clip``). ``dtorch`` itself stands for its submodules.
+NAMESPACE: dict[str, str] = {
+    "cuda": "dtorch",
+    "memory_stats": "dtorch",
+    "nn": "dtorch",
+    "tensor": "dtorch",
+    "type": "dtorch",
+    "arange": "dtorch.api.creation",
+    "empty": "dtorch.api.creation",
+    "empty_like": "dtorch.api.creation",
+    "from_numpy": "dtorch.api.creation",
+    "from_torch": "dtorch.api.creation",
+    "full": "dtorch.api.creation",
+    "full_like": "dtorch.api.creation",
+    "ones": "dtorch.api.creation",
+    "ones_like": "dtorch.api.creation",
+    "rand": "dtorch.api.creation",
+    "rand_like": "dtorch.api.creation",
+    "randint": "dtorch.api.creation",
+    "randn": "dtorch.api.creation",
+    "randn_like": "dtorch.api.creation",
+    "zeros": "dtorch.api.creation",
+    "zeros_like": "dtorch.api.creation",
+    "concat": "dtorch.api.functions",
+    "equal": "dtorch.api.functions",
+    "nonzero": "dtorch.api.functions",
+    "TensorFuture": "dtorch.api.future",
+    "VoidFutureCollect": "dtorch.api.future",
+    "default_graph": "dtorch.api.graph",
+    "Graph": "dtorch.api.graph",
+    "GraphOption": "dtorch.api.graph",
+    "add": "dtorch.api.ops.elementwise",
+    "clamp": "dtorch.api.ops.elementwise",
+    "clip": "dtorch.api.ops.elementwise:clamp",
+    "div": "dtorch.api.ops.elementwise",
+    "eq": "dtorch.api.ops.elementwise",
+    "ge": "dtorch.api.ops.elementwise",
+    "greater": "dtorch.api.ops.elementwise:gt",
+    "greater_equal": "dtorch.api.ops.elementwise:ge",
+    "gt": "dtorch.api.ops.elementwise",
+    "le": "dtorch.api.ops.elementwise",
+    "less": "dtorch.api.ops.elementwise:lt",
+    "less_equal": "dtorch.api.ops.elementwise:le",
+    "logical_and": "dtorch.api.ops.elementwise",
+    "logical_or": "dtorch.api.ops.elementwise",
+    "lt": "dtorch.api.ops.elementwise",
+    "masked_fill": "dtorch.api.ops.elementwise",
+    "masked_scatter": "dtorch.api.ops.elementwise",
+    "maximum": "dtorch.api.ops.elementwise",
+    "minimum": "dtorch.api.ops.elementwise",
+    "mul": "dtorch.api.ops.elementwise",
+    "ne": "dtorch.api.ops.elementwise",
+    "pow": "dtorch.api.ops.elementwise",
+    "relu": "dtorch.api.ops.elementwise",
+    "sigmoid": "dtorch.api.ops.elementwise",
+    "sub": "dtorch.api.ops.elementwise",
+    "tanh": "dtorch.api.ops.elementwise",
+    "where": "dtorch.api.ops.elementwise",
+    "einsum": "dtorch.api.ops.linalg",
+    "matmul": "dtorch.api.ops.linalg",
+    "outer": "dtorch.api.ops.linalg",
+    "all": "dtorch.api.ops.reduce",
+    "any": "dtorch.api.ops.reduce",
+    "argmax": "dtorch.api.ops.reduce",
+    "argmin": "dtorch.api.ops.reduce",
+    "max": "dtorch.api.ops.reduce",
+    "mean": "dtorch.api.ops.reduce",
+    "min": "dtorch.api.ops.reduce",
+    "softmax": "dtorch.api.ops.reduce",
+    "sum": "dtorch.api.ops.reduce",
+    "cat": "dtorch.api.ops.shape",
+    "chunk": "dtorch.api.ops.shape",
+    "flatten": "dtorch.api.ops.shape",
+    "permute": "dtorch.api.ops.shape",
+    "repeat_interleave": "dtorch.api.ops.shape",
+    "reshape": "dtorch.api.ops.shape",
+    "squeeze": "dtorch.api.ops.shape",
+    "stack": "dtorch.api.ops.shape",
+    "transpose": "dtorch.api.ops.shape",
+    "unbind": "dtorch.api.ops.shape",
+    "unsqueeze": "dtorch.api.ops.shape",
+    "index_select": "dtorch.api.ops.take",
+    "tensors_redistribute_by_dict": "dtorch.api.redistribute",
+    "abs": "dtorch.api.tensor:Tensor.abs",
+    "asin": "dtorch.api.tensor:Tensor.asin",
+    "BFloat16Tensor": "dtorch.api.tensor",
+    "BoolTensor": "dtorch.api.tensor",
+    "ByteTensor": "dtorch.api.tensor",
+    "CharTensor": "dtorch.api.tensor",
+    "clone": "dtorch.api.tensor:Tensor.clone",
+    "cos": "dtorch.api.tensor:Tensor.cos",
+    "DoubleTensor": "dtorch.api.tensor",
+    "exp": "dtorch.api.tensor:Tensor.exp",
+    "FloatTensor": "dtorch.api.tensor",
+    "floor": "dtorch.api.tensor:Tensor.floor",
+    "HalfTensor": "dtorch.api.tensor",
+    "IntTensor": "dtorch.api.tensor",
+    "isinf": "dtorch.api.tensor:Tensor.isinf",
+    "isnan": "dtorch.api.tensor:Tensor.isnan",
+    "log": "dtorch.api.tensor:Tensor.log",
+    "log10": "dtorch.api.tensor:Tensor.log10",
+    "log2": "dtorch.api.tensor:Tensor.log2",
+    "LongTensor": "dtorch.api.tensor",
+    "neg": "dtorch.api.tensor:Tensor.neg",
+    "reciprocal": "dtorch.api.tensor:Tensor.reciprocal",
+    "round": "dtorch.api.tensor:Tensor.round",
+    "rsqrt": "dtorch.api.tensor:Tensor.rsqrt",
+    "ShortTensor": "dtorch.api.tensor",
+    "sin": "dtorch.api.tensor:Tensor.sin",
+    "sqrt": "dtorch.api.tensor:Tensor.sqrt",
+    "square": "dtorch.api.tensor:Tensor.square",
+    "Tensor": "dtorch.api.tensor",
+    "get_default_device_mesh": "dtorch.distributed_spec",
+    "DeserializationError": "dtorch.errors",
+    "DTorchError": "dtorch.errors",
+    "DeviceMesh": "dtorch.ir.mesh",
+    "init_device_mesh": "dtorch.ir.mesh",
+    "Partial": "dtorch.ir.placement",
+    "Placement": "dtorch.ir.placement",
+    "Replicate": "dtorch.ir.placement",
+    "Shard": "dtorch.ir.placement",
+    "MemoryStat": "dtorch.memory_stats",
+    "MemoryStats": "dtorch.memory_stats",
+    "GlobalOption": "dtorch.options",
+    "assert_structural_equal": "dtorch.serialization",
+    "deserialize": "dtorch.serialization",
+    "deserialize_from_file": "dtorch.serialization",
+    "serialize": "dtorch.serialization",
+    "serialize_to_file": "dtorch.serialization",
+    "bfloat16": "torch",
+    "bool": "torch",
+    "device": "torch",
+    "double": "torch",
+    "dtype": "torch",
+    "finfo": "torch",
+    "float": "torch",
+    "float16": "torch",
+    "float32": "torch",
+    "float64": "torch",
+    "Generator": "torch",
+    "half": "torch",
+    "iinfo": "torch",
+    "int": "torch",
+    "int16": "torch",
+    "int32": "torch",
+    "int64": "torch",
+    "int8": "torch",
+    "long": "torch",
+    "short": "torch",
+    "Size": "torch",
+    "uint8": "torch",
+}
 
-__all__ = [
-    "abs", "add", "all", "any", "argmax", "argmin", "asin", "cat", "chunk", "clamp", "clip",
-    "clone", "concat", "cos", "div", "einsum", "eq", "equal", "exp", "flatten", "floor", "ge",
-    "greater", "greater_equal", "gt", "index_select", "isinf", "isnan", "le", "less",
-    "less_equal", "log", "log10", "log2", "logical_and", "logical_or", "lt", "masked_fill",
-    "masked_scatter", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "ne", "neg",
-    "nonzero",
-    "outer", "permute", "pow", "reciprocal", "relu", "repeat_interleave", "reshape", "round",
-    "rsqrt", "sigmoid", "sin", "softmax", "sqrt", "square", "squeeze", "stack", "sub", "sum",
-    "tanh", "transpose", "unbind", "unsqueeze", "where",
-]  # fmt: skip
+_BEGIN = "# <namespace> generated by `python dtorch/api/namespace.py` from its NAMESPACE table\n"
+_END = "# </namespace>\n"
+_INIT = Path(__file__).resolve().parent.parent / "__init__.py"
+
+
+def _where(name: str) -> tuple[str, str]:
+    """(module, path) of ``name``; ``path`` is ``name`` for a plain import."""
+    module, _, path = NAMESPACE[name].partition(":")
+    return module, path or name
+
+
+def _sort_key(name: str) -> tuple[int, list[int | str]]:
+    # isort's order (ruff's I001): constants, then classes, then the rest, in natural order
+    rank = 0 if name.isupper() and len(name) > 1 else 1 if name[0].isupper() else 2
+    return rank, [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name.lower())]
+
+
+def _import(module: str, names: list[str]) -> str:
+    # one ``from`` statement, in ruff format's layout
+    names = sorted(names, key=_sort_key)
+    line = f"from {module} import {', '.join(names)}"
+    if len(line) <= 100:
+        return line + "\n"
+    return f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+
+
+def _aliases() -> list[str]:
+    """``name = path`` lines; each path starts with a name imported from its module."""
+    lines = []
+    for name in sorted(NAMESPACE):
+        module, path = _where(name)
+        if path != name:
+            root = path.split(".")[0]
+            if NAMESPACE.get(root) != module:  # imported plainly from the same module
+                raise ValueError(f"NAMESPACE[{name!r}]: {root!r} is not imported from {module}")
+            lines.append(f"{name} = {path}\n")
+    return lines
+
+
+def render() -> str:
+    """The block of ``dtorch/__init__.py``: the imports, the aliases and ``__all__``."""
+    by_module: dict[str, list[str]] = {}
+    for name in NAMESPACE:
+        module, path = _where(name)
+        if path == name:
+            by_module.setdefault(module, []).append(name)
+    third = [_import(m, n) for m, n in sorted(by_module.items()) if m.split(".")[0] != "dtorch"]
+    first = [_import(m, n) for m, n in sorted(by_module.items()) if m.split(".")[0] == "dtorch"]
+    listed = "".join(f'    "{name}",\n' for name in sorted(NAMESPACE))
+    return "".join(
+        [_BEGIN, *third, "\n", *first, "\n", *_aliases(), "\n__all__ = [\n", listed, "]\n", _END]
+    )
+
+
+def written(text: str) -> str:
+    """The block as ``text`` (``dtorch/__init__.py``'s source) holds it now."""
+    start, end = text.index(_BEGIN[:14]), text.index(_END) + len(_END)  # from "# <namespace>"
+    return text[start:end]
+
+
+def main() -> None:
+    """Rewrite the block of ``dtorch/__init__.py`` from the table."""
+    text = _INIT.read_text()
+    _INIT.write_text(text.replace(written(text), render()))
+    sys.stdout.write(f"wrote {len(NAMESPACE)} names into {_INIT}\n")
+
+
+if __name__ == "__main__":
+    main()

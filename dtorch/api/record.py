@@ -4,6 +4,10 @@
 (``dtorch.ir.rules``; a wrong program fails here, at the user's line), inserts the one implicit
 redistribution the rules may ask for, allocates ids, captures the user's span, enqueues the
 Operator and returns the output Tensors. Nothing here waits for the controller.
+
+Inputs are typed against the handle base class (``dtorch.api.handle.TensorBase``); outputs
+are made by the first input's ``_result`` (``Tensor._wrap``), or by the ``new`` callable
+``emit``/``emit_one`` are given (creation has no input), so this module never imports Tensor.
 """
 
 from __future__ import annotations
@@ -11,11 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-# A module reference, not the class: tensor.py imports the operator methods, which import
-# this module, while Tensor is still being defined. Looked up at call time.
-import dtorch.api.tensor as _tensor
+from dtorch.api.marked import plan_marked
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
@@ -27,15 +29,19 @@ from dtorch.ir.subsplit import is_marked
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
+    from dtorch.api.handle import NewHandle, TensorBase
     from dtorch.api.tensor import Tensor
 
 _ID = attrgetter("id")
+
+#: A handle given to ``redistribute_to``: returned as it is when it is already there.
+H = TypeVar("H", bound="TensorBase")
 
 #: Frames from files under these directories are dtorch's own; spans name the user's line.
 _OWN_FRAMES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
 
 
-def graph_of(name: str, inputs: Sequence[Tensor]) -> Graph:
+def graph_of(name: str, inputs: Sequence[TensorBase]) -> Graph:
     """The one graph all ``inputs`` belong to (GraphError naming the operator otherwise)."""
     graph = inputs[0]._graph
     for tensor in inputs:
@@ -47,7 +53,7 @@ def graph_of(name: str, inputs: Sequence[Tensor]) -> Graph:
     return graph
 
 
-def record(name: str, param: OpParam, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+def record(name: str, param: OpParam, inputs: tuple[TensorBase, ...]) -> tuple[Tensor, ...]:
     """Record ``param`` applied to ``inputs``; return the output tensors (not yet computed)."""
     graph = graph_of(name, inputs)
     inference = graph._inferences.infer(name, param, tuple([t._operand for t in inputs]))
@@ -59,7 +65,7 @@ def _emit_inferred(
     graph: Graph,
     name: str,
     param: OpParam,
-    inputs: tuple[Tensor, ...],
+    inputs: tuple[TensorBase, ...],
     inference: Inference,
     span: Span,
 ) -> tuple[Tensor, ...]:
@@ -67,10 +73,11 @@ def _emit_inferred(
     if inference.input_placements:
         inputs = _implicit_redistribute(inputs, inference.input_placements, span)
     operands = tuple([t._operand for t in inputs])
-    return emit(graph, name, param, operands, inference.outputs, operands[0].mesh, span)
+    new = inputs[0]._result
+    return emit(new, graph, name, param, operands, inference.outputs, operands[0].mesh, span)
 
 
-def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...], known: int = 1) -> Tensor:
+def record_one(name: str, param: OpParam, inputs: tuple[TensorBase, ...], known: int = 1) -> Tensor:
     """``record`` for an operator with exactly one output (nearly all of them), without the
     result tuple: the per-operator hot path. ``known``: how many frames above this one are
     certainly dtorch's (at least its caller, an operator function); the span search skips
@@ -89,10 +96,12 @@ def record_one(name: str, param: OpParam, inputs: tuple[Tensor, ...], known: int
     span = caller_span(_OWN_FRAMES, 1 + known)  # this frame, and ``known`` above it
     if inference.input_placements or len(inference.outputs) != 1:
         return _emit_inferred(graph, name, param, inputs, inference, span)[0]
-    return emit_one(graph, name, param, operands, inference.outputs[0], operands[0].mesh, span)
+    out, mesh = inference.outputs[0], operands[0].mesh
+    return emit_one(inputs[0]._result, graph, name, param, operands, out, mesh, span)
 
 
 def emit_one(
+    new: NewHandle,
     graph: Graph,
     name: str,
     param: OpParam,
@@ -102,8 +111,9 @@ def emit_one(
     span: Span | None = None,
 ) -> Tensor:
     """``emit`` for one output: the per-operator hot path, so counters and the executor are
-    used directly and no intermediate lists are built. ``span``: the user's line, when the
-    caller found it more cheaply than a search from here."""
+    used directly and no intermediate lists are built. ``new`` makes the result's handle (an
+    input's ``_result``, or a handle class's, see ``TensorBase``). ``span``: the user's line,
+    when the caller found it more cheaply than a search from here."""
     operand = Operand(next(graph._operand_ids), out.shape, out.dtype, mesh, out.placements)
     op_id = next(graph._operator_ids)
     if span is None:
@@ -117,10 +127,11 @@ def emit_one(
         input_ids = tuple(map(_ID, inputs))
     op = Operator(op_id, f"{name}_{op_id}", param, input_ids, (operand.id,), span)
     graph.executor.submit((op, (operand,)))
-    return _tensor.Tensor._wrap(graph, operand)
+    return new(graph, operand)
 
 
 def emit(
+    new: NewHandle,
     graph: Graph,
     name: str,
     param: OpParam,
@@ -129,9 +140,9 @@ def emit(
     mesh: DeviceMesh,
     span: Span | None = None,
 ) -> tuple[Tensor, ...]:
-    """Allocate ids, enqueue the Operator, and wrap its outputs in Tensors."""
+    """Allocate ids, enqueue the Operator, and wrap its outputs in handles made by ``new``."""
     if len(outputs) == 1:
-        return (emit_one(graph, name, param, inputs, outputs[0], mesh, span),)
+        return (emit_one(new, graph, name, param, inputs, outputs[0], mesh, span),)
     ids = graph._operand_ids
     operands = tuple([Operand(next(ids), o.shape, o.dtype, mesh, o.placements) for o in outputs])
     op_id = next(graph._operator_ids)
@@ -141,34 +152,49 @@ def emit(
         span = caller_span(_OWN_FRAMES)
     op = Operator(op_id, f"{name}_{op_id}", param, input_ids, output_ids, span)
     graph.executor.submit((op, operands))
-    wrap = _tensor.Tensor._wrap
-    return tuple([wrap(graph, operand) for operand in operands])
+    return tuple([new(graph, operand) for operand in operands])
 
 
 def redistribute_to(
-    tensor: Tensor,
+    tensor: H,
     mesh: DeviceMesh,
     placements: tuple[Placement, ...],
     span: Span | None = None,
-) -> Tensor:
+) -> H | Tensor:
     """Record a Convert of ``tensor`` to ``mesh`` and normalised ``placements`` (``span``: the
     user's line, when the caller has it)."""
     operand = tensor._operand
     if operand.mesh == mesh and operand.placements == placements:
         return tensor
     if is_marked(operand.placements) or is_marked(placements):
-        from dtorch.api.marked import redistribute_marked  # it records through this module
-
-        return redistribute_marked(tensor, mesh, placements, span)
+        return _redistribute_marked(tensor, mesh, placements, span)
     out = OutputMeta(operand.shape, operand.dtype, placements)
     param = ConvertParam(mesh, placements)
-    return emit_one(tensor._graph, "redistribute", param, (operand,), out, mesh, span)
+    new, graph = tensor._result, tensor._graph
+    return emit_one(new, graph, "redistribute", param, (operand,), out, mesh, span)
+
+
+def _redistribute_marked(
+    tensor: TensorBase, mesh: DeviceMesh, placements: tuple[Placement, ...], span: Span | None
+) -> Tensor:
+    """``redistribute_to`` where the source or the target is marked: the steps
+    ``dtorch.api.marked`` plans, recorded as ordinary operators."""
+    operand = tensor._operand
+    steps = plan_marked(operand.shape, operand.placements, placements)
+    source = tensor if steps.before is None else redistribute_to(tensor, mesh, steps.before, span)
+    sliced = [record_one("getitem", piece, (source,), known=2) for piece in steps.slices]
+    parts = tuple([redistribute_to(part, mesh, steps.parts, span) for part in sliced])
+    joined = record_one("cat", steps.cat, parts, known=2)
+    if steps.after is None:
+        assert joined._operand.placements == placements, (joined._operand.placements, placements)
+        return joined
+    return redistribute_to(joined, mesh, steps.after, span)
 
 
 def _implicit_redistribute(
-    inputs: tuple[Tensor, ...], wanted: Sequence[tuple[Placement, ...] | None], span: Span
-) -> tuple[Tensor, ...]:
-    converted = []
+    inputs: tuple[TensorBase, ...], wanted: Sequence[tuple[Placement, ...] | None], span: Span
+) -> tuple[TensorBase, ...]:
+    converted: list[TensorBase] = []
     for tensor, placements in zip(inputs, wanted, strict=False):
         if placements is None:
             converted.append(tensor)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dtorch.api.graph import mesh_of
 from dtorch.api.record import record_one, redistribute_to
 from dtorch.errors import MeshError, PlacementError
-from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.mesh import DeviceMesh, by_mesh_dim
 from dtorch.ir.params import ViewPlacementsParam
 from dtorch.ir.placement import Placement, Replicate, normalize_placements
 
@@ -93,34 +93,13 @@ def redistribute_by_dict(
         )
     if len(mesh.device_ids) == 1:
         return redistribute(t, mesh, [Replicate()] * mesh.ndim)
-    given = _by_index(mesh, dict(placements_dict or {}))
+    given = by_mesh_dim("redistribute_by_dict", mesh, placements_dict or {})
     placements = [
         _placement_for(t, mesh, i, given, default_placement_mode) for i in range(mesh.ndim)
     ]
     if convert_shard_size_one_to_replicate:
         placements = [_size_one_replicates(t, p) for p in placements]
     return redistribute(t, mesh, placements)
-
-
-def _by_index(mesh: DeviceMesh, given: dict[Any, Placement]) -> dict[int, Placement]:
-    """The dict keyed by mesh dim index; names the mesh lacks are dropped."""
-    out: dict[int, Placement] = {}
-    for key, placement in given.items():
-        if isinstance(key, int) and not isinstance(key, bool):
-            if not -mesh.ndim <= key < mesh.ndim:
-                raise MeshError(
-                    f"redistribute_by_dict: mesh dim {key} is out of range for {mesh!r}"
-                )
-            out[key % mesh.ndim] = placement
-        elif isinstance(key, str):
-            index = mesh.dim_name_index(key) if mesh.dim_names else None
-            if index is not None:
-                out[index] = placement
-        else:
-            raise TypeError(
-                f"redistribute_by_dict: key {key!r}; accepted: mesh dim names (str) or ints"
-            )
-    return out
 
 
 def _placement_for(

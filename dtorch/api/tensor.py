@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api import redistribute as _redistribute
+from dtorch.api.create import construct
+from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import elementwise as _ew
@@ -34,6 +36,7 @@ from dtorch.api.ops import linalg as _la
 from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import shape as _sh
 from dtorch.api.ops.scalars import is_scalar
+from dtorch.api.ops.take import index_select
 from dtorch.ir.opkind import BinaryKind as B
 from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
@@ -54,10 +57,8 @@ class Tensor(TensorBase):
     _DTYPE: torch.dtype | None = None  # the typed aliases' dtype (FloatTensor, ...)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        """torch-style construction, see ``dtorch.api.creation.construct``."""
-        from dtorch.api.creation import construct
-
-        made = construct(type(self)._DTYPE, args, kwargs)
+        """torch-style construction, see ``dtorch.api.create.construct``."""
+        made = construct(Tensor, type(self)._DTYPE, args, kwargs)
         self._name = None
         self._graph, self._operand, self._base = made._graph, made._operand, made._owner()
         # the owner keeps the value alive; this handle releases nothing itself.
@@ -370,13 +371,9 @@ class Tensor(TensorBase):
         return _rd.argmin(self, dim, keepdim)
 
     def nonzero(self) -> Tensor:
-        from dtorch.api.functions import nonzero
-
         return nonzero(self)
 
     def index_select(self, dim: int, index: Any) -> Tensor:
-        from dtorch.api.ops.take import index_select
-
         return index_select(self, dim, index)
 
     # --- shapes -----------------------------------------------------------------------------
@@ -515,6 +512,11 @@ class Tensor(TensorBase):
         return _cv.cast(self, torch.int64)
 
 
+# Operators on any handle (this class, a typed alias, a Parameter) return a plain Tensor, as
+# torch's do: the recorder makes results with the input's ``_result`` (see TensorBase).
+Tensor._result = Tensor._wrap
+
+
 # ``==``/``!=`` record an operator only against tensors and numbers (torch's rule).
 def _comparable(o: Any) -> bool:
     return isinstance(o, (Tensor, torch.Tensor)) or is_scalar(o)
@@ -530,20 +532,38 @@ def _placements(shape: tuple[Any, ...]) -> bool:
     )
 
 
-_DTYPES = {
-    "FloatTensor": torch.float32,
-    "DoubleTensor": torch.float64,
-    "HalfTensor": torch.float16,
-    "BFloat16Tensor": torch.bfloat16,
-    "ByteTensor": torch.uint8,
-    "CharTensor": torch.int8,
-    "ShortTensor": torch.int16,
-    "IntTensor": torch.int32,
-    "LongTensor": torch.int64,
-    "BoolTensor": torch.bool,
-}
-# torch's typed constructors: ``dtorch.LongTensor(2, 3)`` is ``dtorch.Tensor(2, 3, dtype=int64)``.
-TYPED: dict[str, type[Tensor]] = {
-    name: type(name, (Tensor,), {"__slots__": (), "_DTYPE": dtype, "__module__": __name__})
-    for name, dtype in _DTYPES.items()
-}
+class _TypedTensorType(type):
+    """The class of the typed aliases: as with torch's ``torch.FloatTensor``, ``isinstance``
+    asks for the dtype, so ``isinstance(dtorch.ones(2), dtorch.FloatTensor)`` holds however the
+    tensor was made, and a float64 ``FloatTensor``-built tensor is not one any more."""
+
+    _DTYPE: torch.dtype
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, Tensor) and obj.dtype == cls._DTYPE
+
+
+def _typed(name: str, dtype: torch.dtype) -> type[Tensor]:
+    """torch's typed constructor ``name``: ``dtorch.LongTensor(2, 3)`` is ``dtorch.Tensor(2, 3,
+    dtype=torch.int64)``.
+
+    Example:
+        >>> import dtorch, torch
+        >>> isinstance(dtorch.ones(2), dtorch.FloatTensor), isinstance(dtorch.ones(2), LongTensor)
+        (True, False)
+    """
+    namespace = {"__slots__": (), "_DTYPE": dtype, "__module__": __name__}
+    typed: type[Tensor] = _TypedTensorType(name, (Tensor,), namespace)  # type: ignore[assignment]
+    return typed
+
+
+FloatTensor = _typed("FloatTensor", torch.float32)
+DoubleTensor = _typed("DoubleTensor", torch.float64)
+HalfTensor = _typed("HalfTensor", torch.float16)
+BFloat16Tensor = _typed("BFloat16Tensor", torch.bfloat16)
+ByteTensor = _typed("ByteTensor", torch.uint8)
+CharTensor = _typed("CharTensor", torch.int8)
+ShortTensor = _typed("ShortTensor", torch.int16)
+IntTensor = _typed("IntTensor", torch.int32)
+LongTensor = _typed("LongTensor", torch.int64)
+BoolTensor = _typed("BoolTensor", torch.bool)

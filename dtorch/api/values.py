@@ -12,19 +12,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dtorch.api.future import TensorFuture, tensor_future
+from dtorch.api.record import _OWN_FRAMES, redistribute_to
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import GetTensorParam
 from dtorch.ir.placement import Replicate
 from dtorch.ir.span import caller_span
 
 if TYPE_CHECKING:
-    from dtorch.api.tensor import Tensor
+    from dtorch.api.handle import TensorBase
 
 
-def to_torch_async(tensor: Tensor) -> TensorFuture:
+def to_torch_async(tensor: TensorBase) -> TensorFuture:
     """A future of ``tensor``'s full value as a torch tensor on the CPU."""
-    from dtorch.api.record import _OWN_FRAMES, redistribute_to
-
     if tensor._operand.mesh.is_distributed:
         first = DeviceMesh(tensor._operand.mesh.first_device())
         tensor = redistribute_to(tensor, first, (Replicate(),))

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import torch
 
 from dtorch.errors import MeshError
 from dtorch.ir.device import Device, check_device_kind, parse_device
+
+V = TypeVar("V")
 
 
 def _flatten_nested(data: Any) -> tuple[tuple[int, ...], list[Any]]:
@@ -363,6 +365,44 @@ _set_kind, _set_shape, _set_ids, _set_names, _set_hash = (
     DeviceMesh.__dict__[name].__set__
     for name in ("_device_type", "_shape", "_ids", "_dim_names", "_hash")
 )
+
+
+def by_mesh_dim(name: str, mesh: DeviceMesh, given: Mapping[Any, V]) -> dict[int, V]:
+    """``given`` keyed by mesh dim index: the one reading of ``{dim name or int: value}`` that
+    ``redistribute_by_dict`` and ``get_placements_from_dict`` share. Names the mesh lacks are
+    ignored (one dict serves meshes with and without a ``pp`` dim); an int is an explicit dim,
+    so one out of range is refused (MeshError), as are two keys naming one dim; a key that is
+    neither a str nor an int is a TypeError. ``name`` is the caller, named in the errors.
+
+    Example:
+        >>> mesh = init_device_mesh("cpu", (2, 2), ("dp", "tp"))
+        >>> by_mesh_dim("f", mesh, {"tp": "a", "pp": "b", -2: "c"})
+        {1: 'a', 0: 'c'}
+    """
+    out: dict[int, V] = {}
+    keys: dict[int, Any] = {}
+    for key, value in given.items():
+        dim = _dim_of_key(name, mesh, key)
+        if dim is None:
+            continue
+        if dim in keys:
+            raise MeshError(f"{name}: keys {keys[dim]!r} and {key!r} name mesh dim {dim}")
+        keys[dim], out[dim] = key, value
+    return out
+
+
+def _dim_of_key(name: str, mesh: DeviceMesh, key: Any) -> int | None:
+    # One dict key as a mesh dim index (None: a name the mesh lacks).
+    if isinstance(key, str):
+        return mesh.dim_name_index(key)
+    if isinstance(key, bool) or not isinstance(key, int):
+        raise TypeError(f"{name}: key {key!r}; accepted: mesh dim names (str) and ints")
+    if not -mesh.ndim <= key < mesh.ndim:
+        raise MeshError(
+            f"{name}: mesh dim {key} is out of range for a {mesh.ndim}-D mesh "
+            f"(accepted: {-mesh.ndim} to {mesh.ndim - 1}, or a dim name)"
+        )
+    return key % mesh.ndim
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:

@@ -173,6 +173,8 @@ class PoolingParam(OpParam):
     ceil_mode: bool = False
     count_include_pad: bool = True
     output_size: Ints = ()
+    divisor_override: int | None = None  # AVG: torch's divisor_override
+    return_indices: bool = False  # MAX: a second output, the int64 argmax of every window
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +328,8 @@ class InterpolateParam(OpParam):
     scale_factor: tuple[float, ...] | None = None
     mode: str = "nearest"
     align_corners: bool | None = None
+    recompute_scale_factor: bool | None = None
+    antialias: bool = False
 
 
 @dataclass(frozen=True, slots=True)

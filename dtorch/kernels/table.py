@@ -24,6 +24,7 @@ from dtorch.kernels.local import (
     elementwise,
     fused,
     gather,
+    image,
     indexing,
     linalg,
     reduce,
@@ -44,6 +45,7 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **gather.KERNELS,
     **setitem.KERNELS,
     **fused.KERNELS,
+    **image.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.

@@ -12,12 +12,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dtorch.api.ops.attention import SdpaOption, scaled_dot_product_attention
+from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.elementwise import gelu, sigmoid, silu, tanh
 from dtorch.api.ops.elementwise import relu as _relu
 from dtorch.api.ops.fused import _apply_rotary_emb, _layer_norm_mul_add, _silu_linear_chunk
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.reduce import log_softmax
 from dtorch.api.ops.reduce import softmax as _softmax
+from dtorch.api.ops.spatial import (
+    adaptive_avg_pool2d,
+    avg_pool2d,
+    global_avg_pool2d,
+    interpolate,
+    max_pool2d,
+    pad,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -41,9 +50,16 @@ __all__ = [
     "_apply_rotary_emb",
     "_layer_norm_mul_add",
     "_silu_linear_chunk",
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "conv2d",
     "gelu",
+    "global_avg_pool2d",
+    "interpolate",
     "linear",
     "log_softmax",
+    "max_pool2d",
+    "pad",
     "relu",
     "scaled_dot_product_attention",
     "sigmoid",

@@ -41,6 +41,10 @@ def test_default_graph_is_the_threads_graph_and_callable(graph: dtorch.Graph) ->
     assert other[0] is not graph
     other[0].close()
     assert "default" in repr(dtorch.default_graph)
+    # compared as the graph it stands for, both ways; never equal to another graph
+    assert dtorch.default_graph == graph and graph == dtorch.default_graph
+    assert dtorch.default_graph != other[0] and other[0] != dtorch.default_graph
+    assert hash(dtorch.default_graph) == hash(graph) and {graph, dtorch.default_graph} == {graph}
 
 
 def test_graph_option_is_settable_comparable_and_keyword_only() -> None:
@@ -55,6 +59,14 @@ def test_graph_option_is_settable_comparable_and_keyword_only() -> None:
         dtorch.GraphOption(per_device_per_process="no")  # type: ignore[arg-type]
     with pytest.raises(GraphError, match="takes a GraphOption or None, got str"):
         dtorch.Graph(option="x")  # type: ignore[arg-type]
+    # assignment is checked as construction is, and a refused value leaves the option as it was
+    with pytest.raises(GraphError, match="True, False or None"):
+        option.per_device_per_process = "no"  # type: ignore[assignment]
+    with pytest.raises(GraphError, match="positive int"):
+        option.num_workers = 0
+    assert option == dtorch.GraphOption(per_device_per_process=True)
+    with pytest.raises(AttributeError):
+        option.per_device_per_proces = False  # type: ignore[attr-defined]
 
 
 def test_graph_name_str_and_default_dtype(graph: dtorch.Graph) -> None:

@@ -179,11 +179,6 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles(graph) == [["a", "b", "c"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dtorch.api is one import loop (tensor -> ops -> record/creation -> tensor); "
-    "issue 9's Structure item",
-)
 def test_no_module_level_import_cycle() -> None:
     """No dtorch module imports, at import time, a module that imports it back: every module
     can be imported first without relying on an import order pinned somewhere else."""

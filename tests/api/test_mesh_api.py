@@ -145,3 +145,26 @@ def test_get_placements_from_dict() -> None:
     assert get_placements_from_dict(mesh, {}, default_placement=P) == [P, R, P]
     with pytest.raises(MeshError, match="name mesh dim 2"):
         get_placements_from_dict(mesh, {"tp": R, 2: P})
+
+
+def test_the_two_dict_readers_agree(graph) -> None:  # type: ignore[no-untyped-def]
+    """redistribute_by_dict and get_placements_from_dict read a placements dict alike: names
+    the mesh lacks are ignored; an int out of range, or two keys naming one dim, are refused
+    (MeshError); a key of another type is a TypeError."""
+    mesh = init_device_mesh("cpu", (2, 2), ("dp", "tp"))
+    t = dtorch.zeros(4, 4, device_mesh=mesh)
+    readers = (
+        lambda d: get_placements_from_dict(mesh, d, default_placement=R),
+        lambda d: (
+            t.redistribute_by_dict(placements_dict=d, default_placement_mode="replicate").placements
+        ),
+    )
+    for read in readers:
+        assert read({"tp": Shard(1), "pp": Shard(0)}) == [R, Shard(1)]
+        assert read({-2: Shard(0)}) == [Shard(0), R]
+        with pytest.raises(MeshError, match="out of range"):
+            read({2: Shard(0)})
+        with pytest.raises(MeshError, match="name mesh dim 1"):
+            read({"tp": R, 1: Shard(0)})
+        with pytest.raises(TypeError, match="accepted: mesh dim names"):
+            read({1.0: R})

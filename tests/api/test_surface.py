@@ -1,12 +1,22 @@
-"""The public surface of API.md: names, module paths, dtypes, and the sorted __all__."""
+"""The public surface: API.md's names (the promise, written here as API.md states it), the
+``dtorch`` namespace against its one table (``dtorch.api.namespace.NAMESPACE``), module paths,
+dtypes, and the sorted __all__."""
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 
 import dtorch
+import dtorch.nn.functional as F
+from dtorch.api import namespace
+from dtorch.api.namespace import NAMESPACE, render, written
+
+pytestmark = pytest.mark.timeout(60)
 
 API_FUNCTIONS = [
     "matmul",
@@ -216,6 +226,52 @@ def test_all_is_sorted_and_importable() -> None:
 def test_api_functions_and_creation_exist() -> None:
     missing = [n for n in API_FUNCTIONS + CREATION if not callable(getattr(dtorch, n, None))]
     assert not missing
+    assert not [n for n in API_FUNCTIONS + CREATION if n not in NAMESPACE]
+
+
+def _located(name: str) -> Any:
+    """What ``NAMESPACE[name]`` names, looked up from its module (``dtorch``: a submodule)."""
+    module, _, path = NAMESPACE[name].partition(":")
+    if module == "dtorch":
+        return importlib.import_module(f"dtorch.{name}")
+    found: Any = importlib.import_module(module)
+    for part in (path or name).split("."):
+        found = getattr(found, part)
+    return found
+
+
+def test_the_namespace_is_the_table() -> None:
+    assert dtorch.__all__ == sorted(NAMESPACE)
+    wrong = [n for n in NAMESPACE if getattr(dtorch, n) is not _located(n)]
+    assert not wrong
+
+
+def test_the_init_block_is_what_the_table_renders() -> None:
+    text = Path(dtorch.__file__).read_text()
+    assert written(text) == render(), (
+        "dtorch/__init__.py's <namespace> block is stale: run `python dtorch/api/namespace.py`"
+    )
+
+
+def _run_block(block: str) -> dict[str, Any]:
+    scope: dict[str, Any] = {}
+    exec(compile(block, "<namespace block>", "exec"), scope)
+    return scope
+
+
+def test_a_new_alias_is_one_table_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(NAMESPACE, "gelu", "dtorch.nn.functional")
+    monkeypatch.setitem(NAMESPACE, "sqrt_alias", "dtorch.api.tensor:Tensor.sqrt")
+    scope = _run_block(render())
+    assert scope["gelu"] is F.gelu and scope["sqrt_alias"] is dtorch.Tensor.sqrt
+    assert "gelu" in scope["__all__"] and scope["__all__"] == sorted(scope["__all__"])
+    assert all(scope[n] is getattr(dtorch, n) for n in dtorch.__all__)
+
+
+def test_an_alias_of_a_name_not_imported_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(NAMESPACE, "bad", "dtorch.api.tensor:TensorBase.abs")
+    with pytest.raises(ValueError, match="TensorBase' is not imported from"):
+        namespace.render()
 
 
 def test_tensor_methods_exist() -> None:

@@ -83,6 +83,35 @@ def test_typed_aliases(name: str) -> None:
     assert torch.equal(made.to_torch(), want)
     assert cls(2, 3).shape == torch.Size([2, 3]) and cls(2, 3).dtype == _TYPED[name]
     assert cls(torch.arange(3)).dtype == _TYPED[name]
+    # isinstance asks for the dtype, as torch's typed classes do, however the tensor was made
+    for dtype in _TYPED.values():
+        plain, ref = dtorch.zeros(2, dtype=dtype), torch.zeros(2, dtype=dtype)
+        assert isinstance(plain, cls) == isinstance(ref, getattr(torch, name))
+    assert not isinstance(want, cls)  # a torch tensor is no dtorch typed tensor
+
+
+class _Sub(dtorch.Tensor):
+    """A handle subclass of the user's (as ``nn.Parameter`` is torch's)."""
+
+    __slots__ = ()
+
+
+@pytest.mark.parametrize("make", ["LongTensor", "FloatTensor", "subclass"])
+def test_operators_on_a_handle_subclass_return_plain_tensors(
+    graph: dtorch.Graph, make: str
+) -> None:
+    """As torch: ``torch.LongTensor(...) + 1`` and ``Parameter * 2`` are plain ``torch.Tensor``s."""
+    data = torch.tensor([1, 0, 2])
+    if make == "subclass":
+        t, want = _Sub(data), torch.nn.Parameter(data.float(), requires_grad=False)
+    else:
+        t, want = getattr(dtorch, make)([1, 0, 2]), getattr(torch, make)([1, 0, 2])
+    assert type(t) is not dtorch.Tensor
+    results = [t + 1, t * t, t.double(), t.detach(), t[1:], t.sum(), t.data]
+    torch_results = [want + 1, want * want, want.double(), want.detach(), want[1:], want.sum()]
+    assert {type(r) for r in torch_results} == {torch.Tensor}
+    assert [type(r) for r in results] == [dtorch.Tensor] * len(results)
+    assert torch.equal((t + 1).to_torch(), data.to(t.dtype) + 1)
 
 
 def test_torch_names_and_version() -> None:

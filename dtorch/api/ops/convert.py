@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-import dtorch.api.tensor as _tensor
 from dtorch.api.graph import mesh_of
+from dtorch.api.handle import TensorBase
 from dtorch.api.record import record
-from dtorch.api.redistribute import redistribute
+from dtorch.api.redistribute import move, redistribute
 from dtorch.errors import MeshError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import CastParam, CloneParam, CopyParam
@@ -52,7 +52,7 @@ def copy_(dst: Tensor, src: Tensor) -> Tensor:
     Partial and Replicate elsewhere - so the copy itself is local to every device (spec 002
     3.5.4: a cross-mesh Copy).
     """
-    if isinstance(src, _tensor.Tensor) and isinstance(dst, _tensor.Tensor):
+    if isinstance(src, TensorBase) and isinstance(dst, TensorBase):
         mesh = dst.device_mesh
         if src.device_mesh != mesh:
             if src.shape == dst.shape:
@@ -70,7 +70,7 @@ def detach(t: Tensor) -> Tensor:
 
 
 def type_as(t: Tensor, other: Tensor) -> Tensor:
-    if not isinstance(other, _tensor.Tensor):
+    if not isinstance(other, TensorBase):
         raise TypeError(f"type_as: expected a dtorch.Tensor, got {type(other).__name__}")
     return cast(t, other.dtype)
 
@@ -104,7 +104,7 @@ def parse_to_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, A
     for arg in args:
         if isinstance(arg, torch.dtype):
             dtype = arg
-        elif isinstance(arg, _tensor.Tensor):
+        elif isinstance(arg, TensorBase):
             target, dtype = arg.device_mesh, arg.dtype
         else:
             target = arg
@@ -132,8 +132,6 @@ def to(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     ``to(other_tensor)`` (its mesh and dtype), or the keywords ``device``, ``device_mesh``,
     ``dtype``. A mesh of another shape (with more than one device) is refused: use
     ``redistribute``; one device gathers the full value there."""
-    from dtorch.api.redistribute import move
-
     target, dtype = parse_to_args(args, kwargs)
     if isinstance(target, DeviceMesh):
         _check_same_shape(t, target)

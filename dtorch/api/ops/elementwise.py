@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-import dtorch.api.tensor as _tensor
-from dtorch.api.creation import from_torch
+from dtorch.api.create import distribute
+from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MaskedKind, MathKind
@@ -46,7 +46,7 @@ def binary(kind: BinaryKind, name: str, a: Any, b: Any) -> Tensor:
 
     Called only by dtorch's operator methods and functions: with this frame, two frames above
     ``record_one`` are dtorch's (its ``known``)."""
-    tensor = _tensor.Tensor
+    tensor = TensorBase
     if isinstance(a, tensor):
         if not isinstance(b, tensor):
             b = _zero_dim(b, a)
@@ -61,14 +61,14 @@ def binary(kind: BinaryKind, name: str, a: Any, b: Any) -> Tensor:
     raise TypeError(f"{name}: at least one argument must be a dtorch.Tensor")
 
 
-def _zero_dim(value: Any, other: Tensor) -> Any:
+def _zero_dim(value: Any, other: TensorBase) -> Any:
     """A 0-d torch tensor operand stays a tensor, as in torch (a replicated one on ``other``'s
     mesh): its dtype promotes unlike the number it holds (``int32 tensor + torch.tensor(2.5,
     dtype=torch.float64)`` is float64, ``+ 2.5`` is float32), and torch's tensor-tensor
     kernels accept other dtypes than its scalar ones. Other values are returned as they are."""
     if not isinstance(value, torch.Tensor) or value.ndim != 0:
         return value
-    return from_torch(value, graph=other.graph, device_mesh=other.device_mesh)
+    return distribute(type(other), value, graph=other.graph, device_mesh=other.device_mesh)
 
 
 def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
@@ -83,7 +83,7 @@ def _scaled(b: Any, alpha: Any) -> Any:
     """``alpha * b`` of add/sub: a tensor gets a mul, a number stays a number."""
     if alpha == 1:
         return b
-    if isinstance(b, _tensor.Tensor):
+    if isinstance(b, TensorBase):
         return mul(b, alpha)
     number, factor = as_scalar(b).value, as_scalar(alpha).value
     assert number is not None and factor is not None  # numbers are never tagged NONE
@@ -116,7 +116,7 @@ def trunc_div(a: Any, b: Any) -> Tensor:
 
 def _probe(value: Any) -> Any:
     """A stand-in with ``value``'s dtype for torch's promotion rules (one-time, not hot)."""
-    if isinstance(value, _tensor.Tensor):
+    if isinstance(value, TensorBase):
         return torch.empty((1,), dtype=value.dtype)
     return value
 
@@ -218,7 +218,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     as ``minimum(maximum(input, min), max)`` (broadcast, dtype promoted as torch does)."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    tensor = _tensor.Tensor
+    tensor = TensorBase
     if isinstance(min, tensor) or isinstance(max, tensor):
         return _clamp_tensors(input, min, max)
     for bound in (min, max):
@@ -232,7 +232,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
 def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
     """Tensor bounds: torch's ``clamp`` is ``min(max(input, low), high)`` elementwise."""
     for bound in (low, high):
-        if bound is not None and not isinstance(bound, _tensor.Tensor) and not is_scalar(bound):
+        if bound is not None and not isinstance(bound, TensorBase) and not is_scalar(bound):
             raise TypeError(
                 f"clamp: bounds must be numbers or dtorch tensors, got {type(bound).__name__}"
             )
@@ -242,7 +242,7 @@ def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
 
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:
     """``input`` where ``condition`` holds, else ``other``; either may be a number."""
-    tensor = _tensor.Tensor
+    tensor = TensorBase
     inputs = [condition] + [v for v in (input, other) if isinstance(v, tensor)]
     param = WhereParam(
         None if isinstance(input, tensor) else as_scalar(input),

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import dtorch.api.ops.take as _take
-import dtorch.api.tensor as _tensor
-from dtorch.api.creation import from_torch
+from dtorch.api.create import distribute
+from dtorch.api.handle import TensorBase
 from dtorch.errors import PlacementError
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def is_advanced(index: Any) -> bool:
 
 def _advanced_item(item: Any) -> bool:
     # bool before int: True is an int to Python but a mask (a new dim of size 1) to torch
-    return isinstance(item, (bool, list, tuple, torch.Tensor, _tensor.Tensor))
+    return isinstance(item, (bool, list, tuple, torch.Tensor, TensorBase))
 
 
 def to_torch_index(name: str, index: Any) -> Any:
@@ -65,7 +65,7 @@ def to_torch_index(name: str, index: Any) -> Any:
 
 def _torch_item(name: str, item: Any) -> Any:
     # lists stay lists (torch reads nested ones as one integer array); tensors are checked
-    if isinstance(item, _tensor.Tensor):
+    if isinstance(item, TensorBase):
         item = item.to_torch()
     if isinstance(item, torch.Tensor) and item.dtype not in _INDEX_DTYPES:
         raise IndexError(
@@ -81,7 +81,7 @@ def _check_list(name: str, items: list[Any] | tuple[Any, ...]) -> None:
     for item in items:
         if isinstance(item, (list, tuple)):
             _check_list(name, item)
-        elif isinstance(item, (_tensor.Tensor, float)):
+        elif isinstance(item, (TensorBase, float)):
             raise IndexError(f"{name}: a list index holds ints or bools; got {type(item).__name__}")
 
 
@@ -102,7 +102,7 @@ def advanced_getitem(t: Tensor, index: Any) -> Tensor:
     where = to_torch_index("getitem", index)
     full = t.to_torch()
     result = _torch_call("getitem", lambda: full[where])
-    return from_torch(result, graph=t.graph, device=t.device_mesh.first_device())
+    return distribute(type(t), result, graph=t.graph, device=t.device_mesh.first_device())
 
 
 def _one_array(index: Any) -> tuple[list[Any], int, Any] | None:
@@ -150,11 +150,11 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     if _put_on_devices(t, index, value):
         return
     where = to_torch_index("setitem", index)
-    if isinstance(value, _tensor.Tensor):
+    if isinstance(value, TensorBase):
         value = value.to_torch()
     full = t.to_torch()
     _torch_call("setitem", lambda: full.__setitem__(where, value))
-    back = from_torch(full, graph=t.graph, device_mesh=t.device_mesh)
+    back = distribute(type(t), full, graph=t.graph, device_mesh=t.device_mesh)
     t[...] = back
 
 

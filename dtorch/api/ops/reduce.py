@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-import dtorch.api.tensor as _tensor
 from dtorch.api.dims import normalize_dims
+from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
 from dtorch.api.record import record
 from dtorch.ir.opkind import MaxMinKind, ReduceKind
@@ -86,7 +86,7 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
 def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = None) -> Any:
     if other is not None:  # max(other=b) is maximum
         dim = other
-    if isinstance(dim, _tensor.Tensor):  # torch.max(a, b) is maximum
+    if isinstance(dim, TensorBase):  # torch.max(a, b) is maximum
         binary = elementwise.maximum if kind == MaxMinKind.MAX else elementwise.minimum
         return binary(t, dim)
     name = "max" if kind == MaxMinKind.MAX else "min"

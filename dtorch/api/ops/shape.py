@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import dtorch.api.ops.index as _index
-import dtorch.api.tensor as _tensor
-from dtorch.api.creation import from_torch
+from dtorch.api.create import distribute
 from dtorch.api.dims import normalize_dims
+from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record
 from dtorch.errors import ShapeError
@@ -176,7 +176,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 def _tensor_list(name: str, tensors: Sequence[Any]) -> list[Tensor]:
     tensors = list(tensors)
-    if not tensors or not all(isinstance(t, _tensor.Tensor) for t in tensors):
+    if not tensors or not all(isinstance(t, TensorBase) for t in tensors):
         raise TypeError(f"{name}: expected a non-empty sequence of dtorch.Tensor")
     return tensors
 
@@ -189,7 +189,7 @@ def repeat(t: Tensor, *repeats: Any) -> Tensor:
 
 
 def repeat_interleave(input: Tensor, repeats: int, dim: int | None = None) -> Tensor:
-    if isinstance(repeats, _tensor.Tensor) or not isinstance(repeats, int) or repeats < 0:
+    if isinstance(repeats, TensorBase) or not isinstance(repeats, int) or repeats < 0:
         raise TypeError("repeat_interleave: repeats must be a non-negative int")
     d = None if dim is None else normalize_dims(dim, input.ndim, op="repeat_interleave")[0]
     return record("repeat_interleave", RepeatInterleaveParam(repeats, d), (input,))[0]
@@ -238,7 +238,7 @@ def _past_end(name: str, item: Any, dim: int, ndim: int) -> bool:
 
 def _check_entries(name: str, items: list[Any]) -> None:
     for item in items:
-        if isinstance(item, (_tensor.Tensor, torch.Tensor, list)) or (
+        if isinstance(item, (TensorBase, torch.Tensor, list)) or (
             not isinstance(item, (int, slice)) and item is not None and item is not Ellipsis
         ):
             raise IndexError(
@@ -277,10 +277,10 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
         return
     entries = normalize_index(index, t.shape, "setitem")
     if isinstance(value, torch.Tensor):
-        value = from_torch(value, graph=t.graph, device_mesh=t.device_mesh)
-    if is_scalar(value) and not isinstance(value, _tensor.Tensor):
+        value = distribute(type(t), value, graph=t.graph, device_mesh=t.device_mesh)
+    if is_scalar(value) and not isinstance(value, TensorBase):
         record("setitem", SetItemParam(entries, as_scalar(value)), (t,))
-    elif isinstance(value, _tensor.Tensor):
+    elif isinstance(value, TensorBase):
         record("setitem", SetItemParam(entries), (t, value))
     else:
         raise TypeError(

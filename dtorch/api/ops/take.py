@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-import dtorch.api.tensor as _tensor
-from dtorch.api.creation import from_torch
+from dtorch.api.create import distribute
+from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
 from dtorch.ir.params import IndexPutParam, IndexSelectParam
@@ -46,7 +46,7 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
         [[2, 2], [5, 5]]
     """
     index = torch.tensor(index, dtype=torch.int64) if isinstance(index, list) else index
-    if not isinstance(index, (torch.Tensor, _tensor.Tensor)) or index.ndim > 1:
+    if not (isinstance(index, torch.Tensor) or is_tensor(index)) or index.ndim > 1:
         got = f"a {index.ndim}-D tensor" if hasattr(index, "ndim") else type(index).__name__
         raise IndexError(f"index_select: the index must be a 0-d or 1-D tensor; got {got}")
     dim = norm_dim("index_select", dim, input.ndim)
@@ -57,7 +57,7 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
 def integer_array(item: Any) -> Tensor | torch.Tensor | None:
     """``item`` as an integer index tensor, or None where it is not one (a mask, a bool, a
     list with floats or bools: those go to torch on the client)."""
-    if isinstance(item, (torch.Tensor, _tensor.Tensor)):
+    if isinstance(item, torch.Tensor) or is_tensor(item):
         return item if item.dtype in INDEX_DTYPES else None
     if isinstance(item, (list, tuple)) and _ints_only(item):
         try:
@@ -81,13 +81,14 @@ def take(x: Tensor, dim: int, index: Any, name: str, wrap: bool = True) -> Tenso
 
 def _device_index(x: Tensor, dim: int, index: Any, name: str, wrap: bool) -> Tensor:
     # a dtorch index on x's mesh; torch values checked here and sent Replicate
-    if isinstance(index, _tensor.Tensor):
+    if is_tensor(index):
         if index.device_mesh == x.device_mesh:
             return index
         index = index.to_torch()
     _check_bounds(name, index, dim, x.shape[dim], wrap)
     mesh = x.device_mesh
-    return from_torch(index, graph=x.graph, device_mesh=mesh, placements=[Replicate()] * mesh.ndim)
+    replicated = [Replicate()] * mesh.ndim
+    return distribute(type(x), index, graph=x.graph, device_mesh=mesh, placements=replicated)
 
 
 def _check_bounds(name: str, index: torch.Tensor, dim: int, size: int, wrap: bool) -> None:
@@ -130,10 +131,10 @@ def put(t: Tensor, dim: int, index: Any, value: Any) -> bool:
     ids = _device_index(t, dim, index, "setitem", True)
     if not _replicated(ids):
         ids = ids.redistribute(placements=[Replicate()] * t.device_mesh.ndim)
-    if is_scalar(value) and not isinstance(value, _tensor.Tensor):
+    if is_scalar(value) and not isinstance(value, TensorBase):
         record("setitem", IndexPutParam(dim, as_scalar(value)), (t, ids))
         return True
-    if not isinstance(value, (torch.Tensor, _tensor.Tensor)):
+    if not (isinstance(value, torch.Tensor) or is_tensor(value)):
         return False
     record("setitem", IndexPutParam(dim), (t, ids, _slot_value(t, ids, dim, value)))
     return True
@@ -148,7 +149,7 @@ def _slot_value(t: Tensor, ids: Tensor, dim: int, value: Tensor | torch.Tensor) 
     (a torch value is chunked on the client; a Partial slot gets it on its first rank)."""
     slot = index_select_rule("setitem", IndexSelectParam(dim), (t._operand, ids._operand))
     shape, placements = slot.outputs[0].shape, list(slot.outputs[0].placements)
-    if isinstance(value, _tensor.Tensor) and value.device_mesh != t.device_mesh:
+    if isinstance(value, TensorBase) and value.device_mesh != t.device_mesh:
         value = value.to_torch()
     if _broadcast(tuple(value.shape), shape) != shape:
         raise IndexError(
@@ -158,7 +159,7 @@ def _slot_value(t: Tensor, ids: Tensor, dim: int, value: Tensor | torch.Tensor) 
     if isinstance(value, torch.Tensor):
         mesh = t.device_mesh
         full = value.expand(shape)
-        return from_torch(full, graph=t.graph, device_mesh=mesh, placements=placements)
+        return distribute(type(t), full, graph=t.graph, device_mesh=mesh, placements=placements)
     value = value.expand(shape) if tuple(value.shape) != shape else value
     if list(value.placements) == placements:
         return value

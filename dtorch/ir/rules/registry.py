@@ -26,6 +26,7 @@ from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
 from dtorch.ir.rules import (
     attention,
+    conv,
     copy,
     create,
     einsum,
@@ -38,6 +39,7 @@ from dtorch.ir.rules import (
     reinterpret,
     select,
     setitem,
+    spatial,
     views,
 )
 from dtorch.ir.rules.base import Inference, Rule
@@ -59,7 +61,9 @@ RULES: dict[OpKind, Rule] = {
     **setitem.RULES,
     **reinterpret.RULES,
     **attention.RULES,
+    **conv.RULES,
     **fused.RULES,
+    **spatial.RULES,
 }
 
 

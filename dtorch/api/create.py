@@ -1,0 +1,207 @@
+"""Recording Create operators for a given handle class: the core of the creation functions.
+
+``dtorch.api.creation`` (``zeros``, ``from_torch``, ...) calls these with ``Tensor``; the
+operator modules and ``Tensor.__init__`` call them with a handle class of their own (an
+input's), so that none of them imports ``dtorch.api.tensor``, which imports them.
+
+The keywords: ``device_mesh``, ``placements``, ``dtype``, ``graph`` and ``device`` (``device``
+and ``device_mesh`` are mutually exclusive; without either the graph's default mesh is used;
+without ``placements`` every mesh dimension is Replicate).
+
+Example:
+    >>> import torch, dtorch
+    >>> from dtorch.api.handle import TensorBase, is_tensor
+    >>> t = distribute(dtorch.Tensor, torch.arange(3))
+    >>> isinstance(t, TensorBase), t.tolist()
+    (True, [0, 1, 2])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from dtorch.api.graph import Graph, mesh_of
+from dtorch.api.handle import TensorBase, is_tensor
+from dtorch.api.ops.convert import cast
+from dtorch.api.record import emit_one
+from dtorch.api.redistribute import redistribute
+from dtorch.errors import MeshError, ParamError, ShapeError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.opkind import CreateKind
+from dtorch.ir.params import CreateParam
+from dtorch.ir.placement import Partial, Placement, Replicate, normalize_placements
+from dtorch.ir.rules import OutputMeta
+from dtorch.ir.subsplit import check_unmarked
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def graph_or_default(graph: Graph | None) -> Graph:
+    """``graph``, else the calling thread's default graph."""
+    return Graph.default_graph() if graph is None else graph
+
+
+def mesh_for(graph: Graph, device_mesh: Any, device: Any) -> DeviceMesh:
+    """The mesh the keywords name (the graph's default mesh when neither is given)."""
+    if device_mesh is not None and device is not None:
+        raise MeshError("give device_mesh or device, not both")
+    if device_mesh is not None:
+        if not isinstance(device_mesh, DeviceMesh):
+            raise MeshError(
+                f"device_mesh must be a dtorch.DeviceMesh, got {type(device_mesh).__name__}"
+            )
+        return device_mesh
+    return graph.default_device_mesh if device is None else mesh_of(device)
+
+
+def shape_of(size: Sequence[Any]) -> tuple[int, ...]:
+    """torch's ``*size`` convention: ints, or one tuple/list/torch.Size of ints."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        size = tuple(size[0])
+    for s in size:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+            raise ShapeError(
+                f"sizes must be non-negative ints (or one tuple of them), got {tuple(size)!r}"
+            )
+    return tuple(int(s) for s in size)
+
+
+def float_dtype(graph: Graph | None, dtype: torch.dtype | None) -> torch.dtype:
+    """``dtype``, else the graph's default (floating) dtype."""
+    return dtype if dtype is not None else graph_or_default(graph).default_dtype
+
+
+def create(
+    cls: type[TensorBase],
+    kind: CreateKind,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    *,
+    graph: Graph | None,
+    device_mesh: Any,
+    device: Any,
+    placements: Sequence[Placement] | None,
+    args: tuple[Any, ...] = (),
+    generator: torch.Generator | None = None,
+    value: torch.Tensor | None = None,
+) -> Tensor:
+    """Record a Create operator, its result made by ``cls``; every creation function ends here."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype (e.g. dtorch.float32), got {dtype!r}")
+    g = graph_or_default(graph)
+    mesh = mesh_for(g, device_mesh, device)
+    if placements is None:
+        placements = (Replicate(),) * mesh.ndim
+    placed = normalize_placements(placements, mesh.shape, len(shape))
+    check_unmarked(kind.name.lower(), placed, "a placement")  # only cat will make marks
+    if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
+        placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)
+    param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value)
+    out = OutputMeta(shape, dtype, placed)
+    return emit_one(cls._result, g, kind.name.lower(), param, (), out, mesh)
+
+
+_KEYWORDS = frozenset({"graph", "device_mesh", "device", "placements"})
+
+
+def placement_keywords(kw: dict[str, Any]) -> dict[str, Any]:
+    """The placement keywords, with a clear error for anything else."""
+    unknown = set(kw) - _KEYWORDS - {"requires_grad", "layout", "pin_memory"}
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword(s) {sorted(unknown)}; accepted: {sorted(_KEYWORDS)} and dtype"
+        )
+    if kw.get("requires_grad"):
+        raise ValueError(
+            "dtorch tensors do not record gradients; requires_grad=True is not supported"
+        )
+    return {k: kw.get(k) for k in _KEYWORDS}
+
+
+def distribute(
+    cls: type[TensorBase], data: torch.Tensor, *, dtype: torch.dtype | None = None, **kw: Any
+) -> Tensor:
+    """``from_torch``: distribute a full torch tensor (Shard chunks it, Replicate copies it,
+    Partial puts the value on the first rank of that mesh dimension and zeros elsewhere)."""
+    if not isinstance(data, torch.Tensor):
+        raise TypeError(f"from_torch needs a torch.Tensor, got {type(data).__name__}")
+    if data.layout != torch.strided or data.is_quantized or data.is_meta:
+        raise ParamError(
+            f"from_torch: a {data.layout} {data.dtype} tensor on {data.device} is not supported "
+            "(sparse, quantized and meta tensors are not); accepted: a dense strided tensor with "
+            "data, e.g. data.to_dense() or data.dequantize()"
+        )
+    value = data.detach().to("cpu", dtype or data.dtype, copy=True).contiguous()
+    shape, kind = tuple(value.shape), CreateKind.FROM_TENSOR
+    return create(cls, kind, shape, value.dtype, value=value, **placement_keywords(kw))
+
+
+def from_data(
+    cls: type[TensorBase], data: Any, *, dtype: torch.dtype | None = None, **kw: Any
+) -> Tensor:
+    """``tensor``: ``torch.tensor(data)`` distributed like ``distribute`` (floats take the
+    graph's default dtype)."""
+    if isinstance(data, torch.Tensor):
+        return distribute(cls, data, dtype=dtype, **kw)
+    value = torch.tensor(data, dtype=dtype)
+    if dtype is None and value.dtype.is_floating_point:
+        value = value.to(float_dtype(kw.get("graph"), None))
+    return distribute(cls, value, **kw)
+
+
+def construct(
+    cls: type[TensorBase], fixed: torch.dtype | None, args: tuple[Any, ...], kw: dict[str, Any]
+) -> Tensor:
+    """``dtorch.Tensor(...)`` as torch's constructor: ``()`` an empty float tensor of shape
+    ``(0,)``; sizes or a ``torch.Size`` an uninitialised tensor (``empty``); a torch tensor is
+    distributed (``from_torch``); a dtorch tensor is shared, not copied (torch's
+    ``torch.Tensor(t)`` aliases too), converted when keywords ask for it; other data (lists,
+    numpy) as ``tensor`` with a float dtype. ``fixed``: the dtype of a typed alias.
+
+    Example:
+        >>> import torch, dtorch
+        >>> dtorch.Tensor(2, 3).shape, dtorch.Tensor().shape, dtorch.LongTensor([1, 2]).dtype
+        (torch.Size([2, 3]), torch.Size([0]), torch.int64)
+    """
+    given = kw.pop("dtype", None)
+    dtype = given if fixed is None else fixed
+    if len(args) == 1 and is_tensor(args[0]):
+        return _from_dtorch(args[0], dtype, kw)
+    if len(args) == 1 and isinstance(args[0], torch.Tensor):
+        return distribute(cls, args[0], dtype=dtype, **kw)
+    dtype = float_dtype(kw.get("graph"), dtype)
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        return _empty(cls, args or (0,), dtype, kw)
+    if len(args) == 1 and isinstance(args[0], torch.Size):
+        return _empty(cls, args, dtype, kw)
+    if len(args) == 1:
+        return from_data(cls, args[0], dtype=dtype, **kw)
+    raise TypeError(
+        f"Tensor: got {[type(a).__name__ for a in args]}; accepted: (), sizes, a torch.Size, "
+        "a torch tensor, a dtorch tensor or data (lists, numpy)"
+    )
+
+
+# ``dtorch.Tensor(2, 3)``: an uninitialised tensor, as ``empty``.
+def _empty(
+    cls: type[TensorBase], size: tuple[Any, ...], dtype: torch.dtype, kw: dict[str, Any]
+) -> Tensor:
+    return create(cls, CreateKind.EMPTY, shape_of(size), dtype, **placement_keywords(kw))
+
+
+def _from_dtorch(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
+    """The source's value (an alias) converted to what the keywords ask for."""
+    result = source._alias() if dtype is None else cast(source, dtype)
+    mesh, placements = kw.pop("device_mesh", None), kw.pop("placements", None)
+    device = kw.pop("device", None)
+    kw.pop("graph", None)
+    placement_keywords(kw)
+    if device is not None or mesh is not None or placements is not None:
+        target = mesh_for(source.graph, mesh, device) if mesh or device else source.device_mesh
+        result = redistribute(result, target, placements)
+    return result

@@ -1,0 +1,147 @@
+"""The torch calls of the image operators (Conv, Pooling, Interpolate, Pad), read by two users.
+
+The rules run them once on meta tensors of the inputs' shapes, to learn the output shapes and
+dtypes and torch's own refusals (``meta_outputs``); the local kernels run them on the shards
+(``dtorch.kernels.local.image``). One function per kind means that the shape a rule promises
+is the shape a kernel produces, and that dtorch accepts exactly the arguments torch accepts.
+
+Conv's weight is ``(out_channels, in_channels / groups, kH, kW)`` in both formats; with
+``OperatorFormat.NHWC`` the input and output hold their channels last.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.opkind import PoolKind
+    >>> from dtorch.ir.params import PoolingParam
+    >>> x = torch.arange(16.0).view(1, 4, 4)
+    >>> pool(PoolingParam(PoolKind.MAX, (2, 2), (2, 2)), x).tolist()
+    [[[5.0, 7.0], [13.0, 15.0]]]
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from dtorch.errors import ParamError, ShapeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import OperatorFormat, PaddingType, PoolKind
+from dtorch.ir.params import ConvParam, InterpolateParam, OpParam, PadParam, PoolingParam
+
+Outputs = torch.Tensor | tuple[torch.Tensor, ...]
+Meta = tuple[tuple[int, ...], torch.dtype]
+_PADDING_TEXT = {PaddingType.SAME: "same", PaddingType.VALID: "valid"}
+
+
+def channel_dim(ndim: int, fmt: OperatorFormat) -> int:
+    """The channel dim of a 3-D (C, H, W) or 4-D (N, C, H, W) image in ``fmt``."""
+    return ndim - 1 if fmt is OperatorFormat.NHWC else ndim - 3
+
+
+def spatial_dims(ndim: int, fmt: OperatorFormat = OperatorFormat.NCHW) -> tuple[int, int]:
+    """The (H, W) dims of a 3-D or 4-D image in ``fmt``."""
+    last = ndim - 2 if fmt is OperatorFormat.NHWC else ndim - 1
+    return last - 1, last
+
+
+def conv(
+    param: ConvParam, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, groups: int
+) -> torch.Tensor:
+    """``F.conv2d`` in the param's format, with ``groups`` (a shard's local group count)."""
+    nhwc = param.format is OperatorFormat.NHWC
+    padding: str | tuple[int, ...] = _PADDING_TEXT.get(param.padding_type, param.pads)
+    x = x.movedim(-1, -3) if nhwc else x
+    out = F.conv2d(x, w, b, param.strides, padding, param.dilations, groups)
+    return out.movedim(-3, -1).contiguous() if nhwc else out
+
+
+def conv_full(
+    param: OpParam, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The convolution of the full tensors (every group)."""
+    assert isinstance(param, ConvParam)
+    return conv(param, x, w, b, param.group)
+
+
+def pool(param: OpParam, x: torch.Tensor) -> Outputs:
+    """Max, average or adaptive average pooling of ``x`` (values, and indices on request)."""
+    assert isinstance(param, PoolingParam)
+    call = _POOLS.get(param.pool)
+    if call is None:
+        raise ParamError(f"pooling: {param.pool.name} pooling has no kernel; accepted: MAX, AVG, "
+                         f"ADAPTIVE_AVG")  # fmt: skip
+    return call(param, x)
+
+
+# the torch call of each pooling kind, with the param's fields in torch's argument order
+def _max(param: PoolingParam, x: torch.Tensor) -> Outputs:
+    args = (x, param.kernel_size, param.strides, param.pads, param.dilations, param.ceil_mode)
+    if param.return_indices:
+        return F.max_pool2d_with_indices(*args, return_indices=True)
+    return F.max_pool2d(*args)
+
+
+def _avg(param: PoolingParam, x: torch.Tensor) -> Outputs:
+    return F.avg_pool2d(
+        x, param.kernel_size, param.strides, param.pads, param.ceil_mode,
+        param.count_include_pad, param.divisor_override,
+    )  # fmt: skip
+
+
+def _adaptive_avg(param: PoolingParam, x: torch.Tensor) -> Outputs:
+    return F.adaptive_avg_pool2d(x, (param.output_size[0], param.output_size[1]))
+
+
+_POOLS: dict[PoolKind, Callable[[PoolingParam, torch.Tensor], Outputs]] = {
+    PoolKind.MAX: _max,
+    PoolKind.AVG: _avg,
+    PoolKind.ADAPTIVE_AVG: _adaptive_avg,
+}
+
+
+def interpolate(param: OpParam, x: torch.Tensor) -> torch.Tensor:
+    """``F.interpolate`` with the param's size or scale factor, mode and options."""
+    assert isinstance(param, InterpolateParam)
+    size = list(param.size) if param.size is not None else None
+    scale = list(param.scale_factor) if param.scale_factor is not None else None
+    return F.interpolate(
+        x, size, scale, param.mode, param.align_corners, param.recompute_scale_factor,
+        param.antialias,
+    )  # fmt: skip
+
+
+def pad(param: OpParam, x: torch.Tensor) -> torch.Tensor:
+    """``F.pad``; only constant mode takes a fill value (torch refuses one elsewhere)."""
+    assert isinstance(param, PadParam)
+    value = param.value if param.mode == "constant" or param.value else None
+    return F.pad(x, list(param.pads), param.mode, value)
+
+
+def meta_outputs(
+    name: str, call: Callable[..., Outputs], param: OpParam, inputs: Sequence[Operand]
+) -> tuple[Meta, ...]:
+    """Shape and dtype of every output of ``call(param, *inputs)``, from torch on meta tensors
+    (cached); torch's refusal becomes a ShapeError naming the operator and the shapes."""
+    specs = tuple((o.shape, o.dtype) for o in inputs)
+    answer = _meta(call, param, specs)
+    if isinstance(answer, str):
+        raise ShapeError(f"{name}: {answer}")
+    return answer
+
+
+@functools.lru_cache(maxsize=1024)
+def _meta(
+    call: Callable[..., Outputs], param: OpParam, specs: tuple[tuple[Any, torch.dtype], ...]
+) -> tuple[Meta, ...] | str:
+    # a refusal is returned, not raised, so that lru_cache remembers it too
+    metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in specs]
+    try:
+        out = call(param, *metas)
+    except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as error:
+        shapes = " x ".join(str(list(shape)) for shape, _ in specs)
+        return f"torch refuses inputs {shapes}: {error}"
+    outs = out if isinstance(out, tuple) else (out,)
+    return tuple((tuple(o.shape), o.dtype) for o in outs)

@@ -1,0 +1,158 @@
+"""Rules of the per-channel spatial operators: Pooling, Interpolate, Pad.
+
+They act on each image and each channel alone, so a shard of the batch or the channels stays
+a shard of the output; a shard of a dim they slide windows over or resample (pad: a dim they
+pad) is refused, since its windows would cross shard boundaries (a halo exchange, not
+implemented). Partial stays Partial where the operator is linear in its input. Per mesh dim:
+
+=====================  ==========  =====================================================
+operator               x -> out    Partial
+=====================  ==========  =====================================================
+max_pool2d             R, S(i)     refused: a max of sums is not a sum of maxima
+avg_pool2d,            R, S(i), P  kept: a window mean is linear (with ``ceil_mode`` and
+adaptive_avg_pool2d                ``count_include_pad`` too: the divisor depends on the
+                                   window only)
+interpolate            R, S(i), P  kept: every mode is a fixed linear filter (the average
+                                   pools and interpolate of integers round: refused)
+pad                    R, S(i), P  kept for reflect, replicate, circular (they copy values)
+                                   and a zero fill; refused for a nonzero constant fill
+=====================  ==========  =====================================================
+
+``i`` is a dim the operator does not act on: the batch and channel dims of a pooling (the dims
+before the last two), of an interpolation (dims 0 and 1), any dim that ``pad`` leaves as it is.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> import torch
+
+from dtorch.errors import DtypeError, ShapeError
+from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.params import PadParam
+    >>> from dtorch.ir.placement import Partial, Shard
+    >>> x = Operand(1, (2, 3, 5), torch.float32, init_device_mesh("cpu", (2, 2)),
+    ...             (Shard(1), Partial()))
+    >>> pad_rule("pad", PadParam((1, 2), "reflect"), (x,)).outputs[0]
+    OutputMeta(shape=(2, 3, 8), dtype=torch.float32, placements=(Shard(dim=1), Partial(sum)))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from dtorch.errors import DtypeError, ShapeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import OpKind, PoolKind
+from dtorch.ir.params import InterpolateParam, OpParam, PadParam, PoolingParam
+from dtorch.ir.placement import Shard
+from dtorch.ir.rules.base import Inference, OutputMeta, Rule
+from dtorch.ir.rules.image_ops import interpolate, meta_outputs, pad, pool
+from dtorch.ir.rules.signature import Labels, Signature, one_input, reject, signature
+
+_WINDOW = "its windows would cross shard boundaries (a halo exchange, not implemented)"
+_LINEAR = signature("R -> R", "Si -> Si", "P -> P", legend="i: a batch or channel dim")
+_MAX = signature(
+    "R -> R", "Si -> Si", legend="i: a batch or channel dim",
+    hint="max pooling is not linear: reduce a Partial input (redistribute to Replicate) first",
+)  # fmt: skip
+_ROUNDING = signature(
+    "R -> R", "Si -> Si", legend="i: a batch or channel dim",
+    hint="an integer average or interpolation rounds, which is not linear: reduce a Partial "
+    "input first",
+)  # fmt: skip
+_PAD_LINEAR = signature("R -> R", "Si -> Si", "P -> P", legend="i: a dim that is not padded")
+_PAD_FILL = signature(
+    "R -> R", "Si -> Si", legend="i: a dim that is not padded",
+    hint="a nonzero constant fill is not linear: reduce a Partial input first",
+)  # fmt: skip
+
+#: One window of the refusal check: (input index, its dims the operator acts on, their name).
+Window = tuple[int, Sequence[int], str]
+
+
+def refuse_window_shards(
+    name: str, sig: Signature, inputs: Sequence[Operand], windows: Sequence[Window]
+) -> None:
+    """PlacementError when an input is sharded on a dim the operator slides windows over."""
+    for index, dims, what in windows:
+        for m, p in enumerate(inputs[index].placements):
+            if isinstance(p, Shard) and p.dim in dims:
+                detail = (
+                    f"dim {p.dim} ({what}) is sharded on mesh dim {m}, and {_WINDOW}; "
+                    f"redistribute it to Replicate first"
+                )
+                raise reject(name, sig, inputs, detail)
+
+
+def _per_channel(
+    name: str, sig: Signature, x: Operand, acted: Sequence[int], metas: Sequence[OutputMeta]
+) -> Inference:
+    """Placements of an operator that acts on the ``acted`` dims of ``x`` and keeps the rest."""
+    refuse_window_shards(name, sig, (x,), ((0, acted, "a spatial dim"),))
+    labels: Labels = tuple(-1 - d if d in acted else d for d in range(x.ndim))
+    return one_input(name, sig, x, labels, metas)
+
+
+def check_dtype(name: str, dtype: torch.dtype, ok: bool, accepted: str) -> None:
+    """DtypeError naming the operator where torch's CPU kernel has no ``dtype`` version (its
+    meta kernel accepts every dtype)."""
+    if not ok:
+        raise DtypeError(f"{name}: no kernel for {dtype}; accepted: {accepted}")
+
+
+def _metas(name: str, call: object, param: OpParam, x: Operand) -> list[OutputMeta]:
+    # output shapes and dtypes from torch; the placements come from the signature afterwards
+    found = meta_outputs(name, call, param, (x,))  # type: ignore[arg-type]
+    return [OutputMeta(shape, dtype, ()) for shape, dtype in found]
+
+
+def _linear(x: Operand) -> Signature:
+    # integer means and interpolations round: only floating-point ones are linear
+    return _LINEAR if x.dtype.is_floating_point else _ROUNDING
+
+
+def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """Max, average and adaptive average pooling of a 3-D or 4-D image."""
+    assert isinstance(param, PoolingParam)
+    (x,) = inputs
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"{name}: needs a 3-D (C, H, W) or 4-D (N, C, H, W) input; got "
+                         f"{list(x.shape)}")  # fmt: skip
+    if param.pool is PoolKind.ADAPTIVE_AVG:
+        check_dtype(name, x.dtype, x.dtype.is_floating_point, "floating-point dtypes")
+    check_dtype(name, x.dtype, x.dtype != torch.bool, "every dtype but bool")
+    metas = _metas(name, pool, param, x)
+    sig = _MAX if param.pool is PoolKind.MAX else _linear(x)
+    return _per_channel(name, sig, x, (x.ndim - 2, x.ndim - 1), metas)
+
+
+def interpolate_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``interpolate`` of an (N, C, ...) tensor: it resamples every dim after the first two."""
+    assert isinstance(param, InterpolateParam)
+    (x,) = inputs
+    ok = x.dtype.is_floating_point or x.dtype == torch.uint8
+    check_dtype(name, x.dtype, ok, "floating-point dtypes and uint8")
+    metas = _metas(name, interpolate, param, x)
+    return _per_channel(name, _linear(x), x, tuple(range(2, x.ndim)), metas)
+
+
+def pad_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``pad``: the dims with a nonzero pad are acted on, the others are free."""
+    assert isinstance(param, PadParam)
+    (x,) = inputs
+    if param.mode in ("reflect", "replicate"):
+        check_dtype(name, x.dtype, x.dtype != torch.bool, "every dtype but bool")
+    metas = _metas(name, pad, param, x)
+    pairs = zip(param.pads[0::2], param.pads[1::2], strict=False)
+    acted = [x.ndim - 1 - i for i, (lo, hi) in enumerate(pairs) if lo or hi]
+    linear = param.mode != "constant" or param.value == 0
+    return _per_channel(name, _PAD_LINEAR if linear else _PAD_FILL, x, acted, metas)
+
+
+RULES: dict[OpKind, Rule] = {
+    OpKind.Pooling: pooling_rule,
+    OpKind.Interpolate: interpolate_rule,
+    OpKind.Pad: pad_rule,
+}

@@ -1,0 +1,85 @@
+"""Local kernels of Conv, Pooling, Interpolate and Pad.
+
+The rules refuse shards of the dims these operators slide windows over, so every device holds
+whole images of its batch and channel shards and runs torch's call (``dtorch.ir.rules.
+image_ops``) on them. A grouped conv whose channels are sharded runs the groups its shard
+holds; a Replicate bias of a Partial output is added by the partial owner only, so the sum
+over devices holds it once. A device whose shard is empty (uneven batches or channels) makes
+its empty output (a conv over no in-channels: zeros) without calling torch.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import DeviceMesh
+    >>> from dtorch.ir.operator import Operand, Operator
+    >>> from dtorch.ir.params import PadParam
+    >>> from dtorch.ir.span import Span
+    >>> x = Operand(1, (1, 3), torch.float32, DeviceMesh("cpu"), ())
+    >>> y = Operand(2, (1, 5), torch.float32, DeviceMesh("cpu"), ())
+    >>> op = Operator(3, "pad_3", PadParam((1, 1), "reflect"), (1,), (2,), Span.unknown())
+    >>> pad_kernel(KernelContext(op, (x,), (y,), (0,)), 0, [torch.tensor([[1.0, 2.0, 3.0]])])
+    [tensor([[2., 1., 2., 3., 2.]])]
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import ConvParam
+from dtorch.ir.placement import Partial
+from dtorch.ir.rules import image_ops
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards
+
+
+def _empty_outputs(ctx: KernelContext, device: int) -> Shards:
+    # torch refuses some windows on empty tensors; an empty shard makes empty (zero) outputs
+    return [torch.zeros(o.local_shape(device), dtype=o.dtype) for o in ctx.outputs]
+
+
+def _adds_bias(ctx: KernelContext, device: int) -> bool:
+    """True unless the output is Partial and this device is not its partial owner."""
+    out = ctx.outputs[0]
+    partial = any(isinstance(p, Partial) for p in out.placements)
+    return not partial or out.shard(device).partial_owner
+
+
+def conv_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``conv2d`` of the local shards with the groups this device holds."""
+    param = ctx.param
+    assert isinstance(param, ConvParam)
+    x, w, *bias = inputs
+    if x.numel() == 0 or w.numel() == 0:
+        return _empty_outputs(ctx, device)
+    b = bias[0] if bias and _adds_bias(ctx, device) else None
+    groups = x.shape[image_ops.channel_dim(x.ndim, param.format)] // w.shape[1]
+    return [image_ops.conv(param, x, w, b, groups)]
+
+
+def pooling_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """Max (with indices on request), average or adaptive average pooling of the shard."""
+    if inputs[0].numel() == 0:
+        return _empty_outputs(ctx, device)
+    out = image_ops.pool(ctx.param, inputs[0])
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def interpolate_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``interpolate`` of the shard (its spatial dims are whole)."""
+    if inputs[0].numel() == 0:
+        return _empty_outputs(ctx, device)
+    return [image_ops.interpolate(ctx.param, inputs[0])]
+
+
+def pad_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``pad`` of the shard (its padded dims are whole; a constant pad fills empty ones)."""
+    if 0 in ctx.outputs[0].local_shape(device):
+        return _empty_outputs(ctx, device)
+    return [image_ops.pad(ctx.param, inputs[0])]
+
+
+KERNELS: dict[OpKind, LocalKernel] = {
+    OpKind.Conv: conv_kernel,
+    OpKind.Pooling: pooling_kernel,
+    OpKind.Interpolate: interpolate_kernel,
+    OpKind.Pad: pad_kernel,
+}

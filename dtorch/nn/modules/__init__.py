@@ -1,0 +1,56 @@
+"""``dtorch.nn.modules``: the Module class and the layers, one concept per file (torch's
+layout: ``module``, ``container``, ``linear``, ``parallel_linear``, ``activation``,
+``flatten``, ``conv``, ``pooling``; ``state`` holds ``state_dict``/``load_state_dict``).
+
+Example:
+    >>> from dtorch.nn.modules.linear import Linear
+    >>> from dtorch.nn.modules import Linear as Same
+    >>> Linear is Same
+    True
+"""
+
+from dtorch.nn.modules.activation import GELU, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from dtorch.nn.modules.container import ModuleDict, ModuleList, Sequential
+from dtorch.nn.modules.conv import Conv2d
+from dtorch.nn.modules.flatten import Flatten
+from dtorch.nn.modules.linear import Identity, Linear
+from dtorch.nn.modules.module import Module
+from dtorch.nn.modules.parallel_linear import (
+    ColumnParallelLinear,
+    ColumnParallelLinearWithReplicateInputOutput,
+    ColumnParallelLinearWithReplicateOutput,
+    ReplicateParallelLinear,
+    RowParallelLinear,
+    RowParallelLinearWithReplicateOutput,
+)
+from dtorch.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from dtorch.nn.modules.state import IncompatibleKeys, load_safetensors
+
+__all__ = [
+    "GELU",
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
+    "ColumnParallelLinear",
+    "ColumnParallelLinearWithReplicateInputOutput",
+    "ColumnParallelLinearWithReplicateOutput",
+    "Conv2d",
+    "Flatten",
+    "GlobalAvgPool2d",
+    "Identity",
+    "IncompatibleKeys",
+    "Linear",
+    "MaxPool2d",
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "ReLU",
+    "ReplicateParallelLinear",
+    "RowParallelLinear",
+    "RowParallelLinearWithReplicateOutput",
+    "Sequential",
+    "SiLU",
+    "Sigmoid",
+    "Softmax",
+    "Tanh",
+    "load_safetensors",
+]

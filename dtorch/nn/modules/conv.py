@@ -1,0 +1,172 @@
+"""``Conv2d``: torch.nn.Conv2d on a mesh.
+
+``Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+bias=True, padding_mode="zeros", *, device_mesh=None, dtype=None)`` holds ``weight``
+(out_channels, in_channels / groups, kH, kW) and ``bias`` (out_channels) Replicate on every
+mesh dim, drawn as torch draws them (kaiming-uniform with ``a=sqrt(5)``, i.e. uniform on
+``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``, from torch's default generator). The input passes as
+given: a batch sharded on a ``dp`` mesh dim stays sharded (see ``dtorch.ir.rules.conv`` for
+every layout). ``padding_mode`` other than ``"zeros"`` pads first (``dtorch.nn.functional.
+pad``) and convolves without padding, as torch does. ``device_mesh=None`` is the default
+graph's default mesh.
+
+Example:
+    >>> import torch, dtorch
+    >>> ref = torch.nn.Conv2d(2, 3, 3, padding=1)
+    >>> m = dtorch.nn.Conv2d(2, 3, 3, padding=1)
+    >>> m.load_state_dict(ref.state_dict())
+    <All keys matched successfully>
+    >>> x = torch.randn(1, 2, 5, 5)
+    >>> torch.allclose(m(dtorch.from_torch(x)).to_torch(), ref(x), atol=1e-6)
+    True
+    >>> m
+    Conv2d(2, 3, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from dtorch.api.creation import empty
+from dtorch.api.ops.conv import IntOrPair, conv2d, int_pair
+from dtorch.api.ops.spatial import pad
+from dtorch.api.tensor import Tensor
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.placement import Replicate
+from dtorch.nn.modules.linear import check_features, check_float, resolve_mesh, uniform_
+from dtorch.nn.modules.module import Module
+from dtorch.nn.parameter import Parameter
+
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+class Conv2d(Module):
+    """2-D convolution with learnable weight and bias; see the module docstring.
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.Conv2d(4, 8, 3, groups=4, bias=False, dtype=dtorch.float64)
+        >>> m.weight.shape, m.weight.dtype, m.bias
+        (torch.Size([8, 1, 3, 3]), torch.float64, None)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntOrPair,
+        stride: IntOrPair = 1,
+        padding: str | IntOrPair = 0,
+        dilation: IntOrPair = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        *,
+        device_mesh: DeviceMesh | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        check_features("Conv2d", in_channels=in_channels, out_channels=out_channels)
+        check_float("Conv2d", dtype)
+        _check_groups(in_channels, out_channels, groups)
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = int_pair("Conv2d", "kernel_size", kernel_size)
+        self.stride = int_pair("Conv2d", "stride", stride)
+        self.dilation = int_pair("Conv2d", "dilation", dilation)
+        self.padding = _padding(padding, self.stride)
+        self.padding_mode = _padding_mode(padding_mode)
+        self._reversed_padding_repeated_twice = _reversed_padding(
+            self.padding, self.kernel_size, self.dilation
+        )
+        mesh = resolve_mesh(device_mesh)
+        placements = [Replicate()] * mesh.ndim
+        shape = (out_channels, in_channels // groups, *self.kernel_size)
+        self.weight = Parameter(empty(shape, dtype=dtype, device_mesh=mesh, placements=placements))
+        if bias:
+            b = empty(out_channels, dtype=dtype, device_mesh=mesh, placements=placements)
+            self.bias = Parameter(b)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and the bias again, as torch.nn.Conv2d does."""
+        fan_in = (self.in_channels // self.groups) * self.kernel_size[0] * self.kernel_size[1]
+        a = math.sqrt(5)  # kaiming_uniform_(a=sqrt(5)) with torch's leaky_relu gain, computed
+        gain = math.sqrt(2.0 / (1 + a**2))  # as torch computes it (same bound to the last bit)
+        uniform_(self.weight, math.sqrt(3.0) * (gain / math.sqrt(fan_in)) if fan_in else 0.0)
+        if self.bias is not None:
+            uniform_(self.bias, 1 / math.sqrt(fan_in) if fan_in else 0.0)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if self.padding_mode != "zeros":
+            padded = pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return conv2d(padded, self.weight, self.bias, self.stride, 0, self.dilation,
+                          self.groups)  # fmt: skip
+        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                      self.groups)  # fmt: skip
+
+    def extra_repr(self) -> str:
+        text = (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}"
+        )
+        if self.padding != (0, 0):
+            text += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
+        return text
+
+
+def _check_groups(in_channels: int, out_channels: int, groups: int) -> None:
+    # torch's messages, at construction
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ValueError(f"Conv2d: groups must be a positive integer, got {groups!r}")
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(
+            f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
+            f"divisible by groups ({groups})"
+        )
+
+
+def _padding(padding: str | IntOrPair, stride: tuple[int, int]) -> str | tuple[int, int]:
+    """``"same"``/``"valid"`` or an (H, W) pair, checked as torch checks them."""
+    if not isinstance(padding, str):
+        return int_pair("Conv2d", "padding", padding, low=0)
+    if padding not in ("same", "valid"):
+        raise ValueError(f"Conv2d: padding must be 'same', 'valid' or numbers, got {padding!r}")
+    if padding == "same" and stride != (1, 1):
+        raise ValueError("Conv2d: padding='same' is not supported for strided convolutions")
+    return padding
+
+
+def _padding_mode(mode: str) -> str:
+    # torch refuses other modes at construction
+    if mode not in _PADDING_MODES:
+        raise ValueError(f"Conv2d: padding_mode must be one of {_PADDING_MODES}, got {mode!r}")
+    return mode
+
+
+def _reversed_padding(
+    padding: str | tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int]
+) -> tuple[int, int, int, int]:
+    """``F.pad``'s (left, right, top, bottom) for a non-zeros ``padding_mode`` (torch's
+    ``_reversed_padding_repeated_twice``; ``same`` puts the odd pixel on the right/bottom)."""
+    if padding == "valid":
+        return (0, 0, 0, 0)
+    if isinstance(padding, tuple):
+        return (padding[1], padding[1], padding[0], padding[0])
+    totals = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
+    (th, tw) = totals
+    return (tw // 2, tw - tw // 2, th // 2, th - th // 2)
+
+
+__all__ = ["Conv2d"]

@@ -1,0 +1,182 @@
+"""``Linear`` and ``Identity``, and the placement plan the tensor-parallel Linears share.
+
+``Linear(in_features, out_features, bias=True, *, device_mesh=None, dtype=None)`` is
+torch.nn.Linear on a mesh: ``weight`` (out_features, in_features) and ``bias``
+(out_features) are Replicate on every mesh dim, drawn as torch draws them (uniform on
+``[-1/sqrt(in_features), 1/sqrt(in_features)]`` from torch's default generator, the same
+distribution as torch.nn.Linear); the input passes as given (a batch sharded on a ``dp``
+mesh dim stays sharded). ``device_mesh=None`` is the default graph's default mesh.
+
+The tensor-parallel layers (``dtorch.nn.modules.parallel_linear``) are Linears with a
+``TpPlan``: the placements of the weight, the bias, the input and the output on one mesh dim
+found by name (``tp_dim``, "tp" by default).
+
+Example:
+    >>> import torch, dtorch
+    >>> ref = torch.nn.Linear(3, 2)
+    >>> m = dtorch.nn.Linear(3, 2)
+    >>> m.load_state_dict(ref.state_dict())
+    <All keys matched successfully>
+    >>> x = torch.randn(4, 3)
+    >>> torch.allclose(m(dtorch.from_torch(x)).to_torch(), ref(x))
+    True
+    >>> m
+    Linear(in_features=3, out_features=2, bias=True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dtorch.api.creation import empty, rand_like
+from dtorch.api.graph import Graph
+from dtorch.api.ops.linalg import linear
+from dtorch.api.tensor import Tensor
+from dtorch.errors import MeshError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.placement import Placement, Replicate
+from dtorch.nn.modules.module import Module
+from dtorch.nn.parameter import Parameter
+
+
+@dataclass(frozen=True, slots=True)
+class TpPlan:
+    """Placements of a Linear on its tp mesh dim. ``weight``/``bias``: where the parameters
+    live; ``input``/``output``: what ``forward``'s input and output are redistributed to
+    (None: left as they are). Every other mesh dim holds the parameters Replicate and leaves
+    the input and output alone."""
+
+    weight: Placement
+    bias: Placement
+    input: Placement | None = None
+    output: Placement | None = None
+
+
+def resolve_mesh(device_mesh: Any) -> DeviceMesh:
+    """The layer's mesh: ``device_mesh``, or the default graph's default mesh."""
+    if device_mesh is None:
+        return Graph.default_graph().default_device_mesh
+    if not isinstance(device_mesh, DeviceMesh):
+        raise MeshError(f"device_mesh must be a dtorch.DeviceMesh, got {type(device_mesh)}")
+    return device_mesh
+
+
+def check_features(layer: str, **sizes: Any) -> None:
+    """Feature counts are non-negative ints (torch's layers fail later, less clearly)."""
+    for name, size in sizes.items():
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"{layer}: {name} must be a non-negative int, got {size!r}")
+
+
+def check_float(layer: str, dtype: torch.dtype | None) -> None:
+    """Layers with drawn weights need a floating-point dtype (or None: the graph's)."""
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"{layer}: dtype must be a floating-point torch.dtype, got {dtype!r}")
+
+
+def uniform_(param: Tensor, bound: float) -> None:
+    """Fill ``param`` with uniform values on ``[-bound, bound]``, drawn from torch's default
+    generator exactly as ``torch.nn.init.uniform_`` draws them."""
+    param.copy_(rand_like(param) * (2 * bound) - bound)
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias``; see the module docstring.
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.Linear(4, 3, bias=False, dtype=dtorch.float64)
+        >>> m.weight.shape, m.weight.dtype, m.bias
+        (torch.Size([3, 4]), torch.float64, None)
+    """
+
+    #: The tp placement plan (None: Replicate parameters, no redistribution).
+    tp_plan: TpPlan | None = None
+    #: The name of the tensor-parallel mesh dim (the parallel subclasses set it).
+    tp_dim: str | None = None
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        device_mesh: DeviceMesh | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        layer = type(self).__name__
+        check_features(layer, in_features=in_features, out_features=out_features)
+        check_float(layer, dtype)
+        self.in_features, self.out_features = in_features, out_features
+        mesh = resolve_mesh(device_mesh)
+        weight, bias_placements = self._param_placements(mesh)
+        shape = (out_features, in_features)
+        self.weight = Parameter(empty(shape, dtype=dtype, device_mesh=mesh, placements=weight))
+        if bias:
+            value = empty(out_features, dtype=dtype, device_mesh=mesh, placements=bias_placements)
+            self.bias = Parameter(value)
+        else:
+            self.register_parameter("bias", None)
+        self._set_redistribution()
+        self.reset_parameters()
+
+    def _tp_index(self, mesh: DeviceMesh) -> int | None:
+        """The tp mesh dim of ``mesh`` (None: no plan, or the mesh has no such dim)."""
+        if self.tp_plan is None or self.tp_dim is None:
+            return None
+        return mesh.dim_name_index(self.tp_dim)
+
+    def _param_placements(self, mesh: DeviceMesh) -> tuple[list[Placement], list[Placement]]:
+        weight: list[Placement] = [Replicate()] * mesh.ndim
+        bias: list[Placement] = [Replicate()] * mesh.ndim
+        tp = self._tp_index(mesh)
+        if tp is not None and self.tp_plan is not None:
+            weight[tp], bias[tp] = self.tp_plan.weight, self.tp_plan.bias
+        return weight, bias
+
+    def _set_redistribution(self) -> None:
+        plan, tp_dim = self.tp_plan, self.tp_dim
+        if plan is None or tp_dim is None:
+            return
+        if plan.input is not None:
+            self.input_placements = {tp_dim: plan.input}
+        if plan.output is not None:
+            self.output_placements = {tp_dim: plan.output}
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and the bias again, as torch.nn.Linear does."""
+        bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+        uniform_(self.weight, bound)
+        if self.bias is not None:
+            uniform_(self.bias, bound)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return linear(input, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        bias = self.bias is not None
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={bias}"
+
+
+class Identity(Module):
+    """Returns its input; takes and ignores any arguments (torch.nn.Identity).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.Identity(54, unused="x")(dtorch.ones(2)).tolist()
+        [1.0, 1.0]
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+
+    def forward(self, input: Any) -> Any:
+        return input
+
+
+__all__ = ["Identity", "Linear", "TpPlan"]

@@ -1,0 +1,547 @@
+"""``dtorch.nn.Module``: torch.nn.Module's conventions on dtorch tensors.
+
+Assigning a ``Parameter``, a ``Buffer`` or a ``Module`` as an attribute registers it, in
+assignment order; ``named_parameters``/``named_buffers``/``named_modules`` walk the tree in
+torch's order (a module's own members, then its children depth first, shared members once);
+``state_dict``/``load_state_dict`` use torch's keys (``layer.0.weight``) and ``strict`` rules
+(see ``dtorch.nn.modules.state``); ``to``/``float``/... rebind every parameter in place.
+
+Calling a module runs, in this order: the forward pre-hooks (which may replace the
+arguments), ``redistribute_input`` (DTorch's placement hook, see below), ``forward``,
+``redistribute_output``, then the forward hooks (which see the arguments ``forward`` got and
+may replace the output).
+
+DTorch's placement hooks: a module may declare ``input_placements`` and ``output_placements``,
+dicts from mesh dim names to placements (``{"tp": Replicate()}``). ``redistribute_input``
+redistributes every dtorch Tensor argument of ``forward`` (positional or keyword, not nested)
+to those placements on its own mesh, ``redistribute_output`` the output (a Tensor, or each
+Tensor of a tuple/list); mesh dims the dict does not name keep their placements and names the
+mesh lacks are ignored (``Tensor.redistribute_by_dict(..., default_placement_mode="keep")``).
+None (the default) passes the values unchanged. Subclasses may override either method.
+
+Example:
+    >>> import dtorch
+    >>> from dtorch import nn
+    >>> class Scale(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.w = nn.Parameter(dtorch.full((2,), 3.0))
+    ...         self.register_buffer("offset", dtorch.ones(2))
+    ...     def forward(self, x):
+    ...         return x * self.w + self.offset
+    >>> m = Scale()
+    >>> [name for name, _ in m.named_parameters()], list(m.state_dict())
+    (['w'], ['w', 'offset'])
+    >>> m(dtorch.ones(2)).tolist()
+    [4.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from torch.utils.hooks import RemovableHandle
+
+from dtorch.api.tensor import Tensor
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.placement import Placement
+from dtorch.nn.modules import state
+from dtorch.nn.parameter import Buffer, Parameter
+
+Hook = Callable[..., Any]
+
+
+def _typename(value: Any) -> str:
+    return type(value).__name__
+
+
+def _check_member_name(kind: str, name: Any) -> None:
+    """torch's checks of a new parameter/buffer/module name."""
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+    if "." in name:
+        raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _addindent(text: str, spaces: int) -> str:
+    """Indent every line of ``text`` but the first (torch's ``_addindent``)."""
+    first, *rest = text.split("\n")
+    return "\n".join([first, *(" " * spaces + line for line in rest)])
+
+
+def _placed(value: Any, placements: Mapping[str, Placement]) -> Any:
+    """``value`` redistributed to ``placements`` (by mesh dim name) when it is a Tensor."""
+    if not isinstance(value, Tensor):
+        return value
+    return value.redistribute_by_dict(
+        placements_dict=dict(placements), default_placement_mode="keep"
+    )
+
+
+class Module:
+    """Base class of dtorch layers and models; see the module docstring.
+
+    Example:
+        >>> from dtorch import nn
+        >>> model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+        >>> [n for n, _ in model.named_parameters()], model.training, model.eval().training
+        (['0.weight', '0.bias'], True, False)
+    """
+
+    #: Placements by mesh dim name given to forward's Tensor arguments (None: unchanged).
+    input_placements: Mapping[str, Placement] | None = None
+    #: Placements by mesh dim name given to forward's Tensor output(s) (None: unchanged).
+    output_placements: Mapping[str, Placement] | None = None
+
+    training: bool
+    _parameters: dict[str, Parameter | None]
+    _buffers: dict[str, Tensor | None]
+    _modules: dict[str, Module | None]
+
+    def __init__(self) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "training", True)
+        setattr_(self, "_parameters", {})
+        setattr_(self, "_buffers", {})
+        setattr_(self, "_non_persistent_buffers_set", set())
+        setattr_(self, "_modules", {})
+        setattr_(self, "_forward_pre_hooks", OrderedDict())
+        setattr_(self, "_forward_pre_hooks_with_kwargs", OrderedDict())
+        setattr_(self, "_forward_hooks", OrderedDict())
+        setattr_(self, "_forward_hooks_with_kwargs", OrderedDict())
+        setattr_(self, "_forward_hooks_always_called", OrderedDict())
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function'
+        )
+
+    # --- registration -----------------------------------------------------------------------
+    def _check_new(self, kind: str, name: Any, store: dict[str, Any] | None) -> None:
+        if store is None:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        _check_member_name(kind, name)
+        if hasattr(self, name) and name not in store:
+            raise KeyError(f"attribute '{name}' already exists")
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Add a parameter (or None: a declared slot without a value, as torch's bias)."""
+        self._check_new("parameter", name, self.__dict__.get("_parameters"))
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(
+                f"cannot assign '{_typename(param)}' object to parameter '{name}' "
+                "(dtorch.nn.Parameter or None required)"
+            )
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Add a buffer: a dtorch tensor of the module's state that is no parameter;
+        ``persistent=False`` leaves it out of ``state_dict``."""
+        self._check_new("buffer", name, self.__dict__.get("_buffers"))
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"cannot assign '{_typename(tensor)}' object to buffer '{name}' (dtorch.Tensor "
+                "or None required; distribute a torch tensor with dtorch.from_torch)"
+            )
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Add a child module (or None)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        self._check_new("module", name, self.__dict__.get("_modules"))
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def _forget(self, name: str, *stores: str) -> None:
+        for store in stores:
+            self.__dict__.get(store, {}).pop(name, None)
+        self.__dict__.get("_non_persistent_buffers_set", set()).discard(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        params, modules = self.__dict__.get("_parameters"), self.__dict__.get("_modules")
+        buffers = self.__dict__.get("_buffers")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._forget(name, "_buffers", "_modules")
+            self.__dict__.pop(name, None)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            self._set_existing("parameter", "dtorch.nn.Parameter", params, name, value)
+        elif isinstance(value, Module):
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._forget(name, "_parameters", "_buffers")
+            self.__dict__.pop(name, None)
+            modules[name] = value
+        elif modules is not None and name in modules:
+            self._set_existing("child module", "dtorch.nn.Module", modules, name, value)
+        elif isinstance(value, Buffer) or (buffers is not None and name in buffers):
+            self._set_buffer(name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def _set_existing(
+        self, kind: str, wanted: str, store: dict[str, Any], name: str, value: Any
+    ) -> None:
+        if value is not None:
+            raise TypeError(
+                f"cannot assign '{_typename(value)}' as {kind} '{name}' ({wanted} or None expected)"
+            )
+        store[name] = None
+
+    def _set_buffer(self, name: str, value: Any) -> None:
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(
+                f"cannot assign '{_typename(value)}' as buffer '{name}' (dtorch.nn.Buffer, "
+                "dtorch.Tensor or None expected)"
+            )
+        if isinstance(value, Buffer):
+            persistent = value.persistent
+        else:
+            persistent = name not in self._non_persistent_buffers_set
+        self._forget(name, "_parameters", "_modules")
+        self.__dict__.pop(name, None)
+        self.register_buffer(name, value, persistent)
+
+    def __getattr__(self, name: str) -> Any:
+        state_ = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            members = state_.get(store)
+            if members is not None and name in members:
+                return members[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for store in ("_parameters", "_buffers", "_modules"):
+            members = self.__dict__.get(store, {})
+            if name in members:
+                del members[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self) -> list[str]:
+        members = itertools.chain(self._parameters, self._buffers, self._modules)
+        keys = [*object.__dir__(self), *members]
+        return sorted(k for k in set(keys) if not k[0].isdigit())
+
+    # --- walking the tree -------------------------------------------------------------------
+    def named_modules(
+        self, memo: set[Module] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
+        """This module and every descendant, depth first (each once unless
+        ``remove_duplicate=False``), with dotted names."""
+        memo = set() if memo is None else memo
+        if self in memo:
+            return
+        if remove_duplicate:
+            memo.add(self)
+        yield prefix, self
+        for name, module in self._modules.items():
+            if module is not None:
+                yield from module.named_modules(memo, _join(prefix, name), remove_duplicate)
+
+    def modules(self) -> Iterator[Module]:
+        for _, module in self.named_modules():
+            yield module
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        seen: set[int] = set()
+        for name, module in self._modules.items():
+            if module is not None and id(module) not in seen:
+                seen.add(id(module))
+                yield name, module
+
+    def children(self) -> Iterator[Module]:
+        for _, module in self.named_children():
+            yield module
+
+    def _named_members(
+        self, store: str, prefix: str, recurse: bool, remove_duplicate: bool
+    ) -> Iterator[tuple[str, Any]]:
+        # ids, not the tensors: a set would compare tensors with ``==``, which records an op
+        seen: set[int] = set()
+        if recurse:
+            walk = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+        else:
+            walk = iter([(prefix, self)])
+        for module_prefix, module in walk:
+            for name, value in getattr(module, store).items():
+                if value is None or id(value) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(value))
+                yield _join(module_prefix, name), value
+
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
+        """``(dotted name, parameter)`` pairs in torch's order."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted name, buffer)`` pairs in torch's order (non-persistent ones included)."""
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, buffer in self.named_buffers(recurse=recurse):
+            yield buffer
+
+    def get_submodule(self, target: str) -> Module:
+        """The descendant at dotted path ``target`` (``""``: this module)."""
+        module: Module = self
+        for item in target.split(".") if target else []:
+            child = module._modules.get(item)
+            if child is None:
+                raise AttributeError(f"{module._get_name()} has no attribute `{item}`")
+            module = child
+        return module
+
+    def first_param_device_mesh(self) -> DeviceMesh | None:
+        """The mesh of the first parameter (in ``named_parameters`` order), else of the first
+        buffer; None for a module without tensors.
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> dtorch.nn.Linear(2, 2, device_mesh=mesh).first_param_device_mesh() == mesh
+            True
+        """
+        for tensor in itertools.chain(self.parameters(), self.buffers()):
+            return tensor.device_mesh
+        return None
+
+    # --- modes and conversions --------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for module in self.children():
+            module.train(mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for param in self.parameters():
+            param.requires_grad = requires_grad
+        return self
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """``fn`` on every child (recursively) and then on this module; returns self."""
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
+        """Rebind every parameter and buffer to ``fn`` of it, in place (identity kept)."""
+        for module in self.modules():
+            for store in (module._parameters, module._buffers):
+                for tensor in store.values():
+                    if tensor is not None:
+                        converted = fn(tensor)
+                        if converted is not tensor:
+                            tensor.data = converted
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """``to(mesh_or_device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` as
+        ``Tensor.to``; a dtype converts the floating-point tensors only (torch's rule)."""
+        target, dtype = Tensor.parser_tensor_to_function_arg(args, kwargs)
+        if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+            raise TypeError(
+                f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                f"dtype={dtype}"
+            )
+
+        def convert(t: Tensor) -> Tensor:
+            moved = t if target is None else t.to(target)
+            return moved.to(dtype) if dtype is not None and t.is_floating_point() else moved
+
+        return self._apply(convert)
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
+
+    def cuda(self, device: int | None = None) -> Module:
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    # --- state ------------------------------------------------------------------------------
+    def state_dict(
+        self, *, destination: Any = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Tensor]:
+        """Parameters and persistent buffers by dotted name (torch's keys and order); values
+        share the module's (``detach``ed handles unless ``keep_vars``)."""
+        return state.state_dict(self, destination, prefix, keep_vars)
+
+    def load_state_dict(
+        self, state_dict: Any, strict: bool = True, assign: bool = False
+    ) -> state.IncompatibleKeys:
+        """Load values into the parameters and buffers, in place; see
+        ``dtorch.nn.modules.state.load_state_dict`` (torch or dtorch tensors, or the path of
+        a safetensors file)."""
+        return state.load_state_dict(self, state_dict, strict=strict, assign=assign)
+
+    # --- calling ----------------------------------------------------------------------------
+    def register_forward_pre_hook(
+        self, hook: Hook, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> RemovableHandle:
+        """``hook(module, args)`` (or ``hook(module, args, kwargs)``) before ``forward``; a
+        non-None result replaces the arguments (``(args, kwargs)`` with ``with_kwargs``)."""
+        hooks = self._forward_pre_hooks
+        handle = RemovableHandle(hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
+        hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_hook(
+        self,
+        hook: Hook,
+        *,
+        prepend: bool = False,
+        with_kwargs: bool = False,
+        always_call: bool = False,
+    ) -> RemovableHandle:
+        """``hook(module, args, output)`` (or with ``kwargs`` before ``output``) after
+        ``forward``; a non-None result replaces the output. ``always_call``: also when
+        ``forward`` raised (the error is raised again afterwards)."""
+        hooks = self._forward_hooks
+        extra = [self._forward_hooks_with_kwargs, self._forward_hooks_always_called]
+        handle = RemovableHandle(hooks, extra_dict=extra)
+        hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def redistribute_input(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict]:
+        """forward's arguments on ``input_placements`` (see the module docstring)."""
+        wanted = self.input_placements
+        if not wanted:
+            return args, kwargs
+        return (
+            tuple(_placed(a, wanted) for a in args),
+            {k: _placed(v, wanted) for k, v in kwargs.items()},
+        )
+
+    def redistribute_output(self, output: Any) -> Any:
+        """forward's output on ``output_placements`` (see the module docstring)."""
+        wanted = self.output_placements
+        if not wanted:
+            return output
+        if isinstance(output, (tuple, list)):
+            return type(output)(_placed(o, wanted) for o in output)
+        return _placed(output, wanted)
+
+    def _run_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        for hook_id, hook in list(self._forward_pre_hooks.items()):
+            if hook_id in self._forward_pre_hooks_with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError(
+                            "forward pre-hook must return None or a tuple of (new_args, "
+                            f"new_kwargs), but got {result}."
+                        )
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        return args, kwargs
+
+    def _run_hooks(self, args: tuple, kwargs: dict, output: Any, only_always: bool) -> Any:
+        for hook_id, hook in list(self._forward_hooks.items()):
+            if only_always and hook_id not in self._forward_hooks_always_called:
+                continue
+            if hook_id in self._forward_hooks_with_kwargs:
+                result = hook(self, args, kwargs, output)
+            else:
+                result = hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._forward_pre_hooks:
+            args, kwargs = self._run_pre_hooks(args, kwargs)
+        args, kwargs = self.redistribute_input(*args, **kwargs)
+        if not self._forward_hooks:
+            return self.redistribute_output(self.forward(*args, **kwargs))
+        try:
+            output = self.redistribute_output(self.forward(*args, **kwargs))
+        except Exception:
+            self._run_hooks(args, kwargs, None, only_always=True)
+            raise
+        return self._run_hooks(args, kwargs, output, only_always=False)
+
+    # --- printing ---------------------------------------------------------------------------
+    def _get_name(self) -> str:
+        return type(self).__name__
+
+    def extra_repr(self) -> str:
+        """The text inside this module's parentheses in ``repr`` (subclasses override)."""
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [
+            f"({key}): {_addindent(repr(module), 2)}" for key, module in self._modules.items()
+        ]
+        lines = extra_lines + child_lines
+        body = ""
+        if len(extra_lines) == 1 and not child_lines:
+            body = extra_lines[0]
+        elif lines:
+            body = "\n  " + "\n  ".join(lines) + "\n"
+        return f"{self._get_name()}({body})"
+
+    # --- dtype casts (last: their names shadow builtins in the class body) ------------
+    def float(self) -> Module:
+        return self._cast(Tensor.float)
+
+    def double(self) -> Module:
+        return self._cast(Tensor.double)
+
+    def half(self) -> Module:
+        return self._cast(Tensor.half)
+
+    def bfloat16(self) -> Module:
+        return self._cast(Tensor.bfloat16)
+
+    def _cast(self, method: Callable[[Tensor], Tensor]) -> Module:
+        return self._apply(lambda t: method(t) if t.is_floating_point() else t)
+
+
+__all__ = ["Module"]

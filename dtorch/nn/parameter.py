@@ -1,0 +1,113 @@
+"""``dtorch.nn.parameter``: ``Parameter`` and ``Buffer``, the tensors a Module registers.
+
+Both are ``dtorch.Tensor`` subclasses (not wrappers): a Parameter goes into every operator as
+the tensor it is, hashes by identity and shares its value with the tensor it was built from
+(as ``torch.nn.Parameter(t)`` shares ``t``'s storage). Assigning one as a Module attribute
+registers it (``module.w = Parameter(...)`` a parameter, ``module.b = Buffer(...)`` a buffer).
+Operators on them return plain ``dtorch.Tensor`` values.
+
+dtorch records no gradients: ``requires_grad`` is kept as a flag (torch's default, True, for
+parameters) so that programs that read or set it run; nothing differentiates.
+
+Example:
+    >>> import torch, dtorch
+    >>> from dtorch.nn.parameter import Parameter
+    >>> mesh = dtorch.init_device_mesh("cpu", 2)
+    >>> w = Parameter(dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Shard(0)]))
+    >>> isinstance(w, dtorch.Tensor), w.placements, (w * 2).sum().item()
+    (True, [Shard(dim=0)], 16.0)
+    >>> Parameter(torch.zeros(3)).tolist()
+    [0.0, 0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dtorch.api.tensor import Tensor
+
+if TYPE_CHECKING:
+    from dtorch.api.graph import Graph
+    from dtorch.ir.operator import Operand
+
+
+def _source(cls: str, data: Any, kwargs: dict[str, Any]) -> Tensor:
+    """The dtorch tensor a Parameter/Buffer stands for: ``data`` itself when it is one (its
+    value is shared, converted when keywords ask for it), else ``data`` distributed like
+    ``dtorch.Tensor(data, **kwargs)`` (None: an empty float tensor, as torch)."""
+    if data is None:
+        data = torch.empty(0)
+    if not isinstance(data, (Tensor, torch.Tensor)):
+        raise TypeError(
+            f"{cls}: data must be a dtorch.Tensor or a torch.Tensor, got {type(data).__name__}"
+        )
+    if isinstance(data, Tensor) and not kwargs:
+        return data
+    return Tensor(data, **kwargs)
+
+
+class _Marked(Tensor):
+    """A Tensor subclass whose aliases (``detach``, ``data``, the hidden owner) are plain
+    Tensors, as torch's ``Parameter.detach()`` is a plain tensor."""
+
+    __slots__ = ()
+
+    @classmethod
+    def _wrap(cls, graph: Graph, operand: Operand) -> Tensor:
+        return Tensor._wrap(graph, operand)
+
+
+class Parameter(_Marked):
+    """A tensor that is a Module parameter: ``Parameter(data=None, requires_grad=True, **kw)``.
+
+    ``data`` is a dtorch tensor (its value is shared, not copied) or a torch tensor
+    (distributed as ``dtorch.Tensor(data, **kw)``: ``device_mesh=``, ``placements=``,
+    ``dtype=``, ``graph=``, ``device=``).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(2)
+        >>> p = dtorch.nn.Parameter(t)
+        >>> p.id == t.id, p.requires_grad, p
+        (True, True, Parameter containing: dtorch.Tensor(...))
+    """
+
+    __slots__ = ("requires_grad",)
+
+    def __init__(self, data: Any = None, requires_grad: bool = True, **kwargs: Any) -> None:
+        source = _source(type(self).__name__, data, kwargs)
+        self._name = None
+        self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
+        self.requires_grad = bool(requires_grad)
+
+    def __repr__(self) -> str:
+        return f"Parameter containing: {Tensor.__repr__(self)}"
+
+
+class Buffer(_Marked):
+    """A tensor that is a Module buffer when assigned as an attribute:
+    ``Buffer(data=None, *, persistent=True, **kw)`` (``persistent=False``: left out of
+    ``state_dict``). ``data`` as for ``Parameter``.
+
+    Example:
+        >>> import dtorch
+        >>> b = dtorch.nn.Buffer(dtorch.zeros(2), persistent=False)
+        >>> b.persistent, b.tolist()
+        (False, [0.0, 0.0])
+    """
+
+    __slots__ = ("persistent",)
+
+    def __init__(self, data: Any = None, *, persistent: bool = True, **kwargs: Any) -> None:
+        source = _source(type(self).__name__, data, kwargs)
+        self._name = None
+        self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
+        self.persistent = bool(persistent)
+
+    def __repr__(self) -> str:
+        return f"Buffer containing: {Tensor.__repr__(self)}"
+
+
+__all__ = ["Buffer", "Parameter"]

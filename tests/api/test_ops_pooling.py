@@ -1,0 +1,176 @@
+"""``max_pool2d`` (with indices), ``avg_pool2d``, ``adaptive_avg_pool2d`` and
+``global_avg_pool2d`` of ``dtorch.nn.functional`` against torch.nn.functional on the full
+tensors: kernel, stride, padding, dilation, ceil_mode, count_include_pad, divisor_override,
+3-D and 4-D inputs; every layout on 1-D meshes (table-drawn samples on 2-D and 3-D ones), even
+and uneven batch and channel sizes, placements from the table of ``dtorch.ir.rules.spatial``
+(batch and channel shards stay, spatial shards refused, Partial kept by the average pools and
+refused by max); linearity checked on Partial tensors whose devices hold different summands;
+thread and process mode."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dtorch
+import dtorch.nn.functional as DF
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from tests.api.image_harness import split_partial, table_combos
+from tests.api.ops_harness import (
+    ALL_MESHES,
+    S0,
+    S1,
+    S2,
+    P,
+    R,
+    Table,
+    check_rejection,
+    place,
+    run_api,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+_G = torch.Generator().manual_seed(11)
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    _G.manual_seed(11)
+
+
+def _randn(*shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=_G)
+
+
+_MAX4: Table = {(R,): R, (S0,): S0, (S1,): S1}
+_AVG4: Table = {**_MAX4, (P,): P}
+_AVG3: Table = {(R,): R, (S0,): S0, (P,): P}
+
+#: (name, dtorch form, torch form, input shape, one-mesh-dim table).
+_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[int, ...], Table]] = [
+    ("max_pool2d", lambda t: DF.max_pool2d(t, 3, 2, 1, ceil_mode=True),
+     lambda t: F.max_pool2d(t, 3, 2, 1, ceil_mode=True), (3, 5, 7, 6), _MAX4),
+    ("max_pool2d", lambda t: DF.max_pool2d(t, (2, 3), dilation=(2, 1), return_indices=True),
+     lambda t: F.max_pool2d(t, (2, 3), dilation=(2, 1), return_indices=True), (5, 3, 6, 7),
+     _MAX4),
+    ("avg_pool2d", lambda t: DF.avg_pool2d(t, 3, 2, 1, True, count_include_pad=False),
+     lambda t: F.avg_pool2d(t, 3, 2, 1, True, count_include_pad=False), (3, 5, 7, 6), _AVG4),
+    ("avg_pool2d", lambda t: DF.avg_pool2d(t, 2, divisor_override=3),
+     lambda t: F.avg_pool2d(t, 2, divisor_override=3), (5, 4, 5), _AVG3),
+    ("adaptive_avg_pool2d", lambda t: DF.adaptive_avg_pool2d(t, (3, None)),
+     lambda t: F.adaptive_avg_pool2d(t, (3, None)), (3, 5, 7, 4), _AVG4),
+    ("global_avg_pool2d", DF.global_avg_pool2d, lambda t: F.adaptive_avg_pool2d(t, 1),
+     (5, 3, 4, 6), _AVG4),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+@pytest.mark.parametrize(("name", "ours", "theirs", "shape", "table"), _CASES)
+def test_pooling_every_layout(  # type: ignore[no-untyped-def]
+    name, ours, theirs, shape, table, mesh_shape, graph
+) -> None:
+    x = _randn(*shape)
+    want = theirs(x)
+    want = list(want) if isinstance(want, tuple) else [want]
+    combos = None if len(mesh_shape) == 1 else table_combos(table, len(mesh_shape), [x], 6, 5)
+    accepted = run_api(
+        graph, name, ours, [x], mesh_shape, want, table=table, exact=name == "max_pool2d",
+        combos=combos,
+    )  # fmt: skip
+    assert len(accepted) == len(table) if combos is None else len(accepted) > 3
+
+
+@pytest.mark.parametrize(("mesh_shape", "mesh_dim"), [((2,), 0), ((3,), 0), ((2, 1, 2), 2)])
+def test_average_pools_are_linear_and_max_is_refused(
+    mesh_shape: tuple[int, ...], mesh_dim: int, graph: dtorch.Graph
+) -> None:
+    """The sum of the devices' average pools of their summands is the pool of the sum; a max
+    of sums is no sum of maxima, so a Partial input to max_pool2d is refused."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    x = _randn(2, 3, 7, 6)
+    px, parts = split_partial(x, mesh, mesh_dim, graph, seed=4)
+    want = [P if m == mesh_dim else R for m in range(mesh.ndim)]
+    linear = [
+        (lambda t: DF.avg_pool2d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+         lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False)),
+        (lambda t: DF.adaptive_avg_pool2d(t, (4, 3)), lambda t: F.adaptive_avg_pool2d(t, (4, 3))),
+        (DF.global_avg_pool2d, lambda t: F.adaptive_avg_pool2d(t, 1)),
+    ]  # fmt: skip
+    for ours, theirs in linear:
+        out = ours(px)
+        assert out.placements == want
+        torch.testing.assert_close(out.to_torch(), theirs(x))
+        torch.testing.assert_close(sum(theirs(p) for p in parts), theirs(x))
+    summed_maxima = sum(F.max_pool2d(p, 2) for p in parts)
+    assert not torch.allclose(summed_maxima, F.max_pool2d(x, 2))  # max is not linear
+    with pytest.raises(PlacementError, match="Max pooling is not linear") as e:
+        DF.max_pool2d(px, 2)
+    check_rejection("max_pool2d", e.value, [px])
+
+
+def test_spatial_shards_are_refused(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    x = _randn(2, 3, 6, 6)
+    for placements, dim in (([S2, R], 2), ([R, dtorch.Shard(3)], 3)):
+        t = place(x, mesh, placements, graph)
+        for name, fn in (("max_pool2d", lambda t: DF.max_pool2d(t, 2)),
+                         ("avg_pool2d", lambda t: DF.avg_pool2d(t, 2)),
+                         ("adaptive_avg_pool2d", lambda t: DF.adaptive_avg_pool2d(t, 2)),
+                         ("global_avg_pool2d", DF.global_avg_pool2d)):  # fmt: skip
+            with pytest.raises(PlacementError, match=f"dim {dim} \\(a spatial dim\\)") as e:
+                fn(t)
+            check_rejection(name, e.value, [t])
+    t = place(x[0], mesh, [S1, R], graph)  # (C, H, W): dim 1 is H
+    with pytest.raises(PlacementError, match="dim 1 \\(a spatial dim\\) is sharded on mesh dim"):
+        DF.max_pool2d(t, 2)
+
+
+def test_bad_arguments_are_refused(graph: dtorch.Graph) -> None:
+    x = dtorch.ones(1, 2, 4, 4)
+    with pytest.raises(ShapeError, match="max_pool2d: torch refuses inputs"):
+        DF.max_pool2d(x, 2, padding=2)  # padding above half the kernel
+    with pytest.raises(ShapeError, match=r"avg_pool2d: needs a 3-D \(C, H, W\) or 4-D"):
+        DF.avg_pool2d(dtorch.ones(4, 4), 2)
+    with pytest.raises(ShapeError, match="global_avg_pool2d: needs a 3-D"):
+        DF.global_avg_pool2d(dtorch.ones(1, 1, 1, 4, 4))
+    with pytest.raises(ParamError, match="max_pool2d: kernel_size must be an int or a pair"):
+        DF.max_pool2d(x, (2, 2, 2))
+    with pytest.raises(ParamError, match="avg_pool2d: divisor_override must be a positive"):
+        DF.avg_pool2d(x, 2, divisor_override=0)
+    with pytest.raises(ParamError, match="adaptive_avg_pool2d: output_size must be"):
+        DF.adaptive_avg_pool2d(x, (2, 2, 2))
+
+
+def test_max_pool_indices_keep_the_layout(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x = _randn(4, 5, 6, 6)
+    out, idx = DF.max_pool2d(place(x, mesh, [S0, S1], graph), 2, return_indices=True)
+    want, want_idx = F.max_pool2d(x, 2, return_indices=True)
+    assert out.placements == idx.placements == [S0, S1] and idx.dtype == torch.int64
+    assert torch.equal(out.to_torch(), want) and torch.equal(idx.to_torch(), want_idx)
+
+
+def test_integer_pools(graph: dtorch.Graph) -> None:
+    """Integer max and average pools match torch; an integer average rounds, so it refuses a
+    Partial input; adaptive pooling has no integer kernel, no pool has a bool one."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randint(-9, 9, (3, 2, 5, 5), generator=_G)
+    t = place(x, mesh, [S0], graph)
+    assert torch.equal(DF.max_pool2d(t, 2).to_torch(), F.max_pool2d(x, 2))
+    assert torch.equal(DF.avg_pool2d(t, 2).to_torch(), F.avg_pool2d(x, 2))
+    parts = [x, -x + 1]
+    assert not torch.equal(F.avg_pool2d(parts[0], 2) + F.avg_pool2d(parts[1], 2),
+                           F.avg_pool2d(parts[0] + parts[1], 2))  # fmt: skip
+    partial = place(x, mesh, [P], graph)
+    with pytest.raises(PlacementError, match="An integer average or interpolation rounds") as e:
+        DF.avg_pool2d(partial, 2)
+    check_rejection("avg_pool2d", e.value, [partial])
+    with pytest.raises(DtypeError, match=r"adaptive_avg_pool2d: no kernel for torch.int64"):
+        DF.adaptive_avg_pool2d(t, 1)
+    with pytest.raises(DtypeError, match=r"max_pool2d: no kernel for torch.bool; accepted: every"):
+        DF.max_pool2d(t > 0, 2)

@@ -1,0 +1,217 @@
+"""load_state_dict against torch.nn.Module.load_state_dict: a torch module's state dict (or
+a safetensors file written from it) loads into the same architecture in dtorch, sharded
+onto every parameter's mesh and placements, in place (the Parameter objects and their
+aliases see the values); strict and non-strict give torch's errors and torch's
+missing/unexpected keys; shape mismatches raise torch's message in both modes, unloadable
+dtypes a clear one; nothing is loaded when anything is wrong; thread and process mode."""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import dtorch
+from dtorch import Shard, nn
+from dtorch.ir.opkind import OpKind
+from dtorch.kernels.table import LOCAL_KERNELS
+from dtorch.nn.modules import state
+from tests.runners import as_default
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _model(lib: ModuleType, mesh: Any = None) -> Any:
+    """A small MLP (tensor-parallel in dtorch) with a buffer, the same keys in both."""
+    if lib is torch.nn:
+        up, down = torch.nn.Linear(6, 10), torch.nn.Linear(10, 4)
+        model = torch.nn.Sequential(up, torch.nn.ReLU(), down)
+        model.register_buffer("steps", torch.tensor(7))
+        return model
+    model = nn.Sequential(
+        nn.ColumnParallelLinear(6, 10, device_mesh=mesh),
+        nn.ReLU(),
+        nn.RowParallelLinearWithReplicateOutput(10, 4, device_mesh=mesh),
+    )
+    model.register_buffer("steps", dtorch.tensor(0, device_mesh=mesh))
+    return model
+
+
+_MESHES = [((2,), ("tp",)), ((2, 3), ("dp", "tp")), ((2, 1, 2), ("tp", "pp", "dp"))]
+
+
+@pytest.mark.parametrize(("shape", "names"), _MESHES)
+def test_torch_state_dict_loads_sharded(shape: tuple, names: tuple, graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", shape, mesh_dim_names=names)
+    ref, ours = _model(torch.nn), _model(nn, mesh)
+    weights = [p for _, p in ours.named_parameters()]
+    alias = ours[0].weight.detach()
+    assert repr(ours.load_state_dict(ref.state_dict())) == "<All keys matched successfully>"
+    assert [p for _, p in ours.named_parameters()] == weights  # the same objects
+    tp = names.index("tp")
+    assert ours[0].weight.placements[tp] == Shard(0) and ours[2].weight.placements[tp] == Shard(1)
+    for key, value in ref.state_dict().items():
+        assert torch.equal(ours.state_dict()[key].to_torch(), value), key
+    assert torch.equal(alias.to_torch(), ref[0].weight.detach())  # copied in place
+    x = torch.randn(5, 6)
+    y = ours(dtorch.from_torch(x, device_mesh=mesh))
+    assert torch.allclose(y.to_torch(), ref(x), atol=1e-6)
+
+
+def test_safetensors_file_loads_sharded(tmp_path: Path, graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    ref, ours = _model(torch.nn), _model(nn, mesh)
+    path = tmp_path / "mlp.safetensors"
+    save_file(ref.state_dict(), str(path))
+    assert ours.load_state_dict(path) == ([], [])
+    for key, value in ref.state_dict().items():
+        assert torch.equal(ours.state_dict()[key].to_torch(), value), key
+    fresh = _model(nn, mesh)
+    assert nn.load_safetensors(fresh, str(path)) == ([], [])
+    assert torch.equal(fresh[2].bias.to_torch(), ref[2].bias.detach())
+
+
+def _both(make_extra: Any, strict: bool) -> tuple[Any, Any]:
+    """The outcome (return value or error message) of loading ``make_extra(state_dict)``
+    into the torch and the dtorch model."""
+    outcomes = []
+    for lib in (torch.nn, nn):
+        sd = make_extra(_model(torch.nn).state_dict())
+        try:
+            outcomes.append(_model(lib).load_state_dict(sd, strict=strict))
+        except RuntimeError as error:
+            outcomes.append(str(error))
+    return outcomes[0], outcomes[1]
+
+
+def _unexpected(sd: dict) -> dict:
+    return {**sd, "0.num_batches_tracked": torch.tensor(3), "extra.weight": torch.ones(1)}
+
+
+def _missing(sd: dict) -> dict:
+    return {k: v for k, v in sd.items() if k not in ("2.bias", "steps")}
+
+
+def _both_wrong(sd: dict) -> dict:
+    return _unexpected(_missing(sd))
+
+
+def _shape(sd: dict) -> dict:
+    return {**sd, "0.bias": torch.zeros(11)}
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("change", [_unexpected, _missing, _both_wrong, _shape])
+def test_strict_rules_match_torch(change: Any, strict: bool, graph: dtorch.Graph) -> None:
+    ref, ours = _both(change, strict)
+    assert isinstance(ours, str) == isinstance(ref, str), (ours, ref)
+    if isinstance(ref, str):
+        assert ours == ref  # torch's message, word for word
+    else:
+        assert (ours.missing_keys, ours.unexpected_keys) == (ref.missing_keys, ref.unexpected_keys)
+        assert repr(ours) == repr(ref)
+
+
+def test_a_failed_load_changes_nothing(graph: dtorch.Graph) -> None:
+    ours = _model(nn)
+    before = ours[0].weight.to_torch()
+    sd = _shape(_model(torch.nn).state_dict())
+    with pytest.raises(RuntimeError, match=r"size mismatch for 0.bias: copying a param with shape"):
+        ours.load_state_dict(sd, strict=False)
+    assert torch.equal(ours[0].weight.to_torch(), before)
+
+
+def test_dtypes_cast_like_copy_or_refuse(graph: dtorch.Graph) -> None:
+    ours = _model(nn)
+    sd = {
+        k: v.double() if v.is_floating_point() else v
+        for k, v in _model(torch.nn).state_dict().items()
+    }
+    ours.load_state_dict(sd)
+    assert ours[0].weight.dtype == torch.float32
+    assert torch.allclose(ours[0].weight.to_torch(), sd["0.weight"].float())
+    sd["steps"] = torch.tensor(1.5)
+    with pytest.raises(
+        RuntimeError,
+        match=r"dtype mismatch for steps: .*torch.float32 from checkpoint.*torch.int64",
+    ):
+        ours.load_state_dict(sd)
+    with pytest.raises(
+        TypeError, match=r"expected torch\.Tensor or dtorch\.Tensor from checkpoint"
+    ):
+        ours.load_state_dict({**sd, "steps": 3})
+    with pytest.raises(TypeError, match="Expected state_dict to be dict-like"):
+        ours.load_state_dict([1, 2])
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    model = nn.Linear(2, 2)
+    with pytest.raises(FileNotFoundError):
+        model.load_state_dict(tmp_path / "missing.safetensors")
+    (tmp_path / "text.safetensors").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match=r"load_state_dict: .*text.safetensors is not a safet"):
+        nn.load_safetensors(model, tmp_path / "text.safetensors")
+
+
+def test_assign_rebinds_and_dtorch_state_dicts_move(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
+    src = _model(nn, mesh)
+    dst = nn.Sequential(nn.Linear(6, 10), nn.ReLU(), nn.Linear(10, 4))
+    dst.register_buffer("steps", dtorch.tensor(0))
+    dst.load_state_dict(src.state_dict())  # sharded -> replicated, another mesh
+    assert dst[0].weight.placements == [dtorch.Replicate()]
+    assert torch.equal(dst[0].weight.to_torch(), src[0].weight.to_torch())
+    weight = dst[0].weight
+    sd = {k: v.double() for k, v in _model(torch.nn).state_dict().items()}
+    dst.load_state_dict(sd, assign=True)
+    assert dst[0].weight is weight and weight.dtype == torch.float64  # the checkpoint's dtype
+    assert torch.equal(weight.to_torch(), sd["0.weight"])
+
+
+def test_safetensors_load_holds_one_full_tensor_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tensor read from the file is gone (client and devices) before the next is read,
+    even when the devices are slow (a Create kernel that sleeps first). Thread mode only: the
+    kernel is patched in this process; the loader's client side is the same in both modes."""
+    slow = LOCAL_KERNELS[OpKind.Create]
+
+    def sleepy(ctx: Any, device: int, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        time.sleep(0.02)
+        return slow(ctx, device, inputs)
+
+    monkeypatch.setitem(LOCAL_KERNELS, OpKind.Create, sleepy)
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
+    try:
+        with as_default(graph):
+            _check_one_at_a_time(tmp_path, monkeypatch)
+    finally:
+        graph.close()
+
+
+def _check_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    ref, ours = _model(torch.nn), _model(nn, mesh)
+    path = tmp_path / "mlp.safetensors"
+    save_file(ref.state_dict(), str(path))
+    alive: list[weakref.ref] = []
+    read = state._SafetensorsSource.read
+
+    def spy(self: Any, key: str) -> torch.Tensor:
+        gc.collect()
+        assert [r for r in alive if r() is not None] == [], key
+        value = read(self, key)
+        alive.append(weakref.ref(value))
+        return value
+
+    monkeypatch.setattr(state._SafetensorsSource, "read", spy)
+    ours.load_state_dict(path)
+    assert len(alive) == len(ref.state_dict())
+    assert torch.equal(ours[2].weight.to_torch(), ref[2].weight.detach())
