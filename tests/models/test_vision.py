@@ -1,6 +1,6 @@
 """examples/vision.py against the same architectures in torch.nn (tests/models/reference_vision,
 torchvision's code): the reference's state_dict loads strictly, and the outputs agree (eval
-mode) with the batch unsharded and sharded on dp (even and uneven, 1-D and 2-D meshes), in
+mode) with the batch unsharded and sharded on dp (even and uneven; 1-D, 2-D and 3-D meshes), in
 thread and process mode; a training-mode forward on a dp-sharded batch gives torch's output
 and BatchNorm running statistics (and AlexNet's dropout draws torch's masks); the module's
 docstring examples run.
@@ -87,6 +87,7 @@ _CASES = [
     ("resnet18", (2,), ("dp",), 4, True),
     ("resnet18", (4,), ("dp",), 5, True),
     ("resnet18", (2, 2), ("dp", "tp"), 3, True),
+    ("resnet18", (2, 1, 2), ("pp", "tp", "dp"), 3, True),
     ("resnet50", (2,), ("dp",), 3, True),
 ]
 
