@@ -1,5 +1,5 @@
-"""Creation functions: ``zeros ones empty full arange rand randn randint *_like tensor
-from_torch``.
+"""Creation functions: ``zeros ones empty full arange rand randn randint uniform *_like
+tensor from_torch``.
 
 Every function takes the keywords ``device_mesh``, ``placements``, ``dtype``, ``graph`` and
 ``device`` (``device`` and ``device_mesh`` are mutually exclusive; without either the graph's
@@ -138,6 +138,8 @@ def draw(
         return torch.rand(shape, generator=generator, dtype=dtype)
     if kind == CreateKind.RANDN:
         return torch.randn(shape, generator=generator, dtype=dtype)
+    if kind == CreateKind.UNIFORM:
+        return torch.empty(shape, dtype=dtype).uniform_(*args, generator=generator)
     return torch.randint(args[0], args[1], shape, generator=generator, dtype=dtype)
 
 
@@ -159,6 +161,33 @@ def randn(
 ) -> Tensor:
     shape = _shape(size)
     return _random(CreateKind.RANDN, shape, float_dtype(kw.get("graph"), dtype), generator, (), kw)
+
+
+def uniform(
+    size: Any,
+    low: float = 0.0,
+    high: float = 1.0,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype | None = None,
+    **kw: Any,
+) -> Tensor:
+    """``torch.empty(size).uniform_(low, high)``: the values ``torch.nn.init.uniform_`` draws
+    for the same generator, in one operator (layers initialise their weights with it).
+
+    Example:
+        >>> import torch, dtorch
+        >>> _ = torch.manual_seed(3)
+        >>> t = dtorch.api.creation.uniform((2, 3), -0.5, 0.5)
+        >>> _ = torch.manual_seed(3)
+        >>> torch.equal(t.to_torch(), torch.nn.init.uniform_(torch.empty(2, 3), -0.5, 0.5))
+        True
+    """
+    shape = _shape((size,))
+    if not float(low) <= float(high):
+        raise ParamError(f"uniform: low must be at most high, got low={low}, high={high}")
+    dtype = float_dtype(kw.get("graph"), dtype)
+    return _random(CreateKind.UNIFORM, shape, dtype, generator, (float(low), float(high)), kw)
 
 
 def randint(

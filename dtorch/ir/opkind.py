@@ -149,6 +149,7 @@ class CreateKind(enum.IntEnum):
     RANDN = 6
     RANDINT = 7
     FROM_TENSOR = 8
+    UNIFORM = 9
 
 
 class NormKind(enum.IntEnum):

@@ -283,8 +283,8 @@ class CreateParam(OpParam):
     """A new tensor on ``mesh``: kind, shape, dtype, placements, and the kind's arguments.
 
     ``args`` holds FULL's fill value, ARANGE's (start, end, step), RAND/RANDN's nothing and
-    RANDINT's (low, high). ``generator`` is a snapshot of the user's generator (random kinds)
-    and ``value`` the full torch tensor to distribute (FROM_TENSOR).
+    RANDINT's and UNIFORM's (low, high). ``generator`` is a snapshot of the user's generator
+    (random kinds) and ``value`` the full torch tensor to distribute (FROM_TENSOR).
     """
 
     create: CreateKind

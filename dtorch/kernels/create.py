@@ -32,6 +32,8 @@ def _full_value(param: CreateParam) -> torch.Tensor:
     if param.create == CreateKind.RANDN:
         return torch.randn(param.shape, generator=generator, dtype=param.dtype)
     low, high = param.args
+    if param.create == CreateKind.UNIFORM:
+        return torch.empty(param.shape, dtype=param.dtype).uniform_(low, high, generator=generator)
     return torch.randint(int(low), int(high), param.shape, generator=generator, dtype=param.dtype)
 
 

@@ -7,7 +7,8 @@ import torch
 
 import dtorch
 from dtorch import Partial, Replicate, Shard
-from dtorch.errors import MeshError, PlacementError
+from dtorch.api.creation import uniform
+from dtorch.errors import MeshError, ParamError, PlacementError
 
 MESHES = {
     "1d": ((4,), [[Shard(0)], [Replicate()], [Partial()], [Shard(1)]]),
@@ -52,6 +53,8 @@ def test_random_values_equal_torch_however_sharded(mesh_shape, placements, shape
     )
     got = dtorch.randint(3, 50, shape, generator=g, **kw).to_torch()
     assert torch.equal(got, torch.randint(3, 50, shape, generator=ref))
+    got = uniform(shape, -0.5, 2.0, generator=g, **kw).to_torch()
+    assert torch.equal(got, torch.empty(shape).uniform_(-0.5, 2.0, generator=ref))
     # the caller's generator advanced exactly as torch's did
     assert torch.equal(g.get_state(), ref.get_state())
 
@@ -151,3 +154,5 @@ def test_bad_creation_arguments(graph: dtorch.Graph) -> None:
         dtorch.zeros(2, requires_grad=True, graph=graph)
     with pytest.raises(ValueError, match="non-negative"):
         dtorch.zeros(-1, graph=graph)
+    with pytest.raises(ParamError, match=r"uniform: low must be at most high, got low=1, high=0"):
+        uniform(2, 1, 0, graph=graph)

@@ -4,7 +4,7 @@
 torch.nn.Linear on a mesh: ``weight`` (out_features, in_features) and ``bias``
 (out_features) are Replicate on every mesh dim, drawn as torch draws them (uniform on
 ``[-1/sqrt(in_features), 1/sqrt(in_features)]`` from torch's default generator, the same
-distribution as torch.nn.Linear); the input passes as given (a batch sharded on a ``dp``
+values torch.nn.Linear draws); the input passes as given (a batch sharded on a ``dp``
 mesh dim stays sharded). ``device_mesh=None`` is the default graph's default mesh.
 
 The tensor-parallel layers (``dtorch.nn.modules.parallel_linear``) are Linears with a
@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from dtorch.api.creation import empty, rand_like
+from dtorch.api.creation import empty, uniform
 from dtorch.api.graph import Graph
 from dtorch.api.ops.linalg import linear
 from dtorch.api.tensor import Tensor
@@ -80,8 +80,10 @@ def check_float(layer: str, dtype: torch.dtype | None) -> None:
 
 def uniform_(param: Tensor, bound: float) -> None:
     """Fill ``param`` with uniform values on ``[-bound, bound]``, drawn from torch's default
-    generator exactly as ``torch.nn.init.uniform_`` draws them."""
-    param.copy_(rand_like(param) * (2 * bound) - bound)
+    generator exactly as ``torch.nn.init.uniform_`` draws them (one Create and one Copy)."""
+    drawn = uniform(param.shape, -bound, bound, dtype=param.dtype, graph=param.graph,
+                    device_mesh=param.device_mesh, placements=param.placements)  # fmt: skip
+    param.copy_(drawn)
 
 
 class Linear(Module):
