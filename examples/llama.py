@@ -59,7 +59,8 @@ from dtorch.ir.placement import Placement, Replicate, Shard
 DIM_NAMES = ("dp", "tp", "pp", "ulysess_cp", "ring_cp")
 CP_DIMS = ("ulysess_cp", "ring_cp")
 
-#: A small config for tests and examples (random init).
+#: A small config for tests and examples (random init; no bos/eos, so that greedy generation
+#: never stops early).
 TINY = transformers.LlamaConfig(
     vocab_size=128,
     hidden_size=64,
@@ -68,6 +69,8 @@ TINY = transformers.LlamaConfig(
     num_attention_heads=4,
     num_key_value_heads=2,
     max_position_embeddings=256,
+    bos_token_id=None,
+    eos_token_id=None,
 )
 
 
