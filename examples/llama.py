@@ -19,6 +19,9 @@ attention, SwiGLU MLP, RMSNorm, untied or tied lm head; no biases unless the con
   cos/sin are sharded alike), and ``F.scaled_dot_product_attention`` runs Ulysses and/or ring
   attention (``SdpaOption``, default names) on causal attention.
 
+``model(ids)`` computes the logits of a whole sequence (``place_ids`` places the torch ids);
+``model.decode(ids, past)`` does so with a KV cache, and ``model.generate(ids, n,
+use_cache=...)`` decodes greedily, with the cache or recomputing the whole sequence each step.
 ``build_llama(config, mesh)`` builds the model with random weights; ``load_hf_weights(model,
 hf_model_or_state_dict)`` loads a ``transformers.LlamaForCausalLM``'s weights. The module tree
 mirrors transformers' so the keys map one to one (``model.embed_tokens.weight``,
@@ -58,6 +61,8 @@ from dtorch.ir.placement import Placement, Replicate, Shard
 #: The mesh dim names the model understands (``ulysess``: DTorch's spelling).
 DIM_NAMES = ("dp", "tp", "pp", "ulysess_cp", "ring_cp")
 CP_DIMS = ("ulysess_cp", "ring_cp")
+#: One layer's cached (keys, values), each (batch, kv heads, seq, head dim).
+KV = tuple[dtorch.Tensor, dtorch.Tensor]
 
 #: A small config for tests and examples (random init; no bos/eos, so that greedy generation
 #: never stops early).
@@ -74,15 +79,19 @@ TINY = transformers.LlamaConfig(
 )
 
 
-def seq_placements(mesh: dtorch.DeviceMesh, batch: int | None, seq: int) -> list[Placement]:
-    """Placements of a tensor whose dim ``batch`` is the batch (None: it has none) and
-    ``seq`` the sequence: ``Shard(batch)`` on dp, ``Shard(seq)`` on the cp dims, Replicate
+def seq_placements(mesh: dtorch.DeviceMesh, batch: int | None, seq: int | None) -> list[Placement]:
+    """Placements of a tensor whose dim ``batch`` is the batch and ``seq`` the sequence
+    (None: not sharded): ``Shard(batch)`` on dp, ``Shard(seq)`` on the cp dims, Replicate
     elsewhere."""
-    shard = dict.fromkeys(CP_DIMS, Shard(seq))
+    shard = {} if seq is None else dict.fromkeys(CP_DIMS, Shard(seq))
     if batch is not None:
         shard["dp"] = Shard(batch)
-    names = mesh.dim_names or [""] * mesh.ndim
-    return [shard.get(name, Replicate()) for name in names]
+    return [shard.get(name, Replicate()) for name in _dim_names(mesh)]
+
+
+def _dim_names(mesh: dtorch.DeviceMesh) -> list[str]:
+    # one name per mesh dim ("" for an unnamed one-device mesh)
+    return list(mesh.dim_names or [""] * mesh.ndim)
 
 
 def _rope_theta(config: transformers.LlamaConfig) -> float:
@@ -94,12 +103,14 @@ def _rope_theta(config: transformers.LlamaConfig) -> float:
     return float(params.get("rope_theta", getattr(config, "rope_theta", 10000.0)))
 
 
-def rotary_cos_sin(config: transformers.LlamaConfig, seq: int) -> tuple[torch.Tensor, ...]:
-    """transformers' default rotary ``cos``, ``sin`` for positions ``0..seq-1``: ``(seq,
-    head_dim)`` each, the frequencies twice (``rotate_half``'s layout)."""
+def rotary_cos_sin(
+    config: transformers.LlamaConfig, seq: int, start: int = 0
+) -> tuple[torch.Tensor, ...]:
+    """transformers' default rotary ``cos``, ``sin`` for positions ``start..start+seq-1``:
+    ``(seq, head_dim)`` each, the frequencies twice (``rotate_half``'s layout)."""
     dim = _head_dim(config)
     inv_freq = 1.0 / (_rope_theta(config) ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-    freqs = torch.arange(seq, dtype=torch.float)[:, None] * inv_freq[None, :]
+    freqs = torch.arange(start, start + seq, dtype=torch.float)[:, None] * inv_freq[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
 
@@ -135,14 +146,21 @@ class LlamaAttention(nn.Module):
         batch, seq, _ = x.shape
         return x.view(batch, seq, heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x: dtorch.Tensor, cos_sin: list[dtorch.Tensor]) -> dtorch.Tensor:
+    def forward(
+        self, x: dtorch.Tensor, cos_sin: list[dtorch.Tensor], past: KV | None = None
+    ) -> tuple[dtorch.Tensor, KV]:
+        """The output and this call's keys/values (``past``'s, then the new ones). With
+        ``past``, ``x`` is one new position, which attends to every cached one."""
         batch, seq, _ = x.shape
         q = F._apply_rotary_emb(self._split(self.q_proj(x), self.heads), cos_sin)
         k = F._apply_rotary_emb(self._split(self.k_proj(x), self.kv_heads), cos_sin)
         v = self._split(self.v_proj(x), self.kv_heads)
+        if past is not None:
+            k, v = dtorch.cat([past[0], k], dim=2), dtorch.cat([past[1], v], dim=2)
         gqa = self.kv_heads != self.heads
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-        return self.o_proj(out.transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=past is None, enable_gqa=gqa)
+        out = out.transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
+        return self.o_proj(out), (k, v)
 
 
 class LlamaMLP(nn.Module):
@@ -173,9 +191,12 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = nn.RMSNorm(config.hidden_size, eps=eps, device_mesh=mesh)
         self.post_attention_layernorm = nn.RMSNorm(config.hidden_size, eps=eps, device_mesh=mesh)
 
-    def forward(self, x: dtorch.Tensor, cos_sin: list[dtorch.Tensor]) -> dtorch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos_sin)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(
+        self, x: dtorch.Tensor, cos_sin: list[dtorch.Tensor], past: KV | None = None
+    ) -> tuple[dtorch.Tensor, KV]:
+        attended, kv = self.self_attn(self.input_layernorm(x), cos_sin, past)
+        x = x + attended
+        return x + self.mlp(self.post_attention_layernorm(x)), kv
 
 
 class LlamaModel(nn.Module):
@@ -193,28 +214,31 @@ class LlamaModel(nn.Module):
         self.layers = nn.ModuleList(LlamaDecoderLayer(config, stages[s]) for s in self.stage_of)
         self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps, device_mesh=stages[-1])
 
-    def _cos_sin(self, mesh: dtorch.DeviceMesh, seq: int, graph: Any) -> list[dtorch.Tensor]:
+    def _cos_sin(self, mesh: dtorch.DeviceMesh, ids: dtorch.Tensor, start: int) -> list:
         # (seq, head_dim), sharded on the cp dims as the hidden states' sequence is
-        placements = seq_placements(mesh, batch=None, seq=0)
+        seq = ids.shape[1]
+        placements = seq_placements(mesh, None, 0 if _seq_sharded(ids) else None)
         return [
-            dtorch.from_torch(t, device_mesh=mesh, placements=placements, graph=graph)
-            for t in rotary_cos_sin(self.config, seq)
+            dtorch.from_torch(t, device_mesh=mesh, placements=placements, graph=ids.graph)
+            for t in rotary_cos_sin(self.config, seq, start)
         ]
 
-    def forward(self, ids: dtorch.Tensor) -> dtorch.Tensor:
+    def forward(
+        self, ids: dtorch.Tensor, past: list[KV] | None = None
+    ) -> tuple[dtorch.Tensor, list[KV]]:
+        """The final hidden states and every layer's keys/values (see ``LlamaAttention``)."""
         x = self.embed_tokens(ids)
-        seq = ids.shape[1]
-        cos_sin = {0: self._cos_sin(self.stages[0], seq, ids.graph)}
-        for layer, stage in zip(self.layers, self.stage_of, strict=True):
+        start = 0 if past is None else past[0][0].shape[2]
+        cos_sin: dict[int, list] = {}
+        cache: list[KV] = []
+        for i, (layer, stage) in enumerate(zip(self.layers, self.stage_of, strict=True)):
             mesh = self.stages[stage]
-            if x.device_mesh != mesh:
-                x = x.redistribute(mesh, list(x.placements))
+            x = _onto(x, mesh)
             if stage not in cos_sin:
-                cos_sin[stage] = self._cos_sin(mesh, seq, ids.graph)
-            x = layer(x, cos_sin[stage])
-        if x.device_mesh != self.stages[-1]:
-            x = x.redistribute(self.stages[-1], list(x.placements))
-        return self.norm(x)
+                cos_sin[stage] = self._cos_sin(mesh, ids, start)
+            x, kv = layer(x, cos_sin[stage], None if past is None else past[i])
+            cache.append(kv)
+        return self.norm(_onto(x, self.stages[-1])), cache
 
 
 class LlamaForCausalLM(nn.Module):
@@ -236,20 +260,36 @@ class LlamaForCausalLM(nn.Module):
             config.hidden_size, config.vocab_size, False, device_mesh=stages[-1]
         )
 
-    def place_ids(self, ids: torch.Tensor, graph: Any = None) -> dtorch.Tensor:
-        """``ids`` (batch, seq) on the first stage: batch on dp, sequence on the cp dims."""
+    def place_ids(
+        self, ids: torch.Tensor, graph: Any = None, shard_seq: bool = True
+    ) -> dtorch.Tensor:
+        """``ids`` (batch, seq) on the first stage: batch on dp, sequence on the cp dims
+        (``shard_seq=False``: Replicate there)."""
         mesh = self.model.stages[0]
-        placements = seq_placements(mesh, batch=0, seq=1)
+        placements = seq_placements(mesh, batch=0, seq=1 if shard_seq else None)
         return dtorch.from_torch(ids, device_mesh=mesh, placements=placements, graph=graph)
 
     def forward(self, ids: dtorch.Tensor) -> dtorch.Tensor:
-        return self.lm_head(self.model(ids))
+        return self.lm_head(self.model(ids)[0])
 
-    def generate(self, ids: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    def decode(
+        self, ids: dtorch.Tensor, past: list[KV] | None = None
+    ) -> tuple[dtorch.Tensor, list[KV]]:
+        """``forward`` with a KV cache: the logits and the cache to pass next time. Without
+        ``past``, ``ids`` is the prompt (sequence sharded on the cp dims, ``place_ids``);
+        with it, one new position (``place_ids(..., shard_seq=False)``). The returned cache
+        holds the sequence Replicate on the cp dims (one new query attends to it locally)."""
+        hidden, cache = self.model(ids, past)
+        return self.lm_head(hidden), [(_seq_replicated(k), _seq_replicated(v)) for k, v in cache]
+
+    def generate(
+        self, ids: torch.Tensor, max_new_tokens: int, use_cache: bool = False
+    ) -> torch.Tensor:
         """Greedy decoding (transformers' ``generate(do_sample=False)`` without eos
-        stopping): ``max_new_tokens`` times, run the model on the whole sequence so far and
-        append the argmax of the last position. No KV cache: every step recomputes the full
-        sequence. ``ids`` and the result are torch int64 ``(batch, seq)``.
+        stopping): ``max_new_tokens`` times, append the argmax of the last position's
+        logits. Without ``use_cache`` every step recomputes the whole sequence so far; with
+        it, the prompt runs once (``decode``) and each step runs one new position against
+        the KV cache. ``ids`` and the result are torch int64 ``(batch, seq)``.
 
         Example:
             >>> import torch, dtorch
@@ -259,11 +299,35 @@ class LlamaForCausalLM(nn.Module):
             torch.Size([1, 5])
         """
         graph = self.model.embed_tokens.weight.graph
+        step, past = ids, None
         for _ in range(max_new_tokens):
-            logits = self(self.place_ids(ids, graph))
+            placed = self.place_ids(step, graph, shard_seq=past is None)
+            if use_cache:
+                logits, past = self.decode(placed, past)
+            else:
+                logits = self(placed)
             best = logits.argmax(-1).to_torch()  # (batch, seq): the sequence may be sharded
             ids = torch.cat([ids, best[:, -1:].to(ids.dtype)], dim=1)
+            step = ids[:, -1:] if use_cache else ids
         return ids
+
+
+def _onto(x: dtorch.Tensor, mesh: dtorch.DeviceMesh) -> dtorch.Tensor:
+    """``x`` moved to the next pipeline stage's mesh (same dim names, same placements)."""
+    return x if x.device_mesh == mesh else x.redistribute(mesh, list(x.placements))
+
+
+def _seq_sharded(ids: dtorch.Tensor) -> bool:
+    # whether the ids' sequence is sharded on a cp mesh dim (prompt) or not (one new step)
+    pairs = zip(_dim_names(ids.device_mesh), ids.placements, strict=True)
+    return any(n in CP_DIMS and p == Shard(1) for n, p in pairs)
+
+
+def _seq_replicated(t: dtorch.Tensor) -> dtorch.Tensor:
+    """``t`` with Replicate on the cp mesh dims (a KV cache entry one query reads whole)."""
+    pairs = zip(_dim_names(t.device_mesh), t.placements, strict=True)
+    placements = [Replicate() if n in CP_DIMS else p for n, p in pairs]
+    return t if placements == list(t.placements) else t.redistribute(placements=placements)
 
 
 def _check_mesh(config: transformers.LlamaConfig, mesh: dtorch.DeviceMesh) -> None:

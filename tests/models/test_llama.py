@@ -2,7 +2,8 @@
 from the transformers model), logits within 1e-4 on meshes of every parallelism the model
 knows (dp, tp, pp, Ulysses and ring context parallelism, and their products up to 16
 devices; an odd batch and sequence length shard unevenly), in thread mode and, for a few
-meshes, in process mode; greedy generation equal to ``generate(do_sample=False)``; tied
+meshes, in process mode; greedy generation (recomputing, and with the KV cache) equal to
+``generate(do_sample=False)``; tied
 embeddings; the placements the docstring promises; meshes the model refuses."""
 
 from __future__ import annotations
@@ -108,14 +109,18 @@ def test_logits_match_transformers_both_runners(
     _check_logits(hf, _mesh(shape, names))
 
 
+@pytest.mark.parametrize("use_cache", [False, True], ids=["recompute", "kv_cache"])
 @pytest.mark.parametrize(
-    ("shape", "names"), [((2, 2), ("dp", "tp")), ((2, 2), ("pp", "ring_cp"))], ids=str
+    ("shape", "names"),
+    [((2, 2), ("dp", "tp")), ((2, 2), ("pp", "ring_cp")), ((2, 2), ("ulysess_cp", "tp"))],
+    ids=str,
 )
 def test_greedy_generation_matches_transformers(
     graph: dtorch.Graph,
     hf: transformers.LlamaForCausalLM,
     shape: tuple[int, ...],
     names: tuple[str, ...],
+    use_cache: bool,
 ) -> None:
     prompt = IDS[:2, :5]
     model = load_hf_weights(build_llama(CONFIG, _mesh(shape, names)), hf)
@@ -124,7 +129,7 @@ def test_greedy_generation_matches_transformers(
             prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=4, do_sample=False,
             pad_token_id=0,
         )  # fmt: skip
-    got = model.generate(prompt, max_new_tokens=4)
+    got = model.generate(prompt, max_new_tokens=4, use_cache=use_cache)
     assert want.shape == (2, 9)
     assert torch.equal(got, want)
 
