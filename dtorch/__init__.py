@@ -40,7 +40,7 @@ from torch import (
     uint8,
 )
 
-from dtorch import cuda, memory_stats, nn, tensor, type
+from dtorch import compiled_op, cuda, memory_stats, nn, tensor, type
 from dtorch.api.creation import (
     arange,
     empty,
@@ -62,6 +62,7 @@ from dtorch.api.creation import (
 from dtorch.api.functions import concat, equal, nonzero
 from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
+from dtorch.api.ops.attention import SdpaOption
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.elementwise import (
     add,
@@ -180,6 +181,7 @@ __all__ = [
     "Partial",
     "Placement",
     "Replicate",
+    "SdpaOption",
     "Shard",
     "ShortTensor",
     "Size",
@@ -203,6 +205,7 @@ __all__ = [
     "clamp",
     "clip",
     "clone",
+    "compiled_op",
     "concat",
     "conv2d",
     "cos",

@@ -70,3 +70,7 @@ __all__ = [
     "softmax",
     "tanh",
 ]
+
+#: The functional operators (DTorch's ``F._function_names``): every name above but the option
+#: class, in ``__all__``'s order.
+_function_names: tuple[str, ...] = tuple(name for name in __all__ if name != "SdpaOption")
