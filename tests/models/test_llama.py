@@ -1,10 +1,10 @@
 """examples/llama.py against transformers' LlamaForCausalLM: the same random weights (loaded
 from the transformers model), logits within 1e-4 on meshes of every parallelism the model
-knows (dp, tp, pp, Ulysses and ring context parallelism, and their products up to 16
-devices; an odd batch and sequence length shard unevenly), in thread mode and, for a few
-meshes, in process mode; greedy generation (recomputing, and with the KV cache) equal to
-``generate(do_sample=False)``; tied
-embeddings; the placements the docstring promises; meshes the model refuses."""
+knows (dp, tp, pp, Ulysses and ring context parallelism, and their products, up to all five
+on 32 devices; an odd batch and sequence length shard unevenly), in thread mode and, for a
+few meshes, in process mode; greedy generation (recomputing, and with the KV cache) equal to
+``generate(do_sample=False)``; tied embeddings; the placements the docstring promises; meshes
+the model refuses."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ _THREAD_MESHES = [
     ((2, 2, 2), ("tp", "pp", "ulysess_cp")),
     ((2, 2, 2), ("pp", "ring_cp", "tp")),
     ((2, 2, 2, 2), ("dp", "tp", "pp", "ring_cp")),
+    ((2, 2, 2, 2, 2), ("dp", "tp", "pp", "ulysess_cp", "ring_cp")),
 ]
 #: Run in thread and process mode (the process set is small: it is slower).
 _BOTH_MESHES = [((2,), ("tp",)), ((2, 2, 2), ("tp", "pp", "ring_cp"))]
