@@ -253,8 +253,9 @@ def _dtensor_mlp_main(rank: int, world: int, commands: list[Any], results: Any, 
 
 
 def mlp_section(stack: ExitStack, rounds: int) -> list[Contender]:
-    import dtorch
     from redistribute import DTensorRanks
+
+    import dtorch
 
     ref, x = mlp_reference()
     with torch.no_grad():
