@@ -10,7 +10,7 @@ STAMP := $(VENV)/.dtorch-installed
 .PHONY: demo test lint typecheck pytest setup clean bench
 
 demo: $(STAMP)
-	@$(PY) examples/main.py
+	@$(PY) -m examples.main
 
 test: lint typecheck pytest
 

@@ -40,7 +40,7 @@ from torch import (
     uint8,
 )
 
-from dtorch import cuda, memory_stats, nn, tensor, type
+from dtorch import compiled_op, cuda, memory_stats, nn, tensor, type
 from dtorch.api.creation import (
     arange,
     empty,
@@ -62,6 +62,8 @@ from dtorch.api.creation import (
 from dtorch.api.functions import concat, equal, nonzero
 from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
+from dtorch.api.ops.attention import SdpaOption
+from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.elementwise import (
     add,
     clamp,
@@ -87,6 +89,7 @@ from dtorch.api.ops.elementwise import (
     where,
 )
 from dtorch.api.ops.linalg import einsum, matmul, outer
+from dtorch.api.ops.norm import rms_norm
 from dtorch.api.ops.reduce import all, any, argmax, argmin, max, mean, min, softmax, sum
 from dtorch.api.ops.shape import (
     cat,
@@ -101,6 +104,7 @@ from dtorch.api.ops.shape import (
     unbind,
     unsqueeze,
 )
+from dtorch.api.ops.spatial import max_pool2d
 from dtorch.api.ops.take import index_select
 from dtorch.api.redistribute import tensors_redistribute_by_dict
 from dtorch.api.tensor import (
@@ -116,6 +120,7 @@ from dtorch.api.tensor import (
     ShortTensor,
     Tensor,
 )
+from dtorch.api.torch_forms import batch_norm, dropout, embedding, group_norm, layer_norm
 from dtorch.distributed_spec import get_default_device_mesh
 from dtorch.errors import DeserializationError, DTorchError
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
@@ -176,6 +181,7 @@ __all__ = [
     "Partial",
     "Placement",
     "Replicate",
+    "SdpaOption",
     "Shard",
     "ShortTensor",
     "Size",
@@ -191,6 +197,7 @@ __all__ = [
     "argmin",
     "asin",
     "assert_structural_equal",
+    "batch_norm",
     "bfloat16",
     "bool",
     "cat",
@@ -198,7 +205,9 @@ __all__ = [
     "clamp",
     "clip",
     "clone",
+    "compiled_op",
     "concat",
+    "conv2d",
     "cos",
     "cuda",
     "default_graph",
@@ -207,8 +216,10 @@ __all__ = [
     "device",
     "div",
     "double",
+    "dropout",
     "dtype",
     "einsum",
+    "embedding",
     "empty",
     "empty_like",
     "eq",
@@ -229,6 +240,7 @@ __all__ = [
     "get_default_device_mesh",
     "greater",
     "greater_equal",
+    "group_norm",
     "gt",
     "half",
     "iinfo",
@@ -241,6 +253,7 @@ __all__ = [
     "int8",
     "isinf",
     "isnan",
+    "layer_norm",
     "le",
     "less",
     "less_equal",
@@ -255,6 +268,7 @@ __all__ = [
     "masked_scatter",
     "matmul",
     "max",
+    "max_pool2d",
     "maximum",
     "mean",
     "memory_stats",
@@ -279,6 +293,7 @@ __all__ = [
     "relu",
     "repeat_interleave",
     "reshape",
+    "rms_norm",
     "round",
     "rsqrt",
     "serialize",

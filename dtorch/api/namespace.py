@@ -25,6 +25,7 @@ from pathlib import Path
 #: starts with another public name of that module (a method used as a function, ``Tensor.abs``;
 #: another name, ``clamp`` for ``clip``). ``dtorch`` itself stands for its submodules.
 NAMESPACE: dict[str, str] = {
+    "compiled_op": "dtorch",
     "cuda": "dtorch",
     "memory_stats": "dtorch",
     "nn": "dtorch",
@@ -81,6 +82,15 @@ NAMESPACE: dict[str, str] = {
     "sub": "dtorch.api.ops.elementwise",
     "tanh": "dtorch.api.ops.elementwise",
     "where": "dtorch.api.ops.elementwise",
+    "SdpaOption": "dtorch.api.ops.attention",
+    "conv2d": "dtorch.api.ops.conv",
+    "max_pool2d": "dtorch.api.ops.spatial",
+    "rms_norm": "dtorch.api.ops.norm",
+    "batch_norm": "dtorch.api.torch_forms",
+    "dropout": "dtorch.api.torch_forms",
+    "embedding": "dtorch.api.torch_forms",
+    "group_norm": "dtorch.api.torch_forms",
+    "layer_norm": "dtorch.api.torch_forms",
     "einsum": "dtorch.api.ops.linalg",
     "matmul": "dtorch.api.ops.linalg",
     "outer": "dtorch.api.ops.linalg",

@@ -273,6 +273,8 @@ class SdpaParam(OpParam):
     dropout_p: float = 0.0
     has_mask: bool = False
     enable_gqa: bool = False
+    #: the mesh dim of ring attention (q/k/v sharded on their sequence dim there), or -1
+    ring_dim: int = -1
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from dtorch.errors import KernelTableError
 from dtorch.ir.opkind import OpKind
+from dtorch.kernels import attention
 from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
     copy,
     elementwise,
     embedding,
+    fused,
     gather,
     image,
     indexing,
@@ -44,13 +46,14 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **indexing.KERNELS,
     **gather.KERNELS,
     **setitem.KERNELS,
+    **fused.KERNELS,
     **image.KERNELS,
     **norm.KERNELS,
     **embedding.KERNELS,
 }
 
 #: Kernels that run every local device at once because the devices communicate.
-GROUP_KERNELS: dict[OpKind, GroupKernel] = {}
+GROUP_KERNELS: dict[OpKind, GroupKernel] = {**attention.GROUP_KERNELS}
 
 
 def register_local_kernel(kind: OpKind, kernel: LocalKernel) -> None:

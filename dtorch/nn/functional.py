@@ -12,11 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dtorch.api.ops.activations import elu, gelu, leaky_relu, log_softmax, silu, softmax
+from dtorch.api.ops.attention import SdpaOption, scaled_dot_product_attention
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.dropout import dropout
 from dtorch.api.ops.elementwise import relu as _relu
 from dtorch.api.ops.elementwise import sigmoid, tanh
 from dtorch.api.ops.embedding import embedding
+from dtorch.api.ops.fused import _apply_rotary_emb, _layer_norm_mul_add, _silu_linear_chunk
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
 from dtorch.api.ops.spatial import (
@@ -39,6 +41,10 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 __all__ = [
+    "SdpaOption",
+    "_apply_rotary_emb",
+    "_layer_norm_mul_add",
+    "_silu_linear_chunk",
     "adaptive_avg_pool2d",
     "avg_pool2d",
     "batch_norm",
@@ -58,8 +64,13 @@ __all__ = [
     "pad",
     "relu",
     "rms_norm",
+    "scaled_dot_product_attention",
     "sigmoid",
     "silu",
     "softmax",
     "tanh",
 ]
+
+#: The functional operators (DTorch's ``F._function_names``): every name above but the option
+#: class, in ``__all__``'s order.
+_function_names: tuple[str, ...] = tuple(name for name in __all__ if name != "SdpaOption")

@@ -89,6 +89,13 @@ API_FUNCTIONS = [
     "sigmoid",
     "tanh",
     "relu",
+    "batch_norm",
+    "conv2d",
+    "dropout",
+    "embedding",
+    "group_norm",
+    "layer_norm",
+    "rms_norm",
 ]
 
 TENSOR_METHODS = [
@@ -309,7 +316,18 @@ def test_module_paths() -> None:
         "dtorch.tensor": "Tensor tensor TensorFuture",
         "dtorch.graph": "Graph GraphOption VoidFutureCollect",
         "dtorch.global_option": "GlobalOption",
-        "dtorch.nn.functional": "linear relu gelu silu softmax",
+        "dtorch.nn.functional": (
+            "linear relu gelu silu softmax scaled_dot_product_attention pad interpolate "
+            "conv2d batch_norm layer_norm rms_norm group_norm embedding dropout max_pool2d "
+            "avg_pool2d adaptive_avg_pool2d"
+        ),
+        "dtorch.nn": (
+            "Module Parameter Linear Conv2d BatchNorm2d LayerNorm RMSNorm GroupNorm Embedding "
+            "Dropout MaxPool2d AvgPool2d AdaptiveAvgPool2d ReLU GELU SiLU Sigmoid Tanh Softmax "
+            "Flatten Sequential ModuleList ModuleDict ColumnParallelLinear "
+            "RowParallelLinearWithReplicateOutput EmbeddingWithReplicateOutput"
+        ),
+        "dtorch.nn.parameter": "Parameter",
     }
     for module_name, names in expected.items():
         module = importlib.import_module(module_name)
@@ -325,3 +343,11 @@ def test_dtorch_tensor_is_callable_after_importing_the_module() -> None:
     from dtorch.tensor import Tensor, TensorFuture
 
     assert Tensor is dtorch.Tensor and TensorFuture is dtorch.TensorFuture
+
+
+def test_function_names_list_the_functional_operators() -> None:
+    names = F._function_names
+    assert len(set(names)) == len(names) and "SdpaOption" not in names
+    assert all(callable(getattr(F, n)) and not isinstance(getattr(F, n), type) for n in names)
+    assert {"conv2d", "scaled_dot_product_attention", "_apply_rotary_emb"} <= set(names)
+    assert set(names) | {"SdpaOption"} == set(F.__all__)

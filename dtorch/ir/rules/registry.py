@@ -25,12 +25,14 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
 from dtorch.ir.rules import (
+    attention,
     conv,
     copy,
     create,
     einsum,
     elementwise,
     embedding,
+    fused,
     gather,
     indexing,
     linalg,
@@ -60,7 +62,9 @@ RULES: dict[OpKind, Rule] = {
     **einsum.RULES,
     **setitem.RULES,
     **reinterpret.RULES,
+    **attention.RULES,
     **conv.RULES,
+    **fused.RULES,
     **spatial.RULES,
     **norm.RULES,
     **embedding.RULES,

@@ -1,0 +1,184 @@
+"""examples/llama.py against transformers' LlamaForCausalLM: the same random weights (loaded
+from the transformers model), logits within 1e-4 on meshes of every parallelism the model
+knows (dp, tp, pp, Ulysses and ring context parallelism, and their products up to 16
+devices; an odd batch and sequence length shard unevenly), in thread mode and, for a few
+meshes, in process mode; greedy generation (recomputing, and with the KV cache) equal to
+``generate(do_sample=False)``; tied
+embeddings; the placements the docstring promises; meshes the model refuses."""
+
+from __future__ import annotations
+
+import doctest
+from collections.abc import Iterator
+
+import pytest
+import torch
+import transformers
+
+import dtorch
+import examples.llama
+from dtorch import Replicate, Shard
+from examples.llama import build_llama, load_hf_weights
+from tests.runners import as_default
+
+pytestmark = pytest.mark.timeout(120)
+
+#: 3 layers so that two pp stages are uneven (2 + 1); GQA with 4 q heads over 2 kv heads.
+CONFIG = transformers.LlamaConfig(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    eos_token_id=None,
+    bos_token_id=None,
+)
+#: batch 3 and sequence 7: uneven over dp=2 and over the cp dims.
+IDS = torch.randint(0, CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(1))
+
+_THREAD_MESHES = [
+    ((1,), None),
+    ((2,), ("dp",)),
+    ((2,), ("tp",)),
+    ((2,), ("pp",)),
+    ((2,), ("ulysess_cp",)),
+    ((2,), ("ring_cp",)),
+    ((2, 2), ("ulysess_cp", "ring_cp")),
+    ((2, 2, 2), ("tp", "pp", "ulysess_cp")),
+    ((2, 2, 2), ("pp", "ring_cp", "tp")),
+    ((2, 2, 2, 2), ("dp", "tp", "pp", "ring_cp")),
+]
+#: Run in thread and process mode (the process set is small: it is slower).
+_BOTH_MESHES = [((2,), ("tp",)), ((2, 2, 2), ("tp", "pp", "ring_cp"))]
+
+
+def _hf(config: transformers.LlamaConfig = CONFIG) -> transformers.LlamaForCausalLM:
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="module")
+def hf() -> transformers.LlamaForCausalLM:
+    return _hf()
+
+
+def _mesh(shape: tuple[int, ...], names: tuple[str, ...] | None) -> dtorch.DeviceMesh:
+    return dtorch.init_device_mesh("cpu", shape, mesh_dim_names=names)
+
+
+def _check_logits(hf: transformers.LlamaForCausalLM, mesh: dtorch.DeviceMesh) -> None:
+    model = load_hf_weights(build_llama(CONFIG, mesh), hf)
+    with torch.no_grad():
+        want = hf(IDS).logits
+    got = model(model.place_ids(IDS)).to_torch()
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+
+
+@pytest.fixture
+def thread_graph() -> Iterator[dtorch.Graph]:
+    """A thread-mode graph as the default graph (the many-mesh test runs in thread mode;
+    process mode runs the ``graph`` fixture's meshes below)."""
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
+    try:
+        with as_default(graph):
+            yield graph
+    finally:
+        graph.close()
+
+
+@pytest.mark.parametrize(("shape", "names"), _THREAD_MESHES, ids=str)
+def test_logits_match_transformers_thread(
+    thread_graph: dtorch.Graph,
+    hf: transformers.LlamaForCausalLM,
+    shape: tuple[int, ...],
+    names: tuple[str, ...] | None,
+) -> None:
+    _check_logits(hf, _mesh(shape, names))
+
+
+@pytest.mark.parametrize(("shape", "names"), _BOTH_MESHES, ids=str)
+def test_logits_match_transformers_both_runners(
+    graph: dtorch.Graph,
+    hf: transformers.LlamaForCausalLM,
+    shape: tuple[int, ...],
+    names: tuple[str, ...] | None,
+) -> None:
+    _check_logits(hf, _mesh(shape, names))
+
+
+@pytest.mark.parametrize("use_cache", [False, True], ids=["recompute", "kv_cache"])
+@pytest.mark.parametrize(
+    ("shape", "names"),
+    [((2, 2), ("dp", "tp")), ((2, 2), ("pp", "ring_cp")), ((2, 2), ("ulysess_cp", "tp"))],
+    ids=str,
+)
+def test_greedy_generation_matches_transformers(
+    graph: dtorch.Graph,
+    hf: transformers.LlamaForCausalLM,
+    shape: tuple[int, ...],
+    names: tuple[str, ...],
+    use_cache: bool,
+) -> None:
+    prompt = IDS[:2, :5]
+    model = load_hf_weights(build_llama(CONFIG, _mesh(shape, names)), hf)
+    with torch.no_grad():
+        want = hf.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=4, do_sample=False,
+            pad_token_id=0,
+        )  # fmt: skip
+    got = model.generate(prompt, max_new_tokens=4, use_cache=use_cache)
+    assert want.shape == (2, 9)
+    assert torch.equal(got, want)
+
+
+def test_placements_follow_the_mesh(thread_graph: dtorch.Graph) -> None:
+    mesh = _mesh((2, 2, 2), ("dp", "pp", "tp"))
+    model = build_llama(CONFIG, mesh)
+    first, last = mesh.unbind("pp")
+    layers = model.model.layers
+    assert [layer.mesh for layer in layers] == [first, first, last]
+    assert layers[0].self_attn.k_proj.weight.placements == [Replicate(), Shard(0)]
+    assert layers[2].mlp.down_proj.weight.placements == [Replicate(), Shard(1)]
+    assert model.model.embed_tokens.weight.device_mesh == first
+    assert model.lm_head.weight.device_mesh == last
+    ids = model.place_ids(IDS)
+    assert (ids.device_mesh, ids.placements) == (first, [Shard(0), Replicate()])
+    logits = model(ids)
+    assert (logits.device_mesh, logits.placements) == (last, [Shard(0), Replicate()])
+
+
+def test_cp_shards_the_sequence(thread_graph: dtorch.Graph) -> None:
+    model = build_llama(CONFIG, _mesh((2, 2), ("ring_cp", "tp")))
+    logits = model(model.place_ids(IDS))
+    assert logits.placements == [Shard(1), Replicate()]
+
+
+def test_tied_embeddings_load_from_the_embedding(thread_graph: dtorch.Graph) -> None:
+    config = transformers.LlamaConfig(**{**CONFIG.to_dict(), "tie_word_embeddings": True})
+    hf = _hf(config)
+    assert hf.lm_head.weight is hf.model.embed_tokens.weight
+    model = load_hf_weights(build_llama(config, _mesh((2,), ("tp",))), hf)
+    with torch.no_grad():
+        want = hf(IDS).logits
+    torch.testing.assert_close(model(model.place_ids(IDS)).to_torch(), want, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "names", "match"),
+    [((2,), ("cp",), "unknown names"), ((4,), ("tp",), "kv heads"), ((2, 2), None, "names")],
+    ids=str,
+)
+def test_bad_meshes_are_refused(
+    thread_graph: dtorch.Graph, shape: tuple[int, ...], names: tuple[str, ...] | None, match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        build_llama(CONFIG, _mesh(shape, names))
+
+
+def test_docstring_examples(thread_graph: dtorch.Graph) -> None:
+    result = doctest.testmod(examples.llama, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.attempted > 0
+    assert result.failed == 0
