@@ -26,9 +26,9 @@ time). The contenders of a section take turns, one sample each per round, a shor
 between samples (idle OpenMP threads stop spinning), so all of them see the same load on
 the shared machine; figures are the minimum and the median over rounds, and the CPU time
 per forward of every process taking part (this process by ``time.process_time``, worker
-processes by their /proc ticks, DTensor ranks by their own ``process_time``), which moves
-far less with the machine's load than wall time does. Ratios are baseline ms / dtorch ms of
-the minima (above 1: dtorch is faster).
+processes by their /proc ticks around each sample, DTensor ranks by their own
+``process_time``), which moves far less with the machine's load than wall time does.
+Ratios are baseline ms / dtorch ms of the minima (above 1: dtorch is faster).
 
 Run:  PYTHONPATH=. .venv/bin/python benchmarks/models.py [--quick] [--sections mlp resnet llama]
 """
@@ -116,15 +116,15 @@ def race(contenders: list[Contender], rounds: int, warmup: int = 2) -> None:
     for _ in range(warmup):
         for c in contenders:
             c.sample()
-    before = [_ticks(c.pids) for c in contenders]
     for _ in range(rounds):
         for c in contenders:
             time.sleep(PAUSE)
+            ticks = _ticks(c.pids)  # per sample: workers may serve several contenders
             wall, cpu = c.sample()
             c.walls.append(wall)
-            c.cpu += cpu
-    for c, ticks in zip(contenders, before, strict=True):
-        c.cpu = (c.cpu + _ticks(c.pids) - ticks) / rounds
+            c.cpu += cpu + _ticks(c.pids) - ticks
+    for c in contenders:
+        c.cpu /= rounds
 
 
 def torch_contender(name: str, forward: Callable[[], object]) -> Contender:
