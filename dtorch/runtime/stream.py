@@ -106,9 +106,11 @@ class KernelStream:
     # --- the loop ---------------------------------------------------------------------------
     def _main(self, threads: int | None, adopted: threading.Event) -> None:
         """The stream thread: ``threads`` torch intra-op threads (None: torch's default)."""
-        if threads is not None:
-            adopt(threads)
-        adopted.set()
+        try:
+            if threads is not None:
+                adopt(threads)
+        finally:
+            adopted.set()  # never leave the creator waiting
         queue = self._queue
         while True:
             try:
