@@ -171,30 +171,42 @@ def _dtensor_main(rank: int, world: int, commands: list[Any], results: Any, tmp:
 
 class DTensorRanks:
     """``world`` spawned DTensor ranks kept alive between rows, so each DTensor row runs
-    right before its dtorch row and both see the same load on the shared machine."""
+    right before its dtorch row and both see the same load on the shared machine.
 
-    def __init__(self, world: int, tmp: str) -> None:
+    ``main(rank, world, commands, results, tmp)`` is each rank's loop (default: this
+    script's rows): it reads commands from ``commands[rank]`` until None and rank 0 puts one
+    result per command (benchmarks/models.py passes its own)."""
+
+    def __init__(self, world: int, tmp: str, main: Callable[..., None] | None = None) -> None:
         import torch.multiprocessing as mp
 
         context = mp.get_context("spawn")
         self._commands = [context.Queue() for _ in range(world)]
         self._results = context.Queue()
         self._ranks = mp.spawn(
-            _dtensor_main,
+            main or _dtensor_main,
             args=(world, self._commands, self._results, tmp),
             nprocs=world,
             join=False,
         )
 
-    def time_row(self, index: int, rows: int, repeats: int) -> float:
-        """Median seconds of row ``index`` of ``cases([world])`` (a dead rank raises)."""
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._ranks.processes]
+
+    def ask(self, command: Any) -> Any:
+        """Send ``command`` to every rank and return rank 0's result (a dead rank raises)."""
         for queue in self._commands:
-            queue.put((index, rows, repeats))
+            queue.put(command)
         while True:
             try:
-                return float(self._results.get(timeout=5.0))
+                return self._results.get(timeout=5.0)
             except Empty:
                 self._ranks.join(0.1)  # raises ProcessRaisedException for a failed rank
+
+    def time_row(self, index: int, rows: int, repeats: int) -> float:
+        """Median seconds of row ``index`` of ``cases([world])``."""
+        return float(self.ask((index, rows, repeats)))
 
     def close(self) -> None:
         for queue in self._commands:

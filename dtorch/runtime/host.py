@@ -65,16 +65,23 @@ class DeviceHost:
     """Streams for the parties of ``layout`` this process runs; see the module docstring.
 
     ``inline``: the streams run their items in the thread that hands them the batch (a
-    worker process's main thread) instead of threads of their own.
+    worker process's main thread) instead of threads of their own. ``threads``: torch's
+    intra-op threads in each stream thread (None: torch's default).
     """
 
     def __init__(
-        self, layout: PartyLayout, services: StreamServices, name: str, *, inline: bool = False
+        self,
+        layout: PartyLayout,
+        services: StreamServices,
+        name: str,
+        *,
+        inline: bool = False,
+        threads: int | None = None,
     ) -> None:
         self.layout = layout
         self.services = services
         self.streams = [
-            KernelStream(f"{name}-stream-{p}", services, p, inline=inline)
+            KernelStream(f"{name}-stream-{p}", services, p, inline=inline, threads=threads)
             for p in range(layout.first, layout.first + layout.count)
         ]
         self._metas: dict[int, Operand] = {}

@@ -31,6 +31,7 @@ from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
 from dtorch.runtime.shards import KernelFailure, ShardTable
+from dtorch.runtime.torch_threads import adopt
 from dtorch.runtime.workqueue import WorkQueue
 
 FREE, STOP, PROGRESS, RESET = 1, 2, 3, 4
@@ -50,11 +51,19 @@ class KernelStream:
     """A thread running its devices' kernels in order; ``push`` never blocks.
 
     ``party`` is the stream's index among every stream that reports to one controller (the
-    streams of one runner, or of every worker of a process runner).
+    streams of one runner, or of every worker of a process runner). ``threads``: torch's
+    intra-op threads in the stream's thread (``dtorch.runtime.torch_threads``; None leaves
+    torch's default); the constructor returns once the thread has taken them.
     """
 
     def __init__(
-        self, name: str, services: StreamServices, party: int = 0, *, inline: bool = False
+        self,
+        name: str,
+        services: StreamServices,
+        party: int = 0,
+        *,
+        inline: bool = False,
+        threads: int | None = None,
     ) -> None:
         self.name = name
         self.party = party
@@ -64,8 +73,12 @@ class KernelStream:
         self._queue = WorkQueue()
         self._thread: threading.Thread | None = None
         if not inline:
-            self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+            adopted = threading.Event()
+            self._thread = threading.Thread(
+                target=self._main, args=(threads, adopted), name=name, daemon=True
+            )
             self._thread.start()
+            adopted.wait()  # the creator may reset torch's process default only after this
 
     @property
     def services(self) -> StreamServices:
@@ -91,7 +104,13 @@ class KernelStream:
         return not self._thread.is_alive()
 
     # --- the loop ---------------------------------------------------------------------------
-    def _main(self) -> None:
+    def _main(self, threads: int | None, adopted: threading.Event) -> None:
+        """The stream thread: ``threads`` torch intra-op threads (None: torch's default)."""
+        try:
+            if threads is not None:
+                adopt(threads)
+        finally:
+            adopted.set()  # never leave the creator waiting
         queue = self._queue
         while True:
             try:

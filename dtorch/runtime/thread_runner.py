@@ -3,7 +3,9 @@
 One ``DeviceHost`` runs every party (device ``d`` on stream ``d % num_streams``); the report
 channel is an in-process queue; collectives between streams use the same-device backend over
 a memory store, in a namespace of the runner's own (two graphs of one process never share a
-group store). A ``FlowWindow`` keeps the streams from falling unboundedly behind.
+group store). A ``FlowWindow`` keeps the streams from falling unboundedly behind. The creating
+thread's torch intra-op threads are divided among the streams (``torch_threads.share``: two
+busy streams with a thread per core each would oversubscribe the cores).
 
 Example:
     >>> runner = ThreadRunner(num_streams=2)
@@ -29,6 +31,7 @@ from dtorch.runtime.handlers import StreamServices
 from dtorch.runtime.host import DeviceHost, PartyLayout
 from dtorch.runtime.reports import END, ReportQueue
 from dtorch.runtime.stream import KernelStream
+from dtorch.runtime.torch_threads import keeping_default, share
 from dtorch.runtime.window import FlowWindow, WindowedSource
 
 
@@ -44,7 +47,9 @@ class ThreadRunner:
             CommTopology.striped(num_streams), namespace=CommNamespace.create()
         )
         services = StreamServices(self._groups, LocalFailureBoard(), channel, _validate())
-        self._host = DeviceHost(PartyLayout(num_streams, 0, num_streams), services, name)
+        layout = PartyLayout(num_streams, 0, num_streams)
+        with keeping_default():  # the streams' set_num_threads also set torch's default
+            self._host = DeviceHost(layout, services, name, threads=share(num_streams))
         self.reports = WindowedSource(channel, self._window)
         self._closed = False
 
