@@ -13,7 +13,9 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +27,15 @@ from dtorch.errors import GraphError, WorkerDiedError, WorkerError
 from dtorch.ir.report import WorkerFailureReport
 from dtorch.runtime.process import WorkerPool
 from dtorch.runtime.process.board import board_bytes
-from dtorch.runtime.process.protocol import OPEN, READY, REPORT, STOP, WorkerArgs, pack_u64
+from dtorch.runtime.process.protocol import (
+    OPEN,
+    READY,
+    REPORT,
+    STOP,
+    WorkerArgs,
+    pack_u64,
+    stop_marker,
+)
 from dtorch.runtime.process.worker import EXIT_FATAL, EXIT_OK, Worker
 from dtorch.serialization import deserialize, serialize
 from dtorch.transport import InProcPublisher, InProcPuller
@@ -43,13 +53,17 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _wait_gone(pids: list[int], within_s: float) -> bool:
+def _wait_for(condition: Callable[[], bool], within_s: float) -> bool:
     deadline = time.monotonic() + within_s
-    while not all(_gone(p) for p in pids):
+    while not condition():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
     return True
+
+
+def _wait_gone(pids: list[int], within_s: float) -> bool:
+    return _wait_for(lambda: all(_gone(p) for p in pids), within_s)
 
 
 def _heavy(graph: dtorch.Graph) -> dtorch.Tensor:
@@ -82,6 +96,11 @@ def test_a_killed_worker_fails_everything_pending_within_seconds(
         assert "signal SIGKILL" in message
         with pytest.raises(WorkerDiedError, match="worker 1"):
             graph.sync()
+        # the other worker is stopped and the files removed at once, not at the close: a
+        # controller killed before it closes the graph leaves nothing either
+        assert _wait_gone(pool.pids, within_s=5.0)
+        assert _wait_for(lambda: not directory.exists(), within_s=5.0)
+        assert namespace.leftovers() == []
         with pytest.raises(GraphError, match="worker 1") as refused:
             dtorch.ones(2, graph=graph)
         assert isinstance(refused.value.__cause__, WorkerDiedError)
@@ -102,41 +121,71 @@ _CONTROLLER = textwrap.dedent(
     import json, sys, time
     import dtorch
     from dtorch.runtime.process import WorkerPool
+    from dtorch.runtime.process.protocol import STOP
     pool = WorkerPool(2, "cpu")
     option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
     graph = dtorch.Graph(option)
     assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.randn(1024, 1024, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    w = dtorch.randn(1024, 1024, device_mesh=mesh, graph=graph) * 0.01
+    for _ in range(300 if sys.argv[1] == "work" else 2):
+        x = x @ w
+    future = x.to_torch_async()  # work: the workers are busy for seconds
+    if sys.argv[1] == "stop":  # as a close does, which the kill then interrupts
+        pool.state.publisher.send(STOP)
     state = pool.state
     print(json.dumps({"pids": pool.pids, "dir": state.directory.path,
                       "namespace": state.namespace.instance_id}), flush=True)
-    mesh = dtorch.init_device_mesh("cpu", 2)
-    x = dtorch.randn(1024, 1024, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
-    for _ in range(300):
-        x = x @ x * 0.001
     time.sleep(120)
     """
 )
 
 
-def test_workers_of_a_killed_controller_exit_and_clean_up() -> None:
+def _kill_controller(when: str) -> tuple[dict[str, Any], str]:
+    """Start a controller, let it reach ``when`` (``work``: its workers are busy; ``stop``:
+    it sent them STOP), SIGKILL it there; what it printed about its pool, and its stderr."""
+    command = [sys.executable, "-c", _CONTROLLER, when]
     controller = subprocess.Popen(
-        [sys.executable, "-c", _CONTROLLER], stdout=subprocess.PIPE, text=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        assert controller.stdout is not None
-        facts = json.loads(controller.stdout.readline())
-        time.sleep(0.5)
+        assert controller.stdout is not None and controller.stderr is not None
+        facts: dict[str, Any] = json.loads(controller.stdout.readline() or "{}")
+        if when == "stop":
+            _wait_stopped_and_waiting(facts)
+        alive = controller.poll() is None
         controller.kill()
         controller.wait(10)
-        assert _wait_gone(facts["pids"], within_s=5.0), "workers outlived their controller"
-        deadline = time.monotonic() + 5.0
-        while Path(facts["dir"]).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not Path(facts["dir"]).exists()
-        assert CommNamespace(facts["namespace"]).leftovers() == []
+        errors = controller.stderr.read()
+        assert alive, f"the controller ended before it was killed:\n{errors}"
+        return facts, errors
     finally:
         controller.kill()
         controller.wait(10)
+
+
+def _wait_stopped_and_waiting(facts: dict[str, Any]) -> None:
+    """Every worker is done after STOP (its marker), yet waits for the controller's cleanup."""
+    markers = [stop_marker(facts["dir"], i) for i in range(len(facts["pids"]))]
+
+    def stopped_or_gone() -> bool:
+        return all(map(os.path.exists, markers)) or any(map(_gone, facts["pids"]))
+
+    assert _wait_for(stopped_or_gone, within_s=30.0)
+    assert not any(map(_gone, facts["pids"])), "a stopped worker left before its pool's files"
+
+
+@pytest.mark.parametrize("when", ["work", "stop"])
+def test_workers_of_a_killed_controller_exit_and_clean_up(when: str) -> None:
+    """Killed while its workers compute, or while it stops them (after STOP, before it
+    removed the pool's files): the workers notice at once (a pidfd, not a poll), remove the
+    directory and the shared memory, and only then exit - so both are gone with them."""
+    facts, errors = _kill_controller(when)
+    assert "Traceback" not in errors, errors
+    assert _wait_gone(facts["pids"], within_s=5.0), "workers outlived their controller"
+    assert not Path(facts["dir"]).exists()
+    assert CommNamespace(facts["namespace"]).leftovers() == []
 
 
 def test_a_lost_message_stops_the_worker_with_a_report(tmp_path: Path) -> None:

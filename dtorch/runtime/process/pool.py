@@ -18,9 +18,15 @@ a graph does not share (no ``worker_pool`` in its option) is the graph's own and
 Liveness: a monitor thread waits on every worker's pidfd; when one exits while the pool is in
 use, the pool is broken: the lease is told at once (its graph's pending futures fail within
 moments with ``WorkerDiedError`` naming the worker, its devices and its exit code or signal),
-the other workers are stopped, and the pool refuses new leases. Workers watch the controller
-the same way and exit when it is gone. ``close()``, garbage collection of the pool and
-interpreter exit stop every worker and remove the directory and the shared memory.
+the other workers are stopped, the directory and the shared memory are removed at once (no
+worker is left to remove them should the controller die too), and the pool refuses new
+leases. Workers watch the controller the same way and exit when it is gone.
+
+Stopping (``close()``, garbage collection of the pool, interpreter exit) hands the cleanup over
+without a gap: STOP; every worker closes what it has and marks itself stopped
+(``protocol.stop_marker``), then waits; the controller, once every worker is stopped (or killed
+after ``STOP_GRACE_SECONDS``), removes the shared memory and the directory, which tells the
+workers to exit. A controller killed at any point of this leaves live workers that clean up.
 
 Example:
     >>> pool = WorkerPool(workers=2)            # doctest: +SKIP
@@ -52,7 +58,13 @@ from dtorch.errors import GraphError, OptionError, WorkerDiedError
 from dtorch.options import GlobalOption
 from dtorch.runtime.host import PartyLayout
 from dtorch.runtime.process.board import board_bytes
-from dtorch.runtime.process.protocol import READY, STOP, WorkerArgs
+from dtorch.runtime.process.protocol import (
+    HAND_OVER_POLL_SECONDS,
+    READY,
+    STOP,
+    WorkerArgs,
+    stop_marker,
+)
 from dtorch.transport import IpcDirectory, Publisher, Puller, Pusher
 
 #: Seconds workers get to exit after STOP before they are killed.
@@ -199,19 +211,44 @@ class _PoolState:
             callback = self.on_death
         if callback is not None:
             callback(self.failure, index)
-        self.stop_workers(grace=0.0)
+        self._kill_workers(self.processes)
+        self.remove_files()
+
+    def _stopped(self, index: int) -> bool:
+        """Worker ``index`` exited, or stopped and touches nothing any more."""
+        marker = stop_marker(self.directory.path, index)
+        return self.processes[index].poll() is not None or os.path.exists(marker)
 
     def stop_workers(self, grace: float) -> None:
-        """STOP every worker; kill those still running after ``grace`` seconds."""
+        """STOP every worker and kill those not stopped within ``grace`` seconds; then remove
+        the files (the stopped workers' signal to exit) and wait for them to exit."""
         with contextlib.suppress(Exception):
             self.publisher.send(STOP)
+        deadline = time.monotonic() + grace
+        waiting = set(range(self.workers))
+        while waiting and time.monotonic() < deadline:
+            waiting = {i for i in waiting if not self._stopped(i)}
+            time.sleep(HAND_OVER_POLL_SECONDS if waiting else 0.0)
+        self._kill_workers([self.processes[i] for i in waiting])
+        self.remove_files()
         deadline = time.monotonic() + grace
         for process in self.processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(max(0.0, deadline - time.monotonic()))
+        self._kill_workers(self.processes)
+
+    @staticmethod
+    def _kill_workers(processes: list[subprocess.Popen[bytes]]) -> None:
+        for process in processes:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+    def remove_files(self) -> None:
+        """Remove the shared memory, then the directory (idempotent): once no worker runs or
+        every one has stopped, as nothing may make new files afterwards."""
+        self.namespace.reclaim()
+        self.directory.close()
 
     def close(self) -> None:
         with self.lock:
@@ -226,8 +263,7 @@ class _PoolState:
             for closable in (self.own_pusher, self.publisher, self.puller, self.board):
                 with contextlib.suppress(Exception):
                     closable.close()
-            self.namespace.reclaim()
-            self.directory.close()
+            self.remove_files()
 
 
 class WorkerPool:

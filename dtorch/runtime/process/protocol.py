@@ -14,7 +14,8 @@ kind                    parts
 ``RELEASE``             the controller copied a shared value out: worker (u32), token (u64)
 ``RESET``               the session ends: the session id (u64); each worker finishes its queued
                         work, drops every shard and answers ``RESET_DONE``
-``STOP``                exit
+``STOP``                close everything, create ``stop_marker`` in the pool's directory, and
+                        exit once the controller has removed that directory (or is gone)
 ======================  =======================================================================
 
 Worker -> controller (PUSH-PULL, the envelope names the sender):
@@ -33,12 +34,15 @@ Example:
     True
     >>> unpack_u64(pack_u64(2**40))
     1099511627776
+    >>> stop_marker("/tmp/d", 1)
+    '/tmp/d/stopped-1'
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +54,14 @@ READY, REPORT, RESET_DONE, END = b"ready", b"report", b"reset-done", b"end"
 
 _U64 = struct.Struct("<Q")
 _RELEASE = struct.Struct("<IQ")
+
+#: How often each side of a stop looks for the other's sign (a marker, a removed directory).
+HAND_OVER_POLL_SECONDS = 0.01
+
+
+def stop_marker(directory: str, index: int) -> str:
+    """The file by which worker ``index`` says it stopped and touches nothing any more."""
+    return os.path.join(directory, f"stopped-{index}")
 
 
 def pack_u64(value: int) -> bytes:

@@ -10,10 +10,17 @@ wake-up per batch. Collectives with the other workers go through
 the comm library's backends (Gloo for one rank per process, the file store's shared memory
 for several, direct compute inside one worker).
 
-A worker stops on ``STOP``, and exits within a second or so when its controller is gone (a
-watch on the controller's pid): it then removes the pool's directory and the shared memory of
-its program's namespace, which nobody else is left to remove. A fatal error (a lost message,
-a batch it cannot read) is reported as a ``WorkerFailureReport`` before the worker exits.
+A fatal error (a lost message, a batch it cannot read) is reported as a
+``WorkerFailureReport`` before the worker exits.
+
+Cleanup has no gap: at every moment some live process is responsible for the pool's directory
+and the shared memory of its program's namespace. While the controller lives, it is; a worker
+watches the controller's pidfd (``ControllerWatch``: readable the moment it exits, no polling)
+and, once it is gone, removes both and exits at once, whatever it was doing. On ``STOP`` a
+worker closes everything, says so with a ``stopped-<index>`` file in the pool's directory
+(``stop_marker``), and stays until the controller has removed that directory - its answer,
+once every worker is done - or is gone (then the worker removes it). So a controller killed in
+the middle of closing its pool still leaves nothing behind.
 
 ``Worker`` also runs inside a test process, on transport twins, without any of the process
 set-up (``run`` returns the exit status instead of exiting).
@@ -21,6 +28,7 @@ set-up (``run`` returns the exit status instead of exiting).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -28,6 +36,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -47,6 +56,7 @@ from dtorch.runtime.process.addressing import concerns, unpack_ids
 from dtorch.runtime.process.board import SharedFailureBoard
 from dtorch.runtime.process.protocol import (
     EXECUTE,
+    HAND_OVER_POLL_SECONDS,
     OPEN,
     READY,
     RELEASE,
@@ -55,6 +65,7 @@ from dtorch.runtime.process.protocol import (
     STOP,
     WorkerArgs,
     pack_u64,
+    stop_marker,
     unpack_release,
     unpack_u64,
 )
@@ -220,17 +231,49 @@ def _forced_backend(args: WorkerArgs) -> BackendKind | None:
         raise WorkerError(f"unknown collective backend {args.cpu_backend!r}") from None
 
 
-def watch_controller(args: WorkerArgs) -> None:
-    """Exit (after removing what nobody else will) as soon as the controller is gone."""
-    try:
-        fd = os.pidfd_open(args.controller_pid)
-    except ProcessLookupError:
-        fd = -1
-    if fd >= 0 and os.getppid() == args.controller_pid:
-        select.select([fd], [], [])  # readable once the controller exited
-    shutil.rmtree(args.directory, ignore_errors=True)
-    CommNamespace(args.namespace).reclaim()
-    os._exit(EXIT_ORPHANED)
+class ControllerWatch:
+    """A worker's watch on its controller, and the cleanup that falls to it once it is gone."""
+
+    def __init__(self, args: WorkerArgs) -> None:
+        self._args = args
+        try:
+            fd = os.pidfd_open(args.controller_pid)
+        except ProcessLookupError:
+            fd = -1
+        if fd >= 0 and os.getppid() != args.controller_pid:  # reparented: it died already
+            os.close(fd)
+            fd = -1
+        self._fd = fd
+
+    def gone(self, timeout_s: float | None) -> bool:
+        """Whether the controller has exited, waiting up to ``timeout_s`` (None: for ever)."""
+        if self._fd < 0:
+            return True
+        ready, _, _ = select.select([self._fd], [], [], timeout_s)
+        return bool(ready)
+
+    def clean_up(self) -> None:
+        """Remove what only the controller would have removed (idempotent)."""
+        shutil.rmtree(self._args.directory, ignore_errors=True)
+        CommNamespace(self._args.namespace).reclaim()
+
+    def exit_when_gone(self) -> None:
+        """The watch thread: clean up and exit the moment the controller is gone."""
+        self.gone(None)
+        self.clean_up()
+        os._exit(EXIT_ORPHANED)
+
+    def hand_over(self, status: int) -> None:
+        """A worker that has closed everything: after STOP, say so and stay until the
+        controller removed the pool's directory; if the controller is gone, clean up."""
+        if status == EXIT_OK:
+            with contextlib.suppress(FileNotFoundError):  # the directory is gone already
+                Path(stop_marker(self._args.directory, self._args.index)).touch()
+            while os.path.isdir(self._args.directory):
+                if self.gone(HAND_OVER_POLL_SECONDS):
+                    break
+        if self.gone(0):
+            self.clean_up()
 
 
 def main(argv: list[str]) -> int:
@@ -239,17 +282,21 @@ def main(argv: list[str]) -> int:
         print("usage: python -m dtorch.runtime.process.worker ARGS_JSON", file=sys.stderr)
         return EXIT_FATAL
     args = WorkerArgs.from_json(argv[1])
-    threading.Thread(target=watch_controller, args=(args,), name="watch", daemon=True).start()
+    watch = ControllerWatch(args)
+    threading.Thread(target=watch.exit_when_gone, name="watch", daemon=True).start()
     torch.set_num_threads(args.threads)
     if args.device_type == "cuda":
         torch.cuda.set_device(args.index)
+    status = EXIT_FATAL
     subscriber = Subscriber(args.publisher)
     pusher = Pusher(args.puller, args.index)
     try:
-        return Worker(args, subscriber, pusher).run()
+        status = Worker(args, subscriber, pusher).run()
     finally:
         subscriber.close()
         pusher.close()
+        watch.hand_over(status)
+    return status
 
 
 if __name__ == "__main__":
