@@ -7,7 +7,6 @@ and process mode."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,20 +34,6 @@ def _qkv(
         torch.randn(b, hk, keys, 8, generator=_G),
         torch.randn(b, hk, keys, ev, generator=_G),
     ]
-
-
-@pytest.fixture
-def kinds(graph: dtorch.Graph, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[OpKind]]:
-    """The kinds of the operators the test records from here on."""
-    seen: list[OpKind] = []
-    submit = graph.executor.submit
-
-    def spy(item: Any) -> Any:
-        seen.append(item[0].param.kind)
-        return submit(item)
-
-    monkeypatch.setattr(graph.executor, "submit", spy)
-    yield seen
 
 
 def _check(
