@@ -78,6 +78,14 @@ def test_ring_with_fewer_queries_than_keys(graph: dtorch.Graph) -> None:
     _check(graph, mesh, [S2], _qkv(1, 2, 2, 5, 9), scale=0.7)
 
 
+@pytest.mark.parametrize("ev", [8, 6])
+def test_ring_keeps_float64(ev: int, graph: dtorch.Graph) -> None:
+    """float64 q, k, v: the blocks and the online softmax in float64, to float64's tolerance
+    (both block paths: the flash kernel at ev 8, the matmuls at ev 6)."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("ulysess_cp", "ring_cp"))
+    _check(graph, mesh, [S2, S2], [t.double() for t in _qkv(1, 4, 2, 9, ev=ev)], enable_gqa=True)
+
+
 @pytest.mark.parametrize("gqa", [False, True])
 def test_ulysses_by_ring(gqa: bool, graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("ulysess_cp", "ring_cp"))
