@@ -46,6 +46,7 @@ def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def _present(*tensors: Tensor | None) -> tuple[Tensor, ...]:
+    # the optional vectors that were given; the param's flags say which they are
     return tuple(t for t in tensors if t is not None)
 
 
@@ -97,7 +98,8 @@ def group_norm(
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
-    """``torch.nn.functional.group_norm`` of an (N, C, *) input; only the batch shards.
+    """``torch.nn.functional.group_norm`` of an (N, C, *) input; the batch and the spatial
+    dims shard, and the channels where every device holds whole groups.
 
     Example:
         >>> import dtorch
