@@ -239,3 +239,14 @@ def test_sharded_features_are_refused(graph: dtorch.Graph) -> None:
             PlacementError, match=r"got \(.*accepted per mesh dimension.*SdpaOption"
         ):
             DF.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.xfail(
+    strict=True, raises=ShapeError, reason="torch broadcasts q's and k/v's batch dims; dtorch "
+    "refuses leading dims that differ (a known gap)"
+)  # fmt: skip
+def test_broadcast_batch_dims(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    k, v = _K[:1], _V[:1]
+    out = DF.scaled_dot_product_attention(*(place(t, mesh, [R], graph) for t in (_Q, k, v)))
+    torch.testing.assert_close(out.to_torch(), F.scaled_dot_product_attention(_Q, k, v))
