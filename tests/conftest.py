@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ _SESSION_DIR = Path(tempfile.mkdtemp(prefix="dtorch-tests-"))
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_SESSION_DIR / "torch-cache"))
 
 import dtorch  # noqa: E402 - after the cache dir is chosen
+from dtorch.ir.opkind import OpKind  # noqa: E402
 from tests.process_pool import ProcessPool  # noqa: E402
 from tests.runners import RUNNERS, PoolKeeper, as_default  # noqa: E402
 
@@ -76,6 +78,21 @@ def graph(make_graph: Callable[[], dtorch.Graph]) -> Iterator[dtorch.Graph]:
     default graph meanwhile (tests that create tensors without ``graph=`` use it too)."""
     with as_default(make_graph()) as g:
         yield g
+
+
+@pytest.fixture
+def kinds(graph: dtorch.Graph, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[OpKind]]:
+    """The kinds of the operators ``graph`` records from here on (tests that count the
+    operators a call records)."""
+    seen: list[OpKind] = []
+    submit = graph.executor.submit
+
+    def spy(item: Any) -> Any:
+        seen.append(item[0].param.kind)
+        return submit(item)
+
+    monkeypatch.setattr(graph.executor, "submit", spy)
+    yield seen
 
 
 @pytest.fixture(scope="session")

@@ -53,10 +53,24 @@ def graph_of(name: str, inputs: Sequence[TensorBase]) -> Graph:
     return graph
 
 
+def _not_tensors(name: str, inputs: Sequence[object]) -> TypeError:
+    # the error for an input that is no dtorch tensor (a torch tensor, a list, None), named
+    # for the user rather than the AttributeError the handle access raised
+    bad = next(i for i, t in enumerate(inputs) if not hasattr(t, "_operand"))
+    return TypeError(
+        f"{name}: input {bad} must be a dtorch.Tensor, got {type(inputs[bad]).__module__}."
+        f"{type(inputs[bad]).__name__}; convert torch tensors with dtorch.from_torch(...) first"
+    )
+
+
 def record(name: str, param: OpParam, inputs: tuple[TensorBase, ...]) -> tuple[Tensor, ...]:
     """Record ``param`` applied to ``inputs``; return the output tensors (not yet computed)."""
-    graph = graph_of(name, inputs)
-    inference = graph._inferences.infer(name, param, tuple([t._operand for t in inputs]))
+    try:
+        graph = graph_of(name, inputs)
+        operands = tuple([t._operand for t in inputs])
+    except AttributeError:
+        raise _not_tensors(name, inputs) from None
+    inference = graph._inferences.infer(name, param, operands)
     span = caller_span(_OWN_FRAMES, 2)  # this frame and its caller, an operator function
     return _emit_inferred(graph, name, param, inputs, inference, span)
 
@@ -82,16 +96,19 @@ def record_one(name: str, param: OpParam, inputs: tuple[TensorBase, ...], known:
     result tuple: the per-operator hot path. ``known``: how many frames above this one are
     certainly dtorch's (at least its caller, an operator function); the span search skips
     them (see ``caller_span``)."""
-    graph = inputs[0]._graph
-    if len(inputs) == 2:  # binary operators: no loop, no list
-        if inputs[1]._graph is not graph:
-            graph_of(name, inputs)  # raises the GraphError
-        operands: tuple[Operand, ...] = (inputs[0]._operand, inputs[1]._operand)
-    elif len(inputs) == 1:
-        operands = (inputs[0]._operand,)
-    else:
-        operands = tuple([t._operand for t in inputs])
-        graph_of(name, inputs)
+    try:  # free in the hot path; a torch tensor or None among the inputs lands in except
+        graph = inputs[0]._graph
+        if len(inputs) == 2:  # binary operators: no loop, no list
+            if inputs[1]._graph is not graph:
+                graph_of(name, inputs)  # raises the GraphError
+            operands: tuple[Operand, ...] = (inputs[0]._operand, inputs[1]._operand)
+        elif len(inputs) == 1:
+            operands = (inputs[0]._operand,)
+        else:
+            operands = tuple([t._operand for t in inputs])
+            graph_of(name, inputs)
+    except AttributeError:
+        raise _not_tensors(name, inputs) from None
     inference = graph._inferences.infer(name, param, operands)
     span = caller_span(_OWN_FRAMES, 1 + known)  # this frame, and ``known`` above it
     if inference.input_placements or len(inference.outputs) != 1:

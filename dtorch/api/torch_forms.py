@@ -80,7 +80,17 @@ def batch_norm(
 
 def dropout(input: Tensor, p: float, train: bool) -> Tensor:
     """``torch.dropout(input, p, train)``: ``F.dropout`` with ``training=train`` (the same
-    mask as torch's for the same seed, however ``input`` is sharded)."""
+    mask as torch's for the same seed, however ``input`` is sharded).
+
+    Example:
+        >>> import torch, dtorch
+        >>> x = torch.ones(6)
+        >>> _ = torch.manual_seed(0)
+        >>> want = torch.dropout(x, 0.5, True)
+        >>> _ = torch.manual_seed(0)
+        >>> torch.equal(dtorch.dropout(dtorch.from_torch(x), 0.5, True).to_torch(), want)
+        True
+    """
     return _dropout.dropout(input, p, train)
 
 
@@ -92,7 +102,13 @@ def layer_norm(
     eps: float = 1e-5,
     cudnn_enable: bool = True,
 ) -> Tensor:
-    """``torch.layer_norm``: ``F.layer_norm`` plus torch's ``cudnn_enable`` hint (no effect)."""
+    """``torch.layer_norm``: ``F.layer_norm`` plus torch's ``cudnn_enable`` hint (no effect).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.layer_norm(dtorch.tensor([[1.0, 3.0]]), [2], None, None, 0.0, True).tolist()
+        [[-1.0, 1.0]]
+    """
     return _norm.layer_norm(input, normalized_shape, weight, bias, eps)
 
 
@@ -104,5 +120,11 @@ def group_norm(
     eps: float = 1e-5,
     cudnn_enabled: bool = True,
 ) -> Tensor:
-    """``torch.group_norm``: ``F.group_norm`` plus torch's ``cudnn_enabled`` hint (no effect)."""
+    """``torch.group_norm``: ``F.group_norm`` plus torch's ``cudnn_enabled`` hint (no effect).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.group_norm(dtorch.tensor([[1.0, 3.0]]), 1, None, None, 0.0, True).tolist()
+        [[-1.0, 1.0]]
+    """
     return _norm.group_norm(input, num_groups, weight, bias, eps)

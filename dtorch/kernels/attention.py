@@ -79,14 +79,24 @@ Causal = tuple[int, int] | None
 def block_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: Causal
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention of ``q`` over one key/value block (float32) and each row's log-sum-exp of
-    its scores, shaped ``(..., L, 1)``; a row the causal mask hides entirely gets -inf and a
-    zero output. torch's CPU flash kernel where it exists (3x faster than the matmuls of
-    :func:`masked_block`, which serves the other devices)."""
+    """Attention of ``q`` over one key/value block (in ``accumulation(q.dtype)``) and each
+    row's log-sum-exp of its scores, shaped ``(..., L, 1)``; a row the causal mask hides
+    entirely gets -inf and a zero output. torch's CPU flash kernel where it exists (3x faster
+    than the matmuls of :func:`masked_block`, which serves the other devices)."""
     if not _flash_fits(q, v):
         allowed = None if causal is None else causal_allowed(*_rows_cols(causal, q, k))
         return masked_block(q, k, v, scale, allowed)
     return _flash_block(q, k, v, scale, causal)
+
+
+def accumulation(dtype: torch.dtype) -> torch.dtype:
+    """The dtype ring attention folds blocks in: float32, or float64 for float64 inputs.
+
+    Example:
+        >>> accumulation(torch.bfloat16), accumulation(torch.float64)
+        (torch.float32, torch.float64)
+    """
+    return torch.promote_types(dtype, torch.float32)
 
 
 _FLASH_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -115,25 +125,27 @@ def _flash_block(
     q4, k4, v4 = (t.reshape(1, -1, *t.shape[-2:]) if t.ndim != 4 else t for t in (q, k, v))
     out, lse = _FLASH_CPU(q4, k4, v4, 0.0, aligned, attn_mask=mask, scale=scale)
     out = out.reshape(*lead, *out.shape[-2:])
-    lse = lse.reshape(*lead, lse.shape[-1], 1).float()
+    acc = accumulation(q.dtype)
+    lse = lse.reshape(*lead, lse.shape[-1], 1).to(acc)
     if causal is not None and causal[1] > causal[0]:  # rows before the block's first key
         hidden = min(causal[1] - causal[0], q.shape[-2])
         lse[..., :hidden, :] = -math.inf
-    return out.float(), lse
+    return out.to(acc), lse
 
 
 def masked_block(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, allowed: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`block_attention` with plain matmuls and an explicit ``allowed`` mask."""
-    scores = torch.matmul(q.float(), k.float().transpose(-2, -1)) * scale
+    acc = accumulation(q.dtype)
+    scores = torch.matmul(q.to(acc), k.to(acc).transpose(-2, -1)) * scale
     if allowed is not None:
         scores = scores.masked_fill(~allowed, -math.inf)
     top = scores.amax(-1, keepdim=True)
     top = torch.where(torch.isinf(top), torch.zeros_like(top), top)
     weights = torch.exp(scores - top)
     total = weights.sum(-1, keepdim=True)
-    out = torch.matmul(weights, v.float()) / torch.where(total == 0, 1.0, total)
+    out = torch.matmul(weights, v.to(acc)) / torch.where(total == 0, 1.0, total)
     return out, top + torch.log(total)
 
 
@@ -165,8 +177,9 @@ class _Fold:
         self.offset = q_op.shard(device).offset[-2]
         self.scale = param.scale if param.scale is not None else 1.0 / math.sqrt(q.shape[-1])
         self.causal, self.gqa = param.is_causal, param.enable_gqa
-        self.out = torch.zeros((*q.shape[:-1], ev), dtype=torch.float32, device=q.device)
-        self.lse = torch.full((*q.shape[:-1], 1), -math.inf, device=q.device)
+        acc = accumulation(q.dtype)
+        self.out = torch.zeros((*q.shape[:-1], ev), dtype=acc, device=q.device)
+        self.lse = torch.full((*q.shape[:-1], 1), -math.inf, dtype=acc, device=q.device)
 
     def add(self, k: torch.Tensor, v: torch.Tensor, k_offset: int) -> None:
         """Fold in the block of keys at ``k_offset`` (skipped when causally all hidden)."""

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,6 +30,7 @@ import torch
 
 import dtorch
 from dtorch import Partial, Placement, Replicate, Shard
+from tests.api.ops_harness import row_combos
 from tests.simulate import layout_combos
 
 Combo = tuple[tuple[Placement, ...], ...]
@@ -64,10 +64,5 @@ def table_combos(
     """``n`` layouts whose every mesh dim is a row of ``table`` (accepted unless the rows
     conflict), then ``n`` drawn from all layouts (mostly rejected): a random sample of all
     layouts of an N-D mesh alone holds few accepted ones."""
-    rng = random.Random(seed)
-    rows = list(table)
-    accepted = []
-    for _ in range(n):
-        picked = [rng.choice(rows) for _ in range(mesh_ndim)]
-        accepted.append(tuple(tuple(row[i] for row in picked) for i in range(len(fulls))))
+    accepted = row_combos(table, mesh_ndim, len(fulls), n, seed)
     return [*accepted, *layout_combos(mesh_ndim, fulls, limit=n + 1, seed=seed)[1:]]

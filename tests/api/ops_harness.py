@@ -175,6 +175,14 @@ def sample(combos: Sequence[Combo], limit: int, seed: int) -> list[Combo]:
     return [combos[0], *random.Random(seed).sample(list(combos[1:]), limit - 1)]
 
 
+def row_combos(table: Table, mesh_ndim: int, n_inputs: int, n: int, seed: int) -> list[Combo]:
+    """``n`` layouts whose every mesh dim is a row of ``table``, drawn with a seed: accepted
+    unless the rows conflict (a random sample of an N-D mesh's layouts holds few that are)."""
+    rng, rows = random.Random(seed), sorted(table, key=repr)
+    picks = [[rng.choice(rows) for _ in range(mesh_ndim)] for _ in range(n)]
+    return [tuple(tuple(row[i] for row in pick) for i in range(n_inputs)) for pick in picks]
+
+
 def run_api(
     graph: Any,
     name: str,

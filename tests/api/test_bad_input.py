@@ -54,3 +54,34 @@ def test_bad_arguments_raise_clearly(
     with pytest.raises(error, match=message):
         call(graph)
     assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]  # the graph is unharmed
+
+
+_T = torch.ones(2, 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("conv2d", lambda x: dtorch.nn.functional.conv2d(x.view(1, 1, 2, 2), _T.view(1, 1, 2, 2))),
+        ("embedding", lambda x: dtorch.nn.functional.embedding(x.long(), _T)),
+        ("layer_norm", lambda x: dtorch.nn.functional.layer_norm(x, [2], torch.ones(2))),
+        ("linear", lambda x: dtorch.nn.functional.linear(x, _T)),
+        ("matmul", lambda x: dtorch.matmul(x, _T)),
+        (
+            "scaled_dot_product_attention",
+            lambda x: dtorch.nn.functional.scaled_dot_product_attention(x, _T, x),
+        ),
+        ("batch_norm", lambda x: dtorch.nn.functional.batch_norm(x, torch.zeros(2), x[0])),
+    ],
+)
+def test_torch_tensor_operands_refused_by_name(
+    name: str, call: Callable[[dtorch.Tensor], Any], graph: dtorch.Graph
+) -> None:
+    """A torch tensor where an operator takes a dtorch tensor: a TypeError naming the operator,
+    what it got and how to convert it (not an AttributeError from inside dtorch)."""
+    x = dtorch.ones(2, 2, graph=graph)
+    with pytest.raises(
+        TypeError, match=rf"{name}: .*dtorch\.Tensor.* got torch\.Tensor.*from_torch"
+    ):
+        call(x)
+    assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]

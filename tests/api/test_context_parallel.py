@@ -7,7 +7,6 @@ and process mode."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,20 +34,6 @@ def _qkv(
         torch.randn(b, hk, keys, 8, generator=_G),
         torch.randn(b, hk, keys, ev, generator=_G),
     ]
-
-
-@pytest.fixture
-def kinds(graph: dtorch.Graph, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[OpKind]]:
-    """The kinds of the operators the test records from here on."""
-    seen: list[OpKind] = []
-    submit = graph.executor.submit
-
-    def spy(item: Any) -> Any:
-        seen.append(item[0].param.kind)
-        return submit(item)
-
-    monkeypatch.setattr(graph.executor, "submit", spy)
-    yield seen
 
 
 def _check(
@@ -91,6 +76,14 @@ def test_ring_with_fewer_queries_than_keys(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 3, mesh_dim_names=("ring_cp",))
     _check(graph, mesh, [S2], _qkv(1, 2, 2, 5, 9, ev=6), scale=0.7)
     _check(graph, mesh, [S2], _qkv(1, 2, 2, 5, 9), scale=0.7)
+
+
+@pytest.mark.parametrize("ev", [8, 6])
+def test_ring_keeps_float64(ev: int, graph: dtorch.Graph) -> None:
+    """float64 q, k, v: the blocks and the online softmax in float64, to float64's tolerance
+    (both block paths: the flash kernel at ev 8, the matmuls at ev 6)."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("ulysess_cp", "ring_cp"))
+    _check(graph, mesh, [S2, S2], [t.double() for t in _qkv(1, 4, 2, 9, ev=ev)], enable_gqa=True)
 
 
 @pytest.mark.parametrize("gqa", [False, True])

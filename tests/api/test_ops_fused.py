@@ -30,6 +30,7 @@ from tests.api.ops_harness import (
     Table,
     elementwise_table,
     place,
+    row_combos,
     run_api,
 )
 from tests.simulate import layout_combos
@@ -43,17 +44,12 @@ def _combos(table: Table, fulls: Sequence[torch.Tensor], mesh_ndim: int, seed: i
     """1-D: every layout; N-D: random ones and ones built from table rows (mostly accepted)."""
     if mesh_ndim == 1:
         return layout_combos(1, fulls, limit=150, seed=seed)
-    rng, rows = random.Random(seed), sorted(table, key=repr)
-    built = [[rng.choice(rows) for _ in range(mesh_ndim)] for _ in range(10)]
+    rng = random.Random(seed)
     options = [[R, P, *(dtorch.Shard(d) for d in range(t.ndim))] for t in fulls]
-    drawn = [[tuple(rng.choice(o) for o in options) for _ in range(mesh_ndim)] for _ in range(6)]
-    return [
-        ((R,) * mesh_ndim,) * len(fulls),
-        *(
-            tuple(tuple(row[i] for row in pick) for i in range(len(fulls)))
-            for pick in built + drawn
-        ),
-    ]
+    drawn = [tuple(tuple(rng.choice(o) for _ in range(mesh_ndim)) for o in options)
+             for _ in range(6)]  # fmt: skip
+    built = row_combos(table, mesh_ndim, len(fulls), 10, seed)
+    return [((R,) * mesh_ndim,) * len(fulls), *built, *drawn]
 
 
 def _mixing_rows_dropped(

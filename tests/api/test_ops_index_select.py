@@ -8,7 +8,6 @@ and uneven, thread and process mode."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,20 +22,6 @@ pytestmark = pytest.mark.timeout(60)
 
 _X = torch.arange(5 * 6 * 4, dtype=torch.float32).view(5, 6, 4) - 50
 _I2 = torch.tensor([[1, 0], [-1, 5]])
-
-
-@pytest.fixture
-def kinds(graph: dtorch.Graph, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[OpKind]]:
-    """The kinds of the operators the test records from here on."""
-    seen: list[OpKind] = []
-    submit = graph.executor.submit
-
-    def spy(item: Any) -> Any:
-        seen.append(item[0].param.kind)
-        return submit(item)
-
-    monkeypatch.setattr(graph.executor, "submit", spy)
-    yield seen
 
 
 #: (index of a (5, 6, 4) tensor sharded S(d) on mesh dim 0, d, the result's shard dim or

@@ -13,6 +13,7 @@ import torch
 
 import dtorch
 from dtorch import Replicate, Shard, nn
+from tests.nn.layer_harness import DP_MESHES, batch_on_dp
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -33,20 +34,10 @@ _CONFIGS: list[dict[str, Any]] = [
     {"in_channels": 2, "out_channels": 3, "kernel_size": 3, "padding": (2, 1),
      "padding_mode": "replicate"},
 ]  # fmt: skip
+
+
 #: (mesh shape, dim names): dp alone (even and uneven batches), with tp, on a 3-D mesh.
-_MESHES = [
-    ((2,), ("dp",)),
-    ((3,), ("dp",)),
-    ((2, 2), ("dp", "tp")),
-    ((2, 1, 2), ("pp", "tp", "dp")),
-]
-
-
-def _dp_placements(mesh: dtorch.DeviceMesh) -> list[Any]:
-    return [Shard(0) if name == "dp" else R for name in mesh.dim_names]
-
-
-@pytest.mark.parametrize(("shape", "names"), _MESHES)
+@pytest.mark.parametrize(("shape", "names"), DP_MESHES)
 def test_conv2d_matches_torch(shape: tuple, names: tuple, graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", shape, mesh_dim_names=names)
     for config in _CONFIGS:
@@ -54,11 +45,11 @@ def test_conv2d_matches_torch(shape: tuple, names: tuple, graph: dtorch.Graph) -
         layer = nn.Conv2d(**config, device_mesh=mesh)
         assert layer.load_state_dict(ref.state_dict()) == ([], [])
         x = torch.randn(5, config["in_channels"], 7, 6)
-        y = layer(dtorch.from_torch(x, device_mesh=mesh, placements=_dp_placements(mesh)))
+        y = layer(dtorch.from_torch(x, device_mesh=mesh, placements=batch_on_dp(mesh)))
         torch.testing.assert_close(
             y.to_torch(), ref(x).detach(), msg=lambda m, c=config: f"{c}: {m}"
         )
-        assert y.placements == _dp_placements(mesh)
+        assert y.placements == batch_on_dp(mesh)
         assert layer.weight.placements == [R] * mesh.ndim
         assert repr(layer) == repr(ref)
 

@@ -15,20 +15,11 @@ import torch
 
 import dtorch
 from dtorch import Replicate, Shard, nn
+from tests.nn.layer_harness import DP_MESHES, batch_on_dp
 
 pytestmark = pytest.mark.timeout(120)
 
 R = Replicate()
-_MESHES = [
-    ((2,), ("dp",)),
-    ((3,), ("dp",)),
-    ((2, 2), ("dp", "tp")),
-    ((2, 1, 2), ("tp", "pp", "dp")),
-]
-
-
-def _batch_placements(mesh: dtorch.DeviceMesh) -> list[dtorch.Placement]:
-    return [Shard(0) if name == "dp" else R for name in mesh.dim_names]
 
 
 def _randomised(layer: torch.nn.Module) -> torch.nn.Module:
@@ -100,7 +91,7 @@ _NORM_LAYERS: list[_Case] = [
 ]
 
 
-@pytest.mark.parametrize(("shape", "names"), _MESHES)
+@pytest.mark.parametrize(("shape", "names"), DP_MESHES)
 @pytest.mark.parametrize(("case", "make_torch", "make", "x_shape"), _NORM_LAYERS)
 def test_norm_layers_match_torch(  # type: ignore[no-untyped-def]
     case, make_torch, make, x_shape, shape, names, graph
@@ -117,8 +108,8 @@ def test_norm_layers_match_torch(  # type: ignore[no-untyped-def]
         layer.train(mode == "train")
         ref.train(mode == "train")
         x = torch.randn(x_shape, generator=gen) * 2 + 1
-        out = layer(dtorch.from_torch(x, device_mesh=mesh, placements=_batch_placements(mesh)))
-        assert out.placements == _batch_placements(mesh)
+        out = layer(dtorch.from_torch(x, device_mesh=mesh, placements=batch_on_dp(mesh)))
+        assert out.placements == batch_on_dp(mesh)
         torch.testing.assert_close(out.to_torch(), ref(x), msg=f"{case} {mode}")
     for key, value in ref.state_dict().items():
         torch.testing.assert_close(layer.state_dict()[key].to_torch(), value, msg=key)
@@ -148,7 +139,7 @@ def test_initial_values_and_dtype(graph: dtorch.Graph) -> None:
             assert torch.equal(got.to_torch(), value), key
 
 
-@pytest.mark.parametrize(("shape", "names"), _MESHES)
+@pytest.mark.parametrize(("shape", "names"), DP_MESHES)
 def test_embedding_matches_torch(
     shape: tuple[int, ...], names: tuple[str, ...], graph: dtorch.Graph
 ) -> None:
@@ -161,8 +152,8 @@ def test_embedding_matches_torch(
     assert repr(layer) == repr(ref) and layer.weight.placements == [R] * mesh.ndim
     assert torch.equal(layer.weight.to_torch(), ref.weight.detach())
     ids = torch.randint(0, 10, (5, 3), generator=torch.Generator().manual_seed(2))
-    out = layer(dtorch.from_torch(ids, device_mesh=mesh, placements=_batch_placements(mesh)))
-    assert out.placements == _batch_placements(mesh)
+    out = layer(dtorch.from_torch(ids, device_mesh=mesh, placements=batch_on_dp(mesh)))
+    assert out.placements == batch_on_dp(mesh)
     assert torch.equal(out.to_torch(), ref(ids))
 
 

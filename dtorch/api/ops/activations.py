@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 
 def _done(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
+    # torch's inplace=True: the result written into the input, which is returned
     return input.copy_(out) if inplace else out
 
 

@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from dtorch.api.handle import TensorBase
 from dtorch.api.record import record_one
 from dtorch.errors import PlacementError
 from dtorch.ir.opkind import NormKind
@@ -45,6 +46,7 @@ def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def _present(*tensors: Tensor | None) -> tuple[Tensor, ...]:
+    # the optional vectors that were given; the param's flags say which they are
     return tuple(t for t in tensors if t is not None)
 
 
@@ -96,7 +98,8 @@ def group_norm(
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
-    """``torch.nn.functional.group_norm`` of an (N, C, *) input; only the batch shards.
+    """``torch.nn.functional.group_norm`` of an (N, C, *) input; the batch and the spatial
+    dims shard, and the channels where every device holds whole groups.
 
     Example:
         >>> import dtorch
@@ -132,6 +135,8 @@ def batch_norm(
         >>> mean.to_torch(), var.to_torch()  # momentum 0.1: batch mean 2, unbiased variance 2
         (tensor([0.2000]), tensor([1.1000]))
     """
+    _check_handles(input=input, running_mean=running_mean, running_var=running_var,
+                   weight=weight, bias=bias)  # fmt: skip
     if training:
         mean, var = _batch_statistics(input, running_mean, running_var, float(momentum))
     elif running_mean is None or running_var is None:
@@ -141,6 +146,16 @@ def batch_norm(
     param = BatchNormParam(float(eps), float(momentum), False, weight is not None, bias is not None)
     vectors = [_aligned(v, input) for v in (mean, var, *_present(weight, bias))]
     return record_one("batch_norm", param, (input, *vectors))
+
+
+def _check_handles(**tensors: object) -> None:
+    # batch_norm reads placements before it records: a torch tensor would fail unclearly there
+    for label, t in tensors.items():
+        if t is not None and not isinstance(t, TensorBase):
+            raise TypeError(
+                f"batch_norm: {label} must be a dtorch.Tensor, got {type(t).__module__}."
+                f"{type(t).__name__}; convert torch tensors with dtorch.from_torch(...) first"
+            )
 
 
 def _aligned(vector: Tensor, x: Tensor) -> Tensor:

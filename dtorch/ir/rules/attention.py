@@ -113,6 +113,7 @@ def _labels(inputs: tuple[Operand, ...]) -> tuple[Labels, ...]:
 
 
 def _check_shapes(name: str, param: SdpaParam, inputs: tuple[Operand, ...]) -> tuple[int, ...]:
+    # torch's checks before its kernel runs; returns the output shape
     q, k, v = inputs[:3]
     if param.is_causal and len(inputs) == 4:
         raise ParamError(f"{name}: an explicit attn_mask cannot be combined with is_causal=True")
@@ -221,6 +222,7 @@ def _without(name: str, o: Operand, m: int) -> Operand:
 
 
 def _with(placements: tuple[Placement, ...], m: int, p: Placement) -> tuple[Placement, ...]:
+    # placements are tuples in operands: one mesh dim replaced
     return (*placements[:m], p, *placements[m + 1 :])
 
 

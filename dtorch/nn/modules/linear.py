@@ -78,6 +78,13 @@ def check_float(layer: str, dtype: torch.dtype | None) -> None:
         raise TypeError(f"{layer}: dtype must be a floating-point torch.dtype, got {dtype!r}")
 
 
+def check_tp_dim(layer: str, tp_dim: Any) -> str:
+    """The tensor-parallel layers find their mesh dim by name: ``tp_dim`` must be a str."""
+    if not isinstance(tp_dim, str):
+        raise TypeError(f"{layer}: tp_dim must be a mesh dim name (a str), got {tp_dim!r}")
+    return tp_dim
+
+
 def uniform_(param: Tensor, bound: float) -> None:
     """Fill ``param`` with uniform values on ``[-bound, bound]``, drawn from torch's default
     generator exactly as ``torch.nn.init.uniform_`` draws them (one Create and one Copy)."""

@@ -48,7 +48,7 @@ import torch
 
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Replicate, Shard
-from dtorch.nn.modules.linear import Linear, TpPlan
+from dtorch.nn.modules.linear import Linear, TpPlan, check_tp_dim
 
 _R = Replicate()
 
@@ -68,10 +68,8 @@ class _TpLinear(Linear):
         dtype: torch.dtype | None = None,
         tp_dim: str = "tp",
     ) -> None:
-        if not isinstance(tp_dim, str):
-            layer = type(self).__name__
-            raise TypeError(f"{layer}: tp_dim must be a mesh dim name, got {tp_dim!r}")
-        self.tp_dim = tp_dim  # before Linear.__init__, which places the weights by it
+        # before Linear.__init__, which places the weights by it
+        self.tp_dim = check_tp_dim(type(self).__name__, tp_dim)
         super().__init__(in_features, out_features, bias, device_mesh=device_mesh, dtype=dtype)
 
     def extra_repr(self) -> str:

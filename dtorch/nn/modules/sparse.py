@@ -32,7 +32,7 @@ from dtorch.api.ops.embedding import embedding
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate, Shard
-from dtorch.nn.modules.linear import check_features, check_float, resolve_mesh
+from dtorch.nn.modules.linear import check_features, check_float, check_tp_dim, resolve_mesh
 from dtorch.nn.modules.module import Module
 from dtorch.nn.parameter import Parameter
 
@@ -158,10 +158,8 @@ class EmbeddingWithReplicateOutput(Embedding):
         dtype: torch.dtype | None = None,
         tp_dim: str = "tp",
     ) -> None:
-        if not isinstance(tp_dim, str):
-            layer = type(self).__name__
-            raise TypeError(f"{layer}: tp_dim must be a mesh dim name, got {tp_dim!r}")
-        self.tp_dim = tp_dim  # before Embedding.__init__, which places the weight by it
+        # before Embedding.__init__, which places the weight by it
+        self.tp_dim = check_tp_dim(type(self).__name__, tp_dim)
         super().__init__(
             num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
             scale_grad_by_freq, sparse, _weight, _freeze, device_mesh=device_mesh, dtype=dtype,
