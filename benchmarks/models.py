@@ -178,9 +178,7 @@ class Graphs:
     @staticmethod
     @contextmanager
     def building(graph: Any) -> Iterator[Any]:
-        from tests.runners import as_default
-
-        with as_default(graph):
+        with graph.as_default():
             yield graph
 
 

@@ -24,7 +24,6 @@ from collections.abc import Iterator
 import torch
 
 import dtorch
-from dtorch.api.graph import _THREAD
 from dtorch.runtime.process import WorkerPool
 
 RUNNERS = ("thread", "process")
@@ -66,15 +65,9 @@ class PoolKeeper:
             self._pool.close()
 
 
-@contextlib.contextmanager
-def as_default(graph: dtorch.Graph) -> Iterator[dtorch.Graph]:
+def as_default(graph: dtorch.Graph) -> contextlib.AbstractContextManager[dtorch.Graph]:
     """Within the block, ``graph`` is the calling thread's default graph."""
-    previous = getattr(_THREAD, "graph", None)
-    _THREAD.graph = graph
-    try:
-        yield graph
-    finally:
-        _THREAD.graph = previous
+    return graph.as_default()
 
 
 @contextlib.contextmanager

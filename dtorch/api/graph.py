@@ -163,6 +163,32 @@ class Graph:
             graph = _THREAD.graph = Graph()
         return graph
 
+    @contextmanager
+    def as_default(self) -> Iterator[Graph]:
+        """Within the block, this graph is the calling thread's default graph: tensors made
+        without ``graph=`` and ``dtorch.nn`` layers are built on it (torch's
+        ``tf.Graph.as_default`` pattern). The previous default is restored after the block,
+        also when it raises; other threads are not affected.
+
+        Example:
+            >>> import dtorch
+            >>> g = dtorch.Graph()
+            >>> with g.as_default():
+            ...     layer = dtorch.nn.Linear(2, 3)
+            ...     inside = dtorch.Graph.default_graph()
+            >>> inside is g, layer.weight.graph is g, dtorch.Graph.default_graph() is g
+            (True, True, False)
+            >>> g.close()
+        """
+        if self.closed:
+            raise GraphError(f"Graph {self._id} is closed; it cannot become the default graph")
+        previous = getattr(_THREAD, "graph", None)
+        _THREAD.graph = self
+        try:
+            yield self
+        finally:
+            _THREAD.graph = previous
+
     @property
     def id(self) -> int:
         return self._id

@@ -171,3 +171,34 @@ def test_wait_for_refuses_nan_and_non_numbers(
 
 def test_max_wait_is_below_the_threading_limit() -> None:
     assert MAX_WAIT_SECOND < threading.TIMEOUT_MAX
+
+
+def test_as_default_builds_layers_on_the_graph_and_restores(make_graph) -> None:  # type: ignore[no-untyped-def]
+    """``with graph.as_default():`` makes ``graph`` the thread's default for tensors and
+    dtorch.nn layers, nests, restores the previous default on exit (also after an error),
+    leaves other threads alone and refuses a closed graph."""
+    outer, inner = make_graph(), make_graph()
+    before = dtorch.Graph.default_graph()
+    with outer.as_default():
+        layer = dtorch.nn.Linear(2, 3)
+        with inner.as_default():
+            assert dtorch.ones(2).graph is inner
+            seen: list[dtorch.Graph] = []
+            worker = threading.Thread(target=lambda: seen.append(dtorch.Graph.default_graph()))
+            worker.start()
+            worker.join()
+            assert seen[0] is not inner
+            seen[0].close()
+        assert dtorch.Graph.default_graph() is outer
+        with pytest.raises(ValueError, match="boom"), inner.as_default():
+            raise ValueError("boom")
+        assert dtorch.Graph.default_graph() is outer
+    assert layer.weight.graph is outer and dtorch.Graph.default_graph() is before
+    x = dtorch.from_torch(torch.ones(4, 2), graph=outer)
+    torch.testing.assert_close(
+        layer(x).to_torch(), torch.ones(4, 2) @ layer.weight.to_torch().T + layer.bias.to_torch()
+    )
+    closed = dtorch.Graph()
+    closed.close()
+    with pytest.raises(GraphError, match="closed"), closed.as_default():
+        pass
