@@ -241,12 +241,31 @@ def test_sharded_features_are_refused(graph: dtorch.Graph) -> None:
             DF.scaled_dot_product_attention(q, k, v)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=ShapeError, reason="torch broadcasts q's and k/v's batch dims; dtorch "
-    "refuses leading dims that differ (a known gap)"
-)  # fmt: skip
-def test_broadcast_batch_dims(graph: dtorch.Graph) -> None:
-    mesh = dtorch.init_device_mesh("cpu", 2)
-    k, v = _K[:1], _V[:1]
-    out = DF.scaled_dot_product_attention(*(place(t, mesh, [R], graph) for t in (_Q, k, v)))
-    torch.testing.assert_close(out.to_torch(), F.scaled_dot_product_attention(_Q, k, v))
+#: (q, k, v, kwargs) whose leading dims differ but broadcast, as torch's attention allows.
+_BROADCAST = [
+    (_Q, _K[:1], _V[:1], {}),  # one k/v batch for every q batch
+    (_Q[:1], _K, _V, {"is_causal": True}),  # one q batch against three
+    (_Q, _K[:, :1], _V[:, :1], {}),  # one k/v head for both q heads
+    (_Q, _K[0], _V[0], {}),  # k/v without the batch dim
+    (_QG, _KG[:1], _VG[:1], {"enable_gqa": True}),  # GQA: only the batch broadcasts
+]
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 2)])
+@pytest.mark.parametrize("case", range(len(_BROADCAST)))
+def test_broadcast_leading_dims(
+    graph: dtorch.Graph, mesh_shape: tuple[int, ...], case: int
+) -> None:
+    """Leading dims broadcast as torch's do; a sharded q batch stays sharded."""
+    q, k, v, kwargs = _BROADCAST[case]
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    first = [S0 if q.shape[0] > 1 else R] + [R] * (len(mesh_shape) - 1)
+    dq = place(q, mesh, first, graph)
+    dk, dv = (place(t, mesh, [R] * len(mesh_shape), graph) for t in (k, v))
+    out = DF.scaled_dot_product_attention(dq, dk, dv, **kwargs)
+    want = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    torch.testing.assert_close(out.to_torch(), want)
+    assert out.placements[0] == (S0 if q.shape[0] > 1 else R)
+    bad = [place(t, mesh, [R] * len(mesh_shape), graph) for t in (_Q, _K[:2], _V[:2])]
+    with pytest.raises(ShapeError, match="do not fit"):  # 3 batches against 2 do not broadcast
+        DF.scaled_dot_product_attention(*bad)

@@ -106,6 +106,7 @@ def scaled_dot_product_attention(
             f"{_NAME}: dropout_p={dropout_p} is not supported (torch draws the mask inside its "
             "kernel, which dtorch cannot reproduce); accepted: dropout_p=0.0"
         )
+    query, key, value = _broadcast_leading(query, key, value)
     mask = None if attn_mask is None else _on_mesh_of(query, attn_mask)
     param = SdpaParam(
         bool(is_causal), None if scale is None else float(scale), 0.0, mask is not None,
@@ -123,6 +124,32 @@ def scaled_dot_product_attention(
             "the sequence to Replicate)"
         )
     return _context_parallel(query, key, value, param, ulysses, ring)
+
+
+def _broadcast_leading(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """q, k, v with their leading dims broadcast as torch's attention does (batch dims of
+    size 1, missing leading dims, one head against many); with GQA's differing head counts
+    only the dims before the heads broadcast. Shapes that do not broadcast are left for the
+    rule, which names them."""
+    if q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        return q, k, v  # the usual case: nothing to do, no operator
+    for keep in (2, 3):  # all leading dims, else those before the heads (GQA)
+        if min(t.ndim for t in (q, k, v)) < keep:
+            break
+        try:
+            lead = torch.broadcast_shapes(*(t.shape[:-keep] for t in (q, k, v)))
+        except RuntimeError:
+            continue
+        q, k, v = (_expanded(t, lead, keep) for t in (q, k, v))
+        return q, k, v
+    return q, k, v
+
+
+def _expanded(t: Tensor, lead: torch.Size, keep: int) -> Tensor:
+    # ``t`` expanded to ``lead`` before its last ``keep`` dims (a view where nothing changes)
+    if t.shape[:-keep] == lead:
+        return t
+    return t.expand(*lead, *t.shape[-keep:])
 
 
 def _names(option: SdpaOption) -> tuple[str, str]:
