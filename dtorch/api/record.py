@@ -53,14 +53,21 @@ def graph_of(name: str, inputs: Sequence[TensorBase]) -> Graph:
     return graph
 
 
-def _not_tensors(name: str, inputs: Sequence[object]) -> TypeError:
-    # the error for an input that is no dtorch tensor (a torch tensor, a list, None), named
-    # for the user rather than the AttributeError the handle access raised
-    bad = next(i for i, t in enumerate(inputs) if not hasattr(t, "_operand"))
+def not_a_tensor(name: str, label: str, value: object) -> TypeError:
+    """The error for an operator input that is no dtorch tensor (a torch tensor, a list,
+    None), naming the operator, the input and what to do, for the user rather than the
+    AttributeError the handle access raised."""
     return TypeError(
-        f"{name}: input {bad} must be a dtorch.Tensor, got {type(inputs[bad]).__module__}."
-        f"{type(inputs[bad]).__name__}; convert torch tensors with dtorch.from_torch(...) first"
+        f"{name}: {label} must be a dtorch.Tensor, got {type(value).__module__}."
+        f"{type(value).__name__}; convert torch tensors with dtorch.from_torch(...) first"
     )
+
+
+def _not_tensors(name: str, inputs: Sequence[object]) -> TypeError:
+    # not_a_tensor for the first input that is no handle (duck-typed: handle.py imports this
+    # module's users, so TensorBase is not importable here at run time)
+    bad = next(i for i, t in enumerate(inputs) if not hasattr(t, "_operand"))
+    return not_a_tensor(name, f"input {bad}", inputs[bad])
 
 
 def record(name: str, param: OpParam, inputs: tuple[TensorBase, ...]) -> tuple[Tensor, ...]:

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dtorch.api.handle import TensorBase
-from dtorch.api.record import record_one
+from dtorch.api.record import not_a_tensor, record_one
 from dtorch.errors import PlacementError
 from dtorch.ir.opkind import NormKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam
@@ -152,10 +152,7 @@ def _check_handles(**tensors: object) -> None:
     # batch_norm reads placements before it records: a torch tensor would fail unclearly there
     for label, t in tensors.items():
         if t is not None and not isinstance(t, TensorBase):
-            raise TypeError(
-                f"batch_norm: {label} must be a dtorch.Tensor, got {type(t).__module__}."
-                f"{type(t).__name__}; convert torch tensors with dtorch.from_torch(...) first"
-            )
+            raise not_a_tensor("batch_norm", label, t)
 
 
 def _aligned(vector: Tensor, x: Tensor) -> Tensor:
