@@ -29,6 +29,14 @@ def _index(container: Module, idx: Any) -> int:
     return idx % size
 
 
+def _delete(container: Module, idx: Any) -> None:
+    """``del container[idx]`` (an index or a slice) for Sequential and ModuleList, renumbered."""
+    keys = list(container._modules)
+    for key in keys[idx] if isinstance(idx, slice) else [keys[_index(container, idx)]]:
+        delattr(container, key)
+    _renumber(container)
+
+
 def _renumber(container: Module) -> None:
     """Keys ``"0"..`` in order again, after a deletion (torch keeps the numbering dense)."""
     modules = list(container._modules.values())
@@ -70,10 +78,7 @@ class Sequential(Module):
         self.add_module(key, module)
 
     def __delitem__(self, idx: Any) -> None:
-        keys = list(self._modules)
-        for key in keys[idx] if isinstance(idx, slice) else [keys[_index(self, idx)]]:
-            delattr(self, key)
-        _renumber(self)
+        _delete(self, idx)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -151,10 +156,7 @@ class ModuleList(Module):
         self.add_module(str(_index(self, idx)), module)
 
     def __delitem__(self, idx: Any) -> None:
-        keys = list(self._modules)
-        for key in keys[idx] if isinstance(idx, slice) else [keys[_index(self, idx)]]:
-            delattr(self, key)
-        _renumber(self)
+        _delete(self, idx)
 
     def __len__(self) -> int:
         return len(self._modules)
