@@ -24,7 +24,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_SESSION_DIR / "torch-cache
 import dtorch  # noqa: E402 - after the cache dir is chosen
 from dtorch.ir.opkind import OpKind  # noqa: E402
 from tests.process_pool import ProcessPool  # noqa: E402
-from tests.runners import RUNNERS, PoolKeeper, as_default  # noqa: E402
+from tests.runners import RUNNERS, PoolKeeper  # noqa: E402
 
 POOL_WORKERS = 4  # the most processes one test uses (group, store and convert tests)
 
@@ -76,7 +76,7 @@ def make_graph(runner: str, worker_pools: PoolKeeper) -> Iterator[Callable[[], d
 def graph(make_graph: Callable[[], dtorch.Graph]) -> Iterator[dtorch.Graph]:
     """A graph of its own for one test, of the runner under test, and the test thread's
     default graph meanwhile (tests that create tensors without ``graph=`` use it too)."""
-    with as_default(make_graph()) as g:
+    with make_graph().as_default() as g:
         yield g
 
 

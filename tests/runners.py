@@ -65,11 +65,6 @@ class PoolKeeper:
             self._pool.close()
 
 
-def as_default(graph: dtorch.Graph) -> contextlib.AbstractContextManager[dtorch.Graph]:
-    """Within the block, ``graph`` is the calling thread's default graph."""
-    return graph.as_default()
-
-
 @contextlib.contextmanager
 def pause_devices(graph: dtorch.Graph) -> Iterator[None]:
     """Within the block, the graph's devices run nothing (operators recorded meanwhile wait).

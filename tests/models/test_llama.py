@@ -19,7 +19,6 @@ import dtorch
 import examples.llama
 from dtorch import Replicate, Shard
 from examples.llama import build_llama, load_hf_weights
-from tests.runners import as_default
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -84,7 +83,7 @@ def thread_graph() -> Iterator[dtorch.Graph]:
     process mode runs the ``graph`` fixture's meshes below)."""
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
     try:
-        with as_default(graph):
+        with graph.as_default():
             yield graph
     finally:
         graph.close()

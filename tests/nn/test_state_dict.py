@@ -23,7 +23,6 @@ from dtorch import Shard, nn
 from dtorch.ir.opkind import OpKind
 from dtorch.kernels.table import LOCAL_KERNELS
 from dtorch.nn.modules import state
-from tests.runners import as_default
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -190,7 +189,7 @@ def test_safetensors_load_holds_one_full_tensor_at_a_time(
     monkeypatch.setitem(LOCAL_KERNELS, OpKind.Create, sleepy)
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
     try:
-        with as_default(graph):
+        with graph.as_default():
             _check_one_at_a_time(tmp_path, monkeypatch)
     finally:
         graph.close()
