@@ -40,7 +40,8 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from dtorch.errors import TransportTimeoutError
+from dtorch.errors import TransportError, TransportTimeoutError
+from dtorch.transport.security import CurveKeys
 from dtorch.transport.sockets import (
     Channel,
     Endpoint,
@@ -70,9 +71,15 @@ class Publisher(Channel):
 
     __slots__ = ("_endpoint", "_next_id", "_subscriptions")
 
-    def __init__(self, address: str, *, context: zmq.Context[Any] | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        context: zmq.Context[Any] | None = None,
+        keys: CurveKeys | None = None,
+    ) -> None:
         self._endpoint = Endpoint.opened(
-            zmq.XPUB, address, context, _PUBLISHER_OPTIONS, Endpoint.bind
+            zmq.XPUB, address, context, _PUBLISHER_OPTIONS, Endpoint.bind, keys
         )
         self._next_id = 0
         self._subscriptions = 0
@@ -151,22 +158,30 @@ class Publisher(Channel):
         self._endpoint.close(0)
 
 
-def _connect_when_connected(endpoint: Endpoint, seconds: float) -> None:
-    """Connect and wait for the monitor's CONNECTED event (the monitor is gone afterwards)."""
+def _connect_when_connected(endpoint: Endpoint, seconds: float, secure: bool) -> None:
+    """Connect and wait for the monitor's CONNECTED event (the monitor is gone afterwards);
+    a CURVE connection waits for its handshake instead, which fails fast on a wrong key."""
     socket = endpoint.socket
-    monitor = socket.get_monitor_socket(zmq.EVENT_CONNECTED)
+    done = zmq.EVENT_HANDSHAKE_SUCCEEDED if secure else zmq.EVENT_CONNECTED
+    failed = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    monitor = socket.get_monitor_socket(done | (failed if secure else 0))
     try:
         endpoint.connect()
-        connected = bool(monitor.poll(to_ms(seconds), zmq.POLLIN))
-        if connected:
-            recv_monitor_message(monitor)  # the only event the monitor was asked for
+        event = 0
+        if monitor.poll(to_ms(seconds), zmq.POLLIN):
+            event = recv_monitor_message(monitor)["event"]
     finally:
         socket.disable_monitor()
         monitor.close(0)
-    if not connected:
+    if event & failed:
+        raise TransportError(
+            f"the publisher at {endpoint.address} refused this subscriber's CURVE handshake "
+            "(the program secrets differ)"
+        )
+    if not event:
+        why = "no publisher is bound there" + (", or it refused this program's keys" * secure)
         raise TransportTimeoutError(
-            f"subscriber could not connect to {endpoint.address} within {seconds:g} s "
-            "(no publisher is bound there)"
+            f"subscriber could not connect to {endpoint.address} within {seconds:g} s ({why})"
         )
 
 
@@ -189,6 +204,7 @@ class Subscriber(Channel):
         *,
         context: zmq.Context[Any] | None = None,
         timeout_s: float | None = None,
+        keys: CurveKeys | None = None,
     ) -> None:
         seconds = wait_seconds(timeout_s)
         self._endpoint = Endpoint.opened(
@@ -196,7 +212,8 @@ class Subscriber(Channel):
             address,
             context,
             _SUBSCRIBER_OPTIONS,
-            lambda endpoint: _connect_when_connected(endpoint, seconds),
+            lambda endpoint: _connect_when_connected(endpoint, seconds, keys is not None),
+            keys,
         )
         self._reader = MessageReader(address)
 

@@ -31,6 +31,7 @@ from typing import Any
 import zmq
 
 from dtorch.errors import TransportTimeoutError
+from dtorch.transport.security import CurveKeys
 from dtorch.transport.sockets import (
     Channel,
     Endpoint,
@@ -56,8 +57,16 @@ class Puller(Channel):
 
     __slots__ = ("_endpoint",)
 
-    def __init__(self, address: str, *, context: zmq.Context[Any] | None = None) -> None:
-        self._endpoint = Endpoint.opened(zmq.PULL, address, context, _PULLER_OPTIONS, Endpoint.bind)
+    def __init__(
+        self,
+        address: str,
+        *,
+        context: zmq.Context[Any] | None = None,
+        keys: CurveKeys | None = None,
+    ) -> None:
+        self._endpoint = Endpoint.opened(
+            zmq.PULL, address, context, _PULLER_OPTIONS, Endpoint.bind, keys
+        )
 
     def __repr__(self) -> str:
         return f"Puller({self.address!r})"
@@ -111,6 +120,7 @@ class Pusher(Channel):
         *,
         context: zmq.Context[Any] | None = None,
         timeout_s: float | None = None,
+        keys: CurveKeys | None = None,
     ) -> None:
         self._sender_frame = encode_sender(sender)
         self._sender = sender
@@ -121,7 +131,9 @@ class Pusher(Channel):
             zmq.SNDTIMEO: to_ms(self._timeout_s),
             zmq.LINGER: self._linger_ms,
         }
-        self._endpoint = Endpoint.opened(zmq.PUSH, address, context, options, Endpoint.connect)
+        self._endpoint = Endpoint.opened(
+            zmq.PUSH, address, context, options, Endpoint.connect, keys
+        )
 
     def __repr__(self) -> str:
         return f"Pusher({self.address!r}, sender={self._sender})"

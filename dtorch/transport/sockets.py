@@ -29,6 +29,7 @@ import zmq
 
 from dtorch.errors import TransportError
 from dtorch.options import GlobalOption
+from dtorch.transport.security import CurveKeys, Guard
 from dtorch.transport.wire import LARGE_FRAME, Part, as_part, check_kind
 
 T = TypeVar("T")
@@ -61,7 +62,16 @@ def to_ms(seconds: float) -> int:
 class Endpoint:
     """One zmq socket with its context, address and lock; see the module docstring."""
 
-    __slots__ = ("_closed", "_closing", "_owns_context", "address", "context", "lock", "socket")
+    __slots__ = (
+        "_closed",
+        "_closing",
+        "_guard",
+        "_owns_context",
+        "address",
+        "context",
+        "lock",
+        "socket",
+    )
 
     def __init__(
         self, context: zmq.Context[Any], owns: bool, socket: zmq.Socket[Any], address: str
@@ -71,6 +81,7 @@ class Endpoint:
         self.lock = threading.Lock()
         self._closed = False
         self._closing = False  # set before close waits for the lock: waiters stop re-taking it
+        self._guard: Guard | None = None  # the ZAP handler of a CURVE server's own context
 
     @classmethod
     def create(
@@ -108,11 +119,25 @@ class Endpoint:
         context: zmq.Context[Any] | None,
         options: Mapping[int, int | bytes],
         attach: Callable[[Endpoint], None],
+        keys: CurveKeys | None = None,
     ) -> Endpoint:
         """``create``, then ``attach(endpoint)`` (bind or connect); closed again if that
-        fails, so a constructor that raises leaves no socket or context behind."""
-        endpoint = cls.create(socket_type, address, context, options)
+        fails, so a constructor that raises leaves no socket or context behind. With
+        ``keys`` (required for a ``tcp://`` address) the socket speaks CURVE: a binding one
+        as the server, behind a ``Guard`` on its own context (ZAP is per context)."""
+        serves = attach is Endpoint.bind
+        if keys is None and address.startswith("tcp://"):
+            raise TransportError(
+                f"{address}: a TCP socket needs the program's CurveKeys (IPC sockets are "
+                "private to this user; TCP ones are authenticated with CURVE)"
+            )
+        if keys is not None and serves and context is not None:
+            raise TransportError("a CURVE server socket owns its context (its ZAP handler)")
+        secure = {} if keys is None else keys.server_options() if serves else keys.client_options()
+        endpoint = cls.create(socket_type, address, context, {**options, **secure})
         try:
+            if keys is not None and serves:
+                endpoint._guard = Guard.start(endpoint.context, keys)
             attach(endpoint)
         except BaseException:
             endpoint.close(0)
@@ -125,8 +150,12 @@ class Endpoint:
         return self._closed
 
     def bind(self) -> None:
-        """Bind the address; TransportError if zmq refuses (the caller closes the endpoint)."""
+        """Bind the address; TransportError if zmq refuses (the caller closes the endpoint).
+        A TCP address's port ``*`` or 0 takes a free port: ``address`` is then the bound one."""
         self._attach(self.socket.bind, "bind")
+        if self.address.startswith("tcp://"):
+            bound = self.socket.getsockopt(zmq.LAST_ENDPOINT)
+            self.address = bound.decode() if isinstance(bound, bytes) else str(bound)
 
     def connect(self) -> None:
         """Connect to the address (zmq connects asynchronously and retries in the background)."""
@@ -184,6 +213,8 @@ class Endpoint:
                 return
             self._closed = True
             self.socket.close(linger_ms)
+            if self._guard is not None:
+                self._guard.stop()
             if self._owns_context:
                 self.context.term()
 

@@ -26,8 +26,11 @@ from dtorch.transport import (
     Pusher,
     Subscriber,
 )
+from dtorch.transport.security import CurveKeys, Guard
 
-KINDS = ["zmq", "inproc"]
+KINDS = ["zmq", "tcp", "inproc"]
+#: The CURVE keys of the "tcp" kit (any 32 bytes make a program secret).
+KEYS = CurveKeys.from_secret(bytes(range(32)))
 
 
 @pytest.fixture(autouse=True)
@@ -49,13 +52,16 @@ def ipc() -> Iterator[IpcDirectory]:
 class RawZmqPublisher:
     """A plain pyzmq XPUB that sends whatever frames a test gives it (no ids of its own)."""
 
-    def __init__(self, address: str) -> None:
-        self.address = address
+    def __init__(self, address: str, keys: CurveKeys | None = None) -> None:
         self._context: zmq.Context[Any] = zmq.Context()
+        self._guard = None if keys is None else Guard.start(self._context, keys)
         self._socket = self._context.socket(zmq.XPUB)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.XPUB_VERBOSE, 1)
+        for option, value in ({} if keys is None else keys.server_options()).items():
+            self._socket.setsockopt(option, value)
         self._socket.bind(address)
+        self.address = self._socket.getsockopt(zmq.LAST_ENDPOINT).decode()
 
     def wait_subscribers(self, count: int, timeout_s: float = 5.0) -> None:
         for _ in range(count):
@@ -67,16 +73,20 @@ class RawZmqPublisher:
 
     def close(self) -> None:
         self._socket.close(0)
+        if self._guard is not None:
+            self._guard.stop()
         self._context.term()
 
 
 class RawZmqPusher:
     """A plain pyzmq PUSH that sends whatever frames a test gives it."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, keys: CurveKeys | None = None) -> None:
         self._context: zmq.Context[Any] = zmq.Context()
         self._socket = self._context.socket(zmq.PUSH)
         self._socket.setsockopt(zmq.LINGER, 1000)
+        for option, value in ({} if keys is None else keys.client_options()).items():
+            self._socket.setsockopt(option, value)
         self._socket.connect(address)
 
     def send_raw(self, frames: Sequence[bytes]) -> None:
@@ -123,6 +133,34 @@ class ZmqKit:
             thing.close()
 
 
+class TcpKit(ZmqKit):
+    """The real sockets over loopback TCP with CURVE (what remote workers use)."""
+
+    name = "tcp"
+    address = "tcp://127.0.0.1:0"
+
+    def publisher(self) -> Publisher:
+        return self._keep(Publisher(self.address, keys=KEYS))
+
+    def subscriber(self, publisher: Any) -> Subscriber:
+        return self._keep(Subscriber(publisher.address, timeout_s=5.0, keys=KEYS))
+
+    def raw_publisher(self) -> RawZmqPublisher:
+        return self._keep(RawZmqPublisher("tcp://127.0.0.1:*", KEYS))
+
+    def puller(self) -> Puller:
+        return self._keep(Puller(self.address, keys=KEYS))
+
+    def pusher(self, puller: Any, sender: int, timeout_s: float | None = None) -> Pusher:
+        return self._keep(Pusher(puller.address, sender, timeout_s=timeout_s, keys=KEYS))
+
+    def raw_pusher(self, puller: Any) -> RawZmqPusher:
+        return self._keep(RawZmqPusher(puller.address, KEYS))
+
+
+_KITS = {"zmq": ZmqKit, "tcp": TcpKit}
+
+
 class InProcKit:
     """The in-process twins."""
 
@@ -160,7 +198,7 @@ class InProcKit:
 
 @pytest.fixture(params=KINDS)
 def kit(request: pytest.FixtureRequest, ipc: IpcDirectory) -> Iterator[ZmqKit | InProcKit]:
-    """Each test once on the real sockets and once on the twins."""
-    made = ZmqKit(ipc) if request.param == "zmq" else InProcKit()
+    """Each test on the real sockets (ipc, and TCP with CURVE) and on the twins."""
+    made = _KITS[request.param](ipc) if request.param in _KITS else InProcKit()
     yield made
     made.close()

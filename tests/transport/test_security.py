@@ -1,0 +1,113 @@
+"""CURVE on the TCP sockets: holders of the program's secret connect, nobody else gets a frame
+through or out; refusals are logged; TCP without keys is refused up front."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import pytest
+import zmq
+
+from dtorch.errors import TransportError, TransportTimeoutError
+from dtorch.transport import Publisher, Puller, Pusher, Subscriber
+from dtorch.transport.security import CurveKeys, check_secret
+
+pytestmark = pytest.mark.timeout(60)
+
+KEYS = CurveKeys.from_secret(os.urandom(32))
+OTHER = CurveKeys.from_secret(os.urandom(32))
+LOOPBACK = "tcp://127.0.0.1:0"
+
+
+@pytest.fixture
+def context():
+    made: zmq.Context[Any] = zmq.Context()
+    yield made
+    made.destroy(0)
+
+
+def test_keys_derive_alike_from_one_secret_and_differ_between_secrets():
+    secret = os.urandom(32)
+    assert CurveKeys.from_secret(secret) == CurveKeys.from_secret(secret)
+    assert KEYS.server_public != OTHER.server_public
+    assert KEYS.client_public != KEYS.server_public
+    assert "secret" not in repr(KEYS).replace("server_public", "").replace("client_public", "")
+
+
+@pytest.mark.parametrize("bad", [b"short", bytes(33), "x" * 32, None])
+def test_a_secret_is_32_bytes(bad):
+    with pytest.raises(TransportError, match="32 bytes"):
+        check_secret(bad)
+
+
+@pytest.mark.parametrize("make", [Publisher, Puller])
+def test_a_tcp_listener_without_keys_is_refused(make):
+    with pytest.raises(TransportError, match="CurveKeys"):
+        make(LOOPBACK)
+
+
+def test_a_tcp_port_zero_binds_a_free_port_and_reports_it():
+    with Puller("tcp://127.0.0.2:0", keys=KEYS) as puller:
+        host, port = puller.address.removeprefix("tcp://").rsplit(":", 1)
+        assert host == "127.0.0.2" and int(port) > 0
+
+
+def test_subscriber_with_other_keys_gets_nothing_and_is_not_counted():
+    with Publisher(LOOPBACK, keys=KEYS) as publisher:
+        with pytest.raises(TransportTimeoutError, match="refused this program's keys"):
+            Subscriber(publisher.address, keys=OTHER, timeout_s=1.0)
+        with pytest.raises(TransportTimeoutError):
+            publisher.wait_subscribers(1, timeout_s=0.3)
+        with Subscriber(publisher.address, keys=KEYS) as subscriber:
+            publisher.wait_subscribers(1)
+            publisher.send(b"execute", [b"batch"])
+            assert bytes(subscriber.recv().parts[0]) == b"batch"
+
+
+def test_a_plain_subscriber_reads_nothing_of_a_curve_publisher(context):
+    with Publisher(LOOPBACK, keys=KEYS) as publisher:
+        spy = context.socket(zmq.SUB)
+        spy.setsockopt(zmq.SUBSCRIBE, b"")
+        spy.connect(publisher.address)
+        with Subscriber(publisher.address, keys=KEYS) as subscriber:
+            publisher.wait_subscribers(1)
+            for _ in range(5):
+                publisher.send(b"execute", [b"secret tensor bytes"])
+            assert [subscriber.recv().id for _ in range(5)] == list(range(5))
+        assert not spy.poll(300)
+        spy.close(0)
+
+
+@pytest.mark.parametrize("knows_server_key", [False, True])
+def test_pusher_with_other_keys_never_delivers(caplog, knows_server_key):
+    """Without the secret a client cannot finish the handshake; one that learned the server's
+    public key gets through the handshake and is refused (and logged) by the Guard."""
+    keys = OTHER
+    if knows_server_key:
+        keys = CurveKeys(KEYS.server_public, b"", OTHER.client_public, OTHER.client_secret)
+    with Puller(LOOPBACK, keys=KEYS) as puller:
+        with (
+            caplog.at_level(logging.WARNING, "dtorch.transport.security"),
+            Pusher(puller.address, 9, keys=keys, timeout_s=0.5) as intruder,
+            pytest.raises(TransportTimeoutError),
+        ):
+            intruder.send(b"report", [b"forged"])
+        assert puller.poll(0.2) is None
+        refused = any("refused a CURVE client" in r.message for r in caplog.records)
+        assert refused == knows_server_key
+        with Pusher(puller.address, 1, keys=KEYS) as pusher:
+            pusher.send(b"report", [b"real"])
+            envelope = puller.recv()
+        assert (envelope.sender, bytes(envelope.parts[0])) == (1, b"real")
+
+
+def test_a_plain_pusher_cannot_inject_into_a_curve_puller(context):
+    with Puller(LOOPBACK, keys=KEYS) as puller:
+        raw = context.socket(zmq.PUSH)
+        raw.setsockopt(zmq.LINGER, 0)
+        raw.connect(puller.address)
+        raw.send_multipart([(1).to_bytes(4, "little"), b"report", b"forged"], zmq.NOBLOCK)
+        assert puller.poll(0.5) is None
+        raw.close(0)
