@@ -25,7 +25,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dtorch.errors import OptionError
@@ -227,3 +227,48 @@ class GlobalOption:
             yield options
         finally:
             _STATE.swap(previous)
+
+
+def _parse_index(name: str, raw: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OptionError(f"{name}={raw!r} is not an integer; accepted: 0, 1, 2, ...") from None
+    if value < 0:
+        raise OptionError(f"{name}={raw!r} must be 0 or more")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How this process was launched as a dtorch worker: ``rank`` of ``world_size`` (torchrun's
+    RANK and WORLD_SIZE, None when unset), ``local_rank`` (LOCAL_RANK: the GPU of a CUDA
+    worker) and ``cluster_token`` (DTORCH_CLUSTER_TOKEN: the cluster's shared secret, hex).
+
+    Example:
+        >>> Launch.from_environ({"RANK": "3", "WORLD_SIZE": "4"}).rank
+        3
+        >>> Launch.from_environ({}).world_size is None
+        True
+    """
+
+    rank: int | None = None
+    world_size: int | None = None
+    local_rank: int | None = None
+    cluster_token: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Launch:
+        """The launch variables of ``environ`` (default: this process's environment)."""
+        source = os.environ if environ is None else environ
+        number = {
+            "rank": ("RANK", _parse_index),
+            "world_size": ("WORLD_SIZE", _parse_positive_int),
+            "local_rank": ("LOCAL_RANK", _parse_index),
+        }
+        values: dict[str, Any] = {
+            name: parse(variable, source[variable])
+            for name, (variable, parse) in number.items()
+            if variable in source
+        }
+        return cls(**values, cluster_token=source.get("DTORCH_CLUSTER_TOKEN"))

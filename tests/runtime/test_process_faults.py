@@ -199,7 +199,7 @@ def test_a_lost_message_stops_the_worker_with_a_report(tmp_path: Path) -> None:
         0, 1, "cpu", "inproc:pub", "inproc:pull", os.getpid(), str(tmp_path),
         namespace.instance_id, 1, where.fd, where.inode, where.size,
     )  # fmt: skip
-    worker = Worker(args, publisher.subscribe(), puller.pusher(0))
+    worker = Worker.of_pool(args, publisher.subscribe(), puller.pusher(0))
     status: list[int] = []
     thread = threading.Thread(target=lambda: status.append(worker.run()), daemon=True)
     thread.start()
@@ -228,7 +228,7 @@ def test_a_worker_on_twins_stops_cleanly_on_stop(tmp_path: Path) -> None:
         1, 2, "cpu", "inproc:pub", "inproc:pull", os.getpid(), str(tmp_path),
         CommNamespace.create().instance_id, 1, where.fd, where.inode, where.size,
     )  # fmt: skip
-    worker = Worker(args, publisher.subscribe(), puller.pusher(1))
+    worker = Worker.of_pool(args, publisher.subscribe(), puller.pusher(1))
     status: list[int] = []
     thread = threading.Thread(target=lambda: status.append(worker.run()), daemon=True)
     thread.start()

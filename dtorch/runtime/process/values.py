@@ -43,9 +43,10 @@ SHARED_MIN = 1 << 20
 class PushSink:
     """A worker's ReportSink: records onto its pusher, large values through shared memory."""
 
-    def __init__(self, pusher: PusherLike, worker: int) -> None:
+    def __init__(self, pusher: PusherLike, worker: int, *, shared_min: int | None = SHARED_MIN):
         self._pusher = pusher
         self._worker = worker
+        self._shared_min = shared_min  # None: no shared memory with the controller (remote)
         self._pool = SegmentPool()
         self._lock = threading.Lock()
         self._lent: dict[int, Segment] = {}  # token -> segment the controller still reads
@@ -60,7 +61,7 @@ class PushSink:
         value = report.value
         assert value is not None
         value = value.detach().to("cpu")
-        if value.nbytes < SHARED_MIN:
+        if self._shared_min is None or value.nbytes < self._shared_min:
             return ValueReport(report.promise, value)  # serialize copies the bytes
         segment = self._pool.acquire(value.nbytes)
         tensor_view(segment.buffer, 0, value.dtype, tuple(value.shape)).copy_(value)

@@ -23,7 +23,9 @@ once every worker is done - or is gone (then the worker removes it). So a contro
 the middle of closing its pool still leaves nothing behind.
 
 ``Worker`` also runs inside a test process, on transport twins, without any of the process
-set-up (``run`` returns the exit status instead of exiting).
+set-up (``run`` returns the exit status instead of exiting). A worker on another host
+(``dtorch.worker``) is the same ``Worker`` built from other ``WorkerParts``: a board in the
+cluster's store, groups across hosts, values inside the messages.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -50,6 +53,7 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand
 from dtorch.ir.report import WorkerFailureReport
 from dtorch.options import GlobalOption, Options
+from dtorch.runtime.board import FailureBoard
 from dtorch.runtime.handlers import StreamServices
 from dtorch.runtime.host import DeviceHost, PartyLayout
 from dtorch.runtime.process.addressing import concerns, unpack_ids
@@ -81,30 +85,61 @@ POLL_SECONDS = 1.0
 EXIT_OK, EXIT_ORPHANED, EXIT_FATAL = 0, 2, 3
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerParts:
+    """What a worker's streams are built from: which party it is, how it reports, the board
+    and the collective groups it shares with the other workers, and what it closes last."""
+
+    layout: PartyLayout
+    sink: PushSink
+    board: FailureBoard
+    groups: ThreadGroupManager
+    close_last: Callable[[], None] = lambda: None
+
+
 class Worker:
     """One worker's state and message loop (see the module docstring)."""
 
-    def __init__(self, args: WorkerArgs, subscriber: SubscriberLike, pusher: PusherLike) -> None:
-        self.args = args
-        self.layout = PartyLayout(args.workers, args.index, 1)
+    def __init__(
+        self,
+        parts: WorkerParts,
+        subscriber: SubscriberLike,
+        pusher: PusherLike,
+        name: str,
+    ) -> None:
+        self.index = parts.layout.first
+        self.parts = parts
+        self.layout = parts.layout
         self.subscriber = subscriber
-        self.sink = PushSink(pusher, args.index)
-        locator = Locator(args.controller_pid, args.board_fd, args.board_inode, args.board_size)
-        self._board_buffer = map_peer(locator)
-        self.board = SharedFailureBoard(self._board_buffer, args.workers)
-        topology = CommTopology.striped(args.workers, processes=True)
-        namespace = CommNamespace(args.namespace)
-        self.groups = ThreadGroupManager(
-            topology,
-            namespace=namespace,
-            backend=_forced_backend(args),
-            rendezvous_dir=args.directory,
-        )
-        services = StreamServices(self.groups, self.board, self.sink, validate=False)
-        self.host = DeviceHost(self.layout, services, f"dtorch-w{args.index}", inline=True)
+        self.sink = parts.sink
+        self.groups = parts.groups
+        services = StreamServices(parts.groups, parts.board, parts.sink, validate=False)
+        self.host = DeviceHost(parts.layout, services, name, inline=True)
         self._pusher = pusher
         self.meshes = MeshTable()
         self.session = 0
+
+    @classmethod
+    def of_pool(cls, args: WorkerArgs, subscriber: SubscriberLike, pusher: PusherLike) -> Worker:
+        """A worker of a pool on this machine: the pool's shared board, its shared memory."""
+        board_buffer = map_peer(
+            Locator(args.controller_pid, args.board_fd, args.board_inode, args.board_size)
+        )
+        board = SharedFailureBoard(board_buffer, args.workers)
+        groups = ThreadGroupManager(
+            CommTopology.striped(args.workers, processes=True),
+            namespace=CommNamespace(args.namespace),
+            backend=_forced_backend(args),
+            rendezvous_dir=args.directory,
+        )
+
+        def close_last() -> None:
+            board.close()
+            release_buffer(board_buffer)
+
+        layout = PartyLayout(args.workers, args.index, 1)
+        parts = WorkerParts(layout, PushSink(pusher, args.index), board, groups, close_last)
+        return cls(parts, subscriber, pusher, f"dtorch-w{args.index}")
 
     def run(self) -> int:
         """Report ready, then handle messages until STOP; the exit status."""
@@ -126,13 +161,13 @@ class Worker:
             self.close()
 
     def _report_fatal(self, error: BaseException) -> None:
-        index, devices = self.args.index, self.layout.describe(self.args.index)
+        index, devices = self.index, self.layout.describe(self.index)
         reason = f"worker {index} ({devices}) stopped: {type(error).__name__}: {error}"
         report = WorkerFailureReport(index, devices, reason)
         try:
             self.sink.put(report)
         except DTorchError:
-            _LOG.exception("worker %d could not report its failure", self.args.index)
+            _LOG.exception("worker %d could not report its failure", self.index)
 
     def close(self) -> None:
         timeout = GlobalOption.get_zmq_timeout_second()
@@ -141,8 +176,7 @@ class Worker:
         finally:
             self.groups.close()
             self.sink.close()
-            self.board.close()
-            release_buffer(self._board_buffer)
+            self.parts.close_last()
 
     # --- message handlers (True: go on) -----------------------------------------------------
     def open(self, message: Message) -> bool:
@@ -158,7 +192,7 @@ class Worker:
     def execute(self, message: Message) -> bool:
         progress, parties, frees, payload = message.parts
         no_hold = unpack_ids(frees)
-        if not concerns(parties, self.args.index):  # nothing to run: free, report progress
+        if not concerns(parties, self.index):  # nothing to run: free, report progress
             self.host.skip(no_hold, unpack_u64(progress))
             return True
         batch = decode_batch(payload)
@@ -169,7 +203,7 @@ class Worker:
 
     def release(self, message: Message) -> bool:
         worker, token = unpack_release(message.parts[0])
-        if worker == self.args.index:
+        if worker == self.index:
             self.sink.release(token)
         return True
 
@@ -291,7 +325,7 @@ def main(argv: list[str]) -> int:
     subscriber = Subscriber(args.publisher)
     pusher = Pusher(args.puller, args.index)
     try:
-        status = Worker(args, subscriber, pusher).run()
+        status = Worker.of_pool(args, subscriber, pusher).run()
     finally:
         subscriber.close()
         pusher.close()
