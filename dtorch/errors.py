@@ -34,6 +34,8 @@ keeps working for code written against plain PyTorch::
     │   └── TransportTimeoutError (TimeoutError)  a socket wait ran past its timeout
     ├── WorkerError (RuntimeError)            a worker process broke or stopped answering
     │   └── WorkerDiedError                   a worker process exited: which, its devices, how
+    ├── RendezvousError (RuntimeError)        a cluster could not form: a forged or missing
+    │                                         record, a worker that never came, a bad address
     └── FutureTimeoutError (TimeoutError)     a future was not ready within the timeout
 
 Example:
@@ -172,6 +174,11 @@ class WorkerDiedError(WorkerError):
     """A worker process exited while its graph was running; the message names the worker, the
     devices it hosted and its exit code or signal. Every pending future of the graph and its
     next ``sync()`` raise it; a new Graph works normally."""
+
+
+class RendezvousError(DTorchError, RuntimeError):
+    """A cluster could not form: a forged, malformed or missing rendezvous record, workers that
+    disagree or never came, an address that cannot be served."""
 
 
 class FutureTimeoutError(DTorchError, TimeoutError):

@@ -40,7 +40,7 @@ from dtorch.runtime.executor import Executor
 from dtorch.runtime.factory import make_runner
 
 if TYPE_CHECKING:
-    from dtorch.runtime.process.pool import WorkerPool
+    from dtorch.runtime.process.runner import LeasablePool
 
 #: Seconds a closing graph gives its threads to finish queued work.
 CLOSE_TIMEOUT = 30.0
@@ -58,7 +58,8 @@ class GraphOption:
     one per GPU where CUDA is present, else one per CPU core; each worker hosts a fixed share
     of any number of logical CPU devices: device ``d`` runs on worker ``d % num_workers``), and
     stopped when it closes. ``worker_pool``: run on that ``WorkerPool`` instead (started once,
-    it serves one graph after another without starting processes again).
+    it serves one graph after another without starting processes again), or on a cluster's
+    workers (``dtorch.cluster.MainNode.worker_pool()``).
 
     Keyword-only; fields are settable before the option is given to a Graph (a graph reads it
     once, when it is made); ``==`` compares fields.
@@ -72,7 +73,7 @@ class GraphOption:
 
     per_device_per_process: bool | None = None
     num_workers: int | None = None
-    worker_pool: WorkerPool | None = None
+    worker_pool: LeasablePool | None = None
 
     def __post_init__(self) -> None:
         _check_option(self.per_device_per_process, self.num_workers, self.worker_pool)
@@ -101,7 +102,7 @@ _OPTION_FIELDS = ("per_device_per_process", "num_workers", "worker_pool")
 
 
 def _check_option(
-    per_device_per_process: bool | None, num_workers: int | None, worker_pool: WorkerPool | None
+    per_device_per_process: bool | None, num_workers: int | None, worker_pool: LeasablePool | None
 ) -> None:
     """GraphError naming the bad GraphOption field, what it got and what it accepts."""
     if per_device_per_process not in (None, True, False):

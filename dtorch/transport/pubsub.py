@@ -191,7 +191,8 @@ class Subscriber(Channel):
     The constructor returns once the connection is made (the CONNECTED event), or raises
     TransportTimeoutError after ``timeout_s`` (default: the zmq timeout of GlobalOption).
     ``poll`` and ``recv`` check each id (see ``MessageReader``): a gap or a malformed message
-    raises MessageGapError, then and on every later call. Meant for one receiving thread; a
+    raises MessageGapError, then and on every later call. ``join_late``: the first message
+    may have any id (a channel that ran before this subscriber joined). Meant for one receiving thread; a
     ``close`` from another thread returns within 0.1 s, and a ``poll`` waiting then raises
     TransportError (closed).
     """
@@ -205,6 +206,7 @@ class Subscriber(Channel):
         context: zmq.Context[Any] | None = None,
         timeout_s: float | None = None,
         keys: CurveKeys | None = None,
+        join_late: bool = False,
     ) -> None:
         seconds = wait_seconds(timeout_s)
         self._endpoint = Endpoint.opened(
@@ -215,7 +217,7 @@ class Subscriber(Channel):
             lambda endpoint: _connect_when_connected(endpoint, seconds, keys is not None),
             keys,
         )
-        self._reader = MessageReader(address)
+        self._reader = MessageReader(address, join_late=join_late)
 
     def __repr__(self) -> str:
         return f"Subscriber({self.address!r}, expected_id={self._reader.expected})"

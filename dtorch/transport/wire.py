@@ -119,7 +119,8 @@ def check_kind(kind: bytes) -> bytes:
 class MessageReader:
     """Turns the frames a subscriber receives into Messages, checking the id sequence.
 
-    The first message must have id 0 and each next one the previous id + 1. A gap, a repeat, a
+    The first message must have id 0 (with ``join_late``: any id, for a subscriber that may
+    join a running channel, such as heartbeats) and each next one the previous id + 1. A gap, a repeat, a
     message of fewer than 2 frames or an id frame that is not 8 bytes raises MessageGapError;
     the reader then stays failed and raises the same error for every later message (a lost
     message is never skipped over, never silently resynchronised). Not thread-safe: its
@@ -137,9 +138,9 @@ class MessageReader:
 
     __slots__ = ("_address", "_expected", "_failure")
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, *, join_late: bool = False) -> None:
         self._address = address
-        self._expected = 0
+        self._expected = -1 if join_late else 0  # -1: the first id received starts the count
         self._failure: MessageGapError | None = None
 
     @property
@@ -155,6 +156,8 @@ class MessageReader:
     def read(self, frames: Sequence[bytes | memoryview]) -> Message:
         """The Message of ``frames`` (id, kind, *parts); MessageGapError as described above."""
         expected = self._expected
+        if expected < 0 and len(frames) >= 2 and len(frames[0]) == ID_BYTES:
+            expected = self._expected = int.from_bytes(frames[0], "little")
         if (  # one test, inline: this runs for every message a worker receives
             self._failure is None
             and len(frames) >= 2

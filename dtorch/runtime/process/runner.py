@@ -25,7 +25,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
@@ -51,15 +52,50 @@ from dtorch.runtime.reports import END as END_OF_REPORTS
 from dtorch.runtime.reports import EndOfReports
 from dtorch.runtime.window import FlowWindow, WindowedSource
 from dtorch.serialization import encode_batch, serialize
+from dtorch.transport import Publisher, Puller, Pusher
 
 if TYPE_CHECKING:
     from dtorch.api.graph import GraphOption
 
 
+class PoolState(Protocol):
+    """The sockets of a pool that its runner uses."""
+
+    @property
+    def publisher(self) -> Publisher: ...
+    @property
+    def puller(self) -> Puller: ...
+    @property
+    def own_pusher(self) -> Pusher: ...
+
+
+class LeasablePool(Protocol):
+    """What a runner needs of a pool: a ``WorkerPool`` (this machine) or a ``ClusterPool``
+    (``dtorch.cluster``: workers on several hosts)."""
+
+    @property
+    def workers(self) -> int: ...
+    @property
+    def device_type(self) -> str: ...
+    @property
+    def layout(self) -> Layout: ...
+    @property
+    def broken(self) -> WorkerDiedError | None: ...
+    @property
+    def state(self) -> PoolState: ...
+    def lease(self, on_death: Callable[[WorkerDiedError, int], None]) -> int: ...
+    def give_back(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class Layout(Protocol):
+    def describe(self, party: int) -> str: ...
+
+
 class ProcessRunner:
     """Runs a graph's operators on the worker processes of ``pool`` (see the module doc)."""
 
-    def __init__(self, pool: WorkerPool, *, owns_pool: bool) -> None:
+    def __init__(self, pool: LeasablePool, *, owns_pool: bool) -> None:
         self._pool = pool
         self._owns_pool = owns_pool
         state = pool.state
@@ -95,7 +131,7 @@ class ProcessRunner:
         return self._pool.workers
 
     @property
-    def pool(self) -> WorkerPool:
+    def pool(self) -> LeasablePool:
         return self._pool
 
     def satisfy(self, mesh: DeviceMesh) -> bool:

@@ -1,0 +1,166 @@
+"""Liveness across hosts: heartbeats on a channel of their own, both ways.
+
+A pool on one machine watches its workers' pidfds; a worker on another host has no pid the
+controller can watch. So the controller publishes a beat every ``BEAT_SECONDS`` on its beats
+publisher, and every worker pushes one to the controller's beats puller: each side declares
+the other lost after ``LOST_AFTER_SECONDS`` of silence (a killed process, a lost host, a
+cut network). Beats have their own sockets and threads, so a long kernel or a busy report
+thread never delays one, and a graph need not be running for them to flow.
+
+A worker killed on a live host is noticed within ``LOST_AFTER_SECONDS`` (5 s), a lost host the
+same; the issue's bound is 10 s.
+
+Example:
+    >>> import os
+    >>> from dtorch.transport import Publisher, Puller
+    >>> from dtorch.transport.security import CurveKeys
+    >>> keys = CurveKeys.from_secret(os.urandom(32))
+    >>> out, into = Publisher("tcp://127.0.0.1:0", keys=keys), Puller("tcp://127.0.0.1:0", keys=keys)
+    >>> lost = []
+    >>> monitor = BeatMonitor(out, into, workers=1, on_lost=lambda w, s: lost.append(w))
+    >>> beacon = Beacon(out.address, into.address, 0, keys, on_gone=lambda: None)
+    >>> monitor.wait_first_beats(5.0)
+    >>> beacon.stop(); monitor.stop(); out.close(); into.close(); lost
+    []
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from dtorch.errors import DTorchError, RendezvousError
+from dtorch.transport import Publisher, Puller, Pusher, Subscriber
+from dtorch.transport.security import CurveKeys
+
+#: How often each side beats.
+BEAT_SECONDS = 1.0
+#: Silence after which the other side counts as lost.
+LOST_AFTER_SECONDS = 5.0
+BEAT, BYE = b"beat", b"bye"
+
+_LOG = logging.getLogger(__name__)
+
+
+class BeatMonitor:
+    """The controller's side: beats out, and ``on_lost(worker, silent_seconds)`` once for each
+    worker silent for ``LOST_AFTER_SECONDS``."""
+
+    def __init__(
+        self,
+        beats_out: Publisher,
+        beats_in: Puller,
+        workers: int,
+        on_lost: Callable[[int, float], None],
+    ) -> None:
+        self._out, self._in = beats_out, beats_in
+        self._on_lost = on_lost
+        self._last = dict.fromkeys(range(workers), time.monotonic())
+        self._heard: set[int] = set()
+        self._lost: set[int] = set()
+        self._gone: set[int] = set()  # said BYE: stopped on purpose
+        self._all_gone = threading.Event()
+        self._stop = threading.Event()
+        self._first = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="dtorch-beats", daemon=True)
+        self._thread.start()
+
+    def wait_first_beats(self, timeout_s: float) -> None:
+        """Every worker beat once; RendezvousError naming the silent ones otherwise."""
+        if not self._first.wait(timeout_s):
+            silent = sorted(set(self._last) - self._heard)
+            raise RendezvousError(f"workers {silent} sent no heartbeat within {timeout_s:g} s")
+
+    def _main(self) -> None:
+        next_beat = 0.0
+        with contextlib.suppress(DTorchError):  # the sockets closed under us: we are stopping
+            while not self._stop.is_set():
+                now = time.monotonic()
+                if now >= next_beat:
+                    self._out.send(BEAT)
+                    next_beat = now + BEAT_SECONDS
+                envelope = self._in.poll(min(0.2, max(0.0, next_beat - now)))
+                if envelope is not None and envelope.sender in self._last:
+                    self._heard_from(envelope.sender)
+                    if envelope.kind == BYE:
+                        self._said_bye(envelope.sender)
+                self._check(time.monotonic())
+
+    def _said_bye(self, worker: int) -> None:
+        self._gone.add(worker)
+        if len(self._gone) == len(self._last):
+            self._all_gone.set()
+
+    def wait_gone(self, timeout_s: float) -> bool:
+        """Whether every worker said BYE (it stopped) within ``timeout_s``."""
+        return self._all_gone.wait(timeout_s)
+
+    def _heard_from(self, worker: int) -> None:
+        self._last[worker] = time.monotonic()
+        self._heard.add(worker)
+        if len(self._heard) == len(self._last):
+            self._first.set()
+
+    def _check(self, now: float) -> None:
+        for worker, last in self._last.items():
+            silent = now - last
+            if silent > LOST_AFTER_SECONDS and worker not in self._lost | self._gone:
+                self._lost.add(worker)
+                self._on_lost(worker, silent)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+
+class Beacon:
+    """A worker's side: beats to the controller, and ``on_gone()`` once the controller has
+    been silent for ``LOST_AFTER_SECONDS`` (or its sockets vanished)."""
+
+    def __init__(
+        self,
+        beats_out: str,
+        beats_in: str,
+        rank: int,
+        keys: CurveKeys,
+        on_gone: Callable[[], None],
+    ) -> None:
+        self._subscriber = Subscriber(beats_out, keys=keys, join_late=True)
+        self._pusher = Pusher(beats_in, rank, keys=keys, timeout_s=BEAT_SECONDS)
+        self._on_gone = on_gone
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="dtorch-beacon", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        last = time.monotonic()
+        next_beat = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            try:
+                if now >= next_beat:
+                    self._pusher.send(BEAT)
+                    next_beat = now + BEAT_SECONDS
+                if self._subscriber.poll(min(0.2, max(0.0, next_beat - now))) is not None:
+                    last = time.monotonic()
+            except DTorchError as error:  # a send that cannot queue: the controller is gone
+                if self._stop.is_set():
+                    return
+                _LOG.debug("beacon: %s", error)
+            if time.monotonic() - last > LOST_AFTER_SECONDS and not self._stop.is_set():
+                self._on_gone()
+                return
+
+    def stop(self, *, bye: bool = False) -> None:
+        """Stop beating; ``bye``: tell the controller this worker stopped on purpose."""
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(5.0)
+        if bye:
+            with contextlib.suppress(DTorchError):
+                self._pusher.send(BYE)
+        self._subscriber.close()
+        self._pusher.close()

@@ -1,0 +1,186 @@
+"""ClusterPool: the workers of a cluster, leased to one graph at a time like a WorkerPool.
+
+A ``WorkerPool`` starts its workers on this machine; a ``ClusterPool`` finds them started
+already (by torchrun or by hand, ``python -m dtorch.worker``) and joined through the
+rendezvous store (``dtorch.cluster.main_node``). To the process runner both are the same:
+a publisher every worker subscribes to, a puller every worker reports to, ``lease`` /
+``give_back`` around each graph, ``broken`` once a worker is lost. Its sockets are TCP with
+CURVE (``dtorch.transport.security``).
+
+Worker ``i`` (its rank) hosts the devices ``d`` with ``d % workers == i``; on CUDA, rank
+``i`` is device ``cuda:i`` of the cluster (its own GPU, ``LOCAL_RANK`` on its host). So the
+global device list is ordered by rank: torchrun's ranks put a host's workers together, in
+host order (``--node-rank``).
+
+Liveness: heartbeats both ways (``dtorch.cluster.liveness``); a worker silent for 5 s breaks
+the pool: the leasing graph's pending futures fail with ``WorkerDiedError`` naming the worker,
+its host and its devices, and the other workers are told to stop.
+
+Example:
+    >>> from dtorch.cluster import MainNode                     # doctest: +SKIP
+    >>> pool = MainNode.worker_pool()                           # doctest: +SKIP
+    >>> pool.workers, pool.hosts                                # doctest: +SKIP
+    (4, ('127.0.0.2', '127.0.0.2', '127.0.0.3', '127.0.0.3'))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dtorch.cluster.liveness import BeatMonitor
+from dtorch.cluster.records import WorkerRecord
+from dtorch.errors import GraphError, WorkerDiedError
+from dtorch.runtime.host import PartyLayout
+from dtorch.runtime.process.protocol import STOP
+from dtorch.transport import Publisher, Puller, Pusher
+from dtorch.transport.security import CurveKeys
+
+DeathCallback = Callable[[WorkerDiedError, int], None]
+
+#: Seconds a closing pool waits for every worker's goodbye.
+STOP_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterLayout:
+    """Which worker hosts which devices, and on which host."""
+
+    records: tuple[WorkerRecord, ...]
+
+    @property
+    def parties(self) -> int:
+        return len(self.records)
+
+    def party_of(self, device: int) -> int:
+        return device % self.parties
+
+    def describe(self, party: int) -> str:
+        """Worker ``party``'s devices and host, in words."""
+        record = self.records[party]
+        devices = PartyLayout(self.parties).describe(party)
+        return f"{devices} on host {record.host} (pid {record.pid})"
+
+
+class ClusterState:
+    """The sockets a process runner uses (the same names as a WorkerPool's state)."""
+
+    def __init__(self, keys: CurveKeys, publisher: Publisher, puller: Puller, workers: int):
+        self.publisher = publisher
+        self.puller = puller
+        self.own_pusher = Pusher(puller.address, workers, keys=keys)  # the controller's sender
+
+
+class ClusterPool:
+    """The workers of a cluster (see the module docstring); made by ``MainNode``."""
+
+    _sessions = itertools.count(1)
+
+    def __init__(
+        self,
+        records: tuple[WorkerRecord, ...],
+        keys: CurveKeys,
+        channels: tuple[Publisher, Puller, Publisher, Puller],
+    ) -> None:
+        publisher, puller, beats_out, beats_in = channels
+        self._layout = ClusterLayout(records)
+        self._state = ClusterState(keys, publisher, puller, len(records))
+        self._beats = (beats_out, beats_in)
+        self._lock = threading.Lock()
+        self._failure: WorkerDiedError | None = None
+        self._on_death: DeathCallback | None = None
+        self._leased = False
+        self._closed = False
+        self._monitor = BeatMonitor(beats_out, beats_in, len(records), self._lost)
+
+    def wait_first_beats(self, timeout_s: float) -> None:
+        self._monitor.wait_first_beats(timeout_s)
+
+    @property
+    def workers(self) -> int:
+        return self._layout.parties
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every worker's host, by rank."""
+        return tuple(r.host for r in self._layout.records)
+
+    @property
+    def device_type(self) -> str:
+        return self._layout.records[0].device_type
+
+    @property
+    def layout(self) -> ClusterLayout:
+        return self._layout
+
+    @property
+    def broken(self) -> WorkerDiedError | None:
+        return self._failure
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def leased(self) -> bool:
+        return self._leased
+
+    @property
+    def state(self) -> ClusterState:
+        return self._state
+
+    def _lost(self, worker: int, silent: float) -> None:
+        """The monitor heard nothing from ``worker`` for ``silent`` seconds."""
+        with self._lock:
+            if self._closed or self._failure is not None:
+                return
+            self._failure = WorkerDiedError(
+                f"worker {worker} ({self._layout.describe(worker)}) sent no heartbeat for "
+                f"{silent:.1f} s: its process or its host is gone"
+            )
+            callback = self._on_death
+        if callback is not None:
+            callback(self._failure, worker)
+        with contextlib.suppress(Exception):
+            self._state.publisher.send(STOP)  # the others go too: the pool serves no more
+
+    def lease(self, on_death: DeathCallback) -> int:
+        """Take the pool for one graph; the session id (see ``WorkerPool.lease``)."""
+        with self._lock:
+            if self._closed:
+                raise GraphError("this cluster's pool is closed")
+            if self._failure is not None:
+                raise GraphError(f"this cluster is broken ({self._failure})")
+            if self._leased:
+                raise GraphError("the cluster serves another graph; close that graph first")
+            self._leased = True
+            self._on_death = on_death
+        return next(ClusterPool._sessions)
+
+    def give_back(self) -> None:
+        with self._lock:
+            self._leased = False
+            self._on_death = None
+
+    def close(self) -> None:
+        """STOP every worker and close the sockets (idempotent); the workers exit."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        with contextlib.suppress(Exception):
+            self._state.publisher.send(STOP)
+        if self._failure is None:  # STOP is delivered before the publisher goes (LINGER 0)
+            self._monitor.wait_gone(STOP_GRACE_SECONDS)
+        self._monitor.stop()
+        for channel in (self._state.own_pusher, self._state.puller, *self._beats):
+            with contextlib.suppress(Exception):
+                channel.close()
+        self._state.publisher.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "broken" if self._failure else "ready"
+        return f"ClusterPool(workers={self.workers}, hosts={sorted(set(self.hosts))}, {state})"

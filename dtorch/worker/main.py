@@ -1,0 +1,223 @@
+"""``python -m dtorch.worker`` (console script ``dtorch-worker``): a worker on any host.
+
+Started by torchrun on each host::
+
+    torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \\
+        -m dtorch.worker --main CONTROLLER:29500 --host THIS_HOST
+
+(rank and world size come from torchrun's RANK and WORLD_SIZE, the GPU from LOCAL_RANK), or
+by hand with ``--rank R --world-size W``. The token comes from ``DTORCH_CLUSTER_TOKEN`` or
+``--token-file`` (a file of hex, readable by its owner only).
+
+What it does: joins the controller's rendezvous store (``--main``), reads the signed program
+record, derives the program secret, registers itself (rank, host, pid, device kind), waits
+for the start record (every worker's host), connects to the controller's sockets with CURVE,
+beats, and runs the same ``Worker`` loop as a worker of a local pool, with parts for a
+cluster: collective groups across hosts (Gloo or network stores, rendezvous in the store,
+bound to ``--host``), the failure board in the store, values inside the messages. It exits 0
+after the controller's STOP, 2 once the controller is gone (5 s without a heartbeat), 3 on a
+fatal error.
+
+Example:
+    >>> parse_arguments(["--main", "127.0.0.1:29500", "--rank", "1", "--world-size", "2"]).rank
+    1
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import stat
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from dtorch.cluster.board import StoreFailureBoard
+from dtorch.cluster.liveness import Beacon
+from dtorch.cluster.records import (
+    ProgramRecord,
+    StartRecord,
+    WorkerRecord,
+    program_secret,
+    record_key,
+)
+from dtorch.cluster.rendezvous import (
+    GROUPS_PREFIX,
+    PROGRAM_KEY,
+    START_KEY,
+    SignedStore,
+    connect_store,
+    parse_address,
+    worker_key,
+)
+from dtorch.comm.group import CommTopology, ThreadGroupManager
+from dtorch.comm.namespace import CommNamespace
+from dtorch.errors import DTorchError, RendezvousError
+from dtorch.options import Launch
+from dtorch.runtime.host import PartyLayout
+from dtorch.runtime.process.values import PushSink
+from dtorch.runtime.process.worker import EXIT_FATAL, EXIT_ORPHANED, Worker, WorkerParts
+from dtorch.transport import Pusher, Subscriber
+from dtorch.transport.security import CurveKeys
+
+_LOG = logging.getLogger("dtorch.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """A cluster worker's command line, resolved against torchrun's environment."""
+
+    main: str
+    host: str
+    rank: int
+    world_size: int
+    device_type: str
+    local_rank: int
+    threads: int
+    join_timeout: float
+    token: bytes
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m dtorch.worker", description=__doc__)
+    parser.add_argument("--main", required=True, help="the controller's HOST:PORT")
+    parser.add_argument("--host", default="127.0.0.1", help="this host's address to bind")
+    parser.add_argument("--rank", type=int, help="this worker's rank (default: RANK)")
+    parser.add_argument("--world-size", type=int, help="workers in all (default: WORLD_SIZE)")
+    parser.add_argument("--device-type", choices=("cpu", "cuda"), default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--join-timeout", type=float, default=300.0, help="seconds to join")
+    parser.add_argument("--token-file", default=None, help="a file holding the token (hex)")
+    return parser
+
+
+def _read_token(path: str | None, launch: Launch) -> bytes:
+    """The cluster token from ``path`` (owner-only file) or DTORCH_CLUSTER_TOKEN."""
+    if path is not None:
+        mode = os.stat(path).st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise RendezvousError(f"the token file {path} is readable by others: chmod 600 it")
+        with open(path, encoding="ascii") as file:
+            text = file.read()
+    elif launch.cluster_token is not None:
+        text = launch.cluster_token
+    else:
+        raise RendezvousError("no cluster token: set DTORCH_CLUSTER_TOKEN or pass --token-file")
+    try:
+        return bytes.fromhex(text.strip())
+    except ValueError:
+        raise RendezvousError("the cluster token is hex text") from None
+
+
+def parse_arguments(argv: list[str], launch: Launch | None = None) -> WorkerOptions:
+    """The worker's options from ``argv`` and torchrun's environment (``launch``)."""
+    launch = launch or Launch.from_environ()
+    args = _parser().parse_args(argv)
+    rank = args.rank if args.rank is not None else launch.rank
+    world = args.world_size if args.world_size is not None else launch.world_size
+    if rank is None or world is None or not 0 <= rank < world:
+        raise RendezvousError(
+            f"a worker needs 0 <= rank < world size (--rank/--world-size, or torchrun's RANK "
+            f"and WORLD_SIZE), got rank={rank}, world size={world}"
+        )
+    device = args.device_type or ("cuda" if torch.cuda.is_available() else "cpu")
+    threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, world))
+    token = b"" if argv and "--help" in argv else _read_token(args.token_file, launch)
+    local = launch.local_rank if launch.local_rank is not None else rank
+    return WorkerOptions(
+        args.main, args.host, rank, world, device, local, threads, args.join_timeout, token
+    )
+
+
+def _join(options: WorkerOptions) -> tuple[SignedStore, ProgramRecord, StartRecord]:
+    """Register with the controller's store and wait for the start record."""
+    host, port = parse_address(options.main)
+    client = connect_store(host, port, timeout_s=options.join_timeout)
+    store = SignedStore(client, record_key(options.token))
+    program = store.wait(PROGRAM_KEY, ProgramRecord, options.join_timeout)
+    record = WorkerRecord(
+        options.rank,
+        options.world_size,
+        options.host,
+        os.getpid(),
+        options.device_type,
+        options.local_rank,
+    )
+    store.put(worker_key(options.rank), record)
+    start = store.wait(START_KEY, StartRecord, options.join_timeout)
+    if len(start.hosts) != options.world_size:
+        raise RendezvousError(
+            f"the controller started {len(start.hosts)} workers; this one expected "
+            f"{options.world_size}"
+        )
+    return store, program, start
+
+
+def _groups(
+    options: WorkerOptions, store: SignedStore, namespace: CommNamespace, hosts: tuple[str, ...]
+) -> ThreadGroupManager:
+    """The collective groups of this worker, across hosts (rendezvous in the store)."""
+    import torch.distributed as dist
+
+    host_of = {h: i for i, h in enumerate(dict.fromkeys(hosts))}
+    topology = CommTopology.striped(
+        options.world_size, processes=True, hosts=tuple(host_of[h] for h in hosts)
+    )
+    return ThreadGroupManager(
+        topology,
+        namespace=namespace,
+        rendezvous_store=dist.PrefixStore(GROUPS_PREFIX, store.store),
+        host_address=options.host,
+    )
+
+
+def run(options: WorkerOptions) -> int:
+    """Join, then serve the controller until STOP; the exit status."""
+    torch.set_num_threads(options.threads)
+    if options.device_type == "cuda":
+        torch.cuda.set_device(options.local_rank)
+    store, program, start = _join(options)
+    secret = program_secret(options.token, program.nonce)
+    keys = CurveKeys.from_secret(secret)
+    namespace = CommNamespace(program.instance_id, secret=secret)
+    subscriber = Subscriber(program.publisher, keys=keys)
+    pusher = Pusher(program.puller, options.rank, keys=keys)
+    beacon = Beacon(program.beats_out, program.beats_in, options.rank, keys, _orphaned(namespace))
+    status = EXIT_FATAL
+    try:
+        board = StoreFailureBoard(store.store, secret)
+        groups = _groups(options, store, namespace, start.hosts)
+        layout = PartyLayout(options.world_size, options.rank, 1)
+        sink = PushSink(pusher, options.rank, shared_min=None)
+        parts = WorkerParts(layout, sink, board, groups, lambda: None)
+        status = Worker(parts, subscriber, pusher, f"dtorch-w{options.rank}").run()
+    finally:
+        beacon.stop(bye=True)
+        subscriber.close()
+        pusher.close()
+    return status
+
+
+def _orphaned(namespace: CommNamespace) -> Callable[[], None]:
+    """What a worker does once its controller is gone: clean up and exit at once."""
+
+    def gone() -> None:
+        _LOG.error("the controller is gone (no heartbeat): exiting")
+        namespace.reclaim()
+        os._exit(EXIT_ORPHANED)
+
+    return gone
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script's entry point."""
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    try:
+        options = parse_arguments(sys.argv[1:] if argv is None else argv)
+        return run(options)
+    except DTorchError as error:
+        print(f"dtorch.worker: {error}", file=sys.stderr)
+        return EXIT_FATAL
