@@ -10,6 +10,11 @@ of a group must create it; the lock is never held while waiting. ``close()`` des
 group in one deterministic order (sorted keys), the same in every process, so collective
 libraries that tear down collectively (NCCL) never deadlock.
 
+Rendezvous: on one machine, in FileStore files of ``rendezvous_dir``; with a
+``rendezvous_store`` (a c10d store every host reaches, e.g. a ``TCPStore`` client of the
+controller's store), under one prefix per group in it, which groups spanning hosts need. The
+caller's listeners (Gloo, the network store's rank 0) bind ``host_address``, loopback by default.
+
 Example:
     >>> import torch
     >>> manager = ThreadGroupManager(CommTopology.threads([[0, 1, 2, 3]]))
@@ -22,16 +27,18 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from functools import partial
 from types import TracebackType
+from typing import Any
 
 from dtorch.comm.group.backend import GroupBackend, GroupInfo
 from dtorch.comm.group.buffers import BufferPool
 from dtorch.comm.group.group import ThreadGroup
+from dtorch.comm.group.rendezvous import LOOPBACK, GroupRendezvous, open_network_store
 from dtorch.comm.group.same_device import SameDeviceBackend, StoreOpener
 from dtorch.comm.group.topology import BackendKind, CommTopology, choose_backend
 from dtorch.comm.group.torch_dist import TorchDistBackend
@@ -39,6 +46,7 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import StoreKind, TensorStore, open_store
 from dtorch.errors import CommError
 from dtorch.ir.device import check_device_kind
+from dtorch.options import GlobalOption
 
 #: (device kind, device ids in rank order): the identity of a group.
 GroupKey = tuple[str, tuple[int, ...]]
@@ -60,7 +68,9 @@ class ThreadGroupManager:
     required in process mode, where every process must pass the program's namespace);
     ``backend`` forces one backend for every group of more than one caller (tests,
     benchmarks); ``rendezvous_dir`` holds the torch.distributed FileStore files (default: the
-    system temp dir).
+    system temp dir); ``rendezvous_store`` (any ``torch.distributed.Store`` shared by every
+    caller) replaces those files, and is needed by groups whose callers sit on different
+    hosts; ``host_address`` is the interface of this caller's host that its listeners bind.
     """
 
     def __init__(
@@ -70,6 +80,8 @@ class ThreadGroupManager:
         namespace: CommNamespace | None = None,
         backend: BackendKind | None = None,
         rendezvous_dir: str | None = None,
+        rendezvous_store: Any = None,
+        host_address: str | None = None,
     ) -> None:
         if namespace is None and topology.processes:
             raise CommError(
@@ -80,6 +92,8 @@ class ThreadGroupManager:
         self._namespace = namespace or CommNamespace.of_process()
         self._backend = backend
         self._rendezvous_dir = rendezvous_dir or tempfile.gettempdir()
+        self._rendezvous_store = rendezvous_store
+        self._host = host_address or LOOPBACK
         #: Recycled memory for large collective outputs (and the Convert kernel's), shared by
         #: every caller of this manager; cleared by close().
         self.buffers = BufferPool()
@@ -122,14 +136,15 @@ class ThreadGroupManager:
                 f"{list(ranks)}, but the topology gives the caller of rank {ranks[0]} the "
                 f"ranks {list(mine)}"
             )
-        kind = self._backend_kind(key[0], callers)
+        kind = self._backend_kind(key, callers)
         info = GroupInfo(key[0], key[1], ranks)
         return ThreadGroup(info, _OPENERS[kind](self, key, info, callers), kind)
 
-    def _backend_kind(self, device_kind: str, callers: _Callers) -> BackendKind:
+    def _backend_kind(self, key: GroupKey, callers: _Callers) -> BackendKind:
         if self._backend is not None and len(callers) > 1:
             return self._backend
-        return choose_backend(self._topology, device_kind, callers)
+        hosts = self._topology.group_hosts(key[1])
+        return choose_backend(self._topology, key[0], callers, hosts)
 
     def _store_opener(self, kind: StoreKind, key: GroupKey) -> StoreOpener:
         name, namespace = group_name(key), self._namespace
@@ -139,9 +154,21 @@ class ThreadGroupManager:
 
         return opener
 
-    def _rendezvous_path(self, key: GroupKey) -> str:
-        file_name = f"dtorch-{self._namespace.instance_id}-{group_name(key)}"
-        return os.path.join(self._rendezvous_dir, file_name)
+    def _network_opener(self, key: GroupKey) -> StoreOpener:
+        name, namespace, rendezvous = group_name(key), self._namespace, self._rendezvous(key)
+
+        def opener(world_size: int, rank: int) -> TensorStore:
+            timeout = timedelta(seconds=GlobalOption.get_comm_timeout_second())
+            return open_network_store(rendezvous, name, namespace, world_size, rank, timeout)
+
+        return opener
+
+    def _rendezvous(self, key: GroupKey) -> GroupRendezvous:
+        """Where the callers of ``key`` meet: a file here, or a prefix of the shared store."""
+        name = f"dtorch-{self._namespace.instance_id}-{group_name(key)}"
+        if self._rendezvous_store is not None:
+            return GroupRendezvous.in_store(name, self._rendezvous_store, self._host)
+        return GroupRendezvous.in_directory(name, self._rendezvous_dir, self._host)
 
     def close(self) -> None:
         """Destroy every group, sorted by (kind, device ids, ranks); idempotent."""
@@ -196,7 +223,7 @@ def _held_ranks(key: GroupKey, local_device_ids: Iterable[int]) -> tuple[int, ..
 def _open_torch(
     manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
 ) -> GroupBackend:
-    return TorchDistBackend(info, manager._rendezvous_path(key))
+    return TorchDistBackend(info, manager._rendezvous(key))
 
 
 def _open_same_device(
@@ -210,6 +237,13 @@ def _open_same_device(
     return SameDeviceBackend(info, callers, opener, manager.buffers.empty)
 
 
+def _open_network(
+    manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
+) -> GroupBackend:
+    opener = manager._network_opener(key)
+    return SameDeviceBackend(info, callers, opener, manager.buffers.empty)
+
+
 #: How each backend kind is built for one caller of one group.
 _OPENERS: dict[
     BackendKind,
@@ -218,4 +252,5 @@ _OPENERS: dict[
     BackendKind.TORCH_DISTRIBUTED: _open_torch,
     BackendKind.STORE_MEMORY: partial(_open_same_device, StoreKind.MEMORY),
     BackendKind.STORE_FILE: partial(_open_same_device, StoreKind.FILE),
+    BackendKind.STORE_NETWORK: _open_network,
 }

@@ -13,6 +13,12 @@ Backend choice for one group, from the callers that hold its devices:
 * processes holding several ranks, or CUDA ranks sharing one GPU
   (``DTORCH_DTENSOR_IN_SAME_DEVICE``) -> the same-device backend over a file store.
 
+Hosts: each caller sits on a host (``hosts``: an index per caller, all 0 by default: one
+machine). A group whose callers span hosts has no shared files or memory, so it gets
+torch.distributed when every caller holds one rank (Gloo / NCCL connect over TCP), else the
+same-device backend over the network store (``STORE_NETWORK``); a group whose callers all sit on
+one host keeps the choice above.
+
 Example:
     >>> topology = CommTopology.threads([[0, 2], [1, 3]])
     >>> topology.group_callers((0, 1, 2))
@@ -21,6 +27,11 @@ Example:
     <BackendKind.STORE_MEMORY: 'store_memory'>
     >>> choose_backend(CommTopology.one_device_per_process([0, 1]), "cpu", ((0,), (1,)))
     <BackendKind.TORCH_DISTRIBUTED: 'torch_distributed'>
+    >>> two_hosts = CommTopology.processes_holding([[0, 1], [2, 3]], hosts=[0, 1])
+    >>> ids = (0, 1, 2, 3)
+    >>> callers, hosts = two_hosts.group_callers(ids), two_hosts.group_hosts(ids)
+    >>> choose_backend(two_hosts, "cpu", callers, hosts)
+    <BackendKind.STORE_NETWORK: 'store_network'>
 """
 
 from __future__ import annotations
@@ -39,21 +50,40 @@ class BackendKind(enum.Enum):
     TORCH_DISTRIBUTED = "torch_distributed"
     STORE_MEMORY = "store_memory"
     STORE_FILE = "store_file"
+    STORE_NETWORK = "store_network"
 
 
 @dataclass(frozen=True, slots=True)
 class CommTopology:
-    """The device ids each caller holds; ``processes`` when callers are separate processes."""
+    """The device ids each caller holds; ``processes`` when callers are separate processes;
+    ``hosts`` the host index of each caller (empty: every caller on host 0)."""
 
     callers: tuple[tuple[int, ...], ...]
     processes: bool = False
     stride: int = 0  # > 0: caller i holds every device d with d % stride == i (open-ended)
+    hosts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        self._check_hosts()
         if self.stride:
             if self.callers or self.stride < 1:
                 raise CommError("CommTopology: a striped layout has a positive stride, no lists")
             return
+        self._check_callers()
+
+    def _check_hosts(self) -> None:
+        if not self.hosts:
+            return
+        count = self.stride or len(self.callers)
+        bad = [h for h in self.hosts if isinstance(h, bool) or not isinstance(h, int) or h < 0]
+        if bad or len(self.hosts) != count:
+            raise CommError(
+                f"CommTopology: hosts are one int >= 0 per caller ({count}), got {self.hosts}"
+            )
+        if not self.processes and len(set(self.hosts)) > 1:
+            raise CommError("CommTopology: threads of one process sit on one host")
+
+    def _check_callers(self) -> None:
         seen: set[int] = set()
         for caller in self.callers:
             if not caller:
@@ -71,29 +101,55 @@ class CommTopology:
         return cls(tuple(tuple(c) for c in callers), processes=False)
 
     @classmethod
-    def processes_holding(cls, callers: Iterable[Iterable[int]]) -> CommTopology:
-        """Callers are processes of this machine, each holding the listed devices."""
-        return cls(tuple(tuple(c) for c in callers), processes=True)
+    def processes_holding(
+        cls, callers: Iterable[Iterable[int]], *, hosts: Iterable[int] = ()
+    ) -> CommTopology:
+        """Callers are processes, each holding the listed devices; caller i sits on host
+        ``hosts[i]`` (default: all on this machine)."""
+        return cls(tuple(tuple(c) for c in callers), processes=True, hosts=tuple(hosts))
 
     @classmethod
-    def striped(cls, num_callers: int, *, processes: bool = False) -> CommTopology:
+    def striped(
+        cls, num_callers: int, *, processes: bool = False, hosts: Iterable[int] = ()
+    ) -> CommTopology:
         """Logical devices of any id: caller ``d % num_callers`` holds ``d``. The callers are
         threads of this process (thread mode), or processes (a worker pool) with
-        ``processes=True``.
+        ``processes=True``, caller i on host ``hosts[i]``.
 
         Example:
             >>> CommTopology.striped(2).group_callers((4, 5, 6))
             ((0, 2), (1,))
+            >>> CommTopology.striped(4, processes=True, hosts=[0, 0, 1, 1]).host_of(2)
+            1
         """
-        return cls((), processes=processes, stride=num_callers)
+        return cls((), processes=processes, stride=num_callers, hosts=tuple(hosts))
 
     @classmethod
-    def one_device_per_process(cls, device_ids: Iterable[int]) -> CommTopology:
-        """Process mode: one worker process per device."""
-        return cls(tuple((d,) for d in device_ids), processes=True)
+    def one_device_per_process(
+        cls, device_ids: Iterable[int], *, hosts: Iterable[int] = ()
+    ) -> CommTopology:
+        """Process mode: one worker process per device (process i on host ``hosts[i]``)."""
+        return cls(tuple((d,) for d in device_ids), processes=True, hosts=tuple(hosts))
+
+    def host_of(self, caller: int) -> int:
+        """The host index of caller ``caller`` (0 when the topology names no hosts)."""
+        return self.hosts[caller] if self.hosts else 0
 
     def group_callers(self, device_ids: Sequence[int]) -> tuple[tuple[int, ...], ...]:
         """The ranks of ``device_ids`` each caller holds, callers ordered by their first rank."""
+        return tuple(ranks for _, ranks in self._group_parts(device_ids))
+
+    def group_hosts(self, device_ids: Sequence[int]) -> tuple[int, ...]:
+        """The host of each caller of the group, in ``group_callers`` order.
+
+        Example:
+            >>> CommTopology.processes_holding([[5], [6], [7]], hosts=[1, 0, 1]).group_hosts([7, 6])
+            (1, 0)
+        """
+        return tuple(self.host_of(caller) for caller, _ in self._group_parts(device_ids))
+
+    def _group_parts(self, device_ids: Sequence[int]) -> list[tuple[int, tuple[int, ...]]]:
+        """(caller index, ranks held) for every caller of the group, by first rank."""
         if self.stride:
             owner = {d: d % self.stride for d in device_ids}
         else:
@@ -107,17 +163,32 @@ class CommTopology:
         parts: dict[int, list[int]] = {}
         for rank, device in enumerate(device_ids):
             parts.setdefault(owner[device], []).append(rank)
-        return tuple(sorted(tuple(p) for p in parts.values()))
+        return sorted(((c, tuple(p)) for c, p in parts.items()), key=lambda part: part[1])
 
 
 def choose_backend(
-    topology: CommTopology, device_kind: str, callers: tuple[tuple[int, ...], ...]
+    topology: CommTopology,
+    device_kind: str,
+    callers: tuple[tuple[int, ...], ...],
+    hosts: Sequence[int] = (),
 ) -> BackendKind:
-    """The backend of a group whose ranks the ``callers`` hold (see the module doc)."""
+    """The backend of a group whose ranks the ``callers`` hold, caller i on host ``hosts[i]``
+    (``topology.group_hosts``; empty: one host); see the module doc."""
     if not topology.processes or len(callers) == 1:
         return BackendKind.STORE_MEMORY
+    if len(set(hosts)) > 1:
+        return _across_hosts(device_kind, callers)
     if device_kind == "cuda" and GlobalOption.get_dtensor_in_same_device():
         return BackendKind.STORE_FILE
     if all(len(c) == 1 for c in callers):
         return BackendKind.TORCH_DISTRIBUTED
     return BackendKind.STORE_FILE
+
+
+def _across_hosts(device_kind: str, callers: tuple[tuple[int, ...], ...]) -> BackendKind:
+    # ranks sharing a GPU cannot each have their own NCCL rank: they go through the store
+    if device_kind == "cuda" and GlobalOption.get_dtensor_in_same_device():
+        return BackendKind.STORE_NETWORK
+    if all(len(c) == 1 for c in callers):
+        return BackendKind.TORCH_DISTRIBUTED
+    return BackendKind.STORE_NETWORK

@@ -1,8 +1,11 @@
 """The torch.distributed backend: one rank per process, Gloo for CPU tensors, NCCL for CUDA.
 
 Each group builds its own process group object (``ProcessGroupGloo`` / ``ProcessGroupNCCL``)
-directly from a ``FileStore`` whose path carries the manager's namespace, so no global default
-process group is touched and any number of groups coexist in one process. Uneven shards are
+directly from its rendezvous store (``GroupRendezvous``: a ``FileStore`` whose path carries the
+manager's namespace on one machine, a prefix of a shared c10d store across hosts), so no global
+default process group is touched and any number of groups coexist in one process. Gloo binds the
+rendezvous's ``host_address`` (loopback unless the caller names its interface); NCCL's own
+bootstrap picks its interface itself (``NCCL_SOCKET_IFNAME``). Uneven shards are
 padded to ``ceil(n / world)`` and unpadded after the exchange; avg is a sum divided locally.
 
 CUDA groups (NCCL) run on the process's current CUDA device, which the worker sets.
@@ -15,14 +18,18 @@ came. Fast collectives never touch the store. The rest of the wait is cut into h
 slices, and between two of them the rank looks at its peers' processes (``torch_peers``: Gloo
 itself tells only the ranks that exchange with a dead peer): a dead peer fails the collective
 with a ``PeerDiedError`` naming its rank and pid, as does a Gloo failure seen while a peer is
-dead.
+dead. A rank whose collective fails otherwise publishes the failure (``failed/<seq>``), and the
+ranks still waiting fail with it at their next look: that is how the death of a peer on another
+host, whose pid nobody here can look up, reaches every survivor.
 
 Example (one process, world size 1):
     >>> import os, tempfile, torch
     >>> from dtorch.comm.group.backend import GroupInfo
     >>> from dtorch.comm.group.reduce_op import ReduceOp
+    >>> from dtorch.comm.group.rendezvous import GroupRendezvous
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     backend = TorchDistBackend(GroupInfo("cpu", (0,), (0,)), os.path.join(tmp, "rdv"))
+    ...     rendezvous = GroupRendezvous.in_directory("rdv", tmp)
+    ...     backend = TorchDistBackend(GroupInfo("cpu", (0,), (0,)), rendezvous)
     ...     print(backend.all_reduce({0: torch.ones(2)}, ReduceOp.SUM))
     ...     backend.close()
     {0: tensor([1., 1.])}
@@ -49,6 +56,7 @@ from dtorch.comm.group.chunks import (
     with_dim,
 )
 from dtorch.comm.group.reduce_op import ReduceOp, finish_average
+from dtorch.comm.group.rendezvous import GroupRendezvous
 from dtorch.comm.group.torch_peers import DeadRank, RankPeers, hello_key, hello_text
 from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.ir.sharding import chunk_sizes
@@ -75,11 +83,15 @@ _DIST_OPS: dict[ReduceOp, Any] = {
 }
 
 
-def _gloo(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
-    return dist.ProcessGroupGloo(store, rank, size, timeout)
+def _gloo(store: Any, rank: int, size: int, timeout: timedelta, host: str) -> Any:
+    options = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]  # not in the stubs
+    options._timeout = timeout
+    # the listener on this host's interface only (the default binds what the hostname names)
+    options._devices = [dist.ProcessGroupGloo.create_device(hostname=host)]
+    return dist.ProcessGroupGloo(store, rank, size, options)
 
 
-def _nccl(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
+def _nccl(store: Any, rank: int, size: int, timeout: timedelta, host: str) -> Any:
     if not dist.is_nccl_available():
         raise CommError(
             "NCCL is not available in this torch build; cuda groups across "
@@ -91,7 +103,7 @@ def _nccl(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
 
 
 #: The collective library per device kind.
-_PROCESS_GROUPS: dict[str, Callable[[Any, int, int, timedelta], Any]] = {
+_PROCESS_GROUPS: dict[str, Callable[[Any, int, int, timedelta, str], Any]] = {
     "cpu": _gloo,
     "cuda": _nccl,
 }
@@ -101,10 +113,14 @@ def _arrival_key(seq: int, rank: int) -> str:
     return f"arrived/{seq}/{rank}"
 
 
+def _failed_key(seq: int) -> str:
+    return f"failed/{seq}"
+
+
 class TorchDistBackend(GroupBackend):
     """One rank of a group whose ranks live in different processes (see the module doc)."""
 
-    def __init__(self, info: GroupInfo, rendezvous_path: str) -> None:
+    def __init__(self, info: GroupInfo, rendezvous: GroupRendezvous) -> None:
         if len(info.ranks) != 1:
             raise CommError(
                 f"{info}: the torch.distributed backend serves one rank per process; "
@@ -114,23 +130,22 @@ class TorchDistBackend(GroupBackend):
         self._rank = info.ranks[0]
         self._timeout = timedelta(seconds=GlobalOption.get_comm_timeout_second())
         self._seq = 0
-        self._path = rendezvous_path
-        self._store: Any = dist.FileStore(rendezvous_path, info.world_size)
-        self._store.set_timeout(self._timeout)
-        self._await_peers()
-        self._peers = RankPeers.read(self._store, self._rank, info.world_size)
+        self._path = rendezvous.path
+        host = rendezvous.host_address
+        self._store: Any = rendezvous.open(info.world_size, self._rank, self._timeout)
+        self._await_peers(host)
+        self._peers = RankPeers.read(self._store, self._rank, info.world_size, host)
         make = _PROCESS_GROUPS[info.device_kind]
+        pg_store = dist.PrefixStore("pg", self._store)
         try:
-            self._pg: Any = make(
-                dist.PrefixStore("pg", self._store), self._rank, info.world_size, self._timeout
-            )
+            self._pg: Any = make(pg_store, self._rank, info.world_size, self._timeout, host)
         except RuntimeError as error:
             raise CommError(f"{info}: creating the process group failed: {error}") from error
 
-    def _await_peers(self) -> None:
+    def _await_peers(self, host: str) -> None:
         # Named hellos first: a rank that never creates the group is reported by rank; each
         # hello says which process the rank is, for the others to watch.
-        self._store.set(hello_key(self._rank), hello_text())
+        self._store.set(hello_key(self._rank), hello_text(host))
         keys = [hello_key(r) for r in range(self._info.world_size)]
         try:
             self._store.wait(keys, self._timeout)
@@ -149,21 +164,37 @@ class TorchDistBackend(GroupBackend):
             work = start()
             if not self._probe(work, _PROBE_SECONDS):
                 self._store.set(_arrival_key(seq, self._rank), "1")
-                self._await(collective, work)
-        except CommError:
+                self._await(collective, seq, work)
+        except CommError as error:
+            self._publish_failure(seq, error)
             raise
         except (RuntimeError, ValueError) as error:
-            raise self._failure(collective, seq, error) from error
+            failure = self._failure(collective, seq, error)
+            self._publish_failure(seq, failure)
+            raise failure from error
 
-    def _await(self, collective: str, work: Any) -> None:
-        """Wait for ``work`` in slices, looking at the peers' processes between them."""
+    def _await(self, collective: str, seq: int, work: Any) -> None:
+        """Wait for ``work`` in slices, looking at the peers' processes and at failures
+        published by the other ranks between them."""
         deadline = time.monotonic() + self._timeout.total_seconds() + _GRACE_SECONDS
         while not self._probe(work, _RECHECK_SECONDS):
             dead = self._peers.dead()
             if dead:
                 raise self._died(collective, dead, "seen while this rank waited in the collective")
+            if self._store.check([_failed_key(seq)]):
+                text = self._store.get(_failed_key(seq)).decode()
+                raise CommError(f"{collective} on {self._info} failed on another rank: {text}")
             if time.monotonic() > deadline:  # Gloo's own timeout should have come first
                 raise RuntimeError("timed out: the collective outlasted the group's timeout")
+
+    def _publish_failure(self, seq: int, error: CommError) -> None:
+        """Tell the ranks still waiting in collective ``seq`` why it failed here (timeouts
+        come to every rank anyway; the first failure told is the one that stays)."""
+        if isinstance(error, CommTimeoutError):
+            return
+        with contextlib.suppress(RuntimeError):  # a store gone with its host: nothing to tell
+            if not self._store.check([_failed_key(seq)]):
+                self._store.set(_failed_key(seq), f"rank {self._rank}: {error}")
 
     @staticmethod
     def _probe(work: Any, seconds: float) -> bool:

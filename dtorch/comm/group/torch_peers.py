@@ -1,9 +1,18 @@
 """The ranks of a torch.distributed group as processes: who they are, which died, and the
 rendezvous file's cleanup on behalf of a rank that was killed.
 
-Each rank publishes its ``ProcessIdentity`` (pid, start time) and ``machine_key`` with its
-hello in the group's FileStore (``hello/<rank>``: ``pid:start@machine``); a rank judges only
-the peers of its own machine (and pid namespace), whose pids it can look up.
+Each rank publishes its ``ProcessIdentity`` (pid, start time) and its machine with its hello
+in the group's rendezvous store (``hello/<rank>``: ``pid:start@machine``); a rank judges only
+the peers of its own machine (and pid namespace), whose pids it can look up. The machine is the
+``machine_key`` plus the host address the rank binds, so simulated hosts (loopback addresses of
+one machine) count as different machines, as real ones would.
+
+A peer on another host: its pid means nothing here. When it dies, the kernel of its host closes
+its sockets, so the ranks that exchange with it in the running collective fail at once with
+Gloo's "Connection closed by peer" (a CommError naming no pid); each failing rank publishes its
+failure in the rendezvous store (``failed/<seq>``), where the ranks still waiting see it at
+their next half-second look and fail too. A host that vanishes without closing its sockets
+(power, network) is seen only at the comm timeout (CommTimeoutError).
 
 Why the backend looks at them: Gloo tells a rank that a peer died ("Connection closed by peer",
 within milliseconds) only when the rank exchanges with that peer in the running collective.
@@ -38,6 +47,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from dtorch.comm.group.rendezvous import LOOPBACK
 from dtorch.comm.process_identity import ProcessIdentity, machine_key
 
 #: A dead rank, as the errors name it: (rank, pid).
@@ -49,9 +59,14 @@ def hello_key(rank: int) -> str:
     return f"hello/{rank}"
 
 
-def hello_text() -> str:
+def machine_of(host_address: str = LOOPBACK) -> str:
+    """The machine a rank binding ``host_address`` is on, as hellos name it."""
+    return f"{machine_key()}|{host_address}"
+
+
+def hello_text(host_address: str = LOOPBACK) -> str:
     """This process's hello: ``pid:start@machine``."""
-    return f"{ProcessIdentity.of_self().to_text()}@{machine_key()}"
+    return f"{ProcessIdentity.of_self().to_text()}@{machine_of(host_address)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,9 +78,12 @@ class RankPeers:
     processes: tuple[tuple[int, ProcessIdentity], ...]
 
     @classmethod
-    def read(cls, store: Any, rank: int, world_size: int) -> RankPeers:
-        """The peers from their hellos in ``store`` (every rank has said hello by now)."""
-        here = machine_key()
+    def read(
+        cls, store: Any, rank: int, world_size: int, host_address: str = LOOPBACK
+    ) -> RankPeers:
+        """The peers on this rank's machine (``machine_of(host_address)``), from their hellos
+        in ``store`` (every rank has said hello by now)."""
+        here = machine_of(host_address)
         found = []
         for other in range(world_size):
             identity, _, machine = store.get(hello_key(other)).decode().partition("@")
@@ -85,11 +103,12 @@ class RankPeers:
             time.sleep(0.02)
         return found
 
-    def leave(self, store: Any, path: str) -> None:
+    def leave(self, store: Any, path: str | None) -> None:
         """Count this rank and the dead ranks nobody counted yet as gone (the last use of
-        ``store`` by this rank); the rank that completes the count removes the file."""
+        ``store`` by this rank); the rank that completes the count removes the file ``path``
+        (None: a shared store, no file)."""
         claims = [self.rank, *(rank for rank, _ in self.dead())]
         counted = sum(1 for rank in claims if store.add(f"gone/{rank}", 1) == 1)
-        if store.add("gone", counted) >= self.world_size:
+        if store.add("gone", counted) >= self.world_size and path is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)

@@ -1,0 +1,183 @@
+"""Where the callers of one group meet before they exchange anything: a c10d store.
+
+On one machine it is a ``FileStore`` file in the manager's rendezvous directory; across hosts
+(no shared files) it is a prefix of a c10d store every host reaches, e.g. a ``TCPStore``
+client of the controller's store: ``PrefixStore(name, store)`` keeps the groups apart. What
+goes through it: torch.distributed's own rendezvous (Gloo / NCCL addresses), each rank's hello
+(who it is, for dead-peer detection) and, for the network TensorStore, the endpoint its rank 0
+bound.
+
+Files: a rendezvous file is created ``0600`` before torch opens it (torch creates it with the
+process umask, 0644 by default, so any local user could read and write the rendezvous; a umask
+around the open would also change the mode of files other threads create meanwhile).
+
+Listeners bind ``host_address``: ``127.0.0.1`` unless the caller names the interface of its
+host (Gloo otherwise binds whatever the machine's hostname resolves to).
+
+A group is opened once per caller and rendezvous: each rank counts its opening in the store, and
+a second opening of the same group (same namespace, same store) is refused, since it would meet
+its predecessor's keys (addresses of process groups long gone).
+
+Example (one rank, a rendezvous file):
+    >>> import os, stat, tempfile
+    >>> from datetime import timedelta
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     rendezvous = GroupRendezvous.in_directory("dtorch-doc-group", tmp)
+    ...     store = rendezvous.open(1, 0, timedelta(seconds=5))
+    ...     oct(stat.S_IMODE(os.stat(rendezvous.path).st_mode)), rendezvous.host_address
+    ('0o600', '127.0.0.1')
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.store import StoreKind, TensorStore, open_store
+from dtorch.errors import CommError, CommTimeoutError
+
+#: Where listeners bind unless the caller names its host's interface.
+LOOPBACK = "127.0.0.1"
+
+#: The key under which the network store's rank 0 publishes the endpoint it serves.
+ENDPOINT_KEY = "network-store-endpoint"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRendezvous:
+    """One group's meeting place: a file in ``directory``, or the prefix ``name`` of the c10d
+    ``store`` shared by every host; ``host_address`` is the interface this caller binds."""
+
+    name: str
+    directory: str | None = None
+    store: Any = field(default=None, compare=False)  # a torch.distributed.Store
+    host_address: str = LOOPBACK
+
+    def __post_init__(self) -> None:
+        if (self.directory is None) == (self.store is None):
+            raise CommError("GroupRendezvous: give a directory or a store, exactly one")
+
+    @classmethod
+    def in_directory(
+        cls, name: str, directory: str, host_address: str = LOOPBACK
+    ) -> GroupRendezvous:
+        """Meet in the FileStore file ``directory/name`` (callers on one machine)."""
+        return cls(name, directory=directory, host_address=host_address)
+
+    @classmethod
+    def in_store(cls, name: str, store: Any, host_address: str = LOOPBACK) -> GroupRendezvous:
+        """Meet under the prefix ``name`` of the c10d ``store`` (callers on any host).
+
+        Example:
+            >>> import torch.distributed as dist
+            >>> GroupRendezvous.in_store("g", dist.HashStore(), "127.0.0.2").path is None
+            True
+        """
+        return cls(name, store=store, host_address=host_address)
+
+    @property
+    def path(self) -> str | None:
+        """The rendezvous file (None for a shared store: it has no file to remove)."""
+        return None if self.directory is None else os.path.join(self.directory, self.name)
+
+    def open(self, world_size: int, rank: int, timeout: timedelta) -> Any:
+        """The group's c10d store for participant ``rank`` (counted: see the module doc)."""
+        if self.path is not None:
+            store: Any = _file_store(self.path, world_size)
+        else:
+            store = dist.PrefixStore(self.name, self.store)
+        store.set_timeout(timeout)
+        if store.add(f"opened/{rank}", 1) != 1:
+            raise CommError(
+                f"group rendezvous {self.name!r}: participant {rank} opened it before; a "
+                "group is created once per namespace and rendezvous store"
+            )
+        return store
+
+
+def _file_store(path: str, world_size: int) -> Any:
+    # created 0600 before torch opens it (see the module doc); torch keeps an existing mode
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    return dist.FileStore(path, world_size)
+
+
+def wait_for(store: Any, key: str, timeout: timedelta, what: str) -> bytes:
+    """The value of ``key`` once some participant set it; CommTimeoutError naming ``what``."""
+    try:
+        store.wait([key], timeout)
+    except RuntimeError:
+        raise CommTimeoutError(
+            f"{what} did not come within {timeout.total_seconds()} s (DTORCH_COMM_TIMEOUT_SECOND)"
+        ) from None
+    value: bytes = store.get(key)
+    return value
+
+
+def tcp_endpoint(host: str, port: int) -> str:
+    """``tcp://HOST:PORT`` (IPv6 addresses bracketed).
+
+    Example:
+        >>> tcp_endpoint("127.0.0.2", 5), tcp_endpoint("::1", 5)
+        ('tcp://127.0.0.2:5', 'tcp://[::1]:5')
+    """
+    return f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
+
+
+def open_network_store(
+    rendezvous: GroupRendezvous,
+    store_key: str,
+    namespace: CommNamespace,
+    world_size: int,
+    rank: int,
+    timeout: timedelta,
+) -> TensorStore:
+    """Participant ``rank`` of the network TensorStore ``store_key``: rank 0 serves it on
+    ``host_address`` (any free port) and publishes the endpoint in the rendezvous; the others
+    wait for it there and connect."""
+    if rendezvous.store is None:
+        raise CommError(
+            f"the network store of {store_key!r} needs a rendezvous store shared by the hosts "
+            "(ThreadGroupManager(..., rendezvous_store=...))"
+        )
+    store = rendezvous.open(world_size, rank, timeout)
+    if rank == 0:
+        return _serve(store, rendezvous.host_address, store_key, namespace, world_size)
+    what = f"the endpoint of network store {store_key!r} (its rank 0 never opened it)"
+    endpoint = wait_for(store, ENDPOINT_KEY, timeout, what).decode()
+    return open_store(
+        StoreKind.NETWORK, store_key, world_size, rank, namespace=namespace, endpoint=endpoint
+    )
+
+
+def _serve(
+    store: Any, host: str, store_key: str, namespace: CommNamespace, world_size: int
+) -> TensorStore:
+    # INTEGRATOR: an adapter. The store binds inside open(), whose construction barrier waits
+    # for the other ranks, who need the port first: so the port is reserved beforehand (bound,
+    # not listening, SO_REUSEADDR like ZeroMQ's own listener) and published, and the store
+    # binds that very port while the reservation blocks every other use of it. A hook in
+    # NetworkTensorStore.open that reports the endpoint bound before the barrier replaces it.
+    with _reserved_port(host) as port:
+        endpoint = tcp_endpoint(host, port)
+        store.set(ENDPOINT_KEY, endpoint)
+        return open_store(
+            StoreKind.NETWORK, store_key, world_size, 0, namespace=namespace, endpoint=endpoint
+        )
+
+
+@contextlib.contextmanager
+def _reserved_port(host: str) -> Iterator[int]:
+    """A free TCP port of ``host``, held bound (not listening) for the block's duration."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind((host, 0))
+        yield holder.getsockname()[1]
