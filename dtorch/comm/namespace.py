@@ -5,7 +5,10 @@ socket, and nothing of a program may outlive it. A ``CommNamespace`` is the data
 this so: an instance id (the spec's ``GlobalCommInstanceId``) and the rules that turn it into
 names. The controller creates one namespace per program and hands it (plain data) to its
 worker processes, so every process of one program agrees on the names while another program
-gets other names. ``reclaim()`` removes whatever a program left in ``/dev/shm`` (used by a
+gets other names. ``secret`` is the program's shared key: 32 random bytes from ``create()``,
+which authenticate every message of its network stores (it is never part of a name, nor of the
+repr; distribute it as the instance id is distributed, through the program's rendezvous).
+``reclaim()`` removes whatever a program left in ``/dev/shm`` (used by a
 parent after its children died, and by tests to prove that nothing is left).
 
 Example:
@@ -14,6 +17,8 @@ Example:
     'dtorch-demo1-store-...'
     >>> CommNamespace("demo1") == ns and CommNamespace.create() != ns
     True
+    >>> len(CommNamespace.create().secret), "secret" in repr(CommNamespace("x", b"k" * 32))
+    (32, False)
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import hashlib
 import os
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Where POSIX shared memory lives on Linux (``shm_open`` opens files here).
@@ -39,9 +44,12 @@ class CommNamespace:
     """The communication namespace of one dtorch program: ``instance_id`` plus naming rules.
 
     ``instance_id`` is 1-40 characters of ``[A-Za-z0-9_]`` (it becomes part of file names).
+    ``secret`` (bytes, empty: none) keys the authentication of network stores; it takes part
+    in ``==`` like the id but never in ``repr``.
     """
 
     instance_id: str
+    secret: bytes = field(default=b"", repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.instance_id, str) or not _INSTANCE_ID.fullmatch(self.instance_id):
@@ -49,23 +57,28 @@ class CommNamespace:
                 f"CommNamespace instance_id {self.instance_id!r} is not accepted; "
                 "expected 1-40 characters of [A-Za-z0-9_]"
             )
+        if not isinstance(self.secret, bytes):
+            kind = type(self.secret).__name__
+            raise ValueError(f"CommNamespace secret must be bytes, got {kind}")
 
     @staticmethod
     def create() -> CommNamespace:
-        """A fresh namespace, unique on this machine: the pid plus 32 random bits.
+        """A fresh namespace, unique on this machine: the pid plus 32 random bits, and a fresh
+        32-byte random ``secret``.
 
         Example:
             >>> CommNamespace.create() != CommNamespace.create()
             True
         """
-        return CommNamespace(f"{os.getpid():x}_{secrets.token_hex(4)}")
+        return CommNamespace(f"{os.getpid():x}_{secrets.token_hex(4)}", secrets.token_bytes(32))
 
     @staticmethod
     def of_process() -> CommNamespace:
         """The namespace named after this process id (the spec's default instance id).
 
         Threads of one process agree on it without passing anything; worker processes must be
-        given their controller's namespace explicitly instead.
+        given their controller's namespace explicitly instead. It has no secret (anyone can
+        compute it), so a network store refuses it.
 
         Example:
             >>> CommNamespace.of_process() == CommNamespace.of_process()

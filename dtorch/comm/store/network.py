@@ -8,17 +8,31 @@ store's consumers are anonymous (any rank may ``dest_get`` a key). pyzmq is a de
 coordinator that parks waiting requests instead of polling.
 
 Rank 0 binds ``endpoint`` (``tcp://HOST:PORT``) and runs the ``Coordinator`` thread; every
-participant, rank 0 included, talks to it through a DEALER socket. The tensor bytes go with
-``SET`` (sent without copying from the contiguous tensor) and come back with ``GET`` (copied
-once into a fresh tensor, which the consumer owns). Every blocking request carries its
-timeout: the coordinator answers with a timeout error naming who is missing, and the client
-gives up a little later if the coordinator itself is gone. Rank 0 hosts the coordinator, so it
-closes last: after a barrier, a ``reset()`` or its final ``src_wait_until_get_finished``.
+participant, rank 0 included, talks to it through a DEALER socket. Bind ``tcp://127.0.0.1:PORT``
+unless the program spans machines; a wildcard host (``*``, ``0.0.0.0``) listens on every
+interface and is used only where the caller names it. With port 0 rank 0 binds a free port:
+``store.endpoint`` is the endpoint bound, for the caller to pass to the other ranks (through
+the rendezvous); rank 0's ``open`` then returns once the coordinator serves, and its
+construction barrier completes in its first call.
+
+Every message is authenticated with the program's secret (``namespace.secret``; the scheme, and
+why HMAC rather than CURVE, in ``network_auth``); the coordinator serves members only, each as
+the rank it joined as, checks every header and every declared tensor size against the bytes,
+and caps the bytes it holds (``network_coordinator``). The tensor bytes go with ``SET`` (sent
+without copying from the contiguous tensor) and come back with ``GET`` (checked against their
+declared dtype and shape, then copied once into a fresh tensor, which the consumer owns).
+Every call has a deadline, rank 0's own included: the coordinator answers with a timeout error
+naming who is missing, a client gives up a little later if the coordinator is gone, and rank 0
+fails at once if its coordinator thread died. Rank 0 hosts the coordinator, so it closes last:
+after a barrier, a ``reset()`` or its final ``src_wait_until_get_finished``.
 
 Example:
     >>> import torch
     >>> from dtorch.comm.namespace import CommNamespace
-    >>> store = NetworkTensorStore.open("net-doc", 1, 0, CommNamespace("doc"), "tcp://127.0.0.1:0")
+    >>> ns = CommNamespace.create()
+    >>> store = NetworkTensorStore.open("net-doc", 1, 0, ns, "tcp://127.0.0.1:0")
+    >>> store.endpoint.startswith("tcp://127.0.0.1:")
+    True
     >>> store.src_set("k", torch.arange(3), 1)
     >>> store.dest_get("k").tolist()
     [0, 1, 2]
@@ -27,8 +41,10 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,12 +62,20 @@ from dtorch.comm.store.base import (
     finish_open,
     timeout_error,
 )
+from dtorch.comm.store.network_auth import ClientAuth, Refused, derive_key
+from dtorch.comm.store.network_checks import MAX_STORE_BYTES, tensor_meta
 from dtorch.comm.store.network_coordinator import Coordinator, Op, Status
 from dtorch.errors import CommError, CommTimeoutError
-from dtorch.ir.dtypes import dtype_code, dtype_from_code
+from dtorch.ir.dtypes import dtype_code
+
+_LOG = logging.getLogger(__name__)
 
 #: How much longer than a request's own timeout the client waits for the coordinator's answer.
 _GRACE_S = 2.0
+#: How often a waiting client looks whether its in-process coordinator still runs.
+_HEALTH_SLICE_S = 0.2
+
+Health = Callable[[], str | None]
 
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
@@ -64,62 +88,143 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(array)
 
 
-def tensor_from_bytes(data: memoryview, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
-    """A new tensor of ``dtype`` and ``shape`` holding a copy of ``data``."""
+def tensor_from_bytes(data: memoryview, meta: Any) -> torch.Tensor:
+    """A new tensor holding a copy of ``data``, of the dtype and shape ``meta`` declares
+    (checked against the bytes before anything is allocated)."""
+    dtype, shape = tensor_meta(meta, len(data))
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if dtype is torch.bool and raw.size and int(raw.max()) > 1:
+        raise CommError("a bool tensor from the store holds bytes other than 0 and 1")
     out = torch.empty(shape, dtype=dtype)
     if out.numel():
-        out.reshape(-1).view(torch.uint8).numpy()[:] = np.frombuffer(data, dtype=np.uint8)
+        out.reshape(-1).view(torch.uint8).numpy()[:] = raw
     return out
 
 
 class _Client:
     """One DEALER socket to the coordinator; strict request/reply, one request at a time."""
 
-    def __init__(self, context: zmq.Context[Any], endpoint: str) -> None:
+    def __init__(
+        self, context: zmq.Context[Any], endpoint: str, key: bytes, max_bytes: int, health: Health
+    ) -> None:
         self.endpoint = endpoint
         self._socket = context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.MAXMSGSIZE, max_bytes)
         self._socket.connect(endpoint)
+        self._auth = ClientAuth(key)
+        self._health = health
         self._lock = threading.Lock()
-        self._next_id = 0
+        self._counter = 0
 
-    def request(
-        self, header: list[Any], wait_s: float, data: memoryview | None = None
-    ) -> tuple[list[Any], zmq.Frame | None]:
-        """Send one request and wait up to ``wait_s`` for its answer: (header, data frame)."""
+    def hello(self, wait_s: float) -> None:
+        """The handshake: a session with the coordinator, or CommTimeoutError."""
         with self._lock:
-            self._next_id += 1
-            request_id = self._next_id.to_bytes(8, "little")
-            frames: list[Any] = [request_id, ormsgpack.packb(header)]
-            if data is not None:
-                frames.append(data)
-            self._socket.send_multipart(frames, copy=False)
-            return self._receive(request_id, time.monotonic() + wait_s)
+            deadline = time.monotonic() + wait_s
+            frames, nonce = self._auth.hello()
+            self._send(frames, deadline)
+            while not self._auth.accept_hello(nonce, self._next(deadline)):
+                _LOG.warning("network store client at %s ignored a bad hello", self.endpoint)
 
-    def _receive(self, request_id: bytes, deadline: float) -> tuple[list[Any], zmq.Frame | None]:
+    def start(self, header: list[Any], wait_s: float, data: memoryview | None = None) -> int:
+        """Send one request; its counter, to ``finish`` it with."""
+        with self._lock:
+            self._counter += 1
+            frames = self._auth.seal(self._counter, ormsgpack.packb(header), data)
+            self._send(frames, time.monotonic() + wait_s)
+            return self._counter
+
+    def finish(self, counter: int, wait_s: float) -> tuple[bytes, zmq.Frame | None]:
+        """Wait up to ``wait_s`` for the answer to request ``counter``: (header, data)."""
+        with self._lock:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    answer = self._auth.open_reply(counter, self._next(deadline))
+                except Refused as refusal:
+                    _LOG.warning("network store client at %s: %s", self.endpoint, refusal)
+                    continue
+                if answer is not None:  # None: the answer to a request given up on
+                    return answer
+
+    def _send(self, frames: list[Any], deadline: float) -> None:
+        self._check_health()
+        self._socket.setsockopt(zmq.SNDTIMEO, max(1, int((deadline - time.monotonic()) * 1000)))
+        try:
+            self._socket.send_multipart(frames, copy=False)
+        except zmq.Again:
+            raise self._silent() from None
+
+    def _next(self, deadline: float) -> list[zmq.Frame]:
+        """The next message, looking at the coordinator's health while it waits."""
         while True:
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0 or not self._socket.poll(remaining_ms):
-                raise CommTimeoutError(
-                    f"the network store coordinator at {self.endpoint} did not answer (rank 0 "
-                    "never opened the store, closed it, or its process is gone)"
-                )
-            frames = self._socket.recv_multipart(copy=False)
-            if frames[0].bytes == request_id:  # older ids: answers to requests given up on
-                data = frames[2] if len(frames) > 2 else None
-                return ormsgpack.unpackb(frames[1].bytes), data
+            self._check_health()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._silent()
+            if self._socket.poll(int(min(remaining, _HEALTH_SLICE_S) * 1000) + 1):
+                return self._socket.recv_multipart(copy=False)
+
+    def _check_health(self) -> None:
+        problem = self._health()
+        if problem is not None:
+            raise CommError(f"the network store served at {self.endpoint} is gone: {problem}")
+
+    def _silent(self) -> CommTimeoutError:
+        return CommTimeoutError(
+            f"the network store coordinator at {self.endpoint} did not answer (rank 0 "
+            "never opened the store, closed it, or its process is gone)"
+        )
 
     def send(self, header: list[Any]) -> None:
-        """Fire and forget (LEAVE): nobody waits for an answer."""
+        """Fire and forget (LEAVE): nobody waits for an answer; dropped if it cannot go."""
         with self._lock:
-            self._socket.send_multipart([b"\0" * 8, ormsgpack.packb(header)])
+            self._counter += 1
+            frames = self._auth.seal(self._counter, ormsgpack.packb(header), None)
+            try:
+                self._socket.send_multipart(frames, flags=zmq.NOBLOCK)
+            except zmq.Again:
+                _LOG.debug("network store client at %s: LEAVE not sent", self.endpoint)
 
     def close(self) -> None:
         self._socket.close(0)
 
 
+def _parse_reply(raw: bytes) -> list[Any]:
+    """A reply header ``[status, ...]`` (authenticated, but still checked)."""
+    try:
+        reply = ormsgpack.unpackb(raw)
+    except ormsgpack.MsgpackDecodeError:
+        reply = None
+    if type(reply) is not list or not reply or reply[0] not in set(Status):
+        raise CommError(f"the network store coordinator sent a malformed reply {raw[:80]!r}")
+    return reply
+
+
+def _detail(reply: list[Any]) -> str:
+    """The text an ERROR or TIMEOUT reply carries."""
+    return str(reply[1]) if len(reply) > 1 else "no detail given"
+
+
+def _check_endpoint(endpoint: Any, rank: int) -> None:
+    """``tcp://HOST:PORT``; other ranks need rank 0's actual port (not 0)."""
+    if not isinstance(endpoint, str) or not endpoint.startswith("tcp://"):
+        raise CommError(f"a network store needs an endpoint 'tcp://HOST:PORT', got {endpoint!r}")
+    host, _, port = endpoint.removeprefix("tcp://").rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise CommError(f"a network store needs an endpoint 'tcp://HOST:PORT', got {endpoint!r}")
+    if rank != 0 and int(port) == 0:
+        raise CommError(
+            f"rank {rank} cannot connect to {endpoint}: port 0 is for rank 0, which binds a free "
+            "port and reports it as store.endpoint for the caller to pass on"
+        )
+
+
 class NetworkTensorStore(TensorStore):
-    """A TensorStore participant over TCP; see the module docstring."""
+    """A TensorStore participant over TCP; see the module docstring.
+
+    ``endpoint`` is where the coordinator serves: on rank 0 the endpoint actually bound.
+    """
 
     def __init__(
         self,
@@ -128,13 +233,17 @@ class NetworkTensorStore(TensorStore):
         rank: int,
         client: _Client,
         coordinator: Coordinator | None,
+        endpoint: str,
     ) -> None:
         self.store_key = store_key
         self.world_size = world_size
         self.rank = rank
+        self.endpoint = endpoint
         self._client: _Client | None = client
         self._coordinator = coordinator
         self._joined = False  # only a member may leave: a refused duplicate must not
+        self._defer_barrier = False  # rank 0 on port 0: the construction barrier completes later
+        self._pending: tuple[str, int, Deadline] | None = None
 
     @classmethod
     def open(
@@ -144,69 +253,103 @@ class NetworkTensorStore(TensorStore):
         rank: int,
         namespace: CommNamespace,
         endpoint: str,
+        *,
+        max_bytes: int = MAX_STORE_BYTES,
     ) -> NetworkTensorStore:
-        """Join the store served at ``endpoint`` (rank 0 serves it; port 0 only for world 1).
+        """Join the store served at ``endpoint`` by rank 0; ``namespace.secret`` authenticates
+        (every participant passes the program's namespace). Rank 0 may bind port 0 and tell the
+        others ``store.endpoint``; ``max_bytes`` (rank 0) caps the tensor bytes held.
 
         Example:
-            >>> NetworkTensorStore.open("solo", 1, 0, CommNamespace("d"), "tcp://127.0.0.1:0").close()
+            >>> ns = CommNamespace.create()
+            >>> NetworkTensorStore.open("solo", 1, 0, ns, "tcp://127.0.0.1:0").close()
         """
         check_participant(store_key, world_size, rank)
-        if not isinstance(endpoint, str) or not endpoint.startswith("tcp://"):
-            raise CommError(
-                f"a network store needs an endpoint 'tcp://HOST:PORT', got {endpoint!r}"
-            )
+        _check_endpoint(endpoint, rank)
+        key = derive_key(namespace.secret)
         context: zmq.Context[Any] = zmq.Context.instance()
         scoped = namespace.scoped_key(store_key)
-        coordinator = Coordinator(context, endpoint, scoped, world_size) if rank == 0 else None
+        coordinator = None
+        if rank == 0:
+            coordinator = Coordinator(context, endpoint, scoped, world_size, key, max_bytes)
+        health: Health = coordinator.failure_text if coordinator is not None else lambda: None
         address = coordinator.local_endpoint if coordinator is not None else endpoint
-        store = cls(store_key, world_size, rank, _Client(context, address), coordinator)
+        client = _Client(context, address, key, max_bytes, health)
+        served = coordinator.endpoint if coordinator is not None else endpoint
+        store = cls(store_key, world_size, rank, client, coordinator, served)
+        store._defer_barrier = rank == 0 and world_size > 1 and endpoint.endswith(":0")
         return finish_open(store, lambda: store._join(scoped))
 
     def _join(self, scoped_key: str) -> None:
-        self._call("open", [Op.JOIN, scoped_key, self.world_size, self.rank], Deadline())
+        deadline = Deadline()
+        assert self._client is not None  # just opened
+        self._client.hello(deadline.remaining() + _GRACE_S)
+        self._call("open", [Op.JOIN, self.rank, scoped_key, self.world_size], deadline)
         self._joined = True
 
     def _call(
         self, call: str, header: list[Any], deadline: Deadline, data: memoryview | None = None
     ) -> tuple[list[Any], zmq.Frame | None]:
-        """One request; CommError/CommTimeoutError from the coordinator's answer."""
-        client = self._client
-        if client is None:
-            raise CommError(f"{self!r} is closed")
-        reply, frame = client.request(header, deadline.remaining() + _GRACE_S, data)
+        """One request and its answer; CommError/CommTimeoutError from the coordinator's."""
+        self._settle()
+        counter = self._live_client().start(header, deadline.remaining() + _GRACE_S, data)
+        return self._answer(call, counter, deadline)
+
+    def _answer(
+        self, call: str, counter: int, deadline: Deadline
+    ) -> tuple[list[Any], zmq.Frame | None]:
+        raw, frame = self._live_client().finish(counter, deadline.remaining() + _GRACE_S)
+        reply = _parse_reply(raw)
         if reply[0] == Status.TIMEOUT:
-            raise timeout_error(self, call, deadline.seconds, reply[1])
+            raise timeout_error(self, call, deadline.seconds, _detail(reply))
         if reply[0] != Status.OK:
-            raise CommError(f"{call} on store {self.store_key!r}: {reply[1]}")
+            raise CommError(f"{call} on store {self.store_key!r}: {_detail(reply)}")
         return reply, frame
+
+    def _settle(self) -> None:
+        """Collect the answer of a deferred construction barrier before anything else."""
+        if self._pending is not None:
+            (call, counter, deadline), self._pending = self._pending, None
+            self._answer(call, counter, deadline)
+
+    def _live_client(self) -> _Client:
+        if self._client is None:
+            raise CommError(f"{self!r} is closed")
+        return self._client
 
     def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:
         check_set(key, tensor, get_count, self.world_size)
         meta = [dtype_code(tensor.dtype), list(tensor.shape)]
-        header = [Op.SET, key, self.rank, get_count, meta]
+        header = [Op.SET, self.rank, key, get_count, meta]
         self._call("src_set", header, Deadline(), tensor_bytes(tensor))
 
     def dest_get(self, key: str) -> torch.Tensor:
         check_key(key)
         deadline = Deadline()
-        reply, frame = self._call("dest_get", [Op.GET, key, self.rank, deadline.seconds], deadline)
-        code, shape = reply[1]
-        assert frame is not None  # a GET answer carries the bytes
-        return tensor_from_bytes(frame.buffer, dtype_from_code(code), tuple(shape))
+        reply, frame = self._call("dest_get", [Op.GET, self.rank, key, deadline.seconds], deadline)
+        if frame is None or len(reply) != 2:
+            raise CommError(f"dest_get({key!r}): the coordinator's answer carries no tensor")
+        return tensor_from_bytes(frame.buffer, reply[1])
 
     def dest_finish_get(self, key: str) -> None:
         check_key(key)
-        self._call("dest_finish_get", [Op.FINISH, key, self.rank], Deadline())
+        self._call("dest_finish_get", [Op.FINISH, self.rank, key], Deadline())
 
     def src_wait_until_get_finished(self, key: str) -> None:
         check_key(key)
         deadline = Deadline()
-        header = [Op.WAIT, key, self.rank, deadline.seconds]
+        header = [Op.WAIT, self.rank, key, deadline.seconds]
         self._call("src_wait_until_get_finished", header, deadline)
 
     def barrier(self) -> None:
         deadline = Deadline()
-        self._call("barrier", [Op.BARRIER, self.rank, deadline.seconds], deadline)
+        header = [Op.BARRIER, self.rank, deadline.seconds]
+        if self._defer_barrier:  # rank 0 on port 0: the caller must learn the port first
+            self._defer_barrier = False
+            counter = self._live_client().start(header, deadline.remaining() + _GRACE_S)
+            self._pending = ("barrier", counter, deadline)
+            return
+        self._call("barrier", header, deadline)
 
     def _clear_round(self) -> None:
         self._call("reset", [Op.CLEAR, self.rank], Deadline())

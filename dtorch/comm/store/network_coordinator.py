@@ -7,13 +7,29 @@ everyone arrived) is parked and answered when the state allows, or with a timeou
 who is missing once its own deadline passes. Nothing polls: the thread sleeps in
 ``zmq.Poller`` until a message comes or the nearest deadline.
 
-Frames: request ``[identity, request id, header]`` (+ ``[data]`` for SET); reply
-``[identity, request id, header]`` (+ ``[data]`` for GET). Headers are MessagePack lists, the
-first element the operation (request) or the status (reply).
+What it accepts (``network_auth`` authenticates, ``network_checks`` parses):
+
+* only authenticated messages of a session (a connection that completed the handshake); the
+  rest is dropped and logged: nobody without the program's secret gets an answer;
+* a ``JOIN`` binds its connection to the rank it joined as; every later request of that
+  connection must name that rank, so a member sets, gets, finishes and waits only as itself;
+* every header is checked field by field, a SET's declared dtype and shape against its bytes,
+  and the bytes held against ``max_bytes``; a refusal is an ERROR reply and a log line;
+* a member's ``LEAVE`` and its ``CLEAR`` (``reset()``) drop the slots it produced.
+
+Nothing a peer sends ends the thread: a request that fails in any way is answered with an
+error. Should the thread end anyway (a bug), ``failure`` says why and rank 0's calls fail
+with that instead of waiting.
+
+Frames: request ``[identity, counter, mac, header]`` (+ ``[data]`` for SET); reply
+``[identity, counter, mac, header]`` (+ ``[data]`` for GET). Headers are MessagePack lists,
+the first element the operation (request, then the rank) or the status (reply).
 
 Example:
     >>> import zmq
-    >>> coordinator = Coordinator(zmq.Context.instance(), "tcp://127.0.0.1:0", "ns/key", 1)
+    >>> from dtorch.comm.store.network_auth import derive_key
+    >>> key = derive_key(b"s" * 32)
+    >>> coordinator = Coordinator(zmq.Context.instance(), "tcp://127.0.0.1:0", "ns/key", 1, key)
     >>> coordinator.endpoint.startswith("tcp://127.0.0.1:")
     True
     >>> coordinator.stop()
@@ -22,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import logging
 import secrets
 import threading
 import time
@@ -33,11 +50,25 @@ import ormsgpack
 import zmq
 
 from dtorch.comm.store.base import all_finished, count_finish, finish_detail, missing_ranks
+from dtorch.comm.store.network_auth import Hello, Refused, Request, SessionTable, data_tag
+from dtorch.comm.store.network_checks import (
+    MAX_STORE_BYTES,
+    Predicate,
+    is_int,
+    is_key,
+    is_meta,
+    is_seconds,
+    parse_header,
+    tensor_meta,
+)
 from dtorch.errors import CommError
+
+_LOG = logging.getLogger(__name__)
+_NO_DATA = data_tag(None)
 
 
 class Op(enum.IntEnum):
-    """Request operations (the first element of a request header)."""
+    """Request operations (the first element of a request header; the rank comes second)."""
 
     JOIN = 0
     SET = 1
@@ -57,13 +88,38 @@ class Status(enum.IntEnum):
     TIMEOUT = 2
 
 
+#: The fields of each operation after the op code: the rank first, then the arguments.
+SCHEMA: dict[int, tuple[Predicate, ...]] = {
+    Op.JOIN: (is_int, is_key, is_int),  # rank, scoped store key, world size
+    Op.SET: (is_int, is_key, is_int, is_meta),  # rank, key, get_count, [dtype code, shape]
+    Op.GET: (is_int, is_key, is_seconds),  # rank, key, timeout
+    Op.FINISH: (is_int, is_key),
+    Op.WAIT: (is_int, is_key, is_seconds),
+    Op.BARRIER: (is_int, is_seconds),
+    Op.CLEAR: (is_int,),
+    Op.LEAVE: (is_int,),
+}
+
+
 @dataclass(slots=True)
 class _Slot:
     producer: int
     meta: list[Any]  # dtype code, shape
     data: zmq.Frame
+    tag: bytes  # the data's digest, checked once at SET, reused by every GET reply
     target: int
     finished_by: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One authenticated request being served: who asked, its counter, its data."""
+
+    ident: bytes
+    counter: int
+    rank: int
+    data: zmq.Frame | None
+    tag: bytes
 
 
 @dataclass(slots=True)
@@ -72,23 +128,36 @@ class _Parked:
 
     op: Op
     ident: bytes
-    request_id: bytes
+    counter: int
     key: str
     rank: int
     deadline: float
 
 
-Reply = tuple[list[Any], zmq.Frame | None]
-
-
 class Coordinator:
-    """The shared state of one network store, served from a thread; see the module docstring."""
+    """The shared state of one network store, served from a thread; see the module docstring.
 
-    def __init__(self, context: zmq.Context[Any], endpoint: str, scoped_key: str, world: int):
+    ``key`` is the store key (``network_auth.derive_key``); ``max_bytes`` caps the tensor
+    bytes held at a time and the size of any frame received.
+    """
+
+    def __init__(
+        self,
+        context: zmq.Context[Any],
+        endpoint: str,
+        scoped_key: str,
+        world: int,
+        key: bytes,
+        max_bytes: int = MAX_STORE_BYTES,
+    ):
         self.scoped_key = scoped_key
         self.world_size = world
+        self.max_bytes = max_bytes
+        self.failure: BaseException | None = None
+        self._stopped = False
         self._router = context.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
+        self._router.setsockopt(zmq.MAXMSGSIZE, max_bytes)  # larger frames: peer disconnected
         self.endpoint = _bind(self._router, endpoint)
         # rank 0's own client talks to it in-process: its tensors are handed over, not copied
         self.local_endpoint = f"inproc://dtorch-store-{secrets.token_hex(8)}"
@@ -98,12 +167,13 @@ class Coordinator:
         self._stop_rx.bind(stop_address)
         self._stop_tx = context.socket(zmq.PAIR)
         self._stop_tx.connect(stop_address)
+        self._sessions = SessionTable(key)
         self._members: set[int] = set()
-        self._generation = 0
         self._arrived: dict[int, _Parked] = {}
         self._slots: dict[str, _Slot] = {}
+        self._held = 0  # bytes of the slots' data
         self._parked: list[_Parked] = []
-        self._handlers: dict[Op, Callable[[bytes, bytes, list[Any], zmq.Frame | None], None]] = {
+        self._handlers: dict[Op, Callable[[_Call, list[Any]], None]] = {
             Op.JOIN: self._join,
             Op.SET: self._set,
             Op.GET: self._get,
@@ -118,10 +188,19 @@ class Coordinator:
 
     def stop(self) -> None:
         """Stop serving and close the socket (rank 0's close)."""
+        self._stopped = True
         if self._thread.is_alive():
             self._stop_tx.send(b"stop")
             self._thread.join(10)
         self._stop_tx.close(0)
+
+    def failure_text(self) -> str | None:
+        """Why the thread stopped serving before ``stop()`` (None while it serves)."""
+        if self.failure is not None:
+            return f"its coordinator thread failed: {self.failure!r}"
+        if not self._stopped and not self._thread.is_alive():
+            return "its coordinator thread is gone"
+        return None
 
     def _run(self) -> None:
         poller = zmq.Poller()
@@ -135,6 +214,9 @@ class Coordinator:
                 if self._router in events:
                     self._dispatch(self._router.recv_multipart(copy=False))
                 self._expire()
+        except BaseException as error:  # a bug: rank 0's calls report it instead of hanging
+            self.failure = error
+            _LOG.exception("the coordinator of network store %r stopped", self.scoped_key)
         finally:
             self._router.close(0)
             self._stop_rx.close(0)
@@ -148,112 +230,158 @@ class Coordinator:
         return max(0, int((min(deadlines) - time.monotonic()) * 1000) + 1)
 
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
-        if len(frames) < 3:
-            return  # not a request of ours: nothing to answer
-        ident, request_id, header = frames[0].bytes, frames[1].bytes, frames[2].bytes
-        data = frames[3] if len(frames) > 3 else None
+        ident = frames[0].bytes
         try:
-            fields = ormsgpack.unpackb(header)
-            handler = self._handlers[Op(fields[0])]
-        except (ValueError, KeyError, IndexError, TypeError, ormsgpack.MsgpackDecodeError):
-            self._reply(ident, request_id, [Status.ERROR, "malformed store request"])
+            message = self._sessions.receive(ident, frames[1:])
+        except Refused as refusal:  # unauthenticated: no answer at all
+            _LOG.warning("network store %r dropped a message: %s", self.scoped_key, refusal)
             return
-        handler(ident, request_id, fields[1:], data)
+        if isinstance(message, Hello):
+            self._router.send_multipart(message.reply)
+            return
+        self._answer_errors(ident, message)
 
-    def _reply(self, ident: bytes, request_id: bytes, header: list[Any], data: Any = None) -> None:
-        frames: list[Any] = [ident, request_id, ormsgpack.packb([int(header[0]), *header[1:]])]
-        if data is not None:
-            frames.append(data)
-        self._router.send_multipart(frames, copy=False)
+    def _answer_errors(self, ident: bytes, request: Request) -> None:
+        """Serve ``request``; whatever goes wrong becomes an ERROR reply."""
+        try:
+            self._serve(ident, request)
+        except Refused as refusal:
+            _LOG.warning("network store %r refused a request: %s", self.scoped_key, refusal)
+            self._reply(ident, request.counter, [Status.ERROR, f"refused: {refusal}"])
+        except CommError as error:  # misuse by a member (a key set twice, ...)
+            self._reply(ident, request.counter, [Status.ERROR, str(error)])
+        except Exception as error:  # a bug in a handler: the others are still served
+            _LOG.exception("network store %r failed on a request", self.scoped_key)
+            self._reply(ident, request.counter, [Status.ERROR, f"internal error: {error!r}"])
 
-    def _join(self, ident: bytes, rid: bytes, args: list[Any], data: Any) -> None:
-        scoped_key, world_size, rank = args
+    def _serve(self, ident: bytes, request: Request) -> None:
+        try:
+            code, fields = parse_header(request.header, SCHEMA)
+        except CommError as error:
+            raise Refused(str(error)) from None
+        op, rank = Op(code), fields[0]
+        self._check_rank(ident, op, rank)
+        call = _Call(ident, request.counter, rank, request.data, request.tag)
+        self._handlers[op](call, fields[1:])
+
+    def _check_rank(self, ident: bytes, op: Op, rank: int) -> None:
+        """The connection may act as ``rank``: joined as it (or, for JOIN, not yet joined)."""
+        if not 0 <= rank < self.world_size:
+            raise Refused(f"{op.name} for rank {rank}, outside [0, {self.world_size})")
+        bound = self._sessions.rank_of(ident)
+        if op is Op.JOIN and bound is not None:
+            raise Refused(f"JOIN as rank {rank} on a connection that joined as rank {bound}")
+        if op is not Op.JOIN and bound != rank:
+            raise Refused(f"{op.name} as rank {rank} from a connection of rank {bound}")
+
+    def _reply(
+        self, ident: bytes, counter: int, header: list[Any], slot: _Slot | None = None
+    ) -> None:
+        """Answer request ``counter`` of ``ident`` (with ``slot``'s bytes: a GET)."""
+        raw = ormsgpack.packb([int(header[0]), *header[1:]])
+        data, tag = (None, _NO_DATA) if slot is None else (slot.data, slot.tag)
+        frames = self._sessions.seal(ident, counter, raw, data, tag)
+        if frames is not None:  # None: the session left meanwhile
+            self._router.send_multipart(frames, copy=False)
+
+    def _join(self, call: _Call, args: list[Any]) -> None:
+        scoped_key, world_size = args
         if scoped_key != self.scoped_key or world_size != self.world_size:
-            message = (
+            raise CommError(
                 f"the coordinator serves store {self.scoped_key!r} with world_size="
-                f"{self.world_size}; rank {rank} asked for {scoped_key!r} with world_size="
-                f"{world_size}"
+                f"{self.world_size}; rank {call.rank} asked for {scoped_key!r:.200} with "
+                f"world_size={world_size}"
             )
-            self._reply(ident, rid, [Status.ERROR, message])
-        elif rank in self._members:
-            self._reply(ident, rid, [Status.ERROR, f"rank {rank} is already open"])
-        else:
-            self._members.add(rank)
-            self._reply(ident, rid, [Status.OK])
+        if call.rank in self._members:
+            raise CommError(f"rank {call.rank} is already open")
+        self._members.add(call.rank)
+        self._sessions.bind(call.ident, call.rank)
+        self._reply(call.ident, call.counter, [Status.OK])
 
-    def _set(self, ident: bytes, rid: bytes, args: list[Any], data: zmq.Frame | None) -> None:
-        key, rank, target, meta = args
+    def _set(self, call: _Call, args: list[Any]) -> None:
+        key, target, meta = args
+        if call.data is None:
+            raise Refused(f"SET of {key!r:.200} without data")
+        if not 1 <= target <= self.world_size:
+            raise Refused(f"SET of {key!r:.200} for {target} consumers of {self.world_size}")
+        try:
+            tensor_meta(meta, len(call.data))
+        except CommError as error:
+            raise Refused(f"SET of {key!r:.200}: {error}") from None
         if key in self._slots:
-            message = (
+            raise CommError(
                 f"src_set({key!r}): the key is already set in this round; call reset() "
                 "between rounds"
             )
-            self._reply(ident, rid, [Status.ERROR, message])
-            return
-        assert data is not None  # SET always carries the bytes
-        self._slots[key] = _Slot(rank, meta, data, target)
-        self._reply(ident, rid, [Status.OK])
+        self._hold(key, len(call.data))
+        self._slots[key] = _Slot(call.rank, meta, call.data, call.tag, target)
+        self._reply(call.ident, call.counter, [Status.OK])
         self._serve_parked(key)
 
-    def _get(self, ident: bytes, rid: bytes, args: list[Any], data: Any) -> None:
-        key, rank, timeout_s = args
+    def _hold(self, key: str, nbytes: int) -> None:
+        """Count ``nbytes`` more held, or Refused when that passes ``max_bytes``."""
+        if self._held + nbytes > self.max_bytes:
+            raise Refused(
+                f"src_set({key!r:.200}) of {nbytes} bytes: the store holds {self._held} bytes "
+                f"and may hold at most {self.max_bytes} (MAX_STORE_BYTES); finish and reset() "
+                "the keys of this round first"
+            )
+        self._held += nbytes
+
+    def _get(self, call: _Call, args: list[Any]) -> None:
+        key, timeout_s = args
         slot = self._slots.get(key)
         if slot is not None:
-            self._reply(ident, rid, [Status.OK, slot.meta], slot.data)
+            self._reply(call.ident, call.counter, [Status.OK, slot.meta], slot)
         else:
-            self._park(Op.GET, ident, rid, key, rank, timeout_s)
+            self._park(Op.GET, call, key, timeout_s)
 
-    def _finish(self, ident: bytes, rid: bytes, args: list[Any], data: Any) -> None:
-        key, rank = args
-        try:
-            count_finish(key, self._slots.get(key), rank)
-        except CommError as error:
-            self._reply(ident, rid, [Status.ERROR, str(error)])
-            return
-        self._reply(ident, rid, [Status.OK])
+    def _finish(self, call: _Call, args: list[Any]) -> None:
+        (key,) = args
+        count_finish(key, self._slots.get(key), call.rank)
+        self._reply(call.ident, call.counter, [Status.OK])
         self._serve_parked(key)
 
-    def _wait(self, ident: bytes, rid: bytes, args: list[Any], data: Any) -> None:
-        key, rank, timeout_s = args
+    def _wait(self, call: _Call, args: list[Any]) -> None:
+        key, timeout_s = args
         slot = self._slots.get(key)
         if slot is None:
-            message = f"src_wait_until_get_finished({key!r}): the key was never set"
-            self._reply(ident, rid, [Status.ERROR, message])
-        elif all_finished(slot):
-            self._reply(ident, rid, [Status.OK])
+            raise CommError(f"src_wait_until_get_finished({key!r}): the key was never set")
+        if all_finished(slot):
+            self._reply(call.ident, call.counter, [Status.OK])
         else:
-            self._park(Op.WAIT, ident, rid, key, rank, timeout_s)
+            self._park(Op.WAIT, call, key, timeout_s)
 
-    def _barrier(self, ident: bytes, rid: bytes, args: list[Any], data: Any) -> None:
-        rank, timeout_s = args
-        if rank in self._arrived:
-            message = f"barrier(): rank {rank} entered the barrier twice"
-            self._reply(ident, rid, [Status.ERROR, message])
-            return
+    def _barrier(self, call: _Call, args: list[Any]) -> None:
+        (timeout_s,) = args
+        if call.rank in self._arrived:
+            raise CommError(f"barrier(): rank {call.rank} entered the barrier twice")
         deadline = time.monotonic() + timeout_s
-        self._arrived[rank] = _Parked(Op.BARRIER, ident, rid, "", rank, deadline)
+        parked = _Parked(Op.BARRIER, call.ident, call.counter, "", call.rank, deadline)
+        self._arrived[call.rank] = parked
         if len(self._arrived) == self.world_size:
             arrived, self._arrived = self._arrived, {}
-            self._generation += 1
             for parked in arrived.values():
-                self._reply(parked.ident, parked.request_id, [Status.OK])
+                self._reply(parked.ident, parked.counter, [Status.OK])
 
-    def _clear(self, ident: bytes, rid: bytes, args: list[Any], data: Any) -> None:
-        (rank,) = args
+    def _clear(self, call: _Call, args: list[Any]) -> None:
+        self._drop_slots_of(call.rank)
+        self._reply(call.ident, call.counter, [Status.OK])
+
+    def _drop_slots_of(self, rank: int) -> None:
         for key in [k for k, slot in self._slots.items() if slot.producer == rank]:
-            del self._slots[key]
-        self._reply(ident, rid, [Status.OK])
+            self._held -= len(self._slots.pop(key).data)
 
-    def _leave(self, ident: bytes, rid: bytes, args: list[Any], data: Any) -> None:
-        (rank,) = args
-        self._members.discard(rank)
-        self._arrived.pop(rank, None)
-        self._parked = [p for p in self._parked if p.rank != rank]
+    def _leave(self, call: _Call, args: list[Any]) -> None:
+        self._members.discard(call.rank)
+        self._arrived.pop(call.rank, None)
+        self._parked = [p for p in self._parked if p.rank != call.rank]
+        self._drop_slots_of(call.rank)
+        self._sessions.forget(call.ident)
 
-    def _park(
-        self, op: Op, ident: bytes, rid: bytes, key: str, rank: int, timeout_s: float
-    ) -> None:
-        self._parked.append(_Parked(op, ident, rid, key, rank, time.monotonic() + timeout_s))
+    def _park(self, op: Op, call: _Call, key: str, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        self._parked.append(_Parked(op, call.ident, call.counter, key, call.rank, deadline))
 
     def _serve_parked(self, key: str) -> None:
         """Answer the parked requests on ``key`` that the state now satisfies."""
@@ -265,9 +393,9 @@ class Coordinator:
             if parked.key != key:
                 still.append(parked)
             elif parked.op is Op.GET:
-                self._reply(parked.ident, parked.request_id, [Status.OK, slot.meta], slot.data)
+                self._reply(parked.ident, parked.counter, [Status.OK, slot.meta], slot)
             elif all_finished(slot):
-                self._reply(parked.ident, parked.request_id, [Status.OK])
+                self._reply(parked.ident, parked.counter, [Status.OK])
             else:
                 still.append(parked)
         self._parked = still
@@ -276,13 +404,14 @@ class Coordinator:
         now = time.monotonic()
         for parked in [p for p in self._parked if p.deadline <= now]:
             self._parked.remove(parked)
-            self._reply(parked.ident, parked.request_id, [Status.TIMEOUT, self._detail(parked)])
-        late = [p for p in self._arrived.values() if p.deadline <= now]
-        for parked in late:
+            self._reply(parked.ident, parked.counter, [Status.TIMEOUT, self._detail(parked)])
+        late = [rank for rank, p in self._arrived.items() if p.deadline <= now]
+        for rank in late:
+            parked = self._arrived[rank]
             detail = f"ranks {missing_ranks(self.world_size, self._arrived)} never arrived"
-            self._reply(parked.ident, parked.request_id, [Status.TIMEOUT, detail])
-        for parked in late:
-            del self._arrived[parked.rank]
+            self._reply(parked.ident, parked.counter, [Status.TIMEOUT, detail])
+        for rank in late:
+            del self._arrived[rank]
 
     def _detail(self, parked: _Parked) -> str:
         slot = self._slots.get(parked.key)

@@ -6,6 +6,7 @@ tensor, rebuilt from a seed in whichever process checks it.
 
 from __future__ import annotations
 
+import secrets
 import socket
 import time
 
@@ -27,15 +28,17 @@ def free_port() -> int:
 
 
 def with_endpoint(kind: str) -> str:
-    """``kind`` as the scenarios take it: ``network`` gets a fresh port, ``network@PORT``."""
-    return f"network@{free_port()}" if kind == "network" else kind
+    """``kind`` as the scenarios take it: ``network`` gets a fresh port and a fresh program
+    secret, ``network@PORT@SECRET_HEX`` (plain data, so spawned ranks get both)."""
+    return f"network@{free_port()}@{secrets.token_hex(32)}" if kind == "network" else kind
 
 
 def open_for(kind: str, ns_id: str, key: str, world: int, rank: int) -> TensorStore:
-    """Open ``kind`` (``memory``, ``file`` or ``network@PORT``) in namespace ``ns_id``."""
-    name, _, port = kind.partition("@")
+    """Open ``kind`` (``memory``, ``file`` or ``network@PORT@SECRET_HEX``) in namespace
+    ``ns_id``."""
+    name, port, secret = [*kind.split("@"), "", ""][:3]
     endpoint = f"tcp://127.0.0.1:{port}" if port else None
-    namespace = CommNamespace(ns_id)
+    namespace = CommNamespace(ns_id, bytes.fromhex(secret))
     return open_store(StoreKind(name), key, world, rank, namespace=namespace, endpoint=endpoint)
 
 

@@ -1,0 +1,110 @@
+"""What a network store checks in every header it receives, and the limits it holds to.
+
+A header is a MessagePack list ``[op, field, ...]``; ``parse_header`` unpacks it and checks
+each field against the schema of its operation (a tuple of predicates) before any handler
+sees it, so a wrong type, a wrong arity, an out-of-range int or a non-str key is one CommError,
+never an exception of another kind. ``tensor_meta`` checks a tensor's declared dtype and shape
+against the bytes that came with it, on the coordinator before it stores them and on the
+client before it allocates anything (a coordinator's reply is input too).
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.dtypes import dtype_code
+    >>> tensor_meta([dtype_code(torch.float32), [2, 3]], 24)
+    (torch.float32, (2, 3))
+    >>> tensor_meta([dtype_code(torch.float32), [2**28]], 1)
+    Traceback (most recent call last):
+    ...
+    dtorch.errors.CommError: a tensor declared float32[268435456] needs 1073741824 bytes; 1 came
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import ormsgpack
+import torch
+
+from dtorch.errors import CommError, UnknownDtypeError
+from dtorch.ir.dtypes import PLAIN_DTYPES, dtype_from_code
+from dtorch.options import MAX_WAIT_SECOND
+
+#: The most bytes of tensors one network store holds at a time (all keys of a round), and the
+#: largest frame its sockets receive: a SET beyond it is refused with a CommError.
+MAX_STORE_BYTES = 8 << 30
+#: The most dimensions a tensor that crosses a network store may declare.
+MAX_DIMS = 64
+#: The longest store key (characters) and store name a header may carry.
+MAX_KEY_CHARS = 4096
+
+_INT64 = 1 << 63
+
+Predicate = Callable[[Any], bool]
+
+
+def is_int(value: Any) -> bool:
+    """A MessagePack integer of int64 range (bool is no int here)."""
+    return type(value) is int and -_INT64 <= value < _INT64
+
+
+def is_key(value: Any) -> bool:
+    """A non-empty str of at most MAX_KEY_CHARS characters."""
+    return type(value) is str and 0 < len(value) <= MAX_KEY_CHARS
+
+
+def is_seconds(value: Any) -> bool:
+    """A finite, non-negative number of seconds up to MAX_WAIT_SECOND."""
+    return type(value) in (int, float) and math.isfinite(value) and 0 <= value <= MAX_WAIT_SECOND
+
+
+def is_meta(value: Any) -> bool:
+    """``[dtype code, [dim, ...]]`` with ints (the values are checked by ``tensor_meta``)."""
+    if type(value) is not list or len(value) != 2 or not is_int(value[0]):
+        return False
+    shape = value[1]
+    return type(shape) is list and len(shape) <= MAX_DIMS and all(map(is_int, shape))
+
+
+def parse_header(raw: bytes, schema: Mapping[int, tuple[Predicate, ...]]) -> tuple[int, list]:
+    """``(op, fields)`` of a header whose fields pass ``schema[op]``; CommError otherwise.
+
+    Example:
+        >>> parse_header(ormsgpack.packb([7, "k"]), {7: (is_key,)})
+        (7, ['k'])
+    """
+    try:
+        header = ormsgpack.unpackb(raw)
+    except ormsgpack.MsgpackDecodeError:
+        raise CommError("a header that is not MessagePack") from None
+    if type(header) is not list or not header or not is_int(header[0]):
+        raise CommError("a header that is no list starting with an operation code")
+    checks = schema.get(header[0])
+    if checks is None:
+        raise CommError(f"unknown operation {header[0]}")
+    fields = header[1:]
+    if len(fields) != len(checks) or not all(ok(f) for ok, f in zip(checks, fields, strict=True)):
+        raise CommError(f"malformed fields for operation {header[0]}")
+    return header[0], fields
+
+
+def tensor_meta(meta: Any, nbytes: int) -> tuple[torch.dtype, tuple[int, ...]]:
+    """The dtype and shape ``meta`` declares, checked against ``nbytes`` bytes of data."""
+    if not is_meta(meta):
+        raise CommError(f"a tensor description {meta!r:.200} is not [dtype code, [dims]]")
+    try:
+        dtype = dtype_from_code(meta[0])
+    except UnknownDtypeError:
+        raise CommError(f"a tensor of unknown dtype code {meta[0]}") from None
+    if dtype not in PLAIN_DTYPES:
+        raise CommError(f"a tensor of dtype {dtype}: quantized dtypes do not cross a store")
+    shape = tuple(meta[1])
+    if any(d < 0 for d in shape):
+        raise CommError(f"a tensor shape {list(shape)} with a negative dimension")
+    needed = math.prod(shape) * dtype.itemsize
+    if needed != nbytes:
+        name = str(dtype).removeprefix("torch.")
+        declared = f"{name}{list(shape)}"
+        raise CommError(f"a tensor declared {declared} needs {needed} bytes; {nbytes} came")
+    return dtype, shape
