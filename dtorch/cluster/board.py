@@ -56,6 +56,9 @@ class StoreFailureBoard:
         name = self._name(failure.operator_id)
         body = serialize(failure)
         self._store.set(name, self._mac(name, body) + body)
+        # a c10d SET is not answered: one request answered after it on this connection makes
+        # sure the store holds the entry before this party sends anything
+        self._store.check([name])
         with self._lock:
             self._posted.setdefault(party, []).append(name)
 
@@ -66,7 +69,9 @@ class StoreFailureBoard:
         data = bytes(self._store.get(name))
         mac, body = data[:_MAC], data[_MAC:]
         if not hmac.compare_digest(mac, self._mac(name, body)):
-            _LOG.warning("ignored a failure-board entry %r that is not signed by this program", name)
+            _LOG.warning(
+                "ignored a failure-board entry %r that is not signed by this program", name
+            )
             return None
         try:
             failure = deserialize(body)

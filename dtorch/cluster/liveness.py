@@ -15,7 +15,8 @@ Example:
     >>> from dtorch.transport import Publisher, Puller
     >>> from dtorch.transport.security import CurveKeys
     >>> keys = CurveKeys.from_secret(os.urandom(32))
-    >>> out, into = Publisher("tcp://127.0.0.1:0", keys=keys), Puller("tcp://127.0.0.1:0", keys=keys)
+    >>> out = Publisher("tcp://127.0.0.1:0", keys=keys)
+    >>> into = Puller("tcp://127.0.0.1:0", keys=keys)
     >>> lost = []
     >>> monitor = BeatMonitor(out, into, workers=1, on_lost=lambda w, s: lost.append(w))
     >>> beacon = Beacon(out.address, into.address, 0, keys, on_gone=lambda: None)

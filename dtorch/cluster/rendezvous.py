@@ -69,7 +69,9 @@ def serve_store(host: str, port: int, *, timeout_s: float) -> Any:
         listener.listen(128)
     except OSError as error:
         listener.close()
-        raise RendezvousError(f"cannot serve the rendezvous store at {host}:{port}: {error}")
+        raise RendezvousError(
+            f"cannot serve the rendezvous store at {host}:{port}: {error}"
+        ) from None
     bound = listener.getsockname()[1]
     try:
         store = dist.TCPStore(
@@ -81,7 +83,9 @@ def serve_store(host: str, port: int, *, timeout_s: float) -> Any:
             master_listen_fd=listener.detach(),
         )
     except (RuntimeError, ValueError) as error:
-        raise RendezvousError(f"cannot serve the rendezvous store at {host}:{bound}: {error}")
+        raise RendezvousError(
+            f"cannot serve the rendezvous store at {host}:{bound}: {error}"
+        ) from None
     return store
 
 

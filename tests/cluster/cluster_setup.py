@@ -31,15 +31,32 @@ class Cluster:
         self.address = MainNode.address()
         world = len(hosts) * per_host
         self.hosts = [h for h in hosts for _ in range(per_host)]
-        self.processes = [self._start(rank, host, world, extra) for rank, host in enumerate(self.hosts)]
+        self.processes = [
+            self._start(rank, host, world, extra) for rank, host in enumerate(self.hosts)
+        ]
 
-    def _start(self, rank: int, host: str, world: int, extra: Sequence[str]) -> subprocess.Popen[bytes]:
+    def _start(
+        self, rank: int, host: str, world: int, extra: Sequence[str]
+    ) -> subprocess.Popen[bytes]:
         environ = dict(os.environ, DTORCH_CLUSTER_TOKEN=TOKEN)
         environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
         command = [
-            sys.executable, "-m", "dtorch.worker", "--main", self.address, "--host", host,
-            "--rank", str(rank), "--world-size", str(world), "--threads", "1",
-            "--device-type", "cpu", *extra,
+            sys.executable,
+            "-m",
+            "dtorch.worker",
+            "--main",
+            self.address,
+            "--host",
+            host,
+            "--rank",
+            str(rank),
+            "--world-size",
+            str(world),
+            "--threads",
+            "1",
+            "--device-type",
+            "cpu",
+            *extra,
         ]
         return subprocess.Popen(command, env=environ, stdin=subprocess.DEVNULL)
 

@@ -1,0 +1,7 @@
+"""tests/api/test_redistribute.py on the cluster (2 simulated hosts): see conftest.py."""
+
+import pytest
+
+from tests.api.test_redistribute import *  # noqa: F403
+
+pytestmark = pytest.mark.timeout(120)
