@@ -16,19 +16,34 @@ from collections.abc import Sequence
 
 import dtorch
 from dtorch.cluster import ClusterPool, MainNode
+from dtorch.cluster.main_node import ClusterNode, cluster_token
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
 TOKEN = "5a" * 32
 
 
 class Cluster:
-    """A MainNode and its workers: ``per_host`` workers on each of ``hosts``."""
+    """A controller and its workers: ``per_host`` workers on each of ``hosts``. Through
+    ``MainNode`` (the public API; one per process), or with ``main_node=False`` through a
+    ``ClusterNode`` of its own (tests that need a second cluster, e.g. to break it)."""
 
     def __init__(
-        self, hosts: Sequence[str] = HOSTS, per_host: int = 2, *, extra: Sequence[str] = ()
+        self,
+        hosts: Sequence[str] = HOSTS,
+        per_host: int = 2,
+        *,
+        extra: Sequence[str] = (),
+        main_node: bool = True,
+        token: str = TOKEN,
     ) -> None:
-        MainNode.set_address("127.0.0.1:0", token=TOKEN)
-        self.address = MainNode.address()
+        self.node: ClusterNode | None = None
+        if main_node:
+            MainNode.set_address("127.0.0.1:0", token=TOKEN)
+            self.address = MainNode.address()
+        else:
+            self.node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
+            self.address = self.node.address
+        self.token = token
         world = len(hosts) * per_host
         self.hosts = [h for h in hosts for _ in range(per_host)]
         self.processes = [
@@ -38,7 +53,7 @@ class Cluster:
     def _start(
         self, rank: int, host: str, world: int, extra: Sequence[str]
     ) -> subprocess.Popen[bytes]:
-        environ = dict(os.environ, DTORCH_CLUSTER_TOKEN=TOKEN)
+        environ = dict(os.environ, DTORCH_CLUSTER_TOKEN=self.token)
         environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
         command = [
             sys.executable,
@@ -61,16 +76,26 @@ class Cluster:
         return subprocess.Popen(command, env=environ, stdin=subprocess.DEVNULL)
 
     def wait_ready(self, timeout: float = 120.0) -> ClusterPool:
+        if self.node is not None:
+            return self.node.wait_ready(timeout)
         MainNode.wait_cluster_ready(timeout)
         return MainNode.worker_pool()
 
+    def pool(self) -> ClusterPool:
+        pool = MainNode.worker_pool() if self.node is None else self.node.pool
+        assert pool is not None, "the cluster is not ready"
+        return pool
+
     def graph(self) -> dtorch.Graph:
-        option = dtorch.GraphOption(per_device_per_process=True, worker_pool=MainNode.worker_pool())
+        option = dtorch.GraphOption(per_device_per_process=True, worker_pool=self.pool())
         return dtorch.Graph(option)
 
     def close(self, grace: float = 10.0) -> list[int | None]:
         """Stop the cluster; the workers' exit codes."""
-        MainNode.close()
+        if self.node is None:
+            MainNode.close()
+        else:
+            self.node.close()
         deadline = time.monotonic() + grace
         for process in self.processes:
             try:

@@ -156,7 +156,12 @@ class ProcessRunner:
 
     # --- up (through ``reports``: the executor's report thread is the only caller) ------------
     def get(self, timeout_s: float) -> Report | EndOfReports | None:
-        envelope = self._puller.poll(timeout_s)
+        try:
+            envelope = self._puller.poll(timeout_s)
+        except TransportError:
+            if self._closed:  # the pool closed its puller before END was read: the end
+                return END_OF_REPORTS
+            raise
         if envelope is None:
             return None
         kind = envelope.kind

@@ -1,0 +1,139 @@
+"""A cluster that loses a host, a controller that dies, and intruders: pending futures fail in
+time naming the host, orphaned workers exit, forged records and wrong tokens are refused, and
+the rendezvous store listens on the named interface only."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import dtorch
+from dtorch.cluster.main_node import ClusterNode, cluster_token
+from dtorch.cluster.rendezvous import worker_key
+from dtorch.errors import RendezvousError, WorkerDiedError
+from tests.cluster.cluster_setup import TOKEN, Cluster
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses of the TCP sockets that listen on ``port`` (from /proc/net/tcp)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as file:
+            for line in file.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.split(":")
+                if state == "0A" and int(hex_port, 16) == port:
+                    found.add(address)
+    return found
+
+
+def test_losing_a_host_fails_pending_futures_in_time_naming_it():
+    cluster = Cluster(per_host=1, main_node=False)
+    try:
+        cluster.wait_ready()
+        graph = cluster.graph()
+        mesh = dtorch.init_device_mesh("cpu", (2,))
+        x = dtorch.from_torch(
+            torch.ones(4, 4), device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph
+        )
+        assert torch.equal((x + 1).to_torch(), torch.full((4, 4), 2.0))
+        for process in cluster.processes[1:]:  # every worker of host 127.0.0.3
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+        start = time.monotonic()
+        on_lost_host = dtorch.DeviceMesh("cpu", [1])  # device 1: worker 1, on 127.0.0.3
+        y = dtorch.from_torch(torch.ones(3), device_mesh=on_lost_host, graph=graph) + 1
+        with pytest.raises(
+            WorkerDiedError, match=r"worker 1 \(devices 1, 3, .* on host 127\.0\.0\.3"
+        ):
+            y.to_torch()
+        assert time.monotonic() - start < 10.0
+        with pytest.raises(dtorch.DTorchError):
+            graph.sync()
+        graph.close()
+    finally:
+        codes = cluster.close()
+    assert codes[1] == -signal.SIGKILL and codes[0] == 0, codes
+
+
+def test_workers_exit_when_their_controller_is_killed():
+    environ = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if os.path.isabs(p)))
+    controller = subprocess.Popen(
+        [sys.executable, "-m", "tests.cluster.controller_job"],
+        stdout=subprocess.PIPE,
+        env=environ,
+    )
+    try:
+        assert controller.stdout is not None
+        pids = [int(p) for p in controller.stdout.readline().split()]
+        assert len(pids) == 2 and all(map(_alive, pids))
+        controller.kill()
+        controller.wait()
+        deadline = time.monotonic() + 15.0
+        while any(map(_alive, pids)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(map(_alive, pids)), "orphaned workers are still running"
+    finally:
+        controller.kill()
+        controller.wait()
+
+
+def test_a_worker_with_another_token_is_refused():
+    cluster = Cluster(per_host=1, main_node=False, token="77" * 32)
+    try:
+        codes = [p.wait(60) for p in cluster.processes]
+        assert codes == [3, 3]
+        with pytest.raises(RendezvousError, match="dtorch/worker/0"):
+            cluster.wait_ready(timeout=1.0)
+    finally:
+        cluster.close()
+
+
+def test_a_forged_worker_record_is_refused():
+    node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
+    try:
+        host, port = node.address.rsplit(":", 1)
+        intruder = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=5))
+        intruder.set(worker_key(0), b"\0" * 32 + b'{"rank": 0}')
+        with pytest.raises(RendezvousError, match="not signed with this cluster's token"):
+            node.wait_ready(5.0)
+    finally:
+        node.close()
+
+
+def test_the_rendezvous_store_listens_on_the_named_interface_only():
+    node = ClusterNode("127.0.0.2", 0, cluster_token(TOKEN))
+    try:
+        port = int(node.address.rsplit(":", 1)[1])
+        assert _listening_addresses(port) == {"0200007F"}  # 127.0.0.2, nothing else
+        for channel in node.channels:
+            assert channel.address.startswith("tcp://127.0.0.2:")
+    finally:
+        node.close()
+
+
+def test_addresses_and_tokens_are_checked():
+    with pytest.raises(RendezvousError, match="HOST:PORT"):
+        dtorch.cluster.MainNode.set_address("nowhere")
+    with pytest.raises(RendezvousError, match="hex"):
+        cluster_token("not hex")
+    with pytest.raises(RendezvousError, match="16 bytes"):
+        cluster_token(b"short")
