@@ -166,12 +166,12 @@ class TorchDistBackend(GroupBackend):
                 self._store.set(_arrival_key(seq, self._rank), "1")
                 self._await(collective, seq, work)
         except CommError as error:
-            self._publish_failure(seq, error)
+            self._published(seq, error)
             raise
         except (RuntimeError, ValueError) as error:
-            failure = self._failure(collective, seq, error)
-            self._publish_failure(seq, failure)
-            raise failure from error
+            # no local names the failure: one would tie it to its own traceback (a cycle that
+            # keeps ``work``, and so the process group's connections, alive until a gc)
+            raise self._published(seq, self._failure(collective, seq, error)) from error
 
     def _await(self, collective: str, seq: int, work: Any) -> None:
         """Wait for ``work`` in slices, looking at the peers' processes and at failures
@@ -187,14 +187,16 @@ class TorchDistBackend(GroupBackend):
             if time.monotonic() > deadline:  # Gloo's own timeout should have come first
                 raise RuntimeError("timed out: the collective outlasted the group's timeout")
 
-    def _publish_failure(self, seq: int, error: CommError) -> None:
-        """Tell the ranks still waiting in collective ``seq`` why it failed here (timeouts
-        come to every rank anyway; the first failure told is the one that stays)."""
+    def _published(self, seq: int, error: CommError) -> CommError:
+        """``error``, once the ranks still waiting in collective ``seq`` are told why it failed
+        here (timeouts come to every rank anyway; the first failure told is the one that
+        stays)."""
         if isinstance(error, CommTimeoutError):
-            return
+            return error
         with contextlib.suppress(RuntimeError):  # a store gone with its host: nothing to tell
             if not self._store.check([_failed_key(seq)]):
                 self._store.set(_failed_key(seq), f"rank {self._rank}: {error}")
+        return error
 
     @staticmethod
     def _probe(work: Any, seconds: float) -> bool:
