@@ -148,12 +148,19 @@ class _Client:
                     return answer
 
     def _send(self, frames: list[Any], deadline: float) -> None:
-        self._check_health()
-        self._socket.setsockopt(zmq.SNDTIMEO, max(1, int((deadline - time.monotonic()) * 1000)))
-        try:
-            self._socket.send_multipart(frames, copy=False)
-        except zmq.Again:
-            raise self._silent() from None
+        """Send by ``deadline``, looking at the coordinator's health while the socket is full
+        or has no peer (an in-process coordinator that died leaves none)."""
+        while True:
+            self._check_health()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._silent()
+            self._socket.setsockopt(zmq.SNDTIMEO, int(min(remaining, _HEALTH_SLICE_S) * 1000) + 1)
+            try:
+                self._socket.send_multipart(frames, copy=False)
+                return
+            except zmq.Again:  # nothing was queued: the first frame is the one that waits
+                continue
 
     def _next(self, deadline: float) -> list[zmq.Frame]:
         """The next message, looking at the coordinator's health while it waits."""

@@ -160,9 +160,12 @@ class SessionTable:
         """The handshake answered, or the authenticated request; Refused otherwise."""
         if len(frames) == 2 and bytes(_buffer(frames[0])) == HELLO:
             return self._hello(ident, bytes(_buffer(frames[1])))
+        session = self._sessions.get(ident)
+        if session is None:
+            raise Refused("a message from a connection that never said hello")
         if len(frames) not in (3, 4):
             raise Refused(f"{len(frames)} frames is no request of a network store")
-        return self._open(ident, _frames_bytes(frames))
+        return self._open(session, _frames_bytes(frames))
 
     def _hello(self, ident: bytes, client_nonce: bytes) -> Hello:
         if len(client_nonce) != NONCE_BYTES:
@@ -181,10 +184,7 @@ class SessionTable:
         for ident in pending[: max(0, len(pending) - MAX_PENDING_SESSIONS + 1)]:
             del self._sessions[ident]
 
-    def _open(self, ident: bytes, frames: list[Any]) -> Request:
-        session = self._sessions.get(ident)
-        if session is None:
-            raise Refused("a request from a connection that never said hello")
+    def _open(self, session: _Session, frames: list[Any]) -> Request:
         counter, mac, header = frames[0], frames[1], frames[2]
         if len(counter) != COUNTER_BYTES or len(mac) != MAC_BYTES:
             raise Refused("a request whose counter or MAC frame has the wrong size")

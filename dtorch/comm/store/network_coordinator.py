@@ -378,6 +378,7 @@ class Coordinator:
         self._parked = [p for p in self._parked if p.rank != call.rank]
         self._drop_slots_of(call.rank)
         self._sessions.forget(call.ident)
+        _LOG.debug("network store %r: rank %d left", self.scoped_key, call.rank)
 
     def _park(self, op: Op, call: _Call, key: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
