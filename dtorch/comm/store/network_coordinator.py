@@ -106,7 +106,7 @@ class _Slot:
     producer: int
     meta: list[Any]  # dtype code, shape
     data: zmq.Frame
-    tag: bytes  # the data's digest, checked once at SET, reused by every GET reply
+    tag: bytes  # the digest the producer signed: consumers check the bytes against it
     target: int
     finished_by: list[int] = field(default_factory=list)
 

@@ -15,6 +15,7 @@ from network_peers import ANY_PORT, STORE_LOGGER, LogWatch, RawPeer, SignedPeer,
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import NetworkTensorStore, StoreKind, open_store
 from dtorch.comm.store.base import Deadline
+from dtorch.comm.store.network_auth import data_tag
 from dtorch.comm.store.network_coordinator import Op, Status
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
@@ -91,7 +92,8 @@ def test_an_outsider_cannot_inject_a_tensor(namespace, watch, outsider):
         attacker.send([*_unsigned([Op.SET, 0, "k", 1, [F32, [4]]]), fake])
         attacker.send([b"hello", b"n" * 16])  # even a session does not help without the key
         assert attacker.answer() is not None
-        attacker.send([(1).to_bytes(8, "little"), b"\0" * 32, b"header", fake])
+        header = ormsgpack.packb([Op.SET, 0, "k", 1, [F32, [4]]])
+        attacker.send([(1).to_bytes(8, "little"), b"\0" * 32, header, data_tag(fake), fake])
         watch.wait_for("bad MAC")
         assert watch.count("never said hello") == 1
         got = _handover(rank0, rank1, "k", real)
@@ -170,6 +172,20 @@ def test_declared_shape_must_match_the_bytes(namespace, watch, outsider):
         watch.wait_for("refused a request", times=5)
         with GlobalOption.override(comm_timeout_second=0.3), pytest.raises(CommTimeoutError):
             rank0.dest_get("bomb")  # nothing was stored
+
+
+def test_bytes_changed_on_the_way_are_refused_by_the_consumer(namespace, watch, outsider):
+    signed, changed = torch.ones(4).numpy().tobytes(), torch.zeros(4).numpy().tobytes()
+    with two_ranks(namespace) as (rank0, rank1):
+        peer = outsider(rank0.endpoint, secret=namespace.secret)
+        rank1.close()  # the signed peer takes rank 1's place
+        watch.wait_for("rank 1 left")
+        assert peer.request([Op.JOIN, 1, namespace.scoped_key("sec"), 2]) == [Status.OK]
+        frames = peer.sealed(ormsgpack.packb([Op.SET, 1, "k", 1, [F32, [4]]]), signed)
+        peer.send([*frames[:-1], changed])  # the digest and MAC of ``signed``, other bytes
+        assert ormsgpack.unpackb(peer.auth.open_reply(peer.counter, peer.answer())[0]) == [0]
+        with pytest.raises(CommError, match="do not match the digest their producer signed"):
+            rank0.dest_get("k")
 
 
 def test_an_outsider_cannot_pin_memory(namespace, watch, outsider, threads):
