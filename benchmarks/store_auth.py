@@ -31,6 +31,7 @@ import zmq
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import NetworkTensorStore, network_auth
+from dtorch.comm.store.network import tensor_bytes
 
 SIZES = {"1 KiB": 1 << 10, "64 MiB": 64 << 20}
 RESET_EVERY = 16
@@ -54,7 +55,7 @@ def relay(router: zmq.Socket[Any], stop: threading.Event) -> None:
 @contextmanager
 def raw_pair(curve: bool) -> Iterator[tuple[zmq.Socket[Any], zmq.Socket[Any]]]:
     """A producer and a consumer DEALER connected to a relay thread over loopback TCP."""
-    context = zmq.Context.instance()
+    context: zmq.Context[Any] = zmq.Context.instance()
     router = context.socket(zmq.ROUTER)
     clients = [context.socket(zmq.DEALER) for _ in range(2)]
     if curve:
@@ -84,7 +85,7 @@ def raw_pair(curve: bool) -> Iterator[tuple[zmq.Socket[Any], zmq.Socket[Any]]]:
 def raw_rounds(curve: bool, nbytes: int, count: int) -> float:
     """Seconds per round through the raw relay."""
     tensor, target = torch.ones(nbytes // 4), torch.empty(nbytes // 4)
-    data = memoryview(tensor.numpy()).cast("B")
+    data = tensor_bytes(tensor)
     with raw_pair(curve) as (producer, consumer):
         for index in range(count + 1):
             if index == 1:
@@ -143,8 +144,8 @@ def store_rounds(nbytes: int, count: int) -> float:
 def macs_disabled() -> Iterator[None]:
     """The store's MAC functions replaced by constants (measurement only)."""
     saved = network_auth._mac, network_auth.data_tag
-    network_auth._mac = lambda *args: b"\0" * 32  # type: ignore[assignment]
-    network_auth.data_tag = lambda data: b"\0"  # type: ignore[assignment]
+    network_auth._mac = lambda *args: b"\0" * 32
+    network_auth.data_tag = lambda data: b"\0" if data is None else b"\1" + b"\0" * 32
     try:
         yield
     finally:

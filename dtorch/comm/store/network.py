@@ -63,8 +63,8 @@ from dtorch.comm.store.base import (
     timeout_error,
 )
 from dtorch.comm.store.network_auth import ClientAuth, Refused, derive_key
-from dtorch.comm.store.network_checks import MAX_STORE_BYTES, tensor_meta
-from dtorch.comm.store.network_coordinator import Coordinator, Op, Status
+from dtorch.comm.store.network_coordinator import Coordinator
+from dtorch.comm.store.network_protocol import MAX_STORE_BYTES, Op, Status, tensor_meta
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 
@@ -76,6 +76,7 @@ _GRACE_S = 2.0
 _HEALTH_SLICE_S = 0.2
 
 Health = Callable[[], str | None]
+_STATUSES = frozenset(int(status) for status in Status)
 
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
@@ -203,7 +204,9 @@ def _parse_reply(raw: bytes) -> list[Any]:
         reply = ormsgpack.unpackb(raw)
     except ormsgpack.MsgpackDecodeError:
         reply = None
-    if type(reply) is not list or not reply or reply[0] not in set(Status):
+    if type(reply) is not list or not reply or type(reply[0]) is not int:
+        reply = None
+    if reply is None or reply[0] not in _STATUSES:
         raise CommError(f"the network store coordinator sent a malformed reply {raw[:80]!r}")
     return reply
 

@@ -20,7 +20,7 @@ from store_scenarios import free_port
 
 from dtorch.comm.store import NetworkTensorStore
 from dtorch.comm.store.network_auth import Hello, SessionTable, data_tag, derive_key
-from dtorch.comm.store.network_coordinator import Op, Status
+from dtorch.comm.store.network_protocol import Op, Status
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption

@@ -16,7 +16,7 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import NetworkTensorStore, StoreKind, open_store
 from dtorch.comm.store.base import Deadline
 from dtorch.comm.store.network_auth import data_tag
-from dtorch.comm.store.network_coordinator import Op, Status
+from dtorch.comm.store.network_protocol import Op, Status
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
