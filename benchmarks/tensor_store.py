@@ -120,10 +120,11 @@ def _memory_consumer(namespace: CommNamespace, plan: Plan) -> None:
         consume(store, plan)
 
 
-def child_consumer(kind: str, ns_id: str, endpoint: str | None, plan: Plan) -> None:
-    """Spawned process: the consumer of the file or network store."""
+def child_consumer(kind: str, ns_id: str, secret: bytes, endpoint: str | None, plan: Plan) -> None:
+    """Spawned process: the consumer of the file or network store (the program's namespace
+    rebuilt from its id and secret)."""
     torch.set_num_threads(1)
-    namespace = CommNamespace(ns_id)
+    namespace = CommNamespace(ns_id, secret)
     with open_store(StoreKind(kind), "bench", 2, 1, namespace=namespace, endpoint=endpoint) as s:
         consume(s, plan)
 
@@ -179,7 +180,7 @@ def zmq_baseline(plan: Plan) -> list[float]:
 def process_store(kind: StoreKind, plan: Plan, endpoint: str | None) -> list[float]:
     namespace = CommNamespace.create()
     context = multiprocessing.get_context("spawn")
-    args = (kind.value, namespace.instance_id, endpoint, plan)
+    args = (kind.value, namespace.instance_id, namespace.secret, endpoint, plan)
     child = context.Process(target=child_consumer, args=args)
     child.start()
     with open_store(kind, "bench", 2, 0, namespace=namespace, endpoint=endpoint) as store:

@@ -29,8 +29,9 @@ from dtorch.errors import CommError
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
     """Everything that names one participant: backend, key, world size, rank, namespace, and
-    for the network backend the coordinator's ``endpoint`` (``tcp://HOST:PORT``), for the file
-    backend an optional ``segment_pool`` shared by the stores of this process."""
+    for the network backend the coordinator's ``endpoint`` (``tcp://HOST:PORT``; the
+    namespace's ``secret`` authenticates it), for the file backend an optional
+    ``segment_pool`` shared by the stores of this process."""
 
     kind: StoreKind
     store_key: str
@@ -80,7 +81,10 @@ def open_store(
 
     ``namespace`` defaults to ``CommNamespace.of_process()``; processes of one program must
     pass the same namespace explicitly. ``endpoint`` (NETWORK only) is where rank 0 serves
-    the store, ``tcp://HOST:PORT``. ``segment_pool`` (FILE only) lets the stores of this
+    the store, ``tcp://HOST:PORT`` (``127.0.0.1`` unless the program spans machines; rank 0
+    may bind port 0 and pass its ``store.endpoint`` to the others); a NETWORK store needs the
+    program's namespace with its ``secret`` (``CommNamespace.create()``), which authenticates
+    every message. ``segment_pool`` (FILE only) lets the stores of this
     process reuse each other's touched shared-memory buffers, e.g. when a store is opened per
     operator.
 

@@ -63,8 +63,8 @@ from dtorch.comm.store.base import (
     timeout_error,
 )
 from dtorch.comm.store.network_auth import ClientAuth, Refused, derive_key
-from dtorch.comm.store.network_checks import MAX_STORE_BYTES, tensor_meta
-from dtorch.comm.store.network_coordinator import Coordinator, Op, Status
+from dtorch.comm.store.network_coordinator import Coordinator
+from dtorch.comm.store.network_protocol import MAX_STORE_BYTES, Op, Status, tensor_meta
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 
@@ -76,6 +76,7 @@ _GRACE_S = 2.0
 _HEALTH_SLICE_S = 0.2
 
 Health = Callable[[], str | None]
+_STATUSES = frozenset(int(status) for status in Status)
 
 
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
@@ -148,12 +149,19 @@ class _Client:
                     return answer
 
     def _send(self, frames: list[Any], deadline: float) -> None:
-        self._check_health()
-        self._socket.setsockopt(zmq.SNDTIMEO, max(1, int((deadline - time.monotonic()) * 1000)))
-        try:
-            self._socket.send_multipart(frames, copy=False)
-        except zmq.Again:
-            raise self._silent() from None
+        """Send by ``deadline``, looking at the coordinator's health while the socket is full
+        or has no peer (an in-process coordinator that died leaves none)."""
+        while True:
+            self._check_health()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._silent()
+            self._socket.setsockopt(zmq.SNDTIMEO, int(min(remaining, _HEALTH_SLICE_S) * 1000) + 1)
+            try:
+                self._socket.send_multipart(frames, copy=False)
+                return
+            except zmq.Again:  # nothing was queued: the first frame is the one that waits
+                continue
 
     def _next(self, deadline: float) -> list[zmq.Frame]:
         """The next message, looking at the coordinator's health while it waits."""
@@ -196,7 +204,9 @@ def _parse_reply(raw: bytes) -> list[Any]:
         reply = ormsgpack.unpackb(raw)
     except ormsgpack.MsgpackDecodeError:
         reply = None
-    if type(reply) is not list or not reply or reply[0] not in set(Status):
+    if type(reply) is not list or not reply or type(reply[0]) is not int:
+        reply = None
+    if reply is None or reply[0] not in _STATUSES:
         raise CommError(f"the network store coordinator sent a malformed reply {raw[:80]!r}")
     return reply
 

@@ -10,17 +10,20 @@ it a *session* no replay can enter::
 
 The session id is ``c | s``: the coordinator's ``s`` makes it fresh for the coordinator, the
 client's ``c`` makes the answer fresh for the client (and proves that whoever answers holds K:
-a process that bound the port first cannot pose as the coordinator). Then every request is
-``[counter, mac, header, (data)]`` and every reply ``[counter, mac, header, (data)]`` with::
+a process that bound the port first cannot pose as the coordinator). Then every request and
+every reply is ``[counter, mac, header]``, or ``[counter, mac, header, digest, data]`` when it
+carries tensor bytes (a SET, a GET's answer), with::
 
-    mac = HMAC-SHA256(K, direction | session | counter | len(header) | header | data tag)
+    mac = HMAC-SHA256(K, direction | session | counter | len(header) | header | digest)
 
 ``direction`` is ``req`` or ``rep``; ``counter`` (8 bytes) rises by one per request of the
 session and a reply carries its request's counter, so a captured message is refused in any
-other session, at any other position, or in the other direction. The data frame (tensor
-bytes) enters as its SHA-256 digest (``data tag``: ``0`` without data, ``1 | sha256(data)``
-with), so the coordinator hashes a SET's bytes once, when it checks them, and reuses the
-digest for every GET reply of that tensor. Digests are compared with ``hmac.compare_digest``.
+other session, at any other position, or in the other direction. ``digest`` is the SHA-256 of
+the data (``0`` without data): the producer computes it, the coordinator keeps it with the
+bytes without hashing them again, and the consumer checks the bytes against it before it uses
+them. So the header (who, which key, what size) is checked hop by hop and the tensor bytes end
+to end, at one SHA-256 pass at each end. All MACs and digests are compared with
+``hmac.compare_digest``.
 
 Why HMAC and not ZeroMQ CURVE (measured on this machine, ``benchmarks/store_auth.py``; 2 vCPU
 with SHA-NI, pyzmq 27 / libzmq 4.3.5, loopback TCP, one SET and one GET of the same tensor
@@ -46,9 +49,9 @@ Example:
     >>> answer = table.receive(b"peer", hello)
     >>> client.accept_hello(nonce, answer.reply[1:])  # the ROUTER strips the identity
     True
-    >>> request = table.receive(b"peer", client.seal(1, b"header", None))
-    >>> request.counter, request.header
-    (1, b'header')
+    >>> request = table.receive(b"peer", client.seal(1, b"header", b"data"))
+    >>> request.counter, request.header, request.data
+    (1, b'header', b'data')
 """
 
 from __future__ import annotations
@@ -99,10 +102,14 @@ def derive_key(secret: bytes) -> bytes:
 
 
 def data_tag(data: Any) -> bytes:
-    """What the MAC covers of a data frame: its absence, or its SHA-256 digest."""
+    """What the MAC covers of a data frame: its absence, or ``1`` and its SHA-256 digest."""
     if data is None:
         return _NO_DATA
     return b"\1" + hashlib.sha256(data).digest()  # hashlib releases the GIL on large buffers
+
+
+def _with_data(frames: list[Any], data: Any, tag: bytes) -> list[Any]:
+    return frames if data is None else [*frames, tag, data]
 
 
 def _mac(
@@ -117,8 +124,15 @@ def _counter(frame: bytes) -> int:
 
 
 def _frames_bytes(frames: Sequence[Any]) -> list[Any]:
-    """Small frames as bytes (zmq.Frame or bytes in), the data frame (4th) left as it is."""
-    return [f if isinstance(f, bytes) else f.bytes for f in frames[:3]] + list(frames[3:])
+    """Small frames as bytes (zmq.Frame or bytes in), the data frame (5th) left as it is."""
+    return [f if isinstance(f, bytes) else f.bytes for f in frames[:4]] + list(frames[4:])
+
+
+def _split(frames: list[Any]) -> tuple[bytes, bytes, bytes, bytes, Any]:
+    """counter, mac, header, digest (``_NO_DATA`` without data), data of a checked message."""
+    if len(frames) == 3:
+        return frames[0], frames[1], frames[2], _NO_DATA, None
+    return frames[0], frames[1], frames[2], frames[3], frames[4]
 
 
 def _buffer(frame: Any) -> Any:
@@ -134,7 +148,8 @@ class Hello:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """An authenticated request: its counter, raw header, data frame and the data's tag."""
+    """An authenticated request: its counter, raw header, data frame and the data's digest
+    as the producer declared it (the consumer checks the bytes against it)."""
 
     counter: int
     header: bytes
@@ -160,9 +175,12 @@ class SessionTable:
         """The handshake answered, or the authenticated request; Refused otherwise."""
         if len(frames) == 2 and bytes(_buffer(frames[0])) == HELLO:
             return self._hello(ident, bytes(_buffer(frames[1])))
-        if len(frames) not in (3, 4):
+        session = self._sessions.get(ident)
+        if session is None:
+            raise Refused("a message from a connection that never said hello")
+        if len(frames) not in (3, 5):
             raise Refused(f"{len(frames)} frames is no request of a network store")
-        return self._open(ident, _frames_bytes(frames))
+        return self._open(session, _frames_bytes(frames))
 
     def _hello(self, ident: bytes, client_nonce: bytes) -> Hello:
         if len(client_nonce) != NONCE_BYTES:
@@ -181,17 +199,14 @@ class SessionTable:
         for ident in pending[: max(0, len(pending) - MAX_PENDING_SESSIONS + 1)]:
             del self._sessions[ident]
 
-    def _open(self, ident: bytes, frames: list[Any]) -> Request:
-        session = self._sessions.get(ident)
-        if session is None:
-            raise Refused("a request from a connection that never said hello")
-        counter, mac, header = frames[0], frames[1], frames[2]
+    def _open(self, session: _Session, frames: list[Any]) -> Request:
+        counter, mac, header, tag, data = _split(frames)
         if len(counter) != COUNTER_BYTES or len(mac) != MAC_BYTES:
             raise Refused("a request whose counter or MAC frame has the wrong size")
+        if data is not None and (len(tag) != 1 + MAC_BYTES or tag[0] != 1):
+            raise Refused("a request whose data digest frame is malformed")
         if _counter(counter) <= session.last_counter:
             raise Refused(f"a replayed or reordered request (counter {_counter(counter)})")
-        data = frames[3] if len(frames) == 4 else None
-        tag = data_tag(None if data is None else _buffer(data))
         expected = _mac(self._key, _REQUEST, session.id, counter, header, tag)
         if not hmac.compare_digest(mac, expected):
             raise Refused("a request with a bad MAC (not signed with this program's secret)")
@@ -220,7 +235,7 @@ class SessionTable:
             return None
         count = counter.to_bytes(COUNTER_BYTES, "little")
         mac = _mac(self._key, _REPLY, session.id, count, header, tag)
-        return [ident, count, mac, header] + ([] if data is None else [data])
+        return _with_data([ident, count, mac, header], data, tag)
 
 
 class ClientAuth:
@@ -251,20 +266,24 @@ class ClientAuth:
     def seal(self, counter: int, header: bytes, data: Any) -> list[Any]:
         """The frames of request ``counter``."""
         count = counter.to_bytes(COUNTER_BYTES, "little")
-        mac = _mac(self._key, _REQUEST, self._session, count, header, data_tag(data))
-        return [count, mac, header] + ([] if data is None else [data])
+        tag = data_tag(data)
+        mac = _mac(self._key, _REQUEST, self._session, count, header, tag)
+        return _with_data([count, mac, header], data, tag)
 
     def open_reply(self, counter: int, frames: Sequence[Any]) -> tuple[bytes, Any] | None:
         """(header, data frame) of the reply to request ``counter``; None for the answer to
-        another request (one given up on); Refused for a forgery or garbage."""
-        if len(frames) not in (3, 4):
+        another request (one given up on); Refused for a forgery or garbage; CommError for
+        a genuine reply whose tensor bytes are not the ones their producer signed."""
+        if len(frames) not in (3, 5):
             raise Refused(f"{len(frames)} frames is no reply of a network store")
-        parts = _frames_bytes(frames)
-        count, mac, header = parts[0], parts[1], parts[2]
+        count, mac, header, tag, data = _split(_frames_bytes(frames))
         if count != counter.to_bytes(COUNTER_BYTES, "little"):
             return None
-        data = parts[3] if len(parts) == 4 else None
-        tag = data_tag(None if data is None else _buffer(data))
         if not hmac.compare_digest(mac, _mac(self._key, _REPLY, self._session, count, header, tag)):
             raise Refused("a reply with a bad MAC (not from this program's coordinator)")
+        if data is not None and not hmac.compare_digest(tag, data_tag(_buffer(data))):
+            raise CommError(
+                "the network store delivered tensor bytes that do not match the digest their "
+                "producer signed (changed on the way, or a faulty producer)"
+            )
         return header, data

@@ -7,7 +7,7 @@ everyone arrived) is parked and answered when the state allows, or with a timeou
 who is missing once its own deadline passes. Nothing polls: the thread sleeps in
 ``zmq.Poller`` until a message comes or the nearest deadline.
 
-What it accepts (``network_auth`` authenticates, ``network_checks`` parses):
+What it accepts (``network_auth`` authenticates, ``network_protocol`` parses):
 
 * only authenticated messages of a session (a connection that completed the handshake); the
   rest is dropped and logged: nobody without the program's secret gets an answer;
@@ -37,7 +37,6 @@ Example:
 
 from __future__ import annotations
 
-import enum
 import logging
 import secrets
 import threading
@@ -51,13 +50,11 @@ import zmq
 
 from dtorch.comm.store.base import all_finished, count_finish, finish_detail, missing_ranks
 from dtorch.comm.store.network_auth import Hello, Refused, Request, SessionTable, data_tag
-from dtorch.comm.store.network_checks import (
+from dtorch.comm.store.network_protocol import (
     MAX_STORE_BYTES,
-    Predicate,
-    is_int,
-    is_key,
-    is_meta,
-    is_seconds,
+    SCHEMA,
+    Op,
+    Status,
     parse_header,
     tensor_meta,
 )
@@ -67,46 +64,12 @@ _LOG = logging.getLogger(__name__)
 _NO_DATA = data_tag(None)
 
 
-class Op(enum.IntEnum):
-    """Request operations (the first element of a request header; the rank comes second)."""
-
-    JOIN = 0
-    SET = 1
-    GET = 2
-    FINISH = 3
-    WAIT = 4
-    BARRIER = 5
-    CLEAR = 6
-    LEAVE = 7
-
-
-class Status(enum.IntEnum):
-    """Reply statuses (the first element of a reply header)."""
-
-    OK = 0
-    ERROR = 1
-    TIMEOUT = 2
-
-
-#: The fields of each operation after the op code: the rank first, then the arguments.
-SCHEMA: dict[int, tuple[Predicate, ...]] = {
-    Op.JOIN: (is_int, is_key, is_int),  # rank, scoped store key, world size
-    Op.SET: (is_int, is_key, is_int, is_meta),  # rank, key, get_count, [dtype code, shape]
-    Op.GET: (is_int, is_key, is_seconds),  # rank, key, timeout
-    Op.FINISH: (is_int, is_key),
-    Op.WAIT: (is_int, is_key, is_seconds),
-    Op.BARRIER: (is_int, is_seconds),
-    Op.CLEAR: (is_int,),
-    Op.LEAVE: (is_int,),
-}
-
-
 @dataclass(slots=True)
 class _Slot:
     producer: int
     meta: list[Any]  # dtype code, shape
     data: zmq.Frame
-    tag: bytes  # the data's digest, checked once at SET, reused by every GET reply
+    tag: bytes  # the digest the producer signed: consumers check the bytes against it
     target: int
     finished_by: list[int] = field(default_factory=list)
 
@@ -378,6 +341,7 @@ class Coordinator:
         self._parked = [p for p in self._parked if p.rank != call.rank]
         self._drop_slots_of(call.rank)
         self._sessions.forget(call.ident)
+        _LOG.debug("network store %r: rank %d left", self.scoped_key, call.rank)
 
     def _park(self, op: Op, call: _Call, key: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

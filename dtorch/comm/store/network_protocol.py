@@ -1,15 +1,21 @@
-"""What a network store checks in every header it receives, and the limits it holds to.
+"""The network store's protocol: operations, statuses, the schema of every request, the
+checks on what arrives, and the limits a store holds to.
 
-A header is a MessagePack list ``[op, field, ...]``; ``parse_header`` unpacks it and checks
-each field against the schema of its operation (a tuple of predicates) before any handler
-sees it, so a wrong type, a wrong arity, an out-of-range int or a non-str key is one CommError,
-never an exception of another kind. ``tensor_meta`` checks a tensor's declared dtype and shape
-against the bytes that came with it, on the coordinator before it stores them and on the
-client before it allocates anything (a coordinator's reply is input too).
+A request header is a MessagePack list ``[op, rank, field, ...]``: the rank the connection
+joined as (or, for ``JOIN``, joins as), then the operation's arguments; a reply header is
+``[status, ...]`` (for a ``GET`` the tensor's ``[dtype code, shape]``, for an ERROR or TIMEOUT
+the text). ``parse_header`` unpacks a header and checks each field against ``SCHEMA`` (a tuple
+of predicates per operation) before any handler sees it, so a wrong type, a wrong arity, an
+out-of-range int or a non-str key is one CommError, never an exception of another kind.
+``tensor_meta`` checks a tensor's declared dtype and shape against the bytes that came with
+it, on the coordinator before it stores them and on the client before it allocates anything
+(a coordinator's reply is input too).
 
 Example:
     >>> import torch
     >>> from dtorch.ir.dtypes import dtype_code
+    >>> parse_header(ormsgpack.packb([Op.FINISH, 1, "k"]), SCHEMA)
+    (3, [1, 'k'])
     >>> tensor_meta([dtype_code(torch.float32), [2, 3]], 24)
     (torch.float32, (2, 3))
     >>> tensor_meta([dtype_code(torch.float32), [2**28]], 1)
@@ -20,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -65,6 +72,40 @@ def is_meta(value: Any) -> bool:
         return False
     shape = value[1]
     return type(shape) is list and len(shape) <= MAX_DIMS and all(map(is_int, shape))
+
+
+class Op(enum.IntEnum):
+    """Request operations (the first element of a request header; the rank comes second)."""
+
+    JOIN = 0
+    SET = 1
+    GET = 2
+    FINISH = 3
+    WAIT = 4
+    BARRIER = 5
+    CLEAR = 6
+    LEAVE = 7
+
+
+class Status(enum.IntEnum):
+    """Reply statuses (the first element of a reply header)."""
+
+    OK = 0
+    ERROR = 1
+    TIMEOUT = 2
+
+
+#: The fields of each operation after the op code: the rank first, then the arguments.
+SCHEMA: dict[int, tuple[Predicate, ...]] = {
+    Op.JOIN: (is_int, is_key, is_int),  # rank, scoped store key, world size
+    Op.SET: (is_int, is_key, is_int, is_meta),  # rank, key, get_count, [dtype code, shape]
+    Op.GET: (is_int, is_key, is_seconds),  # rank, key, timeout
+    Op.FINISH: (is_int, is_key),
+    Op.WAIT: (is_int, is_key, is_seconds),
+    Op.BARRIER: (is_int, is_seconds),
+    Op.CLEAR: (is_int,),
+    Op.LEAVE: (is_int,),
+}
 
 
 def parse_header(raw: bytes, schema: Mapping[int, tuple[Predicate, ...]]) -> tuple[int, list]:
