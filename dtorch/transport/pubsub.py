@@ -192,9 +192,9 @@ class Subscriber(Channel):
     TransportTimeoutError after ``timeout_s`` (default: the zmq timeout of GlobalOption).
     ``poll`` and ``recv`` check each id (see ``MessageReader``): a gap or a malformed message
     raises MessageGapError, then and on every later call. ``join_late``: the first message
-    may have any id (a channel that ran before this subscriber joined). Meant for one receiving thread; a
-    ``close`` from another thread returns within 0.1 s, and a ``poll`` waiting then raises
-    TransportError (closed).
+    may have any id (a channel that ran before this subscriber joined). Meant for one
+    receiving thread; a ``close`` from another thread returns within 0.1 s, and a ``poll``
+    waiting then raises TransportError (closed).
     """
 
     __slots__ = ("_endpoint", "_reader")

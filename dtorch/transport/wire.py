@@ -120,8 +120,9 @@ class MessageReader:
     """Turns the frames a subscriber receives into Messages, checking the id sequence.
 
     The first message must have id 0 (with ``join_late``: any id, for a subscriber that may
-    join a running channel, such as heartbeats) and each next one the previous id + 1. A gap, a repeat, a
-    message of fewer than 2 frames or an id frame that is not 8 bytes raises MessageGapError;
+    join a running channel, such as heartbeats) and each next one the previous id + 1. A gap,
+    a repeat, a message of fewer than 2 frames or an id frame that is not 8 bytes raises
+    MessageGapError;
     the reader then stays failed and raises the same error for every later message (a lost
     message is never skipped over, never silently resynchronised). Not thread-safe: its
     subscriber serialises the calls.
