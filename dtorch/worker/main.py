@@ -19,7 +19,12 @@ after the controller's STOP, 2 once the controller is gone (5 s without a heartb
 fatal error.
 
 Example:
-    >>> parse_arguments(["--main", "127.0.0.1:29500", "--rank", "1", "--world-size", "2"]).rank
+    >>> launch = Launch(cluster_token="00" * 32)  # as DTORCH_CLUSTER_TOKEN would give it
+    >>> options = parse_arguments(["--main", "127.0.0.1:29500", "--rank", "1"], launch)
+    Traceback (most recent call last):
+    ...
+    dtorch.errors.RendezvousError: a worker needs 0 <= rank < world size ...
+    >>> parse_arguments(["--main", "h:1", "--rank", "1", "--world-size", "2"], launch).rank
     1
 """
 
