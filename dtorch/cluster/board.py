@@ -12,7 +12,7 @@ Example:
     >>> from dtorch.cluster.rendezvous import serve_store
     >>> from dtorch.ir.report import Failure
     >>> board = StoreFailureBoard(serve_store("127.0.0.1", 0, timeout_s=5.0), bytes(32))
-    >>> board.post(1, Failure(4, "redistribute_4 (Convert) at m.py:1:1", 3, "KernelError", "x"))
+    >>> board.post(1, 4, Failure(4, "redistribute_4 (Convert) at m.py:1:1", 3, "KernelError", "x"))
     >>> board.find(4).device, board.find(5)
     (3, None)
     >>> board.clear(1); board.find(4) is None
@@ -52,8 +52,8 @@ class StoreFailureBoard:
     def _mac(self, name: str, body: bytes) -> bytes:
         return hmac.new(self._key, name.encode() + b"\0" + body, hashlib.sha256).digest()
 
-    def post(self, party: int, failure: Failure) -> None:
-        name = self._name(failure.operator_id)
+    def post(self, party: int, operator_id: int, failure: Failure) -> None:
+        name = self._name(operator_id)
         body = serialize(failure)
         self._store.set(name, self._mac(name, body) + body)
         # a c10d SET is not answered: one request answered after it on this connection makes

@@ -16,7 +16,7 @@ same methods (``dtorch.runtime.process.board``).
 Example:
     >>> from dtorch.ir.report import Failure
     >>> board = LocalFailureBoard()
-    >>> board.post(0, Failure(9, "redistribute_9 (Convert) at m.py:2:1", 1, "KernelError", "x"))
+    >>> board.post(0, 9, Failure(9, "redistribute_9 (Convert) at m.py:2:1", 1, "KernelError", "x"))
     >>> board.find(9).device, board.find(10)
     (1, None)
 """
@@ -36,8 +36,9 @@ BOARD_ENTRIES = 1024
 class FailureBoard(Protocol):
     """What the kernel streams of one runner share about failed group-kernel inputs."""
 
-    def post(self, party: int, failure: Failure) -> None:
-        """Party ``party`` had a failed input for operator ``failure.operator_id``."""
+    def post(self, party: int, operator_id: int, failure: Failure) -> None:
+        """Party ``party`` had a failed input (``failure``: what failed upstream, or the
+        kernel itself) for the group operator ``operator_id``."""
 
     def find(self, operator_id: int) -> Failure | None:
         """The failure posted for ``operator_id``, if any party posted one."""
@@ -54,9 +55,9 @@ class LocalFailureBoard:
         self._entries: OrderedDict[int, tuple[int, Failure]] = OrderedDict()
         self._limit = entries
 
-    def post(self, party: int, failure: Failure) -> None:
+    def post(self, party: int, operator_id: int, failure: Failure) -> None:
         with self._lock:
-            self._entries.setdefault(failure.operator_id, (party, failure))
+            self._entries.setdefault(operator_id, (party, failure))
             if len(self._entries) > self._limit:
                 self._entries.popitem(last=False)
 

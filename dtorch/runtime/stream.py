@@ -202,7 +202,7 @@ class KernelStream:
         try:
             upstream = self._failed_input(ctx)
             if upstream is not None:  # posted before this party sends anything to the others
-                board.post(self.party, upstream.failure)
+                board.post(self.party, op.id, upstream.failure)
             inputs = self._group_inputs(ctx)
             kernel = GROUP_KERNELS.get(op.param.kind)
             if kernel is None:
@@ -215,7 +215,7 @@ class KernelStream:
             if upstream is None:  # a failure of its own (not the zeros of a failed input's)
                 upstream = failure_of(op, ctx.devices[0], error)
                 self._note(upstream)
-                board.post(self.party, upstream.failure)
+                board.post(self.party, op.id, upstream.failure)
             self._store_group_failure(ctx, upstream)
             return
         posted = upstream.failure if upstream is not None else board.find(op.id)

@@ -38,10 +38,32 @@ def test_a_failed_allocation_then_a_fetch_leaves_every_stream_alive(graph: dtorc
     graph.sync()
 
 
+@pytest.mark.parametrize("failed_shard", [0, 1])
+def test_a_failed_shard_fails_the_redistribution_whichever_device_holds_it(
+    failed_shard: int, graph: dtorch.Graph
+) -> None:
+    """Integer division by zero on one device only: gathering the result (a redistribution to
+    Replicate, and the fetch) fails with the division's error, whichever device held the zero;
+    the failed device's zeros never pass for its values (they once did for device 1)."""
+    import torch
+
+    full = torch.ones(4, 3, dtype=torch.int64)
+    full[2 * failed_shard + 1, 1] = 0
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+    quotient = 2 // t
+    with pytest.raises(KernelError, match="ZeroDivisionError"):
+        quotient.to_torch()
+    with pytest.raises(KernelError, match="ZeroDivisionError"):
+        quotient.redistribute(mesh, [dtorch.Replicate()]).to_torch()
+    with pytest.raises(KernelError, match="ZeroDivisionError"):
+        graph.sync()
+
+
 def test_the_failure_board_stays_bounded() -> None:
     board = LocalFailureBoard()
     for op_id in range(1, 3 * BOARD_ENTRIES):
-        board.post(op_id % 3, Failure(op_id, f"op_{op_id}", 0, "RuntimeError", "x"))
+        board.post(op_id % 3, op_id, Failure(op_id, f"op_{op_id}", 0, "RuntimeError", "x"))
     assert len(board) == BOARD_ENTRIES
     assert board.find(1) is None and board.find(3 * BOARD_ENTRIES - 1) is not None
     board.clear(0)

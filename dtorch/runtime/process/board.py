@@ -13,7 +13,7 @@ Example:
     >>> from dtorch.ir.report import Failure
     >>> segment = Segment.create(board_bytes(parties=2))
     >>> board = SharedFailureBoard(segment.buffer, parties=2)
-    >>> board.post(1, Failure(4, "redistribute_4 (Convert) at m.py:1:1", 3, "KernelError", "x"))
+    >>> board.post(1, 4, Failure(4, "redistribute_4 (Convert) at m.py:1:1", 3, "KernelError", "x"))
     >>> board.find(4).device, board.find(5)
     (3, None)
     >>> board.close(); segment.close()
@@ -56,7 +56,7 @@ class SharedFailureBoard:
         self._entries = entries
         self._cursors = [0] * parties  # only this process's own party's cursor is used
 
-    def post(self, party: int, failure: Failure) -> None:
+    def post(self, party: int, operator_id: int, failure: Failure) -> None:
         slot = party * self._entries + self._cursors[party] % self._entries
         self._cursors[party] += 1
         record = _fitting(failure)
@@ -64,7 +64,7 @@ class SharedFailureBoard:
         self._ids[slot] = 0  # invalid while its bytes change
         self._data[start : start + 4] = _LENGTH.pack(len(record))
         self._data[start + 4 : start + 4 + len(record)] = record
-        self._ids[slot] = failure.operator_id
+        self._ids[slot] = operator_id
 
     def find(self, operator_id: int) -> Failure | None:
         hits = np.flatnonzero(self._ids == operator_id)
