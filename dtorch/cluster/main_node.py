@@ -6,8 +6,9 @@ sockets listen. Workers started on any host (``torchrun ... -m dtorch.worker --m
 HOST:PORT``, or ``python -m dtorch.worker`` by hand) join it and register.
 ``MainNode.wait_cluster_ready(timeout)`` waits until every rank of the workers' world
 registered, connected and beat once; ``MainNode.num_node_in_cluster()`` counts their hosts;
-``MainNode.worker_pool()`` is the pool a process-mode graph runs on
-(``GraphOption(per_device_per_process=True, worker_pool=MainNode.worker_pool())``).
+``MainNode.worker_pool()`` is the pool process-mode graphs run on: once the cluster is ready,
+``Graph(GraphOption(per_device_per_process=True))`` (or ``DTORCH_PER_DEVICE_PER_PROCESS=1``)
+runs there unless the option names ``num_workers`` or another ``worker_pool``.
 
 The cluster token authenticates everything: the controller and every worker must hold the
 same one (``token=`` here, ``DTORCH_CLUSTER_TOKEN``, or the worker's ``--token-file``); without
@@ -50,6 +51,7 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import RendezvousError
 from dtorch.options import GlobalOption, Launch
 from dtorch.runtime.process.protocol import READY
+from dtorch.runtime.process.runner import ClusterDefault
 from dtorch.transport import Publisher, Puller
 from dtorch.transport.security import SECRET_BYTES, CurveKeys
 
@@ -204,7 +206,7 @@ class MainNode:
         """Wait until every worker of the cluster is registered and connected."""
         node = cls._current()
         if node.pool is None:
-            node.wait_ready(timeout)
+            ClusterDefault.pool = node.wait_ready(timeout)
 
     @classmethod
     def num_node_in_cluster(cls) -> int:
@@ -224,5 +226,6 @@ class MainNode:
         """Stop the workers and the store (idempotent)."""
         with cls._lock:
             node, cls._node = cls._node, None
+            ClusterDefault.pool = None
         if node is not None:
             node.close()

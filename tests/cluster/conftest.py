@@ -18,8 +18,10 @@ import dtorch
 from tests.cluster.cluster_setup import Cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
+    """Stopped when this folder's tests end: a ready MainNode serves every process-mode graph
+    that names no pool, and the other folders' tests must not run there."""
     made = Cluster()
     try:
         made.wait_ready()

@@ -137,3 +137,19 @@ def test_addresses_and_tokens_are_checked():
         cluster_token("not hex")
     with pytest.raises(RendezvousError, match="16 bytes"):
         cluster_token(b"short")
+
+
+def test_a_ready_main_node_serves_process_mode_graphs_without_a_pool(cluster):
+    """A DTorch program sets the cluster up, then makes its graphs as on one machine."""
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True))
+    try:
+        assert graph.runner.pool is dtorch.cluster.MainNode.worker_pool()
+        mesh = dtorch.init_device_mesh("cpu", (2, 2))
+        full = torch.arange(24.0).reshape(4, 6)
+        x = dtorch.from_torch(
+            full, device_mesh=mesh, placements=[dtorch.Shard(0), dtorch.Shard(1)], graph=graph
+        )
+        assert torch.equal((x * 3).to_torch(), full * 3)
+        assert dtorch.cluster.MainNode.num_node_in_cluster() == 2
+    finally:
+        graph.close()

@@ -92,6 +92,14 @@ class Layout(Protocol):
     def describe(self, party: int) -> str: ...
 
 
+class ClusterDefault:
+    """The pool of the cluster this process's ``MainNode`` made ready, or None: where
+    process-mode graphs without a pool of their own run. Set and cleared by ``MainNode``
+    only (``wait_cluster_ready`` / ``close``); class state, as the MainNode it mirrors."""
+
+    pool: LeasablePool | None = None
+
+
 class ProcessRunner:
     """Runs a graph's operators on the worker processes of ``pool`` (see the module doc)."""
 
@@ -115,10 +123,15 @@ class ProcessRunner:
 
     @classmethod
     def for_option(cls, option: GraphOption) -> ProcessRunner:
-        """The runner a graph's option asks for: on its ``worker_pool``, or on a pool of its
-        own (``num_workers`` workers) that closes with it."""
+        """The runner a graph's option asks for: on its ``worker_pool``; else, unless it
+        names ``num_workers``, on the cluster that ``dtorch.cluster.MainNode`` made ready
+        (``ClusterDefault``: a DTorch program sets the cluster up and then makes its graphs
+        as on one machine); else on a pool of its own that closes with it."""
         if option.worker_pool is not None:
             return cls(option.worker_pool, owns_pool=False)
+        cluster = ClusterDefault.pool
+        if cluster is not None and option.num_workers is None:
+            return cls(cluster, owns_pool=False)
         pool = WorkerPool(option.num_workers)
         try:
             return cls(pool, owns_pool=True)
