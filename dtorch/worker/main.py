@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 
 from dtorch.cluster.board import StoreFailureBoard
 from dtorch.cluster.liveness import Beacon
@@ -165,8 +166,6 @@ def _groups(
     options: WorkerOptions, store: SignedStore, namespace: CommNamespace, hosts: tuple[str, ...]
 ) -> ThreadGroupManager:
     """The collective groups of this worker, across hosts (rendezvous in the store)."""
-    import torch.distributed as dist
-
     host_of = {h: i for i, h in enumerate(dict.fromkeys(hosts))}
     topology = CommTopology.striped(
         options.world_size, processes=True, hosts=tuple(host_of[h] for h in hosts)
