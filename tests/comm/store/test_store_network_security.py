@@ -264,6 +264,15 @@ def test_rank_0_on_port_0_reports_the_endpoint_bound(namespace):
         NetworkTensorStore.open("k", 2, 1, namespace, ANY_PORT)
 
 
+def test_rank_0_binds_the_interface_it_is_given(namespace):
+    first = NetworkTensorStore.open("host2", 2, 0, namespace, "tcp://127.0.0.2:0")
+    with first:
+        assert first.endpoint.startswith("tcp://127.0.0.2:")
+        with NetworkTensorStore.open("host2", 2, 1, namespace, first.endpoint) as second:
+            got = _handover(first, second, "k", torch.arange(6).reshape(2, 3))
+    assert torch.equal(got, torch.arange(6).reshape(2, 3))
+
+
 def test_rank_0_on_port_0_alone_times_out_in_its_first_call(namespace):
     with GlobalOption.override(comm_timeout_second=0.3):
         store = NetworkTensorStore.open("alone", 2, 0, namespace, ANY_PORT)
