@@ -213,12 +213,16 @@ def test_the_byte_cap_refuses_and_reset_releases(namespace, watch, threads):
         with pytest.raises(CommError, match="may hold at most 1048576"):
             rank0.src_set("a0", half, 1)
         watch.wait_for("may hold at most")
-        first = _handover(rank1, rank0, "a1-again", torch.zeros(0))
-        rank0.dest_get("a1")
+        small = _handover(rank1, rank0, "small", torch.ones(3))  # what fits is still served
+        first = rank0.dest_get("a1").clone()
         rank0.dest_finish_get("a1")
+        rank1.src_wait_until_get_finished("a1")
+        with pytest.raises(CommError, match="may hold at most"):
+            rank0.src_set("a0", half, 1)  # a finished key is held until reset()
         _reset_both(rank0, rank1, threads)
         got = _handover(rank0, rank1, "a0", half)
-    assert first.numel() == 0
+    assert small.tolist() == [1.0, 1.0, 1.0]
+    torch.testing.assert_close(first, half)
     torch.testing.assert_close(got, half)
 
 
