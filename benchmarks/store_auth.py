@@ -10,7 +10,9 @@ producer and consumer both remote (TCP), driven from one thread in sequence:
 * store, no MAC: the network store (ranks 1 and 2 remote, rank 0 hosting) with its MAC
   functions replaced by constants: the store without the cost of authentication;
 * store, HMAC: the network store as it is: ``src_set``, ``dest_get`` plus a copy into a
-  preallocated tensor, ``dest_finish_get``, ``src_wait_until_get_finished``.
+  preallocated tensor, ``dest_finish_get``, ``src_wait_until_get_finished``;
+* MACs alone: what the store's authentication computes in one round (four requests and their
+  replies, two of them with the tensor bytes), without sockets.
 
 Each cell is the best of three runs (ms per round) and its ratio to the raw relay.
 
@@ -157,11 +159,32 @@ def store_rounds_without_mac(nbytes: int, count: int) -> float:
         return store_rounds(nbytes, count)
 
 
+def auth_alone(nbytes: int, count: int) -> float:
+    """Seconds the MACs of one request with ``nbytes`` of data and its reply take, without
+    any socket: seal, check, seal the reply, check it (both ends and the coordinator)."""
+    key = network_auth.derive_key(b"s" * 32)
+    client, table = network_auth.ClientAuth(key), network_auth.SessionTable(key)
+    hello, nonce = client.hello()
+    answer = table.receive(b"id", hello)
+    assert isinstance(answer, network_auth.Hello) and client.accept_hello(nonce, answer.reply[1:])
+    data: bytes | None = b"\0" * nbytes
+    header = b"\x95\x01\x01\xa1k\x01\x92\x00\x91\x01"
+    start = time.perf_counter()
+    for counter in range(1, count * 4 + 1):  # four requests per round, as the store's
+        request = table.receive(b"id", client.seal(counter, header, data))
+        assert isinstance(request, network_auth.Request)
+        reply = table.seal(b"id", counter, b"\x91\x00", request.data, request.tag)
+        assert reply is not None and client.open_reply(counter, reply[1:]) is not None
+        data = None if counter % 4 else b"\0" * nbytes
+    return (time.perf_counter() - start) / count
+
+
 ROWS: dict[str, Callable[[int, int], float]] = {
     "raw relay": lambda n, c: raw_rounds(False, n, c),
     "raw relay + CURVE": lambda n, c: raw_rounds(True, n, c),
     "store, no MAC": store_rounds_without_mac,
     "store, HMAC (this)": store_rounds,
+    "MACs alone": auth_alone,
 }
 
 

@@ -9,11 +9,13 @@ coordinator that parks waiting requests instead of polling.
 
 Rank 0 binds ``endpoint`` (``tcp://HOST:PORT``) and runs the ``Coordinator`` thread; every
 participant, rank 0 included, talks to it through a DEALER socket. Bind ``tcp://127.0.0.1:PORT``
-unless the program spans machines; a wildcard host (``*``, ``0.0.0.0``) listens on every
-interface and is used only where the caller names it. With port 0 rank 0 binds a free port:
-``store.endpoint`` is the endpoint bound, for the caller to pass to the other ranks (through
-the rendezvous); rank 0's ``open`` then returns once the coordinator serves, and its
-construction barrier completes in its first call.
+unless the program spans machines, then the address of the interface the other machines
+reach; a wildcard host (``*``, ``0.0.0.0``) listens on every interface and is used only where
+the caller names it (``store.endpoint`` then names the wildcard: the caller tells the others
+its address instead). With port 0 rank 0 binds a free port: ``store.endpoint`` is the endpoint
+bound, for the caller to pass to the other ranks (through the rendezvous); rank 0's ``open``
+then returns once the coordinator serves, and its construction barrier completes in its first
+call.
 
 Every message is authenticated with the program's secret (``namespace.secret``; the scheme, and
 why HMAC rather than CURVE, in ``network_auth``); the coordinator serves members only, each as

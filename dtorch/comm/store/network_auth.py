@@ -25,21 +25,28 @@ them. So the header (who, which key, what size) is checked hop by hop and the te
 to end, at one SHA-256 pass at each end. All MACs and digests are compared with
 ``hmac.compare_digest``.
 
-Why HMAC and not ZeroMQ CURVE (measured on this machine, ``benchmarks/store_auth.py``; 2 vCPU
-with SHA-NI, pyzmq 27 / libzmq 4.3.5, loopback TCP, one SET and one GET of the same tensor
-through the store, producer and consumer remote)::
+Why HMAC and not ZeroMQ CURVE, measured with ``benchmarks/store_auth.py`` (2 vCPU with SHA-NI,
+shared with other work: load about 3; pyzmq 27 / libzmq 4.3.5; loopback TCP; one round is one
+tensor from a remote producer through the coordinator to a remote consumer; best of three)::
 
-    tensor     raw zmq relay   raw zmq relay + CURVE   store, no MAC   store, HMAC (this)
-    1 KiB           0.10 ms                  0.16 ms         0.39 ms         0.45 ms
-    64 MiB           104 ms                   472 ms          229 ms          369 ms
+    per round                       1 KiB      64 MiB
+    raw zmq relay (no store)      0.14 ms      131 ms
+    raw zmq relay + CURVE         0.40 ms      496 ms   CURVE alone: +365 ms
+    store without MACs            1.38 ms      166 ms
+    store with HMAC (this)        1.25 ms      259 ms   HMAC: +92 ms (1 KiB: in the noise)
+    the MACs alone, no sockets    0.06 ms      126 ms   two SHA-256 passes of 64 MiB
 
-CURVE encrypts every byte on both hops (about 275 MB/s per direction here) and costs more
-than the whole store; the store moves bulk tensor bytes between machines of one program,
-which need integrity and authenticity, not secrecy from their own operator. The HMAC costs one
-SHA-256 pass per hop and end (about 1.7 GB/s). What HMAC does not give, and CURVE would: the
-bytes are readable on the wire (do not use the store across networks you do not trust with
-the tensors), and a peer without the key can still make ZeroMQ receive frames (each at most
-``MAX_STORE_BYTES``) before they are refused.
+CURVE encrypts and decrypts every byte on both hops (at 64 MiB its cost alone is more than the
+store's whole round: a CURVE store would take about 530 ms, the HMAC store takes 259 ms),
+and it authenticates connections, so binding a rank to its messages would still be ours to
+do. The store moves bulk tensor bytes between the machines of one program: they need
+integrity and authenticity, not secrecy from their own operator. HMAC costs one SHA-256 pass
+(about 1 GB/s here under load; 1.7 GB/s idle, as measured when issue 11 was filed) at each end
+and none on the coordinator, and
+the 32-byte MACs of small messages are microseconds. What HMAC does not give, and CURVE would:
+the bytes are readable on the wire (do not run the store across a network you would not trust
+with the tensors), and a peer without the key can still make ZeroMQ receive its frames (each
+at most ``MAX_STORE_BYTES``, dropped at once) before they are refused.
 
 Example:
     >>> key = derive_key(b"s" * 32)

@@ -61,6 +61,9 @@ from dtorch.comm.store.network_protocol import (
 from dtorch.errors import CommError
 
 _LOG = logging.getLogger(__name__)
+#: Refusals logged one by one; beyond this, one line per this many (a flood of garbage must
+#: not become a flood of log lines).
+LOGGED_REFUSALS = 100
 _NO_DATA = data_tag(None)
 
 
@@ -135,6 +138,7 @@ class Coordinator:
         self._arrived: dict[int, _Parked] = {}
         self._slots: dict[str, _Slot] = {}
         self._held = 0  # bytes of the slots' data
+        self._refusals = 0
         self._parked: list[_Parked] = []
         self._handlers: dict[Op, Callable[[_Call, list[Any]], None]] = {
             Op.JOIN: self._join,
@@ -197,7 +201,7 @@ class Coordinator:
         try:
             message = self._sessions.receive(ident, frames[1:])
         except Refused as refusal:  # unauthenticated: no answer at all
-            _LOG.warning("network store %r dropped a message: %s", self.scoped_key, refusal)
+            self._log_refusal("dropped a message", refusal)
             return
         if isinstance(message, Hello):
             self._router.send_multipart(message.reply)
@@ -209,13 +213,20 @@ class Coordinator:
         try:
             self._serve(ident, request)
         except Refused as refusal:
-            _LOG.warning("network store %r refused a request: %s", self.scoped_key, refusal)
+            self._log_refusal("refused a request", refusal)
             self._reply(ident, request.counter, [Status.ERROR, f"refused: {refusal}"])
         except CommError as error:  # misuse by a member (a key set twice, ...)
             self._reply(ident, request.counter, [Status.ERROR, str(error)])
         except Exception as error:  # a bug in a handler: the others are still served
             _LOG.exception("network store %r failed on a request", self.scoped_key)
             self._reply(ident, request.counter, [Status.ERROR, f"internal error: {error!r}"])
+
+    def _log_refusal(self, what: str, refusal: Refused) -> None:
+        self._refusals += 1
+        count = self._refusals
+        if count <= LOGGED_REFUSALS or count % LOGGED_REFUSALS == 0:
+            store = self.scoped_key
+            _LOG.warning("network store %r %s (%d so far): %s", store, what, count, refusal)
 
     def _serve(self, ident: bytes, request: Request) -> None:
         try:

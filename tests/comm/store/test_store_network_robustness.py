@@ -232,3 +232,15 @@ def test_a_reply_declaring_more_than_its_bytes_is_refused(namespace):
             assert torch.equal(result.result(timeout=10), torch.zeros(2))
     finally:
         router.close(0)
+
+
+def test_a_flood_of_garbage_is_not_a_flood_of_log_lines(namespace, watch):
+    with two_ranks(namespace) as (rank0, _rank1):
+        raw = RawPeer(rank0.endpoint)
+        try:
+            for index in range(300):
+                raw.send([b"garbage", index.to_bytes(2, "little")])
+            watch.wait_for("(300 so far)")
+        finally:
+            raw.close()
+    assert watch.count("dropped a message") == 102  # the first 100, then the 200th and 300th

@@ -213,12 +213,16 @@ def test_the_byte_cap_refuses_and_reset_releases(namespace, watch, threads):
         with pytest.raises(CommError, match="may hold at most 1048576"):
             rank0.src_set("a0", half, 1)
         watch.wait_for("may hold at most")
-        first = _handover(rank1, rank0, "a1-again", torch.zeros(0))
-        rank0.dest_get("a1")
+        small = _handover(rank1, rank0, "small", torch.ones(3))  # what fits is still served
+        first = rank0.dest_get("a1").clone()
         rank0.dest_finish_get("a1")
+        rank1.src_wait_until_get_finished("a1")
+        with pytest.raises(CommError, match="may hold at most"):
+            rank0.src_set("a0", half, 1)  # a finished key is held until reset()
         _reset_both(rank0, rank1, threads)
         got = _handover(rank0, rank1, "a0", half)
-    assert first.numel() == 0
+    assert small.tolist() == [1.0, 1.0, 1.0]
+    torch.testing.assert_close(first, half)
     torch.testing.assert_close(got, half)
 
 
@@ -262,6 +266,15 @@ def test_rank_0_on_port_0_reports_the_endpoint_bound(namespace):
     assert got.tolist() == [1.5, 2.5]
     with pytest.raises(CommError, match="port 0 is for rank 0"):
         NetworkTensorStore.open("k", 2, 1, namespace, ANY_PORT)
+
+
+def test_rank_0_binds_the_interface_it_is_given(namespace):
+    first = NetworkTensorStore.open("host2", 2, 0, namespace, "tcp://127.0.0.2:0")
+    with first:
+        assert first.endpoint.startswith("tcp://127.0.0.2:")
+        with NetworkTensorStore.open("host2", 2, 1, namespace, first.endpoint) as second:
+            got = _handover(first, second, "k", torch.arange(6).reshape(2, 3))
+    assert torch.equal(got, torch.arange(6).reshape(2, 3))
 
 
 def test_rank_0_on_port_0_alone_times_out_in_its_first_call(namespace):
