@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -182,11 +183,31 @@ def race(players: list[Contender], runs: list[Callable[[], object]], repeats: in
         player.walls = []
     for i in range(repeats + 2):
         for player, run in zip(players, runs, strict=True):
-            start = time.perf_counter()
-            run()
-            player.graph.sync()
+            with _naming(player):
+                start = time.perf_counter()
+                run()
+                player.graph.sync()
             if i >= 2:  # two warm-up rounds
                 player.walls.append(time.perf_counter() - start)
+
+
+def prepare(players: list[Contender], make: Callable[[dtorch.Graph], Any]) -> list[Any]:
+    """``make(graph)`` for every contender (its checked run)."""
+    runs = []
+    for player in players:
+        with _naming(player):
+            runs.append(make(player.graph))
+    return runs
+
+
+@contextmanager
+def _naming(player: Contender) -> Iterator[None]:
+    # a failure says which configuration it happened on
+    try:
+        yield
+    except Exception as error:
+        error.add_note(f"(on the {player.name} graph)")
+        raise
 
 
 def redistribution(case: Case, rows: int, graph: dtorch.Graph) -> Callable[[], object]:
@@ -216,7 +237,7 @@ def mlp_forward(graph: dtorch.Graph) -> Callable[[], object]:
         )
     model.load_state_dict(ref.state_dict())
     xd = dtorch.from_torch(x, device_mesh=mesh, graph=graph)
-    check(f"MLP on {graph}", model(xd).to_torch(), expected)
+    check("MLP", model(xd).to_torch(), expected)
     return lambda: model(xd)
 
 
@@ -247,10 +268,11 @@ def measure(players: list[Contender], quick: bool, sizes: Sequence[int], repeats
     print("\n".join(HEADER), flush=True)
     for case in cases(quick):
         for rows in sizes:
-            race(players, [redistribution(case, rows, p.graph) for p in players], repeats)
+            make = partial(redistribution, case, rows)
+            race(players, prepare(players, make), repeats)
             mesh = "x".join(map(str, case.mesh_shape))
             print(report_row(case.name, f"[{rows}, {COLS}]", mesh, players), flush=True)
-    race(players, [mlp_forward(p.graph) for p in players], repeats)
+    race(players, prepare(players, mlp_forward), repeats)
     shape = f"[{BATCH}, {DIM}] -> {HIDDEN} -> {DIM}"
     print(report_row("TP MLP forward", shape, "tp=4", players), flush=True)
 
