@@ -287,10 +287,12 @@ def main() -> None:
     sizes = args.rows[:1] if args.quick else args.rows
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, one torch thread per worker")
-    print(f"load average before: {_load()} (a shared machine skews every figure)\n")
+    print(f"load average before: {_load()} (a shared machine skews every figure)")
     started = time.perf_counter()
     with ExitStack() as stack:
-        measure(contenders(stack), args.quick, sizes, repeats)
+        players = contenders(stack)
+        print(f"12 workers ready in {time.perf_counter() - started:.0f} s\n", flush=True)
+        measure(players, args.quick, sizes, repeats)
     print(f"\nload average after: {_load()}; medians of {repeats} rounds after 2 warm-up")
     print(f"{time.perf_counter() - started:.0f} s in all, workers stopped")
     print("command:", " ".join([os.path.relpath(sys.executable), *sys.argv]))
