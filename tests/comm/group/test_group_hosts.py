@@ -280,11 +280,33 @@ def test_a_group_spanning_hosts_needs_a_rendezvous_store(namespace) -> None:
 
 def test_a_rendezvous_is_opened_once_per_participant() -> None:
     shared = dist.HashStore()
+    before = shared.timeout
     rendezvous = GroupRendezvous.in_store("g", shared, "127.0.0.2")
     timeout = timedelta(seconds=1)
     rendezvous.open(2, 0, timeout).set("k", "v")
     assert shared.get("g/k") == b"v"  # the group's keys live under its prefix
+    assert shared.timeout == before  # the caller's store keeps its own timeout
     with pytest.raises(CommError, match="participant 0 opened it before"):
         rendezvous.open(2, 0, timeout)
     with pytest.raises(CommError, match="exactly one"):
         GroupRendezvous("g")
+
+
+def test_a_caller_killed_on_another_host_times_the_network_store_out(
+    process_pool: ProcessPool, store_port: int, tmp_path
+) -> None:
+    """The network store has no pids to look at: the callers left waiting for a killed
+    caller's tensors fail at the comm timeout (8 s here: the victim, a fresh process, must
+    open the store within it), naming the ranks that never came."""
+    jobs, ids = _layout_jobs([[0, 1], [2], [3, 4]], [0, 1, 1], store_port, timeout_s=8.0)
+    case = all_reduce_case(5, (4,), "sum", torch.float32, torch.Generator().manual_seed(0))
+    _add_group(jobs, ids, [case])
+    victim = jobs[1]
+    victim.groups = [(ids, [])]
+    victim.ready_file, victim.linger_s = str(tmp_path / "ready"), 600.0
+    run = process_pool.start([Job(failure_of_host_job, (job, 0.0)) for job in (jobs[0], jobs[2])])
+    _, killed_at = _start_victim(victim, run_host_job, tmp_path / "ready")
+    for kind, message, at, _ in run.results(timeout_s=60):
+        assert kind == "CommTimeoutError", message
+        assert "ranks [2] (one caller) never came" in message
+        assert at - killed_at < 8.0 + FAST_S, message
