@@ -199,7 +199,7 @@ def test_a_rank_killed_on_another_host_fails_the_survivors_fast(
         # nothing of the failed collective holds the group open past the close
         assert closed_at - at < HOLD_S + FAST_S
     told = [message for _, message, _, _ in results if "failed on another rank" in message]
-    assert len(told) == 1 and "Connection closed by peer" in told[0], results
+    assert told and all("Connection closed by peer" in m for m in told), results
 
 
 def test_a_killed_rank_leaves_no_rendezvous_file(process_pool: ProcessPool, tmp_path) -> None:
