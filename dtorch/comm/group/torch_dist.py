@@ -5,8 +5,8 @@ directly from its rendezvous store (``GroupRendezvous``: a ``FileStore`` whose p
 manager's namespace on one machine, a prefix of a shared c10d store across hosts), so no global
 default process group is touched and any number of groups coexist in one process. Gloo binds the
 rendezvous's ``host_address`` (loopback unless the caller names its interface); NCCL's own
-bootstrap picks its interface itself (``NCCL_SOCKET_IFNAME``). Uneven shards are
-padded to ``ceil(n / world)`` and unpadded after the exchange; avg is a sum divided locally.
+bootstrap picks its interface itself (``NCCL_SOCKET_IFNAME``). Uneven shards are padded to
+``ceil(n / world)`` and unpadded after the exchange; avg is a sum divided locally.
 
 CUDA groups (NCCL) run on the process's current CUDA device, which the worker sets.
 
@@ -23,7 +23,7 @@ ranks still waiting fail with it at their next look: that is how the death of a 
 host, whose pid nobody here can look up, reaches every survivor.
 
 Example (one process, world size 1):
-    >>> import os, tempfile, torch
+    >>> import tempfile, torch
     >>> from dtorch.comm.group.backend import GroupInfo
     >>> from dtorch.comm.group.reduce_op import ReduceOp
     >>> from dtorch.comm.group.rendezvous import GroupRendezvous

@@ -29,7 +29,7 @@ from group_workers import CallerJob, failure_of, run_caller_job
 from host_workers import Calls, HostJob, failure_of_host_job, run_host_job
 
 from dtorch.comm.group import BackendKind, CommTopology, choose_backend
-from dtorch.comm.group.rendezvous import GroupRendezvous
+from dtorch.comm.group.rendezvous import GroupRendezvous, open_network_store
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import CommError
 from tests.process_pool import Job, ProcessPool, kill_process, start_process
@@ -269,13 +269,18 @@ def test_bad_hosts_are_rejected() -> None:
         CommTopology(((0,), (1,)), processes=False, hosts=(0, 1))
 
 
-def test_a_group_spanning_hosts_needs_a_rendezvous_store(namespace) -> None:
+@pytest.mark.parametrize("layout", [[[0, 1], [2]], [[0], [1]]])
+def test_a_group_spanning_hosts_needs_a_rendezvous_store(namespace, layout) -> None:
     from dtorch.comm.group import ThreadGroupManager
 
-    topology = CommTopology.processes_holding([[0, 1], [2]], hosts=[0, 1])
+    topology = CommTopology.processes_holding(layout, hosts=[0, 1])
+    ids = [d for caller in layout for d in caller]
     manager = ThreadGroupManager(topology, namespace=namespace)
-    with manager, pytest.raises(CommError, match="needs a rendezvous store shared by the hosts"):
-        manager.get_group("cpu", [0, 1, 2], [0, 1])
+    with manager, pytest.raises(CommError, match=r"spans hosts \[0, 1\]: .* rendezvous store"):
+        manager.get_group("cpu", ids, layout[0])
+    with pytest.raises(CommError, match="needs a rendezvous store shared by the hosts"):
+        rendezvous = GroupRendezvous.in_directory("g", "/nonexistent")
+        open_network_store(rendezvous, "g", namespace, 2, 1, timedelta(seconds=1))
 
 
 def test_a_rendezvous_is_opened_once_per_participant() -> None:
