@@ -3,7 +3,9 @@
 ``ThreadGroupManager(topology, namespace=...)`` hands each caller its ``ThreadGroup`` for a
 set of devices; the group's collectives take ``{rank: tensor}`` for the ranks the caller
 holds. Backends are chosen by topology (``CommTopology``, ``choose_backend``): torch.distributed
-(Gloo / NCCL) for one rank per process, the same-device backend over a TensorStore otherwise.
+(Gloo / NCCL) for one rank per process, the same-device backend over a TensorStore otherwise
+(memory, file, or across hosts the network store); callers on several hosts meet through a
+shared c10d store (``rendezvous_store``, ``GroupRendezvous``).
 
 Example:
     >>> import torch
@@ -18,6 +20,7 @@ from dtorch.comm.group.backend import GroupBackend, GroupInfo
 from dtorch.comm.group.group import ThreadGroup
 from dtorch.comm.group.manager import GroupKey, ThreadGroupManager, group_name
 from dtorch.comm.group.reduce_op import REDUCE_OP_NAMES, ReduceOp, parse_reduce_op
+from dtorch.comm.group.rendezvous import GroupRendezvous
 from dtorch.comm.group.same_device import SameDeviceBackend
 from dtorch.comm.group.topology import BackendKind, CommTopology, choose_backend
 from dtorch.comm.group.torch_dist import TorchDistBackend
@@ -29,6 +32,7 @@ __all__ = [
     "GroupBackend",
     "GroupInfo",
     "GroupKey",
+    "GroupRendezvous",
     "ReduceOp",
     "SameDeviceBackend",
     "ThreadGroup",

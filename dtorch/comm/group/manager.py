@@ -141,9 +141,15 @@ class ThreadGroupManager:
         return ThreadGroup(info, _OPENERS[kind](self, key, info, callers), kind)
 
     def _backend_kind(self, key: GroupKey, callers: _Callers) -> BackendKind:
+        hosts = self._topology.group_hosts(key[1])
+        if len(set(hosts)) > 1 and self._rendezvous_store is None:
+            raise CommError(
+                f"group {key[0]}{list(key[1])} spans hosts {sorted(set(hosts))}: its callers "
+                "meet through a rendezvous store shared by the hosts "
+                "(ThreadGroupManager(..., rendezvous_store=...)), not files of one machine"
+            )
         if self._backend is not None and len(callers) > 1:
             return self._backend
-        hosts = self._topology.group_hosts(key[1])
         return choose_backend(self._topology, key[0], callers, hosts)
 
     def _store_opener(self, kind: StoreKind, key: GroupKey) -> StoreOpener:

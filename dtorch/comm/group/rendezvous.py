@@ -7,12 +7,19 @@ goes through it: torch.distributed's own rendezvous (Gloo / NCCL addresses), eac
 (who it is, for dead-peer detection) and, for the network TensorStore, the endpoint its rank 0
 bound.
 
-Files: a rendezvous file is created ``0600`` before torch opens it (torch creates it with the
-process umask, 0644 by default, so any local user could read and write the rendezvous; a umask
-around the open would also change the mode of files other threads create meanwhile).
+Files: a rendezvous file is created ``0600`` before torch opens it (torch creates it under the
+process umask, 0644 usually, so any local user could read the ranks' addresses and pids; a
+umask around the open would also change the mode of files other threads create meanwhile, since
+the umask is the process's). The ranks remove it as they close, a killed rank's share counted by
+the survivors (``torch_peers``). In a shared store nothing is removed: a group leaves its few
+small keys there (the store is the program's and goes with it).
 
 Listeners bind ``host_address``: ``127.0.0.1`` unless the caller names the interface of its
 host (Gloo otherwise binds whatever the machine's hostname resolves to).
+
+A caller of a network-store group on another host that dies is seen by the others at the comm
+timeout (CommTimeoutError naming the callers that never came): the store has no pids to look
+at, unlike the file store.
 
 A group is opened once per caller and rendezvous: each rank counts its opening in the store, and
 a second opening of the same group (same namespace, same store) is refused, since it would meet
@@ -92,9 +99,11 @@ class GroupRendezvous:
         """The group's c10d store for participant ``rank`` (counted: see the module doc)."""
         if self.path is not None:
             store: Any = _file_store(self.path, world_size)
+            store.set_timeout(timeout)
         else:
+            # no set_timeout: a PrefixStore's would change the caller's shared store; waits
+            # pass their timeout, plain gets follow after a wait
             store = dist.PrefixStore(self.name, self.store)
-        store.set_timeout(timeout)
         if store.add(f"opened/{rank}", 1) != 1:
             raise CommError(
                 f"group rendezvous {self.name!r}: participant {rank} opened it before; a "
@@ -160,11 +169,14 @@ def open_network_store(
 def _serve(
     store: Any, host: str, store_key: str, namespace: CommNamespace, world_size: int
 ) -> TensorStore:
-    # INTEGRATOR: an adapter. The store binds inside open(), whose construction barrier waits
-    # for the other ranks, who need the port first: so the port is reserved beforehand (bound,
-    # not listening, SO_REUSEADDR like ZeroMQ's own listener) and published, and the store
-    # binds that very port while the reservation blocks every other use of it. A hook in
-    # NetworkTensorStore.open that reports the endpoint bound before the barrier replaces it.
+    # INTEGRATOR: an adapter. Today's store binds inside open(), whose construction barrier
+    # waits for the other ranks, who need the port first: so the port is reserved beforehand
+    # (bound, not listening, SO_REUSEADDR like ZeroMQ's own listener) and published, and the
+    # store binds that very port while the reservation blocks every other use of it. Once the
+    # store-security branch lands (rank 0 may bind port 0: its open returns before the
+    # barrier and ``store.endpoint`` is the endpoint bound), replace the body by: open with
+    # ``tcp_endpoint(host, 0)``, ``store.set(ENDPOINT_KEY, served.endpoint)`` (closing
+    # ``served`` if that fails), return ``served`` -- tested against that branch; both work.
     with _reserved_port(host) as port:
         endpoint = tcp_endpoint(host, port)
         store.set(ENDPOINT_KEY, endpoint)

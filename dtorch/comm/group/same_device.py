@@ -20,7 +20,8 @@ copies and nothing else; with a file store the producer's one copy into shared m
 A mismatch found in a peer's tensor is raised only after the handshake is complete, so the
 other callers are never left waiting. A caller that times out, or sees another caller's process
 die (the file store's ``PeerDiedError``, within about a second), breaks the group: its rounds
-can no longer line up with the others'.
+can no longer line up with the others'. Across hosts (the network store) a dead caller is seen
+at the comm timeout only: no pid of another host can be looked at.
 
 Example (one caller holding every rank: no store, no waiting):
     >>> import torch

@@ -5,25 +5,26 @@ directly from its rendezvous store (``GroupRendezvous``: a ``FileStore`` whose p
 manager's namespace on one machine, a prefix of a shared c10d store across hosts), so no global
 default process group is touched and any number of groups coexist in one process. Gloo binds the
 rendezvous's ``host_address`` (loopback unless the caller names its interface); NCCL's own
-bootstrap picks its interface itself (``NCCL_SOCKET_IFNAME``). Uneven shards are
-padded to ``ceil(n / world)`` and unpadded after the exchange; avg is a sum divided locally.
+bootstrap picks its interface itself (``NCCL_SOCKET_IFNAME``). Uneven shards are padded to
+``ceil(n / world)`` and unpadded after the exchange; avg is a sum divided locally.
 
 CUDA groups (NCCL) run on the process's current CUDA device, which the worker sets.
 
 Waiting: every collective is started asynchronously and first waited on for a short probe. A
-rank still waiting after the probe writes an arrival mark ``seq -> rank`` to the FileStore, so
-when the collective finally times out (the process group's timeout is
-``GlobalOption.get_comm_timeout_second()``) the ranks without a mark are the ones that never
-came. Fast collectives never touch the store. The rest of the wait is cut into half-second
-slices, and between two of them the rank looks at its peers' processes (``torch_peers``: Gloo
-itself tells only the ranks that exchange with a dead peer): a dead peer fails the collective
-with a ``PeerDiedError`` naming its rank and pid, as does a Gloo failure seen while a peer is
-dead. A rank whose collective fails otherwise publishes the failure (``failed/<seq>``), and the
-ranks still waiting fail with it at their next look: that is how the death of a peer on another
-host, whose pid nobody here can look up, reaches every survivor.
+rank still waiting after the probe writes its arrival mark (``arrived/<rank>``: the last
+collective it waited in, one key per rank, overwritten: a shared store lives as long as the
+program) to the rendezvous store, so when the collective finally times out (the process group's
+timeout is ``GlobalOption.get_comm_timeout_second()``) the ranks whose mark is older are the
+ones that never came. Fast collectives never touch the store. The rest of the wait is cut into
+half-second slices, and between two of them the rank looks at its peers' processes
+(``torch_peers``: Gloo itself tells only the ranks that exchange with a dead peer): a dead peer
+fails the collective with a ``PeerDiedError`` naming its rank and pid, as does a Gloo failure
+seen while a peer is dead. A rank whose collective fails otherwise publishes the failure
+(``failed/<seq>``), and the ranks still waiting fail with it at their next look: that is how
+the death of a peer on another host, whose pid nobody here can look up, reaches every survivor.
 
 Example (one process, world size 1):
-    >>> import os, tempfile, torch
+    >>> import tempfile, torch
     >>> from dtorch.comm.group.backend import GroupInfo
     >>> from dtorch.comm.group.reduce_op import ReduceOp
     >>> from dtorch.comm.group.rendezvous import GroupRendezvous
@@ -109,8 +110,8 @@ _PROCESS_GROUPS: dict[str, Callable[[Any, int, int, timedelta, str], Any]] = {
 }
 
 
-def _arrival_key(seq: int, rank: int) -> str:
-    return f"arrived/{seq}/{rank}"
+def _arrival_key(rank: int) -> str:
+    return f"arrived/{rank}"
 
 
 def _failed_key(seq: int) -> str:
@@ -163,7 +164,7 @@ class TorchDistBackend(GroupBackend):
         try:
             work = start()
             if not self._probe(work, _PROBE_SECONDS):
-                self._store.set(_arrival_key(seq, self._rank), "1")
+                self._store.set(_arrival_key(self._rank), str(seq))
                 self._await(collective, seq, work)
         except CommError as error:
             self._published(seq, error)
@@ -224,14 +225,17 @@ class TorchDistBackend(GroupBackend):
         if not timed_out:
             return CommError(f"{collective} on {self._info} failed: {text}")
         missing = [
-            r
-            for r in range(self._info.world_size)
-            if r != self._rank and not self._store.check([_arrival_key(seq, r)])
+            r for r in range(self._info.world_size) if r != self._rank and not self._came(r, seq)
         ]
         return CommTimeoutError(
             f"{collective} on {self._info} timed out after {self._timeout.total_seconds()} s "
             f"(DTORCH_COMM_TIMEOUT_SECOND); ranks that never came: {missing} ({text})"
         )
+
+    def _came(self, rank: int, seq: int) -> bool:
+        """Whether ``rank`` marked its arrival in collective ``seq`` (or a later one)."""
+        key = _arrival_key(rank)
+        return bool(self._store.check([key])) and int(self._store.get(key)) >= seq
 
     # --- collectives ---------------------------------------------------------------------
 

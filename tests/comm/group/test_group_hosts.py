@@ -29,7 +29,7 @@ from group_workers import CallerJob, failure_of, run_caller_job
 from host_workers import Calls, HostJob, failure_of_host_job, run_host_job
 
 from dtorch.comm.group import BackendKind, CommTopology, choose_backend
-from dtorch.comm.group.rendezvous import GroupRendezvous
+from dtorch.comm.group.rendezvous import GroupRendezvous, open_network_store
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import CommError
 from tests.process_pool import Job, ProcessPool, kill_process, start_process
@@ -199,7 +199,7 @@ def test_a_rank_killed_on_another_host_fails_the_survivors_fast(
         # nothing of the failed collective holds the group open past the close
         assert closed_at - at < HOLD_S + FAST_S
     told = [message for _, message, _, _ in results if "failed on another rank" in message]
-    assert len(told) == 1 and "Connection closed by peer" in told[0], results
+    assert told and all("Connection closed by peer" in m for m in told), results
 
 
 def test_a_killed_rank_leaves_no_rendezvous_file(process_pool: ProcessPool, tmp_path) -> None:
@@ -269,22 +269,49 @@ def test_bad_hosts_are_rejected() -> None:
         CommTopology(((0,), (1,)), processes=False, hosts=(0, 1))
 
 
-def test_a_group_spanning_hosts_needs_a_rendezvous_store(namespace) -> None:
+@pytest.mark.parametrize("layout", [[[0, 1], [2]], [[0], [1]]])
+def test_a_group_spanning_hosts_needs_a_rendezvous_store(namespace, layout) -> None:
     from dtorch.comm.group import ThreadGroupManager
 
-    topology = CommTopology.processes_holding([[0, 1], [2]], hosts=[0, 1])
+    topology = CommTopology.processes_holding(layout, hosts=[0, 1])
+    ids = [d for caller in layout for d in caller]
     manager = ThreadGroupManager(topology, namespace=namespace)
-    with manager, pytest.raises(CommError, match="needs a rendezvous store shared by the hosts"):
-        manager.get_group("cpu", [0, 1, 2], [0, 1])
+    with manager, pytest.raises(CommError, match=r"spans hosts \[0, 1\]: .* rendezvous store"):
+        manager.get_group("cpu", ids, layout[0])
+    with pytest.raises(CommError, match="needs a rendezvous store shared by the hosts"):
+        rendezvous = GroupRendezvous.in_directory("g", "/nonexistent")
+        open_network_store(rendezvous, "g", namespace, 2, 1, timedelta(seconds=1))
 
 
 def test_a_rendezvous_is_opened_once_per_participant() -> None:
     shared = dist.HashStore()
+    before = shared.timeout
     rendezvous = GroupRendezvous.in_store("g", shared, "127.0.0.2")
     timeout = timedelta(seconds=1)
     rendezvous.open(2, 0, timeout).set("k", "v")
     assert shared.get("g/k") == b"v"  # the group's keys live under its prefix
+    assert shared.timeout == before  # the caller's store keeps its own timeout
     with pytest.raises(CommError, match="participant 0 opened it before"):
         rendezvous.open(2, 0, timeout)
     with pytest.raises(CommError, match="exactly one"):
         GroupRendezvous("g")
+
+
+def test_a_caller_killed_on_another_host_times_the_network_store_out(
+    process_pool: ProcessPool, store_port: int, tmp_path
+) -> None:
+    """The network store has no pids to look at: the callers left waiting for a killed
+    caller's tensors fail at the comm timeout (8 s here: the victim, a fresh process, must
+    open the store within it), naming the ranks that never came."""
+    jobs, ids = _layout_jobs([[0, 1], [2], [3, 4]], [0, 1, 1], store_port, timeout_s=8.0)
+    case = all_reduce_case(5, (4,), "sum", torch.float32, torch.Generator().manual_seed(0))
+    _add_group(jobs, ids, [case])
+    victim = jobs[1]
+    victim.groups = [(ids, [])]
+    victim.ready_file, victim.linger_s = str(tmp_path / "ready"), 600.0
+    run = process_pool.start([Job(failure_of_host_job, (job, 0.0)) for job in (jobs[0], jobs[2])])
+    _, killed_at = _start_victim(victim, run_host_job, tmp_path / "ready")
+    for kind, message, at, _ in run.results(timeout_s=60):
+        assert kind == "CommTimeoutError", message
+        assert "ranks [2] (one caller) never came" in message
+        assert at - killed_at < 8.0 + FAST_S, message

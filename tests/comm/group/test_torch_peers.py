@@ -43,3 +43,17 @@ def test_a_dead_rank_is_counted_out_by_a_survivor_once(tmp_path):
     assert not (tmp_path / "rdv").exists()
     del store
     assert not (tmp_path / "rdv").exists()
+
+
+def test_peers_on_another_host_address_are_not_judged_by_pid():
+    """A hello from a rank binding another address (a simulated host, or a real one) names a
+    pid this machine cannot look up: that rank is no peer to watch; one of the same address is."""
+    store = dist.HashStore()
+    me = ProcessIdentity.of_self()
+    store.set(hello_key(0), hello_text("127.0.0.2"))
+    store.set(hello_key(1), hello_text("127.0.0.3"))
+    store.set(hello_key(2), hello_text("127.0.0.2"))
+    peers = RankPeers.read(store, 0, 3, "127.0.0.2")
+    assert peers.processes == ((2, me),)
+    assert RankPeers.read(store, 1, 3, "127.0.0.3").processes == ()
+    assert RankPeers.read(store, 1, 3).processes == ()  # loopback by default: no such host
