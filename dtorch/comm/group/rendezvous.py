@@ -37,18 +37,15 @@ Example (one rank, a rendezvous file):
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import torch.distributed as dist
 
 from dtorch.comm.namespace import CommNamespace
-from dtorch.comm.store import StoreKind, TensorStore, open_store
+from dtorch.comm.store import NetworkTensorStore, StoreKind, TensorStore, open_store
 from dtorch.errors import CommError, CommTimeoutError
 
 #: Where listeners bind unless the caller names its host's interface.
@@ -169,27 +166,19 @@ def open_network_store(
 def _serve(
     store: Any, host: str, store_key: str, namespace: CommNamespace, world_size: int
 ) -> TensorStore:
-    # INTEGRATOR: an adapter. Today's store binds inside open(), whose construction barrier
-    # waits for the other ranks, who need the port first: so the port is reserved beforehand
-    # (bound, not listening, SO_REUSEADDR like ZeroMQ's own listener) and published, and the
-    # store binds that very port while the reservation blocks every other use of it. Once the
-    # store-security branch lands (rank 0 may bind port 0: its open returns before the
-    # barrier and ``store.endpoint`` is the endpoint bound), replace the body by: open with
-    # ``tcp_endpoint(host, 0)``, ``store.set(ENDPOINT_KEY, served.endpoint)`` (closing
-    # ``served`` if that fails), return ``served`` -- tested against that branch; both work.
-    with _reserved_port(host) as port:
-        endpoint = tcp_endpoint(host, port)
-        store.set(ENDPOINT_KEY, endpoint)
-        return open_store(
-            StoreKind.NETWORK, store_key, world_size, 0, namespace=namespace, endpoint=endpoint
-        )
-
-
-@contextlib.contextmanager
-def _reserved_port(host: str) -> Iterator[int]:
-    """A free TCP port of ``host``, held bound (not listening) for the block's duration."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as holder:
-        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        holder.bind((host, 0))
-        yield holder.getsockname()[1]
+    """Rank 0's side: serve the network store on a free port of ``host`` and publish the
+    endpoint bound (rank 0's open returns before the construction barrier completes)."""
+    served = open_store(
+        StoreKind.NETWORK,
+        store_key,
+        world_size,
+        0,
+        namespace=namespace,
+        endpoint=tcp_endpoint(host, 0),
+    )
+    try:
+        store.set(ENDPOINT_KEY, cast(NetworkTensorStore, served).endpoint)
+    except BaseException:
+        served.close()
+        raise
+    return served
