@@ -153,3 +153,20 @@ def test_a_ready_main_node_serves_process_mode_graphs_without_a_pool(cluster):
         assert dtorch.cluster.MainNode.num_node_in_cluster() == 2
     finally:
         graph.close()
+
+
+def test_a_graph_outliving_its_cluster_closes_cleanly():
+    """The cluster is closed first (its owner's choice): the graph's own close and its fetches
+    end with a clear error or quietly, never a traceback from a closed socket."""
+    cluster = Cluster(per_host=1, main_node=False)
+    try:
+        cluster.wait_ready()
+        graph = cluster.graph()
+        x = dtorch.ones(4, device_mesh=dtorch.init_device_mesh("cpu", (2,)), graph=graph)
+        assert (x + 1).to_torch().tolist() == [2.0] * 4
+    finally:
+        codes = cluster.close()
+    assert codes == [0, 0]
+    graph.close()
+    with pytest.raises(dtorch.DTorchError):
+        (x + 1).to_torch()

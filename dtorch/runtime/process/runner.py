@@ -218,7 +218,10 @@ class ProcessRunner:
         """Every worker finished this graph's work and dropped its shards."""
         if self._pool.broken is not None:
             return
-        self._publisher.send(RESET, [pack_u64(self._session)])
+        try:
+            self._publisher.send(RESET, [pack_u64(self._session)])
+        except TransportError:  # the pool was closed under this graph: nothing to reset
+            return
         if not self._reset_done.wait(timeout) and self._pool.broken is None:
             self._pool.close()  # workers that cannot finish cannot serve the next graph
             raise WorkerError(f"the workers did not finish this graph's work within {timeout} s")
