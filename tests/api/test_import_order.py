@@ -31,6 +31,8 @@ PUBLIC_MODULES = (
     "dtorch.global_option",
     "dtorch.nn",
     "dtorch.nn.functional",
+    "dtorch.cluster",
+    "dtorch.worker",
 )
 
 _CHILDREN = r"""
