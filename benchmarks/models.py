@@ -44,7 +44,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -165,11 +165,11 @@ class Graphs:
         import dtorch
         from dtorch.runtime.process import WorkerPool
 
-        self.pool = stack.enter_context(_closing(WorkerPool(2, "cpu", threads=1)))
+        self.pool = stack.enter_context(closing(WorkerPool(2, "cpu", threads=1)))
         option = dtorch.GraphOption(per_device_per_process=True, worker_pool=self.pool)
         self.modes = {
-            "thread": stack.enter_context(_closing(dtorch.Graph())),
-            "process": stack.enter_context(_closing(dtorch.Graph(option))),
+            "thread": stack.enter_context(closing(dtorch.Graph())),
+            "process": stack.enter_context(closing(dtorch.Graph(option))),
         }
 
     def pids(self, mode: str) -> list[int]:
@@ -180,14 +180,6 @@ class Graphs:
     def building(graph: Any) -> Iterator[Any]:
         with graph.as_default():
             yield graph
-
-
-@contextmanager
-def _closing(thing: Any) -> Iterator[Any]:
-    try:
-        yield thing
-    finally:
-        thing.close()
 
 
 def tp_mesh(dim: str) -> Any:
@@ -260,7 +252,7 @@ def mlp_section(stack: ExitStack, rounds: int) -> list[Contender]:
         expected = ref(x)
     contenders = [torch_contender(f"torch, one process, {THREADS} threads", lambda: ref(x))]
     ranks = stack.enter_context(
-        _closing(DTensorRanks(2, stack.enter_context(_tmp()), _dtensor_mlp_main))
+        closing(DTensorRanks(2, stack.enter_context(_tmp()), _dtensor_mlp_main))
     )
     check("DTensor", ranks.ask("out"), expected)
     contenders.append(Contender("DTensor + Gloo, tp=2 (2 processes)", lambda: ranks.ask("sample")))

@@ -38,7 +38,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -144,14 +144,6 @@ def _start_worker(address: str, host: str, rank: int, world: int) -> subprocess.
     return subprocess.Popen(command, env=environ, stdin=subprocess.DEVNULL)
 
 
-@contextmanager
-def _closing(thing: Any) -> Iterator[Any]:
-    try:
-        yield thing
-    finally:
-        thing.close()
-
-
 @dataclass
 class Contender:
     """One configuration's graph; ``walls``: the current row's samples (seconds)."""
@@ -163,14 +155,14 @@ class Contender:
 
 def contenders(stack: ExitStack) -> list[Contender]:
     """The three graphs; the clusters start together (their workers boot in parallel)."""
-    two = stack.enter_context(_closing(Cluster(TWO_HOSTS, main_node=True)))
-    one = stack.enter_context(_closing(Cluster(ONE_HOST, main_node=False)))
-    local = stack.enter_context(_closing(WorkerPool(4, "cpu", threads=1)))
+    two = stack.enter_context(closing(Cluster(TWO_HOSTS, main_node=True)))
+    one = stack.enter_context(closing(Cluster(ONE_HOST, main_node=False)))
+    local = stack.enter_context(closing(WorkerPool(4, "cpu", threads=1)))
     option = dtorch.GraphOption(per_device_per_process=True, worker_pool=local)
     graphs = [two.graph(), one.graph(), dtorch.Graph(option)]
     names = ["two hosts", "one host", "local pool"]
     return [
-        Contender(n, stack.enter_context(_closing(g))) for n, g in zip(names, graphs, strict=True)
+        Contender(n, stack.enter_context(closing(g))) for n, g in zip(names, graphs, strict=True)
     ]
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from network_peers import STORE_LOGGER, LogWatch
 
 from tests.thread_runner import on_threads
 
@@ -18,3 +20,17 @@ def threads() -> Callable[..., list[Any]]:
         return on_threads(range(world_size), fn, timeout_s)
 
     return run
+
+
+@pytest.fixture
+def watch():
+    """The network store's log records from every thread (the coordinator logs from its
+    own), for the tests that check a refusal is logged."""
+    handler = LogWatch()
+    logger = logging.getLogger(STORE_LOGGER)
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler
+    logger.removeHandler(handler)
+    logger.setLevel(old_level)

@@ -5,7 +5,6 @@ secret is never taken for the coordinator, and a reply's declared tensor must ma
 
 from __future__ import annotations
 
-import logging
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +14,7 @@ import ormsgpack
 import pytest
 import torch
 import zmq
-from network_peers import ANY_PORT, STORE_LOGGER, LogWatch, RawPeer, SignedPeer, two_ranks
+from network_peers import ANY_PORT, RawPeer, SignedPeer, two_ranks
 from store_scenarios import free_port
 
 from dtorch.comm.store import NetworkTensorStore
@@ -91,18 +90,6 @@ def _random_frames(rng: random.Random) -> list[bytes]:
     if rng.random() < 0.2:
         frames[0] = b"hello"
     return frames
-
-
-@pytest.fixture
-def watch():
-    handler = LogWatch()
-    logger = logging.getLogger(STORE_LOGGER)
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(old_level)
 
 
 def test_garbage_never_stops_the_coordinator(namespace, watch):

@@ -10,7 +10,7 @@ import logging
 import ormsgpack
 import pytest
 import torch
-from network_peers import ANY_PORT, STORE_LOGGER, LogWatch, RawPeer, SignedPeer, two_ranks
+from network_peers import ANY_PORT, STORE_LOGGER, RawPeer, SignedPeer, two_ranks
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import NetworkTensorStore, StoreKind, open_store
@@ -23,19 +23,6 @@ from dtorch.options import GlobalOption
 
 pytestmark = pytest.mark.timeout(60)
 F32 = dtype_code(torch.float32)
-
-
-@pytest.fixture
-def watch():
-    """The store's log records from every thread (the coordinator logs from its own)."""
-    handler = LogWatch()
-    logger = logging.getLogger(STORE_LOGGER)
-    old_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(old_level)
 
 
 @pytest.fixture
