@@ -121,6 +121,7 @@ from dtorch.api.tensor import (
     Tensor,
 )
 from dtorch.api.torch_forms import batch_norm, dropout, embedding, group_norm, layer_norm
+from dtorch.api.visualize import visualize_sharding
 from dtorch.distributed_spec import get_default_device_mesh
 from dtorch.errors import DeserializationError, DTorchError
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
@@ -316,6 +317,7 @@ __all__ = [
     "uint8",
     "unbind",
     "unsqueeze",
+    "visualize_sharding",
     "where",
     "zeros",
     "zeros_like",

@@ -145,6 +145,7 @@ NAMESPACE: dict[str, str] = {
     "sqrt": "dtorch.api.tensor:Tensor.sqrt",
     "square": "dtorch.api.tensor:Tensor.square",
     "Tensor": "dtorch.api.tensor",
+    "visualize_sharding": "dtorch.api.visualize",
     "get_default_device_mesh": "dtorch.distributed_spec",
     "DeserializationError": "dtorch.errors",
     "DTorchError": "dtorch.errors",
