@@ -106,6 +106,7 @@ from dtorch.api.ops.shape import (
 )
 from dtorch.api.ops.spatial import max_pool2d
 from dtorch.api.ops.take import index_select
+from dtorch.api.profile import Profile, profile
 from dtorch.api.redistribute import tensors_redistribute_by_dict
 from dtorch.api.tensor import (
     BFloat16Tensor,
@@ -180,6 +181,7 @@ __all__ = [
     "MemoryStats",
     "Partial",
     "Placement",
+    "Profile",
     "Replicate",
     "SdpaOption",
     "Shard",
@@ -284,6 +286,7 @@ __all__ = [
     "outer",
     "permute",
     "pow",
+    "profile",
     "rand",
     "rand_like",
     "randint",
