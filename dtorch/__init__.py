@@ -106,6 +106,7 @@ from dtorch.api.ops.shape import (
 )
 from dtorch.api.ops.spatial import max_pool2d
 from dtorch.api.ops.take import index_select
+from dtorch.api.profile import Profile, profile
 from dtorch.api.redistribute import tensors_redistribute_by_dict
 from dtorch.api.tensor import (
     BFloat16Tensor,
@@ -181,6 +182,7 @@ __all__ = [
     "MemoryStats",
     "Partial",
     "Placement",
+    "Profile",
     "Replicate",
     "SdpaOption",
     "Shard",
@@ -285,6 +287,7 @@ __all__ = [
     "outer",
     "permute",
     "pow",
+    "profile",
     "rand",
     "rand_like",
     "randint",

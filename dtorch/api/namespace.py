@@ -55,6 +55,8 @@ NAMESPACE: dict[str, str] = {
     "default_graph": "dtorch.api.graph",
     "Graph": "dtorch.api.graph",
     "GraphOption": "dtorch.api.graph",
+    "Profile": "dtorch.api.profile",
+    "profile": "dtorch.api.profile",
     "add": "dtorch.api.ops.elementwise",
     "clamp": "dtorch.api.ops.elementwise",
     "clip": "dtorch.api.ops.elementwise:clamp",

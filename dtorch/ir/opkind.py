@@ -73,6 +73,7 @@ class OpKind(enum.IntEnum):
     IndexSelect = 52
     IndexPut = 53
     ViewPlacements = 54
+    Profile = 55
 
 
 class ActivationKind(enum.IntEnum):

@@ -483,6 +483,16 @@ class SyncParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class ProfileParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Profile
+    """Every stream starts (``start``) or stops recording kernel events; a stop reports them
+    to ``promise`` (``dtorch.profile``)."""
+
+    start: bool
+    promise: PromiseHandle | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CastParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Cast
     dtype: torch.dtype

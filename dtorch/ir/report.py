@@ -12,6 +12,7 @@ into settled promises (``dtorch.runtime.settle``).
   first kernel failure since its previous Sync, or its memory rows;
 * ``ProgressReport``: a party finished the batch the runner asked to hear about (flow
   control: a runner never lets the client get unboundedly far ahead of its devices);
+* ``ProfileReport``: a party's kernel events (``ProfileEvent``) since its profile started;
 * ``WorkerFailureReport``: a worker died or broke; everything pending on it fails.
 
 Example:
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from dtorch.errors import KernelError
+from dtorch.ir.opkind import OpKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,40 @@ class ProgressReport:
 
 
 @dataclass(frozen=True, slots=True)
+class ProfileEvent:
+    """One kernel run on one device: the operator (id, name, kind, first output's or else first
+    input's global shape), where (``pid``: the process that ran it; ``device``), whether it
+    was a group kernel (a collective or redistribution: every device of the call gets the
+    same interval), and when, in ``time.perf_counter_ns()`` of ``pid`` (in a ``ProfileReport``)
+    or in nanoseconds since the profile began on the controller's clock (``Profile.events``).
+    """
+
+    operator_id: int
+    name: str
+    kind: OpKind
+    shape: tuple[int, ...]
+    pid: int
+    device: int
+    group: bool
+    start_ns: int
+    end_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileReport:
+    """Party ``party`` stopped profiling (promise ``promise``): its ``events``, how many it
+    dropped over its buffer's bound, and its own clock (``perf_counter_ns``) when it started
+    and when it stopped, which the controller aligns with its own (``dtorch.api.profile``)."""
+
+    promise: str
+    party: int
+    events: tuple[ProfileEvent, ...]
+    dropped: int
+    started_ns: int
+    stopped_ns: int
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerFailureReport:
     """Worker ``worker`` died or broke (``reason`` says how, ``devices`` which it hosts)."""
 
@@ -116,4 +152,4 @@ class WorkerFailureReport:
     reason: str
 
 
-Report = ValueReport | PartyReport | ProgressReport | WorkerFailureReport
+Report = ValueReport | PartyReport | ProgressReport | ProfileReport | WorkerFailureReport

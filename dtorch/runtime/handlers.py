@@ -2,7 +2,8 @@
 
 GetTensor reports the (single-device) input's value, or the failure standing in for it; Sync
 reports, once per stream, the first failure since the previous Sync; Memory empties the
-device cache or reports the bytes held per device. Each sends one report record on the
+device cache or reports the bytes held per device; Profile starts a stream's kernel event
+recording, or stops it and reports the events. Each sends one report record on the
 runner's report channel: no promise is ever touched here (the controller settles them).
 """
 
@@ -16,9 +17,10 @@ import torch
 
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import MemoryKind, OpKind
-from dtorch.ir.params import GetTensorParam, MemoryParam, SyncParam
+from dtorch.ir.params import GetTensorParam, MemoryParam, ProfileParam, SyncParam
 from dtorch.ir.report import Failure, PartyReport, ValueReport
 from dtorch.runtime.board import FailureBoard
+from dtorch.runtime.profiling import EventRecorder
 from dtorch.runtime.reports import ReportSink
 from dtorch.runtime.shards import KernelFailure, ShardTable
 
@@ -39,6 +41,7 @@ class StreamState(Protocol):
     shards: ShardTable
     party: int
     first_failure: Failure | None
+    recorder: EventRecorder | None  # kernel events, while a profile is open
 
     @property
     def services(self) -> StreamServices: ...
@@ -89,15 +92,33 @@ def memory(
     stream.services.reports.put(report)
 
 
+def profile(
+    stream: StreamState, op: Operator, ins: tuple[Operand, ...], devices: tuple[int, ...]
+) -> None:
+    """Start recording kernel events, or stop and report them (a stop without a start
+    reports none: the stream was handed to this graph after the profile began)."""
+    param = op.param
+    assert isinstance(param, ProfileParam)
+    if param.start:
+        stream.recorder = EventRecorder()
+        return
+    recorder, stream.recorder = stream.recorder, None
+    if param.promise is None:
+        return
+    recorder = recorder or EventRecorder(limit=0)
+    stream.services.reports.put(recorder.report(param.promise.name, stream.party))
+
+
 StreamHandler = Callable[[Any, Operator, tuple[Operand, ...], tuple[int, ...]], None]
 
-#: Kinds a stream handles itself. Sync and Memory go to every stream; GetTensor to the
+#: Kinds a stream handles itself. Sync, Memory and Profile go to every stream; GetTensor to the
 #: stream that holds the input's device.
 STREAM_HANDLERS: dict[OpKind, StreamHandler] = {
     OpKind.GetTensor: get_tensor,
     OpKind.Sync: sync,
     OpKind.Memory: memory,
+    OpKind.Profile: profile,
 }
 
 #: Kinds the runner sends to every stream, whatever their operands.
-EVERY_STREAM_KINDS = frozenset({OpKind.Sync, OpKind.Memory})
+EVERY_STREAM_KINDS = frozenset({OpKind.Sync, OpKind.Memory, OpKind.Profile})

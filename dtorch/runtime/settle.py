@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from dtorch.errors import PromiseStateError
-from dtorch.ir.report import Failure, PartyReport, ValueReport
+from dtorch.ir.report import Failure, PartyReport, ProfileReport, ValueReport
 
 
 class ValueSink(Protocol):
@@ -167,8 +167,15 @@ def _party(promises: PromiseTable, report: PartyReport) -> None:
         promises.pop(report.promise)
 
 
+def _profile(promises: PromiseTable, report: ProfileReport) -> None:
+    collector = promises.get(report.promise)
+    if collector is not None and collector.add(report):
+        promises.pop(report.promise)
+
+
 #: What each report record does to the promise table, by record type.
 _HANDLERS: dict[type, Callable[[PromiseTable, Any], None]] = {
     ValueReport: _value,
     PartyReport: _party,
+    ProfileReport: _profile,
 }

@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 
 import torch
 
-from dtorch.ir.operator import Operator
+from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import OpKind
-from dtorch.ir.params import GetTensorParam, MemoryParam, SyncParam
+from dtorch.ir.params import GetTensorParam, MemoryParam, ProfileParam, SyncParam
 from dtorch.ir.report import Failure, PartyReport, ProgressReport, Report, ValueReport
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
+from dtorch.runtime.profiling import EventRecorder
 from dtorch.runtime.shards import KernelFailure, ShardTable
 from dtorch.runtime.torch_threads import adopt
 from dtorch.runtime.workqueue import WorkQueue
@@ -69,6 +71,7 @@ class KernelStream:
         self.party = party
         self.shards = ShardTable()
         self.first_failure: Failure | None = None  # since the previous Sync
+        self.recorder: EventRecorder | None = None  # kernel events, while a profile is open
         self._services = services
         self._queue = WorkQueue()
         self._thread: threading.Thread | None = None
@@ -125,7 +128,10 @@ class KernelStream:
         """Run one item; False for STOP."""
         try:
             if item.__class__ is KernelContext:
-                self._run(item)
+                if self.recorder is None:  # the one check profiling costs when off
+                    self._run(item)
+                else:
+                    self._run_recorded(item)
             elif item[0] == STOP:  # type: ignore[index]
                 return False
             else:
@@ -143,6 +149,7 @@ class KernelStream:
         elif tag == RESET:
             self.shards = ShardTable()
             self.first_failure = None
+            self.recorder = None
             self._services.board.clear(self.party)
             value.set()  # type: ignore[attr-defined]
 
@@ -184,6 +191,46 @@ class KernelStream:
             else:
                 for operand, value in zip(op.outputs, outputs, strict=True):
                     put(operand, device, value)
+
+    def _run_recorded(self, ctx: KernelContext) -> None:
+        """``_run``, timing each device's kernel (a group kernel once, for all its devices);
+        handled kinds (GetTensor, Sync, Memory, Profile) are not kernels and go untimed."""
+        op = ctx.operator
+        kind = op.param.kind
+        if kind in STREAM_HANDLERS:
+            self._run(ctx)
+            return
+        operands = ctx.outputs or ctx.inputs
+        if kind not in LOCAL_KERNELS:
+            start = time.perf_counter_ns()
+            try:
+                self._run(ctx)
+            finally:  # a failed kernel ran too: its time counts
+                self._recorded(op, operands, ctx.devices, True, start)
+            return
+        memo = ctx.memo  # one context per device, sharing the scratch as the devices would
+        for device in ctx.devices:
+            one = ctx
+            if len(ctx.devices) > 1:
+                one = KernelContext(op, ctx.inputs, ctx.outputs, (device,), ctx.groups, memo)
+            start = time.perf_counter_ns()
+            try:
+                self._run(one)
+            finally:
+                memo = one.memo
+                self._recorded(op, operands, (device,), False, start)
+
+    def _recorded(
+        self,
+        op: Operator,
+        operands: tuple[Operand, ...],
+        devices: tuple[int, ...],
+        group: bool,
+        start: int,
+    ) -> None:
+        recorder = self.recorder
+        if recorder is not None:  # the kernel cannot stop the profile, but stay safe
+            recorder.add_run(op, operands, devices, group, start)
 
     def _pass_failure(self, op: Operator, device: int) -> bool:
         """If an input of ``op`` failed on ``device``, pass the failure on; True if so."""
@@ -311,7 +358,7 @@ def promise_failure(operator: Operator, party: int, failure: Failure) -> Report 
         return ValueReport(param.promise.name, failure=failure)
     if isinstance(param, SyncParam):
         return PartyReport(param.promise.name, party, failure)
-    if isinstance(param, MemoryParam) and param.promise is not None:
+    if isinstance(param, (MemoryParam, ProfileParam)) and param.promise is not None:
         return PartyReport(param.promise.name, party, failure)
     return None
 

@@ -59,6 +59,8 @@ _RECORDS: tuple[tuple[str, type], ...] = (
     ("ir.PartyReport", report.PartyReport),
     ("ir.ProgressReport", report.ProgressReport),
     ("ir.WorkerFailureReport", report.WorkerFailureReport),
+    ("ir.ProfileEvent", report.ProfileEvent),
+    ("ir.ProfileReport", report.ProfileReport),
     *((f"param.{kind.name}", cls) for kind, cls in PARAM_TYPES.items()),
 )
 
