@@ -124,11 +124,12 @@ from dtorch.api.tensor import (
 from dtorch.api.torch_forms import batch_norm, dropout, embedding, group_norm, layer_norm
 from dtorch.api.visualize import visualize_sharding
 from dtorch.distributed_spec import get_default_device_mesh
-from dtorch.errors import DeserializationError, DTorchError
+from dtorch.errors import DeserializationError, DTorchError, TraceError
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 from dtorch.memory_stats import MemoryStat, MemoryStats
 from dtorch.options import GlobalOption
+from dtorch.program.program import Program, trace
 from dtorch.serialization import (
     assert_structural_equal,
     deserialize,
@@ -183,6 +184,7 @@ __all__ = [
     "Partial",
     "Placement",
     "Profile",
+    "Program",
     "Replicate",
     "SdpaOption",
     "Shard",
@@ -190,6 +192,7 @@ __all__ = [
     "Size",
     "Tensor",
     "TensorFuture",
+    "TraceError",
     "VoidFutureCollect",
     "abs",
     "add",
@@ -315,6 +318,7 @@ __all__ = [
     "tanh",
     "tensor",
     "tensors_redistribute_by_dict",
+    "trace",
     "transpose",
     "type",
     "uint8",

@@ -16,6 +16,8 @@ keeps working for code written against plain PyTorch::
     ├── NoRuleError (NotImplementedError)     an operator kind without a shape rule
     ├── KernelTableError (ValueError)         a second kernel registered for one kind
     ├── GraphError (RuntimeError)             misuse of a Graph (closed graph, mixed graphs)
+    │   └── TraceError                        a traced function read a value or drew random
+    │                                         numbers, or a program got other inputs
     ├── SerializationError (TypeError)        a value the codec cannot write (unknown type, cycle)
     ├── DeserializationError (ValueError)     bytes the codec cannot read
     │   ├── UnknownTypeError                  a type tag no registered record has
@@ -97,6 +99,11 @@ class KernelTableError(DTorchError, ValueError):
 
 class GraphError(DTorchError, RuntimeError):
     """A Graph used wrongly: closed, mixed with another graph, or in a bad state."""
+
+
+class TraceError(GraphError):
+    """``dtorch.trace`` refused the function (it reads a value, syncs or draws random numbers),
+    or a ``Program`` was called with inputs unlike those it was traced with."""
 
 
 class SerializationError(DTorchError, TypeError):

@@ -536,13 +536,24 @@ class ViewPlacementsParam(OpParam):
 @dataclass(frozen=True, slots=True)
 class SubGraphParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.SubGraph
-    """A recorded sub-computation: its operators, the operands they make, and which operand
-    ids are its inputs and outputs."""
+    """A recorded sub-computation (a traced program, ``dtorch.program``): its operators, the
+    metadata of every operand local to it (``operands``: input placeholders and what the
+    operators make; freed after each run), the placeholder ids its inputs are bound to (one
+    per leading input of the SubGraph operator, whose other inputs are the constants the
+    operators read under their own ids), the local ids its outputs are taken from (one per
+    output of the operator), and the positions among the inputs that the operators change in
+    place (written back after each run).
+
+    ``program`` names the body in the devices' cache: the first SubGraph operator of a
+    program on a graph carries ``operators``; later ones carry the name alone (empty
+    ``operators``) and run the cached body."""
 
     operators: tuple[Operator, ...]
     operands: tuple[Operand, ...] = ()
     inputs: Ints = ()
     outputs: Ints = ()
+    program: int = 0
+    writes: Ints = ()
 
 
 def _collect() -> dict[OpKind, type[OpParam]]:

@@ -79,6 +79,9 @@ class Executor:
         #: thread; waits only while the queue is full). ``close`` and a broken runner swap in
         #: a refusal (GraphError) for later operators.
         self.submit: Callable[[Submission], None] = self._queue.put_bounded
+        self._pins: dict[int, int] = {}  # operand id -> how many pins hold it
+        self._held: set[int] = set()  # pinned ids whose last handle went meanwhile
+        self._pin_lock = threading.Lock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)
         self._stopping = False
         self._error: BaseException | None = None  # why the runner broke
@@ -127,6 +130,42 @@ class Executor:
             late = self.promises.pop(name)
             if late is not None:
                 late.set_error(final)
+
+    # --- pins -------------------------------------------------------------------------------
+    def pin(self, operand_ids: tuple[int, ...]) -> None:
+        """Keep ``operand_ids`` on the devices after their last handle goes, until ``unpin``
+        (a traced program's constants: the program holds their ids, not their handles).
+        While anything is pinned, ``release`` checks the pins first."""
+        with self._pin_lock:
+            for operand_id in operand_ids:
+                self._pins[operand_id] = self._pins.get(operand_id, 0) + 1
+            if self._pins:
+                self.release = self._release_pinned
+
+    def unpin(self, operand_ids: tuple[int, ...]) -> None:
+        """Undo one ``pin`` of ``operand_ids``; those no handle holds any more are released."""
+        freed: list[int] = []
+        with self._pin_lock:
+            for operand_id in operand_ids:
+                count = self._pins.get(operand_id, 0) - 1
+                if count > 0:
+                    self._pins[operand_id] = count
+                    continue
+                self._pins.pop(operand_id, None)
+                if operand_id in self._held:
+                    self._held.discard(operand_id)
+                    freed.append(operand_id)
+            if not self._pins:
+                self.release = self._queue.put
+        for operand_id in freed:
+            self._queue.put(operand_id)
+
+    def _release_pinned(self, operand_id: int) -> None:
+        with self._pin_lock:
+            if operand_id in self._pins:
+                self._held.add(operand_id)
+                return
+        self._queue.put(operand_id)
 
     # --- closing ----------------------------------------------------------------------------
     def close(self, timeout: float) -> None:

@@ -121,4 +121,4 @@ STREAM_HANDLERS: dict[OpKind, StreamHandler] = {
 }
 
 #: Kinds the runner sends to every stream, whatever their operands.
-EVERY_STREAM_KINDS = frozenset({OpKind.Sync, OpKind.Memory, OpKind.Profile})
+EVERY_STREAM_KINDS = frozenset({OpKind.Sync, OpKind.Memory, OpKind.Profile, OpKind.SubGraph})

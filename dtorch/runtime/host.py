@@ -27,11 +27,14 @@ from dataclasses import dataclass
 
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.operator import ExecuteBatch, Operand
+from dtorch.ir.operator import ExecuteBatch, Operand, Operator
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import SubGraphParam
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import LOCAL_KERNELS
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
 from dtorch.runtime.stream import FREE, PROGRESS, RESET, KernelStream
+from dtorch.runtime.subgraph import CompiledBody, call_items, compile_body
 
 Route = tuple[tuple[int, tuple[int, ...]], ...]  # (local stream index, its devices), per stream
 
@@ -87,6 +90,7 @@ class DeviceHost:
         self._metas: dict[int, Operand] = {}
         self._routes: dict[frozenset[DeviceMesh], Route] = {}
         self._mesh_routes: dict[int, tuple[Route, DeviceMesh]] = {}
+        self._programs: dict[int, CompiledBody] = {}  # traced programs' bodies, by name
         self._used = [False] * layout.count  # per stream: has it ever been sent an operator
         self._closed = False
 
@@ -111,6 +115,9 @@ class DeviceHost:
             outs = (metas[o[0]],) if len(o) == 1 else tuple(map(meta, o))
             kind = op.param.kind
             if kind in EVERY_STREAM_KINDS:
+                if kind is OpKind.SubGraph:
+                    self._call(op, items)
+                    continue
                 for stream_items in items:
                     stream_items.append(KernelContext(op, ins, outs, (), groups))
                 continue
@@ -122,6 +129,20 @@ class DeviceHost:
             for index, devices in route:
                 items[index].append(KernelContext(op, ins, outs, devices, groups))
         self._finish_batch(batch.no_hold, progress, items)
+
+    def _call(self, op: Operator, items: list[list[object]]) -> None:
+        """A traced program's call: its body's items for each stream (compiled and cached
+        when the body comes with it; ``dtorch.runtime.subgraph``)."""
+        param: SubGraphParam = op.param  # type: ignore[assignment]
+        if param.operators:
+            self._programs[param.program] = compile_body(
+                param, self._metas, len(self.streams), self._route, self.services.groups
+            )
+        body = self._programs.get(param.program)
+        if body is None:
+            raise GraphError(f"{op.describe()} names program {param.program}, never sent here")
+        for index, stream_items in enumerate(items):
+            stream_items.extend(call_items(body, op, index))
 
     def skip(self, no_hold: tuple[int, ...], progress: int = 0) -> None:
         """A batch with nothing for these streams: only its frees and its progress report."""
@@ -200,6 +221,7 @@ class DeviceHost:
         self._metas.clear()
         self._routes.clear()
         self._mesh_routes.clear()
+        self._programs.clear()
         self._used = [False] * self.layout.count
 
     def close(self, timeout: float) -> None:

@@ -112,6 +112,16 @@ class ShardTable:
         if old is not None and old.__class__ is not KernelFailure:
             self._bytes[device].release(old)  # type: ignore[arg-type]
 
+    def bind(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """For each ``(target, source)``: ``target`` holds what ``source`` holds, on every
+        device (the same tensors, counted once per storage; ids never held are ignored)."""
+        values = self._values
+        for target, source in pairs:
+            shards = values.get(source)
+            if shards:
+                for device, value in list(shards.items()):
+                    self.put(target, device, value)
+
     def free(self, operands: Iterable[int]) -> None:
         """Drop every shard of ``operands`` (ids this stream never held are ignored)."""
         failed = self.failed

@@ -33,6 +33,7 @@ from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
 from dtorch.runtime.profiling import EventRecorder
 from dtorch.runtime.shards import KernelFailure, ShardTable
+from dtorch.runtime.subgraph import BIND, FINISH
 from dtorch.runtime.torch_threads import adopt
 from dtorch.runtime.workqueue import WorkQueue
 
@@ -144,6 +145,12 @@ class KernelStream:
         tag, value = item
         if tag == FREE:
             self.shards.free(value)  # type: ignore[arg-type]
+        elif tag == BIND:  # a program call's placeholders take its inputs' shards
+            self.shards.bind(value)  # type: ignore[arg-type]
+        elif tag == FINISH:  # its results take the body's, and the body's operands go
+            moves: tuple[tuple[int, int], ...] = value[0]  # type: ignore[index]
+            self.shards.bind(moves)
+            self.shards.free(value[1])  # type: ignore[index]
         elif tag == PROGRESS:
             self._report(ProgressReport(self.party, value))  # type: ignore[arg-type]
         elif tag == RESET:

@@ -1,0 +1,179 @@
+"""Program: a traced computation bound to its graph, replayed as one operator.
+
+``dtorch.trace(fn, *args, **kwargs)`` runs ``fn`` once (an ordinary eager call: its
+operators run) and returns a ``Program``. Calling the program checks the new arguments
+against the traced ones (the same structure and plain values; tensors of the same shape,
+dtype, mesh and placements), allocates its result tensors and records one SubGraph operator:
+the controller and each worker get one message however many operators the body has, and the
+devices run the body they cached when it was first sent. The program holds its constants
+(tensors the function read without computing them, such as weights) on the devices while it
+lives.
+
+Example:
+    >>> import dtorch
+    >>> w = dtorch.ones(3)
+    >>> program = dtorch.trace(lambda x: (x * w).relu() + 1, dtorch.zeros(3))
+    >>> program(dtorch.arange(-1.0, 2.0)).tolist()
+    [1.0, 1.0, 2.0]
+    >>> len(program)
+    3
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from dtorch.api.graph import Graph
+from dtorch.api.handle import TensorBase
+from dtorch.api.record import _OWN_FRAMES, graph_of
+from dtorch.api.tensor import Tensor
+from dtorch.errors import TraceError
+from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.params import SubGraphParam
+from dtorch.ir.span import caller_span
+from dtorch.program.spec import ProgramSpec
+from dtorch.program.trace import Tracer, build_spec
+from dtorch.program.tree import difference, flatten, unflatten
+
+
+def _is_tensor(value: object) -> bool:
+    return isinstance(value, TensorBase)
+
+
+class Program:
+    """A traced computation on one graph; call it like the function it was traced from.
+
+    Built by ``dtorch.trace`` (or ``dtorch.load_program``), not directly. ``spec`` is its
+    data (``dtorch.program.spec.ProgramSpec``); ``graph`` the graph it runs on.
+    """
+
+    def __init__(self, graph: Graph, spec: ProgramSpec) -> None:
+        """Bind ``spec`` to ``graph``, whose executor holds pins on its constants already
+        (the tracer's or the loader's): the program owns them from now on."""
+        self.graph = graph
+        self.spec = spec
+        self._key = graph.new_operator_id()  # the body's name in the devices' caches
+        self._sent = False
+        body = spec.body
+        self._first = SubGraphParam(
+            body.operators, body.operands, body.inputs, body.outputs, self._key, body.writes
+        )
+        self._named = SubGraphParam((), program=self._key)
+        self._constant_ids = tuple(o.id for o in spec.constants)
+        self._alias = _aliases(body.inputs)
+        weakref.finalize(self, graph.executor.unpin, self._constant_ids)
+
+    def __len__(self) -> int:
+        """How many operators one call runs."""
+        return len(self.spec.body.operators)
+
+    def __repr__(self) -> str:
+        spec = self.spec
+        return (
+            f"Program({spec.name}: {len(self)} operators, {len(spec.inputs)} inputs, "
+            f"{len(spec.constants)} constants, {len(spec.results)} results)"
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the program on new arguments; returns what the function returned, with new
+        tensors (not yet computed, as any operator's results)."""
+        tree, tensors = flatten((args, kwargs), _is_tensor)
+        spec = self.spec
+        if tree != spec.args:
+            raise TraceError(f"{spec.name}: {difference(spec.args, tree)}")
+        self._check(tensors)
+        graph = self.graph
+        ids = graph._operand_ids
+        outputs = tuple(
+            [Operand(next(ids), r.shape, r.dtype, r.mesh, r.placements) for r in spec.results]
+        )
+        op_id = graph.new_operator_id()
+        inputs = tuple([t._operand.id for t in tensors]) + self._constant_ids
+        param = self._named if self._sent else self._first
+        op = Operator(
+            op_id, f"{spec.name}_{op_id}", param, inputs, tuple([o.id for o in outputs]),
+            caller_span(_OWN_FRAMES),
+        )  # fmt: skip
+        graph.executor.submit((op, outputs))
+        self._sent = True
+        handles = [Tensor._wrap(graph, o) for o in outputs]
+        return unflatten(spec.result, handles)
+
+    def _check(self, tensors: list[Any]) -> None:
+        """TraceError naming the first tensor argument unlike the traced one."""
+        for index, (tensor, traced) in enumerate(zip(tensors, self.spec.inputs, strict=True)):
+            operand = tensor._operand
+            if tensor._graph is not self.graph:
+                raise TraceError(
+                    f"{self.spec.name}: tensor argument {index} belongs to graph "
+                    f"{tensor._graph.id}; the program runs on graph {self.graph.id}"
+                )
+            if (
+                operand.shape != traced.shape
+                or operand.dtype != traced.dtype
+                or operand.placements != traced.placements
+                or operand.mesh != traced.mesh
+            ):
+                raise TraceError(
+                    f"{self.spec.name}: tensor argument {index} is {operand.describe()}, but "
+                    f"the program was traced with {traced.describe()} (trace it again for "
+                    "other shapes, dtypes, meshes or placements)"
+                )
+        for index, first in self._alias:
+            if tensors[index]._operand.id != tensors[first]._operand.id:
+                raise TraceError(
+                    f"{self.spec.name}: tensor arguments {first} and {index} were one tensor "
+                    "when the program was traced; pass one tensor for both again"
+                )
+
+
+def _aliases(placeholders: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(position, first position) for inputs traced as the same tensor as an earlier one."""
+    first: dict[int, int] = {}
+    pairs = []
+    for index, placeholder in enumerate(placeholders):
+        if placeholder in first:
+            pairs.append((index, first[placeholder]))
+        else:
+            first[placeholder] = index
+    return tuple(pairs)
+
+
+def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> Program:
+    """Run ``fn(*example_args, **example_kwargs)`` once and return it as a ``Program``.
+
+    The program's inputs are the dtorch tensors among the arguments (any nesting of tuples,
+    lists and dicts; other leaves must be None, bool, int, float or str and are fixed), its
+    results the tensors ``fn`` returns, its constants the tensors ``fn`` reads without
+    computing them. A function that reads a value (``item()``, ``tolist()``, a Python
+    condition on a tensor), calls ``sync()`` or draws random numbers is refused (TraceError
+    naming the line). ``fn``'s operators run once, as an eager call.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> x = dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> program = dtorch.trace(lambda t, scale=2.0: {"y": t.sum(1) * scale}, x)
+        >>> program(x)["y"].tolist()
+        [4.0, 4.0, 4.0, 4.0]
+    """
+    if not callable(fn):
+        raise TypeError(f"dtorch.trace: expected a callable, got {type(fn).__name__}")
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    args, inputs = flatten((example_args, example_kwargs), _is_tensor)
+    graph = graph_of(f"dtorch.trace({name})", inputs) if inputs else Graph.default_graph()
+    tracer = Tracer(graph, name, inputs)
+    try:
+        with tracer:
+            returned = fn(*example_args, **example_kwargs)
+        result, results = flatten(returned, _is_tensor, "the result")
+        for tensor in results:
+            if tensor._graph is not graph:
+                raise TraceError(f"dtorch.trace({name}): a result belongs to another graph")
+        spec = build_spec(tracer, inputs, args, results, result)
+    except BaseException:
+        tracer.release_pins()
+        raise
+    return Program(graph, spec)

@@ -1,0 +1,239 @@
+"""Tracing: run a function once on dtorch tensors and keep the operators it recorded.
+
+``Tracer`` stands in for the graph's submit while the function runs, in the tracing thread
+only (operators other threads record on the graph pass through untouched). Every operator
+still runs, so the trace run is an ordinary eager call; the tracer also keeps a copy. It
+refuses, at the user's line, what a replay could not reproduce: reading a value (``item``,
+``tolist``, ``to_torch``, Python conditions on tensors), ``sync`` and memory or profile
+operators, and random numbers (their generator state is fixed when they are recorded).
+
+``build_spec`` then turns the kept operators into a ``ProgramSpec``: input tensors become
+placeholders, what the operators read from outside becomes constants, and every local id is
+renamed to a fresh one (so a replay never writes over a tensor the user holds).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dtorch.api.record import _OWN_FRAMES
+from dtorch.errors import TraceError
+from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.opkind import CreateKind, OpKind
+from dtorch.ir.params import CreateParam, DropoutParam, OpParam, SubGraphParam
+from dtorch.ir.rules import Inference
+from dtorch.ir.span import caller_span
+from dtorch.program.spec import ProgramSpec
+from dtorch.program.tree import Tree
+
+if TYPE_CHECKING:
+    from dtorch.api.graph import Graph
+    from dtorch.ir.rules.cache import InferenceCache
+    from dtorch.runtime.executor import Submission
+
+#: Kinds that change their first input in place (and have no outputs).
+IN_PLACE = frozenset({OpKind.Copy, OpKind.SetItem, OpKind.IndexPut})
+
+#: Kinds a trace refuses, and what the user did to record one.
+_REFUSED = {
+    OpKind.GetTensor: "reads a tensor's value (item(), tolist(), to_torch(), or a Python "
+    "condition on a tensor)",
+    OpKind.Sync: "calls sync()",
+    OpKind.Memory: "asks for memory statistics or empties the cache",
+    OpKind.Profile: "opens or closes a profile",
+}
+
+_RANDOM = frozenset({CreateKind.RAND, CreateKind.RANDN, CreateKind.RANDINT, CreateKind.UNIFORM})
+
+
+def _refusal(param: OpParam) -> str | None:
+    """What makes ``param`` unreplayable, in words (None: it replays)."""
+    kind = param.kind
+    if kind in _REFUSED:
+        return _REFUSED[kind]
+    if isinstance(param, CreateParam) and param.create in _RANDOM:
+        return f"draws random numbers ({param.create.name.lower()})"
+    if isinstance(param, DropoutParam) and param.training and param.p > 0:
+        return "applies dropout in training mode (call .eval() on the module first)"
+    return None
+
+
+class _SeeingInferences:
+    """The graph's inference cache, noting the metadata of every operand it is asked about
+    (operators carry input ids only; a constant's metadata is known where it is read)."""
+
+    def __init__(self, inner: InferenceCache, seen: dict[int, Operand]) -> None:
+        self._inner = inner
+        self._seen = seen
+
+    def infer(self, name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+        for operand in inputs:
+            self._seen[operand.id] = operand
+        return self._inner.infer(name, param, inputs)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+
+class Tracer:
+    """Keeps the operators one thread records on ``graph`` while installed (a context).
+
+    Operands read from outside the trace (constants) are pinned when first read, while a
+    handle certainly holds them: ``pinned`` lists them, and whoever builds the program owns
+    the pins (``close`` drops them if no program is built)."""
+
+    def __init__(self, graph: Graph, name: str, inputs: list[Any]) -> None:
+        self.graph = graph
+        self.name = name
+        self.items: list[Submission] = []
+        self.seen: dict[int, Operand] = {t._operand.id: t._operand for t in inputs}
+        self.pinned: list[int] = []
+        self._made: set[int] = set(self.seen)  # inputs and what the trace made
+        self._thread = threading.get_ident()
+        self._inner: Callable[[Submission], None] = graph.executor.submit
+        self._inferences = graph._inferences
+
+    def __enter__(self) -> Tracer:
+        if isinstance(self._inferences, _SeeingInferences):
+            raise TraceError(f"dtorch.trace({self.name}): this graph is being traced already")
+        self.graph.executor.submit = self._submit
+        self.graph._inferences = _SeeingInferences(self._inferences, self.seen)  # type: ignore[assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        executor = self.graph.executor
+        self.graph._inferences = self._inferences
+        if executor.submit == self._submit:  # a broken graph swapped in its refusal: keep it
+            executor.submit = self._inner
+
+    def release_pins(self) -> None:
+        """Drop the pins (the trace failed: no program holds the constants)."""
+        pinned, self.pinned = self.pinned, []
+        if pinned:
+            self.graph.executor.unpin(tuple(pinned))
+
+    def _submit(self, item: Submission) -> None:
+        if threading.get_ident() != self._thread:
+            self._inner(item)
+            return
+        op, outputs = item
+        reason = _refusal(op.param)
+        if reason is not None:
+            self._refuse(op, reason)
+        outside = [i for i in op.inputs if i not in self._made]
+        if outside:
+            self.graph.executor.pin(tuple(outside))
+            self.pinned.extend(outside)
+            self._made.update(outside)
+        self._inner(item)
+        self.items.append(item)
+        for operand in outputs:
+            self._made.add(operand.id)
+            self.seen[operand.id] = operand
+
+    def _refuse(self, op: Operator, reason: str) -> None:
+        promise = getattr(op.param, "promise", None)
+        if promise is not None:  # registered already: nothing will settle it now
+            self.graph.executor.promises.pop(promise.name)
+        span = op.span if op.span.line > 0 else caller_span(_OWN_FRAMES)
+        raise TraceError(
+            f"dtorch.trace({self.name}): the function {reason} at {span!r}; a program replays "
+            "the same operators on new inputs, so nothing in it may depend on values or "
+            "draw new random numbers. Move it out of the traced function (return the tensor "
+            "and read it after the call; pass random tensors in as arguments)"
+        )
+
+
+def build_spec(
+    tracer: Tracer, inputs: list[Any], args: Tree, results: list[Any], result: Tree
+) -> ProgramSpec:
+    """The spec of what ``tracer`` kept: ``inputs`` and ``results`` are the tensor leaves of
+    the argument tree ``args`` and of the result tree ``result``."""
+    fresh = tracer.graph._operand_ids
+    rename: dict[int, int] = {}
+    placeholders: list[Operand] = []
+    for tensor in inputs:
+        operand = tensor._operand
+        if operand.id not in rename:
+            rename[operand.id] = next(fresh)
+            placeholders.append(_renamed(operand, rename[operand.id]))
+    made: list[Operand] = []
+    for _, outputs in tracer.items:
+        for operand in outputs:
+            rename[operand.id] = next(fresh)
+            made.append(_renamed(operand, rename[operand.id]))
+    constants = _constants(tracer, rename, results)
+    operators = tuple(_renamed_operator(op, rename) for op, _ in tracer.items)
+    first_inputs = [t._operand.id for t in inputs]
+    body = SubGraphParam(
+        operators,
+        tuple(placeholders + made),
+        tuple(rename[i] for i in first_inputs),
+        tuple(rename.get(t._operand.id, t._operand.id) for t in results),
+        writes=_writes(operators, [rename[i] for i in first_inputs]),
+    )
+    return ProgramSpec(
+        tracer.name,
+        body,
+        tuple(t._operand for t in inputs),
+        tuple(constants.values()),
+        args,
+        result,
+        tuple(t._operand for t in results),
+    )
+
+
+def _renamed(operand: Operand, new_id: int) -> Operand:
+    return Operand(new_id, operand.shape, operand.dtype, operand.mesh, operand.placements)
+
+
+def _renamed_operator(op: Operator, rename: dict[int, int]) -> Operator:
+    inputs = tuple(rename.get(i, i) for i in op.inputs)
+    outputs = tuple(rename[o] for o in op.outputs)
+    return Operator(op.id, op.name, op.param, inputs, outputs, op.span)
+
+
+def _constants(tracer: Tracer, rename: dict[int, int], results: list[Any]) -> dict[int, Operand]:
+    """Operands the operators read (or the function returns) that neither the inputs nor the
+    operators made, in order of first use: the program's constants (pinned by the tracer)."""
+    constants: dict[int, Operand] = {}
+    for op, _ in tracer.items:
+        for operand_id in op.inputs:
+            if operand_id not in rename and operand_id not in constants:
+                constants[operand_id] = tracer.seen.get(operand_id) or _handle_meta(
+                    tracer, operand_id
+                )
+    for tensor in results:
+        operand = tensor._operand
+        if operand.id not in rename and operand.id not in constants:
+            tracer.graph.executor.pin((operand.id,))
+            tracer.pinned.append(operand.id)
+            constants[operand.id] = operand
+    return constants
+
+
+def _handle_meta(tracer: Tracer, operand_id: int) -> Operand:
+    """The metadata of a constant only a redistribution read (it asks no inference): from a
+    live handle of it, found once, at trace time."""
+    from dtorch.api.handle import TensorBase
+
+    for obj in gc.get_objects():
+        if (
+            isinstance(obj, TensorBase)
+            and obj._graph is tracer.graph
+            and obj._operand.id == operand_id
+        ):
+            return obj._operand
+    raise TraceError(
+        f"dtorch.trace({tracer.name}): operand {operand_id}, read by the function, lost its "
+        "last handle while the function ran; keep the tensors it reads alive"
+    )
+
+
+def _writes(operators: tuple[Operator, ...], placeholders: list[int]) -> tuple[int, ...]:
+    """Positions of the inputs an in-place operator changes (written back after each run)."""
+    changed = {op.inputs[0] for op in operators if op.kind in IN_PLACE and not op.outputs}
+    return tuple(i for i, p in enumerate(placeholders) if p in changed)

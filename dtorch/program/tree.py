@@ -1,0 +1,146 @@
+"""Trees: the structure of a program's arguments and results, as plain data.
+
+A traced function takes and returns any nesting of tuples, lists and dicts whose leaves are
+dtorch tensors or plain values. ``flatten`` splits such an object into a ``Tree`` (its
+structure, with each tensor leaf replaced by its position) and the list of tensors;
+``unflatten`` puts tensors back into a tree. A tree is nested tuples of strings, ints and
+plain values only, so it compares by value, hashes, and is written to a program file as it is:
+
+* ``("T", i)``: the i-th tensor
+* ``("V", value)``: a plain value (None, bool, int, float, str), fixed at trace time
+* ``("tuple", (trees...))``, ``("list", (trees...))``
+* ``("dict", (keys...), (trees...))``: keys are str or int, in insertion order
+
+Example:
+    >>> tree, leaves = flatten(((1, "a"), {"k": [2.5]}), lambda x: False)
+    >>> tree
+    ('tuple', (('tuple', (('V', 1), ('V', 'a'))), ('dict', ('k',), (('list', (('V', 2.5),)),))))
+    >>> unflatten(tree, [])
+    ((1, 'a'), {'k': [2.5]})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dtorch.errors import TraceError
+
+Tree = tuple[Any, ...]
+
+#: Leaf values a tree keeps (compared at replay, written to files).
+PLAIN = (type(None), bool, int, float, str)
+
+#: Deepest nesting accepted (a file's tree is data: no recursion without a bound).
+MAX_DEPTH = 64
+
+
+def flatten(
+    obj: Any, is_tensor: Callable[[Any], bool], where: str = "argument"
+) -> tuple[Tree, list[Any]]:
+    """``obj``'s tree and its tensor leaves, in order (TraceError for other leaves)."""
+    leaves: list[Any] = []
+    return _flatten(obj, is_tensor, leaves, where, 0), leaves
+
+
+def _flatten(
+    obj: Any, is_tensor: Callable[[Any], bool], leaves: list[Any], where: str, depth: int
+) -> Tree:
+    if depth > MAX_DEPTH:
+        raise TraceError(f"{where} nests deeper than {MAX_DEPTH} levels")
+    if is_tensor(obj):
+        leaves.append(obj)
+        return ("T", len(leaves) - 1)
+    if isinstance(obj, PLAIN) and type(obj) in PLAIN:
+        return ("V", obj)
+    if type(obj) in (tuple, list):
+        kids = tuple(
+            _flatten(x, is_tensor, leaves, f"{where}[{i}]", depth + 1) for i, x in enumerate(obj)
+        )
+        return (type(obj).__name__, kids)
+    if type(obj) is dict:
+        keys = tuple(obj)
+        for key in keys:
+            if type(key) not in (str, int):
+                raise TraceError(f"{where}: dict keys must be str or int, got {type(key).__name__}")
+        kids = tuple(
+            _flatten(obj[k], is_tensor, leaves, f"{where}[{k!r}]", depth + 1) for k in keys
+        )
+        return ("dict", keys, kids)
+    raise TraceError(
+        f"{where} is a {type(obj).__module__}.{type(obj).__name__}: a program's arguments and "
+        "results are dtorch tensors, None, bool, int, float or str, nested in tuples, lists "
+        "and dicts (convert torch tensors with dtorch.from_torch first)"
+    )
+
+
+def unflatten(tree: Tree, tensors: Sequence[Any]) -> Any:
+    """The object ``tree`` describes, with ``tensors`` at its tensor leaves."""
+    tag = tree[0]
+    if tag == "T":
+        return tensors[tree[1]]
+    if tag == "V":
+        return tree[1]
+    if tag == "tuple":
+        return tuple(unflatten(kid, tensors) for kid in tree[1])
+    if tag == "list":
+        return [unflatten(kid, tensors) for kid in tree[1]]
+    return {key: unflatten(kid, tensors) for key, kid in zip(tree[1], tree[2], strict=True)}
+
+
+def difference(expected: Tree, got: Tree, where: str = "arguments") -> str | None:
+    """Where ``got`` departs from ``expected`` in words (None: the same structure and
+    plain values), for the error of a replay with other arguments."""
+    if expected == got:
+        return None
+    if expected[0] != got[0]:
+        return f"{where}: traced with {_kind(expected)}, called with {_kind(got)}"
+    tag = expected[0]
+    if tag == "V":
+        return (
+            f"{where}: traced with {expected[1]!r}, called with {got[1]!r} (values that are "
+            "not tensors are fixed when the program is traced)"
+        )
+    if tag == "dict" and expected[1] != got[1]:
+        return f"{where}: traced with keys {list(expected[1])}, called with {list(got[1])}"
+    kids_e, kids_g = expected[-1], got[-1]
+    if len(kids_e) != len(kids_g):
+        return f"{where}: traced with {len(kids_e)} items, called with {len(kids_g)}"
+    labels = expected[1] if tag == "dict" else range(len(kids_e))
+    for label, e, g in zip(labels, kids_e, kids_g, strict=True):
+        found = difference(e, g, f"{where}[{label!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _kind(tree: Tree) -> str:
+    if tree[0] == "T":
+        return "a tensor"
+    if tree[0] == "V":
+        return repr(tree[1])
+    return f"a {tree[0]}"
+
+
+def check_tree(tree: Any, tensors: int, depth: int = 0) -> None:
+    """Raise ValueError unless ``tree`` (read from a file) is a well-formed tree whose tensor
+    leaves index ``range(tensors)``."""
+    if depth > MAX_DEPTH or type(tree) is not tuple or not tree:
+        raise ValueError(f"not a tree node: {tree!r:.80}")
+    tag = tree[0]
+    if tag == "T":
+        if len(tree) != 2 or type(tree[1]) is not int or not 0 <= tree[1] < tensors:
+            raise ValueError(f"tensor leaf {tree!r:.80} out of range (there are {tensors})")
+    elif tag == "V":
+        if len(tree) != 2 or type(tree[1]) not in PLAIN:
+            raise ValueError(f"bad value leaf {tree!r:.80}")
+    elif tag in ("tuple", "list") and len(tree) == 2 and type(tree[1]) is tuple:
+        for kid in tree[1]:
+            check_tree(kid, tensors, depth + 1)
+    elif tag == "dict" and len(tree) == 3 and type(tree[1]) is tuple and type(tree[2]) is tuple:
+        if len(tree[1]) != len(tree[2]) or any(type(k) not in (str, int) for k in tree[1]):
+            raise ValueError(f"bad dict node {tree!r:.80}")
+        for kid in tree[2]:
+            check_tree(kid, tensors, depth + 1)
+    else:
+        raise ValueError(f"unknown tree node {tree!r:.80}")

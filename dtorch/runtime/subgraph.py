@@ -1,0 +1,125 @@
+"""SubGraph bodies on a host: compiled once into stream items, replayed per operator.
+
+A SubGraph operator (a traced program's call, ``dtorch.program``) names a body; the first one
+of a program on a graph carries it. The host compiles the body into one list of
+``KernelContext`` items per stream (routed as ordinary operators are) and keeps it until the
+graph's reset. Each call then costs the streams three things: BIND (each input placeholder
+takes the shards of the call's input), the cached contexts, and FINISH (each result takes the
+shards of its body operand, in-place writes go back to the inputs, every local operand is
+freed). Contexts are read-only, so one list serves every call; those that must differ per
+call are rebuilt for it: group kernels get an operator id of their own (``run_id``: the
+failure board is keyed by it, so a failure of one call never marks another), and kernels with
+per-call scratch (``memo``) a fresh context.
+
+Example:
+    >>> run_id(7, 3) < 0
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dtorch.errors import GraphError
+from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import SubGraphParam
+from dtorch.kernels.base import KernelContext
+from dtorch.kernels.table import LOCAL_KERNELS
+
+#: Stream items: bind placeholders to inputs / finish a call (see the module docstring).
+BIND, FINISH = 5, 6
+
+#: Local kernels that keep per-call scratch in ``ctx.memo``.
+MEMO_KINDS = frozenset({OpKind.Create, OpKind.Embedding})
+
+#: Kinds a body may not hold: they settle promises, which a replay could not name anew.
+REFUSED_KINDS = frozenset(
+    {OpKind.GetTensor, OpKind.Sync, OpKind.Memory, OpKind.Profile, OpKind.SubGraph}
+)
+
+#: Body operators per call (an id of its own per group kernel must fit ``run_id``).
+MAX_BODY = 1 << 24
+
+Router = Callable[
+    [tuple[Operand, ...], tuple[Operand, ...]], tuple[tuple[int, tuple[int, ...]], ...]
+]
+
+
+def run_id(call_id: int, index: int) -> int:
+    """The operator id of body operator ``index`` in the call ``call_id``: negative, so it
+    never names an operator the client recorded."""
+    return -((call_id << 24) | index) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledBody:
+    """A body as stream items: per stream, its contexts and the positions rebuilt per call."""
+
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    writes: tuple[int, ...]
+    frees: tuple[int, ...]
+    contexts: tuple[tuple[KernelContext, ...], ...]
+    renew: tuple[tuple[tuple[int, int, bool], ...], ...]  # (position, body index, group)
+
+
+def compile_body(
+    param: SubGraphParam,
+    metas: dict[int, Operand],
+    streams: int,
+    route: Router,
+    groups: object,
+) -> CompiledBody:
+    """``param``'s body for ``streams`` streams; ``metas`` holds the live operands (the
+    constants), ``route`` says which devices of which stream an operator runs on."""
+    if len(param.operators) > MAX_BODY:
+        raise GraphError(f"a program of {len(param.operators)} operators (at most {MAX_BODY})")
+    local = {o.id: o for o in param.operands}
+    contexts: list[list[KernelContext]] = [[] for _ in range(streams)]
+    renew: list[list[tuple[int, int, bool]]] = [[] for _ in range(streams)]
+    for index, op in enumerate(param.operators):
+        if op.kind in REFUSED_KINDS:
+            raise GraphError(f"a program body may not hold {op.describe()}")
+        ins = tuple([local.get(i) or metas[i] for i in op.inputs])
+        outs = tuple([local[o] for o in op.outputs])
+        group = op.kind not in LOCAL_KERNELS
+        for stream, devices in route(ins, outs):
+            if group or op.kind in MEMO_KINDS:
+                renew[stream].append((len(contexts[stream]), index, group))
+            contexts[stream].append(KernelContext(op, ins, outs, devices, groups))  # type: ignore[arg-type]
+    return CompiledBody(
+        param.inputs,
+        param.outputs,
+        param.writes,
+        tuple(local),
+        tuple(tuple(c) for c in contexts),
+        tuple(tuple(r) for r in renew),
+    )
+
+
+def call_items(body: CompiledBody, call: Operator, stream: int) -> list[object]:
+    """What ``stream`` runs for the SubGraph operator ``call`` of ``body``."""
+    inputs = call.inputs
+    bind = (BIND, tuple(zip(body.inputs, inputs, strict=False)))
+    moves = tuple(zip(call.outputs, body.outputs, strict=True))
+    writes = tuple((inputs[i], body.inputs[i]) for i in body.writes)
+    items: list[object] = [bind]
+    contexts = body.contexts[stream]
+    renew = body.renew[stream]
+    if renew:
+        run = list(contexts)
+        for position, index, group in renew:
+            ctx = run[position]
+            op = ctx.operator
+            if group:
+                op = Operator(
+                    run_id(call.id, index), op.name, op.param, op.inputs, op.outputs, op.span
+                )
+            run[position] = KernelContext(op, ctx.inputs, ctx.outputs, ctx.devices, ctx.groups)
+        items.extend(run)
+    else:
+        items.extend(contexts)
+    items.append((FINISH, (moves + writes, body.frees)))
+    return items
