@@ -41,12 +41,14 @@ from dtorch.program.summary import (
     convert_plan,
     format_bytes,
     layout_text,
+    mesh_text,
     nbytes,
     operand_table,
     span_text,
     step_texts,
     tensor_text,
 )
+from dtorch.program.trace import IN_PLACE
 
 #: Formats ``dot -T`` writes that ``render`` accepts (others are refused before running it).
 IMAGE_FORMATS = frozenset({"svg", "png", "pdf", "jpg", "jpeg", "gif", "ps", "eps"})
@@ -121,7 +123,7 @@ def _constant_nodes(spec: ProgramSpec) -> tuple[list[str], dict[int, str]]:
 
 
 def _layout_lines(operand: Operand) -> str:
-    return f"{tensor_text(operand)}\n{format_placements(operand.placements)}"
+    return f"{tensor_text(operand)}\n{mesh_text(operand)} {format_placements(operand.placements)}"
 
 
 def _operator_node(index: int, op: Operator, operands: dict[int, Operand]) -> str:
@@ -130,11 +132,19 @@ def _operator_node(index: int, op: Operator, operands: dict[int, Operand]) -> st
     lines += [
         f"{tensor_text(operands[o])} {format_placements(operands[o].placements)}"
         for o in op.outputs
-    ] or ["in place"]
+    ] or ["writes its first input"]
     plan = convert_plan(op, operands)
     if plan is None:
         return _node(f"op{index}", "\n".join(lines), indent="  ")
     return _node(f"op{index}", "\n".join([*lines, *step_texts(plan)]), _CONVERT_STYLE, "  ")
+
+
+def _made(op: Operator) -> tuple[int, ...]:
+    """The ids whose value ``op`` leaves: its outputs, or the input an in-place op writes
+    (later readers of it read what ``op`` wrote, so their edges start at ``op``)."""
+    if op.kind in IN_PLACE and not op.outputs:
+        return op.inputs[:1]
+    return op.outputs
 
 
 def _result_nodes(spec: ProgramSpec) -> list[str]:
@@ -157,7 +167,7 @@ def to_dot(spec: ProgramSpec) -> str:
     for index, op in enumerate(spec.body.operators):
         lines.append(_operator_node(index, op, operands))
         edges += [_edge(sources[i], f"op{index}", operands[i]) for i in op.inputs]
-        sources.update((o, f"op{index}") for o in op.outputs)
+        sources.update((o, f"op{index}") for o in _made(op))
     lines += _cluster("results", "results", _result_nodes(spec), "style=dotted;")
     for i, local in enumerate(spec.body.outputs):
         edges.append(_edge(sources[local], f"r{i}", operands[local]))

@@ -206,16 +206,16 @@ def operator_rows(spec: ProgramSpec) -> list[tuple[str, ...]]:
         first = (str(index), op.name, op.kind.name, reads)
         for line in range(max(len(outputs), len(comm), 1)):
             lead = first if line == 0 else ("",) * 4
-            out = _output_cells(outputs[line] if line < len(outputs) else None, line == 0)
+            out = _output_cells(outputs[line] if line < len(outputs) else None, line, reads)
             tail = (span_text(op) if line == 0 else "", comm[line] if line < len(comm) else "")
             rows.append((*lead, *out, *tail))
     return rows
 
 
-def _output_cells(operand: Operand | None, first: bool) -> tuple[str, str, str]:
-    """Output, mesh and placements cells (an in-place operator makes no output)."""
+def _output_cells(operand: Operand | None, line: int, reads: str) -> tuple[str, str, str]:
+    """Output, mesh and placements cells (an in-place operator writes its first input)."""
     if operand is None:
-        return ("in place" if first else "", "", "")
+        return (f"writes {reads.partition(',')[0]}" if line == 0 else "", "", "")
     return tensor_text(operand), mesh_text(operand), format_placements(operand.placements)
 
 
