@@ -21,8 +21,10 @@ Example:
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from dtorch.api.graph import Graph
@@ -127,6 +129,55 @@ class Program:
                     f"{self.spec.name}: tensor arguments {first} and {index} were one tensor "
                     "when the program was traced; pass one tensor for both again"
                 )
+
+    def summary(self) -> str:
+        """A fixed-width table of what one call runs: a row per operator (name, kind, what it
+        reads, output shapes, dtypes, meshes and placements, the user line) and, for each
+        redistribution, the collectives it issues; see ``dtorch.program.summary``.
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> x = dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Shard(0)])
+            >>> program = dtorch.trace(lambda t: t.redistribute(mesh, [dtorch.Replicate()]), x)
+            >>> print(program.summary().splitlines()[1])
+            collectives per call: all_gather 1
+        """
+        from dtorch.program.summary import summary  # loaded when a picture is asked for
+
+        return summary(self.spec)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of the program's data flow (inputs, constants, operators,
+        results; redistributions labelled with their collectives); needs nothing installed.
+        See ``dtorch.program.picture``.
+
+        Example:
+            >>> import dtorch
+            >>> program = dtorch.trace(lambda t: t.relu(), dtorch.zeros(3))
+            >>> print(program.to_dot().splitlines()[0])
+            digraph "<lambda>" {
+        """
+        from dtorch.program.picture import to_dot  # loaded when a picture is asked for
+
+        return to_dot(self.spec)
+
+    def render(self, path: str | os.PathLike[str], format: str | None = None) -> Path:
+        """Write the picture to ``path`` as SVG, PNG or PDF (format from the suffix unless
+        given; ``.dot`` writes the DOT text) with Graphviz's ``dot`` program; without it,
+        GraphvizMissingError says what to install. Returns the path written.
+
+        Example:
+            >>> import dtorch
+            >>> program = dtorch.trace(lambda t: t.relu(), dtorch.zeros(3))
+            >>> program.render("program.png", format="bmp")
+            Traceback (most recent call last):
+            ...
+            ValueError: render: unknown format 'bmp'; one of dot, eps, gif, ...
+        """
+        from dtorch.program.picture import render  # loaded when a picture is asked for
+
+        return render(self.spec, path, format)
 
 
 def _aliases(placeholders: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
