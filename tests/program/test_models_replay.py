@@ -170,7 +170,7 @@ def test_training_dropout_is_refused_at_the_model_line(graph: dtorch.Graph) -> N
 def test_training_batch_norm_replay_updates_running_stats(graph: dtorch.Graph) -> None:
     """ResNet-18 in training mode on a batch sharded on dp2: every replay normalises with
     the batch's statistics and updates each BatchNorm's running mean/var and batch count in
-    place, as torch does call after call."""
+    place, as torch does call after call (the calls recorded back to back)."""
     torch.manual_seed(0)
     reference = ref.resnet18(10).train()
     mesh = dtorch.init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
@@ -182,16 +182,15 @@ def test_training_batch_norm_replay_updates_running_stats(graph: dtorch.Graph) -
         return dtorch.from_torch(x, device_mesh=mesh, placements=[Shard(0)])
 
     program = dtorch.trace(model, put(batches[0]))  # the trace run is a training step too
+    ys = [program(put(x)) for x in batches[1:]]  # back to back: each reads the last's stats
     with torch.no_grad():
-        reference(batches[0])
-    for calls, x in enumerate(batches[1:], start=2):
-        y = program(put(x))
-        with torch.no_grad():
-            torch.testing.assert_close(y.to_torch(), reference(x))
-        mine = {k: v.to_torch() for k, v in model.named_buffers()}
-        for key, value in reference.named_buffers():
-            torch.testing.assert_close(mine[key], value, msg=lambda m, k=key: f"{k}: {m}")
-        assert int(mine["layer4.1.bn2.num_batches_tracked"]) == calls
+        wants = [reference(x) for x in batches]
+    for y, want in zip(ys, wants[1:], strict=True):
+        torch.testing.assert_close(y.to_torch(), want)
+    mine = {k: v.to_torch() for k, v in model.named_buffers()}
+    for key, value in reference.named_buffers():
+        torch.testing.assert_close(mine[key], value, msg=lambda m, k=key: f"{k}: {m}")
+    assert int(mine["layer4.1.bn2.num_batches_tracked"]) == len(batches)
 
 
 def test_training_batch_norm_cumulative_average_is_refused(graph: dtorch.Graph) -> None:
