@@ -16,8 +16,9 @@ Saving fetches one constant at a time and writes it out before the next, so it n
 one constant's memory beyond the program; the header goes last (it holds the checksums) and
 the file is renamed into place once complete. Loading checks everything before it creates
 anything on the graph (any problem with the file is a DeserializationError saying what is
-wrong; a newer version is an UnsupportedVersionError), reads one constant at a time into a
-buffer the device operator takes as it is, pins the constants for the program and renames
+wrong; a newer version is an UnsupportedVersionError), maps the file and creates the
+constants one at a time from views of the mapping (the devices copy each once; its CRC is
+checked meanwhile), waits for the devices, pins the constants for the program and renames
 every id of the body with fresh ones of the graph. Meshes are remapped onto ``device_mesh``
 as ``dtorch.program.remap`` describes.
 
@@ -38,8 +39,10 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
+import mmap
 import os
 import struct
 import tempfile
@@ -299,28 +302,47 @@ def _create_constants(
     fails)."""
     made: list[Operand] = []
     try:
+        mapped = _mapped(source)
         for index, (offset, size) in enumerate(_offsets(spec)):
-            source.seek(DATA_START + offset)
-            value = _read_value(source, spec.constants[index], size, crcs[index], index)
-            made.append(_create(graph, moved_operand(spec.constants[index], meshes, 0), value))
+            data = mapped[DATA_START + offset : DATA_START + offset + size]
+            constant = spec.constants[index]
+            value = _value(data, constant, index)
+            made.append(_create(graph, moved_operand(constant, meshes, 0), value))
+            if zlib.crc32(data) != crcs[index]:  # while the device copies it: unpinned below
+                raise _bad(f"constant {index}: its checksum does not match (the file is corrupt)")
     except DeserializationError as exc:
-        graph.executor.unpin(tuple(o.id for o in made))
+        _drop(graph, made)
         raise type(exc)(f"{name}: {exc}") from None
     except BaseException:
-        graph.executor.unpin(tuple(o.id for o in made))
+        _drop(graph, made)
         raise
+    graph.sync()  # no kernel reads the mapping once this returns (see _mapped)
     return tuple(made)
 
 
-def _read_value(
-    source: io.BufferedReader, constant: Operand, size: int, crc: int, index: int
-) -> Any:
-    buffer = bytearray(size)
-    if source.readinto(buffer) != size:
+def _drop(graph: Graph, made: list[Operand]) -> None:
+    """Unpin the constants created so far, and wait until no kernel reads the mapping."""
+    graph.executor.unpin(tuple(o.id for o in made))
+    with contextlib.suppress(DTorchError):  # a failure of another operator: the file's error
+        graph.sync()  # is the one to raise
+
+
+def _mapped(source: io.BufferedReader) -> memoryview:
+    """The file as a private (copy-on-write) mapping: the Create kernel copies each constant
+    out of it, so its bytes are copied once, from the page cache. The load waits for the
+    kernels before it returns: a file truncated in place while a kernel reads it would kill
+    the process (SIGBUS), so program files are replaced by renaming, as ``save`` does. (No
+    MAP_POPULATE: on a writable private mapping that would copy every page.)"""
+    prot = mmap.PROT_READ | mmap.PROT_WRITE  # writable: torch has no read-only tensors
+    return memoryview(mmap.mmap(source.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=prot))
+
+
+def _value(data: memoryview, constant: Operand, index: int) -> Any:
+    """The tensor over ``data`` (a view; its checksum is checked after it is handed to the
+    device, so that the two overlap: a mismatch drops the created constant unseen)."""
+    if data.nbytes != _nbytes(constant):
         raise _bad(f"constant {index}: the file ends inside its bytes")
-    if zlib.crc32(buffer) != crc:
-        raise _bad(f"constant {index}: its checksum does not match (the file is corrupt)")
-    return restore_tensor(constant.dtype, constant.shape, buffer)
+    return restore_tensor(constant.dtype, constant.shape, data)
 
 
 def _create(graph: Graph, meta: Operand, value: Any) -> Operand:

@@ -6,6 +6,7 @@ computes from the same inputs and weights.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 import subprocess
@@ -296,6 +297,10 @@ def test_fuzz_corrupt_and_truncated(tmp_path: Path) -> None:
             _load_or_none(tmp_path, _resealed(data, mutate(rng, header)), g) for _ in range(199)
         ]
         assert sum(p is not None for p in loaded) < 100
+        root = _header(data)
+        for _ in range(150):  # records that decode but do not fit together: check_spec's
+            bad = serialize(_mutated_record(rng, root))
+            assert _load_or_none(tmp_path, _resealed(data, bad), g) is None
     g.close()
 
 
@@ -304,6 +309,44 @@ def _load_or_none(tmp_path: Path, data: bytes, graph: dtorch.Graph) -> dtorch.Pr
         return _load(tmp_path, data, graph)
     except DeserializationError:
         return None
+
+
+def _mutated_record(rng: random.Random, root: dict[str, Any]) -> dict[str, Any]:
+    """``root`` with one part of its body, ids, trees or metadata changed so that it is no
+    longer a consistent program."""
+    body = root["body"]
+    ops, operands = list(body.operators), list(body.operands)
+    what = rng.randrange(6)
+    if what == 0:  # an operator dropped, duplicated, or moved before its inputs exist
+        i = rng.randrange(len(ops))
+        change = rng.randrange(3)
+        if change == 0:
+            del ops[i]
+        elif change == 1:
+            ops.insert(i, ops[i])
+        else:
+            ops.insert(0, ops.pop())
+    elif what == 1:  # an operator reading or writing an id that does not exist
+        i = rng.randrange(len(ops))
+        field = rng.choice(("inputs", "outputs"))
+        ids = list(getattr(ops[i], field))
+        ids[rng.randrange(len(ids))] += rng.choice((1000, -1000, 2**40))
+        ops[i] = dataclasses.replace(ops[i], **{field: tuple(ids)})
+    elif what == 2:  # an operand's metadata changed
+        i = rng.randrange(len(operands))
+        o = operands[i]
+        operands[i] = dataclasses.replace(o, shape=(*o.shape, 2), placements=o.placements * 2)
+    elif what == 3:
+        return {**root, "result": rng.choice((("T", 1), ("V", 1), ("list", (("T", 0),))))}
+    elif what == 4:
+        return {**root, "inputs": root["inputs"] * 2}
+    else:
+        outputs = (*body.outputs[1:], body.outputs[0] + rng.choice((1, 1000)))
+        return {**root, "body": dataclasses.replace(body, outputs=outputs)}
+    return {
+        **root,
+        "body": dataclasses.replace(body, operators=tuple(ops), operands=tuple(operands)),
+    }
 
 
 def _flipped(rng: random.Random, data: bytes) -> bytes:
