@@ -9,8 +9,8 @@ value of each constant, so another process can load and run it. The layout::
     offset 64   each constant's raw bytes (row-major, as ``to_torch`` gives it), 64-byte
                 aligned, in the spec's order
     then        the header: one codec payload (``dtorch.serialization.serialize``) of a dict
-                tagged ``"format": "dtorch.program"`` holding the spec and a CRC-32 per
-                constant
+                tagged ``"format": "dtorch.program"`` holding the spec and each
+                constant's size and CRC-32
 
 Saving fetches one constant at a time and writes it out before the next, so it needs about
 one constant's memory beyond the program; the header goes last (it holds the checksums) and
@@ -86,7 +86,18 @@ _PREFIX = struct.Struct("<8sIIQQ")  # magic, version, header CRC-32, header offs
 DATA_START = 64
 ALIGN = 64
 
-_FIELDS = ("format", "name", "body", "inputs", "constants", "args", "result", "results", "crcs")
+_FIELDS = (
+    "format",
+    "name",
+    "body",
+    "inputs",
+    "constants",
+    "args",
+    "result",
+    "results",
+    "sizes",
+    "crcs",
+)
 
 #: A handle's ``_base`` that is not None: the handle releases nothing when it goes.
 _NOT_OWNER: Any = object()
@@ -115,20 +126,20 @@ def save_program(program: Program, path: PathLike) -> None:
 
 def _write(out: IO[bytes], graph: Graph, spec: ProgramSpec) -> None:
     out.write(bytes(DATA_START))
-    crcs = tuple(_write_constant(out, graph, c) for c in spec.constants)
+    written = [_write_constant(out, graph, c) for c in spec.constants]
     offset = out.tell()
-    header = serialize(_record(spec, crcs))
+    header = serialize(_record(spec, tuple(n for n, _ in written), tuple(c for _, c in written)))
     out.write(header)
     out.seek(0)
     out.write(_PREFIX.pack(MAGIC, VERSION, zlib.crc32(header), offset, len(header)))
 
 
-def _write_constant(out: IO[bytes], graph: Graph, constant: Operand) -> int:
-    """Append ``constant``'s full value at the next aligned offset; its CRC-32."""
+def _write_constant(out: IO[bytes], graph: Graph, constant: Operand) -> tuple[int, int]:
+    """Append ``constant``'s full value at the next aligned offset; its size and CRC-32."""
     out.write(bytes(-out.tell() % ALIGN))
     data = tensor_bytes(_fetch(graph, constant))
     out.write(data)
-    return zlib.crc32(data)
+    return data.nbytes, zlib.crc32(data)
 
 
 def _fetch(graph: Graph, operand: Operand) -> Any:
@@ -139,7 +150,7 @@ def _fetch(graph: Graph, operand: Operand) -> Any:
     return handle.to_torch()
 
 
-def _record(spec: ProgramSpec, crcs: tuple[int, ...]) -> dict[str, Any]:
+def _record(spec: ProgramSpec, sizes: tuple[int, ...], crcs: tuple[int, ...]) -> dict[str, Any]:
     return {
         "format": FORMAT_TAG,
         "name": spec.name,
@@ -149,6 +160,7 @@ def _record(spec: ProgramSpec, crcs: tuple[int, ...]) -> dict[str, Any]:
         "args": spec.args,
         "result": spec.result,
         "results": spec.results,
+        "sizes": sizes,
         "crcs": crcs,
     }
 
@@ -253,11 +265,18 @@ def _spec_of(root: Any) -> tuple[ProgramSpec, tuple[int, ...]]:
     _check_type(root["body"], SubGraphParam, "body")
     for key in ("inputs", "constants", "results"):
         _check_items(root[key], Operand, key)
+    _check_items(root["sizes"], int, "sizes")
     _check_items(root["crcs"], int, "crcs")
-    spec = ProgramSpec(*(root[key] for key in _FIELDS[1:-1]))
-    crcs = root["crcs"]
-    if len(crcs) != len(spec.constants):
-        raise _bad(f"{len(crcs)} checksums for {len(spec.constants)} constants")
+    spec = ProgramSpec(*(root[key] for key in _FIELDS[1:-2]))
+    sizes, crcs = root["sizes"], root["crcs"]
+    if not len(sizes) == len(crcs) == len(spec.constants):
+        raise _bad(f"{len(sizes)} sizes, {len(crcs)} checksums, {len(spec.constants)} constants")
+    for index, (size, constant) in enumerate(zip(sizes, spec.constants, strict=True)):
+        if size != _nbytes(constant):
+            raise _bad(
+                f"constant {index}: the file holds {size} bytes of its value, its metadata "
+                f"({constant.describe()}) needs {_nbytes(constant)}"
+            )
     check_spec(spec)
     return spec, crcs
 
@@ -316,7 +335,8 @@ def _create_constants(
     except BaseException:
         _drop(graph, made)
         raise
-    graph.sync()  # no kernel reads the mapping once this returns (see _mapped)
+    if made:
+        graph.sync()  # no kernel reads the mapping once this returns (see _mapped)
     return tuple(made)
 
 

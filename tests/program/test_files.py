@@ -270,6 +270,11 @@ def test_inconsistent_records(graph: dtorch.Graph, tmp_path: Path) -> None:
             _load(tmp_path, _resealed(data, serialize({**root, "body": bad})), graph)
     with pytest.raises(DeserializationError, match="tree"):
         _load(tmp_path, _resealed(data, serialize({**root, "result": ("T", 9)})), graph)
+    w = root["constants"][0]
+    wider = dataclasses.replace(w, shape=(w.shape[0], w.shape[1] + 1))
+    with pytest.raises(DeserializationError, match="bytes of its value"):
+        constants = (wider, *root["constants"][1:])
+        _load(tmp_path, _resealed(data, serialize({**root, "constants": constants})), graph)
     with pytest.raises(DeserializationError, match="checksum"):
         _load(tmp_path, _resealed(data, serialize({**root, "crcs": (0, 0)})), graph)
     with pytest.raises(DeserializationError, match="program record"):
