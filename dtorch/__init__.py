@@ -129,6 +129,7 @@ from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 from dtorch.memory_stats import MemoryStat, MemoryStats
 from dtorch.options import GlobalOption
+from dtorch.program.files import load_program
 from dtorch.program.program import Program, trace
 from dtorch.serialization import (
     assert_structural_equal,
@@ -263,6 +264,7 @@ __all__ = [
     "le",
     "less",
     "less_equal",
+    "load_program",
     "log",
     "log10",
     "log2",

@@ -154,6 +154,7 @@ NAMESPACE: dict[str, str] = {
     "TraceError": "dtorch.errors",
     "Program": "dtorch.program.program",
     "trace": "dtorch.program.program",
+    "load_program": "dtorch.program.files",
     "DeviceMesh": "dtorch.ir.mesh",
     "init_device_mesh": "dtorch.ir.mesh",
     "Partial": "dtorch.ir.placement",

@@ -78,6 +78,12 @@ class Program:
             f"{len(spec.constants)} constants, {len(spec.results)} results)"
         )
 
+    def save(self, path: Any) -> None:
+        """Write the program and its constants' values to ``path`` (``dtorch.load_program``)."""
+        from dtorch.program.files import save_program  # files.py imports this module
+
+        save_program(self, path)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the program on new arguments; returns what the function returned, with new
         tensors (not yet computed, as any operator's results)."""

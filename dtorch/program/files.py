@@ -1,0 +1,492 @@
+"""Program files: ``program.save(path)`` and ``dtorch.load_program(path)``.
+
+A file holds a traced program's spec (its body's operators with their params and spans, the
+operands' metadata, meshes as shapes, the argument and result trees, its name) and the full
+value of each constant, so another process can load and run it. The layout::
+
+    offset 0    b"\\x89DTPROG\\n", version (u32), CRC-32 of the header (u32), header offset
+                (u64), header size (u64)                                 -- little endian
+    offset 64   each constant's raw bytes (row-major, as ``to_torch`` gives it), 64-byte
+                aligned, in the spec's order
+    then        the header: one codec payload (``dtorch.serialization.serialize``) of a dict
+                tagged ``"format": "dtorch.program"`` holding the spec and each
+                constant's size and CRC-32
+
+Saving fetches one constant at a time and writes it out before the next, so it needs about
+one constant's memory beyond the program; the header goes last (it holds the checksums) and
+the file is renamed into place once complete. Loading checks everything before it creates
+anything on the graph (any problem with the file is a DeserializationError saying what is
+wrong; a newer version is an UnsupportedVersionError), maps the file and creates the
+constants one at a time from views of the mapping (the devices copy each once; its CRC is
+checked meanwhile), waits for the devices, pins the constants for the program and renames
+every id of the body with fresh ones of the graph. Meshes are remapped onto ``device_mesh``
+as ``dtorch.program.remap`` describes.
+
+Partial constants are saved as their full value (``to_torch`` sums them) and created Partial
+again: the value sits on the first device of each Partial mesh dim and zeros elsewhere, so
+their sum, which is all any operator depends on, is the saved one.
+
+Example:
+    >>> import os, tempfile, dtorch
+    >>> w = dtorch.arange(3.0)
+    >>> path = os.path.join(tempfile.mkdtemp(), "p.dtorch")
+    >>> dtorch.trace(lambda x: x * w + 1, dtorch.zeros(3)).save(path)
+    >>> program = dtorch.load_program(path)
+    >>> program(dtorch.ones(3)).tolist()
+    [1.0, 2.0, 3.0]
+    >>> os.remove(path); os.rmdir(os.path.dirname(path))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import mmap
+import os
+import struct
+import tempfile
+import zlib
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+from dtorch.api.create import create, graph_or_default
+from dtorch.api.graph import Graph
+from dtorch.api.tensor import Tensor
+from dtorch.errors import (
+    DeserializationError,
+    DTorchError,
+    SerializationError,
+    UnsupportedVersionError,
+)
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.opkind import CreateKind
+from dtorch.ir.params import SubGraphParam
+from dtorch.ir.placement import Shard, normalize_placements
+from dtorch.ir.subsplit import check_unmarked
+from dtorch.program.remap import MeshMap, mesh_map, moved_operand, rebind, spec_meshes
+from dtorch.program.spec import ProgramSpec
+from dtorch.program.trace import _refusal
+from dtorch.program.tree import check_tree
+from dtorch.runtime.subgraph import MAX_BODY, REFUSED_KINDS
+from dtorch.serialization import deserialize, serialize
+from dtorch.serialization.tensors import restore_tensor, tensor_bytes
+
+if TYPE_CHECKING:
+    from dtorch.program.program import Program
+
+PathLike = str | os.PathLike[str]
+
+MAGIC = b"\x89DTPROG\n"
+#: The program-file version this dtorch writes; it reads every version from 1 up to it.
+VERSION = 1
+FORMAT_TAG = "dtorch.program"
+_PREFIX = struct.Struct("<8sIIQQ")  # magic, version, header CRC-32, header offset, size
+DATA_START = 64
+ALIGN = 64
+
+_FIELDS = (
+    "format",
+    "name",
+    "body",
+    "inputs",
+    "constants",
+    "args",
+    "result",
+    "results",
+    "sizes",
+    "crcs",
+)
+
+#: A handle's ``_base`` that is not None: the handle releases nothing when it goes.
+_NOT_OWNER: Any = object()
+
+
+# --- saving ---------------------------------------------------------------------------------
+def save_program(program: Program, path: PathLike) -> None:
+    """Write ``program`` to ``path`` (replacing it atomically); see the module docstring.
+
+    SerializationError for a constant whose placements a load could not create again."""
+    spec = program.spec
+    for index, constant in enumerate(spec.constants):
+        _check_creatable(constant, index)
+    target = os.fspath(path)
+    handle, temporary = tempfile.mkstemp(
+        prefix=".dtorch-", dir=os.path.dirname(os.path.abspath(target))
+    )
+    try:
+        with os.fdopen(handle, "wb") as out:
+            _write(out, program.graph, spec)
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def _write(out: IO[bytes], graph: Graph, spec: ProgramSpec) -> None:
+    out.write(bytes(DATA_START))
+    written = [_write_constant(out, graph, c) for c in spec.constants]
+    offset = out.tell()
+    header = serialize(_record(spec, tuple(n for n, _ in written), tuple(c for _, c in written)))
+    out.write(header)
+    out.seek(0)
+    out.write(_PREFIX.pack(MAGIC, VERSION, zlib.crc32(header), offset, len(header)))
+
+
+def _write_constant(out: IO[bytes], graph: Graph, constant: Operand) -> tuple[int, int]:
+    """Append ``constant``'s full value at the next aligned offset; its size and CRC-32."""
+    out.write(bytes(-out.tell() % ALIGN))
+    data = tensor_bytes(_fetch(graph, constant))
+    out.write(data)
+    return data.nbytes, zlib.crc32(data)
+
+
+def _fetch(graph: Graph, operand: Operand) -> Any:
+    """The full value of ``operand`` through a handle that does not own it (the program's pin
+    keeps it; this handle's going must not release it)."""
+    handle = Tensor._wrap(graph, operand)
+    handle._base = _NOT_OWNER
+    return handle.to_torch()
+
+
+def _record(spec: ProgramSpec, sizes: tuple[int, ...], crcs: tuple[int, ...]) -> dict[str, Any]:
+    return {
+        "format": FORMAT_TAG,
+        "name": spec.name,
+        "body": spec.body,
+        "inputs": spec.inputs,
+        "constants": spec.constants,
+        "args": spec.args,
+        "result": spec.result,
+        "results": spec.results,
+        "sizes": sizes,
+        "crcs": crcs,
+    }
+
+
+def _check_creatable(constant: Operand, index: int) -> None:
+    """SerializationError unless a load can create ``constant`` with its placements."""
+    placements = constant.placements
+    try:
+        check_unmarked("save", placements, "a constant")
+        same = normalize_placements(placements, constant.mesh.shape, len(constant.shape))
+    except DTorchError as exc:
+        raise SerializationError(f"cannot save constant {index}: {exc}") from None
+    if same != placements:
+        raise SerializationError(
+            f"cannot save constant {index} ({constant.describe()}): its placements are not "
+            f"in the form a tensor is created with ({list(same)}); redistribute it first"
+        )
+
+
+# --- loading --------------------------------------------------------------------------------
+def load_program(
+    path: PathLike, device_mesh: DeviceMesh | None = None, graph: Graph | None = None
+) -> Program:
+    """The program saved at ``path``, on ``graph`` (the thread's default graph when None).
+
+    Without ``device_mesh`` it runs on the devices it was saved with; with one (of the shape of
+    the program's largest mesh) on that mesh's devices (see ``dtorch.program.remap``).
+    DeserializationError for any problem with the file, MeshError when ``device_mesh`` does not
+    fit, OSError when the file cannot be read.
+
+    Example:
+        >>> import os, tempfile, dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> x = dtorch.ones(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> path = os.path.join(tempfile.mkdtemp(), "p.dtorch")
+        >>> dtorch.trace(lambda t: {"y": [t * 2]}, x).save(path)
+        >>> moved = dtorch.DeviceMesh("cpu", [2, 3])
+        >>> program = dtorch.load_program(path, device_mesh=moved)
+        >>> x2 = dtorch.ones(4, device_mesh=moved, placements=[dtorch.Shard(0)])
+        >>> program(x2)["y"][0].tolist(), program.spec.inputs[0].mesh == moved
+        ([2.0, 2.0, 2.0, 2.0], True)
+        >>> os.remove(path); os.rmdir(os.path.dirname(path))
+    """
+    from dtorch.program.program import Program  # program.py imports this module's users
+
+    g = graph_or_default(graph)
+    name = repr(os.fspath(path))
+    with open(path, "rb") as source:
+        try:
+            offset, header = _read_header(source)
+            spec, crcs = _spec_of(deserialize(header))
+            _check_layout(spec, offset)
+        except DeserializationError as exc:
+            raise type(exc)(f"{name}: {exc}") from None
+        meshes = mesh_map(spec_meshes(spec), device_mesh)
+        constants = _create_constants(source, spec, crcs, g, meshes, name)
+    try:
+        loaded = rebind(spec, g._operand_ids, iter(g.new_operator_id, None), meshes, constants)
+    except BaseException:
+        g.executor.unpin(tuple(c.id for c in constants))
+        raise
+    return Program(g, loaded)
+
+
+def _bad(message: str) -> DeserializationError:
+    return DeserializationError(message)
+
+
+def _read_header(source: io.BufferedReader) -> tuple[int, bytes]:
+    """The header's offset and bytes, after checking the prefix and the CRC."""
+    size = os.fstat(source.fileno()).st_size
+    prefix = source.read(_PREFIX.size)
+    if len(prefix) < _PREFIX.size or prefix[: len(MAGIC)] != MAGIC:
+        raise _bad(f"not a dtorch program file: it starts with {prefix[:8]!r}, expected {MAGIC!r}")
+    _, version, crc, offset, length = _PREFIX.unpack(prefix)
+    if version > VERSION:
+        raise UnsupportedVersionError(
+            f"a program file of version {version}; this dtorch reads versions 1 to {VERSION} "
+            "(load it with a newer dtorch)"
+        )
+    if version < 1:
+        raise _bad(f"a program file of version {version} (versions start at 1)")
+    if offset < DATA_START or offset + length != size:
+        raise _bad(
+            f"the header at {offset} ({length} bytes) does not end the file of {size} bytes "
+            "(the file is truncated or corrupt)"
+        )
+    source.seek(offset)
+    header = source.read(length)
+    if len(header) != length or zlib.crc32(header) != crc:
+        raise _bad("the header's checksum does not match (the file is corrupt)")
+    return offset, header
+
+
+def _spec_of(root: Any) -> tuple[ProgramSpec, tuple[int, ...]]:
+    """The checked spec and the constants' CRCs of a decoded header."""
+    if type(root) is not dict or set(root) != set(_FIELDS):
+        raise _bad(f"the header is not a program record (fields {_FIELDS})")
+    if root["format"] != FORMAT_TAG:
+        raise _bad(f"the header is tagged {root['format']!r}, expected {FORMAT_TAG!r}")
+    _check_type(root["name"], str, "name")
+    _check_type(root["body"], SubGraphParam, "body")
+    for key in ("inputs", "constants", "results"):
+        _check_items(root[key], Operand, key)
+    _check_items(root["sizes"], int, "sizes")
+    _check_items(root["crcs"], int, "crcs")
+    spec = ProgramSpec(*(root[key] for key in _FIELDS[1:-2]))
+    sizes, crcs = root["sizes"], root["crcs"]
+    if not len(sizes) == len(crcs) == len(spec.constants):
+        raise _bad(f"{len(sizes)} sizes, {len(crcs)} checksums, {len(spec.constants)} constants")
+    for index, (size, constant) in enumerate(zip(sizes, spec.constants, strict=True)):
+        if size != _nbytes(constant):
+            raise _bad(
+                f"constant {index}: the file holds {size} bytes of its value, its metadata "
+                f"({constant.describe()}) needs {_nbytes(constant)}"
+            )
+    check_spec(spec)
+    return spec, crcs
+
+
+def _check_type(value: Any, kind: type, what: str) -> None:
+    if not isinstance(value, kind):
+        raise _bad(f"{what} is a {type(value).__name__}, expected a {kind.__name__}")
+
+
+def _check_items(value: Any, kind: type, what: str) -> None:
+    _check_type(value, tuple, what)
+    for index, item in enumerate(value):
+        _check_type(item, kind, f"{what}[{index}]")
+
+
+def _nbytes(operand: Operand) -> int:
+    return math.prod(operand.shape) * operand.dtype.itemsize
+
+
+def _offsets(spec: ProgramSpec) -> Iterator[tuple[int, int]]:
+    """(offset from DATA_START, size) of each constant's bytes."""
+    position = 0
+    for constant in spec.constants:
+        position += -position % ALIGN
+        yield position, _nbytes(constant)
+        position += _nbytes(constant)
+
+
+def _check_layout(spec: ProgramSpec, header_offset: int) -> None:
+    end = max((o + n for o, n in _offsets(spec)), default=0)
+    if DATA_START + end != header_offset:
+        raise _bad(
+            f"the constants take {end} bytes, the file holds {header_offset - DATA_START} for them"
+        )
+
+
+def _create_constants(
+    source: io.BufferedReader, spec: ProgramSpec, crcs: tuple[int, ...], graph: Graph,
+    meshes: MeshMap, name: str,
+) -> tuple[Operand, ...]:  # fmt: skip
+    """Each constant created on ``graph`` and pinned, one at a time (unpinned again if any
+    fails)."""
+    made: list[Operand] = []
+    try:
+        mapped = _mapped(source)
+        for index, (offset, size) in enumerate(_offsets(spec)):
+            data = mapped[DATA_START + offset : DATA_START + offset + size]
+            constant = spec.constants[index]
+            value = _value(data, constant, index)
+            made.append(_create(graph, moved_operand(constant, meshes, 0), value))
+            if zlib.crc32(data) != crcs[index]:  # while the device copies it: unpinned below
+                raise _bad(f"constant {index}: its checksum does not match (the file is corrupt)")
+    except DeserializationError as exc:
+        _drop(graph, made)
+        raise type(exc)(f"{name}: {exc}") from None
+    except BaseException:
+        _drop(graph, made)
+        raise
+    if made:
+        graph.sync()  # no kernel reads the mapping once this returns (see _mapped)
+    return tuple(made)
+
+
+def _drop(graph: Graph, made: list[Operand]) -> None:
+    """Unpin the constants created so far, and wait until no kernel reads the mapping."""
+    graph.executor.unpin(tuple(o.id for o in made))
+    with contextlib.suppress(DTorchError):  # a failure of another operator: the file's error
+        graph.sync()  # is the one to raise
+
+
+def _mapped(source: io.BufferedReader) -> memoryview:
+    """The file as a private (copy-on-write) mapping: the Create kernel copies each constant
+    out of it, so its bytes are copied once, from the page cache. The load waits for the
+    kernels before it returns: a file truncated in place while a kernel reads it would kill
+    the process (SIGBUS), so program files are replaced by renaming, as ``save`` does. (No
+    MAP_POPULATE: on a writable private mapping that would copy every page.)"""
+    prot = mmap.PROT_READ | mmap.PROT_WRITE  # writable: torch has no read-only tensors
+    return memoryview(mmap.mmap(source.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=prot))
+
+
+def _value(data: memoryview, constant: Operand, index: int) -> Any:
+    """The tensor over ``data`` (a view; its checksum is checked after it is handed to the
+    device, so that the two overlap: a mismatch drops the created constant unseen)."""
+    if data.nbytes != _nbytes(constant):
+        raise _bad(f"constant {index}: the file ends inside its bytes")
+    return restore_tensor(constant.dtype, constant.shape, data)
+
+
+def _create(graph: Graph, meta: Operand, value: Any) -> Operand:
+    """A pinned graph tensor of ``value`` laid out as ``meta`` (its handle goes at once)."""
+    try:
+        handle = create(
+            Tensor, CreateKind.FROM_TENSOR, meta.shape, meta.dtype, graph=graph,
+            device_mesh=meta.mesh, device=None, placements=meta.placements, value=value,
+        )  # fmt: skip
+    except DTorchError as exc:
+        raise _bad(f"cannot create constant {meta.describe()}: {exc}") from None
+    operand = handle._operand
+    graph.executor.pin((operand.id,))
+    if operand.placements != meta.placements:
+        graph.executor.unpin((operand.id,))
+        raise _bad(f"constant {meta.describe()} was created as {operand.describe()}")
+    return operand
+
+
+# --- checking a spec read from a file -------------------------------------------------------
+def check_spec(spec: ProgramSpec) -> None:
+    """DeserializationError naming the first thing in ``spec`` a saved program cannot hold."""
+    body = spec.body
+    if body.program != 0 or len(body.operators) > MAX_BODY:
+        raise _bad(f"the body names program {body.program} or has too many operators")
+    local = _by_id(body.operands, "body operand")
+    constants = _by_id(spec.constants, "constant")
+    if local.keys() & constants.keys():
+        raise _bad(f"ids {sorted(local.keys() & constants.keys())} are local and constant")
+    for operand in (*spec.inputs, *spec.constants, *spec.results, *body.operands):
+        _check_operand(operand)
+    defined = _check_inputs(spec, local) | constants.keys()
+    for index, op in enumerate(body.operators):
+        _check_operator(op, index, local, defined)
+    if local.keys() - defined:
+        raise _bad(f"body operands {sorted(local.keys() - defined)} are made by nothing")
+    _check_outputs(spec, {**local, **constants})
+    _check_trees(spec)
+
+
+def _by_id(operands: tuple[Operand, ...], what: str) -> dict[int, Operand]:
+    found = {o.id: o for o in operands}
+    if len(found) != len(operands):
+        raise _bad(f"two {what}s share an id")
+    return found
+
+
+def _check_operand(operand: Operand) -> None:
+    ndim, placements = len(operand.shape), operand.placements
+    if len(placements) != operand.mesh.ndim or any(d < 0 for d in operand.shape):
+        raise _bad(f"operand {operand.describe()}: bad shape or placements for its mesh")
+    for p in placements:
+        if isinstance(p, Shard) and not -ndim <= p.dim < ndim:
+            raise _bad(f"operand {operand.describe()}: {p} of a {ndim}-D tensor")
+
+
+def _same_meta(a: Operand, b: Operand) -> bool:
+    return (a.shape, a.dtype, a.mesh, a.placements) == (b.shape, b.dtype, b.mesh, b.placements)
+
+
+def _check_inputs(spec: ProgramSpec, local: dict[int, Operand]) -> set[int]:
+    """The placeholder ids, checked against the inputs' metadata."""
+    body = spec.body
+    if len(body.inputs) != len(spec.inputs):
+        raise _bad(f"{len(body.inputs)} placeholders for {len(spec.inputs)} inputs")
+    for index, (placeholder, traced) in enumerate(zip(body.inputs, spec.inputs, strict=True)):
+        if placeholder not in local or not _same_meta(local[placeholder], traced):
+            raise _bad(f"input {index}: placeholder {placeholder} is no body operand like it")
+    if list(body.writes) != sorted(set(body.writes)) or not set(body.writes) <= set(
+        range(len(body.inputs))
+    ):
+        raise _bad(f"written inputs {body.writes} are not increasing input positions")
+    return set(body.inputs)
+
+
+def _check_operator(op: Operator, index: int, local: dict[int, Operand], defined: set[int]) -> None:
+    """``op`` may run here: an allowed kind, reading defined ids, making new local ones."""
+    if op.kind in REFUSED_KINDS or _refusal(op.param) is not None:
+        raise _bad(f"body operator {index} is {op.describe()}, which a program may not hold")
+    missing = [i for i in op.inputs if i not in defined]
+    if missing:
+        raise _bad(f"body operator {index} ({op.describe()}) reads undefined ids {missing}")
+    for output in op.outputs:
+        if output not in local or output in defined:
+            raise _bad(f"body operator {index} ({op.describe()}) makes id {output} again or "
+                       "outside the body")  # fmt: skip
+        defined.add(output)
+
+
+def _check_outputs(spec: ProgramSpec, known: dict[int, Operand]) -> None:
+    outputs = spec.body.outputs
+    if len(outputs) != len(spec.results):
+        raise _bad(f"{len(outputs)} body outputs for {len(spec.results)} results")
+    for index, (output, result) in enumerate(zip(outputs, spec.results, strict=True)):
+        if output not in known or not _same_meta(known[output], result):
+            raise _bad(f"result {index}: body output {output} is no operand like it")
+
+
+def _check_trees(spec: ProgramSpec) -> None:
+    for tree, count, what in ((spec.args, len(spec.inputs), "argument"),
+                              (spec.result, len(spec.results), "result")):  # fmt: skip
+        try:
+            check_tree(tree, count)
+        except ValueError as exc:
+            raise _bad(f"the {what} tree: {exc}") from None
+        if list(_leaves(tree)) != list(range(count)):
+            raise _bad(f"the {what} tree's tensor leaves are not 0..{count - 1} in order")
+    args = spec.args
+    if (
+        args[0] != "tuple"
+        or len(args[1]) != 2
+        or (args[1][0][0], args[1][1][0])
+        != (
+            "tuple",
+            "dict",
+        )
+    ):
+        raise _bad("the argument tree is not one of (args, kwargs)")
+
+
+def _leaves(tree: Any) -> Iterator[int]:
+    """The tensor indices of a checked tree, in order."""
+    if tree[0] == "T":
+        yield tree[1]
+    elif tree[0] != "V":
+        for kid in tree[-1]:
+            yield from _leaves(kid)

@@ -1,0 +1,361 @@
+"""Program files: save, load (same process, another process, other devices), and refusals.
+
+The oracle is torch on full tensors: a loaded program's results must equal what torch
+computes from the same inputs and weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import struct
+import subprocess
+import sys
+import textwrap
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import DeserializationError, MeshError, UnsupportedVersionError
+from dtorch.ir.opkind import PromiseKind
+from dtorch.ir.params import PromiseHandle, SubGraphParam, SyncParam
+from dtorch.program import files
+from dtorch.serialization import deserialize, serialize
+from dtorch.serialization.fuzz import mutate
+
+R, S, P = dtorch.Replicate(), dtorch.Shard, dtorch.Partial()
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _weights() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(4, 6, generator=gen), torch.randn(6, generator=gen)
+
+
+def _model(w: Any, b: Any) -> Any:
+    """A function of a 2-D input: a dict of a list of results (torch and dtorch alike)."""
+
+    def fn(x: Any, scale: float = 2.0) -> Any:
+        h = (x @ w + b).relu() * scale
+        return {"h": [h, h.sum(0)], "n": 3}
+
+    return fn
+
+
+def _traced(mesh: dtorch.DeviceMesh | None = None) -> tuple[dtorch.Program, Any]:
+    """The model traced on the default graph (one device, or ``mesh`` with w sharded on the
+    columns); returns the program and the torch function it must equal."""
+    w, b = _weights()
+    if mesh is None:
+        dw, db = dtorch.from_torch(w), dtorch.from_torch(b)
+        x = dtorch.zeros(3, 4)
+    else:
+        dw = dtorch.from_torch(w, device_mesh=mesh, placements=[R, S(1)])
+        db = dtorch.from_torch(b, device_mesh=mesh, placements=[R, S(0)])
+        x = dtorch.zeros(3, 4, device_mesh=mesh, placements=[R, R])
+    return dtorch.trace(_model(dw, db), x), _model(w, b)
+
+
+def _check(program: dtorch.Program, expected_fn: Any, mesh: Any = None) -> None:
+    x = torch.randn(3, 4)
+    kw = {} if mesh is None else {"device_mesh": mesh, "placements": [R] * mesh.ndim}
+    got = program(dtorch.from_torch(x, **kw))
+    want = expected_fn(x)
+    assert got["n"] == 3 and len(got["h"]) == 2
+    for g, e in zip(got["h"], want["h"], strict=True):
+        torch.testing.assert_close(g.to_torch(), e)
+
+
+def test_save_load_same_process(graph: dtorch.Graph, tmp_path: Path) -> None:
+    program, expected = _traced()
+    path = tmp_path / "p.dtorch"
+    program.save(path)
+    del program
+    with dtorch.Graph(dtorch.GraphOption(per_device_per_process=False)).as_default() as other:
+        loaded = dtorch.load_program(path)
+        assert loaded.graph is other
+        _check(loaded, expected)
+        del loaded
+    other.close()
+    loaded = dtorch.load_program(path, graph=graph)
+    _check(loaded, expected)
+    _check(loaded, expected)  # the cached body again
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, torch, dtorch
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
+    with graph.as_default():
+        program = dtorch.load_program(sys.argv[1])
+        x = torch.load(sys.argv[2])
+        out = program(dtorch.from_torch(x))
+        torch.save([t.to_torch() for t in out["h"]] + [out["n"]], sys.argv[3])
+    graph.close()
+    """
+)
+
+
+@pytest.mark.timeout(180)
+def test_load_in_another_process(graph: dtorch.Graph, tmp_path: Path) -> None:
+    program, expected = _traced()
+    path, x_path, out_path = tmp_path / "p.dtorch", tmp_path / "x.pt", tmp_path / "out.pt"
+    program.save(path)
+    x = torch.randn(3, 4)
+    torch.save(x, x_path)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), str(x_path), str(out_path)],
+        check=False, cwd=REPO, capture_output=True, text=True, timeout=150,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    h, total, n = torch.load(out_path)
+    want = expected(x)
+    torch.testing.assert_close(h, want["h"][0])
+    torch.testing.assert_close(total, want["h"][1])
+    assert n == 3
+
+
+def test_mesh_remapping(tmp_path: Path) -> None:
+    with dtorch.Graph(dtorch.GraphOption(per_device_per_process=False)).as_default() as g:
+        traced_on = dtorch.DeviceMesh("cpu", [[0, 1], [2, 3]], ("dp", "tp"))
+        program, expected = _traced(traced_on)
+        path = tmp_path / "p.dtorch"
+        program.save(path)
+        target = dtorch.DeviceMesh("cpu", [[4, 5], [6, 7]], ("dp", "tp"))
+        loaded = dtorch.load_program(path, device_mesh=target)
+        meshes = {o.mesh for o in (*loaded.spec.body.operands, *loaded.spec.constants)}
+        assert meshes == {target}
+        _check(loaded, expected, target)
+        same = dtorch.load_program(path)  # device_mesh=None: the saved devices
+        assert same.spec.constants[0].mesh == traced_on
+        _check(same, expected, traced_on)
+        with pytest.raises(MeshError, match="shape"):
+            dtorch.load_program(path, device_mesh=dtorch.DeviceMesh("cpu", [4, 5, 6, 7]))
+        with pytest.raises(TypeError):
+            dtorch.load_program(path, device_mesh=[target])  # type: ignore[arg-type]
+    g.close()
+
+
+def test_sub_mesh_follows_the_root(tmp_path: Path) -> None:
+    with dtorch.Graph(dtorch.GraphOption(per_device_per_process=False)).as_default() as g:
+        root = dtorch.init_device_mesh("cpu", (2, 2))
+        row = dtorch.DeviceMesh("cpu", [2, 3])
+        w = dtorch.from_torch(torch.arange(4.0), device_mesh=row, placements=[S(0)])
+        x = dtorch.ones(4, device_mesh=root, placements=[R, S(0)])
+        y = dtorch.ones(4, device_mesh=row, placements=[S(0)])
+        program = dtorch.trace(lambda a, b: (a * 2, b * w), x, y)
+        path = tmp_path / "p.dtorch"
+        program.save(path)
+        target = dtorch.DeviceMesh("cpu", [[4, 5], [6, 7]])
+        loaded = dtorch.load_program(path, device_mesh=target)
+        moved_row = dtorch.DeviceMesh("cpu", [6, 7])
+        assert loaded.spec.constants[0].mesh == moved_row
+        a = dtorch.ones(4, device_mesh=target, placements=[R, S(0)])
+        b = dtorch.full((4,), 3.0, device_mesh=moved_row, placements=[S(0)])
+        doubled, scaled = loaded(a, b)
+        assert doubled.tolist() == [2.0] * 4 and scaled.tolist() == [0.0, 3.0, 6.0, 9.0]
+        assert scaled.device_mesh == moved_row
+    g.close()
+
+
+def test_in_place_writes_partial_constant_and_list_results(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    c = torch.arange(4.0)
+    partial = dtorch.from_torch(c, device_mesh=mesh, placements=[P])
+
+    def step(state: Any, x: Any) -> Any:
+        state.copy_(state + x * 2)
+        return [state * 1, (partial * x).redistribute(mesh, [R]), None]
+
+    state = dtorch.zeros(4, device_mesh=mesh, placements=[R])
+    program = dtorch.trace(step, state, dtorch.ones(4, device_mesh=mesh, placements=[R]))
+    assert program.spec.body.writes == (0,)
+    path = tmp_path / "p.dtorch"
+    program.save(path)
+    loaded = dtorch.load_program(path, graph=graph)
+    assert loaded.spec.constants[0].placements == (P,)
+    s = dtorch.zeros(4, device_mesh=mesh, placements=[R], graph=graph)
+    x = torch.tensor([1.0, -2.0, 3.0, 0.5])
+    dx = dtorch.from_torch(x, device_mesh=mesh, placements=[R], graph=graph)
+    first, summed, none = loaded(s, dx)
+    assert none is None
+    torch.testing.assert_close(first.to_torch(), x * 2)
+    torch.testing.assert_close(summed.to_torch(), c * x)
+    loaded(s, dx)
+    torch.testing.assert_close(s.to_torch(), x * 4)  # written back to the input, twice
+
+
+def test_fresh_ids(graph: dtorch.Graph, tmp_path: Path) -> None:
+    program, _ = _traced()
+    path = tmp_path / "p.dtorch"
+    program.save(path)
+    a = dtorch.load_program(path, graph=graph)
+    b = dtorch.load_program(path, graph=graph)
+    ids_a = {o.id for o in a.spec.body.operands} | {o.id for o in a.spec.constants}
+    ids_b = {o.id for o in b.spec.body.operands} | {o.id for o in b.spec.constants}
+    assert not ids_a & ids_b
+    assert not {op.id for op in a.spec.body.operators} & {op.id for op in b.spec.body.operators}
+
+
+# --- refusals -------------------------------------------------------------------------------
+def _saved(tmp_path: Path) -> bytes:
+    program, _ = _traced()
+    path = tmp_path / "p.dtorch"
+    program.save(path)
+    return path.read_bytes()
+
+
+def _resealed(data: bytes, header: bytes, version: int = files.VERSION) -> bytes:
+    """``data`` with its header replaced by ``header`` and a correct prefix."""
+    prefix = files._PREFIX
+    _, _, _, offset, _ = prefix.unpack_from(data)
+    head = prefix.pack(files.MAGIC, version, zlib.crc32(header), offset, len(header))
+    return head + data[prefix.size : offset] + header
+
+
+def _header(data: bytes) -> dict[str, Any]:
+    _, _, _, offset, _ = files._PREFIX.unpack_from(data)
+    root: dict[str, Any] = deserialize(data[offset:])
+    return root
+
+
+def _load(tmp_path: Path, data: bytes, graph: dtorch.Graph) -> dtorch.Program:
+    path = tmp_path / "bad.dtorch"
+    path.write_bytes(data)
+    return dtorch.load_program(path, graph=graph)
+
+
+def test_newer_version_and_not_a_program(graph: dtorch.Graph, tmp_path: Path) -> None:
+    data = _saved(tmp_path)
+    newer = bytearray(data)
+    struct.pack_into("<I", newer, 8, files.VERSION + 1)
+    with pytest.raises(UnsupportedVersionError, match="version 2"):
+        _load(tmp_path, bytes(newer), graph)
+    with pytest.raises(DeserializationError, match="not a dtorch program"):
+        _load(tmp_path, b"PK\x03\x04" + data[4:], graph)
+    with pytest.raises(DeserializationError, match="header is tagged"):
+        _load(tmp_path, _resealed(data, serialize({**_header(data), "format": "x"})), graph)
+
+
+def test_forbidden_operator_kind(graph: dtorch.Graph, tmp_path: Path) -> None:
+    data = _saved(tmp_path)
+    root = _header(data)
+    body = root["body"]
+    op = body.operators[0]
+    promise = PromiseHandle(PromiseKind.MEMORY, "p1")
+    for param in (SyncParam(promise), SubGraphParam(())):
+        refused = type(op)(op.id, "x", param, (), (), op.span)
+        bad = type(body)((refused, *body.operators), body.operands, body.inputs, body.outputs)
+        with pytest.raises(DeserializationError, match="may not hold"):
+            _load(tmp_path, _resealed(data, serialize({**root, "body": bad})), graph)
+
+
+def test_inconsistent_records(graph: dtorch.Graph, tmp_path: Path) -> None:
+    data = _saved(tmp_path)
+    root = _header(data)
+    body = root["body"]
+    cases = {
+        "undefined": type(body)(body.operators[1:], body.operands, body.inputs, body.outputs),
+        "body outputs": type(body)(body.operators, body.operands, body.inputs, body.outputs[:1]),
+        "placeholders": type(body)(body.operators, body.operands, (), body.outputs),
+    }
+    for match, bad in cases.items():
+        with pytest.raises(DeserializationError, match=match):
+            _load(tmp_path, _resealed(data, serialize({**root, "body": bad})), graph)
+    with pytest.raises(DeserializationError, match="tree"):
+        _load(tmp_path, _resealed(data, serialize({**root, "result": ("T", 9)})), graph)
+    w = root["constants"][0]
+    wider = dataclasses.replace(w, shape=(w.shape[0], w.shape[1] + 1))
+    with pytest.raises(DeserializationError, match="bytes of its value"):
+        constants = (wider, *root["constants"][1:])
+        _load(tmp_path, _resealed(data, serialize({**root, "constants": constants})), graph)
+    with pytest.raises(DeserializationError, match="checksum"):
+        _load(tmp_path, _resealed(data, serialize({**root, "crcs": (0, 0)})), graph)
+    with pytest.raises(DeserializationError, match="program record"):
+        _load(tmp_path, _resealed(data, serialize([1, 2])), graph)
+
+
+@pytest.mark.timeout(240)
+def test_fuzz_corrupt_and_truncated(tmp_path: Path) -> None:
+    """Seeded cuts and byte flips (DeserializationError, or for a flip in padding a program
+    equal to the saved one) and header mutations re-sealed with a right checksum (reaching
+    the checks behind it: DeserializationError or a program); nothing else, never a hang."""
+    with dtorch.Graph(dtorch.GraphOption(per_device_per_process=False)).as_default() as g:
+        data = _saved(tmp_path)
+        _, expected = _traced()
+        rng = random.Random(12)
+        header = data[files._PREFIX.unpack_from(data)[3] :]
+        raw = [data[:cut] for cut in sorted(rng.sample(range(len(data)), 100))]
+        raw += [_flipped(rng, data) for _ in range(200)]
+        for case in raw:
+            program = _load_or_none(tmp_path, case, g)
+            if program is not None:  # only padding was hit
+                _check(program, expected)
+        loaded = [_load_or_none(tmp_path, _resealed(data, mutate(rng, header)), g)]
+        loaded += [
+            _load_or_none(tmp_path, _resealed(data, mutate(rng, header)), g) for _ in range(199)
+        ]
+        assert sum(p is not None for p in loaded) < 100
+        root = _header(data)
+        for _ in range(150):  # records that decode but do not fit together: check_spec's
+            bad = serialize(_mutated_record(rng, root))
+            assert _load_or_none(tmp_path, _resealed(data, bad), g) is None
+    g.close()
+
+
+def _load_or_none(tmp_path: Path, data: bytes, graph: dtorch.Graph) -> dtorch.Program | None:
+    try:
+        return _load(tmp_path, data, graph)
+    except DeserializationError:
+        return None
+
+
+def _mutated_record(rng: random.Random, root: dict[str, Any]) -> dict[str, Any]:
+    """``root`` with one part of its body, ids, trees or metadata changed so that it is no
+    longer a consistent program."""
+    body = root["body"]
+    ops, operands = list(body.operators), list(body.operands)
+    what = rng.randrange(6)
+    if what == 0:  # an operator dropped, duplicated, or moved before its inputs exist
+        i = rng.randrange(len(ops))
+        change = rng.randrange(3)
+        if change == 0:
+            del ops[i]
+        elif change == 1:
+            ops.insert(i, ops[i])
+        else:
+            ops.insert(0, ops.pop())
+    elif what == 1:  # an operator reading or writing an id that does not exist
+        i = rng.randrange(len(ops))
+        field = rng.choice(("inputs", "outputs"))
+        ids = list(getattr(ops[i], field))
+        ids[rng.randrange(len(ids))] += rng.choice((1000, -1000, 2**40))
+        ops[i] = dataclasses.replace(ops[i], **{field: tuple(ids)})
+    elif what == 2:  # an operand's metadata changed
+        i = rng.randrange(len(operands))
+        o = operands[i]
+        operands[i] = dataclasses.replace(o, shape=(*o.shape, 2), placements=o.placements * 2)
+    elif what == 3:
+        return {**root, "result": rng.choice((("T", 1), ("V", 1), ("list", (("T", 0),))))}
+    elif what == 4:
+        return {**root, "inputs": root["inputs"] * 2}
+    else:
+        outputs = (*body.outputs[1:], body.outputs[0] + rng.choice((1, 1000)))
+        return {**root, "body": dataclasses.replace(body, outputs=outputs)}
+    return {
+        **root,
+        "body": dataclasses.replace(body, operators=tuple(ops), operands=tuple(operands)),
+    }
+
+
+def _flipped(rng: random.Random, data: bytes) -> bytes:
+    out = bytearray(data)
+    for _ in range(rng.choice((1, 2, 8))):
+        out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+    return bytes(out)
