@@ -48,7 +48,7 @@ from dtorch.program.summary import (
     step_texts,
     tensor_text,
 )
-from dtorch.program.trace import IN_PLACE
+from dtorch.runtime.stream import IN_PLACE_KINDS
 
 #: Formats ``dot -T`` writes that ``render`` accepts (others are refused before running it).
 IMAGE_FORMATS = frozenset({"svg", "png", "pdf", "jpg", "jpeg", "gif", "ps", "eps"})
@@ -142,7 +142,7 @@ def _operator_node(index: int, op: Operator, operands: dict[int, Operand]) -> st
 def _made(op: Operator) -> tuple[int, ...]:
     """The ids whose value ``op`` leaves: its outputs, or the input an in-place op writes
     (later readers of it read what ``op`` wrote, so their edges start at ``op``)."""
-    if op.kind in IN_PLACE and not op.outputs:
+    if op.kind in IN_PLACE_KINDS and not op.outputs:
         return op.inputs[:1]
     return op.outputs
 

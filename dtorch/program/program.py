@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import weakref
 from collections.abc import Callable
@@ -59,9 +60,7 @@ class Program:
         self._key = graph.new_operator_id()  # the body's name in the devices' caches
         self._sent = False
         body = spec.body
-        self._first = SubGraphParam(
-            body.operators, body.operands, body.inputs, body.outputs, self._key, body.writes
-        )
+        self._first = dataclasses.replace(body, program=self._key)
         self._named = SubGraphParam((), program=self._key)
         self._constant_ids = tuple(o.id for o in spec.constants)
         self._alias = _aliases(body.inputs)

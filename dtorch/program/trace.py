@@ -28,14 +28,12 @@ from dtorch.ir.rules import Inference
 from dtorch.ir.span import caller_span
 from dtorch.program.spec import ProgramSpec
 from dtorch.program.tree import Tree
+from dtorch.runtime.stream import IN_PLACE_KINDS
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
     from dtorch.ir.rules.cache import InferenceCache
     from dtorch.runtime.executor import Submission
-
-#: Kinds that change their first input in place (and have no outputs).
-IN_PLACE = frozenset({OpKind.Copy, OpKind.SetItem, OpKind.IndexPut})
 
 #: Kinds a trace refuses, and what the user did to record one.
 _REFUSED = {
@@ -115,6 +113,12 @@ class Tracer:
         if pinned:
             self.graph.executor.unpin(tuple(pinned))
 
+    def pin(self, operand_ids: list[int]) -> None:
+        """Pin constants ``operand_ids`` (first read now) for the program to be built."""
+        self.graph.executor.pin(tuple(operand_ids))
+        self.pinned.extend(operand_ids)
+        self._made.update(operand_ids)
+
     def _submit(self, item: Submission) -> None:
         if threading.get_ident() != self._thread:
             self._inner(item)
@@ -125,9 +129,7 @@ class Tracer:
             self._refuse(op, reason)
         outside = [i for i in op.inputs if i not in self._made]
         if outside:
-            self.graph.executor.pin(tuple(outside))
-            self.pinned.extend(outside)
-            self._made.update(outside)
+            self.pin(outside)
         self._inner(item)
         self.items.append(item)
         for operand in outputs:
@@ -167,13 +169,13 @@ def build_spec(
             made.append(_renamed(operand, rename[operand.id]))
     constants = _constants(tracer, rename, results)
     operators = tuple(_renamed_operator(op, rename) for op, _ in tracer.items)
-    first_inputs = [t._operand.id for t in inputs]
+    bound = tuple(rename[t._operand.id] for t in inputs)  # each input's placeholder
     body = SubGraphParam(
         operators,
         tuple(placeholders + made),
-        tuple(rename[i] for i in first_inputs),
+        bound,
         tuple(rename.get(t._operand.id, t._operand.id) for t in results),
-        writes=_writes(operators, [rename[i] for i in first_inputs]),
+        writes=_writes(operators, bound),
     )
     return ProgramSpec(
         tracer.name,
@@ -209,8 +211,7 @@ def _constants(tracer: Tracer, rename: dict[int, int], results: list[Any]) -> di
     for tensor in results:
         operand = tensor._operand
         if operand.id not in rename and operand.id not in constants:
-            tracer.graph.executor.pin((operand.id,))
-            tracer.pinned.append(operand.id)
+            tracer.pin([operand.id])
             constants[operand.id] = operand
     return constants
 
@@ -233,7 +234,7 @@ def _handle_meta(tracer: Tracer, operand_id: int) -> Operand:
     )
 
 
-def _writes(operators: tuple[Operator, ...], placeholders: list[int]) -> tuple[int, ...]:
+def _writes(operators: tuple[Operator, ...], placeholders: tuple[int, ...]) -> tuple[int, ...]:
     """Positions of the inputs an in-place operator changes (written back after each run)."""
-    changed = {op.inputs[0] for op in operators if op.kind in IN_PLACE and not op.outputs}
+    changed = {op.inputs[0] for op in operators if op.kind in IN_PLACE_KINDS and not op.outputs}
     return tuple(i for i, p in enumerate(placeholders) if p in changed)
