@@ -67,9 +67,9 @@ from dtorch.ir.placement import Shard, normalize_placements
 from dtorch.ir.subsplit import check_unmarked
 from dtorch.program.remap import MeshMap, mesh_map, moved_operand, rebind, spec_meshes
 from dtorch.program.spec import ProgramSpec
-from dtorch.program.trace import _refusal
+from dtorch.program.trace import refusal
 from dtorch.program.tree import check_tree
-from dtorch.runtime.subgraph import MAX_BODY, REFUSED_KINDS
+from dtorch.runtime.subgraph import MAX_BODY
 from dtorch.serialization import deserialize, serialize
 from dtorch.serialization.tensors import restore_tensor, tensor_bytes
 
@@ -440,7 +440,7 @@ def _check_inputs(spec: ProgramSpec, local: dict[int, Operand]) -> set[int]:
 
 def _check_operator(op: Operator, index: int, local: dict[int, Operand], defined: set[int]) -> None:
     """``op`` may run here: an allowed kind, reading defined ids, making new local ones."""
-    if op.kind in REFUSED_KINDS or _refusal(op.param) is not None:
+    if refusal(op.param) is not None:
         raise _bad(f"body operator {index} is {op.describe()}, which a program may not hold")
     missing = [i for i in op.inputs if i not in defined]
     if missing:

@@ -29,28 +29,32 @@ from dtorch.ir.span import caller_span
 from dtorch.program.spec import ProgramSpec
 from dtorch.program.tree import Tree
 from dtorch.runtime.stream import IN_PLACE_KINDS
+from dtorch.runtime.subgraph import REFUSED_KINDS
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
     from dtorch.ir.rules.cache import InferenceCache
     from dtorch.runtime.executor import Submission
 
-#: Kinds a trace refuses, and what the user did to record one.
+#: What the user did to record each kind a body may not hold (the runtime's REFUSED_KINDS).
 _REFUSED = {
     OpKind.GetTensor: "reads a tensor's value (item(), tolist(), to_torch(), or a Python "
     "condition on a tensor)",
     OpKind.Sync: "calls sync()",
     OpKind.Memory: "asks for memory statistics or empties the cache",
     OpKind.Profile: "opens or closes a profile",
+    OpKind.SubGraph: "calls another traced program (trace the function that program was "
+    "traced from inside this one instead)",
 }
 
 _RANDOM = frozenset({CreateKind.RAND, CreateKind.RANDN, CreateKind.RANDINT, CreateKind.UNIFORM})
 
 
-def _refusal(param: OpParam) -> str | None:
-    """What makes ``param`` unreplayable, in words (None: it replays)."""
+def refusal(param: OpParam) -> str | None:
+    """What makes ``param`` unreplayable, in words (None: it replays); the tracer's check
+    and the program loader's."""
     kind = param.kind
-    if kind in _REFUSED:
+    if kind in REFUSED_KINDS:
         return _REFUSED[kind]
     if isinstance(param, CreateParam) and param.create in _RANDOM:
         return f"draws random numbers ({param.create.name.lower()})"
@@ -124,7 +128,7 @@ class Tracer:
             self._inner(item)
             return
         op, outputs = item
-        reason = _refusal(op.param)
+        reason = refusal(op.param)
         if reason is not None:
             self._refuse(op, reason)
         outside = [i for i in op.inputs if i not in self._made]

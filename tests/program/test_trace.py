@@ -75,6 +75,21 @@ def test_value_dependent_code_is_refused_naming_the_line(
     assert (dtorch.ones(2) + 1).tolist() == [2.0, 2.0]  # the graph goes on
 
 
+def test_every_kind_a_body_may_not_hold_is_refused_in_words() -> None:
+    from dtorch.program.trace import _REFUSED
+    from dtorch.runtime.subgraph import REFUSED_KINDS
+
+    assert set(_REFUSED) == REFUSED_KINDS
+    assert all(_REFUSED[kind] for kind in REFUSED_KINDS)
+
+
+def test_calling_another_program_is_refused_naming_the_line(graph: dtorch.Graph) -> None:
+    inner = dtorch.trace(lambda t: t + 1, dtorch.zeros(3))
+    with pytest.raises(dtorch.TraceError, match=r"calls another traced program.*test_trace\.py:"):
+        dtorch.trace(lambda t: inner(t) * 2, dtorch.zeros(3))
+    assert inner(dtorch.ones(3)).tolist() == [2.0, 2.0, 2.0]  # the graph goes on
+
+
 def test_other_inputs_are_refused(graph: dtorch.Graph) -> None:
     mesh = _mesh()
     x = dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Shard(0)])
