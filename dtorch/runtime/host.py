@@ -34,7 +34,7 @@ from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import LOCAL_KERNELS
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
 from dtorch.runtime.stream import FREE, PROGRESS, RESET, KernelStream
-from dtorch.runtime.subgraph import CompiledBody, call_items, compile_body
+from dtorch.runtime.subgraph import CompiledBody, compile_body, plan_item
 
 Route = tuple[tuple[int, tuple[int, ...]], ...]  # (local stream index, its devices), per stream
 
@@ -142,7 +142,7 @@ class DeviceHost:
         if body is None:
             raise GraphError(f"{op.describe()} names program {param.program}, never sent here")
         for index, stream_items in enumerate(items):
-            stream_items.extend(call_items(body, op, index))
+            stream_items.append(plan_item(body, op, index))
 
     def skip(self, no_hold: tuple[int, ...], progress: int = 0) -> None:
         """A batch with nothing for these streams: only its frees and its progress report."""

@@ -26,7 +26,12 @@ from dataclasses import dataclass
 
 import torch
 
+from dtorch.ir.operator import Operator
+from dtorch.ir.opkind import OpKind
 from dtorch.ir.report import Failure
+
+#: Kinds that change their first input in place and have no outputs: a failure poisons it.
+IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem, OpKind.IndexPut})
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +39,11 @@ class KernelFailure:
     """Stands in for the shards of an operator that failed; later kernels pass it on."""
 
     failure: Failure
+
+
+def failure_of(operator: Operator, device: int, error: BaseException) -> KernelFailure:
+    """The marker users eventually see: operator, user line, device, and the error."""
+    return KernelFailure(Failure.of(operator.id, operator.describe(), device, error))
 
 
 Shard = torch.Tensor | KernelFailure
@@ -81,6 +91,11 @@ class ShardTable:
         self._bytes: dict[int, DeviceBytes] = {}
         self.failed: set[int] = set()  # operands with a KernelFailure on some device: kernels
         # check their inputs against it, which is free while nothing has failed
+
+    @property
+    def values(self) -> dict[int, dict[int, Shard]]:
+        """operand id -> {device: shard}: read it, change it through ``put`` and ``free``."""
+        return self._values
 
     def get(self, operand: int, device: int) -> Shard:
         return self._values[operand][device]
@@ -144,6 +159,14 @@ class ShardTable:
     def devices(self) -> list[int]:
         """Devices that ever held a shard here."""
         return list(self._bytes)
+
+    def note_peak(self, device: int, extra: int) -> None:
+        """Raise ``device``'s peak to what it holds plus ``extra`` bytes held meanwhile (a
+        program call's intermediates, which this table does not see)."""
+        account = self._bytes.get(device)
+        if account is None:
+            account = self._bytes[device] = DeviceBytes()
+        account.peak = max(account.peak, account.allocated + extra)
 
     def reset_peak(self, device: int) -> None:
         account = self._bytes.get(device)

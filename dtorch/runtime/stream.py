@@ -25,29 +25,21 @@ from collections.abc import Sequence
 import torch
 
 from dtorch.ir.operator import Operand, Operator
-from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import GetTensorParam, MemoryParam, ProfileParam, SyncParam
 from dtorch.ir.report import Failure, PartyReport, ProgressReport, Report, ValueReport
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
+from dtorch.runtime.plan import PLAN, StreamPlan
 from dtorch.runtime.profiling import EventRecorder
-from dtorch.runtime.shards import KernelFailure, ShardTable
-from dtorch.runtime.subgraph import BIND, FINISH
+from dtorch.runtime.shards import IN_PLACE_KINDS, KernelFailure, ShardTable, failure_of
+from dtorch.runtime.subgraph import BIND, FINISH, CompiledBody, call_items
 from dtorch.runtime.torch_threads import adopt
 from dtorch.runtime.workqueue import WorkQueue
 
 FREE, STOP, PROGRESS, RESET = 1, 2, 3, 4
 
-#: Kinds that change their first input in place and have no outputs: a failure poisons it.
-IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem, OpKind.IndexPut})
-
 _LOG = logging.getLogger(__name__)
-
-
-def failure_of(operator: Operator, device: int, error: BaseException) -> KernelFailure:
-    """The marker users eventually see: operator, user line, device, and the error."""
-    return KernelFailure(Failure.of(operator.id, operator.describe(), device, error))
 
 
 class KernelStream:
@@ -151,6 +143,16 @@ class KernelStream:
             moves: tuple[tuple[int, int], ...] = value[0]  # type: ignore[index]
             self.shards.bind(moves)
             self.shards.free(value[1])  # type: ignore[index]
+        elif tag == PLAN:  # a program call: its plan, or its contexts where a plan cannot run
+            plan: StreamPlan | None
+            body: CompiledBody
+            call: Operator
+            index: int
+            plan, body, call, index = value  # type: ignore[misc]
+            fast = self.recorder is None and not self._services.validate
+            if plan is None or not fast or not plan.run(self.shards, call, self._run, self._note):
+                for each in call_items(body, call, index):
+                    self._handle(each)
         elif tag == PROGRESS:
             self._report(ProgressReport(self.party, value))  # type: ignore[arg-type]
         elif tag == RESET:

@@ -1,15 +1,18 @@
-"""SubGraph bodies on a host: compiled once into stream items, replayed per operator.
+"""SubGraph bodies on a host: compiled once per stream, then replayed per call.
 
 A SubGraph operator (a traced program's call, ``dtorch.program``) names a body; the first one
-of a program on a graph carries it. The host compiles the body into one list of
-``KernelContext`` items per stream (routed as ordinary operators are) and keeps it until the
-graph's reset. Each call then costs the streams three things: BIND (each input placeholder
-takes the shards of the call's input), the cached contexts, and FINISH (each result takes the
-shards of its body operand, in-place writes go back to the inputs, every local operand is
-freed). Contexts are read-only, so one list serves every call; those that must differ per
-call are rebuilt for it: group kernels get an operator id of their own (``run_id``: the
-failure board is keyed by it, so a failure of one call never marks another), and kernels with
-per-call scratch (``memo``) a fresh context.
+of a program on a graph carries it. The host compiles the body, and keeps it until the
+graph's reset, in two forms per stream (routed as ordinary operators are): a ``StreamPlan``
+(``dtorch.runtime.plan``: flat steps over slots, what a call normally runs, as one stream
+item) and a list of ``KernelContext`` items, which a stream runs instead while it profiles or
+validates kernel outputs, or where the body holds something a plan does not run. Through the
+contexts a call costs the streams three things: BIND (each input placeholder takes the shards
+of the call's input), the cached contexts, and FINISH (each result takes the shards of its
+body operand, in-place writes go back to the inputs, every local operand is freed). Contexts
+are read-only, so one list serves every call; those that must differ per call are rebuilt for
+it: group kernels get an operator id of their own (``run_id``: the failure board is keyed by
+it, so a failure of one call never marks another), and kernels with per-call scratch
+(``memo``) a fresh context.
 
 Example:
     >>> run_id(7, 3) < 0
@@ -27,12 +30,10 @@ from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import SubGraphParam
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import LOCAL_KERNELS
+from dtorch.runtime.plan import MEMO_KINDS, PLAN, StreamPlan, compile_plan, run_id
 
 #: Stream items: bind placeholders to inputs / finish a call (see the module docstring).
 BIND, FINISH = 5, 6
-
-#: Local kernels that keep per-call scratch in ``ctx.memo``.
-MEMO_KINDS = frozenset({OpKind.Create, OpKind.Embedding})
 
 #: Kinds a body may not hold: they settle promises, which a replay could not name anew.
 REFUSED_KINDS = frozenset(
@@ -47,12 +48,6 @@ Router = Callable[
 ]
 
 
-def run_id(call_id: int, index: int) -> int:
-    """The operator id of body operator ``index`` in the call ``call_id``: negative, so it
-    never names an operator the client recorded."""
-    return -((call_id << 24) | index) - 1
-
-
 @dataclass(frozen=True, slots=True)
 class CompiledBody:
     """A body as stream items: per stream, its contexts and the positions rebuilt per call."""
@@ -63,6 +58,7 @@ class CompiledBody:
     frees: tuple[int, ...]
     contexts: tuple[tuple[KernelContext, ...], ...]
     renew: tuple[tuple[tuple[int, int, bool], ...], ...]  # (position, body index, group)
+    plans: tuple[StreamPlan | None, ...]  # per stream (``dtorch.runtime.plan``)
 
 
 def compile_body(
@@ -89,6 +85,10 @@ def compile_body(
             if group or op.kind in MEMO_KINDS:
                 renew[stream].append((len(contexts[stream]), index, group))
             contexts[stream].append(KernelContext(op, ins, outs, devices, groups))  # type: ignore[arg-type]
+    plans = tuple(
+        compile_plan(param, stream_contexts, {p: i for p, i, group in stream_renew if group})
+        for stream_contexts, stream_renew in zip(contexts, renew, strict=True)
+    )
     return CompiledBody(
         param.inputs,
         param.outputs,
@@ -96,7 +96,14 @@ def compile_body(
         tuple(local),
         tuple(tuple(c) for c in contexts),
         tuple(tuple(r) for r in renew),
+        plans,
     )
+
+
+def plan_item(body: CompiledBody, call: Operator, stream: int) -> tuple[int, object]:
+    """The one item ``stream`` runs for the call ``call`` of ``body``: its plan (the stream
+    runs ``call_items`` instead where there is none, or while it profiles)."""
+    return (PLAN, (body.plans[stream], body, call, stream))
 
 
 def call_items(body: CompiledBody, call: Operator, stream: int) -> list[object]:

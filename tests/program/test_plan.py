@@ -1,0 +1,144 @@
+"""Compiled replays (``dtorch.runtime.plan``): every step form against torch, failures in the
+middle of a call and in its inputs, redistributions between local steps, memory peaks, and the
+operator-by-operator path a profile takes; on both runners."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dtorch
+import dtorch.nn.functional as F
+from dtorch.runtime.subgraph import compile_body
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _mesh(n: int = 2) -> dtorch.DeviceMesh:
+    return dtorch.init_device_mesh("cpu", n)
+
+
+def _mixed(x: dtorch.Tensor, y: dtorch.Tensor) -> tuple[dtorch.Tensor, ...]:
+    """Direct binary and unary forms, scalars on either side, tensor-only functions with a
+    scalar, activations with parameters, views and a two-output kernel."""
+    a = (x + 2) * y - (3 - x) / 4
+    b = F.gelu(a, approximate="tanh") + F.leaky_relu(a, 0.2) + F.elu(a) + a.exp().neg()
+    c = b.maximum(y)
+    values, indices = c.transpose(0, 1).max(dim=0)
+    return values.relu(), indices, c.unsqueeze(0).softmax(2)
+
+
+def _torch_mixed(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    a = (x + 2) * y - (3 - x) / 4
+    b = (
+        torch.nn.functional.gelu(a, approximate="tanh")
+        + torch.nn.functional.leaky_relu(a, 0.2)
+        + torch.nn.functional.elu(a)
+        + a.exp().neg()
+    )
+    c = torch.maximum(b, y)
+    values, indices = c.transpose(0, 1).max(dim=0)
+    return values.relu(), indices, c.unsqueeze(0).softmax(2)
+
+
+@pytest.mark.parametrize("placement", [dtorch.Replicate(), dtorch.Shard(0)])
+def test_every_step_form_equals_torch(graph: dtorch.Graph, placement: dtorch.Placement) -> None:
+    mesh = _mesh()
+    make = lambda t: dtorch.from_torch(t, device_mesh=mesh, placements=[placement])  # noqa: E731
+    shape = (5, 3)  # uneven on two devices
+    program = dtorch.trace(_mixed, make(torch.randn(shape)), make(torch.randn(shape)))
+    for _ in range(2):
+        x, y = torch.randn(shape), torch.randn(shape)
+        got = program(make(x), make(y))
+        for value, expected in zip(got, _torch_mixed(x, y), strict=True):
+            torch.testing.assert_close(value.to_torch(), expected)
+
+
+def test_a_failure_passes_through_a_redistribution_and_later_steps(graph: dtorch.Graph) -> None:
+    mesh = _mesh()
+    ints = lambda v: dtorch.full(
+        (4,), v, dtype=torch.int64, device_mesh=mesh, placements=[dtorch.Shard(0)]
+    )  # noqa: E731, E501
+
+    def fn(a: dtorch.Tensor, b: dtorch.Tensor) -> dtorch.Tensor:
+        q = a // b  # fails where b is 0
+        return q.redistribute(mesh, [dtorch.Replicate()]) * 3 + a
+
+    program = dtorch.trace(fn, ints(1), ints(1))
+    with pytest.raises(dtorch.DTorchError, match=r"test_plan\.py.*ZeroDivisionError|floor|zero"):
+        program(ints(5), ints(0)).to_torch()
+    with pytest.raises(dtorch.DTorchError, match="floor_divide"):
+        graph.sync()  # the first failure since the last sync, as in eager mode
+    assert program(ints(6), ints(3)).tolist() == [12, 12, 12, 12]
+    graph.sync()
+
+
+def test_a_failed_input_fails_the_results_with_its_own_failure(graph: dtorch.Graph) -> None:
+    ints = lambda v: dtorch.full((4,), v, dtype=torch.int64)  # noqa: E731
+    program = dtorch.trace(lambda t: (t + 1) * 2, ints(1))
+    broken = ints(1) // ints(0)  # this line is named, not the program's
+    with pytest.raises(dtorch.DTorchError, match=r"floor_divide|div"):
+        program(broken).to_torch()
+    with pytest.raises(dtorch.DTorchError):
+        graph.sync()
+    assert program(ints(2)).tolist() == [6, 6, 6, 6]
+
+
+def test_a_failed_constant_fails_a_redistribution_and_what_follows(graph: dtorch.Graph) -> None:
+    mesh = _mesh()
+    sharded = [dtorch.Shard(0)]
+    ints = lambda v: dtorch.full((4,), v, dtype=torch.int64, device_mesh=mesh, placements=sharded)  # noqa: E731, E501
+    broken = ints(1) // ints(0)  # a constant the body reads only in a redistribution
+    program = dtorch.trace(
+        lambda t: t * 2 + broken.redistribute(mesh, [dtorch.Replicate()]), ints(1)
+    )
+    with pytest.raises(dtorch.DTorchError, match="floor_divide"):
+        program(ints(3)).to_torch()
+    with pytest.raises(dtorch.DTorchError, match="floor_divide"):
+        graph.sync()
+    fine = dtorch.trace(lambda t: t * 2 + ints(1).redistribute(mesh, [dtorch.Replicate()]), ints(1))
+    assert fine(ints(3)).tolist() == [7, 7, 7, 7]
+
+
+def test_the_peak_counts_the_intermediates_of_a_call(graph: dtorch.Graph) -> None:
+    program = dtorch.trace(lambda t: (t.expand(512, 1024) * 2).sum(), dtorch.ones(1024))
+    x = dtorch.ones(1024)
+    graph.get_memory_stats(reset_peak=True)
+    assert program(x).item() == 2 * 512 * 1024
+    stats = graph.get_memory_stats()
+    assert max(s.max_memory_allocated for s in stats.stats) >= 512 * 1024 * 4
+
+
+def test_a_chain_reuses_its_slots() -> None:
+    with dtorch.Graph().as_default() as graph:
+        try:
+            x, a = dtorch.ones(3), dtorch.full((3,), 0.5)
+
+            def chain(t: dtorch.Tensor) -> dtorch.Tensor:
+                for _ in range(200):
+                    t = (t * a).relu()
+                return t
+
+            program = dtorch.trace(chain, x)
+            metas = {o.id: o for o in program.spec.constants}
+            body = compile_body(program.spec.body, metas, 1, lambda i, o: ((0, (0,)),), None)
+            plan = body.plans[0]
+            assert plan is not None and len(plan.steps) == 400 and plan.size <= 4
+            x_torch = torch.ones(3)
+            for _ in range(200):
+                x_torch = (x_torch * 0.5).relu()
+            torch.testing.assert_close(program(x).to_torch(), x_torch)
+        finally:
+            graph.close()
+
+
+def test_a_profiled_replay_records_each_body_operator(graph: dtorch.Graph) -> None:
+    mesh = _mesh()
+    x = dtorch.ones(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    program = dtorch.trace(lambda t: (t + 1).redistribute(mesh, [dtorch.Replicate()]) * 2, x)
+    with dtorch.profile(graph) as prof:
+        out = program(x)
+    assert out.tolist() == [4.0] * 4
+    for device in range(2):
+        names = [e.name.split("_")[0] for e in prof.events if e.device == device]
+        assert names == ["add", "redistribute", "mul"]
