@@ -26,6 +26,7 @@ from dtorch.ir.params import PromiseHandle, SubGraphParam, SyncParam
 from dtorch.program import files
 from dtorch.serialization import deserialize, serialize
 from dtorch.serialization.fuzz import mutate
+from examples.program import round_trip
 
 R, S, P = dtorch.Replicate(), dtorch.Shard, dtorch.Partial()
 REPO = Path(__file__).resolve().parents[2]
@@ -359,3 +360,8 @@ def _flipped(rng: random.Random, data: bytes) -> bytes:
     for _ in range(rng.choice((1, 2, 8))):
         out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
     return bytes(out)
+
+
+def test_the_example_round_trip_equals_torch(graph: dtorch.Graph, tmp_path: Path) -> None:
+    got, expected = round_trip(tmp_path)  # examples/program.py: the README's round trip
+    torch.testing.assert_close(got, expected)
