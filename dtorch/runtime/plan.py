@@ -91,11 +91,12 @@ class StreamPlan:
             ctx.memo = None
         for device, extra in self.peaks:
             shards.note_peak(device, extra)
+        running = _Call(slots, shards, call, group, note)
         steps = iter(self.steps)
         if shards.failed and any(s.__class__ is KernelFailure for s in slots):
-            _careful(steps, slots, shards, call, group, note)
+            running.careful(steps)
         else:
-            _fast(steps, slots, shards, call, group, note)
+            running.fast(steps)
         put, inputs, outputs = shards.put, call.inputs, call.outputs
         for position, device, slot in self.results:
             put(outputs[position], device, slots[slot])
@@ -115,59 +116,76 @@ class StreamPlan:
         return True
 
 
-def _fast(
-    steps: Iterator[Step],
-    slots: list[Any],
-    shards: ShardTable,
-    call: Operator,
-    group: GroupRunner,
-    note: Note,
-) -> None:
-    """The steps while nothing has failed: no checks (a try costs nothing until it raises)."""
-    for step in steps:
-        tag = step[0]
-        try:
-            if tag == D2:
-                slots[step[4]] = step[1](slots[step[2]], slots[step[3]])
-                continue
-            if tag == D1:
-                slots[step[3]] = step[1](slots[step[2]])
-                continue
-            if tag == LOCAL:
-                _local(step, slots)
-                continue
-            if not _group(step, slots, shards, call, group):
-                continue  # else a failure came back: the rest runs carefully
-        except Exception as error:
-            _store(step, slots, _note_failure(step, error, note))
-        _careful(steps, slots, shards, call, group, note)
-        return
+class _Call:
+    """One call's state while its steps run."""
 
+    __slots__ = ("call", "group", "note", "shards", "slots")
 
-def _careful(
-    steps: Iterator[Step],
-    slots: list[Any],
-    shards: ShardTable,
-    call: Operator,
-    group: GroupRunner,
-    note: Note,
-) -> None:
-    """The steps after a failure: each passes a failed input on instead of running."""
-    for step in steps:
-        if step[0] == GROUP:
-            _group(step, slots, shards, call, group)
-            continue
-        failure = _failed_input(step, slots)
-        if failure is not None:
-            _store(step, slots, failure)
-            continue
-        try:
-            if step[0] == LOCAL:
-                _local(step, slots)
-            else:
-                slots[_outputs(step)[0]] = step[1](*[slots[i] for i in _inputs(step)])
-        except Exception as error:
-            _store(step, slots, _note_failure(step, error, note))
+    def __init__(
+        self, slots: list[Any], shards: ShardTable, call: Operator, group: GroupRunner, note: Note
+    ) -> None:
+        self.slots, self.shards, self.call, self.group, self.note = slots, shards, call, group, note
+
+    def fast(self, steps: Iterator[Step]) -> None:
+        """The steps while nothing has failed: no checks (a try costs nothing until it
+        raises); after a failure, the rest run ``careful``."""
+        slots = self.slots
+        for step in steps:
+            tag = step[0]
+            try:
+                if tag == D2:
+                    slots[step[4]] = step[1](slots[step[2]], slots[step[3]])
+                    continue
+                if tag == D1:
+                    slots[step[3]] = step[1](slots[step[2]])
+                    continue
+                if tag == LOCAL:
+                    _local(step, slots)
+                    continue
+                if not self.run_group(step):
+                    continue  # else a failure came back
+            except Exception as error:
+                _store(step, slots, _note_failure(step, error, self.note))
+            self.careful(steps)
+            return
+
+    def careful(self, steps: Iterator[Step]) -> None:
+        """The steps after a failure: each passes a failed input on instead of running."""
+        slots = self.slots
+        for step in steps:
+            if step[0] == GROUP:
+                self.run_group(step)
+                continue
+            failure = _failed_input(step, slots)
+            if failure is not None:
+                _store(step, slots, failure)
+                continue
+            try:
+                if step[0] == LOCAL:
+                    _local(step, slots)
+                else:
+                    slots[_outputs(step)[0]] = step[1](*[slots[i] for i in _inputs(step)])
+            except Exception as error:
+                _store(step, slots, _note_failure(step, error, self.note))
+
+    def run_group(self, step: Step) -> bool:
+        """Run a group kernel through the stream (its slots lent to the table); True if an
+        output came back failed."""
+        _, ctx, index, lent, outs, in_place = step
+        op, slots, shards = ctx.operator, self.slots, self.shards
+        renewed = Operator(
+            run_id(self.call.id, index), op.name, op.param, op.inputs, op.outputs, op.span
+        )
+        for operand, device, slot in lent:
+            shards.put(operand, device, slots[slot])
+        self.group(KernelContext(renewed, ctx.inputs, ctx.outputs, ctx.devices, ctx.groups))
+        values = shards.values
+        failed = False
+        for operand, device, slot in outs + in_place:
+            value = slots[slot] = values[operand][device]
+            failed = failed or value.__class__ is KernelFailure
+        shards.free({operand for operand, _, _ in lent + outs})
+        return failed
 
 
 def _local(step: Step, slots: list[Any]) -> None:
@@ -175,26 +193,6 @@ def _local(step: Step, slots: list[Any]) -> None:
     results = kernel(ctx, device, [slots[i] for i in ins])
     for slot, value in zip(outs, results, strict=True):
         slots[slot] = value
-
-
-def _group(
-    step: Step, slots: list[Any], shards: ShardTable, call: Operator, group: GroupRunner
-) -> bool:
-    """Run a group kernel through the stream (its slots lent to the table); True if an
-    output came back failed."""
-    _, ctx, index, bridged, outs, in_place = step
-    op = ctx.operator
-    renewed = Operator(run_id(call.id, index), op.name, op.param, op.inputs, op.outputs, op.span)
-    for operand, device, slot in bridged:
-        shards.put(operand, device, slots[slot])
-    group(KernelContext(renewed, ctx.inputs, ctx.outputs, ctx.devices, ctx.groups))
-    values = shards.values
-    failed = False
-    for operand, device, slot in outs + in_place:
-        value = slots[slot] = values[operand][device]
-        failed = failed or value.__class__ is KernelFailure
-    shards.free({operand for operand, _, _ in bridged + outs})
-    return failed
 
 
 def run_id(call_id: int, index: int) -> int:
