@@ -1,7 +1,9 @@
 """Per-operator overhead: ``a + b`` on a (1,) float tensor, dtorch vs plain torch.
 
 500 operators after 100 warm-up ones, the last result fetched; torch, thread mode and process
-mode (1, 2 and 4 worker processes, each decoding every batch) measured in this run. Targets:
+mode (1, 2 and 4 worker processes, each decoding every batch) measured in this run, taking
+turns sample by sample (every pool is started first), so that every row sees the same load
+and the ratios hold however loaded the machine is. Targets:
 thread mode <= 10 µs per operator (DTorch's C++ runtime: 8.14 µs); process mode at most 2x
 thread mode. Also prints the client-side time to record 10,000 operators next to the time to
 execute them: recording must stay far below execution (the client never waits for the
@@ -13,6 +15,7 @@ Run: .venv/bin/python benchmarks/op_overhead.py [--ops 500] [--repeats 7] [--wor
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -62,20 +65,15 @@ def _record_vs_execute(
     return recorded, time.perf_counter() - start
 
 
-def _median_us(graph: dtorch.Graph, args: argparse.Namespace) -> float:
-    runs = (_dtorch_per_op(graph, args.ops, args.warmup) for _ in range(args.repeats))
-    return statistics.median(runs) * 1e6
-
-
-def _process_us(workers: int, args: argparse.Namespace) -> float:
-    """Per-op cost on a graph leased from a pool of ``workers`` processes (one device)."""
-    with WorkerPool(workers, "cpu") as pool:
-        option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
-        graph = dtorch.Graph(option)
-        try:
-            return _median_us(graph, args)
-        finally:
-            graph.close()
+def _interleaved(graphs: list[dtorch.Graph], args: argparse.Namespace) -> tuple[float, list[float]]:
+    """Median µs per op of torch and of each graph, the contenders taking turns."""
+    samples: list[list[float]] = [[] for _ in range(len(graphs) + 1)]
+    for _ in range(args.repeats):
+        samples[0].append(_torch_per_op(args.ops, args.warmup))
+        for graph, runs in zip(graphs, samples[1:], strict=True):
+            runs.append(_dtorch_per_op(graph, args.ops, args.warmup))
+    medians = [statistics.median(runs) * 1e6 for runs in samples]
+    return medians[0], medians[1:]
 
 
 def main() -> None:
@@ -87,11 +85,15 @@ def main() -> None:
     args = parser.parse_args()
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
-    torch_us = (
-        statistics.median(_torch_per_op(args.ops, args.warmup) for _ in range(args.repeats)) * 1e6
-    )
-    dtorch_us = _median_us(graph, args)
-    processes = [(n, _process_us(n, args)) for n in args.workers]
+    with contextlib.ExitStack() as stack:
+        graphs = [graph]
+        for workers in args.workers:
+            pool = stack.enter_context(WorkerPool(workers, "cpu"))
+            option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+            graphs.append(dtorch.Graph(option))
+            stack.callback(graphs[-1].close)
+        torch_us, (dtorch_us, *process_us) = _interleaved(graphs, args)
+    processes = list(zip(args.workers, process_us, strict=True))
     print(
         f"a + b on float32[1], {args.ops} ops after {args.warmup} warm-up, median of {args.repeats}"
     )

@@ -76,9 +76,13 @@ class Executor:
         #: every operator's output is released when its last handle goes.
         self.release: Callable[[int], None] = self._queue.put
         #: ``submit((operator, its output operands))``: queue a recorded operator (client
-        #: thread; waits only while the queue is full). ``close`` and a broken runner swap in
-        #: a refusal (GraphError) for later operators.
-        self.submit: Callable[[Submission], None] = self._queue.put_bounded
+        #: thread; waits while the queue is full and, where the devices are elsewhere, now
+        #: and then for the controller to send what is queued). ``close`` and a broken runner
+        #: swap in a refusal (GraphError) for later operators.
+        queue = self._queue
+        self.submit: Callable[[Submission], None] = (
+            queue.put_handing_over if runner.elsewhere else queue.put_bounded
+        )
         self._pins: dict[int, int] = {}  # operand id -> how many pins hold it
         self._held: set[int] = set()  # pinned ids whose last handle went meanwhile
         self._pin_lock = threading.Lock()

@@ -35,6 +35,12 @@ class Runner(Protocol):
         """How many parties report to a Sync or Memory operator."""
         ...
 
+    @property
+    def elsewhere(self) -> bool:
+        """Whether the devices run outside this process: then the client lets the
+        controller send batches while it records (``WorkQueue.put_handing_over``)."""
+        ...
+
     def execute(self, batch: ExecuteBatch) -> None:
         """Queue ``batch`` for execution and return (waits only while the devices are too
         far behind: see ``dtorch.runtime.window``)."""

@@ -54,6 +54,11 @@ class ThreadRunner:
         self._closed = False
 
     @property
+    def elsewhere(self) -> bool:
+        """False: the devices are threads of this process, under its GIL."""
+        return False
+
+    @property
     def parties(self) -> int:
         """How many parties report to a Sync or Memory operator."""
         return self._host.layout.parties

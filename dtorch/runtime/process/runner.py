@@ -140,6 +140,11 @@ class ProcessRunner:
             raise
 
     @property
+    def elsewhere(self) -> bool:
+        """True: the devices run in worker processes."""
+        return True
+
+    @property
     def parties(self) -> int:
         return self._pool.workers
 
