@@ -65,6 +65,7 @@ from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import SubGraphParam
 from dtorch.ir.placement import Shard, normalize_placements
 from dtorch.ir.subsplit import check_unmarked
+from dtorch.program.inferred import mismatch
 from dtorch.program.remap import MeshMap, mesh_map, moved_operand, rebind, spec_meshes
 from dtorch.program.spec import ProgramSpec
 from dtorch.program.trace import refusal
@@ -399,7 +400,14 @@ def check_spec(spec: ProgramSpec) -> None:
         _check_operator(op, index, local, defined)
     if local.keys() - defined:
         raise _bad(f"body operands {sorted(local.keys() - defined)} are made by nothing")
-    _check_outputs(spec, {**local, **constants})
+    known = {**local, **constants}
+    for index, op in enumerate(body.operators):  # what each makes, by its rule
+        wrong = mismatch(
+            op, tuple(known[i] for i in op.inputs), tuple(known[o] for o in op.outputs)
+        )
+        if wrong is not None:
+            raise _bad(f"body operator {index} ({op.describe()}) {wrong}")
+    _check_outputs(spec, known)
     _check_trees(spec)
 
 

@@ -282,6 +282,48 @@ def test_inconsistent_records(graph: dtorch.Graph, tmp_path: Path) -> None:
         _load(tmp_path, _resealed(data, serialize([1, 2])), graph)
 
 
+def test_metadata_the_rules_disagree_with(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """An intermediate whose recorded shape, dtype or placements are not what its operator
+    makes from its inputs (the kernels and the planner would trust them) is refused."""
+    data = _saved(tmp_path)
+    root = _header(data)
+    body = root["body"]
+    made = body.operators[0].outputs[0]  # x @ w: float32[3, 6], an intermediate
+    assert made not in body.outputs
+    wrong = {
+        "makes float32\\[3, 6\\].*not float32\\[3, 7\\]": {"shape": (3, 7)},
+        "not float64": {"dtype": torch.float64},
+    }
+    for match, change in wrong.items():
+        operands = tuple(
+            dataclasses.replace(o, **change) if o.id == made else o for o in body.operands
+        )
+        bad = dataclasses.replace(body, operands=operands)
+        with pytest.raises(DeserializationError, match=f"operator 0 .*{match}"):
+            _load(tmp_path, _resealed(data, serialize({**root, "body": bad})), graph)
+
+
+def test_a_redistribution_must_make_what_its_param_names(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.zeros(4, 2, device_mesh=mesh, placements=[S(0)])
+    program = dtorch.trace(lambda t: t.redistribute(mesh, [R]) * 2, x)
+    path = tmp_path / "p.dtorch"
+    program.save(path)
+    data = path.read_bytes()
+    root = _header(data)
+    body = root["body"]
+    convert = body.operators[0]
+    operands = tuple(
+        dataclasses.replace(o, placements=(S(1),)) if o.id == convert.outputs[0] else o
+        for o in body.operands
+    )
+    bad = dataclasses.replace(body, operands=operands)
+    with pytest.raises(DeserializationError, match=r"operator 0 .*makes .*\(R,\).*not .*S\(1\)"):
+        _load(tmp_path, _resealed(data, serialize({**root, "body": bad})), graph)
+
+
 @pytest.mark.timeout(240)
 def test_fuzz_corrupt_and_truncated(tmp_path: Path) -> None:
     """Seeded cuts and byte flips (DeserializationError, or for a flip in padding a program

@@ -27,6 +27,7 @@ import transformers
 import dtorch
 from dtorch import Replicate, Shard
 from dtorch.ir.opkind import OpKind
+from dtorch.program.files import check_spec
 from examples import vision
 from examples.llama import build_llama, load_hf_weights
 from tests.models import reference_vision as ref
@@ -69,6 +70,7 @@ def test_llama_replay_matches_transformers_and_eager(
     mesh = dtorch.init_device_mesh("cpu", shape, mesh_dim_names=names)
     model = load_hf_weights(build_llama(CONFIG, mesh), hf).eval()
     program = dtorch.trace(model, model.place_ids(_ids(0)))
+    check_spec(program.spec)  # a file of it would load: every rule agrees
     for seed in (1, 2, 3):
         ids = _ids(seed)
         placed = model.place_ids(ids)
@@ -99,6 +101,7 @@ def test_llama_kv_cache_step_replay(graph: dtorch.Graph, hf: transformers.LlamaF
 
     _, step, past = prompt(0)
     program = dtorch.trace(model.decode, step, past)
+    check_spec(program.spec)  # a file of it would load: every rule agrees
     for seed in (1, 2):
         ids, step, past = prompt(seed)
         logits, cache = program(step, past)
@@ -142,6 +145,7 @@ def test_vision_eval_replay_matches_torch(graph: dtorch.Graph, name: str) -> Non
             return dtorch.from_torch(x, device_mesh=mesh, placements=placements)
 
         program = dtorch.trace(model, put(batches[0]))
+        check_spec(program.spec)  # a file of it would load: every rule agrees
         for x in batches[1:]:
             y = program(put(x))
             assert y.placements == placements
@@ -182,6 +186,7 @@ def test_training_batch_norm_replay_updates_running_stats(graph: dtorch.Graph) -
         return dtorch.from_torch(x, device_mesh=mesh, placements=[Shard(0)])
 
     program = dtorch.trace(model, put(batches[0]))  # the trace run is a training step too
+    check_spec(program.spec)  # a file of it would load: every rule agrees
     ys = [program(put(x)) for x in batches[1:]]  # back to back: each reads the last's stats
     with torch.no_grad():
         wants = [reference(x) for x in batches]

@@ -4,6 +4,8 @@ operator-by-operator path a profile takes; on both runners."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 
@@ -13,9 +15,18 @@ from dtorch.runtime.subgraph import compile_body
 
 pytestmark = pytest.mark.timeout(120)
 
+S0 = dtorch.Shard(0)
+
 
 def _mesh(n: int = 2) -> dtorch.DeviceMesh:
     return dtorch.init_device_mesh("cpu", n)
+
+
+def _sharded_ints(mesh: dtorch.DeviceMesh) -> Callable[[int], dtorch.Tensor]:
+    def ints(value: int) -> dtorch.Tensor:
+        return dtorch.full((4,), value, dtype=torch.int64, device_mesh=mesh, placements=[S0])
+
+    return ints
 
 
 def _mixed(x: dtorch.Tensor, y: dtorch.Tensor) -> tuple[dtorch.Tensor, ...]:
@@ -56,9 +67,7 @@ def test_every_step_form_equals_torch(graph: dtorch.Graph, placement: dtorch.Pla
 
 def test_a_failure_passes_through_a_redistribution_and_later_steps(graph: dtorch.Graph) -> None:
     mesh = _mesh()
-    ints = lambda v: dtorch.full(
-        (4,), v, dtype=torch.int64, device_mesh=mesh, placements=[dtorch.Shard(0)]
-    )  # noqa: E731, E501
+    ints = _sharded_ints(mesh)
 
     def fn(a: dtorch.Tensor, b: dtorch.Tensor) -> dtorch.Tensor:
         q = a // b  # fails where b is 0
@@ -86,8 +95,7 @@ def test_a_failed_input_fails_the_results_with_its_own_failure(graph: dtorch.Gra
 
 def test_a_failed_constant_fails_a_redistribution_and_what_follows(graph: dtorch.Graph) -> None:
     mesh = _mesh()
-    sharded = [dtorch.Shard(0)]
-    ints = lambda v: dtorch.full((4,), v, dtype=torch.int64, device_mesh=mesh, placements=sharded)  # noqa: E731, E501
+    ints = _sharded_ints(mesh)
     broken = ints(1) // ints(0)  # a constant the body reads only in a redistribution
     program = dtorch.trace(
         lambda t: t * 2 + broken.redistribute(mesh, [dtorch.Replicate()]), ints(1)
