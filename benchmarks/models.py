@@ -12,7 +12,9 @@ Sections (``--sections``, all by default; issue 10 section 5):
   the batch sharded on a dp=2 mesh. The model has no tensor-parallel form (its parameters
   are Replicate on every mesh dim), so it runs dp only.
 * ``llama``: a small Llama (examples/llama.py, SMALL below) forward, batch 4 x 128 tokens,
-  on a tp=2 mesh and on a dp=2 mesh, logits of every token.
+  on a tp=2 mesh and on a dp=2 mesh, logits of every token; each eagerly and as the replay of
+  the forward traced once (``dtorch.trace``: one operator per forward, the devices run the
+  compiled body).
 
 The baseline is the same model in torch (torch.nn; transformers' ``LlamaForCausalLM``) in
 this process with as many torch threads as the dtorch runs use in all (2: two devices of one
@@ -318,6 +320,7 @@ def resnet_section(stack: ExitStack, rounds: int) -> list[Contender]:
 def llama_section(stack: ExitStack, rounds: int) -> list[Contender]:
     import transformers
 
+    import dtorch
     from examples import llama
 
     config = small_llama_config()
@@ -340,6 +343,11 @@ def llama_section(stack: ExitStack, rounds: int) -> list[Contender]:
             run = lambda model=model, graph=graph: model(model.place_ids(ids, graph))  # noqa: E731
             name = f"dtorch {dim}=2, {mode} mode"
             contenders.append(dtorch_contender(name, run, graph, graphs.pids(mode)))
+            program = dtorch.trace(model, model.place_ids(ids, graph))  # a replay per forward
+            check(f"traced {dim} {mode}", program(model.place_ids(ids, graph)).to_torch(), expected)
+            replay = lambda p=program, m=model, g=graph: p(m.place_ids(ids, g))  # noqa: E731
+            name = f"dtorch {dim}=2, {mode} mode, traced"
+            contenders.append(dtorch_contender(name, replay, graph, graphs.pids(mode)))
     race(contenders, rounds)
     return contenders
 
