@@ -176,15 +176,17 @@ class _Call:
         renewed = Operator(
             run_id(self.call.id, index), op.name, op.param, op.inputs, op.outputs, op.span
         )
-        for operand, device, slot in lent:
-            shards.put(operand, device, slots[slot])
-        self.group(KernelContext(renewed, ctx.inputs, ctx.outputs, ctx.devices, ctx.groups))
-        values = shards.values
-        failed = False
-        for operand, device, slot in outs + in_place:
-            value = slots[slot] = values[operand][device]
-            failed = failed or value.__class__ is KernelFailure
-        shards.free({operand for operand, _, _ in lent + outs})
+        try:
+            for operand, device, slot in lent:
+                shards.put(operand, device, slots[slot])
+            self.group(KernelContext(renewed, ctx.inputs, ctx.outputs, ctx.devices, ctx.groups))
+            values = shards.values
+            failed = False
+            for operand, device, slot in outs + in_place:
+                value = slots[slot] = values[operand][device]
+                failed = failed or value.__class__ is KernelFailure
+        finally:  # whatever happened, nothing lent stays in the table
+            shards.free({operand for operand, _, _ in lent + outs})
         return failed
 
 
@@ -203,8 +205,13 @@ def run_id(call_id: int, index: int) -> int:
 
 # --- what a step names ----------------------------------------------------------------------
 def _context(step: Step) -> tuple[KernelContext, int]:
-    if step[0] == LOCAL:
+    """The step's context and the device a failure of it names."""
+    tag = step[0]
+    if tag == LOCAL:
         return step[2], step[3]
+    if tag == GROUP:
+        ctx = step[1]
+        return ctx, ctx.devices[0] if ctx.devices else -1
     return step[-2], step[-1]
 
 
@@ -238,6 +245,10 @@ def _note_failure(step: Step, error: Exception, note: Note) -> KernelFailure:
 
 def _store(step: Step, slots: list[Any], failure: KernelFailure) -> None:
     """``failure`` in the step's outputs (or its in-place target)."""
+    if step[0] == GROUP:  # (operand, device, slot) of its outputs and in-place target
+        for _, _, slot in step[4] + step[5]:
+            slots[slot] = failure
+        return
     outs = _outputs(step)
     for slot in outs:
         slots[slot] = failure
