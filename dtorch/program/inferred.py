@@ -7,8 +7,9 @@ kernels and the redistribution planner trust that metadata. A file is data from 
 and refuses the file (DeserializationError) unless the rule accepts the inputs as they are
 (no implicit redistribution: the recorded operator came after its own) and gives exactly the
 file's outputs. A redistribution (Convert) must keep its input's shape and dtype and make the
-mesh and placements its param names. The kinds without a rule are those a program may not
-hold (refused before this check) and Fuse, whose outputs no rule describes.
+mesh and placements its param names. The other kinds without a rule go unchecked: those a
+program may not hold are refused before this check; Fuse, Nvtx and Nonzero (whose output
+shape depends on the data) have no rule to check them against.
 
 Example:
     >>> import torch

@@ -134,7 +134,7 @@ class DeviceHost:
         """A traced program's call: its body's items for each stream (compiled and cached
         when the body comes with it; ``dtorch.runtime.subgraph``)."""
         param: SubGraphParam = op.param  # type: ignore[assignment]
-        if param.operators:
+        if param.operators or param.operands:  # a body (its placeholders, even if it is empty)
             self._programs[param.program] = compile_body(
                 param, self._metas, len(self.streams), self._route, self.services.groups
             )

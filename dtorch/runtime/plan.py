@@ -46,10 +46,10 @@ PLAN = 7
 #: Step tags: a direct unary or binary callable, a general local kernel, a group kernel.
 D1, D2, LOCAL, GROUP = 0, 1, 2, 3
 
-#: Kinds whose kernels return a view of their input: no fresh bytes in the peak bound.
+#: Kinds whose kernels always return a view of their input: no fresh bytes in the peak
+#: bound. (View, Reshape, Flatten and the selections may copy, so they count: a bound.)
 VIEW_KINDS = frozenset(
     {
-        OpKind.View,
         OpKind.ViewPlacements,
         OpKind.Squeeze,
         OpKind.Unsqueeze,
@@ -154,7 +154,10 @@ class _Call:
         slots = self.slots
         for step in steps:
             if step[0] == GROUP:
-                self.run_group(step)
+                try:
+                    self.run_group(step)
+                except Exception as error:  # outside its kernel (which catches its own)
+                    _store(step, slots, _note_failure(step, error, self.note))
                 continue
             failure = _failed_input(step, slots)
             if failure is not None:
@@ -301,6 +304,14 @@ class _Builder:
         self.last[key] = len(self.raw)
         return key
 
+    def hold(self, operand: int, devices: tuple[int, ...]) -> None:
+        """Load ``operand`` on ``devices`` even if no step reads it (a result that is an
+        input or a constant)."""
+        for device in devices:
+            key = (operand, device)
+            if key not in self.made and key not in self.loads:
+                self.use(operand, device)
+
     def make(self, operand: Operand, device: int, kind: OpKind) -> Key:
         key = (operand.id, device)
         if key in self.made or key in self.loads:
@@ -416,11 +427,11 @@ class _Slots:
 
     def give(self, key: Key) -> None:
         self.pool.give(self.slot[key])
-        self.live[key[1]] -= self.fresh.get(key, 0)
 
     def step(self, raw: Step, dying: list[Key]) -> Step:
         """``raw`` naming slots; the dying inputs' slots may take its outputs (a local
-        kernel reads every input before it writes; a group kernel's are lent, so not)."""
+        kernel reads every input before it writes; a group kernel's are lent, so not). The
+        dying inputs' bytes count until the outputs exist: the kernel holds both."""
         tag = raw[0]
         made = set(_outputs(raw))
         if tag != GROUP:
@@ -432,6 +443,7 @@ class _Slots:
         for key in dying:
             if tag == GROUP or key in made:
                 self.give(key)
+            self.live[key[1]] -= self.fresh.get(key, 0)
         return _slotted(raw, self.slot)
 
 
@@ -455,19 +467,26 @@ def _slotted(raw: Step, at: dict[Key, int]) -> Step:
 
 
 def compile_plan(
-    param: SubGraphParam, contexts: Sequence[KernelContext], groups: dict[int, int]
+    param: SubGraphParam,
+    contexts: Sequence[KernelContext],
+    groups: dict[int, int],
+    unmade: dict[int, tuple[int, ...]],
 ) -> StreamPlan | None:
     """One stream's plan from its ``contexts`` (in body order; ``groups`` maps the position of
-    each group kernel's context to its body index); None where the body holds something a
-    plan does not run (the contexts run it then)."""
+    each group kernel's context to its body index; ``unmade``: the body outputs no body
+    operator makes - inputs, constants - with this stream's devices of each); None where the
+    body holds something a plan does not run (the contexts run it then)."""
     builder = _Builder(param)
     try:
         for position, ctx in enumerate(contexts):
             builder.add(ctx, groups.get(position))
+        for operand, devices in unmade.items():
+            builder.hold(operand, devices)
         return builder.build()
     except Unplannable:
         return None
 
 
-#: Local kernels that keep per-call scratch in ``ctx.memo``.
-MEMO_KINDS = frozenset({OpKind.Create, OpKind.Embedding})
+#: Local kernels that keep per-call scratch in ``ctx.memo`` (dtorch/kernels/create.py and
+#: the dropout kernel in dtorch/kernels/local/embedding.py).
+MEMO_KINDS = frozenset({OpKind.Create, OpKind.Dropout})

@@ -85,9 +85,14 @@ def compile_body(
             if group or op.kind in MEMO_KINDS:
                 renew[stream].append((len(contexts[stream]), index, group))
             contexts[stream].append(KernelContext(op, ins, outs, devices, groups))  # type: ignore[arg-type]
+    made = {o for op in param.operators for o in op.outputs}
+    unmade: list[dict[int, tuple[int, ...]]] = [{} for _ in range(streams)]
+    for output in set(param.outputs) - made:  # results that are inputs or constants
+        for stream, devices in route((local.get(output) or metas[output],), ()):
+            unmade[stream][output] = devices
     plans = tuple(
-        compile_plan(param, stream_contexts, {p: i for p, i, group in stream_renew if group})
-        for stream_contexts, stream_renew in zip(contexts, renew, strict=True)
+        compile_plan(param, c, {p: i for p, i, group in r if group}, u)
+        for c, r, u in zip(contexts, renew, unmade, strict=True)
     )
     return CompiledBody(
         param.inputs,

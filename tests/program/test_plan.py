@@ -108,6 +108,40 @@ def test_a_failed_constant_fails_a_redistribution_and_what_follows(graph: dtorch
     assert fine(ints(3)).tolist() == [7, 7, 7, 7]
 
 
+def test_results_no_step_reads_are_stored(graph: dtorch.Graph) -> None:
+    """An input returned as it is, a constant returned that only a redistribution reads, and
+    a body of no operator at all."""
+    mesh = _mesh()
+    shard = [dtorch.Shard(0)]
+    tx, tu, tw = torch.arange(4.0), torch.ones(4), torch.arange(4.0) * 3
+    make = lambda t: dtorch.from_torch(t, device_mesh=mesh, placements=shard)  # noqa: E731
+    w = make(tw)
+    program = dtorch.trace(
+        lambda t, v: (t + w.redistribute(mesh, [dtorch.Replicate()]), v, w), make(tx), make(tu)
+    )
+    summed, same, constant = program(make(tx), make(tu))
+    torch.testing.assert_close(summed.to_torch(), tx + tw)
+    torch.testing.assert_close(same.to_torch(), tu)
+    torch.testing.assert_close(constant.to_torch(), tw)
+    identity = dtorch.trace(lambda t: t, make(tx))
+    torch.testing.assert_close(identity(make(tu)).to_torch(), tu)
+
+
+def _peak(graph: dtorch.Graph, run: Callable[[], dtorch.Tensor]) -> int:
+    graph.sync()
+    graph.get_memory_stats(reset_peak=True)
+    run().to_torch()
+    return max(s.max_memory_allocated for s in graph.get_memory_stats().stats)
+
+
+def test_the_peak_of_a_call_bounds_the_eager_peak(graph: dtorch.Graph) -> None:
+    """A view of a transposed tensor copies (reshape): the bound must count it."""
+    x = dtorch.from_torch(torch.randn(256, 256))
+    fn = lambda t: t.transpose(0, 1).view(-1).sum()  # noqa: E731
+    program = dtorch.trace(fn, x)
+    assert _peak(graph, lambda: program(x)) >= _peak(graph, lambda: fn(x)) > 2 * 256 * 256 * 4
+
+
 def test_the_peak_counts_the_intermediates_of_a_call(graph: dtorch.Graph) -> None:
     program = dtorch.trace(lambda t: (t.expand(512, 1024) * 2).sum(), dtorch.ones(1024))
     x = dtorch.ones(1024)

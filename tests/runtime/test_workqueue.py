@@ -43,7 +43,9 @@ def test_a_handing_over_producer_lets_the_consumer_drain_as_it_goes() -> None:
     queue.wake()
     consumer.join(10)
     assert seen == list(range(count))  # every item, in order
-    assert len(drains) >= 10  # the consumer ran during the production, not once at its end
+    # The consumer ran during the production (10 times when every hand-over finds it
+    # scheduled; without the hand-over, once at the end): a margin for a loaded machine.
+    assert len(drains) >= 3
 
 
 def test_a_hand_over_without_a_consumer_waits_briefly_and_loses_nothing() -> None:
