@@ -251,7 +251,7 @@ def measure_lists(count: int, meshes: int, budget: float) -> dict[str, float]:
 
 
 def _mesh_reducer(mesh: DeviceMesh) -> tuple[Any, ...]:
-    return DeviceMesh.from_ids, (mesh.device_type, mesh.shape, mesh.device_ids, mesh.dim_names)
+    return DeviceMesh.from_ids, (mesh.device_type, mesh.shape, mesh.device_ids, mesh.mesh_dim_names)
 
 
 def _verdict(ok: bool) -> str:
