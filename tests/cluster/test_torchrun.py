@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,23 +26,28 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _torchrun(node_rank: int, host: str, rdzv: str, main: str) -> subprocess.Popen[bytes]:
+def _torchrun(
+    node_rank: int, host: str, rdzv: str, main: str, logs: Path
+) -> subprocess.Popen[bytes]:
+    """A torchrun agent; ``logs``: its log directory (without one torchrun makes a
+    ``torchelastic_*`` directory in the temp dir and leaves it there)."""
     environ = dict(os.environ, DTORCH_CLUSTER_TOKEN=TOKEN)
     environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
     command = [
         sys.executable, "-m", "torch.distributed.run",
         "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(node_rank),
         "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv, "--local-addr", host,
+        "--log-dir", str(logs / f"agent-{node_rank}"),
         "-m", "dtorch.worker", "--main", main, "--host", host,
         "--threads", "1", "--device-type", "cpu",
     ]  # fmt: skip
     return subprocess.Popen(command, env=environ, stdin=subprocess.DEVNULL)
 
 
-def test_a_cluster_of_torchrun_workers_matches_torch():
+def test_a_cluster_of_torchrun_workers_matches_torch(tmp_path: Path) -> None:
     node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
     rdzv = f"127.0.0.1:{_free_port()}"
-    agents = [_torchrun(i, host, rdzv, node.address) for i, host in enumerate(HOSTS)]
+    agents = [_torchrun(i, host, rdzv, node.address, tmp_path) for i, host in enumerate(HOSTS)]
     try:
         pool = node.wait_ready(180)
         assert pool.workers == 4 and sorted(set(pool.hosts)) == list(HOSTS)
