@@ -28,6 +28,7 @@ Example (a released slot is taken again first, so a chain of operators needs few
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -308,9 +309,7 @@ class _Builder:
         """Load ``operand`` on ``devices`` even if no step reads it (a result that is an
         input or a constant)."""
         for device in devices:
-            key = (operand, device)
-            if key not in self.made and key not in self.loads:
-                self.use(operand, device)
+            self.use(operand, device)  # a result: kept to the end whatever its last use
 
     def make(self, operand: Operand, device: int, kind: OpKind) -> Key:
         key = (operand.id, device)
@@ -319,10 +318,7 @@ class _Builder:
         self.made.add(key)
         self.last[key] = len(self.raw)
         if kind not in VIEW_KINDS:
-            numel = 1
-            for size in operand.local_shape(device):
-                numel *= size
-            self.bytes[key] = numel * operand.dtype.itemsize
+            self.bytes[key] = math.prod(operand.local_shape(device)) * operand.dtype.itemsize
         return key
 
     def add(self, ctx: KernelContext, index: int | None) -> None:
