@@ -107,12 +107,51 @@ def rotary_cos_sin(
     config: transformers.LlamaConfig, seq: int, start: int = 0
 ) -> tuple[torch.Tensor, ...]:
     """transformers' default rotary ``cos``, ``sin`` for positions ``start..start+seq-1``:
-    ``(seq, head_dim)`` each, the frequencies twice (``rotate_half``'s layout)."""
-    dim = _head_dim(config)
-    inv_freq = 1.0 / (_rope_theta(config) ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
-    freqs = torch.arange(start, start + seq, dtype=torch.float)[:, None] * inv_freq[None, :]
+    ``(seq, head_dim)`` each, the frequencies twice (``rotate_half``'s layout). In torch, for
+    tests and references; the model computes the same on its devices (``LlamaRotary``)."""
+    freqs = torch.arange(start, start + seq, dtype=torch.float)[:, None] * inv_freq(config)[None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
+
+
+def inv_freq(config: transformers.LlamaConfig) -> torch.Tensor:
+    """The rotary inverse frequencies, ``(head_dim // 2,)`` float32, as transformers has them."""
+    dim = _head_dim(config)
+    return 1.0 / (_rope_theta(config) ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+
+
+class LlamaRotary(nn.Module):
+    """The rotary ``cos``, ``sin`` of a stage, computed on its devices for each forward.
+
+    Only the inverse frequencies (a non-persistent buffer, Replicate) travel, once: the
+    positions, their products, ``cos`` and ``sin`` are device operators. Computing the tables
+    in torch on the client instead made the client thread start torch's OpenMP team for
+    ``cos``/``sin``, whose threads then spin on the cores the device streams run on (about
+    25% of a tp=2 forward of benchmarks/models.py in thread mode).
+    """
+
+    def __init__(self, config: transformers.LlamaConfig, mesh: dtorch.DeviceMesh) -> None:
+        super().__init__()
+        self.mesh = mesh
+        replicate = [Replicate()] * mesh.ndim
+        freqs = dtorch.from_torch(inv_freq(config), device_mesh=mesh, placements=replicate)
+        self.inv_freq = nn.Buffer(freqs, persistent=False)
+
+    def forward(self, seq: int, start: int, sharded: bool) -> list[dtorch.Tensor]:
+        """``[cos, sin]`` for positions ``start..start+seq-1``, ``(seq, head_dim)``, the
+        sequence sharded on the cp dims when ``sharded`` (as the hidden states' is)."""
+        placements = seq_placements(self.mesh, None, 0 if sharded else None)
+        positions = dtorch.arange(
+            start,
+            start + seq,
+            dtype=torch.float,
+            device_mesh=self.mesh,
+            placements=placements,
+            graph=self.inv_freq.graph,  # the model's, which need not be the default one now
+        )
+        freqs = positions.unsqueeze(1) * self.inv_freq.unsqueeze(0)
+        emb = dtorch.cat([freqs, freqs], dim=-1)
+        return [emb.cos(), emb.sin()]
 
 
 def _heads(config: transformers.LlamaConfig) -> tuple[int, int]:
@@ -213,15 +252,7 @@ class LlamaModel(nn.Module):
         )
         self.layers = nn.ModuleList(LlamaDecoderLayer(config, stages[s]) for s in self.stage_of)
         self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps, device_mesh=stages[-1])
-
-    def _cos_sin(self, mesh: dtorch.DeviceMesh, ids: dtorch.Tensor, start: int) -> list:
-        # (seq, head_dim), sharded on the cp dims as the hidden states' sequence is
-        seq = ids.shape[1]
-        placements = seq_placements(mesh, None, 0 if _seq_sharded(ids) else None)
-        return [
-            dtorch.from_torch(t, device_mesh=mesh, placements=placements, graph=ids.graph)
-            for t in rotary_cos_sin(self.config, seq, start)
-        ]
+        self.rotary = nn.ModuleList(LlamaRotary(config, mesh) for mesh in stages)
 
     def forward(
         self, ids: dtorch.Tensor, past: list[KV] | None = None
@@ -235,7 +266,7 @@ class LlamaModel(nn.Module):
             mesh = self.stages[stage]
             x = _onto(x, mesh)
             if stage not in cos_sin:
-                cos_sin[stage] = self._cos_sin(mesh, ids, start)
+                cos_sin[stage] = self.rotary[stage](ids.shape[1], start, _seq_sharded(ids))
             x, kv = layer(x, cos_sin[stage], None if past is None else past[i])
             cache.append(kv)
         return self.norm(_onto(x, self.stages[-1])), cache

@@ -8,8 +8,10 @@ its ranks, so it never waits on itself:
 2. read: ``dest_get`` every other rank's input (blocks only on other callers, which publish
    before they read anything), check it, and compute the held ranks' outputs directly from all
    ranks' tensors (``dtorch.comm.group.compute``: whole-tensor torch calls);
-3. release: ``dest_finish_get`` what was read, ``src_wait_until_get_finished`` what was
-   published, then ``reset`` (barrier, clear, barrier) so the next collective starts clean.
+3. release: ``end_exchange``: ``dest_finish_get`` what was read, wait until what was
+   published is finished, and forget those keys. Every exchange has keys of its own (the
+   collective's sequence number is in them), so no barrier is needed between collectives:
+   a caller that runs ahead publishes keys nobody confuses with the previous exchange's.
 
 A large all-reduce runs as two such rounds, a reduce-scatter of the flattened tensors then an
 all-gather, when that moves fewer bytes per caller than every caller reducing every tensor
@@ -154,11 +156,7 @@ class SameDeviceBackend(GroupBackend):
         self, store: TensorStore, collective: str, read: list[str], published: list[str]
     ) -> None:
         try:
-            for key in read:
-                store.dest_finish_get(key)
-            for key in published:
-                store.src_wait_until_get_finished(key)
-            store.reset()
+            store.end_exchange(read, published)  # every key is unique to its exchange
         except _BREAKING as error:
             raise self._broken_by(collective, (), error) from None
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Protocol, TypeVar
 
@@ -92,6 +92,18 @@ class TensorStore(ABC):
     def dest_get_and_to_device(self, key: str, device: torch.device) -> torch.Tensor:
         """``dest_get(key)`` moved to ``device`` (the same tensor when it is already there)."""
         return self.dest_get(key).to(device)
+
+    def end_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
+        """Close one exchange whose keys are never used again: ``dest_finish_get`` every key
+        this participant read, wait until every key it ``published`` is finished, and leave
+        the store ready for the next exchange. This default ends with ``reset`` (two
+        barriers); a store that can forget a finished key of its own instead (memory, file)
+        overrides it and needs no barrier, since unique keys cannot meet a later round's."""
+        for key in read:
+            self.dest_finish_get(key)
+        for key in published:
+            self.src_wait_until_get_finished(key)
+        self.reset()
 
     def reset(self) -> None:
         """Barrier, forget every key of this round, barrier: all participants must call it."""

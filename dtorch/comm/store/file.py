@@ -44,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -101,6 +101,7 @@ class FileTensorStore(TensorStore):
         self._pool = SegmentPool() if pool is None else pool
         self._peers = PeerMaps()
         self._in_use: dict[str, Segment] = {}
+        self._retiring: list[str] = []  # published by end_exchange, consumers maybe not done
         self._local = threading.Lock()  # one participant, several threads: flock is per fd
 
     @classmethod
@@ -162,7 +163,7 @@ class FileTensorStore(TensorStore):
             raise CommError(f"{self!r} is closed")
         with self._local, control.transaction(deadline.at) as state:
             yield state
-        if state.notify:
+        if state.notify or state.touched:
             for address in state.wake_addresses(self.rank):
                 self._wake.wake(address)
 
@@ -172,8 +173,10 @@ class FileTensorStore(TensorStore):
         deadline: Deadline,
         ready: Callable[[ControlState], T | None],
         missing: Callable[[ControlState], str],
+        awaits: str = "",
     ) -> T:
         """Wait (asleep) until ``ready(state)`` is not None; its result, read under the lock.
+        ``awaits``: the key whose change wakes this wait ("": only a change to everyone).
 
         Every ``_RECHECK_S`` (and at the deadline) the members' processes are looked at too."""
         look_at_peers = time.monotonic() + _RECHECK_S
@@ -184,7 +187,8 @@ class FileTensorStore(TensorStore):
                 result = ready(state)
                 dead = _dead_members(state, self.rank) if result is None and look else []
                 give_up = result is None and (expired or bool(dead))
-                detail = _register(state, self.rank, result is None, give_up, missing)
+                waiting = awaits if result is None else None
+                detail = _register(state, self.rank, waiting, give_up, missing)
             if result is not None:
                 return result
             if detail is not None:
@@ -210,13 +214,14 @@ class FileTensorStore(TensorStore):
         )
         try:
             with self._txn(Deadline()) as state:
+                self._retire_finished(state)
                 if key in state.slots:
                     raise CommError(
                         f"src_set({key!r}) on store {self.store_key!r}: the key is already set "
                         "in this round; call reset() between rounds"
                     )
                 state.slots[key] = slot
-                state.dirty = state.notify = True
+                state.touch(key)  # wakes its consumers
         except BaseException:
             self._pool.release(segment)
             raise
@@ -233,7 +238,7 @@ class FileTensorStore(TensorStore):
         def missing(state: ControlState) -> str:
             return f"no participant called src_set({key!r})"
 
-        return self._wait_until("dest_get", deadline, ready, missing)
+        return self._wait_until("dest_get", deadline, ready, missing, key)
 
     def _view(self, slot: SlotRecord) -> torch.Tensor:
         buffer = self._peers.get(slot.segment())
@@ -242,8 +247,7 @@ class FileTensorStore(TensorStore):
     def dest_finish_get(self, key: str) -> None:
         check_key(key)
         with self._txn(Deadline()) as state:
-            count_finish(key, state.slots.get(key), self.rank)
-            state.dirty = state.notify = True
+            _finish(state, key, self.rank)
 
     def src_wait_until_get_finished(self, key: str) -> None:
         check_key(key)
@@ -258,10 +262,46 @@ class FileTensorStore(TensorStore):
         def missing(state: ControlState) -> str:
             return finish_detail(key, state.slots[key])
 
-        self._wait_until("src_wait_until_get_finished", deadline, ready, missing)
+        self._wait_until("src_wait_until_get_finished", deadline, ready, missing, key)
         segment = self._in_use.pop(key, None)
         if segment is not None:
             self._pool.release(segment)
+
+    def end_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
+        """Finish ``read`` in one transaction and return: ``published`` is retired later.
+
+        ``src_set`` copied each published tensor into a segment, so the producer's tensor is
+        free already; only the segment must outlive its consumers. Rather than wait for them
+        here (a sleep and a wake-up per exchange, which on oversubscribed cores cost more than
+        the exchange), the producer drops a key's slot and takes its segment back in the
+        first later transaction that finds every consumer done: at most one exchange later,
+        since nobody gets past the next exchange's reads before finishing this one's."""
+        for key in (*read, *published):
+            check_key(key)
+        with self._txn(Deadline()) as state:
+            self._retiring.extend(published)
+            for key in read:
+                _finish(state, key, self.rank)
+            self._retire_finished(state)
+
+    def _retire_finished(self, state: ControlState) -> None:
+        """Drop the slots of this producer's earlier exchanges that every consumer finished,
+        returning their segments to the pool (under the lock)."""
+        if not self._retiring:
+            return
+        still = []
+        for key in self._retiring:
+            slot = state.slots.get(key)
+            if slot is not None and not all_finished(slot):
+                still.append(key)
+                continue
+            if slot is not None:
+                del state.slots[key]
+                state.dirty = True
+            segment = self._in_use.pop(key, None)
+            if segment is not None:
+                self._pool.release(segment)
+        self._retiring = still
 
     def barrier(self) -> None:
         deadline = Deadline()
@@ -270,8 +310,9 @@ class FileTensorStore(TensorStore):
                 raise CommError(f"barrier(): rank {self.rank} entered the barrier twice")
             generation = state.generation
             state.arrived.append(self.rank)
-            state.dirty = state.notify = True
-            if len(state.arrived) == self.world_size:
+            state.dirty = True
+            if len(state.arrived) == self.world_size:  # the waiters care about this alone
+                state.notify = True
                 self._complete_barrier(state)
                 return
 
@@ -299,6 +340,7 @@ class FileTensorStore(TensorStore):
         for segment in self._in_use.values():
             self._pool.release(segment)
         self._in_use.clear()
+        self._retiring.clear()
 
     def close(self) -> None:
         control = self._control
@@ -320,7 +362,7 @@ class FileTensorStore(TensorStore):
     def _leave(self) -> None:
         with self._txn(Deadline(1.0)) as state:
             state.members[self.rank] = None
-            state.waiters = [r for r in state.waiters if r != self.rank]
+            state.waiters.pop(self.rank, None)
             state.dirty = True
             if state.generation > 0:
                 return
@@ -339,26 +381,34 @@ def _locator_tuple(segment: Segment) -> tuple[int, int, int, int]:
 def _register(
     state: ControlState,
     rank: int,
-    waiting: bool,
+    waiting: str | None,
     give_up: bool,
     missing: Callable[[ControlState], str],
 ) -> str | None:
-    """Keep ``rank`` in the waiters while it waits; what it waited for once it gives up."""
-    registered = rank in state.waiters
-    if not waiting:
-        if registered:
-            state.waiters.remove(rank)
+    """Keep ``rank`` in the waiters, awaiting the key ``waiting``, while it waits (None: it
+    does not); what it waited for once it gives up."""
+    registered = state.waiters.get(rank)
+    if waiting is None:
+        if registered is not None:
+            del state.waiters[rank]
             state.dirty = True
         return None
     if give_up:
-        if registered:
-            state.waiters.remove(rank)
+        state.waiters.pop(rank, None)
         state.dirty = True
         return missing(state)
-    if not registered:
-        state.waiters.append(rank)
+    if registered != waiting:
+        state.waiters[rank] = waiting
         state.dirty = True
     return None
+
+
+def _finish(state: ControlState, key: str, rank: int) -> None:
+    """Consumer ``rank`` is done with ``key``; the last one wakes the producer."""
+    slot = count_finish(key, state.slots.get(key), rank)
+    state.dirty = True
+    if all_finished(slot):
+        state.touch(key)
 
 
 def _identity(member: list[Any]) -> ProcessIdentity:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Sequence
 
 import torch
 
@@ -201,6 +202,17 @@ class MemoryTensorStore(TensorStore):
             )
             if len(slot.finished_by) == slot.target:
                 slot.cond.notify_all()
+
+    def end_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
+        """Finish ``read``, wait for ``published``, then forget those keys: no barrier."""
+        for key in read:
+            self.dest_finish_get(key)
+        for key in published:
+            self.src_wait_until_get_finished(key)
+        shared = self._state()
+        with shared.lock:
+            for key in published:
+                del shared.slots[key]
 
     def barrier(self) -> None:
         shared, deadline = self._state(), Deadline()

@@ -62,6 +62,33 @@ def expected_allreduce(world: int, rounds: int) -> list:
     ]
 
 
+def exchanges(kind: str, ns_id: str, key: str, world: int, rank: int, rounds: int) -> list:
+    """``rounds`` all-to-all exchanges closed by ``end_exchange`` (keys unique per round, no
+    reset), then one spec round with reset on the same store: every rank's sum per round.
+    Each rank overwrites its own tensor right after publishing it (the store must have taken
+    its bytes), and the slow rank 0 makes the others run ahead into the next round."""
+    results = []
+    with open_for(kind, ns_id, key, world, rank) as store:
+        for i in range(rounds):
+            mine = make_tensor(dtype_code(torch.float32), (33,), 100 * i + rank)
+            store.src_set(f"x#{i}/{rank}", mine.clone(), get_count=world - 1)
+            others = [r for r in range(world) if r != rank]
+            if rank == 0 and i % 7 == 0:
+                time.sleep(0.01)
+            total = mine + sum(store.dest_get(f"x#{i}/{r}") for r in others)
+            store.end_exchange([f"x#{i}/{r}" for r in others], [f"x#{i}/{rank}"])
+            results.append(total.tolist())
+        last = make_tensor(dtype_code(torch.float32), (33,), 100 * rounds + rank)
+        results.append(allreduce_once(store, last).tolist())
+        store.reset()
+    return results
+
+
+def expected_exchanges(world: int, rounds: int) -> list:
+    """The oracle of ``exchanges``: torch's sum of every rank's tensor, per round."""
+    return expected_allreduce(world, rounds + 1)
+
+
 def allreduce_once(store: TensorStore, mine: torch.Tensor) -> torch.Tensor:
     """The spec's all-reduce through one store: rank 0 sums every rank's tensor and sets the
     result for the others (the caller resets the store before the next round)."""

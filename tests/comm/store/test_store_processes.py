@@ -10,7 +10,9 @@ import torch
 from store_scenarios import (
     allreduce,
     broadcast_check,
+    exchanges,
     expected_allreduce,
+    expected_exchanges,
     gather_check,
     hold_open,
     open_for,
@@ -45,6 +47,14 @@ def test_allreduce_across_processes(kind, namespace, process_pool):
     world, rounds = 3, 3
     results = run_ranks(process_pool, world, allreduce, kind, namespace.instance_id, "ar", rounds)
     expected = expected_allreduce(world, rounds)
+    for per_rank in results:
+        torch.testing.assert_close(torch.tensor(per_rank), torch.tensor(expected))
+
+
+def test_exchanges_without_reset_across_processes(kind, namespace, process_pool):
+    world, rounds = 3, 40
+    results = run_ranks(process_pool, world, exchanges, kind, namespace.instance_id, "ex", rounds)
+    expected = expected_exchanges(world, rounds)
     for per_rank in results:
         torch.testing.assert_close(torch.tensor(per_rank), torch.tensor(expected))
 
