@@ -10,7 +10,9 @@ a barrier. Each exchange is a four-step handshake::
 The producer must not change ``tensor`` before step 2 returns; a consumer must not use what
 ``dest_get`` returned after its ``dest_finish_get`` (clone it to keep it: backends hand out
 the producer's memory without copying where they can). A key is set once per round;
-``reset()`` (barrier, clear, barrier) starts the next round. Every blocking call gives up after
+``reset()`` (barrier, clear, barrier) starts the next round. A caller whose every exchange
+has keys of its own closes each with ``end_exchange(read, published)`` instead, which the
+memory and file stores serve without a barrier. Every blocking call gives up after
 ``GlobalOption.get_comm_timeout_second()`` with a ``CommTimeoutError`` that names the store, the
 key and the peers that never came; where the backend can see its peers' processes (file), a
 call waiting on a store with a dead participant fails sooner, with a ``PeerDiedError``.

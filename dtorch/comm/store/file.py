@@ -13,10 +13,15 @@ How the pieces fit, and why:
   process, so a crash never wedges the others).
 * **Waiting** never spins. A participant that must wait registers as a waiter in the state
   and sleeps in ``select`` on its own wake socket (an autobound abstract unix datagram
-  socket: no file, gone with its process); whoever changes the state sends each waiter one
-  wake byte. A lost wake-up is impossible (the waiter registers under the lock before it
+  socket: no file, gone with its process), noting the key it awaits; whoever changes the
+  state sends one wake byte to each waiter the change concerns (a key's consumers when it is
+  set, its producer when the last consumer finishes, everyone when a barrier completes). A
+  lost wake-up is impossible (the waiter registers under the lock before it
   sleeps, the socket queues the byte), and a half-second re-check backs that up anyway.
   Named pipes would leave files behind; a futex is not reachable from Python.
+* **Exchanges without reset**: ``end_exchange`` (the same-device backend's close of every
+  collective, whose keys carry its sequence number) finishes the keys read in one
+  transaction and retires the keys published lazily (see there): no barrier per collective.
 * **Cleanup**: the control segment's name is unlinked as soon as the construction barrier
   completes (every participant has it open), tensor segments never have a name, and wake
   sockets have no file. A killed participant therefore leaves nothing in ``/dev/shm``; if it
