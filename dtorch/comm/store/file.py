@@ -17,11 +17,13 @@ How the pieces fit, and why:
   state sends one wake byte to each waiter the change concerns (a key's consumers when it is
   set, its producer when the last consumer finishes, everyone when a barrier completes). A
   lost wake-up is impossible (the waiter registers under the lock before it
-  sleeps, the socket queues the byte), and a half-second re-check backs that up anyway.
+  sleeps, the socket queues the byte) for a participant used by one thread at a time, and a
+  half-second re-check backs that up anyway (threads sharing one participant share its one
+  waiter entry, so one of them may wait for the re-check).
   Named pipes would leave files behind; a futex is not reachable from Python.
 * **Exchanges without reset**: ``end_exchange`` (the same-device backend's close of every
   collective, whose keys carry its sequence number) finishes the keys read in one
-  transaction and retires the keys published lazily (see there): no barrier per collective.
+  transaction, then waits for its published keys and drops their slots: no barrier.
 * **Cleanup**: the control segment's name is unlinked as soon as the construction barrier
   completes (every participant has it open), tensor segments never have a name, and wake
   sockets have no file. A killed participant therefore leaves nothing in ``/dev/shm``; if it
@@ -106,7 +108,6 @@ class FileTensorStore(TensorStore):
         self._pool = SegmentPool() if pool is None else pool
         self._peers = PeerMaps()
         self._in_use: dict[str, Segment] = {}
-        self._retiring: list[str] = []  # published by end_exchange, consumers maybe not done
         self._local = threading.Lock()  # one participant, several threads: flock is per fd
 
     @classmethod
@@ -219,7 +220,6 @@ class FileTensorStore(TensorStore):
         )
         try:
             with self._txn(Deadline()) as state:
-                self._retire_finished(state)
                 if key in state.slots:
                     raise CommError(
                         f"src_set({key!r}) on store {self.store_key!r}: the key is already set "
@@ -273,40 +273,37 @@ class FileTensorStore(TensorStore):
             self._pool.release(segment)
 
     def end_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
-        """Finish ``read`` in one transaction and return: ``published`` is retired later.
-
-        ``src_set`` copied each published tensor into a segment, so the producer's tensor is
-        free already; only the segment must outlive its consumers. Rather than wait for them
-        here (a sleep and a wake-up per exchange, which on oversubscribed cores cost more than
-        the exchange), the producer drops a key's slot and takes its segment back in the
-        first later transaction that finds every consumer done: at most one exchange later,
-        since nobody gets past the next exchange's reads before finishing this one's."""
+        """Finish ``read`` in one transaction, then wait for each of ``published`` and drop
+        its slot in the transaction that sees it finished: no barrier. The producer still
+        waits for its consumers (a producer that ran ahead could pile up segments, and one
+        that closed early would take its segments from consumers yet to read them)."""
         for key in (*read, *published):
             check_key(key)
-        with self._txn(Deadline()) as state:
-            self._retiring.extend(published)
-            for key in read:
-                _finish(state, key, self.rank)
-            self._retire_finished(state)
+        if read:
+            with self._txn(Deadline()) as state:
+                for key in read:
+                    _finish(state, key, self.rank)
+        for key in published:
+            self._retire(key)
 
-    def _retire_finished(self, state: ControlState) -> None:
-        """Drop the slots of this producer's earlier exchanges that every consumer finished,
-        returning their segments to the pool (under the lock)."""
-        if not self._retiring:
-            return
-        still = []
-        for key in self._retiring:
+    def _retire(self, key: str) -> None:
+        def ready(state: ControlState) -> bool | None:
             slot = state.slots.get(key)
-            if slot is not None and not all_finished(slot):
-                still.append(key)
-                continue
-            if slot is not None:
-                del state.slots[key]
-                state.dirty = True
-            segment = self._in_use.pop(key, None)
-            if segment is not None:
-                self._pool.release(segment)
-        self._retiring = still
+            if slot is None or slot.producer != self.rank:
+                raise CommError(f"end_exchange: this participant never set the key {key!r}")
+            if not all_finished(slot):
+                return None
+            del state.slots[key]
+            state.dirty = True
+            return True
+
+        def missing(state: ControlState) -> str:
+            return finish_detail(key, state.slots[key])
+
+        self._wait_until("end_exchange", Deadline(), ready, missing, key)
+        segment = self._in_use.pop(key, None)
+        if segment is not None:
+            self._pool.release(segment)
 
     def barrier(self) -> None:
         deadline = Deadline()
@@ -345,7 +342,6 @@ class FileTensorStore(TensorStore):
         for segment in self._in_use.values():
             self._pool.release(segment)
         self._in_use.clear()
-        self._retiring.clear()
 
     def close(self) -> None:
         control = self._control

@@ -177,7 +177,8 @@ class Control:
         if _BLOB_AT + len(blob) > CONTROL_SIZE:
             raise CommError(
                 f"file store {self.name!r}: {len(state.slots)} keys in one round do not fit "
-                "the control segment; call reset() between rounds"
+                "the control segment; call reset() between rounds (or end_exchange after each "
+                "exchange)"
             )
         self._buffer[_BLOB_AT : _BLOB_AT + len(blob)] = blob
         _HEADER.pack_into(self._buffer, 0, _MAGIC, len(blob))

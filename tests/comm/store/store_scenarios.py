@@ -14,6 +14,9 @@ import torch
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import StoreKind, TensorStore, open_store
+from dtorch.comm.store.base import Deadline
+from dtorch.comm.store.file import FileTensorStore
+from dtorch.comm.store.memory import MemoryTensorStore
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
@@ -64,28 +67,44 @@ def expected_allreduce(world: int, rounds: int) -> list:
 
 def exchanges(kind: str, ns_id: str, key: str, world: int, rank: int, rounds: int) -> list:
     """``rounds`` all-to-all exchanges closed by ``end_exchange`` (keys unique per round, no
-    reset), then one spec round with reset on the same store: every rank's sum per round.
-    Each rank overwrites its own tensor right after publishing it (the store must have taken
-    its bytes), and the slow rank 0 makes the others run ahead into the next round."""
-    results = []
+    reset), then one spec round with reset on the same store: every rank's sum per round, and
+    last the number of slots left once every participant ended them (None for the network
+    store, whose default ``end_exchange`` resets). Rank 0 is slow now and then, so the others
+    run ahead into the next round and would overwrite a segment recycled too early."""
+    results: list = []
     with open_for(kind, ns_id, key, world, rank) as store:
         for i in range(rounds):
             mine = make_tensor(dtype_code(torch.float32), (33,), 100 * i + rank)
-            store.src_set(f"x#{i}/{rank}", mine.clone(), get_count=world - 1)
+            store.src_set(f"x#{i}/{rank}", mine, get_count=world - 1)
             others = [r for r in range(world) if r != rank]
             if rank == 0 and i % 7 == 0:
                 time.sleep(0.01)
             total = mine + sum(store.dest_get(f"x#{i}/{r}") for r in others)
             store.end_exchange([f"x#{i}/{r}" for r in others], [f"x#{i}/{rank}"])
             results.append(total.tolist())
+        store.barrier()  # every participant's end_exchange has returned
+        left = held_slots(store)
+        store.barrier()  # and nobody set a key of the next round before everyone counted
         last = make_tensor(dtype_code(torch.float32), (33,), 100 * rounds + rank)
         results.append(allreduce_once(store, last).tolist())
         store.reset()
-    return results
+    return [*results, left]
+
+
+def held_slots(store: TensorStore) -> int | None:
+    """How many keys the store still holds (memory and file stores; None for the network
+    store). Test-only: it reads the stores' internals."""
+    if isinstance(store, MemoryTensorStore):
+        return sum(slot.tensor is not None for slot in store._shared.slots.values())  # type: ignore[union-attr]
+    if isinstance(store, FileTensorStore):
+        with store._txn(Deadline()) as state:
+            return len(state.slots)
+    return None
 
 
 def expected_exchanges(world: int, rounds: int) -> list:
-    """The oracle of ``exchanges``: torch's sum of every rank's tensor, per round."""
+    """The oracle of ``exchanges`` without its slot count: torch's sum of every rank's
+    tensor, per round."""
     return expected_allreduce(world, rounds + 1)
 
 
