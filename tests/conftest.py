@@ -8,6 +8,7 @@ session's, removed when the session ends.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -18,6 +19,17 @@ from typing import Any
 import pytest
 
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="dtorch-tests-"))
+_CREATOR = os.getpid()
+
+
+def _remove_session_dir() -> None:
+    # pytest_unconfigure does not run when pytest stops at a usage error after importing this
+    # file; only the process that made the directory removes it
+    if os.getpid() == _CREATOR:
+        shutil.rmtree(_SESSION_DIR, ignore_errors=True)
+
+
+atexit.register(_remove_session_dir)
 # Before torch._dynamo is imported (dtorch imports only torch); spawned workers inherit it.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_SESSION_DIR / "torch-cache"))
 
@@ -37,7 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    shutil.rmtree(_SESSION_DIR, ignore_errors=True)
+    _remove_session_dir()
 
 
 @pytest.fixture(scope="session")
