@@ -98,13 +98,19 @@ class TensorStore(ABC):
     def end_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
         """Close one exchange whose keys are never used again: ``dest_finish_get`` every key
         this participant read, wait until every key it ``published`` is finished, and leave
-        the store ready for the next exchange. This default ends with ``reset`` (two
-        barriers); a store that can forget a finished key of its own instead (memory, file)
-        overrides it and needs no barrier, since unique keys cannot meet a later round's."""
+        the store ready for the next exchange. By default it ends with ``reset`` (two barriers);
+        a store that can forget a finished key of its own instead (memory: ``_forget_exchange``;
+        file: this method, in fewer transactions) needs no barrier, since unique keys cannot
+        meet a later round's."""
         for key in read:
             self.dest_finish_get(key)
         for key in published:
             self.src_wait_until_get_finished(key)
+        self._forget_exchange(published)
+
+    def _forget_exchange(self, published: Sequence[str]) -> None:
+        """After ``end_exchange`` waited for them: drop this participant's ``published`` keys
+        (the default: ``reset``, with every participant)."""
         self.reset()
 
     def reset(self) -> None:

@@ -256,21 +256,7 @@ class FileTensorStore(TensorStore):
 
     def src_wait_until_get_finished(self, key: str) -> None:
         check_key(key)
-        deadline = Deadline()
-
-        def ready(state: ControlState) -> bool | None:
-            slot = state.slots.get(key)
-            if slot is None:
-                raise CommError(f"src_wait_until_get_finished({key!r}): the key was never set")
-            return True if all_finished(slot) else None
-
-        def missing(state: ControlState) -> str:
-            return finish_detail(key, state.slots[key])
-
-        self._wait_until("src_wait_until_get_finished", deadline, ready, missing, key)
-        segment = self._in_use.pop(key, None)
-        if segment is not None:
-            self._pool.release(segment)
+        self._await_finished("src_wait_until_get_finished", key, drop=False)
 
     def end_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
         """Finish ``read`` in one transaction, then wait for each of ``published`` and drop
@@ -284,23 +270,29 @@ class FileTensorStore(TensorStore):
                 for key in read:
                     _finish(state, key, self.rank)
         for key in published:
-            self._retire(key)
+            self._await_finished("end_exchange", key, drop=True)
 
-    def _retire(self, key: str) -> None:
+    def _await_finished(self, call: str, key: str, drop: bool) -> None:
+        """Wait until every consumer of this producer's ``key`` finished (``drop``: and
+        forget the key, in the same transaction); its segment goes back to the pool."""
+        deadline = Deadline()
+
         def ready(state: ControlState) -> bool | None:
             slot = state.slots.get(key)
-            if slot is None or slot.producer != self.rank:
-                raise CommError(f"end_exchange: this participant never set the key {key!r}")
+            if slot is None or (drop and slot.producer != self.rank):
+                who = " by this participant" if drop else ""
+                raise CommError(f"{call}({key!r}): the key was never set{who}")
             if not all_finished(slot):
                 return None
-            del state.slots[key]
-            state.dirty = True
+            if drop:
+                del state.slots[key]
+                state.dirty = True
             return True
 
         def missing(state: ControlState) -> str:
             return finish_detail(key, state.slots[key])
 
-        self._wait_until("end_exchange", Deadline(), ready, missing, key)
+        self._wait_until(call, deadline, ready, missing, key)
         segment = self._in_use.pop(key, None)
         if segment is not None:
             self._pool.release(segment)

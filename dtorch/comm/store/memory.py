@@ -203,12 +203,8 @@ class MemoryTensorStore(TensorStore):
             if len(slot.finished_by) == slot.target:
                 slot.cond.notify_all()
 
-    def end_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
-        """Finish ``read``, wait for ``published``, then forget those keys: no barrier."""
-        for key in read:
-            self.dest_finish_get(key)
-        for key in published:
-            self.src_wait_until_get_finished(key)
+    def _forget_exchange(self, published: Sequence[str]) -> None:
+        """Forget ``published``, which every consumer finished: no barrier."""
         shared = self._state()
         with shared.lock:
             for key in published:
