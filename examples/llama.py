@@ -132,7 +132,6 @@ class LlamaRotary(nn.Module):
 
     def __init__(self, config: transformers.LlamaConfig, mesh: dtorch.DeviceMesh) -> None:
         super().__init__()
-        self.mesh = mesh
         replicate = [Replicate()] * mesh.ndim
         freqs = dtorch.from_torch(inv_freq(config), device_mesh=mesh, placements=replicate)
         self.inv_freq = nn.Buffer(freqs, persistent=False)
@@ -140,17 +139,18 @@ class LlamaRotary(nn.Module):
     def forward(self, seq: int, start: int, sharded: bool) -> list[dtorch.Tensor]:
         """``[cos, sin]`` for positions ``start..start+seq-1``, ``(seq, head_dim)``, the
         sequence sharded on the cp dims when ``sharded`` (as the hidden states' is)."""
-        placements = seq_placements(self.mesh, None, 0 if sharded else None)
+        freqs = self.inv_freq  # its mesh and graph (the model's: not always the default one)
+        placements = seq_placements(freqs.device_mesh, None, 0 if sharded else None)
         positions = dtorch.arange(
             start,
             start + seq,
             dtype=torch.float,
-            device_mesh=self.mesh,
+            device_mesh=freqs.device_mesh,
             placements=placements,
-            graph=self.inv_freq.graph,  # the model's, which need not be the default one now
+            graph=freqs.graph,
         )
-        freqs = positions.unsqueeze(1) * self.inv_freq.unsqueeze(0)
-        emb = dtorch.cat([freqs, freqs], dim=-1)
+        angles = positions.unsqueeze(1) * freqs.unsqueeze(0)
+        emb = dtorch.cat([angles, angles], dim=-1)
         return [emb.cos(), emb.sin()]
 
 

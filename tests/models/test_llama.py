@@ -158,16 +158,13 @@ def test_cp_shards_the_sequence(thread_graph: dtorch.Graph) -> None:
 
 @pytest.mark.parametrize(("shape", "names"), [((2,), ("ulysess_cp",)), ((2, 2), ("tp", "ring_cp"))])
 def test_rotary_tables_on_the_devices_match_torch(
-    thread_graph: dtorch.Graph, shape: tuple[int, ...], names: tuple[str, ...]
+    graph: dtorch.Graph, shape: tuple[int, ...], names: tuple[str, ...]
 ) -> None:
     # LlamaRotary's device operators against the torch form, from position 5 (a KV-cache
-    # step's offset), the sequence of 7 sharded unevenly on the cp dim
-    mesh = dtorch.init_device_mesh("cpu", shape, mesh_dim_names=names)
-    with thread_graph.as_default():
-        rotary = examples.llama.LlamaRotary(CONFIG, mesh)
+    # step's offset), the sequence of 7 sharded unevenly on the cp dim (the last mesh dim)
+    rotary = examples.llama.LlamaRotary(CONFIG, _mesh(shape, names))
     cos, sin = rotary(7, 5, sharded=True)
-    cp = names.index(names[-1])
-    assert cos.placements[cp] == Shard(0) and sin.placements[cp] == Shard(0)
+    assert cos.placements[-1] == Shard(0) and sin.placements[-1] == Shard(0)
     expected = examples.llama.rotary_cos_sin(CONFIG, 7, 5)
     torch.testing.assert_close(cos.to_torch(), expected[0])
     torch.testing.assert_close(sin.to_torch(), expected[1])
