@@ -93,3 +93,18 @@ def test_list_of_small_lists_over_shared_meshes() -> None:
     assert restored[-1][0] is restored[5] and restored[-1][1] is restored[5][4]
     counts = node_counts(serialize(value))
     assert counts["ir.DeviceMesh"] == 30 and counts["py.list"] == 1 + 601 + 600
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("length", [1000, 20000])  # below and above the sorted-ids check
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_long_first_column_with_one_repeat_keeps_identity(length: int, where: str) -> None:
+    spans = [Span("model.py", i + 1, 1) for i in range(length)]
+    repeat = spans[0] if where == "start" else spans[-1]
+    value = (*spans, repeat) if where == "end" else (repeat, *spans)
+    payload = serialize(value)
+    restored = deserialize(payload)
+    assert restored == value
+    assert node_counts(payload)["ir.Span"] == length
+    first, last = (restored[0], restored[1]) if where == "start" else (restored[-2], restored[-1])
+    assert first is last
