@@ -66,6 +66,10 @@ from dtorch.api.ops.attention import SdpaOption
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.elementwise import (
     add,
+    bitwise_and,
+    bitwise_not,
+    bitwise_or,
+    bitwise_xor,
     clamp,
     div,
     eq,
@@ -206,6 +210,10 @@ __all__ = [
     "assert_structural_equal",
     "batch_norm",
     "bfloat16",
+    "bitwise_and",
+    "bitwise_not",
+    "bitwise_or",
+    "bitwise_xor",
     "bool",
     "cat",
     "chunk",

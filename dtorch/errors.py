@@ -155,7 +155,14 @@ class PromiseStateError(CommError):
 
 
 class KernelError(DTorchError, RuntimeError):
-    """A kernel failed on a device; the message names the operator and the user's line."""
+    """A kernel failed on a device; the message names the operator and the user's line.
+
+    ``operator_id``: the failed operator's id where known (``sync()`` does not raise again a
+    failure that a future already raised)."""
+
+    def __init__(self, *args: object, operator_id: int | None = None) -> None:
+        super().__init__(*args)
+        self.operator_id = operator_id
 
 
 class TransportError(DTorchError, RuntimeError):

@@ -25,9 +25,10 @@ import torch
 from dtorch.comm.promise import TensorFuture as CommTensorFuture
 from dtorch.comm.promise import VoidFutureCollect as CommVoidFutureCollect
 from dtorch.comm.promise import create_promise, create_void_promise
+from dtorch.errors import KernelError
 from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import PromiseHandle
-from dtorch.runtime.settle import CountdownCollector
+from dtorch.runtime.settle import CountdownCollector, RaisedFailures, SyncCollector
 
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
@@ -37,19 +38,28 @@ class TensorFuture:
     """The value of a Tensor, on its way: ``get``, ``wait``, ``wait_for``, ``is_ready``,
     ``await``."""
 
-    __slots__ = ("_future", "_guard")
+    __slots__ = ("_future", "_guard", "_raised")
 
-    def __init__(self, future: CommTensorFuture, guard: object) -> None:
+    def __init__(self, future: CommTensorFuture, guard: object, raised: RaisedFailures) -> None:
         self._future = future
         self._guard = guard  # the Tensor: its operand must outlive the fetch
+        self._raised = raised  # the graph's: a failure raised here is not raised by sync()
 
     def get(self, timeout_s: float | None = None) -> torch.Tensor:
         """Block until the value is there and return it (raises a kernel failure)."""
-        return self._future.get(timeout_s)
+        try:
+            return self._future.get(timeout_s)
+        except KernelError as error:
+            self._raised.note(error)
+            raise
 
     def wait(self, timeout_s: float | None = None) -> None:
         """Block until the value is there (raises a kernel failure)."""
-        self._future.wait(timeout_s)
+        try:
+            self._future.wait(timeout_s)
+        except KernelError as error:
+            self._raised.note(error)
+            raise
 
     def wait_for(self, timeout_ms: int) -> bool:
         """Wait up to ``timeout_ms``; True if the value (or its failure) is there."""
@@ -59,7 +69,11 @@ class TensorFuture:
         return self._future.is_ready()
 
     def __await__(self) -> Generator[Any, None, torch.Tensor]:
-        return self._future.__await__()
+        try:
+            return (yield from self._future.__await__())
+        except KernelError as error:
+            self._raised.note(error)
+            raise
 
 
 class VoidFutureCollect:
@@ -111,7 +125,8 @@ def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any]:
     """Register a collector that completes when every stream reported; handle and future."""
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
     promise = create_void_promise(PromiseKind.MEMORY, name=handle.name)
-    collector = CountdownCollector(graph.runner.parties, _VoidSink(promise), lambda _: None)
+    raised = graph.executor.settlements.raised
+    collector = SyncCollector(graph.runner.parties, _VoidSink(promise), raised)
     graph.executor.register(handle.name, collector)
     return handle, promise.get_future()
 

@@ -279,7 +279,8 @@ class Graph:
     # --- synchronisation and memory ---------------------------------------------------------
     def sync_future(self) -> VoidFutureCollect:
         """A future that completes when every operator recorded so far has run; it fails with
-        the first kernel failure since the previous sync."""
+        the first kernel failure since the previous sync that no future has raised already
+        (a failure the user caught from ``to_torch()`` is not raised again here)."""
         broken = self.executor.broken
         if broken is not None:  # a worker died: every later sync raises why
             raise broken
@@ -289,7 +290,8 @@ class Graph:
 
     def sync(self) -> None:
         """Wait until every operator recorded so far has run; raise the first kernel failure
-        since the previous sync (naming the operator and the user's line)."""
+        since the previous sync that no future has raised already (naming the operator and
+        the user's line)."""
         self.sync_future().get()
 
     def empty_cache(self) -> None:

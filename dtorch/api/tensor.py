@@ -139,16 +139,93 @@ class Tensor(TensorBase):
     def __abs__(self) -> Tensor:
         return _ew.unary(M.ABS, "abs", self)
 
+    # bitwise on integers, logical on bools, refused on floats: torch's ``& | ^ ~``
     def __invert__(self) -> Tensor:
-        if self.dtype != torch.bool:
-            raise TypeError("~ is supported on bool tensors only (logical not)")
-        return _ew.unary(M.LOGICAL_NOT, "logical_not", self)
+        return _ew.bitwise_not(self)
 
     def __and__(self, o: Any) -> Tensor:
-        return _ew.binary(B.LOGICAL_AND, "logical_and", self, o)
+        return _ew.binary(B.BITWISE_AND, "bitwise_and", self, o)
+
+    def __rand__(self, o: Any) -> Tensor:
+        return _ew.binary(B.BITWISE_AND, "bitwise_and", o, self)
 
     def __or__(self, o: Any) -> Tensor:
-        return _ew.binary(B.LOGICAL_OR, "logical_or", self, o)
+        return _ew.binary(B.BITWISE_OR, "bitwise_or", self, o)
+
+    def __ror__(self, o: Any) -> Tensor:
+        return _ew.binary(B.BITWISE_OR, "bitwise_or", o, self)
+
+    def __xor__(self, o: Any) -> Tensor:
+        return _ew.binary(B.BITWISE_XOR, "bitwise_xor", self, o)
+
+    def __rxor__(self, o: Any) -> Tensor:
+        return _ew.binary(B.BITWISE_XOR, "bitwise_xor", o, self)
+
+    # --- in place: ``t += x`` changes t's values, seen by every alias and view of t ----------
+    def __iadd__(self, o: Any) -> Tensor:
+        return self.add_(o)
+
+    def __isub__(self, o: Any) -> Tensor:
+        return self.sub_(o)
+
+    def __imul__(self, o: Any) -> Tensor:
+        return self.mul_(o)
+
+    def __itruediv__(self, o: Any) -> Tensor:
+        return self.div_(o)
+
+    def __ifloordiv__(self, o: Any) -> Tensor:
+        return self.floor_divide_(o)
+
+    def __imod__(self, o: Any) -> Tensor:
+        return self.remainder_(o)
+
+    def __ipow__(self, o: Any) -> Tensor:
+        return self.pow_(o)
+
+    def __iand__(self, o: Any) -> Tensor:
+        return self.bitwise_and_(o)
+
+    def __ior__(self, o: Any) -> Tensor:
+        return self.bitwise_or_(o)
+
+    def __ixor__(self, o: Any) -> Tensor:
+        return self.bitwise_xor_(o)
+
+    def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        return _cv.assign("add_", self, _ew.add(self, other, alpha=alpha))
+
+    def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        return _cv.assign("sub_", self, _ew.sub(self, other, alpha=alpha))
+
+    def mul_(self, other: Any) -> Tensor:
+        return _cv.assign("mul_", self, _ew.mul(self, other))
+
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return _cv.assign("div_", self, _ew.div(self, other, rounding_mode=rounding_mode))
+
+    def floor_divide_(self, other: Any) -> Tensor:
+        return _cv.assign("floor_divide_", self, _ew.floor_divide(self, other))
+
+    def remainder_(self, other: Any) -> Tensor:
+        return _cv.assign("remainder_", self, _ew.remainder(self, other))
+
+    def pow_(self, exponent: Any) -> Tensor:
+        return _cv.assign("pow_", self, _ew.pow(self, exponent))
+
+    def bitwise_and_(self, other: Any) -> Tensor:
+        return _cv.assign("bitwise_and_", self, _ew.bitwise_and(self, other))
+
+    def bitwise_or_(self, other: Any) -> Tensor:
+        return _cv.assign("bitwise_or_", self, _ew.bitwise_or(self, other))
+
+    def bitwise_xor_(self, other: Any) -> Tensor:
+        return _cv.assign("bitwise_xor_", self, _ew.bitwise_xor(self, other))
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+        return _cv.assign("clamp_", self, _ew.clamp(self, min, max))
+
+    clip_ = clamp_
 
     # --- comparisons ------------------------------------------------------------------------
     # Anything that is not a tensor or a number: NotImplemented, so ``t == None`` is False.
@@ -226,6 +303,18 @@ class Tensor(TensorBase):
 
     def logical_or(self, other: Any) -> Tensor:
         return _ew.logical_or(self, other)
+
+    def bitwise_and(self, other: Any) -> Tensor:
+        return _ew.bitwise_and(self, other)
+
+    def bitwise_or(self, other: Any) -> Tensor:
+        return _ew.bitwise_or(self, other)
+
+    def bitwise_xor(self, other: Any) -> Tensor:
+        return _ew.bitwise_xor(self, other)
+
+    def bitwise_not(self) -> Tensor:
+        return _ew.bitwise_not(self)
 
     def logical_not(self) -> Tensor:
         return _ew.unary(M.LOGICAL_NOT, "logical_not", self)

@@ -31,4 +31,4 @@ def to_torch_async(tensor: TensorBase) -> TensorFuture:
     handle, future = tensor_future(graph)
     span = caller_span(_OWN_FRAMES)
     graph.record_system("get_tensor", GetTensorParam(handle), span, (operand.id,))
-    return TensorFuture(future, tensor)
+    return TensorFuture(future, tensor, graph.executor.settlements.raised)

@@ -104,6 +104,9 @@ class BinaryKind(enum.IntEnum):
     MINIMUM = 14
     FLOOR_DIV = 15
     REMAINDER = 16
+    BITWISE_AND = 17
+    BITWISE_OR = 18
+    BITWISE_XOR = 19
 
 
 class MathKind(enum.IntEnum):
@@ -126,6 +129,7 @@ class MathKind(enum.IntEnum):
     ISNAN = 16
     CEIL = 17
     LOGICAL_NOT = 18
+    BITWISE_NOT = 19
 
 
 class ReduceKind(enum.IntEnum):

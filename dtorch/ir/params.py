@@ -100,11 +100,13 @@ class BatchNormParam(OpParam):
 class BroadcastBinaryParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.BroadcastBinary
     """``a <op> b``; with ``scalar`` set, the one input is combined with that Python number,
-    on the left when ``scalar_first`` (``2 - t``)."""
+    on the left when ``scalar_first`` (``2 - t``). ``alpha`` (ADD and SUB of two tensors only)
+    scales ``b`` inside torch's own kernel, in the result dtype: ``torch.add(a, b, alpha=)``."""
 
     binary: BinaryKind
     scalar: Scalar | None = None
     scalar_first: bool = False
+    alpha: Scalar | None = None
 
 
 @dataclass(frozen=True, slots=True)

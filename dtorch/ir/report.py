@@ -9,7 +9,7 @@ into settled promises (``dtorch.runtime.settle``).
 
 * ``ValueReport``: a GetTensor's value (or the failure that stands in for it);
 * ``PartyReport``: one party (a kernel stream) reached a Sync or Memory operator, with its
-  first kernel failure since its previous Sync, or its memory rows;
+  kernel failures since its previous Sync, or its memory rows;
 * ``ProgressReport``: a party finished the batch the runner asked to hear about (flow
   control: a runner never lets the client get unboundedly far ahead of its devices);
 * ``ProfileReport``: a party's kernel events (``ProfileEvent``) since its profile started;
@@ -56,7 +56,7 @@ class Failure:
 
     def error(self) -> KernelError:
         """The exception users see (raised by futures and ``sync()``)."""
-        return KernelError(self.describe())
+        return KernelError(self.describe(), operator_id=self.operator_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +91,9 @@ class ValueReport:
 class PartyReport:
     """Party ``party`` reached the Sync or Memory operator of promise ``promise``.
 
-    ``failure``: the party's first kernel failure since its previous Sync (Sync only).
+    ``failure``: the party's first kernel failure since its previous Sync (Sync only), and
+    ``later`` those of other operators after it (a few, in order: the controller raises the
+    first that no future raised already).
     ``rows``: Memory statistics, flattened ``(device, bytes held, peak bytes)`` triples.
     """
 
@@ -99,6 +101,7 @@ class PartyReport:
     party: int
     failure: Failure | None = None
     rows: tuple[int, ...] = ()
+    later: tuple[Failure, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

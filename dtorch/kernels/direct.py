@@ -35,6 +35,7 @@ from dtorch.ir.rules.torch_ops import (
     MATH,
     OPERATORS,
     SLOPED,
+    binary_with_alpha,
     binary_with_scalar,
 )
 
@@ -44,6 +45,8 @@ Direct = Callable[..., torch.Tensor]
 
 def _binary(param: BroadcastBinaryParam) -> Direct:
     if param.scalar is None:
+        if param.alpha is not None:
+            return partial(binary_with_alpha, param.binary, alpha=param.alpha)
         return BINARY[param.binary]
     fn = OPERATORS.get(param.binary)
     if fn is None:  # the tensor-only functions take the scalar as a 0-d tensor

@@ -1,7 +1,7 @@
 """Operators a stream handles itself, not through a kernel: they report to the controller.
 
 GetTensor reports the (single-device) input's value, or the failure standing in for it; Sync
-reports, once per stream, the first failure since the previous Sync; Memory empties the
+reports, once per stream, the failures since the previous Sync; Memory empties the
 device cache or reports the bytes held per device; Profile starts a stream's kernel event
 recording, or stops it and reports the events. Each sends one report record on the
 runner's report channel: no promise is ever touched here (the controller settles them).
@@ -40,7 +40,7 @@ class StreamState(Protocol):
 
     shards: ShardTable
     party: int
-    first_failure: Failure | None
+    failures: list[Failure]  # since the previous Sync, one per operator
     recorder: EventRecorder | None  # kernel events, while a profile is open
 
     @property
@@ -65,11 +65,12 @@ def get_tensor(
 def sync(
     stream: StreamState, op: Operator, ins: tuple[Operand, ...], devices: tuple[int, ...]
 ) -> None:
-    """Report that this stream got here, with its first failure since the last Sync."""
+    """Report that this stream got here, with its failures since the last Sync."""
     param = op.param
     assert isinstance(param, SyncParam)
-    failure, stream.first_failure = stream.first_failure, None
-    stream.services.reports.put(PartyReport(param.promise.name, stream.party, failure))
+    failures, stream.failures = stream.failures, []
+    first, later = (failures[0], tuple(failures[1:])) if failures else (None, ())
+    stream.services.reports.put(PartyReport(param.promise.name, stream.party, first, later=later))
 
 
 def memory(

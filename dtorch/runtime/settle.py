@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from dtorch.errors import PromiseStateError
+from dtorch.errors import KernelError, PromiseStateError
 from dtorch.ir.report import Failure, PartyReport, ProfileReport, ValueReport
 
 
@@ -62,6 +62,10 @@ class CountdownCollector:
         self._reports: list[object] = []
         self._failure: BaseException | None = None
 
+    def add_party(self, report: PartyReport) -> bool:
+        """Add one party's report (its rows, and its first failure, if any)."""
+        return self.add(report.rows, _failure_error(report.failure))
+
     def add(self, report: object, failure: BaseException | None = None) -> bool:
         """Report one party's result (and its failure, if any); True when complete."""
         with self._lock:
@@ -91,6 +95,66 @@ class CountdownCollector:
             self._sink.set_error(error)
             return
         self._sink.set_value(value)
+
+
+class RaisedFailures:
+    """Operators whose kernel failure a future has raised to the user since the last sync
+    completed: ``sync()`` raises the first failure the user has not seen instead (a failure
+    delivered once is not stale news at every later sync). Thread-safe: futures note from
+    the user's threads, the controller's report thread reads.
+
+    Example:
+        >>> from dtorch.ir.report import Failure
+        >>> raised = RaisedFailures()
+        >>> seen, other = Failure(3, "add_3", 0, "E", "x"), Failure(5, "mul_5", 1, "E", "y")
+        >>> raised.note(seen.error())
+        >>> raised.first_unseen([seen, other]).operator_id
+        5
+    """
+
+    _KEPT = 4096  # a client that never syncs keeps at most this many ids
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: dict[int, None] = {}  # insertion-ordered: the oldest go first
+
+    def note(self, error: BaseException) -> None:
+        """``error`` reached the user: remember its operator (a KernelError that has one)."""
+        operator = error.operator_id if isinstance(error, KernelError) else None
+        if operator is None:
+            return
+        with self._lock:
+            self._ids[operator] = None
+            if len(self._ids) > self._KEPT:
+                del self._ids[next(iter(self._ids))]
+
+    def first_unseen(self, failures: list[Failure]) -> Failure | None:
+        """The first of ``failures`` the user has not seen; forgets every id (a sync ends)."""
+        with self._lock:
+            ids, self._ids = self._ids, {}
+        return next((f for f in failures if f.operator_id not in ids), None)
+
+
+class SyncCollector(CountdownCollector):
+    """The collector of a Sync: completes when every party reported, with the first failure
+    of any party (arrival order) that no future has raised already (``RaisedFailures``)."""
+
+    def __init__(self, expected: int, sink: ValueSink, raised: RaisedFailures) -> None:
+        super().__init__(expected, sink, self._verdict)
+        self._raised = raised
+        self._failures: list[Failure] = []
+
+    def add_party(self, report: PartyReport) -> bool:
+        with self._lock:
+            if report.failure is not None:
+                self._failures.append(report.failure)
+            self._failures.extend(report.later)
+        return self.add(report.rows)
+
+    def _verdict(self, reports: list[object]) -> None:
+        unseen = self._raised.first_unseen(self._failures)
+        if unseen is not None:
+            raise unseen.error()
 
 
 class PromiseTable:
@@ -137,6 +201,7 @@ class Settlements:
 
     def __init__(self) -> None:
         self.promises = PromiseTable()
+        self.raised = RaisedFailures()
 
     def settle(self, report: object) -> None:
         """Apply one value or party report (other records are the runner's or executor's)."""
@@ -163,7 +228,7 @@ def _party(promises: PromiseTable, report: PartyReport) -> None:
     collector = promises.get(report.promise)
     if collector is None:
         return
-    if collector.add(report.rows, _failure_error(report.failure)):
+    if collector.add_party(report):
         promises.pop(report.promise)
 
 

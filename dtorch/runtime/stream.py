@@ -63,7 +63,7 @@ class KernelStream:
         self.name = name
         self.party = party
         self.shards = ShardTable()
-        self.first_failure: Failure | None = None  # since the previous Sync
+        self.failures: list[Failure] = []  # since the previous Sync, one per operator
         self.recorder: EventRecorder | None = None  # kernel events, while a profile is open
         self._services = services
         self._queue = WorkQueue()
@@ -157,7 +157,7 @@ class KernelStream:
             self._report(ProgressReport(self.party, value))  # type: ignore[arg-type]
         elif tag == RESET:
             self.shards = ShardTable()
-            self.first_failure = None
+            self.failures = []
             self.recorder = None
             self._services.board.clear(self.party)
             value.set()  # type: ignore[attr-defined]
@@ -322,9 +322,11 @@ class KernelStream:
 
     # --- failures ---------------------------------------------------------------------------
     def _note(self, failure: KernelFailure) -> None:
-        """Remember the first failure since the previous Sync (the next Sync reports it)."""
-        if self.first_failure is None:
-            self.first_failure = failure.failure
+        """Remember a failure for the next Sync: the first of each operator (another device's
+        adds nothing), up to ``FAILURES_KEPT``."""
+        noted, operator = self.failures, failure.failure.operator_id
+        if len(noted) < FAILURES_KEPT and all(f.operator_id != operator for f in noted):
+            noted.append(failure.failure)
 
     def _fail(self, op: Operator, device: int, failure: KernelFailure) -> None:
         self._note(failure)
@@ -358,6 +360,11 @@ class KernelStream:
             self._services.reports.put(report)
         except Exception:  # the channel itself is broken: the runner's liveness catches it
             _LOG.exception("stream %s could not send a report", self.name)
+
+
+#: Failures of distinct operators a stream keeps between Syncs: sync() raises the first that no
+#: future raised already, so a few after it are worth keeping, not every one.
+FAILURES_KEPT = 16
 
 
 def promise_failure(operator: Operator, party: int, failure: Failure) -> Report | None:

@@ -22,6 +22,7 @@ from tests.api.ops_harness import (
     S1,
     P,
     R,
+    compare,
     elementwise_table,
     expect_refusal,
     limit_for,
@@ -74,6 +75,9 @@ _OPS: list[tuple[str, Callable[..., Any], Callable[..., Any], str, dict, bool]] 
     ("logical_or", dtorch.logical_or, torch.logical_or, "bool", {}, True),
     ("maximum", dtorch.maximum, torch.maximum, "float", {}, True),
     ("minimum", dtorch.minimum, torch.minimum, "float", {}, True),
+    ("bitwise_and", operator.and_, torch.bitwise_and, "int", {}, True),
+    ("bitwise_or", operator.or_, torch.bitwise_or, "int", {}, True),
+    ("bitwise_xor", operator.xor, torch.bitwise_xor, "int", {}, True),
 ]
 
 _SHAPES = [((5, 3), (5, 3)), ((5, 3), (3,)), ((4, 1), (1, 3))]
@@ -292,8 +296,12 @@ _NAMED = [
     ("le", lambda a, b: a.less_equal(b), torch.less_equal),
     ("logical_and", lambda a, b: a.logical_and(b), torch.logical_and),
     ("logical_or", lambda a, b: a.logical_or(b), torch.logical_or),
-    ("logical_and", lambda a, b: (a > 0) & (b > 0), lambda a, b: (a > 0) & (b > 0)),
-    ("logical_or", lambda a, b: (a > 0) | (b > 0), lambda a, b: (a > 0) | (b > 0)),
+    ("bitwise_and", lambda a, b: (a > 0) & (b > 0), lambda a, b: (a > 0) & (b > 0)),
+    ("bitwise_or", lambda a, b: (a > 0) | (b > 0), lambda a, b: (a > 0) | (b > 0)),
+    ("bitwise_xor", lambda a, b: (a > 0) ^ (b > 0), lambda a, b: (a > 0) ^ (b > 0)),
+    ("bitwise_and", lambda a, b: dtorch.bitwise_and(a > 0, b > 0), lambda a, b: (a > 0) & (b > 0)),
+    ("bitwise_or", lambda a, b: (a > 0).bitwise_or(b > 0), lambda a, b: (a > 0) | (b > 0)),
+    ("bitwise_xor", lambda a, b: dtorch.bitwise_xor(a > 0, b > 0), lambda a, b: (a > 0) ^ (b > 0)),
     ("maximum", lambda a, b: a.maximum(b), torch.maximum),
     ("minimum", lambda a, b: a.minimum(b), torch.minimum),
     ("maximum", dtorch.max, torch.max),
@@ -364,8 +372,9 @@ def test_comparisons_and_logical_with_scalars_and_not(graph: dtorch.Graph) -> No
     ):  # fmt: skip
         assert out.dtype == torch.bool and out.placements == [S0, S1]
         assert torch.equal(out.to_torch(), want)
-    with pytest.raises(TypeError, match="bool"):
-        _ = ~t
+    assert torch.equal((~t).to_torch(), ~x)  # bitwise on integers, as in torch
+    with pytest.raises(TypeError, match="integer and bool"):
+        _ = ~place(_randn(5, 4), mesh, [S0, S1], graph)
 
 
 def test_zero_dim_and_empty_operands(graph: dtorch.Graph) -> None:
@@ -437,3 +446,99 @@ def test_partial_times_infinity_matches_torch(graph: dtorch.Graph) -> None:
     out = place(a, mesh, [P], graph) * place(b, mesh, [R], graph)
     assert out.placements == [P]
     assert torch.equal(out.to_torch(), a * b)
+
+
+_ALPHA_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int8, torch.int64]
+
+
+@pytest.mark.parametrize("dtype_b", _ALPHA_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype_a", _ALPHA_DTYPES, ids=str)
+def test_alpha_scales_in_the_result_dtype(
+    dtype_a: torch.dtype, dtype_b: torch.dtype, graph: dtorch.Graph
+) -> None:
+    """``add``/``sub`` with ``alpha`` are torch's own kernel: ``alpha * b`` is computed in the
+    promoted dtype (an int8 100 times 2 is 200 in a float32 sum, not a wrapped -56), bit-equal
+    to torch; torch's refusals (a float alpha for integer results) are refused at the call."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    big = 100 if not dtype_b.is_floating_point else 30000
+    a, b = torch.zeros(4, 3).to(dtype_a), torch.full((4, 3), big).to(dtype_b)
+    ta, tb = place(a, mesh, [S0], graph), place(b, mesh, [R], graph)
+    for alpha in (2, 3, 0.5, -1):
+        for fn, ref in (
+            (dtorch.add, torch.add),
+            (lambda x, y, alpha: x.sub(y, alpha=alpha), torch.sub),
+        ):
+            try:
+                want = ref(a, b, alpha=alpha)
+            except RuntimeError as error:
+                expect_refusal(lambda fn=fn, alpha=alpha: fn(ta, tb, alpha=alpha), error)
+                continue
+            out = fn(ta, tb, alpha=alpha)
+            assert out.dtype == want.dtype and out.placements == [S0]
+            compare_exact = out.to_torch()
+            assert torch.equal(compare_exact, want), (alpha, compare_exact, want)
+
+
+def test_alpha_keeps_partial_sums_and_scalars(graph: dtorch.Graph) -> None:
+    """``P + alpha * P`` stays Partial (it is linear); a number ``b`` is scaled by Python after
+    torch's alpha check; a number ``a`` with a tensor ``b`` casts ``b`` before scaling."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    a, b = _randn(4, 3), _randn(4, 3)
+    out = place(a, mesh, [P], graph).sub(place(b, mesh, [P], graph), alpha=3)
+    assert out.placements == [P]
+    torch.testing.assert_close(out.to_torch(), torch.sub(a, b, alpha=3))
+    ints = place(torch.arange(4, dtype=torch.int8), mesh, [S0], graph)
+    with pytest.raises(dtorch.DTorchError, match="alpha must not be a floating point"):
+        ints.add(2, alpha=0.5)
+    want = 1.5 + torch.arange(4, dtype=torch.int8).to(torch.float32) * 100
+    assert torch.equal(dtorch.add(1.5, ints, alpha=100).to_torch(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.uint8, torch.int8])
+def test_trunc_division_with_zero_dim_operands_keeps_the_tensor_dtype(
+    dtype: torch.dtype, graph: dtorch.Graph
+) -> None:
+    """``div(rounding_mode='trunc')`` promotes as torch does with 0-d operands (which do not
+    raise the dimensioned operand's category): ``int32 // int64 0-d`` is int32."""
+    mesh = dtorch.init_device_mesh("cpu", (3,))
+    x = torch.tensor([5, 7, 100, 9, 3, 12], dtype=dtype)
+    zero_dim = torch.tensor(2, dtype=torch.int64)
+    t, z = place(x, mesh, [S0], graph), place(zero_dim, mesh, [R], graph)
+    for got, want in (
+        (t.div(zero_dim, rounding_mode="trunc"), x.div(zero_dim, rounding_mode="trunc")),
+        (t.div(z, rounding_mode="trunc"), x.div(zero_dim, rounding_mode="trunc")),
+        (z.div(t, rounding_mode="trunc"), zero_dim.div(x, rounding_mode="trunc")),
+    ):
+        assert got.dtype == want.dtype
+        assert torch.equal(got.to_torch(), want)
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("div", lambda t: t / 0),
+        ("div", lambda t: t / 0.0),
+        ("div", lambda t: t / False),
+        ("mul", lambda t: t * float("inf")),
+        ("mul", lambda t: float("-inf") * t),
+    ],
+)
+def test_partial_times_infinity_or_over_zero_is_refused(  # type: ignore[no-untyped-def]
+    name, call, graph
+) -> None:
+    """A Partial's summands times inf (or over 0) add to NaN where torch has +-inf: the
+    scalar forms are refused with the reason; a Replicate or Shard gives torch's values;
+    ``P * nan`` and ``P / inf`` stay linear (NaN and 0 are what torch gives too)."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    full = torch.tensor([1.0, -2.0, 3.0, 4.0])
+    with pytest.raises(PlacementError, match=rf"^{name}: got \(P,\).*infinite"):
+        call(place(full, mesh, [P], graph))
+    out = call(place(full, mesh, [S0], graph))
+    assert out.placements == [S0] and torch.equal(out.to_torch(), call(full))
+    partial = place(full, mesh, [P], graph)
+    for got, want in (
+        (partial * float("nan"), full * float("nan")),
+        (partial / float("inf"), full / float("inf")),
+    ):
+        assert got.placements == [P]
+        compare(got.to_torch(), want, True, name)

@@ -86,18 +86,22 @@ def test_kernel_failure_names_operator_and_line(graph: dtorch.Graph) -> None:
     with pytest.raises(KernelError, match="floor_divide"):
         (bad + 1).to_torch()
     assert (a + 1).tolist() == [2, 3, 4]
+    graph.sync()  # the failure was raised to the user already; the graph is healthy
+    worse = a // 0  # one nobody fetches reaches sync(), once
     with pytest.raises(KernelError, match="floor_divide"):
         graph.sync()
-    graph.sync()  # the failure was reported once; the graph is healthy
+    graph.sync()
+    del worse
 
 
 def test_future_timeout_is_a_clear_error(graph: dtorch.Graph) -> None:
     from dtorch.api.future import TensorFuture
     from dtorch.comm.promise import create_promise
     from dtorch.ir.opkind import PromiseKind
+    from dtorch.runtime.settle import RaisedFailures
 
     promise = create_promise(PromiseKind.MEMORY)  # held: an abandoned promise fails its future
-    never = TensorFuture(promise.get_future(), None)
+    never = TensorFuture(promise.get_future(), None, RaisedFailures())
     assert not never.wait_for(10) and not never.is_ready()
     with pytest.raises(FutureTimeoutError):
         never.get(timeout_s=0.05)

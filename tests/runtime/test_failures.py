@@ -33,8 +33,11 @@ def test_a_failed_allocation_then_a_fetch_leaves_every_stream_alive(graph: dtorc
     assert time.monotonic() - started < 10
     fine = dtorch.ones(4, device_mesh=mesh, placements=[Shard(0)], graph=graph) + 1
     assert fine.to_torch_async().get(timeout_s=30).tolist() == [2.0] * 4
-    with pytest.raises(KernelError, match="Create"):
+    graph.sync()  # the fetch raised the failure already: sync does not raise it again
+    again = dtorch.empty(1 << 40, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+    with pytest.raises(KernelError, match="Create"):  # nobody fetched this one
         graph.sync()
+    del again
     graph.sync()
 
 
@@ -53,11 +56,45 @@ def test_a_failed_shard_fails_the_redistribution_whichever_device_holds_it(
     t = dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(0)], graph=graph)
     quotient = 2 // t
     with pytest.raises(KernelError, match="ZeroDivisionError"):
+        graph.sync()  # nothing fetched it yet
+    with pytest.raises(KernelError, match="ZeroDivisionError"):
         quotient.to_torch()
     with pytest.raises(KernelError, match="ZeroDivisionError"):
         quotient.redistribute(mesh, [dtorch.Replicate()]).to_torch()
-    with pytest.raises(KernelError, match="ZeroDivisionError"):
+    graph.sync()
+
+
+def test_sync_raises_only_failures_no_fetch_raised(graph: dtorch.Graph) -> None:
+    """An operator fails on every device; the user catches it from ``to_torch()``: ``sync()``
+    does not raise it again (the other devices' copies included), but raises an unrelated
+    failure after it, which it once hid; ``await`` and ``wait`` count as raising."""
+    import asyncio
+
+    import torch
+
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    weight = dtorch.from_torch(torch.randn(5, 4), device_mesh=mesh, graph=graph)
+    ids = dtorch.from_torch(torch.tensor([1, 9]), device_mesh=mesh, graph=graph)
+    zeros = dtorch.zeros(3, dtype=torch.int64, device_mesh=mesh, graph=graph)
+    seen = dtorch.nn.functional.embedding(ids, weight)
+    with pytest.raises(KernelError, match="Embedding"):
+        seen.to_torch()
+    graph.sync()
+    seen = dtorch.nn.functional.embedding(ids, weight)
+    unseen = 1 // zeros
+    with pytest.raises(KernelError, match="Embedding"):
+        seen.to_torch_async().wait()
+    with pytest.raises(KernelError, match=r"floor_divide.*ZeroDivisionError"):
         graph.sync()
+    graph.sync()
+    with pytest.raises(KernelError, match="Embedding"):
+        asyncio.run(_fetch(dtorch.nn.functional.embedding(ids, weight)))
+    graph.sync()
+    del unseen
+
+
+async def _fetch(t: dtorch.Tensor) -> object:
+    return await t.to_torch_async()
 
 
 def test_the_failure_board_stays_bounded() -> None:

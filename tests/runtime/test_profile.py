@@ -134,5 +134,4 @@ def test_a_kernel_failure_keeps_the_events_before_it(graph: dtorch.Graph) -> Non
     names = Counter(e.name.split("_")[0] for e in prof.events)
     assert names["add"] == DEVICES and names["empty"] == DEVICES
     assert torch.equal(b.to_torch(), torch.ones(8) + 1)
-    with pytest.raises(KernelError, match="Create"):
-        graph.sync()
+    graph.sync()  # the fetch raised the failure: sync does not raise it again

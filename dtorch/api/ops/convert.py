@@ -16,9 +16,9 @@ import torch
 
 from dtorch.api.graph import mesh_of
 from dtorch.api.handle import TensorBase
-from dtorch.api.record import record
+from dtorch.api.record import record, redistribute_to
 from dtorch.api.redistribute import move, redistribute
-from dtorch.errors import MeshError
+from dtorch.errors import DtypeError, MeshError, ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import CastParam, CloneParam, CopyParam
 from dtorch.ir.placement import Replicate
@@ -62,6 +62,38 @@ def copy_(dst: Tensor, src: Tensor) -> Tensor:
             src = redistribute(src, mesh, placements)
     record("copy_", _COPY, (dst, src))
     return dst
+
+
+def assign(name: str, target: Tensor, result: Tensor) -> Tensor:
+    """``target``'s values replaced by ``result`` (computed from ``target``) in place: torch's
+    in-place ``op_`` and ``op=``, which every alias and view of ``target`` sees. The result
+    must have ``target``'s shape and a dtype torch casts to ``target``'s; it is moved to
+    ``target``'s placements first when the operator chose others (a Replicate operand sharded
+    like the other one); returns ``target``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.arange(4)
+        >>> row = t[1:3]
+        >>> row += 10
+        >>> t.tolist()
+        [0, 11, 12, 3]
+    """
+    if tuple(result.shape) != tuple(target.shape):
+        raise ShapeError(
+            f"{name}: output with shape {list(target.shape)} doesn't match the broadcast shape "
+            f"{list(result.shape)}"
+        )
+    if not torch.can_cast(result.dtype, target.dtype):
+        raise DtypeError(
+            f"{name}: result type {result.dtype} can't be cast to the desired output type "
+            f"{target.dtype}"
+        )
+    wanted = target._operand.placements
+    if result._operand.placements != wanted:
+        result = redistribute_to(result, target.device_mesh, wanted)
+    record(name, _COPY, (target, result))
+    return target
 
 
 def detach(t: Tensor) -> Tensor:

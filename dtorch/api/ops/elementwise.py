@@ -17,6 +17,7 @@ import torch
 
 from dtorch.api.create import distribute
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops.convert import cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MaskedKind, MathKind
@@ -28,6 +29,8 @@ from dtorch.ir.params import (
     MaskedParam,
     WhereParam,
 )
+from dtorch.ir.rules.promotion import alpha_binary_dtype
+from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
 from dtorch.ir.scalar import Scalar
 
 if TYPE_CHECKING:
@@ -72,22 +75,45 @@ def _zero_dim(value: Any, other: TensorBase) -> Any:
 
 
 def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
-    return binary(BinaryKind.ADD, "add", input, _scaled(other, alpha))
+    """``input + alpha * other``, ``alpha`` applied in the result dtype as torch does."""
+    return _scaled_binary(BinaryKind.ADD, "add", input, other, alpha)
 
 
 def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
-    return binary(BinaryKind.SUB, "sub", input, _scaled(other, alpha))
+    """``input - alpha * other``, ``alpha`` applied in the result dtype as torch does."""
+    return _scaled_binary(BinaryKind.SUB, "sub", input, other, alpha)
 
 
-def _scaled(b: Any, alpha: Any) -> Any:
-    """``alpha * b`` of add/sub: a tensor gets a mul, a number stays a number."""
-    if alpha == 1:
-        return b
-    if isinstance(b, TensorBase):
-        return mul(b, alpha)
-    number, factor = as_scalar(b).value, as_scalar(alpha).value
-    assert number is not None and factor is not None  # numbers are never tagged NONE
-    return number * factor
+def _scaled_binary(kind: BinaryKind, name: str, a: Any, b: Any, alpha: Any) -> Tensor:
+    """``a <kind> alpha * b``: two tensors in one operator (torch's kernel scales ``b`` in the
+    result dtype: scaling first in ``b``'s own dtype could overflow or wrap); a number ``b``
+    scaled by Python, after torch's check of ``alpha`` against the result dtype."""
+    if type(alpha) is int and alpha == 1:
+        return binary(kind, name, a, b)
+    scale = as_scalar(alpha)
+    if isinstance(a, TensorBase):
+        b = _zero_dim(b, a)
+    elif isinstance(b, TensorBase):
+        a = _zero_dim(a, b)
+    if isinstance(a, TensorBase) and isinstance(b, TensorBase):
+        return record_one(name, BroadcastBinaryParam(kind, alpha=scale), (a, b), 2)
+    if not isinstance(b, TensorBase):
+        _check_alpha(kind, name, a, b, scale)
+        return binary(kind, name, a, _times(as_scalar(b), scale))
+    dtype = torch.result_type(_probe(a), _probe(b))  # ``number - alpha * tensor``
+    return binary(kind, name, a, mul(cast(b, dtype), alpha))  # type: ignore[arg-type]
+
+
+def _check_alpha(kind: BinaryKind, name: str, a: Any, b: Any, alpha: Scalar) -> None:
+    """torch's refusal of a float alpha for integer results (a bool one for non-bool)."""
+    if isinstance(a, TensorBase):
+        side = SCALAR_DTYPES[as_scalar(b).kind] or torch.get_default_dtype(), True
+        alpha_binary_dtype(name, kind, (a.dtype, not a.shape), side, alpha.kind)
+
+
+def _times(number: Scalar, factor: Scalar) -> Any:
+    assert number.value is not None and factor.value is not None  # numbers are never NONE
+    return number.value * factor.value
 
 
 def mul(input: Any, other: Any) -> Tensor:
@@ -115,9 +141,10 @@ def trunc_div(a: Any, b: Any) -> Tensor:
 
 
 def _probe(value: Any) -> Any:
-    """A stand-in with ``value``'s dtype for torch's promotion rules (one-time, not hot)."""
+    """A stand-in with ``value``'s dtype and dims for torch's promotion rules (a 0-d tensor
+    promotes unlike a 1-d one; not hot)."""
     if isinstance(value, TensorBase):
-        return torch.empty((1,), dtype=value.dtype)
+        return torch.empty((1,) * bool(value.shape), dtype=value.dtype)
     return value
 
 
@@ -163,6 +190,30 @@ def logical_and(input: Any, other: Any) -> Tensor:
 
 def logical_or(input: Any, other: Any) -> Tensor:
     return binary(BinaryKind.LOGICAL_OR, "logical_or", input, other)
+
+
+def bitwise_and(input: Any, other: Any) -> Tensor:
+    """``input & other``: bitwise for integers, logical for bools (torch refuses floats)."""
+    return binary(BinaryKind.BITWISE_AND, "bitwise_and", input, other)
+
+
+def bitwise_or(input: Any, other: Any) -> Tensor:
+    """``input | other``: bitwise for integers, logical for bools (torch refuses floats)."""
+    return binary(BinaryKind.BITWISE_OR, "bitwise_or", input, other)
+
+
+def bitwise_xor(input: Any, other: Any) -> Tensor:
+    """``input ^ other``: bitwise for integers, logical for bools (torch refuses floats)."""
+    return binary(BinaryKind.BITWISE_XOR, "bitwise_xor", input, other)
+
+
+def bitwise_not(input: Tensor) -> Tensor:
+    """``~input``: bitwise for integers, logical for bools (torch refuses floats)."""
+    if input.dtype.is_floating_point or input.dtype.is_complex:
+        raise TypeError(
+            f"bitwise_not (~) is only implemented on integer and bool tensors, got {input.dtype}"
+        )
+    return unary(MathKind.BITWISE_NOT, "bitwise_not", input)
 
 
 def maximum(input: Tensor, other: Any) -> Tensor:

@@ -2,8 +2,10 @@
 
 Shapes broadcast as in torch; dtypes are torch's (probed once, see ``promotion``). On one mesh
 dimension an elementwise operator keeps a shard of any kept dim and accepts Partial only where
-it is linear in that operand: ``P + P``, ``P - P``, ``P * R``, ``R * P``, ``P / R``,
-``P * scalar``, ``P / scalar``, ``-P``.
+it is linear in that operand: ``P + P``, ``P - P``, ``P * R``, ``R * P``, ``P * scalar``
+(a finite one), ``P / scalar`` (a non-zero one), ``-P``. ``P * R`` keeps Partial as DTensor
+does, which is exact for finite values: an infinite element of the Replicate factor meets the
+other ranks' zero summands and gives NaN where torch gives +-inf (a known gap, tested as such).
 
 Example:
     >>> import torch
@@ -23,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import torch
@@ -42,6 +45,7 @@ from dtorch.ir.rules.base import (
 )
 from dtorch.ir.rules.promotion import (
     activation_dtype,
+    alpha_binary_dtype,
     binary_dtype,
     math_dtype,
     scalar_binary_dtype,
@@ -68,6 +72,13 @@ _SCALAR_SIGS: dict[tuple[BinaryKind, bool], Signature] = {
     (BinaryKind.MUL, True): _LINEAR1,
     (BinaryKind.DIV, False): _LINEAR1,
 }
+#: ``P * inf`` and ``P / 0`` are not linear: summands of mixed sign (or zero) make
+#: ``inf - inf`` or ``0 * inf`` = NaN where torch gives +-inf.
+_UNBOUNDED1 = elementwise(
+    1,
+    hint="a Partial times an infinite number, or divided by 0, would add infinite summands "
+    "to NaN; redistribute to Replicate first",
+)
 _MATH_SIGS: dict[MathKind, Signature] = {MathKind.NEG: _LINEAR1}
 
 
@@ -131,9 +142,23 @@ def binary_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
         return _scalar_rule(name, param, inputs[0])
     a, b = inputs
     shape = a.shape if a.shape == b.shape else broadcast_shapes(name, (a.shape, b.shape))
-    dtype = binary_dtype(name, param.binary, (a.dtype, not a.shape), (b.dtype, not b.shape))
+    sides = (a.dtype, not a.shape), (b.dtype, not b.shape)
+    if param.alpha is None:
+        dtype = binary_dtype(name, param.binary, *sides)
+    else:
+        dtype = alpha_binary_dtype(name, param.binary, *sides, _alpha_kind(name, param))
     sig = _BINARY_SIGS.get(param.binary, _PLAIN2)
     return elementwise_placements(name, sig, inputs, shape, dtype)
+
+
+def _alpha_kind(name: str, param: BroadcastBinaryParam) -> ScalarKind:
+    """The kind of ``alpha``, which only ADD and SUB take, and only as a number."""
+    assert param.alpha is not None
+    if param.binary not in (BinaryKind.ADD, BinaryKind.SUB):
+        raise ParamError(f"{name}: alpha is accepted by add and sub only, not {param.binary.name}")
+    if param.alpha.kind is ScalarKind.NONE:
+        raise DtypeError(f"{name}: alpha is None; accepted: int, float, bool")
+    return param.alpha.kind
 
 
 def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inference:
@@ -141,10 +166,21 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
     kind = param.scalar.kind
     if kind is ScalarKind.NONE:
         raise DtypeError(f"{name}: the scalar operand is None; accepted: int, float, bool")
+    if param.alpha is not None:
+        raise ParamError(f"{name}: alpha is accepted with two tensors only, not with a scalar")
     side = (x.dtype, not x.shape)
     dtype = scalar_binary_dtype(name, param.binary, side, kind, param.scalar_first)
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
+    if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value):
+        sig = _UNBOUNDED1
     return elementwise_placements(name, sig, (x,), x.shape, dtype)
+
+
+def _unbounded(kind: BinaryKind, value: object) -> bool:
+    """Whether ``x * value`` (``x / value``) is infinite for a finite non-zero ``x``."""
+    if kind is BinaryKind.DIV:
+        return value == 0
+    return isinstance(value, float) and math.isinf(value)
 
 
 def math_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

@@ -24,7 +24,14 @@ import torch.nn.functional as F
 
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, OpKind, ReduceKind
 from dtorch.ir.rules.base import DtypeError
-from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, REDUCE, binary_with_scalar
+from dtorch.ir.rules.torch_ops import (
+    ACTIVATION,
+    BINARY,
+    MATH,
+    REDUCE,
+    binary_with_alpha,
+    binary_with_scalar,
+)
 from dtorch.ir.scalar import Scalar, ScalarKind
 
 _Answer = torch.dtype | str
@@ -60,6 +67,22 @@ def _binary(kind: BinaryKind, a: Side, b: Side, default: torch.dtype) -> _Answer
 def binary_dtype(name: str, kind: BinaryKind, a: Side, b: Side) -> torch.dtype:
     """Result dtype of ``a <kind> b`` (put a leading scalar first, as the kernel does)."""
     return _answer(name, _binary(kind, a, b, torch.get_default_dtype()))
+
+
+@functools.cache
+def _with_alpha(
+    kind: BinaryKind, a: Side, b: Side, alpha: ScalarKind, default: torch.dtype
+) -> _Answer:
+    sample = Scalar(alpha, _SAMPLES[alpha])
+    return _probe(lambda: binary_with_alpha(kind, _one(*a), _one(*b), sample))
+
+
+def alpha_binary_dtype(
+    name: str, kind: BinaryKind, a: Side, b: Side, alpha: ScalarKind
+) -> torch.dtype:
+    """Result dtype of ``add``/``sub(a, b, alpha=)``: torch also refuses a float alpha for
+    integer results and a non-bool one for bool results."""
+    return _answer(name, _with_alpha(kind, a, b, alpha, torch.get_default_dtype()))
 
 
 #: A representative value of each scalar kind for the dtype probes.

@@ -49,6 +49,9 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.MINIMUM: torch.minimum,
     BinaryKind.FLOOR_DIV: torch.floor_divide,
     BinaryKind.REMAINDER: torch.remainder,
+    BinaryKind.BITWISE_AND: torch.bitwise_and,
+    BinaryKind.BITWISE_OR: torch.bitwise_or,
+    BinaryKind.BITWISE_XOR: torch.bitwise_xor,
 }
 
 MATH: dict[MathKind, Unary] = {
@@ -71,6 +74,7 @@ MATH: dict[MathKind, Unary] = {
     MathKind.ISNAN: torch.isnan,
     MathKind.CEIL: torch.ceil,
     MathKind.LOGICAL_NOT: torch.logical_not,
+    MathKind.BITWISE_NOT: torch.bitwise_not,
 }
 
 
@@ -158,6 +162,9 @@ OPERATORS: dict[BinaryKind, Callable[[Any, Any], Any]] = {
     BinaryKind.LE: operator.le,
     BinaryKind.FLOOR_DIV: operator.floordiv,
     BinaryKind.REMAINDER: operator.mod,
+    BinaryKind.BITWISE_AND: operator.and_,
+    BinaryKind.BITWISE_OR: operator.or_,
+    BinaryKind.BITWISE_XOR: operator.xor,
 }
 
 
@@ -173,3 +180,9 @@ def binary_with_scalar(
     out = fn(value, x) if scalar_first else fn(x, value)
     assert isinstance(out, torch.Tensor)
     return out
+
+
+def binary_with_alpha(kind: BinaryKind, a: torch.Tensor, b: torch.Tensor, alpha: Scalar) -> Any:
+    """``torch.add(a, b, alpha=)`` or ``torch.sub``: ``b`` scaled inside torch's kernel, in
+    the result dtype (scaling it first, in its own dtype, could overflow or wrap)."""
+    return BINARY[kind](a, b, alpha=alpha.value)  # type: ignore[call-arg]

@@ -26,7 +26,14 @@ from __future__ import annotations
 
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
-from dtorch.ir.rules.torch_ops import ACTIVATION, BINARY, MATH, SLOPED, binary_with_scalar
+from dtorch.ir.rules.torch_ops import (
+    ACTIVATION,
+    BINARY,
+    MATH,
+    SLOPED,
+    binary_with_alpha,
+    binary_with_scalar,
+)
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
@@ -34,6 +41,8 @@ def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``a <op> b`` on the local shards, or one shard with the param's scalar."""
     param: BroadcastBinaryParam = ctx.operator.param  # type: ignore[assignment]  # hottest
     if param.scalar is None:
+        if param.alpha is not None:
+            return [binary_with_alpha(param.binary, inputs[0], inputs[1], param.alpha)]
         return [BINARY[param.binary](inputs[0], inputs[1])]
     return [binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first)]
 

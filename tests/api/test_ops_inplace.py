@@ -1,0 +1,169 @@
+"""In-place arithmetic through the public API against torch: the augmented assignments
+(``t += x``, ``-= *= /= //= %= **= &= |= ^=``) and the named methods (``add_``, ``sub_``,
+``mul_``, ``div_``, ``floor_divide_``, ``remainder_``, ``pow_``, ``bitwise_and_/or_/xor_``,
+``clamp_``) change the tensor's own values, so every alias and every view of it sees the change,
+as in torch; the tensor keeps its layout; torch's refusals (a result dtype that does not cast
+back, a result shape that is not the tensor's) are refused at the call and change nothing."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import DtypeError, PlacementError, ShapeError
+from tests.api.ops_harness import S0, S1, P, R, compare, place
+
+pytestmark = pytest.mark.timeout(120)
+
+_G = torch.Generator().manual_seed(77)
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Every test draws the same values whichever tests ran before it."""
+    _G.manual_seed(77)
+
+
+#: name in messages, the augmented assignment, the operand kind.
+_AUGMENTED: list[tuple[str, Callable[[Any, Any], Any], str]] = [
+    ("add", operator.iadd, "float"),
+    ("sub", operator.isub, "float"),
+    ("mul", operator.imul, "float"),
+    ("div", operator.itruediv, "float"),
+    ("floor_divide", operator.ifloordiv, "int"),
+    ("remainder", operator.imod, "int"),
+    ("pow", operator.ipow, "positive"),
+    ("bitwise_and", operator.iand, "int"),
+    ("bitwise_or", operator.ior, "int"),
+    ("bitwise_xor", operator.ixor, "int"),
+]
+
+
+def _pair(kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (4, 3) target and a broadcast (3,) operand."""
+    if kind == "int":
+        return torch.randint(-9, 10, (4, 3), generator=_G), torch.randint(1, 6, (3,), generator=_G)
+    a, b = torch.randn(4, 3, generator=_G), torch.randn(3, generator=_G)
+    return (a.abs() + 0.5, b) if kind == "positive" else (a, b)
+
+
+_LAYOUTS = [[R], [S0], [S1]]
+
+
+@pytest.mark.parametrize(("name", "op", "kind"), _AUGMENTED)
+def test_augmented_assignment_changes_aliases_and_views(  # type: ignore[no-untyped-def]
+    name, op, kind, graph
+) -> None:
+    """``t op= x`` for a tensor and a number ``x``, on every layout of ``t`` and ``x``: the
+    same handle back, torch's values in ``t``, in an alias and in a view taken before; ``t``'s
+    placements unchanged (a Replicate ``t`` with a sharded ``x`` stays Replicate)."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    full, other = _pair(kind)
+    for t_layout in _LAYOUTS:
+        # x's one dim is t's dim 1: x may be sharded where t's dim 1 is, or t is Replicate
+        for operand in [[R], 2, *([[S0]] if t_layout != [S0] else [])]:
+            # a slice of an unsharded dim (a sharded one would have to be redistributed)
+            index = (slice(None), slice(1, None)) if t_layout == [S0] else (slice(1, None),)
+            want = full.clone()
+            view_want = want[index]
+            x_full = other if not isinstance(operand, int) else operand
+            op(want, x_full)
+            t = place(full, mesh, t_layout, graph)
+            alias, view = t, t[index]
+            x = x_full if isinstance(operand, int) else place(other, mesh, operand, graph)
+            result = op(t, x)
+            context = f"{name}= on {t_layout} with {operand}"
+            assert result is alias and t.placements == t_layout, context
+            compare(t.to_torch(), want, True, context)
+            compare(view.to_torch(), view_want, True, context)
+
+
+def test_writes_through_a_view_reach_the_base(graph: dtorch.Graph) -> None:
+    """The reviewer's case: ``r = t[2]; r *= 0; r += 2`` changes row 2 of ``t``; a transposed
+    view and an augmented index (``t[1] += 5``) too."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    full = torch.randn(4, 6, generator=_G)
+    want = full.clone()
+    t = place(full, mesh, [S1, R], graph)
+    r, wr = t[2], want[2]
+    r *= 0
+    r += 2
+    wr *= 0
+    wr += 2
+    tt, wt = t.transpose(0, 1), want.transpose(0, 1)
+    tt[:, 3] -= 1.5
+    wt[:, 3] -= 1.5
+    t[1] += 5
+    want[1] += 5
+    assert torch.equal(t.to_torch(), want)
+    assert torch.equal(r.to_torch(), wr) and torch.equal(tt.to_torch(), wt)
+
+
+def test_named_in_place_methods(graph: dtorch.Graph) -> None:
+    """The ``op_`` methods return the tensor itself and give torch's values."""
+    mesh = dtorch.init_device_mesh("cpu", (3,))
+    a, b = torch.randn(6, 2, generator=_G) * 4, torch.randn(6, 2, generator=_G) + 0.1
+    ints = torch.randint(-20, 20, (6, 2), generator=_G)
+    calls: list[tuple[Callable[[Any, Any], Any], torch.Tensor, torch.Tensor]] = [
+        (lambda t, o: t.add_(o, alpha=2), a, b),
+        (lambda t, o: t.sub_(o, alpha=0.5), a, b),
+        (lambda t, o: t.mul_(o), a, b),
+        (lambda t, o: t.div_(o), a, b),
+        (lambda t, o: t.div_(o, rounding_mode="floor"), a, b),
+        (lambda t, o: t.div_(3, rounding_mode="trunc"), ints, b),
+        (lambda t, o: t.floor_divide_(3), ints, b),
+        (lambda t, o: t.remainder_(7), ints, b),
+        (lambda t, o: t.pow_(2), a, b),
+        (lambda t, o: t.bitwise_and_(6), ints, b),
+        (lambda t, o: t.bitwise_or_(1), ints, b),
+        (lambda t, o: t.bitwise_xor_(5), ints, b),
+        (lambda t, o: t.clamp_(-1, 1), a, b),
+        (lambda t, o: t.clip_(max=0.5), a, b),
+    ]
+    for i, (call, full, other) in enumerate(calls):
+        want = full.clone()
+        call(want, other)
+        t = place(full, mesh, [S0], graph)
+        o = place(other, mesh, [R], graph)
+        assert call(t, o) is t and t.placements == [S0], i
+        compare(t.to_torch(), want, True, f"call {i}")
+
+
+def test_partial_targets_where_linear(graph: dtorch.Graph) -> None:
+    """A Partial tensor takes ``+= P``, ``*= number`` and ``*= R`` in place and stays
+    Partial; a non-linear update is refused with the operator's name and leaves it alone."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    a, b, w = (torch.randn(5, generator=_G) for _ in range(3))
+    t = place(a, mesh, [P], graph)
+    t += place(b, mesh, [P], graph)
+    t *= 3
+    t *= place(w, mesh, [R], graph)
+    want = (a + b) * 3 * w
+    assert t.placements == [P]
+    torch.testing.assert_close(t.to_torch(), want)
+    with pytest.raises(PlacementError, match=r"^add: got \(P,\)"):
+        t += 1
+    torch.testing.assert_close(t.to_torch(), want)
+
+
+def test_refusals_change_nothing(graph: dtorch.Graph) -> None:
+    """torch's refusals, at the call: an integer tensor cannot take a float result, a (3,)
+    tensor cannot take a broadcast (2, 3) result; the tensor keeps its values."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    ints = torch.arange(6).reshape(2, 3)
+    t = place(ints, mesh, [S0], graph)
+    with pytest.raises(DtypeError, match="can't be cast to the desired output type"):
+        t += 1.5
+    with pytest.raises(RuntimeError):
+        ints.clone().add_(1.5)  # torch refuses the same
+    row = place(torch.ones(3), mesh, [R], graph)
+    with pytest.raises(ShapeError, match=r"output with shape \[3\] doesn't match.*\[2, 3\]"):
+        row += place(torch.ones(2, 3), mesh, [R], graph)
+    with pytest.raises(RuntimeError):
+        torch.ones(3).add_(torch.ones(2, 3))
+    assert torch.equal(t.to_torch(), ints) and torch.equal(row.to_torch(), torch.ones(3))
