@@ -49,6 +49,17 @@ _BINARY_FNS = {
     BinaryKind.MINIMUM: torch.minimum,
     BinaryKind.FLOOR_DIV: torch.floor_divide,
     BinaryKind.REMAINDER: torch.remainder,
+    BinaryKind.BITWISE_AND: torch.bitwise_and,
+    BinaryKind.BITWISE_OR: torch.bitwise_or,
+    BinaryKind.BITWISE_XOR: torch.bitwise_xor,
+}
+#: Kinds tested on integers (torch's bitwise kernels refuse floats).
+_INT_KINDS = {
+    BinaryKind.FLOOR_DIV,
+    BinaryKind.REMAINDER,
+    BinaryKind.BITWISE_AND,
+    BinaryKind.BITWISE_OR,
+    BinaryKind.BITWISE_XOR,
 }
 
 #: Shapes of (a, b): same shape, b broadcast on the left, b broadcast with a size-1 dim.
@@ -62,7 +73,7 @@ def test_binary_all_layouts(kind: BinaryKind, mesh_shape: tuple[int, ...]) -> No
     limit = 120 if len(mesh_shape) > 1 else 400
     for shape_a, shape_b in _SHAPE_PAIRS:
         a, b = _randn(*shape_a), _randn(*shape_b)
-        if kind in (BinaryKind.FLOOR_DIV, BinaryKind.REMAINDER):
+        if kind in _INT_KINDS:
             a, b = _ints(*shape_a), _ints(*shape_b, low=1)
         accepted = run_layouts(
             kind.name.lower(), BroadcastBinaryParam(kind), [a, b], mesh_shape, [fn(a, b)],
@@ -86,7 +97,7 @@ def test_binary_accepted_set_on_one_mesh_dim(kind: BinaryKind) -> None:
     """Same-shape 2-D operands on a 1-D mesh: exactly R x R, matching shards (with R turned
     into the other operand's shard) and the linear Partial rows are accepted."""
     a, b = _randn(4, 3), _randn(4, 3) + 3
-    if kind in (BinaryKind.FLOOR_DIV, BinaryKind.REMAINDER):
+    if kind in _INT_KINDS:
         a, b = _ints(4, 3), _ints(4, 3, low=1)
     accepted = run_layouts(
         "op", BroadcastBinaryParam(kind), [a, b], (2,), [_BINARY_FNS[kind](a, b)]
@@ -149,13 +160,18 @@ _MATH_FNS = {
     MathKind.ISNAN: torch.isnan,
     MathKind.CEIL: torch.ceil,
     MathKind.LOGICAL_NOT: torch.logical_not,
+    MathKind.BITWISE_NOT: torch.bitwise_not,
 }
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES)
 @pytest.mark.parametrize("kind", list(MathKind))
 def test_math_all_layouts(kind: MathKind, mesh_shape: tuple[int, ...]) -> None:
-    for x in (_randn(5, 3), _randn(2, 3, 4), _ints(7)):
+    if kind is MathKind.BITWISE_NOT:  # torch's bitwise_not refuses floats
+        inputs = (_ints(5, 3), _ints(2, 3, 4), _ints(7))
+    else:
+        inputs = (_randn(5, 3), _randn(2, 3, 4), _ints(7))
+    for x in inputs:
         accepted = run_layouts("op", BaseMathParam(kind), [x], mesh_shape, [_MATH_FNS[kind](x)])
         partial = any(Partial() in pl for (pl,) in accepted)
         assert partial == (kind is MathKind.NEG)
