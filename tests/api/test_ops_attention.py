@@ -269,3 +269,30 @@ def test_broadcast_leading_dims(
     bad = [place(t, mesh, [R] * len(mesh_shape), graph) for t in (_Q, _K[:2], _V[:2])]
     with pytest.raises(ShapeError, match="do not fit"):  # 3 batches against 2 do not broadcast
         DF.scaled_dot_product_attention(*bad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mesh_shape", [(3,), (2, 2)])
+def test_float32_mask_with_another_query_dtype(
+    dtype: torch.dtype, mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """torch takes a float32 mask with a q of any floating dtype (the output in q's dtype);
+    a mask of another dtype than q's, float32 and bool stays refused, as torch refuses it."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    rest = [R] * (len(mesh_shape) - 1)
+    q, k, v = (t.to(dtype) for t in (_Q, _K, _V))
+    mask = torch.rand((5, 7), generator=_G) - 0.5
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    for layout in ([S0, *rest], [S2, *rest]):  # a sharded batch, a sharded query sequence
+        kv = [R if layout[0] == S2 else S0, *rest]
+        dq, dk, dv = (place(t, mesh, p, graph) for t, p in ((q, layout), (k, kv), (v, kv)))
+        for m in (mask, place(mask, mesh, [R] * mesh.ndim, graph)):
+            out = DF.scaled_dot_product_attention(dq, dk, dv, attn_mask=m)
+            assert out.dtype == want.dtype == dtype and out.placements == layout
+            torch.testing.assert_close(out.to_torch(), want)
+    other = mask.to(dtype)  # with a float32 q
+    with pytest.raises(RuntimeError, match="Expected attn_mask dtype to be bool or float"):
+        F.scaled_dot_product_attention(_Q, _K, _V, attn_mask=other)
+    dq, dk, dv = (place(t, mesh, [R] * mesh.ndim, graph) for t in (_Q, _K, _V))
+    with pytest.raises(DtypeError, match=rf"attn_mask has dtype {dtype}; accepted: torch.bool"):
+        DF.scaled_dot_product_attention(dq, dk, dv, attn_mask=other)

@@ -108,3 +108,22 @@ def test_rejections(graph: dtorch.Graph) -> None:
         DF.embedding(place(torch.ones(2), mesh, [R, R], graph), weight)
     with pytest.raises(ShapeError, match=r"^embedding: the weight must be 2-D"):
         DF.embedding(rep, place(torch.ones(6), mesh, [R, R], graph))
+
+
+@pytest.mark.parametrize("padding_idx", [-6, -7, -10, 5])
+def test_padding_idx_out_of_range_is_refused(padding_idx: int, graph: dtorch.Graph) -> None:
+    """torch refuses a padding_idx outside [-rows, rows); a negative one is not wrapped into
+    range first (-6 is no -1 of a 5-row weight)."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    weight, ids = torch.randn((5, 3), generator=_G), torch.tensor([[0, 4], [2, 1]])
+    with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+        F.embedding(ids, weight, padding_idx=padding_idx)
+    dw = place(weight, mesh, [S0], graph)
+    with pytest.raises(
+        ParamError,
+        match=rf"^embedding: padding_idx {padding_idx} is out of range for 5 embeddings; "
+        r"accepted: -5 to 4 or None",
+    ):
+        DF.embedding(place(ids, mesh, [R], graph), dw, padding_idx=padding_idx)
+    out = DF.embedding(place(ids, mesh, [R], graph), dw, padding_idx=-5)  # the lowest in range
+    assert torch.equal(out.to_torch(), F.embedding(ids, weight, padding_idx=-5))

@@ -244,3 +244,36 @@ def test_rejections(graph: dtorch.Graph) -> None:
     other = dtorch.init_device_mesh("cpu", 3)
     with pytest.raises(MeshError, match=r"^matmul: inputs lie on different meshes"):
         place(a, mesh, [R], graph) @ place(b, other, [R], graph)
+
+
+#: linear(x (2, 5, 3), w (3,)): x's batch shards stay, the contracted dim on both gives P.
+_LINEAR_VECTOR: Table = {(R, R): R, (S0, R): S0, (S1, R): S1, (S2, S0): P, **_LINEAR_ROWS}
+
+
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+def test_linear_vector_weight_every_layout(
+    mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """A 1-D weight (in_features,) without a bias: torch's ``x @ w``, the last dim gone."""
+    x, w = _randn(2, 5, 3), _randn(3)
+    accepted = run_api(
+        graph, "linear", DF.linear, [x, w], mesh_shape, [F.linear(x, w)], table=_LINEAR_VECTOR,
+        exact=False, limit=limit_for(mesh_shape, n_d=16),
+    )  # fmt: skip
+    assert len(accepted) == len(_LINEAR_VECTOR) or len(mesh_shape) > 1
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    for a in (_randn(4, 3), _randn(3)):  # (3,) and () outputs
+        out = DF.linear(
+            place(a, mesh, [R] * mesh.ndim, graph), place(w, mesh, [R] * mesh.ndim, graph)
+        )
+        assert out.shape == F.linear(a, w).shape
+        torch.testing.assert_close(out.to_torch(), F.linear(a, w))
+
+
+def test_linear_vector_weight_with_a_bias_is_refused(graph: dtorch.Graph) -> None:
+    """torch refuses a bias beside a 1-D weight; so does dtorch, saying what it accepts."""
+    x, w, b = _randn(4, 3), _randn(3), _randn(4)
+    with pytest.raises(RuntimeError):
+        F.linear(x, w, b)
+    with pytest.raises(ShapeError, match=r"^linear: x \[4, 3\] and weight \[3\] do not match; "):
+        DF.linear(dtorch.tensor(x), dtorch.tensor(w), dtorch.tensor(b))

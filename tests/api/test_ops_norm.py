@@ -273,3 +273,47 @@ def test_rejections(graph: dtorch.Graph) -> None:
         DF.batch_norm(x, None, None)
     with pytest.raises(ValueError, match=r"expected more than 1 value per channel when training"):
         DF.batch_norm(place(_rand(1, 6), mesh, [R, R], graph), None, None, training=True)
+
+
+@pytest.mark.parametrize("stats_layout", [[R], [S0]])
+def test_batch_norm_with_a_device_holding_no_channels(
+    stats_layout: list[Placement], graph: dtorch.Graph
+) -> None:
+    """4 channels over 3 devices are 2 + 2 + 0 (torch.chunk): the empty shard normalises
+    nothing, in eval mode and in training mode (statistics and running ones as torch's)."""
+    mesh = dtorch.init_device_mesh("cpu", (3,))
+    x, weight, bias = _rand(5, 4, 3, 3) * 2 + 1, _rand(4), _rand(4)
+    mean, var = _rand(4), _rand(4).abs() + 0.5
+    dx = place(x, mesh, [S1], graph)
+    dmean, dvar = place(mean, mesh, stats_layout, graph), place(var, mesh, stats_layout, graph)
+    dw, db = place(weight, mesh, [R], graph), place(bias, mesh, stats_layout, graph)
+    out = DF.batch_norm(dx, dmean, dvar, dw, db)
+    assert out.placements == [S1]
+    torch.testing.assert_close(out.to_torch(), F.batch_norm(x, mean, var, weight, bias))
+    for _ in range(2):
+        out = DF.batch_norm(dx, dmean, dvar, dw, db, training=True, momentum=0.3)
+        want = F.batch_norm(x, mean, var, weight, bias, training=True, momentum=0.3)
+        assert out.placements == [S1]
+        torch.testing.assert_close(out.to_torch(), want)
+    torch.testing.assert_close(dmean.to_torch(), mean)
+    torch.testing.assert_close(dvar.to_torch(), var)
+
+
+@pytest.mark.parametrize("role", ["running_mean", "running_var", "weight", "bias"])
+def test_batch_norm_training_checks_the_vector_sizes(role: str, graph: dtorch.Graph) -> None:
+    """Training mode checks every per-channel vector before any arithmetic (torch refuses the
+    same calls); the running statistics are left as they were."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    x = _rand(5, 3, 2)
+    fulls = {"running_mean": torch.zeros(3), "running_var": torch.ones(3)}
+    fulls.update(weight=torch.ones(3), bias=torch.zeros(3))
+    fulls[role] = fulls[role].new_ones(4)
+    with pytest.raises(RuntimeError):
+        F.batch_norm(x, **fulls, training=True)  # type: ignore[arg-type]
+    ours = {k: place(v, mesh, [R], graph) for k, v in fulls.items()}
+    with pytest.raises(
+        ShapeError, match=rf"^batch_norm: {role} has shape \[4\]; expected \[3\] \(the channels"
+    ):
+        DF.batch_norm(place(x, mesh, [S0], graph), **ours, training=True)  # type: ignore[arg-type]
+    for key in ("running_mean", "running_var"):
+        assert torch.equal(ours[key].to_torch(), fulls[key]), key

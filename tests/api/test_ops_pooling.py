@@ -174,3 +174,21 @@ def test_integer_pools(graph: dtorch.Graph) -> None:
         DF.adaptive_avg_pool2d(t, 1)
     with pytest.raises(DtypeError, match=r"max_pool2d: no kernel for torch.bool; accepted: every"):
         DF.max_pool2d(t > 0, 2)
+
+
+@pytest.mark.parametrize("output_size", [0, (0, 3), (2, 0), (0, None)])
+@pytest.mark.parametrize("mesh_shape", [(3,), (2, 2)])
+def test_adaptive_avg_pool2d_to_an_empty_size(
+    output_size: Any, mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """An output size of 0 gives torch's empty output, in every layout the pool keeps."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    x = _randn(2, 5, 4, 6)
+    want = F.adaptive_avg_pool2d(x, output_size)
+    rest = [R] * (mesh.ndim - 1)
+    for layout in ([R, *rest], [S0, *rest], [S1, *rest], [P, *rest]):
+        out = DF.adaptive_avg_pool2d(place(x, mesh, layout, graph), output_size)
+        assert out.placements == layout and out.shape == want.shape
+        assert torch.equal(out.to_torch(), want)
+    unbatched = DF.adaptive_avg_pool2d(place(x[0], mesh, [S0, *rest], graph), output_size)
+    assert torch.equal(unbatched.to_torch(), F.adaptive_avg_pool2d(x[0], output_size))

@@ -64,6 +64,18 @@ def test_unbatched_input_and_dtype(graph: dtorch.Graph) -> None:
     torch.testing.assert_close(layer(dtorch.from_torch(x)).to_torch(), ref(x).detach())
 
 
+def test_torch_attributes(graph: dtorch.Graph) -> None:
+    """The attributes of torch's convolution that code reads (``transposed``,
+    ``output_padding``, the geometry), with torch's values and types."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for config in _CONFIGS:
+        ref, layer = torch.nn.Conv2d(**config), nn.Conv2d(**config, device_mesh=mesh)
+        for name in ("transposed", "output_padding", "kernel_size", "stride", "padding",
+                     "dilation", "groups", "padding_mode"):  # fmt: skip
+            ours, theirs = getattr(layer, name), getattr(ref, name)
+            assert (type(ours), ours) == (type(theirs), theirs), (config, name)
+
+
 def test_initialisation_is_torchs(graph: dtorch.Graph) -> None:
     """Same default generator state: the values torch.nn.Conv2d draws (to float rounding)."""
     for args in ((3, 8, 3), (4, 8, (2, 5), 1, 0, 1, 2)):

@@ -237,3 +237,56 @@ def test_bad_arguments(graph: dtorch.Graph) -> None:
         TypeError, match=r"^EmbeddingWithReplicateOutput: tp_dim must be a mesh dim"
     ):
         nn.EmbeddingWithReplicateOutput(4, 2, tp_dim=1)  # type: ignore[arg-type]
+
+
+def test_batch_norm_with_a_device_holding_no_channels(graph: dtorch.Graph) -> None:
+    """4 channels sharded over 3 devices (2 + 2 + 0): train twice, then eval, as torch."""
+    mesh = dtorch.init_device_mesh("cpu", (3,), mesh_dim_names=("tp",))
+    ref = _randomised(torch.nn.BatchNorm2d(4))
+    layer = nn.BatchNorm2d(4, device_mesh=mesh)
+    layer.load_state_dict(ref.state_dict())
+    gen = torch.Generator().manual_seed(2)
+    for mode in ("train", "train", "eval"):
+        layer.train(mode == "train")
+        ref.train(mode == "train")
+        x = torch.randn((5, 4, 3, 3), generator=gen)
+        out = layer(dtorch.from_torch(x, device_mesh=mesh, placements=[Shard(1)]))
+        assert out.placements == [Shard(1)]
+        torch.testing.assert_close(out.to_torch(), ref(x), msg=mode)
+    for key, value in ref.state_dict().items():
+        torch.testing.assert_close(layer.state_dict()[key].to_torch(), value, msg=key)
+
+
+def test_batch_norm_training_on_other_channels_is_refused(graph: dtorch.Graph) -> None:
+    """BatchNorm2d(4) on 3 channels: torch refuses it, dtorch names the running mean's size,
+    and the running statistics stay as they were."""
+    x = torch.randn(2, 3, 2, 2)
+    with pytest.raises(RuntimeError):
+        torch.nn.BatchNorm2d(4)(x)
+    mesh = dtorch.init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+    layer = nn.BatchNorm2d(4, device_mesh=mesh)
+    with pytest.raises(ValueError, match=r"^batch_norm: running_mean has shape \[4\]; expected"):
+        layer(dtorch.from_torch(x, device_mesh=mesh, placements=[Shard(0)]))
+    assert torch.equal(layer.running_mean.to_torch(), torch.zeros(4))
+    assert torch.equal(layer.running_var.to_torch(), torch.ones(4))
+
+
+def test_embedding_from_pretrained(graph: dtorch.Graph) -> None:
+    """torch's classmethod: a torch or dtorch tensor, placed as the layer places its weight
+    (the vocab split on tp for the vocab-parallel layer), frozen unless freeze=False."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    full = torch.randn((7, 3), generator=torch.Generator().manual_seed(7))
+    ref = torch.nn.Embedding.from_pretrained(full, padding_idx=2, max_norm=None)
+    ids = torch.tensor([[0, 2, 6], [5, 5, 1]])
+    layer = nn.Embedding.from_pretrained(full, padding_idx=2, device_mesh=mesh)
+    assert repr(layer) == repr(ref) and layer.weight.requires_grad is False
+    assert layer.weight.placements == [R, R] and layer.weight.device_mesh == mesh
+    assert torch.equal(layer(dtorch.from_torch(ids, device_mesh=mesh)).to_torch(), ref(ids))
+    sharded = dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(1), Shard(0)])
+    parallel = nn.EmbeddingWithReplicateOutput.from_pretrained(sharded, freeze=False)
+    assert parallel.weight.placements == [R, Shard(0)] and parallel.weight.requires_grad
+    assert torch.equal(parallel(ids).to_torch(), torch.nn.Embedding.from_pretrained(full)(ids))
+    plain = nn.Embedding.from_pretrained(sharded)  # the tensor's mesh, the layer's placements
+    assert plain.weight.device_mesh == mesh and plain.weight.placements == [R, R]
+    with pytest.raises(ValueError, match=r"^Embedding.from_pretrained: embeddings must be 2-D"):
+        nn.Embedding.from_pretrained(torch.ones(3))

@@ -19,7 +19,9 @@ import torch
 from safetensors.torch import save_file
 
 import dtorch
+import dtorch.nn.functional as DF
 from dtorch import Shard, nn
+from dtorch.errors import KernelError
 from dtorch.ir.opkind import OpKind
 from dtorch.kernels.table import LOCAL_KERNELS
 from dtorch.nn.modules import state
@@ -125,6 +127,91 @@ def test_a_failed_load_changes_nothing(graph: dtorch.Graph) -> None:
     with pytest.raises(RuntimeError, match=r"size mismatch for 0.bias: copying a param with shape"):
         ours.load_state_dict(sd, strict=False)
     assert torch.equal(ours[0].weight.to_torch(), before)
+
+
+def _failed(mesh: Any, shape: tuple[int, ...]) -> dtorch.Tensor:
+    """A value of ``shape`` that failed on every device of ``mesh`` (ids out of range)."""
+    weight = dtorch.from_torch(torch.randn(4, shape[-1]), device_mesh=mesh)
+    ids = torch.full(shape[:-1], 9)
+    placements = [Shard(0)] + [dtorch.Replicate()] * (mesh.ndim - 1)
+    return DF.embedding(dtorch.from_torch(ids, device_mesh=mesh, placements=placements), weight)
+
+
+@pytest.mark.parametrize("fetched", [True, False], ids=["caught", "unread"])
+def test_a_load_ignores_earlier_failures_of_the_graph(fetched: bool, graph: dtorch.Graph) -> None:
+    """A kernel failure of another value (one the user caught from to_torch, or one nobody
+    read yet) is no failure of a later load: the load waits for its own values only, and
+    loads every one."""
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    failed = _failed(mesh, (3, 2))
+    if fetched:
+        with pytest.raises(KernelError, match=r"embedding.*out of range"):
+            failed.to_torch()
+    ref, ours = torch.nn.Linear(4, 3), nn.Linear(4, 3, device_mesh=mesh)
+    assert ours.load_state_dict(ref.state_dict()) == ([], [])
+    for key, value in ref.state_dict().items():
+        assert torch.equal(ours.state_dict()[key].to_torch(), value), key
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(ours(dtorch.from_torch(x, device_mesh=mesh)).to_torch(), ref(x))
+
+
+@pytest.mark.parametrize("assign", [False, True])
+def test_a_failed_dtorch_value_changes_nothing(assign: bool, graph: dtorch.Graph) -> None:
+    """A dtorch value that failed on the devices raises its failure before anything loads."""
+    mesh = dtorch.init_device_mesh("cpu", (3, 2))
+    ours = nn.Linear(2, 3, device_mesh=mesh)
+    before = {k: v.to_torch() for k, v in ours.state_dict().items()}
+    good = dtorch.from_torch(torch.ones(3, 2), device_mesh=mesh)
+    bad = _failed(mesh, (3, 1)).flatten()  # the bias: loaded after the weight
+    with pytest.raises(KernelError, match=r"embedding.*out of range"):
+        ours.load_state_dict({"weight": good, "bias": bad}, assign=assign)
+    for key, value in ours.state_dict().items():
+        assert torch.equal(value.to_torch(), before[key]), key
+
+
+def _in_sequence(module: Any) -> Any:
+    """``module`` as the child ``0`` of a Sequential (its keys prefixed ``0.``)."""
+    return (torch.nn.Sequential if isinstance(module, torch.nn.Module) else nn.Sequential)(module)
+
+
+def _batch_norms(mesh: Any) -> list[tuple[Any, Any]]:
+    """(torch module, dtorch module) pairs: a BatchNorm2d alone and inside a Sequential,
+    with a counter of their own (7) and different running statistics."""
+    pairs = []
+    for wrap in (lambda m: m, _in_sequence):
+        ref, ours = torch.nn.BatchNorm2d(3), nn.BatchNorm2d(3, device_mesh=mesh)
+        ref.num_batches_tracked.fill_(7)
+        ours.num_batches_tracked.copy_(dtorch.tensor(7, device_mesh=mesh))
+        pairs.append((wrap(ref), wrap(ours)))
+    return pairs
+
+
+def test_batch_norm_checkpoint_without_num_batches_tracked(graph: dtorch.Graph) -> None:
+    """torch fills in a missing num_batches_tracked (the module keeps its own) for an
+    unversioned checkpoint (or one of BatchNorm's layout version 1), and refuses its absence
+    from a checkpoint of version 2: the same outcomes, messages and values in dtorch."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for ref, ours in _batch_norms(mesh):
+        full = {k: torch.rand(v.shape) + 0.5 for k, v in ref.state_dict().items()}
+        versioned = type(ref.state_dict())(
+            (k, v) for k, v in full.items() if not k.endswith("num_batches_tracked")
+        )
+        versioned._metadata = ref.state_dict()._metadata  # type: ignore[attr-defined]
+        plain, old = dict(versioned), type(versioned)(versioned)
+        old._metadata = {k: {"version": 1} for k in versioned._metadata}  # type: ignore[attr-defined]
+        for sd in (plain, old):
+            for strict in (True, False):
+                assert repr(ours.load_state_dict(sd, strict)) == repr(
+                    ref.load_state_dict(sd, strict)
+                )
+        for key, value in ref.state_dict().items():
+            assert torch.equal(ours.state_dict()[key].to_torch(), value), key
+        errors = []
+        for module in (ref, ours):
+            with pytest.raises(RuntimeError, match="Missing key") as error:
+                module.load_state_dict(versioned)
+            errors.append(str(error.value))
+        assert errors[0] == errors[1]
 
 
 def test_dtypes_cast_like_copy_or_refuse(graph: dtorch.Graph) -> None:

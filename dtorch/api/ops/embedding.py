@@ -59,6 +59,13 @@ def embedding(
         input = distribute(
             type(weight), input, graph=weight.graph, device_mesh=mesh, placements=replicate
         )
-    if padding_idx is not None and padding_idx < 0 and weight.ndim == 2:
-        padding_idx += weight.shape[0]  # torch normalises it; out-of-range stays out of range
-    return record_one("embedding", EmbeddingParam(padding_idx), (input, weight))
+    return record_one("embedding", EmbeddingParam(_padding(padding_idx, weight)), (input, weight))
+
+
+def _padding(padding_idx: int | None, weight: Tensor) -> int | None:
+    """A negative ``padding_idx`` counted from the end, as torch normalises it; one out of
+    range is left as given, for the rule to refuse by the value the user wrote."""
+    rows = weight.shape[0] if weight.ndim == 2 else 0
+    if padding_idx is not None and -rows <= padding_idx < 0:
+        return padding_idx + rows
+    return padding_idx

@@ -27,7 +27,14 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``input @ weight.T + bias`` with ``weight`` of shape (out, in)."""
+    """``input @ weight.T + bias`` with ``weight`` of shape (out, in); a 1-D ``weight`` (in,)
+    without a bias is torch's vector form, ``input @ weight``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.functional.linear(dtorch.ones(3, 4), dtorch.arange(4.0)).tolist()
+        [6.0, 6.0, 6.0]
+    """
     inputs = (input, weight) if bias is None else (input, weight, bias)
     return record("linear", _LINEAR, inputs)[0]
 

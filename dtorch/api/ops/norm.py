@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import not_a_tensor, record_one
-from dtorch.errors import PlacementError
+from dtorch.errors import PlacementError, ShapeError
 from dtorch.ir.opkind import NormKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, format_placements
@@ -137,7 +137,9 @@ def batch_norm(
     """
     _check_handles(input=input, running_mean=running_mean, running_var=running_var,
                    weight=weight, bias=bias)  # fmt: skip
-    if training:
+    if training:  # checked before the statistics and the running ones are recorded
+        _check_channels(input, running_mean=running_mean, running_var=running_var,
+                        weight=weight, bias=bias)  # fmt: skip
         mean, var = _batch_statistics(input, running_mean, running_var, float(momentum))
     elif running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var must be given when not training")
@@ -153,6 +155,19 @@ def _check_handles(**tensors: object) -> None:
     for label, t in tensors.items():
         if t is not None and not isinstance(t, TensorBase):
             raise not_a_tensor("batch_norm", label, t)
+
+
+def _check_channels(x: Tensor, **vectors: Tensor | None) -> None:
+    """An (N, C, *) x and per-channel vectors of shape (C,): the eval rule's checks, made
+    before training mode's arithmetic would fail less clearly on them."""
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: needs an (N, C, *) input; got shape {list(x.shape)}")
+    for role, vector in vectors.items():
+        if vector is not None and tuple(vector.shape) != (x.shape[1],):
+            raise ShapeError(
+                f"batch_norm: {role} has shape {list(vector.shape)}; expected [{x.shape[1]}] "
+                f"(the channels of x {list(x.shape)})"
+            )
 
 
 def _aligned(vector: Tensor, x: Tensor) -> Tensor:
@@ -181,8 +196,6 @@ def _batch_statistics(
     x: Tensor, running_mean: Tensor | None, running_var: Tensor | None, momentum: float
 ) -> tuple[Tensor, Tensor]:
     """Mean and biased variance per channel over the full batch; the running ones updated."""
-    if x.ndim < 2:
-        raise ValueError(f"batch_norm: needs an (N, C, *) input; got shape {list(x.shape)}")
     if any(isinstance(p, Partial) for p in x.placements):
         raise PlacementError(
             f"batch_norm: got {format_placements(x.placements)} for x in training mode; "

@@ -102,7 +102,7 @@ def avg_pool2d(
 
 def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) -> Tensor:
     """``torch.nn.functional.adaptive_avg_pool2d``: ``output_size`` (H, W), an int for both,
-    None in a place keeps that input size.
+    None in a place keeps that input size; a size of 0 gives an empty output, as torch.
 
     Example:
         >>> import dtorch
@@ -116,10 +116,8 @@ def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) 
     if None in sizes:
         raise ParamError(f"adaptive_avg_pool2d: output_size must be an int or two ints or "
                          f"Nones; got {output_size!r}")  # fmt: skip
-    param = _pooling_param(
-        PoolKind.ADAPTIVE_AVG,
-        output_size=int_pair("adaptive_avg_pool2d", "output_size", sizes),  # type: ignore[arg-type]
-    )
+    pair = int_pair("adaptive_avg_pool2d", "output_size", sizes, low=0)  # type: ignore[arg-type]
+    param = _pooling_param(PoolKind.ADAPTIVE_AVG, output_size=pair)
     return record_one("adaptive_avg_pool2d", param, (input,))
 
 

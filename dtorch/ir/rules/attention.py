@@ -158,9 +158,12 @@ def _check_dtypes(name: str, inputs: tuple[Operand, ...]) -> None:
             f"{name}: q, k, v have dtypes {q.dtype}, {k.dtype}, {v.dtype}; accepted: one "
             "floating dtype"
         )
-    if len(inputs) == 4 and inputs[3].dtype not in (torch.bool, q.dtype):
+    # torch's rule: a bool mask, one of q's dtype, or a float32 one with any q (the output
+    # keeps q's dtype)
+    if len(inputs) == 4 and inputs[3].dtype not in (torch.bool, torch.float32, q.dtype):
         raise DtypeError(
-            f"{name}: attn_mask has dtype {inputs[3].dtype}; accepted: torch.bool or {q.dtype}"
+            f"{name}: attn_mask has dtype {inputs[3].dtype}; accepted: torch.bool, "
+            f"torch.float32 or {q.dtype}"
         )
 
 

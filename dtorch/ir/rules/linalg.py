@@ -110,25 +110,34 @@ def _matmul_plan(
 
 
 def linear_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
-    """``x @ w.T (+ b)`` with ``w`` of shape (out_features, in_features)."""
+    """``x @ w.T (+ b)`` with ``w`` of shape (out_features, in_features), or ``x @ w`` with a
+    1-D ``w`` (in_features,) and no bias (torch's vector form: the last dim of x goes)."""
     assert isinstance(param, LinearParam)
     x, w, *bias = inputs
-    out_features = w.shape[0] if w.ndim == 2 else -1
-    if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
-        raise ShapeError(
-            f"{name}: x {list(x.shape)} and weight {list(w.shape)} do not match; accepted: x "
-            f"(..., in_features) and weight (out_features, in_features)"
-        )
-    if bias and bias[0].shape != (out_features,):
-        raise ShapeError(f"{name}: bias {list(bias[0].shape)} must be [{out_features}]")
-    shape = (*x.shape[:-1], out_features)
+    _check_linear(name, x, w, bias)
+    vector = w.ndim == 1
+    shape = x.shape[:-1] if vector else (*x.shape[:-1], w.shape[0])
     dtype = tensors_dtype(name, OpKind.Linear, tuple((o.dtype, False) for o in inputs))
     if all_replicate(inputs):
         return replicated(shape, dtype, len(x.placements))
     o = x.ndim - 1
-    labels: tuple[Labels, ...] = ((*range(o), _K), (o, _K), (o,))[: len(inputs)]
+    w_labels = (_K,) if vector else (o, _K)
+    labels: tuple[Labels, ...] = ((*range(o), _K), w_labels, (o,))[: len(inputs)]
     sig = _LINEAR_BIAS if bias else _LINEAR
     return one_output(name, sig, inputs, labels, identity(len(shape)), shape, dtype)
+
+
+def _check_linear(name: str, x: Operand, w: Operand, bias: list[Operand]) -> None:
+    # torch's shapes: x (..., in) with w (out, in) and an optional bias (out,), or w (in,) alone
+    fits = x.ndim >= 1 and (w.ndim == 2 or (w.ndim == 1 and not bias))
+    if not fits or x.shape[-1] != w.shape[-1]:
+        raise ShapeError(
+            f"{name}: x {list(x.shape)} and weight {list(w.shape)} do not match; accepted: x "
+            f"(..., in_features) and weight (out_features, in_features), or weight "
+            f"(in_features,) without a bias"
+        )
+    if bias and bias[0].shape != (w.shape[0],):
+        raise ShapeError(f"{name}: bias {list(bias[0].shape)} must be [{w.shape[0]}]")
 
 
 def outer_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

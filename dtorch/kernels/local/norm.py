@@ -65,6 +65,8 @@ def batch_norm_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards
     assert isinstance(param, BatchNormParam)
     x, mean, var = inputs[:3]
     weight, bias = _optional(inputs[3:], param.has_weight, param.has_bias)
+    if x.shape[1] == 0:  # an empty chunk of the channels: torch refuses empty weight and bias
+        return [torch.empty_like(x)]
     return [F.batch_norm(x, mean, var, weight, bias, False, 0.0, param.eps)]
 
 

@@ -4,7 +4,8 @@
 bias=True, padding_mode="zeros", *, device_mesh=None, dtype=None)`` holds ``weight``
 (out_channels, in_channels / groups, kH, kW) and ``bias`` (out_channels) Replicate on every
 mesh dim, drawn as torch draws them (kaiming-uniform with ``a=sqrt(5)``, i.e. uniform on
-``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``, from torch's default generator). The input passes as
+``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``, from torch's default generator), and torch's
+attributes (``transposed`` False, ``output_padding`` (0, 0) among them). The input passes as
 given: a batch sharded on a ``dp`` mesh dim stays sharded (see ``dtorch.ir.rules.conv`` for
 every layout). ``padding_mode`` other than ``"zeros"`` pads first (``dtorch.nn.functional.
 pad``) and convolves without padding, as torch does. ``device_mesh=None`` is the default
@@ -77,6 +78,7 @@ class Conv2d(Module):
         self.dilation = int_pair("Conv2d", "dilation", dilation)
         self.padding = _padding(padding, self.stride)
         self.padding_mode = _padding_mode(padding_mode)
+        self.transposed, self.output_padding = False, (0, 0)  # torch's _ConvNd attributes
         self._reversed_padding_repeated_twice = _reversed_padding(
             self.padding, self.kernel_size, self.dilation
         )

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from torch.utils.hooks import RemovableHandle
@@ -397,6 +397,16 @@ class Module:
         """Parameters and persistent buffers by dotted name (torch's keys and order); values
         share the module's (``detach``ed handles unless ``keep_vars``)."""
         return state.state_dict(self, destination, prefix, keep_vars)
+
+    def _load_defaults(
+        self, prefix: str, keys: Collection[str], local_metadata: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Entries this module supplies for keys a checkpoint lacks, before the load checks
+        it (the upgrades torch's ``_load_from_state_dict`` makes): ``prefix`` is this
+        module's key prefix, ``keys`` the checkpoint's keys, ``local_metadata`` torch's
+        ``_metadata`` entry for this module ({} when absent). A supplied value that is the
+        target itself keeps the target as it is. Nothing by default (subclasses override)."""
+        return {}
 
     def load_state_dict(
         self, state_dict: Any, strict: bool = True, assign: bool = False

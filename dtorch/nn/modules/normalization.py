@@ -21,7 +21,8 @@ Example:
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -115,6 +116,17 @@ class BatchNorm2d(Module):
         else:
             for name in ("running_mean", "running_var", "num_batches_tracked"):
                 self.register_buffer(name, None)
+
+    def _load_defaults(
+        self, prefix: str, keys: Collection[str], local_metadata: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """torch's upgrade of a checkpoint older than its layout version 2 (or without
+        torch's ``_metadata``): a missing ``num_batches_tracked`` keeps the layer's own."""
+        key, version = prefix + "num_batches_tracked", local_metadata.get("version")
+        old = version is None or version < 2
+        if old and self.num_batches_tracked is not None and key not in keys:
+            return {key: self.num_batches_tracked}
+        return {}
 
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim != 4:

@@ -4,7 +4,8 @@
 Replicate ``weight`` (num_embeddings, embedding_dim) drawn from torch's default generator as
 torch draws it (standard normal, the ``padding_idx`` row zeroed), so the same seed gives the
 same weight, and a torch layer's ``state_dict`` loads. Ids sharded on ``dp`` give an output
-sharded alike.
+sharded alike. A given weight (``_weight``, ``Embedding.from_pretrained``), torch or dtorch,
+is placed as the layer places its own, on the given mesh (a dtorch one's own by default).
 
 ``EmbeddingWithReplicateOutput(..., tp_dim="tp")`` splits the weight's vocab dim over the tp
 mesh dim (Shard(0)): the ids are made Replicate there, each device looks up its own rows
@@ -25,6 +26,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 import torch
 
 from dtorch.api.creation import from_torch, randn
@@ -35,6 +38,8 @@ from dtorch.ir.placement import Placement, Replicate, Shard
 from dtorch.nn.modules.linear import check_features, check_float, check_tp_dim, resolve_mesh
 from dtorch.nn.modules.module import Module
 from dtorch.nn.parameter import Parameter
+
+_Layer = TypeVar("_Layer", bound="Embedding")
 
 
 class Embedding(Module):
@@ -73,8 +78,43 @@ class Embedding(Module):
         self.padding_idx = _padding(layer, padding_idx, num_embeddings)
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
-        mesh = resolve_mesh(device_mesh)
+        given = _weight.device_mesh if isinstance(_weight, Tensor) else None
+        mesh = resolve_mesh(device_mesh if device_mesh is not None else given)
         self.weight = Parameter(self._initial(mesh, dtype, _weight), requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(
+        cls: type[_Layer],
+        embeddings: Tensor | torch.Tensor,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        **layer: Any,
+    ) -> _Layer:
+        """torch.nn.Embedding.from_pretrained: a layer whose weight holds ``embeddings`` (a
+        2-D torch or dtorch tensor; ``freeze``: ``requires_grad`` False), placed as the layer
+        places its weight on its mesh. ``layer`` takes the constructor's keywords
+        (``device_mesh=``, by default a dtorch tensor's own mesh; ``dtype=``; ``tp_dim=``).
+
+        Example:
+            >>> import torch, dtorch
+            >>> m = dtorch.nn.Embedding.from_pretrained(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+            >>> m(torch.tensor([1])).tolist(), m.weight.requires_grad
+            ([[3.0, 4.0]], False)
+        """
+        if embeddings.dim() != 2:
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: embeddings must be 2-D (num_embeddings, "
+                f"embedding_dim); got shape {list(embeddings.shape)}"
+            )
+        rows, cols = embeddings.shape
+        return cls(
+            rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+            embeddings, freeze, **layer,
+        )  # fmt: skip
 
     def _placements(self, mesh: DeviceMesh) -> list[Placement]:
         placements: list[Placement] = [Replicate()] * mesh.ndim
@@ -86,18 +126,12 @@ class Embedding(Module):
     def _initial(
         self, mesh: DeviceMesh, dtype: torch.dtype | None, weight: Tensor | torch.Tensor | None
     ) -> Tensor:
-        """The weight: ``_weight`` if given, else torch's draw with the padding row zeroed."""
+        """The weight: ``_weight`` placed as the layer's if given, else torch's draw with the
+        padding row zeroed."""
         placements = self._placements(mesh)
         shape = (self.num_embeddings, self.embedding_dim)
-        if isinstance(weight, torch.Tensor):
-            weight = from_torch(weight, dtype=dtype, device_mesh=mesh, placements=placements)
         if weight is not None:
-            if tuple(weight.shape) != shape:
-                raise ValueError(
-                    f"{type(self).__name__}: _weight has shape {list(weight.shape)}; expected "
-                    f"{list(shape)} (num_embeddings, embedding_dim)"
-                )
-            return weight
+            return _given(type(self).__name__, weight, shape, mesh, placements, dtype)
         drawn = randn(shape, dtype=dtype, device_mesh=mesh, placements=placements)
         if self.padding_idx is None:
             return drawn
@@ -119,6 +153,28 @@ class Embedding(Module):
         if self.max_norm is not None:
             text += f", max_norm={self.max_norm}"
         return text
+
+
+def _given(
+    layer: str,
+    weight: Tensor | torch.Tensor,
+    shape: tuple[int, ...],
+    mesh: DeviceMesh,
+    placements: list[Placement],
+    dtype: torch.dtype | None,
+) -> Tensor:
+    """A given weight of the layer's shape on ``mesh`` and ``placements`` (in ``dtype`` when
+    one is given); a dtorch tensor already there is shared, as torch shares ``_weight``."""
+    if tuple(weight.shape) != shape:
+        raise ValueError(
+            f"{layer}: _weight has shape {list(weight.shape)}; expected {list(shape)} "
+            f"(num_embeddings, embedding_dim)"
+        )
+    if isinstance(weight, torch.Tensor):
+        return from_torch(weight, dtype=dtype, device_mesh=mesh, placements=placements)
+    if dtype is not None and weight.dtype != dtype:
+        weight = weight.to(dtype)
+    return weight.redistribute(mesh, placements)
 
 
 def _padding(layer: str, padding_idx: int | None, rows: int) -> int | None:

@@ -6,18 +6,25 @@ module's), or the path of a safetensors file (``str`` or ``os.PathLike``, read o
 time through ``safetensors.safe_open``). Every torch value is sharded straight onto its
 target's mesh and placements (``dtorch.from_torch``) and copied into it in place
 (``copy_``: the Parameter objects, and every handle of them, see the new values); the loader
-waits for each tensor before reading the next one, so the client holds about one full tensor
-at a time, never the whole model. ``assign=True`` rebinds each target to the loaded value
-instead (``Tensor.data``: identity kept, the checkpoint's dtype kept).
+waits for each tensor's own value (not the graph, whose earlier failures are not the load's)
+before it changes the target and reads the next one, so the client holds about one full
+tensor at a time, never the whole model. ``assign=True`` rebinds each target to the loaded
+value instead (``Tensor.data``: identity kept, the checkpoint's dtype kept).
 
 Everything is checked before anything is loaded, so a failed load changes nothing (torch may
 load part of the values before it raises): keys the module lacks (``unexpected``, e.g. a
 ``num_batches_tracked`` the module does not have) and keys the source lacks (``missing``)
 raise with ``strict=True`` and are returned with ``strict=False``, as torch's
-``_IncompatibleKeys``; a shape mismatch raises in both modes, with torch's message. Values
-are converted to the target's dtype as ``copy_`` does, except a floating-point (or complex)
-value into an integer or bool tensor (or complex into real), which loses its meaning and
-raises.
+``_IncompatibleKeys``; a shape mismatch raises in both modes, with torch's message; a dtorch
+value that failed on a device raises its failure (only a device failing while the values
+load, out of memory say, can stop a load part way). Values are converted to the target's dtype
+as ``copy_`` does, except a floating-point (or complex) value into an integer or bool tensor
+(or complex into real), which loses its meaning and raises.
+
+Before the checks, each module may supply entries an older checkpoint lacks
+(``Module._load_defaults``, in the spirit of torch's ``_load_from_state_dict``: BatchNorm2d
+keeps its own ``num_batches_tracked`` for a checkpoint of torch's layout version 1, or one
+without torch's ``_metadata``).
 
 Example:
     >>> import torch, dtorch
@@ -40,8 +47,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.creation import create, from_torch
+from dtorch.api.future import TensorFuture
 from dtorch.api.tensor import Tensor
 from dtorch.ir.opkind import CreateKind
+from dtorch.ir.placement import Partial
 
 if TYPE_CHECKING:
     from dtorch.nn.modules.module import Module
@@ -116,6 +125,16 @@ class _MappingSource:
     def read(self, key: str) -> Any:
         return self._values[key]
 
+    def held(self, key: str) -> Tensor | None:
+        """The dtorch tensor under ``key`` (None for a torch one: it cannot have failed)."""
+        value = self._values[key]
+        return value if isinstance(value, Tensor) else None
+
+    def metadata(self, prefix: str) -> Mapping[str, Any]:
+        """torch's ``_metadata`` entry of the module at ``prefix`` ({} when there is none)."""
+        found = getattr(self._values, "_metadata", None)
+        return {} if found is None else found.get(prefix[:-1], {})
+
 
 class _SafetensorsSource:
     """A safetensors file: shapes and dtypes from its header, tensors read on demand."""
@@ -137,6 +156,45 @@ class _SafetensorsSource:
 
         with safe_open(self._path, framework="pt") as handle:
             return handle.get_tensor(key)
+
+    def held(self, key: str) -> Tensor | None:
+        return None  # torch tensors only
+
+    def metadata(self, prefix: str) -> Mapping[str, Any]:
+        return {}  # the file has no torch metadata
+
+
+class _WithDefaults:
+    """A source and the entries the modules supply for keys it lacks (``_load_defaults``)."""
+
+    def __init__(self, source: Any, defaults: Mapping[str, Any]) -> None:
+        self._source, self._defaults = source, _MappingSource(defaults)
+        self._supplied = set(defaults)
+
+    def _of(self, key: str) -> Any:
+        return self._defaults if key in self._supplied else self._source
+
+    def keys(self) -> list[str]:
+        return [*self._source.keys(), *self._defaults.keys()]
+
+    def meta(self, key: str) -> tuple[tuple[int, ...], torch.dtype | None]:
+        return self._of(key).meta(key)
+
+    def read(self, key: str) -> Any:
+        return self._of(key).read(key)
+
+    def held(self, key: str) -> Tensor | None:
+        return self._of(key).held(key)
+
+
+def _with_defaults(module: Module, source: Any) -> Any:
+    """``source`` with what each module's ``_load_defaults`` supplies (itself if nothing)."""
+    keys = set(source.keys())
+    defaults: dict[str, Any] = {}
+    for prefix, sub in module.named_modules(remove_duplicate=False):
+        start = f"{prefix}." if prefix else ""
+        defaults.update(sub._load_defaults(start, keys, source.metadata(start)))
+    return _WithDefaults(source, defaults) if defaults else source
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -257,27 +315,54 @@ def _plain_cpu(value: torch.Tensor) -> bool:
     )
 
 
+def _settled(value: Tensor) -> TensorFuture:
+    """A future that raises if ``value`` failed on any of its devices (and holds a scalar
+    otherwise): it awaits this value alone, where ``Graph.sync`` would also raise the earlier
+    failures of unrelated operators. The scalar is made Partial before it is gathered, so
+    that every device's copy is read (of a Replicate one the first device's alone would be)."""
+    total = value.sum()
+    partial = total.redistribute(placements=[Partial()] * total.device_mesh.ndim)
+    return partial.to_torch_async()
+
+
+def _await_held(source: Any, loading: list[tuple[str, Tensor]]) -> None:
+    """The dtorch values to load, awaited before anything is loaded: one that failed
+    raises its failure, and the module keeps every value it had."""
+    held = [(source.held(key), target) for key, target in loading]
+    # identity, not ``in``: ``==`` on tensors records an operator
+    futures = [_settled(v) for v, target in held if v is not None and v is not target]
+    for future in futures:
+        future.get()
+
+
 def _load_one(source: Any, key: str, target: Tensor, assign: bool) -> None:
-    value = _placed_like(source.read(key), target, assign)
-    if assign:
-        target.data = value
-    else:
-        target.copy_(value)
+    value = source.read(key)
+    if value is target:  # a default the module supplied from itself: nothing to load
+        return
+    placed = _placed_like(value, target, assign)
     del value
-    target.graph.sync()  # the full tensor is freed before the next one is read
+    # this value alone, made on every device: the client's full tensor can go before the next
+    # one is read, and a value that failed raises before its target changes
+    _settled(placed).get()
+    if assign:
+        target.data = placed
+    else:
+        target.copy_(placed)
 
 
 def _load(module: Module, source: Any, strict: bool, assign: bool) -> IncompatibleKeys:
     targets = state_dict(module, None, "", keep_vars=True)
+    source = _with_defaults(module, source)
     missing, unexpected, errors = _errors(module, source, targets, strict, assign)
     if errors:
         raise RuntimeError(
             f"Error(s) in loading state_dict for {type(module).__name__}:\n\t" + "\n\t".join(errors)
         )
     present = set(source.keys())
-    for key, target in targets.items():
-        if key in present:
-            _load_one(source, key, target, assign)
+    loading = [(key, target) for key, target in targets.items() if key in present]
+    _await_held(source, loading)
+    for key, target in loading:
+        _load_one(source, key, target, assign)
     return IncompatibleKeys(missing, unexpected)
 
 
