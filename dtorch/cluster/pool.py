@@ -113,6 +113,11 @@ class ClusterPool:
         return self._layout.records[0].device_type
 
     @property
+    def shares_memory(self) -> bool:
+        """False: workers on other hosts get large values inside the messages."""
+        return False
+
+    @property
     def layout(self) -> ClusterLayout:
         return self._layout
 

@@ -149,10 +149,11 @@ class SegmentPool:
     memory speed, a fresh segment costs a page fault per page (DESIGN.md section 8). One pool
     may serve many stores (and threads): a store opened per operator then still reuses."""
 
-    def __init__(self, max_free: int = 16) -> None:
+    def __init__(self, max_free: int = 16, max_size: int | None = None) -> None:
         self._lock = threading.Lock()
         self._free: list[Segment] = []
         self._max_free = max_free
+        self._max_size = max_size  # larger segments are closed on release, never kept
 
     def acquire(self, nbytes: int) -> Segment:
         """The smallest free segment that holds ``nbytes``, or a new power-of-two sized one."""
@@ -165,9 +166,11 @@ class SegmentPool:
         return Segment.create(max(MIN_SEGMENT, 1 << max(0, nbytes - 1).bit_length()))
 
     def release(self, segment: Segment) -> None:
-        """Return ``segment`` for reuse (closed instead when the pool is full)."""
+        """Return ``segment`` for reuse (closed instead when the pool is full, or when it is
+        larger than the pool keeps)."""
+        keep = self._max_size is None or segment.size <= self._max_size
         with self._lock:
-            if len(self._free) < self._max_free:
+            if keep and len(self._free) < self._max_free:
                 self._free.append(segment)
                 return
         segment.close()

@@ -279,6 +279,20 @@ class SdpaParam(OpParam):
     ring_dim: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class SharedInput:
+    """Where a worker process maps the bytes of a large FROM_TENSOR value instead of reading
+    them from the message: the controller's anonymous segment (owner pid, fd, inode, size),
+    and the token the worker hands back once it ran the batch
+    (``dtorch.runtime.process.inputs``)."""
+
+    pid: int
+    fd: int
+    inode: int
+    size: int
+    token: int
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class CreateParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Create
@@ -286,7 +300,8 @@ class CreateParam(OpParam):
 
     ``args`` holds FULL's fill value, ARANGE's (start, end, step), RAND/RANDN's nothing and
     RANDINT's and UNIFORM's (low, high). ``generator`` is a snapshot of the user's generator
-    (random kinds) and ``value`` the full torch tensor to distribute (FROM_TENSOR).
+    (random kinds) and ``value`` the full torch tensor to distribute (FROM_TENSOR); on its way
+    to worker processes a large ``value`` is in shared memory instead (``shared``).
     """
 
     create: CreateKind
@@ -297,6 +312,7 @@ class CreateParam(OpParam):
     args: tuple[int | float | bool, ...] = ()
     generator: torch.Generator | None = None
     value: torch.Tensor | None = None
+    shared: SharedInput | None = None
 
 
 @dataclass(frozen=True, slots=True)

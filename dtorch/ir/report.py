@@ -13,7 +13,8 @@ into settled promises (``dtorch.runtime.settle``).
 * ``ProgressReport``: a party finished the batch the runner asked to hear about (flow
   control: a runner never lets the client get unboundedly far ahead of its devices);
 * ``ProfileReport``: a party's kernel events (``ProfileEvent``) since its profile started;
-* ``WorkerFailureReport``: a worker died or broke; everything pending on it fails.
+* ``WorkerFailureReport``: a worker died or broke; everything pending on it fails;
+* ``InputsDone``: a worker ran a batch whose large inputs it read from shared memory.
 
 Example:
     >>> from dtorch.ir.span import Span
@@ -155,4 +156,15 @@ class WorkerFailureReport:
     reason: str
 
 
-Report = ValueReport | PartyReport | ProgressReport | ProfileReport | WorkerFailureReport
+@dataclass(frozen=True, slots=True)
+class InputsDone:
+    """Worker ``worker`` ran a batch whose large inputs came in shared memory: the tokens of
+    those inputs, whose segments the controller may reuse once every reader is done."""
+
+    worker: int
+    tokens: tuple[int, ...]
+
+
+Report = (
+    ValueReport | PartyReport | ProgressReport | ProfileReport | WorkerFailureReport | InputsDone
+)

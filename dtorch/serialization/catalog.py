@@ -21,7 +21,7 @@ from dtorch.ir import opkind, report
 from dtorch.ir.device import Device
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
-from dtorch.ir.params import PARAM_TYPES, PromiseHandle, SliceIndex
+from dtorch.ir.params import PARAM_TYPES, PromiseHandle, SharedInput, SliceIndex
 from dtorch.ir.placement import Partial, Replicate, Shard
 from dtorch.ir.scalar import Scalar, ScalarKind
 from dtorch.ir.span import Span
@@ -55,6 +55,8 @@ _RECORDS: tuple[tuple[str, type], ...] = (
     ("ir.ExecuteBatch", ExecuteBatch),
     ("ir.Failure", report.Failure),
     ("ir.SharedValue", report.SharedValue),
+    ("ir.SharedInput", SharedInput),
+    ("ir.InputsDone", report.InputsDone),
     ("ir.ValueReport", report.ValueReport),
     ("ir.PartyReport", report.PartyReport),
     ("ir.ProgressReport", report.ProgressReport),

@@ -52,6 +52,11 @@ def unpack_ids(part: bytes | memoryview) -> tuple[int, ...]:
     return tuple(ids)
 
 
+def readers(parties: bytes | memoryview) -> int:
+    """How many parties the bitmap ``parties`` names (the workers that decode the batch)."""
+    return int.from_bytes(parties, "little").bit_count()
+
+
 def concerns(parties: bytes | memoryview, party: int) -> bool:
     """Whether the bitmap ``parties`` names ``party``."""
     byte = party >> 3

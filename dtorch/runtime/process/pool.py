@@ -319,6 +319,11 @@ class WorkerPool:
         return self._state.device_type
 
     @property
+    def shares_memory(self) -> bool:
+        """True: the workers run on this machine and map the controller's segments."""
+        return True
+
+    @property
     def layout(self) -> PartyLayout:
         """Which worker hosts which devices."""
         return self._state.layout

@@ -4,7 +4,8 @@
 worker, with the sequence number of the progress report the flow window wants (0: none), the
 bitmap of the workers it concerns and its no-hold ids (``dtorch.runtime.process.addressing``).
 ``reports`` reads the pool's PULL socket: report records (shared values copied out and
-their segments handed back at once; progress kept for the window by ``WindowedSource``),
+their segments handed back at once; progress kept for the window by ``WindowedSource``; the
+workers' ``InputsDone``, which free the segments of large inputs: ``inputs``),
 the workers' ``RESET_DONE`` answers when the graph closes, and ``END`` last. The executor's
 report thread is the socket's only reader.
 
@@ -31,9 +32,10 @@ from typing import TYPE_CHECKING, Protocol
 from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
-from dtorch.ir.report import Report, WorkerFailureReport
+from dtorch.ir.report import InputsDone, Report, WorkerFailureReport
 from dtorch.options import GlobalOption
-from dtorch.runtime.process.addressing import BatchAddresser, pack_ids
+from dtorch.runtime.process.addressing import BatchAddresser, pack_ids, readers
+from dtorch.runtime.process.inputs import InputShare
 from dtorch.runtime.process.pool import WorkerPool
 from dtorch.runtime.process.protocol import (
     END,
@@ -78,6 +80,8 @@ class LeasablePool(Protocol):
     @property
     def device_type(self) -> str: ...
     @property
+    def shares_memory(self) -> bool: ...
+    @property
     def layout(self) -> Layout: ...
     @property
     def broken(self) -> WorkerDiedError | None: ...
@@ -113,6 +117,7 @@ class ProcessRunner:
         self._window = FlowWindow(pool.workers)
         self._addresser = BatchAddresser(pool.workers)
         self._reader = ReportReader(self._release)
+        self._inputs = InputShare(enabled=pool.shares_memory)
         self._resets = 0
         self._reset_done = threading.Event()
         self._closed = False
@@ -165,6 +170,7 @@ class ProcessRunner:
             raise failure
         progress = self._window.admit(len(batch.operators))
         carried, parties = self._addresser.address(batch)
+        carried = self._inputs.share(carried, readers(parties))
         payload = encode_batch(carried) if carried.operators or carried.operands else b""
         frees = pack_ids(batch.no_hold)
         self._publisher.send(EXECUTE, [pack_u64(progress), parties, frees, payload])
@@ -184,7 +190,11 @@ class ProcessRunner:
             return None
         kind = envelope.kind
         if kind == REPORT:
-            return self._reader.decode(envelope.parts[0])
+            report = self._reader.decode(envelope.parts[0])
+            if type(report) is InputsDone:  # the runner's own business: free the segments
+                self._inputs.done(report.tokens)
+                return None
+            return report
         if kind == RESET_DONE:
             if unpack_u64(envelope.parts[0]) == self._session:
                 self._resets += 1
@@ -218,6 +228,7 @@ class ProcessRunner:
             if self._owns_pool or self._pool.broken is not None:
                 self._pool.close()
             self._reader.close()
+            self._inputs.close()
 
     def _reset(self, timeout: float) -> None:
         """Every worker finished this graph's work and dropped its shards."""

@@ -51,13 +51,15 @@ from dtorch.comm.shm import Locator, map_peer, release_buffer
 from dtorch.errors import DTorchError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand
-from dtorch.ir.report import WorkerFailureReport
+from dtorch.ir.params import CreateParam
+from dtorch.ir.report import InputsDone, WorkerFailureReport
 from dtorch.options import GlobalOption, Options
 from dtorch.runtime.board import FailureBoard
 from dtorch.runtime.handlers import StreamServices
 from dtorch.runtime.host import DeviceHost, PartyLayout
 from dtorch.runtime.process.addressing import concerns, unpack_ids
 from dtorch.runtime.process.board import SharedFailureBoard
+from dtorch.runtime.process.inputs import InputMaps
 from dtorch.runtime.process.protocol import (
     EXECUTE,
     HAND_OVER_POLL_SECONDS,
@@ -117,6 +119,7 @@ class Worker:
         self.host = DeviceHost(parts.layout, services, name, inline=True)
         self._pusher = pusher
         self.meshes = MeshTable()
+        self.inputs = InputMaps()
         self.session = 0
 
     @classmethod
@@ -176,6 +179,7 @@ class Worker:
         finally:
             self.groups.close()
             self.sink.close()
+            self.inputs.close()
             self.parts.close_last()
 
     # --- message handlers (True: go on) -----------------------------------------------------
@@ -197,9 +201,18 @@ class Worker:
             return True
         batch = decode_batch(payload)
         self.meshes.adopt(batch.operands)
+        batch, tokens = self.inputs.resolve(batch, self._runs_here)
         batch = ExecuteBatch(batch.operators, batch.operands, no_hold)
-        self.host.execute(batch, unpack_u64(progress))
+        self.host.execute(batch, unpack_u64(progress))  # inline: the kernels ran
+        if tokens:
+            self.sink.put(InputsDone(self.index, tokens))
         return True
+
+    def _runs_here(self, param: CreateParam) -> bool:
+        """Whether a device of this worker's parties is on ``param``'s mesh."""
+        layout = self.layout
+        first, end = layout.first, layout.first + layout.count
+        return any(first <= layout.party_of(d) < end for d in param.mesh.device_ids)
 
     def release(self, message: Message) -> bool:
         worker, token = unpack_release(message.parts[0])
