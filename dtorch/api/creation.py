@@ -90,13 +90,19 @@ def arange(
     if dtype is None:
         floating = any(isinstance(v, float) for v in bounds)
         dtype = float_dtype(kw.get("graph"), None) if floating else torch.int64
-    shape = (_arange_length(*bounds),)  # a bad step raises here, at the user's line
+    shape = (arange_length(*bounds),)  # a bad step raises here, at the user's line
     return create(CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
 
 
-def _arange_length(start: Any, end: Any, step: Any) -> int:
+def arange_length(start: Any, end: Any, step: Any) -> int:
     """torch.arange's length, with its errors. (Asking torch on the meta device would do, but
-    it creates torch's inductor cache directory in the temp dir as a side effect.)"""
+    it creates torch's inductor cache directory in the temp dir as a side effect.) The
+    program loader checks a file's ARANGE operators with it.
+
+    Example:
+        >>> arange_length(0, 10, 3), arange_length(0.0, 1.0, 0.3)
+        (4, 4)
+    """
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if (step > 0 and start > end) or (step < 0 and start < end):

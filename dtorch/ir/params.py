@@ -563,8 +563,11 @@ class SubGraphParam(OpParam):
     place (written back after each run).
 
     ``program`` names the body in the devices' cache: the first SubGraph operator of a
-    program on a graph carries ``operators``; later ones carry the name alone (empty
-    ``operators``) and run the cached body."""
+    program on a graph carries the body (``by_name`` False), which the devices compile and
+    cache however empty it is; later ones carry the name alone (``by_name`` True, every other
+    field empty) and run the cached body. The name is an id of the graph's operand ids (never
+    an operand's): released like an operand's when the program goes, it makes the devices
+    drop the cached body."""
 
     operators: tuple[Operator, ...]
     operands: tuple[Operand, ...] = ()
@@ -572,6 +575,7 @@ class SubGraphParam(OpParam):
     outputs: Ints = ()
     program: int = 0
     writes: Ints = ()
+    by_name: bool = False
 
 
 def _collect() -> dict[OpKind, type[OpParam]]:

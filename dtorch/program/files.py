@@ -18,7 +18,8 @@ the file is renamed into place once complete. Loading checks everything before i
 anything on the graph (any problem with the file is a DeserializationError saying what is
 wrong; a newer version is an UnsupportedVersionError), maps the file and creates the
 constants one at a time from views of the mapping (the devices copy each once; its CRC is
-checked meanwhile), waits for the devices, pins the constants for the program and renames
+checked meanwhile), waits for the constants' own values (not for the whole graph, whose
+earlier failures are not the load's), pins the constants for the program and renames
 every id of the body with fresh ones of the graph. Meshes are remapped onto ``device_mesh``
 as ``dtorch.program.remap`` describes.
 
@@ -44,14 +45,15 @@ import io
 import math
 import mmap
 import os
+import secrets
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from dtorch.api.create import create, graph_or_default
 from dtorch.api.graph import Graph
+from dtorch.api.settled import settled
 from dtorch.api.tensor import Tensor
 from dtorch.errors import (
     DeserializationError,
@@ -65,12 +67,12 @@ from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import SubGraphParam
 from dtorch.ir.placement import Shard, normalize_placements
 from dtorch.ir.subsplit import check_unmarked
-from dtorch.program.inferred import mismatch
+from dtorch.program.inferred import arity, mismatch
 from dtorch.program.remap import MeshMap, mesh_map, moved_operand, rebind, spec_meshes
 from dtorch.program.spec import ProgramSpec
 from dtorch.program.trace import refusal
 from dtorch.program.tree import check_tree
-from dtorch.runtime.subgraph import MAX_BODY
+from dtorch.runtime.subgraph import MAX_BODY, runs_in_body
 from dtorch.serialization import deserialize, serialize
 from dtorch.serialization.tensors import restore_tensor, tensor_bytes
 
@@ -113,9 +115,7 @@ def save_program(program: Program, path: PathLike) -> None:
     for index, constant in enumerate(spec.constants):
         _check_creatable(constant, index)
     target = os.fspath(path)
-    handle, temporary = tempfile.mkstemp(
-        prefix=".dtorch-", dir=os.path.dirname(os.path.abspath(target))
-    )
+    handle, temporary = _temporary(os.path.dirname(os.path.abspath(target)))
     try:
         with os.fdopen(handle, "wb") as out:
             _write(out, program.graph, spec)
@@ -123,6 +123,20 @@ def save_program(program: Program, path: PathLike) -> None:
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def _temporary(directory: str) -> tuple[int, str]:
+    """A new file in ``directory`` (renamed over the target once written), opened for
+    writing with mode 0o666 less the umask, as ``open`` (and ``torch.save``) would make the
+    target itself; ``tempfile.mkstemp`` would make it 0o600 whatever the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    for _ in range(100):
+        name = os.path.join(directory, f".dtorch-{secrets.token_hex(8)}")
+        try:
+            return os.open(name, flags, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {directory}")
 
 
 def _write(out: IO[bytes], graph: Graph, spec: ProgramSpec) -> None:
@@ -144,11 +158,16 @@ def _write_constant(out: IO[bytes], graph: Graph, constant: Operand) -> tuple[in
 
 
 def _fetch(graph: Graph, operand: Operand) -> Any:
-    """The full value of ``operand`` through a handle that does not own it (the program's pin
-    keeps it; this handle's going must not release it)."""
+    """The full value of ``operand`` (a pinned constant)."""
+    return _borrowed(graph, operand).to_torch()
+
+
+def _borrowed(graph: Graph, operand: Operand) -> Tensor:
+    """A handle of ``operand`` that does not own it (a pin keeps it; this handle's going must
+    not release it)."""
     handle = Tensor._wrap(graph, operand)
     handle._base = _NOT_OWNER
-    return handle.to_torch()
+    return handle
 
 
 def _record(spec: ProgramSpec, sizes: tuple[int, ...], crcs: tuple[int, ...]) -> dict[str, Any]:
@@ -318,8 +337,8 @@ def _create_constants(
     source: io.BufferedReader, spec: ProgramSpec, crcs: tuple[int, ...], graph: Graph,
     meshes: MeshMap, name: str,
 ) -> tuple[Operand, ...]:  # fmt: skip
-    """Each constant created on ``graph`` and pinned, one at a time (unpinned again if any
-    fails)."""
+    """Each constant created on ``graph`` and pinned, one at a time, then awaited; if
+    anything fails, those made are awaited and unpinned (so released) before it raises."""
     made: list[Operand] = []
     try:
         mapped = _mapped(source)
@@ -330,22 +349,30 @@ def _create_constants(
             made.append(_create(graph, moved_operand(constant, meshes, 0), value))
             if zlib.crc32(data) != crcs[index]:  # while the device copies it: unpinned below
                 raise _bad(f"constant {index}: its checksum does not match (the file is corrupt)")
+        _await(graph, made)  # a creation that failed raises here
     except DeserializationError as exc:
         _drop(graph, made)
         raise type(exc)(f"{name}: {exc}") from None
     except BaseException:
         _drop(graph, made)
         raise
-    if made:
-        graph.sync()  # no kernel reads the mapping once this returns (see _mapped)
     return tuple(made)
 
 
+def _await(graph: Graph, made: list[Operand]) -> None:
+    """Wait until every device made each constant of ``made`` (no kernel reads the mapping
+    after: see ``_mapped``); a failure of one raises. It waits on their own values: a
+    ``graph.sync()`` would also raise earlier failures of the user's other operators."""
+    futures = [settled(_borrowed(graph, operand)) for operand in made]
+    for future in futures:
+        future.get()
+
+
 def _drop(graph: Graph, made: list[Operand]) -> None:
-    """Unpin the constants created so far, and wait until no kernel reads the mapping."""
+    """Release the constants created so far, once no kernel reads the mapping."""
+    with contextlib.suppress(DTorchError):  # the error to raise is the one the load met
+        _await(graph, made)
     graph.executor.unpin(tuple(o.id for o in made))
-    with contextlib.suppress(DTorchError):  # a failure of another operator: the file's error
-        graph.sync()  # is the one to raise
 
 
 def _mapped(source: io.BufferedReader) -> memoryview:
@@ -387,7 +414,7 @@ def _create(graph: Graph, meta: Operand, value: Any) -> Operand:
 def check_spec(spec: ProgramSpec) -> None:
     """DeserializationError naming the first thing in ``spec`` a saved program cannot hold."""
     body = spec.body
-    if body.program != 0 or len(body.operators) > MAX_BODY:
+    if body.program != 0 or body.by_name or len(body.operators) > MAX_BODY:
         raise _bad(f"the body names program {body.program} or has too many operators")
     local = _by_id(body.operands, "body operand")
     constants = _by_id(spec.constants, "constant")
@@ -447,9 +474,15 @@ def _check_inputs(spec: ProgramSpec, local: dict[int, Operand]) -> set[int]:
 
 
 def _check_operator(op: Operator, index: int, local: dict[int, Operand], defined: set[int]) -> None:
-    """``op`` may run here: an allowed kind, reading defined ids, making new local ones."""
+    """``op`` may run here: an allowed kind a body runs, with the inputs and outputs it
+    takes, reading defined ids, making new local ones."""
     if refusal(op.param) is not None:
         raise _bad(f"body operator {index} is {op.describe()}, which a program may not hold")
+    if not runs_in_body(op.kind):
+        raise _bad(f"body operator {index} is {op.describe()}, which no kernel runs")
+    wrong = arity(op)
+    if wrong is not None:
+        raise _bad(f"body operator {index} ({op.describe()}) {wrong}")
     missing = [i for i in op.inputs if i not in defined]
     if missing:
         raise _bad(f"body operator {index} ({op.describe()}) reads undefined ids {missing}")

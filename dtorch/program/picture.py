@@ -48,7 +48,7 @@ from dtorch.program.summary import (
     step_texts,
     tensor_text,
 )
-from dtorch.runtime.stream import IN_PLACE_KINDS
+from dtorch.runtime.shards import IN_PLACE_KINDS
 
 #: Formats ``dot -T`` writes that ``render`` accepts (others are refused before running it).
 IMAGE_FORMATS = frozenset({"svg", "png", "pdf", "jpg", "jpeg", "gif", "ps", "eps"})

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import weakref
@@ -32,13 +33,13 @@ from dtorch.api.graph import Graph
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import _OWN_FRAMES, graph_of
 from dtorch.api.tensor import Tensor
-from dtorch.errors import TraceError
+from dtorch.errors import GraphError, TraceError
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import SubGraphParam
 from dtorch.ir.span import caller_span
 from dtorch.program.spec import ProgramSpec
 from dtorch.program.trace import Tracer, build_spec
-from dtorch.program.tree import difference, flatten, unflatten
+from dtorch.program.tree import difference, flatten, has_values, unflatten
 
 
 def _is_tensor(value: object) -> bool:
@@ -57,14 +58,18 @@ class Program:
         (the tracer's or the loader's): the program owns them from now on."""
         self.graph = graph
         self.spec = spec
-        self._key = graph.new_operator_id()  # the body's name in the devices' caches
+        # The body's name in the devices' caches: a fresh operand id, released when the
+        # program goes, as an operand's is, so that the devices drop the compiled body.
+        self._key = next(graph._operand_ids)
         self._sent = False
         body = spec.body
         self._first = dataclasses.replace(body, program=self._key)
-        self._named = SubGraphParam((), program=self._key)
+        self._named = SubGraphParam((), program=self._key, by_name=True)
         self._constant_ids = tuple(o.id for o in spec.constants)
         self._alias = _aliases(body.inputs)
-        weakref.finalize(self, graph.executor.unpin, self._constant_ids)
+        self._keywords: tuple[Any, ...] = spec.args[1][1][1]  # the traced keyword names
+        self._values = has_values(spec.args)  # plain values: compared leaf by leaf
+        weakref.finalize(self, _release, graph.executor, self._constant_ids, self._key)
 
     def __len__(self) -> int:
         """How many operators one call runs."""
@@ -86,10 +91,14 @@ class Program:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the program on new arguments; returns what the function returned, with new
         tensors (not yet computed, as any operator's results)."""
+        if kwargs and tuple(kwargs) != self._keywords:  # keywords are a mapping, not a list
+            kwargs = _in_order(kwargs, self._keywords)
         tree, tensors = flatten((args, kwargs), _is_tensor)
         spec = self.spec
-        if tree != spec.args:
-            raise TraceError(f"{spec.name}: {difference(spec.args, tree)}")
+        if tree != spec.args or self._values:
+            wrong = difference(spec.args, tree)
+            if wrong is not None:
+                raise TraceError(f"{spec.name}: {wrong}")
         self._check(tensors)
         graph = self.graph
         ids = graph._operand_ids
@@ -125,8 +134,8 @@ class Program:
             ):
                 raise TraceError(
                     f"{self.spec.name}: tensor argument {index} is {operand.describe()}, but "
-                    f"the program was traced with {traced.describe()} (trace it again for "
-                    "other shapes, dtypes, meshes or placements)"
+                    f"the program was traced with {traced.describe()}{_meshes(operand, traced)} "
+                    "(trace it again for other shapes, dtypes, meshes or placements)"
                 )
         for index, first in self._alias:
             if tensors[index]._operand.id != tensors[first]._operand.id:
@@ -185,6 +194,29 @@ class Program:
         return render(self.spec, path, format)
 
 
+def _release(executor: Any, constant_ids: tuple[int, ...], key: int) -> None:
+    """A program went: unpin its constants, and release its name, which makes the devices
+    drop its compiled body (after the calls queued before)."""
+    executor.unpin(constant_ids)
+    executor.release(key)
+
+
+def _in_order(kwargs: dict[str, Any], keywords: tuple[Any, ...]) -> dict[str, Any]:
+    """``kwargs`` in the traced order of ``keywords`` when they are the same names (a call
+    names its keyword arguments in any order); else as they are, for the refusal."""
+    if kwargs.keys() != set(keywords):
+        return kwargs
+    return {key: kwargs[key] for key in keywords}
+
+
+def _meshes(operand: Operand, traced: Operand) -> str:
+    """The two meshes in full where they differ (``describe`` shows a mesh's shape alone,
+    and meshes of one shape differ in their devices or dim names)."""
+    if operand.mesh == traced.mesh:
+        return ""
+    return f"; its mesh is {operand.mesh!r}, the traced one {traced.mesh!r}"
+
+
 def _aliases(placeholders: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     """(position, first position) for inputs traced as the same tensor as an earlier one."""
     first: dict[int, int] = {}
@@ -203,9 +235,11 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     The program's inputs are the dtorch tensors among the arguments (any nesting of tuples,
     lists and dicts; other leaves must be None, bool, int, float or str and are fixed), its
     results the tensors ``fn`` returns, its constants the tensors ``fn`` reads without
-    computing them. A function that reads a value (``item()``, ``tolist()``, a Python
-    condition on a tensor), calls ``sync()`` or draws random numbers is refused (TraceError
-    naming the line). ``fn``'s operators run once, as an eager call.
+    computing them (``fn`` gets handles of its own for its input tensors, so that a tensor
+    passed in and also read from its closure is an input and a constant). A function that
+    reads a value (``item()``, ``tolist()``, a Python condition on a tensor), calls
+    ``sync()`` or draws random numbers is refused (TraceError naming the line). ``fn``'s
+    operators run once, as an eager call.
 
     Example:
         >>> import dtorch
@@ -221,15 +255,20 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     args, inputs = flatten((example_args, example_kwargs), _is_tensor)
     graph = graph_of(f"dtorch.trace({name})", inputs) if inputs else Graph.default_graph()
     tracer = Tracer(graph, name, inputs)
+    own = tracer.inputs  # handles of their own: a closure's read of an input is a constant
+    own_args, own_kwargs = unflatten(args, own)
     try:
         with tracer:
-            returned = fn(*example_args, **example_kwargs)
+            returned = fn(*own_args, **own_kwargs)
         result, results = flatten(returned, _is_tensor, "the result")
         for tensor in results:
             if tensor._graph is not graph:
                 raise TraceError(f"dtorch.trace({name}): a result belongs to another graph")
-        spec = build_spec(tracer, inputs, args, results, result)
+        spec = build_spec(tracer, own, args, results, result)
     except BaseException:
         tracer.release_pins()
         raise
+    finally:
+        with contextlib.suppress(GraphError):  # a broken graph runs nothing any more
+            tracer.bind_inputs()
     return Program(graph, spec)

@@ -1,8 +1,11 @@
 """Tracing: run a function once on dtorch tensors and keep the operators it recorded.
 
 ``Tracer`` stands in for the graph's submit while the function runs, in the tracing thread
-only (operators other threads record on the graph pass through untouched). Every operator
-still runs, so the trace run is an ordinary eager call; the tracer also keeps a copy. It
+only (operators other threads record on the graph pass through). The function gets handles
+of their own for its input tensors (``own_handles``: fresh ids, the same metadata), so an
+input is told apart from the same tensor read from the function's closure (a constant).
+Every operator still runs, on the user's tensors where it reads an input's own handle, so
+the trace run is an ordinary eager call; the tracer also keeps a copy, as recorded. It
 refuses, at the user's line, what a replay could not reproduce: reading a value (``item``,
 ``tolist``, ``to_torch``, Python conditions on tensors), ``sync`` and memory or profile
 operators, and random numbers (their generator state is fixed when they are recorded).
@@ -23,12 +26,18 @@ from dtorch.api.record import _OWN_FRAMES
 from dtorch.errors import TraceError
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import CreateKind, OpKind
-from dtorch.ir.params import CreateParam, DropoutParam, OpParam, SubGraphParam
+from dtorch.ir.params import (
+    CreateParam,
+    DropoutParam,
+    OpParam,
+    SubGraphParam,
+    ViewPlacementsParam,
+)
 from dtorch.ir.rules import Inference
 from dtorch.ir.span import caller_span
 from dtorch.program.spec import ProgramSpec
 from dtorch.program.tree import Tree
-from dtorch.runtime.stream import IN_PLACE_KINDS
+from dtorch.runtime.shards import writes_first_input
 from dtorch.runtime.subgraph import REFUSED_KINDS
 
 if TYPE_CHECKING:
@@ -80,18 +89,40 @@ class _SeeingInferences:
         return len(self._inner)
 
 
+def own_handles(inputs: list[Any]) -> list[Any]:
+    """A handle of its own for each of ``inputs`` (one per distinct tensor: one passed twice
+    gets one handle twice), with the tensor's metadata on a fresh id. While the function
+    runs, the tracer runs what reads it on the user's tensor; after, it is a view of that
+    tensor on the devices (``Tracer.bind_inputs``)."""
+    own: dict[int, Any] = {}
+    for tensor in inputs:
+        operand = tensor._operand
+        if operand.id not in own:
+            fresh = _renamed(operand, next(tensor._graph._operand_ids))
+            own[operand.id] = type(tensor)._wrap(tensor._graph, fresh)
+    return [own[t._operand.id] for t in inputs]
+
+
 class Tracer:
     """Keeps the operators one thread records on ``graph`` while installed (a context).
 
-    Operands read from outside the trace (constants) are pinned when first read, while a
-    handle certainly holds them: ``pinned`` lists them, and whoever builds the program owns
-    the pins (``close`` drops them if no program is built)."""
+    ``users`` are the function's input tensors; ``inputs`` the handles it gets instead
+    (``own_handles``): an operator reading one of those runs on the user's tensor. Operands
+    read from outside the trace (constants) are pinned when first read, while a handle
+    certainly holds them: ``pinned`` lists them, and whoever builds the program owns the pins
+    (``release_pins`` drops them if no program is built)."""
 
-    def __init__(self, graph: Graph, name: str, inputs: list[Any]) -> None:
+    def __init__(self, graph: Graph, name: str, users: list[Any]) -> None:
+        if isinstance(graph._inferences, _SeeingInferences):
+            raise TraceError(f"dtorch.trace({name}): this graph is being traced already")
         self.graph = graph
         self.name = name
         self.items: list[Submission] = []
-        self.seen: dict[int, Operand] = {t._operand.id: t._operand for t in inputs}
+        self.inputs = own_handles(users)  # the function's: see bind_inputs
+        self.seen: dict[int, Operand] = {t._operand.id: t._operand for t in self.inputs}
+        self._users = {
+            own._operand.id: user._operand.id for own, user in zip(self.inputs, users, strict=True)
+        }
         self.pinned: list[int] = []
         self._made: set[int] = set(self.seen)  # inputs and what the trace made
         self._thread = threading.get_ident()
@@ -99,8 +130,6 @@ class Tracer:
         self._inferences = graph._inferences
 
     def __enter__(self) -> Tracer:
-        if isinstance(self._inferences, _SeeingInferences):
-            raise TraceError(f"dtorch.trace({self.name}): this graph is being traced already")
         self.graph.executor.submit = self._submit
         self.graph._inferences = _SeeingInferences(self._inferences, self.seen)  # type: ignore[assignment]
         return self
@@ -110,6 +139,19 @@ class Tracer:
         self.graph._inferences = self._inferences
         if executor.submit == self._submit:  # a broken graph swapped in its refusal: keep it
             executor.submit = self._inner
+
+    def bind_inputs(self) -> None:
+        """Make each input's own handle a view of the user's tensor on the devices, so that a
+        handle the function kept (in a module, a closure) stays the tensor it stood for. The
+        view's metadata is the tensor's own: no rule is asked (none takes a marked layout,
+        which a view keeps as it is)."""
+        span = caller_span(_OWN_FRAMES)
+        for own, user in self._users.items():
+            meta = self.seen[own]
+            op_id = self.graph.new_operator_id()
+            view = ViewPlacementsParam(meta.placements)
+            op = Operator(op_id, f"trace_input_{op_id}", view, (user,), (own,), span)
+            self._inner((op, (meta,)))
 
     def release_pins(self) -> None:
         """Drop the pins (the trace failed: no program holds the constants)."""
@@ -124,21 +166,31 @@ class Tracer:
         self._made.update(operand_ids)
 
     def _submit(self, item: Submission) -> None:
-        if threading.get_ident() != self._thread:
-            self._inner(item)
-            return
         op, outputs = item
+        if threading.get_ident() != self._thread:
+            self._inner(self._eager(op, outputs))
+            return
         reason = refusal(op.param)
         if reason is not None:
             self._refuse(op, reason)
         outside = [i for i in op.inputs if i not in self._made]
         if outside:
             self.pin(outside)
-        self._inner(item)
+        self._inner(self._eager(op, outputs))
         self.items.append(item)
         for operand in outputs:
             self._made.add(operand.id)
             self.seen[operand.id] = operand
+
+    def _eager(self, op: Operator, outputs: tuple[Operand, ...]) -> Submission:
+        """What runs now: ``op`` reading the user's tensors where it reads the inputs' own
+        handles (the trace run is the user's eager call: an in-place change of an input, or
+        its failure, is the user tensor's)."""
+        users = self._users
+        if users.keys().isdisjoint(op.inputs):
+            return op, outputs
+        inputs = tuple([users.get(i, i) for i in op.inputs])
+        return Operator(op.id, op.name, op.param, inputs, op.outputs, op.span), outputs
 
     def _refuse(self, op: Operator, reason: str) -> None:
         promise = getattr(op.param, "promise", None)
@@ -240,5 +292,5 @@ def _handle_meta(tracer: Tracer, operand_id: int) -> Operand:
 
 def _writes(operators: tuple[Operator, ...], placeholders: tuple[int, ...]) -> tuple[int, ...]:
     """Positions of the inputs an in-place operator changes (written back after each run)."""
-    changed = {op.inputs[0] for op in operators if op.kind in IN_PLACE_KINDS and not op.outputs}
+    changed = {op.inputs[0] for op in operators if writes_first_input(op)}
     return tuple(i for i, p in enumerate(placeholders) if p in changed)

@@ -21,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +35,11 @@ PLAIN = (type(None), bool, int, float, str)
 
 #: Deepest nesting accepted (a file's tree is data: no recursion without a bound).
 MAX_DEPTH = 64
+
+#: Shows a node of a file's tree in messages: a few levels and items (a full ``repr`` of a
+#: deep tree would recurse without a bound).
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxtuple, _BRIEF.maxstring, _BRIEF.maxother = 3, 4, 40, 40
 
 
 def flatten(
@@ -88,19 +95,47 @@ def unflatten(tree: Tree, tensors: Sequence[Any]) -> Any:
     return {key: unflatten(kid, tensors) for key, kid in zip(tree[1], tree[2], strict=True)}
 
 
+def same_value(a: object, b: object) -> bool:
+    """Whether plain values ``a`` and ``b`` are one value: of one type and equal, NaN equal
+    to NaN, 0.0 not -0.0 (2, 2.0 and True are three values: they make other results).
+
+    Example:
+        >>> same_value(2, 2.0), same_value(float("nan"), float("nan")), same_value(0.0, -0.0)
+        (False, True, False)
+    """
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a):
+            return math.isnan(b)
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    return a == b
+
+
+def has_values(tree: Tree) -> bool:
+    """Whether ``tree`` holds plain values (a call must then be compared leaf by leaf:
+    ``==`` on trees takes 2 for 2.0 and never NaN for NaN)."""
+    tag = tree[0]
+    if tag == "V":
+        return True
+    return tag != "T" and any(has_values(kid) for kid in tree[-1])
+
+
 def difference(expected: Tree, got: Tree, where: str = "arguments") -> str | None:
     """Where ``got`` departs from ``expected`` in words (None: the same structure and
-    plain values), for the error of a replay with other arguments."""
-    if expected == got:
-        return None
+    plain values, by ``same_value``), for the error of a replay with other arguments."""
     if expected[0] != got[0]:
         return f"{where}: traced with {_kind(expected)}, called with {_kind(got)}"
     tag = expected[0]
     if tag == "V":
+        if same_value(expected[1], got[1]):
+            return None
         return (
-            f"{where}: traced with {expected[1]!r}, called with {got[1]!r} (values that are "
-            "not tensors are fixed when the program is traced)"
+            f"{where}: traced with {_typed(expected[1])}, called with {_typed(got[1])} "
+            "(values that are not tensors are fixed when the program is traced)"
         )
+    if tag == "T":
+        return None if expected == got else f"{where}: traced with {expected}, called with {got}"
     if tag == "dict" and expected[1] != got[1]:
         return f"{where}: traced with keys {list(expected[1])}, called with {list(got[1])}"
     kids_e, kids_g = expected[-1], got[-1]
@@ -114,6 +149,10 @@ def difference(expected: Tree, got: Tree, where: str = "arguments") -> str | Non
     return None
 
 
+def _typed(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
 def _kind(tree: Tree) -> str:
     if tree[0] == "T":
         return "a tensor"
@@ -125,22 +164,29 @@ def _kind(tree: Tree) -> str:
 def check_tree(tree: Any, tensors: int, depth: int = 0) -> None:
     """Raise ValueError unless ``tree`` (read from a file) is a well-formed tree whose tensor
     leaves index ``range(tensors)``."""
-    if depth > MAX_DEPTH or type(tree) is not tuple or not tree:
-        raise ValueError(f"not a tree node: {tree!r:.80}")
+    if depth > MAX_DEPTH:
+        raise ValueError(f"the tree nests deeper than {MAX_DEPTH} levels")
+    if type(tree) is not tuple or not tree:
+        raise ValueError(f"not a tree node: {_brief(tree)}")
     tag = tree[0]
     if tag == "T":
         if len(tree) != 2 or type(tree[1]) is not int or not 0 <= tree[1] < tensors:
-            raise ValueError(f"tensor leaf {tree!r:.80} out of range (there are {tensors})")
+            raise ValueError(f"tensor leaf {_brief(tree)} out of range (there are {tensors})")
     elif tag == "V":
         if len(tree) != 2 or type(tree[1]) not in PLAIN:
-            raise ValueError(f"bad value leaf {tree!r:.80}")
+            raise ValueError(f"bad value leaf {_brief(tree)}")
     elif tag in ("tuple", "list") and len(tree) == 2 and type(tree[1]) is tuple:
         for kid in tree[1]:
             check_tree(kid, tensors, depth + 1)
     elif tag == "dict" and len(tree) == 3 and type(tree[1]) is tuple and type(tree[2]) is tuple:
         if len(tree[1]) != len(tree[2]) or any(type(k) not in (str, int) for k in tree[1]):
-            raise ValueError(f"bad dict node {tree!r:.80}")
+            raise ValueError(f"bad dict node {_brief(tree)}")
         for kid in tree[2]:
             check_tree(kid, tensors, depth + 1)
     else:
-        raise ValueError(f"unknown tree node {tree!r:.80}")
+        raise ValueError(f"unknown tree node {_brief(tree)}")
+
+
+def _brief(node: Any) -> str:
+    """``node`` in a message: a few levels and items of it, at most 80 characters."""
+    return f"{_BRIEF.repr(node):.80}"

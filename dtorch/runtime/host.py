@@ -90,7 +90,8 @@ class DeviceHost:
         self._metas: dict[int, Operand] = {}
         self._routes: dict[frozenset[DeviceMesh], Route] = {}
         self._mesh_routes: dict[int, tuple[Route, DeviceMesh]] = {}
-        self._programs: dict[int, CompiledBody] = {}  # traced programs' bodies, by name
+        self._programs: dict[int, CompiledBody] = {}  # traced programs' bodies, by name (an
+        # id of the operand ids: released when the program goes, see ``_add_frees``)
         self._used = [False] * layout.count  # per stream: has it ever been sent an operator
         self._closed = False
 
@@ -134,7 +135,7 @@ class DeviceHost:
         """A traced program's call: its body's items for each stream (compiled and cached
         when the body comes with it; ``dtorch.runtime.subgraph``)."""
         param: SubGraphParam = op.param  # type: ignore[assignment]
-        if param.operators or param.operands:  # a body (its placeholders, even if it is empty)
+        if not param.by_name:  # the first call: it carries the body, however empty
             self._programs[param.program] = compile_body(
                 param, self._metas, len(self.streams), self._route, self.services.groups
             )
@@ -165,12 +166,18 @@ class DeviceHost:
 
     def _add_frees(self, no_hold: tuple[int, ...], items: list[list[object]]) -> None:
         """Free ``no_hold`` after the batch on every stream that ever ran an operator (the
-        others hold nothing, and are not woken for every batch), and forget their metadata."""
+        others hold nothing, and are not woken for every batch), and forget their metadata.
+        A released id may name a program: its compiled body goes (the streams' queued calls
+        hold what they run)."""
         for stream_items, used in zip(items, self._used, strict=True):
             if used:
                 stream_items.append((FREE, no_hold))
+        metas, programs = self._metas, self._programs
         for operand_id in no_hold:
-            self._metas.pop(operand_id, None)
+            metas.pop(operand_id, None)
+        if programs:
+            for operand_id in no_hold:
+                programs.pop(operand_id, None)
 
     def _route(self, ins: tuple[Operand, ...], outs: tuple[Operand, ...]) -> Route:
         first = (outs or ins)[0].mesh

@@ -39,7 +39,7 @@ from dtorch.ir.params import SubGraphParam
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.direct import direct_form
 from dtorch.kernels.table import LOCAL_KERNELS
-from dtorch.runtime.shards import IN_PLACE_KINDS, KernelFailure, ShardTable, failure_of
+from dtorch.runtime.shards import KernelFailure, ShardTable, failure_of, writes_first_input
 
 #: The stream item of a program call: ``(PLAN, (plan or None, body, call, stream index))``.
 PLAN = 7
@@ -253,11 +253,10 @@ def _store(step: Step, slots: list[Any], failure: KernelFailure) -> None:
         for _, _, slot in step[4] + step[5]:
             slots[slot] = failure
         return
-    outs = _outputs(step)
-    for slot in outs:
+    for slot in _outputs(step):
         slots[slot] = failure
     ctx, _ = _context(step)
-    if not outs and ctx.operator.param.kind in IN_PLACE_KINDS:
+    if writes_first_input(ctx.operator):
         slots[_inputs(step)[0]] = failure
 
 
@@ -357,7 +356,7 @@ class _Builder:
             if device in operand.mesh
         )
         in_place: tuple[Key, ...] = ()
-        if op.param.kind in IN_PLACE_KINDS and not ctx.outputs:
+        if writes_first_input(op):
             in_place = tuple(key for key in lent if key[0] == op.inputs[0])
         self.raw.append((GROUP, ctx, index, tuple(lent), outs, in_place))
 

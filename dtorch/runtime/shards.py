@@ -28,10 +28,22 @@ import torch
 
 from dtorch.ir.operator import Operator
 from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import MaskedParam
 from dtorch.ir.report import Failure
 
 #: Kinds that change their first input in place and have no outputs: a failure poisons it.
 IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem, OpKind.IndexPut})
+
+
+def writes_first_input(op: Operator) -> bool:
+    """Whether ``op`` changes its first input in place, so that a failure of ``op`` (its own,
+    or a failed input passed on) fails that input too: an IN_PLACE_KINDS operator without
+    outputs, or an in-place Masked (``masked_fill_``, ``masked_scatter_``), whose one output
+    is the changed input itself."""
+    param = op.param
+    if param.kind in IN_PLACE_KINDS:
+        return not op.outputs
+    return isinstance(param, MaskedParam) and param.in_place
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
 from dtorch.runtime.plan import PLAN, StreamPlan
 from dtorch.runtime.profiling import EventRecorder
-from dtorch.runtime.shards import IN_PLACE_KINDS, KernelFailure, ShardTable, failure_of
+from dtorch.runtime.shards import KernelFailure, ShardTable, failure_of, writes_first_input
 from dtorch.runtime.subgraph import BIND, FINISH, CompiledBody, call_items
 from dtorch.runtime.torch_threads import adopt
 from dtorch.runtime.workqueue import WorkQueue
@@ -312,7 +312,7 @@ class KernelStream:
         return inputs
 
     def _store_group_failure(self, ctx: KernelContext, failure: KernelFailure) -> None:
-        in_place = ctx.operator.kind in IN_PLACE_KINDS and not ctx.outputs
+        in_place = writes_first_input(ctx.operator)
         for device in ctx.devices:
             if in_place and device in ctx.inputs[0].mesh:  # only where the target has a shard
                 self.shards.put(ctx.operator.inputs[0], device, failure)
@@ -333,7 +333,7 @@ class KernelStream:
         self._store_failure(op, device, failure)
 
     def _store_failure(self, op: Operator, device: int, failure: KernelFailure) -> None:
-        if not op.outputs and op.param.kind in IN_PLACE_KINDS:
+        if writes_first_input(op):
             self.shards.put(op.inputs[0], device, failure)
         for operand in op.outputs:
             self.shards.put(operand, device, failure)

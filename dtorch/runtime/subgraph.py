@@ -2,17 +2,17 @@
 
 A SubGraph operator (a traced program's call, ``dtorch.program``) names a body; the first one
 of a program on a graph carries it. The host compiles the body, and keeps it until the
-graph's reset, in two forms per stream (routed as ordinary operators are): a ``StreamPlan``
-(``dtorch.runtime.plan``: flat steps over slots, what a call normally runs, as one stream
-item) and a list of ``KernelContext`` items, which a stream runs instead while it profiles or
-validates kernel outputs, or where the body holds something a plan does not run. Through the
-contexts a call costs the streams three things: BIND (each input placeholder takes the shards
-of the call's input), the cached contexts, and FINISH (each result takes the shards of its
-body operand, in-place writes go back to the inputs, every local operand is freed). Contexts
-are read-only, so one list serves every call; those that must differ per call are rebuilt for
-it: group kernels get an operator id of their own (``run_id``: the failure board is keyed by
-it, so a failure of one call never marks another), and kernels with per-call scratch
-(``memo``) a fresh context.
+program's name is released (the program went) or the graph's reset, in two forms per stream
+(routed as ordinary operators are): a ``StreamPlan`` (``dtorch.runtime.plan``: flat steps
+over slots, what a call normally runs, as one stream item) and a list of ``KernelContext``
+items, which a stream runs instead while it profiles or validates kernel outputs, or where
+the body holds something a plan does not run. Through the contexts a call costs the streams
+three things: BIND (each input placeholder takes the shards of the call's input), the cached
+contexts, and FINISH (each result takes the shards of its body operand, in-place writes go
+back to the inputs, every local operand is freed). Contexts are read-only, so one list
+serves every call; those that must differ per call are rebuilt for it: group kernels get an
+operator id of their own (``run_id``: the failure board is keyed by it, so a failure of one
+call never marks another), and kernels with per-call scratch (``memo``) a fresh context.
 
 Example:
     >>> run_id(7, 3) < 0
@@ -24,12 +24,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import dtorch.kernels.convert
+import dtorch.kernels.create  # noqa: F401 - registers the Create kernel (runs_in_body)
 from dtorch.errors import GraphError
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import SubGraphParam
 from dtorch.kernels.base import KernelContext
-from dtorch.kernels.table import LOCAL_KERNELS
+from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
 from dtorch.runtime.plan import MEMO_KINDS, PLAN, StreamPlan, compile_plan, run_id
 
 #: Stream items: bind placeholders to inputs / finish a call (see the module docstring).
@@ -42,6 +44,19 @@ REFUSED_KINDS = frozenset(
 
 #: Body operators per call (an id of its own per group kernel must fit ``run_id``).
 MAX_BODY = 1 << 24
+
+
+def runs_in_body(kind: OpKind) -> bool:
+    """Whether a body can run operators of ``kind``: those with a local or a group kernel.
+    The others are the kinds a stream handles itself (REFUSED_KINDS) and those no kernel
+    runs at all (Fuse, Nvtx, Nonzero: the client never records them).
+
+    Example:
+        >>> runs_in_body(OpKind.Convert), runs_in_body(OpKind.Nvtx), runs_in_body(OpKind.Sync)
+        (True, False, False)
+    """
+    return kind in LOCAL_KERNELS or kind in GROUP_KERNELS
+
 
 Router = Callable[
     [tuple[Operand, ...], tuple[Operand, ...]], tuple[tuple[int, tuple[int, ...]], ...]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dtorch
-from dtorch.errors import PlacementError, ShapeError
+from dtorch.errors import KernelError, PlacementError, ShapeError
 from tests.api.ops_harness import (
     ALL_MESHES,
     S0,
@@ -239,3 +239,25 @@ def test_dtypes_and_rejections(graph: dtorch.Graph) -> None:
         t.clamp("low")
     with pytest.raises(TypeError, match="masked"):
         t.masked_fill(t, 0.0)
+
+
+def test_a_failed_mask_fails_the_tensor_changed_in_place(graph: dtorch.Graph) -> None:
+    """``masked_fill_``/``masked_scatter_`` with a mask whose value failed (a division by zero
+    upstream) fail the tensor they change, as ``copy_`` does; a good mask still changes it
+    as torch does."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.tensor([5, 6, 7, 8])
+    for placement in (S0, R):
+        put = lambda v, p=placement: place(v, mesh, [p], graph)  # noqa: E731
+        for divisor in (torch.tensor([1, 1, 1, 1]), torch.tensor([1, 1, 0, 1])):
+            mask = (put(x) // put(divisor)) > 6
+            filled, scattered = put(x).clone(), place(x, mesh, [R], graph)
+            assert filled.masked_fill_(mask, -1) is filled
+            scattered.masked_scatter_(mask.redistribute(mesh, [R]), place(-x, mesh, [R], graph))
+            if divisor.all():
+                assert filled.tolist() == [5, 6, -1, -1]
+                assert scattered.tolist() == [5, 6, -5, -6]
+                continue
+            for changed in (filled, scattered):
+                with pytest.raises(KernelError, match="floor_divide"):
+                    changed.to_torch()

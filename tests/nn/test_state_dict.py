@@ -301,3 +301,13 @@ def _check_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     ours.load_state_dict(path)
     assert len(alive) == len(ref.state_dict())
     assert torch.equal(ours[2].weight.to_torch(), ref[2].weight.detach())
+
+
+def test_float8_values_load(graph: dtorch.Graph) -> None:
+    """A dtype torch cannot sum (float8) loads too: the wait on each value sums it as bools."""
+    module = nn.Module()
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    module.register_buffer("scale", dtorch.zeros(4, dtype=torch.float8_e4m3fn, device_mesh=mesh))
+    source = {"scale": torch.randn(4).to(torch.float8_e4m3fn)}
+    module.load_state_dict(source)
+    assert torch.equal(module.scale.to_torch().float(), source["scale"].float())

@@ -7,7 +7,11 @@ computes from the same inputs and weights.
 from __future__ import annotations
 
 import dataclasses
+import gc
+import os
 import random
+import re
+import stat
 import struct
 import subprocess
 import sys
@@ -21,8 +25,17 @@ import torch
 
 import dtorch
 from dtorch.errors import DeserializationError, MeshError, UnsupportedVersionError
-from dtorch.ir.opkind import PromiseKind
-from dtorch.ir.params import PromiseHandle, SubGraphParam, SyncParam
+from dtorch.ir.operator import Operator
+from dtorch.ir.opkind import CreateKind, PromiseKind
+from dtorch.ir.params import (
+    CloneParam,
+    FuseParam,
+    NonzeroParam,
+    NvtxParam,
+    PromiseHandle,
+    SubGraphParam,
+    SyncParam,
+)
 from dtorch.program import files
 from dtorch.serialization import deserialize, serialize
 from dtorch.serialization.fuzz import mutate
@@ -407,3 +420,168 @@ def _flipped(rng: random.Random, data: bytes) -> bytes:
 def test_the_example_round_trip_equals_torch(graph: dtorch.Graph, tmp_path: Path) -> None:
     got, expected = round_trip(tmp_path)  # examples/program.py: the README's round trip
     torch.testing.assert_close(got, expected)
+
+
+def _saved_of(tmp_path: Path, fn: Any, *args: Any) -> bytes:
+    path = tmp_path / "p.dtorch"
+    dtorch.trace(fn, *args).save(path)
+    return path.read_bytes()
+
+
+def _with_body(data: bytes, **change: Any) -> bytes:
+    """``data`` with its body's fields changed (``operators=...``), re-sealed."""
+    root = _header(data)
+    return _resealed(data, serialize({**root, "body": dataclasses.replace(root["body"], **change)}))
+
+
+def _redistributed(tmp_path: Path) -> bytes:
+    """A program whose body is a redistribution (operator 0) and a multiplication."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.zeros(4, 2, device_mesh=mesh, placements=[S(0)])
+    return _saved_of(tmp_path, lambda t: t.redistribute(mesh, [R]) * 2, x)
+
+
+def test_an_operator_no_kernel_runs_is_refused(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """Kinds without a kernel (the client never records them) would break the whole graph at
+    the first call: the load refuses them, naming the operator."""
+    data = _redistributed(tmp_path)
+    operators = _header(data)["body"].operators
+    for param in (NvtxParam("range"), FuseParam(()), NonzeroParam()):
+        bad = Operator(99, "odd_99", param, (), (), operators[0].span)
+        with pytest.raises(DeserializationError, match=r"operator 0 is odd_99 .*no kernel runs"):
+            _load(tmp_path, _with_body(data, operators=(bad, *operators)), graph)
+
+
+def test_the_arity_of_every_operator_is_checked_first(graph: dtorch.Graph, tmp_path: Path) -> None:
+    data = _redistributed(tmp_path)
+    convert, mul = _header(data)["body"].operators
+    source, made = convert.inputs[0], mul.outputs[0]
+    cases = {
+        "reads 0 inputs; a Convert reads 1": (dataclasses.replace(convert, inputs=()), mul),
+        "reads 2 inputs; a Convert reads 1": (
+            dataclasses.replace(convert, inputs=(source, source)), mul
+        ),
+        "reads 3 inputs; a BroadcastBinary reads 1 to 2": (
+            convert, dataclasses.replace(mul, inputs=(*mul.inputs, source, source)[:3])
+        ),
+        "reads and makes nothing": (
+            convert, mul, Operator(98, "clone_98", CloneParam(), (), (), mul.span)
+        ),
+    }  # fmt: skip
+    for words, operators in cases.items():
+        with pytest.raises(DeserializationError, match=re.escape(words)):
+            _load(tmp_path, _with_body(data, operators=operators), graph)
+    assert made in _header(data)["body"].outputs
+
+
+def test_a_body_called_by_name_is_refused(graph: dtorch.Graph, tmp_path: Path) -> None:
+    with pytest.raises(DeserializationError, match="names program"):
+        _load(tmp_path, _with_body(_redistributed(tmp_path), by_name=True), graph)
+
+
+def test_a_deep_tree_is_refused_quickly(graph: dtorch.Graph, tmp_path: Path) -> None:
+    data = _saved_of(tmp_path, lambda t: t * 2, dtorch.zeros(4))
+    tree: tuple[Any, ...] = ("T", 0)
+    for _ in range(1000):
+        tree = ("tuple", (tree,))
+    args = ("tuple", (("tuple", (tree,)), ("dict", (), ())))
+    with pytest.raises(DeserializationError, match="deeper than 64 levels"):
+        _load(tmp_path, _resealed(data, serialize({**_header(data), "args": args})), graph)
+    keys = ("k" * 10_000,) * 100 + (1.5,)  # a wide node with a bad key: shown in brief
+    wide = ("tuple", (("dict", keys, (("V", 1),) * 101), ("dict", (), ())))
+    with pytest.raises(DeserializationError, match="bad dict node") as info:
+        _load(tmp_path, _resealed(data, serialize({**_header(data), "args": wide})), graph)
+    assert len(str(info.value)) < 400
+
+
+def _created(t: Any) -> Any:
+    """Creations of every kind a program may hold, added to ``t`` (float32[4])."""
+    mesh, S0 = t.device_mesh, [S(0)]
+    kw: dict[str, Any] = {"device_mesh": mesh, "placements": S0}
+    made = dtorch.arange(4.0, **kw) + dtorch.full((4,), 0.5, **kw) + dtorch.ones(4, **kw)
+    return t + made + dtorch.zeros(4, **kw) + dtorch.from_torch(torch.arange(4.0) * 10, **kw)
+
+
+def test_creations_whose_data_makes_another_tensor_are_refused(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    """A creation's kernel builds its values from its own data (arange's bounds, full's fill,
+    from_torch's value); data that does not make exactly the declared shape and dtype (a 1 KB
+    file making a call allocate 800 MB) is refused."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.zeros(4, device_mesh=mesh, placements=[S(0)])
+    data = _saved_of(tmp_path, _created, x)
+    operators = list(_header(data)["body"].operators)
+    changes: dict[CreateKind, list[tuple[dict[str, Any], str]]] = {
+        CreateKind.ARANGE: [
+            ({"args": (0.0, 1.0, 1.0)}, "makes 1 values"),
+            ({"args": (0.0, 2.0e8, 1.0)}, "makes 200000000 values"),
+            ({"args": (0.0, 4.0, 0.0)}, "step must be nonzero"),
+            ({"args": (0.0, 4.0)}, "has 2 bounds"),
+        ],
+        CreateKind.FULL: [({"args": (1.0, 2.0)}, "fills with 2 values"), ({"args": ()}, "with 0")],
+        CreateKind.ONES: [({"args": (3,)}, "carries data")],
+        CreateKind.ZEROS: [({"value": torch.ones(4)}, "carries data")],
+        CreateKind.FROM_TENSOR: [
+            ({"value": torch.ones(1)}, r"float32\[1\], not the torch.float32\[4\]"),
+            ({"value": torch.ones(4, dtype=torch.float64)}, r"of torch.float64\[4\]"),
+            ({"value": None}, "without its value"),
+        ],
+    }
+    for index, op in enumerate(operators):
+        for change, words in changes.get(getattr(op.param, "create", None), []):  # type: ignore[call-overload]
+            bad = dataclasses.replace(op, param=dataclasses.replace(op.param, **change))
+            body = (*operators[:index], bad, *operators[index + 1 :])
+            with pytest.raises(DeserializationError, match=f"operator {index} .*{words}"):
+                _load(tmp_path, _with_body(data, operators=body), graph)
+    loaded = dtorch.load_program(tmp_path / "p.dtorch", graph=graph)  # the file as saved
+    y = torch.randn(4)
+    expected = y + torch.arange(4.0) + 0.5 + 1 + torch.arange(4.0) * 10
+    got = loaded(dtorch.from_torch(y, device_mesh=mesh, placements=[S(0)]))
+    torch.testing.assert_close(got.to_torch(), expected)
+
+
+def test_a_load_waits_on_its_own_constants_alone(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """An earlier failure of another operator nobody fetched is not the load's: the load
+    returns, the failure stays for the next sync, and the constants go with the program."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    w = torch.randn(64, 8)
+    half = torch.full((8,), 0.5).to(torch.float8_e4m3fn)  # a dtype torch does not sum
+    held = [
+        dtorch.from_torch(w, device_mesh=mesh, placements=[S(1)]),
+        dtorch.from_torch(half, device_mesh=mesh),
+    ]
+    fn = lambda t: t @ held[0] + held[1].to(torch.float32)  # noqa: E731
+    path = tmp_path / "p.dtorch"
+    dtorch.trace(fn, dtorch.zeros(2, 64, device_mesh=mesh)).save(path)
+    held.clear()
+    gc.collect()
+    baseline = graph.get_memory_stats(mesh)
+    ints = dtorch.arange(4, device_mesh=mesh)
+    failed = ints // dtorch.zeros(4, dtype=torch.int64, device_mesh=mesh)  # never fetched
+    program = dtorch.load_program(path, graph=graph)
+    x = torch.randn(2, 64)
+    torch.testing.assert_close(program(dtorch.from_torch(x, device_mesh=mesh)).to_torch(),
+                               x @ w + 0.5)  # fmt: skip
+    with pytest.raises(dtorch.DTorchError, match="floor_divide"):
+        graph.sync()
+    del program, failed, ints
+    gc.collect()
+    after = graph.get_memory_stats(mesh)
+    for device in mesh.device_ids:
+        assert after.find(device).memory_allocated == baseline.find(device).memory_allocated
+
+
+def test_a_saved_file_takes_the_umask(tmp_path: Path) -> None:
+    """``save`` renames a finished file over the target: the file has the mode ``open``
+    would give it (0o666 less the umask), as ``torch.save``'s, not a temporary file's."""
+    with dtorch.Graph(dtorch.GraphOption(per_device_per_process=False)).as_default() as g:
+        program = dtorch.trace(lambda t: t * 2, dtorch.zeros(4))
+        old = os.umask(0o027)
+        try:
+            program.save(tmp_path / "p.dtorch")
+        finally:
+            os.umask(old)
+    g.close()
+    assert stat.S_IMODE(os.stat(tmp_path / "p.dtorch").st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["p.dtorch"]  # no temporary file left

@@ -4,6 +4,7 @@ operator-by-operator path a profile takes; on both runners."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -180,3 +181,30 @@ def test_a_profiled_replay_records_each_body_operator(graph: dtorch.Graph) -> No
     for device in range(2):
         names = [e.name.split("_")[0] for e in prof.events if e.device == device]
         assert names == ["add", "redistribute", "mul"]
+
+
+def _masked_in_place(x: dtorch.Tensor, d: dtorch.Tensor) -> dtorch.Tensor:
+    """``masked_fill_`` on a copy and ``masked_scatter_`` on the input itself, with a mask
+    that fails where ``d`` is 0."""
+    mask = (x // d) > 6
+    z = x.clone()
+    z.masked_fill_(mask, -1)
+    x.masked_scatter_(mask, -x)
+    return z
+
+
+@pytest.mark.parametrize("profiled", [False, True])  # the plan, or the stream's contexts
+def test_a_failed_mask_fails_what_masked_in_place_changes(
+    graph: dtorch.Graph, profiled: bool
+) -> None:
+    ints = lambda *v: dtorch.from_torch(torch.tensor(v))  # noqa: E731
+    program = dtorch.trace(_masked_in_place, ints(5, 6, 7, 8), ints(1, 1, 1, 1))
+    x = ints(5, 6, 7, 8)
+    with dtorch.profile(graph) if profiled else contextlib.nullcontext():
+        out = program(x, ints(1, 1, 1, 1))
+        assert out.tolist() == [5, 6, -1, -1] and x.tolist() == [5, 6, -5, -6]  # as torch
+        x = ints(5, 6, 7, 8)
+        out = program(x, ints(1, 0, 1, 1))
+        for changed in (out, x):  # the result, and the input written back
+            with pytest.raises(dtorch.DTorchError, match="floor_divide"):
+                changed.to_torch()

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import math
+import weakref
+
 import pytest
 import torch
 
 import dtorch
+from dtorch.ir.operator import ExecuteBatch
 
 
 def _mesh(n: int = 2) -> dtorch.DeviceMesh:
@@ -119,3 +124,135 @@ def test_in_place_changes_of_inputs_are_written_back(graph: dtorch.Graph) -> Non
     x = dtorch.from_torch(torch.tensor([1.0, 2.0, 3.0]))
     assert program(x).tolist() == [10.0, 4.0, 6.0]
     assert x.tolist() == [5.0, 2.0, 3.0]
+
+
+def test_a_function_that_runs_no_operator_replays(graph: dtorch.Graph) -> None:
+    """Its first call carries an empty body: the devices compile it all the same, and a call
+    of a program that returns nothing, or a constant, leaves the graph working."""
+    mesh = _mesh()
+    w = dtorch.from_torch(torch.arange(4.0), device_mesh=mesh)
+    returns_w = dtorch.trace(lambda: w)
+    returns_nothing = dtorch.trace(lambda: None)
+    for _ in range(2):  # the body, then the name
+        assert returns_w().tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert returns_nothing() is None
+    graph.sync()
+    assert (w + 1).tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_an_input_the_function_also_reads_from_its_closure(graph: dtorch.Graph) -> None:
+    """The example input is the function's own weight: the argument and the closure's read
+    are two things, as in torch (the read is a constant, the argument an input)."""
+    mesh = _mesh()
+    weight = torch.tensor([10.0, 20.0, 30.0, 40.0])
+    bias = dtorch.from_torch(weight, device_mesh=mesh, placements=[dtorch.Shard(0)])
+
+    def fn(x: dtorch.Tensor) -> dtorch.Tensor:
+        x.mul_(2)  # in place on the argument: the trace run is an eager call
+        return x + bias
+
+    program = dtorch.trace(fn, bias)
+    torch.testing.assert_close(bias.to_torch(), weight * 2)  # the trace run changed bias
+    assert len(program.spec.inputs) == 1 and len(program.spec.constants) == 1
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    dx = dtorch.from_torch(x, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    torch.testing.assert_close(program(dx).to_torch(), x * 2 + weight * 2)
+    torch.testing.assert_close(dx.to_torch(), x * 2)  # written back to the argument
+    torch.testing.assert_close(bias.to_torch(), weight * 2)  # the constant is unchanged
+    twice = dtorch.trace(lambda a, b: a * b + bias, bias, bias)  # one tensor passed twice
+    torch.testing.assert_close(twice(dx, dx).to_torch(), (x * 2) ** 2 + weight * 2)
+
+
+def test_plain_values_are_compared_by_type_and_value(graph: dtorch.Graph) -> None:
+    """2, 2.0 and True make results of other dtypes: a program traced with one refuses the
+    others; NaN is the value NaN, which a call may pass again."""
+    x = torch.tensor([1, 2, 3, 4])
+    dx = dtorch.from_torch(x)
+    program = dtorch.trace(lambda t, s: t * s, dx, 2)
+    assert program(dx, 2).dtype == (x * 2).dtype == torch.int64
+    for other in (2.0, True):
+        with pytest.raises(dtorch.TraceError, match=r"traced with 2 \(int\), called with"):
+            program(dx, other)
+    floats = dtorch.from_torch(x.float())
+    with_nan = dtorch.trace(lambda t, s: t * s, floats, float("nan"))
+    got = with_nan(floats, float("nan")).to_torch()
+    torch.testing.assert_close(got, x.float() * math.nan, equal_nan=True)
+    signed = dtorch.trace(lambda t, s: t * s, floats, -0.0)
+    with pytest.raises(dtorch.TraceError, match=r"traced with -0.0 \(float\), called with 0.0"):
+        signed(floats, 0.0)
+
+
+def test_keyword_arguments_may_come_in_any_order(graph: dtorch.Graph) -> None:
+    def fn(x: dtorch.Tensor, *, bias: dtorch.Tensor, scale: dtorch.Tensor) -> dtorch.Tensor:
+        return x * scale + bias
+
+    x, b, s = torch.randn(4), torch.randn(4), torch.randn(4)
+    dx, db, ds = (dtorch.from_torch(t) for t in (x, b, s))
+    program = dtorch.trace(fn, dx, bias=db, scale=ds)
+    torch.testing.assert_close(program(dx, scale=ds, bias=db).to_torch(), x * s + b)
+    torch.testing.assert_close(program(dx, bias=db, scale=ds).to_torch(), x * s + b)
+    with pytest.raises(dtorch.TraceError, match="keys"):
+        program(dx, bias=db, shift=ds)
+
+
+def test_an_input_on_another_mesh_names_both_meshes(graph: dtorch.Graph) -> None:
+    program = dtorch.trace(lambda t: t + 1, dtorch.zeros(4, device_mesh=_mesh()))
+    others = {
+        r"DeviceMesh\('cpu', \[2, 3\]\), the traced one DeviceMesh\('cpu', \[0, 1\]\)": (
+            dtorch.DeviceMesh("cpu", [2, 3])
+        ),
+        r"mesh_dim_names=\('tp',\)\), the traced one DeviceMesh\('cpu', \[0, 1\]\)": (
+            dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
+        ),
+    }
+    for words, mesh in others.items():
+        with pytest.raises(dtorch.TraceError, match=words):
+            program(dtorch.zeros(4, device_mesh=mesh))
+
+
+def test_a_released_program_releases_its_compiled_body(
+    graph: dtorch.Graph, runner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The program's name reaches the runner as a release when the program goes (both
+    runners); a thread-mode host then holds neither the body nor what its operators hold
+    (worker processes hand their releases to the same host: tests/runtime/test_host.py)."""
+    released: list[int] = []
+    execute = graph.executor.runner.execute
+
+    def spy(batch: ExecuteBatch) -> None:
+        released.extend(batch.no_hold)
+        execute(batch)
+
+    monkeypatch.setattr(graph.executor.runner, "execute", spy)
+    x = dtorch.zeros(64)
+    table = torch.randn(64)
+    program = dtorch.trace(lambda t: t + dtorch.from_torch(table), x)
+    torch.testing.assert_close(program(x).to_torch(), table)
+    value = weakref.ref(program.spec.body.operators[0].param.value)
+    key = program._key
+    del program
+    gc.collect()
+    graph.sync()
+    assert key in released
+    if runner == "thread":
+        assert not graph.executor.runner._host._programs
+        gc.collect()
+        assert value() is None
+
+
+def test_an_input_handle_the_function_keeps_stays_its_tensor(graph: dtorch.Graph) -> None:
+    """The handles the function gets for its inputs are its own, but one it keeps (a cache,
+    a module attribute) reads and writes the tensor it stood for after the trace."""
+    kept: list[dtorch.Tensor] = []
+
+    def fn(t: dtorch.Tensor) -> dtorch.Tensor:
+        kept.extend([t, t.detach()])
+        return t * 2
+
+    x = dtorch.from_torch(torch.tensor([1.0, 2.0]))
+    program = dtorch.trace(fn, x)
+    assert all(k.tolist() == [1.0, 2.0] for k in kept)
+    kept[1].add_(1)  # in place on a view of x, as on x itself
+    assert x.tolist() == [2.0, 3.0] and kept[0].tolist() == [2.0, 3.0]
+    assert program(x).tolist() == [4.0, 6.0]
+    graph.sync()

@@ -47,10 +47,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.creation import create, from_torch
-from dtorch.api.future import TensorFuture
+from dtorch.api.settled import settled
 from dtorch.api.tensor import Tensor
 from dtorch.ir.opkind import CreateKind
-from dtorch.ir.placement import Partial
 
 if TYPE_CHECKING:
     from dtorch.nn.modules.module import Module
@@ -315,22 +314,12 @@ def _plain_cpu(value: torch.Tensor) -> bool:
     )
 
 
-def _settled(value: Tensor) -> TensorFuture:
-    """A future that raises if ``value`` failed on any of its devices (and holds a scalar
-    otherwise): it awaits this value alone, where ``Graph.sync`` would also raise the earlier
-    failures of unrelated operators. The scalar is made Partial before it is gathered, so
-    that every device's copy is read (of a Replicate one the first device's alone would be)."""
-    total = value.sum()
-    partial = total.redistribute(placements=[Partial()] * total.device_mesh.ndim)
-    return partial.to_torch_async()
-
-
 def _await_held(source: Any, loading: list[tuple[str, Tensor]]) -> None:
     """The dtorch values to load, awaited before anything is loaded: one that failed
     raises its failure, and the module keeps every value it had."""
     held = [(source.held(key), target) for key, target in loading]
     # identity, not ``in``: ``==`` on tensors records an operator
-    futures = [_settled(v) for v, target in held if v is not None and v is not target]
+    futures = [settled(v) for v, target in held if v is not None and v is not target]
     for future in futures:
         future.get()
 
@@ -343,7 +332,7 @@ def _load_one(source: Any, key: str, target: Tensor, assign: bool) -> None:
     del value
     # this value alone, made on every device: the client's full tensor can go before the next
     # one is read, and a value that failed raises before its target changes
-    _settled(placed).get()
+    settled(placed).get()
     if assign:
         target.data = placed
     else:

@@ -1,0 +1,39 @@
+"""Waiting on one value, on every device that holds it, and on nothing else.
+
+``graph.sync()`` waits for every operator recorded so far and raises the first failure the
+user has not seen, whoever caused it; a loader (``load_state_dict``, ``load_program``) must
+wait on the values it makes alone, and must learn if any device failed to make one. A fetch
+(``to_torch``) reads one copy of a Replicate value only, so ``settled`` fetches the value's
+sum made Partial (the first device keeps it, the others make zeros of their copies): the
+gather adds every device's part, and a failure on any device fails its part and so the sum.
+
+Example:
+    >>> import dtorch
+    >>> mesh = dtorch.init_device_mesh("cpu", 2)
+    >>> settled(dtorch.ones(3, device_mesh=mesh)).get().item()  # the value's sum
+    3.0
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from dtorch.errors import DtypeError
+from dtorch.ir.placement import Partial
+
+if TYPE_CHECKING:
+    from dtorch.api.future import TensorFuture
+    from dtorch.api.tensor import Tensor
+
+
+def settled(value: Tensor) -> TensorFuture:
+    """A future that raises if ``value`` failed on any of its devices (its value: the sum of
+    ``value``, of no use). A dtype torch does not sum (float8) is summed as bools."""
+    try:
+        total = value.sum()
+    except DtypeError:
+        total = value.to(torch.bool).sum()
+    partial = total.redistribute(placements=[Partial()] * total.device_mesh.ndim)
+    return partial.to_torch_async()
