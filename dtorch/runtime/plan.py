@@ -80,6 +80,7 @@ class StreamPlan:
     steps: tuple[Step, ...]
     results: Slots  # (call output position, device, slot)
     writes: Slots  # (call input position, device, slot): inputs changed in place
+    written: Slots  # (operand id, device, slot): constants changed in place
     memos: tuple[KernelContext, ...]  # contexts with per-call scratch, cleared per call
     peaks: tuple[tuple[int, int], ...]  # (device, bytes of intermediates at most)
 
@@ -103,6 +104,9 @@ class StreamPlan:
             put(outputs[position], device, slots[slot])
         for position, device, slot in self.writes:
             put(inputs[position], device, slots[slot])
+        for operand, device, slot in self.written:  # changed in their shards, unless failed
+            if slots[slot].__class__ is KernelFailure:
+                put(operand, device, slots[slot])
         return True
 
     def _load(self, shards: ShardTable, inputs: tuple[int, ...], slots: list[Any]) -> bool:
@@ -294,6 +298,7 @@ class _Builder:
         self.bytes: dict[Key, int] = {}  # fresh bytes of a made value
         self.raw: list[Step] = []  # steps naming values, not slots yet
         self.memos: list[KernelContext] = []
+        self.written: dict[Key, None] = {}  # constants a local kernel changes in place
 
     def use(self, operand: int, device: int) -> Key:
         key = (operand, device)
@@ -334,9 +339,12 @@ class _Builder:
         if kind in MEMO_KINDS:  # a context of the plan's own, its scratch cleared per call
             ctx, direct = KernelContext(op, ctx.inputs, ctx.outputs, ctx.devices, ctx.groups), None
             self.memos.append(ctx)
+        constant = writes_first_input(op) and op.inputs[0] not in self.local
         for device in ctx.devices:
             ins = tuple([self.use(i, device) for i in op.inputs])
             outs = tuple([self.make(o, device, kind) for o in ctx.outputs])
+            if constant:  # a failure must reach the table, as in eager mode
+                self.written[ins[0]] = None
             if direct is not None and len(ins) in (1, 2):
                 self.raw.append((D1 + len(ins) - 1, direct, *ins, outs[0], ctx, device))
             else:
@@ -366,6 +374,7 @@ class _Builder:
         param = self.param
         kept = {k for k in self.last if k[0] in param.outputs}
         kept |= {k for k in self.loads if self.placeholders.get(k[0], -1) in param.writes}
+        kept |= self.written.keys()
         dying: dict[int, list[Key]] = {}
         for key, step in self.last.items():
             if key not in kept:
@@ -385,6 +394,7 @@ class _Builder:
             steps,
             _stored(param.outputs, held, at),
             _stored([param.inputs[p] for p in param.writes], held, at, param.writes),
+            tuple((o, d, at[o, d]) for o, d in self.written),
             tuple(self.memos),
             tuple(slots.peak.items()),
         )

@@ -208,3 +208,33 @@ def test_a_failed_mask_fails_what_masked_in_place_changes(
         for changed in (out, x):  # the result, and the input written back
             with pytest.raises(dtorch.DTorchError, match="floor_divide"):
                 changed.to_torch()
+
+
+@pytest.mark.parametrize("profiled", [False, True], ids=["plan", "contexts"])
+def test_a_failed_write_into_a_constant_fails_the_constant(
+    graph: dtorch.Graph, profiled: bool
+) -> None:
+    """A body that writes a closure's tensor in place (``w.copy_(x // d)``) with a failing
+    division: ``w`` fails on the device that failed, as in eager mode, instead of keeping
+    what it held (and stays failed through later writes, as an eager ``copy_`` into a failed
+    tensor leaves it failed); the call's own result is fine."""
+    mesh = _mesh()
+    ints = _sharded_ints(mesh)
+    w = ints(7)
+
+    def write(x: dtorch.Tensor, d: dtorch.Tensor) -> dtorch.Tensor:
+        w.copy_(x // d)
+        return x + 1
+
+    program = dtorch.trace(write, ints(1), ints(2))
+    divisor = dtorch.from_torch(
+        torch.tensor([1, 1, 1, 0]), device_mesh=mesh, placements=[dtorch.Shard(0)]
+    )
+    with dtorch.profile(graph) if profiled else contextlib.nullcontext():
+        assert program(ints(5), divisor).tolist() == [6, 6, 6, 6]
+        with pytest.raises(dtorch.DTorchError, match="floor_divide"):
+            w.to_torch()
+        assert program(ints(6), ints(3)).tolist() == [7, 7, 7, 7]
+        with pytest.raises(dtorch.DTorchError, match="floor_divide"):
+            w.to_torch()
+    graph.sync()

@@ -25,7 +25,7 @@ def _plan() -> StreamPlan:
                        Span.unknown())  # fmt: skip
     ctx = KernelContext(convert, (source,), (made,), (0,))
     step = (GROUP, ctx, 0, ((10, 0, 0),), ((11, 0, 1),), ())
-    return StreamPlan(2, ((0, 0, 0),), (), (step,), ((0, 0, 1),), (), (), ())
+    return StreamPlan(2, ((0, 0, 0),), (), (step,), ((0, 0, 1),), (), (), (), ())
 
 
 def _raise(ctx: KernelContext) -> None:
@@ -67,7 +67,7 @@ def test_a_group_step_failing_after_an_earlier_failure_still_fails_the_results()
                        Span.unknown())  # fmt: skip
     second = (GROUP, KernelContext(convert, (source,), (made,), (0,)), 1, ((10, 0, 1),),
               ((11, 0, 2),), ())  # fmt: skip
-    plan = StreamPlan(3, ((0, 0, 0),), (), (first, second), ((0, 0, 2),), (), (), ())
+    plan = StreamPlan(3, ((0, 0, 0),), (), (first, second), ((0, 0, 2),), (), (), (), ())
     shards = ShardTable()
     shards.put(100, 0, torch.ones(2))
     noted: list[KernelFailure] = []
