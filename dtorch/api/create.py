@@ -35,6 +35,7 @@ from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam
 from dtorch.ir.placement import Partial, Placement, Replicate, normalize_placements
 from dtorch.ir.rules import OutputMeta
+from dtorch.ir.rules.ints import check_scalars, check_sizes
 from dtorch.ir.subsplit import check_unmarked
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ def create(
     """Record a Create operator, its result made by ``cls``; every creation function ends here."""
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype (e.g. dtorch.float32), got {dtype!r}")
+    check_sizes(kind.name.lower(), shape)  # as torch refuses them: ints of 64 bits only
+    check_scalars(kind.name.lower(), args)
     g = graph_or_default(graph)
     mesh = mesh_for(g, device_mesh, device)
     if placements is None:

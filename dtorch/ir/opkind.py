@@ -74,6 +74,7 @@ class OpKind(enum.IntEnum):
     IndexPut = 53
     ViewPlacements = 54
     Profile = 55
+    Unsent = 56  # made by the process runner alone, never recorded or loaded (UnsentParam)
 
 
 class ActivationKind(enum.IntEnum):

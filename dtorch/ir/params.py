@@ -552,6 +552,19 @@ class ViewPlacementsParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class UnsentParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Unsent
+    """In place of an operator that the process runner could not send to its workers (the
+    codec cannot write it: an int beyond 64 bits, say): the original's kind and why. Its
+    kernel raises that reason, so its outputs fail on every device as a failed kernel's do,
+    and the rest of the batch runs. Only the runner makes one: no rule accepts it, so the
+    client cannot record it and a program file cannot hold it."""
+
+    original: OpKind
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class SubGraphParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.SubGraph
     """A recorded sub-computation (a traced program, ``dtorch.program``): its operators, the

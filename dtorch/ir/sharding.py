@@ -37,7 +37,23 @@ def chunk_bounds(size: int, parts: int, index: int) -> tuple[int, int]:
 
 def chunk_sizes(size: int, parts: int) -> tuple[int, ...]:
     """Lengths of all ``parts`` chunks (trailing ones may be empty)."""
-    return tuple(chunk_bounds(size, parts, i)[1] for i in range(parts))
+    lengths = filled_chunk_sizes(size, parts)
+    return lengths + (0,) * (parts - len(lengths))
+
+
+def filled_chunk_sizes(size: int, parts: int) -> tuple[int, ...]:
+    """Lengths of the non-empty chunks when ``torch.chunk`` splits ``size`` in ``parts``: at
+    most ``size`` of them, whatever ``parts`` is (computed in that many steps, not ``parts``).
+
+    Example:
+        >>> filled_chunk_sizes(5, 4), filled_chunk_sizes(3, 2**64), filled_chunk_sizes(0, 3)
+        ((2, 2, 1), (1, 1, 1), ())
+    """
+    if size == 0:
+        return ()
+    step = -(-size // parts)
+    full, rest = divmod(size, step)
+    return (step,) * full + ((rest,) if rest else ())
 
 
 def local_shape_and_offset(

@@ -18,11 +18,25 @@ from types import CodeType
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Span:
-    """A source location; ``line`` and ``column`` are 1-based, 0 when unknown."""
+    r"""A source location; ``line`` and ``column`` are 1-based, 0 when unknown.
+
+    ``file`` is always valid Unicode (UTF-8 encodable: spans travel to worker processes and
+    into program files): a path whose bytes are not UTF-8, which Python names with surrogate
+    escapes, keeps its other characters and shows each such byte as ``\xNN``.
+
+    Example:
+        >>> Span("/tmp/caf\udce9/m.py", 3).file
+        '/tmp/caf\\xe9/m.py'
+    """
 
     file: str
     line: int
     column: int = 0
+
+    def __post_init__(self) -> None:
+        file = self.file
+        if file.__class__ is str and not file.isascii():  # the usual case: ASCII, kept
+            object.__setattr__(self, "file", readable_path(file))
 
     @classmethod
     def unknown(cls) -> Span:
@@ -36,6 +50,28 @@ class Span:
 
 
 _UNKNOWN = Span("<unknown>", 0, 0)
+
+
+def readable_path(name: str) -> str:
+    r"""``name`` as valid Unicode: the bytes that a surrogate escape stands for (a file
+    system name that is not UTF-8, or any lone surrogate) become ``\xNN`` text.
+
+    Example:
+        >>> readable_path("caf\udce9.py"), readable_path("café.py")
+        ('caf\\xe9.py', 'café.py')
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = name.encode("utf-8", "surrogateescape" if _escapes_only(name) else "surrogatepass")
+        return raw.decode("utf-8", "backslashreplace")
+    return name
+
+
+def _escapes_only(name: str) -> bool:
+    # surrogateescape stands for the bytes 0x80-0xff as U+DC80-U+DCFF; other surrogates
+    # (say, from a mangled string) have no byte: surrogatepass writes theirs instead
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in name)
 
 
 def caller_span(skip_prefixes: tuple[str, ...], known: int = 0) -> Span:

@@ -1,4 +1,4 @@
-"""FailureBoard: where the callers of one group kernel learn that an input failed elsewhere.
+"""FailureBoard: where the callers of one group kernel learn that it failed elsewhere.
 
 A group kernel (a redistribution) runs on every party that holds one of its devices, and the
 parties exchange data. A party whose input shard is a failure still takes part, with zeros,
@@ -7,6 +7,11 @@ board after the kernel and marks its outputs failed with the posted failure, so 
 computed from those zeros escapes. Posting happens before the poster sends anything, and a
 party's outputs depend only on what it received, so a party that needs the mark always sees
 it (the exchange orders the post before the check).
+
+A party whose kernel itself fails posts its failure too, before its groups tell the peers
+waiting for it (``ThreadGroupManager.fail_scope``: the collectives of the operator raise
+``PeerFailedError`` on them at once); a peer told so finds the failure here and marks its
+outputs with it, so every fetch shows the failing party's own error.
 
 Entries are needed only between the post and the checks of one operator, so the board keeps
 a bounded number of recent ones per party (the per-graph record of failures never grows).
@@ -37,8 +42,8 @@ class FailureBoard(Protocol):
     """What the kernel streams of one runner share about failed group-kernel inputs."""
 
     def post(self, party: int, operator_id: int, failure: Failure) -> None:
-        """Party ``party`` had a failed input (``failure``: what failed upstream, or the
-        kernel itself) for the group operator ``operator_id``."""
+        """Party ``party`` had a failed input for the group operator ``operator_id``, or
+        the kernel failed there (``failure``: what failed upstream, or the kernel itself)."""
 
     def find(self, operator_id: int) -> Failure | None:
         """The failure posted for ``operator_id``, if any party posted one."""

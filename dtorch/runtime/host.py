@@ -218,13 +218,18 @@ class DeviceHost:
 
     def reset(self, timeout: float) -> None:
         """Drop every shard, failure and operand of the graph that used this host (after its
-        queued work): the host serves a new graph next."""
+        queued work): the host serves a new graph next. Its collective groups outlive the
+        graph (a worker pool's), so they are repaired too, once every stream is idle: a
+        collective that failed in that graph leaves nothing that could reach the next one."""
         events = [threading.Event() for _ in self.streams]
         for stream, event in zip(self.streams, events, strict=True):
             stream.push([(RESET, event)])
         for stream, event in zip(self.streams, events, strict=True):
             if not event.wait(timeout):
                 raise GraphError(f"stream {stream.name} did not finish its work within {timeout} s")
+        groups = self.services.groups
+        if groups is not None:
+            groups.reset()
         self._metas.clear()
         self._routes.clear()
         self._mesh_routes.clear()

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -185,11 +186,13 @@ class PromiseTable:
 
     def fail_all(self, error: BaseException) -> None:
         """Settle every live promise and collector with ``error`` (the runner stopped or broke:
-        nothing will set them any more)."""
+        nothing will set them any more). One settled already is left as it is: its future's
+        finalizer abandoned it (at interpreter exit, before the exit-time close ran)."""
         with self._lock:
             items, self._items = list(self._items.values()), {}
         for target in items:
-            target.set_error(error)
+            with contextlib.suppress(PromiseStateError):
+                target.set_error(error)
 
 
 def _failure_error(failure: Failure | None) -> BaseException | None:

@@ -18,12 +18,14 @@ event: a worker is handed to a new graph) and ``(STOP,)``.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Sequence
 
 import torch
 
+from dtorch.comm.store import PeerFailedError
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import GetTensorParam, MemoryParam, ProfileParam, SyncParam
 from dtorch.ir.report import Failure, PartyReport, ProgressReport, Report, ValueReport
@@ -252,27 +254,48 @@ class KernelStream:
 
     # --- group kernels ----------------------------------------------------------------------
     def _run_group(self, ctx: KernelContext) -> None:
+        """Run a group kernel in the operator's scope of the groups (``ThreadGroupManager.
+        scope``): should it fail here, at any point, the failure is posted on the board and
+        then every peer waiting for this party in a collective of the operator is told at
+        once; a party told so (``PeerFailedError``) marks its outputs with the posted failure.
+        """
         op = ctx.operator
         board = self._services.board
         upstream: KernelFailure | None = None
+        own: list[KernelFailure] = []  # this party's failure, once posted
+
+        def on_failure(error: BaseException) -> str:
+            """The groups tell the peers after this: post first, so they find the record."""
+            if upstream is not None:  # posted before the kernel ran
+                return upstream.failure.describe()
+            if isinstance(error, PeerFailedError):  # the failing party posted its own
+                return error.reason
+            if not own:
+                own.append(self._post_own(op, ctx, error))
+            return own[0].failure.describe()
+
         try:
             upstream = self._failed_input(ctx)
             if upstream is not None:  # posted before this party sends anything to the others
                 board.post(self.party, op.id, upstream.failure)
-            inputs = self._group_inputs(ctx)
             kernel = GROUP_KERNELS.get(op.param.kind)
             if kernel is None:
                 raise NotImplementedError(f"no kernel for {op.kind.name}")
-            results = kernel(ctx, inputs)
+            groups = ctx.groups
+            if groups is None:
+                results = kernel(ctx, self._group_inputs(ctx))
+            else:  # the stand-in zeros too: should they fail, the peers are told
+                with groups.scope(op.id, on_failure):
+                    results = kernel(ctx, self._group_inputs(ctx))
             if self._services.validate:
                 for device in ctx.devices:
                     check_outputs(ctx, device, results[device])
         except Exception as error:
-            if upstream is None:  # a failure of its own (not the zeros of a failed input's)
-                upstream = failure_of(op, ctx.devices[0], error)
-                self._note(upstream)
-                board.post(self.party, op.id, upstream.failure)
-            self._store_group_failure(ctx, upstream)
+            if upstream is not None:
+                failure = upstream
+            else:
+                failure = own[0] if own else self._group_failure(op, ctx, error)
+            self._store_group_failure(ctx, failure)
             return
         posted = upstream.failure if upstream is not None else board.find(op.id)
         if posted is not None:
@@ -282,6 +305,24 @@ class KernelStream:
             produced = [o for o in ctx.outputs if device in o.mesh]
             for operand, value in zip(produced, results[device], strict=True):
                 self.shards.put(operand.id, device, value)
+
+    def _post_own(self, op: Operator, ctx: KernelContext, error: BaseException) -> KernelFailure:
+        """A group kernel failed on this party: note the failure, post it for the others."""
+        failure = failure_of(op, ctx.devices[0], error)
+        self._note(failure)
+        self._services.board.post(self.party, op.id, failure.failure)
+        return failure
+
+    def _group_failure(
+        self, op: Operator, ctx: KernelContext, error: BaseException
+    ) -> KernelFailure:
+        """What a failed group kernel's outputs become: another party's failure, posted
+        before it told this one; otherwise this party's own."""
+        if isinstance(error, PeerFailedError):
+            posted = self._services.board.find(op.id)
+            if posted is not None:
+                return KernelFailure(posted)
+        return self._post_own(op, ctx, error)
 
     def _failed_input(self, ctx: KernelContext) -> KernelFailure | None:
         """The first input shard of this stream's devices that is a failure, if any."""
@@ -307,7 +348,7 @@ class KernelStream:
                     continue
                 value = self.shards.get(operand.id, device)
                 if value.__class__ is KernelFailure:
-                    value = torch.zeros(operand.local_shape(device), dtype=operand.dtype)
+                    value = zero_bytes(operand.local_shape(device), operand.dtype)
                 shards.append(value)  # type: ignore[arg-type]
         return inputs
 
@@ -377,6 +418,18 @@ def promise_failure(operator: Operator, party: int, failure: Failure) -> Report 
     if isinstance(param, (MemoryParam, ProfileParam)) and param.promise is not None:
         return PartyReport(param.promise.name, party, failure)
     return None
+
+
+def zero_bytes(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Zeros of ``shape`` and any ``dtype``, as zero bytes: torch cannot fill every dtype
+    (bits8 from 32768 elements on), and a stand-in that fails leaves no shard to send.
+
+    Example:
+        >>> zero_bytes((2, 3), torch.float16).sum().item(), zero_bytes((), torch.bool).item()
+        (0.0, False)
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    return torch.zeros(nbytes, dtype=torch.uint8).view(dtype).view(shape)
 
 
 def check_outputs(ctx: KernelContext, device: int, outputs: Sequence[torch.Tensor]) -> None:

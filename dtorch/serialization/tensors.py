@@ -56,7 +56,37 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     if tensor.device.type == "meta":
         raise SerializationError("cannot serialize a meta tensor: it holds no data")
     flat = tensor.detach().cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
-    return memoryview(flat.view(torch.uint8).numpy())  # type: ignore[arg-type]
+    return memoryview(clean_bools(flat).view(torch.uint8).numpy())  # type: ignore[arg-type]
+
+
+def clean_bools(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``, or for a bool tensor one whose bytes are 0 and 1 only: torch.empty leaves
+    any byte in a bool tensor (torch reads each nonzero one as True), and readers of dtorch's
+    payloads refuse other bytes (``restore_tensor``), so none is ever written.
+
+    Example:
+        >>> junk = torch.tensor([0, 1, 2, 255], dtype=torch.uint8).view(torch.bool)
+        >>> clean_bools(junk).view(torch.uint8).tolist()
+        [0, 1, 1, 1]
+    """
+    if tensor.dtype is not torch.bool:
+        return tensor
+    return tensor.view(torch.uint8).ne(0)
+
+
+def copy_clean(target: torch.Tensor, value: torch.Tensor) -> None:
+    """``target.copy_(value)``, bool bytes made 0 and 1 as ``clean_bools`` makes them (in
+    place: a large value's shared-memory copy, which costs no allocation).
+
+    Example:
+        >>> target = torch.zeros(3, dtype=torch.bool)
+        >>> copy_clean(target, torch.tensor([0, 7, 1], dtype=torch.uint8).view(torch.bool))
+        >>> target.view(torch.uint8).tolist()
+        [0, 1, 1]
+    """
+    target.copy_(value)
+    if target.dtype is torch.bool:
+        target.view(torch.uint8).clamp_(max=1)
 
 
 def restore_tensor(dtype: torch.dtype, shape: tuple[int, ...], data: Any) -> torch.Tensor:

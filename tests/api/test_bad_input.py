@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dtorch
-from dtorch.errors import MeshError, PlacementError, ShapeError
+from dtorch.errors import MeshError, ParamError, PlacementError, ScalarError, ShapeError
 
 
 @pytest.mark.parametrize(
@@ -85,3 +85,49 @@ def test_torch_tensor_operands_refused_by_name(
     ):
         call(x)
     assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
+
+
+_BIG = 2**64
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda g: dtorch.ones(3, graph=g)[::_BIG], ParamError, f"getitem: index holds {_BIG}"),
+        (lambda g: dtorch.ones(1, graph=g).expand(_BIG), ParamError, f"expand: shape holds {_BIG}"),
+        (lambda g: dtorch.ones(1, graph=g).repeat(_BIG), ParamError, "repeat: repeats holds"),
+        (
+            lambda g: dtorch.ones(3, graph=g).repeat_interleave(2**63),
+            ParamError,
+            f"repeat_interleave: repeats holds {2**63}, beyond the int64s",
+        ),
+        (
+            lambda g: dtorch.ones(0, graph=g).repeat_interleave(_BIG),
+            ParamError,
+            f"repeat_interleave: repeats holds {_BIG}",
+        ),
+        (lambda g: dtorch.ones(3, graph=g).chunk(_BIG), ParamError, f"chunk: chunks holds {_BIG}"),
+        (
+            lambda g: dtorch.ones(3, graph=g).repeat(2**62),
+            ShapeError,
+            rf"repeat: output shape \[{3 * 2**62}\] has a size beyond 2\*\*63-1",
+        ),
+        (lambda g: dtorch.zeros(2**63, graph=g), ShapeError, r"zeros: shape .* beyond 2\*\*63-1"),
+        (lambda g: dtorch.full((3,), _BIG, graph=g), ScalarError, f"full: {_BIG} is beyond"),
+        (lambda g: dtorch.full((3,), -(2**63) - 1, graph=g), ScalarError, f"full: {-(2**63) - 1}"),
+        (
+            lambda g: dtorch.arange(_BIG - 3, _BIG, dtype=torch.float64, graph=g),
+            ScalarError,
+            f"arange: {_BIG} is beyond",
+        ),
+    ],
+)
+def test_ints_beyond_64_bits_raise_at_the_call(
+    call: Callable[[dtorch.Graph], Any], error: type[Exception], message: str, graph: dtorch.Graph
+) -> None:
+    """torch takes sizes, steps and counts as int64s, and numbers as int64s or uint64s; it
+    refuses others at once, and so does dtorch (they could not reach worker processes)."""
+    with pytest.raises(error, match=message):
+        call(graph)
+    assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]  # the graph is unharmed
+    assert dtorch.full((1,), _BIG - 1, dtype=torch.uint64, graph=graph).tolist() == [_BIG - 1]

@@ -10,6 +10,7 @@ are exactly its chunk of the result (the flat ranges before and after coincide).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -258,3 +259,17 @@ def test_rejections(graph: dtorch.Graph) -> None:
         t.transpose(0, 2)
     with pytest.raises(ShapeError, match=r"^flatten: start_dim 1 comes after end_dim 0"):
         t.flatten(1, 0)
+
+
+def test_chunk_into_more_parts_than_elements_costs_only_the_parts(graph: dtorch.Graph) -> None:
+    """torch.chunk makes at most the dim's size of parts, whatever ``chunks`` is (and as many
+    empty parts as asked of an empty dim): recording costs the parts, not ``chunks``."""
+    x = dtorch.arange(6.0, graph=graph).view(3, 2)
+    started = time.monotonic()
+    parts = x.chunk(10**9)
+    assert time.monotonic() - started < 1.0
+    expected = torch.arange(6.0).view(3, 2).chunk(10**9)
+    assert [p.tolist() for p in parts] == [e.tolist() for e in expected]
+    columns = [[[0.0], [2.0], [4.0]], [[1.0], [3.0], [5.0]]]
+    assert [p.tolist() for p in x.chunk(10**9, dim=1)] == columns
+    assert len(dtorch.ones(0, graph=graph).chunk(3)) == len(torch.ones(0).chunk(3)) == 3

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import inspect
 import operator
+import os
+import re
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -18,6 +20,8 @@ import dtorch
 import dtorch.nn.functional as F
 from dtorch.errors import KernelError
 from dtorch.ir.operator import Operand, Operator
+from dtorch.ir.span import Span
+from dtorch.serialization import deserialize, serialize
 
 
 @pytest.fixture
@@ -139,3 +143,19 @@ def test_an_implicit_redistribution_of_linears_bias_names_the_line(
     for op in recorded:
         _assert_span(op, line)
     assert out.tolist() == [[3.0] * 6] * 4
+
+
+def test_a_file_whose_name_is_not_utf8_records_and_runs(graph: dtorch.Graph) -> None:
+    """A script in a directory named in Latin-1 (Python names it with surrogate escapes):
+    its spans are valid text (they travel to worker processes and into files), and a failure
+    names the file readably."""
+    name = os.fsdecode(b"/tmp/caf\xe9/script.py")
+    scope = {"x": dtorch.arange(4, graph=graph)}
+    exec(compile("y = x * 2\nbad = x // (x * 0)", name, "exec"), scope)
+    assert scope["y"].tolist() == [0, 2, 4, 6]
+    with pytest.raises(KernelError, match=re.escape("/tmp/caf\\xe9/script.py:2:")):
+        scope["bad"].tolist()
+    assert (scope["x"] + 1).tolist() == [1, 2, 3, 4]  # the graph goes on
+    span = Span(name, 2, 5)
+    assert repr(span) == "/tmp/caf\\xe9/script.py:2:5"
+    assert deserialize(serialize(span)) == span

@@ -10,7 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, normalize_placements
-from dtorch.ir.sharding import chunk_bounds, chunk_sizes, local_shape_and_offset, shard_spec
+from dtorch.ir.sharding import (
+    chunk_bounds,
+    chunk_sizes,
+    filled_chunk_sizes,
+    local_shape_and_offset,
+    shard_spec,
+)
 
 
 def _torch_shard(full: torch.Tensor, mesh_shape, placements, coordinate) -> torch.Tensor:
@@ -55,6 +61,17 @@ def test_chunk_sizes_equal_torch_chunk(size: int, parts: int) -> None:
     expected = [len(p) for p in pieces] + [0] * (parts - len(pieces))
     assert list(chunk_sizes(size, parts)) == expected
     assert sum(chunk_sizes(size, parts)) == size
+
+
+@given(st.integers(0, 40), st.integers(1, 60))
+def test_filled_chunk_sizes_are_torch_chunks_of_a_non_empty_dim(size: int, parts: int) -> None:
+    expected = [len(p) for p in torch.chunk(torch.arange(size), parts)] if size else []
+    assert list(filled_chunk_sizes(size, parts)) == expected
+
+
+def test_filled_chunk_sizes_cost_the_chunks_not_the_parts() -> None:
+    assert filled_chunk_sizes(3, 2**64) == (1, 1, 1)
+    assert filled_chunk_sizes(10**12, 3) == (333333333334, 333333333334, 333333333332)
 
 
 @st.composite

@@ -26,7 +26,7 @@ import torch
 import dtorch
 from dtorch.errors import DeserializationError, MeshError, UnsupportedVersionError
 from dtorch.ir.operator import Operator
-from dtorch.ir.opkind import CreateKind, PromiseKind
+from dtorch.ir.opkind import CreateKind, OpKind, PromiseKind
 from dtorch.ir.params import (
     CloneParam,
     FuseParam,
@@ -35,6 +35,7 @@ from dtorch.ir.params import (
     PromiseHandle,
     SubGraphParam,
     SyncParam,
+    UnsentParam,
 )
 from dtorch.program import files
 from dtorch.serialization import deserialize, serialize
@@ -450,6 +451,16 @@ def test_an_operator_no_kernel_runs_is_refused(graph: dtorch.Graph, tmp_path: Pa
         bad = Operator(99, "odd_99", param, (), (), operators[0].span)
         with pytest.raises(DeserializationError, match=r"operator 0 is odd_99 .*no kernel runs"):
             _load(tmp_path, _with_body(data, operators=(bad, *operators)), graph)
+
+
+def test_an_unsent_operator_is_refused(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """The process runner's stand-in for an operator it could not send has a kernel (that
+    fails), but no program may hold one: its rule refuses it."""
+    data = _redistributed(tmp_path)
+    convert, mul = _header(data)["body"].operators
+    unsent = dataclasses.replace(convert, param=UnsentParam(OpKind.Convert, "a reason"))
+    with pytest.raises(DeserializationError, match=r"operator 0 .*made by the process runner"):
+        _load(tmp_path, _with_body(data, operators=(unsent, mul)), graph)
 
 
 def test_the_arity_of_every_operator_is_checked_first(graph: dtorch.Graph, tmp_path: Path) -> None:

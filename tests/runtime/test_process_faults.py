@@ -294,3 +294,92 @@ def test_closing_a_graph_whose_workers_hang_stops_them_within_bounds() -> None:
     assert time.monotonic() - started < 15.0
     assert pool.closed and _wait_gone(pool.pids, within_s=5.0) and not directory.exists()
     graph.close()  # already closed: nothing more to do
+
+
+_SIGNALLED = textwrap.dedent(
+    """
+    import json, os, signal, sys, time
+    import dtorch
+    from dtorch import Replicate, Shard
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, num_workers=2))
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.ones(4, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+    assert x.sum().item() == 4.0
+    pool = graph.runner.pool
+    facts = json.dumps({"pids": pool.pids, "dir": pool.state.directory.path,
+                        "namespace": pool.state.namespace.instance_id})
+    if sys.argv[1] == "busy":  # redistributions in flight through the file store
+        print(facts, flush=True)
+        y = dtorch.randn(512, 512, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+        while True:
+            y = y.redistribute(mesh, [Replicate()]).redistribute(mesh, [Shard(1)])
+            y = y.redistribute(mesh, [Shard(0)])
+            y.sum().item()
+    try:
+        print(facts, flush=True)
+        time.sleep(60)
+    except KeyboardInterrupt:  # the program goes on after a Ctrl-C
+        pass
+    for pid in pool.pids:  # a SIGINT sent to a worker alone changes nothing either
+        os.kill(pid, signal.SIGINT)
+    time.sleep(0.5)
+    print(json.dumps((x * 0 + 7).tolist()), flush=True)
+    graph.close()
+    """
+)
+
+
+def _signalled_controller(mode: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """A controller in a process group of its own (as a shell starts a program) with a pool
+    of two workers; what it printed about its pool."""
+    controller = subprocess.Popen(
+        [sys.executable, "-c", _SIGNALLED, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert controller.stdout is not None
+    line = controller.stdout.readline()
+    if not line:
+        controller.wait(10)
+        raise AssertionError(f"the controller did not start:\n{controller.communicate()[1]}")
+    return controller, json.loads(line)
+
+
+def test_ctrl_c_reaches_the_controller_alone() -> None:
+    """A terminal's Ctrl-C (SIGINT to the program's process group) that the program catches:
+    its workers never see it (a session of their own; a worker ignores SIGINT anyway), so the
+    graph goes on."""
+    controller, facts = _signalled_controller("idle")
+    try:
+        time.sleep(0.5)
+        os.killpg(controller.pid, signal.SIGINT)
+        out, errors = controller.communicate(timeout=60)
+    finally:
+        controller.kill()
+        controller.wait(10)
+    assert controller.returncode == 0, errors
+    assert json.loads(out.splitlines()[-1]) == [7.0] * 4
+    assert "Traceback" not in errors and "KeyboardInterrupt" not in errors, errors
+    assert _wait_gone(facts["pids"], within_s=5.0)
+    assert not Path(facts["dir"]).exists()
+    assert CommNamespace(facts["namespace"]).leftovers() == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_program_group_leaves_nothing_behind(sig: signal.Signals) -> None:
+    """``kill -- -PGID``, a hang-up, a scheduler's stop: the signal kills the controller only;
+    its workers see it gone, remove the pool's directory and shared memory, and exit."""
+    controller, facts = _signalled_controller("busy")
+    try:
+        time.sleep(1.0)
+        os.killpg(controller.pid, sig)
+        controller.wait(30)
+    finally:
+        controller.kill()
+        controller.wait(10)
+    assert controller.returncode == -sig
+    assert _wait_gone(facts["pids"], within_s=10.0), "workers outlived their controller"
+    assert not Path(facts["dir"]).exists()
+    assert CommNamespace(facts["namespace"]).leftovers() == []

@@ -20,7 +20,7 @@ from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam
 from dtorch.ir.span import Span
 from dtorch.runtime.process.addressing import readers
-from dtorch.runtime.process.inputs import SHARED_MIN, InputMaps, InputShare
+from dtorch.runtime.process.inputs import KEPT_SEGMENTS, SHARED_MIN, InputMaps, InputShare
 from dtorch.serialization import decode_batch, encode_batch
 from tests.runners import PoolKeeper
 
@@ -104,7 +104,8 @@ def test_a_shared_input_larger_than_its_segment_is_refused() -> None:
 def test_large_inputs_on_the_workers_match_torch(worker_pools: PoolKeeper) -> None:
     """Large values on meshes over every worker, over some and over one, in every kind of
     layout: torch's values; every segment is back once the graph synced; loading again
-    reuses them (the controller's open descriptors stay as they were)."""
+    reuses them (the controller's open descriptors do not grow by more than the few free
+    segments it keeps)."""
     pool = worker_pools.pool()
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
     try:
@@ -130,8 +131,9 @@ def test_large_inputs_on_the_workers_match_torch(worker_pools: PoolKeeper) -> No
         with graph.as_default():
             load()
             fds = len(os.listdir("/proc/self/fd"))
-            load()
-            assert len(os.listdir("/proc/self/fd")) == fds
+            for _ in range(3):  # the free segments kept are few, whatever was in flight
+                load()
+                assert len(os.listdir("/proc/self/fd")) <= fds + KEPT_SEGMENTS
             wide = dtorch.from_torch(full.to(torch.bfloat16), device_mesh=meshes[0])
             assert torch.equal(wide.to_torch(), full.to(torch.bfloat16))
     finally:

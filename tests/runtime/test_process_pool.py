@@ -53,6 +53,9 @@ def test_one_graph_at_a_time_then_the_next(worker_pools: PoolKeeper) -> None:
 
 def test_redistributions_over_gloo_match_torch() -> None:
     with WorkerPool(3, "cpu", cpu_backend=BackendKind.TORCH_DISTRIBUTED) as pool:
+        for pid in pool.pids:  # the workers were told (the option was once dropped)
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                assert b'"cpu_backend": "torch_distributed"' in cmdline.read()
         option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
         graph = dtorch.Graph(option)
         try:

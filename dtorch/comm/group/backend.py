@@ -7,6 +7,14 @@ other, or a peer's memory, because the runtime may later write any device's tens
 Uneven shard lengths arrive as ``sizes`` (one torch.chunk length per rank), derived from the
 full size the caller passed, so no backend has to exchange shapes.
 
+Scopes: the runtime runs each group kernel inside a *scope* of the caller's manager
+(``ScopeSource``: the scope's name, and how to report a failure in it). A backend names its
+exchanges after the scope, counting them from zero in each, so callers whose earlier scope
+ended early (one failed, the others gave up) line up again at the next one; a collective that
+fails on this caller reports it (``fail_scope``), and the manager then ``abort``-s the scope on
+every group of the caller, so peers waiting on it anywhere stop at once. ``reset`` makes a
+group usable again once every caller is idle (a worker handed to a new graph).
+
 Example:
     >>> info = GroupInfo("cpu", (4, 5, 6), (0, 2))
     >>> info.world_size, info.device_of(2), str(info)
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -47,6 +56,16 @@ class GroupInfo:
             f"group {self.device_kind}{list(self.device_ids)} "
             f"(this caller holds ranks {list(self.ranks)})"
         )
+
+
+class ScopeSource(Protocol):
+    """The runtime's operator scopes, per calling thread (the manager implements it)."""
+
+    def current_scope(self) -> str:
+        """The calling thread's scope ("": none; each exchange is then a scope of its own)."""
+
+    def fail_scope(self, error: BaseException) -> None:
+        """A collective of the current scope failed here: tell every peer (once per scope)."""
 
 
 class GroupBackend(ABC):
@@ -83,6 +102,15 @@ class GroupBackend(ABC):
     @abstractmethod
     def barrier(self) -> None:
         """Return once every rank of the group has entered the barrier."""
+
+    @abstractmethod
+    def abort(self, scope: str, message: str) -> None:
+        """Tell this group's other callers that ``scope`` failed here: their collectives of
+        that scope raise instead of waiting for this caller."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Make the group usable again after failures, once every caller is idle."""
 
     @abstractmethod
     def close(self) -> None:

@@ -203,6 +203,16 @@ class ThreadGroup:
             raise CommError(f"barrier on {self.info}: the group is closed")
         self._backend.barrier()
 
+    def abort(self, scope: str, message: str) -> None:
+        """Tell the other callers that ``scope`` failed on this one (``GroupBackend.abort``)."""
+        if self._backend is not None:
+            self._backend.abort(scope, message)
+
+    def reset(self) -> None:
+        """Repair the group once every caller is idle (``GroupBackend.reset``)."""
+        if self._backend is not None:
+            self._backend.reset()
+
     def close(self) -> None:
         """Release the backend (idempotent); the manager calls it in its destroy order."""
         backend, self._backend = self._backend, None

@@ -10,6 +10,15 @@ of a group must create it; the lock is never held while waiting. ``close()`` des
 group in one deterministic order (sorted keys), the same in every process, so collective
 libraries that tear down collectively (NCCL) never deadlock.
 
+Scopes: the runtime runs each group kernel in ``scope(operator id, on_failure)``; the groups
+name their exchanges after the calling thread's scope. When a collective of the scope fails
+on this caller, or the kernel raises anywhere inside it, ``fail_scope`` calls ``on_failure``
+(the runtime records the failure, so a peer that hears of it finds the record) and aborts the
+scope on every group of the manager, so peers waiting for this caller in any collective of
+the operator stop within a second instead of at the comm timeout. ``reset()`` repairs every
+group once every caller is idle (a worker handed to a new graph); scope names carry the
+number of resets so far, so nothing of an earlier graph's scopes can reach a later one.
+
 Rendezvous: on one machine, in FileStore files of ``rendezvous_dir``; with a
 ``rendezvous_store`` (a c10d store every host reaches, e.g. a ``TCPStore`` client of the
 controller's store), under one prefix per group in it, which groups spanning hosts need. The
@@ -26,10 +35,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from types import TracebackType
@@ -52,6 +63,18 @@ from dtorch.options import GlobalOption
 GroupKey = tuple[str, tuple[int, ...]]
 
 _Callers = tuple[tuple[int, ...], ...]
+
+#: What a scope's failure is told as: ``on_failure(error) -> message`` (the runtime records it).
+FailureHook = Callable[[BaseException], str]
+
+
+@dataclass(slots=True)
+class _Scope:
+    """The calling thread's scope: its name, its failure hook, and its message once failed."""
+
+    name: str
+    on_failure: FailureHook | None
+    failed: str | None = None
 
 
 def group_name(key: GroupKey) -> str:
@@ -100,6 +123,74 @@ class ThreadGroupManager:
         self._lock = threading.Lock()
         self._groups: dict[tuple[GroupKey, tuple[int, ...]], ThreadGroup] = {}
         self._closed = False
+        self._local = threading.local()  # .scope: the calling thread's _Scope, or absent
+        self._resets = 0
+
+    # --- scopes -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def scope(self, tag: object, on_failure: FailureHook | None = None) -> Iterator[None]:
+        """Run the block's collectives in the scope ``tag`` (the runtime: an operator id, the
+        same on every caller); an exception leaving the block fails the scope.
+
+        Example:
+            >>> import torch
+            >>> with ThreadGroupManager(CommTopology.threads([[0, 1]])) as manager:
+            ...     with manager.scope(7):
+            ...         name = manager.current_scope()
+            ...     name, manager.current_scope()
+            ('7.0', '')
+        """
+        local = self._local
+        outer = getattr(local, "scope", None)
+        local.scope = _Scope(f"{tag}.{self._resets}", on_failure)
+        try:
+            yield
+        except BaseException as error:
+            self.fail_scope(error)
+            raise
+        finally:
+            local.scope = outer
+
+    def current_scope(self) -> str:
+        """The calling thread's scope ("": none)."""
+        scope = getattr(self._local, "scope", None)
+        return "" if scope is None else scope.name
+
+    def fail_scope(self, error: BaseException) -> None:
+        """A collective of the calling thread's scope failed here (or the block raised):
+        ``on_failure`` first, then the scope is aborted on every group; once per scope."""
+        scope: _Scope | None = getattr(self._local, "scope", None)
+        if scope is None or scope.failed is not None:
+            return
+        message = scope.failed = f"{type(error).__name__}: {error}"
+        if scope.on_failure is not None:
+            try:
+                message = scope.failed = scope.on_failure(error)
+            except Exception as hook_error:  # the peers must hear of it all the same
+                message = f"{message} (and recording it failed: {hook_error!r})"
+        with self._lock:
+            groups = list(self._groups.values())
+        for group in groups:
+            with contextlib.suppress(CommError):  # a closed store: nobody there to tell
+                group.abort(scope.name, message)
+
+    def reset(self) -> None:
+        """Repair every group (``ThreadGroup.reset``), in the destroy order; every caller of
+        every group must be idle and resetting too (the runtime: a worker handed to a new
+        graph). Later scopes carry the new reset count."""
+        with self._lock:
+            self._check_open()
+            self._resets += 1
+            groups = [self._groups[k] for k in sorted(self._groups)]
+        errors: list[Exception] = []
+        for group in groups:
+            try:
+                group.reset()
+            except Exception as error:  # repair the rest first, then report
+                errors.append(error)
+        if errors:
+            raise CommError(f"repairing {len(errors)} group(s) failed: {errors}") from errors[0]
 
     def get_group(
         self, device_kind: str, device_ids: Sequence[int], local_device_ids: Iterable[int]
@@ -229,7 +320,7 @@ def _held_ranks(key: GroupKey, local_device_ids: Iterable[int]) -> tuple[int, ..
 def _open_torch(
     manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
 ) -> GroupBackend:
-    return TorchDistBackend(info, manager._rendezvous(key))
+    return TorchDistBackend(info, manager._rendezvous(key), manager)
 
 
 def _open_same_device(
@@ -240,14 +331,14 @@ def _open_same_device(
     callers: _Callers,
 ) -> GroupBackend:
     opener = manager._store_opener(store_kind, key)
-    return SameDeviceBackend(info, callers, opener, manager.buffers.empty)
+    return SameDeviceBackend(info, callers, opener, manager.buffers.empty, manager)
 
 
 def _open_network(
     manager: ThreadGroupManager, key: GroupKey, info: GroupInfo, callers: _Callers
 ) -> GroupBackend:
     opener = manager._network_opener(key)
-    return SameDeviceBackend(info, callers, opener, manager.buffers.empty)
+    return SameDeviceBackend(info, callers, opener, manager.buffers.empty, manager)
 
 
 #: How each backend kind is built for one caller of one group.

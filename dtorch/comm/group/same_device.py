@@ -19,11 +19,25 @@ all-gather, when that moves fewer bytes per caller than every caller reducing ev
 A caller that holds every rank opens no store and computes at once. Each caller reads every
 published tensor once for all its ranks, so with a memory store a collective costs the output
 copies and nothing else; with a file store the producer's one copy into shared memory is added.
-A mismatch found in a peer's tensor is raised only after the handshake is complete, so the
-other callers are never left waiting. A caller that times out, or sees another caller's process
-die (the file store's ``PeerDiedError``, within about a second), breaks the group: its rounds
-can no longer line up with the others'. Across hosts (the network store) a dead caller is seen
-at the comm timeout only: no pid of another host can be looked at.
+Failures never leave the other callers waiting: whatever fails on one caller at any point of
+an exchange (its publish, a read, the check of a peer's tensor, the computation, the release)
+aborts the exchange's *scope* in the store (``TensorStore.abort``) before it is raised there;
+every other caller's wait on a key of that scope then raises ``PeerFailedError`` at once, and
+every caller drops its keys of the exchange, so the group stays usable. The scope is the
+runtime's operator (``ScopeSource``: exchanges are named ``<scope>/<collective>#<index>``,
+counted from zero in each scope, so callers that left a failed operator at different points
+line up again at the next one), or, outside any, the exchange itself
+(``<collective>#<resets>.<n>``). In a runtime scope the manager aborts it on every group of the
+caller (``fail_scope``), because its peers may be waiting in a later collective of the operator
+on another group. A broadcast's destinations read nothing from each other: one that fails
+tells the source, not the other destinations (whose data is sound). A caller that times out
+aborts the scope too, so a late peer fails at once instead of waiting in turn. A caller that
+sees another caller's process die (the file store's ``PeerDiedError``, within about a second)
+or a barrier time out breaks the group until the runtime resets it (``reset``, when every
+caller is idle): its rounds can no longer line up with the others'. Across hosts (the network
+store) a dead caller is seen at the comm timeout only (no pid of another host can be looked
+at), and a failure is not told (that store carries no aborts): the others see it at the comm
+timeout, and a timeout breaks the group for good.
 
 Example (one caller holding every rank: no store, no waiting):
     >>> import torch
@@ -35,16 +49,18 @@ Example (one caller holding every rank: no store, no waiting):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TypeVar
 
 import torch
 
 from dtorch.comm.group import compute
-from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors
+from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors, ScopeSource
 from dtorch.comm.group.buffers import EmptyFn, torch_empty
 from dtorch.comm.group.reduce_op import ReduceOp
 from dtorch.comm.store import TensorStore
+from dtorch.comm.store.base import PeerFailedError
 from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.ir.sharding import chunk_sizes
 
@@ -59,9 +75,6 @@ StoreOpener = Callable[[int, int], TensorStore]
 
 #: ``check(rank, tensor)`` raises CommError when a peer's tensor does not fit the collective.
 PeerCheck = Callable[[int, torch.Tensor], None]
-
-#: The store failures that break the group (a timeout, a dead caller).
-_BREAKING = (CommTimeoutError, PeerDiedError)
 
 
 def split_all_reduce_pays(callers: tuple[tuple[int, ...], ...]) -> bool:
@@ -86,7 +99,8 @@ class SameDeviceBackend(GroupBackend):
 
     ``callers`` lists every caller's ranks (ascending, ordered by their first rank); this
     caller's are ``info.ranks``. ``opener`` is None only when this caller holds every rank.
-    ``empty`` allocates the outputs (the manager passes its BufferPool's).
+    ``empty`` allocates the outputs (the manager passes its BufferPool's); ``scopes`` (the
+    manager) names the runtime scope each exchange belongs to.
     """
 
     def __init__(
@@ -95,11 +109,15 @@ class SameDeviceBackend(GroupBackend):
         callers: tuple[tuple[int, ...], ...],
         opener: StoreOpener | None,
         empty: EmptyFn = torch_empty,
+        scopes: ScopeSource | None = None,
     ) -> None:
         self._info = info
         self._empty = empty
         self._callers = callers
-        self._seq = 0
+        self._scopes = scopes
+        self._seq = 0  # exchanges outside any runtime scope (since the last reset)
+        self._resets = 0
+        self._scope, self._in_scope = "", 0  # the last runtime scope, and its exchanges so far
         held = set(info.ranks)
         self._remote = tuple(r for r in range(info.world_size) if r not in held)
         self._store: TensorStore | None = None
@@ -122,57 +140,151 @@ class SameDeviceBackend(GroupBackend):
         check: PeerCheck,
         finish: Callable[[dict[int, torch.Tensor]], T],
     ) -> T:
-        """Publish ``publish``, read ``need`` from other callers, return ``finish(all)``."""
-        store = self._live_store(collective)
-        if store is None:
+        """Publish ``publish``, read ``need`` from other callers, return ``finish(all)``.
+
+        Whatever fails on this caller, at any point, is told to the others through the store
+        (``_abandon``) before it is raised here, and this caller's keys are dropped."""
+        if not self._remote:
             return finish(dict(publish))
-        seq, self._seq = self._seq, self._seq + 1
-        keys = {r: f"{collective}#{seq}/rank{r}" for r in (*publish, *need)}
-        for rank, tensor in publish.items():
-            store.src_set(keys[rank], tensor, len(self._callers) - 1)
-        got = {r: self._read(store, collective, keys[r], r) for r in need}
+        store = self._store
+        scope, name = self._next(collective)
+        if self._broken or store is None:
+            raise self._refused(store, collective, scope)
+        keys = {r: f"{name}/rank{r}" for r in (*publish, *need)}
+        read: list[str] = []
+        published: list[str] = []
         try:
+            for rank, tensor in publish.items():
+                self._publish(store, collective, keys[rank], tensor)
+                published.append(keys[rank])
+            got: dict[int, torch.Tensor] = {}
+            for r in need:
+                got[r] = self._read(store, collective, keys[r], r)
+                read.append(keys[r])
             for rank, tensor in got.items():
                 check(rank, tensor)
-            return finish({**publish, **got})
-        finally:
-            self._release(store, collective, [keys[r] for r in got], [keys[r] for r in publish])
+            result = finish({**publish, **got})
+        except BaseException as error:
+            self._abandon(store, scope, error, read, published)
+            raise
+        self._release(store, collective, scope, read, published)
+        return result
 
-    def _live_store(self, collective: str) -> TensorStore | None:
-        if self._broken:
-            raise CommError(
-                f"{collective} on {self._info}: the group is unusable after "
-                f"an earlier failure ({self._broken})"
-            )
-        return self._store
+    def _next(self, collective: str) -> tuple[str, str]:
+        """The scope of the next exchange and its name (the prefix of its keys): in a
+        runtime scope its collective and index there; outside any, its own sequence number."""
+        scope = self._scopes.current_scope() if self._scopes is not None else ""
+        if not scope:  # named after the resets too: no abort of before one reaches it
+            seq, self._seq = self._seq, self._seq + 1
+            name = f"{collective}#{self._resets}.{seq}"
+            return name, name
+        if scope != self._scope:
+            self._scope, self._in_scope = scope, 0
+        index, self._in_scope = self._in_scope, self._in_scope + 1
+        return scope, f"{scope}/{collective}#{index}"
+
+    def _publish(self, store: TensorStore, collective: str, key: str, tensor: torch.Tensor) -> None:
+        try:
+            store.src_set(key, tensor, len(self._callers) - 1)
+        except PeerFailedError as error:  # a consumer failed before this caller published
+            raise self._peer_failed(collective, error) from None
 
     def _read(self, store: TensorStore, collective: str, key: str, rank: int) -> torch.Tensor:
         try:
             return store.dest_get(key)
-        except _BREAKING as error:
-            raise self._broken_by(collective, self._caller_of(rank), error) from None
+        except PeerFailedError as error:
+            raise self._peer_failed(collective, error) from None
+        except CommTimeoutError as error:
+            raise self._timeout(collective, self._caller_of(rank), error) from None
+        except PeerDiedError as error:
+            raise self._died(collective, error) from None
+
+    def _abandon(
+        self,
+        store: TensorStore,
+        scope: str,
+        error: BaseException,
+        read: list[str],
+        published: list[str],
+    ) -> None:
+        """This caller failed (or learnt that another did) in the middle of an exchange: the
+        others are told first, so nobody waits for what it will not publish or finish; then
+        its keys are dropped without waiting for consumers (the scope is aborted). A dead
+        caller is not told: every survivor sees the death itself (``PeerDiedError``)."""
+        if not isinstance(error, (PeerFailedError, PeerDiedError)):  # a death shows by itself
+            self._tell(store, scope, error)
+        if not store.carries_aborts:
+            self._abandon_untold(store, error, read, published)
+            return
+        if read:
+            with contextlib.suppress(CommError):  # PeerFailedError: the scope is aborted
+                store.end_exchange(read, ())
+        for key in published:  # each on its own: one that fails leaves the others
+            with contextlib.suppress(CommError):
+                store.end_exchange((), (key,))
+
+    def _abandon_untold(
+        self, store: TensorStore, error: BaseException, read: list[str], published: list[str]
+    ) -> None:
+        """``_abandon`` on a store that carries no aborts (network): nobody could be told, so
+        a timeout or a dead caller breaks the group (its rounds can no longer line up with
+        the others'), and another failure still completes the handshake."""
+        if isinstance(error, (CommTimeoutError, PeerDiedError)):
+            self._broken = self._broken or f"{type(error).__name__}: {error}"
+            self.close()
+            return
+        with contextlib.suppress(CommError):
+            store.end_exchange(read, published)
 
     def _release(
-        self, store: TensorStore, collective: str, read: list[str], published: list[str]
+        self,
+        store: TensorStore,
+        collective: str,
+        scope: str,
+        read: list[str],
+        published: list[str],
     ) -> None:
         try:
             store.end_exchange(read, published)  # every key is unique to its exchange
-        except _BREAKING as error:
-            raise self._broken_by(collective, (), error) from None
+        except PeerFailedError as error:  # keys dropped already
+            raise self._peer_failed(collective, error) from None
+        except (CommTimeoutError, PeerDiedError) as error:  # a consumer never finished
+            failure: CommError = (
+                self._timeout(collective, (), error)
+                if isinstance(error, CommTimeoutError)
+                else self._died(collective, error)
+            )
+            self._abandon(store, scope, failure, [], published)
+            raise failure from None
+
+    def _tell(self, store: TensorStore, scope: str, error: BaseException) -> None:
+        """Abort ``scope``: in a runtime scope through the manager (every group of this caller,
+        after the runtime has recorded the failure), else in this group's store."""
+        scopes = self._scopes
+        if scopes is not None and scope == scopes.current_scope():
+            scopes.fail_scope(error)
+            return
+        with contextlib.suppress(CommError):  # a closed store: nobody to tell
+            store.abort(scope, f"{self._info}: {type(error).__name__}: {error}")
+
+    def _refused(self, store: TensorStore | None, collective: str, scope: str) -> CommError:
+        """The error of a collective on a broken or closed group (told to the others too)."""
+        why = self._broken or "the group is closed"
+        error = CommError(
+            f"{collective} on {self._info}: the group is unusable after an earlier failure "
+            f"({why}) until the runtime resets it"
+        )
+        if store is not None:
+            self._tell(store, scope, error)
+        return error
 
     def _caller_of(self, rank: int) -> tuple[int, ...]:
         return next(c for c in self._callers if rank in c)
 
-    def _broken_by(
-        self, collective: str, missing: tuple[int, ...], error: CommTimeoutError | PeerDiedError
-    ) -> CommError:
-        """The group-level error; the group's rounds can no longer line up, so it breaks."""
-        self.close()
-        if isinstance(error, PeerDiedError):
-            self._broken = f"{collective} failed: a caller died"
-            return self._died(collective, error)
-        self._broken = f"{collective} timed out"
-        return self._timeout(collective, missing, error)
+    def _peer_failed(self, collective: str, error: PeerFailedError) -> PeerFailedError:
+        return PeerFailedError(
+            f"{collective} on {self._info}: another caller failed: {error.reason}", error.reason
+        )
 
     def _timeout(
         self, collective: str, missing: tuple[int, ...], error: CommTimeoutError
@@ -185,7 +297,9 @@ class SameDeviceBackend(GroupBackend):
         return CommTimeoutError(f"{collective} on {self._info} timed out: {who} ({error})")
 
     def _died(self, collective: str, error: PeerDiedError) -> PeerDiedError:
-        """The store names dead participants, which are callers: name their group ranks."""
+        """The store names dead participants, which are callers: name their group ranks. A
+        dead caller breaks the group (its rounds can no longer line up with the others')."""
+        self._broken = f"{collective} failed: a caller died"
         dead = [(self._callers[i], pid) for i, pid in error.peers if i is not None]
         who = ", ".join(f"the caller of ranks {list(ranks)} (pid {pid})" for ranks, pid in dead)
         peers = tuple((rank, pid) for ranks, pid in dead for rank in ranks)
@@ -331,13 +445,32 @@ class SameDeviceBackend(GroupBackend):
         )
 
     def barrier(self) -> None:
-        store = self._live_store("barrier")
-        if store is None:
+        if not self._remote:
             return
+        store = self._store
+        if self._broken or store is None:
+            raise self._refused(None, "barrier", "")
         try:
             store.barrier()
-        except _BREAKING as error:
-            raise self._broken_by("barrier", (), error) from None
+        except CommTimeoutError as error:  # the barrier's rounds no longer line up
+            self._broken = "barrier timed out"
+            raise self._timeout("barrier", (), error) from None
+        except PeerDiedError as error:
+            raise self._died("barrier", error) from None
+
+    def abort(self, scope: str, message: str) -> None:
+        if self._store is not None:
+            self._store.abort(scope, message)
+
+    def reset(self) -> None:
+        """Every caller is idle: forget the failures, drop any key left by a broken exchange,
+        count exchanges from zero again (every caller resets together)."""
+        self._broken = ""
+        self._seq, self._scope, self._in_scope = 0, "", 0
+        self._resets += 1
+        if self._store is not None:
+            with contextlib.suppress(CommError):
+                self._store.discard()
 
     def close(self) -> None:
         store, self._store = self._store, None

@@ -23,6 +23,17 @@ seen while a peer is dead. A rank whose collective fails otherwise publishes the
 (``failed/<seq>``), and the ranks still waiting fail with it at their next look: that is how
 the death of a peer on another host, whose pid nobody here can look up, reaches every survivor.
 
+Failures outside a collective (a rank whose kernel fails before it calls the collective the
+others wait in) cannot be told to Gloo or NCCL: a started collective cannot be withdrawn. The
+runtime's scopes are told through the rendezvous store instead (``abort``: ``aborted/<scope>``),
+and a rank waiting in a collective of that scope fails with ``PeerFailedError`` at its next
+look (within half a second). Its process group still holds the abandoned collective, which
+would pair with the next one, so any abort breaks the group on every rank that hears of it
+(the failing rank included): its later collectives fail at once, telling their scope in turn,
+and ``reset`` (every rank idle, a worker handed to a new graph) rebuilds the process group
+under a fresh prefix of the store on every rank where one of them broke it
+(``rebuild/<epoch>``).
+
 Example (one process, world size 1):
     >>> import tempfile, torch
     >>> from dtorch.comm.group.backend import GroupInfo
@@ -47,7 +58,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors
+from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors, ScopeSource
 from dtorch.comm.group.carriers import moved, reduced
 from dtorch.comm.group.chunks import (
     chunk_piece,
@@ -59,6 +70,7 @@ from dtorch.comm.group.chunks import (
 from dtorch.comm.group.reduce_op import ReduceOp, finish_average
 from dtorch.comm.group.rendezvous import GroupRendezvous
 from dtorch.comm.group.torch_peers import DeadRank, RankPeers, hello_key, hello_text
+from dtorch.comm.store.base import PeerFailedError, cut_message
 from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.ir.sharding import chunk_sizes
 from dtorch.options import GlobalOption
@@ -114,14 +126,24 @@ def _arrival_key(rank: int) -> str:
     return f"arrived/{rank}"
 
 
-def _failed_key(seq: int) -> str:
-    return f"failed/{seq}"
+def _failed_key(epoch: int, seq: int) -> str:
+    return f"failed/{epoch}.{seq}"
+
+
+def _aborted_key(scope: str) -> str:
+    return f"aborted/{scope}"
+
+
+def _rebuild_key(epoch: int) -> str:
+    return f"rebuild/{epoch}"
 
 
 class TorchDistBackend(GroupBackend):
     """One rank of a group whose ranks live in different processes (see the module doc)."""
 
-    def __init__(self, info: GroupInfo, rendezvous: GroupRendezvous) -> None:
+    def __init__(
+        self, info: GroupInfo, rendezvous: GroupRendezvous, scopes: ScopeSource | None = None
+    ) -> None:
         if len(info.ranks) != 1:
             raise CommError(
                 f"{info}: the torch.distributed backend serves one rank per process; "
@@ -130,18 +152,27 @@ class TorchDistBackend(GroupBackend):
         self._info = info
         self._rank = info.ranks[0]
         self._timeout = timedelta(seconds=GlobalOption.get_comm_timeout_second())
+        self._scopes = scopes
         self._seq = 0
+        self._epoch = 0  # process groups rebuilt so far (``reset``)
+        self._broken = ""
+        self._retired: list[Any] = []  # broken process groups, shut down at close
         self._path = rendezvous.path
-        host = rendezvous.host_address
+        self._host = rendezvous.host_address
         self._store: Any = rendezvous.open(info.world_size, self._rank, self._timeout)
-        self._await_peers(host)
-        self._peers = RankPeers.read(self._store, self._rank, info.world_size, host)
-        make = _PROCESS_GROUPS[info.device_kind]
-        pg_store = dist.PrefixStore("pg", self._store)
+        self._await_peers(self._host)
+        self._peers = RankPeers.read(self._store, self._rank, info.world_size, self._host)
+        self._pg: Any = self._build("pg")
+
+    def _build(self, prefix: str) -> Any:
+        """A process group of this rank, meeting the others under ``prefix`` of the store."""
+        make = _PROCESS_GROUPS[self._info.device_kind]
+        pg_store = dist.PrefixStore(prefix, self._store)
+        world = self._info.world_size
         try:
-            self._pg: Any = make(pg_store, self._rank, info.world_size, self._timeout, host)
+            return make(pg_store, self._rank, world, self._timeout, self._host)
         except RuntimeError as error:
-            raise CommError(f"{info}: creating the process group failed: {error}") from error
+            raise CommError(f"{self._info}: creating the process group failed: {error}") from error
 
     def _await_peers(self, host: str) -> None:
         # Named hellos first: a rank that never creates the group is reported by rank; each
@@ -160,33 +191,103 @@ class TorchDistBackend(GroupBackend):
     # --- waiting -------------------------------------------------------------------------
 
     def _run(self, collective: str, start: Callable[[], Any]) -> None:
+        scope = self._scopes.current_scope() if self._scopes is not None else ""
+        if self._broken:
+            raise self._refused(collective, scope)
         seq, self._seq = self._seq, self._seq + 1
+        started = False
         try:
             work = start()
+            started = True
             if not self._probe(work, _PROBE_SECONDS):
-                self._store.set(_arrival_key(self._rank), str(seq))
-                self._await(collective, seq, work)
+                self._store.set(_arrival_key(self._rank), str(self._mark(seq)))
+                self._await(collective, seq, scope, work)
+        except PeerFailedError:  # the collective is abandoned: the process group is not sound
+            self._break(f"{collective} was abandoned: another rank failed")
+            raise
         except CommError as error:
+            self._break_if(started, collective)
             self._published(seq, error)
             raise
         except (RuntimeError, ValueError) as error:
+            self._break_if(started, collective)
             # no local names the failure: one would tie it to its own traceback (a cycle that
             # keeps ``work``, and so the process group's connections, alive until a gc)
             raise self._published(seq, self._failure(collective, seq, error)) from error
 
-    def _await(self, collective: str, seq: int, work: Any) -> None:
-        """Wait for ``work`` in slices, looking at the peers' processes and at failures
-        published by the other ranks between them."""
+    def _await(self, collective: str, seq: int, scope: str, work: Any) -> None:
+        """Wait for ``work`` in slices, looking at the peers' processes, at failures
+        published by the other ranks and at an abort of ``scope`` between them."""
         deadline = time.monotonic() + self._timeout.total_seconds() + _GRACE_SECONDS
+        failed = _failed_key(self._epoch, seq)
         while not self._probe(work, _RECHECK_SECONDS):
             dead = self._peers.dead()
             if dead:
                 raise self._died(collective, dead, "seen while this rank waited in the collective")
-            if self._store.check([_failed_key(seq)]):
-                text = self._store.get(_failed_key(seq)).decode()
+            if self._store.check([failed]):
+                text = self._store.get(failed).decode()
                 raise CommError(f"{collective} on {self._info} failed on another rank: {text}")
+            if scope and self._store.check([_aborted_key(scope)]):
+                text = self._store.get(_aborted_key(scope)).decode()
+                raise PeerFailedError(
+                    f"{collective} on {self._info}: another rank failed: {text}", text
+                )
             if time.monotonic() > deadline:  # Gloo's own timeout should have come first
                 raise RuntimeError("timed out: the collective outlasted the group's timeout")
+
+    def _mark(self, seq: int) -> int:
+        """Collective ``seq`` of the current process group, as arrival marks order them."""
+        return (self._epoch << 32) | seq
+
+    def _refused(self, collective: str, scope: str) -> CommError:
+        """The error of a collective on a broken group; its scope is told to the others."""
+        error = CommError(
+            f"{collective} on {self._info}: the group is unusable after an earlier failure "
+            f"({self._broken}) until the runtime resets it"
+        )
+        if scope and self._scopes is not None:
+            self._scopes.fail_scope(error)
+        return error
+
+    def _break(self, why: str) -> None:
+        """The process group may hold a collective some rank abandoned: no further collective
+        until every rank rebuilds it (``reset``), which this records for all of them."""
+        if self._broken:
+            return
+        self._broken = why
+        with contextlib.suppress(RuntimeError):  # a store gone with its host: nothing to record
+            self._store.set(_rebuild_key(self._epoch + 1), why)
+
+    def _break_if(self, started: bool, collective: str) -> None:
+        """A collective that failed once started may be left half done in the process group:
+        break it (nothing was sent when it failed to start)."""
+        if started:
+            self._break(f"{collective} failed")
+
+    def abort(self, scope: str, message: str) -> None:
+        if self._store is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            key = _aborted_key(scope)
+            if not self._store.check([key]):
+                self._store.set(key, cut_message(message))
+        self._break(f"scope {scope} failed")
+
+    def reset(self) -> None:
+        """Rebuild the process group if any rank broke it (every rank idle and resetting)."""
+        if self._store is None:
+            return
+        try:
+            rebuild = bool(self._store.check([_rebuild_key(self._epoch + 1)]))
+        except RuntimeError:
+            return
+        if not rebuild:
+            return
+        self._retired.append(self._pg)  # an abandoned collective may still hold it
+        self._epoch += 1
+        self._seq = 0
+        self._pg = self._build(f"pg{self._epoch}")
+        self._broken = ""
 
     def _published(self, seq: int, error: CommError) -> CommError:
         """``error``, once the ranks still waiting in collective ``seq`` are told why it failed
@@ -194,9 +295,10 @@ class TorchDistBackend(GroupBackend):
         stays)."""
         if isinstance(error, CommTimeoutError):
             return error
+        key = _failed_key(self._epoch, seq)
         with contextlib.suppress(RuntimeError):  # a store gone with its host: nothing to tell
-            if not self._store.check([_failed_key(seq)]):
-                self._store.set(_failed_key(seq), f"rank {self._rank}: {error}")
+            if not self._store.check([key]):
+                self._store.set(key, f"rank {self._rank}: {error}")
         return error
 
     @staticmethod
@@ -235,7 +337,7 @@ class TorchDistBackend(GroupBackend):
     def _came(self, rank: int, seq: int) -> bool:
         """Whether ``rank`` marked its arrival in collective ``seq`` (or a later one)."""
         key = _arrival_key(rank)
-        return bool(self._store.check([key])) and int(self._store.get(key)) >= seq
+        return bool(self._store.check([key])) and int(self._store.get(key)) >= self._mark(seq)
 
     # --- collectives ---------------------------------------------------------------------
 
@@ -336,8 +438,10 @@ class TorchDistBackend(GroupBackend):
 
     def close(self) -> None:
         pg, self._pg = getattr(self, "_pg", None), None
-        if pg is not None and hasattr(pg, "shutdown"):
-            pg.shutdown()
+        for each in [*getattr(self, "_retired", ()), pg]:
+            if each is not None and hasattr(each, "shutdown"):
+                each.shutdown()
+        self._retired = []
         store, self._store = self._store, None
         if store is not None:
             with contextlib.suppress(RuntimeError):  # cleanup only: never fail a close for it

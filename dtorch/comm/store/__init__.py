@@ -7,7 +7,7 @@ Example:
     1
 """
 
-from dtorch.comm.store.base import StoreKind, TensorStore
+from dtorch.comm.store.base import PeerFailedError, StoreKind, TensorStore
 from dtorch.comm.store.factory import StoreSpec, open_store
 from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.memory import MemoryTensorStore
@@ -17,6 +17,7 @@ __all__ = [
     "FileTensorStore",
     "MemoryTensorStore",
     "NetworkTensorStore",
+    "PeerFailedError",
     "StoreKind",
     "StoreSpec",
     "TensorStore",

@@ -17,6 +17,15 @@ memory and file stores serve without a barrier. Every blocking call gives up aft
 key and the peers that never came; where the backend can see its peers' processes (file), a
 call waiting on a store with a dead participant fails sooner, with a ``PeerDiedError``.
 
+A participant that fails in the middle of an exchange tells the others through the store
+itself: ``abort(scope, message)`` marks every key of ``scope`` (a key's scope is its text before
+the first ``/``, see ``scope_of``) failed, and every wait on such a key - a consumer's
+``dest_get`` of a key never set, a producer waiting for consumers that will never finish -
+raises ``PeerFailedError`` with the message at once instead of waiting out the timeout.
+``end_exchange`` then drops the participant's keys of the scope, so an aborted exchange leaves
+nothing behind and the next one starts clean. The memory and file stores carry aborts; the
+network store does not (``abort`` returns False: its peers see the failure at the timeout).
+
 Example:
     >>> import threading, torch
     >>> from dtorch.comm.store import StoreKind, open_store
@@ -47,6 +56,45 @@ import torch
 from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.options import GlobalOption
 
+#: Aborted scopes a store remembers (the oldest go first): a scope's abort is needed only
+#: until every participant has passed that exchange, and a healthy program aborts none.
+ABORTS_KEPT = 16
+#: The longest abort message a store keeps (the runtime's failure board holds the full record).
+ABORT_MESSAGE_LIMIT = 400
+
+
+class PeerFailedError(CommError):
+    """Another participant failed in this exchange (or in the operator it belongs to) and told
+    the others through the store: raised at once in place of the data or the consumers' finish
+    that will never come, not at the comm timeout. ``reason`` is the failing participant's
+    account of its error."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.reason))
+
+
+def scope_of(key: str) -> str:
+    """The scope of ``key``: its text before the first ``/`` ("" for a key without one, which
+    no abort reaches).
+
+    Example:
+        >>> scope_of("op7.0/all_gather#1/rank0"), scope_of("plain")
+        ('op7.0', '')
+    """
+    scope, slash, _ = key.partition("/")
+    return scope if slash else ""
+
+
+def cut_message(message: str) -> str:
+    """``message`` shortened to what a store keeps of an abort."""
+    if len(message) <= ABORT_MESSAGE_LIMIT:
+        return message or "failed"
+    return message[: ABORT_MESSAGE_LIMIT - 6] + " [...]"
+
 
 class StoreKind(enum.Enum):
     """The three backends: threads of one process, processes of one machine, machines."""
@@ -62,6 +110,8 @@ class TensorStore(ABC):
     store_key: str
     world_size: int
     rank: int
+    #: Whether ``abort`` reaches the other participants (memory, file; not network).
+    carries_aborts = False
 
     @abstractmethod
     def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:
@@ -91,6 +141,21 @@ class TensorStore(ABC):
     def _clear_round(self) -> None:
         """Forget this round's keys; called by ``reset`` while every participant is inside it."""
 
+    def abort(self, scope: str, message: str) -> bool:
+        """Tell every participant that ``scope`` failed (``message``: why): their waits on its
+        keys raise ``PeerFailedError`` from now on; the first message of a scope stays. False
+        where the backend cannot carry aborts (the default: the network store)."""
+        return False
+
+    def aborted(self, scope: str) -> str | None:
+        """The message ``scope`` was aborted with, if it was."""
+        return None
+
+    def discard(self) -> None:
+        """Forget every key this participant produced and still holds (after a broken
+        exchange, once every participant is idle: a repaired group starts clean)."""
+        self._clear_round()
+
     def dest_get_and_to_device(self, key: str, device: torch.device) -> torch.Tensor:
         """``dest_get(key)`` moved to ``device`` (the same tensor when it is already there)."""
         return self.dest_get(key).to(device)
@@ -101,12 +166,19 @@ class TensorStore(ABC):
         the store ready for the next exchange. By default it ends with ``reset`` (two barriers);
         a store that can forget a finished key of its own instead (memory: ``_forget_exchange``;
         file: this method, in fewer transactions) needs no barrier, since unique keys cannot
-        meet a later round's."""
+        meet a later round's. If the exchange's scope was aborted, the keys are dropped all
+        the same (a producer stops waiting for consumers that failed) and ``PeerFailedError``
+        is raised after."""
         for key in read:
-            self.dest_finish_get(key)
+            self.dest_finish_get(key)  # a key its aborted producer dropped already is skipped
+        failed: PeerFailedError | None = None
         for key in published:
-            self.src_wait_until_get_finished(key)
+            try:
+                self.src_wait_until_get_finished(key)
+            except PeerFailedError as error:  # its consumers failed: drop it all the same
+                failed = failed or error
         self._forget_exchange(published)
+        raise_if_aborted(self, "end_exchange", (*read, *published), failed)
 
     def _forget_exchange(self, published: Sequence[str]) -> None:
         """After ``end_exchange`` waited for them: drop this participant's ``published`` keys
@@ -154,6 +226,28 @@ class Deadline:
         return time.monotonic() >= self.at
 
 
+def peer_failed_error(store: TensorStore, call: str, key: str, message: str) -> PeerFailedError:
+    """The PeerFailedError of a call on ``key`` whose scope another participant aborted."""
+    return PeerFailedError(
+        f"{call}({key!r}) on store {store.store_key!r} (rank {store.rank} of "
+        f"{store.world_size}): scope {scope_of(key)!r} was aborted: {message}",
+        message,
+    )
+
+
+def raise_if_aborted(
+    store: TensorStore, call: str, keys: Iterable[str], failed: PeerFailedError | None = None
+) -> None:
+    """Raise ``failed``, or the PeerFailedError of the first of ``keys`` whose scope was
+    aborted; return if neither."""
+    if failed is not None:
+        raise failed
+    for scope in dict.fromkeys(scope_of(key) for key in keys):
+        message = store.aborted(scope) if scope else None
+        if message is not None:
+            raise peer_failed_error(store, call, f"{scope}/", message)
+
+
 def check_participant(store_key: str, world_size: int, rank: int) -> None:
     """Reject a store key, world size or rank that cannot name a participant."""
     if not isinstance(store_key, str) or not store_key:
@@ -175,6 +269,12 @@ def check_set(key: str, tensor: torch.Tensor, get_count: int, world_size: int) -
         raise CommError(
             f"src_set({key!r}): get_count must be in [1, world_size={world_size}], got {get_count}"
         )
+
+
+def check_scope(scope: str) -> None:
+    """Scopes are non-empty strings without ``/`` (the text before a key's first ``/``)."""
+    if not isinstance(scope, str) or not scope or "/" in scope:
+        raise CommError(f"a scope must be a non-empty str without '/', got {scope!r}")
 
 
 def check_key(key: str) -> None:

@@ -24,6 +24,11 @@ How the pieces fit, and why:
 * **Exchanges without reset**: ``end_exchange`` (the same-device backend's close of every
   collective, whose keys carry its sequence number) finishes the keys read in one
   transaction, then waits for its published keys and drops their slots: no barrier.
+* **Aborts**: ``abort(scope, message)`` records the scope in the state and wakes every waiter;
+  a wait on a key of an aborted scope (a ``dest_get`` of a key never set, a producer waiting
+  for its consumers) raises ``PeerFailedError`` instead, and ``end_exchange`` drops the
+  producer's slots all the same. A slot dropped that way closes its segment instead of
+  recycling it: a consumer that mapped it before the abort may still be reading.
 * **Cleanup**: the control segment's name is unlinked as soon as the construction barrier
   completes (every participant has it open), tensor segments never have a name, and wake
   sockets have no file. A killed participant therefore leaves nothing in ``/dev/shm``; if it
@@ -52,7 +57,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -60,17 +65,22 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.process_identity import ProcessIdentity
 from dtorch.comm.shm import PeerMaps, Segment, SegmentPool, WakeSocket, tensor_view
 from dtorch.comm.store.base import (
+    ABORTS_KEPT,
     Deadline,
     TensorStore,
     all_finished,
     check_key,
     check_participant,
+    check_scope,
     check_set,
     count_finish,
+    cut_message,
     finish_detail,
     finish_open,
     missing_ranks,
     peer_died_error,
+    peer_failed_error,
+    scope_of,
     timeout_error,
 )
 from dtorch.comm.store.file_control import Control, ControlState, SlotRecord
@@ -89,6 +99,8 @@ DeadMember = tuple[int, int]
 
 class FileTensorStore(TensorStore):
     """A TensorStore participant for processes of one machine; see the module docstring."""
+
+    carries_aborts = True
 
     def __init__(
         self,
@@ -220,6 +232,9 @@ class FileTensorStore(TensorStore):
         )
         try:
             with self._txn(Deadline()) as state:
+                message = state.aborted(scope_of(key))
+                if message is not None:  # nobody would read it: the consumers failed already
+                    raise peer_failed_error(self, "src_set", key, message)
                 if key in state.slots:
                     raise CommError(
                         f"src_set({key!r}) on store {self.store_key!r}: the key is already set "
@@ -236,14 +251,22 @@ class FileTensorStore(TensorStore):
         check_key(key)
         deadline = Deadline()
 
-        def ready(state: ControlState) -> torch.Tensor | None:
+        def ready(state: ControlState) -> torch.Tensor | str | None:
             slot = state.slots.get(key)
-            return None if slot is None else self._view(slot)  # mapped under the lock
+            if slot is not None:
+                return self._view(slot)  # mapped under the lock
+            return state.aborted(scope_of(key))  # a message: it will never be set
 
         def missing(state: ControlState) -> str:
             return f"no participant called src_set({key!r})"
 
-        return self._wait_until("dest_get", deadline, ready, missing, key)
+        # mypy joins the two result types to object: name the union
+        got = cast(
+            "torch.Tensor | str", self._wait_until("dest_get", deadline, ready, missing, key)
+        )
+        if isinstance(got, str):
+            raise peer_failed_error(self, "dest_get", key, got)
+        return got
 
     def _view(self, slot: SlotRecord) -> torch.Tensor:
         buffer = self._peers.get(slot.segment())
@@ -256,46 +279,81 @@ class FileTensorStore(TensorStore):
 
     def src_wait_until_get_finished(self, key: str) -> None:
         check_key(key)
-        self._await_finished("src_wait_until_get_finished", key, drop=False)
+        finished, message = self._await_finished("src_wait_until_get_finished", key, drop=False)
+        if not finished:
+            raise peer_failed_error(self, "src_wait_until_get_finished", key, message)
 
     def end_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
         """Finish ``read`` in one transaction, then wait for each of ``published`` and drop
         its slot in the transaction that sees it finished: no barrier. The producer still
         waits for its consumers (a producer that ran ahead could pile up segments, and one
-        that closed early would take its segments from consumers yet to read them)."""
+        that closed early would take its segments from consumers yet to read them), unless
+        the exchange's scope was aborted: then it drops its slots at once and raises
+        ``PeerFailedError`` once they are gone."""
         for key in (*read, *published):
             check_key(key)
+        failed = ""
         if read:
             with self._txn(Deadline()) as state:
                 for key in read:
                     _finish(state, key, self.rank)
+                failed = _abort_of(state, read)
         for key in published:
-            self._await_finished("end_exchange", key, drop=True)
+            failed = self._await_finished("end_exchange", key, drop=True)[1] or failed
+        if failed:
+            raise peer_failed_error(self, "end_exchange", (*read, *published)[0], failed)
 
-    def _await_finished(self, call: str, key: str, drop: bool) -> None:
+    def _await_finished(self, call: str, key: str, drop: bool) -> tuple[bool, str]:
         """Wait until every consumer of this producer's ``key`` finished (``drop``: and
-        forget the key, in the same transaction); its segment goes back to the pool."""
+        forget the key, in the same transaction); its segment goes back to the pool. An
+        aborted scope ends the wait at once (a dropped key's segment is then closed, not
+        recycled: a consumer may still read it). Whether every consumer finished, and the
+        scope's abort message ("": not aborted)."""
         deadline = Deadline()
 
-        def ready(state: ControlState) -> bool | None:
+        def ready(state: ControlState) -> tuple[bool, str] | None:
             slot = state.slots.get(key)
             if slot is None or (drop and slot.producer != self.rank):
                 who = " by this participant" if drop else ""
                 raise CommError(f"{call}({key!r}): the key was never set{who}")
-            if not all_finished(slot):
+            finished, message = all_finished(slot), state.aborted(scope_of(key)) or ""
+            if not finished and not message:
                 return None
             if drop:
                 del state.slots[key]
                 state.dirty = True
-            return True
+            return finished, message
 
         def missing(state: ControlState) -> str:
             return finish_detail(key, state.slots[key])
 
-        self._wait_until(call, deadline, ready, missing, key)
-        segment = self._in_use.pop(key, None)
+        finished, message = self._wait_until(call, deadline, ready, missing, key)
+        segment = self._in_use.pop(key, None) if drop or finished else None
         if segment is not None:
-            self._pool.release(segment)
+            if finished:
+                self._pool.release(segment)
+            else:
+                segment.close()
+        return finished, message
+
+    def abort(self, scope: str, message: str) -> bool:
+        check_scope(scope)
+        with self._txn(Deadline()) as state:
+            state.abort(scope, cut_message(message), ABORTS_KEPT)
+        return True
+
+    def aborted(self, scope: str) -> str | None:
+        with self._txn(Deadline()) as state:
+            return state.aborted(scope)
+
+    def discard(self) -> None:
+        with self._txn(Deadline()) as state:
+            for key in [k for k, slot in state.slots.items() if slot.producer == self.rank]:
+                del state.slots[key]
+                state.dirty = True
+        for segment in self._in_use.values():  # consumers may still read them: never recycle
+            segment.close()
+        self._in_use.clear()
 
     def barrier(self) -> None:
         deadline = Deadline()
@@ -397,11 +455,25 @@ def _register(
 
 
 def _finish(state: ControlState, key: str, rank: int) -> None:
-    """Consumer ``rank`` is done with ``key``; the last one wakes the producer."""
-    slot = count_finish(key, state.slots.get(key), rank)
+    """Consumer ``rank`` is done with ``key``; the last one wakes the producer. A key its
+    aborted producer dropped already is skipped."""
+    slot = state.slots.get(key)
+    if slot is None and state.aborted(scope_of(key)) is not None:
+        return
+    slot = count_finish(key, slot, rank)
     state.dirty = True
     if all_finished(slot):
         state.touch(key)
+
+
+def _abort_of(state: ControlState, keys: Sequence[str]) -> str:
+    """The abort message of the first aborted scope among ``keys``' ("": none)."""
+    if state.aborts:
+        for scope in dict.fromkeys(scope_of(key) for key in keys):
+            message = state.aborted(scope)
+            if message is not None:
+                return message
+    return ""
 
 
 def _identity(member: list[Any]) -> ProcessIdentity:

@@ -74,7 +74,8 @@ class SlotRecord:
 @dataclass(slots=True)
 class ControlState:
     """Members (pid, wake address, process start ticks) by rank, the barrier, the slots, who
-    is waiting and for which key ("": anything else, such as the barrier).
+    is waiting and for which key ("": anything else, such as the barrier), and the scopes
+    aborted lately (``[scope, message]`` pairs, oldest first; empty in a healthy program).
 
     A transaction wakes only the waiters its change concerns: those awaiting a key it
     ``touch``-ed, or every waiter when it sets ``notify``. With four processes on two cores,
@@ -87,31 +88,54 @@ class ControlState:
     arrived: list[int]
     slots: dict[str, SlotRecord]
     waiters: dict[int, str]
+    aborts: list[list[str]] = field(default_factory=list)
     dirty: bool = False  # write the state back
     notify: bool = False  # and wake every waiter: something any of them may wait for changed
     touched: list[str] = field(default_factory=list)  # wake the waiters of these keys
 
     @classmethod
     def fresh(cls, world_size: int) -> ControlState:
-        return cls(world_size, [None] * world_size, 0, [], {}, {}, True)
+        return cls(world_size, [None] * world_size, 0, [], {}, {}, [], True)
 
     def touch(self, key: str) -> None:
         """``key`` changed: write the state back and wake whoever awaits ``key``."""
         self.dirty = True
         self.touched.append(key)
 
+    def aborted(self, scope: str) -> str | None:
+        """The message ``scope`` was aborted with ("" scope: never aborted)."""
+        if scope:
+            for aborted, message in self.aborts:
+                if aborted == scope:
+                    return message
+        return None
+
+    def abort(self, scope: str, message: str, kept: int) -> None:
+        """Record ``scope`` as aborted (the first message stays) and wake every waiter."""
+        if self.aborted(scope) is None:
+            self.aborts = [*self.aborts, [scope, message]][-kept:]
+            self.dirty = self.notify = True
+
     def encode(self) -> bytes:
         slots = {key: slot.to_list() for key, slot in self.slots.items()}
         waiters = [[rank, key] for rank, key in self.waiters.items()]
-        row = [self.world_size, self.members, self.generation, self.arrived, slots, waiters]
+        row = [
+            self.world_size,
+            self.members,
+            self.generation,
+            self.arrived,
+            slots,
+            waiters,
+            self.aborts,
+        ]
         return ormsgpack.packb(row)
 
     @classmethod
     def decode(cls, blob: bytes) -> ControlState:
-        world_size, members, generation, arrived, slots, waiters = ormsgpack.unpackb(blob)
+        world_size, members, generation, arrived, slots, waiters, aborts = ormsgpack.unpackb(blob)
         records = {key: SlotRecord.from_list(row) for key, row in slots.items()}
         awaiting = dict(waiters)  # [rank, key] pairs
-        return cls(world_size, members, generation, arrived, records, awaiting)
+        return cls(world_size, members, generation, arrived, records, awaiting, aborts)
 
     def wake_addresses(self, exclude: int) -> list[bytes]:
         """The wake addresses of the waiting participants other than ``exclude`` that this

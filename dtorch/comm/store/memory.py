@@ -6,6 +6,9 @@ thread of a 400-device mesh), a condition for the barrier, and the slots of this
 are handed over by reference: ``dest_get`` returns the producer's tensor itself. The registry
 holds the shared states weakly, so a state is freed when its last participant closes and a
 later store with the same key starts afresh (the spec's MemoryTensorStoreImpManager).
+An abort (``abort(scope, message)``) is kept in the shared state and wakes every waiter; a
+consumer that gives up on a key never set drops its empty slot once nobody else waits on it,
+so an aborted or timed-out exchange leaves no slot behind.
 
 Example:
     >>> import threading, torch
@@ -26,37 +29,46 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store.base import (
+    ABORTS_KEPT,
     Deadline,
     TensorStore,
     all_finished,
     check_key,
     check_participant,
+    check_scope,
     check_set,
     count_finish,
+    cut_message,
     finish_detail,
     finish_open,
     missing_ranks,
+    peer_failed_error,
+    scope_of,
     timeout_error,
 )
 from dtorch.errors import CommError
 
 
 class _Slot:
-    """One key of one round: its tensor, how many consumers it expects, who finished."""
+    """One key of one round: its tensor and producer, how many consumers it expects, who
+    finished, and how many consumers wait for it to be set."""
 
-    __slots__ = ("cond", "finished_by", "target", "tensor")
+    __slots__ = ("cond", "finished_by", "producer", "target", "tensor", "waiting")
 
     def __init__(self, lock: threading.Lock) -> None:
         self.cond = threading.Condition(lock)
         self.tensor: torch.Tensor | None = None
+        self.producer = -1
         self.target = 0
         self.finished_by: list[int] = []
+        self.waiting = 0
 
 
 class _Shared:
@@ -64,6 +76,7 @@ class _Shared:
 
     __slots__ = (
         "__weakref__",
+        "aborts",
         "arrived",
         "barrier_cond",
         "generation",
@@ -81,6 +94,7 @@ class _Shared:
         self.open_ranks: set[int] = set()
         self.arrived: set[int] = set()
         self.generation = 0
+        self.aborts: OrderedDict[str, str] = OrderedDict()  # scope -> message, oldest first
 
     def slot(self, key: str) -> _Slot:
         """The slot of ``key``, created on first use by either side (caller holds the lock)."""
@@ -88,6 +102,18 @@ class _Shared:
         if slot is None:
             slot = self.slots[key] = _Slot(self.lock)
         return slot
+
+    def aborted(self, key: str) -> str | None:
+        """The abort message of ``key``'s scope, if it was aborted (caller holds the lock)."""
+        if not self.aborts:
+            return None
+        scope = scope_of(key)
+        return self.aborts.get(scope) if scope else None
+
+    def drop_unset(self, key: str, slot: _Slot) -> None:
+        """Forget ``slot`` if it was never set and nobody waits on it any more."""
+        if slot.tensor is None and slot.waiting == 0 and self.slots.get(key) is slot:
+            del self.slots[key]
 
 
 class _Registry:
@@ -127,6 +153,8 @@ REGISTRY = _Registry()
 class MemoryTensorStore(TensorStore):
     """A TensorStore participant for threads of one process; see the module docstring."""
 
+    carries_aborts = True
+
     def __init__(self, store_key: str, world_size: int, rank: int, shared: _Shared) -> None:
         self.store_key = store_key
         self.world_size = world_size
@@ -161,13 +189,16 @@ class MemoryTensorStore(TensorStore):
         check_set(key, tensor, get_count, self.world_size)
         shared = self._state()
         with shared.lock:
+            message = shared.aborted(key)
+            if message is not None:  # nobody would read it: the consumers failed already
+                raise peer_failed_error(self, "src_set", key, message)
             slot = shared.slot(key)
             if slot.tensor is not None:
                 raise CommError(
                     f"src_set({key!r}) on store {self.store_key!r}: the key is already set in "
                     "this round; call reset() between rounds"
                 )
-            slot.tensor, slot.target = tensor, get_count
+            slot.tensor, slot.target, slot.producer = tensor, get_count, self.rank
             slot.cond.notify_all()
 
     def src_wait_until_get_finished(self, key: str) -> None:
@@ -177,38 +208,84 @@ class MemoryTensorStore(TensorStore):
             slot = shared.slots.get(key)
             if slot is None or slot.tensor is None:
                 raise CommError(f"src_wait_until_get_finished({key!r}): the key was never set")
-            if not slot.cond.wait_for(lambda: all_finished(slot), deadline.remaining()):
+
+            def done() -> bool:
+                return all_finished(slot) or shared.aborted(key) is not None
+
+            if not slot.cond.wait_for(done, deadline.remaining()):
                 detail = finish_detail(key, slot)
                 raise timeout_error(self, "src_wait_until_get_finished", deadline.seconds, detail)
+            message = None if all_finished(slot) else shared.aborted(key)
+            if message is not None:
+                raise peer_failed_error(self, "src_wait_until_get_finished", key, message)
 
     def dest_get(self, key: str) -> torch.Tensor:
         check_key(key)
         shared, deadline = self._state(), Deadline()
         with shared.lock:
             slot = shared.slot(key)
-            if not slot.cond.wait_for(lambda: slot.tensor is not None, deadline.remaining()):
+
+            def ready() -> bool:
+                return slot.tensor is not None or shared.aborted(key) is not None
+
+            slot.waiting += 1
+            try:
+                came = slot.cond.wait_for(ready, deadline.remaining())
+            finally:
+                slot.waiting -= 1
+            if slot.tensor is not None:
+                return slot.tensor
+            shared.drop_unset(key, slot)
+            if not came:
                 detail = f"no participant called src_set({key!r})"
                 raise timeout_error(self, "dest_get", deadline.seconds, detail)
-            assert slot.tensor is not None  # the wait above guarantees it
-            return slot.tensor
+            raise peer_failed_error(self, "dest_get", key, shared.aborted(key) or "aborted")
 
     def dest_finish_get(self, key: str) -> None:
         check_key(key)
         shared = self._state()
         with shared.lock:
             slot = shared.slots.get(key)
-            slot = count_finish(
-                key, None if slot is None or slot.tensor is None else slot, self.rank
-            )
+            unset = slot is None or slot.tensor is None
+            if unset and shared.aborted(key) is not None:
+                return  # its producer failed and dropped it: nothing to finish
+            slot = count_finish(key, None if unset else slot, self.rank)
             if len(slot.finished_by) == slot.target:
                 slot.cond.notify_all()
 
     def _forget_exchange(self, published: Sequence[str]) -> None:
-        """Forget ``published``, which every consumer finished: no barrier."""
+        """Forget ``published``, finished by every consumer (or aborted): no barrier."""
         shared = self._state()
         with shared.lock:
             for key in published:
-                del shared.slots[key]
+                shared.slots.pop(key, None)
+
+    def abort(self, scope: str, message: str) -> bool:
+        check_scope(scope)
+        shared = self._state()
+        with shared.lock:
+            if scope in shared.aborts:
+                return True
+            shared.aborts[scope] = cut_message(message)
+            while len(shared.aborts) > ABORTS_KEPT:
+                shared.aborts.popitem(last=False)
+            for slot in shared.slots.values():  # every waiter looks again
+                slot.cond.notify_all()
+        return True
+
+    def aborted(self, scope: str) -> str | None:
+        shared = self._state()
+        with shared.lock:
+            return shared.aborts.get(scope)
+
+    def discard(self) -> None:
+        shared = self._state()
+        with shared.lock:
+            for key, slot in list(shared.slots.items()):
+                if slot.producer == self.rank:
+                    del shared.slots[key]
+                else:
+                    shared.drop_unset(key, slot)
 
     def barrier(self) -> None:
         shared, deadline = self._state(), Deadline()

@@ -23,6 +23,7 @@ from dtorch.ir.opkind import CreateKind, OpKind
 from dtorch.ir.params import CreateParam, OpParam
 from dtorch.ir.placement import Partial, Replicate, normalize_placements
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule
+from dtorch.ir.rules.ints import check_scalars
 
 
 def create_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -31,6 +32,7 @@ def create_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     shape = tuple(param.shape)
     if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in shape):
         raise ShapeError(f"{name}: sizes must be non-negative ints, got {list(param.shape)}")
+    check_scalars(name, param.args)  # its sizes are checked with every param's ints
     placements = normalize_placements(param.placements, param.mesh.shape, len(shape))
     if param.create is CreateKind.EMPTY:
         placements = tuple(Replicate() if isinstance(p, Partial) else p for p in placements)

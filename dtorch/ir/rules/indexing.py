@@ -259,9 +259,9 @@ def chunk_sizes(size: int, chunks: int) -> tuple[int, ...]:
         >>> chunk_sizes(5, 4), chunk_sizes(0, 2)
         ((2, 2, 1), (0, 0))
     """
-    parts = sharding.chunk_sizes(size, chunks)
-    # torch.chunk drops the empty trailing parts of a non-empty dim
-    return parts if size == 0 else tuple(n for n in parts if n)
+    if size == 0:  # torch.chunk makes ``chunks`` empty parts of an empty dim
+        return (0,) * chunks
+    return sharding.filled_chunk_sizes(size, chunks)  # and drops the empty trailing ones
 
 
 def chunk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

@@ -42,9 +42,11 @@ from dtorch.ir.rules import (
     select,
     setitem,
     spatial,
+    unsent,
     views,
 )
 from dtorch.ir.rules.base import Inference, Rule
+from dtorch.ir.rules.ints import check_param_ints, check_sizes
 from dtorch.ir.rules.marked import MARK_RULES
 from dtorch.ir.subsplit import check_unmarked
 
@@ -68,6 +70,7 @@ RULES: dict[OpKind, Rule] = {
     **spatial.RULES,
     **norm.RULES,
     **embedding.RULES,
+    **unsent.RULES,
 }
 
 
@@ -81,10 +84,12 @@ def infer(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
         for operand in inputs:
             if operand.mesh is not mesh and operand.mesh != mesh:
                 _raise_meshes(name, inputs)
+    check_param_ints(name, param)  # before any rule computes with them
     marked = MARK_RULES.get(param.kind)
     if marked is not None:  # cat and elementwise ops make or keep sub-split marks
         answer = marked(name, param, inputs)
         if answer is not None:
+            _check_outputs(name, answer, marked=True)
             return answer
     for operand in inputs:  # the ordinary rules do not understand sub-split marks
         check_unmarked(name, operand.placements)
@@ -92,9 +97,17 @@ def infer(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     if rule is None:
         raise NoRuleError(f"{name}: operator kind {param.kind.name} has no shape rule")
     inference = rule(name, param, inputs)
-    for out in inference.outputs:  # created tensors too (from_torch, zeros(placements=...))
-        check_unmarked(name, out.placements, "an output")
+    _check_outputs(name, inference, marked=False)
     return inference
+
+
+def _check_outputs(name: str, inference: Inference, *, marked: bool) -> None:
+    """Every output's sizes are int64s (repeat(2**62) of 3 elements is not); outputs of
+    ordinary rules carry no marks (created tensors neither: from_torch, zeros(placements=))."""
+    for out in inference.outputs:
+        check_sizes(name, out.shape, "output shape")
+        if not marked:
+            check_unmarked(name, out.placements, "an output")
 
 
 def _raise_meshes(name: str, inputs: tuple[Operand, ...]) -> None:

@@ -34,7 +34,7 @@ from dtorch.ir.params import ConvertParam
 from dtorch.ir.redistribute import RedistributePlan, plan_redistribute
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.convert.execution import Execution, Shards
-from dtorch.kernels.convert.steps import run_step
+from dtorch.kernels.convert.steps import run_step, step_groups
 
 
 def _param(ctx: KernelContext) -> ConvertParam:
@@ -60,6 +60,18 @@ def _sources(ex: Execution, inputs: dict[int, list[torch.Tensor]]) -> Shards:
     return shards
 
 
+def open_groups(ex: Execution) -> None:
+    """Open every group the plan calls before anything can fail, in the order the steps call
+    them (the one global order every caller follows, so no opening waits in a cycle): a
+    caller that fails at any later point holds the store of every group a peer may be
+    waiting in, so the runtime can tell them all (``ThreadGroupManager.fail_scope``)."""
+    if ex.groups is None:
+        return
+    for index in range(len(ex.plan.steps)):
+        for kind, ids in step_groups(ex, index):
+            ex.group(kind, ids)
+
+
 def run_plan(ex: Execution, shards: Shards) -> Shards:
     """Every step of the plan in order; the held destination shards, never aliasing inputs."""
     if not ex.plan.steps:
@@ -82,5 +94,6 @@ def convert_kernel(
         source.shape, source.mesh, source.placements, param.mesh, param.placements
     )
     ex = Execution(plan, ctx.devices, ctx.groups, source.dtype)
+    open_groups(ex)
     result = run_plan(ex, _sources(ex, inputs))
     return {d: [result[d]] if d in param.mesh else [] for d in ctx.devices}

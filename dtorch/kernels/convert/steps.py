@@ -31,15 +31,18 @@ from dtorch.ir.redistribute import (
     AllGather,
     AllReduce,
     AllToAll,
+    Gather,
     LocalChunk,
     ReduceScatter,
+    Scatter,
+    SendRecv,
     ShardToPartial,
     Step,
     ZeroNonOwner,
 )
 from dtorch.ir.sharding import chunk_bounds
 from dtorch.kernels.convert.execution import Execution, Shards
-from dtorch.kernels.convert.transfer import run_transfer
+from dtorch.kernels.convert.transfer import run_transfer, transfer_groups
 
 #: ``call(group, {rank: tensor}, line) -> {rank: tensor}`` for one line of a collective step.
 LineCall = Callable[
@@ -132,6 +135,21 @@ _RUNNERS: dict[type[Step], StepRunner] = {
     ShardToPartial: _shard_to_partial,
     **dict.fromkeys(TRANSFER_TYPES, run_transfer),
 }
+
+
+#: The steps that call one group per line along their mesh dim.
+_COLLECTIVES = (AllGather, AllToAll, ReduceScatter, AllReduce)
+
+
+def step_groups(ex: Execution, index: int) -> list[tuple[str, tuple[int, ...]]]:
+    """The groups (device kind, device ids) step ``index`` calls for this caller, in order."""
+    step = ex.plan.steps[index]
+    if isinstance(step, (Scatter, Gather, SendRecv)):
+        return transfer_groups(ex, index, step)
+    if isinstance(step, _COLLECTIVES):
+        mesh = ex.plan.mesh_before(index)
+        return [(mesh.device_kind, line) for line in ex.lines(mesh, step.mesh_dim)]
+    return []
 
 
 def run_step(ex: Execution, index: int, shards: Shards) -> Shards:

@@ -71,12 +71,25 @@ def _unpack(
         start += n
 
 
+def _pair_kind(ex: Execution) -> str:
+    """The device kind of the pair groups: a group holds one device kind."""
+    src, dst = ex.plan.src_mesh.device_kind, ex.plan.dst_mesh.device_kind
+    return src if src == dst else "cpu"
+
+
+def transfer_groups(ex: Execution, index: int, step: Transfer) -> list[tuple[str, tuple[int, ...]]]:
+    """The pair groups ``run_transfer`` calls for this caller, in the order it calls them."""
+    sources = set(ex.held(ex.plan.mesh_before(index)))
+    targets = set(ex.held(ex.plan.dst_mesh))
+    pairs = sorted({(m.src_device, m.dst_device) for m in step.moves})
+    kind = _pair_kind(ex)
+    return [(kind, (s, d)) for s, d in pairs if s != d and (s in sources or d in targets)]
+
+
 def _exchange(ex: Execution, index: int, moves: list[Move], shards: Shards, out: Shards) -> None:
     """Move one (source, destination) pair's pieces through the pair's group."""
-    plan = ex.plan
     src, dst = moves[0].src_device, moves[0].dst_device
-    same_kind = plan.src_mesh.device_kind == plan.dst_mesh.device_kind
-    kind = plan.src_mesh.device_kind if same_kind else "cpu"  # a group holds one device kind
+    kind = _pair_kind(ex)
     numel = sum(math.prod(m.size) for m in moves)
     held: Shards = {}
     if src in shards:

@@ -47,6 +47,7 @@ from dtorch.errors import WorkerError
 from dtorch.ir.operator import ExecuteBatch, Operator
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam, SharedInput
+from dtorch.serialization.tensors import copy_clean
 
 #: Values of this many bytes or more travel through shared memory, not inside messages.
 SHARED_MIN = 1 << 20
@@ -96,7 +97,7 @@ class InputShare:
         value = param.value
         assert value is not None
         segment = self._pool.acquire(value.nbytes)
-        tensor_view(segment.buffer, 0, value.dtype, tuple(value.shape)).copy_(value)
+        copy_clean(tensor_view(segment.buffer, 0, value.dtype, tuple(value.shape)), value)
         token = next(self._tokens)
         self.moved += 1
         with self._lock:

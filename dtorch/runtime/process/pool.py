@@ -22,6 +22,12 @@ the other workers are stopped, the directory and the shared memory are removed a
 worker is left to remove them should the controller die too), and the pool refuses new
 leases. Workers watch the controller the same way and exit when it is gone.
 
+Signals: each worker runs in a session (and process group) of its own and ignores SIGINT, so
+what the terminal or a job scheduler sends the program's process group (Ctrl-C, SIGHUP,
+SIGTERM) reaches the controller alone: a program that catches KeyboardInterrupt goes on with
+its workers, and a controller that dies of the signal leaves its workers to clean up, as any
+death of the controller does.
+
 Stopping (``close()``, garbage collection of the pool, interpreter exit) hands the cleanup over
 without a gap: STOP; every worker closes what it has and marks itself stopped
 (``protocol.stop_marker``), then waits; the controller, once every worker is stopped (or killed
@@ -168,12 +174,18 @@ class _PoolState:
             board.fd,
             board.inode,
             board.size,
+            cpu_backend=self.cpu_backend.value,
         )
         environ = dict(os.environ)
         # the interpreter's own search path, so the worker imports this very dtorch
         environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
         command = [sys.executable, "-m", "dtorch.runtime.process.worker", args.to_json()]
-        return subprocess.Popen(command, env=environ, stdin=subprocess.DEVNULL)
+        # A session of its own: a signal to the program's process group (Ctrl-C, a hang-up,
+        # ``kill -- -PGID``) reaches the controller only, which may survive it; the workers
+        # follow the controller, not the terminal (they exit and clean up when it is gone).
+        return subprocess.Popen(
+            command, env=environ, stdin=subprocess.DEVNULL, start_new_session=True
+        )
 
     def wait_ready(self, timeout: float) -> None:
         """Every worker reported READY and subscribed, or WorkerDiedError / GraphError."""

@@ -22,7 +22,9 @@ Worker -> controller (PUSH-PULL, the envelope names the sender):
 
 ==================  ===========================================================================
 ``READY``           once, at start-up, after the subscriber connected: the worker's pid (u64)
-``REPORT``          one report record (``dtorch.ir.report``), encoded with the codec
+``REPORT``          one report record (``dtorch.ir.report``), encoded with the codec; then,
+                    for a record that settles a promise, the promise's name (UTF-8): a record
+                    the controller cannot read fails that promise alone
 ``RESET_DONE``      the session id (u64)
 ``END``             sent by the controller to its own puller: wakes its report reader
 ==================  ===========================================================================

@@ -1,8 +1,10 @@
 """ProcessRunner: the Runner of process mode - a graph's lease on a pool of worker processes.
 
-``execute`` encodes each batch once (``encode_batch``) and publishes it once for every
-worker, with the sequence number of the progress report the flow window wants (0: none), the
-bitmap of the workers it concerns and its no-hold ids (``dtorch.runtime.process.addressing``).
+``execute`` encodes each batch once (``encode_batch``; an operator the codec cannot write
+goes as an Unsent operator whose outputs fail: ``dtorch.runtime.process.unsent``) and
+publishes it once for every worker, with the sequence number of the progress report the
+flow window wants (0: none), the bitmap of the workers it concerns and its no-hold ids
+(``dtorch.runtime.process.addressing``).
 ``reports`` reads the pool's PULL socket: report records (shared values copied out and
 their segments handed back at once; progress kept for the window by ``WindowedSource``; the
 workers' ``InputsDone``, which free the segments of large inputs: ``inputs``),
@@ -49,11 +51,12 @@ from dtorch.runtime.process.protocol import (
     pack_u64,
     unpack_u64,
 )
+from dtorch.runtime.process.unsent import encode_or_substitute
 from dtorch.runtime.process.values import ReportReader
 from dtorch.runtime.reports import END as END_OF_REPORTS
 from dtorch.runtime.reports import EndOfReports
 from dtorch.runtime.window import FlowWindow, WindowedSource
-from dtorch.serialization import encode_batch, serialize
+from dtorch.serialization import serialize
 from dtorch.transport import Publisher, Puller, Pusher
 
 if TYPE_CHECKING:
@@ -171,7 +174,7 @@ class ProcessRunner:
         progress = self._window.admit(len(batch.operators))
         carried, parties = self._addresser.address(batch)
         carried = self._inputs.share(carried, readers(parties))
-        payload = encode_batch(carried) if carried.operators or carried.operands else b""
+        payload = encode_or_substitute(carried) if carried.operators or carried.operands else b""
         frees = pack_ids(batch.no_hold)
         self._publisher.send(EXECUTE, [pack_u64(progress), parties, frees, payload])
 
@@ -190,7 +193,7 @@ class ProcessRunner:
             return None
         kind = envelope.kind
         if kind == REPORT:
-            report = self._reader.decode(envelope.parts[0])
+            report = self._reader.read(envelope)
             if type(report) is InputsDone:  # the runner's own business: free the segments
                 self._inputs.done(report.tokens)
                 return None

@@ -6,17 +6,28 @@ change later). Values of ``SHARED_MIN`` bytes (1 MiB) or more do not travel insi
 message: the sink copies them into a touched segment of the worker's pool (memory speed, no
 page faults) and sends a ``SharedValue`` that says where; the controller copies the value out
 and hands the segment back (``RELEASE``), so a worker's segments are reused, never leaked.
+Bool values travel with bytes 0 and 1 only (``clean_bools``: the reader refuses others).
+
+A report for a promise (a value, a party's sync or memory rows, a profile) carries the
+promise's name in a second frame, beside the record: a report the controller cannot read
+(a bug: the codec refuses malformed bytes) then fails that one promise with a failure that
+says so, and the graph goes on. A report without a promise (progress, a worker's failure,
+``InputsDone``) that cannot be read breaks the graph: flow control or shared memory would
+wait for it for ever.
 
 Example:
     >>> import torch
     >>> from dtorch.ir.report import ValueReport
-    >>> from dtorch.transport import InProcPuller
+    >>> from dtorch.transport import Envelope, InProcPuller
     >>> puller = InProcPuller()
     >>> sink = PushSink(puller.pusher(0), worker=0)
     >>> sink.put(ValueReport("p", torch.arange(3)))
     >>> reader = ReportReader(lambda worker, token: None)
-    >>> reader.decode(puller.recv().parts[0]).value.tolist()
+    >>> reader.read(puller.recv()).value.tolist()
     [0, 1, 2]
+    >>> unread = reader.read(Envelope(1, b"report", (memoryview(b"junk"), memoryview(b"p"))))
+    >>> unread.promise, unread.failure.error_type
+    ('p', 'WorkerError')
     >>> sink.close(); reader.close()
 """
 
@@ -29,12 +40,13 @@ from collections.abc import Callable
 import torch
 
 from dtorch.comm.shm import Locator, PeerMaps, Segment, SegmentPool, tensor_view
-from dtorch.errors import DeserializationError, WorkerError
-from dtorch.ir.report import Report, SharedValue, ValueReport
+from dtorch.errors import DeserializationError, DTorchError, WorkerError
+from dtorch.ir.report import Failure, Report, SharedValue, ValueReport
 from dtorch.runtime.process.protocol import REPORT
 from dtorch.runtime.reports import EndOfReports
 from dtorch.serialization import deserialize, serialize
-from dtorch.transport import PusherLike
+from dtorch.serialization.tensors import copy_clean
+from dtorch.transport import Envelope, PusherLike
 
 #: Values of this many bytes or more travel through shared memory, not inside messages.
 SHARED_MIN = 1 << 20
@@ -55,7 +67,9 @@ class PushSink:
     def put(self, report: Report | EndOfReports) -> None:
         if type(report) is ValueReport and report.value is not None:
             report = self._travelling(report)
-        self._pusher.send(REPORT, [serialize(report)])
+        promise = getattr(report, "promise", None)
+        payload = serialize(report)
+        self._pusher.send(REPORT, [payload] if promise is None else [payload, promise.encode()])
 
     def _travelling(self, report: ValueReport) -> ValueReport:
         value = report.value
@@ -64,7 +78,7 @@ class PushSink:
         if self._shared_min is None or value.nbytes < self._shared_min:
             return ValueReport(report.promise, value)  # serialize copies the bytes
         segment = self._pool.acquire(value.nbytes)
-        tensor_view(segment.buffer, 0, value.dtype, tuple(value.shape)).copy_(value)
+        copy_clean(tensor_view(segment.buffer, 0, value.dtype, tuple(value.shape)), value)
         token = next(self._tokens)
         with self._lock:
             self._lent[token] = segment
@@ -104,16 +118,27 @@ class ReportReader:
         self._release = release
         self._maps = PeerMaps()
 
-    def decode(self, payload: memoryview | bytes) -> Report:
+    def read(self, envelope: Envelope) -> Report:
+        """The record of a REPORT envelope; one that cannot be read is a failure of the
+        promise it names, or WorkerError when it names none (see the module docstring)."""
+        parts = envelope.parts
         try:
-            report = deserialize(payload)
+            report = deserialize(parts[0])
         except DeserializationError as error:
-            raise WorkerError(
-                f"a worker sent a report the controller cannot read: {error}"
-            ) from error
+            if len(parts) < 2:
+                raise WorkerError(
+                    f"a worker sent a report the controller cannot read: {error}"
+                ) from error
+            return _unreadable(bytes(parts[1]).decode(errors="replace"), envelope.sender, error)
         if type(report) is ValueReport and report.shared is not None:
-            return ValueReport(report.promise, self._copy_out(report.shared))
+            return self._shared(report.promise, report.shared)
         return report
+
+    def _shared(self, promise: str, shared: SharedValue) -> ValueReport:
+        try:
+            return ValueReport(promise, self._copy_out(shared))
+        except (DTorchError, OSError, RuntimeError) as error:  # a segment it cannot map
+            return _unreadable(promise, shared.worker, error)
 
     def _copy_out(self, shared: SharedValue) -> torch.Tensor:
         locator = Locator(shared.pid, shared.fd, shared.inode, shared.size)
@@ -125,3 +150,15 @@ class ReportReader:
 
     def close(self) -> None:
         self._maps.close()
+
+
+def _unreadable(promise: str, worker: int, error: BaseException) -> ValueReport:
+    """The failure that settles ``promise`` in place of a report the controller cannot read."""
+    reason = f"the controller cannot read it: {type(error).__name__}: {error}"
+    # operator 0 is none (ids start at 1); worker w hosts device w first
+    return ValueReport(
+        promise,
+        failure=Failure(
+            0, f"the report of worker {worker} for {promise}", worker, "WorkerError", reason
+        ),
+    )

@@ -11,7 +11,8 @@ the comm library's backends (Gloo for one rank per process, the file store's sha
 for several, direct compute inside one worker).
 
 A fatal error (a lost message, a batch it cannot read) is reported as a
-``WorkerFailureReport`` before the worker exits.
+``WorkerFailureReport`` before the worker exits. A worker ignores SIGINT (its pool starts it
+in a session of its own, away from the terminal): interrupting is the controller's business.
 
 Cleanup has no gap: at every moment some live process is responsible for the pool's directory
 and the shared memory of its program's namespace. While the controller lives, it is; a worker
@@ -35,6 +36,7 @@ import logging
 import os
 import select
 import shutil
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -44,7 +46,8 @@ from pathlib import Path
 import torch
 
 import dtorch.kernels.convert
-import dtorch.kernels.create  # noqa: F401 - registers the Create kernel
+import dtorch.kernels.create  # registers the Create kernel
+import dtorch.runtime.process.unsent  # noqa: F401 - registers the Unsent kernel
 from dtorch.comm.group import BackendKind, CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.shm import Locator, map_peer, release_buffer
@@ -328,6 +331,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m dtorch.runtime.process.worker ARGS_JSON", file=sys.stderr)
         return EXIT_FATAL
+    # Ctrl-C is the controller's to handle: a worker in a session of its own (the pool starts
+    # it so) never gets the terminal's SIGINT, and one sent to it alone changes nothing either
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     args = WorkerArgs.from_json(argv[1])
     watch = ControllerWatch(args)
     threading.Thread(target=watch.exit_when_gone, name="watch", daemon=True).start()

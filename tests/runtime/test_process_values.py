@@ -1,0 +1,96 @@
+"""Reports across processes (``dtorch.runtime.process.values``): what a worker's sink writes,
+what the controller reads, and what a report it cannot read does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.comm.promise import create_promise
+from dtorch.errors import KernelError, WorkerError
+from dtorch.ir.opkind import PromiseKind
+from dtorch.ir.report import PartyReport, ProgressReport, ValueReport
+from dtorch.runtime.process.protocol import REPORT
+from dtorch.runtime.process.values import PushSink, ReportReader
+from dtorch.runtime.settle import Settlements, SyncCollector
+from dtorch.serialization import serialize
+from dtorch.transport import Envelope, InProcPuller
+
+
+def _junk_bools(count: int) -> torch.Tensor:
+    """A bool tensor holding other bytes than 0 and 1, as torch.empty may leave."""
+    return (torch.arange(count) % 4).to(torch.uint8).mul_(85).view(torch.bool)
+
+
+@pytest.mark.parametrize("count", [16, 1 << 21])
+def test_bool_values_travel_as_0_and_1(count: int) -> None:
+    """A small value inside the message, a large one (>= 1 MiB) through shared memory: the
+    controller gets every nonzero byte as True, written as 1."""
+    puller = InProcPuller()
+    sink = PushSink(puller.pusher(0), worker=0)
+    released: list[tuple[int, int]] = []
+    reader = ReportReader(lambda worker, token: released.append((worker, token)))
+    junk = _junk_bools(count)
+    try:
+        sink.put(ValueReport("p", junk))
+        report = reader.read(puller.recv(10))
+    finally:
+        sink.close()
+        reader.close()
+    assert isinstance(report, ValueReport) and report.value is not None
+    assert report.value.view(torch.uint8).tolist() == junk.view(torch.uint8).ne(0).int().tolist()
+    assert len(released) == (1 if count >= 1 << 20 else 0)
+
+
+def _report(payload: bytes, *promise: bytes) -> Envelope:
+    return Envelope(1, REPORT, tuple(memoryview(p) for p in (payload, *promise)))
+
+
+def test_an_unreadable_report_fails_the_promise_it_names() -> None:
+    book = Settlements()
+    value, other = (
+        create_promise(PromiseKind.MEMORY, name="g.p1"),
+        create_promise(PromiseKind.MEMORY, name="g.p2"),
+    )
+    sync = create_promise(PromiseKind.MEMORY, name="g.p3")
+    book.promises.add("g.p1", value)
+    book.promises.add("g.p2", other)
+    book.promises.add("g.p3", SyncCollector(2, sync, book.raised))
+    reader = ReportReader(lambda worker, token: None)
+    good = serialize(ValueReport("g.p2", torch.ones(2)))
+    for envelope in (_report(b"\x00" * 40, b"g.p1"), _report(good, b"g.p2")):
+        book.settle(reader.read(envelope))
+    book.settle(reader.read(_report(serialize(PartyReport("g.p3", 0))[:-3], b"g.p3")))
+    with pytest.raises(KernelError, match=r"the report of worker 1 for g\.p1 .*cannot read it"):
+        value.get_future().get(1.0)
+    assert other.get_future().get(1.0).tolist() == [1.0, 1.0]
+    with pytest.raises(KernelError, match=r"g\.p3 .*cannot read it"):
+        sync.get_future().get(1.0)
+    assert len(book.promises) == 0
+
+
+def test_an_unreadable_report_without_a_promise_is_a_worker_error() -> None:
+    reader = ReportReader(lambda worker, token: None)
+    assert reader.read(_report(serialize(ProgressReport(0, 1)))) == ProgressReport(0, 1)
+    with pytest.raises(WorkerError, match="cannot read"):
+        reader.read(_report(serialize(ProgressReport(0, 1))[:-2]))
+
+
+@pytest.mark.parametrize("count", [16, 1 << 21])
+def test_bool_tensors_with_any_bytes_work_in_every_runner(graph: dtorch.Graph, count: int) -> None:
+    """A torch bool tensor holding other bytes than 0 and 1 (torch.empty's), and dtorch.empty:
+    both reach the devices and come back (small ones inside messages, large ones through
+    shared memory), and the graph goes on."""
+    junk = _junk_bools(count)
+    value = dtorch.from_torch(junk).to_torch()
+    assert torch.equal(value.view(torch.uint8).ne(0), junk.view(torch.uint8).ne(0))
+    noise = dtorch.randn(count) * 1e6  # leaves other bytes in the devices' free memory
+    noise.sum().item()
+    del noise
+    empty = dtorch.empty(count, dtype=torch.bool).to_torch()
+    assert empty.shape == (count,) and empty.dtype == torch.bool
+    if graph.runner.elsewhere:  # what crossed a process boundary is clean
+        assert int(value.view(torch.uint8).max()) <= 1
+        assert int(empty.view(torch.uint8).max()) <= 1
+    assert (dtorch.ones(2) + 1).tolist() == [2.0, 2.0]
