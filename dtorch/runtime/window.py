@@ -14,12 +14,7 @@ Waiting wakes every second to see whether the window failed (a worker died: the 
 raised), so it never outlives the runner.
 
 Example:
-    >>> from typing import TYPE_CHECKING
-
-from dtorch.ir.report import ProgressReport, Report
-
-if TYPE_CHECKING:
-    from dtorch.runtime.reports import EndOfReports, ReportSource
+    >>> from dtorch.ir.report import ProgressReport
     >>> window = FlowWindow(parties=2, limit=100, chunk=10)
     >>> window.admit(4), window.admit(8)       # the second batch crosses 10 operators
     (0, 1)

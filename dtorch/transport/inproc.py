@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dtorch.errors import TransportError, TransportTimeoutError
 from dtorch.transport.sockets import wait_seconds
 from dtorch.transport.wire import (
+    EVERYONE,
     Envelope,
     Message,
     MessageReader,
@@ -45,6 +46,7 @@ from dtorch.transport.wire import (
     encode_id,
     encode_sender,
     read_envelope,
+    topic,
 )
 
 _NUMBERS = itertools.count()
@@ -96,12 +98,13 @@ class _Inbox:
 class InProcSubscriber:
     """The twin of ``Subscriber``, made by ``InProcPublisher.subscribe``."""
 
-    __slots__ = ("_inbox", "_publisher", "_reader")
+    __slots__ = ("_inbox", "_publisher", "_reader", "_topics")
 
-    def __init__(self, publisher: InProcPublisher) -> None:
+    def __init__(self, publisher: InProcPublisher, party: int | None) -> None:
         self._publisher = publisher
         self._inbox = _Inbox(publisher.address)
-        self._reader = MessageReader(publisher.address)
+        self._reader = MessageReader(publisher.address, party=party)
+        self._topics = None if party is None else (topic(EVERYONE), topic(party))
 
     def __repr__(self) -> str:
         return f"InProcSubscriber({self.address!r}, expected_id={self._reader.expected})"
@@ -134,24 +137,26 @@ class InProcSubscriber:
         self._publisher._unsubscribe(self)
 
     def _deliver(self, frames: Frames) -> None:
-        self._inbox.put(frames)
+        """Queue ``frames`` if this subscriber's topics take them (ZeroMQ's prefix match)."""
+        if self._topics is None or frames[0][: len(self._topics[0])] in self._topics:
+            self._inbox.put(frames)
 
 
 class InProcPublisher:
     """The twin of ``Publisher``: ``subscribe()`` makes a connected subscriber."""
 
-    __slots__ = ("_address", "_changed", "_closed", "_next_id", "_subscribers", "_subscriptions")
+    __slots__ = ("_address", "_changed", "_closed", "_next_ids", "_subscribers", "_subscriptions")
 
     def __init__(self) -> None:
         self._address = f"inproc://dtorch-publisher-{next(_NUMBERS)}"
         self._changed = threading.Condition()
         self._subscribers: list[InProcSubscriber] = []
-        self._next_id = 0
+        self._next_ids: dict[int, int] = {}  # addressee -> the id of its next message
         self._subscriptions = 0
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"InProcPublisher({self._address!r}, next_id={self._next_id})"
+        return f"InProcPublisher({self._address!r}, next_id={self.next_id})"
 
     @property
     def address(self) -> str:
@@ -160,27 +165,30 @@ class InProcPublisher:
 
     @property
     def next_id(self) -> int:
-        """The id the next message will carry."""
-        return self._next_id
+        """The id the next message to everyone will carry."""
+        return self._next_ids.get(EVERYONE, 0)
 
-    def subscribe(self) -> InProcSubscriber:
-        """A new subscriber; it receives the messages sent from now on."""
+    def subscribe(self, party: int | None = None) -> InProcSubscriber:
+        """A new subscriber; it receives the messages sent from now on (with ``party``: those
+        for everyone and for that party)."""
         with self._changed:
             self._check_open()
-            subscriber = InProcSubscriber(self)
+            subscriber = InProcSubscriber(self, party)
             self._subscribers.append(subscriber)
             self._subscriptions += 1
             self._changed.notify_all()
         return subscriber
 
-    def send(self, kind: bytes, parts: Sequence[Part] = ()) -> int:
-        """Send ``[id, kind, *parts]`` (copied) to every subscriber; the id it used."""
+    def send(self, kind: bytes, parts: Sequence[Part] = (), *, to: int = EVERYONE) -> int:
+        """Send ``[head, kind, *parts]`` (copied) to every subscriber, or to those of party
+        ``to``; the id it used in that addressee's sequence."""
         frames = (check_kind(kind), *_copies(parts))
+        topic(to)
         with self._changed:
             self._check_open()
-            message_id = self._next_id
-            self._deliver((encode_id(message_id), *frames))
-            self._next_id = message_id + 1
+            message_id = self._next_ids.get(to, 0)
+            self._deliver((encode_id(message_id, to), *frames))
+            self._next_ids[to] = message_id + 1
         return message_id
 
     def send_raw(self, frames: Sequence[Part]) -> None:
@@ -190,12 +198,14 @@ class InProcPublisher:
             self._check_open()
             self._deliver(copies)
 
-    def skip_ids(self, n: int = 1) -> None:
-        """Test hook: the next message's id jumps by ``n`` (so subscribers see a gap)."""
+    def skip_ids(self, n: int = 1, *, to: int = EVERYONE) -> None:
+        """Test hook: the next id of addressee ``to``'s messages jumps by ``n`` (so its
+        subscribers see a gap)."""
         if not isinstance(n, int) or n < 1:
             raise TransportError(f"skip_ids takes a positive number of ids, got {n!r}")
+        topic(to)
         with self._changed:
-            self._next_id += n
+            self._next_ids[to] = self._next_ids.get(to, 0) + n
 
     def wait_subscribers(self, count: int, timeout_s: float | None = None) -> None:
         """Return once ``count`` subscribers have subscribed since this publisher was made."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from dtorch.transport.wire import Envelope, Message, Part
+from dtorch.transport.wire import EVERYONE, Envelope, Message, Part
 
 
 @runtime_checkable
@@ -35,8 +35,9 @@ class PublisherLike(Protocol):
         """Where subscribers find it."""
         ...
 
-    def send(self, kind: bytes, parts: Sequence[Part] = ()) -> int:
-        """Publish ``[id, kind, *parts]`` to every subscriber; the id used. Never blocks."""
+    def send(self, kind: bytes, parts: Sequence[Part] = (), *, to: int = EVERYONE) -> int:
+        """Publish ``[head, kind, *parts]`` to every subscriber, or to party ``to``'s; the id
+        used in that addressee's sequence. Never blocks."""
         ...
 
     def wait_subscribers(self, count: int, timeout_s: float | None = None) -> None:

@@ -1,7 +1,12 @@
 """The wire format of the two channels: the records a receiver gets and how frames map to them.
 
-PUB-SUB (controller -> every worker): ``[message id, kind, *parts]``, the id an 8-byte
-little-endian unsigned integer that starts at 0 and rises by one per publisher. PUSH-PULL
+PUB-SUB (controller -> workers): ``[head, kind, *parts]``, the head 12 bytes: the addressee
+(4-byte little-endian unsigned: a subscriber's party number, or ``EVERYONE``) then the message
+id (8-byte little-endian unsigned), which starts at 0 and rises by one per publisher and
+addressee. The addressee leads so that ZeroMQ's prefix subscriptions filter on it in the
+publisher: a worker subscribes to ``topic(EVERYONE)`` and ``topic(its party)``, and a message
+for another worker never wakes it. Each addressee's ids form a sequence of their own, so a
+subscriber still sees every id of every sequence it receives, and checks each. PUSH-PULL
 (workers -> controller): ``[sender, kind, *parts]``, the sender a 4-byte little-endian unsigned
 integer. ``kind`` is a short tag chosen by the caller (``b"execute"``, ``b"ready"``, ...); the
 parts are the payload, opaque to the transport. The real sockets and the in-process twins
@@ -10,8 +15,8 @@ share this module, so both check a message the same way.
 Example:
     >>> frames = [encode_id(0), b"execute", b"payload"]
     >>> message = MessageReader("inproc://doc").read(frames)
-    >>> message.id, message.kind, bytes(message.parts[0])
-    (0, b'execute', b'payload')
+    >>> message.id, message.kind, bytes(message.parts[0]), message.to == EVERYONE
+    (0, b'execute', b'payload', True)
 """
 
 from __future__ import annotations
@@ -29,25 +34,31 @@ LARGE_FRAME = 64 * 1024
 Part = bytes | bytearray | memoryview
 
 ID_BYTES = 8
+TOPIC_BYTES = 4
+HEAD_BYTES = TOPIC_BYTES + ID_BYTES
 SENDER_BYTES = 4
+#: The addressee of a message for every subscriber (the largest 4-byte party number).
+EVERYONE = (1 << (8 * TOPIC_BYTES)) - 1
 _MAX_SENDER = (1 << (8 * SENDER_BYTES)) - 1
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One PUB-SUB message: its id in the publisher's sequence, its kind and its payload frames.
+    """One PUB-SUB message: its id in its addressee's sequence, its kind, its payload frames
+    and its addressee (a party number, or ``EVERYONE``).
 
     ``parts`` are read-only views of the received frames (zero-copy for the real sockets; each
     view keeps its frame alive).
 
     Example:
-        >>> Message(3, b"destroy", ()).kind
-        b'destroy'
+        >>> Message(3, b"destroy", ()).kind, Message(0, b"release", (), to=2).to
+        (b'destroy', 2)
     """
 
     id: int
     kind: bytes
     parts: tuple[memoryview, ...]
+    to: int = EVERYONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +75,27 @@ class Envelope:
     parts: tuple[memoryview, ...]
 
 
-def encode_id(message_id: int) -> bytes:
-    """The id frame of message ``message_id``.
+def topic(to: int) -> bytes:
+    """The subscription prefix of messages for addressee ``to`` (a party number or EVERYONE);
+    TransportError for anything else.
 
     Example:
-        >>> encode_id(1)
-        b'\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00'
+        >>> topic(2), topic(EVERYONE)
+        (b'\\x02\\x00\\x00\\x00', b'\\xff\\xff\\xff\\xff')
     """
-    return message_id.to_bytes(ID_BYTES, "little")
+    if type(to) is not int or not 0 <= to <= EVERYONE:
+        raise TransportError(f"an addressee is a party number in 0..{EVERYONE}, got {to!r}")
+    return to.to_bytes(TOPIC_BYTES, "little")
+
+
+def encode_id(message_id: int, to: int = EVERYONE) -> bytes:
+    """The head frame of message ``message_id`` of addressee ``to``'s sequence.
+
+    Example:
+        >>> encode_id(1).hex(" ")
+        'ff ff ff ff 01 00 00 00 00 00 00 00'
+    """
+    return topic(to) + message_id.to_bytes(ID_BYTES, "little")
 
 
 def encode_sender(sender: int) -> bytes:
@@ -117,37 +141,41 @@ def check_kind(kind: bytes) -> bytes:
 
 
 class MessageReader:
-    """Turns the frames a subscriber receives into Messages, checking the id sequence.
+    """Turns the frames a subscriber receives into Messages, checking each id sequence.
 
-    The first message must have id 0 (with ``join_late``: any id, for a subscriber that may
-    join a running channel, such as heartbeats) and each next one the previous id + 1. A gap,
-    a repeat, a message of fewer than 2 frames or an id frame that is not 8 bytes raises
-    MessageGapError;
-    the reader then stays failed and raises the same error for every later message (a lost
-    message is never skipped over, never silently resynchronised). Not thread-safe: its
-    subscriber serialises the calls.
+    Every addressee's messages are numbered apart (see the module docstring). In each sequence
+    the reader receives, the first message must have id 0 (with ``join_late``: any id, for a
+    subscriber that may join a running channel, such as heartbeats) and each next one the
+    previous id + 1. A reader made for ``party`` also refuses a message addressed to another
+    party (its subscriptions should have filtered it out). A gap, a repeat, a message of fewer
+    than 2 frames, a head frame that is not 12 bytes or a stray addressee raises
+    MessageGapError; the reader then stays failed and raises the same error for every later
+    message (a lost message is never skipped over, never silently resynchronised). Not
+    thread-safe: its subscriber serialises the calls.
 
     Example:
-        >>> reader = MessageReader("ipc:///tmp/x.sock")
-        >>> reader.read([encode_id(0), b"a"]).id
-        0
+        >>> reader = MessageReader("ipc:///tmp/x.sock", party=1)
+        >>> reader.read([encode_id(0), b"a"]).id, reader.read([encode_id(0, to=1), b"b"]).to
+        (0, 1)
         >>> reader.read([encode_id(2), b"a"])
         Traceback (most recent call last):
         ...
         dtorch.errors.MessageGapError: subscriber of ipc:///tmp/x.sock expected message id 1, ...
     """
 
-    __slots__ = ("_address", "_expected", "_failure")
+    __slots__ = ("_accepts", "_address", "_expected", "_failure", "_join_late")
 
-    def __init__(self, address: str, *, join_late: bool = False) -> None:
+    def __init__(self, address: str, *, join_late: bool = False, party: int | None = None) -> None:
         self._address = address
-        self._expected = -1 if join_late else 0  # -1: the first id received starts the count
+        self._join_late = join_late  # the first id of each sequence starts its count
+        self._accepts = None if party is None else (topic(EVERYONE), topic(party))
+        self._expected: dict[bytes, int] = {}  # addressee topic -> the id its next message has
         self._failure: MessageGapError | None = None
 
     @property
     def expected(self) -> int:
-        """The id the next message must have."""
-        return self._expected
+        """The id the next message to everyone must have."""
+        return self._expected.get(topic(EVERYONE), 0)
 
     def raise_if_failed(self) -> None:
         """Raise the error of an earlier gap or malformed message again, if there was one."""
@@ -155,18 +183,19 @@ class MessageReader:
             raise self._failure
 
     def read(self, frames: Sequence[bytes | memoryview]) -> Message:
-        """The Message of ``frames`` (id, kind, *parts); MessageGapError as described above."""
-        expected = self._expected
-        if expected < 0 and len(frames) >= 2 and len(frames[0]) == ID_BYTES:
-            expected = self._expected = int.from_bytes(frames[0], "little")
-        if (  # one test, inline: this runs for every message a worker receives
-            self._failure is None
-            and len(frames) >= 2
-            and len(frames[0]) == ID_BYTES
-            and int.from_bytes(frames[0], "little") == expected
-        ):
-            self._expected = expected + 1
-            return Message(expected, bytes(frames[1]), tuple(map(memoryview, frames[2:])))
+        """The Message of ``frames`` (head, kind, *parts); MessageGapError as described above."""
+        if self._failure is None and len(frames) >= 2 and len(head := frames[0]) == HEAD_BYTES:
+            to = bytes(head[:TOPIC_BYTES])  # one test path, inline: this runs per message
+            message_id = int.from_bytes(head[TOPIC_BYTES:], "little")
+            expected = self._expected.get(to, message_id if self._join_late else 0)
+            if message_id == expected and (self._accepts is None or to in self._accepts):
+                self._expected[to] = expected + 1
+                return Message(
+                    expected,
+                    bytes(frames[1]),
+                    tuple(map(memoryview, frames[2:])),
+                    int.from_bytes(to, "little"),
+                )
         if self._failure is None:
             self._failure = self._fail(self._what_is_wrong(frames))
         raise self._failure
@@ -174,20 +203,28 @@ class MessageReader:
     def _what_is_wrong(self, frames: Sequence[bytes | memoryview]) -> str:
         if len(frames) < 2:
             return f"got a message of {len(frames)} frame(s); one has at least 2"
-        if len(frames[0]) != ID_BYTES:
-            return f"got an id frame of {len(frames[0])} bytes; an id has {ID_BYTES}"
-        return self._gap_text(int.from_bytes(frames[0], "little"))
+        head = frames[0]
+        if len(head) != HEAD_BYTES:
+            return f"got a head frame of {len(head)} bytes; a head has {HEAD_BYTES}"
+        to = bytes(head[:TOPIC_BYTES])
+        if self._accepts is not None and to not in self._accepts:
+            return f"got a message for party {int.from_bytes(to, 'little')}"
+        expected = self._expected.get(to, 0)
+        return self._gap_text(expected, int.from_bytes(head[TOPIC_BYTES:], "little"), to)
 
-    def _gap_text(self, message_id: int) -> str:
-        text = f"expected message id {self._expected}, got {message_id}"
-        if message_id < self._expected:
+    @staticmethod
+    def _gap_text(expected: int, message_id: int, to: bytes) -> str:
+        party = int.from_bytes(to, "little")
+        sequence = "" if party == EVERYONE else f" (to party {party})"
+        text = f"expected message id {expected}{sequence}, got {message_id}"
+        if message_id < expected:
             return f"{text} (a repeated or reordered message)"
-        if self._expected == 0:
+        if expected == 0:
             return (
                 f"{text} (its subscription reached the publisher after the first {message_id} "
                 "message(s): the publisher must wait_subscribers before its first send)"
             )
-        return f"{text} ({message_id - self._expected} message(s) lost)"
+        return f"{text} ({message_id - expected} message(s) lost)"
 
     def _fail(self, what: str) -> MessageGapError:
         return MessageGapError(f"subscriber of {self._address} {what}")

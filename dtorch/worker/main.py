@@ -187,7 +187,7 @@ def run(options: WorkerOptions) -> int:
     secret = program_secret(options.token, program.nonce)
     keys = CurveKeys.from_secret(secret)
     namespace = CommNamespace(program.instance_id, secret=secret)
-    subscriber = Subscriber(program.publisher, keys=keys)
+    subscriber = Subscriber(program.publisher, keys=keys, party=options.rank)
     pusher = Pusher(program.puller, options.rank, keys=keys)
     beacon = Beacon(program.beats_out, program.beats_in, options.rank, keys, _orphaned(namespace))
     status = EXIT_FATAL

@@ -118,3 +118,29 @@ def test_a_worker_that_skipped_a_batch_can_read_its_outputs_later(
         graph.sync()
     finally:
         graph.close()
+
+
+def test_a_batch_for_one_worker_is_sent_to_that_worker_alone(worker_pools: PoolKeeper) -> None:
+    """Operators on one worker's device go to it only (the others are not woken: the message
+    to everyone count stays); frees of a shared tensor and syncs go to everyone."""
+    pool = worker_pools.pool()
+    publisher = pool.state.publisher
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    try:
+        wide = dtorch.arange(6.0, device_mesh=dtorch.init_device_mesh("cpu", 3), graph=graph)
+        one = dtorch.DeviceMesh("cpu", [1])
+        x = dtorch.ones(4, device_mesh=one, graph=graph)
+        assert x.tolist() == [1.0] * 4
+        before = publisher.next_id
+        for _ in range(20):
+            x = x * 2 + 1
+        assert x.tolist() == [2.0**21 - 1] * 4
+        assert publisher.next_id == before  # every batch went to worker 1 alone
+        del wide  # its shards live on every worker: that free goes to everyone
+        y = dtorch.full((3,), 5.0, device_mesh=one, graph=graph)
+        assert (y + x[:3]).tolist() == [2.0**21 + 4] * 3
+        assert publisher.next_id > before
+        graph.sync()
+        assert [s.memory_allocated for s in graph.get_memory_stats(one)] == [16 + 12]
+    finally:
+        graph.close()

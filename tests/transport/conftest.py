@@ -27,6 +27,7 @@ from dtorch.transport import (
     Subscriber,
 )
 from dtorch.transport.security import CurveKeys, Guard
+from dtorch.transport.wire import EVERYONE, topic
 
 KINDS = ["zmq", "tcp", "inproc"]
 #: The CURVE keys of the "tcp" kit (any 32 bytes make a program secret).
@@ -64,9 +65,13 @@ class RawZmqPublisher:
         self.address = self._socket.getsockopt(zmq.LAST_ENDPOINT).decode()
 
     def wait_subscribers(self, count: int, timeout_s: float = 5.0) -> None:
-        for _ in range(count):
+        """As Publisher's: a subscriber's last subscription (to all, or to everyone's topic)
+        counts it; a party's own topic comes first."""
+        while count:
             assert self._socket.poll(int(timeout_s * 1000)), "no subscription arrived"
-            assert self._socket.recv()[:1] == b"\x01"
+            frame = self._socket.recv()
+            assert frame[:1] == b"\x01"
+            count -= frame[1:] in (b"", topic(EVERYONE))
 
     def send_raw(self, frames: Sequence[bytes]) -> None:
         self._socket.send_multipart(list(frames))
@@ -113,8 +118,8 @@ class ZmqKit:
     def publisher(self) -> Publisher:
         return self._keep(Publisher(self.ipc.address("pub")))
 
-    def subscriber(self, publisher: Any) -> Subscriber:
-        return self._keep(Subscriber(publisher.address, timeout_s=5.0))
+    def subscriber(self, publisher: Any, party: int | None = None) -> Subscriber:
+        return self._keep(Subscriber(publisher.address, timeout_s=5.0, party=party))
 
     def raw_publisher(self) -> RawZmqPublisher:
         return self._keep(RawZmqPublisher(self.ipc.address("raw")))
@@ -142,8 +147,8 @@ class TcpKit(ZmqKit):
     def publisher(self) -> Publisher:
         return self._keep(Publisher(self.address, keys=KEYS))
 
-    def subscriber(self, publisher: Any) -> Subscriber:
-        return self._keep(Subscriber(publisher.address, timeout_s=5.0, keys=KEYS))
+    def subscriber(self, publisher: Any, party: int | None = None) -> Subscriber:
+        return self._keep(Subscriber(publisher.address, timeout_s=5.0, keys=KEYS, party=party))
 
     def raw_publisher(self) -> RawZmqPublisher:
         return self._keep(RawZmqPublisher("tcp://127.0.0.1:*", KEYS))
@@ -176,8 +181,8 @@ class InProcKit:
     def publisher(self) -> InProcPublisher:
         return self._keep(InProcPublisher())
 
-    def subscriber(self, publisher: Any) -> Any:
-        return self._keep(publisher.subscribe())
+    def subscriber(self, publisher: Any, party: int | None = None) -> Any:
+        return self._keep(publisher.subscribe(party))
 
     def raw_publisher(self) -> InProcPublisher:
         return self.publisher()

@@ -10,7 +10,7 @@ import pytest
 
 from dtorch.errors import MessageGapError, TransportError, TransportTimeoutError
 from dtorch.transport import LARGE_FRAME, Message
-from dtorch.transport.wire import encode_id
+from dtorch.transport.wire import EVERYONE, MessageReader, encode_id
 from tests.thread_runner import on_threads
 
 pytestmark = pytest.mark.timeout(60)
@@ -106,11 +106,12 @@ def test_skip_ids_forces_a_gap_on_the_twin(ipc):
     ("frames", "match"),
     [
         ([b"lonely"], "a message of 1 frame"),
-        ([b"\0" * 7, b"kind"], "an id frame of 7 bytes"),
-        ([b"\0" * 9, b"kind", b"part"], "an id frame of 9 bytes"),
+        ([b"\0" * 7, b"kind"], "a head frame of 7 bytes"),
+        ([b"\0" * 13, b"kind", b"part"], "a head frame of 13 bytes"),
+        ([b"\0" * 8, b"kind"], "a head frame of 8 bytes; a head has 12"),
         ([encode_id(1), b"kind"], r"expected message id 0, got 1 .*wait_subscribers"),
     ],
-    ids=["one-frame", "short-id", "long-id", "first-not-0"],
+    ids=["one-frame", "short-head", "long-head", "id-without-addressee", "first-not-0"],
 )
 def test_malformed_messages_raise(kit, frames, match):
     raw = kit.raw_publisher()
@@ -284,3 +285,54 @@ def test_close_from_another_thread_wakes_a_waiting_poll(kit):
     assert time.monotonic() - start < 1.0
     thread.join(2.0)
     assert not thread.is_alive() and "closed" in str(outcome[0])
+
+
+def test_a_message_to_one_party_reaches_its_subscribers_and_those_of_every_party(kit):
+    """Addressed messages: party k's subscriber gets everyone's and k's, in send order; a
+    subscriber without a party gets all; each addressee's ids count apart."""
+    publisher = kit.publisher()
+    subs = [kit.subscriber(publisher, party=k) for k in range(3)]
+    every = kit.subscriber(publisher)
+    publisher.wait_subscribers(4)
+    sent = [(publisher.send(b"m", [b"%d" % i], to=to), to) for i, to in enumerate(PLAN)]
+    assert [m_id for m_id, _ in sent] == [0, 0, 1, 0, 2, 1, 3]
+    for party, subscriber in enumerate(subs):
+        mine = [i for i, to in enumerate(PLAN) if to in (EVERYONE, party)]
+        got = [subscriber.recv() for _ in mine]
+        assert [int(bytes(m.parts[0])) for m in got] == mine
+        assert [m.to for m in got] == [PLAN[i] for i in mine]
+        assert subscriber.poll(0.05) is None  # nothing addressed to another party arrives
+    got = [every.recv() for _ in PLAN]
+    assert [(m.id, m.to) for m in got] == [(m_id, to) for m_id, to in sent]
+    assert publisher.next_id == 4
+
+
+PLAN = [EVERYONE, 1, EVERYONE, 0, EVERYONE, 1, EVERYONE]
+
+
+def test_a_gap_in_one_partys_sequence_is_fatal_for_its_subscriber_only(kit):
+    raw = kit.raw_publisher()
+    mine, other = kit.subscriber(raw, party=2), kit.subscriber(raw, party=1)
+    raw.wait_subscribers(2)
+    for frames in ([encode_id(0, to=2), b"a"], [encode_id(0), b"b"], [encode_id(2, to=2), b"c"]):
+        raw.send_raw(frames)
+    raw.send_raw([encode_id(1), b"d"])
+    assert [mine.recv().kind for _ in range(2)] == [b"a", b"b"]
+    with pytest.raises(MessageGapError, match=r"expected message id 1 \(to party 2\), got 2"):
+        mine.recv()
+    assert [other.recv().kind for _ in range(2)] == [b"b", b"d"]
+
+
+def test_a_stray_addressee_is_refused_by_a_party_reader():
+    reader = MessageReader("inproc://doc", party=0)
+    with pytest.raises(MessageGapError, match="a message for party 5"):
+        reader.read([encode_id(0, to=5), b"x"])
+
+
+def test_a_bad_addressee_sends_nothing(kit):
+    publisher, (subscriber,) = connected(kit)
+    for bad in (-1, 1 << 32, "0"):
+        with pytest.raises(TransportError, match="an addressee is a party number"):
+            publisher.send(b"k", to=bad)  # type: ignore[arg-type]
+    assert publisher.send(b"k") == 0
+    assert subscriber.recv().id == 0

@@ -1,12 +1,14 @@
 """Addressing batches: which workers a batch concerns, so the others need not decode it.
 
-Every worker receives every batch (one send for all: PUB-SUB), but a worker whose devices no
+A batch goes to every worker (one send for all: PUB-SUB), but a worker whose devices no
 operator of a batch touches has nothing to run, and decoding costs as much as a small kernel.
 So the controller sends, beside the encoded batch, a bitmap of the parties that must decode
 it and the batch's no-hold ids as raw integers (every worker frees what it holds of them,
-decoded or not). To let a worker run a batch after skipping the earlier ones, every batch
-carries the metadata of all the operands its operators read: those made by earlier batches
-(the external inputs) as well as its own outputs.
+decoded or not). A batch that only one worker runs and frees (a one-device mesh, say) is
+addressed to that worker alone (``Publisher.send(to=)``), so the others are not even woken.
+To let a worker run a batch after skipping the earlier ones, every batch carries the
+metadata of all the operands its operators read: those made by earlier batches (the external
+inputs) as well as its own outputs.
 
 Example:
     >>> import torch
@@ -17,11 +19,13 @@ Example:
     >>> a = Operand(1, (2,), torch.float32, DeviceMesh("cpu", [1]), ())
     >>> b = Operand(2, (2,), torch.float32, DeviceMesh("cpu", [1]), ())
     >>> addresser = BatchAddresser(workers=3)
-    >>> _, parties = addresser.address(ExecuteBatch((), (a,)))
+    >>> _ = addresser.address(ExecuteBatch((), (a,)))
     >>> op = Operator(3, "contiguous_3", ContiguousParam(), (1,), (2,), Span.unknown())
-    >>> batch, parties = addresser.address(ExecuteBatch((op,), (b,), (1,)))
+    >>> batch, parties, to = addresser.address(ExecuteBatch((op,), (b,), (1,)))
     >>> [o.id for o in batch.operands], batch.no_hold, concerns(parties, 1), concerns(parties, 0)
     ([2, 1], (), True, False)
+    >>> to                      # only worker 1 runs it, and holds what it frees
+    1
     >>> unpack_ids(pack_ids((5, 7)))
     (5, 7)
 """
@@ -34,6 +38,7 @@ from dtorch.errors import WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS
+from dtorch.transport.wire import EVERYONE
 
 #: Meshes whose party masks are kept by object id (each entry keeps its mesh alive).
 MESH_MASKS_LIMIT = 1024
@@ -57,6 +62,11 @@ def readers(parties: bytes | memoryview) -> int:
     return int.from_bytes(parties, "little").bit_count()
 
 
+def _only(mask: int) -> int:
+    """The one party of ``mask``, or EVERYONE when it names none or several."""
+    return mask.bit_length() - 1 if mask and not mask & (mask - 1) else EVERYONE
+
+
 def concerns(parties: bytes | memoryview, party: int) -> bool:
     """Whether the bitmap ``parties`` names ``party``."""
     byte = party >> 3
@@ -73,12 +83,13 @@ class BatchAddresser:
         self._live: dict[int, Operand] = {}
         self._masks: dict[int, tuple[int, DeviceMesh]] = {}
 
-    def address(self, batch: ExecuteBatch) -> tuple[ExecuteBatch, bytes]:
-        """The batch to encode (its outputs and external inputs, no frees) and the bitmap of
-        the parties that must decode it."""
+    def address(self, batch: ExecuteBatch) -> tuple[ExecuteBatch, bytes, int]:
+        """The batch to encode (its outputs and external inputs, no frees), the bitmap of
+        the parties that must decode it, and its addressee: the one party that runs it and
+        holds what it frees, or EVERYONE."""
         if self._workers == 1:  # the one worker sees every batch: nothing to address
             carried = ExecuteBatch(batch.operators, batch.operands)
-            return carried, b"\x01" if batch.operators else b"\x00"
+            return carried, b"\x01" if batch.operators else b"\x00", EVERYONE
         live = self._live
         for operand in batch.operands:
             live[operand.id] = operand
@@ -95,10 +106,12 @@ class BatchAddresser:
                     external[operand_id] = operand
             for operand_id in op.outputs:
                 mask |= self._mask(live[operand_id].mesh)
-        for operand_id in batch.no_hold:
-            live.pop(operand_id, None)
+        holders = mask
+        for operand_id in batch.no_hold:  # an unknown id (a program's) may be held anywhere
+            freed = live.pop(operand_id, None)
+            holders |= self._every if freed is None else self._mask(freed.mesh)
         carried = ExecuteBatch(batch.operators, batch.operands + tuple(external.values()))
-        return carried, mask.to_bytes(self._width, "little")
+        return carried, mask.to_bytes(self._width, "little"), _only(holders)
 
     def _mask(self, mesh: DeviceMesh) -> int:
         entry = self._masks.get(id(mesh))

@@ -58,6 +58,7 @@ from dtorch.runtime.reports import EndOfReports
 from dtorch.runtime.window import FlowWindow, WindowedSource
 from dtorch.serialization import serialize
 from dtorch.transport import Publisher, Puller, Pusher
+from dtorch.transport.wire import EVERYONE
 
 if TYPE_CHECKING:
     from dtorch.api.graph import GraphOption
@@ -172,14 +173,15 @@ class ProcessRunner:
         if failure is not None:
             raise failure
         progress = self._window.admit(len(batch.operators))
-        carried, parties = self._addresser.address(batch)
+        carried, parties, to = self._addresser.address(batch)
         carried = self._inputs.share(carried, readers(parties))
         payload = encode_or_substitute(carried) if carried.operators or carried.operands else b""
         frees = pack_ids(batch.no_hold)
-        self._publisher.send(EXECUTE, [pack_u64(progress), parties, frees, payload])
+        to = EVERYONE if progress else to  # every party reports a progress mark
+        self._publisher.send(EXECUTE, [pack_u64(progress), parties, frees, payload], to=to)
 
     def _release(self, worker: int, token: int) -> None:
-        self._publisher.send(RELEASE, [pack_release(worker, token)])
+        self._publisher.send(RELEASE, [pack_release(worker, token)], to=worker)
 
     # --- up (through ``reports``: the executor's report thread is the only caller) ------------
     def get(self, timeout_s: float) -> Report | EndOfReports | None:

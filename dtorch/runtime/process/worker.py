@@ -341,7 +341,7 @@ def main(argv: list[str]) -> int:
     if args.device_type == "cuda":
         torch.cuda.set_device(args.index)
     status = EXIT_FATAL
-    subscriber = Subscriber(args.publisher)
+    subscriber = Subscriber(args.publisher, party=args.index)
     pusher = Pusher(args.puller, args.index)
     try:
         status = Worker.of_pool(args, subscriber, pusher).run()
