@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +35,9 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import SdpaParam
 from dtorch.kernels.base import GroupKernel, KernelContext, Shards
+
+if TYPE_CHECKING:
+    from dtorch.comm.group import ThreadGroup
 
 
 def _param(ctx: KernelContext) -> SdpaParam:
@@ -160,11 +164,20 @@ def merge(
 
 
 def ring_attention(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int, Shards]:
-    """Ring attention on every ring line holding a device of this caller, lines in order."""
+    """Ring attention on every ring line holding a device of this caller, lines in order.
+
+    Every line's group is opened first, before anything can fail, in the one order every
+    caller follows: a caller that then fails on its first line holds the groups of its
+    later lines too, so the runtime's abort reaches the peers waiting there
+    (``ThreadGroupManager.fail_scope``) instead of leaving them to the comm timeout."""
     param, q_op = _param(ctx), ctx.inputs[0]
+    assert ctx.groups is not None, "ring attention needs the caller's ThreadGroupManager"
     mesh, results = q_op.mesh, {}
-    for line in sorted({mesh.group_of(d, param.ring_dim) for d in inputs}):
-        results.update(_ring_line(ctx, line, {d: inputs[d] for d in line if d in inputs}))
+    lines = sorted({mesh.group_of(d, param.ring_dim) for d in inputs})
+    groups = [ctx.groups.get_group(mesh.device_kind, line, ctx.devices) for line in lines]
+    for line, group in zip(lines, groups, strict=True):
+        held = {d: inputs[d] for d in line if d in inputs}
+        results.update(_ring_line(ctx, line, group, held))
     return results
 
 
@@ -198,12 +211,10 @@ class _Fold:
 
 
 def _ring_line(
-    ctx: KernelContext, line: tuple[int, ...], held: dict[int, Shards]
+    ctx: KernelContext, line: tuple[int, ...], group: ThreadGroup, held: dict[int, Shards]
 ) -> dict[int, Shards]:
     # one broadcast per block, the same order on every caller of this line
-    q_op, k_op, v_op = ctx.inputs[:3]
-    assert ctx.groups is not None, "ring attention needs the caller's ThreadGroupManager"
-    group = ctx.groups.get_group(q_op.mesh.device_kind, line, ctx.devices)
+    k_op, v_op = ctx.inputs[1:3]
     e, ev = k_op.shard(line[0]).shape[-1], v_op.shard(line[0]).shape[-1]  # the line's local
     folds = {d: _Fold(ctx, d, shards[0], ev) for d, shards in held.items()}
     for rank, source in enumerate(line):

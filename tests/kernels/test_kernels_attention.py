@@ -79,3 +79,42 @@ def test_value_features_differ() -> None:
     torch.testing.assert_close(out, want)
     scores = (q @ k.transpose(-2, -1) * 0.5).masked_fill(~allowed, -torch.inf)
     torch.testing.assert_close(lse, scores.logsumexp(-1, keepdim=True))
+
+
+class _Groups:
+    """A ThreadGroupManager stand-in that records which groups are opened, in order, and
+    hands out groups whose broadcast fails (a peer's failure reaching this caller)."""
+
+    def __init__(self) -> None:
+        self.opened: list[tuple[int, ...]] = []
+
+    def get_group(self, kind: str, line: tuple[int, ...], devices: tuple[int, ...]) -> object:
+        self.opened.append(line)
+        return self
+
+    def broadcast(self, blocks: object, src: int) -> object:
+        raise RuntimeError(f"broadcast on {self.opened} failed")
+
+
+def test_ring_attention_opens_every_lines_group_before_anything_can_fail() -> None:
+    """A caller holding devices of two ring lines (a worker of several devices) opens both
+    lines' groups before the first broadcast: failing on the first line, it still holds the
+    second's group, so the runtime's abort reaches that line's peers."""
+    from dtorch import Shard
+    from dtorch.ir.mesh import DeviceMesh
+    from dtorch.ir.operator import Operand, Operator
+    from dtorch.ir.params import SdpaParam
+    from dtorch.ir.span import Span
+    from dtorch.kernels.attention import sdpa_kernel
+    from dtorch.kernels.base import KernelContext
+
+    mesh = DeviceMesh("cpu", [[0, 1], [2, 3]])
+    q, k, v = (Operand(i, (1, 2, 4, 3), torch.float32, mesh, (Shard(2), Shard(2)))
+               for i in (1, 2, 3))  # fmt: skip
+    out = Operand(4, (1, 2, 4, 3), torch.float32, mesh, (Shard(2), Shard(2)))
+    op = Operator(5, "sdpa_5", SdpaParam(ring_dim=1), (1, 2, 3), (4,), Span.unknown())
+    groups = _Groups()
+    ctx = KernelContext(op, (q, k, v), (out,), (0, 3), groups)  # type: ignore[arg-type]
+    shards = {d: [torch.zeros(1, 1, 2, 3) for _ in range(3)] for d in (0, 3)}
+    with pytest.raises(RuntimeError, match=r"broadcast on \[\(0, 1\), \(2, 3\)\] failed"):
+        sdpa_kernel(ctx, shards)
