@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable
 
 from dtorch.errors import WorkerError
 from dtorch.ir.mesh import DeviceMesh
@@ -95,23 +96,42 @@ class BatchAddresser:
             live[operand.id] = operand
         made = {operand.id for operand in batch.operands}
         external: dict[int, Operand] = {}
-        mask = 0
+        # the meshes the operators touch, by object (few: the batch's operands share them);
+        # a batch's own operands are its operators' outputs
+        meshes = {id(o.mesh): o.mesh for o in batch.operands} if batch.operators else {}
+        every = False
         for op in batch.operators:
-            if op.param.kind in EVERY_STREAM_KINDS:
-                mask = self._every
+            every = every or op.param.kind in EVERY_STREAM_KINDS
             for operand_id in op.inputs:
-                operand = live[operand_id]
-                mask |= self._mask(operand.mesh)
-                if operand_id not in made:
-                    external[operand_id] = operand
+                if operand_id not in made and operand_id not in external:
+                    operand = external[operand_id] = live[operand_id]
+                    meshes[id(operand.mesh)] = operand.mesh
             for operand_id in op.outputs:
-                mask |= self._mask(live[operand_id].mesh)
-        holders = mask
-        for operand_id in batch.no_hold:  # an unknown id (a program's) may be held anywhere
-            freed = live.pop(operand_id, None)
-            holders |= self._every if freed is None else self._mask(freed.mesh)
+                if operand_id not in made:  # written in place: made by an earlier batch
+                    mesh = live[operand_id].mesh
+                    meshes[id(mesh)] = mesh
+        mask = self._every if every else self._union(meshes.values())
         carried = ExecuteBatch(batch.operators, batch.operands + tuple(external.values()))
-        return carried, mask.to_bytes(self._width, "little"), _only(holders)
+        return carried, mask.to_bytes(self._width, "little"), _only(mask | self._freed(batch))
+
+    def _freed(self, batch: ExecuteBatch) -> int:
+        """The parties holding a shard of what ``batch`` frees (every party for an unknown
+        id: a program's may be held anywhere); forgets those operands."""
+        meshes: dict[int, DeviceMesh] = {}
+        live, unknown = self._live, False
+        for operand_id in batch.no_hold:
+            freed = live.pop(operand_id, None)
+            if freed is None:
+                unknown = True
+            else:
+                meshes[id(freed.mesh)] = freed.mesh
+        return self._every if unknown else self._union(meshes.values())
+
+    def _union(self, meshes: Iterable[DeviceMesh]) -> int:
+        mask = 0
+        for mesh in meshes:
+            mask |= self._mask(mesh)
+        return mask
 
     def _mask(self, mesh: DeviceMesh) -> int:
         entry = self._masks.get(id(mesh))
