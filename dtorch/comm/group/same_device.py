@@ -35,9 +35,10 @@ aborts the scope too, so a late peer fails at once instead of waiting in turn. A
 sees another caller's process die (the file store's ``PeerDiedError``, within about a second)
 or a barrier time out breaks the group until the runtime resets it (``reset``, when every
 caller is idle): its rounds can no longer line up with the others'. Across hosts (the network
-store) a dead caller is seen at the comm timeout only (no pid of another host can be looked
-at), and a failure is not told (that store carries no aborts): the others see it at the comm
-timeout, and a timeout breaks the group for good.
+store) a failure is told the same way, through the store's coordinator; only a dead caller is
+seen at the comm timeout (no pid of another host can be looked at). A store that carried no
+aborts would leave the others to see a failure at the comm timeout, and a timeout would break
+the group (``_abandon_untold``).
 
 Example (one caller holding every rank: no store, no waiting):
     >>> import torch
@@ -226,9 +227,10 @@ class SameDeviceBackend(GroupBackend):
     def _abandon_untold(
         self, store: TensorStore, error: BaseException, read: list[str], published: list[str]
     ) -> None:
-        """``_abandon`` on a store that carries no aborts (network): nobody could be told, so
-        a timeout or a dead caller breaks the group (its rounds can no longer line up with
-        the others'), and another failure still completes the handshake."""
+        """``_abandon`` on a store that carries no aborts (none of dtorch's: the default of
+        ``TensorStore``): nobody could be told, so a timeout or a dead caller breaks the
+        group (its rounds can no longer line up with the others'), and another failure still
+        completes the handshake."""
         if isinstance(error, (CommTimeoutError, PeerDiedError)):
             self._broken = self._broken or f"{type(error).__name__}: {error}"
             self.close()

@@ -23,8 +23,9 @@ the first ``/``, see ``scope_of``) failed, and every wait on such a key - a cons
 ``dest_get`` of a key never set, a producer waiting for consumers that will never finish -
 raises ``PeerFailedError`` with the message at once instead of waiting out the timeout.
 ``end_exchange`` then drops the participant's keys of the scope, so an aborted exchange leaves
-nothing behind and the next one starts clean. The memory and file stores carry aborts; the
-network store does not (``abort`` returns False: its peers see the failure at the timeout).
+nothing behind and the next one starts clean. Every backend here carries aborts (the network
+store through its coordinator); a backend that could not would return False from ``abort``,
+and its peers would see the failure at the timeout.
 
 Example:
     >>> import threading, torch
@@ -110,7 +111,7 @@ class TensorStore(ABC):
     store_key: str
     world_size: int
     rank: int
-    #: Whether ``abort`` reaches the other participants (memory, file; not network).
+    #: Whether ``abort`` reaches the other participants (memory, file and network stores do).
     carries_aborts = False
 
     @abstractmethod
@@ -144,7 +145,8 @@ class TensorStore(ABC):
     def abort(self, scope: str, message: str) -> bool:
         """Tell every participant that ``scope`` failed (``message``: why): their waits on its
         keys raise ``PeerFailedError`` from now on; the first message of a scope stays. False
-        where the backend cannot carry aborts (the default: the network store)."""
+        where the backend cannot carry aborts (the default, which every backend here
+        overrides)."""
         return False
 
     def aborted(self, scope: str) -> str | None:
@@ -164,11 +166,11 @@ class TensorStore(ABC):
         """Close one exchange whose keys are never used again: ``dest_finish_get`` every key
         this participant read, wait until every key it ``published`` is finished, and leave
         the store ready for the next exchange. By default it ends with ``reset`` (two barriers);
-        a store that can forget a finished key of its own instead (memory: ``_forget_exchange``;
-        file: this method, in fewer transactions) needs no barrier, since unique keys cannot
-        meet a later round's. If the exchange's scope was aborted, the keys are dropped all
-        the same (a producer stops waiting for consumers that failed) and ``PeerFailedError``
-        is raised after."""
+        a store that can forget a finished key of its own instead (memory and network:
+        ``_forget_exchange``; file: this method, in fewer transactions) needs no barrier, since
+        unique keys cannot meet a later round's. If the exchange's scope was aborted, the keys
+        are dropped all the same (a producer stops waiting for consumers that failed) and
+        ``PeerFailedError`` is raised after."""
         for key in read:
             self.dest_finish_get(key)  # a key its aborted producer dropped already is skipped
         failed: PeerFailedError | None = None

@@ -24,9 +24,19 @@ and caps the bytes it holds (``network_coordinator``). The tensor bytes go with 
 without copying from the contiguous tensor) and come back with ``GET`` (checked against their
 declared dtype and shape, then copied once into a fresh tensor, which the consumer owns).
 Every call has a deadline, rank 0's own included: the coordinator answers with a timeout error
-naming who is missing, a client gives up a little later if the coordinator is gone, and rank 0
-fails at once if its coordinator thread died. Rank 0 hosts the coordinator, so it closes last:
-after a barrier, a ``reset()`` or its final ``src_wait_until_get_finished``.
+naming who is missing, a client gives up a little later if the coordinator is gone (and from
+then on fails every call at once), and rank 0 fails at once if its coordinator thread died.
+Rank 0 hosts the coordinator: its close leaves the coordinator serving until every other
+participant has closed too (at most the comm timeout), so the others can still end the
+exchanges rank 0 already ended.
+
+Aborts travel like the rest: ``abort(scope, message)`` tells the coordinator, which answers
+every waiting ``dest_get`` and ``src_wait_until_get_finished`` on a key of that scope at once,
+and each raises ``PeerFailedError`` with the message. An abort goes over a connection of its
+own, authenticated like every other (a thread may abort the scope another thread of this
+participant is waiting in: the manager aborts on every group it holds). ``end_exchange``
+drops this participant's finished keys without a barrier (``DROP``), as the memory and file
+stores do, so the participants of an aborted exchange never wait for each other.
 
 Example:
     >>> import torch
@@ -38,7 +48,10 @@ Example:
     >>> store.src_set("k", torch.arange(3), 1)
     >>> store.dest_get("k").tolist()
     [0, 1, 2]
-    >>> store.dest_finish_get("k"); store.src_wait_until_get_finished("k"); store.close()
+    >>> store.dest_finish_get("k"); store.src_wait_until_get_finished("k")
+    >>> store.abort("op1", "rank 0 failed"), store.aborted("op1")
+    (True, 'rank 0 failed')
+    >>> store.close()
 """
 
 from __future__ import annotations
@@ -46,7 +59,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,15 +73,25 @@ from dtorch.comm.store.base import (
     TensorStore,
     check_key,
     check_participant,
+    check_scope,
     check_set,
+    cut_message,
     finish_open,
+    peer_failed_error,
     timeout_error,
 )
 from dtorch.comm.store.network_auth import ClientAuth, Refused, derive_key
 from dtorch.comm.store.network_coordinator import Coordinator
-from dtorch.comm.store.network_protocol import MAX_STORE_BYTES, Op, Status, tensor_meta
+from dtorch.comm.store.network_protocol import (
+    MAX_STORE_BYTES,
+    Op,
+    Status,
+    is_scope,
+    tensor_meta,
+)
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
+from dtorch.options import GlobalOption
 
 _LOG = logging.getLogger(__name__)
 
@@ -108,9 +131,19 @@ class _Client:
     """One DEALER socket to the coordinator; strict request/reply, one request at a time."""
 
     def __init__(
-        self, context: zmq.Context[Any], endpoint: str, key: bytes, max_bytes: int, health: Health
+        self,
+        context: zmq.Context[Any],
+        endpoint: str,
+        key: bytes,
+        max_bytes: int,
+        health: Health,
+        silenced: threading.Event | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._opened_with = (context, key, max_bytes, health)
+        # set once the coordinator let a request go unanswered: later calls (and the
+        # twins' aborts) fail at once instead of each waiting out its own timeout
+        self._silenced = silenced or threading.Event()
         self._socket = context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.MAXMSGSIZE, max_bytes)
@@ -119,6 +152,11 @@ class _Client:
         self._health = health
         self._lock = threading.Lock()
         self._counter = 0
+
+    def twin(self) -> _Client:
+        """A new connection to the same coordinator (it still has to say hello)."""
+        context, key, max_bytes, health = self._opened_with
+        return _Client(context, self.endpoint, key, max_bytes, health, self._silenced)
 
     def hello(self, wait_s: float) -> None:
         """The handshake: a session with the coordinator, or CommTimeoutError."""
@@ -179,8 +217,11 @@ class _Client:
         problem = self._health()
         if problem is not None:
             raise CommError(f"the network store served at {self.endpoint} is gone: {problem}")
+        if self._silenced.is_set():
+            raise self._silent()
 
     def _silent(self) -> CommTimeoutError:
+        self._silenced.set()
         return CommTimeoutError(
             f"the network store coordinator at {self.endpoint} did not answer (rank 0 "
             "never opened the store, closed it, or its process is gone)"
@@ -213,6 +254,14 @@ def _parse_reply(raw: bytes) -> list[Any]:
     return reply
 
 
+def _message(reply: list[Any]) -> str | None:
+    """The message of an ``ABORTED`` query's answer: ``[OK, message or nil]``."""
+    message = reply[1] if len(reply) == 2 else None
+    if len(reply) != 2 or not (message is None or type(message) is str):
+        raise CommError(f"the network store coordinator sent a malformed reply {reply!r:.80}")
+    return message
+
+
 def _detail(reply: list[Any]) -> str:
     """The text an ERROR or TIMEOUT reply carries."""
     return str(reply[1]) if len(reply) > 1 else "no detail given"
@@ -237,6 +286,8 @@ class NetworkTensorStore(TensorStore):
 
     ``endpoint`` is where the coordinator serves: on rank 0 the endpoint actually bound.
     """
+
+    carries_aborts = True
 
     def __init__(
         self,
@@ -300,20 +351,34 @@ class NetworkTensorStore(TensorStore):
         self._joined = True
 
     def _call(
-        self, call: str, header: list[Any], deadline: Deadline, data: memoryview | None = None
+        self,
+        call: str,
+        header: list[Any],
+        deadline: Deadline,
+        data: memoryview | None = None,
+        key: str = "",
     ) -> tuple[list[Any], zmq.Frame | None]:
-        """One request and its answer; CommError/CommTimeoutError from the coordinator's."""
+        """One request (on ``key``) and its answer; CommError, CommTimeoutError or
+        PeerFailedError from the coordinator's."""
         self._settle()
         counter = self._live_client().start(header, deadline.remaining() + _GRACE_S, data)
-        return self._answer(call, counter, deadline)
+        return self._answer(call, counter, deadline, key)
 
     def _answer(
-        self, call: str, counter: int, deadline: Deadline
+        self,
+        call: str,
+        counter: int,
+        deadline: Deadline,
+        key: str = "",
+        client: _Client | None = None,
     ) -> tuple[list[Any], zmq.Frame | None]:
-        raw, frame = self._live_client().finish(counter, deadline.remaining() + _GRACE_S)
+        client = client or self._live_client()
+        raw, frame = client.finish(counter, deadline.remaining() + _GRACE_S)
         reply = _parse_reply(raw)
         if reply[0] == Status.TIMEOUT:
             raise timeout_error(self, call, deadline.seconds, _detail(reply))
+        if reply[0] == Status.ABORTED:
+            raise peer_failed_error(self, call, key, _detail(reply))
         if reply[0] != Status.OK:
             raise CommError(f"{call} on store {self.store_key!r}: {_detail(reply)}")
         return reply, frame
@@ -333,12 +398,13 @@ class NetworkTensorStore(TensorStore):
         check_set(key, tensor, get_count, self.world_size)
         meta = [dtype_code(tensor.dtype), list(tensor.shape)]
         header = [Op.SET, self.rank, key, get_count, meta]
-        self._call("src_set", header, Deadline(), tensor_bytes(tensor))
+        self._call("src_set", header, Deadline(), tensor_bytes(tensor), key)
 
     def dest_get(self, key: str) -> torch.Tensor:
         check_key(key)
         deadline = Deadline()
-        reply, frame = self._call("dest_get", [Op.GET, self.rank, key, deadline.seconds], deadline)
+        header = [Op.GET, self.rank, key, deadline.seconds]
+        reply, frame = self._call("dest_get", header, deadline, key=key)
         if frame is None or len(reply) != 2:
             raise CommError(f"dest_get({key!r}): the coordinator's answer carries no tensor")
         return tensor_from_bytes(frame.buffer, reply[1])
@@ -351,7 +417,33 @@ class NetworkTensorStore(TensorStore):
         check_key(key)
         deadline = Deadline()
         header = [Op.WAIT, self.rank, key, deadline.seconds]
-        self._call("src_wait_until_get_finished", header, deadline)
+        self._call("src_wait_until_get_finished", header, deadline, key=key)
+
+    def _forget_exchange(self, published: Sequence[str]) -> None:
+        """Drop ``published``, finished by every consumer (or aborted): no barrier."""
+        if published:
+            self._call("end_exchange", [Op.DROP, self.rank, list(published)], Deadline())
+
+    def abort(self, scope: str, message: str) -> bool:
+        """Tell the coordinator over a connection of its own (this participant's may be
+        waiting, on another thread, for an answer the abort brings)."""
+        check_scope(scope)
+        line = self._live_client().twin()
+        try:
+            deadline = Deadline()
+            line.hello(deadline.remaining() + _GRACE_S)
+            header = [Op.ABORT, self.rank, scope, cut_message(message)]
+            counter = line.start(header, deadline.remaining() + _GRACE_S)
+            self._answer("abort", counter, deadline, client=line)
+        finally:
+            line.close()
+        return True
+
+    def aborted(self, scope: str) -> str | None:
+        if not is_scope(scope):  # no key has it as its scope: never aborted
+            return None
+        header = [Op.ABORTED, self.rank, scope]
+        return _message(self._call("aborted", header, Deadline())[0])
 
     def barrier(self) -> None:
         deadline = Deadline()
@@ -373,5 +465,5 @@ class NetworkTensorStore(TensorStore):
         if self._joined:
             client.send([Op.LEAVE, self.rank])
         client.close()
-        if self._coordinator is not None:
-            self._coordinator.stop()
+        if self._coordinator is not None:  # the others may still be ending an exchange
+            self._coordinator.retire(GlobalOption.get_comm_timeout_second())

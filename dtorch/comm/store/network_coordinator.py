@@ -7,6 +7,13 @@ everyone arrived) is parked and answered when the state allows, or with a timeou
 who is missing once its own deadline passes. Nothing polls: the thread sleeps in
 ``zmq.Poller`` until a message comes or the nearest deadline.
 
+An ``ABORT`` records its scope's first message (the last ``ABORTS_KEPT`` scopes are kept, as
+the other stores keep them) and answers every parked ``GET`` and ``WAIT`` on a key of that
+scope with ``[ABORTED, message]`` at once; from then on a ``GET`` of a key never set, a
+``WAIT`` for consumers that did not all finish and a ``SET`` of that scope get the same
+answer, and a ``FINISH`` of a key its aborted producer dropped is a no-op. ``DROP`` forgets
+keys their producer no longer needs (``end_exchange``, with no barrier).
+
 What it accepts (``network_auth`` authenticates, ``network_protocol`` parses):
 
 * only authenticated messages of a session (a connection that completed the handshake); the
@@ -15,7 +22,13 @@ What it accepts (``network_auth`` authenticates, ``network_protocol`` parses):
   connection must name that rank, so a member sets, gets, finishes and waits only as itself;
 * every header is checked field by field, a SET's declared dtype and shape against its bytes,
   and the bytes held against ``max_bytes``; a refusal is an ERROR reply and a log line;
-* a member's ``LEAVE`` and its ``CLEAR`` (``reset()``) drop the slots it produced.
+* a member's ``LEAVE`` and its ``CLEAR`` (``reset()``) drop the slots it produced;
+* an ``ABORT`` also comes from an authenticated connection that did not join (a member's
+  abort line, opened while its own connection may be busy waiting): it names a rank only
+  for the record, and the coordinator forgets that connection once it answered.
+
+Rank 0's close ``retire``-s the coordinator: it keeps serving until every other member has
+left (they may still be closing their last exchange), at most the comm timeout, then stops.
 
 Nothing a peer sends ends the thread: a request that fails in any way is answered with an
 error. Should the thread end anyway (a bug), ``failure`` says why and rank 0's calls fail
@@ -37,10 +50,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +63,15 @@ from typing import Any
 import ormsgpack
 import zmq
 
-from dtorch.comm.store.base import all_finished, count_finish, finish_detail, missing_ranks
+from dtorch.comm.store.base import (
+    ABORTS_KEPT,
+    all_finished,
+    count_finish,
+    cut_message,
+    finish_detail,
+    missing_ranks,
+    scope_of,
+)
 from dtorch.comm.store.network_auth import Hello, Refused, Request, SessionTable, data_tag
 from dtorch.comm.store.network_protocol import (
     MAX_STORE_BYTES,
@@ -121,6 +144,10 @@ class Coordinator:
         self.max_bytes = max_bytes
         self.failure: BaseException | None = None
         self._stopped = False
+        self._retire_at: float | None = None  # set by retire(): serve the others until then
+        self._retiring = False  # the thread got retire()'s signal (only then may it end)
+        self._signal_lock = threading.Lock()  # stop_tx: used by the caller, closed by the thread
+        self._tx_closed = False
         self._router = context.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
         self._router.setsockopt(zmq.MAXMSGSIZE, max_bytes)  # larger frames: peer disconnected
@@ -140,6 +167,7 @@ class Coordinator:
         self._held = 0  # bytes of the slots' data
         self._refusals = 0
         self._parked: list[_Parked] = []
+        self._aborts: OrderedDict[str, str] = OrderedDict()  # scope -> message, oldest first
         self._handlers: dict[Op, Callable[[_Call, list[Any]], None]] = {
             Op.JOIN: self._join,
             Op.SET: self._set,
@@ -149,17 +177,39 @@ class Coordinator:
             Op.BARRIER: self._barrier,
             Op.CLEAR: self._clear,
             Op.LEAVE: self._leave,
+            Op.ABORT: self._abort,
+            Op.ABORTED: self._aborted,
+            Op.DROP: self._drop,
         }
         self._thread = threading.Thread(target=self._run, name="dtorch-store-coord", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving and close the socket (rank 0's close)."""
-        self._stopped = True
-        if self._thread.is_alive():
-            self._stop_tx.send(b"stop")
+        """Stop serving now and close the socket (as if rank 0's process were gone)."""
+        if self._signal(b"stop"):
             self._thread.join(10)
-        self._stop_tx.close(0)
+
+    def retire(self, linger_s: float) -> None:
+        """Rank 0 closed: serve the other members until they all left, at most ``linger_s``
+        more seconds, then stop (without making rank 0's close wait)."""
+        self._retire_at = time.monotonic() + linger_s
+        self._signal(b"retire")
+
+    def _signal(self, what: bytes) -> bool:
+        """Tell the thread ``what`` (once: later signals are ignored); whether it was told."""
+        with self._signal_lock:
+            if self._stopped or self._tx_closed:
+                self._stopped = True
+                return False
+            self._stopped = True
+            with contextlib.suppress(zmq.Again):  # never waits: rx lives while tx does
+                self._stop_tx.send(what, zmq.NOBLOCK)
+            return True
+
+    def _close_signal(self) -> None:
+        with self._signal_lock:
+            self._tx_closed = True
+            self._stop_tx.close(0)
 
     def failure_text(self) -> str | None:
         """Why the thread stopped serving before ``stop()`` (None while it serves)."""
@@ -174,10 +224,12 @@ class Coordinator:
         poller.register(self._router, zmq.POLLIN)
         poller.register(self._stop_rx, zmq.POLLIN)
         try:
-            while True:
+            while not self._retired():
                 events = dict(poller.poll(self._poll_ms()))
                 if self._stop_rx in events:
-                    return
+                    if self._stop_rx.recv() == b"stop":
+                        return
+                    self._retiring = True
                 if self._router in events:
                     self._dispatch(self._router.recv_multipart(copy=False))
                 self._expire()
@@ -185,15 +237,23 @@ class Coordinator:
             self.failure = error
             _LOG.exception("the coordinator of network store %r stopped", self.scoped_key)
         finally:
+            self._close_signal()  # first: no signal may go to a receiver that is gone
             self._router.close(0)
             self._stop_rx.close(0)
 
+    def _retired(self) -> bool:
+        """Rank 0 closed, and every other member left or the linger time is over."""
+        if not self._retiring or self._retire_at is None:
+            return False
+        return not self._members - {0} or time.monotonic() >= self._retire_at
+
     def _poll_ms(self) -> int | None:
-        if not self._parked and not self._arrived:
+        deadlines = [p.deadline for p in self._parked]
+        deadlines += [p.deadline for p in self._arrived.values()]
+        if self._retiring and self._retire_at is not None:
+            deadlines.append(self._retire_at)
+        if not deadlines:
             return None
-        deadlines = [p.deadline for p in self._parked] + [
-            p.deadline for p in self._arrived.values()
-        ]
         return max(0, int((min(deadlines) - time.monotonic()) * 1000) + 1)
 
     def _dispatch(self, frames: list[zmq.Frame]) -> None:
@@ -243,6 +303,8 @@ class Coordinator:
         if not 0 <= rank < self.world_size:
             raise Refused(f"{op.name} for rank {rank}, outside [0, {self.world_size})")
         bound = self._sessions.rank_of(ident)
+        if op is Op.ABORT and bound is None:  # an abort line: authenticated, never joined
+            return
         if op is Op.JOIN and bound is not None:
             raise Refused(f"JOIN as rank {rank} on a connection that joined as rank {bound}")
         if op is not Op.JOIN and bound != rank:
@@ -282,6 +344,8 @@ class Coordinator:
             tensor_meta(meta, len(call.data))
         except CommError as error:
             raise Refused(f"SET of {key!r:.200}: {error}") from None
+        if self._refuse_aborted(call, key):  # nobody would read it: the consumers failed
+            return
         if key in self._slots:
             raise CommError(
                 f"src_set({key!r}): the key is already set in this round; call reset() "
@@ -307,12 +371,16 @@ class Coordinator:
         slot = self._slots.get(key)
         if slot is not None:
             self._reply(call.ident, call.counter, [Status.OK, slot.meta], slot)
-        else:
+        elif not self._refuse_aborted(call, key):
             self._park(Op.GET, call, key, timeout_s)
 
     def _finish(self, call: _Call, args: list[Any]) -> None:
         (key,) = args
-        count_finish(key, self._slots.get(key), call.rank)
+        slot = self._slots.get(key)
+        if slot is None and self._abort_of(key) is not None:  # its failed producer dropped it
+            self._reply(call.ident, call.counter, [Status.OK])
+            return
+        count_finish(key, slot, call.rank)
         self._reply(call.ident, call.counter, [Status.OK])
         self._serve_parked(key)
 
@@ -323,7 +391,7 @@ class Coordinator:
             raise CommError(f"src_wait_until_get_finished({key!r}): the key was never set")
         if all_finished(slot):
             self._reply(call.ident, call.counter, [Status.OK])
-        else:
+        elif not self._refuse_aborted(call, key):
             self._park(Op.WAIT, call, key, timeout_s)
 
     def _barrier(self, call: _Call, args: list[Any]) -> None:
@@ -345,6 +413,50 @@ class Coordinator:
     def _drop_slots_of(self, rank: int) -> None:
         for key in [k for k, slot in self._slots.items() if slot.producer == rank]:
             self._held -= len(self._slots.pop(key).data)
+
+    def _drop(self, call: _Call, args: list[Any]) -> None:
+        """Forget the caller's own ``keys`` (its finished or aborted exchange): no barrier."""
+        (keys,) = args
+        for key in keys:
+            slot = self._slots.get(key)
+            if slot is not None and slot.producer == call.rank:
+                self._held -= len(self._slots.pop(key).data)
+        self._reply(call.ident, call.counter, [Status.OK])
+
+    def _abort(self, call: _Call, args: list[Any]) -> None:
+        scope, message = args
+        if scope not in self._aborts:  # the first message of a scope stays
+            self._aborts[scope] = cut_message(message)
+            while len(self._aborts) > ABORTS_KEPT:
+                self._aborts.popitem(last=False)
+            self._fail_parked(scope)
+        self._reply(call.ident, call.counter, [Status.OK])
+        if self._sessions.rank_of(call.ident) is None:  # an abort line is used once
+            self._sessions.forget(call.ident)
+
+    def _aborted(self, call: _Call, args: list[Any]) -> None:
+        (scope,) = args
+        self._reply(call.ident, call.counter, [Status.OK, self._aborts.get(scope)])
+
+    def _abort_of(self, key: str) -> str | None:
+        """The abort message of ``key``'s scope, if it was aborted."""
+        scope = scope_of(key) if self._aborts else ""
+        return self._aborts.get(scope) if scope else None
+
+    def _refuse_aborted(self, call: _Call, key: str) -> bool:
+        """Answer ``call`` with its scope's abort, if ``key``'s scope was aborted."""
+        message = self._abort_of(key)
+        if message is not None:
+            self._reply(call.ident, call.counter, [Status.ABORTED, message])
+        return message is not None
+
+    def _fail_parked(self, scope: str) -> None:
+        """Answer every parked request on a key of the aborted ``scope`` (none will come)."""
+        message = self._aborts[scope]
+        failed = [p for p in self._parked if scope_of(p.key) == scope]
+        self._parked = [p for p in self._parked if scope_of(p.key) != scope]
+        for parked in failed:
+            self._reply(parked.ident, parked.counter, [Status.ABORTED, message])
 
     def _leave(self, call: _Call, args: list[Any]) -> None:
         self._members.discard(call.rank)

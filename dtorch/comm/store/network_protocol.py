@@ -7,6 +7,8 @@ joined as (or, for ``JOIN``, joins as), then the operation's arguments; a reply 
 the text). ``parse_header`` unpacks a header and checks each field against ``SCHEMA`` (a tuple
 of predicates per operation) before any handler sees it, so a wrong type, a wrong arity, an
 out-of-range int or a non-str key is one CommError, never an exception of another kind.
+An ``ABORT`` carries a scope and its message (at most ``ABORT_MESSAGE_LIMIT`` characters); a
+wait on a key of an aborted scope is answered ``[ABORTED, message]``.
 ``tensor_meta`` checks a tensor's declared dtype and shape against the bytes that came with
 it, on the coordinator before it stores them and on the client before it allocates anything
 (a coordinator's reply is input too).
@@ -34,6 +36,7 @@ from typing import Any
 import ormsgpack
 import torch
 
+from dtorch.comm.store.base import ABORT_MESSAGE_LIMIT
 from dtorch.errors import CommError, UnknownDtypeError
 from dtorch.ir.dtypes import PLAIN_DTYPES, dtype_from_code
 from dtorch.options import MAX_WAIT_SECOND
@@ -45,6 +48,8 @@ MAX_STORE_BYTES = 8 << 30
 MAX_DIMS = 64
 #: The longest store key (characters) and store name a header may carry.
 MAX_KEY_CHARS = 4096
+#: The most keys one ``DROP`` names (a caller's published keys of one exchange).
+MAX_DROP_KEYS = 1 << 16
 
 _INT64 = 1 << 63
 
@@ -59,6 +64,21 @@ def is_int(value: Any) -> bool:
 def is_key(value: Any) -> bool:
     """A non-empty str of at most MAX_KEY_CHARS characters."""
     return type(value) is str and 0 < len(value) <= MAX_KEY_CHARS
+
+
+def is_scope(value: Any) -> bool:
+    """A key's scope: a key without ``/``."""
+    return is_key(value) and "/" not in value
+
+
+def is_message(value: Any) -> bool:
+    """An abort message: a str of at most ABORT_MESSAGE_LIMIT characters."""
+    return type(value) is str and len(value) <= ABORT_MESSAGE_LIMIT
+
+
+def is_keys(value: Any) -> bool:
+    """A list of at most MAX_DROP_KEYS keys."""
+    return type(value) is list and len(value) <= MAX_DROP_KEYS and all(map(is_key, value))
 
 
 def is_seconds(value: Any) -> bool:
@@ -85,6 +105,9 @@ class Op(enum.IntEnum):
     BARRIER = 5
     CLEAR = 6
     LEAVE = 7
+    ABORT = 8
+    ABORTED = 9
+    DROP = 10
 
 
 class Status(enum.IntEnum):
@@ -93,6 +116,7 @@ class Status(enum.IntEnum):
     OK = 0
     ERROR = 1
     TIMEOUT = 2
+    ABORTED = 3  # the key's scope was aborted: the text is the abort's message
 
 
 #: The fields of each operation after the op code: the rank first, then the arguments.
@@ -105,6 +129,9 @@ SCHEMA: dict[int, tuple[Predicate, ...]] = {
     Op.BARRIER: (is_int, is_seconds),
     Op.CLEAR: (is_int,),
     Op.LEAVE: (is_int,),
+    Op.ABORT: (is_int, is_scope, is_message),  # rank, scope, why
+    Op.ABORTED: (is_int, is_scope),  # rank, scope: answered [OK, message or nil]
+    Op.DROP: (is_int, is_keys),  # rank, keys it published and no longer needs
 }
 
 

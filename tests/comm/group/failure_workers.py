@@ -43,13 +43,18 @@ def inject(group: Any, point: str) -> Callable[[], None]:
 
 
 def leftovers(group: Any) -> list[str]:
-    """The keys of the group's store still set, and this participant's segments in use."""
+    """The keys of the group's store still set, and this participant's segments in use (a
+    network store's keys seen from its rank 0, which serves them)."""
     from dtorch.comm.store.base import Deadline
     from dtorch.comm.store.memory import MemoryTensorStore
+    from dtorch.comm.store.network import NetworkTensorStore
 
     store = group._backend._store
     if isinstance(store, MemoryTensorStore):
         return list(store._state().slots)
+    if isinstance(store, NetworkTensorStore):
+        assert store._coordinator is not None, "ask rank 0"
+        return list(store._coordinator._slots)
     with store._txn(Deadline()) as state:
         keys = list(state.slots)
     return keys + [f"segment of {key}" for key in store._in_use]

@@ -17,6 +17,7 @@ import time
 
 import pytest
 import torch
+import torch.distributed as dist
 from failure_workers import (
     INJECTED,
     POINTS,
@@ -73,7 +74,9 @@ def _peer_may_finish(collective: str, point: str) -> bool:
     return (collective, point) == ("broadcast_from_failing", "compute")
 
 
-@pytest.mark.parametrize("backend", [BackendKind.STORE_MEMORY, BackendKind.STORE_FILE])
+@pytest.mark.parametrize(
+    "backend", [BackendKind.STORE_MEMORY, BackendKind.STORE_FILE, BackendKind.STORE_NETWORK]
+)
 @pytest.mark.parametrize(("layout_name", "collective", "point"), _cases())
 def test_a_caller_failing_in_a_collective_fails_the_others_at_once(
     namespace: CommNamespace, backend: BackendKind, layout_name: str, collective: str, point: str
@@ -83,9 +86,13 @@ def test_a_caller_failing_in_a_collective_fails_the_others_at_once(
     ids = device_ids(world)
     failing = layout[-1]  # holds the last rank
     topology = CommTopology.threads([[ids[r] for r in c] for c in layout])
+    # the network store's rank 0 publishes its endpoint there (loopback: threads of one host)
+    rendezvous = dist.HashStore() if backend is BackendKind.STORE_NETWORK else None
     with (
         GlobalOption.override(comm_timeout_second=TIMEOUT_S),
-        ThreadGroupManager(topology, namespace=namespace, backend=backend) as manager,
+        ThreadGroupManager(
+            topology, namespace=namespace, backend=backend, rendezvous_store=rendezvous
+        ) as manager,
     ):
 
         def caller(held: list[int]):
@@ -103,7 +110,7 @@ def test_a_caller_failing_in_a_collective_fails_the_others_at_once(
 
         results = on_threads(layout, caller)
         group = manager.get_group("cpu", ids, [ids[r] for r in layout[0]])
-        assert leftovers(group) == []
+        assert group.backend_kind is backend and leftovers(group) == []
     for held, (error, elapsed, after) in zip(layout, results, strict=True):
         assert elapsed < FAST_S, (held, error)
         assert after == {r: [float(i) for i in range(world) for _ in range(2)] for r in held}

@@ -17,6 +17,7 @@ from dtorch.comm.store import StoreKind, TensorStore, open_store
 from dtorch.comm.store.base import Deadline
 from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.memory import MemoryTensorStore
+from dtorch.comm.store.network import NetworkTensorStore
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
@@ -68,9 +69,9 @@ def expected_allreduce(world: int, rounds: int) -> list:
 def exchanges(kind: str, ns_id: str, key: str, world: int, rank: int, rounds: int) -> list:
     """``rounds`` all-to-all exchanges closed by ``end_exchange`` (keys unique per round, no
     reset), then one spec round with reset on the same store: every rank's sum per round, and
-    last the number of slots left once every participant ended them (None for the network
-    store, whose default ``end_exchange`` resets). Rank 0 is slow now and then, so the others
-    run ahead into the next round and would overwrite a segment recycled too early."""
+    last the number of slots left once every participant ended them (``held_slots``). Rank 0
+    is slow now and then, so the others run ahead into the next round and would overwrite a
+    segment recycled too early."""
     results: list = []
     with open_for(kind, ns_id, key, world, rank) as store:
         for i in range(rounds):
@@ -92,8 +93,12 @@ def exchanges(kind: str, ns_id: str, key: str, world: int, rank: int, rounds: in
 
 
 def held_slots(store: TensorStore) -> int | None:
-    """How many keys the store still holds (memory and file stores; None for the network
-    store). Test-only: it reads the stores' internals."""
+    """How many keys the store still holds (memory and file stores, and rank 0 of a network
+    store, which serves it; None for the other ranks of a network store). Test-only: it reads
+    the stores' internals."""
+    if isinstance(store, NetworkTensorStore):
+        coordinator = store._coordinator
+        return None if coordinator is None else len(coordinator._slots)
     if isinstance(store, MemoryTensorStore):
         return sum(slot.tensor is not None for slot in store._shared.slots.values())  # type: ignore[union-attr]
     if isinstance(store, FileTensorStore):

@@ -149,6 +149,15 @@ def test_a_remote_rank_times_out_when_the_coordinator_died(namespace):
         with GlobalOption.override(comm_timeout_second=0.3), pytest.raises(CommTimeoutError):
             rank1.dest_get("k")
         assert time.monotonic() - start < 5.0
+        # once silent, always silent: what follows a failure (its abort, the end of the
+        # exchange) fails at once instead of waiting out one timeout after another
+        start = time.monotonic()
+        with GlobalOption.override(comm_timeout_second=60):
+            with pytest.raises(CommTimeoutError, match="did not answer"):
+                rank1.abort("op1", "failed")
+            with pytest.raises(CommTimeoutError, match="did not answer"):
+                rank1.end_exchange(["op1/k"], [])
+        assert time.monotonic() - start < 1.0
 
 
 def _fake_coordinator(router: zmq.Socket, key: bytes, replies: list[tuple[list, bytes | None]]):

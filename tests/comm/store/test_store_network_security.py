@@ -1,5 +1,5 @@
 """The attacks of issue 11 on the network store, each refused: a local process that never
-joined (no secret) cannot read, inject or finish; a member cannot act as another rank; sizes
+joined (no secret) cannot read, inject, finish or abort; a member cannot act as another rank; sizes
 declared must match the bytes; what a store holds is bounded and freed. Every refusal is
 logged, and the legitimate exchange that follows still matches torch."""
 
@@ -119,6 +119,30 @@ def test_a_member_acts_only_as_the_rank_it_joined_as(namespace, watch, outsider)
         rank1.dest_finish_get("k")
         rank0.src_wait_until_get_finished("k")
     assert got.tolist() == [3.0]
+
+
+def test_only_the_program_aborts_and_an_abort_line_does_nothing_else(namespace, watch, outsider):
+    with two_ranks(namespace) as (rank0, rank1):
+        attacker = outsider(rank0.endpoint)
+        attacker.send(_unsigned([Op.ABORT, 1, "op1", "forged"]))
+        watch.wait_for("never said hello")
+        assert attacker.answer(0.2) is None and rank1.aborted("op1") is None
+        line = outsider(rank0.endpoint, secret=namespace.secret)  # as a member's abort line
+        refused = line.request([Op.ABORTED, 1, "op1"])
+        assert refused[0] == Status.ERROR and "connection of rank None" in refused[1]
+        assert line.request([Op.ABORT, 1, "op1", "rank 1 failed"]) == [Status.OK]
+        assert line.request([Op.ABORT, 1, "op2", "again"], timeout_s=0.3) is None  # used once
+        assert rank0.aborted("op1") == "rank 1 failed" and rank0.aborted("op2") is None
+
+
+def test_a_member_drops_only_its_own_keys(namespace):
+    with two_ranks(namespace) as (rank0, rank1):
+        rank0.src_set("op1/k", torch.ones(2), 1)
+        rank1._call("end_exchange", [Op.DROP, 1, ["op1/k"]], Deadline(5.0))
+        assert rank1.dest_get("op1/k").tolist() == [1.0, 1.0]  # still there: rank 0 set it
+        rank1.end_exchange(["op1/k"], [])
+        rank0.end_exchange([], ["op1/k"])
+        assert rank0._coordinator is not None and rank0._coordinator._slots == {}
 
 
 def test_refusals_are_warnings_in_the_log(namespace, watch, caplog, outsider):
