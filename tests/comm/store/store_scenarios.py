@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import secrets
 import socket
+import sys
+import threading
 import time
 
 import torch
@@ -22,6 +24,16 @@ from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code
 from dtorch.options import GlobalOption
 from tests.comm.seeded_tensors import make_tensor
+
+
+def stack_names(thread: threading.Thread) -> set[str]:
+    """The names of the functions on ``thread``'s stack now (seen from outside)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    names = set()
+    while frame is not None:
+        names.add(frame.f_code.co_name)
+        frame = frame.f_back
+    return names
 
 
 def free_port() -> int:

@@ -5,7 +5,6 @@ aborted exchange leaves no key behind."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 import torch
-from store_scenarios import held_slots, open_for, with_endpoint
+from store_scenarios import held_slots, open_for, stack_names, with_endpoint
 
 from dtorch.comm.store import PeerFailedError, TensorStore
 from dtorch.comm.store.base import ABORT_MESSAGE_LIMIT, ABORTS_KEPT
@@ -94,11 +93,7 @@ def _asleep(thread: threading.Thread, call: str, timeout_s: float = 10.0) -> Non
     """Return once ``thread`` sleeps in the store's ``call`` (its stack, seen from outside)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        frame = sys._current_frames().get(thread.ident or -1)
-        names = set()
-        while frame is not None:
-            names.add(frame.f_code.co_name)
-            frame = frame.f_back
+        names = stack_names(thread)
         if call in names and names & ASLEEP_IN:
             time.sleep(0.1)  # a network request has reached its coordinator by now
             return

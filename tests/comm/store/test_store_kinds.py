@@ -3,7 +3,6 @@ shapes, gathers, timeouts, isolation. The oracle is torch on the full tensors.""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
@@ -19,6 +18,7 @@ from store_scenarios import (
     hand_over_rank,
     open_for,
     open_with_timeout,
+    stack_names,
     wait_times_out,
     with_endpoint,
 )
@@ -187,14 +187,7 @@ def test_file_stores_share_a_segment_pool(namespace, threads):
 def _blocked_in(thread: threading.Thread, function: str, timeout_s: float = 30.0) -> None:
     """Wait until ``thread`` is inside ``function`` (its stack, seen from outside)."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        frame = sys._current_frames().get(thread.ident or -1)
-        names = set()
-        while frame is not None:
-            names.add(frame.f_code.co_name)
-            frame = frame.f_back
-        if function in names:
-            return
+    while function not in stack_names(thread):
         assert time.monotonic() < deadline, f"the thread never reached {function}()"
         time.sleep(0.01)
 
