@@ -74,3 +74,15 @@ def test_many_workers_and_one_worker() -> None:
 def test_ids_round_trip_as_raw_integers() -> None:
     ids = (0, 1, 2**40, 2**63 - 1)
     assert unpack_ids(pack_ids(ids)) == ids and unpack_ids(b"") == ()
+
+
+def test_a_free_reaches_every_worker_that_decoded_the_operands_metadata() -> None:
+    """Worker 1 decoded a copy from device 0's value (its metadata came as an external
+    input): the value's free must reach worker 1 too, or its metadata stays there."""
+    addresser = BatchAddresser(workers=2)
+    a = _operand(1, [0])
+    assert addresser.address(ExecuteBatch((_copy(9, 1, 1),), (a,)))[2] == 0
+    _, parties, to = addresser.address(ExecuteBatch((_copy(10, 1, 2),), (_operand(2, [1]),)))
+    assert _parties(parties, 2) == [0, 1] and to == EVERYONE
+    assert addresser.address(ExecuteBatch((), (), (1,)))[2] == EVERYONE
+    assert addresser.address(ExecuteBatch((_copy(11, 2, 2),), (), (2,)))[1:] == (b"\x02", EVERYONE)

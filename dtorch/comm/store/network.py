@@ -97,6 +97,8 @@ _LOG = logging.getLogger(__name__)
 
 #: How much longer than a request's own timeout the client waits for the coordinator's answer.
 _GRACE_S = 2.0
+#: How long an abort waits for the coordinator's answer (plus the grace).
+_ABORT_S = 1.0
 #: How often a waiting client looks whether its in-process coordinator still runs.
 _HEALTH_SLICE_S = 0.2
 
@@ -137,13 +139,12 @@ class _Client:
         key: bytes,
         max_bytes: int,
         health: Health,
-        silenced: threading.Event | None = None,
     ) -> None:
         self.endpoint = endpoint
         self._opened_with = (context, key, max_bytes, health)
-        # set once the coordinator let a request go unanswered: later calls (and the
-        # twins' aborts) fail at once instead of each waiting out its own timeout
-        self._silenced = silenced or threading.Event()
+        # set once the coordinator let a request go unanswered: later calls fail at once
+        # (and aborts are not tried) instead of each waiting out its own timeout
+        self._silenced = threading.Event()
         self._socket = context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.MAXMSGSIZE, max_bytes)
@@ -153,10 +154,20 @@ class _Client:
         self._lock = threading.Lock()
         self._counter = 0
 
+    @property
+    def silenced(self) -> bool:
+        """Whether the coordinator let a request of this connection go unanswered."""
+        return self._silenced.is_set()
+
+    def revive(self) -> None:
+        """Try the coordinator again (a repaired group: it may only have been slow)."""
+        self._silenced.clear()
+
     def twin(self) -> _Client:
-        """A new connection to the same coordinator (it still has to say hello)."""
+        """A new connection to the same coordinator (it still has to say hello), whose
+        silence is its own: a short abort that times out must not silence the store."""
         context, key, max_bytes, health = self._opened_with
-        return _Client(context, self.endpoint, key, max_bytes, health, self._silenced)
+        return _Client(context, self.endpoint, key, max_bytes, health)
 
     def hello(self, wait_s: float) -> None:
         """The handshake: a session with the coordinator, or CommTimeoutError."""
@@ -428,9 +439,12 @@ class NetworkTensorStore(TensorStore):
         """Tell the coordinator over a connection of its own (this participant's may be
         waiting, on another thread, for an answer the abort brings)."""
         check_scope(scope)
-        line = self._live_client().twin()
-        try:
-            deadline = Deadline()
+        client = self._live_client()
+        if client.silenced:  # the coordinator is known not to answer: nobody to tell
+            return False
+        line = client.twin()
+        try:  # a courtesy to the peers, never worth the comm timeout (one per group held)
+            deadline = Deadline(min(_ABORT_S, GlobalOption.get_comm_timeout_second()))
             line.hello(deadline.remaining() + _GRACE_S)
             header = [Op.ABORT, self.rank, scope, cut_message(message)]
             counter = line.start(header, deadline.remaining() + _GRACE_S)
@@ -454,6 +468,25 @@ class NetworkTensorStore(TensorStore):
             self._pending = ("barrier", counter, deadline)
             return
         self._call("barrier", header, deadline)
+
+    def discard(self) -> None:
+        """As the base's. A coordinator that went silent is tried again first, briefly: if
+        it answers (it was only slow) the store serves again; else this fails at once."""
+        client = self._live_client()
+        if client.silenced and self._answers(client):
+            client.revive()
+        super().discard()
+
+    def _answers(self, client: _Client) -> bool:
+        """Whether the coordinator takes a fresh connection's hello within seconds."""
+        line = client.twin()
+        try:
+            line.hello(_ABORT_S + _GRACE_S)
+        except CommError:  # CommTimeoutError included: it is silent indeed
+            return False
+        finally:
+            line.close()
+        return True
 
     def _clear_round(self) -> None:
         self._call("reset", [Op.CLEAR, self.rank], Deadline())

@@ -82,6 +82,9 @@ class BatchAddresser:
         self._every = (1 << workers) - 1
         self._width = (workers + 7) // 8
         self._live: dict[int, Operand] = {}
+        # live operand id -> the parties that decoded a batch carrying its metadata (they
+        # keep it until its free reaches them)
+        self._readers: dict[int, int] = {}
         self._masks: dict[int, tuple[int, DeviceMesh]] = {}
 
     def address(self, batch: ExecuteBatch) -> tuple[ExecuteBatch, bytes, int]:
@@ -112,20 +115,26 @@ class BatchAddresser:
                     meshes[id(mesh)] = mesh
         mask = self._every if every else self._union(meshes.values())
         carried = ExecuteBatch(batch.operators, batch.operands + tuple(external.values()))
+        if mask:
+            readers = self._readers
+            for operand in carried.operands:
+                readers[operand.id] = readers.get(operand.id, 0) | mask
         return carried, mask.to_bytes(self._width, "little"), _only(mask | self._freed(batch))
 
     def _freed(self, batch: ExecuteBatch) -> int:
-        """The parties holding a shard of what ``batch`` frees (every party for an unknown
-        id: a program's may be held anywhere); forgets those operands."""
+        """The parties holding a shard or the metadata of what ``batch`` frees (every party
+        for an unknown id: a program's may be held anywhere); forgets those operands."""
         meshes: dict[int, DeviceMesh] = {}
-        live, unknown = self._live, False
+        live, readers = self._live, self._readers
+        holders, unknown = 0, False
         for operand_id in batch.no_hold:
             freed = live.pop(operand_id, None)
+            holders |= readers.pop(operand_id, 0)
             if freed is None:
                 unknown = True
             else:
                 meshes[id(freed.mesh)] = freed.mesh
-        return self._every if unknown else self._union(meshes.values())
+        return self._every if unknown else holders | self._union(meshes.values())
 
     def _union(self, meshes: Iterable[DeviceMesh]) -> int:
         mask = 0

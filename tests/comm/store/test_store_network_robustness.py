@@ -149,15 +149,50 @@ def test_a_remote_rank_times_out_when_the_coordinator_died(namespace):
         with GlobalOption.override(comm_timeout_second=0.3), pytest.raises(CommTimeoutError):
             rank1.dest_get("k")
         assert time.monotonic() - start < 5.0
-        # once silent, always silent: what follows a failure (its abort, the end of the
-        # exchange) fails at once instead of waiting out one timeout after another
+        # once silent, silent until the group is repaired: what follows a failure (its
+        # abort, the end of the exchange) fails at once instead of waiting out one timeout
+        # after another
         start = time.monotonic()
         with GlobalOption.override(comm_timeout_second=60):
-            with pytest.raises(CommTimeoutError, match="did not answer"):
-                rank1.abort("op1", "failed")
+            assert rank1.abort("op1", "failed") is False  # nobody to tell
             with pytest.raises(CommTimeoutError, match="did not answer"):
                 rank1.end_exchange(["op1/k"], [])
         assert time.monotonic() - start < 1.0
+        start = time.monotonic()  # a repair looks again, briefly: still silent
+        with (
+            GlobalOption.override(comm_timeout_second=60),
+            pytest.raises(CommTimeoutError, match="did not answer"),
+        ):
+            rank1.discard()
+        assert time.monotonic() - start < 5.0
+
+
+def test_a_coordinator_that_was_only_slow_serves_again_after_a_repair(namespace):
+    with two_ranks(namespace) as (rank0, rank1):
+        rank1._live_client()._silent()  # as after an answer that came too late
+        with pytest.raises(CommTimeoutError, match="did not answer"):
+            rank1.dest_get("k")
+        rank1.discard()  # the coordinator takes a hello: the store serves again
+        rank0.src_set("k", torch.arange(3), 1)
+        assert rank1.dest_get("k").tolist() == [0, 1, 2]
+        rank1.dest_finish_get("k")
+        rank0.src_wait_until_get_finished("k")
+
+
+def test_an_abort_never_waits_the_comm_timeout_for_a_dead_coordinator(namespace):
+    """fail_scope aborts through every group a caller holds, one after another: each abort
+    to a coordinator that is gone gives up in seconds (and does not silence the store)."""
+    with two_ranks(namespace) as (rank0, rank1):
+        assert rank0._coordinator is not None
+        rank0._coordinator.stop()
+        start = time.monotonic()
+        with (
+            GlobalOption.override(comm_timeout_second=60),
+            pytest.raises(CommTimeoutError, match="did not answer"),
+        ):
+            rank1.abort("op1", "failed")
+        assert time.monotonic() - start < 5.0
+        assert not rank1._live_client().silenced
 
 
 def _fake_coordinator(router: zmq.Socket, key: bytes, replies: list[tuple[list, bytes | None]]):
