@@ -223,8 +223,10 @@ class Subscriber(Channel):
         party: int | None = None,
     ) -> None:
         seconds = wait_seconds(timeout_s)
-        # the party's own topic first: once the publisher counts the last subscription, it
-        # has taken the earlier ones of the same connection too
+        # the publisher counts a subscriber at its subscription to everyone's topic, so the
+        # party's own must reach it first: libzmq sends a new connection's subscriptions in
+        # byte order (not in the order they were set), and topic(EVERYONE) is ff ff ff ff,
+        # after every party's; the order set here says the same
         topics = [b""] if party is None else [topic(party), topic(EVERYONE)]
 
         def attach(endpoint: Endpoint) -> None:
