@@ -128,6 +128,7 @@ def test_a_batch_for_one_worker_is_sent_to_that_worker_alone(worker_pools: PoolK
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
     try:
         wide = dtorch.arange(6.0, device_mesh=dtorch.init_device_mesh("cpu", 3), graph=graph)
+        graph.sync()  # x's batch must not carry wide (its readers would be every worker)
         one = dtorch.DeviceMesh("cpu", [1])
         x = dtorch.ones(4, device_mesh=one, graph=graph)
         assert x.tolist() == [1.0] * 4
