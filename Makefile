@@ -31,7 +31,10 @@ $(STAMP): pyproject.toml
 	@echo "setting up $(VENV) (torch==2.13.0 first, then dtorch[dev]); log: $(VENV)/setup.log"
 	@$(PIP) install torch==2.13.0 > $(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
 	@$(PIP) install -e '.[dev]' >> $(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
+	@# bytecode, as a wheel install has it: worker processes need not compile dtorch each
+	@$(PY) -m compileall -q dtorch >> $(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
 	@touch $(STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	find dtorch tests benchmarks examples -name __pycache__ -type d -prune -exec rm -rf {} +

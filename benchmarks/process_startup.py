@@ -7,12 +7,18 @@ per worker, and closes the graph (the time to close is printed apart). The basel
 in the same run: one bare ``python -c "import torch"`` (what every worker pays at least once),
 and thread mode's Graph to first result. Target: 4 workers in under 4 s.
 
+Every worker also imports dtorch. Without its bytecode cached (an editable install where
+``PYTHONDONTWRITEBYTECODE`` is set, as on the development machine) each worker compiles
+dtorch's sources, about 0.4 s of CPU more per worker; the script says which case it measured
+(``python -m compileall -q dtorch`` caches it; a wheel install always has it).
+
 Run: .venv/bin/python benchmarks/process_startup.py [--workers 2 4 8] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import subprocess
@@ -53,6 +59,8 @@ def main() -> None:
         f"{os.cpu_count()} CPUs; load average before: "
         + "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
     )
+    cached = os.path.exists(importlib.util.cache_from_source(dtorch.__file__))
+    print(f"dtorch's bytecode cached: {'yes' if cached else 'no (every worker compiles it)'}")
     torch_s = statistics.median(_import_torch_seconds() for _ in range(args.repeats))
     thread = dtorch.GraphOption(per_device_per_process=False)
     thread_s = statistics.median(_first_result(thread, 4)[0] for _ in range(args.repeats))
