@@ -48,6 +48,7 @@ from __future__ import annotations
 import enum
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Protocol, TypeVar
@@ -95,6 +96,45 @@ def cut_message(message: str) -> str:
     if len(message) <= ABORT_MESSAGE_LIMIT:
         return message or "failed"
     return message[: ABORT_MESSAGE_LIMIT - 6] + " [...]"
+
+
+class AbortLog:
+    """The aborted scopes a store keeps in one process (the memory store's shared state, the
+    network store's coordinator): each scope's first message, cut, the last ABORTS_KEPT
+    scopes only. Not thread-safe: its owner serialises the calls.
+
+    Example:
+        >>> log = AbortLog()
+        >>> log.add("op7.0", "rank 1 failed"), log.add("op7.0", "again")
+        (True, False)
+        >>> log.get("op7.0"), log.of_key("op7.0/all_gather#1/rank0"), log.of_key("plain")
+        ('rank 1 failed', 'rank 1 failed', None)
+    """
+
+    __slots__ = ("_messages",)
+
+    def __init__(self) -> None:
+        self._messages: OrderedDict[str, str] = OrderedDict()  # scope -> message, oldest first
+
+    def add(self, scope: str, message: str) -> bool:
+        """Record ``scope``'s abort; False if it was aborted already (the first message stays)."""
+        if scope in self._messages:
+            return False
+        self._messages[scope] = cut_message(message)
+        while len(self._messages) > ABORTS_KEPT:
+            self._messages.popitem(last=False)
+        return True
+
+    def get(self, scope: str) -> str | None:
+        """The message ``scope`` was aborted with, if it was (and is still kept)."""
+        return self._messages.get(scope)
+
+    def of_key(self, key: str) -> str | None:
+        """The abort message of ``key``'s scope, if it was aborted."""
+        if not self._messages:  # the usual case: nothing aborted, no key to split
+            return None
+        scope = scope_of(key)
+        return self._messages.get(scope) if scope else None
 
 
 class StoreKind(enum.Enum):

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store.base import (
-    ABORTS_KEPT,
+    AbortLog,
     Deadline,
     TensorStore,
     all_finished,
@@ -45,12 +44,10 @@ from dtorch.comm.store.base import (
     check_scope,
     check_set,
     count_finish,
-    cut_message,
     finish_detail,
     finish_open,
     missing_ranks,
     peer_failed_error,
-    scope_of,
     timeout_error,
 )
 from dtorch.errors import CommError
@@ -94,7 +91,7 @@ class _Shared:
         self.open_ranks: set[int] = set()
         self.arrived: set[int] = set()
         self.generation = 0
-        self.aborts: OrderedDict[str, str] = OrderedDict()  # scope -> message, oldest first
+        self.aborts = AbortLog()
 
     def slot(self, key: str) -> _Slot:
         """The slot of ``key``, created on first use by either side (caller holds the lock)."""
@@ -105,10 +102,7 @@ class _Shared:
 
     def aborted(self, key: str) -> str | None:
         """The abort message of ``key``'s scope, if it was aborted (caller holds the lock)."""
-        if not self.aborts:
-            return None
-        scope = scope_of(key)
-        return self.aborts.get(scope) if scope else None
+        return self.aborts.of_key(key)
 
     def drop_unset(self, key: str, slot: _Slot) -> None:
         """Forget ``slot`` if it was never set and nobody waits on it any more."""
@@ -264,13 +258,9 @@ class MemoryTensorStore(TensorStore):
         check_scope(scope)
         shared = self._state()
         with shared.lock:
-            if scope in shared.aborts:
-                return True
-            shared.aborts[scope] = cut_message(message)
-            while len(shared.aborts) > ABORTS_KEPT:
-                shared.aborts.popitem(last=False)
-            for slot in shared.slots.values():  # every waiter looks again
-                slot.cond.notify_all()
+            if shared.aborts.add(scope, message):
+                for slot in shared.slots.values():  # every waiter looks again
+                    slot.cond.notify_all()
         return True
 
     def aborted(self, scope: str) -> str | None:

@@ -55,7 +55,6 @@ import logging
 import secrets
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,10 +63,9 @@ import ormsgpack
 import zmq
 
 from dtorch.comm.store.base import (
-    ABORTS_KEPT,
+    AbortLog,
     all_finished,
     count_finish,
-    cut_message,
     finish_detail,
     missing_ranks,
     scope_of,
@@ -167,7 +165,7 @@ class Coordinator:
         self._held = 0  # bytes of the slots' data
         self._refusals = 0
         self._parked: list[_Parked] = []
-        self._aborts: OrderedDict[str, str] = OrderedDict()  # scope -> message, oldest first
+        self._aborts = AbortLog()
         self._handlers: dict[Op, Callable[[_Call, list[Any]], None]] = {
             Op.JOIN: self._join,
             Op.SET: self._set,
@@ -377,7 +375,7 @@ class Coordinator:
     def _finish(self, call: _Call, args: list[Any]) -> None:
         (key,) = args
         slot = self._slots.get(key)
-        if slot is None and self._abort_of(key) is not None:  # its failed producer dropped it
+        if slot is None and self._aborts.of_key(key) is not None:  # its failed producer dropped it
             self._reply(call.ident, call.counter, [Status.OK])
             return
         count_finish(key, slot, call.rank)
@@ -425,10 +423,7 @@ class Coordinator:
 
     def _abort(self, call: _Call, args: list[Any]) -> None:
         scope, message = args
-        if scope not in self._aborts:  # the first message of a scope stays
-            self._aborts[scope] = cut_message(message)
-            while len(self._aborts) > ABORTS_KEPT:
-                self._aborts.popitem(last=False)
+        if self._aborts.add(scope, message):  # the first message of a scope stays
             self._fail_parked(scope)
         self._reply(call.ident, call.counter, [Status.OK])
         if self._sessions.rank_of(call.ident) is None:  # an abort line is used once
@@ -438,21 +433,16 @@ class Coordinator:
         (scope,) = args
         self._reply(call.ident, call.counter, [Status.OK, self._aborts.get(scope)])
 
-    def _abort_of(self, key: str) -> str | None:
-        """The abort message of ``key``'s scope, if it was aborted."""
-        scope = scope_of(key) if self._aborts else ""
-        return self._aborts.get(scope) if scope else None
-
     def _refuse_aborted(self, call: _Call, key: str) -> bool:
         """Answer ``call`` with its scope's abort, if ``key``'s scope was aborted."""
-        message = self._abort_of(key)
+        message = self._aborts.of_key(key)
         if message is not None:
             self._reply(call.ident, call.counter, [Status.ABORTED, message])
         return message is not None
 
     def _fail_parked(self, scope: str) -> None:
         """Answer every parked request on a key of the aborted ``scope`` (none will come)."""
-        message = self._aborts[scope]
+        message = self._aborts.get(scope)
         failed = [p for p in self._parked if scope_of(p.key) == scope]
         self._parked = [p for p in self._parked if scope_of(p.key) != scope]
         for parked in failed:
