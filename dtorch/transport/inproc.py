@@ -46,6 +46,7 @@ from dtorch.transport.wire import (
     encode_id,
     encode_sender,
     read_envelope,
+    subscriptions,
     topic,
 )
 
@@ -104,7 +105,7 @@ class InProcSubscriber:
         self._publisher = publisher
         self._inbox = _Inbox(publisher.address)
         self._reader = MessageReader(publisher.address, party=party)
-        self._topics = None if party is None else (topic(EVERYONE), topic(party))
+        self._topics = subscriptions(party)
 
     def __repr__(self) -> str:
         return f"InProcSubscriber({self.address!r}, expected_id={self._reader.expected})"
@@ -138,7 +139,7 @@ class InProcSubscriber:
 
     def _deliver(self, frames: Frames) -> None:
         """Queue ``frames`` if this subscriber's topics take them (ZeroMQ's prefix match)."""
-        if self._topics is None or frames[0][: len(self._topics[0])] in self._topics:
+        if frames[0].startswith(self._topics):
             self._inbox.put(frames)
 
 

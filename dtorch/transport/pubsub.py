@@ -59,7 +59,15 @@ from dtorch.transport.sockets import (
     to_ms,
     wait_seconds,
 )
-from dtorch.transport.wire import EVERYONE, Message, MessageReader, Part, encode_id, topic
+from dtorch.transport.wire import (
+    EVERYONE,
+    Message,
+    MessageReader,
+    Part,
+    encode_id,
+    subscriptions,
+    topic,
+)
 
 _PUBLISHER_OPTIONS: dict[int, int | bytes] = {zmq.XPUB_VERBOSE: 1, zmq.SNDHWM: 0, zmq.LINGER: 0}
 _SUBSCRIBER_OPTIONS: dict[int, int | bytes] = {zmq.RCVHWM: 0, zmq.LINGER: 0}
@@ -223,14 +231,13 @@ class Subscriber(Channel):
         party: int | None = None,
     ) -> None:
         seconds = wait_seconds(timeout_s)
+
         # the publisher counts a subscriber at its subscription to everyone's topic, so the
         # party's own must reach it first: libzmq sends a new connection's subscriptions in
         # byte order (not in the order they were set), and topic(EVERYONE) is ff ff ff ff,
-        # after every party's; the order set here says the same
-        topics = [b""] if party is None else [topic(party), topic(EVERYONE)]
-
+        # after every party's; ``subscriptions`` lists them in that order too
         def attach(endpoint: Endpoint) -> None:
-            for prefix in topics:
+            for prefix in subscriptions(party):
                 endpoint.socket.setsockopt(zmq.SUBSCRIBE, prefix)
             _connect_when_connected(endpoint, seconds, keys is not None)
 

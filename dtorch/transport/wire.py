@@ -88,6 +88,17 @@ def topic(to: int) -> bytes:
     return to.to_bytes(TOPIC_BYTES, "little")
 
 
+def subscriptions(party: int | None) -> tuple[bytes, ...]:
+    """The prefixes a subscriber of ``party`` subscribes to: its own topic, then everyone's
+    (no party: the empty prefix, every message).
+
+    Example:
+        >>> subscriptions(None), len(subscriptions(3))
+        ((b'',), 2)
+    """
+    return (b"",) if party is None else (topic(party), topic(EVERYONE))
+
+
 def encode_id(message_id: int, to: int = EVERYONE) -> bytes:
     """The head frame of message ``message_id`` of addressee ``to``'s sequence.
 
@@ -168,7 +179,7 @@ class MessageReader:
     def __init__(self, address: str, *, join_late: bool = False, party: int | None = None) -> None:
         self._address = address
         self._join_late = join_late  # the first id of each sequence starts its count
-        self._accepts = None if party is None else (topic(EVERYONE), topic(party))
+        self._accepts = None if party is None else subscriptions(party)
         self._expected: dict[bytes, int] = {}  # addressee topic -> the id its next message has
         self._failure: MessageGapError | None = None
 
