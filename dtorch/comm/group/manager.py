@@ -183,14 +183,7 @@ class ThreadGroupManager:
             self._check_open()
             self._resets += 1
             groups = [self._groups[k] for k in sorted(self._groups)]
-        errors: list[Exception] = []
-        for group in groups:
-            try:
-                group.reset()
-            except Exception as error:  # repair the rest first, then report
-                errors.append(error)
-        if errors:
-            raise CommError(f"repairing {len(errors)} group(s) failed: {errors}") from errors[0]
+        _on_each(groups, ThreadGroup.reset, "repairing")
 
     def get_group(
         self, device_kind: str, device_ids: Sequence[int], local_device_ids: Iterable[int]
@@ -274,14 +267,7 @@ class ThreadGroupManager:
             groups = [self._groups[k] for k in sorted(self._groups)]
             self._groups.clear()
         self.buffers.clear()
-        errors: list[Exception] = []
-        for group in groups:
-            try:
-                group.close()
-            except Exception as error:  # close the rest first, then report
-                errors.append(error)
-        if errors:
-            raise CommError(f"closing {len(errors)} group(s) failed: {errors}") from errors[0]
+        _on_each(groups, ThreadGroup.close, "closing")
 
     def __enter__(self) -> ThreadGroupManager:
         return self
@@ -351,3 +337,16 @@ _OPENERS: dict[
     BackendKind.STORE_FILE: partial(_open_same_device, StoreKind.FILE),
     BackendKind.STORE_NETWORK: _open_network,
 }
+
+
+def _on_each(groups: list[ThreadGroup], action: Callable[[ThreadGroup], None], what: str) -> None:
+    """``action`` on every group, the rest first when one fails; then one CommError saying
+    ``what`` failed, from the first error."""
+    errors: list[Exception] = []
+    for group in groups:
+        try:
+            action(group)
+        except Exception as error:  # the other groups still need it
+            errors.append(error)
+    if errors:
+        raise CommError(f"{what} {len(errors)} group(s) failed: {errors}") from errors[0]
