@@ -34,11 +34,17 @@ def device_ids(world: int) -> list[int]:
     return [100 - 7 * r for r in range(world)]
 
 
+def layout_devices(layout: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+    """The device ids of a group whose callers hold the ranks of ``layout`` (one list per
+    caller), and each caller's device ids."""
+    ids = device_ids(sum(len(c) for c in layout))
+    return ids, [[ids[r] for r in caller] for caller in layout]
+
+
 def run_cases_on_threads(layout: Sequence[Sequence[int]], cases: Sequence[Case]) -> list[dict]:
     """Every case on a group of ``sum(len(c))`` ranks whose callers are threads."""
-    world = sum(len(c) for c in layout)
-    ids = device_ids(world)
-    topology = CommTopology.threads([[ids[r] for r in caller] for caller in layout])
+    ids, callers = layout_devices(layout)
+    topology = CommTopology.threads(callers)
     with ThreadGroupManager(topology, namespace=CommNamespace.create()) as manager:
 
         def caller(held: Sequence[int]) -> list[dict[int, Any]]:

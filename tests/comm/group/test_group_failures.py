@@ -31,7 +31,7 @@ from failure_workers import (
     run_failure_job,
     run_gloo_scope_job,
 )
-from group_harness import device_ids
+from group_harness import device_ids, layout_devices
 
 from dtorch.comm.group import BackendKind, CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
@@ -220,10 +220,8 @@ def test_reset_repairs_a_group_a_timed_out_barrier_broke(namespace: CommNamespac
 
 
 def _failure_jobs(layout: list[list[int]], collective: str, point: str) -> list[FailureJob]:
-    world = sum(len(c) for c in layout)
-    ids = device_ids(world)
+    ids, callers = layout_devices(layout)
     namespace = CommNamespace.create().instance_id
-    callers = [[ids[r] for r in c] for c in layout]
     return [
         FailureJob(
             namespace,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from group_harness import device_ids
+from group_harness import device_ids, layout_devices
 from group_reference import all_reduce_case, check_outputs, standard_cases
 from group_workers import CallerJob, failure_of, run_caller_job
 from host_workers import Calls, HostJob, failure_of_host_job, run_host_job
@@ -71,9 +71,8 @@ def _layout_jobs(
     layout: Sequence[Sequence[int]], hosts: Sequence[int], store_port: int | None, **options
 ) -> tuple[list[HostJob], list[int]]:
     """One job per caller of ``layout`` (ranks per caller), caller i on host ``hosts[i]``."""
-    ids = device_ids(sum(len(c) for c in layout))
+    ids, callers = layout_devices(layout)
     namespace = CommNamespace.create()
-    callers = [[ids[r] for r in caller] for caller in layout]
     jobs = [
         HostJob(namespace, callers, list(hosts), i, HOSTS[h], store_port, **options)
         for i, h in enumerate(hosts)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from group_harness import device_ids
+from group_harness import layout_devices
 from group_workers import CallerJob, failure_of, run_caller_job
 
 from dtorch.comm.group import BackendKind
@@ -32,10 +32,8 @@ HOLD_S = 8.0
 
 def _jobs(layout: list[list[int]], **options) -> list[CallerJob]:
     """One caller job per entry of ``layout``, each running one all-reduce (sum) of ones."""
-    world = sum(len(c) for c in layout)
-    ids = device_ids(world)
+    ids, callers = layout_devices(layout)
     namespace = CommNamespace.create().instance_id
-    callers = [[ids[r] for r in caller] for caller in layout]
     call = ("all_reduce", {"op": "sum"}, {})
     jobs = [
         CallerJob(namespace, callers, ids, list(held), timeout_s=60.0, **options) for held in layout

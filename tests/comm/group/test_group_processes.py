@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from group_harness import device_ids, merge
+from group_harness import layout_devices, merge
 from group_reference import Case, all_reduce_case, check_outputs, standard_cases
 from group_workers import CallerJob, caller_jobs
 
@@ -26,10 +26,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _jobs(layout: Sequence[Sequence[int]], cases: Sequence[Case], **options) -> list[CallerJob]:
-    world = sum(len(c) for c in layout)
-    ids = device_ids(world)
+    ids, callers = layout_devices(layout)
     namespace = CommNamespace.create().instance_id
-    callers = [[ids[r] for r in caller] for caller in layout]
     return [
         CallerJob(
             namespace,
