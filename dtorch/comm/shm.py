@@ -48,6 +48,11 @@ from dtorch.errors import CommError, CommTimeoutError
 #: Smallest pooled segment: small tensors share this size class.
 MIN_SEGMENT = 1 << 16
 
+#: A contended ``FileLock`` yields the core this many times before it sleeps: holders keep it
+#: for tens of microseconds, and a sleep lasts at least the timer slack (50 us) - with four
+#: processes on two cores, small all-gathers spent 0.8 of their 2.5 ms asleep in the backoff.
+_LOCK_YIELDS = 20
+
 
 def _page_round(nbytes: int) -> int:
     return max(mmap.PAGESIZE, -(-nbytes // mmap.PAGESIZE) * mmap.PAGESIZE)
@@ -262,7 +267,7 @@ class FileLock:
             fcntl.flock(self.fd, fcntl.LOCK_UN)
 
     def _acquire(self, deadline: float, what: str) -> None:
-        pause = 1e-5
+        pause, yields = 1e-5, _LOCK_YIELDS
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -272,5 +277,9 @@ class FileLock:
                     raise CommTimeoutError(
                         f"the lock of {what} was held by another process past the deadline"
                     ) from None
-                time.sleep(pause)  # holders keep it for microseconds: back off, never spin
+                if yields:  # a holder preempted on this core runs now; elsewhere it is done soon
+                    yields -= 1
+                    os.sched_yield()
+                    continue
+                time.sleep(pause)  # then back off, never spin
                 pause = min(pause * 2, 1e-3)

@@ -61,7 +61,7 @@ from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors, Scop
 from dtorch.comm.group.buffers import EmptyFn, torch_empty
 from dtorch.comm.group.reduce_op import ReduceOp
 from dtorch.comm.store import TensorStore
-from dtorch.comm.store.base import PeerFailedError
+from dtorch.comm.store.base import KeysTimeoutError, PeerFailedError
 from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.ir.sharding import chunk_sizes
 
@@ -158,10 +158,9 @@ class SameDeviceBackend(GroupBackend):
             for rank, tensor in publish.items():
                 self._publish(store, collective, keys[rank], tensor)
                 published.append(keys[rank])
-            got: dict[int, torch.Tensor] = {}
-            for r in need:
-                got[r] = self._read(store, collective, keys[r], r)
-                read.append(keys[r])
+            wanted = {r: keys[r] for r in need}
+            got = dict(zip(need, self._read(store, collective, wanted), strict=True))
+            read.extend(wanted.values())
             for rank, tensor in got.items():
                 check(rank, tensor)
             result = finish({**publish, **got})
@@ -190,13 +189,18 @@ class SameDeviceBackend(GroupBackend):
         except PeerFailedError as error:  # a consumer failed before this caller published
             raise self._peer_failed(collective, error) from None
 
-    def _read(self, store: TensorStore, collective: str, key: str, rank: int) -> torch.Tensor:
+    def _read(
+        self, store: TensorStore, collective: str, keys: dict[int, str]
+    ) -> list[torch.Tensor]:
+        """The tensors of ``keys`` (rank -> key), all at once: one store transaction when
+        they are there already, instead of one per key."""
         try:
-            return store.dest_get(key)
+            return store.dest_get_many(list(keys.values()))
         except PeerFailedError as error:
             raise self._peer_failed(collective, error) from None
-        except CommTimeoutError as error:
-            raise self._timeout(collective, self._caller_of(rank), error) from None
+        except KeysTimeoutError as error:
+            late = [rank for rank, key in keys.items() if key in error.keys] or list(keys)
+            raise self._timeout(collective, self._caller_of(late[0]), error) from None
         except PeerDiedError as error:
             raise self._died(collective, error) from None
 

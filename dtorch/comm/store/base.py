@@ -79,6 +79,18 @@ class PeerFailedError(CommError):
         return (type(self), (str(self), self.reason))
 
 
+class KeysTimeoutError(CommTimeoutError):
+    """``dest_get_many`` timed out; ``keys`` are the ones never set (so a caller can name the
+    peers that never came)."""
+
+    def __init__(self, message: str, keys: Sequence[str]) -> None:
+        super().__init__(message)
+        self.keys = tuple(keys)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.keys))
+
+
 def scope_of(key: str) -> str:
     """The scope of ``key``: its text before the first ``/`` ("" for a key without one, which
     no abort reaches).
@@ -165,6 +177,27 @@ class TensorStore(ABC):
     @abstractmethod
     def dest_get(self, key: str) -> torch.Tensor:
         """Block until ``key`` is set and return its tensor (valid until ``dest_finish_get``)."""
+
+    def dest_get_many(self, keys: Sequence[str]) -> list[torch.Tensor]:
+        """``dest_get`` of every key, in order (``KeysTimeoutError`` names a key never set).
+        A store with a shared state overrides it to look at every key at once.
+
+        Example:
+            >>> from dtorch.comm.store import StoreKind, open_store
+            >>> with open_store(StoreKind.MEMORY, "many-doc", 1, 0) as store:
+            ...     store.src_set("a", torch.zeros(1), 1); store.src_set("b", torch.ones(1), 1)
+            ...     [t.item() for t in store.dest_get_many(["a", "b"])]
+            [0.0, 1.0]
+        """
+        got = []
+        for key in keys:
+            try:
+                got.append(self.dest_get(key))
+            except KeysTimeoutError:
+                raise
+            except CommTimeoutError as error:
+                raise KeysTimeoutError(str(error), (key,)) from None
+        return got
 
     @abstractmethod
     def dest_finish_get(self, key: str) -> None:

@@ -67,6 +67,7 @@ from dtorch.comm.shm import PeerMaps, Segment, SegmentPool, WakeSocket, tensor_v
 from dtorch.comm.store.base import (
     ABORTS_KEPT,
     Deadline,
+    KeysTimeoutError,
     TensorStore,
     all_finished,
     check_key,
@@ -84,7 +85,7 @@ from dtorch.comm.store.base import (
     timeout_error,
 )
 from dtorch.comm.store.file_control import Control, ControlState, SlotRecord
-from dtorch.errors import CommError
+from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code, dtype_from_code
 
 T = TypeVar("T")
@@ -191,10 +192,11 @@ class FileTensorStore(TensorStore):
         deadline: Deadline,
         ready: Callable[[ControlState], T | None],
         missing: Callable[[ControlState], str],
-        awaits: str = "",
+        awaits: str | Callable[[ControlState], str] = "",
     ) -> T:
         """Wait (asleep) until ``ready(state)`` is not None; its result, read under the lock.
-        ``awaits``: the key whose change wakes this wait ("": only a change to everyone).
+        ``awaits``: the key whose change wakes this wait ("": only a change to everyone), or
+        how to find it in the state once ``ready`` said no.
 
         Every ``_RECHECK_S`` (and at the deadline) the members' processes are looked at too."""
         look_at_peers = time.monotonic() + _RECHECK_S
@@ -205,7 +207,9 @@ class FileTensorStore(TensorStore):
                 result = ready(state)
                 dead = _dead_members(state, self.rank) if result is None and look else []
                 give_up = result is None and (expired or bool(dead))
-                waiting = awaits if result is None else None
+                waiting = None
+                if result is None:
+                    waiting = awaits if isinstance(awaits, str) else awaits(state)
                 detail = _register(state, self.rank, waiting, give_up, missing)
             if result is not None:
                 return result
@@ -268,6 +272,34 @@ class FileTensorStore(TensorStore):
             raise peer_failed_error(self, "dest_get", key, got)
         return got
 
+    def dest_get_many(self, keys: Sequence[str]) -> list[torch.Tensor]:
+        """Every key's tensor, looked for in one transaction per wake-up rather than one per
+        key (with four processes on two cores each transaction may wait for the lock)."""
+        for key in keys:
+            check_key(key)
+        absent: list[str] = []
+
+        def ready(state: ControlState) -> list[torch.Tensor] | str | None:
+            slots = state.slots
+            absent[:] = [key for key in keys if key not in slots]
+            if not absent:
+                return [self._view(slots[key]) for key in keys]  # mapped under the lock
+            return _abort_of(state, absent) or None  # a message: they will never be set
+
+        def missing(state: ControlState) -> str:
+            return "no participant called src_set(" + ", ".join(map(repr, absent)) + ")"
+
+        try:
+            got = cast(
+                "list[torch.Tensor] | str",
+                self._wait_until("dest_get", Deadline(), ready, missing, lambda _: absent[0]),
+            )
+        except CommTimeoutError as error:
+            raise KeysTimeoutError(str(error), absent) from None
+        if isinstance(got, str):
+            raise peer_failed_error(self, "dest_get", absent[0], got)
+        return got
+
     def _view(self, slot: SlotRecord) -> torch.Tensor:
         buffer = self._peers.get(slot.segment())
         return tensor_view(buffer, 0, dtype_from_code(slot.dtype_code), slot.shape)
@@ -292,30 +324,48 @@ class FileTensorStore(TensorStore):
         ``PeerFailedError`` once they are gone."""
         for key in (*read, *published):
             check_key(key)
-        failed = ""
-        if read:
-            with self._txn(Deadline()) as state:
-                for key in read:
+        unfinished, told = list(read), [""]
+
+        def finish_reads(state: ControlState) -> None:  # once, in the first transaction
+            if unfinished:
+                for key in unfinished:
                     _finish(state, key, self.rank)
-                failed = _abort_of(state, read)
+                told[0] = _abort_of(state, unfinished)
+                unfinished.clear()
+
+        if not published:
+            with self._txn(Deadline()) as state:
+                finish_reads(state)
+        failed = ""
         for key in published:
-            failed = self._await_finished("end_exchange", key, drop=True)[1] or failed
+            failed = self._await_finished("end_exchange", key, True, finish_reads)[1] or failed
+        failed = failed or told[0]
         if failed:
             raise peer_failed_error(self, "end_exchange", (*read, *published)[0], failed)
 
-    def _await_finished(self, call: str, key: str, drop: bool) -> tuple[bool, str]:
+    def _await_finished(
+        self,
+        call: str,
+        key: str,
+        drop: bool,
+        also: Callable[[ControlState], None] | None = None,
+    ) -> tuple[bool, str]:
         """Wait until every consumer of this producer's ``key`` finished (``drop``: and
         forget the key, in the same transaction); its segment goes back to the pool. An
         aborted scope ends the wait at once (a dropped key's segment is then closed, not
         recycled: a consumer may still read it). Whether every consumer finished, and the
-        scope's abort message ("": not aborted)."""
+        scope's abort message ("": not aborted). ``also`` changes the state in each of the
+        wait's transactions too (``end_exchange``'s finish of its reads: one transaction
+        fewer)."""
         deadline = Deadline()
 
-        def ready(state: ControlState) -> tuple[bool, str] | None:
+        def ready(state: ControlState) -> tuple[bool, str] | str | None:
+            if also is not None:
+                also(state)
             slot = state.slots.get(key)
             if slot is None or (drop and slot.producer != self.rank):
                 who = " by this participant" if drop else ""
-                raise CommError(f"{call}({key!r}): the key was never set{who}")
+                return f"{call}({key!r}): the key was never set{who}"  # raised once written
             finished, message = all_finished(slot), state.aborted(scope_of(key)) or ""
             if not finished and not message:
                 return None
@@ -327,7 +377,12 @@ class FileTensorStore(TensorStore):
         def missing(state: ControlState) -> str:
             return finish_detail(key, state.slots[key])
 
-        finished, message = self._wait_until(call, deadline, ready, missing, key)
+        outcome = cast(
+            "tuple[bool, str] | str", self._wait_until(call, deadline, ready, missing, key)
+        )
+        if isinstance(outcome, str):
+            raise CommError(outcome)
+        finished, message = outcome
         segment = self._in_use.pop(key, None) if drop or finished else None
         if segment is not None:
             if finished:

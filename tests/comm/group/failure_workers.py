@@ -37,7 +37,7 @@ def inject(group: Any, point: str) -> Callable[[], None]:
         backend._empty = injected_error
         return lambda: setattr(backend, "_empty", empty)
     store = backend._store
-    name = {"publish": "src_set", "read": "dest_get"}[point]
+    name = {"publish": "src_set", "read": "dest_get_many"}[point]
     setattr(store, name, injected_error)  # an attribute of this participant only
     return lambda: delattr(store, name)
 

@@ -16,7 +16,7 @@ import torch
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import StoreKind, TensorStore, open_store
-from dtorch.comm.store.base import Deadline
+from dtorch.comm.store.base import Deadline, KeysTimeoutError
 from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.memory import MemoryTensorStore
 from dtorch.comm.store.network import NetworkTensorStore
@@ -213,6 +213,41 @@ def wait_times_out(kind: str, ns_id: str, key: str, world: int, rank: int, timeo
             store.dest_finish_get("k")
         time.sleep(timeout_s * 2)  # stay open while rank 0 times out
         return None
+
+
+def get_many(kind: str, ns_id: str, key: str, world: int, rank: int, late_s: float):
+    """Rank 0 reads every other rank's key at once; the last rank sets its key ``late_s``
+    after the others. Rank 0 returns the values in the order it asked (last rank first)."""
+    with open_for(kind, ns_id, key, world, rank) as store:
+        store.barrier()
+        if rank:
+            if rank == world - 1:
+                time.sleep(late_s)
+            store.src_set(f"x/{rank}", torch.full((2,), float(rank)), get_count=1)
+            store.end_exchange((), (f"x/{rank}",))
+            return None
+        keys = [f"x/{r}" for r in reversed(range(1, world))]
+        got = [t.tolist() for t in store.dest_get_many(keys)]
+        store.end_exchange(keys, ())
+        return got
+
+
+def get_many_times_out(kind: str, ns_id: str, key: str, world: int, rank: int, timeout_s: float):
+    """Rank 0 reads a key rank 1 set and one nobody sets; returns what its error says and the
+    keys it names as never set."""
+    with open_for(kind, ns_id, key, world, rank) as store:
+        store.barrier()
+        if rank == 1:
+            store.src_set("y/set", torch.ones(1), get_count=1)
+        if rank:
+            time.sleep(timeout_s * 2)  # stay open while rank 0 times out
+            return None
+        try:
+            with GlobalOption.override(comm_timeout_second=timeout_s):
+                store.dest_get_many(["y/set", "y/never"])
+        except KeysTimeoutError as error:
+            return str(error), error.keys
+        return "no timeout", ()
 
 
 def open_with_timeout(kind: str, ns_id: str, key: str, world: int, rank: int, timeout_s: float):

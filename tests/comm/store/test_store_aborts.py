@@ -51,6 +51,10 @@ def _data(store: TensorStore, key: str) -> Any:
     return store.dest_get(key).tolist()
 
 
+def _many(store: TensorStore, key: str) -> Any:
+    return [t.tolist() for t in store.dest_get_many([key, f"{key}-too"])]
+
+
 def _consumers(store: TensorStore, key: str) -> None:
     store.src_set(key, torch.ones(2), get_count=2)
     store.src_wait_until_get_finished(key)
@@ -60,8 +64,11 @@ def _consumers(store: TensorStore, key: str) -> None:
 #: never finish.
 WAITS: dict[str, Callable[[TensorStore, str], Any]] = {
     "dest_get": _data,
+    "dest_get_many": _many,
     "src_wait_until_get_finished": _consumers,
 }
+#: The call an error names, where it is not the wait's own name.
+NAMED = {"dest_get_many": "dest_get"}
 
 
 class _Blocked:
@@ -111,7 +118,7 @@ def test_an_abort_wakes_a_blocked_wait_of_its_scope_at_once(stores, wait):
     assert isinstance(error, PeerFailedError), error
     assert blocked.ended - aborted_at < PROMPT_S
     assert "rank 0 failed: boom" in str(error) and error.reason == "rank 0 failed: boom"
-    assert f"{wait}('op7/x')" in str(error)
+    assert f"{NAMED.get(wait, wait)}('op7/x')" in str(error)
     assert other.thread.is_alive()
     stores[0].src_set("op8/y", torch.arange(3), get_count=1)
     assert other.result() == [0, 1, 2]

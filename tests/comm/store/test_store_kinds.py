@@ -15,6 +15,8 @@ from store_scenarios import (
     expected_allreduce,
     expected_exchanges,
     gather_check,
+    get_many,
+    get_many_times_out,
     hand_over_rank,
     open_for,
     open_with_timeout,
@@ -117,6 +119,19 @@ def test_src_wait_timeout_names_key_and_finished_consumers(kind, namespace, thre
     message = threads(3, lambda r: wait_times_out(kind, ns, "tw", 3, r, 0.5))[0]
     assert "src_wait_until_get_finished timed out after 0.5s" in message
     assert "'k': 1 of 2 consumers finished (ranks [1])" in message
+
+
+def test_dest_get_many_waits_for_every_key(kind, namespace, threads):
+    results = threads(4, lambda r: get_many(kind, namespace.instance_id, "many", 4, r, 0.3))
+    assert results[0] == [[3.0, 3.0], [2.0, 2.0], [1.0, 1.0]]
+
+
+def test_dest_get_many_timeout_names_the_keys_never_set(kind, namespace, threads):
+    ns = namespace.instance_id
+    message, keys = threads(3, lambda r: get_many_times_out(kind, ns, "gm", 3, r, 0.5))[0]
+    assert keys == ("y/never",)
+    assert "dest_get" in message and "timed out after 0.5s" in message
+    assert "'y/never'" in message
 
 
 def test_construction_timeout_names_missing_ranks(kind, namespace):
