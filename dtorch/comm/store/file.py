@@ -22,8 +22,14 @@ How the pieces fit, and why:
   waiter entry, so one of them may wait for the re-check).
   Named pipes would leave files behind; a futex is not reachable from Python.
 * **Exchanges without reset**: ``end_exchange`` (the same-device backend's close of every
-  collective, whose keys carry its sequence number) finishes the keys read in one
-  transaction, then waits for its published keys and drops their slots: no barrier.
+  collective, whose keys carry its sequence number) finishes the keys read in the first
+  transaction of its wait for its published keys, and drops their slots once finished: no
+  barrier. ``dest_get_many`` looks for every peer's key in one transaction per wake-up. So a
+  collective costs each participant three transactions when nobody waits (publish, read,
+  release) - the lock is shared by every participant, and with more processes than cores a
+  holder may be preempted, so each transaction saved is latency saved (4 processes on 2
+  cores, a small all-gather: 7.4 transactions a rank and 2.5 ms before, 4.6 and 1.7-2.0 ms
+  after).
 * **Aborts**: ``abort(scope, message)`` records the scope in the state and wakes every waiter;
   a wait on a key of an aborted scope (a ``dest_get`` of a key never set, a producer waiting
   for its consumers) raises ``PeerFailedError`` instead, and ``end_exchange`` drops the
