@@ -5,11 +5,16 @@ a caller that holds several ranks opens the store once and runs each collective 
 its ranks, so it never waits on itself:
 
 1. publish: ``src_set`` every held rank's input for the other callers (never blocks);
-2. read: ``dest_get`` every other rank's input (blocks only on other callers, which publish
-   before they read anything), check it, and compute the held ranks' outputs directly from all
-   ranks' tensors (``dtorch.comm.group.compute``: whole-tensor torch calls);
-3. release: ``end_exchange``: ``dest_finish_get`` what was read, wait until what was
-   published is finished, and forget those keys. Every exchange has keys of its own (the
+2. read: ``dest_get_many`` of every other rank's input (blocks only on other callers, which
+   publish before they read anything), check it, and compute the held ranks' outputs
+   directly from all ranks' tensors (``dtorch.comm.group.compute``: whole-tensor torch
+   calls);
+3. release: ``release_exchange``: ``dest_finish_get`` what was read, and forget what was
+   published once its consumers have finished - the memory and network stores wait for
+   them here; the file store drops the keys in a later transaction of this caller, so a
+   caller whose outputs are complete does not wait for its slowest reader (its next exchange
+   needs that reader's data anyway, and a caller that only publishes waits in ``src_set``
+   once ``MAX_RELEASED`` exchanges are unread). Every exchange has keys of its own (the
    collective's sequence number is in them), so no barrier is needed between collectives:
    a caller that runs ahead publishes keys nobody confuses with the previous exchange's.
 
@@ -250,8 +255,8 @@ class SameDeviceBackend(GroupBackend):
         read: list[str],
         published: list[str],
     ) -> None:
-        try:
-            store.end_exchange(read, published)  # every key is unique to its exchange
+        try:  # every key is unique to its exchange; a store may drop published ones later
+            store.release_exchange(read, published)
         except PeerFailedError as error:  # keys dropped already
             raise self._peer_failed(collective, error) from None
         except (CommTimeoutError, PeerDiedError) as error:  # a consumer never finished
@@ -470,11 +475,16 @@ class SameDeviceBackend(GroupBackend):
 
     def reset(self) -> None:
         """Every caller is idle: forget the failures, drop any key left by a broken exchange,
-        count exchanges from zero again (every caller resets together)."""
+        count exchanges from zero again (every caller resets together). Idle here means this
+        caller's work is done; a peer may still be reading what its last exchanges published
+        (``release_exchange`` did not wait for that), so those keys are waited for first -
+        dropped at once if their scope failed, given up if a reader died."""
         self._broken = ""
         self._seq, self._scope, self._in_scope = 0, "", 0
         self._resets += 1
         if self._store is not None:
+            with contextlib.suppress(CommError):
+                self._store.flush()
             with contextlib.suppress(CommError):
                 self._store.discard()
 

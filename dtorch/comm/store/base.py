@@ -255,6 +255,18 @@ class TensorStore(ABC):
         self._forget_exchange(published)
         raise_if_aborted(self, "end_exchange", (*read, *published), failed)
 
+    def release_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
+        """``end_exchange``, except that a store may return before the consumers of
+        ``published`` have finished and drop those keys later (the file store: in its next
+        transactions, or ``flush``); the default waits, as ``end_exchange`` does. Either way
+        the keys are never used again, and a store drops each only once its consumers have
+        finished or its scope was aborted."""
+        self.end_exchange(read, published)
+
+    def flush(self, seconds: float | None = None) -> None:  # noqa: B027  (a no-op by default)
+        """Wait until every key this participant released with ``release_exchange`` is
+        finished and dropped (nothing to do where ``release_exchange`` waits)."""
+
     def _forget_exchange(self, published: Sequence[str]) -> None:
         """After ``end_exchange`` waited for them: drop this participant's ``published`` keys
         (the default: ``reset``, with every participant)."""

@@ -100,6 +100,15 @@ T = TypeVar("T")
 #: between two looks at the members' processes while a wait lasts.
 _RECHECK_S = 0.5
 
+#: Keys a participant released without waiting (``release_exchange``) whose consumers have not
+#: all finished, at most: the next ``src_set`` waits for the oldest first, so a producer that
+#: only publishes (a broadcast's source) stays within this many exchanges of its consumers.
+MAX_RELEASED = 4
+
+#: How long ``close`` waits for the consumers of the keys released without waiting (a live one
+#: finishes within milliseconds; a dead one is seen within ``_RECHECK_S``).
+_CLOSE_WAIT_S = 5.0
+
 #: A dead member, as the errors name it: (rank, pid).
 DeadMember = tuple[int, int]
 
@@ -127,6 +136,7 @@ class FileTensorStore(TensorStore):
         self._pool = SegmentPool() if pool is None else pool
         self._peers = PeerMaps()
         self._in_use: dict[str, Segment] = {}
+        self._released: dict[str, None] = {}  # published, released without waiting; oldest first
         self._local = threading.Lock()  # one participant, several threads: flock is per fd
 
     @classmethod
@@ -188,6 +198,8 @@ class FileTensorStore(TensorStore):
             raise CommError(f"{self!r} is closed")
         with self._local, control.transaction(deadline.at) as state:
             yield state
+            if self._released:
+                self._drop_released(state)
         if state.notify or state.touched:
             for address in state.wake_addresses(self.rank):
                 self._wake.wake(address)
@@ -230,6 +242,9 @@ class FileTensorStore(TensorStore):
 
     def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:
         check_set(key, tensor, get_count, self.world_size)
+        oldest = next(iter(self._released), None)  # (another thread may empty it meanwhile)
+        if oldest is not None and len(self._released) >= MAX_RELEASED:  # readers far behind
+            self._await_finished("src_set", oldest, True, released=True)
         segment = self._pool.acquire(tensor.nbytes)
         tensor_view(segment.buffer, 0, tensor.dtype, tuple(tensor.shape)).copy_(tensor)
         slot = SlotRecord(
@@ -349,12 +364,56 @@ class FileTensorStore(TensorStore):
         if failed:
             raise peer_failed_error(self, "end_exchange", (*read, *published)[0], failed)
 
+    def release_exchange(self, read: Sequence[str], published: Sequence[str]) -> None:
+        """``end_exchange`` without waiting for the consumers of ``published``: one
+        transaction finishes the keys read and hands the published ones to this participant's
+        later transactions, which drop each once its consumers have finished (and recycle its
+        segment) - or ``flush``, ``discard`` and ``close`` do. A participant that both
+        publishes and reads in every exchange is never more than one exchange ahead of its
+        consumers; one that only publishes waits in ``src_set`` once ``MAX_RELEASED`` keys
+        are still being read. ``PeerFailedError`` if the exchange's scope was aborted."""
+        for key in (*read, *published):
+            check_key(key)
+        with self._txn(Deadline()) as state:
+            for key in read:
+                _finish(state, key, self.rank)
+            self._released.update(dict.fromkeys(published))  # the drop at its end sees them
+            failed = _abort_of(state, (*read, *published))
+        if failed:
+            raise peer_failed_error(self, "end_exchange", (*read, *published)[0], failed)
+
+    def flush(self, seconds: float | None = None) -> None:
+        """Wait until the consumers of every key released without waiting have finished,
+        and drop those keys (an aborted scope's are dropped at once). ``seconds`` bounds each
+        wait (default: the comm timeout); a consumer that died raises ``PeerDiedError``."""
+        while (oldest := next(iter(self._released), None)) is not None:
+            self._await_finished("flush", oldest, True, seconds=seconds, released=True)
+
+    def _drop_released(self, state: ControlState) -> None:
+        """In every transaction: drop the released keys whose consumers have all finished
+        (their segments go back to the pool) or whose scope was aborted (their segments are
+        closed: a consumer may still be reading)."""
+        for key in list(self._released):
+            slot = state.slots.get(key)
+            finished = slot is not None and all_finished(slot)
+            if slot is not None and not finished and state.aborted(scope_of(key)) is None:
+                continue
+            del self._released[key]
+            if slot is not None:
+                del state.slots[key]
+                state.dirty = True
+            segment = self._in_use.pop(key, None)
+            if segment is not None:
+                self._pool.release(segment) if finished else segment.close()
+
     def _await_finished(
         self,
         call: str,
         key: str,
         drop: bool,
         also: Callable[[ControlState], None] | None = None,
+        seconds: float | None = None,
+        released: bool = False,
     ) -> tuple[bool, str]:
         """Wait until every consumer of this producer's ``key`` finished (``drop``: and
         forget the key, in the same transaction); its segment goes back to the pool. An
@@ -362,13 +421,17 @@ class FileTensorStore(TensorStore):
         recycled: a consumer may still read it). Whether every consumer finished, and the
         scope's abort message ("": not aborted). ``also`` changes the state in each of the
         wait's transactions too (``end_exchange``'s finish of its reads: one transaction
-        fewer)."""
-        deadline = Deadline()
+        fewer); ``seconds`` bounds the wait (default: the comm timeout); ``released``: a key
+        of ``release_exchange``, which the drop at the end of a transaction may have taken."""
+        deadline = Deadline(seconds)
 
         def ready(state: ControlState) -> tuple[bool, str] | str | None:
             if also is not None:
                 also(state)
             slot = state.slots.get(key)
+            if slot is None and released:  # another thread's transaction dropped it
+                self._released.pop(key, None)
+                return True, ""
             if slot is None or (drop and slot.producer != self.rank):
                 who = " by this participant" if drop else ""
                 return f"{call}({key!r}): the key was never set{who}"  # raised once written
@@ -378,6 +441,7 @@ class FileTensorStore(TensorStore):
             if drop:
                 del state.slots[key]
                 state.dirty = True
+                self._released.pop(key, None)  # not the sweep's any more: the caller's
             return finished, message
 
         def missing(state: ControlState) -> str:
@@ -459,6 +523,8 @@ class FileTensorStore(TensorStore):
         if control is None:
             return
         if self._joined:
+            with contextlib.suppress(CommError):  # a consumer that died or hangs: close anyway
+                self.flush(_CLOSE_WAIT_S)
             with contextlib.suppress(CommError):
                 self._leave()
         self._control = None

@@ -73,9 +73,32 @@ def call(collective: str, group: Any, held: list[int], world: int) -> Any:
     return group.broadcast(inputs, src=src)
 
 
+def expected_output(collective: str, world: int) -> list[float]:
+    """What ``call`` gives every rank, by torch on the full tensors (the scenarios' oracle for
+    a caller that finished its collective although a peer failed)."""
+    inputs = [torch.full((4,), float(r + 1)) for r in range(world)]
+    if collective == "all_gather":
+        return torch.cat(inputs).tolist()
+    if collective == "all_reduce":
+        return torch.stack(inputs).sum(0).tolist()
+    if collective == "all_reduce_split":
+        return torch.full((1 << 18,), float(sum(range(1, world + 1)))).tolist()
+    return inputs[world - 1 if collective == "broadcast_from_failing" else 0].tolist()
+
+
+def outputs(result: dict[int, torch.Tensor]) -> dict[int, list[float]]:
+    return {r: t.tolist() for r, t in result.items()}
+
+
 def gather_after(group: Any, held: list[int]) -> dict[int, list[float]]:
-    """The collective that must work after the failure: an all-gather of each rank's id."""
+    """The collective that must work after the failure: an all-gather of each rank's id.
+    Then the caller waits until its readers have finished with what it published (a file
+    store drops such keys later, see ``release_exchange``), so that whatever the store still
+    holds afterwards was left behind by the failure."""
     out = group.all_gather({r: torch.full((2,), float(r)) for r in held}, dim=0)
+    store = group._backend._store
+    if store is not None:
+        store.flush()
     return {r: t.tolist() for r, t in out.items()}
 
 
@@ -92,9 +115,10 @@ class FailureJob:
     timeout_s: float = 60.0
 
 
-def run_failure_job(job: FailureJob) -> tuple[str, str, float, dict[int, list[float]], list[str]]:
-    """The caller's outcome (error class name and message, or "ok"), how long the failed
-    collective took, the all-gather after it, and what its store still holds at the end."""
+def run_failure_job(job: FailureJob) -> tuple[Any, ...]:
+    """The caller's outcome (error class name and message, or "ok" and its outputs), how long
+    the failed collective took, the all-gather after it, and what its store still holds at
+    the end."""
     from dtorch.comm.group import CommTopology, ThreadGroupManager
     from dtorch.comm.namespace import CommNamespace
     from dtorch.options import GlobalOption
@@ -111,7 +135,7 @@ def run_failure_job(job: FailureJob) -> tuple[str, str, float, dict[int, list[fl
         start = time.monotonic()
         kind, message = "ok", ""
         try:
-            call(job.collective, group, job.held, world)
+            message = str(outputs(call(job.collective, group, job.held, world)))
         except Exception as error:
             kind, message = type(error).__name__, str(error)
         elapsed = time.monotonic() - start

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -147,3 +149,32 @@ def test_each_thread_may_own_its_manager() -> None:
 
     results = on_threads([[0], [1, 2]], caller)
     assert all(t.tolist() == [0, 1, 2] for out in results for t in out.values())
+
+
+def test_a_reset_right_after_a_callers_last_exchange_waits_for_its_slow_reader(
+    namespace: CommNamespace,
+) -> None:
+    """A file store's caller does not wait for its readers (``release_exchange``): a worker's
+    reset, which comes once its own work is done, must not take away a key that a slower
+    peer has yet to read (the peer would wait for it until the comm timeout)."""
+    topology = CommTopology.threads([[0], [1]])
+    value = torch.arange(6.0)
+    with (
+        GlobalOption.override(comm_timeout_second=10.0),
+        ThreadGroupManager(topology, namespace=namespace, backend=BackendKind.STORE_FILE) as m,
+    ):
+
+        def caller(rank: int) -> list[float]:
+            group = m.get_group("cpu", [0, 1], [rank])
+            if rank == 0:
+                group.broadcast({0: value}, src=0)
+                group.reset()  # this caller's work is done; its reader's is not
+                return []
+            time.sleep(0.5)
+            start = time.monotonic()
+            out = group.broadcast({1: torch.zeros(6)}, src=0)[1].tolist()
+            assert time.monotonic() - start < 2.0
+            return out
+
+        results = on_threads([0, 1], caller)
+    assert results[1] == value.tolist()

@@ -18,6 +18,7 @@ from store_scenarios import (
     get_many,
     get_many_times_out,
     hand_over_rank,
+    held_slots,
     open_for,
     open_with_timeout,
     stack_names,
@@ -226,3 +227,90 @@ def test_mismatched_world_size_and_duplicate_rank_are_refused(kind, namespace):
     for thread in waiting:
         thread.join(10)
         assert not thread.is_alive()
+
+
+def test_release_exchange_forgets_the_published_keys_once_read(kind, namespace, threads):
+    # on every store: the keys are gone once the consumer has read and finished them (the
+    # memory and network stores wait for it in release_exchange; the file store drops them
+    # in a later transaction of the producer, or flush)
+    def rank_fn(rank: int):
+        with open_for(kind, namespace.instance_id, "rel", 2, rank) as store:
+            if rank == 0:
+                for i in range(3):
+                    store.src_set(f"e{i}/x", torch.full((3,), float(i)), get_count=1)
+                    store.release_exchange((), (f"e{i}/x",))
+                store.flush()
+                left = held_slots(store)
+                store.barrier()
+                return left
+            got = []
+            for i in range(3):
+                (tensor,) = store.dest_get_many([f"e{i}/x"])
+                got.append(tensor.tolist())
+                store.release_exchange((f"e{i}/x",), ())
+            store.barrier()
+            return got
+
+    left, got = threads(2, rank_fn)
+    assert got == [[float(i)] * 3 for i in range(3)]
+    assert left in (0, None)  # None: a network store's other rank cannot see the slots
+
+
+def test_file_store_release_does_not_wait_for_readers_and_recycles_their_segment(
+    namespace, threads
+):
+    read = threading.Event()
+
+    def rank_fn(rank: int):
+        with open_for("file", namespace.instance_id, "relf", 2, rank) as store:
+            if rank == 1:
+                assert read.wait(10)  # the producer released its key before this read it
+                (tensor,) = store.dest_get_many(["a/x"])
+                value = tensor.tolist()
+                store.release_exchange(("a/x",), ())
+                store.barrier()
+                return value
+            store.src_set("a/x", torch.arange(4.0), get_count=1)
+            first = store._in_use["a/x"].locator()
+            store.release_exchange((), ("a/x",))  # returns at once
+            read.set()
+            store.barrier()  # the reader has finished: a transaction of the barrier drops a/x
+            store.src_set("b/x", torch.ones(4), get_count=1)  # in a/x's segment, recycled
+            second = store._in_use["b/x"].locator()
+            store.release_exchange((), ("b/x",))
+            store.discard()
+            return first == second, held_slots(store)
+
+    (recycled, left), value = threads(2, rank_fn)
+    assert value == [0.0, 1.0, 2.0, 3.0]
+    assert recycled and left == 0
+
+
+def test_file_store_producer_waits_once_too_many_keys_are_unread(namespace, threads):
+    from dtorch.comm.store.file import MAX_RELEASED
+
+    released_at: list[float] = []
+
+    def rank_fn(rank: int):
+        with open_for("file", namespace.instance_id, "relw", 2, rank) as store:
+            if rank == 1:
+                time.sleep(0.5)  # the producer runs ahead meanwhile
+                start = time.monotonic()
+                for i in range(MAX_RELEASED + 1):
+                    (tensor,) = store.dest_get_many([f"k{i}/x"])
+                    assert tensor.tolist() == [float(i)]
+                    store.release_exchange((f"k{i}/x",), ())
+                store.barrier()
+                return start
+            for i in range(MAX_RELEASED + 1):
+                store.src_set(f"k{i}/x", torch.full((1,), float(i)), get_count=1)
+                released_at.append(time.monotonic())
+                store.release_exchange((), (f"k{i}/x",))
+            store.flush()
+            store.barrier()
+            return held_slots(store)
+
+    left, reader_started = threads(2, rank_fn)
+    # the first MAX_RELEASED went out at once; the next one waited for the reader
+    assert released_at[MAX_RELEASED - 1] < reader_started <= released_at[MAX_RELEASED]
+    assert left == 0
