@@ -17,8 +17,9 @@ and 4, and (S(0), S(1))->(R, R) on a 2x2 mesh, each on float32 [1024, 1024] and 
   after warm-up. Each row's result is checked once against the full torch tensor, so a wrong
   result cannot pass as a fast one.
 * dtorch, process mode: the same on a graph leased from a WorkerPool of one worker process
-  per rank of the row's world size (so the ranks exchange through Gloo, like DTensor's), one
-  torch thread per worker; the pool sleeps while DTensor runs and the other way round.
+  per rank of the row's world size (one process per rank, as DTensor's; the workers exchange
+  through the file store's shared memory, the pool's default), one torch thread per worker;
+  the pool sleeps while DTensor runs and the other way round.
 
 The ratios are DTensor ms / dtorch ms; the targets: at least 3 in thread mode (issue 4) and
 at least 2 in process mode, on every row. The machine is shared: the load average is printed
