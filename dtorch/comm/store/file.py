@@ -21,15 +21,19 @@ How the pieces fit, and why:
   half-second re-check backs that up anyway (threads sharing one participant share its one
   waiter entry, so one of them may wait for the re-check).
   Named pipes would leave files behind; a futex is not reachable from Python.
-* **Exchanges without reset**: ``end_exchange`` (the same-device backend's close of every
-  collective, whose keys carry its sequence number) finishes the keys read in the first
-  transaction of its wait for its published keys, and drops their slots once finished: no
-  barrier. ``dest_get_many`` looks for every peer's key in one transaction per wake-up. So a
+* **Exchanges without reset**: every key of an exchange is unique to it (the same-device
+  backend puts the collective's sequence number in it), so no barrier is needed between
+  exchanges. ``dest_get_many`` looks for every peer's key in one transaction per wake-up.
+  ``release_exchange`` (the backend's close of every collective) finishes the keys read in
+  one transaction and leaves the published ones to this participant's later transactions,
+  each of which drops those whose consumers have finished (``MAX_RELEASED`` bounds how many
+  may wait; ``flush`` waits for them all); ``end_exchange`` waits for them instead. So a
   collective costs each participant three transactions when nobody waits (publish, read,
-  release) - the lock is shared by every participant, and with more processes than cores a
-  holder may be preempted, so each transaction saved is latency saved (4 processes on 2
-  cores, a small all-gather: 7.4 transactions a rank and 2.5 ms before, 4.6 and 1.7-2.0 ms
-  after).
+  release) and never waits for its slowest reader - the lock is shared by every participant,
+  and with more processes than cores a holder may be preempted, so each transaction saved is
+  latency saved (4 processes on 2 cores, a small all-gather: 7.4 transactions a rank and
+  2.5 ms with a transaction per key read and a wait for the readers, 3.8 and 1.2-1.5 ms
+  now).
 * **Aborts**: ``abort(scope, message)`` records the scope in the state and wakes every waiter;
   a wait on a key of an aborted scope (a ``dest_get`` of a key never set, a producer waiting
   for its consumers) raises ``PeerFailedError`` instead, and ``end_exchange`` drops the
