@@ -56,7 +56,7 @@ Example (one caller holding every rank: no store, no waiting):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import torch
@@ -124,6 +124,7 @@ class SameDeviceBackend(GroupBackend):
         self._seq = 0  # exchanges outside any runtime scope (since the last reset)
         self._resets = 0
         self._scope, self._in_scope = "", 0  # the last runtime scope, and its exchanges so far
+        self._pinned = ""  # the scope of a collective of several exchanges outside any
         held = set(info.ranks)
         self._remote = tuple(r for r in range(info.world_size) if r not in held)
         self._store: TensorStore | None = None
@@ -178,15 +179,38 @@ class SameDeviceBackend(GroupBackend):
     def _next(self, collective: str) -> tuple[str, str]:
         """The scope of the next exchange and its name (the prefix of its keys): in a
         runtime scope its collective and index there; outside any, its own sequence number."""
-        scope = self._scopes.current_scope() if self._scopes is not None else ""
+        scope = self._runtime_scope() or self._pinned
         if not scope:  # named after the resets too: no abort of before one reaches it
-            seq, self._seq = self._seq, self._seq + 1
-            name = f"{collective}#{self._resets}.{seq}"
+            name = self._own_name(collective)
             return name, name
         if scope != self._scope:
             self._scope, self._in_scope = scope, 0
         index, self._in_scope = self._in_scope, self._in_scope + 1
         return scope, f"{scope}/{collective}#{index}"
+
+    def _runtime_scope(self) -> str:
+        return self._scopes.current_scope() if self._scopes is not None else ""
+
+    def _own_name(self, collective: str) -> str:
+        """The name of an exchange outside any runtime scope: its own sequence number."""
+        seq, self._seq = self._seq, self._seq + 1
+        return f"{collective}#{self._resets}.{seq}"
+
+    @contextlib.contextmanager
+    def _one_scope(self, collective: str) -> Iterator[None]:
+        """The exchanges of the block share one scope, also outside a runtime scope (where
+        each exchange would be a scope of its own): a caller that fails in the first aborts
+        the scope, and so reaches peers that already went on to the next - a peer need not
+        wait for its readers (``release_exchange``), so it may not see the abort in the first.
+        """
+        if self._runtime_scope():
+            yield
+            return
+        self._pinned = self._own_name(collective)
+        try:
+            yield
+        finally:
+            self._pinned = ""
 
     def _publish(self, store: TensorStore, collective: str, key: str, tensor: torch.Tensor) -> None:
         try:
@@ -375,17 +399,17 @@ class SameDeviceBackend(GroupBackend):
         shape = self._first(inputs).shape
         flat = {r: t.contiguous() for r, t in inputs.items()}
         world, ranks = self._info.world_size, self._info.ranks
-        partial = self._exchange(
-            "all_reduce",
-            flat,
-            self._remote,
-            check,
-            lambda all_: compute.reduce_scatter_outputs(
-                [t.reshape(-1) for t in self._local(all_)], 0, op, ranks, self._empty
-            ),
-        )
-        sizes = chunk_sizes(shape.numel(), world)
-        gathered = self.all_gather(partial, 0, sizes)
+        with self._one_scope("all_reduce"):
+            partial = self._exchange(
+                "all_reduce",
+                flat,
+                self._remote,
+                check,
+                lambda all_: compute.reduce_scatter_outputs(
+                    [t.reshape(-1) for t in self._local(all_)], 0, op, ranks, self._empty
+                ),
+            )
+            gathered = self.all_gather(partial, 0, chunk_sizes(shape.numel(), world))
         return {r: t.view(shape) for r, t in gathered.items()}
 
     def all_gather(self, inputs: RankTensors, dim: int, sizes: tuple[int, ...]) -> RankTensors:

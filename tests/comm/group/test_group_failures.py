@@ -297,3 +297,40 @@ def test_a_gloo_rank_is_told_of_a_failure_in_its_scope_and_reset_rebuilds_the_gr
         kind, message = found["refused"]
         assert kind == "CommError" and "unusable after an earlier failure" in message
         assert found["after"] == [2.0, 2.0]
+
+
+def test_a_caller_failing_late_in_a_split_all_reduce_stops_peers_already_in_its_second_round(
+    namespace: CommNamespace,
+) -> None:
+    """A file store's callers do not wait for their readers, so peers may finish the
+    reduce-scatter round and wait in the all-gather round before the failing caller fails
+    in the first: both rounds share one scope, whose abort reaches them there."""
+    layout = [[0], [1], [2]]
+    ids = device_ids(3)
+    topology = CommTopology.threads([[ids[r] for r in c] for c in layout])
+    with (
+        GlobalOption.override(comm_timeout_second=TIMEOUT_S),
+        ThreadGroupManager(
+            topology, namespace=namespace, backend=BackendKind.STORE_FILE
+        ) as manager,
+    ):
+
+        def caller(held: list[int]):
+            group = manager.get_group("cpu", ids, [ids[r] for r in held])
+            if held == [2]:  # fails computing its chunk, once the others have gone on
+                group._backend._empty = lambda *a, **k: (time.sleep(0.5), injected_error())
+            start = time.monotonic()
+            try:
+                call("all_reduce_split", group, held, 3)
+                error: Exception | None = None
+            except Exception as raised:
+                error = raised
+            return error, time.monotonic() - start
+
+        results = on_threads(layout, caller)
+    for held, (error, elapsed) in zip(layout, results, strict=True):
+        assert elapsed < FAST_S, (held, error)
+        if held == [2]:
+            assert isinstance(error, OSError) and INJECTED in str(error), error
+        else:
+            assert isinstance(error, PeerFailedError) and INJECTED in str(error), error
