@@ -24,26 +24,30 @@ all-gather, when that moves fewer bytes per caller than every caller reducing ev
 A caller that holds every rank opens no store and computes at once. Each caller reads every
 published tensor once for all its ranks, so with a memory store a collective costs the output
 copies and nothing else; with a file store the producer's one copy into shared memory is added.
-Failures never leave the other callers waiting: whatever fails on one caller at any point of
-an exchange (its publish, a read, the check of a peer's tensor, the computation, the release)
+Failures never leave the other callers waiting: whatever fails on one caller at any point of an
+exchange (its publish, a read, the check of a peer's tensor, the computation, the release)
 aborts the exchange's *scope* in the store (``TensorStore.abort``) before it is raised there;
 every other caller's wait on a key of that scope then raises ``PeerFailedError`` at once, and
 every caller drops its keys of the exchange, so the group stays usable. The scope is the
 runtime's operator (``ScopeSource``: exchanges are named ``<scope>/<collective>#<index>``,
 counted from zero in each scope, so callers that left a failed operator at different points
 line up again at the next one), or, outside any, the exchange itself
-(``<collective>#<resets>.<n>``). In a runtime scope the manager aborts it on every group of the
-caller (``fail_scope``), because its peers may be waiting in a later collective of the operator
-on another group. A broadcast's destinations read nothing from each other: one that fails
-tells the source, not the other destinations (whose data is sound). A caller that times out
-aborts the scope too, so a late peer fails at once instead of waiting in turn. A caller that
-sees another caller's process die (the file store's ``PeerDiedError``, within about a second)
-or a barrier time out breaks the group until the runtime resets it (``reset``, when every
-caller is idle): its rounds can no longer line up with the others'. Across hosts (the network
-store) a failure is told the same way, through the store's coordinator; only a dead caller is
-seen at the comm timeout (no pid of another host can be looked at). A store that carried no
-aborts would leave the others to see a failure at the comm timeout, and a timeout would break
-the group (``_abandon_untold``).
+(``<collective>#<resets>.<n>``; both rounds of a split all-reduce share one). A peer that had
+every tensor it needed before the failing caller failed may finish instead (the file store's
+callers do not wait for their readers): its outputs are sound, and the failing caller keeps
+taking part in later collectives (the runtime's devices do, with stand-ins for failed inputs),
+so nobody waits for it there either. In a runtime scope the manager aborts it on every group of
+the caller (``fail_scope``), because its peers may be waiting in a later collective of the
+operator on another group. A broadcast's destinations read nothing from each other: one that
+fails tells the source, not the other destinations (whose data is sound). A caller that times
+out aborts the scope too, so a late peer fails at once instead of waiting in turn. A caller
+that sees another caller's process die (the file store's ``PeerDiedError``, within about a
+second) or a barrier time out breaks the group until the runtime resets it (``reset``, when
+every caller is idle): its rounds can no longer line up with the others'. Across hosts (the
+network store) a failure is told the same way, through the store's coordinator; only a dead
+caller is seen at the comm timeout (no pid of another host can be looked at). A store that
+carried no aborts would leave the others to see a failure at the comm timeout, and a timeout
+would break the group (``_abandon_untold``).
 
 Example (one caller holding every rank: no store, no waiting):
     >>> import torch
