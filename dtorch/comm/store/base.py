@@ -193,8 +193,6 @@ class TensorStore(ABC):
         for key in keys:
             try:
                 got.append(self.dest_get(key))
-            except KeysTimeoutError:
-                raise
             except CommTimeoutError as error:
                 raise KeysTimeoutError(str(error), (key,)) from None
         return got

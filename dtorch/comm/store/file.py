@@ -349,22 +349,14 @@ class FileTensorStore(TensorStore):
         ``PeerFailedError`` once they are gone."""
         for key in (*read, *published):
             check_key(key)
-        unfinished, told = list(read), [""]
-
-        def finish_reads(state: ControlState) -> None:  # once, in the first transaction
-            if unfinished:
-                for key in unfinished:
-                    _finish(state, key, self.rank)
-                told[0] = _abort_of(state, unfinished)
-                unfinished.clear()
-
-        if not published:
-            with self._txn(Deadline()) as state:
-                finish_reads(state)
         failed = ""
+        if read:
+            with self._txn(Deadline()) as state:
+                for key in read:
+                    _finish(state, key, self.rank)
+                failed = _abort_of(state, read)
         for key in published:
-            failed = self._await_finished("end_exchange", key, True, finish_reads)[1] or failed
-        failed = failed or told[0]
+            failed = self._await_finished("end_exchange", key, drop=True)[1] or failed
         if failed:
             raise peer_failed_error(self, "end_exchange", (*read, *published)[0], failed)
 
@@ -415,7 +407,6 @@ class FileTensorStore(TensorStore):
         call: str,
         key: str,
         drop: bool,
-        also: Callable[[ControlState], None] | None = None,
         seconds: float | None = None,
         released: bool = False,
     ) -> tuple[bool, str]:
@@ -423,22 +414,19 @@ class FileTensorStore(TensorStore):
         forget the key, in the same transaction); its segment goes back to the pool. An
         aborted scope ends the wait at once (a dropped key's segment is then closed, not
         recycled: a consumer may still read it). Whether every consumer finished, and the
-        scope's abort message ("": not aborted). ``also`` changes the state in each of the
-        wait's transactions too (``end_exchange``'s finish of its reads: one transaction
-        fewer); ``seconds`` bounds the wait (default: the comm timeout); ``released``: a key
-        of ``release_exchange``, which the drop at the end of a transaction may have taken."""
+        scope's abort message ("": not aborted). ``seconds`` bounds the wait (default: the
+        comm timeout); ``released``: a key of ``release_exchange``, which the drop at the end
+        of a transaction may have taken."""
         deadline = Deadline(seconds)
 
-        def ready(state: ControlState) -> tuple[bool, str] | str | None:
-            if also is not None:
-                also(state)
+        def ready(state: ControlState) -> tuple[bool, str] | None:
             slot = state.slots.get(key)
             if slot is None and released:  # another thread's transaction dropped it
                 self._released.pop(key, None)
                 return True, ""
             if slot is None or (drop and slot.producer != self.rank):
                 who = " by this participant" if drop else ""
-                return f"{call}({key!r}): the key was never set{who}"  # raised once written
+                raise CommError(f"{call}({key!r}): the key was never set{who}")
             finished, message = all_finished(slot), state.aborted(scope_of(key)) or ""
             if not finished and not message:
                 return None
@@ -451,12 +439,7 @@ class FileTensorStore(TensorStore):
         def missing(state: ControlState) -> str:
             return finish_detail(key, state.slots[key])
 
-        outcome = cast(
-            "tuple[bool, str] | str", self._wait_until(call, deadline, ready, missing, key)
-        )
-        if isinstance(outcome, str):
-            raise CommError(outcome)
-        finished, message = outcome
+        finished, message = self._wait_until(call, deadline, ready, missing, key)
         segment = self._in_use.pop(key, None) if drop or finished else None
         if segment is not None:
             if finished:
