@@ -59,6 +59,7 @@ from dtorch.ir.report import InputsDone, WorkerFailureReport
 from dtorch.options import GlobalOption, Options
 from dtorch.runtime.board import FailureBoard
 from dtorch.runtime.handlers import StreamServices
+from dtorch.runtime.heap import keep_freed_memory
 from dtorch.runtime.host import DeviceHost, PartyLayout
 from dtorch.runtime.process.addressing import concerns, unpack_ids
 from dtorch.runtime.process.board import SharedFailureBoard
@@ -338,6 +339,7 @@ def main(argv: list[str]) -> int:
     watch = ControllerWatch(args)
     threading.Thread(target=watch.exit_when_gone, name="watch", daemon=True).start()
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # kernels reuse freed tensors' pages (dtorch.runtime.heap)
     if args.device_type == "cuda":
         torch.cuda.set_device(args.index)
     status = EXIT_FATAL

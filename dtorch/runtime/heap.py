@@ -1,0 +1,50 @@
+"""Worker processes keep the memory their kernels free, for the next kernel to reuse.
+
+A kernel allocates its outputs fresh and the stream frees them a few operators later, so a
+worker allocates and frees tensors of the same few sizes over and over. glibc's malloc serves
+an allocation of at least ``M_MMAP_THRESHOLD`` (128 KiB at start) with a new ``mmap`` and
+returns the heap's free top to the system once it exceeds ``M_TRIM_THRESHOLD``; both ways the
+next tensor of that size starts on pages the kernel must fault in and zero, one 4 KiB page at a
+time. glibc raises both thresholds itself as large blocks are freed, but not in a worker's
+kernel stream threads: a tensor-parallel Llama forward of ``benchmarks/models.py`` (tp=2,
+process mode) took some 2,600 page faults per forward in one worker, about 8 ms of its 45 ms
+of CPU (some 3 us a fault on the development machine). Set to where glibc's own adjustment
+ends (``MMAP_THRESHOLD``, the largest it allows on 64-bit, and twice that to trim), the faults
+fall to a few hundred and the forward's CPU by about 10%.
+
+Only worker processes do this, at start: a thread-mode graph runs in the user's process,
+whose allocator settings are the user's. Blocks of ``MMAP_THRESHOLD`` or more still come from
+``mmap`` and go back on free, so a worker keeps at most about ``TRIM_THRESHOLD`` of free heap
+per arena beyond what its tensors use. Where the C library has no ``mallopt`` (macOS) or
+ignores it (musl), nothing changes.
+
+Example:
+    >>> keep_freed_memory() in (True, False)  # True with glibc
+    True
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+#: ``mallopt`` parameters (``<malloc.h>``).
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+#: Blocks below this come from the heap: glibc's ceiling for its dynamic threshold on 64-bit
+#: (``DEFAULT_MMAP_THRESHOLD_MAX``); a larger value is refused.
+MMAP_THRESHOLD = 32 * 1024 * 1024
+#: Free heap kept before trimming: twice the mmap threshold, as glibc's own adjustment sets it.
+TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
+
+
+def keep_freed_memory() -> bool:
+    """Make this process's malloc keep freed blocks below ``MMAP_THRESHOLD`` for reuse (see
+    the module docstring); whether the C library took both settings."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the C library this process already runs on
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    mmap_set = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+    return mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and mmap_set
