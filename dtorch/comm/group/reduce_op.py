@@ -70,6 +70,19 @@ _COMBINE: dict[ReduceOp, Callable[..., torch.Tensor]] = {
 }
 
 
+def on_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device``: itself when it is there already. ``Tensor.to`` would return it
+    too, but only after releasing the GIL, which a kernel stream of thread mode must then win
+    back from the other threads (up to the interpreter's switch interval each time).
+
+    Example:
+        >>> t = torch.ones(2)
+        >>> on_device(t, t.device) is t
+        True
+    """
+    return tensor if tensor.device == device else tensor.to(device)
+
+
 def reduce_tensors(
     tensors: Sequence[torch.Tensor], op: ReduceOp, out: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -81,9 +94,10 @@ def reduce_tensors(
         acc.copy_(first)
     else:
         combine = _COMBINE[op]
-        combine(first.to(acc.device), tensors[1].to(acc.device), out=acc)
+        device = acc.device
+        combine(on_device(first, device), on_device(tensors[1], device), out=acc)
         for value in tensors[2:]:
-            combine(acc, value.to(acc.device), out=acc)
+            combine(acc, on_device(value, device), out=acc)
     finish_average(acc, op, len(tensors))
     return acc
 

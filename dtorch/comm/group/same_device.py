@@ -68,7 +68,7 @@ import torch
 from dtorch.comm.group import compute
 from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors, ScopeSource
 from dtorch.comm.group.buffers import EmptyFn, torch_empty
-from dtorch.comm.group.reduce_op import ReduceOp
+from dtorch.comm.group.reduce_op import ReduceOp, on_device
 from dtorch.comm.store import TensorStore
 from dtorch.comm.store.base import KeysTimeoutError, PeerFailedError
 from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
@@ -352,7 +352,7 @@ class SameDeviceBackend(GroupBackend):
     def _local(self, tensors: dict[int, torch.Tensor]) -> list[torch.Tensor]:
         """All ranks' tensors in rank order, moved to the device of this caller's first rank."""
         device = tensors[self._info.ranks[0]].device
-        return [tensors[r].to(device) for r in range(self._info.world_size)]
+        return [on_device(tensors[r], device) for r in range(self._info.world_size)]
 
     # --- peer checks ---------------------------------------------------------------------
 
@@ -479,7 +479,7 @@ class SameDeviceBackend(GroupBackend):
             need,
             check,
             lambda all_: compute.broadcast_outputs(
-                all_[src].to(device), self._info.ranks, self._empty
+                on_device(all_[src], device), self._info.ranks, self._empty
             ),
         )
 

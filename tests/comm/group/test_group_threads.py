@@ -65,3 +65,32 @@ def test_large_all_reduce_over_many_callers(layout: list[list[int]], op: str) ->
     check_outputs(case, outputs)
     first = outputs[0]
     assert all(torch.equal(first, out) for out in outputs.values())
+
+
+def test_collectives_on_one_caller_move_nothing_already_on_its_device() -> None:
+    """``Tensor.to`` of a tensor already on the device returns it, but releases the GIL on
+    the way, which a thread-mode kernel stream must then win back from the other threads:
+    the collectives of one caller leave such tensors alone (and still match torch)."""
+    from torch.overrides import TorchFunctionMode
+
+    from dtorch.comm.group import CommTopology, ThreadGroupManager
+    from dtorch.comm.group.reduce_op import ReduceOp
+
+    moved: list[object] = []
+
+    class Moves(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if func is torch.Tensor.to:
+                moved.append(args[0])
+            return func(*args, **(kwargs or {}))
+
+    inputs = {r: torch.arange(6.0) * (r + 1) for r in range(3)}
+    with ThreadGroupManager(CommTopology.threads([[0, 1, 2]])) as groups:
+        group = groups.get_group("cpu", (0, 1, 2), (0, 1, 2))
+        with Moves():
+            summed = group.all_reduce(inputs, ReduceOp.SUM)
+            first = group.broadcast(inputs, 1)
+    assert moved == []
+    for r in range(3):
+        torch.testing.assert_close(summed[r], torch.arange(6.0) * 6)
+        torch.testing.assert_close(first[r], inputs[1])
