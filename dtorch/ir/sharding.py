@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +27,10 @@ from dtorch.ir.subsplit import check_unmarked, segment_pieces
 
 if TYPE_CHECKING:
     from dtorch.ir.mesh import DeviceMesh
+
+#: Layouts whose shards are remembered: every kernel and redistribution asks for the shards
+#: of the operands it touches, the same few layouts over and over (a Llama forward: about ten).
+CACHED_LAYOUTS = 1 << 14
 
 
 def chunk_bounds(size: int, parts: int, index: int) -> tuple[int, int]:
@@ -66,7 +71,20 @@ def local_shape_and_offset(
 
     A Shard with sub-split coordinates (``dtorch.ir.subsplit``) gives the local length of its
     pieces, and the offset of its first piece (the pieces are not one contiguous range).
+    Remembered per layout (``CACHED_LAYOUTS``): kernel streams ask on every operator.
     """
+    return _local_shape_and_offset(
+        tuple(shape), tuple(mesh_shape), tuple(placements), tuple(coordinate)
+    )
+
+
+@functools.lru_cache(maxsize=CACHED_LAYOUTS)
+def _local_shape_and_offset(
+    shape: tuple[int, ...],
+    mesh_shape: tuple[int, ...],
+    placements: tuple[Placement, ...],
+    coordinate: tuple[int, ...],
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     local = list(shape)
     offset = [0] * len(shape)
     for tensor_dim in sorted({p.dim for p in placements if isinstance(p, Shard)}):
@@ -128,6 +146,13 @@ def device_shard(
         >>> device_shard((5,), init_device_mesh("cpu", 2), (Shard(0),), 1).offset
         (3,)
     """
+    return _device_shard(tuple(shape), mesh, tuple(placements), device)
+
+
+@functools.lru_cache(maxsize=CACHED_LAYOUTS)
+def _device_shard(
+    shape: tuple[int, ...], mesh: DeviceMesh, placements: tuple[Placement, ...], device: int
+) -> ShardSpec:
     return shard_spec(shape, mesh.shape, placements, mesh.coordinate_of(device))
 
 
