@@ -61,6 +61,13 @@ class GraphOption:
     it serves one graph after another without starting processes again), or on a cluster's
     workers (``dtorch.cluster.MainNode.worker_pool()``).
 
+    Thread mode only: ``num_streams`` kernel stream threads run the devices (device ``d`` on
+    stream ``d % num_streams``; default 2). Two streams run two devices' large kernels side
+    by side; one stream suits programs of many small operators (a token-by-token decode):
+    each torch call releases the GIL, and with two streams busy each then waits to win it
+    back from the other (a small-operator loop ran about 3x faster on one stream, a Llama
+    forward of 512 tokens on tp=2 about 30% slower; benchmarks/models.py, README).
+
     Keyword-only; fields are settable before the option is given to a Graph (a graph reads it
     once, when it is made); ``==`` compares fields.
 
@@ -68,15 +75,19 @@ class GraphOption:
         >>> option = GraphOption()
         >>> option.per_device_per_process = False
         >>> option == GraphOption(per_device_per_process=False), str(option)
-        (True, 'GraphOption(per_device_per_process=False, num_workers=None, worker_pool=None)')
+        (True, 'GraphOption(per_device_per_process=False, num_workers=None, worker_pool=None, \
+num_streams=None)')
     """
 
     per_device_per_process: bool | None = None
     num_workers: int | None = None
     worker_pool: LeasablePool | None = None
+    num_streams: int | None = None
 
     def __post_init__(self) -> None:
-        _check_option(self.per_device_per_process, self.num_workers, self.worker_pool)
+        _check_option(
+            self.per_device_per_process, self.num_workers, self.worker_pool, self.num_streams
+        )
 
     # Assignment is checked as construction is: a bad value never sits in an option.
     def __setattr__(self, name: str, value: object) -> None:
@@ -89,7 +100,8 @@ class GraphOption:
     def __str__(self) -> str:
         return (
             f"GraphOption(per_device_per_process={self.per_device_per_process}, "
-            f"num_workers={self.num_workers}, worker_pool={self.worker_pool})"
+            f"num_workers={self.num_workers}, worker_pool={self.worker_pool}, "
+            f"num_streams={self.num_streams})"
         )
 
     def resolved_per_device_per_process(self) -> bool:
@@ -98,11 +110,14 @@ class GraphOption:
         return bool(self.per_device_per_process)
 
 
-_OPTION_FIELDS = ("per_device_per_process", "num_workers", "worker_pool")
+_OPTION_FIELDS = ("per_device_per_process", "num_workers", "worker_pool", "num_streams")
 
 
 def _check_option(
-    per_device_per_process: bool | None, num_workers: int | None, worker_pool: LeasablePool | None
+    per_device_per_process: bool | None,
+    num_workers: int | None,
+    worker_pool: LeasablePool | None,
+    num_streams: int | None = None,
 ) -> None:
     """GraphError naming the bad GraphOption field, what it got and what it accepts."""
     if per_device_per_process not in (None, True, False):
@@ -110,10 +125,12 @@ def _check_option(
             "GraphOption: per_device_per_process must be True, False or None, got "
             f"{per_device_per_process!r}"
         )
-    count = num_workers
-    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-        raise GraphError(f"num_workers must be a positive int or None, got {count!r}")
-    if worker_pool is not None and count is not None:
+    for name, count in (("num_workers", num_workers), ("num_streams", num_streams)):
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count < 1
+        ):
+            raise GraphError(f"{name} must be a positive int or None, got {count!r}")
+    if worker_pool is not None and num_workers is not None:
         raise GraphError("give num_workers or worker_pool, not both (the pool has its size)")
 
 

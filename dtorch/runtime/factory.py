@@ -1,6 +1,7 @@
 """make_runner: the Runner a graph's option asks for.
 
-Thread mode (the default) runs devices as threads of this process. Process mode
+Thread mode (the default) runs devices on the kernel stream threads of this process (the
+option's ``num_streams``, else ``THREAD_STREAMS``). Process mode
 (``GraphOption(per_device_per_process=True)`` or DTORCH_PER_DEVICE_PER_PROCESS=1) runs them
 in worker processes fed over ZeroMQ; the option's ``num_workers`` and ``worker_pool`` say
 how many and on which pool.
@@ -23,7 +24,8 @@ from dtorch.runtime.thread_runner import ThreadRunner
 if TYPE_CHECKING:
     from dtorch.api.graph import GraphOption
 
-#: Kernel streams of a thread runner: its devices are logical, any number run on these.
+#: Kernel streams of a thread runner unless its option names a number: its devices are
+#: logical, any number run on these.
 THREAD_STREAMS = 2
 
 
@@ -33,4 +35,4 @@ def make_runner(option: GraphOption, name: str) -> Runner:
         from dtorch.runtime.process.runner import ProcessRunner  # imports zmq only when used
 
         return ProcessRunner.for_option(option)
-    return ThreadRunner(THREAD_STREAMS, name=name)
+    return ThreadRunner(option.num_streams or THREAD_STREAMS, name=name)

@@ -242,6 +242,32 @@ def test_the_option_and_the_environment_choose_the_runner(worker_pools: PoolKeep
         dtorch.GraphOption(per_device_per_process=True, num_workers=0)
     with pytest.raises(GraphError, match="not both"):
         dtorch.GraphOption(per_device_per_process=True, num_workers=2, worker_pool=pool)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(GraphError, match="num_streams must be a positive int or None"):
+            dtorch.GraphOption(num_streams=bad)  # type: ignore[arg-type]
+    option = dtorch.GraphOption(num_streams=1)
+    with pytest.raises(GraphError, match="num_streams must be a positive int"):
+        option.num_streams = 0
+    assert option.num_streams == 1 and "num_streams=1" in str(option)
+
+
+@pytest.mark.parametrize("streams", [1, 3])
+def test_a_thread_graph_runs_its_devices_on_the_streams_it_asks_for(streams: int) -> None:
+    """Every device on one stream (collectives within one caller, no store), or on three
+    (a 2 x 2 mesh's groups split across streams): the same results as torch."""
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False, num_streams=streams))
+    try:
+        assert graph.runner.parties == streams
+        mesh = dtorch.init_device_mesh("cpu", (2, 2))
+        a, w = torch.randn(6, 5), torch.randn(4, 5)
+        s0, r = dtorch.Shard(0), dtorch.Replicate()
+        x = dtorch.from_torch(a, device_mesh=mesh, placements=[s0, r], graph=graph)
+        weight = dtorch.from_torch(w, device_mesh=mesh, placements=[r, s0], graph=graph)
+        y = dtorch.nn.functional.linear(x, weight).redistribute(mesh, [r, r])
+        torch.testing.assert_close(y.to_torch(), a @ w.T)
+        torch.testing.assert_close((y * 2).sum().to_torch(), (a @ w.T * 2).sum())
+    finally:
+        graph.close()
 
 
 def test_cuda_meshes_are_satisfied_only_where_devices_exist(graph: dtorch.Graph) -> None:
