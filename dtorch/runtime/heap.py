@@ -18,9 +18,10 @@ whose allocator settings are the user's. Blocks of ``MMAP_THRESHOLD`` or more st
 per arena beyond what its tensors use. Where the C library has no ``mallopt`` (macOS) or
 ignores it (musl), nothing changes.
 
-Example:
-    >>> keep_freed_memory() in (True, False)  # True with glibc
-    True
+Example (a worker calls ``keep_freed_memory()`` once, at start; it changes the whole
+process, so the example only shows the thresholds it sets, in MiB):
+    >>> MMAP_THRESHOLD >> 20, TRIM_THRESHOLD >> 20
+    (32, 64)
 """
 
 from __future__ import annotations
