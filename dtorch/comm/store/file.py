@@ -376,7 +376,7 @@ class FileTensorStore(TensorStore):
             self._released.update(dict.fromkeys(published))  # the drop at its end sees them
             failed = _abort_of(state, (*read, *published))
         if failed:
-            raise peer_failed_error(self, "end_exchange", (*read, *published)[0], failed)
+            raise peer_failed_error(self, "release_exchange", (*read, *published)[0], failed)
 
     def flush(self, seconds: float | None = None) -> None:
         """Wait until the consumers of every key released without waiting have finished,
