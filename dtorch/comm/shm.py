@@ -141,11 +141,16 @@ def map_peer(locator: Locator) -> mmap.mmap:
 def tensor_view(
     buffer: mmap.mmap, offset: int, dtype: torch.dtype, shape: tuple[int, ...]
 ) -> torch.Tensor:
-    """A tensor of ``dtype`` and ``shape`` over ``buffer[offset:]``, without copying."""
+    """A tensor of ``dtype`` and ``shape`` over ``buffer[offset:]``, without copying.
+
+    The tensor holds a ``memoryview`` of ``buffer``, so ``buffer`` cannot be unmapped while
+    the tensor lives (``release_buffer`` then leaves it to the last view): ``torch.frombuffer``
+    keeps the object it is given but not an export of its buffer, and a tensor over an
+    ``mmap`` closed under it would read unmapped memory."""
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
-    raw = torch.frombuffer(buffer, dtype=torch.uint8, count=nbytes, offset=offset)
+    raw = torch.frombuffer(memoryview(buffer), dtype=torch.uint8, count=nbytes, offset=offset)
     return raw.view(dtype).view(shape)
 
 
@@ -212,21 +217,34 @@ class PeerMaps:
         self._maps.clear()
 
 
+def poll_ms(timeout_s: float | None) -> int | None:
+    """A timeout in seconds as ``poll`` takes it: whole milliseconds, rounded up (a wait
+    never ends before its time), never negative; None waits for ever.
+
+    Example:
+        >>> poll_ms(0.0001), poll_ms(-1.0), poll_ms(None)
+        (1, 0, None)
+    """
+    return None if timeout_s is None else max(0, math.ceil(timeout_s * 1000))
+
+
 class WakeSocket:
     """An abstract-namespace datagram socket that only ever carries wake-up bytes."""
 
-    __slots__ = ("address", "sock")
+    __slots__ = ("address", "poller", "sock")
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
         self.sock.bind("")  # Linux autobind: a unique abstract name, no file to clean up
         self.sock.setblocking(False)
         self.address: bytes = self.sock.getsockname()
+        # poll, not select: a process with 1024 descriptors open would make select refuse
+        self.poller = select.poll()
+        self.poller.register(self.sock, select.POLLIN)
 
     def wait(self, timeout_s: float) -> bool:
         """Block up to ``timeout_s`` for a wake-up; True if one is pending."""
-        readable, _, _ = select.select([self.sock], [], [], max(0.0, timeout_s))
-        return bool(readable)
+        return bool(self.poller.poll(poll_ms(timeout_s)))
 
     def drain(self) -> None:
         """Consume the pending wake-ups."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -114,6 +115,35 @@ def test_a_killed_worker_fails_everything_pending_within_seconds(
         assert (dtorch.arange(4, graph=fresh) * 2).tolist() == [0, 2, 4, 6]
     finally:
         fresh.close()
+
+
+def _open_past_select_limit() -> list[int]:
+    """Enough descriptors held open that the next ones are numbered past 1024, ``select``'s
+    limit (a user's program may hold that many: files, sockets, mappings)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2048:
+        if hard != resource.RLIM_INFINITY and hard < 2048:
+            pytest.skip(f"this machine allows {hard} open files; the case needs 2048")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    return [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+
+
+def test_a_killed_worker_is_noticed_with_descriptors_past_the_select_limit() -> None:
+    held = _open_past_select_limit()
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, num_workers=2))
+    try:
+        pool = graph.runner.pool
+        assert dtorch.ones(3, graph=graph).tolist() == [1.0] * 3
+        os.kill(pool.pids[1], signal.SIGKILL)
+        started = time.monotonic()
+        with pytest.raises(WorkerDiedError, match="worker 1"):
+            graph.sync()
+        assert time.monotonic() - started < 5.0
+    finally:
+        graph.close()
+        for fd in held:
+            os.close(fd)
+    assert _wait_gone(pool.pids, within_s=5.0)
 
 
 _CONTROLLER = textwrap.dedent(

@@ -138,3 +138,32 @@ def test_large_inputs_on_the_workers_match_torch(worker_pools: PoolKeeper) -> No
             assert torch.equal(wide.to_torch(), full.to(torch.bfloat16))
     finally:
         graph.close()
+
+
+def _tensor_mappings(pid: int) -> int:
+    """How many of ``pid``'s mappings are anonymous tensor segments (``memfd`` named so)."""
+    with open(f"/proc/{pid}/maps") as maps:
+        return sum("dtorch-tensor" in line for line in maps)
+
+
+def test_workers_keep_no_mapping_of_a_segment_the_controller_closed(
+    worker_pools: PoolKeeper,
+) -> None:
+    """Six large values of one batch lend six segments at once; the controller keeps two and
+    closes the others once the workers answered. A worker's mapping would hold a closed
+    segment's memory: each keeps at most the mappings of the segments that may come back."""
+    pool = worker_pools.pool()
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    try:
+        before = {pid: _tensor_mappings(pid) for pid in pool.pids}
+        mesh = dtorch.DeviceMesh("cpu", list(range(pool.workers)))
+        full = torch.arange(SHARED_MIN // 4, dtype=torch.float32)
+        values = [dtorch.from_torch(full + i, device_mesh=mesh, graph=graph) for i in range(6)]
+        for i, value in enumerate(values):
+            assert torch.equal(value.to_torch(), full + i)
+        del values
+        graph.sync()
+        for pid in pool.pids:
+            assert _tensor_mappings(pid) <= before[pid] + KEPT_SEGMENTS, pid
+    finally:
+        graph.close()

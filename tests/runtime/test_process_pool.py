@@ -25,6 +25,12 @@ def test_bad_pool_options_are_refused_before_anything_starts() -> None:
         WorkerPool(2, "tpu")
     with pytest.raises(OptionError, match="cpu_backend"):
         WorkerPool(2, "cpu", cpu_backend=BackendKind.STORE_MEMORY)
+    for threads in (0, -1, 2.5, "2", True):
+        with pytest.raises(OptionError, match="threads must be a positive int"):
+            WorkerPool(2, "cpu", threads=threads)  # type: ignore[arg-type]
+    for seconds in (0, -1.0, float("nan"), float("inf"), "5", True):
+        with pytest.raises(OptionError, match="start_timeout must be a positive number"):
+            WorkerPool(2, "cpu", start_timeout=seconds)  # type: ignore[arg-type]
 
 
 def test_one_graph_at_a_time_then_the_next(worker_pools: PoolKeeper) -> None:

@@ -8,9 +8,10 @@ import torch
 
 import dtorch
 from dtorch.comm.promise import create_promise
-from dtorch.errors import KernelError, WorkerError
+from dtorch.comm.shm import Segment
+from dtorch.errors import KernelError, TransportError, WorkerError
 from dtorch.ir.opkind import PromiseKind
-from dtorch.ir.report import PartyReport, ProgressReport, ValueReport
+from dtorch.ir.report import PartyReport, ProgressReport, SharedValue, ValueReport
 from dtorch.runtime.process.protocol import REPORT
 from dtorch.runtime.process.values import PushSink, ReportReader
 from dtorch.runtime.settle import Settlements, SyncCollector
@@ -68,6 +69,53 @@ def test_an_unreadable_report_fails_the_promise_it_names() -> None:
     with pytest.raises(KernelError, match=r"g\.p3 .*cannot read it"):
         sync.get_future().get(1.0)
     assert len(book.promises) == 0
+
+
+@pytest.mark.parametrize(
+    ("shape", "size_times"),
+    [((1 << 20,), 1), ((4,), 4), ((-1, 4), 1)],
+    ids=["value-larger-than-its-segment", "segment-larger-than-its-file", "negative-dim"],
+)
+def test_a_shared_value_that_does_not_fit_its_segment_fails_its_promise_alone(
+    shape: tuple[int, ...], size_times: int
+) -> None:
+    """A SharedValue whose shape needs more bytes than its segment, or whose size exceeds
+    the segment's file: that promise fails (the graph goes on), and the segment goes back."""
+    segment = Segment.create(1 << 16)
+    where = segment.locator()
+    released: list[tuple[int, int]] = []
+    reader = ReportReader(lambda worker, token: released.append((worker, token)))
+    shared = SharedValue(
+        where.pid, where.fd, where.inode, where.size * size_times, torch.float32, shape, 0, 7
+    )
+    try:
+        report = reader.read(_report(serialize(ValueReport("g.p", shared=shared)), b"g.p"))
+    finally:
+        reader.close()
+        segment.close()
+    assert isinstance(report, ValueReport) and report.failure is not None
+    assert report.promise == "g.p" and "cannot read it" in report.failure.message
+    assert released == [(0, 7)]
+
+
+def test_a_value_copied_out_stays_good_when_its_segment_cannot_go_back() -> None:
+    """Handing the segment back fails once the graph is closing: the value is read all the
+    same."""
+    puller = InProcPuller()
+    sink = PushSink(puller.pusher(0), worker=0)
+
+    def closed(worker: int, token: int) -> None:
+        raise TransportError("the publisher is closed")
+
+    reader = ReportReader(closed)
+    try:
+        sink.put(ValueReport("p", torch.ones(1 << 18)))
+        report = reader.read(puller.recv(10))
+    finally:
+        sink.close()
+        reader.close()
+    assert isinstance(report, ValueReport) and report.value is not None
+    assert torch.equal(report.value, torch.ones(1 << 18))
 
 
 def test_an_unreadable_report_without_a_promise_is_a_worker_error() -> None:

@@ -42,7 +42,7 @@ import math
 import threading
 from collections.abc import Callable
 
-from dtorch.comm.shm import Locator, PeerMaps, Segment, SegmentPool, tensor_view
+from dtorch.comm.shm import Locator, PeerMaps, Segment, SegmentPool, map_peer, tensor_view
 from dtorch.errors import WorkerError
 from dtorch.ir.operator import ExecuteBatch, Operator
 from dtorch.ir.opkind import CreateKind
@@ -138,11 +138,14 @@ class _Lent:
 
 
 class InputMaps:
-    """A worker's side: the controller's segments mapped (kept by locator: a reused segment
-    keeps its mapping) and the shared values put back into their operators."""
+    """A worker's side: the controller's segments mapped and the shared values put back into
+    their operators. Only the mappings of segments the controller may reuse are kept (by
+    locator: at most ``KEPT_SEGMENTS``, none larger than ``KEPT_BYTES``); any other mapping goes
+    with the last view of it, once the batch ran: a kept mapping holds its segment's memory
+    even after the controller closed the segment."""
 
     def __init__(self) -> None:
-        self._maps = PeerMaps()
+        self._maps = PeerMaps(capacity=KEPT_SEGMENTS)
 
     def resolve(
         self, batch: ExecuteBatch, runs_here: Callable[[CreateParam], bool]
@@ -172,9 +175,11 @@ class InputMaps:
                 f"a shared input must be a FROM_TENSOR value within its segment; got "
                 f"{param.create.name} of {nbytes} bytes in {shared.size}"
             )
-        buffer = self._maps.get(Locator(shared.pid, shared.fd, shared.inode, shared.size))
+        locator = Locator(shared.pid, shared.fd, shared.inode, shared.size)
+        buffer = self._maps.get(locator) if shared.size <= KEPT_BYTES else map_peer(locator)
         value = tensor_view(buffer, 0, param.dtype, tuple(param.shape))
         return dataclasses.replace(param, value=value, shared=None)
 
     def close(self) -> None:
+        """Drop every kept mapping (a lease ended: its controller closed its segments)."""
         self._maps.close()

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import select
 import signal
@@ -54,6 +55,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from math import inf
 
 import torch
 
@@ -72,6 +74,8 @@ from dtorch.runtime.process.protocol import (
     stop_marker,
 )
 from dtorch.transport import IpcDirectory, Publisher, Puller, Pusher
+
+_LOG = logging.getLogger(__name__)
 
 #: Seconds workers get to exit after STOP before they are killed.
 STOP_GRACE_SECONDS = 5.0
@@ -100,8 +104,19 @@ def exit_description(code: int) -> str:
     return f"exit code {code}"
 
 
+def _check_count(name: str, value: object, given: object) -> None:
+    """``value`` (from the argument ``given``) must be a positive int: OptionError otherwise,
+    before any process starts (a worker would only fail on it after its seconds of start-up)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise OptionError(f"{name} must be a positive int, got {given!r}")
+
+
 class _Monitor:
-    """Waits on the workers' pidfds; calls ``on_exit(index, returncode)`` for each exit."""
+    """Waits on the workers' pidfds; calls ``on_exit(index, returncode)`` for each exit.
+
+    ``poll``, not ``select``: the controller is the user's process, whose descriptors may
+    number past ``select``'s limit of 1024, and a monitor that stopped would leave a dead
+    worker unnoticed."""
 
     def __init__(
         self, processes: list[subprocess.Popen[bytes]], on_exit: Callable[[int, int], None]
@@ -114,18 +129,28 @@ class _Monitor:
         self._thread.start()
 
     def _main(self) -> None:
+        poller = select.poll()
+        for fd in (*self._fds, self._wake_read):
+            poller.register(fd, select.POLLIN)
         try:
             while self._fds:
-                ready, _, _ = select.select([*self._fds, self._wake_read], [], [])
+                ready = [fd for fd, _ in poller.poll()]
                 if self._wake_read in ready:
                     return
                 for fd in ready:
-                    index = self._fds.pop(fd)
-                    os.close(fd)
-                    self._on_exit(index, self._processes[index].wait())
+                    poller.unregister(fd)
+                    self._exited(fd)
         finally:
             for fd in self._fds:
                 os.close(fd)
+
+    def _exited(self, fd: int) -> None:
+        index = self._fds.pop(fd)
+        os.close(fd)
+        try:
+            self._on_exit(index, self._processes[index].wait())
+        except Exception:  # the monitor must outlive a failing handler: it watches the others
+            _LOG.exception("handling the exit of worker %d failed", index)
 
     def stop(self) -> None:
         with contextlib.suppress(OSError):
@@ -304,18 +329,21 @@ class WorkerPool:
         if kind not in ("cpu", "cuda"):
             raise OptionError(f"a worker pool runs 'cpu' or 'cuda' devices, got {kind!r}")
         count = default_workers(kind) if workers is None else workers
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise OptionError(f"workers must be a positive int, got {workers!r}")
-        per_worker = threads or max(1, (os.cpu_count() or 1) // count)
+        _check_count("workers", count, workers)
+        per_worker = max(1, (os.cpu_count() or 1) // count) if threads is None else threads
+        _check_count("threads", per_worker, threads)
         if cpu_backend not in (BackendKind.STORE_FILE, BackendKind.TORCH_DISTRIBUTED):
             raise OptionError(
                 "cpu_backend must be BackendKind.STORE_FILE or BackendKind.TORCH_DISTRIBUTED, "
                 f"got {cpu_backend!r}"
             )
+        wait_s = GlobalOption.get_zmq_timeout_second() if start_timeout is None else start_timeout
+        if isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)) or not 0 < wait_s < inf:
+            raise OptionError(f"start_timeout must be a positive number of seconds, got {wait_s!r}")
         state = self._state = _PoolState(count, kind, per_worker, cpu_backend)
         self._finalizer = weakref.finalize(self, state.close)
         try:
-            state.wait_ready(start_timeout or GlobalOption.get_zmq_timeout_second())
+            state.wait_ready(wait_s)
             state.monitor = _Monitor(state.processes, state.exited)
         except BaseException:
             self._finalizer()

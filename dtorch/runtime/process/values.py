@@ -34,6 +34,8 @@ Example:
 from __future__ import annotations
 
 import itertools
+import logging
+import math
 import threading
 from collections.abc import Callable
 
@@ -47,6 +49,8 @@ from dtorch.runtime.reports import EndOfReports
 from dtorch.serialization import deserialize, serialize
 from dtorch.serialization.tensors import copy_clean
 from dtorch.transport import Envelope, PusherLike
+
+_LOG = logging.getLogger(__name__)
 
 #: Values of this many bytes or more travel through shared memory, not inside messages.
 SHARED_MIN = 1 << 20
@@ -136,17 +140,24 @@ class ReportReader:
 
     def _shared(self, promise: str, shared: SharedValue) -> ValueReport:
         try:
-            return ValueReport(promise, self._copy_out(shared))
-        except (DTorchError, OSError, RuntimeError) as error:  # a segment it cannot map
-            return _unreadable(promise, shared.worker, error)
+            report = ValueReport(promise, self._copy_out(shared))
+        except (DTorchError, OSError, RuntimeError, ValueError) as error:  # no such segment
+            report = _unreadable(promise, shared.worker, error)
+        try:  # the segment goes back whether or not the value could be read
+            self._release(shared.worker, shared.token)
+        except (DTorchError, OSError):  # the graph is closing: the worker closes its segments
+            _LOG.debug("could not hand back worker %d's segment %d", shared.worker, shared.token)
+        return report
 
     def _copy_out(self, shared: SharedValue) -> torch.Tensor:
+        needed = math.prod(shared.shape) * shared.dtype.itemsize
+        if min(shared.shape, default=0) < 0 or not 0 <= needed <= shared.size:
+            raise WorkerError(
+                f"a value of {shared.dtype} {list(shared.shape)} ({needed} bytes) cannot lie in "
+                f"a segment of {shared.size} bytes"
+            )
         locator = Locator(shared.pid, shared.fd, shared.inode, shared.size)
-        try:
-            buffer = self._maps.get(locator)
-            return tensor_view(buffer, 0, shared.dtype, shared.shape).clone()
-        finally:
-            self._release(shared.worker, shared.token)
+        return tensor_view(self._maps.get(locator), 0, shared.dtype, shared.shape).clone()
 
     def close(self) -> None:
         self._maps.close()

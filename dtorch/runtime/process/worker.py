@@ -50,7 +50,7 @@ import dtorch.kernels.create  # registers the Create kernel
 import dtorch.runtime.process.unsent  # noqa: F401 - registers the Unsent kernel
 from dtorch.comm.group import BackendKind, CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
-from dtorch.comm.shm import Locator, map_peer, release_buffer
+from dtorch.comm.shm import Locator, map_peer, poll_ms, release_buffer
 from dtorch.errors import DTorchError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand
@@ -227,6 +227,7 @@ class Worker:
     def reset(self, message: Message) -> bool:
         session = unpack_u64(message.parts[0])
         self.host.reset(GlobalOption.get_comm_timeout_second())
+        self.inputs.close()  # the lease's controller closed its segments: unmap them
         self._pusher.send(RESET_DONE, [pack_u64(session)])
         return True
 
@@ -300,8 +301,9 @@ class ControllerWatch:
         """Whether the controller has exited, waiting up to ``timeout_s`` (None: for ever)."""
         if self._fd < 0:
             return True
-        ready, _, _ = select.select([self._fd], [], [], timeout_s)
-        return bool(ready)
+        poller = select.poll()  # not select: the descriptor may be past its limit of 1024
+        poller.register(self._fd, select.POLLIN)
+        return bool(poller.poll(poll_ms(timeout_s)))
 
     def clean_up(self) -> None:
         """Remove what only the controller would have removed (idempotent)."""
