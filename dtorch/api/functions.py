@@ -10,7 +10,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,13 +26,22 @@ def equal(a: Tensor, b: Tensor) -> bool:
     return a.equal(b)
 
 
-def nonzero(t: Tensor) -> Tensor:
-    """Indices of the non-zero elements, ``torch.nonzero`` layout, replicated on ``t``'s mesh.
+def nonzero(t: Tensor, *, as_tuple: bool = False) -> Any:
+    """Indices of the non-zero elements, ``torch.nonzero`` layout (``as_tuple``: a tuple of
+    one 1-D index tensor per dim, as torch's), replicated on ``t``'s mesh.
 
     The output's shape depends on the values, so this waits for ``t`` (like a value fetch).
+
+    Example:
+        >>> import dtorch
+        >>> [i.tolist() for i in dtorch.tensor([[0, 1], [2, 0]]).nonzero(as_tuple=True)]
+        [[0, 1], [1, 0]]
     """
-    indices = torch.nonzero(t.to_torch())
-    return distribute(type(t), indices, graph=t.graph, device_mesh=t.device_mesh)
+    value = t.to_torch()
+    if not as_tuple:
+        return distribute(type(t), torch.nonzero(value), graph=t.graph, device_mesh=t.device_mesh)
+    found = torch.nonzero(value, as_tuple=True)
+    return tuple(distribute(type(t), i, graph=t.graph, device_mesh=t.device_mesh) for i in found)
 
 
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

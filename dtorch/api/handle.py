@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -55,6 +55,8 @@ class TensorBase:
     #: return plain Tensors, as torch's do. The recorder (``dtorch.api.record``) calls it on an
     #: input, so no operator module imports Tensor; creation is given a handle class instead.
     _result: NewHandle  # a class attribute (not ClassVar: mypy would bind it as a method)
+    #: ``format(t, spec)`` of a 0-d tensor formats its value; torch's Parameter does not.
+    _FORMATS_VALUE: ClassVar[bool] = True
 
     @classmethod
     def _wrap(cls, graph: Graph, operand: Operand) -> Tensor:
@@ -190,6 +192,36 @@ class TensorBase:
         """The operand id (stable across processes and save/load)."""
         return self._operand.id
 
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element, as torch's (``element_size()``); ``nbytes`` of the full tensor.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.zeros(2, 3, dtype=dtorch.float16)
+            >>> t.itemsize, t.element_size(), t.nbytes
+            (2, 2, 12)
+        """
+        return self.dtype.itemsize
+
+    def element_size(self) -> int:
+        return self.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.itemsize
+
+    def ndimension(self) -> int:
+        return self.ndim
+
     def is_floating_point(self) -> bool:
         return self._operand.dtype.is_floating_point
 
@@ -250,6 +282,19 @@ class TensorBase:
         if self.dtype.is_floating_point or self.dtype.is_complex:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
+
+    def __format__(self, format_spec: str) -> str:
+        """torch's rule: a 0-d tensor formats its value (waits for it); any other tensor, and
+        a Parameter (as torch's), takes only the empty spec (``str``), else TypeError.
+
+        Example:
+            >>> import dtorch
+            >>> f"{dtorch.tensor(2.0) / 3:.3f}", format(dtorch.tensor(7), "04d")
+            ('0.667', '0007')
+        """
+        if self.ndim == 0 and self._FORMATS_VALUE:
+            return format(self.item(), format_spec)
+        return object.__format__(self, format_spec)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         array = self.numpy()

@@ -37,6 +37,7 @@ from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import shape as _sh
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.ops.take import index_select
+from dtorch.errors import ShapeError
 from dtorch.ir.opkind import BinaryKind as B
 from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
@@ -75,6 +76,16 @@ class Tensor(TensorBase):
         """Raise a PlacementError unless the placement on mesh dim ``dim`` (int or name) is
         ``expected``; a mesh dim of size 1 passes when ``skip_when_dim_size_equal_one``."""
         _redistribute.check_placement(self, dim, expected, skip_when_dim_size_equal_one)
+
+    def __contains__(self, element: Any) -> bool:
+        """torch's ``element in t``: some entry equals ``element`` (a number or a tensor)."""
+        if not _comparable(element):
+            raise RuntimeError(
+                "Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                f"{type(element)}."
+            )
+        # a count, not any(): a sum takes every layout (sharded dims give Partial)
+        return bool((self == element).sum().item())
 
     def __iter__(self) -> Iterator[Tensor]:
         if not self._operand.shape:
@@ -356,8 +367,8 @@ class Tensor(TensorBase):
     def abs(self) -> Tensor:
         return _ew.unary(M.ABS, "abs", self)
 
-    def round(self) -> Tensor:
-        return _ew.unary(M.ROUND, "round", self)
+    def round(self, *, decimals: int = 0) -> Tensor:
+        return _ew.round(self, decimals=decimals)
 
     def floor(self) -> Tensor:
         return _ew.unary(M.FLOOR, "floor", self)
@@ -459,8 +470,8 @@ class Tensor(TensorBase):
     def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
         return _rd.argmin(self, dim, keepdim)
 
-    def nonzero(self) -> Tensor:
-        return nonzero(self)
+    def nonzero(self, *, as_tuple: bool = False) -> Any:
+        return nonzero(self, as_tuple=as_tuple)
 
     def index_select(self, dim: int, index: Any) -> Tensor:
         return index_select(self, dim, index)
@@ -494,11 +505,31 @@ class Tensor(TensorBase):
     def T(self) -> Tensor:
         return _sh.permute(self, *reversed(range(self.ndim)))
 
+    @property
+    def mT(self) -> Tensor:
+        return _sh.matrix_transpose(self, "mT")
+
+    @property
+    def mH(self) -> Tensor:
+        return _sh.matrix_transpose(self, "mH")
+
     def permute(self, *order: Any, dims: Any = None) -> Tensor:
         return _sh.permute(self, *order, dims=dims)
 
     def expand(self, *sizes: Any, size: Any = None) -> Tensor:
         return _sh.expand(self, *(sizes if size is None else (size,)))
+
+    def view_as(self, other: Tensor) -> Tensor:
+        return _sh.view(self, other.shape)
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        return _sh.reshape(self, other.shape)
+
+    def t(self) -> Tensor:
+        """torch's ``t()``: a 0-D or 1-D tensor as it is, a 2-D one transposed."""
+        if self.ndim > 2:
+            raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+        return _sh.transpose(self, 0, -1) if self.ndim == 2 else self
 
     def expand_as(self, other: Tensor) -> Tensor:
         return _sh.expand(self, other.shape)
@@ -519,8 +550,10 @@ class Tensor(TensorBase):
             raise TypeError(f"repeat: unexpected keyword(s) {sorted(kwargs)}; accepted: repeats")
         return _sh.repeat(self, *repeats)
 
-    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
-        return _sh.repeat_interleave(self, repeats, dim)
+    def repeat_interleave(
+        self, repeats: Any = None, dim: int | None = None, *, output_size: int | None = None
+    ) -> Tensor:
+        return _sh.repeat_interleave(self, repeats, dim, output_size=output_size)
 
     # --- copies and conversions -------------------------------------------------------------
     def clone(self) -> Tensor:
@@ -537,6 +570,9 @@ class Tensor(TensorBase):
 
     def type_as(self, other: Tensor) -> Tensor:
         return _cv.type_as(self, other)
+
+    def type(self, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        return _cv.to_type(self, dtype, non_blocking, **kwargs)
 
     def cpu(self) -> Tensor:
         return _cv.to(self, "cpu")

@@ -7,7 +7,8 @@ registers it (``module.w = Parameter(...)`` a parameter, ``module.b = Buffer(...
 Operators on them return plain ``dtorch.Tensor`` values.
 
 dtorch records no gradients: ``requires_grad`` is kept as a flag (torch's default, True, for
-parameters) so that programs that read or set it run; nothing differentiates.
+parameters) and ``grad`` as an attribute (None until a program sets it; ``Module.zero_grad``
+clears it) so that programs that read or set them run; nothing differentiates.
 
 Example:
     >>> import torch, dtorch
@@ -74,13 +75,15 @@ class Parameter(_Marked):
         (True, True, Parameter containing: dtorch.Tensor(...))
     """
 
-    __slots__ = ("requires_grad",)
+    __slots__ = ("grad", "requires_grad")
+    _FORMATS_VALUE = False  # torch formats only plain tensors' values: f"{p:.2f}" raises
 
     def __init__(self, data: Any = None, requires_grad: bool = True, **kwargs: Any) -> None:
         source = _source(type(self).__name__, data, kwargs)
         self._name = None
         self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
         self.requires_grad = bool(requires_grad)
+        self.grad: Tensor | None = None  # torch's attribute; dtorch computes none itself
 
     def __repr__(self) -> str:
         return f"Parameter containing: {Tensor.__repr__(self)}"

@@ -294,5 +294,10 @@ def test_float32_mask_with_another_query_dtype(
     with pytest.raises(RuntimeError, match="Expected attn_mask dtype to be bool or float"):
         F.scaled_dot_product_attention(_Q, _K, _V, attn_mask=other)
     dq, dk, dv = (place(t, mesh, [R] * mesh.ndim, graph) for t in (_Q, _K, _V))
-    with pytest.raises(DtypeError, match=rf"attn_mask has dtype {dtype}; accepted: torch.bool"):
+    # each accepted dtype named once: q's dtype is float32 here
+    once = rf"has dtype {dtype}; accepted: torch.bool or torch.float32$"
+    with pytest.raises(DtypeError, match=once):
         DF.scaled_dot_product_attention(dq, dk, dv, attn_mask=other)
+    wide = [place(t.double(), mesh, [R] * mesh.ndim, graph) for t in (_Q, _K, _V)]
+    with pytest.raises(DtypeError, match=r"accepted: torch.bool, torch.float32 or torch.float64$"):
+        DF.scaled_dot_product_attention(*wide, attn_mask=torch.ones(5, 7, dtype=torch.int64))

@@ -6,6 +6,7 @@ gives Partial; max/min/any/all/arg*/softmax refuse it) and the rejections."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -316,3 +317,50 @@ def test_rejections(graph: dtorch.Graph) -> None:
         t.argmax((0, 1))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^max: dim must be an int"):
         t.max((0, 1))  # torch.max takes no tuple of dims either
+
+
+_EMPTY_REFUSED: list[tuple[str, Callable[[Any], Any]]] = [
+    ("max(0)", lambda t: t.max(0)),
+    ("min(dim=-2, keepdim)", lambda t: t.min(dim=-2, keepdim=True)),
+    ("argmax(0)", lambda t: t.argmax(0)),
+    ("argmin(0, keepdim)", lambda t: t.argmin(0, keepdim=True)),
+    ("max()", lambda t: t.max()),
+    ("min()", lambda t: t.min()),
+    ("argmax()", lambda t: t.argmax()),
+    ("argmin()", lambda t: t.argmin()),
+]
+_EMPTY_ALLOWED: list[tuple[str, Callable[[Any], Any], bool]] = [  # name, call, reduces dim 1
+    ("max(1)", lambda t: t.max(1).values, True),
+    ("min(1) indices", lambda t: t.min(1).indices, True),
+    ("argmax(1)", lambda t: t.argmax(1), True),
+    ("sum(0)", lambda t: t.sum(0), False),
+    ("sum()", lambda t: t.sum(), False),  # linear: a sharded dim 1 gives Partial
+    ("mean(0)", lambda t: t.mean(0), False),
+    ("prod(0)", lambda t: t.prod(0), False),
+    ("any(0)", lambda t: (t > 0).any(0), False),
+    ("all()", lambda t: (t > 0).all(), True),
+]
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 2)])
+def test_reductions_over_an_empty_dim(mesh_shape: tuple[int, ...], graph: dtorch.Graph) -> None:
+    """Where torch refuses a reduction over a dim of size 0 (max/min/argmax/argmin), dtorch
+    refuses at the call with an error of torch's type (IndexError; max()/min() of an empty
+    tensor: torch's RuntimeError is a ShapeError, as dtorch's other shape errors) and torch's
+    message; sum/mean/prod/any/all (and any reduction over a non-empty dim) give torch's
+    values, on a replicated input and on one sharded on dim 1."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    x = torch.zeros(0, 3)
+    for placements in ([R] * len(mesh_shape), [Shard(1)] * len(mesh_shape)):
+        t = place(x, mesh, placements, graph)
+        for _, call in _EMPTY_REFUSED:
+            with pytest.raises((IndexError, RuntimeError)) as want:
+                call(x)
+            error = IndexError if want.type is IndexError else ShapeError
+            with pytest.raises(error, match=re.escape(str(want.value)[:40])):
+                call(t)
+        for name, call, reduces_dim_1 in _EMPTY_ALLOWED:
+            if placements[0] == R or not reduces_dim_1:  # else refused: a sharded reduced dim
+                want_value, got = call(x), call(t)
+                assert got.shape == want_value.shape, name
+                torch.testing.assert_close(got.to_torch(), want_value, equal_nan=True)

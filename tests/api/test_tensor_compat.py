@@ -1,7 +1,10 @@
 """Tensor compatibility with DTorch's API (issue 9, "## Tensor"): identity hashing and ``==``
 with non-tensors, torch-style construction and typed aliases, ``data``, ``device``, ``to``,
 ``check_placement``, names, ``redistribute_by_dict``, ``repeat(repeats=)``, clamp with tensor
-bounds, ``max``/``min`` forms, ``softmax(dim=None)`` and ``nonzero``; compared with torch on
+bounds, ``max``/``min`` forms, ``softmax(dim=None)`` and ``nonzero``; torch behaviours
+(``format``, ``round(decimals=)``, ``nonzero(as_tuple=True)``, ``where(condition)``, ``mT``,
+``type``, ``repeat_interleave`` with tensor repeats, ``in``, byte sizes, ``t``, ``view_as``);
+compared with torch on
 1-D, 2-D and 3-D meshes (even and uneven), in thread and process mode (``graph``)."""
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import pytest
 import torch
 
 import dtorch
-from dtorch.errors import MeshError, PlacementError
+from dtorch.errors import MeshError, PlacementError, ShapeError
 from dtorch.ir.placement import Partial, Replicate, Shard
 from tests.api.ops_harness import place
 
@@ -258,3 +261,169 @@ def test_operator_forms(graph: dtorch.Graph, layout: tuple) -> None:
         assert torch.allclose(dtorch.softmax(d).to_torch(), want)
     mask = (t > 0).nonzero()
     assert mask.device_mesh == mesh and torch.equal(mask.to_torch(), (full > 0).nonzero())
+
+
+def test_format_matches_torch(graph: dtorch.Graph) -> None:
+    """torch's ``Tensor.__format__``: a 0-d tensor formats its value (also a Partial one, whose
+    value is the sum); another tensor takes only the empty spec; a Parameter none."""
+    mesh = _mesh((2,))
+    for value, spec in (
+        (torch.tensor(2.0) / 3, ".3f"),
+        (torch.tensor(-1.5, dtype=torch.float64), "+.1e"),
+        (torch.tensor(7), "04d"),
+        (torch.tensor(True), ""),
+        (torch.tensor(0.25, dtype=torch.float16), ">8"),
+    ):
+        for placements in ([R], [P]):
+            t = place(value, mesh, placements, graph)
+            assert format(t, spec) == format(value, spec) == f"{t:{spec}}"
+    for value in (torch.tensor([1.5]), torch.zeros(2, 2)):
+        with pytest.raises(TypeError, match="unsupported format string"):
+            format(value, ".1f")
+        t = place(value, mesh, [R], graph)
+        with pytest.raises(TypeError, match=r"unsupported format string passed to Tensor"):
+            format(t, ".1f")
+        assert format(t, "") == str(t)
+    with pytest.raises(TypeError, match="unsupported format string passed to Parameter"):
+        format(torch.nn.Parameter(torch.tensor(1.0)), ".1f")
+    with pytest.raises(TypeError, match="unsupported format string passed to Parameter"):
+        format(dtorch.nn.Parameter(dtorch.tensor(1.0, graph=graph)), ".1f")
+
+
+_FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_round_with_decimals(graph: dtorch.Graph, layout: tuple) -> None:
+    """``round(decimals=n)`` equals torch's bit for bit (halves to even, float16/bfloat16
+    computed in float32 as torch does), keeps the placements; integers take decimals=0 only."""
+    full, t = _placed(graph, layout)
+    full, t = full * 300, t * 300
+    for dtype in _FLOATS:
+        x, d = full.to(dtype), t.to(dtype)
+        for decimals in (-2, -1, 0, 1, 3):
+            out, want = d.round(decimals=decimals), x.round(decimals=decimals)
+            assert out.dtype == want.dtype and out.placements == t.placements
+            assert torch.equal(out.to_torch(), want), (dtype, decimals)
+        want = torch.round(x, decimals=2)
+        assert torch.equal(dtorch.round(d, decimals=2).to_torch(), want)
+    ints = t.to(torch.int64)
+    assert torch.equal(ints.round().to_torch(), full.to(torch.int64).round())
+    with pytest.raises(NotImplementedError):
+        full.to(torch.int64).round(decimals=1)
+    with pytest.raises(TypeError, match=r"^round: decimals=1 needs a floating-point tensor"):
+        ints.round(decimals=1)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_nonzero_as_tuple_and_where_of_a_condition(graph: dtorch.Graph, layout: tuple) -> None:
+    """``nonzero(as_tuple=True)`` and ``dtorch.where(condition)``: one index tensor per dim, as
+    torch's, replicated on the input's mesh (also of a 0-d input)."""
+    full, t = _placed(graph, layout)
+    mesh = t.device_mesh
+    scalar = t.redistribute(placements=[R] * mesh.ndim)[0, 0]  # an int index needs Replicate
+    for x, d in ((full > 0, t > 0), (full[0, 0] > 0, scalar > 0), (full > 9, t > 9)):
+        want = x.nonzero(as_tuple=True)
+        for got in (d.nonzero(as_tuple=True), dtorch.nonzero(d, as_tuple=True), dtorch.where(d)):
+            assert isinstance(got, tuple) and len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                assert g.device_mesh == mesh and g.placements == [R] * mesh.ndim
+                assert torch.equal(g.to_torch(), w)
+        assert torch.equal(d.nonzero(as_tuple=False).to_torch(), x.nonzero())
+    with pytest.raises(TypeError):
+        torch.where(full > 0, full)
+    with pytest.raises(TypeError, match=r"^where: give both input and other, or neither"):
+        dtorch.where(t > 0, t)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_matrix_transpose_and_type(graph: dtorch.Graph, layout: tuple) -> None:
+    """``mT``/``mH`` (the last two dims swapped; real dtypes) and ``type``: torch's type name,
+    and conversion by dtype, type name, or torch's or dtorch's typed class."""
+    full, t = _placed(graph, layout)
+    for out, want in ((t.mT, full.mT), (t.mH, full.mH)):
+        assert out.shape == want.shape and torch.equal(out.to_torch(), want)
+    rest = tuple(range(1, full.ndim))  # a 1-D result
+    with pytest.raises(RuntimeError, match=r"tensor\.mT is only supported on matrices"):
+        _ = full.sum(rest).mT
+    with pytest.raises(ShapeError, match=r"^tensor\.mT is only supported on matrices .* 1-D"):
+        _ = t.sum(rest).mT
+    for dtype in _TYPED.values():
+        assert t.to(dtype).type() == full.to(dtype).type()
+    assert t.type(torch.float32) is t and full.type(torch.float32) is full
+    for target in (torch.int32, "torch.DoubleTensor", torch.ShortTensor, torch.bool):
+        out, want = t.type(target), full.type(target)  # type: ignore[arg-type]
+        assert out.dtype == want.dtype and out.placements == t.placements
+        assert torch.equal(out.to_torch(), want)
+    assert t.type(dtorch.LongTensor).dtype == torch.int64
+    with pytest.raises(ValueError, match="invalid type: 'float'"):
+        full.type("float")
+    with pytest.raises(ValueError, match="invalid type: 'float'"):
+        t.type("float")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_repeat_interleave_with_tensor_repeats(graph: dtorch.Graph, layout: tuple) -> None:
+    """A torch or dtorch tensor of repeats (one count per element, or one for all), along a
+    dim, flattened, or alone (``repeat_interleave(counts)``); torch's refusals."""
+    full, t = _placed(graph, layout)
+    mesh = t.device_mesh
+    rows = torch.randint(0, 3, (full.shape[0],), generator=_G)
+    cols = torch.randint(0, 3, (full.shape[-1],), generator=_G)
+    every = torch.randint(0, 3, (full.numel(),), generator=_G)
+    dcols = dtorch.from_torch(cols, device_mesh=mesh, placements=[Shard(0)] * mesh.ndim)
+    replicated = t.redistribute(placements=[R] * mesh.ndim)
+    two, total = torch.tensor(2), int(rows.sum())
+    for out, want in (
+        (t.repeat_interleave(rows, dim=0), full.repeat_interleave(rows, dim=0)),
+        (t.repeat_interleave(dcols, -1), full.repeat_interleave(cols, -1)),
+        # one count for all: as the int (which needs even shards of the repeated dim)
+        (replicated.repeat_interleave(two, dim=1), full.repeat_interleave(two, 1)),
+        (replicated.repeat_interleave(two[None], dim=0), full.repeat_interleave(two[None], 0)),
+        (replicated.repeat_interleave(every), full.repeat_interleave(every)),
+        (dtorch.repeat_interleave(t, rows, 0, output_size=total), full.repeat_interleave(rows, 0)),
+        (dtorch.repeat_interleave(dcols), torch.repeat_interleave(cols)),
+    ):
+        assert out.shape == want.shape and out.dtype == want.dtype
+        assert out.device_mesh == mesh and torch.equal(out.to_torch(), want)
+    for bad, error in (
+        (torch.tensor([1, 2, 3, 4, 5, 6, 7, 8]), ShapeError),  # not one count per element
+        (-rows - 1, ValueError),
+        (rows.float(), TypeError),
+        (rows[None], ShapeError),
+    ):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            full.repeat_interleave(bad, dim=0)
+        with pytest.raises(error, match=r"^repeat_interleave: "):
+            t.repeat_interleave(bad, dim=0)
+    with pytest.raises(ShapeError, match="Invalid output_size"):
+        t.repeat_interleave(rows, 0, output_size=total + 1)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
+def test_membership_sizes_and_shape_forms(graph: dtorch.Graph, layout: tuple) -> None:
+    """``in`` (torch's: any entry equal), byte sizes, device flags, ``t()``, ``view_as``,
+    ``reshape_as`` as torch's."""
+    full, t = _placed(graph, layout)
+    for element in (full.flatten()[3].item(), 123.0, full.flatten()[0]):
+        assert (element in t) == (element in full)
+    with pytest.raises(RuntimeError, match=r"__contains__ only supports Tensor or scalar"):
+        _ = "x" in t
+    for dtype in (torch.float16, torch.int64, torch.bool):
+        x, d = full.to(dtype), t.to(dtype)
+        assert (d.itemsize, d.element_size(), d.nbytes) == (x.itemsize, x.element_size(), x.nbytes)
+    assert (t.is_cuda, t.is_cpu, t.ndimension()) == (full.is_cuda, full.is_cpu, full.ndimension())
+    flat = torch.zeros(full.numel())
+    replicated = t.redistribute(placements=[R] * t.device_mesh.ndim)  # a sharded inner dim
+    like = dtorch.from_torch(flat)  # cannot be merged in place
+    assert torch.equal(replicated.reshape_as(like).to_torch(), full.reshape_as(flat))
+    assert torch.equal(replicated.view_as(like).to_torch(), full.view_as(flat))
+    matrix, vector = t.sum(0), t.sum(tuple(range(full.ndim - 1)))  # 2-D or 1-D, then 1-D
+    for d, x in ((matrix, full.sum(0)), (vector, full.sum(tuple(range(full.ndim - 1))))):
+        if x.ndim <= 2:
+            torch.testing.assert_close(d.t().to_torch(), x.t())
+    if full.ndim > 2:
+        with pytest.raises(RuntimeError, match=r"t\(\) expects a tensor with <= 2 dimensions"):
+            full.t()
+        with pytest.raises(ShapeError, match=r"^t\(\) expects a tensor with <= 2 dimensions"):
+            t.t()

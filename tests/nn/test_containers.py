@@ -1,5 +1,6 @@
 """Sequential, ModuleList and ModuleDict against torch.nn's: indexing (negative, slices),
-len, iteration, append/extend/insert/pop/del (renumbering), registration, repr and errors
+len, iteration, append/extend/insert/pop/del (renumbering), ``+ += * *=`` (the modules shared,
+as torch shares them), registration, repr and errors
 compared operation by operation on the same containers built in both libraries (structure
 only: on the default graph); Sequential's forward equal to torch's on 1-D, 2-D and 3-D meshes,
 thread and process mode."""
@@ -47,6 +48,13 @@ _SEQUENTIAL: list[tuple[str, Callable[[Any, ModuleType], Any]]] = [
     ("setitem", lambda s, lib: (s.__setitem__(-1, lib.ReLU()), s)),
     ("add", lambda s, lib: s + s[1:2]),
     ("ordered dict", lambda s, lib: lib.Sequential(OrderedDict(a=lib.ReLU(), b=lib.Tanh()))),
+    ("iadd in place", lambda s, lib: (s.__iadd__(s[1:3]) is s, s)),
+    ("mul", lambda s, lib: (s[:2] * 3, s)),
+    ("rmul", lambda s, lib: 2 * s[1:]),
+    ("imul in place", lambda s, lib: (s.__imul__(2) is s, s)),
+    ("mul by True", lambda s, lib: s * True),
+    ("mul shares", lambda s, lib: [m is s[0] for m in s * 2]),
+    ("imul shares", lambda s, lib: [m is s[0] for m in s.__imul__(2)]),
 ]
 
 
@@ -99,6 +107,10 @@ def test_errors_match_torch() -> None:
         lambda lib: lib.ModuleList().extend(lib.ReLU()),
         lambda lib: lib.ModuleDict({"a": 1}),
         lambda lib: lib.Sequential(3),
+        lambda lib: lib.Sequential(lib.ReLU()) * 0,
+        lambda lib: lib.Sequential(lib.ReLU()) * 1.5,
+        lambda lib: lib.Sequential(lib.ReLU()).__imul__(-1),
+        lambda lib: lib.Sequential(lib.ReLU()).__iadd__(lib.ReLU()),
     ):
         errors = []
         for lib in (torch.nn, nn):

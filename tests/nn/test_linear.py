@@ -87,6 +87,35 @@ def test_3d_input_and_no_bias(cls: type, graph: dtorch.Graph) -> None:
     assert layer.bias is None and [n for n, _ in layer.named_parameters()] == ["weight"]
 
 
+@pytest.mark.parametrize(
+    ("shape", "names"), [((2,), ("tp",)), ((3,), ("tp",)), ((2, 2), ("dp", "tp"))]
+)
+@pytest.mark.parametrize(("in_features", "out_features"), [(1, 3), (3, 1), (1, 1), (2, 1), (2, 3)])
+def test_feature_dims_of_one_and_below_the_tp_size(
+    shape: tuple, names: tuple, in_features: int, out_features: int, graph: dtorch.Graph
+) -> None:
+    """Every tp layer equals torch.nn.Linear with the same weights when a feature dim is 1
+    (its Shard is then Replicate, as the input hook makes the input's) or smaller than the
+    tp size (devices past the last chunk hold none); the input given as the row layers take
+    it (Shard(-1) on tp, which the hook makes Replicate for a dim of size 1)."""
+    mesh = dtorch.init_device_mesh("cpu", shape, mesh_dim_names=names)
+    tp = names.index("tp")
+    x = torch.randn(4, in_features)
+    for cls in PARALLEL_LINEARS:
+        ref = torch.nn.Linear(in_features, out_features)
+        layer = cls(in_features, out_features, device_mesh=mesh)
+        assert layer.load_state_dict(ref.state_dict()) == ([], [])
+        xd = dtorch.from_torch(x, device_mesh=mesh, placements=_input_placements(cls, mesh))
+        y = layer(xd)
+        assert y.shape == (4, out_features), cls
+        assert torch.allclose(y.to_torch(), ref(x), atol=1e-6), cls
+        weight, bias, _ = _PLACED[cls]
+        sharded = weight.is_shard() and layer.weight.shape[weight.dim] > 1
+        assert layer.weight.placements[tp] == (weight if sharded else R), cls
+        assert layer.bias.placements[tp] == (bias if out_features > 1 else R), cls
+        assert torch.equal(layer.weight.to_torch(), ref.weight.detach()), cls
+
+
 def test_tp_dim_by_name_and_a_mesh_without_it(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("model", "dp"))
     layer = nn.ColumnParallelLinear(4, 6, device_mesh=mesh, tp_dim="model")

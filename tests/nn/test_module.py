@@ -265,3 +265,65 @@ def test_redistribute_hooks_around_forward(graph: dtorch.Graph) -> None:
     assert plain(x) is x  # no declared placements: nothing moves
     other = dtorch.zeros(2, device_mesh=dtorch.init_device_mesh("cpu", 2))  # no "tp" dim
     assert m(other).placements == [Replicate()]
+
+
+_LOOKUPS = [
+    ("get_submodule", ""),
+    ("get_submodule", "0.proj"),
+    ("get_submodule", "2.head"),
+    ("get_parameter", "0.gain"),
+    ("get_parameter", "1.2.weight"),
+    ("get_parameter", "2.head.weight"),
+    ("get_buffer", "0.scale"),
+    ("get_buffer", "0.cache"),
+    # torch's errors: a missing step, a step of the wrong kind, a None buffer
+    ("get_submodule", "0.nope"),
+    ("get_submodule", "0.gain"),
+    ("get_submodule", "0.proj.weight.x"),
+    ("get_parameter", "0.scale"),
+    ("get_parameter", "0.nope"),
+    ("get_parameter", "9.weight"),
+    ("get_buffer", "0.gain"),
+    ("get_buffer", "0.training"),
+    ("get_buffer", "nope.scale"),
+]
+
+
+@pytest.mark.parametrize(("method", "target"), _LOOKUPS)
+def test_lookups_by_path_match_torch(method: str, target: str, graph: dtorch.Graph) -> None:
+    """get_submodule/get_parameter/get_buffer: the same member (by name and shape), or the
+    same error type and message."""
+    found = []
+    for model in (_model(torch.nn, torch.ones), _model(nn, dtorch.ones)):
+        try:
+            value = getattr(model, method)(target)
+        except AttributeError as error:
+            found.append(("AttributeError", str(error)))
+            continue
+        if isinstance(value, (torch.nn.Module, nn.Module)):
+            found.append((type(value).__name__, repr(value)))
+        else:
+            found.append((type(value).__name__, tuple(value.shape)))
+    assert found[0] == found[1], (method, target)
+
+
+def test_zero_grad_matches_torch(graph: dtorch.Graph) -> None:
+    """No autograd: every grad starts None (torch's); a grad a program set is cleared, or
+    zeroed in place with ``set_to_none=False``, as torch does."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    ref = torch.nn.Linear(3, 2)
+    ours = nn.Linear(3, 2, device_mesh=mesh)
+    assert [p.grad for p in ours.parameters()] == [p.grad for p in ref.parameters()] == [None] * 2
+    ref.zero_grad(), ours.zero_grad()  # nothing to clear
+    for set_to_none in (True, False):
+        ref.weight.grad = torch.ones(2, 3)
+        grad = dtorch.from_torch(torch.ones(2, 3), device_mesh=mesh, placements=[Shard(0)])
+        ours.weight.grad = grad
+        ref.zero_grad(set_to_none=set_to_none)
+        ours.zero_grad(set_to_none=set_to_none)
+        if set_to_none:
+            assert ours.weight.grad is None and ref.weight.grad is None
+        else:
+            assert ours.weight.grad is grad and grad.placements == [Shard(0)]
+            assert torch.equal(grad.to_torch(), ref.weight.grad)
+        assert ours.bias.grad is None and ref.bias.grad is None

@@ -107,6 +107,73 @@ def type_as(t: Tensor, other: Tensor) -> Tensor:
     return cast(t, other.dtype)
 
 
+#: torch's legacy type names (``torch.FloatTensor``) -> their dtypes.
+_TYPE_NAMES = {
+    torch.empty(0, dtype=d).type(): d
+    for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
+              torch.int8, torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64,
+              torch.complex128)
+}  # fmt: skip
+_CUDA_PREFIX = "torch.cuda."
+
+
+def type_name(t: Tensor) -> str:
+    """torch's ``t.type()``: the legacy type name, ``torch.cuda.`` on a CUDA mesh.
+
+    Example:
+        >>> import dtorch
+        >>> type_name(dtorch.zeros(2, dtype=dtorch.int64))
+        'torch.LongTensor'
+    """
+    name = torch.empty(0, dtype=t.dtype).type()
+    return name.replace("torch.", _CUDA_PREFIX, 1) if t.device.type == "cuda" else name
+
+
+def to_type(t: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+    """torch's ``Tensor.type``: the type name without ``dtype``; else ``t`` as that type - a
+    ``torch.dtype``, a type name (``"torch.IntTensor"``; a ``torch.cuda.`` one moves to CUDA,
+    a plain one to the CPU, as torch), torch's or dtorch's typed class (``torch.IntTensor``,
+    ``dtorch.IntTensor``). ``t`` itself when nothing changes.
+
+    Example:
+        >>> import torch, dtorch
+        >>> t = dtorch.zeros(2)
+        >>> t.type(), t.type(torch.int32).dtype, t.type("torch.DoubleTensor").dtype
+        ('torch.FloatTensor', torch.int32, torch.float64)
+    """
+    if set(kwargs) - {"async"}:
+        raise TypeError(f"type: unexpected keyword(s) {sorted(set(kwargs) - {'async'})}")
+    if dtype is None:
+        return type_name(t)
+    wanted, cuda = _type_target(dtype)
+    if cuda is not None and cuda != (t.device.type == "cuda"):
+        t = to(t, "cuda" if cuda else "cpu")
+    return cast(t, wanted)
+
+
+def _type_target(dtype: Any) -> tuple[torch.dtype, bool | None]:
+    """(dtype, on CUDA: True/False, None where the argument names no device)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype, None
+    if isinstance(dtype, str):
+        cuda = dtype.startswith(_CUDA_PREFIX)
+        name = dtype.replace(_CUDA_PREFIX, "torch.", 1)
+        if name not in _TYPE_NAMES:
+            raise ValueError(
+                f"invalid type: {dtype!r}; accepted: a torch.dtype or one of "
+                f"{', '.join(sorted(_TYPE_NAMES))} (or their torch.cuda. names)"
+            )
+        return _TYPE_NAMES[name], cuda
+    if isinstance(dtype, type(torch.FloatTensor)):  # torch.IntTensor, torch.cuda.IntTensor
+        return dtype.dtype, bool(dtype.is_cuda)
+    typed = getattr(dtype, "_DTYPE", None) if isinstance(dtype, type) else None
+    if isinstance(typed, torch.dtype) and issubclass(dtype, TensorBase):  # dtorch.IntTensor
+        return typed, None  # dtorch's typed classes name no device
+    raise TypeError(
+        f"type: expected a torch.dtype, a type name or a typed tensor class, got {dtype!r}"
+    )
+
+
 def parse_to_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """The arguments of ``Tensor.to`` as ``(target, dtype)``: ``target`` is a DeviceMesh, a
     ``torch.device`` or None (stay where it is), ``dtype`` a ``torch.dtype`` or None (keep it).

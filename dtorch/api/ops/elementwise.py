@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import distribute
+from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
+from dtorch.errors import DtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MaskedKind, MathKind
 from dtorch.ir.params import (
     ActivationParam,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 _TENSOR_PARAMS = {kind: BroadcastBinaryParam(kind) for kind in BinaryKind}
+_ABSENT: Any = object()  # ``where(condition)``: no input and no other given
 
 
 @functools.lru_cache(maxsize=1024)
@@ -232,6 +235,34 @@ def unary(kind: MathKind, name: str, t: Tensor) -> Tensor:
     return record_one(name, _MATH_PARAMS[kind], (t,))
 
 
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """torch's ``round``: halves to even; with ``decimals``, ``round(x * 10**d) / 10**d``
+    (``d < 0``: ``round(x / 10**-d) * 10**-d``) computed as torch computes it, in float32 for
+    float16/bfloat16 (torch's opmath), so the values are torch's bit for bit.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([1.2345, 2.5, 1250.0]).round(decimals=2).tolist()
+        [1.2300000190734863, 2.5, 1250.0]
+    """
+    if isinstance(decimals, bool) or not isinstance(decimals, int):
+        raise TypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
+    if decimals == 0:
+        return unary(MathKind.ROUND, "round", input)
+    if not input.dtype.is_floating_point:
+        raise DtypeError(
+            f"round: decimals={decimals} needs a floating-point tensor, got {input.dtype}; "
+            "accepted: float16, bfloat16, float32, float64 (or decimals=0)"
+        )
+    wide = input if input.dtype in (torch.float32, torch.float64) else cast(input, torch.float32)
+    scale = 10.0 ** abs(decimals)
+    if decimals > 0:
+        rounded = div(unary(MathKind.ROUND, "round", mul(wide, scale)), scale)
+    else:
+        rounded = mul(unary(MathKind.ROUND, "round", div(wide, scale)), scale)
+    return cast(rounded, input.dtype)
+
+
 _ACTIVATION_PARAMS = {kind: ActivationParam(kind) for kind in ActivationKind}
 
 
@@ -291,8 +322,20 @@ def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
     return result if high is None else minimum(result, high)
 
 
-def where(condition: Tensor, input: Any, other: Any) -> Tensor:
-    """``input`` where ``condition`` holds, else ``other``; either may be a number."""
+def where(condition: Tensor, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:
+    """``input`` where ``condition`` holds, else ``other``; either may be a number.
+    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)`` (as in torch).
+
+    Example:
+        >>> import dtorch
+        >>> c = dtorch.tensor([True, False, True])
+        >>> dtorch.where(c, 1.0, 0.0).tolist(), [i.tolist() for i in dtorch.where(c)]
+        ([1.0, 0.0, 1.0], [[0, 2]])
+    """
+    if input is _ABSENT and other is _ABSENT:
+        return nonzero(condition, as_tuple=True)
+    if input is _ABSENT or other is _ABSENT:
+        raise TypeError("where: give both input and other, or neither (where(condition))")
     tensor = TensorBase
     inputs = [condition] + [v for v in (input, other) if isinstance(v, tensor)]
     param = WhereParam(

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import dtorch.api.ops.index as _index
+import dtorch.api.ops.take as _take
 from dtorch.api.create import distribute
 from dtorch.api.dims import normalize_dims
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record
-from dtorch.errors import ShapeError
+from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.params import (
     ChunkParam,
     ConcatParam,
@@ -115,6 +116,27 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return record("transpose", TransposeParam(a, b), (input,))[0]
 
 
+def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
+    """torch's ``t.mT`` (and ``t.mH``, the same for real dtypes): the last two dims swapped.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.zeros(4, 2, 3).mT.shape
+        torch.Size([4, 3, 2])
+    """
+    if input.ndim < 2:
+        raise ShapeError(
+            f"tensor.{name} is only supported on matrices or batches of matrices. Got "
+            f"{input.ndim}-D tensor."
+        )
+    if name == "mH" and input.dtype.is_complex:
+        raise DtypeError(
+            f"tensor.mH of a {input.dtype} tensor needs a conjugate, which dtorch lacks; "
+            "accepted: real dtypes (where mH is mT)"
+        )
+    return transpose(input, -2, -1)
+
+
 def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
     """``permute(*dims)``, ``permute(dims)`` or torch's keyword ``permute(dims=...)``."""
     wanted = sizes(order if dims is None else (dims,))
@@ -188,11 +210,85 @@ def repeat(t: Tensor, *repeats: Any) -> Tensor:
     return record("repeat", RepeatParam(counts), (t,))[0]
 
 
-def repeat_interleave(input: Tensor, repeats: int, dim: int | None = None) -> Tensor:
-    if isinstance(repeats, TensorBase) or not isinstance(repeats, int) or repeats < 0:
-        raise TypeError("repeat_interleave: repeats must be a non-negative int")
+def repeat_interleave(
+    input: Tensor,
+    repeats: Any = None,
+    dim: int | None = None,
+    *,
+    output_size: int | None = None,
+) -> Tensor:
+    """torch's ``repeat_interleave``: each element (of ``dim``; of the flattened tensor when
+    None) ``repeats`` times. ``repeats`` is an int, or a 0-d/1-D integer tensor (torch or
+    dtorch) of one count per element: the output's shape depends on its values, so a dtorch
+    one is fetched first (a wait, as ``nonzero``), and the result is an ``index_select``.
+    ``repeat_interleave(counts)`` (no repeats) repeats ``arange(len(counts))``.
+
+    Example:
+        >>> import torch, dtorch
+        >>> x = dtorch.tensor([[1, 2], [3, 4]])
+        >>> x.repeat_interleave(torch.tensor([1, 2]), dim=0).tolist()
+        [[1, 2], [3, 4], [3, 4]]
+        >>> dtorch.repeat_interleave(dtorch.tensor([2, 1])).tolist()
+        [0, 0, 1]
+    """
+    if repeats is None:
+        counts = _counts(input)
+        input = distribute(type(input), torch.arange(len(counts)), graph=input.graph,
+                           device_mesh=input.device_mesh)  # fmt: skip
+        return _repeat_each(input, counts, None, output_size)
+    if isinstance(repeats, (torch.Tensor, TensorBase)):
+        counts = _counts(repeats)
+        if counts.numel() != 1:
+            return _repeat_each(input, counts, dim, output_size)
+        repeats = int(counts.reshape(()))
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 0:
+        raise TypeError("repeat_interleave: repeats must be a non-negative int or an int tensor")
     d = None if dim is None else normalize_dims(dim, input.ndim, op="repeat_interleave")[0]
-    return record("repeat_interleave", RepeatInterleaveParam(repeats, d), (input,))[0]
+    out = record("repeat_interleave", RepeatInterleaveParam(repeats, d), (input,))[0]
+    _check_output_size(out.shape[0 if d is None else d], output_size)
+    return out
+
+
+def _counts(repeats: Any) -> torch.Tensor:
+    """The repeat counts on the client (a dtorch tensor's values are fetched): torch's
+    checks of their dtype, rank and sign."""
+    counts = repeats.to_torch() if isinstance(repeats, TensorBase) else repeats
+    if counts.dtype not in (torch.int32, torch.int64):
+        raise DtypeError(
+            f"repeat_interleave: repeats must be an int32 or int64 tensor, got {counts.dtype}"
+        )
+    if counts.ndim > 1:
+        raise ShapeError(
+            f"repeat_interleave: repeats must be 0-dim or 1-dim tensor, got {counts.ndim}-dim"
+        )
+    if bool((counts < 0).any()):
+        raise ParamError("repeat_interleave: repeats can not be negative")
+    return counts.cpu()
+
+
+def _repeat_each(
+    input: Tensor, counts: torch.Tensor, dim: int | None, output_size: int | None
+) -> Tensor:
+    """Element ``i`` of ``dim`` ``counts[i]`` times: an index_select of the repeated
+    positions (no dim: of the flattened tensor)."""
+    source = flatten(input) if dim is None else input
+    d = 0 if dim is None else normalize_dims(dim, input.ndim, op="repeat_interleave")[0]
+    if counts.numel() != source.shape[d]:
+        raise ShapeError(
+            f"repeat_interleave: repeats must have the same size as input along dim, but got "
+            f"repeats.size(0) = {counts.numel()} and input.size({d}) = {source.shape[d]}"
+        )
+    index = torch.repeat_interleave(torch.arange(counts.numel()), counts)
+    _check_output_size(len(index), output_size)
+    return _take.index_select(source, d, index)
+
+
+def _check_output_size(size: int, output_size: int | None) -> None:
+    # torch's check of the optional ``output_size`` hint
+    if output_size is not None and output_size != size:
+        raise ShapeError(
+            f"repeat_interleave: Invalid output_size, expected {size} but got {output_size}"
+        )
 
 
 # --- indexing ---------------------------------------------------------------------------------

@@ -160,11 +160,10 @@ def _check_dtypes(name: str, inputs: tuple[Operand, ...]) -> None:
         )
     # torch's rule: a bool mask, one of q's dtype, or a float32 one with any q (the output
     # keeps q's dtype)
-    if len(inputs) == 4 and inputs[3].dtype not in (torch.bool, torch.float32, q.dtype):
-        raise DtypeError(
-            f"{name}: attn_mask has dtype {inputs[3].dtype}; accepted: torch.bool, "
-            f"torch.float32 or {q.dtype}"
-        )
+    accepted = tuple(dict.fromkeys((torch.bool, torch.float32, q.dtype)))  # once each
+    if len(inputs) == 4 and inputs[3].dtype not in accepted:
+        listed = ", ".join(map(str, accepted[:-1])) + f" or {accepted[-1]}"
+        raise DtypeError(f"{name}: attn_mask has dtype {inputs[3].dtype}; accepted: {listed}")
 
 
 def _check_gqa_split(

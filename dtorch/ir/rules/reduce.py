@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import torch
 
-from dtorch.errors import ShapeError
+from dtorch.errors import DimError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind, ReduceKind
 from dtorch.ir.params import MaxMinParam, OpParam, ReduceParam, SoftmaxParam
@@ -53,6 +53,15 @@ _SOFTMAX = signature(
 )  # fmt: skip
 _REDUCE_SIGS = {ReduceKind.SUM: _LINEAR, ReduceKind.MEAN: _LINEAR}
 _WITH_DTYPE = frozenset({ReduceKind.SUM, ReduceKind.MEAN, ReduceKind.PROD})
+#: The reductions torch refuses over an empty dim (the others have an identity value) -> the
+#: error of one over every dim of an empty tensor: torch's RuntimeError for max/min (a
+#: ShapeError here, as other shape errors), its IndexError for argmax/argmin.
+_NONEMPTY: dict[ReduceKind, type[ShapeError]] = {
+    ReduceKind.MAX: ShapeError,
+    ReduceKind.MIN: ShapeError,
+    ReduceKind.ARGMAX: DimError,
+    ReduceKind.ARGMIN: DimError,
+}
 
 
 def reduce_dims(name: str, dims: Sequence[int] | None, ndim: int) -> tuple[int, ...]:
@@ -106,6 +115,29 @@ def _reduced_labels(ndim: int, dims: tuple[int, ...], keepdim: bool) -> Labels:
     return tuple(d for d in range(ndim) if d not in dims)
 
 
+def check_nonempty(
+    name: str, shape: tuple[int, ...], dims: Sequence[int] | None, whole: type[ShapeError]
+) -> None:
+    """torch refuses ``max min argmax argmin`` over a dim of size 0 (an IndexError: here a
+    DimError), and over every dim (``dims`` None) of an empty tensor (raising ``whole``).
+
+    Example:
+        >>> check_nonempty("max", (0, 3), (1,), ShapeError)
+        >>> check_nonempty("max", (0, 3), (0,), ShapeError)
+        Traceback (most recent call last):
+        ...
+        dtorch.errors.DimError: max(): Expected reduction dim 0 to have non-zero size.
+    """
+    if dims is None and 0 in shape:
+        raise whole(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0 (shape "
+            f"{list(shape)}); accepted: a dim argument naming a dim of non-zero size"
+        )
+    for d in dims or ():
+        if shape[d] == 0:
+            raise DimError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
 def reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """``sum mean max min any all prod argmax argmin`` over ``dims`` (None: every dim)."""
     assert isinstance(param, ReduceParam)
@@ -115,7 +147,9 @@ def reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
         raise ParamError(f"{name}: takes one dim or None, got dims {param.dims}")
     if param.dtype is not None and kind not in _WITH_DTYPE:
         raise ParamError(f"{name}: takes no dtype argument (sum, mean and prod do)")
-    _, shape, labels = reduce_plan(name, x.shape, param.dims, param.keepdim)
+    reduced, shape, labels = reduce_plan(name, x.shape, param.dims, param.keepdim)
+    if kind in _NONEMPTY:
+        check_nonempty(name, x.shape, reduced if param.dims else None, _NONEMPTY[kind])
     dtype = reduce_dtype(name, kind, x.dtype, param.dtype)
     return one_input(name, _REDUCE_SIGS.get(kind, _KEEP), x, labels, [OutputMeta(shape, dtype, ())])
 
@@ -124,7 +158,8 @@ def maxmin_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     """``max/min(t, dim, keepdim)``: values and int64 indices, both shaped like the reduce."""
     assert isinstance(param, MaxMinParam)
     (x,) = inputs
-    _, shape, labels = reduce_plan(name, x.shape, (param.dim,), param.keepdim)
+    reduced, shape, labels = reduce_plan(name, x.shape, (param.dim,), param.keepdim)
+    check_nonempty(name, x.shape, reduced, DimError)
     dtype = reduce_dtype(name, ReduceKind.MAX, x.dtype, None)
     metas = [OutputMeta(shape, dtype, ()), OutputMeta(shape, torch.int64, ())]
     return one_input(name, _KEEP, x, labels, metas)

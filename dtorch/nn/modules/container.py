@@ -44,6 +44,15 @@ def _renumber(container: Module) -> None:
     container._modules.update((str(i), m) for i, m in enumerate(modules))
 
 
+def _factor(container: Module, other: Any) -> int:
+    """torch's checks of the factor of ``Sequential * n``: a positive int."""
+    if not isinstance(other, int):  # a bool is an int to torch too
+        raise TypeError(f"unsupported operand type(s) for *: {type(container)} and {type(other)}")
+    if other <= 0:
+        raise ValueError(f"Non-positive multiplication factor {other} for {type(container)}")
+    return other
+
+
 class Sequential(Module):
     """Modules called in order, each on the previous one's output: ``Sequential(*modules)``
     or ``Sequential(OrderedDict(name=module, ...))``.
@@ -93,6 +102,34 @@ class Sequential(Module):
                 f"{type(other)} is given."
             )
         return Sequential(*self, *other)
+
+    def __iadd__(self, other: Sequential) -> Sequential:
+        """torch's ``seq += other``: ``other``'s modules appended in place."""
+        if not isinstance(other, Sequential):
+            raise ValueError(
+                "add operator supports only objects of Sequential class, but "
+                f"{type(other)} is given."
+            )
+        return self.extend(list(other))
+
+    def __mul__(self, other: int) -> Sequential:
+        """torch's ``seq * n``: a new Sequential of the modules ``n`` times over - the same
+        module objects (shared, not copied, as torch shares them).
+
+        Example:
+            >>> from dtorch import nn
+            >>> seq = nn.Sequential(nn.ReLU()) * 3
+            >>> len(seq), seq[0] is seq[2]
+            (3, True)
+        """
+        return Sequential(*(list(self) * _factor(self, other)))
+
+    def __rmul__(self, other: int) -> Sequential:
+        return self.__mul__(other)
+
+    def __imul__(self, other: int) -> Sequential:
+        """torch's ``seq *= n``: the modules repeated in place (shared objects)."""
+        return self.extend(list(self) * (_factor(self, other) - 1))
 
     def append(self, module: Module) -> Sequential:
         self.add_module(str(len(self)), module)

@@ -85,6 +85,21 @@ def check_tp_dim(layer: str, tp_dim: Any) -> str:
     return tp_dim
 
 
+def unsplit_size_one(placement: Placement, shape: tuple[int, ...]) -> Placement:
+    """A Shard of a dim of size 1 is Replicate, as ``redistribute_by_dict`` (the layers'
+    input hook) makes it of the input: a Row layer with ``in_features=1`` then meets a
+    Replicate input with a Replicate weight (its output is Replicate, not Partial).
+
+    Example:
+        >>> from dtorch import Shard
+        >>> unsplit_size_one(Shard(1), (4, 1)), unsplit_size_one(Shard(1), (4, 2))
+        (Replicate(), Shard(dim=1))
+    """
+    if placement.is_shard() and shape[placement.get_shard_index() % len(shape)] == 1:
+        return Replicate()
+    return placement
+
+
 def uniform_(param: Tensor, bound: float) -> None:
     """Fill ``param`` with uniform values on ``[-bound, bound]``, drawn from torch's default
     generator exactly as ``torch.nn.init.uniform_`` draws them (one Create and one Copy)."""
@@ -145,7 +160,9 @@ class Linear(Module):
         bias: list[Placement] = [Replicate()] * mesh.ndim
         tp = self._tp_index(mesh)
         if tp is not None and self.tp_plan is not None:
-            weight[tp], bias[tp] = self.tp_plan.weight, self.tp_plan.bias
+            shape = (self.out_features, self.in_features)
+            weight[tp] = unsplit_size_one(self.tp_plan.weight, shape)
+            bias[tp] = unsplit_size_one(self.tp_plan.bias, shape[:1])
         return weight, bias
 
     def _set_redistribution(self) -> None:

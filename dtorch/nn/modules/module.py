@@ -45,6 +45,7 @@ from typing import Any
 
 from torch.utils.hooks import RemovableHandle
 
+from dtorch.api.creation import zeros_like
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
@@ -310,14 +311,45 @@ class Module:
             yield buffer
 
     def get_submodule(self, target: str) -> Module:
-        """The descendant at dotted path ``target`` (``""``: this module)."""
+        """The descendant at dotted path ``target`` (``""``: this module); torch's
+        AttributeError naming the first missing (or non-module) step."""
         module: Module = self
         for item in target.split(".") if target else []:
-            child = module._modules.get(item)
-            if child is None:
+            if not hasattr(module, item):
                 raise AttributeError(f"{module._get_name()} has no attribute `{item}`")
-            module = child
+            module = getattr(module, item)
+            if not isinstance(module, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
         return module
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The parameter at dotted path ``target`` (torch's AttributeError otherwise).
+
+        Example:
+            >>> from dtorch import nn
+            >>> nn.Sequential(nn.Linear(2, 3)).get_parameter("0.bias").shape
+            torch.Size([3])
+        """
+        module, name = self._owner_of(target)
+        param = getattr(module, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError(f"`{name}` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path ``target`` (torch's AttributeError otherwise)."""
+        module, name = self._owner_of(target)
+        if name not in module._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return getattr(module, name)
+
+    def _owner_of(self, target: str) -> tuple[Module, str]:
+        # the module holding the last step of ``target``, which must be an attribute of it
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        if not hasattr(module, name):
+            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
+        return module, name
 
     def first_param_device_mesh(self) -> DeviceMesh | None:
         """The mesh of the first parameter (in ``named_parameters`` order), else of the first
@@ -349,6 +381,25 @@ class Module:
         for param in self.parameters():
             param.requires_grad = requires_grad
         return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """torch's: every parameter's ``grad`` to None (or, ``set_to_none=False``, to zeros).
+        dtorch computes no gradients, so only a ``grad`` a program assigned is touched.
+
+        Example:
+            >>> from dtorch import nn
+            >>> m = nn.Linear(2, 2)
+            >>> m.weight.grad = m.weight * 0 + 1
+            >>> m.zero_grad(); m.weight.grad is None
+            True
+        """
+        for param in self.parameters():
+            if param.grad is None:
+                continue
+            if set_to_none:
+                param.grad = None
+            else:
+                param.grad.copy_(zeros_like(param.grad))  # in place, as torch's zero_
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """``fn`` on every child (recursively) and then on this module; returns self."""

@@ -22,7 +22,10 @@ a Replicate output of a column layer is an all-gather, of a row layer an all-red
 On every other mesh dim the parameters are Replicate and x and y keep their placements (a
 batch sharded on ``dp`` stays sharded). A mesh without the tp dim: every parameter is
 Replicate and nothing is redistributed (the layer is a plain Linear). Feature counts need not
-divide the tp size (shards follow ``torch.chunk``).
+divide the tp size (shards follow ``torch.chunk``; devices past the last chunk hold none); a
+feature count of 1 is not split: the parameters' Shard of it is Replicate, as the input hook
+makes the input's (``redistribute_by_dict``), so a row layer with ``in_features=1`` computes
+a Replicate output, not a Partial one.
 
 Example:
     >>> import torch, dtorch
