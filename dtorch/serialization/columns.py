@@ -86,6 +86,7 @@ class ReadContext:
     data: memoryview = field(default_factory=lambda: memoryview(b""))
     alias: bool = False
     ranges: list[tuple[int, int]] = field(default_factory=list)
+    claimed: int = 0  # bytes of the data section the ranges read so far take
 
 
 def check_types(

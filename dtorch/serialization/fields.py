@@ -71,6 +71,7 @@ __all__ = [
 ]
 
 _DTYPE = frozenset({torch.dtype})
+_INT = frozenset({int})  # exact ints: bool is an int subclass, and 1.0 == True == 1
 
 
 class FieldCodec(Protocol):
@@ -178,7 +179,9 @@ class EnumField:
         return state
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
-        try:  # the table holds every accepted value: no separate type check
+        try:
+            if not set(map(type, column)) <= _INT:  # True and 1.0 would find member 1
+                raise TypeError
             return list(map(self.members.__getitem__, column))
         except (KeyError, TypeError):
             bad = next(v for v in column if type(v) is not int or v not in self.members)
@@ -215,7 +218,7 @@ class DtypeField:
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         try:
-            if any(type(v) is not int for v in column):  # True == 1 would index the table
+            if not set(map(type, column)) <= _INT:  # True == 1 would index the table
                 raise TypeError
             return list(map(CODE_TO_DTYPE.__getitem__, column))
         except (KeyError, TypeError):
@@ -228,6 +231,8 @@ class DtypeField:
 def resolve(column: list[Any] | tuple[Any, ...], nodes: list[Any]) -> list[Any]:
     """The decoded nodes a column of references names (each an index of an earlier node)."""
     try:
+        if not set(map(type, column)) <= _INT:  # True would name node 1
+            raise TypeError
         if column and min(column) < 0:  # a negative index would count from the end
             raise BadReferenceError(f"reference to node {min(column)}: indices start at 0")
         return list(map(nodes.__getitem__, column))
@@ -477,6 +482,12 @@ def _blob(entry: Any, ctx: ReadContext) -> memoryview | bytearray:
     if offset < 0 or size < 0 or offset + size > ctx.data.nbytes:
         raise DeserializationError(
             f"data range [{offset}, {size}] lies outside the {ctx.data.nbytes}-byte data section"
+        )
+    ctx.claimed += size  # ranges may not overlap: past the section, some do (and copying
+    if ctx.claimed > ctx.data.nbytes:  # them all first would allocate without bound)
+        raise DeserializationError(
+            f"the tensors of the payload claim more than its {ctx.data.nbytes}-byte data "
+            "section: two of them share data bytes"
         )
     ctx.ranges.append((offset, size))
     view = ctx.data[offset : offset + size]

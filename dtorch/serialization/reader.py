@@ -12,7 +12,9 @@ its subclasses):
 
 * the frame's sizes must add up to the input's size exactly, before anything is unpacked;
 * MessagePack's own size checks refuse declared lengths longer than the input, and its
-  nesting limit refuses deep nesting (nothing here recurses);
+  nesting limit refuses deep nesting (nothing here recurses); nesting through references,
+  a level per node, is bounded too: tuples (which hash and compare recursively in C) at most
+  ``MAX_NESTING`` deep, and lists and dicts are safe at any depth (their recursion is checked);
 * the node table may not declare more nodes than the document has bytes (every node is
   referenced at least once, and a reference takes at least a byte);
 * every column is checked for shape and exact value types before use, every reference must
@@ -27,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -123,6 +126,9 @@ def _renamed(position: dict[str, int], node_type: NodeType) -> dict[str, int]:
     return out if len(out) == len(position) else position
 
 
+#: Deepest nesting of tuples a payload may build (Python's own recursion limit: a deeper
+#: value could not even be printed).
+MAX_NESTING = 1000
 _ROWS_UP_TO = 32  # larger groups build faster a column at a time (benchmarks/serialization.py)
 _BINDINGS_KEPT = 256  # type tables whose bindings a registry keeps
 
@@ -148,31 +154,35 @@ def _bind_all(header: Any, registry: TypeRegistry) -> list[_Bound]:
 class _Reader:
     """Builds the groups of one payload in order."""
 
-    __slots__ = ("bound", "budget", "ctx", "rows")
+    __slots__ = ("bound", "budget", "ctx", "depths", "rows")
 
     def __init__(self, bound: list[_Bound], ctx: ReadContext, budget: int, rows: bool) -> None:
         self.bound, self.ctx, self.budget, self.rows = bound, ctx, budget, rows
+        self.depths: dict[int, int] = {}  # id of a tuple holding tuples -> its nesting depth
 
     def run(self, groups: Any) -> None:
         """Build every group, in order."""
-        nodes, rows = self.ctx.nodes, self.rows
+        nodes = self.ctx.nodes
         for entry in _array(groups, "the group list"):
             bound, count, columns = self.open(entry)
-            make = bound.make if rows else None
-            # A group in this version's layout goes through its compiled row decoder; any
-            # value that does not fit it sends the group down the column path, which decodes
-            # it again and names what is wrong.
-            if make is not None and count <= _ROWS_UP_TO:
-                try:
-                    built = make(columns, count, nodes)
-                except Exception:
-                    pass
-                else:
-                    nodes.extend(built)
-                    continue
-            self.columns(bound.node_type, count, columns)
+            built = self.build(bound, count, columns)
+            if bound.node_type.cls is tuple:
+                self.nest(built)
+            nodes.extend(built)
 
-    def columns(self, node_type: NodeType, count: int, columns: Sequence[Any]) -> None:
+    def build(self, bound: _Bound, count: int, columns: Sequence[Any]) -> list[Any]:
+        """One group's values. A group in this version's layout goes through its compiled
+        row decoder; any value that does not fit it sends the group down the column path,
+        which decodes it again and names what is wrong."""
+        make = bound.make if self.rows else None
+        if make is not None and count <= _ROWS_UP_TO:
+            try:
+                return make(columns, count, self.ctx.nodes)
+            except Exception:
+                pass
+        return self.columns(bound.node_type, count, columns)
+
+    def columns(self, node_type: NodeType, count: int, columns: Sequence[Any]) -> list[Any]:
         """Build a group a column at a time, naming the field of any error."""
         values = []
         for field, column in zip(node_type.fields, columns, strict=True):
@@ -182,7 +192,22 @@ class _Reader:
                 values.append(field.codec.decode(column, self.ctx))
             except DeserializationError as exc:
                 raise type(exc)(f"{node_type.tag}.{field.name}: {exc}") from None
-        self.ctx.nodes.extend(_build(node_type, values, count))
+        return _build(node_type, values, count)
+
+    def nest(self, tuples: list[tuple[Any, ...]]) -> None:
+        """Refuse tuples nested deeper than ``MAX_NESTING`` through references (each level a
+        node of its own): hashing or comparing one recurses in C, past any stack."""
+        if not any(type(item) is tuple for item in itertools.chain.from_iterable(tuples)):
+            return  # no tuple in a tuple: every one is one level deep (the common case)
+        depths = self.depths
+        for value in tuples:
+            inner = [depths.get(id(item), 1) for item in value if type(item) is tuple]
+            if inner:
+                depth = depths[id(value)] = 1 + max(inner)
+                if depth > MAX_NESTING:
+                    raise DeserializationError(
+                        f"tuples nested {depth} deep; at most {MAX_NESTING} levels are accepted"
+                    )
 
     def open(self, entry: Any) -> tuple[_Bound, int, Sequence[Any]]:
         """A group's bound type, its node count, and its columns (one per registered field,

@@ -262,6 +262,7 @@ def _make_prim(codec: Any, v: str, depth: int, src: _Source) -> None:
 
 
 def _make_enum(codec: Any, v: str, depth: int, src: _Source) -> None:
+    src.add(depth, f"if type({v}) is not int: raise F")  # True and 1.0 would find member 1
     src.add(depth, f"{v} = {src.const(codec.members)}[{v}]")
 
 

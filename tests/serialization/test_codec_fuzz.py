@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from dtorch.errors import DeserializationError
 from dtorch.serialization import deserialize
 from dtorch.serialization.fuzz import MUTATORS, reframe, sample_payloads, split
+from dtorch.serialization.reader import MAX_NESTING
 
 _SETTINGS = settings(
     max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck)
@@ -117,6 +118,78 @@ def test_deep_nesting_is_refused_without_recursion_errors() -> None:
     for depth in (1_000, 100_000, 1_000_000):
         with pytest.raises(DeserializationError):
             deserialize(reframe(b"\x91" * depth + b"\x00"))
+
+
+def _chained_tuples(depth: int, as_dict_key: bool) -> bytes:
+    """A payload of ``depth`` tuples, each a node holding the previous one (a level per group,
+    so MessagePack's own nesting limit never sees it), the last one a dict key if asked."""
+    import msgpack
+
+    header = [["py.tuple", ["items"]], ["py.dict", ["keys", "values"]]]
+    groups = [[0, 1, [[[]]]]] + [[0, 1, [[[[i - 1]]]]] for i in range(1, depth)]
+    root = depth - 1
+    if as_dict_key:
+        groups.append([1, 1, [[[[depth - 1]]], [[1]]]])
+        root = depth
+    return reframe(msgpack.packb([header, groups, [root]]))
+
+
+@pytest.mark.timeout(60)
+def test_tuples_nested_through_references_are_refused_past_the_limit() -> None:
+    """Hashing a tuple recurses in C without a depth check: 200,000 levels as a dict key
+    crashed the process. Deeper than MAX_NESTING is refused; that deep is a value."""
+    for as_key in (False, True):
+        with pytest.raises(DeserializationError, match="tuples nested 1001 deep"):
+            deserialize(_chained_tuples(200_000, as_key))
+    value = deserialize(_chained_tuples(MAX_NESTING, as_dict_key=True))
+    assert isinstance(value, dict) and len(value) == 1
+    deepest = next(iter(value))
+    for _ in range(MAX_NESTING - 1):
+        (deepest,) = deepest
+    assert deepest == ()
+
+
+def test_overlapping_tensor_data_is_refused_before_it_is_copied() -> None:
+    """A thousand tensors each claiming the same 1 MiB of a 1 MiB data section: refused after
+    the first overlap, not after a gigabyte of copies."""
+    import msgpack
+
+    size, count = 1 << 20, 1000
+    header = [["torch.Tensor", ["dtype", "shape", "data"]], ["py.list", ["items"]]]
+    tensors = [0, count, [[8] * count, [[size]] * count, [[0, size]] * count]]
+    groups = [tensors, [1, 1, [[[[i] for i in range(count)]]]]]
+    data = reframe(msgpack.packb([header, groups, [count]]), b"\x01" * size)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DeserializationError, match="share data bytes"):
+            deserialize(data)
+        assert tracemalloc.get_traced_memory()[1] < 8 * size
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("count", [1, 40], ids=["row-path", "column-path"])
+@pytest.mark.parametrize("value", [True, 1.0])
+def test_references_and_enum_values_must_be_exact_ints(count: int, value: Any) -> None:
+    """``True == 1.0 == 1``: a bool or a float must not pass for node 1 or enum member 1."""
+    import msgpack
+
+    enums = [[["enum.OpKind", ["value"]]], [[0, count, [[value] * count]]], [0]]
+    mesh = ["cpu", [2], [0, 1], None]
+    header = [
+        ["ir.DeviceMesh", ["device_type", "shape", "device_ids", "dim_names"]],
+        ["ir.Shard", ["dim", "split_order", "sub_split_coordinates"]],
+        ["ir.Operand", ["id", "shape", "dtype", "mesh", "placements"]],
+    ]
+    operands = [list(range(1, count + 1)), [[4]] * count, [0] * count, [value] * count]
+    groups = [
+        [0, 2, [[m] * 2 for m in mesh]],  # nodes 0 and 1: meshes, so node 1 is well typed
+        [1, 1, [[0], [-1], [[]]]],
+        [2, count, [*operands, [[2]] * count]],
+    ]
+    for document in (enums, [header, groups, [3]]):
+        with pytest.raises(DeserializationError):
+            deserialize(reframe(msgpack.packb(document)))
 
 
 def test_inputs_that_are_not_bytes() -> None:
