@@ -138,14 +138,13 @@ def mesh_of(spec: DeviceMesh | str | torch.device) -> DeviceMesh:
     """A mesh from a mesh, a device type (``"cpu"``) or a device (``"cuda:1"``)."""
     if isinstance(spec, DeviceMesh):
         return spec
-    try:
-        device = torch.device(spec)
-    except (RuntimeError, TypeError) as error:
+    try:  # a string as it is: torch.device would wrap an index past 127 ('cpu:300')
+        return DeviceMesh(spec if isinstance(spec, str) else torch.device(spec))
+    except (RuntimeError, TypeError, MeshError) as error:
         raise MeshError(
             f"{spec!r} is not a mesh or a device; accepted: a DeviceMesh, 'cpu', 'cuda', "
             "'cuda:N', 'cpu:N' or a torch.device"
         ) from error
-    return DeviceMesh(device)
 
 
 class Graph:

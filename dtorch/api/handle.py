@@ -194,11 +194,11 @@ class TensorBase:
 
     @property
     def is_cuda(self) -> bool:
-        return self.device.type == "cuda"
+        return self._operand.mesh.device_type.type == "cuda"
 
     @property
     def is_cpu(self) -> bool:
-        return self.device.type == "cpu"
+        return self._operand.mesh.device_type.type == "cpu"
 
     @property
     def itemsize(self) -> int:

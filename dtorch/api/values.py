@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from dtorch.api.future import TensorFuture, tensor_future
 from dtorch.api.record import _OWN_FRAMES, redistribute_to
-from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import GetTensorParam
 from dtorch.ir.placement import Replicate
 from dtorch.ir.span import caller_span
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
 def to_torch_async(tensor: TensorBase) -> TensorFuture:
     """A future of ``tensor``'s full value as a torch tensor on the CPU."""
     if tensor._operand.mesh.is_distributed:
-        first = DeviceMesh(tensor._operand.mesh.first_device())
+        first = tensor._operand.mesh.first_device_mesh()
         tensor = redistribute_to(tensor, first, (Replicate(),))
     graph, operand = tensor._graph, tensor._operand
     handle, future = tensor_future(graph)

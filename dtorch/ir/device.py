@@ -18,6 +18,9 @@ from dtorch.errors import MeshError
 
 #: The device kinds a mesh may hold; CPU meshes are logical and may have any size.
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
+#: The largest index a ``torch.device`` holds (torch stores it in 8 bits and wraps larger
+#: ones: ``torch.device("cpu", 300)`` is ``cpu:44``); logical CPU ids go beyond it.
+TORCH_MAX_INDEX = 127
 
 
 def check_device_kind(kind: object) -> str:
@@ -39,6 +42,9 @@ def parse_device(spec: object) -> tuple[str, int | None]:
         (('cuda', 1), ('cpu', None))
     """
     if isinstance(spec, str):
+        kind, colon, index = spec.partition(":")
+        if colon and index.isascii() and index.isdigit():  # torch would wrap ids past 127
+            return check_device_kind(kind), int(index)
         try:
             spec = torch.device(spec)
         except RuntimeError:
@@ -71,8 +77,8 @@ class Device:
         """Build a Device from ``"cpu"``, ``"cuda:1"``, a ``torch.device`` or a Device."""
         if isinstance(spec, Device):
             return spec
-        device = torch.device(spec) if isinstance(spec, str) else spec
-        return cls(check_device_kind(device.type), device.index or 0)
+        kind, index = parse_device(spec)
+        return cls(kind, index or 0)
 
     def __repr__(self) -> str:
         return f"Device({self.kind}:{self.index})"

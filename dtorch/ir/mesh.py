@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import torch
 
 from dtorch.errors import MeshError
-from dtorch.ir.device import Device, check_device_kind, parse_device
+from dtorch.ir.device import TORCH_MAX_INDEX, Device, check_device_kind, parse_device
 
 V = TypeVar("V")
 
@@ -255,6 +255,15 @@ class DeviceMesh:
         if outside:
             raise MeshError(f"dim names {outside} of {self!r} are not in {sorted(allowed)}")
 
+    def first_device_mesh(self) -> DeviceMesh:
+        """The one-device mesh of the first device (any id: no ``torch.device`` on the way).
+
+        Example:
+            >>> DeviceMesh("cpu", [300, 301]).first_device_mesh()
+            DeviceMesh('cpu', [300])
+        """
+        return DeviceMesh.from_ids(self._device_type, (1,), (self._ids[0],))
+
     def first_device_id(self) -> Device:
         """The first device as a dtorch Device (kind and index)."""
         return Device(self._device_type, self._ids[0])
@@ -415,6 +424,11 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
 
 def _torch_device(kind: str, index: int) -> torch.device:
     # CPU device 0 is torch.device("cpu") (API.md); every other device keeps its index.
+    if index > TORCH_MAX_INDEX:
+        raise MeshError(
+            f"device {kind}:{index} has no torch.device (torch's device indices stop at "
+            f"{TORCH_MAX_INDEX}); use the mesh (device_mesh) or first_device_id() instead"
+        )
     return torch.device(kind) if kind == "cpu" and index == 0 else torch.device(kind, index)
 
 

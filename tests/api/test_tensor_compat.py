@@ -150,6 +150,24 @@ def test_device(graph: dtorch.Graph) -> None:
     assert dtorch.zeros(2, graph=graph, device_mesh=mesh).device == torch.device("cpu", 2)
 
 
+def test_tensors_on_device_ids_past_torchs_index_limit(graph: dtorch.Graph) -> None:
+    """Logical CPU ids of 128 and more (torch.device would wrap them): values, fetches,
+    client-side indexing and moves stay on the right devices."""
+    mesh = dtorch.DeviceMesh.from_ids("cpu", (4,), (1000, 1001, 1002, 1003))
+    full = torch.arange(12.0).reshape(6, 2)
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(0)])
+    assert torch.equal(t.to_torch(), full) and not t.is_cuda and t.is_cpu
+    mask = full[:, 0] > 3
+    picked = t[mask]
+    assert picked.device_mesh == dtorch.DeviceMesh("cpu", [1000])
+    assert torch.equal(picked.to_torch(), full[mask])
+    moved = t.to("cpu:300")
+    assert moved.device_mesh == dtorch.DeviceMesh("cpu", [300])
+    assert torch.equal(moved.to_torch(), full)
+    with pytest.raises(MeshError, match="cpu:1000 has no torch.device"):
+        _ = t.device
+
+
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: str(x[0]))
 def test_to_forms(graph: dtorch.Graph, layout: tuple) -> None:
     full, t = _placed(graph, layout)

@@ -32,6 +32,19 @@ def test_a_device_with_an_index_is_a_one_device_mesh(device: str, kind: str, ind
         assert mesh.to_device() == expected == mesh.first_device()
 
 
+def test_device_ids_past_torchs_index_limit_are_never_wrapped() -> None:
+    """torch keeps a device index in 8 bits (``torch.device("cpu", 300)`` is ``cpu:44``);
+    logical CPU ids go further: they are parsed without torch, and asking for a torch.device
+    of one is a clear error, never another device."""
+    assert DeviceMesh("cpu:300").device_ids == (300,)
+    assert Device.parse("cpu:128") == Device("cpu", 128)
+    mesh = DeviceMesh("cpu", [300, 301])
+    assert mesh.first_device_mesh() == DeviceMesh("cpu", [300])
+    with pytest.raises(MeshError, match="cpu:300 has no torch.device"):
+        mesh.first_device()
+    assert DeviceMesh("cpu", [127]).first_device() == torch.device("cpu", 127)
+
+
 def test_mesh_is_anything_torch_tensor_accepts() -> None:
     ids = torch.arange(6).reshape(2, 3)
     expected = DeviceMesh("cpu", ids, ["dp", "tp"])

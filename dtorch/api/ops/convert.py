@@ -19,6 +19,7 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.record import record, redistribute_to
 from dtorch.api.redistribute import move, redistribute
 from dtorch.errors import DtypeError, MeshError, ShapeError
+from dtorch.ir.device import TORCH_MAX_INDEX, parse_device
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import CastParam, CloneParam, CopyParam
 from dtorch.ir.placement import Replicate
@@ -126,7 +127,11 @@ def type_name(t: Tensor) -> str:
         'torch.LongTensor'
     """
     name = torch.empty(0, dtype=t.dtype).type()
-    return name.replace("torch.", _CUDA_PREFIX, 1) if t.device.type == "cuda" else name
+    return (
+        name.replace("torch.", _CUDA_PREFIX, 1)
+        if t.device_mesh.device_type.type == "cuda"
+        else name
+    )
 
 
 def to_type(t: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
@@ -146,7 +151,7 @@ def to_type(t: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: 
     if dtype is None:
         return type_name(t)
     wanted, cuda = _type_target(dtype)
-    if cuda is not None and cuda != (t.device.type == "cuda"):
+    if cuda is not None and cuda != (t.device_mesh.device_type.type == "cuda"):
         t = to(t, "cuda" if cuda else "cpu")
     return cast(t, wanted)
 
@@ -214,7 +219,11 @@ def _as_target(target: Any) -> Any:
     """A device string becomes a ``torch.device`` (a clear MeshError when it is not one)."""
     if target is None or isinstance(target, (DeviceMesh, torch.device)):
         return target
-    return torch.device(target) if _is_device(target) else mesh_of(target)
+    if not _is_device(target):
+        return mesh_of(target)
+    if isinstance(target, str) and (parse_device(target)[1] or 0) > TORCH_MAX_INDEX:
+        return mesh_of(target)  # "cpu:300": a torch.device would wrap the id
+    return torch.device(target)
 
 
 def _is_device(target: Any) -> bool:

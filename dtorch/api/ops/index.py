@@ -102,7 +102,8 @@ def advanced_getitem(t: Tensor, index: Any) -> Tensor:
     where = to_torch_index("getitem", index)
     full = t.to_torch()
     result = _torch_call("getitem", lambda: full[where])
-    return distribute(type(t), result, graph=t.graph, device=t.device_mesh.first_device())
+    first = t.device_mesh.first_device_mesh()
+    return distribute(type(t), result, graph=t.graph, device_mesh=first)
 
 
 def _one_array(index: Any) -> tuple[list[Any], int, Any] | None:
