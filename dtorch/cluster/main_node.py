@@ -40,6 +40,7 @@ from dtorch.cluster.records import (
     record_key,
 )
 from dtorch.cluster.rendezvous import (
+    MIN_TOKEN_BYTES,
     PROGRAM_KEY,
     START_KEY,
     SignedStore,
@@ -72,8 +73,10 @@ def cluster_token(token: bytes | str | None) -> bytes:
             token = bytes.fromhex(token.strip())
         except ValueError:
             raise RendezvousError("a cluster token in text is hex (e.g. 64 hex digits)") from None
-    if not isinstance(token, bytes) or len(token) < 16:
-        raise RendezvousError("a cluster token is at least 16 bytes (32 recommended)")
+    if not isinstance(token, bytes) or len(token) < MIN_TOKEN_BYTES:
+        raise RendezvousError(
+            f"a cluster token is at least {MIN_TOKEN_BYTES} bytes (32 recommended)"
+        )
     return token
 
 

@@ -35,6 +35,8 @@ from dtorch.errors import RendezvousError
 
 PROGRAM_KEY = "dtorch/program"
 START_KEY = "dtorch/start"
+#: The shortest cluster token accepted, by the controller and by every worker.
+MIN_TOKEN_BYTES = 16
 #: Where the collective groups rendezvous, and where the failure board posts.
 GROUPS_PREFIX = "dtorch/groups/"
 BOARD_PREFIX = "dtorch/board/"

@@ -244,7 +244,7 @@ def _build(node_type: NodeType, values: list[list[Any]], count: int) -> list[Any
     except DeserializationError:
         raise
     except (DTorchError, ValueError, TypeError, RuntimeError, OverflowError) as exc:
-        raise DeserializationError(f"invalid {node_type.tag} in payload: {exc}") from None
+        raise DeserializationError(f"invalid {node_type.tag} in payload: {exc!s:.300}") from None
 
 
 def _check_disjoint(ranges: list[tuple[int, int]]) -> None:

@@ -34,6 +34,7 @@ import torch
 
 from dtorch.errors import DeserializationError, SerializationError
 from dtorch.ir.dtypes import PLAIN_DTYPES
+from dtorch.serialization.columns import show
 from dtorch.serialization.fields import BlobField, DtypeField, PrimField, TupleField
 from dtorch.serialization.registry import Field, NodeType
 
@@ -135,10 +136,10 @@ def restore_generator(device: str, state: bytes) -> torch.Generator:
     try:
         where = torch.device(device)
     except (RuntimeError, ValueError):
-        raise DeserializationError(f"generator device {device!r} is not a device") from None
+        raise DeserializationError(f"generator device {show(device)} is not a device") from None
     if where.type not in _DEVICE_KINDS:
         raise DeserializationError(
-            f"generator device {device!r} is not accepted; accepted: {', '.join(_DEVICE_KINDS)}"
+            f"generator device {show(device)} is not accepted; accepted: {', '.join(_DEVICE_KINDS)}"
         )
     raw = torch.frombuffer(bytearray(state), dtype=torch.uint8) if state else torch.empty(0)
     try:

@@ -52,6 +52,7 @@ from dtorch.cluster.records import (
 )
 from dtorch.cluster.rendezvous import (
     GROUPS_PREFIX,
+    MIN_TOKEN_BYTES,
     PROGRAM_KEY,
     START_KEY,
     SignedStore,
@@ -104,19 +105,34 @@ def _parser() -> argparse.ArgumentParser:
 def _read_token(path: str | None, launch: Launch) -> bytes:
     """The cluster token from ``path`` (owner-only file) or DTORCH_CLUSTER_TOKEN."""
     if path is not None:
-        mode = os.stat(path).st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise RendezvousError(f"the token file {path} is readable by others: chmod 600 it")
-        with open(path, encoding="ascii") as file:
-            text = file.read()
+        text = _token_file(path)
     elif launch.cluster_token is not None:
         text = launch.cluster_token
     else:
         raise RendezvousError("no cluster token: set DTORCH_CLUSTER_TOKEN or pass --token-file")
     try:
-        return bytes.fromhex(text.strip())
+        token = bytes.fromhex(text.strip())
     except ValueError:
         raise RendezvousError("the cluster token is hex text") from None
+    if len(token) < MIN_TOKEN_BYTES:
+        raise RendezvousError(
+            f"the cluster token is {len(token)} bytes; the controller's is at least "
+            f"{MIN_TOKEN_BYTES} ({2 * MIN_TOKEN_BYTES} hex digits)"
+        )
+    return token
+
+
+def _token_file(path: str) -> str:
+    """The text of an owner-only token file (RendezvousError saying what is wrong)."""
+    try:
+        if os.stat(path).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise RendezvousError(f"the token file {path} is readable by others: chmod 600 it")
+        with open(path, encoding="ascii") as file:
+            return file.read()
+    except OSError as error:
+        raise RendezvousError(f"cannot read the token file {path}: {error.strerror}") from None
+    except UnicodeError:
+        raise RendezvousError(f"the token file {path} is not hex text") from None
 
 
 def parse_arguments(argv: list[str], launch: Launch | None = None) -> WorkerOptions:

@@ -170,3 +170,34 @@ def test_a_graph_outliving_its_cluster_closes_cleanly():
     graph.close()
     with pytest.raises(dtorch.DTorchError):
         (x + 1).to_torch()
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "message"),
+    [
+        (None, 0o600, "cannot read the token file"),
+        ("ab" * 32, 0o644, "readable by others"),
+        ("é" * 8, 0o600, "not hex text"),
+        ("zz", 0o600, "is hex text"),
+        ("", 0o600, "is 0 bytes; the controller's is at least 16"),
+        ("ab" * 16, 0o600, None),
+    ],
+    ids=["missing", "world-readable", "not-ascii", "not-hex", "empty", "16-bytes"],
+)
+def test_a_worker_reads_its_token_file_or_says_what_is_wrong(
+    tmp_path, content, mode, message
+) -> None:
+    from dtorch.options import Launch
+    from dtorch.worker.main import parse_arguments
+
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content, encoding="utf-8")
+        path.chmod(mode)
+    argv = ["--main", "127.0.0.1:1", "--rank", "0", "--world-size", "1"]
+    argv += ["--token-file", str(path)]
+    if message is None:
+        assert parse_arguments(argv, Launch()).token == bytes.fromhex(content)
+        return
+    with pytest.raises(RendezvousError, match=message):
+        parse_arguments(argv, Launch())

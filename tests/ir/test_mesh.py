@@ -40,7 +40,7 @@ def test_device_ids_past_torchs_index_limit_are_never_wrapped() -> None:
     assert Device.parse("cpu:128") == Device("cpu", 128)
     mesh = DeviceMesh("cpu", [300, 301])
     assert mesh.first_device_mesh() == DeviceMesh("cpu", [300])
-    with pytest.raises(MeshError, match="cpu:300 has no torch.device"):
+    with pytest.raises(MeshError, match=r"cpu:300 has no torch\.device"):
         mesh.first_device()
     assert DeviceMesh("cpu", [127]).first_device() == torch.device("cpu", 127)
 

@@ -192,6 +192,22 @@ def test_references_and_enum_values_must_be_exact_ints(count: int, value: Any) -
             deserialize(reframe(msgpack.packb(document)))
 
 
+def test_errors_about_huge_values_stay_short() -> None:
+    """A record refusing a huge value (a mesh of 300,000 equal ids, a generator on a device
+    named by 300,000 characters) says so in a few hundred characters."""
+    import msgpack
+
+    ids = [0] * 300_000
+    mesh = [["ir.DeviceMesh", ["device_type", "shape", "device_ids", "dim_names"]]]
+    meshes = [mesh, [[0, 1, [["cpu"], [[len(ids)]], [ids], [None]]]], [0]]
+    generator = [["torch.Generator", ["device", "state"]]]
+    generators = [generator, [[0, 1, [["x" * 300_000], [b""]]]], [0]]
+    for document in (meshes, generators):
+        with pytest.raises(DeserializationError) as info:
+            deserialize(reframe(msgpack.packb(document)))
+        assert len(str(info.value)) < 1000
+
+
 def test_inputs_that_are_not_bytes() -> None:
     for value in ("DTSZ", 12, None, [1], memoryview(b"DTSZ" * 8)[::2]):
         with pytest.raises(DeserializationError):

@@ -169,7 +169,9 @@ def tensor_meta(meta: Any, nbytes: int) -> tuple[torch.dtype, tuple[int, ...]]:
         raise CommError(f"a tensor of dtype {dtype}: quantized dtypes do not cross a store")
     shape = tuple(meta[1])
     if any(d < 0 for d in shape):
-        raise CommError(f"a tensor shape {list(shape)} with a negative dimension")
+        raise CommError(f"a tensor shape {list(shape)!r:.200} with a negative dimension")
+    if math.prod(d for d in shape if d) * dtype.itemsize >= 1 << 63:  # strides would overflow
+        raise CommError(f"a tensor shape {list(shape)!r:.200} too large for any tensor")
     needed = math.prod(shape) * dtype.itemsize
     if needed != nbytes:
         name = str(dtype).removeprefix("torch.")

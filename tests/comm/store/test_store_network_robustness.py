@@ -275,3 +275,17 @@ def test_a_flood_of_garbage_is_not_a_flood_of_log_lines(namespace, watch):
         finally:
             raw.close()
     assert watch.count("dropped a message") == 102  # the first 100, then the 200th and 300th
+
+
+def test_tensor_descriptions_that_no_tensor_could_have_are_refused() -> None:
+    """An empty shape with huge dims needs 0 bytes but overflows any stride: a CommError, not
+    torch's RuntimeError; a negative dim likewise."""
+    from dtorch.comm.store.network_protocol import tensor_meta
+    from dtorch.ir.dtypes import dtype_code
+
+    code = dtype_code(torch.float32)
+    with pytest.raises(CommError, match="too large for any tensor"):
+        tensor_meta([code, [0, 2**62, 2**62]], 0)
+    with pytest.raises(CommError, match="negative dimension"):
+        tensor_meta([code, [2, -1]], 0)
+    assert tensor_meta([code, [0, 3]], 0) == (torch.float32, (0, 3))
