@@ -10,9 +10,14 @@ it a *session* no replay can enter::
 
 The session id is ``c | s``: the coordinator's ``s`` makes it fresh for the coordinator, the
 client's ``c`` makes the answer fresh for the client (and proves that whoever answers holds K:
-a process that bound the port first cannot pose as the coordinator). Then every request and
-every reply is ``[counter, mac, header]``, or ``[counter, mac, header, digest, data]`` when it
-carries tensor bytes (a SET, a GET's answer), with::
+a process that bound the port first cannot pose as the coordinator). The coordinator keeps
+nothing for a hello: ``s = HMAC(K, "cookie" | epoch | connection | c)`` (``epoch``: random per
+coordinator), so a request that names ``c`` lets it recompute the session, and it creates the
+session only once a request's MAC proves the key (a flood of hellos from peers without the key
+costs it no memory and evicts nobody; a session id is taken once, so a captured session cannot
+be replayed on a new connection). Every request is ``[c, counter, mac, header]``, or
+``[c, counter, mac, header, digest, data]`` when it carries tensor bytes (a SET); every reply
+the same without ``c`` (a GET's answer carries data), with::
 
     mac = HMAC-SHA256(K, direction | session | counter | len(header) | header | digest)
 
@@ -79,8 +84,6 @@ COUNTER_BYTES = 8
 MAC_BYTES = 32
 #: The shortest secret a network store accepts (CommNamespace.create() makes 32 bytes).
 MIN_SECRET_BYTES = 16
-#: Sessions that said hello but did not join yet, kept at most (the oldest goes first).
-MAX_PENDING_SESSIONS = 64
 
 _REQUEST = b"req"
 _REPLY = b"rep"
@@ -130,9 +133,11 @@ def _counter(frame: bytes) -> int:
     return int.from_bytes(frame, "little")
 
 
-def _frames_bytes(frames: Sequence[Any]) -> list[Any]:
-    """Small frames as bytes (zmq.Frame or bytes in), the data frame (5th) left as it is."""
-    return [f if isinstance(f, bytes) else f.bytes for f in frames[:4]] + list(frames[4:])
+def _frames_bytes(frames: Sequence[Any], small: int = 4) -> list[Any]:
+    """The first ``small`` frames as bytes (zmq.Frame or bytes in), the data frame left as
+    it is."""
+    head = [f if isinstance(f, bytes) else f.bytes for f in frames[:small]]
+    return head + list(frames[small:])
 
 
 def _split(frames: list[Any]) -> tuple[bytes, bytes, bytes, bytes, Any]:
@@ -172,39 +177,53 @@ class _Session:
 
 
 class SessionTable:
-    """The coordinator's side: one session per connection (ROUTER identity)."""
+    """The coordinator's side: one session per connection (ROUTER identity), created by the
+    first request that proves the key (see the module docstring)."""
 
     def __init__(self, key: bytes) -> None:
         self._key = key
+        self._epoch = secrets.token_bytes(NONCE_BYTES)
         self._sessions: dict[bytes, _Session] = {}
+        self._taken: set[bytes] = set()  # every session id adopted: none is adopted twice
 
     def receive(self, ident: bytes, frames: Sequence[Any]) -> Hello | Request:
         """The handshake answered, or the authenticated request; Refused otherwise."""
         if len(frames) == 2 and bytes(_buffer(frames[0])) == HELLO:
             return self._hello(ident, bytes(_buffer(frames[1])))
-        session = self._sessions.get(ident)
-        if session is None:
-            raise Refused("a message from a connection that never said hello")
-        if len(frames) not in (3, 5):
+        if len(frames) not in (4, 6):
             raise Refused(f"{len(frames)} frames is no request of a network store")
-        return self._open(session, _frames_bytes(frames))
+        nonce, *rest = _frames_bytes(frames, 5)
+        session = self._sessions.get(ident)
+        if session is not None and session.id[:NONCE_BYTES] == nonce:
+            return self._open(session, rest)
+        return self._adopt(ident, nonce, rest)
 
     def _hello(self, ident: bytes, client_nonce: bytes) -> Hello:
         if len(client_nonce) != NONCE_BYTES:
             raise Refused("a hello without a 16-byte nonce")
-        old = self._sessions.get(ident)
-        if old is not None and old.rank is not None:
-            raise Refused(f"a second hello on the connection of rank {old.rank}")
-        self._evict_pending()
-        server_nonce = secrets.token_bytes(NONCE_BYTES)
-        self._sessions[ident] = _Session(client_nonce + server_nonce)
+        server_nonce = self._cookie(ident, client_nonce)
         mac = hmac.digest(self._key, HELLO + client_nonce + server_nonce, "sha256")
         return Hello([ident, HELLO, client_nonce, server_nonce, mac])
 
-    def _evict_pending(self) -> None:
-        pending = [i for i, s in self._sessions.items() if s.rank is None]
-        for ident in pending[: max(0, len(pending) - MAX_PENDING_SESSIONS + 1)]:
-            del self._sessions[ident]
+    def _cookie(self, ident: bytes, client_nonce: bytes) -> bytes:
+        """The server nonce of a hello: recomputed, never stored."""
+        text = b"cookie" + self._epoch + len(ident).to_bytes(4, "little") + ident + client_nonce
+        return hmac.digest(self._key, text, "sha256")[:NONCE_BYTES]
+
+    def _adopt(self, ident: bytes, nonce: bytes, frames: list[Any]) -> Request:
+        """The first request of a session: kept once its MAC proves the key."""
+        if len(nonce) != NONCE_BYTES:
+            raise Refused("a request without its session's 16-byte nonce")
+        old = self._sessions.get(ident)
+        if old is not None and old.rank is not None:
+            raise Refused(f"a second session on the connection of rank {old.rank}")
+        session = _Session(nonce + self._cookie(ident, nonce))
+        if session.id in self._taken:
+            raise Refused("a request of a session that ended (a replay)")
+        request = self._open(session, frames)
+        self._taken.add(session.id)
+        self._sessions[ident] = session
+        return request
 
     def _open(self, session: _Session, frames: list[Any]) -> Request:
         counter, mac, header, tag, data = _split(frames)
@@ -275,7 +294,7 @@ class ClientAuth:
         count = counter.to_bytes(COUNTER_BYTES, "little")
         tag = data_tag(data)
         mac = _mac(self._key, _REQUEST, self._session, count, header, tag)
-        return _with_data([count, mac, header], data, tag)
+        return _with_data([self._session[:NONCE_BYTES], count, mac, header], data, tag)
 
     def open_reply(self, counter: int, frames: Sequence[Any]) -> tuple[bytes, Any] | None:
         """(header, data frame) of the reply to request ``counter``; None for the answer to

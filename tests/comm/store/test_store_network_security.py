@@ -45,6 +45,10 @@ def _unsigned(header: list) -> list[bytes]:
     return [(1).to_bytes(8, "little"), ormsgpack.packb(header)]
 
 
+#: What the coordinator logs for a message in no request format (the unsigned ones).
+_NO_REQUEST = "is no request of a network store"
+
+
 def _handover(producer, consumer, key: str, tensor: torch.Tensor) -> torch.Tensor:
     producer.src_set(key, tensor, 1)
     got = consumer.dest_get(key).clone()
@@ -59,11 +63,11 @@ def test_an_outsider_cannot_read_a_tensor_set_for_rank_1(namespace, watch, outsi
         rank0.src_set("k", tensor, 1)
         attacker = outsider(rank0.endpoint)
         attacker.send(_unsigned([Op.GET, 1, "k", 1.0]))
-        watch.wait_for("never said hello")
+        watch.wait_for(_NO_REQUEST)
         wrong = outsider(rank0.endpoint, secret=b"guessed secret!!" * 2)
         assert not wrong.accepted  # the coordinator's hello does not verify with a wrong key
         wrong.send(wrong.sealed(ormsgpack.packb([Op.GET, 1, "k", 1.0])))
-        watch.wait_for("bad MAC")
+        watch.wait_for("16-byte nonce")  # no session: the hello it got did not verify
         assert attacker.answer(0.2) is None and wrong.answer(0.2) is None
         got = rank1.dest_get("k").clone()
         rank1.dest_finish_get("k")
@@ -80,9 +84,10 @@ def test_an_outsider_cannot_inject_a_tensor(namespace, watch, outsider):
         attacker.send([b"hello", b"n" * 16])  # even a session does not help without the key
         assert attacker.answer() is not None
         header = ormsgpack.packb([Op.SET, 0, "k", 1, [F32, [4]]])
-        attacker.send([(1).to_bytes(8, "little"), b"\0" * 32, header, data_tag(fake), fake])
+        forged = [b"n" * 16, (1).to_bytes(8, "little"), b"\0" * 32, header, data_tag(fake), fake]
+        attacker.send(forged)
         watch.wait_for("bad MAC")
-        assert watch.count("never said hello") == 1
+        assert watch.count(_NO_REQUEST) == 1
         got = _handover(rank0, rank1, "k", real)
     torch.testing.assert_close(got, real)
 
@@ -125,7 +130,7 @@ def test_only_the_program_aborts_and_an_abort_line_does_nothing_else(namespace, 
     with two_ranks(namespace) as (rank0, rank1):
         attacker = outsider(rank0.endpoint)
         attacker.send(_unsigned([Op.ABORT, 1, "op1", "forged"]))
-        watch.wait_for("never said hello")
+        watch.wait_for(_NO_REQUEST)
         assert attacker.answer(0.2) is None and rank1.aborted("op1") is None
         line = outsider(rank0.endpoint, secret=namespace.secret)  # as a member's abort line
         refused = line.request([Op.ABORTED, 1, "op1"])
@@ -149,8 +154,8 @@ def test_refusals_are_warnings_in_the_log(namespace, watch, caplog, outsider):
     caplog.set_level(logging.WARNING, logger=STORE_LOGGER)
     with two_ranks(namespace) as (rank0, _rank1):
         outsider(rank0.endpoint).send(_unsigned([Op.GET, 1, "k", 1.0]))
-        watch.wait_for("never said hello")
-    records = [r for r in caplog.records if "never said hello" in r.getMessage()]
+        watch.wait_for(_NO_REQUEST)
+    records = [r for r in caplog.records if _NO_REQUEST in r.getMessage()]
     assert len(records) == 1 and records[0].levelno == logging.WARNING
     assert records[0].name == "dtorch.comm.store.network_coordinator"
 
@@ -199,6 +204,24 @@ def test_bytes_changed_on_the_way_are_refused_by_the_consumer(namespace, watch, 
             rank0.dest_get("k")
 
 
+def test_a_flood_of_hellos_evicts_no_session(namespace, outsider):
+    """Hellos cost the coordinator no state (the session is made by the first request that
+    proves the key): a peer that said hello and waits while outsiders flood hellos is served."""
+    with two_ranks(namespace) as (rank0, _rank1):
+        line = outsider(rank0.endpoint, secret=namespace.secret)  # hello done, no request yet
+        assert line.accepted
+        flood = outsider(rank0.endpoint)
+        for index in range(500):
+            flood.send([b"hello", index.to_bytes(16, "little")])
+        answered = 0
+        while flood.answer(1.0) is not None:
+            answered += 1
+        assert answered == 500
+        assert rank0._coordinator is not None and len(rank0._coordinator._sessions._sessions) <= 3
+        assert line.request([Op.ABORT, 1, "op1", "rank 1 failed"]) == [Status.OK]
+        assert rank0.aborted("op1") == "rank 1 failed"
+
+
 def test_an_outsider_cannot_pin_memory(namespace, watch, outsider, threads):
     chunk = b"\0" * (4 << 20)
     room = torch.zeros(6 << 18)  # 6 MiB of the 8 MiB cap: it fits only if nothing is pinned
@@ -206,7 +229,7 @@ def test_an_outsider_cannot_pin_memory(namespace, watch, outsider, threads):
         attacker = outsider(rank0.endpoint)
         for index in range(10):  # 40 MiB under a rank that does not exist
             attacker.send([*_unsigned([Op.SET, 7, f"pin{index}", 1, [F32, [1 << 20]]]), chunk])
-        watch.wait_for("never said hello", times=10)
+        watch.wait_for(_NO_REQUEST, times=10)
         member = outsider(rank0.endpoint, secret=namespace.secret)
         reply = member.request([Op.SET, 7, "pin", 1, [F32, [1 << 20]]], chunk)
         assert reply[0] == Status.ERROR and "outside [0, 2)" in reply[1]
