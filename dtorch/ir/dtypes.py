@@ -46,6 +46,15 @@ PLAIN_DTYPES: frozenset[torch.dtype] = frozenset(
 )
 
 
+#: Dtypes of fewer than 8 bits an element: torch names them but has no copy kernel for them,
+#: so no tensor of dtorch (nor ``from_torch`` of one) can hold them.
+SUB_BYTE_DTYPES: frozenset[torch.dtype] = frozenset(
+    d
+    for n in (*(f"int{b}" for b in range(1, 8)), *(f"uint{b}" for b in range(1, 8)))
+    if (d := getattr(torch, n, None)) is not None
+)
+
+
 def dtype_code(dtype: torch.dtype) -> int:
     """The stable code of ``dtype``."""
     try:

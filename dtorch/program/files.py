@@ -61,6 +61,7 @@ from dtorch.errors import (
     SerializationError,
     UnsupportedVersionError,
 )
+from dtorch.ir.dtypes import SUB_BYTE_DTYPES
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import CreateKind
@@ -285,6 +286,9 @@ def _spec_of(root: Any) -> tuple[ProgramSpec, tuple[int, ...]]:
     _check_type(root["body"], SubGraphParam, "body")
     for key in ("inputs", "constants", "results"):
         _check_items(root[key], Operand, key)
+        for operand in root[key]:
+            if operand.dtype in SUB_BYTE_DTYPES:
+                raise _bad(f"{key}: {operand.describe()}: no dtorch tensor holds that dtype")
     _check_items(root["sizes"], int, "sizes")
     _check_items(root["crcs"], int, "crcs")
     spec = ProgramSpec(*(root[key] for key in _FIELDS[1:-2]))

@@ -290,6 +290,10 @@ def test_inconsistent_records(graph: dtorch.Graph, tmp_path: Path) -> None:
     with pytest.raises(DeserializationError, match="bytes of its value"):
         constants = (wider, *root["constants"][1:])
         _load(tmp_path, _resealed(data, serialize({**root, "constants": constants})), graph)
+    packed = dataclasses.replace(w, dtype=torch.uint4, shape=(w.shape[0], w.shape[1] * 4))
+    with pytest.raises(DeserializationError, match="no dtorch tensor holds that dtype"):
+        constants = (packed, *root["constants"][1:])  # as many bytes: only the dtype is wrong
+        _load(tmp_path, _resealed(data, serialize({**root, "constants": constants})), graph)
     with pytest.raises(DeserializationError, match="checksum"):
         _load(tmp_path, _resealed(data, serialize({**root, "crcs": (0, 0)})), graph)
     with pytest.raises(DeserializationError, match="program record"):
