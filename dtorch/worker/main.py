@@ -60,6 +60,7 @@ from dtorch.cluster.rendezvous import (
     parse_address,
     worker_key,
 )
+from dtorch.cluster.signed_values import SignedValues, group_key
 from dtorch.comm.group import CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import DTorchError, RendezvousError
@@ -190,7 +191,9 @@ def _groups(
     return ThreadGroupManager(
         topology,
         namespace=namespace,
-        rendezvous_store=dist.PrefixStore(GROUPS_PREFIX, store.store),
+        rendezvous_store=SignedValues(
+            dist.PrefixStore(GROUPS_PREFIX, store.store), group_key(namespace.secret)
+        ),
         host_address=options.host,
     )
 
