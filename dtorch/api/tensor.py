@@ -32,6 +32,7 @@ from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import elementwise as _ew
+from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import linalg as _la
 from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import shape as _sh
@@ -39,6 +40,7 @@ from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.ops.take import index_select
 from dtorch.errors import ShapeError
 from dtorch.ir.opkind import BinaryKind as B
+from dtorch.ir.opkind import CreateKind as C
 from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
 
@@ -238,6 +240,12 @@ class Tensor(TensorBase):
 
     clip_ = clamp_
 
+    def fill_(self, value: Any) -> Tensor:
+        return _fl.fill_(self, value)
+
+    def zero_(self) -> Tensor:
+        return _fl.zero_(self)
+
     # --- comparisons ------------------------------------------------------------------------
     # Anything that is not a tensor or a number: NotImplemented, so ``t == None`` is False.
     def __eq__(self, o: Any) -> Any:
@@ -426,6 +434,12 @@ class Tensor(TensorBase):
     def where(self, condition: Tensor, other: Any) -> Tensor:
         return _ew.where(condition, self, other)
 
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return _fl.tril(self, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return _fl.triu(self, diagonal)
+
     # --- linear algebra and reductions ------------------------------------------------------
     def matmul(self, other: Tensor) -> Tensor:
         return _la.matmul(self, other)
@@ -543,6 +557,12 @@ class Tensor(TensorBase):
     def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
         return _sh.unbind(self, dim)
 
+    def split(self, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+        return _sh.split(self, split_size, dim)
+
+    def narrow(self, dim: int, start: Any, length: int) -> Tensor:
+        return _sh.narrow(self, dim, start, length)
+
     def repeat(self, *repeats: Any, **kwargs: Any) -> Tensor:
         if "repeats" in kwargs:
             repeats = (kwargs.pop("repeats"),)
@@ -554,6 +574,22 @@ class Tensor(TensorBase):
         self, repeats: Any = None, dim: int | None = None, *, output_size: int | None = None
     ) -> Tensor:
         return _sh.repeat_interleave(self, repeats, dim, output_size=output_size)
+
+    # --- new tensors on this one's mesh, every mesh dim Replicate, in its dtype by default ---
+    def new_zeros(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+        return _fl.new(self, C.ZEROS, size, dtype)
+
+    def new_ones(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+        return _fl.new(self, C.ONES, size, dtype)
+
+    def new_empty(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+        return _fl.new(self, C.EMPTY, size, dtype)
+
+    def new_full(self, size: Any, fill_value: Any, *, dtype: torch.dtype | None = None) -> Tensor:
+        return _fl.new_full(self, size, fill_value, dtype)
+
+    def new_tensor(self, data: Any, *, dtype: torch.dtype | None = None) -> Tensor:
+        return _fl.new_tensor(self, data, dtype)
 
     # --- copies and conversions -------------------------------------------------------------
     def clone(self) -> Tensor:

@@ -3,11 +3,14 @@ with non-tensors, torch-style construction and typed aliases, ``data``, ``device
 ``check_placement``, names, ``redistribute_by_dict``, ``repeat(repeats=)``, clamp with tensor
 bounds, ``max``/``min`` forms, ``softmax(dim=None)`` and ``nonzero``; torch behaviours
 (``format``, ``round(decimals=)``, ``nonzero(as_tuple=True)``, ``where(condition)``, ``mT``,
-``type``, ``repeat_interleave`` with tensor repeats, ``in``, byte sizes, ``t``, ``view_as``);
-compared with torch on
+``type``, ``repeat_interleave`` with tensor repeats, ``in``, byte sizes, ``t``, ``view_as``,
+``fill_``/``zero_``, ``new_*``, ``split``/``narrow``, ``tril``/``triu``); compared with torch on
 1-D, 2-D and 3-D meshes (even and uneven), in thread and process mode (``graph``)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -445,3 +448,167 @@ def test_membership_sizes_and_shape_forms(graph: dtorch.Graph, layout: tuple) ->
             full.t()
         with pytest.raises(ShapeError, match=r"^t\(\) expects a tensor with <= 2 dimensions"):
             t.t()
+
+
+# the layouts above, and Partial ones (fill_, slices and tril keep Partial)
+_WITH_PARTIAL = [
+    *LAYOUTS,
+    ((2, 2), [P, Shard(1)], (5, 3)),
+    ((2, 2, 2), [Shard(2), P, Shard(0)], (3, 5, 3)),
+]
+
+
+def _typed_like(full: torch.Tensor, t: dtorch.Tensor, dtype: torch.dtype) -> dtorch.Tensor:
+    """``full`` as ``dtype`` placed as ``t`` (a Partial float casts to no int or bool)."""
+    return place(full.to(dtype), t.device_mesh, t.placements, t.graph)
+
+
+def _unsharded(t: dtorch.Tensor) -> int | None:
+    """A dim of ``t`` no mesh dim shards (None: each is sharded)."""
+    sharded = {p.dim for p in t.placements if isinstance(p, Shard)}
+    return next((d for d in range(t.ndim) if d not in sharded), None)
+
+
+def _same_or_refused(
+    t: dtorch.Tensor, dim: int, call: Callable[..., Any], args: tuple, want: Any
+) -> None:
+    """``call(*args)`` equals ``want`` (a tensor or a tuple of them), or, on a sharded ``dim``,
+    raises getitem's PlacementError under the method's name (a slice whose result is not
+    chunked as the input)."""
+    try:
+        got = call(*args)
+    except PlacementError as error:
+        assert any(p == Shard(dim) for p in t.placements), error
+        assert str(error).startswith(f"{call.__name__}: ") and "Redistribute dim" in str(error)
+        return
+    pairs = zip(got, want, strict=True) if isinstance(want, tuple) else [(got, want)]
+    for g, w in pairs:
+        assert g.shape == w.shape and torch.equal(g.to_torch(), w)
+
+
+@pytest.mark.parametrize("layout", _WITH_PARTIAL, ids=lambda x: f"{x[0]}{x[1]}")
+def test_fill_and_zero_in_place(graph: dtorch.Graph, layout: tuple) -> None:
+    """``fill_``/``zero_`` change the tensor in place (a view and an alias see it), in its
+    dtype and placements, with a number or a 0-d torch or dtorch tensor; return self."""
+    full, t = _placed(graph, layout)
+    mesh, placements = t.device_mesh, t.placements
+    view, alias, want_view = t.transpose(0, 1), t.detach(), full.transpose(0, 1)
+    assert t.fill_(2.5) is t and full.fill_(2.5) is full
+    assert t.placements == placements and torch.equal(t.to_torch(), full)
+    assert torch.equal(view.to_torch(), want_view) and torch.equal(alias.to_torch(), full)
+    free = _unsharded(t)  # a slice of a sharded dim is refused (getitem), a view
+    if free is not None:
+        part = (slice(None),) * free + (slice(1, None),)
+        assert t[part].zero_() is not None
+        full[part].zero_()
+        assert torch.equal(t.to_torch(), full) and torch.equal(view.to_torch(), want_view)
+    assert view.zero_() is view
+    want_view.zero_()
+    assert torch.equal(t.to_torch(), full) and torch.equal(alias.to_torch(), full)
+    ints, want = _typed_like(full, t, torch.int64), full.to(torch.int64)
+    for value in (2.7, True, torch.tensor(-3), dtorch.tensor(4.9, graph=graph, device_mesh=mesh)):
+        ints.fill_(value)
+        want.fill_(value.to_torch() if isinstance(value, dtorch.Tensor) else value)
+        assert ints.dtype == torch.int64 and torch.equal(ints.to_torch(), want)
+    flags = _typed_like(full, t, torch.bool).zero_()
+    assert torch.equal(flags.to_torch(), torch.zeros_like(full, dtype=torch.bool))
+    with pytest.raises(RuntimeError, match="fill_ only supports 0-dimension value tensor"):
+        full.fill_(torch.zeros(2))
+    with pytest.raises(ShapeError, match=r"^fill_ only supports 0-dimension value tensor"):
+        t.fill_(torch.zeros(2))
+    with pytest.raises(TypeError, match=r"^fill_: value must be a number"):
+        t.fill_("x")
+
+
+@pytest.mark.parametrize("layout", _WITH_PARTIAL, ids=lambda x: f"{x[0]}{x[1]}")
+def test_new_tensors(graph: dtorch.Graph, layout: tuple) -> None:
+    """``new_zeros``/``new_ones``/``new_full``/``new_empty``/``new_tensor``: torch's shapes,
+    values and dtypes (the input's by default), on the input's mesh, every mesh dim Replicate."""
+    full, t = _placed(graph, layout)
+    mesh = t.device_mesh
+    ints, wide = _typed_like(full, t, torch.int32), full.to(torch.int32)
+    data = [[1.7, -2.0], [3.0, 0.5]]
+    source = torch.arange(6).reshape(2, 3)
+    dsource = place(source, mesh, [Shard(0)] * mesh.ndim, graph)
+    for out, want in (
+        (t.new_zeros(2, 3), full.new_zeros(2, 3)),
+        (t.new_zeros((4,), dtype=torch.int64), full.new_zeros((4,), dtype=torch.int64)),
+        (ints.new_ones([2, 1]), wide.new_ones([2, 1])),
+        (t.new_ones(torch.Size([0, 2])), full.new_ones(torch.Size([0, 2]))),
+        (ints.new_full((3,), 7.9), wide.new_full((3,), 7.9)),
+        (t.new_full([2, 2], 5, dtype=torch.float64), full.new_full([2, 2], 5, dtype=torch.float64)),
+        (t.new_full((), True), full.new_full((), True)),
+        (ints.new_tensor(data), wide.new_tensor(data)),
+        (t.new_tensor(3), full.new_tensor(3)),
+        (t.new_tensor(data, dtype=torch.float16), full.new_tensor(data, dtype=torch.float16)),
+        (t.new_tensor(source), source.to(full.dtype)),  # torch's new_tensor(tensor) warns
+        (ints.new_tensor(dsource), source.to(torch.int32)),
+        (t.new_tensor(dsource, dtype=torch.int64), source),
+    ):
+        assert out.shape == want.shape and out.dtype == want.dtype
+        assert out.device_mesh == mesh and out.placements == [R] * mesh.ndim
+        assert torch.equal(out.to_torch(), want)
+    empty = ints.new_empty(3, 2)
+    assert (empty.shape, empty.dtype, empty.placements) == ((3, 2), torch.int32, [R] * mesh.ndim)
+    copied = dsource.redistribute(placements=[R] * mesh.ndim)
+    fresh = copied.new_tensor(copied)  # a copy, not the same value
+    fresh.zero_()
+    assert torch.equal(copied.to_torch(), source)
+    with pytest.raises(TypeError, match=r"^new_full: fill_value must be a number"):
+        t.new_full((2,), [1])
+
+
+@pytest.mark.parametrize("layout", _WITH_PARTIAL, ids=lambda x: f"{x[0]}{x[1]}")
+def test_split_and_narrow(graph: dtorch.Graph, layout: tuple) -> None:
+    """``split`` (a size: the last piece shorter; a list of sizes) and ``narrow`` along every
+    dim, sharded or not (uneven shards), as torch's, with torch's refusals."""
+    full, t = _placed(graph, layout)
+    for dim in range(full.ndim):
+        size = full.shape[dim]
+        for how in (1, 2, 3, size, size + 4, [size], [size - 1, 0, 1], [1] * size):
+            _same_or_refused(t, dim, t.split, (how, dim), full.split(how, dim))
+        negative = dim - full.ndim
+        for start, length in ((0, size), (1, size - 1), (-2, 2), (size, 0), (-size, 1)):
+            want = full.narrow(negative, start, length)
+            _same_or_refused(t, dim, t.narrow, (negative, start, length), want)
+            _same_or_refused(t, dim, t.narrow, (dim, torch.tensor(start), length), want)
+        replicated = t.redistribute(placements=[R] * t.device_mesh.ndim)  # the error's advice
+        assert torch.equal(replicated.split(2, dim)[-1].to_torch(), full.split(2, dim)[-1])
+    first = t.redistribute(placements=[R] * t.device_mesh.ndim)
+    for call, error, message in (
+        (lambda x: x.split(0), ShapeError, "split_size can only be 0 if dimension size is 0"),
+        (lambda x: x.split(-1), ValueError, "split expects split_size be non-negative"),
+        (lambda x: x.split([1, 1]), ShapeError, "split_with_sizes expects split_sizes to sum"),
+        (lambda x: x.split([9, -6]), ValueError, "split_with_sizes expects split_sizes have only"),
+        (lambda x: x.narrow(0, 4, 1), IndexError, r"start out of range \(expected to be in range"),
+        (lambda x: x.narrow(0, 1, 3), ShapeError, r"start \(1\) \+ length \(3\) exceeds"),
+        (lambda x: x.narrow(0, 0, -1), ValueError, r"narrow\(\): length must be non-negative"),
+        (lambda x: x.narrow(5, 0, 1), IndexError, "narrow"),
+    ):
+        with pytest.raises((RuntimeError, IndexError)):
+            call(full[:3])
+        with pytest.raises(error, match=message):
+            call(first[:3])
+    assert [p.shape for p in first[:0].split(0)] == [p.shape for p in full[:0].split(0)]
+
+
+@pytest.mark.parametrize("layout", _WITH_PARTIAL, ids=lambda x: f"{x[0]}{x[1]}")
+def test_tril_and_triu(graph: dtorch.Graph, layout: tuple) -> None:
+    """``tril``/``triu`` of the last two dims, sharded (uneven) or not, on a batch: torch's
+    values (an inf outside the triangle is a 0, not a nan), dtype and placements."""
+    full, t = _placed(graph, layout)
+    full[..., 0, -1] = float("inf")
+    for x in (full, full.to(torch.int64), full > 0):
+        d = _typed_like(x, t, x.dtype)
+        for diagonal in (-6, -2, -1, 0, 1, 2, 6):
+            for out, want in (
+                (d.tril(diagonal), x.tril(diagonal)),
+                (d.triu(diagonal), x.triu(diagonal)),
+            ):
+                assert out.dtype == want.dtype and out.placements == d.placements
+                assert torch.equal(out.to_torch(), want), diagonal
+    vector = t.sum(tuple(range(full.ndim - 1)))
+    with pytest.raises(RuntimeError, match="tril: input tensor must have at least 2 dimensions"):
+        full.sum(tuple(range(full.ndim - 1))).tril()
+    with pytest.raises(ShapeError, match=r"^triu: input tensor must have at least 2 dimensions"):
+        vector.triu()

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from dtorch.api.dims import normalize_dims
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record
-from dtorch.errors import DtypeError, ParamError, ShapeError
+from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
 from dtorch.ir.params import (
     ChunkParam,
     ConcatParam,
@@ -181,6 +182,85 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     if input.shape[d] == 0:
         return ()
     return tuple(squeeze(part, d) for part in _chunk("unbind", input, input.shape[d], d))
+
+
+def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter when it
+    does not divide), or one piece per size of a list; each a slice (``getitem``), so it keeps
+    the placements a slice keeps (a slice of a sharded dim whose result is not chunked over
+    the same devices is refused: a PlacementError that says to redistribute it).
+
+    Example:
+        >>> import dtorch
+        >>> [p.tolist() for p in dtorch.arange(5).split(2)], dtorch.arange(5).split([1, 4])[1].shape
+        ([[0, 1], [2, 3], [4]], torch.Size([4]))
+    """
+    d = normalize_dims(dim, input.ndim, op="split")[0]
+    size = input.shape[d]
+    if isinstance(split_size_or_sections, int):
+        sections = _even_sections(size, split_size_or_sections)
+    else:
+        sections = _check_sections(size, d, [int(s) for s in split_size_or_sections])
+    starts = [sum(sections[:i]) for i in range(len(sections))]
+    return tuple(_slice("split", input, d, a, n) for a, n in zip(starts, sections, strict=True))
+
+
+def _even_sections(size: int, split_size: int) -> list[int]:
+    # torch's rule: one piece of an empty dim; split_size 0 only there
+    if split_size < 0:
+        raise ParamError(
+            f"split expects split_size be non-negative, but got split_size={split_size}"
+        )
+    if split_size == 0 and size != 0:
+        raise ShapeError(
+            f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}"
+        )
+    pieces = max(1, -(-size // split_size)) if split_size else 1
+    return [min(split_size, size - i * split_size) for i in range(pieces)]
+
+
+def _check_sections(size: int, dim: int, sections: list[int]) -> list[int]:
+    if any(s < 0 for s in sections):
+        raise ParamError(
+            "split_with_sizes expects split_sizes have only non-negative entries, but got "
+            f"split_sizes={sections}"
+        )
+    if sum(sections) != size:
+        raise ShapeError(
+            f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size "
+            f"at dimension {dim}), but got split_sizes={sections}"
+        )
+    return sections
+
+
+def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:
+    """torch's ``narrow``: ``length`` elements of ``dim`` from ``start`` (negative: from the
+    end; an int or a 0-d integer tensor), a slice (``getitem``).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.arange(6).reshape(2, 3).narrow(1, -2, 2).tolist()
+        [[1, 2], [4, 5]]
+    """
+    d = normalize_dims(dim, input.ndim, op="narrow")[0]
+    size, begin = input.shape[d], operator.index(start)
+    if not -size <= begin <= size:
+        raise DimError(
+            f"start out of range (expected to be in range of [{-size}, {size}], but got {begin})"
+        )
+    begin = begin + size if begin < 0 else begin
+    if length < 0:
+        raise ParamError("narrow(): length must be non-negative.")
+    if begin + length > size:
+        raise ShapeError(f"start ({begin}) + length ({length}) exceeds dimension size ({size}).")
+    return _slice("narrow", input, d, begin, length)
+
+
+def _slice(name: str, t: Tensor, dim: int, start: int, length: int) -> Tensor:
+    # elements [start, start + length) of dim, the others whole: a getitem, recorded under the
+    # name the user called, so that its errors (a sharded dim's slice) name it
+    index = (slice(None),) * dim + (slice(start, start + length),)
+    return record(name, GetItemParam(normalize_index(index, t.shape, name)), (t,))[0]
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

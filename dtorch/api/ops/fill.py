@@ -1,0 +1,149 @@
+"""Tensors of one value, built from creation operators: ``fill_``/``zero_`` in place, torch's
+``new_zeros``/``new_ones``/``new_full``/``new_empty``/``new_tensor`` on the input's mesh, and
+``tril``/``triu`` (zeros outside a triangle, by a mask of two ``arange``s).
+
+Example:
+    >>> import dtorch
+    >>> t = dtorch.ones(2, 3)
+    >>> t.new_full((2,), 7).tolist(), t.fill_(2).tril().tolist()
+    ([7.0, 7.0], [[2.0, 0.0, 0.0], [2.0, 2.0, 0.0]])
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+
+from dtorch.api.create import create, from_data, shape_of
+from dtorch.api.handle import TensorBase
+from dtorch.api.ops import convert as _cv
+from dtorch.api.ops.elementwise import masked_fill, sub
+from dtorch.api.ops.scalars import is_scalar, python_number
+from dtorch.api.ops.shape import expand, unsqueeze
+from dtorch.api.redistribute import redistribute
+from dtorch.errors import ShapeError
+from dtorch.ir.opkind import CreateKind
+from dtorch.ir.placement import Replicate
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def fill_(t: Tensor, value: Any) -> Tensor:
+    """torch's ``fill_``: every element of ``t`` set to ``value`` (a number, or a 0-d torch or
+    dtorch tensor) in place, in ``t``'s dtype; every alias and view of ``t`` sees it (a
+    replicated ``full`` copied in as ``t``'s placements, a Partial one included); returns ``t``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(2, 2)
+        >>> row = t[0]
+        >>> _ = t.fill_(3)
+        >>> row.tolist()
+        [3.0, 3.0]
+    """
+    if isinstance(value, (TensorBase, torch.Tensor)) and value.ndim != 0:
+        raise ShapeError(
+            "fill_ only supports 0-dimension value tensor but got tensor with "
+            f"{value.ndim} dimensions."
+        )
+    if isinstance(value, TensorBase):  # stays on the devices: broadcast, then cast
+        spread = expand(cast("Tensor", value), t.shape)
+        return _cv.assign("fill_", t, _cv.cast(spread, t.dtype))
+    if not is_scalar(value):
+        raise TypeError(f"fill_: value must be a number or a 0-d tensor, got {type(value)}")
+    return _cv.assign("fill_", t, new_full(t, t.shape, value))
+
+
+def zero_(t: Tensor) -> Tensor:
+    """torch's ``zero_``: ``fill_(0)``."""
+    return fill_(t, 0)
+
+
+def new(t: Tensor, kind: CreateKind, size: Any, dtype: torch.dtype | None) -> Tensor:
+    """torch's ``new_zeros``/``new_ones``/``new_empty`` (``size``: ints or one sequence of
+    them): ``t``'s dtype unless ``dtype``; on ``t``'s mesh with every mesh dim Replicate.
+
+    Example:
+        >>> import torch, dtorch
+        >>> z = dtorch.zeros(4, dtype=torch.int32).new_ones(2, 3)
+        >>> z.dtype, z.placements, z.tolist()
+        (torch.int32, [Replicate()], [[1, 1, 1], [1, 1, 1]])
+    """
+    shape = shape_of(size)
+    return create(type(t), kind, shape, dtype or t.dtype, **_on_mesh(t))
+
+
+def new_full(t: Tensor, size: Any, fill_value: Any, dtype: torch.dtype | None = None) -> Tensor:
+    """torch's ``new_full``: ``size`` (a sequence) of ``fill_value`` in ``t``'s dtype unless
+    ``dtype``; on ``t``'s mesh with every mesh dim Replicate.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.zeros(1).new_full([2], 5).tolist()
+        [5.0, 5.0]
+    """
+    if not is_scalar(fill_value):
+        raise TypeError(f"new_full: fill_value must be a number, got {type(fill_value).__name__}")
+    shape, fill = shape_of((size,)), python_number(fill_value)
+    return create(type(t), CreateKind.FULL, shape, dtype or t.dtype, args=(fill,), **_on_mesh(t))
+
+
+def new_tensor(t: Tensor, data: Any, dtype: torch.dtype | None = None) -> Tensor:
+    """torch's ``new_tensor``: a copy of ``data`` (numbers, nested lists, a torch or dtorch
+    tensor) in ``t``'s dtype unless ``dtype``; on ``t``'s mesh with every mesh dim Replicate.
+
+    Example:
+        >>> import torch, dtorch
+        >>> dtorch.zeros(1, dtype=torch.int64).new_tensor([1.7, -2.0]).tolist()
+        [1, -2]
+    """
+    dtype = dtype or t.dtype
+    if not isinstance(data, TensorBase):
+        return from_data(type(t), data, dtype=dtype, **_on_mesh(t))
+    everywhere = [Replicate()] * t.device_mesh.ndim
+    copied = _cv.cast(redistribute(cast("Tensor", data), t.device_mesh, everywhere), dtype)
+    return _cv.clone(copied) if copied is data else copied
+
+
+def _on_mesh(t: Tensor) -> dict[str, Any]:
+    # the creation keywords of a new tensor: t's graph and mesh, Replicate (placements=None)
+    return {"graph": t.graph, "device_mesh": t.device_mesh, "device": None, "placements": None}
+
+
+def tril(t: Tensor, diagonal: int = 0) -> Tensor:
+    """torch's ``tril``: zeros above ``diagonal`` of the last two dims (a ``masked_fill`` by a
+    replicated mask of column minus row indices), whatever their placements.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.ones(2, 3).tril(1).tolist()
+        [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
+    """
+    return masked_fill(t, _offsets("tril", t, diagonal) > diagonal, 0)
+
+
+def triu(t: Tensor, diagonal: int = 0) -> Tensor:
+    """torch's ``triu``: zeros below ``diagonal`` of the last two dims (see ``tril``).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.ones(2, 3).triu(1).tolist()
+        [[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
+    """
+    return masked_fill(t, _offsets("triu", t, diagonal) < diagonal, 0)
+
+
+def _offsets(name: str, t: Tensor, diagonal: int) -> Tensor:
+    """Column minus row index of each element of the last two dims, replicated on t's mesh."""
+    if t.ndim < 2:
+        raise ShapeError(f"{name}: input tensor must have at least 2 dimensions")
+    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
+        raise TypeError(f"{name}: diagonal must be an int, got {type(diagonal).__name__}")
+    rows, cols = (_arange(t, n) for n in t.shape[-2:])
+    return sub(unsqueeze(cols, 0), unsqueeze(rows, 1))
+
+
+def _arange(t: Tensor, n: int) -> Tensor:
+    return create(type(t), CreateKind.ARANGE, (n,), torch.int64, args=(0, n, 1), **_on_mesh(t))
