@@ -91,7 +91,11 @@ class ClusterNode:
         self.store = SignedStore(self.server, record_key(token))
         nonce = secrets.token_hex(16)
         self.namespace = CommNamespace.create()
-        self.keys = CurveKeys.from_secret(program_secret(token, nonce))
+        secret = program_secret(token, nonce)
+        self.keys = CurveKeys.from_secret(secret)
+        # the workers' and the start records are signed with this program's own key: one of
+        # an earlier program on the same token (the store is readable by all) is refused here
+        self.records = SignedStore(self.server, record_key(secret))
         where = f"tcp://{host}:0"
         self.channels = (
             Publisher(where, keys=self.keys),
@@ -112,7 +116,7 @@ class ClusterNode:
         """Every worker registered, subscribed, reported READY and beat once."""
         deadline = time.monotonic() + timeout_s
         records = self._registered(deadline)
-        self.store.put(START_KEY, StartRecord(tuple(r.host for r in records)))
+        self.records.put(START_KEY, StartRecord(tuple(r.host for r in records)))
         publisher, puller = self.channels[0], self.channels[1]
         _wait_ready(puller, len(records), deadline)
         publisher.wait_subscribers(len(records), max(0.1, deadline - time.monotonic()))
@@ -126,10 +130,11 @@ class ClusterNode:
         return pool
 
     def _registered(self, deadline: float) -> tuple[WorkerRecord, ...]:
-        first = self.store.wait(worker_key(0), WorkerRecord, _left(deadline, "rank 0"))
+        first = self.records.wait(worker_key(0), WorkerRecord, _left(deadline, "rank 0"))
         records = [first]
         for rank in range(1, first.world_size):
-            records.append(self.store.wait(worker_key(rank), WorkerRecord, _left(deadline, rank)))
+            record = self.records.wait(worker_key(rank), WorkerRecord, _left(deadline, rank))
+            records.append(record)
         for rank, record in enumerate(records):
             if record.rank != rank or record.world_size != first.world_size:
                 raise RendezvousError(

@@ -122,7 +122,8 @@ def read_record(key: bytes, name: str, data: bytes, cls: type[R]) -> R:
     if not hmac.compare_digest(mac, expected):
         raise RendezvousError(
             f"the record under {name!r} is not signed with this cluster's token (a forged "
-            "record, or a controller and worker with different DTORCH_CLUSTER_TOKEN)"
+            "record, one of an earlier program, or a controller and worker with different "
+            "DTORCH_CLUSTER_TOKEN)"
         )
     try:
         fields = json.loads(body)

@@ -160,8 +160,11 @@ def _join(options: WorkerOptions) -> tuple[SignedStore, ProgramRecord, StartReco
     """Register with the controller's store and wait for the start record."""
     host, port = parse_address(options.main)
     client = connect_store(host, port, timeout_s=options.join_timeout)
-    store = SignedStore(client, record_key(options.token))
-    program = store.wait(PROGRAM_KEY, ProgramRecord, options.join_timeout)
+    program = SignedStore(client, record_key(options.token)).wait(
+        PROGRAM_KEY, ProgramRecord, options.join_timeout
+    )
+    # this program's records are signed with its own key (ClusterNode's ``records``)
+    store = SignedStore(client, record_key(program_secret(options.token, program.nonce)))
     record = WorkerRecord(
         options.rank,
         options.world_size,

@@ -119,6 +119,25 @@ def test_a_forged_worker_record_is_refused():
         node.close()
 
 
+def test_a_record_of_an_earlier_program_on_the_same_token_is_refused():
+    """The store is readable by anyone: a worker record signed for an earlier program (its
+    nonce's key) cannot be replayed into this one."""
+    from dtorch.cluster.records import WorkerRecord, program_secret, record_key
+    from dtorch.cluster.rendezvous import SignedStore
+
+    node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
+    try:
+        host, port = node.address.rsplit(":", 1)
+        intruder = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=5))
+        earlier = record_key(program_secret(cluster_token(TOKEN), "an earlier program"))
+        replayed = WorkerRecord(0, 1, "127.0.0.1", os.getpid(), "cpu", 0)
+        SignedStore(intruder, earlier).put(worker_key(0), replayed)
+        with pytest.raises(RendezvousError, match="one of an earlier program"):
+            node.wait_ready(5.0)
+    finally:
+        node.close()
+
+
 def test_the_rendezvous_store_listens_on_the_named_interface_only():
     node = ClusterNode("127.0.0.2", 0, cluster_token(TOKEN))
     try:
