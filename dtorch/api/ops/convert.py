@@ -127,11 +127,7 @@ def type_name(t: Tensor) -> str:
         'torch.LongTensor'
     """
     name = torch.empty(0, dtype=t.dtype).type()
-    return (
-        name.replace("torch.", _CUDA_PREFIX, 1)
-        if t.device_mesh.device_type.type == "cuda"
-        else name
-    )
+    return name.replace("torch.", _CUDA_PREFIX, 1) if t.is_cuda else name
 
 
 def to_type(t: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
@@ -151,7 +147,7 @@ def to_type(t: Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: 
     if dtype is None:
         return type_name(t)
     wanted, cuda = _type_target(dtype)
-    if cuda is not None and cuda != (t.device_mesh.device_type.type == "cuda"):
+    if cuda is not None and cuda != t.is_cuda:
         t = to(t, "cuda" if cuda else "cpu")
     return cast(t, wanted)
 

@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections.abc import Sequence
@@ -201,8 +202,8 @@ def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Ten
         sections = _even_sections(size, split_size_or_sections)
     else:
         sections = _check_sections(size, d, [int(s) for s in split_size_or_sections])
-    starts = [sum(sections[:i]) for i in range(len(sections))]
-    return tuple(_slice("split", input, d, a, n) for a, n in zip(starts, sections, strict=True))
+    ends = itertools.accumulate(sections)  # a running sum: split(1) of a long dim stays linear
+    return tuple(_slice("split", input, d, e - n, n) for e, n in zip(ends, sections, strict=True))
 
 
 def _even_sections(size: int, split_size: int) -> list[int]:

@@ -45,7 +45,6 @@ from typing import Any
 
 from torch.utils.hooks import RemovableHandle
 
-from dtorch.api.creation import zeros_like
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
@@ -399,7 +398,7 @@ class Module:
             if set_to_none:
                 param.grad = None
             else:
-                param.grad.copy_(zeros_like(param.grad))  # in place, as torch's zero_
+                param.grad.zero_()  # in place, as torch's
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """``fn`` on every child (recursively) and then on this module; returns self."""
