@@ -56,8 +56,10 @@ def mesh_for(graph: Graph, device_mesh: Any, device: Any) -> DeviceMesh:
             raise MeshError(
                 f"device_mesh must be a dtorch.DeviceMesh, got {type(device_mesh).__name__}"
             )
-        return device_mesh
-    return graph.default_device_mesh if device is None else mesh_of(device)
+    else:
+        device_mesh = graph.default_device_mesh if device is None else mesh_of(device)
+    graph.require(device_mesh, "create")
+    return device_mesh
 
 
 def shape_of(size: Sequence[Any]) -> tuple[int, ...]:

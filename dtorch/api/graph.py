@@ -274,6 +274,17 @@ class Graph:
         """Whether this graph can run operators on ``mesh`` on this machine."""
         return self.runner.satisfy(mesh)
 
+    def require(self, mesh: DeviceMesh, op: str) -> None:
+        """Refuse at the call a mesh this graph cannot run on, as torch's ``.cuda()`` raises
+        at once without CUDA (otherwise the first kernel would fail, at the value's fetch)."""
+        if mesh.device_kind != "cpu" and not self.runner.satisfy(mesh):
+            raise MeshError(
+                f"{op}: this graph cannot run on {mesh!r} here (torch.cuda.is_available() is "
+                f"{torch.cuda.is_available()}, {torch.cuda.device_count()} GPUs; a process "
+                "graph has one GPU per worker); accepted: a mesh for which graph.satisfy(mesh) "
+                "is True, such as a 'cpu' mesh"
+            )
+
     # --- recording (used by dtorch.api) -----------------------------------------------------
     def new_operator_id(self) -> int:
         return next(self._operator_ids)

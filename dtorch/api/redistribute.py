@@ -225,6 +225,7 @@ def move(t: Tensor, target: Any) -> Tensor:
     mesh = mesh_of(target)
     if mesh == t.device_mesh:
         return t
+    t.graph.require(mesh, "to")
     return redistribute_to(
         t, mesh, normalize_placements(_default_placements(t, mesh), mesh.shape, t.ndim)
     )

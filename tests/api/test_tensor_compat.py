@@ -612,3 +612,26 @@ def test_tril_and_triu(graph: dtorch.Graph, layout: tuple) -> None:
         full.sum(tuple(range(full.ndim - 1))).tril()
     with pytest.raises(ShapeError, match=r"^triu: input tensor must have at least 2 dimensions"):
         vector.triu()
+
+
+def test_a_mesh_the_graph_cannot_run_is_refused_at_the_call(graph: dtorch.Graph) -> None:
+    """As torch's ``.cuda()`` raises at once on a machine without CUDA, moving to or creating
+    on a mesh the graph cannot satisfy raises at the call (not a KernelError at the fetch);
+    where the GPUs exist the same calls give the value."""
+    full = torch.arange(6.0).reshape(3, 2)
+    t = dtorch.from_torch(full, graph=graph)
+    cuda = dtorch.DeviceMesh("cuda", [0, 1])
+    one, two = dtorch.DeviceMesh("cuda:0"), dtorch.DeviceMesh("cuda:1")
+    calls: list[tuple[Callable[[], dtorch.Tensor], dtorch.DeviceMesh]] = [
+        (t.cuda, one),
+        (lambda: t.to("cuda:1"), two),
+        (lambda: dtorch.zeros(3, 2, device="cuda", graph=graph), one),
+        (lambda: dtorch.from_torch(full, device_mesh=cuda, graph=graph), cuda),
+    ]
+    for call, mesh in calls:
+        if graph.satisfy(mesh):
+            assert call().cpu().to_torch().shape == full.shape
+        else:
+            with pytest.raises(MeshError, match=r"cannot run on DeviceMesh\('cuda'.*accepted"):
+                call()
+    assert torch.equal(t.to_torch(), full)  # the graph goes on after the refusals
