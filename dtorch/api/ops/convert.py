@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -108,13 +109,18 @@ def type_as(t: Tensor, other: Tensor) -> Tensor:
     return cast(t, other.dtype)
 
 
-#: torch's legacy type names (``torch.FloatTensor``) -> their dtypes.
-_TYPE_NAMES = {
-    torch.empty(0, dtype=d).type(): d
-    for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
-              torch.int8, torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64,
-              torch.complex128)
-}  # fmt: skip
+_LEGACY_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
+                  torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
+                  torch.complex64, torch.complex128)  # fmt: skip
+
+
+@functools.cache
+def _type_names() -> dict[str, torch.dtype]:
+    """torch's legacy type names (``torch.FloatTensor``) -> their dtypes; built at first use,
+    so importing dtorch makes no tensors."""
+    return {torch.empty(0, dtype=d).type(): d for d in _LEGACY_DTYPES}
+
+
 _CUDA_PREFIX = "torch.cuda."
 
 
@@ -159,12 +165,13 @@ def _type_target(dtype: Any) -> tuple[torch.dtype, bool | None]:
     if isinstance(dtype, str):
         cuda = dtype.startswith(_CUDA_PREFIX)
         name = dtype.replace(_CUDA_PREFIX, "torch.", 1)
-        if name not in _TYPE_NAMES:
+        names = _type_names()
+        if name not in names:
             raise ValueError(
                 f"invalid type: {dtype!r}; accepted: a torch.dtype or one of "
-                f"{', '.join(sorted(_TYPE_NAMES))} (or their torch.cuda. names)"
+                f"{', '.join(sorted(names))} (or their torch.cuda. names)"
             )
-        return _TYPE_NAMES[name], cuda
+        return names[name], cuda
     if isinstance(dtype, type(torch.FloatTensor)):  # torch.IntTensor, torch.cuda.IntTensor
         return dtype.dtype, bool(dtype.is_cuda)
     typed = getattr(dtype, "_DTYPE", None) if isinstance(dtype, type) else None
