@@ -81,7 +81,11 @@ class TensorBase:
         return tensor
 
     def _rebind(self, other: TensorBase) -> None:
-        """This handle now stands for ``other``'s value (``t.data = other``)."""
+        """This handle now stands for ``other``'s value (``t.data = other``); a program that
+        holds the old value as a constant follows (``Executor.rebind``)."""
+        same = other._graph is self._graph
+        self._graph.executor.rebind(self._operand.id, other._operand if same else None)
+        self._graph.rebinds += 1  # a trace refuses rebinds it cannot replay
         if self._base is None:  # no alias was ever taken: the old value has no other handle
             self._graph.executor.release(self._operand.id)
         self._graph, self._operand, self._base = other._graph, other._operand, other._owner()

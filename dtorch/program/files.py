@@ -119,7 +119,7 @@ def save_program(program: Program, path: PathLike) -> None:
     handle, temporary = _temporary(os.path.dirname(os.path.abspath(target)))
     try:
         with os.fdopen(handle, "wb") as out:
-            _write(out, program.graph, spec)
+            _write(out, program.graph, spec, program.current_constants())
         os.replace(temporary, target)
     except BaseException:
         os.unlink(temporary)
@@ -140,9 +140,11 @@ def _temporary(directory: str) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name in {directory}")
 
 
-def _write(out: IO[bytes], graph: Graph, spec: ProgramSpec) -> None:
+def _write(out: IO[bytes], graph: Graph, spec: ProgramSpec, constants: tuple[Operand, ...]) -> None:
+    """The file: the values of ``constants`` (what the program reads now), then the header
+    (with ``spec``'s traced constants, which have the same layouts)."""
     out.write(bytes(DATA_START))
-    written = [_write_constant(out, graph, c) for c in spec.constants]
+    written = [_write_constant(out, graph, c) for c in constants]
     offset = out.tell()
     header = serialize(_record(spec, tuple(n for n, _ in written), tuple(c for _, c in written)))
     out.write(header)

@@ -37,6 +37,7 @@ from dtorch.errors import GraphError, TraceError
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import SubGraphParam
 from dtorch.ir.span import caller_span
+from dtorch.program.remap import renamed_constants
 from dtorch.program.spec import ProgramSpec
 from dtorch.program.trace import Tracer, build_spec
 from dtorch.program.tree import difference, flatten, has_values, unflatten
@@ -60,16 +61,21 @@ class Program:
         self.spec = spec
         # The body's name in the devices' caches: a fresh operand id, released when the
         # program goes, as an operand's is, so that the devices drop the compiled body.
-        self._key = next(graph._operand_ids)
-        self._sent = False
-        body = spec.body
-        self._first = dataclasses.replace(body, program=self._key)
-        self._named = SubGraphParam((), program=self._key, by_name=True)
         self._constant_ids = tuple(o.id for o in spec.constants)
-        self._alias = _aliases(body.inputs)
+        self._alias = _aliases(spec.body.inputs)
         self._keywords: tuple[Any, ...] = spec.args[1][1][1]  # the traced keyword names
         self._values = has_values(spec.args)  # plain values: compared leaf by leaf
+        self._key: list[int] = [0]  # the body's name (one box: the finalizer reads it too)
+        self._name(spec.body, self._constant_ids)
         weakref.finalize(self, _release, graph.executor, self._constant_ids, self._key)
+
+    def _name(self, body: SubGraphParam, reading: tuple[int, ...]) -> None:
+        """Give ``body`` (reading the constants ``reading``) a fresh name, to be sent first."""
+        key = self._key[0] = next(self.graph._operand_ids)
+        self._sent = False
+        self._first = dataclasses.replace(body, program=key)
+        self._named = SubGraphParam((), program=key, by_name=True)
+        self._reading = reading
 
     def __len__(self) -> int:
         """How many operators one call runs."""
@@ -106,7 +112,7 @@ class Program:
             [Operand(next(ids), r.shape, r.dtype, r.mesh, r.placements) for r in spec.results]
         )
         op_id = graph.new_operator_id()
-        inputs = tuple([t._operand.id for t in tensors]) + self._constant_ids
+        inputs = tuple([t._operand.id for t in tensors]) + self._current_constant_ids()
         param = self._named if self._sent else self._first
         op = Operator(
             op_id, f"{spec.name}_{op_id}", param, inputs, tuple([o.id for o in outputs]),
@@ -116,6 +122,27 @@ class Program:
         self._sent = True
         handles = [Tensor._wrap(graph, o) for o in outputs]
         return unflatten(spec.result, handles)
+
+    def _current_constant_ids(self) -> tuple[int, ...]:
+        """The constants' ids, following handles rebound since the trace (``t.data = other``:
+        the program reads ``other`` from then on, as eager code reading ``t`` would)."""
+        rebound = self.graph.executor.rebound
+        if not rebound or rebound.keys().isdisjoint(self._constant_ids):
+            return self._constant_ids
+        ids = tuple([c.id for c in self.current_constants()])
+        if ids != self._reading:  # the cached body reads the constants by id: a new body
+            self.graph.executor.release(self._key[0])  # the devices drop the old one
+            rename = dict(zip(self._constant_ids, ids, strict=True))
+            self._name(renamed_constants(self.spec.body, rename), ids)
+        return ids
+
+    def current_constants(self) -> tuple[Operand, ...]:
+        """The values the program reads as its constants now: the traced ones, or what their
+        handles were rebound to since (TraceError where that is unlike the traced value)."""
+        rebound = self.graph.executor.rebound
+        return tuple(
+            [_followed(self.spec.name, i, c, rebound) for i, c in enumerate(self.spec.constants)]
+        )
 
     def _check(self, tensors: list[Any]) -> None:
         """TraceError naming the first tensor argument unlike the traced one."""
@@ -194,11 +221,36 @@ class Program:
         return render(self.spec, path, format)
 
 
-def _release(executor: Any, constant_ids: tuple[int, ...], key: int) -> None:
+def _release(executor: Any, constant_ids: tuple[int, ...], key: list[int]) -> None:
     """A program went: unpin its constants, and release its name, which makes the devices
     drop its compiled body (after the calls queued before)."""
     executor.unpin(constant_ids)
-    executor.release(key)
+    executor.release(key[0])
+
+
+def _followed(name: str, index: int, traced: Operand, rebound: dict[int, Any]) -> Operand:
+    """Constant ``index`` after the rebinds of its handles (``Executor.rebind``)."""
+    operand = traced
+    while operand.id in rebound:
+        new = rebound[operand.id]
+        if new is None:
+            raise TraceError(
+                f"{name}: constant {index} ({traced.describe()}) was rebound to a tensor of "
+                "another graph (t.data = other); the program runs on its own graph: rebind "
+                "it to a tensor of that graph, or trace again"
+            )
+        operand = new
+    if operand is not traced and not _same_layout(operand, traced):
+        raise TraceError(
+            f"{name}: constant {index} was rebound (t.data = other) to {operand.describe()}"
+            f"{_meshes(operand, traced)}, but the program was traced with "
+            f"{traced.describe()}; rebind it to a tensor like the traced one, or trace again"
+        )
+    return operand
+
+
+def _same_layout(a: Operand, b: Operand) -> bool:
+    return (a.shape, a.dtype, a.placements, a.mesh) == (b.shape, b.dtype, b.placements, b.mesh)
 
 
 def _in_order(kwargs: dict[str, Any], keywords: tuple[Any, ...]) -> dict[str, Any]:
@@ -257,9 +309,16 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     tracer = Tracer(graph, name, inputs)
     own = tracer.inputs  # handles of their own: a closure's read of an input is a constant
     own_args, own_kwargs = unflatten(args, own)
+    rebinds = graph.rebinds
     try:
         with tracer:
             returned = fn(*own_args, **own_kwargs)
+        if graph.rebinds != rebinds:
+            raise TraceError(
+                f"dtorch.trace({name}): the function rebinds a tensor (t.data = other), which "
+                "a program cannot replay; rebind outside the traced function, or change the "
+                "values in place (t.copy_(other))"
+            )
         result, results = flatten(returned, _is_tensor, "the result")
         for tensor in results:
             if tensor._graph is not graph:

@@ -147,3 +147,15 @@ def _moved_operator(op: Operator, rename: dict[int, int], meshes: MeshMap, new_i
     inputs = tuple(rename[i] for i in op.inputs)
     outputs = tuple(rename[i] for i in op.outputs)
     return Operator(new_id, op.name, moved_param(op.param, meshes), inputs, outputs, op.span)
+
+
+def renamed_constants(body: SubGraphParam, rename: dict[int, int]) -> SubGraphParam:
+    """``body`` reading the constants ``rename`` maps to other values (their handles were
+    rebound, ``t.data = other``) under those values' ids; a fresh body, not yet named."""
+    operators = tuple(
+        Operator(op.id, op.name, op.param, tuple(rename.get(i, i) for i in op.inputs),
+                 op.outputs, op.span)
+        for op in body.operators
+    )  # fmt: skip
+    outputs = tuple(rename.get(i, i) for i in body.outputs)
+    return dataclasses.replace(body, operators=operators, outputs=outputs, program=0)

@@ -85,6 +85,9 @@ class Executor:
         )
         self._pins: dict[int, int] = {}  # operand id -> how many pins hold it
         self._held: set[int] = set()  # pinned ids whose last handle went meanwhile
+        #: pinned id -> the value a handle of it was rebound to (``t.data = other``; None for
+        #: a value of another graph): what a program holding the id as a constant reads now
+        self.rebound: dict[int, Operand | None] = {}
         self._pin_lock = threading.Lock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)
         self._stopping = False
@@ -146,16 +149,43 @@ class Executor:
             if self._pins:
                 self.release = self._release_pinned
 
-    def unpin(self, operand_ids: tuple[int, ...]) -> None:
-        """Undo one ``pin`` of ``operand_ids``; those no handle holds any more are released."""
-        freed: list[int] = []
+    def rebind(self, old: int, new: Operand | None) -> None:
+        """A handle of ``old`` now stands for ``new`` (``t.data = other``; None: a value of
+        another graph). Where ``old`` is pinned (a program's constant), the program reads
+        ``new`` from its next call, and ``new`` stays pinned as long as ``old`` is."""
         with self._pin_lock:
-            for operand_id in operand_ids:
+            if old not in self._pins or (new is not None and self._follows(new.id, old)):
+                return  # not a constant; or rebound to itself (a cycle): it reads itself
+            replaced = self.rebound.get(old)
+            self.rebound[old] = new
+            if new is not None:
+                self._pins[new.id] = self._pins.get(new.id, 0) + 1
+        if replaced is not None:
+            self.unpin((replaced.id,))
+
+    def _follows(self, start: int, target: int) -> bool:
+        """Whether following rebinds from ``start`` reaches ``target`` (they form no cycle)."""
+        operand_id: int | None = start
+        while operand_id is not None and operand_id != target:
+            new = self.rebound.get(operand_id)
+            operand_id = None if new is None else new.id
+        return operand_id == target
+
+    def unpin(self, operand_ids: tuple[int, ...]) -> None:
+        """Undo one ``pin`` of ``operand_ids``; those no handle holds any more are released,
+        and the values they were rebound to lose the pin they held."""
+        freed: list[int] = []
+        work = list(operand_ids)
+        with self._pin_lock:
+            for operand_id in work:  # grows by the rebound values of ids let go
                 count = self._pins.get(operand_id, 0) - 1
                 if count > 0:
                     self._pins[operand_id] = count
                     continue
                 self._pins.pop(operand_id, None)
+                new = self.rebound.pop(operand_id, None)
+                if new is not None:
+                    work.append(new.id)
                 if operand_id in self._held:
                     self._held.discard(operand_id)
                     freed.append(operand_id)

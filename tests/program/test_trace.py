@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
@@ -229,7 +230,7 @@ def test_a_released_program_releases_its_compiled_body(
     program = dtorch.trace(lambda t: t + dtorch.from_torch(table), x)
     torch.testing.assert_close(program(x).to_torch(), table)
     value = weakref.ref(program.spec.body.operators[0].param.value)
-    key = program._key
+    key = program._key[0]
     del program
     gc.collect()
     graph.sync()
@@ -256,3 +257,70 @@ def test_an_input_handle_the_function_keeps_stays_its_tensor(graph: dtorch.Graph
     assert x.tolist() == [2.0, 3.0] and kept[0].tolist() == [2.0, 3.0]
     assert program(x).tolist() == [4.0, 6.0]
     graph.sync()
+
+
+def test_a_rebound_constant_is_followed(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """``w.data = other`` after the trace: later calls (and a save) read ``other``, as eager
+    code reading ``w`` does; in-place changes of ``other`` are seen too; the pins go with
+    the program."""
+    mesh = _mesh()
+    weight, x = torch.randn(3, 4), torch.randn(5, 4)
+    w = dtorch.from_torch(weight, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    program = dtorch.trace(lambda t: (t @ w.T, w.sum(1)), _replicated(x, mesh))
+
+    def check(run: dtorch.Program, expected: torch.Tensor) -> None:
+        product, sums = run(_replicated(x, mesh))
+        torch.testing.assert_close(product.to_torch(), x @ expected.T)
+        torch.testing.assert_close(sums.to_torch(), expected.sum(1))
+
+    new = weight
+    for _ in range(2):  # twice: the second rebinds a rebound constant
+        new = torch.randn(3, 4)
+        w.data = dtorch.from_torch(new, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        check(program, new)
+    w.copy_(dtorch.from_torch(new * 2, device_mesh=mesh, placements=[dtorch.Shard(0)]))
+    check(program, new * 2)
+    program.save(tmp_path / "p.dtp")
+    loaded = dtorch.load_program(tmp_path / "p.dtp")
+    check(loaded, new * 2)
+    del program, loaded
+    gc.collect()
+    graph.sync()
+    assert not graph.executor._pins and not graph.executor.rebound
+
+
+def test_a_constant_rebound_to_another_layout_is_refused(graph: dtorch.Graph) -> None:
+    mesh = _mesh()
+    w = dtorch.from_torch(torch.randn(3, 4), device_mesh=mesh, placements=[dtorch.Shard(0)])
+    program = dtorch.trace(lambda t: t @ w.T, _replicated(torch.randn(5, 4), mesh))
+    w.data = dtorch.from_torch(torch.randn(3, 4), device_mesh=mesh, placements=[dtorch.Shard(1)])
+    with pytest.raises(dtorch.TraceError, match=r"constant 0 was rebound .*S\(1\).*traced with"):
+        program(_replicated(torch.randn(5, 4), mesh))
+    w.data = dtorch.from_torch(torch.randn(3, 4), device_mesh=mesh, graph=dtorch.Graph())
+    with pytest.raises(dtorch.TraceError, match="another graph"):
+        program(_replicated(torch.randn(5, 4), mesh))
+
+
+def test_a_rebind_inside_the_traced_function_is_refused(graph: dtorch.Graph) -> None:
+    """The rebind of an input or a constant inside ``fn`` is no operator: a program could
+    not replay it, so the trace refuses it."""
+    mesh = _mesh()
+    x = _replicated(torch.ones(4), mesh)
+    w = _replicated(torch.ones(4), mesh)
+
+    def on_input(t: dtorch.Tensor) -> dtorch.Tensor:
+        t.data = t * 2
+        return t + 1
+
+    def on_constant(t: dtorch.Tensor) -> dtorch.Tensor:
+        w.data = w * 2
+        return t + w
+
+    for fn in (on_input, on_constant):
+        with pytest.raises(dtorch.TraceError, match=r"rebinds a tensor \(t.data = other\)"):
+            dtorch.trace(fn, x)
+    assert not graph.executor._pins and not graph.executor.rebound
+
+
+def _replicated(full: torch.Tensor, mesh: dtorch.DeviceMesh) -> dtorch.Tensor:
+    return dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Replicate()])
