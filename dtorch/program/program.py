@@ -263,10 +263,15 @@ def _in_order(kwargs: dict[str, Any], keywords: tuple[Any, ...]) -> dict[str, An
 
 def _meshes(operand: Operand, traced: Operand) -> str:
     """The two meshes in full where they differ (``describe`` shows a mesh's shape alone,
-    and meshes of one shape differ in their devices or dim names)."""
-    if operand.mesh == traced.mesh:
-        return ""
-    return f"; its mesh is {operand.mesh!r}, the traced one {traced.mesh!r}"
+    and meshes of one shape differ in their devices or dim names), and the placements in
+    full where only what ``describe`` leaves out differs (a ``cat``'s sub-split mark)."""
+    if operand.mesh != traced.mesh:
+        return f"; its mesh is {operand.mesh!r}, the traced one {traced.mesh!r}"
+    if operand.placements != traced.placements and operand.describe() == traced.describe():
+        return (
+            f"; its placements are {list(operand.placements)}, the traced {list(traced.placements)}"
+        )
+    return ""
 
 
 def _aliases(placeholders: tuple[int, ...]) -> tuple[tuple[int, int], ...]:

@@ -106,6 +106,9 @@ def test_other_inputs_are_refused(graph: dtorch.Graph) -> None:
         program(dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Replicate()]), k=1)
     with pytest.raises(dtorch.TraceError, match="fixed when the program is traced"):
         program(x, k=2)
+    half = dtorch.ones(2, 2, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    with pytest.raises(dtorch.TraceError, match=r"sub_split_coordinates=\(2,\)\)\], the traced"):
+        program(dtorch.cat([half, half]), k=1)  # cat marks the shards: describe() hides it
 
 
 def test_a_kernel_failure_in_a_replay_names_the_traced_line(graph: dtorch.Graph) -> None:
