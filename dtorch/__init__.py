@@ -63,9 +63,11 @@ from dtorch.api.functions import concat, equal, nonzero
 from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
 from dtorch.api.ops.attention import SdpaOption
+from dtorch.api.ops.composite import addcdiv, addcmul, addmm, lerp, logaddexp, nan_to_num, xlogy
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.elementwise import (
     add,
+    atan2,
     bitwise_and,
     bitwise_not,
     bitwise_or,
@@ -75,6 +77,7 @@ from dtorch.api.ops.elementwise import (
     eq,
     ge,
     gt,
+    hypot,
     le,
     logical_and,
     logical_or,
@@ -94,21 +97,51 @@ from dtorch.api.ops.elementwise import (
 )
 from dtorch.api.ops.linalg import einsum, matmul, outer
 from dtorch.api.ops.norm import rms_norm
-from dtorch.api.ops.reduce import all, any, argmax, argmin, max, mean, min, softmax, sum
+from dtorch.api.ops.order import argsort, flip, fliplr, flipud, gather, msort, sort, topk
+from dtorch.api.ops.reduce import (
+    all,
+    amax,
+    amin,
+    any,
+    argmax,
+    argmin,
+    cumprod,
+    cumsum,
+    max,
+    mean,
+    min,
+    softmax,
+    sum,
+)
 from dtorch.api.ops.shape import (
     cat,
     chunk,
     flatten,
+    movedim,
     permute,
     repeat_interleave,
     reshape,
+    roll,
     squeeze,
     stack,
+    tile,
     transpose,
     unbind,
+    unflatten,
     unsqueeze,
 )
 from dtorch.api.ops.spatial import max_pool2d
+from dtorch.api.ops.statistics import (
+    count_nonzero,
+    logsumexp,
+    nanmean,
+    nansum,
+    norm,
+    std,
+    std_mean,
+    var,
+    var_mean,
+)
 from dtorch.api.ops.take import index_select
 from dtorch.api.profile import Profile, profile
 from dtorch.api.redistribute import tensors_redistribute_by_dict
@@ -144,28 +177,50 @@ from dtorch.serialization import (
 )
 
 abs = Tensor.abs
+acos = Tensor.acos
+arccos = Tensor.acos
+arctan = Tensor.atan
+arctan2 = atan2
 asin = Tensor.asin
+atan = Tensor.atan
+ceil = Tensor.ceil
 clip = clamp
 clone = Tensor.clone
 cos = Tensor.cos
+cosh = Tensor.cosh
+erf = Tensor.erf
+erfc = Tensor.erfc
 exp = Tensor.exp
+exp2 = Tensor.exp2
+expm1 = Tensor.expm1
+fix = Tensor.trunc
 floor = Tensor.floor
 greater = gt
 greater_equal = ge
+isfinite = Tensor.isfinite
 isinf = Tensor.isinf
 isnan = Tensor.isnan
+isneginf = Tensor.isneginf
+isposinf = Tensor.isposinf
 less = lt
 less_equal = le
 log = Tensor.log
 log10 = Tensor.log10
+log1p = Tensor.log1p
 log2 = Tensor.log2
+moveaxis = movedim
 neg = Tensor.neg
 reciprocal = Tensor.reciprocal
 round = Tensor.round
 rsqrt = Tensor.rsqrt
+sgn = Tensor.sgn
+sign = Tensor.sign
 sin = Tensor.sin
+sinh = Tensor.sinh
 sqrt = Tensor.sqrt
 square = Tensor.square
+tan = Tensor.tan
+trunc = Tensor.trunc
 
 __all__ = [
     "BFloat16Tensor",
@@ -200,14 +255,26 @@ __all__ = [
     "TraceError",
     "VoidFutureCollect",
     "abs",
+    "acos",
     "add",
+    "addcdiv",
+    "addcmul",
+    "addmm",
     "all",
+    "amax",
+    "amin",
     "any",
     "arange",
+    "arccos",
+    "arctan",
+    "arctan2",
     "argmax",
     "argmin",
+    "argsort",
     "asin",
     "assert_structural_equal",
+    "atan",
+    "atan2",
     "batch_norm",
     "bfloat16",
     "bitwise_and",
@@ -216,6 +283,7 @@ __all__ = [
     "bitwise_xor",
     "bool",
     "cat",
+    "ceil",
     "chunk",
     "clamp",
     "clip",
@@ -224,7 +292,11 @@ __all__ = [
     "concat",
     "conv2d",
     "cos",
+    "cosh",
+    "count_nonzero",
     "cuda",
+    "cumprod",
+    "cumsum",
     "default_graph",
     "deserialize",
     "deserialize_from_file",
@@ -239,9 +311,17 @@ __all__ = [
     "empty_like",
     "eq",
     "equal",
+    "erf",
+    "erfc",
     "exp",
+    "exp2",
+    "expm1",
     "finfo",
+    "fix",
     "flatten",
+    "flip",
+    "fliplr",
+    "flipud",
     "float",
     "float16",
     "float32",
@@ -251,6 +331,7 @@ __all__ = [
     "from_torch",
     "full",
     "full_like",
+    "gather",
     "ge",
     "get_default_device_mesh",
     "greater",
@@ -258,6 +339,7 @@ __all__ = [
     "group_norm",
     "gt",
     "half",
+    "hypot",
     "iinfo",
     "index_select",
     "init_device_mesh",
@@ -266,18 +348,25 @@ __all__ = [
     "int32",
     "int64",
     "int8",
+    "isfinite",
     "isinf",
     "isnan",
+    "isneginf",
+    "isposinf",
     "layer_norm",
     "le",
+    "lerp",
     "less",
     "less_equal",
     "load_program",
     "log",
     "log10",
+    "log1p",
     "log2",
+    "logaddexp",
     "logical_and",
     "logical_or",
+    "logsumexp",
     "long",
     "lt",
     "masked_fill",
@@ -290,11 +379,18 @@ __all__ = [
     "memory_stats",
     "min",
     "minimum",
+    "moveaxis",
+    "movedim",
+    "msort",
     "mul",
+    "nan_to_num",
+    "nanmean",
+    "nansum",
     "ne",
     "neg",
     "nn",
     "nonzero",
+    "norm",
     "ones",
     "ones_like",
     "outer",
@@ -311,31 +407,46 @@ __all__ = [
     "repeat_interleave",
     "reshape",
     "rms_norm",
+    "roll",
     "round",
     "rsqrt",
     "serialize",
     "serialize_to_file",
+    "sgn",
     "short",
     "sigmoid",
+    "sign",
     "sin",
+    "sinh",
     "softmax",
+    "sort",
     "sqrt",
     "square",
     "squeeze",
     "stack",
+    "std",
+    "std_mean",
     "sub",
     "sum",
+    "tan",
     "tanh",
     "tensor",
     "tensors_redistribute_by_dict",
+    "tile",
+    "topk",
     "trace",
     "transpose",
+    "trunc",
     "type",
     "uint8",
     "unbind",
+    "unflatten",
     "unsqueeze",
+    "var",
+    "var_mean",
     "visualize_sharding",
     "where",
+    "xlogy",
     "zeros",
     "zeros_like",
 ]

@@ -30,12 +30,15 @@ from dtorch.api import redistribute as _redistribute
 from dtorch.api.create import construct
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops import composite as _cm
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import linalg as _la
+from dtorch.api.ops import order as _od
 from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import shape as _sh
+from dtorch.api.ops import statistics as _st
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.ops.take import index_select
 from dtorch.errors import ShapeError
@@ -344,6 +347,35 @@ class Tensor(TensorBase):
     def minimum(self, other: Tensor) -> Tensor:
         return _ew.minimum(self, other)
 
+    def atan2(self, other: Any) -> Tensor:
+        return _ew.atan2(self, other)
+
+    arctan2 = atan2
+
+    def hypot(self, other: Any) -> Tensor:
+        return _ew.hypot(self, other)
+
+    def xlogy(self, other: Any) -> Tensor:
+        return _cm.xlogy(self, other)
+
+    def logaddexp(self, other: Any) -> Tensor:
+        return _cm.logaddexp(self, other)
+
+    def lerp(self, end: Tensor, weight: Any) -> Tensor:
+        return _cm.lerp(self, end, weight)
+
+    def addcmul(self, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+        return _cm.addcmul(self, tensor1, tensor2, value=value)
+
+    def addcdiv(self, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+        return _cm.addcdiv(self, tensor1, tensor2, value=value)
+
+    def addmm(self, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return _cm.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
+
+    def nan_to_num(self, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
+        return _cm.nan_to_num(self, nan, posinf, neginf)
+
     # --- unary math and activations ---------------------------------------------------------
     def neg(self) -> Tensor:
         return _ew.unary(M.NEG, "neg", self)
@@ -399,6 +431,60 @@ class Tensor(TensorBase):
     def isnan(self) -> Tensor:
         return _ew.unary(M.ISNAN, "isnan", self)
 
+    def isfinite(self) -> Tensor:
+        return _ew.unary(M.ISFINITE, "isfinite", self)
+
+    def isposinf(self) -> Tensor:
+        return _ew.unary(M.ISPOSINF, "isposinf", self)
+
+    def isneginf(self) -> Tensor:
+        return _ew.unary(M.ISNEGINF, "isneginf", self)
+
+    def sign(self) -> Tensor:
+        return _ew.unary(M.SIGN, "sign", self)
+
+    def sgn(self) -> Tensor:
+        return _ew.unary(M.SGN, "sgn", self)
+
+    def trunc(self) -> Tensor:
+        return _ew.unary(M.TRUNC, "trunc", self)
+
+    fix = trunc
+
+    def erf(self) -> Tensor:
+        return _ew.unary(M.ERF, "erf", self)
+
+    def erfc(self) -> Tensor:
+        return _ew.unary(M.ERFC, "erfc", self)
+
+    def expm1(self) -> Tensor:
+        return _ew.unary(M.EXPM1, "expm1", self)
+
+    def exp2(self) -> Tensor:
+        return _ew.unary(M.EXP2, "exp2", self)
+
+    def log1p(self) -> Tensor:
+        return _ew.unary(M.LOG1P, "log1p", self)
+
+    def tan(self) -> Tensor:
+        return _ew.unary(M.TAN, "tan", self)
+
+    def acos(self) -> Tensor:
+        return _ew.unary(M.ACOS, "acos", self)
+
+    arccos = acos
+
+    def atan(self) -> Tensor:
+        return _ew.unary(M.ATAN, "atan", self)
+
+    arctan = atan
+
+    def sinh(self) -> Tensor:
+        return _ew.unary(M.SINH, "sinh", self)
+
+    def cosh(self) -> Tensor:
+        return _ew.unary(M.COSH, "cosh", self)
+
     def relu(self) -> Tensor:
         return _ew.relu(self)
 
@@ -407,6 +493,54 @@ class Tensor(TensorBase):
 
     def tanh(self) -> Tensor:
         return _ew.tanh(self)
+
+    # --- in place: the operator above, its result written back as ``add_`` writes it --------
+    neg_ = _cm.in_place("neg_", neg)
+    reciprocal_ = _cm.in_place("reciprocal_", reciprocal)
+    exp_ = _cm.in_place("exp_", exp)
+    exp2_ = _cm.in_place("exp2_", exp2)
+    expm1_ = _cm.in_place("expm1_", expm1)
+    log_ = _cm.in_place("log_", log)
+    log2_ = _cm.in_place("log2_", log2)
+    log10_ = _cm.in_place("log10_", log10)
+    log1p_ = _cm.in_place("log1p_", log1p)
+    sqrt_ = _cm.in_place("sqrt_", sqrt)
+    rsqrt_ = _cm.in_place("rsqrt_", rsqrt)
+    square_ = _cm.in_place("square_", square)
+    abs_ = _cm.in_place("abs_", abs)
+    sign_ = _cm.in_place("sign_", sign)
+    sgn_ = _cm.in_place("sgn_", sgn)
+    round_ = _cm.in_place("round_", round)
+    floor_ = _cm.in_place("floor_", floor)
+    ceil_ = _cm.in_place("ceil_", ceil)
+    trunc_ = _cm.in_place("trunc_", trunc)
+    fix_ = _cm.in_place("fix_", trunc)
+    sin_ = _cm.in_place("sin_", sin)
+    cos_ = _cm.in_place("cos_", cos)
+    tan_ = _cm.in_place("tan_", tan)
+    asin_ = _cm.in_place("asin_", asin)
+    acos_ = _cm.in_place("acos_", acos)
+    arccos_ = _cm.in_place("arccos_", acos)
+    atan_ = _cm.in_place("atan_", atan)
+    arctan_ = _cm.in_place("arctan_", atan)
+    sinh_ = _cm.in_place("sinh_", sinh)
+    cosh_ = _cm.in_place("cosh_", cosh)
+    erf_ = _cm.in_place("erf_", erf)
+    erfc_ = _cm.in_place("erfc_", erfc)
+    relu_ = _cm.in_place("relu_", relu)
+    sigmoid_ = _cm.in_place("sigmoid_", sigmoid)
+    tanh_ = _cm.in_place("tanh_", tanh)
+    logical_not_ = _cm.in_place("logical_not_", logical_not)
+    bitwise_not_ = _cm.in_place("bitwise_not_", bitwise_not)
+    atan2_ = _cm.in_place("atan2_", atan2)
+    arctan2_ = _cm.in_place("arctan2_", atan2)
+    hypot_ = _cm.in_place("hypot_", hypot)
+    xlogy_ = _cm.in_place("xlogy_", xlogy)
+    lerp_ = _cm.in_place("lerp_", lerp)
+    addcmul_ = _cm.in_place("addcmul_", addcmul)
+    addcdiv_ = _cm.in_place("addcdiv_", addcdiv)
+    addmm_ = _cm.in_place("addmm_", addmm)
+    nan_to_num_ = _cm.in_place("nan_to_num_", nan_to_num)
 
     def softmax(self, dim: int | None = None, dtype: torch.dtype | None = None) -> Tensor:
         return _rd.softmax(self, dim, dtype)
@@ -484,11 +618,77 @@ class Tensor(TensorBase):
     def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
         return _rd.argmin(self, dim, keepdim)
 
+    def amax(self, dim: Any = (), keepdim: bool = False) -> Tensor:
+        return _rd.amax(self, dim, keepdim)
+
+    def amin(self, dim: Any = (), keepdim: bool = False) -> Tensor:
+        return _rd.amin(self, dim, keepdim)
+
+    def cumsum(self, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
+        return _rd.cumsum(self, dim, dtype=dtype)
+
+    def cumprod(self, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
+        return _rd.cumprod(self, dim, dtype=dtype)
+
+    def var(self, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+            correction: Any = None) -> Tensor:  # fmt: skip
+        return _st.var(self, dim, unbiased, keepdim, correction=correction)
+
+    def std(self, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+            correction: Any = None) -> Tensor:  # fmt: skip
+        return _st.std(self, dim, unbiased, keepdim, correction=correction)
+
+    def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
+        return _st.logsumexp(self, dim, keepdim)
+
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False,
+             dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
+        return _st.norm(self, p, dim, keepdim, dtype)
+
+    def count_nonzero(self, dim: Any = None) -> Tensor:
+        return _st.count_nonzero(self, dim)
+
+    def nansum(self, dim: Any = None, keepdim: bool = False, *,
+               dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
+        return _st.nansum(self, dim, keepdim, dtype=dtype)
+
+    def nanmean(self, dim: Any = None, keepdim: bool = False, *,
+                dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
+        return _st.nanmean(self, dim, keepdim, dtype=dtype)
+
     def nonzero(self, *, as_tuple: bool = False) -> Any:
         return nonzero(self, as_tuple=as_tuple)
 
     def index_select(self, dim: int, index: Any) -> Tensor:
         return index_select(self, dim, index)
+
+    def gather(self, dim: int, index: Any, *, sparse_grad: bool = False) -> Tensor:
+        return _od.gather(self, dim, index, sparse_grad=sparse_grad)
+
+    # --- ordering ---------------------------------------------------------------------------
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+        return _od.sort(self, dim, descending, stable)
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+        return _od.argsort(self, dim, descending, stable)
+
+    def msort(self) -> Tensor:
+        return _od.msort(self)
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
+        return _od.topk(self, k, dim, largest, sorted)
+
+    def flip(self, *order: Any, dims: Any = None) -> Tensor:
+        return _od.flip(self, *order, dims=dims)
+
+    def fliplr(self) -> Tensor:
+        return _od.fliplr(self)
+
+    def flipud(self) -> Tensor:
+        return _od.flipud(self)
+
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        return _sh.roll(self, shifts, dims)
 
     # --- shapes -----------------------------------------------------------------------------
     def view(self, *shape: Any, placements: Any = None) -> Tensor:
@@ -574,6 +774,18 @@ class Tensor(TensorBase):
         self, repeats: Any = None, dim: int | None = None, *, output_size: int | None = None
     ) -> Tensor:
         return _sh.repeat_interleave(self, repeats, dim, output_size=output_size)
+
+    def tile(self, *dims: Any) -> Tensor:
+        return _sh.tile(self, *dims)
+
+    def movedim(self, source: Any, destination: Any) -> Tensor:
+        return _sh.movedim(self, source, destination)
+
+    def moveaxis(self, source: Any, destination: Any) -> Tensor:
+        return _sh.movedim(self, source, destination)
+
+    def unflatten(self, dim: int, sizes: Any) -> Tensor:
+        return _sh.unflatten(self, dim, sizes)
 
     # --- new tensors on this one's mesh, every mesh dim Replicate, in its dtype by default ---
     def new_zeros(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:

@@ -75,6 +75,11 @@ class OpKind(enum.IntEnum):
     ViewPlacements = 54
     Profile = 55
     Unsent = 56  # made by the process runner alone, never recorded or loaded (UnsentParam)
+    Scan = 57  # cumsum/cumprod along one dim (ScanParam)
+    Sort = 58
+    TopK = 59
+    Flip = 60
+    Gather = 61
 
 
 class ActivationKind(enum.IntEnum):
@@ -108,6 +113,8 @@ class BinaryKind(enum.IntEnum):
     BITWISE_AND = 17
     BITWISE_OR = 18
     BITWISE_XOR = 19
+    ATAN2 = 20
+    HYPOT = 21
 
 
 class MathKind(enum.IntEnum):
@@ -131,6 +138,22 @@ class MathKind(enum.IntEnum):
     CEIL = 17
     LOGICAL_NOT = 18
     BITWISE_NOT = 19
+    SIGN = 20
+    SGN = 21
+    ERF = 22
+    ERFC = 23
+    EXPM1 = 24
+    LOG1P = 25
+    TRUNC = 26
+    TAN = 27
+    ATAN = 28
+    ACOS = 29
+    SINH = 30
+    COSH = 31
+    EXP2 = 32
+    ISFINITE = 33
+    ISPOSINF = 34
+    ISNEGINF = 35
 
 
 class ReduceKind(enum.IntEnum):
@@ -195,6 +218,11 @@ class MemoryKind(enum.IntEnum):
 class MaxMinKind(enum.IntEnum):
     MAX = 0
     MIN = 1
+
+
+class ScanKind(enum.IntEnum):
+    SUM = 0
+    PROD = 1
 
 
 class PromiseKind(enum.IntEnum):

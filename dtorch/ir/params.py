@@ -37,6 +37,7 @@ from dtorch.ir.opkind import (
     PoolKind,
     PromiseKind,
     ReduceKind,
+    ScanKind,
 )
 from dtorch.ir.placement import Placement
 from dtorch.ir.scalar import Scalar
@@ -562,6 +563,54 @@ class UnsentParam(OpParam):
 
     original: OpKind
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScanParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Scan
+    """``cumsum``/``cumprod`` along ``dim`` (normalised); ``dtype``: the input is cast to it
+    first (torch's ``dtype=`` argument), else integers and bools accumulate in int64."""
+
+    scan: ScanKind
+    dim: int
+    dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SortParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Sort
+    """``sort(dim, descending, stable)`` with two outputs: values and int64 indices."""
+
+    dim: int
+    descending: bool = False
+    stable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopKParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.TopK
+    """``topk(k, dim, largest, sorted)`` with two outputs: values and int64 indices."""
+
+    k: int
+    dim: int
+    largest: bool = True
+    sorted: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FlipParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Flip
+    """``flip(dims)``: the order of every one of ``dims`` reversed."""
+
+    dims: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class GatherParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Gather
+    """Inputs (x, index): ``torch.gather(x, dim, index)``, the output shaped like the index."""
+
+    dim: int
 
 
 @dataclass(frozen=True, slots=True)

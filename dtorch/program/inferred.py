@@ -66,6 +66,7 @@ INPUTS: dict[OpKind, tuple[int, int | None]] = {
     OpKind.Matmul: (2, 2),
     OpKind.Outer: (2, 2),
     OpKind.IndexSelect: (2, 2),
+    OpKind.Gather: (2, 2),
     OpKind.IndexPut: (2, 3),
     OpKind.SetItem: (1, 2),
     OpKind.SiluLinearChunk: (2, 2),

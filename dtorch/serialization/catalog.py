@@ -83,6 +83,7 @@ _ENUMS: tuple[tuple[str, type], ...] = (
     ("enum.MemoryKind", opkind.MemoryKind),
     ("enum.MaxMinKind", opkind.MaxMinKind),
     ("enum.PromiseKind", opkind.PromiseKind),
+    ("enum.ScanKind", opkind.ScanKind),
     ("enum.ScalarKind", ScalarKind),
 )
 

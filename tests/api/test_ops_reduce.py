@@ -242,6 +242,22 @@ def test_sum_and_mean_dtype_argument(graph: dtorch.Graph) -> None:
         torch.testing.assert_close(out.to_torch(), want)
 
 
+def test_a_partial_sum_converting_to_a_nonlinear_dtype_is_refused(graph: dtorch.Graph) -> None:
+    """Parts converted one by one (float to int, bool to int64) do not sum to the converted
+    sum, so such a sum of a Partial input is refused; a sharded reduced dim still gives P."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.tensor([[0.6, 0.7], [1.2, -0.4]])
+    partial = place(x, mesh, [R], graph).view([P])  # holds 2 * x
+    flags = place(x > 1, mesh, [P], graph)
+    for call in (lambda: partial.sum(1, dtype=torch.int32), flags.sum):
+        with pytest.raises(PlacementError, match="conversion to the result dtype is not linear"):
+            call()
+    torch.testing.assert_close(partial.sum(1).to_torch(), (2 * x).sum(1))
+    sharded = place(x, mesh, [S0], graph).sum(0, dtype=torch.int32)
+    assert sharded.placements == [P]
+    torch.testing.assert_close(sharded.to_torch(), x.sum(0, dtype=torch.int32))
+
+
 def _softmax_table(ndim: int, dim: int) -> Table:
     """One mesh dim: any dim but the softmax dim may stay sharded; no Partial."""
     return {(p,): p for p in choices(ndim, partial=False) if p != Shard(dim % ndim)}

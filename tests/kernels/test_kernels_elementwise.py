@@ -52,6 +52,8 @@ _BINARY_FNS = {
     BinaryKind.BITWISE_AND: torch.bitwise_and,
     BinaryKind.BITWISE_OR: torch.bitwise_or,
     BinaryKind.BITWISE_XOR: torch.bitwise_xor,
+    BinaryKind.ATAN2: torch.atan2,
+    BinaryKind.HYPOT: torch.hypot,
 }
 #: Kinds tested on integers (torch's bitwise kernels refuse floats).
 _INT_KINDS = {
@@ -161,6 +163,22 @@ _MATH_FNS = {
     MathKind.CEIL: torch.ceil,
     MathKind.LOGICAL_NOT: torch.logical_not,
     MathKind.BITWISE_NOT: torch.bitwise_not,
+    MathKind.SIGN: torch.sign,
+    MathKind.SGN: torch.sgn,
+    MathKind.ERF: torch.erf,
+    MathKind.ERFC: torch.erfc,
+    MathKind.EXPM1: torch.expm1,
+    MathKind.LOG1P: torch.log1p,
+    MathKind.TRUNC: torch.trunc,
+    MathKind.TAN: torch.tan,
+    MathKind.ATAN: torch.atan,
+    MathKind.ACOS: torch.acos,
+    MathKind.SINH: torch.sinh,
+    MathKind.COSH: torch.cosh,
+    MathKind.EXP2: torch.exp2,
+    MathKind.ISFINITE: torch.isfinite,
+    MathKind.ISPOSINF: torch.isposinf,
+    MathKind.ISNEGINF: torch.isneginf,
 }
 
 

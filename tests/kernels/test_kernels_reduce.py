@@ -1,4 +1,4 @@
-"""Reduce, MaxMin and Softmax simulated on 1-D, 2-D and 3-D meshes against torch."""
+"""Reduce, MaxMin, Softmax and Scan simulated on 1-D, 2-D and 3-D meshes against torch."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dtorch.ir.opkind import MaxMinKind, ReduceKind
-from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
+from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
+from dtorch.ir.params import MaxMinParam, ReduceParam, ScanParam, SoftmaxParam
 from dtorch.ir.placement import Partial, Shard
 from tests.simulate import MESHES, run_layouts
 
@@ -131,3 +131,16 @@ def test_softmax_dtype() -> None:
     x = torch.randn((4, 3), generator=_G)
     want = F.softmax(x, 1, dtype=torch.float64)
     assert run_layouts("softmax", SoftmaxParam(1, dtype=torch.float64), [x], (2,), [want])
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("kind", list(ScanKind))
+def test_scan_all_layouts(kind: ScanKind, mesh_shape: tuple[int, ...]) -> None:
+    """cumsum/cumprod: shards of the other dims and (cumsum) Partial pass, on uneven shards."""
+    x = torch.randint(-2, 3, (5, 3, 4), generator=_G)
+    fn = torch.cumsum if kind is ScanKind.SUM else torch.cumprod
+    for dim in (0, -1):
+        param = ScanParam(kind, dim % 3)
+        accepted = run_layouts("scan", param, [x], mesh_shape, [fn(x, dim)], limit=60)
+        assert accepted and all(Shard(dim % 3) not in pl for (pl,) in accepted)
+        assert any(Partial() in pl for (pl,) in accepted) == (kind is ScanKind.SUM)

@@ -227,6 +227,22 @@ def minimum(input: Tensor, other: Any) -> Tensor:
     return binary(BinaryKind.MINIMUM, "minimum", input, other)
 
 
+def atan2(input: Any, other: Any) -> Tensor:
+    """The angle of the point ``(other, input)``; integers promote to a float, as in torch.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.atan2(dtorch.tensor([1.0, -1.0]), 0).tolist()
+        [1.5707963705062866, -1.5707963705062866]
+    """
+    return binary(BinaryKind.ATAN2, "atan2", input, other)
+
+
+def hypot(input: Any, other: Any) -> Tensor:
+    """``sqrt(input**2 + other**2)`` without overflow; floating-point dtypes only, as in torch."""
+    return binary(BinaryKind.HYPOT, "hypot", input, other)
+
+
 _MATH_PARAMS = {kind: BaseMathParam(kind) for kind in MathKind}
 
 
@@ -336,13 +352,19 @@ def where(condition: Tensor, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:
         return nonzero(condition, as_tuple=True)
     if input is _ABSENT or other is _ABSENT:
         raise TypeError("where: give both input and other, or neither (where(condition))")
+    return select("where", condition, input, other)
+
+
+def select(name: str, condition: Tensor, input: Any, other: Any) -> Tensor:
+    """``where(condition, input, other)`` recorded as ``name`` (composites name their parts
+    after themselves, so a refusal names what the user called)."""
     tensor = TensorBase
     inputs = [condition] + [v for v in (input, other) if isinstance(v, tensor)]
     param = WhereParam(
         None if isinstance(input, tensor) else as_scalar(input),
         None if isinstance(other, tensor) else as_scalar(other),
     )
-    return record("where", param, tuple(inputs))[0]
+    return record(name, param, tuple(inputs))[0]
 
 
 def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:

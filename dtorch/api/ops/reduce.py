@@ -1,5 +1,5 @@
-"""Reductions and softmax: ``sum mean prod max min any all argmax argmin softmax
-log_softmax``; ``max``/``min`` over a dim return (values, indices).
+"""Reductions, softmax and scans: ``sum mean prod max min amax amin any all argmax argmin
+softmax log_softmax cumsum cumprod``; ``max``/``min`` over a dim return (values, indices).
 
 Example:
     >>> import dtorch
@@ -19,8 +19,8 @@ from dtorch.api.dims import normalize_dims
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
 from dtorch.api.record import record
-from dtorch.ir.opkind import MaxMinKind, ReduceKind
-from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
+from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
+from dtorch.ir.params import MaxMinParam, ReduceParam, ScanParam, SoftmaxParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -83,6 +83,22 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     return reduce(ReduceKind.ARGMIN, "argmin", input, dim, keepdim)
 
 
+def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    """The largest value over ``dim`` (an int or a tuple; ``()`` or None: every dim).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([[1, 5], [3, 2]]).amax(0).tolist()
+        [3, 5]
+    """
+    return reduce(ReduceKind.MAX, "amax", input, dim, keepdim)
+
+
+def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    """The smallest value over ``dim`` (an int or a tuple; ``()`` or None: every dim)."""
+    return reduce(ReduceKind.MIN, "amin", input, dim, keepdim)
+
+
 def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = None) -> Any:
     if other is not None:  # max(other=b) is maximum
         dim = other
@@ -133,3 +149,28 @@ def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = N
 def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
     param = SoftmaxParam(normalize_dims(dim, input.ndim, op="log_softmax")[0], True, dtype)
     return record("log_softmax", param, (input,))[0]
+
+
+def _scan(kind: ScanKind, name: str, t: Tensor, dim: int, dtype: torch.dtype | None) -> Tensor:
+    if isinstance(dim, bool) or not isinstance(dim, int):  # torch takes exactly one dim
+        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+    param = ScanParam(kind, normalize_dims(dim, t.ndim, op=name)[0], dtype)
+    return record(name, param, (t,))[0]
+
+
+def cumsum(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
+    """Running sums along ``dim``; ``dtype``: cast the input first (integers and bools
+    accumulate in int64 otherwise). The scanned dim must not be sharded; a Partial input
+    stays Partial.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([[1, 2], [3, 4]]).cumsum(1).tolist()
+        [[1, 3], [3, 7]]
+    """
+    return _scan(ScanKind.SUM, "cumsum", input, dim, dtype)
+
+
+def cumprod(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
+    """Running products along ``dim`` (as ``cumsum``; a Partial input is refused)."""
+    return _scan(ScanKind.PROD, "cumprod", input, dim, dtype)

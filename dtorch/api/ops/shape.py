@@ -28,6 +28,7 @@ from dtorch.api.record import record
 from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
 from dtorch.ir.params import (
     ChunkParam,
+    CloneParam,
     ConcatParam,
     ContiguousParam,
     ExpandParam,
@@ -370,6 +371,123 @@ def _check_output_size(size: int, output_size: int | None) -> None:
         raise ShapeError(
             f"repeat_interleave: Invalid output_size, expected {size} but got {output_size}"
         )
+
+
+# --- composites of the operators above -----------------------------------------------------
+def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
+    """``torch.movedim`` (and ``moveaxis``): the dims of ``source`` moved to the positions of
+    ``destination``, the others in their order; one ``permute``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(2, 3, 4)
+        >>> t.movedim(0, -1).shape, dtorch.movedim(t, (0, 1), (2, 0)).shape
+        (torch.Size([3, 4, 2]), torch.Size([3, 4, 2]))
+    """
+    src, dst = _dim_list(input, source, "source"), _dim_list(input, destination, "destination")
+    if len(src) != len(dst):
+        raise ShapeError(
+            f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+            f"contain the same number of dims as destination ({list(dst)} dims)"
+        )
+    order: list[int | None] = [None] * input.ndim
+    for s, d in zip(src, dst, strict=True):
+        order[d] = s
+    rest = iter(d for d in range(input.ndim) if d not in src)
+    dims = tuple(next(rest) if o is None else o for o in order)
+    return record("movedim", PermuteParam(dims), (input,))[0]
+
+
+def _dim_list(t: Tensor, dims: Any, what: str) -> tuple[int, ...]:
+    # movedim's dims of one side, normalised, each at most once (torch's words)
+    normal = normalize_dims(dims if isinstance(dims, int) else tuple(dims), t.ndim, op="movedim")
+    if len(set(normal)) != len(normal):
+        raise ShapeError(f"movedim: repeated dim in `{what}` ({list(dims)})")
+    return normal
+
+
+def unflatten(input: Tensor, dim: int, sizes_: Any) -> Tensor:
+    """``torch.unflatten``: ``dim`` split into ``sizes`` (at most one -1); a ``reshape``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.zeros(2, 12).unflatten(1, (3, -1)).shape
+        torch.Size([2, 3, 4])
+    """
+    d = normalize_dims(dim, input.ndim, op="unflatten")[0]
+    if not input.ndim:
+        raise DimError("unflatten: cannot unflatten a 0-d tensor; accepted: a tensor of >= 1 dim")
+    wanted = sizes((sizes_,))
+    if not wanted:
+        raise ShapeError("unflatten: sizes must be non-empty")
+    size = input.shape[d]
+    try:
+        middle = infer_shape("unflatten", wanted, size)
+    except ShapeError:
+        raise ShapeError(
+            f"unflatten: Provided sizes {list(wanted)} don't multiply up to the size of dim {d} "
+            f"({size}) in the input tensor; accepted: sizes whose product is {size} (one -1 "
+            "at most)"
+        ) from None
+    target = (*input.shape[:d], *middle, *input.shape[d + 1 :])
+    return record("unflatten", ReshapeParam(target), (input,))[0]
+
+
+def tile(input: Tensor, *dims: Any) -> Tensor:
+    """``torch.tile``: ``repeat`` with ``dims`` padded by leading 1s to the tensor's rank.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([[1, 2]]).tile(2).tolist()
+        [[1, 2, 1, 2]]
+    """
+    counts = sizes(dims)
+    if any(c < 0 for c in counts):
+        raise ShapeError(f"tile: {list(counts)} holds a negative count; accepted: counts >= 0")
+    padded = (1,) * (input.ndim - len(counts)) + counts
+    return record("tile", RepeatParam(padded), (input,))[0]
+
+
+def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+    """``torch.roll``: entries shifted along ``dims`` (each by its shift), wrapping around;
+    without ``dims`` along the flattened tensor. Per dim a ``cat`` of two slices, so a rolled
+    dim that is sharded is refused (a PlacementError naming ``roll``): redistribute it first.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.arange(5).roll(2).tolist(), dtorch.arange(4).view(2, 2).roll(1, 1).tolist()
+        ([3, 4, 0, 1, 2], [[1, 0], [3, 2]])
+    """
+    steps = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    if not steps:
+        raise ParamError("roll: `shifts` required; accepted: an int or a non-empty tuple")
+    if dims is None:
+        if len(steps) != 1:
+            raise ShapeError(
+                f"roll: shifts and dimensions must align. shifts: {len(steps)}, dims:0"
+            )
+        return reshape(roll(flatten(input), steps, 0), input.shape)
+    if not input.ndim:
+        raise DimError("roll: a 0-d tensor has no dims to roll along; accepted: dims=None")
+    axes = normalize_dims(dims if isinstance(dims, int) else tuple(dims), input.ndim, op="roll")
+    if len(steps) != len(axes):
+        raise ShapeError(
+            f"roll: shifts and dimensions must align. shifts: {len(steps)}, dims:{len(axes)}"
+        )
+    out = input
+    for shift, d in zip(steps, axes, strict=True):
+        out = _roll_dim(out, d, operator.index(shift))
+    return record("roll", CloneParam(), (out,))[0] if out is input else out
+
+
+def _roll_dim(t: Tensor, dim: int, shift: int) -> Tensor:
+    # the last ``shift`` entries of dim, then the others
+    size = t.shape[dim]
+    s = shift % size if size else 0
+    if not s:
+        return t
+    pieces = (_slice("roll", t, dim, size - s, s), _slice("roll", t, dim, 0, size - s))
+    return record("roll", ConcatParam(dim), pieces)[0]
 
 
 # --- indexing ---------------------------------------------------------------------------------

@@ -22,13 +22,14 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, OpKind, ReduceKind
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, OpKind, ReduceKind, ScanKind
 from dtorch.ir.rules.base import DtypeError
 from dtorch.ir.rules.torch_ops import (
     ACTIVATION,
     BINARY,
     MATH,
     REDUCE,
+    SCAN,
     binary_with_alpha,
     binary_with_scalar,
 )
@@ -143,6 +144,18 @@ def reduce_dtype(
 ) -> torch.dtype:
     """Result dtype of a Reduce operator (``out`` is the requested ``dtype=`` argument)."""
     return _answer(name, _reduce(kind, dtype, out))
+
+
+@functools.cache
+def _scan(kind: ScanKind, dtype: torch.dtype, out: torch.dtype | None) -> _Answer:
+    return _probe(lambda: SCAN[kind](torch.ones(2, dtype=dtype), 0, out))
+
+
+def scan_dtype(
+    name: str, kind: ScanKind, dtype: torch.dtype, out: torch.dtype | None
+) -> torch.dtype:
+    """Result dtype of ``cumsum``/``cumprod`` on ``dtype`` (``out``: the ``dtype=`` argument)."""
+    return _answer(name, _scan(kind, dtype, out))
 
 
 @functools.cache

@@ -1,10 +1,12 @@
-"""Rules of Reduce, MaxMin and Softmax: operators that combine values along dims.
+"""Rules of Reduce, MaxMin, Softmax and Scan: operators that combine values along dims.
 
 Per mesh dim: a shard of a dim that is not reduced stays a shard (its index shifts when
 ``keepdim`` is false). Reducing a sharded dim gives Partial for ``sum`` and ``mean`` (``mean``
 divides by the GLOBAL size, so the partial values add up to the mean); ``max``, ``min``,
 ``prod``, ``any``, ``all``, ``argmax``, ``argmin`` and softmax reject it. A Partial input is
-kept by ``sum`` and ``mean`` only (they are linear).
+kept by ``sum`` and ``mean`` only (they are linear). A scan (``cumsum``/``cumprod``) keeps
+the shards of the other dims and refuses a shard of the scanned dim; ``cumsum`` keeps a Partial
+input where its dtype conversion is linear too (``dtorch.ir.rules.copy.cast_is_linear``).
 
 Example:
     >>> import torch
@@ -28,8 +30,8 @@ import torch
 
 from dtorch.errors import DimError, ShapeError
 from dtorch.ir.operator import Operand
-from dtorch.ir.opkind import OpKind, ReduceKind
-from dtorch.ir.params import MaxMinParam, OpParam, ReduceParam, SoftmaxParam
+from dtorch.ir.opkind import OpKind, ReduceKind, ScanKind
+from dtorch.ir.params import MaxMinParam, OpParam, ReduceParam, ScanParam, SoftmaxParam
 from dtorch.ir.rules.base import (
     Inference,
     OutputMeta,
@@ -38,7 +40,8 @@ from dtorch.ir.rules.base import (
     norm_dim,
     norm_dims,
 )
-from dtorch.ir.rules.promotion import reduce_dtype, softmax_dtype
+from dtorch.ir.rules.copy import cast_is_linear
+from dtorch.ir.rules.promotion import reduce_dtype, scan_dtype, softmax_dtype
 from dtorch.ir.rules.signature import Labels, one_input, signature
 
 _FIRST = "redistribute the reduced dims to Replicate first"
@@ -46,11 +49,22 @@ _LINEAR = signature(
     "R -> R", "Si -> Si", "Sk -> P", "P -> P",
     legend="i: a dim that is not reduced; k: a reduced dim",
 )  # fmt: skip
+#: sum/mean converting to a dtype in which a sum of parts is not the part of a sum (float to
+#: int, anything from or to bool): a Partial input would be converted part by part, so no P
+_LINEAR_SHARDS = signature(
+    "R -> R", "Si -> Si", "Sk -> P",
+    legend="i: a dim that is not reduced; k: a reduced dim",
+    hint="the conversion to the result dtype is not linear: redistribute a Partial input first",
+)  # fmt: skip
 _KEEP = signature("R -> R", "Si -> Si", legend="i: a dim that is not reduced", hint=_FIRST)
 _SOFTMAX = signature(
     "R -> R", "Si -> Si", legend="i: a dim other than the softmax dim",
     hint="redistribute the softmax dim to Replicate first",
 )  # fmt: skip
+_SCANNED = "i: a dim other than the scanned dim"
+_SCAN_HINT = "redistribute the scanned dim to Replicate first"
+_SCAN = signature("R -> R", "Si -> Si", legend=_SCANNED, hint=_SCAN_HINT)
+_SCAN_LINEAR = signature("R -> R", "Si -> Si", "P -> P", legend=_SCANNED, hint=_SCAN_HINT)
 _REDUCE_SIGS = {ReduceKind.SUM: _LINEAR, ReduceKind.MEAN: _LINEAR}
 _WITH_DTYPE = frozenset({ReduceKind.SUM, ReduceKind.MEAN, ReduceKind.PROD})
 #: The reductions torch refuses over an empty dim (the others have an identity value) -> the
@@ -151,7 +165,10 @@ def reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     if kind in _NONEMPTY:
         check_nonempty(name, x.shape, reduced if param.dims else None, _NONEMPTY[kind])
     dtype = reduce_dtype(name, kind, x.dtype, param.dtype)
-    return one_input(name, _REDUCE_SIGS.get(kind, _KEEP), x, labels, [OutputMeta(shape, dtype, ())])
+    sig = _REDUCE_SIGS.get(kind, _KEEP)
+    if sig is _LINEAR and not cast_is_linear(x.dtype, dtype):
+        sig = _LINEAR_SHARDS
+    return one_input(name, sig, x, labels, [OutputMeta(shape, dtype, ())])
 
 
 def maxmin_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -176,8 +193,23 @@ def softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     return one_input(name, _SOFTMAX, x, labels, [OutputMeta(x.shape, dtype, ())])
 
 
+def scan_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``cumsum``/``cumprod`` along ``dim``: the input's shape, torch's dtype; the scanned dim
+    must not be sharded, and only a linear ``cumsum`` keeps Partial."""
+    assert isinstance(param, ScanParam)
+    (x,) = inputs
+    dim = norm_dim(name, param.dim, x.ndim)
+    dtype = scan_dtype(name, param.scan, x.dtype, param.dtype)
+    linear = param.scan is ScanKind.SUM and cast_is_linear(x.dtype, dtype)
+    # the scanned dim gets a new label in the output: sharding it is then rejected
+    labels = tuple(-1 if d == dim else d for d in range(x.ndim))
+    sig = _SCAN_LINEAR if linear else _SCAN
+    return one_input(name, sig, x, labels, [OutputMeta(x.shape, dtype, ())])
+
+
 RULES: dict[OpKind, Rule] = {
     OpKind.Reduce: reduce_rule,
     OpKind.MaxMin: maxmin_rule,
     OpKind.Softmax: softmax_rule,
+    OpKind.Scan: scan_rule,
 }

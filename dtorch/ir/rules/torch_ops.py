@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, ReduceKind
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, ReduceKind, ScanKind
 from dtorch.ir.scalar import Scalar, ScalarKind
 
 Binary = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -52,6 +52,8 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.BITWISE_AND: torch.bitwise_and,
     BinaryKind.BITWISE_OR: torch.bitwise_or,
     BinaryKind.BITWISE_XOR: torch.bitwise_xor,
+    BinaryKind.ATAN2: torch.atan2,
+    BinaryKind.HYPOT: torch.hypot,
 }
 
 MATH: dict[MathKind, Unary] = {
@@ -75,6 +77,22 @@ MATH: dict[MathKind, Unary] = {
     MathKind.CEIL: torch.ceil,
     MathKind.LOGICAL_NOT: torch.logical_not,
     MathKind.BITWISE_NOT: torch.bitwise_not,
+    MathKind.SIGN: torch.sign,
+    MathKind.SGN: torch.sgn,
+    MathKind.ERF: torch.erf,
+    MathKind.ERFC: torch.erfc,
+    MathKind.EXPM1: torch.expm1,
+    MathKind.LOG1P: torch.log1p,
+    MathKind.TRUNC: torch.trunc,
+    MathKind.TAN: torch.tan,
+    MathKind.ATAN: torch.atan,
+    MathKind.ACOS: torch.acos,
+    MathKind.SINH: torch.sinh,
+    MathKind.COSH: torch.cosh,
+    MathKind.EXP2: torch.exp2,
+    MathKind.ISFINITE: torch.isfinite,
+    MathKind.ISPOSINF: torch.isposinf,
+    MathKind.ISNEGINF: torch.isneginf,
 }
 
 
@@ -129,6 +147,12 @@ REDUCE: dict[ReduceKind, Reducer] = {
     ReduceKind.PROD: _prod,
     ReduceKind.ARGMAX: _arg(torch.argmax),
     ReduceKind.ARGMIN: _arg(torch.argmin),
+}
+
+#: ``scan(x, dim, dtype)``: the cumulative operators (Scan), torch's ``dtype=`` passed on.
+SCAN: dict[ScanKind, Callable[[torch.Tensor, int, torch.dtype | None], torch.Tensor]] = {
+    ScanKind.SUM: lambda x, d, t: torch.cumsum(x, d, dtype=t),
+    ScanKind.PROD: lambda x, d, t: torch.cumprod(x, d, dtype=t),
 }
 
 #: The dtype a Python scalar of each kind has when torch promotes it (FLOAT: the default).

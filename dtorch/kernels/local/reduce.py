@@ -1,8 +1,9 @@
-"""Local kernels of Reduce, MaxMin and Softmax.
+"""Local kernels of Reduce, MaxMin, Softmax and Scan.
 
 ``mean`` over a sharded dim sums the local shard and divides by the GLOBAL element count of
 the reduced dims, so the Partial results add up to the mean; every other reduction runs
-torch's function on the local shard (the rules never let it reduce a sharded dim).
+torch's function on the local shard (the rules never let it reduce a sharded dim); so does a
+scan (the scanned dim is whole on every device).
 
 Example:
     >>> import torch
@@ -29,10 +30,10 @@ import torch
 import torch.nn.functional as F
 
 from dtorch.ir.opkind import MaxMinKind, OpKind, ReduceKind
-from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
+from dtorch.ir.params import MaxMinParam, ReduceParam, ScanParam, SoftmaxParam
 from dtorch.ir.placement import Shard
 from dtorch.ir.rules.reduce import reduce_plan
-from dtorch.ir.rules.torch_ops import REDUCE
+from dtorch.ir.rules.torch_ops import REDUCE, SCAN
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
@@ -67,8 +68,16 @@ def softmax_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     return [fn(inputs[0], param.dim, dtype=param.dtype)]
 
 
+def scan_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """``cumsum``/``cumprod`` of the local shard along the (whole) scanned dim."""
+    param = ctx.param
+    assert isinstance(param, ScanParam)
+    return [SCAN[param.scan](inputs[0], param.dim, param.dtype)]
+
+
 KERNELS: dict[OpKind, LocalKernel] = {
     OpKind.Reduce: reduce_kernel,
     OpKind.MaxMin: maxmin_kernel,
     OpKind.Softmax: softmax_kernel,
+    OpKind.Scan: scan_kernel,
 }

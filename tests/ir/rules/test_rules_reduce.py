@@ -1,4 +1,5 @@
-"""Rules of Reduce, MaxMin and Softmax: shapes and dtypes against torch, placements, messages."""
+"""Rules of Reduce, MaxMin, Softmax and Scan: shapes and dtypes against torch, placements,
+messages."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dtorch.errors import PlacementError, ShapeError
-from dtorch.ir.opkind import MaxMinKind, ReduceKind
-from dtorch.ir.params import MaxMinParam, ReduceParam, SoftmaxParam
+from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
+from dtorch.ir.params import MaxMinParam, ReduceParam, ScanParam, SoftmaxParam
 from dtorch.ir.placement import Partial, Replicate, Shard
 from dtorch.ir.rules import DtypeError, ParamError, infer
 
@@ -103,3 +104,35 @@ def test_softmax() -> None:
         infer("softmax", SoftmaxParam(1), (op((4, 6), dtype=torch.int64),))
     half = infer("log_softmax", SoftmaxParam(0, True, torch.float64), (op((3,)),)).outputs[0]
     assert half.dtype == F.log_softmax(torch.ones(3), 0, dtype=torch.float64).dtype
+
+
+_SCANS = {ScanKind.SUM: torch.cumsum, ScanKind.PROD: torch.cumprod}
+
+
+@pytest.mark.parametrize("kind", list(ScanKind))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("out", [None, torch.float64, torch.int32])
+def test_scan_dtype_matches_torch(
+    kind: ScanKind, dtype: torch.dtype, out: torch.dtype | None
+) -> None:
+    want = _SCANS[kind](torch.ones((2, 3), dtype=dtype), 1, dtype=out)
+    got = infer("scan", ScanParam(kind, -1, out), (op((2, 3), dtype=dtype),)).outputs[0]
+    assert (got.shape, got.dtype) == (tuple(want.shape), want.dtype)
+
+
+def test_scan_placements() -> None:
+    x = op((4, 6, 2), Shard(0), P, mesh=MESH22)
+    out = infer("cumsum", ScanParam(ScanKind.SUM, 1), (x,)).outputs[0]
+    assert (out.shape, out.placements) == ((4, 6, 2), (Shard(0), P))
+    ints = op((4, 6), P, dtype=torch.int32)
+    assert infer("cumsum", ScanParam(ScanKind.SUM, 0), (ints,)).outputs[0].placements == (P,)
+    with pytest.raises(PlacementError, match=r"^cumsum: got \(P,\).*accepted.*R -> R"):
+        infer("cumsum", ScanParam(ScanKind.SUM, 0, torch.int64), (op((4, 6), P),))
+    with pytest.raises(PlacementError, match=r"^cumprod: got \(P,\)"):
+        infer("cumprod", ScanParam(ScanKind.PROD, 0), (op((4, 6), P),))
+    with pytest.raises(PlacementError, match="scanned dim to Replicate first"):
+        infer("cumsum", ScanParam(ScanKind.SUM, -1), (op((4, 6), Shard(1)),))
+    with pytest.raises(ShapeError, match="out of range"):
+        infer("cumsum", ScanParam(ScanKind.SUM, 2), (op((4, 6)),))
+    scalar = infer("cumprod", ScanParam(ScanKind.PROD, -1), (op(()),)).outputs[0]
+    assert scalar.shape == ()

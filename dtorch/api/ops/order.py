@@ -1,0 +1,150 @@
+"""Selection and ordering along dims: ``sort argsort msort topk flip fliplr flipud gather``.
+
+``sort`` and ``topk`` return torch's named tuples (``torch.return_types.sort``/``topk``)
+holding dtorch tensors: ``.values`` and int64 ``.indices``. Layouts
+(``dtorch.ir.rules.order``): the sorted, topk'd, flipped or gathered dim must not be
+sharded (redistribute it to Replicate first); the other dims keep their shards; only
+``flip`` (and ``gather``'s input, under a Replicate index) keep Partial.
+
+Example:
+    >>> import dtorch
+    >>> t = dtorch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    >>> t.sort(dim=1).indices.tolist(), t.topk(1).values.tolist()
+    ([[1, 2, 0], [0, 2, 1]], [[3.0], [5.0]])
+    >>> t.flip(0).tolist(), t.gather(1, dtorch.tensor([[2], [0]])).tolist()
+    ([[0.0, 5.0, 4.0], [3.0, 1.0, 2.0]], [[2.0], [0.0]])
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dtorch.api.create import distribute
+from dtorch.api.dims import normalize_dims
+from dtorch.api.handle import is_tensor
+from dtorch.api.ops.shape import sizes
+from dtorch.api.record import record, record_one
+from dtorch.errors import ShapeError
+from dtorch.ir.params import FlipParam, GatherParam, SortParam, TopKParam
+from dtorch.ir.placement import Replicate
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def _dim(name: str, t: Tensor, dim: Any) -> int:
+    # one int dim (torch takes no list here), normalised
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+    return normalize_dims(dim, t.ndim, op=name)[0]
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+    """``torch.sort``: ``(values, indices)`` along ``dim`` as ``torch.return_types.sort``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.sort(dtorch.tensor([2, 0, 1]), descending=True).values.tolist()
+        [2, 1, 0]
+    """
+    param = SortParam(_dim("sort", input, dim), bool(descending), bool(stable))
+    values, indices = record("sort", param, (input,))
+    return torch.return_types.sort((values, indices))  # type: ignore[arg-type]  # dtorch tensors
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    """``torch.argsort``: the indices of ``sort`` (one Sort operator).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.argsort(dtorch.tensor([2.0, 0.5, 1.0])).tolist()
+        [1, 2, 0]
+    """
+    param = SortParam(_dim("argsort", input, dim), bool(descending), bool(stable))
+    return record("argsort", param, (input,))[1]
+
+
+def msort(input: Tensor) -> Tensor:
+    """``torch.msort``: the values of ``sort`` along dim 0."""
+    return record("msort", SortParam(_dim("msort", input, 0)), (input,))[0]
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
+    """``torch.topk``: the ``k`` largest (``largest=False``: smallest) entries along ``dim``
+    and their indices, as ``torch.return_types.topk``; ``k`` from 0 to the dim's size.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.topk(dtorch.tensor([1.0, 4.0, 2.0]), 2).indices.tolist()
+        [1, 2]
+    """
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"topk: k must be an int, got {type(k).__name__}")
+    param = TopKParam(k, _dim("topk", input, dim), bool(largest), bool(sorted))
+    values, indices = record("topk", param, (input,))
+    return torch.return_types.topk((values, indices))  # type: ignore[arg-type]  # dtorch tensors
+
+
+def flip(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
+    """``torch.flip(input, dims)`` (also ``t.flip(0, 1)``, ``t.flip((0, 1))``,
+    ``t.flip(dims=...)``): the entries of every dim of ``dims`` in reverse order.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.flip(dtorch.tensor([[1, 2], [3, 4]]), (0, 1)).tolist()
+        [[4, 3], [2, 1]]
+    """
+    wanted = sizes(order if dims is None else (dims,))
+    normal = normalize_dims(wanted, input.ndim, op="flip")
+    if len(set(normal)) != len(normal):
+        twice = next(d for d in normal if normal.count(d) > 1)
+        raise ShapeError(
+            f"flip: dim {twice} appears multiple times in the list of dims {list(wanted)}; "
+            "accepted: each dim at most once"
+        )
+    return record_one("flip", FlipParam(normal), (input,))
+
+
+def fliplr(input: Tensor) -> Tensor:
+    """``torch.fliplr``: dim 1 reversed (a tensor of at least 2 dims)."""
+    if input.ndim < 2:
+        raise ShapeError(f"fliplr: Input must be >= 2-d; got a {input.ndim}-D tensor")
+    return record_one("fliplr", FlipParam((1,)), (input,))
+
+
+def flipud(input: Tensor) -> Tensor:
+    """``torch.flipud``: dim 0 reversed (a tensor of at least 1 dim)."""
+    if input.ndim < 1:
+        raise ShapeError(f"flipud: Input must be >= 1-d; got a {input.ndim}-D tensor")
+    return record_one("flipud", FlipParam((0,)), (input,))
+
+
+def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) -> Tensor:
+    """``torch.gather``: ``out[i][j] = input[index[i][j]][j]`` for ``dim`` 0 (likewise for
+    the other dims); ``index`` is an int64 (or int32) tensor with as many dims as ``input``,
+    no larger on the other dims; the output has its shape. A torch ``index`` is sent
+    Replicate on ``input``'s mesh. ``sparse_grad`` only concerns gradients, which dtorch
+    does not compute: it is accepted for torch's signature and has no effect.
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([[1, 2], [3, 4]])
+        >>> dtorch.gather(x, 1, dtorch.tensor([[0, 0], [1, 0]])).tolist()
+        [[1, 1], [4, 3]]
+    """
+    d = normalize_dims(operator.index(dim), input.ndim, op="gather")[0]
+    if isinstance(index, torch.Tensor):
+        replicated = [Replicate()] * input.device_mesh.ndim
+        index = distribute(
+            type(input), index, graph=input.graph, device_mesh=input.device_mesh,
+            placements=replicated,
+        )  # fmt: skip
+    elif not is_tensor(index):
+        raise TypeError(
+            f"gather: index must be a dtorch.Tensor (or a torch.Tensor) of int64, got "
+            f"{type(index).__name__}"
+        )
+    return record_one("gather", GatherParam(d), (input, index))

@@ -1,0 +1,313 @@
+"""Statistics composed of the reduce and elementwise operators, with torch's signatures:
+``var std var_mean std_mean logsumexp norm count_nonzero nansum nanmean``.
+
+Being compositions, they take their placements from the operators they record: a shard of a
+dim that is not reduced stays a shard (at its new index without ``keepdim``). Over a sharded
+reduced dim, ``var``, ``var_mean``, ``count_nonzero`` and ``nansum`` give Partial sums as
+``sum``/``mean`` do; ``std``, ``std_mean``, ``norm`` and ``nanmean`` need the full sums
+before their last step (a square root, a power, a division by a count), so they make them
+Replicate with one all-reduce (as ``batch_norm``'s training statistics do). ``var`` first
+makes the mean Replicate the same way, to subtract it. ``logsumexp`` and ``norm`` with
+``p=±inf`` take a maximum (``amax``), which refuses a sharded reduced dim; every function
+refuses a Partial input (none of them is linear).
+
+16-bit floats accumulate in float32 and are cast back, as torch's kernels do.
+
+Example:
+    >>> import torch, dtorch
+    >>> t = dtorch.tensor([[1.0, 3.0], [2.0, 6.0]])
+    >>> t.var(1).tolist(), t.std(dim=0, correction=0).tolist()
+    ([2.0, 8.0], [0.5, 1.5])
+    >>> round(t.logsumexp((0, 1)).item(), 4), t.norm(p=1).item(), t.count_nonzero().item()
+    (6.0722, 12.0, 4)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import torch
+
+from dtorch.api.dims import normalize_dims
+from dtorch.api.ops.reduce import reduce
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.ir.opkind import ReduceKind
+from dtorch.ir.placement import Partial, Placement, Replicate, format_placements
+from dtorch.ir.rules.reduce import reduce_dims
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def _refuse_partial(name: str, t: Tensor) -> None:
+    """None of these is linear: a Partial input is refused before anything is recorded."""
+    if any(isinstance(p, Partial) for p in t.placements):
+        raise PlacementError(
+            f"{name}: got {format_placements(t.placements)} on mesh "
+            f"{tuple(t.device_mesh.shape)}; accepted per mesh dimension: R or S(d) of any dim "
+            f"d, not P ({name} is not linear). Redistribute the Partial mesh dims first"
+        )
+
+
+def _dims(name: str, t: Tensor, dim: int | Sequence[int] | None) -> tuple[int, ...]:
+    """The reduced dims, normalised: every dim for None or ``()`` (torch's convention)."""
+    given = None if dim is None else normalize_dims(dim, t.ndim, op=name)
+    return reduce_dims(name, given, t.ndim)
+
+
+def _count(t: Tensor, dims: tuple[int, ...]) -> int:
+    return math.prod(t.shape[d] for d in dims)
+
+
+def _all_reduced(t: Tensor) -> Tensor:
+    """``t`` with its Partial mesh dims made Replicate (one all-reduce)."""
+    placements: list[Placement] = [
+        Replicate() if isinstance(p, Partial) else p for p in t.placements
+    ]
+    return t if placements == list(t.placements) else t.redistribute(placements=placements)
+
+
+def _accumulating(t: Tensor) -> Tensor:
+    """16-bit floats computed in float32 (torch accumulates them so too)."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+def _inexact(t: Tensor) -> bool:
+    return t.dtype.is_floating_point or t.dtype.is_complex
+
+
+def _correction(name: str, dim: Any, unbiased: Any, correction: Any) -> tuple[Any, float]:
+    """torch's overloads: ``(dim, unbiased, keepdim)``, ``(unbiased)`` alone, or
+    ``(dim, *, correction)``; Bessel's correction (1) by default."""
+    if isinstance(dim, bool):  # var(t, True): the legacy unbiased flag in the dim position
+        if unbiased is not None:
+            raise TypeError(f"{name}: unbiased given twice (a bool as dim is the unbiased flag)")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{name}: give unbiased or correction, not both")
+    if unbiased is not None:
+        return dim, 1.0 if unbiased else 0.0
+    if correction is None:
+        return dim, 1.0
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+        raise TypeError(f"{name}: correction must be a number, got {type(correction).__name__}")
+    return dim, float(correction)
+
+
+class _Moments(NamedTuple):
+    variance: Tensor  # at the working precision, shaped by keepdim
+    partial_mean: Tensor  # keepdim=True, Partial over sharded reduced dims
+    mean: Tensor  # the same, all-reduced (what the variance is centred on)
+    work: Tensor  # the input at the working precision
+    dims: tuple[int, ...]  # the reduced dims
+
+
+def _moments(
+    name: str, t: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any
+) -> _Moments:
+    """The variance over ``dim`` and what went into it (the mean outputs reuse it)."""
+    dim, ddof = _correction(name, dim, unbiased, correction)
+    if not _inexact(t):
+        raise DtypeError(
+            f"{name}: std and var only support floating point and complex dtypes, got "
+            f"{t.dtype}; cast first (e.g. t.float())"
+        )
+    _refuse_partial(name, t)
+    dims = _dims(name, t, dim)
+    work = _accumulating(t)
+    partial_mean = work.mean(dims, keepdim=True)
+    mean = _all_reduced(partial_mean)
+    centered = work - mean
+    squares = centered.abs().square() if t.dtype.is_complex else centered * centered
+    total = squares.sum(dims, keepdim=bool(keepdim))
+    divisor = max(0.0, _count(t, dims) - ddof)
+    if divisor == 0:  # torch's nan or inf: a Partial sum is never divided by 0 (refused)
+        total = _all_reduced(total)
+    return _Moments(total / divisor, partial_mean, mean, work, dims)
+
+
+def _real(dtype: torch.dtype) -> torch.dtype:
+    return dtype.to_real() if dtype.is_complex else dtype
+
+
+def var(
+    input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+    correction: Any = None,
+) -> Tensor:  # fmt: skip
+    """torch's ``var``: over ``dim`` (None or ``()``: every dim), divided by ``N - correction``
+    (``unbiased=False`` is ``correction=0``). Floating and complex inputs only.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([1.0, 2.0, 3.0, 4.0]).var(unbiased=False).item()
+        1.25
+    """
+    variance = _moments("var", input, dim, unbiased, keepdim, correction)[0]
+    return variance.to(_real(input.dtype))
+
+
+def std(
+    input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+    correction: Any = None,
+) -> Tensor:  # fmt: skip
+    """The square root of ``var`` (Replicate over sharded reduced dims)."""
+    variance = _moments("std", input, dim, unbiased, keepdim, correction)[0]
+    return _all_reduced(variance).sqrt().to(_real(input.dtype))
+
+
+def var_mean(
+    input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+    correction: Any = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """``(var, mean)`` as torch's ``var_mean``; both Partial over sharded reduced dims."""
+    moments = _moments("var_mean", input, dim, unbiased, keepdim, correction)
+    # without keepdim, one more (local) mean drops the reduced dims
+    mean = moments.partial_mean if keepdim else moments.work.mean(moments.dims)
+    return moments.variance.to(_real(input.dtype)), mean.to(input.dtype)
+
+
+def std_mean(
+    input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+    correction: Any = None,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """``(std, mean)`` as torch's ``std_mean``; both Replicate over sharded reduced dims."""
+    moments = _moments("std_mean", input, dim, unbiased, keepdim, correction)
+    mean = moments.mean if keepdim else _all_reduced(moments.work.mean(moments.dims))
+    deviation = _all_reduced(moments.variance).sqrt()
+    return deviation.to(_real(input.dtype)), mean.to(input.dtype)
+
+
+def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so that it neither overflows
+    nor underflows (an infinite maximum shifts by 0); integers give the default float dtype.
+    A sharded reduced dim is refused (the maximum needs the whole dim).
+
+    Example:
+        >>> import dtorch
+        >>> round(dtorch.tensor([1000.0, 1000.0]).logsumexp(0).item(), 2)
+        1000.69
+    """
+    _refuse_partial("logsumexp", input)
+    x = input if _inexact(input) else input.to(torch.get_default_dtype())
+    dims = _dims("logsumexp", x, dim)
+    work = _accumulating(x)
+    if _count(x, dims) == 0:  # log(0) = -inf; a maximum over nothing does not exist
+        return _all_reduced(work.exp().sum(dims, keepdim=bool(keepdim))).log().to(x.dtype)
+    peak = reduce(ReduceKind.MAX, "logsumexp", work, dims, True)
+    peak = peak.masked_fill(peak.isinf(), 0)
+    total = (work - peak).exp().sum(dims, keepdim=bool(keepdim)).log()
+    return (total + (peak if keepdim else peak.squeeze(dims))).to(x.dtype)
+
+
+def _order(p: Any) -> float:
+    """``p`` of ``norm`` as a number: 'fro' is 2; 'nuc' and other words are refused."""
+    if isinstance(p, str):
+        if p == "fro":
+            return 2.0
+        raise ParamError(
+            f"norm: p={p!r} is not supported; accepted: 'fro', inf, -inf or any number "
+            f"(vector norms over dim; 'nuc', the nuclear norm, is not available)"
+        )
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise TypeError(f"norm: p must be 'fro' or a number, got {type(p).__name__}")
+    return float(p)
+
+
+def norm(
+    input: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
+    dtype: torch.dtype | None = None,
+) -> Tensor:  # fmt: skip
+    """torch's ``norm`` as a vector norm over ``dim`` (None: every dim): ``p`` 'fro' or 2,
+    1, inf (the largest magnitude), -inf (the smallest), 0 (the count of non-zeros) or any
+    other number (``sum(|x|**p) ** (1/p)``); ``dtype`` (floating) computes and returns in it.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[3.0, -4.0], [0.0, 1.0]])
+        >>> t.norm(dim=1).tolist(), dtorch.norm(t, float("inf")).item()
+        ([5.0, 1.0], 4.0)
+    """
+    order = _order(p)
+    if not _inexact(input):  # dtype= does not help: torch refuses these too
+        raise DtypeError(
+            f"norm: expected a floating point or complex tensor as input, got {input.dtype}; "
+            f"cast first (e.g. t.float())"
+        )
+    if dtype is not None and torch.promote_types(input.dtype, dtype) != dtype:
+        raise DtypeError(
+            f"norm: the dtype of the input ({input.dtype}) should be convertible without "
+            f"narrowing to the specified dtype ({dtype})"
+        )
+    _refuse_partial("norm", input)
+    x = input if dtype is None else input.to(dtype)
+    dims = _dims("norm", x, dim)
+    if p == "fro" and dim is not None and len(dims) > 2:  # torch's matrix_norm then
+        raise ParamError(f"norm: p='fro' takes at most 2 dims, got dim={dim}")
+    out = _vector_norm(_accumulating(x).abs(), order, dims, bool(keepdim))
+    return out.to(_real(x.dtype))
+
+
+def _vector_norm(size: Tensor, order: float, dims: tuple[int, ...], keepdim: bool) -> Tensor:
+    """The ``order``-norm of the magnitudes ``size`` over ``dims``."""
+    if math.isinf(order):
+        if _count(size, dims) == 0:
+            raise ShapeError(
+                f"norm: cannot compute the {order} norm over an empty dim because the operation "
+                f"does not have an identity (shape {list(size.shape)}, dims {dims})"
+            )
+        kind = ReduceKind.MAX if order > 0 else ReduceKind.MIN
+        return reduce(kind, "norm", size, dims, keepdim)
+    if order == 0:
+        powers = (size != 0).to(size.dtype)
+    else:
+        powers = size if order == 1 else size * size if order == 2 else size**order
+    total = _all_reduced(powers.sum(dims, keepdim=keepdim))
+    if order in (0.0, 1.0):
+        return total
+    return total.sqrt() if order == 2 else total ** (1.0 / order)
+
+
+def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
+    """The number of non-zero values over ``dim`` (None or ``()``: every dim), int64.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([[0, 2], [3, 0]]).count_nonzero(0).tolist()
+        [1, 1]
+    """
+    _refuse_partial("count_nonzero", input)
+    dims = _dims("count_nonzero", input, dim)
+    return reduce(ReduceKind.SUM, "count_nonzero", input != 0, dims)
+
+
+def nansum(
+    input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Tensor:
+    """``sum`` treating NaN as 0 (integers and bools have none: their plain sum).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([1.0, float("nan"), 2.0]).nansum().item()
+        3.0
+    """
+    _refuse_partial("nansum", input)
+    x = input.masked_fill(input.isnan(), 0) if _inexact(input) else input
+    return reduce(ReduceKind.SUM, "nansum", x, dim, keepdim, dtype)
+
+
+def nanmean(
+    input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
+) -> Tensor:
+    """``mean`` of the values that are not NaN (floating and complex inputs only)."""
+    if not _inexact(input):
+        raise DtypeError(
+            f"nanmean(): expected input to have floating point or complex dtype but got "
+            f"{input.dtype}; cast first (e.g. t.float())"
+        )
+    _refuse_partial("nanmean", input)
+    missing = input.isnan()
+    total = reduce(ReduceKind.SUM, "nanmean", input.masked_fill(missing, 0), dim, keepdim, dtype)
+    count = reduce(ReduceKind.SUM, "nanmean", missing.logical_not(), dim, keepdim)
+    return _all_reduced(total) / _all_reduced(count)

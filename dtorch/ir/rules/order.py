@@ -1,0 +1,203 @@
+"""Rules of Sort, TopK, Flip and Gather: operators that move or pick entries along dims,
+never combining them.
+
+Per mesh dim:
+
+* ``sort``, ``topk``: a shard of a dim other than the sorted dim stays a shard; the sorted dim
+  must be whole on every device and a Partial input is refused (the order of a sum is not the
+  sum of the orders). Values keep the input's dtype; indices are int64.
+* ``flip``: a shard of a dim that is not flipped stays; a Partial input stays Partial (flipping
+  is linear); a flipped dim must not be sharded (its shards would change devices).
+* ``gather`` (inputs x, index; the output is shaped like the index, torch's rule):
+
+  - x Replicate x index Replicate -> Replicate; x Partial x index Replicate -> Partial
+    (picking is linear in x);
+  - x Replicate x index Shard(g), g the gathered dim -> Shard(g): each device picks its rows
+    of the index from the whole x;
+  - x Shard(i) x index Shard(i), the same placement on another dim i whose size is the same
+    in both -> Shard(i): the devices hold matching blocks (a smaller index dim would chunk
+    differently, so it is refused);
+  - anything else (a Partial index, x sharded where the index is not, an index sharded on
+    another dim of a Replicate x) is refused: redistribute first.
+
+Index values are checked by the kernels (an out-of-range index fails on the devices).
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.params import GatherParam, SortParam
+    >>> from dtorch.ir.placement import Replicate, Shard
+    >>> mesh = init_device_mesh("cpu", 2)
+    >>> x = Operand(1, (4, 6), torch.float32, mesh, (Shard(0),))
+    >>> [o.placements for o in sort_rule("sort", SortParam(1), (x,)).outputs]
+    [(Shard(dim=0),), (Shard(dim=0),)]
+    >>> i = Operand(2, (4, 3), torch.int64, mesh, (Shard(0),))
+    >>> gather_rule("gather", GatherParam(1), (x, i)).outputs[0]
+    OutputMeta(shape=(4, 3), dtype=torch.float32, placements=(Shard(dim=0),))
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+
+from dtorch.errors import ParamError, ShapeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import FlipParam, GatherParam, OpParam, SortParam, TopKParam
+from dtorch.ir.placement import Partial, Placement, Replicate, Shard
+from dtorch.ir.rules.base import DtypeError, Inference, OutputMeta, Rule, norm_dim, norm_dims
+from dtorch.ir.rules.gather import INDEX_DTYPES
+from dtorch.ir.rules.signature import Labels, Signature, one_input, reject, signature
+
+
+def _along(what: str) -> Signature:
+    # sort and topk: the operated dim whole, no Partial
+    return signature(
+        "R -> R", "Si -> Si", legend=f"i: a dim other than the {what} dim",
+        hint=f"redistribute the {what} dim to Replicate first",
+    )  # fmt: skip
+
+
+_SORT = _along("sorted")
+_TOPK = _along("topk")
+_FLIP = signature(
+    "R -> R", "Si -> Si", "P -> P", legend="i: a dim that is not flipped",
+    hint="redistribute the flipped dims to Replicate first",
+)  # fmt: skip
+_GATHER = Signature(
+    {},
+    "R x R -> R, P x R -> P, R x S(g) -> S(g), S(i) x S(i) -> S(i)",
+    legend="input x index; g: the gathered dim; i: another dim, of one size in input and index",
+    hint="redistribute the input and the index first",
+)
+
+#: torch's function of each kind, run once per dtype to learn whether torch takes it.
+_PROBES: dict[OpKind, Callable[[torch.Tensor], object]] = {
+    OpKind.Sort: torch.sort,
+    OpKind.TopK: lambda t: torch.topk(t, 1),
+}
+
+
+@functools.cache
+def _refusal(kind: OpKind, dtype: torch.dtype) -> str:
+    """torch's message when its function of ``kind`` refuses ``dtype`` ('' when it takes it)."""
+    try:
+        _PROBES[kind](torch.ones(1, dtype=dtype))
+    except (RuntimeError, TypeError) as error:
+        return str(error).strip().split("\n", 1)[0]
+    return ""
+
+
+def _check_dtype(name: str, kind: OpKind, dtype: torch.dtype) -> None:
+    refusal = _refusal(kind, dtype)
+    if refusal:
+        raise DtypeError(f"{name}: torch refuses {dtype} here: {refusal}")
+
+
+def _without(ndim: int, dims: tuple[int, ...]) -> Labels:
+    # the operated dims get labels of their own in the output: sharding them is refused
+    return tuple(-1 - d if d in dims else d for d in range(ndim))
+
+
+def sort_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``sort(dim, descending, stable)``: values and int64 indices shaped like the input."""
+    assert isinstance(param, SortParam)
+    (x,) = inputs
+    dim = norm_dim(name, param.dim, x.ndim)
+    _check_dtype(name, OpKind.Sort, x.dtype)
+    metas = [OutputMeta(x.shape, x.dtype, ()), OutputMeta(x.shape, torch.int64, ())]
+    return one_input(name, _SORT, x, _without(x.ndim, (dim,)), metas)
+
+
+def topk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``topk(k, dim, largest, sorted)``: values and int64 indices, ``k`` along ``dim``."""
+    assert isinstance(param, TopKParam)
+    (x,) = inputs
+    dim = norm_dim(name, param.dim, x.ndim)
+    size = x.shape[dim] if x.shape else 1
+    if not 0 <= param.k <= size:
+        raise ParamError(
+            f"{name}: selected index k out of range: k={param.k} for dim {dim} of size {size}; "
+            f"accepted: 0 <= k <= {size}"
+        )
+    _check_dtype(name, OpKind.TopK, x.dtype)
+    shape = (*x.shape[:dim], param.k, *x.shape[dim + 1 :]) if x.shape else ()
+    metas = [OutputMeta(shape, x.dtype, ()), OutputMeta(shape, torch.int64, ())]
+    return one_input(name, _TOPK, x, _without(x.ndim, (dim,)), metas)
+
+
+def flip_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``flip(dims)``: the input's shape and dtype, each of ``dims`` reversed."""
+    assert isinstance(param, FlipParam)
+    (x,) = inputs
+    dims = norm_dims(name, param.dims, x.ndim)
+    return one_input(name, _FLIP, x, _without(x.ndim, dims), [OutputMeta(x.shape, x.dtype, ())])
+
+
+def gather_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``torch.gather(x, dim, index)``: x's dtype, the index's shape (see the module)."""
+    assert isinstance(param, GatherParam)
+    x, index = inputs
+    dim = _check_gather(name, x, index, param.dim)
+    placements = []
+    for m, (px, pi) in enumerate(zip(x.placements, index.placements, strict=True)):
+        out = _gathered(dim, x, index, px, pi)
+        if out is None:
+            detail = f"mesh dim {m} is {_short(px)} x {_short(pi)}, which is not one of these"
+            raise reject(name, _GATHER, inputs, detail)
+        placements.append(out)
+    return Inference((OutputMeta(index.shape, x.dtype, tuple(placements)),))
+
+
+def _check_gather(name: str, x: Operand, index: Operand, dim: int) -> int:
+    """torch's checks of gather's arguments; the gathered dim, normalised."""
+    if index.dtype not in INDEX_DTYPES:
+        raise DtypeError(f"{name}: the index must be int64 or int32; got {index.dtype}")
+    dim = norm_dim(name, dim, x.ndim)
+    if max(x.ndim, 1) != max(index.ndim, 1):
+        raise ShapeError(
+            f"{name}: the index must have as many dims as the input ({x.ndim}); got a "
+            f"{index.ndim}-D index of shape {list(index.shape)}"
+        )
+    if x.ndim and index.ndim and math.prod(index.shape):
+        for d, (s, i) in enumerate(zip(x.shape, index.shape, strict=True)):
+            if d != dim and i > s:
+                raise ShapeError(
+                    f"{name}: size does not match at dimension {d}: expected index "
+                    f"{list(index.shape)} to be no larger than the input {list(x.shape)} apart "
+                    f"from dimension {dim}"
+                )
+    return dim
+
+
+def _gathered(
+    dim: int, x: Operand, index: Operand, px: Placement, pi: Placement
+) -> Placement | None:
+    """The output placement on one mesh dim (None: refused; see the module)."""
+    if pi.__class__ is Replicate:
+        return pi if px.__class__ is Replicate else px if px.__class__ is Partial else None
+    if not isinstance(pi, Shard):
+        return None
+    if pi.dim == dim:
+        return pi if px.__class__ is Replicate else None
+    if px == pi and x.shape[pi.dim] == index.shape[pi.dim]:
+        return pi
+    return None
+
+
+def _short(p: Placement) -> str:
+    # the compact notation of the messages: R, P, S(d)
+    return f"S({p.dim})" if isinstance(p, Shard) else "P" if isinstance(p, Partial) else "R"
+
+
+RULES: dict[OpKind, Rule] = {
+    OpKind.Sort: sort_rule,
+    OpKind.TopK: topk_rule,
+    OpKind.Flip: flip_rule,
+    OpKind.Gather: gather_rule,
+}
