@@ -16,7 +16,10 @@ Example:
     [[1.0, 3.0], [5.0, 7.0], [9.0, 11.0]]
 
 The handle itself (metadata, values, release) is ``dtorch.api.handle.TensorBase``; this class
-adds the operators, each one line calling ``dtorch.api.ops``, where the behaviour lives.
+adds the operators, where the behaviour lives in ``dtorch.api.ops``: a function of ``ops``
+whose signature is the method's is the method itself (``sum = _rd.sum``), operator methods
+are made from their kind (``exp = _mk.unary(M.EXP, "exp")``, ``dtorch.api.ops.methods``),
+and the rest are a line calling ``ops``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import linalg as _la
+from dtorch.api.ops import methods as _mk
 from dtorch.api.ops import order as _od
 from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import shape as _sh
@@ -48,7 +52,7 @@ from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
 
 if TYPE_CHECKING:
-    from dtorch.ir.mesh import DeviceMesh
+    pass
 
 
 class Tensor(TensorBase):
@@ -98,47 +102,20 @@ class Tensor(TensorBase):
         return iter(self.unbind(0))
 
     # --- arithmetic -------------------------------------------------------------------------
-    def __add__(self, o: Any) -> Tensor:
-        return _ew.binary(B.ADD, "add", self, o)
-
-    def __radd__(self, o: Any) -> Tensor:
-        return _ew.binary(B.ADD, "add", o, self)
-
-    def __sub__(self, o: Any) -> Tensor:
-        return _ew.binary(B.SUB, "sub", self, o)
-
-    def __rsub__(self, o: Any) -> Tensor:
-        return _ew.binary(B.SUB, "sub", o, self)
-
-    def __mul__(self, o: Any) -> Tensor:
-        return _ew.binary(B.MUL, "mul", self, o)
-
-    def __rmul__(self, o: Any) -> Tensor:
-        return _ew.binary(B.MUL, "mul", o, self)
-
-    def __truediv__(self, o: Any) -> Tensor:
-        return _ew.binary(B.DIV, "div", self, o)
-
-    def __rtruediv__(self, o: Any) -> Tensor:
-        return _ew.binary(B.DIV, "div", o, self)
-
-    def __floordiv__(self, o: Any) -> Tensor:
-        return _ew.binary(B.FLOOR_DIV, "floor_divide", self, o)
-
-    def __rfloordiv__(self, o: Any) -> Tensor:
-        return _ew.binary(B.FLOOR_DIV, "floor_divide", o, self)
-
-    def __mod__(self, o: Any) -> Tensor:
-        return _ew.binary(B.REMAINDER, "remainder", self, o)
-
-    def __rmod__(self, o: Any) -> Tensor:
-        return _ew.binary(B.REMAINDER, "remainder", o, self)
-
-    def __pow__(self, o: Any) -> Tensor:
-        return _ew.binary(B.POW, "pow", self, o)
-
-    def __rpow__(self, o: Any) -> Tensor:
-        return _ew.binary(B.POW, "pow", o, self)
+    __add__ = _mk.binary(B.ADD, "add")
+    __radd__ = _mk.binary(B.ADD, "add", reflected=True)
+    __sub__ = _mk.binary(B.SUB, "sub")
+    __rsub__ = _mk.binary(B.SUB, "sub", reflected=True)
+    __mul__ = _mk.binary(B.MUL, "mul")
+    __rmul__ = _mk.binary(B.MUL, "mul", reflected=True)
+    __truediv__ = _mk.binary(B.DIV, "div")
+    __rtruediv__ = _mk.binary(B.DIV, "div", reflected=True)
+    __floordiv__ = _mk.binary(B.FLOOR_DIV, "floor_divide")
+    __rfloordiv__ = _mk.binary(B.FLOOR_DIV, "floor_divide", reflected=True)
+    __mod__ = _mk.binary(B.REMAINDER, "remainder")
+    __rmod__ = _mk.binary(B.REMAINDER, "remainder", reflected=True)
+    __pow__ = _mk.binary(B.POW, "pow")
+    __rpow__ = _mk.binary(B.POW, "pow", reflected=True)
 
     def __matmul__(self, o: Tensor) -> Tensor:
         return _la.matmul(self, o)
@@ -146,36 +123,21 @@ class Tensor(TensorBase):
     def __rmatmul__(self, o: Tensor) -> Tensor:
         return _la.matmul(o, self)
 
-    def __neg__(self) -> Tensor:
-        return _ew.unary(M.NEG, "neg", self)
+    __neg__ = _mk.unary(M.NEG, "neg")
 
     def __pos__(self) -> Tensor:
         return self
 
-    def __abs__(self) -> Tensor:
-        return _ew.unary(M.ABS, "abs", self)
+    __abs__ = _mk.unary(M.ABS, "abs")
 
     # bitwise on integers, logical on bools, refused on floats: torch's ``& | ^ ~``
-    def __invert__(self) -> Tensor:
-        return _ew.bitwise_not(self)
-
-    def __and__(self, o: Any) -> Tensor:
-        return _ew.binary(B.BITWISE_AND, "bitwise_and", self, o)
-
-    def __rand__(self, o: Any) -> Tensor:
-        return _ew.binary(B.BITWISE_AND, "bitwise_and", o, self)
-
-    def __or__(self, o: Any) -> Tensor:
-        return _ew.binary(B.BITWISE_OR, "bitwise_or", self, o)
-
-    def __ror__(self, o: Any) -> Tensor:
-        return _ew.binary(B.BITWISE_OR, "bitwise_or", o, self)
-
-    def __xor__(self, o: Any) -> Tensor:
-        return _ew.binary(B.BITWISE_XOR, "bitwise_xor", self, o)
-
-    def __rxor__(self, o: Any) -> Tensor:
-        return _ew.binary(B.BITWISE_XOR, "bitwise_xor", o, self)
+    __invert__ = _ew.bitwise_not
+    __and__ = _mk.binary(B.BITWISE_AND, "bitwise_and")
+    __rand__ = _mk.binary(B.BITWISE_AND, "bitwise_and", reflected=True)
+    __or__ = _mk.binary(B.BITWISE_OR, "bitwise_or")
+    __ror__ = _mk.binary(B.BITWISE_OR, "bitwise_or", reflected=True)
+    __xor__ = _mk.binary(B.BITWISE_XOR, "bitwise_xor")
+    __rxor__ = _mk.binary(B.BITWISE_XOR, "bitwise_xor", reflected=True)
 
     # --- in place: ``t += x`` changes t's values, seen by every alias and view of t ----------
     def __iadd__(self, o: Any) -> Tensor:
@@ -243,11 +205,8 @@ class Tensor(TensorBase):
 
     clip_ = clamp_
 
-    def fill_(self, value: Any) -> Tensor:
-        return _fl.fill_(self, value)
-
-    def zero_(self) -> Tensor:
-        return _fl.zero_(self)
+    fill_ = _fl.fill_
+    zero_ = _fl.zero_
 
     # --- comparisons ------------------------------------------------------------------------
     # Anything that is not a tensor or a number: NotImplemented, so ``t == None`` is False.
@@ -259,240 +218,102 @@ class Tensor(TensorBase):
 
     __hash__ = TensorBase.__hash__  # identity, like torch.Tensor (a class with __eq__ needs it)
 
-    def __gt__(self, o: Any) -> Tensor:
-        return _ew.binary(B.GT, "gt", self, o)
-
-    def __lt__(self, o: Any) -> Tensor:
-        return _ew.binary(B.LT, "lt", self, o)
-
-    def __ge__(self, o: Any) -> Tensor:
-        return _ew.binary(B.GE, "ge", self, o)
-
-    def __le__(self, o: Any) -> Tensor:
-        return _ew.binary(B.LE, "le", self, o)
+    __gt__ = _mk.binary(B.GT, "gt")
+    __lt__ = _mk.binary(B.LT, "lt")
+    __ge__ = _mk.binary(B.GE, "ge")
+    __le__ = _mk.binary(B.LE, "le")
 
     # --- indexing ---------------------------------------------------------------------------
-    def __getitem__(self, index: Any) -> Tensor:
-        return _sh.getitem(self, index)
+    __getitem__ = _sh.getitem
 
     def __setitem__(self, index: Any, value: Any) -> None:
         _sh.setitem(self, index, value)
 
     # --- named binary operators -------------------------------------------------------------
-    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
-        return _ew.add(self, other, alpha=alpha)
-
-    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
-        return _ew.sub(self, other, alpha=alpha)
-
-    def mul(self, other: Any) -> Tensor:
-        return _ew.mul(self, other)
-
-    def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
-        return _ew.div(self, other, rounding_mode=rounding_mode)
-
-    def pow(self, exponent: Any) -> Tensor:
-        return _ew.pow(self, exponent)
-
-    def eq(self, other: Any) -> Tensor:
-        return _ew.eq(self, other)
-
-    def ne(self, other: Any) -> Tensor:
-        return _ew.ne(self, other)
-
-    def greater(self, other: Any) -> Tensor:
-        return _ew.gt(self, other)
-
+    add = _ew.add
+    sub = _ew.sub
+    mul = _ew.mul
+    div = _ew.div
+    pow = _ew.pow
+    eq = _ew.eq
+    ne = _ew.ne
+    greater = _ew.gt
     gt = greater
 
-    def less(self, other: Any) -> Tensor:
-        return _ew.lt(self, other)
-
+    less = _ew.lt
     lt = less
 
-    def greater_equal(self, other: Any) -> Tensor:
-        return _ew.ge(self, other)
-
+    greater_equal = _ew.ge
     ge = greater_equal
 
-    def less_equal(self, other: Any) -> Tensor:
-        return _ew.le(self, other)
-
+    less_equal = _ew.le
     le = less_equal
 
-    def logical_and(self, other: Any) -> Tensor:
-        return _ew.logical_and(self, other)
-
-    def logical_or(self, other: Any) -> Tensor:
-        return _ew.logical_or(self, other)
-
-    def bitwise_and(self, other: Any) -> Tensor:
-        return _ew.bitwise_and(self, other)
-
-    def bitwise_or(self, other: Any) -> Tensor:
-        return _ew.bitwise_or(self, other)
-
-    def bitwise_xor(self, other: Any) -> Tensor:
-        return _ew.bitwise_xor(self, other)
-
-    def bitwise_not(self) -> Tensor:
-        return _ew.bitwise_not(self)
-
-    def logical_not(self) -> Tensor:
-        return _ew.unary(M.LOGICAL_NOT, "logical_not", self)
-
-    def maximum(self, other: Tensor) -> Tensor:
-        return _ew.maximum(self, other)
-
-    def minimum(self, other: Tensor) -> Tensor:
-        return _ew.minimum(self, other)
-
-    def atan2(self, other: Any) -> Tensor:
-        return _ew.atan2(self, other)
-
+    logical_and = _ew.logical_and
+    logical_or = _ew.logical_or
+    bitwise_and = _ew.bitwise_and
+    bitwise_or = _ew.bitwise_or
+    bitwise_xor = _ew.bitwise_xor
+    bitwise_not = _ew.bitwise_not
+    logical_not = _mk.unary(M.LOGICAL_NOT, "logical_not")
+    maximum = _ew.maximum
+    minimum = _ew.minimum
+    atan2 = _ew.atan2
     arctan2 = atan2
 
-    def hypot(self, other: Any) -> Tensor:
-        return _ew.hypot(self, other)
-
-    def xlogy(self, other: Any) -> Tensor:
-        return _cm.xlogy(self, other)
-
-    def logaddexp(self, other: Any) -> Tensor:
-        return _cm.logaddexp(self, other)
-
-    def lerp(self, end: Tensor, weight: Any) -> Tensor:
-        return _cm.lerp(self, end, weight)
-
-    def addcmul(self, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
-        return _cm.addcmul(self, tensor1, tensor2, value=value)
-
-    def addcdiv(self, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
-        return _cm.addcdiv(self, tensor1, tensor2, value=value)
-
-    def addmm(self, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
-        return _cm.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
-
-    def nan_to_num(self, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
-        return _cm.nan_to_num(self, nan, posinf, neginf)
+    hypot = _ew.hypot
+    xlogy = _cm.xlogy
+    logaddexp = _cm.logaddexp
+    lerp = _cm.lerp
+    addcmul = _cm.addcmul
+    addcdiv = _cm.addcdiv
+    addmm = _cm.addmm
+    nan_to_num = _cm.nan_to_num
 
     # --- unary math and activations ---------------------------------------------------------
-    def neg(self) -> Tensor:
-        return _ew.unary(M.NEG, "neg", self)
-
-    def reciprocal(self) -> Tensor:
-        return _ew.unary(M.RECIPROCAL, "reciprocal", self)
-
-    def exp(self) -> Tensor:
-        return _ew.unary(M.EXP, "exp", self)
-
-    def log(self) -> Tensor:
-        return _ew.unary(M.LOG, "log", self)
-
-    def log2(self) -> Tensor:
-        return _ew.unary(M.LOG2, "log2", self)
-
-    def log10(self) -> Tensor:
-        return _ew.unary(M.LOG10, "log10", self)
-
-    def sqrt(self) -> Tensor:
-        return _ew.unary(M.SQRT, "sqrt", self)
-
-    def rsqrt(self) -> Tensor:
-        return _ew.unary(M.RSQRT, "rsqrt", self)
-
-    def square(self) -> Tensor:
-        return _ew.unary(M.SQUARE, "square", self)
-
-    def abs(self) -> Tensor:
-        return _ew.unary(M.ABS, "abs", self)
-
-    def round(self, *, decimals: int = 0) -> Tensor:
-        return _ew.round(self, decimals=decimals)
-
-    def floor(self) -> Tensor:
-        return _ew.unary(M.FLOOR, "floor", self)
-
-    def ceil(self) -> Tensor:
-        return _ew.unary(M.CEIL, "ceil", self)
-
-    def sin(self) -> Tensor:
-        return _ew.unary(M.SIN, "sin", self)
-
-    def cos(self) -> Tensor:
-        return _ew.unary(M.COS, "cos", self)
-
-    def asin(self) -> Tensor:
-        return _ew.unary(M.ASIN, "asin", self)
-
-    def isinf(self) -> Tensor:
-        return _ew.unary(M.ISINF, "isinf", self)
-
-    def isnan(self) -> Tensor:
-        return _ew.unary(M.ISNAN, "isnan", self)
-
-    def isfinite(self) -> Tensor:
-        return _ew.unary(M.ISFINITE, "isfinite", self)
-
-    def isposinf(self) -> Tensor:
-        return _ew.unary(M.ISPOSINF, "isposinf", self)
-
-    def isneginf(self) -> Tensor:
-        return _ew.unary(M.ISNEGINF, "isneginf", self)
-
-    def sign(self) -> Tensor:
-        return _ew.unary(M.SIGN, "sign", self)
-
-    def sgn(self) -> Tensor:
-        return _ew.unary(M.SGN, "sgn", self)
-
-    def trunc(self) -> Tensor:
-        return _ew.unary(M.TRUNC, "trunc", self)
-
+    neg = _mk.unary(M.NEG, "neg")
+    reciprocal = _mk.unary(M.RECIPROCAL, "reciprocal")
+    exp = _mk.unary(M.EXP, "exp")
+    log = _mk.unary(M.LOG, "log")
+    log2 = _mk.unary(M.LOG2, "log2")
+    log10 = _mk.unary(M.LOG10, "log10")
+    sqrt = _mk.unary(M.SQRT, "sqrt")
+    rsqrt = _mk.unary(M.RSQRT, "rsqrt")
+    square = _mk.unary(M.SQUARE, "square")
+    abs = _mk.unary(M.ABS, "abs")
+    round = _ew.round
+    floor = _mk.unary(M.FLOOR, "floor")
+    ceil = _mk.unary(M.CEIL, "ceil")
+    sin = _mk.unary(M.SIN, "sin")
+    cos = _mk.unary(M.COS, "cos")
+    asin = _mk.unary(M.ASIN, "asin")
+    isinf = _mk.unary(M.ISINF, "isinf")
+    isnan = _mk.unary(M.ISNAN, "isnan")
+    isfinite = _mk.unary(M.ISFINITE, "isfinite")
+    isposinf = _mk.unary(M.ISPOSINF, "isposinf")
+    isneginf = _mk.unary(M.ISNEGINF, "isneginf")
+    sign = _mk.unary(M.SIGN, "sign")
+    sgn = _mk.unary(M.SGN, "sgn")
+    trunc = _mk.unary(M.TRUNC, "trunc")
     fix = trunc
 
-    def erf(self) -> Tensor:
-        return _ew.unary(M.ERF, "erf", self)
-
-    def erfc(self) -> Tensor:
-        return _ew.unary(M.ERFC, "erfc", self)
-
-    def expm1(self) -> Tensor:
-        return _ew.unary(M.EXPM1, "expm1", self)
-
-    def exp2(self) -> Tensor:
-        return _ew.unary(M.EXP2, "exp2", self)
-
-    def log1p(self) -> Tensor:
-        return _ew.unary(M.LOG1P, "log1p", self)
-
-    def tan(self) -> Tensor:
-        return _ew.unary(M.TAN, "tan", self)
-
-    def acos(self) -> Tensor:
-        return _ew.unary(M.ACOS, "acos", self)
-
+    erf = _mk.unary(M.ERF, "erf")
+    erfc = _mk.unary(M.ERFC, "erfc")
+    expm1 = _mk.unary(M.EXPM1, "expm1")
+    exp2 = _mk.unary(M.EXP2, "exp2")
+    log1p = _mk.unary(M.LOG1P, "log1p")
+    tan = _mk.unary(M.TAN, "tan")
+    acos = _mk.unary(M.ACOS, "acos")
     arccos = acos
 
-    def atan(self) -> Tensor:
-        return _ew.unary(M.ATAN, "atan", self)
-
+    atan = _mk.unary(M.ATAN, "atan")
     arctan = atan
 
-    def sinh(self) -> Tensor:
-        return _ew.unary(M.SINH, "sinh", self)
-
-    def cosh(self) -> Tensor:
-        return _ew.unary(M.COSH, "cosh", self)
-
-    def relu(self) -> Tensor:
-        return _ew.relu(self)
-
-    def sigmoid(self) -> Tensor:
-        return _ew.sigmoid(self)
-
-    def tanh(self) -> Tensor:
-        return _ew.tanh(self)
+    sinh = _mk.unary(M.SINH, "sinh")
+    cosh = _mk.unary(M.COSH, "cosh")
+    relu = _ew.relu
+    sigmoid = _ew.sigmoid
+    tanh = _ew.tanh
 
     # --- in place: the operator above, its result written back as ``add_`` writes it --------
     neg_ = _cm.in_place("neg_", neg)
@@ -542,153 +363,58 @@ class Tensor(TensorBase):
     addmm_ = _cm.in_place("addmm_", addmm)
     nan_to_num_ = _cm.in_place("nan_to_num_", nan_to_num)
 
-    def softmax(self, dim: int | None = None, dtype: torch.dtype | None = None) -> Tensor:
-        return _rd.softmax(self, dim, dtype)
-
-    def log_softmax(self, dim: int, dtype: torch.dtype | None = None) -> Tensor:
-        return _rd.log_softmax(self, dim, dtype)
-
-    def clamp(self, min: Any = None, max: Any = None) -> Tensor:
-        return _ew.clamp(self, min, max)
-
+    softmax = _rd.softmax
+    log_softmax = _rd.log_softmax
+    clamp = _ew.clamp
     clip = clamp
 
-    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
-        return _ew.masked_fill(self, mask, value)
-
-    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
-        return _ew.masked_fill_(self, mask, value)
-
-    def masked_scatter(self, mask: Tensor, source: Tensor) -> Tensor:
-        return _ew.masked_scatter(self, mask, source)
-
-    def masked_scatter_(self, mask: Tensor, source: Tensor) -> Tensor:
-        return _ew.masked_scatter_(self, mask, source)
+    masked_fill = _ew.masked_fill
+    masked_fill_ = _ew.masked_fill_
+    masked_scatter = _ew.masked_scatter
+    masked_scatter_ = _ew.masked_scatter_
 
     def where(self, condition: Tensor, other: Any) -> Tensor:
         return _ew.where(condition, self, other)
 
-    def tril(self, diagonal: int = 0) -> Tensor:
-        return _fl.tril(self, diagonal)
-
-    def triu(self, diagonal: int = 0) -> Tensor:
-        return _fl.triu(self, diagonal)
+    tril = _fl.tril
+    triu = _fl.triu
 
     # --- linear algebra and reductions ------------------------------------------------------
-    def matmul(self, other: Tensor) -> Tensor:
-        return _la.matmul(self, other)
-
-    def outer(self, vec2: Tensor) -> Tensor:
-        return _la.outer(self, vec2)
-
-    def sum(
-        self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
-    ) -> Tensor:
-        return _rd.sum(self, dim, keepdim, dtype=dtype)
-
-    def mean(
-        self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
-    ) -> Tensor:
-        return _rd.mean(self, dim, keepdim, dtype=dtype)
-
-    def prod(
-        self: Tensor,
-        dim: int | None = None,
-        keepdim: bool = False,
-        *,
-        dtype: torch.dtype | None = None,
-    ) -> Tensor:
-        return _rd.prod(self, dim, keepdim, dtype=dtype)
-
-    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _rd.any(self, dim, keepdim)
-
-    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _rd.all(self, dim, keepdim)
-
-    def max(self, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
-        return _rd.max(self, dim, keepdim, other=other)
-
-    def min(self, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
-        return _rd.min(self, dim, keepdim, other=other)
-
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _rd.argmax(self, dim, keepdim)
-
-    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _rd.argmin(self, dim, keepdim)
-
-    def amax(self, dim: Any = (), keepdim: bool = False) -> Tensor:
-        return _rd.amax(self, dim, keepdim)
-
-    def amin(self, dim: Any = (), keepdim: bool = False) -> Tensor:
-        return _rd.amin(self, dim, keepdim)
-
-    def cumsum(self, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
-        return _rd.cumsum(self, dim, dtype=dtype)
-
-    def cumprod(self, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
-        return _rd.cumprod(self, dim, dtype=dtype)
-
-    def var(self, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-            correction: Any = None) -> Tensor:  # fmt: skip
-        return _st.var(self, dim, unbiased, keepdim, correction=correction)
-
-    def std(self, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-            correction: Any = None) -> Tensor:  # fmt: skip
-        return _st.std(self, dim, unbiased, keepdim, correction=correction)
-
-    def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
-        return _st.logsumexp(self, dim, keepdim)
-
-    def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False,
-             dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
-        return _st.norm(self, p, dim, keepdim, dtype)
-
-    def count_nonzero(self, dim: Any = None) -> Tensor:
-        return _st.count_nonzero(self, dim)
-
-    def nansum(self, dim: Any = None, keepdim: bool = False, *,
-               dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
-        return _st.nansum(self, dim, keepdim, dtype=dtype)
-
-    def nanmean(self, dim: Any = None, keepdim: bool = False, *,
-                dtype: torch.dtype | None = None) -> Tensor:  # fmt: skip
-        return _st.nanmean(self, dim, keepdim, dtype=dtype)
-
-    def nonzero(self, *, as_tuple: bool = False) -> Any:
-        return nonzero(self, as_tuple=as_tuple)
-
-    def index_select(self, dim: int, index: Any) -> Tensor:
-        return index_select(self, dim, index)
-
-    def gather(self, dim: int, index: Any, *, sparse_grad: bool = False) -> Tensor:
-        return _od.gather(self, dim, index, sparse_grad=sparse_grad)
+    matmul = _la.matmul
+    outer = _la.outer
+    sum = _rd.sum
+    mean = _rd.mean
+    prod = _rd.prod
+    any = _rd.any
+    all = _rd.all
+    max = _rd.max
+    min = _rd.min
+    argmax = _rd.argmax
+    argmin = _rd.argmin
+    amax = _rd.amax
+    amin = _rd.amin
+    cumsum = _rd.cumsum
+    cumprod = _rd.cumprod
+    var = _st.var
+    std = _st.std
+    logsumexp = _st.logsumexp
+    norm = _st.norm
+    count_nonzero = _st.count_nonzero
+    nansum = _st.nansum
+    nanmean = _st.nanmean
+    nonzero = nonzero
+    index_select = index_select
+    gather = _od.gather
 
     # --- ordering ---------------------------------------------------------------------------
-    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
-        return _od.sort(self, dim, descending, stable)
-
-    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
-        return _od.argsort(self, dim, descending, stable)
-
-    def msort(self) -> Tensor:
-        return _od.msort(self)
-
-    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
-        return _od.topk(self, k, dim, largest, sorted)
-
-    def flip(self, *order: Any, dims: Any = None) -> Tensor:
-        return _od.flip(self, *order, dims=dims)
-
-    def fliplr(self) -> Tensor:
-        return _od.fliplr(self)
-
-    def flipud(self) -> Tensor:
-        return _od.flipud(self)
-
-    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
-        return _sh.roll(self, shifts, dims)
+    sort = _od.sort
+    argsort = _od.argsort
+    msort = _od.msort
+    topk = _od.topk
+    flip = _od.flip
+    fliplr = _od.fliplr
+    flipud = _od.flipud
+    roll = _sh.roll
 
     # --- shapes -----------------------------------------------------------------------------
     def view(self, *shape: Any, placements: Any = None) -> Tensor:
@@ -703,17 +429,10 @@ class Tensor(TensorBase):
     def reshape(self, *sizes: Any, shape: Any = None) -> Tensor:
         return _sh.reshape(self, *sizes, shape=shape)
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        return _sh.flatten(self, start_dim, end_dim)
-
-    def squeeze(self, dim: Any = None) -> Tensor:
-        return _sh.squeeze(self, dim)
-
-    def unsqueeze(self, dim: int) -> Tensor:
-        return _sh.unsqueeze(self, dim)
-
-    def transpose(self, dim0: int, dim1: int) -> Tensor:
-        return _sh.transpose(self, dim0, dim1)
+    flatten = _sh.flatten
+    squeeze = _sh.squeeze
+    unsqueeze = _sh.unsqueeze
+    transpose = _sh.transpose
 
     @property
     def T(self) -> Tensor:
@@ -727,8 +446,7 @@ class Tensor(TensorBase):
     def mH(self) -> Tensor:
         return _sh.matrix_transpose(self, "mH")
 
-    def permute(self, *order: Any, dims: Any = None) -> Tensor:
-        return _sh.permute(self, *order, dims=dims)
+    permute = _sh.permute
 
     def expand(self, *sizes: Any, size: Any = None) -> Tensor:
         return _sh.expand(self, *(sizes if size is None else (size,)))
@@ -748,20 +466,14 @@ class Tensor(TensorBase):
     def expand_as(self, other: Tensor) -> Tensor:
         return _sh.expand(self, other.shape)
 
-    def contiguous(self) -> Tensor:
-        return _sh.contiguous(self)
-
-    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-        return _sh.chunk(self, chunks, dim)
-
-    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
-        return _sh.unbind(self, dim)
+    contiguous = _sh.contiguous
+    chunk = _sh.chunk
+    unbind = _sh.unbind
 
     def split(self, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
         return _sh.split(self, split_size, dim)
 
-    def narrow(self, dim: int, start: Any, length: int) -> Tensor:
-        return _sh.narrow(self, dim, start, length)
+    narrow = _sh.narrow
 
     def repeat(self, *repeats: Any, **kwargs: Any) -> Tensor:
         if "repeats" in kwargs:
@@ -770,19 +482,10 @@ class Tensor(TensorBase):
             raise TypeError(f"repeat: unexpected keyword(s) {sorted(kwargs)}; accepted: repeats")
         return _sh.repeat(self, *repeats)
 
-    def repeat_interleave(
-        self, repeats: Any = None, dim: int | None = None, *, output_size: int | None = None
-    ) -> Tensor:
-        return _sh.repeat_interleave(self, repeats, dim, output_size=output_size)
-
-    def tile(self, *dims: Any) -> Tensor:
-        return _sh.tile(self, *dims)
-
-    def movedim(self, source: Any, destination: Any) -> Tensor:
-        return _sh.movedim(self, source, destination)
-
-    def moveaxis(self, source: Any, destination: Any) -> Tensor:
-        return _sh.movedim(self, source, destination)
+    repeat_interleave = _sh.repeat_interleave
+    tile = _sh.tile
+    movedim = _sh.movedim
+    moveaxis = _sh.movedim
 
     def unflatten(self, dim: int, sizes: Any) -> Tensor:
         return _sh.unflatten(self, dim, sizes)
@@ -804,20 +507,14 @@ class Tensor(TensorBase):
         return _fl.new_tensor(self, data, dtype)
 
     # --- copies and conversions -------------------------------------------------------------
-    def clone(self) -> Tensor:
-        return _cv.clone(self)
-
-    def copy_(self, src: Tensor) -> Tensor:
-        return _cv.copy_(self, src)
-
-    def detach(self) -> Tensor:
-        return _cv.detach(self)
+    clone = _cv.clone
+    copy_ = _cv.copy_
+    detach = _cv.detach
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         return _cv.to(self, *args, **kwargs)
 
-    def type_as(self, other: Tensor) -> Tensor:
-        return _cv.type_as(self, other)
+    type_as = _cv.type_as
 
     def type(self, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
         return _cv.to_type(self, dtype, non_blocking, **kwargs)
@@ -829,60 +526,21 @@ class Tensor(TensorBase):
         return _cv.to(self, "cuda" if device is None else f"cuda:{device}")
 
     # --- redistribution ---------------------------------------------------------------------
-    def redistribute(
-        self, device_mesh: DeviceMesh | None = None, placements: list[Placement] | None = None
-    ) -> Tensor:
-        return _redistribute.redistribute(self, device_mesh, placements)
-
-    def redistribute_like(self, other: Tensor) -> Tensor:
-        return _redistribute.redistribute_like(self, other)
-
-    def redistribute_by_dict(
-        self,
-        device_mesh: DeviceMesh | None = None,
-        placements_dict: dict[Any, Placement] | None = None,
-        *,
-        default_placement_mode: str = "raise_error",
-        convert_shard_size_one_to_replicate: bool = True,
-    ) -> Tensor:
-        return _redistribute.redistribute_by_dict(
-            self,
-            device_mesh,
-            placements_dict,
-            default_placement_mode=default_placement_mode,
-            convert_shard_size_one_to_replicate=convert_shard_size_one_to_replicate,
-        )
+    redistribute = _redistribute.redistribute
+    redistribute_like = _redistribute.redistribute_like
+    redistribute_by_dict = _redistribute.redistribute_by_dict
 
     # --- dtype casts (last: their names shadow builtins in the class body) ------------
-    def half(self) -> Tensor:
-        return _cv.cast(self, torch.float16)
-
-    def bfloat16(self) -> Tensor:
-        return _cv.cast(self, torch.bfloat16)
-
-    def float(self) -> Tensor:
-        return _cv.cast(self, torch.float32)
-
-    def double(self) -> Tensor:
-        return _cv.cast(self, torch.float64)
-
-    def bool(self) -> Tensor:
-        return _cv.cast(self, torch.bool)
-
-    def byte(self) -> Tensor:
-        return _cv.cast(self, torch.uint8)
-
-    def char(self) -> Tensor:
-        return _cv.cast(self, torch.int8)
-
-    def short(self) -> Tensor:
-        return _cv.cast(self, torch.int16)
-
-    def int(self) -> Tensor:
-        return _cv.cast(self, torch.int32)
-
-    def long(self) -> Tensor:
-        return _cv.cast(self, torch.int64)
+    half = _mk.cast(torch.float16, "half")
+    bfloat16 = _mk.cast(torch.bfloat16, "bfloat16")
+    float = _mk.cast(torch.float32, "float")
+    double = _mk.cast(torch.float64, "double")
+    bool = _mk.cast(torch.bool, "bool")
+    byte = _mk.cast(torch.uint8, "byte")
+    char = _mk.cast(torch.int8, "char")
+    short = _mk.cast(torch.int16, "short")
+    int = _mk.cast(torch.int32, "int")
+    long = _mk.cast(torch.int64, "long")
 
 
 # Operators on any handle (this class, a typed alias, a Parameter) return a plain Tensor, as
