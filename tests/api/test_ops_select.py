@@ -261,3 +261,25 @@ def test_a_failed_mask_fails_the_tensor_changed_in_place(graph: dtorch.Graph) ->
             for changed in (filled, scattered):
                 with pytest.raises(KernelError, match="floor_divide"):
                     changed.to_torch()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_where_numbers_promote_as_numbers(dtype: torch.dtype, graph: dtorch.Graph) -> None:
+    """A number branch keeps the tensor's dtype and its own precision (0.1 and 1e300 in
+    float64, a 0-d float16 stays float16), as in torch; nan_to_num relies on it."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), 1.0], dtype=dtype)
+    cond = torch.tensor([True, False, True, False])
+    t, c = place(x, mesh, [S0], graph), place(cond, mesh, [S0], graph)
+    big = torch.finfo(dtype).max
+    for out, want in (
+        (dtorch.where(c, 0.1, t), torch.where(cond, 0.1, x)),
+        (dtorch.where(c, t, big), torch.where(cond, x, big)),
+        (t.nan_to_num(), x.nan_to_num()),
+        (t.nan_to_num(nan=0.1), x.nan_to_num(nan=0.1)),
+        (place(x[2], mesh, [R], graph).nan_to_num(), x[2].nan_to_num()),
+        (dtorch.where(place(cond[0], mesh, [R], graph), 1.5, place(x[3], mesh, [R], graph)),
+         torch.where(cond[0], 1.5, x[3])),
+    ):  # fmt: skip
+        assert out.dtype == want.dtype
+        torch.testing.assert_close(out.to_torch(), want, rtol=0, atol=0, equal_nan=True)

@@ -183,6 +183,29 @@ _TENSOR_OPS: dict[OpKind, Callable[..., torch.Tensor]] = {
 }
 
 
+#: A Python number of each kind, for probes where numbers promote as numbers (not as 0-d
+#: tensors: ``where(c, 0.5, float16 0-d tensor)`` is float16, with a 0-d float32 it is not).
+_NUMBERS = {ScalarKind.INT: 1, ScalarKind.UINT: 2**63, ScalarKind.FLOAT: 1.0, ScalarKind.BOOL: True}
+
+
+@functools.cache
+def _where(cond: Side, x: Side | ScalarKind, y: Side | ScalarKind, default: torch.dtype) -> _Answer:
+    def operand(side: Side | ScalarKind) -> torch.Tensor | bool | int | float:
+        return _NUMBERS[side] if isinstance(side, ScalarKind) else _one(*side)
+
+    return _probe(lambda: torch.where(_one(*cond), operand(x), operand(y)))
+
+
+def where_dtype(name: str, cond: Side, x: Side | ScalarKind, y: Side | ScalarKind) -> torch.dtype:
+    """Result dtype of ``where(cond, x, y)``, a branch a tensor side or a Python number's kind.
+
+    Example:
+        >>> where_dtype("where", (torch.bool, False), ScalarKind.FLOAT, (torch.float16, True))
+        torch.float16
+    """
+    return _answer(name, _where(cond, x, y, torch.get_default_dtype()))
+
+
 def tensors_dtype(name: str, kind: OpKind, sides: tuple[Side, ...]) -> torch.dtype:
     """Result dtype of the multi-tensor operator ``kind`` on one tensor per side (dtype and
     whether it is 0-d: 0-d tensors and Python scalars promote differently)."""

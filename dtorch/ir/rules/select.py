@@ -30,7 +30,7 @@ from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import ClampParam, MaskedParam, OpParam, WhereParam
 from dtorch.ir.rules.base import DtypeError, Inference, ParamError, Rule
 from dtorch.ir.rules.elementwise import broadcast_shapes, elementwise_placements
-from dtorch.ir.rules.promotion import Side, clamp_dtype, tensors_dtype
+from dtorch.ir.rules.promotion import Side, clamp_dtype, tensors_dtype, where_dtype
 from dtorch.ir.rules.signature import elementwise, signature
 from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
 from dtorch.ir.scalar import Scalar, ScalarKind
@@ -62,6 +62,12 @@ def scalar_side(name: str, scalar: Scalar) -> Side:
     return SCALAR_DTYPES[scalar.kind] or torch.get_default_dtype(), True
 
 
+def _number(name: str, scalar: Scalar) -> ScalarKind:
+    """A Python-number branch of ``where``: its kind (it promotes as a number)."""
+    scalar_side(name, scalar)  # refuses None
+    return scalar.kind
+
+
 def _is_zero(scalar: Scalar | None) -> bool:
     return scalar is not None and scalar.kind is not ScalarKind.NONE and scalar.value == 0
 
@@ -71,11 +77,9 @@ def where_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
     assert isinstance(param, WhereParam)
     cond, *rest = inputs
     tensors = iter(rest)
-    sides = [
-        scalar_side(name, s) if s is not None else _side(next(tensors)) for s in (param.x, param.y)
-    ]
+    x, y = [_number(name, s) if s is not None else _side(next(tensors)) for s in (param.x, param.y)]
     shape = broadcast_shapes(name, tuple(o.shape for o in inputs))
-    dtype = tensors_dtype(name, OpKind.Where, ((cond.dtype, not cond.shape), *sides))
+    dtype = where_dtype(name, _side(cond), x, y)
     zero_other = _is_zero(param.x) or _is_zero(param.y)
     sig = _WHERE_ZERO if len(inputs) == 2 and zero_other else _WHERE[len(inputs)]
     return elementwise_placements(name, sig, inputs, shape, dtype)

@@ -22,18 +22,18 @@ import torch
 
 from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import ClampParam, MaskedParam, WhereParam
-from dtorch.ir.rules.torch_ops import scalar_tensor
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
 def where_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``where(cond, x, y)``; a branch the param holds is a 0-d scalar tensor."""
+    """``where(cond, x, y)``; a branch the param holds goes as the Python number it is, so
+    that it promotes as a number (``where(c, 0.1, float64 t)`` keeps 0.1 in float64)."""
     param = ctx.param
     assert isinstance(param, WhereParam)
     cond, *rest = inputs
     tensors = iter(rest)
-    x, y = (scalar_tensor(s) if s is not None else next(tensors) for s in (param.x, param.y))
-    return [torch.where(cond, x, y)]
+    x, y = (s.value if s is not None else next(tensors) for s in (param.x, param.y))
+    return [torch.where(cond, x, y)]  # type: ignore[arg-type]  # its Scalar overloads
 
 
 def clamp_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
