@@ -275,3 +275,22 @@ def test_traced_program_replays_and_loads(graph: dtorch.Graph, tmp_path: Path) -
     for run in (program, loaded):
         for out, w in zip(run(*args), want, strict=True):
             assert out.placements == [S0] and torch.equal(out.to_torch(), w)
+
+
+def test_edge_forms_follow_torch(graph: dtorch.Graph) -> None:
+    """0-d movedim, roll over no dims (the flattened tensor), and torch's refusals of flip
+    and tile without dims and of a bool shift: each as torch does it."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x, scalar = torch.arange(24.0).reshape(2, 3, 4), torch.tensor(1.5)
+    t, s = place(x, mesh, [R], graph), place(scalar, mesh, [R], graph)
+    for out, want in (
+        (s.movedim(0, -1), scalar.movedim(0, -1)),
+        (t.roll(1, dims=[]), x.roll(1, dims=[])),
+        (t.roll([2]), x.roll([2])),
+    ):
+        assert torch.equal(out.to_torch(), want)
+    for call in (lambda a: a.flip(), lambda a: a.tile(), lambda a: a.roll(True, 0)):
+        with pytest.raises(TypeError) as expected:
+            call(x)
+        with pytest.raises(TypeError, match=str(expected.value).split("(")[0]):
+            call(t)

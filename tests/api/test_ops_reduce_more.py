@@ -417,3 +417,20 @@ def test_scan_param_codec_and_saved_program(graph: dtorch.Graph, tmp_path: Path)
     program.save(path)
     loaded = dtorch.load_program(path, graph=graph)
     torch.testing.assert_close(loaded(t).to_torch(), want)
+
+
+def test_norm_and_nanmean_edges_follow_torch(graph: dtorch.Graph) -> None:
+    """'fro' over dim=() is every dim; a negative p over an empty dim and nanmean to an
+    integer dtype are refused, as torch refuses them."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x, empty = torch.arange(24.0).reshape(2, 3, 4), torch.zeros(0, 3)
+    t, e = place(x, mesh, [Shard(1)], graph), place(empty, mesh, [R], graph)
+    torch.testing.assert_close(t.norm("fro", dim=()).to_torch(), x.norm("fro", dim=()))
+    with pytest.raises(RuntimeError, match="cannot compute the -1 norm"):
+        empty.norm(-1, dim=0)
+    with pytest.raises(ShapeError, match=r"cannot compute the -1.0 norm over an empty dim"):
+        e.norm(-1, dim=0)
+    with pytest.raises(RuntimeError, match="Optional dtype must be either a floating point"):
+        x.nanmean(dtype=torch.int64)
+    with pytest.raises(DtypeError, match="Optional dtype must be either a floating point"):
+        t.nanmean(dtype=torch.int64)

@@ -97,6 +97,8 @@ def flip(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
         >>> dtorch.flip(dtorch.tensor([[1, 2], [3, 4]]), (0, 1)).tolist()
         [[4, 3], [2, 1]]
     """
+    if dims is None and not order:
+        raise TypeError('flip() missing 1 required positional arguments: "dims"')
     wanted = sizes(order if dims is None else (dims,))
     normal = normalize_dims(wanted, input.ndim, op="flip")
     if len(set(normal)) != len(normal):

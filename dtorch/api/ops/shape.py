@@ -390,6 +390,8 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
             f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
             f"contain the same number of dims as destination ({list(dst)} dims)"
         )
+    if not input.ndim:  # dims 0 and -1 name the tensor itself: nothing moves
+        return record("movedim", PermuteParam(()), (input,))[0]
     order: list[int | None] = [None] * input.ndim
     for s, d in zip(src, dst, strict=True):
         order[d] = s
@@ -441,6 +443,8 @@ def tile(input: Tensor, *dims: Any) -> Tensor:
         >>> dtorch.tensor([[1, 2]]).tile(2).tolist()
         [[1, 2, 1, 2]]
     """
+    if not dims:
+        raise TypeError('tile() missing 1 required positional arguments: "dims"')
     counts = sizes(dims)
     if any(c < 0 for c in counts):
         raise ShapeError(f"tile: {list(counts)} holds a negative count; accepted: counts >= 0")
@@ -458,9 +462,17 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
         >>> dtorch.arange(5).roll(2).tolist(), dtorch.arange(4).view(2, 2).roll(1, 1).tolist()
         ([3, 4, 0, 1, 2], [[1, 0], [3, 2]])
     """
-    steps = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    sequence = isinstance(shifts, (tuple, list))
+    if isinstance(shifts, bool) or not (sequence or hasattr(shifts, "__index__")):
+        raise TypeError(
+            f"roll(): argument 'shifts' must be an int or a tuple of ints, not "
+            f"{type(shifts).__name__}"
+        )
+    steps = tuple(shifts) if sequence else (shifts,)
     if not steps:
         raise ParamError("roll: `shifts` required; accepted: an int or a non-empty tuple")
+    if dims is not None and not isinstance(dims, int):
+        dims = tuple(dims) or None  # no dims: the flattened tensor, as None
     if dims is None:
         if len(steps) != 1:
             raise ShapeError(

@@ -243,7 +243,8 @@ def norm(
     _refuse_partial("norm", input)
     x = input if dtype is None else input.to(dtype)
     dims = _dims("norm", x, dim)
-    if p == "fro" and dim is not None and len(dims) > 2:  # torch's matrix_norm then
+    if p == "fro" and dim is not None and 2 < len(dims) == len(normalize_dims(dim, x.ndim)):
+        # torch's matrix norm then; dim=() is every dim, a vector norm
         raise ParamError(f"norm: p='fro' takes at most 2 dims, got dim={dim}")
     out = _vector_norm(_accumulating(x).abs(), order, dims, bool(keepdim))
     return out.to(_real(x.dtype))
@@ -251,12 +252,12 @@ def norm(
 
 def _vector_norm(size: Tensor, order: float, dims: tuple[int, ...], keepdim: bool) -> Tensor:
     """The ``order``-norm of the magnitudes ``size`` over ``dims``."""
+    if _count(size, dims) == 0 and (math.isinf(order) or order < 0):  # no identity value
+        raise ShapeError(
+            f"norm: cannot compute the {order} norm over an empty dim because the operation "
+            f"does not have an identity (shape {list(size.shape)}, dims {dims})"
+        )
     if math.isinf(order):
-        if _count(size, dims) == 0:
-            raise ShapeError(
-                f"norm: cannot compute the {order} norm over an empty dim because the operation "
-                f"does not have an identity (shape {list(size.shape)}, dims {dims})"
-            )
         kind = ReduceKind.MAX if order > 0 else ReduceKind.MIN
         return reduce(kind, "norm", size, dims, keepdim)
     if order == 0:
@@ -305,6 +306,11 @@ def nanmean(
         raise DtypeError(
             f"nanmean(): expected input to have floating point or complex dtype but got "
             f"{input.dtype}; cast first (e.g. t.float())"
+        )
+    if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
+        raise DtypeError(
+            f"nanmean(): could not infer output dtype. Optional dtype must be either a "
+            f"floating point or complex dtype. Got: {dtype}"
         )
     _refuse_partial("nanmean", input)
     missing = input.isnan()
