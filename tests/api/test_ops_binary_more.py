@@ -284,3 +284,18 @@ def test_rejections(graph: dtorch.Graph) -> None:
     for error, pattern, run in bad:
         with pytest.raises(error, match=pattern):
             run()
+
+
+def test_a_number_promotes_as_a_number_beside_a_0d_tensor(graph: dtorch.Graph) -> None:
+    """``xlogy(t, 0.5)`` of a 0-d float16 is float16, as torch's (a number does not widen a
+    0-d tensor the way a float32 0-d tensor would)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for x in (
+        torch.tensor(0.7, dtype=torch.float16),
+        torch.tensor([0.7, 2.0], dtype=torch.bfloat16),
+    ):
+        t = place(x, mesh, [R], graph)
+        for out, want in ((dtorch.xlogy(t, 0.5), torch.xlogy(x, 0.5)),
+                          (dtorch.xlogy(0.5, t), torch.xlogy(0.5, x))):  # fmt: skip
+            assert out.dtype == want.dtype
+            torch.testing.assert_close(out.to_torch(), want)

@@ -323,8 +323,11 @@ def _as_tensor(name: str, arg: str, value: Any, like: TensorBase) -> Tensor:
         return value  # type: ignore[return-value]
     if isinstance(value, torch.Tensor) and value.ndim == 0:
         full = value
-    else:
-        full = torch.tensor(_number(name, arg, value))
+    else:  # in the dtype torch computes a number with ``like`` in: it promotes as a number
+        number = _number(name, arg, value)
+        full = torch.tensor(
+            number, dtype=torch.result_type(torch.empty(0, dtype=like.dtype), number)
+        )
     return distribute(type(like), full, graph=like.graph, device_mesh=like.device_mesh)
 
 
