@@ -177,6 +177,30 @@ def test_elementwise_ops_keep_the_mark(case, graph) -> None:  # type: ignore[no-
         assert torch.equal(out.to_torch(), expected), text
 
 
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3], CASES[5]])
+def test_in_place_where_and_clamp_keep_the_mark(case, graph) -> None:  # type: ignore[no-untyped-def]
+    """In-place forms write back elementwise (a Copy that keeps the layout), and where/clamp
+    are elementwise too: each keeps the mark and the value is torch's."""
+    mesh, _, got, want = _cat_case(case, graph)
+    _, placements, _, _ = case
+    other = torch.linspace(-3.0, 5.0, want.numel()).reshape(want.shape)
+    r = dtorch.from_torch(other, device_mesh=mesh, placements=_replicate(mesh, placements))
+    steps = [
+        ("add_", lambda t, o: t.add_(o)),
+        ("exp_", lambda t, o: t.exp_()),
+        ("mul_ self", lambda t, o: t.mul_(t)),
+        ("clamp_", lambda t, o: t.clamp_(1.0, 1e6)),
+        ("copy_", lambda t, o: t.copy_(o)),
+        ("where", lambda t, o: t.where(t > 0, o)),
+        ("nan_to_num", lambda t, o: t.nan_to_num()),
+    ]
+    for text, step in steps:
+        out, expected = step(got, r), step(want, other)
+        assert out.placements == got.placements, text
+        torch.testing.assert_close(out.to_torch(), expected, msg=text)
+    assert torch.equal(got.to_torch(), want)  # the in-place steps changed both alike
+
+
 @pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[5]])
 def test_slices_at_part_boundaries(case, graph) -> None:  # type: ignore[no-untyped-def]
     _, _, got, want = _cat_case(case, graph)

@@ -5,7 +5,8 @@
   ``Shard(d, sub_split_coordinates=...)`` with the boundaries between the parts (an input's
   own marks shifted into place). On every mesh dim a Replicate input beside a Shard is chunked
   to it first (a local slice, no communication); other mixes are refused.
-* elementwise operators (BroadcastBinary, BaseMath, Activation; Cast, Clone, Contiguous):
+* elementwise operators (BroadcastBinary, BaseMath, Activation, Where, Clamp; Cast, Clone,
+  Contiguous; Copy, so in-place forms such as ``add_`` and ``exp_`` work on marked tensors):
   operands sharded on a mesh dim that some operand marks must carry the same mark; Replicate
   operands are chunked to the marked layout (``redistribute`` to it, a local slice per
   segment); the outputs keep the mark.
@@ -39,7 +40,7 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import ConcatParam, GetItemParam, OpParam, SliceIndex
 from dtorch.ir.placement import Placement, Replicate, Shard
-from dtorch.ir.rules import copy, elementwise, indexing, views
+from dtorch.ir.rules import copy, elementwise, indexing, select, views
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, describe_inputs, norm_dim
 from dtorch.ir.rules.reinterpret import view_placements_rule
 from dtorch.ir.subsplit import is_marked
@@ -218,7 +219,10 @@ _ELEMENTWISE: dict[OpKind, Rule] = {
     **elementwise.RULES,
     OpKind.Cast: copy.cast_rule,
     OpKind.Clone: copy.clone_rule,
+    OpKind.Copy: copy.copy_rule,  # in-place forms write their result back elementwise
     OpKind.Contiguous: views.contiguous_rule,
+    OpKind.Where: select.where_rule,
+    OpKind.Clamp: select.clamp_rule,
 }
 
 #: OpKind -> its mark rule, tried before the ordinary rule.
