@@ -107,9 +107,11 @@ from dtorch.api.ops.reduce import (
     argmin,
     cumprod,
     cumsum,
+    log_softmax,
     max,
     mean,
     min,
+    prod,
     softmax,
     sum,
 )
@@ -188,6 +190,7 @@ clip = clamp
 clone = Tensor.clone
 cos = Tensor.cos
 cosh = Tensor.cosh
+detach = Tensor.detach
 erf = Tensor.erf
 erfc = Tensor.erfc
 exp = Tensor.exp
@@ -197,6 +200,7 @@ fix = Tensor.trunc
 floor = Tensor.floor
 greater = gt
 greater_equal = ge
+is_floating_point = Tensor.is_floating_point
 isfinite = Tensor.isfinite
 isinf = Tensor.isinf
 isnan = Tensor.isnan
@@ -208,8 +212,11 @@ log = Tensor.log
 log10 = Tensor.log10
 log1p = Tensor.log1p
 log2 = Tensor.log2
+logical_not = Tensor.logical_not
 moveaxis = movedim
+narrow = Tensor.narrow
 neg = Tensor.neg
+numel = Tensor.numel
 reciprocal = Tensor.reciprocal
 round = Tensor.round
 rsqrt = Tensor.rsqrt
@@ -217,9 +224,13 @@ sgn = Tensor.sgn
 sign = Tensor.sign
 sin = Tensor.sin
 sinh = Tensor.sinh
+split = Tensor.split
 sqrt = Tensor.sqrt
 square = Tensor.square
+t = Tensor.t
 tan = Tensor.tan
+tril = Tensor.tril
+triu = Tensor.triu
 trunc = Tensor.trunc
 
 __all__ = [
@@ -300,6 +311,7 @@ __all__ = [
     "default_graph",
     "deserialize",
     "deserialize_from_file",
+    "detach",
     "device",
     "div",
     "double",
@@ -348,6 +360,7 @@ __all__ = [
     "int32",
     "int64",
     "int8",
+    "is_floating_point",
     "isfinite",
     "isinf",
     "isnan",
@@ -363,8 +376,10 @@ __all__ = [
     "log10",
     "log1p",
     "log2",
+    "log_softmax",
     "logaddexp",
     "logical_and",
+    "logical_not",
     "logical_or",
     "logsumexp",
     "long",
@@ -386,16 +401,19 @@ __all__ = [
     "nan_to_num",
     "nanmean",
     "nansum",
+    "narrow",
     "ne",
     "neg",
     "nn",
     "nonzero",
     "norm",
+    "numel",
     "ones",
     "ones_like",
     "outer",
     "permute",
     "pow",
+    "prod",
     "profile",
     "rand",
     "rand_like",
@@ -420,6 +438,7 @@ __all__ = [
     "sinh",
     "softmax",
     "sort",
+    "split",
     "sqrt",
     "square",
     "squeeze",
@@ -428,6 +447,7 @@ __all__ = [
     "std_mean",
     "sub",
     "sum",
+    "t",
     "tan",
     "tanh",
     "tensor",
@@ -436,6 +456,8 @@ __all__ = [
     "topk",
     "trace",
     "transpose",
+    "tril",
+    "triu",
     "trunc",
     "type",
     "uint8",

@@ -635,3 +635,24 @@ def test_a_mesh_the_graph_cannot_run_is_refused_at_the_call(graph: dtorch.Graph)
             with pytest.raises(MeshError, match=r"cannot run on DeviceMesh\('cuda'.*accepted"):
                 call()
     assert torch.equal(t.to_torch(), full)  # the graph goes on after the refusals
+
+
+def test_function_forms_of_methods_equal_torchs(graph: dtorch.Graph) -> None:
+    """``dtorch.prod``, ``log_softmax``, ``split``, ``narrow``, ``tril``/``triu``, ``t``,
+    ``logical_not``, ``detach``, ``numel``, ``is_floating_point`` as torch's functions."""
+    x = torch.arange(1.0, 13.0).reshape(3, 4)
+    t = dtorch.from_torch(x, device_mesh=_mesh((2,)), placements=[Shard(0)], graph=graph)
+    pairs: list[tuple[Any, Any]] = [
+        (dtorch.prod(t, 1), torch.prod(x, 1)),
+        (dtorch.log_softmax(t, 1), torch.log_softmax(x, 1)),
+        (dtorch.narrow(t, 1, 1, 2), torch.narrow(x, 1, 1, 2)),
+        (dtorch.tril(t), torch.tril(x)),
+        (dtorch.triu(t, 1), torch.triu(x, 1)),
+        (dtorch.t(t), torch.t(x)),
+        (dtorch.logical_not(t), torch.logical_not(x)),
+        (dtorch.detach(t), torch.detach(x)),
+        *zip(dtorch.split(t, 2, 1), torch.split(x, 2, 1), strict=True),
+    ]
+    for got, want in pairs:
+        torch.testing.assert_close(got.to_torch(), want)
+    assert dtorch.numel(t) == torch.numel(x) and dtorch.is_floating_point(t)
