@@ -31,7 +31,7 @@ from dtorch.api.ops.elementwise import binary, select, unary
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand
 from dtorch.api.record import record
-from dtorch.errors import DtypeError, ShapeError
+from dtorch.errors import DtypeError, PlacementError, ShapeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 from dtorch.ir.params import MatmulParam
 from dtorch.ir.rules.elementwise import broadcast_or_reason
@@ -346,9 +346,18 @@ def in_place(
         (True, [1.0, 2.0])
     """
 
+    base = f"{method.__name__}: "
+
     @functools.wraps(method)
     def run(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        assign(name, self, method(self, *args, **kwargs))  # type: ignore[arg-type]
+        try:
+            result = method(self, *args, **kwargs)
+        except (DtypeError, PlacementError, ShapeError) as error:  # named as the user called it
+            text = str(error)
+            if not text.startswith(base):
+                raise
+            raise type(error)(f"{name}: {text.removeprefix(base)}") from None
+        assign(name, self, result)  # type: ignore[arg-type]
         return self
 
     run.__name__, run.__qualname__ = name, f"Tensor.{name}"
