@@ -434,3 +434,13 @@ def test_norm_and_nanmean_edges_follow_torch(graph: dtorch.Graph) -> None:
         x.nanmean(dtype=torch.int64)
     with pytest.raises(DtypeError, match="Optional dtype must be either a floating point"):
         t.nanmean(dtype=torch.int64)
+
+
+def test_refusals_name_the_function_called(graph: dtorch.Graph) -> None:
+    """A refusal of an operator a statistic records names the statistic first."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    part = place(torch.ones(2, 2), mesh, [Shard(0)], graph)
+    marked = dtorch.cat([part, part])  # sub-split: the inner mean/sum/masked_fill refuse it
+    for name in ("var", "norm", "nanmean"):
+        with pytest.raises(PlacementError, match=rf"^{name}: \w+: an input is Shard"):
+            getattr(marked, name)(dim=0)

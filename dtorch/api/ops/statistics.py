@@ -24,9 +24,10 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
 
@@ -39,6 +40,26 @@ from dtorch.ir.rules.reduce import reduce_dims
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _named(fn: _F) -> _F:
+    """Refusals of the operators ``fn`` records name ``fn`` first (``var: mean: ...``): the
+    user called ``var``, which records a ``mean``."""
+    prefix = f"{fn.__name__}"
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (DtypeError, ParamError, PlacementError, ShapeError) as error:
+            if str(error).startswith(prefix):
+                raise
+            raise type(error)(f"{prefix}: {error}") from None
+
+    return run  # type: ignore[return-value]
 
 
 def _refuse_partial(name: str, t: Tensor) -> None:
@@ -132,6 +153,7 @@ def _real(dtype: torch.dtype) -> torch.dtype:
     return dtype.to_real() if dtype.is_complex else dtype
 
 
+@_named
 def var(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -148,6 +170,7 @@ def var(
     return variance.to(_real(input.dtype))
 
 
+@_named
 def std(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -157,6 +180,7 @@ def std(
     return _all_reduced(variance).sqrt().to(_real(input.dtype))
 
 
+@_named
 def var_mean(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -168,6 +192,7 @@ def var_mean(
     return moments.variance.to(_real(input.dtype)), mean.to(input.dtype)
 
 
+@_named
 def std_mean(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -179,6 +204,7 @@ def std_mean(
     return deviation.to(_real(input.dtype)), mean.to(input.dtype)
 
 
+@_named
 def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so that it neither overflows
     nor underflows (an infinite maximum shifts by 0); integers give the default float dtype.
@@ -215,6 +241,7 @@ def _order(p: Any) -> float:
     return float(p)
 
 
+@_named
 def norm(
     input: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
     dtype: torch.dtype | None = None,
@@ -270,6 +297,7 @@ def _vector_norm(size: Tensor, order: float, dims: tuple[int, ...], keepdim: boo
     return total.sqrt() if order == 2 else total ** (1.0 / order)
 
 
+@_named
 def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     """The number of non-zero values over ``dim`` (None or ``()``: every dim), int64.
 
@@ -283,6 +311,7 @@ def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     return reduce(ReduceKind.SUM, "count_nonzero", input != 0, dims)
 
 
+@_named
 def nansum(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
@@ -298,6 +327,7 @@ def nansum(
     return reduce(ReduceKind.SUM, "nansum", x, dim, keepdim, dtype)
 
 
+@_named
 def nanmean(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
