@@ -271,9 +271,15 @@ def test_linear_vector_weight_every_layout(
 
 
 def test_linear_vector_weight_with_a_bias_is_refused(graph: dtorch.Graph) -> None:
-    """torch refuses a bias beside a 1-D weight; so does dtorch, saying what it accepts."""
+    """torch refuses a 1-D bias beside a 1-D weight; so does dtorch, saying what it accepts."""
     x, w, b = _randn(4, 3), _randn(3), _randn(4)
     with pytest.raises(RuntimeError):
         F.linear(x, w, b)
     with pytest.raises(ShapeError, match=r"^linear: x \[4, 3\] and weight \[3\] do not match; "):
         DF.linear(dtorch.tensor(x), dtorch.tensor(w), dtorch.tensor(b))
+    scalar, x = torch.tensor(0.5), _randn(4, 2, 3)  # a 0-d bias it takes (torch: for 3-D x)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    got = DF.linear(
+        place(x, mesh, [S0], graph), place(w, mesh, [R], graph), place(scalar, mesh, [R], graph)
+    )
+    torch.testing.assert_close(got.to_torch(), F.linear(x, w, scalar))

@@ -20,6 +20,7 @@ import torch
 
 from dtorch.api.create import distribute
 from dtorch.api.record import record_one
+from dtorch.errors import ParamError
 from dtorch.ir.params import EmbeddingParam
 from dtorch.ir.placement import Replicate
 
@@ -48,11 +49,7 @@ def embedding(
         >>> dtorch.nn.functional.embedding(torch.tensor([[0, 3]]), w, padding_idx=-1).shape
         torch.Size([1, 2, 3])
     """
-    if max_norm is not None:
-        raise ValueError(
-            f"embedding: max_norm={max_norm} is not supported (it renormalises the weight in "
-            f"place); accepted: max_norm=None. Renormalise the weight explicitly first"
-        )
+    check_max_norm("embedding", max_norm)
     if isinstance(input, torch.Tensor):
         mesh = weight.device_mesh
         replicate = [Replicate()] * mesh.ndim
@@ -69,3 +66,13 @@ def _padding(padding_idx: int | None, weight: Tensor) -> int | None:
     if padding_idx is not None and -rows <= padding_idx < 0:
         return padding_idx + rows
     return padding_idx
+
+
+def check_max_norm(where: str, max_norm: float | None) -> None:
+    """Refuse ``max_norm``: torch renormalises the looked-up rows of the weight in place, a
+    write dtorch does not make behind the user's back."""
+    if max_norm is not None:
+        raise ParamError(
+            f"{where}: max_norm={max_norm} is not supported (it renormalises the weight in "
+            f"place); accepted: max_norm=None. Renormalise the weight explicitly first"
+        )

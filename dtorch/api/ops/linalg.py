@@ -28,13 +28,15 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` with ``weight`` of shape (out, in); a 1-D ``weight`` (in,)
-    without a bias is torch's vector form, ``input @ weight``.
+    is torch's vector form, ``input @ weight`` (plus a 0-d ``bias``).
 
     Example:
         >>> import dtorch
         >>> dtorch.nn.functional.linear(dtorch.ones(3, 4), dtorch.arange(4.0)).tolist()
         [6.0, 6.0, 6.0]
     """
+    if bias is not None and weight.ndim == 1 and bias.ndim == 0:  # torch's vector form + b
+        return record("linear", _LINEAR, (input, weight))[0] + bias
     inputs = (input, weight) if bias is None else (input, weight, bias)
     return record("linear", _LINEAR, inputs)[0]
 

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import torch
 
 from dtorch.api.creation import from_torch, randn
-from dtorch.api.ops.embedding import embedding
+from dtorch.api.ops.embedding import check_max_norm, embedding
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate, Shard
@@ -76,6 +76,7 @@ class Embedding(Module):
         check_float(layer, dtype)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = _padding(layer, padding_idx, num_embeddings)
+        check_max_norm(layer, max_norm)  # at construction, not at the first forward
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         given = _weight.device_mesh if isinstance(_weight, Tensor) else None
