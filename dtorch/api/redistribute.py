@@ -57,6 +57,21 @@ def redistribute(
     return redistribute_to(t, mesh, normalize_placements(wanted, mesh.shape, t.ndim))
 
 
+def sum_partials(t: Tensor) -> Tensor:
+    """``t`` with its Partial mesh dims made Replicate (one all-reduce); ``t`` itself when it
+    has none (a statistic's sums, before a square root or a division).
+
+    Example:
+        >>> import dtorch, torch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> t = dtorch.from_torch(torch.ones(4), device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> sum_partials(t.sum()).placements
+        [Replicate()]
+    """
+    placements = [Replicate() if p.is_partial() else p for p in t.placements]
+    return t if placements == list(t.placements) else redistribute(t, None, placements)
+
+
 def redistribute_like(t: Tensor, other: Tensor) -> Tensor:
     """``t`` on ``other``'s mesh with ``other``'s placements."""
     return redistribute(t, other.device_mesh, other.placements)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import not_a_tensor, record_one
+from dtorch.api.redistribute import sum_partials
 from dtorch.errors import PlacementError, ShapeError
 from dtorch.ir.opkind import NormKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam
@@ -208,9 +209,9 @@ def _batch_statistics(
             f"{list(x.shape)}"
         )
     dims = (0, *range(2, x.ndim))
-    mean = _summed(x.mean(dims, keepdim=True))
+    mean = sum_partials(x.mean(dims, keepdim=True))
     centered = x - mean
-    var = _summed((centered * centered).mean(dims, keepdim=True))
+    var = sum_partials((centered * centered).mean(dims, keepdim=True))
     mean, var = mean.flatten(), var.flatten()
     if running_mean is not None:
         _update(running_mean, mean, momentum)
@@ -225,11 +226,3 @@ def _update(running: Tensor, batch: Tensor, momentum: float) -> None:
     if list(new.placements) != list(running.placements):
         new = new.redistribute(placements=list(running.placements))
     running.copy_(new)
-
-
-def _summed(t: Tensor) -> Tensor:
-    """``t`` with its Partial mesh dims reduced to Replicate (one all-reduce)."""
-    placements: list[Placement] = [
-        Replicate() if isinstance(p, Partial) else p for p in t.placements
-    ]
-    return t if placements == list(t.placements) else t.redistribute(placements=placements)

@@ -33,9 +33,10 @@ import torch
 
 from dtorch.api.dims import normalize_dims
 from dtorch.api.ops.reduce import reduce
+from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import ReduceKind
-from dtorch.ir.placement import Partial, Placement, Replicate, format_placements
+from dtorch.ir.placement import Partial, format_placements
 from dtorch.ir.rules.reduce import reduce_dims
 
 if TYPE_CHECKING:
@@ -80,14 +81,6 @@ def _dims(name: str, t: Tensor, dim: int | Sequence[int] | None) -> tuple[int, .
 
 def _count(t: Tensor, dims: tuple[int, ...]) -> int:
     return math.prod(t.shape[d] for d in dims)
-
-
-def _all_reduced(t: Tensor) -> Tensor:
-    """``t`` with its Partial mesh dims made Replicate (one all-reduce)."""
-    placements: list[Placement] = [
-        Replicate() if isinstance(p, Partial) else p for p in t.placements
-    ]
-    return t if placements == list(t.placements) else t.redistribute(placements=placements)
 
 
 def _accumulating(t: Tensor) -> Tensor:
@@ -139,13 +132,13 @@ def _moments(
     dims = _dims(name, t, dim)
     work = _accumulating(t)
     partial_mean = work.mean(dims, keepdim=True)
-    mean = _all_reduced(partial_mean)
+    mean = sum_partials(partial_mean)
     centered = work - mean
     squares = centered.abs().square() if t.dtype.is_complex else centered * centered
     total = squares.sum(dims, keepdim=bool(keepdim))
     divisor = max(0.0, _count(t, dims) - ddof)
     if divisor == 0:  # torch's nan or inf: a Partial sum is never divided by 0 (refused)
-        total = _all_reduced(total)
+        total = sum_partials(total)
     return _Moments(total / divisor, partial_mean, mean, work, dims)
 
 
@@ -177,7 +170,7 @@ def std(
 ) -> Tensor:  # fmt: skip
     """The square root of ``var`` (Replicate over sharded reduced dims)."""
     variance = _moments("std", input, dim, unbiased, keepdim, correction)[0]
-    return _all_reduced(variance).sqrt().to(_real(input.dtype))
+    return sum_partials(variance).sqrt().to(_real(input.dtype))
 
 
 @_named
@@ -199,8 +192,8 @@ def std_mean(
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """``(std, mean)`` as torch's ``std_mean``; both Replicate over sharded reduced dims."""
     moments = _moments("std_mean", input, dim, unbiased, keepdim, correction)
-    mean = moments.mean if keepdim else _all_reduced(moments.work.mean(moments.dims))
-    deviation = _all_reduced(moments.variance).sqrt()
+    mean = moments.mean if keepdim else sum_partials(moments.work.mean(moments.dims))
+    deviation = sum_partials(moments.variance).sqrt()
     return deviation.to(_real(input.dtype)), mean.to(input.dtype)
 
 
@@ -220,7 +213,7 @@ def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     dims = _dims("logsumexp", x, dim)
     work = _accumulating(x)
     if _count(x, dims) == 0:  # log(0) = -inf; a maximum over nothing does not exist
-        return _all_reduced(work.exp().sum(dims, keepdim=bool(keepdim))).log().to(x.dtype)
+        return sum_partials(work.exp().sum(dims, keepdim=bool(keepdim))).log().to(x.dtype)
     peak = reduce(ReduceKind.MAX, "logsumexp", work, dims, True)
     peak = peak.masked_fill(peak.isinf(), 0)
     total = (work - peak).exp().sum(dims, keepdim=bool(keepdim)).log()
@@ -291,7 +284,7 @@ def _vector_norm(size: Tensor, order: float, dims: tuple[int, ...], keepdim: boo
         powers = (size != 0).to(size.dtype)
     else:
         powers = size if order == 1 else size * size if order == 2 else size**order
-    total = _all_reduced(powers.sum(dims, keepdim=keepdim))
+    total = sum_partials(powers.sum(dims, keepdim=keepdim))
     if order in (0.0, 1.0):
         return total
     return total.sqrt() if order == 2 else total ** (1.0 / order)
@@ -346,4 +339,4 @@ def nanmean(
     missing = input.isnan()
     total = reduce(ReduceKind.SUM, "nanmean", input.masked_fill(missing, 0), dim, keepdim, dtype)
     count = reduce(ReduceKind.SUM, "nanmean", missing.logical_not(), dim, keepdim)
-    return _all_reduced(total) / _all_reduced(count)
+    return sum_partials(total) / sum_partials(count)

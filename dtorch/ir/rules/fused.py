@@ -39,7 +39,13 @@ from dtorch.ir.params import (
 )
 from dtorch.ir.rules.base import Inference, Rule, all_replicate, describe_shapes, replicated
 from dtorch.ir.rules.elementwise import broadcast_labels, broadcast_or_reason
-from dtorch.ir.rules.signature import Labels, Signature, elementwise, one_output, signature
+from dtorch.ir.rules.signature import (
+    Signature,
+    elementwise,
+    fresh_labels,
+    one_output,
+    signature,
+)
 
 _ROTARY = elementwise(
     3, ["P R R -> P"], legend="i: a dim of x other than the feature (last) dim",
@@ -84,7 +90,7 @@ def _elementwise_except(
     if all_replicate(inputs):
         return replicated(x.shape, x.dtype, len(x.placements))
     labels = broadcast_labels(tuple(o.shape for o in inputs), x.shape)
-    out: Labels = tuple(-1 - d if d >= x.ndim - fixed else d for d in range(x.ndim))
+    out = fresh_labels(x.ndim, range(x.ndim - fixed, x.ndim))
     return one_output(name, sig, inputs, labels, out, x.shape, x.dtype)
 
 

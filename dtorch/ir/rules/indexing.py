@@ -58,6 +58,7 @@ from dtorch.ir.rules.promotion import tensors_dtype
 from dtorch.ir.rules.signature import (
     Labels,
     expand,
+    fresh_labels,
     identity,
     one_input,
     one_output,
@@ -277,7 +278,7 @@ def chunk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
         OutputMeta((*x.shape[:dim], n, *x.shape[dim + 1 :]), x.dtype, ())
         for n in chunk_sizes(x.shape[dim], param.chunks)
     ]
-    labels = tuple(-1 if d == dim else d for d in range(x.ndim))
+    labels = fresh_labels(x.ndim, (dim,))
     return one_input(name, _CHUNK, x, labels, metas)
 
 

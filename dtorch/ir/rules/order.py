@@ -49,10 +49,10 @@ from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import FlipParam, GatherParam, OpParam, SortParam, TopKParam
-from dtorch.ir.placement import Partial, Placement, Replicate, Shard
+from dtorch.ir.placement import Partial, Placement, Replicate, Shard, short_text
 from dtorch.ir.rules.base import DtypeError, Inference, OutputMeta, Rule, norm_dim, norm_dims
 from dtorch.ir.rules.gather import INDEX_DTYPES
-from dtorch.ir.rules.signature import Labels, Signature, one_input, reject, signature
+from dtorch.ir.rules.signature import Signature, fresh_labels, one_input, reject, signature
 
 
 def _along(what: str) -> Signature:
@@ -99,11 +99,6 @@ def _check_dtype(name: str, kind: OpKind, dtype: torch.dtype) -> None:
         raise DtypeError(f"{name}: torch refuses {dtype} here: {refusal}")
 
 
-def _without(ndim: int, dims: tuple[int, ...]) -> Labels:
-    # the operated dims get labels of their own in the output: sharding them is refused
-    return tuple(-1 - d if d in dims else d for d in range(ndim))
-
-
 def sort_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """``sort(dim, descending, stable)``: values and int64 indices shaped like the input."""
     assert isinstance(param, SortParam)
@@ -111,7 +106,7 @@ def sort_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     dim = norm_dim(name, param.dim, x.ndim)
     _check_dtype(name, OpKind.Sort, x.dtype)
     metas = [OutputMeta(x.shape, x.dtype, ()), OutputMeta(x.shape, torch.int64, ())]
-    return one_input(name, _SORT, x, _without(x.ndim, (dim,)), metas)
+    return one_input(name, _SORT, x, fresh_labels(x.ndim, (dim,)), metas)
 
 
 def topk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -128,7 +123,7 @@ def topk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     _check_dtype(name, OpKind.TopK, x.dtype)
     shape = (*x.shape[:dim], param.k, *x.shape[dim + 1 :]) if x.shape else ()
     metas = [OutputMeta(shape, x.dtype, ()), OutputMeta(shape, torch.int64, ())]
-    return one_input(name, _TOPK, x, _without(x.ndim, (dim,)), metas)
+    return one_input(name, _TOPK, x, fresh_labels(x.ndim, (dim,)), metas)
 
 
 def flip_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -136,7 +131,7 @@ def flip_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     assert isinstance(param, FlipParam)
     (x,) = inputs
     dims = norm_dims(name, param.dims, x.ndim)
-    return one_input(name, _FLIP, x, _without(x.ndim, dims), [OutputMeta(x.shape, x.dtype, ())])
+    return one_input(name, _FLIP, x, fresh_labels(x.ndim, dims), [OutputMeta(x.shape, x.dtype, ())])
 
 
 def gather_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -148,7 +143,9 @@ def gather_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     for m, (px, pi) in enumerate(zip(x.placements, index.placements, strict=True)):
         out = _gathered(dim, x, index, px, pi)
         if out is None:
-            detail = f"mesh dim {m} is {_short(px)} x {_short(pi)}, which is not one of these"
+            detail = (
+                f"mesh dim {m} is {short_text(px)} x {short_text(pi)}, which is not one of these"
+            )
             raise reject(name, _GATHER, inputs, detail)
         placements.append(out)
     return Inference((OutputMeta(index.shape, x.dtype, tuple(placements)),))
@@ -188,11 +185,6 @@ def _gathered(
     if px == pi and x.shape[pi.dim] == index.shape[pi.dim]:
         return pi
     return None
-
-
-def _short(p: Placement) -> str:
-    # the compact notation of the messages: R, P, S(d)
-    return f"S({p.dim})" if isinstance(p, Shard) else "P" if isinstance(p, Partial) else "R"
 
 
 RULES: dict[OpKind, Rule] = {

@@ -42,7 +42,7 @@ from dtorch.ir.rules.base import (
 )
 from dtorch.ir.rules.copy import cast_is_linear
 from dtorch.ir.rules.promotion import reduce_dtype, scan_dtype, softmax_dtype
-from dtorch.ir.rules.signature import Labels, one_input, signature
+from dtorch.ir.rules.signature import Labels, fresh_labels, one_input, signature
 
 _FIRST = "redistribute the reduced dims to Replicate first"
 _LINEAR = signature(
@@ -125,7 +125,7 @@ def _reduce_plan(
 def _reduced_labels(ndim: int, dims: tuple[int, ...], keepdim: bool) -> Labels:
     # a kept reduced dim is a new size-1 dim: its label differs from the input's
     if keepdim:
-        return tuple(-1 - d if d in dims else d for d in range(ndim))
+        return fresh_labels(ndim, dims)
     return tuple(d for d in range(ndim) if d not in dims)
 
 
@@ -188,8 +188,7 @@ def softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     (x,) = inputs
     dim = norm_dim(name, param.dim, x.ndim)
     dtype = softmax_dtype(name, param.log, x.dtype, param.dtype)
-    # the softmax dim gets a new label in the output: sharding it is then rejected
-    labels = tuple(-1 if d == dim else d for d in range(x.ndim))
+    labels = fresh_labels(x.ndim, (dim,))  # sharding the softmax dim is then rejected
     return one_input(name, _SOFTMAX, x, labels, [OutputMeta(x.shape, dtype, ())])
 
 
@@ -201,8 +200,7 @@ def scan_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     dim = norm_dim(name, param.dim, x.ndim)
     dtype = scan_dtype(name, param.scan, x.dtype, param.dtype)
     linear = param.scan is ScanKind.SUM and cast_is_linear(x.dtype, dtype)
-    # the scanned dim gets a new label in the output: sharding it is then rejected
-    labels = tuple(-1 if d == dim else d for d in range(x.ndim))
+    labels = fresh_labels(x.ndim, (dim,))  # sharding the scanned dim is then rejected
     sig = _SCAN_LINEAR if linear else _SCAN
     return one_input(name, sig, x, labels, [OutputMeta(x.shape, dtype, ())])
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import functools
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -49,6 +49,17 @@ from dtorch.ir.rules.base import (
 )
 
 Labels = tuple[int, ...]
+
+
+def fresh_labels(ndim: int, dims: Collection[int]) -> Labels:
+    """The identity labels, ``dims`` given labels of their own (``-1 - d``): output dims
+    that are not the input's (sorted, reduced to size 1, ...), so a shard there is refused.
+
+    Example:
+        >>> fresh_labels(3, (1,))
+        (0, -2, 2)
+    """
+    return tuple(-1 - d if d in dims else d for d in range(ndim))
 
 
 class Cls(enum.IntEnum):

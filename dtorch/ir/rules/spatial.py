@@ -49,7 +49,7 @@ from dtorch.ir.params import InterpolateParam, OpParam, PadParam, PoolingParam
 from dtorch.ir.placement import Shard
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule
 from dtorch.ir.rules.image_ops import interpolate, meta_outputs, pad, pool
-from dtorch.ir.rules.signature import Labels, Signature, one_input, reject, signature
+from dtorch.ir.rules.signature import Signature, fresh_labels, one_input, reject, signature
 
 _WINDOW = "its windows would cross shard boundaries (a halo exchange, not implemented)"
 _LINEAR = signature("R -> R", "Si -> Si", "P -> P", legend="i: a batch or channel dim")
@@ -91,7 +91,7 @@ def _per_channel(
 ) -> Inference:
     """Placements of an operator that acts on the ``acted`` dims of ``x`` and keeps the rest."""
     refuse_window_shards(name, sig, (x,), ((0, acted, "a spatial dim"),))
-    labels: Labels = tuple(-1 - d if d in acted else d for d in range(x.ndim))
+    labels = fresh_labels(x.ndim, acted)
     return one_input(name, sig, x, labels, metas)
 
 

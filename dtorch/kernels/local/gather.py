@@ -39,9 +39,10 @@ def checked_index(name: str, index: torch.Tensor, dim: int, size: int, wrap: boo
     low = -size if wrap else 0
     bad = (flat < low) | (flat >= size)
     if bool(bad.any()):
-        value = int(flat[bad][0])
+        value, accepted = int(flat[bad][0]), f"{low} to {size - 1}" if size else "none"
         raise IndexError(
-            f"{name}: index {value} is out of bounds for dimension {dim} with size {size}"
+            f"{name}: index {value} is out of bounds for dimension {dim} with size {size}; "
+            f"accepted: {accepted}"
         )
     return flat % size if wrap and size else flat
 

@@ -30,6 +30,7 @@ import torch
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import FlipParam, GatherParam, SortParam, TopKParam
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
+from dtorch.kernels.local.gather import checked_index
 
 
 def sort_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
@@ -65,14 +66,7 @@ def gather_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     assert isinstance(param, GatherParam)
     x, index = inputs
     dim = param.dim % max(x.ndim, 1)
-    size = x.shape[dim] if x.ndim else 1
-    bad = (index < 0) | (index >= size)
-    if bool(bad.any()):
-        value, accepted = int(index[bad][0]), f"0 to {size - 1}" if size else "none"
-        raise IndexError(
-            f"{ctx.operator.name}: index {value} is out of bounds for dimension {dim} with "
-            f"size {size}; accepted: {accepted}"
-        )
+    checked_index(ctx.operator.name, index, dim, x.shape[dim] if x.ndim else 1, wrap=False)
     return [torch.gather(x, dim, index)]
 
 
