@@ -146,6 +146,19 @@ def distribute(
     return create(cls, kind, shape, value.dtype, value=value, **placement_keywords(kw))
 
 
+def beside(like: TensorBase, value: torch.Tensor) -> Tensor:
+    """``value`` (a full torch tensor) Replicate on ``like``'s mesh and graph, as ``like``'s
+    handle class: a torch operand (an index, a 0-d tensor) of an operator on ``like``.
+
+    Example:
+        >>> import dtorch, torch
+        >>> t = dtorch.zeros(2, device_mesh=dtorch.init_device_mesh("cpu", 2))
+        >>> beside(t, torch.arange(3)).placements
+        [Replicate()]
+    """
+    return distribute(type(like), value, graph=like.graph, device_mesh=like.device_mesh)
+
+
 def from_data(
     cls: type[TensorBase], data: Any, *, dtype: torch.dtype | None = None, **kw: Any
 ) -> Tensor:

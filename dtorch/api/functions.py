@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.create import distribute
+from dtorch.api.create import beside
 from dtorch.api.ops.shape import cat
 
 if TYPE_CHECKING:
@@ -39,9 +39,8 @@ def nonzero(t: Tensor, *, as_tuple: bool = False) -> Any:
     """
     value = t.to_torch()
     if not as_tuple:
-        return distribute(type(t), torch.nonzero(value), graph=t.graph, device_mesh=t.device_mesh)
-    found = torch.nonzero(value, as_tuple=True)
-    return tuple(distribute(type(t), i, graph=t.graph, device_mesh=t.device_mesh) for i in found)
+        return beside(t, torch.nonzero(value))
+    return tuple(beside(t, i) for i in torch.nonzero(value, as_tuple=True))
 
 
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

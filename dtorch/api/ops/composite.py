@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import torch
 
-from dtorch.api.create import distribute
+from dtorch.api.create import beside
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import assign, cast, clone
 from dtorch.api.ops.elementwise import binary, select, unary
@@ -328,7 +328,7 @@ def _as_tensor(name: str, arg: str, value: Any, like: TensorBase) -> Tensor:
         full = torch.tensor(
             number, dtype=torch.result_type(torch.empty(0, dtype=like.dtype), number)
         )
-    return distribute(type(like), full, graph=like.graph, device_mesh=like.device_mesh)
+    return beside(like, full)
 
 
 def in_place(

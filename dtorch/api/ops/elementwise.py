@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.create import distribute
+from dtorch.api.create import beside
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast
@@ -74,7 +74,7 @@ def _zero_dim(value: Any, other: TensorBase) -> Any:
     kernels accept other dtypes than its scalar ones. Other values are returned as they are."""
     if not isinstance(value, torch.Tensor) or value.ndim != 0:
         return value
-    return distribute(type(other), value, graph=other.graph, device_mesh=other.device_mesh)
+    return beside(other, value)
 
 
 def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.create import distribute
+from dtorch.api.create import beside
 from dtorch.api.record import record_one
 from dtorch.errors import ParamError
 from dtorch.ir.params import EmbeddingParam
-from dtorch.ir.placement import Replicate
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -51,11 +50,7 @@ def embedding(
     """
     check_max_norm("embedding", max_norm)
     if isinstance(input, torch.Tensor):
-        mesh = weight.device_mesh
-        replicate = [Replicate()] * mesh.ndim
-        input = distribute(
-            type(weight), input, graph=weight.graph, device_mesh=mesh, placements=replicate
-        )
+        input = beside(weight, input)
     return record_one("embedding", EmbeddingParam(_padding(padding_idx, weight)), (input, weight))
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import dtorch.api.ops.take as _take
-from dtorch.api.create import distribute
+from dtorch.api.create import beside, distribute
 from dtorch.api.handle import TensorBase
 from dtorch.errors import PlacementError
 
@@ -155,7 +155,7 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
         value = value.to_torch()
     full = t.to_torch()
     _torch_call("setitem", lambda: full.__setitem__(where, value))
-    back = distribute(type(t), full, graph=t.graph, device_mesh=t.device_mesh)
+    back = beside(t, full)
     t[...] = back
 
 

@@ -22,14 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.create import distribute
+from dtorch.api.create import beside
 from dtorch.api.dims import normalize_dims
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.shape import sizes
 from dtorch.api.record import record, record_one
 from dtorch.errors import ShapeError
 from dtorch.ir.params import FlipParam, GatherParam, SortParam, TopKParam
-from dtorch.ir.placement import Replicate
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -139,11 +138,7 @@ def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) ->
     """
     d = normalize_dims(operator.index(dim), input.ndim, op="gather")[0]
     if isinstance(index, torch.Tensor):
-        replicated = [Replicate()] * input.device_mesh.ndim
-        index = distribute(
-            type(input), index, graph=input.graph, device_mesh=input.device_mesh,
-            placements=replicated,
-        )  # fmt: skip
+        index = beside(input, index)
     elif not is_tensor(index):
         raise TypeError(
             f"gather: index must be a dtorch.Tensor (or a torch.Tensor) of int64, got "

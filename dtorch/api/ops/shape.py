@@ -20,7 +20,7 @@ import torch
 
 import dtorch.api.ops.index as _index
 import dtorch.api.ops.take as _take
-from dtorch.api.create import distribute
+from dtorch.api.create import beside
 from dtorch.api.dims import normalize_dims
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar
@@ -315,8 +315,7 @@ def repeat_interleave(
     """
     if repeats is None:
         counts = _counts(input)
-        input = distribute(type(input), torch.arange(len(counts)), graph=input.graph,
-                           device_mesh=input.device_mesh)  # fmt: skip
+        input = beside(input, torch.arange(len(counts)))
         return _repeat_each(input, counts, None, output_size)
     if isinstance(repeats, (torch.Tensor, TensorBase)):
         counts = _counts(repeats)
@@ -584,7 +583,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
         return
     entries = normalize_index(index, t.shape, "setitem")
     if isinstance(value, torch.Tensor):
-        value = distribute(type(t), value, graph=t.graph, device_mesh=t.device_mesh)
+        value = beside(t, value)
     if is_scalar(value) and not isinstance(value, TensorBase):
         record("setitem", SetItemParam(entries, as_scalar(value)), (t,))
     elif isinstance(value, TensorBase):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.create import distribute
+from dtorch.api.create import beside, distribute
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
@@ -86,9 +86,7 @@ def _device_index(x: Tensor, dim: int, index: Any, name: str, wrap: bool) -> Ten
             return index
         index = index.to_torch()
     _check_bounds(name, index, dim, x.shape[dim], wrap)
-    mesh = x.device_mesh
-    replicated = [Replicate()] * mesh.ndim
-    return distribute(type(x), index, graph=x.graph, device_mesh=mesh, placements=replicated)
+    return beside(x, index)
 
 
 def _check_bounds(name: str, index: torch.Tensor, dim: int, size: int, wrap: bool) -> None:
