@@ -1,6 +1,5 @@
 """Elementwise operators built from other operators: ``lerp``, ``addcmul``, ``addcdiv``,
-``addmm``, ``nan_to_num``, ``xlogy``, ``logaddexp``; and ``in_place``, which makes the
-``op_`` form of an operator method.
+``addmm``, ``nan_to_num``, ``xlogy``, ``logaddexp``.
 
 Each follows torch's formula and torch's dtypes: the result dtype (or torch's refusal) is
 learned once per dtype combination by running the torch function on one-element tensors,
@@ -18,33 +17,27 @@ Example:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dtorch.api.create import beside
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.convert import assign, cast, clone
+from dtorch.api.ops.convert import cast, clone
 from dtorch.api.ops.elementwise import binary, select, unary
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand
 from dtorch.api.record import record
-from dtorch.errors import DtypeError, PlacementError, ShapeError
+from dtorch.errors import ShapeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 from dtorch.ir.params import MatmulParam
 from dtorch.ir.rules.elementwise import broadcast_or_reason
+from dtorch.ir.rules.promotion import ProbeOperand, function_dtype
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
-#: An operand as the dtype probe sees it: a tensor's (dtype, is 0-d), or a sample number of
-#: the argument's Python type (only its type decides torch's result dtype).
-Spec = tuple[torch.dtype, bool] | bool | int | float
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T", bound=TensorBase)
 
 _REDUCED = (torch.float16, torch.bfloat16)  # computed in float32 by torch's kernels (opmath)
 
@@ -64,16 +57,7 @@ _TORCH: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
-@functools.cache
-def _probe(name: str, specs: tuple[Spec, ...], default: torch.dtype) -> torch.dtype | str:
-    args = [torch.ones((1,) * (not s[1]), dtype=s[0]) if isinstance(s, tuple) else s for s in specs]
-    try:
-        return _TORCH[name](*args).dtype
-    except (RuntimeError, TypeError, ValueError) as error:
-        return str(error).split("\n", 1)[0]
-
-
-def _spec(value: Any) -> Spec:
+def _spec(value: Any) -> ProbeOperand:
     if isinstance(value, TensorBase):
         return value.dtype, not value.shape
     return type(value)(1) if isinstance(value, (bool, int)) else 0.5
@@ -82,11 +66,7 @@ def _spec(value: Any) -> Spec:
 def result_dtype(name: str, *operands: Any) -> torch.dtype:
     """torch's result dtype of ``name`` on these tensors and numbers, or its refusal as a
     DtypeError (``lerp`` of integers, ``addcdiv`` of integers, ``addmm`` of mixed dtypes)."""
-    specs = tuple(_spec(v) for v in operands)
-    answer = _probe(name, specs, torch.get_default_dtype())
-    if isinstance(answer, str):
-        raise DtypeError(f"{name}: torch rejects these dtypes: {answer}")
-    return answer
+    return function_dtype(name, _TORCH[name], tuple(_spec(v) for v in operands))
 
 
 def _tensor(name: str, arg: str, value: Any) -> Tensor:
@@ -329,36 +309,3 @@ def _as_tensor(name: str, arg: str, value: Any, like: TensorBase) -> Tensor:
             number, dtype=torch.result_type(torch.empty(0, dtype=like.dtype), number)
         )
     return beside(like, full)
-
-
-def in_place(
-    name: str, method: Callable[Concatenate[_T, _P], Any]
-) -> Callable[Concatenate[_T, _P], _T]:
-    """torch's in-place ``name`` of an operator ``method``: its result written back into the
-    tensor with ``assign``, as ``add_`` does (every alias and view sees it; a result dtype
-    that does not cast back, ``exp_`` of an integer tensor, is refused); returns the tensor.
-
-    Example:
-        >>> import dtorch
-        >>> t = dtorch.tensor([1.0, 4.0])
-        >>> sqrt_ = in_place("sqrt_", dtorch.Tensor.sqrt)
-        >>> sqrt_(t) is t, t.tolist()
-        (True, [1.0, 2.0])
-    """
-
-    base = f"{method.__name__}: "
-
-    @functools.wraps(method)
-    def run(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        try:
-            result = method(self, *args, **kwargs)
-        except (DtypeError, PlacementError, ShapeError) as error:  # named as the user called it
-            text = str(error)
-            if not text.startswith(base):
-                raise
-            raise type(error)(f"{name}: {text.removeprefix(base)}") from None
-        assign(name, self, result)  # type: ignore[arg-type]
-        return self
-
-    run.__name__, run.__qualname__ = name, f"Tensor.{name}"
-    return run

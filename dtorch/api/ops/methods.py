@@ -1,6 +1,6 @@
 """Tensor methods made from an operator's description, so that ``dtorch.api.tensor`` states
-each in one line (``exp = unary(MathKind.EXP, "exp")``); the functions they make carry the
-name torch gives the method.
+each in one line (``exp = unary(MathKind.EXP, "exp")``, ``exp_ = in_place("exp_", exp)``);
+the functions they make carry the name torch gives the method.
 
 Example:
     >>> import dtorch
@@ -12,20 +12,26 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import torch
 
+from dtorch.api.handle import TensorBase
+from dtorch.api.ops.convert import assign
 from dtorch.api.ops.convert import cast as _cast
 from dtorch.api.ops.elementwise import binary as _binary
 from dtorch.api.ops.elementwise import unary as _unary
+from dtorch.errors import DtypeError, PlacementError, ShapeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 _F = Callable[..., Any]
+_P = ParamSpec("_P")
+_T = TypeVar("_T", bound=TensorBase)
 
 
 def _named(method: _F, name: str) -> None:
@@ -67,3 +73,36 @@ def cast(dtype: torch.dtype, name: str) -> Callable[[Tensor], Tensor]:
 
     _named(method, name)
     return method
+
+
+def in_place(
+    name: str, method: Callable[Concatenate[_T, _P], Any]
+) -> Callable[Concatenate[_T, _P], _T]:
+    """torch's in-place ``name`` of an operator ``method``: its result written back into the
+    tensor with ``assign``, as ``add_`` does (every alias and view sees it; a result dtype
+    that does not cast back, ``exp_`` of an integer tensor, is refused); returns the tensor.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([1.0, 4.0])
+        >>> sqrt_ = in_place("sqrt_", dtorch.Tensor.sqrt)
+        >>> sqrt_(t) is t, t.tolist()
+        (True, [1.0, 2.0])
+    """
+
+    base = f"{method.__name__}: "
+
+    @functools.wraps(method)
+    def run(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        try:
+            result = method(self, *args, **kwargs)
+        except (DtypeError, PlacementError, ShapeError) as error:  # named as the user called it
+            text = str(error)
+            if not text.startswith(base):
+                raise
+            raise type(error)(f"{name}: {text.removeprefix(base)}") from None
+        assign(name, self, result)  # type: ignore[arg-type]
+        return self
+
+    run.__name__, run.__qualname__ = name, f"Tensor.{name}"
+    return run

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -158,11 +159,6 @@ def scan_dtype(
     return _answer(name, _scan(kind, dtype, out))
 
 
-@functools.cache
-def _tensors(kind: OpKind, sides: tuple[Side, ...], default: torch.dtype) -> _Answer:
-    return _probe(lambda: _TENSOR_OPS[kind](*(_one(*side) for side in sides)))
-
-
 def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.matmul(a.reshape(1, 1), b.reshape(1, 1))
 
@@ -183,33 +179,46 @@ _TENSOR_OPS: dict[OpKind, Callable[..., torch.Tensor]] = {
 }
 
 
-#: A Python number of each kind, for probes where numbers promote as numbers (not as 0-d
-#: tensors: ``where(c, 0.5, float16 0-d tensor)`` is float16, with a 0-d float32 it is not).
-_NUMBERS = {ScalarKind.INT: 1, ScalarKind.UINT: 2**63, ScalarKind.FLOAT: 1.0, ScalarKind.BOOL: True}
+#: An operand as a dtype probe sees it: a tensor's Side, or a sample Python number, whose
+#: type alone decides (a number does not promote as a 0-d tensor: ``where(c, 0.5, float16
+#: 0-d tensor)`` is float16, with a 0-d float32 tensor it is not).
+ProbeOperand = Side | bool | int | float
+
+#: The sample number of each scalar kind.
+NUMBERS = {ScalarKind.INT: 1, ScalarKind.UINT: 2**63, ScalarKind.FLOAT: 1.0, ScalarKind.BOOL: True}
 
 
 @functools.cache
-def _where(cond: Side, x: Side | ScalarKind, y: Side | ScalarKind, default: torch.dtype) -> _Answer:
-    def operand(side: Side | ScalarKind) -> torch.Tensor | bool | int | float:
-        return _NUMBERS[side] if isinstance(side, ScalarKind) else _one(*side)
+def _function(
+    fn: Callable[..., torch.Tensor], keys: tuple[tuple[Any, Any], ...], default: torch.dtype
+) -> _Answer:
+    values = [_one(*k) if isinstance(k[0], torch.dtype) else k[1] for k in keys]
+    return _probe(lambda: fn(*values))
 
-    return _probe(lambda: torch.where(_one(*cond), operand(x), operand(y)))
+
+def _key(operand: ProbeOperand) -> tuple[Any, Any]:
+    # a number keyed with its type: True, 1 and 1.0 are equal keys, not equal probes
+    return operand if isinstance(operand, tuple) else (type(operand), operand)
 
 
-def where_dtype(name: str, cond: Side, x: Side | ScalarKind, y: Side | ScalarKind) -> torch.dtype:
-    """Result dtype of ``where(cond, x, y)``, a branch a tensor side or a Python number's kind.
+def function_dtype(
+    name: str, fn: Callable[..., torch.Tensor], operands: tuple[ProbeOperand, ...]
+) -> torch.dtype:
+    """Result dtype of torch's ``fn`` on these operands (learned once per combination by
+    running it on one-element tensors), or its refusal as a DtypeError naming ``name``.
 
     Example:
-        >>> where_dtype("where", (torch.bool, False), ScalarKind.FLOAT, (torch.float16, True))
+        >>> function_dtype("where", torch.where, ((torch.bool, False), 1.0, (torch.float16, True)))
         torch.float16
     """
-    return _answer(name, _where(cond, x, y, torch.get_default_dtype()))
+    keys = tuple([_key(o) for o in operands])
+    return _answer(name, _function(fn, keys, torch.get_default_dtype()))
 
 
 def tensors_dtype(name: str, kind: OpKind, sides: tuple[Side, ...]) -> torch.dtype:
     """Result dtype of the multi-tensor operator ``kind`` on one tensor per side (dtype and
     whether it is 0-d: 0-d tensors and Python scalars promote differently)."""
-    return _answer(name, _tensors(kind, sides, torch.get_default_dtype()))
+    return function_dtype(name, _TENSOR_OPS[kind], sides)
 
 
 @functools.cache

@@ -30,7 +30,7 @@ from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import ClampParam, MaskedParam, OpParam, WhereParam
 from dtorch.ir.rules.base import DtypeError, Inference, ParamError, Rule
 from dtorch.ir.rules.elementwise import broadcast_shapes, elementwise_placements
-from dtorch.ir.rules.promotion import Side, clamp_dtype, tensors_dtype, where_dtype
+from dtorch.ir.rules.promotion import NUMBERS, Side, clamp_dtype, function_dtype, tensors_dtype
 from dtorch.ir.rules.signature import elementwise, signature
 from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
 from dtorch.ir.scalar import Scalar, ScalarKind
@@ -62,10 +62,11 @@ def scalar_side(name: str, scalar: Scalar) -> Side:
     return SCALAR_DTYPES[scalar.kind] or torch.get_default_dtype(), True
 
 
-def _number(name: str, scalar: Scalar) -> ScalarKind:
-    """A Python-number branch of ``where``: its kind (it promotes as a number)."""
+def _number(name: str, scalar: Scalar) -> bool | int | float:
+    """A Python-number branch of ``where``: a sample number of its kind (it promotes as a
+    number)."""
     scalar_side(name, scalar)  # refuses None
-    return scalar.kind
+    return NUMBERS[scalar.kind]
 
 
 def _is_zero(scalar: Scalar | None) -> bool:
@@ -79,7 +80,7 @@ def where_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
     tensors = iter(rest)
     x, y = [_number(name, s) if s is not None else _side(next(tensors)) for s in (param.x, param.y)]
     shape = broadcast_shapes(name, tuple(o.shape for o in inputs))
-    dtype = where_dtype(name, _side(cond), x, y)
+    dtype = function_dtype(name, torch.where, (_side(cond), x, y))
     zero_other = _is_zero(param.x) or _is_zero(param.y)
     sig = _WHERE_ZERO if len(inputs) == 2 and zero_other else _WHERE[len(inputs)]
     return elementwise_placements(name, sig, inputs, shape, dtype)
