@@ -1,7 +1,8 @@
 """``dtorch.nn.modules``: the Module class and the layers, one concept per file (torch's
 layout: ``module``, ``container``, ``linear``, ``parallel_linear``, ``activation``,
 ``flatten``, ``conv``, ``pooling``, ``normalization``, ``sparse``, ``dropout``,
-``sloped_activation``; ``state`` holds ``state_dict``/``load_state_dict``).
+``sloped_activation``; ``state`` holds ``state_dict``/``load_state_dict``, ``hooks`` the
+forward hooks and the redistribution around ``forward``).
 
 Example:
     >>> from dtorch.nn.modules.linear import Linear

@@ -9,7 +9,7 @@ torch's order (a module's own members, then its children depth first, shared mem
 Calling a module runs, in this order: the forward pre-hooks (which may replace the
 arguments), ``redistribute_input`` (DTorch's placement hook, see below), ``forward``,
 ``redistribute_output``, then the forward hooks (which see the arguments ``forward`` got and
-may replace the output).
+may replace the output); see ``dtorch.nn.modules.hooks``.
 
 DTorch's placement hooks: a module may declare ``input_placements`` and ``output_placements``,
 dicts from mesh dim names to placements (``{"tp": Replicate()}``). ``redistribute_input``
@@ -48,10 +48,9 @@ from torch.utils.hooks import RemovableHandle
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
-from dtorch.nn.modules import state
+from dtorch.nn.modules import hooks, state
+from dtorch.nn.modules.hooks import Hook
 from dtorch.nn.parameter import Buffer, Parameter
-
-Hook = Callable[..., Any]
 
 
 def _typename(value: Any) -> str:
@@ -76,15 +75,6 @@ def _addindent(text: str, spaces: int) -> str:
     """Indent every line of ``text`` but the first (torch's ``_addindent``)."""
     first, *rest = text.split("\n")
     return "\n".join([first, *(" " * spaces + line for line in rest)])
-
-
-def _placed(value: Any, placements: Mapping[str, Placement]) -> Any:
-    """``value`` redistributed to ``placements`` (by mesh dim name) when it is a Tensor."""
-    if not isinstance(value, Tensor):
-        return value
-    return value.redistribute_by_dict(
-        placements_dict=dict(placements), default_placement_mode="keep"
-    )
 
 
 class Module:
@@ -466,20 +456,13 @@ class Module:
         a safetensors file)."""
         return state.load_state_dict(self, state_dict, strict=strict, assign=assign)
 
-    # --- calling ----------------------------------------------------------------------------
+    # --- calling (the machinery is in dtorch.nn.modules.hooks) -----------------------------
     def register_forward_pre_hook(
         self, hook: Hook, *, prepend: bool = False, with_kwargs: bool = False
     ) -> RemovableHandle:
         """``hook(module, args)`` (or ``hook(module, args, kwargs)``) before ``forward``; a
         non-None result replaces the arguments (``(args, kwargs)`` with ``with_kwargs``)."""
-        hooks = self._forward_pre_hooks
-        handle = RemovableHandle(hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
-        hooks[handle.id] = hook
-        if with_kwargs:
-            self._forward_pre_hooks_with_kwargs[handle.id] = True
-        if prepend:
-            hooks.move_to_end(handle.id, last=False)
-        return handle
+        return hooks.register_forward_pre_hook(self, hook, prepend=prepend, with_kwargs=with_kwargs)
 
     def register_forward_hook(
         self,
@@ -492,65 +475,23 @@ class Module:
         """``hook(module, args, output)`` (or with ``kwargs`` before ``output``) after
         ``forward``; a non-None result replaces the output. ``always_call``: also when
         ``forward`` raised (the error is raised again afterwards)."""
-        hooks = self._forward_hooks
-        extra = [self._forward_hooks_with_kwargs, self._forward_hooks_always_called]
-        handle = RemovableHandle(hooks, extra_dict=extra)
-        hooks[handle.id] = hook
-        if with_kwargs:
-            self._forward_hooks_with_kwargs[handle.id] = True
-        if always_call:
-            self._forward_hooks_always_called[handle.id] = True
-        if prepend:
-            hooks.move_to_end(handle.id, last=False)
-        return handle
+        return hooks.register_forward_hook(
+            self, hook, prepend=prepend, with_kwargs=with_kwargs, always_call=always_call
+        )
 
     def redistribute_input(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict]:
         """forward's arguments on ``input_placements`` (see the module docstring)."""
-        wanted = self.input_placements
-        if not wanted:
-            return args, kwargs
-        return (
-            tuple(_placed(a, wanted) for a in args),
-            {k: _placed(v, wanted) for k, v in kwargs.items()},
-        )
+        return hooks.redistribute_input(self.input_placements, args, kwargs)
 
     def redistribute_output(self, output: Any) -> Any:
         """forward's output on ``output_placements`` (see the module docstring)."""
-        wanted = self.output_placements
-        if not wanted:
-            return output
-        if isinstance(output, (tuple, list)):
-            return type(output)(_placed(o, wanted) for o in output)
-        return _placed(output, wanted)
+        return hooks.redistribute_output(self.output_placements, output)
 
     def _run_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        for hook_id, hook in list(self._forward_pre_hooks.items()):
-            if hook_id in self._forward_pre_hooks_with_kwargs:
-                result = hook(self, args, kwargs)
-                if result is not None:
-                    if not (isinstance(result, tuple) and len(result) == 2):
-                        raise RuntimeError(
-                            "forward pre-hook must return None or a tuple of (new_args, "
-                            f"new_kwargs), but got {result}."
-                        )
-                    args, kwargs = result
-            else:
-                result = hook(self, args)
-                if result is not None:
-                    args = result if isinstance(result, tuple) else (result,)
-        return args, kwargs
+        return hooks.run_pre_hooks(self, args, kwargs)
 
     def _run_hooks(self, args: tuple, kwargs: dict, output: Any, only_always: bool) -> Any:
-        for hook_id, hook in list(self._forward_hooks.items()):
-            if only_always and hook_id not in self._forward_hooks_always_called:
-                continue
-            if hook_id in self._forward_hooks_with_kwargs:
-                result = hook(self, args, kwargs, output)
-            else:
-                result = hook(self, args, output)
-            if result is not None:
-                output = result
-        return output
+        return hooks.run_hooks(self, args, kwargs, output, only_always)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._forward_pre_hooks:

@@ -1,0 +1,301 @@
+"""Param records of the operators that compute: elementwise, linear algebra, nn and fused.
+
+Activations, binary and unary math, reductions, scans, sorts, matmul/linear/einsum,
+convolution, pooling, normalisation, attention, dropout and the fused kernels (``Fuse``,
+``ApplyRotaryEmb``, ``SiluLinearChunk``, ``LayerNormMulAdd``). Split out of
+``dtorch.ir.params`` (which re-exports every record here and registers it in ``PARAM_TYPES``)
+to keep each file to one family of records; import them from ``dtorch.ir.params``.
+
+Example:
+    >>> from dtorch.ir import params, params_compute
+    >>> params.MatmulParam is params_compute.MatmulParam
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from dtorch.ir.opkind import (
+    ActivationKind,
+    BinaryKind,
+    MaskedKind,
+    MathKind,
+    MaxMinKind,
+    NormKind,
+    OperatorFormat,
+    OpKind,
+    PaddingType,
+    PoolKind,
+    ReduceKind,
+    ScanKind,
+)
+from dtorch.ir.params_base import Ints, OpParam
+from dtorch.ir.scalar import Scalar
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Activation
+    activation: ActivationKind
+    approximate: str = "none"  # GELU: "none" or "tanh"
+    alpha: float = 0.0  # LEAKY_RELU's negative_slope, ELU's alpha
+
+
+@dataclass(frozen=True, slots=True)
+class BatchNormParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.BatchNorm
+    eps: float = 1e-5
+    momentum: float = 0.1
+    training: bool = False
+    has_weight: bool = True
+    has_bias: bool = True
+    has_running_stats: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastBinaryParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.BroadcastBinary
+    """``a <op> b``; with ``scalar`` set, the one input is combined with that Python number,
+    on the left when ``scalar_first`` (``2 - t``). ``alpha`` (ADD and SUB of two tensors only)
+    scales ``b`` inside torch's own kernel, in the result dtype: ``torch.add(a, b, alpha=)``."""
+
+    binary: BinaryKind
+    scalar: Scalar | None = None
+    scalar_first: bool = False
+    alpha: Scalar | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConvParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Conv
+    dilations: Ints = (1, 1)
+    group: int = 1
+    kernel_size: Ints = ()
+    padding_type: PaddingType = PaddingType.EXPLICIT
+    pads: Ints = (0, 0)
+    strides: Ints = (1, 1)
+    format: OperatorFormat = OperatorFormat.NCHW
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class DropoutParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Dropout
+    p: float = 0.5
+    training: bool = True
+    generator: torch.Generator | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FuseParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Fuse
+    """Elementwise steps applied in order to one input (each a unary-form param)."""
+
+    steps: tuple[OpParam, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LinearParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Linear
+    """``x @ w.T (+ b)``; a bias is present when the operator has three inputs."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolingParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Pooling
+    pool: PoolKind
+    kernel_size: Ints = ()
+    strides: Ints = ()
+    pads: Ints = (0, 0)
+    dilations: Ints = (1, 1)
+    ceil_mode: bool = False
+    count_include_pad: bool = True
+    output_size: Ints = ()
+    divisor_override: int | None = None  # AVG: torch's divisor_override
+    return_indices: bool = False  # MAX: a second output, the int64 argmax of every window
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Reduce
+    """Reduce over ``dims`` (None: every dim); ARGMAX/ARGMIN take at most one dim."""
+
+    reduce: ReduceKind
+    dims: Ints | None = None
+    keepdim: bool = False
+    dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BaseMathParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.BaseMath
+    math: MathKind
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Embedding
+    padding_idx: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizationParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Normalization
+    """Layer, RMS or group norm; weight and bias are optional inputs, named by the flags."""
+
+    norm: NormKind
+    normalized_shape: Ints = ()
+    eps: float | None = None
+    num_groups: int = 1
+    has_weight: bool = False
+    has_bias: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SdpaParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Sdpa
+    is_causal: bool = False
+    scale: float | None = None
+    dropout_p: float = 0.0
+    has_mask: bool = False
+    enable_gqa: bool = False
+    #: the mesh dim of ring attention (q/k/v sharded on their sequence dim there), or -1
+    ring_dim: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EinsumParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Einsum
+    equation: str
+
+
+@dataclass(frozen=True, slots=True)
+class InterpolateParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Interpolate
+    size: Ints | None = None
+    scale_factor: tuple[float, ...] | None = None
+    mode: str = "nearest"
+    align_corners: bool | None = None
+    recompute_scale_factor: bool | None = None
+    antialias: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClampParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Clamp
+    min: Scalar | None = None
+    max: Scalar | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WhereParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Where
+    """``where(cond, x, y)``; ``x``/``y`` set when that side is a Python number."""
+
+    x: Scalar | None = None
+    y: Scalar | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MaxMinParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.MaxMin
+    """``max/min(t, dim, keepdim)`` with two outputs: values and int64 indices."""
+
+    maxmin: MaxMinKind
+    dim: int
+    keepdim: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MatmulParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Matmul
+    trans_a: bool = False
+    trans_b: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SoftmaxParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Softmax
+    dim: int
+    log: bool = False
+    dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OuterParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Outer
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyRotaryEmbParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.ApplyRotaryEmb
+    """Rotary embedding of x by (cos, sin); ``interleaved`` pairs even/odd features."""
+
+    interleaved: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SiluLinearChunkParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SiluLinearChunk
+    """``a, b = linear(x, w).chunk(2, dim); silu(a) * b`` (SwiGLU) in one kernel."""
+
+    dim: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LayerNormMulAddParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.LayerNormMulAdd
+    """``layer_norm(x) * mul + add`` in one kernel."""
+
+    normalized_shape: Ints = ()
+    eps: float = 1e-5
+
+
+@dataclass(frozen=True, slots=True)
+class MaskedParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Masked
+    """``masked_fill(mask, value)`` (``value`` scalar) or ``masked_scatter(mask, source)``."""
+
+    masked: MaskedKind
+    value: Scalar | None = None
+    in_place: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NonzeroParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Nonzero
+
+
+@dataclass(frozen=True, slots=True)
+class ScanParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Scan
+    """``cumsum``/``cumprod`` along ``dim`` (normalised); ``dtype``: the input is cast to it
+    first (torch's ``dtype=`` argument), else integers and bools accumulate in int64."""
+
+    scan: ScanKind
+    dim: int
+    dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SortParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Sort
+    """``sort(dim, descending, stable)`` with two outputs: values and int64 indices."""
+
+    dim: int
+    descending: bool = False
+    stable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopKParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.TopK
+    """``topk(k, dim, largest, sorted)`` with two outputs: values and int64 indices."""
+
+    k: int
+    dim: int
+    largest: bool = True
+    sorted: bool = True

@@ -1,0 +1,227 @@
+"""Param records of the operators that make, place, copy, reshape and index tensors.
+
+Creation and distribution (``Create``, ``Convert``, ``ViewPlacements``), copies and casts,
+shape and view changes, and indexing (``GetItem``, ``SetItem``, ``IndexSelect``, ``IndexPut``,
+``Gather``): operators that move or select values rather than compute new ones. Split out of
+``dtorch.ir.params`` (which re-exports every record here and registers it in ``PARAM_TYPES``)
+to keep each file to one family of records; import them from ``dtorch.ir.params``.
+
+Example:
+    >>> from dtorch.ir import params, params_layout
+    >>> params.ReshapeParam is params_layout.ReshapeParam
+    True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.opkind import CreateKind, OpKind
+from dtorch.ir.params_base import IndexEntry, Ints, OpParam, SharedInput
+from dtorch.ir.placement import Placement
+from dtorch.ir.scalar import Scalar
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CreateParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Create
+    """A new tensor on ``mesh``: kind, shape, dtype, placements, and the kind's arguments.
+
+    ``args`` holds FULL's fill value, ARANGE's (start, end, step), RAND/RANDN's nothing and
+    RANDINT's and UNIFORM's (low, high). ``generator`` is a snapshot of the user's generator
+    (random kinds) and ``value`` the full torch tensor to distribute (FROM_TENSOR); on its way
+    to worker processes a large ``value`` is in shared memory instead (``shared``).
+    """
+
+    create: CreateKind
+    shape: Ints
+    dtype: torch.dtype
+    mesh: DeviceMesh
+    placements: tuple[Placement, ...]
+    args: tuple[int | float | bool, ...] = ()
+    generator: torch.Generator | None = None
+    value: torch.Tensor | None = None
+    shared: SharedInput | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConvertParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Convert
+    """Redistribute to ``mesh`` and ``placements`` (the output operand's layout)."""
+
+    mesh: DeviceMesh
+    placements: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ViewPlacementsParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.ViewPlacements
+    """``view([placements])``: every device's local shard kept as it is, read under
+    ``placements`` (one per mesh dim); the global shape follows from the local shapes."""
+
+    placements: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CopyParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Copy
+    """``dst.copy_(src)``: inputs are (dst, src); dst's shards change in place."""
+
+
+@dataclass(frozen=True, slots=True)
+class CloneParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Clone
+
+
+@dataclass(frozen=True, slots=True)
+class ContiguousParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Contiguous
+
+
+@dataclass(frozen=True, slots=True)
+class CastParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Cast
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Expand
+    shape: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class FlattenParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Flatten
+    start_dim: int = 0
+    end_dim: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ReshapeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Reshape
+    shape: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class SqueezeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Squeeze
+    dims: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class UnsqueezeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Unsqueeze
+    dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransposeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Transpose
+    dim0: int
+    dim1: int
+
+
+@dataclass(frozen=True, slots=True)
+class ViewParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.View
+    shape: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class PermuteParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Permute
+    dims: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class ConcatParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Concat
+    """``torch.cat`` along ``dim``; ``stack`` inserts the new dim first (``torch.stack``)."""
+
+    dim: int
+    stack: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Chunk
+    chunks: int
+    dim: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Repeat
+    repeats: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatInterleaveParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.RepeatInterleave
+    repeats: int
+    dim: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FlipParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Flip
+    """``flip(dims)``: the order of every one of ``dims`` reversed."""
+
+    dims: Ints
+
+
+@dataclass(frozen=True, slots=True)
+class PadParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Pad
+    pads: Ints
+    mode: str = "constant"
+    value: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GetItemParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.GetItem
+    index: tuple[IndexEntry, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetItemParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SetItem
+    """``t[index] = value``: inputs (t,) with ``scalar`` set, else (t, value)."""
+
+    index: tuple[IndexEntry, ...]
+    scalar: Scalar | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexSelectParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.IndexSelect
+    """Inputs (x, index): ``x`` indexed along ``dim`` by an integer tensor of any shape (its
+    dims replace ``dim``); ``wrap``: negative indices count from the end (``t[index]``),
+    else they are out of range (``index_select``)."""
+
+    dim: int
+    wrap: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPutParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.IndexPut
+    """Inputs (x, index) with ``scalar`` set, else (x, index, value): in place,
+    ``x[(:,) * dim, index] = value`` (torch's ``index_put_``, accumulate=False)."""
+
+    dim: int
+    scalar: Scalar | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatherParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Gather
+    """Inputs (x, index): ``torch.gather(x, dim, index)``, the output shaped like the index."""
+
+    dim: int

@@ -1,0 +1,133 @@
+"""A Module's call path: its forward pre-hooks, forward hooks and placement hooks.
+
+``Module.__call__`` runs the forward pre-hooks (which may replace the arguments),
+``redistribute_input``, ``forward``, ``redistribute_output``, then the forward hooks (which
+see the arguments ``forward`` got and may replace the output). This module holds how hooks
+are registered (torch's ``RemovableHandle`` ids, ``prepend``, ``with_kwargs``,
+``always_call``) and run, and how the placement hooks move Tensor arguments and outputs to a
+module's ``input_placements``/``output_placements``. It is apart from ``module.py`` so that
+the Module class keeps to its tree of members; the Module methods of the same names delegate
+here, as ``state_dict``/``load_state_dict`` delegate to ``dtorch.nn.modules.state``.
+
+Example:
+    >>> import dtorch
+    >>> from dtorch import nn
+    >>> m = nn.ReLU()
+    >>> handle = m.register_forward_hook(lambda module, args, output: output * 2)
+    >>> m(dtorch.ones(2)).tolist()
+    [2.0, 2.0]
+    >>> handle.remove()
+    >>> m(dtorch.ones(2)).tolist()
+    [1.0, 1.0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from torch.utils.hooks import RemovableHandle
+
+from dtorch.api.tensor import Tensor
+from dtorch.ir.placement import Placement
+
+if TYPE_CHECKING:
+    from dtorch.nn.modules.module import Module
+
+Hook = Callable[..., Any]
+
+
+def register_forward_pre_hook(
+    module: Module, hook: Hook, *, prepend: bool, with_kwargs: bool
+) -> RemovableHandle:
+    """Add ``hook`` to ``module``'s forward pre-hooks (``Module.register_forward_pre_hook``)."""
+    hooks = module._forward_pre_hooks
+    handle = RemovableHandle(hooks, extra_dict=module._forward_pre_hooks_with_kwargs)
+    hooks[handle.id] = hook
+    if with_kwargs:
+        module._forward_pre_hooks_with_kwargs[handle.id] = True
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
+def register_forward_hook(
+    module: Module, hook: Hook, *, prepend: bool, with_kwargs: bool, always_call: bool
+) -> RemovableHandle:
+    """Add ``hook`` to ``module``'s forward hooks (``Module.register_forward_hook``)."""
+    hooks = module._forward_hooks
+    extra = [module._forward_hooks_with_kwargs, module._forward_hooks_always_called]
+    handle = RemovableHandle(hooks, extra_dict=extra)
+    hooks[handle.id] = hook
+    if with_kwargs:
+        module._forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        module._forward_hooks_always_called[handle.id] = True
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
+def run_pre_hooks(module: Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``module``'s forward pre-hooks in order, each given the arguments the last left."""
+    for hook_id, hook in list(module._forward_pre_hooks.items()):
+        if hook_id in module._forward_pre_hooks_with_kwargs:
+            result = hook(module, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError(
+                        "forward pre-hook must return None or a tuple of (new_args, "
+                        f"new_kwargs), but got {result}."
+                    )
+                args, kwargs = result
+        else:
+            result = hook(module, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+    return args, kwargs
+
+
+def run_hooks(module: Module, args: tuple, kwargs: dict, output: Any, only_always: bool) -> Any:
+    """``module``'s forward hooks in order (only the ``always_call`` ones when
+    ``only_always``), each given the output the last left."""
+    for hook_id, hook in list(module._forward_hooks.items()):
+        if only_always and hook_id not in module._forward_hooks_always_called:
+            continue
+        if hook_id in module._forward_hooks_with_kwargs:
+            result = hook(module, args, kwargs, output)
+        else:
+            result = hook(module, args, output)
+        if result is not None:
+            output = result
+    return output
+
+
+def placed(value: Any, placements: Mapping[str, Placement]) -> Any:
+    """``value`` redistributed to ``placements`` (by mesh dim name) when it is a Tensor."""
+    if not isinstance(value, Tensor):
+        return value
+    return value.redistribute_by_dict(
+        placements_dict=dict(placements), default_placement_mode="keep"
+    )
+
+
+def redistribute_input(
+    wanted: Mapping[str, Placement] | None, args: tuple[Any, ...], kwargs: dict
+) -> tuple[tuple[Any, ...], dict]:
+    """Every Tensor of ``args`` and ``kwargs`` on ``wanted`` (None or empty: unchanged)."""
+    if not wanted:
+        return args, kwargs
+    return (
+        tuple(placed(a, wanted) for a in args),
+        {k: placed(v, wanted) for k, v in kwargs.items()},
+    )
+
+
+def redistribute_output(wanted: Mapping[str, Placement] | None, output: Any) -> Any:
+    """``output`` (a Tensor, or each Tensor of a tuple/list) on ``wanted`` (None or empty:
+    unchanged)."""
+    if not wanted:
+        return output
+    if isinstance(output, (tuple, list)):
+        return type(output)(placed(o, wanted) for o in output)
+    return placed(output, wanted)
