@@ -34,6 +34,7 @@ import mmap
 import os
 import select
 import socket
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -59,12 +60,42 @@ def _page_round(nbytes: int) -> int:
 
 
 def open_named(name: str, *, create: bool, size: int = 0) -> int:
-    """Open (or exclusively create, sized) the named segment ``/dev/shm/<name>``; its fd."""
-    flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if create else 0)
-    fd = os.open(SHM_DIR / name, flags, 0o600)
+    """Open (or exclusively create, sized) the named segment ``/dev/shm/<name>``; its fd.
+
+    An existing segment is opened only if it is this user's own private file (see
+    ``check_private``): ``/dev/shm`` is writable by every local user and segment names can be
+    predicted, so another user could create one first and read or rewrite what is put in it."""
     if create:
+        fd = os.open(SHM_DIR / name, os.O_RDWR | os.O_CLOEXEC | os.O_CREAT | os.O_EXCL, 0o600)
         os.ftruncate(fd, size)
+        return fd
+    fd = os.open(SHM_DIR / name, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        check_private(fd, f"shared segment {SHM_DIR / name}")
+    except CommError:
+        os.close(fd)
+        raise
     return fd
+
+
+def check_private(fd: int, what: str) -> os.stat_result:
+    """``fd``'s status, once it is known to be a regular file of this process's user that no
+    other user may read or write (CommError otherwise)."""
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
+        raise CommError(f"{what} is not a regular file: refused")
+    if status.st_uid != os.geteuid():
+        raise CommError(
+            f"{what} belongs to user id {status.st_uid}, not to this process's user "
+            f"({os.geteuid()}): refused (another user may have created it to read or change "
+            "this program's data)"
+        )
+    if status.st_mode & 0o077:
+        raise CommError(
+            f"{what} has mode {stat.S_IMODE(status.st_mode):o}: other users may read or "
+            "write it: refused (dtorch's segments are 600)"
+        )
+    return status
 
 
 def unlink_named(name: str) -> bool:
@@ -101,6 +132,7 @@ class Segment:
     def create(cls, size: int) -> Segment:
         """A new zero-filled segment of ``size`` bytes (rounded up to whole pages)."""
         fd = os.memfd_create("dtorch-tensor", os.MFD_CLOEXEC)
+        os.fchmod(fd, 0o600)  # a memfd starts as 777; peers check that it is private
         size = _page_round(size)
         os.ftruncate(fd, size)
         return cls(fd, size)
@@ -131,7 +163,7 @@ def map_peer(locator: Locator) -> mmap.mmap:
             "(the process exited, or /proc access to it is not permitted)"
         ) from None
     try:
-        if os.fstat(fd).st_ino != locator.inode:
+        if check_private(fd, f"shared segment {path}").st_ino != locator.inode:
             raise CommError(f"{path} is no longer the segment it was (inode changed)")
         return mmap.mmap(fd, locator.size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
     finally:

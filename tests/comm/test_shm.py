@@ -1,14 +1,22 @@
 """Shared-memory pieces (``dtorch.comm.shm``): a tensor over a mapping keeps the mapping,
-whoever drops or evicts it meanwhile (a tensor over unmapped memory would crash the process)."""
+whoever drops or evicts it meanwhile (a tensor over unmapped memory would crash the process);
+a segment that is not this user's private file is refused (``/dev/shm`` is everyone's)."""
 
 from __future__ import annotations
 
 import mmap
+import os
+import stat
+from pathlib import Path
 
 import pytest
 import torch
 
-from dtorch.comm.shm import PeerMaps, Segment, poll_ms, release_buffer, tensor_view
+from dtorch.comm.namespace import SHM_DIR, CommNamespace
+from dtorch.comm.shm import PeerMaps, Segment, map_peer, poll_ms, release_buffer, tensor_view
+from dtorch.comm.store.file import FileTensorStore
+from dtorch.comm.store.file_control import CONTROL_SIZE
+from dtorch.errors import CommError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,3 +53,45 @@ def test_peer_maps_evict_mappings_whose_views_are_still_read() -> None:
 def test_poll_timeouts_round_up_to_whole_milliseconds() -> None:
     assert [poll_ms(s) for s in (0.0, 1e-6, 0.001, 0.0015, 2.0, -3.0)] == [0, 1, 1, 2, 2000, 0]
     assert poll_ms(None) is None
+
+
+def _planted(namespace: CommNamespace, key: str, mode: int) -> Path:
+    """The file a store named ``key`` would open, created beforehand by someone else."""
+    path = SHM_DIR / namespace.shm_name("store", key)
+    path.touch(mode=mode)
+    path.chmod(mode)  # touch's mode goes through the umask
+    os.truncate(path, CONTROL_SIZE)
+    return path
+
+
+def test_a_store_refuses_a_control_segment_other_users_may_write() -> None:
+    namespace = CommNamespace.create()
+    path = _planted(namespace, "planted", 0o666)
+    try:
+        with pytest.raises(CommError, match=r"mode 666: other users may read or write it"):
+            FileTensorStore.open("planted", 2, 1, namespace)
+    finally:
+        path.unlink()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_store_refuses_a_control_segment_of_another_user() -> None:
+    namespace = CommNamespace.create()
+    path = _planted(namespace, "foreign", 0o600)
+    os.chown(path, 65534, 65534)
+    try:
+        with pytest.raises(CommError, match=r"belongs to user id 65534, not to this process"):
+            FileTensorStore.open("foreign", 2, 1, namespace)
+    finally:
+        path.unlink()
+
+
+def test_segments_are_private_and_peers_check_it() -> None:
+    segment = Segment.create(1 << 16)
+    try:
+        assert stat.S_IMODE(os.fstat(segment.fd).st_mode) == 0o600
+        os.fchmod(segment.fd, 0o644)
+        with pytest.raises(CommError, match=r"mode 644: other users may read"):
+            map_peer(segment.locator())
+    finally:
+        segment.close()
