@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import mmap
 import os
 import secrets
@@ -67,6 +66,7 @@ from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import SubGraphParam
 from dtorch.ir.placement import Shard, normalize_placements
+from dtorch.ir.sharding import capped_product
 from dtorch.ir.subsplit import check_unmarked
 from dtorch.program.inferred import arity, mismatch
 from dtorch.program.remap import MeshMap, mesh_map, moved_operand, rebind, spec_meshes
@@ -89,6 +89,8 @@ FORMAT_TAG = "dtorch.program"
 _PREFIX = struct.Struct("<8sIIQQ")  # magic, version, header CRC-32, header offset, size
 DATA_START = 64
 ALIGN = 64
+#: More bytes than any file holds: a constant's size is only computed up to here.
+_MAX_BYTES = 1 << 63
 
 _FIELDS = (
     "format",
@@ -298,10 +300,12 @@ def _spec_of(root: Any) -> tuple[ProgramSpec, tuple[int, ...]]:
     if not len(sizes) == len(crcs) == len(spec.constants):
         raise _bad(f"{len(sizes)} sizes, {len(crcs)} checksums, {len(spec.constants)} constants")
     for index, (size, constant) in enumerate(zip(sizes, spec.constants, strict=True)):
-        if size != _nbytes(constant):
+        needed = _nbytes(constant)
+        if size != needed:
+            shown = needed if needed <= _MAX_BYTES else f"more than {_MAX_BYTES}"
             raise _bad(
                 f"constant {index}: the file holds {size} bytes of its value, its metadata "
-                f"({constant.describe()}) needs {_nbytes(constant)}"
+                f"({_described(constant)}) needs {shown}"
             )
     check_spec(spec)
     return spec, crcs
@@ -319,7 +323,15 @@ def _check_items(value: Any, kind: type, what: str) -> None:
 
 
 def _nbytes(operand: Operand) -> int:
-    return math.prod(operand.shape) * operand.dtype.itemsize
+    """The bytes of ``operand``'s value; above ``_MAX_BYTES`` (no file holds that many),
+    some number above it, found in time linear in the shape's length, whatever it holds."""
+    return capped_product(operand.shape, _MAX_BYTES) * operand.dtype.itemsize
+
+
+def _described(operand: Operand) -> str:
+    """``operand.describe()``, bounded: a shape read from a file may have any length."""
+    text = operand.describe()
+    return text if len(text) <= 200 else f"{text[:200]}..."
 
 
 def _offsets(spec: ProgramSpec) -> Iterator[tuple[int, int]]:
@@ -411,7 +423,7 @@ def _create(graph: Graph, meta: Operand, value: Any) -> Operand:
     operand = handle._operand
     graph.executor.pin((operand.id,))
     if operand.placements != meta.placements:
-        graph.executor.unpin((operand.id,))
+        _drop(graph, [operand])  # its kernel reads the file's mapping: wait for it first
         raise _bad(f"constant {meta.describe()} was created as {operand.describe()}")
     return operand
 

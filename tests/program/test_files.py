@@ -16,7 +16,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +37,12 @@ from dtorch.ir.params import (
     UnsentParam,
 )
 from dtorch.program import files
-from dtorch.serialization import deserialize, serialize
+from dtorch.serialization import serialize
 from dtorch.serialization.fuzz import mutate
 from examples.program import round_trip
+from tests.program.corrupt import header as _header
+from tests.program.corrupt import load_bytes as _load
+from tests.program.corrupt import resealed as _resealed
 
 R, S, P = dtorch.Replicate(), dtorch.Shard, dtorch.Partial()
 REPO = Path(__file__).resolve().parents[2]
@@ -224,26 +226,6 @@ def _saved(tmp_path: Path) -> bytes:
     path = tmp_path / "p.dtorch"
     program.save(path)
     return path.read_bytes()
-
-
-def _resealed(data: bytes, header: bytes, version: int = files.VERSION) -> bytes:
-    """``data`` with its header replaced by ``header`` and a correct prefix."""
-    prefix = files._PREFIX
-    _, _, _, offset, _ = prefix.unpack_from(data)
-    head = prefix.pack(files.MAGIC, version, zlib.crc32(header), offset, len(header))
-    return head + data[prefix.size : offset] + header
-
-
-def _header(data: bytes) -> dict[str, Any]:
-    _, _, _, offset, _ = files._PREFIX.unpack_from(data)
-    root: dict[str, Any] = deserialize(data[offset:])
-    return root
-
-
-def _load(tmp_path: Path, data: bytes, graph: dtorch.Graph) -> dtorch.Program:
-    path = tmp_path / "bad.dtorch"
-    path.write_bytes(data)
-    return dtorch.load_program(path, graph=graph)
 
 
 def test_newer_version_and_not_a_program(graph: dtorch.Graph, tmp_path: Path) -> None:

@@ -1,0 +1,72 @@
+"""Program files written to do harm: each is refused with a DeserializationError, and the
+load leaves nothing behind that could still read the file (found by a security review).
+
+The oracle for "nothing left reading the file" is the process itself: a kernel still copying
+a constant out of the file's mapping when the file is truncated would die of SIGBUS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import DeserializationError
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.serialization import serialize
+from tests.program.corrupt import header, load_bytes, resealed
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _saved_sharded(tmp_path: Path, rows: int) -> bytes:
+    """A program reading a [rows, 256] constant sharded over two devices."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    w = dtorch.from_torch(torch.ones(rows, 256), device_mesh=mesh, placements=[dtorch.Shard(0)])
+    x = dtorch.zeros(rows, 256, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    path = tmp_path / "p.dtorch"
+    dtorch.trace(lambda a: a * w, x).save(path)
+    return path.read_bytes()
+
+
+def _on_mesh(data: bytes, mesh: DeviceMesh) -> bytes:
+    """``data`` with every operand of its header moved to ``mesh``."""
+    root = header(data)
+
+    def moved(operand: object) -> object:
+        return dataclasses.replace(operand, mesh=mesh)  # type: ignore[type-var]
+
+    root["body"] = dataclasses.replace(
+        root["body"], operands=tuple(map(moved, root["body"].operands))
+    )
+    for key in ("inputs", "constants", "results"):
+        root[key] = tuple(map(moved, root[key]))
+    return resealed(data, serialize(root))
+
+
+def test_a_refused_constant_is_made_before_the_load_raises(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    """Shard(0) on a one-device mesh is made as Replicate: the load refuses the constant, but
+    only once its creation, which copies it out of the file, has finished."""
+    one = DeviceMesh.from_ids("cpu", (1,), (0,))
+    data = _on_mesh(_saved_sharded(tmp_path, 1024), one)
+    with pytest.raises(DeserializationError, match=r"was created as .*\(R,\)"):
+        load_bytes(tmp_path, data, graph)
+    os.truncate(tmp_path / "bad.dtorch", 0)  # a kernel still reading it would crash us
+    graph.sync()
+    assert dtorch.ones(2, graph=graph).sum().item() == 2.0
+
+
+def test_a_constant_of_absurd_shape_is_refused_quickly(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """300 dims of 2**63-1: its size has thousands of digits (formatting it raised ValueError)."""
+    data = _saved_sharded(tmp_path, 4)
+    root = header(data)
+    huge = dataclasses.replace(root["constants"][0], shape=(2**63 - 1,) * 300)
+    root["constants"] = (huge,)
+    with pytest.raises(DeserializationError, match=r"needs more than 9223372036854775808"):
+        load_bytes(tmp_path, resealed(data, serialize(root)), graph)
