@@ -26,6 +26,7 @@ import torch
 
 from dtorch.errors import MeshError
 from dtorch.ir.device import TORCH_MAX_INDEX, Device, check_device_kind, parse_device
+from dtorch.ir.sharding import capped_product
 
 V = TypeVar("V")
 
@@ -62,14 +63,21 @@ def _ids_from(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def _check_ids(shape: tuple[int, ...], ids: tuple[int, ...]) -> None:
-    if math.prod(shape) != len(ids) or not ids:
-        raise MeshError(f"mesh shape {shape} does not hold {len(ids)} device ids")
     if shape and min(shape) <= 0:  # min, not a generator: decoding a graph builds many meshes
-        raise MeshError(f"every mesh dimension needs at least one device, got shape {shape}")
+        raise MeshError(f"every mesh dimension needs at least one device, got {_short(shape)}")
+    if capped_product(shape, len(ids)) != len(ids) or not ids:  # linear: shapes may be data
+        raise MeshError(f"mesh {_short(shape)} does not hold {len(ids)} device ids")
     if min(ids) < 0:
         raise MeshError(f"device ids must be non-negative, got {sorted(set(ids))[:4]}")
     if len(set(ids)) != len(ids):
         raise MeshError(f"device ids in a mesh must be unique, got {list(ids)}")
+
+
+def _short(shape: tuple[int, ...]) -> str:
+    """``shape (2, 4)`` for messages; a long one (read from data) cut to its first dims."""
+    if len(shape) <= 8:
+        return f"shape {shape}"
+    return f"shape ({', '.join(map(str, shape[:8]))}, ...: {len(shape)} dims)"
 
 
 def _check_names(names: Sequence[str] | None, ndim: int) -> tuple[str, ...] | None:

@@ -33,6 +33,28 @@ if TYPE_CHECKING:
 CACHED_LAYOUTS = 1 << 14
 
 
+def capped_product(values: Sequence[int], cap: int) -> int:
+    """The product of ``values`` (non-negative ints), or ``cap + 1`` where it exceeds ``cap``.
+
+    For sizes read from outside (a payload, a file): ``math.prod`` of many large values
+    multiplies ever longer ints, quadratic in their number, where this stops at the cap.
+
+    Example:
+        >>> capped_product((3, 4), 100), capped_product((2**62,) * 9999 + (0,), 10)
+        (12, 0)
+        >>> capped_product((2**62,) * 9999, 10)
+        11
+    """
+    if 0 in values:
+        return 0
+    product = 1
+    for value in values:
+        product *= value
+        if product > cap:
+            return cap + 1
+    return product
+
+
 def chunk_bounds(size: int, parts: int, index: int) -> tuple[int, int]:
     """``(offset, length)`` of chunk ``index`` when ``torch.chunk`` splits ``size`` in ``parts``."""
     step = -(-size // parts) if size else 0

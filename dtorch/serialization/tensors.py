@@ -27,13 +27,13 @@ Example:
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
 from dtorch.errors import DeserializationError, SerializationError
 from dtorch.ir.dtypes import PLAIN_DTYPES
+from dtorch.ir.sharding import capped_product
 from dtorch.serialization.columns import show
 from dtorch.serialization.fields import BlobField, DtypeField, PrimField, TupleField
 from dtorch.serialization.registry import Field, NodeType
@@ -99,12 +99,14 @@ def restore_tensor(dtype: torch.dtype, shape: tuple[int, ...], data: Any) -> tor
         )
     if any(d < 0 or d > _INT64_MAX for d in shape):
         raise DeserializationError(f"tensor shape {shape} has a dimension outside 0..2**63-1")
-    numel = math.prod(shape)
+    numel = capped_product(shape, len(data))  # linear, whatever the payload declares
     if numel * dtype.itemsize != len(data):
-        raise DeserializationError(
-            f"a {dtype} tensor of shape {list(shape)} needs {numel * dtype.itemsize} bytes, "
-            f"the payload holds {len(data)}"
+        needs = (
+            f"more than the {len(data)} bytes the payload holds"
+            if numel > len(data)
+            else f"{numel * dtype.itemsize} bytes, the payload holds {len(data)}"
         )
+        raise DeserializationError(f"a {dtype} tensor of shape {show(list(shape))} needs {needs}")
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
     raw = torch.frombuffer(data, dtype=torch.uint8)

@@ -251,3 +251,21 @@ def test_quantized_dtype_codes_are_refused(dtype: str, length: int) -> None:
 def test_a_dtype_code_that_is_not_an_int_is_refused(code: Any) -> None:
     with pytest.raises(DeserializationError):
         deserialize(_tensor_payload_with(code, 2))
+
+
+def test_shapes_of_many_huge_dims_are_refused_in_linear_time() -> None:
+    """A tensor or mesh shape of 20,000 dims of 2**63-1: ``math.prod`` of it multiplies ever
+    longer ints (quadratic; 100,000 dims took 31 s), the capped product stops at the data's
+    size; the message stays short and says what the data holds."""
+    import msgpack
+
+    big = [2**63 - 1] * 20_000
+    tensor = [[["torch.Tensor", ["dtype", "shape", "data"]]], [[0, 1, [[0], [big], [[0, 0]]]]]]
+    with pytest.raises(DeserializationError, match="needs more than the 0 bytes") as info:
+        deserialize(reframe(msgpack.packb([*tensor, [0]])))
+    assert len(str(info.value)) < 1000
+    names = ["device_type", "shape", "device_ids", "dim_names"]
+    mesh = [[["ir.DeviceMesh", names]], [[0, 1, [["cpu"], [[2] * 20_000], [[0, 1]], [None]]]]]
+    with pytest.raises(DeserializationError, match=r"20000 dims\) does not hold 2") as info:
+        deserialize(reframe(msgpack.packb([*mesh, [0]])))
+    assert len(str(info.value)) < 1000

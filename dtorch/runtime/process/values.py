@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import math
 import threading
 from collections.abc import Callable
 
@@ -44,9 +43,11 @@ import torch
 from dtorch.comm.shm import Locator, PeerMaps, Segment, SegmentPool, tensor_view
 from dtorch.errors import DeserializationError, DTorchError, WorkerError
 from dtorch.ir.report import Failure, Report, SharedValue, ValueReport
+from dtorch.ir.sharding import capped_product
 from dtorch.runtime.process.protocol import REPORT
 from dtorch.runtime.reports import EndOfReports
 from dtorch.serialization import deserialize, serialize
+from dtorch.serialization.columns import show
 from dtorch.serialization.tensors import copy_clean
 from dtorch.transport import Envelope, PusherLike
 
@@ -150,11 +151,12 @@ class ReportReader:
         return report
 
     def _copy_out(self, shared: SharedValue) -> torch.Tensor:
-        needed = math.prod(shared.shape) * shared.dtype.itemsize
+        # linear in the shape's length, whatever the report holds
+        needed = capped_product(shared.shape, shared.size) * shared.dtype.itemsize
         if min(shared.shape, default=0) < 0 or not 0 <= needed <= shared.size:
             raise WorkerError(
-                f"a value of {shared.dtype} {list(shared.shape)} ({needed} bytes) cannot lie in "
-                f"a segment of {shared.size} bytes"
+                f"a value of {shared.dtype} {show(list(shared.shape))} cannot lie in a segment "
+                f"of {shared.size} bytes"
             )
         locator = Locator(shared.pid, shared.fd, shared.inode, shared.size)
         return tensor_view(self._maps.get(locator), 0, shared.dtype, shared.shape).clone()
