@@ -186,6 +186,9 @@ class _Reader:
         """Build a group a column at a time, naming the field of any error."""
         values = []
         for field, column in zip(node_type.fields, columns, strict=True):
+            if type(column) is _Defaults:  # a field the payload lacks: values, not wire values
+                values.append(column.values)
+                continue
             try:
                 if type(column) not in ARRAYS or len(column) != count:
                     check_column(column, count)
@@ -233,9 +236,21 @@ class _Reader:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Defaults:
+    """The column of a field a payload lacks: its default values, decoded already."""
+
+    values: list[Any]
+
+
 def _column(field: Field, at: int | None, columns: Any, count: int) -> Any:
-    """The column of ``field``: the payload's, or its default for data that lacks it."""
-    return columns[at] if at is not None else field.missing_column(count)
+    """The column of ``field``: the payload's, or its default for data that lacks it (a
+    required field cannot be missing here: ``_bind`` refused the payload)."""
+    if at is not None:
+        return columns[at]
+    defaults = field.missing_column(count)
+    assert defaults is not None
+    return _Defaults(defaults)
 
 
 def _build(node_type: NodeType, values: list[list[Any]], count: int) -> list[Any]:
