@@ -77,18 +77,24 @@ class BeatMonitor:
 
     def _main(self) -> None:
         next_beat = 0.0
-        with contextlib.suppress(DTorchError):  # the sockets closed under us: we are stopping
-            while not self._stop.is_set():
-                now = time.monotonic()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            try:
                 if now >= next_beat:
                     self._out.send(BEAT)
                     next_beat = now + BEAT_SECONDS
                 envelope = self._in.poll(min(0.2, max(0.0, next_beat - now)))
-                if envelope is not None and envelope.sender in self._last:
-                    self._heard_from(envelope.sender)
-                    if envelope.kind == BYE:
-                        self._said_bye(envelope.sender)
-                self._check(time.monotonic())
+            except DTorchError as error:  # a malformed message must not end the watch
+                if self._stop.is_set():  # the sockets closed under us: we are stopping
+                    return
+                _LOG.warning("heartbeats: %s (ignored)", error)
+                time.sleep(0.01)  # a socket failing on every call must not spin
+                envelope = None
+            if envelope is not None and envelope.sender in self._last:
+                self._heard_from(envelope.sender)
+                if envelope.kind == BYE:
+                    self._said_bye(envelope.sender)
+            self._check(time.monotonic())
 
     def _said_bye(self, worker: int) -> None:
         self._gone.add(worker)

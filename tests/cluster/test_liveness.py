@@ -1,0 +1,50 @@
+"""Heartbeats (``dtorch.cluster.liveness``): a malformed message on the controller's beat
+socket is ignored, and the watch goes on noticing silent workers (it used to end the watch:
+no worker death was noticed after it, and the workers, no longer beaten, gave up)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import zmq
+
+from dtorch.cluster import liveness
+from dtorch.cluster.liveness import Beacon, BeatMonitor
+from dtorch.transport import Publisher, Puller
+from dtorch.transport.security import CurveKeys
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_malformed_beat_is_ignored_and_lost_workers_are_still_noticed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(liveness, "LOST_AFTER_SECONDS", 1.0)
+    keys = CurveKeys.from_secret(os.urandom(32))
+    out = Publisher("tcp://127.0.0.1:0", keys=keys)
+    into = Puller("tcp://127.0.0.1:0", keys=keys)
+    lost: list[int] = []
+    monitor = BeatMonitor(out, into, workers=1, on_lost=lambda worker, _: lost.append(worker))
+    beacon = Beacon(out.address, into.address, 0, keys, on_gone=lambda: None)
+    rogue = zmq.Context.instance().socket(zmq.PUSH)
+    try:
+        monitor.wait_first_beats(10)
+        for option, value in keys.client_options().items():
+            rogue.setsockopt(option, value)
+        rogue.connect(into.address)
+        rogue.send(b"one frame: not an envelope")
+        time.sleep(0.5)
+        assert not lost  # the beacon still beats
+        beacon.stop()  # the worker goes silent
+        deadline = time.monotonic() + 10
+        while not lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lost == [0]
+    finally:
+        rogue.close(linger=0)
+        beacon.stop()
+        monitor.stop()
+        out.close()
+        into.close()
