@@ -29,6 +29,8 @@ from dtorch.ir.device import TORCH_MAX_INDEX, Device, check_device_kind, parse_d
 from dtorch.ir.sharding import capped_product
 
 V = TypeVar("V")
+#: Meshes of at most this many devices find a device by scanning their ids (no table).
+_SCANNED = 16
 
 
 def _flatten_nested(data: Any) -> tuple[tuple[int, ...], list[Any]]:
@@ -111,11 +113,12 @@ class DeviceMesh:
         ((1,), False)
     """
 
-    __slots__ = ("_device_type", "_dim_names", "_hash", "_ids", "_shape")
+    __slots__ = ("_device_type", "_dim_names", "_hash", "_ids", "_positions", "_shape")
     _device_type: str
     _dim_names: tuple[str, ...] | None
     _hash: int
     _ids: tuple[int, ...]
+    _positions: dict[int, int] | None  # device id -> flat index, built for large meshes
     _shape: tuple[int, ...]
 
     def __init__(
@@ -154,6 +157,7 @@ class DeviceMesh:
         _set_ids(self, ids)
         _set_names(self, names)
         _set_hash(self, hash((kind, shape, ids, names)))
+        _set_positions(self, None)
 
     @classmethod
     def from_ids(
@@ -286,10 +290,20 @@ class DeviceMesh:
     def coordinate_of(self, device_id: int) -> tuple[int, ...]:
         """Mesh coordinate of ``device_id`` (MeshError if it is not in the mesh)."""
         try:
-            flat = self._ids.index(device_id)
-        except ValueError:
+            if len(self._ids) <= _SCANNED:  # a scan of a few ids beats a table
+                flat = self._ids.index(device_id)
+            else:  # one lookup, where a scan per device made large meshes quadratic
+                flat = self._position_table()[device_id]
+        except (ValueError, KeyError):
             raise MeshError(f"device {device_id} is not in {self!r}") from None
         return tuple(int(c) for c in _unravel(flat, self._shape))
+
+    def _position_table(self) -> dict[int, int]:
+        positions = self._positions
+        if positions is None:
+            positions = {device: flat for flat, device in enumerate(self._ids)}
+            _set_positions(self, positions)
+        return positions
 
     def device_at(self, coordinate: Sequence[int]) -> int:
         """Device id at a mesh coordinate."""
@@ -378,9 +392,9 @@ class DeviceMesh:
         return f"DeviceMesh({self._device_type!r}, {ids}{names})"
 
 
-_set_kind, _set_shape, _set_ids, _set_names, _set_hash = (
+_set_kind, _set_shape, _set_ids, _set_names, _set_hash, _set_positions = (
     DeviceMesh.__dict__[name].__set__
-    for name in ("_device_type", "_shape", "_ids", "_dim_names", "_hash")
+    for name in ("_device_type", "_shape", "_ids", "_dim_names", "_hash", "_positions")
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -100,6 +102,21 @@ def test_init_device_mesh_is_row_major() -> None:
     assert mesh.size() == 432 and mesh.device_ids == tuple(range(432))
     assert mesh.coordinate_of(431) == (2, 1, 3, 2, 5)
     assert mesh.device_at((1, 0, 0, 0, 1)) == 145
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (4, 5), (3, 2, 4, 3, 6)])
+def test_coordinates_of_small_and_large_meshes_agree_with_torch(shape: tuple[int, ...]) -> None:
+    """Meshes above 16 devices look ids up in a table, smaller ones scan: either way the
+    coordinate of an id is where it sits in the id tensor (ids shuffled, so none is its
+    own flat index)."""
+    ids = torch.randperm(math.prod(shape), generator=torch.Generator().manual_seed(0)) + 7
+    grid = ids.reshape(shape)
+    mesh = DeviceMesh("cpu", grid)
+    for device in ids.tolist():
+        coordinate = mesh.coordinate_of(device)
+        assert grid[coordinate].item() == device
+    with pytest.raises(MeshError, match="not in"):
+        mesh.coordinate_of(0)
 
 
 def test_unbind_removes_the_listed_dims_as_torch_unbind() -> None:

@@ -58,8 +58,15 @@ class Execution:
         return tuple(d for d in mesh.device_ids if d in mine)
 
     def lines(self, mesh: DeviceMesh, mesh_dim: int) -> list[tuple[int, ...]]:
-        """The 1-D groups along ``mesh_dim`` that hold a device of this caller, sorted."""
-        return sorted({mesh.group_of(d, mesh_dim) for d in self.held(mesh)})
+        """The 1-D groups along ``mesh_dim`` that hold a device of this caller, sorted (each
+        found once: a group per held device was quadratic in the devices of a line)."""
+        found: list[tuple[int, ...]] = []
+        covered: set[int] = set()
+        for device in self.held(mesh):
+            if device not in covered:
+                found.append(mesh.group_of(device, mesh_dim))
+                covered.update(found[-1])
+        return sorted(found)
 
     def empty(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
         """A fresh tensor of the plan's dtype; large CPU ones in the manager's recycled
