@@ -42,7 +42,7 @@ class ThreadRunner:
         if num_streams < 1:
             raise GraphError(f"a thread runner needs at least one stream, got {num_streams}")
         self._channel = channel = ReportQueue()
-        self._window = FlowWindow(num_streams)
+        self._window = FlowWindow(num_streams, stall_s=GlobalOption.get_comm_timeout_second())
         self._groups = ThreadGroupManager(
             CommTopology.striped(num_streams), namespace=CommNamespace.create()
         )

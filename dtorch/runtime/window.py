@@ -11,7 +11,10 @@ client's queue, which fills up, and the client waits in turn (``WorkQueue.put_bo
 memory stays bounded end to end.
 
 Waiting wakes every second to see whether the window failed (a worker died: the error is
-raised), so it never outlives the runner.
+raised), so it never outlives the runner. Nor does it outlive a hung device: once no party has
+reported any progress for ``stall_s`` seconds (the runners pass the comm timeout) while the
+window is full, the window fails with a WorkerError that says so (a stopped worker process, a
+kernel that never returns), and the graph breaks with it instead of waiting for ever.
 
 Example:
     >>> from dtorch.ir.report import ProgressReport
@@ -26,9 +29,11 @@ Example:
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
+from dtorch.errors import WorkerError
 from dtorch.ir.report import ProgressReport, Report
 
 if TYPE_CHECKING:
@@ -36,8 +41,9 @@ if TYPE_CHECKING:
 
 #: Operators handed to the devices but not known to be finished, at most (per runner).
 DEFAULT_LIMIT = 1 << 15
-#: Every this many operators, the parties report their progress.
-DEFAULT_CHUNK = 1 << 12
+#: Every this many operators, the parties report their progress: often enough that a slow
+#: device (up to 0.3 s per operator) is not taken for a hung one (``stall_s``, 300 s default).
+DEFAULT_CHUNK = 1 << 10
 #: How often a waiting ``admit`` checks whether the window failed.
 CHECK_SECONDS = 1.0
 
@@ -46,9 +52,15 @@ class FlowWindow:
     """Counts operators in flight between a runner and its ``parties``; see the module doc."""
 
     def __init__(
-        self, parties: int, limit: int = DEFAULT_LIMIT, chunk: int = DEFAULT_CHUNK
+        self,
+        parties: int,
+        limit: int = DEFAULT_LIMIT,
+        chunk: int = DEFAULT_CHUNK,
+        stall_s: float | None = None,
     ) -> None:
         self._parties = parties
+        self._stall_s = stall_s  # None: wait as long as it takes
+        self._progress_at = time.monotonic()  # when a party last reported
         self._limit = limit
         self._chunk = chunk
         self._cond = threading.Condition()
@@ -71,8 +83,9 @@ class FlowWindow:
         or 0 when this batch needs no report.
         """
         with self._cond:
+            since = time.monotonic()
             while self._sent - self._done > self._limit and self._error is None:
-                self._cond.wait(CHECK_SECONDS)
+                self._cond.wait(CHECK_SECONDS if self._stall_s is None else self._check(since))
             if self._error is not None:
                 raise self._error
             self._sent += count
@@ -83,9 +96,25 @@ class FlowWindow:
             self._marks.append((self._sequence, self._sent))
             return self._sequence
 
+    def _check(self, since: float) -> float:
+        """Fail the window if no party reported since ``since`` or its last report, whichever
+        is later, for ``stall_s``; else how long to wait before the next look."""
+        assert self._stall_s is not None
+        silent = time.monotonic() - max(since, self._progress_at)
+        if silent >= self._stall_s:
+            self._error = WorkerError(
+                f"the devices reported no progress for {silent:.0f} s while {self.in_flight} "
+                f"operators were in flight (more than {self._limit}): a device is hung (a "
+                "stopped worker process, or a kernel that does not return; the limit is "
+                "DTORCH_COMM_TIMEOUT_SECOND)"
+            )
+            return 0.0
+        return min(CHECK_SECONDS, self._stall_s - silent)
+
     def progress(self, report: ProgressReport) -> None:
         """One party finished batch ``report.batch``."""
         with self._cond:
+            self._progress_at = time.monotonic()
             count = self._reports.get(report.batch, 0) + 1
             if count < self._parties:
                 self._reports[report.batch] = count
