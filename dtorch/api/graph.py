@@ -16,7 +16,9 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
 import threading
 import weakref
 from collections.abc import Iterator
@@ -38,6 +40,7 @@ from dtorch.memory_stats import MemoryStat, MemoryStats
 from dtorch.options import GlobalOption
 from dtorch.runtime.executor import Executor
 from dtorch.runtime.factory import make_runner
+from dtorch.runtime.gc_policy import collected
 
 if TYPE_CHECKING:
     from dtorch.runtime.process.runner import LeasablePool
@@ -170,7 +173,8 @@ class Graph:
         self._inferences = InferenceCache()  # rule answers, reused across a loop's iterations
         self.runner = make_runner(self._option, name=f"dtorch-g{self._id}")
         self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")
-        self._finalizer = weakref.finalize(self, self.executor.close, CLOSE_TIMEOUT)
+        close = functools.partial(self.executor.close, CLOSE_TIMEOUT)
+        self._finalizer = weakref.finalize(self, collected, close, os.getpid())
 
     # --- identity and defaults --------------------------------------------------------------
     @staticmethod
@@ -344,7 +348,8 @@ class Graph:
 
     def close(self) -> None:
         """Run what is queued, then stop this graph's threads; later recording raises."""
-        self._finalizer()
+        if self._finalizer.detach() is not None:  # here and now, whatever thread this is
+            self.executor.close(CLOSE_TIMEOUT)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, _DefaultGraph):  # dtorch.default_graph stands for a Graph

@@ -12,6 +12,12 @@ permanent generation (``gc.freeze()``): they are never rescanned, and reference 
 frees them as usual. The one consequence for a program: a reference cycle among objects that
 existed before ``import dtorch`` is never collected. Set DTORCH_GC_FREEZE=0 to opt out.
 
+What the collector finds of a Graph or a WorkerPool is closed by ``collected``: only in the
+process that made it (a child made by ``os.fork`` inherits the parent's objects and their
+finalizers, and closing them there would stop the parent's workers and remove its files), and
+never on one of dtorch's own threads (the collector runs on whichever thread allocates; such a
+thread cannot join itself, so the close then runs on a thread of its own).
+
 Example:
     >>> import gc
     >>> from dtorch.options import GlobalOption
@@ -22,6 +28,9 @@ Example:
 from __future__ import annotations
 
 import gc
+import os
+import threading
+from collections.abc import Callable
 
 from dtorch.options import GlobalOption
 
@@ -32,3 +41,21 @@ def freeze_at_import() -> bool:
         return False
     gc.freeze()
     return True
+
+
+def collected(close: Callable[[], None], owner_pid: int) -> None:
+    """The finalizer of an object that owns threads or processes: ``close()`` (see the module
+    docstring for when it does nothing, or runs on a thread of its own).
+
+    Example:
+        >>> closed = []
+        >>> collected(lambda: closed.append(1), os.getpid()); collected(closed.clear, -1)
+        >>> closed
+        [1]
+    """
+    if os.getpid() != owner_pid:  # a forked child: what it inherited is its parent's
+        return
+    if threading.current_thread().daemon:  # every dtorch thread is a daemon thread
+        threading.Thread(target=close, name="dtorch-collected", daemon=True).start()
+        return
+    close()

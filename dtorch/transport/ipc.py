@@ -6,7 +6,8 @@ IPC sockets are authenticated (zmq itself checks nothing on ipc). Every address 
 suffix, so two sockets never share a path: libzmq's ipc bind silently unlinks an existing
 socket file of the same path and takes the address over. libzmq leaves the socket file
 behind when its socket closes; ``close`` removes the directory with every file in it, and a
-``weakref.finalize`` does the same when the object is collected or the interpreter exits.
+``weakref.finalize`` does the same when the object is collected or the interpreter exits (in
+the process that made it: not in a child made by ``os.fork``).
 
 Example:
     >>> ipc = IpcDirectory()
@@ -35,8 +36,9 @@ MAX_SOCKET_PATH = 107
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
-def _remove(path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+def _remove(path: str, owner_pid: int) -> None:
+    if os.getpid() == owner_pid:  # a child made by os.fork leaves its parent's sockets alone
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class IpcDirectory:
@@ -49,7 +51,7 @@ class IpcDirectory:
 
     def __init__(self, parent: str | None = None) -> None:
         self._path = tempfile.mkdtemp(prefix="dtorch-ipc-", dir=parent)
-        self._finalizer = weakref.finalize(self, _remove, self._path)
+        self._finalizer = weakref.finalize(self, _remove, self._path, os.getpid())
 
     def __repr__(self) -> str:
         return f"IpcDirectory({self._path!r}{', closed' if self.closed else ''})"

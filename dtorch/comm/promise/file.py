@@ -97,7 +97,8 @@ class ShmCell:
         self._local = MemoryCell(name)  # callbacks and await, fed by the watcher thread
         self._watcher: threading.Thread | None = None
         self._wakes: list[WakeSocket] = []  # shared with the finalizer, which closes them
-        weakref.finalize(self, _release, name, fd, self._header, owner, self._wakes)
+        owner_pid = os.getpid() if owner else None
+        weakref.finalize(self, _release, name, fd, self._header, owner_pid, self._wakes)
 
     @classmethod
     def create(cls, namespace: CommNamespace, *, void: bool) -> ShmCell:
@@ -323,9 +324,12 @@ def _send_wake(address: bytes) -> None:
         sender.close()
 
 
-def _release(name: str, fd: int, header: mmap.mmap, owner: bool, wakes: list[WakeSocket]) -> None:
-    """Finalizer: drop the name (the owner's, if still there), the mapping, the descriptor."""
-    if owner:
+def _release(
+    name: str, fd: int, header: mmap.mmap, owner: int | None, wakes: list[WakeSocket]
+) -> None:
+    """Finalizer: drop the name (the owner's, if still there: ``owner`` is the pid of the
+    process that made it, not a child made by ``os.fork``), the mapping, the descriptor."""
+    if owner == os.getpid():
         unlink_named(name)
     release_buffer(header)
     os.close(fd)

@@ -64,6 +64,7 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.shm import Segment
 from dtorch.errors import GraphError, OptionError, WorkerDiedError
 from dtorch.options import GlobalOption
+from dtorch.runtime.gc_policy import collected
 from dtorch.runtime.host import PartyLayout
 from dtorch.runtime.process.board import board_bytes
 from dtorch.runtime.process.protocol import (
@@ -341,12 +342,12 @@ class WorkerPool:
         if isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)) or not 0 < wait_s < inf:
             raise OptionError(f"start_timeout must be a positive number of seconds, got {wait_s!r}")
         state = self._state = _PoolState(count, kind, per_worker, cpu_backend)
-        self._finalizer = weakref.finalize(self, state.close)
+        self._finalizer = weakref.finalize(self, collected, state.close, os.getpid())
         try:
             state.wait_ready(wait_s)
             state.monitor = _Monitor(state.processes, state.exited)
         except BaseException:
-            self._finalizer()
+            self.close()
             raise
         self._leased = False
 
@@ -414,7 +415,8 @@ class WorkerPool:
     def close(self) -> None:
         """Stop every worker (STOP, then kill after a grace period), remove the sockets, the
         directory and the shared memory; idempotent."""
-        self._finalizer()
+        if self._finalizer.detach() is not None:  # here and now, whatever thread this is
+            self._state.close()
 
     def __enter__(self) -> WorkerPool:
         return self

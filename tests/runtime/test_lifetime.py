@@ -1,0 +1,110 @@
+"""Who closes a Graph that is dropped, and where: the process that made it (a child made by
+``os.fork`` inherits the graph's finalizer, and running it there stopped the parent's workers
+and removed its socket directory, or hung the child for ever), and never one of the graph's
+own threads (the last reference may go there, and a thread cannot join itself: the graph was
+left open, its threads and workers running until exit)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import dtorch
+from dtorch.runtime.gc_policy import collected
+from tests.runners import PoolKeeper
+
+pytestmark = pytest.mark.timeout(120)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_collected_closes_in_the_owner_only_and_never_on_a_daemon_thread() -> None:
+    ran: list[threading.Thread] = []
+    done = threading.Event()
+
+    def close() -> None:
+        ran.append(threading.current_thread())
+        done.set()
+
+    collected(close, os.getpid() + 1)  # another process's: nothing
+    assert not ran
+    caller = threading.Thread(target=collected, args=(close, os.getpid()), daemon=True)
+    caller.start()
+    caller.join()
+    assert done.wait(10) and ran[0] is not caller  # handed to a thread of its own
+    collected(close, os.getpid())  # a user thread: here and now
+    assert ran[-1] is threading.current_thread()
+
+
+def _threads_of(graph_id: int) -> list[str]:
+    prefix = f"dtorch-g{graph_id}-"
+    return [t.name for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
+def test_a_graph_dropped_on_its_own_report_thread_is_closed(
+    runner: str, worker_pools: PoolKeeper
+) -> None:
+    graph = worker_pools.graph(runner)
+    graph_id = graph.id
+    x = dtorch.ones(1024, 1024, graph=graph)
+    for _ in range(6):  # a second or so of work: the fetch settles after the callback is set
+        x = x @ x / 1024
+    holder = [graph]
+    dropped_on: list[threading.Thread] = []
+
+    def drop(_: object) -> None:  # runs where the fetch settles: the graph's report thread
+        dropped_on.append(threading.current_thread())
+        holder.clear()  # the graph's last reference
+
+    inner = x.to_torch_async()._future  # the user's future holds the tensor, and so the graph
+    del graph, x
+    inner.add_done_callback(drop)
+    inner.wait(60)
+    assert dropped_on and dropped_on[0].name == f"dtorch-g{graph_id}-reports"
+    deadline = time.monotonic() + 30
+    while _threads_of(graph_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _threads_of(graph_id)
+
+
+def test_a_forked_child_leaves_the_parents_graph_alone(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import os, sys, time, torch, dtorch
+        g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, num_workers=2))
+        directory = g.runner.pool.state.directory.path
+        mesh = dtorch.init_device_mesh("cpu", 2)
+        x = dtorch.from_torch(torch.arange(4.0), device_mesh=mesh, graph=g)
+        assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+        child = os.fork()
+        if child == 0:
+            sys.exit(0)  # a plain exit: atexit runs every finalizer the child inherited
+        for _ in range(300):
+            if os.waitpid(child, os.WNOHANG) != (0, 0):
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(child, 9)
+            sys.exit("the child hung at exit")
+        assert os.path.isdir(directory), "the child removed the parent's socket directory"
+        assert (x * 2).tolist() == [0.0, 2.0, 4.0, 6.0]
+        g.close()
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
