@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -73,6 +74,17 @@ def _check_ids(shape: tuple[int, ...], ids: tuple[int, ...]) -> None:
         raise MeshError(f"device ids must be non-negative, got {sorted(set(ids))[:4]}")
     if len(set(ids)) != len(ids):
         raise MeshError(f"device ids in a mesh must be unique, got {list(ids)}")
+
+
+def _int_like(value: object) -> bool:
+    return not isinstance(value, (bool, str, bytes)) and hasattr(value, "__index__")
+
+
+def _size(value: object) -> int:
+    """A mesh dimension: an int or an int-like (``numpy.int64``); TypeError otherwise."""
+    if not _int_like(value):
+        raise TypeError(value)
+    return operator.index(value)  # type: ignore[arg-type]
 
 
 def _short(shape: tuple[int, ...]) -> str:
@@ -470,12 +482,17 @@ def init_device_mesh(
         >>> init_device_mesh("cpu", ()).shape
         (1,)
     """
-    given = (mesh_shape,) if isinstance(mesh_shape, int) else tuple(mesh_shape)
-    shape = tuple(s for s in given if s is not None) or (1,)
-    if any(isinstance(s, bool) or not isinstance(s, int) or s <= 0 for s in shape):
-        raise MeshError(
-            f"init_device_mesh: mesh_shape must be a positive int or a tuple of them (None "
-            f"entries are dropped), got {mesh_shape!r}"
-        )
+    refusal = MeshError(
+        f"init_device_mesh: mesh_shape must be a positive int or a tuple of them (None "
+        f"entries are dropped), got {mesh_shape!r}"
+    )
+    try:  # an int-like (numpy's too) is a 1-D shape; anything else must be a sequence
+        raw: Any = mesh_shape
+        given: tuple[Any, ...] = (_size(raw),) if _int_like(raw) else tuple(raw)
+        shape = tuple(_size(s) for s in given if s is not None) or (1,)
+    except (TypeError, ValueError):
+        raise refusal from None
+    if min(shape) <= 0:
+        raise refusal
     kind, _ = parse_device(device_type)
     return DeviceMesh.from_ids(kind, shape, range(math.prod(shape)), mesh_dim_names)

@@ -58,10 +58,18 @@ class PartyLayout:
         return device % self.parties
 
     def describe(self, party: int) -> str:
-        """Which devices ``party`` holds, in words."""
+        """Which devices ``party`` holds, in words: the ids it takes on any mesh (a party
+        hosts every device id that is ``party`` modulo the parties, of whatever mesh).
+
+        Example:
+            >>> PartyLayout(2).describe(1)
+            'devices 1, 3, 5, ... (the ids that are 1 modulo 2)'
+        """
         if self.parties == 1:
             return "every device"
-        return f"devices {party}, {party + self.parties}, {party + 2 * self.parties}, ..."
+        step = self.parties
+        first = f"devices {party}, {party + step}, {party + 2 * step}, ..."
+        return f"{first} (the ids that are {party} modulo {step})"
 
 
 class DeviceHost:

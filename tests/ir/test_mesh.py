@@ -170,6 +170,19 @@ def test_bad_meshes_are_refused(args, kwargs, message) -> None:  # type: ignore[
         DeviceMesh(*args, **kwargs)
 
 
+@pytest.mark.parametrize("shape", [2.0, None, "ab", (2, True), (2, 1.5), (0,), object()])
+def test_init_device_mesh_refuses_what_is_not_a_shape(shape: object) -> None:
+    with pytest.raises(MeshError, match="mesh_shape must be a positive int or a tuple of them"):
+        init_device_mesh("cpu", shape)  # type: ignore[arg-type]
+
+
+def test_init_device_mesh_takes_numpy_ints_as_torch_does() -> None:
+    import numpy as np
+
+    assert init_device_mesh("cpu", np.int64(2)).shape == (2,)
+    assert init_device_mesh("cpu", (np.int32(2), 3)).shape == (2, 3)
+
+
 def test_bad_init_and_lookups() -> None:
     with pytest.raises(MeshError, match="positive"):
         init_device_mesh("cpu", (2, 0))
