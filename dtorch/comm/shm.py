@@ -48,6 +48,8 @@ from dtorch.errors import CommError, CommTimeoutError
 
 #: Smallest pooled segment: small tensors share this size class.
 MIN_SEGMENT = 1 << 16
+#: Free segments a SegmentPool keeps, in bytes, by default: what an idle process holds on to.
+FREE_BYTES = 1 << 30
 
 #: A contended ``FileLock`` yields the core this many times before it sleeps: holders keep it
 #: for tens of microseconds, and a sleep lasts at least the timer slack (50 us) - with four
@@ -189,13 +191,18 @@ def tensor_view(
 class SegmentPool:
     """Touched segments of this process, reused by size: a copy into a touched buffer runs at
     memory speed, a fresh segment costs a page fault per page (DESIGN.md section 8). One pool
-    may serve many stores (and threads): a store opened per operator then still reuses."""
+    may serve many stores (and threads): a store opened per operator then still reuses.
+    It keeps at most ``max_free`` free segments, none larger than ``max_size`` bytes, of at
+    most ``max_bytes`` bytes in all (a segment that would pass a limit is closed on release)."""
 
-    def __init__(self, max_free: int = 16, max_size: int | None = None) -> None:
+    def __init__(
+        self, max_free: int = 16, max_size: int | None = None, max_bytes: int = FREE_BYTES
+    ) -> None:
         self._lock = threading.Lock()
         self._free: list[Segment] = []
         self._max_free = max_free
-        self._max_size = max_size  # larger segments are closed on release, never kept
+        self._max_size = max_bytes if max_size is None else max_size
+        self._max_bytes = max_bytes
 
     def acquire(self, nbytes: int) -> Segment:
         """The smallest free segment that holds ``nbytes``, or a new power-of-two sized one."""
@@ -210,9 +217,10 @@ class SegmentPool:
     def release(self, segment: Segment) -> None:
         """Return ``segment`` for reuse (closed instead when the pool is full, or when it is
         larger than the pool keeps)."""
-        keep = self._max_size is None or segment.size <= self._max_size
         with self._lock:
-            if keep and len(self._free) < self._max_free:
+            kept = sum(s.size for s in self._free) + segment.size
+            fits = segment.size <= self._max_size and kept <= self._max_bytes
+            if fits and len(self._free) < self._max_free:
                 self._free.append(segment)
                 return
         segment.close()

@@ -13,7 +13,15 @@ import pytest
 import torch
 
 from dtorch.comm.namespace import SHM_DIR, CommNamespace
-from dtorch.comm.shm import PeerMaps, Segment, map_peer, poll_ms, release_buffer, tensor_view
+from dtorch.comm.shm import (
+    PeerMaps,
+    Segment,
+    SegmentPool,
+    map_peer,
+    poll_ms,
+    release_buffer,
+    tensor_view,
+)
 from dtorch.comm.store.file import FileTensorStore
 from dtorch.comm.store.file_control import CONTROL_SIZE
 from dtorch.errors import CommError
@@ -95,3 +103,16 @@ def test_segments_are_private_and_peers_check_it() -> None:
             map_peer(segment.locator())
     finally:
         segment.close()
+
+
+def test_a_segment_pool_keeps_few_bytes_once_idle() -> None:
+    pool = SegmentPool(max_free=4, max_bytes=3 << 20)
+    made = [pool.acquire(1 << 20) for _ in range(3)] + [pool.acquire(2 << 20)]
+    for segment in made:
+        pool.release(segment)  # the 2 MiB one would pass 3 MiB in all: closed
+    assert made[-1].buffer.closed and not any(s.buffer.closed for s in made[:3])
+    again = pool.acquire(1 << 20)
+    assert again in made[:3]
+    pool.release(again)
+    pool.close()
+    assert all(s.buffer.closed for s in made[:3])

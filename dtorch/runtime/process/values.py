@@ -55,6 +55,8 @@ _LOG = logging.getLogger(__name__)
 
 #: Values of this many bytes or more travel through shared memory, not inside messages.
 SHARED_MIN = 1 << 20
+#: Bytes of free segments a worker keeps for the next values (an idle worker holds no more).
+KEPT_BYTES = 1 << 28
 
 
 class PushSink:
@@ -64,7 +66,8 @@ class PushSink:
         self._pusher = pusher
         self._worker = worker
         self._shared_min = shared_min  # None: no shared memory with the controller (remote)
-        self._pool = SegmentPool()
+        # a fetched value's touched pages are reused; a worker keeps few of them once idle
+        self._pool = SegmentPool(max_free=2, max_bytes=KEPT_BYTES)
         self._lock = threading.Lock()
         self._lent: dict[int, Segment] = {}  # token -> segment the controller still reads
         self._tokens = itertools.count(1)
