@@ -3,7 +3,10 @@ shared-memory one (the suites run on the default; this runs redistributions on G
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+from typing import Any
 
 import pytest
 import torch
@@ -151,3 +154,36 @@ def test_a_batch_for_one_worker_is_sent_to_that_worker_alone(worker_pools: PoolK
         assert [s.memory_allocated for s in graph.get_memory_stats(one)] == [16 + 12]
     finally:
         graph.close()
+
+
+def test_a_pool_that_fails_to_start_a_worker_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failed fork (or a Ctrl-C) while the workers start: those started are stopped, the
+    sockets and the shared board are closed (they stayed until the program exited)."""
+    started: list[subprocess.Popen[bytes]] = []
+    real = subprocess.Popen
+
+    class Failing(real):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if len(started) == 1:
+                raise OSError(11, "no second fork")
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    memfds = _memfds()
+    monkeypatch.setattr(subprocess, "Popen", Failing)
+    with pytest.raises(OSError, match="no second fork"):
+        WorkerPool(3, "cpu")
+    monkeypatch.undo()
+    assert len(started) == 1 and started[0].poll() is not None
+    assert _memfds() == memfds
+
+
+def _memfds() -> int:
+    """How many memfd segments this process has open."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += "memfd:" in os.readlink(f"/proc/self/fd/{fd}")
+    return count

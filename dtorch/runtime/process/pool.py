@@ -56,6 +56,7 @@ import time
 import weakref
 from collections.abc import Callable
 from math import inf
+from typing import Any, TypeVar
 
 import torch
 
@@ -162,6 +163,15 @@ class _Monitor:
                 os.close(fd)
 
 
+_Made = TypeVar("_Made")
+
+
+def _made(made: list[Any], item: _Made) -> _Made:
+    """``item``, noted in ``made`` (the pieces a failed start closes)."""
+    made.append(item)
+    return item
+
+
 class _PoolState:
     """Everything a pool owns; what its finalizer closes (it must not reference the pool)."""
 
@@ -172,18 +182,29 @@ class _PoolState:
         self.cpu_backend = cpu_backend
         self.device_type = device_type
         self.layout = PartyLayout(workers, 0, workers)
-        self.directory = IpcDirectory()
-        self.namespace = CommNamespace.create()
-        self.board = Segment.create(board_bytes(workers))
-        self.publisher = Publisher(self.directory.address("execute"))
-        self.puller = Puller(self.directory.address("reports"))
-        self.own_pusher = Pusher(self.puller.address, workers)  # the controller's own sender
         self.lock = threading.Lock()
         self.failure: WorkerDiedError | None = None
         self.on_death: DeathCallback | None = None
         self.closing = False
-        self.processes = [self._start(i, threads) for i in range(workers)]
+        self.processes: list[subprocess.Popen[bytes]] = []
         self.monitor: _Monitor | None = None
+        self.namespace = CommNamespace.create()
+        self.directory = IpcDirectory()
+        made: list[Any] = []  # what to close, should a later step fail (a failed fork, Ctrl-C)
+        try:
+            self.board = _made(made, Segment.create(board_bytes(workers)))
+            self.publisher = _made(made, Publisher(self.directory.address("execute")))
+            self.puller = _made(made, Puller(self.directory.address("reports")))
+            self.own_pusher = _made(made, Pusher(self.puller.address, workers))  # our own sender
+            for index in range(workers):
+                self.processes.append(self._start(index, threads))
+        except BaseException:
+            self._kill_workers(self.processes)
+            for closable in reversed(made):
+                with contextlib.suppress(Exception):
+                    closable.close()
+            self.remove_files()
+            raise
 
     def _start(self, index: int, threads: int) -> subprocess.Popen[bytes]:
         board = self.board.locator()
