@@ -135,11 +135,13 @@ def distribute(
     Partial puts the value on the first rank of that mesh dimension and zeros elsewhere)."""
     if not isinstance(data, torch.Tensor):
         raise TypeError(f"from_torch needs a torch.Tensor, got {type(data).__name__}")
-    if data.layout != torch.strided or data.is_quantized or data.is_meta:
+    if data.layout != torch.strided or data.is_quantized or data.is_meta or data.is_nested:
+        kind = "nested" if data.is_nested else str(data.layout)
         raise ParamError(
-            f"from_torch: a {data.layout} {data.dtype} tensor on {data.device} is not supported "
-            "(sparse, quantized and meta tensors are not); accepted: a dense strided tensor with "
-            "data, e.g. data.to_dense() or data.dequantize()"
+            f"from_torch: a {kind} {data.dtype} tensor on {data.device} is not supported "
+            "(sparse, quantized, meta and nested tensors are not); accepted: a dense strided "
+            "tensor with data, e.g. data.to_dense(), data.dequantize() or "
+            "nested.to_padded_tensor(0.0)"
         )
     value = data.detach().to("cpu", dtype or data.dtype, copy=True).contiguous()
     shape, kind = tuple(value.shape), CreateKind.FROM_TENSOR

@@ -12,6 +12,14 @@ import dtorch
 from dtorch.errors import MeshError, ParamError, PlacementError, ScalarError, ShapeError
 
 
+def _nested() -> torch.Tensor:
+    import warnings
+
+    with warnings.catch_warnings():  # torch calls its strided nested tensors a prototype
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+
+
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
@@ -45,6 +53,11 @@ from dtorch.errors import MeshError, ParamError, PlacementError, ScalarError, Sh
             lambda g: dtorch.from_torch(torch.empty(2, device="meta"), graph=g),
             ValueError,
             "from_torch: .*meta",
+        ),
+        (
+            lambda g: dtorch.from_torch(_nested(), graph=g),
+            ValueError,
+            r"from_torch: a nested .*to_padded_tensor",
         ),
     ],
 )
