@@ -136,9 +136,9 @@ def distribute(
     if not isinstance(data, torch.Tensor):
         raise TypeError(f"from_torch needs a torch.Tensor, got {type(data).__name__}")
     if data.layout != torch.strided or data.is_quantized or data.is_meta or data.is_nested:
-        kind = "nested" if data.is_nested else str(data.layout)
+        what = "nested" if data.is_nested else str(data.layout)
         raise ParamError(
-            f"from_torch: a {kind} {data.dtype} tensor on {data.device} is not supported "
+            f"from_torch: a {what} {data.dtype} tensor on {data.device} is not supported "
             "(sparse, quantized, meta and nested tensors are not); accepted: a dense strided "
             "tensor with data, e.g. data.to_dense(), data.dequantize() or "
             "nested.to_padded_tensor(0.0)"

@@ -174,7 +174,8 @@ class Graph:
         self.runner = make_runner(self._option, name=f"dtorch-g{self._id}")
         self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")
         close = functools.partial(self.executor.close, CLOSE_TIMEOUT)
-        self._finalizer = weakref.finalize(self, collected, close, os.getpid())
+        here = self.executor.joins_this_thread
+        self._finalizer = weakref.finalize(self, collected, close, os.getpid(), here)
 
     # --- identity and defaults --------------------------------------------------------------
     @staticmethod

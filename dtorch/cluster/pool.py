@@ -125,6 +125,10 @@ class ClusterPool:
     def broken(self) -> WorkerDiedError | None:
         return self._failure
 
+    def reap(self) -> WorkerDiedError | None:
+        """``broken``: remote workers are seen only through their heartbeats."""
+        return self._failure
+
     @property
     def closed(self) -> bool:
         return self._closed

@@ -202,6 +202,10 @@ class Executor:
         self._queue.put(operand_id)
 
     # --- closing ----------------------------------------------------------------------------
+    def joins_this_thread(self) -> bool:
+        """Whether the calling thread is one ``close`` joins (the dispatcher or the reporter)."""
+        return threading.current_thread() in (self._dispatcher, self._reporter)
+
     def close(self, timeout: float) -> None:
         """Run what is queued, then stop both threads and the runner."""
         if self._stopping:

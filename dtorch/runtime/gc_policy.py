@@ -15,8 +15,9 @@ existed before ``import dtorch`` is never collected. Set DTORCH_GC_FREEZE=0 to o
 What the collector finds of a Graph or a WorkerPool is closed by ``collected``: only in the
 process that made it (a child made by ``os.fork`` inherits the parent's objects and their
 finalizers, and closing them there would stop the parent's workers and remove its files), and
-never on one of dtorch's own threads (the collector runs on whichever thread allocates; such a
-thread cannot join itself, so the close then runs on a thread of its own).
+never on a thread the close joins (the last reference may go on a graph's own report thread,
+where a future's callback runs, and a thread cannot join itself: the close then runs on a
+thread of its own; anywhere else it runs at once, as before).
 
 Example:
     >>> import gc
@@ -43,9 +44,12 @@ def freeze_at_import() -> bool:
     return True
 
 
-def collected(close: Callable[[], None], owner_pid: int) -> None:
+def collected(
+    close: Callable[[], None], owner_pid: int, joins_this_thread: Callable[[], bool] = bool
+) -> None:
     """The finalizer of an object that owns threads or processes: ``close()`` (see the module
-    docstring for when it does nothing, or runs on a thread of its own).
+    docstring for when it does nothing, or runs on a thread of its own:
+    ``joins_this_thread()`` says whether the close would join the calling thread).
 
     Example:
         >>> closed = []
@@ -55,7 +59,7 @@ def collected(close: Callable[[], None], owner_pid: int) -> None:
     """
     if os.getpid() != owner_pid:  # a forked child: what it inherited is its parent's
         return
-    if threading.current_thread().daemon:  # every dtorch thread is a daemon thread
+    if joins_this_thread():
         threading.Thread(target=close, name="dtorch-collected", daemon=True).start()
         return
     close()

@@ -257,6 +257,14 @@ class _PoolState:
                     "while starting (its error output is above)"
                 )
 
+    def reap(self) -> None:
+        """Look at the workers now: one that exited is handled as the monitor would (which
+        may not have woken yet)."""
+        for index, process in enumerate(self.processes):
+            code = process.poll()
+            if code is not None:
+                self.exited(index, code)
+
     def exited(self, index: int, code: int) -> None:
         """The monitor saw worker ``index`` exit with ``code``."""
         with self.lock:
@@ -393,6 +401,13 @@ class WorkerPool:
     @property
     def broken(self) -> WorkerDiedError | None:
         """Why the pool cannot serve a graph any more (a worker died), or None."""
+        return self._state.failure
+
+    def reap(self) -> WorkerDiedError | None:
+        """``broken``, once the workers were looked at now (not only when the monitor wakes):
+        a report of a peer's failure may arrive before the monitor saw the peer die."""
+        if self._state.failure is None and not self.closed:
+            self._state.reap()
         return self._state.failure
 
     @property

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Protocol
 from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
-from dtorch.ir.report import InputsDone, Report, WorkerFailureReport
+from dtorch.ir.report import InputsDone, PartyReport, Report, ValueReport, WorkerFailureReport
 from dtorch.options import GlobalOption
 from dtorch.runtime.process.addressing import BatchAddresser, pack_ids, readers
 from dtorch.runtime.process.inputs import InputShare
@@ -89,6 +89,7 @@ class LeasablePool(Protocol):
     def layout(self) -> Layout: ...
     @property
     def broken(self) -> WorkerDiedError | None: ...
+    def reap(self) -> WorkerDiedError | None: ...
     @property
     def state(self) -> PoolState: ...
     def lease(self, on_death: Callable[[WorkerDiedError, int], None]) -> int: ...
@@ -199,6 +200,10 @@ class ProcessRunner:
             if type(report) is InputsDone:  # the runner's own business: free the segments
                 self._inputs.done(report.tokens)
                 return None
+            if _failed(report) and self._pool.reap() is not None:
+                # A survivor's collective failed with a dead peer before the monitor saw the
+                # death: the death (already on its way here) is what every future raises
+                return None
             return report
         if kind == RESET_DONE:
             if unpack_u64(envelope.parts[0]) == self._session:
@@ -246,3 +251,10 @@ class ProcessRunner:
         if not self._reset_done.wait(timeout) and self._pool.broken is None:
             self._pool.close()  # workers that cannot finish cannot serve the next graph
             raise WorkerError(f"the workers did not finish this graph's work within {timeout} s")
+
+
+def _failed(report: Report) -> bool:
+    """Whether ``report`` tells of a kernel failure."""
+    if type(report) is ValueReport:
+        return report.failure is not None
+    return type(report) is PartyReport and (report.failure is not None or bool(report.later))
