@@ -54,7 +54,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from math import inf
 from typing import Any, TypeVar
 
@@ -200,10 +200,7 @@ class _PoolState:
                 self.processes.append(self._start(index, threads))
         except BaseException:
             self._kill_workers(self.processes)
-            for closable in reversed(made):
-                with contextlib.suppress(Exception):
-                    closable.close()
-            self.remove_files()
+            self._release(reversed(made))
             raise
 
     def _start(self, index: int, threads: int) -> subprocess.Popen[bytes]:
@@ -327,10 +324,14 @@ class _PoolState:
         finally:
             if self.monitor is not None:
                 self.monitor.stop()
-            for closable in (self.own_pusher, self.publisher, self.puller, self.board):
-                with contextlib.suppress(Exception):
-                    closable.close()
-            self.remove_files()
+            self._release((self.own_pusher, self.publisher, self.puller, self.board))
+
+    def _release(self, closables: Iterable[Any]) -> None:
+        """Close the sockets and the board whatever fails, then remove the files."""
+        for closable in closables:
+            with contextlib.suppress(Exception):
+                closable.close()
+        self.remove_files()
 
 
 class WorkerPool:
