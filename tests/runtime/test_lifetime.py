@@ -71,15 +71,18 @@ def test_a_graph_dropped_on_its_own_report_thread_is_closed(
     assert not _threads_of(graph_id)
 
 
-def test_a_forked_child_leaves_the_parents_graph_alone(tmp_path: Path) -> None:
+def test_a_forked_child_leaves_the_parents_graphs_alone(tmp_path: Path) -> None:
+    """A process-mode and a thread-mode graph, both alive when the program forks."""
     script = textwrap.dedent(
         """
         import os, sys, time, torch, dtorch
         g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, num_workers=2))
         directory = g.runner.pool.state.directory.path
+        threads = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
         mesh = dtorch.init_device_mesh("cpu", 2)
         x = dtorch.from_torch(torch.arange(4.0), device_mesh=mesh, graph=g)
-        assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+        t = dtorch.from_torch(torch.arange(4.0), device_mesh=mesh, graph=threads)
+        assert x.tolist() == t.tolist() == [0.0, 1.0, 2.0, 3.0]
         child = os.fork()
         if child == 0:
             sys.exit(0)  # a plain exit: atexit runs every finalizer the child inherited
@@ -91,8 +94,9 @@ def test_a_forked_child_leaves_the_parents_graph_alone(tmp_path: Path) -> None:
             os.kill(child, 9)
             sys.exit("the child hung at exit")
         assert os.path.isdir(directory), "the child removed the parent's socket directory"
-        assert (x * 2).tolist() == [0.0, 2.0, 4.0, 6.0]
+        assert (x * 2).tolist() == (t * 2).tolist() == [0.0, 2.0, 4.0, 6.0]
         g.close()
+        threads.close()
         print("ok")
         """
     )
