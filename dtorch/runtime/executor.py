@@ -57,6 +57,11 @@ def worker_died(report: WorkerFailureReport) -> WorkerDiedError:
     return WorkerDiedError(report.reason)
 
 
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline``; a little even once it passed (a step still gets to look)."""
+    return max(deadline - time.monotonic(), 0.01)
+
+
 def _channel(error: Exception) -> GraphError:
     failure = GraphError(f"the report channel of this graph failed: {error!r}")
     failure.__cause__ = error
@@ -214,11 +219,12 @@ class Executor:
         self.submit = self._refuse
         self._queue.refuse(GraphError(self._refusal()))
         self._queue.put(None)  # a wake token: the thread wakes, drains, sees _stopping
+        deadline = time.monotonic() + timeout  # one budget for the three steps, not three
         self._dispatcher.join(timeout)
         try:
-            self.runner.close(timeout)
+            self.runner.close(_left(deadline))
         finally:
-            self._reporter.join(timeout)
+            self._reporter.join(_left(deadline))
             closed = GraphError("the graph was closed before this value was computed")
             self._final = self._final or closed
             self.promises.fail_all(self._final)

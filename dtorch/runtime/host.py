@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 from dtorch.errors import GraphError
@@ -232,8 +233,9 @@ class DeviceHost:
         events = [threading.Event() for _ in self.streams]
         for stream, event in zip(self.streams, events, strict=True):
             stream.push([(RESET, event)])
+        deadline = time.monotonic() + timeout  # one budget for every stream
         for stream, event in zip(self.streams, events, strict=True):
-            if not event.wait(timeout):
+            if not event.wait(max(deadline - time.monotonic(), 0)):
                 raise GraphError(f"stream {stream.name} did not finish its work within {timeout} s")
         groups = self.services.groups
         if groups is not None:
@@ -249,6 +251,9 @@ class DeviceHost:
         if self._closed:
             return
         self._closed = True
-        stuck = [s.name for s in self.streams if not s.stop(timeout)]
+        for stream in self.streams:  # every stream winds down at once, not one after another
+            stream.ask_to_stop()
+        deadline = time.monotonic() + timeout
+        stuck = [s.name for s in self.streams if not s.join(max(deadline - time.monotonic(), 0))]
         if stuck:
             raise GraphError(f"streams {stuck} did not stop within {timeout} s")

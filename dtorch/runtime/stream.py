@@ -94,10 +94,19 @@ class KernelStream:
 
     def stop(self, timeout: float) -> bool:
         """Ask the thread to finish what it has and exit; True if it did within ``timeout``."""
+        self.ask_to_stop()
+        return self.join(timeout)
+
+    def ask_to_stop(self) -> None:
+        """Queue the stop after what the thread has (``join`` then waits for it)."""
+        if self._thread is not None:
+            self.push([(STOP,)])
+            self._queue.wake()
+
+    def join(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` s for the thread to exit; True if it did (or never ran)."""
         if self._thread is None:
             return True
-        self.push([(STOP,)])
-        self._queue.wake()
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
