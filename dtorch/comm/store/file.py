@@ -67,7 +67,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 import torch
 
@@ -84,7 +84,6 @@ from dtorch.comm.store.base import (
     check_participant,
     check_scope,
     check_set,
-    count_finish,
     cut_message,
     finish_detail,
     finish_open,
@@ -94,7 +93,12 @@ from dtorch.comm.store.base import (
     scope_of,
     timeout_error,
 )
-from dtorch.comm.store.file_control import Control, ControlState, SlotRecord
+from dtorch.comm.store.file_control import (
+    Control,
+    ControlState,
+    SlotRecord,
+    member_identity,
+)
 from dtorch.errors import CommError, CommTimeoutError
 from dtorch.ir.dtypes import dtype_code, dtype_from_code
 
@@ -112,9 +116,6 @@ MAX_RELEASED = 4
 #: How long ``close`` waits for the consumers of the keys released without waiting (a live one
 #: finishes within milliseconds; a dead one is seen within ``_RECHECK_S``).
 _CLOSE_WAIT_S = 5.0
-
-#: A dead member, as the errors name it: (rank, pid).
-DeadMember = tuple[int, int]
 
 
 class FileTensorStore(TensorStore):
@@ -172,7 +173,7 @@ class FileTensorStore(TensorStore):
             self._take_rank(state)
             state.members[self.rank] = [me.pid, self._wake.address, me.start_ticks]
             state.dirty = True
-            dead = _dead_members(state, self.rank)
+            dead = state.dead_members(self.rank)
         self._joined = True  # so that close() leaves, and the last one out unlinks the name
         if dead:
             raise peer_died_error(
@@ -188,7 +189,7 @@ class FileTensorStore(TensorStore):
         member = state.members[self.rank]
         if member is None:
             return
-        if _identity(member).alive():
+        if member_identity(member).alive():
             raise CommError(
                 f"file store {self.store_key!r}: rank {self.rank} is already open "
                 f"(by process {member[0]})"
@@ -227,12 +228,12 @@ class FileTensorStore(TensorStore):
             look = expired or time.monotonic() >= look_at_peers
             with self._txn(deadline) as state:
                 result = ready(state)
-                dead = _dead_members(state, self.rank) if result is None and look else []
+                dead = state.dead_members(self.rank) if result is None and look else []
                 give_up = result is None and (expired or bool(dead))
                 waiting = None
                 if result is None:
                     waiting = awaits if isinstance(awaits, str) else awaits(state)
-                detail = _register(state, self.rank, waiting, give_up, missing)
+                detail = state.register(self.rank, waiting, give_up, missing)
             if result is not None:
                 return result
             if detail is not None:
@@ -309,7 +310,7 @@ class FileTensorStore(TensorStore):
             absent[:] = [key for key in keys if key not in slots]
             if not absent:
                 return [self._view(slots[key]) for key in keys]  # mapped under the lock
-            return _abort_of(state, absent) or None  # a message: they will never be set
+            return state.abort_of(absent) or None  # a message: they will never be set
 
         def missing(state: ControlState) -> str:
             return "no participant called src_set(" + ", ".join(map(repr, absent)) + ")"
@@ -332,7 +333,7 @@ class FileTensorStore(TensorStore):
     def dest_finish_get(self, key: str) -> None:
         check_key(key)
         with self._txn(Deadline()) as state:
-            _finish(state, key, self.rank)
+            state.finish(key, self.rank)
 
     def src_wait_until_get_finished(self, key: str) -> None:
         check_key(key)
@@ -353,8 +354,8 @@ class FileTensorStore(TensorStore):
         if read:
             with self._txn(Deadline()) as state:
                 for key in read:
-                    _finish(state, key, self.rank)
-                failed = _abort_of(state, read)
+                    state.finish(key, self.rank)
+                failed = state.abort_of(read)
         for key in published:
             failed = self._await_finished("end_exchange", key, drop=True)[1] or failed
         if failed:
@@ -372,9 +373,9 @@ class FileTensorStore(TensorStore):
             check_key(key)
         with self._txn(Deadline()) as state:
             for key in read:
-                _finish(state, key, self.rank)
+                state.finish(key, self.rank)
             self._released.update(dict.fromkeys(published))  # the drop at its end sees them
-            failed = _abort_of(state, (*read, *published))
+            failed = state.abort_of((*read, *published))
         if failed:
             raise peer_failed_error(self, "release_exchange", (*read, *published)[0], failed)
 
@@ -532,7 +533,7 @@ class FileTensorStore(TensorStore):
             if state.generation > 0:
                 return
             state.arrived = [r for r in state.arrived if r != self.rank]
-            alive = [m for m in state.members if m is not None and _identity(m).alive()]
+            alive = [m for m in state.members if m is not None and member_identity(m).alive()]
             if not alive and self._control is not None:  # the opening failed for good
                 self._control.unlink()
 
@@ -541,64 +542,3 @@ def _locator_tuple(segment: Segment) -> tuple[int, int, int, int]:
     """The locator of ``segment`` as a plain tuple (pid, fd, inode, size)."""
     locator = segment.locator()
     return (locator.pid, locator.fd, locator.inode, locator.size)
-
-
-def _register(
-    state: ControlState,
-    rank: int,
-    waiting: str | None,
-    give_up: bool,
-    missing: Callable[[ControlState], str],
-) -> str | None:
-    """Keep ``rank`` in the waiters, awaiting the key ``waiting``, while it waits (None: it
-    does not); what it waited for once it gives up."""
-    registered = state.waiters.get(rank)
-    if waiting is None:
-        if registered is not None:
-            del state.waiters[rank]
-            state.dirty = True
-        return None
-    if give_up:
-        state.waiters.pop(rank, None)
-        state.dirty = True
-        return missing(state)
-    if registered != waiting:
-        state.waiters[rank] = waiting
-        state.dirty = True
-    return None
-
-
-def _finish(state: ControlState, key: str, rank: int) -> None:
-    """Consumer ``rank`` is done with ``key``; the last one wakes the producer. A key its
-    aborted producer dropped already is skipped."""
-    slot = state.slots.get(key)
-    if slot is None and state.aborted(scope_of(key)) is not None:
-        return
-    slot = count_finish(key, slot, rank)
-    state.dirty = True
-    if all_finished(slot):
-        state.touch(key)
-
-
-def _abort_of(state: ControlState, keys: Sequence[str]) -> str:
-    """The abort message of the first aborted scope among ``keys``' ("": none)."""
-    if state.aborts:
-        for scope in dict.fromkeys(scope_of(key) for key in keys):
-            message = state.aborted(scope)
-            if message is not None:
-                return message
-    return ""
-
-
-def _identity(member: list[Any]) -> ProcessIdentity:
-    """The process of a member row ``[pid, wake address, start ticks]``."""
-    return ProcessIdentity(member[0], member[2])
-
-
-def _dead_members(state: ControlState, rank: int) -> list[DeadMember]:
-    """The members other than ``rank`` whose process is gone (exited, killed, pid reused)."""
-    return [
-        (other, member[0])
-        for other, member in enumerate(state.members)
-        if other != rank and member is not None and not _identity(member).alive()
-    ]

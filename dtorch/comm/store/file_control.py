@@ -25,19 +25,24 @@ import mmap
 import os
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import ormsgpack
 
+from dtorch.comm.process_identity import ProcessIdentity
 from dtorch.comm.shm import FileLock, Locator, open_named, release_buffer, unlink_named
+from dtorch.comm.store.base import all_finished, count_finish, scope_of
 from dtorch.errors import CommError, CommTimeoutError
 
 CONTROL_SIZE = 1 << 20  # sparse: only the pages the blob touches are ever allocated
 _MAGIC = b"DTSTORE1"
 _HEADER = struct.Struct("<8sI")  # magic, blob length
 _BLOB_AT = 64
+
+#: A dead member, as the errors name it: (rank, pid).
+DeadMember = tuple[int, int]
 
 
 @dataclass(slots=True)
@@ -137,6 +142,59 @@ class ControlState:
         awaiting = dict(waiters)  # [rank, key] pairs
         return cls(world_size, members, generation, arrived, records, awaiting, aborts)
 
+    def register(
+        self,
+        rank: int,
+        waiting: str | None,
+        give_up: bool,
+        missing: Callable[[ControlState], str],
+    ) -> str | None:
+        """Keep ``rank`` in the waiters, awaiting the key ``waiting``, while it waits (None: it
+        does not); what it waited for once it gives up."""
+        registered = self.waiters.get(rank)
+        if waiting is None:
+            if registered is not None:
+                del self.waiters[rank]
+                self.dirty = True
+            return None
+        if give_up:
+            self.waiters.pop(rank, None)
+            self.dirty = True
+            return missing(self)
+        if registered != waiting:
+            self.waiters[rank] = waiting
+            self.dirty = True
+        return None
+
+    def finish(self, key: str, rank: int) -> None:
+        """Consumer ``rank`` is done with ``key``; the last one wakes the producer. A key its
+        aborted producer dropped already is skipped."""
+        slot = self.slots.get(key)
+        if slot is None and self.aborted(scope_of(key)) is not None:
+            return
+        slot = count_finish(key, slot, rank)
+        self.dirty = True
+        if all_finished(slot):
+            self.touch(key)
+
+    def abort_of(self, keys: Sequence[str]) -> str:
+        """The abort message of the first aborted scope among ``keys``' ("": none)."""
+        if self.aborts:
+            for scope in dict.fromkeys(scope_of(key) for key in keys):
+                message = self.aborted(scope)
+                if message is not None:
+                    return message
+        return ""
+
+    def dead_members(self, rank: int) -> list[DeadMember]:
+        """The members other than ``rank`` whose process is gone (exited, killed, pid
+        reused)."""
+        return [
+            (other, member[0])
+            for other, member in enumerate(self.members)
+            if other != rank and member is not None and not member_identity(member).alive()
+        ]
+
     def wake_addresses(self, exclude: int) -> list[bytes]:
         """The wake addresses of the waiting participants other than ``exclude`` that this
         transaction's change concerns."""
@@ -147,6 +205,11 @@ class ControlState:
             if rank != exclude and member is not None and (self.notify or key in touched):
                 found.append(member[1])
         return found
+
+
+def member_identity(member: list[Any]) -> ProcessIdentity:
+    """The process of a member row ``[pid, wake address, start ticks]``."""
+    return ProcessIdentity(member[0], member[2])
 
 
 class Control:
