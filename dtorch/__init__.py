@@ -40,7 +40,17 @@ from torch import (
     uint8,
 )
 
-from dtorch import compiled_op, cuda, memory_stats, nn, tensor, type
+from dtorch import (
+    compiled_op,
+    cuda,
+    distributed_spec,
+    global_option,
+    graph,
+    memory_stats,
+    nn,
+    tensor,
+    type,
+)
 from dtorch.api.creation import (
     arange,
     empty,
@@ -163,10 +173,28 @@ from dtorch.api.tensor import (
 from dtorch.api.torch_forms import batch_norm, dropout, embedding, group_norm, layer_norm
 from dtorch.api.visualize import visualize_sharding
 from dtorch.distributed_spec import get_default_device_mesh
-from dtorch.errors import DeserializationError, DTorchError, TraceError
+from dtorch.errors import (
+    CommError,
+    CommTimeoutError,
+    DeserializationError,
+    DTorchError,
+    DtypeError,
+    FutureTimeoutError,
+    GraphError,
+    KernelError,
+    MeshError,
+    OptionError,
+    ParamError,
+    PlacementError,
+    ShapeError,
+    TraceError,
+    WorkerDiedError,
+    WorkerError,
+)
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 from dtorch.memory_stats import MemoryStat, MemoryStats
+from dtorch.nn.parameter import Parameter
 from dtorch.options import GlobalOption
 from dtorch.program.files import load_program
 from dtorch.program.program import Program, trace
@@ -238,26 +266,38 @@ __all__ = [
     "BoolTensor",
     "ByteTensor",
     "CharTensor",
+    "CommError",
+    "CommTimeoutError",
     "DTorchError",
     "DeserializationError",
     "DeviceMesh",
     "DoubleTensor",
+    "DtypeError",
     "FloatTensor",
+    "FutureTimeoutError",
     "Generator",
     "GlobalOption",
     "Graph",
+    "GraphError",
     "GraphOption",
     "HalfTensor",
     "IntTensor",
+    "KernelError",
     "LongTensor",
     "MemoryStat",
     "MemoryStats",
+    "MeshError",
+    "OptionError",
+    "ParamError",
+    "Parameter",
     "Partial",
     "Placement",
+    "PlacementError",
     "Profile",
     "Program",
     "Replicate",
     "SdpaOption",
+    "ShapeError",
     "Shard",
     "ShortTensor",
     "Size",
@@ -265,6 +305,8 @@ __all__ = [
     "TensorFuture",
     "TraceError",
     "VoidFutureCollect",
+    "WorkerDiedError",
+    "WorkerError",
     "abs",
     "acos",
     "add",
@@ -313,6 +355,7 @@ __all__ = [
     "deserialize_from_file",
     "detach",
     "device",
+    "distributed_spec",
     "div",
     "double",
     "dropout",
@@ -346,6 +389,8 @@ __all__ = [
     "gather",
     "ge",
     "get_default_device_mesh",
+    "global_option",
+    "graph",
     "greater",
     "greater_equal",
     "group_norm",

@@ -185,3 +185,23 @@ def test_no_module_level_import_cycle() -> None:
     """No dtorch module imports, at import time, a module that imports it back: every module
     can be imported first without relying on an import order pinned somewhere else."""
     assert _cycles(_import_graph()) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_plain_import_reaches_every_module_path_and_public_name() -> None:
+    """After ``import dtorch`` alone, API.md's module paths are attributes (a program may
+    write ``dtorch.graph.Graph`` without importing ``dtorch.graph``), and the names it
+    promises at the top level (``Parameter``, the errors a program catches) are there."""
+    reached = (
+        "dtorch.graph.Graph, dtorch.graph.VoidFutureCollect, dtorch.global_option.GlobalOption,"
+        " dtorch.distributed_spec.Shard, dtorch.tensor.TensorFuture, dtorch.nn.functional.linear,"
+        " dtorch.nn.parameter.Parameter, dtorch.Parameter, dtorch.WorkerDiedError,"
+        " dtorch.KernelError, dtorch.GraphError"
+    )
+    script = f"import dtorch\nprint(all(x is not None for x in ({reached})))"
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=100
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+    assert dtorch.Parameter is dtorch.nn.Parameter
+    assert issubclass(dtorch.WorkerDiedError, dtorch.DTorchError)

@@ -199,6 +199,21 @@ def test_to_forms(graph: dtorch.Graph, layout: tuple) -> None:
     assert dtorch.Tensor.parser_tensor_to_function_arg(("cpu",), {}) == (torch.device("cpu"), None)
 
 
+def test_to_its_own_device_stays_and_copy_makes_a_new_tensor(graph: dtorch.Graph) -> None:
+    """``x.to(x.device)`` is ``x`` (torch), whichever device id the mesh starts at; ``copy=True``
+    always gives a tensor of its own, even when nothing else changes."""
+    full = torch.arange(4.0)
+    mesh = dtorch.DeviceMesh("cpu", [1, 2])
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+    assert t.to(t.device) is t and t.to(device=t.device) is t
+    assert t.to("cpu:2").device_mesh == dtorch.DeviceMesh("cpu", [2])
+    for copy in (t.to(copy=True), t.to(t.dtype, copy=True), t.to(t.device, copy=True)):
+        assert copy is not t and copy.placements == t.placements
+        copy.add_(1)
+        assert torch.equal(copy.to_torch(), full + 1)
+    assert torch.equal(t.to_torch(), full)
+
+
 def test_check_placement_and_names(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (2, 1, 2), mesh_dim_names=("dp", "pp", "tp"))
     t = dtorch.zeros(4, 4, device_mesh=mesh, placements=[Shard(0), R, Shard(1)], graph=graph)

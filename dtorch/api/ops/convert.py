@@ -247,7 +247,8 @@ def to(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     if isinstance(target, DeviceMesh):
         _check_same_shape(t, target)
     result = t if target is None or _already_there(t, target) else move(t, target)
-    return result if dtype is None else cast(result, dtype)
+    result = result if dtype is None else cast(result, dtype)
+    return clone(result) if result is t and kwargs.get("copy") else result  # torch: a new tensor
 
 
 def _check_same_shape(t: Tensor, mesh: DeviceMesh) -> None:
@@ -261,16 +262,15 @@ def _check_same_shape(t: Tensor, mesh: DeviceMesh) -> None:
 
 
 def _already_there(t: Tensor, target: Any) -> bool:
-    """A bare device type (``"cpu"``, ``torch.device("cuda")``) of the tensor's own mesh: as
-    in torch, ``cpu()`` of a CPU tensor is the tensor itself, however it is distributed."""
+    """A bare device type (``"cpu"``, ``torch.device("cuda")``) of the tensor's own mesh, or
+    the tensor's own ``device``: as in torch, ``cpu()`` of a CPU tensor and ``x.to(x.device)``
+    are the tensor itself, however it is distributed."""
     if not isinstance(target, (str, torch.device)):
         return False
     mesh = mesh_of(target)  # a clear MeshError for anything that is not a device
-    return (
-        len(mesh.device_ids) == 1
-        and _bare(target)
-        and mesh.device_type == t.device_mesh.device_type
-    )
+    if len(mesh.device_ids) != 1 or mesh.device_type != t.device_mesh.device_type:
+        return False
+    return _bare(target) or torch.device(target) == t.device
 
 
 def _bare(target: str | torch.device) -> bool:
