@@ -230,8 +230,11 @@ class TensorBase:
         return self._operand.dtype.is_floating_point
 
     def is_contiguous(self) -> bool:
-        """Always True: dtorch values have no user-visible strides (kernels accept any local
-        layout, ``view`` included), so nothing a program can do depends on contiguity."""
+        """Always True: strides are not tracked when operators are recorded. Where layout
+        matters, the devices follow torch on the global tensor: ``contiguous``, ``reshape``
+        and ``flatten`` copy exactly where torch would (after a transpose, a column slice),
+        else they are views whose writes reach the input; a ``view`` torch refuses fails on
+        the devices with torch's message (raised at the fetch or ``sync``)."""
         return True
 
     def __len__(self) -> int:

@@ -1,4 +1,4 @@
-"""Local kernels of Clone, Cast and Copy.
+"""Local kernels of Clone, Cast, ViewDtype and Copy.
 
 Copy writes src into dst's local shard in place (the rule has already laid src out like
 dst) and produces no outputs.
@@ -18,8 +18,10 @@ Example:
 
 from __future__ import annotations
 
+import torch
+
 from dtorch.ir.opkind import OpKind
-from dtorch.ir.params import CastParam
+from dtorch.ir.params import CastParam, ViewDtypeParam
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
@@ -35,14 +37,65 @@ def cast_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     return [inputs[0].to(param.dtype)]
 
 
+def view_dtype_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+    """The local shard's bits read as ``param.dtype``: torch's ``view(dtype)``, a view of the
+    shard. Where the element size differs and torch could not view the shard's memory as it
+    lies (``_bits_viewable``), a compact copy's bits: dtorch values have no user-visible
+    strides, so the device does not fail where the user could not have known."""
+    param = ctx.param
+    assert isinstance(param, ViewDtypeParam)
+    x, dtype = inputs[0], param.dtype
+    if x.element_size() != dtype.itemsize:
+        if x.numel() == 0:  # no bits to read (torch refuses some empty shapes' strides)
+            return [x.new_empty(ctx.outputs[0].local_shape(device), dtype=dtype)]
+        if not _bits_viewable(x, dtype):
+            x = x.clone(memory_format=torch.contiguous_format)
+    return [x.view(dtype)]
+
+
+# torch's own conditions for viewing ``x`` as a dtype of another element size (the rule has
+# checked the last dim's size); they read strides alone, so every device decides alike.
+def _bits_viewable(x: torch.Tensor, dtype: torch.dtype) -> bool:
+    if x.stride(-1) != 1:
+        return False
+    ratio = dtype.itemsize // x.element_size()
+    if ratio <= 1:
+        return True
+    return x.storage_offset() % ratio == 0 and all(s % ratio == 0 for s in x.stride()[:-1])
+
+
 def copy_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``dst.copy_(src)`` on the local shards; dst changes in place."""
-    inputs[0].copy_(inputs[1])
+    """``dst.copy_(src)`` on the local shards; dst changes in place. A dst whose elements
+    share memory (an ``expand``-ed view) takes one slice of ``src`` along those dims when
+    ``src`` is the same along them (``fill_``/``zero_``, which torch allows there)."""
+    dst, src = inputs[0], inputs[1]
+    shared = [d for d in range(dst.ndim) if dst.stride(d) == 0 and dst.shape[d] > 1]
+    if shared:
+        dst, src = _one_slice(dst, src.expand_as(dst), shared)
+    dst.copy_(src)
     return []
+
+
+def _one_slice(
+    dst: torch.Tensor, src: torch.Tensor, dims: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``dst`` and ``src`` narrowed to their first slice along ``dims``, where ``src`` does
+    not vary along them (else torch's refusal of a write to overlapping elements)."""
+    for d in dims:
+        first = src.narrow(d, 0, 1)
+        if not torch.equal(first.expand_as(src), src):
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor "
+                "refers to a single memory location. Please clone() the tensor before "
+                "performing the operation."
+            )
+        dst, src = dst.narrow(d, 0, 1), first
+    return dst, src
 
 
 KERNELS: dict[OpKind, LocalKernel] = {
     OpKind.Clone: clone_kernel,
     OpKind.Cast: cast_kernel,
+    OpKind.ViewDtype: view_dtype_kernel,
     OpKind.Copy: copy_kernel,
 }

@@ -23,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import torch
 
 from dtorch.ir.opkind import OpKind
@@ -38,10 +40,96 @@ from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``view``/``reshape``/``flatten`` to the output's local shape: a view where torch makes
-    one. dtorch values have no user-visible strides (``Tensor.is_contiguous()`` is always
-    True), so ``view`` of a shard that torch could not view without a copy (e.g. after a
-    transpose) copies instead of failing on the device."""
-    return [inputs[0].reshape(ctx.outputs[0].local_shape(device))]
+    one of the GLOBAL tensor, else a copy (``view`` then fails as torch's does).
+
+    The shard alone cannot tell: a dim the device holds one row of is size 1 locally, and
+    torch's checks skip size-1 dims, so a transposed or column-sliced shard could look
+    viewable on one device and not on another (writes through the result would reach the
+    input on some devices only). ``_viewable`` judges by the global shapes."""
+    shard = inputs[0]
+    shape = ctx.outputs[0].local_shape(device)
+    whole = ctx.outputs[0].shape
+    if shard.numel() == 0 or _viewable(shard, ctx.inputs[0].shape, whole):
+        return [shard.view(shape)]
+    if ctx.param.kind is OpKind.View:
+        raise RuntimeError(
+            f"view size {list(ctx.outputs[0].shape)} is not compatible with input tensor's "
+            "size and stride (at least one dimension spans across two contiguous subspaces). "
+            "Use .reshape(...) instead."
+        )
+    return [shard.clone(memory_format=torch.contiguous_format).view(shape)]
+
+
+def _viewable(shard: torch.Tensor, global_shape: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether torch could view the GLOBAL tensor (``global_shape``) as ``shape`` (global)
+    without a copy, judged from the shard: the old dims that one new dim merges
+    (grouped by the global shapes, alike on every device) must follow each other in memory
+    with nothing between. A dim the device holds one row of is judged by its stride, which
+    still tells where it lies (a size-1 dim's stride ties with the next slower dim's)."""
+    groups = _merged_dims(global_shape, shape)
+    strides, sizes = shard.stride(), shard.shape
+    for dims in groups:
+        real = [d for d in dims if global_shape[d] != 1]
+        for slower, faster in pairwise(real):
+            if strides[slower] != strides[faster] * sizes[faster]:
+                return False
+            if _between(slower, faster, real, strides, sizes, global_shape):
+                return False
+    return True
+
+
+def _between(
+    slower: int,
+    faster: int,
+    group: list[int],
+    strides: tuple[int, ...],
+    sizes: torch.Size,
+    global_shape: tuple[int, ...],
+) -> bool:
+    """Whether a dim outside ``group`` (of more than one element globally) lies in memory
+    between ``faster`` and ``slower``: only one the device holds one row of can, with the
+    stride of ``slower``."""
+    return any(
+        d not in group and global_shape[d] != 1 and sizes[d] == 1 and strides[d] == strides[slower]
+        for d in range(len(sizes))
+    )
+
+
+def _merged_dims(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]]:
+    """The old dims each run of new dims is made of (reshape's grouping by products)."""
+    groups: list[list[int]] = []
+    i = j = 0
+    while i < len(old) and j < len(new):
+        dims, have, want = [i], old[i], new[j]
+        i, j = i + 1, j + 1
+        while have != want:
+            if have < want and i < len(old):
+                dims.append(i)
+                have *= old[i]
+                i += 1
+            elif j < len(new):
+                want *= new[j]
+                j += 1
+            else:
+                break
+        groups.append(dims)
+    return groups
+
+
+def is_contiguous_globally(shard: torch.Tensor, global_shape: tuple[int, ...]) -> bool:
+    """torch's ``is_contiguous`` of ``shard``, skipping only the dims of size 1 globally (a
+    dim the device holds one row of is checked too, so every device answers alike)."""
+    if shard.numel() == 0:
+        return True
+    expected = 1
+    for size, stride, whole in zip(
+        reversed(shard.shape), reversed(shard.stride()), reversed(global_shape), strict=True
+    ):
+        if whole != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
 
 
 def squeeze_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
@@ -81,8 +169,12 @@ def expand_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def contiguous_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """The local shard in contiguous memory."""
-    return [inputs[0].contiguous()]
+    """The local shard itself where the global tensor is contiguous, else a contiguous copy
+    (as torch's ``contiguous``, decided alike on every device: ``is_contiguous_globally``)."""
+    shard = inputs[0]
+    if is_contiguous_globally(shard, ctx.inputs[0].shape):
+        return [shard]
+    return [shard.clone(memory_format=torch.contiguous_format)]
 
 
 def keep_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

@@ -1,0 +1,114 @@
+"""``contiguous``, ``reshape``, ``flatten`` and ``view`` share memory with their input exactly
+where torch's do on the full tensor, on every mesh: a device holding one row of a transposed
+or column-sliced tensor must copy like the others (its shard alone looks contiguous), so a
+write through the result reaches the input as in torch, never on some devices only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import KernelError
+
+Program = Callable[[Any], None]
+
+
+def _transpose_contiguous_scaled(t: Any) -> None:
+    t.transpose(1, 2).contiguous().mul_(0.5)
+
+
+def _slice_reshape_filled(t: Any) -> None:
+    t[:, 0:3].reshape(-1).fill_(-1.0)
+
+
+def _transpose_contiguous_added(t: Any) -> None:
+    t.transpose(0, 1).contiguous().add_(100)
+
+
+def _transpose_flatten_added(t: Any) -> None:
+    t.transpose(1, 2).flatten(1).add_(100)
+
+
+def _merge_reshape_filled(t: Any) -> None:  # viewable: the write reaches the input
+    t.reshape(-1)[0:2].fill_(-2.0) if t.ndim == 1 else t.reshape(t.shape[0], -1).fill_(-2.0)
+
+
+def _split_reshape_filled(t: Any) -> None:  # a split is always a view
+    t.unsqueeze(0).reshape(1, *t.shape).fill_(7.0)
+
+
+def _contiguous_of_contiguous_added(t: Any) -> None:  # the input itself
+    t.contiguous().add_(1)
+
+
+CASES: list[tuple[tuple[int, ...], int, Program]] = [
+    ((1, 4, 2, 3), 2, _transpose_contiguous_scaled),
+    ((4, 6), 0, _slice_reshape_filled),
+    ((2, 3, 4), 1, _transpose_contiguous_added),
+    ((2, 3, 4), 0, _transpose_flatten_added),
+    ((5, 3, 4), 0, _transpose_flatten_added),
+    ((4, 6), 0, _merge_reshape_filled),
+    ((4, 6), 1, _split_reshape_filled),
+    ((3, 5), 0, _contiguous_of_contiguous_added),
+]
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+@pytest.mark.parametrize(
+    ("shape", "dim", "program"), CASES, ids=lambda x: getattr(x, "__name__", str(x))
+)
+def test_writes_through_a_reshape_reach_the_input_as_in_torch(
+    graph: dtorch.Graph, devices: int, shape: tuple[int, ...], dim: int, program: Program
+) -> None:
+    full = torch.arange(float(torch.Size(shape).numel())).reshape(shape)
+    mesh = dtorch.init_device_mesh("cpu", devices)
+    for placements in ([dtorch.Shard(dim)], [dtorch.Replicate()]):
+        t = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
+        want = full.clone()
+        program(t)
+        program(want)
+        assert torch.equal(t.to_torch(), want), (placements, t.to_torch(), want)
+
+
+def test_a_view_torch_refuses_fails_on_every_mesh(graph: dtorch.Graph) -> None:
+    """torch refuses ``t().view(-1)``; so do the devices (at the fetch), however sharded."""
+    full = torch.arange(8.0).reshape(2, 4)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        full.t().view(-1)
+    for devices, placements in ((2, [dtorch.Replicate()]), (4, [dtorch.Shard(1)])):
+        mesh = dtorch.init_device_mesh("cpu", devices)
+        t = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
+        with pytest.raises(KernelError, match=r"view size .* is not compatible"):
+            t.t().view(-1).to_torch()
+        assert torch.equal(t.t().reshape(-1).to_torch(), full.t().reshape(-1))
+
+
+@pytest.mark.parametrize("placements", [[dtorch.Shard(0)], [dtorch.Replicate()]], ids=str)
+def test_fill_and_zero_of_an_expanded_view_write_the_input(
+    graph: dtorch.Graph, placements: list[dtorch.Placement]
+) -> None:
+    """torch allows ``fill_``/``zero_`` on an expanded view (every alias of an element gets
+    the same value) and refuses a copy of varying values into it."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for write in (lambda v: v.zero_(), lambda v: v.fill_(3.0)):
+        t = dtorch.from_torch(
+            torch.arange(1.0, 7.0), device_mesh=mesh, placements=placements, graph=graph
+        )
+        want = torch.arange(1.0, 7.0)
+        write(t.expand(2, 6))
+        write(want.expand(2, 6))
+        assert torch.equal(t.to_torch(), want)
+        graph.sync()
+    t = dtorch.from_torch(
+        torch.arange(1.0, 7.0), device_mesh=mesh, placements=[dtorch.Replicate()], graph=graph
+    )
+    varying = dtorch.from_torch(torch.arange(12.0).reshape(2, 6), device_mesh=mesh, graph=graph)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        torch.arange(1.0, 7.0).expand(2, 6).copy_(torch.arange(12.0).reshape(2, 6))
+    t.expand(2, 6).copy_(varying)
+    with pytest.raises(KernelError, match="more than one element of the written-to tensor"):
+        graph.sync()
