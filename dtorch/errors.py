@@ -196,4 +196,6 @@ class RendezvousError(DTorchError, RuntimeError):
 
 
 class FutureTimeoutError(DTorchError, TimeoutError):
-    """A future did not become ready within the time it was given."""
+    """A future did not become ready within the time it was given. A graph's future (a fetch,
+    a sync) also names whom it waited for: the worker (index, pid, devices, process state)
+    that owes the answer, and any worker process that is stopped."""

@@ -2,7 +2,10 @@
 
 A ``TensorFuture`` wraps the communication layer's future and keeps the ``Tensor`` it came from
 alive, so the operand is not released before its value arrived. Waiting raises the kernel
-failure that produced the value, naming the operator and the user's line.
+failure that produced the value, naming the operator and the user's line. A wait that times
+out (``FutureTimeoutError``) says whom it waited for: the runner names the worker that owes
+the value - its index, pid, devices and process state - and any worker process that is
+stopped (``Runner.waiting_on``); so does a sync's.
 
 Example:
     >>> import asyncio, dtorch
@@ -17,7 +20,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -25,7 +28,7 @@ import torch
 from dtorch.comm.promise import TensorFuture as CommTensorFuture
 from dtorch.comm.promise import VoidFutureCollect as CommVoidFutureCollect
 from dtorch.comm.promise import create_promise, create_void_promise
-from dtorch.errors import KernelError
+from dtorch.errors import FutureTimeoutError, KernelError
 from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import PromiseHandle
 from dtorch.runtime.settle import CountdownCollector, RaisedFailures, SyncCollector
@@ -33,32 +36,61 @@ from dtorch.runtime.settle import CountdownCollector, RaisedFailures, SyncCollec
 if TYPE_CHECKING:
     from dtorch.api.graph import Graph
 
+#: Says whom a wait that timed out waits for (``Runner.waiting_on`` of some parties), or ''.
+Waiting = Callable[[], str]
+
+
+def explain_timeout(error: FutureTimeoutError, waiting: Waiting | None) -> None:
+    """Add to ``error``'s message whom the wait waited for (a stopped or hung worker)."""
+    if waiting is None:
+        return
+    try:
+        detail = waiting()
+    except Exception:  # the timeout is the news: a failing diagnosis must not replace it
+        return
+    if detail:
+        error.args = (f"{error}; {detail}",)
+
 
 class TensorFuture:
     """The value of a Tensor, on its way: ``get``, ``wait``, ``wait_for``, ``is_ready``,
-    ``await``."""
+    ``await``. ``waiting`` names, should a wait time out, whom it waits for."""
 
-    __slots__ = ("_future", "_guard", "_raised")
+    __slots__ = ("_future", "_guard", "_raised", "_waiting")
 
-    def __init__(self, future: CommTensorFuture, guard: object, raised: RaisedFailures) -> None:
+    def __init__(
+        self,
+        future: CommTensorFuture,
+        guard: object,
+        raised: RaisedFailures,
+        waiting: Waiting | None = None,
+    ) -> None:
         self._future = future
         self._guard = guard  # the Tensor: its operand must outlive the fetch
         self._raised = raised  # the graph's: a failure raised here is not raised by sync()
+        self._waiting = waiting
 
     def get(self, timeout_s: float | None = None) -> torch.Tensor:
-        """Block until the value is there and return it (raises a kernel failure)."""
+        """Block until the value is there and return it (raises a kernel failure, or a
+        FutureTimeoutError that names the worker the value waits for)."""
         try:
             return self._future.get(timeout_s)
         except KernelError as error:
             self._raised.note(error)
             raise
+        except FutureTimeoutError as error:
+            explain_timeout(error, self._waiting)
+            raise
 
     def wait(self, timeout_s: float | None = None) -> None:
-        """Block until the value is there (raises a kernel failure)."""
+        """Block until the value is there (raises as ``get`` does)."""
         try:
             self._future.wait(timeout_s)
         except KernelError as error:
             self._raised.note(error)
+            raise
+        except FutureTimeoutError as error:
+            explain_timeout(error, self._waiting)
             raise
 
     def wait_for(self, timeout_ms: int) -> bool:
@@ -74,28 +106,43 @@ class TensorFuture:
         except KernelError as error:
             self._raised.note(error)
             raise
+        except FutureTimeoutError as error:
+            explain_timeout(error, self._waiting)
+            raise
 
 
 class VoidFutureCollect:
-    """Completion of a ``Graph.sync_future()``: ``get``, ``wait``, ``is_ready``, ``await``."""
+    """Completion of a ``Graph.sync_future()``: ``get``, ``wait``, ``is_ready``, ``await``.
+    ``waiting`` names, should a wait time out, whom it waits for."""
 
-    __slots__ = ("_collect",)
+    __slots__ = ("_collect", "_waiting")
 
-    def __init__(self, futures: list[Any]) -> None:
+    def __init__(self, futures: list[Any], waiting: Waiting | None = None) -> None:
         self._collect = CommVoidFutureCollect(futures)
+        self._waiting = waiting
 
     def get(self, timeout_s: float | None = None) -> None:
-        """Block until every operator recorded before the sync ran; raise the first failure."""
-        self._collect.get(timeout_s)
+        """Block until every operator recorded before the sync ran; raise the first failure
+        (or a FutureTimeoutError that names the workers that did not report)."""
+        try:
+            self._collect.get(timeout_s)
+        except FutureTimeoutError as error:
+            explain_timeout(error, self._waiting)
+            raise
 
     def wait(self, timeout_s: float | None = None) -> None:
-        self._collect.wait(timeout_s)
+        """The same as ``get``."""
+        self.get(timeout_s)
 
     def is_ready(self) -> bool:
         return self._collect.is_ready()
 
     def __await__(self) -> Generator[Any, None, None]:
-        return self._collect.__await__()
+        try:
+            yield from self._collect.__await__()
+        except FutureTimeoutError as error:
+            explain_timeout(error, self._waiting)
+            raise
 
 
 class _VoidSink:
@@ -121,14 +168,16 @@ def tensor_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:
     return handle, promise.get_future()
 
 
-def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any]:
-    """Register a collector that completes when every stream reported; handle and future."""
+def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any, Waiting]:
+    """Register a collector that completes when every stream reported; handle, future, and
+    whom a wait for it waits for (the parties that have not reported yet)."""
     handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
     promise = create_void_promise(PromiseKind.MEMORY, name=handle.name)
     raised = graph.executor.settlements.raised
     collector = SyncCollector(graph.runner.parties, _VoidSink(promise), raised)
     graph.executor.register(handle.name, collector)
-    return handle, promise.get_future()
+    runner = graph.runner
+    return handle, promise.get_future(), lambda: runner.waiting_on(collector.unreported())
 
 
 def memory_stats_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:

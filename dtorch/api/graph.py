@@ -317,9 +317,9 @@ class Graph:
         broken = self.executor.broken
         if broken is not None:  # a worker died: every later sync raises why
             raise broken
-        handle, future = make_void_future(self)
+        handle, future, waiting = make_void_future(self)
         self.record_system("sync", SyncParam(handle), Span.unknown())
-        return VoidFutureCollect([future])
+        return VoidFutureCollect([future], waiting)
 
     def sync(self) -> None:
         """Wait until every operator recorded so far has run; raise the first kernel failure

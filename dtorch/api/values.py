@@ -4,11 +4,13 @@
 Convert: the same collectives as any redistribution, run by the devices - Shard gathered,
 Replicate one copy, Partial summed), then registers a promise under a fresh name, records a
 GetTensor operator naming it, and returns a future at once. The device sets a copy of its
-value when its stream reaches the operator.
+value when its stream reaches the operator; a wait for it that times out names the party of
+that device (``Runner.waiting_on``: in process mode, the worker's index, pid and devices).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from dtorch.api.future import TensorFuture, tensor_future
@@ -30,4 +32,7 @@ def to_torch_async(tensor: TensorBase) -> TensorFuture:
     handle, future = tensor_future(graph)
     span = caller_span(_OWN_FRAMES)
     graph.record_system("get_tensor", GetTensorParam(handle), span, (operand.id,))
-    return TensorFuture(future, tensor, graph.executor.settlements.raised)
+    runner = graph.runner
+    owner = operand.mesh.device_ids[0] % runner.parties  # device d runs on party d % parties
+    waiting = functools.partial(runner.waiting_on, (owner,))
+    return TensorFuture(future, tensor, graph.executor.settlements.raised, waiting)

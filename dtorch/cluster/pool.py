@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from dtorch.cluster.liveness import BeatMonitor
@@ -155,6 +155,13 @@ class ClusterPool:
             callback(self._failure, worker)
         with contextlib.suppress(Exception):
             self._state.publisher.send(STOP)  # the others go too: the pool serves no more
+
+    def waiting_on(self, parties: Collection[int]) -> str:
+        """The workers of ``parties`` in words (index, devices, host, pid), for the message
+        of a wait that timed out; a remote worker's process state is not known here (one
+        that stops also stops its heartbeats, and is lost after 5 s)."""
+        named = [f"worker {p} ({self._layout.describe(p)})" for p in sorted(set(parties))]
+        return f"waiting for {'; '.join(named)}" if named else ""
 
     def lease(self, on_death: DeathCallback) -> int:
         """Take the pool for one graph; the session id (see ``WorkerPool.lease``)."""

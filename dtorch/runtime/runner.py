@@ -5,8 +5,10 @@ Everything that crosses the seam is data. Down: ``execute(batch)`` queues an ``E
 more) and returns at once; the devices run the batch in order and free the no-hold operands
 after it. Up: ``reports``, a channel of frozen report records (``dtorch.ir.report``) that the
 controller alone turns into settled promises. ``parties`` says how many report to every Sync
-or Memory operator; ``satisfy(mesh)`` whether the runner can run a mesh here; ``close``
-finishes queued work and stops every thread and process of the runner.
+or Memory operator; ``satisfy(mesh)`` whether the runner can run a mesh here;
+``waiting_on(parties)`` names, for a fetch that timed out, the parties it waits for (and any
+stopped worker process); ``close`` finishes queued work and stops every thread and process of
+the runner.
 
 Two runners implement it: ``ThreadRunner`` (devices are threads of this process) and
 ``ProcessRunner`` (worker processes fed over ZeroMQ); ``make_runner`` picks one from a
@@ -15,6 +17,7 @@ graph's option. The controller assumes nothing else about where devices live.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 from dtorch.ir.mesh import DeviceMesh
@@ -48,6 +51,11 @@ class Runner(Protocol):
 
     def satisfy(self, mesh: DeviceMesh) -> bool:
         """Whether this runner can run operators on ``mesh`` here."""
+        ...
+
+    def waiting_on(self, parties: Collection[int]) -> str:
+        """Who a wait for ``parties`` that timed out is waiting for, in words (a worker's
+        index, pid, devices and process state; any stopped worker too), or ''."""
         ...
 
     def close(self, timeout: float) -> None:

@@ -62,10 +62,18 @@ class CountdownCollector:
         self._lock = threading.Lock()
         self._reports: list[object] = []
         self._failure: BaseException | None = None
+        self._parties: set[int] = set()  # the parties whose PartyReport came
 
     def add_party(self, report: PartyReport) -> bool:
         """Add one party's report (its rows, and its first failure, if any)."""
+        with self._lock:
+            self._parties.add(report.party)
         return self.add(report.rows, _failure_error(report.failure))
+
+    def unreported(self) -> tuple[int, ...]:
+        """The parties (of ``expected``, numbered from 0) whose PartyReport has not come."""
+        with self._lock:
+            return tuple(p for p in range(self._expected) if p not in self._parties)
 
     def add(self, report: object, failure: BaseException | None = None) -> bool:
         """Report one party's result (and its failure, if any); True when complete."""
@@ -147,6 +155,7 @@ class SyncCollector(CountdownCollector):
 
     def add_party(self, report: PartyReport) -> bool:
         with self._lock:
+            self._parties.add(report.party)
             if report.failure is not None:
                 self._failures.append(report.failure)
             self._failures.extend(report.later)

@@ -16,6 +16,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import torch
 
 import dtorch.kernels.convert
@@ -69,6 +71,13 @@ class ThreadRunner:
 
     def satisfy(self, mesh: DeviceMesh) -> bool:
         return satisfy(mesh)
+
+    def waiting_on(self, parties: Collection[int]) -> str:
+        """The kernel streams of ``parties`` in words, for the message of a wait that timed
+        out (a kernel that does not return holds its stream)."""
+        layout = self._host.layout
+        named = [f"kernel stream {p} ({layout.describe(p)})" for p in sorted(set(parties))]
+        return f"waiting for {'; '.join(named)}" if named else ""
 
     def execute(self, batch: ExecuteBatch) -> None:
         progress = self._window.admit(len(batch.operators))

@@ -8,19 +8,25 @@ fresh interpreters (``python -m dtorch.runtime.process.worker``), like multiproc
 ``__main__`` module (a script that creates a process-mode graph at top level would otherwise
 create one in every worker). Each worker connects its subscriber, waits for it to be
 connected, and reports ``READY``; the pool waits for every worker's report and every
-subscription before anything is published, so no first message is lost.
+subscription before anything is published, so no first message is lost. The monitor (below)
+watches the workers from the start: one that exits before it is ready ends the wait at once
+with ``WorkerDiedError`` (its index, devices, pid and exit code or signal), and a start that
+fails for any reason kills the workers it started at once (they hold nothing to finish) and
+removes the directory, the sockets and the shared memory.
 
 A graph leases the pool (``lease``: one graph at a time, each lease a new session that the
 workers start clean) and gives it back when it closes; the process groups the workers built
 for their collectives survive leases (creating one costs far more than a batch). A pool that
 a graph does not share (no ``worker_pool`` in its option) is the graph's own and stops with it.
 
-Liveness: a monitor thread waits on every worker's pidfd; when one exits while the pool is in
-use, the pool is broken: the lease is told at once (its graph's pending futures fail within
+Liveness: a monitor thread waits on every worker's pidfd, from the start; when one exits, the
+pool is broken: the lease (if any) is told at once (its graph's pending futures fail within
 moments with ``WorkerDiedError`` naming the worker, its devices and its exit code or signal),
 the other workers are stopped, the directory and the shared memory are removed at once (no
 worker is left to remove them should the controller die too), and the pool refuses new
-leases. Workers watch the controller the same way and exit when it is gone.
+leases. Workers watch the controller the same way and exit when it is gone. A worker that is
+alive but answers nothing (stopped with SIGSTOP, or hung) is not a death: a fetch that times
+out names it instead (``waiting_on``: each worker's pid, devices and process state).
 
 Signals: each worker runs in a session (and process group) of its own and ignores SIGINT, so
 what the terminal or a job scheduler sends the program's process group (Ctrl-C, SIGHUP,
@@ -54,7 +60,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from math import inf
 from typing import Any, TypeVar
 
@@ -63,12 +69,19 @@ import torch
 from dtorch.comm.group import BackendKind
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.shm import Segment
-from dtorch.errors import GraphError, OptionError, WorkerDiedError
+from dtorch.errors import (
+    GraphError,
+    OptionError,
+    TransportError,
+    TransportTimeoutError,
+    WorkerDiedError,
+)
 from dtorch.options import GlobalOption
 from dtorch.runtime.gc_policy import collected
 from dtorch.runtime.host import PartyLayout
 from dtorch.runtime.process.board import board_bytes
 from dtorch.runtime.process.protocol import (
+    END,
     HAND_OVER_POLL_SECONDS,
     READY,
     STOP,
@@ -81,6 +94,21 @@ _LOG = logging.getLogger(__name__)
 
 #: Seconds workers get to exit after STOP before they are killed.
 STOP_GRACE_SECONDS = 5.0
+#: How often the wait for the workers' subscriptions looks whether a worker exited meanwhile.
+SUBSCRIPTION_SLICE_SECONDS = 0.1
+#: The kernel's process states (``/proc/PID/stat``), in words.
+_STATES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "in an uninterruptible wait",
+    "T": "stopped (SIGSTOP or Ctrl-Z: it runs nothing until SIGCONT)",
+    "t": "stopped by a debugger",
+    "Z": "exited",
+    "X": "exited",
+    "I": "idle",
+}
+#: The states in which a process runs nothing, whatever it is sent.
+_STOPPED = frozenset("Tt")
 
 DeathCallback = Callable[[WorkerDiedError, int], None]
 
@@ -106,11 +134,27 @@ def exit_description(code: int) -> str:
     return f"exit code {code}"
 
 
+def process_state(pid: int) -> str | None:
+    """The kernel's one-letter state of process ``pid`` (``/proc/PID/stat``: ``R`` running,
+    ``S`` sleeping, ``T`` stopped, ...), or None once it cannot be read (reaped, no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # the name in parentheses may hold spaces and parentheses: the state follows the last
+            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+
+
 def _check_count(name: str, value: object, given: object) -> None:
     """``value`` (from the argument ``given``) must be a positive int: OptionError otherwise,
     before any process starts (a worker would only fail on it after its seconds of start-up)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise OptionError(f"{name} must be a positive int, got {given!r}")
+
+
+def _condition(state: str | None) -> str:
+    """A process state letter (``process_state``) in words; None: the process is gone."""
+    return "gone" if state is None else _STATES.get(state, f"in state {state}")
 
 
 class _Monitor:
@@ -185,6 +229,7 @@ class _PoolState:
         self.lock = threading.Lock()
         self.failure: WorkerDiedError | None = None
         self.on_death: DeathCallback | None = None
+        self.ready = False  # every worker reported READY and subscribed
         self.closing = False
         self.processes: list[subprocess.Popen[bytes]] = []
         self.monitor: _Monitor | None = None
@@ -232,27 +277,63 @@ class _PoolState:
         )
 
     def wait_ready(self, timeout: float) -> None:
-        """Every worker reported READY and subscribed, or WorkerDiedError / GraphError."""
+        """Every worker reported READY and subscribed, or WorkerDiedError / GraphError.
+
+        The monitor must be watching: a worker that exits meanwhile ends the wait at once
+        (``exited`` wakes the puller), not after the timeout."""
         deadline = time.monotonic() + timeout
         ready: set[int] = set()
         while len(ready) < self.workers:
-            self._check_started()
-            if time.monotonic() > deadline:
+            self._raise_failure()
+            left = deadline - time.monotonic()
+            if left <= 0:
                 missing = sorted(set(range(self.workers)) - ready)
-                raise GraphError(f"workers {missing} did not start within {timeout} s")
-            envelope = self.puller.poll(0.1)
+                raise GraphError(
+                    f"workers {missing} did not start within {timeout} s; "
+                    f"{self.waiting_on(missing)}"
+                )
+            envelope = self.puller.poll(left)
             if envelope is not None and envelope.kind == READY:
                 ready.add(envelope.sender)
-        self.publisher.wait_subscribers(self.workers, max(0.1, deadline - time.monotonic()))
+        self._wait_subscribers(deadline, timeout)
+        with self.lock:
+            self.ready = True
+        self._raise_failure()  # one that exited just before: its pool serves nothing
 
-    def _check_started(self) -> None:
-        for index, process in enumerate(self.processes):
-            code = process.poll()
-            if code is not None:
-                raise WorkerDiedError(
-                    f"worker {index} (pid {process.pid}) exited with {exit_description(code)} "
-                    "while starting (its error output is above)"
-                )
+    def _wait_subscribers(self, deadline: float, timeout: float) -> None:
+        """Every worker's subscription reached the publisher (in slices: a worker that exits
+        after READY sends no subscription, and only ``failure`` says so)."""
+        while True:
+            self._raise_failure()
+            try:
+                self.publisher.wait_subscribers(self.workers, SUBSCRIPTION_SLICE_SECONDS)
+                return
+            except TransportTimeoutError as error:
+                if time.monotonic() >= deadline:
+                    raise GraphError(
+                        f"the workers did not all subscribe within {timeout} s ({error})"
+                    ) from error
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+    def describe(self, index: int) -> str:
+        """Worker ``index`` in words: ``worker 1 (pid 4242, devices 1, 3, 5, ...)``."""
+        pid = self.processes[index].pid
+        return f"worker {index} (pid {pid}, {self.layout.describe(index)})"
+
+    def waiting_on(self, parties: Collection[int]) -> str:
+        """For the message of a wait that timed out: the workers of ``parties`` (those that owe
+        the answer) with the state of their process, and every other worker that is stopped
+        (whoever waits for it waits for ever); '' when there is nothing to say."""
+        states = {i: process_state(p.pid) for i, p in enumerate(self.processes)}
+        owing = sorted(set(parties) & states.keys())
+        named = [f"{self.describe(i)}, whose process is {_condition(states[i])}" for i in owing]
+        said = [f"waiting for {'; '.join(named)}"] if named else []
+        stopped = [i for i, state in states.items() if state in _STOPPED and i not in owing]
+        said += [f"{self.describe(i)} is {_condition(states[i])}" for i in stopped]
+        return "; ".join(said)
 
     def reap(self) -> None:
         """Look at the workers now: one that exited is handled as the monitor would (which
@@ -267,16 +348,19 @@ class _PoolState:
         with self.lock:
             if self.closing or self.failure is not None:
                 return
-            pid = self.processes[index].pid
+            starting = not self.ready
+            when = " while starting (any error output of it is above)" if starting else ""
             self.failure = WorkerDiedError(
-                f"worker {index} (pid {pid}, {self.layout.describe(index)}) exited with "
-                f"{exit_description(code)}"
+                f"{self.describe(index)} exited with {exit_description(code)}{when}"
             )
             callback = self.on_death
         if callback is not None:
             callback(self.failure, index)
         self._kill_workers(self.processes)
         self.remove_files()
+        if starting:  # wake wait_ready, which waits on the puller, to raise the failure now
+            with contextlib.suppress(TransportError):
+                self.own_pusher.send(END)
 
     def _stopped(self, index: int) -> bool:
         """Worker ``index`` exited, or stopped and touches nothing any more."""
@@ -314,13 +398,15 @@ class _PoolState:
         self.namespace.reclaim()
         self.directory.close()
 
-    def close(self) -> None:
+    def close(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Stop the workers (STOP, killed after ``grace`` seconds), close the sockets and the
+        board, remove the files; idempotent."""
         with self.lock:
             if self.closing:
                 return
             self.closing = True
         try:
-            self.stop_workers(STOP_GRACE_SECONDS)
+            self.stop_workers(grace)
         finally:
             if self.monitor is not None:
                 self.monitor.stop()
@@ -374,10 +460,11 @@ class WorkerPool:
         state = self._state = _PoolState(count, kind, per_worker, cpu_backend)
         self._finalizer = weakref.finalize(self, collected, state.close, os.getpid())
         try:
+            state.monitor = _Monitor(state.processes, state.exited)  # a death ends the wait
             state.wait_ready(wait_s)
-            state.monitor = _Monitor(state.processes, state.exited)
         except BaseException:
-            self.close()
+            if self._finalizer.detach() is not None:
+                state.close(grace=0.0)  # workers that never served hold nothing to finish
             raise
         self._leased = False
 
@@ -418,6 +505,10 @@ class WorkerPool:
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self._state.processes]
+
+    def waiting_on(self, parties: Collection[int]) -> str:
+        """Who a wait that timed out waits for, in words (see ``_PoolState.waiting_on``)."""
+        return self._state.waiting_on(parties)
 
     @property
     def state(self) -> _PoolState:

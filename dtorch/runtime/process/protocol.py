@@ -26,7 +26,8 @@ Worker -> controller (PUSH-PULL, the envelope names the sender):
                     for a record that settles a promise, the promise's name (UTF-8): a record
                     the controller cannot read fails that promise alone
 ``RESET_DONE``      the session id (u64)
-``END``             sent by the controller to its own puller: wakes its report reader
+``END``             sent by the controller to its own puller: wakes its report reader (or,
+                    when a worker exits while the pool starts, the pool's wait for READY)
 ==================  ===========================================================================
 
 Example:

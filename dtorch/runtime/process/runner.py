@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Protocol
 
 from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
@@ -93,6 +93,7 @@ class LeasablePool(Protocol):
     @property
     def state(self) -> PoolState: ...
     def lease(self, on_death: Callable[[WorkerDiedError, int], None]) -> int: ...
+    def waiting_on(self, parties: Collection[int]) -> str: ...
     def give_back(self) -> None: ...
     def close(self) -> None: ...
 
@@ -161,6 +162,11 @@ class ProcessRunner:
     @property
     def pool(self) -> LeasablePool:
         return self._pool
+
+    def waiting_on(self, parties: Collection[int]) -> str:
+        """The workers of ``parties`` (and any stopped worker) in words: their index, pid,
+        devices and process state, for the message of a wait that timed out."""
+        return self._pool.waiting_on(parties)
 
     def satisfy(self, mesh: DeviceMesh) -> bool:
         """CPU meshes always (logical devices); CUDA ones on a CUDA pool with those GPUs."""
@@ -250,7 +256,8 @@ class ProcessRunner:
             return
         if not self._reset_done.wait(timeout) and self._pool.broken is None:
             self._pool.close()  # workers that cannot finish cannot serve the next graph
-            raise WorkerError(f"the workers did not finish this graph's work within {timeout} s")
+            within = f"{timeout:.1f}"  # the close's time left: 0.9998 s of a 1 s timeout
+            raise WorkerError(f"the workers did not finish this graph's work within {within} s")
 
 
 def _failed(report: Report) -> bool:
