@@ -1,7 +1,8 @@
 """Activation layers: ``ReLU``, ``GELU``, ``SiLU``, ``Sigmoid``, ``Tanh``, ``Softmax``.
 
 Each is torch.nn's layer calling ``dtorch.nn.functional``; they have no parameters, so the
-``device_mesh=`` and ``dtype=`` every dtorch layer takes are accepted and change nothing (the
+``device=``, ``device_mesh=`` (one of them at most) and ``dtype=`` every dtorch layer takes
+are accepted and change nothing (the
 output has the input's mesh, placements and dtype, by the operator's placement rule: any
 placement but Partial for the elementwise ones; Softmax needs ``dim`` unsharded).
 
@@ -25,6 +26,7 @@ from dtorch.api.ops.reduce import softmax
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.nn import functional as F
+from dtorch.nn.modules.linear import Device, check_mesh_or_device
 from dtorch.nn.modules.module import Module
 
 
@@ -33,12 +35,18 @@ def _inplace_repr(inplace: bool) -> str:
 
 
 class _NoParameters(Module):
-    """A layer without parameters: ``device_mesh``/``dtype`` are accepted and unused."""
+    """A layer without parameters: ``device``/``device_mesh``/``dtype`` are accepted and
+    unused."""
 
     def __init__(
-        self, *, device_mesh: DeviceMesh | None = None, dtype: torch.dtype | None = None
+        self,
+        *,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
+        device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
+        check_mesh_or_device(type(self).__name__, device_mesh, device)  # as layers with weights
 
 
 class ReLU(_NoParameters):

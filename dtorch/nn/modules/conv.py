@@ -1,15 +1,17 @@
 """``Conv2d``: torch.nn.Conv2d on a mesh.
 
 ``Conv2d(in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-bias=True, padding_mode="zeros", *, device_mesh=None, dtype=None)`` holds ``weight``
+bias=True, padding_mode="zeros", device=None, dtype=None, *, device_mesh=None)`` holds
+``weight``
 (out_channels, in_channels / groups, kH, kW) and ``bias`` (out_channels) Replicate on every
 mesh dim, drawn as torch draws them (kaiming-uniform with ``a=sqrt(5)``, i.e. uniform on
 ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]``, from torch's default generator), and torch's
 attributes (``transposed`` False, ``output_padding`` (0, 0) among them). The input passes as
 given: a batch sharded on a ``dp`` mesh dim stays sharded (see ``dtorch.ir.rules.conv`` for
 every layout). ``padding_mode`` other than ``"zeros"`` pads first (``dtorch.nn.functional.
-pad``) and convolves without padding, as torch does. ``device_mesh=None`` is the default
-graph's default mesh.
+pad``) and convolves without padding, as torch does. The mesh: ``device_mesh=``, or
+``device=`` (``"cpu"``, ``"cuda:1"``, a ``torch.device``: a one-device mesh), not both;
+neither is the default graph's default mesh.
 
 Example:
     >>> import torch, dtorch
@@ -36,7 +38,13 @@ from dtorch.api.ops.spatial import pad
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Replicate
-from dtorch.nn.modules.linear import check_features, check_float, resolve_mesh, uniform_
+from dtorch.nn.modules.linear import (
+    Device,
+    check_features,
+    check_float,
+    resolve_mesh,
+    uniform_,
+)
 from dtorch.nn.modules.module import Module
 from dtorch.nn.parameter import Parameter
 
@@ -51,6 +59,8 @@ class Conv2d(Module):
         >>> m = dtorch.nn.Conv2d(4, 8, 3, groups=4, bias=False, dtype=dtorch.float64)
         >>> m.weight.shape, m.weight.dtype, m.bias
         (torch.Size([8, 1, 3, 3]), torch.float64, None)
+        >>> dtorch.nn.Conv2d(1, 2, 3, device="cpu:1").weight.device_mesh
+        DeviceMesh('cpu', [1])
     """
 
     def __init__(
@@ -64,9 +74,10 @@ class Conv2d(Module):
         groups: int = 1,
         bias: bool = True,
         padding_mode: str = "zeros",
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         check_features("Conv2d", in_channels=in_channels, out_channels=out_channels)
@@ -82,7 +93,7 @@ class Conv2d(Module):
         self._reversed_padding_repeated_twice = _reversed_padding(
             self.padding, self.kernel_size, self.dilation
         )
-        mesh = resolve_mesh(device_mesh)
+        mesh = resolve_mesh("Conv2d", device_mesh, device)
         placements = [Replicate()] * mesh.ndim
         shape = (out_channels, in_channels // groups, *self.kernel_size)
         self.weight = Parameter(empty(shape, dtype=dtype, device_mesh=mesh, placements=placements))

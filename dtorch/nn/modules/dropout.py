@@ -1,7 +1,7 @@
-"""``Dropout``: torch.nn.Dropout's constructor (plus the ``device_mesh=``/``dtype=`` every
-dtorch layer takes, unused: it has no parameters). In training mode it is
-``dtorch.nn.functional.dropout``, bit-identical to torch's for the same seed however the
-input is sharded; in eval mode it returns its input.
+"""``Dropout``: torch.nn.Dropout's constructor (plus the ``device=``/``device_mesh=`` (one of
+them at most) and ``dtype=`` every dtorch layer takes, unused: it has no parameters). In
+training mode it is ``dtorch.nn.functional.dropout``, bit-identical to torch's for the same
+seed however the input is sharded; in eval mode it returns its input.
 
 Example:
     >>> import torch, dtorch
@@ -21,6 +21,7 @@ import torch
 from dtorch.api.ops.dropout import dropout
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
+from dtorch.nn.modules.linear import Device, check_mesh_or_device
 from dtorch.nn.modules.module import Module
 
 
@@ -33,10 +34,12 @@ class Dropout(Module):
         p: float = 0.5,
         inplace: bool = False,
         *,
-        device_mesh: DeviceMesh | None = None,
+        device: Device = None,
         dtype: torch.dtype | None = None,
+        device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
+        check_mesh_or_device(type(self).__name__, device_mesh, device)  # as layers with weights
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p, self.inplace = p, inplace

@@ -1,11 +1,14 @@
 """``Linear`` and ``Identity``, and the placement plan the tensor-parallel Linears share.
 
-``Linear(in_features, out_features, bias=True, *, device_mesh=None, dtype=None)`` is
-torch.nn.Linear on a mesh: ``weight`` (out_features, in_features) and ``bias``
-(out_features) are Replicate on every mesh dim, drawn as torch draws them (uniform on
+``Linear(in_features, out_features, bias=True, device=None, dtype=None, *,
+device_mesh=None)`` is torch.nn.Linear on a mesh: ``weight`` (out_features, in_features) and
+``bias`` (out_features) are Replicate on every mesh dim, drawn as torch draws them (uniform on
 ``[-1/sqrt(in_features), 1/sqrt(in_features)]`` from torch's default generator, the same
 values torch.nn.Linear draws); the input passes as given (a batch sharded on a ``dp``
-mesh dim stays sharded). ``device_mesh=None`` is the default graph's default mesh.
+mesh dim stays sharded). The mesh is named as the creation functions name it
+(``resolve_mesh``): ``device_mesh=``, or ``device=`` (``"cpu"``, ``"cuda:1"``,
+``torch.device("cpu", 1)``: a one-device mesh), not both; neither is the default graph's
+default mesh.
 
 The tensor-parallel layers (``dtorch.nn.modules.parallel_linear``) are Linears with a
 ``TpPlan``: the placements of the weight, the bias, the input and the output on one mesh dim
@@ -32,6 +35,7 @@ from typing import Any
 
 import torch
 
+from dtorch.api.create import mesh_for
 from dtorch.api.creation import empty, uniform
 from dtorch.api.graph import Graph
 from dtorch.api.ops.linalg import linear
@@ -56,13 +60,30 @@ class TpPlan:
     output: Placement | None = None
 
 
-def resolve_mesh(device_mesh: Any) -> DeviceMesh:
-    """The layer's mesh: ``device_mesh``, or the default graph's default mesh."""
-    if device_mesh is None:
-        return Graph.default_graph().default_device_mesh
-    if not isinstance(device_mesh, DeviceMesh):
-        raise MeshError(f"device_mesh must be a dtorch.DeviceMesh, got {type(device_mesh)}")
-    return device_mesh
+#: What a layer's ``device=`` takes (a one-device mesh, as the creation functions read it).
+Device = str | torch.device | None
+
+
+def check_mesh_or_device(layer: str, device_mesh: Any, device: Any) -> None:
+    """``device_mesh`` and ``device`` both name the layer's mesh: one of them at most."""
+    if device_mesh is not None and device is not None:
+        raise MeshError(
+            f"{layer}: give device_mesh or device, not both (got device_mesh={device_mesh!r}, "
+            f"device={device!r})"
+        )
+
+
+def resolve_mesh(layer: str, device_mesh: Any, device: Any) -> DeviceMesh:
+    """The layer's mesh, read as the creation functions read it: ``device_mesh``, or
+    ``device`` (a one-device mesh), or the default graph's default mesh.
+
+    Example:
+        >>> import torch, dtorch
+        >>> resolve_mesh("Linear", None, torch.device("cpu", 1))
+        DeviceMesh('cpu', [1])
+    """
+    check_mesh_or_device(layer, device_mesh, device)  # the layer's name in the message
+    return mesh_for(Graph.default_graph(), device_mesh, device)
 
 
 def check_features(layer: str, **sizes: Any) -> None:
@@ -116,6 +137,8 @@ class Linear(Module):
         >>> m = dtorch.nn.Linear(4, 3, bias=False, dtype=dtorch.float64)
         >>> m.weight.shape, m.weight.dtype, m.bias
         (torch.Size([3, 4]), torch.float64, None)
+        >>> dtorch.nn.Linear(4, 3, device="cpu:1").weight.device_mesh
+        DeviceMesh('cpu', [1])
     """
 
     #: The tp placement plan (None: Replicate parameters, no redistribution).
@@ -128,16 +151,17 @@ class Linear(Module):
         in_features: int,
         out_features: int,
         bias: bool = True,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         layer = type(self).__name__
         check_features(layer, in_features=in_features, out_features=out_features)
         check_float(layer, dtype)
         self.in_features, self.out_features = in_features, out_features
-        mesh = resolve_mesh(device_mesh)
+        mesh = resolve_mesh(layer, device_mesh, device)
         weight, bias_placements = self._param_placements(mesh)
         shape = (out_features, in_features)
         self.weight = Parameter(empty(shape, dtype=dtype, device_mesh=mesh, placements=weight))

@@ -1,7 +1,9 @@
 """Normalisation layers: ``BatchNorm2d``, ``LayerNorm``, ``RMSNorm``, ``GroupNorm``.
 
-torch.nn's constructors plus ``device_mesh=`` and ``dtype=``; the parameters (``weight`` ones,
-``bias`` zeros) and BatchNorm2d's buffers (``running_mean`` zeros, ``running_var`` ones,
+torch.nn's constructors (``device=`` and ``dtype=`` among them) plus ``device_mesh=``; the
+mesh is ``device_mesh=``, or ``device=`` (``"cpu"``, ``"cuda:1"``, a ``torch.device``: a
+one-device mesh), not both, or the default graph's default mesh. The parameters (``weight``
+ones, ``bias`` zeros) and BatchNorm2d's buffers (``running_mean`` zeros, ``running_var`` ones,
 ``num_batches_tracked`` an int64 0) have torch's names, shapes and initial values, Replicate on
 every mesh dim, so a torch layer's ``state_dict`` loads. The input keeps its placements where
 the operator allows them (``dtorch.nn.functional``: a batch sharded on ``dp`` stays sharded;
@@ -16,6 +18,8 @@ Example:
     >>> x = torch.randn(2, 4)
     >>> torch.allclose(m(dtorch.from_torch(x)).to_torch(), ref(x), atol=1e-6)
     True
+    >>> dtorch.nn.BatchNorm2d(3, device="cpu:1").running_mean.device_mesh
+    DeviceMesh('cpu', [1])
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate
-from dtorch.nn.modules.linear import check_float, resolve_mesh
+from dtorch.nn.modules.linear import Device, check_float, resolve_mesh
 from dtorch.nn.modules.module import Module
 from dtorch.nn.parameter import Parameter
 
@@ -96,16 +100,17 @@ class BatchNorm2d(Module):
         momentum: float | None = 0.1,
         affine: bool = True,
         track_running_stats: bool = True,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         bias: bool = True,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         check_float(type(self).__name__, dtype)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        mesh = resolve_mesh(device_mesh)
+        mesh = resolve_mesh(type(self).__name__, device_mesh, device)
         shape = (num_features,)
         _affine(self, affine, bias, shape, mesh, dtype)
         if track_running_stats:
@@ -164,15 +169,16 @@ class LayerNorm(Module):
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         check_float(type(self).__name__, dtype)
         self.normalized_shape = _shape(type(self).__name__, normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
-        mesh = resolve_mesh(device_mesh)
+        mesh = resolve_mesh(type(self).__name__, device_mesh, device)
         _affine(self, elementwise_affine, bias, self.normalized_shape, mesh, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
@@ -199,16 +205,19 @@ class RMSNorm(Module):
         normalized_shape: int | Sequence[int],
         eps: float | None = None,
         elementwise_affine: bool = True,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         check_float(type(self).__name__, dtype)
         self.normalized_shape = _shape(type(self).__name__, normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
+        mesh = resolve_mesh(
+            type(self).__name__, device_mesh, device
+        )  # checked with or without weight
         if elementwise_affine:
-            mesh = resolve_mesh(device_mesh)
             self.weight = Parameter(_filled(1, self.normalized_shape, mesh, dtype))
         else:
             self.register_parameter("weight", None)
@@ -237,10 +246,11 @@ class GroupNorm(Module):
         num_channels: int,
         eps: float = 1e-5,
         affine: bool = True,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         bias: bool = True,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         check_float(type(self).__name__, dtype)
@@ -252,7 +262,8 @@ class GroupNorm(Module):
         self.num_groups, self.num_channels, self.eps, self.affine = (
             num_groups, num_channels, eps, affine,
         )  # fmt: skip
-        _affine(self, affine, bias, (num_channels,), resolve_mesh(device_mesh), dtype)
+        mesh = resolve_mesh(type(self).__name__, device_mesh, device)
+        _affine(self, affine, bias, (num_channels,), mesh, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
         return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

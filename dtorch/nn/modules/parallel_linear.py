@@ -1,10 +1,10 @@
 """Tensor-parallel Linears: torch.nn.Linear's computation with the weight split over one mesh
 dim, the tp dim, found by name (``tp_dim="tp"``).
 
-Every layer takes ``(in_features, out_features, bias=True, *, device_mesh=None, dtype=None,
-tp_dim="tp")``, has torch.nn.Linear's parameters (``weight`` (out, in), ``bias`` (out); a
-torch Linear's ``state_dict`` loads into it, sharded on the way) and computes ``x @ weight.T
-+ bias``. On the tp mesh dim (x is the input, y the output):
+Every layer takes ``(in_features, out_features, bias=True, device=None, dtype=None, *,
+device_mesh=None, tp_dim="tp")``, has torch.nn.Linear's parameters (``weight`` (out, in),
+``bias`` (out); a torch Linear's ``state_dict`` loads into it, sharded on the way) and computes
+``x @ weight.T + bias``. On the tp mesh dim (x is the input, y the output):
 
     layer                                          weight     bias       x               y
     ColumnParallelLinear                           Shard(0)   Shard(0)   Replicate       Shard(-1)
@@ -25,7 +25,9 @@ Replicate and nothing is redistributed (the layer is a plain Linear). Feature co
 divide the tp size (shards follow ``torch.chunk``; devices past the last chunk hold none); a
 feature count of 1 is not split: the parameters' Shard of it is Replicate, as the input hook
 makes the input's (``redistribute_by_dict``), so a row layer with ``in_features=1`` computes
-a Replicate output, not a Partial one.
+a Replicate output, not a Partial one. ``device=`` (``"cpu"``, ``"cuda:1"``, a
+``torch.device``; not with ``device_mesh=``) is a one-device mesh, which has no tp dim: the
+layer is a plain Linear there, as on the default mesh when neither is given.
 
 Example:
     >>> import torch, dtorch
@@ -51,7 +53,7 @@ import torch
 
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Replicate, Shard
-from dtorch.nn.modules.linear import Linear, TpPlan, check_tp_dim
+from dtorch.nn.modules.linear import Device, Linear, TpPlan, check_tp_dim
 
 _R = Replicate()
 
@@ -66,14 +68,15 @@ class _TpLinear(Linear):
         in_features: int,
         out_features: int,
         bias: bool = True,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
         tp_dim: str = "tp",
     ) -> None:
         # before Linear.__init__, which places the weights by it
         self.tp_dim = check_tp_dim(type(self).__name__, tp_dim)
-        super().__init__(in_features, out_features, bias, device_mesh=device_mesh, dtype=dtype)
+        super().__init__(in_features, out_features, bias, device, dtype, device_mesh=device_mesh)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, tp_dim={self.tp_dim!r}"
@@ -81,7 +84,14 @@ class _TpLinear(Linear):
 
 class ColumnParallelLinear(_TpLinear):
     """Weight Shard(0) on tp, input Replicate on tp, output Shard(-1); see the module
-    docstring."""
+    docstring.
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.ColumnParallelLinear(4, 6, device="cpu")  # one device: no tp dim
+        >>> m.weight.device_mesh, m.weight.placements
+        (DeviceMesh('cpu', [0]), [Replicate()])
+    """
 
     tp_plan = TpPlan(weight=Shard(0), bias=Shard(0))
 

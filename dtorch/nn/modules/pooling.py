@@ -2,8 +2,9 @@
 
 Each is torch.nn's layer (same constructor, attributes and repr) calling
 ``dtorch.nn.functional``; ``GlobalAvgPool2d`` (dtorch's) averages every (H, W) plane into a
-1 x 1 one, like ``AdaptiveAvgPool2d(1)``. They have no parameters, so the ``device_mesh=`` and
-``dtype=`` every dtorch layer takes are accepted and change nothing: the output has the
+1 x 1 one, like ``AdaptiveAvgPool2d(1)``. They have no parameters, so the ``device=``,
+``device_mesh=`` (one of them at most) and ``dtype=`` every dtorch layer takes are accepted
+and change nothing: the output has the
 input's mesh and dtype, and keeps its batch and channel shards (a Partial input stays Partial
 for the average pools and is refused by max pooling; see ``dtorch.ir.rules.spatial``).
 
@@ -26,16 +27,23 @@ from dtorch.api.ops.conv import IntOrPair
 from dtorch.api.ops.spatial import adaptive_avg_pool2d, avg_pool2d, global_avg_pool2d, max_pool2d
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
+from dtorch.nn.modules.linear import Device, check_mesh_or_device
 from dtorch.nn.modules.module import Module
 
 
 class _Pool(Module):
-    """A layer without parameters: ``device_mesh``/``dtype`` are accepted and unused."""
+    """A layer without parameters: ``device``/``device_mesh``/``dtype`` are accepted and
+    unused."""
 
     def __init__(
-        self, *, device_mesh: DeviceMesh | None = None, dtype: torch.dtype | None = None
+        self,
+        *,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
+        device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
+        check_mesh_or_device(type(self).__name__, device_mesh, device)  # as layers with weights
 
 
 class MaxPool2d(_Pool):

@@ -1,6 +1,7 @@
 """Activation layers with a slope parameter: ``LeakyReLU`` and ``ELU`` (torch.nn's
-constructors; the ``device_mesh=``/``dtype=`` every dtorch layer takes are accepted and
-unused: they have no parameters). Elementwise: the output keeps the input's shards.
+constructors; the ``device=``/``device_mesh=`` (one of them at most) and ``dtype=`` every
+dtorch layer takes are accepted and unused: they have no parameters). Elementwise: the output
+keeps the input's shards.
 
 Example:
     >>> import dtorch
@@ -16,6 +17,7 @@ import torch
 from dtorch.api.ops.activations import elu, leaky_relu
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
+from dtorch.nn.modules.linear import Device, check_mesh_or_device
 from dtorch.nn.modules.module import Module
 
 
@@ -33,10 +35,12 @@ class LeakyReLU(Module):
         negative_slope: float = 0.01,
         inplace: bool = False,
         *,
-        device_mesh: DeviceMesh | None = None,
+        device: Device = None,
         dtype: torch.dtype | None = None,
+        device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
+        check_mesh_or_device(type(self).__name__, device_mesh, device)  # as layers with weights
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input: Tensor) -> Tensor:
@@ -60,10 +64,12 @@ class ELU(Module):
         alpha: float = 1.0,
         inplace: bool = False,
         *,
-        device_mesh: DeviceMesh | None = None,
+        device: Device = None,
         dtype: torch.dtype | None = None,
+        device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
+        check_mesh_or_device(type(self).__name__, device_mesh, device)  # as layers with weights
         self.alpha, self.inplace = alpha, inplace
 
     def forward(self, input: Tensor) -> Tensor:

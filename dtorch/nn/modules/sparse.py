@@ -1,16 +1,20 @@
 """Embedding layers: ``Embedding`` and the vocab-parallel ``EmbeddingWithReplicateOutput``.
 
-``Embedding`` has torch.nn.Embedding's constructor plus ``device_mesh=`` and ``dtype=``: a
-Replicate ``weight`` (num_embeddings, embedding_dim) drawn from torch's default generator as
-torch draws it (standard normal, the ``padding_idx`` row zeroed), so the same seed gives the
-same weight, and a torch layer's ``state_dict`` loads. Ids sharded on ``dp`` give an output
-sharded alike. A given weight (``_weight``, ``Embedding.from_pretrained``), torch or dtorch,
-is placed as the layer places its own, on the given mesh (a dtorch one's own by default).
+``Embedding`` has torch.nn.Embedding's constructor (``device=`` and ``dtype=`` among them) plus
+``device_mesh=``: a Replicate ``weight`` (num_embeddings, embedding_dim) drawn from torch's
+default generator as torch draws it (standard normal, the ``padding_idx`` row zeroed), so the
+same seed gives the same weight, and a torch layer's ``state_dict`` loads. Ids sharded on
+``dp`` give an output sharded alike. A given weight (``_weight``,
+``Embedding.from_pretrained``), torch or dtorch, is placed as the layer places its own, on the
+given mesh (a dtorch one's own by default). The mesh is ``device_mesh=``, or ``device=``
+(``"cpu"``, ``"cuda:1"``, a ``torch.device``: a one-device mesh), not both; neither is a given
+dtorch weight's mesh, else the default graph's default mesh.
 
 ``EmbeddingWithReplicateOutput(..., tp_dim="tp")`` splits the weight's vocab dim over the tp
 mesh dim (Shard(0)): the ids are made Replicate there, each device looks up its own rows
 (zeros for the others, a Partial output) and the output is all-reduced to Replicate. A mesh
-without the tp dim holds a Replicate weight (a plain Embedding).
+without the tp dim holds a Replicate weight (a plain Embedding): the default mesh, and the
+one-device mesh ``device=`` names.
 
 Example:
     >>> import torch, dtorch
@@ -35,7 +39,13 @@ from dtorch.api.ops.embedding import check_max_norm, embedding
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate, Shard
-from dtorch.nn.modules.linear import check_features, check_float, check_tp_dim, resolve_mesh
+from dtorch.nn.modules.linear import (
+    Device,
+    check_features,
+    check_float,
+    check_tp_dim,
+    resolve_mesh,
+)
 from dtorch.nn.modules.module import Module
 from dtorch.nn.parameter import Parameter
 
@@ -66,9 +76,10 @@ class Embedding(Module):
         sparse: bool = False,
         _weight: Tensor | torch.Tensor | None = None,
         _freeze: bool = False,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         layer = type(self).__name__
@@ -79,8 +90,9 @@ class Embedding(Module):
         check_max_norm(layer, max_norm)  # at construction, not at the first forward
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
-        given = _weight.device_mesh if isinstance(_weight, Tensor) else None
-        mesh = resolve_mesh(device_mesh if device_mesh is not None else given)
+        if device_mesh is None and device is None and isinstance(_weight, Tensor):
+            device_mesh = _weight.device_mesh  # a dtorch weight stays on its mesh
+        mesh = resolve_mesh(layer, device_mesh, device)
         self.weight = Parameter(self._initial(mesh, dtype, _weight), requires_grad=not _freeze)
 
     @classmethod
@@ -98,13 +110,16 @@ class Embedding(Module):
         """torch.nn.Embedding.from_pretrained: a layer whose weight holds ``embeddings`` (a
         2-D torch or dtorch tensor; ``freeze``: ``requires_grad`` False), placed as the layer
         places its weight on its mesh. ``layer`` takes the constructor's keywords
-        (``device_mesh=``, by default a dtorch tensor's own mesh; ``dtype=``; ``tp_dim=``).
+        (``device_mesh=`` or ``device=``, by default a dtorch tensor's own mesh; ``dtype=``;
+        ``tp_dim=``).
 
         Example:
             >>> import torch, dtorch
             >>> m = dtorch.nn.Embedding.from_pretrained(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
             >>> m(torch.tensor([1])).tolist(), m.weight.requires_grad
             ([[3.0, 4.0]], False)
+            >>> dtorch.nn.Embedding.from_pretrained(m.weight, device="cpu:1").weight.device_mesh
+            DeviceMesh('cpu', [1])
         """
         if embeddings.dim() != 2:
             raise ValueError(
@@ -195,6 +210,8 @@ class EmbeddingWithReplicateOutput(Embedding):
         >>> mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
         >>> dtorch.nn.EmbeddingWithReplicateOutput(6, 2, device_mesh=mesh).weight.placements
         [Replicate(), Shard(dim=0)]
+        >>> dtorch.nn.EmbeddingWithReplicateOutput(6, 2, device="cpu").weight.placements
+        [Replicate()]
     """
 
     tp_weight: Placement | None = Shard(0)
@@ -210,16 +227,17 @@ class EmbeddingWithReplicateOutput(Embedding):
         sparse: bool = False,
         _weight: Tensor | torch.Tensor | None = None,
         _freeze: bool = False,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
         *,
         device_mesh: DeviceMesh | None = None,
-        dtype: torch.dtype | None = None,
         tp_dim: str = "tp",
     ) -> None:
         # before Embedding.__init__, which places the weight by it
         self.tp_dim = check_tp_dim(type(self).__name__, tp_dim)
         super().__init__(
             num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
-            scale_grad_by_freq, sparse, _weight, _freeze, device_mesh=device_mesh, dtype=dtype,
+            scale_grad_by_freq, sparse, _weight, _freeze, device, dtype, device_mesh=device_mesh,
         )  # fmt: skip
         if self.weight.device_mesh.dim_name_index(tp_dim) is not None:
             self.input_placements = {tp_dim: Replicate()}
