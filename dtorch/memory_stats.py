@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import torch
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryStat:
@@ -43,8 +45,11 @@ class MemoryStats:
 
     stats: tuple[MemoryStat, ...]
 
-    def find(self, device_index: int) -> MemoryStat:
-        """The stat of ``device_index`` (KeyError naming the devices there are)."""
+    def find(self, device_index: int | torch.device) -> MemoryStat:
+        """The stat of ``device_index`` (or of a ``torch.device``: ``cpu`` is device 0, as
+        ``Tensor.device`` prints it); KeyError naming the devices there are."""
+        if isinstance(device_index, torch.device):
+            device_index = device_index.index or 0
         for stat in self.stats:
             if stat.device_index == device_index:
                 return stat

@@ -254,6 +254,11 @@ class Graph:
     def default_dtype(self, dtype: torch.dtype) -> None:
         if not isinstance(dtype, torch.dtype):
             raise GraphError(f"default_dtype must be a torch.dtype, got {dtype!r}")
+        if not dtype.is_floating_point:  # torch.set_default_dtype refuses them too
+            raise GraphError(
+                f"default_dtype must be a floating dtype (float32, float64, float16, bfloat16), "
+                f"got {dtype}"
+            )
         self._default_dtype = dtype
 
     @contextmanager

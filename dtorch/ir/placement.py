@@ -43,7 +43,7 @@ from typing import Any
 from dtorch.errors import PlacementError
 
 _TEXT = re.compile(
-    r"\s*(?:(R|Replicate\(\))|(P|Partial\((?:sum)?\))|(?:S|Shard\((?:dim=)?)(-?\d+)\)?)\s*"
+    r"\s*(?:(R|Replicate\(\))|(P|Partial\((?:sum)?\))|(?:S\(?|Shard\((?:dim=)?)(-?\d+)\)?)\s*"
 )
 
 
@@ -169,7 +169,20 @@ class Replicate(Placement):
 
 @dataclass(frozen=True, slots=True, repr=False)
 class Partial(Placement):
-    """Every device holds a partial value; the tensor is their sum."""
+    """Every device holds a partial value; the tensor is their sum. ``Partial("sum")`` and
+    ``Partial(reduce_op="sum")`` name the one reduction there is (DTensor's spelling).
+
+    Example:
+        >>> Partial("sum") == Partial()
+        True
+    """
+
+    def __init__(self, reduce_op: str = "sum") -> None:
+        if reduce_op != "sum":
+            raise PlacementError(
+                f"Partial({reduce_op!r}): dtorch's Partial is a sum; accepted: Partial() or "
+                "Partial('sum')"
+            )
 
     def is_partial(self) -> bool:
         return True
@@ -180,7 +193,8 @@ class Partial(Placement):
 
 def parse_placement(text: object) -> Placement:
     """The placement ``text`` names: ``"R"``, ``"P"``, ``"S<dim>"`` (or the printed forms
-    ``Replicate()``, ``Partial(sum)``, ``Shard(dim=0)``); a Placement is returned as is.
+    ``Replicate()``, ``Partial(sum)``, ``Shard(dim=0)``, and ``S(0)`` as error messages print
+    it); a Placement is returned as is.
 
     Example:
         >>> parse_placement("S-1"), parse_placement("Shard(dim=2)")
