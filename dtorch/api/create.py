@@ -18,7 +18,11 @@ Example:
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
 from collections.abc import Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +30,7 @@ import torch
 
 from dtorch.api.graph import Graph, mesh_of
 from dtorch.api.handle import TensorBase, is_tensor
-from dtorch.api.ops.convert import cast
+from dtorch.api.ops.convert import cast, clone
 from dtorch.api.record import emit_one
 from dtorch.api.redistribute import redistribute
 from dtorch.errors import MeshError, ParamError, ShapeError
@@ -111,6 +115,9 @@ def create(
     return emit_one(cls._result, g, kind.name.lower(), param, (), out, mesh)
 
 
+#: dtorch's own source directory: frames there are not the user's.
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
 _KEYWORDS = frozenset({"graph", "device_mesh", "device", "placements"})
 
 
@@ -165,13 +172,50 @@ def from_data(
     cls: type[TensorBase], data: Any, *, dtype: torch.dtype | None = None, **kw: Any
 ) -> Tensor:
     """``tensor``: ``torch.tensor(data)`` distributed like ``distribute`` (floats take the
-    graph's default dtype)."""
+    graph's default dtype); a dtorch tensor is copied (``copy_of``)."""
+    if is_tensor(data):
+        return copy_of(data, dtype, kw)
     if isinstance(data, torch.Tensor):
         return distribute(cls, data, dtype=dtype, **kw)
     value = torch.tensor(data, dtype=dtype)
     if dtype is None and value.dtype.is_floating_point:
         value = value.to(float_dtype(kw.get("graph"), None))
     return distribute(cls, value, **kw)
+
+
+def copy_of(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
+    """``tensor(t)`` of a dtorch tensor, as ``torch.tensor`` of a torch tensor: a copy (with
+    torch's warning), converted to what the keywords ask for (else the source's dtype, mesh
+    and placements).
+
+    Example:
+        >>> import warnings, dtorch
+        >>> t = dtorch.zeros(2)
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     c = copy_of(t, None, {})
+        >>> _ = c.add_(1)
+        >>> t.tolist(), c.tolist()
+        ([0.0, 0.0], [1.0, 1.0])
+    """
+    converted = _from_dtorch(source, dtype, kw)  # bad keywords raise before the warning
+    warnings.warn(
+        "To copy construct from a tensor, it is recommended to use sourceTensor.detach()."
+        "clone(), rather than dtorch.tensor(sourceTensor).",
+        UserWarning,
+        stacklevel=_user_level(),
+    )
+    return clone(converted)
+
+
+# How many frames up the user's call is (``dtorch.tensor`` is called through the module's
+# ``__call__`` or as ``dtorch.api.creation.tensor``), for the warning's line.
+def _user_level() -> int:
+    frame: FrameType | None = sys._getframe(2)
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def construct(

@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from dtorch.api.create import distribute, float_dtype, from_data, placement_keyw
 from dtorch.api.create import shape_of as _shape
 from dtorch.api.graph import Graph
 from dtorch.api.ops.scalars import is_scalar, python_number
+from dtorch.api.record import not_a_tensor
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import CreateKind
@@ -46,22 +48,63 @@ def create(kind: CreateKind, shape: tuple[int, ...], dtype: torch.dtype, **kw: A
 
 
 def zeros(*size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.zeros``: ``zeros(2, 3)``, ``zeros((2, 3))`` or ``zeros(size=(2, 3))``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.zeros(size=(2,)).tolist()
+        [0.0, 0.0]
+    """
     return _sized(CreateKind.ZEROS, size, dtype, kw)
 
 
 def ones(*size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.ones``: ``ones(2, 3)``, ``ones((2, 3))`` or ``ones(size=(2, 3))``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.ones(size=[2], dtype=dtorch.int32).tolist()
+        [1, 1]
+    """
     return _sized(CreateKind.ONES, size, dtype, kw)
 
 
 def empty(*size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.empty``: ``empty(2, 3)``, ``empty((2, 3))`` or ``empty(size=(2, 3))``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.empty(size=(2, 3)).shape
+        torch.Size([2, 3])
+    """
     return _sized(CreateKind.EMPTY, size, dtype, kw)
 
 
 # zeros, ones, empty: the size checked first, then the graph's float dtype by default.
 def _sized(kind: CreateKind, size: Any, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
-    shape = _shape(size)
+    shape = _sizes(kind.name.lower(), size, kw)
     dtype = float_dtype(kw.get("graph"), dtype)
     return create(kind, shape, dtype, **placement_keywords(kw))
+
+
+def _sizes(name: str, size: tuple[Any, ...], kw: dict[str, Any]) -> tuple[int, ...]:
+    """The shape of ``*size`` or of torch's keyword ``size=`` (popped from ``kw``), which
+    like torch's takes one sequence of ints, never both forms."""
+    if "size" not in kw:
+        return _shape(size)
+    given = kw.pop("size")
+    if size:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    return _shape((_size_keyword(name, given),))
+
+
+def _size_keyword(name: str, size: Any) -> Any:
+    """torch's ``size=``: one sequence of ints (never a bare int, which torch refuses there)."""
+    if not isinstance(size, (tuple, list, torch.Size)):
+        raise TypeError(
+            f"{name}(): argument 'size' must be a tuple of ints, not {type(size).__name__}"
+        )
+    return size
 
 
 def full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -80,18 +123,56 @@ def _full_dtype(graph: Graph | None, fill: bool | int | float) -> torch.dtype:
     return torch.int64 if isinstance(fill, int) else float_dtype(graph, None)
 
 
-def arange(
-    start: Any, end: Any = None, step: Any = 1, *, dtype: torch.dtype | None = None, **kw: Any
-) -> Tensor:
-    """``torch.arange`` semantics: ``arange(end)`` or ``arange(start, end, step)``."""
-    if end is None:
-        start, end = 0, start
-    bounds = tuple(python_number(v) for v in (start, end, step))
+def arange(*args: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.arange`` semantics: ``arange(end)`` or ``arange(start, end, step=1)``, each
+    bound positional or by keyword (``arange(end=3)``, ``arange(start=1, end=5, step=2)``).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.arange(end=3).tolist(), dtorch.arange(1, end=5, step=2).tolist()
+        ([0, 1, 2], [1, 3])
+    """
+    bounds = tuple(python_number(v) for v in _arange_bounds(args, kw))
     if dtype is None:
         floating = any(isinstance(v, float) for v in bounds)
         dtype = float_dtype(kw.get("graph"), None) if floating else torch.int64
     shape = (arange_length(*bounds),)  # a bad step raises here, at the user's line
     return create(CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
+
+
+def _arange_bounds(args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(start, end, step) of torch's two forms, ``(end)`` and ``(start, end, step=1)``; the
+    bound keywords are popped from ``kw``. Like torch, one bound is ``end``, and ``step`` or
+    ``start`` selects the second form, so ``arange(5, step=2)`` lacks ``end``."""
+    given: dict[str, Any] = {k: kw.pop(k) for k in ("start", "end", "step") if k in kw}
+    if len(args) + len(given) <= 1 and "start" not in given and "step" not in given:
+        (end,) = _bind("arange", ("end",), args, given)
+        return 0, end, 1
+    start, end, step = _bind("arange", ("start", "end", "step"), args, given, {"step": 1})
+    return start, end, step
+
+
+def _bind(
+    name: str,
+    names: tuple[str, ...],
+    args: tuple[Any, ...],
+    given: dict[str, Any],
+    defaults: dict[str, Any] | None = None,
+) -> tuple[Any, ...]:
+    """Positional ``args`` and keyword ``given`` bound to ``names`` as Python binds them
+    (TypeError for too many, twice given or missing)."""
+    if len(args) > len(names):
+        raise TypeError(f"{name}() takes at most {len(names)} positional arguments here")
+    bound = dict(zip(names, args, strict=False))
+    for key, value in given.items():
+        if key in bound:
+            raise TypeError(f"{name}() got multiple values for argument '{key}'")
+        bound[key] = value
+    bound = {**(defaults or {}), **bound}
+    missing = [n for n in names if n not in bound]
+    if missing:
+        raise TypeError(f"{name}() missing required argument(s): {', '.join(missing)}")
+    return tuple(bound[n] for n in names)
 
 
 def arange_length(start: Any, end: Any, step: Any) -> int:
@@ -155,7 +236,16 @@ def rand(
     dtype: torch.dtype | None = None,
     **kw: Any,
 ) -> Tensor:
-    shape = _shape(size)
+    """``torch.rand``: the values torch draws for the same generator, however sharded.
+
+    Example:
+        >>> import torch, dtorch
+        >>> g, ref = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+        >>> got = dtorch.rand(size=(3,), generator=g).to_torch()
+        >>> torch.equal(got, torch.rand(3, generator=ref))
+        True
+    """
+    shape = _sizes("rand", size, kw)
     return _random(CreateKind.RAND, shape, float_dtype(kw.get("graph"), dtype), generator, (), kw)
 
 
@@ -165,7 +255,15 @@ def randn(
     dtype: torch.dtype | None = None,
     **kw: Any,
 ) -> Tensor:
-    shape = _shape(size)
+    """``torch.randn``: the values torch draws for the same generator, however sharded.
+
+    Example:
+        >>> import torch, dtorch
+        >>> g, ref = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+        >>> torch.equal(dtorch.randn(2, generator=g).to_torch(), torch.randn(2, generator=ref))
+        True
+    """
+    shape = _sizes("randn", size, kw)
     return _random(CreateKind.RANDN, shape, float_dtype(kw.get("graph"), dtype), generator, (), kw)
 
 
@@ -202,19 +300,47 @@ def randint(
     dtype: torch.dtype | None = None,
     **kw: Any,
 ) -> Tensor:
-    """``randint(high, size)`` or ``randint(low, high, size)``, as torch."""
-    if len(args) == 2:
-        low, high, size = 0, args[0], args[1]
-    elif len(args) == 3:
-        low, high, size = args
-    else:
-        raise TypeError("randint takes (high, size) or (low, high, size)")
-    if not int(low) < int(high):
+    """``torch.randint``: ``randint(high, size)`` or ``randint(low, high, size)``, each
+    argument positional or by keyword (``randint(5, size=(3,))``, ``randint(low=2, high=5,
+    size=(3,))``); the values torch draws for the same generator, however sharded.
+
+    Example:
+        >>> import torch, dtorch
+        >>> g, ref = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+        >>> got = dtorch.randint(low=2, high=9, size=(5,), generator=g).to_torch()
+        >>> torch.equal(got, torch.randint(2, 9, (5,), generator=ref))
+        True
+    """
+    low, high, size = _randint_form(args, kw)
+    low, high = _int_bound("low", low), _int_bound("high", high)
+    if not low < high:
         raise ParamError(f"randint: low must be less than high, got low={low}, high={high}")
     shape = _shape((size,))
-    return _random(
-        CreateKind.RANDINT, shape, dtype or torch.int64, generator, (int(low), int(high)), kw
-    )
+    return _random(CreateKind.RANDINT, shape, dtype or torch.int64, generator, (low, high), kw)
+
+
+def _randint_form(args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """(low, high, size) of torch's two forms, the bound keywords popped from ``kw``: three
+    arguments in all are ``(low, high, size)``, fewer ``(high, size)`` with ``low=0``."""
+    given: dict[str, Any] = {k: kw.pop(k) for k in ("low", "high", "size") if k in kw}
+    if "size" in given:
+        _size_keyword("randint", given["size"])
+    if len(args) + len(given) >= 3 or "low" in given:
+        low, high, size = _bind("randint", ("low", "high", "size"), args, given)
+        return low, high, size
+    high, size = _bind("randint", ("high", "size"), args, given)
+    return 0, high, size
+
+
+# A bound of randint: an int (or anything torch takes as one: a numpy or one-element integer
+# tensor), never a bool or a float, which torch refuses too.
+def _int_bound(name: str, value: Any) -> int:
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"randint(): argument '{name}' must be an int, not {type(value).__name__}")
 
 
 def from_torch(data: torch.Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -225,40 +351,110 @@ def from_torch(data: torch.Tensor, *, dtype: torch.dtype | None = None, **kw: An
 
 def tensor(data: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
     """``torch.tensor(data)`` distributed like ``from_torch`` (floats take the graph's
-    default dtype)."""
+    default dtype). Of a dtorch tensor, as torch's of a torch tensor: a copy, with torch's
+    warning, on the source's mesh and placements unless the keywords say otherwise.
+
+    Example:
+        >>> import warnings, dtorch
+        >>> t = dtorch.ones(2)
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     c = dtorch.tensor(t, dtype=dtorch.int64)
+        >>> c.tolist(), c.dtype
+        ([1, 1], torch.int64)
+    """
     return from_data(Tensor, data, dtype=dtype, **kw)
 
 
-def _like(t: Tensor, kw: dict[str, Any]) -> dict[str, Any]:
-    kw.setdefault("graph", t.graph)
+def _like(name: str, input: Any, kw: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of a ``*_like`` creation: ``input``'s graph, and its mesh and placements
+    unless ``device``, ``device_mesh`` or ``placements`` say otherwise."""
+    if not isinstance(input, Tensor):
+        raise not_a_tensor(name, "input", input)
+    if isinstance(kw.get("memory_format"), torch.memory_format):
+        del kw["memory_format"]  # dtorch values have no strides to preserve
+    kw.setdefault("graph", input.graph)
     if kw.get("device") is None:
-        kw.setdefault("device_mesh", t.device_mesh)
-        kw.setdefault("placements", t.placements)
+        kw.setdefault("device_mesh", input.device_mesh)
+        kw.setdefault("placements", input.placements)
     return kw
 
 
-def zeros_like(t: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype, **_like(t, kw))
+def zeros_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.zeros_like``: zeros of ``input``'s shape, dtype, mesh and placements. Every
+    ``*_like`` refuses a torch tensor (TypeError): it names no mesh to build on (``dtorch.zeros(
+    t.shape, dtype=t.dtype)`` builds on the default one).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.zeros_like(input=dtorch.ones(2, dtype=dtorch.int32)).tolist()
+        [0, 0]
+    """
+    kw = _like("zeros_like", input, kw)
+    return zeros(input.shape, dtype=dtype or input.dtype, **kw)
 
 
-def ones_like(t: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype, **_like(t, kw))
+def ones_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.ones_like``: ones of ``input``'s shape, dtype, mesh and placements.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.ones_like(input=dtorch.zeros(2)).tolist()
+        [1.0, 1.0]
+    """
+    kw = _like("ones_like", input, kw)
+    return ones(input.shape, dtype=dtype or input.dtype, **kw)
 
 
-def empty_like(t: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
-    return empty(t.shape, dtype=dtype or t.dtype, **_like(t, kw))
+def empty_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.empty_like``: an uninitialised tensor of ``input``'s shape, dtype, mesh and
+    placements.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.empty_like(input=dtorch.zeros(2, 3)).shape
+        torch.Size([2, 3])
+    """
+    kw = _like("empty_like", input, kw)
+    return empty(input.shape, dtype=dtype or input.dtype, **kw)
 
 
-def full_like(t: Tensor, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, **_like(t, kw))
+def full_like(
+    input: Tensor, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: Any
+) -> Tensor:
+    """``torch.full_like``: ``fill_value`` in ``input``'s shape, dtype, mesh and placements.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.full_like(input=dtorch.zeros(2), fill_value=7).tolist()
+        [7.0, 7.0]
+    """
+    kw = _like("full_like", input, kw)
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, **kw)
 
 
-def rand_like(t: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
-    return rand(t.shape, dtype=dtype or t.dtype, **_like(t, kw))
+def rand_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.rand_like``: ``rand`` of ``input``'s shape, dtype, mesh and placements.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.rand_like(input=dtorch.zeros(2, dtype=dtorch.float64)).dtype
+        torch.float64
+    """
+    kw = _like("rand_like", input, kw)
+    return rand(input.shape, dtype=dtype or input.dtype, **kw)
 
 
-def randn_like(t: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
-    return randn(t.shape, dtype=dtype or t.dtype, **_like(t, kw))
+def randn_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.randn_like``: ``randn`` of ``input``'s shape, dtype, mesh and placements.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.randn_like(input=dtorch.zeros(2, 3)).shape
+        torch.Size([2, 3])
+    """
+    kw = _like("randn_like", input, kw)
+    return randn(input.shape, dtype=dtype or input.dtype, **kw)
 
 
 def from_numpy(array: np.ndarray, **kw: Any) -> Tensor:

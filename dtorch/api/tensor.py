@@ -417,14 +417,29 @@ class Tensor(TensorBase):
     roll = _sh.roll
 
     # --- shapes -----------------------------------------------------------------------------
-    def view(self, *shape: Any, placements: Any = None) -> Tensor:
+    def view(
+        self,
+        *shape: Any,
+        size: Any = None,
+        dtype: torch.dtype | None = None,
+        placements: Any = None,
+    ) -> Tensor:
+        """torch's ``view(*shape)``, ``view(size=...)``, ``view(dtype)``, and DTorch's
+        ``view([placements])`` / ``view(placements=...)`` (the local shards read under other
+        placements).
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.arange(6).view(size=(2, 3)).shape, dtorch.ones(2).view(dtorch.int32).dtype
+            (torch.Size([2, 3]), torch.int32)
+        """
         if placements is not None:
-            if shape:
-                raise TypeError("view: give sizes or placements=, not both")
+            if shape or size is not None or dtype is not None:
+                raise TypeError("view: give sizes or placements=, not both (nor a dtype)")
             return _redistribute.view_placements(self, placements)
         if _placements(shape):
             return _redistribute.view_placements(self, shape[0])
-        return _sh.view(self, *shape)
+        return _sh.view(self, *shape, size=size, dtype=dtype)
 
     def reshape(self, *sizes: Any, shape: Any = None) -> Tensor:
         return _sh.reshape(self, *sizes, shape=shape)

@@ -80,6 +80,7 @@ class OpKind(enum.IntEnum):
     TopK = 59
     Flip = 60
     Gather = 61
+    ViewDtype = 62  # view(dtype): the bits read as another dtype (ViewDtypeParam)
 
 
 class ActivationKind(enum.IntEnum):

@@ -95,6 +95,7 @@ from dtorch.ir.params_layout import (
     SqueezeParam,
     TransposeParam,
     UnsqueezeParam,
+    ViewDtypeParam,
     ViewParam,
     ViewPlacementsParam,
 )
@@ -180,6 +181,7 @@ __all__ = [
     "TransposeParam",
     "UnsentParam",
     "UnsqueezeParam",
+    "ViewDtypeParam",
     "ViewParam",
     "ViewPlacementsParam",
     "WhereParam",

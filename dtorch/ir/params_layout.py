@@ -1,10 +1,11 @@
 """Param records of the operators that make, place, copy, reshape and index tensors.
 
-Creation and distribution (``Create``, ``Convert``, ``ViewPlacements``), copies and casts,
-shape and view changes, and indexing (``GetItem``, ``SetItem``, ``IndexSelect``, ``IndexPut``,
-``Gather``): operators that move or select values rather than compute new ones. Split out of
-``dtorch.ir.params`` (which re-exports every record here and registers it in ``PARAM_TYPES``)
-to keep each file to one family of records; import them from ``dtorch.ir.params``.
+Creation and distribution (``Create``, ``Convert``, ``ViewPlacements``), copies and casts
+(``ViewDtype`` too, which reads the bits as another dtype), shape and view changes, and
+indexing (``GetItem``, ``SetItem``, ``IndexSelect``, ``IndexPut``, ``Gather``): operators
+that move or select values rather than compute new ones. Split out of ``dtorch.ir.params``
+(which re-exports every record here and registers it in ``PARAM_TYPES``) to keep each file to
+one family of records; import them from ``dtorch.ir.params``.
 
 Example:
     >>> from dtorch.ir import params, params_layout
@@ -64,6 +65,15 @@ class ViewPlacementsParam(OpParam):
     ``placements`` (one per mesh dim); the global shape follows from the local shapes."""
 
     placements: tuple[Placement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ViewDtypeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.ViewDtype
+    """``view(dtype)``: every device's local shard, its bits read as ``dtype`` (torch's
+    ``Tensor.view(dtype)``; where the element size differs, the last dim's size changes)."""
+
+    dtype: torch.dtype
 
 
 @dataclass(frozen=True, slots=True)

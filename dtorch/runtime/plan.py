@@ -57,6 +57,7 @@ VIEW_KINDS = frozenset(
         OpKind.Transpose,
         OpKind.Permute,
         OpKind.Expand,
+        OpKind.ViewDtype,
     }
 )
 

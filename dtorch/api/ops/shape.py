@@ -44,6 +44,7 @@ from dtorch.ir.params import (
     SqueezeParam,
     TransposeParam,
     UnsqueezeParam,
+    ViewDtypeParam,
     ViewParam,
 )
 
@@ -75,11 +76,39 @@ def infer_shape(name: str, shape: tuple[int, ...], numel: int) -> tuple[int, ...
     return shape
 
 
-def view(t: Tensor, *shape: Any) -> Tensor:
-    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
-        raise TypeError("view(dtype) is not supported; use .to(dtype)")
-    target = infer_shape("view", sizes(shape), t.numel())
+def view(t: Tensor, *shape: Any, size: Any = None, dtype: torch.dtype | None = None) -> Tensor:
+    """torch's ``view``: ``view(*shape)``, ``view(shape)``, ``view(size=shape)``, or
+    ``view(dtype)`` / ``view(dtype=dtype)`` (``view_dtype``).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.ones(2, 3)
+        >>> view(t, size=(6,)).shape, view(t, dtorch.int32).dtype
+        (torch.Size([6]), torch.int32)
+    """
+    if (size is not None) + (dtype is not None) + bool(shape) > 1:
+        raise TypeError("view: give one of *shape, size= or dtype=, not several")
+    if dtype is not None or (len(shape) == 1 and isinstance(shape[0], torch.dtype)):
+        return view_dtype(t, shape[0] if dtype is None else dtype)
+    target = infer_shape("view", sizes(shape if size is None else (size,)), t.numel())
     return record("view", ViewParam(target), (t,))[0]
+
+
+def view_dtype(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """torch's ``view(dtype)``: the same bits read as ``dtype``. Each device reads its own
+    shard, whatever the placements, except Partial (the bits of the parts do not add up to
+    the bits of the sum: refused). Where the element size differs, the last dim's size
+    changes by the ratio, as in torch, so it must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([1.0, -2.0])
+        >>> t.view(dtorch.int32).tolist(), t.view(dtorch.int16).shape
+        ([1065353216, -1073741824], torch.Size([4]))
+    """
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"view: expected a torch.dtype, got {type(dtype).__name__}")
+    return record("view", ViewDtypeParam(dtype), (t,))[0]
 
 
 def reshape(input: Tensor, *sizes_: Any, shape: Any = None) -> Tensor:

@@ -6,10 +6,10 @@
   own marks shifted into place). On every mesh dim a Replicate input beside a Shard is chunked
   to it first (a local slice, no communication); other mixes are refused.
 * elementwise operators (BroadcastBinary, BaseMath, Activation, Where, Clamp; Cast, Clone,
-  Contiguous; Copy, so in-place forms such as ``add_`` and ``exp_`` work on marked tensors):
-  operands sharded on a mesh dim that some operand marks must carry the same mark; Replicate
-  operands are chunked to the marked layout (``redistribute`` to it, a local slice per
-  segment); the outputs keep the mark.
+  Contiguous, ViewDtype; Copy, so in-place forms such as ``add_`` and ``exp_`` work on marked
+  tensors): operands sharded on a mesh dim that some operand marks must carry the same mark;
+  Replicate operands are chunked to the marked layout (``redistribute`` to it, a local slice
+  per segment); the outputs keep the mark.
 * ``t[a:b]`` with ``a`` and ``b`` on segment boundaries (0, the coordinates, the size) and the
   other dims whole: the pieces of those segments, a plain ``Shard(d)`` for one segment.
 * ``view([placements])`` (ViewPlacements, ``dtorch.ir.rules.reinterpret``): the marked shards
@@ -42,7 +42,7 @@ from dtorch.ir.params import ConcatParam, GetItemParam, OpParam, SliceIndex
 from dtorch.ir.placement import Placement, Replicate, Shard
 from dtorch.ir.rules import copy, elementwise, indexing, select, views
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, describe_inputs, norm_dim
-from dtorch.ir.rules.reinterpret import view_placements_rule
+from dtorch.ir.rules.reinterpret import view_dtype_rule, view_placements_rule
 from dtorch.ir.subsplit import is_marked
 
 #: ``rule(name, param, inputs) -> Inference``, or None where the ordinary rule applies.
@@ -221,6 +221,7 @@ _ELEMENTWISE: dict[OpKind, Rule] = {
     OpKind.Clone: copy.clone_rule,
     OpKind.Copy: copy.copy_rule,  # in-place forms write their result back elementwise
     OpKind.Contiguous: views.contiguous_rule,
+    OpKind.ViewDtype: view_dtype_rule,  # bits read where they lie (the last dim unsharded)
     OpKind.Where: select.where_rule,
     OpKind.Clamp: select.clamp_rule,
 }
