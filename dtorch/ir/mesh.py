@@ -97,7 +97,7 @@ def _short(shape: tuple[int, ...]) -> str:
 def _check_names(names: Sequence[str] | None, ndim: int) -> tuple[str, ...] | None:
     if names is None:
         return None
-    names = tuple(names)
+    names = (names,) if isinstance(names, str) else tuple(names)  # "dp" is one name, not two
     if len(names) != ndim:
         raise MeshError(f"mesh_dim_names {names} has {len(names)} names for a {ndim}-D mesh")
     strings = all(map(isinstance, names, itertools.repeat(str)))
@@ -494,5 +494,10 @@ def init_device_mesh(
         raise refusal from None
     if min(shape) <= 0:
         raise refusal
-    kind, _ = parse_device(device_type)
+    kind, index = parse_device(device_type)
+    if index is not None:  # the ids are 0..n-1: an index would be silently dropped
+        raise MeshError(
+            f"init_device_mesh: device_type must be a device type without an index, got "
+            f"{device_type!r}; accepted: 'cpu' or 'cuda' (for other ids, DeviceMesh(type, ids))"
+        )
     return DeviceMesh.from_ids(kind, shape, range(math.prod(shape)), mesh_dim_names)

@@ -21,7 +21,8 @@ thread of its own; anywhere else it runs at once, as before).
 
 Example:
     >>> import gc
-    >>> from dtorch.options import GlobalOption
+    >>> from dtorch.errors import OptionError
+from dtorch.options import GlobalOption
     >>> freeze_at_import() == GlobalOption.get_gc_freeze()
     True
 """
@@ -33,12 +34,19 @@ import os
 import threading
 from collections.abc import Callable
 
+from dtorch.errors import OptionError
 from dtorch.options import GlobalOption
 
 
 def freeze_at_import() -> bool:
-    """Freeze the objects that exist now unless DTORCH_GC_FREEZE=0; True if it did."""
-    if not GlobalOption.get_gc_freeze():
+    """Freeze the objects that exist now unless DTORCH_GC_FREEZE=0; True if it did. An
+    invalid DTORCH_* variable does not fail ``import dtorch`` (a program could not catch
+    that): nothing is frozen, and the OptionError comes at the first use of the options."""
+    try:
+        freeze = GlobalOption.get_gc_freeze()
+    except OptionError:
+        return False
+    if not freeze:
         return False
     gc.freeze()
     return True

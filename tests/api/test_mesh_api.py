@@ -168,3 +168,16 @@ def test_the_two_dict_readers_agree(graph) -> None:  # type: ignore[no-untyped-d
             read({"tp": R, 1: Shard(0)})
         with pytest.raises(TypeError, match="accepted: mesh dim names"):
             read({1.0: R})
+
+
+def test_init_device_mesh_reads_its_arguments_as_torch_does() -> None:
+    """torch's init_device_mesh refuses a device type with an index (the ids are 0..n-1); a
+    bare string of names is one name (torch takes it for a tuple of characters)."""
+    with pytest.raises(MeshError, match=r"without an index, got 'cpu:1'"):
+        dtorch.init_device_mesh("cpu:1", 2)
+    with pytest.raises(MeshError, match="without an index"):
+        dtorch.init_device_mesh(torch.device("cpu", 0), 2)
+    assert dtorch.init_device_mesh(torch.device("cpu"), 2).device_ids == (0, 1)
+    assert dtorch.init_device_mesh("cpu", 2, mesh_dim_names="dp").mesh_dim_names == ("dp",)
+    with pytest.raises(MeshError, match=r"\('dp',\) has 1 names for a 2-D mesh"):
+        dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names="dp")

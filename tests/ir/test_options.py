@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from dtorch.errors import OptionError
@@ -52,3 +56,22 @@ def test_override_restores_the_previous_options() -> None:
     assert GlobalOption.get_comm_timeout_second() == before
     with pytest.raises(OptionError), GlobalOption.override(zmq_timeout_second=-1.0):
         pass
+
+
+@pytest.mark.timeout(120)
+def test_an_invalid_variable_fails_its_first_use_not_the_import() -> None:
+    """``import dtorch`` reads DTORCH_GC_FREEZE; a bad DTORCH_* value must not make the import
+    itself raise (a program could not catch it): the first use raises the OptionError."""
+    script = (
+        "import dtorch\n"
+        "try:\n"
+        "    dtorch.ones(2).tolist()\n"
+        "except dtorch.OptionError as error:\n"
+        "    print('refused:', error)\n"
+    )
+    env = {**os.environ, "DTORCH_COMM_TIMEOUT_SECOND": "-1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "refused: DTORCH_COMM_TIMEOUT_SECOND='-1' must be a positive" in done.stdout
