@@ -270,6 +270,12 @@ class TensorBase:
 
     def equal(self, other: Tensor) -> bool:
         """True when both tensors have the same shape and values (waits for both)."""
+        if not isinstance(other, TensorBase):
+            raise TypeError(
+                f"equal: expected a dtorch.Tensor, got {type(other).__qualname__} of "
+                f"{type(other).__module__}; convert torch "
+                "tensors with dtorch.from_torch(...) first, or compare t.to_torch() with it"
+            )
         return self.shape == other.shape and bool(torch.equal(self.to_torch(), other.to_torch()))
 
     def __bool__(self) -> bool:

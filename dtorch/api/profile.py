@@ -168,6 +168,11 @@ def profile(graph: Graph | None = None) -> Profile:
         >>> "traceEvents" in json.load(open(path)); os.remove(path); os.rmdir(os.path.dirname(path))
         True
     """
+    if graph is not None and not isinstance(graph, Graph):
+        raise TypeError(
+            f"profile: graph must be a dtorch.Graph or None, got {graph!r}; a trace file is "
+            "named at export: prof.export_chrome_trace(path)"
+        )
     return Profile(graph)
 
 

@@ -23,7 +23,7 @@ from dtorch.api.record import record_one, redistribute_to
 from dtorch.errors import MeshError, PlacementError
 from dtorch.ir.mesh import DeviceMesh, by_mesh_dim
 from dtorch.ir.params import ViewPlacementsParam
-from dtorch.ir.placement import Placement, Replicate, normalize_placements
+from dtorch.ir.placement import Placement, Replicate, normalize_placements, parse_placement
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -108,7 +108,10 @@ def redistribute_by_dict(
         )
     if len(mesh.device_ids) == 1:
         return redistribute(t, mesh, [Replicate()] * mesh.ndim)
-    given = by_mesh_dim("redistribute_by_dict", mesh, placements_dict or {})
+    given = {  # text placements ("R", "S0") read as Placement(text) reads them
+        i: parse_placement(p)
+        for i, p in by_mesh_dim("redistribute_by_dict", mesh, placements_dict or {}).items()
+    }
     placements = [
         _placement_for(t, mesh, i, given, default_placement_mode) for i in range(mesh.ndim)
     ]

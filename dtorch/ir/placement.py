@@ -243,6 +243,11 @@ def normalize_placements(
     """
     sizes = None if isinstance(mesh_shape, int) else tuple(mesh_shape)
     mesh_ndim = len(sizes) if sizes is not None else mesh_shape
+    if isinstance(placements, (Placement, str)):  # Shard(0) or "S0" for [Shard(0)]
+        raise PlacementError(
+            f"placements must be a list of one placement per mesh dimension, got "
+            f"{placements!r}; did you mean [{placements!r}]?"
+        )
     placements = tuple(placements)
     if len(placements) != mesh_ndim:
         raise PlacementError(

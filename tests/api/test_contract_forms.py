@@ -48,3 +48,30 @@ def test_the_default_dtype_is_a_floating_one(graph: dtorch.Graph) -> None:
     with graph.dtype_guard(torch.float64):
         assert dtorch.randn(2, graph=graph).dtype == torch.float64
     assert graph.default_dtype == torch.float32
+
+
+def test_wrong_argument_kinds_get_errors_that_say_what_is_accepted(graph: dtorch.Graph) -> None:
+    full = torch.arange(4.0)
+    for lone in (dtorch.Shard(0), "S0"):
+        with pytest.raises(PlacementError, match=r"must be a list .* did you mean \["):
+            dtorch.from_torch(full, placements=lone, graph=graph)
+    t = dtorch.from_torch(full, graph=graph)
+    with pytest.raises(TypeError, match=r"equal: expected a dtorch\.Tensor, got Tensor of torch"):
+        t.equal(full)
+    with pytest.raises(TypeError, match=r"equal: expected a dtorch\.Tensor"):
+        dtorch.equal(t, full)
+    with pytest.raises(TypeError, match=r"profile: graph must be a dtorch\.Graph or None"):
+        dtorch.profile("trace.json")  # type: ignore[arg-type]
+
+
+def test_redistribute_by_dict_reads_text_placements(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    full = torch.arange(16.0).reshape(4, 4)
+    t = dtorch.from_torch(
+        full, device_mesh=mesh, placements=[dtorch.Shard(0), dtorch.Shard(1)], graph=graph
+    )
+    moved = t.redistribute_by_dict(placements_dict={"dp": "R", "tp": "S0"})
+    assert moved.placements == [dtorch.Replicate(), dtorch.Shard(0)]
+    assert torch.equal(moved.to_torch(), full)
+    with pytest.raises(PlacementError, match=r"Placement\(3\): not a placement"):
+        t.redistribute_by_dict(placements_dict={"dp": 3, "tp": "R"})
