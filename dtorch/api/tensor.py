@@ -45,7 +45,7 @@ from dtorch.api.ops import shape as _sh
 from dtorch.api.ops import statistics as _st
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.ops.take import index_select
-from dtorch.errors import ShapeError
+from dtorch.errors import PlacementError, ShapeError
 from dtorch.ir.opkind import BinaryKind as B
 from dtorch.ir.opkind import CreateKind as C
 from dtorch.ir.opkind import MathKind as M
@@ -99,7 +99,10 @@ class Tensor(TensorBase):
     def __iter__(self) -> Iterator[Tensor]:
         if not self._operand.shape:
             raise TypeError("iteration over a 0-d tensor")
-        return iter(self.unbind(0))
+        try:
+            return iter(self.unbind(0))
+        except PlacementError as error:  # name what the user wrote: a loop, not unbind
+            raise PlacementError(f"iterating over a tensor's dim 0: {error}") from None
 
     # --- arithmetic -------------------------------------------------------------------------
     __add__ = _mk.binary(B.ADD, "add")

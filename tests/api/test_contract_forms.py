@@ -75,3 +75,13 @@ def test_redistribute_by_dict_reads_text_placements(graph: dtorch.Graph) -> None
     assert torch.equal(moved.to_torch(), full)
     with pytest.raises(PlacementError, match=r"Placement\(3\): not a placement"):
         t.redistribute_by_dict(placements_dict={"dp": 3, "tp": "R"})
+
+
+def test_a_loop_over_a_tensor_sharded_on_dim_0_says_it_is_the_loop(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(6.0).reshape(3, 2)
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    with pytest.raises(PlacementError, match=r"^iterating over a tensor's dim 0: unbind: got"):
+        list(t)
+    rows = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(1)], graph=graph)
+    assert [r.tolist() for r in rows] == full.tolist()
