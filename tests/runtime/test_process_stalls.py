@@ -80,6 +80,23 @@ def test_a_fetch_or_sync_waiting_for_a_stopped_worker_names_it(traces: Traces) -
     assert traces.left() == []
 
 
+def test_closing_a_pool_with_a_stopped_worker_kills_it_at_once(traces: Traces) -> None:
+    """A stopped worker cannot act on STOP: the close kills it without waiting the grace."""
+    pool = WorkerPool(2, "cpu")
+    try:
+        graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+        assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
+        graph.close()
+        os.kill(pool.pids[1], signal.SIGSTOP)
+    finally:
+        started = time.monotonic()
+        pool.close()
+        took = time.monotonic() - started
+    assert took < 2.0  # the 5 s STOP grace and more before
+    assert all(_gone(pid) for pid in pool.pids)
+    assert traces.left() == []
+
+
 def _stall_and_continue(pool: WorkerPool) -> None:
     """Stop worker 1, see three waits time out naming it, continue it, see the late values."""
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))

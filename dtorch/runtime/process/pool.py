@@ -134,6 +134,11 @@ def exit_description(code: int) -> str:
     return f"exit code {code}"
 
 
+#: Process states of a worker that cannot act on STOP until someone else resumes it
+#: (SIGSTOP, Ctrl-Z, a debugger): a close kills it at once instead of waiting the grace.
+_FROZEN = frozenset({"T", "t"})
+
+
 def process_state(pid: int) -> str | None:
     """The kernel's one-letter state of process ``pid`` (``/proc/PID/stat``: ``R`` running,
     ``S`` sleeping, ``T`` stopped, ...), or None once it cannot be read (reaped, no /proc)."""
@@ -375,6 +380,8 @@ class _PoolState:
         deadline = time.monotonic() + grace
         waiting = set(range(self.workers))
         while waiting and time.monotonic() < deadline:
+            frozen = [i for i in waiting if process_state(self.processes[i].pid) in _FROZEN]
+            self._kill_workers([self.processes[i] for i in frozen])  # it cannot act on STOP
             waiting = {i for i in waiting if not self._stopped(i)}
             time.sleep(HAND_OVER_POLL_SECONDS if waiting else 0.0)
         self._kill_workers([self.processes[i] for i in waiting])
