@@ -44,7 +44,11 @@ class ThreadRunner:
         if num_streams < 1:
             raise GraphError(f"a thread runner needs at least one stream, got {num_streams}")
         self._channel = channel = ReportQueue()
-        self._window = FlowWindow(num_streams, stall_s=GlobalOption.get_comm_timeout_second())
+        self._window = FlowWindow(
+            num_streams,
+            stall_s=GlobalOption.get_comm_timeout_second(),
+            waiting_on=self.waiting_on,  # a stall names the parties it waits for
+        )
         self._groups = ThreadGroupManager(
             CommTopology.striped(num_streams), namespace=CommNamespace.create()
         )

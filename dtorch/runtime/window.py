@@ -14,7 +14,8 @@ Waiting wakes every second to see whether the window failed (a worker died: the 
 raised), so it never outlives the runner. Nor does it outlive a hung device: once no party has
 reported any progress for ``stall_s`` seconds (the runners pass the comm timeout) while the
 window is full, the window fails with a WorkerError that says so (a stopped worker process, a
-kernel that never returns), and the graph breaks with it instead of waiting for ever.
+kernel that never returns) and names, through the runner's ``waiting_on``, the parties that
+have not reported the oldest mark; the graph breaks with it instead of waiting for ever.
 
 Example:
     >>> from dtorch.ir.report import ProgressReport
@@ -31,6 +32,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from dtorch.errors import WorkerError
@@ -57,9 +59,11 @@ class FlowWindow:
         limit: int = DEFAULT_LIMIT,
         chunk: int = DEFAULT_CHUNK,
         stall_s: float | None = None,
+        waiting_on: Callable[[Collection[int]], str] | None = None,
     ) -> None:
         self._parties = parties
         self._stall_s = stall_s  # None: wait as long as it takes
+        self._waiting_on = waiting_on  # names the parties a stall waits for (the runner's)
         self._progress_at = time.monotonic()  # when a party last reported
         self._limit = limit
         self._chunk = chunk
@@ -69,7 +73,7 @@ class FlowWindow:
         self._next_mark = chunk
         self._sequence = 0
         self._marks: deque[tuple[int, int]] = deque()  # (sequence, operators sent by then)
-        self._reports: dict[int, int] = {}  # sequence -> parties that reported it
+        self._reports: dict[int, set[int]] = {}  # sequence -> the parties that reported it
         self._error: BaseException | None = None
 
     @property
@@ -106,18 +110,31 @@ class FlowWindow:
                 f"the devices reported no progress for {silent:.0f} s while {self.in_flight} "
                 f"operators were in flight (more than {self._limit}): a device is hung (a "
                 "stopped worker process, or a kernel that does not return; the limit is "
-                "DTORCH_COMM_TIMEOUT_SECOND)"
+                f"DTORCH_COMM_TIMEOUT_SECOND){self._laggards()}"
             )
             return 0.0
         return min(CHECK_SECONDS, self._stall_s - silent)
+
+    def _laggards(self) -> str:
+        """'; ' and, in the runner's words, the parties that have not reported the oldest
+        mark in flight ('' when that cannot be told)."""
+        if self._waiting_on is None or not self._marks:
+            return ""
+        reported = self._reports.get(self._marks[0][0], set())
+        late = [p for p in range(self._parties) if p not in reported]
+        try:
+            detail = self._waiting_on(late)
+        except Exception:  # the stall is the news: a failing diagnosis must not hide it
+            return ""
+        return f"; {detail}" if detail else ""
 
     def progress(self, report: ProgressReport) -> None:
         """One party finished batch ``report.batch``."""
         with self._cond:
             self._progress_at = time.monotonic()
-            count = self._reports.get(report.batch, 0) + 1
-            if count < self._parties:
-                self._reports[report.batch] = count
+            reported = self._reports.setdefault(report.batch, set())
+            reported.add(report.party)
+            if len(reported) < self._parties:
                 return
             self._reports.pop(report.batch, None)
             while self._marks and self._marks[0][0] <= report.batch:

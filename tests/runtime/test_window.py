@@ -51,3 +51,22 @@ def test_without_stall_s_a_window_waits_until_it_fails() -> None:
     threading.Timer(0.2, window.fail, (error,)).start()
     with pytest.raises(WorkerError, match="worker 0 died"):
         window.admit(1)
+
+
+def test_a_stall_names_the_parties_that_have_not_reported() -> None:
+    """Party 0 reported the oldest mark, party 2 too: the stall asks the runner about party 1
+    alone, and says what the runner answers."""
+    asked: list[list[int]] = []
+
+    def waiting_on(parties: object) -> str:
+        asked.append(sorted(parties))  # type: ignore[call-overload]
+        return "waiting for worker 1 (pid 7), whose process is stopped"
+
+    window = FlowWindow(parties=3, limit=4, chunk=2, stall_s=0.3, waiting_on=waiting_on)
+    first = window.admit(3)
+    window.admit(3)
+    window.progress(ProgressReport(0, first))
+    window.progress(ProgressReport(2, first))
+    with pytest.raises(WorkerError, match=r"a device is hung .*; waiting for worker 1 \(pid 7\)"):
+        window.admit(1)
+    assert asked == [[1]]

@@ -120,7 +120,11 @@ class ProcessRunner:
         self._publisher = state.publisher
         self._puller = state.puller
         self._own_pusher = state.own_pusher
-        self._window = FlowWindow(pool.workers, stall_s=GlobalOption.get_comm_timeout_second())
+        self._window = FlowWindow(
+            pool.workers,
+            stall_s=GlobalOption.get_comm_timeout_second(),
+            waiting_on=self.waiting_on,  # a stall names the parties it waits for
+        )
         self._addresser = BatchAddresser(pool.workers)
         self._reader = ReportReader(self._release)
         self._inputs = InputShare(enabled=pool.shares_memory)
