@@ -112,3 +112,20 @@ def test_fill_and_zero_of_an_expanded_view_write_the_input(
     t.expand(2, 6).copy_(varying)
     with pytest.raises(KernelError, match="more than one element of the written-to tensor"):
         graph.sync()
+
+
+@pytest.mark.parametrize("placements", [[dtorch.Shard(1)], [dtorch.Replicate()]], ids=str)
+def test_a_copy_between_overlapping_parts_reads_the_source_first(
+    graph: dtorch.Graph, placements: list[dtorch.Placement]
+) -> None:
+    """torch refuses ``x[1:].copy_(x[:-1])`` at the call; dtorch cannot refuse at the call
+    (it does not track memory there), so the devices read the source whole first, as if
+    ``x[:-1].clone()`` were copied, instead of failing a write the base never shows."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(32.0).reshape(8, 4)
+    x = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
+    x[1:].copy_(x[:-1])
+    want = full.clone()
+    want[1:] = full[:-1]
+    assert torch.equal(x.to_torch(), want)
+    graph.sync()

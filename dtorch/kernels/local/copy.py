@@ -55,13 +55,22 @@ def view_dtype_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards
 def copy_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``dst.copy_(src)`` on the local shards; dst changes in place. A dst whose elements
     share memory (an ``expand``-ed view) takes one slice of ``src`` along those dims when
-    ``src`` is the same along them (``fill_``/``zero_``, which torch allows there)."""
+    ``src`` is the same along them (``fill_``/``zero_``, which torch allows there). A ``src``
+    in ``dst``'s own memory (``x[1:].copy_(x[:-1])``, which torch refuses at the call) is
+    read whole before the write: the device must not fail where the base would not see it."""
     dst, src = inputs[0], inputs[1]
     shared = [d for d in range(dst.ndim) if dst.stride(d) == 0 and dst.shape[d] > 1]
     if shared:
         dst, src = _one_slice(dst, src.expand_as(dst), shared)
+    if src.numel() and dst.numel() and _same_memory(src, dst):
+        src = src.clone()
     dst.copy_(src)
     return []
+
+
+def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` are views of one storage (they may overlap)."""
+    return bool(a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
 
 
 def _one_slice(
