@@ -233,8 +233,8 @@ class TensorBase:
         """Always True: strides are not tracked when operators are recorded. Where layout
         matters, the devices follow torch on the global tensor: ``contiguous``, ``reshape``
         and ``flatten`` copy exactly where torch would (after a transpose, a column slice),
-        else they are views whose writes reach the input; a ``view`` torch refuses fails on
-        the devices with torch's message (raised at the fetch or ``sync``)."""
+        else they are views whose writes reach the input; a ``view`` torch refuses copies
+        (a program that checked ``is_contiguous()`` first must not fail)."""
         return True
 
     def __len__(self) -> int:
