@@ -28,6 +28,7 @@ from dtorch.errors import GraphError, WorkerDiedError, WorkerError
 from dtorch.ir.report import WorkerFailureReport
 from dtorch.runtime.process import WorkerPool
 from dtorch.runtime.process.board import board_bytes
+from dtorch.runtime.process.pool import process_state
 from dtorch.runtime.process.protocol import (
     OPEN,
     READY,
@@ -47,11 +48,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def _gone(pid: int) -> bool:
     """True once ``pid`` has exited (a zombie nobody reaped counts as exited)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+    return process_state(pid) in (None, "Z")
 
 
 def _wait_for(condition: Callable[[], bool], within_s: float) -> bool:

@@ -25,7 +25,7 @@ from dtorch.errors import FutureTimeoutError, GraphError, WorkerDiedError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.options import GlobalOption
 from dtorch.runtime.process import WorkerPool
-from dtorch.runtime.process.pool import _PoolState
+from dtorch.runtime.process.pool import _PoolState, process_state
 from tests.runners import pause_devices
 
 pytestmark = pytest.mark.timeout(60)
@@ -243,8 +243,4 @@ def _assert_cleaned_up(starts: _Starts, traces: Traces) -> None:
 
 def _gone(pid: int) -> bool:
     """True once ``pid`` has exited (a zombie nobody reaped counts as exited)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+    return process_state(pid) in (None, "Z")
