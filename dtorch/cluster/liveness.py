@@ -48,7 +48,7 @@ _LOG = logging.getLogger(__name__)
 
 class BeatMonitor:
     """The controller's side: beats out, and ``on_lost(worker, silent_seconds)`` once for each
-    worker silent for ``LOST_AFTER_SECONDS``."""
+    worker silent for ``lost_after_s`` (``LOST_AFTER_SECONDS``)."""
 
     def __init__(
         self,
@@ -56,9 +56,11 @@ class BeatMonitor:
         beats_in: Puller,
         workers: int,
         on_lost: Callable[[int, float], None],
+        lost_after_s: float = LOST_AFTER_SECONDS,
     ) -> None:
         self._out, self._in = beats_out, beats_in
         self._on_lost = on_lost
+        self._lost_after_s = lost_after_s  # this monitor's own: others keep theirs
         self._last = dict.fromkeys(range(workers), time.monotonic())
         self._heard: set[int] = set()
         self._lost: set[int] = set()
@@ -114,7 +116,7 @@ class BeatMonitor:
     def _check(self, now: float) -> None:
         for worker, last in self._last.items():
             silent = now - last
-            if silent > LOST_AFTER_SECONDS and worker not in self._lost | self._gone:
+            if silent > self._lost_after_s and worker not in self._lost | self._gone:
                 self._lost.add(worker)
                 self._on_lost(worker, silent)
 
