@@ -21,8 +21,7 @@ thread of its own; anywhere else it runs at once, as before).
 
 Example:
     >>> import gc
-    >>> from dtorch.errors import OptionError
-from dtorch.options import GlobalOption
+    >>> from dtorch.options import GlobalOption
     >>> freeze_at_import() == GlobalOption.get_gc_freeze()
     True
 """
