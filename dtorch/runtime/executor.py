@@ -33,6 +33,7 @@ from dtorch.errors import GraphError, WorkerDiedError, WorkerError
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.report import WorkerFailureReport
+from dtorch.runtime.gc_policy import exiting, watch_exit
 from dtorch.runtime.reports import END
 from dtorch.runtime.runner import Runner
 from dtorch.runtime.settle import Settlements
@@ -93,7 +94,8 @@ class Executor:
         #: pinned id -> the value a handle of it was rebound to (``t.data = other``; None for
         #: a value of another graph): what a program holding the id as a constant reads now
         self.rebound: dict[int, Operand | None] = {}
-        self._pin_lock = threading.Lock()
+        # reentrant: a handle collected while pin/unpin holds it releases on the same thread
+        self._pin_lock = threading.RLock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)
         self._stopping = False
         self._error: BaseException | None = None  # why the runner broke
@@ -104,6 +106,7 @@ class Executor:
         )
         self._dispatcher.start()
         self._reporter.start()
+        watch_exit()  # close() drops queued work once the interpreter exits
 
     # --- health -----------------------------------------------------------------------------
     @property
@@ -212,17 +215,25 @@ class Executor:
         return threading.current_thread() in (self._dispatcher, self._reporter)
 
     def close(self, timeout: float) -> None:
-        """Run what is queued, then stop both threads and the runner."""
+        """Run what is queued, then stop both threads and the runner. As the interpreter
+        exits, drop what is queued instead: nothing can read its results any more, and
+        kernels still running as the interpreter tears down abort the process."""
         if self._stopping:
             return
         self._stopping = True
         self.submit = self._refuse
         self._queue.refuse(GraphError(self._refusal()))
+        discard = exiting()
+        if discard:
+            self._queue.clear()
         self._queue.put(None)  # a wake token: the thread wakes, drains, sees _stopping
         deadline = time.monotonic() + timeout  # one budget for the three steps, not three
         self._dispatcher.join(timeout)
         try:
-            self.runner.close(_left(deadline))
+            if discard:
+                self.runner.close(_left(deadline), discard=True)
+            else:
+                self.runner.close(_left(deadline))
         finally:
             self._reporter.join(_left(deadline))
             closed = GraphError("the graph was closed before this value was computed")

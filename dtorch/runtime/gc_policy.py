@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import threading
@@ -70,3 +71,28 @@ def collected(
         threading.Thread(target=close, name="dtorch-collected", daemon=True).start()
         return
     close()
+
+
+class _Exit:
+    """Whether the interpreter is exiting (its ``atexit`` hooks run: every thread the program
+    waited for has ended), watched from the first ``watch_exit()`` on: not at import."""
+
+    watching = False
+    exiting = False
+
+    @classmethod
+    def mark(cls) -> None:
+        cls.exiting = True
+
+
+def watch_exit() -> None:
+    """Start watching for the interpreter's exit (idempotent). Hooks run last-registered
+    first, so this one runs before the finalizers ``weakref.finalize`` runs at exit."""
+    if not _Exit.watching:
+        _Exit.watching = True
+        atexit.register(_Exit.mark)
+
+
+def exiting() -> bool:
+    """True once the interpreter exits: nothing can read a graph's results any more."""
+    return _Exit.exiting

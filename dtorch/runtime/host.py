@@ -246,13 +246,19 @@ class DeviceHost:
         self._programs.clear()
         self._used = [False] * self.layout.count
 
-    def close(self, timeout: float) -> None:
-        """Stop every stream (after its queued work); GraphError naming those that hang."""
+    def close(self, timeout: float, discard: bool = False) -> None:
+        """Stop every stream (after its queued work; with ``discard``, after its current
+        kernel, the collectives in flight aborted); GraphError naming those that hang."""
         if self._closed:
             return
         self._closed = True
         for stream in self.streams:  # every stream winds down at once, not one after another
+            if discard:
+                stream.discard_queued()
             stream.ask_to_stop()
+        groups = self.services.groups
+        if discard and groups is not None:  # a peer's part was dropped: nobody waits for it
+            groups.abandon("the graph was closed as the interpreter exits")
         deadline = time.monotonic() + timeout
         stuck = [s.name for s in self.streams if not s.join(max(deadline - time.monotonic(), 0))]
         if stuck:

@@ -58,6 +58,7 @@ class Runner(Protocol):
         index, pid, devices and process state; any stopped worker too), or ''."""
         ...
 
-    def close(self, timeout: float) -> None:
-        """Finish queued work (within ``timeout``), stop every thread/process."""
+    def close(self, timeout: float, discard: bool = False) -> None:
+        """Finish queued work (within ``timeout``), stop every thread/process; with
+        ``discard`` (the interpreter exits), drop the work not started instead."""
         ...

@@ -97,6 +97,10 @@ class KernelStream:
         self.ask_to_stop()
         return self.join(timeout)
 
+    def discard_queued(self) -> None:
+        """Drop the items the thread has not started (its current kernel runs to its end)."""
+        self._queue.clear()
+
     def ask_to_stop(self) -> None:
         """Queue the stop after what the thread has (``join`` then waits for it)."""
         if self._thread is not None:

@@ -87,13 +87,13 @@ class ThreadRunner:
         progress = self._window.admit(len(batch.operators))
         self._host.execute(batch, progress)
 
-    def close(self, timeout: float) -> None:
+    def close(self, timeout: float, discard: bool = False) -> None:
         if self._closed:
             return
         self._closed = True
         self._window.fail(GraphError("the graph was closed"))
         try:
-            self._host.close(timeout)
+            self._host.close(timeout, discard)
         finally:
             try:
                 self._groups.close()

@@ -143,6 +143,10 @@ class WorkQueue:
     def __len__(self) -> int:
         return len(self._items)
 
+    def clear(self) -> None:
+        """Drop every queued item (a close at exit: nobody can read what they would make)."""
+        self._items.clear()
+
     def wake(self) -> None:
         """Wake the consumer now (to stop it)."""
         self._wake.set()

@@ -110,3 +110,36 @@ def test_a_forked_child_leaves_the_parents_graphs_alone(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("per_process", [False, True], ids=["thread", "process"])
+def test_exiting_with_queued_work_drops_it_and_exits_promptly(per_process: bool) -> None:
+    """A script that ends (or is Ctrl-C'd) with a minute of kernels queued: nothing can read
+    their results, so the graph's close at exit drops them. It waited 30 s per graph, and the
+    kernels still running as the interpreter tore down aborted it (SIGABRT) in most runs."""
+    script = textwrap.dedent(
+        f"""
+        import time, dtorch
+        g = dtorch.Graph(dtorch.GraphOption(per_device_per_process={per_process}))
+        mesh = dtorch.init_device_mesh("cpu", 2)
+        x = dtorch.randn(512, 512, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=g)
+        assert x.sum().item() == x.sum().item()  # the devices run
+        for _ in range(3000):
+            x = (x @ x.redistribute(mesh, [dtorch.Replicate()])).tanh()
+        print(time.monotonic(), flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    ended = time.monotonic()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ended - float(done.stdout.strip()) < 15.0  # 30 s and more before (thread mode)
+    assert "Error" not in done.stderr, done.stderr[-2000:]

@@ -125,6 +125,8 @@ class ThreadGroupManager:
         self._closed = False
         self._local = threading.local()  # .scope: the calling thread's _Scope, or absent
         self._resets = 0
+        self._active: dict[str, int] = {}  # scope name -> callers inside it (for abandon)
+        self._abandoned: str | None = None  # why every scope fails now (abandon)
 
     # --- scopes -------------------------------------------------------------------------
 
@@ -143,14 +145,41 @@ class ThreadGroupManager:
         """
         local = self._local
         outer = getattr(local, "scope", None)
-        local.scope = _Scope(f"{tag}.{self._resets}", on_failure)
+        name = f"{tag}.{self._resets}"
+        local.scope = _Scope(name, on_failure)
+        self._enter(name)
         try:
             yield
         except BaseException as error:
             self.fail_scope(error)
             raise
         finally:
+            self._leave(name)
             local.scope = outer
+
+    def _enter(self, name: str) -> None:
+        with self._lock:
+            if self._abandoned is not None:  # entered after abandon: the peers are gone
+                raise CommError(self._abandoned)
+            self._active[name] = self._active.get(name, 0) + 1
+
+    def _leave(self, name: str) -> None:
+        with self._lock:
+            left = self._active.pop(name, 1) - 1
+            if left:
+                self._active[name] = left
+
+    def abandon(self, message: str) -> None:
+        """Fail every collective in flight and every later one with ``message``: a close
+        that drops queued work (the peer a caller waits for may never come)."""
+        with self._lock:
+            self._abandoned = message
+            names = list(self._active)
+            groups = list(self._groups.values())
+        for group in groups:
+            for name in names:
+                with contextlib.suppress(CommError):  # a closed store: nobody waits there
+                    group.abort(name, message)
 
     def current_scope(self) -> str:
         """The calling thread's scope ("": none)."""

@@ -234,18 +234,19 @@ class ProcessRunner:
         self._own_pusher.send(REPORT, [serialize(report)])
 
     # --- closing ----------------------------------------------------------------------------
-    def close(self, timeout: float) -> None:
+    def close(self, timeout: float, discard: bool = False) -> None:
         if self._closed:
             return
         self._closed = True
         self._window.fail(GraphError("the graph was closed"))
         try:
-            self._reset(timeout)
+            if not discard:  # at exit the pool is stopped below: no graph comes next
+                self._reset(timeout)
         finally:
             with contextlib.suppress(TransportError):  # a pool closed above has no pusher
                 self._own_pusher.send(END)  # the report thread's last envelope
             self._pool.give_back()
-            if self._owns_pool or self._pool.broken is not None:
+            if self._owns_pool or self._pool.broken is not None or discard:
                 self._pool.close()
             self._reader.close()
             self._inputs.close()
