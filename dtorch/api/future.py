@@ -160,18 +160,21 @@ class _VoidSink:
         self._promise.set_error(error)
 
 
-def tensor_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:
-    """Register a promise that a GetTensor operator settles; return its handle and future."""
-    handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+def tensor_future(graph: Graph, name: str) -> tuple[PromiseHandle, CommTensorFuture]:
+    """Register promise ``name`` (``graph.new_promise_name()``) that a GetTensor operator
+    settles; return its handle and future. The caller records the operator, and pops ``name``
+    from ``graph.executor.promises`` if that is interrupted (nothing would settle it)."""
+    handle = PromiseHandle(PromiseKind.MEMORY, name)
     promise = create_promise(PromiseKind.MEMORY, name=handle.name)  # named: no uuid per fetch
     graph.executor.register(handle.name, promise)
     return handle, promise.get_future()
 
 
-def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any, Waiting]:
-    """Register a collector that completes when every stream reported; handle, future, and
-    whom a wait for it waits for (the parties that have not reported yet)."""
-    handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+def make_void_future(graph: Graph, name: str) -> tuple[PromiseHandle, Any, Waiting]:
+    """Register collector ``name`` that completes when every stream reported; handle, future,
+    and whom a wait for it waits for (the parties that have not reported yet). The caller
+    records the Sync operator, and pops ``name`` if that is interrupted."""
+    handle = PromiseHandle(PromiseKind.MEMORY, name)
     promise = create_void_promise(PromiseKind.MEMORY, name=handle.name)
     raised = graph.executor.settlements.raised
     collector = SyncCollector(graph.runner.parties, _VoidSink(promise), raised)
@@ -180,9 +183,10 @@ def make_void_future(graph: Graph) -> tuple[PromiseHandle, Any, Waiting]:
     return handle, promise.get_future(), lambda: runner.waiting_on(collector.unreported())
 
 
-def memory_stats_future(graph: Graph) -> tuple[PromiseHandle, CommTensorFuture]:
-    """A future of an int64 [devices, 3] tensor of (device, bytes held, peak bytes)."""
-    handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
+def memory_stats_future(graph: Graph, name: str) -> tuple[PromiseHandle, CommTensorFuture]:
+    """A future of an int64 [devices, 3] tensor of (device, bytes held, peak bytes), whose
+    collector is registered as ``name`` (the caller pops it if its recording is interrupted)."""
+    handle = PromiseHandle(PromiseKind.MEMORY, name)
     promise = create_promise(PromiseKind.MEMORY, name=handle.name)
     collector = CountdownCollector(graph.runner.parties, promise, _stats_tensor)
     graph.executor.register(handle.name, collector)

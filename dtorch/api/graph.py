@@ -137,6 +137,63 @@ def _check_option(
         raise GraphError("give num_workers or worker_pool, not both (the pool has its size)")
 
 
+def _check_dtype(dtype: object) -> None:
+    """GraphError unless ``dtype`` can be a default dtype (a floating torch.dtype)."""
+    if not isinstance(dtype, torch.dtype):
+        raise GraphError(f"default_dtype must be a torch.dtype, got {dtype!r}")
+    if not dtype.is_floating_point:  # torch.set_default_dtype refuses them too
+        raise GraphError(
+            f"default_dtype must be a floating dtype (float32, float64, float16, bfloat16), "
+            f"got {dtype}"
+        )
+
+
+class _Guards(threading.local):
+    """One thread's ``dtype_guard``/``device_mesh_guard`` overrides on a graph, innermost last."""
+
+    def __init__(self) -> None:
+        self.dtypes: list[torch.dtype] = []
+        self.meshes: list[DeviceMesh] = []
+
+
+_LIVE: weakref.WeakSet[Graph] = weakref.WeakSet()  # the graphs a forked child must refuse
+
+
+class _ForkHook:
+    """The after-fork hook's one registration: with the first graph, not at import (a program
+    that never makes a graph forks untouched)."""
+
+    lock = threading.Lock()
+    registered = False
+
+
+def _watch_forks(graph: Graph) -> None:
+    """Note ``graph`` for the after-fork hook; register that hook with the first graph."""
+    _LIVE.add(graph)
+    if _ForkHook.registered:
+        return
+    with _ForkHook.lock:
+        if not _ForkHook.registered:
+            os.register_at_fork(after_in_child=_refuse_inherited)
+            _ForkHook.registered = True
+
+
+def _refuse_inherited() -> None:
+    """In a forked child: break every graph inherited from the parent, whose threads did not
+    come along, so that its next operator or fetch raises at once (not after the comm
+    timeout); mark it closed, so that the child's default graph is a new one of its own."""
+    for graph in list(_LIVE):
+        if graph._finalizer.detach() is None:  # closed in the parent already
+            continue
+        graph.executor.refuse_inherited(  # no lock: a parent's thread may have held one
+            GraphError(
+                f"this graph belongs to process {graph._pid}; a forked child must create its "
+                "own Graph"
+            )
+        )
+    _LIVE.clear()
+
+
 def mesh_of(spec: DeviceMesh | str | torch.device) -> DeviceMesh:
     """A mesh from a mesh, a device type (``"cpu"``) or a device (``"cuda:1"``)."""
     if isinstance(spec, DeviceMesh):
@@ -170,12 +227,15 @@ class Graph:
         self._promise_ids = itertools.count(1)
         self._default_mesh = DeviceMesh("cpu")
         self._default_dtype = torch.float32
+        self._guards = _Guards()  # each thread's guard overrides: one guard is not graph-wide
         self._inferences = InferenceCache()  # rule answers, reused across a loop's iterations
         self.runner = make_runner(self._option, name=f"dtorch-g{self._id}")
         self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")
         close = functools.partial(self.executor.close, CLOSE_TIMEOUT)
         here = self.executor.joins_this_thread
-        self._finalizer = weakref.finalize(self, collected, close, os.getpid(), here)
+        self._pid = os.getpid()  # the process whose threads run it (a forked child's refusal)
+        self._finalizer = weakref.finalize(self, collected, close, self._pid, here)
+        _watch_forks(self)
 
     # --- identity and defaults --------------------------------------------------------------
     @staticmethod
@@ -240,46 +300,60 @@ class Graph:
 
     @property
     def default_device_mesh(self) -> DeviceMesh:
-        return self._default_mesh
+        """The calling thread's innermost ``device_mesh_guard`` mesh, else the graph's own."""
+        meshes = self._guards.meshes
+        return meshes[-1] if meshes else self._default_mesh
 
     @default_device_mesh.setter
     def default_device_mesh(self, mesh: DeviceMesh | str | torch.device) -> None:
-        self._default_mesh = mesh_of(mesh)
+        # inside this thread's guard it changes that guard's mesh, which ends with the block
+        meshes = self._guards.meshes
+        if meshes:
+            meshes[-1] = mesh_of(mesh)
+        else:
+            self._default_mesh = mesh_of(mesh)
 
     @property
     def default_dtype(self) -> torch.dtype:
-        return self._default_dtype
+        """The calling thread's innermost ``dtype_guard`` dtype, else the graph's own."""
+        dtypes = self._guards.dtypes
+        return dtypes[-1] if dtypes else self._default_dtype
 
     @default_dtype.setter
     def default_dtype(self, dtype: torch.dtype) -> None:
-        if not isinstance(dtype, torch.dtype):
-            raise GraphError(f"default_dtype must be a torch.dtype, got {dtype!r}")
-        if not dtype.is_floating_point:  # torch.set_default_dtype refuses them too
-            raise GraphError(
-                f"default_dtype must be a floating dtype (float32, float64, float16, bfloat16), "
-                f"got {dtype}"
-            )
-        self._default_dtype = dtype
+        _check_dtype(dtype)
+        # inside this thread's guard it changes that guard's dtype, which ends with the block
+        dtypes = self._guards.dtypes
+        if dtypes:
+            dtypes[-1] = dtype
+        else:
+            self._default_dtype = dtype
 
     @contextmanager
     def device_mesh_guard(self, mesh: DeviceMesh | str | torch.device) -> Iterator[DeviceMesh]:
-        """Within the block, tensors created without a mesh or device use ``mesh``."""
-        previous, self._default_mesh = self._default_mesh, mesh_of(mesh)
+        """Within the block, tensors this thread creates without a mesh or device use ``mesh``
+        (other threads keep theirs)."""
+        meshes = self._guards.meshes
+        meshes.append(mesh_of(mesh))
+        depth = len(meshes)
         try:
-            yield self._default_mesh
+            yield meshes[-1]
         finally:
-            self._default_mesh = previous
+            del meshes[depth - 1 :]  # also drops an inner guard a generator left open
 
     @contextmanager
     def dtype_guard(self, dtype: torch.dtype | None) -> Iterator[torch.dtype]:
-        """Within the block, floating tensors created without a dtype use ``dtype`` (None:
-        float32)."""
-        previous = self._default_dtype
-        self.default_dtype = torch.float32 if dtype is None else dtype
+        """Within the block, floating tensors this thread creates without a dtype use
+        ``dtype`` (None: float32; other threads keep theirs)."""
+        dtype = torch.float32 if dtype is None else dtype
+        _check_dtype(dtype)
+        dtypes = self._guards.dtypes
+        dtypes.append(dtype)
+        depth = len(dtypes)
         try:
-            yield self._default_dtype
+            yield dtype
         finally:
-            self._default_dtype = previous
+            del dtypes[depth - 1 :]  # also drops an inner guard a generator left open
 
     def satisfy(self, mesh: DeviceMesh) -> bool:
         """Whether this graph can run operators on ``mesh`` on this machine."""
@@ -322,8 +396,13 @@ class Graph:
         broken = self.executor.broken
         if broken is not None:  # a worker died: every later sync raises why
             raise broken
-        handle, future, waiting = make_void_future(self)
-        self.record_system("sync", SyncParam(handle), Span.unknown())
+        name = self.new_promise_name()
+        try:
+            handle, future, waiting = make_void_future(self, name)
+            self.record_system("sync", SyncParam(handle), Span.unknown())
+        except BaseException:  # a Ctrl-C before the operator was queued: nothing settles it
+            self.executor.promises.pop(name)
+            raise
         return VoidFutureCollect([future], waiting)
 
     def sync(self) -> None:
@@ -344,10 +423,14 @@ class Graph:
         ``device_mesh`` (a mesh, or a device string/``torch.device`` as a one-device mesh; every
         device used so far when None); ``reset_peak`` starts the peaks again from now."""
         mesh = None if device_mesh is None else _stats_mesh(device_mesh)
-        handle, future = memory_stats_future(self)
-        self.record_system(
-            "memory_stats", MemoryParam(MemoryKind.STATS, reset_peak, handle), Span.unknown()
-        )
+        name = self.new_promise_name()
+        try:
+            handle, future = memory_stats_future(self, name)
+            param = MemoryParam(MemoryKind.STATS, reset_peak, handle)
+            self.record_system("memory_stats", param, Span.unknown())
+        except BaseException:  # a Ctrl-C before the operator was queued: nothing settles it
+            self.executor.promises.pop(name)
+            raise
         rows = {d: MemoryStat(d, a, p) for d, a, p in future.get().tolist()}
         devices = sorted(rows) if mesh is None else mesh.device_ids
         return MemoryStats(tuple(rows.get(d, MemoryStat(d, 0, 0)) for d in devices))
@@ -366,7 +449,7 @@ class Graph:
         return hash(self._id)
 
     def __repr__(self) -> str:
-        return f"Graph(id={self._id}, default_device_mesh={self._default_mesh!r})"
+        return f"Graph(id={self._id}, default_device_mesh={self.default_device_mesh!r})"
 
     def __str__(self) -> str:
         return f"dtorch.Graph with id: {self._id}"

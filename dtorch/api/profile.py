@@ -105,8 +105,13 @@ class Profile:
         """Stop every stream's recording and wait for their reports."""
         handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
         sink = _ReportsSink()
-        graph.executor.register(handle.name, CountdownCollector(graph.runner.parties, sink, list))
-        _record(graph, ProfileParam(start=False, promise=handle))
+        try:
+            collector = CountdownCollector(graph.runner.parties, sink, list)
+            graph.executor.register(handle.name, collector)
+            _record(graph, ProfileParam(start=False, promise=handle))
+        except BaseException:  # a Ctrl-C before the operator was queued: nothing settles it
+            graph.executor.promises.pop(handle.name)
+            raise
         return sink.get(COLLECT_TIMEOUT_S)
 
     def _settle(self, reports: Sequence[ProfileReport], ended_ns: int) -> None:

@@ -103,6 +103,15 @@ def own_handles(inputs: list[Any]) -> list[Any]:
     return [own[t._operand.id] for t in inputs]
 
 
+_INSTALLING = threading.Lock()  # held while a tracer is installed on or removed from a graph
+
+
+def _refuse_second(graph: Graph, name: str) -> None:
+    """TraceError if a tracer is installed on ``graph`` (one trace at a time per graph)."""
+    if isinstance(graph._inferences, _SeeingInferences):
+        raise TraceError(f"dtorch.trace({name}): this graph is being traced already")
+
+
 class Tracer:
     """Keeps the operators one thread records on ``graph`` while installed (a context).
 
@@ -113,8 +122,10 @@ class Tracer:
     (``release_pins`` drops them if no program is built)."""
 
     def __init__(self, graph: Graph, name: str, users: list[Any]) -> None:
-        if isinstance(graph._inferences, _SeeingInferences):
-            raise TraceError(f"dtorch.trace({name}): this graph is being traced already")
+        with _INSTALLING:  # an early refusal: __enter__ checks again as it installs
+            _refuse_second(graph, name)
+            self._inner: Callable[[Submission], None] = graph.executor.submit
+            self._inferences = graph._inferences
         self.graph = graph
         self.name = name
         self.items: list[Submission] = []
@@ -126,19 +137,23 @@ class Tracer:
         self.pinned: list[int] = []
         self._made: set[int] = set(self.seen)  # inputs and what the trace made
         self._thread = threading.get_ident()
-        self._inner: Callable[[Submission], None] = graph.executor.submit
-        self._inferences = graph._inferences
 
     def __enter__(self) -> Tracer:
-        self.graph.executor.submit = self._submit
-        self.graph._inferences = _SeeingInferences(self._inferences, self.seen)  # type: ignore[assignment]
+        graph = self.graph
+        with _INSTALLING:  # check and install in one step: two threads' traces cannot both
+            _refuse_second(graph, self.name)
+            self._inner = graph.executor.submit
+            self._inferences = graph._inferences
+            graph._inferences = _SeeingInferences(self._inferences, self.seen)  # type: ignore[assignment]
+            graph.executor.submit = self._submit
         return self
 
     def __exit__(self, *exc: object) -> None:
         executor = self.graph.executor
-        self.graph._inferences = self._inferences
-        if executor.submit == self._submit:  # a broken graph swapped in its refusal: keep it
-            executor.submit = self._inner
+        with _INSTALLING:  # a trace starting now sees this one installed or wholly gone
+            if executor.submit == self._submit:  # a broken graph swapped in its refusal: keep it
+                executor.submit = self._inner
+            self.graph._inferences = self._inferences
 
     def bind_inputs(self) -> None:
         """Make each input's own handle a view of the user's tensor on the devices, so that a

@@ -136,6 +136,16 @@ class Executor:
         self._queue.refuse(refusal)
         self.promises.fail_all(error)
 
+    def refuse_inherited(self, error: BaseException) -> None:
+        """In a forked child (its parent's threads did not come along): later operators and
+        fetches raise ``error`` at once. Takes no lock: one of the parent's threads may have
+        held any of them at the fork. Promises registered before the fork are left as they
+        are (settling them would take their locks)."""
+        if self._error is None:
+            self._error = error
+            self._final = error
+            self.submit = self._refuse
+
     # --- promises ---------------------------------------------------------------------------
     def register(self, name: str, target: Any) -> None:
         """Register the promise or collector a GetTensor/Sync/Memory operator will settle."""

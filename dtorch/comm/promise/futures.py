@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -116,6 +117,9 @@ def await_cell(cell: Cell) -> Generator[Any, None, torch.Tensor | None]:
             yield from waiter
         finally:
             timer.cancel()
+            if not waiter.done():  # closed without a cancel: the cell drops its callback
+                with contextlib.suppress(RuntimeError):  # the loop is closed already
+                    waiter.cancel()
     return cell.outcome()
 
 

@@ -18,6 +18,8 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -90,8 +92,16 @@ class MemoryCell:
 
     def loop_waiter(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
         waiter: asyncio.Future[None] = loop.create_future()
-        self.add_callback(lambda: _complete_threadsafe(loop, waiter))
+        callback = functools.partial(_complete_threadsafe, loop, waiter)
+        self.add_callback(callback)
+        # a cancelled or timed-out await leaves nothing behind in the cell
+        waiter.add_done_callback(lambda _: self._drop_callback(callback))
         return waiter
+
+    def _drop_callback(self, fn: Callable[[], None]) -> None:
+        """Forget ``fn`` if it has not run (its awaiter stopped waiting)."""
+        with self._lock, contextlib.suppress(ValueError):  # ValueError: ran already
+            self._callbacks.remove(fn)
 
 
 def _complete_threadsafe(loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]) -> None:
