@@ -94,6 +94,9 @@ class ThreadRunner:
         self._window.fail(GraphError("the graph was closed"))
         try:
             self._host.close(timeout, discard)
+        except BaseException:  # interrupted (Ctrl-C) or hung: a stream left in a collective
+            self._groups.abandon("the graph's close was interrupted")  # must not wait 300 s
+            raise
         finally:
             try:
                 self._groups.close()
