@@ -10,6 +10,10 @@ thread never delays one, and a graph need not be running for them to flow.
 A worker killed on a live host is noticed within ``LOST_AFTER_SECONDS`` (5 s), a lost host the
 same; the issue's bound is 10 s.
 
+Every beat carries the worker's pid: a beat for a rank from another pid than the one that
+registered it (a restarted worker that got past the store's rank claim) means the rank's
+registered process is gone, and ``on_replaced(worker, pid)`` says so at once.
+
 Example:
     >>> import os
     >>> from dtorch.transport import Publisher, Puller
@@ -29,11 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 
 from dtorch.errors import DTorchError, RendezvousError
+from dtorch.runtime.process.protocol import pack_u64, unpack_u64
 from dtorch.transport import Publisher, Puller, Pusher, Subscriber
 from dtorch.transport.security import CurveKeys
 
@@ -48,7 +54,9 @@ _LOG = logging.getLogger(__name__)
 
 class BeatMonitor:
     """The controller's side: beats out, and ``on_lost(worker, silent_seconds)`` once for each
-    worker silent for ``lost_after_s`` (``LOST_AFTER_SECONDS``)."""
+    worker silent for ``lost_after_s`` (``LOST_AFTER_SECONDS``); with ``pids`` (each worker's
+    registered pid), ``on_replaced(worker, pid)`` once a worker's beat comes from another
+    pid (the worker is then taken for lost: no ``on_lost`` follows)."""
 
     def __init__(
         self,
@@ -57,9 +65,13 @@ class BeatMonitor:
         workers: int,
         on_lost: Callable[[int, float], None],
         lost_after_s: float = LOST_AFTER_SECONDS,
+        *,
+        pids: tuple[int, ...] | None = None,
+        on_replaced: Callable[[int, int], None] | None = None,
     ) -> None:
         self._out, self._in = beats_out, beats_in
         self._on_lost = on_lost
+        self._pids, self._on_replaced = pids, on_replaced
         self._lost_after_s = lost_after_s  # this monitor's own: others keep theirs
         self._last = dict.fromkeys(range(workers), time.monotonic())
         self._heard: set[int] = set()
@@ -93,10 +105,24 @@ class BeatMonitor:
                 time.sleep(0.01)  # a socket failing on every call must not spin
                 envelope = None
             if envelope is not None and envelope.sender in self._last:
+                if self._replaced(envelope.sender, envelope.parts):
+                    continue
                 self._heard_from(envelope.sender)
                 if envelope.kind == BYE:
                     self._said_bye(envelope.sender)
             self._check(time.monotonic())
+
+    def _replaced(self, worker: int, parts: tuple[memoryview, ...]) -> bool:
+        """Whether this beat of ``worker`` came from another pid than the registered one."""
+        if self._pids is None or worker in self._lost or len(parts) != 1 or len(parts[0]) != 8:
+            return False
+        pid = unpack_u64(parts[0])
+        if pid == self._pids[worker]:
+            return False
+        self._lost.add(worker)  # its registered process is gone: reported once, here
+        if self._on_replaced is not None:
+            self._on_replaced(worker, pid)
+        return True
 
     def _said_bye(self, worker: int) -> None:
         self._gone.add(worker)
@@ -140,6 +166,7 @@ class Beacon:
         self._subscriber = Subscriber(beats_out, keys=keys, join_late=True)
         self._pusher = Pusher(beats_in, rank, keys=keys, timeout_s=BEAT_SECONDS)
         self._on_gone = on_gone
+        self._pid = [pack_u64(os.getpid())]  # the controller checks it is the registered one
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, name="dtorch-beacon", daemon=True)
         self._thread.start()
@@ -151,7 +178,7 @@ class Beacon:
             now = time.monotonic()
             try:
                 if now >= next_beat:
-                    self._pusher.send(BEAT)
+                    self._pusher.send(BEAT, self._pid)
                     next_beat = now + BEAT_SECONDS
                 if self._subscriber.poll(min(0.2, max(0.0, next_beat - now))) is not None:
                     last = time.monotonic()
@@ -170,6 +197,6 @@ class Beacon:
             self._thread.join(5.0)
         if bye:
             with contextlib.suppress(DTorchError):
-                self._pusher.send(BYE)
+                self._pusher.send(BYE, self._pid)
         self._subscriber.close()
         self._pusher.close()

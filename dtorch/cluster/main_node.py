@@ -14,6 +14,10 @@ The cluster token authenticates everything: the controller and every worker must
 same one (``token=`` here, ``DTORCH_CLUSTER_TOKEN``, or the worker's ``--token-file``); without
 one the controller makes one (``MainNode.token()`` gives it, hex, to pass to the workers).
 
+A cluster refused before it starts (records that disagree, a rank missing at the deadline)
+is refused for good: the workers read the reason in an abort record and exit, and
+``close()`` then ``set_address`` starts over. Addresses are IPv4 (see ``rendezvous``).
+
 One cluster per process (like torch.distributed's default group): the node is class state
 that ``close()`` ends; a closed node can be set again.
 
@@ -26,6 +30,7 @@ Example (workers elsewhere; see tests/cluster for a runnable two-host setup):
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -33,6 +38,7 @@ from typing import Any
 
 from dtorch.cluster.pool import ClusterPool
 from dtorch.cluster.records import (
+    AbortRecord,
     ProgramRecord,
     StartRecord,
     WorkerRecord,
@@ -40,18 +46,20 @@ from dtorch.cluster.records import (
     record_key,
 )
 from dtorch.cluster.rendezvous import (
+    ABORT_KEY,
     MIN_TOKEN_BYTES,
     PROGRAM_KEY,
     START_KEY,
     SignedStore,
     parse_address,
     serve_store,
+    store_address,
     worker_key,
 )
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import RendezvousError
 from dtorch.options import GlobalOption, Launch
-from dtorch.runtime.process.protocol import READY
+from dtorch.runtime.process.protocol import READY, unpack_u64
 from dtorch.runtime.process.runner import ClusterDefault
 from dtorch.transport import Publisher, Puller
 from dtorch.transport.security import SECRET_BYTES, CurveKeys
@@ -81,44 +89,58 @@ def cluster_token(token: bytes | str | None) -> bytes:
 
 
 class ClusterNode:
-    """The controller's side of one cluster: the store, the sockets, the registered workers."""
+    """The controller's side of one cluster: the store, the sockets, the registered workers.
+
+    A ``wait_ready`` that fails before the start record (records that disagree, workers
+    missing at the deadline) refuses the cluster: it writes an abort record with the reason,
+    so the workers waiting for the start exit at once with it, and later calls raise it
+    again. ``close`` frees the store's port at once."""
 
     def __init__(self, host: str, port: int, token: bytes) -> None:
         self.token = token
-        timeout = GlobalOption.get_zmq_timeout_second()
-        self.server = serve_store(host, port, timeout_s=timeout)
         self.host = host
+        self.pool: ClusterPool | None = None
+        self.refused: str | None = None  # the reason the cluster was refused
+        self.started = False  # the start record is written
+        self.server = serve_store(host, port, timeout_s=GlobalOption.get_zmq_timeout_second())
+        self.port: int = self.server.port
         self.store = SignedStore(self.server, record_key(token))
         nonce = secrets.token_hex(16)
-        self.namespace = CommNamespace.create()
         secret = program_secret(token, nonce)
-        self.keys = CurveKeys.from_secret(secret)
         # the workers' and the start records are signed with this program's own key: one of
         # an earlier program on the same token (the store is readable by all) is refused here
         self.records = SignedStore(self.server, record_key(secret))
-        where = f"tcp://{host}:0"
-        self.channels = (
-            Publisher(where, keys=self.keys),
-            Puller(where, keys=self.keys),
-            Publisher(where, keys=self.keys),
-            Puller(where, keys=self.keys),
-        )
+        try:
+            self._publish(nonce, secret)
+        except BaseException:
+            self._release()  # a traceback kept by the caller must not keep the port
+            raise
+
+    def _publish(self, nonce: str, secret: bytes) -> None:
+        """Open the controller's sockets and publish the program record."""
+        self.namespace = CommNamespace.create()
+        self.keys = CurveKeys.from_secret(secret)
+        self.channels = _open_channels(f"tcp://{self.host}:0", self.keys)
         addresses = [c.address for c in self.channels]
-        program = ProgramRecord(nonce, self.namespace.instance_id, *addresses)
+        # the record names this store: a copy put in another controller's store is refused
+        where = store_address(self.host, self.port)
+        program = ProgramRecord(nonce, where, self.namespace.instance_id, *addresses)
         self.store.put(PROGRAM_KEY, program)
-        self.pool: ClusterPool | None = None
 
     @property
     def address(self) -> str:
-        return f"{self.host}:{self.server.port}"
+        return f"{self.host}:{self.port}"
 
     def wait_ready(self, timeout_s: float) -> ClusterPool:
         """Every worker registered, subscribed, reported READY and beat once."""
+        if self.refused is not None:
+            raise RendezvousError(f"this cluster was refused ({self.refused}); close it")
         deadline = time.monotonic() + timeout_s
-        records = self._registered(deadline)
+        records = self._registered(deadline)  # a timeout is no refusal: wait_ready again
         self.records.put(START_KEY, StartRecord(tuple(r.host for r in records)))
+        self.started = True
         publisher, puller = self.channels[0], self.channels[1]
-        _wait_ready(puller, len(records), deadline)
+        _wait_ready(puller, records, deadline)
         publisher.wait_subscribers(len(records), max(0.1, deadline - time.monotonic()))
         pool = ClusterPool(records, self.keys, self.channels)
         try:
@@ -129,30 +151,77 @@ class ClusterNode:
         self.pool = pool
         return pool
 
+    def _abort(self, reason: str) -> None:
+        """Refuse the cluster: the workers read ``reason`` in the abort record and exit."""
+        self.refused = reason
+        with contextlib.suppress(Exception):  # the workers then wait for their own timeout
+            self.records.put(ABORT_KEY, AbortRecord(reason))
+
     def _registered(self, deadline: float) -> tuple[WorkerRecord, ...]:
+        """Every worker's record, each checked against rank 0's as it comes (a disagreement
+        is refused at once, not at the deadline of a rank that will never come)."""
         first = self.records.wait(worker_key(0), WorkerRecord, _left(deadline, "rank 0"))
+        self._agreeing(first, 0, first)
         records = [first]
         for rank in range(1, first.world_size):
             record = self.records.wait(worker_key(rank), WorkerRecord, _left(deadline, rank))
+            self._agreeing(record, rank, first)
             records.append(record)
-        for rank, record in enumerate(records):
-            if record.rank != rank or record.world_size != first.world_size:
-                raise RendezvousError(
-                    f"worker records disagree: rank {rank} registered {record} while rank 0 "
-                    f"says world_size={first.world_size}"
-                )
-        kinds = {r.device_type for r in records}
-        if len(kinds) != 1:
-            raise RendezvousError(f"the workers of one cluster run one device kind, got {kinds}")
         return tuple(records)
 
+    def _agreeing(self, record: WorkerRecord, rank: int, first: WorkerRecord) -> None:
+        """``_check_record``; a disagreement refuses the cluster for good (the workers are
+        told to exit), where a timeout leaves them waiting for a later ``wait_ready``."""
+        try:
+            _check_record(record, rank, first)
+        except RendezvousError as error:
+            self._abort(str(error))
+            raise
+
     def close(self) -> None:
+        """Stop the workers, close the sockets, free the store's port."""
         if self.pool is not None:
             self.pool.close()
         else:
             for channel in self.channels:
                 channel.close()
+            if not self.started and self.refused is None:
+                self._abort("the controller closed the cluster before it started")
+        self._release()
+
+    def _release(self) -> None:
+        """Drop every reference to the store's server: its port closes now."""
+        self.store.release()
+        self.records.release()
         self.server = None
+
+
+def _open_channels(where: str, keys: CurveKeys) -> tuple[Publisher, Puller, Publisher, Puller]:
+    """The controller's batches, reports and beats sockets (none left open on failure)."""
+    opened: list[Publisher | Puller] = []
+    try:
+        for kind in (Publisher, Puller, Publisher, Puller):
+            opened.append(kind(where, keys=keys))
+    except BaseException:
+        for channel in opened:
+            channel.close()
+        raise
+    publisher, puller, beats_out, beats_in = opened
+    return publisher, puller, beats_out, beats_in  # type: ignore[return-value]
+
+
+def _check_record(record: WorkerRecord, rank: int, first: WorkerRecord) -> None:
+    """RendezvousError unless ``record`` (under ``rank``) agrees with rank 0's ``first``."""
+    if record.rank != rank or record.world_size != first.world_size:
+        raise RendezvousError(
+            f"worker records disagree: rank {rank} registered {record} while rank 0 "
+            f"says world_size={first.world_size}"
+        )
+    if record.device_type != first.device_type:
+        raise RendezvousError(
+            f"the workers of one cluster run one device kind: rank 0 runs "
+            f"{first.device_type}, rank {rank} {record.device_type}"
+        )
 
 
 def _left(deadline: float, waiting_for: Any) -> float:
@@ -162,15 +231,27 @@ def _left(deadline: float, waiting_for: Any) -> float:
     return left
 
 
-def _wait_ready(puller: Puller, workers: int, deadline: float) -> None:
+def _wait_ready(puller: Puller, records: tuple[WorkerRecord, ...], deadline: float) -> None:
+    """Every worker reported READY, each from the pid it registered."""
     ready: set[int] = set()
-    while len(ready) < workers:
+    while len(ready) < len(records):
         envelope = puller.poll(min(0.5, max(0.0, deadline - time.monotonic())))
         if envelope is not None and envelope.kind == READY:
+            if len(envelope.parts) == 1 and len(envelope.parts[0]) == 8:  # READY: its pid
+                _check_pid(records, envelope.sender, unpack_u64(envelope.parts[0]))
             ready.add(envelope.sender)
         elif time.monotonic() > deadline:
-            missing = sorted(set(range(workers)) - ready)
+            missing = sorted(set(range(len(records))) - ready)
             raise RendezvousError(f"workers {missing} registered but never connected")
+
+
+def _check_pid(records: tuple[WorkerRecord, ...], rank: int, pid: int) -> None:
+    """RendezvousError if ``pid`` is not the process that registered ``rank``."""
+    if 0 <= rank < len(records) and records[rank].pid != pid:
+        raise RendezvousError(
+            f"rank {rank} reported READY from pid {pid}, but pid {records[rank].pid} "
+            f"registered it: two processes claim rank {rank}"
+        )
 
 
 class MainNode:

@@ -94,7 +94,14 @@ class ClusterPool:
         self._on_death: DeathCallback | None = None
         self._leased = False
         self._closed = False
-        self._monitor = BeatMonitor(beats_out, beats_in, len(records), self._lost)
+        self._monitor = BeatMonitor(
+            beats_out,
+            beats_in,
+            len(records),
+            self._lost,
+            pids=tuple(r.pid for r in records),
+            on_replaced=self._replaced,
+        )
 
     def wait_first_beats(self, timeout_s: float) -> None:
         self._monitor.wait_first_beats(timeout_s)
@@ -143,13 +150,26 @@ class ClusterPool:
 
     def _lost(self, worker: int, silent: float) -> None:
         """The monitor heard nothing from ``worker`` for ``silent`` seconds."""
+        self._break(
+            worker,
+            f"worker {worker} ({self._layout.describe(worker)}) sent no heartbeat for "
+            f"{silent:.1f} s: its process or its host is gone",
+        )
+
+    def _replaced(self, worker: int, pid: int) -> None:
+        """A process other than ``worker``'s registered one beat as ``worker``."""
+        self._break(
+            worker,
+            f"worker {worker} ({self._layout.describe(worker)}) is gone: another process "
+            f"(pid {pid}) beats as rank {worker}, e.g. a restarted worker",
+        )
+
+    def _break(self, worker: int, message: str) -> None:
+        """The pool serves no more: fail the leasing graph, stop the other workers."""
         with self._lock:
             if self._closed or self._failure is not None:
                 return
-            self._failure = WorkerDiedError(
-                f"worker {worker} ({self._layout.describe(worker)}) sent no heartbeat for "
-                f"{silent:.1f} s: its process or its host is gone"
-            )
+            self._failure = WorkerDiedError(message)
             callback = self._on_death
         if callback is not None:
             callback(self._failure, worker)

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from dtorch.errors import RendezvousError
 
-R = TypeVar("R", bound="ProgramRecord | WorkerRecord | StartRecord")
+R = TypeVar("R", bound="ProgramRecord | WorkerRecord | StartRecord | AbortRecord")
 
 #: The longest record accepted (a start record lists every worker's host).
 MAX_RECORD_BYTES = 1 << 20
@@ -54,9 +54,12 @@ def program_secret(token: bytes, nonce: str) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class ProgramRecord:
-    """The controller's: its program's nonce and namespace, and where its sockets listen."""
+    """The controller's: its program's nonce and namespace, where its sockets listen, and
+    the store it is published in (``HOST:PORT``, the host as an IPv4 address): a copy of
+    the record in another controller's store is refused by that store's workers."""
 
     nonce: str
+    store: str
     instance_id: str
     publisher: str
     puller: str
@@ -84,6 +87,14 @@ class StartRecord:
     hosts: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class AbortRecord:
+    """The controller's, when it refuses the cluster before starting it: why. Workers
+    waiting for the start record exit with this reason."""
+
+    reason: str
+
+
 _TYPES: dict[str, type] = {"int": int, "str": str, "tuple[str, ...]": tuple}
 
 
@@ -106,7 +117,9 @@ def _check_fields(cls: type[R], fields: Any) -> dict[str, Any]:
     return values
 
 
-def sign(key: bytes, name: str, record: ProgramRecord | WorkerRecord | StartRecord) -> bytes:
+def sign(
+    key: bytes, name: str, record: ProgramRecord | WorkerRecord | StartRecord | AbortRecord
+) -> bytes:
     """``record`` as stored under ``name``: its MAC, then its JSON."""
     body = json.dumps(dataclasses.asdict(record), sort_keys=True).encode()
     return hmac.new(key, name.encode() + b"\0" + body, hashlib.sha256).digest() + body

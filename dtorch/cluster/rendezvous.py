@@ -8,9 +8,14 @@ torch.distributed's own store, as torchrun users know it. Two things are added a
 * every record is signed (``dtorch.cluster.records``): ``SignedStore`` writes and reads
   records, and waits for one with a timeout.
 
-Key names: ``dtorch/program`` (the controller's ``ProgramRecord``), ``dtorch/worker/<rank>``
-(each worker's ``WorkerRecord``), ``dtorch/start`` (the controller's ``StartRecord``). The
-collective groups and the failure board use their own prefixes of the same store.
+Key names: ``dtorch/program`` (the controller's ``ProgramRecord``), ``dtorch/claim/<rank>``
+(a counter: the first worker to add 1 holds the rank, any later one is refused),
+``dtorch/worker/<rank>`` (each worker's ``WorkerRecord``), ``dtorch/start`` (the controller's
+``StartRecord``) or ``dtorch/abort`` (its ``AbortRecord``: the cluster was refused, and why).
+The collective groups and the failure board use their own prefixes of the same store.
+
+Addresses are IPv4 (or host names that resolve to IPv4): Gloo refuses to pair ranks of
+different address families, so IPv6 is refused where an address is first given.
 
 Example:
     >>> from dtorch.cluster.records import WorkerRecord, record_key
@@ -24,17 +29,22 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import socket
+import time
 from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
 
-from dtorch.cluster.records import R, read_record, sign
+from dtorch.cluster.records import AbortRecord, R, StartRecord, read_record, sign
 from dtorch.errors import RendezvousError
 
 PROGRAM_KEY = "dtorch/program"
 START_KEY = "dtorch/start"
+ABORT_KEY = "dtorch/abort"
+#: How often a worker waiting for the start record looks for an abort record.
+ABORT_POLL_SECONDS = 0.5
 #: The shortest cluster token accepted, by the controller and by every worker.
 MIN_TOKEN_BYTES = 16
 #: Where the collective groups rendezvous, and where the failure board posts.
@@ -42,8 +52,32 @@ GROUPS_PREFIX = "dtorch/groups/"
 BOARD_PREFIX = "dtorch/board/"
 
 
+_LOG = logging.getLogger(__name__)
+
+
 def worker_key(rank: int) -> str:
     return f"dtorch/worker/{rank}"
+
+
+def claim_key(rank: int) -> str:
+    return f"dtorch/claim/{rank}"
+
+
+def check_ipv4_host(host: str, what: str) -> str:
+    """``host`` if it is not an IPv6 address; RendezvousError saying IPv4 is supported.
+
+    Example:
+        >>> check_ipv4_host("::1", "--host")
+        Traceback (most recent call last):
+        ...
+        dtorch.errors.RendezvousError: --host is '::1', an IPv6 address: ...
+    """
+    if ":" in host:
+        raise RendezvousError(
+            f"{what} is {host!r}, an IPv6 address: clusters run on IPv4 only (Gloo cannot "
+            "pair ranks of different address families); give an IPv4 address, e.g. 127.0.0.1"
+        )
+    return host
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -59,12 +93,24 @@ def parse_address(address: str) -> tuple[str, int]:
         raise RendezvousError(
             f"a rendezvous address is 'HOST:PORT' (e.g. '127.0.0.1:29500'), got {address!r}"
         )
-    return host.strip("[]") or "127.0.0.1", int(port)
+    host = check_ipv4_host(host.strip("[]"), f"the host of {address!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def store_address(host: str, port: int) -> str:
+    """``HOST:PORT`` of the store, the host as an IPv4 address: what the controller signs
+    into its program record and a worker compares with its ``--main`` (RendezvousError if
+    ``host`` does not resolve)."""
+    try:
+        return f"{socket.gethostbyname(host)}:{port}"
+    except OSError as error:
+        raise RendezvousError(f"cannot resolve the host {host!r}: {error}") from None
 
 
 def serve_store(host: str, port: int, *, timeout_s: float) -> Any:
     """The store's server, listening on ``host``:``port`` only (port 0: a free port)."""
-    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    check_ipv4_host(host, "the rendezvous store's host")
+    listener = socket.socket(socket.AF_INET)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((host, port))
@@ -109,6 +155,10 @@ class SignedStore:
         self.store = store
         self._key = key
 
+    def release(self) -> None:
+        """Drop the store (a server's port closes once nothing else holds it)."""
+        self.store = None
+
     def put(self, name: str, record: Any) -> None:
         self.store.set(name, sign(self._key, name, record))
 
@@ -128,3 +178,38 @@ class SignedStore:
                 f"no {cls.__name__} appeared under {name!r} within {timeout_s:g} s ({error})"
             ) from None
         return self.read(name, cls)
+
+
+def wait_start(store: SignedStore, timeout_s: float) -> StartRecord:
+    """The controller's start record once it is there; RendezvousError with the controller's
+    reason as soon as it wrote an abort record instead, or after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    # polled with ``check``: a c10d wait that times out logs a warning each time
+    while not _has(store, START_KEY):
+        _raise_if_aborted(store)
+        if time.monotonic() > deadline:
+            raise RendezvousError(f"no StartRecord appeared within {timeout_s:g} s")
+        time.sleep(ABORT_POLL_SECONDS)
+    return store.read(START_KEY, StartRecord)
+
+
+def _has(store: SignedStore, name: str) -> bool:
+    """Whether the store holds ``name``; RendezvousError if the store is gone."""
+    try:
+        return store.has(name)
+    except (RuntimeError, dist.DistError) as error:
+        raise RendezvousError(
+            f"the controller's store is gone: the controller closed or died ({error})"
+        ) from None
+
+
+def _raise_if_aborted(store: SignedStore) -> None:
+    """RendezvousError with the controller's reason if it refused the cluster."""
+    if not _has(store, ABORT_KEY):
+        return
+    try:
+        record = store.read(ABORT_KEY, AbortRecord)
+    except RendezvousError as error:  # forged: anyone may write the store; not the controller
+        _LOG.warning("ignored an abort record not written by the controller: %s", error)
+        return
+    raise RendezvousError(f"the controller refused the cluster: {record.reason}")

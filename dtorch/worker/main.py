@@ -10,13 +10,15 @@ by hand with ``--rank R --world-size W``. The token comes from ``DTORCH_CLUSTER_
 ``--token-file`` (a file of hex, readable by its owner only).
 
 What it does: joins the controller's rendezvous store (``--main``), reads the signed program
-record, derives the program secret, registers itself (rank, host, pid, device kind), waits
-for the start record (every worker's host), connects to the controller's sockets with CURVE,
-beats, and runs the same ``Worker`` loop as a worker of a local pool, with parts for a
-cluster: collective groups across hosts (Gloo or network stores, rendezvous in the store,
-bound to ``--host``), the failure board in the store, values inside the messages. It exits 0
-after the controller's STOP, 2 once the controller is gone (5 s without a heartbeat), 3 on a
-fatal error.
+record (refused if it names another store than ``--main``: copied from another controller's
+store), derives the program secret, claims its rank (refused if another worker holds it),
+registers itself (rank, host, pid, device kind), waits for the start record (every worker's
+host; it exits at once if the controller wrote an abort record instead), connects to the
+controller's sockets with CURVE, beats, and runs the same ``Worker`` loop as a worker of a
+local pool, with parts for a cluster: collective groups across hosts (Gloo or network stores,
+rendezvous in the store, bound to ``--host``, IPv4 only), the failure board in the store,
+values inside the messages. It exits 0 after the controller's STOP, 2 once the controller is
+gone (5 s without a heartbeat), 3 on a fatal error.
 
 Example:
     >>> launch = Launch(cluster_token="00" * 32)  # as DTORCH_CLUSTER_TOKEN would give it
@@ -54,10 +56,13 @@ from dtorch.cluster.rendezvous import (
     GROUPS_PREFIX,
     MIN_TOKEN_BYTES,
     PROGRAM_KEY,
-    START_KEY,
     SignedStore,
+    check_ipv4_host,
+    claim_key,
     connect_store,
     parse_address,
+    store_address,
+    wait_start,
     worker_key,
 )
 from dtorch.cluster.signed_values import SignedValues, group_key
@@ -147,6 +152,8 @@ def parse_arguments(argv: list[str], launch: Launch | None = None) -> WorkerOpti
             f"a worker needs 0 <= rank < world size (--rank/--world-size, or torchrun's RANK "
             f"and WORLD_SIZE), got rank={rank}, world size={world}"
         )
+    parse_address(args.main)  # refused now (e.g. IPv6), not at the first connection
+    check_ipv4_host(args.host, "--host")
     device = args.device_type or ("cuda" if torch.cuda.is_available() else "cpu")
     threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, world))
     token = b"" if argv and "--help" in argv else _read_token(args.token_file, launch)
@@ -163,8 +170,10 @@ def _join(options: WorkerOptions) -> tuple[SignedStore, ProgramRecord, StartReco
     program = SignedStore(client, record_key(options.token)).wait(
         PROGRAM_KEY, ProgramRecord, options.join_timeout
     )
+    _check_store(program, store_address(host, port))
     # this program's records are signed with its own key (ClusterNode's ``records``)
     store = SignedStore(client, record_key(program_secret(options.token, program.nonce)))
+    _claim(client, options.rank)
     record = WorkerRecord(
         options.rank,
         options.world_size,
@@ -174,13 +183,33 @@ def _join(options: WorkerOptions) -> tuple[SignedStore, ProgramRecord, StartReco
         options.local_rank,
     )
     store.put(worker_key(options.rank), record)
-    start = store.wait(START_KEY, StartRecord, options.join_timeout)
+    start = wait_start(store, options.join_timeout)
     if len(start.hosts) != options.world_size:
         raise RendezvousError(
             f"the controller started {len(start.hosts)} workers; this one expected "
             f"{options.world_size}"
         )
     return store, program, start
+
+
+def _check_store(program: ProgramRecord, reached: str) -> None:
+    """RendezvousError unless ``program`` was published in the store this worker reached."""
+    if program.store != reached:
+        raise RendezvousError(
+            f"the program record in the store at {reached} names the store at "
+            f"{program.store}: it was copied from another controller's store (or --main "
+            "names the controller by another address than the one it serves)"
+        )
+
+
+def _claim(client: dist.Store, rank: int) -> None:
+    """Take ``rank`` in the controller's store; RendezvousError if a worker holds it."""
+    if int(client.add(claim_key(rank), 1)) != 1:
+        raise RendezvousError(
+            f"rank {rank} is already registered with this controller: another worker joined "
+            f"as rank {rank} first (two workers given rank {rank}, or a restart: a running "
+            "cluster takes no new worker)"
+        )
 
 
 def _groups(

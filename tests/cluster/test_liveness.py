@@ -49,3 +49,34 @@ def test_a_malformed_beat_is_ignored_and_lost_workers_are_still_noticed() -> Non
         monitor.stop()
         out.close()
         into.close()
+
+
+def test_a_beat_from_another_pid_than_the_registered_one_is_a_replaced_worker() -> None:
+    """A restarted worker that got past the rank claim beats as its rank: the registered
+    process is gone, and the monitor says so at its first beat (not after 5 s of silence)."""
+    keys = CurveKeys.from_secret(os.urandom(32))
+    out = Publisher("tcp://127.0.0.1:0", keys=keys)
+    into = Puller("tcp://127.0.0.1:0", keys=keys)
+    replaced: list[tuple[int, int]] = []
+    lost: list[int] = []
+    monitor = BeatMonitor(
+        out,
+        into,
+        workers=1,
+        on_lost=lambda worker, _: lost.append(worker),
+        pids=(os.getpid() + 1,),  # the registered process: not this one
+        on_replaced=lambda worker, pid: replaced.append((worker, pid)),
+    )
+    beacon = Beacon(out.address, into.address, 0, keys, on_gone=lambda: None)
+    try:
+        deadline = time.monotonic() + 10
+        while not replaced and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert replaced == [(0, os.getpid())]
+        time.sleep(1.5)
+        assert replaced == [(0, os.getpid())] and not lost  # said once
+    finally:
+        beacon.stop()
+        monitor.stop()
+        out.close()
+        into.close()

@@ -17,6 +17,10 @@ small keys there (the store is the program's and goes with it).
 Listeners bind ``host_address``: ``127.0.0.1`` unless the caller names the interface of its
 host (Gloo otherwise binds whatever the machine's hostname resolves to).
 
+A network-store rank 0 that cannot serve the store publishes its failure under the endpoint's
+key (``FAILED_PREFIX`` and its reason), so the other ranks fail at once with its reason rather
+than at the comm timeout.
+
 A caller of a network-store group on another host that dies is seen by the others at the comm
 timeout (CommTimeoutError naming the callers that never came): the store has no pids to look
 at, unlike the file store.
@@ -37,6 +41,7 @@ Example (one rank, a rendezvous file):
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -53,6 +58,8 @@ LOOPBACK = "127.0.0.1"
 
 #: The key under which the network store's rank 0 publishes the endpoint it serves.
 ENDPOINT_KEY = "network-store-endpoint"
+#: What rank 0 publishes under ``ENDPOINT_KEY``, then its reason, when it could not serve.
+FAILED_PREFIX = b"failed:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +164,11 @@ def open_network_store(
     if rank == 0:
         return _serve(store, rendezvous.host_address, store_key, namespace, world_size)
     what = f"the endpoint of network store {store_key!r} (its rank 0 never opened it)"
-    endpoint = wait_for(store, ENDPOINT_KEY, timeout, what).decode()
+    published = wait_for(store, ENDPOINT_KEY, timeout, what)
+    if published.startswith(FAILED_PREFIX):
+        reason = published[len(FAILED_PREFIX) :].decode(errors="replace")
+        raise CommError(f"rank 0 of network store {store_key!r} could not serve it: {reason}")
+    endpoint = published.decode()
     return open_store(
         StoreKind.NETWORK, store_key, world_size, rank, namespace=namespace, endpoint=endpoint
     )
@@ -167,15 +178,21 @@ def _serve(
     store: Any, host: str, store_key: str, namespace: CommNamespace, world_size: int
 ) -> TensorStore:
     """Rank 0's side: serve the network store on a free port of ``host`` and publish the
-    endpoint bound (rank 0's open returns before the construction barrier completes)."""
-    served = open_store(
-        StoreKind.NETWORK,
-        store_key,
-        world_size,
-        0,
-        namespace=namespace,
-        endpoint=tcp_endpoint(host, 0),
-    )
+    endpoint bound (rank 0's open returns before the construction barrier completes), or
+    its failure: the other ranks then fail at once with its reason."""
+    try:
+        served = open_store(
+            StoreKind.NETWORK,
+            store_key,
+            world_size,
+            0,
+            namespace=namespace,
+            endpoint=tcp_endpoint(host, 0),
+        )
+    except BaseException as error:
+        with contextlib.suppress(Exception):  # the others then wait for their timeout
+            store.set(ENDPOINT_KEY, FAILED_PREFIX + f"{type(error).__name__}: {error}".encode())
+        raise
     try:
         store.set(ENDPOINT_KEY, cast(NetworkTensorStore, served).endpoint)
     except BaseException:
