@@ -8,8 +8,12 @@ bytes the controller makes; ``dtorch.cluster`` says how workers obtain it):
 * both long-term key pairs are derived from the secret (``HMAC-SHA256(secret, purpose)`` as
   the curve25519 secret key), so nothing but the secret needs distributing;
 * the binding side is the CURVE server; its ZAP handler (``Guard``) admits only a client
-  whose long-term public key is the derived client key, i.e. a holder of the secret; every
-  refusal is logged (``dtorch.transport.security``) with the peer's address;
+  whose long-term public key is the derived client key, i.e. a holder of the secret, and logs
+  every client key it refuses (``dtorch.transport.security``);
+* a peer that fails the handshake before ZAP is asked (a NULL-mechanism peer, a wrong server
+  key, malformed greetings) is logged from the socket's monitor (``dtorch.transport.
+  handshakes`` says exactly what libzmq reports); both are rate-limited: the first 100
+  refusals of a socket one by one, then one line per 100;
 * a connection that fails the handshake never delivers a frame: the application sees nothing,
   and an unauthenticated subscriber receives nothing.
 
@@ -51,6 +55,7 @@ import zmq.auth.thread
 from zmq.utils import z85
 
 from dtorch.errors import TransportError
+from dtorch.transport.handshakes import HandshakeWatch, RefusalLog
 
 #: Bytes of a program secret.
 SECRET_BYTES = 32
@@ -113,15 +118,16 @@ class CurveKeys:
 
 
 class _Admit:
-    """The ZAP callback: admits the program's client key, logs every other."""
+    """The ZAP callback: admits the program's client key, logs every other (rate-limited)."""
 
-    def __init__(self, client_public: bytes) -> None:
+    def __init__(self, client_public: bytes, refusals: RefusalLog) -> None:
         self._key = client_public
+        self._refusals = refusals
 
     def callback(self, domain: str, key: bytes) -> bool:
         if hmac.compare_digest(key, self._key):
             return True
-        _LOG.warning("refused a CURVE client with an unknown key (domain %r)", domain)
+        self._refusals.refused(f"refused a CURVE client with an unknown key (domain {domain!r})")
         return False
 
 
@@ -132,18 +138,30 @@ class Guard:
     binds; ``stop`` before the context terminates.
     """
 
-    def __init__(self, authenticator: Any) -> None:
+    def __init__(self, authenticator: Any, refusals: RefusalLog) -> None:
         self._authenticator = authenticator
+        self._refusals = refusals
+        self._watch: HandshakeWatch | None = None
 
     @classmethod
     def start(cls, context: zmq.Context[Any], keys: CurveKeys) -> Guard:
+        """Start the ZAP handler of ``context`` (before any of its server sockets binds)."""
+        refusals = RefusalLog(_LOG, "a CURVE server")
         authenticator = zmq.auth.thread.ThreadAuthenticator(context, log=_LOG)
         authenticator.start()
-        authenticator.configure_curve_callback(DOMAIN, _Admit(keys.client_public))
-        return cls(authenticator)
+        authenticator.configure_curve_callback(DOMAIN, _Admit(keys.client_public, refusals))
+        return cls(authenticator, refusals)
+
+    def watch(self, socket: zmq.Socket[Any]) -> None:
+        """Log the failed handshakes of ``socket`` (call before it binds; one socket)."""
+        self._watch = HandshakeWatch(socket, self._refusals)
+        self._watch.start_thread()
 
     def stop(self) -> None:
-        """Stop the handler thread (idempotent)."""
+        """Stop the handler thread, and the watch's once its socket closed (idempotent)."""
         if self._authenticator is not None:
             self._authenticator.stop()
             self._authenticator = None
+        if self._watch is not None:
+            self._watch.join()
+            self._watch = None

@@ -138,6 +138,7 @@ class Endpoint:
         try:
             if keys is not None and serves:
                 endpoint._guard = Guard.start(endpoint.context, keys)
+                endpoint._guard.watch(endpoint.socket)  # refusals before ZAP, in the log
             attach(endpoint)
         except BaseException:
             endpoint.close(0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 import pytest
@@ -111,3 +112,39 @@ def test_a_plain_pusher_cannot_inject_into_a_curve_puller(context):
         raw.send_multipart([(1).to_bytes(4, "little"), b"report", b"forged"], zmq.NOBLOCK)
         assert puller.poll(0.5) is None
         raw.close(0)
+
+
+def _logged(caplog, text: str, times: int, timeout_s: float = 10.0) -> int:
+    """How many records contain ``text``, waiting up to ``timeout_s`` for ``times`` of them
+    (the handshake watch logs from its own thread)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        count = sum(text in r.getMessage() for r in caplog.records)
+        if count >= times or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)
+
+
+def test_peers_that_fail_the_handshake_before_zap_are_logged(caplog, context):
+    """A NULL-mechanism peer and a CURVE client with a wrong server key never reach the ZAP
+    handler: the socket's monitor logs them (rate-limited), with the listener's address."""
+    with (
+        caplog.at_level(logging.WARNING, "dtorch.transport"),
+        Puller(LOOPBACK, keys=KEYS) as puller,
+    ):
+        plain = context.socket(zmq.PUSH)
+        wrong = context.socket(zmq.PUSH)
+        for option, value in OTHER.client_options().items():
+            wrong.setsockopt(option, value)
+        for peer in (plain, wrong):
+            peer.setsockopt(zmq.LINGER, 0)
+            peer.connect(puller.address)
+            peer.send_multipart([(1).to_bytes(4, "little"), b"report", b"forged"], zmq.NOBLOCK)
+        assert _logged(caplog, "refused a peer at the handshake", 2) >= 2
+        assert puller.poll(0.2) is None
+        plain.close(0)
+        wrong.close(0)
+    records = [r for r in caplog.records if "at the handshake" in r.getMessage()]
+    assert all(r.levelno == logging.WARNING for r in records)
+    assert records[0].name == "dtorch.transport.security"
+    assert puller.address in records[0].getMessage()

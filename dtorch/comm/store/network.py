@@ -17,12 +17,17 @@ bound, for the caller to pass to the other ranks (through the rendezvous); rank 
 then returns once the coordinator serves, and its construction barrier completes in its first
 call.
 
-Every message is authenticated with the program's secret (``namespace.secret``; the scheme, and
-why HMAC rather than CURVE, in ``network_auth``); the coordinator serves members only, each as
+Every connection passes a gate first: ZeroMQ PLAIN with a password derived from the program's
+secret, checked by a ZAP handler at the handshake (``network_gate``), so a peer without the
+secret is refused before ZeroMQ buffers any of its frames. Every message is then
+authenticated with the secret (``namespace.secret``; the scheme, and why HMAC rather than
+CURVE, in ``network_auth``); the coordinator serves members only, each as
 the rank it joined as, checks every header and every declared tensor size against the bytes,
 and caps the bytes it holds (``network_coordinator``). The tensor bytes go with ``SET`` (sent
-without copying from the contiguous tensor) and come back with ``GET`` (checked against their
-declared dtype and shape, then copied once into a fresh tensor, which the consumer owns).
+without copying from the contiguous tensor, in frames of at most ``FRAME_BYTES``: the largest
+frame the gate lets anyone send before the handshake) and come back with ``GET`` (checked
+against their declared dtype and shape, then copied once into a fresh tensor, which the
+consumer owns).
 Every call has a deadline, rank 0's own included: the coordinator answers with a timeout error
 naming who is missing, a client gives up a little later if the coordinator is gone (and from
 then on fails every call at once), and rank 0 fails at once if its coordinator thread died.
@@ -82,7 +87,9 @@ from dtorch.comm.store.base import (
 )
 from dtorch.comm.store.network_auth import ClientAuth, Refused, derive_key
 from dtorch.comm.store.network_coordinator import Coordinator
+from dtorch.comm.store.network_gate import client_options, store_context
 from dtorch.comm.store.network_protocol import (
+    FRAME_BYTES,
     MAX_STORE_BYTES,
     Op,
     Status,
@@ -116,16 +123,20 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(array)
 
 
-def tensor_from_bytes(data: memoryview, meta: Any) -> torch.Tensor:
-    """A new tensor holding a copy of ``data``, of the dtype and shape ``meta`` declares
-    (checked against the bytes before anything is allocated)."""
-    dtype, shape = tensor_meta(meta, len(data))
-    raw = np.frombuffer(data, dtype=np.uint8)
-    if dtype is torch.bool and raw.size and int(raw.max()) > 1:
+def tensor_from_bytes(data: Sequence[Any], meta: Any) -> torch.Tensor:
+    """A new tensor holding a copy of the bytes of the frames ``data`` (buffers, in order), of
+    the dtype and shape ``meta`` declares (checked against the bytes before anything is
+    allocated)."""
+    raws = [np.frombuffer(frame, dtype=np.uint8) for frame in data]
+    dtype, shape = tensor_meta(meta, sum(raw.size for raw in raws))
+    if dtype is torch.bool and any(raw.size and int(raw.max()) > 1 for raw in raws):
         raise CommError("a bool tensor from the store holds bytes other than 0 and 1")
     out = torch.empty(shape, dtype=dtype)
     if out.numel():
-        out.reshape(-1).view(torch.uint8).numpy()[:] = raw
+        target, start = out.reshape(-1).view(torch.uint8).numpy(), 0
+        for raw in raws:
+            target[start : start + raw.size] = raw
+            start += raw.size
     return out
 
 
@@ -137,17 +148,16 @@ class _Client:
         context: zmq.Context[Any],
         endpoint: str,
         key: bytes,
-        max_bytes: int,
         health: Health,
     ) -> None:
         self.endpoint = endpoint
-        self._opened_with = (context, key, max_bytes, health)
+        self._opened_with = (context, key, health)
         # set once the coordinator let a request go unanswered: later calls fail at once
         # (and aborts are not tried) instead of each waiting out its own timeout
         self._silenced = threading.Event()
         self._socket = context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, max_bytes)
+        for option, value in client_options(key).items():  # the gate's password
+            self._socket.setsockopt(option, value)
         self._socket.connect(endpoint)
         self._auth = ClientAuth(key)
         self._health = health
@@ -166,8 +176,8 @@ class _Client:
     def twin(self) -> _Client:
         """A new connection to the same coordinator (it still has to say hello), whose
         silence is its own: a short abort that times out must not silence the store."""
-        context, key, max_bytes, health = self._opened_with
-        return _Client(context, self.endpoint, key, max_bytes, health)
+        context, key, health = self._opened_with
+        return _Client(context, self.endpoint, key, health)
 
     def hello(self, wait_s: float) -> None:
         """The handshake: a session with the coordinator, or CommTimeoutError."""
@@ -180,13 +190,14 @@ class _Client:
 
     def start(self, header: list[Any], wait_s: float, data: memoryview | None = None) -> int:
         """Send one request; its counter, to ``finish`` it with."""
+        raw = _packed(header)
         with self._lock:
             self._counter += 1
-            frames = self._auth.seal(self._counter, ormsgpack.packb(header), data)
+            frames = self._auth.seal(self._counter, raw, data)
             self._send(frames, time.monotonic() + wait_s)
             return self._counter
 
-    def finish(self, counter: int, wait_s: float) -> tuple[bytes, zmq.Frame | None]:
+    def finish(self, counter: int, wait_s: float) -> tuple[bytes, list[zmq.Frame] | None]:
         """Wait up to ``wait_s`` for the answer to request ``counter``: (header, data)."""
         with self._lock:
             deadline = time.monotonic() + wait_s
@@ -250,6 +261,18 @@ class _Client:
 
     def close(self) -> None:
         self._socket.close(0)
+
+
+def _packed(header: list[Any]) -> bytes:
+    """``header`` as MessagePack; CommError if it is larger than one frame may be (the
+    coordinator would drop the connection)."""
+    raw = ormsgpack.packb(header)
+    if len(raw) > FRAME_BYTES:
+        raise CommError(
+            f"a network store request of {len(raw)} bytes (op {header[0]}): a request header "
+            f"holds at most {FRAME_BYTES} bytes (fewer or shorter keys)"
+        )
+    return raw
 
 
 def _parse_reply(raw: bytes) -> list[Any]:
@@ -341,14 +364,14 @@ class NetworkTensorStore(TensorStore):
         check_participant(store_key, world_size, rank)
         _check_endpoint(endpoint, rank)
         key = derive_key(namespace.secret)
-        context: zmq.Context[Any] = zmq.Context.instance()
+        context = store_context()  # its ZAP handler is the coordinators' gate
         scoped = namespace.scoped_key(store_key)
         coordinator = None
         if rank == 0:
             coordinator = Coordinator(context, endpoint, scoped, world_size, key, max_bytes)
         health: Health = coordinator.failure_text if coordinator is not None else lambda: None
         address = coordinator.local_endpoint if coordinator is not None else endpoint
-        client = _Client(context, address, key, max_bytes, health)
+        client = _Client(context, address, key, health)
         served = coordinator.endpoint if coordinator is not None else endpoint
         store = cls(store_key, world_size, rank, client, coordinator, served)
         store._defer_barrier = rank == 0 and world_size > 1 and endpoint.endswith(":0")
@@ -368,7 +391,7 @@ class NetworkTensorStore(TensorStore):
         deadline: Deadline,
         data: memoryview | None = None,
         key: str = "",
-    ) -> tuple[list[Any], zmq.Frame | None]:
+    ) -> tuple[list[Any], list[zmq.Frame] | None]:
         """One request (on ``key``) and its answer; CommError, CommTimeoutError or
         PeerFailedError from the coordinator's."""
         self._settle()
@@ -382,7 +405,7 @@ class NetworkTensorStore(TensorStore):
         deadline: Deadline,
         key: str = "",
         client: _Client | None = None,
-    ) -> tuple[list[Any], zmq.Frame | None]:
+    ) -> tuple[list[Any], list[zmq.Frame] | None]:
         client = client or self._live_client()
         raw, frame = client.finish(counter, deadline.remaining() + _GRACE_S)
         reply = _parse_reply(raw)
@@ -418,7 +441,7 @@ class NetworkTensorStore(TensorStore):
         reply, frame = self._call("dest_get", header, deadline, key=key)
         if frame is None or len(reply) != 2:
             raise CommError(f"dest_get({key!r}): the coordinator's answer carries no tensor")
-        return tensor_from_bytes(frame.buffer, reply[1])
+        return tensor_from_bytes([part.buffer for part in frame], reply[1])
 
     def dest_finish_get(self, key: str) -> None:
         check_key(key)

@@ -1,5 +1,10 @@
 """Authentication of the network store: an HMAC-SHA256 on every frame of every message.
 
+Before any of this, a connection passes the store's gate (``network_gate``): ZeroMQ's PLAIN
+handshake with a password derived from the secret, checked before ZeroMQ buffers a frame of
+the peer's. The MACs below give what the gate does not: integrity, replay protection and the
+binding of a connection to a rank.
+
 Every participant of one program holds the program's ``secret`` (``CommNamespace.secret``,
 distributed with the namespace through the rendezvous); the store's key is
 ``K = HMAC-SHA256(secret, b"dtorch-store")``. A connection starts with a handshake that makes
@@ -16,19 +21,20 @@ coordinator), so a request that names ``c`` lets it recompute the session, and i
 session only once a request's MAC proves the key (a flood of hellos from peers without the key
 costs it no memory and evicts nobody; a session id is taken once, so a captured session cannot
 be replayed on a new connection). Every request is ``[c, counter, mac, header]``, or
-``[c, counter, mac, header, digest, data]`` when it carries tensor bytes (a SET); every reply
-the same without ``c`` (a GET's answer carries data), with::
+``[c, counter, mac, header, digest, data...]`` when it carries tensor bytes (a SET: the bytes
+cut into frames of at most ``FRAME_BYTES``, at least one); every reply the same without ``c``
+(a GET's answer carries data), with::
 
     mac = HMAC-SHA256(K, direction | session | counter | len(header) | header | digest)
 
 ``direction`` is ``req`` or ``rep``; ``counter`` (8 bytes) rises by one per request of the
 session and a reply carries its request's counter, so a captured message is refused in any
 other session, at any other position, or in the other direction. ``digest`` is the SHA-256 of
-the data (``0`` without data): the producer computes it, the coordinator keeps it with the
-bytes without hashing them again, and the consumer checks the bytes against it before it uses
-them. So the header (who, which key, what size) is checked hop by hop and the tensor bytes end
-to end, at one SHA-256 pass at each end. All MACs and digests are compared with
-``hmac.compare_digest``.
+the data, all its frames in order (``0`` without data): the producer computes it, the
+coordinator keeps it with the bytes without hashing them again, and the consumer checks the
+bytes against it before it uses them. So the header (who, which key, what size) is checked
+hop by hop and the tensor bytes end to end, at one SHA-256 pass at each end. All MACs and
+digests are compared with ``hmac.compare_digest``.
 
 Why HMAC and not ZeroMQ CURVE, measured with ``benchmarks/store_auth.py`` (2 vCPU with SHA-NI,
 shared with other work: load about 3; pyzmq 27 / libzmq 4.3.5; loopback TCP; one round is one
@@ -50,8 +56,8 @@ integrity and authenticity, not secrecy from their own operator. HMAC costs one 
 and none on the coordinator, and
 the 32-byte MACs of small messages are microseconds. What HMAC does not give, and CURVE would:
 the bytes are readable on the wire (do not run the store across a network you would not trust
-with the tensors), and a peer without the key can still make ZeroMQ receive its frames (each
-at most ``MAX_STORE_BYTES``, dropped at once) before they are refused.
+with the tensors). A peer without the key cannot make ZeroMQ receive its frames: the PLAIN
+gate (``network_gate``) refuses it at the handshake, which costs nothing per byte.
 
 Example:
     >>> key = derive_key(b"s" * 32)
@@ -62,8 +68,8 @@ Example:
     >>> client.accept_hello(nonce, answer.reply[1:])  # the ROUTER strips the identity
     True
     >>> request = table.receive(b"peer", client.seal(1, b"header", b"data"))
-    >>> request.counter, request.header, request.data
-    (1, b'header', b'data')
+    >>> request.counter, request.header, [bytes(frame) for frame in request.data]
+    (1, b'header', [b'data'])
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dtorch.comm.store.network_protocol import FRAME_BYTES, MAX_DATA_FRAMES
 from dtorch.errors import CommError
 
 #: The first frame of a handshake message.
@@ -111,15 +118,36 @@ def derive_key(secret: bytes) -> bytes:
     return hmac.digest(secret, b"dtorch-store", "sha256")
 
 
-def data_tag(data: Any) -> bytes:
-    """What the MAC covers of a data frame: its absence, or ``1`` and its SHA-256 digest."""
+def split_data(data: Any) -> list[memoryview]:
+    """``data`` (bytes-like) as the frames that carry it: at most ``FRAME_BYTES`` each, and
+    one (empty) for no bytes.
+
+    Example:
+        >>> [len(frame) for frame in split_data(bytes(FRAME_BYTES + 1))]
+        [1048576, 1]
+    """
+    view = memoryview(data).cast("B")
+    return [view[i : i + FRAME_BYTES] for i in range(0, len(view), FRAME_BYTES)] or [view]
+
+
+def data_tag(data: Sequence[Any] | None) -> bytes:
+    """What the MAC covers of the data frames: their absence, or ``1`` and the SHA-256
+    digest of their bytes in order."""
     if data is None:
         return _NO_DATA
-    return b"\1" + hashlib.sha256(data).digest()  # hashlib releases the GIL on large buffers
+    digest = hashlib.sha256()
+    for frame in data:
+        digest.update(_buffer(frame))  # hashlib releases the GIL on large buffers
+    return b"\1" + digest.digest()
 
 
-def _with_data(frames: list[Any], data: Any, tag: bytes) -> list[Any]:
-    return frames if data is None else [*frames, tag, data]
+def _with_data(frames: list[Any], data: Sequence[Any] | None, tag: bytes) -> list[Any]:
+    return frames if data is None else [*frames, tag, *data]
+
+
+def _frame_count_ok(count: int, head: int) -> bool:
+    """``head`` frames without data, or with a digest and 1 to MAX_DATA_FRAMES data frames."""
+    return count == head or head + 2 <= count <= head + 1 + MAX_DATA_FRAMES
 
 
 def _mac(
@@ -140,11 +168,11 @@ def _frames_bytes(frames: Sequence[Any], small: int = 4) -> list[Any]:
     return head + list(frames[small:])
 
 
-def _split(frames: list[Any]) -> tuple[bytes, bytes, bytes, bytes, Any]:
-    """counter, mac, header, digest (``_NO_DATA`` without data), data of a checked message."""
+def _split(frames: list[Any]) -> tuple[bytes, bytes, bytes, bytes, list[Any] | None]:
+    """counter, mac, header, digest (``_NO_DATA`` without data), data frames of a message."""
     if len(frames) == 3:
         return frames[0], frames[1], frames[2], _NO_DATA, None
-    return frames[0], frames[1], frames[2], frames[3], frames[4]
+    return frames[0], frames[1], frames[2], frames[3], frames[4:]
 
 
 def _buffer(frame: Any) -> Any:
@@ -160,8 +188,8 @@ class Hello:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """An authenticated request: its counter, raw header, data frame and the data's digest
-    as the producer declared it (the consumer checks the bytes against it)."""
+    """An authenticated request: its counter, raw header, data frames (None: no data) and the
+    data's digest as the producer declared it (the consumer checks the bytes against it)."""
 
     counter: int
     header: bytes
@@ -190,7 +218,7 @@ class SessionTable:
         """The handshake answered, or the authenticated request; Refused otherwise."""
         if len(frames) == 2 and bytes(_buffer(frames[0])) == HELLO:
             return self._hello(ident, bytes(_buffer(frames[1])))
-        if len(frames) not in (4, 6):
+        if not _frame_count_ok(len(frames), 4):
             raise Refused(f"{len(frames)} frames is no request of a network store")
         nonce, *rest = _frames_bytes(frames, 5)
         session = self._sessions.get(ident)
@@ -290,24 +318,25 @@ class ClientAuth:
         return True
 
     def seal(self, counter: int, header: bytes, data: Any) -> list[Any]:
-        """The frames of request ``counter``."""
+        """The frames of request ``counter`` with ``data`` (bytes-like, or None)."""
         count = counter.to_bytes(COUNTER_BYTES, "little")
+        data = None if data is None else split_data(data)
         tag = data_tag(data)
         mac = _mac(self._key, _REQUEST, self._session, count, header, tag)
         return _with_data([self._session[:NONCE_BYTES], count, mac, header], data, tag)
 
     def open_reply(self, counter: int, frames: Sequence[Any]) -> tuple[bytes, Any] | None:
-        """(header, data frame) of the reply to request ``counter``; None for the answer to
+        """(header, data frames or None) of the reply to request ``counter``; None for the answer to
         another request (one given up on); Refused for a forgery or garbage; CommError for
         a genuine reply whose tensor bytes are not the ones their producer signed."""
-        if len(frames) not in (3, 5):
+        if not _frame_count_ok(len(frames), 3):
             raise Refused(f"{len(frames)} frames is no reply of a network store")
         count, mac, header, tag, data = _split(_frames_bytes(frames))
         if count != counter.to_bytes(COUNTER_BYTES, "little"):
             return None
         if not hmac.compare_digest(mac, _mac(self._key, _REPLY, self._session, count, header, tag)):
             raise Refused("a reply with a bad MAC (not from this program's coordinator)")
-        if data is not None and not hmac.compare_digest(tag, data_tag(_buffer(data))):
+        if data is not None and not hmac.compare_digest(tag, data_tag(data)):
             raise CommError(
                 "the network store delivered tensor bytes that do not match the digest their "
                 "producer signed (changed on the way, or a faulty producer)"

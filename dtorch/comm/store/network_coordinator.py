@@ -14,10 +14,15 @@ scope with ``[ABORTED, message]`` at once; from then on a ``GET`` of a key never
 answer, and a ``FINISH`` of a key its aborted producer dropped is a no-op. ``DROP`` forgets
 keys their producer no longer needs (``end_exchange``, with no barrier).
 
-What it accepts (``network_auth`` authenticates, ``network_protocol`` parses):
+What it accepts (``network_gate`` and ``network_auth`` authenticate, ``network_protocol``
+parses):
 
-* only authenticated messages of a session (a connection that completed the handshake); the
-  rest is dropped and logged: nobody without the program's secret gets an answer;
+* only connections that pass the gate: ZeroMQ PLAIN with the password derived from the
+  program's secret, checked by the ZAP handler before any frame of the peer's is buffered;
+  frames are at most ``FRAME_BYTES``; a refused handshake is logged (rate-limited, as every
+  refusal here), through the ZAP handler or the socket's monitor;
+* only authenticated messages of a session (a connection that completed the store's own
+  hello); the rest is dropped and logged: nobody without the program's secret gets an answer;
 * a ``JOIN`` binds its connection to the rank it joined as; every later request of that
   connection must name that rank, so a member sets, gets, finishes and waits only as itself;
 * every header is checked field by field, a SET's declared dtype and shape against its bytes,
@@ -34,15 +39,17 @@ Nothing a peer sends ends the thread: a request that fails in any way is answere
 error. Should the thread end anyway (a bug), ``failure`` says why and rank 0's calls fail
 with that instead of waiting.
 
-Frames: request ``[identity, counter, mac, header]`` (+ ``[data]`` for SET); reply
-``[identity, counter, mac, header]`` (+ ``[data]`` for GET). Headers are MessagePack lists,
-the first element the operation (request, then the rank) or the status (reply).
+Frames: request ``[identity, nonce, counter, mac, header]`` (+ ``[digest, data...]`` for
+SET); reply ``[identity, counter, mac, header]`` (+ ``[digest, data...]`` for GET): the
+tensor bytes in frames of at most ``FRAME_BYTES``, kept and sent on as they came. Headers
+are MessagePack lists, the first element the operation (request, then the rank) or the status
+(reply).
 
 Example:
-    >>> import zmq
     >>> from dtorch.comm.store.network_auth import derive_key
+    >>> from dtorch.comm.store.network_gate import store_context
     >>> key = derive_key(b"s" * 32)
-    >>> coordinator = Coordinator(zmq.Context.instance(), "tcp://127.0.0.1:0", "ns/key", 1, key)
+    >>> coordinator = Coordinator(store_context(), "tcp://127.0.0.1:0", "ns/key", 1, key)
     >>> coordinator.endpoint.startswith("tcp://127.0.0.1:")
     True
     >>> coordinator.stop()
@@ -71,6 +78,7 @@ from dtorch.comm.store.base import (
     scope_of,
 )
 from dtorch.comm.store.network_auth import Hello, Refused, Request, SessionTable, data_tag
+from dtorch.comm.store.network_gate import Gate, password, server_options
 from dtorch.comm.store.network_protocol import (
     MAX_STORE_BYTES,
     SCHEMA,
@@ -80,19 +88,19 @@ from dtorch.comm.store.network_protocol import (
     tensor_meta,
 )
 from dtorch.errors import CommError
+from dtorch.transport.handshakes import HandshakeWatch, RefusalLog
 
 _LOG = logging.getLogger(__name__)
-#: Refusals logged one by one; beyond this, one line per this many (a flood of garbage must
-#: not become a flood of log lines).
-LOGGED_REFUSALS = 100
 _NO_DATA = data_tag(None)
+Frames = list[zmq.Frame]
 
 
 @dataclass(slots=True)
 class _Slot:
     producer: int
     meta: list[Any]  # dtype code, shape
-    data: zmq.Frame
+    data: Frames
+    nbytes: int
     tag: bytes  # the digest the producer signed: consumers check the bytes against it
     target: int
     finished_by: list[int] = field(default_factory=list)
@@ -105,7 +113,7 @@ class _Call:
     ident: bytes
     counter: int
     rank: int
-    data: zmq.Frame | None
+    data: Frames | None
     tag: bytes
 
 
@@ -124,8 +132,9 @@ class _Parked:
 class Coordinator:
     """The shared state of one network store, served from a thread; see the module docstring.
 
-    ``key`` is the store key (``network_auth.derive_key``); ``max_bytes`` caps the tensor
-    bytes held at a time and the size of any frame received.
+    ``key`` is the store key (``network_auth.derive_key``): the gate's password is derived
+    from it. ``context`` is ``network_gate.store_context()`` (its ZAP handler is the gate);
+    ``max_bytes`` caps the tensor bytes held at a time.
     """
 
     def __init__(
@@ -146,10 +155,14 @@ class Coordinator:
         self._retiring = False  # the thread got retire()'s signal (only then may it end)
         self._signal_lock = threading.Lock()  # stop_tx: used by the caller, closed by the thread
         self._tx_closed = False
+        self._refusals = RefusalLog(_LOG, f"network store {scoped_key!r}")
+        self._gate = Gate.of(context)
+        self._domain = self._gate.admit(password(key), self._refusals)
         self._router = context.socket(zmq.ROUTER)
-        self._router.setsockopt(zmq.LINGER, 0)
-        self._router.setsockopt(zmq.MAXMSGSIZE, max_bytes)  # larger frames: peer disconnected
-        self.endpoint = _bind(self._router, endpoint)
+        for option, value in server_options(self._domain).items():
+            self._router.setsockopt(option, value)
+        self._watch = HandshakeWatch(self._router, self._refusals)  # before any peer connects
+        self.endpoint = self._bind(endpoint)
         # rank 0's own client talks to it in-process: its tensors are handed over, not copied
         self.local_endpoint = f"inproc://dtorch-store-{secrets.token_hex(8)}"
         self._router.bind(self.local_endpoint)
@@ -163,7 +176,6 @@ class Coordinator:
         self._arrived: dict[int, _Parked] = {}
         self._slots: dict[str, _Slot] = {}
         self._held = 0  # bytes of the slots' data
-        self._refusals = 0
         self._parked: list[_Parked] = []
         self._aborts = AbortLog()
         self._handlers: dict[Op, Callable[[_Call, list[Any]], None]] = {
@@ -181,6 +193,15 @@ class Coordinator:
         }
         self._thread = threading.Thread(target=self._run, name="dtorch-store-coord", daemon=True)
         self._thread.start()
+
+    def _bind(self, endpoint: str) -> str:
+        """Bind ``endpoint``; on failure close what __init__ opened and raise CommError."""
+        try:
+            return _bind(self._router, endpoint)
+        except CommError:
+            self._watch.close()
+            self._gate.release(self._domain)
+            raise
 
     def stop(self) -> None:
         """Stop serving now and close the socket (as if rank 0's process were gone)."""
@@ -221,6 +242,7 @@ class Coordinator:
         poller = zmq.Poller()
         poller.register(self._router, zmq.POLLIN)
         poller.register(self._stop_rx, zmq.POLLIN)
+        poller.register(self._watch.monitor, zmq.POLLIN)
         try:
             while not self._retired():
                 events = dict(poller.poll(self._poll_ms()))
@@ -230,6 +252,8 @@ class Coordinator:
                     self._retiring = True
                 if self._router in events:
                     self._dispatch(self._router.recv_multipart(copy=False))
+                if self._watch.monitor in events:
+                    self._watch.drain()
                 self._expire()
         except BaseException as error:  # a bug: rank 0's calls report it instead of hanging
             self.failure = error
@@ -237,6 +261,8 @@ class Coordinator:
         finally:
             self._close_signal()  # first: no signal may go to a receiver that is gone
             self._router.close(0)
+            self._watch.close()
+            self._gate.release(self._domain)
             self._stop_rx.close(0)
 
     def _retired(self) -> bool:
@@ -280,11 +306,7 @@ class Coordinator:
             self._reply(ident, request.counter, [Status.ERROR, f"internal error: {error!r}"])
 
     def _log_refusal(self, what: str, refusal: Refused) -> None:
-        self._refusals += 1
-        count = self._refusals
-        if count <= LOGGED_REFUSALS or count % LOGGED_REFUSALS == 0:
-            store = self.scoped_key
-            _LOG.warning("network store %r %s (%d so far): %s", store, what, count, refusal)
+        self._refusals.refused(f"{what}: {refusal}")
 
     def _serve(self, ident: bytes, request: Request) -> None:
         try:
@@ -338,8 +360,9 @@ class Coordinator:
             raise Refused(f"SET of {key!r:.200} without data")
         if not 1 <= target <= self.world_size:
             raise Refused(f"SET of {key!r:.200} for {target} consumers of {self.world_size}")
+        nbytes = sum(len(frame) for frame in call.data)
         try:
-            tensor_meta(meta, len(call.data))
+            tensor_meta(meta, nbytes)
         except CommError as error:
             raise Refused(f"SET of {key!r:.200}: {error}") from None
         if self._refuse_aborted(call, key):  # nobody would read it: the consumers failed
@@ -349,8 +372,8 @@ class Coordinator:
                 f"src_set({key!r}): the key is already set in this round; call reset() "
                 "between rounds"
             )
-        self._hold(key, len(call.data))
-        self._slots[key] = _Slot(call.rank, meta, call.data, call.tag, target)
+        self._hold(key, nbytes)
+        self._slots[key] = _Slot(call.rank, meta, call.data, nbytes, call.tag, target)
         self._reply(call.ident, call.counter, [Status.OK])
         self._serve_parked(key)
 
@@ -410,7 +433,7 @@ class Coordinator:
 
     def _drop_slots_of(self, rank: int) -> None:
         for key in [k for k, slot in self._slots.items() if slot.producer == rank]:
-            self._held -= len(self._slots.pop(key).data)
+            self._held -= self._slots.pop(key).nbytes
 
     def _drop(self, call: _Call, args: list[Any]) -> None:
         """Forget the caller's own ``keys`` (its finished or aborted exchange): no barrier."""
@@ -418,7 +441,7 @@ class Coordinator:
         for key in keys:
             slot = self._slots.get(key)
             if slot is not None and slot.producer == call.rank:
-                self._held -= len(self._slots.pop(key).data)
+                self._held -= self._slots.pop(key).nbytes
         self._reply(call.ident, call.counter, [Status.OK])
 
     def _abort(self, call: _Call, args: list[Any]) -> None:

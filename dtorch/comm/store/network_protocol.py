@@ -41,9 +41,16 @@ from dtorch.errors import CommError, UnknownDtypeError
 from dtorch.ir.dtypes import PLAIN_DTYPES, dtype_from_code
 from dtorch.options import MAX_WAIT_SECOND
 
-#: The most bytes of tensors one network store holds at a time (all keys of a round), and the
-#: largest frame its sockets receive: a SET beyond it is refused with a CommError.
+#: The most bytes of tensors one network store holds at a time (all keys of a round): a SET
+#: beyond it is refused with a CommError.
 MAX_STORE_BYTES = 8 << 30
+#: The largest frame a network store's sockets receive (``zmq.MAXMSGSIZE``; a larger one ends
+#: the connection). libzmq applies it to the handshake's commands too, so it is what a peer
+#: that never passes the handshake can make a listener hold per connection: tensor bytes
+#: travel as frames of at most this size, and a header must fit in one.
+FRAME_BYTES = 1 << 20
+#: The most frames of tensor bytes one message carries (a whole MAX_STORE_BYTES tensor).
+MAX_DATA_FRAMES = MAX_STORE_BYTES // FRAME_BYTES
 #: The most dimensions a tensor that crosses a network store may declare.
 MAX_DIMS = 64
 #: The longest store key (characters) and store name a header may carry.

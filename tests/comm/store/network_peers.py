@@ -1,6 +1,8 @@
 """Raw ZeroMQ peers of a network store for the security tests: an outsider without the secret
-(the attacker of issue 11, a local process on 127.0.0.1), a member-grade peer that holds the
-secret but sends whatever header it is given, and a log watch to wait for refusals."""
+(the attacker of issue 11, a local process on 127.0.0.1), one that passed the gate (it knows
+the PLAIN password, as anyone who reads the traffic may) but not the key, a member-grade peer
+that holds the secret but sends whatever header it is given, a fake coordinator's socket, and
+a log watch to wait for refusals."""
 
 from __future__ import annotations
 
@@ -17,6 +19,14 @@ import zmq
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import NetworkTensorStore
 from dtorch.comm.store.network_auth import ClientAuth, derive_key
+from dtorch.comm.store.network_gate import (
+    Gate,
+    client_options,
+    password,
+    server_options,
+    store_context,
+)
+from dtorch.transport.handshakes import RefusalLog
 
 #: Where every store of these tests listens: loopback, a free port chosen by rank 0.
 ANY_PORT = "tcp://127.0.0.1:0"
@@ -42,15 +52,26 @@ def two_ranks(
 
 
 class RawPeer:
-    """A DEALER connected to ``endpoint`` that sends frames as given (no secret needed)."""
+    """A DEALER connected to ``endpoint`` that sends frames as given: with the NULL mechanism,
+    or, with ``gate`` (a secret), with the PLAIN password of that secret's store key."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, gate: bytes | None = None) -> None:
         self.socket = zmq.Context.instance().socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        if gate is not None:
+            for option, value in client_options(derive_key(gate)).items():
+                self.socket.setsockopt(option, value)
         self.socket.connect(endpoint)
 
-    def send(self, frames: list[Any]) -> None:
-        self.socket.send_multipart(frames)
+    def send(self, frames: list[Any], timeout_s: float = 2.0) -> bool:
+        """Send ``frames``; False when they cannot go within ``timeout_s`` (a DEALER whose
+        handshake was refused has no peer to queue them for)."""
+        self.socket.setsockopt(zmq.SNDTIMEO, int(timeout_s * 1000))
+        try:
+            self.socket.send_multipart(frames)
+        except zmq.Again:
+            return False
+        return True
 
     def answer(self, timeout_s: float = 2.0) -> list[bytes] | None:
         """The next message, or None when none comes within ``timeout_s``."""
@@ -66,7 +87,7 @@ class SignedPeer(RawPeer):
     """A peer that completed the handshake with ``secret`` and seals any raw header."""
 
     def __init__(self, endpoint: str, secret: bytes) -> None:
-        super().__init__(endpoint)
+        super().__init__(endpoint, gate=secret)
         self.auth = ClientAuth(derive_key(secret))
         self.counter = 0
         frames, nonce = self.auth.hello()
@@ -89,6 +110,23 @@ class SignedPeer(RawPeer):
         opened = self.auth.open_reply(self.counter, answer)
         assert opened is not None, "an answer to another request"
         return ormsgpack.unpackb(opened[0])
+
+
+@contextmanager
+def gated_router(endpoint: str, key: bytes) -> Iterator[zmq.Socket]:
+    """A ROUTER bound at ``endpoint`` behind the store's gate, admitting the PLAIN password
+    of ``key`` (a fake coordinator: a PLAIN client tells its password to any listener)."""
+    gate = Gate.of(store_context())
+    domain = gate.admit(password(key), RefusalLog(logging.getLogger(STORE_LOGGER), "fake"))
+    router = store_context().socket(zmq.ROUTER)
+    try:
+        for option, value in server_options(domain).items():
+            router.setsockopt(option, value)
+        router.bind(endpoint)
+        yield router
+    finally:
+        router.close(0)
+        gate.release(domain)
 
 
 class LogWatch(logging.Handler):

@@ -14,7 +14,7 @@ import ormsgpack
 import pytest
 import torch
 import zmq
-from network_peers import ANY_PORT, RawPeer, SignedPeer, two_ranks
+from network_peers import ANY_PORT, RawPeer, SignedPeer, gated_router, two_ranks
 from store_scenarios import free_port
 
 from dtorch.comm.store import NetworkTensorStore
@@ -96,7 +96,7 @@ def test_garbage_never_stops_the_coordinator(namespace, watch):
     rng = random.Random(11)
     tensor = torch.randn(7, 5)
     with two_ranks(namespace) as (rank0, rank1):
-        raw = RawPeer(rank0.endpoint)
+        raw = RawPeer(rank0.endpoint, gate=namespace.secret)  # past the gate, without the key
         signed = SignedPeer(rank0.endpoint, namespace.secret)
         try:
             for _ in range(300):
@@ -208,37 +208,34 @@ def _fake_coordinator(router: zmq.Socket, key: bytes, replies: list[tuple[list, 
             continue
         header, data = pending.pop(0)
         raw = ormsgpack.packb(header)
-        frames = table.seal(ident, message.counter, raw, data, data_tag(data))
+        chunks = None if data is None else [data]
+        frames = table.seal(ident, message.counter, raw, chunks, data_tag(chunks))
         assert frames is not None
         router.send_multipart(frames)
 
 
 def test_a_listener_without_the_secret_is_not_taken_for_the_coordinator(namespace, watch):
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    router = zmq.Context.instance().socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(endpoint)
-    try:
-        with GlobalOption.override(comm_timeout_second=0.3), ThreadPoolExecutor(1) as pool:
-            opening = pool.submit(NetworkTensorStore.open, "fake", 2, 1, namespace, endpoint)
-            impostor = derive_key(b"an impostor's own secret")
-            assert router.poll(10_000)
-            ident, hello, nonce = router.recv_multipart()
-            forged = SessionTable(impostor).receive(ident, [hello, nonce])
-            assert isinstance(forged, Hello)
-            router.send_multipart(forged.reply)
-            with pytest.raises(CommTimeoutError, match="did not answer"):
-                opening.result(timeout=10)
-    finally:
-        router.close(0)
+    # the impostor admits the client's password: PLAIN tells it to whoever listens
+    with (
+        gated_router(endpoint, derive_key(namespace.secret)) as router,
+        GlobalOption.override(comm_timeout_second=0.3),
+        ThreadPoolExecutor(1) as pool,
+    ):
+        opening = pool.submit(NetworkTensorStore.open, "fake", 2, 1, namespace, endpoint)
+        impostor = derive_key(b"an impostor's own secret")
+        assert router.poll(10_000)
+        ident, hello, nonce = router.recv_multipart()
+        forged = SessionTable(impostor).receive(ident, [hello, nonce])
+        assert isinstance(forged, Hello)
+        router.send_multipart(forged.reply)
+        with pytest.raises(CommTimeoutError, match="did not answer"):
+            opening.result(timeout=10)
     watch.wait_for("ignored a bad hello")
 
 
 def test_a_reply_declaring_more_than_its_bytes_is_refused(namespace):
     endpoint = f"tcp://127.0.0.1:{free_port()}"
-    router = zmq.Context.instance().socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    router.bind(endpoint)
     bool_code = dtype_code(torch.bool)
     replies: list[tuple[list, bytes | None]] = [
         ([Status.OK], None),  # JOIN
@@ -247,27 +244,25 @@ def test_a_reply_declaring_more_than_its_bytes_is_refused(namespace):
         ([Status.OK, [bool_code, [2]]], b"\0\7"),  # a bool that is no bool
         ([Status.OK, [F32, [2]]], b"\0" * 8),  # a good one: the client still works
     ]
-    try:
-        with ThreadPoolExecutor(1) as pool:
+    key = derive_key(namespace.secret)
+    with gated_router(endpoint, key) as router, ThreadPoolExecutor(1) as pool:
 
-            def consumer() -> torch.Tensor:
-                with NetworkTensorStore.open("fake", 2, 1, namespace, endpoint) as store:
-                    with pytest.raises(CommError, match="needs 1073741824 bytes; 1 came"):
-                        store.dest_get("bomb")
-                    with pytest.raises(CommError, match="other than 0 and 1"):
-                        store.dest_get("bool")
-                    return store.dest_get("good")
+        def consumer() -> torch.Tensor:
+            with NetworkTensorStore.open("fake", 2, 1, namespace, endpoint) as store:
+                with pytest.raises(CommError, match="needs 1073741824 bytes; 1 came"):
+                    store.dest_get("bomb")
+                with pytest.raises(CommError, match="other than 0 and 1"):
+                    store.dest_get("bool")
+                return store.dest_get("good")
 
-            result = pool.submit(consumer)
-            _fake_coordinator(router, derive_key(namespace.secret), replies)
-            assert torch.equal(result.result(timeout=10), torch.zeros(2))
-    finally:
-        router.close(0)
+        result = pool.submit(consumer)
+        _fake_coordinator(router, key, replies)
+        assert torch.equal(result.result(timeout=10), torch.zeros(2))
 
 
 def test_a_flood_of_garbage_is_not_a_flood_of_log_lines(namespace, watch):
     with two_ranks(namespace) as (rank0, _rank1):
-        raw = RawPeer(rank0.endpoint)
+        raw = RawPeer(rank0.endpoint, gate=namespace.secret)
         try:
             for index in range(300):
                 raw.send([b"garbage", index.to_bytes(2, "little")])

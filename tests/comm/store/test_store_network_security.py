@@ -1,7 +1,9 @@
 """The attacks of issue 11 on the network store, each refused: a local process that never
-joined (no secret) cannot read, inject, finish or abort; a member cannot act as another rank; sizes
-declared must match the bytes; what a store holds is bounded and freed. Every refusal is
-logged, and the legitimate exchange that follows still matches torch."""
+joined (no secret) cannot read, inject, finish or abort, even past the gate (with the PLAIN
+password, which travels in the clear); a member cannot act as another rank; sizes declared
+must match the bytes; what a store holds is bounded and freed. Every refusal is logged, and
+the legitimate exchange that follows still matches torch. (Peers refused at the gate itself:
+``test_store_network_gate``.)"""
 
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ def outsider():
     """Opens raw DEALERs (the attacker) and closes them after the test."""
     peers: list[RawPeer] = []
 
-    def connect(endpoint: str, secret: bytes | None = None) -> RawPeer:
-        peer = RawPeer(endpoint) if secret is None else SignedPeer(endpoint, secret)
+    def connect(endpoint: str, secret: bytes | None = None, gate: bytes | None = None) -> RawPeer:
+        """A peer with ``secret`` (signed), or one that only passes the gate of ``gate``."""
+        peer = RawPeer(endpoint, gate) if secret is None else SignedPeer(endpoint, secret)
         peers.append(peer)
         return peer
 
@@ -61,13 +64,13 @@ def test_an_outsider_cannot_read_a_tensor_set_for_rank_1(namespace, watch, outsi
     tensor = torch.randn(5, 3)
     with two_ranks(namespace) as (rank0, rank1):
         rank0.src_set("k", tensor, 1)
-        attacker = outsider(rank0.endpoint)
+        attacker = outsider(rank0.endpoint, gate=namespace.secret)
         attacker.send(_unsigned([Op.GET, 1, "k", 1.0]))
         watch.wait_for(_NO_REQUEST)
         wrong = outsider(rank0.endpoint, secret=b"guessed secret!!" * 2)
-        assert not wrong.accepted  # the coordinator's hello does not verify with a wrong key
+        assert not wrong.accepted  # refused at the gate: a wrong password
         wrong.send(wrong.sealed(ormsgpack.packb([Op.GET, 1, "k", 1.0])))
-        watch.wait_for("16-byte nonce")  # no session: the hello it got did not verify
+        watch.wait_for("wrong password")
         assert attacker.answer(0.2) is None and wrong.answer(0.2) is None
         got = rank1.dest_get("k").clone()
         rank1.dest_finish_get("k")
@@ -78,13 +81,13 @@ def test_an_outsider_cannot_read_a_tensor_set_for_rank_1(namespace, watch, outsi
 def test_an_outsider_cannot_inject_a_tensor(namespace, watch, outsider):
     real = torch.arange(4.0)
     with two_ranks(namespace) as (rank0, rank1):
-        attacker = outsider(rank0.endpoint)
+        attacker = outsider(rank0.endpoint, gate=namespace.secret)
         fake = torch.full((4,), 666.0).numpy().tobytes()
         attacker.send([*_unsigned([Op.SET, 0, "k", 1, [F32, [4]]]), fake])
         attacker.send([b"hello", b"n" * 16])  # even a session does not help without the key
         assert attacker.answer() is not None
         header = ormsgpack.packb([Op.SET, 0, "k", 1, [F32, [4]]])
-        forged = [b"n" * 16, (1).to_bytes(8, "little"), b"\0" * 32, header, data_tag(fake), fake]
+        forged = [b"n" * 16, (1).to_bytes(8, "little"), b"\0" * 32, header, data_tag([fake]), fake]
         attacker.send(forged)
         watch.wait_for("bad MAC")
         assert watch.count(_NO_REQUEST) == 1
@@ -95,7 +98,7 @@ def test_an_outsider_cannot_inject_a_tensor(namespace, watch, outsider):
 def test_an_outsider_cannot_finish_a_get_for_rank_1(namespace, watch, outsider):
     with two_ranks(namespace) as (rank0, rank1):
         rank0.src_set("k", torch.ones(2), 1)
-        outsider(rank0.endpoint).send(_unsigned([Op.FINISH, 1, "k"]))
+        outsider(rank0.endpoint, gate=namespace.secret).send(_unsigned([Op.FINISH, 1, "k"]))
         watch.wait_for("dropped a message")
         with GlobalOption.override(comm_timeout_second=0.3), pytest.raises(CommTimeoutError) as e:
             rank0.src_wait_until_get_finished("k")
@@ -128,7 +131,7 @@ def test_a_member_acts_only_as_the_rank_it_joined_as(namespace, watch, outsider)
 
 def test_only_the_program_aborts_and_an_abort_line_does_nothing_else(namespace, watch, outsider):
     with two_ranks(namespace) as (rank0, rank1):
-        attacker = outsider(rank0.endpoint)
+        attacker = outsider(rank0.endpoint, gate=namespace.secret)
         attacker.send(_unsigned([Op.ABORT, 1, "op1", "forged"]))
         watch.wait_for(_NO_REQUEST)
         assert attacker.answer(0.2) is None and rank1.aborted("op1") is None
@@ -153,7 +156,7 @@ def test_a_member_drops_only_its_own_keys(namespace):
 def test_refusals_are_warnings_in_the_log(namespace, watch, caplog, outsider):
     caplog.set_level(logging.WARNING, logger=STORE_LOGGER)
     with two_ranks(namespace) as (rank0, _rank1):
-        outsider(rank0.endpoint).send(_unsigned([Op.GET, 1, "k", 1.0]))
+        outsider(rank0.endpoint, gate=namespace.secret).send(_unsigned([Op.GET, 1, "k", 1.0]))
         watch.wait_for(_NO_REQUEST)
     records = [r for r in caplog.records if _NO_REQUEST in r.getMessage()]
     assert len(records) == 1 and records[0].levelno == logging.WARNING
@@ -210,7 +213,7 @@ def test_a_flood_of_hellos_evicts_no_session(namespace, outsider):
     with two_ranks(namespace) as (rank0, _rank1):
         line = outsider(rank0.endpoint, secret=namespace.secret)  # hello done, no request yet
         assert line.accepted
-        flood = outsider(rank0.endpoint)
+        flood = outsider(rank0.endpoint, gate=namespace.secret)
         for index in range(500):
             flood.send([b"hello", index.to_bytes(16, "little")])
         answered = 0
@@ -223,15 +226,15 @@ def test_a_flood_of_hellos_evicts_no_session(namespace, outsider):
 
 
 def test_an_outsider_cannot_pin_memory(namespace, watch, outsider, threads):
-    chunk = b"\0" * (4 << 20)
+    chunk = b"\0" * (1 << 20)  # the largest frame a store takes
     room = torch.zeros(6 << 18)  # 6 MiB of the 8 MiB cap: it fits only if nothing is pinned
     with two_ranks(namespace, max_bytes=8 << 20) as (rank0, rank1):
-        attacker = outsider(rank0.endpoint)
-        for index in range(10):  # 40 MiB under a rank that does not exist
-            attacker.send([*_unsigned([Op.SET, 7, f"pin{index}", 1, [F32, [1 << 20]]]), chunk])
-        watch.wait_for(_NO_REQUEST, times=10)
+        attacker = outsider(rank0.endpoint, gate=namespace.secret)
+        for index in range(40):  # 40 MiB under a rank that does not exist
+            attacker.send([*_unsigned([Op.SET, 7, f"pin{index}", 1, [F32, [1 << 18]]]), chunk])
+        watch.wait_for(_NO_REQUEST, times=40)
         member = outsider(rank0.endpoint, secret=namespace.secret)
-        reply = member.request([Op.SET, 7, "pin", 1, [F32, [1 << 20]]], chunk)
+        reply = member.request([Op.SET, 7, "pin", 1, [F32, [1 << 20]]], chunk * 4)
         assert reply[0] == Status.ERROR and "outside [0, 2)" in reply[1]
         got = _handover(rank1, rank0, "room", room)
         _reset_both(rank0, rank1, threads)
