@@ -273,7 +273,8 @@ def test_a_leaving_member_frees_its_slots(namespace, watch):
     with two_ranks(namespace, max_bytes=1 << 20) as (rank0, rank1):
         rank1.src_set("left-behind", torch.zeros(200_000), 1)  # 800 kB, never fetched
         rank1.close()
-        watch.wait_for("rank 1 left")
+        # this store's line: a store of an earlier test may log its own "rank 1 left" late
+        watch.wait_for(f"'{namespace.instance_id}/sec': rank 1 left")
         rank0.src_set("room-again", torch.zeros(200_000), 1)
 
 
