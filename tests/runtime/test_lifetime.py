@@ -100,16 +100,21 @@ def test_a_forked_child_leaves_the_parents_graphs_alone(tmp_path: Path) -> None:
         print("ok")
         """
     )
-    done = subprocess.run(
+    done = _python(script, timeout_s=100)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def _python(script: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a fresh interpreter on this checkout."""
+    return subprocess.run(
         [sys.executable, "-c", script],
         check=False,
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=timeout_s,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 @pytest.mark.timeout(150)
@@ -130,15 +135,7 @@ def test_exiting_with_queued_work_drops_it_and_exits_promptly(per_process: bool)
         print(time.monotonic(), flush=True)
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        check=False,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    done = _python(script, timeout_s=120)
     ended = time.monotonic()
     assert done.returncode == 0, done.stderr[-2000:]
     assert ended - float(done.stdout.strip()) < 15.0  # 30 s and more before (thread mode)
