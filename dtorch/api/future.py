@@ -162,8 +162,8 @@ class _VoidSink:
 
 def tensor_future(graph: Graph, name: str) -> tuple[PromiseHandle, CommTensorFuture]:
     """Register promise ``name`` (``graph.new_promise_name()``) that a GetTensor operator
-    settles; return its handle and future. The caller records the operator, and pops ``name``
-    from ``graph.executor.promises`` if that is interrupted (nothing would settle it)."""
+    settles; return its handle and future. The caller records the operator in the block of
+    ``graph.promise_name()`` that gave ``name`` (an interrupted recording drops the promise)."""
     handle = PromiseHandle(PromiseKind.MEMORY, name)
     promise = create_promise(PromiseKind.MEMORY, name=handle.name)  # named: no uuid per fetch
     graph.executor.register(handle.name, promise)
@@ -173,7 +173,7 @@ def tensor_future(graph: Graph, name: str) -> tuple[PromiseHandle, CommTensorFut
 def make_void_future(graph: Graph, name: str) -> tuple[PromiseHandle, Any, Waiting]:
     """Register collector ``name`` that completes when every stream reported; handle, future,
     and whom a wait for it waits for (the parties that have not reported yet). The caller
-    records the Sync operator, and pops ``name`` if that is interrupted."""
+    records the Sync operator in the ``graph.promise_name()`` block that gave ``name``."""
     handle = PromiseHandle(PromiseKind.MEMORY, name)
     promise = create_void_promise(PromiseKind.MEMORY, name=handle.name)
     raised = graph.executor.settlements.raised
@@ -185,7 +185,7 @@ def make_void_future(graph: Graph, name: str) -> tuple[PromiseHandle, Any, Waiti
 
 def memory_stats_future(graph: Graph, name: str) -> tuple[PromiseHandle, CommTensorFuture]:
     """A future of an int64 [devices, 3] tensor of (device, bytes held, peak bytes), whose
-    collector is registered as ``name`` (the caller pops it if its recording is interrupted)."""
+    collector is registered as ``name`` (from the caller's ``graph.promise_name()`` block)."""
     handle = PromiseHandle(PromiseKind.MEMORY, name)
     promise = create_promise(PromiseKind.MEMORY, name=handle.name)
     collector = CountdownCollector(graph.runner.parties, promise, _stats_tensor)

@@ -377,6 +377,18 @@ class Graph:
     def new_promise_name(self) -> str:
         return f"g{self._id}.p{next(self._promise_ids)}"
 
+    @contextmanager
+    def promise_name(self) -> Iterator[str]:
+        """A fresh promise name for a block that registers a promise under it and records
+        the operator that settles it: should the block raise before that operator is queued
+        (a Ctrl-C), the registration goes too, since nothing would settle it."""
+        name = self.new_promise_name()
+        try:
+            yield name
+        except BaseException:
+            self.executor.promises.pop(name)
+            raise
+
     def submit(self, op: Operator, outputs: tuple[Operand, ...]) -> None:
         self.executor.submit((op, outputs))
 
@@ -396,13 +408,9 @@ class Graph:
         broken = self.executor.broken
         if broken is not None:  # a worker died: every later sync raises why
             raise broken
-        name = self.new_promise_name()
-        try:
+        with self.promise_name() as name:
             handle, future, waiting = make_void_future(self, name)
             self.record_system("sync", SyncParam(handle), Span.unknown())
-        except BaseException:  # a Ctrl-C before the operator was queued: nothing settles it
-            self.executor.promises.pop(name)
-            raise
         return VoidFutureCollect([future], waiting)
 
     def sync(self) -> None:
@@ -423,14 +431,10 @@ class Graph:
         ``device_mesh`` (a mesh, or a device string/``torch.device`` as a one-device mesh; every
         device used so far when None); ``reset_peak`` starts the peaks again from now."""
         mesh = None if device_mesh is None else _stats_mesh(device_mesh)
-        name = self.new_promise_name()
-        try:
+        with self.promise_name() as name:
             handle, future = memory_stats_future(self, name)
             param = MemoryParam(MemoryKind.STATS, reset_peak, handle)
             self.record_system("memory_stats", param, Span.unknown())
-        except BaseException:  # a Ctrl-C before the operator was queued: nothing settles it
-            self.executor.promises.pop(name)
-            raise
         rows = {d: MemoryStat(d, a, p) for d, a, p in future.get().tolist()}
         devices = sorted(rows) if mesh is None else mesh.device_ids
         return MemoryStats(tuple(rows.get(d, MemoryStat(d, 0, 0)) for d in devices))

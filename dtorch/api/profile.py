@@ -103,15 +103,12 @@ class Profile:
 
     def _collect(self, graph: Graph) -> list[ProfileReport]:
         """Stop every stream's recording and wait for their reports."""
-        handle = PromiseHandle(PromiseKind.MEMORY, graph.new_promise_name())
         sink = _ReportsSink()
-        try:
+        with graph.promise_name() as name:
+            handle = PromiseHandle(PromiseKind.MEMORY, name)
             collector = CountdownCollector(graph.runner.parties, sink, list)
-            graph.executor.register(handle.name, collector)
+            graph.executor.register(name, collector)
             _record(graph, ProfileParam(start=False, promise=handle))
-        except BaseException:  # a Ctrl-C before the operator was queued: nothing settles it
-            graph.executor.promises.pop(handle.name)
-            raise
         return sink.get(COLLECT_TIMEOUT_S)
 
     def _settle(self, reports: Sequence[ProfileReport], ended_ns: int) -> None:

@@ -29,14 +29,10 @@ def to_torch_async(tensor: TensorBase) -> TensorFuture:
         first = tensor._operand.mesh.first_device_mesh()
         tensor = redistribute_to(tensor, first, (Replicate(),))
     graph, operand = tensor._graph, tensor._operand
-    name = graph.new_promise_name()
-    try:
+    with graph.promise_name() as name:
         handle, future = tensor_future(graph, name)
-        span = caller_span(_OWN_FRAMES)
+        span = caller_span(_OWN_FRAMES)  # a with block adds no frame
         graph.record_system("get_tensor", GetTensorParam(handle), span, (operand.id,))
-    except BaseException:  # a Ctrl-C before the operator was queued: nothing would settle it
-        graph.executor.promises.pop(name)
-        raise
     runner = graph.runner
     owner = operand.mesh.device_ids[0] % runner.parties  # device d runs on party d % parties
     waiting = functools.partial(runner.waiting_on, (owner,))
