@@ -32,6 +32,7 @@ import atexit
 import gc
 import os
 import threading
+import weakref
 from collections.abc import Callable
 
 from dtorch.errors import OptionError
@@ -87,9 +88,12 @@ class _Exit:
 
 def watch_exit() -> None:
     """Start watching for the interpreter's exit (idempotent). Hooks run last-registered
-    first, so this one runs before the finalizers ``weakref.finalize`` runs at exit."""
+    first, so this one must come after the hook through which ``weakref.finalize`` runs the
+    finalizers left at exit (a graph's close among them): that hook is registered with the
+    process's first ``finalize``, which this one makes sure exists (it finalizes nothing)."""
     if not _Exit.watching:
         _Exit.watching = True
+        weakref.finalize(_Exit, _Exit.mark).atexit = False  # weakref's exit hook, first
         atexit.register(_Exit.mark)
 
 
