@@ -107,7 +107,8 @@ _STATES = {
     "X": "exited",
     "I": "idle",
 }
-#: The states in which a process runs nothing, whatever it is sent.
+#: The states in which a process runs nothing, whatever it is sent, until someone resumes
+#: it (SIGSTOP, Ctrl-Z, a debugger): a close kills such a worker at once, not after the grace.
 _STOPPED = frozenset("Tt")
 
 DeathCallback = Callable[[WorkerDiedError, int], None]
@@ -132,11 +133,6 @@ def exit_description(code: int) -> str:
             return f"signal {signal.Signals(-code).name}"
         return f"signal {-code}"
     return f"exit code {code}"
-
-
-#: Process states of a worker that cannot act on STOP until someone else resumes it
-#: (SIGSTOP, Ctrl-Z, a debugger): a close kills it at once instead of waiting the grace.
-_FROZEN = frozenset({"T", "t"})
 
 
 def process_state(pid: int) -> str | None:
@@ -380,7 +376,7 @@ class _PoolState:
         deadline = time.monotonic() + grace
         waiting = set(range(self.workers))
         while waiting and time.monotonic() < deadline:
-            frozen = [i for i in waiting if process_state(self.processes[i].pid) in _FROZEN]
+            frozen = [i for i in waiting if process_state(self.processes[i].pid) in _STOPPED]
             self._kill_workers([self.processes[i] for i in frozen])  # it cannot act on STOP
             waiting = {i for i in waiting if not self._stopped(i)}
             time.sleep(HAND_OVER_POLL_SECONDS if waiting else 0.0)
