@@ -14,9 +14,9 @@ The cluster token authenticates everything: the controller and every worker must
 same one (``token=`` here, ``DTORCH_CLUSTER_TOKEN``, or the worker's ``--token-file``); without
 one the controller makes one (``MainNode.token()`` gives it, hex, to pass to the workers).
 
-A cluster refused before it starts (records that disagree, a rank missing at the deadline)
-is refused for good: the workers read the reason in an abort record and exit, and
-``close()`` then ``set_address`` starts over. Addresses are IPv4 (see ``rendezvous``).
+A cluster refused before it starts (worker records that disagree) is refused for good: the
+workers read the reason in an abort record and exit, and ``close()`` then ``set_address``
+starts over; a wait that times out refuses nothing. Addresses are IPv4 (see ``rendezvous``).
 
 One cluster per process (like torch.distributed's default group): the node is class state
 that ``close()`` ends; a closed node can be set again.
@@ -91,10 +91,10 @@ def cluster_token(token: bytes | str | None) -> bytes:
 class ClusterNode:
     """The controller's side of one cluster: the store, the sockets, the registered workers.
 
-    A ``wait_ready`` that fails before the start record (records that disagree, workers
-    missing at the deadline) refuses the cluster: it writes an abort record with the reason,
-    so the workers waiting for the start exit at once with it, and later calls raise it
-    again. ``close`` frees the store's port at once."""
+    A ``wait_ready`` that finds worker records that disagree refuses the cluster: it writes
+    an abort record with the reason, so the workers waiting for the start exit at once with
+    it, and later calls raise it again (one that times out refuses nothing: it may be called
+    again). ``close`` frees the store's port at once."""
 
     def __init__(self, host: str, port: int, token: bytes) -> None:
         self.token = token
