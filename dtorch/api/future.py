@@ -183,14 +183,17 @@ def make_void_future(graph: Graph, name: str) -> tuple[PromiseHandle, Any, Waiti
     return handle, promise.get_future(), lambda: runner.waiting_on(collector.unreported())
 
 
-def memory_stats_future(graph: Graph, name: str) -> tuple[PromiseHandle, CommTensorFuture]:
+def memory_stats_future(graph: Graph, name: str) -> tuple[PromiseHandle, TensorFuture]:
     """A future of an int64 [devices, 3] tensor of (device, bytes held, peak bytes), whose
-    collector is registered as ``name`` (from the caller's ``graph.promise_name()`` block)."""
+    collector is registered as ``name`` (from the caller's ``graph.promise_name()`` block);
+    a wait that times out names the workers that have not reported."""
     handle = PromiseHandle(PromiseKind.MEMORY, name)
     promise = create_promise(PromiseKind.MEMORY, name=handle.name)
     collector = CountdownCollector(graph.runner.parties, promise, _stats_tensor)
     graph.executor.register(handle.name, collector)
-    return handle, promise.get_future()
+    runner, raised = graph.runner, graph.executor.settlements.raised
+    waiting = lambda: runner.waiting_on(collector.unreported())  # noqa: E731
+    return handle, TensorFuture(promise.get_future(), None, raised, waiting)
 
 
 def _stats_tensor(reports: list[object]) -> torch.Tensor:

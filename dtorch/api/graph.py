@@ -429,7 +429,8 @@ class Graph:
     ) -> MemoryStats:
         """Bytes of shards held per device (``dtorch.memory_stats``), for the devices of
         ``device_mesh`` (a mesh, or a device string/``torch.device`` as a one-device mesh; every
-        device used so far when None); ``reset_peak`` starts the peaks again from now."""
+        device used so far when None); ``reset_peak`` starts the peaks again from now. A wait
+        that times out (``FutureTimeoutError``) names the workers that have not answered."""
         mesh = None if device_mesh is None else _stats_mesh(device_mesh)
         with self.promise_name() as name:
             handle, future = memory_stats_future(self, name)

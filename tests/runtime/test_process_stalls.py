@@ -98,7 +98,7 @@ def test_closing_a_pool_with_a_stopped_worker_kills_it_at_once(traces: Traces) -
 
 
 def _stall_and_continue(pool: WorkerPool) -> None:
-    """Stop worker 1, see three waits time out naming it, continue it, see the late values."""
+    """Stop worker 1, see four waits time out naming it, continue it, see the late values."""
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
     try:
         assert dtorch.ones(2, graph=graph).to_torch_async().get(timeout_s=30).tolist() == [1, 1]
@@ -111,6 +111,8 @@ def _stall_and_continue(pool: WorkerPool) -> None:
                     alone.to_torch()
                 with pytest.raises(FutureTimeoutError) as synced:
                     graph.sync()
+                with pytest.raises(FutureTimeoutError) as counted:
+                    graph.get_memory_stats()
             mesh = dtorch.init_device_mesh("cpu", 2)
             sharded = dtorch.arange(4.0, device_mesh=mesh, placements=[Shard(0)], graph=graph)
             future = sharded.to_torch_async()  # gathered on device 0: worker 0 waits for 1
@@ -123,6 +125,7 @@ def _stall_and_continue(pool: WorkerPool) -> None:
         assert f"waiting for {worker_1}" in str(owed.value)
         assert "whose process is stopped (SIGSTOP" in str(owed.value)
         assert worker_1 in str(synced.value) and "stopped (SIGSTOP" in str(synced.value)
+        assert worker_1 in str(counted.value) and "stopped (SIGSTOP" in str(counted.value)
         message = str(gathered.value)
         assert f"waiting for worker 0 (pid {pool.pids[0]}, devices 0, 2, 4, ..." in message
         assert f"{worker_1} (the ids that are 1 modulo 2)) {stop}" in message
