@@ -181,11 +181,11 @@ def tensor_view(
     the tensor lives (``release_buffer`` then leaves it to the last view): ``torch.frombuffer``
     keeps the object it is given but not an export of its buffer, and a tensor over an
     ``mmap`` closed under it would read unmapped memory."""
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes == 0:
+    numel = math.prod(shape)
+    if numel == 0 or dtype.itemsize == 0:
         return torch.empty(shape, dtype=dtype)
-    raw = torch.frombuffer(memoryview(buffer), dtype=torch.uint8, count=nbytes, offset=offset)
-    return raw.view(dtype).view(shape)
+    flat = torch.frombuffer(memoryview(buffer), dtype=dtype, count=numel, offset=offset)
+    return flat if len(shape) == 1 else flat.view(shape)  # each torch call counts: per exchange
 
 
 class SegmentPool:
@@ -318,13 +318,17 @@ class FileLock:
     @contextlib.contextmanager
     def held(self, deadline: float, what: str) -> Iterator[None]:
         """Hold the lock for the block; ``CommError`` if it cannot be had by ``deadline``."""
-        self._acquire(deadline, what)
+        self.acquire(deadline, what)
         try:
             yield
         finally:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            self.release()
 
-    def _acquire(self, deadline: float, what: str) -> None:
+    def release(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+    def acquire(self, deadline: float, what: str) -> None:
+        """Take the lock; ``CommTimeoutError`` if it cannot be had by ``deadline``."""
         pause, yields = 1e-5, _LOCK_YIELDS
         while True:
             try:

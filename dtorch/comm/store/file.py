@@ -66,7 +66,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar, cast
 
 import torch
@@ -196,18 +196,8 @@ class FileTensorStore(TensorStore):
             )
         state.arrived = [r for r in state.arrived if r != self.rank]
 
-    @contextlib.contextmanager
-    def _txn(self, deadline: Deadline) -> Iterator[ControlState]:
-        control = self._control
-        if control is None:
-            raise CommError(f"{self!r} is closed")
-        with self._local, control.transaction(deadline.at) as state:
-            yield state
-            if self._released:
-                self._drop_released(state)
-        if state.notify or state.touched:
-            for address in state.wake_addresses(self.rank):
-                self._wake.wake(address)
+    def _txn(self, deadline: Deadline) -> Transaction:
+        return Transaction(self, deadline)
 
     def _wait_until(
         self,
@@ -542,3 +532,49 @@ def _locator_tuple(segment: Segment) -> tuple[int, int, int, int]:
     """The locator of ``segment`` as a plain tuple (pid, fd, inode, size)."""
     locator = segment.locator()
     return (locator.pid, locator.fd, locator.inode, locator.size)
+
+
+class Transaction:
+    """One transaction of a participant, as a ``with`` block giving the ``ControlState``:
+    this participant's thread lock and the segment's lock are held for the block; on a
+    normal exit the keys released without waiting whose consumers have finished are dropped,
+    the state is written back if changed, both locks are released, and the waiters the
+    change concerns are woken. On an exception nothing is written and nobody is woken.
+
+    A class, not nested generator context managers: those cost about a fifth of the CPU of
+    a small exchange (three transactions per participant)."""
+
+    __slots__ = ("_control", "_deadline", "_state", "_store")
+
+    def __init__(self, store: FileTensorStore, deadline: Deadline) -> None:
+        self._store = store
+        self._deadline = deadline
+
+    def __enter__(self) -> ControlState:
+        store = self._store
+        control = store._control
+        if control is None:
+            raise CommError(f"{store!r} is closed")
+        store._local.acquire()
+        try:
+            self._state = control.begin(self._deadline.at)
+        except BaseException:
+            store._local.release()
+            raise
+        self._control = control
+        return self._state
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        store, state = self._store, self._state
+        try:
+            if kind is None:
+                if store._released:
+                    store._drop_released(state)
+                if state.dirty:
+                    self._control.write(state)
+        finally:
+            self._control.end()
+            store._local.release()
+        if kind is None and (state.notify or state.touched):
+            for address in state.wake_addresses(store.rank):
+                store._wake.wake(address)

@@ -247,11 +247,27 @@ class Control:
     @contextlib.contextmanager
     def transaction(self, deadline: float, fresh_size: int = 0) -> Iterator[ControlState]:
         """The decoded state under the lock; written back if the caller set ``dirty``."""
-        with self._lock.held(deadline, f"store segment {self.name!r}"):
-            state = self._read(fresh_size)
+        state = self.begin(deadline, fresh_size)
+        try:
             yield state
             if state.dirty:
-                self._write(state)
+                self.write(state)
+        finally:
+            self.end()
+
+    def begin(self, deadline: float, fresh_size: int = 0) -> ControlState:
+        """Take the lock and read the state (``transaction`` in two calls, for a caller that
+        adds steps of its own without another context manager: see ``file.Transaction``);
+        ``end`` releases the lock, also if the read failed."""
+        self._lock.acquire(deadline, f"store segment {self.name!r}")
+        try:
+            return self._read(fresh_size)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def end(self) -> None:
+        self._lock.release()
 
     def _read(self, fresh_size: int) -> ControlState:
         magic, length = _HEADER.unpack_from(self._buffer, 0)
@@ -259,7 +275,8 @@ class Control:
             return ControlState.fresh(fresh_size)
         return ControlState.decode(self._buffer[_BLOB_AT : _BLOB_AT + length])
 
-    def _write(self, state: ControlState) -> None:
+    def write(self, state: ControlState) -> None:
+        """Write ``state`` back (under the lock: between ``begin`` and ``end``)."""
         blob = state.encode()
         if _BLOB_AT + len(blob) > CONTROL_SIZE:
             raise CommError(
