@@ -116,6 +116,7 @@ class BinaryKind(enum.IntEnum):
     BITWISE_XOR = 19
     ATAN2 = 20
     HYPOT = 21
+    TRUNC_DIV = 22
 
 
 class MathKind(enum.IntEnum):

@@ -514,6 +514,44 @@ def test_trunc_division_with_zero_dim_operands_keeps_the_tensor_dtype(
 
 
 @pytest.mark.parametrize(
+    ("dtype", "values"),
+    [
+        (torch.int32, [16777217, 2**31 - 1, 7, -7, -(2**31), 5]),
+        (torch.int64, [2**53 + 1, 3, -7, 9, -(2**62) - 1, 11]),
+        (torch.int8, [100, -100, 50, 3, -128, 127]),
+    ],
+)
+def test_trunc_division_of_big_integers_is_exact(
+    dtype: torch.dtype, values: list[int], graph: dtorch.Graph
+) -> None:
+    """Integers beyond float32's 24 bits divide exactly (a true division rounded afterwards
+    gave 16777216 for 16777217 // 1 and wrapped int32's largest to its smallest); a number
+    beyond the tensor's dtype wraps as torch wraps it (int8 / 300)."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    x = torch.tensor(values, dtype=dtype)
+    t = place(x, mesh, [S0], graph)
+    for divisor in (1, 3, -7, 300, x.flip(0)):
+        other = place(divisor, mesh, [S0], graph) if isinstance(divisor, torch.Tensor) else divisor
+        got = dtorch.div(t, other, rounding_mode="trunc")
+        want = torch.div(x, divisor, rounding_mode="trunc")
+        assert got.dtype == want.dtype
+        assert torch.equal(got.to_torch(), want)
+    want = torch.div(7, x.flip(0), rounding_mode="trunc")
+    assert torch.equal(
+        dtorch.div(7, place(x.flip(0), mesh, [S0], graph), rounding_mode="trunc").to_torch(), want
+    )
+
+
+def test_trunc_division_of_a_number_by_bfloat16_rounds_once(graph: dtorch.Graph) -> None:
+    """``7 / bf16`` rounded toward zero as torch's own kernel does (rounding the quotient to
+    bfloat16 first made -16.9 into -17)."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    den = torch.tensor([-0.4140625, 2.0, 3.0, -0.3], dtype=torch.bfloat16)
+    got = dtorch.div(7, place(den, mesh, [S0], graph), rounding_mode="trunc").to_torch()
+    assert torch.equal(got, torch.div(7, den, rounding_mode="trunc"))
+
+
+@pytest.mark.parametrize(
     ("name", "call"),
     [
         ("div", lambda t: t / 0),

@@ -54,10 +54,12 @@ _BINARY_FNS = {
     BinaryKind.BITWISE_XOR: torch.bitwise_xor,
     BinaryKind.ATAN2: torch.atan2,
     BinaryKind.HYPOT: torch.hypot,
+    BinaryKind.TRUNC_DIV: lambda a, b: torch.div(a, b, rounding_mode="trunc"),
 }
 #: Kinds tested on integers (torch's bitwise kernels refuse floats).
 _INT_KINDS = {
     BinaryKind.FLOOR_DIV,
+    BinaryKind.TRUNC_DIV,
     BinaryKind.REMAINDER,
     BinaryKind.BITWISE_AND,
     BinaryKind.BITWISE_OR,

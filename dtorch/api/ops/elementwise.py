@@ -129,18 +129,8 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode == "floor":
         return binary(BinaryKind.FLOOR_DIV, "floor_divide", input, other)
     if rounding_mode == "trunc":
-        return trunc_div(input, other)
+        return binary(BinaryKind.TRUNC_DIV, "div", input, other)  # exact on big integers
     raise ValueError(f"div: rounding_mode {rounding_mode!r}; accepted: None, 'floor', 'trunc'")
-
-
-def trunc_div(a: Any, b: Any) -> Tensor:
-    """``div(a, b, rounding_mode='trunc')``: the quotient rounded toward zero; integer
-    inputs give an integer result, as in torch."""
-    quotient = binary(BinaryKind.DIV, "div", a, b)
-    floor, ceil = unary(MathKind.FLOOR, "floor", quotient), unary(MathKind.CEIL, "ceil", quotient)
-    rounded = where(lt(quotient, 0), ceil, floor)
-    dtype = torch.result_type(_probe(a), _probe(b))
-    return rounded if dtype.is_floating_point or dtype.is_complex else rounded.to(dtype)
 
 
 def _probe(value: Any) -> Any:

@@ -31,6 +31,12 @@ Unary = Callable[[torch.Tensor], torch.Tensor]
 #: ``reduce(x, dims, keepdim, dtype)``; ``dims`` is normalised and never empty for a >0-d x.
 Reducer = Callable[[torch.Tensor, tuple[int, ...], bool, "torch.dtype | None"], torch.Tensor]
 
+def trunc_divide(a: Any, b: Any) -> torch.Tensor:
+    """``torch.div(a, b, rounding_mode="trunc")``: exact on integers of any size (a true
+    division then a rounding would go through float32)."""
+    return torch.div(a, b, rounding_mode="trunc")
+
+
 BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.ADD: torch.add,
     BinaryKind.SUB: torch.sub,
@@ -54,6 +60,7 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.BITWISE_XOR: torch.bitwise_xor,
     BinaryKind.ATAN2: torch.atan2,
     BinaryKind.HYPOT: torch.hypot,
+    BinaryKind.TRUNC_DIV: trunc_divide,
 }
 
 MATH: dict[MathKind, Unary] = {
