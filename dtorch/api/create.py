@@ -171,15 +171,16 @@ def beside(like: TensorBase, value: torch.Tensor) -> Tensor:
 def from_data(
     cls: type[TensorBase], data: Any, *, dtype: torch.dtype | None = None, **kw: Any
 ) -> Tensor:
-    """``tensor``: ``torch.tensor(data)`` distributed like ``distribute`` (floats take the
-    graph's default dtype); a dtorch tensor is copied (``copy_of``)."""
+    """``tensor``: ``torch.tensor(data)`` distributed like ``distribute`` (Python floats take
+    the graph's default dtype; data with a dtype of its own, a NumPy array or scalar, keeps
+    it, as in torch); a dtorch tensor is copied (``copy_of``)."""
     if is_tensor(data):
         return copy_of(data, dtype, kw)
     if isinstance(data, torch.Tensor):
         return distribute(cls, data, dtype=dtype, **kw)
     value = torch.tensor(data, dtype=dtype)
-    if dtype is None and value.dtype.is_floating_point:
-        value = value.to(float_dtype(kw.get("graph"), None))
+    if dtype is None and value.dtype == torch.get_default_dtype() and not hasattr(data, "dtype"):
+        value = value.to(float_dtype(kw.get("graph"), None))  # Python floats were in it
     return distribute(cls, value, **kw)
 
 

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -299,3 +300,36 @@ def test_tensor_of_a_dtorch_tensor_follows_the_keywords(graph: dtorch.Graph) -> 
     _same(module_form, full)
     with pytest.raises(TypeError, match="unexpected keyword"):
         dtorch.tensor(t, mesh=None)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        np.array([0.1 + 2**-40, 2.5]),  # float64: torch keeps it
+        np.array([1.5, -2.0], dtype=np.float16),
+        np.float64(0.1 + 2**-40),  # a NumPy scalar carries its dtype too
+        np.array([[1, 2], [3, 4]], dtype=np.int16),
+        [np.float64(1.5), np.float64(2.5)],  # torch infers float64 from the items
+        [1.5, 2],  # Python numbers: the default dtype
+    ],
+    ids=["f64-array", "f16-array", "f64-scalar", "i16-array", "f64-items", "python"],
+)
+def test_tensor_of_numpy_data_keeps_its_dtype(data: Any, graph: dtorch.Graph) -> None:
+    """``dtorch.tensor`` of NumPy data has torch.tensor's dtype (float64 arrays became
+    float32, losing precision silently)."""
+    want = torch.tensor(data)
+    got = dtorch.tensor(data, device_mesh=dtorch.init_device_mesh("cpu", 2), graph=graph)
+    assert got.dtype == want.dtype
+    assert torch.equal(got.to_torch(), want)
+
+
+def test_tensor_of_python_floats_follows_the_dtype_guard_and_numpy_does_not(
+    graph: dtorch.Graph,
+) -> None:
+    """Under ``dtype_guard`` Python floats take the guarded dtype; a NumPy float32 array stays
+    float32, as torch.tensor keeps it whatever the default dtype."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    with graph.dtype_guard(torch.float64):
+        assert dtorch.tensor([1.5], device_mesh=mesh, graph=graph).dtype == torch.float64
+        typed = dtorch.tensor(np.array([1.5], dtype=np.float32), device_mesh=mesh, graph=graph)
+    assert typed.dtype == torch.float32
