@@ -1,4 +1,5 @@
-"""Worker processes keep the memory their kernels free, for the next kernel to reuse.
+"""Worker processes keep the memory their kernels free, for the next kernel to reuse (and may
+open as many descriptors as the hard limit allows: ``allow_all_descriptors``).
 
 A kernel allocates its outputs fresh and the stream frees them a few operators later, so a
 worker allocates and frees tensors of the same few sizes over and over. glibc's malloc serves
@@ -26,7 +27,9 @@ process, so the example only shows the thresholds it sets, in MiB):
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import resource
 
 #: ``mallopt`` parameters (``<malloc.h>``).
 M_TRIM_THRESHOLD = -1
@@ -49,3 +52,22 @@ def keep_freed_memory() -> bool:
     mallopt.restype = ctypes.c_int
     mmap_set = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
     return mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and mmap_set
+
+
+def allow_all_descriptors() -> int:
+    """Raise this process's soft limit on open descriptors to its hard limit; the new soft
+    limit. A worker holds a few descriptors per collective group it takes part in (a store's
+    segment and wake socket) for as long as its graph lives, so a program using a few hundred
+    device sets would pass the usual soft limit of 1,024 while the hard limit allows far more.
+    Like ``keep_freed_memory``, only worker processes do this: the user's process is theirs.
+
+    Example:
+        >>> import resource
+        >>> allow_all_descriptors() == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        True
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):  # a limit the system will not raise
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]

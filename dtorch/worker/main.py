@@ -70,7 +70,7 @@ from dtorch.comm.group import CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.errors import DTorchError, RendezvousError
 from dtorch.options import Launch
-from dtorch.runtime.heap import keep_freed_memory
+from dtorch.runtime.heap import allow_all_descriptors, keep_freed_memory
 from dtorch.runtime.host import PartyLayout
 from dtorch.runtime.process.values import PushSink
 from dtorch.runtime.process.worker import EXIT_FATAL, EXIT_ORPHANED, Worker, WorkerParts
@@ -234,6 +234,7 @@ def run(options: WorkerOptions) -> int:
     """Join, then serve the controller until STOP; the exit status."""
     torch.set_num_threads(options.threads)
     keep_freed_memory()  # kernels reuse freed tensors' pages (dtorch.runtime.heap)
+    allow_all_descriptors()  # a few per collective group: see dtorch.runtime.heap
     if options.device_type == "cuda":
         torch.cuda.set_device(options.local_rank)
     store, program, start = _join(options)

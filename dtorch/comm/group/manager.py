@@ -205,14 +205,23 @@ class ThreadGroupManager:
                 group.abort(scope.name, message)
 
     def reset(self) -> None:
-        """Repair every group (``ThreadGroup.reset``), in the destroy order; every caller of
+        """Make every group fit for the next graph, in the destroy order; every caller of
         every group must be idle and resetting too (the runtime: a worker handed to a new
-        graph). Later scopes carry the new reset count."""
+        graph). Later scopes carry the new reset count.
+
+        Groups on shared memory between processes are closed (each holds descriptors in
+        every worker: kept for good, a pool serving graph after graph over new device sets
+        ran out of descriptors); the next graph opens those it uses again, which costs a
+        store's opening, a millisecond. Every caller closes the same ones, since a group's
+        backend kind is the same for all its callers. The others are repaired
+        (``ThreadGroup.reset``): a Gloo group's connections are slow to make again."""
         with self._lock:
             self._check_open()
             self._resets += 1
-            groups = [self._groups[k] for k in sorted(self._groups)]
-        _on_each(groups, ThreadGroup.reset, "repairing")
+            keys = sorted(self._groups)
+            closing = [k for k in keys if self._groups[k].backend_kind in _REOPENED]
+            groups = [self._groups.pop(k) if k in closing else self._groups[k] for k in keys]
+        _on_each(groups, _reset_or_close, "resetting")
 
     def get_group(
         self, device_kind: str, device_ids: Sequence[int], local_device_ids: Iterable[int]
@@ -366,6 +375,18 @@ _OPENERS: dict[
     BackendKind.STORE_FILE: partial(_open_same_device, StoreKind.FILE),
     BackendKind.STORE_NETWORK: _open_network,
 }
+
+
+#: Backends a reset closes rather than repairs (``ThreadGroupManager.reset``).
+_REOPENED = frozenset({BackendKind.STORE_FILE})
+
+
+def _reset_or_close(group: ThreadGroup) -> None:
+    """A group of a closing backend kind is closed (the manager forgot it), the rest reset."""
+    if group.backend_kind in _REOPENED:
+        group.close()
+    else:
+        group.reset()
 
 
 def _on_each(groups: list[ThreadGroup], action: Callable[[ThreadGroup], None], what: str) -> None:

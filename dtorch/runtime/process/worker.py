@@ -59,7 +59,7 @@ from dtorch.ir.report import InputsDone, WorkerFailureReport
 from dtorch.options import GlobalOption, Options
 from dtorch.runtime.board import FailureBoard
 from dtorch.runtime.handlers import StreamServices
-from dtorch.runtime.heap import keep_freed_memory
+from dtorch.runtime.heap import allow_all_descriptors, keep_freed_memory
 from dtorch.runtime.host import DeviceHost, PartyLayout
 from dtorch.runtime.process.addressing import concerns, unpack_ids
 from dtorch.runtime.process.board import SharedFailureBoard
@@ -342,6 +342,7 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=watch.exit_when_gone, name="watch", daemon=True).start()
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # kernels reuse freed tensors' pages (dtorch.runtime.heap)
+    allow_all_descriptors()  # a few per collective group: see dtorch.runtime.heap
     if args.device_type == "cuda":
         torch.cuda.set_device(args.index)
     status = EXIT_FATAL
