@@ -31,6 +31,7 @@ Unary = Callable[[torch.Tensor], torch.Tensor]
 #: ``reduce(x, dims, keepdim, dtype)``; ``dims`` is normalised and never empty for a >0-d x.
 Reducer = Callable[[torch.Tensor, tuple[int, ...], bool, "torch.dtype | None"], torch.Tensor]
 
+
 def trunc_divide(a: Any, b: Any) -> torch.Tensor:
     """``torch.div(a, b, rounding_mode="trunc")``: exact on integers of any size (a true
     division then a rounding would go through float32)."""
