@@ -22,7 +22,15 @@ if TYPE_CHECKING:
 
 
 def equal(a: Tensor, b: Tensor) -> bool:
-    """True when both have the same shape and values (waits for both)."""
+    """True when both have the same shape and values (waits for both: their values are
+    fetched and compared on the client, whatever their placements).
+
+    Example:
+        >>> import dtorch
+        >>> a = dtorch.tensor([1, 2])
+        >>> dtorch.equal(a, dtorch.tensor([1, 2])), dtorch.equal(a, dtorch.tensor([1, 3]))
+        (True, False)
+    """
     return a.equal(b)
 
 
@@ -44,5 +52,11 @@ def nonzero(t: Tensor, *, as_tuple: bool = False) -> Any:
 
 
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Alias of ``cat``."""
+    """Alias of ``cat``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.concat([dtorch.tensor([[1, 2]]), dtorch.tensor([[3, 4]])], dim=1).tolist()
+        [[1, 2, 3, 4]]
+    """
     return cat(tensors, dim)

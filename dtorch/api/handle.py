@@ -154,6 +154,14 @@ class TensorBase:
         return self.ndim
 
     def numel(self) -> int:
+        """The number of elements of the global tensor (not of a shard); never waits.
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> dtorch.numel(dtorch.zeros(4, 3, device_mesh=mesh, placements=[dtorch.Shard(0)]))
+            12
+        """
         return math.prod(self._operand.shape)
 
     def nelement(self) -> int:
@@ -227,6 +235,13 @@ class TensorBase:
         return self.ndim
 
     def is_floating_point(self) -> bool:
+        """True when the dtype is a floating point one (not complex); never waits.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.is_floating_point(dtorch.ones(2)), dtorch.arange(2).is_floating_point()
+            (True, False)
+        """
         return self._operand.dtype.is_floating_point
 
     def is_contiguous(self) -> bool:

@@ -23,6 +23,18 @@ _OUTER = OuterParam()
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """torch's ``matmul`` (``@``): matrix products with broadcast batch dims, vectors
+    promoted as torch promotes them. A shard of a batch, row or column dim stays a shard;
+    both operands sharded on the contracted dim give a Partial result.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> a = dtorch.ones(4, 6, device_mesh=mesh, placements=[dtorch.Shard(1)])
+        >>> b = dtorch.ones(6, 5, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> dtorch.matmul(a, b).placements, dtorch.matmul(a, b).to_torch()[0, 0].item()
+        ([Partial(sum)], 6.0)
+    """
     return record("matmul", _MATMUL, (input, other))[0]
 
 
@@ -42,10 +54,28 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two vectors: ``out[i, j] = input[i] * vec2[j]``; a shard of
+    either vector shards its dim of the result.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.outer(dtorch.tensor([1, 2]), dtorch.tensor([1, 10, 100])).tolist()
+        [[1, 10, 100], [2, 20, 200]]
+    """
     return record("outer", _OUTER, (input, vec2))[0]
 
 
 def einsum(equation: str, *operands: Tensor) -> Tensor:
+    """torch's ``einsum`` (operands given one by one or as one list). A shard of a letter
+    the output keeps stays a shard; a shard of a summed letter gives Partial; dims that are
+    broadcast or read diagonally must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> dtorch.einsum("ij,j->i", m, dtorch.ones(2)).tolist(), dtorch.einsum("ii", m).item()
+        ([3.0, 7.0], 5.0)
+    """
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     return record("einsum", EinsumParam(equation.replace(" ", "")), tuple(operands))[0]

@@ -38,13 +38,101 @@ def _named(method: _F, name: str) -> None:
     method.__name__ = method.__qualname__ = name
 
 
+#: What each ``unary`` method computes, for its docstring: name -> (the first line, an example
+#: input, torch's result of it: ``torch.<name>(torch.tensor(input)).tolist()``).
+_UNARY_DOCS: dict[str, tuple[str, str, str]] = {
+    "abs": ("The absolute value", "[-1.5, 0.0, 2.0]", "[1.5, 0.0, 2.0]"),
+    "neg": ("The negation, ``-x``", "[1.0, -2.0]", "[-1.0, 2.0]"),
+    "reciprocal": ("``1 / x``", "[2.0, -0.5]", "[0.5, -2.0]"),
+    "exp": ("``e ** x``", "[0.0, 1.0]", "[1.0, 2.7182817459106445]"),
+    "exp2": ("``2 ** x``", "[-1.0, 3.0]", "[0.5, 8.0]"),
+    "expm1": (
+        "``exp(x) - 1``, exact for small ``x``",
+        "[0.0, 1e-08]",
+        "[0.0, 9.99999993922529e-09]",
+    ),
+    "log": ("The natural logarithm", "[1.0, 0.0]", "[0.0, -inf]"),
+    "log2": ("The base-2 logarithm", "[0.5, 8.0]", "[-1.0, 3.0]"),
+    "log10": ("The base-10 logarithm", "[0.1, 1000.0]", "[-1.0, 3.0]"),
+    "log1p": (
+        "``log(1 + x)``, exact for small ``x``",
+        "[0.0, 1e-08]",
+        "[0.0, 9.99999993922529e-09]",
+    ),
+    "sqrt": ("The square root", "[4.0, 2.25]", "[2.0, 1.5]"),
+    "rsqrt": ("``1 / sqrt(x)``", "[4.0, 0.25]", "[0.5, 2.0]"),
+    "square": ("``x * x`` (integers stay integers)", "[-3, 2]", "[9, 4]"),
+    "floor": ("Rounded down", "[-1.5, 2.5]", "[-2.0, 2.0]"),
+    "ceil": ("Rounded up", "[-1.5, 2.5]", "[-1.0, 3.0]"),
+    "trunc": ("Rounded towards zero (also ``fix``)", "[-1.5, 2.5]", "[-1.0, 2.0]"),
+    "sin": ("The sine (radians)", "[0.0, 0.5]", "[0.0, 0.4794255495071411]"),
+    "cos": ("The cosine (radians)", "[0.0, 0.5]", "[1.0, 0.8775825500488281]"),
+    "tan": ("The tangent (radians)", "[0.0, 0.5]", "[0.0, 0.5463024973869324]"),
+    "asin": ("The arcsine", "[0.0, 1.0]", "[0.0, 1.5707963705062866]"),
+    "acos": ("The arccosine (also ``arccos``)", "[1.0, 0.0]", "[0.0, 1.5707963705062866]"),
+    "atan": ("The arctangent (also ``arctan``)", "[0.0, 1.0]", "[0.0, 0.7853981852531433]"),
+    "sinh": ("The hyperbolic sine", "[0.0, 1.0]", "[0.0, 1.175201177597046]"),
+    "cosh": ("The hyperbolic cosine", "[0.0, 1.0]", "[1.0, 1.5430805683135986]"),
+    "erf": ("The error function", "[0.0, 1.0]", "[0.0, 0.8427007794380188]"),
+    "erfc": ("``1 - erf(x)``", "[0.0, 1.0]", "[1.0, 0.15729920566082]"),
+    "isinf": ("True where infinite", '[1.0, float("inf"), float("-inf")]', "[False, True, True]"),
+    "isnan": ("True where NaN", '[1.0, float("nan")]', "[False, True]"),
+    "isfinite": (
+        "True where neither infinite nor NaN",
+        '[1.0, float("inf"), float("nan")]',
+        "[True, False, False]",
+    ),
+    "isposinf": (
+        "True where ``+inf``",
+        '[1.0, float("inf"), float("-inf")]',
+        "[False, True, False]",
+    ),
+    "isneginf": (
+        "True where ``-inf``",
+        '[1.0, float("inf"), float("-inf")]',
+        "[False, False, True]",
+    ),
+    "sign": ("The sign: -1, 0 or 1", "[-2.5, 0.0, 3.0]", "[-1.0, 0.0, 1.0]"),
+    "sgn": ("The sign; of a complex number ``x / abs(x)``", "[-2.5, 0.0, 3.0]", "[-1.0, 0.0, 1.0]"),
+    "logical_not": ("True where zero (a bool tensor)", "[0, 1, 2]", "[True, False, False]"),
+}
+
+#: The ``unary`` methods with an example, collected by doctest from here (their functions are
+#: attributes of ``Tensor``, in ``dtorch.api.tensor``, where doctest does not look for them).
+__test__: dict[str, Callable[..., Any]] = {}
+
+
+def _unary_doc(kind: MathKind, name: str) -> str:
+    """The docstring of the ``unary`` method ``name``: a summary, the placements, an example."""
+    if name not in _UNARY_DOCS:
+        return f"The method ``{name}``: one ``{kind.name}`` operator on the tensor."
+    summary, example, result = _UNARY_DOCS[name]
+    partial = (
+        "a Partial input stays Partial (``-x`` is linear)"
+        if kind == MathKind.NEG
+        else "a Partial input is refused (redistribute it first)"
+    )
+    placements = f"The result keeps the input's shards; {partial}."
+    return (
+        f"{summary}, elementwise, as ``torch.{name}``.\n{placements}\n\n"
+        "Example:\n"
+        "    >>> import dtorch\n"
+        f"    >>> dtorch.{name}(dtorch.tensor({example})).tolist()\n"
+        f"    {result}\n"
+    )
+
+
 def unary(kind: MathKind, name: str) -> Callable[[Tensor], Tensor]:
-    """The method ``name``: one ``kind`` operator on the tensor."""
+    """The method ``name``: one ``kind`` operator on the tensor, its docstring from
+    ``_UNARY_DOCS``."""
 
     def method(self: Tensor) -> Tensor:
         return _unary(kind, name, self)
 
     _named(method, name)
+    method.__doc__ = _unary_doc(kind, name)
+    if name in _UNARY_DOCS:
+        __test__[name] = method
     return method
 
 

@@ -67,7 +67,13 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
 
 
 def msort(input: Tensor) -> Tensor:
-    """``torch.msort``: the values of ``sort`` along dim 0."""
+    """``torch.msort``: the values of ``sort`` along dim 0 (which must not be sharded).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.msort(dtorch.tensor([[3, 1], [2, 4], [1, 0]])).tolist()
+        [[1, 0], [2, 1], [3, 4]]
+    """
     return record("msort", SortParam(_dim("msort", input, 0)), (input,))[0]
 
 
@@ -110,14 +116,28 @@ def flip(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
 
 
 def fliplr(input: Tensor) -> Tensor:
-    """``torch.fliplr``: dim 1 reversed (a tensor of at least 2 dims)."""
+    """``torch.fliplr``: dim 1 reversed (a tensor of at least 2 dims; as ``flip``, dim 1
+    must not be sharded, a Partial stays Partial).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.fliplr(dtorch.tensor([[1, 2, 3], [4, 5, 6]])).tolist()
+        [[3, 2, 1], [6, 5, 4]]
+    """
     if input.ndim < 2:
         raise ShapeError(f"fliplr: Input must be >= 2-d; got a {input.ndim}-D tensor")
     return record_one("fliplr", FlipParam((1,)), (input,))
 
 
 def flipud(input: Tensor) -> Tensor:
-    """``torch.flipud``: dim 0 reversed (a tensor of at least 1 dim)."""
+    """``torch.flipud``: dim 0 reversed (a tensor of at least 1 dim; as ``flip``, dim 0
+    must not be sharded, a Partial stays Partial).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.flipud(dtorch.tensor([[1, 2, 3], [4, 5, 6]])).tolist()
+        [[4, 5, 6], [1, 2, 3]]
+    """
     if input.ndim < 1:
         raise ShapeError(f"flipud: Input must be >= 1-d; got a {input.ndim}-D tensor")
     return record_one("flipud", FlipParam((0,)), (input,))

@@ -48,12 +48,35 @@ def reduce(
 def sum(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
+    """The sum over ``dim`` (an int or a tuple; None: every dim); ``dtype``: the result's
+    dtype (integers and bools sum in int64 otherwise). Summing a sharded dim gives a Partial
+    result, each device holding the sum of its shard; a Partial input stays Partial.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.sum(dtorch.arange(6.0).reshape(2, 3), dim=1).tolist()
+        [3.0, 12.0]
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Shard(0)]).sum(0).placements
+        [Partial(sum)]
+    """
     return reduce(ReduceKind.SUM, "sum", input, dim, keepdim, dtype)
 
 
 def mean(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
+    """The mean over ``dim`` (an int or a tuple; None: every dim) of a floating or complex
+    tensor (``dtype``: of the result). As ``sum``, a sharded reduced dim gives Partial: each
+    device divides its shard's sum by the global count, so the parts add up to the mean.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> t = dtorch.arange(4.0, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> t.mean().placements, t.mean().item()
+        ([Partial(sum)], 1.5)
+    """
     return reduce(ReduceKind.MEAN, "mean", input, dim, keepdim, dtype)
 
 
@@ -64,22 +87,63 @@ def prod(
     *,
     dtype: torch.dtype | None = None,
 ) -> Tensor:
+    """The product over ``dim`` (one int; None: every dim); ``dtype`` as ``sum``'s. The
+    reduced dim must not be sharded and the input not Partial (redistribute first).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.prod(dtorch.tensor([[1, 2], [3, 4]]), 1).tolist()
+        [2, 12]
+    """
     return reduce(ReduceKind.PROD, "prod", input, dim, keepdim, dtype)
 
 
 def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """True where any element over ``dim`` (an int or a tuple; None: every dim) is non-zero;
+    a bool tensor. The reduced dims must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.any(dtorch.tensor([[0, 1], [0, 0]]), dim=1).tolist()
+        [True, False]
+    """
     return reduce(ReduceKind.ANY, "any", input, dim, keepdim)
 
 
 def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """True where every element over ``dim`` (an int or a tuple; None: every dim) is
+    non-zero; a bool tensor. The reduced dims must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.all(dtorch.tensor([[1, 1], [0, 1]]), dim=1).tolist()
+        [True, False]
+    """
     return reduce(ReduceKind.ALL, "all", input, dim, keepdim)
 
 
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The int64 index of the largest value along ``dim`` (None: of the flattened tensor).
+    The reduced dim must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[1.0, 5.0], [3.0, 2.0]])
+        >>> dtorch.argmax(t).item(), dtorch.argmax(t, dim=0).tolist()
+        (1, [1, 0])
+    """
     return reduce(ReduceKind.ARGMAX, "argmax", input, dim, keepdim)
 
 
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The int64 index of the smallest value along ``dim`` (None: of the flattened tensor).
+    The reduced dim must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.argmin(dtorch.tensor([[1.0, 5.0], [3.0, 0.0]]), dim=1, keepdim=True).tolist()
+        [[0], [1]]
+    """
     return reduce(ReduceKind.ARGMIN, "argmin", input, dim, keepdim)
 
 
@@ -95,7 +159,15 @@ def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
 
 
 def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
-    """The smallest value over ``dim`` (an int or a tuple; ``()`` or None: every dim)."""
+    """The smallest value over ``dim`` (an int or a tuple; ``()`` or None: every dim). The
+    reduced dims must not be sharded (redistribute them first), as for ``amax``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[1, 5], [3, 2]])
+        >>> dtorch.amin(t, 1).tolist(), dtorch.amin(t).item()
+        ([1, 2], 1)
+    """
     return reduce(ReduceKind.MIN, "amin", input, dim, keepdim)
 
 
@@ -121,13 +193,30 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
 
 def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
     """``max()`` of all, ``max(dim)`` -> ``torch.return_types.max`` (``.values``, ``.indices``
-    dtorch tensors), ``max(other)`` or ``max(other=b)`` -> elementwise maximum."""
+    dtorch tensors), ``max(other)`` or ``max(other=b)`` -> elementwise maximum. The reduced
+    dim must not be sharded; the others keep their shards.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[1, 5], [3, 2]])
+        >>> dtorch.max(t).item(), dtorch.max(t, 1).indices.tolist()
+        (5, [1, 0])
+        >>> dtorch.max(t, dtorch.tensor([[4, 4], [4, 4]])).tolist()
+        [[4, 5], [4, 4]]
+    """
     return _maxmin(MaxMinKind.MAX, input, dim, keepdim, other)
 
 
 def min(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
     """``min()`` of all, ``min(dim)`` -> ``torch.return_types.min``, ``min(other)`` or
-    ``min(other=b)`` -> elementwise minimum."""
+    ``min(other=b)`` -> elementwise minimum (placements as ``max``).
+
+    Example:
+        >>> import dtorch
+        >>> values, indices = dtorch.min(dtorch.tensor([[1, 5], [3, 2]]), dim=1)
+        >>> values.tolist(), indices.tolist()
+        ([1, 2], [0, 1])
+    """
     return _maxmin(MaxMinKind.MIN, input, dim, keepdim, other)
 
 
@@ -140,13 +229,28 @@ def _implicit_dim(input: Tensor, dim: int | None) -> int:
 
 def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> Tensor:
     """Softmax over ``dim``; ``dim=None`` follows torch's legacy implicit-dim rule (0 for 0-,
-    1- and 3-d inputs, else 1; torch warns, dtorch does not)."""
+    1- and 3-d inputs, else 1; torch warns, dtorch does not). ``dtype``: cast the input
+    first. The softmax dim must not be sharded; the others keep their shards.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.softmax(dtorch.tensor([[1.0, 1.0, 1.0, 1.0]]), dim=1).tolist()
+        [[0.25, 0.25, 0.25, 0.25]]
+    """
     dim = _implicit_dim(input, dim)
     param = SoftmaxParam(normalize_dims(dim, input.ndim, op="softmax")[0], False, dtype)
     return record("softmax", param, (input,))[0]
 
 
 def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
+    """The log of ``softmax`` over ``dim``, computed in one operator (placements as
+    ``softmax``'s: the dim must not be sharded).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.log_softmax(dtorch.tensor([0.0, 0.0]), dim=0).exp().tolist()
+        [0.5, 0.5]
+    """
     param = SoftmaxParam(normalize_dims(dim, input.ndim, op="log_softmax")[0], True, dtype)
     return record("log_softmax", param, (input,))[0]
 
@@ -172,5 +276,11 @@ def cumsum(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tens
 
 
 def cumprod(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
-    """Running products along ``dim`` (as ``cumsum``; a Partial input is refused)."""
+    """Running products along ``dim`` (as ``cumsum``; a Partial input is refused).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.cumprod(dtorch.tensor([[1, 2, 3], [4, 5, 6]]), dim=1).tolist()
+        [[1, 2, 6], [4, 20, 120]]
+    """
     return _scan(ScanKind.PROD, "cumprod", input, dim, dtype)

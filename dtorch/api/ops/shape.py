@@ -112,13 +112,29 @@ def view_dtype(t: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def reshape(input: Tensor, *sizes_: Any, shape: Any = None) -> Tensor:
-    """``reshape(*sizes)``, ``reshape(sizes)`` or torch's keyword ``reshape(shape=...)``."""
+    """``reshape(*sizes)``, ``reshape(sizes)`` or torch's keyword ``reshape(shape=...)`` (one
+    -1 at most). A view where torch's would be one; a shard is kept only where each device's
+    piece stays its chunk of the result (else a PlacementError: redistribute first).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.reshape(dtorch.arange(6), (2, -1)).tolist()
+        [[0, 1, 2], [3, 4, 5]]
+    """
     wanted = sizes(sizes_ if shape is None else (shape,))
     target = infer_shape("reshape", wanted, input.numel())
     return record("reshape", ReshapeParam(target), (input,))[0]
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Dims ``start_dim`` to ``end_dim`` merged into one (a ``reshape``; its placement rules).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(2, 3, 4)
+        >>> dtorch.flatten(t).shape, dtorch.flatten(t, 1).shape
+        (torch.Size([24]), torch.Size([2, 12]))
+    """
     start, end = (
         normalize_dims((start_dim, end_dim), input.ndim, op="flatten") if input.ndim else (0, 0)
     )
@@ -128,6 +144,15 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    """The dims of size 1 removed: all of them, or those of ``dim`` (an int or a tuple; a
+    listed dim of another size stays). Shards move with their dims.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(2, 1, 3, 1)
+        >>> dtorch.squeeze(t).shape, dtorch.squeeze(t, 1).shape
+        (torch.Size([2, 3]), torch.Size([2, 3, 1]))
+    """
     if dim is None:
         dims = tuple(i for i, s in enumerate(input.shape) if s == 1)
     else:
@@ -136,6 +161,15 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
 
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """A dim of size 1 inserted at ``dim`` (negative: counted from the end of the result).
+    Shards move with their dims.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([1, 2])
+        >>> dtorch.unsqueeze(t, 0).tolist(), dtorch.unsqueeze(t, -1).tolist()
+        ([[1, 2]], [[1], [2]])
+    """
     return record(
         "unsqueeze",
         UnsqueezeParam(normalize_dims(dim, input.ndim + 1, op="unsqueeze")[0]),
@@ -144,6 +178,15 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Dims ``dim0`` and ``dim1`` swapped; a shard moves with its dim.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> t = dtorch.ones(4, 2, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> dtorch.transpose(t, 0, 1).shape, dtorch.transpose(t, 0, 1).placements
+        (torch.Size([2, 4]), [Shard(dim=1)])
+    """
     a, b = normalize_dims((dim0, dim1), input.ndim, op="transpose")
     return record("transpose", TransposeParam(a, b), (input,))[0]
 
@@ -170,7 +213,14 @@ def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
 
 
 def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
-    """``permute(*dims)``, ``permute(dims)`` or torch's keyword ``permute(dims=...)``."""
+    """``permute(*dims)``, ``permute(dims)`` or torch's keyword ``permute(dims=...)``: the
+    dims in that order; shards move with their dims.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.permute(dtorch.zeros(2, 3, 4), (2, 0, 1)).shape
+        torch.Size([4, 2, 3])
+    """
     wanted = sizes(order if dims is None else (dims,))
     normal = normalize_dims(wanted, input.ndim, op="permute")
     if sorted(normal) != list(range(input.ndim)):
@@ -197,6 +247,15 @@ _CONTIGUOUS = ContiguousParam()
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """``input`` cut into ``chunks`` pieces along ``dim`` (torch's sizes: the last may be
+    smaller, and there may be fewer). The chunked dim must not be sharded; the others keep
+    their shards.
+
+    Example:
+        >>> import dtorch
+        >>> [c.tolist() for c in dtorch.chunk(dtorch.arange(5), 3)]
+        [[0, 1], [2, 3], [4]]
+    """
     return _chunk("chunk", input, chunks, dim)
 
 
@@ -208,7 +267,13 @@ def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
 
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """The slices along ``dim`` (one Chunk operator, recorded as ``unbind`` so that its
-    errors name what the user called), each squeezed."""
+    errors name what the user called), each squeezed. The unbound dim must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> [c.tolist() for c in dtorch.unbind(dtorch.tensor([[1, 2], [3, 4]]), dim=1)]
+        [[1, 3], [2, 4]]
+    """
     d = normalize_dims(dim, input.ndim, op="unbind")[0]
     if input.shape[d] == 0:
         return ()
@@ -295,6 +360,17 @@ def _slice(name: str, t: Tensor, dim: int, start: int, length: int) -> Tensor:
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """``tensors`` joined along ``dim``. Along a sharded dim each device keeps its local
+    pieces and the result is marked ``Shard(dim, sub_split_coordinates=...)``, the bounds of
+    the parts (DTorch's behaviour, ``docs/compatibility.md``); values are torch's.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> a = dtorch.arange(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> dtorch.cat([a, a]).tolist(), dtorch.cat([a, a]).placements
+        ([0, 1, 2, 3, 0, 1, 2, 3], [Shard(dim=0, sub_split_coordinates=(4,))])
+    """
     tensors = _tensor_list("cat", tensors)
     return record(
         "cat", ConcatParam(normalize_dims(dim, tensors[0].ndim, op="cat")[0]), tuple(tensors)
@@ -302,6 +378,13 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """``tensors`` (of one shape) joined along a new dim ``dim``; shards move with their dims.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.stack([dtorch.tensor([1, 2]), dtorch.tensor([3, 4])], dim=1).tolist()
+        [[1, 3], [2, 4]]
+    """
     tensors = _tensor_list("stack", tensors)
     d = normalize_dims(dim, tensors[0].ndim + 1, op="stack")[0]
     return record("stack", ConcatParam(d, stack=True), tuple(tensors))[0]

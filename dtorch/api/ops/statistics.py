@@ -168,7 +168,14 @@ def std(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
 ) -> Tensor:  # fmt: skip
-    """The square root of ``var`` (Replicate over sharded reduced dims)."""
+    """The square root of ``var`` (Replicate over sharded reduced dims: one all-reduce).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[1.0, 3.0], [2.0, 6.0]])
+        >>> dtorch.std(t, dim=1, correction=0).tolist()
+        [1.0, 2.0]
+    """
     variance = _moments("std", input, dim, unbiased, keepdim, correction)[0]
     return sum_partials(variance).sqrt().to(_real(input.dtype))
 
@@ -178,7 +185,16 @@ def var_mean(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
-    """``(var, mean)`` as torch's ``var_mean``; both Partial over sharded reduced dims."""
+    """``(var, mean)`` as torch's ``var_mean``; both Partial over sharded reduced dims.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> t = dtorch.arange(4.0, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> v, m = dtorch.var_mean(t)
+        >>> v.placements, round(v.item(), 4), m.item()
+        ([Partial(sum)], 1.6667, 1.5)
+    """
     moments = _moments("var_mean", input, dim, unbiased, keepdim, correction)
     # without keepdim, one more (local) mean drops the reduced dims
     mean = moments.partial_mean if keepdim else moments.work.mean(moments.dims)
@@ -190,7 +206,14 @@ def std_mean(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
-    """``(std, mean)`` as torch's ``std_mean``; both Replicate over sharded reduced dims."""
+    """``(std, mean)`` as torch's ``std_mean``; both Replicate over sharded reduced dims.
+
+    Example:
+        >>> import dtorch
+        >>> s, m = dtorch.std_mean(dtorch.tensor([[1.0, 3.0], [2.0, 6.0]]), dim=0, correction=0)
+        >>> s.tolist(), m.tolist()
+        ([0.5, 1.5], [1.5, 4.5])
+    """
     moments = _moments("std_mean", input, dim, unbiased, keepdim, correction)
     mean = moments.mean if keepdim else sum_partials(moments.work.mean(moments.dims))
     deviation = sum_partials(moments.variance).sqrt()
@@ -324,7 +347,15 @@ def nansum(
 def nanmean(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
-    """``mean`` of the values that are not NaN (floating and complex inputs only)."""
+    """``mean`` of the values that are not NaN (floating and complex inputs only); Replicate
+    over sharded reduced dims (the sums are all-reduced before the division).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[1.0, float("nan")], [2.0, 4.0]])
+        >>> dtorch.nanmean(t, dim=1).tolist(), dtorch.nanmean(t).item()
+        ([1.0, 3.0], 2.3333332538604736)
+    """
     if not _inexact(input):
         raise DtypeError(
             f"nanmean(): expected input to have floating point or complex dtype but got "
