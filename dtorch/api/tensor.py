@@ -526,7 +526,7 @@ class Tensor(TensorBase):
 
     # --- copies and conversions -------------------------------------------------------------
     clone = _cv.clone
-    copy_ = _cv.copy_
+    copy_ = _fl.copy_  # a number fills, as in torch
     detach = _cv.detach
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:

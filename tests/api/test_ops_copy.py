@@ -198,3 +198,33 @@ def test_copy_rejections(graph: dtorch.Graph) -> None:
     with pytest.raises(ShapeError, match=r"^copy_: shapes \[4, 3\] x \[4, 4\] do not broadcast"):
         dst.copy_(place(torch.ones(4, 4), mesh, [R], graph))
     assert torch.equal(dst.to_torch(), torch.zeros(4, 3))  # refused calls changed nothing
+
+
+@pytest.mark.parametrize("value", [2.5, -3, True])
+def test_copy_of_a_number_fills_as_torch_does(value: Any, graph: dtorch.Graph) -> None:
+    """``t.copy_(2.5)``: torch takes the number as a 0-d tensor (dtorch refused it)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for dtype in (torch.float32, torch.int32):
+        want = torch.zeros(5, 3, dtype=dtype).copy_(value)
+        dst = place(torch.zeros(5, 3, dtype=dtype), mesh, [S0], graph)
+        assert dst.copy_(value) is dst
+        assert torch.equal(dst.to_torch(), want)
+        assert dst.placements == [S0]
+
+
+def test_masked_fill_takes_a_zero_dim_dtorch_tensor(graph: dtorch.Graph) -> None:
+    """A 0-d dtorch tensor as the value, as torch takes a 0-d tensor (it was refused with
+    "expected a dtorch.Tensor or a number, got Tensor"); its dtype is the input's; a value
+    with dimensions is refused as torch refuses it."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(10).view(5, 2)
+    for dtype in (torch.float32, torch.int64):
+        x = place(full.to(dtype), mesh, [S0], graph)
+        value = dtorch.tensor(7.5, device_mesh=mesh, graph=graph)
+        want = full.to(dtype).masked_fill(full > 4, torch.tensor(7.5))
+        got = x.masked_fill(x > 4, value)
+        assert got.dtype == want.dtype and torch.equal(got.to_torch(), want)
+        assert x.masked_fill_(x > 4, value) is x
+        assert torch.equal(x.to_torch(), want) and x.placements == [S0]
+    with pytest.raises(ValueError, match="only supports a 0-dimensional value tensor"):
+        x.masked_fill(x > 4, dtorch.ones(2, device_mesh=mesh, graph=graph))

@@ -18,7 +18,7 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.convert import cast
+from dtorch.api.ops.convert import assign, cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
 from dtorch.errors import DtypeError
@@ -358,8 +358,20 @@ def select(name: str, condition: Tensor, input: Any, other: Any) -> Tensor:
 
 
 def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
+    if isinstance(value, TensorBase):  # a 0-d tensor on the devices: torch takes it too
+        return where(mask, cast(_fill_value("masked_fill", value), input.dtype), input)
     param = MaskedParam(MaskedKind.FILL, as_scalar(value))
     return record("masked_fill", param, (input, mask))[0]
+
+
+def _fill_value(name: str, value: Tensor) -> Tensor:
+    """A dtorch tensor given as the fill value: 0-d only, as torch has it."""
+    if value.shape:
+        raise ValueError(
+            f"{name} only supports a 0-dimensional value tensor, but got tensor with "
+            f"{len(value.shape)} dimension(s)."
+        )
+    return value
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
@@ -368,6 +380,8 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
 
 def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
     """``masked_fill`` in place: the devices change ``input``'s shards; returns ``input``."""
+    if isinstance(value, TensorBase):
+        return assign("masked_fill_", input, masked_fill(input, mask, value))
     param = MaskedParam(MaskedKind.FILL, as_scalar(value), in_place=True)
     record("masked_fill_", param, (input, mask))
     return input

@@ -30,6 +30,21 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
+def copy_(dst: Tensor, src: Any) -> Tensor:
+    """torch's ``copy_``: ``src``'s values into ``dst`` in place (``convert.copy_``); a
+    number, which torch takes as a 0-d tensor, fills ``dst`` (``fill_``). Returns ``dst``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(3)
+        >>> t.copy_(2.5).tolist(), t.copy_(dtorch.arange(3.0)).tolist()
+        ([2.5, 2.5, 2.5], [0.0, 1.0, 2.0])
+    """
+    if is_scalar(src):
+        return fill_(dst, src)
+    return _cv.copy_(dst, src)
+
+
 def fill_(t: Tensor, value: Any) -> Tensor:
     """torch's ``fill_``: every element of ``t`` set to ``value`` (a number, or a 0-d torch or
     dtorch tensor) in place, in ``t``'s dtype; every alias and view of ``t`` sees it (a
