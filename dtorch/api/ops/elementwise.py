@@ -17,7 +17,7 @@ import torch
 
 from dtorch.api.create import beside
 from dtorch.api.functions import nonzero
-from dtorch.api.handle import TensorBase
+from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
@@ -358,7 +358,7 @@ def select(name: str, condition: Tensor, input: Any, other: Any) -> Tensor:
 
 
 def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
-    if isinstance(value, TensorBase):  # a 0-d tensor on the devices: torch takes it too
+    if is_tensor(value):  # a 0-d tensor on the devices: torch takes it too
         return where(mask, cast(_fill_value("masked_fill", value), input.dtype), input)
     param = MaskedParam(MaskedKind.FILL, as_scalar(value))
     return record("masked_fill", param, (input, mask))[0]
@@ -380,7 +380,7 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
 
 def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
     """``masked_fill`` in place: the devices change ``input``'s shards; returns ``input``."""
-    if isinstance(value, TensorBase):
+    if is_tensor(value):
         return assign("masked_fill_", input, masked_fill(input, mask, value))
     param = MaskedParam(MaskedKind.FILL, as_scalar(value), in_place=True)
     record("masked_fill_", param, (input, mask))
