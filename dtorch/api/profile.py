@@ -77,9 +77,13 @@ class Profile:
         if graph.closed:
             raise GraphError(f"Graph {graph.id} is closed; it cannot be profiled")
         _claim(graph)
+        self._began_ns = time.perf_counter_ns()  # t0: before the start is recorded
+        try:  # refused (while a function is traced, say): the graph may be profiled later
+            _record(graph, ProfileParam(start=True))
+        except BaseException:
+            _release(graph)
+            raise
         self._state = "open"
-        self._began_ns = time.perf_counter_ns()
-        _record(graph, ProfileParam(start=True))
         return self
 
     def __exit__(

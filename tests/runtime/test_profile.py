@@ -104,6 +104,21 @@ def test_profiles_do_not_nest_and_enter_once(graph: dtorch.Graph) -> None:
         pass
 
 
+def test_a_profile_refused_inside_a_trace_leaves_the_graph_free(graph: dtorch.Graph) -> None:
+    """A profile block inside a traced function is refused (TraceError); the refusal came
+    after the graph was claimed, and every later profile of the graph said "do not nest"."""
+
+    def profiled(t: dtorch.Tensor) -> dtorch.Tensor:
+        with dtorch.profile(graph):
+            return t + 1
+
+    with pytest.raises(dtorch.TraceError):
+        dtorch.trace(profiled, dtorch.ones(2, device_mesh=_mesh(), graph=graph))
+    with dtorch.profile(graph) as prof:
+        assert (dtorch.ones(2, device_mesh=_mesh(), graph=graph) * 2).tolist() == [2.0, 2.0]
+    assert Counter(e.name.split("_")[0] for e in prof.events)["mul"] == DEVICES
+
+
 def test_export_before_the_end_is_refused(graph: dtorch.Graph, tmp_path: Path) -> None:
     with dtorch.profile(graph) as prof, pytest.raises(GraphError, match="has not ended"):
         prof.export_chrome_trace(tmp_path / "early.json")
