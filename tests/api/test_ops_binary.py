@@ -580,3 +580,28 @@ def test_partial_times_infinity_or_over_zero_is_refused(  # type: ignore[no-unty
     ):
         assert got.placements == [P]
         compare(got.to_torch(), want, True, name)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t * 3,
+        lambda t: t / 2,
+        lambda t: 2.5 * t,
+        lambda t: t * t.new_ones(t.shape, dtype=torch.int64),
+    ],
+    ids=["times-3", "over-2", "2.5-times", "times-int-tensor"],
+)
+def test_a_bool_partial_is_not_widened_part_by_part(call: Any, graph: dtorch.Graph) -> None:
+    """A bool Partial (a ``sum(dtype=bool)`` over a sharded dim) is the OR of its parts: a
+    product that converts it to a number converted each part (True + True made 6 of 3 * True);
+    it is refused now, as ``.float()`` of it is; after a redistribution the value is torch's."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    parts = torch.tensor([[True, True, False], [True, False, False]])
+    p = place(parts, mesh, [S0], graph).sum(0, dtype=torch.bool)
+    assert p.placements == [P]
+    with pytest.raises(PlacementError, match="Partial is accepted only where"):
+        call(p)
+    want = call(parts.any(0))
+    got = call(p.redistribute(placements=[R]))
+    assert got.dtype == want.dtype and torch.equal(got.to_torch(), want)

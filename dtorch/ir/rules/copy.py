@@ -20,15 +20,13 @@ Example:
 
 from __future__ import annotations
 
-import torch
-
 from dtorch.errors import ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import CastParam, CloneParam, CopyParam, OpParam
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate
 from dtorch.ir.rules.elementwise import broadcast_labels, broadcast_shapes
-from dtorch.ir.rules.promotion import tensors_dtype
+from dtorch.ir.rules.promotion import cast_is_linear, tensors_dtype
 from dtorch.ir.rules.signature import elementwise, expand, identity, one_output, signature
 
 _LINEAR = elementwise(1, ["P -> P"])
@@ -45,20 +43,6 @@ _COPY_NONLINEAR = signature(
     legend="dst x src; i: a dim of dst",
     hint="copying Partial values across these dtypes does not add up: redistribute first",
 )  # fmt: skip
-
-
-def cast_is_linear(src: torch.dtype, dst: torch.dtype) -> bool:
-    """True when converting each partial value and summing equals converting the sum.
-
-    Example:
-        >>> cast_is_linear(torch.int64, torch.float32), cast_is_linear(torch.float32, torch.int64)
-        (True, False)
-    """
-    if src == dst:
-        return True
-    if torch.bool in (src, dst):
-        return False
-    return dst.is_floating_point or not src.is_floating_point
 
 
 def clone_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

@@ -47,6 +47,7 @@ from dtorch.ir.rules.promotion import (
     activation_dtype,
     alpha_binary_dtype,
     binary_dtype,
+    cast_is_linear,
     math_dtype,
     scalar_binary_dtype,
 )
@@ -148,7 +149,18 @@ def binary_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     else:
         dtype = alpha_binary_dtype(name, param.binary, *sides, _alpha_kind(name, param))
     sig = _BINARY_SIGS.get(param.binary, _PLAIN2)
+    if not _converts_linearly(inputs, dtype):
+        sig = _PLAIN2
     return elementwise_placements(name, sig, inputs, shape, dtype)
+
+
+def _converts_linearly(inputs: tuple[Operand, ...], dtype: torch.dtype) -> bool:
+    """Whether each Partial input converts to the result ``dtype`` linearly: the operator
+    converts every part (a bool Partial, whose parts saturate, times 3 would add 3 per True
+    part where the value is one True); otherwise no Partial row applies."""
+    return all(
+        cast_is_linear(x.dtype, dtype) for x in inputs if any(p.is_partial() for p in x.placements)
+    )
 
 
 def _alpha_kind(name: str, param: BroadcastBinaryParam) -> ScalarKind:
@@ -173,6 +185,8 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
     if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value):
         sig = _UNBOUNDED1
+    elif not _converts_linearly((x,), dtype):
+        sig = _PLAIN1
     return elementwise_placements(name, sig, (x,), x.shape, dtype)
 
 

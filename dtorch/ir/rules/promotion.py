@@ -243,3 +243,17 @@ def _clamp(x: Side, low: Side | None, high: Side | None, default: torch.dtype) -
 def clamp_dtype(name: str, x: Side, low: Side | None, high: Side | None) -> torch.dtype:
     """Result dtype of ``clamp(x, min, max)`` (bounds as 0-d sides; None where absent)."""
     return _answer(name, _clamp(x, low, high, torch.get_default_dtype()))
+
+
+def cast_is_linear(src: torch.dtype, dst: torch.dtype) -> bool:
+    """True when converting each partial value and summing equals converting the sum.
+
+    Example:
+        >>> cast_is_linear(torch.int64, torch.float32), cast_is_linear(torch.float32, torch.int64)
+        (True, False)
+    """
+    if src == dst:
+        return True
+    if torch.bool in (src, dst):
+        return False
+    return dst.is_floating_point or not src.is_floating_point

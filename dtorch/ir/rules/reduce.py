@@ -6,7 +6,7 @@ divides by the GLOBAL size, so the partial values add up to the mean); ``max``, 
 ``prod``, ``any``, ``all``, ``argmax``, ``argmin`` and softmax reject it. A Partial input is
 kept by ``sum`` and ``mean`` only (they are linear). A scan (``cumsum``/``cumprod``) keeps
 the shards of the other dims and refuses a shard of the scanned dim; ``cumsum`` keeps a Partial
-input where its dtype conversion is linear too (``dtorch.ir.rules.copy.cast_is_linear``).
+input where its dtype conversion is linear too (``dtorch.ir.rules.promotion.cast_is_linear``).
 
 Example:
     >>> import torch
@@ -40,8 +40,7 @@ from dtorch.ir.rules.base import (
     norm_dim,
     norm_dims,
 )
-from dtorch.ir.rules.copy import cast_is_linear
-from dtorch.ir.rules.promotion import reduce_dtype, scan_dtype, softmax_dtype
+from dtorch.ir.rules.promotion import cast_is_linear, reduce_dtype, scan_dtype, softmax_dtype
 from dtorch.ir.rules.signature import Labels, fresh_labels, one_input, signature
 
 _FIRST = "redistribute the reduced dims to Replicate first"
