@@ -125,12 +125,13 @@ class DeviceMesh:
         ((1,), False)
     """
 
-    __slots__ = ("_device_type", "_dim_names", "_hash", "_ids", "_positions", "_shape")
+    __slots__ = ("_device_type", "_dim_names", "_first", "_hash", "_ids", "_positions", "_shape")
     _device_type: str
     _dim_names: tuple[str, ...] | None
     _hash: int
     _ids: tuple[int, ...]
     _positions: dict[int, int] | None  # device id -> flat index, built for large meshes
+    _first: DeviceMesh | None  # first_device_mesh(), made once: caches key meshes by identity
     _shape: tuple[int, ...]
 
     def __init__(
@@ -170,6 +171,7 @@ class DeviceMesh:
         _set_names(self, names)
         _set_hash(self, hash((kind, shape, ids, names)))
         _set_positions(self, None)
+        _set_first(self, None)
 
     @classmethod
     def from_ids(
@@ -286,7 +288,11 @@ class DeviceMesh:
             >>> DeviceMesh("cpu", [300, 301]).first_device_mesh()
             DeviceMesh('cpu', [300])
         """
-        return DeviceMesh.from_ids(self._device_type, (1,), (self._ids[0],))
+        first = self._first
+        if first is None:  # one object per mesh: a fetch per value would miss every cache
+            first = DeviceMesh.from_ids(self._device_type, (1,), (self._ids[0],))
+            _set_first(self, first)
+        return first
 
     def first_device_id(self) -> Device:
         """The first device as a dtorch Device (kind and index)."""
@@ -404,9 +410,9 @@ class DeviceMesh:
         return f"DeviceMesh({self._device_type!r}, {ids}{names})"
 
 
-_set_kind, _set_shape, _set_ids, _set_names, _set_hash, _set_positions = (
+_set_kind, _set_shape, _set_ids, _set_names, _set_hash, _set_positions, _set_first = (
     DeviceMesh.__dict__[name].__set__
-    for name in ("_device_type", "_shape", "_ids", "_dim_names", "_hash", "_positions")
+    for name in ("_device_type", "_shape", "_ids", "_dim_names", "_hash", "_positions", "_first")
 )
 
 
