@@ -108,6 +108,16 @@ def _size_keyword(name: str, size: Any) -> Any:
 
 
 def full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """``torch.full``: ``size`` filled with ``fill_value`` (a number or a 0-d torch tensor).
+    Without ``dtype``, a bool fill gives bool, an int int64, a float the graph's
+    ``default_dtype`` (float32 unless set there: ``torch.set_default_dtype`` does not change
+    it); unlike torch, ``size`` may be a bare int.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.full((2, 2), 7).tolist(), dtorch.full(3, 0.5).dtype
+        ([[7, 7], [7, 7]], torch.float32)
+    """
     shape = _shape((size,))
     if not is_scalar(fill_value):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
@@ -345,7 +355,16 @@ def _int_bound(name: str, value: Any) -> int:
 
 def from_torch(data: torch.Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
     """Distribute a full torch tensor: Shard chunks it, Replicate copies it, Partial puts the
-    value on the first rank of that mesh dimension and zeros elsewhere."""
+    value on the first rank of that mesh dimension and zeros elsewhere. The devices hold a copy
+    (in ``dtype`` if given): later writes to ``data`` do not reach it.
+
+    Example:
+        >>> import torch, dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> x = dtorch.from_torch(torch.arange(4.0), device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> x.placements, x.to_torch().tolist()
+        ([Shard(dim=0)], [0.0, 1.0, 2.0, 3.0])
+    """
     return distribute(Tensor, data, dtype=dtype, **kw)
 
 

@@ -476,7 +476,14 @@ class Tensor(TensorBase):
         return _sh.reshape(self, other.shape)
 
     def t(self) -> Tensor:
-        """torch's ``t()``: a 0-D or 1-D tensor as it is, a 2-D one transposed."""
+        """torch's ``t()``: a 0-D or 1-D tensor as it is, a 2-D one transposed (a shard moves
+        with its dim); more dims are refused.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.t(dtorch.tensor([[1, 2, 3]])).tolist(), dtorch.t(dtorch.arange(2)).tolist()
+            ([[1], [2], [3]], [0, 1])
+        """
         if self.ndim > 2:
             raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
         return _sh.transpose(self, 0, -1) if self.ndim == 2 else self
@@ -489,6 +496,17 @@ class Tensor(TensorBase):
     unbind = _sh.unbind
 
     def split(self, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+        """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter when it
+        does not divide), or one piece per size of a list. Each piece is a slice: a sharded
+        ``dim`` is split only where every piece stays chunked over the same devices (else a
+        PlacementError that says to redistribute). ``dtorch.split`` is this method, so its
+        keyword is ``split_size``, not ``torch.split``'s ``split_size_or_sections``.
+
+        Example:
+            >>> import dtorch
+            >>> [p.tolist() for p in dtorch.split(dtorch.arange(5), 2)]
+            [[0, 1], [2, 3], [4]]
+        """
         return _sh.split(self, split_size, dim)
 
     narrow = _sh.narrow

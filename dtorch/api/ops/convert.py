@@ -42,6 +42,16 @@ def cast(t: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def clone(t: Tensor) -> Tensor:
+    """A copy of ``t`` with its shape, dtype, mesh and placements (a Partial stays Partial):
+    later in-place writes to either do not reach the other.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.arange(3)
+        >>> c = dtorch.clone(t).add_(1)
+        >>> t.tolist(), c.tolist()
+        ([0, 1, 2], [1, 2, 3])
+    """
     return record("clone", _CLONE, (t,))[0]
 
 
@@ -99,7 +109,16 @@ def assign(name: str, target: Tensor, result: Tensor) -> Tensor:
 
 
 def detach(t: Tensor) -> Tensor:
-    """A new handle to the same value (dtorch records no gradients)."""
+    """A new handle to the same value, as torch's ``detach`` shares storage: an in-place write
+    through either is seen by both (dtorch records no gradients, so nothing else changes).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.arange(3)
+        >>> _ = dtorch.detach(t).add_(1)
+        >>> t.tolist()
+        [1, 2, 3]
+    """
     return t._alias()
 
 

@@ -78,12 +78,28 @@ def _zero_dim(value: Any, other: TensorBase) -> Any:
 
 
 def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
-    """``input + alpha * other``, ``alpha`` applied in the result dtype as torch does."""
+    """``input + alpha * other``, ``alpha`` applied in the result dtype as torch does; either
+    side may be a number. Two Partials stay Partial (``P + P``); a number added to a
+    Partial is refused (each part would add it).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.add(dtorch.arange(3), 2, alpha=3).tolist()
+        [6, 7, 8]
+    """
     return _scaled_binary(BinaryKind.ADD, "add", input, other, alpha)
 
 
 def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
-    """``input - alpha * other``, ``alpha`` applied in the result dtype as torch does."""
+    """``input - alpha * other``, ``alpha`` applied in the result dtype as torch does; either
+    side may be a number. Two Partials stay Partial (``P - P``); a number and a Partial
+    are refused.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.sub(dtorch.arange(3), 1, alpha=2).tolist()
+        [-2, -1, 0]
+    """
     return _scaled_binary(BinaryKind.SUB, "sub", input, other, alpha)
 
 
@@ -120,10 +136,32 @@ def _times(number: Scalar, factor: Scalar) -> Any:
 
 
 def mul(input: Any, other: Any) -> Tensor:
+    """``input * other``, elementwise, as ``torch.mul``; either side may be a number.
+    A Partial times a Replicate (either order) or a finite number stays Partial, as in
+    DTensor: exact for finite values (an infinite factor gives NaN where torch gives
+    +-inf, see docs/compatibility.md); ``P * P``, and a bool Partial that the product
+    would widen part by part, are refused.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.mul(dtorch.tensor([1.0, -2.0]), 3).tolist()
+        [3.0, -6.0]
+    """
     return binary(BinaryKind.MUL, "mul", input, other)
 
 
 def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """``input / other`` as ``torch.div``: true division (integers give a float), or rounded
+    with ``rounding_mode`` ``'floor'`` or ``'trunc'``; either side may be a number.
+    A Partial divided by a non-zero number stays Partial (not a bool one); unlike DTensor,
+    a Partial divided by a tensor is refused (where the divisor is 0 the parts give NaN).
+
+    Example:
+        >>> import dtorch
+        >>> a = dtorch.tensor([7, -7])
+        >>> dtorch.div(a, 2).tolist(), dtorch.div(a, 2, rounding_mode="floor").tolist()
+        ([3.5, -3.5], [3, -4])
+    """
     if rounding_mode is None:
         return binary(BinaryKind.DIV, "div", input, other)
     if rounding_mode == "floor":
@@ -150,58 +188,160 @@ def remainder(input: Any, other: Any) -> Tensor:
 
 
 def pow(input: Any, exponent: Any) -> Tensor:
+    """``input ** exponent``, elementwise, as ``torch.pow``; either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> a = dtorch.tensor([1, 2, 3])
+        >>> dtorch.pow(a, 2).tolist(), dtorch.pow(2, a).tolist()
+        ([1, 4, 9], [2, 4, 8])
+    """
     return binary(BinaryKind.POW, "pow", input, exponent)
 
 
 def eq(input: Any, other: Any) -> Tensor:
+    """``input == other``, elementwise, as ``torch.eq``: a bool tensor; either side may
+    be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.eq(dtorch.tensor([1, 2, 3]), 2).tolist()
+        [False, True, False]
+    """
     return binary(BinaryKind.EQ, "eq", input, other)
 
 
 def ne(input: Any, other: Any) -> Tensor:
+    """``input != other``, elementwise, as ``torch.ne``: a bool tensor; either side may
+    be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.ne(dtorch.tensor([1, 2, 3]), 2).tolist()
+        [True, False, True]
+    """
     return binary(BinaryKind.NE, "ne", input, other)
 
 
 def gt(input: Any, other: Any) -> Tensor:
+    """``input > other``, elementwise, as ``torch.gt`` (also ``greater``): a bool tensor;
+    either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.gt(dtorch.tensor([1, 2, 3]), 2).tolist()
+        [False, False, True]
+    """
     return binary(BinaryKind.GT, "gt", input, other)
 
 
 def lt(input: Any, other: Any) -> Tensor:
+    """``input < other``, elementwise, as ``torch.lt`` (also ``less``): a bool tensor;
+    either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.lt(dtorch.tensor([1, 2, 3]), 2).tolist()
+        [True, False, False]
+    """
     return binary(BinaryKind.LT, "lt", input, other)
 
 
 def ge(input: Any, other: Any) -> Tensor:
+    """``input >= other``, elementwise, as ``torch.ge`` (also ``greater_equal``): a bool tensor;
+    either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.ge(dtorch.tensor([1, 2, 3]), 2).tolist()
+        [False, True, True]
+    """
     return binary(BinaryKind.GE, "ge", input, other)
 
 
 def le(input: Any, other: Any) -> Tensor:
+    """``input <= other``, elementwise, as ``torch.le`` (also ``less_equal``): a bool tensor;
+    either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.le(dtorch.tensor([1, 2, 3]), 2).tolist()
+        [True, True, False]
+    """
     return binary(BinaryKind.LE, "le", input, other)
 
 
 def logical_and(input: Any, other: Any) -> Tensor:
+    """True where both are non-zero (a bool tensor), as ``torch.logical_and``; unlike torch,
+    ``other`` may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> a, b = dtorch.tensor([0, 1, 2]), dtorch.tensor([1.0, 0.0, 3.0])
+        >>> dtorch.logical_and(a, b).tolist()
+        [False, False, True]
+    """
     return binary(BinaryKind.LOGICAL_AND, "logical_and", input, other)
 
 
 def logical_or(input: Any, other: Any) -> Tensor:
+    """True where either is non-zero (a bool tensor), as ``torch.logical_or``; unlike torch,
+    ``other`` may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> a, b = dtorch.tensor([0, 1, 0]), dtorch.tensor([0.0, 0.0, 2.0])
+        >>> dtorch.logical_or(a, b).tolist()
+        [False, True, True]
+    """
     return binary(BinaryKind.LOGICAL_OR, "logical_or", input, other)
 
 
 def bitwise_and(input: Any, other: Any) -> Tensor:
-    """``input & other``: bitwise for integers, logical for bools (torch refuses floats)."""
+    """``input & other``: bitwise for integers, logical for bools (torch refuses floats);
+    either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.bitwise_and(dtorch.tensor([12, 10]), 6).tolist()
+        [4, 2]
+    """
     return binary(BinaryKind.BITWISE_AND, "bitwise_and", input, other)
 
 
 def bitwise_or(input: Any, other: Any) -> Tensor:
-    """``input | other``: bitwise for integers, logical for bools (torch refuses floats)."""
+    """``input | other``: bitwise for integers, logical for bools (torch refuses floats);
+    either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.bitwise_or(dtorch.tensor([12, 10]), 6).tolist()
+        [14, 14]
+    """
     return binary(BinaryKind.BITWISE_OR, "bitwise_or", input, other)
 
 
 def bitwise_xor(input: Any, other: Any) -> Tensor:
-    """``input ^ other``: bitwise for integers, logical for bools (torch refuses floats)."""
+    """``input ^ other``: bitwise for integers, logical for bools (torch refuses floats);
+    either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.bitwise_xor(dtorch.tensor([12, 10]), 6).tolist()
+        [10, 12]
+    """
     return binary(BinaryKind.BITWISE_XOR, "bitwise_xor", input, other)
 
 
 def bitwise_not(input: Tensor) -> Tensor:
-    """``~input``: bitwise for integers, logical for bools (torch refuses floats)."""
+    """``~input``: bitwise for integers, logical for bools (torch refuses floats).
+
+    Example:
+        >>> import dtorch
+        >>> a, b = dtorch.tensor([0, 5]), dtorch.tensor([True, False])
+        >>> dtorch.bitwise_not(a).tolist(), dtorch.bitwise_not(b).tolist()
+        ([-1, -6], [False, True])
+    """
     if input.dtype.is_floating_point or input.dtype.is_complex:
         raise TypeError(
             f"bitwise_not (~) is only implemented on integer and bool tensors, got {input.dtype}"
@@ -210,10 +350,26 @@ def bitwise_not(input: Tensor) -> Tensor:
 
 
 def maximum(input: Tensor, other: Any) -> Tensor:
+    """The larger of ``input`` and ``other``, elementwise (NaN if either is NaN), as
+    ``torch.maximum``; unlike torch, ``other`` may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.maximum(dtorch.tensor([1.0, 5.0]), 3).tolist()
+        [3.0, 5.0]
+    """
     return binary(BinaryKind.MAXIMUM, "maximum", input, other)
 
 
 def minimum(input: Tensor, other: Any) -> Tensor:
+    """The smaller of ``input`` and ``other``, elementwise (NaN if either is NaN), as
+    ``torch.minimum``; unlike torch, ``other`` may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.minimum(dtorch.tensor([1.0, 5.0]), 3).tolist()
+        [1.0, 3.0]
+    """
     return binary(BinaryKind.MINIMUM, "minimum", input, other)
 
 
@@ -229,7 +385,14 @@ def atan2(input: Any, other: Any) -> Tensor:
 
 
 def hypot(input: Any, other: Any) -> Tensor:
-    """``sqrt(input**2 + other**2)`` without overflow; floating-point dtypes only, as in torch."""
+    """``sqrt(input**2 + other**2)`` without overflow; floating-point dtypes only, as in torch
+    (unlike torch, either side may be a number).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.hypot(dtorch.tensor([3.0, 5.0]), dtorch.tensor([4.0, 12.0])).tolist()
+        [5.0, 13.0]
+    """
     return binary(BinaryKind.HYPOT, "hypot", input, other)
 
 
@@ -280,6 +443,13 @@ def activation(kind: ActivationKind, name: str, t: Tensor, approximate: str = "n
 
 
 def relu(input: Tensor) -> Tensor:
+    """``max(input, 0)``, elementwise, as ``torch.relu``; a Partial input is refused.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.relu(dtorch.tensor([-1.0, 0.0, 2.0])).tolist()
+        [0.0, 0.0, 2.0]
+    """
     return activation(ActivationKind.RELU, "relu", input)
 
 
@@ -294,16 +464,38 @@ def silu(input: Tensor) -> Tensor:
 
 
 def sigmoid(input: Tensor) -> Tensor:
+    """``1 / (1 + exp(-input))``, elementwise, as ``torch.sigmoid``; a Partial input is
+    refused.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.sigmoid(dtorch.tensor([0.0, 2.0])).tolist()
+        [0.5, 0.8807970285415649]
+    """
     return activation(ActivationKind.SIGMOID, "sigmoid", input)
 
 
 def tanh(input: Tensor) -> Tensor:
+    """The hyperbolic tangent, elementwise, as ``torch.tanh``; a Partial input is refused.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tanh(dtorch.tensor([0.0, 1.0])).tolist()
+        [0.0, 0.7615941762924194]
+    """
     return activation(ActivationKind.TANH, "tanh", input)
 
 
 def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    """``input`` clamped to ``[min, max]``; numbers clamp in one operator, dtorch tensor bounds
-    as ``minimum(maximum(input, min), max)`` (broadcast, dtype promoted as torch does)."""
+    """``input`` clamped to ``[min, max]`` (also ``clip``); numbers clamp in one operator,
+    dtorch tensor bounds as ``minimum(maximum(input, min), max)`` (broadcast, dtype
+    promoted as torch does). A Partial input is refused.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.clamp(dtorch.tensor([-2, 0, 5]), min=-1, max=3).tolist()
+        [-1, 0, 3]
+    """
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     tensor = TensorBase
@@ -358,6 +550,16 @@ def select(name: str, condition: Tensor, input: Any, other: Any) -> Tensor:
 
 
 def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """``input`` with ``value`` where ``mask`` is True, as ``torch.masked_fill`` (``value`` a
+    number or a 0-d tensor; ``mask`` broadcasts). A Partial ``input`` stays Partial when
+    the value is the number 0 (with a Replicate ``mask``); any other value refuses it.
+
+    Example:
+        >>> import dtorch
+        >>> mask = dtorch.tensor([True, False, True, False])
+        >>> dtorch.masked_fill(dtorch.arange(4.0), mask, -1.0).tolist()
+        [-1.0, 1.0, -1.0, 3.0]
+    """
     if is_tensor(value):  # a 0-d tensor on the devices: torch takes it too
         return where(mask, cast(_fill_value("masked_fill", value), input.dtype), input)
     param = MaskedParam(MaskedKind.FILL, as_scalar(value))
@@ -375,6 +577,16 @@ def _fill_value(name: str, value: Tensor) -> Tensor:
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """``input`` with ``source``'s elements, in order, where ``mask`` is True, as
+    ``torch.masked_scatter``. Unlike other elementwise operators it takes Replicate
+    inputs only (the source is read in mask order): redistribute shards first.
+
+    Example:
+        >>> import dtorch
+        >>> mask = dtorch.tensor([False, True, False, True])
+        >>> dtorch.masked_scatter(dtorch.zeros(4), mask, dtorch.tensor([7.0, 8.0])).tolist()
+        [0.0, 7.0, 0.0, 8.0]
+    """
     return record("masked_scatter", MaskedParam(MaskedKind.SCATTER), (input, mask, source))[0]
 
 
