@@ -134,6 +134,7 @@ from dtorch.api.ops.shape import (
     repeat_interleave,
     reshape,
     roll,
+    split,
     squeeze,
     stack,
     tile,
@@ -252,7 +253,6 @@ sgn = Tensor.sgn
 sign = Tensor.sign
 sin = Tensor.sin
 sinh = Tensor.sinh
-split = Tensor.split
 sqrt = Tensor.sqrt
 square = Tensor.square
 t = Tensor.t

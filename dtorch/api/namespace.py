@@ -213,7 +213,7 @@ NAMESPACE: dict[str, str] = {
     "log_softmax": "dtorch.api.ops.reduce",
     "logical_not": "dtorch.api.tensor:Tensor.logical_not",
     "narrow": "dtorch.api.tensor:Tensor.narrow",
-    "split": "dtorch.api.tensor:Tensor.split",
+    "split": "dtorch.api.ops.shape",
     "tril": "dtorch.api.tensor:Tensor.tril",
     "triu": "dtorch.api.tensor:Tensor.triu",
     "t": "dtorch.api.tensor:Tensor.t",

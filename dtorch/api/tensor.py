@@ -499,12 +499,12 @@ class Tensor(TensorBase):
         """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter when it
         does not divide), or one piece per size of a list. Each piece is a slice: a sharded
         ``dim`` is split only where every piece stays chunked over the same devices (else a
-        PlacementError that says to redistribute). ``dtorch.split`` is this method, so its
-        keyword is ``split_size``, not ``torch.split``'s ``split_size_or_sections``.
+        PlacementError that says to redistribute). ``dtorch.split`` takes torch's keywords
+        (``tensor``, ``split_size_or_sections``).
 
         Example:
             >>> import dtorch
-            >>> [p.tolist() for p in dtorch.split(dtorch.arange(5), 2)]
+            >>> [p.tolist() for p in dtorch.arange(5).split(2)]
             [[0, 1], [2, 3], [4]]
         """
         return _sh.split(self, split_size, dim)

@@ -573,6 +573,16 @@ def test_new_tensors(graph: dtorch.Graph, layout: tuple) -> None:
         t.new_full((2,), [1])
 
 
+def test_the_split_function_takes_torchs_keywords(graph: dtorch.Graph) -> None:
+    """``dtorch.split(tensor=, split_size_or_sections=, dim=)`` as ``torch.split`` (it was the
+    method, whose keyword is ``split_size``)."""
+    full = torch.arange(10).view(5, 2)
+    t = dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2), graph=graph)
+    got = dtorch.split(tensor=t, split_size_or_sections=[1, 4], dim=0)
+    want = torch.split(tensor=full, split_size_or_sections=[1, 4], dim=0)
+    assert [p.tolist() for p in got] == [p.tolist() for p in want]
+
+
 @pytest.mark.parametrize("layout", _WITH_PARTIAL, ids=lambda x: f"{x[0]}{x[1]}")
 def test_split_and_narrow(graph: dtorch.Graph, layout: tuple) -> None:
     """``split`` (a size: the last piece shorter; a list of sizes) and ``narrow`` along every

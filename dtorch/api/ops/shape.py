@@ -280,25 +280,28 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     return tuple(squeeze(part, d) for part in _chunk("unbind", input, input.shape[d], d))
 
 
-def split(input: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
-    """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter when it
-    does not divide), or one piece per size of a list; each a slice (``getitem``), so it keeps
-    the placements a slice keeps (a slice of a sharded dim whose result is not chunked over
-    the same devices is refused: a PlacementError that says to redistribute it).
+def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """torch's ``split`` (``dtorch.split``, and ``Tensor.split``): pieces of
+    ``split_size_or_sections`` along ``dim`` (the last one shorter when it does not divide),
+    or one piece per size of a list; each a slice (``getitem``), so it keeps the placements a
+    slice keeps (a slice of a sharded dim whose result is not chunked over the same devices
+    is refused: a PlacementError that says to redistribute it).
 
     Example:
         >>> import dtorch
         >>> [p.tolist() for p in dtorch.arange(5).split(2)], dtorch.arange(5).split([1, 4])[1].shape
         ([[0, 1], [2, 3], [4]], torch.Size([4]))
+        >>> [p.tolist() for p in dtorch.split(dtorch.arange(5), split_size_or_sections=3)]
+        [[0, 1, 2], [3, 4]]
     """
-    d = normalize_dims(dim, input.ndim, op="split")[0]
-    size = input.shape[d]
+    d = normalize_dims(dim, tensor.ndim, op="split")[0]
+    size = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
         sections = _even_sections(size, split_size_or_sections)
     else:
         sections = _check_sections(size, d, [int(s) for s in split_size_or_sections])
     ends = itertools.accumulate(sections)  # a running sum: split(1) of a long dim stays linear
-    return tuple(_slice("split", input, d, e - n, n) for e, n in zip(ends, sections, strict=True))
+    return tuple(_slice("split", tensor, d, e - n, n) for e, n in zip(ends, sections, strict=True))
 
 
 def _even_sections(size: int, split_size: int) -> list[int]:
