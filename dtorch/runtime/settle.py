@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import heapq
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -125,7 +126,10 @@ class RaisedFailures:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._ids: dict[int, None] = {}  # insertion-ordered: the oldest go first
+        self._ids: set[int] = set()
+        # the same ids negated, a max-heap: past ``_KEPT`` the latest operator goes, since a
+        # stream reports its first failures since the sync (``FAILURES_KEPT``), not its last
+        self._latest: list[int] = []
 
     def note(self, error: BaseException) -> None:
         """``error`` reached the user: remember its operator (a KernelError that has one)."""
@@ -133,14 +137,17 @@ class RaisedFailures:
         if operator is None:
             return
         with self._lock:
-            self._ids[operator] = None
+            if operator in self._ids:
+                return
+            self._ids.add(operator)
+            heapq.heappush(self._latest, -operator)
             if len(self._ids) > self._KEPT:
-                del self._ids[next(iter(self._ids))]
+                self._ids.discard(-heapq.heappop(self._latest))
 
     def first_unseen(self, failures: list[Failure]) -> Failure | None:
         """The first of ``failures`` the user has not seen; forgets every id (a sync ends)."""
         with self._lock:
-            ids, self._ids = self._ids, {}
+            ids, self._ids, self._latest = self._ids, set(), []
         return next((f for f in failures if f.operator_id not in ids), None)
 
 

@@ -36,3 +36,18 @@ def test_closing_an_executor_with_an_abandoned_promise_is_clean() -> None:
     executor.register("x1", promise)
     promise.set_error(CommError("dropped"))
     executor.close(timeout=5.0)
+
+
+def test_raised_failures_keep_the_earliest_operators_a_sync_would_report() -> None:
+    """Past its 4,096 ids, RaisedFailures forgets the latest operators, not the earliest: a
+    stream reports its first failures since the sync, so forgetting those made the next sync
+    raise a failure the user had caught already (seen after 6,000 caught failures)."""
+    from dtorch.ir.report import Failure
+    from dtorch.runtime.settle import RaisedFailures
+
+    raised = RaisedFailures()
+    failures = [Failure(i, f"div_{i}", 0, "ZeroDivisionError", "x") for i in range(6000)]
+    for failure in failures:
+        raised.note(failure.error())
+    assert raised.first_unseen(failures[:16]) is None  # what a stream reports: its first
+    assert raised.first_unseen(failures[:16]) is failures[0]  # a sync forgot every id
