@@ -125,7 +125,14 @@ class TensorBase:
         self._name = name
 
     def get_name(self) -> str | None:
-        """The label given by ``set_name`` (None when unnamed)."""
+        """The label given by ``set_name`` (None when unnamed).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.zeros(1)
+            >>> t.get_name() is None, t.set_name("w"), t.get_name()
+            (True, None, 'w')
+        """
         return self._name
 
     def __del__(self) -> None:
@@ -142,6 +149,16 @@ class TensorBase:
         return torch.Size(self._operand.shape)
 
     def size(self, dim: int | None = None) -> Any:
+        """torch's ``size(dim=None)``: the global shape (not a shard's), or the size of one dim
+        (a negative one counts from the end); never waits.
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> t = dtorch.zeros(4, 3, device_mesh=mesh, placements=[dtorch.Shard(0)])
+            >>> t.size(), t.size(0), t.size(-1)
+            (torch.Size([4, 3]), 4, 3)
+        """
         if dim is None:
             return self.shape
         return self._operand.shape[normalize_dims(dim, self.ndim, op="size")[0]]
@@ -151,6 +168,13 @@ class TensorBase:
         return len(self._operand.shape)
 
     def dim(self) -> int:
+        """The number of dims of the tensor (``ndim``, not the mesh's); never waits.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.zeros(2, 3).dim(), dtorch.tensor(1.0).dim()
+            (2, 0)
+        """
         return self.ndim
 
     def numel(self) -> int:
@@ -165,6 +189,13 @@ class TensorBase:
         return math.prod(self._operand.shape)
 
     def nelement(self) -> int:
+        """torch's alias of ``numel()``: the elements of the global tensor; never waits.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.zeros(2, 3).nelement()
+            6
+        """
         return self.numel()
 
     @property
@@ -225,6 +256,13 @@ class TensorBase:
         return self.dtype.itemsize
 
     def element_size(self) -> int:
+        """Bytes per element of the dtype, as torch's (``itemsize``); never waits.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.zeros(2, dtype=dtorch.float16).element_size()
+            2
+        """
         return self.itemsize
 
     @property
@@ -232,6 +270,13 @@ class TensorBase:
         return self.numel() * self.itemsize
 
     def ndimension(self) -> int:
+        """torch's alias of ``dim()``: the number of dims; never waits.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.zeros(2, 3, 4).ndimension()
+            3
+        """
         return self.ndim
 
     def is_floating_point(self) -> bool:
@@ -249,7 +294,13 @@ class TensorBase:
         matters, the devices follow torch on the global tensor: ``contiguous``, ``reshape``
         and ``flatten`` copy exactly where torch would (after a transpose, a column slice),
         else they are views whose writes reach the input; a ``view`` torch refuses copies
-        (a program that checked ``is_contiguous()`` first must not fail)."""
+        (a program that checked ``is_contiguous()`` first must not fail).
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.zeros(2, 3).t().is_contiguous()  # torch: False
+            True
+        """
         return True
 
     def __len__(self) -> int:
@@ -264,16 +315,48 @@ class TensorBase:
     # --- values (wait for the devices) ------------------------------------------------------
     def to_torch_async(self) -> TensorFuture:
         """A future of the full torch tensor (Shard concatenated, Replicate one copy, Partial
-        summed)."""
+        summed), returned at once; its ``get()`` waits for the devices.
+
+        Example:
+            >>> import dtorch
+            >>> future = (dtorch.arange(3) * 2).to_torch_async()
+            >>> future.get().tolist()
+            [0, 2, 4]
+        """
         return to_torch_async(self)
 
     def to_torch(self) -> torch.Tensor:
+        """The full value as a torch tensor on the CPU (waits for the devices): Shard
+        concatenated, Replicate one copy, Partial summed.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.ones(2, device_mesh=dtorch.init_device_mesh("cpu", 2))  # Replicate
+            >>> t.to_torch(), t.view([dtorch.Partial()]).to_torch()  # the parts summed
+            (tensor([1., 1.]), tensor([2., 2.]))
+        """
         return self.to_torch_async().get()
 
     def numpy(self) -> np.ndarray:
+        """The full value as a numpy array, ``to_torch().numpy()`` (waits for the devices; a
+        dtype numpy lacks, bfloat16, raises torch's TypeError).
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.arange(3).numpy()
+            array([0, 1, 2])
+        """
         return self.to_torch().numpy()
 
     def item(self) -> Any:
+        """The value of a one-element tensor as a Python number (waits for the devices); any
+        other size raises a ShapeError (a ValueError, where torch raises a RuntimeError).
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.tensor([2.5]).item(), dtorch.arange(4).sum().item()
+            (2.5, 6)
+        """
         if self.numel() != 1:
             raise ShapeError(
                 f"item() needs a tensor of one element, this one has shape {list(self.shape)}"
@@ -281,10 +364,28 @@ class TensorBase:
         return self.to_torch().item()
 
     def tolist(self) -> Any:
+        """The full value as (nested) Python lists, ``to_torch().tolist()`` (waits for the
+        devices; the shards are put together as ``to_torch`` does).
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> dtorch.arange(4, device_mesh=mesh, placements=[dtorch.Shard(0)]).tolist()
+            [0, 1, 2, 3]
+        """
         return self.to_torch().tolist()
 
     def equal(self, other: Tensor) -> bool:
-        """True when both tensors have the same shape and values (waits for both)."""
+        """True when both tensors have the same shape and values (waits for both); meshes and
+        placements do not matter, a torch tensor is refused (TypeError).
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> s = dtorch.arange(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+            >>> s.equal(dtorch.arange(4)), s.equal(dtorch.arange(3))
+            (True, False)
+        """
         if not isinstance(other, TensorBase):
             raise TypeError(
                 f"equal: expected a dtorch.Tensor, got {type(other).__qualname__} of "

@@ -76,14 +76,30 @@ class Tensor(TensorBase):
     @staticmethod
     def parser_tensor_to_function_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The arguments of ``to`` parsed as ``(target, dtype)``: see
-        ``dtorch.api.ops.convert.parse_to_args``."""
+        ``dtorch.api.ops.convert.parse_to_args``.
+
+        Example:
+            >>> import torch, dtorch
+            >>> dtorch.Tensor.parser_tensor_to_function_arg(("cpu",), {"dtype": torch.int8})
+            (device(type='cpu'), torch.int8)
+        """
         return _cv.parse_to_args(tuple(args), dict(kwargs))
 
     def check_placement(
         self, dim: Any, expected: Placement, skip_when_dim_size_equal_one: bool = True
     ) -> None:
         """Raise a PlacementError unless the placement on mesh dim ``dim`` (int or name) is
-        ``expected``; a mesh dim of size 1 passes when ``skip_when_dim_size_equal_one``."""
+        ``expected``; a mesh dim of size 1 passes when ``skip_when_dim_size_equal_one``.
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
+            >>> t = dtorch.zeros(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+            >>> t.check_placement("tp", dtorch.Shard(0))  # passes: returns None
+            >>> t.check_placement(0, dtorch.Replicate())
+            Traceback (most recent call last):
+            dtorch.errors.PlacementError: check_placement: mesh dim 'tp' ...; expected Replicate()
+        """
         _redistribute.check_placement(self, dim, expected, skip_when_dim_size_equal_one)
 
     def __contains__(self, element: Any) -> bool:
@@ -174,36 +190,137 @@ class Tensor(TensorBase):
         return self.bitwise_xor_(o)
 
     def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self + alpha * other`` in place, as torch's ``add_`` (``t += other``): the result
+        is written back in ``self``'s placements (a Replicate ``self`` plus a sharded ``other``
+        is redistributed back to Replicate), every alias and view of ``self`` sees it, and a
+        result dtype that does not cast back to ``self``'s is refused. Returns ``self``.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.arange(3.0)
+            >>> t.add_(1) is t, t.tolist()
+            (True, [1.0, 2.0, 3.0])
+        """
         return _cv.assign("add_", self, _ew.add(self, other, alpha=alpha))
 
     def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """``self - alpha * other`` in place (``t -= other``), written back as ``add_`` writes.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.arange(3.0)
+            >>> t.sub_(1, alpha=2) is t, t.tolist()
+            (True, [-2.0, -1.0, 0.0])
+        """
         return _cv.assign("sub_", self, _ew.sub(self, other, alpha=alpha))
 
     def mul_(self, other: Any) -> Tensor:
+        """``self * other`` in place (``t *= other``), written back as ``add_`` writes: in
+        ``self``'s placements (a Partial product, by a Partial ``other``, is redistributed
+        back first).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.arange(3)
+            >>> t.mul_(2) is t, t.tolist()
+            (True, [0, 2, 4])
+        """
         return _cv.assign("mul_", self, _ew.mul(self, other))
 
     def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """``self / other`` in place (``t /= other``), rounded as ``rounding_mode`` says
+        (``None``, ``"trunc"``, ``"floor"``), written back as ``add_`` writes: a true
+        division of an integer tensor is refused, as in torch (its result is a float).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.tensor([5.0, -5.0])
+            >>> t.div_(2, rounding_mode="floor") is t, t.tolist()
+            (True, [2.0, -3.0])
+        """
         return _cv.assign("div_", self, _ew.div(self, other, rounding_mode=rounding_mode))
 
     def floor_divide_(self, other: Any) -> Tensor:
+        """``self // other`` in place (``t //= other``; rounded down, as torch's), written
+        back as ``add_`` writes.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.tensor([5, -5])
+            >>> t.floor_divide_(2) is t, t.tolist()
+            (True, [2, -3])
+        """
         return _cv.assign("floor_divide_", self, _ew.floor_divide(self, other))
 
     def remainder_(self, other: Any) -> Tensor:
+        """``self % other`` in place (``t %= other``; the sign of ``other``, as Python's and
+        torch's), written back as ``add_`` writes.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.tensor([5, -5])
+            >>> t.remainder_(3) is t, t.tolist()
+            (True, [2, 1])
+        """
         return _cv.assign("remainder_", self, _ew.remainder(self, other))
 
     def pow_(self, exponent: Any) -> Tensor:
+        """``self ** exponent`` in place (``t **= exponent``), written back as ``add_`` writes.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.arange(4)
+            >>> t.pow_(2) is t, t.tolist()
+            (True, [0, 1, 4, 9])
+        """
         return _cv.assign("pow_", self, _ew.pow(self, exponent))
 
     def bitwise_and_(self, other: Any) -> Tensor:
+        """``self & other`` in place (``t &= other``): bitwise on integers, logical on
+        bools, refused on floats, as in torch; written back as ``add_`` writes.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.tensor([12, 10])
+            >>> t.bitwise_and_(6) is t, t.tolist()
+            (True, [4, 2])
+        """
         return _cv.assign("bitwise_and_", self, _ew.bitwise_and(self, other))
 
     def bitwise_or_(self, other: Any) -> Tensor:
+        """``self | other`` in place (``t |= other``): bitwise on integers, logical on
+        bools, refused on floats, as in torch; written back as ``add_`` writes.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.tensor([12, 10])
+            >>> t.bitwise_or_(6) is t, t.tolist()
+            (True, [14, 14])
+        """
         return _cv.assign("bitwise_or_", self, _ew.bitwise_or(self, other))
 
     def bitwise_xor_(self, other: Any) -> Tensor:
+        """``self ^ other`` in place (``t ^= other``): bitwise on integers, logical on
+        bools, refused on floats, as in torch; written back as ``add_`` writes.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.tensor([12, 10])
+            >>> t.bitwise_xor_(6) is t, t.tolist()
+            (True, [10, 12])
+        """
         return _cv.assign("bitwise_xor_", self, _ew.bitwise_xor(self, other))
 
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+        """``clamp(min, max)`` in place (also ``clip_``), written back as ``add_`` writes; the
+        shards are clamped where they are (a Partial is refused: redistribute it first).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.tensor([-2.0, 0.5, 3.0])
+            >>> t.clamp_(-1, 1) is t, t.tolist()
+            (True, [-1.0, 0.5, 1.0])
+        """
         return _cv.assign("clamp_", self, _ew.clamp(self, min, max))
 
     clip_ = clamp_
@@ -377,6 +494,15 @@ class Tensor(TensorBase):
     masked_scatter_ = _ew.masked_scatter_
 
     def where(self, condition: Tensor, other: Any) -> Tensor:
+        """torch's ``Tensor.where``: ``self`` where ``condition`` holds, else ``other`` (a
+        tensor or a number), as ``dtorch.where(condition, self, other)``; the result keeps the
+        shards of its operands as the elementwise operators do.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.arange(3.0).where(dtorch.tensor([True, False, True]), -1.0).tolist()
+            [0.0, -1.0, 2.0]
+        """
         return _ew.where(condition, self, other)
 
     tril = _fl.tril
@@ -445,6 +571,17 @@ class Tensor(TensorBase):
         return _sh.view(self, *shape, size=size, dtype=dtype)
 
     def reshape(self, *sizes: Any, shape: Any = None) -> Tensor:
+        """torch's ``reshape(*shape)``, ``reshape(shape)`` or ``reshape(shape=...)`` (one -1 at
+        most): a view where torch's would be one, else a copy. A shard is kept only where each
+        device's piece stays its chunk of the result (else a PlacementError: redistribute).
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> t = dtorch.arange(8, device_mesh=mesh, placements=[dtorch.Shard(0)]).reshape(2, -1)
+            >>> t.placements, t.tolist()
+            ([Shard(dim=0)], [[0, 1, 2, 3], [4, 5, 6, 7]])
+        """
         return _sh.reshape(self, *sizes, shape=shape)
 
     flatten = _sh.flatten
@@ -467,12 +604,39 @@ class Tensor(TensorBase):
     permute = _sh.permute
 
     def expand(self, *sizes: Any, size: Any = None) -> Tensor:
+        """torch's ``expand(*sizes)`` or ``expand(size=...)``: a view with dims of size 1
+        broadcast to ``sizes`` (-1 keeps a dim) and new dims in front. A shard moves with its
+        dim (``Shard(0)`` becomes ``Shard(1)`` under one new dim); a Partial stays Partial.
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> t = dtorch.arange(4, device_mesh=mesh, placements=[dtorch.Shard(0)]).expand(2, -1)
+            >>> t.placements, t.tolist()
+            ([Shard(dim=1)], [[0, 1, 2, 3], [0, 1, 2, 3]])
+        """
         return _sh.expand(self, *(sizes if size is None else (size,)))
 
     def view_as(self, other: Tensor) -> Tensor:
+        """torch's ``view_as``: ``view(other.shape)``; only ``other``'s shape is read (not its
+        mesh, dtype or placements).
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.arange(6).view_as(dtorch.zeros(2, 3)).tolist()
+            [[0, 1, 2], [3, 4, 5]]
+        """
         return _sh.view(self, other.shape)
 
     def reshape_as(self, other: Tensor) -> Tensor:
+        """torch's ``reshape_as``: ``reshape(other.shape)`` (its placement rules); only
+        ``other``'s shape is read.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.arange(6).reshape_as(dtorch.zeros(3, 2)).tolist()
+            [[0, 1], [2, 3], [4, 5]]
+        """
         return _sh.reshape(self, other.shape)
 
     def t(self) -> Tensor:
@@ -489,6 +653,14 @@ class Tensor(TensorBase):
         return _sh.transpose(self, 0, -1) if self.ndim == 2 else self
 
     def expand_as(self, other: Tensor) -> Tensor:
+        """torch's ``expand_as``: ``expand(other.shape)`` (its placement rules); only
+        ``other``'s shape is read.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.tensor([[1], [2]]).expand_as(dtorch.zeros(2, 3)).tolist()
+            [[1, 1, 1], [2, 2, 2]]
+        """
         return _sh.expand(self, other.shape)
 
     contiguous = _sh.contiguous
@@ -512,6 +684,16 @@ class Tensor(TensorBase):
     narrow = _sh.narrow
 
     def repeat(self, *repeats: Any, **kwargs: Any) -> Tensor:
+        """torch's ``repeat(*repeats)`` or ``repeat(repeats=...)``: the tensor tiled
+        ``repeats[i]`` times along dim ``i`` (extra counts add dims in front). A shard stays
+        only on a dim repeated once (else a PlacementError: redistribute that dim to
+        Replicate first, or use ``repeat_interleave``); a Partial stays Partial.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.tensor([1, 2]).repeat(2, 2).tolist()
+            [[1, 2, 1, 2], [1, 2, 1, 2]]
+        """
         if "repeats" in kwargs:
             repeats = (kwargs.pop("repeats"),)
         if kwargs:
@@ -524,22 +706,74 @@ class Tensor(TensorBase):
     moveaxis = _sh.movedim
 
     def unflatten(self, dim: int, sizes: Any) -> Tensor:
+        """torch's ``unflatten``: ``dim`` split into ``sizes`` (one -1 at most), a ``reshape``
+        (its placement rules).
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.arange(6).unflatten(0, (2, -1)).tolist()
+            [[0, 1, 2], [3, 4, 5]]
+        """
         return _sh.unflatten(self, dim, sizes)
 
     # --- new tensors on this one's mesh, every mesh dim Replicate, in its dtype by default ---
     def new_zeros(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+        """torch's ``new_zeros(*size)``: zeros in ``self``'s dtype unless ``dtype``, on
+        ``self``'s mesh with every mesh dim Replicate (not ``self``'s placements).
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> z = dtorch.ones(4, device_mesh=mesh, placements=[dtorch.Shard(0)]).new_zeros(2, 3)
+            >>> z.placements, z.tolist()
+            ([Replicate()], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+        """
         return _fl.new(self, C.ZEROS, size, dtype)
 
     def new_ones(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+        """torch's ``new_ones(*size)``: ones in ``self``'s dtype unless ``dtype``, on
+        ``self``'s mesh with every mesh dim Replicate (as ``new_zeros``).
+
+        Example:
+            >>> import torch, dtorch
+            >>> dtorch.zeros(2).new_ones((2,), dtype=torch.int64).tolist()
+            [1, 1]
+        """
         return _fl.new(self, C.ONES, size, dtype)
 
     def new_empty(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+        """torch's ``new_empty(*size)``: an uninitialized tensor in ``self``'s dtype unless
+        ``dtype``, on ``self``'s mesh with every mesh dim Replicate (as ``new_zeros``).
+
+        Example:
+            >>> import torch, dtorch
+            >>> e = dtorch.zeros(2, dtype=torch.int32).new_empty(2, 3)
+            >>> e.shape, e.dtype
+            (torch.Size([2, 3]), torch.int32)
+        """
         return _fl.new(self, C.EMPTY, size, dtype)
 
     def new_full(self, size: Any, fill_value: Any, *, dtype: torch.dtype | None = None) -> Tensor:
+        """torch's ``new_full(size, fill_value)``: ``size`` (a sequence) of ``fill_value`` in
+        ``self``'s dtype unless ``dtype``, on ``self``'s mesh with every mesh dim Replicate.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.zeros(1).new_full((2, 2), 7).tolist()
+            [[7.0, 7.0], [7.0, 7.0]]
+        """
         return _fl.new_full(self, size, fill_value, dtype)
 
     def new_tensor(self, data: Any, *, dtype: torch.dtype | None = None) -> Tensor:
+        """torch's ``new_tensor(data)``: a copy of ``data`` (numbers, nested lists, a torch or
+        dtorch tensor) in ``self``'s dtype unless ``dtype``, on ``self``'s mesh with every mesh
+        dim Replicate.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.zeros(1).new_tensor([1, 2]).tolist()
+            [1.0, 2.0]
+        """
         return _fl.new_tensor(self, data, dtype)
 
     # --- copies and conversions -------------------------------------------------------------
@@ -548,17 +782,61 @@ class Tensor(TensorBase):
     detach = _cv.detach
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """torch's ``to``: ``to(dtype)``, ``to(device)``, ``to(mesh)``, ``to(device_or_mesh,
+        dtype)``, ``to(other)`` (its mesh and dtype), or the keywords ``device``,
+        ``device_mesh``, ``dtype`` (``non_blocking`` and ``copy`` too). A mesh of the same
+        shape keeps the placements; one device gets the full value (Replicate); a mesh of
+        another shape is refused (use ``redistribute``). ``self`` itself when nothing changes
+        (unless ``copy=True``): ``to("cpu")`` of a CPU tensor, however distributed.
+
+        Example:
+            >>> import torch, dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> t = dtorch.arange(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+            >>> t.to(torch.float64).placements, t.to("cpu") is t, t.to("cpu:1").placements
+            ([Shard(dim=0)], True, [Replicate()])
+        """
         return _cv.to(self, *args, **kwargs)
 
     type_as = _cv.type_as
 
     def type(self, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        """torch's ``type``: the legacy type name without ``dtype`` (``torch.cuda.`` on a CUDA
+        mesh), else the tensor as that type - a ``torch.dtype``, a type name or a typed class
+        (see ``dtorch.api.ops.convert.to_type``); ``self`` itself when nothing changes.
+
+        Example:
+            >>> import torch, dtorch
+            >>> t = dtorch.zeros(2)
+            >>> t.type(), t.type(torch.int32).type(), t.type("torch.DoubleTensor").dtype
+            ('torch.FloatTensor', 'torch.IntTensor', torch.float64)
+        """
         return _cv.to_type(self, dtype, non_blocking, **kwargs)
 
     def cpu(self) -> Tensor:
+        """torch's ``cpu()``: ``to("cpu")``. ``self`` itself when its mesh is on the CPU,
+        however distributed (its placements unchanged); else the full value on CPU device 0.
+
+        Example:
+            >>> import dtorch
+            >>> mesh = dtorch.init_device_mesh("cpu", 2)
+            >>> t = dtorch.zeros(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+            >>> t.cpu() is t, t.cpu().placements
+            (True, [Shard(dim=0)])
+        """
         return _cv.to(self, "cpu")
 
     def cuda(self, device: int | None = None) -> Tensor:
+        """torch's ``cuda(device)``: ``to("cuda")`` or ``to("cuda:<device>")``; ``self`` itself
+        when it is there already, else the full value on that one GPU. Where the graph cannot
+        run on it (no GPU), a MeshError at the call, as torch's ``cuda()`` raises.
+
+        Example:
+            >>> import torch, dtorch
+            >>> t = dtorch.zeros(2)
+            >>> t.cuda(0).device if torch.cuda.is_available() else torch.device("cuda", 0)
+            device(type='cuda', index=0)
+        """
         return _cv.to(self, "cuda" if device is None else f"cuda:{device}")
 
     # --- redistribution ---------------------------------------------------------------------

@@ -24,7 +24,16 @@ if TYPE_CHECKING:
 
 
 def to_torch_async(tensor: TensorBase) -> TensorFuture:
-    """A future of ``tensor``'s full value as a torch tensor on the CPU."""
+    """A future of ``tensor``'s full value as a torch tensor on the CPU (see the module
+    docstring); ``Tensor.to_torch_async``.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> t = dtorch.arange(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> to_torch_async(t).get().tolist()
+        [0, 1, 2, 3]
+    """
     if tensor._operand.mesh.is_distributed:
         first = tensor._operand.mesh.first_device_mesh()
         tensor = redistribute_to(tensor, first, (Replicate(),))

@@ -123,6 +123,15 @@ def detach(t: Tensor) -> Tensor:
 
 
 def type_as(t: Tensor, other: Tensor) -> Tensor:
+    """torch's ``type_as``: ``t`` cast to ``other``'s dtype (``t`` itself when it has it); only
+    the dtype is read, not ``other``'s mesh or placements, and ``other`` must be a dtorch
+    tensor (a TypeError otherwise).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.arange(3).type_as(dtorch.zeros(1)).tolist()
+        [0.0, 1.0, 2.0]
+    """
     if not isinstance(other, TensorBase):
         raise TypeError(f"type_as: expected a dtorch.Tensor, got {type(other).__name__}")
     return cast(t, other.dtype)

@@ -72,7 +72,15 @@ def fill_(t: Tensor, value: Any) -> Tensor:
 
 
 def zero_(t: Tensor) -> Tensor:
-    """torch's ``zero_``: ``fill_(0)``."""
+    """torch's ``zero_``: ``fill_(0)``, so every alias and view of ``t`` sees it, in ``t``'s
+    placements; returns ``t``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.ones(2)
+        >>> t.zero_() is t, t.tolist()
+        (True, [0.0, 0.0])
+    """
     return fill_(t, 0)
 
 

@@ -153,14 +153,98 @@ def binary(
     return made
 
 
+#: Each cast method's example: name -> (an input, torch's result of it:
+#: ``torch.tensor(input).<name>().tolist()``).
+_CAST_DOCS: dict[str, tuple[str, str]] = {
+    "half": ("[1 / 3]", "[0.333251953125]"),
+    "bfloat16": ("[1 / 3]", "[0.333984375]"),
+    "float": ("[1, 2]", "[1.0, 2.0]"),
+    "double": ("[0.1]", "[0.10000000149011612]"),
+    "bool": ("[0, 2]", "[False, True]"),
+    "byte": ("[300, -1]", "[44, 255]"),
+    "char": ("[200, -1]", "[-56, -1]"),
+    "short": ("[70000, -1]", "[4464, -1]"),
+    "int": ("[1.5, -2.7]", "[1, -2]"),
+    "long": ("[True, False]", "[1, 0]"),
+}
+
+
+def _cast_doc(dtype: torch.dtype, name: str) -> str:
+    """The docstring of the cast method ``name``: a summary, the placements, an example."""
+    doc = (
+        f"The tensor as ``{dtype}``, as ``torch.Tensor.{name}``: ``to({dtype})``,\n"
+        "the tensor itself when it already has that dtype. Every shard is cast where it is, so\n"
+        "the placements are kept; a Partial only to a floating dtype or from one integer dtype\n"
+        "to another, never to or from bool (else a PlacementError: redistribute first).\n"
+    )
+    if name not in _CAST_DOCS:
+        return doc
+    example, result = _CAST_DOCS[name]
+    return (
+        f"{doc}\nExample:\n"
+        "    >>> import dtorch\n"
+        f"    >>> dtorch.tensor({example}).{name}().tolist()\n"
+        f"    {result}\n"
+    )
+
+
 def cast(dtype: torch.dtype, name: str) -> Callable[[Tensor], Tensor]:
-    """The cast method ``name`` (``float``, ``long``, ...): the tensor in ``dtype``."""
+    """The cast method ``name`` (``float``, ``long``, ...): the tensor in ``dtype``, its
+    docstring from ``_CAST_DOCS``."""
 
     def method(self: Tensor) -> Tensor:
         return _cast(self, dtype)
 
     _named(method, name)
+    method.__doc__ = _cast_doc(dtype, name)
+    if name in _CAST_DOCS:
+        __test__[name] = method
     return method
+
+
+#: The in-place examples that ``_UNARY_DOCS`` does not give: the operator's name -> (an
+#: input, the arguments, torch's ``t = torch.tensor(input); t.<name>_(arguments); t.tolist()``).
+_IN_PLACE_DOCS: dict[str, tuple[str, str, str]] = {
+    "logical_not": ("[0, 1, 2]", "", "[1, 0, 0]"),  # the bools cast back to int64
+    "bitwise_not": ("[0, 5]", "", "[-1, -6]"),
+    "round": ("[0.5, 1.5, -2.7]", "", "[0.0, 2.0, -3.0]"),
+    "relu": ("[-1.0, 2.0]", "", "[0.0, 2.0]"),
+    "sigmoid": ("[0.0, 2.0]", "", "[0.5, 0.8807970285415649]"),
+    "tanh": ("[0.0, 1.0]", "", "[0.0, 0.7615941762924194]"),
+    "atan2": ("[1.0, -1.0]", "dtorch.ones(2)", "[0.7853981852531433, -0.7853981852531433]"),
+    "hypot": ("[3.0, 5.0]", "dtorch.tensor([4.0, 12.0])", "[5.0, 13.0]"),
+    "xlogy": ("[0.0, 2.0]", "dtorch.tensor([0.0, 4.0])", "[0.0, 2.7725887298583984]"),
+    "lerp": ("[0.0, 10.0]", "dtorch.tensor([10.0, 20.0]), 0.5", "[5.0, 15.0]"),
+    "addcmul": ("[1.0, 2.0]", "dtorch.ones(2), dtorch.tensor([4.0, 5.0])", "[5.0, 7.0]"),
+    "addcdiv": ("[1.0, 2.0]", "dtorch.ones(2), dtorch.tensor([4.0, 0.5])", "[1.25, 4.0]"),
+    "addmm": ("[[1.0, 0.0]]", "dtorch.ones(1, 3), dtorch.ones(3, 2)", "[[4.0, 3.0]]"),
+    "nan_to_num": ('[float("nan"), float("inf"), 1.0]', "posinf=9.0", "[0.0, 9.0, 1.0]"),
+}
+
+
+def _in_place_doc(name: str, base: str) -> str:
+    """The docstring of the in-place method ``name`` of the operator ``base``: what it writes
+    and an in-place example (from ``_IN_PLACE_DOCS``, else ``_UNARY_DOCS``)."""
+    doc = (
+        f"``{base}`` in place, as ``torch.Tensor.{name}``: the result, with the\n"
+        "operator's placement rules, is written back into the tensor in its own placements;\n"
+        "every alias and view sees it, and a result dtype that does not cast back is refused.\n"
+        "Returns the tensor.\n"
+    )
+    if base in _IN_PLACE_DOCS:
+        example, args, result = _IN_PLACE_DOCS[base]
+    elif base in _UNARY_DOCS:
+        _, example, result = _UNARY_DOCS[base]
+        args = ""
+    else:
+        return doc
+    return (
+        f"{doc}\nExample:\n"
+        "    >>> import dtorch\n"
+        f"    >>> t = dtorch.tensor({example})\n"
+        f"    >>> t.{name}({args}) is t, t.tolist()\n"
+        f"    (True, {result})\n"
+    )
 
 
 def in_place(
@@ -193,4 +277,7 @@ def in_place(
         return self
 
     run.__name__, run.__qualname__ = name, f"Tensor.{name}"
+    run.__doc__ = _in_place_doc(name, method.__name__)  # not the copy from ``wraps``
+    if method.__name__ in _IN_PLACE_DOCS or method.__name__ in _UNARY_DOCS:
+        __test__[name] = run
     return run

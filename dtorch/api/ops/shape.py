@@ -240,6 +240,18 @@ def expand(t: Tensor, *shape: Any) -> Tensor:
 
 
 def contiguous(t: Tensor) -> Tensor:
+    """torch's ``contiguous()``: the same values, dtype and placements (a Partial stays
+    Partial) as a new handle, where torch returns ``t`` itself when it is contiguous. It
+    shares memory with ``t`` exactly where torch's would on the full tensor (in-place
+    writes through it reach ``t``) and copies where torch's copies (after a transpose).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(2)
+        >>> _ = t.contiguous().add_(1)  # a view here: the write reaches t
+        >>> t.tolist(), dtorch.arange(4).reshape(2, 2).t().contiguous().tolist()
+        ([1.0, 1.0], [[0, 2], [1, 3]])
+    """
     return record("contiguous", _CONTIGUOUS, (t,))[0]
 
 
