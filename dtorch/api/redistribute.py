@@ -42,7 +42,16 @@ def redistribute(
     t: Tensor, device_mesh: DeviceMesh | None = None, placements: Sequence[Placement] | None = None
 ) -> Tensor:
     """``t`` on ``device_mesh`` (default: its own) with ``placements`` (default: kept when the
-    mesh rank allows, else Replicate)."""
+    mesh rank allows, else Replicate): any placements to any, on N-D meshes, even or uneven,
+    and onto another mesh; the value is the same.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.arange(6.0, device_mesh=dtorch.init_device_mesh("cpu", 2))
+        >>> s = t.redistribute(placements=[dtorch.Shard(0)])
+        >>> s.placements, s.tolist() == t.tolist()
+        ([Shard(dim=0)], True)
+    """
     mesh = t.device_mesh if device_mesh is None else device_mesh
     if not isinstance(mesh, DeviceMesh):
         raise MeshError(
@@ -73,7 +82,15 @@ def sum_partials(t: Tensor) -> Tensor:
 
 
 def redistribute_like(t: Tensor, other: Tensor) -> Tensor:
-    """``t`` on ``other``'s mesh with ``other``'s placements."""
+    """``t`` on ``other``'s mesh with ``other``'s placements.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> other = dtorch.zeros(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> dtorch.ones(4, device_mesh=mesh).redistribute_like(other).placements
+        [Shard(dim=0)]
+    """
     return redistribute(t, other.device_mesh, other.placements)
 
 

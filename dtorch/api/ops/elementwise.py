@@ -591,7 +591,15 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
 
 
 def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
-    """``masked_fill`` in place: the devices change ``input``'s shards; returns ``input``."""
+    """``masked_fill`` in place: the devices change ``input``'s shards; returns ``input``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.arange(4.0)
+        >>> _ = t.masked_fill_(t > 1, -1.0)
+        >>> t.tolist()
+        [0.0, 1.0, -1.0, -1.0]
+    """
     if is_tensor(value):
         return assign("masked_fill_", input, masked_fill(input, mask, value))
     param = MaskedParam(MaskedKind.FILL, as_scalar(value), in_place=True)
@@ -600,7 +608,15 @@ def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
 
 
 def masked_scatter_(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    """``masked_scatter`` in place: the devices change ``input``'s shards; returns ``input``."""
+    """``masked_scatter`` in place: the devices change ``input``'s shards; returns ``input``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(4)
+        >>> _ = t.masked_scatter_(dtorch.tensor([True, False, True, False]), dtorch.ones(4) * 7)
+        >>> t.tolist()
+        [7.0, 0.0, 7.0, 0.0]
+    """
     param = MaskedParam(MaskedKind.SCATTER, in_place=True)
     record("masked_scatter_", param, (input, mask, source))
     return input
