@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
 
 import torch
 
@@ -444,6 +444,17 @@ class Graph:
         """Run what is queued, then stop this graph's threads; later recording raises."""
         if self._finalizer.detach() is not None:  # here and now, whatever thread this is
             self.executor.close(CLOSE_TIMEOUT)
+
+    def __copy__(self) -> Graph:
+        """A graph is a runtime (threads, workers), shared like a device: a copy is itself,
+        so ``copy.deepcopy`` of a model or a tensor keeps their graph."""
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Graph:
+        return self
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        raise TypeError("a dtorch.Graph cannot be pickled: it is a running runtime, not data")
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, _DefaultGraph):  # dtorch.default_graph stands for a Graph

@@ -12,8 +12,9 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, SupportsIndex, cast
 
 import numpy as np
 import torch
@@ -134,6 +135,58 @@ class TensorBase:
             (True, None, 'w')
         """
         return self._name
+
+    # --- copy and pickle ----------------------------------------------------------------------
+    def __copy__(self) -> TensorBase:
+        """``copy.copy``: another handle of this class to the same value (torch's shallow copy
+        shares the storage too); it keeps the value alive on its own, so either may go first.
+
+        Example:
+            >>> import copy, dtorch
+            >>> t = dtorch.zeros(2)
+            >>> c = copy.copy(t)
+            >>> del t
+            >>> c.add_(1).tolist()
+            [1.0, 1.0]
+        """
+        made = object.__new__(type(self))
+        made._graph, made._operand, made._base = self._graph, self._operand, self._owner()
+        for name in _extra_slots(type(self)):  # a Parameter's requires_grad and grad, ...
+            if hasattr(self, name):
+                setattr(made, name, getattr(self, name))
+        made._name = self._name
+        return made
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TensorBase:
+        """``copy.deepcopy``: a handle of this class to a copy of the value (``clone``: same
+        mesh, placements and graph; the graph itself is shared, as a device would be), as
+        torch's deep copy copies the storage; so ``copy.deepcopy(model)`` works.
+
+        Example:
+            >>> import copy, dtorch
+            >>> t = dtorch.zeros(2)
+            >>> c = copy.deepcopy(t)
+            >>> _ = c.add_(1)
+            >>> t.tolist(), c.tolist()
+            ([0.0, 0.0], [1.0, 1.0])
+        """
+        clone: TensorBase = cast(Any, self).clone()  # every handle is a dtorch.Tensor
+        made = object.__new__(type(self))
+        made._graph, made._operand, made._base = clone._graph, clone._operand, clone._owner()
+        memo[id(self)] = made
+        for name in _extra_slots(type(self)):
+            if hasattr(self, name):
+                setattr(made, name, copy.deepcopy(getattr(self, name), memo))
+        made._name = self._name
+        return made
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        """A dtorch tensor is not pickled: its value lives on its graph's devices."""
+        raise TypeError(
+            "a dtorch.Tensor cannot be pickled: its value lives on the devices of its graph; "
+            "pickle t.to_torch() (a torch tensor) instead, or save a traced program with "
+            "Program.save"
+        )
 
     def __del__(self) -> None:
         # Only the owning handle releases; aliases keep the owner alive through ``_base``.
@@ -436,3 +489,16 @@ def is_tensor(value: object) -> TypeGuard[Tensor]:
     """``isinstance(value, TensorBase)`` for the operator modules, typed: every handle is a
     ``dtorch.Tensor`` (or a subclass), whose methods they call."""
     return isinstance(value, TensorBase)
+
+
+_OWN_SLOTS = frozenset(TensorBase.__slots__)
+
+
+def _extra_slots(cls: type) -> list[str]:
+    """The slots a handle class adds to ``TensorBase``'s (a Parameter's ``requires_grad``)."""
+    return [
+        name
+        for klass in cls.__mro__
+        for name in getattr(klass, "__slots__", ())
+        if name not in _OWN_SLOTS
+    ]
