@@ -114,6 +114,10 @@ num_streams=None)')
 
 
 _OPTION_FIELDS = ("per_device_per_process", "num_workers", "worker_pool", "num_streams")
+#: The most worker processes and kernel stream threads a graph starts: each is a process or
+#: a thread of this machine (2**70 was accepted, and the graph started threads until the
+#: process could start none), and a device ``d`` runs on ``d % count`` anyway.
+_MOST = {"num_workers": 1024, "num_streams": 256}
 
 
 def _check_option(
@@ -129,10 +133,11 @@ def _check_option(
             f"{per_device_per_process!r}"
         )
     for name, count in (("num_workers", num_workers), ("num_streams", num_streams)):
+        most = _MOST[name]
         if count is not None and (
-            isinstance(count, bool) or not isinstance(count, int) or count < 1
+            isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= most
         ):
-            raise GraphError(f"{name} must be a positive int or None, got {count!r}")
+            raise GraphError(f"{name} must be an int from 1 to {most} or None, got {count!r}")
     if worker_pool is not None and num_workers is not None:
         raise GraphError("give num_workers or worker_pool, not both (the pool has its size)")
 
@@ -230,7 +235,11 @@ class Graph:
         self._guards = _Guards()  # each thread's guard overrides: one guard is not graph-wide
         self._inferences = InferenceCache()  # rule answers, reused across a loop's iterations
         self.runner = make_runner(self._option, name=f"dtorch-g{self._id}")
-        self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")
+        try:
+            self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")
+        except BaseException:  # its threads did not start: the runner's stop again
+            self.runner.close(CLOSE_TIMEOUT, discard=True)
+            raise
         close = functools.partial(self.executor.close, CLOSE_TIMEOUT)
         here = self.executor.joins_this_thread
         self._pid = os.getpid()  # the process whose threads run it (a forked child's refusal)

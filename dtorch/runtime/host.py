@@ -43,6 +43,10 @@ Route = tuple[tuple[int, tuple[int, ...]], ...]  # (local stream index, its devi
 MESH_ROUTES_LIMIT = 1024
 
 
+#: How long a host whose start failed waits for each stream it had started to stop.
+_START_FAILED_JOIN_S = 5.0
+
+
 @dataclass(frozen=True, slots=True)
 class PartyLayout:
     """``parties`` parties in all; this host runs ``count`` of them, from ``first``."""
@@ -92,10 +96,18 @@ class DeviceHost:
     ) -> None:
         self.layout = layout
         self.services = services
-        self.streams = [
-            KernelStream(f"{name}-stream-{p}", services, p, inline=inline, threads=threads)
-            for p in range(layout.first, layout.first + layout.count)
-        ]
+        self.streams: list[KernelStream] = []
+        try:
+            for p in range(layout.first, layout.first + layout.count):
+                label = f"{name}-stream-{p}"
+                stream = KernelStream(label, services, p, inline=inline, threads=threads)
+                self.streams.append(stream)
+        except BaseException:  # out of threads, say: the streams started so far stop again
+            for stream in self.streams:
+                stream.ask_to_stop()
+            for stream in self.streams:
+                stream.join(_START_FAILED_JOIN_S)
+            raise
         self._metas: dict[int, Operand] = {}
         self._routes: dict[frozenset[DeviceMesh], Route] = {}
         self._mesh_routes: dict[int, tuple[Route, DeviceMesh]] = {}

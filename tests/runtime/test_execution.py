@@ -238,15 +238,16 @@ def test_the_option_and_the_environment_choose_the_runner(worker_pools: PoolKeep
         g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False, worker_pool=pool))
         assert isinstance(g.runner, ThreadRunner) and dtorch.ones(2, graph=g).tolist() == [1, 1]
         g.close()
-    with pytest.raises(GraphError, match="num_workers must be a positive int"):
-        dtorch.GraphOption(per_device_per_process=True, num_workers=0)
+    for bad in (0, 1025, 2**70):
+        with pytest.raises(GraphError, match="num_workers must be an int from 1 to 1024"):
+            dtorch.GraphOption(per_device_per_process=True, num_workers=bad)
     with pytest.raises(GraphError, match="not both"):
         dtorch.GraphOption(per_device_per_process=True, num_workers=2, worker_pool=pool)
-    for bad in (0, -1, 1.5, True, "2"):
-        with pytest.raises(GraphError, match="num_streams must be a positive int or None"):
+    for bad in (0, -1, 1.5, True, "2", 257, 2**70):  # 100,000 threads broke the process
+        with pytest.raises(GraphError, match="num_streams must be an int from 1 to 256 or None"):
             dtorch.GraphOption(num_streams=bad)  # type: ignore[arg-type]
     option = dtorch.GraphOption(num_streams=1)
-    with pytest.raises(GraphError, match="num_streams must be a positive int"):
+    with pytest.raises(GraphError, match="num_streams must be an int from 1 to 256"):
         option.num_streams = 0
     assert option.num_streams == 1 and "num_streams=1" in str(option)
 
@@ -309,3 +310,33 @@ def test_a_release_alone_in_its_batch_reaches_the_stream_holding_the_shard(
     gc.collect()
     stats = graph.get_memory_stats(mesh).find(1)
     assert stats.memory_allocated == 0 and stats.max_memory_allocated == 4096 * 4
+
+
+def test_a_thread_graph_that_cannot_start_its_streams_leaves_no_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The third stream fails to start (as when the process can start no more threads): the
+    two started stop again, and a new graph works (566 threads were left running, and every
+    later graph failed with "can't start new thread")."""
+    import threading
+
+    from dtorch.runtime import host
+
+    made = []
+    real = host.KernelStream
+
+    def failing(*args: object, **kwargs: object) -> object:
+        if len(made) == 2:
+            raise RuntimeError("can't start new thread")
+        made.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return made[-1]
+
+    before = threading.active_count()
+    monkeypatch.setattr(host, "KernelStream", failing)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        dtorch.Graph(dtorch.GraphOption(per_device_per_process=False, num_streams=4))
+    monkeypatch.undo()
+    assert len(made) == 2 and threading.active_count() == before
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False, num_streams=4))
+    assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
+    graph.close()
