@@ -22,14 +22,15 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def test_bad_pool_options_are_refused_before_anything_starts() -> None:
-    with pytest.raises(OptionError, match="workers must be a positive int"):
-        WorkerPool(0, "cpu")
+    for workers in (0, 1025, 2**70):
+        with pytest.raises(OptionError, match="workers must be an int from 1 to 1024"):
+            WorkerPool(workers, "cpu")
     with pytest.raises(OptionError, match="'cpu' or 'cuda'"):
         WorkerPool(2, "tpu")
     with pytest.raises(OptionError, match="cpu_backend"):
         WorkerPool(2, "cpu", cpu_backend=BackendKind.STORE_MEMORY)
-    for threads in (0, -1, 2.5, "2", True):
-        with pytest.raises(OptionError, match="threads must be a positive int"):
+    for threads in (0, -1, 2.5, "2", True, 2**70):
+        with pytest.raises(OptionError, match="threads must be an int from 1 to 1024"):
             WorkerPool(2, "cpu", threads=threads)  # type: ignore[arg-type]
     for seconds in (0, -1.0, float("nan"), float("inf"), "5", True):
         with pytest.raises(OptionError, match="start_timeout must be a positive number"):

@@ -146,11 +146,17 @@ def process_state(pid: int) -> str | None:
         return None
 
 
+#: The most worker processes (or torch threads per worker) a pool starts: each is a process
+#: (or a thread) of this machine; ``GraphOption`` keeps ``num_workers`` to the same bound.
+MOST = 1024
+
+
 def _check_count(name: str, value: object, given: object) -> None:
-    """``value`` (from the argument ``given``) must be a positive int: OptionError otherwise,
-    before any process starts (a worker would only fail on it after its seconds of start-up)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise OptionError(f"{name} must be a positive int, got {given!r}")
+    """``value`` (from the argument ``given``) must be an int from 1 to ``MOST``: OptionError
+    otherwise, before any process starts (a worker would only fail on it after its seconds of
+    start-up; 2**70 workers would start processes until the machine could start none)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MOST:
+        raise OptionError(f"{name} must be an int from 1 to {MOST}, got {given!r}")
 
 
 def _condition(state: str | None) -> str:
