@@ -46,9 +46,17 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def graph_or_default(graph: Graph | None) -> Graph:
-    """``graph``, else the calling thread's default graph."""
-    return Graph.default_graph() if graph is None else graph
+def graph_or_default(graph: Graph | None, name: str = "") -> Graph:
+    """``graph``, else the calling thread's default graph (TypeError for anything else,
+    naming ``name``, the creation function, where given)."""
+    if graph is None:
+        return Graph.default_graph()
+    if not isinstance(graph, Graph):
+        raise TypeError(
+            f"{name}{': ' if name else ''}graph must be a dtorch.Graph (or None: the default "
+            f"graph), got {type(graph).__module__}.{type(graph).__name__} {graph!r}"
+        )
+    return graph
 
 
 def mesh_for(graph: Graph, device_mesh: Any, device: Any) -> DeviceMesh:
@@ -102,7 +110,7 @@ def create(
         raise TypeError(f"dtype must be a torch.dtype (e.g. dtorch.float32), got {dtype!r}")
     check_sizes(kind.name.lower(), shape)  # as torch refuses them: ints of 64 bits only
     check_scalars(kind.name.lower(), args)
-    g = graph_or_default(graph)
+    g = graph_or_default(graph, kind.name.lower())
     mesh = mesh_for(g, device_mesh, device)
     if placements is None:
         placements = (Replicate(),) * mesh.ndim

@@ -194,6 +194,8 @@ def arange_length(start: Any, end: Any, step: Any) -> int:
         >>> arange_length(0, 10, 3), arange_length(0.0, 1.0, 0.3)
         (4, 4)
     """
+    if any(isinstance(v, float) and not math.isfinite(v) for v in (start, end, step)):
+        raise ValueError(f"arange: unsupported range: {start} -> {end} (step {step})")
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if (step > 0 and start > end) or (step < 0 and start < end):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
+from dtorch.api.dims import tensor_arg
 from dtorch.api.ops.shape import cat
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ def equal(a: Tensor, b: Tensor) -> bool:
         >>> dtorch.equal(a, dtorch.tensor([1, 2])), dtorch.equal(a, dtorch.tensor([1, 3]))
         (True, False)
     """
+    tensor_arg("equal", a)
     return a.equal(b)
 
 
@@ -45,6 +47,7 @@ def nonzero(t: Tensor, *, as_tuple: bool = False) -> Any:
         >>> [i.tolist() for i in dtorch.tensor([[0, 1], [2, 0]]).nonzero(as_tuple=True)]
         [[0, 1], [1, 0]]
     """
+    tensor_arg("nonzero", t)
     value = t.to_torch()
     if not as_tuple:
         return beside(t, torch.nonzero(value))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, SupportsIndex, cast
 import numpy as np
 import torch
 
-from dtorch.api.dims import normalize_dims
+from dtorch.api.dims import normalize_dims, tensor_arg
 from dtorch.api.values import to_torch_async
 from dtorch.errors import ShapeError
 from dtorch.ir.mesh import DeviceMesh
@@ -239,6 +239,7 @@ class TensorBase:
             >>> dtorch.numel(dtorch.zeros(4, 3, device_mesh=mesh, placements=[dtorch.Shard(0)]))
             12
         """
+        tensor_arg("numel", self)  # dtorch.numel(x) is this method
         return math.prod(self._operand.shape)
 
     def nelement(self) -> int:
@@ -340,6 +341,7 @@ class TensorBase:
             >>> dtorch.is_floating_point(dtorch.ones(2)), dtorch.arange(2).is_floating_point()
             (True, False)
         """
+        tensor_arg("is_floating_point", self)  # dtorch.is_floating_point(x) too
         return self._operand.dtype.is_floating_point
 
     def is_contiguous(self) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from dtorch.api.dims import tensor_arg
 from dtorch.api.graph import mesh_of
 from dtorch.api.record import record_one, redistribute_to
 from dtorch.errors import MeshError, PlacementError
@@ -52,6 +53,7 @@ def redistribute(
         >>> s.placements, s.tolist() == t.tolist()
         ([Shard(dim=0)], True)
     """
+    tensor_arg("redistribute", t)
     mesh = t.device_mesh if device_mesh is None else device_mesh
     if not isinstance(mesh, DeviceMesh):
         raise MeshError(
@@ -62,8 +64,24 @@ def redistribute(
             f"redistribute: cannot move a {t.device_mesh.device_kind} tensor to a "
             f"{mesh.device_kind} mesh with redistribute; use .to(mesh)"
         )
-    wanted = _default_placements(t, mesh) if placements is None else tuple(placements)
+    wanted = _default_placements(t, mesh) if placements is None else _placements(placements, mesh)
     return redistribute_to(t, mesh, normalize_placements(wanted, mesh.shape, t.ndim))
+
+
+def _placements(placements: Any, mesh: DeviceMesh) -> tuple[Placement, ...]:
+    """``placements`` as a tuple; one placement (``Shard(0)``, ``"S0"``) or a value that is
+    no sequence is refused with from_torch's message (``normalize_placements``'s check)."""
+    if isinstance(placements, (Placement, str)) or not hasattr(placements, "__iter__"):
+        try:
+            normalize_placements(placements, mesh.shape, 0)
+        except (PlacementError, TypeError) as error:
+            if isinstance(error, PlacementError):
+                raise PlacementError(f"redistribute: {error}") from None
+        raise PlacementError(
+            f"redistribute: placements must be a list of one placement per mesh dimension, "
+            f"got {placements!r}"
+        )
+    return tuple(placements)
 
 
 def sum_partials(t: Tensor) -> Tensor:
@@ -91,6 +109,7 @@ def redistribute_like(t: Tensor, other: Tensor) -> Tensor:
         >>> dtorch.ones(4, device_mesh=mesh).redistribute_like(other).placements
         [Shard(dim=0)]
     """
+    tensor_arg("redistribute_like", other, "other")
     return redistribute(t, other.device_mesh, other.placements)
 
 
@@ -117,7 +136,19 @@ def redistribute_by_dict(
         ...     0: dtorch.Shard(0)}).placements == [dtorch.Shard(0), dtorch.Replicate()]
         True
     """
+    tensor_arg("redistribute_by_dict", t)
     mesh = t.device_mesh if device_mesh is None else device_mesh
+    if not isinstance(mesh, DeviceMesh):
+        raise MeshError(
+            f"redistribute_by_dict: device_mesh must be a DeviceMesh, got "
+            f"{type(mesh).__name__}; pass the placements as placements_dict={{...}}"
+        )
+    if placements_dict is not None and not isinstance(placements_dict, Mapping):
+        raise TypeError(
+            f"redistribute_by_dict: placements_dict must be a dict of mesh dim (a name or an "
+            f"int) -> placement, got {type(placements_dict).__name__} {placements_dict!r}; "
+            "for a list of placements use redistribute(placements=...)"
+        )
     if default_placement_mode not in _MODES:
         raise ValueError(
             f"redistribute_by_dict: default_placement_mode {default_placement_mode!r}; "
@@ -190,6 +221,14 @@ def tensors_redistribute_by_dict(
         >>> a.placements == b.placements == [dtorch.Shard(0)]
         True
     """
+    if isinstance(tensors, (str, Mapping)) or not hasattr(tensors, "__iter__"):
+        raise TypeError(
+            "tensors_redistribute_by_dict: tensors must be a list of dtorch.Tensor, got "
+            f"{type(tensors).__module__}.{type(tensors).__name__}"
+        )
+    tensors = list(tensors)
+    for i, t in enumerate(tensors):  # all checked before any is recorded
+        tensor_arg("tensors_redistribute_by_dict", t, f"tensors[{i}]")
     return [redistribute_by_dict(t, *args, **kwargs) for t in tensors]
 
 

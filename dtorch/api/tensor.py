@@ -31,6 +31,7 @@ import torch
 
 from dtorch.api import redistribute as _redistribute
 from dtorch.api.create import construct
+from dtorch.api.dims import tensor_arg
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import composite as _cm
@@ -626,6 +627,7 @@ class Tensor(TensorBase):
             >>> dtorch.arange(6).view_as(dtorch.zeros(2, 3)).tolist()
             [[0, 1, 2], [3, 4, 5]]
         """
+        tensor_arg("view_as", other, "other")
         return _sh.view(self, other.shape)
 
     def reshape_as(self, other: Tensor) -> Tensor:
@@ -637,6 +639,7 @@ class Tensor(TensorBase):
             >>> dtorch.arange(6).reshape_as(dtorch.zeros(3, 2)).tolist()
             [[0, 1], [2, 3], [4, 5]]
         """
+        tensor_arg("reshape_as", other, "other")
         return _sh.reshape(self, other.shape)
 
     def t(self) -> Tensor:
@@ -648,6 +651,7 @@ class Tensor(TensorBase):
             >>> dtorch.t(dtorch.tensor([[1, 2, 3]])).tolist(), dtorch.t(dtorch.arange(2)).tolist()
             ([[1], [2], [3]], [0, 1])
         """
+        tensor_arg("t", self)  # dtorch.t(x) is this method
         if self.ndim > 2:
             raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
         return _sh.transpose(self, 0, -1) if self.ndim == 2 else self
@@ -661,6 +665,7 @@ class Tensor(TensorBase):
             >>> dtorch.tensor([[1], [2]]).expand_as(dtorch.zeros(2, 3)).tolist()
             [[1, 1, 1], [2, 2, 2]]
         """
+        tensor_arg("expand_as", other, "other")
         return _sh.expand(self, other.shape)
 
     contiguous = _sh.contiguous

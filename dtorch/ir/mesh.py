@@ -59,6 +59,11 @@ def _ids_from(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
             mesh = torch.as_tensor(mesh)
         except (TypeError, ValueError, RuntimeError) as e:
             raise MeshError(f"mesh {mesh!r} is not a tensor of device ids: {e}") from None
+    if mesh.numel() == 0:  # torch.as_tensor(range(0)) is an empty float tensor
+        raise MeshError(
+            f"the mesh is empty ({_short(tuple(mesh.shape))}); accepted: a non-empty "
+            "(nested) list or tensor of integer device ids"
+        )
     if mesh.is_floating_point() or mesh.is_complex() or mesh.dtype == torch.bool:
         raise MeshError(f"a mesh tensor must hold integer device ids, got dtype {mesh.dtype}")
     shape = tuple(mesh.shape) or (1,)
@@ -472,6 +477,10 @@ def _torch_device(kind: str, index: int) -> torch.device:
     return torch.device(kind) if kind == "cpu" and index == 0 else torch.device(kind, index)
 
 
+#: The most devices ``init_device_mesh`` makes a mesh of (its ids are listed one by one).
+_MAX_MESH_DEVICES = 2**24
+
+
 def init_device_mesh(
     device_type: str | torch.device,
     mesh_shape: int | Sequence[int | None],
@@ -500,6 +509,11 @@ def init_device_mesh(
         raise refusal from None
     if min(shape) <= 0:
         raise refusal
+    if math.prod(shape) > _MAX_MESH_DEVICES:  # its ids would not fit in memory
+        raise MeshError(
+            f"init_device_mesh: mesh_shape {shape} holds {math.prod(shape)} devices; accepted: "
+            f"at most {_MAX_MESH_DEVICES}"
+        )
     kind, index = parse_device(device_type)
     if index is not None:  # the ids are 0..n-1: an index would be silently dropped
         raise MeshError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -144,3 +145,240 @@ def test_ints_beyond_64_bits_raise_at_the_call(
         call(graph)
     assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]  # the graph is unharmed
     assert dtorch.full((1,), _BIG - 1, dtype=torch.uint64, graph=graph).tolist() == [_BIG - 1]
+
+
+_F = dtorch.nn.functional
+_NOT_A_TENSOR = r"must be a dtorch\.Tensor, got .*from_torch"
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("nanmean", lambda x: dtorch.nanmean("a")),
+        ("std", lambda x: dtorch.std("a")),
+        ("var", lambda x: dtorch.var(None)),
+        ("norm", lambda x: dtorch.norm("a")),
+        ("std_mean", lambda x: dtorch.std_mean("a")),
+        ("var_mean", lambda x: dtorch.var_mean("a")),
+        ("count_nonzero", lambda x: dtorch.count_nonzero(_T)),
+        ("all", lambda x: dtorch.all("a", x)),
+        ("amax", lambda x: dtorch.amax("a")),
+        ("max", lambda x: dtorch.max("a", 0)),
+        ("cumsum", lambda x: dtorch.cumsum("a", 0)),
+        ("softmax", lambda x: dtorch.softmax("a")),
+        ("softmax", lambda x: dtorch.softmax(None, 0)),
+        ("log_softmax", lambda x: dtorch.log_softmax("a", 0)),
+        ("log_softmax", lambda x: _F.log_softmax("a")),
+        ("flatten", lambda x: dtorch.flatten("a")),
+        ("permute", lambda x: dtorch.permute("a", 0)),
+        ("squeeze", lambda x: dtorch.squeeze("a")),
+        ("unsqueeze", lambda x: dtorch.unsqueeze("a", 0)),
+        ("unbind", lambda x: dtorch.unbind("a")),
+        ("split", lambda x: dtorch.split("a", 1)),
+        ("chunk", lambda x: dtorch.chunk("a", 1)),
+        ("tile", lambda x: dtorch.tile("a", 2)),
+        ("reshape", lambda x: dtorch.reshape(_T, (4,))),
+        ("tril", lambda x: dtorch.tril("a")),
+        ("triu", lambda x: dtorch.triu(_T)),
+        ("argsort", lambda x: dtorch.argsort("a")),
+        ("flip", lambda x: dtorch.flip("a", 0)),
+        ("fliplr", lambda x: dtorch.fliplr("a")),
+        ("flipud", lambda x: dtorch.flipud(_T)),
+        ("interpolate", lambda x: _F.interpolate("a", scale_factor=2)),
+        ("adaptive_avg_pool2d", lambda x: _F.adaptive_avg_pool2d("a", 1)),
+        ("embedding", lambda x: _F.embedding(x.long(), "a")),
+        ("nonzero", lambda x: dtorch.nonzero(_T)),
+        ("detach", lambda x: dtorch.detach(_T)),
+        ("bitwise_not", lambda x: dtorch.bitwise_not(_T.long())),
+        ("dropout", lambda x: _F.dropout(_T)),
+        ("conv2d", lambda x: dtorch.conv2d(x.view(1, 1, 2, 2), "a")),
+        ("linear", lambda x: _F.linear(x, "a", x)),
+        ("redistribute_like", lambda x: x.redistribute_like("a")),
+        ("scaled_dot_product_attention", lambda x: _F.scaled_dot_product_attention(x, x, "a")),
+        (
+            "tensors_redistribute_by_dict",
+            lambda x: dtorch.tensors_redistribute_by_dict([x, "a"], {}),
+        ),
+        ("cat", lambda x: dtorch.cat([x, torch.ones(2, 2)])),
+        ("stack", lambda x: dtorch.stack([x, "a"])),
+    ],
+)
+def test_non_tensors_refused_by_the_function_called(
+    name: str, call: Callable[[dtorch.Tensor], Any], graph: dtorch.Graph
+) -> None:
+    """A str, None or a torch tensor where a function takes a dtorch tensor: record's
+    TypeError naming the function (not an AttributeError from reading its ndim first)."""
+    x = dtorch.ones(2, 2, graph=graph)
+    with pytest.raises(TypeError, match=rf"^{name}: .*{_NOT_A_TENSOR}"):
+        call(x)
+    assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda x: x.sum(dim=1.5), TypeError, r"sum: dim must be an int or a tuple/list of ints"),
+        (lambda x: x.mean("a"), TypeError, r"mean: dim must be an int or a tuple/list of ints"),
+        (lambda x: x.sum(dim=[0, "a"]), TypeError, r"sum: dim must be an int, got 'a'"),
+        (lambda x: x.sum(dim=dtorch.tensor(1)), TypeError, r"sum: dim .* got a dtorch\.Tensor"),
+        (lambda x: x.size("a"), TypeError, r"size: dim must be an int"),
+        (lambda x: x.size({}), TypeError, r"size: dim must be an int"),
+        (lambda x: x.softmax({}), TypeError, r"softmax: dim must be an int, got \{\}"),
+        (lambda x: x.unsqueeze({}), TypeError, r"unsqueeze: dim must be an int"),
+        (lambda x: x.unbind({}), TypeError, r"unbind: dim must be an int"),
+        (lambda x: x.transpose("a", 0), TypeError, r"transpose: dim must be an int"),
+        (lambda x: x.softmax((0, 1)), TypeError, r"softmax: dim must be an int, got \(0, 1\)"),
+        (
+            lambda x: dtorch.tensor(1.0, graph=x.graph).size(0),
+            IndexError,
+            "size: Dimension specified as 0 but tensor has no dimensions",
+        ),
+        (
+            lambda x: dtorch.tensor(1.0, graph=x.graph).unbind(),
+            IndexError,
+            "unbind: Dimension specified as 0 but tensor has no dimensions",
+        ),
+        (
+            lambda x: dtorch.tensor(1.0, graph=x.graph).split(1),
+            ShapeError,
+            "split expects at least a 1-dimensional tensor",
+        ),
+        (
+            lambda x: dtorch.tensor(1.0, graph=x.graph).chunk(1),
+            ShapeError,
+            "chunk expects at least a 1-dimensional tensor",
+        ),
+        (
+            lambda x: dtorch.tensor(1.0, graph=x.graph).narrow(0, 0, 1),
+            ShapeError,
+            r"narrow\(\) cannot be applied to a 0-dim tensor",
+        ),
+        (lambda x: dtorch.flip(x, float("inf")), TypeError, r"flip: dims must be ints, got inf"),
+        (lambda x: dtorch.flip(x, float("nan")), TypeError, r"flip: dims must be ints, got nan"),
+        (lambda x: dtorch.flip(x, "abc"), TypeError, r"flip: dims must be ints, got 'abc'"),
+        (lambda x: dtorch.flip(x, None), TypeError, r"flip: dims must be ints, got None"),
+        (lambda x: x.permute(float("inf"), 0), TypeError, r"permute: dims must be ints"),
+        (lambda x: x.reshape(float("inf")), TypeError, r"reshape: sizes must be ints"),
+        (lambda x: x.tile(float("inf")), TypeError, r"tile: dims must be ints"),
+        (lambda x: x.expand(float("inf"), 2), TypeError, r"expand: sizes must be ints"),
+        (
+            lambda x: dtorch.arange(float("inf"), graph=x.graph),
+            ValueError,
+            "arange: unsupported range: 0 -> inf",
+        ),
+        (dtorch.einsum, TypeError, "einsum: the first argument must be the equation"),
+        (lambda x: dtorch.einsum(x, [0, 1]), TypeError, "einsum: .* sublist form"),
+        (lambda x: dtorch.zeros(2, graph="g"), TypeError, r"graph must be a dtorch\.Graph"),
+        (dtorch.cat, TypeError, "cat: expected a non-empty tuple or list"),
+        (lambda x: dtorch.cat([]), TypeError, "cat: expected a non-empty tuple or list"),
+        (
+            lambda x: x.redistribute_by_dict(placements_dict=[dtorch.Shard(0)]),
+            TypeError,
+            "redistribute_by_dict: placements_dict must be a dict",
+        ),
+        (
+            lambda x: x.redistribute_by_dict({0: dtorch.Shard(0)}),
+            MeshError,
+            "redistribute_by_dict: device_mesh must be a DeviceMesh.*placements_dict=",
+        ),
+        (
+            lambda x: x.redistribute(placements=dtorch.Shard(0)),
+            PlacementError,
+            r"redistribute: .*did you mean \[Shard\(dim=0\)\]",
+        ),
+        (
+            lambda x: x.redistribute(placements="S0"),
+            PlacementError,
+            r"redistribute: .*did you mean \['S0'\]",
+        ),
+        (lambda x: x.redistribute(placements=5), PlacementError, "redistribute: placements must"),
+    ],
+)
+def test_bad_dims_sizes_and_arguments_raise_clearly(
+    call: Callable[[dtorch.Tensor], Any], error: type[Exception], message: str, graph: dtorch.Graph
+) -> None:
+    x = dtorch.ones(2, 2, graph=graph)
+    with pytest.raises(error, match=message):
+        call(x)
+    assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]  # the graph is unharmed
+
+
+def test_int_like_dims_still_accepted(graph: dtorch.Graph) -> None:
+    """numpy integers and 0-d integer torch tensors are dims, as in torch; whole floats
+    remain sizes, as dtorch took them before."""
+    import numpy as np
+
+    x = dtorch.arange(6.0, graph=graph).reshape(2, 3)
+    assert x.sum(dim=np.int64(1)).tolist() == [3.0, 12.0]
+    assert x.sum(dim=torch.tensor(0)).tolist() == [3.0, 5.0, 7.0]
+    assert x.softmax(np.int64(-1)).shape == (2, 3)
+    assert x.reshape(3.0, 2).shape == (3, 2)
+    assert x.flip(np.int64(0)).tolist() == [[3.0, 4.0, 5.0], [0.0, 1.0, 2.0]]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: dtorch.DeviceMesh("cpu", range(0)), r"the mesh is empty"),
+        (lambda: dtorch.DeviceMesh("cpu", []), r"empty|at least one"),
+        (lambda: dtorch.init_device_mesh("cpu", 2**70), r"init_device_mesh: .* at most"),
+    ],
+)
+def test_bad_meshes_raise_mesh_errors(call: Callable[[], Any], message: str) -> None:
+    with pytest.raises(MeshError, match=message):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda x: dtorch.numel(torch.ones(2)), "numel: input 0"),
+        (lambda x: dtorch.is_floating_point("a"), "is_floating_point: input 0"),
+        (lambda x: x.view_as("a"), "view_as: other"),
+        (lambda x: x.reshape_as(torch.ones(4)), "reshape_as: other"),
+        (lambda x: x.expand_as(None), "expand_as: other"),
+        (lambda x: dtorch.t("a"), "t: input 0"),
+    ],
+)
+def test_methods_used_as_functions_refuse_non_tensors(
+    call: Any, name: str, graph: dtorch.Graph
+) -> None:
+    x = dtorch.ones(2, 2, graph=graph)
+    with pytest.raises(TypeError, match=f"^{name} must be a dtorch.Tensor"):
+        call(x)
+    assert (x + 1).tolist() == [[2.0, 2.0], [2.0, 2.0]]
+
+
+def test_round_with_far_decimals_follows_torch(graph: dtorch.Graph) -> None:
+    """``decimals`` past float range gives torch's nan (10.0 ** 400 overflowed in Python);
+    past int64, a ParamError as torch refuses it."""
+    x = dtorch.tensor([1.5, -2.25], graph=graph)
+    for decimals in (400, -400):
+        got = x.round(decimals=decimals).to_torch()
+        assert torch.equal(got.isnan(), torch.tensor([1.5, -2.25]).round(decimals=decimals).isnan())
+    with pytest.raises(ParamError, match="beyond the int64s"):
+        x.round(decimals=2**70)
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        np.int64(1),
+        np.array([0, 2]),
+        np.array([True, False, True]),
+        (np.int64(1), np.int32(0)),
+        slice(np.int64(1), np.int64(3)),
+    ],
+    ids=["np-int", "np-int-array", "np-bool-array", "np-tuple", "np-slice"],
+)
+def test_numpy_indices_index_as_in_torch(index: Any, graph: dtorch.Graph) -> None:
+    """NumPy integers and arrays index a tensor as torch's do (refused: "unsupported
+    index int64")."""
+    full = torch.arange(6).view(3, 2)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = dtorch.from_torch(full, device_mesh=mesh, graph=graph)
+    assert torch.equal(t[index].to_torch(), full[index])
+    written, want = t.clone(), full.clone()
+    written[index] = 7
+    want[index] = 7
+    assert torch.equal(written.to_torch(), want)

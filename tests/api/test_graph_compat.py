@@ -62,7 +62,7 @@ def test_graph_option_is_settable_comparable_and_keyword_only() -> None:
     # assignment is checked as construction is, and a refused value leaves the option as it was
     with pytest.raises(GraphError, match="True, False or None"):
         option.per_device_per_process = "no"  # type: ignore[assignment]
-    with pytest.raises(GraphError, match="positive int"):
+    with pytest.raises(GraphError, match="an int from 1 to 1024"):
         option.num_workers = 0
     assert option == dtorch.GraphOption(per_device_per_process=True)
     with pytest.raises(AttributeError):

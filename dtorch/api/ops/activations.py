@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dtorch.api.dims import tensor_arg
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
 from dtorch.api.record import record_one
@@ -101,5 +102,6 @@ def log_softmax(
         >>> dtorch.nn.functional.log_softmax(dtorch.zeros(1, 1), 1).tolist()
         [[0.0]]
     """
+    tensor_arg("log_softmax", input)
     implicit = 0 if input.ndim in (0, 1, 3) else 1
     return _reduce.log_softmax(input, implicit if dim is None else dim, dtype)

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.creation import from_torch
+from dtorch.api.dims import tensor_arg
 from dtorch.api.ops.shape import repeat_interleave
 from dtorch.api.record import record_one
 from dtorch.errors import ParamError, PlacementError
@@ -106,6 +107,8 @@ def scaled_dot_product_attention(
             f"{_NAME}: dropout_p={dropout_p} is not supported (torch draws the mask inside its "
             "kernel, which dtorch cannot reproduce); accepted: dropout_p=0.0"
         )
+    for i, t in enumerate((query, key, value)):  # before their shapes are read
+        tensor_arg(_NAME, t, f"input {i}")
     query, key, value = _broadcast_leading(query, key, value)
     mask = None if attn_mask is None else _on_mesh_of(query, attn_mask)
     param = SdpaParam(

@@ -19,6 +19,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from dtorch.api.dims import tensor_arg
 from dtorch.api.record import record_one
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import OperatorFormat, PaddingType
@@ -95,6 +96,8 @@ def conv2d(
     """
     if not isinstance(groups, int) or groups < 1:
         raise ParamError(f"conv2d: groups must be a positive int; got {groups!r}")
+    tensor_arg("conv2d", input)
+    tensor_arg("conv2d", weight, "weight")
     padding_type, pads = _padding(padding)
     param = _conv_param(
         dilations=int_pair("conv2d", "dilation", dilation),

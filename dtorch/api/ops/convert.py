@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dtorch.api.dims import tensor_arg
 from dtorch.api.graph import mesh_of
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import record, redistribute_to
@@ -119,6 +120,7 @@ def detach(t: Tensor) -> Tensor:
         >>> t.tolist()
         [1, 2, 3]
     """
+    tensor_arg("detach", t)
     return t._alias()
 
 

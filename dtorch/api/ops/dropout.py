@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dtorch.api.dims import tensor_arg
 from dtorch.api.record import record_one
 from dtorch.ir.params import DropoutParam
 from dtorch.kernels.local.embedding import dropout_mask
@@ -52,6 +53,7 @@ def dropout(
     """
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
+    tensor_arg("dropout", input)
     if not training or p == 0.0 or input.numel() == 0:
         return input
     source = _source(generator)

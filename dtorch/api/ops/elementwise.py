@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -20,8 +21,8 @@ from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar
-from dtorch.api.record import record, record_one
-from dtorch.errors import DtypeError
+from dtorch.api.record import not_a_tensor, record, record_one
+from dtorch.errors import DtypeError, ParamError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MaskedKind, MathKind
 from dtorch.ir.params import (
     ActivationParam,
@@ -342,6 +343,8 @@ def bitwise_not(input: Tensor) -> Tensor:
         >>> dtorch.bitwise_not(a).tolist(), dtorch.bitwise_not(b).tolist()
         ([-1, -6], [False, True])
     """
+    if not is_tensor(input):
+        raise not_a_tensor("bitwise_not", "input 0", input)
     if input.dtype.is_floating_point or input.dtype.is_complex:
         raise TypeError(
             f"bitwise_not (~) is only implemented on integer and bool tensors, got {input.dtype}"
@@ -416,6 +419,8 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     """
     if isinstance(decimals, bool) or not isinstance(decimals, int):
         raise TypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
+    if not -(2**63) <= decimals < 2**63:
+        raise ParamError(f"round: decimals={decimals} is beyond the int64s torch takes")
     if decimals == 0:
         return unary(MathKind.ROUND, "round", input)
     if not input.dtype.is_floating_point:
@@ -424,7 +429,8 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
             "accepted: float16, bfloat16, float32, float64 (or decimals=0)"
         )
     wide = input if input.dtype in (torch.float32, torch.float64) else cast(input, torch.float32)
-    scale = 10.0 ** abs(decimals)
+    # 10.0 ** 309 overflows a Python float; torch's scale is inf there (and the result nan)
+    scale = 10.0 ** abs(decimals) if abs(decimals) <= 308 else math.inf
     if decimals > 0:
         rounded = div(unary(MathKind.ROUND, "round", mul(wide, scale)), scale)
     else:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
+from dtorch.api.dims import tensor_arg
 from dtorch.api.record import record_one
 from dtorch.errors import ParamError
 from dtorch.ir.params import EmbeddingParam
@@ -49,6 +50,7 @@ def embedding(
         torch.Size([1, 2, 3])
     """
     check_max_norm("embedding", max_norm)
+    tensor_arg("embedding", weight, "weight")
     if isinstance(input, torch.Tensor):
         input = beside(weight, input)
     return record_one("embedding", EmbeddingParam(_padding(padding_idx, weight)), (input, weight))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from dtorch.api.create import create, from_data, shape_of
+from dtorch.api.dims import tensor_arg
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops.elementwise import masked_fill, sub
@@ -160,6 +161,7 @@ def triu(t: Tensor, diagonal: int = 0) -> Tensor:
 
 def _offsets(name: str, t: Tensor, diagonal: int) -> Tensor:
     """Column minus row index of each element of the last two dims, replicated on t's mesh."""
+    tensor_arg(name, t)
     if t.ndim < 2:
         raise ShapeError(f"{name}: input tensor must have at least 2 dimensions")
     if isinstance(diagonal, bool) or not isinstance(diagonal, int):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dtorch.api.dims import tensor_arg
 from dtorch.api.record import record
 from dtorch.ir.params import EinsumParam, LinearParam, MatmulParam, OuterParam
 
@@ -47,6 +48,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         >>> dtorch.nn.functional.linear(dtorch.ones(3, 4), dtorch.arange(4.0)).tolist()
         [6.0, 6.0, 6.0]
     """
+    if bias is not None:  # its ndim is read first: a str is refused as record would
+        tensor_arg("linear", weight, "input 1")
+        tensor_arg("linear", bias, "input 2")
     if bias is not None and weight.ndim == 1 and bias.ndim == 0:  # torch's vector form + b
         return record("linear", _LINEAR, (input, weight))[0] + bias
     inputs = (input, weight) if bias is None else (input, weight, bias)
@@ -76,6 +80,14 @@ def einsum(equation: str, *operands: Tensor) -> Tensor:
         >>> dtorch.einsum("ij,j->i", m, dtorch.ones(2)).tolist(), dtorch.einsum("ii", m).item()
         ([3.0, 7.0], 5.0)
     """
+    if not isinstance(equation, str):
+        raise TypeError(
+            f"einsum: the first argument must be the equation string (as 'ij,jk->ik'), got "
+            f"{type(equation).__module__}.{type(equation).__name__}; accepted: einsum(equation, "
+            "*operands) or einsum(equation, [operands]) (torch's sublist form is not supported)"
+        )
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    if not operands:
+        raise TypeError(f"einsum: no operands given for the equation {equation!r}")
     return record("einsum", EinsumParam(equation.replace(" ", "")), tuple(operands))[0]

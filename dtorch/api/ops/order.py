@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dims
+from dtorch.api.dims import normalize_dim, tensor_arg
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.shape import sizes
 from dtorch.api.record import record, record_one
@@ -36,9 +36,10 @@ if TYPE_CHECKING:
 
 def _dim(name: str, t: Tensor, dim: Any) -> int:
     # one int dim (torch takes no list here), normalised
+    tensor_arg(name, t)
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
-    return normalize_dims(dim, t.ndim, op=name)[0]
+    return normalize_dim(dim, t.ndim, op=name)
 
 
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
@@ -104,8 +105,9 @@ def flip(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
     """
     if dims is None and not order:
         raise TypeError('flip() missing 1 required positional arguments: "dims"')
-    wanted = sizes(order if dims is None else (dims,))
-    normal = normalize_dims(wanted, input.ndim, op="flip")
+    tensor_arg("flip", input)
+    wanted = sizes(order if dims is None else (dims,), "flip", "dims")
+    normal = tuple(normalize_dim(d, input.ndim, op="flip") for d in wanted)
     if len(set(normal)) != len(normal):
         twice = next(d for d in normal if normal.count(d) > 1)
         raise ShapeError(
@@ -124,6 +126,7 @@ def fliplr(input: Tensor) -> Tensor:
         >>> dtorch.fliplr(dtorch.tensor([[1, 2, 3], [4, 5, 6]])).tolist()
         [[3, 2, 1], [6, 5, 4]]
     """
+    tensor_arg("fliplr", input)
     if input.ndim < 2:
         raise ShapeError(f"fliplr: Input must be >= 2-d; got a {input.ndim}-D tensor")
     return record_one("fliplr", FlipParam((1,)), (input,))
@@ -138,6 +141,7 @@ def flipud(input: Tensor) -> Tensor:
         >>> dtorch.flipud(dtorch.tensor([[1, 2, 3], [4, 5, 6]])).tolist()
         [[4, 5, 6], [1, 2, 3]]
     """
+    tensor_arg("flipud", input)
     if input.ndim < 1:
         raise ShapeError(f"flipud: Input must be >= 1-d; got a {input.ndim}-D tensor")
     return record_one("flipud", FlipParam((0,)), (input,))
@@ -156,7 +160,8 @@ def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) ->
         >>> dtorch.gather(x, 1, dtorch.tensor([[0, 0], [1, 0]])).tolist()
         [[1, 1], [4, 3]]
     """
-    d = normalize_dims(operator.index(dim), input.ndim, op="gather")[0]
+    tensor_arg("gather", input)
+    d = normalize_dim(operator.index(dim), input.ndim, op="gather")
     if isinstance(index, torch.Tensor):
         index = beside(input, index)
     elif not is_tensor(index):

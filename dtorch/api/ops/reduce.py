@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.dims import normalize_dims
+from dtorch.api.dims import normalize_dim, normalize_dims, tensor_arg
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
 from dtorch.api.record import record
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 def _dims(t: Tensor, dim: int | Sequence[int] | None, op: str) -> tuple[int, ...] | None:
     if dim is None:
         return None
+    tensor_arg(op, t)  # before t.ndim (record names a bad input of a full reduction)
     return normalize_dims(dim, t.ndim, op=op)
 
 
@@ -178,6 +179,7 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
         binary = elementwise.maximum if kind == MaxMinKind.MAX else elementwise.minimum
         return binary(t, dim)
     name = "max" if kind == MaxMinKind.MAX else "min"
+    tensor_arg(name, t)
     if dim is None:
         return reduce(ReduceKind.MAX if kind == MaxMinKind.MAX else ReduceKind.MIN, name, t)
     if isinstance(dim, bool) or not isinstance(dim, int):  # torch takes no list of dims here
@@ -185,7 +187,7 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
             f"{name}: dim must be an int, got {type(dim).__name__}; accepted: {name}(), "
             f"{name}(dim, keepdim=False) or {name}(other_tensor)"
         )
-    param = MaxMinParam(kind, normalize_dims(dim, t.ndim, op=name)[0], bool(keepdim))
+    param = MaxMinParam(kind, normalize_dim(dim, t.ndim, op=name), bool(keepdim))
     values, indices = record(name, param, (t,))
     result_type = torch.return_types.max if kind == MaxMinKind.MAX else torch.return_types.min
     return result_type((values, indices))  # type: ignore[arg-type]  # holds dtorch tensors
@@ -237,8 +239,9 @@ def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = N
         >>> dtorch.softmax(dtorch.tensor([[1.0, 1.0, 1.0, 1.0]]), dim=1).tolist()
         [[0.25, 0.25, 0.25, 0.25]]
     """
+    tensor_arg("softmax", input)
     dim = _implicit_dim(input, dim)
-    param = SoftmaxParam(normalize_dims(dim, input.ndim, op="softmax")[0], False, dtype)
+    param = SoftmaxParam(normalize_dim(dim, input.ndim, op="softmax"), False, dtype)
     return record("softmax", param, (input,))[0]
 
 
@@ -251,14 +254,16 @@ def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Te
         >>> dtorch.log_softmax(dtorch.tensor([0.0, 0.0]), dim=0).exp().tolist()
         [0.5, 0.5]
     """
-    param = SoftmaxParam(normalize_dims(dim, input.ndim, op="log_softmax")[0], True, dtype)
+    tensor_arg("log_softmax", input)
+    param = SoftmaxParam(normalize_dim(dim, input.ndim, op="log_softmax"), True, dtype)
     return record("log_softmax", param, (input,))[0]
 
 
 def _scan(kind: ScanKind, name: str, t: Tensor, dim: int, dtype: torch.dtype | None) -> Tensor:
     if isinstance(dim, bool) or not isinstance(dim, int):  # torch takes exactly one dim
         raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
-    param = ScanParam(kind, normalize_dims(dim, t.ndim, op=name)[0], dtype)
+    tensor_arg(name, t)
+    param = ScanParam(kind, normalize_dim(dim, t.ndim, op=name), dtype)
     return record(name, param, (t,))[0]
 
 

@@ -16,15 +16,16 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 import dtorch.api.ops.index as _index
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dims
+from dtorch.api.dims import normalize_dim, normalize_dims, tensor_arg
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar
-from dtorch.api.record import record
+from dtorch.api.record import not_a_tensor, record
 from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
 from dtorch.ir.params import (
     ChunkParam,
@@ -52,11 +53,29 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def sizes(args: Sequence[Any]) -> tuple[int, ...]:
-    """torch's ``*shape`` convention: ints, or one sequence of ints."""
+def sizes(args: Sequence[Any], name: str = "shape", what: str = "sizes") -> tuple[int, ...]:
+    """torch's ``*shape`` convention: ints, or one sequence of ints. Anything else (a str,
+    None, a float that is no whole number, inf) is a TypeError naming ``name`` and ``what``."""
     if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
         args = tuple(args[0])
-    return tuple(int(a) for a in args)
+    return tuple([a if a.__class__ is int else _size(a, name, what) for a in args])
+
+
+def _size(value: Any, name: str, what: str) -> int:
+    # ints (a numpy integer, a 0-d integer tensor) and whole floats, as dtorch always took
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if hasattr(value, "__index__") and not isinstance(value, (str, bytes)):
+        try:
+            return int(value.__index__())
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    raise TypeError(
+        f"{name}: {what} must be ints, got {value!r} ({type(value).__name__}); accepted: ints, "
+        "or one tuple/list of ints"
+    )
 
 
 def infer_shape(name: str, shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
@@ -86,11 +105,12 @@ def view(t: Tensor, *shape: Any, size: Any = None, dtype: torch.dtype | None = N
         >>> view(t, size=(6,)).shape, view(t, dtorch.int32).dtype
         (torch.Size([6]), torch.int32)
     """
+    tensor_arg("view", t)
     if (size is not None) + (dtype is not None) + bool(shape) > 1:
         raise TypeError("view: give one of *shape, size= or dtype=, not several")
     if dtype is not None or (len(shape) == 1 and isinstance(shape[0], torch.dtype)):
         return view_dtype(t, shape[0] if dtype is None else dtype)
-    target = infer_shape("view", sizes(shape if size is None else (size,)), t.numel())
+    target = infer_shape("view", sizes(shape if size is None else (size,), "view"), t.numel())
     return record("view", ViewParam(target), (t,))[0]
 
 
@@ -121,7 +141,8 @@ def reshape(input: Tensor, *sizes_: Any, shape: Any = None) -> Tensor:
         >>> dtorch.reshape(dtorch.arange(6), (2, -1)).tolist()
         [[0, 1, 2], [3, 4, 5]]
     """
-    wanted = sizes(sizes_ if shape is None else (shape,))
+    tensor_arg("reshape", input)
+    wanted = sizes(sizes_ if shape is None else (shape,), "reshape")
     target = infer_shape("reshape", wanted, input.numel())
     return record("reshape", ReshapeParam(target), (input,))[0]
 
@@ -135,6 +156,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         >>> dtorch.flatten(t).shape, dtorch.flatten(t, 1).shape
         (torch.Size([24]), torch.Size([2, 12]))
     """
+    tensor_arg("flatten", input)
     start, end = (
         normalize_dims((start_dim, end_dim), input.ndim, op="flatten") if input.ndim else (0, 0)
     )
@@ -153,6 +175,7 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
         >>> dtorch.squeeze(t).shape, dtorch.squeeze(t, 1).shape
         (torch.Size([2, 3]), torch.Size([2, 3, 1]))
     """
+    tensor_arg("squeeze", input)
     if dim is None:
         dims = tuple(i for i, s in enumerate(input.shape) if s == 1)
     else:
@@ -170,9 +193,10 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
         >>> dtorch.unsqueeze(t, 0).tolist(), dtorch.unsqueeze(t, -1).tolist()
         ([[1, 2]], [[1], [2]])
     """
+    tensor_arg("unsqueeze", input)
     return record(
         "unsqueeze",
-        UnsqueezeParam(normalize_dims(dim, input.ndim + 1, op="unsqueeze")[0]),
+        UnsqueezeParam(normalize_dim(dim, input.ndim + 1, op="unsqueeze")),
         (input,),
     )[0]
 
@@ -187,6 +211,7 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
         >>> dtorch.transpose(t, 0, 1).shape, dtorch.transpose(t, 0, 1).placements
         (torch.Size([2, 4]), [Shard(dim=1)])
     """
+    tensor_arg("transpose", input)
     a, b = normalize_dims((dim0, dim1), input.ndim, op="transpose")
     return record("transpose", TransposeParam(a, b), (input,))[0]
 
@@ -199,6 +224,7 @@ def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
         >>> dtorch.zeros(4, 2, 3).mT.shape
         torch.Size([4, 3, 2])
     """
+    tensor_arg(name, input)
     if input.ndim < 2:
         raise ShapeError(
             f"tensor.{name} is only supported on matrices or batches of matrices. Got "
@@ -221,7 +247,8 @@ def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
         >>> dtorch.permute(dtorch.zeros(2, 3, 4), (2, 0, 1)).shape
         torch.Size([4, 2, 3])
     """
-    wanted = sizes(order if dims is None else (dims,))
+    tensor_arg("permute", input)
+    wanted = sizes(order if dims is None else (dims,), "permute", "dims")
     normal = normalize_dims(wanted, input.ndim, op="permute")
     if sorted(normal) != list(range(input.ndim)):
         raise ShapeError(f"permute: {list(wanted)} is not a permutation of {input.ndim} dims")
@@ -229,7 +256,8 @@ def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
 
 
 def expand(t: Tensor, *shape: Any) -> Tensor:
-    target = list(sizes(shape))
+    tensor_arg("expand", t)
+    target = list(sizes(shape, "expand"))
     offset = len(target) - t.ndim
     if offset < 0:
         raise ShapeError(f"expand: {target} has fewer dims than the tensor's {list(t.shape)}")
@@ -272,9 +300,12 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 
 def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
+    tensor_arg(name, t)
     if chunks <= 0:
         raise ShapeError(f"{name}: chunks must be positive, got {chunks}")
-    return record(name, ChunkParam(chunks, normalize_dims(dim, t.ndim, op=name)[0]), (t,))
+    if not t.ndim and name == "chunk":
+        raise ShapeError("chunk expects at least a 1-dimensional tensor")  # torch's words
+    return record(name, ChunkParam(chunks, normalize_dim(dim, t.ndim, op=name)), (t,))
 
 
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
@@ -286,7 +317,8 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
         >>> [c.tolist() for c in dtorch.unbind(dtorch.tensor([[1, 2], [3, 4]]), dim=1)]
         [[1, 3], [2, 4]]
     """
-    d = normalize_dims(dim, input.ndim, op="unbind")[0]
+    tensor_arg("unbind", input)
+    d = normalize_dim(dim, input.ndim, op="unbind")
     if input.shape[d] == 0:
         return ()
     return tuple(squeeze(part, d) for part in _chunk("unbind", input, input.shape[d], d))
@@ -306,7 +338,10 @@ def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Te
         >>> [p.tolist() for p in dtorch.split(dtorch.arange(5), split_size_or_sections=3)]
         [[0, 1, 2], [3, 4]]
     """
-    d = normalize_dims(dim, tensor.ndim, op="split")[0]
+    tensor_arg("split", tensor)
+    if not tensor.ndim:
+        raise ShapeError("split expects at least a 1-dimensional tensor")  # torch's words
+    d = normalize_dim(dim, tensor.ndim, op="split")
     size = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
         sections = _even_sections(size, split_size_or_sections)
@@ -353,7 +388,10 @@ def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:
         >>> dtorch.arange(6).reshape(2, 3).narrow(1, -2, 2).tolist()
         [[1, 2], [4, 5]]
     """
-    d = normalize_dims(dim, input.ndim, op="narrow")[0]
+    tensor_arg("narrow", input)
+    if not input.ndim:
+        raise ShapeError("narrow() cannot be applied to a 0-dim tensor.")  # torch's words
+    d = normalize_dim(dim, input.ndim, op="narrow")
     size, begin = input.shape[d], operator.index(start)
     if not -size <= begin <= size:
         raise DimError(
@@ -388,7 +426,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """
     tensors = _tensor_list("cat", tensors)
     return record(
-        "cat", ConcatParam(normalize_dims(dim, tensors[0].ndim, op="cat")[0]), tuple(tensors)
+        "cat", ConcatParam(normalize_dim(dim, tensors[0].ndim, op="cat")), tuple(tensors)
     )[0]
 
 
@@ -401,19 +439,28 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         [[1, 3], [2, 4]]
     """
     tensors = _tensor_list("stack", tensors)
-    d = normalize_dims(dim, tensors[0].ndim + 1, op="stack")[0]
+    d = normalize_dim(dim, tensors[0].ndim + 1, op="stack")
     return record("stack", ConcatParam(d, stack=True), tuple(tensors))[0]
 
 
 def _tensor_list(name: str, tensors: Sequence[Any]) -> list[Tensor]:
+    if isinstance(tensors, (TensorBase, torch.Tensor, str)) or not hasattr(tensors, "__iter__"):
+        raise TypeError(
+            f"{name}: expected a non-empty tuple or list of dtorch.Tensor, got "
+            f"{type(tensors).__module__}.{type(tensors).__name__}"
+        )
     tensors = list(tensors)
-    if not tensors or not all(isinstance(t, TensorBase) for t in tensors):
-        raise TypeError(f"{name}: expected a non-empty sequence of dtorch.Tensor")
+    if not tensors:
+        raise TypeError(f"{name}: expected a non-empty tuple or list of dtorch.Tensor, got none")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, TensorBase):
+            raise not_a_tensor(name, f"tensors[{i}]", t)
     return tensors
 
 
 def repeat(t: Tensor, *repeats: Any) -> Tensor:
-    counts = sizes(repeats)
+    tensor_arg("repeat", t)
+    counts = sizes(repeats, "repeat", "repeats")
     if len(counts) < t.ndim or any(c < 0 for c in counts):
         raise ShapeError(f"repeat: {list(counts)} needs at least {t.ndim} non-negative counts")
     return record("repeat", RepeatParam(counts), (t,))[0]
@@ -440,6 +487,7 @@ def repeat_interleave(
         >>> dtorch.repeat_interleave(dtorch.tensor([2, 1])).tolist()
         [0, 0, 1]
     """
+    tensor_arg("repeat_interleave", input)
     if repeats is None:
         counts = _counts(input)
         input = beside(input, torch.arange(len(counts)))
@@ -451,7 +499,7 @@ def repeat_interleave(
         repeats = int(counts.reshape(()))
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 0:
         raise TypeError("repeat_interleave: repeats must be a non-negative int or an int tensor")
-    d = None if dim is None else normalize_dims(dim, input.ndim, op="repeat_interleave")[0]
+    d = None if dim is None else normalize_dim(dim, input.ndim, op="repeat_interleave")
     out = record("repeat_interleave", RepeatInterleaveParam(repeats, d), (input,))[0]
     _check_output_size(out.shape[0 if d is None else d], output_size)
     return out
@@ -480,7 +528,7 @@ def _repeat_each(
     """Element ``i`` of ``dim`` ``counts[i]`` times: an index_select of the repeated
     positions (no dim: of the flattened tensor)."""
     source = flatten(input) if dim is None else input
-    d = 0 if dim is None else normalize_dims(dim, input.ndim, op="repeat_interleave")[0]
+    d = 0 if dim is None else normalize_dim(dim, input.ndim, op="repeat_interleave")
     if counts.numel() != source.shape[d]:
         raise ShapeError(
             f"repeat_interleave: repeats must have the same size as input along dim, but got "
@@ -510,6 +558,7 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
         >>> t.movedim(0, -1).shape, dtorch.movedim(t, (0, 1), (2, 0)).shape
         (torch.Size([3, 4, 2]), torch.Size([3, 4, 2]))
     """
+    tensor_arg("movedim", input)
     src, dst = _dim_list(input, source, "source"), _dim_list(input, destination, "destination")
     if len(src) != len(dst):
         raise ShapeError(
@@ -542,10 +591,11 @@ def unflatten(input: Tensor, dim: int, sizes_: Any) -> Tensor:
         >>> dtorch.zeros(2, 12).unflatten(1, (3, -1)).shape
         torch.Size([2, 3, 4])
     """
-    d = normalize_dims(dim, input.ndim, op="unflatten")[0]
+    tensor_arg("unflatten", input)
+    d = normalize_dim(dim, input.ndim, op="unflatten")
     if not input.ndim:
         raise DimError("unflatten: cannot unflatten a 0-d tensor; accepted: a tensor of >= 1 dim")
-    wanted = sizes((sizes_,))
+    wanted = sizes((sizes_,), "unflatten")
     if not wanted:
         raise ShapeError("unflatten: sizes must be non-empty")
     size = input.shape[d]
@@ -569,9 +619,10 @@ def tile(input: Tensor, *dims: Any) -> Tensor:
         >>> dtorch.tensor([[1, 2]]).tile(2).tolist()
         [[1, 2, 1, 2]]
     """
+    tensor_arg("tile", input)
     if not dims:
         raise TypeError('tile() missing 1 required positional arguments: "dims"')
-    counts = sizes(dims)
+    counts = sizes(dims, "tile", "dims")
     if any(c < 0 for c in counts):
         raise ShapeError(f"tile: {list(counts)} holds a negative count; accepted: counts >= 0")
     padded = (1,) * (input.ndim - len(counts)) + counts
@@ -588,6 +639,7 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
         >>> dtorch.arange(5).roll(2).tolist(), dtorch.arange(4).view(2, 2).roll(1, 1).tolist()
         ([3, 4, 0, 1, 2], [[1, 0], [3, 2]])
     """
+    tensor_arg("roll", input)
     sequence = isinstance(shifts, (tuple, list))
     if isinstance(shifts, bool) or not (sequence or hasattr(shifts, "__index__")):
         raise TypeError(
@@ -693,10 +745,26 @@ def _entry(name: str, item: int | slice, size: int, dim: int) -> IndexEntry:
     return int(item) % size
 
 
+def _numpy_free(index: Any) -> Any:
+    """The NumPy parts of an index as torch reads them: an integer or bool scalar as the
+    Python number, an array as a torch tensor (an advanced index)."""
+    if isinstance(index, tuple):
+        return tuple(_numpy_free(item) for item in index)
+    if isinstance(index, np.ndarray):
+        return torch.as_tensor(index)
+    if isinstance(index, np.bool_):
+        return bool(index)
+    if isinstance(index, np.integer):
+        return int(index)
+    return index
+
+
 def getitem(t: Tensor, index: Any) -> Tensor:
     """``t[index]``: basic indices stay on the devices with known placements; lists, tuples,
     tensors and bools inside the index go through ``dtorch.api.ops.index`` (fetched to the
-    client; the result, whose placements cannot be known at record time, on the first device)."""
+    client; the result, whose placements cannot be known at record time, on the first device).
+    NumPy integers and arrays index as in torch."""
+    index = _numpy_free(index)
     if _index.is_advanced(index):
         return _index.advanced_getitem(t, index)
     return record("getitem", GetItemParam(normalize_index(index, t.shape)), (t,))[0]
@@ -705,6 +773,7 @@ def getitem(t: Tensor, index: Any) -> Tensor:
 def setitem(t: Tensor, index: Any, value: Any) -> None:
     """``t[index] = value`` in place (value: a number, a torch or dtorch tensor broadcastable
     to the slot); an advanced index is computed on the client (``dtorch.api.ops.index``)."""
+    index = _numpy_free(index)
     if _index.is_advanced(index):
         _index.advanced_setitem(t, index, value)
         return

@@ -19,6 +19,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from dtorch.api.dims import tensor_arg
 from dtorch.api.ops.conv import IntOrPair, int_pair
 from dtorch.api.record import record, record_one
 from dtorch.errors import ParamError
@@ -110,6 +111,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) 
         >>> dtorch.nn.functional.adaptive_avg_pool2d(x, (1, None)).tolist()
         [[[2.0, 3.0, 4.0, 5.0]]]
     """
+    tensor_arg("adaptive_avg_pool2d", input)
     sizes = [output_size] * 2 if isinstance(output_size, int) else list(output_size)
     if len(sizes) == 2 and input.ndim >= 2:  # None keeps the input's size there
         sizes = [input.shape[input.ndim - 2 + i] if s is None else s for i, s in enumerate(sizes)]
@@ -154,6 +156,7 @@ def interpolate(
         >>> dtorch.nn.functional.interpolate(x, size=3, mode="linear", align_corners=True).tolist()
         [[[0.0, 1.0, 2.0]]]
     """
+    tensor_arg("interpolate", input)
     n = max(input.ndim - 2, 1)
     sizes = None if size is None else _repeat(size, n, int)
     scales = None if scale_factor is None else _repeat(scale_factor, n, float)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
 
-from dtorch.api.dims import normalize_dims
+from dtorch.api.dims import normalize_dims, tensor_arg
 from dtorch.api.ops.reduce import reduce
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
@@ -53,6 +53,7 @@ def _named(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
+        tensor_arg(prefix, args[0] if args else kwargs.get("input"))  # not str.dtype's error
         try:
             return fn(*args, **kwargs)
         except (DtypeError, ParamError, PlacementError, ShapeError) as error:

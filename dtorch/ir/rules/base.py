@@ -77,6 +77,8 @@ def norm_dim(name: str, dim: int, ndim: int) -> int:
         >>> norm_dim("sum", -1, 3)
         2
     """
+    if dim.__class__ is not int and not isinstance(dim, int):  # a float, a str: no dim
+        raise TypeError(f"{name}: dim must be an int, got {dim!r} ({type(dim).__name__})")
     size = max(ndim, 1)
     if not -size <= dim < size:
         raise DimError(
