@@ -73,6 +73,7 @@ from dtorch.api.functions import concat, equal, nonzero
 from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
 from dtorch.api.ops.attention import SdpaOption
+from dtorch.api.ops.basic_index import split
 from dtorch.api.ops.composite import addcdiv, addcmul, addmm, lerp, logaddexp, nan_to_num, xlogy
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.elementwise import (
@@ -92,8 +93,6 @@ from dtorch.api.ops.elementwise import (
     logical_and,
     logical_or,
     lt,
-    masked_fill,
-    masked_scatter,
     maximum,
     minimum,
     mul,
@@ -103,9 +102,9 @@ from dtorch.api.ops.elementwise import (
     sigmoid,
     sub,
     tanh,
-    where,
 )
 from dtorch.api.ops.linalg import einsum, matmul, outer
+from dtorch.api.ops.masked import masked_fill, masked_scatter, where
 from dtorch.api.ops.norm import rms_norm
 from dtorch.api.ops.order import argsort, flip, fliplr, flipud, gather, msort, sort, topk
 from dtorch.api.ops.reduce import (
@@ -134,7 +133,6 @@ from dtorch.api.ops.shape import (
     repeat_interleave,
     reshape,
     roll,
-    split,
     squeeze,
     stack,
     tile,

@@ -19,26 +19,28 @@ The handle itself (metadata, values, release) is ``dtorch.api.handle.TensorBase`
 adds the operators, where the behaviour lives in ``dtorch.api.ops``: a function of ``ops``
 whose signature is the method's is the method itself (``sum = _rd.sum``), operator methods
 are made from their kind (``exp = _mk.unary(M.EXP, "exp")``, ``dtorch.api.ops.methods``),
-and the rest are a line calling ``ops``.
+and the rest are a line calling ``ops``. The shape and conversion methods are the mixins
+``dtorch.api.tensor_shape.TensorShapes`` and ``dtorch.api.tensor_convert.TensorConversions``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from dtorch.api import redistribute as _redistribute
 from dtorch.api.create import construct
-from dtorch.api.dims import tensor_arg
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops import basic_index as _bi
 from dtorch.api.ops import composite as _cm
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import linalg as _la
+from dtorch.api.ops import masked as _ma
 from dtorch.api.ops import methods as _mk
 from dtorch.api.ops import order as _od
 from dtorch.api.ops import reduce as _rd
@@ -46,17 +48,15 @@ from dtorch.api.ops import shape as _sh
 from dtorch.api.ops import statistics as _st
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.ops.take import index_select
-from dtorch.errors import PlacementError, ShapeError
+from dtorch.api.tensor_convert import TensorConversions
+from dtorch.api.tensor_shape import TensorShapes
+from dtorch.errors import PlacementError
 from dtorch.ir.opkind import BinaryKind as B
-from dtorch.ir.opkind import CreateKind as C
 from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
 
-if TYPE_CHECKING:
-    pass
 
-
-class Tensor(TensorBase):
+class Tensor(TensorBase, TensorShapes, TensorConversions):
     """A (distributed) tensor of a dtorch graph; see the module docstring.
 
     ``dtorch.Tensor(torch_tensor, device_mesh=None, placements=None, dtype=None, graph=None,
@@ -345,10 +345,10 @@ class Tensor(TensorBase):
     __le__ = _mk.binary(B.LE, "le")
 
     # --- indexing ---------------------------------------------------------------------------
-    __getitem__ = _sh.getitem
+    __getitem__ = _bi.getitem
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        _sh.setitem(self, index, value)
+        _bi.setitem(self, index, value)
 
     # --- named binary operators -------------------------------------------------------------
     add = _ew.add
@@ -489,10 +489,10 @@ class Tensor(TensorBase):
     clamp = _ew.clamp
     clip = clamp
 
-    masked_fill = _ew.masked_fill
-    masked_fill_ = _ew.masked_fill_
-    masked_scatter = _ew.masked_scatter
-    masked_scatter_ = _ew.masked_scatter_
+    masked_fill = _ma.masked_fill
+    masked_fill_ = _ma.masked_fill_
+    masked_scatter = _ma.masked_scatter
+    masked_scatter_ = _ma.masked_scatter_
 
     def where(self, condition: Tensor, other: Any) -> Tensor:
         """torch's ``Tensor.where``: ``self`` where ``condition`` holds, else ``other`` (a
@@ -504,7 +504,7 @@ class Tensor(TensorBase):
             >>> dtorch.arange(3.0).where(dtorch.tensor([True, False, True]), -1.0).tolist()
             [0.0, -1.0, 2.0]
         """
-        return _ew.where(condition, self, other)
+        return _ma.where(condition, self, other)
 
     tril = _fl.tril
     triu = _fl.triu
@@ -546,320 +546,10 @@ class Tensor(TensorBase):
     flipud = _od.flipud
     roll = _sh.roll
 
-    # --- shapes -----------------------------------------------------------------------------
-    def view(
-        self,
-        *shape: Any,
-        size: Any = None,
-        dtype: torch.dtype | None = None,
-        placements: Any = None,
-    ) -> Tensor:
-        """torch's ``view(*shape)``, ``view(size=...)``, ``view(dtype)``, and DTorch's
-        ``view([placements])`` / ``view(placements=...)`` (the local shards read under other
-        placements).
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.arange(6).view(size=(2, 3)).shape, dtorch.ones(2).view(dtorch.int32).dtype
-            (torch.Size([2, 3]), torch.int32)
-        """
-        if placements is not None:
-            if shape or size is not None or dtype is not None:
-                raise TypeError("view: give sizes or placements=, not both (nor a dtype)")
-            return _redistribute.view_placements(self, placements)
-        if _placements(shape):
-            return _redistribute.view_placements(self, shape[0])
-        return _sh.view(self, *shape, size=size, dtype=dtype)
-
-    def reshape(self, *sizes: Any, shape: Any = None) -> Tensor:
-        """torch's ``reshape(*shape)``, ``reshape(shape)`` or ``reshape(shape=...)`` (one -1 at
-        most): a view where torch's would be one, else a copy. A shard is kept only where each
-        device's piece stays its chunk of the result (else a PlacementError: redistribute).
-
-        Example:
-            >>> import dtorch
-            >>> mesh = dtorch.init_device_mesh("cpu", 2)
-            >>> t = dtorch.arange(8, device_mesh=mesh, placements=[dtorch.Shard(0)]).reshape(2, -1)
-            >>> t.placements, t.tolist()
-            ([Shard(dim=0)], [[0, 1, 2, 3], [4, 5, 6, 7]])
-        """
-        return _sh.reshape(self, *sizes, shape=shape)
-
-    flatten = _sh.flatten
-    squeeze = _sh.squeeze
-    unsqueeze = _sh.unsqueeze
-    transpose = _sh.transpose
-
-    @property
-    def T(self) -> Tensor:
-        return _sh.permute(self, *reversed(range(self.ndim)))
-
-    @property
-    def mT(self) -> Tensor:
-        return _sh.matrix_transpose(self, "mT")
-
-    @property
-    def mH(self) -> Tensor:
-        return _sh.matrix_transpose(self, "mH")
-
-    permute = _sh.permute
-
-    def expand(self, *sizes: Any, size: Any = None) -> Tensor:
-        """torch's ``expand(*sizes)`` or ``expand(size=...)``: a view with dims of size 1
-        broadcast to ``sizes`` (-1 keeps a dim) and new dims in front. A shard moves with its
-        dim (``Shard(0)`` becomes ``Shard(1)`` under one new dim); a Partial stays Partial.
-
-        Example:
-            >>> import dtorch
-            >>> mesh = dtorch.init_device_mesh("cpu", 2)
-            >>> t = dtorch.arange(4, device_mesh=mesh, placements=[dtorch.Shard(0)]).expand(2, -1)
-            >>> t.placements, t.tolist()
-            ([Shard(dim=1)], [[0, 1, 2, 3], [0, 1, 2, 3]])
-        """
-        return _sh.expand(self, *(sizes if size is None else (size,)))
-
-    def view_as(self, other: Tensor) -> Tensor:
-        """torch's ``view_as``: ``view(other.shape)``; only ``other``'s shape is read (not its
-        mesh, dtype or placements).
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.arange(6).view_as(dtorch.zeros(2, 3)).tolist()
-            [[0, 1, 2], [3, 4, 5]]
-        """
-        tensor_arg("view_as", other, "other")
-        return _sh.view(self, other.shape)
-
-    def reshape_as(self, other: Tensor) -> Tensor:
-        """torch's ``reshape_as``: ``reshape(other.shape)`` (its placement rules); only
-        ``other``'s shape is read.
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.arange(6).reshape_as(dtorch.zeros(3, 2)).tolist()
-            [[0, 1], [2, 3], [4, 5]]
-        """
-        tensor_arg("reshape_as", other, "other")
-        return _sh.reshape(self, other.shape)
-
-    def t(self) -> Tensor:
-        """torch's ``t()``: a 0-D or 1-D tensor as it is, a 2-D one transposed (a shard moves
-        with its dim); more dims are refused.
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.t(dtorch.tensor([[1, 2, 3]])).tolist(), dtorch.t(dtorch.arange(2)).tolist()
-            ([[1], [2], [3]], [0, 1])
-        """
-        tensor_arg("t", self)  # dtorch.t(x) is this method
-        if self.ndim > 2:
-            raise ShapeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
-        return _sh.transpose(self, 0, -1) if self.ndim == 2 else self
-
-    def expand_as(self, other: Tensor) -> Tensor:
-        """torch's ``expand_as``: ``expand(other.shape)`` (its placement rules); only
-        ``other``'s shape is read.
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.tensor([[1], [2]]).expand_as(dtorch.zeros(2, 3)).tolist()
-            [[1, 1, 1], [2, 2, 2]]
-        """
-        tensor_arg("expand_as", other, "other")
-        return _sh.expand(self, other.shape)
-
-    contiguous = _sh.contiguous
-    chunk = _sh.chunk
-    unbind = _sh.unbind
-
-    def split(self, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
-        """torch's ``split``: pieces of ``split_size`` along ``dim`` (the last one shorter when it
-        does not divide), or one piece per size of a list. Each piece is a slice: a sharded
-        ``dim`` is split only where every piece stays chunked over the same devices (else a
-        PlacementError that says to redistribute). ``dtorch.split`` takes torch's keywords
-        (``tensor``, ``split_size_or_sections``).
-
-        Example:
-            >>> import dtorch
-            >>> [p.tolist() for p in dtorch.arange(5).split(2)]
-            [[0, 1], [2, 3], [4]]
-        """
-        return _sh.split(self, split_size, dim)
-
-    narrow = _sh.narrow
-
-    def repeat(self, *repeats: Any, **kwargs: Any) -> Tensor:
-        """torch's ``repeat(*repeats)`` or ``repeat(repeats=...)``: the tensor tiled
-        ``repeats[i]`` times along dim ``i`` (extra counts add dims in front). A shard stays
-        only on a dim repeated once (else a PlacementError: redistribute that dim to
-        Replicate first, or use ``repeat_interleave``); a Partial stays Partial.
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.tensor([1, 2]).repeat(2, 2).tolist()
-            [[1, 2, 1, 2], [1, 2, 1, 2]]
-        """
-        if "repeats" in kwargs:
-            repeats = (kwargs.pop("repeats"),)
-        if kwargs:
-            raise TypeError(f"repeat: unexpected keyword(s) {sorted(kwargs)}; accepted: repeats")
-        return _sh.repeat(self, *repeats)
-
-    repeat_interleave = _sh.repeat_interleave
-    tile = _sh.tile
-    movedim = _sh.movedim
-    moveaxis = _sh.movedim
-
-    def unflatten(self, dim: int, sizes: Any) -> Tensor:
-        """torch's ``unflatten``: ``dim`` split into ``sizes`` (one -1 at most), a ``reshape``
-        (its placement rules).
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.arange(6).unflatten(0, (2, -1)).tolist()
-            [[0, 1, 2], [3, 4, 5]]
-        """
-        return _sh.unflatten(self, dim, sizes)
-
-    # --- new tensors on this one's mesh, every mesh dim Replicate, in its dtype by default ---
-    def new_zeros(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
-        """torch's ``new_zeros(*size)``: zeros in ``self``'s dtype unless ``dtype``, on
-        ``self``'s mesh with every mesh dim Replicate (not ``self``'s placements).
-
-        Example:
-            >>> import dtorch
-            >>> mesh = dtorch.init_device_mesh("cpu", 2)
-            >>> z = dtorch.ones(4, device_mesh=mesh, placements=[dtorch.Shard(0)]).new_zeros(2, 3)
-            >>> z.placements, z.tolist()
-            ([Replicate()], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
-        """
-        return _fl.new(self, C.ZEROS, size, dtype)
-
-    def new_ones(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
-        """torch's ``new_ones(*size)``: ones in ``self``'s dtype unless ``dtype``, on
-        ``self``'s mesh with every mesh dim Replicate (as ``new_zeros``).
-
-        Example:
-            >>> import torch, dtorch
-            >>> dtorch.zeros(2).new_ones((2,), dtype=torch.int64).tolist()
-            [1, 1]
-        """
-        return _fl.new(self, C.ONES, size, dtype)
-
-    def new_empty(self, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
-        """torch's ``new_empty(*size)``: an uninitialized tensor in ``self``'s dtype unless
-        ``dtype``, on ``self``'s mesh with every mesh dim Replicate (as ``new_zeros``).
-
-        Example:
-            >>> import torch, dtorch
-            >>> e = dtorch.zeros(2, dtype=torch.int32).new_empty(2, 3)
-            >>> e.shape, e.dtype
-            (torch.Size([2, 3]), torch.int32)
-        """
-        return _fl.new(self, C.EMPTY, size, dtype)
-
-    def new_full(self, size: Any, fill_value: Any, *, dtype: torch.dtype | None = None) -> Tensor:
-        """torch's ``new_full(size, fill_value)``: ``size`` (a sequence) of ``fill_value`` in
-        ``self``'s dtype unless ``dtype``, on ``self``'s mesh with every mesh dim Replicate.
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.zeros(1).new_full((2, 2), 7).tolist()
-            [[7.0, 7.0], [7.0, 7.0]]
-        """
-        return _fl.new_full(self, size, fill_value, dtype)
-
-    def new_tensor(self, data: Any, *, dtype: torch.dtype | None = None) -> Tensor:
-        """torch's ``new_tensor(data)``: a copy of ``data`` (numbers, nested lists, a torch or
-        dtorch tensor) in ``self``'s dtype unless ``dtype``, on ``self``'s mesh with every mesh
-        dim Replicate.
-
-        Example:
-            >>> import dtorch
-            >>> dtorch.zeros(1).new_tensor([1, 2]).tolist()
-            [1.0, 2.0]
-        """
-        return _fl.new_tensor(self, data, dtype)
-
-    # --- copies and conversions -------------------------------------------------------------
-    clone = _cv.clone
-    copy_ = _fl.copy_  # a number fills, as in torch
-    detach = _cv.detach
-
-    def to(self, *args: Any, **kwargs: Any) -> Tensor:
-        """torch's ``to``: ``to(dtype)``, ``to(device)``, ``to(mesh)``, ``to(device_or_mesh,
-        dtype)``, ``to(other)`` (its mesh and dtype), or the keywords ``device``,
-        ``device_mesh``, ``dtype`` (``non_blocking`` and ``copy`` too). A mesh of the same
-        shape keeps the placements; one device gets the full value (Replicate); a mesh of
-        another shape is refused (use ``redistribute``). ``self`` itself when nothing changes
-        (unless ``copy=True``): ``to("cpu")`` of a CPU tensor, however distributed.
-
-        Example:
-            >>> import torch, dtorch
-            >>> mesh = dtorch.init_device_mesh("cpu", 2)
-            >>> t = dtorch.arange(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
-            >>> t.to(torch.float64).placements, t.to("cpu") is t, t.to("cpu:1").placements
-            ([Shard(dim=0)], True, [Replicate()])
-        """
-        return _cv.to(self, *args, **kwargs)
-
-    type_as = _cv.type_as
-
-    def type(self, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
-        """torch's ``type``: the legacy type name without ``dtype`` (``torch.cuda.`` on a CUDA
-        mesh), else the tensor as that type - a ``torch.dtype``, a type name or a typed class
-        (see ``dtorch.api.ops.convert.to_type``); ``self`` itself when nothing changes.
-
-        Example:
-            >>> import torch, dtorch
-            >>> t = dtorch.zeros(2)
-            >>> t.type(), t.type(torch.int32).type(), t.type("torch.DoubleTensor").dtype
-            ('torch.FloatTensor', 'torch.IntTensor', torch.float64)
-        """
-        return _cv.to_type(self, dtype, non_blocking, **kwargs)
-
-    def cpu(self) -> Tensor:
-        """torch's ``cpu()``: ``to("cpu")``. ``self`` itself when its mesh is on the CPU,
-        however distributed (its placements unchanged); else the full value on CPU device 0.
-
-        Example:
-            >>> import dtorch
-            >>> mesh = dtorch.init_device_mesh("cpu", 2)
-            >>> t = dtorch.zeros(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
-            >>> t.cpu() is t, t.cpu().placements
-            (True, [Shard(dim=0)])
-        """
-        return _cv.to(self, "cpu")
-
-    def cuda(self, device: int | None = None) -> Tensor:
-        """torch's ``cuda(device)``: ``to("cuda")`` or ``to("cuda:<device>")``; ``self`` itself
-        when it is there already, else the full value on that one GPU. Where the graph cannot
-        run on it (no GPU), a MeshError at the call, as torch's ``cuda()`` raises.
-
-        Example:
-            >>> import torch, dtorch
-            >>> t = dtorch.zeros(2)
-            >>> t.cuda(0).device if torch.cuda.is_available() else torch.device("cuda", 0)
-            device(type='cuda', index=0)
-        """
-        return _cv.to(self, "cuda" if device is None else f"cuda:{device}")
-
     # --- redistribution ---------------------------------------------------------------------
     redistribute = _redistribute.redistribute
     redistribute_like = _redistribute.redistribute_like
     redistribute_by_dict = _redistribute.redistribute_by_dict
-
-    # --- dtype casts (last: their names shadow builtins in the class body) ------------
-    half = _mk.cast(torch.float16, "half")
-    bfloat16 = _mk.cast(torch.bfloat16, "bfloat16")
-    float = _mk.cast(torch.float32, "float")
-    double = _mk.cast(torch.float64, "double")
-    bool = _mk.cast(torch.bool, "bool")
-    byte = _mk.cast(torch.uint8, "byte")
-    char = _mk.cast(torch.int8, "char")
-    short = _mk.cast(torch.int16, "short")
-    int = _mk.cast(torch.int32, "int")
-    long = _mk.cast(torch.int64, "long")
 
 
 # Operators on any handle (this class, a typed alias, a Parameter) return a plain Tensor, as
@@ -870,16 +560,6 @@ Tensor._result = Tensor._wrap
 # ``==``/``!=`` record an operator only against tensors and numbers (torch's rule).
 def _comparable(o: Any) -> bool:
     return isinstance(o, (Tensor, torch.Tensor)) or is_scalar(o)
-
-
-# ``view([Shard(0), ...])``: a list of placements, not sizes.
-def _placements(shape: tuple[Any, ...]) -> bool:
-    first = shape[0] if len(shape) == 1 else None
-    return (
-        isinstance(first, (list, tuple))
-        and bool(first)
-        and any(isinstance(p, Placement) for p in first)
-    )
 
 
 class _TypedTensorType(type):

@@ -25,7 +25,8 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast, clone
-from dtorch.api.ops.elementwise import binary, select, unary
+from dtorch.api.ops.elementwise import binary, unary
+from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand
 from dtorch.api.record import record

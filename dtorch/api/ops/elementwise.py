@@ -1,5 +1,5 @@
 """Elementwise operators: binary (with Python scalars on either side), unary math,
-activations, clamp, where and masked_fill.
+activations and clamp (``where`` and the masked operators are ``dtorch.api.ops.masked``).
 
 Example:
     >>> import dtorch
@@ -17,20 +17,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase, is_tensor
-from dtorch.api.ops.convert import assign, cast
+from dtorch.api.ops.convert import cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import not_a_tensor, record, record_one
 from dtorch.errors import DtypeError, ParamError
-from dtorch.ir.opkind import ActivationKind, BinaryKind, MaskedKind, MathKind
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
 from dtorch.ir.params import (
     ActivationParam,
     BaseMathParam,
     BroadcastBinaryParam,
     ClampParam,
-    MaskedParam,
-    WhereParam,
 )
 from dtorch.ir.rules.promotion import alpha_binary_dtype
 from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
@@ -40,7 +37,6 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 _TENSOR_PARAMS = {kind: BroadcastBinaryParam(kind) for kind in BinaryKind}
-_ABSENT: Any = object()  # ``where(condition)``: no input and no other given
 
 
 @functools.lru_cache(maxsize=1024)
@@ -524,105 +520,3 @@ def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
             )
     result = input if low is None else maximum(input, low)
     return result if high is None else minimum(result, high)
-
-
-def where(condition: Tensor, input: Any = _ABSENT, other: Any = _ABSENT) -> Any:
-    """``input`` where ``condition`` holds, else ``other``; either may be a number.
-    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)`` (as in torch).
-
-    Example:
-        >>> import dtorch
-        >>> c = dtorch.tensor([True, False, True])
-        >>> dtorch.where(c, 1.0, 0.0).tolist(), [i.tolist() for i in dtorch.where(c)]
-        ([1.0, 0.0, 1.0], [[0, 2]])
-    """
-    if input is _ABSENT and other is _ABSENT:
-        return nonzero(condition, as_tuple=True)
-    if input is _ABSENT or other is _ABSENT:
-        raise TypeError("where: give both input and other, or neither (where(condition))")
-    return select("where", condition, input, other)
-
-
-def select(name: str, condition: Tensor, input: Any, other: Any) -> Tensor:
-    """``where(condition, input, other)`` recorded as ``name`` (composites name their parts
-    after themselves, so a refusal names what the user called)."""
-    tensor = TensorBase
-    inputs = [condition] + [v for v in (input, other) if isinstance(v, tensor)]
-    param = WhereParam(
-        None if isinstance(input, tensor) else as_scalar(input),
-        None if isinstance(other, tensor) else as_scalar(other),
-    )
-    return record(name, param, tuple(inputs))[0]
-
-
-def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
-    """``input`` with ``value`` where ``mask`` is True, as ``torch.masked_fill`` (``value`` a
-    number or a 0-d tensor; ``mask`` broadcasts). A Partial ``input`` stays Partial when
-    the value is the number 0 (with a Replicate ``mask``); any other value refuses it.
-
-    Example:
-        >>> import dtorch
-        >>> mask = dtorch.tensor([True, False, True, False])
-        >>> dtorch.masked_fill(dtorch.arange(4.0), mask, -1.0).tolist()
-        [-1.0, 1.0, -1.0, 3.0]
-    """
-    if is_tensor(value):  # a 0-d tensor on the devices: torch takes it too
-        return where(mask, cast(_fill_value("masked_fill", value), input.dtype), input)
-    param = MaskedParam(MaskedKind.FILL, as_scalar(value))
-    return record("masked_fill", param, (input, mask))[0]
-
-
-def _fill_value(name: str, value: Tensor) -> Tensor:
-    """A dtorch tensor given as the fill value: 0-d only, as torch has it."""
-    if value.shape:
-        raise ValueError(
-            f"{name} only supports a 0-dimensional value tensor, but got tensor with "
-            f"{len(value.shape)} dimension(s)."
-        )
-    return value
-
-
-def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    """``input`` with ``source``'s elements, in order, where ``mask`` is True, as
-    ``torch.masked_scatter``. Unlike other elementwise operators it takes Replicate
-    inputs only (the source is read in mask order): redistribute shards first.
-
-    Example:
-        >>> import dtorch
-        >>> mask = dtorch.tensor([False, True, False, True])
-        >>> dtorch.masked_scatter(dtorch.zeros(4), mask, dtorch.tensor([7.0, 8.0])).tolist()
-        [0.0, 7.0, 0.0, 8.0]
-    """
-    return record("masked_scatter", MaskedParam(MaskedKind.SCATTER), (input, mask, source))[0]
-
-
-def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
-    """``masked_fill`` in place: the devices change ``input``'s shards; returns ``input``.
-
-    Example:
-        >>> import dtorch
-        >>> t = dtorch.arange(4.0)
-        >>> _ = t.masked_fill_(t > 1, -1.0)
-        >>> t.tolist()
-        [0.0, 1.0, -1.0, -1.0]
-    """
-    if is_tensor(value):
-        return assign("masked_fill_", input, masked_fill(input, mask, value))
-    param = MaskedParam(MaskedKind.FILL, as_scalar(value), in_place=True)
-    record("masked_fill_", param, (input, mask))
-    return input
-
-
-def masked_scatter_(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    """``masked_scatter`` in place: the devices change ``input``'s shards; returns ``input``.
-
-    Example:
-        >>> import dtorch
-        >>> t = dtorch.zeros(4)
-        >>> _ = t.masked_scatter_(dtorch.tensor([True, False, True, False]), dtorch.ones(4) * 7)
-        >>> t.tolist()
-        [7.0, 0.0, 7.0, 0.0]
-    """
-    param = MaskedParam(MaskedKind.SCATTER, in_place=True)
-    record("masked_scatter_", param, (input, mask, source))
-    return input

@@ -19,7 +19,8 @@ from dtorch.api.create import create, from_data, shape_of
 from dtorch.api.dims import tensor_arg
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
-from dtorch.api.ops.elementwise import masked_fill, sub
+from dtorch.api.ops.elementwise import sub
+from dtorch.api.ops.masked import masked_fill
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand, unsqueeze
 from dtorch.api.redistribute import redistribute

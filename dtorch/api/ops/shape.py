@@ -1,30 +1,28 @@
 """Shape operators: views, squeeze/unsqueeze, transpose/permute, expand, chunk/unbind,
-cat/stack, repeat, and basic indexing (``t[a:b, i, None, ...]`` and ``t[...] = v``).
+cat/stack, repeat. Basic indexing and the slices made from it (``narrow``, ``split``) are
+``dtorch.api.ops.basic_index``.
 
 Example:
     >>> import dtorch
     >>> t = dtorch.arange(12).view(3, 4)
-    >>> t[1:, ::2].tolist(), t.transpose(0, 1).shape
-    ([[4, 6], [8, 10]], torch.Size([4, 3]))
+    >>> t.reshape(2, 6).tolist()[1], t.transpose(0, 1).shape
+    ([6, 7, 8, 9, 10, 11], torch.Size([4, 3]))
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
-import dtorch.api.ops.index as _index
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside
 from dtorch.api.dims import normalize_dim, normalize_dims, tensor_arg
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.scalars import as_scalar, is_scalar
+from dtorch.api.ops.basic_index import _slice
 from dtorch.api.record import not_a_tensor, record
 from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
 from dtorch.ir.params import (
@@ -34,14 +32,10 @@ from dtorch.ir.params import (
     ContiguousParam,
     ExpandParam,
     FlattenParam,
-    GetItemParam,
-    IndexEntry,
     PermuteParam,
     RepeatInterleaveParam,
     RepeatParam,
     ReshapeParam,
-    SetItemParam,
-    SliceIndex,
     SqueezeParam,
     TransposeParam,
     UnsqueezeParam,
@@ -324,94 +318,6 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     return tuple(squeeze(part, d) for part in _chunk("unbind", input, input.shape[d], d))
 
 
-def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
-    """torch's ``split`` (``dtorch.split``, and ``Tensor.split``): pieces of
-    ``split_size_or_sections`` along ``dim`` (the last one shorter when it does not divide),
-    or one piece per size of a list; each a slice (``getitem``), so it keeps the placements a
-    slice keeps (a slice of a sharded dim whose result is not chunked over the same devices
-    is refused: a PlacementError that says to redistribute it).
-
-    Example:
-        >>> import dtorch
-        >>> [p.tolist() for p in dtorch.arange(5).split(2)], dtorch.arange(5).split([1, 4])[1].shape
-        ([[0, 1], [2, 3], [4]], torch.Size([4]))
-        >>> [p.tolist() for p in dtorch.split(dtorch.arange(5), split_size_or_sections=3)]
-        [[0, 1, 2], [3, 4]]
-    """
-    tensor_arg("split", tensor)
-    if not tensor.ndim:
-        raise ShapeError("split expects at least a 1-dimensional tensor")  # torch's words
-    d = normalize_dim(dim, tensor.ndim, op="split")
-    size = tensor.shape[d]
-    if isinstance(split_size_or_sections, int):
-        sections = _even_sections(size, split_size_or_sections)
-    else:
-        sections = _check_sections(size, d, [int(s) for s in split_size_or_sections])
-    ends = itertools.accumulate(sections)  # a running sum: split(1) of a long dim stays linear
-    return tuple(_slice("split", tensor, d, e - n, n) for e, n in zip(ends, sections, strict=True))
-
-
-def _even_sections(size: int, split_size: int) -> list[int]:
-    # torch's rule: one piece of an empty dim; split_size 0 only there
-    if split_size < 0:
-        raise ParamError(
-            f"split expects split_size be non-negative, but got split_size={split_size}"
-        )
-    if split_size == 0 and size != 0:
-        raise ShapeError(
-            f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}"
-        )
-    pieces = max(1, -(-size // split_size)) if split_size else 1
-    return [min(split_size, size - i * split_size) for i in range(pieces)]
-
-
-def _check_sections(size: int, dim: int, sections: list[int]) -> list[int]:
-    if any(s < 0 for s in sections):
-        raise ParamError(
-            "split_with_sizes expects split_sizes have only non-negative entries, but got "
-            f"split_sizes={sections}"
-        )
-    if sum(sections) != size:
-        raise ShapeError(
-            f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size "
-            f"at dimension {dim}), but got split_sizes={sections}"
-        )
-    return sections
-
-
-def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:
-    """torch's ``narrow``: ``length`` elements of ``dim`` from ``start`` (negative: from the
-    end; an int or a 0-d integer tensor), a slice (``getitem``).
-
-    Example:
-        >>> import dtorch
-        >>> dtorch.arange(6).reshape(2, 3).narrow(1, -2, 2).tolist()
-        [[1, 2], [4, 5]]
-    """
-    tensor_arg("narrow", input)
-    if not input.ndim:
-        raise ShapeError("narrow() cannot be applied to a 0-dim tensor.")  # torch's words
-    d = normalize_dim(dim, input.ndim, op="narrow")
-    size, begin = input.shape[d], operator.index(start)
-    if not -size <= begin <= size:
-        raise DimError(
-            f"start out of range (expected to be in range of [{-size}, {size}], but got {begin})"
-        )
-    begin = begin + size if begin < 0 else begin
-    if length < 0:
-        raise ParamError("narrow(): length must be non-negative.")
-    if begin + length > size:
-        raise ShapeError(f"start ({begin}) + length ({length}) exceeds dimension size ({size}).")
-    return _slice("narrow", input, d, begin, length)
-
-
-def _slice(name: str, t: Tensor, dim: int, start: int, length: int) -> Tensor:
-    # elements [start, start + length) of dim, the others whole: a getitem, recorded under the
-    # name the user called, so that its errors (a sharded dim's slice) name it
-    index = (slice(None),) * dim + (slice(start, start + length),)
-    return record(name, GetItemParam(normalize_index(index, t.shape, name)), (t,))[0]
-
-
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """``tensors`` joined along ``dim``. Along a sharded dim each device keeps its local
     pieces and the result is marked ``Shard(dim, sub_split_coordinates=...)``, the bounds of
@@ -678,113 +584,3 @@ def _roll_dim(t: Tensor, dim: int, shift: int) -> Tensor:
         return t
     pieces = (_slice("roll", t, dim, size - s, s), _slice("roll", t, dim, 0, size - s))
     return record("roll", ConcatParam(dim), pieces)[0]
-
-
-# --- indexing ---------------------------------------------------------------------------------
-def normalize_index(
-    index: Any, shape: Sequence[int], name: str = "getitem"
-) -> tuple[IndexEntry, ...]:
-    """Basic indexing as data: ints bounds-checked and made non-negative, slices clipped to
-    ``SliceIndex``, None kept (a new dim). Several ``...`` are read as torch reads them:
-    each one moves over the dims the other indices leave (the first takes them all), an
-    index left past the last dim is refused, a full slice there is a no-op."""
-    items = list(index) if isinstance(index, tuple) else [index]
-    _check_entries(name, items)
-    specified = sum(1 for i in items if i is not None and i is not Ellipsis)
-    if specified > len(shape):
-        raise IndexError(f"{name}: too many indices for a tensor of dimension {len(shape)}")
-    out: list[IndexEntry] = []
-    dim = 0
-    for item in items:
-        if item is Ellipsis:
-            out.extend(SliceIndex(0, s, 1) for s in shape[dim : dim + len(shape) - specified])
-            dim += len(shape) - specified
-        elif _past_end(name, item, dim, len(shape)):
-            continue
-        elif item is None:
-            out.append(None)
-        else:
-            out.append(_entry(name, item, shape[dim], dim))
-            dim += 1
-    return tuple(out) + tuple(SliceIndex(0, s, 1) for s in shape[dim:])
-
-
-def _past_end(name: str, item: Any, dim: int, ndim: int) -> bool:
-    # torch skips a full slice anywhere, and refuses other indices a second '...' pushed out
-    if item == slice(None):
-        return dim >= ndim
-    if dim > ndim or (dim == ndim and item is not None):
-        raise IndexError(
-            f"{name}: index {item!r} falls past the last of the {ndim} dims (torch moves every "
-            f"'...' over the dims the other indices leave); accepted: at most one '...' before it"
-        )
-    return False
-
-
-def _check_entries(name: str, items: list[Any]) -> None:
-    for item in items:
-        if isinstance(item, (TensorBase, torch.Tensor, list)) or (
-            not isinstance(item, (int, slice)) and item is not None and item is not Ellipsis
-        ):
-            raise IndexError(
-                f"{name}: unsupported index {type(item).__name__}: dtorch supports ints, slices, "
-                "None, ..., int lists and tuples, integer and bool tensors"
-            )
-
-
-def _entry(name: str, item: int | slice, size: int, dim: int) -> IndexEntry:
-    if isinstance(item, slice):
-        start, stop, step = item.indices(size)
-        if step <= 0:
-            raise ValueError(f"{name}: step must be greater than zero; got {step}")
-        return SliceIndex(start, max(start, stop), step)
-    if not -size <= item < size:
-        raise IndexError(
-            f"{name}: index {item} is out of bounds for dimension {dim} with size {size}"
-        )
-    return int(item) % size
-
-
-def _numpy_free(index: Any) -> Any:
-    """The NumPy parts of an index as torch reads them: an integer or bool scalar as the
-    Python number, an array as a torch tensor (an advanced index)."""
-    if isinstance(index, tuple):
-        return tuple(_numpy_free(item) for item in index)
-    if isinstance(index, np.ndarray):
-        return torch.as_tensor(index)
-    if isinstance(index, np.bool_):
-        return bool(index)
-    if isinstance(index, np.integer):
-        return int(index)
-    return index
-
-
-def getitem(t: Tensor, index: Any) -> Tensor:
-    """``t[index]``: basic indices stay on the devices with known placements; lists, tuples,
-    tensors and bools inside the index go through ``dtorch.api.ops.index`` (fetched to the
-    client; the result, whose placements cannot be known at record time, on the first device).
-    NumPy integers and arrays index as in torch."""
-    index = _numpy_free(index)
-    if _index.is_advanced(index):
-        return _index.advanced_getitem(t, index)
-    return record("getitem", GetItemParam(normalize_index(index, t.shape)), (t,))[0]
-
-
-def setitem(t: Tensor, index: Any, value: Any) -> None:
-    """``t[index] = value`` in place (value: a number, a torch or dtorch tensor broadcastable
-    to the slot); an advanced index is computed on the client (``dtorch.api.ops.index``)."""
-    index = _numpy_free(index)
-    if _index.is_advanced(index):
-        _index.advanced_setitem(t, index, value)
-        return
-    entries = normalize_index(index, t.shape, "setitem")
-    if isinstance(value, torch.Tensor):
-        value = beside(t, value)
-    if is_scalar(value) and not isinstance(value, TensorBase):
-        record("setitem", SetItemParam(entries, as_scalar(value)), (t,))
-    elif isinstance(value, TensorBase):
-        record("setitem", SetItemParam(entries), (t, value))
-    else:
-        raise TypeError(
-            f"setitem: value must be a number or a dtorch.Tensor, got {type(value).__name__}"
-        )
