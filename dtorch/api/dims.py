@@ -54,6 +54,8 @@ def _index(op: str, dim: Any) -> int:
 
 
 def _dim(dim: Any, ndim: int, op: str) -> int:
+    if isinstance(dim, bool):  # an int to Python, not to torch: sum(x, True) is refused there
+        raise TypeError(f"{op}: dim must be an int, got {dim!r} (bool)")
     if not isinstance(dim, int):
         dim = _index(op, dim)
     if ndim == 0 and op in _NEEDS_A_DIM:

@@ -382,3 +382,16 @@ def test_numpy_indices_index_as_in_torch(index: Any, graph: dtorch.Graph) -> Non
     written[index] = 7
     want[index] = 7
     assert torch.equal(written.to_torch(), want)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda x: x.sum(True), lambda x: dtorch.sum(x, dim=(0, False)), lambda x: x.unsqueeze(True)],
+    ids=["sum", "sum-tuple", "unsqueeze"],
+)
+def test_bool_dims_are_refused_as_torch_refuses_them(call: Any, graph: dtorch.Graph) -> None:
+    """A bool is an int to Python but not to torch (``sum(x, True)`` was summed over dim 1)."""
+    x = dtorch.ones(2, 3, graph=graph)
+    with pytest.raises(TypeError, match=r"dim must be an int, got (True|False) \(bool\)"):
+        call(x)
+    assert x.sum(0, True).shape == (1, 3)  # keepdim stays a bool
