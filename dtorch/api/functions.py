@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import tensor_arg
 from dtorch.api.ops.shape import cat
+from dtorch.api.record import tensor_arg
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, SupportsIndex, cast
 import numpy as np
 import torch
 
-from dtorch.api.dims import normalize_dims, tensor_arg
+from dtorch.api.dims import normalize_dims
+from dtorch.api.record import tensor_arg
 from dtorch.api.values import to_torch_async
 from dtorch.errors import ShapeError
 from dtorch.ir.mesh import DeviceMesh
@@ -75,6 +76,11 @@ class TensorBase:
             self._base = self._result(self._graph, self._operand)
         return self._base
 
+    def _share(self, source: TensorBase) -> None:
+        """This handle stands for ``source``'s value, which ``source``'s owner keeps alive:
+        this handle releases nothing itself (a constructor, a copy, ``data = other``)."""
+        self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
+
     def _alias(self) -> Tensor:
         """A new handle to the same value (``detach``): it keeps the owner alive."""
         tensor = self._result(self._graph, self._operand)  # a plain Tensor, as torch's
@@ -89,7 +95,7 @@ class TensorBase:
         self._graph.rebinds += 1  # a trace refuses rebinds it cannot replay
         if self._base is None:  # no alias was ever taken: the old value has no other handle
             self._graph.executor.release(self._operand.id)
-        self._graph, self._operand, self._base = other._graph, other._operand, other._owner()
+        self._share(other)
 
     @property
     def data(self) -> Tensor:
@@ -149,13 +155,7 @@ class TensorBase:
             >>> c.add_(1).tolist()
             [1.0, 1.0]
         """
-        made = object.__new__(type(self))
-        made._graph, made._operand, made._base = self._graph, self._operand, self._owner()
-        for name in _extra_slots(type(self)):  # a Parameter's requires_grad and grad, ...
-            if hasattr(self, name):
-                setattr(made, name, getattr(self, name))
-        made._name = self._name
-        return made
+        return self._twin(self, None)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TensorBase:
         """``copy.deepcopy``: a handle of this class to a copy of the value (``clone``: same
@@ -171,13 +171,21 @@ class TensorBase:
             ([0.0, 0.0], [1.0, 1.0])
         """
         clone: TensorBase = cast(Any, self).clone()  # every handle is a dtorch.Tensor
+        return self._twin(clone, memo)
+
+    def _twin(self, source: TensorBase, memo: dict[int, Any] | None) -> TensorBase:
+        """A handle of this class to ``source``'s value, with this handle's name and the slots
+        a subclass adds (a Parameter's ``requires_grad``): shared, or deep copies with
+        ``copy.deepcopy``'s ``memo`` (entered first, so a slot that refers back finds it)."""
         made = object.__new__(type(self))
-        made._graph, made._operand, made._base = clone._graph, clone._operand, clone._owner()
-        memo[id(self)] = made
+        made._share(source)
+        made._name = self._name
+        if memo is not None:
+            memo[id(self)] = made
         for name in _extra_slots(type(self)):
             if hasattr(self, name):
-                setattr(made, name, copy.deepcopy(getattr(self, name), memo))
-        made._name = self._name
+                value = getattr(self, name)
+                setattr(made, name, value if memo is None else copy.deepcopy(value, memo))
         return made
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
@@ -214,7 +222,7 @@ class TensorBase:
         """
         if dim is None:
             return self.shape
-        return self._operand.shape[normalize_dims(dim, self.ndim, op="size")[0]]
+        return self._operand.shape[normalize_dims(dim, self.ndim, op="size", needs_a_dim=True)[0]]
 
     @property
     def ndim(self) -> int:

@@ -63,10 +63,23 @@ def not_a_tensor(name: str, label: str, value: object) -> TypeError:
     )
 
 
+def is_handle(value: object) -> bool:
+    """Whether ``value`` is a dtorch tensor (duck-typed: handle.py imports this module's
+    users, so TensorBase is not importable here at run time)."""
+    return hasattr(value, "_operand")
+
+
+def tensor_arg(op: str, value: object, label: str = "input 0") -> None:
+    """``not_a_tensor`` naming ``op`` and ``label`` when ``value`` is no dtorch tensor (a str,
+    None, a torch tensor, a numpy array): for operators that read its metadata before
+    recording, where ``record``'s own check comes too late."""
+    if not is_handle(value):
+        raise not_a_tensor(op, label, value)
+
+
 def _not_tensors(name: str, inputs: Sequence[object]) -> TypeError:
-    # not_a_tensor for the first input that is no handle (duck-typed: handle.py imports this
-    # module's users, so TensorBase is not importable here at run time)
-    bad = next(i for i, t in enumerate(inputs) if not hasattr(t, "_operand"))
+    # not_a_tensor for the first input that is no handle
+    bad = next(i for i, t in enumerate(inputs) if not is_handle(t))
     return not_a_tensor(name, f"input {bad}", inputs[bad])
 
 

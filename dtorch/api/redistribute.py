@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dtorch.api.dims import tensor_arg
 from dtorch.api.graph import mesh_of
-from dtorch.api.record import record_one, redistribute_to
+from dtorch.api.record import record_one, redistribute_to, tensor_arg
 from dtorch.errors import MeshError, PlacementError
 from dtorch.ir.mesh import DeviceMesh, by_mesh_dim
 from dtorch.ir.params import ViewPlacementsParam

@@ -71,8 +71,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions):
         """torch-style construction, see ``dtorch.api.create.construct``."""
         made = construct(Tensor, type(self)._DTYPE, args, kwargs)
         self._name = None
-        self._graph, self._operand, self._base = made._graph, made._operand, made._owner()
-        # the owner keeps the value alive; this handle releases nothing itself.
+        self._share(made)
 
     @staticmethod
     def parser_tensor_to_function_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

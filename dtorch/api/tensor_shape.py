@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api import redistribute as _redistribute
-from dtorch.api.dims import tensor_arg
 from dtorch.api.ops import basic_index as _bi
 from dtorch.api.ops import shape as _sh
+from dtorch.api.record import tensor_arg
 from dtorch.errors import ShapeError
 from dtorch.ir.placement import Placement
 

@@ -509,10 +509,10 @@ def init_device_mesh(
         raise refusal from None
     if min(shape) <= 0:
         raise refusal
-    if math.prod(shape) > _MAX_MESH_DEVICES:  # its ids would not fit in memory
+    if capped_product(shape, _MAX_MESH_DEVICES) > _MAX_MESH_DEVICES:  # ids beyond memory
         raise MeshError(
-            f"init_device_mesh: mesh_shape {shape} holds {math.prod(shape)} devices; accepted: "
-            f"at most {_MAX_MESH_DEVICES}"
+            f"init_device_mesh: mesh_shape {shape} holds more than {_MAX_MESH_DEVICES} devices; "
+            f"accepted: at most {_MAX_MESH_DEVICES}"
         )
     kind, index = parse_device(device_type)
     if index is not None:  # the ids are 0..n-1: an index would be silently dropped

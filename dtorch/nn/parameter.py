@@ -81,7 +81,7 @@ class Parameter(_Marked):
     def __init__(self, data: Any = None, requires_grad: bool = True, **kwargs: Any) -> None:
         source = _source(type(self).__name__, data, kwargs)
         self._name = None
-        self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
+        self._share(source)
         self.requires_grad = bool(requires_grad)
         self.grad: Tensor | None = None  # torch's attribute; dtorch computes none itself
 
@@ -106,7 +106,7 @@ class Buffer(_Marked):
     def __init__(self, data: Any = None, *, persistent: bool = True, **kwargs: Any) -> None:
         source = _source(type(self).__name__, data, kwargs)
         self._name = None
-        self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
+        self._share(source)
         self.persistent = bool(persistent)
 
     def __repr__(self) -> str:

@@ -240,10 +240,7 @@ class Executor:
         deadline = time.monotonic() + timeout  # one budget for the three steps, not three
         self._dispatcher.join(timeout)
         try:
-            if discard:
-                self.runner.close(_left(deadline), discard=True)
-            else:
-                self.runner.close(_left(deadline))
+            self.runner.close(_left(deadline), discard)
         finally:
             self._reporter.join(_left(deadline))
             closed = GraphError("the graph was closed before this value was computed")

@@ -53,7 +53,7 @@ class _HangingRunner:
     def execute(self, batch: ExecuteBatch) -> None:
         self.reports.released.wait(30.0)
 
-    def close(self, timeout: float) -> None:
+    def close(self, timeout: float, discard: bool = False) -> None:
         self.closed_with.append(timeout)
         time.sleep(timeout)
 

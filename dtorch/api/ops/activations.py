@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dtorch.api.dims import tensor_arg
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
-from dtorch.api.record import record_one
+from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.opkind import ActivationKind
 from dtorch.ir.params import ActivationParam
 

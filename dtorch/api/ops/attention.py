@@ -47,9 +47,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.creation import from_torch
-from dtorch.api.dims import tensor_arg
 from dtorch.api.ops.shape import repeat_interleave
-from dtorch.api.record import record_one
+from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError, PlacementError
 from dtorch.ir.params import SdpaParam
 from dtorch.ir.placement import Placement, Replicate, Shard, format_placements

@@ -25,10 +25,10 @@ import torch
 
 import dtorch.api.ops.index as _index
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim, tensor_arg
+from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar
-from dtorch.api.record import record
+from dtorch.api.record import record, tensor_arg
 from dtorch.errors import DimError, ParamError, ShapeError
 from dtorch.ir.params import GetItemParam, IndexEntry, SetItemParam, SliceIndex
 
@@ -107,10 +107,8 @@ def _numpy_free(index: Any) -> Any:
         return tuple(_numpy_free(item) for item in index)
     if isinstance(index, np.ndarray):
         return torch.as_tensor(index)
-    if isinstance(index, np.bool_):
-        return bool(index)
-    if isinstance(index, np.integer):
-        return int(index)
+    if isinstance(index, (np.integer, np.bool_)):
+        return index.item()  # the Python int or bool
     return index
 
 

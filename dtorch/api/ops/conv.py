@@ -19,8 +19,7 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from dtorch.api.dims import tensor_arg
-from dtorch.api.record import record_one
+from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import OperatorFormat, PaddingType
 from dtorch.ir.params import ConvParam

@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.dims import tensor_arg
 from dtorch.api.graph import mesh_of
 from dtorch.api.handle import TensorBase
-from dtorch.api.record import record, redistribute_to
+from dtorch.api.record import record, redistribute_to, tensor_arg
 from dtorch.api.redistribute import move, redistribute
 from dtorch.errors import DtypeError, MeshError, ShapeError
 from dtorch.ir.device import TORCH_MAX_INDEX, parse_device

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from dtorch.api.dims import tensor_arg
-from dtorch.api.record import record_one
+from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.params import DropoutParam
 from dtorch.kernels.local.embedding import dropout_mask
 

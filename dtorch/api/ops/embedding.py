@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import tensor_arg
-from dtorch.api.record import record_one
+from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError
 from dtorch.ir.params import EmbeddingParam
 

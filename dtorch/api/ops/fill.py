@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from dtorch.api.create import create, from_data, shape_of
-from dtorch.api.dims import tensor_arg
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops.elementwise import sub
 from dtorch.api.ops.masked import masked_fill
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand, unsqueeze
+from dtorch.api.record import tensor_arg
 from dtorch.api.redistribute import redistribute
 from dtorch.errors import ShapeError
 from dtorch.ir.opkind import CreateKind

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dtorch.api.dims import tensor_arg
-from dtorch.api.record import record
+from dtorch.api.record import record, tensor_arg
 from dtorch.ir.params import EinsumParam, LinearParam, MatmulParam, OuterParam
 
 if TYPE_CHECKING:

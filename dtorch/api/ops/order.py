@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim, tensor_arg
+from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.shape import sizes
-from dtorch.api.record import record, record_one
+from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.errors import ShapeError
 from dtorch.ir.params import FlipParam, GatherParam, SortParam, TopKParam
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.dims import normalize_dim, normalize_dims, tensor_arg
+from dtorch.api.dims import normalize_dim, normalize_dims
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
-from dtorch.api.record import record
+from dtorch.api.record import record, tensor_arg
 from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
 from dtorch.ir.params import MaxMinParam, ReduceParam, ScanParam, SoftmaxParam
 

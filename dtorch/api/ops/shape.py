@@ -20,10 +20,10 @@ import torch
 
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim, normalize_dims, tensor_arg
+from dtorch.api.dims import normalize_dim, normalize_dims
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.basic_index import _slice
-from dtorch.api.record import not_a_tensor, record
+from dtorch.api.record import not_a_tensor, record, tensor_arg
 from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
 from dtorch.ir.params import (
     ChunkParam,
@@ -312,7 +312,7 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
         [[1, 3], [2, 4]]
     """
     tensor_arg("unbind", input)
-    d = normalize_dim(dim, input.ndim, op="unbind")
+    d = normalize_dim(dim, input.ndim, op="unbind", needs_a_dim=True)
     if input.shape[d] == 0:
         return ()
     return tuple(squeeze(part, d) for part in _chunk("unbind", input, input.shape[d], d))

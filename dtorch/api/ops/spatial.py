@@ -19,9 +19,8 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dtorch.api.dims import tensor_arg
 from dtorch.api.ops.conv import IntOrPair, int_pair
-from dtorch.api.record import record, record_one
+from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import PoolKind
 from dtorch.ir.params import InterpolateParam, PadParam, PoolingParam

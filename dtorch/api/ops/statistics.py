@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
 
-from dtorch.api.dims import normalize_dims, tensor_arg
+from dtorch.api.dims import normalize_dims
 from dtorch.api.ops.reduce import reduce
+from dtorch.api.record import tensor_arg
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import ReduceKind

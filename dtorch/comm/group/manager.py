@@ -218,10 +218,11 @@ class ThreadGroupManager:
         with self._lock:
             self._check_open()
             self._resets += 1
-            keys = sorted(self._groups)
-            closing = [k for k in keys if self._groups[k].backend_kind in _REOPENED]
-            groups = [self._groups.pop(k) if k in closing else self._groups[k] for k in keys]
-        _on_each(groups, _reset_or_close, "resetting")
+            ordered = sorted(self._groups.items())  # keys are unique: groups never compared
+            for key, group in ordered:
+                if group.backend_kind in _REOPENED:
+                    del self._groups[key]  # closed below, opened again on first use
+        _on_each([group for _, group in ordered], _reset_or_close, "resetting")
 
     def get_group(
         self, device_kind: str, device_ids: Sequence[int], local_device_ids: Iterable[int]

@@ -219,6 +219,7 @@ class Control:
         self.name = name
         self._fd = fd
         self._lock = FileLock(fd)
+        self._what = f"store segment {name!r}"  # for a lock timeout's message; once, not per lock
         self._buffer = mmap.mmap(fd, CONTROL_SIZE)
 
     @classmethod
@@ -258,8 +259,8 @@ class Control:
     def begin(self, deadline: float, fresh_size: int = 0) -> ControlState:
         """Take the lock and read the state (``transaction`` in two calls, for a caller that
         adds steps of its own without another context manager: see ``file.Transaction``);
-        ``end`` releases the lock, also if the read failed."""
-        self._lock.acquire(deadline, f"store segment {self.name!r}")
+        ``end`` releases the lock. A read that fails releases it here, before raising."""
+        self._lock.acquire(deadline, self._what)
         try:
             return self._read(fresh_size)
         except BaseException:

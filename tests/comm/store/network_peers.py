@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import ormsgpack
+import torch
 import zmq
 
 from dtorch.comm.namespace import CommNamespace
@@ -154,3 +155,13 @@ class LogWatch(logging.Handler):
                 left = deadline - time.monotonic()
                 assert left > 0, f"never logged {text!r} {times}x; logged: {self.messages[-5:]}"
                 self._changed.wait(left)
+
+
+def handover(producer: Any, consumer: Any, key: str, tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` from ``producer`` to ``consumer`` through one key, the whole handshake;
+    what the consumer got (a copy)."""
+    producer.src_set(key, tensor, 1)
+    got = consumer.dest_get(key).clone()
+    consumer.dest_finish_get(key)
+    producer.src_wait_until_get_finished(key)
+    return got

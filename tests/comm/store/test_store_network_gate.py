@@ -16,7 +16,7 @@ from contextlib import closing, contextmanager
 import pytest
 import torch
 import zmq
-from network_peers import STORE_LOGGER, two_ranks
+from network_peers import STORE_LOGGER, handover, two_ranks
 
 from dtorch.comm.store import NetworkTensorStore
 from dtorch.comm.store.base import Deadline
@@ -32,14 +32,6 @@ AT_HANDSHAKE = "at the handshake"
 ATTACK_MIB = 256
 #: How much the process may grow meanwhile (other threads, allocator noise).
 SLACK_MIB = 64
-
-
-def _handover(producer, consumer, key: str, tensor: torch.Tensor) -> torch.Tensor:
-    producer.src_set(key, tensor, 1)
-    got = consumer.dest_get(key).clone()
-    consumer.dest_finish_get(key)
-    producer.src_wait_until_get_finished(key)
-    return got
 
 
 def _rss_mib() -> int:
@@ -120,7 +112,7 @@ def test_raw_peers_without_the_secret_make_the_coordinator_hold_nothing(namespac
         sent_plain = _plain_hello_of_a_gibibyte(rank0.endpoint)
         grown = _rss_mib() - before
         watch.wait_for(AT_HANDSHAKE)  # the NULL peer (the oversized HELLO has no event)
-        got = _handover(rank1, rank0, "k", torch.arange(6.0))
+        got = handover(rank1, rank0, "k", torch.arange(6.0))
     assert sent_null < ATTACK_MIB and sent_plain < ATTACK_MIB  # both cut off early
     assert grown < SLACK_MIB, f"the process grew by {grown} MiB"
     assert watch.count("dropped a message") == 0  # nothing was delivered
@@ -142,7 +134,7 @@ def test_a_zmq_peer_without_the_secret_is_refused_at_the_handshake(namespace, wa
             assert not dealer.poll(200)  # no answer of any kind
         assert rank0._coordinator is not None
         assert len(rank0._coordinator._sessions._sessions) == 2  # the two ranks only
-        got = _handover(rank0, rank1, "k", torch.ones(3))
+        got = handover(rank0, rank1, "k", torch.ones(3))
     assert watch.count("dropped a message") == 0  # nothing was delivered
     assert got.tolist() == [1.0, 1.0, 1.0]
 
@@ -181,9 +173,9 @@ def test_tensors_larger_than_a_frame_cross_both_ways(namespace):
     big = torch.randn(FRAME_BYTES // 2 + 7, dtype=torch.float64)  # 4 MiB and 56 bytes
     flags = torch.rand(3 * FRAME_BYTES + 1) < 0.5  # a bool tensor over 4 frames
     with two_ranks(namespace) as (rank0, rank1):
-        there = _handover(rank0, rank1, "big", big)
-        back = _handover(rank1, rank0, "flags", flags)
-        empty = _handover(rank1, rank0, "empty", torch.empty(0, 3))
+        there = handover(rank0, rank1, "big", big)
+        back = handover(rank1, rank0, "flags", flags)
+        empty = handover(rank1, rank0, "empty", torch.empty(0, 3))
     assert torch.equal(there, big) and torch.equal(back, flags)
     assert empty.shape == (0, 3)
 

@@ -12,7 +12,7 @@ import logging
 import ormsgpack
 import pytest
 import torch
-from network_peers import ANY_PORT, STORE_LOGGER, RawPeer, SignedPeer, two_ranks
+from network_peers import ANY_PORT, STORE_LOGGER, RawPeer, SignedPeer, handover, two_ranks
 
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store import NetworkTensorStore, StoreKind, open_store
@@ -52,14 +52,6 @@ def _unsigned(header: list) -> list[bytes]:
 _NO_REQUEST = "is no request of a network store"
 
 
-def _handover(producer, consumer, key: str, tensor: torch.Tensor) -> torch.Tensor:
-    producer.src_set(key, tensor, 1)
-    got = consumer.dest_get(key).clone()
-    consumer.dest_finish_get(key)
-    producer.src_wait_until_get_finished(key)
-    return got
-
-
 def test_an_outsider_cannot_read_a_tensor_set_for_rank_1(namespace, watch, outsider):
     tensor = torch.randn(5, 3)
     with two_ranks(namespace) as (rank0, rank1):
@@ -91,7 +83,7 @@ def test_an_outsider_cannot_inject_a_tensor(namespace, watch, outsider):
         attacker.send(forged)
         watch.wait_for("bad MAC")
         assert watch.count(_NO_REQUEST) == 1
-        got = _handover(rank0, rank1, "k", real)
+        got = handover(rank0, rank1, "k", real)
     torch.testing.assert_close(got, real)
 
 
@@ -122,7 +114,7 @@ def test_a_member_acts_only_as_the_rank_it_joined_as(namespace, watch, outsider)
         watch.wait_for("refused a request", times=2)
         with pytest.raises(CommError, match="FINISH as rank 0 from a connection of rank 1"):
             rank1._call("dest_finish_get", [Op.FINISH, 0, "k"], Deadline(5.0))
-        got = _handover(rank0, rank1, "k2", torch.tensor([3.0]))
+        got = handover(rank0, rank1, "k2", torch.tensor([3.0]))
         rank1.dest_get("k")
         rank1.dest_finish_get("k")
         rank0.src_wait_until_get_finished("k")
@@ -236,9 +228,9 @@ def test_an_outsider_cannot_pin_memory(namespace, watch, outsider, threads):
         member = outsider(rank0.endpoint, secret=namespace.secret)
         reply = member.request([Op.SET, 7, "pin", 1, [F32, [1 << 20]]], chunk * 4)
         assert reply[0] == Status.ERROR and "outside [0, 2)" in reply[1]
-        got = _handover(rank1, rank0, "room", room)
+        got = handover(rank1, rank0, "room", room)
         _reset_both(rank0, rank1, threads)
-        again = _handover(rank1, rank0, "room", room + 1)
+        again = handover(rank1, rank0, "room", room + 1)
     torch.testing.assert_close(got, room)
     torch.testing.assert_close(again, room + 1)
 
@@ -250,14 +242,14 @@ def test_the_byte_cap_refuses_and_reset_releases(namespace, watch, threads):
         with pytest.raises(CommError, match="may hold at most 1048576"):
             rank0.src_set("a0", half, 1)
         watch.wait_for("may hold at most")
-        small = _handover(rank1, rank0, "small", torch.ones(3))  # what fits is still served
+        small = handover(rank1, rank0, "small", torch.ones(3))  # what fits is still served
         first = rank0.dest_get("a1").clone()
         rank0.dest_finish_get("a1")
         rank1.src_wait_until_get_finished("a1")
         with pytest.raises(CommError, match="may hold at most"):
             rank0.src_set("a0", half, 1)  # a finished key is held until reset()
         _reset_both(rank0, rank1, threads)
-        got = _handover(rank0, rank1, "a0", half)
+        got = handover(rank0, rank1, "a0", half)
     assert small.tolist() == [1.0, 1.0, 1.0]
     torch.testing.assert_close(first, half)
     torch.testing.assert_close(got, half)
@@ -300,7 +292,7 @@ def test_rank_0_on_port_0_reports_the_endpoint_bound(namespace):
     with two_ranks(namespace) as (rank0, rank1):
         assert rank0.endpoint != ANY_PORT and rank0.endpoint.startswith("tcp://127.0.0.1:")
         assert rank1.endpoint == rank0.endpoint
-        got = _handover(rank1, rank0, "k", torch.tensor([1.5, 2.5]))
+        got = handover(rank1, rank0, "k", torch.tensor([1.5, 2.5]))
     assert got.tolist() == [1.5, 2.5]
     with pytest.raises(CommError, match="port 0 is for rank 0"):
         NetworkTensorStore.open("k", 2, 1, namespace, ANY_PORT)
@@ -311,7 +303,7 @@ def test_rank_0_binds_the_interface_it_is_given(namespace):
     with first:
         assert first.endpoint.startswith("tcp://127.0.0.2:")
         with NetworkTensorStore.open("host2", 2, 1, namespace, first.endpoint) as second:
-            got = _handover(first, second, "k", torch.arange(6).reshape(2, 3))
+            got = handover(first, second, "k", torch.arange(6).reshape(2, 3))
     assert torch.equal(got, torch.arange(6).reshape(2, 3))
 
 
