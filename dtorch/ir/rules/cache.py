@@ -5,13 +5,20 @@ placements again and again; running the rule each time costs more than the rest 
 Rules are pure functions of the param, the inputs' metadata and torch's default dtype (scalar
 promotion), so an answer can be reused whenever those are the same.
 
-The key holds ``id()`` of the param, the mesh and the placements tuple, not their values:
-hashing and comparing those dataclasses would cost most of what the cache saves. The entry
-keeps those objects alive, so an id in a live key always names the object it was taken from.
-Equal but distinct objects only miss (and add an entry); they never get another's answer.
-Outputs' placements come from the cached answer, so in a loop the next operator's inputs carry
-the very objects of the key. The table is cleared when it reaches ``limit`` entries; errors
-are never cached (the rule raises again).
+The first key holds ``id()`` of the param, the mesh and the placements tuple, not their
+values: hashing and comparing those dataclasses would cost most of what the cache saves when
+a loop records the very same param objects. The entry keeps those objects alive, so an id in
+a live key always names the object it was taken from. Outputs' placements come from the
+cached answer, so in a loop the next operator's inputs carry the very objects of the key.
+
+Most callers make a new param per call (``x.transpose(1, 2)`` in a model's forward), which
+the identity key always misses; a second table keys the param by value. A value key is
+strict, so that equal-comparing values of different types never share an answer: every
+number carries its type (``True``, ``1`` and ``1.0`` differ, and so do two IntEnums of equal
+value), a float is keyed by its bits (``-0.0`` is not ``0.0``; NaN is itself), records by
+their fields; whatever else (a mesh, a tensor, a generator) by identity, kept alive by the
+entry's param. The tables are cleared when they reach ``limit`` entries; errors are never
+cached (the rule raises again).
 
 Example:
     >>> import torch
@@ -31,6 +38,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from typing import Any
 
 import torch
@@ -46,13 +55,15 @@ _default_dtype = torch.get_default_dtype
 class InferenceCache:
     """Remembered ``infer`` answers (see the module docstring); one per graph."""
 
-    __slots__ = ("_entries", "_limit")
+    __slots__ = ("_by_value", "_entries", "_fields", "_limit")
 
     def __init__(self, limit: int = 4096) -> None:
         if limit < 1:
             raise ValueError(f"an InferenceCache needs a limit of at least 1 entry, got {limit}")
         # key -> (answer, the objects whose ids the key holds)
         self._entries: dict[tuple[Any, ...], tuple[Inference, tuple[Any, ...]]] = {}
+        self._by_value: dict[tuple[Any, ...], tuple[Inference, tuple[Any, ...]]] = {}
+        self._fields: dict[type, tuple[str, ...] | None] = {}  # class -> its keyed fields
         self._limit = limit
 
     def __len__(self) -> int:
@@ -63,30 +74,74 @@ class InferenceCache:
         # The usual arities without a loop: this is the per-operator hot path.
         if len(inputs) == 2:  # binary operators
             a, b = inputs
-            key: tuple[Any, ...] = (
-                id(param), _default_dtype(),
+            layout: tuple[Any, ...] = (
+                _default_dtype(),
                 a.shape, a.dtype, id(a.mesh), id(a.placements),
                 b.shape, b.dtype, id(b.mesh), id(b.placements),
             )  # fmt: skip
         elif len(inputs) == 1:  # unary operators and views
             x = inputs[0]
-            key = (id(param), _default_dtype(), x.shape, x.dtype, id(x.mesh), id(x.placements))
+            layout = (_default_dtype(), x.shape, x.dtype, id(x.mesh), id(x.placements))
         else:
-            key = _key(param, inputs)
+            layout = _layout(inputs)
+        key = (id(param), layout)
         entry = self._entries.get(key)
+        if entry is not None:
+            return entry[0]
+        by_value = (self._strict(param), _value_layout(inputs))
+        entry = self._by_value.get(by_value)
         if entry is not None:
             return entry[0]
         answer = infer_uncached(name, param, inputs)
         if len(self._entries) >= self._limit:
             self._entries.clear()
-        self._entries[key] = (answer, _held(param, inputs))
+            self._by_value.clear()
+        self._entries[key] = self._by_value[by_value] = (answer, _held(param, inputs))
         return answer
 
+    def _strict(self, value: Any) -> Any:
+        """``value``'s strict value key (see the module docstring)."""
+        cls = type(value)
+        if cls in _PLAIN:
+            return cls, value
+        if cls is float:
+            return float, value.hex()
+        if cls is tuple:
+            return tuple, *map(self._strict, value)
+        if isinstance(value, enum.Enum):
+            return cls, value.value
+        names = self._fields[cls] if cls in self._fields else self._fields_of(cls)
+        if names is None:
+            return cls, id(value)
+        return cls, *[self._strict(getattr(value, n)) for n in names]
 
-def _key(param: OpParam, inputs: tuple[Operand, ...]) -> tuple[Any, ...]:
-    key: list[Any] = [id(param), _default_dtype()]
+    def _fields_of(self, cls: type) -> tuple[str, ...] | None:
+        """The fields of a frozen dataclass compared by value; None for anything else."""
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not (params.frozen and params.eq):
+            names = None
+        else:
+            names = tuple(f.name for f in dataclasses.fields(cls))
+        self._fields[cls] = names
+        return names
+
+
+_PLAIN = frozenset({int, bool, str, type(None), torch.dtype})
+
+
+def _layout(inputs: tuple[Operand, ...]) -> tuple[Any, ...]:
+    key: list[Any] = [_default_dtype()]
     for o in inputs:
         key += (o.shape, o.dtype, id(o.mesh), id(o.placements))
+    return tuple(key)
+
+
+def _value_layout(inputs: tuple[Operand, ...]) -> tuple[Any, ...]:
+    """The inputs' metadata with placements by value (validated records of ints: equal is
+    strict enough), for a param met by value."""
+    key: list[Any] = [_default_dtype()]
+    for o in inputs:
+        key += (o.shape, o.dtype, id(o.mesh), o.placements)
     return tuple(key)
 
 

@@ -54,6 +54,41 @@ def test_equal_but_distinct_objects_miss_and_get_the_same_answer() -> None:
     assert first == second and len(cache) == 2
 
 
+def test_a_new_but_equal_param_reuses_the_answer() -> None:
+    # a model's forward makes a new param per call: the value key finds the first answer
+    cache = InferenceCache()
+    x = op((2, 6), Shard(1))
+    first = cache.infer("sum", ReduceParam(ReduceKind.SUM, (0,)), (x,))
+    assert cache.infer("sum", ReduceParam(ReduceKind.SUM, (0,)), (x,)) is first
+    nan = BroadcastBinaryParam(BinaryKind.MUL, Scalar.of(float("nan")))
+    answer = cache.infer("mul", nan, (x,))
+    again = BroadcastBinaryParam(BinaryKind.MUL, Scalar.of(float("nan")))
+    assert cache.infer("mul", again, (x,)) is answer
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (ReduceParam(ReduceKind.SUM, (1,)), ReduceParam(ReduceKind.SUM, (True,))),
+        (ReduceParam(ReduceKind.SUM, (1,), keepdim=True), ReduceParam(ReduceKind.SUM, (1,), 1)),
+        (
+            BroadcastBinaryParam(BinaryKind.MUL, Scalar.of(0.0)),
+            BroadcastBinaryParam(BinaryKind.MUL, Scalar.of(-0.0)),
+        ),
+    ],
+)
+def test_params_equal_only_across_types_or_zero_signs_do_not_share(
+    one: OpParam, other: OpParam
+) -> None:
+    assert one == other  # Python's equality would share them: the cache's key does not
+    cache = InferenceCache()
+    x = op((2, 6), Shard(1))
+    name = "sum" if isinstance(one, ReduceParam) else "mul"
+    first = cache.infer(name, one, (x,))
+    assert cache.infer(name, other, (x,)) is not first
+    assert cache.infer(name, other, (x,)) == infer(name, other, (x,))
+
+
 def test_a_different_operand_never_gets_anothers_answer() -> None:
     cache = InferenceCache()
     x = op((4, 2), Shard(0))
