@@ -45,6 +45,7 @@ import io
 import mmap
 import os
 import secrets
+import stat
 import struct
 import zlib
 from collections.abc import Iterator
@@ -233,7 +234,7 @@ def load_program(
 
     g = graph_or_default(graph)
     name = repr(os.fspath(path))
-    with open(path, "rb") as source:
+    with _open_file(path, name) as source:
         try:
             offset, header = _read_header(source)
             spec, crcs = _spec_of(deserialize(header))
@@ -254,12 +255,32 @@ def _bad(message: str) -> DeserializationError:
     return DeserializationError(message)
 
 
+def _open_file(path: PathLike, name: str) -> io.BufferedReader:
+    """``path`` opened for reading if it is a regular file. Opening without blocking, then
+    checking: opening a named pipe for reading waits for a writer, for ever if none comes."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise _bad(f"{name} is {kind}; a program file is a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read_header(source: io.BufferedReader) -> tuple[int, bytes]:
     """The header's offset and bytes, after checking the prefix and the CRC."""
     size = os.fstat(source.fileno()).st_size
     prefix = source.read(_PREFIX.size)
-    if len(prefix) < _PREFIX.size or prefix[: len(MAGIC)] != MAGIC:
+    if prefix[: len(MAGIC)] != MAGIC[: len(prefix)] or not prefix:
         raise _bad(f"not a dtorch program file: it starts with {prefix[:8]!r}, expected {MAGIC!r}")
+    if len(prefix) < _PREFIX.size:
+        raise _bad(
+            f"the file is truncated: it holds {size} bytes, its prefix alone takes {_PREFIX.size}"
+        )
     _, version, crc, offset, length = _PREFIX.unpack(prefix)
     if version > VERSION:
         raise UnsupportedVersionError(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import os
 import weakref
 from collections.abc import Callable
@@ -65,6 +66,8 @@ class Program:
         self._alias = _aliases(spec.body.inputs)
         self._keywords: tuple[Any, ...] = spec.args[1][1][1]  # the traced keyword names
         self._values = has_values(spec.args)  # plain values: compared leaf by leaf
+        self._any_keyword_order = True  # False for a function taking **kwargs (see trace)
+        self._modes: tuple[Callable[[], tuple[bool, ...]], tuple[bool, ...]] | None = None
         self._key: list[int] = [0]  # the body's name (one box: the finalizer reads it too)
         self._name(spec.body, self._constant_ids)
         weakref.finalize(self, _release, graph.executor, self._constant_ids, self._key)
@@ -97,14 +100,16 @@ class Program:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the program on new arguments; returns what the function returned, with new
         tensors (not yet computed, as any operator's results)."""
-        if kwargs and tuple(kwargs) != self._keywords:  # keywords are a mapping, not a list
-            kwargs = _in_order(kwargs, self._keywords)
+        if kwargs and tuple(kwargs) != self._keywords and self._any_keyword_order:
+            kwargs = _in_order(kwargs, self._keywords)  # named parameters: a mapping
         tree, tensors = flatten((args, kwargs), _is_tensor)
         spec = self.spec
         if tree != spec.args or self._values:
-            wrong = difference(spec.args, tree)
+            wrong = _call_difference(spec.args, tree)
             if wrong is not None:
                 raise TraceError(f"{spec.name}: {wrong}")
+        if self._modes is not None:
+            self._check_modes()
         self._check(tensors)
         graph = self.graph
         ids = graph._operand_ids
@@ -122,6 +127,17 @@ class Program:
         self._sent = True
         handles = [Tensor._wrap(graph, o) for o in outputs]
         return unflatten(spec.result, handles)
+
+    def _check_modes(self) -> None:
+        """TraceError if a traced module's train/eval mode changed: the body holds the
+        operators of the traced mode (BatchNorm's batch statistics, dropout or not)."""
+        modes, traced = self._modes  # type: ignore[misc]
+        if modes() != traced:
+            raise TraceError(
+                f"{self.spec.name}: a module's train/eval mode changed since it was traced "
+                "(.train() or .eval()), and the program replays the traced mode's operators: "
+                "trace again in the new mode"
+            )
 
     def _current_constant_ids(self) -> tuple[int, ...]:
         """The constants' ids, following handles rebound since the trace (``t.data = other``:
@@ -253,6 +269,34 @@ def _same_layout(a: Operand, b: Operand) -> bool:
     return (a.shape, a.dtype, a.placements, a.mesh) == (b.shape, b.dtype, b.placements, b.mesh)
 
 
+def _call_difference(traced: Any, called: Any) -> str | None:
+    """``difference`` of the (args, kwargs) trees, naming positional and keyword arguments."""
+    if len(traced[1]) != 2 or len(called[1]) != 2:  # not (args, kwargs): the generic words
+        return difference(traced, called)
+    (args, kwargs), (new_args, new_kwargs) = traced[1], called[1]
+    wrong = difference(args, new_args, "positional arguments")
+    return wrong if wrong is not None else difference(kwargs, new_kwargs, "keyword arguments")
+
+
+def _module_modes(fn: Callable[..., Any]) -> Callable[[], tuple[bool, ...]] | None:
+    """The train/eval flags of every module ``fn`` is (or is a bound method of), read
+    through the module protocol (``modules()``, ``training``); None for other callables."""
+    owner = getattr(fn, "__self__", fn)
+    walk = getattr(owner, "modules", None)
+    if not callable(walk):
+        return None
+    return lambda: tuple([bool(getattr(m, "training", False)) for m in walk()])
+
+
+def _takes_any_keywords(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` has a ``**kwargs`` parameter (which it may iterate in call order)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: take it as named parameters
+        return False
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
 def _in_order(kwargs: dict[str, Any], keywords: tuple[Any, ...]) -> dict[str, Any]:
     """``kwargs`` in the traced order of ``keywords`` when they are the same names (a call
     names its keyword arguments in any order); else as they are, for the refusal."""
@@ -296,7 +340,8 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     passed in and also read from its closure is an input and a constant). A function that
     reads a value (``item()``, ``tolist()``, a Python condition on a tensor), calls
     ``sync()`` or draws random numbers is refused (TraceError naming the line). ``fn``'s
-    operators run once, as an eager call.
+    operators run once, as an eager call. A program traced from a module (or a module's
+    method) refuses calls once a module's train/eval mode differs from the traced one.
 
     Example:
         >>> import dtorch
@@ -315,6 +360,8 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     own = tracer.inputs  # handles of their own: a closure's read of an input is a constant
     own_args, own_kwargs = unflatten(args, own)
     rebinds = graph.rebinds
+    modes = _module_modes(fn)
+    traced_modes = modes() if modes is not None else ()
     try:
         with tracer:
             returned = fn(*own_args, **own_kwargs)
@@ -335,4 +382,8 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     finally:
         with contextlib.suppress(GraphError):  # a broken graph runs nothing any more
             tracer.bind_inputs()
-    return Program(graph, spec)
+    program = Program(graph, spec)
+    program._any_keyword_order = not _takes_any_keywords(fn)
+    if modes is not None:
+        program._modes = (modes, traced_modes)
+    return program

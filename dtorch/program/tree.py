@@ -137,7 +137,10 @@ def difference(expected: Tree, got: Tree, where: str = "arguments") -> str | Non
     if tag == "T":
         return None if expected == got else f"{where}: traced with {expected}, called with {got}"
     if tag == "dict" and expected[1] != got[1]:
-        return f"{where}: traced with keys {list(expected[1])}, called with {list(got[1])}"
+        return (
+            f"{where}: traced with keys {list(expected[1])}, called with {list(got[1])} (a "
+            "dict's keys are matched in order: the function may iterate them)"
+        )
     kids_e, kids_g = expected[-1], got[-1]
     if len(kids_e) != len(kids_g):
         return f"{where}: traced with {len(kids_e)} items, called with {len(kids_g)}"

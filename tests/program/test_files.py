@@ -240,6 +240,28 @@ def test_newer_version_and_not_a_program(graph: dtorch.Graph, tmp_path: Path) ->
         _load(tmp_path, _resealed(data, serialize({**_header(data), "format": "x"})), graph)
 
 
+def test_a_file_cut_inside_its_prefix_is_called_truncated(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    data = _saved(tmp_path)
+    with pytest.raises(DeserializationError, match="truncated: it holds 10 bytes"):
+        _load(tmp_path, data[:10], graph)
+    with pytest.raises(DeserializationError, match="not a dtorch program"):
+        _load(tmp_path, b"", graph)
+
+
+def test_a_pipe_or_a_directory_is_refused_without_waiting(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    # opening a named pipe for reading would wait for a writer for ever
+    fifo = tmp_path / "p.dtorch"
+    os.mkfifo(fifo)
+    with pytest.raises(DeserializationError, match="not a regular file"):
+        dtorch.load_program(fifo, graph=graph)
+    with pytest.raises(DeserializationError, match="is a directory"):
+        dtorch.load_program(tmp_path, graph=graph)
+
+
 def test_forbidden_operator_kind(graph: dtorch.Graph, tmp_path: Path) -> None:
     data = _saved(tmp_path)
     root = _header(data)

@@ -327,3 +327,54 @@ def test_a_rebind_inside_the_traced_function_is_refused(graph: dtorch.Graph) -> 
 
 def _replicated(full: torch.Tensor, mesh: dtorch.DeviceMesh) -> dtorch.Tensor:
     return dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Replicate()])
+
+
+def test_a_function_taking_any_keywords_gets_them_in_the_traced_order(
+    graph: dtorch.Graph,
+) -> None:
+    # it may iterate them: another order would change its result, so it is refused
+    def fn(**parts: dtorch.Tensor) -> list[dtorch.Tensor]:
+        return [t * (i + 1) for i, t in enumerate(parts.values())]
+
+    a, b = dtorch.ones(2), dtorch.zeros(2)
+    program = dtorch.trace(fn, a=a, b=b)
+    assert [t.tolist() for t in program(a=a, b=b)] == [[1.0, 1.0], [0.0, 0.0]]
+    with pytest.raises(dtorch.TraceError, match=r"keyword arguments: traced with keys"):
+        program(b=b, a=a)
+    swapped = dtorch.trace(lambda d: d["a"] - d["b"], {"a": a, "b": b})
+    with pytest.raises(dtorch.TraceError, match="matched in order"):
+        swapped({"b": b, "a": a})
+
+
+def test_call_errors_name_positional_and_keyword_arguments(graph: dtorch.Graph) -> None:
+    def fn(x: dtorch.Tensor, scale: float = 2.0) -> dtorch.Tensor:
+        return x * scale
+
+    x = dtorch.ones(2)
+    program = dtorch.trace(fn, x)
+    with pytest.raises(dtorch.TraceError, match="positional arguments: traced with 1 items"):
+        program(x=x)
+    with pytest.raises(dtorch.TraceError, match="positional arguments: traced with 1 items"):
+        program(x, 3.0)
+
+
+@pytest.mark.parametrize("traced_in_training", [True, False])
+def test_a_module_whose_mode_changed_is_refused(
+    graph: dtorch.Graph, traced_in_training: bool
+) -> None:
+    torch.manual_seed(0)
+    reference = torch.nn.BatchNorm2d(3).train(traced_in_training)
+    layer = dtorch.nn.BatchNorm2d(3).train(traced_in_training)
+    x = torch.randn(2, 3, 4, 4)
+    for traced in (layer, layer.forward):
+        program = dtorch.trace(traced, dtorch.from_torch(x))
+        with torch.no_grad():
+            expected = reference(x)
+        torch.testing.assert_close(program(dtorch.from_torch(x)).to_torch(), expected)
+        layer.train(not traced_in_training)
+        with pytest.raises(dtorch.TraceError, match="mode changed since it was traced"):
+            program(dtorch.from_torch(x))
+        layer.train(traced_in_training)  # back to the traced mode: it replays again
+        with torch.no_grad():
+            expected = reference(x)
+        torch.testing.assert_close(program(dtorch.from_torch(x)).to_torch(), expected)
