@@ -34,6 +34,7 @@ from dtorch.api.ops.convert import cast, clone
 from dtorch.api.record import emit_one
 from dtorch.api.redistribute import redistribute
 from dtorch.errors import MeshError, ParamError, ShapeError
+from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam
@@ -106,8 +107,7 @@ def create(
     value: torch.Tensor | None = None,
 ) -> Tensor:
     """Record a Create operator, its result made by ``cls``; every creation function ends here."""
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype (e.g. dtorch.float32), got {dtype!r}")
+    dtype = as_dtype(kind.name.lower(), dtype)  # float, int, bool, complex as torch reads them
     check_sizes(kind.name.lower(), shape)  # as torch refuses them: ints of 64 bits only
     check_scalars(kind.name.lower(), args)
     g = graph_or_default(graph, kind.name.lower())

@@ -34,8 +34,8 @@ from dtorch.api.create import create as _create
 from dtorch.api.create import distribute, float_dtype, from_data, placement_keywords
 from dtorch.api.create import shape_of as _shape
 from dtorch.api.graph import Graph
-from dtorch.api.ops.scalars import is_scalar, python_number
-from dtorch.api.record import not_a_tensor
+from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
+from dtorch.api.record import is_handle, not_a_tensor
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import CreateKind
@@ -120,7 +120,7 @@ def full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: 
     """
     shape = _shape((size,))
     if not is_scalar(fill_value):
-        raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
+        raise not_a_number("full: fill_value", fill_value)
     fill = python_number(fill_value)
     if dtype is None:
         dtype = _full_dtype(kw.get("graph"), fill)
@@ -142,12 +142,23 @@ def arange(*args: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
         >>> dtorch.arange(end=3).tolist(), dtorch.arange(1, end=5, step=2).tolist()
         ([0, 1, 2], [1, 3])
     """
-    bounds = tuple(python_number(v) for v in _arange_bounds(args, kw))
+    bounds = tuple(_arange_bound(v) for v in _arange_bounds(args, kw))
     if dtype is None:
         floating = any(isinstance(v, float) for v in bounds)
         dtype = float_dtype(kw.get("graph"), None) if floating else torch.int64
     shape = (arange_length(*bounds),)  # a bad step raises here, at the user's line
     return create(CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
+
+
+def _arange_bound(value: Any) -> Any:
+    # torch takes a 0-d tensor; a dtorch one holds its value on the devices, and the length
+    # (the shape, known at the call) depends on it: reading it would be a hidden round trip
+    if is_handle(value):
+        raise TypeError(
+            "arange: start, end and step must be numbers (or 0-d torch tensors), got a "
+            "dtorch.Tensor, whose value is on the devices; pass its value: t.item()"
+        )
+    return python_number(value)
 
 
 def _arange_bounds(args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any, Any]:

@@ -69,3 +69,35 @@ def dtype_from_code(code: int) -> torch.dtype:
         return CODE_TO_DTYPE[code]
     except (KeyError, TypeError):
         raise UnknownDtypeError(f"dtype code {code!r} is not a dtype of this torch") from None
+
+
+#: The Python types torch takes as dtypes (``torch.zeros(2, dtype=float)`` is float64).
+PYTHON_DTYPES: dict[type, torch.dtype] = {
+    float: torch.float64,
+    int: torch.int64,
+    bool: torch.bool,
+    complex: torch.complex128,
+}
+
+
+def is_dtype(value: object) -> bool:
+    """Whether ``value`` names a dtype to torch: a torch.dtype or one of ``PYTHON_DTYPES``."""
+    return isinstance(value, torch.dtype) or (isinstance(value, type) and value in PYTHON_DTYPES)
+
+
+def as_dtype(name: str, dtype: object) -> torch.dtype:
+    """``dtype`` as a torch.dtype, the Python types ``float``, ``int``, ``bool`` and
+    ``complex`` read as torch reads them; anything else a TypeError naming ``name``.
+
+    Example:
+        >>> as_dtype("zeros", float), as_dtype("sum", torch.int32)
+        (torch.float64, torch.int32)
+    """
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if isinstance(dtype, type) and dtype in PYTHON_DTYPES:
+        return PYTHON_DTYPES[dtype]
+    raise TypeError(
+        f"{name}: dtype must be a torch.dtype (e.g. dtorch.float32) or one of the Python types "
+        f"float, int, bool, complex; got {dtype!r}"
+    )

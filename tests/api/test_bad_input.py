@@ -395,3 +395,154 @@ def test_bool_dims_are_refused_as_torch_refuses_them(call: Any, graph: dtorch.Gr
     with pytest.raises(TypeError, match=r"dim must be an int, got (True|False) \(bool\)"):
         call(x)
     assert x.sum(0, True).shape == (1, 3)  # keepdim stays a bool
+
+
+_IDX = torch.zeros(2, 3, dtype=torch.long)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, x: x.permute((True, 0)),
+        lambda m, x: m.permute(x, [True, 0]),
+        lambda m, x: x.flip((True,)),
+        lambda m, x: x.reshape((True, 6)),
+        lambda m, x: x.unflatten(1, (True, 3)),
+        lambda m, x: x.chunk(True),
+        lambda m, x: m.gather(x, True, _IDX if m is torch else dtorch.from_torch(_IDX)),
+        lambda m, x: m.index_select(x, True, torch.tensor([0]) if m is torch else [0]),
+    ],
+    ids=["permute", "permute-list", "flip", "reshape", "unflatten", "chunk", "gather", "index"],
+)
+def test_bool_dims_and_sizes_are_refused_at_the_call(call: Any, graph: dtorch.Graph) -> None:
+    """torch refuses a bool as a dim, a size or a count; dtorch took it as 0 or 1 (or failed
+    only on the devices, as chunk(True) did)."""
+    with pytest.raises(TypeError):
+        call(torch, torch.arange(6.0).reshape(2, 3))
+    x = dtorch.arange(6.0, graph=graph).reshape(2, 3)
+    with pytest.raises(TypeError, match=r"must be (an int|ints), got (True|False) \(bool\)"):
+        call(dtorch, x)
+
+
+def test_functional_softmax_without_dim_warns_as_torch(graph: dtorch.Graph) -> None:
+    """F.softmax(x) and F.log_softmax(x): torch's implicit dim with its deprecation warning
+    naming the function; dtorch.softmax(x) keeps dtorch's silent implicit dim."""
+    import warnings
+
+    full = torch.arange(6.0).reshape(2, 3)
+    x = dtorch.from_torch(full, graph=graph)
+    for name in ("softmax", "log_softmax"):
+        with pytest.warns(UserWarning, match=f"Implicit dimension choice for {name} "):
+            want = getattr(torch.nn.functional, name)(full)
+        with pytest.warns(UserWarning, match=f"Implicit dimension choice for {name} ") as rec:
+            got = getattr(dtorch.nn.functional, name)(x)
+        assert rec[0].filename == __file__  # _stacklevel: the caller's line, as torch's
+        torch.testing.assert_close(got.to_torch(), want)
+    with pytest.warns(UserWarning, match="Implicit dimension choice for softmax") as rec:
+        dtorch.nn.Softmax()(x)
+    assert rec[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(dtorch.softmax(x).to_torch(), full.softmax(1))
+
+
+@pytest.mark.parametrize("dtype", [float, int, bool, complex])
+def test_python_types_are_dtypes_as_in_torch(dtype: type, graph: dtorch.Graph) -> None:
+    full = torch.arange(4).reshape(2, 2)
+    x = dtorch.from_torch(full, graph=graph)
+    pairs = [
+        (dtorch.zeros(2, dtype=dtype), torch.zeros(2, dtype=dtype)),
+        (dtorch.ones(2, dtype=dtype), torch.ones(2, dtype=dtype)),
+        (dtorch.full((2,), 1, dtype=dtype), torch.full((2,), 1, dtype=dtype)),
+        (dtorch.zeros_like(x, dtype=dtype), torch.zeros_like(full, dtype=dtype)),
+        (x.new_ones(3, dtype=dtype), full.new_ones(3, dtype=dtype)),
+        (x.to(dtype), full.to(dtype)),
+        (x.to(dtype=dtype), full.to(dtype=dtype)),
+        (x.to("cpu", dtype), full.to("cpu", dtype)),
+        (x.sum(dtype=dtype), full.sum(dtype=dtype)),
+    ]
+    if dtype in (float, int):  # torch has no bool cumsum and no complex arange
+        pairs.append((x.cumsum(1, dtype=dtype), full.cumsum(1, dtype=dtype)))
+        pairs.append((dtorch.arange(3, dtype=dtype), torch.arange(3, dtype=dtype)))
+    if dtype is float:
+        pairs.append((x.softmax(1, dtype=dtype), full.softmax(1, dtype=dtype)))
+    for got, want in pairs:
+        assert got.dtype == want.dtype, (got.dtype, want.dtype)
+        torch.testing.assert_close(got.to_torch(), want)
+
+
+def test_python_type_dtypes_in_layers_and_views(graph: dtorch.Graph) -> None:
+    assert dtorch.nn.Linear(2, 2, dtype=float).weight.dtype == torch.float64
+    full = torch.arange(4.0, dtype=torch.float64)
+    assert torch.equal(dtorch.from_torch(full, graph=graph).view(int).to_torch(), full.view(int))
+    with pytest.raises(TypeError, match=r"zeros: dtype must be a torch\.dtype .* float, int"):
+        dtorch.zeros(2, dtype=np.float32, graph=graph)
+
+
+@pytest.mark.parametrize(
+    ("call", "where"),
+    [
+        (lambda x: x + 1j, ""),
+        (lambda x: 1j * x, ""),
+        (lambda x: x.masked_fill(x > 0, 1j), ""),
+        (lambda x: dtorch.full((2,), 1j, graph=x.graph), "full: fill_value: "),
+        (lambda x: x.clone().fill_(1j), "fill_: value: "),
+        (lambda x: x.clamp(1j), "clamp: bounds: "),
+        (lambda x: x.__setitem__(0, 1j), "setitem: value: "),
+        (lambda x: x + np.complex128(1j), ""),
+    ],
+)
+def test_complex_scalars_are_refused_saying_why(call: Any, where: str, graph: dtorch.Graph) -> None:
+    """dtorch's scalars are real; complex values go in complex tensors, which work."""
+    x = dtorch.ones(2, graph=graph)
+    with pytest.raises(TypeError, match=rf"^{where}1j is not a real number; .*complex tensor"):
+        call(x)
+    want = torch.ones(2) + 1j
+    torch.testing.assert_close((x + dtorch.tensor(1j, graph=graph)).to_torch(), want)
+
+
+def test_arange_of_a_dtorch_tensor_is_refused_at_the_call(graph: dtorch.Graph) -> None:
+    """torch.arange(torch.tensor(5)) works; a dtorch bound's value is on the devices and the
+    shape depends on it, so it is refused at the call (it failed at the fetch)."""
+    with pytest.raises(TypeError, match=r"arange: .*got a dtorch\.Tensor.*t\.item\(\)"):
+        dtorch.arange(dtorch.tensor(5, graph=graph), graph=graph)
+    assert dtorch.arange(torch.tensor(3), graph=graph).tolist() == torch.arange(3).tolist()
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_norm_negative_eps_is_refused_at_the_call(
+    training: bool, graph: dtorch.Graph
+) -> None:
+    full = torch.randn(4, 2, 3, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="eps must be"):
+        torch.nn.functional.batch_norm(
+            full, torch.zeros(2), torch.ones(2), training=training, eps=-1.0
+        )
+    x = dtorch.from_torch(full, graph=graph)
+    mean, var = dtorch.zeros(2, graph=graph), dtorch.ones(2, graph=graph)
+    with pytest.raises(ParamError, match=r"^batch_norm: eps must be non-negative, but got -1\.0"):
+        _F.batch_norm(x, mean, var, training=training, eps=-1.0)
+    assert mean.tolist() == [0.0, 0.0]  # nothing recorded: the running mean is unchanged
+
+
+def test_masked_fill_of_a_partial_by_a_tensor_value(graph: dtorch.Graph) -> None:
+    """A Partial input filled with a 0-d value: linear when the value is Partial too (the
+    parts sum to the filled sum), refused with the reason when it is Replicate."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full, mask_full = torch.arange(4.0), torch.tensor([True, False, True, False])
+    x = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Partial()], graph=graph)
+    mask = dtorch.from_torch(mask_full, device_mesh=mesh, graph=graph)
+    part = dtorch.from_torch(
+        torch.tensor(5.0), device_mesh=mesh, placements=[dtorch.Partial()], graph=graph
+    )
+    got = x.masked_fill(mask, part)
+    assert got.placements == [dtorch.Partial()]
+    assert torch.equal(got.to_torch(), full.masked_fill(mask_full, 5.0))
+    replicated = dtorch.tensor(5.0, device_mesh=mesh, graph=graph)
+    with pytest.raises(PlacementError, match=r"^masked_fill: the input is Partial .* 2 times"):
+        x.masked_fill(mask, replicated)
+    want = full.masked_fill(mask_full, 5.0)
+    assert torch.equal(
+        x.redistribute(placements=[dtorch.Replicate()]).masked_fill(mask, replicated).to_torch(),
+        want,
+    )

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from dtorch.api.ops import elementwise
@@ -81,14 +82,15 @@ def softmax(
     input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: torch.dtype | None = None
 ) -> Tensor:
     """``torch.nn.functional.softmax``; ``dim=None`` is torch's legacy implicit dim (0 for
-    0-, 1- and 3-D inputs, else 1), without torch's warning; ``_stacklevel`` is ignored.
+    0-, 1- and 3-D inputs, else 1) with torch's deprecation warning, ``_stacklevel`` frames up.
 
     Example:
         >>> import dtorch
         >>> dtorch.nn.functional.softmax(dtorch.zeros(2, 2), dim=-1).tolist()
         [[0.5, 0.5], [0.5, 0.5]]
     """
-    return _reduce.softmax(input, dim, dtype)
+    tensor_arg("softmax", input)
+    return _reduce.softmax(input, _implicit_dim("softmax", input, dim, _stacklevel), dtype)
 
 
 def log_softmax(
@@ -102,5 +104,16 @@ def log_softmax(
         [[0.0]]
     """
     tensor_arg("log_softmax", input)
-    implicit = 0 if input.ndim in (0, 1, 3) else 1
-    return _reduce.log_softmax(input, implicit if dim is None else dim, dtype)
+    return _reduce.log_softmax(input, _implicit_dim("log_softmax", input, dim, _stacklevel), dtype)
+
+
+def _implicit_dim(name: str, input: Tensor, dim: int | None, stacklevel: int) -> int:
+    """torch.nn.functional's ``_get_softmax_dim``: ``dim`` given, or the legacy implicit dim
+    with torch's warning (``dtorch.softmax(x)`` and ``x.softmax()`` take it silently)."""
+    if dim is None:
+        warnings.warn(
+            f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+            "include dim=X as an argument.",
+            stacklevel=stacklevel,
+        )
+    return _reduce.implicit_dim(input, dim)

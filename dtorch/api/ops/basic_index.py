@@ -27,7 +27,7 @@ import dtorch.api.ops.index as _index
 from dtorch.api.create import beside
 from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.scalars import as_scalar, is_scalar
+from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import record, tensor_arg
 from dtorch.errors import DimError, ParamError, ShapeError
 from dtorch.ir.params import GetItemParam, IndexEntry, SetItemParam, SliceIndex
@@ -138,9 +138,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     elif isinstance(value, TensorBase):
         record("setitem", SetItemParam(entries), (t, value))
     else:
-        raise TypeError(
-            f"setitem: value must be a number or a dtorch.Tensor, got {type(value).__name__}"
-        )
+        raise not_a_number("setitem: value", value, "a number or a dtorch.Tensor")
 
 
 # --- slices: a getitem of one dim ----------------------------------------------------------

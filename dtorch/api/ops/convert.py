@@ -21,6 +21,7 @@ from dtorch.api.record import record, redistribute_to, tensor_arg
 from dtorch.api.redistribute import move, redistribute
 from dtorch.errors import DtypeError, MeshError, ShapeError
 from dtorch.ir.device import TORCH_MAX_INDEX, parse_device
+from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import CastParam, CloneParam, CopyParam
 from dtorch.ir.placement import Replicate
@@ -34,8 +35,7 @@ _COPY = CopyParam()
 
 def cast(t: Tensor, dtype: torch.dtype) -> Tensor:
     """``t`` converted to ``dtype`` (the same handle when it already has it, like torch)."""
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"expected a torch.dtype, got {dtype!r}")
+    dtype = as_dtype("to", dtype)  # torch's .to(float) and .to(dtype=int) too
     if dtype == t.dtype:
         return t
     return record("to", CastParam(dtype), (t,))[0]
@@ -238,7 +238,7 @@ def parse_to_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, A
         raise TypeError("to: device and device_mesh are mutually exclusive")
     target = mesh if target is None else target
     for arg in args:
-        if isinstance(arg, torch.dtype):
+        if is_dtype(arg):  # also .to(float), float64 as in torch
             dtype = arg
         elif isinstance(arg, TensorBase):
             target, dtype = arg.device_mesh, arg.dtype

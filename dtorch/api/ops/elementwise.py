@@ -19,7 +19,7 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import cast
-from dtorch.api.ops.scalars import as_scalar, is_scalar
+from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import not_a_tensor, record, record_one
 from dtorch.errors import DtypeError, ParamError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
@@ -505,7 +505,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
         return _clamp_tensors(input, min, max)
     for bound in (min, max):
         if bound is not None and not is_scalar(bound):
-            raise TypeError(f"clamp: bounds must be numbers, got {type(bound).__name__}")
+            raise not_a_number("clamp: bounds", bound, "numbers")
     low = None if min is None else as_scalar(min)
     high = None if max is None else as_scalar(max)
     return record("clamp", ClampParam(low, high), (input,))[0]

@@ -20,7 +20,7 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops.elementwise import sub
 from dtorch.api.ops.masked import masked_fill
-from dtorch.api.ops.scalars import is_scalar, python_number
+from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.ops.shape import expand, unsqueeze
 from dtorch.api.record import tensor_arg
 from dtorch.api.redistribute import redistribute
@@ -69,7 +69,7 @@ def fill_(t: Tensor, value: Any) -> Tensor:
         spread = expand(cast("Tensor", value), t.shape)
         return _cv.assign("fill_", t, _cv.cast(spread, t.dtype))
     if not is_scalar(value):
-        raise TypeError(f"fill_: value must be a number or a 0-d tensor, got {type(value)}")
+        raise not_a_number("fill_: value", value, "a number or a 0-d tensor")
     return _cv.assign("fill_", t, new_full(t, t.shape, value))
 
 
@@ -110,7 +110,7 @@ def new_full(t: Tensor, size: Any, fill_value: Any, dtype: torch.dtype | None = 
         [5.0, 5.0]
     """
     if not is_scalar(fill_value):
-        raise TypeError(f"new_full: fill_value must be a number, got {type(fill_value).__name__}")
+        raise not_a_number("new_full: fill_value", fill_value)
     shape, fill = shape_of((size,)), python_number(fill_value)
     return create(type(t), CreateKind.FULL, shape, dtype or t.dtype, args=(fill,), **_on_mesh(t))
 

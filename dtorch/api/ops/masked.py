@@ -19,6 +19,7 @@ from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast
 from dtorch.api.ops.scalars import as_scalar
 from dtorch.api.record import record
+from dtorch.errors import PlacementError
 from dtorch.ir.opkind import MaskedKind
 from dtorch.ir.params import MaskedParam, WhereParam
 
@@ -60,7 +61,8 @@ def select(name: str, condition: Tensor, input: Any, other: Any) -> Tensor:
 def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
     """``input`` with ``value`` where ``mask`` is True, as ``torch.masked_fill`` (``value`` a
     number or a 0-d tensor; ``mask`` broadcasts). A Partial ``input`` stays Partial when
-    the value is the number 0 (with a Replicate ``mask``); any other value refuses it.
+    the value is the number 0 or a 0-d tensor Partial on the same mesh dims (with a
+    Replicate ``mask``): the fill is linear then; any other value refuses it.
 
     Example:
         >>> import dtorch
@@ -69,7 +71,9 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
         [-1.0, 1.0, -1.0, 3.0]
     """
     if is_tensor(value):  # a 0-d tensor on the devices: torch takes it too
-        return where(mask, cast(_fill_value("masked_fill", value), input.dtype), input)
+        value = cast(_fill_value("masked_fill", value), input.dtype)
+        _check_partial_fill(input, value)
+        return select("masked_fill", mask, value, input)
     param = MaskedParam(MaskedKind.FILL, as_scalar(value))
     return record("masked_fill", param, (input, mask))[0]
 
@@ -82,6 +86,21 @@ def _fill_value(name: str, value: Tensor) -> Tensor:
             f"{len(value.shape)} dimension(s)."
         )
     return value
+
+
+def _check_partial_fill(input: Tensor, value: Tensor) -> None:
+    """Summing the parts of a Partial input filled with a value gives the sum of the value's
+    parts where the mask holds: the value must be Partial where the input is (a Replicate
+    value would be counted once per device; only the number 0 needs no check)."""
+    for d, (p, q) in enumerate(zip(input.placements, value.placements, strict=False)):
+        if p.is_partial() and not q.is_partial():
+            raise PlacementError(
+                f"masked_fill: the input is Partial on mesh dim {d} and the 0-d value tensor is "
+                f"{q} there: every device would write the value and the sum would hold it "
+                f"{input.device_mesh.shape[d]} times; accepted: the number 0 (the result stays "
+                "Partial), a value Partial on the same mesh dims, or redistribute the input to "
+                "Replicate first"
+            )
 
 
 def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import not_a_tensor, record_one
 from dtorch.api.redistribute import sum_partials
-from dtorch.errors import PlacementError, ShapeError
+from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import NormKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, format_placements
@@ -138,6 +138,8 @@ def batch_norm(
     """
     _check_handles(input=input, running_mean=running_mean, running_var=running_var,
                    weight=weight, bias=bias)  # fmt: skip
+    if eps < 0:  # torch's check, made here: on the devices it failed only at the fetch
+        raise ParamError(f"batch_norm: eps must be non-negative, but got {eps}")
     if training:  # checked before the statistics and the running ones are recorded
         _check_channels(input, running_mean=running_mean, running_var=running_var,
                         weight=weight, bias=bias)  # fmt: skip

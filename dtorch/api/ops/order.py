@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -161,7 +160,7 @@ def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) ->
         [[1, 1], [4, 3]]
     """
     tensor_arg("gather", input)
-    d = normalize_dim(operator.index(dim), input.ndim, op="gather")
+    d = normalize_dim(dim, input.ndim, op="gather")
     if isinstance(index, torch.Tensor):
         index = beside(input, index)
     elif not is_tensor(index):

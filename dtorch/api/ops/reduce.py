@@ -19,6 +19,7 @@ from dtorch.api.dims import normalize_dim, normalize_dims
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
 from dtorch.api.record import record, tensor_arg
+from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
 from dtorch.ir.params import MaxMinParam, ReduceParam, ScanParam, SoftmaxParam
 
@@ -33,6 +34,11 @@ def _dims(t: Tensor, dim: int | Sequence[int] | None, op: str) -> tuple[int, ...
     return normalize_dims(dim, t.ndim, op=op)
 
 
+def _dtype(name: str, dtype: Any) -> torch.dtype | None:
+    # torch's dtype= of a reduction: a torch.dtype, a Python type (int: int64), or None
+    return None if dtype is None else as_dtype(name, dtype)
+
+
 def reduce(
     kind: ReduceKind,
     name: str,
@@ -42,7 +48,7 @@ def reduce(
     dtype: torch.dtype | None = None,
 ) -> Tensor:
     """One Reduce operator over ``dim`` (every dim when None)."""
-    param = ReduceParam(kind, _dims(t, dim, name), bool(keepdim), dtype)
+    param = ReduceParam(kind, _dims(t, dim, name), bool(keepdim), _dtype(name, dtype))
     return record(name, param, (t,))[0]
 
 
@@ -222,7 +228,7 @@ def min(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = N
     return _maxmin(MaxMinKind.MIN, input, dim, keepdim, other)
 
 
-def _implicit_dim(input: Tensor, dim: int | None) -> int:
+def implicit_dim(input: Tensor, dim: int | None) -> int:
     """torch's legacy rule for ``softmax(dim=None)``: 0 for 0-, 1- and 3-d inputs, else 1."""
     if dim is not None:
         return dim
@@ -240,8 +246,10 @@ def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = N
         [[0.25, 0.25, 0.25, 0.25]]
     """
     tensor_arg("softmax", input)
-    dim = _implicit_dim(input, dim)
-    param = SoftmaxParam(normalize_dim(dim, input.ndim, op="softmax"), False, dtype)
+    dim = implicit_dim(input, dim)
+    param = SoftmaxParam(
+        normalize_dim(dim, input.ndim, op="softmax"), False, _dtype("softmax", dtype)
+    )
     return record("softmax", param, (input,))[0]
 
 
@@ -255,7 +263,8 @@ def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Te
         [0.5, 0.5]
     """
     tensor_arg("log_softmax", input)
-    param = SoftmaxParam(normalize_dim(dim, input.ndim, op="log_softmax"), True, dtype)
+    dim = normalize_dim(dim, input.ndim, op="log_softmax")
+    param = SoftmaxParam(dim, True, _dtype("log_softmax", dtype))
     return record("log_softmax", param, (input,))[0]
 
 
@@ -263,7 +272,7 @@ def _scan(kind: ScanKind, name: str, t: Tensor, dim: int, dtype: torch.dtype | N
     if isinstance(dim, bool) or not isinstance(dim, int):  # torch takes exactly one dim
         raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
     tensor_arg(name, t)
-    param = ScanParam(kind, normalize_dim(dim, t.ndim, op=name), dtype)
+    param = ScanParam(kind, normalize_dim(dim, t.ndim, op=name), _dtype(name, dtype))
     return record(name, param, (t,))[0]
 
 

@@ -25,18 +25,34 @@ def is_scalar(value: Any) -> bool:
 
 
 def python_number(value: Any) -> bool | int | float:
-    """The Python number a scalar argument stands for."""
-    if isinstance(value, torch.Tensor):
-        return value.item()
-    if isinstance(value, (np.number, np.bool_)):
-        return value.item()
+    """The Python number a scalar argument stands for (a complex one is refused: a numpy
+    complex or a complex 0-d torch tensor as well as ``1j``)."""
+    if isinstance(value, (torch.Tensor, np.number, np.bool_)):
+        value = value.item()
     if isinstance(value, numbers.Number) and not isinstance(value, (bool, int, float)):
-        raise TypeError(f"{value!r} is not a real number; accepted: bool, int, float")
+        raise TypeError(_not_real(value))
     return value
+
+
+def _not_real(value: Any) -> str:
+    return (
+        f"{value!r} is not a real number; accepted scalars: bool, int, float (dtorch has no "
+        f"complex scalars: hold complex values in a complex tensor, e.g. dtorch.tensor({value!r}))"
+    )
+
+
+def not_a_number(what: str, value: Any, accepted: str = "a number") -> TypeError:
+    """The TypeError for ``value`` where ``what`` (``"full: fill_value"``) takes ``accepted``;
+    a complex number gets the reason it is refused, which "must be a number" would not give."""
+    if isinstance(value, numbers.Number):
+        return TypeError(f"{what}: {_not_real(value)}")
+    return TypeError(f"{what} must be {accepted}, got {type(value).__name__}")
 
 
 def as_scalar(value: Any) -> Scalar:
     """The tagged Scalar of a scalar argument (TypeError for anything else)."""
+    if isinstance(value, numbers.Number) and not is_scalar(value):
+        raise TypeError(_not_real(value))  # 1j is a number, so say why it is refused
     if not is_scalar(value):
         raise TypeError(
             f"expected a dtorch.Tensor or a number, got {type(value).__name__}; "

@@ -25,6 +25,7 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.ops.basic_index import _slice
 from dtorch.api.record import not_a_tensor, record, tensor_arg
 from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
+from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.params import (
     ChunkParam,
     CloneParam,
@@ -56,12 +57,13 @@ def sizes(args: Sequence[Any], name: str = "shape", what: str = "sizes") -> tupl
 
 
 def _size(value: Any, name: str, what: str) -> int:
-    # ints (a numpy integer, a 0-d integer tensor) and whole floats, as dtorch always took
-    if isinstance(value, int):
+    # ints (a numpy integer, a 0-d integer tensor) and whole floats, as dtorch always took; not
+    # bools, which torch refuses as sizes and dims (reshape((True, 6)), permute((True, 0)))
+    if isinstance(value, int) and not isinstance(value, bool):
         return int(value)
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if hasattr(value, "__index__") and not isinstance(value, (str, bytes)):
+    if hasattr(value, "__index__") and not isinstance(value, (str, bytes, bool)):
         try:
             return int(value.__index__())
         except (TypeError, ValueError, RuntimeError):
@@ -102,7 +104,7 @@ def view(t: Tensor, *shape: Any, size: Any = None, dtype: torch.dtype | None = N
     tensor_arg("view", t)
     if (size is not None) + (dtype is not None) + bool(shape) > 1:
         raise TypeError("view: give one of *shape, size= or dtype=, not several")
-    if dtype is not None or (len(shape) == 1 and isinstance(shape[0], torch.dtype)):
+    if dtype is not None or (len(shape) == 1 and is_dtype(shape[0])):  # view(int) too
         return view_dtype(t, shape[0] if dtype is None else dtype)
     target = infer_shape("view", sizes(shape if size is None else (size,), "view"), t.numel())
     return record("view", ViewParam(target), (t,))[0]
@@ -120,9 +122,7 @@ def view_dtype(t: Tensor, dtype: torch.dtype) -> Tensor:
         >>> t.view(dtorch.int32).tolist(), t.view(dtorch.int16).shape
         ([1065353216, -1073741824], torch.Size([4]))
     """
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"view: expected a torch.dtype, got {type(dtype).__name__}")
-    return record("view", ViewDtypeParam(dtype), (t,))[0]
+    return record("view", ViewDtypeParam(as_dtype("view", dtype)), (t,))[0]
 
 
 def reshape(input: Tensor, *sizes_: Any, shape: Any = None) -> Tensor:
@@ -295,6 +295,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
     tensor_arg(name, t)
+    chunks = _size(chunks, name, "chunks")  # chunk(True) failed only on the devices
     if chunks <= 0:
         raise ShapeError(f"{name}: chunks must be positive, got {chunks}")
     if not t.ndim and name == "chunk":

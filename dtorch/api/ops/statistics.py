@@ -36,6 +36,7 @@ from dtorch.api.ops.reduce import reduce
 from dtorch.api.record import tensor_arg
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import ReduceKind
 from dtorch.ir.placement import Partial, format_placements
 from dtorch.ir.rules.reduce import reduce_dims
@@ -280,6 +281,7 @@ def norm(
             f"norm: expected a floating point or complex tensor as input, got {input.dtype}; "
             f"cast first (e.g. t.float())"
         )
+    dtype = None if dtype is None else as_dtype("norm", dtype)
     if dtype is not None and torch.promote_types(input.dtype, dtype) != dtype:
         raise DtypeError(
             f"norm: the dtype of the input ({input.dtype}) should be convertible without "
@@ -363,6 +365,7 @@ def nanmean(
             f"nanmean(): expected input to have floating point or complex dtype but got "
             f"{input.dtype}; cast first (e.g. t.float())"
         )
+    dtype = None if dtype is None else as_dtype("nanmean", dtype)
     if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
         raise DtypeError(
             f"nanmean(): could not infer output dtype. Optional dtype must be either a "

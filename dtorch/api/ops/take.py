@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside, distribute
+from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
 from dtorch.ir.params import IndexPutParam, IndexSelectParam
 from dtorch.ir.placement import Placement, Replicate, Shard
-from dtorch.ir.rules.base import norm_dim
 from dtorch.ir.rules.gather import INDEX_DTYPES, index_select_rule
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
     if not (isinstance(index, torch.Tensor) or is_tensor(index)) or index.ndim > 1:
         got = f"a {index.ndim}-D tensor" if hasattr(index, "ndim") else type(index).__name__
         raise IndexError(f"index_select: the index must be a 0-d or 1-D tensor; got {got}")
-    dim = norm_dim("index_select", dim, input.ndim)
+    dim = normalize_dim(dim, input.ndim, op="index_select")
     flat = index.reshape(-1) if index.ndim == 0 else index
     return take(input, dim, flat, "index_select", wrap=False)
 

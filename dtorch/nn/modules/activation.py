@@ -16,13 +16,11 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
 
 from dtorch.api.ops.elementwise import gelu, sigmoid, silu, tanh
-from dtorch.api.ops.reduce import softmax
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.nn import functional as F
@@ -120,16 +118,6 @@ class Tanh(_NoParameters):
         return tanh(input)
 
 
-def _legacy_softmax_dim(ndim: int) -> int:
-    """torch's choice when ``dim`` is None (deprecated there too, with the same warning)."""
-    warnings.warn(
-        "Implicit dimension choice for softmax has been deprecated. Change the call to include "
-        "dim=X as an argument.",
-        stacklevel=3,
-    )
-    return 0 if ndim in (0, 1, 3) else 1
-
-
 class Softmax(_NoParameters):
     """``exp(x) / sum(exp(x), dim)`` along ``dim``.
 
@@ -144,8 +132,8 @@ class Softmax(_NoParameters):
         self.dim = dim
 
     def forward(self, input: Tensor) -> Tensor:
-        dim = _legacy_softmax_dim(input.ndim) if self.dim is None else self.dim
-        return softmax(input, dim)
+        # torch's frames: the warning of an implicit dim names the line that called the module
+        return F.softmax(input, self.dim, _stacklevel=5)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

@@ -81,7 +81,7 @@ class Conv2d(Module):
     ) -> None:
         super().__init__()
         check_features("Conv2d", in_channels=in_channels, out_channels=out_channels)
-        check_float("Conv2d", dtype)
+        dtype = check_float("Conv2d", dtype)
         _check_groups(in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = int_pair("Conv2d", "kernel_size", kernel_size)

@@ -41,6 +41,7 @@ from dtorch.api.graph import Graph
 from dtorch.api.ops.linalg import linear
 from dtorch.api.tensor import Tensor
 from dtorch.errors import MeshError
+from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate
 from dtorch.nn.modules.module import Module
@@ -93,10 +94,12 @@ def check_features(layer: str, **sizes: Any) -> None:
             raise ValueError(f"{layer}: {name} must be a non-negative int, got {size!r}")
 
 
-def check_float(layer: str, dtype: torch.dtype | None) -> None:
-    """Layers with drawn weights need a floating-point dtype (or None: the graph's)."""
-    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+def check_float(layer: str, dtype: Any) -> torch.dtype | None:
+    """Layers with drawn weights need a floating-point dtype (or None: the graph's); torch's
+    ``dtype=float`` is float64."""
+    if dtype is not None and not (is_dtype(dtype) and as_dtype(layer, dtype).is_floating_point):
         raise TypeError(f"{layer}: dtype must be a floating-point torch.dtype, got {dtype!r}")
+    return None if dtype is None else as_dtype(layer, dtype)
 
 
 def check_tp_dim(layer: str, tp_dim: Any) -> str:
@@ -159,7 +162,7 @@ class Linear(Module):
         super().__init__()
         layer = type(self).__name__
         check_features(layer, in_features=in_features, out_features=out_features)
-        check_float(layer, dtype)
+        dtype = check_float(layer, dtype)
         self.in_features, self.out_features = in_features, out_features
         mesh = resolve_mesh(layer, device_mesh, device)
         weight, bias_placements = self._param_placements(mesh)

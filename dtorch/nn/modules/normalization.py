@@ -107,7 +107,7 @@ class BatchNorm2d(Module):
         device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
-        check_float(type(self).__name__, dtype)
+        dtype = check_float(type(self).__name__, dtype)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         mesh = resolve_mesh(type(self).__name__, device_mesh, device)
@@ -175,7 +175,7 @@ class LayerNorm(Module):
         device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
-        check_float(type(self).__name__, dtype)
+        dtype = check_float(type(self).__name__, dtype)
         self.normalized_shape = _shape(type(self).__name__, normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         mesh = resolve_mesh(type(self).__name__, device_mesh, device)
@@ -211,7 +211,7 @@ class RMSNorm(Module):
         device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
-        check_float(type(self).__name__, dtype)
+        dtype = check_float(type(self).__name__, dtype)
         self.normalized_shape = _shape(type(self).__name__, normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         mesh = resolve_mesh(
@@ -253,7 +253,7 @@ class GroupNorm(Module):
         device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
-        check_float(type(self).__name__, dtype)
+        dtype = check_float(type(self).__name__, dtype)
         if num_groups <= 0 or num_channels % num_groups != 0:
             raise ValueError(
                 f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "

@@ -84,7 +84,7 @@ class Embedding(Module):
         super().__init__()
         layer = type(self).__name__
         check_features(layer, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
-        check_float(layer, dtype)
+        dtype = check_float(layer, dtype)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = _padding(layer, padding_idx, num_embeddings)
         check_max_norm(layer, max_norm)  # at construction, not at the first forward
