@@ -24,6 +24,31 @@ from dtorch.errors import DimError
 from dtorch.ir.rules.base import norm_dim
 
 
+def as_size(value: Any, name: str, what: str, accepted: str = "") -> int:
+    """A size or count given to ``name``: an int (a numpy integer, a 0-d integer tensor) or a
+    whole float, as dtorch always took; not a bool, which torch refuses as a size
+    (``reshape((True, 6))``, ``split(True)``); anything else a TypeError naming ``what``.
+
+    Example:
+        >>> as_size(3.0, "reshape", "sizes")
+        3
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if hasattr(value, "__index__") and not isinstance(value, (str, bytes, bool)):
+        try:
+            return int(value.__index__())
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    kind = "an int" if accepted else "ints"  # one count, or the items of a shape
+    raise TypeError(
+        f"{name}: {what} must be {kind}, got {value!r} ({type(value).__name__}); accepted: "
+        f"{accepted or 'ints, or one tuple/list of ints'}"
+    )
+
+
 def _not_dims(op: str, dims: Any) -> TypeError:
     got = "a dtorch.Tensor" if is_handle(dims) else f"{dims!r} ({type(dims).__name__})"
     return TypeError(f"{op}: dim must be an int or a tuple/list of ints, got {got}")

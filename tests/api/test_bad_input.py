@@ -411,9 +411,16 @@ _IDX = torch.zeros(2, 3, dtype=torch.long)
         lambda m, x: x.chunk(True),
         lambda m, x: m.gather(x, True, _IDX if m is torch else dtorch.from_torch(_IDX)),
         lambda m, x: m.index_select(x, True, torch.tensor([0]) if m is torch else [0]),
+        lambda m, x: x.split(True),
+        lambda m, x: x.split([True, 1]),
+        lambda m, x: x.narrow(1, True, 1),
+        lambda m, x: x.narrow(1, 0, True),
     ],
-    ids=["permute", "permute-list", "flip", "reshape", "unflatten", "chunk", "gather", "index"],
-)
+    ids=[
+        "permute", "permute-list", "flip", "reshape", "unflatten", "chunk", "gather", "index",
+        "split", "split-sizes", "narrow-start", "narrow-length",
+    ],
+)  # fmt: skip
 def test_bool_dims_and_sizes_are_refused_at_the_call(call: Any, graph: dtorch.Graph) -> None:
     """torch refuses a bool as a dim, a size or a count; dtorch took it as 0 or 1 (or failed
     only on the devices, as chunk(True) did)."""

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ import torch
 
 import dtorch.api.ops.index as _index
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim
+from dtorch.api.dims import as_size, normalize_dim
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import record, tensor_arg
@@ -161,12 +160,16 @@ def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Te
         raise ShapeError("split expects at least a 1-dimensional tensor")  # torch's words
     d = normalize_dim(dim, tensor.ndim, op="split")
     size = tensor.shape[d]
-    if isinstance(split_size_or_sections, int):
-        sections = _even_sections(size, split_size_or_sections)
+    given = split_size_or_sections
+    if isinstance(given, (list, tuple, torch.Size)):
+        sections = _check_sections(size, d, [as_size(s, "split", "split_sizes") for s in given])
     else:
-        sections = _check_sections(size, d, [int(s) for s in split_size_or_sections])
+        sections = _even_sections(size, as_size(given, "split", "split_size", _SPLIT_SIZE))
     ends = itertools.accumulate(sections)  # a running sum: split(1) of a long dim stays linear
     return tuple(_slice("split", tensor, d, e - n, n) for e, n in zip(ends, sections, strict=True))
+
+
+_SPLIT_SIZE = "an int (the size of each piece) or a list of ints (the sizes of the pieces)"
 
 
 def _even_sections(size: int, split_size: int) -> list[int]:
@@ -210,7 +213,8 @@ def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:
     if not input.ndim:
         raise ShapeError("narrow() cannot be applied to a 0-dim tensor.")  # torch's words
     d = normalize_dim(dim, input.ndim, op="narrow")
-    size, begin = input.shape[d], operator.index(start)
+    size, begin = input.shape[d], as_size(start, "narrow", "start", "an int or a 0-d int tensor")
+    length = as_size(length, "narrow", "length", "an int")
     if not -size <= begin <= size:
         raise DimError(
             f"start out of range (expected to be in range of [{-size}, {size}], but got {begin})"

@@ -20,7 +20,7 @@ import torch
 
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim, normalize_dims
+from dtorch.api.dims import as_size, normalize_dim, normalize_dims
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.basic_index import _slice
 from dtorch.api.record import not_a_tensor, record, tensor_arg
@@ -53,25 +53,7 @@ def sizes(args: Sequence[Any], name: str = "shape", what: str = "sizes") -> tupl
     None, a float that is no whole number, inf) is a TypeError naming ``name`` and ``what``."""
     if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
         args = tuple(args[0])
-    return tuple([a if a.__class__ is int else _size(a, name, what) for a in args])
-
-
-def _size(value: Any, name: str, what: str) -> int:
-    # ints (a numpy integer, a 0-d integer tensor) and whole floats, as dtorch always took; not
-    # bools, which torch refuses as sizes and dims (reshape((True, 6)), permute((True, 0)))
-    if isinstance(value, int) and not isinstance(value, bool):
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if hasattr(value, "__index__") and not isinstance(value, (str, bytes, bool)):
-        try:
-            return int(value.__index__())
-        except (TypeError, ValueError, RuntimeError):
-            pass
-    raise TypeError(
-        f"{name}: {what} must be ints, got {value!r} ({type(value).__name__}); accepted: ints, "
-        "or one tuple/list of ints"
-    )
+    return tuple([a if a.__class__ is int else as_size(a, name, what) for a in args])
 
 
 def infer_shape(name: str, shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
@@ -295,7 +277,9 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 
 def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
     tensor_arg(name, t)
-    chunks = _size(chunks, name, "chunks")  # chunk(True) failed only on the devices
+    chunks = as_size(
+        chunks, name, "chunks", "an int greater than 0"
+    )  # chunk(True) failed on the devices
     if chunks <= 0:
         raise ShapeError(f"{name}: chunks must be positive, got {chunks}")
     if not t.ndim and name == "chunk":
