@@ -39,6 +39,7 @@ from dtorch.api.record import is_handle, not_a_tensor
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import CreateKind
+from dtorch.ir.random_draw import draw
 
 
 def create(kind: CreateKind, shape: tuple[int, ...], dtype: torch.dtype, **kw: Any) -> Tensor:
@@ -234,23 +235,6 @@ def _random(
     snapshot = torch.Generator().set_state(source.get_state())
     draw(kind, shape, dtype, args, source)  # advance the caller's generator as torch would
     return create(kind, shape, dtype, args=args, generator=snapshot, **placement_keywords(kw))
-
-
-def draw(
-    kind: CreateKind,
-    shape: tuple[int, ...],
-    dtype: torch.dtype,
-    args: tuple[Any, ...],
-    generator: torch.Generator,
-) -> torch.Tensor:
-    """The full random tensor torch draws (the Create kernel regenerates it the same way)."""
-    if kind == CreateKind.RAND:
-        return torch.rand(shape, generator=generator, dtype=dtype)
-    if kind == CreateKind.RANDN:
-        return torch.randn(shape, generator=generator, dtype=dtype)
-    if kind == CreateKind.UNIFORM:
-        return torch.empty(shape, dtype=dtype).uniform_(*args, generator=generator)
-    return torch.randint(args[0], args[1], shape, generator=generator, dtype=dtype)
 
 
 def rand(

@@ -43,6 +43,7 @@ from dtorch.api.ops import linalg as _la
 from dtorch.api.ops import masked as _ma
 from dtorch.api.ops import methods as _mk
 from dtorch.api.ops import order as _od
+from dtorch.api.ops import random_fill as _rf
 from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import shape as _sh
 from dtorch.api.ops import statistics as _st
@@ -327,6 +328,8 @@ class Tensor(TensorBase, TensorShapes, TensorConversions):
 
     fill_ = _fl.fill_
     zero_ = _fl.zero_
+    normal_ = _rf.normal_
+    uniform_ = _rf.uniform_
 
     # --- comparisons ------------------------------------------------------------------------
     # Anything that is not a tensor or a number: NotImplemented, so ``t == None`` is False.

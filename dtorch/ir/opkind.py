@@ -181,6 +181,8 @@ class CreateKind(enum.IntEnum):
     RANDINT = 7
     FROM_TENSOR = 8
     UNIFORM = 9
+    NORMAL = 10
+    TRUNC_NORMAL = 11
 
 
 class NormKind(enum.IntEnum):

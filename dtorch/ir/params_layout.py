@@ -32,8 +32,9 @@ class CreateParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Create
     """A new tensor on ``mesh``: kind, shape, dtype, placements, and the kind's arguments.
 
-    ``args`` holds FULL's fill value, ARANGE's (start, end, step), RAND/RANDN's nothing and
-    RANDINT's and UNIFORM's (low, high). ``generator`` is a snapshot of the user's generator
+    ``args`` holds FULL's fill value, ARANGE's (start, end, step), RAND/RANDN's nothing,
+    RANDINT's and UNIFORM's (low, high), NORMAL's (mean, std) and TRUNC_NORMAL's (mean, std,
+    a, b). ``generator`` is a snapshot of the user's generator
     (random kinds) and ``value`` the full torch tensor to distribute (FROM_TENSOR); on its way
     to worker processes a large ``value`` is in shared memory instead (``shared``).
     """

@@ -13,6 +13,7 @@ import torch
 
 from dtorch.ir.opkind import CreateKind, OpKind
 from dtorch.ir.params import CreateParam
+from dtorch.ir.random_draw import draw
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.device import torch_device_of
 from dtorch.kernels.table import register_local_kernel
@@ -27,14 +28,7 @@ def _full_value(param: CreateParam) -> torch.Tensor:
         return torch.arange(*param.args, dtype=param.dtype)
     assert param.generator is not None
     generator = torch.Generator().set_state(param.generator.get_state())  # never reuse: threads
-    if param.create == CreateKind.RAND:
-        return torch.rand(param.shape, generator=generator, dtype=param.dtype)
-    if param.create == CreateKind.RANDN:
-        return torch.randn(param.shape, generator=generator, dtype=param.dtype)
-    low, high = param.args
-    if param.create == CreateKind.UNIFORM:
-        return torch.empty(param.shape, dtype=param.dtype).uniform_(low, high, generator=generator)
-    return torch.randint(int(low), int(high), param.shape, generator=generator, dtype=param.dtype)
+    return draw(param.create, tuple(param.shape), param.dtype, param.args, generator)
 
 
 def _constant(param: CreateParam, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """dtorch.nn: neural-network building blocks on dtorch tensors: ``Module``, ``Parameter``,
-``Buffer``, the containers, the layers (tensor-parallel Linears included) and
-``functional``.
+``Buffer``, the containers, the layers (tensor-parallel Linears included),
+``functional`` and ``init`` (torch's weight initialisers).
 
 Example:
     >>> import dtorch
@@ -10,7 +10,7 @@ Example:
     torch.Size([3, 2])
 """
 
-from dtorch.nn import functional
+from dtorch.nn import functional, init
 from dtorch.nn.modules import (
     ELU,
     GELU,
@@ -86,5 +86,6 @@ __all__ = [
     "Softmax",
     "Tanh",
     "functional",
+    "init",
     "load_safetensors",
 ]

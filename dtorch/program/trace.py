@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dtorch.api.record import _OWN_FRAMES
 from dtorch.errors import TraceError
 from dtorch.ir.operator import Operand, Operator
-from dtorch.ir.opkind import CreateKind, OpKind
+from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import (
     CreateParam,
     DropoutParam,
@@ -33,6 +33,7 @@ from dtorch.ir.params import (
     SubGraphParam,
     ViewPlacementsParam,
 )
+from dtorch.ir.random_draw import RANDOM_DRAWS
 from dtorch.ir.rules import Inference
 from dtorch.ir.span import caller_span
 from dtorch.program.spec import ProgramSpec
@@ -56,7 +57,7 @@ _REFUSED = {
     "traced from inside this one instead)",
 }
 
-_RANDOM = frozenset({CreateKind.RAND, CreateKind.RANDN, CreateKind.RANDINT, CreateKind.UNIFORM})
+_RANDOM = frozenset(RANDOM_DRAWS)  # the random Create kinds: a replay would draw the same
 
 
 def refusal(param: OpParam) -> str | None:

@@ -212,6 +212,29 @@ def test_copy_of_a_number_fills_as_torch_does(value: Any, graph: dtorch.Graph) -
         assert dst.placements == [S0]
 
 
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 3), (2, 2, 2)])
+@pytest.mark.parametrize(("dst_shape", "src_shape"), _COPY_SHAPES)
+def test_copy_of_a_torch_tensor_writes_every_layout(
+    dst_shape: tuple[int, ...], src_shape: tuple[int, ...], mesh_shape: tuple[int, ...],
+    graph: dtorch.Graph,
+) -> None:  # fmt: skip
+    """``weight.data.copy_(pretrained)``: a torch source, broadcast and cast as torch's
+    copy_ does, written into dst's own layout (dtorch refused it)."""
+    from tests.simulate import layouts
+
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    src = torch.randn(src_shape, generator=_G, dtype=torch.float64)
+    for placements in layouts(len(mesh_shape), len(dst_shape))[:12]:
+        dst_full = torch.randn(dst_shape, generator=_G)
+        want = dst_full.clone().copy_(src)
+        dst = place(dst_full, mesh, placements, graph)
+        assert dst.copy_(src) is dst
+        assert dst.placements == list(placements)
+        torch.testing.assert_close(dst.to_torch(), want, rtol=0, atol=0)
+    with pytest.raises(RuntimeError):  # torch's own refusal of a shape that does not broadcast
+        place(torch.zeros(dst_shape), mesh, [R] * len(mesh_shape), graph).copy_(torch.ones(4, 4))
+
+
 def test_masked_fill_takes_a_zero_dim_dtorch_tensor(graph: dtorch.Graph) -> None:
     """A 0-d dtorch tensor as the value, as torch takes a 0-d tensor (it was refused with
     "expected a dtorch.Tensor or a number, got Tensor"); its dtype is the input's; a value

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from dtorch.api.create import create, from_data, shape_of
+from dtorch.api.create import create, distribute, from_data, shape_of
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops.elementwise import sub
 from dtorch.api.ops.masked import masked_fill
+from dtorch.api.ops.random_fill import creatable_placements
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.ops.shape import expand, unsqueeze
 from dtorch.api.record import tensor_arg
@@ -34,17 +35,33 @@ if TYPE_CHECKING:
 
 def copy_(dst: Tensor, src: Any) -> Tensor:
     """torch's ``copy_``: ``src``'s values into ``dst`` in place (``convert.copy_``); a
-    number, which torch takes as a 0-d tensor, fills ``dst`` (``fill_``). Returns ``dst``.
+    number, which torch takes as a 0-d tensor, fills ``dst`` (``fill_``); a torch tensor
+    (``module.weight.data.copy_(pretrained)``) is broadcast to ``dst``'s shape and sent to
+    the devices in ``dst``'s dtype and placements, each device getting its own shard.
+    Returns ``dst``.
 
     Example:
-        >>> import dtorch
+        >>> import dtorch, torch
         >>> t = dtorch.zeros(3)
         >>> t.copy_(2.5).tolist(), t.copy_(dtorch.arange(3.0)).tolist()
         ([2.5, 2.5, 2.5], [0.0, 1.0, 2.0])
+        >>> t.copy_(torch.tensor([7.0, 8.0, 9.0], dtype=torch.float64)).tolist()
+        [7.0, 8.0, 9.0]
     """
     if is_scalar(src):
         return fill_(dst, src)
+    if isinstance(src, torch.Tensor):
+        return _cv.copy_(dst, _distributed_like(dst, src))
     return _cv.copy_(dst, src)
+
+
+def _distributed_like(dst: Tensor, src: torch.Tensor) -> Tensor:
+    """A torch ``src`` broadcast to ``dst``'s shape, in ``dst``'s dtype and placements (as
+    creation can make them): the copy is then local on every device."""
+    tensor_arg("copy_", dst)
+    full = torch.broadcast_to(src.detach(), tuple(dst.shape))
+    where = {"device_mesh": dst.device_mesh, "placements": creatable_placements(dst)}
+    return distribute(type(dst), full, dtype=dst.dtype, graph=dst.graph, **where)
 
 
 def fill_(t: Tensor, value: Any) -> Tensor:

@@ -1,0 +1,154 @@
+"""Random fills in place: torch's ``Tensor.normal_`` and ``Tensor.uniform_``, and the core of
+``dtorch.nn.init``'s random initialisers (``fill_random``).
+
+A fill records a random Create operator of the tensor's shape, dtype, mesh and placements
+(the path of ``dtorch.randn``), then copies it into the tensor in place (``convert.assign``,
+the path of ``fill_``), so every alias and view of the tensor sees it and a Partial tensor
+stays Partial (the value on the first rank of that mesh dimension, zeros elsewhere). The
+operator carries a snapshot of the generator, the devices regenerate the full tensor from it
+and keep their shard, and the caller's generator advances as torch's would: the gathered
+tensor is bit-identical to torch's fill of a contiguous torch tensor of the same shape and
+dtype from the same generator state, however it is sharded.
+
+Example:
+    >>> import torch, dtorch
+    >>> mesh = dtorch.init_device_mesh("cpu", 2)
+    >>> t = dtorch.zeros(5, 3, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    >>> _ = torch.manual_seed(0)
+    >>> got = t.normal_(1.0, 0.5).to_torch()
+    >>> _ = torch.manual_seed(0)
+    >>> torch.equal(got, torch.zeros(5, 3).normal_(1.0, 0.5)), t.placements
+    (True, [Shard(dim=0)])
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dtorch.api.create import create
+from dtorch.api.ops.convert import assign
+from dtorch.api.record import tensor_arg
+from dtorch.ir.opkind import CreateKind
+from dtorch.ir.placement import Placement, Shard
+from dtorch.ir.random_draw import draw
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def normal_(
+    t: Tensor, mean: float = 0.0, std: float = 1.0, *, generator: torch.Generator | None = None
+) -> Tensor:
+    """torch's ``Tensor.normal_``: ``t`` filled in place with samples of the normal
+    distribution N(``mean``, ``std``²) from ``generator`` (torch's default one if None),
+    exactly the values torch draws, however ``t`` is sharded; torch's errors for a negative
+    ``std`` or a dtype it cannot fill. Returns ``t``.
+
+    Example:
+        >>> import torch, dtorch
+        >>> g, ref = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        >>> t = dtorch.zeros(4, dtype=torch.float64)
+        >>> t.normal_(2.0, 0.1, generator=g) is t
+        True
+        >>> torch.equal(t.to_torch(), torch.zeros(4, dtype=torch.float64).normal_(
+        ...     2.0, 0.1, generator=ref))
+        True
+    """
+    return fill_random("normal_", t, CreateKind.NORMAL, (mean, std), generator)
+
+
+def uniform_(
+    t: Tensor,
+    from_: Any = None,
+    to: float = 1.0,
+    *,
+    generator: torch.Generator | None = None,
+    **kw: Any,
+) -> Tensor:
+    """torch's ``Tensor.uniform_(from=0, to=1, *, generator=None)``: ``t`` filled in place
+    with samples of the uniform distribution on [``from``, ``to``) from ``generator``
+    (torch's default one if None), exactly the values torch draws, however ``t`` is sharded.
+    ``from`` is a Python keyword: give it positionally, as ``from_=``, or as ``**{"from":
+    x}``. torch's errors for ``from > to`` or a dtype it cannot fill. Returns ``t``.
+
+    Example:
+        >>> import torch, dtorch
+        >>> g, ref = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+        >>> got = dtorch.zeros(3).uniform_(-1, to=1, generator=g).to_torch()
+        >>> torch.equal(got, torch.zeros(3).uniform_(-1, 1, generator=ref))
+        True
+    """
+    low = _from_bound(from_, kw)
+    return fill_random("uniform_", t, CreateKind.UNIFORM, (low, to), generator)
+
+
+def _from_bound(from_: Any, kw: dict[str, Any]) -> Any:
+    """``uniform_``'s lower bound: ``from_`` or torch's keyword ``from`` (default 0)."""
+    unknown = set(kw) - {"from"}
+    if unknown:
+        raise TypeError(f"uniform_() got an unexpected keyword argument '{sorted(unknown)[0]}'")
+    if "from" in kw and from_ is not None:
+        raise TypeError("uniform_() got multiple values for argument 'from'")
+    low = kw.get("from", from_)
+    return 0.0 if low is None else low
+
+
+def fill_random(
+    name: str,
+    t: Tensor,
+    kind: CreateKind,
+    args: tuple[Any, ...],
+    generator: torch.Generator | None,
+) -> Tensor:
+    """``t`` filled in place with the full tensor of random Create ``kind`` (its ``args``:
+    ``dtorch.ir.random_draw``) that torch draws from ``generator``; the caller's
+    generator advances as torch's, and torch's errors (bounds, dtype) raise here, at the
+    call, before anything is recorded. Returns ``t``.
+
+    Example:
+        >>> import torch, dtorch
+        >>> from dtorch.ir.opkind import CreateKind
+        >>> g, ref = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+        >>> t = dtorch.zeros(6)
+        >>> _ = fill_random("trunc_normal_", t, CreateKind.TRUNC_NORMAL, (0.0, 1.0, -1.0, 1.0), g)
+        >>> want = torch.nn.init.trunc_normal_(torch.zeros(6), 0.0, 1.0, -1.0, 1.0, generator=ref)
+        >>> torch.equal(t.to_torch(), want)
+        True
+    """
+    tensor_arg(name, t)
+    source = _source(name, generator)
+    snapshot = torch.Generator().set_state(source.get_state())
+    shape = tuple(t.shape)
+    draw(kind, shape, t.dtype, args, source)  # torch's checks, and the advance of its generator
+    numbers = tuple(float(a) for a in args)
+    fresh = create(
+        type(t), kind, shape, t.dtype, graph=t.graph, device_mesh=t.device_mesh, device=None,
+        placements=creatable_placements(t), args=numbers, generator=snapshot,
+    )  # fmt: skip
+    return assign(name, t, fresh)
+
+
+def _source(name: str, generator: torch.Generator | None) -> torch.Generator:
+    """The generator the fill draws from: the given one, or torch's default."""
+    source = torch.default_generator if generator is None else generator
+    if not isinstance(source, torch.Generator) or source.device.type != "cpu":
+        raise TypeError(f"{name}: generator must be a CPU torch.Generator; got {source!r}")
+    return source
+
+
+def creatable_placements(t: Tensor) -> list[Placement] | None:
+    """``t``'s placements, for a new tensor to be made in (each device then makes only its
+    shard); None (Replicate, for ``assign`` to move to ``t``'s) for concatenated shards,
+    which creation cannot make.
+
+    Example:
+        >>> import dtorch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> creatable_placements(dtorch.zeros(4, device_mesh=mesh, placements=[dtorch.Shard(0)]))
+        [Shard(dim=0)]
+    """
+    placements = list(t._operand.placements)
+    marked = any(isinstance(p, Shard) and p.has_sub_split_coordinates() for p in placements)
+    return None if marked else placements
