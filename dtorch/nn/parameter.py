@@ -51,13 +51,22 @@ def _source(cls: str, data: Any, kwargs: dict[str, Any]) -> Tensor:
 
 class _Marked(Tensor):
     """A Tensor subclass whose aliases (``detach``, ``data``, the hidden owner) are plain
-    Tensors, as torch's ``Parameter.detach()`` is a plain tensor."""
+    Tensors, as torch's ``Parameter.detach()`` is a plain tensor. It takes attributes of the
+    program's own (``p.no_weight_decay = True``), as a torch tensor does: ``copy.deepcopy``
+    copies them, ``copy.copy`` gets its own dict of the same values, and ``Module.to`` keeps
+    them (the object is rebound in place)."""
 
-    __slots__ = ()
+    __slots__ = ("__dict__",)
 
     @classmethod
     def _wrap(cls, graph: Graph, operand: Operand) -> Tensor:
         return Tensor._wrap(graph, operand)
+
+    def _twin(self, source: Any, memo: dict[int, Any] | None) -> Any:
+        made = super()._twin(source, memo)
+        if memo is None:  # a shallow copy: the same values in a dict of its own
+            object.__setattr__(made, "__dict__", dict(vars(self)))
+        return made
 
 
 class Parameter(_Marked):
@@ -82,8 +91,27 @@ class Parameter(_Marked):
         source = _source(type(self).__name__, data, kwargs)
         self._name = None
         self._share(source)
-        self.requires_grad = bool(requires_grad)
         self.grad: Tensor | None = None  # torch's attribute; dtorch computes none itself
+        self.requires_grad = False
+        self.requires_grad_(requires_grad)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Parameter:
+        """torch's: set the ``requires_grad`` flag and return the parameter; only floating
+        point and complex parameters may require gradients (torch's RuntimeError).
+
+        Example:
+            >>> import dtorch
+            >>> p = dtorch.nn.Parameter(dtorch.zeros(2))
+            >>> p.requires_grad_(False) is p, p.requires_grad
+            (True, False)
+        """
+        wanted = bool(requires_grad)
+        if wanted and not (self.dtype.is_floating_point or self.dtype.is_complex):
+            raise RuntimeError(
+                "Only Tensors of floating point and complex dtype can require gradients"
+            )
+        self.requires_grad = wanted
+        return self
 
     def __repr__(self) -> str:
         return f"Parameter containing: {Tensor.__repr__(self)}"

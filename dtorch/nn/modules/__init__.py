@@ -1,8 +1,9 @@
 """``dtorch.nn.modules``: the Module class and the layers, one concept per file (torch's
 layout: ``module``, ``container``, ``linear``, ``parallel_linear``, ``activation``,
 ``flatten``, ``conv``, ``pooling``, ``normalization``, ``sparse``, ``dropout``,
-``sloped_activation``; ``state`` holds ``state_dict``/``load_state_dict``, ``hooks`` the
-forward hooks and the redistribution around ``forward``).
+``sloped_activation``; ``state`` holds ``state_dict``, ``loading`` ``load_state_dict``,
+``paths`` the dotted-path getters, ``hooks`` the forward hooks and the redistribution around
+``forward``).
 
 Example:
     >>> from dtorch.nn.modules.linear import Linear
@@ -17,6 +18,7 @@ from dtorch.nn.modules.conv import Conv2d
 from dtorch.nn.modules.dropout import Dropout
 from dtorch.nn.modules.flatten import Flatten
 from dtorch.nn.modules.linear import Identity, Linear
+from dtorch.nn.modules.loading import load_safetensors
 from dtorch.nn.modules.module import Module
 from dtorch.nn.modules.normalization import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from dtorch.nn.modules.parallel_linear import (
@@ -30,7 +32,7 @@ from dtorch.nn.modules.parallel_linear import (
 from dtorch.nn.modules.pooling import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from dtorch.nn.modules.sloped_activation import ELU, LeakyReLU
 from dtorch.nn.modules.sparse import Embedding, EmbeddingWithReplicateOutput
-from dtorch.nn.modules.state import IncompatibleKeys, load_safetensors
+from dtorch.nn.modules.state import IncompatibleKeys
 
 __all__ = [
     "ELU",

@@ -92,8 +92,10 @@ class Sequential(Module):
     def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self) -> Iterator[Module]:
-        return iter(m for m in self._modules.values() if m is not None)
+    def __iter__(self) -> Iterator[Any]:
+        """What ``_modules`` holds, a None entry included (torch's: calling the Sequential
+        then raises torch's TypeError at it)."""
+        return iter(self._modules.values())
 
     def __add__(self, other: Sequential) -> Sequential:
         if not isinstance(other, Sequential):
@@ -212,12 +214,20 @@ class ModuleList(Module):
         return self
 
     def extend(self, modules: Iterable[Module]) -> ModuleList:
-        if isinstance(modules, (Module, str)) or not isinstance(modules, Iterable):
+        """torch's: append every module of an iterable (a list, a ModuleList, a Sequential).
+
+        Example:
+            >>> from dtorch import nn
+            >>> layers = nn.ModuleList([nn.ReLU()]).extend(nn.Sequential(nn.Tanh()))
+            >>> len(layers), type(layers[1]).__name__
+            (2, 'Tanh')
+        """
+        if not isinstance(modules, Iterable):
             raise TypeError(
                 "ModuleList.extend should be called with an iterable, but got "
                 + type(modules).__name__
             )
-        for module in modules:
+        for module in list(modules):  # a list first: ``layers += layers`` doubles them
             self.append(module)
         return self
 
@@ -302,7 +312,16 @@ class ModuleDict(Module):
         return self._modules.values()
 
     def update(self, modules: Any) -> None:
-        if isinstance(modules, Mapping):
+        """torch's: the pairs of a mapping (a ModuleDict too, as torch) or of an iterable of
+        key/value pairs, in order.
+
+        Example:
+            >>> from dtorch import nn
+            >>> d = nn.ModuleDict(nn.ModuleDict({"a": nn.ReLU()}))
+            >>> d.update(nn.ModuleDict({"b": nn.Tanh()})); list(d)
+            ['a', 'b']
+        """
+        if isinstance(modules, (Mapping, ModuleDict)):
             pairs = list(modules.items())
         elif isinstance(modules, Iterable):
             pairs = [tuple(pair) for pair in modules]

@@ -29,6 +29,8 @@ Example:
 from __future__ import annotations
 
 import math
+import operator
+from typing import Any
 
 import torch
 
@@ -80,7 +82,12 @@ class Conv2d(Module):
         device_mesh: DeviceMesh | None = None,
     ) -> None:
         super().__init__()
-        check_features("Conv2d", in_channels=in_channels, out_channels=out_channels)
+        in_channels, out_channels = check_features(
+            "Conv2d", in_channels=in_channels, out_channels=out_channels
+        )
+        kernel_size, stride, padding, dilation, groups = map(
+            _ints, (kernel_size, stride, padding, dilation, groups)
+        )
         dtype = check_float("Conv2d", dtype)
         _check_groups(in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
@@ -137,6 +144,16 @@ class Conv2d(Module):
         if self.padding_mode != "zeros":
             text += f", padding_mode={self.padding_mode}"
         return text
+
+
+def _ints(value: Any) -> Any:
+    """Sizes torch takes (a numpy int, or a tuple of them: ``operator.index``) as ints;
+    anything else as given, for the checks to refuse."""
+    if hasattr(value, "__index__"):
+        return operator.index(value)
+    if isinstance(value, (tuple, list)):
+        return tuple(_ints(v) for v in value)
+    return value
 
 
 def _check_groups(in_channels: int, out_channels: int, groups: int) -> None:

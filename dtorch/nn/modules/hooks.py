@@ -23,7 +23,9 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from torch.utils.hooks import RemovableHandle
@@ -87,19 +89,58 @@ def run_pre_hooks(module: Module, args: tuple, kwargs: dict) -> tuple[tuple, dic
     return args, kwargs
 
 
-def run_hooks(module: Module, args: tuple, kwargs: dict, output: Any, only_always: bool) -> Any:
-    """``module``'s forward hooks in order (only the ``always_call`` ones when
-    ``only_always``), each given the output the last left."""
+@dataclass(slots=True)
+class HookRun:
+    """One call's forward-hook state: the output so far and the ``always_call`` hooks that
+    ran (torch runs the others, and only those, when the call raises)."""
+
+    output: Any = None
+    called: set[int] = field(default_factory=set)
+
+
+def _run_one(
+    module: Module, hook_id: int, hook: Hook, args: tuple, kwargs: dict, run: HookRun
+) -> None:
+    # one forward hook; a non-None result replaces the output
+    if hook_id in module._forward_hooks_with_kwargs:
+        result = hook(module, args, kwargs, run.output)
+    else:
+        result = hook(module, args, run.output)
+    if result is not None:
+        run.output = result
+
+
+def run_hooks(module: Module, args: tuple, kwargs: dict, run: HookRun) -> Any:
+    """``module``'s forward hooks in order, each given the output the last left."""
     for hook_id, hook in list(module._forward_hooks.items()):
-        if only_always and hook_id not in module._forward_hooks_always_called:
+        if hook_id in module._forward_hooks_always_called:
+            run.called.add(hook_id)
+        _run_one(module, hook_id, hook, args, kwargs, run)
+    return run.output
+
+
+def run_always_hooks(module: Module, args: tuple, kwargs: dict, run: HookRun) -> None:
+    """After ``forward`` (or a hook) raised: the ``always_call`` hooks that did not run yet;
+    one that raises too is silenced with torch's warning, so the first error propagates."""
+    for hook_id, hook in list(module._forward_hooks.items()):
+        if hook_id not in module._forward_hooks_always_called or hook_id in run.called:
             continue
-        if hook_id in module._forward_hooks_with_kwargs:
-            result = hook(module, args, kwargs, output)
-        else:
-            result = hook(module, args, output)
-        if result is not None:
-            output = result
-    return output
+        try:
+            _run_one(module, hook_id, hook, args, kwargs, run)
+        except Exception as error:
+            warnings.warn(
+                "module forward hook with ``always_call=True`` raised an exception that was "
+                f"silenced as another error was raised in forward: {error}",
+                stacklevel=3,
+            )
+
+
+def no_autograd(method: str) -> NotImplementedError:
+    """The error of a backward-hook registration: dtorch records no gradients."""
+    return NotImplementedError(
+        f"{method}: dtorch has no autograd (it records no gradients and runs no backward "
+        "pass, see docs/nn.md), so a backward hook would never run"
+    )
 
 
 def placed(value: Any, placements: Mapping[str, Placement]) -> Any:

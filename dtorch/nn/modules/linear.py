@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,11 +88,26 @@ def resolve_mesh(layer: str, device_mesh: Any, device: Any) -> DeviceMesh:
     return mesh_for(Graph.default_graph(), device_mesh, device)
 
 
-def check_features(layer: str, **sizes: Any) -> None:
-    """Feature counts are non-negative ints (torch's layers fail later, less clearly)."""
-    for name, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"{layer}: {name} must be a non-negative int, got {size!r}")
+def check_features(layer: str, **sizes: Any) -> list[int]:
+    """Feature counts as ints: anything torch takes as a size (``operator.index``: a numpy
+    int, a bool as torch takes it), non-negative (torch's layers fail later, less clearly).
+
+    Example:
+        >>> import numpy as np
+        >>> check_features("Linear", in_features=np.prod((2, 3)), out_features=True)
+        [6, 1]
+    """
+    return [_feature(layer, name, size) for name, size in sizes.items()]
+
+
+def _feature(layer: str, name: str, size: Any) -> int:
+    try:
+        count = operator.index(size)
+    except TypeError:
+        count = -1
+    if count < 0:
+        raise ValueError(f"{layer}: {name} must be a non-negative int, got {size!r}")
+    return count
 
 
 def check_float(layer: str, dtype: Any) -> torch.dtype | None:
@@ -161,7 +177,9 @@ class Linear(Module):
     ) -> None:
         super().__init__()
         layer = type(self).__name__
-        check_features(layer, in_features=in_features, out_features=out_features)
+        in_features, out_features = check_features(
+            layer, in_features=in_features, out_features=out_features
+        )
         dtype = check_float(layer, dtype)
         self.in_features, self.out_features = in_features, out_features
         mesh = resolve_mesh(layer, device_mesh, device)

@@ -40,15 +40,16 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import torch
 from torch.utils.hooks import RemovableHandle
 
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
-from dtorch.nn.modules import hooks, state
+from dtorch.nn.modules import hooks, loading, paths, state
 from dtorch.nn.modules.hooks import Hook
 from dtorch.nn.parameter import Buffer, Parameter
 
@@ -71,10 +72,37 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
+#: The hook dicts of the state's two directions (torch's names).
+_STATE_HOOKS = (
+    "_state_dict_pre_hooks",
+    "_state_dict_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
+
+
 def _addindent(text: str, spaces: int) -> str:
     """Indent every line of ``text`` but the first (torch's ``_addindent``)."""
     first, *rest = text.split("\n")
     return "\n".join([first, *(" " * spaces + line for line in rest)])
+
+
+def _rebind(tensor: Tensor, fn: Callable[[Tensor], Tensor]) -> None:
+    converted = fn(tensor)
+    if converted is not tensor:
+        tensor.data = converted
+
+
+def _check_memory_format(memory_format: Any) -> None:
+    """``Module.to``'s ``memory_format``: dtorch tracks no strides, so only the formats that
+    ask for none (preserve, contiguous) are accepted."""
+    if memory_format in (None, torch.preserve_format, torch.contiguous_format):
+        return
+    raise ValueError(
+        f"to: memory_format={memory_format} is not supported: dtorch values have no memory "
+        "layout (strides are not tracked); accepted: torch.preserve_format, "
+        "torch.contiguous_format"
+    )
 
 
 class Module:
@@ -91,6 +119,9 @@ class Module:
     input_placements: Mapping[str, Placement] | None = None
     #: Placements by mesh dim name given to forward's Tensor output(s) (None: unchanged).
     output_placements: Mapping[str, Placement] | None = None
+
+    #: The layout version of this class's state (torch's ``_version``; in ``_metadata``).
+    _version: int = 1
 
     training: bool
     _parameters: dict[str, Parameter | None]
@@ -109,6 +140,8 @@ class Module:
         setattr_(self, "_forward_hooks", OrderedDict())
         setattr_(self, "_forward_hooks_with_kwargs", OrderedDict())
         setattr_(self, "_forward_hooks_always_called", OrderedDict())
+        for store in _STATE_HOOKS:
+            setattr_(self, store, OrderedDict())
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
@@ -299,46 +332,10 @@ class Module:
         for _, buffer in self.named_buffers(recurse=recurse):
             yield buffer
 
-    def get_submodule(self, target: str) -> Module:
-        """The descendant at dotted path ``target`` (``""``: this module); torch's
-        AttributeError naming the first missing (or non-module) step."""
-        module: Module = self
-        for item in target.split(".") if target else []:
-            if not hasattr(module, item):
-                raise AttributeError(f"{module._get_name()} has no attribute `{item}`")
-            module = getattr(module, item)
-            if not isinstance(module, Module):
-                raise AttributeError(f"`{item}` is not an nn.Module")
-        return module
-
-    def get_parameter(self, target: str) -> Parameter:
-        """The parameter at dotted path ``target`` (torch's AttributeError otherwise).
-
-        Example:
-            >>> from dtorch import nn
-            >>> nn.Sequential(nn.Linear(2, 3)).get_parameter("0.bias").shape
-            torch.Size([3])
-        """
-        module, name = self._owner_of(target)
-        param = getattr(module, name)
-        if not isinstance(param, Parameter):
-            raise AttributeError(f"`{name}` is not an nn.Parameter")
-        return param
-
-    def get_buffer(self, target: str) -> Tensor:
-        """The buffer at dotted path ``target`` (torch's AttributeError otherwise)."""
-        module, name = self._owner_of(target)
-        if name not in module._buffers:
-            raise AttributeError(f"`{name}` is not a buffer")
-        return getattr(module, name)
-
-    def _owner_of(self, target: str) -> tuple[Module, str]:
-        # the module holding the last step of ``target``, which must be an attribute of it
-        path, _, name = target.rpartition(".")
-        module = self.get_submodule(path)
-        if not hasattr(module, name):
-            raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
-        return module, name
+    get_submodule = paths.get_submodule
+    set_submodule = paths.set_submodule
+    get_parameter = paths.get_parameter
+    get_buffer = paths.get_buffer
 
     def first_param_device_mesh(self) -> DeviceMesh | None:
         """The mesh of the first parameter (in ``named_parameters`` order), else of the first
@@ -398,19 +395,23 @@ class Module:
         return self
 
     def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
-        """Rebind every parameter and buffer to ``fn`` of it, in place (identity kept)."""
+        """Rebind every parameter (and a ``grad`` set on it, as torch) and buffer to ``fn``
+        of it, in place (identity, and the attributes a program set, kept)."""
         for module in self.modules():
             for store in (module._parameters, module._buffers):
                 for tensor in store.values():
                     if tensor is not None:
-                        converted = fn(tensor)
-                        if converted is not tensor:
-                            tensor.data = converted
+                        _rebind(tensor, fn)
+                        if isinstance(tensor, Parameter) and tensor.grad is not None:
+                            _rebind(tensor.grad, fn)
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
         """``to(mesh_or_device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` as
-        ``Tensor.to``; a dtype converts the floating-point tensors only (torch's rule)."""
+        ``Tensor.to``; a dtype converts the floating-point tensors only (torch's rule).
+        ``memory_format=``: dtorch values have no strides, so torch's preserve and contiguous
+        formats change nothing and ``channels_last`` is refused."""
+        _check_memory_format(kwargs.pop("memory_format", None))
         target, dtype = Tensor.parser_tensor_to_function_arg(args, kwargs)
         if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
             raise TypeError(
@@ -424,37 +425,51 @@ class Module:
 
         return self._apply(convert)
 
+    def type(self, dst_type: Any) -> Module:
+        """torch's: every parameter and buffer as ``dst_type`` (a dtype or a type name, see
+        ``Tensor.type``), floating point or not.
+
+        Example:
+            >>> import torch, dtorch
+            >>> dtorch.nn.Linear(2, 2).type(torch.float64).weight.dtype
+            torch.float64
+        """
+        return self._apply(lambda t: t.type(dst_type))
+
+    def share_memory(self) -> Module:
+        """Refused: torch moves CPU storage to shared memory for ``torch.multiprocessing``;
+        a dtorch value lives on its mesh's devices (worker threads or processes), not in the
+        client, so there is no storage to share (each process reaches a value through the
+        graph)."""
+        raise NotImplementedError(
+            "share_memory: dtorch values live on the devices of their graph (worker threads or "
+            "processes), not in this process, so there is no storage to move to shared memory"
+        )
+
     def cpu(self) -> Module:
         return self.to("cpu")
 
     def cuda(self, device: int | None = None) -> Module:
         return self.to("cuda" if device is None else f"cuda:{device}")
 
-    # --- state ------------------------------------------------------------------------------
-    def state_dict(
-        self, *, destination: Any = None, prefix: str = "", keep_vars: bool = False
-    ) -> dict[str, Tensor]:
-        """Parameters and persistent buffers by dotted name (torch's keys and order); values
-        share the module's (``detach``ed handles unless ``keep_vars``)."""
-        return state.state_dict(self, destination, prefix, keep_vars)
-
-    def _load_defaults(
-        self, prefix: str, keys: Collection[str], local_metadata: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """Entries this module supplies for keys a checkpoint lacks, before the load checks
-        it (the upgrades torch's ``_load_from_state_dict`` makes): ``prefix`` is this
-        module's key prefix, ``keys`` the checkpoint's keys, ``local_metadata`` torch's
-        ``_metadata`` entry for this module ({} when absent). A supplied value that is the
-        target itself keeps the target as it is. Nothing by default (subclasses override)."""
-        return {}
+    # --- state (dtorch.nn.modules.state and .loading hold torch's methods) ----------------
+    state_dict = state.state_dict
+    _save_to_state_dict = state.save_to_state_dict
+    get_extra_state = state.get_extra_state
+    set_extra_state = state.set_extra_state
+    register_state_dict_pre_hook = state.register_state_dict_pre_hook
+    register_state_dict_post_hook = state.register_state_dict_post_hook
+    register_load_state_dict_pre_hook = state.register_load_state_dict_pre_hook
+    register_load_state_dict_post_hook = state.register_load_state_dict_post_hook
+    _load_from_state_dict = loading.load_from_state_dict
 
     def load_state_dict(
         self, state_dict: Any, strict: bool = True, assign: bool = False
     ) -> state.IncompatibleKeys:
         """Load values into the parameters and buffers, in place; see
-        ``dtorch.nn.modules.state.load_state_dict`` (torch or dtorch tensors, or the path of
-        a safetensors file)."""
-        return state.load_state_dict(self, state_dict, strict=strict, assign=assign)
+        ``dtorch.nn.modules.loading`` (torch or dtorch tensors, or the path of a safetensors
+        file)."""
+        return loading.load_state_dict(self, state_dict, strict=strict, assign=assign)
 
     # --- calling (the machinery is in dtorch.nn.modules.hooks) -----------------------------
     def register_forward_pre_hook(
@@ -479,6 +494,15 @@ class Module:
             self, hook, prepend=prepend, with_kwargs=with_kwargs, always_call=always_call
         )
 
+    def register_full_backward_hook(self, hook: Hook, prepend: bool = False) -> RemovableHandle:
+        raise hooks.no_autograd("register_full_backward_hook")
+
+    def register_full_backward_pre_hook(self, hook: Hook, prepend: bool = False) -> RemovableHandle:
+        raise hooks.no_autograd("register_full_backward_pre_hook")
+
+    def register_backward_hook(self, hook: Hook) -> RemovableHandle:
+        raise hooks.no_autograd("register_backward_hook")
+
     def redistribute_input(self, *args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict]:
         """forward's arguments on ``input_placements`` (see the module docstring)."""
         return hooks.redistribute_input(self.input_placements, args, kwargs)
@@ -490,21 +514,19 @@ class Module:
     def _run_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         return hooks.run_pre_hooks(self, args, kwargs)
 
-    def _run_hooks(self, args: tuple, kwargs: dict, output: Any, only_always: bool) -> Any:
-        return hooks.run_hooks(self, args, kwargs, output, only_always)
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._forward_pre_hooks:
             args, kwargs = self._run_pre_hooks(args, kwargs)
         args, kwargs = self.redistribute_input(*args, **kwargs)
         if not self._forward_hooks:
             return self.redistribute_output(self.forward(*args, **kwargs))
+        run = hooks.HookRun()
         try:
-            output = self.redistribute_output(self.forward(*args, **kwargs))
+            run.output = self.redistribute_output(self.forward(*args, **kwargs))
+            return hooks.run_hooks(self, args, kwargs, run)
         except Exception:
-            self._run_hooks(args, kwargs, None, only_always=True)
+            hooks.run_always_hooks(self, args, kwargs, run)
             raise
-        return self._run_hooks(args, kwargs, output, only_always=False)
 
     # --- printing ---------------------------------------------------------------------------
     def _get_name(self) -> str:

@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 import numbers
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -35,7 +35,7 @@ from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate
-from dtorch.nn.modules.linear import Device, check_float, resolve_mesh
+from dtorch.nn.modules.linear import Device, check_features, check_float, resolve_mesh
 from dtorch.nn.modules.module import Module
 from dtorch.nn.parameter import Parameter
 
@@ -66,6 +66,13 @@ def _affine(
     )
 
 
+def _ones_zeros(layer: Module) -> None:
+    """torch's ``init.ones_(weight)`` and ``init.zeros_(bias)`` (a bias that is None stays)."""
+    layer.weight.fill_(1)
+    if layer.bias is not None:
+        layer.bias.zero_()
+
+
 def _shape(layer: str, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
     # torch takes an int or a sequence of ints
     if isinstance(normalized_shape, numbers.Integral):
@@ -93,6 +100,8 @@ class BatchNorm2d(Module):
         ['running_mean', 'running_var', 'num_batches_tracked']
     """
 
+    _version = 2  # torch's: num_batches_tracked is in the state since version 2
+
     def __init__(
         self,
         num_features: int,
@@ -108,6 +117,7 @@ class BatchNorm2d(Module):
     ) -> None:
         super().__init__()
         dtype = check_float(type(self).__name__, dtype)
+        (num_features,) = check_features(type(self).__name__, num_features=num_features)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         mesh = resolve_mesh(type(self).__name__, device_mesh, device)
@@ -122,16 +132,47 @@ class BatchNorm2d(Module):
             for name in ("running_mean", "running_var", "num_batches_tracked"):
                 self.register_buffer(name, None)
 
-    def _load_defaults(
-        self, prefix: str, keys: Collection[str], local_metadata: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    def reset_running_stats(self) -> None:
+        """torch's: running mean 0, running variance 1, ``num_batches_tracked`` 0 (when the
+        layer tracks running statistics), in place.
+
+        Example:
+            >>> import dtorch
+            >>> m = dtorch.nn.BatchNorm2d(2)
+            >>> _ = m.running_var.fill_(5.0)
+            >>> m.reset_running_stats(); m.running_var.tolist()
+            [1.0, 1.0]
+        """
+        if self.track_running_stats:
+            self.running_mean.zero_()
+            self.running_var.fill_(1)
+            self.num_batches_tracked.zero_()
+
+    def reset_parameters(self) -> None:
+        """torch's: ``reset_running_stats``, then weight 1 and bias 0 (when affine)."""
+        self.reset_running_stats()
+        if self.affine:
+            _ones_zeros(self)
+
+    def _load_from_state_dict(
+        self,
+        state_dict: Any,
+        prefix: str,
+        local_metadata: Mapping[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
         """torch's upgrade of a checkpoint older than its layout version 2 (or without
         torch's ``_metadata``): a missing ``num_batches_tracked`` keeps the layer's own."""
         key, version = prefix + "num_batches_tracked", local_metadata.get("version")
-        old = version is None or version < 2
-        if old and self.num_batches_tracked is not None and key not in keys:
-            return {key: self.num_batches_tracked}
-        return {}
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            own = self.num_batches_tracked
+            state_dict[key] = torch.tensor(0, dtype=torch.long) if own is None else own
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim != 4:
@@ -181,6 +222,11 @@ class LayerNorm(Module):
         mesh = resolve_mesh(type(self).__name__, device_mesh, device)
         _affine(self, elementwise_affine, bias, self.normalized_shape, mesh, dtype)
 
+    def reset_parameters(self) -> None:
+        """torch's: weight 1 and bias 0 (when ``elementwise_affine``), in place."""
+        if self.elementwise_affine:
+            _ones_zeros(self)
+
     def forward(self, input: Tensor) -> Tensor:
         return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
@@ -222,6 +268,11 @@ class RMSNorm(Module):
         else:
             self.register_parameter("weight", None)
 
+    def reset_parameters(self) -> None:
+        """torch's: weight 1 (when ``elementwise_affine``), in place."""
+        if self.elementwise_affine:
+            self.weight.fill_(1)
+
     def forward(self, input: Tensor) -> Tensor:
         return rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
@@ -254,6 +305,9 @@ class GroupNorm(Module):
     ) -> None:
         super().__init__()
         dtype = check_float(type(self).__name__, dtype)
+        num_groups, num_channels = check_features(
+            type(self).__name__, num_groups=num_groups, num_channels=num_channels
+        )
         if num_groups <= 0 or num_channels % num_groups != 0:
             raise ValueError(
                 f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
@@ -264,6 +318,11 @@ class GroupNorm(Module):
         )  # fmt: skip
         mesh = resolve_mesh(type(self).__name__, device_mesh, device)
         _affine(self, affine, bias, (num_channels,), mesh, dtype)
+
+    def reset_parameters(self) -> None:
+        """torch's: weight 1 and bias 0 (when affine), in place."""
+        if self.affine:
+            _ones_zeros(self)
 
     def forward(self, input: Tensor) -> Tensor:
         return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

@@ -83,7 +83,9 @@ class Embedding(Module):
     ) -> None:
         super().__init__()
         layer = type(self).__name__
-        check_features(layer, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        num_embeddings, embedding_dim = check_features(
+            layer, num_embeddings=num_embeddings, embedding_dim=embedding_dim
+        )
         dtype = check_float(layer, dtype)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = _padding(layer, padding_idx, num_embeddings)
@@ -149,12 +151,31 @@ class Embedding(Module):
         if weight is not None:
             return _given(type(self).__name__, weight, shape, mesh, placements, dtype)
         drawn = randn(shape, dtype=dtype, device_mesh=mesh, placements=placements)
-        if self.padding_idx is None:
-            return drawn
-        keep = torch.ones((self.num_embeddings, 1), dtype=drawn.dtype)
-        keep[self.padding_idx] = 0
-        mask = from_torch(keep, device_mesh=mesh, placements=[Replicate()] * mesh.ndim)
-        return drawn * mask
+        self._zero_padding(drawn)
+        return drawn
+
+    def _zero_padding(self, weight: Tensor) -> None:
+        # torch's _fill_padding_idx_with_zero (a +0.0 row, as fill_ writes)
+        if self.padding_idx is not None:
+            weight[self.padding_idx] = 0
+
+    def reset_parameters(self) -> None:
+        """torch's: the weight drawn again from torch's default generator (standard normal,
+        the values ``torch.nn.init.normal_`` draws), the ``padding_idx`` row zeroed.
+
+        Example:
+            >>> import torch, dtorch
+            >>> m = dtorch.nn.Embedding(4, 2, padding_idx=1)
+            >>> _ = torch.manual_seed(0); m.reset_parameters()
+            >>> _ = torch.manual_seed(0); ref = torch.nn.Embedding(4, 2, padding_idx=1)
+            >>> torch.equal(m.weight.to_torch(), ref.weight.detach())
+            True
+        """
+        weight = self.weight
+        drawn = randn(weight.shape, dtype=weight.dtype, graph=weight.graph,
+                      device_mesh=weight.device_mesh, placements=weight.placements)  # fmt: skip
+        self._zero_padding(drawn)
+        weight.copy_(drawn)
 
     def forward(self, input: Tensor) -> Tensor:
         return embedding(
@@ -168,6 +189,12 @@ class Embedding(Module):
             text += f", padding_idx={self.padding_idx}"
         if self.max_norm is not None:
             text += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq is not False:
+            text += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse is not False:
+            text += ", sparse=True"
         return text
 
 

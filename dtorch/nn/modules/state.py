@@ -1,58 +1,45 @@
-"""A Module's state: ``state_dict`` and ``load_state_dict`` (torch's keys and strict rules).
+"""A Module's ``state_dict`` (torch's keys, order, hooks and ``_metadata``) and the hook
+points both directions of the state share.
 
-``load_state_dict(module, source, strict=True, assign=False)`` takes a mapping of full torch
-tensors (a ``torch.nn.Module``'s ``state_dict()``), of dtorch tensors (another dtorch
-module's), or the path of a safetensors file (``str`` or ``os.PathLike``, read one tensor at a
-time through ``safetensors.safe_open``). Every torch value is sharded straight onto its
-target's mesh and placements (``dtorch.from_torch``) and copied into it in place
-(``copy_``: the Parameter objects, and every handle of them, see the new values); the loader
-waits for each tensor's own value (not the graph, whose earlier failures are not the load's)
-before it changes the target and reads the next one, so the client holds about one full
-tensor at a time, never the whole model. ``assign=True`` rebinds each target to the loaded
-value instead (``Tensor.data``: identity kept, the checkpoint's dtype kept).
-
-Everything is checked before anything is loaded, so a failed load changes nothing (torch may
-load part of the values before it raises): keys the module lacks (``unexpected``, e.g. a
-``num_batches_tracked`` the module does not have) and keys the source lacks (``missing``)
-raise with ``strict=True`` and are returned with ``strict=False``, as torch's
-``_IncompatibleKeys``; a shape mismatch raises in both modes, with torch's message; a dtorch
-value that failed on a device raises its failure (only a device failing while the values
-load, out of memory say, can stop a load part way). Values are converted to the target's dtype
-as ``copy_`` does, except a floating-point (or complex) value into an integer or bool tensor
-(or complex into real), which loses its meaning and raises.
-
-Before the checks, each module may supply entries an older checkpoint lacks
-(``Module._load_defaults``, in the spirit of torch's ``_load_from_state_dict``: BatchNorm2d
-keeps its own ``num_batches_tracked`` for a checkpoint of torch's layout version 1, or one
-without torch's ``_metadata``).
+``state_dict`` follows torch's recursion: each module records its metadata (``{"version":
+module._version}``, under its prefix without the last dot, in the returned dict's
+``_metadata``), runs its state-dict pre-hooks, saves its own entries
+(``_save_to_state_dict``: parameters, persistent buffers, then ``_extra_state`` when its class
+overrides ``get_extra_state``), then calls each child's own ``state_dict`` (so a subclass's
+override is used wherever the module sits), then its post-hooks. Values share the module's
+(``detach``ed handles unless ``keep_vars``). Loading is ``dtorch.nn.modules.loading``.
 
 Example:
-    >>> import torch, dtorch
-    >>> mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
-    >>> ref = torch.nn.Linear(4, 2)
-    >>> m = dtorch.nn.ColumnParallelLinear(4, 2, device_mesh=mesh)
-    >>> m.load_state_dict(ref.state_dict())
-    <All keys matched successfully>
-    >>> m.weight.placements, torch.equal(m.weight.to_torch(), ref.weight.detach())
-    ([Shard(dim=0)], True)
+    >>> import dtorch
+    >>> from dtorch import nn
+    >>> class Counter(nn.Linear):
+    ...     calls = 0
+    ...     def get_extra_state(self):
+    ...         return {"calls": self.calls}
+    ...     def set_extra_state(self, state):
+    ...         self.calls = state["calls"]
+    >>> sd = nn.Sequential(Counter(2, 2)).state_dict()
+    >>> list(sd), sd["0._extra_state"]
+    (['0.weight', '0.bias', '0._extra_state'], {'calls': 0})
+    >>> dict(sd._metadata)
+    {'': {'version': 1}, '0': {'version': 1}}
 """
 
 from __future__ import annotations
 
-import os
+import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import torch
+from torch.utils.hooks import RemovableHandle
 
-from dtorch.api.creation import create, from_torch
-from dtorch.api.settled import settled
-from dtorch.api.tensor import Tensor
-from dtorch.ir.opkind import CreateKind
+from dtorch.nn.modules.hooks import Hook
 
 if TYPE_CHECKING:
     from dtorch.nn.modules.module import Module
+
+#: The key suffix of a module's extra state (torch's ``_EXTRA_STATE_KEY_SUFFIX``).
+EXTRA_STATE_KEY = "_extra_state"
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -72,335 +59,195 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
 IncompatibleKeys = _IncompatibleKeys
 
 
-def state_dict(module: Module, destination: Any, prefix: str, keep_vars: bool) -> dict[str, Tensor]:
-    """torch's ``state_dict``: each module's parameters, then its persistent buffers, then
-    its children's entries, depth first; shared tensors appear under every name."""
-    out: dict[str, Tensor] = OrderedDict() if destination is None else destination
-    for name, param in module._parameters.items():
-        if param is not None:
-            out[prefix + name] = param if keep_vars else param.detach()
-    for name, buffer in module._buffers.items():
-        if buffer is not None and name not in module._non_persistent_buffers_set:
-            out[prefix + name] = buffer if keep_vars else buffer.detach()
-    for name, child in module._modules.items():
-        if child is not None:
-            state_dict(child, out, f"{prefix}{name}.", keep_vars)
-    return out
-
-
-# --- sources: what a checkpoint offers, one tensor at a time --------------------------------
-_SAFETENSORS_DTYPES = {
-    "F64": torch.float64,
-    "F32": torch.float32,
-    "F16": torch.float16,
-    "BF16": torch.bfloat16,
-    "I64": torch.int64,
-    "I32": torch.int32,
-    "I16": torch.int16,
-    "I8": torch.int8,
-    "U8": torch.uint8,
-    "BOOL": torch.bool,
-}
-
-
-class _MappingSource:
-    """A mapping of torch or dtorch tensors."""
-
-    def __init__(self, values: Mapping[str, Any]) -> None:
-        self._values = values
-
-    def keys(self) -> list[str]:
-        return list(self._values.keys())
-
-    def meta(self, key: str) -> tuple[tuple[int, ...], torch.dtype]:
-        value = self._values[key]
-        if not isinstance(value, (torch.Tensor, Tensor)):
-            raise TypeError(
-                f'While copying the parameter named "{key}", expected torch.Tensor or '
-                f"dtorch.Tensor from checkpoint but received {type(value)}"
-            )
-        return tuple(value.shape), value.dtype
-
-    def read(self, key: str) -> Any:
-        return self._values[key]
-
-    def held(self, key: str) -> Tensor | None:
-        """The dtorch tensor under ``key`` (None for a torch one: it cannot have failed)."""
-        value = self._values[key]
-        return value if isinstance(value, Tensor) else None
-
-    def metadata(self, prefix: str) -> Mapping[str, Any]:
-        """torch's ``_metadata`` entry of the module at ``prefix`` ({} when there is none)."""
-        found = getattr(self._values, "_metadata", None)
-        return {} if found is None else found.get(prefix[:-1], {})
-
-
-class _SafetensorsSource:
-    """A safetensors file: shapes and dtypes from its header, tensors read on demand."""
-
-    def __init__(self, path: str, handle: Any) -> None:
-        self._path, self._file = path, handle
-
-    def keys(self) -> list[str]:
-        return list(self._file.keys())
-
-    def meta(self, key: str) -> tuple[tuple[int, ...], torch.dtype | None]:
-        view = self._file.get_slice(key)
-        return tuple(view.get_shape()), _SAFETENSORS_DTYPES.get(view.get_dtype())
-
-    def read(self, key: str) -> torch.Tensor:
-        # A handle per tensor: safetensors maps the file, and the pages a read touched stay
-        # resident (and counted in the client's RSS) until that handle is closed.
-        from safetensors import safe_open
-
-        with safe_open(self._path, framework="pt") as handle:
-            return handle.get_tensor(key)
-
-    def held(self, key: str) -> Tensor | None:
-        return None  # torch tensors only
-
-    def metadata(self, prefix: str) -> Mapping[str, Any]:
-        return {}  # the file has no torch metadata
-
-
-class _WithDefaults:
-    """A source and the entries the modules supply for keys it lacks (``_load_defaults``)."""
-
-    def __init__(self, source: Any, defaults: Mapping[str, Any]) -> None:
-        self._source, self._defaults = source, _MappingSource(defaults)
-        self._supplied = set(defaults)
-
-    def _of(self, key: str) -> Any:
-        return self._defaults if key in self._supplied else self._source
-
-    def keys(self) -> list[str]:
-        return [*self._source.keys(), *self._defaults.keys()]
-
-    def meta(self, key: str) -> tuple[tuple[int, ...], torch.dtype | None]:
-        return self._of(key).meta(key)
-
-    def read(self, key: str) -> Any:
-        return self._of(key).read(key)
-
-    def held(self, key: str) -> Tensor | None:
-        return self._of(key).held(key)
-
-
-def _with_defaults(module: Module, source: Any) -> Any:
-    """``source`` with what each module's ``_load_defaults`` supplies (itself if nothing)."""
-    keys = set(source.keys())
-    defaults: dict[str, Any] = {}
-    for prefix, sub in module.named_modules(remove_duplicate=False):
-        start = f"{prefix}." if prefix else ""
-        defaults.update(sub._load_defaults(start, keys, source.metadata(start)))
-    return _WithDefaults(source, defaults) if defaults else source
-
-
-# --- checks ---------------------------------------------------------------------------------
-def _kind(dtype: torch.dtype) -> int:
-    """0 bool, 1 integer, 2 floating, 3 complex: a load may not go down this order."""
-    if dtype.is_complex:
-        return 3
-    if dtype.is_floating_point:
-        return 2
-    return 0 if dtype == torch.bool else 1
-
-
-def _mismatch(
-    key: str, meta: tuple[tuple[int, ...], torch.dtype | None], target: Tensor, assign: bool
-) -> str | None:
-    """torch's message for a shape mismatch, or ours for a dtype that cannot be loaded (any
-    dtype can be assigned: the target takes the checkpoint's)."""
-    shape, dtype = meta
-    if shape != tuple(target.shape):
-        return (
-            f"size mismatch for {key}: copying a param with shape {torch.Size(shape)} from "
-            f"checkpoint, the shape in current model is {target.shape}."
-        )
-    if not assign and dtype is not None and _kind(dtype) > max(_kind(target.dtype), 1):
-        return (
-            f"dtype mismatch for {key}: copying a param of dtype {dtype} from checkpoint, the "
-            f"dtype in current model is {target.dtype}; accepted: a value of the same kind "
-            "(floating point into floating point) or an integer or bool one"
-        )
-    return None
-
-
-def _unexpected(module: Module, keys: list[str]) -> list[str]:
-    """The keys no module claims, in torch's order: by module (depth first), a module
-    claiming its own entries and the dotted keys of its children."""
-    out = []
-    for prefix, sub in module.named_modules(remove_duplicate=False):
-        start = f"{prefix}." if prefix else ""
-        own = _own_keys(sub)
-        for key in keys:
-            if not key.startswith(start):
-                continue
-            head, dot, _ = key[len(start) :].partition(".")
-            if (dot and head not in sub._modules) or (not dot and head not in own):
-                out.append(key)
-    return out
-
-
-def _own_keys(module: Module) -> set[str]:
-    """A module's own state_dict names (parameters and persistent buffers with values)."""
-    params = {k for k, v in module._parameters.items() if v is not None}
-    buffers = {k for k, v in module._buffers.items() if v is not None}
-    return params | (buffers - module._non_persistent_buffers_set)
-
-
-def _errors(
-    module: Module, source: Any, targets: dict[str, Tensor], strict: bool, assign: bool
-) -> tuple[list[str], list[str], list[str]]:
-    """(missing keys, unexpected keys, error messages) of loading ``source``."""
-    keys = source.keys()
-    present = set(keys)
-    missing = [k for k in targets if k not in present]
-    unexpected = _unexpected(module, keys)
-    errors = []
-    if strict and missing:
-        errors.append(f"Missing key(s) in state_dict: {', '.join(map(repr_key, missing))}. ")
-    if strict and unexpected:
-        quoted = ", ".join(map(repr_key, unexpected))
-        errors.append(f"Unexpected key(s) in state_dict: {quoted}. ")
-    for key, target in targets.items():
-        if key in present:
-            message = _mismatch(key, source.meta(key), target, assign)
-            if message is not None:
-                errors.append(message)
-    return missing, unexpected, errors
-
-
-def repr_key(key: str) -> str:
-    """A key as torch quotes it in its messages."""
-    return f'"{key}"'
-
-
-# --- loading --------------------------------------------------------------------------------
-def _placed_like(value: Any, target: Tensor, assign: bool) -> Tensor:
-    """``value`` on ``target``'s mesh and placements (in its dtype unless ``assign``)."""
-    if isinstance(value, Tensor):
-        return value if assign else value.redistribute(target.device_mesh, target.placements)
-    dtype = value.dtype if assign else target.dtype
-    if not _plain_cpu(value):
-        return from_torch(
-            value,
-            dtype=dtype,
-            device_mesh=target.device_mesh,
-            placements=target.placements,
-            graph=target.graph,
-        )
-    # Without from_torch's defensive copy: the Create kernel copies each shard out of the
-    # value, and the loader waits for it before the value is dropped (one full tensor less).
-    return create(
-        CreateKind.FROM_TENSOR,
-        tuple(value.shape),
-        dtype,
-        graph=target.graph,
-        device_mesh=target.device_mesh,
-        device=None,
-        placements=target.placements,
-        value=(value.detach() if value.requires_grad else value).to(dtype),
+def _never(method: str) -> RuntimeError:
+    return RuntimeError(
+        f"Reached a code path in Module.{method}() that should never be called. Please file "
+        "an issue at https://github.com/pytorch/pytorch/issues/new?template=bug-report.yml to "
+        "report this bug."
     )
 
 
-def _plain_cpu(value: torch.Tensor) -> bool:
-    """A dense CPU tensor with data: the Create kernel can slice it as it is."""
-    return (
-        value.device.type == "cpu"
-        and value.layout == torch.strided
-        and not value.is_quantized
-        and not value.is_meta
-    )
-
-
-def _await_held(source: Any, loading: list[tuple[str, Tensor]]) -> None:
-    """The dtorch values to load, awaited before anything is loaded: one that failed
-    raises its failure, and the module keeps every value it had."""
-    held = [(source.held(key), target) for key, target in loading]
-    # identity, not ``in``: ``==`` on tensors records an operator
-    futures = [settled(v) for v, target in held if v is not None and v is not target]
-    for future in futures:
-        future.get()
-
-
-def _load_one(source: Any, key: str, target: Tensor, assign: bool) -> None:
-    value = source.read(key)
-    if value is target:  # a default the module supplied from itself: nothing to load
-        return
-    placed = _placed_like(value, target, assign)
-    del value
-    # this value alone, made on every device: the client's full tensor can go before the next
-    # one is read, and a value that failed raises before its target changes
-    settled(placed).get()
-    if assign:
-        target.data = placed
-    else:
-        target.copy_(placed)
-
-
-def _load(module: Module, source: Any, strict: bool, assign: bool) -> IncompatibleKeys:
-    targets = state_dict(module, None, "", keep_vars=True)
-    source = _with_defaults(module, source)
-    missing, unexpected, errors = _errors(module, source, targets, strict, assign)
-    if errors:
-        raise RuntimeError(
-            f"Error(s) in loading state_dict for {type(module).__name__}:\n\t" + "\n\t".join(errors)
-        )
-    present = set(source.keys())
-    loading = [(key, target) for key, target in targets.items() if key in present]
-    _await_held(source, loading)
-    for key, target in loading:
-        _load_one(source, key, target, assign)
-    return IncompatibleKeys(missing, unexpected)
-
-
-def load_state_dict(
-    module: Module, source: Any, *, strict: bool = True, assign: bool = False
-) -> IncompatibleKeys:
-    """Load ``source`` (a mapping of torch or dtorch tensors, or a safetensors path) into
-    ``module``; see the module docstring for the rules."""
-    if isinstance(source, (str, os.PathLike)):
-        return load_safetensors(module, source, strict=strict, assign=assign)
-    if not isinstance(source, Mapping):
-        raise TypeError(
-            f"Expected state_dict to be dict-like (or the path of a safetensors file), got "
-            f"{type(source)}."
-        )
-    return _load(module, _MappingSource(source), strict, assign)
-
-
-def load_safetensors(
-    module: Module, path: str | os.PathLike[str], *, strict: bool = True, assign: bool = False
-) -> IncompatibleKeys:
-    """Load a safetensors file into ``module``, one tensor at a time, each sharded straight
-    onto its parameter's placements (``module.load_state_dict(path)`` does the same).
+def get_extra_state(module: Module) -> Any:
+    """torch's default ``Module.get_extra_state``: never called, since ``state_dict`` only
+    asks modules whose class overrides it (torch's RuntimeError otherwise).
 
     Example:
-        >>> import os, tempfile, torch, dtorch
-        >>> from safetensors.torch import save_file
-        >>> ref = torch.nn.Linear(3, 2)
-        >>> path = os.path.join(tempfile.mkdtemp(), "linear.safetensors")
-        >>> save_file(ref.state_dict(), path)
-        >>> m = dtorch.nn.Linear(3, 2)
-        >>> dtorch.nn.load_safetensors(m, path)
-        <All keys matched successfully>
-        >>> torch.equal(m.bias.to_torch(), ref.bias.detach())
-        True
-        >>> os.remove(path); os.rmdir(os.path.dirname(path))
+        >>> import dtorch
+        >>> dtorch.nn.ReLU().get_extra_state()
+        Traceback (most recent call last):
+        RuntimeError: Reached a code path in Module.get_extra_state() that should never ...
     """
-    from safetensors import SafetensorError, safe_open
-
-    name = os.fspath(path)
-    try:
-        opened = safe_open(name, framework="pt")
-    except SafetensorError as error:
-        raise ValueError(
-            f"load_state_dict: {name} is not a safetensors file ({error}); accepted: a "
-            "safetensors file, or a mapping of torch or dtorch tensors"
-        ) from error
-    with opened as handle:
-        return _load(module, _SafetensorsSource(name, handle), strict, assign)
+    raise _never("get_extra_state")
 
 
-__all__ = ["IncompatibleKeys", "load_safetensors", "load_state_dict", "state_dict"]
+def set_extra_state(module: Module, state: Any) -> None:
+    """torch's default ``Module.set_extra_state``: never called, since ``load_state_dict``
+    only gives extra state to modules whose class overrides it (RuntimeError otherwise).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.ReLU().set_extra_state({})
+        Traceback (most recent call last):
+        RuntimeError: Reached a code path in Module.set_extra_state() that should never ...
+    """
+    raise _never("set_extra_state")
+
+
+def overrides(module: Module, name: str, default: Any) -> bool:
+    """torch's test for extra state: ``module``'s class overrides the method ``default``."""
+    return getattr(type(module), name, default) is not default
+
+
+def save_to_state_dict(module: Module, destination: Any, prefix: str, keep_vars: bool) -> None:
+    """torch's ``Module._save_to_state_dict``: ``module``'s own entries (not its children's)
+    into ``destination``; subclasses may override it.
+
+    Example:
+        >>> import dtorch
+        >>> out = {}
+        >>> dtorch.nn.Linear(2, 1)._save_to_state_dict(out, "l.", False)
+        >>> list(out)
+        ['l.weight', 'l.bias']
+    """
+    for name, param in module._parameters.items():
+        if param is not None:
+            destination[prefix + name] = param if keep_vars else param.detach()
+    for name, buffer in module._buffers.items():
+        if buffer is not None and name not in module._non_persistent_buffers_set:
+            destination[prefix + name] = buffer if keep_vars else buffer.detach()
+    if overrides(module, "get_extra_state", get_extra_state):
+        destination[prefix + EXTRA_STATE_KEY] = module.get_extra_state()
+
+
+def _positional(args: tuple, destination: Any, prefix: str, keep_vars: bool) -> tuple:
+    # torch's deprecated positional (destination, prefix, keep_vars), with its FutureWarning
+    warnings.warn(
+        "Positional args are being deprecated, use kwargs instead. Refer to "
+        "https://pytorch.org/docs/main/generated/torch.nn.Module.html#torch.nn.Module.state_dict"
+        " for details.",
+        FutureWarning,
+        stacklevel=3,
+    )
+    if destination is None:
+        destination = args[0]
+    if len(args) > 1 and prefix == "":
+        prefix = args[1]
+    if len(args) > 2 and keep_vars is False:
+        keep_vars = args[2]
+    return destination, prefix, keep_vars
+
+
+def state_dict(
+    module: Module, *args: Any, destination: Any = None, prefix: str = "", keep_vars: bool = False
+) -> Any:
+    """torch's ``Module.state_dict``: parameters and persistent buffers (and extra state) by
+    dotted name, in torch's order, with torch's ``_metadata``; see the module docstring.
+
+    Example:
+        >>> import dtorch
+        >>> sd = dtorch.nn.Sequential(dtorch.nn.BatchNorm2d(2)).state_dict(prefix="m.")
+        >>> list(sd)[-1], sd._metadata["m.0"]
+        ('m.0.num_batches_tracked', {'version': 2})
+    """
+    if args:
+        destination, prefix, keep_vars = _positional(args, destination, prefix, keep_vars)
+    if destination is None:
+        destination = OrderedDict()
+        destination._metadata = OrderedDict()  # torch's too
+    local_metadata = {"version": module._version}
+    if hasattr(destination, "_metadata"):
+        destination._metadata[prefix[:-1]] = local_metadata
+    for pre_hook in module._state_dict_pre_hooks.values():
+        pre_hook(module, prefix, keep_vars)
+    module._save_to_state_dict(destination, prefix, keep_vars)
+    for name, child in module._modules.items():
+        if child is not None:
+            child.state_dict(
+                destination=destination, prefix=f"{prefix}{name}.", keep_vars=keep_vars
+            )
+    for hook in module._state_dict_hooks.values():
+        result = hook(module, destination, prefix, local_metadata)
+        if result is not None:
+            raise RuntimeError("state_dict post-hook must return None")
+    return destination
+
+
+def _register(hooks: OrderedDict, hook: Hook) -> RemovableHandle:
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def register_state_dict_pre_hook(module: Module, hook: Hook) -> RemovableHandle:
+    """torch's: ``hook(module, prefix, keep_vars)`` before ``module`` saves its state.
+
+    Example:
+        >>> import dtorch
+        >>> m, seen = dtorch.nn.Linear(2, 2), []
+        >>> _ = m.register_state_dict_pre_hook(lambda mod, prefix, keep: seen.append(prefix))
+        >>> _ = m.state_dict(prefix="x."); seen
+        ['x.']
+    """
+    return _register(module._state_dict_pre_hooks, hook)
+
+
+def register_state_dict_post_hook(module: Module, hook: Hook) -> RemovableHandle:
+    """torch's: ``hook(module, state_dict, prefix, local_metadata)`` after ``module`` and its
+    children saved their state; it may change ``state_dict`` in place and returns None.
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.Linear(2, 2)
+        >>> _ = m.register_state_dict_post_hook(lambda mod, sd, prefix, meta: sd.clear())
+        >>> m.state_dict()
+        OrderedDict()
+    """
+    return _register(module._state_dict_hooks, hook)
+
+
+def register_load_state_dict_pre_hook(module: Module, hook: Hook) -> RemovableHandle:
+    """torch's: ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+    unexpected_keys, error_msgs)`` at the start of ``module``'s ``_load_from_state_dict``
+    (``state_dict`` is the mutable view of the entries; see ``dtorch.nn.modules.loading``).
+
+    Example:
+        >>> import torch, dtorch
+        >>> m = dtorch.nn.Linear(2, 1)
+        >>> def rename(mod, sd, prefix, *rest):
+        ...     sd[prefix + "weight"] = sd.pop(prefix + "w")
+        >>> _ = m.register_load_state_dict_pre_hook(rename)
+        >>> m.load_state_dict({"w": torch.ones(1, 2), "bias": torch.zeros(1)})
+        <All keys matched successfully>
+    """
+    hooks = module._load_state_dict_pre_hooks
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = lambda *args: hook(module, *args)  # torch's _WrappedHook(with_module)
+    return handle
+
+
+def register_load_state_dict_post_hook(module: Module, hook: Hook) -> RemovableHandle:
+    """torch's: ``hook(module, incompatible_keys)`` after the load, before ``strict`` judges
+    the keys (a hook may clear them in place; it returns None).
+
+    Example:
+        >>> import torch, dtorch
+        >>> m = dtorch.nn.Linear(2, 1)
+        >>> _ = m.register_load_state_dict_post_hook(lambda mod, keys: keys.missing_keys.clear())
+        >>> m.load_state_dict({"weight": torch.ones(1, 2)})
+        <All keys matched successfully>
+    """
+    return _register(module._load_state_dict_post_hooks, hook)
+
+
+__all__ = [
+    "EXTRA_STATE_KEY",
+    "IncompatibleKeys",
+    "get_extra_state",
+    "register_load_state_dict_post_hook",
+    "register_load_state_dict_pre_hook",
+    "register_state_dict_post_hook",
+    "register_state_dict_pre_hook",
+    "save_to_state_dict",
+    "set_extra_state",
+    "state_dict",
+]

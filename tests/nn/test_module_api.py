@@ -1,0 +1,246 @@
+"""dtorch.nn's Module API and layers against torch.nn on the same code: reset_parameters and
+reset_running_stats, containers taking containers, numpy sizes, Parameter.requires_grad_ and
+custom attributes, to/type/set_submodule, the refused calls (backward hooks, share_memory,
+channels_last), always_call hooks when forward or a hook raises, None in a Sequential, and a
+grad converted by ``to``; thread and process mode."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import dtorch
+from dtorch import nn
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _scramble(model: Any) -> None:
+    """Every floating state entry of a dtorch model set to 7, every integer one to 5."""
+    for value in model.state_dict().values():
+        value.fill_(7.0 if value.is_floating_point() else 5)
+
+
+_RESETTABLE: list[Callable[[ModuleType], Any]] = [
+    lambda lib: lib.LayerNorm(3),
+    lambda lib: lib.LayerNorm(3, bias=False),
+    lambda lib: lib.BatchNorm2d(3),
+    lambda lib: lib.BatchNorm2d(3, affine=False),
+    lambda lib: lib.GroupNorm(1, 2),
+    lambda lib: lib.RMSNorm(4),
+    lambda lib: lib.Embedding(6, 3),
+    lambda lib: lib.Embedding(6, 3, padding_idx=2),
+]
+
+
+@pytest.mark.parametrize("make", _RESETTABLE)
+def test_reset_parameters_matches_torch(make: Callable, graph: dtorch.Graph) -> None:
+    ours = make(nn)
+    _scramble(ours)
+    torch.manual_seed(3)
+    ours.reset_parameters()
+    torch.manual_seed(3)
+    ref = make(torch.nn)  # torch's constructor calls reset_parameters
+    for key, value in ref.state_dict().items():
+        mine = ours.state_dict()[key].to_torch()
+        assert torch.equal(mine, value) and mine.dtype == value.dtype, key
+        assert torch.equal(mine.signbit(), value.signbit()), key  # bit for bit: +0.0 rows
+
+
+def test_reset_running_stats_matches_torch(graph: dtorch.Graph) -> None:
+    ref, ours = torch.nn.BatchNorm2d(2), nn.BatchNorm2d(2)
+    x = torch.randn(4, 2, 3, 3)
+    ref(x), ours(dtorch.from_torch(x))
+    ref.weight.data.fill_(3.0)
+    ours.weight.fill_(3.0)
+    ref.reset_running_stats(), ours.reset_running_stats()
+    for key, value in ref.state_dict().items():
+        assert torch.equal(ours.state_dict()[key].to_torch(), value), key
+
+
+def test_containers_take_containers(graph: dtorch.Graph) -> None:
+    built = []
+    for lib in (torch.nn, nn):
+        layers = lib.ModuleList([lib.ReLU()])
+        layers.extend(lib.Sequential(lib.Tanh()))
+        layers += lib.ModuleList([lib.Sigmoid()])
+        table = lib.ModuleDict(lib.ModuleDict({"a": lib.ReLU()}))
+        table.update(lib.ModuleDict({"b": lib.Tanh()}))
+        built.append((repr(layers), repr(table)))
+        for bad in (lib.ReLU(), 5):
+            with pytest.raises(TypeError, match=r"ModuleList\.extend should be called with an"):
+                layers.extend(bad)
+    assert built[0] == built[1]
+
+
+def test_sequential_with_none_matches_torch(graph: dtorch.Graph) -> None:
+    ref = torch.nn.Sequential(torch.nn.ReLU(), None, torch.nn.Tanh())
+    ours = nn.Sequential(nn.ReLU(), None, nn.Tanh())
+    assert [repr(m) for m in ours] == [repr(m) for m in ref] and len(ours) == len(ref)
+    with pytest.raises(TypeError, match="'NoneType' object is not callable"):
+        ref(torch.ones(1))
+    with pytest.raises(TypeError, match="'NoneType' object is not callable"):
+        ours(dtorch.ones(1))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lib: lib.Linear(np.prod((2, 3)), np.int32(4)),
+        lambda lib: lib.Linear(True, 3),
+        lambda lib: lib.Embedding(np.int64(5), np.int64(3)),
+        lambda lib: lib.Conv2d(np.int64(2), np.int64(4), np.int64(3), stride=(np.int64(1), 1)),
+        lambda lib: lib.BatchNorm2d(np.int64(3)),
+        lambda lib: lib.GroupNorm(np.int64(2), np.int64(4)),
+        lambda lib: lib.LayerNorm(np.int64(3)),
+    ],
+)
+def test_numpy_and_bool_sizes_match_torch(make: Callable, graph: dtorch.Graph) -> None:
+    ref, ours = make(torch.nn), make(nn)
+    assert [p.shape for p in ours.parameters()] == [p.shape for p in ref.parameters()]
+    values = [v for v in vars(ours).values() if not isinstance(v, dict)]
+    flat = [x for v in values for x in (v if isinstance(v, tuple) else (v,))]
+    assert not any(isinstance(x, np.integer) for x in flat), vars(ours)  # converted to int
+
+
+def test_parameter_requires_grad_and_attributes(graph: dtorch.Graph) -> None:
+    ref, ours = torch.nn.Parameter(torch.ones(2)), nn.Parameter(dtorch.ones(2))
+    for p in (ref, ours):
+        assert p.requires_grad_(False) is p and p.requires_grad is False
+        assert p.requires_grad_().requires_grad is True
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype"):
+        torch.nn.Parameter(torch.ones(2, dtype=torch.int64))
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype"):
+        nn.Parameter(dtorch.ones(2, dtype=torch.int64))
+    assert not nn.Parameter(dtorch.ones(2, dtype=torch.int64), requires_grad=False).requires_grad
+    model = nn.Linear(2, 2)
+    model.weight.no_wd = True
+    model.register_buffer("b", nn.Buffer(dtorch.ones(2)))
+    model.b.tag = "x"
+    twin = copy.deepcopy(model)
+    assert twin.weight.no_wd is True and twin.b.tag == "x"
+    twin.weight.no_wd = False
+    assert model.weight.no_wd is True  # a dict of its own
+    shallow = copy.copy(model.weight)
+    shallow.no_wd = 3
+    assert model.weight.no_wd is True
+    model.to(torch.float64)
+    assert model.weight.no_wd is True and model.b.tag == "x" and model.weight.dtype == torch.float64
+    assert not hasattr(model.weight.detach(), "no_wd")  # torch's detach has none either
+
+
+def test_to_converts_grad_and_type(graph: dtorch.Graph) -> None:
+    ref, ours = torch.nn.Linear(2, 2), nn.Linear(2, 2)
+    ref.weight.grad, ours.weight.grad = torch.ones(2, 2), dtorch.ones(2, 2)
+    grad = ours.weight.grad
+    for model in (ref, ours):
+        model.to(torch.float64)
+    assert ours.weight.grad.dtype == ref.weight.grad.dtype == torch.float64
+    assert ours.weight.grad is grad
+    for model in (ref, ours):
+        model.half()
+    assert ours.weight.grad.dtype == ref.weight.grad.dtype == torch.float16
+    for model in (ref, ours):
+        assert model.type(torch.float64) is model
+    assert ours.bias.dtype == ref.bias.dtype == torch.float64
+    assert ours.to(memory_format=torch.contiguous_format) is ours
+    assert ours.to(torch.float32, memory_format=torch.preserve_format).weight.dtype == torch.float32
+    with pytest.raises(ValueError, match="channels_last is not supported: dtorch values"):
+        ours.to(memory_format=torch.channels_last)
+
+
+def test_set_submodule_matches_torch(graph: dtorch.Graph) -> None:
+    outcomes = []
+    for lib in (torch.nn, nn):
+        seq = lib.Sequential(lib.Linear(2, 2))
+        seq.set_submodule("0", lib.ReLU())
+        seq.set_submodule("1", lib.Tanh())
+        seq.set_submodule("0.x", lib.ReLU())
+        seq.weight = lib.Parameter(torch.ones(1) if lib is torch.nn else dtorch.ones(1))
+        errors = []
+        for args in (("", lib.ReLU()), ("0", 3), ("2.x", lib.ReLU()), ("weight", lib.ReLU())):
+            with pytest.raises((ValueError, AttributeError)) as error:
+                seq.set_submodule(*args)
+            errors.append((error.type, str(error.value).replace("torch.nn", "dtorch.nn")))
+        with pytest.raises(AttributeError) as error:
+            seq.set_submodule("0.y", lib.ReLU(), strict=True)
+        errors.append((error.type, str(error.value)))
+        outcomes.append((repr(seq), errors))
+    assert outcomes[0][0] == outcomes[1][0]
+    assert [e[0] for e in outcomes[0][1]] == [e[0] for e in outcomes[1][1]]
+    assert [e[1] for e in outcomes[0][1] if "found" not in e[1]] == [
+        e[1] for e in outcomes[1][1] if "found" not in e[1]
+    ]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.register_full_backward_hook(lambda *a: None),
+        lambda m: m.register_full_backward_pre_hook(lambda *a: None),
+        lambda m: m.register_backward_hook(lambda *a: None),
+    ],
+)
+def test_backward_hooks_are_refused(call: Callable, graph: dtorch.Graph) -> None:
+    with pytest.raises(NotImplementedError, match="dtorch has no autograd"):
+        call(nn.Linear(2, 2))
+
+
+def test_share_memory_is_refused(graph: dtorch.Graph) -> None:
+    with pytest.raises(NotImplementedError, match="share_memory: dtorch values live on the"):
+        nn.Linear(2, 2).share_memory()
+
+
+class _Fails(Exception):
+    pass
+
+
+def _always_call_runs(lib: ModuleType, raising_forward: bool) -> tuple[Any, list, list]:
+    """Which hooks ran, which warnings, and which error, for a failing forward (or a failing
+    ordinary hook) with always_call hooks around it."""
+
+    class Model(lib.Module):
+        def forward(self, x: Any) -> Any:
+            if raising_forward:
+                raise _Fails("forward")
+            return x
+
+    model, calls = Model(), []
+
+    def ordinary(m: Any, args: Any, out: Any) -> None:
+        calls.append("ordinary")
+        raise KeyError("ordinary hook")
+
+    def always_bad(m: Any, args: Any, out: Any) -> None:
+        calls.append("always_bad")
+        raise ValueError("always hook")
+
+    model.register_forward_hook(ordinary)
+    model.register_forward_hook(always_bad, always_call=True)
+    model.register_forward_hook(lambda m, a, o: calls.append("always"), always_call=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(Exception) as error:
+            model(1)
+    return (error.type, str(error.value)), calls, [str(w.message) for w in caught]
+
+
+@pytest.mark.parametrize("raising_forward", [True, False])
+def test_always_call_hooks_match_torch(raising_forward: bool, graph: dtorch.Graph) -> None:
+    assert _always_call_runs(nn, raising_forward) == _always_call_runs(torch.nn, raising_forward)
+
+
+def test_embedding_repr_matches_torch(graph: dtorch.Graph) -> None:
+    for kwargs in (
+        {},
+        {"norm_type": 3.0, "padding_idx": 1},
+        {"scale_grad_by_freq": True, "sparse": True},
+    ):
+        assert repr(nn.Embedding(5, 3, **kwargs)) == repr(torch.nn.Embedding(5, 3, **kwargs))
