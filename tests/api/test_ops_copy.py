@@ -76,14 +76,24 @@ _DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.in
            torch.int32, torch.int8, torch.uint8, torch.bool]  # fmt: skip
 
 
+_WIDENING = {
+    (torch.bfloat16, torch.float32), (torch.bfloat16, torch.float64),
+    (torch.float16, torch.float32), (torch.float16, torch.float64),
+    (torch.float32, torch.float64),
+}  # fmt: skip
+
+
 def _linear(src: torch.dtype, dst: torch.dtype) -> bool:
-    """Converting partial values and summing equals converting the sum: float targets of
-    non-bool sources, and integer-to-integer (wrapping arithmetic); never bool."""
+    """Converting partial values and summing equals converting the sum: integer sources to
+    any non-bool dtype (integers wrap), floats only to a float holding all their values (a
+    narrowing conversion rounds each part, and parts that cancel lose it all); never bool."""
     if src == dst:
         return True
     if torch.bool in (src, dst):
         return False
-    return dst.is_floating_point or not src.is_floating_point
+    if src.is_floating_point:
+        return (src, dst) in _WIDENING
+    return True
 
 
 #: Every conversion method and the dtype it converts to.
@@ -175,6 +185,22 @@ def test_copy_every_layout(  # type: ignore[no-untyped-def]
 def _dst_layout(table: dict[Any, Any]) -> dict[Any, Any]:
     """copy_'s result is dst itself: its placement on the mesh dim is dst's own."""
     return {row: row[0] for row in table}
+
+
+def test_a_narrowing_cast_of_a_partial_is_refused(graph: dtorch.Graph) -> None:
+    """Parts that cancel: each rounded to bfloat16 on its own, the sum would be 0.0 where
+    torch, rounding the sum, gives 1.296875 (dtorch kept the Partial and gave 0.0)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    a, b = torch.tensor([[1000.3, -999.0]]), torch.ones(2, 1)
+    p = place(a, mesh, [dtorch.Shard(1)], graph) @ place(b, mesh, [S0], graph)
+    assert p.placements == [P]
+    for dtype in (torch.bfloat16, torch.float16):
+        with pytest.raises(PlacementError, match="Partial survives"):
+            p.to(dtype)
+        want = (a @ b).to(dtype)
+        got = p.redistribute(mesh, [R]).to(dtype).to_torch()
+        assert torch.equal(got, want)
+    assert torch.equal(p.double().to_torch(), (a.double() @ b.double()).float().double())
 
 
 def test_copy_nonlinear_partial_names_copy(graph: dtorch.Graph) -> None:

@@ -283,3 +283,28 @@ def test_where_numbers_promote_as_numbers(dtype: torch.dtype, graph: dtorch.Grap
     ):  # fmt: skip
         assert out.dtype == want.dtype
         torch.testing.assert_close(out.to_torch(), want, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    ("full", "bounds"),
+    [
+        (torch.tensor(2.5, dtype=torch.bfloat16), {"max": 1.3}),
+        (torch.tensor(2.5, dtype=torch.float16), {"min": 3, "max": 4.5}),
+        (torch.tensor(5, dtype=torch.int32), {"max": 2}),
+        (torch.tensor(5, dtype=torch.uint8), {"min": True}),
+        (torch.tensor([5, 1], dtype=torch.int32), {"min": 2.5}),
+        (torch.tensor(7, dtype=torch.int8), {"min": 1, "max": 3.5}),
+    ],
+    ids=["bf16-0d", "f16-0d", "int32-0d", "uint8-bool", "int32-float-bound", "int8-mixed"],
+)
+def test_clamp_by_numbers_keeps_torchs_dtype_on_0d_tensors(
+    full: torch.Tensor, bounds: dict[str, Any], graph: dtorch.Graph
+) -> None:
+    """A number bound promotes as a number, not as a 0-d tensor: a 0-d bfloat16 clamped by
+    1.3 stays bfloat16 (dtorch recorded float32 and every fetch failed)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.from_torch(full, device_mesh=mesh, placements=[R], graph=graph)
+    want = full.clamp(**bounds)
+    got = x.clamp(**bounds)
+    assert got.dtype == want.dtype
+    assert torch.equal(got.to_torch(), want)

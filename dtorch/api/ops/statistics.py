@@ -11,7 +11,9 @@ makes the mean Replicate the same way, to subtract it. ``logsumexp`` and ``norm`
 ``p=±inf`` take a maximum (``amax``), which refuses a sharded reduced dim; every function
 refuses a Partial input (none of them is linear).
 
-16-bit floats accumulate in float32 and are cast back, as torch's kernels do.
+16-bit floats accumulate in float32 and are cast back, as torch's kernels do; their
+``var``/``var_mean`` sums are made Replicate before that cast (rounding each Partial part
+to 16 bits on its own would not give torch's value).
 
 Example:
     >>> import torch, dtorch
@@ -39,6 +41,7 @@ from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
 from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import ReduceKind
 from dtorch.ir.placement import Partial, format_placements
+from dtorch.ir.rules.promotion import cast_is_linear
 from dtorch.ir.rules.reduce import reduce_dims
 
 if TYPE_CHECKING:
@@ -84,6 +87,12 @@ def _dims(name: str, t: Tensor, dim: int | Sequence[int] | None) -> tuple[int, .
 
 def _count(t: Tensor, dims: tuple[int, ...]) -> int:
     return math.prod(t.shape[d] for d in dims)
+
+
+def _narrowed(t: Tensor, dtype: torch.dtype) -> Tensor:
+    """``t`` cast to ``dtype``; a Partial is summed first where the cast is not linear (a
+    float32 sum of float16 inputs: each part rounded to float16 on its own is not torch's)."""
+    return (t if cast_is_linear(t.dtype, dtype) else sum_partials(t)).to(dtype)
 
 
 def _accumulating(t: Tensor) -> Tensor:
@@ -163,7 +172,7 @@ def var(
         1.25
     """
     variance = _moments("var", input, dim, unbiased, keepdim, correction)[0]
-    return variance.to(_real(input.dtype))
+    return _narrowed(variance, _real(input.dtype))
 
 
 @_named
@@ -201,7 +210,7 @@ def var_mean(
     moments = _moments("var_mean", input, dim, unbiased, keepdim, correction)
     # without keepdim, one more (local) mean drops the reduced dims
     mean = moments.partial_mean if keepdim else moments.work.mean(moments.dims)
-    return moments.variance.to(_real(input.dtype)), mean.to(input.dtype)
+    return _narrowed(moments.variance, _real(input.dtype)), _narrowed(mean, input.dtype)
 
 
 @_named

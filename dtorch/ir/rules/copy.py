@@ -31,7 +31,10 @@ from dtorch.ir.rules.signature import elementwise, expand, identity, one_output,
 
 _LINEAR = elementwise(1, ["P -> P"])
 _NONLINEAR_CAST = elementwise(
-    1, hint="Partial survives casts to floating dtypes and between integer dtypes only"
+    1,
+    hint="Partial survives casts between integer dtypes, from integers to floats and to a "
+    "float holding every value of its dtype only (a narrowing cast would round each part on "
+    "its own): redistribute to Replicate first",
 )
 _COPY = signature(
     "R R -> R", "Si Si -> Si", "Si R -> Si", "P P -> P", fixed=(0,),

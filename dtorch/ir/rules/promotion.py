@@ -233,27 +233,48 @@ def softmax_dtype(name: str, log: bool, dtype: torch.dtype, out: torch.dtype | N
 
 
 @functools.cache
-def _clamp(x: Side, low: Side | None, high: Side | None, default: torch.dtype) -> _Answer:
+@functools.cache
+def _clamp(
+    x: Side, low: ScalarKind | None, high: ScalarKind | None, default: torch.dtype
+) -> _Answer:
+    # the bounds as Python numbers of their kinds: a number promotes as a number, weaker
+    # than a 0-d tensor (a 0-d bfloat16 clamped by 1.3 stays bfloat16)
     def run() -> torch.Tensor:
-        return torch.clamp(_one(*x), *(None if b is None else _one(*b) for b in (low, high)))
+        return torch.clamp(_one(*x), *(None if b is None else NUMBERS[b] for b in (low, high)))
 
     return _probe(run)
 
 
-def clamp_dtype(name: str, x: Side, low: Side | None, high: Side | None) -> torch.dtype:
-    """Result dtype of ``clamp(x, min, max)`` (bounds as 0-d sides; None where absent)."""
+def clamp_dtype(name: str, x: Side, low: ScalarKind | None, high: ScalarKind | None) -> torch.dtype:
+    """Result dtype of ``clamp(x, min, max)`` with number bounds of the kinds ``low`` and
+    ``high`` (None where absent)."""
     return _answer(name, _clamp(x, low, high, torch.get_default_dtype()))
 
 
 def cast_is_linear(src: torch.dtype, dst: torch.dtype) -> bool:
-    """True when converting each partial value and summing equals converting the sum.
+    """True when converting each partial value and summing equals converting the sum: between
+    integer dtypes (wrapping arithmetic), integers to floats, and floats to floats that hold
+    every value of the source exactly. A narrowing float conversion rounds each part on its
+    own, and parts that cancel lose everything the rounding took (1000.3 - 999.0 in bfloat16
+    parts is 0.0, the sum's rounding 1.296875): not linear.
 
     Example:
         >>> cast_is_linear(torch.int64, torch.float32), cast_is_linear(torch.float32, torch.int64)
         (True, False)
+        >>> [cast_is_linear(*pair) for pair in [(torch.bfloat16, torch.float32),
+        ...                                      (torch.float32, torch.bfloat16)]]
+        [True, False]
     """
     if src == dst:
         return True
     if torch.bool in (src, dst):
         return False
-    return dst.is_floating_point or not src.is_floating_point
+    if src.is_floating_point or src.is_complex:
+        return (dst.is_floating_point or dst.is_complex) and _holds(dst, src)
+    return True
+
+
+def _holds(dst: torch.dtype, src: torch.dtype) -> bool:
+    """Whether every value of the floating dtype ``src`` is a value of ``dst``."""
+    wide, narrow = torch.finfo(dst), torch.finfo(src)
+    return wide.eps <= narrow.eps and wide.max >= narrow.max and wide.tiny <= narrow.tiny

@@ -69,6 +69,11 @@ def _number(name: str, scalar: Scalar) -> bool | int | float:
     return NUMBERS[scalar.kind]
 
 
+def _bound_kind(name: str, scalar: Scalar) -> ScalarKind:
+    scalar_side(name, scalar)  # refuses None
+    return scalar.kind
+
+
 def _is_zero(scalar: Scalar | None) -> bool:
     return scalar is not None and scalar.kind is not ScalarKind.NONE and scalar.value == 0
 
@@ -96,8 +101,8 @@ def clamp_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
     (x,) = inputs
     if param.min is None and param.max is None:
         raise ParamError(f"{name}: needs min or max (or both); got neither")
-    bounds = [None if b is None else scalar_side(name, b) for b in (param.min, param.max)]
-    dtype = clamp_dtype(name, _side(x), bounds[0], bounds[1])
+    low, high = (None if b is None else _bound_kind(name, b) for b in (param.min, param.max))
+    dtype = clamp_dtype(name, _side(x), low, high)
     return elementwise_placements(name, _CLAMP, inputs, x.shape, dtype)
 
 

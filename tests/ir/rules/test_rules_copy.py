@@ -32,6 +32,10 @@ def test_clone_keeps_everything() -> None:
         (torch.bool, torch.int64, False),
         (torch.int32, torch.bool, False),
         (torch.bool, torch.bool, True),
+        (torch.bfloat16, torch.float32, True),
+        (torch.float32, torch.bfloat16, False),
+        (torch.float64, torch.float32, False),
+        (torch.float16, torch.bfloat16, False),
     ],
 )
 def test_cast_partial(src: torch.dtype, dst: torch.dtype, linear: bool) -> None:
@@ -40,7 +44,7 @@ def test_cast_partial(src: torch.dtype, dst: torch.dtype, linear: bool) -> None:
     if linear:
         assert infer("to", CastParam(dst), (x,)).outputs[0].placements == (P,)
     else:
-        with pytest.raises(PlacementError, match=r"to: got \(P,\).*floating dtypes"):
+        with pytest.raises(PlacementError, match=r"to: got \(P,\).*narrowing cast"):
             infer("to", CastParam(dst), (x,))
     assert infer("to", CastParam(dst), (op((4,), Shard(0), dtype=src),)).outputs[0].dtype == dst
 
