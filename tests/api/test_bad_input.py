@@ -10,7 +10,14 @@ import pytest
 import torch
 
 import dtorch
-from dtorch.errors import MeshError, ParamError, PlacementError, ScalarError, ShapeError
+from dtorch.errors import (
+    DtypeError,
+    MeshError,
+    ParamError,
+    PlacementError,
+    ScalarError,
+    ShapeError,
+)
 
 
 def _nested() -> torch.Tensor:
@@ -553,3 +560,23 @@ def test_masked_fill_of_a_partial_by_a_tensor_value(graph: dtorch.Graph) -> None
         x.redistribute(placements=[dtorch.Replicate()]).masked_fill(mask, replicated).to_torch(),
         want,
     )
+
+
+def test_bool_clamp_and_negative_integer_powers_are_refused_at_the_call(
+    graph: dtorch.Graph,
+) -> None:
+    """torch refuses both; dtorch gave a bool clamp by bool tensors (as maximum/minimum) and
+    refused an integer to a negative power only when the value was fetched."""
+    full = torch.tensor([True, False])
+    b = dtorch.from_torch(full, graph=graph)
+    with pytest.raises(NotImplementedError):
+        torch.clamp(full, min=full, max=full)
+    with pytest.raises(DtypeError, match="clamp_cpu"):
+        b.clamp(min=b, max=b)
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        torch.tensor([2, 3]) ** -1
+    with pytest.raises(DtypeError, match="negative integer powers"):
+        dtorch.from_torch(torch.tensor([2, 3]), graph=graph) ** -1
+    assert torch.equal(b.clamp(min=1).to_torch(), full.clamp(min=1))  # an int bound is fine
+    ints = dtorch.from_torch(torch.tensor([2, 3]), graph=graph)
+    assert torch.equal((ints**-1.0).to_torch(), torch.tensor([2, 3]) ** -1.0)

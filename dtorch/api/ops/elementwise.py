@@ -518,5 +518,15 @@ def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
             raise TypeError(
                 f"clamp: bounds must be numbers or dtorch tensors, got {type(bound).__name__}"
             )
+    if input.dtype == torch.bool and all(map(_bool_bound, (low, high))):
+        raise DtypeError(  # torch has no bool clamp; minimum/maximum would make one
+            "clamp: \"clamp_cpu\" not implemented for 'Bool' (torch clamps no bool tensor by "
+            "bool bounds); accepted: a bound of another dtype, or logical_and/logical_or"
+        )
     result = input if low is None else maximum(input, low)
     return result if high is None else minimum(result, high)
+
+
+def _bool_bound(bound: Any) -> bool:
+    """Whether a clamp bound leaves the result bool (absent, a bool, a bool tensor)."""
+    return bound is None or type(bound) is bool or getattr(bound, "dtype", None) == torch.bool

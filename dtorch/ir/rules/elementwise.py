@@ -182,12 +182,26 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
         raise ParamError(f"{name}: alpha is accepted with two tensors only, not with a scalar")
     side = (x.dtype, not x.shape)
     dtype = scalar_binary_dtype(name, param.binary, side, kind, param.scalar_first)
+    if _negative_int_power(param, dtype):  # torch's refusal, known here: the exponent is data
+        raise DtypeError(
+            f"{name}: Integers to negative integer powers are not allowed (an integer tensor "
+            f"to the power {param.scalar.value}); accepted: a float exponent, or a float tensor"
+        )
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
     if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value):
         sig = _UNBOUNDED1
     elif not _converts_linearly((x,), dtype):
         sig = _PLAIN1
     return elementwise_placements(name, sig, (x,), x.shape, dtype)
+
+
+def _negative_int_power(param: BroadcastBinaryParam, dtype: torch.dtype) -> bool:
+    """``int_tensor ** -n``: an integer result of a negative integer exponent."""
+    scalar = param.scalar
+    if param.binary is not BinaryKind.POW or param.scalar_first or scalar is None:
+        return False
+    integral = not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+    return integral and scalar.kind is ScalarKind.INT and scalar.value < 0  # type: ignore[operator]
 
 
 def _unbounded(kind: BinaryKind, value: object) -> bool:
