@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, SupportsIndex, cast
 
 import numpy as np
@@ -39,6 +40,20 @@ if TYPE_CHECKING:
     NewHandle: TypeAlias = Callable[[Graph, Operand], Tensor]
 
 
+_PRUNE_AT = 16  # an owner's list of sharers drops its dead entries past this length
+
+
+def _enlist(owner: TensorBase, handle: TensorBase) -> None:
+    """Note ``handle`` among the handles of ``owner``'s value (weakly: plain references, as a
+    weak set would compare tensors with ``==``, which records an operator)."""
+    refs: list[weakref.ref[TensorBase]] | None = getattr(owner, "_sharers", None)
+    if refs is None:
+        refs = owner._sharers = []
+    elif len(refs) >= _PRUNE_AT:
+        refs[:] = [ref for ref in refs if ref() is not None]
+    refs.append(weakref.ref(handle))
+
+
 class TensorBase:
     """A (distributed) tensor of a dtorch graph; see the module docstring.
 
@@ -46,11 +61,12 @@ class TensorBase:
     device=None)`` distributes a full torch tensor, like ``dtorch.from_torch``.
     """
 
-    __slots__ = ("__weakref__", "_base", "_graph", "_name", "_operand")
+    __slots__ = ("__weakref__", "_base", "_graph", "_name", "_operand", "_sharers")
 
     _graph: Graph
     _operand: Operand
     _base: TensorBase | None
+    _sharers: list[weakref.ref[TensorBase]]  # an owner's: the handles of its value
 
     #: Makes the handles of operator results: ``Tensor._wrap``, set where Tensor is defined.
     #: Subclasses inherit it, so operators on a typed alias (``LongTensor``) or a Parameter
@@ -74,24 +90,38 @@ class TensorBase:
         hidden owner first, so that ``data = other`` can rebind it without freeing aliases."""
         if self._base is None:
             self._base = self._result(self._graph, self._operand)
+            _enlist(self._base, self)
         return self._base
 
     def _share(self, source: TensorBase) -> None:
         """This handle stands for ``source``'s value, which ``source``'s owner keeps alive:
         this handle releases nothing itself (a constructor, a copy, ``data = other``)."""
         self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
+        _enlist(self._base, self)
 
     def _alias(self) -> Tensor:
         """A new handle to the same value (``detach``): it keeps the owner alive."""
         tensor = self._result(self._graph, self._operand)  # a plain Tensor, as torch's
         tensor._base = self._owner()
+        _enlist(tensor._base, tensor)
         return tensor
+
+    def _shared(self) -> bool:
+        """Whether another live handle stands for this value (then a program that read the
+        value cannot tell through which handle it did)."""
+        for ref in getattr(self._base, "_sharers", ()):
+            handle = ref()
+            if handle is not None and handle is not self:  # identity: == records an operator
+                return True
+        return False
 
     def _rebind(self, other: TensorBase) -> None:
         """This handle now stands for ``other``'s value (``t.data = other``); a program that
-        holds the old value as a constant follows (``Executor.rebind``)."""
+        holds the old value as a constant follows (``Executor.rebind``), unless another handle
+        of the old value lives on (eager code reading that one would not follow)."""
         same = other._graph is self._graph
-        self._graph.executor.rebind(self._operand.id, other._operand if same else None)
+        new = other._operand if same else None
+        self._graph.executor.rebind(self._operand.id, new, shared=self._shared())
         self._graph.rebinds += 1  # a trace refuses rebinds it cannot replay
         if self._base is None:  # no alias was ever taken: the old value has no other handle
             self._graph.executor.release(self._operand.id)

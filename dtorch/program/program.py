@@ -65,6 +65,7 @@ class Program:
         self._constant_ids = tuple(o.id for o in spec.constants)
         self._alias = _aliases(spec.body.inputs)
         self._keywords: tuple[Any, ...] = spec.args[1][1][1]  # the traced keyword names
+        self._since = graph.executor.rebind_count  # rebinds before this are not its concern
         self._values = has_values(spec.args)  # plain values: compared leaf by leaf
         self._any_keyword_order = True  # False for a function taking **kwargs (see trace)
         self._modes: tuple[Callable[[], tuple[bool, ...]], tuple[bool, ...]] | None = None
@@ -142,8 +143,10 @@ class Program:
     def _current_constant_ids(self) -> tuple[int, ...]:
         """The constants' ids, following handles rebound since the trace (``t.data = other``:
         the program reads ``other`` from then on, as eager code reading ``t`` would)."""
-        rebound = self.graph.executor.rebound
-        if not rebound or rebound.keys().isdisjoint(self._constant_ids):
+        executor = self.graph.executor
+        rebound, ambiguous = executor.rebound, executor.ambiguous
+        untouched = not rebound or rebound.keys().isdisjoint(self._constant_ids)
+        if untouched and (not ambiguous or ambiguous.keys().isdisjoint(self._constant_ids)):
             return self._constant_ids
         ids = tuple([c.id for c in self.current_constants()])
         if ids != self._reading:  # the cached body reads the constants by id: a new body
@@ -155,9 +158,15 @@ class Program:
     def current_constants(self) -> tuple[Operand, ...]:
         """The values the program reads as its constants now: the traced ones, or what their
         handles were rebound to since (TraceError where that is unlike the traced value)."""
-        rebound = self.graph.executor.rebound
+        executor = self.graph.executor
+        rebound, ambiguous = executor.rebound, executor.ambiguous
+        name = self.spec.name
+        since = self._since
         return tuple(
-            [_followed(self.spec.name, i, c, rebound) for i, c in enumerate(self.spec.constants)]
+            [
+                _followed(name, i, c, rebound, ambiguous, since)
+                for i, c in enumerate(self.spec.constants)
+            ]
         )
 
     def _check(self, tensors: list[Any]) -> None:
@@ -244,10 +253,23 @@ def _release(executor: Any, constant_ids: tuple[int, ...], key: list[int]) -> No
     executor.release(key[0])
 
 
-def _followed(name: str, index: int, traced: Operand, rebound: dict[int, Any]) -> Operand:
-    """Constant ``index`` after the rebinds of its handles (``Executor.rebind``)."""
+def _followed(
+    name: str, index: int, traced: Operand, rebound: dict[int, Any], ambiguous: dict[int, int],
+    since: int,
+) -> Operand:  # fmt: skip
+    """Constant ``index`` after the rebinds of its handles (``Executor.rebind``) made since
+    the program read it (the executor's ``rebind_count`` was ``since``)."""
     operand = traced
-    while operand.id in rebound:
+    while True:
+        if ambiguous.get(operand.id, 0) > since:
+            raise TraceError(
+                f"{name}: constant {index} ({traced.describe()}) had several handles (an alias: "
+                "detach(), .data, a Parameter of a tensor still held) and one of them was "
+                "rebound (t.data = other); eager code reading another one would read the old "
+                "value, and the program cannot tell which it read: trace again"
+            )
+        if operand.id not in rebound:
+            break
         new = rebound[operand.id]
         if new is None:
             raise TraceError(

@@ -94,6 +94,10 @@ class Executor:
         #: pinned id -> the value a handle of it was rebound to (``t.data = other``; None for
         #: a value of another graph): what a program holding the id as a constant reads now
         self.rebound: dict[int, Operand | None] = {}
+        #: pinned id -> ``rebind_count`` when one of its several handles was rebound: a
+        #: program that read it before cannot tell which handle it read (it refuses calls)
+        self.ambiguous: dict[int, int] = {}
+        self.rebind_count = 0  # rebinds so far: a program traced later is not concerned
         # reentrant: a handle collected while pin/unpin holds it releases on the same thread
         self._pin_lock = threading.RLock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)
@@ -167,13 +171,19 @@ class Executor:
             if self._pins:
                 self.release = self._release_pinned
 
-    def rebind(self, old: int, new: Operand | None) -> None:
+    def rebind(self, old: int, new: Operand | None, shared: bool = False) -> None:
         """A handle of ``old`` now stands for ``new`` (``t.data = other``; None: a value of
         another graph). Where ``old`` is pinned (a program's constant), the program reads
-        ``new`` from its next call, and ``new`` stays pinned as long as ``old`` is."""
+        ``new`` from its next call, and ``new`` stays pinned as long as ``old`` is. Where
+        another handle of ``old`` lives on (``shared``), which one the program read is not
+        known: it refuses its next call (``ambiguous``)."""
         with self._pin_lock:
+            self.rebind_count += 1
             if old not in self._pins or (new is not None and self._follows(new.id, old)):
                 return  # not a constant; or rebound to itself (a cycle): it reads itself
+            if shared:
+                self.ambiguous[old] = self.rebind_count
+                return
             replaced = self.rebound.get(old)
             self.rebound[old] = new
             if new is not None:
@@ -201,6 +211,7 @@ class Executor:
                     self._pins[operand_id] = count
                     continue
                 self._pins.pop(operand_id, None)
+                self.ambiguous.pop(operand_id, None)
                 new = self.rebound.pop(operand_id, None)
                 if new is not None:
                     work.append(new.id)

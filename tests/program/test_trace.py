@@ -378,3 +378,28 @@ def test_a_module_whose_mode_changed_is_refused(
         with torch.no_grad():
             expected = reference(x)
         torch.testing.assert_close(program(dtorch.from_torch(x)).to_torch(), expected)
+
+
+def test_a_rebind_through_one_of_several_handles_is_refused_at_the_next_call(
+    graph: dtorch.Graph,
+) -> None:
+    """Eager code reading the other handle keeps the old value, reading the rebound one gets
+    the new: a program, which holds the value, cannot tell which it read (it followed the
+    rebind, a silently wrong value where the function read the other handle)."""
+    x = dtorch.ones(4)
+    for rebind_the_read_one in (False, True):
+        w = dtorch.ones(4)
+        alias = w.detach()  # shares w's value, as in torch
+        read = alias if rebind_the_read_one else w
+        program = dtorch.trace(lambda t, read=read: t * read, x)
+        (alias if not rebind_the_read_one else w).data = dtorch.full((4,), 5.0)
+        with pytest.raises(dtorch.TraceError, match="had several handles"):
+            program(x)
+        again = dtorch.trace(lambda t, read=read: t * read, x)  # traced anew: the value now read
+        assert again(x).tolist() == (x * read).tolist()
+    w = dtorch.ones(4)
+    program = dtorch.trace(lambda t: t * w, x)
+    alias = w.detach()
+    del alias  # gone before the rebind: w is the value's only handle, the rebind is followed
+    w.data = dtorch.full((4,), 3.0)
+    assert program(x).tolist() == [3.0] * 4
