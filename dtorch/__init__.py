@@ -74,7 +74,16 @@ from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
 from dtorch.api.ops.attention import SdpaOption
 from dtorch.api.ops.basic_index import split
-from dtorch.api.ops.composite import addcdiv, addcmul, addmm, lerp, logaddexp, nan_to_num, xlogy
+from dtorch.api.ops.composite import (
+    addcdiv,
+    addcmul,
+    addmm,
+    frac,
+    lerp,
+    logaddexp,
+    nan_to_num,
+    xlogy,
+)
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.elementwise import (
     add,
@@ -103,10 +112,20 @@ from dtorch.api.ops.elementwise import (
     sub,
     tanh,
 )
-from dtorch.api.ops.linalg import einsum, matmul, outer
+from dtorch.api.ops.linalg import bmm, einsum, matmul, mm, outer
 from dtorch.api.ops.masked import masked_fill, masked_scatter, where
 from dtorch.api.ops.norm import rms_norm
-from dtorch.api.ops.order import argsort, flip, fliplr, flipud, gather, msort, sort, topk
+from dtorch.api.ops.order import (
+    argsort,
+    flip,
+    fliplr,
+    flipud,
+    gather,
+    msort,
+    sort,
+    take_along_dim,
+    topk,
+)
 from dtorch.api.ops.reduce import (
     all,
     amax,
@@ -141,6 +160,7 @@ from dtorch.api.ops.shape import (
     unflatten,
     unsqueeze,
 )
+from dtorch.api.ops.slices import diff, select, tensor_split
 from dtorch.api.ops.spatial import max_pool2d
 from dtorch.api.ops.statistics import (
     count_nonzero,
@@ -253,6 +273,8 @@ sin = Tensor.sin
 sinh = Tensor.sinh
 sqrt = Tensor.sqrt
 square = Tensor.square
+swapaxes = transpose
+swapdims = transpose
 t = Tensor.t
 tan = Tensor.tan
 tril = Tensor.tril
@@ -332,6 +354,7 @@ __all__ = [
     "bitwise_not",
     "bitwise_or",
     "bitwise_xor",
+    "bmm",
     "bool",
     "cat",
     "ceil",
@@ -353,6 +376,7 @@ __all__ = [
     "deserialize_from_file",
     "detach",
     "device",
+    "diff",
     "distributed_spec",
     "div",
     "double",
@@ -380,6 +404,7 @@ __all__ = [
     "float32",
     "float64",
     "floor",
+    "frac",
     "from_numpy",
     "from_torch",
     "full",
@@ -437,6 +462,7 @@ __all__ = [
     "memory_stats",
     "min",
     "minimum",
+    "mm",
     "moveaxis",
     "movedim",
     "msort",
@@ -471,6 +497,7 @@ __all__ = [
     "roll",
     "round",
     "rsqrt",
+    "select",
     "serialize",
     "serialize_to_file",
     "sgn",
@@ -490,10 +517,14 @@ __all__ = [
     "std_mean",
     "sub",
     "sum",
+    "swapaxes",
+    "swapdims",
     "t",
+    "take_along_dim",
     "tan",
     "tanh",
     "tensor",
+    "tensor_split",
     "tensors_redistribute_by_dict",
     "tile",
     "topk",

@@ -392,6 +392,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions):
     addcdiv = _cm.addcdiv
     addmm = _cm.addmm
     nan_to_num = _cm.nan_to_num
+    frac = _cm.frac
 
     # --- unary math and activations ---------------------------------------------------------
     neg = _mk.unary(M.NEG, "neg")
@@ -513,6 +514,8 @@ class Tensor(TensorBase, TensorShapes, TensorConversions):
 
     # --- linear algebra and reductions ------------------------------------------------------
     matmul = _la.matmul
+    mm = _la.mm
+    bmm = _la.bmm
     outer = _la.outer
     sum = _rd.sum
     mean = _rd.mean
@@ -537,6 +540,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions):
     nonzero = nonzero
     index_select = index_select
     gather = _od.gather
+    take_along_dim = _od.take_along_dim
 
     # --- ordering ---------------------------------------------------------------------------
     sort = _od.sort

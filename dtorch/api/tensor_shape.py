@@ -22,6 +22,7 @@ import torch
 from dtorch.api import redistribute as _redistribute
 from dtorch.api.ops import basic_index as _bi
 from dtorch.api.ops import shape as _sh
+from dtorch.api.ops import slices as _sl
 from dtorch.api.record import tensor_arg
 from dtorch.errors import ShapeError
 from dtorch.ir.placement import Placement
@@ -77,6 +78,8 @@ class TensorShapes:
     squeeze = _sh.squeeze
     unsqueeze = _sh.unsqueeze
     transpose = _sh.transpose
+    swapaxes = _sh.transpose
+    swapdims = _sh.transpose
 
     @property
     def T(self: Tensor) -> Tensor:
@@ -175,6 +178,9 @@ class TensorShapes:
         return _bi.split(self, split_size, dim)
 
     narrow = _bi.narrow
+    select = _sl.select
+    tensor_split = _sl.tensor_split
+    diff = _sl.diff
 
     def repeat(self: Tensor, *repeats: Any, **kwargs: Any) -> Tensor:
         """torch's ``repeat(*repeats)`` or ``repeat(repeats=...)``: the tensor tiled

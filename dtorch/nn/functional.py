@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dtorch.api.ops.activations import elu, gelu, leaky_relu, log_softmax, silu, softmax
+from dtorch.api.ops.activations import (
+    elu,
+    gelu,
+    glu,
+    hardtanh,
+    leaky_relu,
+    log_softmax,
+    relu6,
+    silu,
+    softmax,
+)
 from dtorch.api.ops.attention import SdpaOption, scaled_dot_product_attention
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.dropout import dropout
@@ -29,6 +39,7 @@ from dtorch.api.ops.spatial import (
     max_pool2d,
     pad,
 )
+from dtorch.api.ops.vector_norms import cosine_similarity, normalize
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -49,20 +60,25 @@ __all__ = [
     "avg_pool2d",
     "batch_norm",
     "conv2d",
+    "cosine_similarity",
     "dropout",
     "elu",
     "embedding",
     "gelu",
+    "glu",
     "global_avg_pool2d",
     "group_norm",
+    "hardtanh",
     "interpolate",
     "layer_norm",
     "leaky_relu",
     "linear",
     "log_softmax",
     "max_pool2d",
+    "normalize",
     "pad",
     "relu",
+    "relu6",
     "rms_norm",
     "scaled_dot_product_attention",
     "sigmoid",

@@ -23,6 +23,10 @@ _PAIRS = [
     (nn.Tanh(), torch.nn.Tanh()),
     (nn.Softmax(dim=-1), torch.nn.Softmax(dim=-1)),
     (nn.Softmax(dim=0), torch.nn.Softmax(dim=0)),
+    (nn.LogSoftmax(dim=1), torch.nn.LogSoftmax(dim=1)),
+    (nn.Hardtanh(), torch.nn.Hardtanh()),
+    (nn.Hardtanh(-0.5, 2.0), torch.nn.Hardtanh(-0.5, 2.0)),
+    (nn.ReLU6(), torch.nn.ReLU6()),
     (nn.Flatten(), torch.nn.Flatten()),
     (nn.Flatten(0, 1), torch.nn.Flatten(0, 1)),
     (nn.Identity(), torch.nn.Identity()),
@@ -63,6 +67,8 @@ def _refused(layer: nn.Module, mesh_shape: tuple, placements: list) -> str | Non
     }
     if isinstance(layer, nn.Softmax) and layer.dim % 3 in sharded:
         return "softmax"
+    if isinstance(layer, nn.LogSoftmax) and layer.dim % 3 in sharded:
+        return "log_softmax"
     if isinstance(layer, nn.Flatten):
         start, end = layer.start_dim % 3, layer.end_dim % 3
         if sharded & set(range(start + 1, end + 1)) or (start < end and start in uneven):
@@ -72,7 +78,12 @@ def _refused(layer: nn.Module, mesh_shape: tuple, placements: list) -> str | Non
 
 def test_inplace_forms(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
-    for ours, ref in ((nn.ReLU(True), torch.nn.ReLU(True)), (nn.SiLU(True), torch.nn.SiLU(True))):
+    for ours, ref in (
+        (nn.ReLU(True), torch.nn.ReLU(True)),
+        (nn.SiLU(True), torch.nn.SiLU(True)),
+        (nn.Hardtanh(-0.5, 0.5, True), torch.nn.Hardtanh(-0.5, 0.5, True)),
+        (nn.ReLU6(True), torch.nn.ReLU6(True)),
+    ):
         x = dtorch.from_torch(_X, device_mesh=mesh, placements=[Shard(0)])
         xt = _X.clone()
         assert ours(x) is x and torch.allclose(x.to_torch(), ref(xt), atol=1e-6)
@@ -101,4 +112,34 @@ def test_partial_input_is_refused_by_nonlinear_layers(graph: dtorch.Graph) -> No
     for layer in (nn.GELU(), nn.Sigmoid(), nn.Tanh()):
         with pytest.raises(PlacementError, match="Partial"):
             layer(x)
+    for layer, name in ((nn.Hardtanh(), "hardtanh"), (nn.ReLU6(), "relu6")):
+        with pytest.raises(PlacementError, match=rf"^{name}: clamp: got \(P,\).*accepted"):
+            layer(x)
+    with pytest.raises(PlacementError, match=r"^log_softmax: got \(P,\)"):
+        nn.LogSoftmax(1)(x)
     assert torch.allclose(nn.Flatten()(x).to_torch(), _X.flatten(1))
+
+
+def test_hardtanh_relu6_and_log_softmax_arguments(graph: dtorch.Graph) -> None:
+    """torch's reprs, attributes, deprecated keywords, implicit dim and refusals."""
+    for ours, ref in (
+        (nn.Hardtanh(-2.0, 3.0), torch.nn.Hardtanh(-2.0, 3.0)),
+        (nn.ReLU6(), torch.nn.ReLU6()),
+        (nn.LogSoftmax(), torch.nn.LogSoftmax()),
+        (nn.LogSoftmax(0), torch.nn.LogSoftmax(0)),
+    ):
+        assert repr(ours) == repr(ref)
+    relu6 = nn.ReLU6()
+    assert (relu6.min_val, relu6.max_val, relu6.inplace) == (0.0, 6.0, False)
+    with pytest.warns(FutureWarning, match="`min_value` is deprecated and renamed to `min_val`"):
+        layer = nn.Hardtanh(min_value=-3.0)
+    assert layer.min_val == -3.0
+    with pytest.raises(ValueError, match=r"max_val \(1.0\) must be greater than min_val \(2.0\)"):
+        nn.Hardtanh(2.0, 1.0)
+    t = torch.randn(2, 3, 4)
+    with pytest.warns(UserWarning, match="Implicit dimension choice"):
+        ours = nn.LogSoftmax()(dtorch.from_torch(t)).to_torch()
+    assert torch.allclose(ours, torch.log_softmax(t, 0), atol=1e-6)  # torch's implicit dim
+    ints = dtorch.tensor([-9, 0, 3, 9])
+    assert nn.ReLU6()(ints).tolist() == [0, 0, 3, 6]
+    assert nn.Hardtanh(-1.5, 2.5)(ints).tolist() == [-1, 0, 2, 2]

@@ -1,7 +1,7 @@
-"""torch.nn.functional's forms of the activations: ``leaky_relu``, ``elu``, ``silu`` and
-``gelu`` (elementwise, shards kept, Partial refused), ``softmax`` and ``log_softmax``
-(torch's ``dim``, ``_stacklevel``, ``dtype``); ``inplace=True`` changes ``input``'s shards
-and returns it.
+"""torch.nn.functional's forms of the activations: ``leaky_relu``, ``elu``, ``silu``,
+``gelu``, ``hardtanh`` and ``relu6`` (elementwise, shards kept, Partial refused), ``glu``
+(halves of a dim that must not be sharded), ``softmax`` and ``log_softmax`` (torch's ``dim``,
+``_stacklevel``, ``dtype``); ``inplace=True`` changes ``input``'s shards and returns it.
 
 Example:
     >>> import dtorch
@@ -15,15 +15,19 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
+import torch
+
+from dtorch.api.dims import normalize_dim
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
+from dtorch.api.ops.basic_index import _slice
+from dtorch.api.ops.statistics import _named
 from dtorch.api.record import record_one, tensor_arg
-from dtorch.ir.opkind import ActivationKind
+from dtorch.errors import DtypeError, ParamError, ShapeError
+from dtorch.ir.opkind import ActivationKind, BinaryKind
 from dtorch.ir.params import ActivationParam
 
 if TYPE_CHECKING:
-    import torch
-
     from dtorch.api.tensor import Tensor
 
 
@@ -76,6 +80,75 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         [0.0]
     """
     return elementwise.gelu(input, approximate)
+
+
+@_named
+def hardtanh(
+    input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> Tensor:
+    """``torch.nn.functional.hardtanh``: ``input`` clamped to ``[min_val, max_val]``; an
+    integer tensor stays integer (the bounds truncated, as torch's kernel casts them).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.functional.hardtanh(dtorch.tensor([-2.0, 0.5, 3.0])).tolist()
+        [-1.0, 0.5, 1.0]
+    """
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _hardtanh(input, min_val, max_val, inplace)
+
+
+def _hardtanh(input: Tensor, min_val: float, max_val: float, inplace: bool) -> Tensor:
+    low, high = _bounds(input.dtype, min_val, max_val)
+    return _done(input, elementwise.clamp(input, low, high), inplace)
+
+
+def _bounds(dtype: torch.dtype, low: float, high: float) -> tuple[float, float]:
+    """The bounds as torch's hardtanh kernel applies them to ``dtype`` (refusals: torch's)."""
+    if dtype == torch.bool:
+        raise DtypeError("Bool inputs not supported for hardtanh")
+    if dtype.is_floating_point or dtype.is_complex:
+        return low, high
+    if not dtype.is_signed and (low < 0 or high < 0):
+        raise ParamError("cannot do hardtanh on an unsigned type with negative limits")
+    return int(low), int(high)
+
+
+@_named
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """``torch.nn.functional.relu6``: ``hardtanh(input, 0, 6)``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.functional.relu6(dtorch.tensor([-1.0, 3.0, 7.0])).tolist()
+        [0.0, 3.0, 6.0]
+    """
+    return _hardtanh(input, 0.0, 6.0, inplace)
+
+
+@_named
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """``torch.nn.functional.glu``: ``a * sigmoid(b)`` where ``a`` and ``b`` are the halves
+    of ``input`` along ``dim`` (of even size). The other dims keep their shards; a sharded
+    ``dim`` only where both halves stay chunked over the same devices (else a
+    PlacementError: redistribute it); a Partial is refused (``sigmoid`` is not linear).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.functional.glu(dtorch.tensor([[2.0, 0.0]])).tolist()
+        [[1.0]]
+    """
+    if not input.ndim:
+        raise ShapeError("glu does not support scalars because halving size must be even")
+    d = normalize_dim(dim, input.ndim, op="glu")
+    size = input.shape[d]
+    if size % 2:
+        raise ShapeError(f"Halving dimension must be even, but dimension {d} is size {size}")
+    if not input.dtype.is_floating_point:
+        raise DtypeError(f'"glu_cpu" not implemented for {input.dtype}; cast first')
+    a, b = _slice("glu", input, d, 0, size // 2), _slice("glu", input, d, size // 2, size // 2)
+    return elementwise.binary(BinaryKind.MUL, "glu", a, elementwise.sigmoid(b))
 
 
 def softmax(

@@ -1,5 +1,5 @@
 """Elementwise operators built from other operators: ``lerp``, ``addcmul``, ``addcdiv``,
-``addmm``, ``nan_to_num``, ``xlogy``, ``logaddexp``.
+``addmm``, ``nan_to_num``, ``xlogy``, ``logaddexp``, ``frac``.
 
 Each follows torch's formula and torch's dtypes: the result dtype (or torch's refusal) is
 learned once per dtype combination by running the torch function on one-element tensors,
@@ -30,7 +30,7 @@ from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand
 from dtorch.api.record import record
-from dtorch.errors import ShapeError
+from dtorch.errors import DtypeError, ShapeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 from dtorch.ir.params import MatmulParam
 from dtorch.ir.rules.elementwise import broadcast_or_reason
@@ -310,3 +310,19 @@ def _as_tensor(name: str, arg: str, value: Any, like: TensorBase) -> Tensor:
             number, dtype=torch.result_type(torch.empty(0, dtype=like.dtype), number)
         )
     return beside(like, full)
+
+
+def frac(input: Tensor) -> Tensor:
+    """The fractional part, ``input - trunc(input)``, as ``torch.frac`` (the sign of
+    ``input``; NaN for infinities); floating-point tensors only, as in torch. The result keeps
+    the input's shards; a Partial is refused (``trunc`` is not linear).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.frac(dtorch.tensor([1.5, -2.25, 3.0])).tolist()
+        [0.5, -0.25, 0.0]
+    """
+    _tensor("frac", "input", input)
+    if not input.dtype.is_floating_point:
+        raise DtypeError(f'frac: "frac_cpu" not implemented for {input.dtype}; cast first')
+    return binary(BinaryKind.SUB, "frac", input, unary(MathKind.TRUNC, "frac", input))

@@ -1,4 +1,4 @@
-"""Linear algebra: ``matmul`` (``@``), ``linear``, ``outer``, ``einsum``.
+"""Linear algebra: ``matmul`` (``@``), ``mm``, ``bmm``, ``linear``, ``outer``, ``einsum``.
 
 Example:
     >>> import dtorch
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dtorch.api.record import record, tensor_arg
+from dtorch.errors import ShapeError
 from dtorch.ir.params import EinsumParam, LinearParam, MatmulParam, OuterParam
 
 if TYPE_CHECKING:
@@ -36,6 +37,55 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         ([Partial(sum)], 6.0)
     """
     return record("matmul", _MATMUL, (input, other))[0]
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """torch's ``mm``: the product of two matrices (2-D only, no broadcasting, one dtype),
+    one Matmul operator with ``matmul``'s placements: a shard of the rows or the columns
+    stays, both operands sharded on the contracted dim give Partial.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.mm(dtorch.ones(2, 3), dtorch.ones(3, 4)).tolist()[0]
+        [3.0, 3.0, 3.0, 3.0]
+    """
+    _check_ranks("mm", (input, mat2), 2, ("self must be a matrix", "mat2 must be a matrix"))
+    (n, k), (k2, p) = input.shape, mat2.shape
+    if k != k2:
+        raise ShapeError(f"mm: mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {k2}x{p})")
+    return record("mm", _MATMUL, (input, mat2))[0]
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """torch's ``bmm``: batched products of matrices ``(b, n, k) @ (b, k, p)`` (3-D only, no
+    broadcasting), one Matmul operator with ``matmul``'s placements: a shard of the batch,
+    row or column dim stays, both sharded on the contracted dim give Partial.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.bmm(dtorch.ones(2, 1, 3), dtorch.ones(2, 3, 1)).tolist()
+        [[[3.0]], [[3.0]]]
+    """
+    _check_ranks(
+        "bmm", (input, mat2), 3, ("batch1 must be a 3D tensor", "batch2 must be a 3D tensor")
+    )
+    (b, _, k), (b2, k2, _) = input.shape, mat2.shape
+    if (b2, k2) != (b, k):
+        raise ShapeError(
+            f"bmm: Expected size for first two dimensions of batch2 tensor to be: [{b}, {k}] "
+            f"but got: [{b2}, {k2}]."
+        )
+    return record("bmm", _MATMUL, (input, mat2))[0]
+
+
+def _check_ranks(
+    name: str, operands: tuple[Tensor, Tensor], ndim: int, texts: tuple[str, str]
+) -> None:
+    # torch's messages for an operand of another rank
+    for i, (t, text) in enumerate(zip(operands, texts, strict=True)):
+        tensor_arg(name, t, f"input {i}")
+        if t.ndim != ndim:
+            raise ShapeError(f"{name}: {text}")
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -1,4 +1,5 @@
-"""Selection and ordering along dims: ``sort argsort msort topk flip fliplr flipud gather``.
+"""Selection and ordering along dims: ``sort argsort msort topk flip fliplr flipud gather
+take_along_dim``.
 
 ``sort`` and ``topk`` return torch's named tuples (``torch.return_types.sort``/``topk``)
 holding dtorch tensors: ``.values`` and int64 ``.indices``. Layouts
@@ -24,10 +25,12 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import is_tensor
-from dtorch.api.ops.shape import sizes
+from dtorch.api.ops.shape import expand, flatten, sizes
+from dtorch.api.ops.statistics import _named
 from dtorch.api.record import record, record_one, tensor_arg
-from dtorch.errors import ShapeError
+from dtorch.errors import DtypeError, PlacementError, ShapeError
 from dtorch.ir.params import FlipParam, GatherParam, SortParam, TopKParam
+from dtorch.ir.placement import Placement, Replicate, Shard
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -169,3 +172,100 @@ def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) ->
             f"{type(index).__name__}"
         )
     return record_one("gather", GatherParam(d), (input, index))
+
+
+@_named
+def take_along_dim(input: Tensor, indices: Any, dim: int | None = None) -> Tensor:
+    """torch's ``take_along_dim``: ``gather(dim, indices)`` after ``input`` and ``indices``
+    (int64, as many dims) are broadcast to each other on every dim but ``dim``; with
+    ``dim=None`` both are flattened first. One Gather operator with ``gather``'s placements
+    (the gathered dim of the input unsharded, the others sharded alike in both, a Partial
+    input under a Replicate index stays Partial), except that where one side shards another
+    dim and the other is Replicate, the Replicate side is first chunked to match (a local
+    slice, no communication); a torch ``indices`` is sent Replicate.
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([[10, 30, 20], [60, 40, 50]])
+        >>> dtorch.take_along_dim(x, x.argmax(1, keepdim=True), 1).tolist()
+        [[30], [60]]
+        >>> x.take_along_dim(dtorch.tensor([5, 0])).tolist()
+        [50, 10]
+    """
+    index = _indices(input, indices)
+    if dim is None:
+        return record_one("take_along_dim", GatherParam(0), (flatten(input), flatten(index)))
+    if index.ndim != input.ndim:
+        raise ShapeError(
+            "torch.take_along_dim(): input and indices should have the same number of "
+            f"dimensions, but got {input.ndim} dimensions for input, and {index.ndim} "
+            "dimensions for indices"
+        )
+    d = normalize_dim(dim, input.ndim, op="take_along_dim")
+    shape = _broadcast_but(tuple(input.shape), tuple(index.shape), d)
+    x = _expanded(input, (*shape[:d], input.shape[d], *shape[d + 1 :]))
+    return _gather_aligned(x, _expanded(index, shape), d)
+
+
+def _gather_aligned(x: Tensor, index: Tensor, dim: int) -> Tensor:
+    """The Gather of ``x`` and ``index`` as they are, else with the Replicate sides aligned
+    (``_aligned``); a refusal names the placements the caller gave."""
+    try:
+        return record_one("take_along_dim", GatherParam(dim), (x, index))
+    except PlacementError as refused:
+        ax, ai = _aligned(x, index, dim)
+        if ax is x and ai is index:
+            raise
+        try:
+            return record_one("take_along_dim", GatherParam(dim), (ax, ai))
+        except PlacementError:
+            raise refused from None
+
+
+def _indices(input: Tensor, indices: Any) -> Tensor:
+    if isinstance(indices, torch.Tensor):
+        indices = beside(input, indices)
+    elif not is_tensor(indices):
+        raise TypeError(
+            f"take_along_dim: indices must be a dtorch.Tensor (or a torch.Tensor) of int64, "
+            f"got {type(indices).__name__}"
+        )
+    if indices.dtype != torch.int64:
+        raise DtypeError(
+            f"torch.take_along_dim(): dtype of indices should be Long but got {indices.dtype}"
+        )
+    index: Tensor = indices
+    return index
+
+
+def _broadcast_but(x: tuple[int, ...], index: tuple[int, ...], dim: int) -> tuple[int, ...]:
+    """The indices' broadcast shape: ``x``'s dim ``dim`` taken from ``index``."""
+    try:
+        return tuple(torch.broadcast_shapes(x[:dim] + index[dim : dim + 1] + x[dim + 1 :], index))
+    except RuntimeError as error:
+        raise ShapeError(f"take_along_dim: {error}") from None
+
+
+def _aligned(x: Tensor, index: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """Each Replicate side chunked like the other side's shard of a dim other than ``dim``,
+    mesh dim by mesh dim (the two have one size there), so gather's ``S(d) x S(d)`` applies."""
+    px: list[Placement] = list(x.placements)
+    pi: list[Placement] = list(index.placements)
+    for m, (a, b) in enumerate(zip(px, pi, strict=True)):
+        if isinstance(b, Replicate) and _other_shard(a, dim):
+            pi[m] = a
+        elif isinstance(a, Replicate) and _other_shard(b, dim):
+            px[m] = b
+    return _placed(x, px), _placed(index, pi)
+
+
+def _other_shard(p: Placement, dim: int) -> bool:
+    return isinstance(p, Shard) and p.dim != dim
+
+
+def _placed(t: Tensor, placements: list[Placement]) -> Tensor:
+    return t if placements == list(t.placements) else t.redistribute(placements=placements)
+
+
+def _expanded(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return t if tuple(t.shape) == shape else expand(t, shape)

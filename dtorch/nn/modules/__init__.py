@@ -12,7 +12,17 @@ Example:
     True
 """
 
-from dtorch.nn.modules.activation import GELU, ReLU, Sigmoid, SiLU, Softmax, Tanh
+from dtorch.nn.modules.activation import (
+    GELU,
+    Hardtanh,
+    LogSoftmax,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Tanh,
+)
 from dtorch.nn.modules.container import ModuleDict, ModuleList, Sequential
 from dtorch.nn.modules.conv import Conv2d
 from dtorch.nn.modules.dropout import Dropout
@@ -50,17 +60,20 @@ __all__ = [
     "Flatten",
     "GlobalAvgPool2d",
     "GroupNorm",
+    "Hardtanh",
     "Identity",
     "IncompatibleKeys",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
+    "LogSoftmax",
     "MaxPool2d",
     "Module",
     "ModuleDict",
     "ModuleList",
     "RMSNorm",
     "ReLU",
+    "ReLU6",
     "ReplicateParallelLinear",
     "RowParallelLinear",
     "RowParallelLinearWithReplicateOutput",

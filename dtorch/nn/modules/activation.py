@@ -1,10 +1,12 @@
-"""Activation layers: ``ReLU``, ``GELU``, ``SiLU``, ``Sigmoid``, ``Tanh``, ``Softmax``.
+"""Activation layers: ``ReLU``, ``GELU``, ``SiLU``, ``Sigmoid``, ``Tanh``, ``Softmax``,
+``LogSoftmax``, ``Hardtanh``, ``ReLU6``.
 
 Each is torch.nn's layer calling ``dtorch.nn.functional``; they have no parameters, so the
 ``device=``, ``device_mesh=`` (one of them at most) and ``dtype=`` every dtorch layer takes
 are accepted and change nothing (the
 output has the input's mesh, placements and dtype, by the operator's placement rule: any
-placement but Partial for the elementwise ones; Softmax needs ``dim`` unsharded).
+placement but Partial for the elementwise ones; Softmax and LogSoftmax need ``dim``
+unsharded).
 
 Example:
     >>> import dtorch
@@ -16,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -139,4 +142,94 @@ class Softmax(_NoParameters):
         return f"dim={self.dim}"
 
 
-__all__ = ["GELU", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh"]
+class LogSoftmax(_NoParameters):
+    """``log(softmax(x))`` along ``dim``, computed stably.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.LogSoftmax(dim=1)(dtorch.zeros(1, 1)).tolist()
+        [[0.0]]
+    """
+
+    def __init__(self, dim: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.log_softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Hardtanh(_NoParameters):
+    """``x`` clamped to ``[min_val, max_val]``; ``inplace=True`` writes the result into the
+    input. torch's deprecated ``min_value``/``max_value`` replace them, with its warning.
+
+    Example:
+        >>> import dtorch
+        >>> layer = dtorch.nn.Hardtanh(-2.0, 2.0)
+        >>> layer, layer(dtorch.tensor([-3.0, 1.0, 3.0])).tolist()
+        (Hardtanh(min_val=-2.0, max_val=2.0), [-2.0, 1.0, 2.0])
+    """
+
+    def __init__(
+        self,
+        min_val: float = -1.0,
+        max_val: float = 1.0,
+        inplace: bool = False,
+        min_value: float | None = None,
+        max_value: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.min_val = _deprecated("min_value", "min_val", min_value, min_val)
+        self.max_val = _deprecated("max_value", "max_val", max_value, max_val)
+        self.inplace = inplace
+        if self.max_val <= self.min_val:
+            raise ValueError(
+                f"Hardtanh: max_val ({self.max_val}) must be greater than min_val ({self.min_val})"
+            )
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        inplace = ", inplace=True" if self.inplace else ""
+        return f"min_val={self.min_val}, max_val={self.max_val}{inplace}"
+
+
+def _deprecated(old: str, new: str, given: float | None, value: float) -> float:
+    # torch's Hardtanh: the old keyword wins, with its warning
+    if given is None:
+        return value
+    warnings.warn(
+        f"keyword argument `{old}` is deprecated and renamed to `{new}`",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return given
+
+
+class ReLU6(_NoParameters):
+    """``min(max(x, 0), 6)``; ``inplace=True`` writes the result into the input (torch's
+    ``Hardtanh(0, 6)``: it has its ``min_val`` and ``max_val``).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.ReLU6()(dtorch.tensor([-1.0, 7.0])).tolist()
+        [0.0, 6.0]
+    """
+
+    def __init__(self, inplace: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.min_val, self.max_val, self.inplace = 0.0, 6.0, inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.relu6(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+__all__ = ["GELU", "Hardtanh", "LogSoftmax", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Softmax", "Tanh"]
