@@ -15,6 +15,8 @@ its subclasses):
   nesting limit refuses deep nesting (nothing here recurses); nesting through references,
   a level per node, is bounded too: tuples (which hash and compare recursively in C) at most
   ``MAX_NESTING`` deep, and lists and dicts are safe at any depth (their recursion is checked);
+  so is a tuple's size counted through shared inner tuples (a few hundred bytes of tuples
+  that each refer twice to the one before would make 2**64 items for a hash to walk);
 * the node table may not declare more nodes than the document has bytes (every node is
   referenced at least once, and a reference takes at least a byte);
 * every column is checked for shape and exact value types before use, every reference must
@@ -129,6 +131,11 @@ def _renamed(position: dict[str, int], node_type: NodeType) -> dict[str, int]:
 #: Deepest nesting of tuples a payload may build (Python's own recursion limit: a deeper
 #: value could not even be printed).
 MAX_NESTING = 1000
+#: A tuple may hold this many items per byte of its payload (plus the floor), counting an
+#: inner tuple's items each time it is referred to: tuples sharing inner tuples could
+#: otherwise make a few hundred bytes into 2**64 items that a hash walks one by one.
+_WEIGHT_PER_BYTE = 64
+_WEIGHT_FLOOR = 1 << 20
 _ROWS_UP_TO = 32  # larger groups build faster a column at a time (benchmarks/serialization.py)
 _BINDINGS_KEPT = 256  # type tables whose bindings a registry keeps
 
@@ -154,11 +161,13 @@ def _bind_all(header: Any, registry: TypeRegistry) -> list[_Bound]:
 class _Reader:
     """Builds the groups of one payload in order."""
 
-    __slots__ = ("bound", "budget", "ctx", "depths", "rows")
+    __slots__ = ("bound", "budget", "ctx", "depths", "rows", "weight_limit", "weights")
 
     def __init__(self, bound: list[_Bound], ctx: ReadContext, budget: int, rows: bool) -> None:
         self.bound, self.ctx, self.budget, self.rows = bound, ctx, budget, rows
         self.depths: dict[int, int] = {}  # id of a tuple holding tuples -> its nesting depth
+        self.weights: dict[int, int] = {}  # id of a tuple holding tuples -> its items, all told
+        self.weight_limit = _WEIGHT_PER_BYTE * budget + _WEIGHT_FLOOR
 
     def run(self, groups: Any) -> None:
         """Build every group, in order."""
@@ -202,15 +211,24 @@ class _Reader:
         node of its own): hashing or comparing one recurses in C, past any stack."""
         if not any(type(item) is tuple for item in itertools.chain.from_iterable(tuples)):
             return  # no tuple in a tuple: every one is one level deep (the common case)
-        depths = self.depths
+        depths, weights = self.depths, self.weights
         for value in tuples:
-            inner = [depths.get(id(item), 1) for item in value if type(item) is tuple]
-            if inner:
-                depth = depths[id(value)] = 1 + max(inner)
-                if depth > MAX_NESTING:
-                    raise DeserializationError(
-                        f"tuples nested {depth} deep; at most {MAX_NESTING} levels are accepted"
-                    )
+            inner = [item for item in value if type(item) is tuple]
+            if not inner:
+                continue
+            depth = depths[id(value)] = 1 + max(depths.get(id(item), 1) for item in inner)
+            if depth > MAX_NESTING:
+                raise DeserializationError(
+                    f"tuples nested {depth} deep; at most {MAX_NESTING} levels are accepted"
+                )
+            weight = len(value) + sum(weights.get(id(item), len(item)) for item in inner)
+            if weight > self.weight_limit:
+                raise DeserializationError(
+                    f"a tuple holding {weight} items, counting those of its inner tuples as "
+                    f"often as it refers to them; at most {self.weight_limit} for this payload "
+                    "(hashing or comparing it walks them all)"
+                )
+            weights[id(value)] = weight
 
     def open(self, entry: Any) -> tuple[_Bound, int, Sequence[Any]]:
         """A group's bound type, its node count, and its columns (one per registered field,

@@ -70,3 +70,19 @@ def test_a_constant_of_absurd_shape_is_refused_quickly(graph: dtorch.Graph, tmp_
     root["constants"] = (huge,)
     with pytest.raises(DeserializationError, match=r"needs more than 9223372036854775808"):
         load_bytes(tmp_path, resealed(data, serialize(root)), graph)
+
+
+def test_a_result_tree_sharing_its_nodes_is_refused_quickly(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    """A header whose result tree holds one node twice at each of 60 levels: 2 KB, 2**60 nodes
+    to walk (the load hung for ever). A saved tree shares no node: refused at once."""
+    data = _saved_sharded(tmp_path, 4)
+    root = header(data)
+    for levels, refusal in ((60, "counting those of its inner tuples"), (12, "twice")):
+        tree: tuple[object, ...] = ("T", 0)
+        for _ in range(levels):
+            tree = ("tuple", (tree, tree))
+        root["result"] = tree  # 60 levels: the codec refuses it; 12: a value, the tree check
+        with pytest.raises(DeserializationError, match=refusal):
+            load_bytes(tmp_path, resealed(data, serialize(root)), graph)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dtorch.errors import DeserializationError
-from dtorch.serialization import deserialize
+from dtorch.serialization import deserialize, serialize
 from dtorch.serialization.fuzz import MUTATORS, reframe, sample_payloads, split
 from dtorch.serialization.reader import MAX_NESTING
 
@@ -147,6 +147,22 @@ def test_tuples_nested_through_references_are_refused_past_the_limit() -> None:
     for _ in range(MAX_NESTING - 1):
         (deepest,) = deepest
     assert deepest == ()
+
+
+@pytest.mark.timeout(60)
+def test_tuples_sharing_inner_tuples_are_refused_past_their_weight() -> None:
+    """64 tuples each holding the one before twice: 719 bytes, 2**64 items for a hash to walk
+    (as a dict key, the decode hung for ever). Refused by the items counted through the
+    shared inner tuples; a modest sharing (2**10) is a value."""
+    bomb: tuple[object, ...] = (1,)
+    for _ in range(64):
+        bomb = (bomb, bomb)
+    with pytest.raises(DeserializationError, match="counting those of its inner tuples"):
+        deserialize(serialize([bomb]))
+    small: tuple[object, ...] = (1,)
+    for _ in range(10):
+        small = (small, small)
+    assert deserialize(serialize([small]))[0] == small
 
 
 def test_overlapping_tensor_data_is_refused_before_it_is_copied() -> None:
