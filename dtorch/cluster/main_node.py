@@ -34,6 +34,7 @@ import contextlib
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dtorch.cluster.pool import ClusterPool
@@ -63,6 +64,7 @@ from dtorch.runtime.process.protocol import READY, unpack_u64
 from dtorch.runtime.process.runner import ClusterDefault
 from dtorch.transport import Publisher, Puller
 from dtorch.transport.security import SECRET_BYTES, CurveKeys
+from dtorch.transport.sockets import SMALL_MESSAGE
 
 
 def cluster_token(token: bytes | str | None) -> bytes:
@@ -199,9 +201,15 @@ class ClusterNode:
 def _open_channels(where: str, keys: CurveKeys) -> tuple[Publisher, Puller, Publisher, Puller]:
     """The controller's batches, reports and beats sockets (none left open on failure)."""
     opened: list[Publisher | Puller] = []
+    makers: tuple[Callable[[], Publisher | Puller], ...] = (
+        lambda: Publisher(where, keys=keys),
+        lambda: Puller(where, keys=keys),  # reports: tensor values of any size
+        lambda: Publisher(where, keys=keys),
+        lambda: Puller(where, keys=keys, max_message=SMALL_MESSAGE),  # beats: a few bytes
+    )
     try:
-        for kind in (Publisher, Puller, Publisher, Puller):
-            opened.append(kind(where, keys=keys))
+        for make in makers:
+            opened.append(make())
     except BaseException:
         for channel in opened:
             channel.close()

@@ -52,6 +52,7 @@ from zmq.utils.monitor import recv_monitor_message
 from dtorch.errors import TransportError, TransportTimeoutError
 from dtorch.transport.security import CurveKeys
 from dtorch.transport.sockets import (
+    SMALL_MESSAGE,
     Channel,
     Endpoint,
     check_parts,
@@ -69,7 +70,10 @@ from dtorch.transport.wire import (
     topic,
 )
 
-_PUBLISHER_OPTIONS: dict[int, int | bytes] = {zmq.XPUB_VERBOSE: 1, zmq.SNDHWM: 0, zmq.LINGER: 0}
+#: A publisher takes in subscriptions only: a few bytes each (``SMALL_MESSAGE`` caps them).
+_PUBLISHER_OPTIONS: dict[int, int | bytes] = {
+    zmq.XPUB_VERBOSE: 1, zmq.SNDHWM: 0, zmq.LINGER: 0, zmq.MAXMSGSIZE: SMALL_MESSAGE,
+}  # fmt: skip
 _SUBSCRIBER_OPTIONS: dict[int, int | bytes] = {zmq.RCVHWM: 0, zmq.LINGER: 0}
 _SUBSCRIBE = 1  # first byte of an XPUB subscription message (0 is an unsubscription)
 #: The subscriptions that stand for one subscriber (it makes exactly one of them, last).

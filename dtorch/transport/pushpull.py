@@ -47,7 +47,9 @@ _MAX_LINGER_S = 5.0  # a pusher's close waits at most this long for queued repor
 
 
 class Puller(Channel):
-    """The controller's end of the reports: binds ``address`` and receives Envelopes.
+    """The controller's end of the reports: binds ``address`` and receives Envelopes
+    (``max_message``: the largest message taken, in bytes; -1, the default, takes any size,
+    as reports carry tensor values; a larger one drops the sender's connection).
 
     ``poll``/``recv`` raise TransportError for a malformed message (fewer than 2 frames, a
     sender frame that is not 4 bytes). Thread-safe, but meant for one receiving thread; a
@@ -63,10 +65,10 @@ class Puller(Channel):
         *,
         context: zmq.Context[Any] | None = None,
         keys: CurveKeys | None = None,
+        max_message: int = -1,
     ) -> None:
-        self._endpoint = Endpoint.opened(
-            zmq.PULL, address, context, _PULLER_OPTIONS, Endpoint.bind, keys
-        )
+        options = {**_PULLER_OPTIONS, zmq.MAXMSGSIZE: max_message}  # -1: no limit (values)
+        self._endpoint = Endpoint.opened(zmq.PULL, address, context, options, Endpoint.bind, keys)
 
     def __repr__(self) -> str:
         return f"Puller({self.address!r})"

@@ -59,6 +59,15 @@ def to_ms(seconds: float) -> int:
     return max(0, math.ceil(seconds * 1000))
 
 
+#: How long a CURVE server socket waits for a connecting peer to finish its handshake: what
+#: a peer that never authenticates sent is held that long at most (libzmq's default is 30 s).
+HANDSHAKE_MS = 10_000
+#: The largest message a socket takes where only small ones come in (subscriptions, beats):
+#: libzmq applies it to handshake commands too, so an unauthenticated peer cannot make the
+#: socket buffer more than this per connection.
+SMALL_MESSAGE = 64 * 1024
+
+
 class Endpoint:
     """One zmq socket with its context, address and lock; see the module docstring."""
 
@@ -134,6 +143,8 @@ class Endpoint:
         if keys is not None and serves and context is not None:
             raise TransportError("a CURVE server socket owns its context (its ZAP handler)")
         secure = {} if keys is None else keys.server_options() if serves else keys.client_options()
+        if keys is not None and serves:  # an unauthenticated peer holds what it sent this long
+            secure = {zmq.HANDSHAKE_IVL: HANDSHAKE_MS, **secure}
         endpoint = cls.create(socket_type, address, context, {**options, **secure})
         try:
             if keys is not None and serves:

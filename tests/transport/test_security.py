@@ -148,3 +148,45 @@ def test_peers_that_fail_the_handshake_before_zap_are_logged(caplog, context):
     assert all(r.levelno == logging.WARNING for r in records)
     assert records[0].name == "dtorch.transport.security"
     assert puller.address in records[0].getMessage()
+
+
+def _claims_a_huge_command(address: str) -> bool:
+    """Whether the listener at ``address`` hangs up on a peer whose first handshake command
+    declares 200 MiB (rather than waiting for, and buffering, all of it)."""
+    import socket
+
+    host, port = address.removeprefix("tcp://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as raw:
+        greeting = b"\xff" + bytes(8) + b"\x7f" + bytes([3, 0]) + b"CURVE".ljust(20, b"\0")
+        raw.sendall(greeting + bytes(32))
+        raw.recv(64)  # the listener's greeting
+        raw.sendall(b"\x06" + (200 << 20).to_bytes(8, "big") + b"x" * 4096)
+        raw.settimeout(3)
+        try:
+            return raw.recv(1) == b""  # closed by the listener
+        except ConnectionResetError:
+            return True
+        except TimeoutError:
+            return False
+
+
+def test_listeners_taking_small_messages_drop_a_peer_declaring_a_huge_one():
+    """An unauthenticated peer could make a CURVE listener buffer whatever its handshake
+    command declares: a publisher (which takes subscriptions) and a beats puller cap their
+    messages, so they hang up at once; a reports puller (tensor values) takes any size, and
+    every CURVE listener gives up on an unfinished handshake after ``HANDSHAKE_MS``."""
+    from dtorch.transport.sockets import HANDSHAKE_MS, SMALL_MESSAGE
+
+    with (
+        Publisher(LOOPBACK, keys=KEYS) as publisher,
+        Puller(LOOPBACK, keys=KEYS, max_message=SMALL_MESSAGE) as beats,
+        Puller(LOOPBACK, keys=KEYS) as reports,
+    ):
+        assert _claims_a_huge_command(publisher.address)
+        assert _claims_a_huge_command(beats.address)
+        assert not _claims_a_huge_command(reports.address)
+        for channel in (publisher, beats, reports):
+            assert channel._endpoint.socket.getsockopt(zmq.HANDSHAKE_IVL) == HANDSHAKE_MS
+        with Pusher(beats.address, 1, keys=KEYS) as pusher:  # a small message still arrives
+            pusher.send(b"beat", [b"1"])
+            assert bytes(beats.recv().parts[0]) == b"1"
