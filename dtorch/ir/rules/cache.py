@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -55,7 +57,7 @@ _default_dtype = torch.get_default_dtype
 class InferenceCache:
     """Remembered ``infer`` answers (see the module docstring); one per graph."""
 
-    __slots__ = ("_by_value", "_entries", "_fields", "_limit")
+    __slots__ = ("_by_value", "_entries", "_fields", "_flat", "_limit")
 
     def __init__(self, limit: int = 4096) -> None:
         if limit < 1:
@@ -63,7 +65,9 @@ class InferenceCache:
         # key -> (answer, the objects whose ids the key holds)
         self._entries: dict[tuple[Any, ...], tuple[Inference, tuple[Any, ...]]] = {}
         self._by_value: dict[tuple[Any, ...], tuple[Inference, tuple[Any, ...]]] = {}
-        self._fields: dict[type, tuple[str, ...] | None] = {}  # class -> its keyed fields
+        # class -> the getter of its keyed fields (None: keyed by identity)
+        self._fields: dict[type, Callable[[Any], tuple[Any, ...]] | None] = {}
+        self._flat: set[type] = set(_PLAIN)  # field types a key holds as they are
         self._limit = limit
 
     def __len__(self) -> int:
@@ -100,7 +104,10 @@ class InferenceCache:
         return answer
 
     def _strict(self, value: Any) -> Any:
-        """``value``'s strict value key (see the module docstring)."""
+        """``value``'s strict value key (see the module docstring). A record whose fields
+        are all flat (ints, bools, str, None, dtypes, enum members: equal only within a
+        type) is keyed by its field values and their types, at C speed; others field by
+        field."""
         cls = type(value)
         if cls in _PLAIN:
             return cls, value
@@ -110,23 +117,42 @@ class InferenceCache:
             return tuple, *map(self._strict, value)
         if isinstance(value, enum.Enum):
             return cls, value.value
-        names = self._fields[cls] if cls in self._fields else self._fields_of(cls)
-        if names is None:
+        fields = self._fields[cls] if cls in self._fields else self._fields_of(cls)
+        if fields is None:
             return cls, id(value)
-        return cls, *[self._strict(getattr(value, n)) for n in names]
+        values = fields(value)
+        types = tuple(map(type, values))
+        if self._flat.issuperset(types) or self._all_flat(types):
+            return cls, values, types
+        return cls, *map(self._strict, values)
 
-    def _fields_of(self, cls: type) -> tuple[str, ...] | None:
-        """The fields of a frozen dataclass compared by value; None for anything else."""
+    def _all_flat(self, types: tuple[type, ...]) -> bool:
+        """Whether ``types`` are flat, enum classes noted as such when first met."""
+        enums = [t for t in types if t not in self._flat and issubclass(t, enum.Enum)]
+        self._flat.update(enums)
+        return self._flat.issuperset(types)
+
+    def _fields_of(self, cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
+        """The field values' getter of a frozen dataclass compared by value; None for
+        anything else."""
         params = getattr(cls, "__dataclass_params__", None)
-        if params is None or not (params.frozen and params.eq):
-            names = None
-        else:
+        fields: Callable[[Any], tuple[Any, ...]] | None = None
+        if params is not None and params.frozen and params.eq:
             names = tuple(f.name for f in dataclasses.fields(cls))
-        self._fields[cls] = names
-        return names
+            fields = (lambda v: ()) if not names else _getter(names)
+        self._fields[cls] = fields
+        return fields
 
 
-_PLAIN = frozenset({int, bool, str, type(None), torch.dtype})
+_PLAIN: frozenset[type] = frozenset({int, bool, str, type(None), torch.dtype})
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """A tuple of the named attributes (``attrgetter`` of one name gives the value alone)."""
+    if len(names) == 1:
+        (name,) = names
+        return lambda v: (getattr(v, name),)
+    return operator.attrgetter(*names)
 
 
 def _layout(inputs: tuple[Operand, ...]) -> tuple[Any, ...]:
