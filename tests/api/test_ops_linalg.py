@@ -283,3 +283,40 @@ def test_linear_vector_weight_with_a_bias_is_refused(graph: dtorch.Graph) -> Non
         place(x, mesh, [S0], graph), place(w, mesh, [R], graph), place(scalar, mesh, [R], graph)
     )
     torch.testing.assert_close(got.to_torch(), F.linear(x, w, scalar))
+
+
+_VECTOR_BIAS: Table = {
+    (R, R, R): R, (S0, R, R): S0, (S1, R, R): S1, (S2, S0, R): P, (P, R, R): P, (R, P, R): P,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (3,), (2, 2)])
+def test_linear_vector_weight_with_a_scalar_bias_every_layout(
+    mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """``x @ w + b`` with a 0-d bias: a Partial result adds the bias once (it was recorded as
+    a separate ``add``, which refused P + R, naming add)."""
+    x, w, b = _randn(2, 5, 3), _randn(3), torch.tensor(0.25)
+    run_api(
+        graph, "linear", DF.linear, [x, w, b], mesh_shape, [F.linear(x, w, b)],
+        table=_VECTOR_BIAS if len(mesh_shape) == 1 else None, exact=False,
+        limit=limit_for(mesh_shape, n_d=16),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("bias_shape", [(1,), ()], ids=["1", "0-d"])
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 2)])
+def test_linear_bias_broadcast_as_torch(
+    bias_shape: tuple[int, ...], mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """A bias of one element broadcasts over the out-features as in torch (it was refused);
+    it cannot follow a shard of them, so it is Replicate there."""
+    x, w, b = _randn(4, 6), _randn(5, 6), _randn(*bias_shape)
+    table = {
+        (R, R, R): R, (S0, R, R): S0, (R, S0, R): S1, (S1, S1, R): P, (P, R, R): P, (R, P, R): P,
+    }  # fmt: skip
+    run_api(
+        graph, "linear", DF.linear, [x, w, b], mesh_shape, [F.linear(x, w, b)],
+        table=table if len(mesh_shape) == 1 else None, exact=False,
+        limit=limit_for(mesh_shape, n_d=16),
+    )  # fmt: skip

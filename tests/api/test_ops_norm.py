@@ -317,3 +317,19 @@ def test_batch_norm_training_checks_the_vector_sizes(role: str, graph: dtorch.Gr
         DF.batch_norm(place(x, mesh, [S0], graph), **ours, training=True)  # type: ignore[arg-type]
     for key in ("running_mean", "running_var"):
         assert torch.equal(ours[key].to_torch(), fulls[key]), key
+
+
+def test_group_norm_of_one_sample_per_device_as_torch(graph: dtorch.Graph) -> None:
+    """Each device holds one value per group of a sharded batch, the tensor more: torch's
+    F.group_norm would refuse the shard ("more than 1 value per channel"), so the devices
+    must not ask it; the full tensor of one value per group is refused as torch refuses it."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for shape, groups in (((2, 4, 1, 1), 4), ((2, 3), 3)):
+        x = torch.randn(shape)
+        got = DF.group_norm(place(x, mesh, [S0], graph), groups)
+        torch.testing.assert_close(got.to_torch(), F.group_norm(x, groups))
+    one = torch.randn(1, 4, 1, 1)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        F.group_norm(one, 4)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        DF.group_norm(place(one, mesh, [R], graph), 4)

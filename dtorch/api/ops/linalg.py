@@ -100,8 +100,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if bias is not None:  # its ndim is read first: a str is refused as record would
         tensor_arg("linear", weight, "input 1")
         tensor_arg("linear", bias, "input 2")
-    if bias is not None and weight.ndim == 1 and bias.ndim == 0:  # torch's vector form + b
-        return record("linear", _LINEAR, (input, weight))[0] + bias
     inputs = (input, weight) if bias is None else (input, weight, bias)
     return record("linear", _LINEAR, inputs)[0]
 

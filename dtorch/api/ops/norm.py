@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dtorch.api.handle import TensorBase
-from dtorch.api.record import not_a_tensor, record_one
+from dtorch.api.record import not_a_tensor, record_one, tensor_arg
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import NormKind
@@ -99,8 +99,9 @@ def group_norm(
     bias: Tensor | None = None,
     eps: float = 1e-5,
 ) -> Tensor:
-    """``torch.nn.functional.group_norm`` of an (N, C, *) input; the batch and the spatial
-    dims shard, and the channels where every device holds whole groups.
+    """``torch.nn.functional.group_norm`` of an (N, C, *) input; the batch dim shards, and
+    the channels where every device holds whole groups (the statistics span the spatial dims:
+    those must not be sharded).
 
     Example:
         >>> import dtorch
@@ -111,7 +112,22 @@ def group_norm(
     param = NormalizationParam(
         NormKind.GROUP, (), float(eps), int(num_groups), weight is not None, bias is not None
     )
+    tensor_arg("group_norm", input)
+    _check_values_per_group(input, int(num_groups))
     return record_one("group_norm", param, (input, *_present(weight, bias)))
+
+
+def _check_values_per_group(input: Tensor, groups: int) -> None:
+    """torch's check, on the full shape (a device's shard of a sharded batch may hold one
+    value per group where the tensor holds more)."""
+    if input.ndim < 2 or groups <= 0:
+        return  # the rule refuses these with its own words
+    values = input.shape[0] * input.shape[1] // groups * math.prod(input.shape[2:])
+    if values == 1:
+        raise ParamError(
+            "group_norm: Expected more than 1 value per channel when training, got input size "
+            f"{list(input.shape)}"
+        )
 
 
 def batch_norm(

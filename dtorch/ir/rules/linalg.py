@@ -110,8 +110,9 @@ def _matmul_plan(
 
 
 def linear_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
-    """``x @ w.T (+ b)`` with ``w`` of shape (out_features, in_features), or ``x @ w`` with a
-    1-D ``w`` (in_features,) and no bias (torch's vector form: the last dim of x goes)."""
+    """``x @ w.T (+ b)`` with ``w`` of shape (out_features, in_features), or ``x @ w (+ b)``
+    with a 1-D ``w`` (in_features,) and a 0-d ``b`` (torch's vector form: the last dim of x
+    goes)."""
     assert isinstance(param, LinearParam)
     x, w, *bias = inputs
     _check_linear(name, x, w, bias)
@@ -122,22 +123,40 @@ def linear_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
         return replicated(shape, dtype, len(x.placements))
     o = x.ndim - 1
     w_labels = (_K,) if vector else (o, _K)
-    labels: tuple[Labels, ...] = ((*range(o), _K), w_labels, (o,))[: len(inputs)]
+    labels: tuple[Labels, ...] = (
+        (*range(o), _K),
+        w_labels,
+        *[_bias_labels(b, shape) for b in bias],
+    )
     sig = _LINEAR_BIAS if bias else _LINEAR
     return one_output(name, sig, inputs, labels, identity(len(shape)), shape, dtype)
 
 
+def _bias_labels(bias: Operand, shape: tuple[int, ...]) -> Labels:
+    """A bias of the out-features (the output's last dim: its label), or one that broadcasts
+    to them (a size-1 dim: a label of its own, which no shard of the output can come from;
+    0-d: none)."""
+    if not bias.shape:
+        return ()
+    return (len(shape) - 1,) if bias.shape == shape[-1:] else (-1,)
+
+
 def _check_linear(name: str, x: Operand, w: Operand, bias: list[Operand]) -> None:
-    # torch's shapes: x (..., in) with w (out, in) and an optional bias (out,), or w (in,) alone
-    fits = x.ndim >= 1 and (w.ndim == 2 or (w.ndim == 1 and not bias))
+    # torch's shapes: x (..., in) with w (out, in) and an optional bias (out,) or one that
+    # broadcasts to it ((1,), ()); or w (in,), with an optional 0-d bias (not for a 2-D x:
+    # torch's addmm path refuses that one)
+    vector_bias = w.ndim == 1 and bias and (bias[0].ndim != 0 or x.ndim == 2)
+    fits = x.ndim >= 1 and w.ndim in (1, 2) and not vector_bias
     if not fits or x.shape[-1] != w.shape[-1]:
         raise ShapeError(
             f"{name}: x {list(x.shape)} and weight {list(w.shape)} do not match; accepted: x "
             f"(..., in_features) and weight (out_features, in_features), or weight "
-            f"(in_features,) without a bias"
+            f"(in_features,) with at most a 0-d bias (and then an x that is not 2-D)"
         )
-    if bias and bias[0].shape != (w.shape[0],):
-        raise ShapeError(f"{name}: bias {list(bias[0].shape)} must be [{w.shape[0]}]")
+    if bias and w.ndim == 2 and bias[0].shape not in ((w.shape[0],), (1,), ()):
+        raise ShapeError(
+            f"{name}: bias {list(bias[0].shape)} must be [{w.shape[0]}] (or [1], or 0-d)"
+        )
 
 
 def outer_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

@@ -56,7 +56,9 @@ def normalization_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Sha
     groups = param.num_groups * x.shape[1] // ctx.inputs[0].shape[1]  # whole groups held here
     if groups == 0:  # an empty chunk of the channels
         return [torch.empty_like(x)]
-    return [F.group_norm(x, groups, weight, bias, eps)]
+    # torch.group_norm, not F.group_norm: F's check of "more than 1 value per channel" would
+    # judge this shard (one sample of a sharded batch), and the API checked the full tensor
+    return [torch.group_norm(x, groups, weight, bias, eps)]
 
 
 def batch_norm_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
