@@ -143,6 +143,7 @@ from dtorch.api.ops.reduce import (
     softmax,
     sum,
 )
+from dtorch.api.ops.scatter import index_add, scatter, scatter_add, scatter_reduce
 from dtorch.api.ops.shape import (
     cat,
     chunk,
@@ -421,6 +422,7 @@ __all__ = [
     "half",
     "hypot",
     "iinfo",
+    "index_add",
     "index_select",
     "init_device_mesh",
     "int",
@@ -497,6 +499,9 @@ __all__ = [
     "roll",
     "round",
     "rsqrt",
+    "scatter",
+    "scatter_add",
+    "scatter_reduce",
     "select",
     "serialize",
     "serialize_to_file",

@@ -20,7 +20,8 @@ adds the operators, where the behaviour lives in ``dtorch.api.ops``: a function 
 whose signature is the method's is the method itself (``sum = _rd.sum``), operator methods
 are made from their kind (``exp = _mk.unary(M.EXP, "exp")``, ``dtorch.api.ops.methods``),
 and the rest are a line calling ``ops``. The shape and conversion methods are the mixins
-``dtorch.api.tensor_shape.TensorShapes`` and ``dtorch.api.tensor_convert.TensorConversions``.
+``dtorch.api.tensor_shape.TensorShapes`` and ``dtorch.api.tensor_convert.TensorConversions``,
+the selection, ordering and scatter methods the mixin ``dtorch.api.tensor_index.TensorIndexing``.
 """
 
 from __future__ import annotations
@@ -42,14 +43,12 @@ from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import linalg as _la
 from dtorch.api.ops import masked as _ma
 from dtorch.api.ops import methods as _mk
-from dtorch.api.ops import order as _od
 from dtorch.api.ops import random_fill as _rf
 from dtorch.api.ops import reduce as _rd
-from dtorch.api.ops import shape as _sh
 from dtorch.api.ops import statistics as _st
 from dtorch.api.ops.scalars import is_scalar
-from dtorch.api.ops.take import index_select
 from dtorch.api.tensor_convert import TensorConversions
+from dtorch.api.tensor_index import TensorIndexing
 from dtorch.api.tensor_shape import TensorShapes
 from dtorch.errors import PlacementError
 from dtorch.ir.opkind import BinaryKind as B
@@ -57,7 +56,7 @@ from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
 
 
-class Tensor(TensorBase, TensorShapes, TensorConversions):
+class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
     """A (distributed) tensor of a dtorch graph; see the module docstring.
 
     ``dtorch.Tensor(torch_tensor, device_mesh=None, placements=None, dtype=None, graph=None,
@@ -538,19 +537,6 @@ class Tensor(TensorBase, TensorShapes, TensorConversions):
     nansum = _st.nansum
     nanmean = _st.nanmean
     nonzero = nonzero
-    index_select = index_select
-    gather = _od.gather
-    take_along_dim = _od.take_along_dim
-
-    # --- ordering ---------------------------------------------------------------------------
-    sort = _od.sort
-    argsort = _od.argsort
-    msort = _od.msort
-    topk = _od.topk
-    flip = _od.flip
-    fliplr = _od.fliplr
-    flipud = _od.flipud
-    roll = _sh.roll
 
     # --- redistribution ---------------------------------------------------------------------
     redistribute = _redistribute.redistribute

@@ -81,6 +81,8 @@ class OpKind(enum.IntEnum):
     Flip = 60
     Gather = 61
     ViewDtype = 62  # view(dtype): the bits read as another dtype (ViewDtypeParam)
+    Scatter = 63  # scatter, scatter_add, scatter_reduce along one dim (ScatterParam)
+    IndexAdd = 64  # index_add: slices of a source added along one dim (IndexAddParam)
 
 
 class ActivationKind(enum.IntEnum):
@@ -227,6 +229,18 @@ class MaxMinKind(enum.IntEnum):
 class ScanKind(enum.IntEnum):
     SUM = 0
     PROD = 1
+
+
+class ScatterReduceKind(enum.IntEnum):
+    """How Scatter combines what it writes: NONE overwrites (``scatter``); the others are
+    ``scatter_reduce``'s reductions (SUM is also ``scatter_add``)."""
+
+    NONE = 0
+    SUM = 1
+    PROD = 2
+    MEAN = 3
+    AMAX = 4
+    AMIN = 5
 
 
 class PromiseKind(enum.IntEnum):

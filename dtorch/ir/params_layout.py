@@ -2,8 +2,9 @@
 
 Creation and distribution (``Create``, ``Convert``, ``ViewPlacements``), copies and casts
 (``ViewDtype`` too, which reads the bits as another dtype), shape and view changes, and
-indexing (``GetItem``, ``SetItem``, ``IndexSelect``, ``IndexPut``, ``Gather``): operators
-that move or select values rather than compute new ones. Split out of ``dtorch.ir.params``
+indexing (``GetItem``, ``SetItem``, ``IndexSelect``, ``IndexPut``, ``Gather``, and its inverses
+``Scatter`` and ``IndexAdd``): operators that move or select values rather than compute new
+ones. Split out of ``dtorch.ir.params``
 (which re-exports every record here and registers it in ``PARAM_TYPES``) to keep each file to
 one family of records; import them from ``dtorch.ir.params``.
 
@@ -21,7 +22,7 @@ from typing import ClassVar
 import torch
 
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.opkind import CreateKind, OpKind
+from dtorch.ir.opkind import CreateKind, OpKind, ScatterReduceKind
 from dtorch.ir.params_base import IndexEntry, Ints, OpParam, SharedInput
 from dtorch.ir.placement import Placement
 from dtorch.ir.scalar import Scalar
@@ -236,3 +237,30 @@ class GatherParam(OpParam):
     """Inputs (x, index): ``torch.gather(x, dim, index)``, the output shaped like the index."""
 
     dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScatterParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Scatter
+    """Inputs (x, index, src), or (x, index) with ``value`` set (a number written at every
+    entry of the index): a copy of ``x`` where, along ``dim``, ``out[index[j]][k] = src[j][k]``
+    (for ``dim`` 0; likewise for the others). ``reduce`` NONE overwrites (``torch.scatter``);
+    the others combine the written entries (and, when ``include_self``, ``x``'s own) as
+    ``torch.scatter_reduce`` does; SUM and PROD of a ``value`` are ``scatter(value,
+    reduce="add"/"multiply")``."""
+
+    dim: int
+    reduce: ScatterReduceKind = ScatterReduceKind.NONE
+    include_self: bool = True
+    value: Scalar | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexAddParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.IndexAdd
+    """Inputs (x, index, source): ``torch.index_add(x, dim, index, source, alpha=alpha)``, a
+    copy of ``x`` with ``alpha * source[j]`` added to ``x[index[j]]`` along ``dim`` (``index``
+    a vector; ``alpha`` None: 1)."""
+
+    dim: int
+    alpha: Scalar | None = None

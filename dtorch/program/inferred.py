@@ -68,6 +68,8 @@ INPUTS: dict[OpKind, tuple[int, int | None]] = {
     OpKind.IndexSelect: (2, 2),
     OpKind.Gather: (2, 2),
     OpKind.IndexPut: (2, 3),
+    OpKind.Scatter: (2, 3),  # two: the value is a number in the param
+    OpKind.IndexAdd: (3, 3),
     OpKind.SetItem: (1, 2),
     OpKind.SiluLinearChunk: (2, 2),
     OpKind.ApplyRotaryEmb: (3, 3),

@@ -84,6 +84,7 @@ _ENUMS: tuple[tuple[str, type], ...] = (
     ("enum.MaxMinKind", opkind.MaxMinKind),
     ("enum.PromiseKind", opkind.PromiseKind),
     ("enum.ScanKind", opkind.ScanKind),
+    ("enum.ScatterReduceKind", opkind.ScatterReduceKind),
     ("enum.ScalarKind", ScalarKind),
 )
 
