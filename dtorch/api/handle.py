@@ -109,10 +109,11 @@ class TensorBase:
     def _shared(self) -> bool:
         """Whether another live handle stands for this value (then a program that read the
         value cannot tell through which handle it did)."""
-        for ref in getattr(self._base, "_sharers", ()):
-            handle = ref()
-            if handle is not None and handle is not self:  # identity: == records an operator
-                return True
+        owner = self._base
+        for ref in getattr(owner, "_sharers", ()):
+            handle = ref()  # identity only (== records an operator); a handle since rebound
+            if handle is not None and handle is not self and handle._base is owner:
+                return True  # (its _base another owner) no longer stands for this value
         return False
 
     def _rebind(self, other: TensorBase) -> None:

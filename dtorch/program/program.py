@@ -302,18 +302,23 @@ def _call_difference(traced: Any, called: Any) -> str | None:
 
 def _module_modes(fn: Callable[..., Any]) -> Callable[[], tuple[bool, ...]] | None:
     """The train/eval flags of every module ``fn`` is (or is a bound method of), read
-    through the module protocol (``modules()``, ``training``); None for other callables."""
+    through the module protocol (``modules()``, ``training``); None for other callables.
+    The modules are listed once, at the trace: a call reads their flags only."""
     owner = getattr(fn, "__self__", fn)
     walk = getattr(owner, "modules", None)
     if not callable(walk):
         return None
-    return lambda: tuple([bool(getattr(m, "training", False)) for m in walk()])
+    modules = list(walk())
+    return lambda: tuple([bool(getattr(m, "training", False)) for m in modules])
 
 
 def _takes_any_keywords(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` has a ``**kwargs`` parameter (which it may iterate in call order)."""
+    """Whether ``fn`` has a ``**kwargs`` parameter (which it may iterate in call order); a
+    module's are its ``forward``'s (``__call__`` takes any)."""
+    forward = getattr(fn, "forward", None)
+    target = forward if callable(forward) and not inspect.isroutine(fn) else fn
     try:
-        parameters = inspect.signature(fn).parameters.values()
+        parameters = inspect.signature(target).parameters.values()
     except (TypeError, ValueError):  # no signature to read: take it as named parameters
         return False
     return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)

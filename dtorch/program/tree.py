@@ -164,19 +164,16 @@ def _kind(tree: Tree) -> str:
     return f"a {tree[0]}"
 
 
-def check_tree(tree: Any, tensors: int, depth: int = 0, seen: set[int] | None = None) -> None:
+def check_tree(tree: Any, tensors: int, depth: int = 0) -> None:
     """Raise ValueError unless ``tree`` (read from a file) is a well-formed tree whose tensor
-    leaves index ``range(tensors)``. A saved tree shares no node (``flatten`` makes each
-    anew), and one read from a file that does is refused: a node shared by both kids of its
-    parent, 64 levels deep, is 2**64 nodes to walk in a header of a few kilobytes."""
-    seen = set() if seen is None else seen
+    leaves index ``range(tensors)``. A decoded tree may share equal nodes (the codec shares
+    equal tuples); the walk counts a shared node at each use, which the codec bounds (a
+    tuple's items counted through its shared inner tuples: ``dtorch.serialization.reader``),
+    so a tree of 2**60 nodes in a few kilobytes never gets here."""
     if depth > MAX_DEPTH:
         raise ValueError(f"the tree nests deeper than {MAX_DEPTH} levels")
     if type(tree) is not tuple or not tree:
         raise ValueError(f"not a tree node: {_brief(tree)}")
-    if id(tree) in seen:
-        raise ValueError(f"the tree holds node {_brief(tree)} twice (a saved tree shares none)")
-    seen.add(id(tree))
     tag = tree[0]
     if tag == "T":
         if len(tree) != 2 or type(tree[1]) is not int or not 0 <= tree[1] < tensors:
@@ -186,12 +183,12 @@ def check_tree(tree: Any, tensors: int, depth: int = 0, seen: set[int] | None = 
             raise ValueError(f"bad value leaf {_brief(tree)}")
     elif tag in ("tuple", "list") and len(tree) == 2 and type(tree[1]) is tuple:
         for kid in tree[1]:
-            check_tree(kid, tensors, depth + 1, seen)
+            check_tree(kid, tensors, depth + 1)
     elif tag == "dict" and len(tree) == 3 and type(tree[1]) is tuple and type(tree[2]) is tuple:
         if len(tree[1]) != len(tree[2]) or any(type(k) not in (str, int) for k in tree[1]):
             raise ValueError(f"bad dict node {_brief(tree)}")
         for kid in tree[2]:
-            check_tree(kid, tensors, depth + 1, seen)
+            check_tree(kid, tensors, depth + 1)
     else:
         raise ValueError(f"unknown tree node {_brief(tree)}")
 

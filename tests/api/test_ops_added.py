@@ -444,3 +444,13 @@ def test_names_are_exported() -> None:
     for name in ("normalize", "glu", "cosine_similarity", "hardtanh", "relu6"):
         assert name in DF.__all__ and name in DF._function_names
     assert operator.eq(dtorch.swapaxes, dtorch.transpose)
+
+
+def test_diff_of_order_zero_is_a_copy_of_the_input(graph: dtorch.Graph) -> None:
+    """torch checks prepend and append, then leaves them out, and returns a copy."""
+    full = torch.tensor([1.0, 4.0, 9.0])
+    t = dtorch.from_torch(full, graph=graph)
+    got = dtorch.diff(t, n=0, prepend=torch.tensor([7.0]))
+    assert torch.equal(got.to_torch(), torch.diff(full, n=0, prepend=torch.tensor([7.0])))
+    got.add_(1)  # a copy: the input keeps its values
+    assert torch.equal(t.to_torch(), full)

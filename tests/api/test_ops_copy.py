@@ -83,17 +83,26 @@ _WIDENING = {
 }  # fmt: skip
 
 
+#: Integer dtypes to the floats holding each of their values exactly.
+_EXACT_INTS = {
+    torch.int8: {torch.bfloat16, torch.float16, torch.float32, torch.float64},
+    torch.uint8: {torch.bfloat16, torch.float16, torch.float32, torch.float64},
+    torch.int32: {torch.float64},
+    torch.int64: set(),
+}
+
+
 def _linear(src: torch.dtype, dst: torch.dtype) -> bool:
-    """Converting partial values and summing equals converting the sum: integer sources to
-    any non-bool dtype (integers wrap), floats only to a float holding all their values (a
-    narrowing conversion rounds each part, and parts that cancel lose it all); never bool."""
+    """Converting partial values and summing equals converting the sum: integers to integers
+    (they wrap alike), and to a float only where it holds every value of the source (any
+    other conversion rounds each part, and parts that cancel lose it all); never bool."""
     if src == dst:
         return True
     if torch.bool in (src, dst):
         return False
     if src.is_floating_point:
         return (src, dst) in _WIDENING
-    return True
+    return not dst.is_floating_point or dst in _EXACT_INTS[src]
 
 
 #: Every conversion method and the dtype it converts to.
@@ -201,6 +210,28 @@ def test_a_narrowing_cast_of_a_partial_is_refused(graph: dtorch.Graph) -> None:
         got = p.redistribute(mesh, [R]).to(dtype).to_torch()
         assert torch.equal(got, want)
     assert torch.equal(p.double().to_torch(), (a.double() @ b.double()).float().double())
+
+
+def test_an_inexact_integer_cast_of_a_partial_is_refused(graph: dtorch.Graph) -> None:
+    """Integer parts rounded each: 257 - 256 in bfloat16 parts is 0, 70000 - 69999 in float16
+    overflows to nan, 2**30 + 1 - 2**30 in float32 is 0; torch converts the sum, 1."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.tensor([[257, -256], [70000, -69999], [2**30 + 1, -(2**30)]])
+    ones = torch.ones(2, dtype=torch.int64)
+    p = place(full, mesh, [dtorch.Shard(1)], graph) @ place(ones, mesh, [S0], graph)
+    assert p.placements == [P]
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        with pytest.raises(PlacementError, match="Partial survives"):
+            p.to(dtype)  # int64 fits no float exactly (float64 holds integers to 2**53)
+        assert torch.equal(p.redistribute(mesh, [R]).to(dtype).to_torch(), (full @ ones).to(dtype))
+    small = torch.tensor([[3, -2]], dtype=torch.int16)
+    q = place(small, mesh, [dtorch.Shard(1)], graph) @ place(
+        torch.ones(2, dtype=torch.int16), mesh, [S0], graph
+    )
+    assert q.placements == [P]
+    exact = q.float()  # int16 in float32 is exact: the Partial is kept
+    assert exact.placements == [P]
+    assert torch.equal(exact.to_torch(), (small @ torch.ones(2, dtype=torch.int16)).float())
 
 
 def test_copy_nonlinear_partial_names_copy(graph: dtorch.Graph) -> None:

@@ -377,3 +377,21 @@ def test_traced_program_replays_and_loads(graph: dtorch.Graph, tmp_path: Path) -
         for out, w in zip(run(*args), want, strict=True):
             assert out.placements == [S0]
             torch.testing.assert_close(out.to_torch(), w)
+
+
+def test_index_add_of_a_0d_source_into_a_tensor_is_refused_at_the_call(
+    graph: dtorch.Graph,
+) -> None:
+    """torch refuses a 0-d source unless the input is 0-d too; dtorch failed at fetch."""
+    for shape in ((3, 2), (3,)):
+        with pytest.raises(RuntimeError, match="source tensor shape must match"):
+            torch.zeros(shape).index_add(0, torch.tensor([0]), torch.tensor(2.0))
+        x = dtorch.zeros(shape, graph=graph)
+        with pytest.raises(ShapeError, match="source tensor shape must match"):
+            x.index_add(0, dtorch.tensor([0], graph=graph), dtorch.tensor(2.0, graph=graph))
+    zero_d = dtorch.zeros((), graph=graph).index_add(
+        0, dtorch.tensor([0], graph=graph), dtorch.tensor(2.0, graph=graph)
+    )
+    assert torch.equal(
+        zero_d.to_torch(), torch.zeros(()).index_add(0, torch.tensor([0]), torch.tensor(2.0))
+    )

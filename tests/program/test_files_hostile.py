@@ -76,13 +76,32 @@ def test_a_result_tree_sharing_its_nodes_is_refused_quickly(
     graph: dtorch.Graph, tmp_path: Path
 ) -> None:
     """A header whose result tree holds one node twice at each of 60 levels: 2 KB, 2**60 nodes
-    to walk (the load hung for ever). A saved tree shares no node: refused at once."""
+    to walk (the load hung for ever): the codec refuses it; 12 levels are walked (the
+    tensor leaf then stands 4,096 times)."""
     data = _saved_sharded(tmp_path, 4)
     root = header(data)
-    for levels, refusal in ((60, "counting those of its inner tuples"), (12, "twice")):
+    refusals = ((60, "counting those of its inner tuples"), (12, r"leaves are not 0\.\.0"))
+    for levels, refusal in refusals:
         tree: tuple[object, ...] = ("T", 0)
         for _ in range(levels):
             tree = ("tuple", (tree, tree))
-        root["result"] = tree  # 60 levels: the codec refuses it; 12: a value, the tree check
+        root["result"] = tree
         with pytest.raises(DeserializationError, match=refusal):
             load_bytes(tmp_path, resealed(data, serialize(root)), graph)
+
+
+def test_a_program_whose_trees_repeat_empty_containers_loads(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    """The codec shares equal tuples, so a tree read back may hold one node twice (two
+    empty tuples in the arguments and the result): such a file loads and runs."""
+
+    def fn(t: dtorch.Tensor, c: object = None, d: object = None) -> object:
+        return t + 1, (), ()
+
+    x = dtorch.ones(3, graph=graph)
+    path = tmp_path / "p.dtorch"
+    dtorch.trace(fn, x, c=(), d=()).save(path)
+    program = dtorch.load_program(path, graph=graph)
+    result, first, second = program(x, c=(), d=())
+    assert result.tolist() == [2.0, 2.0, 2.0] and first == second == ()

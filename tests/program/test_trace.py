@@ -6,6 +6,7 @@ import gc
 import math
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -403,3 +404,29 @@ def test_a_rebind_through_one_of_several_handles_is_refused_at_the_next_call(
     del alias  # gone before the rebind: w is the value's only handle, the rebind is followed
     w.data = dtorch.full((4,), 3.0)
     assert program(x).tolist() == [3.0] * 4
+
+
+def test_a_module_takes_its_keyword_arguments_in_any_order(graph: dtorch.Graph) -> None:
+    """A module's __call__ takes **kwargs, its forward named ones: the order is free."""
+
+    class Scaled(dtorch.nn.Module):
+        def forward(self, x: dtorch.Tensor, *, shift: dtorch.Tensor, scale: float) -> Any:
+            return x * scale + shift
+
+    x, shift = dtorch.ones(3), dtorch.full((3,), 0.5)
+    program = dtorch.trace(Scaled(), x, shift=shift, scale=2.0)
+    assert program(x, scale=2.0, shift=shift).tolist() == [2.5] * 3
+
+
+def test_a_handle_rebound_away_no_longer_counts_as_one_of_the_values(
+    graph: dtorch.Graph,
+) -> None:
+    """``a.data = other`` leaves ``b`` the old value's only handle: a rebind of ``b`` is
+    followed, as eager code reading ``b`` would (it was refused as ambiguous)."""
+    x = dtorch.ones(3)
+    a = dtorch.ones(3)
+    b = a.detach()
+    a.data = dtorch.zeros(3)
+    program = dtorch.trace(lambda t: t + b, x)
+    b.data = dtorch.full((3,), 2.0)
+    assert program(x).tolist() == (x + b).tolist() == [3.0] * 3

@@ -10,6 +10,11 @@ and keep their shard, and the caller's generator advances as torch's would: the 
 tensor is bit-identical to torch's fill of a contiguous torch tensor of the same shape and
 dtype from the same generator state, however it is sharded.
 
+The cost of that: to advance the caller's generator exactly as torch would, the caller draws
+the full tensor once too (torch's draws depend on the sizes, and ``trunc_normal_``'s on the
+values), so a fill takes the full tensor's memory in the calling process for a moment (as
+``dtorch.randn`` does); each device then regenerates it and keeps its shard.
+
 Example:
     >>> import torch, dtorch
     >>> mesh = dtorch.init_device_mesh("cpu", 2)

@@ -171,7 +171,9 @@ def diff(
     if n < 0:
         raise ParamError(f"order must be non-negative but got {n}")
     d = normalize_dim(dim, input.ndim, op="diff")
-    x = _joined(input, d, prepend, append)
+    x = _joined(input, d, prepend, append)  # checks prepend and append, as torch does first
+    if n == 0:  # torch's result: a copy of input, prepend and append left out
+        return input.clone()
     kind = BinaryKind.NE if x.dtype == torch.bool else BinaryKind.SUB
     for _ in range(n):
         size = x.shape[d]

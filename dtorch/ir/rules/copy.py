@@ -1,8 +1,9 @@
 """Rules of Clone, Cast and Copy: operators that copy values, possibly converting them.
 
 ``clone`` keeps any layout. ``cast`` keeps Partial only where the conversion adds up: to a
-floating dtype from a float or an integer, or between integer dtypes (wrapping is a ring
-homomorphism); never to or from bool, never float -> int (truncation is not linear).
+floating dtype that holds every value of the source exactly (a rounded part loses what the
+rounding took, and parts that cancel lose it all), or between integer dtypes (wrapping is a
+ring homomorphism); never to or from bool, never float -> int (truncation is not linear).
 ``dst.copy_(src)`` writes into dst's own shards, so dst is never redistributed: src must
 have dst's layout (a Replicate src is chunked to match a sharded dst; a src dim that
 broadcasts stays Replicate).
@@ -13,7 +14,7 @@ Example:
     >>> from dtorch.ir.operator import Operand
     >>> from dtorch.ir.params import CastParam
     >>> from dtorch.ir.placement import Partial
-    >>> x = Operand(1, (3,), torch.int32, init_device_mesh("cpu", 2), (Partial(),))
+    >>> x = Operand(1, (3,), torch.int16, init_device_mesh("cpu", 2), (Partial(),))
     >>> cast_rule("float", CastParam(torch.float32), (x,)).outputs[0].placements
     (Partial(sum),)
 """
@@ -32,9 +33,9 @@ from dtorch.ir.rules.signature import elementwise, expand, identity, one_output,
 _LINEAR = elementwise(1, ["P -> P"])
 _NONLINEAR_CAST = elementwise(
     1,
-    hint="Partial survives casts between integer dtypes, from integers to floats and to a "
-    "float holding every value of its dtype only (a narrowing cast would round each part on "
-    "its own): redistribute to Replicate first",
+    hint="Partial survives casts between integer dtypes, and to a float holding every value "
+    "of its dtype, only (another cast to a float would round each part on its own): "
+    "redistribute to Replicate first",
 )
 _COPY = signature(
     "R R -> R", "Si Si -> Si", "Si R -> Si", "P P -> P", fixed=(0,),

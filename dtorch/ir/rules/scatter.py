@@ -285,7 +285,7 @@ def _check_index_add(name: str, x: Operand, index: Operand, source: Operand, dim
             f"({wanted}), for dim: {dim}"
         )
     rest = [s.shape[:dim] + s.shape[dim + 1 :] for s in (x, source)]
-    if source.ndim and (x.ndim != source.ndim or rest[0] != rest[1]):
+    if (source.ndim or x.ndim) and (x.ndim != source.ndim or rest[0] != rest[1]):
         raise ShapeError(
             f"{name}: source tensor shape must match self tensor shape, excluding the specified "
             f"dimension. Got self.shape = {list(x.shape)} source.shape = {list(source.shape)}"

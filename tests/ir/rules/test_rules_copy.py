@@ -26,7 +26,10 @@ def test_clone_keeps_everything() -> None:
     ("src", "dst", "linear"),
     [
         (torch.float32, torch.float64, True),
-        (torch.int64, torch.float16, True),
+        (torch.int64, torch.float16, False),
+        (torch.int8, torch.float16, True),
+        (torch.int32, torch.float64, True),
+        (torch.int32, torch.float32, False),
         (torch.int64, torch.int8, True),
         (torch.float32, torch.int64, False),
         (torch.bool, torch.int64, False),
@@ -44,7 +47,7 @@ def test_cast_partial(src: torch.dtype, dst: torch.dtype, linear: bool) -> None:
     if linear:
         assert infer("to", CastParam(dst), (x,)).outputs[0].placements == (P,)
     else:
-        with pytest.raises(PlacementError, match=r"to: got \(P,\).*narrowing cast"):
+        with pytest.raises(PlacementError, match=r"to: got \(P,\).*round each part"):
             infer("to", CastParam(dst), (x,))
     assert infer("to", CastParam(dst), (op((4,), Shard(0), dtype=src),)).outputs[0].dtype == dst
 
