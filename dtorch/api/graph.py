@@ -228,7 +228,6 @@ class Graph:
         self._name = ""
         self._operator_ids = itertools.count(1)
         self._operand_ids = itertools.count(1)
-        self.rebinds = 0  # ``t.data = other`` on this graph's tensors (a trace refuses them)
         self._promise_ids = itertools.count(1)
         self._default_mesh = DeviceMesh("cpu")
         self._default_dtype = torch.float32

@@ -123,7 +123,6 @@ class TensorBase:
         same = other._graph is self._graph
         new = other._operand if same else None
         self._graph.executor.rebind(self._operand.id, new, shared=self._shared())
-        self._graph.rebinds += 1  # a trace refuses rebinds it cannot replay
         if self._base is None:  # no alias was ever taken: the old value has no other handle
             self._graph.executor.release(self._operand.id)
         self._share(other)

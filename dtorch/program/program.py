@@ -386,13 +386,13 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     tracer = Tracer(graph, name, inputs)
     own = tracer.inputs  # handles of their own: a closure's read of an input is a constant
     own_args, own_kwargs = unflatten(args, own)
-    rebinds = graph.rebinds
+    rebinds = graph.executor.rebind_count  # a rebind inside fn: refused below
     modes = _module_modes(fn)
     traced_modes = modes() if modes is not None else ()
     try:
         with tracer:
             returned = fn(*own_args, **own_kwargs)
-        if graph.rebinds != rebinds:
+        if graph.executor.rebind_count != rebinds:
             raise TraceError(
                 f"dtorch.trace({name}): the function rebinds a tensor (t.data = other), which "
                 "a program cannot replay; rebind outside the traced function, or change the "

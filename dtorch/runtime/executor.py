@@ -97,7 +97,9 @@ class Executor:
         #: pinned id -> ``rebind_count`` when one of its several handles was rebound: a
         #: program that read it before cannot tell which handle it read (it refuses calls)
         self.ambiguous: dict[int, int] = {}
-        self.rebind_count = 0  # rebinds so far: a program traced later is not concerned
+        #: rebinds so far (``t.data = other``): a trace refuses one inside its function, and
+        #: a program is not concerned by those before it was traced
+        self.rebind_count = 0
         # reentrant: a handle collected while pin/unpin holds it releases on the same thread
         self._pin_lock = threading.RLock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)

@@ -36,8 +36,9 @@ from dtorch.api.create import create
 from dtorch.api.ops.convert import assign
 from dtorch.api.record import tensor_arg
 from dtorch.ir.opkind import CreateKind
-from dtorch.ir.placement import Placement, Shard
+from dtorch.ir.placement import Placement
 from dtorch.ir.random_draw import draw
+from dtorch.ir.subsplit import is_marked
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -155,5 +156,4 @@ def creatable_placements(t: Tensor) -> list[Placement] | None:
         [Shard(dim=0)]
     """
     placements = list(t._operand.placements)
-    marked = any(isinstance(p, Shard) and p.has_sub_split_coordinates() for p in placements)
-    return None if marked else placements
+    return None if is_marked(placements) else placements

@@ -155,20 +155,22 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return operator.attrgetter(*names)
 
 
-def _layout(inputs: tuple[Operand, ...]) -> tuple[Any, ...]:
+def _layout(inputs: tuple[Operand, ...], placements: Callable[[Any], Any] = id) -> tuple[Any, ...]:
+    """The inputs' metadata as a key, the placements tuples by ``placements`` (identity)."""
     key: list[Any] = [_default_dtype()]
     for o in inputs:
-        key += (o.shape, o.dtype, id(o.mesh), id(o.placements))
+        key += (o.shape, o.dtype, id(o.mesh), placements(o.placements))
     return tuple(key)
 
 
 def _value_layout(inputs: tuple[Operand, ...]) -> tuple[Any, ...]:
     """The inputs' metadata with placements by value (validated records of ints: equal is
     strict enough), for a param met by value."""
-    key: list[Any] = [_default_dtype()]
-    for o in inputs:
-        key += (o.shape, o.dtype, id(o.mesh), o.placements)
-    return tuple(key)
+    return _layout(inputs, _itself)
+
+
+def _itself(value: Any) -> Any:
+    return value
 
 
 def _held(param: OpParam, inputs: tuple[Operand, ...]) -> tuple[Any, ...]:
