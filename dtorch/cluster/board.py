@@ -2,21 +2,25 @@
 
 The same contract as ``dtorch.runtime.board``: a party whose group-kernel input failed posts
 the failure before it sends anything; every party looks after the kernel. Workers on several
-hosts share no memory, so the board is the cluster's c10d store: ``post`` is one ``set``
-(done before the poster's first send, so a reader that needs it finds it), ``find`` one
-``check`` (a round trip to the controller's store after each group kernel: far less than the
-collective itself across hosts). Entries are MACed with the program secret (the store lets
-anyone write) and removed by their poster's ``clear`` at the end of a graph.
+hosts share no memory, so the board is the cluster's c10d store: ``post`` is one ``set`` (done
+before the poster's first send, so a reader that needs it finds it), ``find`` one ``check`` (a
+round trip to the controller's store after each group kernel: far less than the collective
+itself across hosts). Entries are MACed with the program secret (every token holder may write
+the store, and its gate's password travels in the clear) and removed by their poster's
+``clear`` at the end of a graph.
 
 Example:
-    >>> from dtorch.cluster.rendezvous import serve_store
+    >>> from dtorch.cluster.rendezvous import connect_store, serve_store
     >>> from dtorch.ir.report import Failure
-    >>> board = StoreFailureBoard(serve_store("127.0.0.1", 0, timeout_s=5.0), bytes(32))
+    >>> server = serve_store("127.0.0.1", 0, bytes(32))
+    >>> client = connect_store("127.0.0.1", server.port, bytes(32), timeout_s=5.0)
+    >>> board = StoreFailureBoard(client, bytes(32))
     >>> board.post(1, 4, Failure(4, "redistribute_4 (Convert) at m.py:1:1", 3, "KernelError", "x"))
     >>> board.find(4).device, board.find(5)
     (3, None)
     >>> board.clear(1); board.find(4) is None
     True
+    >>> client.close(); server.close()
 """
 
 from __future__ import annotations

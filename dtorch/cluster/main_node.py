@@ -1,4 +1,4 @@
-"""MainNode: DTorch's cluster API on the controller, on a c10d TCPStore.
+"""MainNode: DTorch's cluster API on the controller, around its rendezvous store.
 
 ``MainNode.set_address("HOST:PORT")`` serves the rendezvous store there (127.0.0.1 unless
 another interface is named), makes this program's secret and publishes where the controller's
@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dtorch.cluster.gated_client import GatedStoreClient
 from dtorch.cluster.pool import ClusterPool
 from dtorch.cluster.records import (
     AbortRecord,
@@ -52,6 +53,7 @@ from dtorch.cluster.rendezvous import (
     PROGRAM_KEY,
     START_KEY,
     SignedStore,
+    connect_store,
     parse_address,
     serve_store,
     store_address,
@@ -104,15 +106,19 @@ class ClusterNode:
         self.pool: ClusterPool | None = None
         self.refused: str | None = None  # the reason the cluster was refused
         self.started = False  # the start record is written
-        self.server = serve_store(host, port, timeout_s=GlobalOption.get_zmq_timeout_second())
+        self.server = serve_store(host, port, token)
         self.port: int = self.server.port
-        self.store = SignedStore(self.server, record_key(token))
-        nonce = secrets.token_hex(16)
-        secret = program_secret(token, nonce)
-        # the workers' and the start records are signed with this program's own key: one of
-        # an earlier program on the same token (the store is readable by all) is refused here
-        self.records = SignedStore(self.server, record_key(secret))
+        self.client: GatedStoreClient | None = None
         try:
+            self.client = connect_store(
+                host, self.port, token, timeout_s=GlobalOption.get_zmq_timeout_second()
+            )
+            self.store = SignedStore(self.client, record_key(token))
+            nonce = secrets.token_hex(16)
+            secret = program_secret(token, nonce)
+            # the workers' and the start records are signed with this program's own key: one
+            # of an earlier program on the same token (a token holder may read them) is refused
+            self.records = SignedStore(self.client, record_key(secret))
             self._publish(nonce, secret)
         except BaseException:
             self._release()  # a traceback kept by the caller must not keep the port
@@ -192,10 +198,10 @@ class ClusterNode:
         self._release()
 
     def _release(self) -> None:
-        """Drop every reference to the store's server: its port closes now."""
-        self.store.release()
-        self.records.release()
-        self.server = None
+        """Close the store's client and server: its port closes now."""
+        if self.client is not None:
+            self.client.close()
+        self.server.close()
 
 
 def _open_channels(where: str, keys: CurveKeys) -> tuple[Publisher, Puller, Publisher, Puller]:

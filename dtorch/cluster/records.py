@@ -1,11 +1,12 @@
 """What the controller and its workers tell each other through the rendezvous store: signed data.
 
-The rendezvous store is torch.distributed's ``TCPStore``, which authenticates nobody: whoever
-reaches its port can read and write any key. So nothing secret is ever written there, and
-every record is signed: ``HMAC-SHA256(record key, key name + JSON)`` where the record key is
-derived from the cluster token (the secret an operator gives the controller and every worker,
-``DTORCH_CLUSTER_TOKEN`` or a token file). A forged or altered record, or one copied under
-another key, is refused with RendezvousError.
+The rendezvous store (``gated_store``) answers only holders of the cluster token, but its
+gate's password travels in the clear: whoever reads the traffic can pass it, then read and
+write any key. So nothing secret is ever written there, and every record is signed: ``HMAC-
+SHA256(record key, key name + JSON)`` where the record key is derived from the cluster token
+(the secret an operator gives the controller and every worker, ``DTORCH_CLUSTER_TOKEN`` or a
+token file). A forged or altered record, or one copied under another key, is refused with
+RendezvousError.
 
 The program secret (``dtorch.transport.security``: the CURVE keys of every socket, the
 network store's key) is per program: ``HMAC(token, nonce)`` with a random nonce that the

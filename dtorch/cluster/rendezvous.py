@@ -1,12 +1,11 @@
-"""The rendezvous store: a c10d ``TCPStore`` that the controller serves and every worker joins.
+"""The rendezvous store: a c10d store that the controller serves and every worker joins.
 
-torch.distributed's own store, as torchrun users know it. Two things are added around it:
-
-* the server listens only where it is told: ``TCPStore``'s own server listens on every
-  interface, so the controller binds the listening socket itself (on the host of its address,
-  127.0.0.1 unless the user names another interface) and hands it over (``master_listen_fd``);
-* every record is signed (``dtorch.cluster.records``): ``SignedStore`` writes and reads
-  records, and waits for one with a timeout.
+The store (``gated_store``; its client ``gated_client`` is a ``torch.distributed.Store``,
+used as torchrun users use a ``TCPStore``) listens only where it is told (the host of the
+controller's address, 127.0.0.1 unless the user names another interface) and answers only
+holders of the cluster token, checked at the ZeroMQ handshake. Every record is signed as well
+(``dtorch.cluster.records``: the gate's password travels in the clear, see ``gated_store``):
+``SignedStore`` writes and reads records, and waits for one with a timeout.
 
 Key names: ``dtorch/program`` (the controller's ``ProgramRecord``), ``dtorch/claim/<rank>``
 (a counter: the first worker to add 1 holds the rank, any later one is refused),
@@ -19,12 +18,13 @@ different address families, so IPv6 is refused where an address is first given.
 
 Example:
     >>> from dtorch.cluster.records import WorkerRecord, record_key
-    >>> server = serve_store("127.0.0.1", 0, timeout_s=5.0)
-    >>> client = connect_store("127.0.0.1", server.port, timeout_s=5.0)
+    >>> server = serve_store("127.0.0.1", 0, bytes(32))
+    >>> client = connect_store("127.0.0.1", server.port, bytes(32), timeout_s=5.0)
     >>> signed = SignedStore(client, record_key(bytes(32)))
     >>> signed.put("dtorch/worker/0", WorkerRecord(0, 1, "127.0.0.1", 1, "cpu", 0))
-    >>> SignedStore(server, record_key(bytes(32))).wait("dtorch/worker/0", WorkerRecord, 5.0).rank
+    >>> signed.wait("dtorch/worker/0", WorkerRecord, 5.0).rank
     0
+    >>> client.close(); server.close()
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from dtorch.cluster.gated_client import GatedStoreClient
+from dtorch.cluster.gated_store import StoreServer
 from dtorch.cluster.records import AbortRecord, R, StartRecord, read_record, sign
 from dtorch.errors import RendezvousError
 
@@ -107,45 +109,25 @@ def store_address(host: str, port: int) -> str:
         raise RendezvousError(f"cannot resolve the host {host!r}: {error}") from None
 
 
-def serve_store(host: str, port: int, *, timeout_s: float) -> Any:
-    """The store's server, listening on ``host``:``port`` only (port 0: a free port)."""
-    check_ipv4_host(host, "the rendezvous store's host")
-    listener = socket.socket(socket.AF_INET)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        listener.listen(128)
-    except OSError as error:
-        listener.close()
-        raise RendezvousError(
-            f"cannot serve the rendezvous store at {host}:{port}: {error}"
-        ) from None
-    bound = listener.getsockname()[1]
-    try:
-        store = dist.TCPStore(
-            host,
-            bound,
-            is_master=True,
-            wait_for_workers=False,
-            timeout=timedelta(seconds=timeout_s),
-            master_listen_fd=listener.detach(),
-        )
-    except (RuntimeError, ValueError) as error:
-        raise RendezvousError(
-            f"cannot serve the rendezvous store at {host}:{bound}: {error}"
-        ) from None
-    return store
+def serve_store(host: str, port: int, token: bytes) -> StoreServer:
+    """The store's server on ``host``:``port`` only (port 0: a free port), open to the
+    holders of ``token``; RendezvousError if it cannot listen there."""
+    return StoreServer(check_ipv4_host(host, "the rendezvous store's host"), port, token)
 
 
-def connect_store(host: str, port: int, *, timeout_s: float) -> Any:
-    """A client of the store served at ``host``:``port`` (waits up to ``timeout_s``)."""
+def connect_store(host: str, port: int, token: bytes, *, timeout_s: float) -> GatedStoreClient:
+    """A client of the store served at ``host``:``port``, once the store answered (waits up
+    to ``timeout_s``); RendezvousError if none answers or it refuses ``token``."""
+    client = GatedStoreClient(host, port, token, timeout_s=timeout_s)
     try:
-        return dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout_s))
-    except (RuntimeError, ValueError) as error:
+        client.ping(timeout_s)
+    except dist.DistStoreError as error:
+        client.close()
         raise RendezvousError(
-            f"no rendezvous store answered at {host}:{port} within {timeout_s:g} s ({error}); "
-            "is the controller's MainNode.set_address() running there?"
+            f"{error}; is the controller's MainNode.set_address() running there, with the "
+            "same cluster token?"
         ) from None
+    return client
 
 
 class SignedStore:
@@ -156,7 +138,7 @@ class SignedStore:
         self._key = key
 
     def release(self) -> None:
-        """Drop the store (a server's port closes once nothing else holds it)."""
+        """Drop the store (its owner closes the connection)."""
         self.store = None
 
     def put(self, name: str, record: Any) -> None:
@@ -209,7 +191,7 @@ def _raise_if_aborted(store: SignedStore) -> None:
         return
     try:
         record = store.read(ABORT_KEY, AbortRecord)
-    except RendezvousError as error:  # forged: anyone may write the store; not the controller
+    except RendezvousError as error:  # forged by a token holder: not the controller
         _LOG.warning("ignored an abort record not written by the controller: %s", error)
         return
     raise RendezvousError(f"the controller refused the cluster: {record.reason}")

@@ -1,15 +1,15 @@
 """A c10d store whose values are signed with the program's secret: the groups' rendezvous.
 
-The collective groups of a cluster meet under ``GROUPS_PREFIX`` of the controller's
-``TCPStore``, which authenticates nobody: anyone who reaches its port may write there. Gloo's
-rendezvous (each rank's address), the network TensorStore's endpoint and each rank's hello
-(its pid, for dead-peer detection) pass through it; a forged address would send a rank's
+The collective groups of a cluster meet under ``GROUPS_PREFIX`` of the controller's store,
+which every token holder may write (and anyone who read its gate's password on the wire).
+Gloo's rendezvous (each rank's address), the network TensorStore's endpoint and each rank's
+hello (its pid, for dead-peer detection) pass through it; a forged address would send a rank's
 collective to whoever forged it. ``SignedValues`` wraps the store for them: ``set`` stores
 ``HMAC-SHA256(K, name | 0 | value) | value`` and ``get`` checks it (``K`` derives from the
 program's secret, so a value of another program, or of another key, is refused too), so
 torch.distributed's own rendezvous - Gloo calls ``set``, ``get`` and ``wait`` from C++ - sees
 only values some rank of this program wrote. Counters (``add``) are not signed: a forged count
-can make an opening fail (an outsider can always refuse service by flooding the port), never
+can make an opening fail (refusal of service, which flooding the port gives anyway), never
 connect a rank to anyone else.
 
 Example:

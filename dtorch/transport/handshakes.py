@@ -98,6 +98,7 @@ class HandshakeWatch:
         self.monitor: zmq.Socket[Any] = socket.context.socket(zmq.PAIR)
         self.monitor.setsockopt(zmq.LINGER, 0)
         self.monitor.connect(address)
+        self._socket = socket
         self.refusals = refusals
         self._thread: threading.Thread | None = None
 
@@ -132,5 +133,9 @@ class HandshakeWatch:
             self._thread.join(timeout_s)
 
     def close(self) -> None:
-        """Close the monitor (without a thread; after the watched socket closed)."""
+        """Stop watching and close the monitor (without a thread). Call it before the watched
+        socket closes: libzmq never frees a socket closed while its monitor is connected and
+        unread (its listener and every connection stay open, with the port)."""
+        if not self._socket.closed:
+            self._socket.disable_monitor()
         self.monitor.close(0)

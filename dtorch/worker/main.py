@@ -166,7 +166,7 @@ def parse_arguments(argv: list[str], launch: Launch | None = None) -> WorkerOpti
 def _join(options: WorkerOptions) -> tuple[SignedStore, ProgramRecord, StartRecord]:
     """Register with the controller's store and wait for the start record."""
     host, port = parse_address(options.main)
-    client = connect_store(host, port, timeout_s=options.join_timeout)
+    client = connect_store(host, port, options.token, timeout_s=options.join_timeout)
     program = SignedStore(client, record_key(options.token)).wait(
         PROGRAM_KEY, ProgramRecord, options.join_timeout
     )
@@ -256,6 +256,7 @@ def run(options: WorkerOptions) -> int:
         beacon.stop(bye=True)
         subscriber.close()
         pusher.close()
+        store.store.close()
     return status
 
 

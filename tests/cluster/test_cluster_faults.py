@@ -16,8 +16,9 @@ import torch
 import torch.distributed as dist
 
 import dtorch
+from dtorch.cluster.gated_client import GatedStoreClient
 from dtorch.cluster.main_node import ClusterNode, cluster_token
-from dtorch.cluster.rendezvous import worker_key
+from dtorch.cluster.rendezvous import connect_store, worker_key
 from dtorch.errors import RendezvousError, WorkerDiedError
 from tests.cluster.cluster_setup import TOKEN, Cluster
 
@@ -107,28 +108,48 @@ def test_a_worker_with_another_token_is_refused():
         cluster.close()
 
 
+def _intruder(node: ClusterNode, token: str = TOKEN) -> GatedStoreClient:
+    """A client of the node's store that passed its gate (read the password on the wire)."""
+    return connect_store("127.0.0.1", node.port, cluster_token(token), timeout_s=5.0)
+
+
+def test_a_peer_without_the_token_is_refused_at_the_store_s_gate(caplog):
+    node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
+    try:
+        started = time.monotonic()
+        with pytest.raises(RendezvousError, match="refused this process's cluster token"):
+            _intruder(node, "77" * 32)
+        assert time.monotonic() - started < 3.0  # said at the handshake, not at a timeout
+        with pytest.raises(dist.DistError):  # torch's own client cannot talk to it either
+            dist.TCPStore("127.0.0.1", node.port, is_master=False, timeout=timedelta(seconds=2))
+        assert "wrong password" in caplog.text
+        assert not node.store.has(worker_key(0))
+    finally:
+        node.close()
+
+
 def test_a_forged_worker_record_is_refused():
     node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
     try:
-        host, port = node.address.rsplit(":", 1)
-        intruder = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=5))
+        intruder = _intruder(node)
         intruder.set(worker_key(0), b"\0" * 32 + b'{"rank": 0}')
         with pytest.raises(RendezvousError, match="not signed with this cluster's token"):
             node.wait_ready(5.0)
+        intruder.close()
     finally:
         node.close()
 
 
 def test_a_record_of_an_earlier_program_on_the_same_token_is_refused():
-    """The store is readable by anyone: a worker record signed for an earlier program (its
-    nonce's key) cannot be replayed into this one."""
+    """The store is readable by every token holder (and whoever read the gate's password on
+    the wire): a worker record signed for an earlier program (its nonce's key) cannot be
+    replayed into this one."""
     from dtorch.cluster.records import WorkerRecord, program_secret, record_key
     from dtorch.cluster.rendezvous import SignedStore
 
     node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
     try:
-        host, port = node.address.rsplit(":", 1)
-        intruder = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=5))
+        intruder = _intruder(node)
         earlier = record_key(program_secret(cluster_token(TOKEN), "an earlier program"))
         replayed = WorkerRecord(0, 1, "127.0.0.1", os.getpid(), "cpu", 0)
         SignedStore(intruder, earlier).put(worker_key(0), replayed)

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import timedelta
 
 import pytest
 import torch
@@ -20,7 +19,7 @@ import dtorch
 from dtorch.cluster import main_node
 from dtorch.cluster.main_node import ClusterNode, MainNode, cluster_token
 from dtorch.cluster.records import StartRecord
-from dtorch.cluster.rendezvous import PROGRAM_KEY, START_KEY
+from dtorch.cluster.rendezvous import PROGRAM_KEY, START_KEY, connect_store
 from dtorch.errors import RendezvousError, WorkerDiedError
 from tests.cluster.cluster_setup import TOKEN
 from tests.cluster.test_cluster_faults import _listening_addresses
@@ -102,7 +101,7 @@ def test_a_timeout_leaves_the_workers_waiting_and_a_close_tells_them() -> None:
         code, err = _ended(waiting, 30)
     # it reads the abort record, or finds the store gone: at once either way
     told = ("the controller closed the cluster before it started", "store is gone")
-    assert code == 3 and any(reason in err for reason in told)
+    assert code == 3 and any(reason in err for reason in told), err
     assert time.monotonic() - closed < 5.0
 
 
@@ -208,13 +207,14 @@ def test_a_program_record_copied_into_another_store_is_refused() -> None:
     second = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
     worker = None
     try:
-        timeout = timedelta(seconds=5)
-        source = dist.TCPStore("127.0.0.1", first.port, is_master=False, timeout=timeout)
-        target = dist.TCPStore("127.0.0.1", second.port, is_master=False, timeout=timeout)
+        token = cluster_token(TOKEN)
+        source = connect_store("127.0.0.1", first.port, token, timeout_s=5.0)
+        target = connect_store("127.0.0.1", second.port, token, timeout_s=5.0)
         first.records.put(START_KEY, StartRecord(("127.0.0.2",)))
-        for key in (PROGRAM_KEY, START_KEY):  # an intruder: store access, no token
+        for key in (PROGRAM_KEY, START_KEY):  # an intruder who passed both gates
             target.set(key, source.get(key))
-        del source, target
+        source.close()
+        target.close()
         worker = _worker(second.address, 0, 1, "127.0.0.3")
         code, err = _ended(worker, 60)
         assert code == 3 and "was copied from another controller's store" in err
@@ -241,7 +241,7 @@ def test_a_worker_waiting_for_the_start_reads_only_a_signed_abort_record() -> No
 
     inner = dist.HashStore()
     store = SignedStore(inner, record_key(bytes(32)))
-    inner.set(ABORT_KEY, b"\0" * 32 + b'{"reason": "forged"}')  # anyone may write the store
+    inner.set(ABORT_KEY, b"\0" * 32 + b'{"reason": "forged"}')  # a token holder may write
     with pytest.raises(RendezvousError, match="no StartRecord appeared within 1 s"):
         wait_start(store, 1.0)
     store.put(ABORT_KEY, AbortRecord("rank 1 disagrees"))

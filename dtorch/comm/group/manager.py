@@ -20,9 +20,10 @@ group once every caller is idle (a worker handed to a new graph); scope names ca
 number of resets so far, so nothing of an earlier graph's scopes can reach a later one.
 
 Rendezvous: on one machine, in FileStore files of ``rendezvous_dir``; with a
-``rendezvous_store`` (a c10d store every host reaches, e.g. a ``TCPStore`` client of the
-controller's store), under one prefix per group in it, which groups spanning hosts need. The
-caller's listeners (Gloo, the network store's rank 0) bind ``host_address``, loopback by default.
+``rendezvous_store`` (a c10d store every host reaches, e.g. a client of the controller's
+rendezvous store), under one prefix per group in it, which groups spanning hosts need. The
+caller's listeners (Gloo, the network store's rank 0) bind ``host_address``, loopback by
+default.
 
 Example:
     >>> import torch

@@ -1,8 +1,8 @@
 """Where the callers of one group meet before they exchange anything: a c10d store.
 
 On one machine it is a ``FileStore`` file in the manager's rendezvous directory; across hosts
-(no shared files) it is a prefix of a c10d store every host reaches, e.g. a ``TCPStore``
-client of the controller's store: ``PrefixStore(name, store)`` keeps the groups apart. What
+(no shared files) it is a prefix of a c10d store every host reaches, e.g. a client
+of the controller's rendezvous store: ``PrefixStore(name, store)`` keeps the groups apart. What
 goes through it: torch.distributed's own rendezvous (Gloo / NCCL addresses), each rank's hello
 (who it is, for dead-peer detection) and, for the network TensorStore, the endpoint its rank 0
 bound.

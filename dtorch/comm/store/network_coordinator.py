@@ -199,7 +199,8 @@ class Coordinator:
         try:
             return _bind(self._router, endpoint)
         except CommError:
-            self._watch.close()
+            self._watch.close()  # before the router: see HandshakeWatch.close
+            self._router.close(0)
             self._gate.release(self._domain)
             raise
 
@@ -260,8 +261,8 @@ class Coordinator:
             _LOG.exception("the coordinator of network store %r stopped", self.scoped_key)
         finally:
             self._close_signal()  # first: no signal may go to a receiver that is gone
+            self._watch.close()  # before the router: see HandshakeWatch.close
             self._router.close(0)
-            self._watch.close()
             self._gate.release(self._domain)
             self._stop_rx.close(0)
 
@@ -525,7 +526,6 @@ def _bind(socket: zmq.Socket[Any], endpoint: str) -> str:
     try:
         socket.bind(endpoint)
     except zmq.ZMQError as error:
-        socket.close(0)
         raise CommError(
             f"rank 0 cannot serve the network store at {endpoint}: {error} (is another store "
             "or program using that address?)"

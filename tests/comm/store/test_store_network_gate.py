@@ -198,3 +198,41 @@ def test_a_store_opened_again_in_the_same_process_gets_its_own_gate_domain(names
         assert second.dest_get("k").tolist() == [1.0]
         second.dest_finish_get("k")
         second.src_wait_until_get_finished("k")
+
+
+def _open_on(port: int) -> list[str]:
+    """The states of this machine's TCP sockets whose local port is ``port``, left open:
+    listening (0A) or connected (01) (TIME_WAIT and the like are a closed socket's)."""
+    with open("/proc/net/tcp") as table:
+        rows = [line.split()[1:4] for line in table.readlines()[1:]]
+    return [
+        state
+        for local, _, state in rows
+        if local.endswith(f":{port:04X}") and state in ("0A", "01")
+    ]
+
+
+def test_a_stopped_coordinator_closes_its_port_and_connections() -> None:
+    """libzmq keeps a socket closed while its monitor is connected and unread: the listener
+    and every connection stayed open after ``stop``, until the process ended."""
+    from dtorch.comm.store.network_auth import derive_key
+    from dtorch.comm.store.network_coordinator import Coordinator
+    from dtorch.comm.store.network_gate import client_options, store_context
+
+    key = derive_key(b"s" * 32)
+    for _ in range(3):  # the first close in a process went through, the next ones did not
+        coordinator = Coordinator(store_context(), "tcp://127.0.0.1:0", "ns/key", 1, key)
+        port = int(coordinator.endpoint.rsplit(":", 1)[1])
+        peer = store_context().socket(zmq.DEALER)
+        for option, value in client_options(key).items():
+            peer.setsockopt(option, value)
+        peer.connect(coordinator.endpoint)
+        deadline = time.monotonic() + 5
+        while sorted(_open_on(port)) != ["01", "0A"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(_open_on(port)) == ["01", "0A"]  # listening, and the peer connected
+        coordinator.stop()
+        while _open_on(port) and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+        peer.close(0)
+        assert _open_on(port) == []

@@ -1,0 +1,237 @@
+"""The rendezvous store (``gated_store`` and its client): c10d's semantics, checked against
+torch's own ``HashStore``; only holders of the cluster token get in (refused at the handshake,
+at once); malformed requests and oversized values are refused without ending the server; a
+closed or vanished server is noticed at once, not at a timeout; closing frees the port."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+import torch.distributed as dist
+import zmq
+
+from dtorch.cluster import gated_store
+from dtorch.cluster.gated_client import GatedStoreClient
+from dtorch.cluster.gated_store import ERROR, GET, OK, SET, StoreServer, gate_password, pack_u64
+from dtorch.cluster.rendezvous import connect_store
+from dtorch.comm.store.network_gate import client_options
+from dtorch.errors import RendezvousError
+from tests.cluster.test_cluster_faults import _listening_addresses
+
+pytestmark = pytest.mark.timeout(60)
+
+TOKEN = bytes(range(32))
+
+
+@pytest.fixture
+def server() -> Iterator[StoreServer]:
+    served = StoreServer("127.0.0.1", 0, TOKEN)
+    yield served
+    served.close()
+
+
+@pytest.fixture
+def client(server: StoreServer) -> Iterator[GatedStoreClient]:
+    connected = connect_store("127.0.0.1", server.port, TOKEN, timeout_s=5.0)
+    yield connected
+    connected.close()
+
+
+def _both(store: dist.Store, oracle: dist.Store, call: str, *args: object) -> object:
+    """``call`` on the store and on torch's HashStore; equal answers (or the same refusal)."""
+    try:
+        expected: object = getattr(oracle, call)(*args)
+    except dist.DistError:
+        with pytest.raises(dist.DistError):
+            getattr(store, call)(*args)
+        return None
+    got = getattr(store, call)(*args)
+    assert got == expected, (call, args)
+    return got
+
+
+def test_the_store_answers_as_torch_s_hash_store(client: GatedStoreClient) -> None:
+    oracle = dist.HashStore()
+    steps = [
+        ("set", "a", b"1"), ("get", "a"), ("set", "a", "text"), ("get", "a"),
+        ("add", "n", 5), ("add", "n", -7), ("get", "n"), ("add", "fresh", 0),
+        ("check", ["a", "n"]), ("check", ["a", "missing"]), ("num_keys",),
+        ("compare_set", "c", b"", b"first"), ("compare_set", "c", b"other", b"x"),
+        ("compare_set", "c", b"first", b"second"), ("get", "c"),
+        ("compare_set", "unset", b"expected", b"x"), ("check", ["unset"]),
+        ("delete_key", "a"), ("delete_key", "a"), ("check", ["a"]), ("num_keys",),
+        ("set", "empty", b""), ("get", "empty"), ("set", "bin", bytes(range(256))), ("get", "bin"),
+    ]  # fmt: skip
+    for call, *args in steps:
+        _both(client, oracle, call, *args)
+
+
+def test_a_prefix_store_and_waits_work_through_it(server: StoreServer) -> None:
+    waiter = connect_store("127.0.0.1", server.port, TOKEN, timeout_s=5.0)
+    setter = connect_store("127.0.0.1", server.port, TOKEN, timeout_s=5.0)
+    try:
+        threading.Timer(0.3, lambda: dist.PrefixStore("g", setter).set("k", b"v")).start()
+        started = time.monotonic()
+        assert dist.PrefixStore("g", waiter).get("k") == b"v"  # waits for the key
+        assert 0.2 < time.monotonic() - started < 3.0
+        waiter.wait(["g/k"], timedelta(seconds=1))  # there already
+        started = time.monotonic()
+        with pytest.raises(dist.DistStoreError, match=r"\['never'\] were never set"):
+            waiter.wait(["g/k", "never"], timedelta(seconds=0.5))
+        assert time.monotonic() - started < 2.0
+        assert waiter.check(["g/k"])  # the connection still serves after a timeout
+    finally:
+        waiter.close()
+        setter.close()
+
+
+def test_without_the_token_a_peer_is_refused_at_the_handshake(
+    server: StoreServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(RendezvousError, match="refused this process's cluster token"):
+        connect_store("127.0.0.1", server.port, bytes(32), timeout_s=10.0)
+    assert time.monotonic() - started < 3.0
+    assert "wrong password" in caplog.text
+    with pytest.raises(dist.DistError):  # a c10d client speaks another protocol
+        dist.TCPStore("127.0.0.1", server.port, is_master=False, timeout=timedelta(seconds=2))
+    member = connect_store("127.0.0.1", server.port, TOKEN, timeout_s=5.0)
+    assert member.num_keys() == 0  # nothing was written, and the server still serves
+    member.close()
+
+
+def test_nobody_answering_is_said_after_the_timeout() -> None:
+    free = StoreServer("127.0.0.1", 0, TOKEN)
+    port = free.port
+    free.close()
+    started = time.monotonic()
+    with pytest.raises(RendezvousError, match="never was reached within the timeout"):
+        connect_store("127.0.0.1", port, TOKEN, timeout_s=1.0)
+    assert time.monotonic() - started < 3.0
+
+
+def _member_socket(port: int) -> zmq.Socket:
+    """A raw DEALER past the gate: what a token holder could send."""
+    socket = zmq.Context.instance().socket(zmq.DEALER)
+    for option, value in client_options(gate_password(TOKEN)).items():
+        socket.setsockopt(option, value)
+    socket.connect(f"tcp://127.0.0.1:{port}")
+    return socket
+
+
+@pytest.mark.parametrize(
+    ("frames", "said"),
+    [
+        ([pack_u64(1), bytes([99])], "unknown operation 99"),
+        ([pack_u64(2), bytes([SET]), b"k"], "SET takes a key and a value"),
+        ([pack_u64(3), bytes([SET]), b"\xff\xfe", b"v"], "a key is UTF-8 text"),
+        ([pack_u64(4), bytes([SET]), b"k" * 5000, b"v"], "a key is at most 4096 bytes"),
+        ([pack_u64(5), bytes([GET]), b"short", b"k"], "GET takes a timeout and keys"),
+        ([pack_u64(6), bytes([gated_store.ADD]), b"k", b"1"], "ADD takes a key and an 8-byte"),
+        ([pack_u64(7), bytes([gated_store.CHECK])], "a request names 1 to 1024 keys"),
+    ],
+    ids=["op", "frames", "utf8", "long-key", "timeout", "amount", "no-keys"],
+)
+def test_a_malformed_request_is_refused_and_the_server_goes_on(
+    server: StoreServer, client: GatedStoreClient, frames: list[bytes], said: str
+) -> None:
+    raw = _member_socket(server.port)
+    try:
+        raw.send_multipart(frames)
+        raw.send_multipart([b"junk"])  # no request id: dropped, no answer
+        assert raw.poll(5000)
+        reply = raw.recv_multipart()
+        assert reply[0] == frames[0] and reply[1] == bytes([ERROR]) and said in reply[2].decode()
+        assert not raw.poll(300)
+    finally:
+        raw.close(0)
+    client.set("after", b"1")
+    assert client.get("after") == b"1"
+
+
+def test_a_counter_is_refused_on_a_value_that_is_not_one(client: GatedStoreClient) -> None:
+    client.set("text", b"abc")
+    with pytest.raises(dist.DistStoreError, match="not a counter"):
+        client.add("text", 1)
+    assert client.get("text") == b"abc"
+
+
+def test_values_are_bounded(client: GatedStoreClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(dist.DistStoreError, match="a value is at most 1048576 bytes"):
+        client.set("big", bytes(gated_store.MAX_VALUE_BYTES + 1))
+    with pytest.raises(dist.DistStoreError, match="a key is at most 4096 bytes"):
+        client.set("k" * 5000, b"")
+    client.set("fits", bytes(gated_store.MAX_VALUE_BYTES))
+    assert len(client.get("fits")) == gated_store.MAX_VALUE_BYTES
+    assert client.delete_key("fits")  # what it held is counted no more
+    monkeypatch.setattr(gated_store, "MAX_HELD_BYTES", 4096)
+    client.set("small", bytes(10))
+    with pytest.raises(dist.DistStoreError, match="holds at most 4096 bytes"):
+        client.set("more", bytes(5000))
+    assert not client.check(["more"]) and client.get("small") == bytes(10)
+
+
+def test_a_closed_server_is_noticed_at_once_and_frees_its_port(
+    server: StoreServer, client: GatedStoreClient
+) -> None:
+    threading.Timer(0.3, server.close).start()
+    started = time.monotonic()
+    with pytest.raises(dist.DistStoreError, match="the connection was lost"):
+        client.get("never")  # the store's timeout is 5 s
+    assert time.monotonic() - started < 2.0
+    assert _listening_addresses(server.port) == set()
+    with pytest.raises(dist.DistStoreError, match="the connection was lost"):
+        client.check(["x"])  # and every later call, at once
+
+
+def test_a_closed_client_refuses_calls(client: GatedStoreClient) -> None:
+    client.close()
+    client.close()
+    with pytest.raises(dist.DistStoreError, match="this client was closed"):
+        client.set("k", b"v")
+
+
+def test_threads_share_a_client(client: GatedStoreClient) -> None:
+    def count() -> None:
+        for _ in range(50):
+            client.add("shared", 1)
+
+    threads = [threading.Thread(target=count) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert client.add("shared", 0) == 200
+
+
+def test_the_request_loop_logs_a_flood_of_bad_requests_in_bounded_lines(
+    server: StoreServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    raw = _member_socket(server.port)
+    try:
+        with caplog.at_level(logging.WARNING, logger=gated_store.__name__):
+            for index in range(300):
+                raw.send_multipart([pack_u64(index), bytes([99])])
+            for _ in range(300):
+                assert raw.poll(5000)
+                assert raw.recv_multipart()[1] == bytes([ERROR])
+    finally:
+        raw.close(0)
+    lines = [r for r in caplog.records if "unknown operation" in r.getMessage()]
+    assert 100 <= len(lines) <= 103
+
+
+def test_a_good_request_after_a_bad_one_on_the_same_socket_is_served(server: StoreServer) -> None:
+    raw = _member_socket(server.port)
+    try:
+        raw.send_multipart([pack_u64(1), bytes([99])])
+        raw.send_multipart([pack_u64(2), bytes([SET]), b"k", b"v"])
+        replies = [raw.recv_multipart() for _ in range(2) if raw.poll(5000)]
+        assert [r[1] for r in replies] == [bytes([ERROR]), bytes([OK])]
+    finally:
+        raw.close(0)
