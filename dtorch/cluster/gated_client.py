@@ -137,6 +137,9 @@ class GatedStoreClient(dist.Store):
             if self._gone is None:
                 self._gone = "this client was closed"
             if not self._socket.closed:
+                # the monitor first: libzmq never frees a socket closed with a monitor
+                # connected and unread (see dtorch.transport.handshakes.HandshakeWatch.close)
+                self._socket.disable_monitor()
                 self._socket.close(0)
                 self._monitor.close(0)
 

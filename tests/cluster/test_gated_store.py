@@ -189,9 +189,25 @@ def test_a_closed_server_is_noticed_at_once_and_frees_its_port(
         client.check(["x"])  # and every later call, at once
 
 
-def test_a_closed_client_refuses_calls(client: GatedStoreClient) -> None:
+def _connections_to(port: int) -> int:
+    """How many TCP connections this machine's sockets hold to ``port`` (connected: 01)."""
+    with open("/proc/net/tcp") as table:
+        rows = [line.split()[1:4] for line in table.readlines()[1:]]
+    return sum(remote.endswith(f":{port:04X}") and state == "01" for _, remote, state in rows)
+
+
+def test_a_closed_client_refuses_calls_and_leaves_no_connection(
+    server: StoreServer, client: GatedStoreClient
+) -> None:
+    for _ in range(3):
+        connect_store("127.0.0.1", server.port, TOKEN, timeout_s=5.0).close()
+    assert _connections_to(server.port) == 1  # the fixture's client only
     client.close()
     client.close()
+    deadline = time.monotonic() + 5
+    while _connections_to(server.port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _connections_to(server.port) == 0
     with pytest.raises(dist.DistStoreError, match="this client was closed"):
         client.set("k", b"v")
 
