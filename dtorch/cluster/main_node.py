@@ -209,7 +209,7 @@ def _open_channels(where: str, keys: CurveKeys) -> tuple[Publisher, Puller, Publ
     opened: list[Publisher | Puller] = []
     makers: tuple[Callable[[], Publisher | Puller], ...] = (
         lambda: Publisher(where, keys=keys),
-        lambda: Puller(where, keys=keys),  # reports: tensor values of any size
+        lambda: Puller(where, keys=keys),  # reports: larger values come in 1 MiB pieces
         lambda: Publisher(where, keys=keys),
         lambda: Puller(where, keys=keys, max_message=SMALL_MESSAGE),  # beats: a few bytes
     )

@@ -45,6 +45,7 @@ from dtorch.transport.wire import (
     check_kind,
     encode_id,
     encode_sender,
+    push_frames,
     read_envelope,
     subscriptions,
     topic,
@@ -313,7 +314,8 @@ class InProcPusher:
 
     def send(self, kind: bytes, parts: Sequence[Part] = ()) -> None:
         """Queue ``[sender, kind, *parts]`` (copied); a closed puller times out like a gone one."""
-        self._push((self._sender_frame, check_kind(kind), *_copies(parts)), kind)
+        head, frames = push_frames(self._sender_frame, parts)
+        self._push((head, check_kind(kind), *_copies(frames)), kind)
 
     def send_raw(self, frames: Sequence[Part]) -> None:
         """Test hook: deliver ``frames`` (copied) as they are, well-formed or not."""

@@ -40,16 +40,26 @@ from dtorch.transport.sockets import (
     to_ms,
     wait_seconds,
 )
-from dtorch.transport.wire import Envelope, Part, encode_sender, read_envelope
+from dtorch.transport.wire import (
+    MAX_FRAME,
+    Envelope,
+    Part,
+    encode_sender,
+    push_frames,
+    read_envelope,
+)
 
 _PULLER_OPTIONS: dict[int, int | bytes] = {zmq.RCVHWM: 0, zmq.LINGER: 0}
+#: What CURVE adds to a frame (its MESSAGE command: name, nonce, MAC), which MAXMSGSIZE counts.
+_CURVE_FRAMING = 256
 _MAX_LINGER_S = 5.0  # a pusher's close waits at most this long for queued reports
 
 
 class Puller(Channel):
     """The controller's end of the reports: binds ``address`` and receives Envelopes
-    (``max_message``: the largest message taken, in bytes; -1, the default, takes any size,
-    as reports carry tensor values; a larger one drops the sender's connection).
+    (``max_message``: the largest frame taken, in bytes, about ``MAX_FRAME`` by default: pushers
+    send larger parts in pieces of that size, ``wire.push_frames``; a larger frame drops the
+    sender's connection, and an unauthenticated peer's handshake commands are bounded by it).
 
     ``poll``/``recv`` raise TransportError for a malformed message (fewer than 2 frames, a
     sender frame that is not 4 bytes). Thread-safe, but meant for one receiving thread; a
@@ -65,9 +75,9 @@ class Puller(Channel):
         *,
         context: zmq.Context[Any] | None = None,
         keys: CurveKeys | None = None,
-        max_message: int = -1,
+        max_message: int = MAX_FRAME + _CURVE_FRAMING,
     ) -> None:
-        options = {**_PULLER_OPTIONS, zmq.MAXMSGSIZE: max_message}  # -1: no limit (values)
+        options = {**_PULLER_OPTIONS, zmq.MAXMSGSIZE: max_message}
         self._endpoint = Endpoint.opened(zmq.PULL, address, context, options, Endpoint.bind, keys)
 
     def __repr__(self) -> str:
@@ -161,7 +171,8 @@ class Pusher(Channel):
         endpoint = self._endpoint
         with endpoint.lock:
             try:
-                send_message(endpoint.live(), self._sender_frame, kind, parts)
+                head, frames = push_frames(self._sender_frame, parts)
+                send_message(endpoint.live(), head, kind, frames)
             except zmq.Again:
                 raise TransportTimeoutError(
                     f"pusher {self._sender} could not queue a {kind!r} message for "

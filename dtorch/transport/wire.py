@@ -39,7 +39,13 @@ HEAD_BYTES = TOPIC_BYTES + ID_BYTES
 SENDER_BYTES = 4
 #: The addressee of a message for every subscriber (the largest 4-byte party number).
 EVERYONE = (1 << (8 * TOPIC_BYTES)) - 1
-_MAX_SENDER = (1 << (8 * SENDER_BYTES)) - 1
+#: The largest frame a puller takes (its ``MAXMSGSIZE``, which bounds an unauthenticated
+#: peer's handshake commands too): a pusher sends a larger part in frames of this size.
+MAX_FRAME = 1 << 20
+#: In a sender frame, the flag of a message whose parts travel in pieces (see ``pieces``).
+CHUNKED = 1 << (8 * SENDER_BYTES - 1)
+_MAX_SENDER = CHUNKED - 1
+_COUNT_BYTES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +116,7 @@ def encode_id(message_id: int, to: int = EVERYONE) -> bytes:
 
 
 def encode_sender(sender: int) -> bytes:
-    """The sender frame of worker ``sender`` (0 .. 2**32 - 1); TransportError otherwise.
+    """The sender frame of worker ``sender`` (0 .. 2**31 - 1); TransportError otherwise.
 
     Example:
         >>> encode_sender(2)
@@ -241,6 +247,55 @@ class MessageReader:
         return MessageGapError(f"subscriber of {self._address} {what}")
 
 
+def _size(part: Part) -> int:
+    return part.nbytes if type(part) is memoryview else len(part)
+
+
+def push_frames(sender_frame: bytes, parts: Sequence[Part]) -> tuple[bytes, Sequence[Part]]:
+    """The sender frame and the frames after the kind of a PUSH-PULL message: ``parts`` as they
+    are, or, if one is larger than ``MAX_FRAME``, a layout (each part's number of frames, 4
+    bytes little-endian each) then every part in frames of at most ``MAX_FRAME`` bytes (views,
+    no copy), the sender frame flagged ``CHUNKED``.
+
+    Example:
+        >>> head, frames = push_frames(encode_sender(1), [b"a", bytes(MAX_FRAME + 1)])
+        >>> head, [len(f) for f in frames]
+        (b'\x01\x00\x00\x80', [8, 1, 1048576, 1])
+    """
+    if all(_size(part) <= MAX_FRAME for part in parts):
+        return sender_frame, parts
+    counts, frames = [], []
+    for part in parts:
+        view = memoryview(part).cast("B")
+        pieces = [view[at : at + MAX_FRAME] for at in range(0, len(view), MAX_FRAME)] or [view]
+        counts.append(len(pieces))
+        frames.extend(pieces)
+    layout = b"".join(count.to_bytes(_COUNT_BYTES, "little") for count in counts)
+    flagged = (int.from_bytes(sender_frame, "little") | CHUNKED).to_bytes(SENDER_BYTES, "little")
+    return flagged, [layout, *frames]
+
+
+def _joined(frames: Sequence[bytes | memoryview], address: str) -> tuple[memoryview, ...]:
+    """The parts of a ``CHUNKED`` message from its layout and frames; TransportError if they
+    do not match."""
+    layout, rest = memoryview(frames[0]), frames[1:]
+    counts = [
+        int.from_bytes(layout[at : at + _COUNT_BYTES], "little")
+        for at in range(0, len(layout), _COUNT_BYTES)
+    ]
+    if len(layout) % _COUNT_BYTES or 0 in counts or sum(counts) != len(rest):
+        raise TransportError(
+            f"puller at {address} got a message in pieces whose layout {counts} does not "
+            f"match its {len(rest)} frame(s)"
+        )
+    parts, at = [], 0
+    for count in counts:
+        pieces = rest[at : at + count]
+        parts.append(memoryview(pieces[0] if count == 1 else b"".join(pieces)))
+        at += count
+    return tuple(parts)
+
+
 def read_envelope(frames: Sequence[bytes | memoryview], address: str) -> Envelope:
     """The Envelope of ``frames`` (sender, kind, *parts); TransportError if malformed.
 
@@ -259,4 +314,8 @@ def read_envelope(frames: Sequence[bytes | memoryview], address: str) -> Envelop
             f"a sender has {SENDER_BYTES}"
         )
     sender = int.from_bytes(raw_sender, "little")
+    if sender & CHUNKED and len(frames) > 2:
+        return Envelope(sender & _MAX_SENDER, bytes(frames[1]), _joined(frames[2:], address))
+    if sender & CHUNKED:
+        raise TransportError(f"puller at {address} got a message in pieces with no layout")
     return Envelope(sender, bytes(frames[1]), tuple(map(memoryview, frames[2:])))

@@ -195,6 +195,20 @@ def test_a_ready_main_node_serves_process_mode_graphs_without_a_pool(cluster):
         graph.close()
 
 
+def test_values_larger_than_a_frame_come_back_from_remote_workers(cluster):
+    """A remote worker's values travel inside its reports (no shared memory), and the
+    controller's reports puller takes frames of at most 1 MiB: larger ones come in pieces."""
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True))
+    try:
+        mesh = dtorch.init_device_mesh("cpu", (4,))
+        full = torch.randn(1024, 1030)  # 4 MiB: each device's shard is just over 1 MiB
+        x = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+        assert torch.equal((x + 1).to_torch(), full + 1)
+        assert torch.equal(x.redistribute(mesh, [dtorch.Replicate()]).to_torch(), full)
+    finally:
+        graph.close()
+
+
 def test_a_graph_outliving_its_cluster_closes_cleanly():
     """The cluster is closed first (its owner's choice): the graph's own close and its fetches
     end with a clear error or quietly, never a traceback from a closed socket."""

@@ -10,7 +10,9 @@ import pytest
 
 from dtorch.errors import TransportError, TransportTimeoutError
 from dtorch.transport import Envelope
+from dtorch.transport.wire import MAX_FRAME
 from tests.thread_runner import on_threads
+from tests.transport.conftest import _KITS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -79,8 +81,15 @@ def test_poll_returns_none_and_recv_times_out_naming_the_address(kit):
 
 @pytest.mark.parametrize(
     ("frames", "match"),
-    [([b"lonely"], "a message of 1 frame"), ([b"abc", b"ready"], "a sender frame of 3 bytes")],
-    ids=["one-frame", "short-sender"],
+    [
+        ([b"lonely"], "a message of 1 frame"),
+        ([b"abc", b"ready"], "a sender frame of 3 bytes"),
+        ([b"\x01\0\0\x80", b"value"], "a message in pieces with no layout"),
+        ([b"\x01\0\0\x80", b"value", b"\x02\0\0\0", b"x"], r"layout \[2\] does not match"),
+        ([b"\x01\0\0\x80", b"value", b"\0\0\0\0"], r"layout \[0\] does not match"),
+        ([b"\x01\0\0\x80", b"value", b"\x01\0\0", b"x"], r"layout \[1\] does not match"),
+    ],
+    ids=["one-frame", "short-sender", "no-layout", "too-few", "zero", "ragged-layout"],
 )
 def test_malformed_messages_raise_and_the_puller_goes_on(kit, frames, match):
     puller = kit.puller()
@@ -100,17 +109,48 @@ def test_large_frames(kit):
     assert bytes(envelope.parts[0]) == big and bytes(envelope.parts[1]) == b"tail"
 
 
-@pytest.mark.parametrize("sender", [-1, 1 << 32, 1.5])
-def test_sender_must_fit_four_bytes(kit, sender):
+@pytest.mark.parametrize(
+    "sizes",
+    [(0,), (MAX_FRAME,), (MAX_FRAME + 1, 0), (3, 2 * MAX_FRAME, 5), (3 * MAX_FRAME + 7,)],
+    ids=["empty", "one-frame", "just-over", "between-small-ones", "uneven"],
+)
+def test_parts_larger_than_a_frame_travel_in_pieces_and_arrive_whole(kit, sizes):
+    """A puller takes frames of at most MAX_FRAME (so an unauthenticated peer's handshake
+    is bounded too): a pusher sends larger parts in pieces, the puller joins them."""
     puller = kit.puller()
-    with pytest.raises(TransportError, match=r"a sender is an integer in 0..4294967295"):
+    parts = [bytes([index + 1]) * size for index, size in enumerate(sizes)]
+    parts = [bytearray(p) if index % 2 else p for index, p in enumerate(parts)]
+    kit.pusher(puller, 7).send(b"value", parts)
+    envelope = puller.recv()
+    assert envelope.sender == 7 and envelope.kind == b"value"
+    assert [bytes(part) for part in envelope.parts] == [bytes(p) for p in parts]
+
+
+@pytest.mark.parametrize("kind", sorted(_KITS))
+def test_a_pusher_of_a_larger_frame_than_the_puller_takes_is_dropped(ipc, kind):
+    """On the real sockets only: the twin has no socket limit to check."""
+    kit = _KITS[kind](ipc)
+    try:
+        puller = kit.puller()
+        raw = kit.raw_pusher(puller)
+        raw.send_raw([b"\x05\0\0\0", b"big", bytes(MAX_FRAME + 1024)])
+        assert puller.poll(1.0) is None  # libzmq drops the connection with the frame
+    finally:
+        kit.close()
+
+
+@pytest.mark.parametrize("sender", [-1, 1 << 31, 1.5])
+def test_sender_must_fit_31_bits(kit, sender):
+    """The sender frame's top bit says the message travels in pieces."""
+    puller = kit.puller()
+    with pytest.raises(TransportError, match=r"a sender is an integer in 0..2147483647"):
         kit.pusher(puller, sender)
 
 
 def test_largest_sender(kit):
     puller = kit.puller()
-    kit.pusher(puller, (1 << 32) - 1).send(b"k")
-    assert puller.recv().sender == (1 << 32) - 1
+    kit.pusher(puller, (1 << 31) - 1).send(b"k", [bytes(MAX_FRAME + 1)])
+    assert puller.recv().sender == (1 << 31) - 1
 
 
 def test_close_is_idempotent_and_use_after_close_fails(kit):
