@@ -37,6 +37,8 @@ SHM_DIR = Path("/dev/shm")
 SHM_PREFIX = "dtorch-"
 
 _INSTANCE_ID = re.compile(r"[A-Za-z0-9_]{1,40}")
+#: ``of_process``'s random part, by process id (the one process-wide value it must keep).
+_PROCESS_TOKENS: dict[int, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,17 +76,25 @@ class CommNamespace:
 
     @staticmethod
     def of_process() -> CommNamespace:
-        """The namespace named after this process id (the spec's default instance id).
+        """The namespace of this process: its id (the spec's default instance id) and 32
+        random bits drawn once per process, so that another user cannot predict its
+        shared-memory names and create them first (a refusal of service).
 
         Threads of one process agree on it without passing anything; worker processes must be
-        given their controller's namespace explicitly instead. It has no secret (anyone can
-        compute it), so a network store refuses it.
+        given their controller's namespace explicitly instead. It has no secret, so a network
+        store refuses it.
 
         Example:
             >>> CommNamespace.of_process() == CommNamespace.of_process()
             True
+            >>> CommNamespace.of_process().instance_id.startswith(f"p{os.getpid():x}_")
+            True
         """
-        return CommNamespace(f"p{os.getpid():x}")
+        pid = os.getpid()
+        # one draw per process id: a forked child draws its own; setdefault keeps the first
+        # of two racing threads' draws
+        token = _PROCESS_TOKENS.setdefault(pid, secrets.token_hex(4))
+        return CommNamespace(f"p{pid:x}_{token}")
 
     def scoped_key(self, store_key: str) -> str:
         """``store_key`` qualified by this instance (the key of in-process registries)."""

@@ -116,3 +116,17 @@ def test_a_segment_pool_keeps_few_bytes_once_idle() -> None:
     pool.release(again)
     pool.close()
     assert all(s.buffer.closed for s in made[:3])
+
+
+def test_the_process_namespace_is_not_predictable_from_the_pid() -> None:
+    """Another user who knows a pid must not be able to create its segments first."""
+    import re
+    import subprocess
+    import sys
+
+    ours = CommNamespace.of_process().instance_id
+    assert re.fullmatch(rf"p{os.getpid():x}_[0-9a-f]{{8}}", ours)
+    assert CommNamespace.of_process().instance_id == ours  # one draw per process
+    code = "from dtorch.comm.namespace import CommNamespace as C; print(C.of_process().instance_id)"
+    others = {subprocess.check_output([sys.executable, "-c", code], text=True) for _ in range(2)}
+    assert len(others) == 2 and ours not in others
