@@ -42,6 +42,7 @@ from dtorch.cluster.gated_store import (
     DELETE,
     ERROR,
     GET,
+    MAX_BODY_BYTES,
     MAX_KEY_BYTES,
     MAX_VALUE_BYTES,
     NUM,
@@ -50,9 +51,12 @@ from dtorch.cluster.gated_store import (
     SET,
     TIMEOUT,
     WAIT,
+    Malformed,
     gate_password,
+    pack_body,
     pack_i64,
     pack_u64,
+    unpack_fields,
 )
 from dtorch.comm.store.network_gate import client_options, store_context
 
@@ -155,39 +159,45 @@ class GatedStoreClient(dist.Store):
             self._check_events()
             request_id = pack_u64(self._next_id)
             self._next_id += 1
+            body = pack_body(request_id + bytes([op]), args)
+            if len(body) > MAX_BODY_BYTES:
+                raise dist.DistStoreError(
+                    f"a request is at most {MAX_BODY_BYTES} bytes, got {len(body)}"
+                )
             wait_s = self.timeout.total_seconds() if wait_s is None else wait_s
             deadline = time.monotonic() + wait_s
-            self._send([request_id, bytes([op]), *args], deadline)
+            self._send(body, deadline)
             return _payload(self._answer(request_id, deadline), self.address)
 
-    def _send(self, frames: list[bytes], deadline: float) -> None:
-        """Queue ``frames`` (DEALER queues while it connects); DistStoreError by ``deadline``."""
+    def _send(self, body: bytes, deadline: float) -> None:
+        """Queue ``body`` (DEALER queues while it connects); DistStoreError by ``deadline``."""
         while True:
-            self._socket.setsockopt(zmq.SNDTIMEO, int(_SLICE_S * 1000))
             try:
-                self._socket.send_multipart(frames)
+                self._socket.send(body)
                 return
             except zmq.Again:
                 self._check_events()
                 if time.monotonic() > deadline:
                     raise self._silent() from None
 
-    def _answer(self, request_id: bytes, deadline: float) -> list[bytes]:
-        """The reply to ``request_id``, looking at the connection's events while it waits."""
+    def _answer(self, request_id: bytes, deadline: float) -> bytes:
+        """The reply to ``request_id`` (after its id), looking at the connection's events
+        while it waits."""
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._silent()
             if self._socket.poll(int(min(remaining, _SLICE_S) * 1000) + 1):
-                frames = self._socket.recv_multipart()
-                if len(frames) >= 2 and frames[0] == request_id:
-                    return frames[1:]
+                body = self._socket.recv()
+                if body[:8] == request_id and len(body) > 8:
+                    return body[8:]
                 continue  # the answer to a request given up on
             self._check_events()
 
     def _check_events(self) -> None:
         """DistStoreError if the store refused this client or the connection was lost."""
-        while self._gone is None:
+        # EVENTS is read holding the GIL: an empty monitor costs no wait for it
+        while self._gone is None and self._monitor.getsockopt(zmq.EVENTS) & zmq.POLLIN:
             try:
                 event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
             except zmq.Again:
@@ -219,6 +229,7 @@ def _options(token: bytes) -> dict[int, int | bytes]:
         **client_options(gate_password(token)),
         zmq.HEARTBEAT_IVL: HEARTBEAT_IVL_MS,
         zmq.HEARTBEAT_TIMEOUT: HEARTBEAT_TIMEOUT_MS,
+        zmq.SNDTIMEO: int(_SLICE_S * 1000),  # a send that cannot queue looks at the events
     }
 
 
@@ -239,9 +250,14 @@ def _key(key: str) -> bytes:
     return data
 
 
-def _payload(reply: list[bytes], address: str) -> list[bytes]:
-    """The payload of an OK reply; DistStoreError with the store's reason otherwise."""
-    status, payload = reply[0][:1], reply[1:]
+def _payload(reply: bytes, address: str) -> list[bytes]:
+    """The payload of an OK reply (its status, then its fields); DistStoreError with the
+    store's reason otherwise."""
+    status = reply[:1]
+    try:
+        payload = unpack_fields(reply, 1)
+    except Malformed as error:
+        raise dist.DistStoreError(f"the rendezvous store at {address} answered: {error}") from None
     if status == bytes([OK]):
         return payload
     text = b"".join(payload).decode(errors="replace")

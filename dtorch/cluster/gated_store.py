@@ -22,8 +22,9 @@ has to wait is parked and answered when its keys are set or with ``TIMEOUT`` at 
 nothing polls but the loop's stop flag. Nothing a peer sends ends the thread: a malformed
 request is answered with ``ERROR`` (or dropped if it has no request id) and logged.
 
-Frames: request ``[identity, request id (8 bytes), op (1 byte), args...]``; reply
-``[identity, request id, status (1 byte), payload...]``. Numbers are 8-byte big-endian.
+Frames: request ``[identity, body]``, the body the request id (8 bytes), the op (1 byte) and
+the arguments (``pack_body``); a reply's body the request id, the status (1 byte) and the
+payload. Numbers are 8-byte big-endian.
 
 Example:
     >>> from dtorch.cluster.gated_client import GatedStoreClient
@@ -62,14 +63,23 @@ OK, ERROR, TIMEOUT = 0, 1, 2
 MAX_KEY_BYTES = 4096
 #: The most bytes of keys and values the store holds in all.
 MAX_HELD_BYTES = 64 << 20
-#: The most a value may be: the gate's frame limit (a larger frame drops the connection).
-MAX_VALUE_BYTES = FRAME_BYTES
+#: The most a request may be: the gate's frame limit (a larger frame drops the connection).
+MAX_BODY_BYTES = FRAME_BYTES
+#: The most a value may be: a SET of it with the longest key fits a request.
+MAX_VALUE_BYTES = FRAME_BYTES - 8192
 #: The most keys one CHECK or WAIT names.
 MAX_KEYS = 1024
 #: How often the loop looks whether it should stop (milliseconds).
 _TICK_MS = 200
 _U64 = struct.Struct(">Q")
+_U32 = struct.Struct(">I")
+#: A body's head: the request id (8 bytes) then the op or the status (1 byte).
+_HEAD = 9
 _I64 = struct.Struct(">q")
+
+
+class Malformed(Exception):
+    """A request this server does not accept; the text says why (sent back, logged)."""
 
 
 def gate_password(token: bytes) -> bytes:
@@ -86,12 +96,38 @@ def pack_u64(value: int) -> bytes:
     return _U64.pack(value)
 
 
+def pack_body(head: bytes, fields: list[bytes]) -> bytes:
+    """One frame: ``head`` (request id and op, or request id and status), then each field as
+    its 4-byte big-endian length and its bytes. One frame, not one per field: each frame
+    sent or received waits for the GIL once more, which a busy controller makes costly.
+
+    Example:
+        >>> unpack_fields(pack_body(b"h", [b"key", b""]), 1)
+        [b'key', b'']
+    """
+    parts = [head]
+    for field in fields:
+        parts += (_U32.pack(len(field)), field)
+    return b"".join(parts)
+
+
+def unpack_fields(body: bytes, start: int) -> list[bytes]:
+    """The fields of ``body`` after ``start`` (``pack_body``); Malformed if they do not fit."""
+    fields: list[bytes] = []
+    at = start
+    while at < len(body):
+        if at + 4 > len(body) or len(fields) > MAX_KEYS + 1:
+            raise Malformed(f"a request's fields do not fit its {len(body)} bytes")
+        (size,) = _U32.unpack_from(body, at)
+        if at + 4 + size > len(body):
+            raise Malformed(f"a field of {size} bytes overruns a request of {len(body)} bytes")
+        fields.append(body[at + 4 : at + 4 + size])
+        at += 4 + size
+    return fields
+
+
 def pack_i64(value: int) -> bytes:
     return _I64.pack(value)
-
-
-class Malformed(Exception):
-    """A request this server does not accept; the text says why (sent back, logged)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,21 +211,22 @@ class StoreServer:
         return max(0, min(_TICK_MS, int(nearest * 1000) + 1))
 
     def _serve_waiting(self) -> None:
-        """Answer every request that has arrived."""
-        while True:
-            try:
-                frames = self._socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            self._serve(frames)
+        """Answer one request (the poll says one is there, and says so again while more are:
+        no call that finds none, each of which would wait for the GIL once more)."""
+        try:
+            frames = self._socket.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        self._serve(frames)
 
     def _serve(self, frames: list[bytes]) -> None:
-        if len(frames) < 3 or len(frames[1]) != 8 or len(frames[2]) != 1:
+        if len(frames) != 2 or len(frames[1]) < _HEAD:
             self._refusals.refused(f"dropped a malformed request of {len(frames)} frames")
             return
-        identity, request_id, op = frames[0], frames[1], frames[2][0]
+        identity, body = frames
+        request_id, op = body[:8], body[8]
         try:
-            reply = self._answer(identity, request_id, op, frames[3:])
+            reply = self._answer(identity, request_id, op, unpack_fields(body, _HEAD))
         except Malformed as error:
             self._refusals.refused(f"refused a request: {error}")
             reply = [ERROR, str(error).encode()]
@@ -201,7 +238,8 @@ class StoreServer:
 
     def _reply(self, identity: bytes, request_id: bytes, status: int, payload: list[Any]) -> None:
         try:
-            self._socket.send_multipart([identity, request_id, bytes([status]), *payload])
+            body = pack_body(request_id + bytes([status]), payload)
+            self._socket.send_multipart([identity, body])
         except zmq.ZMQError as error:  # the peer is gone (ROUTER drops, but be sure)
             _LOG.debug("the rendezvous store could not answer a peer: %s", error)
 

@@ -260,7 +260,7 @@ def push_frames(sender_frame: bytes, parts: Sequence[Part]) -> tuple[bytes, Sequ
     Example:
         >>> head, frames = push_frames(encode_sender(1), [b"a", bytes(MAX_FRAME + 1)])
         >>> head, [len(f) for f in frames]
-        (b'\x01\x00\x00\x80', [8, 1, 1048576, 1])
+        (b'\\x01\\x00\\x00\\x80', [8, 1, 1048576, 1])
     """
     if all(_size(part) <= MAX_FRAME for part in parts):
         return sender_frame, parts

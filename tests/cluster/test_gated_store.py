@@ -17,7 +17,17 @@ import zmq
 
 from dtorch.cluster import gated_store
 from dtorch.cluster.gated_client import GatedStoreClient
-from dtorch.cluster.gated_store import ERROR, GET, OK, SET, StoreServer, gate_password, pack_u64
+from dtorch.cluster.gated_store import (
+    ERROR,
+    GET,
+    OK,
+    SET,
+    StoreServer,
+    gate_password,
+    pack_body,
+    pack_u64,
+    unpack_fields,
+)
 from dtorch.cluster.rendezvous import connect_store
 from dtorch.comm.store.network_gate import client_options
 from dtorch.errors import RendezvousError
@@ -124,29 +134,39 @@ def _member_socket(port: int) -> zmq.Socket:
     return socket
 
 
+def _request(number: int, op: int, fields: list[bytes]) -> bytes:
+    return pack_body(pack_u64(number) + bytes([op]), fields)
+
+
 @pytest.mark.parametrize(
-    ("frames", "said"),
+    ("body", "said"),
     [
-        ([pack_u64(1), bytes([99])], "unknown operation 99"),
-        ([pack_u64(2), bytes([SET]), b"k"], "SET takes a key and a value"),
-        ([pack_u64(3), bytes([SET]), b"\xff\xfe", b"v"], "a key is UTF-8 text"),
-        ([pack_u64(4), bytes([SET]), b"k" * 5000, b"v"], "a key is at most 4096 bytes"),
-        ([pack_u64(5), bytes([GET]), b"short", b"k"], "GET takes a timeout and keys"),
-        ([pack_u64(6), bytes([gated_store.ADD]), b"k", b"1"], "ADD takes a key and an 8-byte"),
-        ([pack_u64(7), bytes([gated_store.CHECK])], "a request names 1 to 1024 keys"),
+        (_request(1, 99, []), "unknown operation 99"),
+        (_request(2, SET, [b"k"]), "SET takes a key and a value"),
+        (_request(3, SET, [b"\xff\xfe", b"v"]), "a key is UTF-8 text"),
+        (_request(4, SET, [b"k" * 5000, b"v"]), "a key is at most 4096 bytes"),
+        (_request(5, GET, [b"short", b"k"]), "GET takes a timeout and keys"),
+        (_request(6, gated_store.ADD, [b"k", b"1"]), "ADD takes a key and an 8-byte"),
+        (_request(7, gated_store.CHECK, []), "a request names 1 to 1024 keys"),
+        (_request(8, SET, [b"k", b"v"])[:-1], "a field of 1 bytes overruns"),
+        (_request(9, SET, [b"k"]) + b"\0\0", "fields do not fit"),
+        (_request(10, gated_store.CHECK, [b"k"] * 1030), "fields do not fit"),
     ],
-    ids=["op", "frames", "utf8", "long-key", "timeout", "amount", "no-keys"],
-)
+    ids=["op", "fields", "utf8", "long-key", "timeout", "amount", "no-keys", "cut", "ragged",
+         "many"],
+)  # fmt: skip
 def test_a_malformed_request_is_refused_and_the_server_goes_on(
-    server: StoreServer, client: GatedStoreClient, frames: list[bytes], said: str
+    server: StoreServer, client: GatedStoreClient, body: bytes, said: str
 ) -> None:
     raw = _member_socket(server.port)
     try:
-        raw.send_multipart(frames)
+        raw.send(body)
         raw.send_multipart([b"junk"])  # no request id: dropped, no answer
+        raw.send_multipart([body, body])  # two frames: dropped
         assert raw.poll(5000)
-        reply = raw.recv_multipart()
-        assert reply[0] == frames[0] and reply[1] == bytes([ERROR]) and said in reply[2].decode()
+        reply = raw.recv()
+        assert reply[:8] == body[:8] and reply[8] == ERROR
+        assert said in b"".join(unpack_fields(reply, 9)).decode()
         assert not raw.poll(300)
     finally:
         raw.close(0)
@@ -162,13 +182,16 @@ def test_a_counter_is_refused_on_a_value_that_is_not_one(client: GatedStoreClien
 
 
 def test_values_are_bounded(client: GatedStoreClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(dist.DistStoreError, match="a value is at most 1048576 bytes"):
+    with pytest.raises(dist.DistStoreError, match="a value is at most 1040384 bytes"):
         client.set("big", bytes(gated_store.MAX_VALUE_BYTES + 1))
     with pytest.raises(dist.DistStoreError, match="a key is at most 4096 bytes"):
         client.set("k" * 5000, b"")
+    client.set("k" * 4096, bytes(gated_store.MAX_VALUE_BYTES))  # the largest SET
+    with pytest.raises(dist.DistStoreError, match="a request is at most 1048576 bytes"):
+        client.compare_set("fits", bytes(600_000), bytes(600_000))
     client.set("fits", bytes(gated_store.MAX_VALUE_BYTES))
     assert len(client.get("fits")) == gated_store.MAX_VALUE_BYTES
-    assert client.delete_key("fits")  # what it held is counted no more
+    assert client.delete_key("fits") and client.delete_key("k" * 4096)  # counted no more
     monkeypatch.setattr(gated_store, "MAX_HELD_BYTES", 4096)
     client.set("small", bytes(10))
     with pytest.raises(dist.DistStoreError, match="holds at most 4096 bytes"):
@@ -232,10 +255,10 @@ def test_the_request_loop_logs_a_flood_of_bad_requests_in_bounded_lines(
     try:
         with caplog.at_level(logging.WARNING, logger=gated_store.__name__):
             for index in range(300):
-                raw.send_multipart([pack_u64(index), bytes([99])])
+                raw.send(_request(index, 99, []))
             for _ in range(300):
                 assert raw.poll(5000)
-                assert raw.recv_multipart()[1] == bytes([ERROR])
+                assert raw.recv()[8] == ERROR
     finally:
         raw.close(0)
     lines = [r for r in caplog.records if "unknown operation" in r.getMessage()]
@@ -245,9 +268,9 @@ def test_the_request_loop_logs_a_flood_of_bad_requests_in_bounded_lines(
 def test_a_good_request_after_a_bad_one_on_the_same_socket_is_served(server: StoreServer) -> None:
     raw = _member_socket(server.port)
     try:
-        raw.send_multipart([pack_u64(1), bytes([99])])
-        raw.send_multipart([pack_u64(2), bytes([SET]), b"k", b"v"])
-        replies = [raw.recv_multipart() for _ in range(2) if raw.poll(5000)]
-        assert [r[1] for r in replies] == [bytes([ERROR]), bytes([OK])]
+        raw.send(_request(1, 99, []))
+        raw.send(_request(2, SET, [b"k", b"v"]))
+        replies = [raw.recv() for _ in range(2) if raw.poll(5000)]
+        assert [r[8] for r in replies] == [ERROR, OK]
     finally:
         raw.close(0)
