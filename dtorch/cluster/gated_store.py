@@ -12,8 +12,8 @@ for at most ``HANDSHAKE_S``. Refusals are warnings of this module, rate-limited.
 PLAIN sends the password in the clear: whoever reads the traffic can pass the gate, so the
 records stay signed (``dtorch.cluster.records``) and the groups' values too
 (``signed_values``): such a peer can still forge nothing. A token holder is trusted, but
-bounded all the same: keys of at most ``MAX_KEY_BYTES``, values of at most ``FRAME_BYTES``,
-``MAX_HELD_BYTES`` held in all.
+bounded all the same: keys of at most ``MAX_KEY_BYTES``, requests of at most ``FRAME_BYTES``,
+``MAX_HELD_BYTES`` held in all, ``MAX_PARKED`` waiting requests of at most ``MAX_WAIT_S``.
 
 The semantics are c10d's (``GatedStoreClient`` is a ``torch.distributed.Store``): ``SET``,
 ``GET`` (waits for the key), ``ADD`` (a counter kept as decimal text), ``CHECK``, ``WAIT``
@@ -69,6 +69,9 @@ MAX_BODY_BYTES = FRAME_BYTES
 MAX_VALUE_BYTES = FRAME_BYTES - 8192
 #: The most keys one CHECK or WAIT names.
 MAX_KEYS = 1024
+#: The most GET and WAIT requests parked at once, and the longest one waits (seconds).
+MAX_PARKED = 65536
+MAX_WAIT_S = 86400.0
 #: How often the loop looks whether it should stop (milliseconds).
 _TICK_MS = 200
 _U64 = struct.Struct(">Q")
@@ -258,7 +261,9 @@ class StoreServer:
         keys = _keys(args[1:])
         if all(k in self._values for k in keys):
             return [OK, self._values[keys[0]]] if op == GET else [OK]
-        deadline = time.monotonic() + min(_U64.unpack(args[0])[0], 1 << 40) / 1000
+        if len(self._parked) >= MAX_PARKED:
+            raise Malformed(f"{MAX_PARKED} requests wait already; wait again later")
+        deadline = time.monotonic() + min(_U64.unpack(args[0])[0] / 1000, MAX_WAIT_S)
         self._parked.append(_Parked(identity, request_id, keys, deadline, op == GET))
         return None
 

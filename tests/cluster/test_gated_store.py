@@ -274,3 +274,23 @@ def test_a_good_request_after_a_bad_one_on_the_same_socket_is_served(server: Sto
         assert [r[8] for r in replies] == [ERROR, OK]
     finally:
         raw.close(0)
+
+
+def test_waiting_requests_are_bounded(
+    server: StoreServer, client: GatedStoreClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gated_store, "MAX_PARKED", 2)
+    raw = _member_socket(server.port)
+    try:
+        for number in range(3):  # a day and more: each waits at most MAX_WAIT_S
+            raw.send(_request(number, GET, [pack_u64(2**64 - 1), b"never"]))
+        assert raw.poll(5000)
+        reply = raw.recv()
+        assert reply[:8] == pack_u64(2) and reply[8] == ERROR
+        assert "2 requests wait already" in b"".join(unpack_fields(reply, 9)).decode()
+        client.set("never", b"now")  # the two parked ones are answered
+        answers = [raw.recv() for _ in range(2) if raw.poll(5000)]
+        assert sorted(a[:8] for a in answers) == [pack_u64(0), pack_u64(1)]
+        assert all(a[8] == OK and unpack_fields(a, 9) == [b"now"] for a in answers)
+    finally:
+        raw.close(0)
