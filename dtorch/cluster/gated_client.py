@@ -14,6 +14,9 @@ thing), and they come at once when the cause is known, not at the end of a timeo
   at once, a silent host within ``HEARTBEAT_TIMEOUT_MS`` through ZeroMQ's heartbeats);
 * a request the store refused (the message says why), or a wait whose keys did not come.
 
+Like any Python ``torch.distributed.Store``, the client must stay referenced while C++ uses it
+(``dist.PrefixStore("p", GatedStoreClient(...))`` written inline loses it to the collector).
+
 Example:
     >>> from dtorch.cluster.gated_store import StoreServer
     >>> server = StoreServer("127.0.0.1", 0, bytes(32))
@@ -44,6 +47,7 @@ from dtorch.cluster.gated_store import (
     GET,
     MAX_BODY_BYTES,
     MAX_KEY_BYTES,
+    MAX_KEYS,
     MAX_VALUE_BYTES,
     NUM,
     OK,
@@ -85,6 +89,7 @@ class GatedStoreClient(dist.Store):
         self.address = f"{host}:{port}"
         self._timeout = timedelta(seconds=timeout_s)
         self._lock = threading.Lock()
+        self._closing = False  # set by close() without the lock, read by a waiting call
         self._next_id = 0
         self._handshaken = False
         self._gone: str | None = None
@@ -120,11 +125,16 @@ class GatedStoreClient(dist.Store):
         return int.from_bytes(self._call(ADD, [_key(key), pack_i64(value)])[0], signed=True)
 
     def check(self, keys: list[str]) -> bool:
-        return self._call(CHECK, [_key(k) for k in keys])[0] == b"\1"
+        # in batches a request holds (no keys: True, as c10d)
+        batches = _batches([_key(k) for k in keys])
+        return all(self._call(CHECK, batch)[0] == b"\1" for batch in batches)
 
     def wait(self, keys: list[str], timeout: timedelta | None = None) -> None:
-        encoded = [_key(k) for k in keys]
-        self._call(WAIT, [self._timeout_ms(timeout), *encoded], self._wait_s(timeout))
+        seconds = self._seconds(timeout)
+        deadline = time.monotonic() + seconds
+        for batch in _batches([_key(k) for k in keys]):  # one deadline for all of them
+            left = max(0.0, min(seconds, deadline - time.monotonic()))
+            self._call(WAIT, [pack_u64(int(left * 1000)), *batch], left + _GRACE_S)
 
     def delete_key(self, key: str) -> bool:
         return self._call(DELETE, [_key(key)])[0] == b"\1"
@@ -136,7 +146,9 @@ class GatedStoreClient(dist.Store):
         return self._call(CAS, [_key(key), _bytes(expected), _bytes(desired)])[0]
 
     def close(self) -> None:
-        """Close the connection (idempotent); later requests raise DistStoreError."""
+        """Close the connection (idempotent); later requests raise DistStoreError, and one
+        waiting in another thread within ``_SLICE_S`` (close does not wait it out)."""
+        self._closing = True
         with self._lock:
             if self._gone is None:
                 self._gone = "this client was closed"
@@ -147,11 +159,16 @@ class GatedStoreClient(dist.Store):
                 self._socket.close(0)
                 self._monitor.close(0)
 
+    def _seconds(self, timeout: timedelta | None) -> float:
+        """A wait's seconds: ``timeout`` (0 or less: none), else the client's timeout."""
+        chosen = self.timeout if timeout is None else timeout
+        return max(0.0, chosen.total_seconds())
+
     def _timeout_ms(self, timeout: timedelta | None) -> bytes:
-        return pack_u64(int((timeout or self.timeout).total_seconds() * 1000))
+        return pack_u64(int(self._seconds(timeout) * 1000))
 
     def _wait_s(self, timeout: timedelta | None) -> float:
-        return (timeout or self.timeout).total_seconds() + _GRACE_S
+        return self._seconds(timeout) + _GRACE_S
 
     def _call(self, op: int, args: list[bytes], wait_s: float | None = None) -> list[bytes]:
         """Send one request and wait for its answer: the payload after an OK."""
@@ -187,6 +204,8 @@ class GatedStoreClient(dist.Store):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise self._silent()
+            if self._closing:  # close() from another thread: it waits for this lock
+                raise dist.DistStoreError(f"the rendezvous store at {self.address}: closed")
             if self._socket.poll(int(min(remaining, _SLICE_S) * 1000) + 1):
                 body = self._socket.recv()
                 if body[:8] == request_id and len(body) > 8:
@@ -242,6 +261,11 @@ def _bytes(value: Any) -> bytes:
     return data
 
 
+def _batches(keys: list[bytes]) -> list[list[bytes]]:
+    """``keys`` in batches of at most ``MAX_KEYS`` (a request's limit)."""
+    return [keys[at : at + MAX_KEYS] for at in range(0, len(keys), MAX_KEYS)]
+
+
 def _key(key: str) -> bytes:
     """A key as UTF-8; DistStoreError past ``MAX_KEY_BYTES``."""
     data = key.encode()
@@ -262,6 +286,6 @@ def _payload(reply: bytes, address: str) -> list[bytes]:
         return payload
     text = b"".join(payload).decode(errors="replace")
     if status == bytes([TIMEOUT]):
-        raise dist.DistStoreError(f"wait timed out: the keys {text} were never set")
+        raise dist.DistStoreError(f"wait timed out: {text} never set")
     reason = text if status == bytes([ERROR]) else f"an unknown status {status!r}"
     raise dist.DistStoreError(f"the rendezvous store at {address} refused a request: {reason}")

@@ -13,14 +13,19 @@ PLAIN sends the password in the clear: whoever reads the traffic can pass the ga
 records stay signed (``dtorch.cluster.records``) and the groups' values too
 (``signed_values``): such a peer can still forge nothing. A token holder is trusted, but
 bounded all the same: keys of at most ``MAX_KEY_BYTES``, requests of at most ``FRAME_BYTES``,
-``MAX_HELD_BYTES`` held in all, ``MAX_PARKED`` waiting requests of at most ``MAX_WAIT_S``.
+``MAX_HELD_BYTES`` held in all, one waiting request per connection (``MAX_PARKED`` in all, each
+for at most ``MAX_WAIT_S``), 16 unread replies per connection. What libzmq does not let a
+listener bound is left: a multipart message is buffered whole before it is delivered (and then
+dropped as malformed), so a token holder can make the server hold one such message per
+connection, and connections are not counted. The token is a trust boundary.
 
 The semantics are c10d's (``GatedStoreClient`` is a ``torch.distributed.Store``): ``SET``,
 ``GET`` (waits for the key), ``ADD`` (a counter kept as decimal text), ``CHECK``, ``WAIT``
 (for every key), ``DELETE``, ``NUM`` (keys held) and ``CAS`` (compare-and-set). A request that
 has to wait is parked and answered when its keys are set or with ``TIMEOUT`` at its deadline;
 nothing polls but the loop's stop flag. Nothing a peer sends ends the thread: a malformed
-request is answered with ``ERROR`` (or dropped if it has no request id) and logged.
+request is answered with ``ERROR`` (or dropped if it is not one frame of at least a request id
+and an op) and logged.
 
 Frames: request ``[identity, body]``, the body the request id (8 bytes), the op (1 byte) and
 the arguments (``pack_body``); a reply's body the request id, the status (1 byte) and the
@@ -40,6 +45,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import re
 import struct
 import threading
 import time
@@ -70,12 +76,13 @@ MAX_VALUE_BYTES = FRAME_BYTES - 8192
 #: The most keys one CHECK or WAIT names.
 MAX_KEYS = 1024
 #: The most GET and WAIT requests parked at once, and the longest one waits (seconds).
-MAX_PARKED = 65536
+MAX_PARKED = 4096
 MAX_WAIT_S = 86400.0
 #: How often the loop looks whether it should stop (milliseconds).
 _TICK_MS = 200
 _U64 = struct.Struct(">Q")
 _U32 = struct.Struct(">I")
+_COUNTER = re.compile(rb"-?[0-9]{1,19}")
 #: A body's head: the request id (8 bytes) then the op or the status (1 byte).
 _HEAD = 9
 _I64 = struct.Struct(">q")
@@ -169,6 +176,8 @@ class StoreServer:
         socket = self._context.socket(zmq.ROUTER)
         for option, value in server_options(self._domain).items():
             socket.setsockopt(option, value)
+        # a client that does not read its replies gets no more queued than this (ROUTER drops)
+        socket.setsockopt(zmq.SNDHWM, 16)
         socket.setsockopt(zmq.HEARTBEAT_IVL, 1000)  # a dead client's connection is dropped
         socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3000)
         self._watch = HandshakeWatch(socket, self._refusals)  # before bind: no peer missed
@@ -234,7 +243,8 @@ class StoreServer:
             self._refusals.refused(f"refused a request: {error}")
             reply = [ERROR, str(error).encode()]
         except Exception as error:  # a bug must not end the store: the peer is told
-            _LOG.exception("the rendezvous store failed a request")
+            self._refusals.refused(f"failed a request: {error!r}")  # rate-limited
+            _LOG.debug("the rendezvous store failed a request", exc_info=True)
             reply = [ERROR, f"the store failed: {error!r}".encode()]
         if reply is not None:
             self._reply(identity, request_id, reply[0], reply[1:])
@@ -261,6 +271,8 @@ class StoreServer:
         keys = _keys(args[1:])
         if all(k in self._values for k in keys):
             return [OK, self._values[keys[0]]] if op == GET else [OK]
+        # a client sends one request at a time: an earlier one of its is given up on
+        self._parked = [p for p in self._parked if p.identity != identity]
         if len(self._parked) >= MAX_PARKED:
             raise Malformed(f"{MAX_PARKED} requests wait already; wait again later")
         deadline = time.monotonic() + min(_U64.unpack(args[0])[0] / 1000, MAX_WAIT_S)
@@ -284,7 +296,8 @@ class StoreServer:
             return
         for parked in (p for p in self._parked if p.deadline <= now):
             missing = [k for k in parked.keys if k not in self._values]
-            self._reply(parked.identity, parked.request_id, TIMEOUT, [repr(missing).encode()])
+            text = f"{len(missing)} key(s), first {missing[0][:200]!r},"
+            self._reply(parked.identity, parked.request_id, TIMEOUT, [text.encode()])
         self._parked = [p for p in self._parked if p.deadline > now]
 
     def _put(self, key: str, value: bytes) -> None:
@@ -308,9 +321,11 @@ class StoreServer:
             raise Malformed("ADD takes a key and an 8-byte amount")
         key = _key(args[0])
         current = self._values.get(key, b"0")
-        if not current.lstrip(b"-").isdigit():
+        if not _COUNTER.fullmatch(current):
             raise Malformed(f"ADD of {key!r}, which holds a value that is not a counter")
         total = int(current) + _I64.unpack(args[1])[0]
+        if not -(1 << 63) <= total < 1 << 63:
+            raise Malformed(f"ADD of {key!r} would take the counter past 64 bits")
         self._put(key, str(total).encode())
         return [OK, pack_i64(total)]
 

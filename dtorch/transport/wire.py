@@ -283,9 +283,10 @@ def _joined(frames: Sequence[bytes | memoryview], address: str) -> tuple[memoryv
         int.from_bytes(layout[at : at + _COUNT_BYTES], "little")
         for at in range(0, len(layout), _COUNT_BYTES)
     ]
-    if len(layout) % _COUNT_BYTES or 0 in counts or sum(counts) != len(rest):
+    if not counts or len(layout) % _COUNT_BYTES or 0 in counts or sum(counts) != len(rest):
+        shown = f"{counts[:8]}" if len(counts) <= 8 else f"{counts[:8]} (+{len(counts) - 8})"
         raise TransportError(
-            f"puller at {address} got a message in pieces whose layout {counts} does not "
+            f"puller at {address} got a message in pieces whose layout {shown} does not "
             f"match its {len(rest)} frame(s)"
         )
     parts, at = [], 0

@@ -91,7 +91,7 @@ def test_a_prefix_store_and_waits_work_through_it(server: StoreServer) -> None:
         assert 0.2 < time.monotonic() - started < 3.0
         waiter.wait(["g/k"], timedelta(seconds=1))  # there already
         started = time.monotonic()
-        with pytest.raises(dist.DistStoreError, match=r"\['never'\] were never set"):
+        with pytest.raises(dist.DistStoreError, match=r"1 key\(s\), first 'never', never set"):
             waiter.wait(["g/k", "never"], timedelta(seconds=0.5))
         assert time.monotonic() - started < 2.0
         assert waiter.check(["g/k"])  # the connection still serves after a timeout
@@ -125,10 +125,10 @@ def test_nobody_answering_is_said_after_the_timeout() -> None:
     assert time.monotonic() - started < 3.0
 
 
-def _member_socket(port: int) -> zmq.Socket:
+def _member_socket(port: int, options: dict[int, int] | None = None) -> zmq.Socket:
     """A raw DEALER past the gate: what a token holder could send."""
     socket = zmq.Context.instance().socket(zmq.DEALER)
-    for option, value in client_options(gate_password(TOKEN)).items():
+    for option, value in {**client_options(gate_password(TOKEN)), **(options or {})}.items():
         socket.setsockopt(option, value)
     socket.connect(f"tcp://127.0.0.1:{port}")
     return socket
@@ -224,6 +224,9 @@ def test_a_closed_client_refuses_calls_and_leaves_no_connection(
 ) -> None:
     for _ in range(3):
         connect_store("127.0.0.1", server.port, TOKEN, timeout_s=5.0).close()
+    deadline = time.monotonic() + 5  # libzmq closes connections in the background
+    while _connections_to(server.port) > 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _connections_to(server.port) == 1  # the fixture's client only
     client.close()
     client.close()
@@ -254,9 +257,8 @@ def test_the_request_loop_logs_a_flood_of_bad_requests_in_bounded_lines(
     raw = _member_socket(server.port)
     try:
         with caplog.at_level(logging.WARNING, logger=gated_store.__name__):
-            for index in range(300):
+            for index in range(300):  # each reply read: 16 unread ones at most are kept
                 raw.send(_request(index, 99, []))
-            for _ in range(300):
                 assert raw.poll(5000)
                 assert raw.recv()[8] == ERROR
     finally:
@@ -280,17 +282,89 @@ def test_waiting_requests_are_bounded(
     server: StoreServer, client: GatedStoreClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(gated_store, "MAX_PARKED", 2)
-    raw = _member_socket(server.port)
+    raws = [_member_socket(server.port) for _ in range(3)]
     try:
-        for number in range(3):  # a day and more: each waits at most MAX_WAIT_S
-            raw.send(_request(number, GET, [pack_u64(2**64 - 1), b"never"]))
-        assert raw.poll(5000)
-        reply = raw.recv()
-        assert reply[:8] == pack_u64(2) and reply[8] == ERROR
+        raws[0].send(_request(0, GET, [pack_u64(1000), b"never"]))
+        for number, raw in enumerate(raws):  # a day and more: each waits at most MAX_WAIT_S
+            raw.send(_request(number + 1, GET, [pack_u64(2**64 - 1), b"never"]))
+            time.sleep(0.1)  # in this order
+        assert raws[2].poll(5000)
+        reply = raws[2].recv()
+        assert reply[:8] == pack_u64(3) and reply[8] == ERROR
         assert "2 requests wait already" in b"".join(unpack_fields(reply, 9)).decode()
-        client.set("never", b"now")  # the two parked ones are answered
-        answers = [raw.recv() for _ in range(2) if raw.poll(5000)]
-        assert sorted(a[:8] for a in answers) == [pack_u64(0), pack_u64(1)]
+        client.set("never", b"now")  # the parked ones are answered, one per connection
+        answers = [raw.recv() for raw in raws[:2] if raw.poll(5000)]
+        assert [a[:8] for a in answers] == [pack_u64(1), pack_u64(2)]  # request 0 was replaced
         assert all(a[8] == OK and unpack_fields(a, 9) == [b"now"] for a in answers)
+        assert not raws[0].poll(300)
+    finally:
+        for raw in raws:
+            raw.close(0)
+
+
+def test_counters_are_64_bit_and_refuse_what_is_not_one(client: GatedStoreClient) -> None:
+    client.set("top", str(2**63 - 1).encode())
+    with pytest.raises(dist.DistStoreError, match="past 64 bits"):
+        client.add("top", 1)
+    assert client.get("top") == str(2**63 - 1).encode()  # unchanged
+    assert client.add("top", -(2**63) + 1) == 0
+    for bad in (b"--5", b"1" * 30, b"", b"1.5"):
+        client.set("bad", bad)
+        with pytest.raises(dist.DistStoreError, match="not a counter"):
+            client.add("bad", 1)
+
+
+def test_key_lists_of_any_length_and_zero_timeouts(client: GatedStoreClient) -> None:
+    oracle = dist.HashStore()
+    assert client.check([]) is True and oracle.check([]) is True
+    client.wait([])  # nothing to wait for
+    keys = [f"k{i}" for i in range(2500)]  # more than one request holds
+    for key in keys:
+        client.set(key, b"1")
+    assert client.check(keys) and not client.check([*keys, "missing"])
+    client.wait(keys, timedelta(seconds=5))
+    started = time.monotonic()
+    with pytest.raises(dist.DistStoreError, match="1 key"):
+        client.wait([*keys, "missing"], timedelta(0))  # at once, as a TCPStore
+    assert time.monotonic() - started < 3.0
+
+
+def test_close_from_another_thread_does_not_wait_for_a_waiting_get(
+    client: GatedStoreClient,
+) -> None:
+    failed: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            client.get("never")  # the store's timeout is 5 s
+        except dist.DistStoreError as error:
+            failed.append(error)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    client.close()
+    assert time.monotonic() - started < 1.0
+    waiter.join(5)
+    assert failed and "closed" in str(failed[0])
+
+
+def test_a_client_that_does_not_read_its_replies_makes_the_server_hold_few(
+    server: StoreServer, client: GatedStoreClient
+) -> None:
+    client.set("big", bytes(gated_store.MAX_VALUE_BYTES))
+    # a reader that takes little: what it does not take stays with the server, or is dropped
+    raw = _member_socket(server.port, {zmq.RCVHWM: 1, zmq.RCVBUF: 1 << 16})
+    try:
+        for index in range(100):
+            raw.send(_request(index, GET, [pack_u64(1000), b"big"]))
+        time.sleep(1.0)
+        got = 0
+        while raw.poll(300):
+            raw.recv()
+            got += 1
+        assert 16 <= got < 30  # the rest were dropped, not queued (100 MiB)
     finally:
         raw.close(0)
+    assert len(client.get("big")) == gated_store.MAX_VALUE_BYTES

@@ -88,8 +88,22 @@ def test_poll_returns_none_and_recv_times_out_naming_the_address(kit):
         ([b"\x01\0\0\x80", b"value", b"\x02\0\0\0", b"x"], r"layout \[2\] does not match"),
         ([b"\x01\0\0\x80", b"value", b"\0\0\0\0"], r"layout \[0\] does not match"),
         ([b"\x01\0\0\x80", b"value", b"\x01\0\0", b"x"], r"layout \[1\] does not match"),
+        ([b"\x01\0\0\x80", b"value", b""], r"layout \[\] does not match its 0"),
+        (
+            [b"\x01\0\0\x80", b"value", b"\x01\0\0\0" * 20, b"x"],
+            r"\[1, 1, 1, 1, 1, 1, 1, 1\] \(\+12\)",
+        ),
     ],
-    ids=["one-frame", "short-sender", "no-layout", "too-few", "zero", "ragged-layout"],
+    ids=[
+        "one-frame",
+        "short-sender",
+        "no-layout",
+        "too-few",
+        "zero",
+        "ragged-layout",
+        "empty",
+        "long",
+    ],
 )
 def test_malformed_messages_raise_and_the_puller_goes_on(kit, frames, match):
     puller = kit.puller()

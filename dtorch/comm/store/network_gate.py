@@ -160,12 +160,12 @@ class Gate:
 
     def _run(self) -> None:
         while True:
-            try:
+            try:  # the context may end at either call: the socket must close for term()
                 request = self._socket.recv_multipart()
+                self._socket.send_multipart(self._answer(request))
             except zmq.ContextTerminated:
                 self._socket.close(0)
                 return
-            self._socket.send_multipart(self._answer(request))
 
     def _answer(self, request: list[bytes]) -> list[bytes]:
         """The ZAP reply (RFC 27) to ``request``: 200 for the right password, 400 otherwise."""
