@@ -18,7 +18,7 @@ import itertools
 import reprlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from dtorch.errors import DeserializationError
 from dtorch.serialization.wire import aligned
@@ -131,6 +131,8 @@ def lookup(table: list[Any], keys: Sequence[int]) -> list[Any]:
     """``table``'s entries at ``keys`` (a slice when the keys are a range)."""
     if type(keys) is range and keys.step == 1:
         return table[keys.start : keys.stop]
+    if type(keys) is Repeated:  # the few distinct keys looked up, then spread
+        return spread(keys.positions, lookup(table, keys.numbers))
     return list(map(table.__getitem__, keys))
 
 
@@ -144,6 +146,7 @@ def insert_nones(column: list[Any], present: list[Any]) -> list[Any]:
 #: compare against it first, sparing the call).
 SHORT_COLUMN = 64
 _WINDOW = 2 * SHORT_COLUMN  # the first values ``repeats`` looks at
+_INDEX_FROM = 2 * _WINDOW  # ``index_repeats`` takes longer columns (measured)
 
 
 def repeats(values: list[Any]) -> bool:
@@ -155,21 +158,76 @@ def repeats(values: list[Any]) -> bool:
 
 
 def distinct_by_id(values: list[Any]) -> tuple[list[int] | None, list[Any]]:
-    """``values`` without repeats of the same object, if it ``repeats`` (with every value's
-    id, for ``spread``); else ``(None, values)``."""
+    """``values`` without repeats of the same object, if it ``repeats`` (with the position of
+    every value's object among them, for ``spread``); else ``(None, values)``."""
     if not repeats(values):
         return None, values
+    found = index_repeats(values)
+    return found if found is not None else _index_all(values)
+
+
+def index_repeats(values: list[Any]) -> tuple[list[int], list[Any]] | None:
+    """The distinct objects of a column that ``repeats``, first seen first, and the position
+    of every value's object among them - if its first values hold every object it repeats.
+
+    They usually do (a span per source line, a few meshes): then one pass over the column, a
+    lookup per value in the small table of those first objects, finds every position. An
+    object first seen later fails that lookup: None. None too for a column hardly longer
+    than the first values, where a table of all its objects costs less.
+    """
+    if len(values) <= _INDEX_FROM:
+        return None
+    window = values[:_WINDOW]
+    by_id = dict(zip(map(id, window), window, strict=True))
+    slots = dict(zip(by_id, range(len(by_id)), strict=True))
+    try:
+        return list(map(slots.__getitem__, map(id, values))), list(by_id.values())
+    except KeyError:  # an object first seen past the window
+        return None
+
+
+def _index_all(values: list[Any]) -> tuple[list[int], list[Any]]:
+    """``index_repeats`` by a table of every object of the column."""
     ids = list(map(id, values))
-    return ids, list(dict(zip(ids, values, strict=True)).values())
+    by_id = dict(zip(ids, values, strict=True))
+    if len(by_id) == 1:  # one object throughout (a shared shape)
+        return [0] * len(values), list(by_id.values())
+    slots = dict(zip(by_id, range(len(by_id)), strict=True))
+    return list(map(slots.__getitem__, ids)), list(by_id.values())
 
 
-def spread(ids: list[int] | None, rows: list[Any], converted: list[Any]) -> list[Any]:
+def spread(positions: list[int] | None, converted: list[Any]) -> list[Any]:
     """The converted value of every entry of a column, given ``converted`` for its distinct
-    objects ``rows`` and the ids ``distinct_by_id`` found (None: ``rows`` is the column)."""
-    if ids is None:
+    objects and the ``positions`` ``distinct_by_id`` found (None: no repeats were taken out,
+    ``converted`` is the column's)."""
+    if positions is None:
         return converted
-    by_id = dict(zip(map(id, rows), converted, strict=True))
-    return list(map(by_id.__getitem__, ids))
+    return list(map(converted.__getitem__, positions))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Repeated(Sequence[int]):
+    """Node numbers of a column that repeats a few objects (``Walk.refs`` of spans, meshes):
+    the ``numbers`` of its distinct objects and every value's ``positions`` among them.
+    ``lookup`` renumbers the few distinct numbers and spreads them in one pass: the column's
+    provisional numbers are never listed one by one."""
+
+    positions: list[int]
+    numbers: Sequence[int]
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self.numbers[p] for p in self.positions[index]]
+        return self.numbers[self.positions[index]]
 
 
 def distinct_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:

@@ -349,7 +349,7 @@ class TupleField(_Wrapping):
     def scan(self, column: list[Any], walk: Walk) -> Any:
         # A column often repeats the same tuple object (a shared placements tuple): scan
         # each once.
-        ids, rows = distinct_by_id(column) if len(column) > SHORT_COLUMN else (None, column)
+        positions, rows = distinct_by_id(column) if len(column) > SHORT_COLUMN else (None, column)
         if not set(map(type, rows)) <= TUPLE:
             check_types(rows, TUPLE, self.describe, SerializationError)
         if self.inner.passthrough:  # checks only: the tuples are their own wire values
@@ -357,12 +357,12 @@ class TupleField(_Wrapping):
             return column
         state = self.inner.scan(flatten(rows), walk)
         if self.inner.has_children:
-            return ids, rows, state
-        return spread(ids, rows, regroup(rows, state))
+            return positions, rows, state
+        return spread(positions, regroup(rows, state))
 
     def emit(self, state: Any, renumber: list[int]) -> list[Any]:
-        ids, rows, inner = state
-        return spread(ids, rows, regroup(rows, self.inner.emit(inner, renumber)))
+        positions, rows, inner = state
+        return spread(positions, regroup(rows, self.inner.emit(inner, renumber)))
 
     def decode(self, column: list[Any] | tuple[Any, ...], ctx: ReadContext) -> list[Any]:
         kinds = set(map(type, column))

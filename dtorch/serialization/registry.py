@@ -129,6 +129,21 @@ class NodeType:
 
 _EXPLODE_TEMPLATE = "def explode(objs):\n    return [{columns}]\n"
 _COLUMN_TEMPLATE = "[o.{name} for o in objs]"
+_LOOP_TEMPLATE = """def explode(objs):
+    if len(objs) < LONG:
+        return [{columns}]
+    {lists} = {empties}
+    {appends} = {methods}
+    for o in objs:
+{reads}
+    return [{lists}]
+"""
+#: Past this many values of a record of at least ``_WIDE_EXPLODE`` fields (an operator), one
+#: loop appending to every column beats a comprehension per column: it reads each value once,
+#: and on long columns of wide records memory, not the interpreter, sets the pace (measured:
+#: 100,000 operators 19 ms instead of 31; narrower records gain nothing).
+_LONG_EXPLODE = 16384
+_WIDE_EXPLODE = 6
 
 
 def attribute_exploder(names: Sequence[str]) -> Explode:
@@ -137,9 +152,11 @@ def attribute_exploder(names: Sequence[str]) -> Explode:
     ``[o.name for o in objs]`` runs about twice as fast as ``map(attrgetter("name"), objs)``:
     the interpreter specialises an attribute read written in the source to the slot it
     names. So the function is compiled from a fixed template when the registry is built (at
-    import). The only text substituted is field names of registered record classes - our own
-    dataclass definitions - each checked to be a plain identifier, and the code runs without
-    builtins: no payload, and nothing else from outside, ever reaches ``compile``.
+    import); past ``_LONG_EXPLODE`` values of a wide record it reads every field of a value
+    in one loop instead, touching each value once rather than once per field. The only text
+    substituted is field names of registered record classes - our own dataclass definitions
+    - each checked to be a plain identifier, and the code runs with no builtins but ``len``:
+    no payload, and nothing else from outside, ever reaches ``compile``.
 
     Example:
         >>> from dtorch.ir.span import Span
@@ -149,12 +166,29 @@ def attribute_exploder(names: Sequence[str]) -> Explode:
     for name in names:
         if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
             raise SerializationError(f"field name {name!r} is not a plain identifier")
-    columns = ", ".join(_COLUMN_TEMPLATE.format(name=n) for n in names)
     namespace: dict[str, Any] = {}
-    code = compile(_EXPLODE_TEMPLATE.format(columns=columns), f"<explode {names}>", "exec")
-    exec(code, {"__builtins__": {}}, namespace)  # a fixed template, see the docstring
+    code = compile(_explode_source(names), f"<explode {names}>", "exec")
+    helpers = {"__builtins__": {}, "len": len, "LONG": _LONG_EXPLODE}
+    exec(code, helpers, namespace)  # a fixed template, see the docstring
     explode: Explode = namespace["explode"]
     return explode
+
+
+def _explode_source(names: Sequence[str]) -> str:
+    """The text of ``explode`` for the (checked) field ``names``."""
+    columns = ", ".join(_COLUMN_TEMPLATE.format(name=n) for n in names)
+    if len(names) < _WIDE_EXPLODE:
+        return _EXPLODE_TEMPLATE.format(columns=columns)
+    lists = [f"c{i}" for i in range(len(names))]
+    appends = [f"a{i}" for i in range(len(names))]
+    return _LOOP_TEMPLATE.format(
+        columns=columns,
+        lists=", ".join(lists),
+        empties=", ".join("[]" for _ in names),
+        appends=", ".join(appends),
+        methods=", ".join(f"{c}.append" for c in lists),
+        reads="\n".join(f"        {a}(o.{n})" for a, n in zip(appends, names, strict=True)),
+    )
 
 
 _FEW = 4
