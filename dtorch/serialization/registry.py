@@ -341,7 +341,7 @@ def _ranks(
 ) -> tuple[dict[NodeType, int], frozenset[int], dict[NodeType, int]]:
     """Each type's component in the graph of what its fields may refer to (children first),
     the components that hold a cycle, and each type's level."""
-    edges = {nt: _targets(nt, node_types, by_type) for nt in node_types}
+    edges = {nt: _targets(nt, node_types) for nt in node_types}
     components = strongly_connected(node_types, edges)
     ranks = {nt: rank for rank, component in enumerate(components) for nt in component}
     cyclic = frozenset(
@@ -356,16 +356,16 @@ def _ranks(
     return ranks, cyclic, levels
 
 
-def _targets(
-    node_type: NodeType, node_types: list[NodeType], by_type: Mapping[type, NodeType]
-) -> list[NodeType]:
+def _targets(node_type: NodeType, node_types: list[NodeType]) -> list[NodeType]:
     """The types ``node_type``'s fields may refer to (an untyped ``Any`` field: all)."""
     targets: list[NodeType] = []
     for field in node_type.fields:
         if not field.codec.has_children:
             continue
         classes = field.codec.child_classes
-        targets.extend(node_types if classes is None else (by_type[c] for c in classes))
+        # in the registry's order, not the set's (an address order): the same bytes in
+        # every process
+        targets.extend(nt for nt in node_types if classes is None or nt.cls in classes)
     return targets
 
 

@@ -290,7 +290,8 @@ def _split(objs: list[Any], keys: Sequence[int]) -> Mapping[type, _Chunk]:
             part[1].append(key)
         return parts
     types = list(map(type, objs))
-    obj_lists: dict[type, list[Any]] = {cls: [] for cls in set(types)}
+    # first-seen order, not a set's (an address order): the same bytes in every process
+    obj_lists: dict[type, list[Any]] = {cls: [] for cls in dict.fromkeys(types)}
     key_lists: dict[type, list[int]] = {cls: [] for cls in obj_lists}
     # the appends mapped at C speed, each value to its type's list
     deque(map(list.append, map(obj_lists.__getitem__, types), objs), maxlen=0)

@@ -234,3 +234,32 @@ def test_row_reader_on_every_value_of_a_batch_replaced() -> None:
         for odd in _ODD:
             changed = _replaced(root, (1, *path), odd)
             _same_outcome(reframe(msgpack.packb(changed), data, version))
+
+
+@pytest.mark.timeout(120)
+def test_the_same_value_encodes_to_the_same_bytes_in_every_process() -> None:
+    """Groups of node types were ordered by iterating sets of classes (an address order):
+    two processes could write the same batch in two orders (a program file's bytes changed
+    from run to run)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib; from tests.serialization.test_codec_rows import _batch\n"
+        "from dtorch.serialization import encode_batch, serialize\n"
+        "from dtorch.serialization.fuzz import sample_payloads\n"
+        "h = hashlib.sha256()\n"
+        "for n in (2, 3, 7, 300): h.update(encode_batch(_batch(n)))\n"
+        "for p in sample_payloads(): h.update(p)\n"
+        "print(h.hexdigest())\n"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True, text=True, check=True, timeout=100,
+        ).stdout
+        for seed in range(4)
+    }  # fmt: skip
+    assert len(digests) == 1
