@@ -233,6 +233,9 @@ class Graph:
         self._default_dtype = torch.float32
         self._guards = _Guards()  # each thread's guard overrides: one guard is not graph-wide
         self._inferences = InferenceCache()  # rule answers, reused across a loop's iterations
+        # while a trace runs: its thread, and the modules called with this graph's tensors
+        # (``dtorch.program.trace``; a program checks their train/eval modes at every call)
+        self._module_calls: tuple[int, list[Any]] | None = None
         self.runner = make_runner(self._option, name=f"dtorch-g{self._id}")
         try:
             self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")

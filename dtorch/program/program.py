@@ -300,15 +300,22 @@ def _call_difference(traced: Any, called: Any) -> str | None:
     return wrong if wrong is not None else difference(kwargs, new_kwargs, "keyword arguments")
 
 
-def _module_modes(fn: Callable[..., Any]) -> Callable[[], tuple[bool, ...]] | None:
-    """The train/eval flags of every module ``fn`` is (or is a bound method of), read
-    through the module protocol (``modules()``, ``training``); None for other callables.
-    The modules are listed once, at the trace: a call reads their flags only."""
+def _module_modes(
+    fn: Callable[..., Any], called: list[Any]
+) -> Callable[[], tuple[bool, ...]] | None:
+    """The train/eval flags of every module ``fn`` is (or is a bound method of) and of every
+    module ``called`` during the trace, with their submodules, read through the module
+    protocol (``modules()``, ``training``); None if there is none. The modules are listed
+    once, at the trace: a call reads their flags only."""
     owner = getattr(fn, "__self__", fn)
-    walk = getattr(owner, "modules", None)
-    if not callable(walk):
+    found: dict[int, Any] = {}
+    for module in (owner, *called):
+        walk = getattr(module, "modules", None)
+        if callable(walk):
+            found.update((id(m), m) for m in walk())
+    if not found:
         return None
-    modules = list(walk())
+    modules = list(found.values())
     return lambda: tuple([bool(getattr(m, "training", False)) for m in modules])
 
 
@@ -387,8 +394,6 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     own = tracer.inputs  # handles of their own: a closure's read of an input is a constant
     own_args, own_kwargs = unflatten(args, own)
     rebinds = graph.executor.rebind_count  # a rebind inside fn: refused below
-    modes = _module_modes(fn)
-    traced_modes = modes() if modes is not None else ()
     try:
         with tracer:
             returned = fn(*own_args, **own_kwargs)
@@ -411,6 +416,7 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
             tracer.bind_inputs()
     program = Program(graph, spec)
     program._any_keyword_order = not _takes_any_keywords(fn)
+    modes = _module_modes(fn, tracer.modules)
     if modes is not None:
-        program._modes = (modes, traced_modes)
+        program._modes = (modes, modes())
     return program

@@ -136,6 +136,7 @@ class Tracer:
             own._operand.id: user._operand.id for own, user in zip(self.inputs, users, strict=True)
         }
         self.pinned: list[int] = []
+        self.modules: list[Any] = []  # the modules called on the graph's tensors (nn.Module)
         self._made: set[int] = set(self.seen)  # inputs and what the trace made
         self._thread = threading.get_ident()
 
@@ -147,6 +148,7 @@ class Tracer:
             self._inferences = graph._inferences
             graph._inferences = _SeeingInferences(self._inferences, self.seen)  # type: ignore[assignment]
             graph.executor.submit = self._submit
+            graph._module_calls = (self._thread, self.modules)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -155,6 +157,7 @@ class Tracer:
             if executor.submit == self._submit:  # a broken graph swapped in its refusal: keep it
                 executor.submit = self._inner
             self.graph._inferences = self._inferences
+            self.graph._module_calls = None
 
     def bind_inputs(self) -> None:
         """Make each input's own handle a view of the user's tensor on the devices, so that a

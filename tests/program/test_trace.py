@@ -381,6 +381,34 @@ def test_a_module_whose_mode_changed_is_refused(
         torch.testing.assert_close(program(dtorch.from_torch(x)).to_torch(), expected)
 
 
+def test_a_module_called_from_a_traced_function_is_checked_too(graph: dtorch.Graph) -> None:
+    """A lambda or a helper calling a module (here a BatchNorm inside a Sequential, through
+    a helper function) replays the traced mode's operators as well."""
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.ReLU())
+    model = dtorch.nn.Sequential(dtorch.nn.BatchNorm2d(3), dtorch.nn.ReLU())
+    x = torch.randn(2, 3, 4, 4)
+
+    def helper(t: dtorch.Tensor) -> dtorch.Tensor:
+        return model(t) * 2
+
+    program = dtorch.trace(lambda t: helper(t) + 1, dtorch.from_torch(x))
+    with torch.no_grad():
+        expected = reference(x) * 2 + 1
+    torch.testing.assert_close(program(dtorch.from_torch(x)).to_torch(), expected)
+    model[0].eval()  # a submodule's mode: BatchNorm would replay batch statistics
+    with pytest.raises(dtorch.TraceError, match="mode changed since it was traced"):
+        program(dtorch.from_torch(x))
+    model[0].train()
+    with torch.no_grad():
+        expected = reference(x) * 2 + 1
+    torch.testing.assert_close(program(dtorch.from_torch(x)).to_torch(), expected)
+    plain = dtorch.trace(lambda t: t * 2, dtorch.from_torch(x))
+    assert plain._modes is None  # no module called: nothing to check
+    model.eval()
+    plain(dtorch.from_torch(x))  # modules of other traces are none of its business
+
+
 def test_a_rebind_through_one_of_several_handles_is_refused_at_the_next_call(
     graph: dtorch.Graph,
 ) -> None:

@@ -39,6 +39,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -515,6 +516,7 @@ class Module:
         return hooks.run_pre_hooks(self, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _note_traced_call(self, args, kwargs)
         if self._forward_pre_hooks:
             args, kwargs = self._run_pre_hooks(args, kwargs)
         args, kwargs = self.redistribute_input(*args, **kwargs)
@@ -568,3 +570,14 @@ class Module:
 
 
 __all__ = ["Module"]
+
+
+def _note_traced_call(module: Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Tell a trace running in this thread that ``module`` was called on its graph's tensors:
+    the program checks the module's train/eval mode at every call (see ``dtorch.trace``)."""
+    for value in itertools.chain(args, kwargs.values()):
+        if isinstance(value, Tensor):
+            calls = value._graph._module_calls
+            if calls is not None and calls[0] == threading.get_ident():
+                calls[1].append(module)
+            return
