@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, SupportsIndex
 
 import torch
 
@@ -215,6 +215,11 @@ def mesh_of(spec: DeviceMesh | str | torch.device) -> DeviceMesh:
 class Graph:
     """An eager graph: records operators from any thread, runs them asynchronously."""
 
+    #: The modules called in each thread where a trace runs, by thread id (``dtorch.trace``
+    #: lists them; a program checks their train/eval modes at every call). Empty otherwise,
+    #: which ``nn.Module.__call__`` reads first: a call pays nothing more when none runs.
+    traced_module_calls: ClassVar[dict[int, list[Any]]] = {}
+
     _ids = itertools.count()  # graph ids: unique in this process
 
     def __init__(self, option: GraphOption | None = None) -> None:
@@ -233,9 +238,6 @@ class Graph:
         self._default_dtype = torch.float32
         self._guards = _Guards()  # each thread's guard overrides: one guard is not graph-wide
         self._inferences = InferenceCache()  # rule answers, reused across a loop's iterations
-        # while a trace runs: its thread, and the modules called with this graph's tensors
-        # (``dtorch.program.trace``; a program checks their train/eval modes at every call)
-        self._module_calls: tuple[int, list[Any]] | None = None
         self.runner = make_runner(self._option, name=f"dtorch-g{self._id}")
         try:
             self.executor = Executor(self.runner, name=f"dtorch-g{self._id}")

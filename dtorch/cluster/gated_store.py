@@ -76,7 +76,7 @@ MAX_VALUE_BYTES = FRAME_BYTES - 8192
 #: The most keys one CHECK or WAIT names.
 MAX_KEYS = 1024
 #: The most GET and WAIT requests parked at once, and the longest one waits (seconds).
-MAX_PARKED = 4096
+MAX_PARKED = 65536
 MAX_WAIT_S = 86400.0
 #: How often the loop looks whether it should stop (milliseconds).
 _TICK_MS = 200

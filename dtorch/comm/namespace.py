@@ -93,7 +93,7 @@ class CommNamespace:
         pid = os.getpid()
         # one draw per process id: a forked child draws its own; setdefault keeps the first
         # of two racing threads' draws
-        token = _PROCESS_TOKENS.setdefault(pid, secrets.token_hex(4))
+        token = _PROCESS_TOKENS.get(pid) or _PROCESS_TOKENS.setdefault(pid, secrets.token_hex(4))
         return CommNamespace(f"p{pid:x}_{token}")
 
     def scoped_key(self, store_key: str) -> str:

@@ -309,7 +309,7 @@ def _module_modes(
     once, at the trace: a call reads their flags only."""
     owner = getattr(fn, "__self__", fn)
     found: dict[int, Any] = {}
-    for module in (owner, *called):
+    for module in {id(m): m for m in (owner, *called)}.values():  # one walk per module
         walk = getattr(module, "modules", None)
         if callable(walk):
             found.update((id(m), m) for m in walk())
@@ -374,8 +374,9 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     passed in and also read from its closure is an input and a constant). A function that
     reads a value (``item()``, ``tolist()``, a Python condition on a tensor), calls
     ``sync()`` or draws random numbers is refused (TraceError naming the line). ``fn``'s
-    operators run once, as an eager call. A program traced from a module (or a module's
-    method) refuses calls once a module's train/eval mode differs from the traced one.
+    operators run once, as an eager call. A program refuses calls once the train/eval mode
+    of a module differs from the one it had when the trace ended: the module traced (or
+    whose method was), and every module ``fn`` called, with their submodules.
 
     Example:
         >>> import dtorch

@@ -136,7 +136,8 @@ class Tracer:
             own._operand.id: user._operand.id for own, user in zip(self.inputs, users, strict=True)
         }
         self.pinned: list[int] = []
-        self.modules: list[Any] = []  # the modules called on the graph's tensors (nn.Module)
+        self.modules: list[Any] = []  # the modules called in this thread (nn.Module.__call__)
+        self._outer_calls: list[Any] | None = None
         self._made: set[int] = set(self.seen)  # inputs and what the trace made
         self._thread = threading.get_ident()
 
@@ -148,7 +149,9 @@ class Tracer:
             self._inferences = graph._inferences
             graph._inferences = _SeeingInferences(self._inferences, self.seen)  # type: ignore[assignment]
             graph.executor.submit = self._submit
-            graph._module_calls = (self._thread, self.modules)
+            calls = type(graph).traced_module_calls
+            self._outer_calls = calls.get(self._thread)  # a trace inside another one's body
+            calls[self._thread] = self.modules
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -157,7 +160,11 @@ class Tracer:
             if executor.submit == self._submit:  # a broken graph swapped in its refusal: keep it
                 executor.submit = self._inner
             self.graph._inferences = self._inferences
-            self.graph._module_calls = None
+            calls = type(self.graph).traced_module_calls
+            if self._outer_calls is None:
+                calls.pop(self._thread, None)
+            else:
+                calls[self._thread] = self._outer_calls
 
     def bind_inputs(self) -> None:
         """Make each input's own handle a view of the user's tensor on the devices, so that a

@@ -295,7 +295,7 @@ class TypeRegistry:
         by_tag = {nt.tag: nt for nt in node_types}
         if len(by_type) != len(node_types) or len(by_tag) != len(node_types):
             raise SerializationError("a type or a tag is registered twice")
-        ranks, cyclic, levels = _ranks(node_types, by_type)
+        ranks, cyclic, levels = _ranks(node_types)
         return cls(
             types.MappingProxyType(by_type),
             types.MappingProxyType(by_tag),
@@ -337,7 +337,7 @@ def _families(node_types: list[NodeType]) -> dict[type, int]:
 
 
 def _ranks(
-    node_types: list[NodeType], by_type: Mapping[type, NodeType]
+    node_types: list[NodeType],
 ) -> tuple[dict[NodeType, int], frozenset[int], dict[NodeType, int]]:
     """Each type's component in the graph of what its fields may refer to (children first),
     the components that hold a cycle, and each type's level."""

@@ -409,6 +409,58 @@ def test_a_module_called_from_a_traced_function_is_checked_too(graph: dtorch.Gra
     plain(dtorch.from_torch(x))  # modules of other traces are none of its business
 
 
+class _ListIn(dtorch.nn.Module):
+    def forward(self, xs: list[dtorch.Tensor]) -> dtorch.Tensor:
+        return xs[0] * 2 if self.training else xs[0]
+
+
+class _NoTensorIn(dtorch.nn.Module):
+    def forward(self) -> float:
+        return 2.0 if self.training else 1.0
+
+
+@pytest.mark.parametrize("make", [_ListIn, _NoTensorIn], ids=["tensors-in-a-list", "no-tensor"])
+def test_every_module_called_while_tracing_is_checked_whatever_its_arguments(
+    graph: dtorch.Graph, make: type
+) -> None:
+    module = make()
+    x = dtorch.ones(4)
+    if make is _ListIn:
+        program = dtorch.trace(lambda t: module([t]), x)
+    else:
+        program = dtorch.trace(lambda t: t * module(), x)
+    assert program(x).tolist() == [2.0] * 4
+    module.eval()
+    with pytest.raises(dtorch.TraceError, match="mode changed since it was traced"):
+        program(x)
+
+
+def test_a_module_called_in_another_thread_during_a_trace_is_not_the_trace_s(
+    graph: dtorch.Graph,
+) -> None:
+    import threading
+
+    other = _NoTensorIn()
+    started, release = threading.Event(), threading.Event()
+
+    def elsewhere() -> None:
+        started.wait(5)
+        other()  # while the trace below runs
+        release.set()
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+
+    def fn(t: dtorch.Tensor) -> dtorch.Tensor:
+        started.set()
+        release.wait(5)
+        return t + 1
+
+    program = dtorch.trace(fn, dtorch.ones(2))
+    thread.join(5)
+    assert program._modes is None
+
+
 def test_a_rebind_through_one_of_several_handles_is_refused_at_the_next_call(
     graph: dtorch.Graph,
 ) -> None:

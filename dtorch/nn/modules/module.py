@@ -47,12 +47,16 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from dtorch.api.graph import Graph
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
 from dtorch.nn.modules import hooks, loading, paths, state
 from dtorch.nn.modules.hooks import Hook
 from dtorch.nn.parameter import Buffer, Parameter
+
+#: ``Graph.traced_module_calls``, read at every call (one lookup the fewer).
+_TRACED_CALLS = Graph.traced_module_calls
 
 
 def _typename(value: Any) -> str:
@@ -516,7 +520,8 @@ class Module:
         return hooks.run_pre_hooks(self, args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        _note_traced_call(self, args, kwargs)
+        if _TRACED_CALLS:  # a trace runs in some thread: it lists the modules of its thread
+            _note_traced_call(self)
         if self._forward_pre_hooks:
             args, kwargs = self._run_pre_hooks(args, kwargs)
         args, kwargs = self.redistribute_input(*args, **kwargs)
@@ -572,12 +577,9 @@ class Module:
 __all__ = ["Module"]
 
 
-def _note_traced_call(module: Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Tell a trace running in this thread that ``module`` was called on its graph's tensors:
-    the program checks the module's train/eval mode at every call (see ``dtorch.trace``)."""
-    for value in itertools.chain(args, kwargs.values()):
-        if isinstance(value, Tensor):
-            calls = value._graph._module_calls
-            if calls is not None and calls[0] == threading.get_ident():
-                calls[1].append(module)
-            return
+def _note_traced_call(module: Module) -> None:
+    """Tell a trace running in this thread that ``module`` was called, whatever its
+    arguments: the program checks the module's train/eval mode at every call."""
+    called = _TRACED_CALLS.get(threading.get_ident())
+    if called is not None:
+        called.append(module)
