@@ -114,8 +114,9 @@ def _cyclic(
     """Groups of the types of one cyclic rank, by the references this payload holds."""
     if len(present) == 1 and present[0] not in edges.get(present[0], ()):
         return [batches[present[0]]]  # alone in its rank here, and not referring to itself
-    members = set(present)
-    inner = {nt: [t for t in edges.get(nt, ()) if t in members] for nt in present}
+    # each type's targets in ``present``'s order, not their set's (an address order): the
+    # same bytes in every process
+    inner = {nt: [t for t in present if t in edges.get(nt, ())] for nt in present}
     groups: list[Group] = []
     for component in strongly_connected(present, inner):
         only = component[0]

@@ -252,6 +252,8 @@ def test_the_same_value_encodes_to_the_same_bytes_in_every_process() -> None:
         "h = hashlib.sha256()\n"
         "for n in (2, 3, 7, 300): h.update(encode_batch(_batch(n)))\n"
         "for p in sample_payloads(): h.update(p)\n"
+        "nested = [[1, [2, (3, {'a': [4]})]], {'k': ([5], [[6]], (7, [8]))}]\n"
+        "h.update(serialize(nested)); h.update(serialize([nested, nested[0], (nested,)]))\n"
         "print(h.hexdigest())\n"
     )
     digests = {
