@@ -5,6 +5,7 @@ LOCAL_RANK, and the workers join the controller's cluster."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -21,9 +22,19 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A free port below the ephemeral range (32768-60999 here): torchrun's agents bind it a
+    few seconds later, and a port from that range may meanwhile become the local port of any
+    outgoing connection on the machine (a reconnecting ZeroMQ socket takes a new one every
+    100 ms), after which no agent can serve the rendezvous and both wait as clients."""
+    start = random.randrange(20000, 30000)
+    for port in range(start, start + 2000):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {start}..{start + 1999}")
 
 
 def _torchrun(
