@@ -164,14 +164,7 @@ def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) ->
     """
     tensor_arg("gather", input)
     d = normalize_dim(dim, input.ndim, op="gather")
-    if isinstance(index, torch.Tensor):
-        index = beside(input, index)
-    elif not is_tensor(index):
-        raise TypeError(
-            f"gather: index must be a dtorch.Tensor (or a torch.Tensor) of int64, got "
-            f"{type(index).__name__}"
-        )
-    return record_one("gather", GatherParam(d), (input, index))
+    return record_one("gather", GatherParam(d), (input, _index_arg("gather", input, index)))
 
 
 @_named
@@ -222,19 +215,26 @@ def _gather_aligned(x: Tensor, index: Tensor, dim: int) -> Tensor:
             raise refused from None
 
 
-def _indices(input: Tensor, indices: Any) -> Tensor:
-    if isinstance(indices, torch.Tensor):
-        indices = beside(input, indices)
-    elif not is_tensor(indices):
+def _index_arg(op: str, input: Tensor, index: Any, what: str = "index") -> Tensor:
+    """``index`` as a dtorch tensor: a torch one sent Replicate beside ``input``; TypeError
+    for anything else."""
+    if isinstance(index, torch.Tensor):
+        return beside(input, index)
+    if not is_tensor(index):
         raise TypeError(
-            f"take_along_dim: indices must be a dtorch.Tensor (or a torch.Tensor) of int64, "
-            f"got {type(indices).__name__}"
+            f"{op}: {what} must be a dtorch.Tensor (or a torch.Tensor) of int64, got "
+            f"{type(index).__name__}"
         )
-    if indices.dtype != torch.int64:
+    found: Tensor = index
+    return found
+
+
+def _indices(input: Tensor, indices: Any) -> Tensor:
+    index = _index_arg("take_along_dim", input, indices, "indices")
+    if index.dtype != torch.int64:
         raise DtypeError(
-            f"torch.take_along_dim(): dtype of indices should be Long but got {indices.dtype}"
+            f"torch.take_along_dim(): dtype of indices should be Long but got {index.dtype}"
         )
-    index: Tensor = indices
     return index
 
 
