@@ -21,6 +21,7 @@ from dtorch.cluster.main_node import ClusterNode, cluster_token
 from dtorch.cluster.rendezvous import connect_store, worker_key
 from dtorch.errors import RendezvousError, WorkerDiedError
 from tests.cluster.cluster_setup import TOKEN, Cluster
+from tests.tcp_table import LISTEN, tcp_sockets
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -34,16 +35,8 @@ def _alive(pid: int) -> bool:
 
 
 def _listening_addresses(port: int) -> set[str]:
-    """The local addresses of the TCP sockets that listen on ``port`` (from /proc/net/tcp)."""
-    found = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as file:
-            for line in file.readlines()[1:]:
-                local, state = line.split()[1], line.split()[3]
-                address, hex_port = local.split(":")
-                if state == "0A" and int(hex_port, 16) == port:
-                    found.add(address)
-    return found
+    """The local addresses of the TCP sockets that listen on ``port``."""
+    return {s.local_address for s in tcp_sockets() if s.state == LISTEN and s.local_port == port}
 
 
 def test_losing_a_host_fails_pending_futures_in_time_naming_it():

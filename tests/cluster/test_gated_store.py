@@ -32,6 +32,7 @@ from dtorch.cluster.rendezvous import connect_store
 from dtorch.comm.store.network_gate import client_options
 from dtorch.errors import RendezvousError
 from tests.cluster.test_cluster_faults import _listening_addresses
+from tests.tcp_table import ESTABLISHED, tcp_sockets
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -213,10 +214,8 @@ def test_a_closed_server_is_noticed_at_once_and_frees_its_port(
 
 
 def _connections_to(port: int) -> int:
-    """How many TCP connections this machine's sockets hold to ``port`` (connected: 01)."""
-    with open("/proc/net/tcp") as table:
-        rows = [line.split()[1:4] for line in table.readlines()[1:]]
-    return sum(remote.endswith(f":{port:04X}") and state == "01" for _, remote, state in rows)
+    """How many TCP connections this machine's sockets hold to ``port``."""
+    return sum(s.remote_port == port and s.state == ESTABLISHED for s in tcp_sockets())
 
 
 def test_a_closed_client_refuses_calls_and_leaves_no_connection(

@@ -23,6 +23,7 @@ from dtorch.comm.store.base import Deadline
 from dtorch.comm.store.network_gate import USERNAME
 from dtorch.comm.store.network_protocol import FRAME_BYTES, Op
 from dtorch.errors import CommError
+from tests.tcp_table import ESTABLISHED, LISTEN, tcp_sockets
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -202,14 +203,9 @@ def test_a_store_opened_again_in_the_same_process_gets_its_own_gate_domain(names
 
 def _open_on(port: int) -> list[str]:
     """The states of this machine's TCP sockets whose local port is ``port``, left open:
-    listening (0A) or connected (01) (TIME_WAIT and the like are a closed socket's)."""
-    with open("/proc/net/tcp") as table:
-        rows = [line.split()[1:4] for line in table.readlines()[1:]]
-    return [
-        state
-        for local, _, state in rows
-        if local.endswith(f":{port:04X}") and state in ("0A", "01")
-    ]
+    listening or connected (TIME_WAIT and the like are a closed socket's)."""
+    open_states = (LISTEN, ESTABLISHED)
+    return [s.state for s in tcp_sockets() if s.local_port == port and s.state in open_states]
 
 
 def test_a_stopped_coordinator_closes_its_port_and_connections() -> None:
