@@ -1,16 +1,18 @@
 """The exception tree of dtorch.
 
 Every error dtorch raises on purpose is a ``DTorchError``. Where a standard exception type
-describes the failure too, the dtorch class also derives from it, so ``except ValueError``
-keeps working for code written against plain PyTorch::
+describes the failure too, the dtorch class also derives from it, and from the class torch
+raises for the same failure (mostly ``RuntimeError``), so both ``except ValueError`` and
+code written against plain PyTorch (``except RuntimeError``) keep working::
 
     DTorchError
     ├── OptionError (ValueError)              an environment variable or option is invalid
     ├── MeshError (ValueError)                a DeviceMesh is malformed or used wrongly
     ├── PlacementError (ValueError)           placements an operator or mesh does not accept
-    ├── ShapeError (ValueError)               shapes an operator does not accept
-    ├── DtypeError (TypeError)                dtypes an operator does not accept
-    ├── ParamError (ValueError)               an operator argument with a value it does not accept
+    ├── ShapeError (ValueError, RuntimeError) shapes an operator does not accept
+    │   └── DimError (IndexError)             a dim argument out of range
+    ├── DtypeError (TypeError, RuntimeError)  dtypes an operator does not accept
+    ├── ParamError (ValueError, RuntimeError) an operator argument with a value it does not accept
     ├── ScalarError (ValueError)              a value that is not a scalar dtorch can carry
     ├── UnknownDtypeError (ValueError)        a dtype (code) this torch does not have
     ├── NoRuleError (NotImplementedError)     an operator kind without a shape rule
@@ -65,20 +67,22 @@ class PlacementError(DTorchError, ValueError):
     """Placements that a mesh or an operator does not accept."""
 
 
-class ShapeError(DTorchError, ValueError):
-    """Shapes that an operator does not accept."""
+class ShapeError(DTorchError, ValueError, RuntimeError):
+    """Shapes that an operator does not accept (torch raises RuntimeError for these)."""
 
 
 class DimError(ShapeError, IndexError):
     """A dimension argument out of range: an IndexError, as torch raises, and a ShapeError."""
 
 
-class DtypeError(DTorchError, TypeError):
-    """Dtypes an operator does not accept (torch would raise on the full tensors too)."""
+class DtypeError(DTorchError, TypeError, RuntimeError):
+    """Dtypes an operator does not accept (torch would raise on the full tensors too, mostly a
+    RuntimeError)."""
 
 
-class ParamError(DTorchError, ValueError):
-    """An operator argument (a param field) with a value the operator does not accept."""
+class ParamError(DTorchError, ValueError, RuntimeError):
+    """An operator argument (a param field) with a value the operator does not accept (torch
+    raises RuntimeError for most, ValueError for some)."""
 
 
 class ScalarError(DTorchError, ValueError):

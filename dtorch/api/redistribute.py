@@ -116,16 +116,17 @@ def redistribute_by_dict(
     t: Tensor,
     device_mesh: DeviceMesh | None = None,
     placements_dict: Mapping[Any, Placement] | None = None,
+    default_placement_mode: str = "keep",
     *,
-    default_placement_mode: str = "raise_error",
     convert_shard_size_one_to_replicate: bool = True,
 ) -> Tensor:
     """``t`` on ``device_mesh`` (default: its own) with placements given per mesh dim: keys are
     dim names or ints (names the mesh lacks are ignored). Mesh dims not in the dict follow
-    ``default_placement_mode``: ``raise_error`` (the default), ``keep`` (the placement on the
-    same-named dim - or, unnamed, the same index - of the current mesh, else Replicate) or
-    ``replicate``. A one-device target is all Replicate; a ``Shard(d)`` of a tensor dim of size
-    1 becomes Replicate when ``convert_shard_size_one_to_replicate``.
+    ``default_placement_mode``: ``keep`` (the default, as API.md gives it: the placement on the
+    same-named dim - or, unnamed, the same index - of the current mesh, else Replicate),
+    ``replicate`` or ``raise_error`` (a call that names every dim runs the same under all three).
+    A one-device target is all Replicate; a ``Shard(d)`` of a tensor dim of size 1 becomes
+    Replicate when ``convert_shard_size_one_to_replicate``.
 
     Example:
         >>> import dtorch

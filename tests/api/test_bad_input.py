@@ -277,7 +277,7 @@ def test_non_tensors_refused_by_the_function_called(
         (lambda x: dtorch.einsum(x, [0, 1]), TypeError, "einsum: .* sublist form"),
         (lambda x: dtorch.zeros(2, graph="g"), TypeError, r"graph must be a dtorch\.Graph"),
         (dtorch.cat, TypeError, "cat: expected a non-empty tuple or list"),
-        (lambda x: dtorch.cat([]), TypeError, "cat: expected a non-empty tuple or list"),
+        (lambda x: dtorch.cat([]), RuntimeError, "cat: expected a non-empty tuple or list"),
         (
             lambda x: x.redistribute_by_dict(placements_dict=[dtorch.Shard(0)]),
             TypeError,
@@ -580,3 +580,43 @@ def test_bool_clamp_and_negative_integer_powers_are_refused_at_the_call(
     assert torch.equal(b.clamp(min=1).to_torch(), full.clamp(min=1))  # an int bound is fine
     ints = dtorch.from_torch(torch.tensor([2, 3]), graph=graph)
     assert torch.equal((ints**-1.0).to_torch(), torch.tensor([2, 3]) ** -1.0)
+
+
+# (dtorch call on x [5, 6] float / i [4] int64 / b [4] bool, the same call in torch)
+_TORCH_CLASS_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
+    ("int mean", lambda x, i, b: i.mean(), lambda x, i, b: i.mean()),
+    ("bool - bool", lambda x, i, b: b - b, lambda x, i, b: b - b),
+    ("-bool", lambda x, i, b: -b, lambda x, i, b: -b),
+    ("float mask", lambda x, i, b: x.masked_fill(x, 0.0), lambda x, i, b: x.masked_fill(x, 0.0)),
+    ("int ** -3", lambda x, i, b: i**-3, lambda x, i, b: i**-3),
+    ("reshape", lambda x, i, b: x.reshape(7, -1), lambda x, i, b: x.reshape(7, -1)),
+    ("expand", lambda x, i, b: x.expand(3, 6), lambda x, i, b: x.expand(3, 6)),
+    ("permute", lambda x, i, b: x.permute(0, 0), lambda x, i, b: x.permute(0, 0)),
+    ("chunk(0)", lambda x, i, b: x.chunk(0), lambda x, i, b: x.chunk(0)),
+    ("matmul", lambda x, i, b: x @ x, lambda x, i, b: x @ x),
+    ("broadcast", lambda x, i, b: x + x[:4], lambda x, i, b: x + x[:4]),
+    ("item", lambda x, i, b: x.item(), lambda x, i, b: x.item()),
+    ("clamp()", lambda x, i, b: x.clamp(), lambda x, i, b: x.clamp()),
+    ("cat([])", lambda x, i, b: dtorch.cat([]), lambda x, i, b: torch.cat([])),
+    ("sum(dim=5)", lambda x, i, b: x.sum(5), lambda x, i, b: x.sum(5)),
+    ("Linear(-1)", lambda x, i, b: dtorch.nn.Linear(-1, 2), lambda x, i, b: torch.nn.Linear(-1, 2)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "ours", "theirs"), _TORCH_CLASS_CASES, ids=[case[0] for case in _TORCH_CLASS_CASES]
+)
+def test_refusals_are_of_the_class_torch_raises(
+    name: str, ours: Callable[..., Any], theirs: Callable[..., Any], graph: dtorch.Graph
+) -> None:
+    """Code written for torch catches dtorch's refusals: each is an instance of the exception
+    class torch raises for the same call on the full tensors (mostly RuntimeError), and a
+    DTorchError."""
+    full = (torch.arange(30.0).reshape(5, 6), torch.arange(4), torch.tensor([True, False] * 2))
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    placed = [dtorch.from_torch(t, device_mesh=mesh, graph=graph) for t in full]
+    with pytest.raises(Exception) as expected:
+        theirs(*full)
+    with pytest.raises(expected.type) as got:
+        ours(*placed)
+    assert isinstance(got.value, dtorch.errors.DTorchError), got.value

@@ -237,9 +237,12 @@ def test_redistribute_by_dict(graph: dtorch.Graph, layout: tuple) -> None:
     mesh = t.device_mesh
     names = mesh.dim_names
     wanted = {names[-1]: Shard(0), "absent": Shard(1)}
-    if mesh.ndim > 1:  # a mesh dim missing from the dict
+    if mesh.ndim > 1:  # a mesh dim missing from the dict: kept by default (API.md), or refused
         with pytest.raises(PlacementError, match="raise_error"):
-            t.redistribute_by_dict(placements_dict=wanted)
+            t.redistribute_by_dict(placements_dict=wanted, default_placement_mode="raise_error")
+        default = t.redistribute_by_dict(mesh, wanted)  # the mode is positional too
+        assert default.placements == [*t.placements[:-1], Shard(0)]
+        assert torch.allclose(default.to_torch(), full)
     replicated = t.redistribute_by_dict(placements_dict=wanted, default_placement_mode="replicate")
     assert replicated.placements == [R] * (mesh.ndim - 1) + [Shard(0)]
     assert torch.equal(replicated.to_torch(), full)

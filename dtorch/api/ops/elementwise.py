@@ -499,7 +499,7 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
         [-1, 0, 3]
     """
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise ParamError("clamp: at least one of min and max must be given")
     tensor = TensorBase
     if isinstance(min, tensor) or isinstance(max, tensor):
         return _clamp_tensors(input, min, max)

@@ -341,8 +341,8 @@ def _tensor_list(name: str, tensors: Sequence[Any]) -> list[Tensor]:
             f"{type(tensors).__module__}.{type(tensors).__name__}"
         )
     tensors = list(tensors)
-    if not tensors:
-        raise TypeError(f"{name}: expected a non-empty tuple or list of dtorch.Tensor, got none")
+    if not tensors:  # torch's RuntimeError (a ParamError is one)
+        raise ParamError(f"{name}: expected a non-empty tuple or list of dtorch.Tensor, got none")
     for i, t in enumerate(tensors):
         if not isinstance(t, TensorBase):
             raise not_a_tensor(name, f"tensors[{i}]", t)

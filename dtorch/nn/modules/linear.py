@@ -41,7 +41,7 @@ from dtorch.api.creation import empty, uniform
 from dtorch.api.graph import Graph
 from dtorch.api.ops.linalg import linear
 from dtorch.api.tensor import Tensor
-from dtorch.errors import MeshError
+from dtorch.errors import MeshError, ParamError
 from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate
@@ -101,12 +101,13 @@ def check_features(layer: str, **sizes: Any) -> list[int]:
 
 
 def _feature(layer: str, name: str, size: Any) -> int:
+    # torch's classes: TypeError for a non-int, RuntimeError (a ParamError is one) for a negative
     try:
         count = operator.index(size)
     except TypeError:
-        count = -1
+        raise TypeError(f"{layer}: {name} must be a non-negative int, got {size!r}") from None
     if count < 0:
-        raise ValueError(f"{layer}: {name} must be a non-negative int, got {size!r}")
+        raise ParamError(f"{layer}: {name} must be a non-negative int, got {size!r}")
     return count
 
 
