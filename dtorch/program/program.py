@@ -64,6 +64,7 @@ class Program:
         # program goes, as an operand's is, so that the devices drop the compiled body.
         self._constant_ids = tuple(o.id for o in spec.constants)
         self._alias = _aliases(spec.body.inputs)
+        self._same_results = _aliases(spec.body.outputs)  # one tensor returned twice
         self._keywords: tuple[Any, ...] = spec.args[1][1][1]  # the traced keyword names
         self._since = graph.executor.rebind_count  # rebinds before this are not its concern
         self._values = has_values(spec.args)  # plain values: compared leaf by leaf
@@ -127,6 +128,8 @@ class Program:
         graph.executor.submit((op, outputs))
         self._sent = True
         handles = [Tensor._wrap(graph, o) for o in outputs]
+        for index, first in self._same_results:  # the same handle, as the function returned
+            handles[index] = handles[first]
         return unflatten(spec.result, handles)
 
     def _check_modes(self) -> None:
@@ -353,7 +356,8 @@ def _meshes(operand: Operand, traced: Operand) -> str:
 
 
 def _aliases(placeholders: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    """(position, first position) for inputs traced as the same tensor as an earlier one."""
+    """(position, first position) for inputs (results) traced as the same tensor as an
+    earlier one."""
     first: dict[int, int] = {}
     pairs = []
     for index, placeholder in enumerate(placeholders):

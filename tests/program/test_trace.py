@@ -409,6 +409,29 @@ def test_a_module_called_from_a_traced_function_is_checked_too(graph: dtorch.Gra
     plain(dtorch.from_torch(x))  # modules of other traces are none of its business
 
 
+@pytest.mark.parametrize("form", ["forward", "flag"])
+def test_a_mode_read_without_calling_the_module_is_checked_too(
+    graph: dtorch.Graph, form: str
+) -> None:
+    """``bn.forward(t)`` (no ``__call__``) and a function that reads ``model.training`` itself
+    depend on the mode as much as ``bn(t)``: the program checks it at every call."""
+    torch.manual_seed(0)
+    reference = torch.nn.BatchNorm2d(3).eval()
+    layer = dtorch.nn.BatchNorm2d(3).eval()
+    x = torch.randn(2, 3, 4, 4) * 3 + 1
+    if form == "forward":
+        # a lambda, not the bound method (whose module the program reads from __self__)
+        program = dtorch.trace(lambda t: layer.forward(t), dtorch.from_torch(x))  # noqa: PLW0108
+    else:
+        program = dtorch.trace(lambda t: t * 2 if layer.training else t, dtorch.from_torch(x))
+    with torch.no_grad():
+        expected = reference(x) if form == "forward" else x
+    torch.testing.assert_close(program(dtorch.from_torch(x)).to_torch(), expected)
+    layer.train()  # eager now normalizes with batch statistics (or doubles)
+    with pytest.raises(dtorch.TraceError, match="mode changed since it was traced"):
+        program(dtorch.from_torch(x))
+
+
 class _ListIn(dtorch.nn.Module):
     def forward(self, xs: list[dtorch.Tensor]) -> dtorch.Tensor:
         return xs[0] * 2 if self.training else xs[0]
@@ -510,3 +533,19 @@ def test_a_handle_rebound_away_no_longer_counts_as_one_of_the_values(
     program = dtorch.trace(lambda t: t + b, x)
     b.data = dtorch.full((3,), 2.0)
     assert program(x).tolist() == (x + b).tolist() == [3.0] * 3
+
+
+def test_a_tensor_returned_twice_is_one_handle_as_in_eager(graph: dtorch.Graph) -> None:
+    x = torch.arange(6.0).reshape(3, 2)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+
+    def fn(t: dtorch.Tensor) -> tuple[dtorch.Tensor, ...]:
+        y = t * 2
+        return y, t + 1, y
+
+    program = dtorch.trace(fn, dtorch.from_torch(x, device_mesh=mesh, placements=[dtorch.Shard(0)]))
+    got = program(dtorch.from_torch(x, device_mesh=mesh, placements=[dtorch.Shard(0)]))
+    assert got[0] is got[2] and got[0] is not got[1]
+    got[0].add_(1)  # through the one handle, as eagerly
+    torch.testing.assert_close(got[2].to_torch(), x * 2 + 1)
+    torch.testing.assert_close(got[1].to_torch(), x + 1)

@@ -59,6 +59,29 @@ from dtorch.nn.parameter import Buffer, Parameter
 _TRACED_CALLS = Graph.traced_module_calls
 
 
+class _TrainingFlag:
+    """``Module.training``, kept in the instance's ``__dict__`` as torch keeps it. A read while
+    a trace runs in this thread tells the trace the module's mode was read: a traced function
+    that calls ``module.forward(x)`` directly, or reads ``model.training`` itself, depends on
+    that mode as much as one that calls ``module(x)``, and the program checks it at every call."""
+
+    def __get__(self, module: Module | None, owner: type) -> Any:
+        if module is None:
+            return self
+        if _TRACED_CALLS:
+            _note_traced_call(module)
+        try:
+            return module.__dict__["training"]
+        except KeyError:
+            raise AttributeError(
+                f"'{type(module).__name__}' object has no attribute 'training' (Module.__init__ "
+                "was not called)"
+            ) from None
+
+    def __set__(self, module: Module, value: bool) -> None:
+        module.__dict__["training"] = value
+
+
 def _typename(value: Any) -> str:
     return type(value).__name__
 
@@ -128,7 +151,7 @@ class Module:
     #: The layout version of this class's state (torch's ``_version``; in ``_metadata``).
     _version: int = 1
 
-    training: bool
+    training = _TrainingFlag()
     _parameters: dict[str, Parameter | None]
     _buffers: dict[str, Tensor | None]
     _modules: dict[str, Module | None]
