@@ -82,6 +82,26 @@ def test_value_dependent_code_is_refused_naming_the_line(
     assert (dtorch.ones(2) + 1).tolist() == [2.0, 2.0]  # the graph goes on
 
 
+def _put_rows(t: dtorch.Tensor) -> dtorch.Tensor:
+    t[[0, 2]] = 7.0
+    return t * 1
+
+
+@pytest.mark.parametrize(
+    ("fn", "form"),
+    [(lambda t: t[t > 0], r"t\[index\]'s"), (_put_rows, r"t\[index\] = value's")],
+    ids=["mask", "rows-of-a-sharded-dim"],
+)
+def test_indexing_computed_on_the_client_is_refused_naming_the_index(
+    graph: dtorch.Graph, fn: Any, form: str
+) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.from_torch(torch.zeros(4, 3), device_mesh=mesh, placements=[dtorch.Shard(0)])
+    with pytest.raises(dtorch.TraceError, match=rf"{form}: this index .* on the client") as info:
+        dtorch.trace(fn, x)
+    assert "redistribute that dim to Replicate" in str(info.value)
+
+
 def test_every_kind_a_body_may_not_hold_is_refused_in_words() -> None:
     from dtorch.program.trace import _REFUSED
     from dtorch.runtime.subgraph import REFUSED_KINDS

@@ -30,6 +30,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -37,7 +39,7 @@ import torch
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside, distribute
 from dtorch.api.handle import TensorBase
-from dtorch.errors import PlacementError
+from dtorch.errors import PlacementError, TraceError
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -99,8 +101,9 @@ def advanced_getitem(t: Tensor, index: Any) -> Tensor:
     kept = _on_devices(t, index)
     if kept is not None:
         return kept
-    where = to_torch_index("getitem", index)
-    full = t.to_torch()
+    with _on_the_client("t[index]"):
+        where = to_torch_index("getitem", index)
+        full = t.to_torch()
     result = _torch_call("getitem", lambda: full[where])
     first = t.device_mesh.first_device_mesh()
     return distribute(type(t), result, graph=t.graph, device_mesh=first)
@@ -150,13 +153,29 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     placements."""
     if _put_on_devices(t, index, value):
         return
-    where = to_torch_index("setitem", index)
-    if isinstance(value, TensorBase):
-        value = value.to_torch()
-    full = t.to_torch()
+    with _on_the_client("t[index] = value"):
+        where = to_torch_index("setitem", index)
+        if isinstance(value, TensorBase):
+            value = value.to_torch()
+        full = t.to_torch()
     _torch_call("setitem", lambda: full.__setitem__(where, value))
     back = beside(t, full)
     t[...] = back
+
+
+@contextlib.contextmanager
+def _on_the_client(form: str) -> Iterator[None]:
+    """A trace's refusal of the fetches below, saying which indexing form made them (the
+    user's line does not read a value, as the generic refusal says)."""
+    try:
+        yield
+    except TraceError as error:
+        raise TraceError(
+            f"{error}. Here the read is {form}'s: this index (a boolean mask, several integer "
+            "arrays, or an integer array on a sharded dim) is computed on the client. In a "
+            "traced function use one integer array on a dim that is not sharded (redistribute "
+            "that dim to Replicate first), or where/masked_fill for a mask"
+        ) from None
 
 
 def _put_on_devices(t: Tensor, index: Any, value: Any) -> bool:
