@@ -16,12 +16,48 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from dtorch.api.record import is_handle
 from dtorch.errors import DimError
 from dtorch.ir.rules.base import norm_dim
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+#: torch's NumPy spellings of the dim parameters, accepted wherever torch has those parameters
+_NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def numpy_names(fn: _F) -> _F:
+    """``fn`` taking ``axis=`` for ``dim=`` and ``keepdims=`` for ``keepdim=``, as torch's
+    operators do (``x.sum(axis=1, keepdims=True)``).
+
+    Example:
+        >>> @numpy_names
+        ... def total(t, dim=None, keepdim=False):
+        ...     return dim, keepdim
+        >>> total(None, axis=1, keepdims=True)
+        (1, True)
+    """
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if kwargs and ("axis" in kwargs or "keepdims" in kwargs):
+            kwargs = _renamed(fn.__name__, kwargs)
+        return fn(*args, **kwargs)
+
+    return cast(_F, call)
+
+
+def _renamed(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    renamed: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        new = _NUMPY_NAMES.get(key, key)
+        if new in renamed:
+            raise TypeError(f"{name}() got multiple values for argument '{new}'")
+        renamed[new] = value
+    return renamed
 
 
 def as_size(value: Any, name: str, what: str, accepted: str = "") -> int:

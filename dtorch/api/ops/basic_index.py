@@ -24,7 +24,7 @@ import torch
 
 import dtorch.api.ops.index as _index
 from dtorch.api.create import beside
-from dtorch.api.dims import as_size, normalize_dim
+from dtorch.api.dims import as_size, normalize_dim, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import record, tensor_arg
@@ -200,6 +200,7 @@ def _check_sections(size: int, dim: int, sections: list[int]) -> list[int]:
     return sections
 
 
+@numpy_names
 def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:
     """torch's ``narrow``: ``length`` elements of ``dim`` from ``start`` (negative: from the
     end; an int or a 0-d integer tensor), a slice (``getitem``).

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim
+from dtorch.api.dims import normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.shape import expand, flatten, sizes
 from dtorch.api.ops.statistics import _named
@@ -44,6 +44,7 @@ def _dim(name: str, t: Tensor, dim: Any) -> int:
     return normalize_dim(dim, t.ndim, op=name)
 
 
+@numpy_names
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
     """``torch.sort``: ``(values, indices)`` along ``dim`` as ``torch.return_types.sort``.
 
@@ -149,6 +150,7 @@ def flipud(input: Tensor) -> Tensor:
     return record_one("flipud", FlipParam((0,)), (input,))
 
 
+@numpy_names
 def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) -> Tensor:
     """``torch.gather``: ``out[i][j] = input[index[i][j]][j]`` for ``dim`` 0 (likewise for
     the other dims); ``index`` is an int64 (or int32) tensor with as many dims as ``input``,
@@ -168,6 +170,7 @@ def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) ->
 
 
 @_named
+@numpy_names
 def take_along_dim(input: Tensor, indices: Any, dim: int | None = None) -> Tensor:
     """torch's ``take_along_dim``: ``gather(dim, indices)`` after ``input`` and ``indices``
     (int64, as many dims) are broadcast to each other on every dim but ``dim``; with

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.dims import normalize_dim, normalize_dims
+from dtorch.api.dims import normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
 from dtorch.api.record import record, tensor_arg
@@ -52,6 +52,7 @@ def reduce(
     return record(name, param, (t,))[0]
 
 
+@numpy_names
 def sum(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
@@ -70,6 +71,7 @@ def sum(
     return reduce(ReduceKind.SUM, "sum", input, dim, keepdim, dtype)
 
 
+@numpy_names
 def mean(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
@@ -87,6 +89,7 @@ def mean(
     return reduce(ReduceKind.MEAN, "mean", input, dim, keepdim, dtype)
 
 
+@numpy_names
 def prod(
     input: Tensor,
     dim: int | None = None,
@@ -105,6 +108,7 @@ def prod(
     return reduce(ReduceKind.PROD, "prod", input, dim, keepdim, dtype)
 
 
+@numpy_names
 def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """True where any element over ``dim`` (an int or a tuple; None: every dim) is non-zero;
     a bool tensor. The reduced dims must not be sharded.
@@ -117,6 +121,7 @@ def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     return reduce(ReduceKind.ANY, "any", input, dim, keepdim)
 
 
+@numpy_names
 def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """True where every element over ``dim`` (an int or a tuple; None: every dim) is
     non-zero; a bool tensor. The reduced dims must not be sharded.
@@ -129,6 +134,7 @@ def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     return reduce(ReduceKind.ALL, "all", input, dim, keepdim)
 
 
+@numpy_names
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """The int64 index of the largest value along ``dim`` (None: of the flattened tensor).
     The reduced dim must not be sharded.
@@ -142,6 +148,7 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     return reduce(ReduceKind.ARGMAX, "argmax", input, dim, keepdim)
 
 
+@numpy_names
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """The int64 index of the smallest value along ``dim`` (None: of the flattened tensor).
     The reduced dim must not be sharded.
@@ -154,6 +161,7 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     return reduce(ReduceKind.ARGMIN, "argmin", input, dim, keepdim)
 
 
+@numpy_names
 def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
     """The largest value over ``dim`` (an int or a tuple; ``()`` or None: every dim).
 
@@ -165,6 +173,7 @@ def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
     return reduce(ReduceKind.MAX, "amax", input, dim, keepdim)
 
 
+@numpy_names
 def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
     """The smallest value over ``dim`` (an int or a tuple; ``()`` or None: every dim). The
     reduced dims must not be sharded (redistribute them first), as for ``amax``.
@@ -199,6 +208,7 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
     return result_type((values, indices))  # type: ignore[arg-type]  # holds dtorch tensors
 
 
+@numpy_names
 def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
     """``max()`` of all, ``max(dim)`` -> ``torch.return_types.max`` (``.values``, ``.indices``
     dtorch tensors), ``max(other)`` or ``max(other=b)`` -> elementwise maximum. The reduced
@@ -215,6 +225,7 @@ def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = N
     return _maxmin(MaxMinKind.MAX, input, dim, keepdim, other)
 
 
+@numpy_names
 def min(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
     """``min()`` of all, ``min(dim)`` -> ``torch.return_types.min``, ``min(other)`` or
     ``min(other=b)`` -> elementwise minimum (placements as ``max``).
@@ -235,6 +246,7 @@ def implicit_dim(input: Tensor, dim: int | None) -> int:
     return 0 if input.ndim in (0, 1, 3) else 1
 
 
+@numpy_names
 def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> Tensor:
     """Softmax over ``dim``; ``dim=None`` follows torch's legacy implicit-dim rule (0 for 0-,
     1- and 3-d inputs, else 1; torch warns, dtorch does not). ``dtype``: cast the input
@@ -253,6 +265,7 @@ def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = N
     return record("softmax", param, (input,))[0]
 
 
+@numpy_names
 def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
     """The log of ``softmax`` over ``dim``, computed in one operator (placements as
     ``softmax``'s: the dim must not be sharded).
@@ -276,6 +289,7 @@ def _scan(kind: ScanKind, name: str, t: Tensor, dim: int, dtype: torch.dtype | N
     return record(name, param, (t,))[0]
 
 
+@numpy_names
 def cumsum(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
     """Running sums along ``dim``; ``dtype``: cast the input first (integers and bools
     accumulate in int64 otherwise). The scanned dim must not be sharded; a Partial input
@@ -289,6 +303,7 @@ def cumsum(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tens
     return _scan(ScanKind.SUM, "cumsum", input, dim, dtype)
 
 
+@numpy_names
 def cumprod(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
     """Running products along ``dim`` (as ``cumsum``; a Partial input is refused).
 

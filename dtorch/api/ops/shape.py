@@ -20,7 +20,7 @@ import torch
 
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside
-from dtorch.api.dims import as_size, normalize_dim, normalize_dims
+from dtorch.api.dims import as_size, normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.basic_index import _slice
 from dtorch.api.record import not_a_tensor, record, tensor_arg
@@ -141,6 +141,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return record("flatten", FlattenParam(start, end), (input,))[0]
 
 
+@numpy_names
 def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     """The dims of size 1 removed: all of them, or those of ``dim`` (an int or a tuple; a
     listed dim of another size stays). Shards move with their dims.
@@ -159,6 +160,7 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     return record("squeeze", SqueezeParam(dims), (input,))[0]
 
 
+@numpy_names
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """A dim of size 1 inserted at ``dim`` (negative: counted from the end of the result).
     Shards move with their dims.
@@ -262,6 +264,7 @@ def contiguous(t: Tensor) -> Tensor:
 _CONTIGUOUS = ContiguousParam()
 
 
+@numpy_names
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """``input`` cut into ``chunks`` pieces along ``dim`` (torch's sizes: the last may be
     smaller, and there may be fewer). The chunked dim must not be sharded; the others keep
@@ -287,6 +290,7 @@ def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
     return record(name, ChunkParam(chunks, normalize_dim(dim, t.ndim, op=name)), (t,))
 
 
+@numpy_names
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """The slices along ``dim`` (one Chunk operator, recorded as ``unbind`` so that its
     errors name what the user called), each squeezed. The unbound dim must not be sharded.
@@ -303,6 +307,7 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     return tuple(squeeze(part, d) for part in _chunk("unbind", input, input.shape[d], d))
 
 
+@numpy_names
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """``tensors`` joined along ``dim``. Along a sharded dim each device keeps its local
     pieces and the result is marked ``Shard(dim, sub_split_coordinates=...)``, the bounds of
@@ -321,6 +326,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     )[0]
 
 
+@numpy_names
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """``tensors`` (of one shape) joined along a new dim ``dim``; shards move with their dims.
 
@@ -357,6 +363,7 @@ def repeat(t: Tensor, *repeats: Any) -> Tensor:
     return record("repeat", RepeatParam(counts), (t,))[0]
 
 
+@numpy_names
 def repeat_interleave(
     input: Tensor,
     repeats: Any = None,

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
 
-from dtorch.api.dims import normalize_dims
+from dtorch.api.dims import normalize_dims, numpy_names
 from dtorch.api.ops.reduce import reduce
 from dtorch.api.record import tensor_arg
 from dtorch.api.redistribute import sum_partials
@@ -159,6 +159,7 @@ def _real(dtype: torch.dtype) -> torch.dtype:
 
 
 @_named
+@numpy_names
 def var(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -176,6 +177,7 @@ def var(
 
 
 @_named
+@numpy_names
 def std(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -233,6 +235,7 @@ def std_mean(
 
 
 @_named
+@numpy_names
 def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so that it neither overflows
     nor underflows (an infinite maximum shifts by 0); integers give the default float dtype.
@@ -327,6 +330,7 @@ def _vector_norm(size: Tensor, order: float, dims: tuple[int, ...], keepdim: boo
 
 
 @_named
+@numpy_names
 def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     """The number of non-zero values over ``dim`` (None or ``()``: every dim), int64.
 

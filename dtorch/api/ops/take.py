@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside, distribute
-from dtorch.api.dims import normalize_dim
+from dtorch.api.dims import normalize_dim, numpy_names
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
+@numpy_names
 def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
     """``torch.index_select``: the entries of ``input`` along ``dim`` at ``index`` (a 1-D or
     0-d integer tensor, dtorch or torch, or a list); placements as the module says.
