@@ -404,6 +404,24 @@ def test_bool_dims_are_refused_as_torch_refuses_them(call: Any, graph: dtorch.Gr
     assert x.sum(0, True).shape == (1, 3)  # keepdim stays a bool
 
 
+@pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
+def test_a_bool_dim_keyword_of_var_is_refused_as_torch_refuses_it(
+    name: str, graph: dtorch.Graph
+) -> None:
+    """``x.var(True)`` is the legacy unbiased flag (as in torch); ``dim=True`` is refused."""
+    full = torch.arange(6.0).reshape(2, 3)
+    x = dtorch.from_torch(full, graph=graph)
+    ours, theirs = getattr(dtorch, name), getattr(torch, name)
+    with pytest.raises(TypeError):
+        theirs(full, dim=True)
+    with pytest.raises(TypeError, match=rf"^{name}: dim must be an int .* \(bool\)"):
+        ours(x, dim=True)
+    got, want = ours(x, False), theirs(full, False)
+    if name.endswith("_mean"):
+        got, want = got[0], want[0]
+    torch.testing.assert_close(got.to_torch(), want)
+
+
 _IDX = torch.zeros(2, 3, dtype=torch.long)
 
 

@@ -59,6 +59,11 @@ def _named(fn: _F) -> _F:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         tensor_arg(prefix, args[0] if args else kwargs.get("input"))  # not str.dtype's error
+        if type(kwargs.get("dim")) is bool:  # only a positional bool is var's unbiased flag
+            raise TypeError(
+                f"{prefix}: dim must be an int or a tuple of ints, got {kwargs['dim']} (bool); "
+                f"a bool is read as unbiased only in the positional form ({prefix}(t, True))"
+            )
         try:
             return fn(*args, **kwargs)
         except (DtypeError, ParamError, PlacementError, ShapeError) as error:
@@ -158,8 +163,8 @@ def _real(dtype: torch.dtype) -> torch.dtype:
     return dtype.to_real() if dtype.is_complex else dtype
 
 
+@numpy_names  # outermost: _named reads the renamed dim
 @_named
-@numpy_names
 def var(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -176,8 +181,8 @@ def var(
     return _narrowed(variance, _real(input.dtype))
 
 
+@numpy_names  # outermost: _named reads the renamed dim
 @_named
-@numpy_names
 def std(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -234,8 +239,8 @@ def std_mean(
     return deviation.to(_real(input.dtype)), mean.to(input.dtype)
 
 
+@numpy_names  # outermost: _named reads the renamed dim
 @_named
-@numpy_names
 def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so that it neither overflows
     nor underflows (an infinite maximum shifts by 0); integers give the default float dtype.
@@ -329,8 +334,8 @@ def _vector_norm(size: Tensor, order: float, dims: tuple[int, ...], keepdim: boo
     return total.sqrt() if order == 2 else total ** (1.0 / order)
 
 
+@numpy_names  # outermost: _named reads the renamed dim
 @_named
-@numpy_names
 def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     """The number of non-zero values over ``dim`` (None or ``()``: every dim), int64.
 
