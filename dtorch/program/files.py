@@ -45,7 +45,6 @@ import io
 import mmap
 import os
 import secrets
-import stat
 import struct
 import zlib
 from collections.abc import Iterator
@@ -76,6 +75,7 @@ from dtorch.program.trace import refusal
 from dtorch.program.tree import check_tree
 from dtorch.runtime.subgraph import MAX_BODY, runs_in_body
 from dtorch.serialization import deserialize, serialize
+from dtorch.serialization.files import open_regular
 from dtorch.serialization.tensors import restore_tensor, tensor_bytes
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def load_program(
 
     g = graph_or_default(graph)
     name = repr(os.fspath(path))
-    with _open_file(path, name) as source:
+    with open_regular(path, "a program file (Program.save), a regular file") as source:
         try:
             offset, header = _read_header(source)
             spec, crcs = _spec_of(deserialize(header))
@@ -253,22 +253,6 @@ def load_program(
 
 def _bad(message: str) -> DeserializationError:
     return DeserializationError(message)
-
-
-def _open_file(path: PathLike, name: str) -> io.BufferedReader:
-    """``path`` opened for reading if it is a regular file. Opening without blocking, then
-    checking: opening a named pipe for reading waits for a writer, for ever if none comes."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-            raise _bad(f"{name} is {kind}; a program file is a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def _read_header(source: io.BufferedReader) -> tuple[int, bytes]:

@@ -18,7 +18,9 @@ Example:
 
 from __future__ import annotations
 
+import io
 import os
+import stat
 import tempfile
 from typing import Any
 
@@ -39,6 +41,34 @@ def _io_error(exc: OSError, action: str, path: PathLike) -> OSError:
     )
     error.filename = os.fspath(path)
     return error
+
+
+def open_regular(path: PathLike, what: str) -> io.BufferedReader:
+    """``path`` opened for reading if it is a regular file, else DeserializationError naming
+    ``what`` (the kind of file expected). Opened without blocking, then checked: opening a
+    named pipe for reading waits for a writer, for ever if none comes.
+
+    Example:
+        >>> import os
+        >>> open_regular(os.curdir, "a dtorch file")
+        Traceback (most recent call last):
+        dtorch.errors.DeserializationError: '.' is a directory; expected a dtorch file
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        check_regular(os.fstat(fd), path, what)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def check_regular(status: os.stat_result, path: PathLike, what: str) -> None:
+    """DeserializationError unless ``status`` (of ``path``) is a regular file's."""
+    if not stat.S_ISREG(status.st_mode):
+        kind = "a directory" if stat.S_ISDIR(status.st_mode) else "not a regular file"
+        raise DeserializationError(f"{os.fspath(path)!r} is {kind}; expected {what}")
 
 
 def serialize_to_file(obj: Any, path: PathLike) -> None:
@@ -83,7 +113,7 @@ def deserialize_from_file(path: PathLike) -> Any:
         >>> os.remove(path); os.rmdir(os.path.dirname(path))
     """
     try:
-        with open(path, "rb") as source:
+        with open_regular(path, "a dtorch file (dtorch.serialize_to_file)") as source:
             magic = source.read(len(FILE_MAGIC))
             _check_magic(magic, path)
             size = os.fstat(source.fileno()).st_size - len(FILE_MAGIC)

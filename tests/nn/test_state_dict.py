@@ -8,6 +8,7 @@ dtypes a clear one; nothing is loaded when anything is wrong; thread and process
 from __future__ import annotations
 
 import gc
+import os
 import time
 import weakref
 from pathlib import Path
@@ -129,6 +130,47 @@ def test_a_failed_load_changes_nothing(graph: dtorch.Graph) -> None:
     assert torch.equal(ours[0].weight.to_torch(), before)
 
 
+def _quantized() -> torch.Tensor:
+    import warnings
+
+    with warnings.catch_warnings():  # this torch calls its quantized dtypes deprecated
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.quint8)
+
+
+def _nested() -> torch.Tensor:
+    import warnings
+
+    with warnings.catch_warnings():  # torch calls its strided nested tensors a prototype
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda: torch.empty(4, device="meta"), "a tensor on the meta device holds no values"),
+        (lambda: torch.ones(4).to_sparse(), r"a torch.sparse_coo tensor is not loaded"),
+        (_quantized, r"a quantized tensor .* \.dequantize\(\)"),
+        (_nested, "a nested tensor"),
+    ],
+    ids=["meta", "sparse", "quantized", "nested"],
+)
+def test_a_value_without_loadable_data_is_refused_before_anything_loads(
+    graph: dtorch.Graph, make: Any, words: str
+) -> None:
+    """torch loads the entries before such a value, then fails on it; dtorch refuses it with
+    the shape checks, naming the key, and changes nothing."""
+    ours = _model(nn)
+    before = {k: v.to_torch() for k, v in ours.state_dict().items()}
+    sd = _model(torch.nn).state_dict()
+    sd["2.bias"] = make()  # the last entry loaded
+    with pytest.raises(RuntimeError, match=rf'parameter named "2.bias": {words}'):
+        ours.load_state_dict(sd)
+    for key, value in ours.state_dict().items():
+        assert torch.equal(value.to_torch(), before[key]), key
+
+
 def _failed(mesh: Any, shape: tuple[int, ...]) -> dtorch.Tensor:
     """A value of ``shape`` that failed on every device of ``mesh`` (ids out of range)."""
     weight = dtorch.from_torch(torch.randn(4, shape[-1]), device_mesh=mesh)
@@ -237,6 +279,71 @@ def test_dtypes_cast_like_copy_or_refuse(graph: dtorch.Graph) -> None:
     assert errors[0] == errors[1]
     with pytest.raises(TypeError, match="Expected state_dict to be dict-like"):
         ours.load_state_dict([1, 2])
+
+
+def _safetensors(path: Path, entries: dict[str, tuple[str, list[int], bytes]]) -> None:
+    """A safetensors file written by hand: any dtype name (save_file writes torch's only)."""
+    import json
+
+    header, data, offset = {}, b"", 0
+    for key, (dtype, shape, raw) in entries.items():
+        header[key] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        data, offset = data + raw, offset + len(raw)
+    text = json.dumps(header).encode()
+    path.write_bytes(len(text).to_bytes(8, "little") + text + data)
+
+
+def _linear_entries(bias: tuple[str, list[int], bytes]) -> dict[str, Any]:
+    return {"weight": ("F32", [2, 2], torch.ones(2, 2).numpy().tobytes()), "bias": bias}
+
+
+@pytest.mark.parametrize(
+    ("bias", "words"),
+    [
+        (("F4", [2], b"\x00"), "its dtype F4 is not loaded; accepted: F64"),
+        (("F6_E2M3", [4], b"\x00" * 3), "its dtype F6_E2M3 is not loaded"),
+        (("C64", [2], torch.full((2,), 7 + 5j).numpy().tobytes()), "dtype mismatch for bias"),
+    ],
+    ids=["f4", "f6", "complex-into-real"],
+)
+def test_safetensors_dtypes_are_checked_before_anything_loads(
+    tmp_path: Path, graph: dtorch.Graph, bias: Any, words: str
+) -> None:
+    path = tmp_path / "odd.safetensors"
+    _safetensors(path, _linear_entries(bias))
+    model = nn.Linear(2, 2)
+    before = model.weight.to_torch()
+    with pytest.raises(RuntimeError, match=words):
+        model.load_state_dict(path)
+    assert torch.equal(model.weight.to_torch(), before)
+
+
+def test_a_safetensors_file_replaced_while_loading_is_refused(
+    tmp_path: Path, graph: dtorch.Graph
+) -> None:
+    """Each tensor is read through a new handle: a file replaced after its header was checked
+    is refused at the next read, not loaded (a (1,) value once broadcast into a (2, 2) one)."""
+    path = tmp_path / "model.safetensors"
+    save_file({"weight": torch.ones(2, 2), "bias": torch.zeros(2)}, str(path))
+    model = nn.Linear(2, 2)
+
+    def replace(*args: Any) -> None:  # a trainer writing a new checkpoint meanwhile
+        save_file({"weight": torch.ones(1), "bias": torch.zeros(2)}, str(tmp_path / "new"))
+        (tmp_path / "new").replace(path)
+
+    model.register_load_state_dict_pre_hook(replace)
+    with pytest.raises(RuntimeError, match=r"model\.safetensors' changed while it was being"):
+        model.load_state_dict(path)
+
+
+@pytest.mark.timeout(30)
+def test_a_pipe_or_a_directory_is_refused_without_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "p.safetensors"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"p\.safetensors' is not a regular file"):
+        nn.Linear(2, 2).load_state_dict(fifo)
+    with pytest.raises(ValueError, match=r"' is a directory; expected a safetensors file"):
+        nn.Linear(2, 2).load_state_dict(tmp_path)
 
 
 def test_bad_files(tmp_path: Path) -> None:

@@ -20,8 +20,12 @@ value instead (``Tensor.data``: identity kept, the checkpoint's dtype kept). A 1
 value loads into a 0-dim target (torch's backward compatibility).
 
 Everything is checked before anything is loaded, so a failed load changes nothing (torch may
-load part of the values before it raises): shape mismatches, values that are no tensors and
-dtorch values that failed on a device raise (torch's aggregated RuntimeError); missing and
+load part of the values before it raises): shape mismatches, values that are no tensors or
+hold no loadable data (meta, sparse, quantized, nested; a safetensors dtype torch cannot read
+as its header says), and dtorch values that failed on a device raise (torch's aggregated
+RuntimeError). What no check can know - a safetensors file replaced or changed after its
+header was read (refused at the next read), a device failing while a value loads - raises a
+RuntimeError naming the entry and how many loaded before it; missing and
 unexpected keys raise with ``strict=True`` and are returned with ``strict=False``. Where the
 module tree has load post-hooks, which may clear those keys in place, the keys are judged
 after the hooks, which run after the values load (as torch). Values are converted to the
@@ -54,6 +58,7 @@ from dtorch.api.tensor import Tensor
 from dtorch.ir.opkind import CreateKind
 from dtorch.nn.modules.load_source import LoadView, MappingSource, Meta, SafetensorsSource
 from dtorch.nn.modules.state import EXTRA_STATE_KEY, IncompatibleKeys, overrides, set_extra_state
+from dtorch.serialization.files import check_regular
 
 if TYPE_CHECKING:
     from dtorch.nn.modules.module import Module
@@ -195,6 +200,10 @@ def _plan_copy(view: LoadView, key: str, target: Tensor, assign: bool, errors: l
             f"object from checkpoint but received {type(view[key])}"
         )
         return
+    why = view.refusal(key)
+    if why is not None:
+        errors.append(f'While copying the parameter named "{key}": {why}')
+        return
     squeeze = target.ndim == 0 and meta[0] == (1,)  # torch's backward compatibility
     message = _mismatch(key, ((), meta[1]) if squeeze else meta, target, assign)
     if message is not None:
@@ -321,8 +330,14 @@ def _run(plan: list[Any]) -> None:
     futures = [settled(value) for value in (step.held() for step in plan) if value is not None]
     for future in futures:
         future.get()
-    for step in plan:
-        step.run()
+    for done, step in enumerate(plan):
+        try:
+            step.run()
+        except Exception as error:  # what the checks could not know: name the entry
+            raise RuntimeError(
+                f'Error(s) in loading state_dict: loading "{step.key}" failed, {done} of '
+                f"{len(plan)} entries loaded before it: {type(error).__name__}: {error}"
+            ) from error
 
 
 def _post_hooks(walk: _Walk, keys: IncompatibleKeys) -> None:
@@ -399,15 +414,17 @@ def load_safetensors(
     from safetensors import SafetensorError, safe_open
 
     name = os.fspath(path)
+    status = os.stat(name)  # a pipe first: opening one would wait for a writer
+    check_regular(status, name, "a safetensors file")
     try:
         opened = safe_open(name, framework="pt")
-    except SafetensorError as error:
+    except (SafetensorError, OSError) as error:
         raise ValueError(
             f"load_state_dict: {name} is not a safetensors file ({error}); accepted: a "
             "safetensors file, or a mapping of torch or dtorch tensors"
         ) from error
     with opened as handle:
-        return _load(module, SafetensorsSource(name, handle), None, strict, assign)
+        return _load(module, SafetensorsSource(name, handle, status), None, strict, assign)
 
 
 __all__ = ["load_from_state_dict", "load_safetensors", "load_state_dict"]
