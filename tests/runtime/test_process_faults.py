@@ -306,17 +306,27 @@ def test_interpreter_exit_stops_the_workers() -> None:
     assert not Path(facts["dir"]).exists()
 
 
-def test_closing_a_graph_whose_workers_hang_stops_them_within_bounds() -> None:
-    """Workers that never finish (stopped with SIGSTOP) cannot be reset for another graph: the
-    close gives up after its timeout, kills them, and says so; nothing is left behind."""
+@pytest.mark.parametrize("hang", ["stopped", "busy"])
+def test_closing_a_graph_whose_workers_hang_stops_them_within_bounds(hang: str) -> None:
+    """Workers that do not finish cannot be reset for another graph: the close gives up, kills
+    them, and says so; nothing is left behind. Stopped ones (SIGSTOP) are named at once; busy
+    ones (minutes of queued matmuls) once the close's timeout ran out."""
     pool = WorkerPool(2, "cpu")
     directory = Path(pool.state.directory.path)
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
     assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
-    for pid in pool.pids:
-        os.kill(pid, signal.SIGSTOP)
+    if hang == "stopped":
+        for pid in pool.pids:
+            os.kill(pid, signal.SIGSTOP)
+        words = r"cannot finish this graph's work: worker 0 .* is stopped \(SIGSTOP"
+    else:
+        mesh = dtorch.init_device_mesh("cpu", 2)
+        big = dtorch.ones(2048, 2048, device_mesh=mesh, graph=graph)  # 17 GFLOP a matmul
+        for _ in range(20):
+            big = big @ big
+        words = r"did not finish this graph's work within 1\.0 s"
     started = time.monotonic()
-    with pytest.raises(WorkerError, match=r"did not finish this graph's work within 1\.0 s"):
+    with pytest.raises(WorkerError, match=words):
         graph.executor.close(timeout=1.0)
     assert time.monotonic() - started < 15.0
     assert pool.closed and _wait_gone(pool.pids, within_s=5.0) and not directory.exists()

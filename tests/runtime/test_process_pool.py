@@ -61,6 +61,61 @@ def test_one_graph_at_a_time_then_the_next(worker_pools: PoolKeeper) -> None:
     assert not pool.leased and pool.broken is None
 
 
+def test_a_pool_handed_on_while_its_last_graph_closes_serves_the_next(
+    worker_pools: PoolKeeper,
+) -> None:
+    """The next graph leases the pool the moment the last one gives it back, while the last
+    one's close still runs in another thread: the last one's report thread must have stopped
+    reading the pool's report socket by then, or it takes the next graph's reports (a fetch
+    that waited for ever, two closes that failed, in a few percent of hand-overs)."""
+    import threading
+
+    pool = worker_pools.pool()
+    option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for round_ in range(40):
+        last = dtorch.Graph(option)
+        for _ in range(10):  # reports in flight while it closes
+            dtorch.ones(16, device_mesh=mesh, graph=last).sum().to_torch_async()
+        closing = threading.Thread(target=last.close)
+        closing.start()
+        nxt = None
+        while nxt is None:
+            with contextlib.suppress(GraphError):  # "serves another graph" until given back
+                nxt = dtorch.Graph(option)
+        try:
+            t = dtorch.arange(8, device_mesh=mesh, placements=[Shard(0)], graph=nxt) * round_
+            got = t.redistribute(mesh, [Replicate()]).to_torch_async().get(timeout_s=20)
+            assert got.tolist() == [i * round_ for i in range(8)]
+        finally:
+            closing.join(30)
+            nxt.close()
+        assert not closing.is_alive()
+    assert pool.broken is None
+
+
+def test_an_end_not_sent_by_the_controller_is_dropped(worker_pools: PoolKeeper) -> None:
+    """Only the controller's own END, with its graph's session, ends a report thread; one from
+    any other sender (a worker, or anyone who can reach the socket) left every later future
+    to wait out its timeout."""
+    from dtorch.runtime.process.protocol import END
+    from dtorch.transport.pushpull import Pusher
+
+    pool = worker_pools.pool()
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    try:
+        forged = Pusher(pool.state.puller.address, sender=7)
+        forged.send(END)
+        forged.send(END, [(0).to_bytes(8, "little")])
+        forged.close()
+        mesh = dtorch.init_device_mesh("cpu", 2)
+        got = dtorch.ones(4, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+        assert got.to_torch_async().get(timeout_s=20).tolist() == [1.0] * 4
+    finally:
+        graph.close()
+    assert pool.broken is None
+
+
 def test_redistributions_over_gloo_match_torch() -> None:
     with WorkerPool(3, "cpu", cpu_backend=BackendKind.TORCH_DISTRIBUTED) as pool:
         for pid in pool.pids:  # the workers were told (the option was once dropped)

@@ -97,6 +97,28 @@ def test_closing_a_pool_with_a_stopped_worker_kills_it_at_once(traces: Traces) -
     assert traces.left() == []
 
 
+def test_closing_a_graph_with_a_stopped_worker_names_it_at_once(traces: Traces) -> None:
+    """A graph's close waits for every worker to finish its work: not for a stopped one, which
+    finishes nothing until resumed (it waited the whole 30 s close timeout, then blamed "the
+    workers"). The pool, which cannot serve another graph, is closed."""
+    from dtorch.errors import WorkerError
+
+    pool = WorkerPool(2, "cpu")
+    try:
+        graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+        assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
+        os.kill(pool.pids[0], signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(WorkerError, match=r"cannot finish .*worker 0 .* is stopped \(SIGSTOP"):
+            graph.close()
+        assert time.monotonic() - started < 5.0
+        assert pool.closed
+    finally:
+        pool.close()
+    assert all(_gone(pid) for pid in pool.pids)
+    assert traces.left() == []
+
+
 def _stall_and_continue(pool: WorkerPool) -> None:
     """Stop worker 1, see four waits time out naming it, continue it, see the late values."""
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))

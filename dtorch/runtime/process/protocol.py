@@ -26,8 +26,9 @@ Worker -> controller (PUSH-PULL, the envelope names the sender):
                     for a record that settles a promise, the promise's name (UTF-8): a record
                     the controller cannot read fails that promise alone
 ``RESET_DONE``      the session id (u64)
-``END``             sent by the controller to its own puller: wakes its report reader (or,
-                    when a worker exits while the pool starts, the pool's wait for READY)
+``END``             sent by the controller to its own puller: a graph's session (u64), its
+                    report reader's last message; or nothing, when a worker exits while the
+                    pool starts (wakes the pool's wait for READY)
 ==================  ===========================================================================
 
 Example:

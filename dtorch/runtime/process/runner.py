@@ -8,8 +8,11 @@ flow window wants (0: none), the bitmap of the workers it concerns and its no-ho
 ``reports`` reads the pool's PULL socket: report records (shared values copied out and
 their segments handed back at once; progress kept for the window by ``WindowedSource``; the
 workers' ``InputsDone``, which free the segments of large inputs: ``inputs``),
-the workers' ``RESET_DONE`` answers when the graph closes, and ``END`` last. The executor's
-report thread is the socket's only reader.
+the workers' ``RESET_DONE`` answers when the graph closes, and ``END`` last (this graph's
+session, from the controller's own pusher: any other END is dropped). The executor's report
+thread is the socket's only reader: ``close`` gives the lease back only once that thread has
+read the END, so the next graph's reports never reach it; a thread that does not read it in
+time leaves the pool closed instead of lent to the next graph.
 
 A worker that dies during the lease breaks the runner: the window stops waiting, and a
 ``WorkerFailureReport`` is pushed into the report channel (through the controller's own
@@ -28,8 +31,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Protocol
+import time
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
@@ -130,6 +134,8 @@ class ProcessRunner:
         self._inputs = InputShare(enabled=pool.shares_memory)
         self._resets = 0
         self._reset_done = threading.Event()
+        self._ended = threading.Event()  # the report thread read this graph's END
+        self._reading: int | None = None  # the report thread's ident, once it reads
         self._closed = False
         self._session = pool.lease(self._on_death)
         options = serialize(dataclasses.asdict(GlobalOption.current()))
@@ -196,10 +202,12 @@ class ProcessRunner:
 
     # --- up (through ``reports``: the executor's report thread is the only caller) ------------
     def get(self, timeout_s: float) -> Report | EndOfReports | None:
+        self._reading = threading.get_ident()
         try:
             envelope = self._puller.poll(timeout_s)
         except TransportError:
             if self._closed:  # the pool closed its puller before END was read: the end
+                self._ended.set()
                 return END_OF_REPORTS
             raise
         if envelope is None:
@@ -221,9 +229,17 @@ class ProcessRunner:
                 if self._resets == self._pool.workers:
                     self._reset_done.set()
             return None
-        if kind == END:
+        if kind == END and self._own_end(envelope.sender, envelope.parts):
+            self._ended.set()
             return END_OF_REPORTS
-        return None  # a READY of no interest here
+        return None  # a READY of no interest here, an END not this graph's
+
+    def _own_end(self, sender: int, parts: Sequence[Any]) -> bool:
+        """Whether an END is this graph's: from the controller's own pusher (no worker, no
+        intruder), with this graph's session (an earlier graph's END is not its end)."""
+        if sender != self._own_pusher.sender or len(parts) != 1 or len(parts[0]) != 8:
+            return False
+        return unpack_u64(parts[0]) == self._session
 
     def _on_death(self, error: WorkerDiedError, worker: int) -> None:
         """The pool's monitor saw a worker die: fail the window, wake the report thread."""
@@ -239,17 +255,30 @@ class ProcessRunner:
             return
         self._closed = True
         self._window.fail(GraphError("the graph was closed"))
+        deadline = time.monotonic() + timeout
         try:
             if not discard:  # at exit the pool is stopped below: no graph comes next
                 self._reset(timeout)
         finally:
             with contextlib.suppress(TransportError):  # a pool closed above has no pusher
-                self._own_pusher.send(END)  # the report thread's last envelope
+                self._own_pusher.send(END, [pack_u64(self._session)])  # its last envelope
+            # the next graph's reports arrive on the same socket: lend the pool only once
+            # this graph's report thread has stopped reading it (it reads until this END)
+            stopped = self._reading_stopped(max(deadline - time.monotonic(), 0.0))
             self._pool.give_back()
-            if self._owns_pool or self._pool.broken is not None or discard:
+            if self._owns_pool or self._pool.broken is not None or discard or not stopped:
                 self._pool.close()
             self._reader.close()
             self._inputs.close()
+
+    def _reading_stopped(self, timeout: float) -> bool:
+        """Whether the report thread read this graph's END within ``timeout`` (one not yet
+        started reads it first thing); False from the report thread itself."""
+        if self._ended.is_set():
+            return True
+        if self._reading == threading.get_ident():
+            return False
+        return self._ended.wait(timeout)
 
     def _reset(self, timeout: float) -> None:
         """Every worker finished this graph's work and dropped its shards."""
@@ -259,10 +288,29 @@ class ProcessRunner:
             self._publisher.send(RESET, [pack_u64(self._session)])
         except TransportError:  # the pool was closed under this graph: nothing to reset
             return
-        if not self._reset_done.wait(timeout) and self._pool.broken is None:
+        stopped = self._wait_reset(timeout)
+        if not self._reset_done.is_set() and self._pool.broken is None:
             self._pool.close()  # workers that cannot finish cannot serve the next graph
+            if stopped:
+                raise WorkerError(f"the workers cannot finish this graph's work: {stopped}")
             within = f"{timeout:.1f}"  # the close's time left: 0.9998 s of a 1 s timeout
             raise WorkerError(f"the workers did not finish this graph's work within {within} s")
+
+    def _wait_reset(self, timeout: float) -> str:
+        """Wait for every worker's RESET_DONE, at most ``timeout`` s, and no longer once a
+        worker is stopped (SIGSTOP, Ctrl-Z, a debugger: it answers nothing until resumed);
+        that worker in words, or ''."""
+        deadline = time.monotonic() + timeout
+        while not self._reset_done.wait(min(RESET_SLICE_SECONDS, timeout)):
+            stopped = self._pool.waiting_on(())  # names every stopped worker
+            timeout = deadline - time.monotonic()
+            if stopped or timeout <= 0:
+                return stopped
+        return ""
+
+
+#: How often a close waiting for the workers looks whether one of them is stopped.
+RESET_SLICE_SECONDS = 0.25
 
 
 def _failed(report: Report) -> bool:
