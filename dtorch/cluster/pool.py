@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from dtorch.cluster.liveness import BeatMonitor
+from dtorch.cluster.liveness import BEAT_SECONDS, LOST_AFTER_SECONDS, BeatMonitor
 from dtorch.cluster.records import WorkerRecord
 from dtorch.errors import GraphError, WorkerDiedError
 from dtorch.runtime.host import PartyLayout
@@ -123,6 +123,11 @@ class ClusterPool:
     def shares_memory(self) -> bool:
         """False: workers on other hosts get large values inside the messages."""
         return False
+
+    @property
+    def death_verdict_s(self) -> float:
+        """How long after a worker's death its heartbeats' silence breaks the pool, at most."""
+        return LOST_AFTER_SECONDS + BEAT_SECONDS
 
     @property
     def layout(self) -> ClusterLayout:

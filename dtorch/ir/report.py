@@ -32,25 +32,29 @@ from dataclasses import dataclass
 
 import torch
 
-from dtorch.errors import KernelError
+from dtorch.errors import CommError, KernelError
 from dtorch.ir.opkind import OpKind
 
 
 @dataclass(frozen=True, slots=True)
 class Failure:
     """A kernel failure as data: the operator (its ``describe()`` text: name, kind and user
-    line), the device it failed on, and the original error's type name and message."""
+    line), the device it failed on, and the original error's type name and message;
+    ``comm``: the error was a collective's or an exchange's (``CommError``), which a peer
+    that died also causes - the controller may wait for its verdict on the workers first."""
 
     operator_id: int
     operator: str
     device: int
     error_type: str
     message: str
+    comm: bool = False
 
     @classmethod
     def of(cls, operator_id: int, operator: str, device: int, error: BaseException) -> Failure:
         """The record of ``error``, raised by ``operator`` on ``device``."""
-        return cls(operator_id, operator, device, type(error).__name__, str(error))
+        comm = isinstance(error, CommError)
+        return cls(operator_id, operator, device, type(error).__name__, str(error), comm)
 
     def describe(self) -> str:
         return f"{self.operator} failed on device {self.device}: {self.error_type}: {self.message}"

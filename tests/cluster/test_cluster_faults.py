@@ -68,6 +68,30 @@ def test_losing_a_host_fails_pending_futures_in_time_naming_it():
     assert codes[1] == -signal.SIGKILL and codes[0] == 0, codes
 
 
+def test_a_collective_with_a_lost_worker_fails_with_its_death():
+    """The survivor's half of a collective fails first (Gloo: "connection reset by peer"),
+    seconds before the heartbeats' silence tells the controller the peer is gone: its failure
+    waits for that verdict, so the future raises the death (WorkerDiedError naming the worker),
+    as in process mode, not a KernelError quoting Gloo."""
+    cluster = Cluster(per_host=1, main_node=False)
+    try:
+        cluster.wait_ready()
+        graph = cluster.graph()
+        mesh = dtorch.init_device_mesh("cpu", (2,))
+        x = dtorch.ones(4, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+        assert x.sum().item() == 4.0
+        cluster.processes[1].send_signal(signal.SIGKILL)
+        cluster.processes[1].wait()
+        start = time.monotonic()
+        with pytest.raises(WorkerDiedError, match=r"worker 1 \(devices 1, 3, .* 127\.0\.0\.3"):
+            x.sum().to_torch_async().get(timeout_s=20)
+        assert time.monotonic() - start < 10.0
+        graph.close()
+    finally:
+        codes = cluster.close()
+    assert codes[1] == -signal.SIGKILL, codes
+
+
 def test_workers_exit_when_their_controller_is_killed():
     environ = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if os.path.isabs(p)))
     controller = subprocess.Popen(

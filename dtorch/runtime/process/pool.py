@@ -491,6 +491,11 @@ class WorkerPool:
         return True
 
     @property
+    def death_verdict_s(self) -> float:
+        """0: ``reap`` sees a dead worker at once (its process is this machine's)."""
+        return 0.0
+
+    @property
     def layout(self) -> PartyLayout:
         """Which worker hosts which devices."""
         return self._state.layout

@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -90,6 +91,8 @@ class LeasablePool(Protocol):
     @property
     def shares_memory(self) -> bool: ...
     @property
+    def death_verdict_s(self) -> float: ...
+    @property
     def layout(self) -> Layout: ...
     @property
     def broken(self) -> WorkerDiedError | None: ...
@@ -136,6 +139,7 @@ class ProcessRunner:
         self._reset_done = threading.Event()
         self._ended = threading.Event()  # the report thread read this graph's END
         self._reading: int | None = None  # the report thread's ident, once it reads
+        self._held: deque[tuple[float, Report]] = deque()  # failures awaiting a death verdict
         self._closed = False
         self._session = pool.lease(self._on_death)
         options = serialize(dataclasses.asdict(GlobalOption.current()))
@@ -203,6 +207,10 @@ class ProcessRunner:
     # --- up (through ``reports``: the executor's report thread is the only caller) ------------
     def get(self, timeout_s: float) -> Report | EndOfReports | None:
         self._reading = threading.get_ident()
+        if self._held:
+            held = self._release_held()
+            if held is not None:
+                return held
         try:
             envelope = self._puller.poll(timeout_s)
         except TransportError:
@@ -222,6 +230,11 @@ class ProcessRunner:
                 # A survivor's collective failed with a dead peer before the monitor saw the
                 # death: the death (already on its way here) is what every future raises
                 return None
+            if self._pool.death_verdict_s and _comm_failed(report):
+                # the same, where deaths are seen late (another host's worker: by its
+                # heartbeats' silence): held until the verdict, or until it cannot come
+                self._held.append((time.monotonic() + self._pool.death_verdict_s, report))
+                return None
             return report
         if kind == RESET_DONE:
             if unpack_u64(envelope.parts[0]) == self._session:
@@ -233,6 +246,16 @@ class ProcessRunner:
             self._ended.set()
             return END_OF_REPORTS
         return None  # a READY of no interest here, an END not this graph's
+
+    def _release_held(self) -> Report | None:
+        """A held failure whose verdict did not come in time (none is dropped: the death's
+        report fails every future)."""
+        if self._pool.broken is not None:
+            self._held.clear()
+            return None
+        if self._held[0][0] <= time.monotonic():
+            return self._held.popleft()[1]
+        return None
 
     def _own_end(self, sender: int, parts: Sequence[Any]) -> bool:
         """Whether an END is this graph's: from the controller's own pusher (no worker, no
@@ -311,6 +334,17 @@ class ProcessRunner:
 
 #: How often a close waiting for the workers looks whether one of them is stopped.
 RESET_SLICE_SECONDS = 0.25
+
+
+def _comm_failed(report: Report) -> bool:
+    """Whether ``report`` tells of a collective's or an exchange's failure (``Failure.comm``),
+    which a dead peer causes too."""
+    if type(report) is ValueReport:
+        return report.failure is not None and report.failure.comm
+    if type(report) is not PartyReport:
+        return False
+    failures = (report.failure, *report.later)
+    return any(failure is not None and failure.comm for failure in failures)
 
 
 def _failed(report: Report) -> bool:
