@@ -191,10 +191,13 @@ class ClusterPool:
     def lease(self, on_death: DeathCallback) -> int:
         """Take the pool for one graph; the session id (see ``WorkerPool.lease``)."""
         with self._lock:
+            if self._failure is not None:  # closed once broken: the cause says more
+                raise GraphError(
+                    f"this cluster is broken ({self._failure}); form a new one (MainNode) to "
+                    "run graphs again"
+                )
             if self._closed:
-                raise GraphError("this cluster's pool is closed")
-            if self._failure is not None:
-                raise GraphError(f"this cluster is broken ({self._failure})")
+                raise GraphError("this cluster's pool is closed; form a new cluster (MainNode)")
             if self._leased:
                 raise GraphError("the cluster serves another graph; close that graph first")
             self._leased = True

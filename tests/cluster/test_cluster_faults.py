@@ -19,7 +19,7 @@ import dtorch
 from dtorch.cluster.gated_client import GatedStoreClient
 from dtorch.cluster.main_node import ClusterNode, cluster_token
 from dtorch.cluster.rendezvous import connect_store, worker_key
-from dtorch.errors import RendezvousError, WorkerDiedError
+from dtorch.errors import GraphError, RendezvousError, WorkerDiedError
 from tests.cluster.cluster_setup import TOKEN, Cluster
 from tests.tcp_table import LISTEN, tcp_sockets
 
@@ -63,6 +63,8 @@ def test_losing_a_host_fails_pending_futures_in_time_naming_it():
         with pytest.raises(dtorch.DTorchError):
             graph.sync()
         graph.close()
+        with pytest.raises(GraphError, match=r"cluster is broken \(worker 1 .* form a new one"):
+            cluster.graph()
     finally:
         codes = cluster.close()
     assert codes[1] == -signal.SIGKILL and codes[0] == 0, codes
