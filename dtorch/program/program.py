@@ -318,8 +318,10 @@ def _module_modes(
             found.update((id(m), m) for m in walk())
     if not found:
         return None
-    modules = list(found.values())
-    return lambda: tuple([bool(getattr(m, "training", False)) for m in modules])
+    # from each instance's dict, where modules keep the flag: reading the attribute would
+    # go through dtorch's training descriptor, three times the cost, for every submodule
+    states = [vars(m) for m in found.values()]
+    return lambda: tuple([bool(state.get("training", False)) for state in states])
 
 
 def _takes_any_keywords(fn: Callable[..., Any]) -> bool:

@@ -47,6 +47,15 @@ _CALLS: list[tuple[str, Callable[[Any, Any], Any]]] = [
     ("gather", lambda lib, x: x.gather(axis=1, index=_INDEX)),
     ("sort", lambda lib, x: x.sort(axis=1)),
     ("repeat_interleave", lambda lib, x: x.repeat_interleave(2, axis=1)),
+    ("var_mean", lambda lib, x: lib.var_mean(x, axis=1, keepdims=True)),
+    ("std_mean", lambda lib, x: lib.std_mean(x, axis=1)),
+    ("nansum", lambda lib, x: lib.nansum(x, axis=1)),
+    ("nanmean", lambda lib, x: lib.nanmean(x, axis=1, keepdims=True)),
+    ("argsort", lambda lib, x: x.argsort(axis=1)),
+    ("topk", lambda lib, x: x.topk(2, axis=1)),
+    ("diff", lambda lib, x: lib.diff(x, axis=1)),
+    ("tensor_split", lambda lib, x: x.tensor_split(2, axis=1)),
+    ("select", lambda lib, x: x.select(axis=1, index=2)),
 ]
 
 

@@ -420,3 +420,23 @@ def test_float8_values_load(graph: dtorch.Graph) -> None:
     source = {"scale": torch.randn(4).to(torch.float8_e4m3fn)}
     module.load_state_dict(source)
     assert torch.equal(module.scale.to_torch().float(), source["scale"].float())
+
+
+def test_a_failure_while_loading_keeps_its_class_and_names_the_entry() -> None:
+    """What no check can know before the load (here: the module's graph was closed) raises as
+    it is, a GraphError that callers catch as such, with a note naming the entry."""
+    own = dtorch.Graph()
+    with own.as_default():
+        layer = nn.Linear(2, 2)
+    own.close()
+    with pytest.raises(dtorch.GraphError, match="this graph is closed") as caught:
+        layer.load_state_dict({"weight": torch.ones(2, 2), "bias": torch.zeros(2)})
+    assert any('while loading "weight"; 0 of 2' in note for note in caught.value.__notes__)
+
+
+def test_the_training_flag_deletes_as_torch_s_does() -> None:
+    layer, reference = nn.ReLU(), torch.nn.ReLU()
+    del layer.training, reference.training
+    assert not hasattr(layer, "training") and not hasattr(reference, "training")
+    layer.training = False
+    assert layer.training is False and vars(layer)["training"] is False

@@ -67,7 +67,8 @@ def test_a_pool_handed_on_while_its_last_graph_closes_serves_the_next(
     """The next graph leases the pool the moment the last one gives it back, while the last
     one's close still runs in another thread: the last one's report thread must have stopped
     reading the pool's report socket by then, or it takes the next graph's reports (a fetch
-    that waited for ever, two closes that failed, in a few percent of hand-overs)."""
+    that waited for ever, two closes that failed, in a few percent of hand-overs: a race, so
+    this catches it in most runs, not all)."""
     import threading
 
     pool = worker_pools.pool()
@@ -75,7 +76,7 @@ def test_a_pool_handed_on_while_its_last_graph_closes_serves_the_next(
     mesh = dtorch.init_device_mesh("cpu", 2)
     for round_ in range(40):
         last = dtorch.Graph(option)
-        for _ in range(10):  # reports in flight while it closes
+        for _ in range(30):  # reports in flight while it closes
             dtorch.ones(16, device_mesh=mesh, graph=last).sum().to_torch_async()
         closing = threading.Thread(target=last.close)
         closing.start()
@@ -243,3 +244,25 @@ def _memfds() -> int:
         with contextlib.suppress(OSError):
             count += "memfd:" in os.readlink(f"/proc/self/fd/{fd}")
     return count
+
+
+def test_a_graph_whose_controller_cannot_start_fails_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No report thread ever reads the pool's reports then: the runner's close must not wait
+    for one to read its END (it waited the whole 30 s close timeout)."""
+    import time
+
+    import dtorch.api.graph as graph_module
+
+    class _NoThreads(Exception):
+        pass
+
+    def cannot_start(*args: Any, **kwargs: Any) -> Any:
+        raise _NoThreads("can't start new thread")
+
+    monkeypatch.setattr(graph_module, "Executor", cannot_start)
+    started = time.monotonic()
+    with pytest.raises(_NoThreads):
+        dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, num_workers=2))
+    assert time.monotonic() - started < 15.0

@@ -58,6 +58,7 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
     return torch.return_types.sort((values, indices))  # type: ignore[arg-type]  # dtorch tensors
 
 
+@numpy_names
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """``torch.argsort``: the indices of ``sort`` (one Sort operator).
 
@@ -81,6 +82,7 @@ def msort(input: Tensor) -> Tensor:
     return record("msort", SortParam(_dim("msort", input, 0)), (input,))[0]
 
 
+@numpy_names
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
     """``torch.topk``: the ``k`` largest (``largest=False``: smallest) entries along ``dim``
     and their indices, as ``torch.return_types.topk``; ``k`` from 0 to the dim's size.

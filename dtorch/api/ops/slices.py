@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim
+from dtorch.api.dims import normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.basic_index import _slice, normalize_index
 from dtorch.api.ops.elementwise import binary
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
+@numpy_names
 def select(input: Tensor, dim: int, index: Any) -> Tensor:
     """torch's ``select``: the slice of ``dim`` at ``index`` (negative: from the end), with
     ``dim`` removed; the same as ``t[(:,) * dim, index]``. A sharded ``dim`` is refused,
@@ -73,6 +74,7 @@ def _int(name: str, what: str, value: Any) -> int:
         raise TypeError(f"{name}: {what} must be an int, got {type(value).__name__}") from None
 
 
+@numpy_names
 def tensor_split(
     input: Tensor,
     indices_or_sections: Any = None,
@@ -149,6 +151,7 @@ def _index_bounds(indices: list[int]) -> list[tuple[int | None, int | None]]:
     return list(zip([None, *indices], [*indices, None], strict=True))
 
 
+@numpy_names
 def diff(
     input: Tensor, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None
 ) -> Tensor:

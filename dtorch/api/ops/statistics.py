@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+#: The operators that read a positional bool as the legacy ``unbiased`` flag.
+_UNBIASED = frozenset({"var", "std", "var_mean", "std_mean"})
+
+
 def _named(fn: _F) -> _F:
     """Refusals of the operators ``fn`` records name ``fn`` first (``var: mean: ...``): the
     user called ``var``, which records a ``mean``."""
@@ -60,9 +64,10 @@ def _named(fn: _F) -> _F:
     def run(*args: Any, **kwargs: Any) -> Any:
         tensor_arg(prefix, args[0] if args else kwargs.get("input"))  # not str.dtype's error
         if type(kwargs.get("dim")) is bool:  # only a positional bool is var's unbiased flag
+            legacy = f"; a bool is var's and std's unbiased flag positionally ({prefix}(t, True))"
             raise TypeError(
-                f"{prefix}: dim must be an int or a tuple of ints, got {kwargs['dim']} (bool); "
-                f"a bool is read as unbiased only in the positional form ({prefix}(t, True))"
+                f"{prefix}: dim must be an int or a tuple of ints, got {kwargs['dim']} (bool)"
+                + (legacy if prefix in _UNBIASED else "")
             )
         try:
             return fn(*args, **kwargs)
@@ -199,6 +204,7 @@ def std(
     return sum_partials(variance).sqrt().to(_real(input.dtype))
 
 
+@numpy_names  # outermost: _named reads the renamed dim
 @_named
 def var_mean(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
@@ -220,6 +226,7 @@ def var_mean(
     return _narrowed(moments.variance, _real(input.dtype)), _narrowed(mean, input.dtype)
 
 
+@numpy_names  # outermost: _named reads the renamed dim
 @_named
 def std_mean(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
@@ -349,6 +356,7 @@ def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     return reduce(ReduceKind.SUM, "count_nonzero", input != 0, dims)
 
 
+@numpy_names  # outermost: _named reads the renamed dim
 @_named
 def nansum(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
@@ -365,6 +373,7 @@ def nansum(
     return reduce(ReduceKind.SUM, "nansum", x, dim, keepdim, dtype)
 
 
+@numpy_names  # outermost: _named reads the renamed dim
 @_named
 def nanmean(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None

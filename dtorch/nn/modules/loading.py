@@ -24,8 +24,9 @@ load part of the values before it raises): shape mismatches, values that are no 
 hold no loadable data (meta, sparse, quantized, nested; a safetensors dtype torch cannot read
 as its header says), and dtorch values that failed on a device raise (torch's aggregated
 RuntimeError). What no check can know - a safetensors file replaced or changed after its
-header was read (refused at the next read), a device failing while a value loads - raises a
-RuntimeError naming the entry and how many loaded before it; missing and
+header was read (a RuntimeError at the next read), a device failing while a value loads, a
+graph closed meanwhile - raises its own error with a note naming the entry and how many loaded
+before it; missing and
 unexpected keys raise with ``strict=True`` and are returned with ``strict=False``. Where the
 module tree has load post-hooks, which may clear those keys in place, the keys are judged
 after the hooks, which run after the values load (as torch). Values are converted to the
@@ -334,10 +335,11 @@ def _run(plan: list[Any]) -> None:
         try:
             step.run()
         except Exception as error:  # what the checks could not know: name the entry
-            raise RuntimeError(
-                f'Error(s) in loading state_dict: loading "{step.key}" failed, {done} of '
-                f"{len(plan)} entries loaded before it: {type(error).__name__}: {error}"
-            ) from error
+            error.add_note(
+                f'(load_state_dict: while loading "{step.key}"; {done} of {len(plan)} entries '
+                "were loaded before it)"
+            )
+            raise
 
 
 def _post_hooks(walk: _Walk, keys: IncompatibleKeys) -> None:

@@ -81,6 +81,12 @@ class _TrainingFlag:
     def __set__(self, module: Module, value: bool) -> None:
         module.__dict__["training"] = value
 
+    def __delete__(self, module: Module) -> None:
+        try:
+            del module.__dict__["training"]
+        except KeyError:
+            raise AttributeError("training") from None
+
 
 def _typename(value: Any) -> str:
     return type(value).__name__

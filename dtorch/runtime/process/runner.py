@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import threading
 import time
 from collections import deque
@@ -67,6 +68,8 @@ from dtorch.transport.wire import EVERYONE
 
 if TYPE_CHECKING:
     from dtorch.api.graph import GraphOption
+
+_LOG = logging.getLogger(__name__)
 
 
 class PoolState(Protocol):
@@ -140,6 +143,7 @@ class ProcessRunner:
         self._ended = threading.Event()  # the report thread read this graph's END
         self._reading: int | None = None  # the report thread's ident, once it reads
         self._held: deque[tuple[float, Report]] = deque()  # failures awaiting a death verdict
+        self._end_read = False  # this graph's END was read (held failures may still go out)
         self._closed = False
         self._session = pool.lease(self._on_death)
         options = serialize(dataclasses.asdict(GlobalOption.current()))
@@ -207,7 +211,7 @@ class ProcessRunner:
     # --- up (through ``reports``: the executor's report thread is the only caller) ------------
     def get(self, timeout_s: float) -> Report | EndOfReports | None:
         self._reading = threading.get_ident()
-        if self._held:
+        if self._held or self._end_read:
             held = self._release_held()
             if held is not None:
                 return held
@@ -243,19 +247,23 @@ class ProcessRunner:
                     self._reset_done.set()
             return None
         if kind == END and self._own_end(envelope.sender, envelope.parts):
-            self._ended.set()
-            return END_OF_REPORTS
+            self._end_read = True  # failures still held go first, then the end
+            return self._release_held() if self._held else self._end()
         return None  # a READY of no interest here, an END not this graph's
 
-    def _release_held(self) -> Report | None:
-        """A held failure whose verdict did not come in time (none is dropped: the death's
-        report fails every future)."""
+    def _end(self) -> EndOfReports:
+        self._ended.set()
+        return END_OF_REPORTS
+
+    def _release_held(self) -> Report | EndOfReports | None:
+        """A held failure whose verdict did not come in time, or came no more before this
+        graph's END (none once a death is known: its report fails every future); the END
+        itself once they are out."""
         if self._pool.broken is not None:
             self._held.clear()
-            return None
-        if self._held[0][0] <= time.monotonic():
+        elif self._held and (self._end_read or self._held[0][0] <= time.monotonic()):
             return self._held.popleft()[1]
-        return None
+        return self._end() if self._end_read and not self._held else None
 
     def _own_end(self, sender: int, parts: Sequence[Any]) -> bool:
         """Whether an END is this graph's: from the controller's own pusher (no worker, no
@@ -285,14 +293,24 @@ class ProcessRunner:
         finally:
             with contextlib.suppress(TransportError):  # a pool closed above has no pusher
                 self._own_pusher.send(END, [pack_u64(self._session)])  # its last envelope
-            # the next graph's reports arrive on the same socket: lend the pool only once
-            # this graph's report thread has stopped reading it (it reads until this END)
-            stopped = self._reading_stopped(max(deadline - time.monotonic(), 0.0))
+            ending = self._owns_pool or self._pool.broken is not None or discard
+            if not ending and not self._lendable(deadline):
+                _LOG.warning(
+                    "the report thread of a closed graph did not stop reading the worker "
+                    "pool's reports in time: the pool is closed rather than lent on"
+                )
+                ending = True
             self._pool.give_back()
-            if self._owns_pool or self._pool.broken is not None or discard or not stopped:
+            if ending:
                 self._pool.close()
             self._reader.close()
             self._inputs.close()
+
+    def _lendable(self, deadline: float) -> bool:
+        """Whether the pool may serve the next graph: its reports arrive on the same socket,
+        so only once this graph's report thread stopped reading it (it reads until this END;
+        a few seconds at least, even when the reset took the close's whole time)."""
+        return self._reading_stopped(max(deadline - time.monotonic(), END_GRACE_SECONDS))
 
     def _reading_stopped(self, timeout: float) -> bool:
         """Whether the report thread read this graph's END within ``timeout`` (one not yet
@@ -334,6 +352,8 @@ class ProcessRunner:
 
 #: How often a close waiting for the workers looks whether one of them is stopped.
 RESET_SLICE_SECONDS = 0.25
+#: The least a close waits for its report thread to read END before it lends the pool on.
+END_GRACE_SECONDS = 2.0
 
 
 def _comm_failed(report: Report) -> bool:
