@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import inspect
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -71,6 +72,7 @@ class Program:
         self._any_keyword_order = True  # False for a function taking **kwargs (see trace)
         self._modes: tuple[Callable[[], tuple[bool, ...]], tuple[bool, ...]] | None = None
         self._key: list[int] = [0]  # the body's name (one box: the finalizer reads it too)
+        self._sending = threading.Lock()  # the body's name and whether it was sent
         self._name(spec.body, self._constant_ids)
         weakref.finalize(self, _release, graph.executor, self._constant_ids, self._key)
 
@@ -119,14 +121,18 @@ class Program:
             [Operand(next(ids), r.shape, r.dtype, r.mesh, r.placements) for r in spec.results]
         )
         op_id = graph.new_operator_id()
-        inputs = tuple([t._operand.id for t in tensors]) + self._current_constant_ids()
-        param = self._named if self._sent else self._first
-        op = Operator(
-            op_id, f"{spec.name}_{op_id}", param, inputs, tuple([o.id for o in outputs]),
-            caller_span(_OWN_FRAMES),
-        )  # fmt: skip
-        graph.executor.submit((op, outputs))
-        self._sent = True
+        span = caller_span(_OWN_FRAMES)
+        # one call at a time from here to the send: a call from another thread may rename the
+        # body (a constant rebound), and a by-name call must follow its body's first send
+        with self._sending:
+            inputs = tuple([t._operand.id for t in tensors]) + self._current_constant_ids()
+            param = self._named if self._sent else self._first
+            op = Operator(
+                op_id, f"{spec.name}_{op_id}", param, inputs, tuple([o.id for o in outputs]),
+                span,
+            )  # fmt: skip
+            graph.executor.submit((op, outputs))
+            self._sent = True
         handles = [Tensor._wrap(graph, o) for o in outputs]
         for index, first in self._same_results:  # the same handle, as the function returned
             handles[index] = handles[first]

@@ -569,3 +569,49 @@ def test_a_tensor_returned_twice_is_one_handle_as_in_eager(graph: dtorch.Graph) 
     got[0].add_(1)  # through the one handle, as eagerly
     torch.testing.assert_close(got[2].to_torch(), x * 2 + 1)
     torch.testing.assert_close(got[1].to_torch(), x + 1)
+
+
+def _calls_racing_a_rebind(graph: dtorch.Graph) -> None:
+    """Two threads call a program 40 times each while a third rebinds its constant 4 times."""
+    import threading
+
+    weight = dtorch.full((4,), 1.0, graph=graph)
+    program = dtorch.trace(lambda a: a + weight, dtorch.zeros(4, graph=graph))
+    program(dtorch.zeros(4, graph=graph)).tolist()  # the body is sent
+    start = threading.Barrier(3)
+    futures: list[Any] = []
+
+    def call() -> None:
+        start.wait(10)
+        for _ in range(40):
+            futures.append(program(dtorch.zeros(4, graph=graph)).to_torch_async())
+
+    def rebind() -> None:
+        start.wait(10)
+        for value in (2.0, 3.0, 4.0, 5.0):
+            weight.data = dtorch.full((4,), value, graph=graph)
+
+    threads = [threading.Thread(target=f) for f in (call, call, rebind)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    got = {future.get(timeout_s=60)[0].item() for future in futures}
+    assert got <= {1.0, 2.0, 3.0, 4.0, 5.0} and len(futures) == 80
+    graph.sync()
+
+
+def test_calls_from_threads_while_a_constant_is_rebound(graph: dtorch.Graph) -> None:
+    """Each call reads the constant as it is then (the old or a new value): a rebind renames
+    the body, and a call from another thread meanwhile sent a by-name call of a body never
+    sent, which broke the graph (or stopped a worker). A race: this caught the old code in
+    most runs, on one runner or both."""
+    import sys
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: the race shows within a few rounds
+    try:
+        for _ in range(20):
+            _calls_racing_a_rebind(graph)
+    finally:
+        sys.setswitchinterval(interval)
