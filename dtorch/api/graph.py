@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import itertools
 import os
@@ -24,7 +25,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, SupportsIndex
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, SupportsIndex, TypeVar
 
 import torch
 
@@ -153,12 +154,39 @@ def _check_dtype(dtype: object) -> None:
         )
 
 
-class _Guards(threading.local):
-    """One thread's ``dtype_guard``/``device_mesh_guard`` overrides on a graph, innermost last."""
+_V = TypeVar("_V")
 
-    def __init__(self) -> None:
-        self.dtypes: list[torch.dtype] = []
-        self.meshes: list[DeviceMesh] = []
+
+class _GuardStack(Generic[_V]):
+    """One kind of guard override on a graph (``dtype_guard``, ``device_mesh_guard``),
+    innermost last, in a context variable: each thread, and each asyncio task (a copy of
+    its creator's), has its own, so a guard held across an ``await`` is not another task's."""
+
+    def __init__(self, name: str) -> None:
+        self._var: contextvars.ContextVar[tuple[_V, ...]] = contextvars.ContextVar(name)
+
+    def top(self) -> _V | None:
+        stack = self._var.get(())
+        return stack[-1] if stack else None
+
+    def replace_top(self, value: _V) -> bool:
+        """Make ``value`` the innermost override, if there is one (False: none)."""
+        stack = self._var.get(())
+        if stack:
+            self._var.set((*stack[:-1], value))
+        return bool(stack)
+
+    @contextmanager
+    def pushed(self, value: _V) -> Iterator[_V]:
+        prior = self._var.get(())
+        token = self._var.set((*prior, value))
+        try:
+            yield value
+        finally:  # also drops an inner guard a generator left open
+            try:
+                self._var.reset(token)
+            except ValueError:  # left in another context than entered: the same end
+                self._var.set(prior)
 
 
 _LIVE: weakref.WeakSet[Graph] = weakref.WeakSet()  # the graphs a forked child must refuse
@@ -236,7 +264,9 @@ class Graph:
         self._promise_ids = itertools.count(1)
         self._default_mesh = DeviceMesh("cpu")
         self._default_dtype = torch.float32
-        self._guards = _Guards()  # each thread's guard overrides: one guard is not graph-wide
+        # each thread's (each task's) guard overrides: one guard is not graph-wide
+        self._dtype_guards: _GuardStack[torch.dtype] = _GuardStack("dtorch-dtype-guards")
+        self._mesh_guards: _GuardStack[DeviceMesh] = _GuardStack("dtorch-mesh-guards")
         self._inferences = InferenceCache()  # rule answers, reused across a loop's iterations
         self.runner = make_runner(self._option, name=f"dtorch-g{self._id}")
         try:
@@ -314,59 +344,43 @@ class Graph:
     @property
     def default_device_mesh(self) -> DeviceMesh:
         """The calling thread's innermost ``device_mesh_guard`` mesh, else the graph's own."""
-        meshes = self._guards.meshes
-        return meshes[-1] if meshes else self._default_mesh
+        mesh = self._mesh_guards.top()
+        return self._default_mesh if mesh is None else mesh
 
     @default_device_mesh.setter
     def default_device_mesh(self, mesh: DeviceMesh | str | torch.device) -> None:
         # inside this thread's guard it changes that guard's mesh, which ends with the block
-        meshes = self._guards.meshes
-        if meshes:
-            meshes[-1] = mesh_of(mesh)
-        else:
+        if not self._mesh_guards.replace_top(mesh_of(mesh)):
             self._default_mesh = mesh_of(mesh)
 
     @property
     def default_dtype(self) -> torch.dtype:
         """The calling thread's innermost ``dtype_guard`` dtype, else the graph's own."""
-        dtypes = self._guards.dtypes
-        return dtypes[-1] if dtypes else self._default_dtype
+        dtype = self._dtype_guards.top()
+        return self._default_dtype if dtype is None else dtype
 
     @default_dtype.setter
     def default_dtype(self, dtype: torch.dtype) -> None:
         _check_dtype(dtype)
         # inside this thread's guard it changes that guard's dtype, which ends with the block
-        dtypes = self._guards.dtypes
-        if dtypes:
-            dtypes[-1] = dtype
-        else:
+        if not self._dtype_guards.replace_top(dtype):
             self._default_dtype = dtype
 
     @contextmanager
     def device_mesh_guard(self, mesh: DeviceMesh | str | torch.device) -> Iterator[DeviceMesh]:
-        """Within the block, tensors this thread creates without a mesh or device use ``mesh``
-        (other threads keep theirs)."""
-        meshes = self._guards.meshes
-        meshes.append(mesh_of(mesh))
-        depth = len(meshes)
-        try:
-            yield meshes[-1]
-        finally:
-            del meshes[depth - 1 :]  # also drops an inner guard a generator left open
+        """Within the block, tensors this thread (this asyncio task) creates without a mesh or
+        device use ``mesh`` (other threads and tasks keep theirs)."""
+        with self._mesh_guards.pushed(mesh_of(mesh)) as pushed:
+            yield pushed
 
     @contextmanager
     def dtype_guard(self, dtype: torch.dtype | None) -> Iterator[torch.dtype]:
-        """Within the block, floating tensors this thread creates without a dtype use
-        ``dtype`` (None: float32; other threads keep theirs)."""
+        """Within the block, floating tensors this thread (this asyncio task) creates without a
+        dtype use ``dtype`` (None: float32; other threads and tasks keep theirs)."""
         dtype = torch.float32 if dtype is None else dtype
         _check_dtype(dtype)
-        dtypes = self._guards.dtypes
-        dtypes.append(dtype)
-        depth = len(dtypes)
-        try:
-            yield dtype
-        finally:
-            del dtypes[depth - 1 :]  # also drops an inner guard a generator left open
+        with self._dtype_guards.pushed(dtype) as pushed:
+            yield pushed
 
     def satisfy(self, mesh: DeviceMesh) -> bool:
         """Whether this graph can run operators on ``mesh`` on this machine."""

@@ -77,6 +77,45 @@ def test_guards_of_two_threads_interleave_without_leaking(graph: dtorch.Graph) -
     assert graph.default_dtype == torch.float32
 
 
+def test_guards_of_two_asyncio_tasks_interleave_without_leaking(graph: dtorch.Graph) -> None:
+    """Guards are per task too: a guard held across an ``await`` neither shows in another
+    task nor is dropped by another task's exit (they were per thread: task B, inside its
+    bfloat16 guard, made float32 tensors once task A left its own)."""
+    import asyncio
+
+    mesh2 = dtorch.init_device_mesh("cpu", 2)
+    seen: dict[str, Any] = {}
+
+    async def task_a(a_in: asyncio.Event, b_in: asyncio.Event, a_out: asyncio.Event) -> None:
+        with graph.dtype_guard(torch.float64), graph.device_mesh_guard(mesh2):
+            a_in.set()
+            await b_in.wait()
+            t = dtorch.ones(3, graph=graph)
+            seen["a"] = (t.dtype, tuple(t.device_mesh.shape))
+        a_out.set()
+
+    async def task_b(a_in: asyncio.Event, b_in: asyncio.Event, a_out: asyncio.Event) -> None:
+        await a_in.wait()
+        seen["b before"] = dtorch.ones(3, graph=graph).dtype  # A's guard is A's
+        with graph.dtype_guard(torch.bfloat16):
+            b_in.set()
+            await a_out.wait()  # A's guards ended inside B's
+            t = dtorch.ones(3, graph=graph)
+            seen["b"] = (t.dtype, tuple(t.device_mesh.shape))
+
+    async def main() -> None:
+        events = (asyncio.Event(), asyncio.Event(), asyncio.Event())
+        await asyncio.wait_for(asyncio.gather(task_a(*events), task_b(*events)), 30)
+
+    asyncio.run(main())
+    assert seen == {
+        "a": (torch.float64, (2,)),
+        "b before": torch.float32,
+        "b": (torch.bfloat16, (1,)),
+    }
+    assert dtorch.ones(3, graph=graph).dtype == torch.float32
+
+
 def test_default_dtype_set_outside_a_guard_is_graph_wide(graph: dtorch.Graph) -> None:
     graph.default_dtype = torch.float64
     _in_thread(lambda: _check_dtype(graph, torch.float64))
