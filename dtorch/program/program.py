@@ -406,11 +406,11 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     tracer = Tracer(graph, name, inputs)
     own = tracer.inputs  # handles of their own: a closure's read of an input is a constant
     own_args, own_kwargs = unflatten(args, own)
-    rebinds = graph.executor.rebind_count  # a rebind inside fn: refused below
+    rebinds = graph.executor.rebinds_here()  # a rebind inside fn (this thread's): refused
     try:
         with tracer:
             returned = fn(*own_args, **own_kwargs)
-        if graph.executor.rebind_count != rebinds:
+        if graph.executor.rebinds_here() != rebinds:
             raise TraceError(
                 f"dtorch.trace({name}): the function rebinds a tensor (t.data = other), which "
                 "a program cannot replay; rebind outside the traced function, or change the "

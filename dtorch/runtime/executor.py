@@ -97,9 +97,10 @@ class Executor:
         #: pinned id -> ``rebind_count`` when one of its several handles was rebound: a
         #: program that read it before cannot tell which handle it read (it refuses calls)
         self.ambiguous: dict[int, int] = {}
-        #: rebinds so far (``t.data = other``): a trace refuses one inside its function, and
-        #: a program is not concerned by those before it was traced
+        #: rebinds so far (``t.data = other``): a program is not concerned by those before it
+        #: was traced (a trace refuses one inside its function: ``rebinds_here``)
         self.rebind_count = 0
+        self._rebinds_by_thread: dict[int, int] = {}  # thread ident -> its rebinds
         # reentrant: a handle collected while pin/unpin holds it releases on the same thread
         self._pin_lock = threading.RLock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)
@@ -173,6 +174,10 @@ class Executor:
             if self._pins:
                 self.release = self._release_pinned
 
+    def rebinds_here(self) -> int:
+        """How many rebinds the calling thread made (a trace refuses its own, not others')."""
+        return self._rebinds_by_thread.get(threading.get_ident(), 0)
+
     def rebind(self, old: int, new: Operand | None, shared: bool = False) -> None:
         """A handle of ``old`` now stands for ``new`` (``t.data = other``; None: a value of
         another graph). Where ``old`` is pinned (a program's constant), the program reads
@@ -181,6 +186,8 @@ class Executor:
         known: it refuses its next call (``ambiguous``)."""
         with self._pin_lock:
             self.rebind_count += 1
+            here = threading.get_ident()
+            self._rebinds_by_thread[here] = self._rebinds_by_thread.get(here, 0) + 1
             if old not in self._pins or (new is not None and self._follows(new.id, old)):
                 return  # not a constant; or rebound to itself (a cycle): it reads itself
             if shared:

@@ -615,3 +615,32 @@ def test_calls_from_threads_while_a_constant_is_rebound(graph: dtorch.Graph) -> 
             _calls_racing_a_rebind(graph)
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_a_rebind_in_another_thread_during_a_trace_is_not_the_function_s(
+    graph: dtorch.Graph,
+) -> None:
+    """The trace refuses a rebind (``t.data = other``) the function makes, not one another
+    thread makes on the same graph meanwhile (its other operators are not the trace's either)."""
+    import threading
+
+    weight = dtorch.full((4,), 2.0, graph=graph)
+    inside, done = threading.Event(), threading.Event()
+
+    def elsewhere() -> None:
+        assert inside.wait(10)
+        other = dtorch.zeros(4, graph=graph)
+        other.data = dtorch.ones(4, graph=graph)
+        done.set()
+
+    def fn(x: dtorch.Tensor) -> dtorch.Tensor:
+        y = x * weight
+        inside.set()
+        assert done.wait(10)  # the other thread rebinds while the function runs
+        return y + 1
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    program = dtorch.trace(fn, dtorch.ones(4, graph=graph))
+    thread.join(10)
+    assert program(dtorch.full((4,), 3.0, graph=graph)).tolist() == [7.0] * 4
