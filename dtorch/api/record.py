@@ -163,7 +163,11 @@ def emit_one(
     else:
         input_ids = tuple(map(_ID, inputs))
     op = Operator(op_id, f"{name}_{op_id}", param, input_ids, (operand.id,), span)
-    graph.executor.submit((op, (operand,)))
+    try:
+        graph.executor.submit((op, (operand,)))
+    except KeyboardInterrupt:  # while waiting for room: queued, so its output goes with a
+        new(graph, operand)  # handle, dropped at once (a free of an id never made is ignored)
+        raise
     return new(graph, operand)
 
 
@@ -188,7 +192,11 @@ def emit(
     if span is None:
         span = caller_span(_OWN_FRAMES)
     op = Operator(op_id, f"{name}_{op_id}", param, input_ids, output_ids, span)
-    graph.executor.submit((op, operands))
+    try:
+        graph.executor.submit((op, operands))
+    except KeyboardInterrupt:  # as emit_one: the outputs go with handles dropped at once
+        [new(graph, operand) for operand in operands]
+        raise
     return tuple([new(graph, operand) for operand in operands])
 
 

@@ -131,7 +131,12 @@ class Program:
                 op_id, f"{spec.name}_{op_id}", param, inputs, tuple([o.id for o in outputs]),
                 span,
             )  # fmt: skip
-            graph.executor.submit((op, outputs))
+            try:
+                graph.executor.submit((op, outputs))
+            except KeyboardInterrupt:  # while waiting for room: queued (see record.emit_one)
+                self._sent = True
+                [Tensor._wrap(graph, o) for o in outputs]
+                raise
             self._sent = True
         handles = [Tensor._wrap(graph, o) for o in outputs]
         for index, first in self._same_results:  # the same handle, as the function returned

@@ -281,3 +281,27 @@ def test_a_forked_child_is_refused_its_parents_graph(runner: str) -> None:
         cwd=_ROOT,
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr
+
+
+def test_an_operator_interrupted_while_it_waits_for_room_leaves_no_value(
+    graph: dtorch.Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while recording waits for room in a full queue: the operator is queued already,
+    so it runs; its output must still be freed (it had no handle, and stayed on the devices
+    for the graph's life)."""
+    mesh = dtorch.init_device_mesh("cpu", 1)
+    x = dtorch.ones(64, 64, device_mesh=mesh, graph=graph)
+    graph.sync()
+    held = graph.get_memory_stats(mesh).stats[0].memory_allocated
+    queue = graph.executor.submit
+
+    def interrupted(item: Any) -> None:
+        queue(item)  # queued, then the wait for room is interrupted
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(graph.executor, "submit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        x + 1
+    monkeypatch.undo()
+    graph.sync()
+    assert graph.get_memory_stats(mesh).stats[0].memory_allocated == held
