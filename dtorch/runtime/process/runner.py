@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
-from dtorch.ir.report import InputsDone, PartyReport, Report, ValueReport, WorkerFailureReport
+from dtorch.ir.report import (
+    Failure,
+    InputsDone,
+    PartyReport,
+    Report,
+    ValueReport,
+    WorkerFailureReport,
+)
 from dtorch.options import GlobalOption
 from dtorch.runtime.process.addressing import BatchAddresser, pack_ids, readers
 from dtorch.runtime.process.inputs import InputShare
@@ -230,11 +237,12 @@ class ProcessRunner:
             if type(report) is InputsDone:  # the runner's own business: free the segments
                 self._inputs.done(report.tokens)
                 return None
-            if _failed(report) and self._pool.reap() is not None:
+            failures = _failures(report)
+            if failures and self._pool.reap() is not None:
                 # A survivor's collective failed with a dead peer before the monitor saw the
                 # death: the death (already on its way here) is what every future raises
                 return None
-            if self._pool.death_verdict_s and _comm_failed(report):
+            if self._pool.death_verdict_s and any(failure.comm for failure in failures):
                 # the same, where deaths are seen late (another host's worker: by its
                 # heartbeats' silence): held until the verdict, or until it cannot come
                 self._held.append((time.monotonic() + self._pool.death_verdict_s, report))
@@ -294,7 +302,7 @@ class ProcessRunner:
             with contextlib.suppress(TransportError):  # a pool closed above has no pusher
                 self._own_pusher.send(END, [pack_u64(self._session)])  # its last envelope
             ending = self._owns_pool or self._pool.broken is not None or discard
-            if not ending and not self._lendable(deadline):
+            if not ending and not self._reading_stopped(deadline):
                 _LOG.warning(
                     "the report thread of a closed graph did not stop reading the worker "
                     "pool's reports in time: the pool is closed rather than lent on"
@@ -306,20 +314,16 @@ class ProcessRunner:
             self._reader.close()
             self._inputs.close()
 
-    def _lendable(self, deadline: float) -> bool:
+    def _reading_stopped(self, deadline: float) -> bool:
         """Whether the pool may serve the next graph: its reports arrive on the same socket,
-        so only once this graph's report thread stopped reading it (it reads until this END;
-        a few seconds at least, even when the reset took the close's whole time)."""
-        return self._reading_stopped(max(deadline - time.monotonic(), END_GRACE_SECONDS))
-
-    def _reading_stopped(self, timeout: float) -> bool:
-        """Whether the report thread read this graph's END within ``timeout`` (one not yet
-        started reads it first thing); False from the report thread itself."""
+        so only once this graph's report thread read this graph's END (one not yet started
+        reads it first thing), by ``deadline`` or within a few seconds at least, even when
+        the reset took the close's whole time; False from the report thread itself."""
         if self._ended.is_set():
             return True
         if self._reading == threading.get_ident():
             return False
-        return self._ended.wait(timeout)
+        return self._ended.wait(max(deadline - time.monotonic(), END_GRACE_SECONDS))
 
     def _reset(self, timeout: float) -> None:
         """Every worker finished this graph's work and dropped its shards."""
@@ -356,19 +360,10 @@ RESET_SLICE_SECONDS = 0.25
 END_GRACE_SECONDS = 2.0
 
 
-def _comm_failed(report: Report) -> bool:
-    """Whether ``report`` tells of a collective's or an exchange's failure (``Failure.comm``),
-    which a dead peer causes too."""
+def _failures(report: Report) -> tuple[Failure, ...]:
+    """The kernel failures ``report`` tells of (none, for most)."""
     if type(report) is ValueReport:
-        return report.failure is not None and report.failure.comm
+        return () if report.failure is None else (report.failure,)
     if type(report) is not PartyReport:
-        return False
-    failures = (report.failure, *report.later)
-    return any(failure is not None and failure.comm for failure in failures)
-
-
-def _failed(report: Report) -> bool:
-    """Whether ``report`` tells of a kernel failure."""
-    if type(report) is ValueReport:
-        return report.failure is not None
-    return type(report) is PartyReport and (report.failure is not None or bool(report.later))
+        return ()
+    return report.later if report.failure is None else (report.failure, *report.later)
