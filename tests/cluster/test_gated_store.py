@@ -32,6 +32,7 @@ from dtorch.cluster.rendezvous import connect_store
 from dtorch.comm.store.network_gate import client_options
 from dtorch.errors import RendezvousError
 from tests.cluster.test_cluster_faults import _listening_addresses
+from tests.interrupted_wait import assert_close_ends_the_wait
 from tests.tcp_table import ESTABLISHED, tcp_sockets
 
 pytestmark = pytest.mark.timeout(60)
@@ -331,22 +332,9 @@ def test_key_lists_of_any_length_and_zero_timeouts(client: GatedStoreClient) -> 
 def test_close_from_another_thread_does_not_wait_for_a_waiting_get(
     client: GatedStoreClient,
 ) -> None:
-    failed: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            client.get("never")  # the store's timeout is 5 s
-        except dist.DistStoreError as error:
-            failed.append(error)
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    time.sleep(0.3)
-    started = time.monotonic()
-    client.close()
-    assert time.monotonic() - started < 1.0
-    waiter.join(5)
-    assert failed and "closed" in str(failed[0])
+    assert_close_ends_the_wait(  # the store's own timeout is 5 s
+        lambda: client.get("never"), client.close, dist.DistStoreError, settle_s=0.3, join_s=5
+    )
 
 
 def test_a_client_that_does_not_read_its_replies_makes_the_server_hold_few(

@@ -11,6 +11,7 @@ import pytest
 from dtorch.errors import MessageGapError, TransportError, TransportTimeoutError
 from dtorch.transport import LARGE_FRAME, Message
 from dtorch.transport.wire import EVERYONE, MessageReader, encode_id
+from tests.interrupted_wait import assert_close_ends_the_wait
 from tests.thread_runner import on_threads
 
 pytestmark = pytest.mark.timeout(60)
@@ -269,22 +270,7 @@ def test_subscriber_of_a_closed_publisher_receives_nothing(kit):
 
 def test_close_from_another_thread_wakes_a_waiting_poll(kit):
     _, (subscriber,) = connected(kit)
-    outcome: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            subscriber.poll(10.0)
-        except TransportError as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=wait)
-    thread.start()
-    time.sleep(0.2)
-    start = time.monotonic()
-    subscriber.close()
-    assert time.monotonic() - start < 1.0
-    thread.join(2.0)
-    assert not thread.is_alive() and "closed" in str(outcome[0])
+    assert_close_ends_the_wait(lambda: subscriber.poll(10.0), subscriber.close, TransportError)
 
 
 def test_a_message_to_one_party_reaches_its_subscribers_and_those_of_every_party(kit):

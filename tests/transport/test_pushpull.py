@@ -3,7 +3,6 @@ malformed messages, large frames, sender numbers, misuse."""
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from dtorch.errors import TransportError, TransportTimeoutError
 from dtorch.transport import Envelope
 from dtorch.transport.wire import MAX_FRAME
+from tests.interrupted_wait import assert_close_ends_the_wait
 from tests.thread_runner import on_threads
 from tests.transport.conftest import _KITS
 
@@ -182,19 +182,4 @@ def test_close_is_idempotent_and_use_after_close_fails(kit):
 
 def test_close_from_another_thread_wakes_a_waiting_poll(kit):
     puller = kit.puller()
-    outcome: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            puller.poll(10.0)
-        except TransportError as error:
-            outcome.append(error)
-
-    thread = threading.Thread(target=wait)
-    thread.start()
-    time.sleep(0.2)
-    start = time.monotonic()
-    puller.close()
-    assert time.monotonic() - start < 1.0
-    thread.join(2.0)
-    assert not thread.is_alive() and "closed" in str(outcome[0])
+    assert_close_ends_the_wait(lambda: puller.poll(10.0), puller.close, TransportError)
