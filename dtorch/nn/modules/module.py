@@ -72,11 +72,8 @@ class _TrainingFlag:
             _note_traced_call(module)
         try:
             return module.__dict__["training"]
-        except KeyError:
-            raise AttributeError(
-                f"'{type(module).__name__}' object has no attribute 'training' (Module.__init__ "
-                "was not called)"
-            ) from None
+        except KeyError:  # Module.__getattr__ then raises torch's message
+            raise AttributeError("training") from None
 
     def __set__(self, module: Module, value: bool) -> None:
         module.__dict__["training"] = value
