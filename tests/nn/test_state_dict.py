@@ -26,6 +26,7 @@ from dtorch.errors import KernelError
 from dtorch.ir.opkind import OpKind
 from dtorch.kernels.table import LOCAL_KERNELS
 from dtorch.nn.modules import load_source
+from tests.runners import PoolKeeper
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -422,10 +423,14 @@ def test_float8_values_load(graph: dtorch.Graph) -> None:
     assert torch.equal(module.scale.to_torch().float(), source["scale"].float())
 
 
-def test_a_failure_while_loading_keeps_its_class_and_names_the_entry() -> None:
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
+def test_a_failure_while_loading_keeps_its_class_and_names_the_entry(
+    process: bool, worker_pools: PoolKeeper
+) -> None:
     """What no check can know before the load (here: the module's graph was closed) raises as
     it is, a GraphError that callers catch as such, with a note naming the entry."""
-    own = dtorch.Graph()
+    pool = worker_pools.pool() if process else None
+    own = dtorch.Graph(dtorch.GraphOption(per_device_per_process=process, worker_pool=pool))
     with own.as_default():
         layer = nn.Linear(2, 2)
     own.close()
