@@ -274,11 +274,16 @@ class Graph:
         except BaseException:  # its threads did not start: the runner's stop again
             self.runner.close(CLOSE_TIMEOUT, discard=True)
             raise
+        self._pid = os.getpid()  # the process whose threads run it (a forked child's refusal)
+        self._closing = False  # close() was called (it may have been interrupted)
+        self._finalizer = self._finalize_when_collected()
+        _watch_forks(self)
+
+    def _finalize_when_collected(self) -> weakref.finalize:
+        """The close that runs when the graph is collected or the interpreter exits."""
         close = functools.partial(self.executor.close, CLOSE_TIMEOUT)
         here = self.executor.joins_this_thread
-        self._pid = os.getpid()  # the process whose threads run it (a forked child's refusal)
-        self._finalizer = weakref.finalize(self, collected, close, self._pid, here)
-        _watch_forks(self)
+        return weakref.finalize(self, collected, close, self._pid, here)
 
     # --- identity and defaults --------------------------------------------------------------
     @staticmethod
@@ -339,7 +344,7 @@ class Graph:
 
     @property
     def closed(self) -> bool:
-        return not self._finalizer.alive
+        return self._closing or not self._finalizer.alive
 
     @property
     def default_device_mesh(self) -> DeviceMesh:
@@ -468,9 +473,19 @@ class Graph:
         return MemoryStats(tuple(rows.get(d, MemoryStat(d, 0, 0)) for d in devices))
 
     def close(self) -> None:
-        """Run what is queued, then stop this graph's threads; later recording raises."""
-        if self._finalizer.detach() is not None:  # here and now, whatever thread this is
-            self.executor.close(CLOSE_TIMEOUT)
+        """Run what is queued, then stop this graph's threads; later recording raises. A
+        close that does not finish (Ctrl-C, or a thread that did not stop in time) is taken
+        up again by the next ``close()``, the collector or the interpreter's exit (which drops
+        what is still queued): threads left running as the interpreter tears down would
+        abort it."""
+        if self._finalizer.detach() is None:  # closed already, or closing in another thread
+            return
+        self._closing = True
+        try:
+            self.executor.close(CLOSE_TIMEOUT)  # here and now, whatever thread this is
+        except BaseException:
+            self._finalizer = self._finalize_when_collected()
+            raise
 
     def __copy__(self) -> Graph:
         """A graph is a runtime (threads, workers), shared like a device: a copy is itself,

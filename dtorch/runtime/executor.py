@@ -33,6 +33,7 @@ from dtorch.errors import GraphError, WorkerDiedError, WorkerError
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.report import WorkerFailureReport
+from dtorch.runtime.daemon import DaemonThread
 from dtorch.runtime.gc_policy import exiting, watch_exit
 from dtorch.runtime.reports import END
 from dtorch.runtime.runner import Runner
@@ -104,15 +105,12 @@ class Executor:
         # reentrant: a handle collected while pin/unpin holds it releases on the same thread
         self._pin_lock = threading.RLock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)
-        self._stopping = False
+        self._stopping = False  # a close began: later operators are refused
+        self._closed = False  # a close finished
         self._error: BaseException | None = None  # why the runner broke
         self._final: BaseException | None = None  # what a promise registered too late gets
-        self._dispatcher = threading.Thread(target=self._main, name=f"{name}-executor", daemon=True)
-        self._reporter = threading.Thread(
-            target=self._read_reports, name=f"{name}-reports", daemon=True
-        )
-        self._dispatcher.start()
-        self._reporter.start()
+        self._dispatcher = DaemonThread(self._main, f"{name}-executor")
+        self._reporter = DaemonThread(self._read_reports, f"{name}-reports")
         watch_exit()  # close() drops queued work once the interpreter exits
 
     # --- health -----------------------------------------------------------------------------
@@ -242,17 +240,19 @@ class Executor:
     # --- closing ----------------------------------------------------------------------------
     def joins_this_thread(self) -> bool:
         """Whether the calling thread is one ``close`` joins (the dispatcher or the reporter)."""
-        return threading.current_thread() in (self._dispatcher, self._reporter)
+        return self._dispatcher.is_current() or self._reporter.is_current()
 
     def close(self, timeout: float) -> None:
         """Run what is queued, then stop both threads and the runner. As the interpreter
         exits, drop what is queued instead: nothing can read its results any more, and
-        kernels still running as the interpreter tears down abort the process."""
-        if self._stopping:
+        kernels still running as the interpreter tears down abort the process. A close that
+        did not finish (Ctrl-C, or a timeout) can be called again: it goes on where it was."""
+        if self._closed:
             return
-        self._stopping = True
-        self.submit = self._refuse
-        self._queue.refuse(GraphError(self._refusal()))
+        if not self._stopping:
+            self._stopping = True
+            self.submit = self._refuse
+            self._queue.refuse(GraphError(self._refusal()))
         discard = exiting()
         if discard:
             self._queue.clear()
@@ -268,6 +268,7 @@ class Executor:
             self.promises.fail_all(self._final)
         if self._dispatcher.is_alive() or self._reporter.is_alive():
             raise GraphError(f"the controller threads did not stop within {timeout} s")
+        self._closed = True
 
     # --- the dispatch thread ----------------------------------------------------------------
     def _main(self) -> None:

@@ -260,10 +260,11 @@ class DeviceHost:
 
     def close(self, timeout: float, discard: bool = False) -> None:
         """Stop every stream (after its queued work; with ``discard``, after its current
-        kernel, the collectives in flight aborted); GraphError naming those that hang."""
+        kernel, the collectives in flight aborted); GraphError naming those that hang. A
+        close that did not finish (interrupted, or timed out) can be called again: it goes on
+        (with ``discard`` as the interpreter exits, when the streams must stop at once)."""
         if self._closed:
             return
-        self._closed = True
         for stream in self.streams:  # every stream winds down at once, not one after another
             if discard:
                 stream.discard_queued()
@@ -275,3 +276,4 @@ class DeviceHost:
         stuck = [s.name for s in self.streams if not s.join(max(deadline - time.monotonic(), 0))]
         if stuck:
             raise GraphError(f"streams {stuck} did not stop within {timeout} s")
+        self._closed = True

@@ -31,6 +31,7 @@ from dtorch.ir.params import GetTensorParam, MemoryParam, ProfileParam, SyncPara
 from dtorch.ir.report import Failure, PartyReport, ProgressReport, Report, ValueReport
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import GROUP_KERNELS, LOCAL_KERNELS
+from dtorch.runtime.daemon import DaemonThread
 from dtorch.runtime.handlers import STREAM_HANDLERS, StreamServices
 from dtorch.runtime.plan import PLAN, StreamPlan
 from dtorch.runtime.profiling import EventRecorder
@@ -69,13 +70,10 @@ class KernelStream:
         self.recorder: EventRecorder | None = None  # kernel events, while a profile is open
         self._services = services
         self._queue = WorkQueue()
-        self._thread: threading.Thread | None = None
+        self._thread: DaemonThread | None = None
         if not inline:
             adopted = threading.Event()
-            self._thread = threading.Thread(
-                target=self._main, args=(threads, adopted), name=name, daemon=True
-            )
-            self._thread.start()
+            self._thread = DaemonThread(self._main, name, (threads, adopted))
             adopted.wait()  # the creator may reset torch's process default only after this
 
     @property
@@ -111,8 +109,7 @@ class KernelStream:
         """Wait at most ``timeout`` s for the thread to exit; True if it did (or never ran)."""
         if self._thread is None:
             return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._thread.join(timeout)
 
     # --- the loop ---------------------------------------------------------------------------
     def _main(self, threads: int | None, adopted: threading.Event) -> None:

@@ -57,7 +57,8 @@ class ThreadRunner:
         with keeping_default():  # the streams' set_num_threads also set torch's default
             self._host = DeviceHost(layout, services, name, threads=share(num_streams))
         self.reports = WindowedSource(channel, self._window)
-        self._closed = False
+        self._closing = False  # a close began (and may have been interrupted)
+        self._closed = False  # a close finished
 
     @property
     def elsewhere(self) -> bool:
@@ -90,8 +91,10 @@ class ThreadRunner:
     def close(self, timeout: float, discard: bool = False) -> None:
         if self._closed:
             return
-        self._closed = True
-        self._window.fail(GraphError("the graph was closed"))
+        first = not self._closing  # else an interrupted close goes on (see DeviceHost.close)
+        self._closing = True
+        if first:
+            self._window.fail(GraphError("the graph was closed"))
         try:
             self._host.close(timeout, discard)
         except BaseException:  # interrupted (Ctrl-C) or hung: a stream left in a collective
@@ -101,7 +104,9 @@ class ThreadRunner:
             try:
                 self._groups.close()
             finally:
-                self._channel.put(END)
+                if first:  # the report reader stops at the first END
+                    self._channel.put(END)
+        self._closed = True
 
 
 def satisfy(mesh: DeviceMesh) -> bool:

@@ -1,6 +1,7 @@
 """Concurrency defects fixed after review: per-thread guards on a shared graph, one trace at a
 time per graph, no promise left registered by an interrupted fetch or sync, no callback left
-in a cell by a cancelled await, and a forked child refused at once on its parent's graph."""
+in a cell by a cancelled await, a forked child refused at once on its parent's graph, and a
+close interrupted by Ctrl-C finished by the next close or the exit."""
 
 from __future__ import annotations
 
@@ -281,6 +282,54 @@ def test_a_forked_child_is_refused_its_parents_graph(runner: str) -> None:
         cwd=_ROOT,
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr
+
+
+# --- 6. a close interrupted by Ctrl-C is taken up again ----------------------------------
+_INTERRUPTED_CLOSE = textwrap.dedent(
+    """
+    import os, signal, sys, threading
+    import dtorch
+    g = dtorch.Graph()
+    mesh = dtorch.init_device_mesh("cpu", 4)
+    x = dtorch.randn(512, 512, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=g)
+    w = dtorch.randn(512, 512, device_mesh=mesh, graph=g)
+    for i in range(300):  # seconds of kernels: the close waits for them
+        x = (x @ w).tanh()
+        if i % 3 == 0:
+            x = x.redistribute(mesh, [dtorch.Replicate()]).redistribute(mesh, [dtorch.Shard(0)])
+    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        g.close()
+        print("not interrupted")
+    except KeyboardInterrupt:
+        pass
+    assert g.closed
+    if sys.argv[1] == "again":
+        g.close()
+        left = [t.name for t in threading.enumerate() if t.name.startswith("dtorch-g")]
+        assert not left, left
+    print("ok")
+    """
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("then", ["again", "exit"])
+def test_a_close_interrupted_by_ctrl_c_is_finished_later(then: str) -> None:
+    """Ctrl-C while ``Graph.close()`` waits for the kernel streams: the next close, or the
+    interpreter's exit, finishes it. The streams ran on; a second close returned at once, and
+    at exit a stream still running aborted the process (status 134: CPython 3.11's interrupted
+    ``Thread.join`` also marks a running thread stopped, see runtime/daemon.py)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_CLOSE, then],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env={**os.environ, "PYTHONPATH": str(_ROOT)},
+        cwd=_ROOT,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
 def test_an_operator_interrupted_while_it_waits_for_room_leaves_no_value(

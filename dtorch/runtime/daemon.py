@@ -1,0 +1,54 @@
+"""DaemonThread: a daemon thread whose end a join interrupted by Ctrl-C cannot fake.
+
+CPython 3.11's ``Thread.join`` releases the joined thread's state lock when a signal handler
+raises while it waits (bpo-45274: meant for a lock it had just acquired, but a running thread
+holds it too) and marks the thread stopped for good: every later ``join`` returns at once and
+``is_alive()`` says False while it still runs. A graph whose close was interrupted would then
+"stop" its kernel streams at the interpreter's exit without waiting, and a stream still freeing
+a tensor as the interpreter tears down aborts the process ("terminate called without an
+active exception"). So the end of these threads is an Event their own last step sets, which an
+interrupted wait leaves as it was.
+
+Example:
+    >>> done = []
+    >>> thread = DaemonThread(done.append, "example", (1,))
+    >>> thread.join(5.0), done
+    (True, [1])
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class DaemonThread:
+    """Runs ``target(*args)`` on a daemon thread named ``name``, started at once."""
+
+    __slots__ = ("_ended", "thread")
+
+    def __init__(self, target: Callable[..., Any], name: str, args: tuple[Any, ...] = ()) -> None:
+        self._ended = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(target, args), name=name, daemon=True
+        )
+        self.thread.start()
+
+    def _run(self, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            target(*args)
+        finally:  # after the target's frame (and what it held) is gone
+            self._ended.set()
+
+    def join(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` s for the target to return; True if it did."""
+        return self._ended.wait(timeout)
+
+    def is_alive(self) -> bool:
+        """Whether the target still runs (not ``Thread.is_alive``: see the module docstring)."""
+        return not self._ended.is_set()
+
+    def is_current(self) -> bool:
+        """Whether the calling thread is this one."""
+        return threading.current_thread() is self.thread
