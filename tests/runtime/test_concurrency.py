@@ -228,6 +228,19 @@ def test_cancelled_awaits_leave_no_callbacks() -> None:
     assert asyncio.run(main()).tolist() == [1.0, 1.0]
 
 
+def _run_script(script: str, argument: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a Python process of its own (at most 100 s), given ``argument``."""
+    return subprocess.run(
+        [sys.executable, "-c", script, argument],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env={**os.environ, "PYTHONPATH": str(_ROOT)},
+        cwd=_ROOT,
+    )
+
+
 # --- 5. a forked child refuses its parent's graph at once ----------------------------------
 _FORK_SCRIPT = textwrap.dedent(
     """
@@ -271,16 +284,7 @@ _FORK_SCRIPT = textwrap.dedent(
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("runner", ["thread", "process"])
 def test_a_forked_child_is_refused_its_parents_graph(runner: str) -> None:
-    env = {**os.environ, "PYTHONPATH": str(_ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", _FORK_SCRIPT, runner],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env=env,
-        cwd=_ROOT,
-    )
+    done = _run_script(_FORK_SCRIPT, runner)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr
 
 
@@ -320,15 +324,7 @@ def test_a_close_interrupted_by_ctrl_c_is_finished_later(then: str) -> None:
     interpreter's exit, finishes it. The streams ran on; a second close returned at once, and
     at exit a stream still running aborted the process (status 134: CPython 3.11's interrupted
     ``Thread.join`` also marks a running thread stopped, see runtime/daemon.py)."""
-    done = subprocess.run(
-        [sys.executable, "-c", _INTERRUPTED_CLOSE, then],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=100,
-        env={**os.environ, "PYTHONPATH": str(_ROOT)},
-        cwd=_ROOT,
-    )
+    done = _run_script(_INTERRUPTED_CLOSE, then)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
