@@ -209,8 +209,9 @@ class ClusterPool:
             self._leased = False
             self._on_death = None
 
-    def close(self) -> None:
-        """STOP every worker and close the sockets (idempotent); the workers exit."""
+    def close(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """STOP every worker and close the sockets (idempotent); the workers exit (waited for
+        at most ``grace`` seconds)."""
         with self._lock:
             if self._closed:
                 return
@@ -218,7 +219,7 @@ class ClusterPool:
         with contextlib.suppress(Exception):
             self._state.publisher.send(STOP)
         if self._failure is None:  # STOP is delivered before the publisher goes (LINGER 0)
-            self._monitor.wait_gone(STOP_GRACE_SECONDS)
+            self._monitor.wait_gone(grace)
         self._monitor.stop()
         for channel in (self._state.own_pusher, self._state.puller, *self._beats):
             with contextlib.suppress(Exception):

@@ -291,24 +291,27 @@ def test_a_forked_child_is_refused_its_parents_graph(runner: str) -> None:
 # --- 6. a close interrupted by Ctrl-C is taken up again ----------------------------------
 _INTERRUPTED_CLOSE = textwrap.dedent(
     """
-    import os, signal, sys, threading
+    import os, signal, sys, threading, time
     import dtorch
-    g = dtorch.Graph()
+    then, runner = sys.argv[1].split("-")
+    g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=runner == "process", num_workers=2))
     mesh = dtorch.init_device_mesh("cpu", 4)
     x = dtorch.randn(512, 512, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=g)
     w = dtorch.randn(512, 512, device_mesh=mesh, graph=g)
-    for i in range(300):  # seconds of kernels: the close waits for them
+    for i in range(300 if runner == "thread" else 1200):  # seconds of kernels to wait for
         x = (x @ w).tanh()
         if i % 3 == 0:
             x = x.redistribute(mesh, [dtorch.Replicate()]).redistribute(mesh, [dtorch.Shard(0)])
+    x.to_torch_async()  # the workers have started and run the first kernels
     threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
     try:
         g.close()
         print("not interrupted")
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # at once, not once the devices finished their current work
+        assert time.monotonic() - start < 3.0, time.monotonic() - start
     assert g.closed
-    if sys.argv[1] == "again":
+    if then == "again":
         g.close()
         left = [t.name for t in threading.enumerate() if t.name.startswith("dtorch-g")]
         assert not left, left
@@ -319,12 +322,15 @@ _INTERRUPTED_CLOSE = textwrap.dedent(
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("then", ["again", "exit"])
-def test_a_close_interrupted_by_ctrl_c_is_finished_later(then: str) -> None:
-    """Ctrl-C while ``Graph.close()`` waits for the kernel streams: the next close, or the
-    interpreter's exit, finishes it. The streams ran on; a second close returned at once, and
-    at exit a stream still running aborted the process (status 134: CPython 3.11's interrupted
-    ``Thread.join`` also marks a running thread stopped, see runtime/daemon.py)."""
-    done = _run_script(_INTERRUPTED_CLOSE, then)
+@pytest.mark.parametrize("runner", ["thread", "process"])
+def test_a_close_interrupted_by_ctrl_c_is_finished_later(runner: str, then: str) -> None:
+    """Ctrl-C while ``Graph.close()`` waits for the devices: the next close, or the
+    interpreter's exit, finishes it. In thread mode the streams ran on; a second close
+    returned at once, and at exit a stream still running aborted the process (status 134:
+    CPython 3.11's interrupted ``Thread.join`` also marks a running thread stopped, see
+    runtime/daemon.py). In process mode the Ctrl-C came 5 s late, once the workers' grace
+    to stop had passed: they are killed at once now."""
+    done = _run_script(_INTERRUPTED_CLOSE, f"{then}-{runner}")
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 

@@ -554,11 +554,11 @@ class WorkerPool:
     def leased(self) -> bool:
         return self._leased
 
-    def close(self) -> None:
-        """Stop every worker (STOP, then kill after a grace period), remove the sockets, the
-        directory and the shared memory; idempotent."""
+    def close(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Stop every worker (STOP, then kill after ``grace`` seconds), remove the sockets,
+        the directory and the shared memory; idempotent."""
         if self._finalizer.detach() is not None:  # here and now, whatever thread this is
-            self._state.close()
+            self._state.close(grace)
 
     def __enter__(self) -> WorkerPool:
         return self

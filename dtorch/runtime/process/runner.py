@@ -51,7 +51,7 @@ from dtorch.ir.report import (
 from dtorch.options import GlobalOption
 from dtorch.runtime.process.addressing import BatchAddresser, pack_ids, readers
 from dtorch.runtime.process.inputs import InputShare
-from dtorch.runtime.process.pool import WorkerPool
+from dtorch.runtime.process.pool import STOP_GRACE_SECONDS, WorkerPool
 from dtorch.runtime.process.protocol import (
     END,
     EXECUTE,
@@ -112,7 +112,7 @@ class LeasablePool(Protocol):
     def lease(self, on_death: Callable[[WorkerDiedError, int], None]) -> int: ...
     def waiting_on(self, parties: Collection[int]) -> str: ...
     def give_back(self) -> None: ...
-    def close(self) -> None: ...
+    def close(self, grace: float = ...) -> None: ...
 
 
 class Layout(Protocol):
@@ -295,9 +295,13 @@ class ProcessRunner:
         self._closed = True
         self._window.fail(GraphError("the graph was closed"))
         deadline = time.monotonic() + timeout
+        grace = STOP_GRACE_SECONDS  # what the workers get to stop, where the pool closes
         try:
             if not discard:  # at exit the pool is stopped below: no graph comes next
                 self._reset(timeout)
+        except KeyboardInterrupt:  # Ctrl-C: stop now, not after the workers' current batch
+            grace = 0.0
+            raise
         finally:
             with contextlib.suppress(TransportError):  # a pool closed above has no pusher
                 self._own_pusher.send(END, [pack_u64(self._session)])  # its last envelope
@@ -310,7 +314,7 @@ class ProcessRunner:
                 ending = True
             self._pool.give_back()
             if ending:
-                self._pool.close()
+                self._pool.close(grace)
             self._reader.close()
             self._inputs.close()
 
