@@ -20,6 +20,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
+import numpy as np
+
 from dtorch.api.record import is_handle
 from dtorch.errors import DimError
 from dtorch.ir.rules.base import norm_dim
@@ -83,6 +85,20 @@ def as_size(value: Any, name: str, what: str, accepted: str = "") -> int:
         f"{name}: {what} must be {kind}, got {value!r} ({type(value).__name__}); accepted: "
         f"{accepted or 'ints, or one tuple/list of ints'}"
     )
+
+
+def as_flag(value: Any, name: str, what: str) -> bool:
+    """A flag given to ``name``: a bool (or a numpy bool); anything else a TypeError naming
+    ``what``, as torch refuses ``keepdim=1``. Flags go into operator params, which the codec
+    sends to worker processes as bools only.
+
+    Example:
+        >>> as_flag(True, "get_memory_stats", "reset_peak")
+        True
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name}: {what} must be a bool, got {value!r} ({type(value).__name__})")
 
 
 def _not_dims(op: str, dims: Any) -> TypeError:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, SupportsInde
 
 import torch
 
+from dtorch.api.dims import as_flag
 from dtorch.api.future import VoidFutureCollect, make_void_future, memory_stats_future
 from dtorch.errors import GraphError, MeshError
 from dtorch.ir.mesh import DeviceMesh
@@ -464,6 +465,7 @@ class Graph:
         device used so far when None); ``reset_peak`` starts the peaks again from now. A wait
         that times out (``FutureTimeoutError``) names the workers that have not answered."""
         mesh = None if device_mesh is None else _stats_mesh(device_mesh)
+        reset_peak = as_flag(reset_peak, "get_memory_stats", "reset_peak")
         with self.promise_name() as name:
             handle, future = memory_stats_future(self, name)
             param = MemoryParam(MemoryKind.STATS, reset_peak, handle)

@@ -4,18 +4,20 @@ the graph goes on, as in thread mode, where such an operator's kernel fails."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 import dtorch
 from dtorch import Replicate, Shard
 from dtorch.api.record import emit_one
-from dtorch.errors import KernelError, ParamError
+from dtorch.errors import KernelError, ParamError, SerializationError
 from dtorch.ir.mesh import init_device_mesh
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
-from dtorch.ir.opkind import OpKind
+from dtorch.ir.opkind import MemoryKind, OpKind
 from dtorch.ir.params import (
     ExpandParam,
+    MemoryParam,
     OpParam,
     RepeatInterleaveParam,
     RepeatParam,
@@ -97,3 +99,25 @@ def test_no_rule_accepts_an_unsent_operator() -> None:
     x = _operand(1, (2,))
     with pytest.raises(ParamError, match="made by the process runner only"):
         infer("unsent", UnsentParam(OpKind.Repeat, "why"), (x,))
+
+
+def test_an_operator_without_outputs_is_not_replaced() -> None:
+    """It has nothing to fail in its place: a promise it settles (a Sync, memory stats, a
+    fetch) would wait for ever; an Unsent operator with no operands also stopped every worker
+    (no mesh to route it by). The batch cannot go: the runner's codec error."""
+    param = MemoryParam(MemoryKind.STATS, 1)  # type: ignore[arg-type]
+    stats = Operator(1, "memory_stats_1", param, (), (), Span.unknown())
+    with pytest.raises(SerializationError, match=r"memory_stats_1 .* could not be sent"):
+        encode_or_substitute(ExecuteBatch((stats,), ()))
+
+
+@pytest.mark.parametrize("flag", [1, "y", None, torch.tensor(True)])
+def test_get_memory_stats_takes_a_bool_reset_peak(graph: dtorch.Graph, flag: object) -> None:
+    """A non-bool ``reset_peak`` went into the operator's param: the codec refused it, and in
+    process mode every worker stopped."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.ones(8, device_mesh=mesh, placements=[Shard(0)])
+    with pytest.raises(TypeError, match="reset_peak must be a bool"):
+        graph.get_memory_stats(reset_peak=flag)  # type: ignore[arg-type]
+    assert len(graph.get_memory_stats(mesh, reset_peak=np.bool_(True)).stats) == 2
+    assert (x + 1).tolist() == [2.0] * 8

@@ -6,7 +6,8 @@ value of a type it does not know) would make the whole batch unsendable: the gra
 break for good, and the batch's other operators would be lost with it. Instead, when a batch
 cannot be encoded (``encode_or_substitute``: the usual batch pays nothing more), its records
 are encoded one at a time; each operator that cannot go, or whose outputs cannot, is replaced
-by an ``Unsent`` operator with its id, name, span, inputs and outputs, whose param says why;
+by an ``Unsent`` operator with its id, name, span, inputs and outputs, whose param says why
+(an operator without outputs, which has nothing to fail in its place, cannot be replaced);
 an operand that cannot go travels with every size 0 (its values fail anyway). The rest of the
 batch runs as it is. On the devices the Unsent kernel raises the reason: the outputs fail as
 a failed kernel's do - dependents fail, a fetch raises KernelError naming the operator and the
@@ -69,6 +70,8 @@ def _sendable(op: Operator, unsendable: dict[int, str]) -> Operator:
     if why is None:
         return op
     reason = f"{op.name} ({op.kind.name}) could not be sent to the worker processes: {why}"
+    if not op.outputs:  # no value to fail in its place (a Sync, a Memory or a fetch's promise
+        raise SerializationError(reason)  # would wait for ever): the batch cannot go
     return Operator(op.id, op.name, UnsentParam(op.kind, reason), op.inputs, op.outputs, op.span)
 
 
