@@ -172,6 +172,22 @@ def test_a_value_without_loadable_data_is_refused_before_anything_loads(
         assert torch.equal(value.to_torch(), before[key]), key
 
 
+def test_a_value_of_another_graph_is_refused_before_anything_loads(graph: dtorch.Graph) -> None:
+    """The graph check came at the copy: the entries before it were loaded already."""
+    ours = _model(nn)
+    before = {k: v.to_torch() for k, v in ours.state_dict().items()}
+    sd: dict[str, Any] = dict(_model(torch.nn).state_dict())
+    other = dtorch.Graph()
+    try:
+        sd["2.bias"] = dtorch.from_torch(sd["2.bias"], graph=other)  # the last entry loaded
+        with pytest.raises(RuntimeError, match=r'named "2.bias": the value is on Graph \d+'):
+            ours.load_state_dict(sd)
+    finally:
+        other.close()
+    for key, value in ours.state_dict().items():
+        assert torch.equal(value.to_torch(), before[key]), key
+
+
 def _failed(mesh: Any, shape: tuple[int, ...]) -> dtorch.Tensor:
     """A value of ``shape`` that failed on every device of ``mesh`` (ids out of range)."""
     weight = dtorch.from_torch(torch.randn(4, shape[-1]), device_mesh=mesh)
