@@ -618,7 +618,25 @@ _TORCH_CLASS_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
     ("cat([])", lambda x, i, b: dtorch.cat([]), lambda x, i, b: torch.cat([])),
     ("sum(dim=5)", lambda x, i, b: x.sum(5), lambda x, i, b: x.sum(5)),
     ("Linear(-1)", lambda x, i, b: dtorch.nn.Linear(-1, 2), lambda x, i, b: torch.nn.Linear(-1, 2)),
+    ("int // 0", lambda x, i, b: i // 0, lambda x, i, b: i // 0),
+    ("int % 0", lambda x, i, b: i % 0, lambda x, i, b: i % 0),
+    ("trunc 0", lambda x, i, b: i.div(0, rounding_mode="trunc"), lambda x, i, b: i.fmod(0)),
+    ("int //= 0", lambda x, i, b: i.__ifloordiv__(0), lambda x, i, b: i.__ifloordiv__(0)),
 ]  # fmt: skip
+
+
+def test_an_integer_division_by_zero_is_refused_at_the_call(graph: dtorch.Graph) -> None:
+    """torch refuses it at the call and the tensor keeps its value; dtorch raised at the
+    fetch, and an in-place one (``i //= 0``) left ``i`` failed for good."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    i = dtorch.arange(6, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        i //= 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        i.remainder_(0)
+    assert i.tolist() == list(range(6))
+    assert ((i + 0.0) // 0).isinf().sum().item() == 5  # a float quotient by 0 is inf (or nan)
+    assert (i // 4).tolist() == [0, 0, 0, 0, 1, 1]
 
 
 @pytest.mark.parametrize(

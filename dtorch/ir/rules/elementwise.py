@@ -187,6 +187,11 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
             f"{name}: Integers to negative integer powers are not allowed (an integer tensor "
             f"to the power {param.scalar.value}); accepted: a float exponent, or a float tensor"
         )
+    if _integer_division_by_zero(param, dtype):  # torch's refusal at the call, as above
+        raise ParamError(
+            f"{name}: ZeroDivisionError (an integer tensor divided by 0); accepted: a non-zero "
+            "divisor, or a float tensor (whose quotients by 0 are inf or nan)"
+        )
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
     if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value):
         sig = _UNBOUNDED1
@@ -202,6 +207,19 @@ def _negative_int_power(param: BroadcastBinaryParam, dtype: torch.dtype) -> bool
         return False
     integral = not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
     return integral and scalar.kind is ScalarKind.INT and scalar.value < 0  # type: ignore[operator]
+
+
+#: The integer divisions torch refuses by zero (true division gives a float).
+_INTEGER_DIVISIONS = frozenset({BinaryKind.FLOOR_DIV, BinaryKind.TRUNC_DIV, BinaryKind.REMAINDER})
+
+
+def _integer_division_by_zero(param: BroadcastBinaryParam, dtype: torch.dtype) -> bool:
+    """``int_tensor // 0``, ``% 0``, ``div(..., rounding_mode=...)`` by 0."""
+    scalar = param.scalar
+    if param.binary not in _INTEGER_DIVISIONS or param.scalar_first or scalar is None:
+        return False
+    integral = not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+    return integral and scalar.value == 0
 
 
 def _unbounded(kind: BinaryKind, value: object) -> bool:
