@@ -46,6 +46,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -136,10 +137,16 @@ class LlamaRotary(nn.Module):
         freqs = dtorch.from_torch(inv_freq(config), device_mesh=mesh, placements=replicate)
         self.inv_freq = nn.Buffer(freqs, persistent=False)
 
-    def forward(self, seq: int, start: int, sharded: bool) -> list[dtorch.Tensor]:
+    def forward(
+        self, seq: int, start: int, sharded: bool, dtype: torch.dtype = torch.float32
+    ) -> list[dtorch.Tensor]:
         """``[cos, sin]`` for positions ``start..start+seq-1``, ``(seq, head_dim)``, the
-        sequence sharded on the cp dims when ``sharded`` (as the hidden states' is)."""
+        sequence sharded on the cp dims when ``sharded`` (as the hidden states' is), in
+        ``dtype``. Computed in float32 whatever the model's dtype, as transformers does
+        (bfloat16 angles would be off by whole radians at long positions)."""
         freqs = self.inv_freq  # its mesh and graph (the model's: not always the default one)
+        if freqs.dtype != torch.float32:  # after model.to(dtype)
+            freqs = freqs.float()
         placements = seq_placements(freqs.device_mesh, None, 0 if sharded else None)
         positions = dtorch.arange(
             start,
@@ -151,7 +158,9 @@ class LlamaRotary(nn.Module):
         )
         angles = positions.unsqueeze(1) * freqs.unsqueeze(0)
         emb = dtorch.cat([angles, angles], dim=-1)
-        return [emb.cos(), emb.sin()]
+        if dtype == torch.float32:
+            return [emb.cos(), emb.sin()]
+        return [emb.cos().to(dtype), emb.sin().to(dtype)]
 
 
 def _heads(config: transformers.LlamaConfig) -> tuple[int, int]:
@@ -202,8 +211,20 @@ class LlamaAttention(nn.Module):
         return self.o_proj(out), (k, v)
 
 
+#: transformers' ``hidden_act`` names the model knows (``ACT2FN``), as dtorch functions.
+_ACTIVATIONS: dict[str, Any] = {
+    "silu": F.silu,
+    "swish": F.silu,
+    "gelu": F.gelu,
+    "gelu_pytorch_tanh": functools.partial(F.gelu, approximate="tanh"),
+    "gelu_new": functools.partial(F.gelu, approximate="tanh"),
+    "relu": F.relu,
+}
+
+
 class LlamaMLP(nn.Module):
-    """SwiGLU: ``down(silu(gate(x)) * up(x))``, intermediate features sharded on tp."""
+    """SwiGLU: ``down(act(gate(x)) * up(x))`` (``act``: the config's ``hidden_act``, SiLU for
+    Llama), intermediate features sharded on tp."""
 
     def __init__(self, config: transformers.LlamaConfig, mesh: dtorch.DeviceMesh) -> None:
         super().__init__()
@@ -213,9 +234,10 @@ class LlamaMLP(nn.Module):
         self.down_proj = nn.RowParallelLinearWithReplicateOutput(
             inner, hidden, bias, device_mesh=mesh
         )
+        self.act = _ACTIVATIONS[config.hidden_act]
 
     def forward(self, x: dtorch.Tensor) -> dtorch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -266,7 +288,8 @@ class LlamaModel(nn.Module):
             mesh = self.stages[stage]
             x = _onto(x, mesh)
             if stage not in cos_sin:
-                cos_sin[stage] = self.rotary[stage](ids.shape[1], start, _seq_sharded(ids))
+                rotary = self.rotary[stage]
+                cos_sin[stage] = rotary(ids.shape[1], start, _seq_sharded(ids), x.dtype)
             x, kv = layer(x, cos_sin[stage], None if past is None else past[i])
             cache.append(kv)
         return self.norm(_onto(x, self.stages[-1])), cache
@@ -362,7 +385,12 @@ def _seq_replicated(t: dtorch.Tensor) -> dtorch.Tensor:
 
 
 def _check_mesh(config: transformers.LlamaConfig, mesh: dtorch.DeviceMesh) -> None:
-    """Dim names the model knows; kv heads that split over tp."""
+    """Dim names the model knows; kv heads that split over tp; an activation it knows."""
+    if config.hidden_act not in _ACTIVATIONS:
+        raise ValueError(
+            f"llama: hidden_act {config.hidden_act!r} is not supported; accepted: "
+            f"{sorted(_ACTIVATIONS)}"
+        )
     names = mesh.dim_names or []
     unknown = [n for n in names if n not in DIM_NAMES]
     if unknown or (mesh.ndim > 1 and not names):

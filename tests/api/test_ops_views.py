@@ -95,7 +95,20 @@ def view_table(src: Sequence[int], dst: Sequence[int], devices: int) -> Table:
         after = [n * inner_b for n in _chunks(dst[e], devices)]
         if before == after:
             table[(Shard(d),)] = Shard(e)
+    for d, e in _size_one_pairs(src, dst):  # all on the first device, nothing on the others
+        table[(Shard(d),)] = Shard(e)
     return table
+
+
+def _size_one_pairs(a: Sequence[int], b: Sequence[int]) -> list[tuple[int, int]]:
+    """Size-1 dims of ``a`` and ``b`` with the same number of elements before them, the
+    first of ``a`` with the first of ``b`` and so on: a view keeps such a dim's shard."""
+    pairs = []
+    for count in {math.prod(a[:d]) for d in range(len(a)) if a[d] == 1}:
+        mine = [d for d in range(len(a)) if a[d] == 1 and math.prod(a[:d]) == count]
+        theirs = [e for e in range(len(b)) if b[e] == 1 and math.prod(b[:e]) == count]
+        pairs += list(zip(mine, theirs, strict=False))
+    return pairs
 
 
 _VIEWS = [
@@ -109,6 +122,10 @@ _VIEWS = [
     ((4, 1, 3), (12,)),
     ((1, 6), (6, 1)),
     ((5, 2), (5, 2)),
+    ((1, 5, 8), (1, 5, 2, 4)),  # a batch of one: its size-1 dim keeps its shard
+    ((1, 6), (1, 2, 3)),
+    ((3, 1, 4), (3, 1, 2, 2)),
+    ((2, 1, 6), (1, 2, 6)),
 ]
 
 _VIEW_CALLS: list[tuple[str, Callable[..., Any]]] = [

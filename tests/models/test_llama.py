@@ -182,6 +182,61 @@ def test_tied_embeddings_load_from_the_embedding(thread_graph: dtorch.Graph) -> 
 
 
 @pytest.mark.parametrize(
+    ("shape", "names", "prompt"),
+    [((2,), ("dp",), IDS[:1, :5]), ((2,), ("ring_cp",), IDS[:2, :1])],
+    ids=["batch of one on dp", "one-token prompt on ring_cp"],
+)
+def test_a_batch_of_one_and_a_prompt_of_one_token_generate(
+    graph: dtorch.Graph,
+    hf: transformers.LlamaForCausalLM,
+    shape: tuple[int, ...],
+    names: tuple[str, ...],
+    prompt: torch.Tensor,
+) -> None:
+    """A size-1 dim sharded on dp (or cp) stays sharded through the model's views: they
+    refused it (a PlacementError) for a batch of one, or a prompt of one token."""
+    model = load_hf_weights(build_llama(CONFIG, _mesh(shape, names)), hf)
+    with torch.no_grad():
+        want = hf.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=3, do_sample=False,
+            pad_token_id=0,
+        )  # fmt: skip
+    assert torch.equal(model.generate(prompt, max_new_tokens=3, use_cache=True), want)
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_pytorch_tanh", "relu"])
+def test_the_configs_activation_is_used(thread_graph: dtorch.Graph, act: str) -> None:
+    """The MLP was SiLU whatever ``hidden_act`` said (logits off by 4e-3 with gelu)."""
+    config = transformers.LlamaConfig(**{**CONFIG.to_dict(), "hidden_act": act})
+    reference = _hf(config)
+    model = load_hf_weights(build_llama(config, _mesh((2,), ("tp",))), reference)
+    with torch.no_grad():
+        want = reference(IDS).logits
+    torch.testing.assert_close(model(model.place_ids(IDS)).to_torch(), want, atol=1e-4, rtol=0)
+    unknown = transformers.LlamaConfig(**{**CONFIG.to_dict(), "hidden_act": "tanh"})
+    with pytest.raises(ValueError, match="hidden_act 'tanh' is not supported"):
+        build_llama(unknown, _mesh((1,), None))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_model_cast_to_half_precision_matches_transformers_cast(
+    thread_graph: dtorch.Graph, dtype: torch.dtype
+) -> None:
+    """``model.to(torch.bfloat16)`` as transformers: rotary tables computed in float32, then
+    cast (the bfloat16 inverse frequencies met float32 positions: every forward raised a
+    DtypeError)."""
+    reference = _hf().to(dtype)
+    mesh = _mesh((2, 2), ("tp", "ring_cp"))
+    model = load_hf_weights(build_llama(CONFIG, mesh), _hf()).to(dtype)
+    with torch.no_grad():
+        want = reference(IDS).logits
+    got = model(model.place_ids(IDS)).to_torch()
+    assert got.dtype == dtype
+    ulp = torch.finfo(dtype).eps * want.abs().max().item()  # sums in another order: a few ulps
+    torch.testing.assert_close(got, want, atol=4 * ulp, rtol=0)
+
+
+@pytest.mark.parametrize(
     ("shape", "names", "match"),
     [((2,), ("cp",), "unknown names"), ((4,), ("tp",), "kv heads"), ((2, 2), None, "names")],
     ids=str,

@@ -121,10 +121,33 @@ def _view_labels(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[Labels, Labels
     size-1 dims) get labels of their own."""
     la = [-1 - d for d in range(len(a))]
     lb = [-1001 - d for d in range(len(b))]
-    for g, group in enumerate(view_groups(a, b)):
+    groups = view_groups(a, b)
+    for g, group in enumerate(groups):
         if group.src and group.dst:
             la[group.src[0]] = lb[group.dst[0]] = g
+    for k, (d, e) in enumerate(_kept_ones(a, b)):
+        la[d] = lb[e] = len(groups) + k
     return tuple(la), tuple(lb)
+
+
+def _kept_ones(a: tuple[int, ...], b: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Size-1 dims a view keeps: the i-th one of ``a`` and of ``b`` with as many elements
+    before them. A shard of a size-1 dim is everything on its first device and nothing on
+    the others, so it stays a shard of the kept dim (a batch of one sharded on dp)."""
+
+    def ones(shape: tuple[int, ...]) -> dict[int, list[int]]:
+        found: dict[int, list[int]] = {}
+        for d, size in enumerate(shape):
+            if size == 1:
+                found.setdefault(math.prod(shape[:d]), []).append(d)
+        return found
+
+    theirs = ones(b)
+    return [
+        pair
+        for before, dims in ones(a).items()
+        for pair in zip(dims, theirs.get(before, ()), strict=False)
+    ]
 
 
 def _viewed(name: str, x: Operand, shape: tuple[int, ...]) -> Inference:
