@@ -153,6 +153,33 @@ def test_redistribute_from_and_to_the_marked_layout(case, graph) -> None:  # typ
     assert torch.equal((marked - got).to_torch(), torch.zeros_like(want))
 
 
+@pytest.mark.parametrize(
+    ("mesh_shape", "placements"),
+    [((2,), None), ((3,), None), ((2, 2), [Shard(0), Shard(1)])],
+    ids=str,
+)
+def test_redistribute_between_marks_of_different_dims(mesh_shape, placements, graph) -> None:  # type: ignore[no-untyped-def]
+    """A cat along dim 0 into the layout of a cat along dim 1, and back: each part kept the
+    target's other mark, which the joining cat refused (naming cat, which the user never
+    called)."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    want = torch.arange(35.0).reshape(5, 7)
+
+    def cat_of(dim: int, cut: int) -> dtorch.Tensor:
+        plain = placements or [Shard(dim)]
+        parts = want.split([cut, want.shape[dim] - cut], dim)
+        on = [dtorch.from_torch(t, device_mesh=mesh, placements=plain, graph=graph) for t in parts]
+        return dtorch.cat(on, dim)
+
+    rows, cols = cat_of(0, 2), cat_of(1, 3)
+    assert rows.placements != cols.placements
+    for source, target in ((rows, cols), (cols, rows)):
+        moved = source.redistribute_like(target)
+        assert moved.placements == target.placements
+        assert torch.equal(moved.to_torch(), want)
+        assert torch.equal((moved - target).to_torch(), torch.zeros_like(want))
+
+
 @pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3], CASES[5]])
 def test_elementwise_ops_keep_the_mark(case, graph) -> None:  # type: ignore[no-untyped-def]
     mesh, _, got, want = _cat_case(case, graph)
