@@ -656,3 +656,31 @@ def test_refusals_are_of_the_class_torch_raises(
     with pytest.raises(expected.type) as got:
         ours(*placed)
     assert isinstance(got.value, dtorch.errors.DTorchError), got.value
+
+
+# (name, call(x, w, F) on x (2, 4, 9, 9) and w (6, 4, 3, 3) with F dtorch's or torch's
+# functional): numpy scalars where torch takes them. They reached operator params, which the
+# codec sends as ints and strs only: the fetch failed in process mode.
+_NUMPY_ARGUMENTS: list[tuple[str, Callable[..., Any]]] = [
+    ("gelu", lambda x, w, F: F.gelu(x, approximate=np.str_("tanh"))),
+    ("interpolate mode", lambda x, w, F: F.interpolate(x, scale_factor=2, mode=np.str_("area"))),
+    ("interpolate size", lambda x, w, F: F.interpolate(x, size=(np.int64(5), 7), mode="bilinear")),
+    ("interpolate scale", lambda x, w, F: F.interpolate(x, scale_factor=np.float32(2.0))),
+    ("conv2d", lambda x, w, F: F.conv2d(x, w, stride=np.int64(2), dilation=(np.int32(1), 1))),
+    ("max_pool2d", lambda x, w, F: F.max_pool2d(x, np.int64(2))),
+    ("embedding", lambda x, w, F: F.embedding(torch.tensor([[0, 1], [3, 1]]), w.reshape(6, 36),
+                                              padding_idx=np.int64(1))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "call"), _NUMPY_ARGUMENTS, ids=[c[0] for c in _NUMPY_ARGUMENTS])
+def test_numpy_scalars_as_arguments_run_on_both_runners(
+    name: str, call: Callable[..., Any], graph: dtorch.Graph
+) -> None:
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 4, 9, 9) * 3, torch.randn(6, 4, 3, 3)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    ours = [dtorch.from_torch(t, device_mesh=mesh, graph=graph) for t in (x, w)]
+    want = call(x, w, torch.nn.functional)
+    got = call(*ours, dtorch.nn.functional).to_torch()
+    torch.testing.assert_close(got, want)

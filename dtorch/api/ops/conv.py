@@ -19,6 +19,8 @@ import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import OperatorFormat, PaddingType
@@ -39,14 +41,14 @@ _PADDINGS = {"same": PaddingType.SAME, "valid": PaddingType.VALID}
 
 def int_pair(name: str, what: str, value: IntOrPair, low: int = 1) -> tuple[int, int]:
     """``value`` (an int, or one or two ints) as an (H, W) pair, each at least ``low``."""
-    items = [value] if isinstance(value, int) else list(value)
+    items = [value] if isinstance(value, (int, np.integer)) else list(value)
     if len(items) == 1:
         items *= 2
-    if len(items) != 2 or not all(isinstance(v, int) and v >= low for v in items):
+    if len(items) != 2 or not all(isinstance(v, (int, np.integer)) and v >= low for v in items):
         raise ParamError(
             f"{name}: {what} must be an int or a pair of ints, each at least {low}; got {value!r}"
         )
-    return items[0], items[1]
+    return int(items[0]), int(items[1])  # numpy integers as ints (the codec sends ints)
 
 
 def operator_format(name: str, value: object) -> OperatorFormat:

@@ -456,9 +456,9 @@ def relu(input: Tensor) -> Tensor:
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
-    if approximate not in ("none", "tanh"):
+    if not isinstance(approximate, str) or approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate={approximate!r}; accepted: 'none', 'tanh'")
-    return activation(ActivationKind.GELU, "gelu", input, approximate)
+    return activation(ActivationKind.GELU, "gelu", input, str(approximate))  # a numpy str too
 
 
 def silu(input: Tensor) -> Tensor:

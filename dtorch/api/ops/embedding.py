@@ -14,8 +14,10 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from dtorch.api.create import beside
@@ -58,8 +60,16 @@ def embedding(
 def _padding(padding_idx: int | None, weight: Tensor) -> int | None:
     """A negative ``padding_idx`` counted from the end, as torch normalises it; one out of
     range is left as given, for the rule to refuse by the value the user wrote."""
+    if padding_idx is None:
+        return None
+    if isinstance(padding_idx, (bool, np.bool_)) or not hasattr(padding_idx, "__index__"):
+        raise TypeError(
+            f"embedding: padding_idx must be an int or None, got {padding_idx!r} "
+            f"({type(padding_idx).__name__})"
+        )
+    padding_idx = operator.index(padding_idx)  # a numpy or 0-d torch integer as an int
     rows = weight.shape[0] if weight.ndim == 2 else 0
-    if padding_idx is not None and -rows <= padding_idx < 0:
+    if -rows <= padding_idx < 0:
         return padding_idx + rows
     return padding_idx
 

@@ -16,8 +16,11 @@ Example:
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from dtorch.api.ops.conv import IntOrPair, int_pair
 from dtorch.api.record import record, record_one, tensor_arg
@@ -111,7 +114,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) 
         [[[2.0, 3.0, 4.0, 5.0]]]
     """
     tensor_arg("adaptive_avg_pool2d", input)
-    sizes = [output_size] * 2 if isinstance(output_size, int) else list(output_size)
+    sizes = [output_size] * 2 if isinstance(output_size, (int, np.integer)) else list(output_size)
     if len(sizes) == 2 and input.ndim >= 2:  # None keeps the input's size there
         sizes = [input.shape[input.ndim - 2 + i] if s is None else s for i, s in enumerate(sizes)]
     if None in sizes:
@@ -159,6 +162,7 @@ def interpolate(
     n = max(input.ndim - 2, 1)
     sizes = None if size is None else _repeat(size, n, int)
     scales = None if scale_factor is None else _repeat(scale_factor, n, float)
+    mode = str(mode) if isinstance(mode, str) else mode  # a numpy str as a str; else refused
     param = InterpolateParam(sizes, scales, mode, align_corners, recompute_scale_factor,
                              bool(antialias))  # fmt: skip
     return record_one("interpolate", param, (input,))
@@ -166,8 +170,8 @@ def interpolate(
 
 def _repeat(value: object, n: int, kind: type[int] | type[float]) -> tuple[Any, ...]:
     # one number for every resampled dim, or one per dim (torch checks the count)
-    items = [value] * n if isinstance(value, (int, float)) else value
-    allowed = (int,) if kind is int else (int, float)
+    items = [value] * n if isinstance(value, numbers.Real) else value
+    allowed = numbers.Integral if kind is int else numbers.Real  # numpy numbers too
     if (
         not isinstance(items, Sequence)
         or isinstance(items, str)
