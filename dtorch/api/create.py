@@ -40,7 +40,7 @@ from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam
 from dtorch.ir.placement import Partial, Placement, Replicate, normalize_placements
 from dtorch.ir.rules import OutputMeta
-from dtorch.ir.rules.ints import check_scalars, check_sizes
+from dtorch.ir.rules.ints import check_scalars, check_sizes, check_storage
 from dtorch.ir.subsplit import check_unmarked
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ def create(
     """Record a Create operator, its result made by ``cls``; every creation function ends here."""
     dtype = as_dtype(kind.name.lower(), dtype)  # float, int, bool, complex as torch reads them
     check_sizes(kind.name.lower(), shape)  # as torch refuses them: ints of 64 bits only
+    check_storage(kind.name.lower(), shape, dtype)
     check_scalars(kind.name.lower(), args)
     g = graph_or_default(graph, kind.name.lower())
     mesh = mesh_for(g, device_mesh, device)

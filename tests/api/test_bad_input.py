@@ -622,7 +622,28 @@ _TORCH_CLASS_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
     ("int % 0", lambda x, i, b: i % 0, lambda x, i, b: i % 0),
     ("trunc 0", lambda x, i, b: i.div(0, rounding_mode="trunc"), lambda x, i, b: i.fmod(0)),
     ("int //= 0", lambda x, i, b: i.__ifloordiv__(0), lambda x, i, b: i.__ifloordiv__(0)),
+    ("full nan int", lambda x, i, b: dtorch.full((2,), float("nan"), dtype=torch.int64),
+     lambda x, i, b: torch.full((2,), float("nan"), dtype=torch.int64)),
+    ("full 300 uint8", lambda x, i, b: dtorch.full((3,), 300, dtype=torch.uint8),
+     lambda x, i, b: torch.full((3,), 300, dtype=torch.uint8)),
+    ("full 2**63", lambda x, i, b: dtorch.full((2,), 2**63, dtype=torch.int64),
+     lambda x, i, b: torch.full((2,), 2**63, dtype=torch.int64)),
+    ("full_like 7e4", lambda x, i, b: dtorch.full_like(x.half(), 7e4),
+     lambda x, i, b: torch.full_like(x.half(), 7e4)),
+    ("zeros 2**62", lambda x, i, b: dtorch.zeros(2**62), lambda x, i, b: torch.zeros(2**62)),
 ]  # fmt: skip
+
+
+def test_fills_torch_holds_are_kept(graph: dtorch.Graph) -> None:
+    """The fill check is torch's: what it converts (wrapping, truncating), dtorch does."""
+    for fill, dtype in (
+        (-1, torch.uint8),
+        (2.5, torch.int64),
+        (5, torch.bool),
+        (1e39, torch.float64),
+    ):
+        got = dtorch.full((3,), fill, dtype=dtype, graph=graph).to_torch()
+        assert torch.equal(got, torch.full((3,), fill, dtype=dtype)), (fill, dtype)
 
 
 def test_an_integer_division_by_zero_is_refused_at_the_call(graph: dtorch.Graph) -> None:

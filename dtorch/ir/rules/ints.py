@@ -22,8 +22,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
+
+import torch
 
 from dtorch.errors import ParamError, ScalarError, ShapeError
 from dtorch.ir.params import CreateParam, OpParam, SliceIndex
@@ -50,6 +53,16 @@ def check_sizes(name: str, shape: Sequence[int], what: str = "shape") -> None:
     if shape and max(shape) > INT64_MAX:
         raise ShapeError(
             f"{name}: {what} {list(shape)} has a size beyond 2**63-1, the largest torch takes"
+        )
+
+
+def check_storage(name: str, shape: Sequence[int], dtype: torch.dtype) -> None:
+    """ShapeError if a tensor of ``shape`` and ``dtype`` has more bytes than int64 counts:
+    torch refuses to make it ("Storage size calculation overflowed"); the devices would."""
+    if math.prod(shape) * dtype.itemsize > INT64_MAX:
+        raise ShapeError(
+            f"{name}: a {dtype} tensor of shape {list(shape)} would hold more than 2**63-1 "
+            "bytes (torch: storage size calculation overflowed)"
         )
 
 
