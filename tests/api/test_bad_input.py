@@ -8,8 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import dtorch
+import dtorch.nn.functional as DF
 from dtorch.errors import (
     DtypeError,
     MeshError,
@@ -631,7 +633,50 @@ _TORCH_CLASS_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
     ("full_like 7e4", lambda x, i, b: dtorch.full_like(x.half(), 7e4),
      lambda x, i, b: torch.full_like(x.half(), 7e4)),
     ("zeros 2**62", lambda x, i, b: dtorch.zeros(2**62), lambda x, i, b: torch.zeros(2**62)),
+    ("layer_norm f64 weight", lambda x, i, b: DF.layer_norm(x, (6,), _f64(x, 6)),
+     lambda x, i, b: F.layer_norm(x, (6,), torch.ones(6, dtype=torch.float64))),
+    ("group_norm f64 bias", lambda x, i, b: DF.group_norm(x, 3, None, _f64(x, 6)),
+     lambda x, i, b: F.group_norm(x, 3, None, torch.ones(6, dtype=torch.float64))),
+    ("batch_norm f64 stats", lambda x, i, b: DF.batch_norm(x, _f64(x, 6), _f64(x, 6)),
+     lambda x, i, b: F.batch_norm(x, *[torch.ones(6, dtype=torch.float64)] * 2)),
 ]  # fmt: skip
+
+
+def _f64(x: dtorch.Tensor, n: int) -> dtorch.Tensor:
+    """A float64 vector of ones beside ``x`` (a norm's parameter of another dtype)."""
+    return dtorch.ones(n, dtype=torch.float64, device_mesh=x.device_mesh, graph=x.graph)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_norms_take_float32_parameters_beside_a_half_input(
+    dtype: torch.dtype, graph: dtorch.Graph
+) -> None:
+    """torch's mixed form, which the dtype check keeps: a 16-bit input, float32 parameters."""
+    full = torch.randn(4, 6, 3).to(dtype)
+    ones, zeros = torch.ones(6), torch.zeros(6)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    v = [dtorch.from_torch(t, device_mesh=mesh, graph=graph) for t in (ones, zeros)]
+    got = DF.batch_norm(x, v[1], v[0], v[0], v[1]).to_torch()
+    torch.testing.assert_close(got, F.batch_norm(full, zeros, ones, ones, zeros))
+    got = DF.group_norm(x, 3, v[0], v[1]).to_torch()
+    torch.testing.assert_close(got, F.group_norm(full, 3, ones, zeros))
+
+
+def test_a_batch_norm_of_another_mesh_is_refused_before_its_statistics_change(
+    graph: dtorch.Graph,
+) -> None:
+    """A bare zip() ValueError (eval), or a MeshError naming an add (training) after the
+    running statistics were read; now the MeshError of any operator, before anything."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    x = dtorch.randn(2, 4, 3, 3, device_mesh=mesh, graph=graph)
+    with graph.as_default():
+        norm = dtorch.nn.BatchNorm2d(4)
+    for mode in (norm.eval, norm.train):
+        mode()
+        with pytest.raises(dtorch.errors.MeshError, match="batch_norm: inputs lie on different"):
+            norm(x)
+    assert norm.running_mean.tolist() == [0.0] * 4
 
 
 def test_fills_torch_holds_are_kept(graph: dtorch.Graph) -> None:

@@ -34,6 +34,8 @@ from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import NormKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, format_placements
+from dtorch.ir.rules.norm import check_param_dtypes
+from dtorch.ir.rules.registry import raise_meshes
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -156,9 +158,11 @@ def batch_norm(
                    weight=weight, bias=bias)  # fmt: skip
     if eps < 0:  # torch's check, made here: on the devices it failed only at the fetch
         raise ParamError(f"batch_norm: eps must be non-negative, but got {eps}")
+    given = {"running_mean": running_mean, "running_var": running_var, "weight": weight,
+             "bias": bias}  # fmt: skip
+    _check_alike(input, {k: v for k, v in given.items() if v is not None})
     if training:  # checked before the statistics and the running ones are recorded
-        _check_channels(input, running_mean=running_mean, running_var=running_var,
-                        weight=weight, bias=bias)  # fmt: skip
+        _check_channels(input, **given)
         mean, var = _batch_statistics(input, running_mean, running_var, float(momentum))
     elif running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var must be given when not training")
@@ -167,6 +171,15 @@ def batch_norm(
     param = BatchNormParam(float(eps), float(momentum), False, weight is not None, bias is not None)
     vectors = [_aligned(v, input) for v in (mean, var, *_present(weight, bias))]
     return record_one("batch_norm", param, (input, *vectors))
+
+
+def _check_alike(x: Tensor, vectors: dict[str, Tensor]) -> None:
+    """One mesh and dtypes torch takes together: checked before training mode changes the
+    running statistics (the rule checks them again; a non-float x is its to refuse)."""
+    if any(v.device_mesh != x.device_mesh for v in vectors.values()):
+        raise_meshes("batch_norm", (x._operand, *(v._operand for v in vectors.values())))
+    if x.dtype.is_floating_point:
+        check_param_dtypes("batch_norm", x.dtype, {k: v.dtype for k, v in vectors.items()})
 
 
 def _check_handles(**tensors: object) -> None:
@@ -192,8 +205,8 @@ def _check_channels(x: Tensor, **vectors: Tensor | None) -> None:
 def _aligned(vector: Tensor, x: Tensor) -> Tensor:
     """A per-channel vector made Replicate on the mesh dims where it is Partial, or sharded
     while x's channels are not (it is small; the rule would refuse the mix)."""
-    if any(isinstance(p, Partial) for p in x.placements):  # refused: name the vectors as given
-        return vector
+    if vector.device_mesh != x.device_mesh or any(isinstance(p, Partial) for p in x.placements):
+        return vector  # refused by the rule: name the vectors as given
     placements: list[Placement] = [
         p if _keeps(p, px) else Replicate()
         for p, px in zip(vector.placements, x.placements, strict=True)

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import itertools
 
+import torch
+
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import NormKind, OpKind
@@ -83,6 +85,20 @@ def _check_inputs(name: str, param: NormalizationParam, inputs: tuple[Operand, .
         if operand.shape != want:
             raise ShapeError(
                 f"{name}: {role} has shape {list(operand.shape)}; expected {list(want)}"
+            )
+    if param.norm is not NormKind.RMS:
+        roles = zip(_roles(param), inputs[1:], strict=True)
+        check_param_dtypes(name, x.dtype, {role: o.dtype for role, o in roles})
+
+
+def check_param_dtypes(name: str, x: torch.dtype, params: dict[str, torch.dtype]) -> None:
+    """torch's dtype check of a norm's parameters (weight, bias, running statistics): x's
+    dtype, or float32 beside a 16-bit x (torch's mixed form); rms_norm takes any."""
+    for role, dtype in params.items():
+        if dtype != x and not (dtype == torch.float32 and x in (torch.bfloat16, torch.float16)):
+            raise DtypeError(
+                f"{name}: {role} is {dtype} and the input {x}; accepted: parameters of the "
+                "input's dtype, or float32 ones for a bfloat16 or float16 input"
             )
 
 
@@ -183,6 +199,7 @@ def _check_batch_norm(name: str, param: BatchNormParam, inputs: tuple[Operand, .
                 f"{name}: {role} has shape {list(operand.shape)}; expected [{x.shape[1]}] "
                 f"(the channels of x {list(x.shape)})"
             )
+    check_param_dtypes(name, x.dtype, {r: o.dtype for r, o in zip(roles, inputs[1:], strict=True)})
 
 
 RULES: dict[OpKind, Rule] = {

@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 from dtorch.errors import (
     MeshError,
     NoRuleError,
@@ -87,7 +89,7 @@ def infer(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
         mesh = inputs[0].mesh
         for operand in inputs:
             if operand.mesh is not mesh and operand.mesh != mesh:
-                _raise_meshes(name, inputs)
+                raise_meshes(name, inputs)
     check_param_ints(name, param)  # before any rule computes with them
     marked = MARK_RULES.get(param.kind)
     if marked is not None:  # cat and elementwise ops make or keep sub-split marks
@@ -114,7 +116,8 @@ def _check_outputs(name: str, inference: Inference, *, marked: bool) -> None:
             check_unmarked(name, out.placements, "an output")
 
 
-def _raise_meshes(name: str, inputs: tuple[Operand, ...]) -> None:
+def raise_meshes(name: str, inputs: tuple[Operand, ...]) -> NoReturn:
+    """The MeshError of an operator whose inputs lie on several meshes."""
     meshes = " and ".join(sorted({repr(o.mesh) for o in inputs}))
     raise MeshError(
         f"{name}: inputs lie on different meshes ({meshes}); move them to one mesh first "
