@@ -198,13 +198,26 @@ def test_training_batch_norm_replay_updates_running_stats(graph: dtorch.Graph) -
     assert int(mine["layer4.1.bn2.num_batches_tracked"]) == len(batches)
 
 
-def test_training_batch_norm_cumulative_average_is_refused(graph: dtorch.Graph) -> None:
-    """``momentum=None`` divides by the batch count, read with ``item()``: a value. The
-    line named is the caller's (the first frame outside dtorch, here the trace call)."""
-    norm = dtorch.nn.BatchNorm2d(3, momentum=None).train()
-    frame = inspect.currentframe()
-    assert frame is not None
-    with pytest.raises(dtorch.TraceError, match=r"reads a tensor's value") as caught:
-        line = frame.f_lineno + 1  # the next line's
-        dtorch.trace(norm, dtorch.randn(2, 3, 4, 4))
-    assert f"{__file__}:{line}:" in str(caught.value)
+def test_training_batch_norm_cumulative_average_replays(graph: dtorch.Graph) -> None:
+    """``momentum=None`` averages over the batch count, which the devices read now: it was
+    read with ``item()``, a value a trace refuses. Every call, traced or replayed, updates
+    the running statistics as torch's."""
+    torch.manual_seed(0)
+    reference = torch.nn.BatchNorm2d(3, momentum=None).train()
+    mesh = dtorch.init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+    norm = dtorch.nn.BatchNorm2d(3, momentum=None, device_mesh=mesh).train()
+    g = torch.Generator().manual_seed(2)
+    batches = [torch.randn(3, 3, 4, 4, generator=g) * 2 + 1 for _ in range(4)]
+
+    def put(x: torch.Tensor) -> dtorch.Tensor:
+        return dtorch.from_torch(x, device_mesh=mesh, placements=[Shard(0)])
+
+    program = dtorch.trace(norm, put(batches[0]))  # the trace run is a step too
+    ys = [program(put(x)) for x in batches[1:]]
+    with torch.no_grad():
+        wants = [reference(x) for x in batches]
+    for y, want in zip(ys, wants[1:], strict=True):
+        torch.testing.assert_close(y.to_torch(), want)
+    for key, value in reference.named_buffers():
+        torch.testing.assert_close(getattr(norm, key).to_torch(), value)
+    assert int(norm.num_batches_tracked.item()) == len(batches)

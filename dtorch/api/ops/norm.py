@@ -139,11 +139,13 @@ def batch_norm(
     weight: Tensor | None = None,
     bias: Tensor | None = None,
     training: bool = False,
-    momentum: float = 0.1,
+    momentum: float | Tensor = 0.1,
     eps: float = 1e-5,
 ) -> Tensor:
     """``torch.nn.functional.batch_norm`` of an (N, C, *) input (see the module: training
     mode uses the full batch's statistics and updates the running ones in place).
+    ``momentum`` may also be a 0-d dtorch tensor on the input's mesh, read on the devices
+    (``BatchNorm2d(momentum=None)``'s cumulative average: 1 / num_batches_tracked).
 
     Example:
         >>> import dtorch
@@ -163,12 +165,14 @@ def batch_norm(
     _check_alike(input, {k: v for k, v in given.items() if v is not None})
     if training:  # checked before the statistics and the running ones are recorded
         _check_channels(input, **given)
-        mean, var = _batch_statistics(input, running_mean, running_var, float(momentum))
+        factor = momentum if isinstance(momentum, TensorBase) else float(momentum)
+        mean, var = _batch_statistics(input, running_mean, running_var, factor)
     elif running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var must be given when not training")
     else:
         mean, var = running_mean, running_var
-    param = BatchNormParam(float(eps), float(momentum), False, weight is not None, bias is not None)
+    momentum = 0.0 if isinstance(momentum, TensorBase) else float(momentum)  # recorded only
+    param = BatchNormParam(float(eps), momentum, False, weight is not None, bias is not None)
     vectors = [_aligned(v, input) for v in (mean, var, *_present(weight, bias))]
     return record_one("batch_norm", param, (input, *vectors))
 
@@ -225,7 +229,7 @@ def _keeps(p: Placement, px: Placement) -> bool:
 
 
 def _batch_statistics(
-    x: Tensor, running_mean: Tensor | None, running_var: Tensor | None, momentum: float
+    x: Tensor, running_mean: Tensor | None, running_var: Tensor | None, momentum: float | Tensor
 ) -> tuple[Tensor, Tensor]:
     """Mean and biased variance per channel over the full batch; the running ones updated."""
     if any(isinstance(p, Partial) for p in x.placements):
@@ -251,7 +255,7 @@ def _batch_statistics(
     return mean, var
 
 
-def _update(running: Tensor, batch: Tensor, momentum: float) -> None:
+def _update(running: Tensor, batch: Tensor, momentum: float | Tensor) -> None:
     """``running = (1 - momentum) * running + momentum * batch`` in place, laid out as it is."""
     new = running * (1 - momentum) + batch * momentum
     if list(new.placements) != list(running.placements):

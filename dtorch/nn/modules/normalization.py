@@ -177,11 +177,11 @@ class BatchNorm2d(Module):
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim != 4:
             raise ValueError(f"{type(self).__name__}: expected 4D input (got {input.ndim}D input)")
-        factor = 0.0 if self.momentum is None else self.momentum
+        factor: float | Tensor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
-            if self.momentum is None:  # a cumulative moving average, as torch
-                factor = 1.0 / float(self.num_batches_tracked.item())
+            if self.momentum is None:  # a cumulative moving average, as torch; on the
+                factor = self.num_batches_tracked.double().reciprocal()  # devices: traceable
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         track = not self.training or self.track_running_stats
         mean = self.running_mean if track else None
