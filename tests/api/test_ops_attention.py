@@ -191,8 +191,14 @@ def test_gqa_uneven_head_split_is_refused(mesh_shape: tuple[int, ...], graph: dt
         DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     q = place(_QG, mesh, layout, graph)  # a Replicate k/v chunked to match is checked too
     k, v = (place(t, mesh, [R] * len(mesh_shape), graph) for t in (_KG, _VG))
-    with pytest.raises(PlacementError, match="accepted: a head split that divides"):
+    with pytest.raises(PlacementError, match="accepted: a head split that divides") as caught:
         DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    assert "got (R" in str(caught.value) and "chunked as q's heads" in str(caught.value)
+    assert "repeat_interleave(2, dim=1)" in str(caught.value)  # the way out it names works:
+    k, v = (t.repeat_interleave(2, dim=1) for t in (k, v))
+    out = DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    want = F.scaled_dot_product_attention(_QG, _KG, _VG, enable_gqa=True)
+    torch.testing.assert_close(out.to_torch(), want)
 
 
 def test_two_dim_inputs_and_partial_values(graph: dtorch.Graph) -> None:

@@ -180,11 +180,15 @@ def _check_gqa_split(
         if isinstance(p, Shard) and p.dim == heads
     )
     if k.shape[-3] % parts:
+        given = format_placements(k.placements)
+        chunked = format_placements(k_layout)
+        got = given if given == chunked else f"{given} (chunked as q's heads: {chunked})"
         raise PlacementError(
-            f"{name}: got {format_placements(k_layout)} for k/v on mesh {k.mesh.shape}; with "
-            f"enable_gqa the {k.shape[-3]} kv heads must split evenly over the {parts} devices "
-            "that shard the heads (accepted: a head split that divides the kv heads), so each "
-            "device's q heads read its own kv heads"
+            f"{name}: got {got} for k/v on mesh {k.mesh.shape}; with enable_gqa the "
+            f"{k.shape[-3]} kv heads must split evenly over the {parts} devices that shard "
+            "the heads (accepted: a head split that divides the kv heads), so each device's q "
+            f"heads read its own kv heads; or repeat k and v to q's {q.shape[-3]} heads "
+            f"(repeat_interleave({q.shape[-3] // k.shape[-3]}, dim={k.ndim - 3})) first"
         )
 
 
