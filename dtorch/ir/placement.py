@@ -256,6 +256,8 @@ def normalize_placements(
         )
     out: list[Placement] = []
     for p in placements:
+        if isinstance(p, str):  # text, as Placement("S0") reads it (and redistribute_by_dict)
+            p = Placement(p)
         if not isinstance(p, Placement):
             raise PlacementError(
                 f"{p!r} is not a placement; accepted: Shard(d), Replicate(), Partial()"

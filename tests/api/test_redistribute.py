@@ -145,3 +145,19 @@ def test_copy_across_meshes(dst_placements, graph) -> None:  # type: ignore[no-u
     ints = dtorch.from_torch(full.short(), device_mesh=a, placements=[Partial()], graph=graph)
     dst.copy_(ints)  # and a dtype conversion (int16 parts are exact in float32)
     assert dst.dtype == torch.float32 and torch.equal(dst.to_torch(), full)
+
+
+def test_placements_given_as_text(graph: dtorch.Graph) -> None:
+    """A list of text placements reads as Placement(text) reads each (API.md: placements
+    construct from text; redistribute_by_dict took them, lists were refused)."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    full = torch.arange(24.0).reshape(4, 6)
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=["S0", "S-1"], graph=graph)
+    assert t.placements == [Shard(0), Shard(1)]
+    moved = t.redistribute(mesh, ["R", "S0"])
+    assert moved.placements == [Replicate(), Shard(0)] and torch.equal(moved.to_torch(), full)
+    assert dtorch.zeros(4, device_mesh=mesh, placements=["P", "R"]).placements[0] == Partial()
+    with pytest.raises(PlacementError, match=r"Placement\('Q'\): not a placement"):
+        t.redistribute(mesh, ["R", "Q"])
+    with pytest.raises(PlacementError, match=r"did you mean \['R'\]"):
+        t.redistribute(dtorch.init_device_mesh("cpu", 2), "R")
