@@ -80,7 +80,11 @@ def shape_of(size: Sequence[Any]) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
     for s in size:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):  # torch: TypeError
+            raise TypeError(
+                f"sizes must be non-negative ints (or one tuple of them), got {tuple(size)!r}"
+            )
+        if s < 0:
             raise ShapeError(
                 f"sizes must be non-negative ints (or one tuple of them), got {tuple(size)!r}"
             )

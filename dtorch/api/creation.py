@@ -221,11 +221,11 @@ def arange_length(start: Any, end: Any, step: Any) -> int:
         (4, 4)
     """
     if any(isinstance(v, float) and not math.isfinite(v) for v in (start, end, step)):
-        raise ValueError(f"arange: unsupported range: {start} -> {end} (step {step})")
+        raise ParamError(f"arange: unsupported range: {start} -> {end} (step {step})")
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise ParamError("arange: step must be nonzero")
     if (step > 0 and start > end) or (step < 0 and start < end):
-        raise ValueError(
+        raise ParamError(
             f"arange: upper bound {end} and lower bound {start} inconsistent with step sign {step}"
         )
     if all(isinstance(v, int) for v in (start, end, step)):

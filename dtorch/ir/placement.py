@@ -255,9 +255,9 @@ def normalize_placements(
             f"give one placement per mesh dimension"
         )
     out: list[Placement] = []
-    for p in placements:
-        if isinstance(p, str):  # text, as Placement("S0") reads it (and redistribute_by_dict)
-            p = Placement(p)
+    for given in placements:
+        # text, as Placement("S0") reads it (and redistribute_by_dict)
+        p = parse_placement(given) if isinstance(given, str) else given
         if not isinstance(p, Placement):
             raise PlacementError(
                 f"{p!r} is not a placement; accepted: Shard(d), Replicate(), Partial()"
