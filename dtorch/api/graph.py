@@ -388,9 +388,10 @@ class Graph:
         with self._dtype_guards.pushed(dtype) as pushed:
             yield pushed
 
-    def satisfy(self, mesh: DeviceMesh) -> bool:
-        """Whether this graph can run operators on ``mesh`` on this machine."""
-        return self.runner.satisfy(mesh)
+    def satisfy(self, mesh: DeviceMesh | str | torch.device) -> bool:
+        """Whether this graph can run operators on ``mesh`` on this machine (a device, such
+        as ``"cuda:1"``, stands for its one-device mesh)."""
+        return self.runner.satisfy(mesh_of(mesh))
 
     def require(self, mesh: DeviceMesh, op: str) -> None:
         """Refuse at the call a mesh this graph cannot run on, as torch's ``.cuda()`` raises

@@ -357,6 +357,11 @@ class DeviceMesh:
             >>> [m.dim_names for m in mesh.unbind(["tp", "pp"])][:1], len(mesh.unbind("pp"))
             ([['dp']], 1)
         """
+        if isinstance(dims, (bool, float)) or not isinstance(dims, (int, str, Iterable)):
+            raise MeshError(
+                f"unbind: dims must be a mesh dim (a name or an int) or a list of them, got "
+                f"{dims!r} ({type(dims).__name__})"
+            )
         listed = [dims] if isinstance(dims, (int, str)) else list(dims)
         present = [d for d in listed if not isinstance(d, str) or self.has_dim_name(d)]
         removed = sorted({self._dim_index(d) for d in present})

@@ -119,7 +119,10 @@ def save_program(program: Program, path: PathLike) -> None:
     for index, constant in enumerate(spec.constants):
         _check_creatable(constant, index)
     target = os.fspath(path)
-    handle, temporary = _temporary(os.path.dirname(os.path.abspath(target)))
+    try:
+        handle, temporary = _temporary(os.path.dirname(os.path.abspath(target)))
+    except OSError as error:  # the user's path, not the temporary file's beside it
+        raise type(error)(error.errno, error.strerror, target) from None
     try:
         with os.fdopen(handle, "wb") as out:
             _write(out, program.graph, spec, program.current_constants())

@@ -33,6 +33,8 @@ def _nested() -> torch.Tensor:
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
+        (lambda g: g.satisfy("x"), MeshError, "'x' is not a mesh or a device; accepted"),
+        (lambda g: dtorch.init_device_mesh("cpu", 2).unbind(None), MeshError, "unbind: dims"),
         (lambda g: dtorch.zeros("a", graph=g), TypeError, "non-negative ints"),
         (lambda g: dtorch.zeros(2.5, graph=g), TypeError, "non-negative ints"),
         (lambda g: dtorch.ones(2, dtype="float32", graph=g), TypeError, "torch.dtype"),

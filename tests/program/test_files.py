@@ -591,6 +591,16 @@ def test_a_load_waits_on_its_own_constants_alone(graph: dtorch.Graph, tmp_path: 
         assert after.find(device).memory_allocated == baseline.find(device).memory_allocated
 
 
+def test_a_save_into_a_missing_directory_names_the_path_given(tmp_path: Path) -> None:
+    """The error named the temporary file made beside the target ('.dtorch-<hex>')."""
+    program = dtorch.trace(lambda t: t * 2, dtorch.ones(2))
+    target = tmp_path / "missing" / "p.dtorch"
+    with pytest.raises(FileNotFoundError) as caught:
+        program.save(target)
+    assert caught.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_saved_file_takes_the_umask(tmp_path: Path) -> None:
     """``save`` renames a finished file over the target: the file has the mode ``open``
     would give it (0o666 less the umask), as ``torch.save``'s, not a temporary file's."""
