@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -85,6 +86,23 @@ def as_size(value: Any, name: str, what: str, accepted: str = "") -> int:
         f"{name}: {what} must be {kind}, got {value!r} ({type(value).__name__}); accepted: "
         f"{accepted or 'ints, or one tuple/list of ints'}"
     )
+
+
+def as_int(name: str, what: str, value: Any) -> int:
+    """An int argument: an int, or anything with ``__index__`` (a numpy integer, a 0-d
+    integer tensor), as torch takes them; never a bool (TypeError naming ``what``).
+
+    Example:
+        >>> import numpy as np
+        >>> as_int("topk", "k", np.int64(2))
+        2
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: {what} must be an int, got a bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: {what} must be an int, got {type(value).__name__}") from None
 
 
 def as_flag(value: Any, name: str, what: str) -> bool:

@@ -23,6 +23,7 @@ import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 
 from dtorch.errors import MeshError
@@ -454,6 +455,8 @@ def _dim_of_key(name: str, mesh: DeviceMesh, key: Any) -> int | None:
     # One dict key as a mesh dim index (None: a name the mesh lacks).
     if isinstance(key, str):
         return mesh.dim_name_index(key)
+    if isinstance(key, np.integer):  # as an int
+        key = int(key)
     if isinstance(key, bool) or not isinstance(key, int):
         raise TypeError(f"{name}: key {key!r}; accepted: mesh dim names (str) and ints")
     if not -mesh.ndim <= key < mesh.ndim:

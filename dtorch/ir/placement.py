@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -99,6 +100,8 @@ class Shard(Placement):
     sub_split_coordinates: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.dim, (bool, int)) and hasattr(self.dim, "__index__"):
+            object.__setattr__(self, "dim", operator.index(self.dim))  # a numpy integer
         if isinstance(self.dim, bool) or not isinstance(self.dim, int):
             raise PlacementError(f"Shard(dim) needs an int dimension, got {self.dim!r}")
         if isinstance(self.split_order, bool) or not isinstance(self.split_order, int):

@@ -759,3 +759,36 @@ def test_numpy_scalars_as_arguments_run_on_both_runners(
     want = call(x, w, torch.nn.functional)
     got = call(*ours, dtorch.nn.functional).to_torch()
     torch.testing.assert_close(got, want)
+
+
+#: (name, call(t, F) on a (4, 6) tensor t with F dtorch's or torch's functional): numpy
+#: numbers where torch takes them (dtorch refused them: "k must be an int, got int64").
+_NUMPY_NUMBERS: list[tuple[str, Callable[..., Any]]] = [
+    ("topk", lambda t, F: t.topk(np.int64(2)).values),
+    ("round", lambda t, F: t.round(decimals=np.int64(1))),
+    ("cumsum", lambda t, F: t.cumsum(np.int64(1))),
+    ("std", lambda t, F: t.std(correction=np.int64(0))),
+    ("repeat_interleave", lambda t, F: t.repeat_interleave(np.int64(2))),
+    ("sort", lambda t, F: t.sort(np.int64(0)).values),
+    ("normalize", lambda t, F: F.normalize(t, p=np.float32(1.0))),
+    ("avg_pool2d", lambda t, F: F.avg_pool2d(t[None], 2, divisor_override=np.int64(3))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "call"), _NUMPY_NUMBERS, ids=[c[0] for c in _NUMPY_NUMBERS])
+def test_numpy_numbers_as_arguments(
+    name: str, call: Callable[..., Any], graph: dtorch.Graph
+) -> None:
+    full = torch.randn(4, 6, generator=torch.Generator().manual_seed(3))
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = dtorch.from_torch(full, device_mesh=mesh, graph=graph)  # Replicate: any op takes it
+    torch.testing.assert_close(call(t, dtorch.nn.functional).to_torch(), call(full, F))
+
+
+def test_numpy_integers_name_placements_and_mesh_dims(graph: dtorch.Graph) -> None:
+    assert dtorch.Shard(np.int64(1)) == dtorch.Shard(1)
+    assert hash(dtorch.Shard(np.int32(1))) == hash(dtorch.Shard(1))
+    mesh = dtorch.init_device_mesh("cpu", (2,), mesh_dim_names=("a",))
+    t = dtorch.arange(4.0, device_mesh=mesh, graph=graph)
+    moved = t.redistribute_by_dict(placements_dict={np.int64(0): dtorch.Shard(0)})
+    assert moved.placements == [dtorch.Shard(0)] and moved.tolist() == [0.0, 1.0, 2.0, 3.0]

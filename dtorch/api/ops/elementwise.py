@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
+from dtorch.api.dims import as_int
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
@@ -413,8 +414,7 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
         >>> dtorch.tensor([1.2345, 2.5, 1250.0]).round(decimals=2).tolist()
         [1.2300000190734863, 2.5, 1250.0]
     """
-    if isinstance(decimals, bool) or not isinstance(decimals, int):
-        raise TypeError(f"round: decimals must be an int, got {type(decimals).__name__}")
+    decimals = as_int("round", "decimals", decimals)
     if not -(2**63) <= decimals < 2**63:
         raise ParamError(f"round: decimals={decimals} is beyond the int64s torch takes")
     if decimals == 0:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim, numpy_names
+from dtorch.api.dims import as_int, normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.shape import expand, flatten, sizes
 from dtorch.api.ops.statistics import _named
@@ -39,9 +39,7 @@ if TYPE_CHECKING:
 def _dim(name: str, t: Tensor, dim: Any) -> int:
     # one int dim (torch takes no list here), normalised
     tensor_arg(name, t)
-    if isinstance(dim, bool) or not isinstance(dim, int):
-        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
-    return normalize_dim(dim, t.ndim, op=name)
+    return normalize_dim(as_int(name, "dim", dim), t.ndim, op=name)
 
 
 @numpy_names
@@ -92,9 +90,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
         >>> dtorch.topk(dtorch.tensor([1.0, 4.0, 2.0]), 2).indices.tolist()
         [1, 2]
     """
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"topk: k must be an int, got {type(k).__name__}")
-    param = TopKParam(k, _dim("topk", input, dim), bool(largest), bool(sorted))
+    param = TopKParam(as_int("topk", "k", k), _dim("topk", input, dim), bool(largest), bool(sorted))
     values, indices = record("topk", param, (input,))
     return torch.return_types.topk((values, indices))  # type: ignore[arg-type]  # dtorch tensors
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.dims import normalize_dim, normalize_dims, numpy_names
+from dtorch.api.dims import as_int, normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
 from dtorch.api.record import record, tensor_arg
@@ -282,8 +282,7 @@ def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Te
 
 
 def _scan(kind: ScanKind, name: str, t: Tensor, dim: int, dtype: torch.dtype | None) -> Tensor:
-    if isinstance(dim, bool) or not isinstance(dim, int):  # torch takes exactly one dim
-        raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+    dim = as_int(name, "dim", dim)  # torch takes exactly one dim
     tensor_arg(name, t)
     param = ScanParam(kind, normalize_dim(dim, t.ndim, op=name), _dtype(name, dtype))
     return record(name, param, (t,))[0]

@@ -16,6 +16,7 @@ import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 import dtorch.api.ops.take as _take
@@ -395,6 +396,8 @@ def repeat_interleave(
         if counts.numel() != 1:
             return _repeat_each(input, counts, dim, output_size)
         repeats = int(counts.reshape(()))
+    if isinstance(repeats, np.integer):  # torch takes numpy integers
+        repeats = int(repeats)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 0:
         raise TypeError("repeat_interleave: repeats must be a non-negative int or an int tensor")
     d = None if dim is None else normalize_dim(dim, input.ndim, op="repeat_interleave")

@@ -18,13 +18,12 @@ Example:
 
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim, numpy_names
+from dtorch.api.dims import as_int, normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.basic_index import _slice, normalize_index
 from dtorch.api.ops.elementwise import binary
@@ -53,7 +52,7 @@ def select(input: Tensor, dim: int, index: Any) -> Tensor:
     if not input.ndim:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")  # torch's words
     d = normalize_dim(dim, input.ndim, op="select")
-    i = _int("select", "index", index)
+    i = as_int("select", "index", index)
     size = input.shape[d]
     if not -size <= i < size:
         raise IndexError(
@@ -62,16 +61,6 @@ def select(input: Tensor, dim: int, index: Any) -> Tensor:
         )
     entries = normalize_index((slice(None),) * d + (i,), input.shape, "select")
     return record("select", GetItemParam(entries), (input,))[0]
-
-
-def _int(name: str, what: str, value: Any) -> int:
-    # an int, or anything with __index__ (a 0-d integer tensor), never a bool
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: {what} must be an int, got a bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: {what} must be an int, got {type(value).__name__}") from None
 
 
 @numpy_names
@@ -119,8 +108,8 @@ def _split_arg(either: Any, sections: Any, indices: Any) -> int | list[int]:
     if isinstance(value, torch.Tensor) or is_tensor(value):
         value = _tensor_arg(value)
     if isinstance(value, (list, tuple, torch.Size)):
-        return [_int("tensor_split", "an index", v) for v in value]
-    return _int("tensor_split", "sections", value)
+        return [as_int("tensor_split", "an index", v) for v in value]
+    return as_int("tensor_split", "sections", value)
 
 
 def _tensor_arg(value: Any) -> int | list[int]:
@@ -170,7 +159,7 @@ def diff(
     tensor_arg("diff", input)
     if not input.ndim:
         raise ShapeError("diff expects input to be at least one-dimensional")
-    n = _int("diff", "n", n)
+    n = as_int("diff", "n", n)
     if n < 0:
         raise ParamError(f"order must be non-negative but got {n}")
     d = normalize_dim(dim, input.ndim, op="diff")

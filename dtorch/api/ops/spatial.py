@@ -92,6 +92,8 @@ def avg_pool2d(
         [[[[1.0, 1.0], [1.0, 1.0]]]]
     """
     kernel, strides, pads = _window("avg_pool2d", kernel_size, stride, padding)
+    if isinstance(divisor_override, np.integer):  # torch takes numpy integers
+        divisor_override = int(divisor_override)
     if divisor_override is not None and (not isinstance(divisor_override, int) or
                                          divisor_override < 1):  # fmt: skip
         raise ParamError(f"avg_pool2d: divisor_override must be a positive int or None; got "

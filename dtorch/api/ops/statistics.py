@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -127,7 +128,7 @@ def _correction(name: str, dim: Any, unbiased: Any, correction: Any) -> tuple[An
         return dim, 1.0 if unbiased else 0.0
     if correction is None:
         return dim, 1.0
-    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+    if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
         raise TypeError(f"{name}: correction must be a number, got {type(correction).__name__}")
     return dim, float(correction)
 
@@ -279,7 +280,7 @@ def _order(p: Any) -> float:
             f"norm: p={p!r} is not supported; accepted: 'fro', inf, -inf or any number "
             f"(vector norms over dim; 'nuc', the nuclear norm, is not available)"
         )
-    if isinstance(p, bool) or not isinstance(p, (int, float)):
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):  # numpy numbers too
         raise TypeError(f"norm: p must be 'fro' or a number, got {type(p).__name__}")
     return float(p)
 
