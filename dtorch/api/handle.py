@@ -495,10 +495,19 @@ class TensorBase:
         return bool(self.item())
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._one_value())
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._one_value())
+
+    def _one_value(self) -> Any:
+        """``item()``, with torch's message for ``int(t)`` and ``float(t)`` of more elements."""
+        if self.numel() != 1:
+            raise ShapeError(
+                "only one element tensors can be converted to Python scalars; this one has "
+                f"shape {list(self.shape)}"
+            )
+        return self.item()
 
     def __index__(self) -> int:
         if self.dtype.is_floating_point or self.dtype.is_complex:

@@ -37,6 +37,10 @@ class Scalar:
 
     def __post_init__(self) -> None:
         if not _CHECKS[self.kind](self.value):
+            if self.kind in (ScalarKind.INT, ScalarKind.UINT) and isinstance(self.value, int):
+                raise ScalarError(
+                    f"{self.value} is beyond the ints torch takes as a number (-2**63 to 2**64-1)"
+                )
             raise ScalarError(f"{self.value!r} is not a valid {self.kind.name} scalar")
 
     @classmethod

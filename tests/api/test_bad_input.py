@@ -792,3 +792,14 @@ def test_numpy_integers_name_placements_and_mesh_dims(graph: dtorch.Graph) -> No
     t = dtorch.arange(4.0, device_mesh=mesh, graph=graph)
     moved = t.redistribute_by_dict(placements_dict={np.int64(0): dtorch.Shard(0)})
     assert moved.placements == [dtorch.Shard(0)] and moved.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_int_of_many_elements_and_huge_numbers_say_what_is_wrong(graph: dtorch.Graph) -> None:
+    x = dtorch.ones(3, graph=graph)
+    with pytest.raises(ValueError, match="only one element tensors can be converted"):
+        int(x)
+    with pytest.raises(ValueError, match="only one element tensors can be converted"):
+        float(x)
+    with pytest.raises(ValueError, match=r"beyond the ints torch takes as a number"):
+        x + 2**70
+    assert int(dtorch.ones(1, graph=graph)) == 1 and float(x.sum()) == 3.0
