@@ -47,7 +47,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -212,7 +212,7 @@ class LlamaAttention(nn.Module):
 
 
 #: transformers' ``hidden_act`` names the model knows (``ACT2FN``), as dtorch functions.
-_ACTIVATIONS: dict[str, Any] = {
+_ACTIVATIONS: dict[str, Callable[[dtorch.Tensor], dtorch.Tensor]] = {
     "silu": F.silu,
     "swish": F.silu,
     "gelu": F.gelu,

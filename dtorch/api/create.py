@@ -18,6 +18,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import sys
 import warnings
@@ -115,6 +117,8 @@ def create(
     check_sizes(kind.name.lower(), shape)  # as torch refuses them: ints of 64 bits only
     check_storage(kind.name.lower(), shape, dtype)
     check_scalars(kind.name.lower(), args)
+    if kind is CreateKind.FULL:  # full, full_like, new_full, fill_
+        _check_fill(shape, args[0], dtype)
     g = graph_or_default(graph, kind.name.lower())
     mesh = mesh_for(g, device_mesh, device)
     if placements is None:
@@ -126,6 +130,28 @@ def create(
     param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value)
     out = OutputMeta(shape, dtype, placed)
     return emit_one(cls._result, g, kind.name.lower(), param, (), out, mesh)
+
+
+def _check_fill(shape: tuple[int, ...], fill: bool | int | float, dtype: torch.dtype) -> None:
+    """torch's refusal of a fill its dtype cannot hold (nan or 300 for uint8, 2**63 for int64,
+    70000 for float16), at the call rather than at the fetch."""
+    why = _fill_refusal(dtype, min(math.prod(shape), 2), type(fill).__name__, fill)
+    if why is not None:
+        raise ParamError(f"full: fill_value {fill!r} for dtype {dtype}: {why}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _fill_refusal(
+    dtype: torch.dtype, count: int, kind: str, fill: bool | int | float
+) -> str | None:
+    """torch's own check, on at most two elements (torch lets one float16 element overflow to
+    inf); cached: torch's call costs the recording thread a GIL hand-over in a busy graph.
+    ``kind`` keeps 1, 1.0 and True apart (they are equal keys)."""
+    try:
+        torch.full((count,), fill, dtype=dtype)
+    except RuntimeError as error:
+        return str(error)
+    return None
 
 
 #: dtorch's own source directory: frames there are not the user's.

@@ -38,10 +38,8 @@ from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import is_handle, not_a_tensor
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
-from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.random_draw import draw
-from dtorch.ir.rules.ints import check_scalars
 
 
 def create(kind: CreateKind, shape: tuple[int, ...], dtype: torch.dtype, **kw: Any) -> Tensor:
@@ -127,19 +125,7 @@ def full(size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: 
     fill = python_number(fill_value)
     if dtype is None:
         dtype = _full_dtype(kw.get("graph"), fill)
-    _check_fill(shape, fill, dtype)
     return create(CreateKind.FULL, shape, dtype, args=(fill,), **placement_keywords(kw))
-
-
-def _check_fill(shape: tuple[int, ...], fill: bool | int | float, dtype: torch.dtype) -> None:
-    """torch's refusal of a fill its dtype cannot hold (nan or 300 for uint8, 2**63 for int64,
-    70000 for float16), at the call: torch's own check, on at most two elements (torch lets
-    one float16 element overflow to inf)."""
-    check_scalars("full", (fill,))  # an int beyond 64 bits: the message all ops give
-    try:
-        torch.full((min(math.prod(shape), 2),), fill, dtype=as_dtype("full", dtype))
-    except RuntimeError as error:
-        raise ParamError(f"full: fill_value {fill!r} for dtype {dtype}: {error}") from error
 
 
 def _full_dtype(graph: Graph | None, fill: bool | int | float) -> torch.dtype:

@@ -477,17 +477,17 @@ class Graph:
 
     def close(self) -> None:
         """Run what is queued, then stop this graph's threads; later recording raises. A
-        close that does not finish (Ctrl-C, or a thread that did not stop in time) is taken
-        up again by the next ``close()``, the collector or the interpreter's exit (which drops
-        what is still queued): threads left running as the interpreter tears down would
-        abort it."""
+        close interrupted (Ctrl-C) is taken up again by the next ``close()``, the collector
+        or the interpreter's exit (which drops what is still queued): threads left running
+        as the interpreter tears down would abort it."""
         if self._finalizer.detach() is None:  # closed already, or closing in another thread
             return
         self._closing = True
         try:
             self.executor.close(CLOSE_TIMEOUT)  # here and now, whatever thread this is
-        except BaseException:
-            self._finalizer = self._finalize_when_collected()
+        except BaseException as error:  # Ctrl-C: the rest of the close is taken up later (not
+            if not isinstance(error, Exception):  # threads that did not stop in time: a retry
+                self._finalizer = self._finalize_when_collected()  # would wait as long)
             raise
 
     def __copy__(self) -> Graph:

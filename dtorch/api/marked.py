@@ -68,11 +68,15 @@ def _first_mark(placements: tuple[Placement, ...]) -> tuple[int, Shard] | None:
 # A marked source: its parts with the marked dim whole (and the target's marks of other dims
 # plain: cat joins plain shards only), joined, then redistributed to the target.
 def _from_marked(shape: tuple[int, ...], mark: Shard, target: tuple[Placement, ...]) -> MarkedSteps:
-    whole = tuple(
-        Replicate() if p.is_shard(mark.dim) else p.plain() if isinstance(p, Shard) else p
-        for p in target
-    )
+    whole = tuple(_whole_part(p, mark.dim) for p in target)
     return MarkedSteps(None, _slices(shape, mark), whole, ConcatParam(mark.dim), target)
+
+
+def _whole_part(p: Placement, dim: int) -> Placement:
+    # a part's placement: its marked dim whole, the target's other marks plain
+    if p.is_shard(dim):
+        return Replicate()
+    return p.plain() if isinstance(p, Shard) else p
 
 
 def _to_marked(

@@ -66,9 +66,13 @@ class Scalar:
             return NotImplemented
         if self.kind != other.kind:
             return False
-        # NaN == NaN here: params holding the same NaN fill value are the same param.
+        # NaN == NaN here: params holding the same NaN fill value are the same param; -0.0 is
+        # not 0.0 (x / -0.0 is -inf: a param cached for one must not serve the other)
         if isinstance(self.value, float) and isinstance(other.value, float):
-            return self.value == other.value or (math.isnan(self.value) and math.isnan(other.value))
+            if math.isnan(self.value) or math.isnan(other.value):
+                return math.isnan(self.value) and math.isnan(other.value)
+            a, b = self.value, other.value
+            return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
         return self.value == other.value
 
     def __hash__(self) -> int:

@@ -43,6 +43,8 @@ class DaemonThread:
 
     def join(self, timeout: float) -> bool:
         """Wait at most ``timeout`` s for the target to return; True if it did."""
+        if self.is_current():  # as Thread.join: it would wait for itself
+            raise RuntimeError(f"{self.thread.name} cannot join itself")
         return self._ended.wait(timeout)
 
     def is_alive(self) -> bool:

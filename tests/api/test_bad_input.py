@@ -624,7 +624,8 @@ _TORCH_CLASS_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
     ("Linear(-1)", lambda x, i, b: dtorch.nn.Linear(-1, 2), lambda x, i, b: torch.nn.Linear(-1, 2)),
     ("int // 0", lambda x, i, b: i // 0, lambda x, i, b: i // 0),
     ("int % 0", lambda x, i, b: i % 0, lambda x, i, b: i % 0),
-    ("trunc 0", lambda x, i, b: i.div(0, rounding_mode="trunc"), lambda x, i, b: i.fmod(0)),
+    ("trunc 0", lambda x, i, b: i.div(0, rounding_mode="trunc"),
+     lambda x, i, b: i.div(0, rounding_mode="trunc")),
     ("int //= 0", lambda x, i, b: i.__ifloordiv__(0), lambda x, i, b: i.__ifloordiv__(0)),
     ("full nan int", lambda x, i, b: dtorch.full((2,), float("nan"), dtype=torch.int64),
      lambda x, i, b: torch.full((2,), float("nan"), dtype=torch.int64)),
@@ -636,6 +637,9 @@ _TORCH_CLASS_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
      lambda x, i, b: torch.full_like(x.half(), 7e4)),
     ("zeros 2**62", lambda x, i, b: dtorch.zeros(2**62), lambda x, i, b: torch.zeros(2**62)),
     ("zeros(-1)", lambda x, i, b: dtorch.zeros(-1), lambda x, i, b: torch.zeros(-1)),
+    ("new_full 300", lambda x, i, b: i.byte().new_full((2,), 300),
+     lambda x, i, b: i.byte().new_full((2,), 300)),
+    ("fill_ 300", lambda x, i, b: i.byte().fill_(300), lambda x, i, b: i.byte().fill_(300)),
     ("arange step 0", lambda x, i, b: dtorch.arange(0, 10, 0),
      lambda x, i, b: torch.arange(0, 10, 0)),
     ("arange sign", lambda x, i, b: dtorch.arange(10, 0, 1),
@@ -648,6 +652,9 @@ _TORCH_CLASS_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
      lambda x, i, b: F.group_norm(x, 3, None, torch.ones(6, dtype=torch.float64))),
     ("batch_norm f64 stats", lambda x, i, b: DF.batch_norm(x, _f64(x, 6), _f64(x, 6)),
      lambda x, i, b: F.batch_norm(x, *[torch.ones(6, dtype=torch.float64)] * 2)),
+    ("batch_norm mixed", lambda x, i, b: DF.batch_norm(x.half(), *[_f64(x, 6).float()] * 2,
+                                                      _f64(x, 6).half()),
+     lambda x, i, b: F.batch_norm(x.half(), *[torch.ones(6)] * 2, torch.ones(6).half())),
 ]  # fmt: skip
 
 
@@ -670,6 +677,17 @@ def test_norms_take_float32_parameters_beside_a_half_input(
     torch.testing.assert_close(got, F.batch_norm(full, zeros, ones, ones, zeros))
     got = DF.group_norm(x, 3, v[0], v[1]).to_torch()
     torch.testing.assert_close(got, F.group_norm(full, 3, ones, zeros))
+    # training: the batch statistics in float32, as the kernel takes them beside float32
+    # parameters (they were of the input's dtype, and the kernel refused them at the fetch)
+    reference = torch.nn.BatchNorm2d(6).train()
+    with graph.as_default():
+        norm = dtorch.nn.BatchNorm2d(6, device_mesh=mesh).train()
+    for _ in range(2):
+        got = norm(x.unsqueeze(-1)).to_torch()
+        torch.testing.assert_close(got, reference(full.unsqueeze(-1)))
+    torch.testing.assert_close(norm.running_var.to_torch(), reference.running_var)
+    with pytest.raises(DtypeError, match="one dtype for all"):  # as torch: all, or none
+        DF.batch_norm(x, v[1], v[0], v[0].to(dtype), training=True)
 
 
 def test_a_batch_norm_of_another_mesh_is_refused_before_its_statistics_change(
@@ -686,6 +704,14 @@ def test_a_batch_norm_of_another_mesh_is_refused_before_its_statistics_change(
         with pytest.raises(dtorch.errors.MeshError, match="batch_norm: inputs lie on different"):
             norm(x)
     assert norm.running_mean.tolist() == [0.0] * 4
+
+
+def test_a_fill_refused_leaves_the_tensor_as_it_was(graph: dtorch.Graph) -> None:
+    """x.fill_(300) of a uint8 x failed at the fetch and left x failed for good."""
+    x = dtorch.zeros(3, dtype=torch.uint8, graph=graph)
+    with pytest.raises(RuntimeError, match="value cannot be converted"):
+        x.fill_(300)
+    assert x.tolist() == [0, 0, 0] and x.fill_(-1).tolist() == [255] * 3
 
 
 def test_fills_torch_holds_are_kept(graph: dtorch.Graph) -> None:

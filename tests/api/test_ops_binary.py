@@ -605,3 +605,16 @@ def test_a_bool_partial_is_not_widened_part_by_part(call: Any, graph: dtorch.Gra
     want = call(parts.any(0))
     got = call(p.redistribute(placements=[R]))
     assert got.dtype == want.dtype and torch.equal(got.to_torch(), want)
+
+
+def test_the_sign_of_a_zero_number_is_kept(graph: dtorch.Graph) -> None:
+    """Operator params are cached by their numbers: 0.0 and -0.0 compared equal, so x / -0.0
+    after x / 0.0 gave +inf (and x * 0.0 after x * -0.0 gave -0.0)."""
+    full = torch.tensor([1.0, -2.0])
+    x = dtorch.from_torch(full, graph=graph)
+    for first, second in ((0.0, -0.0), (-0.0, 0.0)):
+        for op in (operator.truediv, operator.mul, operator.add, operator.sub):
+            for number in (first, second):
+                got, want = op(x, number).to_torch(), op(full, number)
+                assert torch.equal(got, want), (op, number)
+                assert torch.equal(got.signbit(), want.signbit()), (op, number)

@@ -186,6 +186,14 @@ def test_a_value_of_another_graph_is_refused_before_anything_loads(graph: dtorch
         other.close()
     for key, value in ours.state_dict().items():
         assert torch.equal(value.to_torch(), before[key]), key
+    other = dtorch.Graph()
+    try:  # assign=True takes the value as it is, its graph included (as before the check)
+        value = dtorch.from_torch(torch.full((4,), 2.0), graph=other)
+        layer = nn.Linear(3, 4)
+        layer.load_state_dict({"weight": torch.ones(4, 3), "bias": value}, assign=True)
+        assert layer.bias.graph is other and layer.bias.tolist() == [2.0] * 4
+    finally:
+        other.close()
 
 
 def _failed(mesh: Any, shape: tuple[int, ...]) -> dtorch.Tensor:

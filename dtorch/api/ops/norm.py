@@ -166,7 +166,8 @@ def batch_norm(
     if training:  # checked before the statistics and the running ones are recorded
         _check_channels(input, **given)
         factor = momentum if isinstance(momentum, TensorBase) else float(momentum)
-        mean, var = _batch_statistics(input, running_mean, running_var, factor)
+        stats_of = _in_dtype_of(input, [v for v in given.values() if v is not None])
+        mean, var = _batch_statistics(stats_of, running_mean, running_var, factor)
     elif running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var must be given when not training")
     else:
@@ -183,7 +184,15 @@ def _check_alike(x: Tensor, vectors: dict[str, Tensor]) -> None:
     if any(v.device_mesh != x.device_mesh for v in vectors.values()):
         raise_meshes("batch_norm", (x._operand, *(v._operand for v in vectors.values())))
     if x.dtype.is_floating_point:
-        check_param_dtypes("batch_norm", x.dtype, {k: v.dtype for k, v in vectors.items()})
+        dtypes = {k: v.dtype for k, v in vectors.items()}
+        check_param_dtypes("batch_norm", x.dtype, dtypes, together=True)
+
+
+def _in_dtype_of(x: Tensor, vectors: list[Tensor]) -> Tensor:
+    """``x`` in its parameters' dtype: a 16-bit x beside float32 ones (torch's mixed form)
+    has its statistics computed in float32, as the kernel then takes them."""
+    dtype = vectors[0].dtype if vectors else x.dtype
+    return x if x.dtype == dtype else x.to(dtype)
 
 
 def _check_handles(**tensors: object) -> None:

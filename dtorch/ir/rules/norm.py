@@ -91,9 +91,18 @@ def _check_inputs(name: str, param: NormalizationParam, inputs: tuple[Operand, .
         check_param_dtypes(name, x.dtype, {role: o.dtype for role, o in roles})
 
 
-def check_param_dtypes(name: str, x: torch.dtype, params: dict[str, torch.dtype]) -> None:
+def check_param_dtypes(
+    name: str, x: torch.dtype, params: dict[str, torch.dtype], together: bool = False
+) -> None:
     """torch's dtype check of a norm's parameters (weight, bias, running statistics): x's
-    dtype, or float32 beside a 16-bit x (torch's mixed form); rms_norm takes any."""
+    dtype, or float32 beside a 16-bit x (torch's mixed form); rms_norm takes any.
+    ``together``: all of one dtype (batch_norm's mixed form is all float32 or none)."""
+    if together and len(set(params.values())) > 1:
+        listed = ", ".join(f"{role} {dtype}" for role, dtype in params.items())
+        raise DtypeError(
+            f"{name}: the parameters have dtypes {listed} (input {x}); accepted: one dtype "
+            "for all: the input's, or float32 for a bfloat16 or float16 input"
+        )
     for role, dtype in params.items():
         if dtype != x and not (dtype == torch.float32 and x in (torch.bfloat16, torch.float16)):
             raise DtypeError(
@@ -199,7 +208,8 @@ def _check_batch_norm(name: str, param: BatchNormParam, inputs: tuple[Operand, .
                 f"{name}: {role} has shape {list(operand.shape)}; expected [{x.shape[1]}] "
                 f"(the channels of x {list(x.shape)})"
             )
-    check_param_dtypes(name, x.dtype, {r: o.dtype for r, o in zip(roles, inputs[1:], strict=True)})
+    params = {r: o.dtype for r, o in zip(roles, inputs[1:], strict=True)}
+    check_param_dtypes(name, x.dtype, params, together=True)
 
 
 RULES: dict[OpKind, Rule] = {

@@ -207,8 +207,8 @@ def _plan_copy(view: LoadView, key: str, target: Tensor, assign: bool, errors: l
         return
     squeeze = target.ndim == 0 and meta[0] == (1,)  # torch's backward compatibility
     message = _mismatch(key, ((), meta[1]) if squeeze else meta, target, assign)
-    held = view.held(key)
-    if message is None and held is not None and held.graph != target.graph:
+    held = view.held(key)  # assign=True takes the value as it is, its graph included
+    if message is None and not assign and held is not None and held.graph != target.graph:
         message = (
             f'While copying the parameter named "{key}": the value is on Graph {held.graph.id}, '
             f"the module's tensor on Graph {target.graph.id}; accepted: a torch tensor, or a "
