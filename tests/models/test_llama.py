@@ -109,6 +109,15 @@ def test_logits_match_transformers_both_runners(
     _check_logits(hf, _mesh(shape, names))
 
 
+def _greedy(hf: transformers.LlamaForCausalLM, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+    """transformers' greedy generation of ``steps`` tokens after ``prompt``."""
+    with torch.no_grad():
+        return hf.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=steps,
+            do_sample=False, pad_token_id=0,
+        )  # fmt: skip
+
+
 @pytest.mark.parametrize("use_cache", [False, True], ids=["recompute", "kv_cache"])
 @pytest.mark.parametrize(
     ("shape", "names"),
@@ -124,11 +133,7 @@ def test_greedy_generation_matches_transformers(
 ) -> None:
     prompt = IDS[:2, :5]
     model = load_hf_weights(build_llama(CONFIG, _mesh(shape, names)), hf)
-    with torch.no_grad():
-        want = hf.generate(
-            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=4, do_sample=False,
-            pad_token_id=0,
-        )  # fmt: skip
+    want = _greedy(hf, prompt, 4)
     got = model.generate(prompt, max_new_tokens=4, use_cache=use_cache)
     assert want.shape == (2, 9)
     assert torch.equal(got, want)
@@ -196,11 +201,7 @@ def test_a_batch_of_one_and_a_prompt_of_one_token_generate(
     """A size-1 dim sharded on dp (or cp) stays sharded through the model's views: they
     refused it (a PlacementError) for a batch of one, or a prompt of one token."""
     model = load_hf_weights(build_llama(CONFIG, _mesh(shape, names)), hf)
-    with torch.no_grad():
-        want = hf.generate(
-            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=3, do_sample=False,
-            pad_token_id=0,
-        )  # fmt: skip
+    want = _greedy(hf, prompt, 3)
     assert torch.equal(model.generate(prompt, max_new_tokens=3, use_cache=True), want)
 
 

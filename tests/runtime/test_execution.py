@@ -75,7 +75,7 @@ def test_recording_never_waits_for_the_devices(graph: dtorch.Graph) -> None:
 
 def test_kernel_failure_names_operator_and_line(graph: dtorch.Graph) -> None:
     a = dtorch.tensor([1, 2, 3], graph=graph)
-    bad = a // 0  # integer division by zero fails on the device, not at record time
+    bad = a // dtorch.zeros_like(a)  # by a tensor of zeros: fails on the device, at fetch
     with pytest.raises(KernelError) as info:
         bad.to_torch()
     message = str(info.value)
@@ -87,7 +87,7 @@ def test_kernel_failure_names_operator_and_line(graph: dtorch.Graph) -> None:
         (bad + 1).to_torch()
     assert (a + 1).tolist() == [2, 3, 4]
     graph.sync()  # the failure was raised to the user already; the graph is healthy
-    worse = a // 0  # one nobody fetches reaches sync(), once
+    worse = a // dtorch.zeros_like(a)  # one nobody fetches reaches sync(), once
     with pytest.raises(KernelError, match="floor_divide"):
         graph.sync()
     graph.sync()
