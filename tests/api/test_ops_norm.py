@@ -333,3 +333,17 @@ def test_group_norm_of_one_sample_per_device_as_torch(graph: dtorch.Graph) -> No
         F.group_norm(one, 4)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         DF.group_norm(place(one, mesh, [R], graph), 4)
+
+
+def test_rms_norm_of_a_complex_input(graph: dtorch.Graph) -> None:
+    """torch's rms_norm takes a complex input (with a real weight); the rule refused it."""
+    full = torch.randn(4, 6, dtype=torch.complex64, generator=torch.Generator().manual_seed(1))
+    weight = torch.rand(6) + 0.5
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    w = dtorch.from_torch(weight, device_mesh=mesh, graph=graph)
+    got = dtorch.nn.functional.rms_norm(x, (6,), w)
+    assert got.dtype == torch.complex64 and got.placements == [dtorch.Shard(0)]
+    torch.testing.assert_close(got.to_torch(), torch.nn.functional.rms_norm(full, (6,), weight))
+    with pytest.raises(dtorch.errors.DtypeError, match="needs a floating-point input"):
+        dtorch.nn.functional.layer_norm(x, (6,))

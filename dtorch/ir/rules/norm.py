@@ -73,10 +73,12 @@ def normalization_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -
 
 
 def _check_inputs(name: str, param: NormalizationParam, inputs: tuple[Operand, ...]) -> None:
-    # x floating; as many inputs as the flags say; weight and bias shaped as torch wants
+    # x floating (or complex, for rms_norm: torch's kernel takes it); as many inputs as the
+    # flags say; weight and bias shaped as torch wants
     x = inputs[0]
-    if not x.dtype.is_floating_point:
-        raise DtypeError(f"{name}: needs a floating-point input; got {x.dtype}")
+    if not (x.dtype.is_floating_point or (x.dtype.is_complex and param.norm is NormKind.RMS)):
+        accepted = "floating-point or complex" if param.norm is NormKind.RMS else "floating-point"
+        raise DtypeError(f"{name}: needs a {accepted} input; got {x.dtype}")
     count = 1 + param.has_weight + param.has_bias
     if len(inputs) != count:
         raise ParamError(f"{name}: expected {count} inputs (x, weight, bias); got {len(inputs)}")
