@@ -69,14 +69,24 @@ class Scalar:
         # NaN == NaN here: params holding the same NaN fill value are the same param; -0.0 is
         # not 0.0 (x / -0.0 is -inf: a param cached for one must not serve the other)
         if isinstance(self.value, float) and isinstance(other.value, float):
-            if math.isnan(self.value) or math.isnan(other.value):
-                return math.isnan(self.value) and math.isnan(other.value)
-            a, b = self.value, other.value
-            return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+            return same_float(self.value, other.value)
         return self.value == other.value
 
     def __hash__(self) -> int:
         return hash((self.kind, self.value if self.value == self.value else "nan"))
+
+
+def same_float(a: float, b: float) -> bool:
+    """Whether ``a`` and ``b`` are one value: NaN is NaN, 0.0 is not -0.0 (they divide
+    differently).
+
+    Example:
+        >>> same_float(float("nan"), float("nan")), same_float(0.0, -0.0), same_float(1.0, 1.0)
+        (True, False, True)
+    """
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 _CHECKS = {

@@ -21,12 +21,12 @@ Example:
 
 from __future__ import annotations
 
-import math
 import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from dtorch.errors import TraceError
+from dtorch.ir.scalar import same_float
 
 Tree = tuple[Any, ...]
 
@@ -106,9 +106,7 @@ def same_value(a: object, b: object) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, float) and isinstance(b, float):
-        if math.isnan(a):
-            return math.isnan(b)
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+        return same_float(a, b)
     return a == b
 
 
