@@ -162,18 +162,19 @@ def batch_norm(
         raise ParamError(f"batch_norm: eps must be non-negative, but got {eps}")
     given = {"running_mean": running_mean, "running_var": running_var, "weight": weight,
              "bias": bias}  # fmt: skip
-    _check_alike(input, {k: v for k, v in given.items() if v is not None})
+    present = {k: v for k, v in given.items() if v is not None}
+    _check_alike(input, present)
+    factor = momentum if isinstance(momentum, TensorBase) else float(momentum)
     if training:  # checked before the statistics and the running ones are recorded
         _check_channels(input, **given)
-        factor = momentum if isinstance(momentum, TensorBase) else float(momentum)
-        stats_of = _in_dtype_of(input, [v for v in given.values() if v is not None])
+        stats_of = _in_dtype_of(input, list(present.values()))
         mean, var = _batch_statistics(stats_of, running_mean, running_var, factor)
     elif running_mean is None or running_var is None:
         raise ValueError("batch_norm: running_mean and running_var must be given when not training")
     else:
         mean, var = running_mean, running_var
-    momentum = 0.0 if isinstance(momentum, TensorBase) else float(momentum)  # recorded only
-    param = BatchNormParam(float(eps), momentum, False, weight is not None, bias is not None)
+    recorded = factor if isinstance(factor, float) else 0.0  # the operator's param only
+    param = BatchNormParam(float(eps), recorded, False, weight is not None, bias is not None)
     vectors = [_aligned(v, input) for v in (mean, var, *_present(weight, bias))]
     return record_one("batch_norm", param, (input, *vectors))
 
@@ -218,8 +219,8 @@ def _check_channels(x: Tensor, **vectors: Tensor | None) -> None:
 def _aligned(vector: Tensor, x: Tensor) -> Tensor:
     """A per-channel vector made Replicate on the mesh dims where it is Partial, or sharded
     while x's channels are not (it is small; the rule would refuse the mix)."""
-    if vector.device_mesh != x.device_mesh or any(isinstance(p, Partial) for p in x.placements):
-        return vector  # refused by the rule: name the vectors as given
+    if any(isinstance(p, Partial) for p in x.placements):  # refused: name the vectors as given
+        return vector
     placements: list[Placement] = [
         p if _keeps(p, px) else Replicate()
         for p, px in zip(vector.placements, x.placements, strict=True)
