@@ -206,7 +206,7 @@ def test_a_batch_of_one_and_a_prompt_of_one_token_generate(
 
 
 @pytest.mark.parametrize("act", ["gelu", "gelu_pytorch_tanh", "relu"])
-def test_the_configs_activation_is_used(thread_graph: dtorch.Graph, act: str) -> None:
+def test_the_configs_activation_is_used(graph: dtorch.Graph, act: str) -> None:
     """The MLP was SiLU whatever ``hidden_act`` said (logits off by 4e-3 with gelu)."""
     config = transformers.LlamaConfig(**{**CONFIG.to_dict(), "hidden_act": act})
     reference = _hf(config)
@@ -221,7 +221,7 @@ def test_the_configs_activation_is_used(thread_graph: dtorch.Graph, act: str) ->
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_a_model_cast_to_half_precision_matches_transformers_cast(
-    thread_graph: dtorch.Graph, dtype: torch.dtype
+    graph: dtorch.Graph, dtype: torch.dtype
 ) -> None:
     """``model.to(torch.bfloat16)`` as transformers: rotary tables computed in float32, then
     cast (the bfloat16 inverse frequencies met float32 positions: every forward raised a
