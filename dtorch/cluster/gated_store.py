@@ -57,6 +57,7 @@ import zmq
 from dtorch.comm.store.network_gate import Gate, password, server_options
 from dtorch.comm.store.network_protocol import FRAME_BYTES
 from dtorch.errors import RendezvousError
+from dtorch.runtime.daemon import DaemonThread
 from dtorch.transport.handshakes import HandshakeWatch, RefusalLog
 
 _LOG = logging.getLogger(__name__)
@@ -168,8 +169,7 @@ class StoreServer:
         self._socket = self._bound(host, port)
         self.port = int(self._socket.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1])
         self._refusals.what = f"the rendezvous store at {host}:{self.port}"
-        self._thread = threading.Thread(target=self._run, name="dtorch-rendezvous", daemon=True)
-        self._thread.start()
+        self._thread = DaemonThread(self._run, "dtorch-rendezvous")
 
     def _bound(self, host: str, port: int) -> zmq.Socket[Any]:
         """The ROUTER, bound to ``host``:``port`` only; RendezvousError if it cannot be."""
@@ -195,7 +195,7 @@ class StoreServer:
     def close(self) -> None:
         """Stop serving; the port is free when it returns (idempotent)."""
         self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
+        if self._thread.is_alive() and not self._thread.is_current():
             self._thread.join(5.0)
 
     def _run(self) -> None:

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 
 from dtorch.errors import DTorchError, RendezvousError
+from dtorch.runtime.daemon import DaemonThread
 from dtorch.runtime.process.protocol import pack_u64, unpack_u64
 from dtorch.transport import Publisher, Puller, Pusher, Subscriber
 from dtorch.transport.security import CurveKeys
@@ -80,8 +81,7 @@ class BeatMonitor:
         self._all_gone = threading.Event()
         self._stop = threading.Event()
         self._first = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="dtorch-beats", daemon=True)
-        self._thread.start()
+        self._thread = DaemonThread(self._main, "dtorch-beats")
 
     def wait_first_beats(self, timeout_s: float) -> None:
         """Every worker beat once; RendezvousError naming the silent ones otherwise."""
@@ -168,8 +168,7 @@ class Beacon:
         self._on_gone = on_gone
         self._pid = [pack_u64(os.getpid())]  # the controller checks it is the registered one
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="dtorch-beacon", daemon=True)
-        self._thread.start()
+        self._thread = DaemonThread(self._main, "dtorch-beacon")
 
     def _main(self) -> None:
         last = time.monotonic()
@@ -193,7 +192,7 @@ class Beacon:
     def stop(self, *, bye: bool = False) -> None:
         """Stop beating; ``bye``: tell the controller this worker stopped on purpose."""
         self._stop.set()
-        if threading.current_thread() is not self._thread:
+        if not self._thread.is_current():
             self._thread.join(5.0)
         if bye:
             with contextlib.suppress(DTorchError):

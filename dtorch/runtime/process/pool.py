@@ -77,6 +77,7 @@ from dtorch.errors import (
     WorkerDiedError,
 )
 from dtorch.options import GlobalOption
+from dtorch.runtime.daemon import DaemonThread
 from dtorch.runtime.gc_policy import collected
 from dtorch.runtime.host import PartyLayout
 from dtorch.runtime.process.board import board_bytes
@@ -178,8 +179,7 @@ class _Monitor:
         self._on_exit = on_exit
         self._fds = {os.pidfd_open(p.pid): i for i, p in enumerate(processes)}
         self._wake_read, self._wake_write = os.pipe()
-        self._thread = threading.Thread(target=self._main, name="dtorch-pool-monitor", daemon=True)
-        self._thread.start()
+        self._thread = DaemonThread(self._main, "dtorch-pool-monitor")
 
     def _main(self) -> None:
         poller = select.poll()
