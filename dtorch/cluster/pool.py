@@ -35,14 +35,12 @@ from dtorch.cluster.liveness import BEAT_SECONDS, LOST_AFTER_SECONDS, BeatMonito
 from dtorch.cluster.records import WorkerRecord
 from dtorch.errors import GraphError, WorkerDiedError
 from dtorch.runtime.host import PartyLayout
+from dtorch.runtime.process.pool import STOP_GRACE_SECONDS  # the grace of one host's pool
 from dtorch.runtime.process.protocol import STOP
 from dtorch.transport import Publisher, Puller, Pusher
 from dtorch.transport.security import CurveKeys
 
 DeathCallback = Callable[[WorkerDiedError, int], None]
-
-#: Seconds a closing pool waits for every worker's goodbye.
-STOP_GRACE_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
