@@ -8,7 +8,9 @@ attention, SwiGLU MLP, RMSNorm, untied or tied lm head; no biases unless the con
 * ``tp``: Megatron tensor parallelism. q/k/v/gate/up are ``ColumnParallelLinear`` (heads and
   intermediate features sharded), o/down ``RowParallelLinearWithReplicateOutput`` (an
   all-reduce each), the embedding ``EmbeddingWithReplicateOutput`` (vocab sharded) and the lm
-  head ``ColumnParallelLinearWithReplicateOutput``. The kv heads must split evenly over tp.
+  head ``ColumnParallelLinearWithReplicateOutput``. The attention heads must split evenly
+  over tp; where the kv heads do not (tp=4 over 2 kv heads), k/v are
+  ``ReplicateParallelLinear`` and attention repeats each kv head for the devices that read it.
 * ``pp``: pipeline stages. ``mesh.unbind("pp")`` gives one sub-mesh per pp index (the pp dim
   removed, the other dims kept); ``assign_layers_to_stages`` splits the decoder layers over
   them. The embedding lives on the first stage, the final norm and lm head on the last, and
@@ -174,6 +176,15 @@ def _head_dim(config: transformers.LlamaConfig) -> int:
     return int(head_dim or config.hidden_size // _heads(config)[0])
 
 
+def _kv_linear(mesh: dtorch.DeviceMesh, kv_heads: int) -> type[nn.Module]:
+    """Column-parallel k/v projections where tp splits the kv heads; else Replicate ones (tp=4
+    over 2 kv heads), whose heads attention repeats for the devices' q heads."""
+    tp = mesh.dim_name_index("tp")
+    if tp is None or kv_heads % mesh.shape[tp] == 0:
+        return nn.ColumnParallelLinear
+    return nn.ReplicateParallelLinear
+
+
 class LlamaAttention(nn.Module):
     """GQA self-attention: heads sharded on tp, sequence on the cp dims, causal."""
 
@@ -183,10 +194,10 @@ class LlamaAttention(nn.Module):
         self.head_dim = _head_dim(config)
         hidden, bias = config.hidden_size, bool(config.attention_bias)
         q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        column = nn.ColumnParallelLinear
-        self.q_proj = column(hidden, q, bias, device_mesh=mesh)
-        self.k_proj = column(hidden, kv, bias, device_mesh=mesh)
-        self.v_proj = column(hidden, kv, bias, device_mesh=mesh)
+        self.q_proj = nn.ColumnParallelLinear(hidden, q, bias, device_mesh=mesh)
+        kv_linear = _kv_linear(mesh, self.kv_heads)
+        self.k_proj = kv_linear(hidden, kv, bias, device_mesh=mesh)
+        self.v_proj = kv_linear(hidden, kv, bias, device_mesh=mesh)
         self.o_proj = nn.RowParallelLinearWithReplicateOutput(q, hidden, bias, device_mesh=mesh)
 
     def _split(self, x: dtorch.Tensor, heads: int) -> dtorch.Tensor:
@@ -399,11 +410,11 @@ def _check_mesh(config: transformers.LlamaConfig, mesh: dtorch.DeviceMesh) -> No
             f"accepted: names among {list(DIM_NAMES)}"
         )
     tp = mesh.dim_name_index("tp")
-    kv_heads = _heads(config)[1]
-    if tp is not None and kv_heads % mesh.shape[tp]:
+    heads = _heads(config)[0]
+    if tp is not None and heads % mesh.shape[tp]:
         raise ValueError(
-            f"llama: {kv_heads} kv heads do not split over tp="
-            f"{mesh.shape[tp]}; accepted: a tp size dividing the kv heads"
+            f"llama: {heads} attention heads do not split over tp="
+            f"{mesh.shape[tp]}; accepted: a tp size dividing the attention heads"
         )
 
 

@@ -3,8 +3,9 @@ every layout of q, k, v on 1-D meshes (a seeded sample on the larger ones), caus
 with the output placements of the one-mesh-dim table (batch and head dims shard alike, the
 query sequence shards with k/v replicated, v's features shard, ``R R P -> P``); masks (bool
 and float, broadcasting) following a sharded batch or query sequence; GQA with the kv heads
-split evenly or refused; and the refusals (dropout, mask with is_causal, shapes, dtypes);
-1-D, 2-D and 3-D meshes, even and uneven, thread and process mode."""
+split evenly, repeated under a finer q head split, or refused; and the refusals (dropout, mask
+with is_causal, shapes, dtypes); 1-D, 2-D and 3-D meshes, even and uneven, thread and process
+mode."""
 
 from __future__ import annotations
 
@@ -189,8 +190,13 @@ def test_gqa_uneven_head_split_is_refused(mesh_shape: tuple[int, ...], graph: dt
     q, k, v = (place(t, mesh, layout, graph) for t in (_QG, _KG, _VG))
     with pytest.raises(PlacementError, match=r"scaled_dot_product_attention: got .*kv heads"):
         DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    q = place(_QG, mesh, layout, graph)  # a Replicate k/v chunked to match is checked too
-    k, v = (place(t, mesh, [R] * len(mesh_shape), graph) for t in (_KG, _VG))
+
+
+def test_gqa_replicate_kv_over_an_uneven_q_head_split_is_refused(graph: dtorch.Graph) -> None:
+    """8 q heads over 3 devices: no repeat of the kv heads lines up with q's chunks."""
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    q = place(_QG, mesh, [S1], graph)  # a Replicate k/v chunked to match is checked too
+    k, v = (place(t, mesh, [R], graph) for t in (_KG, _VG))
     with pytest.raises(PlacementError, match="accepted: a head split that divides") as caught:
         DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     assert "got (R" in str(caught.value) and "chunked as q's heads" in str(caught.value)
@@ -199,6 +205,36 @@ def test_gqa_uneven_head_split_is_refused(mesh_shape: tuple[int, ...], graph: dt
     out = DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     want = F.scaled_dot_product_attention(_QG, _KG, _VG, enable_gqa=True)
     torch.testing.assert_close(out.to_torch(), want)
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "q_layout", "kv_layout", "kv_heads"),
+    [
+        ((2, 2, 2), [S1, S1, S1], [R, R, R], 4),  # 8 devices over 4 kv heads: each read twice
+        ((4,), [S1], [R], 2),  # tp=4, 2 kv heads
+        ((2, 4), [S1, S1], [R, R], 2),  # 8 devices over 2 kv heads: each read 4 times
+        ((2, 4), [S0, S1], [S0, R], 2),  # the batch sharded too
+        ((2, 3), [S1, S0], [R, S0], 1),  # multi-query attention
+    ],
+)
+def test_gqa_replicate_kv_under_a_finer_q_head_split(
+    mesh_shape: tuple[int, ...],
+    q_layout: list[dtorch.Placement],
+    kv_layout: list[dtorch.Placement],
+    kv_heads: int,
+    graph: dtorch.Graph,
+) -> None:
+    """Fewer kv heads than devices sharding q's heads: a Replicate k/v is repeated just enough
+    that each device reads whole kv heads (tp=4 over 2 kv heads), as torch's GQA maps them."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    kg, vg = _KG[:, :kv_heads], _VG[:, :kv_heads]
+    q = place(_QG, mesh, q_layout, graph)
+    k, v = (place(t, mesh, kv_layout, graph) for t in (kg, vg))
+    for causal in (False, True):
+        out = DF.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        want = F.scaled_dot_product_attention(_QG, kg, vg, is_causal=causal, enable_gqa=True)
+        assert out.placements == q_layout
+        torch.testing.assert_close(out.to_torch(), want)
 
 
 def test_two_dim_inputs_and_partial_values(graph: dtorch.Graph) -> None:

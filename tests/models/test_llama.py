@@ -49,9 +49,10 @@ _THREAD_MESHES = [
     ((2, 2, 2), ("pp", "ring_cp", "tp")),
     ((2, 2, 2, 2), ("dp", "tp", "pp", "ring_cp")),
     ((2, 2, 2, 2, 2), ("dp", "tp", "pp", "ulysess_cp", "ring_cp")),
+    ((2, 4), ("dp", "tp")),  # tp=4 over 2 kv heads: k/v projections Replicate
 ]
 #: Run in thread and process mode (the process set is small: it is slower).
-_BOTH_MESHES = [((2,), ("tp",)), ((2, 2, 2), ("tp", "pp", "ring_cp"))]
+_BOTH_MESHES = [((2,), ("tp",)), ((2, 2, 2), ("tp", "pp", "ring_cp")), ((4,), ("tp",))]
 
 
 def _hf(config: transformers.LlamaConfig = CONFIG) -> transformers.LlamaForCausalLM:
@@ -121,7 +122,12 @@ def _greedy(hf: transformers.LlamaForCausalLM, prompt: torch.Tensor, steps: int)
 @pytest.mark.parametrize("use_cache", [False, True], ids=["recompute", "kv_cache"])
 @pytest.mark.parametrize(
     ("shape", "names"),
-    [((2, 2), ("dp", "tp")), ((2, 2), ("pp", "ring_cp")), ((2, 2), ("ulysess_cp", "tp"))],
+    [
+        ((2, 2), ("dp", "tp")),
+        ((2, 2), ("pp", "ring_cp")),
+        ((2, 2), ("ulysess_cp", "tp")),
+        ((4,), ("tp",)),  # a cache of Replicate kv heads, repeated for tp=4's q heads
+    ],
     ids=str,
 )
 def test_greedy_generation_matches_transformers(
@@ -239,7 +245,7 @@ def test_a_model_cast_to_half_precision_matches_transformers_cast(
 
 @pytest.mark.parametrize(
     ("shape", "names", "match"),
-    [((2,), ("cp",), "unknown names"), ((4,), ("tp",), "kv heads"), ((2, 2), None, "names")],
+    [((2,), ("cp",), "unknown names"), ((8,), ("tp",), "attention heads"), ((2, 2), None, "names")],
     ids=str,
 )
 def test_bad_meshes_are_refused(

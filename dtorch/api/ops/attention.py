@@ -8,8 +8,9 @@ to the scores), ``is_causal`` (top-left aligned, as torch), ``scale`` (default
 dtorch cannot reproduce shard by shard; apply ``dropout`` to the inputs or use 0.
 
 Placements (``dtorch.ir.rules.attention``): batch and head dims shard freely (q, k, v alike;
-with GQA the kv heads must split evenly), the mask follows, the query sequence may be sharded
-with k/v replicated (causal masking uses each device's global query offset), v's feature
+with GQA the kv heads must split evenly: Replicate ones that do not are repeated first, the
+fewest times that makes them), the mask follows, the query sequence may be sharded with k/v
+replicated (causal masking uses each device's global query offset), v's feature
 dim may be sharded, and ``R R P -> P`` on v. Everything else is refused.
 
 Context parallelism: where q, k and v are all sharded on their sequence dim (``-2``) on a mesh
@@ -117,6 +118,7 @@ def scaled_dot_product_attention(
     option = sdpa_option if sdpa_option is not None else _DEFAULT
     ulysses, ring = (_cp_dim(t, (query, key, value)) for t in _names(option))
     if ulysses is None and ring is None:
+        key, value, param = _kv_for_head_split(query, key, value, param)
         inputs = (query, key, value) if mask is None else (query, key, value, mask)
         return record_one(_NAME, param, inputs)
     if mask is not None:
@@ -145,6 +147,28 @@ def _broadcast_leading(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor,
         q, k, v = (_expanded(t, lead, keep) for t in (q, k, v))
         return q, k, v
     return q, k, v
+
+
+def _kv_for_head_split(
+    q: Tensor, k: Tensor, v: Tensor, param: SdpaParam
+) -> tuple[Tensor, Tensor, SdpaParam]:
+    """GQA k, v that no mesh dim shards by head, repeated the fewest times (``r``) that gives
+    each device of q's head split whole kv heads for its q heads: tp=4 over 8 q heads and 2
+    kv heads reads each kv head on two devices. q head ``h`` then reads repeated head
+    ``h // (g / r)``, which is kv head ``h // g`` (``g = Hq / Hk``), as torch's repeat."""
+    if not param.enable_gqa or q.ndim < 3 or k.ndim != q.ndim or v.ndim != q.ndim:
+        return k, v, param
+    heads = q.ndim - 3
+    hq, hk = q.shape[heads], k.shape[heads]
+    mesh = q.device_mesh
+    parts = math.prod(n for p, n in zip(q.placements, mesh.shape, strict=True) if p == Shard(heads))
+    if hq == hk or hk % parts == 0 or hq % parts or hq % hk or hk != v.shape[heads]:
+        return k, v, param  # nothing to do, or what the rule names
+    if {k.device_mesh, v.device_mesh} != {mesh} or Shard(heads) in (*k.placements, *v.placements):
+        return k, v, param
+    r = parts // math.gcd(hk, parts)  # divides Hq / Hk, since parts divides Hq = Hk * g
+    k, v = (repeat_interleave(t, r, heads) for t in (k, v))
+    return k, v, param
 
 
 def _expanded(t: Tensor, lead: torch.Size, keep: int) -> Tensor:
