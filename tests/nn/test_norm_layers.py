@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 import dtorch
+import dtorch.nn.functional as F
 from dtorch import Replicate, Shard, nn
 from tests.nn.layer_harness import DP_MESHES, batch_on_dp
 
@@ -237,6 +239,16 @@ def test_bad_arguments(graph: dtorch.Graph) -> None:
         TypeError, match=r"^EmbeddingWithReplicateOutput: tp_dim must be a mesh dim"
     ):
         nn.EmbeddingWithReplicateOutput(4, 2, tp_dim=1)  # type: ignore[arg-type]
+    # sizes torch refuses (TypeError) are refused, not truncated (2.5 gave a LayerNorm of 2)
+    for layer in (nn.LayerNorm, nn.RMSNorm):
+        for shape in [(2.5,), (5.0,), True, "ab", None]:
+            with pytest.raises(TypeError):  # the oracle
+                getattr(torch.nn, layer.__name__)(shape)
+            with pytest.raises(TypeError, match=rf"^{layer.__name__}: .*normalized_shape"):
+                layer(shape)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^layer_norm: each size of normalized_shape must be"):
+        F.layer_norm(dtorch.ones(2, 4), (4.0,))  # type: ignore[arg-type]
+    assert nn.LayerNorm(np.int64(4)).normalized_shape == (4,)  # as torch takes it
 
 
 def test_batch_norm_with_a_device_holding_no_channels(graph: dtorch.Graph) -> None:

@@ -27,6 +27,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from dtorch.api.dims import as_int
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import not_a_tensor, record_one, tensor_arg
 from dtorch.api.redistribute import sum_partials
@@ -41,11 +42,22 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
-    # torch takes an int or a sequence of ints
-    if isinstance(normalized_shape, int):
-        return (normalized_shape,)
-    return tuple(int(s) for s in normalized_shape)
+def normalized_dims(name: str, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    """``normalized_shape`` as a tuple: an int or a sequence of ints (numpy integers too), as
+    torch takes it; a float, a bool or a string is a TypeError (torch's), not truncated.
+
+    Example:
+        >>> normalized_dims("LayerNorm", 4), normalized_dims("layer_norm", [2, 3])
+        ((4,), (2, 3))
+    """
+    if isinstance(normalized_shape, bool) or not hasattr(normalized_shape, "__index__"):
+        if isinstance(normalized_shape, Sequence) and not isinstance(normalized_shape, str):
+            return tuple(as_int(name, "each size of normalized_shape", s) for s in normalized_shape)
+        raise TypeError(
+            f"{name}: normalized_shape must be an int or a sequence of ints, got "
+            f"{normalized_shape!r} ({type(normalized_shape).__name__})"
+        )
+    return (as_int(name, "normalized_shape", normalized_shape),)
 
 
 def _present(*tensors: Tensor | None) -> tuple[Tensor, ...]:
@@ -69,10 +81,10 @@ def layer_norm(
         >>> out.to_torch().round(decimals=3).tolist()
         [[0.0, 2.0]]
     """
+    shape = normalized_dims("layer_norm", normalized_shape)
     param = NormalizationParam(
-        NormKind.LAYER, _shape(normalized_shape), float(eps), 1, weight is not None,
-        bias is not None,
-    )  # fmt: skip
+        NormKind.LAYER, shape, float(eps), 1, weight is not None, bias is not None
+    )
     return record_one("layer_norm", param, (input, *_present(weight, bias)))
 
 
@@ -90,7 +102,8 @@ def rms_norm(
         [[1.0, 1.0]]
     """
     eps = None if eps is None else float(eps)
-    param = NormalizationParam(NormKind.RMS, _shape(normalized_shape), eps, 1, weight is not None)
+    shape = normalized_dims("rms_norm", normalized_shape)
+    param = NormalizationParam(NormKind.RMS, shape, eps, 1, weight is not None)
     return record_one("rms_norm", param, (input, *_present(weight)))
 
 

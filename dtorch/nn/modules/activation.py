@@ -41,11 +41,16 @@ class _NoParameters(Module):
 
     def __init__(
         self,
-        *,
+        *args: Any,
         device: Device = None,
         dtype: torch.dtype | None = None,
         device_mesh: DeviceMesh | None = None,
     ) -> None:
+        if args:  # Tanh(3): torch's message, naming the layer (not this base class)
+            raise TypeError(
+                f"{type(self).__name__}.__init__() takes 1 positional argument but "
+                f"{len(args) + 1} were given"
+            )
         super().__init__()
         check_mesh_or_device(type(self).__name__, device_mesh, device)  # as layers with weights
 

@@ -20,18 +20,19 @@ value instead (``Tensor.data``: identity kept, the checkpoint's dtype kept). A 1
 value loads into a 0-dim target (torch's backward compatibility).
 
 Everything is checked before anything is loaded, so a failed load changes nothing (torch may
-load part of the values before it raises): shape mismatches, values that are no tensors or
-hold no loadable data (meta, sparse, quantized, nested; a safetensors dtype torch cannot read
-as its header says), and dtorch values that failed on a device raise (torch's aggregated
-RuntimeError). What no check can know - a safetensors file replaced or changed after its
-header was read (a RuntimeError at the next read), a device failing while a value loads, a
-graph closed meanwhile - raises its own error with a note naming the entry and how many loaded
-before it; missing and
-unexpected keys raise with ``strict=True`` and are returned with ``strict=False``. Where the
-module tree has load post-hooks, which may clear those keys in place, the keys are judged
-after the hooks, which run after the values load (as torch). Values are converted to the
-target's dtype as ``copy_`` does, except a floating-point (or complex) value into an integer
-or bool tensor (or complex into real), which loses its meaning and raises (torch casts).
+load part of the values before it raises): shape mismatches, values that are no tensors or hold
+no loadable data (meta, sparse, quantized, nested; a safetensors dtype torch cannot read as its
+header says), and dtorch values that failed on a device raise (torch's aggregated
+RuntimeError). What no check can know - a safetensors file replaced or changed after its header
+was read (a RuntimeError at the next read), a device failing while a value loads, a graph
+closed meanwhile, a module's own ``set_extra_state`` raising (user code, run in torch's order,
+after the entries before it have loaded) - raises its own error with a note naming the entry
+and how many loaded before it; missing and unexpected keys raise with ``strict=True`` and are
+returned with ``strict=False``. Where the module tree has load post-hooks, which may clear
+those keys in place, the keys are judged after the hooks, which run after the values load (as
+torch). Values are converted to the target's dtype as ``copy_`` does, except a floating-point
+(or complex) value into an integer or bool tensor (or complex into real), which loses its
+meaning and raises (torch casts).
 
 Example:
     >>> import torch, dtorch

@@ -24,14 +24,13 @@ Example:
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from dtorch.api.creation import ones, tensor, zeros
-from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
+from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, normalized_dims, rms_norm
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate
@@ -71,19 +70,6 @@ def _ones_zeros(layer: Module) -> None:
     layer.weight.fill_(1)
     if layer.bias is not None:
         layer.bias.zero_()
-
-
-def _shape(layer: str, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
-    # torch takes an int or a sequence of ints
-    if isinstance(normalized_shape, numbers.Integral):
-        return (int(normalized_shape),)
-    try:
-        return tuple(int(s) for s in normalized_shape)  # type: ignore[union-attr]
-    except TypeError:
-        raise TypeError(
-            f"{layer}: normalized_shape must be an int or a sequence of ints, got "
-            f"{normalized_shape!r}"
-        ) from None
 
 
 class BatchNorm2d(Module):
@@ -217,7 +203,7 @@ class LayerNorm(Module):
     ) -> None:
         super().__init__()
         dtype = check_float(type(self).__name__, dtype)
-        self.normalized_shape = _shape(type(self).__name__, normalized_shape)
+        self.normalized_shape = normalized_dims(type(self).__name__, normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         mesh = resolve_mesh(type(self).__name__, device_mesh, device)
         _affine(self, elementwise_affine, bias, self.normalized_shape, mesh, dtype)
@@ -258,7 +244,7 @@ class RMSNorm(Module):
     ) -> None:
         super().__init__()
         dtype = check_float(type(self).__name__, dtype)
-        self.normalized_shape = _shape(type(self).__name__, normalized_shape)
+        self.normalized_shape = normalized_dims(type(self).__name__, normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         mesh = resolve_mesh(
             type(self).__name__, device_mesh, device
