@@ -85,7 +85,8 @@ PathLike = str | os.PathLike[str]
 
 MAGIC = b"\x89DTPROG\n"
 #: The program-file version this dtorch writes; it reads every version from 1 up to it.
-VERSION = 1
+#: Version 2 added ``any_keyword_order`` (version 1 files load with keywords in traced order).
+VERSION = 2
 FORMAT_TAG = "dtorch.program"
 _PREFIX = struct.Struct("<8sIIQQ")  # magic, version, header CRC-32, header offset, size
 DATA_START = 64
@@ -102,9 +103,12 @@ _FIELDS = (
     "args",
     "result",
     "results",
+    "any_keyword_order",
     "sizes",
     "crcs",
 )
+#: What a version 1 header holds (no keyword-order flag).
+_FIELDS_1 = tuple(f for f in _FIELDS if f != "any_keyword_order")
 
 #: A handle's ``_base`` that is not None: the handle releases nothing when it goes.
 _NOT_OWNER: Any = object()
@@ -189,6 +193,7 @@ def _record(spec: ProgramSpec, sizes: tuple[int, ...], crcs: tuple[int, ...]) ->
         "args": spec.args,
         "result": spec.result,
         "results": spec.results,
+        "any_keyword_order": spec.any_keyword_order,
         "sizes": sizes,
         "crcs": crcs,
     }
@@ -239,8 +244,8 @@ def load_program(
     name = repr(os.fspath(path))
     with open_regular(path, "a program file (Program.save), a regular file") as source:
         try:
-            offset, header = _read_header(source)
-            spec, crcs = _spec_of(deserialize(header))
+            offset, header, version = _read_header(source)
+            spec, crcs = _spec_of(deserialize(header), version)
             _check_layout(spec, offset)
         except DeserializationError as exc:
             raise type(exc)(f"{name}: {exc}") from None
@@ -258,8 +263,8 @@ def _bad(message: str) -> DeserializationError:
     return DeserializationError(message)
 
 
-def _read_header(source: io.BufferedReader) -> tuple[int, bytes]:
-    """The header's offset and bytes, after checking the prefix and the CRC."""
+def _read_header(source: io.BufferedReader) -> tuple[int, bytes, int]:
+    """The header's offset, bytes and version, after checking the prefix and the CRC."""
     size = os.fstat(source.fileno()).st_size
     prefix = source.read(_PREFIX.size)
     if prefix[: len(MAGIC)] != MAGIC[: len(prefix)] or not prefix:
@@ -285,13 +290,14 @@ def _read_header(source: io.BufferedReader) -> tuple[int, bytes]:
     header = source.read(length)
     if len(header) != length or zlib.crc32(header) != crc:
         raise _bad("the header's checksum does not match (the file is corrupt)")
-    return offset, header
+    return offset, header, version
 
 
-def _spec_of(root: Any) -> tuple[ProgramSpec, tuple[int, ...]]:
-    """The checked spec and the constants' CRCs of a decoded header."""
-    if type(root) is not dict or set(root) != set(_FIELDS):
-        raise _bad(f"the header is not a program record (fields {_FIELDS})")
+def _spec_of(root: Any, version: int) -> tuple[ProgramSpec, tuple[int, ...]]:
+    """The checked spec and the constants' CRCs of a decoded header of ``version``."""
+    fields = _FIELDS if version >= 2 else _FIELDS_1
+    if type(root) is not dict or set(root) != set(fields):
+        raise _bad(f"the header is not a program record (fields {fields})")
     if root["format"] != FORMAT_TAG:
         raise _bad(f"the header is tagged {root['format']!r}, expected {FORMAT_TAG!r}")
     _check_type(root["name"], str, "name")
@@ -303,6 +309,9 @@ def _spec_of(root: Any) -> tuple[ProgramSpec, tuple[int, ...]]:
                 raise _bad(f"{key}: {operand.describe()}: no dtorch tensor holds that dtype")
     _check_items(root["sizes"], int, "sizes")
     _check_items(root["crcs"], int, "crcs")
+    # a version 1 file does not say whether fn took **kwargs: the traced order, which is safe
+    root.setdefault("any_keyword_order", False)
+    _check_type(root["any_keyword_order"], bool, "any_keyword_order")
     spec = ProgramSpec(*(root[key] for key in _FIELDS[1:-2]))
     sizes, crcs = root["sizes"], root["crcs"]
     if not len(sizes) == len(crcs) == len(spec.constants):

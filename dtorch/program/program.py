@@ -69,7 +69,6 @@ class Program:
         self._keywords: tuple[Any, ...] = spec.args[1][1][1]  # the traced keyword names
         self._since = graph.executor.rebind_count  # rebinds before this are not its concern
         self._values = has_values(spec.args)  # plain values: compared leaf by leaf
-        self._any_keyword_order = True  # False for a function taking **kwargs (see trace)
         self._modes: tuple[Callable[[], tuple[bool, ...]], tuple[bool, ...]] | None = None
         self._key: list[int] = [0]  # the body's name (one box: the finalizer reads it too)
         self._sending = threading.Lock()  # the body's name and whether it was sent
@@ -104,7 +103,7 @@ class Program:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the program on new arguments; returns what the function returned, with new
         tensors (not yet computed, as any operator's results)."""
-        if kwargs and tuple(kwargs) != self._keywords and self._any_keyword_order:
+        if kwargs and tuple(kwargs) != self._keywords and self.spec.any_keyword_order:
             kwargs = _in_order(kwargs, self._keywords)  # named parameters: a mapping
         tree, tensors = flatten((args, kwargs), _is_tensor)
         spec = self.spec
@@ -432,8 +431,8 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     finally:
         with contextlib.suppress(GraphError):  # a broken graph runs nothing any more
             tracer.bind_inputs()
+    spec = dataclasses.replace(spec, any_keyword_order=not _takes_any_keywords(fn))
     program = Program(graph, spec)
-    program._any_keyword_order = not _takes_any_keywords(fn)
     modes = _module_modes(fn, tracer.modules)
     if modes is not None:
         program._modes = (modes, modes())

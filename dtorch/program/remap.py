@@ -140,6 +140,7 @@ def rebind(spec: ProgramSpec, fresh: Iterator[int], op_ids: Iterator[int], meshe
         spec.args,
         spec.result,
         tuple(moved_operand(o, meshes, i) for o, i in zip(spec.results, outputs, strict=True)),
+        spec.any_keyword_order,
     )
 
 

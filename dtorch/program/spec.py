@@ -39,6 +39,9 @@ class ProgramSpec:
     args: Tree  # the tree of (args, kwargs) the function was traced with
     result: Tree  # the tree of what it returned
     results: tuple[Operand, ...]  # per result tensor: the metadata a replay allocates
+    # False where the function takes **kwargs (it may read them in call order): a call must
+    # give the keywords in the traced order; True: named parameters, any order
+    any_keyword_order: bool = True
 
     @property
     def local_ids(self) -> tuple[int, ...]:

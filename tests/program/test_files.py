@@ -232,12 +232,47 @@ def test_newer_version_and_not_a_program(graph: dtorch.Graph, tmp_path: Path) ->
     data = _saved(tmp_path)
     newer = bytearray(data)
     struct.pack_into("<I", newer, 8, files.VERSION + 1)
-    with pytest.raises(UnsupportedVersionError, match="version 2"):
+    with pytest.raises(UnsupportedVersionError, match=f"version {files.VERSION + 1}"):
         _load(tmp_path, bytes(newer), graph)
     with pytest.raises(DeserializationError, match="not a dtorch program"):
         _load(tmp_path, b"PK\x03\x04" + data[4:], graph)
     with pytest.raises(DeserializationError, match="header is tagged"):
         _load(tmp_path, _resealed(data, serialize({**_header(data), "format": "x"})), graph)
+
+
+def _keywords(**parts: dtorch.Tensor) -> list[dtorch.Tensor]:
+    # iterates its keywords: another order changes the result
+    return [t * (i + 1) for i, t in enumerate(parts.values())]
+
+
+def _named(a: dtorch.Tensor, b: dtorch.Tensor) -> list[dtorch.Tensor]:
+    return [a * 1, b * 2]
+
+
+def test_a_loaded_program_keeps_the_keyword_order_rule(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """A function taking **kwargs refuses another keyword order after a load as before it
+    (the loaded program took them in the traced order and gave the traced order's values);
+    named parameters take any order; a version 1 file, which does not say, the traced one."""
+    a, b = dtorch.ones(2), dtorch.zeros(2)
+    calls = {"traced": {"a": a, "b": b}, "swapped": {"b": b, "a": a}}
+    for fn, free in ((_keywords, False), (_named, True)):
+        dtorch.trace(fn, **calls["traced"]).save(tmp_path / "k.dtorch")
+        data = (tmp_path / "k.dtorch").read_bytes()
+        old = {k: v for k, v in _header(data).items() if k != "any_keyword_order"}
+        for version, record in ((files.VERSION, _header(data)), (1, old)):
+            program = _load(tmp_path, _resealed(data, serialize(record), version), graph)
+            assert program.spec.any_keyword_order is (free and version > 1)
+            assert [t.tolist() for t in program(**calls["traced"])] == [[1.0, 1.0], [0.0, 0.0]]
+            if program.spec.any_keyword_order:
+                got = [t.tolist() for t in program(**calls["swapped"])]
+                assert got == [t.tolist() for t in fn(**calls["swapped"])]
+            else:
+                with pytest.raises(dtorch.TraceError, match="keyword arguments: traced with"):
+                    program(**calls["swapped"])
+    for bad in ({"any_keyword_order": 1}, {}):
+        record = {k: v for k, v in _header(data).items() if k != "any_keyword_order"} | bad
+        with pytest.raises(DeserializationError, match=r"any_keyword_order|program record"):
+            _load(tmp_path, _resealed(data, serialize(record)), graph)
 
 
 def test_a_file_cut_inside_its_prefix_is_called_truncated(
