@@ -138,7 +138,8 @@ class Tracer:
         self.pinned: list[int] = []
         self.modules: list[Any] = []  # the modules called in this thread (nn.Module.__call__)
         self._outer_calls: list[Any] | None = None
-        self._made: set[int] = set(self.seen)  # inputs and what the trace made
+        self._made: set[int] = set(self.seen)  # inputs, what the trace made, constants
+        self._own: set[int] = set(self.seen)  # inputs and what the trace made: the function's
         self._thread = threading.get_ident()
 
     def __enter__(self) -> Tracer:
@@ -194,6 +195,8 @@ class Tracer:
     def _submit(self, item: Submission) -> None:
         op, outputs = item
         if threading.get_ident() != self._thread:
+            if not self._own.isdisjoint(op.inputs):
+                self._refuse_thread(op)
             self._inner(self._eager(op, outputs))
             return
         reason = refusal(op.param)
@@ -206,6 +209,7 @@ class Tracer:
         self.items.append(item)
         for operand in outputs:
             self._made.add(operand.id)
+            self._own.add(operand.id)
             self.seen[operand.id] = operand
 
     def _eager(self, op: Operator, outputs: tuple[Operand, ...]) -> Submission:
@@ -217,6 +221,18 @@ class Tracer:
             return op, outputs
         inputs = tuple([users.get(i, i) for i in op.inputs])
         return Operator(op.id, op.name, op.param, inputs, op.outputs, op.span), outputs
+
+    def _refuse_thread(self, op: Operator) -> None:
+        """Another thread reads the function's inputs or what it made: that work is the
+        function's, but only its own thread's operators are recorded, so a replay would give
+        the trace-time value instead."""
+        span = op.span if op.span.line > 0 else caller_span(_OWN_FRAMES)
+        raise TraceError(
+            f"dtorch.trace({self.name}): {op.name} at {span!r}, recorded by another thread, "
+            "reads the traced function's tensors; a program records the operators of the "
+            "thread that traces only, so the function's work must be recorded in that thread "
+            "(not in a thread pool it submits to)"
+        )
 
     def _refuse(self, op: Operator, reason: str) -> None:
         promise = getattr(op.param, "promise", None)

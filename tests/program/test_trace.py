@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -615,6 +616,29 @@ def test_calls_from_threads_while_a_constant_is_rebound(graph: dtorch.Graph) -> 
             _calls_racing_a_rebind(graph)
     finally:
         sys.setswitchinterval(interval)
+
+
+def test_the_function_s_work_recorded_by_another_thread_is_refused(graph: dtorch.Graph) -> None:
+    """fn submitting x * 2 to a thread pool: the trace would have kept its trace-time value
+    as a constant (a replay on [5, 6, 7] gave [3, 3, 3]); a thread's work on other tensors
+    is a constant to the program, as one computed before the trace."""
+    w = dtorch.ones(3)
+    x = dtorch.tensor([5.0, 6.0, 7.0])
+    with ThreadPoolExecutor(1) as pool:
+
+        def inside(t: dtorch.Tensor) -> dtorch.Tensor:
+            return pool.submit(lambda: t * 2).result() + 1
+
+        with pytest.raises(dtorch.TraceError, match="recorded by another thread, reads the"):
+            dtorch.trace(inside, dtorch.ones(3))
+        assert inside(x).tolist() == [11.0, 13.0, 15.0]  # the graph goes on
+
+        def beside(t: dtorch.Tensor) -> dtorch.Tensor:
+            return t + pool.submit(lambda: w * 2).result()
+
+        program = dtorch.trace(beside, dtorch.ones(3))
+        assert len(program.spec.constants) == 1
+        assert program(x).tolist() == [7.0, 8.0, 9.0]
 
 
 def test_a_rebind_in_another_thread_during_a_trace_is_not_the_function_s(
