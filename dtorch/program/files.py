@@ -41,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import mmap
 import os
@@ -57,6 +58,7 @@ from dtorch.api.tensor import Tensor
 from dtorch.errors import (
     DeserializationError,
     DTorchError,
+    GraphError,
     SerializationError,
     UnsupportedVersionError,
 )
@@ -122,17 +124,22 @@ def save_program(program: Program, path: PathLike) -> None:
     spec = program.spec
     for index, constant in enumerate(spec.constants):
         _check_creatable(constant, index)
-    target = os.fspath(path)
+    given = os.fspath(path)
+    target = os.path.realpath(given)  # a symlink's target is written, as torch.save does
+    if os.path.isdir(target):  # before the constants are fetched and written
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), given)
     try:
-        handle, temporary = _temporary(os.path.dirname(os.path.abspath(target)))
+        handle, temporary = _temporary(os.path.dirname(target))
     except OSError as error:  # the user's path, not the temporary file's beside it
-        raise type(error)(error.errno, error.strerror, target) from None
+        raise type(error)(error.errno, error.strerror, given) from None
     try:
         with os.fdopen(handle, "wb") as out:
             _write(out, program.graph, spec, program.current_constants())
         os.replace(temporary, target)
-    except BaseException:
+    except BaseException as error:
         os.unlink(temporary)
+        if isinstance(error, OSError) and error.filename == temporary:
+            raise type(error)(error.errno, error.strerror, given) from None
         raise
 
 
@@ -241,6 +248,8 @@ def load_program(
     from dtorch.program.program import Program  # program.py imports this module's users
 
     g = graph_or_default(graph)
+    if g.closed:  # before the file is read: a program on it could never run
+        raise GraphError(f"load_program: Graph {g._id} is closed; load onto an open graph")
     name = repr(os.fspath(path))
     with open_regular(path, "a program file (Program.save), a regular file") as source:
         try:
@@ -435,6 +444,8 @@ def _create(graph: Graph, meta: Operand, value: Any) -> Operand:
             Tensor, CreateKind.FROM_TENSOR, meta.shape, meta.dtype, graph=graph,
             device_mesh=meta.mesh, device=None, placements=meta.placements, value=value,
         )  # fmt: skip
+    except GraphError:  # the graph's state (closed, broken meanwhile), not the file's
+        raise
     except DTorchError as exc:
         raise _bad(f"cannot create constant {meta.describe()}: {exc}") from None
     operand = handle._operand

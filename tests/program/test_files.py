@@ -636,6 +636,37 @@ def test_a_save_into_a_missing_directory_names_the_path_given(tmp_path: Path) ->
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_save_onto_a_directory_or_through_a_symlink(tmp_path: Path) -> None:
+    """A directory is refused naming it (the rename's error named the temporary file), before
+    anything is written; a symlink is written through, as torch.save does (the rename put a
+    file in the link's place and left its target as it was)."""
+    program = dtorch.trace(lambda t: t * 2, dtorch.ones(2))
+    with pytest.raises(IsADirectoryError) as caught:
+        program.save(tmp_path)
+    assert caught.value.filename == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    real, link = tmp_path / "real.dtorch", tmp_path / "link.dtorch"
+    dtorch.trace(lambda t: t * 3, dtorch.ones(2)).save(real)
+    link.symlink_to(real)
+    program.save(link)
+    assert link.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [link.name, real.name]
+    assert dtorch.load_program(real)(dtorch.ones(2)).tolist() == [2.0, 2.0]
+
+
+def test_a_load_onto_a_closed_graph_is_a_graph_error(tmp_path: Path) -> None:
+    """Not a DeserializationError (the file is sound), with constants or without (that one
+    loaded, and its first call failed)."""
+    w = dtorch.ones(2)
+    closed = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
+    closed.close()
+    for index, fn in enumerate((lambda t: t * 2, lambda t: t * w)):
+        path = tmp_path / f"{index}.dtorch"
+        dtorch.trace(fn, dtorch.ones(2)).save(path)
+        with pytest.raises(dtorch.GraphError, match="is closed; load onto an open graph"):
+            dtorch.load_program(path, graph=closed)
+
+
 def test_a_saved_file_takes_the_umask(tmp_path: Path) -> None:
     """``save`` renames a finished file over the target: the file has the mode ``open``
     would give it (0o666 less the umask), as ``torch.save``'s, not a temporary file's."""
