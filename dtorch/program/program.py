@@ -310,7 +310,12 @@ def _call_difference(traced: Any, called: Any) -> str | None:
         return difference(traced, called)
     (args, kwargs), (new_args, new_kwargs) = traced[1], called[1]
     wrong = difference(args, new_args, "positional arguments")
-    return wrong if wrong is not None else difference(kwargs, new_kwargs, "keyword arguments")
+    if wrong is None:
+        return difference(kwargs, new_kwargs, "keyword arguments")
+    moved = [k for k in new_kwargs[1] if k not in kwargs[1]]  # p(t=x) of a traced p(x)
+    if moved and len(new_args[1]) < len(args[1]):
+        wrong += f" ({moved} given by keyword, traced as positional arguments: pass them so)"
+    return wrong
 
 
 def _module_modes(

@@ -374,8 +374,9 @@ def test_call_errors_name_positional_and_keyword_arguments(graph: dtorch.Graph) 
 
     x = dtorch.ones(2)
     program = dtorch.trace(fn, x)
-    with pytest.raises(dtorch.TraceError, match="positional arguments: traced with 1 items"):
+    with pytest.raises(dtorch.TraceError, match="positional arguments: traced with 1 items") as e:
         program(x=x)
+    assert "['x'] given by keyword, traced as positional arguments" in str(e.value)
     with pytest.raises(dtorch.TraceError, match="positional arguments: traced with 1 items"):
         program(x, 3.0)
 
