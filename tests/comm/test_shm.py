@@ -58,6 +58,32 @@ def test_peer_maps_evict_mappings_whose_views_are_still_read() -> None:
             segment.close()
 
 
+def _mapped_segments() -> int:
+    # this process's mappings of memfd segments (closed ones included: a mapping keeps them)
+    with open("/proc/self/maps") as maps:
+        return sum("dtorch-tensor" in line for line in maps)
+
+
+def test_peer_maps_keep_at_most_their_bytes_of_closed_segments() -> None:
+    """A reader's mappings of segments their owner closed held the memory of all of them
+    (32 mappings): the maps keep at most ``max_bytes``, the newest always."""
+    before = _mapped_segments()
+    maps = PeerMaps(max_bytes=3 << 16)
+    try:
+        for i in range(8):
+            segment = Segment.create(1 << 16)
+            maps.get(segment.locator())
+            segment.close()  # the owner's pool did not keep it
+            assert _mapped_segments() - before == min(i + 1, 3)
+        big = Segment.create(1 << 18)  # larger than the bound: kept alone, as the newest
+        maps.get(big.locator())
+        big.close()
+        assert _mapped_segments() - before == 1
+    finally:
+        maps.close()
+    assert _mapped_segments() == before
+
+
 def test_poll_timeouts_round_up_to_whole_milliseconds() -> None:
     assert [poll_ms(s) for s in (0.0, 1e-6, 0.001, 0.0015, 2.0, -3.0)] == [0, 1, 1, 2, 2000, 0]
     assert poll_ms(None) is None

@@ -40,7 +40,15 @@ from collections.abc import Callable
 
 import torch
 
-from dtorch.comm.shm import Locator, PeerMaps, Segment, SegmentPool, tensor_view
+from dtorch.comm.shm import (
+    Locator,
+    PeerMaps,
+    Segment,
+    SegmentPool,
+    map_peer,
+    release_buffer,
+    tensor_view,
+)
 from dtorch.errors import DeserializationError, DTorchError, WorkerError
 from dtorch.ir.report import Failure, Report, SharedValue, ValueReport
 from dtorch.ir.sharding import capped_product
@@ -124,7 +132,9 @@ class ReportReader:
 
     def __init__(self, release: Callable[[int, int], None]) -> None:
         self._release = release
-        self._maps = PeerMaps()
+        # a worker keeps up to KEPT_BYTES of its segments for reuse; others it closes, and a
+        # mapping kept here would hold their memory (16 GiB after 32 fetches of 512 MiB)
+        self._maps = PeerMaps(max_bytes=2 * KEPT_BYTES)
 
     def read(self, envelope: Envelope) -> Report:
         """The record of a REPORT envelope; one that cannot be read is a failure of the
@@ -162,7 +172,13 @@ class ReportReader:
                 f"of {shared.size} bytes"
             )
         locator = Locator(shared.pid, shared.fd, shared.inode, shared.size)
-        return tensor_view(self._maps.get(locator), 0, shared.dtype, shared.shape).clone()
+        if shared.size <= KEPT_BYTES:  # a segment the worker may reuse: keep it mapped
+            return tensor_view(self._maps.get(locator), 0, shared.dtype, shared.shape).clone()
+        buffer = map_peer(locator)  # the worker closes it once released: unmapped at once
+        try:
+            return tensor_view(buffer, 0, shared.dtype, shared.shape).clone()
+        finally:
+            release_buffer(buffer)
 
     def close(self) -> None:
         self._maps.close()
