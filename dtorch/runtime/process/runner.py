@@ -295,7 +295,9 @@ class ProcessRunner:
         self._closed = True
         self._window.fail(GraphError("the graph was closed"))
         deadline = time.monotonic() + timeout
-        grace = STOP_GRACE_SECONDS  # what the workers get to stop, where the pool closes
+        # what the workers get to stop, where the pool closes; at exit (discard) the batches
+        # they hold are dropped, not waited for: they get what an idle worker needs to stop
+        grace = EXIT_GRACE_SECONDS if discard else STOP_GRACE_SECONDS
         try:
             if not discard:  # at exit the pool is stopped below: no graph comes next
                 self._reset(timeout)
@@ -362,6 +364,9 @@ class ProcessRunner:
 RESET_SLICE_SECONDS = 0.25
 #: The least a close waits for its report thread to read END before it lends the pool on.
 END_GRACE_SECONDS = 2.0
+#: Seconds the workers get to stop at interpreter exit (an idle one stops in about 0.1 s;
+#: one still running batches the exit drops is killed after this, not after 5 s).
+EXIT_GRACE_SECONDS = 0.5
 
 
 def _failures(report: Report) -> tuple[Failure, ...]:
