@@ -107,6 +107,10 @@ def test_a_killed_worker_fails_everything_pending_within_seconds(
     assert pool.broken is not None and pool.closed
     assert _wait_gone(pool.pids, within_s=5.0)
     assert not directory.exists() and namespace.leftovers() == []
+    # the pool's next graph is refused naming the death (it said "closed" with no reason)
+    again = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+    with pytest.raises(GraphError, match=r"pool is broken \(worker 1 .*SIGKILL.*make a new one"):
+        dtorch.Graph(again).sync()
     fresh = worker_pools.graph("process")  # a new graph works normally
     try:
         assert (dtorch.arange(4, graph=fresh) * 2).tolist() == [0, 2, 4, 6]

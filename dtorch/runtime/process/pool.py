@@ -534,10 +534,10 @@ class WorkerPool:
         the monitor thread) if a worker dies during the lease."""
         state = self._state
         with state.lock:
-            if self.closed:
-                raise GraphError("this worker pool is closed")
-            if state.failure is not None:
+            if state.failure is not None:  # first: the graph that saw it die closed the pool
                 raise GraphError(f"this worker pool is broken ({state.failure}); make a new one")
+            if self.closed:
+                raise GraphError("this worker pool is closed; make a new one")
             if self._leased:
                 raise GraphError("this worker pool serves another graph; close that graph first")
             self._leased = True
