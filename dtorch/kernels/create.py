@@ -63,8 +63,11 @@ def create_kernel(
     full = memo.get("full")
     if full is None:
         full = memo["full"] = _full_value(param)
-    # a private copy: kernels may later change shards in place, the param stays as recorded
-    return [full[spec.slices()].to(target, copy=True).contiguous()]
+    # a private copy: kernels may later change shards in place, the param stays as recorded;
+    # contiguous with torch's strides for the local shape (a copy of the slice would keep the
+    # full tensor's stride for a dim the device holds one row of: see kernels/local/views.py)
+    shard = torch.empty(spec.shape, dtype=param.dtype, device=target)
+    return [shard.copy_(full[spec.slices()])]
 
 
 register_local_kernel(OpKind.Create, create_kernel)

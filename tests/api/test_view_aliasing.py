@@ -74,6 +74,79 @@ def test_writes_through_a_reshape_reach_the_input_as_in_torch(
         assert torch.equal(t.to_torch(), want), (placements, t.to_torch(), want)
 
 
+def _clone_of_slice(t: Any) -> tuple[Any, Any]:  # torch's clone of a slice: contiguous
+    c = t[:, :2].clone()
+    return c, c.contiguous()
+
+
+def _clone_of_step_slice(t: Any) -> tuple[Any, Any]:
+    c = t[::2].clone()
+    return c, c.contiguous()
+
+
+def _contiguous_of_created(t: Any) -> tuple[Any, Any]:
+    return t, t.contiguous()
+
+
+def _same_shape_reshape_of_transpose(t: Any) -> tuple[Any, Any]:  # a view, then a copy
+    return t, t.T.reshape(t.T.shape).contiguous()
+
+
+def _flatten_of_reshaped_transpose(t: Any) -> tuple[Any, Any]:
+    return t, t.T.reshape(t.T.shape).flatten()
+
+
+def _view_of_transpose(t: Any) -> tuple[Any, Any]:  # a view of a view: the input itself
+    return t, t.T.view(-1).contiguous()
+
+
+def _cast_of_slice(t: Any) -> tuple[Any, Any]:  # torch's conversion of a slice: contiguous
+    c = t[:, :2].double()
+    return c, c.contiguous()
+
+
+#: (shape, mesh, placements, program): the program returns a base and a result that torch
+#: makes a view or a copy of it; a write to the base must reach the result as in torch
+SIZE_ONE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], list[str], Callable[..., Any]]] = [
+    ((3, 4), (2,), ["S0"], _clone_of_slice),
+    ((3, 2, 1, 5), (3,), ["S0"], _clone_of_slice),
+    ((4,), (2,), ["S0"], _clone_of_step_slice),
+    ((2, 5), (2, 2), ["S1", "S0"], _contiguous_of_created),
+    ((3, 3, 2), (2, 2), ["S0", "S1"], _contiguous_of_created),
+    ((2, 2), (2,), ["S1"], _same_shape_reshape_of_transpose),
+    ((2, 2), (3,), ["S1"], _same_shape_reshape_of_transpose),
+    ((2, 2), (2,), ["S1"], _flatten_of_reshaped_transpose),
+    ((1, 4), (2, 2), ["S1", "S1"], _view_of_transpose),
+    ((3, 4), (2,), ["S0"], _cast_of_slice),
+]
+
+
+@pytest.mark.parametrize(
+    ("shape", "mesh_shape", "placements", "program"),
+    SIZE_ONE_CASES,
+    ids=lambda x: getattr(x, "__name__", str(x)),
+)
+def test_a_dim_held_one_row_per_device_views_or_copies_as_torch(
+    graph: dtorch.Graph,
+    shape: tuple[int, ...],
+    mesh_shape: tuple[int, ...],
+    placements: list[str],
+    program: Callable[..., Any],
+) -> None:
+    """A dim a device holds one row of is size 1 there, and the stride torch gives a size-1
+    dim (in a created shard, a clone, a view) is any: it made some devices view where
+    torch copies on the full tensor, or copy where it views (found by a view/in-place fuzz)."""
+    full = torch.arange(1.0, torch.Size(shape).numel() + 1.0).reshape(shape)
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
+    want_base, want = program(full.clone())
+    base, got = program(t)
+    want_base.add_(100)
+    base.add_(100)
+    assert torch.equal(got.to_torch(), want), (got.to_torch(), want)
+    assert torch.equal(base.to_torch(), want_base)
+
+
 def test_a_view_torch_refuses_copies_alike_on_every_mesh(graph: dtorch.Graph) -> None:
     """torch refuses ``t().view(-1)``; dtorch's ``is_contiguous()`` is always True, so a
     program may call ``view`` after checking it: the devices copy (as ``reshape`` would),

@@ -23,18 +23,23 @@ import torch
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import CastParam, ViewDtypeParam
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
+from dtorch.kernels.local.views import copy_like_torch
 
 
 def clone_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """A fresh copy of the local shard."""
-    return [inputs[0].clone()]
+    """A fresh copy of the local shard, laid out as torch's clone of the global tensor."""
+    return [copy_like_torch(inputs[0], ctx.inputs[0].shape)]
 
 
 def cast_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """The local shard converted to ``param.dtype``."""
+    """The local shard converted to ``param.dtype`` (itself if it has it, as torch's ``to``),
+    laid out as torch's conversion of the global tensor."""
     param = ctx.param
     assert isinstance(param, CastParam)
-    return [inputs[0].to(param.dtype)]
+    shard = inputs[0]
+    if shard.dtype == param.dtype:
+        return [shard]
+    return [copy_like_torch(shard, ctx.inputs[0].shape, param.dtype)]
 
 
 def view_dtype_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

@@ -50,8 +50,13 @@ def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     tracked at record time), so a program that checks it before ``view`` must not fail."""
     shard = inputs[0]
     shape = ctx.outputs[0].local_shape(device)
-    if shard.numel() == 0 or _viewable(shard, ctx.inputs[0].shape, ctx.outputs[0].shape):
+    old, new = ctx.inputs[0].shape, ctx.outputs[0].shape
+    if shard.numel() == 0:
         return [shard.view(shape)]
+    if _viewable(shard, old, new):  # torch's view would re-stride the local size-1 dims
+        return [
+            shard.as_strided(shape, _view_strides(shard, old, new, shape), shard.storage_offset())
+        ]
     return [shard.clone(memory_format=torch.contiguous_format).view(shape)]
 
 
@@ -90,12 +95,36 @@ def _between(
     )
 
 
+def _view_strides(
+    shard: torch.Tensor, old: tuple[int, ...], new: tuple[int, ...], shape: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The strides of the viewable reshape of ``shard`` to the local ``shape``: each run of new
+    dims laid out row-major from the stride of the fastest old dim of its group that is larger
+    than 1 globally, so that a dim the device holds one row of keeps telling where it lies
+    (torch's own view gives such a dim any stride: a later view or ``contiguous`` would judge
+    it from that)."""
+    strides = [1] * len(shape)
+    for old_dims, new_dims in _merged_groups(old, new):
+        real = [d for d in old_dims if old[d] != 1]
+        step = shard.stride(real[-1]) if real else 1
+        for j in reversed(new_dims):
+            strides[j] = step
+            step *= shape[j]
+    return tuple(strides)
+
+
 def _merged_dims(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]]:
     """The old dims each run of new dims is made of (reshape's grouping by products)."""
-    groups: list[list[int]] = []
+    return [old_dims for old_dims, _ in _merged_groups(old, new)]
+
+
+def _merged_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
+    """Reshape's grouping by products: (old dims, new dims) of each run; trailing dims of size
+    1 left over on either side join the last run."""
+    groups: list[tuple[list[int], list[int]]] = []
     i = j = 0
     while i < len(old) and j < len(new):
-        dims, have, want = [i], old[i], new[j]
+        dims, made, have, want = [i], [j], old[i], new[j]
         i, j = i + 1, j + 1
         while have != want:
             if have < want and i < len(old):
@@ -103,12 +132,46 @@ def _merged_dims(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]]:
                 have *= old[i]
                 i += 1
             elif j < len(new):
+                made.append(j)
                 want *= new[j]
                 j += 1
             else:
                 break
-        groups.append(dims)
+        groups.append((dims, made))
+    if groups:
+        groups[-1][0].extend(range(i, len(old)))
+        groups[-1][1].extend(range(j, len(new)))
+    elif new:  # a 0-d tensor viewed with dims of size 1
+        groups.append(([], list(range(len(new)))))
     return groups
+
+
+def copy_like_torch(
+    shard: torch.Tensor, global_shape: tuple[int, ...], dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """A copy of ``shard`` (as ``dtype``) laid out as torch's ``preserve_format`` lays out the
+    copy of the GLOBAL tensor: its strides where that is dense (a permuted layout kept), else
+    contiguous. torch's check on the shard skips a dim the device holds one row of, so a
+    column slice held one row per device kept its strides on some devices only."""
+    dtype = shard.dtype if dtype is None else dtype
+    if _dense_globally(shard, global_shape):
+        out = torch.empty_strided(shard.shape, shard.stride(), dtype=dtype, device=shard.device)
+    else:
+        out = torch.empty(shard.shape, dtype=dtype, device=shard.device)
+    return out.copy_(shard)
+
+
+def _dense_globally(shard: torch.Tensor, global_shape: tuple[int, ...]) -> bool:
+    """Whether the dims larger than 1 globally cover the shard's memory without gaps, in some
+    order (torch's non-overlapping and dense, without skipping local size-1 dims)."""
+    real = [d for d in range(shard.ndim) if global_shape[d] != 1]
+    dims = sorted(real, key=lambda d: (shard.stride(d), -d))  # a tie: the later dim is faster
+    expected = 1
+    for d in dims:
+        if shard.stride(d) != expected:
+            return False
+        expected *= shard.shape[d]
+    return True
 
 
 def is_contiguous_globally(shard: torch.Tensor, global_shape: tuple[int, ...]) -> bool:
