@@ -105,6 +105,16 @@ def _cast_of_slice(t: Any) -> tuple[Any, Any]:  # torch's conversion of a slice:
     return c, c.contiguous()
 
 
+def _clone_of_transpose(t: Any) -> tuple[Any, Any]:  # torch keeps the transposed layout
+    c = t.T.clone()
+    return c, c.contiguous()
+
+
+def _cast_of_transpose(t: Any) -> tuple[Any, Any]:
+    c = t.T.double()
+    return c, c.contiguous()
+
+
 #: (shape, mesh, placements, program): the program returns a base and a result that torch
 #: makes a view or a copy of it; a write to the base must reach the result as in torch
 SIZE_ONE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], list[str], Callable[..., Any]]] = [
@@ -118,6 +128,9 @@ SIZE_ONE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], list[str], Callable
     ((2, 2), (2,), ["S1"], _flatten_of_reshaped_transpose),
     ((1, 4), (2, 2), ["S1", "S1"], _view_of_transpose),
     ((3, 4), (2,), ["S0"], _cast_of_slice),
+    ((2, 3), (3,), ["S1"], _clone_of_transpose),
+    ((2, 3), (2,), ["S1"], _clone_of_transpose),
+    ((2, 3), (3,), ["S1"], _cast_of_transpose),
 ]
 
 

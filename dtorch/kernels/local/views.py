@@ -165,7 +165,9 @@ def _dense_globally(shard: torch.Tensor, global_shape: tuple[int, ...]) -> bool:
     """Whether the dims larger than 1 globally cover the shard's memory without gaps, in some
     order (torch's non-overlapping and dense, without skipping local size-1 dims)."""
     real = [d for d in range(shard.ndim) if global_shape[d] != 1]
-    dims = sorted(real, key=lambda d: (shard.stride(d), -d))  # a tie: the later dim is faster
+    # a tie: a dim the device holds one row of is the faster one (its stride is that of the
+    # next slower dim, in a contiguous shard), whatever the dims' order after a transpose
+    dims = sorted(real, key=lambda d: (shard.stride(d), shard.shape[d] != 1))
     expected = 1
     for d in dims:
         if shard.stride(d) != expected:
