@@ -49,6 +49,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -409,12 +410,12 @@ def _check_mesh(config: transformers.LlamaConfig, mesh: dtorch.DeviceMesh) -> No
             f"llama: mesh dims {names or mesh.shape} include unknown names {unknown}; "
             f"accepted: names among {list(DIM_NAMES)}"
         )
-    tp = mesh.dim_name_index("tp")
     heads = _heads(config)[0]
-    if tp is not None and heads % mesh.shape[tp]:
+    split = {n: mesh.shape[i] for i, n in enumerate(names) if n in ("tp", "ulysess_cp")}
+    if heads % math.prod(split.values()):  # Ulysses attention splits the heads too
         raise ValueError(
-            f"llama: {heads} attention heads do not split over tp="
-            f"{mesh.shape[tp]}; accepted: a tp size dividing the attention heads"
+            f"llama: {heads} attention heads do not split over {split}; accepted: tp (times "
+            "ulysess_cp) dividing the attention heads"
         )
 
 

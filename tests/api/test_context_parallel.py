@@ -109,6 +109,34 @@ def test_cp_beside_dp_or_tp(
     _check(graph, mesh, layout, _qkv(2, 8, 4, 6), enable_gqa=True)
 
 
+@pytest.mark.parametrize(
+    ("names", "q_layout", "kv_layout"),
+    [
+        (("tp", "ring_cp"), [S1, S2], [R, S2]),
+        (("ring_cp", "tp"), [S2, S1], [S2, R]),
+        (("ulysess_cp", "tp"), [S2, S1], [S2, R]),
+    ],
+)
+def test_cp_beside_a_tp_finer_than_the_kv_heads(
+    names: tuple[str, str],
+    q_layout: list[dtorch.Placement],
+    kv_layout: list[dtorch.Placement],
+    graph: dtorch.Graph,
+) -> None:
+    """tp=4 over 2 kv heads (Replicate k/v, 8 q heads): the kv heads are repeated for the
+    devices' q heads, on the ring and in Ulysses (they were refused beside a cp dim)."""
+    shape = (4, 2) if names[0] == "tp" else (2, 4)
+    mesh = dtorch.init_device_mesh("cpu", shape, mesh_dim_names=names)
+    fulls = _qkv(1, 8, 2, 6)
+    for causal in (False, True):
+        q = place(fulls[0], mesh, q_layout, graph)
+        k, v = (place(t, mesh, kv_layout, graph) for t in fulls[1:])
+        out = DF.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+        want = F.scaled_dot_product_attention(*fulls, is_causal=causal, enable_gqa=True)
+        assert out.placements == q_layout
+        torch.testing.assert_close(out.to_torch(), want)
+
+
 def test_dp_by_ulysses_by_ring(graph: dtorch.Graph) -> None:
     names = ("dp", "ulysess_cp", "ring_cp")
     mesh = dtorch.init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=names)

@@ -50,6 +50,7 @@ _THREAD_MESHES = [
     ((2, 2, 2, 2), ("dp", "tp", "pp", "ring_cp")),
     ((2, 2, 2, 2, 2), ("dp", "tp", "pp", "ulysess_cp", "ring_cp")),
     ((2, 4), ("dp", "tp")),  # tp=4 over 2 kv heads: k/v projections Replicate
+    ((4, 2), ("tp", "ring_cp")),  # the same beside ring attention
 ]
 #: Run in thread and process mode (the process set is small: it is slower).
 _BOTH_MESHES = [((2,), ("tp",)), ((2, 2, 2), ("tp", "pp", "ring_cp")), ((4,), ("tp",))]
@@ -245,7 +246,12 @@ def test_a_model_cast_to_half_precision_matches_transformers_cast(
 
 @pytest.mark.parametrize(
     ("shape", "names", "match"),
-    [((2,), ("cp",), "unknown names"), ((8,), ("tp",), "attention heads"), ((2, 2), None, "names")],
+    [
+        ((2,), ("cp",), "unknown names"),
+        ((8,), ("tp",), "attention heads"),
+        ((2, 4), ("ulysess_cp", "tp"), "attention heads"),  # Ulysses splits the heads too
+        ((2, 2), None, "names"),
+    ],
     ids=str,
 )
 def test_bad_meshes_are_refused(

@@ -117,8 +117,9 @@ def scaled_dot_product_attention(
     )  # fmt: skip
     option = sdpa_option if sdpa_option is not None else _DEFAULT
     ulysses, ring = (_cp_dim(t, (query, key, value)) for t in _names(option))
-    if ulysses is None and ring is None:
+    if ulysses is None:  # Ulysses repeats the kv heads its own way (_kv_for_ulysses)
         key, value, param = _kv_for_head_split(query, key, value, param)
+    if ulysses is None and ring is None:
         inputs = (query, key, value) if mask is None else (query, key, value, mask)
         return record_one(_NAME, param, inputs)
     if mask is not None:
@@ -228,8 +229,9 @@ def _kv_for_ulysses(
     hq, hk = q.shape[-3], k.shape[-3]
     heads = q.ndim - 3
     sizes = k.device_mesh.shape
+    # q's head split (k/v Replicate there are chunked as q's heads), times Ulysses'
     parts = sizes[ulysses] * math.prod(
-        n for p, n in zip(k.placements, sizes, strict=True) if p == Shard(heads)
+        n for p, n in zip(q.placements, sizes, strict=True) if p == Shard(heads)
     )
     if hq == hk or hk % parts == 0:
         return k, v, param
