@@ -248,7 +248,8 @@ def test_bad_arguments(graph: dtorch.Graph) -> None:
                 layer(shape)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^layer_norm: each size of normalized_shape must be"):
         F.layer_norm(dtorch.ones(2, 4), (4.0,))  # type: ignore[arg-type]
-    assert nn.LayerNorm(np.int64(4)).normalized_shape == (4,)  # as torch takes it
+    for shape in (np.int64(4), np.array([4]), (n for n in [4])):  # as torch takes them
+        assert nn.LayerNorm(shape).normalized_shape == (4,)
 
 
 def test_batch_norm_with_a_device_holding_no_channels(graph: dtorch.Graph) -> None:

@@ -43,21 +43,30 @@ if TYPE_CHECKING:
 
 
 def normalized_dims(name: str, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
-    """``normalized_shape`` as a tuple: an int or a sequence of ints (numpy integers too), as
-    torch takes it; a float, a bool or a string is a TypeError (torch's), not truncated.
+    """``normalized_shape`` as a tuple: an int or an iterable of ints (numpy integers and
+    arrays too), as torch takes it; a float, a bool or a string is a TypeError (torch's), not
+    truncated.
 
     Example:
         >>> normalized_dims("LayerNorm", 4), normalized_dims("layer_norm", [2, 3])
         ((4,), (2, 3))
     """
-    if isinstance(normalized_shape, bool) or not hasattr(normalized_shape, "__index__"):
-        if isinstance(normalized_shape, Sequence) and not isinstance(normalized_shape, str):
-            return tuple(as_int(name, "each size of normalized_shape", s) for s in normalized_shape)
-        raise TypeError(
-            f"{name}: normalized_shape must be an int or a sequence of ints, got "
-            f"{normalized_shape!r} ({type(normalized_shape).__name__})"
-        )
-    return (as_int(name, "normalized_shape", normalized_shape),)
+    if isinstance(normalized_shape, (bool, str, bytes)):
+        raise _not_a_shape(name, normalized_shape)
+    if hasattr(normalized_shape, "__index__") and getattr(normalized_shape, "ndim", 0) == 0:
+        return (as_int(name, "normalized_shape", normalized_shape),)
+    try:  # torch takes any iterable of ints (a list, a numpy array, a generator)
+        items = tuple(normalized_shape)  # type: ignore[arg-type]
+    except TypeError:
+        raise _not_a_shape(name, normalized_shape) from None
+    return tuple(as_int(name, "each size of normalized_shape", s) for s in items)
+
+
+def _not_a_shape(name: str, normalized_shape: object) -> TypeError:
+    return TypeError(
+        f"{name}: normalized_shape must be an int or a sequence of ints, got "
+        f"{normalized_shape!r} ({type(normalized_shape).__name__})"
+    )
 
 
 def _present(*tensors: Tensor | None) -> tuple[Tensor, ...]:
