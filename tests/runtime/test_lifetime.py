@@ -122,24 +122,38 @@ def _python(script: str, timeout_s: float) -> subprocess.CompletedProcess[str]:
 def test_exiting_with_queued_work_drops_it_and_exits_promptly(per_process: bool) -> None:
     """A script that ends (or is Ctrl-C'd) with a minute of kernels queued: nothing can read
     their results, so the graph's close at exit drops them. It waited 30 s per graph, and the
-    kernels still running as the interpreter tore down aborted it (SIGABRT) in most runs."""
+    kernels still running as the interpreter tore down aborted it (SIGABRT) in most runs. A
+    thread still waiting on a future then learns that the graph was closed (it got "promise
+    dropped before a value was set", from the future's finalizer, which ran first)."""
     script = textwrap.dedent(
         f"""
-        import time, dtorch
+        import threading, time, dtorch
         g = dtorch.Graph(dtorch.GraphOption(per_device_per_process={per_process}))
         mesh = dtorch.init_device_mesh("cpu", 2)
         x = dtorch.randn(512, 512, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=g)
         assert x.sum().item() == x.sum().item()  # the devices run
         for _ in range(3000):
             x = (x @ x.redistribute(mesh, [dtorch.Replicate()])).tanh()
+        future = x.to_torch_async()
+
+        def wait():
+            try:
+                future.get(timeout_s=60)
+            except Exception as error:
+                print(type(error).__name__, error, flush=True)
+
+        threading.Thread(target=wait, daemon=True).start()
         print(time.monotonic(), flush=True)
         """
     )
     done = _python(script, timeout_s=120)
     ended = time.monotonic()
     assert done.returncode == 0, done.stderr[-2000:]
-    assert ended - float(done.stdout.strip()) < 15.0  # 30 s and more before (thread mode)
+    lines = done.stdout.splitlines()
+    assert ended - float(lines[0]) < 15.0  # 30 s and more before (thread mode)
     assert "Error" not in done.stderr, done.stderr[-2000:]
+    for line in lines[1:]:  # the waiter may not get to print before the interpreter ends
+        assert line.startswith("GraphError the graph was closed"), line
 
 
 def _descriptors(pid: int) -> int:

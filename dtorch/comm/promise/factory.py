@@ -35,7 +35,9 @@ def _memory(void: bool, name: str | None, namespace: CommNamespace | None) -> _P
     cell = MemoryCell(name or uuid.uuid4().hex)
     handle = PromiseHandle(PromiseKind.MEMORY, cell.name)
     promise: _Promise = CellVoidPromise(cell, handle) if void else CellTensorPromise(cell, handle)
-    weakref.finalize(promise, cell.abandon)
+    # not at exit: a graph's exit-time close settles its promises with the reason (a thread
+    # waiting on one got "dropped before a value was set", from the hook that runs first)
+    weakref.finalize(promise, cell.abandon).atexit = False
     return promise
 
 
