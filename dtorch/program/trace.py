@@ -35,7 +35,7 @@ from dtorch.ir.params import (
 )
 from dtorch.ir.random_draw import RANDOM_DRAWS
 from dtorch.ir.rules import Inference
-from dtorch.ir.span import caller_span
+from dtorch.ir.span import Span, caller_span
 from dtorch.program.spec import ProgramSpec
 from dtorch.program.tree import Tree
 from dtorch.runtime.shards import writes_first_input
@@ -226,9 +226,8 @@ class Tracer:
         """Another thread reads the function's inputs or what it made: that work is the
         function's, but only its own thread's operators are recorded, so a replay would give
         the trace-time value instead."""
-        span = op.span if op.span.line > 0 else caller_span(_OWN_FRAMES)
         raise TraceError(
-            f"dtorch.trace({self.name}): {op.name} at {span!r}, recorded by another thread, "
+            f"dtorch.trace({self.name}): {op.name} at {_where(op)!r}, recorded by another thread, "
             "reads the traced function's tensors; a program records the operators of the "
             "thread that traces only, so the function's work must be recorded in that thread "
             "(not in a thread pool it submits to)"
@@ -238,13 +237,17 @@ class Tracer:
         promise = getattr(op.param, "promise", None)
         if promise is not None:  # registered already: nothing will settle it now
             self.graph.executor.promises.pop(promise.name)
-        span = op.span if op.span.line > 0 else caller_span(_OWN_FRAMES)
         raise TraceError(
-            f"dtorch.trace({self.name}): the function {reason} at {span!r}; a program replays "
-            "the same operators on new inputs, so nothing in it may depend on values or "
+            f"dtorch.trace({self.name}): the function {reason} at {_where(op)!r}; a program "
+            "replays the same operators on new inputs, so nothing in it may depend on values or "
             "draw new random numbers. Move it out of the traced function (return the tensor "
             "and read it after the call; pass random tensors in as arguments)"
         )
+
+
+def _where(op: Operator) -> Span:
+    """The user's line of ``op`` (the caller's, where the operator has none)."""
+    return op.span if op.span.line > 0 else caller_span(_OWN_FRAMES)
 
 
 def build_spec(
