@@ -45,6 +45,8 @@ from dtorch.cluster.gated_store import (
     DELETE,
     ERROR,
     GET,
+    HEARTBEAT_IVL_MS,
+    HEARTBEAT_TIMEOUT_MS,
     MAX_BODY_BYTES,
     MAX_KEY_BYTES,
     MAX_KEYS,
@@ -64,9 +66,6 @@ from dtorch.cluster.gated_store import (
 )
 from dtorch.comm.store.network_gate import client_options, store_context
 
-#: ZeroMQ heartbeats: a peer silent this long (a dead host) counts as gone.
-HEARTBEAT_IVL_MS = 1000
-HEARTBEAT_TIMEOUT_MS = 3000
 #: How long an answer may come after the store's own deadline for a waiting request.
 _GRACE_S = 2.0
 #: How often a waiting request looks at the connection's events.

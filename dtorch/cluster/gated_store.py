@@ -54,11 +54,19 @@ from typing import Any
 
 import zmq
 
+from dtorch.cluster.liveness import LOST_AFTER_SECONDS
 from dtorch.comm.store.network_gate import Gate, password, server_options
 from dtorch.comm.store.network_protocol import FRAME_BYTES
 from dtorch.errors import RendezvousError
 from dtorch.runtime.daemon import DaemonThread
 from dtorch.transport.handshakes import HandshakeWatch, RefusalLog
+
+#: ZeroMQ heartbeats on the store's connections: a peer silent this long counts as gone. Longer
+#: than the liveness verdict (``liveness.LOST_AFTER_SECONDS``): a worker stalled 3-5 s (a
+#: stop, a swap storm) is not lost, and a store connection dropped under it made its next
+#: group's rendezvous fail unreported, its peers waiting for the comm timeout.
+HEARTBEAT_IVL_MS = 1000
+HEARTBEAT_TIMEOUT_MS = int(2 * LOST_AFTER_SECONDS * 1000)
 
 _LOG = logging.getLogger(__name__)
 
@@ -178,8 +186,8 @@ class StoreServer:
             socket.setsockopt(option, value)
         # a client that does not read its replies gets no more queued than this (ROUTER drops)
         socket.setsockopt(zmq.SNDHWM, 16)
-        socket.setsockopt(zmq.HEARTBEAT_IVL, 1000)  # a dead client's connection is dropped
-        socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3000)
+        socket.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_IVL_MS)  # a dead client's is dropped
+        socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, HEARTBEAT_TIMEOUT_MS)
         self._watch = HandshakeWatch(socket, self._refusals)  # before bind: no peer missed
         try:
             socket.bind(f"tcp://{host}:{port or '*'}")

@@ -94,6 +94,27 @@ def test_a_collective_with_a_lost_worker_fails_with_its_death():
     assert codes[1] == -signal.SIGKILL, codes
 
 
+def test_a_worker_stalled_for_less_than_the_liveness_verdict_still_joins_new_groups():
+    """Stopped 4 s (not lost: the verdict takes 5), a worker's store connection was dropped
+    by a 3 s heartbeat, and its next group's rendezvous failed unreported: the collective
+    hung until the comm timeout. The store's heartbeats outlast the verdict now."""
+    cluster = Cluster(per_host=1, main_node=False)
+    try:
+        cluster.wait_ready()
+        graph = cluster.graph()
+        mesh = dtorch.init_device_mesh("cpu", (2,))
+        x = dtorch.ones(1000, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+        assert (x + 1).to_torch().sum().item() == 2000.0  # no collective, no group yet
+        cluster.processes[1].send_signal(signal.SIGSTOP)
+        time.sleep(4.0)
+        cluster.processes[1].send_signal(signal.SIGCONT)
+        assert x.sum().to_torch_async().get(timeout_s=30).item() == 1000.0
+        graph.close()
+    finally:
+        codes = cluster.close()
+    assert codes == [0, 0], codes
+
+
 def test_workers_exit_when_their_controller_is_killed():
     environ = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if os.path.isabs(p)))
     controller = subprocess.Popen(
