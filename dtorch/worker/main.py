@@ -280,3 +280,6 @@ def main(argv: list[str] | None = None) -> int:
     except DTorchError as error:
         print(f"dtorch.worker: {error}", file=sys.stderr)
         return EXIT_FATAL
+    except dist.DistStoreError as error:  # the rendezvous store's own (a lost connection)
+        print(f"dtorch.worker: the rendezvous store failed: {error}", file=sys.stderr)
+        return EXIT_FATAL

@@ -247,3 +247,26 @@ def test_a_worker_waiting_for_the_start_reads_only_a_signed_abort_record() -> No
     store.put(ABORT_KEY, AbortRecord("rank 1 disagrees"))
     with pytest.raises(RendezvousError, match="the controller refused the cluster: rank 1"):
         wait_start(store, 30.0)
+
+
+def test_a_store_failure_ends_a_worker_with_a_message(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch's DistStoreError from the rendezvous store (a connection lost while the worker
+    reads the start record) ended the worker with a traceback, status 1."""
+    import torch.distributed as dist
+
+    from dtorch.runtime.process.worker import EXIT_FATAL
+    from dtorch.worker import main as worker_main
+
+    def lost(options: object) -> int:
+        raise dist.DistStoreError("the connection was lost (the controller closed the store)")
+
+    monkeypatch.setattr(worker_main, "run", lost)
+    monkeypatch.setenv("DTORCH_CLUSTER_TOKEN", TOKEN)
+    argv = ["--rank", "0", "--world-size", "1", "--main", "127.0.0.1:1"]
+    assert worker_main.main(argv) == EXIT_FATAL
+    assert capsys.readouterr().err == (
+        "dtorch.worker: the rendezvous store failed: the connection was lost (the controller "
+        "closed the store)\n"
+    )
