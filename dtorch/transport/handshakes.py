@@ -3,8 +3,10 @@
 A peer that fails a listener's security handshake (CURVE, or the network store's PLAIN gate)
 never delivers a frame, so the application never sees it: libzmq reports it to a socket
 monitor only. ``HandshakeWatch`` reads a listener's monitor and logs each failure through a
-``RefusalLog``, which logs the first ``LOGGED_REFUSALS`` refusals one by one and then one line
-per ``LOGGED_REFUSALS`` (a flood of bad peers must not become a flood of log lines).
+``RefusalLog``, which logs the first ``LOGGED_REFUSALS`` refusals one by one and then at most
+one line per ``SUMMARY_SECONDS``, with the count so far (a flood of bad peers must not become
+a flood of log lines: one line per hundred refusals was 60 lines a second under a garbage
+flood of every port).
 
 What libzmq 4.3 reports, and so what is logged:
 
@@ -36,14 +38,16 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-#: Refusals logged one by one; beyond this, one line per this many.
+#: Refusals logged one by one; beyond them, at most one line per ``SUMMARY_SECONDS``.
 LOGGED_REFUSALS = 100
+SUMMARY_SECONDS = 10.0
 #: The events a watch asks for: failed handshakes that ZAP does not see, and the monitor's end.
 WATCHED = (
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -55,12 +59,17 @@ _POLL_MS = 500
 
 
 class RefusalLog:
-    """Warnings about refused peers of one listener (``what``), rate-limited; thread-safe."""
+    """Warnings about refused peers of one listener (``what``), rate-limited; thread-safe.
+    ``clock``: seconds, rising (``time.monotonic``; tests give their own)."""
 
-    def __init__(self, logger: logging.Logger, what: str) -> None:
+    def __init__(
+        self, logger: logging.Logger, what: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.logger = logger
         self.what = what
         self.count = 0
+        self._clock = clock
+        self._quiet_until = 0.0  # once past LOGGED_REFUSALS: when the next line may come
         self._lock = threading.Lock()
 
     def refused(self, text: str) -> None:
@@ -68,7 +77,11 @@ class RefusalLog:
         with self._lock:
             self.count += 1
             count = self.count
-        if count <= LOGGED_REFUSALS or count % LOGGED_REFUSALS == 0:
+            now = self._clock()
+            logged = count <= LOGGED_REFUSALS or now >= self._quiet_until
+            if logged and count >= LOGGED_REFUSALS:
+                self._quiet_until = now + SUMMARY_SECONDS
+        if logged:
             self.logger.warning("%s %s (%d so far)", self.what, text, count)
 
 

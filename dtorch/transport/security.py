@@ -13,7 +13,7 @@ bytes the controller makes; ``dtorch.cluster`` says how workers obtain it):
 * a peer that fails the handshake before ZAP is asked (a NULL-mechanism peer, a wrong server
   key, malformed greetings) is logged from the socket's monitor (``dtorch.transport.
   handshakes`` says exactly what libzmq reports); both are rate-limited: the first 100
-  refusals of a socket one by one, then one line per 100;
+  refusals of a socket one by one, then at most one line per 10 s;
 * a connection that fails the handshake never delivers a frame: the application sees nothing,
   and an unauthenticated subscriber receives nothing.
 

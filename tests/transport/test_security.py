@@ -191,3 +191,21 @@ def test_listeners_taking_small_messages_drop_a_peer_declaring_a_huge_one():
         with Pusher(beats.address, 1, keys=KEYS) as pusher:  # a small message still arrives
             pusher.send(b"beat", [b"1"])
             assert bytes(beats.recv().parts[0]) == b"1"
+
+
+def test_refusals_past_the_first_hundred_log_a_line_per_interval(caplog):
+    """The first 100 refusals one line each, then at most one line per SUMMARY_SECONDS with
+    the count (one line per hundred refusals was 60 lines a second under a garbage flood)."""
+    from dtorch.transport.handshakes import LOGGED_REFUSALS, SUMMARY_SECONDS, RefusalLog
+
+    now = [0.0]
+    log = RefusalLog(logging.getLogger("refusals-test"), "a listener", clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="refusals-test"):
+        for _ in range(LOGGED_REFUSALS + 5000):  # a flood within one interval
+            log.refused("refused a peer")
+        now[0] += SUMMARY_SECONDS  # the interval ends: the next refusal is logged, counted
+        for _ in range(3):
+            log.refused("refused a peer")
+    counts = [int(r.getMessage().rsplit("(", 1)[1].split()[0]) for r in caplog.records]
+    assert counts == [*range(1, LOGGED_REFUSALS + 1), LOGGED_REFUSALS + 5001]
+    assert log.count == LOGGED_REFUSALS + 5003
