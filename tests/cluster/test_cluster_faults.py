@@ -70,6 +70,14 @@ def test_losing_a_host_fails_pending_futures_in_time_naming_it():
     assert codes[1] == -signal.SIGKILL and codes[0] == 0, codes
 
 
+def _ones_on_two_hosts(cluster: Cluster, n: int) -> tuple[dtorch.Graph, dtorch.Tensor]:
+    """A graph on the ready ``cluster`` (one worker a host) and ones(n) sharded over both."""
+    cluster.wait_ready()
+    graph = cluster.graph()
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    return graph, dtorch.ones(n, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+
+
 def test_a_collective_with_a_lost_worker_fails_with_its_death():
     """The survivor's half of a collective fails first (Gloo: "connection reset by peer"),
     seconds before the heartbeats' silence tells the controller the peer is gone: its failure
@@ -77,10 +85,7 @@ def test_a_collective_with_a_lost_worker_fails_with_its_death():
     as in process mode, not a KernelError quoting Gloo."""
     cluster = Cluster(per_host=1, main_node=False)
     try:
-        cluster.wait_ready()
-        graph = cluster.graph()
-        mesh = dtorch.init_device_mesh("cpu", (2,))
-        x = dtorch.ones(4, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+        graph, x = _ones_on_two_hosts(cluster, 4)
         assert x.sum().item() == 4.0
         cluster.processes[1].send_signal(signal.SIGKILL)
         cluster.processes[1].wait()
@@ -100,10 +105,7 @@ def test_a_worker_stalled_for_less_than_the_liveness_verdict_still_joins_new_gro
     hung until the comm timeout. The store's heartbeats outlast the verdict now."""
     cluster = Cluster(per_host=1, main_node=False)
     try:
-        cluster.wait_ready()
-        graph = cluster.graph()
-        mesh = dtorch.init_device_mesh("cpu", (2,))
-        x = dtorch.ones(1000, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+        graph, x = _ones_on_two_hosts(cluster, 1000)
         assert (x + 1).to_torch().sum().item() == 2000.0  # no collective, no group yet
         cluster.processes[1].send_signal(signal.SIGSTOP)
         time.sleep(4.0)
