@@ -37,6 +37,9 @@ from dtorch.ir.params import (
 )
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
+#: One run of a reshape: the old dims and the new dims they make.
+_Group = tuple[list[int], list[int]]
+
 
 def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``view``/``reshape``/``flatten`` to the output's local shape: a view where torch makes
@@ -50,25 +53,24 @@ def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     tracked at record time), so a program that checks it before ``view`` must not fail."""
     shard = inputs[0]
     shape = ctx.outputs[0].local_shape(device)
-    old, new = ctx.inputs[0].shape, ctx.outputs[0].shape
     if shard.numel() == 0:
         return [shard.view(shape)]
-    if _viewable(shard, old, new):  # torch's view would re-stride the local size-1 dims
-        return [
-            shard.as_strided(shape, _view_strides(shard, old, new, shape), shard.storage_offset())
-        ]
+    old = ctx.inputs[0].shape
+    groups = _merged_groups(old, ctx.outputs[0].shape)  # by the global shapes: alike everywhere
+    if _viewable(shard, old, groups):  # torch's view would re-stride the local size-1 dims
+        strides = _view_strides(shard, old, groups, shape)
+        return [shard.as_strided(shape, strides, shard.storage_offset())]
     return [shard.clone(memory_format=torch.contiguous_format).view(shape)]
 
 
-def _viewable(shard: torch.Tensor, global_shape: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    """Whether torch could view the GLOBAL tensor (``global_shape``) as ``shape`` (global)
-    without a copy, judged from the shard: the old dims that one new dim merges
-    (grouped by the global shapes, alike on every device) must follow each other in memory
-    with nothing between. A dim the device holds one row of is judged by its stride, which
-    still tells where it lies (a size-1 dim's stride ties with the next slower dim's)."""
-    groups = _merged_dims(global_shape, shape)
+def _viewable(shard: torch.Tensor, global_shape: tuple[int, ...], groups: list[_Group]) -> bool:
+    """Whether torch could view the GLOBAL tensor (``global_shape``) without a copy as the
+    shape whose ``groups`` of merged dims are given, judged from the shard: the old dims that
+    one new dim merges must follow each other in memory with nothing between. A dim the device
+    holds one row of is judged by its stride, which still tells where it lies (a size-1 dim's
+    stride ties with the next slower dim's)."""
     strides, sizes = shard.stride(), shard.shape
-    for dims in groups:
+    for dims, _ in groups:
         real = [d for d in dims if global_shape[d] != 1]
         for slower, faster in pairwise(real):
             if strides[slower] != strides[faster] * sizes[faster]:
@@ -96,7 +98,7 @@ def _between(
 
 
 def _view_strides(
-    shard: torch.Tensor, old: tuple[int, ...], new: tuple[int, ...], shape: tuple[int, ...]
+    shard: torch.Tensor, old: tuple[int, ...], groups: list[_Group], shape: tuple[int, ...]
 ) -> tuple[int, ...]:
     """The strides of the viewable reshape of ``shard`` to the local ``shape``: each run of new
     dims laid out row-major from the stride of the fastest old dim of its group that is larger
@@ -104,7 +106,7 @@ def _view_strides(
     (torch's own view gives such a dim any stride: a later view or ``contiguous`` would judge
     it from that)."""
     strides = [1] * len(shape)
-    for old_dims, new_dims in _merged_groups(old, new):
+    for old_dims, new_dims in groups:
         real = [d for d in old_dims if old[d] != 1]
         step = shard.stride(real[-1]) if real else 1
         for j in reversed(new_dims):
@@ -113,15 +115,10 @@ def _view_strides(
     return tuple(strides)
 
 
-def _merged_dims(old: tuple[int, ...], new: tuple[int, ...]) -> list[list[int]]:
-    """The old dims each run of new dims is made of (reshape's grouping by products)."""
-    return [old_dims for old_dims, _ in _merged_groups(old, new)]
-
-
-def _merged_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
+def _merged_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[_Group]:
     """Reshape's grouping by products: (old dims, new dims) of each run; trailing dims of size
     1 left over on either side join the last run."""
-    groups: list[tuple[list[int], list[int]]] = []
+    groups: list[_Group] = []
     i = j = 0
     while i < len(old) and j < len(new):
         dims, made, have, want = [i], [j], old[i], new[j]
