@@ -162,7 +162,7 @@ def _kv_for_head_split(
     heads = q.ndim - 3
     hq, hk = q.shape[heads], k.shape[heads]
     mesh = q.device_mesh
-    parts = math.prod(n for p, n in zip(q.placements, mesh.shape, strict=True) if p == Shard(heads))
+    parts = _head_parts(q)
     if hq == hk or hk % parts == 0 or hq % parts or hq % hk or hk != v.shape[heads]:
         return k, v, param  # nothing to do, or what the rule names
     if {k.device_mesh, v.device_mesh} != {mesh} or Shard(heads) in (*k.placements, *v.placements):
@@ -170,6 +170,12 @@ def _kv_for_head_split(
     r = parts // math.gcd(hk, parts)  # divides Hq / Hk, since parts divides Hq = Hk * g
     k, v = (repeat_interleave(t, r, heads) for t in (k, v))
     return k, v, param
+
+
+def _head_parts(q: Tensor) -> int:
+    """Into how many parts the mesh dims that shard q's heads (dim -3) split them."""
+    heads, sizes = Shard(q.ndim - 3), q.device_mesh.shape
+    return math.prod(n for p, n in zip(q.placements, sizes, strict=True) if p == heads)
 
 
 def _expanded(t: Tensor, lead: torch.Size, keep: int) -> Tensor:
@@ -228,11 +234,8 @@ def _kv_for_ulysses(
     """k, v with heads that split over the Ulysses devices: GQA heads repeated if need be."""
     hq, hk = q.shape[-3], k.shape[-3]
     heads = q.ndim - 3
-    sizes = k.device_mesh.shape
     # q's head split (k/v Replicate there are chunked as q's heads), times Ulysses'
-    parts = sizes[ulysses] * math.prod(
-        n for p, n in zip(q.placements, sizes, strict=True) if p == Shard(heads)
-    )
+    parts = k.device_mesh.shape[ulysses] * _head_parts(q)
     if hq == hk or hk % parts == 0:
         return k, v, param
     group = hq // hk
