@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -636,7 +637,7 @@ def test_a_save_into_a_missing_directory_names_the_path_given(tmp_path: Path) ->
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_save_onto_a_directory_or_through_a_symlink(tmp_path: Path) -> None:
+def test_a_save_onto_a_directory_or_through_a_symlink(graph: dtorch.Graph, tmp_path: Path) -> None:
     """A directory is refused naming it (the rename's error named the temporary file), before
     anything is written; a symlink is written through, as torch.save does (the rename put a
     file in the link's place and left its target as it was)."""
@@ -654,11 +655,13 @@ def test_a_save_onto_a_directory_or_through_a_symlink(tmp_path: Path) -> None:
     assert dtorch.load_program(real)(dtorch.ones(2)).tolist() == [2.0, 2.0]
 
 
-def test_a_load_onto_a_closed_graph_is_a_graph_error(tmp_path: Path) -> None:
+def test_a_load_onto_a_closed_graph_is_a_graph_error(
+    graph: dtorch.Graph, make_graph: Callable[[], dtorch.Graph], tmp_path: Path
+) -> None:
     """Not a DeserializationError (the file is sound), with constants or without (that one
     loaded, and its first call failed)."""
     w = dtorch.ones(2)
-    closed = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
+    closed = make_graph()
     closed.close()
     for index, fn in enumerate((lambda t: t * 2, lambda t: t * w)):
         path = tmp_path / f"{index}.dtorch"
