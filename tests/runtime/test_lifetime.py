@@ -139,8 +139,8 @@ def test_exiting_with_queued_work_drops_it_and_exits_promptly(per_process: bool)
         def wait():
             try:
                 future.get(timeout_s=60)
-            except Exception as error:
-                print(type(error).__name__, error, flush=True)
+            except Exception as error:  # one write: the exit may end the thread between two
+                print(f"{{type(error).__name__}} {{error}}", flush=True)
 
         threading.Thread(target=wait, daemon=True).start()
         print(time.monotonic(), flush=True)
