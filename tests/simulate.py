@@ -31,9 +31,11 @@ Example:
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -288,10 +290,22 @@ def layout_combos(
     (seeded) when there are more, always with all-Replicate first. Bool inputs are never
     Partial (a sum of bools is no bool)."""
     per_input = [layouts(mesh_ndim, t.ndim, partial=t.dtype != torch.bool) for t in tensors]
-    combos = list(itertools.product(*per_input))
-    if len(combos) <= limit:
-        return combos
-    return [combos[0], *random.Random(seed).sample(combos[1:], limit - 1)]
+    count = math.prod(len(choices) for choices in per_input)
+    if count <= limit:
+        return list(itertools.product(*per_input))
+    # the same draw as sampling the list of every combination (sample picks by index alone),
+    # without building it: three 3-D inputs on a 3-D mesh have 2 million
+    picks = random.Random(seed).sample(range(1, count), limit - 1)
+    return [_nth_combo(per_input, i) for i in (0, *picks)]
+
+
+def _nth_combo(per_input: Sequence[Sequence[Any]], index: int) -> tuple[Any, ...]:
+    # element ``index`` of itertools.product(*per_input) (the last input varies fastest)
+    combo = []
+    for choices in reversed(per_input):
+        index, k = divmod(index, len(choices))
+        combo.append(choices[k])
+    return tuple(reversed(combo))
 
 
 def run_layouts(
