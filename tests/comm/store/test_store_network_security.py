@@ -8,6 +8,7 @@ the legitimate exchange that follows still matches torch. (Peers refused at the 
 from __future__ import annotations
 
 import logging
+import time
 
 import ormsgpack
 import pytest
@@ -150,7 +151,12 @@ def test_refusals_are_warnings_in_the_log(namespace, watch, caplog, outsider):
     with two_ranks(namespace) as (rank0, _rank1):
         outsider(rank0.endpoint, gate=namespace.secret).send(_unsigned([Op.GET, 1, "k", 1.0]))
         watch.wait_for(_NO_REQUEST)
-    records = [r for r in caplog.records if _NO_REQUEST in r.getMessage()]
+    # the coordinator's thread hands the record to ``watch`` (on the store's logger) before
+    # the root logger's caplog: it may not have reached caplog yet
+    deadline = time.monotonic() + 5
+    while not (records := [r for r in caplog.records if _NO_REQUEST in r.getMessage()]):
+        assert time.monotonic() < deadline, "the refusal never reached the root logger"
+        time.sleep(0.01)
     assert len(records) == 1 and records[0].levelno == logging.WARNING
     assert records[0].name == "dtorch.comm.store.network_coordinator"
 
