@@ -97,8 +97,12 @@ class ClusterNode:
 
     A ``wait_ready`` that finds worker records that disagree refuses the cluster: it writes
     an abort record with the reason, so the workers waiting for the start exit at once with
-    it, and later calls raise it again (one that times out refuses nothing: it may be called
-    again). ``close`` frees the store's port at once."""
+    it, and later calls raise it again (one that times out waiting for a rank to register
+    refuses nothing: it may be called
+    again). Once the start record is written, the pool's heartbeats watch the workers: a
+    registered worker gone before it connected fails ``wait_ready`` within seconds, and any
+    failure from the start on refuses the cluster (it cannot start twice) and stops the
+    workers. ``close`` frees the store's port at once."""
 
     def __init__(self, host: str, port: int, token: bytes) -> None:
         self.token = token
@@ -147,17 +151,26 @@ class ClusterNode:
         records = self._registered(deadline)  # a timeout is no refusal: wait_ready again
         self.records.put(START_KEY, StartRecord(tuple(r.host for r in records)))
         self.started = True
-        publisher, puller = self.channels[0], self.channels[1]
-        _wait_ready(puller, records, deadline)
-        publisher.wait_subscribers(len(records), max(0.1, deadline - time.monotonic()))
+        # the pool's heartbeats watch the workers from the start: one that died after it
+        # registered is named within seconds, not at the deadline
         pool = ClusterPool(records, self.keys, self.channels)
         try:
-            pool.wait_first_beats(max(0.1, deadline - time.monotonic()))
-        except BaseException:
-            pool.close()
+            self._started(pool, records, deadline)
+        except BaseException as error:
+            pool.close()  # STOP to the others; a started cluster cannot start again
+            self.refused = f"it failed to start: {error}"
             raise
         self.pool = pool
         return pool
+
+    def _started(
+        self, pool: ClusterPool, records: tuple[WorkerRecord, ...], deadline: float
+    ) -> None:
+        """Every started worker reported READY, subscribed and beat once."""
+        publisher, puller = self.channels[0], self.channels[1]
+        _wait_ready(puller, records, deadline, pool)
+        publisher.wait_subscribers(len(records), max(0.1, deadline - time.monotonic()))
+        pool.wait_first_beats(max(0.1, deadline - time.monotonic()))
 
     def _abort(self, reason: str) -> None:
         """Refuse the cluster: the workers read ``reason`` in the abort record and exit."""
@@ -245,10 +258,15 @@ def _left(deadline: float, waiting_for: Any) -> float:
     return left
 
 
-def _wait_ready(puller: Puller, records: tuple[WorkerRecord, ...], deadline: float) -> None:
-    """Every worker reported READY, each from the pid it registered."""
+def _wait_ready(
+    puller: Puller, records: tuple[WorkerRecord, ...], deadline: float, pool: ClusterPool
+) -> None:
+    """Every worker reported READY, each from the pid it registered; RendezvousError as soon
+    as ``pool``'s heartbeats found one gone."""
     ready: set[int] = set()
     while len(ready) < len(records):
+        if pool.broken is not None:
+            raise RendezvousError(f"a registered worker is gone: {pool.broken}")
         envelope = puller.poll(min(0.5, max(0.0, deadline - time.monotonic())))
         if envelope is not None and envelope.kind == READY:
             if len(envelope.parts) == 1 and len(envelope.parts[0]) == 8:  # READY: its pid

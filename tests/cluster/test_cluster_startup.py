@@ -19,7 +19,7 @@ import dtorch
 from dtorch.cluster import main_node
 from dtorch.cluster.main_node import ClusterNode, MainNode, cluster_token
 from dtorch.cluster.records import StartRecord
-from dtorch.cluster.rendezvous import PROGRAM_KEY, START_KEY, connect_store
+from dtorch.cluster.rendezvous import PROGRAM_KEY, START_KEY, connect_store, worker_key
 from dtorch.errors import RendezvousError, WorkerDiedError
 from tests.cluster.cluster_setup import TOKEN
 from tests.cluster.test_cluster_faults import _listening_addresses
@@ -184,6 +184,32 @@ def test_a_restarted_rank_breaks_the_pool_at_once() -> None:
         code, _ = _ended(workers[0], 15)
         _stop(workers)
     assert code == 0
+
+
+def test_a_worker_dying_after_it_registered_is_named_within_seconds() -> None:
+    """A registered worker that dies before the start: ``wait_ready`` names it once its
+    heartbeats' silence is a verdict (not at its deadline), the others are stopped (not left
+    to take the controller for gone), and the cluster cannot start again."""
+    node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
+    workers = [_worker(node.address, r, 2, h) for r, h in ((0, "127.0.0.2"), (1, "127.0.0.3"))]
+    try:
+        waited = time.monotonic()
+        while not node.records.has(worker_key(1)):
+            assert time.monotonic() - waited < 60, "rank 1 never registered"
+            time.sleep(0.1)
+        workers[1].kill()
+        workers[1].wait()
+        killed = time.monotonic()
+        with pytest.raises(RendezvousError, match=r"worker 1 \(.*sent no heartbeat"):
+            node.wait_ready(90)
+        assert time.monotonic() - killed < 20.0  # the verdict takes 5 s; the deadline is 90
+        code, err = _ended(workers[0], 15)
+        assert code == 0, err  # stopped by the controller
+        with pytest.raises(RendezvousError, match="this cluster was refused"):
+            node.wait_ready(1)
+    finally:
+        node.close()
+        _stop(workers)
 
 
 def test_ipv6_addresses_are_refused_up_front() -> None:
