@@ -98,11 +98,10 @@ class ClusterNode:
     A ``wait_ready`` that finds worker records that disagree refuses the cluster: it writes
     an abort record with the reason, so the workers waiting for the start exit at once with
     it, and later calls raise it again (one that times out waiting for a rank to register
-    refuses nothing: it may be called
-    again). Once the start record is written, the pool's heartbeats watch the workers: a
-    registered worker gone before it connected fails ``wait_ready`` within seconds, and any
-    failure from the start on refuses the cluster (it cannot start twice) and stops the
-    workers. ``close`` frees the store's port at once."""
+    refuses nothing: it may be called again). Once the start record is written, the pool's
+    heartbeats watch the workers: a registered worker gone before it connected fails
+    ``wait_ready`` within seconds, and any failure from the start on refuses the cluster (it
+    cannot start twice) and stops the workers. ``close`` frees the store's port at once."""
 
     def __init__(self, host: str, port: int, token: bytes) -> None:
         self.token = token
