@@ -103,6 +103,12 @@ class GatedStoreClient(dist.Store):
         self._socket.connect(f"tcp://{host}:{port}")
 
     @property
+    def gone(self) -> str | None:
+        """Why this client serves no more (refused, its connection lost, closed); None while
+        it may still reach the store."""
+        return self._gone
+
+    @property
     def timeout(self) -> timedelta:
         """How long a request waits unless it names its own timeout."""
         return self._timeout

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -47,6 +48,8 @@ START_KEY = "dtorch/start"
 ABORT_KEY = "dtorch/abort"
 #: How often a worker waiting for the start record looks for an abort record.
 ABORT_POLL_SECONDS = 0.5
+#: How often a worker still waiting for the controller's store says so.
+WAIT_NOTICE_SECONDS = 10.0
 #: The shortest cluster token accepted, by the controller and by every worker.
 MIN_TOKEN_BYTES = 16
 #: Where the collective groups rendezvous, and where the failure board posts.
@@ -105,7 +108,7 @@ def store_address(host: str, port: int) -> str:
     ``host`` does not resolve)."""
     try:
         return f"{socket.gethostbyname(host)}:{port}"
-    except OSError as error:
+    except (OSError, UnicodeError) as error:  # UnicodeError: an empty or too long label
         raise RendezvousError(f"cannot resolve the host {host!r}: {error}") from None
 
 
@@ -115,12 +118,24 @@ def serve_store(host: str, port: int, token: bytes) -> StoreServer:
     return StoreServer(check_ipv4_host(host, "the rendezvous store's host"), port, token)
 
 
-def connect_store(host: str, port: int, token: bytes, *, timeout_s: float) -> GatedStoreClient:
+def connect_store(
+    host: str,
+    port: int,
+    token: bytes,
+    *,
+    timeout_s: float,
+    on_wait: Callable[[float], None] | None = None,
+) -> GatedStoreClient:
     """A client of the store served at ``host``:``port``, once the store answered (waits up
-    to ``timeout_s``); RendezvousError if none answers or it refuses ``token``."""
+    to ``timeout_s``); RendezvousError if none answers or it refuses ``token``. ``on_wait``
+    (seconds waited so far) is called every ``WAIT_NOTICE_SECONDS`` without an answer."""
     client = GatedStoreClient(host, port, token, timeout_s=timeout_s)
+    started = time.monotonic()
+    deadline = started + timeout_s
     try:
-        client.ping(timeout_s)
+        while not _answered(client, deadline, on_wait is not None):
+            assert on_wait is not None  # _answered waits all the time left without one
+            on_wait(time.monotonic() - started)
     except dist.DistStoreError as error:
         client.close()
         raise RendezvousError(
@@ -128,6 +143,22 @@ def connect_store(host: str, port: int, token: bytes, *, timeout_s: float) -> Ga
             "same cluster token?"
         ) from None
     return client
+
+
+def _answered(client: GatedStoreClient, deadline: float, in_slices: bool) -> bool:
+    """Whether the store answered a ping within ``WAIT_NOTICE_SECONDS`` (``in_slices``) or by
+    ``deadline``; DistStoreError at the deadline or once the store refused the client."""
+    left = deadline - time.monotonic()
+    if not in_slices or left <= WAIT_NOTICE_SECONDS:
+        client.ping(max(0.0, left))
+        return True
+    try:
+        client.ping(WAIT_NOTICE_SECONDS)
+    except dist.DistStoreError:
+        if client.gone is not None:  # refused (or lost): no use waiting on
+            raise
+        return False
+    return True
 
 
 class SignedStore:

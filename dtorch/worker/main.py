@@ -166,11 +166,17 @@ def parse_arguments(argv: list[str], launch: Launch | None = None) -> WorkerOpti
 def _join(options: WorkerOptions) -> tuple[SignedStore, ProgramRecord, StartRecord]:
     """Register with the controller's store and wait for the start record."""
     host, port = parse_address(options.main)
-    client = connect_store(host, port, options.token, timeout_s=options.join_timeout)
+    try:  # a name that does not resolve fails here, at once
+        reached = store_address(host, port)
+    except RendezvousError as error:
+        raise RendezvousError(f"--main {options.main}: {error}") from None
+    client = connect_store(
+        host, port, options.token, timeout_s=options.join_timeout, on_wait=_waiting(options)
+    )
     program = SignedStore(client, record_key(options.token)).wait(
         PROGRAM_KEY, ProgramRecord, options.join_timeout
     )
-    _check_store(program, store_address(host, port))
+    _check_store(program, reached)
     # this program's records are signed with its own key (ClusterNode's ``records``)
     store = SignedStore(client, record_key(program_secret(options.token, program.nonce)))
     _claim(client, options.rank)
@@ -190,6 +196,22 @@ def _join(options: WorkerOptions) -> tuple[SignedStore, ProgramRecord, StartReco
             f"{options.world_size}"
         )
     return store, program, start
+
+
+def _waiting(options: WorkerOptions) -> Callable[[float], None]:
+    """Says, now and then, that the controller's store has not answered yet (a worker may
+    start before its controller; one whose controller never comes is not silent)."""
+
+    def say(waited: float) -> None:
+        _LOG.warning(
+            "no answer yet from the controller's rendezvous store at %s after %.0f s; "
+            "waiting up to --join-timeout (%g s)",
+            options.main,
+            waited,
+            options.join_timeout,
+        )
+
+    return say
 
 
 def _check_store(program: ProgramRecord, reached: str) -> None:

@@ -296,3 +296,47 @@ def test_a_store_failure_ends_a_worker_with_a_message(
         "dtorch.worker: the rendezvous store failed: the connection was lost (the controller "
         "closed the store)\n"
     )
+
+
+def test_a_main_address_that_does_not_resolve_fails_the_worker_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It waited for its whole --join-timeout; a label the resolver rejects outright (a
+    UnicodeError, not an OSError) is a resolution failure too."""
+    from dtorch.worker import main as worker_main
+
+    monkeypatch.setenv("DTORCH_CLUSTER_TOKEN", TOKEN)
+    argv = ["--rank", "0", "--world-size", "1", "--main", "a..b:1234", "--join-timeout", "60"]
+    started = time.monotonic()
+    with pytest.raises(RendezvousError, match=r"--main a\.\.b:1234: cannot resolve the host"):
+        worker_main._join(worker_main.parse_arguments(argv))
+    assert time.monotonic() - started < 5.0
+
+
+def test_a_worker_waiting_for_its_controller_says_so_now_and_then(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker started before its controller (or whose controller never comes) is not
+    silent until its --join-timeout: it says every WAIT_NOTICE_SECONDS that it waits."""
+    import socket
+
+    from dtorch.cluster import rendezvous
+    from dtorch.worker import main as worker_main
+
+    monkeypatch.setattr(rendezvous, "WAIT_NOTICE_SECONDS", 0.3)
+    monkeypatch.setenv("DTORCH_CLUSTER_TOKEN", TOKEN)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = ["--rank", "0", "--world-size", "1", "--main", f"127.0.0.1:{port}"]
+    options = worker_main.parse_arguments([*argv, "--join-timeout", "1.5"])
+    never = r"never was reached within the timeout \(1.5 s"
+    with (
+        caplog.at_level("WARNING", logger="dtorch.worker"),
+        pytest.raises(RendezvousError, match=never),
+    ):
+        worker_main._join(options)
+    notices = [r.getMessage() for r in caplog.records if "no answer yet" in r.getMessage()]
+    assert 2 <= len(notices) <= 5, notices
+    said = f"store at 127.0.0.1:{port} after 0 s; waiting up to --join-timeout (1.5 s)"
+    assert said in notices[0]
