@@ -61,12 +61,15 @@ class TensorBase:
     device=None)`` distributes a full torch tensor, like ``dtorch.from_torch``.
     """
 
-    __slots__ = ("__weakref__", "_base", "_graph", "_name", "_operand", "_sharers")
+    __slots__ = ("__weakref__", "_base", "_graph", "_name", "_operand", "_sharers", "_strides")
 
     _graph: Graph
     _operand: Operand
     _base: TensorBase | None
     _sharers: list[weakref.ref[TensorBase]]  # an owner's: the handles of its value
+    #: The global strides torch would give the value, where known (``dtorch.api.strides``);
+    #: unset on most operators' results (read through ``strides.known``).
+    _strides: tuple[int, ...] | None
 
     #: Makes the handles of operator results: ``Tensor._wrap``, set where Tensor is defined.
     #: Subclasses inherit it, so operators on a typed alias (``LongTensor``) or a Parameter
@@ -97,12 +100,14 @@ class TensorBase:
         """This handle stands for ``source``'s value, which ``source``'s owner keeps alive:
         this handle releases nothing itself (a constructor, a copy, ``data = other``)."""
         self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
+        self._strides = getattr(source, "_strides", None)  # the same value, the same layout
         _enlist(self._base, self)
 
     def _alias(self) -> Tensor:
         """A new handle to the same value (``detach``): it keeps the owner alive."""
         tensor = self._result(self._graph, self._operand)  # a plain Tensor, as torch's
         tensor._base = self._owner()
+        tensor._strides = getattr(self, "_strides", None)
         _enlist(tensor._base, tensor)
         return tensor
 
@@ -383,11 +388,11 @@ class TensorBase:
         return self._operand.dtype.is_floating_point
 
     def is_contiguous(self) -> bool:
-        """Always True: strides are not tracked when operators are recorded. Where layout
-        matters, the devices follow torch on the global tensor: ``contiguous``, ``reshape``
-        and ``flatten`` copy exactly where torch would (after a transpose, a column slice),
-        else they are views whose writes reach the input; a ``view`` torch refuses copies
-        (a program that checked ``is_contiguous()`` first must not fail).
+        """Always True (DTorch's answer). Where layout matters, dtorch follows torch on the
+        global tensor: ``contiguous``, ``reshape`` and ``flatten`` copy exactly where torch
+        would (after a transpose, a column slice; ``dtorch.api.strides``), else they are
+        views whose writes reach the input; a ``view`` torch refuses copies (a program that
+        checked ``is_contiguous()`` first must not fail).
 
         Example:
             >>> import dtorch

@@ -91,7 +91,11 @@ class CloneParam(OpParam):
 
 @dataclass(frozen=True, slots=True)
 class ContiguousParam(OpParam):
+    """``copy``: copy whatever the shards look like (the global strides, known at record
+    time, say torch copies; ``dtorch.api.strides``)."""
+
     kind: ClassVar[OpKind] = OpKind.Contiguous
+    copy: bool = False
 
 
 @dataclass(frozen=True, slots=True)

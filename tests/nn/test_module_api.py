@@ -152,7 +152,7 @@ def test_to_converts_grad_and_type(graph: dtorch.Graph) -> None:
     assert ours.bias.dtype == ref.bias.dtype == torch.float64
     assert ours.to(memory_format=torch.contiguous_format) is ours
     assert ours.to(torch.float32, memory_format=torch.preserve_format).weight.dtype == torch.float32
-    with pytest.raises(ValueError, match="channels_last is not supported: dtorch values"):
+    with pytest.raises(ValueError, match="not supported: dtorch keeps no channels-last"):
         ours.to(memory_format=torch.channels_last)
 
 

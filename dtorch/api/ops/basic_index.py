@@ -28,6 +28,7 @@ from dtorch.api.dims import as_size, normalize_dim, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import record, tensor_arg
+from dtorch.api.strides import indexed, known, mark
 from dtorch.errors import DimError, ParamError, ShapeError
 from dtorch.ir.params import GetItemParam, IndexEntry, SetItemParam, SliceIndex
 
@@ -119,7 +120,15 @@ def getitem(t: Tensor, index: Any) -> Tensor:
     index = _numpy_free(index)
     if _index.is_advanced(index):
         return _index.advanced_getitem(t, index)
-    return record("getitem", GetItemParam(normalize_index(index, t.shape)), (t,))[0]
+    return sliced("getitem", t, normalize_index(index, t.shape))
+
+
+def sliced(name: str, t: Tensor, entries: tuple[IndexEntry, ...]) -> Tensor:
+    """Record the basic-index view ``t[entries]`` (normalised), with its global strides where
+    ``t``'s are known (``dtorch.api.strides``)."""
+    out = record(name, GetItemParam(entries), (t,))[0]
+    strides = known(t)
+    return out if strides is None else mark(out, indexed(t.shape, strides, entries))
 
 
 def setitem(t: Tensor, index: Any, value: Any) -> None:
@@ -232,4 +241,4 @@ def _slice(name: str, t: Tensor, dim: int, start: int, length: int) -> Tensor:
     # elements [start, start + length) of dim, the others whole: a getitem, recorded under the
     # name the user called, so that its errors (a sharded dim's slice) name it
     index = (slice(None),) * dim + (slice(start, start + length),)
-    return record(name, GetItemParam(normalize_index(index, t.shape, name)), (t,))[0]
+    return sliced(name, t, normalize_index(index, t.shape, name))

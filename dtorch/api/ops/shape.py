@@ -25,6 +25,15 @@ from dtorch.api.dims import as_size, normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.basic_index import _slice
 from dtorch.api.record import not_a_tensor, record, tensor_arg
+from dtorch.api.strides import (
+    contiguous_strides,
+    expanded,
+    is_contiguous,
+    known,
+    mark,
+    unsqueezed,
+    view_strides,
+)
 from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.params import (
@@ -90,7 +99,7 @@ def view(t: Tensor, *shape: Any, size: Any = None, dtype: torch.dtype | None = N
     if dtype is not None or (len(shape) == 1 and is_dtype(shape[0])):  # view(int) too
         return view_dtype(t, shape[0] if dtype is None else dtype)
     target = infer_shape("view", sizes(shape if size is None else (size,), "view"), t.numel())
-    return record("view", ViewParam(target), (t,))[0]
+    return _reshaped("view", ViewParam(target), t, target)
 
 
 def view_dtype(t: Tensor, dtype: torch.dtype) -> Tensor:
@@ -121,7 +130,21 @@ def reshape(input: Tensor, *sizes_: Any, shape: Any = None) -> Tensor:
     tensor_arg("reshape", input)
     wanted = sizes(sizes_ if shape is None else (shape,), "reshape")
     target = infer_shape("reshape", wanted, input.numel())
-    return record("reshape", ReshapeParam(target), (input,))[0]
+    return _reshaped("reshape", ReshapeParam(target), input, target)
+
+
+def _reshaped(
+    name: str, param: ViewParam | ReshapeParam | FlattenParam, t: Tensor, target: tuple[int, ...]
+) -> Tensor:
+    """Record a reshape of ``t`` to ``target``; where ``t``'s known strides say torch could not
+    view it, a copy of ``t`` first: the devices' shards cannot all tell (``strides``)."""
+    strides = known(t)
+    if strides is None:
+        return record(name, param, (t,))[0]
+    viewed = view_strides(t.shape, strides, target)
+    if viewed is None:
+        t, viewed = record(name, _COPY, (t,))[0], contiguous_strides(target)
+    return mark(record(name, param, (t,))[0], viewed)
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -139,7 +162,9 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     )
     if start > end:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    return record("flatten", FlattenParam(start, end), (input,))[0]
+    shape = input.shape
+    target = (*shape[:start], math.prod(shape[start : end + 1]), *shape[end + 1 :])
+    return _reshaped("flatten", FlattenParam(start, end), input, target)
 
 
 @numpy_names
@@ -158,7 +183,12 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
         dims = tuple(i for i, s in enumerate(input.shape) if s == 1)
     else:
         dims = normalize_dims(dim, input.ndim, op="squeeze")
-    return record("squeeze", SqueezeParam(dims), (input,))[0]
+    out = record("squeeze", SqueezeParam(dims), (input,))[0]
+    strides = known(input)
+    if strides is None:
+        return out
+    gone = {d for d in dims if input.shape[d] == 1}
+    return mark(out, tuple(s for d, s in enumerate(strides) if d not in gone))
 
 
 @numpy_names
@@ -173,11 +203,10 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
         ([[1, 2]], [[1], [2]])
     """
     tensor_arg("unsqueeze", input)
-    return record(
-        "unsqueeze",
-        UnsqueezeParam(normalize_dim(dim, input.ndim + 1, op="unsqueeze")),
-        (input,),
-    )[0]
+    d = normalize_dim(dim, input.ndim + 1, op="unsqueeze")
+    out = record("unsqueeze", UnsqueezeParam(d), (input,))[0]
+    strides = known(input)
+    return out if strides is None else mark(out, unsqueezed(input.shape, strides, d))
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -192,7 +221,15 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """
     tensor_arg("transpose", input)
     a, b = normalize_dims((dim0, dim1), input.ndim, op="transpose")
-    return record("transpose", TransposeParam(a, b), (input,))[0]
+    order = list(range(input.ndim))
+    order[a], order[b] = b, a
+    return _permuted(record("transpose", TransposeParam(a, b), (input,))[0], input, order)
+
+
+def _permuted(out: Tensor, input: Tensor, order: Sequence[int]) -> Tensor:
+    """``out`` (``input``'s dims in ``order``) with its strides, where ``input``'s are known."""
+    strides = known(input)
+    return out if strides is None else mark(out, tuple(strides[d] for d in order))
 
 
 def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
@@ -231,7 +268,7 @@ def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
     normal = normalize_dims(wanted, input.ndim, op="permute")
     if sorted(normal) != list(range(input.ndim)):
         raise ShapeError(f"permute: {list(wanted)} is not a permutation of {input.ndim} dims")
-    return record("permute", PermuteParam(normal), (input,))[0]
+    return _permuted(record("permute", PermuteParam(normal), (input,))[0], input, normal)
 
 
 def expand(t: Tensor, *shape: Any) -> Tensor:
@@ -243,7 +280,9 @@ def expand(t: Tensor, *shape: Any) -> Tensor:
     for i, size in enumerate(t.shape):
         if target[offset + i] == -1:
             target[offset + i] = size
-    return record("expand", ExpandParam(tuple(target)), (t,))[0]
+    out = record("expand", ExpandParam(tuple(target)), (t,))[0]
+    strides = known(t)
+    return out if strides is None else mark(out, expanded(t.shape, strides, target))
 
 
 def contiguous(t: Tensor) -> Tensor:
@@ -259,10 +298,15 @@ def contiguous(t: Tensor) -> Tensor:
         >>> t.tolist(), dtorch.arange(4).reshape(2, 2).t().contiguous().tolist()
         ([1.0, 1.0], [[0, 2], [1, 3]])
     """
-    return record("contiguous", _CONTIGUOUS, (t,))[0]
+    strides = known(t)
+    if strides is not None and not is_contiguous(t.shape, strides):
+        return mark(record("contiguous", _COPY, (t,))[0], contiguous_strides(t.shape))
+    return mark(record("contiguous", _CONTIGUOUS, (t,))[0], contiguous_strides(t.shape))
 
 
 _CONTIGUOUS = ContiguousParam()
+#: A contiguous copy on every device, whatever the shards look like (torch copies).
+_COPY = ContiguousParam(copy=True)
 
 
 @numpy_names
@@ -473,7 +517,7 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
         order[d] = s
     rest = iter(d for d in range(input.ndim) if d not in src)
     dims = tuple(next(rest) if o is None else o for o in order)
-    return record("movedim", PermuteParam(dims), (input,))[0]
+    return _permuted(record("movedim", PermuteParam(dims), (input,))[0], input, dims)
 
 
 def _dim_list(t: Tensor, dims: Any, what: str) -> tuple[int, ...]:
@@ -509,7 +553,7 @@ def unflatten(input: Tensor, dim: int, sizes_: Any) -> Tensor:
             "at most)"
         ) from None
     target = (*input.shape[:d], *middle, *input.shape[d + 1 :])
-    return record("unflatten", ReshapeParam(target), (input,))[0]
+    return _reshaped("unflatten", ReshapeParam(target), input, target)
 
 
 def tile(input: Tensor, *dims: Any) -> Tensor:

@@ -25,13 +25,12 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import as_int, normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
-from dtorch.api.ops.basic_index import _slice, normalize_index
+from dtorch.api.ops.basic_index import _slice, normalize_index, sliced
 from dtorch.api.ops.elementwise import binary
 from dtorch.api.ops.shape import cat
-from dtorch.api.record import record, tensor_arg
+from dtorch.api.record import tensor_arg
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.opkind import BinaryKind
-from dtorch.ir.params import GetItemParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -60,7 +59,7 @@ def select(input: Tensor, dim: int, index: Any) -> Tensor:
             f"dimension {d}"
         )
     entries = normalize_index((slice(None),) * d + (i,), input.shape, "select")
-    return record("select", GetItemParam(entries), (input,))[0]
+    return sliced("select", input, entries)
 
 
 @numpy_names

@@ -29,6 +29,7 @@ import torch
 
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import (
+    ContiguousParam,
     ExpandParam,
     PermuteParam,
     SqueezeParam,
@@ -48,9 +49,10 @@ def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     The shard alone cannot tell: a dim the device holds one row of is size 1 locally, and
     torch's checks skip size-1 dims, so a transposed or column-sliced shard could look
     viewable on one device and not on another (writes through the result would reach the
-    input on some devices only). ``_viewable`` judges by the global shapes. A ``view`` torch
-    would refuse copies too: ``Tensor.is_contiguous()`` is always True (strides are not
-    tracked at record time), so a program that checks it before ``view`` must not fail."""
+    input on some devices only). ``_viewable`` judges by the global shapes (and where the
+    global strides are known at record time, a copy torch makes is made there first:
+    ``dtorch.api.strides``). A ``view`` torch would refuse copies too: ``is_contiguous()``
+    is always True, so a program that checks it before ``view`` must not fail."""
     shard = inputs[0]
     shape = ctx.outputs[0].local_shape(device)
     if shard.numel() == 0:
@@ -227,9 +229,12 @@ def expand_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 def contiguous_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """The local shard itself where the global tensor is contiguous, else a contiguous copy
-    (as torch's ``contiguous``, decided alike on every device: ``is_contiguous_globally``)."""
+    (as torch's ``contiguous``, decided alike on every device: ``is_contiguous_globally``,
+    or ``param.copy``, where the strides known at record time say torch copies)."""
     shard = inputs[0]
-    if is_contiguous_globally(shard, ctx.inputs[0].shape):
+    param = ctx.param
+    assert isinstance(param, ContiguousParam)
+    if not param.copy and is_contiguous_globally(shard, ctx.inputs[0].shape):
         return [shard]
     return [shard.clone(memory_format=torch.contiguous_format)]
 

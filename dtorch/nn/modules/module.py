@@ -125,14 +125,13 @@ def _rebind(tensor: Tensor, fn: Callable[[Tensor], Tensor]) -> None:
 
 
 def _check_memory_format(memory_format: Any) -> None:
-    """``Module.to``'s ``memory_format``: dtorch tracks no strides, so only the formats that
-    ask for none (preserve, contiguous) are accepted."""
+    """``Module.to``'s ``memory_format``: dtorch lays values out row-major (it keeps no
+    channels-last layout), so only the formats that ask for none are accepted."""
     if memory_format in (None, torch.preserve_format, torch.contiguous_format):
         return
     raise ValueError(
-        f"to: memory_format={memory_format} is not supported: dtorch values have no memory "
-        "layout (strides are not tracked); accepted: torch.preserve_format, "
-        "torch.contiguous_format"
+        f"to: memory_format={memory_format} is not supported: dtorch keeps no channels-last "
+        "layout; accepted: torch.preserve_format, torch.contiguous_format"
     )
 
 

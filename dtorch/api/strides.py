@@ -1,0 +1,123 @@
+"""Record-time strides: the strides torch would give the GLOBAL tensor, where they are known.
+
+The devices decide view-or-copy (``contiguous``, ``reshape``, ``flatten``, ``view``) from their
+shard (``dtorch.kernels.local.views``), and a shard cannot always tell: a column slice that
+covers a device's whole shard, or a transpose whose dims a device holds one row each of, looks
+contiguous there while torch's full tensor is not, so that device would return a view where
+torch copies (writes through the result would reach the input on some devices only).
+
+So a handle carries the global strides when they are known: a created tensor is contiguous,
+and the view operators (slicing, ``narrow``, ``select``, ``transpose``, ``permute``,
+``unsqueeze``, ``squeeze``, ``expand``, viewable reshapes) derive theirs as torch does. Where
+they say torch would copy, the operator copies at record time (a ``clone`` first), whatever the
+shards look like. Strides of any other operator's result are unknown (None), and the devices
+decide as before; ``Tensor.is_contiguous()`` stays DTorch's (always True).
+
+Example:
+    >>> view_strides((2, 3), (1, 2), (6,)) is None, view_strides((2, 3), (3, 1), (3, 2))
+    (True, (2, 1))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from dtorch.ir.params_base import IndexEntry, SliceIndex
+
+if TYPE_CHECKING:
+    from dtorch.api.handle import TensorBase
+
+Strides = tuple[int, ...]
+H = TypeVar("H", bound="TensorBase")
+
+
+def known(t: TensorBase) -> Strides | None:
+    """``t``'s global strides where known, else None (the devices judge by their shards)."""
+    return getattr(t, "_strides", None)  # unset on the results of most operators: unknown
+
+
+def mark(t: H, strides: Strides | None) -> H:
+    """``t`` with its global strides (None: unknown)."""
+    t._strides = strides
+    return t
+
+
+def contiguous_strides(shape: Sequence[int]) -> Strides:
+    """Row-major strides of ``shape`` (torch's for a new tensor)."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def is_contiguous(shape: Sequence[int], strides: Strides) -> bool:
+    """torch's ``is_contiguous``: size-1 dims (and empty tensors) skipped."""
+    if 0 in shape:
+        return True
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+def view_strides(old: Sequence[int], strides: Strides, new: Sequence[int]) -> Strides | None:
+    """The strides of ``old`` viewed as ``new`` without a copy, None where torch's ``view``
+    cannot (its ``computeStride``: the old dims each new run merges or splits must follow one
+    another in memory)."""
+    if not old:
+        return (1,) * len(new)
+    if 0 in old:  # nothing to address: torch keeps the strides or makes row-major ones
+        return strides if tuple(old) == tuple(new) else contiguous_strides(new)
+    out = [0] * len(new)
+    view_d = len(new) - 1
+    base, tensor_numel, view_numel = strides[-1], 1, 1
+    for d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[d]
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != tensor_numel * base):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                out[view_d] = view_numel * base
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                base, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return tuple(out) if view_d == -1 else None
+
+
+def indexed(shape: Sequence[int], strides: Strides, index: Sequence[IndexEntry]) -> Strides:
+    """The strides of basic indexing (a normalized index: an entry per dim, None adds one),
+    applied entry by entry as torch's ``applySlicing`` does."""
+    sizes, out, dim = list(shape), list(strides), 0
+    for entry in index:
+        if entry is None:
+            out.insert(dim, sizes[dim] * out[dim] if dim < len(sizes) else 1)
+            sizes.insert(dim, 1)
+            dim += 1
+        elif isinstance(entry, SliceIndex):
+            out[dim] *= entry.step
+            dim += 1
+        else:  # an int: the dim goes
+            del sizes[dim], out[dim]
+    return tuple(out)
+
+
+def unsqueezed(shape: Sequence[int], strides: Strides, dim: int) -> Strides:
+    """torch's strides for a new size-1 dim at ``dim``."""
+    new = shape[dim] * strides[dim] if dim < len(shape) else 1
+    return (*strides[:dim], new, *strides[dim:])
+
+
+def expanded(shape: Sequence[int], strides: Strides, target: Sequence[int]) -> Strides:
+    """``expand``'s strides: 0 for new leading dims and for size-1 dims made larger."""
+    lead = len(target) - len(shape)
+    kept = [
+        0 if size == 1 and want != 1 else stride
+        for size, stride, want in zip(shape, strides, target[lead:], strict=True)
+    ]
+    return (0,) * lead + tuple(kept)

@@ -1,0 +1,136 @@
+"""Views and copies judged by the GLOBAL tensor's strides, tracked at record time.
+
+A device cannot always tell from its shard whether torch's ``contiguous``/``reshape`` of the
+full tensor copies: a column slice covering a device's whole shard, or a transpose whose dims
+a device holds one row each of, looks contiguous there. Handles carry the strides torch would
+give the full tensor where they are known (``dtorch.api.strides``); these tests write through
+the result and compare the input with torch's, on every layout of the meshes below.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from dtorch import Replicate, Shard
+from dtorch.api.ops.basic_index import normalize_index
+from dtorch.api.strides import (
+    contiguous_strides,
+    expanded,
+    indexed,
+    is_contiguous,
+    unsqueezed,
+    view_strides,
+)
+
+#: name, the views then the copy-or-view, the input's shape. torch copies in the first
+#: eight (writes through the result stay there) and views in the rest (they reach the input).
+_CASES: list[tuple[str, Callable[[Any], Any], tuple[int, ...]]] = [
+    ("column slice, contiguous", lambda t: t[:, 0:3].contiguous(), (2, 8)),
+    ("transpose, contiguous", lambda t: t.T.contiguous(), (2, 2)),
+    ("transpose of (2, 3), contiguous", lambda t: t.T.contiguous(), (2, 3)),
+    ("column slice, reshape", lambda t: t[:, 0:3].reshape(-1), (2, 8)),
+    ("transpose, flatten", lambda t: t.T.flatten(), (2, 2)),
+    ("narrow, reshape", lambda t: t.narrow(1, 0, 2).reshape(-1), (2, 4)),
+    ("unsqueeze, slice, contiguous", lambda t: t.unsqueeze(1)[:, :, 0:2].contiguous(), (2, 4)),
+    ("permute, reshape", lambda t: t.permute(1, 0, 2).reshape(-1), (2, 2, 2)),
+    ("contiguous", lambda t: t.contiguous(), (2, 4)),
+    ("row slice, contiguous", lambda t: t[0:1].contiguous(), (2, 4)),
+    ("row slice, reshape", lambda t: t[0:2].reshape(-1), (4, 4)),
+    ("transpose twice, view", lambda t: t.T.T.view(-1), (2, 4)),
+]
+
+_ONE_D = [((4,), [p]) for p in (Replicate(), Shard(0), Shard(1))]
+_TWO_D = [((2, 2), list(p)) for p in itertools.product((Replicate(), Shard(0), Shard(1)), repeat=2)]
+_THREE_D = [
+    ((2, 1, 2), [Shard(1), Shard(0), Shard(0)]),
+    ((2, 1, 2), [Shard(0), Replicate(), Shard(1)]),
+]
+_LAYOUTS = _ONE_D + _TWO_D + _THREE_D
+
+
+@pytest.mark.parametrize(("name", "fn", "shape"), _CASES, ids=[c[0] for c in _CASES])
+def test_writes_through_a_copy_or_view_reach_the_input_as_in_torch(
+    name: str, fn: Callable[[Any], Any], shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    full = torch.arange(float(torch.Size(shape).numel())).reshape(shape)
+    want_input = full.clone()
+    want = fn(want_input).add_(100)  # torch: reaches want_input exactly where it views
+    checked = 0
+    for mesh_shape, placements in _LAYOUTS:
+        if any(isinstance(p, Shard) and p.dim >= len(shape) for p in placements):
+            continue
+        mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+        t = dtorch.from_torch(full, device_mesh=mesh, placements=placements)
+        try:
+            out = fn(t)
+        except dtorch.PlacementError:
+            continue  # a layout the view refuses (its message is tested elsewhere)
+        out.add_(100)
+        context = f"{name} on {mesh_shape} {placements}"
+        assert torch.equal(t.to_torch(), want_input), context
+        assert torch.equal(out.to_torch(), want), context
+        checked += 1
+    assert checked >= 2
+
+
+def _random_view(rng: random.Random) -> torch.Tensor:
+    # a tensor of up to 4 dims (some of size 0 or 1) after a few transposes, slices, unsqueezes
+    t = torch.empty([rng.choice([0, 1, 2, 3, 4]) for _ in range(rng.randint(0, 4))])
+    for _ in range(rng.randint(0, 3)):
+        if t.ndim >= 2 and rng.random() < 0.4:
+            t = t.transpose(rng.randrange(t.ndim), rng.randrange(t.ndim))
+        elif t.ndim and rng.random() < 0.7:
+            d = rng.randrange(t.ndim)
+            start = rng.randint(0, t.shape[d])
+            t = t[(slice(None),) * d + (slice(start, None, rng.choice([1, 2])),)]
+        else:
+            t = t.unsqueeze(rng.randint(0, t.ndim))
+    return t
+
+
+def _same(got: tuple[int, ...], want: tuple[int, ...], shape: torch.Size) -> bool:
+    # strides agree on every dim of more than one element (torch's own checks skip the rest)
+    if len(got) != len(want):
+        return False
+    return all(g == w for g, w, s in zip(got, want, shape, strict=True) if s > 1)
+
+
+def _reshapes(t: torch.Tensor) -> list[list[int]]:
+    n, dims = t.numel(), list(t.shape)
+    shapes = [[n], [1, n], [*dims, 1], [1, *dims]]
+    if len(dims) >= 2:
+        shapes += [[dims[0] * dims[1], *dims[2:]], [*dims[:-2], dims[-2] * dims[-1]]]
+    return shapes
+
+
+def test_the_stride_rules_agree_with_torch() -> None:
+    rng = random.Random(0)
+    for _ in range(3000):
+        t = _random_view(rng)
+        shape, strides = tuple(t.shape), t.stride()
+        assert is_contiguous(shape, strides) == t.is_contiguous(), (shape, strides)
+        for new in _reshapes(t):
+            try:
+                want: tuple[int, ...] | None = t.view(new).stride()
+            except RuntimeError:
+                want = None
+            got = view_strides(shape, strides, tuple(new))
+            assert (got is None) == (want is None), (shape, strides, new)
+            if got is not None and want is not None and t.numel():
+                assert _same(got, want, torch.Size(new)), (shape, strides, new, got, want)
+        index = tuple(rng.choice([slice(None), slice(1, None, 2), None]) for _ in shape)
+        entries = normalize_index(index, shape)
+        assert _same(indexed(shape, strides, entries), t[index].stride(), t[index].shape)
+        d = rng.randint(0, t.ndim)
+        assert unsqueezed(shape, strides, d) == t.unsqueeze(d).stride()
+        target = (2, *(3 if s == 1 else s for s in shape))
+        assert expanded(shape, strides, target) == t.expand(target).stride()
+        if t.numel():
+            assert contiguous_strides(shape) == torch.empty(shape).stride()
