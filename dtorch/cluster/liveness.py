@@ -83,6 +83,10 @@ class BeatMonitor:
         self._first = threading.Event()
         self._thread = DaemonThread(self._main, "dtorch-beats")
 
+    def heard_all(self, timeout_s: float) -> bool:
+        """Whether every worker beat at least once (waits up to ``timeout_s`` for it)."""
+        return self._first.wait(timeout_s)
+
     def wait_first_beats(self, timeout_s: float) -> None:
         """Every worker beat once; RendezvousError naming the silent ones otherwise."""
         if not self._first.wait(timeout_s):

@@ -100,8 +100,9 @@ class ClusterNode:
     it, and later calls raise it again (one that times out waiting for a rank to register
     refuses nothing: it may be called again). Once the start record is written, the pool's
     heartbeats watch the workers: a registered worker gone before it connected fails
-    ``wait_ready`` within seconds, and any failure from the start on refuses the cluster (it
-    cannot start twice) and stops the workers. ``close`` frees the store's port at once."""
+    ``wait_ready`` within seconds, refuses the cluster (it cannot start twice) and stops the
+    others; a timeout after the start refuses nothing either (the next call goes on with the
+    started workers). ``close`` frees the store's port at once."""
 
     def __init__(self, host: str, port: int, token: bytes) -> None:
         self.token = token
@@ -109,6 +110,8 @@ class ClusterNode:
         self.pool: ClusterPool | None = None
         self.refused: str | None = None  # the reason the cluster was refused
         self.started = False  # the start record is written
+        self._starting: ClusterPool | None = None  # started, not yet ready
+        self._ready: set[int] = set()  # the workers that reported READY
         self.server = serve_store(host, port, token)
         self.port: int = self.server.port
         self.client: GatedStoreClient | None = None
@@ -146,29 +149,37 @@ class ClusterNode:
         """Every worker registered, subscribed, reported READY and beat once."""
         if self.refused is not None:
             raise RendezvousError(f"this cluster was refused ({self.refused}); close it")
+        if self.pool is not None:
+            return self.pool
         deadline = time.monotonic() + timeout_s
+        pool = self._starting or self._start(deadline)
+        try:
+            self._started(pool, deadline)
+        except RendezvousError:
+            if pool.broken is not None:  # a worker is gone: this cluster cannot start
+                self._starting = None
+                self.refused = f"a registered worker is gone: {pool.broken}"
+                pool.close()  # STOP to the others
+            raise  # a timeout refuses nothing: the next wait_ready goes on from here
+        self.pool, self._starting = pool, None
+        return pool
+
+    def _start(self, deadline: float) -> ClusterPool:
+        """Write the start record once every rank registered. The pool's heartbeats watch the
+        workers from then on: one that died after it registered is named within seconds,
+        not at the deadline."""
         records = self._registered(deadline)  # a timeout is no refusal: wait_ready again
         self.records.put(START_KEY, StartRecord(tuple(r.host for r in records)))
         self.started = True
-        # the pool's heartbeats watch the workers from the start: one that died after it
-        # registered is named within seconds, not at the deadline
-        pool = ClusterPool(records, self.keys, self.channels)
-        try:
-            self._started(pool, records, deadline)
-        except BaseException as error:
-            pool.close()  # STOP to the others; a started cluster cannot start again
-            self.refused = f"it failed to start: {error}"
-            raise
-        self.pool = pool
-        return pool
+        self._starting = ClusterPool(records, self.keys, self.channels)
+        return self._starting
 
-    def _started(
-        self, pool: ClusterPool, records: tuple[WorkerRecord, ...], deadline: float
-    ) -> None:
-        """Every started worker reported READY, subscribed and beat once."""
+    def _started(self, pool: ClusterPool, deadline: float) -> None:
+        """Every started worker reported READY (those seen by an earlier call count),
+        subscribed and beat once."""
         publisher, puller = self.channels[0], self.channels[1]
-        _wait_ready(puller, records, deadline, pool)
-        publisher.wait_subscribers(len(records), max(0.1, deadline - time.monotonic()))
+        _wait_ready(puller, pool, deadline, self._ready)
+        publisher.wait_subscribers(pool.workers, max(0.1, deadline - time.monotonic()))
         pool.wait_first_beats(max(0.1, deadline - time.monotonic()))
 
     def _abort(self, reason: str) -> None:
@@ -200,8 +211,9 @@ class ClusterNode:
 
     def close(self) -> None:
         """Stop the workers, close the sockets, free the store's port."""
-        if self.pool is not None:
-            self.pool.close()
+        pool = self.pool or self._starting
+        if pool is not None:
+            pool.close()
         else:
             for channel in self.channels:
                 channel.close()
@@ -257,16 +269,13 @@ def _left(deadline: float, waiting_for: Any) -> float:
     return left
 
 
-def _wait_ready(
-    puller: Puller, records: tuple[WorkerRecord, ...], deadline: float, pool: ClusterPool
-) -> None:
-    """Every worker reported READY, each from the pid it registered; RendezvousError as soon
-    as ``pool``'s heartbeats found one gone."""
-    ready: set[int] = set()
+def _wait_ready(puller: Puller, pool: ClusterPool, deadline: float, ready: set[int]) -> None:
+    """Every worker of ``pool`` reported READY (``ready``: those that did, updated), each
+    from the pid it registered; RendezvousError as soon as the heartbeats found one gone."""
+    records = pool.records
     while len(ready) < len(records):
-        if pool.broken is not None:
-            raise RendezvousError(f"a registered worker is gone: {pool.broken}")
-        envelope = puller.poll(min(0.5, max(0.0, deadline - time.monotonic())))
+        pool.check_starting()
+        envelope = puller.poll(min(0.2, max(0.0, deadline - time.monotonic())))
         if envelope is not None and envelope.kind == READY:
             if len(envelope.parts) == 1 and len(envelope.parts[0]) == 8:  # READY: its pid
                 _check_pid(records, envelope.sender, unpack_u64(envelope.parts[0]))

@@ -28,12 +28,13 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from dtorch.cluster.liveness import BEAT_SECONDS, LOST_AFTER_SECONDS, BeatMonitor
 from dtorch.cluster.records import WorkerRecord
-from dtorch.errors import GraphError, WorkerDiedError
+from dtorch.errors import GraphError, RendezvousError, WorkerDiedError
 from dtorch.runtime.host import PartyLayout
 from dtorch.runtime.process.pool import STOP_GRACE_SECONDS  # the grace of one host's pool
 from dtorch.runtime.process.protocol import STOP
@@ -102,7 +103,23 @@ class ClusterPool:
         )
 
     def wait_first_beats(self, timeout_s: float) -> None:
-        self._monitor.wait_first_beats(timeout_s)
+        """Every worker beat once: RendezvousError naming the silent ones after ``timeout_s``,
+        or as soon as one is lost (``check_starting``)."""
+        deadline = time.monotonic() + timeout_s
+        while not self._monitor.heard_all(min(0.2, max(0.0, deadline - time.monotonic()))):
+            self.check_starting()
+            if time.monotonic() >= deadline:
+                self._monitor.wait_first_beats(0.0)  # raises, naming them
+
+    def check_starting(self) -> None:
+        """RendezvousError if a worker was lost while the cluster started."""
+        if self._failure is not None:
+            raise RendezvousError(f"a registered worker is gone: {self._failure}")
+
+    @property
+    def records(self) -> tuple[WorkerRecord, ...]:
+        """Every worker's registration, by rank."""
+        return self._layout.records
 
     @property
     def workers(self) -> int:

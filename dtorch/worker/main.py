@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import stat
@@ -263,23 +264,36 @@ def run(options: WorkerOptions) -> int:
     secret = program_secret(options.token, program.nonce)
     keys = CurveKeys.from_secret(secret)
     namespace = CommNamespace(program.instance_id, secret=secret)
-    subscriber = Subscriber(program.publisher, keys=keys, party=options.rank)
-    pusher = Pusher(program.puller, options.rank, keys=keys)
+    # beats first: a controller that dies while this worker connects is noticed in 5 s (the
+    # subscriber waits up to the ZeroMQ timeout for its publisher)
     beacon = Beacon(program.beats_out, program.beats_in, options.rank, keys, _orphaned(namespace))
-    status = EXIT_FATAL
     try:
-        board = StoreFailureBoard(store.store, secret)
+        return _serve(options, store, program, start, namespace, keys)
+    finally:
+        beacon.stop(bye=True)
+        store.store.close()
+
+
+def _serve(
+    options: WorkerOptions,
+    store: SignedStore,
+    program: ProgramRecord,
+    start: StartRecord,
+    namespace: CommNamespace,
+    keys: CurveKeys,
+) -> int:
+    """Connect to the controller's sockets and run its batches until STOP; the exit status."""
+    with contextlib.ExitStack() as opened:
+        subscriber = Subscriber(program.publisher, keys=keys, party=options.rank)
+        opened.callback(subscriber.close)
+        pusher = Pusher(program.puller, options.rank, keys=keys)
+        opened.callback(pusher.close)
+        board = StoreFailureBoard(store.store, namespace.secret)
         groups = _groups(options, store, namespace, start.hosts)
         layout = PartyLayout(options.world_size, options.rank, 1)
         sink = PushSink(pusher, options.rank, shared_min=None)
         parts = WorkerParts(layout, sink, board, groups, lambda: None)
-        status = Worker(parts, subscriber, pusher, f"dtorch-w{options.rank}").run()
-    finally:
-        beacon.stop(bye=True)
-        subscriber.close()
-        pusher.close()
-        store.store.close()
-    return status
+        return Worker(parts, subscriber, pusher, f"dtorch-w{options.rank}").run()
 
 
 def _orphaned(namespace: CommNamespace) -> Callable[[], None]:

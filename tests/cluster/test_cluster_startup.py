@@ -212,6 +212,28 @@ def test_a_worker_dying_after_it_registered_is_named_within_seconds() -> None:
         _stop(workers)
 
 
+def test_a_wait_that_times_out_after_the_start_refuses_nothing() -> None:
+    """A wait_ready whose deadline falls just after the start record (the workers had no time
+    to connect) is a timeout like one before it: the next wait_ready goes on with the same
+    started workers (it refused the healthy cluster for good, and its STOP was lost)."""
+    node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
+    workers = [_worker(node.address, r, 2, h) for r, h in ((0, "127.0.0.2"), (1, "127.0.0.3"))]
+    try:
+        waited = time.monotonic()
+        while not all(node.records.has(worker_key(r)) for r in (0, 1)):
+            assert time.monotonic() - waited < 60, "the workers never registered"
+            time.sleep(0.1)
+        with pytest.raises(RendezvousError, match=r"never connected|no heartbeat"):
+            node.wait_ready(0.05)
+        pool = node.wait_ready(60)
+        _computes(pool)
+    finally:
+        node.close()
+        codes = [_ended(w, 15)[0] for w in workers]
+        _stop(workers)
+    assert codes == [0, 0]
+
+
 def test_ipv6_addresses_are_refused_up_front() -> None:
     from dtorch.options import Launch
     from dtorch.worker.main import parse_arguments
