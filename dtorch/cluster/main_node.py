@@ -191,14 +191,28 @@ class ClusterNode:
     def _registered(self, deadline: float) -> tuple[WorkerRecord, ...]:
         """Every worker's record, each checked against rank 0's as it comes (a disagreement
         is refused at once, not at the deadline of a rank that will never come)."""
-        first = self.records.wait(worker_key(0), WorkerRecord, _left(deadline, "rank 0"))
+        first = self._record_of(0, deadline)
         self._agreeing(first, 0, first)
         records = [first]
         for rank in range(1, first.world_size):
-            record = self.records.wait(worker_key(rank), WorkerRecord, _left(deadline, rank))
+            record = self._record_of(rank, deadline)
             self._agreeing(record, rank, first)
             records.append(record)
         return tuple(records)
+
+    def _record_of(self, rank: int, deadline: float) -> WorkerRecord:
+        """Rank ``rank``'s registration; RendezvousError naming the rank at ``deadline``."""
+        key = worker_key(rank)
+        try:
+            return self.records.wait(key, WorkerRecord, _left(deadline, f"rank {rank}"))
+        except RendezvousError:
+            if time.monotonic() < deadline:  # not a timeout: a record refused
+                raise
+        raise RendezvousError(
+            f"rank {rank} did not register in time: no worker joined as rank {rank} (no "
+            f"record under {key!r} in the store at {self.address}); start it (--rank {rank}) "
+            "or wait longer"
+        )
 
     def _agreeing(self, record: WorkerRecord, rank: int, first: WorkerRecord) -> None:
         """``_check_record``; a disagreement refuses the cluster for good (the workers are
