@@ -203,16 +203,12 @@ class ClusterNode:
     def _record_of(self, rank: int, deadline: float) -> WorkerRecord:
         """Rank ``rank``'s registration; RendezvousError naming the rank at ``deadline``."""
         key = worker_key(rank)
-        try:
-            return self.records.wait(key, WorkerRecord, _left(deadline, f"rank {rank}"))
-        except RendezvousError:
-            if time.monotonic() < deadline:  # not a timeout: a record refused
-                raise
-        raise RendezvousError(
+        missing = (
             f"rank {rank} did not register in time: no worker joined as rank {rank} (no "
             f"record under {key!r} in the store at {self.address}); start it (--rank {rank}) "
             "or wait longer"
         )
+        return self.records.wait(key, WorkerRecord, _left(deadline, f"rank {rank}"), missing)
 
     def _agreeing(self, record: WorkerRecord, rank: int, first: WorkerRecord) -> None:
         """``_check_record``; a disagreement refuses the cluster for good (the workers are

@@ -182,13 +182,15 @@ class SignedStore:
         """The record under ``name`` (present); RendezvousError if it is not a valid one."""
         return read_record(self._key, name, bytes(self.store.get(name)), cls)
 
-    def wait(self, name: str, cls: type[R], timeout_s: float) -> R:
-        """The record under ``name`` once it is there; RendezvousError after ``timeout_s``."""
+    def wait(self, name: str, cls: type[R], timeout_s: float, missing: str | None = None) -> R:
+        """The record under ``name`` once it is there; RendezvousError after ``timeout_s``
+        (saying ``missing``, when given)."""
         try:
             self.store.wait([name], timedelta(seconds=timeout_s))
         except (RuntimeError, dist.DistError) as error:
             raise RendezvousError(
-                f"no {cls.__name__} appeared under {name!r} within {timeout_s:g} s ({error})"
+                missing
+                or f"no {cls.__name__} appeared under {name!r} within {timeout_s:g} s ({error})"
             ) from None
         return self.read(name, cls)
 
