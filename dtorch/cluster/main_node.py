@@ -355,10 +355,14 @@ class MainNode:
     @classmethod
     def worker_pool(cls) -> ClusterPool:
         """The pool of the cluster's workers (after ``wait_cluster_ready``)."""
-        pool = cls._current().pool
-        if pool is None:
+        node = cls._current()
+        if node.refused is not None:
+            raise RendezvousError(
+                f"this cluster was refused ({node.refused}); MainNode.close() and set it up again"
+            )
+        if node.pool is None:
             raise RendezvousError("the cluster is not ready: call MainNode.wait_cluster_ready()")
-        return pool
+        return node.pool
 
     @classmethod
     def close(cls) -> None:

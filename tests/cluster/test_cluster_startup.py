@@ -85,6 +85,21 @@ def test_a_refused_cluster_tells_its_workers_at_once(worlds: tuple[int, int]) ->
         _stop(workers)
 
 
+def test_the_pool_of_a_refused_cluster_says_it_was_refused() -> None:
+    """MainNode.worker_pool() (and num_node_in_cluster) after a refusal named the refusal,
+    not 'not ready: call wait_cluster_ready()', which would only raise it again."""
+    MainNode.set_address("127.0.0.1:0", token=TOKEN)
+    workers = [_worker(MainNode.address(), 0, 2), _worker(MainNode.address(), 1, 3, "127.0.0.3")]
+    try:
+        with pytest.raises(RendezvousError, match="worker records disagree"):
+            MainNode.wait_cluster_ready(60)
+        with pytest.raises(RendezvousError, match=r"this cluster was refused \(worker records"):
+            MainNode.num_node_in_cluster()
+    finally:
+        MainNode.close()
+        _stop(workers)
+
+
 def test_a_timeout_leaves_the_workers_waiting_and_a_close_tells_them() -> None:
     """A ``wait_ready`` that times out is no refusal (a program may wait again: rank 0 may be
     late); closing the node before the start tells the waiting workers at once."""
