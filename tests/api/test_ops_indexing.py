@@ -277,6 +277,22 @@ def test_cat_of_three_sizes_and_dtypes(graph: dtorch.Graph) -> None:
         dtorch.cat([])  # torch's RuntimeError
 
 
+def test_cat_skips_one_dim_empty_inputs_beside_others_as_torch(graph: dtorch.Graph) -> None:
+    """torch's legacy rule: ``cat([tensor([]), x])`` of an x of another rank is x (an
+    accumulator started empty), the empty input still taking part in the dtype; dtorch said
+    'tensors differ in rank'."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    x, empty = torch.arange(6).reshape(2, 3), torch.zeros(0, dtype=torch.float64)
+    cases = [([x, empty], 0), ([empty, x, empty], 1), ([empty, empty], 0), ([x[0], empty], 0)]
+    for fulls, dim in cases:
+        want = torch.cat(fulls, dim)
+        out = dtorch.cat(
+            [place(t, mesh, [S0 if t.shape == (2, 3) else R], graph) for t in fulls], dim
+        )
+        assert (out.shape, out.dtype) == (want.shape, want.dtype), (fulls, dim)
+        assert torch.equal(out.to_torch(), want)
+
+
 def _keep_others(ndim: int, dim: int) -> Table:
     """One mesh dim: every placement but a shard of ``dim``."""
     return {(p,): p for p in choices(ndim) if p != Shard(dim)}

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Sequence
@@ -366,9 +367,20 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         ([0, 1, 2, 3, 0, 1, 2, 3], [Shard(dim=0, sub_split_coordinates=(4,))])
     """
     tensors = _tensor_list("cat", tensors)
+    kept = [t for t in tensors if t.shape != (0,)]
+    if kept and len(kept) < len(tensors) and any(t.ndim != 1 for t in kept):
+        return _cat_skipping_empties(tensors, kept, dim)
     return record(
         "cat", ConcatParam(normalize_dim(dim, tensors[0].ndim, op="cat")), tuple(tensors)
     )[0]
+
+
+def _cat_skipping_empties(tensors: list[Tensor], kept: list[Tensor], dim: int) -> Tensor:
+    """torch's legacy rule: 1-D empty inputs beside tensors of other ranks are skipped (an
+    accumulator started as ``tensor([])``); they still take part in the result's dtype."""
+    dtype = functools.reduce(torch.promote_types, [t.dtype for t in tensors])
+    out = cat(kept, dim)
+    return out if out.dtype == dtype else out.to(dtype)
 
 
 @numpy_names
