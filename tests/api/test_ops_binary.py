@@ -618,3 +618,14 @@ def test_the_sign_of_a_zero_number_is_kept(graph: dtorch.Graph) -> None:
                 got, want = op(x, number).to_torch(), op(full, number)
                 assert torch.equal(got, want), (op, number)
                 assert torch.equal(got.signbit(), want.signbit()), (op, number)
+
+
+def test_a_shard_of_a_broadcast_dim_is_refused_saying_why(graph: dtorch.Graph) -> None:
+    """A (1, 4) shard of dim 0 (devices holding nothing of it) beside a (3, 4) tensor: the
+    refusal read 'S(k) x R is not one of these' beside an accepted 'S(i) x R', with no word
+    of what k is."""
+    mesh = dtorch.init_device_mesh("cpu", (3,))
+    x = dtorch.from_torch(torch.ones(1, 4), device_mesh=mesh, placements=[dtorch.Shard(0)])
+    y = dtorch.from_torch(torch.ones(3, 4), device_mesh=mesh)
+    with pytest.raises(PlacementError, match=r"k: a dim it broadcasts from 1\); mesh dim 0 is S"):
+        x + y

@@ -56,14 +56,16 @@ from dtorch.ir.scalar import ScalarKind
 
 _NOT_LINEAR = "Partial is accepted only where the operator is linear in it; redistribute first"
 
-_PLAIN2 = elementwise(2, hint=_NOT_LINEAR)
+#: Binary operators broadcast: a dim an input holds one row of to broadcast is no shard.
+_BROADCAST = "i: a dim of the result the input has at full size; k: a dim it broadcasts from 1"
+_PLAIN2 = elementwise(2, legend=_BROADCAST, hint=_NOT_LINEAR)
 _BINARY_SIGS: dict[BinaryKind, Signature] = {
-    BinaryKind.ADD: elementwise(2, ["P P -> P"], hint=_NOT_LINEAR),
-    BinaryKind.SUB: elementwise(2, ["P P -> P"], hint=_NOT_LINEAR),
-    BinaryKind.MUL: elementwise(2, ["P R -> P", "R P -> P"], hint=_NOT_LINEAR),
+    BinaryKind.ADD: elementwise(2, ["P P -> P"], legend=_BROADCAST, hint=_NOT_LINEAR),
+    BinaryKind.SUB: elementwise(2, ["P P -> P"], legend=_BROADCAST, hint=_NOT_LINEAR),
+    BinaryKind.MUL: elementwise(2, ["P R -> P", "R P -> P"], legend=_BROADCAST, hint=_NOT_LINEAR),
     # No "P R -> P" for a tensor divisor (as in DTensor): the non-owning ranks would compute
     # 0 / 0 = NaN wherever the divisor is 0, where torch gives +-inf.
-    BinaryKind.DIV: elementwise(2, hint=_NOT_LINEAR),
+    BinaryKind.DIV: elementwise(2, legend=_BROADCAST, hint=_NOT_LINEAR),
 }
 #: One tensor with a Python scalar, keyed by (kind, scalar_first).
 _LINEAR1 = elementwise(1, ["P -> P"], hint=_NOT_LINEAR)
