@@ -165,6 +165,16 @@ def test_bad_arguments_are_refused(graph: dtorch.Graph) -> None:
         DF.interpolate(x, size="big")
 
 
+def test_pad_takes_numpy_and_tensor_integers_as_torch(graph: dtorch.Graph) -> None:
+    """It refused them ('pad must be an even number of ints'), where torch takes them."""
+    import numpy as np
+
+    full = torch.arange(8.0).reshape(2, 4)
+    sizes = (np.int64(1), torch.tensor(2))
+    want = F.pad(full, sizes)
+    assert torch.equal(DF.pad(dtorch.from_torch(full), sizes).to_torch(), want)
+
+
 def test_integer_inputs(graph: dtorch.Graph) -> None:
     """uint8 interpolates (rounding: no Partial), int64 does not; integer padding copies values
     (Partial kept); reflect has no bool kernel."""

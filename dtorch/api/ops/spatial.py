@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dtorch.api.dims import as_int
 from dtorch.api.ops.conv import IntOrPair, int_pair
 from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.errors import ParamError
@@ -185,6 +186,17 @@ def _repeat(value: object, n: int, kind: type[int] | type[float]) -> tuple[Any, 
     return tuple(kind(v) for v in items)
 
 
+def _pad_ints(pad: Any) -> tuple[int, ...]:
+    # pad's sizes: ints (numpy integers, 0-d integer tensors: as torch), an even number
+    try:
+        pads = tuple(as_int("pad", "pad", p) for p in pad)
+    except TypeError:
+        pads = (0,)  # no sequence of ints: the error below
+    if len(pads) % 2:
+        raise ParamError(f"pad: pad must be an even number of ints; got {pad!r}")
+    return pads
+
+
 def pad(
     input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None
 ) -> Tensor:
@@ -197,8 +209,6 @@ def pad(
         >>> dtorch.nn.functional.pad(x, (1, 2), value=9.0).tolist()
         [[9.0, 1.0, 2.0, 9.0, 9.0]]
     """
-    pads = tuple(pad)
-    if len(pads) % 2 or not all(isinstance(p, int) for p in pads):
-        raise ParamError(f"pad: pad must be an even number of ints; got {pad!r}")
+    pads = _pad_ints(pad)
     param = PadParam(pads, mode, 0.0 if value is None else float(value))
     return record_one("pad", param, (input,))
