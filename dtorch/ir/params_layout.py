@@ -112,15 +112,20 @@ class ExpandParam(OpParam):
 
 @dataclass(frozen=True, slots=True)
 class FlattenParam(OpParam):
+    """``view``: the global strides, known at record time, say torch views (a device views
+    wherever torch can view its shard; ``dtorch.api.strides``). The same in Reshape/View."""
+
     kind: ClassVar[OpKind] = OpKind.Flatten
     start_dim: int = 0
     end_dim: int = -1
+    view: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ReshapeParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Reshape
     shape: Ints
+    view: bool = False  # as FlattenParam's
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,7 @@ class TransposeParam(OpParam):
 class ViewParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.View
     shape: Ints
+    view: bool = False  # as FlattenParam's
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from dtorch.api.strides import (
 )
 
 #: name, the views then the copy-or-view, the input's shape. torch copies in the first
-#: eight (writes through the result stay there) and views in the rest (they reach the input).
+#: ten (writes through the result stay there) and views in the rest (they reach the input).
 _CASES: list[tuple[str, Callable[[Any], Any], tuple[int, ...]]] = [
     ("column slice, contiguous", lambda t: t[:, 0:3].contiguous(), (2, 8)),
     ("transpose, contiguous", lambda t: t.T.contiguous(), (2, 2)),
@@ -40,13 +40,18 @@ _CASES: list[tuple[str, Callable[[Any], Any], tuple[int, ...]]] = [
     ("narrow, reshape", lambda t: t.narrow(1, 0, 2).reshape(-1), (2, 4)),
     ("unsqueeze, slice, contiguous", lambda t: t.unsqueeze(1)[:, :, 0:2].contiguous(), (2, 4)),
     ("permute, reshape", lambda t: t.permute(1, 0, 2).reshape(-1), (2, 2, 2)),
+    ("chunk, slice, contiguous", lambda t: t.chunk(1, 0)[0][:, 0:2].contiguous(), (2, 3)),
+    ("unbind, transpose, contiguous", lambda t: t.unbind(0)[1].T.contiguous(), (2, 2, 2)),
     ("contiguous", lambda t: t.contiguous(), (2, 4)),
+    ("reshape merging a dim held one row per device", lambda t: t.reshape(2, -1), (2, 2, 4)),
+    ("flatten merging a dim held one row per device", lambda t: t.flatten(1, 2), (3, 2, 4)),
+    ("view merging a dim held one row per device", lambda t: t.view(2, -1), (2, 2, 4)),
     ("row slice, contiguous", lambda t: t[0:1].contiguous(), (2, 4)),
     ("row slice, reshape", lambda t: t[0:2].reshape(-1), (4, 4)),
     ("transpose twice, view", lambda t: t.T.T.view(-1), (2, 4)),
 ]
 
-_ONE_D = [((4,), [p]) for p in (Replicate(), Shard(0), Shard(1))]
+_ONE_D = [((4,), [p]) for p in (Replicate(), Shard(0), Shard(1))] + [((3,), [Shard(1)])]
 _TWO_D = [((2, 2), list(p)) for p in itertools.product((Replicate(), Shard(0), Shard(1)), repeat=2)]
 _THREE_D = [
     ((2, 1, 2), [Shard(1), Shard(0), Shard(0)]),

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import operator
@@ -145,6 +146,8 @@ def _reshaped(
     viewed = view_strides(t.shape, strides, target)
     if viewed is None:
         t, viewed = record(name, _COPY, (t,))[0], contiguous_strides(target)
+    else:  # torch views: so must every device that can (its shard may look otherwise)
+        param = dataclasses.replace(param, view=True)
     return mark(record(name, param, (t,))[0], viewed)
 
 
@@ -333,7 +336,9 @@ def _chunk(name: str, t: Tensor, chunks: int, dim: int) -> tuple[Tensor, ...]:
         raise ShapeError(f"{name}: chunks must be positive, got {chunks}")
     if not t.ndim and name == "chunk":
         raise ShapeError("chunk expects at least a 1-dimensional tensor")  # torch's words
-    return record(name, ChunkParam(chunks, normalize_dim(dim, t.ndim, op=name)), (t,))
+    parts = record(name, ChunkParam(chunks, normalize_dim(dim, t.ndim, op=name)), (t,))
+    strides = known(t)  # each part a slice of dim: the input's strides
+    return parts if strides is None else tuple(mark(part, strides) for part in parts)
 
 
 @numpy_names

@@ -31,10 +31,13 @@ from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import (
     ContiguousParam,
     ExpandParam,
+    FlattenParam,
     PermuteParam,
+    ReshapeParam,
     SqueezeParam,
     TransposeParam,
     UnsqueezeParam,
+    ViewParam,
 )
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
@@ -62,7 +65,26 @@ def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     if _viewable(shard, old, groups):  # torch's view would re-stride the local size-1 dims
         strides = _view_strides(shard, old, groups, shape)
         return [shard.as_strided(shape, strides, shard.storage_offset())]
+    if isinstance(ctx.param, (ViewParam, ReshapeParam, FlattenParam)) and ctx.param.view:
+        viewed = _torch_view(shard, old, groups, shape)  # the shard's look misled _viewable
+        if viewed is not None:
+            return [viewed]
     return [shard.clone(memory_format=torch.contiguous_format).view(shape)]
+
+
+def _torch_view(
+    shard: torch.Tensor, old: tuple[int, ...], groups: list[_Group], shape: tuple[int, ...]
+) -> torch.Tensor | None:
+    """torch's view of the shard as ``shape`` where it can make one (None otherwise), with
+    ``_view_strides`` for its size-1 dims where those agree with torch's on the others."""
+    try:
+        viewed = shard.view(shape)
+    except RuntimeError:
+        return None
+    strides = _view_strides(shard, old, groups, shape)
+    if any(s != v for s, v, n in zip(strides, viewed.stride(), shape, strict=True) if n > 1):
+        return viewed
+    return shard.as_strided(shape, strides, shard.storage_offset())
 
 
 def _viewable(shard: torch.Tensor, global_shape: tuple[int, ...], groups: list[_Group]) -> bool:
