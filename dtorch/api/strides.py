@@ -90,6 +90,57 @@ def view_strides(old: Sequence[int], strides: Strides, new: Sequence[int]) -> St
     return tuple(out) if view_d == -1 else None
 
 
+def preserved(shape: Sequence[int], strides: Strides) -> Strides:
+    """The strides of a copy in torch's ``preserve_format`` (``clone``, a cast): the same
+    where non-overlapping and dense, else dense with the dims in the same memory order."""
+    if _dense(shape, strides):
+        return strides
+    order = _memory_order(shape, strides)
+    out, step = [0] * len(shape), 1
+    for d in order:  # fastest first
+        out[d] = step
+        step *= shape[d] if shape[d] > 1 else 1
+    return tuple(out)
+
+
+def _dense(shape: Sequence[int], strides: Strides) -> bool:
+    # torch's is_non_overlapping_and_dense: dims of size < 2 aside, the others tile memory
+    if len(shape) == 1:
+        return shape[0] < 2 or strides[0] == 1
+    dims = sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: strides[d])
+    expected = 1
+    for d in dims:
+        if strides[d] != expected:
+            return False
+        expected *= shape[d]
+    return True
+
+
+def _memory_order(shape: Sequence[int], strides: Strides) -> list[int]:
+    # torch's infer_dense_strides order (fastest first): an insertion sort from the last dim
+    # that moves a dim past a faster one (a tie: past a smaller one), 0 strides undecided
+    order = list(range(len(shape) - 1, -1, -1))
+    for i in range(1, len(order)):
+        j = i
+        for k in range(i - 1, -1, -1):
+            swap = _compare(shape, strides, order[k], order[j])
+            if swap > 0:
+                order[k], order[j] = order[j], order[k]
+                j = k
+            elif swap < 0:
+                break
+    return order
+
+
+def _compare(shape: Sequence[int], strides: Strides, a: int, b: int) -> int:
+    # 1: dim a goes after dim b; -1: before; 0: undecided
+    if strides[a] == 0 or strides[b] == 0:
+        return 0
+    if strides[a] != strides[b]:
+        return 1 if strides[a] > strides[b] else -1
+    return 1 if shape[a] > shape[b] else 0
+
+
 def indexed(shape: Sequence[int], strides: Strides, index: Sequence[IndexEntry]) -> Strides:
     """The strides of basic indexing (a normalized index: an entry per dim, None adds one),
     applied entry by entry as torch's ``applySlicing`` does."""

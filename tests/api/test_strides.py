@@ -9,6 +9,7 @@ the result and compare the input with torch's, on every layout of the meshes bel
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
 from collections.abc import Callable
@@ -25,12 +26,13 @@ from dtorch.api.strides import (
     expanded,
     indexed,
     is_contiguous,
+    preserved,
     unsqueezed,
     view_strides,
 )
 
 #: name, the views then the copy-or-view, the input's shape. torch copies in the first
-#: ten (writes through the result stay there) and views in the rest (they reach the input).
+#: thirteen (writes through the result stay there) and views in the rest (they reach the input).
 _CASES: list[tuple[str, Callable[[Any], Any], tuple[int, ...]]] = [
     ("column slice, contiguous", lambda t: t[:, 0:3].contiguous(), (2, 8)),
     ("transpose, contiguous", lambda t: t.T.contiguous(), (2, 2)),
@@ -42,6 +44,9 @@ _CASES: list[tuple[str, Callable[[Any], Any], tuple[int, ...]]] = [
     ("permute, reshape", lambda t: t.permute(1, 0, 2).reshape(-1), (2, 2, 2)),
     ("chunk, slice, contiguous", lambda t: t.chunk(1, 0)[0][:, 0:2].contiguous(), (2, 3)),
     ("unbind, transpose, contiguous", lambda t: t.unbind(0)[1].T.contiguous(), (2, 2, 2)),
+    ("clone, slice, contiguous", lambda t: t.clone()[:, 0:2].contiguous(), (2, 3)),
+    ("cast, transpose, contiguous", lambda t: t.double().T.contiguous(), (2, 2)),
+    ("deep copy, transpose, contiguous", lambda t: copy.deepcopy(t).T.contiguous(), (2, 2)),
     ("contiguous", lambda t: t.contiguous(), (2, 4)),
     ("reshape merging a dim held one row per device", lambda t: t.reshape(2, -1), (2, 2, 4)),
     ("flatten merging a dim held one row per device", lambda t: t.flatten(1, 2), (3, 2, 4)),
@@ -139,3 +144,4 @@ def test_the_stride_rules_agree_with_torch() -> None:
         assert expanded(shape, strides, target) == t.expand(target).stride()
         if t.numel():
             assert contiguous_strides(shape) == torch.empty(shape).stride()
+            assert _same(preserved(shape, strides), t.clone().stride(), t.shape)

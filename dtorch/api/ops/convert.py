@@ -19,6 +19,7 @@ from dtorch.api.graph import mesh_of
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import record, redistribute_to, tensor_arg
 from dtorch.api.redistribute import move, redistribute
+from dtorch.api.strides import known, mark, preserved
 from dtorch.errors import DtypeError, MeshError, ShapeError
 from dtorch.ir.device import TORCH_MAX_INDEX, parse_device
 from dtorch.ir.dtypes import as_dtype, is_dtype
@@ -38,7 +39,7 @@ def cast(t: Tensor, dtype: torch.dtype) -> Tensor:
     dtype = as_dtype("to", dtype)  # torch's .to(float) and .to(dtype=int) too
     if dtype == t.dtype:
         return t
-    return record("to", CastParam(dtype), (t,))[0]
+    return _preserving(record("to", CastParam(dtype), (t,))[0], t)
 
 
 def clone(t: Tensor) -> Tensor:
@@ -52,7 +53,14 @@ def clone(t: Tensor) -> Tensor:
         >>> t.tolist(), c.tolist()
         ([0, 1, 2], [1, 2, 3])
     """
-    return record("clone", _CLONE, (t,))[0]
+    return _preserving(record("clone", _CLONE, (t,))[0], t)
+
+
+def _preserving(out: Tensor, t: Tensor) -> Tensor:
+    """``out``, a copy of ``t`` in torch's ``preserve_format``, with its global strides where
+    ``t``'s are known (``dtorch.api.strides``)."""
+    strides = known(t)
+    return out if strides is None else mark(out, preserved(t.shape, strides))
 
 
 def copy_(dst: Tensor, src: Tensor) -> Tensor:
