@@ -85,9 +85,14 @@ def test_a_refused_cluster_tells_its_workers_at_once(worlds: tuple[int, int]) ->
         _stop(workers)
 
 
-def test_the_pool_of_a_refused_cluster_says_it_was_refused() -> None:
+def test_the_pool_of_a_refused_cluster_says_it_was_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """MainNode.worker_pool() (and num_node_in_cluster) after a refusal named the refusal,
     not 'not ready: call wait_cluster_ready()', which would only raise it again."""
+    from dtorch.runtime.process.runner import ClusterDefault
+
+    # MainNode is one per process: the folder's shared cluster may hold it; it gets it back
+    monkeypatch.setattr(MainNode, "_node", None)
+    monkeypatch.setattr(ClusterDefault, "pool", ClusterDefault.pool)
     MainNode.set_address("127.0.0.1:0", token=TOKEN)
     workers = [_worker(MainNode.address(), 0, 2), _worker(MainNode.address(), 1, 3, "127.0.0.3")]
     try:
