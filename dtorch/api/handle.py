@@ -22,6 +22,7 @@ import torch
 
 from dtorch.api.dims import normalize_dims
 from dtorch.api.record import tensor_arg
+from dtorch.api.strides import known
 from dtorch.api.values import to_torch_async
 from dtorch.errors import ShapeError
 from dtorch.ir.mesh import DeviceMesh
@@ -100,14 +101,14 @@ class TensorBase:
         """This handle stands for ``source``'s value, which ``source``'s owner keeps alive:
         this handle releases nothing itself (a constructor, a copy, ``data = other``)."""
         self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
-        self._strides = getattr(source, "_strides", None)  # the same value, the same layout
+        self._strides = known(source)  # the same value, the same layout
         _enlist(self._base, self)
 
     def _alias(self) -> Tensor:
         """A new handle to the same value (``detach``): it keeps the owner alive."""
         tensor = self._result(self._graph, self._operand)  # a plain Tensor, as torch's
         tensor._base = self._owner()
-        tensor._strides = getattr(self, "_strides", None)
+        tensor._strides = known(self)
         _enlist(tensor._base, tensor)
         return tensor
 

@@ -7,11 +7,13 @@ contiguous there while torch's full tensor is not, so that device would return a
 torch copies (writes through the result would reach the input on some devices only).
 
 So a handle carries the global strides when they are known: a created tensor is contiguous,
-and the view operators (slicing, ``narrow``, ``select``, ``transpose``, ``permute``,
-``unsqueeze``, ``squeeze``, ``expand``, viewable reshapes) derive theirs as torch does. Where
-they say torch would copy, the operator copies at record time (a ``clone`` first), whatever the
-shards look like. Strides of any other operator's result are unknown (None), and the devices
-decide as before; ``Tensor.is_contiguous()`` stays DTorch's (always True).
+the view operators (slicing, ``narrow``, ``select``, ``split``, ``chunk``, ``transpose``,
+``permute``, ``unsqueeze``, ``squeeze``, ``expand``, viewable reshapes) derive theirs as torch
+does, and ``contiguous``, ``clone`` and casts give torch's. Where they say torch copies, the
+operator copies on every device (``ContiguousParam.copy``); where they say torch views, every
+device views where torch can view its shard (``ReshapeParam.view`` and its twins). Strides of
+any other operator's result are unknown (None), and the devices decide as before;
+``Tensor.is_contiguous()`` stays DTorch's (always True).
 
 Example:
     >>> view_strides((2, 3), (1, 2), (6,)) is None, view_strides((2, 3), (3, 1), (3, 2))

@@ -138,8 +138,9 @@ def reshape(input: Tensor, *sizes_: Any, shape: Any = None) -> Tensor:
 def _reshaped(
     name: str, param: ViewParam | ReshapeParam | FlattenParam, t: Tensor, target: tuple[int, ...]
 ) -> Tensor:
-    """Record a reshape of ``t`` to ``target``; where ``t``'s known strides say torch could not
-    view it, a copy of ``t`` first: the devices' shards cannot all tell (``strides``)."""
+    """Record a reshape of ``t`` to ``target``. Where ``t``'s strides are known, torch's choice
+    is made for every device, whose shard alone cannot always tell (``strides``): a copy of
+    ``t`` first where torch could not view it, else a view wherever the shard allows one."""
     strides = known(t)
     if strides is None:
         return record(name, param, (t,))[0]
@@ -302,10 +303,10 @@ def contiguous(t: Tensor) -> Tensor:
         >>> t.tolist(), dtorch.arange(4).reshape(2, 2).t().contiguous().tolist()
         ([1.0, 1.0], [[0, 2], [1, 3]])
     """
-    strides = known(t)
-    if strides is not None and not is_contiguous(t.shape, strides):
-        return mark(record("contiguous", _COPY, (t,))[0], contiguous_strides(t.shape))
-    return mark(record("contiguous", _CONTIGUOUS, (t,))[0], contiguous_strides(t.shape))
+    strides = known(t)  # where they say torch copies, every device copies
+    copies = strides is not None and not is_contiguous(t.shape, strides)
+    out = record("contiguous", _COPY if copies else _CONTIGUOUS, (t,))[0]
+    return mark(out, contiguous_strides(t.shape))
 
 
 _CONTIGUOUS = ContiguousParam()

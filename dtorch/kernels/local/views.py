@@ -52,10 +52,11 @@ def reshape_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     The shard alone cannot tell: a dim the device holds one row of is size 1 locally, and
     torch's checks skip size-1 dims, so a transposed or column-sliced shard could look
     viewable on one device and not on another (writes through the result would reach the
-    input on some devices only). ``_viewable`` judges by the global shapes (and where the
-    global strides are known at record time, a copy torch makes is made there first:
-    ``dtorch.api.strides``). A ``view`` torch would refuse copies too: ``is_contiguous()``
-    is always True, so a program that checks it before ``view`` must not fail."""
+    input on some devices only). ``_viewable`` judges by the global shapes; where the global
+    strides are known at record time (``dtorch.api.strides``), a copy torch makes is made
+    there first, and ``param.view`` says torch views (then the shard is viewed wherever torch
+    can). A ``view`` torch would refuse copies too: ``is_contiguous()`` is always True, so a
+    program that checks it before ``view`` must not fail."""
     shard = inputs[0]
     shape = ctx.outputs[0].local_shape(device)
     if shard.numel() == 0:
