@@ -83,15 +83,16 @@ class BeatMonitor:
         self._first = threading.Event()
         self._thread = DaemonThread(self._main, "dtorch-beats")
 
-    def heard_all(self, timeout_s: float) -> bool:
-        """Whether every worker beat at least once (waits up to ``timeout_s`` for it)."""
-        return self._first.wait(timeout_s)
-
-    def wait_first_beats(self, timeout_s: float) -> None:
-        """Every worker beat once; RendezvousError naming the silent ones otherwise."""
-        if not self._first.wait(timeout_s):
-            silent = sorted(set(self._last) - self._heard)
-            raise RendezvousError(f"workers {silent} sent no heartbeat within {timeout_s:g} s")
+    def wait_first_beats(self, timeout_s: float, check: Callable[[], None] | None = None) -> None:
+        """Every worker beat once; RendezvousError naming the silent ones otherwise.
+        ``check`` is called every 0.2 s meanwhile (it may raise: a worker lost already)."""
+        deadline = time.monotonic() + timeout_s
+        while not self._first.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+            if check is not None:
+                check()
+            if time.monotonic() >= deadline:
+                silent = sorted(set(self._last) - self._heard)
+                raise RendezvousError(f"workers {silent} sent no heartbeat within {timeout_s:g} s")
 
     def _main(self) -> None:
         next_beat = 0.0

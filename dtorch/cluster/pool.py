@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -105,11 +104,7 @@ class ClusterPool:
     def wait_first_beats(self, timeout_s: float) -> None:
         """Every worker beat once: RendezvousError naming the silent ones after ``timeout_s``,
         or as soon as one is lost (``check_starting``)."""
-        deadline = time.monotonic() + timeout_s
-        while not self._monitor.heard_all(min(0.2, max(0.0, deadline - time.monotonic()))):
-            self.check_starting()
-            if time.monotonic() >= deadline:
-                self._monitor.wait_first_beats(0.0)  # raises, naming them
+        self._monitor.wait_first_beats(timeout_s, self.check_starting)
 
     def check_starting(self) -> None:
         """RendezvousError if a worker was lost while the cluster started."""

@@ -130,12 +130,8 @@ def connect_store(
     to ``timeout_s``); RendezvousError if none answers or it refuses ``token``. ``on_wait``
     (seconds waited so far) is called every ``WAIT_NOTICE_SECONDS`` without an answer."""
     client = GatedStoreClient(host, port, token, timeout_s=timeout_s)
-    started = time.monotonic()
-    deadline = started + timeout_s
     try:
-        while not _answered(client, deadline, on_wait is not None):
-            assert on_wait is not None  # _answered waits all the time left without one
-            on_wait(time.monotonic() - started)
+        _ping(client, timeout_s, on_wait)
     except dist.DistStoreError as error:
         client.close()
         raise RendezvousError(
@@ -145,20 +141,23 @@ def connect_store(
     return client
 
 
-def _answered(client: GatedStoreClient, deadline: float, in_slices: bool) -> bool:
-    """Whether the store answered a ping within ``WAIT_NOTICE_SECONDS`` (``in_slices``) or by
-    ``deadline``; DistStoreError at the deadline or once the store refused the client."""
-    left = deadline - time.monotonic()
-    if not in_slices or left <= WAIT_NOTICE_SECONDS:
-        client.ping(max(0.0, left))
-        return True
-    try:
-        client.ping(WAIT_NOTICE_SECONDS)
-    except dist.DistStoreError:
-        if client.gone is not None:  # refused (or lost): no use waiting on
-            raise
-        return False
-    return True
+def _ping(
+    client: GatedStoreClient, timeout_s: float, on_wait: Callable[[float], None] | None
+) -> None:
+    """Until the store answers (``on_wait`` told every ``WAIT_NOTICE_SECONDS`` meanwhile);
+    DistStoreError after ``timeout_s`` or once the store refused the client."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            client.ping(left if on_wait is None else min(left, WAIT_NOTICE_SECONDS))
+            return
+        except dist.DistStoreError:
+            # refused or lost (no use waiting on), or the time is up
+            if on_wait is None or client.gone is not None or time.monotonic() >= deadline:
+                raise
+        on_wait(time.monotonic() - started)
 
 
 class SignedStore:
