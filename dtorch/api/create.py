@@ -35,7 +35,7 @@ from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import cast, clone
 from dtorch.api.record import emit_one
 from dtorch.api.redistribute import redistribute
-from dtorch.api.strides import contiguous_strides, mark
+from dtorch.api.strides import ROW_MAJOR, mark
 from dtorch.errors import MeshError, ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.mesh import DeviceMesh
@@ -131,7 +131,7 @@ def create(
     param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value)
     out = OutputMeta(shape, dtype, placed)
     made = emit_one(cls._result, g, kind.name.lower(), param, (), out, mesh)
-    return mark(made, contiguous_strides(shape))  # a new tensor: row-major, as torch's
+    return mark(made, ROW_MAJOR)  # a new tensor: row-major, as torch's
 
 
 def _check_fill(shape: tuple[int, ...], fill: bool | int | float, dtype: torch.dtype) -> None:

@@ -22,7 +22,7 @@ import torch
 
 from dtorch.api.dims import normalize_dims
 from dtorch.api.record import tensor_arg
-from dtorch.api.strides import known
+from dtorch.api.strides import Layout, layout
 from dtorch.api.values import to_torch_async
 from dtorch.errors import ShapeError
 from dtorch.ir.mesh import DeviceMesh
@@ -70,7 +70,7 @@ class TensorBase:
     _sharers: list[weakref.ref[TensorBase]]  # an owner's: the handles of its value
     #: The global strides torch would give the value, where known (``dtorch.api.strides``);
     #: unset on most operators' results (read through ``strides.known``).
-    _strides: tuple[int, ...] | None
+    _strides: Layout
 
     #: Makes the handles of operator results: ``Tensor._wrap``, set where Tensor is defined.
     #: Subclasses inherit it, so operators on a typed alias (``LongTensor``) or a Parameter
@@ -101,14 +101,14 @@ class TensorBase:
         """This handle stands for ``source``'s value, which ``source``'s owner keeps alive:
         this handle releases nothing itself (a constructor, a copy, ``data = other``)."""
         self._graph, self._operand, self._base = source._graph, source._operand, source._owner()
-        self._strides = known(source)  # the same value, the same layout
+        self._strides = layout(source)  # the same value, the same layout
         _enlist(self._base, self)
 
     def _alias(self) -> Tensor:
         """A new handle to the same value (``detach``): it keeps the owner alive."""
         tensor = self._result(self._graph, self._operand)  # a plain Tensor, as torch's
         tensor._base = self._owner()
-        tensor._strides = known(self)
+        tensor._strides = layout(self)
         _enlist(tensor._base, tensor)
         return tensor
 

@@ -18,6 +18,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, TypeVar
 
 from dtorch.api.marked import plan_marked
+from dtorch.api.strides import ROW_MAJOR_KINDS, mark_fresh
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
@@ -108,7 +109,12 @@ def _emit_inferred(
         inputs = _implicit_redistribute(inputs, inference.input_placements, span)
     operands = tuple([t._operand for t in inputs])
     new = inputs[0]._result
-    return emit(new, graph, name, param, operands, inference.outputs, operands[0].mesh, span)
+    outputs = emit(new, graph, name, param, operands, inference.outputs, operands[0].mesh, span)
+    if param.kind in ROW_MAJOR_KINDS:
+        mark_fresh(
+            param.kind, outputs, inputs
+        )  # the inputs the operator got: redistributed ones unknown
+    return outputs
 
 
 def record_one(name: str, param: OpParam, inputs: tuple[TensorBase, ...], known: int = 1) -> Tensor:
@@ -134,7 +140,10 @@ def record_one(name: str, param: OpParam, inputs: tuple[TensorBase, ...], known:
     if inference.input_placements or len(inference.outputs) != 1:
         return _emit_inferred(graph, name, param, inputs, inference, span)[0]
     out, mesh = inference.outputs[0], operands[0].mesh
-    return emit_one(inputs[0]._result, graph, name, param, operands, out, mesh, span)
+    result = emit_one(inputs[0]._result, graph, name, param, operands, out, mesh, span)
+    if param.kind in ROW_MAJOR_KINDS:
+        mark_fresh(param.kind, (result,), inputs)
+    return result
 
 
 def emit_one(

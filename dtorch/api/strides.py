@@ -12,8 +12,10 @@ the view operators (slicing, ``narrow``, ``select``, ``split``, ``chunk``, ``tra
 does, and ``contiguous``, ``clone`` and casts give torch's. Where they say torch copies, the
 operator copies on every device (``ContiguousParam.copy``); where they say torch views, every
 device views where torch can view its shard (``ReshapeParam.view`` and its twins). Strides of
-any other operator's result are unknown (None), and the devices decide as before;
-``Tensor.is_contiguous()`` stays DTorch's (always True).
+the operators that make a new tensor elementwise, by reducing, by normalising or by
+concatenating (``ROW_MAJOR_KINDS``) are row-major when all their inputs are contiguous, as
+torch's are; any other operator's result has unknown strides (None), and the devices decide
+as before. ``Tensor.is_contiguous()`` stays DTorch's (always True).
 
 Example:
     >>> view_strides((2, 3), (1, 2), (6,)) is None, view_strides((2, 3), (3, 1), (3, 2))
@@ -22,9 +24,11 @@ Example:
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from dtorch.ir.opkind import OpKind
 from dtorch.ir.params_base import IndexEntry, SliceIndex
 
 if TYPE_CHECKING:
@@ -34,15 +38,88 @@ Strides = tuple[int, ...]
 H = TypeVar("H", bound="TensorBase")
 
 
+class RowMajor(enum.Enum):
+    """The strides of a tensor known row-major, stored as this marker: an operator's result
+    is marked with no loop over its dims (the per-operator hot path), and ``known`` spells
+    the strides out when a view operator asks."""
+
+    ROW_MAJOR = "row-major"
+
+
+ROW_MAJOR = RowMajor.ROW_MAJOR
+#: What a handle's ``_strides`` slot holds: strides, the row-major marker, or None (unknown).
+Layout = Strides | RowMajor | None
+
+#: Operators whose result torch makes row-major when every tensor input is contiguous (its
+#: TensorIterator's fast setup, reductions, normalisations, ``cat``, matmul's ``mm`` and
+#: ``bmm``, the pads and repeats), each a new tensor, never a view. Not here: ``einsum``
+#: (torch may return a permuted view of its input) and attention (a transposed result).
+ROW_MAJOR_KINDS = frozenset(
+    {
+        OpKind.Activation,
+        OpKind.BaseMath,
+        OpKind.BatchNorm,
+        OpKind.BroadcastBinary,
+        OpKind.Clamp,
+        OpKind.Concat,
+        OpKind.Dropout,
+        OpKind.Embedding,
+        OpKind.IndexSelect,
+        OpKind.Interpolate,
+        OpKind.Linear,
+        OpKind.Masked,
+        OpKind.Matmul,
+        OpKind.MaxMin,
+        OpKind.Normalization,
+        OpKind.Outer,
+        OpKind.Pad,
+        OpKind.Pooling,
+        OpKind.Reduce,
+        OpKind.Repeat,
+        OpKind.RepeatInterleave,
+        OpKind.Scan,
+        OpKind.Softmax,
+        OpKind.Where,
+    }
+)
+
+
 def known(t: TensorBase) -> Strides | None:
     """``t``'s global strides where known, else None (the devices judge by their shards)."""
-    return getattr(t, "_strides", None)  # unset on the results of most operators: unknown
+    strides = getattr(t, "_strides", None)  # unset on the results of most operators: unknown
+    return contiguous_strides(t.shape) if strides is ROW_MAJOR else strides
 
 
-def mark(t: H, strides: Strides | None) -> H:
+def layout(t: TensorBase) -> Layout:
+    """``t``'s ``_strides`` as stored (for a handle that stands for the same value)."""
+    return getattr(t, "_strides", None)
+
+
+def mark(t: H, strides: Layout) -> H:
     """``t`` with its global strides (None: unknown)."""
     t._strides = strides
     return t
+
+
+#: ``ROW_MAJOR_KINDS`` that map one tensor elementwise: given a non-contiguous input, torch's
+#: TensorIterator lays the result out in the input's memory order (``t.T * 2`` is transposed).
+SAME_LAYOUT_KINDS = frozenset(
+    {OpKind.Activation, OpKind.BaseMath, OpKind.BroadcastBinary, OpKind.Clamp}
+)
+
+
+def mark_fresh(kind: OpKind, outputs: Sequence[TensorBase], inputs: Sequence[TensorBase]) -> None:
+    """Mark the results of a ``ROW_MAJOR_KINDS`` operator row-major when every input is
+    contiguous; a ``SAME_LAYOUT_KINDS`` one of one input in that input's memory order; leave
+    any other unknown."""
+    for t in inputs:
+        strides = getattr(t, "_strides", None)
+        if strides is not ROW_MAJOR and (strides is None or not is_contiguous(t.shape, strides)):
+            if strides is not None and len(inputs) == 1 and kind in SAME_LAYOUT_KINDS:
+                outputs[0]._strides = preserved(t.shape, strides)
+            return
+    for out in outputs:
+        out._strides = ROW_MAJOR
 
 
 def contiguous_strides(shape: Sequence[int]) -> Strides:

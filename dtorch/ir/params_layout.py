@@ -92,10 +92,13 @@ class CloneParam(OpParam):
 @dataclass(frozen=True, slots=True)
 class ContiguousParam(OpParam):
     """``copy``: copy whatever the shards look like (the global strides, known at record
-    time, say torch copies; ``dtorch.api.strides``)."""
+    time, say torch copies; ``dtorch.api.strides``). ``view``: they say torch returns the
+    tensor itself, so every device returns its shard, whatever the shard looks like (one
+    row of a dim can be strided as torch pleases). Neither: each device judges its shard."""
 
     kind: ClassVar[OpKind] = OpKind.Contiguous
     copy: bool = False
+    view: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ Example:
     >>> ctx = KernelContext(Operator(5, "contiguous_5", ContiguousParam(), (1,), (2,),
     ...                              Span.unknown()), (a,), (a,), (0,))
     >>> ctx.param
-    ContiguousParam(copy=False)
+    ContiguousParam(copy=False, view=False)
 """
 
 from __future__ import annotations

@@ -90,6 +90,93 @@ def test_writes_through_a_copy_or_view_reach_the_input_as_in_torch(
     assert checked >= 2
 
 
+#: One operator of each family whose result torch makes row-major from contiguous inputs
+#: (``strides.ROW_MAJOR_KINDS``), as ``fn(module, t)`` for torch's and dtorch's modules alike.
+_FRESH: list[tuple[str, Callable[[Any, Any], Any]]] = [
+    ("mul", lambda m, t: t * 1),
+    ("add of a broadcast row", lambda m, t: t + t[0]),
+    ("exp", lambda m, t: t.exp()),
+    ("relu", lambda m, t: m.relu(t)),
+    ("clamp", lambda m, t: t.clamp(1, 2)),
+    ("where", lambda m, t: m.where(t > 1, t, t * 2)),
+    ("masked_fill", lambda m, t: t.masked_fill(t > 1, 0.5)),
+    ("softmax", lambda m, t: t.softmax(-1)),
+    ("cumsum", lambda m, t: t.cumsum(0)),
+    ("sum keepdim", lambda m, t: t.sum(0, keepdim=True).expand(2, 2) + t),
+    ("max with indices", lambda m, t: t.max(0, keepdim=True)[0] * t),
+    ("cat", lambda m, t: m.cat((t, t), 1)[:, 1:3]),
+    ("repeat", lambda m, t: t.repeat((1,) * t.ndim)),
+    ("pad", lambda m, t: m.nn.functional.pad(t, (0, 0))),
+    ("matmul", lambda m, t: t @ t),
+    ("mul of a transpose, transposed", lambda m, t: (t.T * 2).T),
+    ("exp of a transpose, transposed", lambda m, t: t.T.exp().T),
+]
+
+
+@pytest.mark.parametrize(("name", "fn"), _FRESH, ids=[c[0] for c in _FRESH])
+def test_views_of_an_operator_result_copy_or_view_as_in_torch(
+    name: str, fn: Callable[[Any, Any], Any], graph: dtorch.Graph
+) -> None:
+    """``y = f(t)`` is row-major in torch, so ``y.T.contiguous()`` copies; on a (2, 2) mesh
+    sharding both dims each device holds one row of each, and its shard cannot tell."""
+    full = torch.arange(4.0).reshape(2, 2)
+    y_want = fn(torch, full)
+    y_want.T.contiguous().add_(100)
+    y_want.contiguous().add_(10)
+    checked = 0
+    for mesh_shape, placements in _TWO_D + _ONE_D[:2]:
+        mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+        try:
+            y = fn(dtorch, dtorch.from_torch(full, device_mesh=mesh, placements=placements))
+        except dtorch.PlacementError:
+            continue  # a layout the operator refuses (its message is tested elsewhere)
+        y.T.contiguous().add_(100)  # a copy: y unchanged
+        y.contiguous().add_(10)  # y itself in torch: y changed
+        assert torch.equal(y.to_torch(), y_want), f"{name} on {mesh_shape} {placements}"
+        checked += 1
+    assert checked >= 2
+
+
+def test_a_matmul_sharding_both_dims_of_its_result_copies_its_transpose(
+    graph: dtorch.Graph,
+) -> None:
+    full = torch.arange(4.0).reshape(2, 2)
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    a = dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(0), Replicate()])
+    b = dtorch.from_torch(full, device_mesh=mesh, placements=[Replicate(), Shard(1)])
+    y, y_want = a @ b, full @ full
+    assert y.placements == [Shard(0), Shard(1)]  # each device: one row of each dim
+    y.T.contiguous().add_(100)
+    y_want.T.contiguous().add_(100)
+    assert torch.equal(y.to_torch(), y_want)
+
+
+def test_operator_results_are_row_major_in_torch() -> None:
+    """The claim behind ``strides.ROW_MAJOR_KINDS``, checked on torch: contiguous inputs
+    (size-1 dims, broadcasts) give row-major results."""
+    for shape in [(2, 3), (1, 3), (3, 1), (2, 1, 3), (4,), ()]:
+        t = torch.arange(float(torch.Size(shape).numel())).reshape(shape)
+        if t.ndim < 2:
+            t = t.reshape(2, -1) if t.numel() % 2 == 0 else t.reshape(1, -1)
+        for name, fn in _FRESH:
+            if name in (
+                "sum keepdim",
+                "max with indices",
+                "cat",
+                "add of a broadcast row",
+                "matmul",
+            ):
+                continue  # their second step depends on the (2, 2) shape
+            out = fn(torch, t)
+            assert _same(out.stride(), contiguous_strides(out.shape), out.shape), (name, shape)
+        assert (t + t[:1]).is_contiguous() and (t[:1] * t).is_contiguous()
+        assert torch.cat((t, t), 1).is_contiguous() and t.max(0)[1].is_contiguous()
+    for a_dims, b_dims in itertools.product(range(1, 5), repeat=2):  # matmul of every rank
+        a, b = torch.ones((2, 2, 4, 3)[4 - a_dims :]), torch.ones((2, 2, 3, 5)[4 - b_dims :])
+        a, b = (torch.ones(3) if a_dims == 1 else a), (torch.ones(3) if b_dims == 1 else b)
+        assert torch.matmul(a, b).is_contiguous(), (a_dims, b_dims)
+
+
 def _random_view(rng: random.Random) -> torch.Tensor:
     # a tensor of up to 4 dims (some of size 0 or 1) after a few transposes, slices, unsqueezes
     t = torch.empty([rng.choice([0, 1, 2, 3, 4]) for _ in range(rng.randint(0, 4))])
@@ -145,3 +232,5 @@ def test_the_stride_rules_agree_with_torch() -> None:
         if t.numel():
             assert contiguous_strides(shape) == torch.empty(shape).stride()
             assert _same(preserved(shape, strides), t.clone().stride(), t.shape)
+            assert _same(preserved(shape, strides), (t * 2).stride(), t.shape)  # elementwise
+            assert _same(preserved(shape, strides), t.exp().stride(), t.shape)

@@ -28,6 +28,7 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.ops.basic_index import _slice
 from dtorch.api.record import not_a_tensor, record, tensor_arg
 from dtorch.api.strides import (
+    ROW_MAJOR,
     contiguous_strides,
     expanded,
     is_contiguous,
@@ -303,15 +304,19 @@ def contiguous(t: Tensor) -> Tensor:
         >>> t.tolist(), dtorch.arange(4).reshape(2, 2).t().contiguous().tolist()
         ([1.0, 1.0], [[0, 2], [1, 3]])
     """
-    strides = known(t)  # where they say torch copies, every device copies
-    copies = strides is not None and not is_contiguous(t.shape, strides)
-    out = record("contiguous", _COPY if copies else _CONTIGUOUS, (t,))[0]
-    return mark(out, contiguous_strides(t.shape))
+    strides = known(t)  # where they say torch copies, every device copies; where not, none
+    if strides is None:
+        param = _CONTIGUOUS
+    else:
+        param = _ITSELF if is_contiguous(t.shape, strides) else _COPY
+    return mark(record("contiguous", param, (t,))[0], ROW_MAJOR)
 
 
 _CONTIGUOUS = ContiguousParam()
 #: A contiguous copy on every device, whatever the shards look like (torch copies).
 _COPY = ContiguousParam(copy=True)
+#: The shard itself on every device, whatever it looks like (torch returns the tensor).
+_ITSELF = ContiguousParam(view=True)
 
 
 @numpy_names

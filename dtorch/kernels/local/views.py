@@ -252,12 +252,12 @@ def expand_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 def contiguous_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """The local shard itself where the global tensor is contiguous, else a contiguous copy
-    (as torch's ``contiguous``, decided alike on every device: ``is_contiguous_globally``,
-    or ``param.copy``, where the strides known at record time say torch copies)."""
+    (as torch's ``contiguous``, decided alike on every device: by the strides known at
+    record time, ``param.copy`` or ``param.view``, else ``is_contiguous_globally``)."""
     shard = inputs[0]
     param = ctx.param
     assert isinstance(param, ContiguousParam)
-    if not param.copy and is_contiguous_globally(shard, ctx.inputs[0].shape):
+    if param.view or (not param.copy and is_contiguous_globally(shard, ctx.inputs[0].shape)):
         return [shard]
     return [shard.clone(memory_format=torch.contiguous_format)]
 
