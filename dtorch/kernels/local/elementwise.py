@@ -24,6 +24,8 @@ Example:
 
 from __future__ import annotations
 
+import torch
+
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
 from dtorch.ir.rules.torch_ops import (
@@ -37,9 +39,26 @@ from dtorch.ir.rules.torch_ops import (
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
+def floated(shards: Shards, dtype: torch.dtype) -> Shards:
+    """``shards`` with the integer and bool ones cast to ``dtype``, a floating output dtype.
+
+    torch's default dtype decides what an integer becomes in a float result (``int / 2``,
+    ``sqrt(int)``, ``where(c, int, 0.1)``); the rules used the recording process's default
+    when they inferred the output dtype, and a worker process, or a stream running after
+    the program changed the default, has its own: casting first to the recorded dtype is
+    torch's computation (its common dtype) whatever the default here."""
+    for shard in shards:
+        if not shard.is_floating_point():
+            return [s if s.is_floating_point() else s.to(dtype) for s in shards]
+    return shards
+
+
 def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``a <op> b`` on the local shards, or one shard with the param's scalar."""
     param: BroadcastBinaryParam = ctx.operator.param  # type: ignore[assignment]  # hottest
+    out = ctx.outputs[0].dtype
+    if out.is_floating_point:
+        inputs = floated(inputs, out)
     if param.scalar is None:
         if param.alpha is not None:
             return [binary_with_alpha(param.binary, inputs[0], inputs[1], param.alpha)]
@@ -51,13 +70,16 @@ def math_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``neg``, ``exp``, ``isnan``, ... of the local shard."""
     param = ctx.param
     assert isinstance(param, BaseMathParam)
-    return [MATH[param.math](inputs[0])]
+    out = ctx.outputs[0].dtype
+    return [MATH[param.math](floated(inputs, out)[0] if out.is_floating_point else inputs[0])]
 
 
 def activation_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``relu``, ``gelu``, ... of the local shard."""
     param = ctx.param
     assert isinstance(param, ActivationParam)
+    if ctx.outputs[0].dtype.is_floating_point:
+        inputs = floated(inputs, ctx.outputs[0].dtype)
     sloped = SLOPED.get(param.activation)
     if sloped is not None:
         return [sloped(inputs[0], param.alpha)]

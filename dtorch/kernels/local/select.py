@@ -18,11 +18,15 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import ClampParam, MaskedParam, WhereParam
+from dtorch.ir.scalar import Scalar
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
+from dtorch.kernels.local.elementwise import floated
 
 
 def where_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
@@ -31,9 +35,20 @@ def where_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     param = ctx.param
     assert isinstance(param, WhereParam)
     cond, *rest = inputs
+    out = ctx.outputs[0].dtype
+    if out.is_floating_point:  # the recorded dtype, not this process's default (``floated``)
+        rest = floated(rest, out)
     tensors = iter(rest)
-    x, y = (s.value if s is not None else next(tensors) for s in (param.x, param.y))
-    return [torch.where(cond, x, y)]  # type: ignore[arg-type]  # its Scalar overloads
+    x, y = (_branch(s, out) if s is not None else next(tensors) for s in (param.x, param.y))
+    return [torch.where(cond, x, y)]
+
+
+def _branch(scalar: Scalar, out: torch.dtype) -> Any:
+    # a float number alone makes a float result of the default dtype: the recorded one here
+    value = scalar.value
+    if isinstance(value, float) and out.is_floating_point:
+        return torch.tensor(value, dtype=out)
+    return value
 
 
 def clamp_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
@@ -42,7 +57,9 @@ def clamp_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     assert isinstance(param, ClampParam)
     low = None if param.min is None else param.min.value
     high = None if param.max is None else param.max.value
-    return [torch.clamp(inputs[0], low, high)]
+    out = ctx.outputs[0].dtype
+    x = floated(inputs, out)[0] if out.is_floating_point else inputs[0]
+    return [torch.clamp(x, low, high)]
 
 
 def masked_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
