@@ -537,6 +537,10 @@ class TensorBase:
         array = self.numpy()
         return array if dtype is None else array.astype(dtype)
 
+    #: numpy defers to the tensor's reflected operator, as it does to torch.Tensor (whose
+    #: value is also 1000): ``np.float64(0.5) * t`` is a dtorch Tensor, not a gathered array.
+    __array_priority__ = 1000
+
     __hash__ = object.__hash__  # identity, like torch.Tensor (== records an operator)
 
 

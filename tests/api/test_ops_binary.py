@@ -235,12 +235,12 @@ def test_zero_dim_torch_tensors_and_numpy_scalars(
     dtype: torch.dtype, scalar: Any, graph: dtorch.Graph
 ) -> None:
     """0-d torch tensors promote like torch's 0-d tensors (``int32 + tensor(2.5, float64)`` is
-    float64, unlike ``+ 2.5``), numpy scalars like Python numbers; on either side."""
+    float64, unlike ``+ 2.5``), numpy scalars like Python numbers; on either side (numpy
+    defers to the tensor, as to torch's: ``np.float64(2) + t`` is a tensor)."""
     mesh = dtorch.init_device_mesh("cpu", (2, 2))
     full = _values(dtype, 5, 3)
-    numpy = isinstance(scalar, np.generic)  # np.float64(2) + t is numpy's: an ndarray
     for name, fn, _, _, _, _ in _PY_OPS:
-        for first in (False,) if numpy else (False, True):
+        for first in (False, True):
             call = (lambda x, fn=fn: fn(scalar, x)) if first else (lambda x, fn=fn: fn(x, scalar))
             shown = _REFLECTED.get(name, name) if first else name
             _check_scalar_case(shown, call, False, full, mesh, [[S0, S1]], graph)
