@@ -277,6 +277,19 @@ def test_cat_of_three_sizes_and_dtypes(graph: dtorch.Graph) -> None:
         dtorch.cat([])  # torch's RuntimeError
 
 
+def test_stack_joins_zero_dim_tensors_and_cat_refuses_them(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    fulls = [torch.tensor(1.5), torch.tensor(2), torch.tensor(True)]
+    for dim in (0, -1):
+        out = dtorch.stack([place(t, mesh, [R], graph) for t in fulls], dim)
+        want = torch.stack(fulls, dim)
+        assert out.dtype == want.dtype and torch.equal(out.to_torch(), want)
+    with pytest.raises(RuntimeError, match="zero-dimensional"):
+        torch.cat(fulls)
+    with pytest.raises(ShapeError, match=r"^cat: the tensor at position 1 is zero-dimensional"):
+        dtorch.cat([place(torch.ones(2), mesh, [R], graph), place(fulls[0], mesh, [R], graph)])
+
+
 def test_cat_skips_one_dim_empty_inputs_beside_others_as_torch(graph: dtorch.Graph) -> None:
     """torch's legacy rule: ``cat([tensor([]), x])`` of an x of another rank is x (an
     accumulator started empty), the empty input still taking part in the dtype; dtorch said

@@ -210,9 +210,16 @@ def concat_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     if not inputs:
         raise ShapeError(f"{name}: needs at least one tensor")
     first = inputs[0]
+    zero_d = next((i for i, o in enumerate(inputs) if not o.shape), None)
+    if not param.stack and zero_d is not None:
+        raise ShapeError(
+            f"{name}: the tensor at position {zero_d} is zero-dimensional and cannot be "
+            "concatenated; accepted: tensors of at least one dim (stack joins 0-d tensors)"
+        )
     if any(o.ndim != first.ndim for o in inputs):
         raise ShapeError(f"{name}: tensors {[list(o.shape) for o in inputs]} differ in rank")
-    dtype = tensors_dtype(name, OpKind.Concat, tuple((o.dtype, not o.shape) for o in inputs))
+    # promoted as tensors with dims: cat has none of 0 dims, stack joins them unsqueezed
+    dtype = tensors_dtype(name, OpKind.Concat, tuple((o.dtype, False) for o in inputs))
     if param.stack:
         return _stack(name, param.dim, inputs, dtype)
     dim = norm_dim(name, param.dim, first.ndim)
