@@ -219,10 +219,23 @@ def from_data(
         return copy_of(data, dtype, kw)
     if isinstance(data, torch.Tensor):
         return distribute(cls, data, dtype=dtype, **kw)
-    value = torch.tensor(data, dtype=dtype)
+    try:
+        value = torch.tensor(data, dtype=dtype)
+    except TypeError:  # dtorch tensors in the lists (torch's len() of one fails): their values
+        value = torch.tensor(_fetched(data), dtype=dtype)
     if dtype is None and value.dtype == torch.get_default_dtype() and not hasattr(data, "dtype"):
         value = value.to(float_dtype(kw.get("graph"), None))  # Python floats were in it
     return distribute(cls, value, **kw)
+
+
+def _fetched(data: Any) -> Any:
+    """Nested lists and tuples with each dtorch tensor in them as its torch value (which
+    ``torch.tensor`` takes as it takes a torch tensor there: a one-element one as a number)."""
+    if is_tensor(data):
+        return data.to_torch()
+    if isinstance(data, (list, tuple)):
+        return [_fetched(item) for item in data]
+    return data
 
 
 def copy_of(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:

@@ -333,3 +333,29 @@ def test_tensor_of_python_floats_follows_the_dtype_guard_and_numpy_does_not(
         assert dtorch.tensor([1.5], device_mesh=mesh, graph=graph).dtype == torch.float64
         typed = dtorch.tensor(np.array([1.5], dtype=np.float32), device_mesh=mesh, graph=graph)
     assert typed.dtype == torch.float32
+
+
+def test_tensor_of_lists_holding_dtorch_tensors_takes_their_values(graph: dtorch.Graph) -> None:
+    """``torch.tensor([t0, t1])`` of one-element tensors (collecting per-step losses) is a
+    tensor of their values; dtorch raised 'len() of a 0-d tensor'."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    cases = [
+        [torch.tensor(1.5), torch.tensor(2.5)],
+        [[torch.tensor(1), 2], [3, torch.tensor([4.0])]],
+        (torch.tensor(True), torch.tensor(7)),
+    ]
+    for data in cases:
+        want = torch.tensor(data)
+        mixed = [
+            [
+                dtorch.from_torch(v, device_mesh=mesh) if isinstance(v, torch.Tensor) else v
+                for v in x
+            ]
+            if isinstance(x, list)
+            else dtorch.from_torch(x, device_mesh=mesh)
+            for x in data
+        ]
+        got = dtorch.tensor(mixed, device_mesh=mesh)
+        assert got.dtype == want.dtype and torch.equal(got.to_torch(), want), data
+    with pytest.raises(ValueError, match="only one element tensors"):  # torch's
+        dtorch.tensor([dtorch.ones(2), dtorch.ones(2)])
