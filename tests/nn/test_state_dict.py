@@ -390,9 +390,29 @@ def test_assign_rebinds_and_dtorch_state_dicts_move(graph: dtorch.Graph) -> None
     assert torch.equal(dst[0].weight.to_torch(), src[0].weight.to_torch())
     weight = dst[0].weight
     sd = {k: v.double() for k, v in _model(torch.nn).state_dict().items()}
-    dst.load_state_dict(sd, assign=True)
-    assert dst[0].weight is weight and weight.dtype == torch.float64  # the checkpoint's dtype
-    assert torch.equal(weight.to_torch(), sd["0.weight"])
+    dst.load_state_dict(sd, assign=True)  # torch's: a new Parameter, of the checkpoint's dtype
+    assert dst[0].weight is not weight and isinstance(dst[0].weight, nn.Parameter)
+    assert dst[0].weight.dtype == torch.float64 and weight.dtype == torch.float32
+    assert torch.equal(dst[0].weight.to_torch(), sd["0.weight"])
+
+
+@pytest.mark.parametrize("lib", [torch.nn, nn], ids=["torch", "dtorch"])
+def test_assign_unties_tied_parameters_as_torch(lib: ModuleType, graph: dtorch.Graph) -> None:
+    """``load_state_dict(assign=True)`` puts the loaded values in the module's entries (new
+    Parameters keeping ``requires_grad``; buffers as given): entries tied before part, as in
+    torch. dtorch rebound the shared Parameter's value: both took the last entry loaded."""
+    model = lib.Sequential(lib.Embedding(3, 2), lib.Linear(2, 3, bias=False))
+    model[1].weight = model[0].weight
+    model[0].weight.requires_grad_(False)
+    model.register_buffer("steps", (torch if lib is torch.nn else dtorch).zeros(2))
+    sd = {"0.weight": torch.zeros(3, 2), "1.weight": torch.ones(3, 2), "steps": torch.ones(2)}
+    model.load_state_dict(sd, assign=True)
+    values = [model[0].weight, model[1].weight, model.steps]
+    sums = [float(v.sum()) for v in values]
+    assert sums == [0.0, 6.0, 2.0] and model[0].weight is not model[1].weight
+    assert [v.requires_grad for v in values[:2]] == [False, False]
+    assert all(type(v).__name__ == "Parameter" for v in values[:2])
+    assert [name for name, _ in model.named_buffers()] == ["steps"]
 
 
 def test_safetensors_load_holds_one_full_tensor_at_a_time(

@@ -15,8 +15,9 @@ Then the plan runs: every torch value is sharded straight onto its target's mesh
 placements (``dtorch.from_torch``) and copied into it in place (``copy_``: the Parameter
 objects, and every handle of them, see the new values); the loader waits for each tensor's own
 value before it changes the target and reads the next one, so the client holds about one full
-tensor at a time, never the whole model. ``assign=True`` rebinds each target to the loaded
-value instead (``Tensor.data``: identity kept, the checkpoint's dtype kept). A 1-element
+tensor at a time, never the whole model. ``assign=True`` puts the loaded value in the
+module's entry instead, as torch does (a new Parameter keeping ``requires_grad``, of the
+checkpoint's dtype; tied entries part). A 1-element
 value loads into a 0-dim target (torch's backward compatibility).
 
 Everything is checked before anything is loaded, so a failed load changes nothing (torch may
@@ -60,6 +61,7 @@ from dtorch.api.tensor import Tensor
 from dtorch.ir.opkind import CreateKind
 from dtorch.nn.modules.load_source import LoadView, MappingSource, Meta, SafetensorsSource
 from dtorch.nn.modules.state import EXTRA_STATE_KEY, IncompatibleKeys, overrides, set_extra_state
+from dtorch.nn.parameter import Parameter
 from dtorch.serialization.files import check_regular
 
 if TYPE_CHECKING:
@@ -144,6 +146,8 @@ class _Copy:
 
     view: LoadView
     key: str
+    module: Module
+    name: str  # the target's name in ``module``
     target: Tensor
     assign: bool
     squeeze: bool
@@ -165,9 +169,20 @@ class _Copy:
         # next one is read, and a value that failed raises before its target changes
         settled(placed).get()
         if self.assign:
-            self.target.data = placed
+            _assign(self.module, self.name, self.target, placed)
         else:
             self.target.copy_(placed)
+
+
+def _assign(module: Module, name: str, target: Tensor, value: Tensor) -> None:
+    """torch's ``assign=True``: the module's entry becomes the loaded value (a Parameter where
+    it held one, keeping its ``requires_grad``), so entries tied before are tied no more."""
+    if isinstance(target, Parameter):
+        if isinstance(value, Parameter):
+            value.requires_grad_(target.requires_grad)
+        else:
+            value = Parameter(value, requires_grad=target.requires_grad)
+    setattr(module, name, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +209,10 @@ def _local_state(module: Module) -> dict[str, Tensor]:
     return {k: v for k, v in {**module._parameters, **buffers}.items() if v is not None}
 
 
-def _plan_copy(view: LoadView, key: str, target: Tensor, assign: bool, errors: list[str]) -> None:
+def _plan_copy(
+    view: LoadView, entry: tuple[Module, str, Tensor], key: str, assign: bool, errors: list[str]
+) -> None:
+    module, name, target = entry  # the target is module's entry ``name``
     meta = view.meta(key)
     if meta is None:
         errors.append(
@@ -218,7 +236,7 @@ def _plan_copy(view: LoadView, key: str, target: Tensor, assign: bool, errors: l
     if message is not None:
         errors.append(message)
     else:
-        view.plan.append(_Copy(view, key, target, assign, squeeze))
+        view.plan.append(_Copy(view, key, module, name, target, assign, squeeze))
 
 
 def _plan_extra(module: Module, view: LoadView, prefix: str, strict: bool, keys: Any) -> None:
@@ -279,7 +297,7 @@ def load_from_state_dict(
     local = _local_state(module)
     for name, target in local.items():
         if prefix + name in view:
-            _plan_copy(view, prefix + name, target, assign, error_msgs)
+            _plan_copy(view, (module, name, target), prefix + name, assign, error_msgs)
         elif strict:
             missing_keys.append(prefix + name)
     _plan_extra(module, view, prefix, strict, (missing_keys, unexpected_keys))
