@@ -133,6 +133,27 @@ def test_other_inputs_are_refused(graph: dtorch.Graph) -> None:
         program(dtorch.cat([half, half]), k=1)  # cat marks the shards: describe() hides it
 
 
+def _write_then_read(a: Any, b: Any) -> Any:
+    a.add_(1)
+    return b * 2
+
+
+def test_aliasing_at_a_call_one_way_only(graph: dtorch.Graph) -> None:
+    """Arguments traced as one tensor must be one again (TraceError); arguments traced apart
+    may be one tensor or overlapping views at a call, and replay as the eager function."""
+    program = dtorch.trace(_write_then_read, dtorch.ones(2), dtorch.ones(2))
+    z, want_z = dtorch.ones(2), torch.ones(2)
+    assert torch.equal(program(z, z).to_torch(), _write_then_read(want_z, want_z))
+    assert torch.equal(z.to_torch(), want_z)
+    w, want_w = dtorch.ones(4), torch.ones(4)
+    got, want = program(w[0:2], w[1:3]), _write_then_read(want_w[0:2], want_w[1:3])
+    assert torch.equal(got.to_torch(), want) and torch.equal(w.to_torch(), want_w)
+    x = dtorch.ones(2)
+    twice = dtorch.trace(_write_then_read, x, x)
+    with pytest.raises(dtorch.TraceError, match="arguments 0 and 1 were one tensor"):
+        twice(x, dtorch.ones(2))
+
+
 def test_a_kernel_failure_in_a_replay_names_the_traced_line(graph: dtorch.Graph) -> None:
     ints = lambda v: dtorch.full((4,), v, dtype=torch.int64)  # noqa: E731
     program = dtorch.trace(lambda a, b: a // b, ints(1), ints(1))
