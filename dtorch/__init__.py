@@ -72,6 +72,7 @@ from dtorch.api.creation import (
 from dtorch.api.functions import concat, equal, nonzero
 from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
+from dtorch.api.ops.activations_more import celu, hardshrink, selu, threshold
 from dtorch.api.ops.attention import SdpaOption
 from dtorch.api.ops.basic_index import split
 from dtorch.api.ops.composite import (
@@ -359,6 +360,7 @@ __all__ = [
     "bool",
     "cat",
     "ceil",
+    "celu",
     "chunk",
     "clamp",
     "clip",
@@ -420,6 +422,7 @@ __all__ = [
     "group_norm",
     "gt",
     "half",
+    "hardshrink",
     "hypot",
     "iinfo",
     "index_add",
@@ -503,6 +506,7 @@ __all__ = [
     "scatter_add",
     "scatter_reduce",
     "select",
+    "selu",
     "serialize",
     "serialize_to_file",
     "sgn",
@@ -531,6 +535,7 @@ __all__ = [
     "tensor",
     "tensor_split",
     "tensors_redistribute_by_dict",
+    "threshold",
     "tile",
     "topk",
     "trace",

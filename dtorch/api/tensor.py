@@ -35,6 +35,7 @@ from dtorch.api import redistribute as _redistribute
 from dtorch.api.create import construct
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops import activations_more as _am
 from dtorch.api.ops import basic_index as _bi
 from dtorch.api.ops import composite as _cm
 from dtorch.api.ops import convert as _cv
@@ -437,6 +438,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
     relu = _ew.relu
     sigmoid = _ew.sigmoid
     tanh = _ew.tanh
+    hardshrink = _am.hardshrink
 
     # --- in place: the operator above, its result written back as ``add_`` writes it --------
     neg_ = _mk.in_place("neg_", neg)

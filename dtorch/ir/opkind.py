@@ -93,6 +93,18 @@ class ActivationKind(enum.IntEnum):
     TANH = 4
     LEAKY_RELU = 5
     ELU = 6
+    SOFTPLUS = 7
+    LOGSIGMOID = 8
+    HARDSWISH = 9
+    HARDSIGMOID = 10
+    MISH = 11
+    SELU = 12
+    CELU = 13
+    SOFTSIGN = 14
+    TANHSHRINK = 15
+    HARDSHRINK = 16
+    SOFTSHRINK = 17
+    THRESHOLD = 18
 
 
 class BinaryKind(enum.IntEnum):

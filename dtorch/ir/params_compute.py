@@ -40,9 +40,15 @@ from dtorch.ir.scalar import Scalar
 @dataclass(frozen=True, slots=True)
 class ActivationParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Activation
+    """``activation`` of one tensor. The kinds that take numbers (``torch_ops.NUMBERED``)
+    read ``alpha`` and ``beta``; the others ignore them."""
+
     activation: ActivationKind
     approximate: str = "none"  # GELU: "none" or "tanh"
-    alpha: float = 0.0  # LEAKY_RELU's negative_slope, ELU's alpha
+    # LEAKY_RELU's negative_slope; ELU's and CELU's alpha; SOFTPLUS's beta;
+    # HARDSHRINK's and SOFTSHRINK's lambd; THRESHOLD's threshold
+    alpha: float = 0.0
+    beta: float = 0.0  # SOFTPLUS's threshold; THRESHOLD's value
 
 
 @dataclass(frozen=True, slots=True)

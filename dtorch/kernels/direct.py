@@ -33,8 +33,8 @@ from dtorch.ir.rules.torch_ops import (
     ACTIVATION,
     BINARY,
     MATH,
+    NUMBERED,
     OPERATORS,
-    SLOPED,
     binary_with_alpha,
     binary_with_scalar,
 )
@@ -66,14 +66,16 @@ def _math(param: BaseMathParam) -> Direct:
 def _activation(param: ActivationParam) -> Direct:
     if param.activation is ActivationKind.RELU:
         return torch.relu
-    sloped = SLOPED.get(param.activation)
-    if sloped is not None:
-        return partial(_sloped, sloped, param.alpha)
+    numbered = NUMBERED.get(param.activation)
+    if numbered is not None:
+        return partial(_numbered, numbered, param.alpha, param.beta)
     return partial(_approximated, ACTIVATION[param.activation], param.approximate)
 
 
-def _sloped(fn: Callable[[torch.Tensor, float], torch.Tensor], alpha: float, x: Any) -> Any:
-    return fn(x, alpha)
+def _numbered(
+    fn: Callable[[torch.Tensor, float, float], torch.Tensor], alpha: float, beta: float, x: Any
+) -> Any:
+    return fn(x, alpha, beta)
 
 
 def _approximated(fn: Callable[[torch.Tensor, str], torch.Tensor], how: str, x: Any) -> Any:

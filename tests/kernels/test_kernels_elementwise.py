@@ -15,6 +15,7 @@ from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryPara
 from dtorch.ir.placement import Partial, Replicate, Shard
 from dtorch.ir.rules import DtypeError
 from dtorch.ir.scalar import Scalar
+from dtorch.kernels.direct import direct_form
 from tests.python_ops import PYTHON_OPS
 from tests.simulate import MESHES, run_layouts
 
@@ -209,15 +210,38 @@ _ACT_FNS = {
     # ActivationParam's default alpha, 0.0
     ActivationKind.LEAKY_RELU: lambda x: F.leaky_relu(x, 0.0),
     ActivationKind.ELU: lambda x: F.elu(x, 0.0),
+    ActivationKind.LOGSIGMOID: F.logsigmoid,
+    ActivationKind.HARDSWISH: F.hardswish,
+    ActivationKind.HARDSIGMOID: F.hardsigmoid,
+    ActivationKind.MISH: F.mish,
+    ActivationKind.SELU: F.selu,
+    ActivationKind.SOFTSIGN: F.softsign,
+    ActivationKind.TANHSHRINK: F.tanhshrink,
+    # the numbers of _NUMBERS
+    ActivationKind.SOFTPLUS: lambda x: F.softplus(x, 2.0, 1.0),
+    ActivationKind.CELU: lambda x: F.celu(x, 1.5),
+    ActivationKind.HARDSHRINK: lambda x: F.hardshrink(x, 0.4),
+    ActivationKind.SOFTSHRINK: lambda x: F.softshrink(x, 0.4),
+    ActivationKind.THRESHOLD: lambda x: F.threshold(x, 0.1, -3.0),
 }
 _ALPHA = {ActivationKind.LEAKY_RELU: 0.3, ActivationKind.ELU: 1.5}
+#: (alpha, beta) of the kinds tested with other numbers than ActivationParam's defaults
+_NUMBERS = {
+    ActivationKind.SOFTPLUS: (2.0, 1.0),
+    ActivationKind.CELU: (1.5, 0.0),  # torch refuses alpha=0
+    ActivationKind.HARDSHRINK: (0.4, 0.0),
+    ActivationKind.SOFTSHRINK: (0.4, 0.0),
+    ActivationKind.THRESHOLD: (0.1, -3.0),
+}
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES)
 @pytest.mark.parametrize("kind", list(ActivationKind))
 def test_activation_all_layouts(kind: ActivationKind, mesh_shape: tuple[int, ...]) -> None:
     x = _randn(5, 3)
-    accepted = run_layouts("act", ActivationParam(kind), [x], mesh_shape, [_ACT_FNS[kind](x)])
+    alpha, beta = _NUMBERS.get(kind, (0.0, 0.0))
+    param = ActivationParam(kind, alpha=alpha, beta=beta)
+    accepted = run_layouts("act", param, [x], mesh_shape, [_ACT_FNS[kind](x)])
     assert not any(Partial() in pl for (pl,) in accepted)
     assert len(accepted) == 3 ** len(mesh_shape)
 
@@ -229,6 +253,15 @@ def test_sloped_activations_read_alpha() -> None:
         (ActivationKind.ELU, F.elu(x, 1.5)),
     ):
         assert run_layouts("act", ActivationParam(kind, alpha=_ALPHA[kind]), [x], (4,), [want])
+
+
+@pytest.mark.parametrize("kind", list(_NUMBERS))
+def test_direct_forms_read_both_numbers(kind: ActivationKind) -> None:
+    """The compiled-body form of an activation with numbers is its kernel's computation."""
+    x = _randn(6, 2) * 3
+    alpha, beta = _NUMBERS[kind]
+    direct = direct_form(ActivationParam(kind, alpha=alpha, beta=beta))
+    assert direct is not None and torch.equal(direct(x), _ACT_FNS[kind](x))
 
 
 def test_gelu_tanh_approximation() -> None:

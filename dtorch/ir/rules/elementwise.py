@@ -45,6 +45,7 @@ from dtorch.ir.rules.base import (
 )
 from dtorch.ir.rules.promotion import (
     activation_dtype,
+    activation_numbers_refusal,
     alpha_binary_dtype,
     binary_dtype,
     cast_is_linear,
@@ -240,12 +241,16 @@ def math_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
 
 
 def activation_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
-    """``relu``, ``gelu``, ``silu``, ``sigmoid``, ``tanh`` of one tensor (never Partial)."""
+    """``relu``, ``gelu``, ``softplus``, ``threshold``, ... of one tensor (never Partial);
+    numbers torch refuses (``celu``'s ``alpha=0``) are refused with torch's message."""
     assert isinstance(param, ActivationParam)
     (x,) = inputs
     if param.activation is ActivationKind.GELU and param.approximate not in ("none", "tanh"):
         raise ParamError(f"{name}: approximate={param.approximate!r}; accepted: 'none', 'tanh'")
     dtype = activation_dtype(name, param.activation, param.approximate, x.dtype)
+    refusal = activation_numbers_refusal(param.activation, param.alpha, param.beta, x.dtype)
+    if refusal is not None:
+        raise ParamError(f"{name}: {refusal}")
     return elementwise_placements(name, _PLAIN1, inputs, x.shape, dtype)
 
 

@@ -29,6 +29,7 @@ from dtorch.ir.rules.torch_ops import (
     ACTIVATION,
     BINARY,
     MATH,
+    NUMBERED,
     REDUCE,
     SCAN,
     binary_with_alpha,
@@ -133,6 +134,22 @@ def activation_dtype(
 ) -> torch.dtype:
     """Result dtype of an Activation operator on ``dtype``."""
     return _answer(name, _activation(kind, approximate, dtype, torch.get_default_dtype()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _numbers(kind: ActivationKind, alpha: float, beta: float, dtype: torch.dtype) -> _Answer:
+    return _probe(lambda: NUMBERED[kind](_one(dtype), alpha, beta))
+
+
+def activation_numbers_refusal(
+    kind: ActivationKind, alpha: float, beta: float, dtype: torch.dtype
+) -> str | None:
+    """torch's message refusing an Activation's numbers on ``dtype`` (CELU's ``alpha=0``,
+    SOFTSHRINK's negative ``lambd``), or None where torch accepts them (or takes none)."""
+    if kind not in NUMBERED:
+        return None
+    answer = _numbers(kind, alpha, beta, dtype)
+    return answer if isinstance(answer, str) else None
 
 
 @functools.cache

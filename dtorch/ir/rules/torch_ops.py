@@ -115,15 +115,32 @@ ACTIVATION: dict[ActivationKind, Callable[[torch.Tensor, str], torch.Tensor]] = 
     ActivationKind.SILU: lambda x, _: F.silu(x),
     ActivationKind.SIGMOID: lambda x, _: torch.sigmoid(x),
     ActivationKind.TANH: lambda x, _: torch.tanh(x),
-    # torch's default slopes: enough for the dtype probes; kernels use SLOPED
+    # torch's default numbers: enough for the dtype probes; kernels use NUMBERED
     ActivationKind.LEAKY_RELU: lambda x, _: F.leaky_relu(x),
     ActivationKind.ELU: lambda x, _: F.elu(x),
+    ActivationKind.SOFTPLUS: lambda x, _: F.softplus(x),
+    ActivationKind.LOGSIGMOID: lambda x, _: F.logsigmoid(x),
+    ActivationKind.HARDSWISH: lambda x, _: F.hardswish(x),
+    ActivationKind.HARDSIGMOID: lambda x, _: F.hardsigmoid(x),
+    ActivationKind.MISH: lambda x, _: F.mish(x),
+    ActivationKind.SELU: lambda x, _: F.selu(x),
+    ActivationKind.CELU: lambda x, _: F.celu(x),
+    ActivationKind.SOFTSIGN: lambda x, _: F.softsign(x),
+    ActivationKind.TANHSHRINK: lambda x, _: F.tanhshrink(x),
+    ActivationKind.HARDSHRINK: lambda x, _: F.hardshrink(x),
+    ActivationKind.SOFTSHRINK: lambda x, _: F.softshrink(x),
+    ActivationKind.THRESHOLD: lambda x, _: F.threshold(x, 0.0, 0.0),
 }
 
-#: ``activation(x, alpha)`` of the kinds that take a number (ActivationParam.alpha).
-SLOPED: dict[ActivationKind, Callable[[torch.Tensor, float], torch.Tensor]] = {
-    ActivationKind.LEAKY_RELU: F.leaky_relu,
-    ActivationKind.ELU: F.elu,
+#: ``activation(x, alpha, beta)`` of the kinds that take numbers (ActivationParam's).
+NUMBERED: dict[ActivationKind, Callable[[torch.Tensor, float, float], torch.Tensor]] = {
+    ActivationKind.LEAKY_RELU: lambda x, a, _: F.leaky_relu(x, a),
+    ActivationKind.ELU: lambda x, a, _: F.elu(x, a),
+    ActivationKind.CELU: lambda x, a, _: F.celu(x, a),
+    ActivationKind.HARDSHRINK: lambda x, a, _: F.hardshrink(x, a),
+    ActivationKind.SOFTSHRINK: lambda x, a, _: F.softshrink(x, a),
+    ActivationKind.SOFTPLUS: F.softplus,
+    ActivationKind.THRESHOLD: F.threshold,
 }
 
 

@@ -32,7 +32,7 @@ from dtorch.ir.rules.torch_ops import (
     ACTIVATION,
     BINARY,
     MATH,
-    SLOPED,
+    NUMBERED,
     binary_with_alpha,
     binary_with_scalar,
 )
@@ -80,9 +80,9 @@ def activation_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards
     assert isinstance(param, ActivationParam)
     if ctx.outputs[0].dtype.is_floating_point:
         inputs = floated(inputs, ctx.outputs[0].dtype)
-    sloped = SLOPED.get(param.activation)
-    if sloped is not None:
-        return [sloped(inputs[0], param.alpha)]
+    numbered = NUMBERED.get(param.activation)
+    if numbered is not None:
+        return [numbered(inputs[0], param.alpha, param.beta)]
     return [ACTIVATION[param.activation](inputs[0], param.approximate)]
 
 

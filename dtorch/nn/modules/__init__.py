@@ -1,9 +1,9 @@
 """``dtorch.nn.modules``: the Module class and the layers, one concept per file (torch's
 layout: ``module``, ``container``, ``linear``, ``parallel_linear``, ``activation``,
 ``flatten``, ``conv``, ``pooling``, ``normalization``, ``sparse``, ``dropout``,
-``sloped_activation``; ``state`` holds ``state_dict``, ``loading`` ``load_state_dict``,
-``paths`` the dotted-path getters, ``hooks`` the forward hooks and the redistribution around
-``forward``).
+``sloped_activation``, ``activation_more``; ``state`` holds ``state_dict``, ``loading``
+``load_state_dict``, ``paths`` the dotted-path getters, ``hooks`` the forward hooks and the
+redistribution around ``forward``).
 
 Example:
     >>> from dtorch.nn.modules.linear import Linear
@@ -22,6 +22,21 @@ from dtorch.nn.modules.activation import (
     SiLU,
     Softmax,
     Tanh,
+)
+from dtorch.nn.modules.activation_more import (
+    CELU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    LogSigmoid,
+    Mish,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanhshrink,
+    Threshold,
 )
 from dtorch.nn.modules.container import ModuleDict, ModuleList, Sequential
 from dtorch.nn.modules.conv import Conv2d
@@ -45,8 +60,10 @@ from dtorch.nn.modules.sparse import Embedding, EmbeddingWithReplicateOutput
 from dtorch.nn.modules.state import IncompatibleKeys
 
 __all__ = [
+    "CELU",
     "ELU",
     "GELU",
+    "SELU",
     "AdaptiveAvgPool2d",
     "AvgPool2d",
     "BatchNorm2d",
@@ -60,14 +77,19 @@ __all__ = [
     "Flatten",
     "GlobalAvgPool2d",
     "GroupNorm",
+    "Hardshrink",
+    "Hardsigmoid",
+    "Hardswish",
     "Hardtanh",
     "Identity",
     "IncompatibleKeys",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
+    "LogSigmoid",
     "LogSoftmax",
     "MaxPool2d",
+    "Mish",
     "Module",
     "ModuleDict",
     "ModuleList",
@@ -81,6 +103,12 @@ __all__ = [
     "SiLU",
     "Sigmoid",
     "Softmax",
+    "Softmin",
+    "Softplus",
+    "Softshrink",
+    "Softsign",
     "Tanh",
+    "Tanhshrink",
+    "Threshold",
     "load_safetensors",
 ]
