@@ -45,6 +45,18 @@ from dtorch.api.ops.elementwise import sigmoid, tanh
 from dtorch.api.ops.embedding import embedding
 from dtorch.api.ops.fused import _apply_rotary_emb, _layer_norm_mul_add, _silu_linear_chunk
 from dtorch.api.ops.linalg import linear
+from dtorch.api.ops.losses import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    one_hot,
+    smooth_l1_loss,
+)
 from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
 from dtorch.api.ops.spatial import (
     adaptive_avg_pool2d,
@@ -74,9 +86,12 @@ __all__ = [
     "adaptive_avg_pool2d",
     "avg_pool2d",
     "batch_norm",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
     "celu",
     "conv2d",
     "cosine_similarity",
+    "cross_entropy",
     "dropout",
     "elu",
     "embedding",
@@ -88,7 +103,10 @@ __all__ = [
     "hardsigmoid",
     "hardswish",
     "hardtanh",
+    "huber_loss",
     "interpolate",
+    "kl_div",
+    "l1_loss",
     "layer_norm",
     "leaky_relu",
     "linear",
@@ -96,7 +114,10 @@ __all__ = [
     "logsigmoid",
     "max_pool2d",
     "mish",
+    "mse_loss",
+    "nll_loss",
     "normalize",
+    "one_hot",
     "pad",
     "relu",
     "relu6",
@@ -105,6 +126,7 @@ __all__ = [
     "selu",
     "sigmoid",
     "silu",
+    "smooth_l1_loss",
     "softmax",
     "softmin",
     "softplus",

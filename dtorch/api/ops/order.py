@@ -198,20 +198,20 @@ def take_along_dim(input: Tensor, indices: Any, dim: int | None = None) -> Tenso
     d = normalize_dim(dim, input.ndim, op="take_along_dim")
     shape = _broadcast_but(tuple(input.shape), tuple(index.shape), d)
     x = _expanded(input, (*shape[:d], input.shape[d], *shape[d + 1 :]))
-    return _gather_aligned(x, _expanded(index, shape), d)
+    return gather_aligned(x, _expanded(index, shape), d)
 
 
-def _gather_aligned(x: Tensor, index: Tensor, dim: int) -> Tensor:
+def gather_aligned(x: Tensor, index: Tensor, dim: int, name: str = "take_along_dim") -> Tensor:
     """The Gather of ``x`` and ``index`` as they are, else with the Replicate sides aligned
-    (``_aligned``); a refusal names the placements the caller gave."""
+    (``_aligned``), recorded as ``name``; a refusal names the placements the caller gave."""
     try:
-        return record_one("take_along_dim", GatherParam(dim), (x, index))
+        return record_one(name, GatherParam(dim), (x, index))
     except PlacementError as refused:
         ax, ai = _aligned(x, index, dim)
         if ax is x and ai is index:
             raise
         try:
-            return record_one("take_along_dim", GatherParam(dim), (ax, ai))
+            return record_one(name, GatherParam(dim), (ax, ai))
         except PlacementError:
             raise refused from None
 

@@ -1,7 +1,7 @@
 """``dtorch.nn.modules``: the Module class and the layers, one concept per file (torch's
 layout: ``module``, ``container``, ``linear``, ``parallel_linear``, ``activation``,
 ``flatten``, ``conv``, ``pooling``, ``normalization``, ``sparse``, ``dropout``,
-``sloped_activation``, ``activation_more``; ``state`` holds ``state_dict``, ``loading``
+``sloped_activation``, ``activation_more``, ``loss``; ``state`` holds ``state_dict``, ``loading``
 ``load_state_dict``, ``paths`` the dotted-path getters, ``hooks`` the forward hooks and the
 redistribution around ``forward``).
 
@@ -44,6 +44,17 @@ from dtorch.nn.modules.dropout import Dropout
 from dtorch.nn.modules.flatten import Flatten
 from dtorch.nn.modules.linear import Identity, Linear
 from dtorch.nn.modules.loading import load_safetensors
+from dtorch.nn.modules.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from dtorch.nn.modules.module import Module
 from dtorch.nn.modules.normalization import BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from dtorch.nn.modules.parallel_linear import (
@@ -66,11 +77,14 @@ __all__ = [
     "SELU",
     "AdaptiveAvgPool2d",
     "AvgPool2d",
+    "BCELoss",
+    "BCEWithLogitsLoss",
     "BatchNorm2d",
     "ColumnParallelLinear",
     "ColumnParallelLinearWithReplicateInputOutput",
     "ColumnParallelLinearWithReplicateOutput",
     "Conv2d",
+    "CrossEntropyLoss",
     "Dropout",
     "Embedding",
     "EmbeddingWithReplicateOutput",
@@ -81,18 +95,23 @@ __all__ = [
     "Hardsigmoid",
     "Hardswish",
     "Hardtanh",
+    "HuberLoss",
     "Identity",
     "IncompatibleKeys",
+    "KLDivLoss",
+    "L1Loss",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
     "LogSigmoid",
     "LogSoftmax",
+    "MSELoss",
     "MaxPool2d",
     "Mish",
     "Module",
     "ModuleDict",
     "ModuleList",
+    "NLLLoss",
     "RMSNorm",
     "ReLU",
     "ReLU6",
@@ -102,6 +121,7 @@ __all__ = [
     "Sequential",
     "SiLU",
     "Sigmoid",
+    "SmoothL1Loss",
     "Softmax",
     "Softmin",
     "Softplus",

@@ -1,0 +1,643 @@
+"""Loss functions of ``torch.nn.functional``, built from dtorch's operators.
+
+``mse_loss``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``, ``binary_cross_entropy``,
+``binary_cross_entropy_with_logits``, ``kl_div``, ``nll_loss``, ``cross_entropy`` and
+``one_hot``, with torch's signatures, formulas and reductions (``"none"``, ``"mean"``,
+``"sum"``; ``kl_div`` also ``"batchmean"``; the legacy ``size_average``/``reduce`` flags
+through torch's own translation). The result dtype (or torch's refusal) is torch's, learned
+once per dtype combination by running torch's function on tiny tensors; float16 and bfloat16
+are computed in float32 and rounded once per element, as torch's kernels do.
+
+The parts are recorded under the loss's own name, so a placement refusal names what the user
+called. Placements follow the parts: the batch dims shard freely (a ``"mean"`` or ``"sum"``
+of a sharded loss is Partial, as ``sum`` is); the class dim of ``cross_entropy`` and
+``nll_loss`` must not be sharded (``log_softmax`` and ``gather`` along it). A weighted mean
+divides by the weights' sum, both made whole first (a Partial divided by a tensor is refused).
+
+torch checks some values (``nll_loss`` targets in range, ``binary_cross_entropy`` inputs in
+[0, 1]); the values live on the devices, so dtorch checks only what it reads anyway: a target
+out of range fails at the fetch (the gather's KernelError), an input outside [0, 1] gives
+torch's formula's NaN. ``one_hot`` reads its input's range (one fetch) and raises as torch.
+
+Example:
+    >>> import dtorch, torch
+    >>> logits = dtorch.tensor([[2.0, 0.0], [0.0, 2.0]])
+    >>> round(cross_entropy(logits, dtorch.tensor([0, 1])).item(), 4)
+    0.1269
+    >>> mse_loss(dtorch.tensor([1.0, 3.0]), dtorch.tensor([0.0, 0.0])).item()
+    5.0
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn import _reduction as torch_reduction
+
+from dtorch.api.create import beside
+from dtorch.api.handle import TensorBase
+from dtorch.api.ops.convert import cast
+from dtorch.api.ops.elementwise import binary, unary
+from dtorch.api.ops.masked import select
+from dtorch.api.ops.order import gather_aligned
+from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
+from dtorch.api.ops.shape import squeeze, unsqueeze
+from dtorch.api.record import record, tensor_arg
+from dtorch.errors import DtypeError, ShapeError
+from dtorch.ir.opkind import BinaryKind, MathKind, ReduceKind
+from dtorch.ir.params import SoftmaxParam
+from dtorch.ir.placement import Replicate
+from dtorch.ir.rules.promotion import function_dtype
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+B, M = BinaryKind, MathKind
+_REDUCED = (torch.float16, torch.bfloat16)  # computed in float32 by torch's kernels
+_INDEX_TARGETS = (torch.int64, torch.uint8)  # torch's "Long or Byte"
+
+
+# --- reductions, dtypes, operands -----------------------------------------------------------
+def _reduction(reduction: str, size_average: Any, reduce_: Any, extra: tuple = ()) -> str:
+    """torch's reduction: the legacy flags translated (with torch's warning), then checked."""
+    if size_average is not None or reduce_ is not None:
+        reduction = torch_reduction.legacy_get_string(size_average, reduce_)
+    if reduction not in ("none", "mean", "sum", *extra):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _reduced(name: str, loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return reduce_by(ReduceKind.MEAN, name, loss)
+    return reduce_by(ReduceKind.SUM, name, loss) if reduction == "sum" else loss
+
+
+def _whole(t: Tensor) -> Tensor:
+    """``t`` with its Partial placements summed (Replicate): a divisor of a Partial."""
+    if not any(p.is_partial() for p in t.placements):
+        return t
+    placements = [Replicate() if p.is_partial() else p for p in t.placements]
+    return t.redistribute(t.device_mesh, placements)
+
+
+def _ratio(name: str, total: Tensor, count: Tensor) -> Tensor:
+    # both whole: a Partial over a tensor is refused (a device's 0 / 0 where torch has inf)
+    return binary(B.DIV, name, _whole(total), _whole(count))
+
+
+def _operand(name: str, arg: str, value: Any, like: Tensor | None = None) -> Tensor:
+    """A dtorch tensor argument; a torch tensor beside ``like`` (Replicate on its mesh)."""
+    if isinstance(value, torch.Tensor) and like is not None:
+        return beside(like, value)
+    if not isinstance(value, TensorBase):
+        raise TypeError(f"{name}: {arg} must be a dtorch.Tensor, got {type(value).__name__}")
+    return value  # type: ignore[return-value]
+
+
+def _dtype(name: str, probe: Callable[..., torch.Tensor], *tensors: Tensor) -> torch.dtype:
+    return function_dtype(name, probe, tuple((t.dtype, False) for t in tensors))
+
+
+def _work(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in _REDUCED else dtype
+
+
+def _weighted(name: str, loss: Tensor, weight: Any, reduction: str, divide: bool) -> Tensor:
+    """torch's elementwise ``weight``: the loss times it; a mean divided by its sum where
+    ``divide`` (mse, l1), else by the count (huber)."""
+    w = _operand(name, "weight", weight, loss)
+    if tuple(w.shape) != tuple(loss.shape):
+        raise ValueError("Weights and input must have the same size.")
+    loss = binary(B.MUL, name, loss, w)
+    if reduction == "mean" and divide:
+        return _ratio(
+            name, reduce_by(ReduceKind.SUM, name, loss), reduce_by(ReduceKind.SUM, name, w)
+        )
+    return _reduced(name, loss, reduction)
+
+
+def _warn_sizes(input: Tensor, target: Tensor) -> None:
+    if tuple(input.shape) != tuple(target.shape):
+        warnings.warn(
+            f"Using a target size ({target.shape}) that is different to the input size "
+            f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
+            "Please ensure they have the same size.",
+            stacklevel=3,
+        )
+
+
+# --- pointwise losses -----------------------------------------------------------------------
+def _pointwise(
+    name: str, probe: Callable[..., torch.Tensor], input: Any, target: Any
+) -> tuple[Tensor, Tensor, torch.dtype]:
+    """Both operands in the work dtype of torch's result dtype (or its refusal)."""
+    tensor_arg(name, input)
+    target = _operand(name, "target", target, input)
+    dtype = _dtype(name, probe, input, target)
+    return cast(input, _work(dtype)), cast(target, _work(dtype)), dtype
+
+
+def _abs_error(name: str, a: Tensor, b: Tensor) -> Tensor:
+    return unary(M.ABS, name, binary(B.SUB, name, a, b))
+
+
+def mse_loss(
+    input: Tensor,
+    target: Any,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    weight: Any = None,
+) -> Tensor:
+    """torch's ``mse_loss``: ``(input - target) ** 2``, reduced; ``weight`` (the input's
+    shape) scales each term, and a weighted mean divides by the weights' sum.
+
+    Example:
+        >>> import dtorch
+        >>> mse_loss(dtorch.tensor([1.0, 3.0]), dtorch.tensor([0.0, 1.0])).item()
+        2.5
+    """
+    reduction = _reduction(reduction, size_average, reduce)
+    a, b, dtype = _pointwise("mse_loss", F.mse_loss, input, target)
+    _warn_sizes(input, b)
+    loss = cast(binary(B.POW, "mse_loss", binary(B.SUB, "mse_loss", a, b), 2), dtype)
+    if weight is not None:
+        return _weighted("mse_loss", loss, weight, reduction, divide=True)
+    return _reduced("mse_loss", loss, reduction)
+
+
+def l1_loss(
+    input: Tensor,
+    target: Any,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    weight: Any = None,
+) -> Tensor:
+    """torch's ``l1_loss``: ``|input - target|``, reduced; ``weight`` as ``mse_loss``'s.
+
+    Example:
+        >>> import dtorch
+        >>> l1_loss(dtorch.tensor([1.0, -3.0]), dtorch.zeros(2)).item()
+        2.0
+    """
+    reduction = _reduction(reduction, size_average, reduce)
+    a, b, dtype = _pointwise("l1_loss", F.l1_loss, input, target)
+    _warn_sizes(input, b)
+    loss = cast(_abs_error("l1_loss", a, b), dtype)
+    if weight is not None:
+        return _weighted("l1_loss", loss, weight, reduction, divide=True)
+    return _reduced("l1_loss", loss, reduction)
+
+
+def _quadratic_then_linear(name: str, z: Tensor, limit: float, scale: float) -> Tensor:
+    """``0.5 * z**2 * scale`` below ``limit``, else ``(z - 0.5 * limit)`` times ``limit *
+    scale`` (smooth L1: ``scale = 1 / beta``; Huber: ``scale = 1``)."""
+    square = binary(B.MUL, name, binary(B.POW, name, z, 2), 0.5 * scale)
+    line = binary(B.MUL, name, binary(B.SUB, name, z, 0.5 * limit), limit * scale)
+    return select(name, binary(B.LT, name, z, limit), square, line)
+
+
+def smooth_l1_loss(
+    input: Tensor,
+    target: Any,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    beta: float = 1.0,
+) -> Tensor:
+    """torch's ``smooth_l1_loss``: ``0.5 * z ** 2 / beta`` where ``z = |input - target|`` is
+    below ``beta``, else ``z - 0.5 * beta`` (``beta=0``: ``l1_loss``).
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([0.5, 3.0])
+        >>> smooth_l1_loss(x, dtorch.zeros(2), reduction="none").tolist()
+        [0.125, 2.5]
+    """
+    if beta < 0:
+        raise ValueError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0:
+        return l1_loss(input, target, size_average, reduce, reduction)
+    reduction = _reduction(reduction, size_average, reduce)
+    a, b, dtype = _pointwise("smooth_l1_loss", F.smooth_l1_loss, input, target)
+    z = _abs_error("smooth_l1_loss", a, b)
+    loss = cast(_quadratic_then_linear("smooth_l1_loss", z, beta, 1 / beta), dtype)
+    return _reduced("smooth_l1_loss", loss, reduction)
+
+
+def huber_loss(
+    input: Tensor, target: Any, reduction: str = "mean", delta: float = 1.0, weight: Any = None
+) -> Tensor:
+    """torch's ``huber_loss``: ``0.5 * z ** 2`` where ``z = |input - target|`` is below
+    ``delta``, else ``delta * (z - 0.5 * delta)``; ``weight`` scales each term (a weighted
+    mean is the mean of the weighted terms, as torch's).
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([0.5, 3.0])
+        >>> huber_loss(x, dtorch.zeros(2), reduction="none").tolist()
+        [0.125, 2.5]
+    """
+    reduction = _reduction(reduction, None, None)
+    if delta <= 0:
+        raise ValueError("huber_loss does not support non-positive values for delta.")
+    a, b, dtype = _pointwise("huber_loss", F.huber_loss, input, target)
+    _warn_sizes(input, b)
+    loss = cast(
+        _quadratic_then_linear("huber_loss", _abs_error("huber_loss", a, b), delta, 1), dtype
+    )
+    if weight is not None:
+        return _weighted("huber_loss", loss, weight, reduction, divide=False)
+    return _reduced("huber_loss", loss, reduction)
+
+
+def _log_clamped(name: str, t: Tensor) -> Tensor:
+    # torch's binary_cross_entropy clamps each log at -100 (a 0 or 1 probability stays finite)
+    return binary(B.MAXIMUM, name, unary(M.LOG, name, t), beside(t, torch.tensor(-100.0)))
+
+
+def binary_cross_entropy(
+    input: Tensor,
+    target: Any,
+    weight: Any = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """torch's ``binary_cross_entropy`` of probabilities: ``-(target * log(input) + (1 -
+    target) * log(1 - input))``, each log clamped at -100; ``weight`` broadcasts onto the
+    terms. ``input`` and ``target`` must have one shape.
+
+    Example:
+        >>> import dtorch
+        >>> p = dtorch.tensor([0.5, 0.5])
+        >>> round(binary_cross_entropy(p, dtorch.ones(2)).item(), 4)
+        0.6931
+    """
+    name = "binary_cross_entropy"
+    reduction = _reduction(reduction, size_average, reduce)
+    tensor_arg(name, input)
+    if tuple(_operand(name, "target", target, input).shape) != tuple(input.shape):
+        raise ValueError(
+            f"Using a target size ({target.shape}) that is different to the input size "
+            f"({input.shape}) is deprecated. Please ensure they have the same size."
+        )
+    x, t, dtype = _pointwise(name, F.binary_cross_entropy, input, target)
+    hit = binary(B.MUL, name, t, _log_clamped(name, x))
+    miss_log = _log_clamped(name, binary(B.SUB, name, 1, x))
+    miss = binary(B.MUL, name, binary(B.SUB, name, 1, t), miss_log)
+    loss = cast(unary(M.NEG, name, binary(B.ADD, name, hit, miss)), dtype)
+    if weight is not None:
+        loss = binary(B.MUL, name, loss, _operand(name, "weight", weight, input))
+    return _reduced(name, loss, reduction)
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Any,
+    weight: Any = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    pos_weight: Any = None,
+) -> Tensor:
+    """torch's ``binary_cross_entropy_with_logits``: ``(1 - target) * input -
+    log_sigmoid(input) * (1 + (pos_weight - 1) * target)``, times ``weight``; ``log_sigmoid``
+    as torch computes it stably (``min(x, 0) - log1p(exp(-|x|))``).
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([0.0, 0.0])
+        >>> round(binary_cross_entropy_with_logits(x, dtorch.ones(2)).item(), 4)
+        0.6931
+    """
+    name = "binary_cross_entropy_with_logits"
+    reduction = _reduction(reduction, size_average, reduce)
+    tensor_arg(name, input)
+    if tuple(_operand(name, "target", target, input).shape) != tuple(input.shape):
+        raise ValueError(
+            f"Target size ({target.shape}) must be the same as input size ({input.shape})"
+        )
+    x, t, dtype = _pointwise(name, F.binary_cross_entropy_with_logits, input, target)
+    log_sig = _log_sigmoid(name, x)
+    if pos_weight is not None:
+        pw = cast(_operand(name, "pos_weight", pos_weight, input), _work(dtype))
+        scale = binary(B.ADD, name, binary(B.MUL, name, binary(B.SUB, name, pw, 1), t), 1)
+        log_sig = binary(B.MUL, name, log_sig, scale)
+    loss = binary(B.SUB, name, binary(B.MUL, name, binary(B.SUB, name, 1, t), x), log_sig)
+    loss = cast(loss, dtype)
+    if weight is not None:
+        loss = binary(B.MUL, name, loss, _operand(name, "weight", weight, input))
+    return _reduced(name, loss, reduction)
+
+
+def _log_sigmoid(name: str, x: Tensor) -> Tensor:
+    smaller = binary(B.MINIMUM, name, x, beside(x, torch.zeros((), dtype=x.dtype)))
+    tail = unary(M.LOG1P, name, unary(M.EXP, name, unary(M.NEG, name, unary(M.ABS, name, x))))
+    return binary(B.SUB, name, smaller, tail)
+
+
+def kl_div(
+    input: Tensor,
+    target: Any,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> Tensor:
+    """torch's ``kl_div`` of log-probabilities ``input``: ``target * (log(target) - input)``
+    (0 where ``target`` is 0), or ``exp(target) * (target - input)`` with ``log_target``;
+    ``"batchmean"`` divides the sum by the first dim's size (``"mean"``, torch's default,
+    by every element's count, with torch's warning).
+
+    Example:
+        >>> import dtorch
+        >>> p = dtorch.tensor([0.5, 0.5])
+        >>> kl_div(p.log(), p, reduction="sum").item()
+        0.0
+    """
+    name = "kl_div"
+    if size_average is not None or reduce is not None:
+        reduction = _reduction(reduction, size_average, reduce)
+    else:
+        reduction = _reduction(reduction, None, None, extra=("batchmean",))
+        if reduction == "mean":
+            warnings.warn(_KL_MEAN, stacklevel=2)
+    x, t, dtype = _pointwise(name, _kl_probe, input, target)
+    if log_target:
+        loss = binary(B.MUL, name, unary(M.EXP, name, t), binary(B.SUB, name, t, x))
+    else:
+        plogp = select(
+            name, binary(B.EQ, name, t, 0), 0.0, binary(B.MUL, name, t, unary(M.LOG, name, t))
+        )
+        loss = binary(B.SUB, name, plogp, binary(B.MUL, name, t, x))
+    loss = cast(loss, dtype)
+    if reduction == "batchmean":
+        total = reduce_by(ReduceKind.SUM, name, loss)
+        return binary(B.DIV, name, total, input.shape[0]) if input.ndim else total
+    return _reduced(name, loss, reduction)
+
+
+_KL_MEAN = (
+    "reduction: 'mean' divides the total loss by both the batch size and the support size."
+    "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+    "'mean' will be changed to behave the same as 'batchmean' in the next major release."
+)
+
+
+def _kl_probe(input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.kl_div(input, target, reduction="sum")
+
+
+# --- classification losses ------------------------------------------------------------------
+def _class_dim(name: str, input: Tensor) -> int:
+    if input.ndim == 0:
+        raise ShapeError(
+            f"{name}: the input has no class dim (a 0-d tensor); accepted: (C), (N, C) or "
+            "(N, C, d1, ...)"
+        )
+    return 0 if input.ndim == 1 else 1
+
+
+def _check_index_target(name: str, input: Tensor, target: Tensor, class_dim: int) -> None:
+    if target.dtype not in _INDEX_TARGETS:
+        raise DtypeError(
+            f"expected target dtype to be Long or Byte, but got {_torch_name(target.dtype)}"
+        )
+    want = tuple(input.shape[:class_dim]) + tuple(input.shape[class_dim + 1 :])
+    if tuple(target.shape) != want:
+        if input.ndim >= 2 and (not target.ndim or target.shape[0] != input.shape[0]):
+            raise ValueError(
+                f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                f"({target.shape[0] if target.ndim else 0})."
+            )
+        raise ShapeError(
+            f"{name}: a target of shape {list(target.shape)} for an input of shape "
+            f"{list(input.shape)}; accepted: the input's shape without its class dim, {list(want)}"
+        )
+
+
+def _torch_name(dtype: torch.dtype) -> str:
+    # torch's scalar type names in its messages: Int, Long, Bool, Float, ...
+    return {torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.bool: "Bool"}.get(
+        dtype, str(dtype).removeprefix("torch.")
+    )
+
+
+def _log_probs(name: str, input: Tensor, class_dim: int) -> Tensor:
+    # one log_softmax recorded under the loss's name (a sharded class dim is refused by it)
+    return record(name, SoftmaxParam(class_dim, True, None), (input,))[0]
+
+
+def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Tensor | None:
+    """``weight`` (one per class) shaped to broadcast along ``input``'s class dim."""
+    if weight is None:
+        return None
+    w = _operand(name, "weight", weight, input)
+    classes = input.shape[class_dim]
+    if w.ndim != 1 or w.shape[0] != classes:
+        raise RuntimeError(
+            f"weight tensor should be defined either for all {classes} classes or no classes "
+            f"but got weight tensor of shape: {list(w.shape)}"
+        )
+    shape = [1] * input.ndim
+    shape[class_dim] = classes
+    return w.reshape(shape)
+
+
+def _nll(
+    name: str,
+    logp: Tensor,
+    target: Tensor,
+    weight: Tensor | None,
+    ignore_index: int,
+    class_dim: int,
+) -> tuple[Tensor, Tensor]:
+    """The unreduced negative log-likelihood of each target and the weight each counts with
+    (0 where the target is ``ignore_index``)."""
+    valid = binary(B.NE, name, target, ignore_index)
+    safe = select(name, valid, target, 0)  # an ignored target reads class 0, weighted 0
+    index = unsqueeze(safe.to(torch.int64), class_dim)
+    picked = squeeze(gather_aligned(logp, index, class_dim, name), class_dim)
+    if weight is None:
+        counts = cast(valid, logp.dtype)
+    else:
+        table = weight.expand(*logp.shape)
+        chosen = squeeze(gather_aligned(table, index, class_dim, name), class_dim)
+        counts = select(name, valid, cast(chosen, logp.dtype), 0.0)
+    return unary(M.NEG, name, binary(B.MUL, name, picked, counts)), counts
+
+
+def nll_loss(
+    input: Tensor,
+    target: Any,
+    weight: Any = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """torch's ``nll_loss`` of log-probabilities ``input`` ((C), (N, C) or (N, C, d1, ...))
+    at class indices ``target`` (int64 or uint8, the input's shape without the class dim):
+    ``-weight[t] * input[t]``, 0 where ``t == ignore_index``; a mean divides by the weights of
+    the targets counted (NaN when none is).
+
+    Example:
+        >>> import dtorch
+        >>> logp = dtorch.tensor([[-0.5, -1.0], [-2.0, -0.1]])
+        >>> nll_loss(logp, dtorch.tensor([0, 1]), reduction="none").tolist()
+        [0.5, 0.10000000149011612]
+    """
+    reduction = _reduction(reduction, size_average, reduce)
+    tensor_arg("nll_loss", input)
+    class_dim = _class_dim("nll_loss", input)
+    target = _operand("nll_loss", "target", target, input)
+    _check_index_target("nll_loss", input, target, class_dim)
+    _dtype("nll_loss", _log_softmax_probe, input)  # torch's refusal of integer inputs
+    weights = _class_weights("nll_loss", weight, input, class_dim)
+    loss, counts = _nll("nll_loss", input, target, weights, ignore_index, class_dim)
+    return _mean_over(("nll_loss", reduction), loss, counts)
+
+
+def _mean_over(how: tuple[str, str], loss: Tensor, counts: Tensor) -> Tensor:
+    """``loss`` reduced as ``how`` says, a mean divided by the sum of ``counts``."""
+    name, reduction = how
+    if reduction != "mean":
+        return _reduced(name, loss, reduction)
+    total = reduce_by(ReduceKind.SUM, name, loss)
+    return _ratio(name, total, reduce_by(ReduceKind.SUM, name, counts))
+
+
+def _log_softmax_probe(input: torch.Tensor) -> torch.Tensor:
+    return F.log_softmax(input, 0)
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Any,
+    weight: Any = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """torch's ``cross_entropy`` of unnormalised ``input`` ((C), (N, C) or (N, C, d1, ...)):
+    ``nll_loss(log_softmax(input, class dim), target, ...)`` for class indices (int64 or
+    uint8), or ``-sum(target * log_softmax(input))`` over the class dim for class
+    probabilities (a float ``target`` of the input's shape); ``label_smoothing`` mixes in the
+    uniform distribution, as torch's. The class dim must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> logits = dtorch.tensor([[0.0, 0.0], [0.0, 0.0]])
+        >>> round(cross_entropy(logits, dtorch.tensor([0, 1])).item(), 4)
+        0.6931
+    """
+    name = "cross_entropy"
+    reduction = _reduction(reduction, size_average, reduce)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    tensor_arg(name, input)
+    class_dim = _class_dim(name, input)
+    target = _operand(name, "target", target, input)
+    weights = _class_weights(name, weight, input, class_dim)
+    if target.dtype.is_floating_point:
+        return _soft_targets(name, input, target, weights, (reduction, label_smoothing))
+    _check_index_target(name, input, target, class_dim)
+    _dtype(name, _log_softmax_probe, input)
+    logp = _log_probs(name, input, class_dim)
+    loss, counts = _nll(name, logp, target, weights, ignore_index, class_dim)
+    nll = _mean_over((name, reduction), loss, counts)
+    if label_smoothing == 0:
+        return nll
+    smooth = _smoothing(name, logp, weights, class_dim, binary(B.NE, name, target, ignore_index))
+    smooth = _mean_over((name, reduction), smooth, counts)
+    eps, classes = label_smoothing, input.shape[class_dim]
+    return binary(
+        B.ADD, name, binary(B.MUL, name, nll, 1 - eps), binary(B.MUL, name, smooth, eps / classes)
+    )
+
+
+def _smoothing(
+    name: str, logp: Tensor, weights: Tensor | None, class_dim: int, valid: Tensor
+) -> Tensor:
+    """torch's smoothing term: ``-sum(logp * weight)`` over the classes, 0 where ignored."""
+    terms = logp if weights is None else binary(B.MUL, name, logp, weights)
+    total = unary(M.NEG, name, reduce_by(ReduceKind.SUM, name, terms, class_dim))
+    return select(name, valid, _whole(total), 0.0)
+
+
+def _soft_targets(
+    name: str, input: Tensor, target: Tensor, weights: Tensor | None, how: tuple[str, float]
+) -> Tensor:
+    """Cross entropy with class probabilities, as torch's ``cross_entropy_loss_prob_target``."""
+    reduction, eps = how
+    if tuple(target.shape) != tuple(input.shape):
+        raise ShapeError(
+            f"{name}: class-probability targets must have the input's shape {list(input.shape)}, "
+            f"got {list(target.shape)}"
+        )
+    _dtype(name, _soft_probe, input, target)
+    class_dim = _class_dim(name, input)
+    logp = _log_probs(name, input, class_dim)
+    if eps > 0:
+        target = binary(
+            B.ADD, name, binary(B.MUL, name, target, 1 - eps), eps / input.shape[class_dim]
+        )
+    terms = binary(B.MUL, name, logp, target)
+    if weights is not None:
+        terms = binary(B.MUL, name, terms, weights)
+    if reduction == "none":
+        return unary(M.NEG, name, reduce_by(ReduceKind.SUM, name, terms, class_dim))
+    total = unary(M.NEG, name, reduce_by(ReduceKind.SUM, name, terms))
+    if reduction == "sum":
+        return total
+    rows = input.numel() // input.shape[class_dim] if input.numel() else 0
+    return binary(B.DIV, name, total, rows if rows else float("nan"))
+
+
+def _soft_probe(input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(input.reshape(1, 1), target.reshape(1, 1))
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """torch's ``one_hot`` of int64 class indices: a new last dim of ``num_classes`` (-1: the
+    largest index plus one), int64 ones at the indices. The indices' range is read first
+    (one fetch), to refuse what torch refuses: negative ones, ones not below
+    ``num_classes``, and an empty tensor with ``num_classes=-1``.
+
+    Example:
+        >>> import dtorch
+        >>> one_hot(dtorch.tensor([0, 2])).tolist()
+        [[1, 0, 0], [0, 0, 1]]
+    """
+    tensor_arg("one_hot", tensor)
+    if tensor.dtype != torch.int64:
+        raise DtypeError("one_hot is only applicable to index tensor of type LongTensor.")
+    classes = _classes(tensor, int(num_classes))
+    hits = binary(B.EQ, "one_hot", unsqueeze(tensor, -1), beside(tensor, torch.arange(classes)))
+    return cast(hits, torch.int64)
+
+
+def _classes(tensor: Tensor, num_classes: int) -> int:
+    """``num_classes`` checked against the indices (torch's messages), -1 resolved."""
+    if tensor.numel() == 0:
+        if num_classes == -1:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        return num_classes
+    values = tensor.to_torch()  # one fetch (a min over a sharded dim is refused)
+    low, high = int(values.min()), int(values.max())
+    if low < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        return high + 1
+    if high >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return num_classes

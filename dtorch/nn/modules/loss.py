@@ -1,0 +1,258 @@
+"""Loss layers: torch.nn's ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``,
+``BCELoss``, ``BCEWithLogitsLoss``, ``KLDivLoss``, ``NLLLoss`` and ``CrossEntropyLoss``, each
+calling its ``dtorch.nn.functional`` loss (``dtorch.api.ops.losses``) with torch's
+constructor arguments (the legacy ``size_average``/``reduce`` flags translated once, as
+torch's ``_Loss`` does). A class ``weight`` (and ``pos_weight``) is a buffer, as in torch: a
+dtorch tensor, or a torch tensor distributed Replicate on ``device_mesh=`` (the graph's
+default mesh when None).
+
+Example:
+    >>> import dtorch
+    >>> from dtorch import nn
+    >>> loss = nn.CrossEntropyLoss(label_smoothing=0.1)
+    >>> round(loss(dtorch.tensor([[0.0, 0.0]]), dtorch.tensor([1])).item(), 4), loss
+    (0.6931, CrossEntropyLoss())
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.nn import _reduction as torch_reduction
+
+from dtorch.api.creation import from_torch
+from dtorch.api.ops import losses
+from dtorch.api.tensor import Tensor
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.nn.modules.module import Module
+
+
+class _Loss(Module):
+    """torch's ``_Loss``: the reduction, from the legacy flags when either is given."""
+
+    def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            reduction = torch_reduction.legacy_get_string(size_average, reduce)
+        self.reduction: str = reduction
+
+
+class _WeightedLoss(_Loss):
+    """A ``_Loss`` with a ``weight`` buffer (one per class, or per element)."""
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        *,
+        device_mesh: DeviceMesh | None = None,
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", _buffer(weight, device_mesh))
+
+
+def _buffer(value: Any, device_mesh: DeviceMesh | None) -> Tensor | None:
+    """A weight buffer: a dtorch tensor as given, a torch one distributed Replicate."""
+    if isinstance(value, torch.Tensor):
+        return from_torch(value, device_mesh=device_mesh)
+    return value  # None, a dtorch tensor, or what register_buffer refuses with its message
+
+
+class MSELoss(_Loss):
+    """``mse_loss``: the squared error, reduced.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.MSELoss(reduction="sum")(dtorch.ones(2), dtorch.zeros(2)).item()
+        2.0
+    """
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """``l1_loss``: the absolute error, reduced.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.L1Loss()(dtorch.tensor([1.0, -3.0]), dtorch.zeros(2)).item()
+        2.0
+    """
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """``smooth_l1_loss`` with ``beta``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.SmoothL1Loss(beta=2.0)(dtorch.tensor([1.0]), dtorch.zeros(1)).item()
+        0.25
+    """
+
+    def __init__(
+        self,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        beta: float = 1.0,
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """``huber_loss`` with ``delta``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.HuberLoss(delta=0.5)(dtorch.tensor([2.0]), dtorch.zeros(1)).item()
+        0.875
+    """
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        if not isinstance(delta, (float, int)):
+            raise TypeError(f"delta must be a float or int, got: {type(delta)}")
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class BCELoss(_WeightedLoss):
+    """``binary_cross_entropy`` of probabilities, ``weight`` broadcast onto the terms.
+
+    Example:
+        >>> import dtorch
+        >>> round(dtorch.nn.BCELoss()(dtorch.tensor([0.5]), dtorch.ones(1)).item(), 4)
+        0.6931
+    """
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """``binary_cross_entropy_with_logits``, with ``weight`` and ``pos_weight`` buffers.
+
+    Example:
+        >>> import dtorch
+        >>> round(dtorch.nn.BCEWithLogitsLoss()(dtorch.zeros(1), dtorch.ones(1)).item(), 4)
+        0.6931
+    """
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        pos_weight: Any = None,
+        *,
+        device_mesh: DeviceMesh | None = None,
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", _buffer(weight, device_mesh))
+        self.register_buffer("pos_weight", _buffer(pos_weight, device_mesh))
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.binary_cross_entropy_with_logits(
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )
+
+
+class KLDivLoss(_Loss):
+    """``kl_div`` of log-probabilities (``log_target``: the target's too).
+
+    Example:
+        >>> import dtorch
+        >>> p = dtorch.tensor([0.5, 0.5])
+        >>> dtorch.nn.KLDivLoss(reduction="batchmean")(p.log(), p).item()
+        0.0
+    """
+
+    def __init__(
+        self,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        log_target: bool = False,
+    ) -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class NLLLoss(_WeightedLoss):
+    """``nll_loss`` of log-probabilities at class indices, ``ignore_index`` skipped.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.NLLLoss()(dtorch.tensor([[-0.5, -2.0]]), dtorch.tensor([0])).item()
+        0.5
+    """
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
+        *,
+        device_mesh: DeviceMesh | None = None,
+    ) -> None:
+        super().__init__(weight, size_average, reduce, reduction, device_mesh=device_mesh)
+        self.ignore_index = ignore_index
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.nll_loss(
+            input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction
+        )
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    """``cross_entropy`` of logits at class indices or class probabilities.
+
+    Example:
+        >>> import dtorch
+        >>> round(dtorch.nn.CrossEntropyLoss()(dtorch.zeros(1, 2), dtorch.tensor([1])).item(), 4)
+        0.6931
+    """
+
+    def __init__(
+        self,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        *,
+        device_mesh: DeviceMesh | None = None,
+    ) -> None:
+        super().__init__(weight, size_average, reduce, reduction, device_mesh=device_mesh)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return losses.cross_entropy(
+            input,
+            target,
+            self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
