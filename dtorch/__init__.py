@@ -55,10 +55,12 @@ from dtorch.api.creation import (
     arange,
     empty,
     empty_like,
+    eye,
     from_numpy,
     from_torch,
     full,
     full_like,
+    linspace,
     ones,
     ones_like,
     rand,
@@ -75,6 +77,7 @@ from dtorch.api.graph import Graph, GraphOption, default_graph
 from dtorch.api.ops.activations_more import celu, hardshrink, selu, threshold
 from dtorch.api.ops.attention import SdpaOption
 from dtorch.api.ops.basic_index import split
+from dtorch.api.ops.closeness import allclose, isclose
 from dtorch.api.ops.composite import (
     addcdiv,
     addcmul,
@@ -234,6 +237,7 @@ arctan = Tensor.atan
 arctan2 = atan2
 asin = Tensor.asin
 atan = Tensor.atan
+broadcast_to = Tensor.broadcast_to
 ceil = Tensor.ceil
 clip = clamp
 clone = Tensor.clone
@@ -336,6 +340,7 @@ __all__ = [
     "addcmul",
     "addmm",
     "all",
+    "allclose",
     "amax",
     "amin",
     "any",
@@ -358,6 +363,7 @@ __all__ = [
     "bitwise_xor",
     "bmm",
     "bool",
+    "broadcast_to",
     "cat",
     "ceil",
     "celu",
@@ -396,6 +402,7 @@ __all__ = [
     "exp",
     "exp2",
     "expm1",
+    "eye",
     "finfo",
     "fix",
     "flatten",
@@ -434,6 +441,7 @@ __all__ = [
     "int64",
     "int8",
     "is_floating_point",
+    "isclose",
     "isfinite",
     "isinf",
     "isnan",
@@ -444,6 +452,7 @@ __all__ = [
     "lerp",
     "less",
     "less_equal",
+    "linspace",
     "load_program",
     "log",
     "log10",

@@ -151,12 +151,12 @@ def arange(*args: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
     return create(CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
 
 
-def _arange_bound(value: Any) -> Any:
+def _arange_bound(value: Any, name: str = "arange") -> Any:
     # torch takes a 0-d tensor; a dtorch one holds its value on the devices, and the length
     # (the shape, known at the call) depends on it: reading it would be a hidden round trip
     if is_handle(value):
         raise TypeError(
-            "arange: start, end and step must be numbers (or 0-d torch tensors), got a "
+            f"{name}: its bounds must be numbers (or 0-d torch tensors), got a "
             "dtorch.Tensor, whose value is on the devices; pass its value: t.item()"
         )
     return python_number(value)
@@ -363,6 +363,39 @@ def from_torch(data: torch.Tensor, *, dtype: torch.dtype | None = None, **kw: An
         ([Shard(dim=0)], [0.0, 1.0, 2.0, 3.0])
     """
     return distribute(Tensor, data, dtype=dtype, **kw)
+
+
+def linspace(
+    start: Any, end: Any, steps: int, *, dtype: torch.dtype | None = None, **kw: Any
+) -> Tensor:
+    """torch's ``linspace``: ``steps`` values evenly spaced from ``start`` to ``end`` (the
+    graph's default dtype unless ``dtype``), computed by torch on the client and distributed
+    as ``from_torch`` (the same values however sharded).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.linspace(0, 1, 5).tolist()
+        [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    bounds = (_arange_bound(start, "linspace"), _arange_bound(end, "linspace"))
+    dtype = float_dtype(kw.get("graph"), None) if dtype is None else dtype
+    value = torch.linspace(*bounds, steps=operator.index(steps), dtype=dtype)
+    return distribute(Tensor, value, **kw)
+
+
+def eye(n: int, m: int | None = None, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
+    """torch's ``eye``: an ``n`` x ``m`` (``m=n`` when None) matrix of ones on the diagonal
+    (the graph's default dtype unless ``dtype``), distributed as ``from_torch``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.eye(2, 3, dtype=dtorch.int64).tolist()
+        [[1, 0, 0], [0, 1, 0]]
+    """
+    dtype = float_dtype(kw.get("graph"), None) if dtype is None else dtype
+    rows = operator.index(n)
+    value = torch.eye(rows, rows if m is None else operator.index(m), dtype=dtype)
+    return distribute(Tensor, value, **kw)
 
 
 def tensor(data: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:

@@ -37,6 +37,7 @@ from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import activations_more as _am
 from dtorch.api.ops import basic_index as _bi
+from dtorch.api.ops import closeness as _close
 from dtorch.api.ops import composite as _cm
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import elementwise as _ew
@@ -388,6 +389,8 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
     xlogy = _cm.xlogy
     logaddexp = _cm.logaddexp
     lerp = _cm.lerp
+    isclose = _close.isclose
+    allclose = _close.allclose
     addcmul = _cm.addcmul
     addcdiv = _cm.addcdiv
     addmm = _cm.addmm

@@ -159,6 +159,16 @@ class TensorShapes:
         tensor_arg("expand_as", other, "other")
         return _sh.expand(self, other.shape)
 
+    def broadcast_to(self: Tensor, size: Any) -> Tensor:
+        """torch's ``broadcast_to``: ``expand(size)`` (its placement rules).
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.broadcast_to(dtorch.tensor([1, 2]), (2, 2)).tolist()
+            [[1, 2], [1, 2]]
+        """
+        return _sh.expand(self, size)
+
     contiguous = _sh.contiguous
     chunk = _sh.chunk
     unbind = _sh.unbind
