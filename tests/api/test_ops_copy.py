@@ -244,6 +244,26 @@ def test_copy_nonlinear_partial_names_copy(graph: dtorch.Graph) -> None:
         dst.copy_(src)
 
 
+def test_setitem_of_partial_values_across_dtypes_as_copy(graph: dtorch.Graph) -> None:
+    """``t[s] = v`` of a Partial ``v`` into a Partial ``t`` converts each part, as ``copy_``
+    would: where that does not add up (float into int, float32 into bfloat16) it is refused
+    as ``copy_`` refuses it; it stored int(-2.0) + int(1.25) = -1 where torch has int(-0.75)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    parts = place(torch.tensor([1.25]), mesh, [R], graph).view([P])
+    value = parts - place(torch.tensor([3.25]), mesh, [P], graph)  # parts -2.0 and 1.25
+    for dtype in (torch.int64, torch.bfloat16):
+        dst = place(torch.zeros(2, dtype=dtype), mesh, [P], graph)
+        with pytest.raises(PlacementError, match=r"^setitem: got \(P,\) x \(P,\).*does not add"):
+            dst[0:1] = value
+        assert torch.equal(dst.to_torch(), torch.zeros(2, dtype=dtype))  # unchanged
+    same = place(torch.zeros(2), mesh, [P], graph)
+    same[0:1] = value
+    assert torch.equal(same.to_torch(), torch.tensor([-0.75, 0.0]))
+    wider = place(torch.zeros(2, dtype=torch.int64), mesh, [P], graph)
+    wider[1:2] = place(torch.tensor([3], dtype=torch.int32), mesh, [P], graph)  # exact: kept
+    assert torch.equal(wider.to_torch(), torch.tensor([0, 3]))
+
+
 def test_copy_rejections(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
     dst = place(torch.zeros(4, 3), mesh, [R], graph)

@@ -31,7 +31,7 @@ from dtorch.ir.placement import Placement
 from dtorch.ir.rules.base import DtypeError, Inference, Rule, all_replicate, describe_inputs
 from dtorch.ir.rules.elementwise import broadcast_or_reason
 from dtorch.ir.rules.indexing import getitem_rule, plan_index
-from dtorch.ir.rules.promotion import tensors_dtype
+from dtorch.ir.rules.promotion import cast_is_linear, tensors_dtype
 from dtorch.ir.scalar import ScalarKind
 
 _NONE = Inference(())
@@ -55,7 +55,14 @@ def setitem_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     if all_replicate((value,)) or all_replicate(inputs):
         return _NONE
     if value.shape == slot and value.placements == _slot_placements(name, t, param):
-        return _NONE
+        if cast_is_linear(value.dtype, t.dtype) or not any(p.is_partial() for p in t.placements):
+            return _NONE
+        raise PlacementError(
+            f"{name}: got {describe_inputs(inputs)} on mesh {t.mesh.shape}; writing Partial "
+            f"{value.dtype} values into {t.dtype} converts each part, which does not add up "
+            "to the converted sum; accepted: a value of the tensor's dtype, or a Replicate "
+            "value. Redistribute the value (or the tensor) to Replicate first"
+        )
     raise PlacementError(
         f"{name}: got {describe_inputs(inputs)} on mesh {t.mesh.shape}; accepted: a number or "
         f"a Replicate value with any layout of the tensor, or a value of the slot's shape laid "
