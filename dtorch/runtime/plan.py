@@ -104,10 +104,13 @@ class StreamPlan:
         for position, device, slot in self.results:
             put(outputs[position], device, slots[slot])
         for position, device, slot in self.writes:
-            put(inputs[position], device, slots[slot])
+            if slots[slot].__class__ is KernelFailure:  # its views fail too
+                shards.fail_write(inputs[position], device, slots[slot])
+            else:
+                put(inputs[position], device, slots[slot])
         for operand, device, slot in self.written:  # changed in their shards, unless failed
             if slots[slot].__class__ is KernelFailure:
-                put(operand, device, slots[slot])
+                shards.fail_write(operand, device, slots[slot])
         return True
 
     def _load(self, shards: ShardTable, inputs: tuple[int, ...], slots: list[Any]) -> bool:

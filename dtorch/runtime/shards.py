@@ -139,6 +139,24 @@ class ShardTable:
         if old is not None and old.__class__ is not KernelFailure:
             self._bytes[device].release(old)  # type: ignore[arg-type]
 
+    def fail_write(self, operand: int, device: int, failure: KernelFailure) -> None:
+        """``failure`` for ``operand`` on ``device``, whose in-place write failed, and for
+        every operand whose shard there shares its storage (the tensor it views, its other
+        views): what they hold is unknown now, and a read of any must raise, not return the
+        old values. A scan of the device's shards: failures are rare."""
+        shards = self._values.get(operand)
+        old = None if shards is None else shards.get(device)
+        self.put(operand, device, failure)
+        if old is None or old.__class__ is KernelFailure:
+            return
+        root = old if old._base is None else old._base  # type: ignore[union-attr]
+        for other, held in list(self._values.items()):
+            value = held.get(device)
+            if value is None or value.__class__ is KernelFailure:
+                continue
+            if value is root or value._base is root:  # type: ignore[union-attr]
+                self.put(other, device, failure)
+
     def bind(self, pairs: Iterable[tuple[int, int]]) -> None:
         """For each ``(target, source)``: ``target`` holds what ``source`` holds, on every
         device (the same tensors, counted once per storage; ids never held are ignored)."""

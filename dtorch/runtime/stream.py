@@ -366,7 +366,7 @@ class KernelStream:
         in_place = writes_first_input(ctx.operator)
         for device in ctx.devices:
             if in_place and device in ctx.inputs[0].mesh:  # only where the target has a shard
-                self.shards.put(ctx.operator.inputs[0], device, failure)
+                self.shards.fail_write(ctx.operator.inputs[0], device, failure)
             for operand in ctx.outputs:
                 if device in operand.mesh:
                     self.shards.put(operand.id, device, failure)
@@ -385,7 +385,7 @@ class KernelStream:
 
     def _store_failure(self, op: Operator, device: int, failure: KernelFailure) -> None:
         if writes_first_input(op):
-            self.shards.put(op.inputs[0], device, failure)
+            self.shards.fail_write(op.inputs[0], device, failure)
         for operand in op.outputs:
             self.shards.put(operand, device, failure)
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import dtorch
+from dtorch import Replicate, Shard
 from dtorch.errors import KernelError
 
 Program = Callable[[Any], None]
@@ -219,3 +220,39 @@ def test_a_copy_between_overlapping_parts_reads_the_source_first(
     want[1:] = full[:-1]
     assert torch.equal(x.to_torch(), want)
     graph.sync()
+
+
+def _bad_index(t: dtorch.Tensor) -> Any:
+    return t.scatter_(0, torch.tensor([[7, 0, 0]]), 1.0)  # row 7 of 2: fails on the devices
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        _bad_index,
+        lambda v: v.add_(
+            dtorch.ones(2, 3, device_mesh=v.device_mesh).scatter(0, torch.tensor([[9, 0, 0]]), 1.0)
+        ),
+    ],
+    ids=["scatter_ out of range", "add_ of a failed value"],
+)
+def test_a_failed_write_through_a_view_fails_its_base_and_siblings(
+    write: Callable[[Any], Any], graph: dtorch.Graph
+) -> None:
+    """The base of a view whose in-place write failed raises at its next read, as the view
+    does (it returned the old values, silently: torch would have raised at the call); so do
+    the base's other views. A tensor sharing no storage with it is unaffected."""
+    for mesh_shape, placements in [
+        ((2,), [Replicate()]),
+        ((2,), [Shard(1)]),
+        ((2, 2), [Shard(1), Replicate()]),
+    ]:
+        mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+        x = dtorch.from_torch(torch.zeros(4, 3), device_mesh=mesh, placements=placements)
+        other = x.clone()
+        view, sibling = x[1:3], x[0]
+        write(view)
+        for t in (view, x, sibling):
+            with pytest.raises(KernelError, match="out of bounds"):
+                t.to_torch()
+        assert torch.equal(other.to_torch(), torch.zeros(4, 3))
