@@ -101,3 +101,14 @@ def as_dtype(name: str, dtype: object) -> torch.dtype:
         f"{name}: dtype must be a torch.dtype (e.g. dtorch.float32) or one of the Python types "
         f"float, int, bool, complex; got {dtype!r}"
     )
+
+
+def scalar_type_name(dtype: torch.dtype) -> str:
+    """The name torch's messages give ``dtype`` (its ScalarType: ``Float``, ``Long``, ``Bool``,
+    ``BFloat16``), from torch's own legacy tensor type name.
+
+    Example:
+        >>> scalar_type_name(torch.float32), scalar_type_name(torch.int64)
+        ('Float', 'Long')
+    """
+    return torch.empty(0, dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import dtorch
+from dtorch.errors import DtypeError
 from tests.api.ops_harness import ALL_MESHES, S0, S1, R, place
 
 pytestmark = pytest.mark.timeout(60)
@@ -216,3 +217,33 @@ def test_setitem_bad_value_names_the_operator(graph: dtorch.Graph) -> None:
         t[[0, 1]] = torch.ones(3, 6, 4)
     with pytest.raises(TypeError, match="setitem: value must be"):
         t[0] = "x"
+
+
+def test_index_put_of_another_dtype_is_refused_at_the_call_as_torch(graph: dtorch.Graph) -> None:
+    """torch's ``index_put_`` casts nothing: ``x[[0, 2]] = float values`` into an int64 ``x``
+    raises at the call (dtorch failed at the fetch, or raised IndexError); a one-element
+    value under one boolean mask converts, as torch's masked_fill does."""
+    cases: list[tuple[Any, Any]] = [
+        ([0, 2], torch.tensor([1.5, 2.5])),
+        ([0, 2], torch.tensor(1.5)),
+        (torch.tensor([1, 3]), torch.tensor([1, 2], dtype=torch.int32)),
+        ("mask", torch.ones(2)),
+    ]
+    for placements in ([R], [S0]):
+        mesh = dtorch.init_device_mesh("cpu", 2)
+        full = torch.arange(4)
+        x = place(full, mesh, placements, graph)
+        for index, value in cases:
+            torch_index = full > 1 if isinstance(index, str) else index
+            with pytest.raises(
+                RuntimeError, match="Index put requires the source and destination dtypes match"
+            ) as want:
+                full.clone()[torch_index] = value
+            dtorch_index = x > 1 if isinstance(index, str) else index
+            for given in (value, place(value, mesh, [R], graph)):
+                with pytest.raises(DtypeError) as got:
+                    x[dtorch_index] = given
+                assert str(got.value) == str(want.value)
+        assert torch.equal(x.to_torch(), full)  # refused: unchanged
+        x[x > 1] = torch.tensor([1.5])  # one boolean mask, one element: converts
+        assert torch.equal(x.to_torch(), torch.tensor([0, 1, 1, 1]))

@@ -26,6 +26,7 @@ from dtorch.api.ops.elementwise import binary, unary
 from dtorch.api.ops.reduce import reduce
 from dtorch.api.record import tensor_arg
 from dtorch.errors import DtypeError
+from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import BinaryKind, MathKind, ReduceKind
 
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ def isclose(
         got = type(other).__name__
         raise TypeError(f"isclose(): argument 'other' must be a dtorch.Tensor, got {got}")
     if input.dtype != other.dtype:
-        raise DtypeError(f"{_scalar_name(input)} did not match {_scalar_name(other)}")
+        names = scalar_type_name(input.dtype), scalar_type_name(other.dtype)
+        raise DtypeError(f"{names[0]} did not match {names[1]}")
     if rtol < 0 or atol < 0:
         which, value = ("rtol", rtol) if rtol < 0 else ("atol", atol)
         raise ValueError(f"{which} must be greater than or equal to zero, but got {value}")
@@ -78,13 +80,6 @@ def _within(name: str, input: Tensor, other: Tensor, tolerances: tuple[float, fl
     if not error.dtype.is_floating_point:
         return within
     return binary(B.LOGICAL_AND, name, unary(M.ISFINITE, name, error), within)
-
-
-def _scalar_name(t: Tensor) -> str:
-    # torch's message names its scalar types: Float, Long, Bool, ...
-    names = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int"}
-    short = str(t.dtype).removeprefix("torch.")
-    return names.get(short, short.capitalize())
 
 
 def allclose(

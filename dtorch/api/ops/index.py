@@ -39,7 +39,8 @@ import torch
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside, distribute
 from dtorch.api.handle import TensorBase
-from dtorch.errors import PlacementError, TraceError
+from dtorch.errors import DtypeError, PlacementError, TraceError
+from dtorch.ir.dtypes import scalar_type_name
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -151,6 +152,7 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     """``t[index] = value``: one integer array among full slices (and a ``...``) on a dim that
     is not sharded on the devices (IndexPut); else on the client, written back with ``t``'s
     placements."""
+    _check_put_dtype(t, index, value)
     if _put_on_devices(t, index, value):
         return
     with _on_the_client("t[index] = value"):
@@ -161,6 +163,21 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     _torch_call("setitem", lambda: full.__setitem__(where, value))
     back = beside(t, full)
     t[...] = back
+
+
+def _check_put_dtype(t: Tensor, index: Any, value: Any) -> None:
+    """torch's refusal, at the call, of a tensor value of another dtype (its ``index_put_``
+    casts nothing), except a one-element value under one boolean mask (its ``masked_fill``)."""
+    if not isinstance(value, (TensorBase, torch.Tensor)) or value.dtype == t.dtype:
+        return
+    mask = isinstance(index, (TensorBase, torch.Tensor)) and index.dtype == torch.bool
+    if mask and value.numel() == 1:
+        return
+    raise DtypeError(
+        "Index put requires the source and destination dtypes match, got "
+        f"{scalar_type_name(t.dtype)} for the destination and {scalar_type_name(value.dtype)} "
+        "for the source."
+    )
 
 
 @contextlib.contextmanager

@@ -48,6 +48,7 @@ from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduc
 from dtorch.api.ops.shape import squeeze, unsqueeze
 from dtorch.api.record import record, tensor_arg
 from dtorch.errors import DtypeError, ShapeError
+from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import BinaryKind, MathKind, ReduceKind
 from dtorch.ir.params import SoftmaxParam
 from dtorch.ir.placement import Replicate
@@ -408,7 +409,7 @@ def _class_dim(name: str, input: Tensor) -> int:
 def _check_index_target(name: str, input: Tensor, target: Tensor, class_dim: int) -> None:
     if target.dtype not in _INDEX_TARGETS:
         raise DtypeError(
-            f"expected target dtype to be Long or Byte, but got {_torch_name(target.dtype)}"
+            f"expected target dtype to be Long or Byte, but got {scalar_type_name(target.dtype)}"
         )
     want = tuple(input.shape[:class_dim]) + tuple(input.shape[class_dim + 1 :])
     if tuple(target.shape) != want:
@@ -421,13 +422,6 @@ def _check_index_target(name: str, input: Tensor, target: Tensor, class_dim: int
             f"{name}: a target of shape {list(target.shape)} for an input of shape "
             f"{list(input.shape)}; accepted: the input's shape without its class dim, {list(want)}"
         )
-
-
-def _torch_name(dtype: torch.dtype) -> str:
-    # torch's scalar type names in its messages: Int, Long, Bool, Float, ...
-    return {torch.int32: "Int", torch.int16: "Short", torch.int8: "Char", torch.bool: "Bool"}.get(
-        dtype, str(dtype).removeprefix("torch.")
-    )
 
 
 def _log_probs(name: str, input: Tensor, class_dim: int) -> Tensor:
