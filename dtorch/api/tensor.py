@@ -203,6 +203,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.add_(1) is t, t.tolist()
             (True, [1.0, 2.0, 3.0])
         """
+        _cv.fits("add_", self, other)
         return _cv.assign("add_", self, _ew.add(self, other, alpha=alpha))
 
     def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
@@ -214,6 +215,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.sub_(1, alpha=2) is t, t.tolist()
             (True, [-2.0, -1.0, 0.0])
         """
+        _cv.fits("sub_", self, other)
         return _cv.assign("sub_", self, _ew.sub(self, other, alpha=alpha))
 
     def mul_(self, other: Any) -> Tensor:
@@ -227,6 +229,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.mul_(2) is t, t.tolist()
             (True, [0, 2, 4])
         """
+        _cv.fits("mul_", self, other)
         return _cv.assign("mul_", self, _ew.mul(self, other))
 
     def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
@@ -240,6 +243,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.div_(2, rounding_mode="floor") is t, t.tolist()
             (True, [2.0, -3.0])
         """
+        _cv.fits("div_", self, other)
         return _cv.assign("div_", self, _ew.div(self, other, rounding_mode=rounding_mode))
 
     def floor_divide_(self, other: Any) -> Tensor:
@@ -252,6 +256,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.floor_divide_(2) is t, t.tolist()
             (True, [2, -3])
         """
+        _cv.fits("floor_divide_", self, other)
         return _cv.assign("floor_divide_", self, _ew.floor_divide(self, other))
 
     def remainder_(self, other: Any) -> Tensor:
@@ -264,6 +269,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.remainder_(3) is t, t.tolist()
             (True, [2, 1])
         """
+        _cv.fits("remainder_", self, other)
         return _cv.assign("remainder_", self, _ew.remainder(self, other))
 
     def pow_(self, exponent: Any) -> Tensor:
@@ -275,6 +281,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.pow_(2) is t, t.tolist()
             (True, [0, 1, 4, 9])
         """
+        _cv.fits("pow_", self, exponent)
         return _cv.assign("pow_", self, _ew.pow(self, exponent))
 
     def bitwise_and_(self, other: Any) -> Tensor:
@@ -287,6 +294,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.bitwise_and_(6) is t, t.tolist()
             (True, [4, 2])
         """
+        _cv.fits("bitwise_and_", self, other)
         return _cv.assign("bitwise_and_", self, _ew.bitwise_and(self, other))
 
     def bitwise_or_(self, other: Any) -> Tensor:
@@ -299,6 +307,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.bitwise_or_(6) is t, t.tolist()
             (True, [14, 14])
         """
+        _cv.fits("bitwise_or_", self, other)
         return _cv.assign("bitwise_or_", self, _ew.bitwise_or(self, other))
 
     def bitwise_xor_(self, other: Any) -> Tensor:
@@ -311,6 +320,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.bitwise_xor_(6) is t, t.tolist()
             (True, [10, 12])
         """
+        _cv.fits("bitwise_xor_", self, other)
         return _cv.assign("bitwise_xor_", self, _ew.bitwise_xor(self, other))
 
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
@@ -323,6 +333,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
             >>> t.clamp_(-1, 1) is t, t.tolist()
             (True, [-1.0, 0.5, 1.0])
         """
+        _cv.fits("clamp_", self, min, max)
         return _cv.assign("clamp_", self, _ew.clamp(self, min, max))
 
     clip_ = clamp_
@@ -488,7 +499,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
     lerp_ = _mk.in_place("lerp_", lerp)
     addcmul_ = _mk.in_place("addcmul_", addcmul)
     addcdiv_ = _mk.in_place("addcdiv_", addcdiv)
-    addmm_ = _mk.in_place("addmm_", addmm)
+    addmm_ = _mk.in_place("addmm_", addmm, elementwise=False)
     nan_to_num_ = _mk.in_place("nan_to_num_", nan_to_num)
 
     softmax = _rd.softmax

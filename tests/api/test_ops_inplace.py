@@ -167,3 +167,38 @@ def test_refusals_change_nothing(graph: dtorch.Graph) -> None:
     with pytest.raises(RuntimeError):
         torch.ones(3).add_(torch.ones(2, 3))
     assert torch.equal(t.to_torch(), ints) and torch.equal(row.to_torch(), torch.ones(3))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x, y: x.add_(y),
+        lambda x, y: x.__imul__(y),
+        lambda x, y: x.clamp_(y),
+        lambda x, y: x.atan2_(y),
+        lambda x, y: x.lerp_(y, 0.5),
+    ],
+    ids=["add_", "*=", "clamp_", "atan2_", "lerp_"],
+)
+def test_an_operand_growing_the_tensor_is_a_shape_error_on_every_layout(
+    call: Callable[..., Any], graph: dtorch.Graph
+) -> None:
+    """torch's ShapeError for an in-place operand that broadcasts the tensor larger, checked
+    before the operator's placement rule (on sharded layouts it raised PlacementError)."""
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        call(torch.zeros(4), torch.zeros(2, 4))
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for placements in ([S0], [R]):
+        x = place(torch.zeros(4), mesh, placements, graph)
+        y = place(torch.ones(2, 4), mesh, placements, graph)
+        with pytest.raises(
+            ShapeError, match=r"output with shape \[4\] doesn't match the broadcast shape \[2, 4\]"
+        ):
+            call(x, y)
+        assert torch.equal(x.to_torch(), torch.zeros(4))
+    full = torch.zeros(1, 4)  # addmm_'s matrices need not broadcast to the tensor
+    want = full.clone().addmm_(torch.ones(1, 2), torch.ones(2, 4))
+    got = place(full, mesh, [R], graph).addmm_(
+        place(torch.ones(1, 2), mesh, [R], graph), place(torch.ones(2, 4), mesh, [R], graph)
+    )
+    assert torch.equal(got.to_torch(), want)

@@ -84,6 +84,23 @@ def copy_(dst: Tensor, src: Tensor) -> Tensor:
     return dst
 
 
+def fits(name: str, target: Tensor, *operands: Any) -> None:
+    """torch's check of an in-place operator's tensor operands, before the operator is
+    recorded (whose placement rule would refuse first): each must broadcast to ``target``'s
+    shape without growing it."""
+    for operand in operands:
+        if isinstance(operand, (TensorBase, torch.Tensor)):
+            try:
+                shape = torch.broadcast_shapes(tuple(target.shape), tuple(operand.shape))
+            except RuntimeError:
+                continue  # not broadcastable at all: the operator's own ShapeError says so
+            if tuple(shape) != tuple(target.shape):
+                raise ShapeError(
+                    f"{name}: output with shape {list(target.shape)} doesn't match the "
+                    f"broadcast shape {list(shape)}"
+                )
+
+
 def assign(name: str, target: Tensor, result: Tensor) -> Tensor:
     """``target``'s values replaced by ``result`` (computed from ``target``) in place: torch's
     in-place ``op_`` and ``op=``, which every alias and view of ``target`` sees. The result

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 import torch
 
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.convert import assign
+from dtorch.api.ops.convert import assign, fits
 from dtorch.api.ops.convert import cast as _cast
 from dtorch.api.ops.elementwise import binary as _binary
 from dtorch.api.ops.elementwise import unary as _unary
@@ -248,11 +248,13 @@ def _in_place_doc(name: str, base: str) -> str:
 
 
 def in_place(
-    name: str, method: Callable[Concatenate[_T, _P], Any]
+    name: str, method: Callable[Concatenate[_T, _P], Any], elementwise: bool = True
 ) -> Callable[Concatenate[_T, _P], _T]:
     """torch's in-place ``name`` of an operator ``method``: its result written back into the
     tensor with ``assign``, as ``add_`` does (every alias and view sees it; a result dtype
     that does not cast back, ``exp_`` of an integer tensor, is refused); returns the tensor.
+    ``elementwise``: its tensor operands must broadcast to the tensor's shape (checked first,
+    a ShapeError as torch's; ``addmm_``'s matrices need not).
 
     Example:
         >>> import dtorch
@@ -266,6 +268,8 @@ def in_place(
 
     @functools.wraps(method)
     def run(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        if elementwise:  # each tensor operand broadcasts to the tensor (addmm_'s do not)
+            fits(name, self, *args)  # type: ignore[arg-type]
         try:
             result = method(self, *args, **kwargs)
         except (DtypeError, PlacementError, ShapeError) as error:  # named as the user called it
