@@ -255,6 +255,15 @@ def _note_failure(step: Step, error: Exception, note: Note) -> KernelFailure:
     return failure
 
 
+def _exact(ctx: KernelContext) -> bool:
+    """Whether a direct callable computes the recorded dtype: not where integer inputs make
+    a float result, whose dtype is the recording process's default (the general kernel
+    casts them first: ``kernels.local.elementwise.floated``)."""
+    if not ctx.outputs or not ctx.outputs[0].dtype.is_floating_point:
+        return True
+    return all(operand.dtype.is_floating_point for operand in ctx.inputs)
+
+
 def _store(step: Step, slots: list[Any], failure: KernelFailure) -> None:
     """``failure`` in the step's outputs (or its in-place target)."""
     if step[0] == GROUP:  # (operand, device, slot) of its outputs and in-place target
@@ -339,7 +348,7 @@ class _Builder:
         kernel = LOCAL_KERNELS.get(kind)
         if kernel is None:
             raise Unplannable(f"{op.describe()} is neither a local nor a group kernel")
-        direct = direct_form(op.param) if len(op.outputs) == 1 else None
+        direct = direct_form(op.param) if len(op.outputs) == 1 and _exact(ctx) else None
         if kind in MEMO_KINDS:  # a context of the plan's own, its scratch cleared per call
             ctx, direct = KernelContext(op, ctx.inputs, ctx.outputs, ctx.devices, ctx.groups), None
             self.memos.append(ctx)

@@ -83,3 +83,18 @@ def test_creation_follows_the_graph_default_dtype(
     assert dtorch.zeros(2).dtype == graph.default_dtype == torch.float32
     with graph.dtype_guard(torch.float64):
         assert dtorch.zeros(2).dtype == torch.float64
+
+
+def test_a_traced_program_keeps_the_recorded_dtypes(
+    graph: dtorch.Graph, float64_default: None
+) -> None:
+    """A replay's fast path (direct torch callables) computed int-to-float promotions in the
+    devices' default dtype; such operators take the general kernel."""
+    full = torch.arange(6)
+    x = dtorch.from_torch(
+        full, device_mesh=dtorch.init_device_mesh("cpu", 2), placements=[Shard(0)]
+    )
+    program = dtorch.trace(lambda t: (t / 3).sqrt() + t * 0.1, x)
+    got, want = program(x), (full / 3).sqrt() + full * 0.1
+    assert got.dtype == want.dtype == torch.float64
+    assert torch.equal(got.to_torch(), want)
