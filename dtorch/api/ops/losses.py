@@ -46,11 +46,11 @@ from dtorch.api.ops.masked import select
 from dtorch.api.ops.order import gather_aligned
 from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
 from dtorch.api.ops.shape import squeeze, unsqueeze
-from dtorch.api.record import record, tensor_arg
+from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.errors import DtypeError, ShapeError
 from dtorch.ir.dtypes import scalar_type_name
-from dtorch.ir.opkind import BinaryKind, MathKind, ReduceKind
-from dtorch.ir.params import SoftmaxParam
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, ReduceKind
+from dtorch.ir.params import ActivationParam, SoftmaxParam
 from dtorch.ir.placement import Replicate
 from dtorch.ir.rules.promotion import function_dtype
 
@@ -294,8 +294,13 @@ def binary_cross_entropy(
     miss_log = _log_clamped(name, binary(B.SUB, name, 1, x))
     miss = binary(B.MUL, name, binary(B.SUB, name, 1, t), miss_log)
     loss = cast(unary(M.NEG, name, binary(B.ADD, name, hit, miss)), dtype)
+    return _scaled(name, loss, weight, reduction)
+
+
+def _scaled(name: str, loss: Tensor, weight: Any, reduction: str) -> Tensor:
+    """``loss`` times a ``weight`` that broadcasts onto it (if any), reduced."""
     if weight is not None:
-        loss = binary(B.MUL, name, loss, _operand(name, "weight", weight, input))
+        loss = binary(B.MUL, name, loss, _operand(name, "weight", weight, loss))
     return _reduced(name, loss, reduction)
 
 
@@ -309,8 +314,8 @@ def binary_cross_entropy_with_logits(
     pos_weight: Any = None,
 ) -> Tensor:
     """torch's ``binary_cross_entropy_with_logits``: ``(1 - target) * input -
-    log_sigmoid(input) * (1 + (pos_weight - 1) * target)``, times ``weight``; ``log_sigmoid``
-    as torch computes it stably (``min(x, 0) - log1p(exp(-|x|))``).
+    log_sigmoid(input) * (1 + (pos_weight - 1) * target)``, times ``weight``, with torch's
+    own ``log_sigmoid``.
 
     Example:
         >>> import dtorch
@@ -332,16 +337,12 @@ def binary_cross_entropy_with_logits(
         scale = binary(B.ADD, name, binary(B.MUL, name, binary(B.SUB, name, pw, 1), t), 1)
         log_sig = binary(B.MUL, name, log_sig, scale)
     loss = binary(B.SUB, name, binary(B.MUL, name, binary(B.SUB, name, 1, t), x), log_sig)
-    loss = cast(loss, dtype)
-    if weight is not None:
-        loss = binary(B.MUL, name, loss, _operand(name, "weight", weight, input))
-    return _reduced(name, loss, reduction)
+    return _scaled(name, cast(loss, dtype), weight, reduction)
 
 
 def _log_sigmoid(name: str, x: Tensor) -> Tensor:
-    smaller = binary(B.MINIMUM, name, x, beside(x, torch.zeros((), dtype=x.dtype)))
-    tail = unary(M.LOG1P, name, unary(M.EXP, name, unary(M.NEG, name, unary(M.ABS, name, x))))
-    return binary(B.SUB, name, smaller, tail)
+    # torch's own log_sigmoid on each shard (an Activation), as its loss kernel calls it
+    return record_one(name, ActivationParam(ActivationKind.LOGSIGMOID), (x,))
 
 
 def kl_div(
