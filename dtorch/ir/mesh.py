@@ -384,6 +384,25 @@ class DeviceMesh:
             return DeviceMesh.from_ids(self._device_type, (1,), ids)
         return DeviceMesh.from_ids(self._device_type, [self._shape[d] for d in keep], ids, names)
 
+    def __getitem__(self, key: object) -> DeviceMesh:
+        """Refused with what to do instead: DTensor's ``mesh["tp"]`` is the sub-mesh holding
+        the calling rank, and a single controller has no calling rank.
+
+        Example:
+            >>> init_device_mesh("cpu", (2, 2), ("dp", "tp"))["tp"]
+            Traceback (most recent call last):
+            ...
+            TypeError: DeviceMesh['tp']: ...
+        """
+        raise TypeError(
+            f"DeviceMesh[{key!r}]: DTensor's sub-mesh of the calling rank has no meaning in a "
+            "single controller, which drives every device; keep the whole mesh and name the "
+            "dim (tensor-parallel layers find 'tp' by name, redistribute_by_dict takes names), "
+            "or take the sub-meshes along it with mesh.unbind(<the other dims>)"
+        )
+
+    __iter__ = None  # not iterable (``__getitem__`` would make it a sequence to Python)
+
     def group_of(self, device_id: int, mesh_dim: int) -> tuple[int, ...]:
         """Device ids of the 1-D group along ``mesh_dim`` that contains ``device_id``."""
         coordinate = list(self.coordinate_of(device_id))

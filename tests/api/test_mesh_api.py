@@ -181,3 +181,14 @@ def test_init_device_mesh_reads_its_arguments_as_torch_does() -> None:
     assert dtorch.init_device_mesh("cpu", 2, mesh_dim_names="dp").mesh_dim_names == ("dp",)
     with pytest.raises(MeshError, match=r"\('dp',\) has 1 names for a 2-D mesh"):
         dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names="dp")
+
+
+def test_subscripting_a_mesh_says_what_to_do_instead() -> None:
+    """DTensor's ``mesh["tp"]`` (the calling rank's sub-mesh) has no single-controller
+    meaning: a TypeError naming the alternatives; the mesh stays not iterable."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    with pytest.raises(TypeError, match=r"DeviceMesh\['tp'\]: .*mesh\.unbind"):
+        mesh["tp"]
+    with pytest.raises(TypeError, match="not iterable"):
+        iter(mesh)
+    assert 3 in mesh and 4 not in mesh
