@@ -110,10 +110,8 @@ def _emit_inferred(
     operands = tuple([t._operand for t in inputs])
     new = inputs[0]._result
     outputs = emit(new, graph, name, param, operands, inference.outputs, operands[0].mesh, span)
-    if param.kind in ROW_MAJOR_KINDS:
-        mark_fresh(
-            param.kind, outputs, inputs
-        )  # the inputs the operator got: redistributed ones unknown
+    if param.kind in ROW_MAJOR_KINDS:  # the inputs the operator got: redistributed ones unknown
+        mark_fresh(param, outputs, inputs)
     return outputs
 
 
@@ -142,7 +140,7 @@ def record_one(name: str, param: OpParam, inputs: tuple[TensorBase, ...], known:
     out, mesh = inference.outputs[0], operands[0].mesh
     result = emit_one(inputs[0]._result, graph, name, param, operands, out, mesh, span)
     if param.kind in ROW_MAJOR_KINDS:
-        mark_fresh(param.kind, (result,), inputs)
+        mark_fresh(param, (result,), inputs)
     return result
 
 

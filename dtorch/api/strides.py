@@ -13,9 +13,11 @@ does, and ``contiguous``, ``clone`` and casts give torch's. Where they say torch
 operator copies on every device (``ContiguousParam.copy``); where they say torch views, every
 device views where torch can view its shard (``ReshapeParam.view`` and its twins). Strides of
 the operators that make a new tensor elementwise, by reducing, by normalising or by
-concatenating (``ROW_MAJOR_KINDS``) are row-major when all their inputs are contiguous, as
-torch's are; any other operator's result has unknown strides (None), and the devices decide
-as before. ``Tensor.is_contiguous()`` stays DTorch's (always True).
+concatenating (``ROW_MAJOR_KINDS``) are row-major when every input has torch's own strides
+for its shape (a contiguous tensor strided otherwise on a size-1 dim can make torch's result
+another layout), as torch's are; an elementwise map of one other tensor keeps its memory
+order; any other operator's result has unknown strides (None), and the devices decide as
+before. ``Tensor.is_contiguous()`` stays DTorch's (always True).
 
 Example:
     >>> view_strides((2, 3), (1, 2), (6,)) is None, view_strides((2, 3), (3, 1), (3, 2))
@@ -28,7 +30,8 @@ import enum
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from dtorch.ir.opkind import OpKind
+from dtorch.ir.opkind import ActivationKind, BinaryKind, OpKind
+from dtorch.ir.params import ActivationParam, BroadcastBinaryParam, OpParam
 from dtorch.ir.params_base import IndexEntry, SliceIndex
 
 if TYPE_CHECKING:
@@ -101,21 +104,33 @@ def mark(t: H, strides: Layout) -> H:
     return t
 
 
-#: ``ROW_MAJOR_KINDS`` that map one tensor elementwise: given a non-contiguous input, torch's
-#: TensorIterator lays the result out in the input's memory order (``t.T * 2`` is transposed).
-SAME_LAYOUT_KINDS = frozenset(
-    {OpKind.Activation, OpKind.BaseMath, OpKind.BroadcastBinary, OpKind.Clamp}
-)
+def _same_layout(param: OpParam) -> bool:
+    """Whether ``param``'s operator of one non-contiguous tensor lays its result out in that
+    tensor's memory order, as torch's TensorIterator does (``t.T * 2`` is transposed); not
+    ``log_sigmoid`` and a number to a tensor's power (``2 ** t``), whose CPU kernels return
+    row-major results (as do the other ``ROW_MAJOR_KINDS``)."""
+    if isinstance(param, ActivationParam):
+        return param.activation is not ActivationKind.LOGSIGMOID
+    if isinstance(param, BroadcastBinaryParam):
+        return not (param.scalar_first and param.binary is BinaryKind.POW)
+    return param.kind in (OpKind.BaseMath, OpKind.Clamp)
 
 
-def mark_fresh(kind: OpKind, outputs: Sequence[TensorBase], inputs: Sequence[TensorBase]) -> None:
-    """Mark the results of a ``ROW_MAJOR_KINDS`` operator row-major when every input is
-    contiguous; a ``SAME_LAYOUT_KINDS`` one of one input in that input's memory order; leave
-    any other unknown."""
+def _canonical(t: TensorBase) -> bool:
+    # torch's own strides for a new tensor of t's shape, size-1 dims included: from others
+    # (a permuted (2, 1, 1) is contiguous too) a broadcast or a memory-format guess differs
+    strides = getattr(t, "_strides", None)
+    return strides is ROW_MAJOR or (strides is not None and strides == contiguous_strides(t.shape))
+
+
+def mark_fresh(param: OpParam, outputs: Sequence[TensorBase], inputs: Sequence[TensorBase]) -> None:
+    """Mark the results of a ``ROW_MAJOR_KINDS`` operator row-major when every input has
+    torch's own strides for its shape; one of a single other input with known strides in its
+    memory order where torch keeps that (``_same_layout``); leave any other unknown."""
     for t in inputs:
-        strides = getattr(t, "_strides", None)
-        if strides is not ROW_MAJOR and (strides is None or not is_contiguous(t.shape, strides)):
-            if strides is not None and len(inputs) == 1 and kind in SAME_LAYOUT_KINDS:
+        if not _canonical(t):
+            strides = getattr(t, "_strides", None)
+            if strides is not None and len(inputs) == 1 and _same_layout(param):
                 outputs[0]._strides = preserved(t.shape, strides)
             return
     for out in outputs:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import dtorch
 from dtorch import Replicate, Shard
@@ -149,6 +150,50 @@ def test_a_matmul_sharding_both_dims_of_its_result_copies_its_transpose(
     y.T.contiguous().add_(100)
     y_want.T.contiguous().add_(100)
     assert torch.equal(y.to_torch(), y_want)
+
+
+#: name, fn(module, functional, make) building y from a tensor torch calls contiguous but
+#: strides otherwise on a size-1 dim (or that a kernel lays out row-major), then y's writes.
+_ODD_LAYOUTS: list[tuple[str, Callable[[Any, Any, Any], Any]]] = [
+    (
+        "broadcast of a permuted (2, 1, 1)",
+        lambda m, f, mk: (
+            mk(torch.arange(2.0).reshape(1, 2, 1)).permute(1, 2, 0) + mk(torch.zeros(1, 3, 1))
+        ),
+    ),
+    (
+        "cat of a one-channel NHWC tensor seen as NCHW",
+        lambda m, f, mk: m.cat([_nchw(mk), _nchw(mk)], 1),
+    ),
+    ("pad of an NHWC tensor seen as NCHW", lambda m, f, mk: f.pad(_nchw3(mk), (1, 1, 1, 1))),
+    ("logsigmoid of a transpose", lambda m, f, mk: f.logsigmoid(mk(torch.zeros(2, 3)).T)),
+    ("a number to a transpose's power", lambda m, f, mk: 2 ** mk(torch.zeros(2, 3)).T),
+]
+
+
+def _nchw(mk: Any) -> Any:
+    return mk(torch.arange(8.0).reshape(2, 2, 2, 1)).permute(0, 3, 1, 2)
+
+
+def _nchw3(mk: Any) -> Any:
+    return mk(torch.arange(6.0).reshape(2, 1, 1, 3)).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize(("name", "fn"), _ODD_LAYOUTS, ids=[c[0] for c in _ODD_LAYOUTS])
+def test_results_of_oddly_strided_inputs_copy_or_view_as_in_torch(
+    name: str, fn: Callable[[Any, Any, Any], Any], graph: dtorch.Graph
+) -> None:
+    """A review's cases: inputs contiguous by torch's test but strided otherwise on a size-1
+    dim, whose results torch lays out otherwise (a broadcast, a channels-last guess), and
+    kernels that return row-major results of a transposed input. Marking them row-major made
+    contiguous() return them where torch copies (or the reverse)."""
+    want = fn(torch, F, lambda t: t)
+    want.contiguous().add_(100)
+    want.reshape(-1).add_(10)
+    got = fn(dtorch, dtorch.nn.functional, dtorch.from_torch)
+    got.contiguous().add_(100)
+    got.reshape(-1).add_(10)
+    assert torch.equal(got.to_torch(), want), name
 
 
 def test_operator_results_are_row_major_in_torch() -> None:

@@ -33,6 +33,7 @@ from dtorch.api.strides import (
     expanded,
     is_contiguous,
     known,
+    layout,
     mark,
     unsqueezed,
     view_strides,
@@ -306,10 +307,10 @@ def contiguous(t: Tensor) -> Tensor:
     """
     strides = known(t)  # where they say torch copies, every device copies; where not, none
     if strides is None:
-        param = _CONTIGUOUS
-    else:
-        param = _ITSELF if is_contiguous(t.shape, strides) else _COPY
-    return mark(record("contiguous", param, (t,))[0], ROW_MAJOR)
+        return mark(record("contiguous", _CONTIGUOUS, (t,))[0], ROW_MAJOR)
+    if is_contiguous(t.shape, strides):  # torch returns t itself, strides and all
+        return mark(record("contiguous", _ITSELF, (t,))[0], layout(t))
+    return mark(record("contiguous", _COPY, (t,))[0], ROW_MAJOR)
 
 
 _CONTIGUOUS = ContiguousParam()
