@@ -247,3 +247,22 @@ def test_index_put_of_another_dtype_is_refused_at_the_call_as_torch(graph: dtorc
         assert torch.equal(x.to_torch(), full)  # refused: unchanged
         x[x > 1] = torch.tensor([1.5])  # one boolean mask, one element: converts
         assert torch.equal(x.to_torch(), torch.tensor([0, 1, 1, 1]))
+
+
+def test_a_one_element_value_of_another_dtype_fills_through_any_mask_form(
+    graph: dtorch.Graph,
+) -> None:
+    """torch fills with a one-element value of another dtype wherever a boolean mask is in
+    the index (``(mask,)``, ``[:, mask]``, a list of bools), not only a bare mask."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    forms = [
+        lambda m, t: (m.tensor([True, False, True]),),
+        lambda m, t: [True, False, True],
+        lambda m, t: (slice(None), m.tensor([True, False, True])),
+    ]
+    for form in forms:
+        want = torch.zeros(3, 3)
+        want[form(torch, want)] = torch.tensor(5)
+        got = place(torch.zeros(3, 3), mesh, [R], graph)
+        got[form(dtorch, got)] = dtorch.tensor(5)
+        assert torch.equal(got.to_torch(), want)

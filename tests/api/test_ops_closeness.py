@@ -98,3 +98,19 @@ def test_linspace_and_eye_however_placed(graph: dtorch.Graph) -> None:
         assert (
             dtorch.linspace(0, 1, 3).dtype == torch.float64 and dtorch.eye(2).dtype == torch.float64
         )
+
+
+def test_isclose_of_integers_compares_in_the_default_dtype_as_torch(graph: dtorch.Graph) -> None:
+    """torch casts integers (and bools) to the default dtype first; dtorch subtracted in the
+    integer dtype, which wraps (int8 -128 vs 127 'close' within 1)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for dtype, a, b, kwargs in [
+        (torch.int8, -128, 127, {"atol": 1}),
+        (torch.uint8, 0, 2, {"atol": 3}),
+        (torch.int32, -(2**31), 2**31 - 1, {"atol": 1}),
+        (torch.int64, 2**62, 2**62 + 1, {"atol": 0.5, "rtol": 0}),
+    ]:
+        x, y = torch.tensor([a, a], dtype=dtype), torch.tensor([b, a], dtype=dtype)
+        want = torch.isclose(x, y, **kwargs)  # type: ignore[arg-type]
+        got = dtorch.isclose(place(x, mesh, [S0], graph), place(y, mesh, [S0], graph), **kwargs)
+        assert torch.equal(got.to_torch(), want), dtype

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import dtorch
 import dtorch.nn.functional as DF
-from dtorch.errors import DtypeError, PlacementError, ShapeError
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
 from tests.api.ops_harness import ALL_MESHES, S0, S1, P, R, place
 
 pytestmark = pytest.mark.timeout(180)
@@ -277,3 +277,50 @@ def test_one_hot(graph: dtorch.Graph) -> None:
             DF.one_hot(place(bad, mesh, [R, R], graph), *args)
     with pytest.raises(DtypeError, match="only applicable to index tensor of type LongTensor"):
         DF.one_hot(place(full.int(), mesh, [R, R], graph))
+
+
+def test_edge_cases_found_by_review_and_fuzz(graph: dtorch.Graph) -> None:
+    """An ignored target beside a -inf class-0 log-probability (masked logits) is 0, not NaN;
+    uint8 targets compare with ignore_index in int64 (156 is no ignored -100); a BCE weight
+    keeps the loss's dtype and may not broadcast it larger; integer inputs where torch sums
+    them; torch's refusals of a class weight of another dtype, of ignore_index with class
+    probabilities and of uint8 targets of spatial inputs."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+
+    def d(t: torch.Tensor) -> Any:
+        return place(t, mesh, [R], graph)
+
+    inf = float("inf")
+    masked = torch.tensor([[-inf, 2.0, 1.0], [0.5, 0.1, -0.3]])
+    for smoothing in (0.0, 0.2):
+        want = F.cross_entropy(masked, torch.tensor([-100, 2]), label_smoothing=smoothing)
+        got = DF.cross_entropy(d(masked), d(torch.tensor([-100, 2])), label_smoothing=smoothing)
+        torch.testing.assert_close(got.to_torch(), want)
+    wide, bytes_ = torch.zeros(2, 200), torch.tensor([156, 3], dtype=torch.uint8)
+    want = F.cross_entropy(wide, bytes_, reduction="none")
+    torch.testing.assert_close(
+        DF.cross_entropy(d(wide), d(bytes_), reduction="none").to_torch(), want
+    )
+    x, y = torch.randn(2, 3, generator=_G), torch.rand(2, 3, generator=_G).half()
+    got = DF.binary_cross_entropy_with_logits(d(x), d(y), weight=torch.ones(3))
+    assert got.dtype == F.binary_cross_entropy_with_logits(x, y, weight=torch.ones(3)).dtype
+    with pytest.raises(ShapeError, match=r"output with shape \[3\] doesn't match the broadcast"):
+        DF.binary_cross_entropy(d(torch.rand(3)), d(torch.rand(3)), weight=torch.rand(2, 3))
+    ints, other = torch.tensor([1, 5, -2]), torch.tensor([0, 1, 1])
+    for got, want in [
+        (DF.l1_loss(d(ints), d(other), reduction="sum"), F.l1_loss(ints, other, reduction="sum")),
+        (
+            DF.mse_loss(d(ints), d(other), weight=torch.ones(3)),
+            F.mse_loss(ints, other, weight=torch.ones(3)),
+        ),
+    ]:
+        assert got.dtype == want.dtype and torch.allclose(got.to_torch(), want)
+    with pytest.raises(DtypeError, match="expected scalar type Float but found Double"):
+        DF.cross_entropy(d(_X), d(_TARGETS), weight=torch.ones(4, dtype=torch.float64))
+    with pytest.raises(ParamError, match="ignore_index is not supported for floating point target"):
+        DF.cross_entropy(d(_X), d(_X.softmax(1)), ignore_index=1)
+    spatial = torch.zeros(2, 2, 2, dtype=torch.uint8)
+    with pytest.raises(DtypeError, match="expected scalar type Long but found Byte"):
+        DF.nll_loss(
+            d(_LOGITS_3D[:2, :3, :2].unsqueeze(-1).expand(2, 3, 2, 2).log_softmax(1)), d(spatial)
+        )

@@ -63,7 +63,7 @@ def isclose(
         close = binary(B.LOGICAL_OR, name, close, both)
     if (rtol, atol) == (0, 0):  # torch's: the test degenerates to equality
         return close
-    if input.dtype == torch.bool:  # torch's: bools compared as numbers of the default dtype
+    if not input.dtype.is_floating_point:  # torch's: integers and bools in the default dtype
         input, other = (
             cast(input, torch.get_default_dtype()),
             cast(other, torch.get_default_dtype()),
@@ -72,13 +72,11 @@ def isclose(
 
 
 def _within(name: str, input: Tensor, other: Tensor, tolerances: tuple[float, float]) -> Tensor:
-    """``|input - other| <= atol + |rtol * other|`` where the error is finite."""
+    """``|input - other| <= atol + |rtol * other|`` where the error is finite (floats)."""
     rtol, atol = tolerances
     allowed = binary(B.ADD, name, unary(M.ABS, name, binary(B.MUL, name, other, rtol)), atol)
     error = unary(M.ABS, name, binary(B.SUB, name, input, other))
     within = binary(B.LE, name, error, allowed)
-    if not error.dtype.is_floating_point:
-        return within
     return binary(B.LOGICAL_AND, name, unary(M.ISFINITE, name, error), within)
 
 

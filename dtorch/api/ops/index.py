@@ -167,17 +167,29 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
 
 def _check_put_dtype(t: Tensor, index: Any, value: Any) -> None:
     """torch's refusal, at the call, of a tensor value of another dtype (its ``index_put_``
-    casts nothing), except a one-element value under one boolean mask (its ``masked_fill``)."""
+    casts nothing), except a one-element value where a boolean mask is in the index (torch
+    may fill with it, converting; ``x[mask] = tensor(5)``, ``x[:, mask]``, ``x[[True, ...]]``).
+    Where torch would refuse such a value, dtorch converts it: the lenient side."""
     if not isinstance(value, (TensorBase, torch.Tensor)) or value.dtype == t.dtype:
         return
-    mask = isinstance(index, (TensorBase, torch.Tensor)) and index.dtype == torch.bool
-    if mask and value.numel() == 1:
+    if value.numel() == 1 and any(map(_is_mask, _entries(index))):
         return
     raise DtypeError(
         "Index put requires the source and destination dtypes match, got "
         f"{scalar_type_name(t.dtype)} for the destination and {scalar_type_name(value.dtype)} "
         "for the source."
     )
+
+
+def _entries(index: Any) -> tuple[Any, ...]:
+    return index if isinstance(index, tuple) else (index,)
+
+
+def _is_mask(entry: Any) -> bool:
+    # a boolean tensor (dtorch or torch) or a list of Python bools: torch's boolean masks
+    if isinstance(entry, (TensorBase, torch.Tensor)):
+        return entry.dtype == torch.bool
+    return isinstance(entry, list) and bool(entry) and all(isinstance(e, bool) for e in entry)
 
 
 @contextlib.contextmanager

@@ -5,8 +5,10 @@
 ``one_hot``, with torch's signatures, formulas and reductions (``"none"``, ``"mean"``,
 ``"sum"``; ``kl_div`` also ``"batchmean"``; the legacy ``size_average``/``reduce`` flags
 through torch's own translation). The result dtype (or torch's refusal) is torch's, learned
-once per dtype combination by running torch's function on tiny tensors; float16 and bfloat16
-are computed in float32 and rounded once per element, as torch's kernels do.
+once per dtype combination by running torch's function on tiny tensors; the operands are
+converted to it and the loss computed in it operator by operator (float16 and bfloat16
+results can differ from torch's in the last bit: its CPU kernels compute some losses in
+float32 and round once, others step by step).
 
 The parts are recorded under the loss's own name, so a placement refusal names what the user
 called. Placements follow the parts: the batch dims shard freely (a ``"mean"`` or ``"sum"``
@@ -30,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -40,14 +43,14 @@ from torch.nn import _reduction as torch_reduction
 
 from dtorch.api.create import beside
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.convert import cast
+from dtorch.api.ops.convert import cast, fits
 from dtorch.api.ops.elementwise import binary, unary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.order import gather_aligned
 from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
 from dtorch.api.ops.shape import squeeze, unsqueeze
 from dtorch.api.record import record, record_one, tensor_arg
-from dtorch.errors import DtypeError, ShapeError
+from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, ReduceKind
 from dtorch.ir.params import ActivationParam, SoftmaxParam
@@ -58,7 +61,6 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 B, M = BinaryKind, MathKind
-_REDUCED = (torch.float16, torch.bfloat16)  # computed in float32 by torch's kernels
 _INDEX_TARGETS = (torch.int64, torch.uint8)  # torch's "Long or Byte"
 
 
@@ -104,10 +106,6 @@ def _dtype(name: str, probe: Callable[..., torch.Tensor], *tensors: Tensor) -> t
     return function_dtype(name, probe, tuple((t.dtype, False) for t in tensors))
 
 
-def _work(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in _REDUCED else dtype
-
-
 def _weighted(name: str, loss: Tensor, weight: Any, reduction: str, divide: bool) -> Tensor:
     """torch's elementwise ``weight``: the loss times it; a mean divided by its sum where
     ``divide`` (mse, l1), else by the count (huber)."""
@@ -134,13 +132,35 @@ def _warn_sizes(input: Tensor, target: Tensor) -> None:
 
 # --- pointwise losses -----------------------------------------------------------------------
 def _pointwise(
-    name: str, probe: Callable[..., torch.Tensor], input: Any, target: Any
-) -> tuple[Tensor, Tensor, torch.dtype]:
-    """Both operands in the work dtype of torch's result dtype (or its refusal)."""
+    name: str,
+    how: tuple[Callable[..., torch.Tensor], str],
+    input: Any,
+    target: Any,
+    weight: Any = None,
+) -> tuple[Tensor, Tensor]:
+    """Both operands in torch's result dtype (or its refusal) for ``how``: its functional
+    and the reduction (torch takes integers where it can sum them, not average them), with
+    the ``weight`` that changes the dtype of mse_loss, l1_loss and huber_loss."""
     tensor_arg(name, input)
     target = _operand(name, "target", target, input)
-    dtype = _dtype(name, probe, input, target)
-    return cast(input, _work(dtype)), cast(target, _work(dtype)), dtype
+    fn, reduction = how
+    if weight is None:
+        dtype = _dtype(name, _probe_of(fn, reduction, False), input, target)
+    else:
+        w = _operand(name, "weight", weight, input)
+        dtype = _dtype(name, _probe_of(fn, reduction, True), input, target, w)
+    return cast(input, dtype), cast(target, dtype)
+
+
+@functools.cache
+def _probe_of(
+    fn: Callable[..., torch.Tensor], reduction: str, weighted: bool
+) -> Callable[..., torch.Tensor]:
+    """torch's loss ``fn`` as a dtype probe of one reduction: one callable per combination
+    (the probes' results are cached by callable)."""
+    if weighted:
+        return lambda a, b, w: fn(a, b, reduction=reduction, weight=w)
+    return lambda a, b: fn(a, b, reduction=reduction)
 
 
 def _abs_error(name: str, a: Tensor, b: Tensor) -> Tensor:
@@ -164,9 +184,9 @@ def mse_loss(
         2.5
     """
     reduction = _reduction(reduction, size_average, reduce)
-    a, b, dtype = _pointwise("mse_loss", F.mse_loss, input, target)
+    a, b = _pointwise("mse_loss", (F.mse_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
-    loss = cast(binary(B.POW, "mse_loss", binary(B.SUB, "mse_loss", a, b), 2), dtype)
+    loss = binary(B.POW, "mse_loss", binary(B.SUB, "mse_loss", a, b), 2)
     if weight is not None:
         return _weighted("mse_loss", loss, weight, reduction, divide=True)
     return _reduced("mse_loss", loss, reduction)
@@ -188,9 +208,9 @@ def l1_loss(
         2.0
     """
     reduction = _reduction(reduction, size_average, reduce)
-    a, b, dtype = _pointwise("l1_loss", F.l1_loss, input, target)
+    a, b = _pointwise("l1_loss", (F.l1_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
-    loss = cast(_abs_error("l1_loss", a, b), dtype)
+    loss = _abs_error("l1_loss", a, b)
     if weight is not None:
         return _weighted("l1_loss", loss, weight, reduction, divide=True)
     return _reduced("l1_loss", loss, reduction)
@@ -226,9 +246,9 @@ def smooth_l1_loss(
     if beta == 0:
         return l1_loss(input, target, size_average, reduce, reduction)
     reduction = _reduction(reduction, size_average, reduce)
-    a, b, dtype = _pointwise("smooth_l1_loss", F.smooth_l1_loss, input, target)
+    a, b = _pointwise("smooth_l1_loss", (F.smooth_l1_loss, reduction), input, target)
     z = _abs_error("smooth_l1_loss", a, b)
-    loss = cast(_quadratic_then_linear("smooth_l1_loss", z, beta, 1 / beta), dtype)
+    loss = _quadratic_then_linear("smooth_l1_loss", z, beta, 1 / beta)
     return _reduced("smooth_l1_loss", loss, reduction)
 
 
@@ -248,11 +268,9 @@ def huber_loss(
     reduction = _reduction(reduction, None, None)
     if delta <= 0:
         raise ValueError("huber_loss does not support non-positive values for delta.")
-    a, b, dtype = _pointwise("huber_loss", F.huber_loss, input, target)
+    a, b = _pointwise("huber_loss", (F.huber_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
-    loss = cast(
-        _quadratic_then_linear("huber_loss", _abs_error("huber_loss", a, b), delta, 1), dtype
-    )
+    loss = _quadratic_then_linear("huber_loss", _abs_error("huber_loss", a, b), delta, 1)
     if weight is not None:
         return _weighted("huber_loss", loss, weight, reduction, divide=False)
     return _reduced("huber_loss", loss, reduction)
@@ -289,19 +307,25 @@ def binary_cross_entropy(
             f"Using a target size ({target.shape}) that is different to the input size "
             f"({input.shape}) is deprecated. Please ensure they have the same size."
         )
-    x, t, dtype = _pointwise(name, F.binary_cross_entropy, input, target)
+    x, t = _pointwise(name, (F.binary_cross_entropy, reduction), input, target)
     hit = binary(B.MUL, name, t, _log_clamped(name, x))
     miss_log = _log_clamped(name, binary(B.SUB, name, 1, x))
     miss = binary(B.MUL, name, binary(B.SUB, name, 1, t), miss_log)
-    loss = cast(unary(M.NEG, name, binary(B.ADD, name, hit, miss)), dtype)
+    loss = unary(M.NEG, name, binary(B.ADD, name, hit, miss))
     return _scaled(name, loss, weight, reduction)
 
 
 def _scaled(name: str, loss: Tensor, weight: Any, reduction: str) -> Tensor:
-    """``loss`` times a ``weight`` that broadcasts onto it (if any), reduced."""
+    """``loss`` times ``weight`` (if any) as torch's in-place ``mul_``: the weight must
+    broadcast to the loss's shape, and the loss keeps its dtype; then reduced."""
     if weight is not None:
-        loss = binary(B.MUL, name, loss, _operand(name, "weight", weight, loss))
+        loss = _times(name, loss, _operand(name, "weight", weight, loss))
     return _reduced(name, loss, reduction)
+
+
+def _times(name: str, loss: Tensor, factor: Tensor) -> Tensor:
+    fits(name, loss, factor)
+    return binary(B.MUL, name, loss, cast(factor, loss.dtype))
 
 
 def binary_cross_entropy_with_logits(
@@ -330,14 +354,14 @@ def binary_cross_entropy_with_logits(
         raise ValueError(
             f"Target size ({target.shape}) must be the same as input size ({input.shape})"
         )
-    x, t, dtype = _pointwise(name, F.binary_cross_entropy_with_logits, input, target)
+    x, t = _pointwise(name, (F.binary_cross_entropy_with_logits, reduction), input, target)
     log_sig = _log_sigmoid(name, x)
     if pos_weight is not None:
-        pw = cast(_operand(name, "pos_weight", pos_weight, input), _work(dtype))
+        pw = _operand(name, "pos_weight", pos_weight, input)
         scale = binary(B.ADD, name, binary(B.MUL, name, binary(B.SUB, name, pw, 1), t), 1)
-        log_sig = binary(B.MUL, name, log_sig, scale)
+        log_sig = _times(name, log_sig, scale)
     loss = binary(B.SUB, name, binary(B.MUL, name, binary(B.SUB, name, 1, t), x), log_sig)
-    return _scaled(name, cast(loss, dtype), weight, reduction)
+    return _scaled(name, loss, weight, reduction)
 
 
 def _log_sigmoid(name: str, x: Tensor) -> Tensor:
@@ -371,7 +395,7 @@ def kl_div(
         reduction = _reduction(reduction, None, None, extra=("batchmean",))
         if reduction == "mean":
             warnings.warn(_KL_MEAN, stacklevel=2)
-    x, t, dtype = _pointwise(name, _kl_probe, input, target)
+    x, t = _pointwise(name, (F.kl_div, "sum"), input, target)
     if log_target:
         loss = binary(B.MUL, name, unary(M.EXP, name, t), binary(B.SUB, name, t, x))
     else:
@@ -379,7 +403,6 @@ def kl_div(
             name, binary(B.EQ, name, t, 0), 0.0, binary(B.MUL, name, t, unary(M.LOG, name, t))
         )
         loss = binary(B.SUB, name, plogp, binary(B.MUL, name, t, x))
-    loss = cast(loss, dtype)
     if reduction == "batchmean":
         total = reduce_by(ReduceKind.SUM, name, loss)
         return binary(B.DIV, name, total, input.shape[0]) if input.ndim else total
@@ -393,10 +416,6 @@ _KL_MEAN = (
 )
 
 
-def _kl_probe(input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    return F.kl_div(input, target, reduction="sum")
-
-
 # --- classification losses ------------------------------------------------------------------
 def _class_dim(name: str, input: Tensor) -> int:
     if input.ndim == 0:
@@ -408,6 +427,8 @@ def _class_dim(name: str, input: Tensor) -> int:
 
 
 def _check_index_target(name: str, input: Tensor, target: Tensor, class_dim: int) -> None:
+    if target.dtype is torch.uint8 and input.ndim > 2:  # torch's spatial kernel: Long only
+        raise DtypeError("expected scalar type Long but found Byte")
     if target.dtype not in _INDEX_TARGETS:
         raise DtypeError(
             f"expected target dtype to be Long or Byte, but got {scalar_type_name(target.dtype)}"
@@ -441,6 +462,11 @@ def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Ten
             f"weight tensor should be defined either for all {classes} classes or no classes "
             f"but got weight tensor of shape: {list(w.shape)}"
         )
+    if w.dtype != input.dtype:
+        raise DtypeError(
+            f"expected scalar type {scalar_type_name(input.dtype)} but found "
+            f"{scalar_type_name(w.dtype)}"
+        )
     shape = [1] * input.ndim
     shape[class_dim] = classes
     return w.reshape(shape)
@@ -456,9 +482,10 @@ def _nll(
 ) -> tuple[Tensor, Tensor]:
     """The unreduced negative log-likelihood of each target and the weight each counts with
     (0 where the target is ``ignore_index``)."""
+    target = cast(target, torch.int64)  # compared in int64, as torch's: -100 is no uint8
     valid = binary(B.NE, name, target, ignore_index)
     safe = select(name, valid, target, 0)  # an ignored target reads class 0, weighted 0
-    index = unsqueeze(safe.to(torch.int64), class_dim)
+    index = unsqueeze(safe, class_dim)
     picked = squeeze(gather_aligned(logp, index, class_dim, name), class_dim)
     if weight is None:
         counts = cast(valid, logp.dtype)
@@ -466,7 +493,8 @@ def _nll(
         table = weight.expand(*logp.shape)
         chosen = squeeze(gather_aligned(table, index, class_dim, name), class_dim)
         counts = select(name, valid, cast(chosen, logp.dtype), 0.0)
-    return unary(M.NEG, name, binary(B.MUL, name, picked, counts)), counts
+    loss = unary(M.NEG, name, binary(B.MUL, name, picked, counts))
+    return select(name, valid, loss, 0.0), counts  # an ignored -inf class 0: 0, not NaN
 
 
 def nll_loss(
@@ -544,6 +572,8 @@ def cross_entropy(
     target = _operand(name, "target", target, input)
     weights = _class_weights(name, weight, input, class_dim)
     if target.dtype.is_floating_point:
+        if ignore_index >= 0:
+            raise ParamError("ignore_index is not supported for floating point target")
         return _soft_targets(name, input, target, weights, (reduction, label_smoothing))
     _check_index_target(name, input, target, class_dim)
     _dtype(name, _log_softmax_probe, input)
@@ -552,7 +582,8 @@ def cross_entropy(
     nll = _mean_over((name, reduction), loss, counts)
     if label_smoothing == 0:
         return nll
-    smooth = _smoothing(name, logp, weights, class_dim, binary(B.NE, name, target, ignore_index))
+    valid = binary(B.NE, name, cast(target, torch.int64), ignore_index)
+    smooth = _smoothing(name, logp, weights, class_dim, valid)
     smooth = _mean_over((name, reduction), smooth, counts)
     eps, classes = label_smoothing, input.shape[class_dim]
     return binary(
