@@ -270,6 +270,7 @@ def test_one_hot(graph: dtorch.Graph) -> None:
         (full, (3,), "Class values must be smaller than num_classes"),
         (full - 1, (), "Class values must be non-negative"),
         (full[:0], (), "Can not infer total number of classes from empty tensor"),
+        (full[:0], (0,), "Can not infer total number of classes from empty tensor"),
     ]:
         with pytest.raises(RuntimeError, match=match):
             F.one_hot(bad, *args)

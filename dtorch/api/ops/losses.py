@@ -655,7 +655,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
 def _classes(tensor: Tensor, num_classes: int) -> int:
     """``num_classes`` checked against the indices (torch's messages), -1 resolved."""
     if tensor.numel() == 0:
-        if num_classes == -1:
+        if num_classes in (-1, 0):  # torch's: 0 classes of nothing is refused alike
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         return num_classes
     values = tensor.to_torch()  # one fetch (a min over a sharded dim is refused)
