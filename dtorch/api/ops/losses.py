@@ -301,18 +301,27 @@ def binary_cross_entropy(
     """
     name = "binary_cross_entropy"
     reduction = _reduction(reduction, size_average, reduce)
-    tensor_arg(name, input)
-    if tuple(_operand(name, "target", target, input).shape) != tuple(input.shape):
-        raise ValueError(
-            f"Using a target size ({target.shape}) that is different to the input size "
-            f"({input.shape}) is deprecated. Please ensure they have the same size."
-        )
+    _same_shapes(name, input, target, _BCE_SIZES)
     x, t = _pointwise(name, (F.binary_cross_entropy, reduction), input, target)
     hit = binary(B.MUL, name, t, _log_clamped(name, x))
     miss_log = _log_clamped(name, binary(B.SUB, name, 1, x))
     miss = binary(B.MUL, name, binary(B.SUB, name, 1, t), miss_log)
     loss = unary(M.NEG, name, binary(B.ADD, name, hit, miss))
     return _scaled(name, loss, weight, reduction)
+
+
+_BCE_SIZES = (
+    "Using a target size ({target}) that is different to the input size ({input}) is "
+    "deprecated. Please ensure they have the same size."
+)
+_LOGITS_SIZES = "Target size ({target}) must be the same as input size ({input})"
+
+
+def _same_shapes(name: str, input: Any, target: Any, message: str) -> None:
+    """torch's ValueError (``message``) where ``target``'s shape is not ``input``'s."""
+    tensor_arg(name, input)
+    if tuple(_operand(name, "target", target, input).shape) != tuple(input.shape):
+        raise ValueError(message.format(target=target.shape, input=input.shape))
 
 
 def _scaled(name: str, loss: Tensor, weight: Any, reduction: str) -> Tensor:
@@ -349,11 +358,7 @@ def binary_cross_entropy_with_logits(
     """
     name = "binary_cross_entropy_with_logits"
     reduction = _reduction(reduction, size_average, reduce)
-    tensor_arg(name, input)
-    if tuple(_operand(name, "target", target, input).shape) != tuple(input.shape):
-        raise ValueError(
-            f"Target size ({target.shape}) must be the same as input size ({input.shape})"
-        )
+    _same_shapes(name, input, target, _LOGITS_SIZES)
     x, t = _pointwise(name, (F.binary_cross_entropy_with_logits, reduction), input, target)
     log_sig = _log_sigmoid(name, x)
     if pos_weight is not None:
