@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,9 +44,13 @@ POOL_WORKERS = 4  # the most processes one test uses (group, store and convert t
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """``tmp_path`` directories under the session's directory (unless --basetemp is given)."""
+    """``tmp_path`` directories under the session's directory (unless --basetemp is given),
+    and Python's Ctrl-C handler: a non-interactive shell starts a background job (``make test
+    &``) with SIGINT ignored, which the Ctrl-C tests' processes would inherit (6 failed so)."""
     if config.option.basetemp is None:
         config.option.basetemp = str(_SESSION_DIR / "pytest")
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -3,6 +3,8 @@ read to prove a port is listened on only where it should be, or closed with its 
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import NamedTuple
 
 #: The kernel's state codes the tests ask about.
@@ -14,6 +16,7 @@ class TcpSocket(NamedTuple):
     local_port: int
     remote_port: int
     state: str
+    inode: int  # the socket's inode: /proc/<pid>/fd links name it (``own_inodes``)
 
 
 def tcp_sockets() -> list[TcpSocket]:
@@ -22,8 +25,23 @@ def tcp_sockets() -> list[TcpSocket]:
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as file:
             for line in file.readlines()[1:]:
-                local, remote, state = line.split()[1:4]
+                fields = line.split()
+                local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
                 address, port = local.split(":")
                 remote_port = int(remote.split(":")[1], 16)
-                found.append(TcpSocket(address, int(port, 16), remote_port, state))
+                found.append(TcpSocket(address, int(port, 16), remote_port, state, int(inode)))
+    return found
+
+
+def own_inodes() -> set[int]:
+    """The inodes of this process's sockets: sockets of other processes (another test's
+    listener on 127.0.0.3 may get the same port number) are not this test's."""
+    found = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            found.add(int(target[len("socket:[") : -1]))
     return found

@@ -21,7 +21,7 @@ from dtorch.cluster.main_node import ClusterNode, cluster_token
 from dtorch.cluster.rendezvous import connect_store, worker_key
 from dtorch.errors import GraphError, RendezvousError, WorkerDiedError
 from tests.cluster.cluster_setup import TOKEN, Cluster
-from tests.tcp_table import LISTEN, tcp_sockets
+from tests.tcp_table import LISTEN, own_inodes, tcp_sockets
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -35,8 +35,14 @@ def _alive(pid: int) -> bool:
 
 
 def _listening_addresses(port: int) -> set[str]:
-    """The local addresses of the TCP sockets that listen on ``port``."""
-    return {s.local_address for s in tcp_sockets() if s.state == LISTEN and s.local_port == port}
+    """The local addresses of this process's TCP sockets that listen on ``port`` (another
+    process may listen on the same port number of another address: a flaky failure once)."""
+    mine = own_inodes()
+    return {
+        s.local_address
+        for s in tcp_sockets()
+        if s.state == LISTEN and s.local_port == port and s.inode in mine
+    }
 
 
 def test_losing_a_host_fails_pending_futures_in_time_naming_it():
