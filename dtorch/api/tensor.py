@@ -50,6 +50,7 @@ from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import statistics as _st
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.tensor_convert import TensorConversions
+from dtorch.api.tensor_grad import TensorGrad
 from dtorch.api.tensor_index import TensorIndexing
 from dtorch.api.tensor_shape import TensorShapes
 from dtorch.errors import PlacementError
@@ -58,7 +59,7 @@ from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
 
 
-class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing):
+class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing, TensorGrad):
     """A (distributed) tensor of a dtorch graph; see the module docstring.
 
     ``dtorch.Tensor(torch_tensor, device_mesh=None, placements=None, dtype=None, graph=None,

@@ -85,13 +85,16 @@ class Parameter(_Marked):
     """
 
     __slots__ = ("grad", "requires_grad")
+    # settable here, where a plain Tensor's are read-only (``dtorch.api.tensor_grad``)
+    grad: Tensor | None
+    requires_grad: bool
     _FORMATS_VALUE = False  # torch formats only plain tensors' values: f"{p:.2f}" raises
 
     def __init__(self, data: Any = None, requires_grad: bool = True, **kwargs: Any) -> None:
         source = _source(type(self).__name__, data, kwargs)
         self._name = None
         self._share(source)
-        self.grad: Tensor | None = None  # torch's attribute; dtorch computes none itself
+        self.grad = None  # torch's attribute; dtorch computes none itself
         self.requires_grad = False
         self.requires_grad_(requires_grad)
 

@@ -684,3 +684,21 @@ def test_function_forms_of_methods_equal_torchs(graph: dtorch.Graph) -> None:
     for got, want in pairs:
         torch.testing.assert_close(got.to_torch(), want)
     assert dtorch.numel(t) == torch.numel(x) and dtorch.is_floating_point(t)
+
+
+def test_autograd_attributes_answer_as_torch_under_no_grad(graph: dtorch.Graph) -> None:
+    """Inference code reads ``requires_grad``, ``grad``, ``grad_fn``, ``is_leaf`` and turns
+    gradients off; dtorch records none: a tensor answers as torch's made under no_grad
+    (the attributes were missing), and turning gradients on is refused."""
+    with torch.no_grad():
+        want = torch.ones(2) * 2
+    t = dtorch.ones(2) * 2
+    for name in ("requires_grad", "grad", "grad_fn", "is_leaf"):
+        assert getattr(t, name) == getattr(want, name), name
+    assert t.requires_grad_(False) is t
+    with pytest.raises(
+        dtorch.DTorchError, match=r"requires_grad_\(True\): dtorch computes no gradients"
+    ):
+        t.requires_grad_()
+    p = dtorch.nn.Parameter(dtorch.ones(2))  # keeps its own flag
+    assert p.requires_grad and p.requires_grad_(False) is p and not p.requires_grad
