@@ -50,11 +50,11 @@ from dtorch.api.ops.order import gather_aligned
 from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
 from dtorch.api.ops.shape import squeeze, unsqueeze
 from dtorch.api.record import record, record_one, tensor_arg
+from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, ReduceKind
 from dtorch.ir.params import ActivationParam, SoftmaxParam
-from dtorch.ir.placement import Replicate
 from dtorch.ir.rules.promotion import function_dtype
 
 if TYPE_CHECKING:
@@ -80,17 +80,9 @@ def _reduced(name: str, loss: Tensor, reduction: str) -> Tensor:
     return reduce_by(ReduceKind.SUM, name, loss) if reduction == "sum" else loss
 
 
-def _whole(t: Tensor) -> Tensor:
-    """``t`` with its Partial placements summed (Replicate): a divisor of a Partial."""
-    if not any(p.is_partial() for p in t.placements):
-        return t
-    placements = [Replicate() if p.is_partial() else p for p in t.placements]
-    return t.redistribute(t.device_mesh, placements)
-
-
 def _ratio(name: str, total: Tensor, count: Tensor) -> Tensor:
     # both whole: a Partial over a tensor is refused (a device's 0 / 0 where torch has inf)
-    return binary(B.DIV, name, _whole(total), _whole(count))
+    return binary(B.DIV, name, sum_partials(total), sum_partials(count))
 
 
 def _operand(name: str, arg: str, value: Any, like: Tensor | None = None) -> Tensor:
@@ -106,18 +98,16 @@ def _dtype(name: str, probe: Callable[..., torch.Tensor], *tensors: Tensor) -> t
     return function_dtype(name, probe, tuple((t.dtype, False) for t in tensors))
 
 
-def _weighted(name: str, loss: Tensor, weight: Any, reduction: str, divide: bool) -> Tensor:
-    """torch's elementwise ``weight``: the loss times it; a mean divided by its sum where
-    ``divide`` (mse, l1), else by the count (huber)."""
-    w = _operand(name, "weight", weight, loss)
+def _weighted(name: str, loss: Tensor, w: Tensor | None, reduction: str, divide: bool) -> Tensor:
+    """``loss`` reduced; with torch's elementwise weight ``w`` (the input's shape), the loss
+    times it, a mean divided by its sum where ``divide`` (mse, l1), else by the count
+    (huber)."""
+    if w is None:
+        return _reduced(name, loss, reduction)
     if tuple(w.shape) != tuple(loss.shape):
         raise ValueError("Weights and input must have the same size.")
     loss = binary(B.MUL, name, loss, w)
-    if reduction == "mean" and divide:
-        return _ratio(
-            name, reduce_by(ReduceKind.SUM, name, loss), reduce_by(ReduceKind.SUM, name, w)
-        )
-    return _reduced(name, loss, reduction)
+    return _mean_over((name, reduction), loss, w) if divide else _reduced(name, loss, reduction)
 
 
 def _warn_sizes(input: Tensor, target: Tensor) -> None:
@@ -137,19 +127,20 @@ def _pointwise(
     input: Any,
     target: Any,
     weight: Any = None,
-) -> tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor | None]:
     """Both operands in torch's result dtype (or its refusal) for ``how``: its functional
     and the reduction (torch takes integers where it can sum them, not average them), with
-    the ``weight`` that changes the dtype of mse_loss, l1_loss and huber_loss."""
+    the ``weight`` that changes the dtype of mse_loss, l1_loss and huber_loss; and that
+    weight as a dtorch tensor (a torch one distributed once), or None."""
     tensor_arg(name, input)
     target = _operand(name, "target", target, input)
     fn, reduction = how
     if weight is None:
         dtype = _dtype(name, _probe_of(fn, reduction, False), input, target)
-    else:
-        w = _operand(name, "weight", weight, input)
-        dtype = _dtype(name, _probe_of(fn, reduction, True), input, target, w)
-    return cast(input, dtype), cast(target, dtype)
+        return cast(input, dtype), cast(target, dtype), None
+    w = _operand(name, "weight", weight, input)
+    dtype = _dtype(name, _probe_of(fn, reduction, True), input, target, w)
+    return cast(input, dtype), cast(target, dtype), w
 
 
 @functools.cache
@@ -184,12 +175,10 @@ def mse_loss(
         2.5
     """
     reduction = _reduction(reduction, size_average, reduce)
-    a, b = _pointwise("mse_loss", (F.mse_loss, reduction), input, target, weight)
+    a, b, w = _pointwise("mse_loss", (F.mse_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
     loss = binary(B.POW, "mse_loss", binary(B.SUB, "mse_loss", a, b), 2)
-    if weight is not None:
-        return _weighted("mse_loss", loss, weight, reduction, divide=True)
-    return _reduced("mse_loss", loss, reduction)
+    return _weighted("mse_loss", loss, w, reduction, divide=True)
 
 
 def l1_loss(
@@ -208,12 +197,9 @@ def l1_loss(
         2.0
     """
     reduction = _reduction(reduction, size_average, reduce)
-    a, b = _pointwise("l1_loss", (F.l1_loss, reduction), input, target, weight)
+    a, b, w = _pointwise("l1_loss", (F.l1_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
-    loss = _abs_error("l1_loss", a, b)
-    if weight is not None:
-        return _weighted("l1_loss", loss, weight, reduction, divide=True)
-    return _reduced("l1_loss", loss, reduction)
+    return _weighted("l1_loss", _abs_error("l1_loss", a, b), w, reduction, divide=True)
 
 
 def _quadratic_then_linear(name: str, z: Tensor, limit: float, scale: float) -> Tensor:
@@ -246,7 +232,7 @@ def smooth_l1_loss(
     if beta == 0:
         return l1_loss(input, target, size_average, reduce, reduction)
     reduction = _reduction(reduction, size_average, reduce)
-    a, b = _pointwise("smooth_l1_loss", (F.smooth_l1_loss, reduction), input, target)
+    a, b, _ = _pointwise("smooth_l1_loss", (F.smooth_l1_loss, reduction), input, target)
     z = _abs_error("smooth_l1_loss", a, b)
     loss = _quadratic_then_linear("smooth_l1_loss", z, beta, 1 / beta)
     return _reduced("smooth_l1_loss", loss, reduction)
@@ -268,17 +254,15 @@ def huber_loss(
     reduction = _reduction(reduction, None, None)
     if delta <= 0:
         raise ValueError("huber_loss does not support non-positive values for delta.")
-    a, b = _pointwise("huber_loss", (F.huber_loss, reduction), input, target, weight)
+    a, b, w = _pointwise("huber_loss", (F.huber_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
     loss = _quadratic_then_linear("huber_loss", _abs_error("huber_loss", a, b), delta, 1)
-    if weight is not None:
-        return _weighted("huber_loss", loss, weight, reduction, divide=False)
-    return _reduced("huber_loss", loss, reduction)
+    return _weighted("huber_loss", loss, w, reduction, divide=False)
 
 
 def _log_clamped(name: str, t: Tensor) -> Tensor:
     # torch's binary_cross_entropy clamps each log at -100 (a 0 or 1 probability stays finite)
-    return binary(B.MAXIMUM, name, unary(M.LOG, name, t), beside(t, torch.tensor(-100.0)))
+    return binary(B.MAXIMUM, name, unary(M.LOG, name, t), -100.0)
 
 
 def binary_cross_entropy(
@@ -301,8 +285,8 @@ def binary_cross_entropy(
     """
     name = "binary_cross_entropy"
     reduction = _reduction(reduction, size_average, reduce)
-    _same_shapes(name, input, target, _BCE_SIZES)
-    x, t = _pointwise(name, (F.binary_cross_entropy, reduction), input, target)
+    target = _same_shapes(name, input, target, _BCE_SIZES)
+    x, t, _ = _pointwise(name, (F.binary_cross_entropy, reduction), input, target)
     hit = binary(B.MUL, name, t, _log_clamped(name, x))
     miss_log = _log_clamped(name, binary(B.SUB, name, 1, x))
     miss = binary(B.MUL, name, binary(B.SUB, name, 1, t), miss_log)
@@ -317,11 +301,14 @@ _BCE_SIZES = (
 _LOGITS_SIZES = "Target size ({target}) must be the same as input size ({input})"
 
 
-def _same_shapes(name: str, input: Any, target: Any, message: str) -> None:
-    """torch's ValueError (``message``) where ``target``'s shape is not ``input``'s."""
+def _same_shapes(name: str, input: Any, target: Any, message: str) -> Tensor:
+    """``target`` as a dtorch tensor; torch's ValueError (``message``) where its shape is not
+    ``input``'s."""
     tensor_arg(name, input)
-    if tuple(_operand(name, "target", target, input).shape) != tuple(input.shape):
+    target = _operand(name, "target", target, input)
+    if tuple(target.shape) != tuple(input.shape):
         raise ValueError(message.format(target=target.shape, input=input.shape))
+    return target
 
 
 def _scaled(name: str, loss: Tensor, weight: Any, reduction: str) -> Tensor:
@@ -358,8 +345,8 @@ def binary_cross_entropy_with_logits(
     """
     name = "binary_cross_entropy_with_logits"
     reduction = _reduction(reduction, size_average, reduce)
-    _same_shapes(name, input, target, _LOGITS_SIZES)
-    x, t = _pointwise(name, (F.binary_cross_entropy_with_logits, reduction), input, target)
+    target = _same_shapes(name, input, target, _LOGITS_SIZES)
+    x, t, _ = _pointwise(name, (F.binary_cross_entropy_with_logits, reduction), input, target)
     log_sig = _log_sigmoid(name, x)
     if pos_weight is not None:
         pw = _operand(name, "pos_weight", pos_weight, input)
@@ -400,7 +387,7 @@ def kl_div(
         reduction = _reduction(reduction, None, None, extra=("batchmean",))
         if reduction == "mean":
             warnings.warn(_KL_MEAN, stacklevel=2)
-    x, t = _pointwise(name, (F.kl_div, "sum"), input, target)
+    x, t, _ = _pointwise(name, (F.kl_div, "sum"), input, target)
     if log_target:
         loss = binary(B.MUL, name, unary(M.EXP, name, t), binary(B.SUB, name, t, x))
     else:
@@ -477,18 +464,23 @@ def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Ten
     return w.reshape(shape)
 
 
+def _counted(name: str, target: Tensor, ignore_index: int) -> tuple[Tensor, Tensor]:
+    """The class indices in int64 (compared as torch's: -100 is no uint8) and where they are
+    not ``ignore_index``."""
+    target = cast(target, torch.int64)
+    return target, binary(B.NE, name, target, ignore_index)
+
+
 def _nll(
     name: str,
     logp: Tensor,
-    target: Tensor,
+    targets: tuple[Tensor, Tensor],
     weight: Tensor | None,
-    ignore_index: int,
     class_dim: int,
 ) -> tuple[Tensor, Tensor]:
-    """The unreduced negative log-likelihood of each target and the weight each counts with
-    (0 where the target is ``ignore_index``)."""
-    target = cast(target, torch.int64)  # compared in int64, as torch's: -100 is no uint8
-    valid = binary(B.NE, name, target, ignore_index)
+    """The unreduced negative log-likelihood of each target (``_counted``'s pair) and the
+    weight each counts with (0 where the target is ignored)."""
+    target, valid = targets
     safe = select(name, valid, target, 0)  # an ignored target reads class 0, weighted 0
     index = unsqueeze(safe, class_dim)
     picked = squeeze(gather_aligned(logp, index, class_dim, name), class_dim)
@@ -529,7 +521,8 @@ def nll_loss(
     _check_index_target("nll_loss", input, target, class_dim)
     _dtype("nll_loss", _log_softmax_probe, input)  # torch's refusal of integer inputs
     weights = _class_weights("nll_loss", weight, input, class_dim)
-    loss, counts = _nll("nll_loss", input, target, weights, ignore_index, class_dim)
+    targets = _counted("nll_loss", target, ignore_index)
+    loss, counts = _nll("nll_loss", input, targets, weights, class_dim)
     return _mean_over(("nll_loss", reduction), loss, counts)
 
 
@@ -579,16 +572,17 @@ def cross_entropy(
     if target.dtype.is_floating_point:
         if ignore_index >= 0:
             raise ParamError("ignore_index is not supported for floating point target")
-        return _soft_targets(name, input, target, weights, (reduction, label_smoothing))
+        how = (reduction, label_smoothing, class_dim)
+        return _soft_targets(name, input, target, weights, how)
     _check_index_target(name, input, target, class_dim)
     _dtype(name, _log_softmax_probe, input)
     logp = _log_probs(name, input, class_dim)
-    loss, counts = _nll(name, logp, target, weights, ignore_index, class_dim)
+    targets = _counted(name, target, ignore_index)
+    loss, counts = _nll(name, logp, targets, weights, class_dim)
     nll = _mean_over((name, reduction), loss, counts)
     if label_smoothing == 0:
         return nll
-    valid = binary(B.NE, name, cast(target, torch.int64), ignore_index)
-    smooth = _smoothing(name, logp, weights, class_dim, valid)
+    smooth = _smoothing(name, logp, weights, class_dim, targets[1])
     smooth = _mean_over((name, reduction), smooth, counts)
     eps, classes = label_smoothing, input.shape[class_dim]
     return binary(
@@ -602,21 +596,25 @@ def _smoothing(
     """torch's smoothing term: ``-sum(logp * weight)`` over the classes, 0 where ignored."""
     terms = logp if weights is None else binary(B.MUL, name, logp, weights)
     total = unary(M.NEG, name, reduce_by(ReduceKind.SUM, name, terms, class_dim))
-    return select(name, valid, _whole(total), 0.0)
+    return select(name, valid, sum_partials(total), 0.0)
 
 
 def _soft_targets(
-    name: str, input: Tensor, target: Tensor, weights: Tensor | None, how: tuple[str, float]
+    name: str,
+    input: Tensor,
+    target: Tensor,
+    weights: Tensor | None,
+    how: tuple[str, float, int],
 ) -> Tensor:
-    """Cross entropy with class probabilities, as torch's ``cross_entropy_loss_prob_target``."""
-    reduction, eps = how
+    """Cross entropy with class probabilities, as torch's ``cross_entropy_loss_prob_target``
+    (``how``: the reduction, the label smoothing and the class dim)."""
+    reduction, eps, class_dim = how
     if tuple(target.shape) != tuple(input.shape):
         raise ShapeError(
             f"{name}: class-probability targets must have the input's shape {list(input.shape)}, "
             f"got {list(target.shape)}"
         )
     _dtype(name, _soft_probe, input, target)
-    class_dim = _class_dim(name, input)
     logp = _log_probs(name, input, class_dim)
     if eps > 0:
         target = binary(
