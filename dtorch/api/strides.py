@@ -116,23 +116,19 @@ def _same_layout(param: OpParam) -> bool:
     return param.kind in (OpKind.BaseMath, OpKind.Clamp)
 
 
-def _canonical(t: TensorBase) -> bool:
-    # torch's own strides for a new tensor of t's shape, size-1 dims included: from others
-    # (a permuted (2, 1, 1) is contiguous too) a broadcast or a memory-format guess differs
-    strides = getattr(t, "_strides", None)
-    return strides is ROW_MAJOR or (strides is not None and strides == contiguous_strides(t.shape))
-
-
 def mark_fresh(param: OpParam, outputs: Sequence[TensorBase], inputs: Sequence[TensorBase]) -> None:
     """Mark the results of a ``ROW_MAJOR_KINDS`` operator row-major when every input has
-    torch's own strides for its shape; one of a single other input with known strides in its
-    memory order where torch keeps that (``_same_layout``); leave any other unknown."""
+    torch's own strides for its shape (from others, as a permuted (2, 1, 1), contiguous too,
+    a broadcast or a memory-format guess differs); one of a single other input with known
+    strides in its memory order where torch keeps that (``_same_layout``); leave any other
+    unknown."""
     for t in inputs:
-        if not _canonical(t):
-            strides = getattr(t, "_strides", None)
-            if strides is not None and len(inputs) == 1 and _same_layout(param):
-                outputs[0]._strides = preserved(t.shape, strides)
-            return
+        strides = layout(t)
+        if strides is ROW_MAJOR or (strides is not None and strides == contiguous_strides(t.shape)):
+            continue
+        if strides is not None and len(inputs) == 1 and _same_layout(param):
+            outputs[0]._strides = preserved(t.shape, strides)
+        return
     for out in outputs:
         out._strides = ROW_MAJOR
 
