@@ -31,8 +31,9 @@ from dtorch.nn.modules.linear import Device, check_mesh_or_device
 from dtorch.nn.modules.module import Module
 
 
-def _inplace_repr(inplace: bool) -> str:
-    return "inplace=True" if inplace else ""
+def _inplace_repr(inplace: bool, sep: str = "") -> str:
+    # torch's layers name inplace only when it is set (after ``sep``, behind other fields)
+    return f"{sep}inplace=True" if inplace else ""
 
 
 class _NoParameters(Module):
@@ -200,8 +201,7 @@ class Hardtanh(_NoParameters):
         return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
-        inplace = ", inplace=True" if self.inplace else ""
-        return f"min_val={self.min_val}, max_val={self.max_val}{inplace}"
+        return f"min_val={self.min_val}, max_val={self.max_val}" + _inplace_repr(self.inplace, ", ")
 
 
 def _deprecated(old: str, new: str, given: float | None, value: float) -> float:

@@ -21,12 +21,7 @@ from typing import Any
 
 from dtorch.api.tensor import Tensor
 from dtorch.nn import functional as F
-from dtorch.nn.modules.activation import _NoParameters
-
-
-def _inplace(inplace: bool, sep: str = "") -> str:
-    # torch's layers name inplace only when it is set
-    return f"{sep}inplace=True" if inplace else ""
+from dtorch.nn.modules.activation import _inplace_repr, _NoParameters
 
 
 class Softplus(_NoParameters):
@@ -97,7 +92,7 @@ class Mish(_NoParameters):
         return F.mish(input, self.inplace)
 
     def extra_repr(self) -> str:
-        return _inplace(self.inplace)
+        return _inplace_repr(self.inplace)
 
 
 class SELU(_NoParameters):
@@ -112,7 +107,7 @@ class SELU(_NoParameters):
         return F.selu(input, self.inplace)
 
     def extra_repr(self) -> str:
-        return _inplace(self.inplace)
+        return _inplace_repr(self.inplace)
 
 
 class CELU(_NoParameters):
@@ -133,7 +128,7 @@ class CELU(_NoParameters):
         return F.celu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha}" + _inplace(self.inplace, ", ")
+        return f"alpha={self.alpha}" + _inplace_repr(self.inplace, ", ")
 
 
 class Softsign(_NoParameters):
@@ -211,7 +206,7 @@ class Threshold(_NoParameters):
         return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
-        inplace = _inplace(self.inplace, ", ")
+        inplace = _inplace_repr(self.inplace, ", ")
         return f"threshold={self.threshold}, value={self.value}{inplace}"
 
 
