@@ -378,7 +378,7 @@ def linspace(
         [0.0, 0.25, 0.5, 0.75, 1.0]
     """
     bounds = (_arange_bound(start, "linspace"), _arange_bound(end, "linspace"))
-    dtype = float_dtype(kw.get("graph"), None) if dtype is None else dtype
+    dtype = float_dtype(kw.get("graph"), dtype)
     value = torch.linspace(*bounds, steps=operator.index(steps), dtype=dtype)
     return distribute(Tensor, value, **kw)
 
@@ -392,7 +392,7 @@ def eye(n: int, m: int | None = None, *, dtype: torch.dtype | None = None, **kw:
         >>> dtorch.eye(2, 3, dtype=dtorch.int64).tolist()
         [[1, 0, 0], [0, 1, 0]]
     """
-    dtype = float_dtype(kw.get("graph"), None) if dtype is None else dtype
+    dtype = float_dtype(kw.get("graph"), dtype)
     rows = operator.index(n)
     value = torch.eye(rows, rows if m is None else operator.index(m), dtype=dtype)
     return distribute(Tensor, value, **kw)

@@ -50,8 +50,12 @@ _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
 
 def is_advanced(index: Any) -> bool:
     """True when the index holds a list, tuple, tensor or bool (torch's advanced indexing)."""
-    items = index if isinstance(index, tuple) else (index,)
-    return any(_advanced_item(i) for i in items)
+    return any(_advanced_item(i) for i in _entries(index))
+
+
+def _entries(index: Any) -> tuple[Any, ...]:
+    # an index's items: a tuple's, or the index itself
+    return index if isinstance(index, tuple) else (index,)
 
 
 def _advanced_item(item: Any) -> bool:
@@ -179,10 +183,6 @@ def _check_put_dtype(t: Tensor, index: Any, value: Any) -> None:
         f"{scalar_type_name(t.dtype)} for the destination and {scalar_type_name(value.dtype)} "
         "for the source."
     )
-
-
-def _entries(index: Any) -> tuple[Any, ...]:
-    return index if isinstance(index, tuple) else (index,)
 
 
 def _is_mask(entry: Any) -> bool:
