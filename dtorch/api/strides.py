@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, TypeVar
 from dtorch.ir.opkind import ActivationKind, BinaryKind, OpKind
 from dtorch.ir.params import ActivationParam, BroadcastBinaryParam, OpParam
 from dtorch.ir.params_base import IndexEntry, SliceIndex
+from dtorch.ir.rules.indexing import slice_length
 
 if TYPE_CHECKING:
     from dtorch.api.handle import TensorBase
@@ -131,6 +132,32 @@ def mark_fresh(param: OpParam, outputs: Sequence[TensorBase], inputs: Sequence[T
         return
     for out in outputs:
         out._strides = ROW_MAJOR
+
+
+def overlapping(t: TensorBase, index: Sequence[IndexEntry] | None = None) -> bool:
+    """Whether elements of ``t`` - or of its basic-index region ``t[index]`` (a normalized
+    index) - share memory as torch's ``has_internal_overlap`` finds them: a dim of stride 0
+    and size above 1, as ``expand`` makes. Unknown strides tell nothing: False.
+
+    Example:
+        >>> import dtorch
+        >>> row = dtorch.zeros(3)
+        >>> overlapping(row.expand(2, 3)), overlapping(row.expand(2, 3)[0])
+        (True, False)
+    """
+    strides = getattr(t, "_strides", None)
+    if strides is None or strides is ROW_MAJOR:  # the per-write hot path: no loop
+        return False
+    if index is None:
+        return any(s == 0 and n > 1 for n, s in zip(t.shape, strides, strict=True))
+    dim = 0
+    for entry in index:  # an int drops its dim, a slice keeps slice_length of it
+        if entry is None:
+            continue
+        if isinstance(entry, SliceIndex) and strides[dim] == 0 and slice_length(entry) > 1:
+            return True
+        dim += 1
+    return False
 
 
 def contiguous_strides(shape: Sequence[int]) -> Strides:

@@ -26,6 +26,7 @@ import dtorch.api.ops.index as _index
 from dtorch.api.create import beside
 from dtorch.api.dims import as_size, normalize_dim, numpy_names
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops.convert import writable
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import record, tensor_arg
 from dtorch.api.strides import indexed, known, mark
@@ -139,6 +140,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
         _index.advanced_setitem(t, index, value)
         return
     entries = normalize_index(index, t.shape, "setitem")
+    writable("setitem", t, entries)
     if isinstance(value, torch.Tensor):
         value = beside(t, value)
     if is_scalar(value) and not isinstance(value, TensorBase):

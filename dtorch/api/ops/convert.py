@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -19,12 +20,12 @@ from dtorch.api.graph import mesh_of
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import record, redistribute_to, tensor_arg
 from dtorch.api.redistribute import move, redistribute
-from dtorch.api.strides import known, mark, preserved
+from dtorch.api.strides import known, mark, overlapping, preserved
 from dtorch.errors import DtypeError, MeshError, ShapeError
 from dtorch.ir.device import TORCH_MAX_INDEX, parse_device
 from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.params import CastParam, CloneParam, CopyParam
+from dtorch.ir.params import CastParam, CloneParam, CopyParam, IndexEntry
 from dtorch.ir.placement import Replicate
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 
 _CLONE = CloneParam()
 _COPY = CopyParam()
+#: The in-place writers torch lets write a tensor whose elements share memory (they set
+#: values and read none back); every other one refuses it (``writable``)
+_OVERLAP_OK = frozenset({"fill_", "masked_fill_"})
 
 
 def cast(t: Tensor, dtype: torch.dtype) -> Tensor:
@@ -80,14 +84,37 @@ def copy_(dst: Tensor, src: Tensor) -> Tensor:
             else:
                 placements = [p if p.is_partial() else Replicate() for p in dst.placements]
             src = redistribute(src, mesh, placements)
+    writable("copy_", dst)
     record("copy_", _COPY, (dst, src))
     return dst
 
 
+def writable(name: str, target: Tensor, index: Sequence[IndexEntry] | None = None) -> None:
+    """torch's refusal to write ``target`` (or its basic-index region ``target[index]``) in
+    place where its elements share memory - an ``expand``-ed view, whose repeated elements
+    would each be written (``strides.overlapping``): a ShapeError with torch's words.
+
+    Example:
+        >>> import dtorch
+        >>> e = dtorch.zeros(3).expand(2, 3)
+        >>> e.add_(1)
+        Traceback (most recent call last):
+        ...
+        dtorch.errors.ShapeError: add_: unsupported operation: more than one element of ...
+    """
+    if overlapping(target, index):
+        raise ShapeError(
+            f"{name}: unsupported operation: more than one element of the written-to tensor "
+            "refers to a single memory location. Please clone() the tensor before performing "
+            "the operation."
+        )
+
+
 def fits(name: str, target: Tensor, *operands: Any) -> None:
     """torch's check of an in-place operator's tensor operands, before the operator is
-    recorded (whose placement rule would refuse first): each must broadcast to ``target``'s
-    shape without growing it."""
+    recorded (whose placement rule would refuse first): ``target``'s elements may not share
+    memory (``writable``), and each operand must broadcast to its shape without growing it."""
+    writable(name, target)
     for operand in operands:
         if isinstance(operand, (TensorBase, torch.Tensor)):
             try:
@@ -116,6 +143,8 @@ def assign(name: str, target: Tensor, result: Tensor) -> Tensor:
         >>> t.tolist()
         [0, 11, 12, 3]
     """
+    if name not in _OVERLAP_OK:
+        writable(name, target)
     if tuple(result.shape) != tuple(target.shape):
         raise ShapeError(
             f"{name}: output with shape {list(target.shape)} doesn't match the broadcast shape "

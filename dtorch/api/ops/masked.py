@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase, is_tensor
-from dtorch.api.ops.convert import assign, cast
+from dtorch.api.ops.convert import assign, cast, writable
 from dtorch.api.ops.scalars import as_scalar
 from dtorch.api.record import record
 from dtorch.errors import PlacementError
@@ -144,6 +144,7 @@ def masked_scatter_(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
         >>> t.tolist()
         [7.0, 0.0, 7.0, 0.0]
     """
+    writable("masked_scatter_", input)
     param = MaskedParam(MaskedKind.SCATTER, in_place=True)
     record("masked_scatter_", param, (input, mask, source))
     return input

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import create
-from dtorch.api.ops.convert import assign
+from dtorch.api.ops.convert import assign, writable
 from dtorch.api.record import tensor_arg
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.placement import Placement
@@ -124,6 +124,7 @@ def fill_random(
         True
     """
     tensor_arg(name, t)
+    writable(name, t)  # before the caller's generator advances
     source = _source(name, generator)
     snapshot = torch.Generator().set_state(source.get_state())
     shape = tuple(t.shape)
