@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import dtorch
-from dtorch.errors import DtypeError
+from dtorch.errors import DtypeError, ShapeError
 from tests.api.ops_harness import ALL_MESHES, S0, S1, R, place
 
 pytestmark = pytest.mark.timeout(60)
@@ -266,3 +266,60 @@ def test_a_one_element_value_of_another_dtype_fills_through_any_mask_form(
         got = place(torch.zeros(3, 3), mesh, [R], graph)
         got[form(dtorch, got)] = dtorch.tensor(5)
         assert torch.equal(got.to_torch(), want)
+
+
+_FILL_VALUES: list[Any] = [-1.5, 0, True, torch.tensor(7), "0-d dtorch"]
+
+
+@pytest.mark.parametrize("mask_kind", ["torch", "dtorch as t", "dtorch replicate"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("placements", [[S0], [S1], [R]], ids=str)
+def test_a_full_mask_with_a_number_fills_on_the_devices(  # type: ignore[no-untyped-def]
+    mask_kind, dtype, placements, graph
+):
+    """``t[mask] = v`` with a boolean mask of ``t``'s shape and a number (or a 0-d tensor)
+    is torch's ``masked_fill_``: the same values as torch, and no fetch (a trace of it
+    records, where a fetch would be refused)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full, mask = (_X[:, :, 0] % 7).to(dtype), _X[:, :, 0] % 3 == 0
+    for value in _FILL_VALUES:
+        want = full.clone()
+        want[mask] = torch.tensor(-2).to(dtype) if isinstance(value, str) else value
+        t = place(full, mesh, placements, graph)
+        given = mask if mask_kind == "torch" else place(mask, mesh, [R], graph)
+        if mask_kind == "dtorch as t":
+            given = place(mask, mesh, placements, graph)
+        if isinstance(value, str):
+            t[given] = place(torch.tensor(-2).to(dtype), mesh, [R], graph)
+        else:
+            t[given] = value
+        assert torch.equal(t.to_torch(), want), f"value {value!r}"
+
+    def fill(x: dtorch.Tensor, m: dtorch.Tensor) -> dtorch.Tensor:
+        x[m] = 3
+        return x * 1
+
+    traced = dtorch.trace(fill, place(full, mesh, placements, graph), place(mask, mesh, [R], graph))
+    want = full.clone()
+    want[mask] = 3
+    out = traced(place(full, mesh, placements, graph), place(mask, mesh, [R], graph))
+    assert torch.equal(out.to_torch(), want)
+
+
+def test_a_mask_write_into_an_expanded_view_writes_its_input(graph) -> None:  # type: ignore[no-untyped-def]
+    """torch deprecates but allows ``e[e > 0] = v`` on an expanded view (every alias gets
+    the same value): dtorch writes the input as torch does (it failed on the devices, and
+    the input with it). Other advanced writes there are refused at the call, the input
+    unchanged."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for placements in ([S0], [R]):
+        want = torch.arange(4.0) - 1.0
+        x = place(want, mesh, placements, graph)
+        e, expected = x.expand(2, 4), want.expand(2, 4)
+        with pytest.warns(UserWarning, match="deprecated"):
+            expected[expected > 0] = -1.0
+        e[e > 0] = -1.0
+        assert torch.equal(x.to_torch(), want)
+        with pytest.raises(ShapeError, match="share memory"):
+            e[[0, 1], [1, 2]] = 5.0
+        assert torch.equal(x.to_torch(), want)

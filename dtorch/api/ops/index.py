@@ -6,7 +6,8 @@ torch tensor, or a dtorch tensor, which is not fetched) among basic indices. ``t
 applies the basic indices, then one IndexSelect along the array's dim (``dtorch.api.ops.take``:
 a sharded dim is gathered on the devices first, the other placements are kept).
 ``t[..., array] = v`` (the array among full slices and one ``...``) is one IndexPut on a dim
-that is not sharded: ``t`` keeps its placements and is never fetched.
+that is not sharded: ``t`` keeps its placements and is never fetched. ``t[mask] = number``
+with a boolean mask of ``t``'s shape is torch's ``masked_fill_`` (``_fill_by_mask``).
 
 Otherwise (a choice, with its cost) such an index is computed on the client. The index
 tensors, and the indexed tensor, are fetched (a blocking read, like ``nonzero``); torch
@@ -39,7 +40,9 @@ import torch
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside, distribute
 from dtorch.api.handle import TensorBase
-from dtorch.errors import DtypeError, PlacementError, TraceError
+from dtorch.api.ops.scalars import is_scalar
+from dtorch.api.strides import overlapping
+from dtorch.errors import DtypeError, PlacementError, ShapeError, TraceError
 from dtorch.ir.dtypes import scalar_type_name
 
 if TYPE_CHECKING:
@@ -157,6 +160,14 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     is not sharded on the devices (IndexPut); else on the client, written back with ``t``'s
     placements."""
     _check_put_dtype(t, index, value)
+    if _fill_by_mask(t, index, value):
+        return
+    if overlapping(t):
+        raise ShapeError(
+            "setitem: an advanced-index write into a tensor whose elements share memory (an "
+            "expand-ed view; torch deprecates it) is not supported; accepted there: a boolean "
+            "mask of the tensor's shape with a number (masked_fill_), or clone() the view first"
+        )
     if _put_on_devices(t, index, value):
         return
     with _on_the_client("t[index] = value"):
@@ -167,6 +178,44 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     _torch_call("setitem", lambda: full.__setitem__(where, value))
     back = beside(t, full)
     t[...] = back
+
+
+def _fill_by_mask(t: Tensor, index: Any, value: Any) -> bool:
+    """``t[mask] = number`` (or a replicated 0-d tensor) with a boolean mask of ``t``'s
+    shape: torch's ``masked_fill_``, recorded as that on the devices (no fetch; into an
+    ``expand``-ed view too, which torch allows) when ``t`` has no Partial placement (each
+    part would get the number) and the mask is a torch tensor, or a dtorch one on ``t``'s
+    mesh as ``t``'s placements or Replicate. False where it does not apply: the general
+    path takes the index."""
+    items = _entries(index)
+    if len(items) != 1 or not _fills(t, value):
+        return False
+    mask = items[0]
+    if not isinstance(mask, (TensorBase, torch.Tensor)) or mask.dtype != torch.bool:
+        return False
+    if tuple(mask.shape) != tuple(t.shape):
+        return False
+    if any(p.is_partial() for p in t.placements):
+        return False
+    if isinstance(mask, torch.Tensor):
+        mask = beside(t, mask)
+    elif mask.device_mesh != t.device_mesh or not _aligned(mask, t):
+        return False
+    t.masked_fill_(mask, value)
+    return True
+
+
+def _fills(t: Tensor, value: Any) -> bool:
+    # a value masked_fill_ takes as it is: a number, or a whole 0-d dtorch tensor on t's mesh
+    if isinstance(value, TensorBase):
+        on_mesh = value.ndim == 0 and value.device_mesh == t.device_mesh
+        return on_mesh and all(p.is_replicate() for p in value.placements)
+    return is_scalar(value)
+
+
+def _aligned(mask: TensorBase, t: Tensor) -> bool:
+    # a mask the fill takes as it is: t's own placements, or whole on every device
+    return mask.placements == t.placements or all(p.is_replicate() for p in mask.placements)
 
 
 def _check_put_dtype(t: Tensor, index: Any, value: Any) -> None:
