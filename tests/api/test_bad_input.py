@@ -829,3 +829,61 @@ def test_int_of_many_elements_and_huge_numbers_say_what_is_wrong(graph: dtorch.G
     with pytest.raises(ValueError, match=r"beyond the ints torch takes as a number"):
         x + 2**70
     assert int(dtorch.ones(1, graph=graph)) == 1 and float(x.sum()) == 3.0
+
+
+#: Calls with one flag argument ``v`` that torch takes as a Python bool only.
+_FLAG_CALLS: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "sum keepdim": lambda m, t, v: m.sum(t, 0, keepdim=v),
+    "amax keepdim": lambda m, t, v: m.amax(t, 0, keepdim=v),
+    "max keepdim": lambda m, t, v: m.max(t, 0, keepdim=v),
+    "std keepdim": lambda m, t, v: m.std(t, 0, keepdim=v),
+    "var unbiased": lambda m, t, v: m.var(t, 0, unbiased=v),
+    "logsumexp keepdim": lambda m, t, v: m.logsumexp(t, 0, keepdim=v),
+    "norm keepdim": lambda m, t, v: m.norm(t, 2, 0, keepdim=v),
+    "sort descending": lambda m, t, v: m.sort(t, 0, descending=v),
+    "sort stable": lambda m, t, v: m.sort(t, stable=v, dim=0),
+    "argsort descending": lambda m, t, v: m.argsort(t, 0, descending=v),
+    "topk largest": lambda m, t, v: m.topk(t, 2, largest=v),
+    "topk sorted": lambda m, t, v: m.topk(t, 2, sorted=v),
+    "scatter_reduce include_self": lambda m, t, v: m.scatter_reduce(
+        t, 0, _index_like(m, t), t[:1], "sum", include_self=v
+    ),
+}
+
+
+def _index_like(module: Any, t: Any) -> Any:
+    index = torch.zeros(1, 4, dtype=torch.long)
+    return index if module is torch else dtorch.from_torch(index, device_mesh=t.device_mesh)
+
+
+@pytest.mark.parametrize("value", [1, 0, "yes", 1.0], ids=repr)
+@pytest.mark.parametrize("name", list(_FLAG_CALLS))
+def test_flags_take_bools_only_as_in_torch(name: str, value: Any, graph: dtorch.Graph) -> None:
+    """A flag given as an int, a float or a string is refused with a TypeError naming it, as
+    torch refuses it (``bool(value)`` took ``descending="no"`` as True)."""
+    call = _FLAG_CALLS[name]
+    full = torch.randn(3, 4)
+    with pytest.raises(TypeError):
+        call(torch, full, value)
+    t = dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2))
+    with pytest.raises(TypeError, match=name.split()[1]):
+        call(dtorch, t, value)
+    for flag in (True, False, np.bool_(True)):  # numpy bools: accepted, as dtorch takes them
+        want = _values(call(torch, full, bool(flag)))
+        torch.testing.assert_close(_values(call(dtorch, t, flag)), want)  # std: rounding
+
+
+def _values(result: Any) -> torch.Tensor:
+    first = result[0] if isinstance(result, tuple) else result
+    return first if isinstance(first, torch.Tensor) else first.to_torch()
+
+
+def test_attention_flags_take_bools_only(graph: dtorch.Graph) -> None:
+    """``is_causal``/``enable_gqa`` of scaled_dot_product_attention: bools only, as torch's."""
+    q = torch.randn(1, 2, 3, 4)
+    dq = dtorch.from_torch(q, device_mesh=dtorch.init_device_mesh("cpu", 2))
+    for flag in ("is_causal", "enable_gqa"):
+        with pytest.raises(TypeError):
+            F.scaled_dot_product_attention(q, q, q, **{flag: 1})
+        with pytest.raises(TypeError, match=flag):
+            DF.scaled_dot_product_attention(dq, dq, dq, **{flag: 1})

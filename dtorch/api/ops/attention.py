@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.creation import from_torch
+from dtorch.api.dims import as_flag
 from dtorch.api.ops.shape import repeat_interleave
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError, PlacementError
@@ -112,8 +113,8 @@ def scaled_dot_product_attention(
     query, key, value = _broadcast_leading(query, key, value)
     mask = None if attn_mask is None else _on_mesh_of(query, attn_mask)
     param = SdpaParam(
-        bool(is_causal), None if scale is None else float(scale), 0.0, mask is not None,
-        bool(enable_gqa),
+        as_flag(is_causal, _NAME, "is_causal"), None if scale is None else float(scale), 0.0,
+        mask is not None, as_flag(enable_gqa, _NAME, "enable_gqa"),
     )  # fmt: skip
     option = sdpa_option if sdpa_option is not None else _DEFAULT
     ulysses, ring = (_cp_dim(t, (query, key, value)) for t in _names(option))

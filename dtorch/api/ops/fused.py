@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.creation import from_torch
+from dtorch.api.dims import as_flag
 from dtorch.api.record import record_one
 from dtorch.ir.params import ApplyRotaryEmbParam, LayerNormMulAddParam, SiluLinearChunkParam
 from dtorch.ir.placement import Replicate
@@ -56,7 +57,7 @@ def _apply_rotary_emb(x: Tensor, cos_sin: Sequence[Any], interleaved: bool = Fal
     if len(cos_sin) != 2:
         raise TypeError(f"_apply_rotary_emb: cos_sin must be [cos, sin], got {len(cos_sin)} items")
     cos, sin = (_on_mesh_of(x, t) for t in cos_sin)
-    param = ApplyRotaryEmbParam(bool(interleaved))
+    param = ApplyRotaryEmbParam(as_flag(interleaved, "_apply_rotary_emb", "interleaved"))
     return record_one("_apply_rotary_emb", param, (x, cos, sin))
 
 

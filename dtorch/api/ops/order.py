@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import as_int, normalize_dim, numpy_names
+from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.shape import expand, flatten, sizes
 from dtorch.api.ops.statistics import _named
@@ -42,6 +42,12 @@ def _dim(name: str, t: Tensor, dim: Any) -> int:
     return normalize_dim(as_int(name, "dim", dim), t.ndim, op=name)
 
 
+def _sort_flags(name: str, descending: Any, stable: Any) -> tuple[bool, bool]:
+    # bools only, as torch's (``stable=None`` is torch's default too)
+    steady = False if stable is None else as_flag(stable, name, "stable")
+    return as_flag(descending, name, "descending"), steady
+
+
 @numpy_names
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
     """``torch.sort``: ``(values, indices)`` along ``dim`` as ``torch.return_types.sort``.
@@ -51,7 +57,7 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
         >>> dtorch.sort(dtorch.tensor([2, 0, 1]), descending=True).values.tolist()
         [2, 1, 0]
     """
-    param = SortParam(_dim("sort", input, dim), bool(descending), bool(stable))
+    param = SortParam(_dim("sort", input, dim), *_sort_flags("sort", descending, stable))
     values, indices = record("sort", param, (input,))
     return torch.return_types.sort((values, indices))  # type: ignore[arg-type]  # dtorch tensors
 
@@ -65,7 +71,7 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
         >>> dtorch.argsort(dtorch.tensor([2.0, 0.5, 1.0])).tolist()
         [1, 2, 0]
     """
-    param = SortParam(_dim("argsort", input, dim), bool(descending), bool(stable))
+    param = SortParam(_dim("argsort", input, dim), *_sort_flags("argsort", descending, stable))
     return record("argsort", param, (input,))[1]
 
 
@@ -90,7 +96,8 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
         >>> dtorch.topk(dtorch.tensor([1.0, 4.0, 2.0]), 2).indices.tolist()
         [1, 2]
     """
-    param = TopKParam(as_int("topk", "k", k), _dim("topk", input, dim), bool(largest), bool(sorted))
+    flags = as_flag(largest, "topk", "largest"), as_flag(sorted, "topk", "sorted")
+    param = TopKParam(as_int("topk", "k", k), _dim("topk", input, dim), *flags)
     values, indices = record("topk", param, (input,))
     return torch.return_types.topk((values, indices))  # type: ignore[arg-type]  # dtorch tensors
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dtorch.api.dims import as_int, normalize_dim, normalize_dims, numpy_names
+from dtorch.api.dims import as_flag, as_int, normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
 from dtorch.api.record import record, tensor_arg
@@ -48,7 +48,8 @@ def reduce(
     dtype: torch.dtype | None = None,
 ) -> Tensor:
     """One Reduce operator over ``dim`` (every dim when None)."""
-    param = ReduceParam(kind, _dims(t, dim, name), bool(keepdim), _dtype(name, dtype))
+    flag = as_flag(keepdim, name, "keepdim")
+    param = ReduceParam(kind, _dims(t, dim, name), flag, _dtype(name, dtype))
     return record(name, param, (t,))[0]
 
 
@@ -202,7 +203,8 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
             f"{name}: dim must be an int, got {type(dim).__name__}; accepted: {name}(), "
             f"{name}(dim, keepdim=False) or {name}(other_tensor)"
         )
-    param = MaxMinParam(kind, normalize_dim(dim, t.ndim, op=name), bool(keepdim))
+    flag = as_flag(keepdim, name, "keepdim")
+    param = MaxMinParam(kind, normalize_dim(dim, t.ndim, op=name), flag)
     values, indices = record(name, param, (t,))
     result_type = torch.return_types.max if kind == MaxMinKind.MAX else torch.return_types.min
     return result_type((values, indices))  # type: ignore[arg-type]  # holds dtorch tensors

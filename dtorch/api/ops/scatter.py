@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import distribute
-from dtorch.api.dims import normalize_dim
+from dtorch.api.dims import as_flag, normalize_dim
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.convert import assign
 from dtorch.api.ops.scalars import as_scalar, is_scalar
@@ -137,7 +137,8 @@ def scatter_reduce(
             f"got {reduce}"
         )
     kind = _REDUCES[reduce]
-    return _reduced("scatter_reduce", input, dim, index, src, kind, bool(include_self))
+    include = as_flag(include_self, "scatter_reduce", "include_self")
+    return _reduced("scatter_reduce", input, dim, index, src, kind, include)
 
 
 def index_add(input: Tensor, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Tensor:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
 
-from dtorch.api.dims import normalize_dims, numpy_names
+from dtorch.api.dims import as_flag, normalize_dims, numpy_names
 from dtorch.api.ops.reduce import reduce
 from dtorch.api.record import tensor_arg
 from dtorch.api.redistribute import sum_partials
@@ -125,7 +125,7 @@ def _correction(name: str, dim: Any, unbiased: Any, correction: Any) -> tuple[An
     if unbiased is not None and correction is not None:
         raise TypeError(f"{name}: give unbiased or correction, not both")
     if unbiased is not None:
-        return dim, 1.0 if unbiased else 0.0
+        return dim, 1.0 if as_flag(unbiased, name, "unbiased") else 0.0
     if correction is None:
         return dim, 1.0
     if isinstance(correction, bool) or not isinstance(correction, numbers.Real):
@@ -145,6 +145,7 @@ def _moments(
     name: str, t: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any
 ) -> _Moments:
     """The variance over ``dim`` and what went into it (the mean outputs reuse it)."""
+    keepdim = as_flag(keepdim, name, "keepdim")
     dim, ddof = _correction(name, dim, unbiased, correction)
     if not _inexact(t):
         raise DtypeError(
@@ -158,7 +159,7 @@ def _moments(
     mean = sum_partials(partial_mean)
     centered = work - mean
     squares = centered.abs().square() if t.dtype.is_complex else centered * centered
-    total = squares.sum(dims, keepdim=bool(keepdim))
+    total = squares.sum(dims, keepdim=keepdim)
     divisor = max(0.0, _count(t, dims) - ddof)
     if divisor == 0:  # torch's nan or inf: a Partial sum is never divided by 0 (refused)
         total = sum_partials(total)
@@ -259,15 +260,16 @@ def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
         >>> round(dtorch.tensor([1000.0, 1000.0]).logsumexp(0).item(), 2)
         1000.69
     """
+    keepdim = as_flag(keepdim, "logsumexp", "keepdim")
     _refuse_partial("logsumexp", input)
     x = input if _inexact(input) else input.to(torch.get_default_dtype())
     dims = _dims("logsumexp", x, dim)
     work = _accumulating(x)
     if _count(x, dims) == 0:  # log(0) = -inf; a maximum over nothing does not exist
-        return sum_partials(work.exp().sum(dims, keepdim=bool(keepdim))).log().to(x.dtype)
+        return sum_partials(work.exp().sum(dims, keepdim=keepdim)).log().to(x.dtype)
     peak = reduce(ReduceKind.MAX, "logsumexp", work, dims, True)
     peak = peak.masked_fill(peak.isinf(), 0)
-    total = (work - peak).exp().sum(dims, keepdim=bool(keepdim)).log()
+    total = (work - peak).exp().sum(dims, keepdim=keepdim).log()
     return (total + (peak if keepdim else peak.squeeze(dims))).to(x.dtype)
 
 
@@ -318,7 +320,7 @@ def norm(
     if p == "fro" and dim is not None and 2 < len(dims) == len(normalize_dims(dim, x.ndim)):
         # torch's matrix norm then; dim=() is every dim, a vector norm
         raise ParamError(f"norm: p='fro' takes at most 2 dims, got dim={dim}")
-    out = _vector_norm(_accumulating(x).abs(), order, dims, bool(keepdim))
+    out = _vector_norm(_accumulating(x).abs(), order, dims, as_flag(keepdim, "norm", "keepdim"))
     return out.to(_real(x.dtype))
 
 
