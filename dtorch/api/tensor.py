@@ -26,9 +26,11 @@ the selection, ordering and scatter methods the mixin ``dtorch.api.tensor_index.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from dtorch.api import redistribute as _redistribute
@@ -345,7 +347,7 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing, Tensor
     uniform_ = _rf.uniform_
 
     # --- comparisons ------------------------------------------------------------------------
-    # Anything that is not a tensor or a number: NotImplemented, so ``t == None`` is False.
+    # Anything torch does not compare elementwise: NotImplemented, so ``t == None`` is False.
     def __eq__(self, o: Any) -> Any:
         return _ew.binary(B.EQ, "eq", self, o) if _comparable(o) else NotImplemented
 
@@ -568,7 +570,11 @@ Tensor._result = Tensor._wrap
 
 # ``==``/``!=`` record an operator only against tensors and numbers (torch's rule).
 def _comparable(o: Any) -> bool:
-    return isinstance(o, (Tensor, torch.Tensor)) or is_scalar(o)
+    # what torch compares elementwise: tensors, numbers, numpy arrays and complex numbers
+    # (the last two are refused by the operator, saying so, rather than equal to nothing)
+    if isinstance(o, (Tensor, torch.Tensor, np.ndarray)) or is_scalar(o):
+        return True
+    return isinstance(o, numbers.Complex)
 
 
 class _TypedTensorType(type):

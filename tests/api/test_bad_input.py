@@ -887,3 +887,27 @@ def test_attention_flags_take_bools_only(graph: dtorch.Graph) -> None:
             F.scaled_dot_product_attention(q, q, q, **{flag: 1})
         with pytest.raises(TypeError, match=flag):
             DF.scaled_dot_product_attention(dq, dq, dq, **{flag: 1})
+
+
+@pytest.mark.parametrize("other", [np.ones(3), 1j], ids=["ndarray", "complex"])
+def test_equality_with_operands_refused_elsewhere_is_refused(
+    other: Any, graph: dtorch.Graph
+) -> None:
+    """torch compares a numpy array or a complex number elementwise; dtorch refuses them
+    for ``+`` and ``<`` with a TypeError, and now for ``==``/``!=`` too, on either side
+    (they fell back to Python's identity test: ``x == np.ones(3)`` was False)."""
+    full = torch.arange(6.0).reshape(2, 3)
+    assert isinstance(full == other, torch.Tensor)
+    x = dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2))
+    for compare in (lambda: x == other, lambda: x != other, lambda: other == x):
+        with pytest.raises(TypeError):
+            compare()
+
+
+def test_equality_with_what_torch_does_not_compare_is_false(graph: dtorch.Graph) -> None:
+    """``None``, a string, a list or a dict is not compared elementwise by torch: False."""
+    full = torch.arange(3.0)
+    x = dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2))
+    for other in (None, "a", [0.0, 1.0, 2.0], {1: 2}):
+        assert (full == other) is False
+        assert (x == other) is False and (x != other) is True
