@@ -228,13 +228,17 @@ def from_data(
     return distribute(cls, value, **kw)
 
 
-def _fetched(data: Any) -> Any:
+#: Nesting past torch's most dims: such data (or a list holding itself) is torch's to refuse.
+_DEEPEST = 64
+
+
+def _fetched(data: Any, depth: int = 0) -> Any:
     """Nested lists and tuples with each dtorch tensor in them as its torch value (which
     ``torch.tensor`` takes as it takes a torch tensor there: a one-element one as a number)."""
     if is_tensor(data):
         return data.to_torch()
-    if isinstance(data, (list, tuple)):
-        return [_fetched(item) for item in data]
+    if isinstance(data, (list, tuple)) and depth < _DEEPEST:
+        return [_fetched(item, depth + 1) for item in data]
     return data
 
 

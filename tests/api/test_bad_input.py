@@ -911,3 +911,39 @@ def test_equality_with_what_torch_does_not_compare_is_false(graph: dtorch.Graph)
     for other in (None, "a", [0.0, 1.0, 2.0], {1: 2}):
         assert (full == other) is False
         assert (x == other) is False and (x != other) is True
+
+
+def _deep_list() -> list[Any]:
+    deep: list[Any] = [0]
+    for _ in range(3000):
+        deep = [deep]
+    return deep
+
+
+def _self_holding_list() -> list[Any]:
+    looped: list[Any] = [0]
+    looped.append(looped)
+    return looped
+
+
+@pytest.mark.parametrize("make", [_deep_list, _self_holding_list], ids=["deep", "self-holding"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, t, data: t[data],
+        lambda m, t, data: t.__setitem__(data, 1.0),
+        lambda m, t, data: m.tensor(data),
+    ],
+    ids=["getitem", "setitem", "tensor"],
+)
+def test_lists_nested_past_torchs_dims_raise_torchs_error(
+    make: Callable[[], list[Any]], call: Any, graph: dtorch.Graph
+) -> None:
+    """A list nested 3,000 deep, or one holding itself, raises the error class torch raises
+    (a RecursionError escaped dtorch's own walk of the list)."""
+    data = make()
+    with pytest.raises(Exception) as expected:
+        call(torch, torch.arange(6.0), data)
+    with pytest.raises(Exception) as got:
+        call(dtorch, dtorch.arange(6.0), data)
+    assert type(got.value) is type(expected.value)

@@ -323,3 +323,29 @@ def test_a_mask_write_into_an_expanded_view_writes_its_input(graph) -> None:  # 
         with pytest.raises(ShapeError, match="share memory"):
             e[[0, 1], [1, 2]] = 5.0
         assert torch.equal(x.to_torch(), want)
+
+
+_BAD_WRITES: dict[str, Callable[[Any, Any], Any]] = {
+    "a str value": lambda x, i: x.__setitem__(i, "x"),
+    "a list value through a mask": lambda x, i: x.__setitem__(x > 2, [1, 2]),
+    "a value of another shape": lambda x, i: x.__setitem__((i, i), torch.ones(3)),
+    "a zero step beside an array": lambda x, i: x.__setitem__((i, slice(None, None, 0)), 1),
+    "a complex value": lambda x, i: x.__setitem__(i, 1j),
+    "an index out of range": lambda x, i: x[[0, 7], 0],
+}
+
+
+@pytest.mark.parametrize("name", list(_BAD_WRITES))
+def test_indexing_errors_keep_the_class_torch_raises(name: str, graph) -> None:  # type: ignore[no-untyped-def]
+    """An advanced index torch refuses raises the exception class torch raises (they all
+    became IndexError, which ``except TypeError`` / ``except RuntimeError`` missed)."""
+    call = _BAD_WRITES[name]
+    full, rows = torch.arange(12.0).reshape(3, 4), torch.tensor([0, 1])
+    with pytest.raises(Exception) as expected:
+        call(full.clone(), rows)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = place(full, mesh, [R], graph)
+    with pytest.raises(Exception) as got:
+        call(x, place(rows, mesh, [R], graph))
+    assert type(got.value) is type(expected.value), (got.value, expected.value)
+    assert torch.equal(x.to_torch(), full)

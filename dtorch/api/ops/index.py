@@ -86,21 +86,34 @@ def _torch_item(name: str, item: Any) -> Any:
     return item
 
 
-def _check_list(name: str, items: list[Any] | tuple[Any, ...]) -> None:
+#: Nesting past torch's most dims: such a list (or one holding itself) is torch's to refuse.
+_DEEPEST = 64
+
+
+def _check_list(name: str, items: list[Any] | tuple[Any, ...], depth: int = 0) -> None:
     # torch would read floats in a list as a float index and fail with its own message
     for item in items:
         if isinstance(item, (list, tuple)):
-            _check_list(name, item)
+            if depth < _DEEPEST:
+                _check_list(name, item, depth + 1)
         elif isinstance(item, (TensorBase, float)):
             raise IndexError(f"{name}: a list index holds ints or bools; got {type(item).__name__}")
 
 
+#: The exception classes torch's indexing raises, most specific first: an error is raised
+#: again as the first it is an instance of, so ``except TypeError`` catches what it would
+#: catch from torch.
+_TORCH_ERRORS: tuple[type[Exception], ...] = (IndexError, TypeError, ValueError, RuntimeError)
+
+
 def _torch_call(name: str, fn: Any) -> Any:
-    """Run torch's indexing, its errors renamed after the operator (what it got, why)."""
+    """Run torch's indexing, its errors renamed after the operator (what it got, why), of
+    the class torch raised."""
     try:
         return fn()
-    except (IndexError, RuntimeError, TypeError, ValueError) as e:
-        raise IndexError(f"{name}: {e}") from None
+    except _TORCH_ERRORS as e:
+        kind = next(cls for cls in _TORCH_ERRORS if isinstance(e, cls))
+        raise kind(f"{name}: {e}") from None
 
 
 def advanced_getitem(t: Tensor, index: Any) -> Tensor:
