@@ -107,9 +107,11 @@ _FLASH_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 
 def _flash_fits(q: torch.Tensor, v: torch.Tensor) -> bool:
-    # the flash kernel: CPU tensors, one head size for q, k and v
+    # the flash kernel: CPU tensors, one head size for q, k and v; never an empty shard (a
+    # device holding no head or no query row): the kernel divides by zero there (SIGFPE)
     cpu = _FLASH_CPU is not None and q.device.type == "cpu"
-    return cpu and q.dtype in _FLASH_DTYPES and q.shape[-1] == v.shape[-1]
+    sized = q.numel() > 0 and v.numel() > 0
+    return cpu and sized and q.dtype in _FLASH_DTYPES and q.shape[-1] == v.shape[-1]
 
 
 def _rows_cols(causal: tuple[int, int], q: torch.Tensor, k: torch.Tensor) -> tuple[int, ...]:

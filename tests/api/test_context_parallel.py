@@ -195,3 +195,23 @@ def test_refusals(graph: dtorch.Graph) -> None:
     q, k, v = (place(t, mesh, [R, S0], graph) for t in flat)
     with pytest.raises(PlacementError, match=r"Ulysses attention got q .*accepted: a head dim"):
         DF.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "names", "layout", "heads", "length"),
+    [
+        ((2, 3), ("tp", "ring_cp"), [S1, S2], 1, 6),  # one head over tp=2: a device has none
+        ((2, 2), ("ulysess_cp", "ring_cp"), [S2, S2], 1, 4),  # fewer heads than Ulysses
+        ((3,), ("ring_cp",), [S2], 0, 6),  # no heads at all
+        ((3,), ("ring_cp",), [S2], 2, 2),  # a ring device with no query row
+    ],
+    ids=["head-less tp device", "head-less ulysses", "no heads", "row-less ring device"],
+)
+def test_ring_devices_with_empty_shards(  # type: ignore[no-untyped-def]
+    mesh_shape, names, layout, heads, length, graph
+) -> None:
+    """A ring device whose shard holds no head or no query row gets torch's (empty) answer
+    (torch's CPU flash kernel divides by zero there: SIGFPE killed the process, or the
+    worker)."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape, mesh_dim_names=names)
+    _check(graph, mesh, layout, _qkv(1, heads, heads, length))
