@@ -343,3 +343,18 @@ def test_float32_mask_with_another_query_dtype(
     wide = [place(t.double(), mesh, [R] * mesh.ndim, graph) for t in (_Q, _K, _V)]
     with pytest.raises(DtypeError, match=r"accepted: torch.bool, torch.float32 or torch.float64$"):
         DF.scaled_dot_product_attention(*wide, attn_mask=torch.ones(5, 7, dtype=torch.int64))
+
+
+def test_a_sharded_kv_head_that_broadcasts_is_refused_by_attention(graph: dtorch.Graph) -> None:
+    """One kv head against two q heads broadcasts; sharded on the head dim it cannot: the
+    refusal is attention's, naming the shapes (it was ``expand``'s, an operator the user
+    never called)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    q, k = torch.randn(1, 2, 3, 4), torch.randn(1, 1, 3, 4)
+    dq, dk = (dtorch.from_torch(t, device_mesh=mesh, placements=[S1]) for t in (q, k))
+    with pytest.raises(PlacementError, match=r"scaled_dot_product_attention: q, k, v .* broadcast"):
+        DF.scaled_dot_product_attention(dq, dk, dk, enable_gqa=True)
+    replicated = dtorch.from_torch(k, device_mesh=mesh)
+    out = DF.scaled_dot_product_attention(dq, replicated, replicated, enable_gqa=True)
+    want = F.scaled_dot_product_attention(q, k, k, enable_gqa=True)
+    torch.testing.assert_close(out.to_torch(), want)

@@ -146,7 +146,10 @@ def _broadcast_leading(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor,
             lead = torch.broadcast_shapes(*(t.shape[:-keep] for t in (q, k, v)))
         except RuntimeError:
             continue
-        q, k, v = (_expanded(t, lead, keep) for t in (q, k, v))
+        try:
+            q, k, v = (_expanded(t, lead, keep) for t in (q, k, v))
+        except PlacementError as error:
+            raise _unbroadcastable(q, k, v, lead, error) from None
         return q, k, v
     return q, k, v
 
@@ -177,6 +180,22 @@ def _head_parts(q: Tensor) -> int:
     """Into how many parts the mesh dims that shard q's heads (dim -3) split them."""
     heads, sizes = Shard(q.ndim - 3), q.device_mesh.shape
     return math.prod(n for p, n in zip(q.placements, sizes, strict=True) if p == heads)
+
+
+def _unbroadcastable(
+    q: Tensor, k: Tensor, v: Tensor, lead: torch.Size, error: PlacementError
+) -> PlacementError:
+    """Attention's refusal of leading dims that broadcast (a kv head against q's heads)
+    where they are sharded: a sharded size-1 dim cannot be expanded on the devices."""
+    shapes = ", ".join(
+        f"{list(t.shape)} {format_placements(tuple(t.placements))}" for t in (q, k, v)
+    )
+    return PlacementError(
+        f"{_NAME}: q, k, v ({shapes}) broadcast their leading dims to {list(lead)}, but a "
+        f"dim that broadcasts from size 1 is sharded ({error}); accepted: Replicate on the "
+        "dims that broadcast (redistribute them first), or as many kv heads as the mesh "
+        "splits (enable_gqa with Hk divisible by the head shards)"
+    )
 
 
 def _expanded(t: Tensor, lead: torch.Size, keep: int) -> Tensor:
