@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dtorch.api.dims import as_flag
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import methods as _mk
@@ -131,9 +132,10 @@ class TensorConversions:
         """
         return _cv.to_type(self, dtype, non_blocking, **kwargs)
 
-    def cpu(self: Tensor) -> Tensor:
+    def cpu(self: Tensor, memory_format: Any = torch.preserve_format) -> Tensor:
         """torch's ``cpu()``: ``to("cpu")``. ``self`` itself when its mesh is on the CPU,
         however distributed (its placements unchanged); else the full value on CPU device 0.
+        ``memory_format``: torch's preserve or contiguous format (dtorch keeps no other).
 
         Example:
             >>> import dtorch
@@ -142,12 +144,21 @@ class TensorConversions:
             >>> t.cpu() is t, t.cpu().placements
             (True, [Shard(dim=0)])
         """
+        _cv.checked_format("cpu", memory_format)
         return _cv.to(self, "cpu")
 
-    def cuda(self: Tensor, device: int | None = None) -> Tensor:
-        """torch's ``cuda(device)``: ``to("cuda")`` or ``to("cuda:<device>")``; ``self`` itself
-        when it is there already, else the full value on that one GPU. Where the graph cannot
-        run on it (no GPU), a MeshError at the call, as torch's ``cuda()`` raises.
+    def cuda(
+        self: Tensor,
+        device: Any = None,
+        non_blocking: bool = False,
+        memory_format: Any = torch.preserve_format,
+    ) -> Tensor:
+        """torch's ``cuda(device)``: ``to("cuda")`` or ``to("cuda:<device>")`` (``device``: an
+        index, ``"cuda:1"`` or a CUDA ``torch.device``); ``self`` itself when it is there
+        already, else the full value on that one GPU. Where the graph cannot run on it (no
+        GPU), a MeshError at the call, as torch's ``cuda()`` raises. ``non_blocking`` and
+        ``memory_format`` are torch's (every move is asynchronous here; preserve or
+        contiguous format only).
 
         Example:
             >>> import torch, dtorch
@@ -155,7 +166,9 @@ class TensorConversions:
             >>> t.cuda(0).device if torch.cuda.is_available() else torch.device("cuda", 0)
             device(type='cuda', index=0)
         """
-        return _cv.to(self, "cuda" if device is None else f"cuda:{device}")
+        as_flag(non_blocking, "cuda", "non_blocking")
+        _cv.checked_format("cuda", memory_format)
+        return _cv.to(self, _cv.cuda_device(device))
 
     # --- dtype casts (last: their names shadow builtins in the class body) ------------
     half = _mk.cast(torch.float16, "half")

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dtorch
-from dtorch.errors import PlacementError, ShapeError
+from dtorch.errors import MeshError, ParamError, PlacementError, ShapeError
 from tests.api.ops_harness import (
     ALL_MESHES,
     S0,
@@ -328,3 +328,53 @@ def test_masked_fill_takes_a_zero_dim_dtorch_tensor(graph: dtorch.Graph) -> None
         assert torch.equal(x.to_torch(), want) and x.placements == [S0]
     with pytest.raises(ValueError, match="only supports a 0-dimensional value tensor"):
         x.masked_fill(x > 4, dtorch.ones(2, device_mesh=mesh, graph=graph))
+
+
+@pytest.mark.parametrize(
+    "placements", [[dtorch.Shard(0)], [dtorch.Shard(1)], [dtorch.Replicate()]], ids=str
+)
+def test_clone_memory_formats_lay_the_copy_out_as_torch(
+    graph: dtorch.Graph, placements: list[dtorch.Placement]
+) -> None:
+    """``clone(memory_format=torch.contiguous_format)`` of a transpose is row-major: a
+    ``view(-1)`` of it shares its memory, as torch's does (on a replicated tensor: a view
+    of a shard is refused); neither copy shares memory with the input."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(12.0).reshape(4, 3)
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
+    row_major = t.T.clone(memory_format=torch.contiguous_format)
+    want = full.T.clone(memory_format=torch.contiguous_format)
+    assert want.is_contiguous() and torch.equal(row_major.to_torch(), want)
+    if placements == [dtorch.Replicate()]:
+        row_major.view(-1)[1] = 100.0
+        want.view(-1)[1] = 100.0
+        assert torch.equal(row_major.to_torch(), want)
+    row_major.add_(1)
+    assert torch.equal(t.to_torch(), full)
+    copy = dtorch.clone(t, memory_format=torch.contiguous_format)
+    assert torch.equal(copy.to_torch(), full)
+
+
+def test_copy_formats_and_flags_take_torchs_keywords(graph: dtorch.Graph) -> None:
+    """torch's keywords of the copies: ``copy_(src, non_blocking)``, ``contiguous``/
+    ``cpu``/``cuda``'s ``memory_format``, ``cuda``'s device forms; channels-last and
+    non-format values are refused, saying what is accepted."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = dtorch.from_torch(torch.arange(4.0), device_mesh=mesh, placements=[dtorch.Shard(0)])
+    target = dtorch.zeros(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    assert target.copy_(t, non_blocking=True) is target and target.copy_(t, False) is target
+    assert torch.equal(target.to_torch(), torch.arange(4.0))
+    assert torch.equal(
+        t.contiguous(memory_format=torch.contiguous_format).to_torch(), torch.arange(4.0)
+    )
+    assert t.cpu(memory_format=torch.preserve_format) is t
+    with pytest.raises(ParamError, match=r"accepted: torch\.contiguous_format"):
+        t.contiguous(memory_format=torch.channels_last)
+    with pytest.raises(TypeError, match=r"memory_format must be a torch\.memory_format"):
+        t.clone(memory_format="contiguous")
+    with pytest.raises(MeshError, match="must be a cuda device"):
+        t.cuda("cpu")
+    if not torch.cuda.is_available():  # every CUDA form names the device it cannot reach
+        for device in ("cuda:0", torch.device("cuda", 0), 0):
+            with pytest.raises(MeshError, match=r"DeviceMesh\('cuda', \[0\]\)"):
+                t.cuda(device, non_blocking=True)

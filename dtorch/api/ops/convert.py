@@ -16,16 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dtorch.api.dims import as_int
 from dtorch.api.graph import mesh_of
 from dtorch.api.handle import TensorBase
 from dtorch.api.record import record, redistribute_to, tensor_arg
 from dtorch.api.redistribute import move, redistribute
-from dtorch.api.strides import known, mark, overlapping, preserved
-from dtorch.errors import DtypeError, MeshError, ShapeError
+from dtorch.api.strides import ROW_MAJOR, is_contiguous, known, mark, overlapping, preserved
+from dtorch.errors import DtypeError, MeshError, ParamError, ShapeError
 from dtorch.ir.device import TORCH_MAX_INDEX, parse_device
 from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.params import CastParam, CloneParam, CopyParam, IndexEntry
+from dtorch.ir.params import CastParam, CloneParam, ContiguousParam, CopyParam, IndexEntry
 from dtorch.ir.placement import Replicate
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 _CLONE = CloneParam()
 _COPY = CopyParam()
+_ROW_MAJOR = ContiguousParam()  # of a private copy: a view of it where row-major already
+_ROW_MAJOR_COPY = ContiguousParam(copy=True)
 #: The in-place writers torch lets write a tensor whose elements share memory (they set
 #: values and read none back); every other one refuses it (``writable``)
 _OVERLAP_OK = frozenset({"fill_", "masked_fill_"})
@@ -46,9 +49,54 @@ def cast(t: Tensor, dtype: torch.dtype) -> Tensor:
     return _preserving(record("to", CastParam(dtype), (t,))[0], t)
 
 
-def clone(t: Tensor) -> Tensor:
+#: The memory formats of torch's copies that dtorch keeps (no channels-last layouts).
+PLAIN_FORMATS = (torch.preserve_format, torch.contiguous_format)
+
+
+def checked_format(name: str, given: Any, accepted: tuple[Any, ...] = PLAIN_FORMATS) -> Any:
+    """``given`` as a ``memory_format=`` of ``name`` (one of ``accepted``); a channels-last
+    format is refused (dtorch keeps torch's default layouts only), anything else is not a
+    memory format (TypeError).
+
+    Example:
+        >>> checked_format("clone", torch.contiguous_format)
+        torch.contiguous_format
+    """
+    if any(given is fmt for fmt in accepted):
+        return given
+    if not isinstance(given, torch.memory_format):
+        raise TypeError(
+            f"{name}: memory_format must be a torch.memory_format, got {type(given).__name__}"
+        )
+    raise ParamError(
+        f"{name}: memory_format={given} is not supported: dtorch keeps torch's default "
+        f"(row-major) layouts only; accepted: {', '.join(map(str, accepted))}"
+    )
+
+
+def cuda_device(device: Any) -> str:
+    """``cuda()``'s ``device`` as a device string, as torch takes it: None (``"cuda"``), an
+    index, ``"cuda:1"`` or a CUDA ``torch.device``; another device type is refused.
+
+    Example:
+        >>> cuda_device(None), cuda_device(1), cuda_device(torch.device("cuda", 0))
+        ('cuda', 'cuda:1', 'cuda:0')
+    """
+    if device is None:
+        return "cuda"
+    if isinstance(device, (str, torch.device)):
+        kind, index = parse_device(device)
+        if kind != "cuda":
+            raise MeshError(f"cuda: invalid device {device!r}, must be a cuda device")
+        return "cuda" if index is None else f"cuda:{index}"
+    return f"cuda:{as_int('cuda', 'device', device)}"
+
+
+def clone(t: Tensor, *, memory_format: Any = torch.preserve_format) -> Tensor:
     """A copy of ``t`` with its shape, dtype, mesh and placements (a Partial stays Partial):
-    later in-place writes to either do not reach the other.
+    later in-place writes to either do not reach the other. ``memory_format``: torch's
+    ``preserve_format`` (the copy keeps ``t``'s memory order, as torch's) or
+    ``contiguous_format`` (row-major).
 
     Example:
         >>> import dtorch
@@ -57,7 +105,21 @@ def clone(t: Tensor) -> Tensor:
         >>> t.tolist(), c.tolist()
         ([0, 1, 2], [1, 2, 3])
     """
-    return _preserving(record("clone", _CLONE, (t,))[0], t)
+    if checked_format("clone", memory_format) is torch.preserve_format:
+        return _preserving(record("clone", _CLONE, (t,))[0], t)
+    return _row_major_copy(t)
+
+
+def _row_major_copy(t: Tensor) -> Tensor:
+    """``clone(memory_format=torch.contiguous_format)``: a row-major copy, in one copy where
+    ``t``'s strides are known (a contiguous copy where torch's layout is another)."""
+    strides = known(t)
+    if strides is not None and not is_contiguous(t.shape, strides):
+        return mark(record("clone", _ROW_MAJOR_COPY, (t,))[0], ROW_MAJOR)
+    copy = record("clone", _CLONE, (t,))[0]
+    if strides is None:  # the devices lay the copy out as they may: made row-major there
+        copy = record("clone", _ROW_MAJOR, (copy,))[0]
+    return mark(copy, ROW_MAJOR)
 
 
 def _preserving(out: Tensor, t: Tensor) -> Tensor:

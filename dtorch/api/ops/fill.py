@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from dtorch.api.create import create, distribute, from_data, shape_of
+from dtorch.api.dims import as_flag
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops.elementwise import sub
@@ -33,12 +34,13 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def copy_(dst: Tensor, src: Any) -> Tensor:
+def copy_(dst: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     """torch's ``copy_``: ``src``'s values into ``dst`` in place (``convert.copy_``); a
     number, which torch takes as a 0-d tensor, fills ``dst`` (``fill_``); a torch tensor
     (``module.weight.data.copy_(pretrained)``) is broadcast to ``dst``'s shape and sent to
     the devices in ``dst``'s dtype and placements, each device getting its own shard.
-    Returns ``dst``.
+    Returns ``dst``. ``non_blocking`` is torch's flag: every dtorch copy is asynchronous
+    (recorded; the devices run it in order), so either value gives the same copy.
 
     Example:
         >>> import dtorch, torch
@@ -48,6 +50,7 @@ def copy_(dst: Tensor, src: Any) -> Tensor:
         >>> t.copy_(torch.tensor([7.0, 8.0, 9.0], dtype=torch.float64)).tolist()
         [7.0, 8.0, 9.0]
     """
+    as_flag(non_blocking, "copy_", "non_blocking")
     if is_scalar(src):
         return fill_(dst, src)
     if isinstance(src, torch.Tensor):

@@ -26,6 +26,7 @@ from dtorch.api.create import beside
 from dtorch.api.dims import as_size, normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.basic_index import _slice
+from dtorch.api.ops.convert import checked_format
 from dtorch.api.record import not_a_tensor, record, tensor_arg
 from dtorch.api.strides import (
     ROW_MAJOR,
@@ -292,11 +293,13 @@ def expand(t: Tensor, *shape: Any) -> Tensor:
     return out if strides is None else mark(out, expanded(t.shape, strides, target))
 
 
-def contiguous(t: Tensor) -> Tensor:
+def contiguous(t: Tensor, memory_format: Any = torch.contiguous_format) -> Tensor:
     """torch's ``contiguous()``: the same values, dtype and placements (a Partial stays
     Partial) as a new handle, where torch returns ``t`` itself when it is contiguous. It
     shares memory with ``t`` exactly where torch's would on the full tensor (in-place
     writes through it reach ``t``) and copies where torch's copies (after a transpose).
+    ``memory_format``: ``torch.contiguous_format`` only (dtorch keeps no channels-last
+    layouts; torch refuses ``preserve_format`` here too).
 
     Example:
         >>> import dtorch
@@ -305,6 +308,7 @@ def contiguous(t: Tensor) -> Tensor:
         >>> t.tolist(), dtorch.arange(4).reshape(2, 2).t().contiguous().tolist()
         ([1.0, 1.0], [[0, 2], [1, 3]])
     """
+    checked_format("contiguous", memory_format, (torch.contiguous_format,))
     strides = known(t)  # where they say torch copies, every device copies; where not, none
     if strides is None:
         return mark(record("contiguous", _CONTIGUOUS, (t,))[0], ROW_MAJOR)
