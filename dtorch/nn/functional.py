@@ -66,6 +66,7 @@ from dtorch.api.ops.spatial import (
     max_pool2d,
     pad,
 )
+from dtorch.api.ops.spatial_1d import adaptive_avg_pool1d, avg_pool1d, conv1d, max_pool1d
 from dtorch.api.ops.vector_norms import cosine_similarity, normalize
 
 if TYPE_CHECKING:
@@ -83,12 +84,15 @@ __all__ = [
     "_apply_rotary_emb",
     "_layer_norm_mul_add",
     "_silu_linear_chunk",
+    "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "avg_pool1d",
     "avg_pool2d",
     "batch_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "celu",
+    "conv1d",
     "conv2d",
     "cosine_similarity",
     "cross_entropy",
@@ -112,6 +116,7 @@ __all__ = [
     "linear",
     "log_softmax",
     "logsigmoid",
+    "max_pool1d",
     "max_pool2d",
     "mish",
     "mse_loss",

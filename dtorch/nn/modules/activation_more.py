@@ -1,12 +1,13 @@
 """torch.nn's remaining activation layers: ``Softplus``, ``LogSigmoid``, ``Hardswish``,
 ``Hardsigmoid``, ``Mish``, ``SELU``, ``CELU``, ``Softsign``, ``Tanhshrink``, ``Hardshrink``,
-``Softshrink``, ``Threshold`` and ``Softmin``.
+``Softshrink``, ``Threshold``, ``Softmin`` and ``GLU``.
 
 Each is torch.nn's layer (its constructor arguments and ``extra_repr``) calling
 ``dtorch.nn.functional``; like the other activation layers they have no parameters, so the
 ``device=``, ``device_mesh=`` (one of them at most) and ``dtype=`` every dtorch layer takes
 are accepted and change nothing. The elementwise ones keep the input's shards (Partial is
-refused); ``Softmin`` needs ``dim`` unsharded.
+refused); ``Softmin`` needs ``dim`` unsharded; ``GLU`` keeps a shard of ``dim`` only where both
+halves stay chunked over the same devices.
 
 Example:
     >>> import dtorch
@@ -231,8 +232,30 @@ class Softmin(_NoParameters):
         return f"dim={self.dim}"
 
 
+class GLU(_NoParameters):
+    """The gated linear unit: ``a * sigmoid(b)``, ``a`` and ``b`` the halves of ``dim``.
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.GLU()
+        >>> m, m(dtorch.tensor([[2.0, 0.0]])).tolist()
+        (GLU(dim=-1), [[1.0]])
+    """
+
+    def __init__(self, dim: int = -1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 __all__ = [
     "CELU",
+    "GLU",
     "SELU",
     "Hardshrink",
     "Hardsigmoid",

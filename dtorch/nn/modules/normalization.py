@@ -1,13 +1,15 @@
-"""Normalisation layers: ``BatchNorm2d``, ``LayerNorm``, ``RMSNorm``, ``GroupNorm``.
+"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``BatchNorm3d``, ``LayerNorm``,
+``RMSNorm``, ``GroupNorm``.
 
 torch.nn's constructors (``device=`` and ``dtype=`` among them) plus ``device_mesh=``; the
 mesh is ``device_mesh=``, or ``device=`` (``"cpu"``, ``"cuda:1"``, a ``torch.device``: a
 one-device mesh), not both, or the default graph's default mesh. The parameters (``weight``
-ones, ``bias`` zeros) and BatchNorm2d's buffers (``running_mean`` zeros, ``running_var`` ones,
+ones, ``bias`` zeros) and the BatchNorms' buffers (``running_mean`` zeros, ``running_var`` ones,
 ``num_batches_tracked`` an int64 0) have torch's names, shapes and initial values, Replicate on
 every mesh dim, so a torch layer's ``state_dict`` loads. The input keeps its placements where
 the operator allows them (``dtorch.nn.functional``: a batch sharded on ``dp`` stays sharded;
-BatchNorm2d's training statistics are over the full batch however it is sharded).
+the BatchNorms' training statistics are over the full batch however it is sharded; they differ
+only in the input they take: (N, C) or (N, C, L), (N, C, H, W), (N, C, D, H, W)).
 
 Example:
     >>> import torch, dtorch
@@ -72,20 +74,14 @@ def _ones_zeros(layer: Module) -> None:
         layer.bias.zero_()
 
 
-class BatchNorm2d(Module):
-    """torch.nn.BatchNorm2d over (N, C, H, W): batch statistics in training mode (updating
-    the running ones, ``momentum=None`` a cumulative average as torch), the running ones in
-    eval mode (or batch statistics when ``track_running_stats=False``).
+class _BatchNorm(Module):
+    """torch's batch normalisation over (N, C, *): batch statistics in training mode
+    (updating the running ones, ``momentum=None`` a cumulative average as torch), the running
+    ones in eval mode (or batch statistics when ``track_running_stats=False``). A subclass
+    names the input ranks it takes (``_RANKS``) and torch's words for them."""
 
-    Example:
-        >>> import dtorch
-        >>> m = dtorch.nn.BatchNorm2d(3)
-        >>> m
-        BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
-        >>> [name for name, _ in m.named_buffers()]
-        ['running_mean', 'running_var', 'num_batches_tracked']
-    """
-
+    _RANKS: tuple[int, ...] = ()
+    _EXPECTED = ""
     _version = 2  # torch's: num_batches_tracked is in the state since version 2
 
     def __init__(
@@ -161,8 +157,10 @@ class BatchNorm2d(Module):
         )
 
     def forward(self, input: Tensor) -> Tensor:
-        if input.ndim != 4:
-            raise ValueError(f"{type(self).__name__}: expected 4D input (got {input.ndim}D input)")
+        if input.ndim not in self._RANKS:  # torch's message
+            raise ValueError(
+                f"{type(self).__name__}: expected {self._EXPECTED} input (got {input.ndim}D input)"
+            )
         factor: float | Tensor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.copy_(self.num_batches_tracked + 1)
@@ -179,6 +177,53 @@ class BatchNorm2d(Module):
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
             f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
         )
+
+
+class BatchNorm1d(_BatchNorm):
+    """torch.nn.BatchNorm1d over (N, C) or (N, C, L) (statistics over N, and L).
+
+    Example:
+        >>> import torch, dtorch
+        >>> ref = torch.nn.BatchNorm1d(3, momentum=None)
+        >>> m = dtorch.nn.BatchNorm1d(3, momentum=None)
+        >>> m.load_state_dict(ref.state_dict())
+        <All keys matched successfully>
+        >>> x = torch.randn(4, 3, 5)
+        >>> torch.allclose(m(dtorch.from_torch(x)).to_torch(), ref(x), atol=1e-6)
+        True
+        >>> torch.allclose(m.running_var.to_torch(), ref.running_var)
+        True
+    """
+
+    _RANKS, _EXPECTED = (2, 3), "2D or 3D"
+
+
+class BatchNorm2d(_BatchNorm):
+    """torch.nn.BatchNorm2d over (N, C, H, W).
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.BatchNorm2d(3)
+        >>> m
+        BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)
+        >>> [name for name, _ in m.named_buffers()]
+        ['running_mean', 'running_var', 'num_batches_tracked']
+    """
+
+    _RANKS, _EXPECTED = (4,), "4D"
+
+
+class BatchNorm3d(_BatchNorm):
+    """torch.nn.BatchNorm3d over (N, C, D, H, W).
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.BatchNorm3d(2, affine=False).eval()
+        >>> m(dtorch.ones(1, 2, 1, 1, 3)).shape
+        torch.Size([1, 2, 1, 1, 3])
+    """
+
+    _RANKS, _EXPECTED = (5,), "5D"
 
 
 class LayerNorm(Module):
@@ -320,4 +365,4 @@ class GroupNorm(Module):
         )
 
 
-__all__ = ["BatchNorm2d", "GroupNorm", "LayerNorm", "RMSNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "LayerNorm", "RMSNorm"]
