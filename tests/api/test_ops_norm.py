@@ -299,6 +299,25 @@ def test_batch_norm_with_a_device_holding_no_channels(
     torch.testing.assert_close(dvar.to_torch(), var)
 
 
+@pytest.mark.parametrize("shape", [(4, 1, 3, 3), (6, 1), (4, 1, 5)], ids=str)
+@pytest.mark.parametrize("devices", [2, 3])
+def test_batch_norm_training_of_one_sharded_channel(
+    shape: tuple[int, ...], devices: int, graph: dtorch.Graph
+) -> None:
+    """One channel sharded over 2 or 3 devices (the others hold none): training statistics
+    and running ones as torch's (the per-channel statistics were flattened, which a shard
+    of a dim after a size-1 one cannot be: a PlacementError naming ``flatten``)."""
+    mesh = dtorch.init_device_mesh("cpu", (devices,))
+    x = _rand(*shape) * 2 + 1
+    mean, var = torch.zeros(1), torch.ones(1)
+    dmean, dvar = place(mean, mesh, [R], graph), place(var, mesh, [R], graph)
+    out = DF.batch_norm(place(x, mesh, [S1], graph), dmean, dvar, training=True)
+    want = F.batch_norm(x, mean, var, training=True)
+    torch.testing.assert_close(out.to_torch(), want)
+    torch.testing.assert_close(dmean.to_torch(), mean)
+    torch.testing.assert_close(dvar.to_torch(), var)
+
+
 @pytest.mark.parametrize("role", ["running_mean", "running_var", "weight", "bias"])
 def test_batch_norm_training_checks_the_vector_sizes(role: str, graph: dtorch.Graph) -> None:
     """Training mode checks every per-channel vector before any arithmetic (torch refuses the

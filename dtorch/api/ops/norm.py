@@ -279,7 +279,7 @@ def _batch_statistics(
     mean = sum_partials(x.mean(dims, keepdim=True))
     centered = x - mean
     var = sum_partials((centered * centered).mean(dims, keepdim=True))
-    mean, var = mean.flatten(), var.flatten()
+    mean, var = mean.squeeze(dims), var.squeeze(dims)  # (C,): a channel shard stays one
     if running_mean is not None:
         _update(running_mean, mean, momentum)
     if running_var is not None:
