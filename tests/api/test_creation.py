@@ -114,6 +114,26 @@ def test_like_functions_keep_layout(graph: dtorch.Graph) -> None:
         assert torch.equal(made.to_torch(), torch.full((5, 3), value, dtype=torch.float64))
 
 
+@pytest.mark.parametrize(
+    "name", ["zeros_like", "ones_like", "empty_like", "rand_like", "randn_like"]
+)
+def test_like_functions_on_another_mesh_replicate(name: str, graph: dtorch.Graph) -> None:
+    """A ``*_like`` told another mesh (``device_mesh`` or ``device``) without placements is
+    Replicate there, as every creation (it copied the input's placements: a PlacementError
+    on a mesh of another rank)."""
+    like = getattr(dtorch, name)
+    t = dtorch.ones(8, 4, device_mesh=dtorch.init_device_mesh("cpu", 4), placements=[Shard(0)])
+    square = dtorch.init_device_mesh("cpu", (2, 2))
+    made = like(t, device_mesh=square)
+    assert made.device_mesh == square and made.placements == [Replicate(), Replicate()]
+    assert like(t, device="cpu").placements == [Replicate()]
+    assert like(t, device_mesh=square, placements=[Shard(1), Shard(0)]).placements == [
+        Shard(1),
+        Shard(0),
+    ]
+    assert like(t).placements == [Shard(0)] and made.shape == t.shape
+
+
 def test_partial_creation_puts_the_value_on_the_first_rank(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 4)
     t = dtorch.ones(3, device_mesh=mesh, placements=[Partial()], graph=graph)
