@@ -173,7 +173,25 @@ def placement_keywords(kw: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             "dtorch tensors do not record gradients; requires_grad=True is not supported"
         )
+    _check_storage(kw.get("layout"), kw.get("pin_memory"))
     return {k: kw.get(k) for k in _KEYWORDS}
+
+
+def _check_storage(layout: Any, pin_memory: Any) -> None:
+    """torch's ``layout``/``pin_memory`` keywords: only what dtorch makes (dense tensors on
+    the mesh's devices) is accepted; anything else was ignored, giving another tensor."""
+    if layout is not None and layout is not torch.strided:
+        if not isinstance(layout, torch.layout):
+            raise TypeError(f"layout must be a torch.layout, got {type(layout).__name__}")
+        raise ParamError(
+            f"layout={layout} is not supported: dtorch tensors are dense; accepted: "
+            "torch.strided (the default)"
+        )
+    if pin_memory:
+        raise ParamError(
+            "pin_memory=True is not supported: dtorch tensors live on their mesh's devices, "
+            "not in the client's page-locked memory; accepted: pin_memory=False"
+        )
 
 
 def distribute(

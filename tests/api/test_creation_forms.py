@@ -359,3 +359,17 @@ def test_tensor_of_lists_holding_dtorch_tensors_takes_their_values(graph: dtorch
         assert got.dtype == want.dtype and torch.equal(got.to_torch(), want), data
     with pytest.raises(ValueError, match="only one element tensors"):  # torch's
         dtorch.tensor([dtorch.ones(2), dtorch.ones(2)])
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
+def test_storage_keywords_dtorch_cannot_honour_are_refused(name: str, graph: dtorch.Graph) -> None:
+    """``layout=`` other than strided and ``pin_memory=True`` are refused (they were
+    ignored: ``zeros(3, layout=torch.sparse_coo)`` gave a dense tensor); the defaults pass."""
+    make = getattr(dtorch, name)
+    with pytest.raises(ParamError, match=r"layout=torch\.sparse_coo is not supported"):
+        make(3, layout=torch.sparse_coo)
+    with pytest.raises(ParamError, match="pin_memory=True is not supported"):
+        make(3, pin_memory=True)
+    with pytest.raises(TypeError, match=r"layout must be a torch\.layout"):
+        make(3, layout="sparse")
+    assert make(3, layout=torch.strided, pin_memory=False).shape == (3,)
