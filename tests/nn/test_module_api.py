@@ -18,6 +18,7 @@ import torch
 
 import dtorch
 from dtorch import nn
+from dtorch.errors import MeshError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -244,3 +245,27 @@ def test_embedding_repr_matches_torch(graph: dtorch.Graph) -> None:
         {"scale_grad_by_freq": True, "sparse": True},
     ):
         assert repr(nn.Embedding(5, 3, **kwargs)) == repr(torch.nn.Embedding(5, 3, **kwargs))
+
+
+def test_modules_without_removing_duplicates_matches_torch(graph: dtorch.Graph) -> None:
+    """``modules(remove_duplicate=False)`` lists a shared module once per place, as torch's
+    (the keyword was refused)."""
+    ours = dtorch.nn.Sequential(dtorch.nn.Linear(2, 2), dtorch.nn.ReLU())
+    theirs = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    ours.add_module("again", ours[0])
+    theirs.add_module("again", theirs[0])
+    for flag in (True, False):
+        got = [type(m).__name__ for m in ours.modules(remove_duplicate=flag)]
+        assert got == [type(m).__name__ for m in theirs.modules(remove_duplicate=flag)]
+
+
+def test_cuda_takes_torchs_device_forms(graph: dtorch.Graph) -> None:
+    """``Module.cuda`` takes an index, ``"cuda:0"`` or a CUDA ``torch.device`` (a str or a
+    device built ``"cuda:cuda:0"``); another device type is refused."""
+    layer = dtorch.nn.Linear(2, 2)
+    with pytest.raises(MeshError, match="must be a cuda device"):
+        layer.cuda("cpu")
+    if not torch.cuda.is_available():  # each form names the GPU it cannot reach
+        for device in (0, "cuda:0", torch.device("cuda", 0)):
+            with pytest.raises(MeshError, match=r"DeviceMesh\('cuda', \[0\]\)"):
+                layer.cuda(device)

@@ -48,6 +48,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from dtorch.api.graph import Graph
+from dtorch.api.ops.convert import cuda_device
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
@@ -310,8 +311,10 @@ class Module:
             if module is not None:
                 yield from module.named_modules(memo, _join(prefix, name), remove_duplicate)
 
-    def modules(self) -> Iterator[Module]:
-        for _, module in self.named_modules():
+    def modules(self, remove_duplicate: bool = True) -> Iterator[Module]:
+        """This module and every descendant, depth first (each once unless
+        ``remove_duplicate=False``), as torch's ``modules``."""
+        for _, module in self.named_modules(remove_duplicate=remove_duplicate):
             yield module
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
@@ -479,8 +482,10 @@ class Module:
     def cpu(self) -> Module:
         return self.to("cpu")
 
-    def cuda(self, device: int | None = None) -> Module:
-        return self.to("cuda" if device is None else f"cuda:{device}")
+    def cuda(self, device: Any = None) -> Module:
+        """torch's ``cuda(device)``: ``to`` that GPU (an index, ``"cuda:1"`` or a CUDA
+        ``torch.device``; a MeshError where the graph cannot run there)."""
+        return self.to(cuda_device(device))
 
     # --- state (dtorch.nn.modules.state and .loading hold torch's methods) ----------------
     state_dict = state.state_dict
