@@ -159,6 +159,8 @@ def _arange_bound(value: Any, name: str = "arange") -> Any:
             f"{name}: its bounds must be numbers (or 0-d torch tensors), got a "
             "dtorch.Tensor, whose value is on the devices; pass its value: t.item()"
         )
+    if not is_scalar(value):
+        raise not_a_number(f"{name}: a bound", value)
     return python_number(value)
 
 

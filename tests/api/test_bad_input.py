@@ -947,3 +947,32 @@ def test_lists_nested_past_torchs_dims_raise_torchs_error(
     with pytest.raises(Exception) as got:
         call(dtorch, dtorch.arange(6.0), data)
     assert type(got.value) is type(expected.value)
+
+
+#: Number arguments given a string: (the argument's name in dtorch's message, the call).
+_NUMBER_ARGUMENTS: list[tuple[str, Callable[[Any, Any, Any], Any]]] = [
+    ("pad: value", lambda m, f, t: f.pad(t, (1, 1), value="x")),
+    ("leaky_relu: negative_slope", lambda m, f, t: f.leaky_relu(t, "a")),
+    ("elu: alpha", lambda m, f, t: f.elu(t, "a")),
+    ("arange: a bound", lambda m, f, t: m.arange("a")),
+    ("arange: a bound", lambda m, f, t: m.arange(0, "a")),
+    ("rtol", lambda m, f, t: t.allclose(t, t)),
+    ("dropout: p", lambda m, f, t: f.dropout(t, "a")),
+    ("layer_norm: eps", lambda m, f, t: f.layer_norm(t, (3,), eps="a")),
+    ("group_norm: eps", lambda m, f, t: f.group_norm(t.reshape(2, 3, 1), 1, eps="a")),
+    ("rms_norm: eps", lambda m, f, t: f.rms_norm(t, (3,), eps="a")),
+    ("batch_norm: eps", lambda m, f, t: f.batch_norm(t, None, None, training=True, eps="a")),
+]
+
+
+@pytest.mark.parametrize(("what", "call"), _NUMBER_ARGUMENTS, ids=[w for w, _ in _NUMBER_ARGUMENTS])
+def test_number_arguments_given_other_values_name_the_argument(
+    what: str, call: Callable[[Any, Any, Any], Any], graph: dtorch.Graph
+) -> None:
+    """A string (or a tensor) where a number belongs is torch's TypeError, naming the
+    function and the argument (``float("a")`` raised a ValueError naming neither)."""
+    full = torch.randn(2, 3)
+    with pytest.raises(TypeError):
+        call(torch, F, full)
+    with pytest.raises(TypeError, match=what):
+        call(dtorch, DF, dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2)))

@@ -21,6 +21,7 @@ from dtorch.api.dims import normalize_dim
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
 from dtorch.api.ops.basic_index import _slice
+from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.statistics import _named
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import DtypeError, ParamError, ShapeError
@@ -44,7 +45,8 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
         >>> dtorch.nn.functional.leaky_relu(dtorch.tensor([-100.0])).tolist()
         [-1.0]
     """
-    param = ActivationParam(ActivationKind.LEAKY_RELU, alpha=float(negative_slope))
+    slope = as_real("leaky_relu: negative_slope", negative_slope)
+    param = ActivationParam(ActivationKind.LEAKY_RELU, alpha=slope)
     return _done(input, record_one("leaky_relu", param, (input,)), inplace)
 
 
@@ -56,7 +58,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         >>> dtorch.nn.functional.elu(dtorch.tensor([0.0, 2.0]), alpha=2.0).tolist()
         [0.0, 2.0]
     """
-    param = ActivationParam(ActivationKind.ELU, alpha=float(alpha))
+    param = ActivationParam(ActivationKind.ELU, alpha=as_real("elu: alpha", alpha))
     return _done(input, record_one("elu", param, (input,)), inplace)
 
 

@@ -24,6 +24,7 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.elementwise import binary, unary
 from dtorch.api.ops.reduce import reduce
+from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import tensor_arg
 from dtorch.errors import DtypeError
 from dtorch.ir.dtypes import scalar_type_name
@@ -54,6 +55,7 @@ def isclose(
     if input.dtype != other.dtype:
         names = scalar_type_name(input.dtype), scalar_type_name(other.dtype)
         raise DtypeError(f"{names[0]} did not match {names[1]}")
+    rtol, atol = as_real(f"{name}: rtol", rtol), as_real(f"{name}: atol", atol)
     if rtol < 0 or atol < 0:
         which, value = ("rtol", rtol) if rtol < 0 else ("atol", atol)
         raise ValueError(f"{which} must be greater than or equal to zero, but got {value}")

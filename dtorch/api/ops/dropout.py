@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.params import DropoutParam
 from dtorch.kernels.local.embedding import dropout_mask
@@ -50,6 +51,7 @@ def dropout(
         >>> dtorch.nn.functional.dropout(dtorch.ones(4), 1.0, generator=g).tolist()
         [0.0, 0.0, 0.0, 0.0]
     """
+    p = as_real("dropout: p", p)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     tensor_arg("dropout", input)

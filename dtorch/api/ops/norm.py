@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from dtorch.api.dims import as_int
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import not_a_tensor, record_one, tensor_arg
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import ParamError, PlacementError, ShapeError
@@ -92,7 +93,12 @@ def layer_norm(
     """
     shape = normalized_dims("layer_norm", normalized_shape)
     param = NormalizationParam(
-        NormKind.LAYER, shape, float(eps), 1, weight is not None, bias is not None
+        NormKind.LAYER,
+        shape,
+        as_real("layer_norm: eps", eps),
+        1,
+        weight is not None,
+        bias is not None,
     )
     return record_one("layer_norm", param, (input, *_present(weight, bias)))
 
@@ -110,7 +116,7 @@ def rms_norm(
         >>> dtorch.nn.functional.rms_norm(dtorch.tensor([[2.0, 2.0]]), [2]).tolist()
         [[1.0, 1.0]]
     """
-    eps = None if eps is None else float(eps)
+    eps = None if eps is None else as_real("rms_norm: eps", eps)
     shape = normalized_dims("rms_norm", normalized_shape)
     param = NormalizationParam(NormKind.RMS, shape, eps, 1, weight is not None)
     return record_one("rms_norm", param, (input, *_present(weight)))
@@ -134,7 +140,12 @@ def group_norm(
         [-1.0, 1.0]
     """
     param = NormalizationParam(
-        NormKind.GROUP, (), float(eps), int(num_groups), weight is not None, bias is not None
+        NormKind.GROUP,
+        (),
+        as_real("group_norm: eps", eps),
+        int(num_groups),
+        weight is not None,
+        bias is not None,
     )
     tensor_arg("group_norm", input)
     _check_values_per_group(input, int(num_groups))
@@ -180,6 +191,7 @@ def batch_norm(
     """
     _check_handles(input=input, running_mean=running_mean, running_var=running_var,
                    weight=weight, bias=bias)  # fmt: skip
+    eps = as_real("batch_norm: eps", eps)
     if eps < 0:  # torch's check, made here: on the devices it failed only at the fetch
         raise ParamError(f"batch_norm: eps must be non-negative, but got {eps}")
     given = {"running_mean": running_mean, "running_var": running_var, "weight": weight,

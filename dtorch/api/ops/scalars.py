@@ -49,6 +49,20 @@ def not_a_number(what: str, value: Any, accepted: str = "a number") -> TypeError
     return TypeError(f"{what} must be {accepted}, got {type(value).__name__}")
 
 
+def as_real(what: str, value: Any) -> float:
+    """``value`` as the float an argument ``what`` (``"leaky_relu: negative_slope"``) takes:
+    a Python or numpy real number, or a 0-d torch tensor; anything else a TypeError naming
+    the argument (``float("a")`` raised a ValueError that named neither).
+
+    Example:
+        >>> as_real("elu: alpha", 2)
+        2.0
+    """
+    if not is_scalar(value):
+        raise not_a_number(what, value)
+    return float(python_number(value))
+
+
 def as_scalar(value: Any) -> Scalar:
     """The tagged Scalar of a scalar argument (TypeError for anything else)."""
     if isinstance(value, numbers.Number) and not is_scalar(value):

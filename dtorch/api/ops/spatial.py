@@ -24,6 +24,7 @@ import numpy as np
 
 from dtorch.api.dims import as_int
 from dtorch.api.ops.conv import IntOrPair, int_pair
+from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import PoolKind
@@ -210,5 +211,5 @@ def pad(
         [[9.0, 1.0, 2.0, 9.0, 9.0]]
     """
     pads = _pad_ints(pad)
-    param = PadParam(pads, mode, 0.0 if value is None else float(value))
+    param = PadParam(pads, mode, 0.0 if value is None else as_real("pad: value", value))
     return record_one("pad", param, (input,))
