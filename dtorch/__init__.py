@@ -118,6 +118,22 @@ from dtorch.api.ops.elementwise import (
 )
 from dtorch.api.ops.linalg import bmm, einsum, matmul, mm, outer
 from dtorch.api.ops.masked import masked_fill, masked_scatter, where
+from dtorch.api.ops.math_more import (
+    clamp_max,
+    clamp_min,
+    copysign,
+    float_power,
+    fmod,
+    gcd,
+    heaviside,
+    lcm,
+    ldexp,
+    logical_xor,
+    logit,
+    nextafter,
+    positive,
+    true_divide,
+)
 from dtorch.api.ops.norm import rms_norm
 from dtorch.api.ops.order import (
     argsort,
@@ -232,20 +248,29 @@ from dtorch.serialization import (
 
 abs = Tensor.abs
 acos = Tensor.acos
+acosh = Tensor.acosh
 arccos = Tensor.acos
+arccosh = Tensor.acosh
+arcsinh = Tensor.asinh
 arctan = Tensor.atan
 arctan2 = atan2
+arctanh = Tensor.atanh
 asin = Tensor.asin
+asinh = Tensor.asinh
 atan = Tensor.atan
+atanh = Tensor.atanh
 broadcast_to = Tensor.broadcast_to
 ceil = Tensor.ceil
 clip = clamp
 clone = Tensor.clone
 cos = Tensor.cos
 cosh = Tensor.cosh
+deg2rad = Tensor.deg2rad
 detach = Tensor.detach
+digamma = Tensor.digamma
 erf = Tensor.erf
 erfc = Tensor.erfc
+erfinv = Tensor.erfinv
 exp = Tensor.exp
 exp2 = Tensor.exp2
 expm1 = Tensor.expm1
@@ -253,6 +278,7 @@ fix = Tensor.trunc
 floor = Tensor.floor
 greater = gt
 greater_equal = ge
+i0 = Tensor.i0
 is_floating_point = Tensor.is_floating_point
 isfinite = Tensor.isfinite
 isinf = Tensor.isinf
@@ -261,6 +287,7 @@ isneginf = Tensor.isneginf
 isposinf = Tensor.isposinf
 less = lt
 less_equal = le
+lgamma = Tensor.lgamma
 log = Tensor.log
 log10 = Tensor.log10
 log1p = Tensor.log1p
@@ -269,13 +296,17 @@ logical_not = Tensor.logical_not
 moveaxis = movedim
 narrow = Tensor.narrow
 neg = Tensor.neg
+negative = Tensor.negative
 numel = Tensor.numel
+rad2deg = Tensor.rad2deg
 reciprocal = Tensor.reciprocal
 round = Tensor.round
 rsqrt = Tensor.rsqrt
 sgn = Tensor.sgn
 sign = Tensor.sign
+signbit = Tensor.signbit
 sin = Tensor.sin
+sinc = Tensor.sinc
 sinh = Tensor.sinh
 sqrt = Tensor.sqrt
 square = Tensor.square
@@ -335,6 +366,7 @@ __all__ = [
     "WorkerError",
     "abs",
     "acos",
+    "acosh",
     "add",
     "addcdiv",
     "addcmul",
@@ -346,15 +378,20 @@ __all__ = [
     "any",
     "arange",
     "arccos",
+    "arccosh",
+    "arcsinh",
     "arctan",
     "arctan2",
+    "arctanh",
     "argmax",
     "argmin",
     "argsort",
     "asin",
+    "asinh",
     "assert_structural_equal",
     "atan",
     "atan2",
+    "atanh",
     "batch_norm",
     "bfloat16",
     "bitwise_and",
@@ -369,11 +406,14 @@ __all__ = [
     "celu",
     "chunk",
     "clamp",
+    "clamp_max",
+    "clamp_min",
     "clip",
     "clone",
     "compiled_op",
     "concat",
     "conv2d",
+    "copysign",
     "cos",
     "cosh",
     "count_nonzero",
@@ -381,11 +421,13 @@ __all__ = [
     "cumprod",
     "cumsum",
     "default_graph",
+    "deg2rad",
     "deserialize",
     "deserialize_from_file",
     "detach",
     "device",
     "diff",
+    "digamma",
     "distributed_spec",
     "div",
     "double",
@@ -399,6 +441,7 @@ __all__ = [
     "equal",
     "erf",
     "erfc",
+    "erfinv",
     "exp",
     "exp2",
     "expm1",
@@ -413,13 +456,16 @@ __all__ = [
     "float16",
     "float32",
     "float64",
+    "float_power",
     "floor",
+    "fmod",
     "frac",
     "from_numpy",
     "from_torch",
     "full",
     "full_like",
     "gather",
+    "gcd",
     "ge",
     "get_default_device_mesh",
     "global_option",
@@ -430,7 +476,9 @@ __all__ = [
     "gt",
     "half",
     "hardshrink",
+    "heaviside",
     "hypot",
+    "i0",
     "iinfo",
     "index_add",
     "index_select",
@@ -448,10 +496,13 @@ __all__ = [
     "isneginf",
     "isposinf",
     "layer_norm",
+    "lcm",
+    "ldexp",
     "le",
     "lerp",
     "less",
     "less_equal",
+    "lgamma",
     "linspace",
     "load_program",
     "log",
@@ -463,6 +514,8 @@ __all__ = [
     "logical_and",
     "logical_not",
     "logical_or",
+    "logical_xor",
+    "logit",
     "logsumexp",
     "long",
     "lt",
@@ -487,6 +540,8 @@ __all__ = [
     "narrow",
     "ne",
     "neg",
+    "negative",
+    "nextafter",
     "nn",
     "nonzero",
     "norm",
@@ -495,9 +550,11 @@ __all__ = [
     "ones_like",
     "outer",
     "permute",
+    "positive",
     "pow",
     "prod",
     "profile",
+    "rad2deg",
     "rand",
     "rand_like",
     "randint",
@@ -522,7 +579,9 @@ __all__ = [
     "short",
     "sigmoid",
     "sign",
+    "signbit",
     "sin",
+    "sinc",
     "sinh",
     "softmax",
     "sort",
@@ -551,6 +610,7 @@ __all__ = [
     "transpose",
     "tril",
     "triu",
+    "true_divide",
     "trunc",
     "type",
     "uint8",

@@ -105,15 +105,21 @@ def mark(t: H, strides: Layout) -> H:
     return t
 
 
+#: The binary kinds that raise a number to a tensor's power (not in the tensor's order).
+_POWERS = frozenset({BinaryKind.POW, BinaryKind.FLOAT_POWER, BinaryKind.LDEXP})
+
+
 def _same_layout(param: OpParam) -> bool:
     """Whether ``param``'s operator of one non-contiguous tensor lays its result out in that
     tensor's memory order, as torch's TensorIterator does (``t.T * 2`` is transposed); not
-    ``log_sigmoid`` and a number to a tensor's power (``2 ** t``), whose CPU kernels return
-    row-major results (as do the other ``ROW_MAJOR_KINDS``)."""
+    ``log_sigmoid`` and a number to a tensor's power (``2 ** t``, ``float_power(2, t)``),
+    whose CPU kernels return row-major results (as do the other ``ROW_MAJOR_KINDS``), nor
+    ``ldexp(number, t)``, row-major or in ``t``'s order by the dtypes (torch's exact kernel
+    for an integer ``t`` keeps its order, its ``pow`` path does not)."""
     if isinstance(param, ActivationParam):
         return param.activation is not ActivationKind.LOGSIGMOID
     if isinstance(param, BroadcastBinaryParam):
-        return not (param.scalar_first and param.binary is BinaryKind.POW)
+        return not (param.scalar_first and param.binary in _POWERS)
     return param.kind in (OpKind.BaseMath, OpKind.Clamp)
 
 

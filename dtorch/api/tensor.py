@@ -21,7 +21,9 @@ whose signature is the method's is the method itself (``sum = _rd.sum``), operat
 are made from their kind (``exp = _mk.unary(M.EXP, "exp")``, ``dtorch.api.ops.methods``),
 and the rest are a line calling ``ops``. The shape and conversion methods are the mixins
 ``dtorch.api.tensor_shape.TensorShapes`` and ``dtorch.api.tensor_convert.TensorConversions``,
-the selection, ordering and scatter methods the mixin ``dtorch.api.tensor_index.TensorIndexing``.
+the selection, ordering and scatter methods the mixin ``dtorch.api.tensor_index.TensorIndexing``,
+more elementwise math (``lgamma``, ``fmod``, ``gcd``, ...) the mixin
+``dtorch.api.tensor_math.TensorMath``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.tensor_convert import TensorConversions
 from dtorch.api.tensor_grad import TensorGrad
 from dtorch.api.tensor_index import TensorIndexing
+from dtorch.api.tensor_math import TensorMath
 from dtorch.api.tensor_shape import TensorShapes
 from dtorch.errors import PlacementError
 from dtorch.ir.opkind import BinaryKind as B
@@ -61,7 +64,7 @@ from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
 
 
-class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing, TensorGrad):
+class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing, TensorGrad, TensorMath):
     """A (distributed) tensor of a dtorch graph; see the module docstring.
 
     ``dtorch.Tensor(torch_tensor, device_mesh=None, placements=None, dtype=None, graph=None,

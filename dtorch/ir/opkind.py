@@ -131,6 +131,15 @@ class BinaryKind(enum.IntEnum):
     ATAN2 = 20
     HYPOT = 21
     TRUNC_DIV = 22
+    FMOD = 23
+    COPYSIGN = 24
+    HEAVISIDE = 25
+    FLOAT_POWER = 26
+    GCD = 27
+    LCM = 28
+    LOGICAL_XOR = 29
+    NEXTAFTER = 30
+    LDEXP = 31
 
 
 class MathKind(enum.IntEnum):
@@ -170,6 +179,18 @@ class MathKind(enum.IntEnum):
     ISFINITE = 33
     ISPOSINF = 34
     ISNEGINF = 35
+    LGAMMA = 36
+    DIGAMMA = 37
+    ERFINV = 38
+    LOGIT = 39
+    SINC = 40
+    DEG2RAD = 41
+    RAD2DEG = 42
+    SIGNBIT = 43
+    I0 = 44
+    ASINH = 45
+    ACOSH = 46
+    ATANH = 47
 
 
 class ReduceKind(enum.IntEnum):

@@ -56,8 +56,17 @@ _BINARY_FNS = {
     BinaryKind.ATAN2: torch.atan2,
     BinaryKind.HYPOT: torch.hypot,
     BinaryKind.TRUNC_DIV: lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    BinaryKind.FMOD: torch.fmod,
+    BinaryKind.COPYSIGN: torch.copysign,
+    BinaryKind.HEAVISIDE: torch.heaviside,
+    BinaryKind.FLOAT_POWER: torch.float_power,
+    BinaryKind.GCD: torch.gcd,
+    BinaryKind.LCM: torch.lcm,
+    BinaryKind.LOGICAL_XOR: torch.logical_xor,
+    BinaryKind.NEXTAFTER: torch.nextafter,
+    BinaryKind.LDEXP: torch.ldexp,
 }
-#: Kinds tested on integers (torch's bitwise kernels refuse floats).
+#: Kinds tested on integers (torch's bitwise, gcd and lcm kernels refuse floats).
 _INT_KINDS = {
     BinaryKind.FLOOR_DIV,
     BinaryKind.TRUNC_DIV,
@@ -65,6 +74,8 @@ _INT_KINDS = {
     BinaryKind.BITWISE_AND,
     BinaryKind.BITWISE_OR,
     BinaryKind.BITWISE_XOR,
+    BinaryKind.GCD,
+    BinaryKind.LCM,
 }
 
 #: Shapes of (a, b): same shape, b broadcast on the left, b broadcast with a size-1 dim.
@@ -184,7 +195,21 @@ _MATH_FNS = {
     MathKind.ISFINITE: torch.isfinite,
     MathKind.ISPOSINF: torch.isposinf,
     MathKind.ISNEGINF: torch.isneginf,
+    MathKind.LGAMMA: torch.lgamma,
+    MathKind.DIGAMMA: torch.digamma,
+    MathKind.ERFINV: torch.erfinv,
+    MathKind.LOGIT: torch.logit,
+    MathKind.SINC: torch.sinc,
+    MathKind.DEG2RAD: torch.deg2rad,
+    MathKind.RAD2DEG: torch.rad2deg,
+    MathKind.SIGNBIT: torch.signbit,
+    MathKind.I0: torch.i0,
+    MathKind.ASINH: torch.asinh,
+    MathKind.ACOSH: torch.acosh,
+    MathKind.ATANH: torch.atanh,
 }
+#: The linear unary kinds: they keep a Partial (of a dtype that converts linearly).
+_LINEAR_MATH = {MathKind.NEG, MathKind.DEG2RAD, MathKind.RAD2DEG}
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES)
@@ -197,7 +222,9 @@ def test_math_all_layouts(kind: MathKind, mesh_shape: tuple[int, ...]) -> None:
     for x in inputs:
         accepted = run_layouts("op", BaseMathParam(kind), [x], mesh_shape, [_MATH_FNS[kind](x)])
         partial = any(Partial() in pl for (pl,) in accepted)
-        assert partial == (kind is MathKind.NEG)
+        # deg2rad of int64 parts is a float32 of each part, rounded on its own: not linear
+        linear = kind is MathKind.NEG or (kind in _LINEAR_MATH and x.is_floating_point())
+        assert partial == linear
         assert len(accepted) > 1
 
 

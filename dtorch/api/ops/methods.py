@@ -95,7 +95,46 @@ _UNARY_DOCS: dict[str, tuple[str, str, str]] = {
     "sign": ("The sign: -1, 0 or 1", "[-2.5, 0.0, 3.0]", "[-1.0, 0.0, 1.0]"),
     "sgn": ("The sign; of a complex number ``x / abs(x)``", "[-2.5, 0.0, 3.0]", "[-1.0, 0.0, 1.0]"),
     "logical_not": ("True where zero (a bool tensor)", "[0, 1, 2]", "[True, False, False]"),
+    "lgamma": (
+        "The log of the gamma function's absolute value",
+        "[0.5, 3.0]",
+        "[0.5723649263381958, 0.6931471824645996]",
+    ),
+    "digamma": (
+        "The derivative of ``lgamma`` (``-inf`` at 0)",
+        "[1.0, 0.5]",
+        "[-0.5772159099578857, -1.9635108709335327]",
+    ),
+    "erfinv": ("The inverse error function", "[0.0, 0.5]", "[0.0, 0.4769362807273865]"),
+    "i0": (
+        "The modified Bessel function of order 0",
+        "[1.0, 2.0]",
+        "[1.2660659551620483, 2.279585123062134]",
+    ),
+    "sinc": ("``sin(pi x) / (pi x)``, 1 at 0", "[0.0, 0.5]", "[1.0, 0.6366197466850281]"),
+    "deg2rad": (
+        "Degrees to radians, ``x * pi / 180``",
+        "[180.0, -90.0]",
+        "[3.1415927410125732, -1.5707963705062866]",
+    ),
+    "rad2deg": (
+        "Radians to degrees, ``x * 180 / pi``",
+        "[3.141592653589793, 1.0]",
+        "[180.0, 57.295780181884766]",
+    ),
+    "signbit": (
+        "True where the sign bit is set (``-0.0`` too)",
+        "[-1.0, 0.0, -0.0]",
+        "[True, False, True]",
+    ),
+    "asinh": ("The inverse hyperbolic sine", "[0.0, 1.0]", "[0.0, 0.8813735842704773]"),
+    "acosh": ("The inverse hyperbolic cosine", "[1.0, 2.0]", "[0.0, 1.316957950592041]"),
+    "atanh": ("The inverse hyperbolic tangent", "[0.0, 0.5]", "[0.0, 0.5493061542510986]"),
+    "negative": ("The negation, ``-x`` (``neg``)", "[1.0, -2.0]", "[-1.0, 2.0]"),
 }
+
+#: The linear ``unary`` kinds, which keep a Partial: why each is linear.
+_LINEAR = {MathKind.NEG: "``-x``", MathKind.DEG2RAD: "a scaling", MathKind.RAD2DEG: "a scaling"}
 
 #: The ``unary`` methods with an example, collected by doctest from here (their functions are
 #: attributes of ``Tensor``, in ``dtorch.api.tensor``, where doctest does not look for them).
@@ -108,8 +147,8 @@ def _unary_doc(kind: MathKind, name: str) -> str:
         return f"The method ``{name}``: one ``{kind.name}`` operator on the tensor."
     summary, example, result = _UNARY_DOCS[name]
     partial = (
-        "a Partial input stays Partial (``-x`` is linear)"
-        if kind == MathKind.NEG
+        f"a Partial input stays Partial ({_LINEAR[kind]} is linear)"
+        if kind in _LINEAR
         else "a Partial input is refused (redistribute it first)"
     )
     placements = f"The result keeps the input's shards; {partial}."
@@ -219,6 +258,19 @@ _IN_PLACE_DOCS: dict[str, tuple[str, str, str]] = {
     "addcdiv": ("[1.0, 2.0]", "dtorch.ones(2), dtorch.tensor([4.0, 0.5])", "[1.25, 4.0]"),
     "addmm": ("[[1.0, 0.0]]", "dtorch.ones(1, 3), dtorch.ones(3, 2)", "[[4.0, 3.0]]"),
     "nan_to_num": ('[float("nan"), float("inf"), 1.0]', "posinf=9.0", "[0.0, 9.0, 1.0]"),
+    "frac": ("[1.5, -2.25]", "", "[0.5, -0.25]"),
+    "logit": ("[0.0, 0.5]", "eps=0.25", "[-1.0986123085021973, 0.0]"),
+    "fmod": ("[-7.0, 7.0]", "3", "[-1.0, 1.0]"),
+    "copysign": ("[1.0, -2.0]", "-1.0", "[-1.0, -2.0]"),
+    "heaviside": ("[-1.0, 0.0, 2.0]", "dtorch.tensor(0.5)", "[0.0, 0.5, 1.0]"),
+    "true_divide": ("[7.0, -7.0]", "2", "[3.5, -3.5]"),
+    "gcd": ("[12, 18]", "8", "[4, 2]"),
+    "lcm": ("[4, 6]", "10", "[20, 30]"),
+    "logical_xor": ("[0, 1, 2]", "dtorch.tensor([1, 1, 0])", "[1, 0, 1]"),
+    "nextafter": ("[0.0, 1.0]", "dtorch.tensor([1.0, 1.0])", "[1.401298464324817e-45, 1.0]"),
+    "ldexp": ("[1.0, 3.0]", "dtorch.tensor([2, -1])", "[4.0, 1.5]"),
+    "clamp_min": ("[-2.0, 3.0]", "0", "[0.0, 3.0]"),
+    "clamp_max": ("[-2.0, 3.0]", "dtorch.tensor([0.0, 5.0])", "[-2.0, 3.0]"),
 }
 
 

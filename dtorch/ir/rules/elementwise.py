@@ -3,9 +3,10 @@
 Shapes broadcast as in torch; dtypes are torch's (probed once, see ``promotion``). On one mesh
 dimension an elementwise operator keeps a shard of any kept dim and accepts Partial only where
 it is linear in that operand: ``P + P``, ``P - P``, ``P * R``, ``R * P``, ``P * scalar``
-(a finite one), ``P / scalar`` (a non-zero one), ``-P``. ``P * R`` keeps Partial as DTensor
-does, which is exact for finite values: an infinite element of the Replicate factor meets the
-other ranks' zero summands and gives NaN where torch gives +-inf (a known gap, tested as such).
+(a finite one), ``P / scalar`` (a non-zero one), ``-P``, ``deg2rad(P)``, ``rad2deg(P)``.
+``P * R`` keeps Partial as DTensor does, which is exact for finite values: an infinite element
+of the Replicate factor meets the other ranks' zero summands and gives NaN where torch gives
++-inf (a known gap, tested as such).
 
 Example:
     >>> import torch
@@ -83,7 +84,12 @@ _UNBOUNDED1 = elementwise(
     hint="a Partial times an infinite number, or divided by 0, would add infinite summands "
     "to NaN; redistribute to Replicate first",
 )
-_MATH_SIGS: dict[MathKind, Signature] = {MathKind.NEG: _LINEAR1}
+#: The linear unary kinds: a negation and the scalings by pi / 180 and 180 / pi.
+_MATH_SIGS: dict[MathKind, Signature] = {
+    MathKind.NEG: _LINEAR1,
+    MathKind.DEG2RAD: _LINEAR1,
+    MathKind.RAD2DEG: _LINEAR1,
+}
 
 
 def broadcast_shapes(name: str, shapes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
@@ -213,11 +219,14 @@ def _negative_int_power(param: BroadcastBinaryParam, dtype: torch.dtype) -> bool
 
 
 #: The integer divisions torch refuses by zero (true division gives a float).
-_INTEGER_DIVISIONS = frozenset({BinaryKind.FLOOR_DIV, BinaryKind.TRUNC_DIV, BinaryKind.REMAINDER})
+_INTEGER_DIVISIONS = frozenset(
+    {BinaryKind.FLOOR_DIV, BinaryKind.TRUNC_DIV, BinaryKind.REMAINDER, BinaryKind.FMOD}
+)
 
 
 def _integer_division_by_zero(param: BroadcastBinaryParam, dtype: torch.dtype) -> bool:
-    """``int_tensor // 0``, ``% 0``, ``div(..., rounding_mode=...)`` by 0."""
+    """``int_tensor // 0``, ``% 0``, ``fmod(int_tensor, 0)``, ``div(..., rounding_mode=...)``
+    by 0."""
     scalar = param.scalar
     if param.binary not in _INTEGER_DIVISIONS or param.scalar_first or scalar is None:
         return False
@@ -233,11 +242,15 @@ def _unbounded(kind: BinaryKind, value: object) -> bool:
 
 
 def math_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
-    """``neg``, ``exp``, ``isnan``, ... of one tensor."""
+    """``neg``, ``exp``, ``isnan``, ... of one tensor; a linear one (``neg``, ``deg2rad``)
+    keeps a Partial whose dtype converts linearly to the result's."""
     assert isinstance(param, BaseMathParam)
     (x,) = inputs
     dtype = math_dtype(name, param.math, x.dtype)
-    return elementwise_placements(name, _MATH_SIGS.get(param.math, _PLAIN1), inputs, x.shape, dtype)
+    sig = _MATH_SIGS.get(param.math, _PLAIN1)
+    if sig is not _PLAIN1 and not _converts_linearly(inputs, dtype):
+        sig = _PLAIN1
+    return elementwise_placements(name, sig, inputs, x.shape, dtype)
 
 
 def activation_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

@@ -38,6 +38,16 @@ def trunc_divide(a: Any, b: Any) -> torch.Tensor:
     return torch.div(a, b, rounding_mode="trunc")
 
 
+def ldexp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.ldexp``; for its exact kernel (a float ``a``, an integer ``b``), which writes
+    into ``a``'s shape and warns when it must grow it, ``a`` broadcast to the result's shape
+    first (the dtype is ``a``'s float either way; others promote as they are)."""
+    exact = a.is_floating_point() and not (b.is_floating_point() or b.dtype == torch.bool)
+    if exact and a.shape != b.shape:
+        a = a.expand(torch.broadcast_shapes(a.shape, b.shape))
+    return torch.ldexp(a, b)
+
+
 BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.ADD: torch.add,
     BinaryKind.SUB: torch.sub,
@@ -62,6 +72,15 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.ATAN2: torch.atan2,
     BinaryKind.HYPOT: torch.hypot,
     BinaryKind.TRUNC_DIV: trunc_divide,
+    BinaryKind.FMOD: torch.fmod,
+    BinaryKind.COPYSIGN: torch.copysign,
+    BinaryKind.HEAVISIDE: torch.heaviside,
+    BinaryKind.FLOAT_POWER: torch.float_power,
+    BinaryKind.GCD: torch.gcd,
+    BinaryKind.LCM: torch.lcm,
+    BinaryKind.LOGICAL_XOR: torch.logical_xor,
+    BinaryKind.NEXTAFTER: torch.nextafter,
+    BinaryKind.LDEXP: ldexp,
 }
 
 MATH: dict[MathKind, Unary] = {
@@ -101,6 +120,18 @@ MATH: dict[MathKind, Unary] = {
     MathKind.ISFINITE: torch.isfinite,
     MathKind.ISPOSINF: torch.isposinf,
     MathKind.ISNEGINF: torch.isneginf,
+    MathKind.LGAMMA: torch.lgamma,
+    MathKind.DIGAMMA: torch.digamma,
+    MathKind.ERFINV: torch.erfinv,
+    MathKind.LOGIT: torch.logit,  # eps=None; a clamp first makes torch's eps
+    MathKind.SINC: torch.sinc,
+    MathKind.DEG2RAD: torch.deg2rad,
+    MathKind.RAD2DEG: torch.rad2deg,
+    MathKind.SIGNBIT: torch.signbit,
+    MathKind.I0: torch.i0,
+    MathKind.ASINH: torch.asinh,
+    MathKind.ACOSH: torch.acosh,
+    MathKind.ATANH: torch.atanh,
 }
 
 
@@ -217,15 +248,37 @@ OPERATORS: dict[BinaryKind, Callable[[Any, Any], Any]] = {
 }
 
 
+#: Binary kinds whose torch function takes a Python number on that side, keyed by (kind,
+#: scalar_first): called with the number itself, so its range checks and promotion are
+#: torch's own for ``torch.fmod(t, 2)`` (``torch.fmod(2, t)`` takes no number: a 0-d tensor).
+NUMBER_FORMS: frozenset[tuple[BinaryKind, bool]] = frozenset(
+    {
+        (BinaryKind.FMOD, False),
+        (BinaryKind.COPYSIGN, False),
+        (BinaryKind.FLOAT_POWER, False),
+        (BinaryKind.FLOAT_POWER, True),
+    }
+)
+
+
 def binary_with_scalar(
-    kind: BinaryKind, x: torch.Tensor, scalar: Scalar, scalar_first: bool
+    kind: BinaryKind,
+    x: torch.Tensor,
+    scalar: Scalar,
+    scalar_first: bool,
+    cast: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """``x <kind> scalar`` (or ``scalar <kind> x``): the Python operator with the number, or
-    the torch function with a 0-d tensor where torch takes tensors only."""
+    """``x <kind> scalar`` (or ``scalar <kind> x``): the Python operator with the number, the
+    torch function with the number where it takes one (``NUMBER_FORMS``), or with a 0-d
+    tensor where torch takes tensors only. ``cast``: the float dtype a kernel cast an integer
+    ``x`` to (its result's), which the 0-d tensor takes too, as both of two integer tensors
+    would (``ldexp(int, True)`` is torch's; ``ldexp`` of a float by a bool tensor it refuses)."""
     fn = OPERATORS.get(kind)
     value: Any = scalar.value
     if fn is None:
-        fn, value = BINARY[kind], scalar_tensor(scalar)
+        fn = BINARY[kind]
+        if (kind, scalar_first) not in NUMBER_FORMS:
+            value = scalar_tensor(scalar) if cast is None else scalar_tensor(scalar).to(cast)
     out = fn(value, x) if scalar_first else fn(x, value)
     assert isinstance(out, torch.Tensor)
     return out

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from dtorch.ir.opkind import OpKind
+from dtorch.ir.opkind import BinaryKind, OpKind
 from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
 from dtorch.ir.rules.torch_ops import (
     ACTIVATION,
@@ -36,6 +36,7 @@ from dtorch.ir.rules.torch_ops import (
     binary_with_alpha,
     binary_with_scalar,
 )
+from dtorch.ir.scalar import ScalarKind
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
@@ -53,17 +54,29 @@ def floated(shards: Shards, dtype: torch.dtype) -> Shards:
     return shards
 
 
+def _exact(param: BroadcastBinaryParam, inputs: Shards) -> bool:
+    """Whether ``ldexp``'s base is a float: torch then reads an integer exponent exactly
+    (``ldexp(0.0, 200)`` is 0), where a float one goes through ``0 * 2 ** 200.0`` (NaN), so
+    the exponent is not cast to the float result."""
+    if param.scalar is not None and param.scalar_first:
+        return param.scalar.kind is ScalarKind.FLOAT
+    return inputs[0].is_floating_point()
+
+
 def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """``a <op> b`` on the local shards, or one shard with the param's scalar."""
     param: BroadcastBinaryParam = ctx.operator.param  # type: ignore[assignment]  # hottest
     out = ctx.outputs[0].dtype
-    if out.is_floating_point:
+    cast = None
+    if out.is_floating_point and not (param.binary is BinaryKind.LDEXP and _exact(param, inputs)):
+        if param.scalar is not None and not inputs[0].is_floating_point():
+            cast = out  # the 0-d tensor of the scalar follows x (only the scalar path reads it)
         inputs = floated(inputs, out)
     if param.scalar is None:
         if param.alpha is not None:
             return [binary_with_alpha(param.binary, inputs[0], inputs[1], param.alpha)]
         return [BINARY[param.binary](inputs[0], inputs[1])]
-    return [binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first)]
+    return [binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first, cast)]
 
 
 def math_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
