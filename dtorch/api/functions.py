@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
+from dtorch.api.handle import TensorBase
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import tensor_arg
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def equal(a: Tensor, b: Tensor) -> bool:
+def equal(input: Tensor, other: Tensor) -> bool:
     """True when both have the same shape and values (waits for both: their values are
     fetched and compared on the client, whatever their placements).
 
@@ -32,26 +33,39 @@ def equal(a: Tensor, b: Tensor) -> bool:
         >>> dtorch.equal(a, dtorch.tensor([1, 2])), dtorch.equal(a, dtorch.tensor([1, 3]))
         (True, False)
     """
-    tensor_arg("equal", a)
-    return a.equal(b)
+    tensor_arg("equal", input)
+    return input.equal(other)
 
 
-def nonzero(t: Tensor, *, as_tuple: bool = False) -> Any:
+def is_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a dtorch tensor, as ``torch.is_tensor`` asks of a torch one (a torch
+    tensor is not: it names no mesh).
+
+    Example:
+        >>> import torch, dtorch
+        >>> dtorch.is_tensor(dtorch.zeros(2)), dtorch.is_tensor(torch.zeros(2))
+        (True, False)
+    """
+    return isinstance(obj, TensorBase)
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
     """Indices of the non-zero elements, ``torch.nonzero`` layout (``as_tuple``: a tuple of
-    one 1-D index tensor per dim, as torch's), replicated on ``t``'s mesh.
+    one 1-D index tensor per dim, as torch's), replicated on ``input``'s mesh.
 
-    The output's shape depends on the values, so this waits for ``t`` (like a value fetch).
+    The output's shape depends on the values, so this waits for ``input`` (like a value
+    fetch).
 
     Example:
         >>> import dtorch
         >>> [i.tolist() for i in dtorch.tensor([[0, 1], [2, 0]]).nonzero(as_tuple=True)]
         [[0, 1], [1, 0]]
     """
-    tensor_arg("nonzero", t)
-    value = t.to_torch()
+    tensor_arg("nonzero", input)
+    value = input.to_torch()
     if not as_tuple:
-        return beside(t, torch.nonzero(value))
-    return tuple(beside(t, i) for i in torch.nonzero(value, as_tuple=True))
+        return beside(input, torch.nonzero(value))
+    return tuple(beside(input, i) for i in torch.nonzero(value, as_tuple=True))
 
 
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -85,3 +85,52 @@ def test_a_loop_over_a_tensor_sharded_on_dim_0_says_it_is_the_loop(graph: dtorch
         list(t)
     rows = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(1)], graph=graph)
     assert [r.tolist() for r in rows] == full.tolist()
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("exp", {}),
+        ("abs", {}),
+        ("floor", {}),
+        ("lgamma", {}),
+        ("clone", {}),
+        ("detach", {}),
+        ("tril", {"diagonal": 1}),
+        ("triu", {}),
+        ("equal", {"other": None}),
+        ("nonzero", {}),
+    ],
+)
+def test_functions_take_torchs_input_keyword(name: str, kwargs: dict, graph: dtorch.Graph) -> None:  # type: ignore[type-arg]
+    """``dtorch.exp(input=t)`` as ``torch.exp(input=t)`` (the functions that are Tensor
+    methods named their tensor ``self`` or ``t``)."""
+    full = torch.tensor([[0.5, -1.0], [2.0, 0.0]])
+    t = dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2))
+    ours = {k: t if v is None else v for k, v in kwargs.items()}
+    theirs = {k: full if v is None else v for k, v in kwargs.items()}
+    got = getattr(dtorch, name)(input=t, **ours)
+    want = getattr(torch, name)(input=full, **theirs)
+    if isinstance(want, torch.Tensor):
+        assert torch.equal(got.to_torch(), want)
+    else:
+        assert got == want
+
+
+_TORCHS_OWN = ["no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "is_grad_enabled"]
+_TORCHS_OWN += ["manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state"]
+
+
+def test_torchs_autograd_switches_and_random_state_are_torchs(graph: dtorch.Graph) -> None:
+    """dtorch records no gradients and draws from torch's default generator: its
+    ``no_grad``, ``manual_seed`` ... are torch's own, so a program's ``dtorch.manual_seed(3)``
+    gives ``dtorch.randn`` torch's values."""
+    for name in _TORCHS_OWN:
+        assert getattr(dtorch, name) is getattr(torch, name)
+    dtorch.manual_seed(3)
+    drawn = dtorch.randn(
+        5, device_mesh=dtorch.init_device_mesh("cpu", 2), placements=[dtorch.Shard(0)]
+    )
+    torch.manual_seed(3)
+    assert torch.equal(drawn.to_torch(), torch.randn(5))
+    assert dtorch.is_tensor(drawn) and not dtorch.is_tensor(torch.zeros(1))

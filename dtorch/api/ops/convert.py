@@ -92,10 +92,10 @@ def cuda_device(device: Any) -> str:
     return f"cuda:{as_int('cuda', 'device', device)}"
 
 
-def clone(t: Tensor, *, memory_format: Any = torch.preserve_format) -> Tensor:
-    """A copy of ``t`` with its shape, dtype, mesh and placements (a Partial stays Partial):
+def clone(input: Tensor, *, memory_format: Any = torch.preserve_format) -> Tensor:
+    """A copy of ``input`` with its shape, dtype, mesh and placements (a Partial stays Partial):
     later in-place writes to either do not reach the other. ``memory_format``: torch's
-    ``preserve_format`` (the copy keeps ``t``'s memory order, as torch's) or
+    ``preserve_format`` (the copy keeps ``input``'s memory order, as torch's) or
     ``contiguous_format`` (row-major).
 
     Example:
@@ -106,8 +106,8 @@ def clone(t: Tensor, *, memory_format: Any = torch.preserve_format) -> Tensor:
         ([0, 1, 2], [1, 2, 3])
     """
     if checked_format("clone", memory_format) is torch.preserve_format:
-        return _preserving(record("clone", _CLONE, (t,))[0], t)
-    return _row_major_copy(t)
+        return _preserving(record("clone", _CLONE, (input,))[0], input)
+    return _row_major_copy(input)
 
 
 def _row_major_copy(t: Tensor) -> Tensor:
@@ -224,7 +224,7 @@ def assign(name: str, target: Tensor, result: Tensor) -> Tensor:
     return target
 
 
-def detach(t: Tensor) -> Tensor:
+def detach(input: Tensor) -> Tensor:
     """A new handle to the same value, as torch's ``detach`` shares storage: an in-place write
     through either is seen by both (dtorch records no gradients, so nothing else changes).
 
@@ -235,8 +235,8 @@ def detach(t: Tensor) -> Tensor:
         >>> t.tolist()
         [1, 2, 3]
     """
-    tensor_arg("detach", t)
-    return t._alias()
+    tensor_arg("detach", input)
+    return input._alias()
 
 
 def type_as(t: Tensor, other: Tensor) -> Tensor:

@@ -157,7 +157,7 @@ def _on_mesh(t: Tensor) -> dict[str, Any]:
     return {"graph": t.graph, "device_mesh": t.device_mesh, "device": None, "placements": None}
 
 
-def tril(t: Tensor, diagonal: int = 0) -> Tensor:
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     """torch's ``tril``: zeros above ``diagonal`` of the last two dims (a ``masked_fill`` by a
     replicated mask of column minus row indices), whatever their placements.
 
@@ -166,10 +166,10 @@ def tril(t: Tensor, diagonal: int = 0) -> Tensor:
         >>> dtorch.ones(2, 3).tril(1).tolist()
         [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
     """
-    return masked_fill(t, _offsets("tril", t, diagonal) > diagonal, 0)
+    return masked_fill(input, _offsets("tril", input, diagonal) > diagonal, 0)
 
 
-def triu(t: Tensor, diagonal: int = 0) -> Tensor:
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     """torch's ``triu``: zeros below ``diagonal`` of the last two dims (see ``tril``).
 
     Example:
@@ -177,7 +177,7 @@ def triu(t: Tensor, diagonal: int = 0) -> Tensor:
         >>> dtorch.ones(2, 3).triu(1).tolist()
         [[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
     """
-    return masked_fill(t, _offsets("triu", t, diagonal) < diagonal, 0)
+    return masked_fill(input, _offsets("triu", input, diagonal) < diagonal, 0)
 
 
 def _offsets(name: str, t: Tensor, diagonal: int) -> Tensor:

@@ -165,8 +165,8 @@ def unary(kind: MathKind, name: str) -> Callable[[Tensor], Tensor]:
     """The method ``name``: one ``kind`` operator on the tensor, its docstring from
     ``_UNARY_DOCS``."""
 
-    def method(self: Tensor) -> Tensor:
-        return _unary(kind, name, self)
+    def method(input: Tensor) -> Tensor:  # torch's name: dtorch.exp(input=t) as torch.exp
+        return _unary(kind, name, input)
 
     _named(method, name)
     method.__doc__ = _unary_doc(kind, name)
