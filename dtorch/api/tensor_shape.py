@@ -81,6 +81,63 @@ class TensorShapes:
     swapaxes = _sh.transpose
     swapdims = _sh.transpose
 
+    # --- views in place: the handle becomes its own view (torch's ``unsqueeze_``, ``t_``) ---
+    def _viewed(self: Tensor, view: Tensor) -> Tensor:
+        """``self`` standing for ``view`` of its own value, as torch's in-place view methods
+        change the tensor's shape and strides: the same object, the same memory (its other
+        views and aliases keep theirs); returns ``self``."""
+        if view is not self:
+            self._rebind(view)
+        return self
+
+    def unsqueeze_(self: Tensor, dim: int) -> Tensor:
+        """torch's ``unsqueeze_``: ``unsqueeze(dim)`` in place (see ``_viewed``).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.arange(3)
+            >>> t.unsqueeze_(0) is t, t.shape
+            (True, torch.Size([1, 3]))
+        """
+        return self._viewed(_sh.unsqueeze(self, dim))
+
+    def squeeze_(self: Tensor, dim: Any = None) -> Tensor:
+        """torch's ``squeeze_``: ``squeeze(dim)`` in place (see ``_viewed``).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.zeros(1, 3, 1)
+            >>> t.squeeze_() is t, t.shape
+            (True, torch.Size([3]))
+        """
+        return self._viewed(_sh.squeeze(self) if dim is None else _sh.squeeze(self, dim))
+
+    def transpose_(self: Tensor, dim0: int, dim1: int) -> Tensor:
+        """torch's ``transpose_`` (and ``swapdims_``, ``swapaxes_``): ``transpose`` in place
+        (see ``_viewed``): the handle's dims swap, its memory stays.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.arange(6).view(2, 3)
+            >>> t.transpose_(0, 1) is t, t.tolist()
+            (True, [[0, 3], [1, 4], [2, 5]])
+        """
+        return self._viewed(_sh.transpose(self, dim0, dim1))
+
+    swapdims_ = transpose_
+    swapaxes_ = transpose_
+
+    def t_(self: Tensor) -> Tensor:
+        """torch's ``t_``: ``t()`` in place (a 0-D or 1-D tensor stays as it is).
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.arange(6).view(2, 3)
+            >>> t.t_() is t, t.shape
+            (True, torch.Size([3, 2]))
+        """
+        return self._viewed(self.t())
+
     @property
     def T(self: Tensor) -> Tensor:
         return _sh.permute(self, *reversed(range(self.ndim)))

@@ -331,3 +331,35 @@ def test_a_failed_write_through_a_view_fails_its_base_and_siblings(
             with pytest.raises(KernelError, match="out of bounds"):
                 t.to_torch()
         assert torch.equal(other.to_torch(), torch.zeros(4, 3))
+
+
+_IN_PLACE_VIEWS: dict[str, Callable[[Any], Any]] = {
+    "unsqueeze_": lambda t: t.unsqueeze_(0),
+    "squeeze_": lambda t: t.squeeze_(0),
+    "squeeze_ all": lambda t: t.squeeze_(),
+    "t_": lambda t: t.t_(),
+    "transpose_": lambda t: t.transpose_(0, 1),
+    "swapdims_": lambda t: t.swapdims_(1, 0),
+    "swapaxes_": lambda t: t.swapaxes_(0, 1),
+}
+
+
+@pytest.mark.parametrize("placements", [[Shard(0)], [Shard(1)], [Replicate()]], ids=str)
+@pytest.mark.parametrize("name", list(_IN_PLACE_VIEWS))
+def test_views_in_place_change_the_handle_not_its_memory(
+    graph: dtorch.Graph, placements: list[dtorch.Placement], name: str
+) -> None:
+    """torch's in-place view methods return the tensor itself with the view's shape; the
+    memory is the same, so a later in-place write reaches its alias and its other views,
+    which keep their own shapes (the methods were missing)."""
+    view_in_place = _IN_PLACE_VIEWS[name]
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(12.0).reshape(3, 4)
+    x = dtorch.from_torch(full, device_mesh=mesh, placements=placements, graph=graph)
+    alias, part = x.detach(), x[:, 1:3]
+    want = full.clone()
+    want_alias, want_part = want.detach(), want[:, 1:3]
+    for step in (view_in_place, lambda t: t.mul_(2)):
+        assert step(x) is x and step(want) is want
+        assert x.shape == want.shape and torch.equal(x.to_torch(), want)
+    assert torch.equal(alias.to_torch(), want_alias) and torch.equal(part.to_torch(), want_part)
