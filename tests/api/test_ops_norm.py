@@ -318,6 +318,25 @@ def test_batch_norm_training_of_one_sharded_channel(
     torch.testing.assert_close(dvar.to_torch(), var)
 
 
+@pytest.mark.parametrize("shape", [(0, 3, 2, 2), (0, 3), (4, 3, 0)], ids=str)
+@pytest.mark.parametrize("stats", [True, False], ids=["running stats", "none"])
+def test_batch_norm_training_of_an_empty_batch(
+    shape: tuple[int, ...], stats: bool, graph: dtorch.Graph
+) -> None:
+    """An empty batch in training mode gives torch's empty result and leaves the running
+    statistics as they were (it was refused: 'expected more than 1 value per channel')."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    x = torch.randn(*shape)
+    mean, var = (torch.zeros(3), torch.ones(3)) if stats else (None, None)
+    dmean, dvar = (place(t, mesh, [R], graph) if t is not None else None for t in (mean, var))
+    out = DF.batch_norm(place(x, mesh, [S0], graph), dmean, dvar, training=True)
+    want = F.batch_norm(x, mean, var, training=True)
+    assert out.shape == want.shape and torch.equal(out.to_torch(), want)
+    if stats:
+        assert torch.equal(dmean.to_torch(), torch.zeros(3))
+        assert torch.equal(dvar.to_torch(), torch.ones(3))
+
+
 @pytest.mark.parametrize("role", ["running_mean", "running_var", "weight", "bias"])
 def test_batch_norm_training_checks_the_vector_sizes(role: str, graph: dtorch.Graph) -> None:
     """Training mode checks every per-channel vector before any arithmetic (torch refuses the

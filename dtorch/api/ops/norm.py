@@ -281,8 +281,11 @@ def _batch_statistics(
             f"batch_norm: got {format_placements(x.placements)} for x in training mode; "
             f"accepted: Replicate or any Shard on each mesh dim. Redistribute Partial first"
         )
-    count = math.prod(x.shape) // max(x.shape[1], 1)
-    if count <= 1:
+    count = math.prod(x.shape[:1] + x.shape[2:])
+    if count == 0:  # torch's empty batch: an empty result, the running statistics unchanged
+        mean = x.new_zeros(x.shape[1]) if running_mean is None else running_mean
+        return mean, x.new_ones(x.shape[1]) if running_var is None else running_var
+    if count == 1:
         raise ValueError(
             f"batch_norm: expected more than 1 value per channel when training, got input size "
             f"{list(x.shape)}"
