@@ -337,6 +337,30 @@ def test_batch_norm_training_of_an_empty_batch(
         assert torch.equal(dvar.to_torch(), torch.ones(3))
 
 
+def test_batch_norm_training_takes_both_running_statistics_or_neither(graph: dtorch.Graph) -> None:
+    """torch's refusal of one running statistic without the other in training mode (the
+    given one was updated alone)."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    x = place(torch.randn(4, 3), mesh, [S0], graph)
+    stats = place(torch.zeros(3), mesh, [R], graph)
+    for mean, var in ((stats, None), (None, stats)):
+        with pytest.raises(ValueError, match="both be None or neither"):
+            F.batch_norm(torch.randn(4, 3), None if mean is None else torch.zeros(3),
+                         None if var is None else torch.ones(3), training=True)  # fmt: skip
+        with pytest.raises(ValueError, match="both be None or neither"):
+            DF.batch_norm(x, mean, var, training=True)
+    assert torch.equal(stats.to_torch(), torch.zeros(3))
+
+
+def test_interpolate_takes_0d_tensor_sizes(graph: dtorch.Graph) -> None:
+    """A 0-d torch tensor as a size is its number, as in torch (it was a ParamError)."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    full = torch.randn(2, 1, 4, 4)
+    x = place(full, mesh, [S0], graph)
+    for kw in ({"size": torch.tensor(3)}, {"size": (torch.tensor(3), 2)}):
+        torch.testing.assert_close(DF.interpolate(x, **kw).to_torch(), F.interpolate(full, **kw))
+
+
 @pytest.mark.parametrize("role", ["running_mean", "running_var", "weight", "bias"])
 def test_batch_norm_training_checks_the_vector_sizes(role: str, graph: dtorch.Graph) -> None:
     """Training mode checks every per-channel vector before any arithmetic (torch refuses the

@@ -200,6 +200,11 @@ def batch_norm(
     _check_alike(input, present)
     factor = momentum if isinstance(momentum, TensorBase) else float(momentum)
     if training:  # checked before the statistics and the running ones are recorded
+        if (running_mean is None) != (running_var is None):
+            raise ValueError(
+                "batch_norm: running_mean and running_var must either both be None or neither "
+                "be None"
+            )
         _check_channels(input, **given)
         stats_of = _in_dtype_of(input, list(present.values()))
         mean, var = _batch_statistics(stats_of, running_mean, running_var, factor)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from dtorch.api.dims import as_int
 from dtorch.api.ops.conv import IntOrPair, int_pair
@@ -173,8 +174,12 @@ def interpolate(
 
 
 def _repeat(value: object, n: int, kind: type[int] | type[float]) -> tuple[Any, ...]:
-    # one number for every resampled dim, or one per dim (torch checks the count)
+    # one number for every resampled dim, or one per dim (torch checks the count); a 0-d
+    # torch tensor counts as its number, as in torch
+    value = _item(value)
     items = [value] * n if isinstance(value, numbers.Real) else value
+    if isinstance(items, (list, tuple)):
+        items = [_item(v) for v in items]
     allowed = numbers.Integral if kind is int else numbers.Real  # numpy numbers too
     if (
         not isinstance(items, Sequence)
@@ -185,6 +190,10 @@ def _repeat(value: object, n: int, kind: type[int] | type[float]) -> tuple[Any, 
         raise ParamError(f"interpolate: size and scale_factor take a number or a sequence of "
                          f"{what}; got {value!r}")  # fmt: skip
     return tuple(kind(v) for v in items)
+
+
+def _item(value: Any) -> Any:
+    return value.item() if isinstance(value, torch.Tensor) and value.ndim == 0 else value
 
 
 def _pad_ints(pad: Any) -> tuple[int, ...]:
