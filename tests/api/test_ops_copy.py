@@ -378,3 +378,22 @@ def test_copy_formats_and_flags_take_torchs_keywords(graph: dtorch.Graph) -> Non
         for device in ("cuda:0", torch.device("cuda", 0), 0):
             with pytest.raises(MeshError, match=r"DeviceMesh\('cuda', \[0\]\)"):
                 t.cuda(device, non_blocking=True)
+
+
+@pytest.mark.parametrize("name", ["float", "double", "half", "int"])
+def test_cast_methods_take_torchs_memory_format(name: str, graph: dtorch.Graph) -> None:
+    """``t.float(memory_format=torch.contiguous_format)`` of a transpose is row-major: a
+    ``view(-1)`` of it shares its memory, as torch's does; ``preserve_format`` keeps the
+    values; channels-last is refused (the keyword was refused)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(6).view(2, 3)
+    t = dtorch.from_torch(full, device_mesh=mesh, graph=graph)
+    kept = getattr(t.T, name)(memory_format=torch.preserve_format)
+    assert torch.equal(kept.to_torch(), getattr(full.T, name)())
+    row_major = getattr(t.T, name)(memory_format=torch.contiguous_format)
+    want = getattr(full.T, name)(memory_format=torch.contiguous_format)
+    row_major.view(-1)[0] = 9
+    want.view(-1)[0] = 9
+    assert torch.equal(row_major.to_torch(), want) and torch.equal(t.to_torch(), full)
+    with pytest.raises(ParamError, match="channels_last is not supported"):
+        getattr(t, name)(memory_format=torch.channels_last)

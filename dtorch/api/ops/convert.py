@@ -110,6 +110,28 @@ def clone(input: Tensor, *, memory_format: Any = torch.preserve_format) -> Tenso
     return _row_major_copy(input)
 
 
+def cast_in(name: str, t: Tensor, dtype: torch.dtype, memory_format: Any) -> Tensor:
+    """The cast method ``name`` (``t.float()``...) with torch's ``memory_format``: the copy
+    in ``t``'s memory order (``preserve_format``) or row-major (``contiguous_format``); ``t``
+    itself where it has ``dtype`` already, as torch returns it either way.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.arange(6).view(2, 3).T
+        >>> cast_in("float", t, torch.float32, torch.contiguous_format).view(-1).tolist()
+        [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    """
+    fmt = checked_format(name, memory_format)
+    out = cast(t, dtype)
+    if out is t or fmt is torch.preserve_format:
+        return out
+    strides = known(out)  # the cast's own copy: made row-major in place of a second copy
+    if strides is not None and is_contiguous(out.shape, strides):
+        return out
+    param = _ROW_MAJOR if strides is None else _ROW_MAJOR_COPY
+    return mark(record(name, param, (out,))[0], ROW_MAJOR)
+
+
 def _row_major_copy(t: Tensor) -> Tensor:
     """``clone(memory_format=torch.contiguous_format)``: a row-major copy, in one copy where
     ``t``'s strides are known (a contiguous copy where torch's layout is another)."""

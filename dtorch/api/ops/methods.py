@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 import torch
 
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.convert import assign, fits
-from dtorch.api.ops.convert import cast as _cast
+from dtorch.api.ops.convert import assign, cast_in, fits
 from dtorch.api.ops.elementwise import binary as _binary
 from dtorch.api.ops.elementwise import unary as _unary
 from dtorch.errors import DtypeError, PlacementError, ShapeError
@@ -231,8 +230,8 @@ def cast(dtype: torch.dtype, name: str) -> Callable[[Tensor], Tensor]:
     """The cast method ``name`` (``float``, ``long``, ...): the tensor in ``dtype``, its
     docstring from ``_CAST_DOCS``."""
 
-    def method(self: Tensor) -> Tensor:
-        return _cast(self, dtype)
+    def method(self: Tensor, *, memory_format: Any = torch.preserve_format) -> Tensor:
+        return cast_in(name, self, dtype, memory_format)
 
     _named(method, name)
     method.__doc__ = _cast_doc(dtype, name)
