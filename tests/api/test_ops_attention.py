@@ -192,19 +192,22 @@ def test_gqa_uneven_head_split_is_refused(mesh_shape: tuple[int, ...], graph: dt
         DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
 
 
-def test_gqa_replicate_kv_over_an_uneven_q_head_split_is_refused(graph: dtorch.Graph) -> None:
-    """8 q heads over 3 devices: no repeat of the kv heads lines up with q's chunks."""
-    mesh = dtorch.init_device_mesh("cpu", 3)
-    q = place(_QG, mesh, [S1], graph)  # a Replicate k/v chunked to match is checked too
-    k, v = (place(t, mesh, [R], graph) for t in (_KG, _VG))
-    with pytest.raises(PlacementError, match="accepted: a head split that divides") as caught:
-        DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    assert "got (R" in str(caught.value) and "chunked as q's heads" in str(caught.value)
-    assert "repeat_interleave(2, dim=1)" in str(caught.value)  # the way out it names works:
-    k, v = (t.repeat_interleave(2, dim=1) for t in (k, v))
-    out = DF.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    want = F.scaled_dot_product_attention(_QG, _KG, _VG, enable_gqa=True)
-    torch.testing.assert_close(out.to_torch(), want)
+@pytest.mark.parametrize(("devices", "q_heads", "kv_heads"), [(3, 8, 4), (4, 6, 3), (2, 9, 3)])
+def test_gqa_replicate_kv_over_an_uneven_q_head_split(  # type: ignore[no-untyped-def]
+    devices, q_heads, kv_heads, graph
+) -> None:
+    """q heads that do not split evenly (8 over 3 devices: 3, 3, 2): Replicate kv heads are
+    repeated to q's heads, so each device's q heads meet theirs (it was refused, naming the
+    repeat_interleave that now runs)."""
+    mesh = dtorch.init_device_mesh("cpu", devices)
+    fulls = [torch.randn(2, h, 5, 4, generator=_G) for h in (q_heads, kv_heads, kv_heads)]
+    q = place(fulls[0], mesh, [S1], graph)
+    k, v = (place(t, mesh, [R], graph) for t in fulls[1:])
+    for causal in (False, True):
+        out = DF.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=causal)
+        want = F.scaled_dot_product_attention(*fulls, enable_gqa=True, is_causal=causal)
+        assert out.placements == [S1]
+        torch.testing.assert_close(out.to_torch(), want)
 
 
 @pytest.mark.parametrize(

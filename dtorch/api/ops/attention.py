@@ -167,11 +167,13 @@ def _kv_for_head_split(
     hq, hk = q.shape[heads], k.shape[heads]
     mesh = q.device_mesh
     parts = _head_parts(q)
-    if hq == hk or hk % parts == 0 or hq % parts or hq % hk or hk != v.shape[heads]:
+    if hq == hk or hk % parts == 0 or hq % hk or hk != v.shape[heads]:
         return k, v, param  # nothing to do, or what the rule names
     if {k.device_mesh, v.device_mesh} != {mesh} or Shard(heads) in (*k.placements, *v.placements):
         return k, v, param
-    r = parts // math.gcd(hk, parts)  # divides Hq / Hk, since parts divides Hq = Hk * g
+    # parts dividing Hq = Hk * g: r divides g; else (an uneven head split) each kv head once
+    # per q head, so every device's q heads meet theirs however torch.chunk splits them
+    r = parts // math.gcd(hk, parts) if hq % parts == 0 else hq // hk
     k, v = (repeat_interleave(t, r, heads) for t in (k, v))
     return k, v, param
 
