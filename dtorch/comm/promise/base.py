@@ -186,6 +186,7 @@ def _number(name: str, value: object, accepted: str) -> float:
 def future_timeout(name: str, timeout_s: float) -> FutureTimeoutError:
     """The error of a future that was not settled within ``timeout_s``."""
     return FutureTimeoutError(
-        f"the future of promise {name!r} was not ready after {timeout_s:g}s "
-        "(nobody set it: was its operator run, or did its worker die?)"
+        f"the future of promise {name!r} was not ready after {timeout_s:g}s (it is set when "
+        "the devices have run what it waits for: wait longer, or, if they should have by "
+        "now, look for a worker that stopped)"
     )
