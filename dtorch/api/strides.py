@@ -51,8 +51,12 @@ class RowMajor(enum.Enum):
 
 
 ROW_MAJOR = RowMajor.ROW_MAJOR
-#: What a handle's ``_strides`` slot holds: strides, the row-major marker, or None (unknown).
-Layout = Strides | RowMajor | None
+#: Strides of which only some are known (None: unknown): an ``expand`` of a tensor whose strides
+#: are unknown knows its new stride-0 dims, all that ``overlapping`` asks.
+SomeStrides = tuple[int | None, ...]
+#: What a handle's ``_strides`` slot holds: strides, some strides, the row-major marker, or
+#: None (unknown).
+Layout = Strides | SomeStrides | RowMajor | None
 
 #: Operators whose result torch makes row-major when every tensor input is contiguous (its
 #: TensorIterator's fast setup, reductions, normalisations, ``cat``, matmul's ``mm`` and
@@ -91,7 +95,17 @@ ROW_MAJOR_KINDS = frozenset(
 def known(t: TensorBase) -> Strides | None:
     """``t``'s global strides where known, else None (the devices judge by their shards)."""
     strides = getattr(t, "_strides", None)  # unset on the results of most operators: unknown
-    return contiguous_strides(t.shape) if strides is ROW_MAJOR else strides
+    if strides is ROW_MAJOR:
+        return contiguous_strides(t.shape)
+    return None if strides is None or None in strides else strides
+
+
+def some(t: TensorBase) -> SomeStrides:
+    """``t``'s global strides, each None where not known."""
+    strides = getattr(t, "_strides", None)
+    if strides is ROW_MAJOR:
+        return contiguous_strides(t.shape)
+    return (None,) * len(t.shape) if strides is None else strides
 
 
 def layout(t: TensorBase) -> Layout:
@@ -103,6 +117,15 @@ def mark(t: H, strides: Layout) -> H:
     """``t`` with its global strides (None: unknown)."""
     t._strides = strides
     return t
+
+
+def mark_some(t: H, strides: SomeStrides) -> H:
+    """``t`` with what is known of its strides (``some``): None where nothing is."""
+    return mark(t, None if strides and all(s is None for s in strides) else strides)
+
+
+def _times(stride: int | None, factor: int) -> int | None:
+    return None if stride is None else stride * factor
 
 
 #: The binary kinds that raise a number to a tensor's power (not in the tensor's order).
@@ -133,8 +156,9 @@ def mark_fresh(param: OpParam, outputs: Sequence[TensorBase], inputs: Sequence[T
         strides = layout(t)
         if strides is ROW_MAJOR or (strides is not None and strides == contiguous_strides(t.shape)):
             continue
-        if strides is not None and len(inputs) == 1 and _same_layout(param):
-            outputs[0]._strides = preserved(t.shape, strides)
+        whole = None if strides is None else known(t)  # some strides unknown: nothing kept
+        if whole is not None and len(inputs) == 1 and _same_layout(param):
+            outputs[0]._strides = preserved(t.shape, whole)
         return
     for out in outputs:
         out._strides = ROW_MAJOR
@@ -264,31 +288,32 @@ def _compare(shape: Sequence[int], strides: Strides, a: int, b: int) -> int:
     return 1 if shape[a] > shape[b] else 0
 
 
-def indexed(shape: Sequence[int], strides: Strides, index: Sequence[IndexEntry]) -> Strides:
+def indexed(shape: Sequence[int], strides: SomeStrides, index: Sequence[IndexEntry]) -> SomeStrides:
     """The strides of basic indexing (a normalized index: an entry per dim, None adds one),
-    applied entry by entry as torch's ``applySlicing`` does."""
+    applied entry by entry as torch's ``applySlicing`` does (an unknown one stays unknown)."""
     sizes, out, dim = list(shape), list(strides), 0
     for entry in index:
         if entry is None:
-            out.insert(dim, sizes[dim] * out[dim] if dim < len(sizes) else 1)
+            out.insert(dim, _times(out[dim], sizes[dim]) if dim < len(sizes) else 1)
             sizes.insert(dim, 1)
             dim += 1
         elif isinstance(entry, SliceIndex):
-            out[dim] *= entry.step
+            out[dim] = _times(out[dim], entry.step)
             dim += 1
         else:  # an int: the dim goes
             del sizes[dim], out[dim]
     return tuple(out)
 
 
-def unsqueezed(shape: Sequence[int], strides: Strides, dim: int) -> Strides:
-    """torch's strides for a new size-1 dim at ``dim``."""
-    new = shape[dim] * strides[dim] if dim < len(shape) else 1
+def unsqueezed(shape: Sequence[int], strides: SomeStrides, dim: int) -> SomeStrides:
+    """torch's strides for a new size-1 dim at ``dim`` (an unknown one stays unknown)."""
+    new = _times(strides[dim], shape[dim]) if dim < len(shape) else 1
     return (*strides[:dim], new, *strides[dim:])
 
 
-def expanded(shape: Sequence[int], strides: Strides, target: Sequence[int]) -> Strides:
-    """``expand``'s strides: 0 for new leading dims and for size-1 dims made larger."""
+def expanded(shape: Sequence[int], strides: SomeStrides, target: Sequence[int]) -> SomeStrides:
+    """``expand``'s strides: 0 for new leading dims and for size-1 dims made larger (known
+    whatever ``strides`` knows; the others as given)."""
     lead = len(target) - len(shape)
     kept = [
         0 if size == 1 and want != 1 else stride

@@ -363,3 +363,25 @@ def test_views_in_place_change_the_handle_not_its_memory(
         assert step(x) is x and step(want) is want
         assert x.shape == want.shape and torch.equal(x.to_torch(), want)
     assert torch.equal(alias.to_torch(), want_alias) and torch.equal(part.to_torch(), want_part)
+
+
+@pytest.mark.parametrize(
+    "view",
+    [lambda e: e, lambda e: e.T, lambda e: e[1:3], lambda e: e.unsqueeze(0), lambda e: e[0]],
+    ids=["expanded", "transposed", "sliced", "unsqueezed", "a row"],
+)
+def test_writes_into_an_expand_of_a_tensor_of_unknown_strides_are_refused(
+    graph: dtorch.Graph, view: Callable[[Any], Any]
+) -> None:
+    """A redistributed tensor has unknown strides (its devices decide its layout), yet the
+    stride-0 dims ``expand`` makes are known, and so are those of views of it: torch's
+    refusal holds there too (the add changed the input once)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(16.0).reshape(4, 4)
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+    base = t.redistribute(placements=[Replicate()])
+    with pytest.raises(RuntimeError, match="single memory location"):
+        view(full.clone()[:, :1].expand(4, 3)).add_(1.0)
+    with pytest.raises(ShapeError, match="single memory location"):
+        view(base[:, :1].expand(4, 3)).add_(1.0)
+    assert torch.equal(base.to_torch(), full)

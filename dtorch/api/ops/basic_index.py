@@ -29,7 +29,7 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import writable
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import record, tensor_arg
-from dtorch.api.strides import indexed, known, mark
+from dtorch.api.strides import indexed, mark_some, some
 from dtorch.errors import DimError, ParamError, ShapeError
 from dtorch.ir.params import GetItemParam, IndexEntry, SetItemParam, SliceIndex
 
@@ -128,8 +128,7 @@ def sliced(name: str, t: Tensor, entries: tuple[IndexEntry, ...]) -> Tensor:
     """Record the basic-index view ``t[entries]`` (normalised), with its global strides where
     ``t``'s are known (``dtorch.api.strides``)."""
     out = record(name, GetItemParam(entries), (t,))[0]
-    strides = known(t)
-    return out if strides is None else mark(out, indexed(t.shape, strides, entries))
+    return mark_some(out, indexed(t.shape, some(t), entries))  # a view keeps stride-0 dims
 
 
 def setitem(t: Tensor, index: Any, value: Any) -> None:

@@ -36,6 +36,8 @@ from dtorch.api.strides import (
     known,
     layout,
     mark,
+    mark_some,
+    some,
     unsqueezed,
     view_strides,
 )
@@ -192,11 +194,8 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     else:
         dims = normalize_dims(dim, input.ndim, op="squeeze")
     out = record("squeeze", SqueezeParam(dims), (input,))[0]
-    strides = known(input)
-    if strides is None:
-        return out
     gone = {d for d in dims if input.shape[d] == 1}
-    return mark(out, tuple(s for d, s in enumerate(strides) if d not in gone))
+    return mark_some(out, tuple(s for d, s in enumerate(some(input)) if d not in gone))
 
 
 @numpy_names
@@ -213,8 +212,7 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
     tensor_arg("unsqueeze", input)
     d = normalize_dim(dim, input.ndim + 1, op="unsqueeze")
     out = record("unsqueeze", UnsqueezeParam(d), (input,))[0]
-    strides = known(input)
-    return out if strides is None else mark(out, unsqueezed(input.shape, strides, d))
+    return mark_some(out, unsqueezed(input.shape, some(input), d))
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -236,8 +234,8 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 
 def _permuted(out: Tensor, input: Tensor, order: Sequence[int]) -> Tensor:
     """``out`` (``input``'s dims in ``order``) with its strides, where ``input``'s are known."""
-    strides = known(input)
-    return out if strides is None else mark(out, tuple(strides[d] for d in order))
+    strides = some(input)
+    return mark_some(out, tuple(strides[d] for d in order))
 
 
 def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
@@ -289,8 +287,7 @@ def expand(t: Tensor, *shape: Any) -> Tensor:
         if target[offset + i] == -1:
             target[offset + i] = size
     out = record("expand", ExpandParam(tuple(target)), (t,))[0]
-    strides = known(t)
-    return out if strides is None else mark(out, expanded(t.shape, strides, target))
+    return mark_some(out, expanded(t.shape, some(t), target))  # stride-0 dims: known anyway
 
 
 def contiguous(t: Tensor, memory_format: Any = torch.contiguous_format) -> Tensor:
