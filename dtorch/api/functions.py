@@ -37,6 +37,23 @@ def equal(input: Tensor, other: Tensor) -> bool:
     return input.equal(other)
 
 
+def manual_seed(seed: int) -> torch.Generator:
+    """``torch.manual_seed``: seeds torch's default generator, which dtorch's random
+    functions draw from when given none (so ``dtorch.randn`` then holds torch's values).
+    A call, not torch's object: torch's compiler swaps ``torch.manual_seed`` for a wrapper
+    once it is imported, and this follows whichever is current.
+
+    Example:
+        >>> import torch, dtorch
+        >>> _ = dtorch.manual_seed(5)
+        >>> drawn = dtorch.randn(3).to_torch()
+        >>> _ = torch.manual_seed(5)
+        >>> torch.equal(drawn, torch.randn(3))
+        True
+    """
+    return torch.manual_seed(seed)
+
+
 def is_tensor(obj: Any) -> bool:
     """Whether ``obj`` is a dtorch tensor, as ``torch.is_tensor`` asks of a torch one (a torch
     tensor is not: it names no mesh).

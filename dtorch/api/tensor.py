@@ -23,7 +23,9 @@ and the rest are a line calling ``ops``. The shape and conversion methods are th
 ``dtorch.api.tensor_shape.TensorShapes`` and ``dtorch.api.tensor_convert.TensorConversions``,
 the selection, ordering and scatter methods the mixin ``dtorch.api.tensor_index.TensorIndexing``,
 more elementwise math (``lgamma``, ``fmod``, ``gcd``, ...) the mixin
-``dtorch.api.tensor_math.TensorMath``.
+``dtorch.api.tensor_math.TensorMath``, the order statistics, running extremes and shifts
+(``median``, ``cummax``, ``bitwise_left_shift``, ...) the mixin
+``dtorch.api.tensor_order.TensorOrder``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ from dtorch.api.tensor_convert import TensorConversions
 from dtorch.api.tensor_grad import TensorGrad
 from dtorch.api.tensor_index import TensorIndexing
 from dtorch.api.tensor_math import TensorMath
+from dtorch.api.tensor_more import TensorMore
+from dtorch.api.tensor_order import TensorOrder
 from dtorch.api.tensor_shape import TensorShapes
 from dtorch.errors import PlacementError
 from dtorch.ir.opkind import BinaryKind as B
@@ -64,7 +68,16 @@ from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
 
 
-class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing, TensorGrad, TensorMath):
+class Tensor(
+    TensorBase,
+    TensorShapes,
+    TensorConversions,
+    TensorIndexing,
+    TensorGrad,
+    TensorMath,
+    TensorOrder,
+    TensorMore,
+):
     """A (distributed) tensor of a dtorch graph; see the module docstring.
 
     ``dtorch.Tensor(torch_tensor, device_mesh=None, placements=None, dtype=None, graph=None,
@@ -165,6 +178,11 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing, Tensor
     __ror__ = _mk.binary(B.BITWISE_OR, "bitwise_or", reflected=True)
     __xor__ = _mk.binary(B.BITWISE_XOR, "bitwise_xor")
     __rxor__ = _mk.binary(B.BITWISE_XOR, "bitwise_xor", reflected=True)
+    # shifts of integers (floats refused), torch's ``<< >>``
+    __lshift__ = _mk.binary(B.LEFT_SHIFT, "bitwise_left_shift")
+    __rlshift__ = _mk.binary(B.LEFT_SHIFT, "bitwise_left_shift", reflected=True)
+    __rshift__ = _mk.binary(B.RIGHT_SHIFT, "bitwise_right_shift")
+    __rrshift__ = _mk.binary(B.RIGHT_SHIFT, "bitwise_right_shift", reflected=True)
 
     # --- in place: ``t += x`` changes t's values, seen by every alias and view of t ----------
     def __iadd__(self, o: Any) -> Tensor:
@@ -196,6 +214,12 @@ class Tensor(TensorBase, TensorShapes, TensorConversions, TensorIndexing, Tensor
 
     def __ixor__(self, o: Any) -> Tensor:
         return self.bitwise_xor_(o)
+
+    def __ilshift__(self, o: Any) -> Tensor:
+        return self.bitwise_left_shift_(o)
+
+    def __irshift__(self, o: Any) -> Tensor:
+        return self.bitwise_right_shift_(o)
 
     def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """``self + alpha * other`` in place, as torch's ``add_`` (``t += other``): the result

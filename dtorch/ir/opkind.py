@@ -83,6 +83,8 @@ class OpKind(enum.IntEnum):
     ViewDtype = 62  # view(dtype): the bits read as another dtype (ViewDtypeParam)
     Scatter = 63  # scatter, scatter_add, scatter_reduce along one dim (ScatterParam)
     IndexAdd = 64  # index_add: slices of a source added along one dim (IndexAddParam)
+    OrderStat = 65  # median, nanmedian, kthvalue, mode along one dim or all (OrderStatParam)
+    CumExtreme = 66  # cummax/cummin along one dim: values and indices (CumExtremeParam)
 
 
 class ActivationKind(enum.IntEnum):
@@ -140,6 +142,8 @@ class BinaryKind(enum.IntEnum):
     LOGICAL_XOR = 29
     NEXTAFTER = 30
     LDEXP = 31
+    LEFT_SHIFT = 32
+    RIGHT_SHIFT = 33
 
 
 class MathKind(enum.IntEnum):
@@ -262,6 +266,16 @@ class MaxMinKind(enum.IntEnum):
 class ScanKind(enum.IntEnum):
     SUM = 0
     PROD = 1
+    LOGSUMEXP = 2
+
+
+class OrderStatKind(enum.IntEnum):
+    """The order statistics of OrderStat (torch's functions of the same names)."""
+
+    MEDIAN = 0
+    NANMEDIAN = 1
+    KTHVALUE = 2
+    MODE = 3
 
 
 class ScatterReduceKind(enum.IntEnum):

@@ -28,6 +28,7 @@ from dtorch.ir.opkind import (
     NormKind,
     OperatorFormat,
     OpKind,
+    OrderStatKind,
     PaddingType,
     PoolKind,
     ReduceKind,
@@ -278,12 +279,35 @@ class NonzeroParam(OpParam):
 @dataclass(frozen=True, slots=True)
 class ScanParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Scan
-    """``cumsum``/``cumprod`` along ``dim`` (normalised); ``dtype``: the input is cast to it
-    first (torch's ``dtype=`` argument), else integers and bools accumulate in int64."""
+    """``cumsum``/``cumprod``/``logcumsumexp`` along ``dim`` (normalised); ``dtype``: the input
+    is cast to it first (torch's ``dtype=`` argument), else integers and bools accumulate in
+    int64 (``logcumsumexp`` takes no ``dtype``: floats only)."""
 
     scan: ScanKind
     dim: int
     dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OrderStatParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.OrderStat
+    """``median``/``nanmedian``/``kthvalue``/``mode`` along ``dim``: two outputs, values and
+    int64 indices; ``dim`` None (median and nanmedian only): over every element, one 0-d
+    output. ``k``: kthvalue's rank (from 1), 0 for the others."""
+
+    stat: OrderStatKind
+    dim: int | None
+    k: int = 0
+    keepdim: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CumExtremeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.CumExtreme
+    """``cummax``/``cummin`` along ``dim``: values and int64 indices, the input's shape."""
+
+    extreme: MaxMinKind
+    dim: int
 
 
 @dataclass(frozen=True, slots=True)

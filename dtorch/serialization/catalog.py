@@ -85,6 +85,7 @@ _ENUMS: tuple[tuple[str, type], ...] = (
     ("enum.PromiseKind", opkind.PromiseKind),
     ("enum.ScanKind", opkind.ScanKind),
     ("enum.ScatterReduceKind", opkind.ScatterReduceKind),
+    ("enum.OrderStatKind", opkind.OrderStatKind),
     ("enum.ScalarKind", ScalarKind),
 )
 

@@ -65,8 +65,10 @@ _BINARY_FNS = {
     BinaryKind.LOGICAL_XOR: torch.logical_xor,
     BinaryKind.NEXTAFTER: torch.nextafter,
     BinaryKind.LDEXP: torch.ldexp,
+    BinaryKind.LEFT_SHIFT: torch.bitwise_left_shift,
+    BinaryKind.RIGHT_SHIFT: torch.bitwise_right_shift,
 }
-#: Kinds tested on integers (torch's bitwise, gcd and lcm kernels refuse floats).
+#: Kinds tested on integers (torch's bitwise, shift, gcd and lcm kernels refuse floats).
 _INT_KINDS = {
     BinaryKind.FLOOR_DIV,
     BinaryKind.TRUNC_DIV,
@@ -76,6 +78,8 @@ _INT_KINDS = {
     BinaryKind.BITWISE_XOR,
     BinaryKind.GCD,
     BinaryKind.LCM,
+    BinaryKind.LEFT_SHIFT,
+    BinaryKind.RIGHT_SHIFT,
 }
 
 #: Shapes of (a, b): same shape, b broadcast on the left, b broadcast with a size-1 dim.

@@ -136,9 +136,12 @@ def test_softmax_dtype() -> None:
 @pytest.mark.parametrize("mesh_shape", MESHES)
 @pytest.mark.parametrize("kind", list(ScanKind))
 def test_scan_all_layouts(kind: ScanKind, mesh_shape: tuple[int, ...]) -> None:
-    """cumsum/cumprod: shards of the other dims and (cumsum) Partial pass, on uneven shards."""
+    """cumsum/cumprod/logcumsumexp: shards of the other dims and (cumsum) Partial pass, on
+    uneven shards."""
     x = torch.randint(-2, 3, (5, 3, 4), generator=_G)
-    fn = torch.cumsum if kind is ScanKind.SUM else torch.cumprod
+    fn = {ScanKind.SUM: torch.cumsum, ScanKind.PROD: torch.cumprod}.get(kind, torch.logcumsumexp)
+    if kind is ScanKind.LOGSUMEXP:
+        x = x.double()  # torch's logcumsumexp takes floats only
     for dim in (0, -1):
         param = ScanParam(kind, dim % 3)
         accepted = run_layouts("scan", param, [x], mesh_shape, [fn(x, dim)], limit=60)

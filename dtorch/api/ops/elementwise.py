@@ -1,5 +1,6 @@
-"""Elementwise operators: binary (with Python scalars on either side), unary math,
-activations and clamp (``where`` and the masked operators are ``dtorch.api.ops.masked``).
+"""Elementwise operators: binary (with Python scalars on either side; bitwise operators and
+shifts among them), unary math, activations and clamp (``where`` and the masked operators are
+``dtorch.api.ops.masked``).
 
 Example:
     >>> import dtorch
@@ -329,6 +330,32 @@ def bitwise_xor(input: Any, other: Any) -> Tensor:
         [10, 12]
     """
     return binary(BinaryKind.BITWISE_XOR, "bitwise_xor", input, other)
+
+
+def bitwise_left_shift(input: Any, other: Any) -> Tensor:
+    """``input << other``: integers only, as torch (a bool side promotes to an integer;
+    floats are refused); either side may be a number. A shift by a negative count or by the
+    dtype's width or more gives 0, as in torch.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.bitwise_left_shift(dtorch.tensor([1, -3]), 2).tolist()
+        [4, -12]
+    """
+    return binary(BinaryKind.LEFT_SHIFT, "bitwise_left_shift", input, other)
+
+
+def bitwise_right_shift(input: Any, other: Any) -> Tensor:
+    """``input >> other``: an arithmetic shift (the sign is kept) of integers, as torch's
+    (floats are refused); either side may be a number. A shift by a negative count or by the
+    dtype's width or more gives 0 (-1 for a negative ``input``), as in torch.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.bitwise_right_shift(dtorch.tensor([16, -16]), 3).tolist()
+        [2, -2]
+    """
+    return binary(BinaryKind.RIGHT_SHIFT, "bitwise_right_shift", input, other)
 
 
 def bitwise_not(input: Tensor) -> Tensor:

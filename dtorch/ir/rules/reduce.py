@@ -4,9 +4,10 @@ Per mesh dim: a shard of a dim that is not reduced stays a shard (its index shif
 ``keepdim`` is false). Reducing a sharded dim gives Partial for ``sum`` and ``mean`` (``mean``
 divides by the GLOBAL size, so the partial values add up to the mean); ``max``, ``min``,
 ``prod``, ``any``, ``all``, ``argmax``, ``argmin`` and softmax reject it. A Partial input is
-kept by ``sum`` and ``mean`` only (they are linear). A scan (``cumsum``/``cumprod``) keeps
-the shards of the other dims and refuses a shard of the scanned dim; ``cumsum`` keeps a Partial
-input where its dtype conversion is linear too (``dtorch.ir.rules.promotion.cast_is_linear``).
+kept by ``sum`` and ``mean`` only (they are linear). A scan (``cumsum``/``cumprod``/
+``logcumsumexp``) keeps the shards of the other dims and refuses a shard of the scanned dim;
+``cumsum`` keeps a Partial input where its dtype conversion is linear too
+(``dtorch.ir.rules.promotion.cast_is_linear``).
 
 Example:
     >>> import torch
@@ -192,8 +193,8 @@ def softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
 
 
 def scan_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
-    """``cumsum``/``cumprod`` along ``dim``: the input's shape, torch's dtype; the scanned dim
-    must not be sharded, and only a linear ``cumsum`` keeps Partial."""
+    """``cumsum``/``cumprod``/``logcumsumexp`` along ``dim``: the input's shape, torch's dtype;
+    the scanned dim must not be sharded, and only a linear ``cumsum`` keeps Partial."""
     assert isinstance(param, ScanParam)
     (x,) = inputs
     dim = norm_dim(name, param.dim, x.ndim)

@@ -81,6 +81,8 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.LOGICAL_XOR: torch.logical_xor,
     BinaryKind.NEXTAFTER: torch.nextafter,
     BinaryKind.LDEXP: ldexp,
+    BinaryKind.LEFT_SHIFT: torch.bitwise_left_shift,
+    BinaryKind.RIGHT_SHIFT: torch.bitwise_right_shift,
 }
 
 MATH: dict[MathKind, Unary] = {
@@ -205,10 +207,12 @@ REDUCE: dict[ReduceKind, Reducer] = {
     ReduceKind.ARGMIN: _arg(torch.argmin),
 }
 
-#: ``scan(x, dim, dtype)``: the cumulative operators (Scan), torch's ``dtype=`` passed on.
+#: ``scan(x, dim, dtype)``: the cumulative operators (Scan), torch's ``dtype=`` passed on
+#: (``logcumsumexp`` has none: the API never sets it).
 SCAN: dict[ScanKind, Callable[[torch.Tensor, int, torch.dtype | None], torch.Tensor]] = {
     ScanKind.SUM: lambda x, d, t: torch.cumsum(x, d, dtype=t),
     ScanKind.PROD: lambda x, d, t: torch.cumprod(x, d, dtype=t),
+    ScanKind.LOGSUMEXP: lambda x, d, t: torch.logcumsumexp(x if t is None else x.to(t), d),
 }
 
 #: The dtype a Python scalar of each kind has when torch promotes it (FLOAT: the default).
@@ -245,6 +249,8 @@ OPERATORS: dict[BinaryKind, Callable[[Any, Any], Any]] = {
     BinaryKind.BITWISE_AND: operator.and_,
     BinaryKind.BITWISE_OR: operator.or_,
     BinaryKind.BITWISE_XOR: operator.xor,
+    BinaryKind.LEFT_SHIFT: operator.lshift,
+    BinaryKind.RIGHT_SHIFT: operator.rshift,
 }
 
 

@@ -69,7 +69,8 @@ def softmax_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def scan_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``cumsum``/``cumprod`` of the local shard along the (whole) scanned dim."""
+    """``cumsum``/``cumprod``/``logcumsumexp`` of the local shard along the (whole) scanned
+    dim."""
     param = ctx.param
     assert isinstance(param, ScanParam)
     return [SCAN[param.scan](inputs[0], param.dim, param.dtype)]

@@ -1,0 +1,161 @@
+"""Order statistics and running extremes: ``median nanmedian kthvalue mode cummax cummin
+logcumsumexp``.
+
+Each is one operator whose kernel is torch's own function on the local shard (OrderStat,
+CumExtreme, Scan; rules in ``dtorch.ir.rules.order_stats`` and ``dtorch.ir.rules.reduce``), so
+values, NaN handling (``median`` and ``kthvalue`` rank NaN above every number; ``nanmedian``
+skips NaN), torch's lower median of an even count and the index torch picks among equal
+entries are torch's. Layouts: the dim they work along must not be sharded (redistribute it to
+Replicate first: the whole dim is needed), the other dims keep their shards, a Partial input
+is refused; ``median()`` and ``nanmedian()`` of every element need a Replicate tensor. The
+functions with two results return torch's named tuples (``torch.return_types.median``, ...)
+holding dtorch tensors: ``.values`` and int64 ``.indices``.
+
+Example:
+    >>> import dtorch
+    >>> t = dtorch.tensor([[3.0, 1.0, 2.0, 1.0], [0.0, 5.0, 4.0, 4.0]])
+    >>> t.median(1).values.tolist(), t.mode(1).values.tolist(), t.median().item()
+    ([1.0, 4.0], [1.0, 4.0], 2.0)
+    >>> t.cummax(1).indices.tolist()
+    [[0, 0, 0, 0], [0, 1, 1, 1]]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
+from dtorch.api.record import record, record_one, tensor_arg
+from dtorch.ir.opkind import MaxMinKind, OrderStatKind, ScanKind
+from dtorch.ir.params import CumExtremeParam, OrderStatParam, ScanParam
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+def _dim(name: str, t: Tensor, dim: Any) -> int:
+    # one int dim (torch takes no list here), normalised
+    tensor_arg(name, t)
+    return normalize_dim(as_int(name, "dim", dim), t.ndim, op=name)
+
+
+def _pair(name: str, kind: OrderStatKind, t: Tensor, dim: Any, k: int, keepdim: Any) -> Any:
+    # values and indices of one statistic along one dim, as torch's named tuple of ``name``
+    param = OrderStatParam(kind, _dim(name, t, dim), k, as_flag(keepdim, name, "keepdim"))
+    values, indices = record(name, param, (t,))
+    return getattr(torch.return_types, name)((values, indices))
+
+
+def _whole(name: str, kind: OrderStatKind, t: Tensor, dim: Any, keepdim: Any) -> Any:
+    # the all-elements form when ``dim`` is None, else the pair along ``dim``
+    if dim is not None:
+        return _pair(name, kind, t, dim, 0, keepdim)
+    tensor_arg(name, t)
+    if keepdim is not False:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "dim" (keepdim given)')
+    return record_one(name, OrderStatParam(kind, None), (t,))
+
+
+@numpy_names
+def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """``torch.median``: without ``dim``, the lower median of every element (a 0-d tensor;
+    NaN if any element is NaN; the tensor must be Replicate); with ``dim``, the lower median
+    along it and its index, as ``torch.return_types.median`` (``dim`` must not be sharded).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[4, 1, 3, 2], [7, 7, 5, 6]])
+        >>> t.median().item(), dtorch.median(t, 1).values.tolist()
+        (4, [2, 6])
+    """
+    return _whole("median", OrderStatKind.MEDIAN, input, dim, keepdim)
+
+
+@numpy_names
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """``torch.nanmedian``: ``median`` with NaN ignored (NaN only where every entry is NaN).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[1.0, float("nan"), 3.0], [float("nan")] * 3])
+        >>> t.nanmedian(1).values.tolist(), t.nanmedian().item()
+        ([1.0, nan], 1.0)
+    """
+    return _whole("nanmedian", OrderStatKind.NANMEDIAN, input, dim, keepdim)
+
+
+@numpy_names
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any:
+    """``torch.kthvalue``: the ``k``-th smallest entry along ``dim`` (``k`` from 1 to the
+    dim's size; NaN ranks above every number) and its index, as
+    ``torch.return_types.kthvalue``; ``dim`` must not be sharded.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.kthvalue(dtorch.tensor([[5.0, 1.0, 4.0]]), 2, 1).values.tolist()
+        [4.0]
+    """
+    rank = as_int("kthvalue", "k", k)
+    return _pair("kthvalue", OrderStatKind.KTHVALUE, input, dim, rank, keepdim)
+
+
+@numpy_names
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:
+    """``torch.mode``: the most frequent entry along ``dim`` (the smallest among equally
+    frequent ones) and an index of it, as ``torch.return_types.mode``; ``dim`` must not be
+    sharded.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.mode(dtorch.tensor([[2, 1, 1, 2, 3]])).values.tolist()
+        [1]
+    """
+    return _pair("mode", OrderStatKind.MODE, input, dim, 0, keepdim)
+
+
+def _running(name: str, kind: MaxMinKind, t: Tensor, dim: Any) -> Any:
+    values, indices = record(name, CumExtremeParam(kind, _dim(name, t, dim)), (t,))
+    return getattr(torch.return_types, name)((values, indices))
+
+
+@numpy_names
+def cummax(input: Tensor, dim: int) -> Any:
+    """``torch.cummax``: the running maximum along ``dim`` and the index where it was reached
+    (the latest of equal entries; NaN, once met, stays), as ``torch.return_types.cummax``;
+    ``dim`` must not be sharded, the other dims keep their shards.
+
+    Example:
+        >>> import dtorch
+        >>> r = dtorch.cummax(dtorch.tensor([1, 3, 2, 3]), 0)
+        >>> r.values.tolist(), r.indices.tolist()
+        ([1, 3, 3, 3], [0, 1, 1, 3])
+    """
+    return _running("cummax", MaxMinKind.MAX, input, dim)
+
+
+@numpy_names
+def cummin(input: Tensor, dim: int) -> Any:
+    """``torch.cummin``: the running minimum along ``dim`` and its index (as ``cummax``).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.cummin(dtorch.tensor([3, 1, 2, 1]), 0).indices.tolist()
+        [0, 1, 1, 3]
+    """
+    return _running("cummin", MaxMinKind.MIN, input, dim)
+
+
+@numpy_names
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """``torch.logcumsumexp``: ``log(cumsum(exp(input)))`` along ``dim``, computed stably by
+    torch's kernel (floats only); ``dim`` must not be sharded, a Partial input is refused.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.logcumsumexp(dtorch.tensor([0.0, 0.0, 0.0, 0.0]), 0).exp().tolist()
+        [1.0, 2.0, 3.0, 4.0]
+    """
+    param = ScanParam(ScanKind.LOGSUMEXP, _dim("logcumsumexp", input, dim))
+    return record_one("logcumsumexp", param, (input,))

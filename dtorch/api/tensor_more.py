@@ -1,0 +1,51 @@
+# mypy: disable-error-code="misc"
+# (``self: Tensor`` in a mixin of Tensor: mypy's [misc] asks a self-type to be a supertype)
+"""More linear algebra and indexing methods of ``dtorch.Tensor``, as the mixin
+``TensorMore``: ``dot``, ``vdot``, ``mv``, ``addmv``, ``baddbmm``, ``addbmm``, ``inner``,
+``kron``, ``diag``, ``diagonal``, ``diag_embed``, ``trace``, ``index_fill``, ``index_copy``,
+``take``, ``aminmax`` and torch's in-place forms of them. The behaviour lives in
+``dtorch.api.ops.linalg_more`` and ``dtorch.api.ops.index_more``; each method is one line.
+
+Example:
+    >>> import dtorch
+    >>> m = dtorch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> m.trace().item(), m.mv(dtorch.ones(2)).tolist(), m.diag().tolist()
+    (5.0, [3.0, 7.0], [1.0, 4.0])
+"""
+
+from __future__ import annotations
+
+from dtorch.api.ops import index_more as _im
+from dtorch.api.ops import linalg_more as _lm
+from dtorch.api.ops import methods as _mk
+
+
+class TensorMore:
+    """More linear algebra and indexing methods of ``dtorch.Tensor`` (a mixin: ``Tensor`` is
+    its only user)."""
+
+    __slots__ = ()
+
+    dot = _lm.dot
+    vdot = _lm.vdot
+    mv = _lm.mv
+    addmv = _lm.addmv
+    baddbmm = _lm.baddbmm
+    addbmm = _lm.addbmm
+    inner = _lm.inner
+    kron = _lm.kron
+    diag = _im.diag
+    diagonal = _im.diagonal
+    diag_embed = _im.diag_embed
+    trace = _im.trace
+    index_fill = _im.index_fill
+    index_copy = _im.index_copy
+    take = _im.take
+    aminmax = _im.aminmax
+
+    # --- in place: the operator above, its result written back as ``addmm_`` writes it ------
+    addmv_ = _mk.in_place("addmv_", addmv, elementwise=False)
+    baddbmm_ = _mk.in_place("baddbmm_", baddbmm, elementwise=False)
+    addbmm_ = _mk.in_place("addbmm_", addbmm, elementwise=False)
+    index_fill_ = _im.index_fill_
+    index_copy_ = _im.index_copy_

@@ -1,0 +1,353 @@
+"""The composites of ``dtorch.api.ops.linalg_more`` and ``index_more`` (``dot``, ``mv``,
+``addmv``, ``baddbmm``, ``addbmm``, ``tensordot``, ``inner``, ``kron``, ``diagonal``,
+``diag``, ``diag_embed``, ``trace``, ``index_fill``, ``index_copy``, ``take``, ``aminmax``)
+through the public API against torch on the full tensors: float32, float64 and int64, even
+and uneven shards, every layout on 1-D meshes of 2 and 3 devices (a seeded sample on 2-D
+meshes); the output placements of the plain products from the one-mesh-dim tables of
+``matmul``; torch's refusals refused at the call, naming the function called."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import DTorchError, PlacementError
+from dtorch.ir.placement import format_placements
+from tests.api.ops_harness import S0, S1, P, R, limit_for, place, run_api
+
+pytestmark = pytest.mark.timeout(60)
+
+MESHES = ((2,), (3,), (2, 2), (2, 3))
+DTYPES = (torch.float32, torch.float64, torch.int64)
+_G = torch.Generator().manual_seed(7)
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Every test draws the same values whichever tests ran before it."""
+    _G.manual_seed(7)
+
+
+def _rand(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=_G).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=_G).bool()
+    return torch.randint(-5, 6, shape, generator=_G).to(dtype)
+
+
+def _run(graph: Any, name: str, fn: Callable[..., Any], fulls: list[torch.Tensor], want: Any,
+         mesh_shape: tuple[int, ...], table: Any = None, limit: int = 400) -> None:  # fmt: skip
+    exact = not any(t.dtype.is_floating_point for t in fulls) or name in _EXACT
+    wants = list(want) if isinstance(want, tuple) else [want]
+    limit = min(limit, limit_for(mesh_shape, n_d=6))
+    accepted = run_api(
+        graph, name, _named(name, fn), fulls, mesh_shape, wants, table=table, exact=exact,
+        limit=limit,
+    )  # fmt: skip
+    assert accepted, f"{name}: no layout accepted on {mesh_shape}"
+
+
+def _named(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, whose placement refusals must name ``name`` and what it accepts; a composite's
+    names the operands of its refusing part, so the harness is shown the inputs' too."""
+
+    def run(*inputs: dtorch.Tensor) -> Any:
+        try:
+            return fn(*inputs)
+        except PlacementError as error:
+            text = str(error)
+            assert text.startswith(f"{name}: ") and "accepted" in text, text
+            given = ", ".join(format_placements(t.placements) for t in inputs)
+            raise PlacementError(f"{text} (inputs {given})") from error
+
+    return run
+
+
+_EXACT = {"diagonal", "diag", "diag_embed", "index_fill", "index_copy", "take", "aminmax"}
+_PRODUCT = {(R, R): R, (P, R): P, (R, P): P}
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [5, 6])
+def test_dot_vdot_mv(n: int, dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    a, b, m = _rand(n, dtype=dtype), _rand(n, dtype=dtype), _rand(4, n, dtype=dtype)
+    table = {**_PRODUCT, (S0, S0): P}
+    _run(graph, "dot", dtorch.dot, [a, b], torch.dot(a, b), mesh_shape, table)
+    _run(graph, "vdot", lambda x, y: x.vdot(y), [a, b], torch.vdot(a, b), mesh_shape, table)
+    table = {**_PRODUCT, (S0, R): S0, (S1, S0): P}
+    _run(graph, "mv", dtorch.mv, [m, b], torch.mv(m, b), mesh_shape, table)
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_add_products(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    beta, alpha = (2, 3) if dtype == torch.int64 else (0.5, -1.5)
+    x, m, v = _rand(5, dtype=dtype), _rand(5, 3, dtype=dtype), _rand(3, dtype=dtype)
+    want = torch.addmv(x, m, v, beta=beta, alpha=alpha)
+    _run(graph, "addmv", lambda *t: dtorch.addmv(*t, beta=beta, alpha=alpha), [x, m, v], want,
+         mesh_shape, limit=60)  # fmt: skip
+    b1, b2 = _rand(3, 5, 4, dtype=dtype), _rand(3, 4, 2, dtype=dtype)
+    x3, x2 = _rand(5, 1, dtype=dtype), _rand(5, 2, dtype=dtype)
+    want = torch.baddbmm(x3, b1, b2, beta=beta, alpha=alpha)
+    _run(graph, "baddbmm", lambda *t: t[0].baddbmm(*t[1:], beta=beta, alpha=alpha),
+         [x3, b1, b2], want, mesh_shape, limit=40)  # fmt: skip
+    want = torch.addbmm(x2, b1, b2, beta=beta, alpha=alpha)
+    _run(graph, "addbmm", lambda *t: dtorch.addbmm(*t, beta=beta, alpha=alpha), [x2, b1, b2],
+         want, mesh_shape, limit=40)  # fmt: skip
+
+
+def test_add_products_beta_alpha_zero(graph) -> None:  # type: ignore[no-untyped-def]
+    nan = torch.full((2,), float("nan"))
+    m, v = torch.ones(2, 3), torch.ones(3)
+    out = dtorch.addmv(dtorch.from_torch(nan), dtorch.from_torch(m), dtorch.from_torch(v), beta=0)
+    assert out.tolist() == torch.addmv(nan, m, v, beta=0).tolist() == [3.0, 3.0]
+    bad = dtorch.from_torch(torch.full((2, 3), float("nan")))
+    out = dtorch.addmv(dtorch.ones(2), bad, dtorch.from_torch(v), alpha=0, beta=2)
+    assert out.tolist() == [2.0, 2.0]
+    i = dtorch.tensor([1, 1])  # numbers are truncated for integer tensors, as in torch
+    ti = torch.tensor([1, 1])
+    im, iv = torch.ones(2, 3, dtype=torch.int64), torch.ones(3, dtype=torch.int64)
+    got = dtorch.addmv(i, dtorch.from_torch(im), dtorch.from_torch(iv), beta=0.5, alpha=1.5)
+    assert got.tolist() == torch.addmv(ti, im, iv, beta=0.5, alpha=1.5).tolist()
+
+
+def test_in_place_products(graph) -> None:  # type: ignore[no-untyped-def]
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x, m, v = _rand(4), _rand(4, 3), _rand(3)
+    t = place(x, mesh, [S0], graph)
+    assert t.addmv_(place(m, mesh, [R], graph), place(v, mesh, [R], graph), beta=2) is t
+    torch.testing.assert_close(t.to_torch(), torch.addmv(x, m, v, beta=2))
+    assert t.placements == [S0]
+    x3, b1, b2 = _rand(2, 4, 2), _rand(2, 4, 3), _rand(2, 3, 2)
+    t = place(x3, mesh, [S0], graph)
+    t.baddbmm_(place(b1, mesh, [S0], graph), place(b2, mesh, [S0], graph), alpha=0.5)
+    torch.testing.assert_close(t.to_torch(), torch.baddbmm(x3, b1, b2, alpha=0.5))
+    x2 = _rand(4, 2)
+    t = place(x2, mesh, [R], graph)
+    t.addbmm_(place(b1, mesh, [S1], graph), place(b2, mesh, [R], graph))
+    torch.testing.assert_close(t.to_torch(), torch.addbmm(x2, b1, b2))
+    assert t.placements == [R]
+
+
+_TENSORDOT = [
+    ((2, 3, 4), (4, 3, 5), ([1, 2], [1, 0])),
+    ((2, 3, 4), (4, 5), 1),
+    ((3, 2), (2, 3), 0),
+    ((3, 5), (3, 5), 2),
+]
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize(("sa", "sb", "dims"), _TENSORDOT)
+def test_tensordot(sa, sb, dims, mesh_shape, graph) -> None:  # type: ignore[no-untyped-def]
+    a, b = _rand(*sa, dtype=torch.float64), _rand(*sb, dtype=torch.float64)
+    want = torch.tensordot(a, b, dims=dims)
+    _run(graph, "tensordot", lambda x, y: dtorch.tensordot(x, y, dims=dims), [a, b], want,
+         mesh_shape, limit=60)  # fmt: skip
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_inner_kron(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    a, b = _rand(3, 4, dtype=dtype), _rand(5, 4, dtype=dtype)
+    _run(graph, "inner", dtorch.inner, [a, b], torch.inner(a, b), mesh_shape, limit=60)
+    s = _rand(dtype=dtype)
+    _run(graph, "inner", lambda x, y: y.inner(x), [a, s], torch.inner(s, a), mesh_shape, limit=20)
+    k1, k2 = _rand(3, 2, dtype=dtype), _rand(2, 3, dtype=dtype)
+    _run(graph, "kron", dtorch.kron, [k1, k2], torch.kron(k1, k2), mesh_shape, limit=60)
+    v = _rand(3, dtype=torch.int64)
+    _run(graph, "kron", lambda x, y: x.kron(y), [k1, v], torch.kron(k1, v), mesh_shape, limit=30)
+
+
+_DIAGONALS = [
+    ((4, 5), 0, 0, 1),
+    ((4, 5), 2, 0, 1),
+    ((5, 4), -1, 0, 1),
+    ((3, 4, 5), -1, 2, 0),
+    ((2, 3, 3), 1, -1, -2),
+    ((3, 2), 4, 0, 1),
+]
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize(("shape", "offset", "d1", "d2"), _DIAGONALS)
+def test_diagonal(shape, offset, d1, d2, mesh_shape, graph) -> None:  # type: ignore[no-untyped-def]
+    for dtype in (torch.float32, torch.int64, torch.bool):
+        x = _rand(*shape, dtype=dtype)
+        want = torch.diagonal(x, offset, d1, d2).contiguous()
+        fn = lambda t: t.diagonal(offset, d1, d2)  # noqa: E731
+        _run(graph, "diagonal", fn, [x], want, mesh_shape, limit=30)
+    if len(shape) == 2:
+        _run(graph, "diag", lambda t: dtorch.diag(t, offset), [x], torch.diag(x, offset),
+             mesh_shape)  # fmt: skip
+        y = _rand(*shape, dtype=torch.float64)
+        _run(graph, "trace", lambda t: t.trace(), [y], torch.trace(y), mesh_shape)
+
+
+_EMBEDS = [((5,), 0, -2, -1), ((5,), 2, 0, 1), ((2, 3), -1, 0, 2), ((2, 3), 1, 2, 0)]
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize(("shape", "offset", "d1", "d2"), _EMBEDS)
+def test_diag_embed(shape, offset, d1, d2, mesh_shape, graph) -> None:  # type: ignore[no-untyped-def]
+    for dtype in (torch.float64, torch.int64):
+        x = _rand(*shape, dtype=dtype)
+        want = torch.diag_embed(x, offset, d1, d2)
+        fn = lambda t: dtorch.diag_embed(t, offset, d1, d2)  # noqa: E731
+        _run(graph, "diag_embed", fn, [x], want, mesh_shape, limit=30)
+    if len(shape) == 1:
+        _run(graph, "diag", lambda t: t.diag(offset), [x], torch.diag(x, offset), mesh_shape)
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_index_fill_copy(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    x = _rand(5, 3, dtype=dtype)
+    index = torch.tensor([4, -1, 0])
+    for dim, ids in ((0, index), (1, torch.tensor(1))):
+        want = torch.index_fill(x, dim, ids, 2.5)
+        fn = lambda t, d=dim, i=ids: t.index_fill(d, i, 2.5)  # noqa: E731
+        _run(graph, "index_fill", fn, [x], want, mesh_shape, limit=30)
+    zero = torch.index_fill(x, 1, torch.tensor([0, 2]), 0)
+    _run(graph, "index_fill", lambda t: dtorch.index_fill(t, 1, torch.tensor([0, 2]), 0), [x],
+         zero, mesh_shape, table={(R,): R, (S0,): S0, (S1,): S1, (P,): P})  # fmt: skip
+    src, ids = _rand(2, 3, dtype=dtype), torch.tensor([3, 1])
+    want = torch.index_copy(x, 0, ids, src)
+    fn = lambda t, s: dtorch.index_copy(t, 0, ids, s)  # noqa: E731
+    _run(graph, "index_copy", fn, [x, src], want, mesh_shape, limit=30)
+    src = _rand(5, 2, dtype=dtype)
+    want = torch.index_copy(x, 1, torch.tensor([2, 0]), src)
+    fn = lambda t, s: t.index_copy(1, torch.tensor([2, 0]), s)  # noqa: E731
+    _run(graph, "index_copy", fn, [x, src], want, mesh_shape, limit=30)
+
+
+def test_index_ops_dtorch_index_and_in_place(graph) -> None:  # type: ignore[no-untyped-def]
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = _rand(4, 6)
+    ids = torch.tensor([5, -2, 0])
+    for pi in ([R], [S0]):
+        index = place(ids, mesh, pi, graph)
+        for px in ([R], [S0], [S1]):
+            t = place(x, mesh, px, graph)
+            got = t.index_fill(1, index, place(torch.tensor(-3.0), mesh, [R], graph))
+            assert torch.equal(got.to_torch(), x.index_fill(1, ids, -3.0))
+            assert t.index_fill_(1, index, 9) is t and t.placements == px
+            assert torch.equal(t.to_torch(), x.index_fill(1, ids, 9))
+            flat = place(torch.tensor([[23, -1], [0, 7]]), mesh, pi, graph)
+            assert torch.equal(
+                dtorch.take(t, flat).to_torch(), torch.take(t.to_torch(), flat.to_torch())
+            )
+    src = _rand(4, 2)
+    for px in ([R], [S0]):
+        t = place(x, mesh, px, graph)
+        index = place(torch.tensor([5, 1]), mesh, [R], graph)
+        assert t.index_copy_(1, index, place(src, mesh, [R], graph)) is t
+        assert torch.equal(t.to_torch(), x.index_copy(1, torch.tensor([5, 1]), src))
+        assert t.placements == px
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_take(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    x = _rand(3, 5, dtype=dtype)
+    ids = torch.tensor([[14, -1, 0], [7, 7, -15]])
+    _run(graph, "take", lambda t: dtorch.take(t, ids), [x], torch.take(x, ids), mesh_shape)
+    _run(graph, "take", lambda t: t.take(torch.tensor(3)), [x], torch.take(x, torch.tensor(3)),
+         mesh_shape)  # fmt: skip
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("dtype", (*DTYPES, torch.bool))
+def test_aminmax(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    x = _rand(5, 3, dtype=dtype)
+    for kw in ({}, {"dim": 0}, {"dim": -1, "keepdim": True}, {"keepdim": True}):
+        want = torch.aminmax(x, **kw)  # type: ignore[arg-type]
+        fn = lambda t, kw=kw: dtorch.aminmax(t, **kw)  # noqa: E731
+        _run(graph, "aminmax", fn, [x], (want.min, want.max), mesh_shape)
+    got = dtorch.tensor([[3, 1]]).aminmax(dim=1)
+    assert isinstance(got, torch.return_types.aminmax)
+    assert (got.min.tolist(), got.max.tolist()) == ([1], [3])
+
+
+_I = torch.int64
+_D = torch.float64
+_ZERO = torch.tensor([0])
+#: (the function's name, a call of it on ``m``: ``torch`` or ``dtorch``).
+_REFUSALS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("dot", lambda m: m.dot(m.ones(3), m.ones(4))),
+    ("dot", lambda m: m.dot(m.ones(3), m.ones(3, dtype=_D))),
+    ("dot", lambda m: m.dot(m.ones(3, 1), m.ones(3))),
+    ("dot", lambda m: m.dot(m.ones(2, dtype=torch.bool), m.ones(2, dtype=torch.bool))),
+    ("vdot", lambda m: m.vdot(m.ones(2), m.ones(3))),
+    ("mv", lambda m: m.mv(m.ones(2, 3), m.ones(4))),
+    ("mv", lambda m: m.mv(m.ones(2, 3), m.ones(3, 1))),
+    ("mv", lambda m: m.mv(m.ones(2, 3), m.ones(3, dtype=_D))),
+    ("addmv", lambda m: m.addmv(m.ones(3), m.ones(2, 3), m.ones(3))),
+    ("addmv", lambda m: m.addmv(m.ones(2), m.ones(2, 3, dtype=_I), m.ones(3, dtype=_I))),
+    ("baddbmm", lambda m: m.baddbmm(m.ones(2, 3), m.ones(2, 2, 3), m.ones(3, 3, 3))),
+    ("baddbmm", lambda m: m.baddbmm(m.ones(2, 4), m.ones(2, 2, 3), m.ones(2, 3, 3))),
+    ("addbmm", lambda m: m.addbmm(m.ones(2, 3), m.ones(2, 2, 3, dtype=_D), m.ones(2, 3, 3))),
+    ("addbmm", lambda m: m.addbmm(m.ones(2, 3), m.ones(2, 3), m.ones(3, 3, 3))),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(4, 4), dims=1)),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 4), dims=-1)),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 4), dims=3)),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 4), dims=([0], [0, 1]))),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 4, dtype=_D), dims=1)),
+    ("inner", lambda m: m.inner(m.ones(2, 3), m.ones(4, 2))),
+    ("inner", lambda m: m.inner(m.ones(2, 3), m.ones(4, 3, dtype=_D))),
+    ("diagonal", lambda m: m.diagonal(m.ones(2, 3), 0, 1, 1)),
+    ("diagonal", lambda m: m.diagonal(m.ones(2, 3), 0, 0, 3)),
+    ("diag_embed", lambda m: m.diag_embed(m.ones(3), 0, 0, 0)),
+    ("diag", lambda m: m.diag(m.ones(2, 2, 2))),
+    ("trace", lambda m: m.ones(2, 2, 2).trace()),
+    ("trace", lambda m: m.ones(2, 2, dtype=torch.bool).trace()),
+    ("index_fill", lambda m: m.index_fill(m.ones(2, 3), 1, torch.tensor([3]), 1.0)),
+    ("index_fill", lambda m: m.index_fill(m.ones(2, 3), 1, torch.tensor([1.0]), 1.0)),
+    ("index_fill", lambda m: m.index_fill(m.ones(2, 3), 2, torch.tensor([0]), 1.0)),
+    ("index_fill", lambda m: m.index_fill(m.ones(3), 0, torch.tensor([0]), m.ones(1))),
+    ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, torch.tensor([-1]), m.ones(2, 1))),
+    ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, torch.tensor([0, 1]), m.ones(2, 3))),
+    ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, torch.tensor([0]), m.ones(2, 1, 1))),
+    ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, torch.tensor([[0]]), m.ones(2, 1))),
+    ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, torch.tensor([0]), m.ones(3, 1))),
+    ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, _ZERO, m.ones(2, 1, dtype=_D))),
+    ("take", lambda m: m.take(m.ones(2, 3), torch.tensor([6]))),
+    ("take", lambda m: m.take(m.ones(2, 3), torch.tensor([0], dtype=torch.int32))),
+    ("aminmax", lambda m: m.aminmax(m.ones(0))),
+    ("aminmax", lambda m: m.aminmax(m.ones(2, 3), dim=(0, 1))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "call"), _REFUSALS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(_REFUSALS)]
+)
+def test_refusals(name: str, call: Callable[[Any], Any], graph) -> None:  # type: ignore[no-untyped-def]
+    """Refused at the call, with an exception of torch's class (a dtorch error, too, where it
+    is one of torch's RuntimeErrors), the message naming the function."""
+    with pytest.raises(Exception) as torch_error:
+        call(torch)
+    with pytest.raises(Exception) as ours:
+        call(dtorch)
+    wanted = type(torch_error.value)
+    if wanted is NotImplementedError:  # torch's "not implemented for 'Bool'": a dtype refusal
+        wanted = RuntimeError
+    assert isinstance(ours.value, wanted), f"{ours.value!r} is no {wanted.__name__}"
+    if not isinstance(ours.value, TypeError):
+        assert isinstance(ours.value, (DTorchError, IndexError))
+    assert str(ours.value).startswith(f"{name}"), str(ours.value)
+
+
+def test_placement_refusals_name_the_call(graph) -> None:  # type: ignore[no-untyped-def]
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    a, b = place(_rand(3, 2), mesh, [R], graph), place(_rand(2, 3), mesh, [S0], graph)
+    with pytest.raises(PlacementError, match=r"^kron: got \(R,\) and \(S\(0\),\)"):
+        dtorch.kron(a, b)
+    x = place(_rand(4, 3), mesh, [S0], graph)
+    with pytest.raises(PlacementError, match=r"^index_copy: "):
+        x.index_copy(0, torch.tensor([1]), place(_rand(1, 3), mesh, [R], graph))
