@@ -33,7 +33,7 @@ from dtorch.comm.store.network_gate import client_options
 from dtorch.errors import RendezvousError
 from tests.cluster.test_cluster_faults import _listening_addresses
 from tests.interrupted_wait import assert_close_ends_the_wait
-from tests.tcp_table import ESTABLISHED, tcp_sockets
+from tests.tcp_table import ESTABLISHED, own_inodes, tcp_sockets
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -215,8 +215,12 @@ def test_a_closed_server_is_noticed_at_once_and_frees_its_port(
 
 
 def _connections_to(port: int) -> int:
-    """How many TCP connections this machine's sockets hold to ``port``."""
-    return sum(s.remote_port == port and s.state == ESTABLISHED for s in tcp_sockets())
+    """How many TCP connections this process's sockets hold to ``port`` (another process's
+    connection to a port of that number elsewhere is not the store's)."""
+    mine = own_inodes()
+    return sum(
+        s.remote_port == port and s.state == ESTABLISHED and s.inode in mine for s in tcp_sockets()
+    )
 
 
 def test_a_closed_client_refuses_calls_and_leaves_no_connection(
