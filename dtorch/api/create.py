@@ -246,18 +246,27 @@ def from_data(
     return distribute(cls, value, **kw)
 
 
-#: Nesting past torch's most dims: such data (or a list holding itself) is torch's to refuse.
-_DEEPEST = 64
+#: How deep dtorch walks nested lists (of data, of an index) itself: deeper ones, and lists
+#: that hold themselves, are left as they are for torch to take or refuse with its own error.
+NESTING = 256
 
 
-def _fetched(data: Any, depth: int = 0) -> Any:
+def _fetched(data: Any, within: list[int] | None = None) -> Any:
     """Nested lists and tuples with each dtorch tensor in them as its torch value (which
-    ``torch.tensor`` takes as it takes a torch tensor there: a one-element one as a number)."""
+    ``torch.tensor`` takes as it takes a torch tensor there: a one-element one as a number);
+    ``within``: the ids of the lists around ``data``."""
     if is_tensor(data):
         return data.to_torch()
-    if isinstance(data, (list, tuple)) and depth < _DEEPEST:
-        return [_fetched(item, depth + 1) for item in data]
-    return data
+    within = [] if within is None else within
+    if not isinstance(data, (list, tuple)) or len(within) >= NESTING:
+        return data
+    if id(data) in within:  # torch's words; its own walk would meet a dtorch tensor first
+        raise TypeError("tensor: self-referential lists are incompatible")
+    within.append(id(data))
+    try:
+        return [_fetched(item, within) for item in data]
+    finally:
+        within.pop()
 
 
 def copy_of(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:

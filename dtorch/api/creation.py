@@ -420,13 +420,14 @@ def tensor(data: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
 def _like(name: str, input: Any, kw: dict[str, Any]) -> dict[str, Any]:
     """The keywords of a ``*_like`` creation: ``input``'s graph, and its mesh and placements
     unless ``device``, ``device_mesh`` or ``placements`` say otherwise (another mesh named
-    without placements is Replicate on every dim, as every creation makes it)."""
+    without placements is Replicate on every dim, as every creation makes it; ``input``'s
+    own mesh named keeps its placements)."""
     if not isinstance(input, Tensor):
         raise not_a_tensor(name, "input", input)
     if isinstance(kw.get("memory_format"), torch.memory_format):
         del kw["memory_format"]  # dtorch values have no strides to preserve
     kw.setdefault("graph", input.graph)
-    if kw.get("device") is None and kw.get("device_mesh") is None:
+    if kw.get("device") is None and kw.get("device_mesh") in (None, input.device_mesh):
         kw["device_mesh"] = input.device_mesh
         kw.setdefault("placements", input.placements)
     return kw

@@ -30,7 +30,6 @@ more elementwise math (``lgamma``, ``fmod``, ``gcd``, ...) the mixin
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterator
 from typing import Any
 
@@ -599,9 +598,10 @@ Tensor._result = Tensor._wrap
 def _comparable(o: Any) -> bool:
     # what torch compares elementwise: tensors, numbers, numpy arrays and complex numbers
     # (the last two are refused by the operator, saying so, rather than equal to nothing)
-    if isinstance(o, (Tensor, torch.Tensor, np.ndarray)) or is_scalar(o):
-        return True
-    return isinstance(o, numbers.Complex)
+    # (a Fraction or a Decimal is not compared: False, as torch's)
+    return isinstance(o, (Tensor, torch.Tensor, np.ndarray, complex, np.complexfloating)) or (
+        is_scalar(o)
+    )
 
 
 class _TypedTensorType(type):

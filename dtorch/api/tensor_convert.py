@@ -132,7 +132,7 @@ class TensorConversions:
         """
         return _cv.to_type(self, dtype, non_blocking, **kwargs)
 
-    def cpu(self: Tensor, memory_format: Any = torch.preserve_format) -> Tensor:
+    def cpu(self: Tensor, *, memory_format: Any = torch.preserve_format) -> Tensor:
         """torch's ``cpu()``: ``to("cpu")``. ``self`` itself when its mesh is on the CPU,
         however distributed (its placements unchanged); else the full value on CPU device 0.
         ``memory_format``: torch's preserve or contiguous format (dtorch keeps no other).

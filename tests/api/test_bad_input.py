@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fractions
 from collections.abc import Callable
 from typing import Any
 
@@ -908,7 +909,7 @@ def test_equality_with_what_torch_does_not_compare_is_false(graph: dtorch.Graph)
     """``None``, a string, a list or a dict is not compared elementwise by torch: False."""
     full = torch.arange(3.0)
     x = dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2))
-    for other in (None, "a", [0.0, 1.0, 2.0], {1: 2}):
+    for other in (None, "a", [0.0, 1.0, 2.0], {1: 2}, fractions.Fraction(1, 1)):
         assert (full == other) is False
         assert (x == other) is False and (x != other) is True
 
@@ -976,3 +977,40 @@ def test_number_arguments_given_other_values_name_the_argument(
         call(torch, F, full)
     with pytest.raises(TypeError, match=what):
         call(dtorch, DF, dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2)))
+
+
+_POOL_FLAGS: list[tuple[str, Callable[[Any, Any, Any], Any]]] = [
+    ("ceil_mode", lambda f, x, v: f.max_pool1d(x, 3, ceil_mode=v)),
+    ("count_include_pad", lambda f, x, v: f.avg_pool1d(x, 3, count_include_pad=v)),
+    ("ceil_mode", lambda f, x, v: f.max_pool2d(x.unsqueeze(0), 2, ceil_mode=v)),
+    ("ceil_mode", lambda f, x, v: f.avg_pool2d(x.unsqueeze(0), 2, ceil_mode=v)),
+    ("count_include_pad", lambda f, x, v: f.avg_pool2d(x.unsqueeze(0), 2, count_include_pad=v)),
+]
+
+
+@pytest.mark.parametrize(("flag", "call"), _POOL_FLAGS, ids=[f for f, _ in _POOL_FLAGS])
+def test_pooling_flags_take_bools_only(
+    flag: str, call: Callable[[Any, Any, Any], Any], graph: dtorch.Graph
+) -> None:
+    """The pools' flags are bools, as torch's (``ceil_mode="no"`` ran with ceil_mode on);
+    ``return_indices`` is taken by its truth, as torch's functional dispatches on it."""
+    full = torch.randn(2, 4, 6)
+    x = dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2))
+    with pytest.raises(TypeError):
+        call(F, full, "no")
+    with pytest.raises(TypeError, match=flag):
+        call(DF, x, "no")
+
+
+@pytest.mark.parametrize(
+    "index", ["a", b"x", 1.5, object()], ids=["str", "bytes", "float", "object"]
+)
+def test_unsupported_indices_raise_torchs_class(index: Any, graph: dtorch.Graph) -> None:
+    """A string index is torch's TypeError, a float or another object its IndexError."""
+    with pytest.raises(Exception) as expected:
+        torch.zeros(3)[index]
+    with pytest.raises(Exception) as got:
+        dtorch.zeros(3)[index]
+    assert type(got.value) is type(expected.value) or issubclass(
+        type(got.value), type(expected.value)
+    )

@@ -132,6 +132,7 @@ def test_like_functions_on_another_mesh_replicate(name: str, graph: dtorch.Graph
         Shard(0),
     ]
     assert like(t).placements == [Shard(0)] and made.shape == t.shape
+    assert like(t, device_mesh=t.device_mesh).placements == [Shard(0)]  # its own mesh
 
 
 def test_partial_creation_puts_the_value_on_the_first_rank(graph: dtorch.Graph) -> None:

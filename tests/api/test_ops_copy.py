@@ -368,8 +368,18 @@ def test_copy_formats_and_flags_take_torchs_keywords(graph: dtorch.Graph) -> Non
         t.contiguous(memory_format=torch.contiguous_format).to_torch(), torch.arange(4.0)
     )
     assert t.cpu(memory_format=torch.preserve_format) is t
-    with pytest.raises(ParamError, match=r"accepted: torch\.contiguous_format"):
+    with pytest.raises(TypeError):  # keyword-only, as torch's
+        t.cpu(torch.preserve_format)
+    with pytest.raises(ParamError, match=r"accepted: torch\.preserve_format, torch\.contig"):
         t.contiguous(memory_format=torch.channels_last)
+    # preserve_format: torch takes it where no copy is needed and refuses it where one is
+    assert torch.equal(t.contiguous(memory_format=torch.preserve_format).to_torch(), t.to_torch())
+    square = dtorch.from_torch(torch.ones(2, 2), device_mesh=mesh)
+    with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
+        torch.ones(2, 2).T.contiguous(memory_format=torch.preserve_format)
+    with pytest.raises(RuntimeError, match="preserve memory format is unsupported"):
+        square.T.contiguous(memory_format=torch.preserve_format)
+    assert torch.equal(t.clone(memory_format=None).to_torch(), t.to_torch())  # torch's None
     with pytest.raises(TypeError, match=r"memory_format must be a torch\.memory_format"):
         t.clone(memory_format="contiguous")
     with pytest.raises(MeshError, match="must be a cuda device"):

@@ -82,7 +82,8 @@ def _check_entries(name: str, items: list[Any]) -> None:
         if isinstance(item, (TensorBase, torch.Tensor, list)) or (
             not isinstance(item, (int, slice)) and item is not None and item is not Ellipsis
         ):
-            raise IndexError(
+            kind = TypeError if isinstance(item, (str, bytes)) else IndexError  # as torch's
+            raise kind(
                 f"{name}: unsupported index {type(item).__name__}: dtorch supports ints, slices, "
                 "None, ..., int lists and tuples, integer and bool tensors"
             )

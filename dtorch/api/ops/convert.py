@@ -36,9 +36,6 @@ _CLONE = CloneParam()
 _COPY = CopyParam()
 _ROW_MAJOR = ContiguousParam()  # of a private copy: a view of it where row-major already
 _ROW_MAJOR_COPY = ContiguousParam(copy=True)
-#: The in-place writers torch lets write a tensor whose elements share memory (they set
-#: values and read none back); every other one refuses it (``writable``)
-_OVERLAP_OK = frozenset({"fill_", "masked_fill_"})
 
 
 def cast(t: Tensor, dtype: torch.dtype) -> Tensor:
@@ -105,7 +102,8 @@ def clone(input: Tensor, *, memory_format: Any = torch.preserve_format) -> Tenso
         >>> t.tolist(), c.tolist()
         ([0, 1, 2], [1, 2, 3])
     """
-    if checked_format("clone", memory_format) is torch.preserve_format:
+    fmt = torch.preserve_format if memory_format is None else memory_format  # torch's None
+    if checked_format("clone", fmt) is torch.preserve_format:
         return _preserving(record("clone", _CLONE, (input,))[0], input)
     return _row_major_copy(input)
 
@@ -212,12 +210,14 @@ def fits(name: str, target: Tensor, *operands: Any) -> None:
                 )
 
 
-def assign(name: str, target: Tensor, result: Tensor) -> Tensor:
+def assign(name: str, target: Tensor, result: Tensor, *, overlapping: bool = False) -> Tensor:
     """``target``'s values replaced by ``result`` (computed from ``target``) in place: torch's
     in-place ``op_`` and ``op=``, which every alias and view of ``target`` sees. The result
     must have ``target``'s shape and a dtype torch casts to ``target``'s; it is moved to
     ``target``'s placements first when the operator chose others (a Replicate operand sharded
-    like the other one); returns ``target``.
+    like the other one); returns ``target``. ``overlapping``: the writer may write a tensor
+    whose elements share memory (``fill_``, ``masked_fill_``: they set values and read none
+    back); torch refuses every other one there (``writable``).
 
     Example:
         >>> import dtorch
@@ -227,7 +227,7 @@ def assign(name: str, target: Tensor, result: Tensor) -> Tensor:
         >>> t.tolist()
         [0, 11, 12, 3]
     """
-    if name not in _OVERLAP_OK:
+    if not overlapping:
         writable(name, target)
     if tuple(result.shape) != tuple(target.shape):
         raise ShapeError(

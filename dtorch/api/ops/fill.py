@@ -87,10 +87,10 @@ def fill_(t: Tensor, value: Any) -> Tensor:
         )
     if isinstance(value, TensorBase):  # stays on the devices: broadcast, then cast
         spread = expand(cast("Tensor", value), t.shape)
-        return _cv.assign("fill_", t, _cv.cast(spread, t.dtype))
+        return _cv.assign("fill_", t, _cv.cast(spread, t.dtype), overlapping=True)
     if not is_scalar(value):
         raise not_a_number("fill_: value", value, "a number or a 0-d tensor")
-    return _cv.assign("fill_", t, new_full(t, t.shape, value))
+    return _cv.assign("fill_", t, new_full(t, t.shape, value), overlapping=True)
 
 
 def zero_(t: Tensor) -> Tensor:

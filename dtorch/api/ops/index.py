@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import dtorch.api.ops.take as _take
-from dtorch.api.create import beside, distribute
+from dtorch.api.create import NESTING, beside, distribute
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.strides import overlapping
@@ -86,15 +86,11 @@ def _torch_item(name: str, item: Any) -> Any:
     return item
 
 
-#: Nesting past torch's most dims: such a list (or one holding itself) is torch's to refuse.
-_DEEPEST = 64
-
-
 def _check_list(name: str, items: list[Any] | tuple[Any, ...], depth: int = 0) -> None:
     # torch would read floats in a list as a float index and fail with its own message
     for item in items:
         if isinstance(item, (list, tuple)):
-            if depth < _DEEPEST:
+            if depth < NESTING:
                 _check_list(name, item, depth + 1)
         elif isinstance(item, (TensorBase, float)):
             raise IndexError(f"{name}: a list index holds ints or bools; got {type(item).__name__}")

@@ -128,7 +128,7 @@ def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
         [0.0, 1.0, -1.0, -1.0]
     """
     if is_tensor(value):
-        return assign("masked_fill_", input, masked_fill(input, mask, value))
+        return assign("masked_fill_", input, masked_fill(input, mask, value), overlapping=True)
     param = MaskedParam(MaskedKind.FILL, as_scalar(value), in_place=True)
     record("masked_fill_", param, (input, mask))
     return input

@@ -295,8 +295,8 @@ def contiguous(t: Tensor, memory_format: Any = torch.contiguous_format) -> Tenso
     Partial) as a new handle, where torch returns ``t`` itself when it is contiguous. It
     shares memory with ``t`` exactly where torch's would on the full tensor (in-place
     writes through it reach ``t``) and copies where torch's copies (after a transpose).
-    ``memory_format``: ``torch.contiguous_format`` only (dtorch keeps no channels-last
-    layouts; torch refuses ``preserve_format`` here too).
+    ``memory_format``: ``torch.contiguous_format``, or ``preserve_format`` where no copy is
+    needed (torch refuses it otherwise, as here); no channels-last layouts.
 
     Example:
         >>> import dtorch
@@ -305,8 +305,12 @@ def contiguous(t: Tensor, memory_format: Any = torch.contiguous_format) -> Tenso
         >>> t.tolist(), dtorch.arange(4).reshape(2, 2).t().contiguous().tolist()
         ([1.0, 1.0], [[0, 2], [1, 3]])
     """
-    checked_format("contiguous", memory_format, (torch.contiguous_format,))
+    fmt = checked_format("contiguous", memory_format)
     strides = known(t)  # where they say torch copies, every device copies; where not, none
+    if fmt is torch.preserve_format and strides is not None and not is_contiguous(t.shape, strides):
+        raise ParamError(
+            "contiguous: preserve memory format is unsupported by the contiguous operator"
+        )
     if strides is None:
         return mark(record("contiguous", _CONTIGUOUS, (t,))[0], ROW_MAJOR)
     if is_contiguous(t.shape, strides):  # torch returns t itself, strides and all

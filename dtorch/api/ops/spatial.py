@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from dtorch.api.dims import as_int
+from dtorch.api.dims import as_flag, as_int
 from dtorch.api.ops.conv import IntOrPair, int_pair
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import record, record_one, tensor_arg
@@ -69,8 +69,10 @@ def max_pool2d(
     """
     kernel, strides, pads = _window("max_pool2d", kernel_size, stride, padding)
     dilations = int_pair("max_pool2d", "dilation", dilation)
-    param = _pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, bool(ceil_mode),
-                         return_indices=bool(return_indices))  # fmt: skip
+    ceil = as_flag(ceil_mode, "max_pool2d", "ceil_mode")
+    with_indices = bool(return_indices)  # torch's functional dispatches on its truth
+    param = _pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, ceil,
+                         return_indices=with_indices)  # fmt: skip
     if return_indices:
         values, indices = record("max_pool2d", param, (input,))
         return values, indices
@@ -101,9 +103,11 @@ def avg_pool2d(
                                          divisor_override < 1):  # fmt: skip
         raise ParamError(f"avg_pool2d: divisor_override must be a positive int or None; got "
                          f"{divisor_override!r}")  # fmt: skip
+    ceil = as_flag(ceil_mode, "avg_pool2d", "ceil_mode")
+    include = as_flag(count_include_pad, "avg_pool2d", "count_include_pad")
     param = _pooling_param(
-        PoolKind.AVG, kernel, strides, pads, ceil_mode=bool(ceil_mode),
-        count_include_pad=bool(count_include_pad), divisor_override=divisor_override,
+        PoolKind.AVG, kernel, strides, pads, ceil_mode=ceil, count_include_pad=include,
+        divisor_override=divisor_override,
     )  # fmt: skip
     return record_one("avg_pool2d", param, (input,))
 
@@ -169,7 +173,7 @@ def interpolate(
     scales = None if scale_factor is None else _repeat(scale_factor, n, float)
     mode = str(mode) if isinstance(mode, str) else mode  # a numpy str as a str; else refused
     param = InterpolateParam(sizes, scales, mode, align_corners, recompute_scale_factor,
-                             bool(antialias))  # fmt: skip
+                             as_flag(antialias, "interpolate", "antialias"))  # fmt: skip
     return record_one("interpolate", param, (input,))
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dtorch.api.dims import as_flag
 from dtorch.api.ops.conv import _conv_param
 from dtorch.api.ops.spatial import _pooling_param
 from dtorch.api.record import record, record_one, tensor_arg
@@ -176,8 +177,10 @@ def max_pool1d(
     _check_input("max_pool1d", input)
     kernel, strides, pads = _window("max_pool1d", kernel_size, stride, padding)
     dilations = (1, int_one("max_pool1d", "dilation", dilation))
-    param = _pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, bool(ceil_mode),
-                           return_indices=bool(return_indices))  # fmt: skip
+    ceil = as_flag(ceil_mode, "max_pool1d", "ceil_mode")
+    with_indices = bool(return_indices)  # torch's functional dispatches on its truth
+    param = _pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, ceil,
+                           return_indices=with_indices)  # fmt: skip
     _refuse_length_shard("max_pool1d", (("input", input),))
     if return_indices:
         values, indices = record("max_pool1d", param, (_height_one(input),))
@@ -203,8 +206,10 @@ def avg_pool1d(
     """
     _check_input("avg_pool1d", input)
     kernel, strides, pads = _window("avg_pool1d", kernel_size, stride, padding)
-    param = _pooling_param(PoolKind.AVG, kernel, strides, pads, ceil_mode=bool(ceil_mode),
-                           count_include_pad=bool(count_include_pad))  # fmt: skip
+    ceil = as_flag(ceil_mode, "avg_pool1d", "ceil_mode")
+    include = as_flag(count_include_pad, "avg_pool1d", "count_include_pad")
+    param = _pooling_param(PoolKind.AVG, kernel, strides, pads, ceil_mode=ceil,
+                           count_include_pad=include)  # fmt: skip
     _refuse_length_shard("avg_pool1d", (("input", input),))
     return record_one("avg_pool1d", param, (_height_one(input),)).squeeze(-2)
 
