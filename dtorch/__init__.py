@@ -261,6 +261,8 @@ from dtorch.errors import (
     PlacementError,
     ShapeError,
     TraceError,
+    UnsupportedDtypeError,
+    UnsupportedShapeError,
     WorkerDiedError,
     WorkerError,
 )
@@ -394,6 +396,8 @@ __all__ = [
     "Tensor",
     "TensorFuture",
     "TraceError",
+    "UnsupportedDtypeError",
+    "UnsupportedShapeError",
     "VoidFutureCollect",
     "WorkerDiedError",
     "WorkerError",

@@ -10,8 +10,10 @@ code written against plain PyTorch (``except RuntimeError``) keep working::
     ├── MeshError (ValueError)                a DeviceMesh is malformed or used wrongly
     ├── PlacementError (ValueError)           placements an operator or mesh does not accept
     ├── ShapeError (ValueError, RuntimeError) shapes an operator does not accept
-    │   └── DimError (IndexError)             a dim argument out of range
+    │   ├── DimError (IndexError)             a dim argument out of range
+    │   └── UnsupportedShapeError (NotImplementedError)  a shape or mode torch has no kernel for
     ├── DtypeError (TypeError, RuntimeError)  dtypes an operator does not accept
+    │   └── UnsupportedDtypeError (NotImplementedError)  a dtype torch has no kernel for
     ├── ParamError (ValueError, RuntimeError) an operator argument with a value it does not accept
     ├── ScalarError (ValueError)              a value that is not a scalar dtorch can carry
     ├── UnknownDtypeError (ValueError)        a dtype (code) this torch does not have
@@ -78,6 +80,16 @@ class DimError(ShapeError, IndexError):
 class DtypeError(DTorchError, TypeError, RuntimeError):
     """Dtypes an operator does not accept (torch would raise on the full tensors too, mostly a
     RuntimeError)."""
+
+
+class UnsupportedDtypeError(DtypeError, NotImplementedError):
+    """A dtype torch has no kernel for ("not implemented for 'Long'"): torch raises
+    NotImplementedError, which ``except NotImplementedError`` expects."""
+
+
+class UnsupportedShapeError(ShapeError, NotImplementedError):
+    """A shape or mode torch has not implemented (reflect padding of some sizes, bilinear
+    of a 3-D input): torch raises NotImplementedError."""
 
 
 class ParamError(DTorchError, ValueError, RuntimeError):

@@ -319,6 +319,8 @@ NAMESPACE: dict[str, str] = {
     "ParamError": "dtorch.errors",
     "PlacementError": "dtorch.errors",
     "ShapeError": "dtorch.errors",
+    "UnsupportedDtypeError": "dtorch.errors",
+    "UnsupportedShapeError": "dtorch.errors",
     "WorkerDiedError": "dtorch.errors",
     "WorkerError": "dtorch.errors",
     "Program": "dtorch.program.program",

@@ -26,10 +26,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from dtorch.errors import ParamError, ShapeError
+from dtorch.errors import ParamError, ShapeError, UnsupportedShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OperatorFormat, PaddingType, PoolKind
 from dtorch.ir.params import ConvParam, InterpolateParam, OpParam, PadParam, PoolingParam
+from dtorch.ir.rules.promotion import Unimplemented, refusal
 
 Outputs = torch.Tensor | tuple[torch.Tensor, ...]
 Meta = tuple[tuple[int, ...], torch.dtype]
@@ -128,7 +129,8 @@ def meta_outputs(
     specs = tuple((o.shape, o.dtype) for o in inputs)
     answer = _meta(call, param, specs)
     if isinstance(answer, str):
-        raise ShapeError(f"{name}: {answer}")
+        kind = UnsupportedShapeError if isinstance(answer, Unimplemented) else ShapeError
+        raise kind(f"{name}: {answer}")
     return answer
 
 
@@ -142,6 +144,6 @@ def _meta(
         out = call(param, *metas)
     except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as error:
         shapes = " x ".join(str(list(shape)) for shape, _ in specs)
-        return f"torch refuses inputs {shapes}: {error}"
+        return refusal(error, f"torch refuses inputs {shapes}: {error}")
     outs = out if isinstance(out, tuple) else (out,)
     return tuple((tuple(o.shape), o.dtype) for o in outs)

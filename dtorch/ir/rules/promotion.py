@@ -23,8 +23,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from dtorch.errors import DtypeError, UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, OpKind, ReduceKind, ScanKind
-from dtorch.ir.rules.base import DtypeError
 from dtorch.ir.rules.torch_ops import (
     ACTIVATION,
     BINARY,
@@ -37,19 +37,38 @@ from dtorch.ir.rules.torch_ops import (
 )
 from dtorch.ir.scalar import Scalar, ScalarKind
 
+
+class Unimplemented(str):
+    """A refusal torch raised as NotImplementedError (no kernel for a dtype, a shape): a str
+    the caches keep like any other refusal, whose class says which error to raise."""
+
+    __slots__ = ()
+
+
 _Answer = torch.dtype | str
+
+
+def refusal(error: Exception, text: str) -> str:
+    """``text``, marked ``Unimplemented`` where torch raised ``error`` as NotImplementedError.
+
+    Example:
+        >>> type(refusal(NotImplementedError("x"), "x")).__name__
+        'Unimplemented'
+    """
+    return Unimplemented(text) if isinstance(error, NotImplementedError) else text
 
 
 def _probe(thunk: Callable[[], torch.Tensor]) -> _Answer:
     try:
         return thunk().dtype
     except (RuntimeError, TypeError, ValueError) as error:
-        return str(error).split("\n", 1)[0]
+        return refusal(error, str(error).split("\n", 1)[0])
 
 
 def _answer(name: str, answer: _Answer) -> torch.dtype:
     if isinstance(answer, str):
-        raise DtypeError(f"{name}: torch rejects these dtypes: {answer}")
+        kind = UnsupportedDtypeError if isinstance(answer, Unimplemented) else DtypeError
+        raise kind(f"{name}: torch rejects these dtypes: {answer}")
     return answer
 
 
