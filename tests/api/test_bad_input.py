@@ -1022,6 +1022,7 @@ _UNIMPLEMENTED: list[tuple[str, Callable[[Any, Any], Any]]] = [
     ("shift of float", lambda f, m: m.ones(3) << 1),
     ("reflect pad of 2 on 4-D", lambda f, m: f.pad(m.ones(1, 1, 2, 2), (1, 1), "reflect")),
     ("bilinear of 3-D", lambda f, m: f.interpolate(m.ones(1, 1, 3), size=3, mode="bilinear")),
+    ("median of bool", lambda f, m: m.ones(3, dtype=torch.bool).median()),
 ]
 
 

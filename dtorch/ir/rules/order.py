@@ -52,6 +52,7 @@ from dtorch.ir.params import FlipParam, GatherParam, OpParam, SortParam, TopKPar
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, short_text
 from dtorch.ir.rules.base import DtypeError, Inference, OutputMeta, Rule, norm_dim, norm_dims
 from dtorch.ir.rules.gather import INDEX_DTYPES
+from dtorch.ir.rules.promotion import refusal, refused
 from dtorch.ir.rules.signature import Signature, fresh_labels, one_input, reject, signature
 
 
@@ -89,14 +90,14 @@ def _refusal(kind: OpKind, dtype: torch.dtype) -> str:
     try:
         _PROBES[kind](torch.ones(1, dtype=dtype))
     except (RuntimeError, TypeError) as error:
-        return str(error).strip().split("\n", 1)[0]
+        return refusal(error, str(error).strip().split("\n", 1)[0])
     return ""
 
 
 def _check_dtype(name: str, kind: OpKind, dtype: torch.dtype) -> None:
-    refusal = _refusal(kind, dtype)
-    if refusal:
-        raise DtypeError(f"{name}: torch refuses {dtype} here: {refusal}")
+    message = _refusal(kind, dtype)
+    if message:
+        refused(name, dtype, message)
 
 
 def sort_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

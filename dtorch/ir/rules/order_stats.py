@@ -33,7 +33,8 @@ from dtorch.errors import DimError, ParamError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import MaxMinKind, OpKind, OrderStatKind
 from dtorch.ir.params import CumExtremeParam, OpParam, OrderStatParam
-from dtorch.ir.rules.base import DtypeError, Inference, OutputMeta, Rule, norm_dim
+from dtorch.ir.rules.base import Inference, OutputMeta, Rule, norm_dim
+from dtorch.ir.rules.promotion import refusal, refused
 from dtorch.ir.rules.reduce import check_nonempty, reduce_plan
 from dtorch.ir.rules.signature import fresh_labels, one_input, signature
 
@@ -122,14 +123,14 @@ def _refusal(probe: _Probe, dtype: torch.dtype) -> str:
     try:
         _run_probe(probe, torch.ones(1, dtype=dtype))
     except (RuntimeError, TypeError) as error:
-        return str(error).strip().split("\n", 1)[0]
+        return refusal(error, str(error).strip().split("\n", 1)[0])
     return ""
 
 
 def _check_dtype(name: str, probe: _Probe, dtype: torch.dtype) -> None:
-    refusal = _refusal(probe, dtype)
-    if refusal:
-        raise DtypeError(f"{name}: torch refuses {dtype} here: {refusal}")
+    message = _refusal(probe, dtype)
+    if message:
+        refused(name, dtype, message)
 
 
 def _check_k(name: str, k: int, dim: int, size: int) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +56,13 @@ def refusal(error: Exception, text: str) -> str:
         'Unimplemented'
     """
     return Unimplemented(text) if isinstance(error, NotImplementedError) else text
+
+
+def refused(name: str, dtype: torch.dtype, message: str) -> NoReturn:
+    """Raise torch's refusal ``message`` (``refusal``'s text) of ``dtype`` for ``name``: an
+    UnsupportedDtypeError where torch has no kernel for it, else a DtypeError."""
+    kind = UnsupportedDtypeError if isinstance(message, Unimplemented) else DtypeError
+    raise kind(f"{name}: torch refuses {dtype} here: {message}")
 
 
 def _probe(thunk: Callable[[], torch.Tensor]) -> _Answer:
