@@ -83,26 +83,18 @@ _WIDENING = {
 }  # fmt: skip
 
 
-#: Integer dtypes to the floats holding each of their values exactly.
-_EXACT_INTS = {
-    torch.int8: {torch.bfloat16, torch.float16, torch.float32, torch.float64},
-    torch.uint8: {torch.bfloat16, torch.float16, torch.float32, torch.float64},
-    torch.int32: {torch.float64},
-    torch.int64: set(),
-}
-
-
 def _linear(src: torch.dtype, dst: torch.dtype) -> bool:
     """Converting partial values and summing equals converting the sum: integers to integers
-    (they wrap alike), and to a float only where it holds every value of the source (any
-    other conversion rounds each part, and parts that cancel lose it all); never bool."""
+    no wider (the parts wrap in the source's width: a wider integer or a float would not),
+    floats to a float that holds every value of the source (any other conversion rounds each
+    part, and parts that cancel lose it all); never bool."""
     if src == dst:
         return True
     if torch.bool in (src, dst):
         return False
     if src.is_floating_point:
         return (src, dst) in _WIDENING
-    return not dst.is_floating_point or dst in _EXACT_INTS[src]
+    return not dst.is_floating_point and dst.itemsize <= src.itemsize
 
 
 #: Every conversion method and the dtype it converts to.
@@ -229,9 +221,29 @@ def test_an_inexact_integer_cast_of_a_partial_is_refused(graph: dtorch.Graph) ->
         torch.ones(2, dtype=torch.int16), mesh, [S0], graph
     )
     assert q.placements == [P]
-    exact = q.float()  # int16 in float32 is exact: the Partial is kept
-    assert exact.placements == [P]
-    assert torch.equal(exact.to_torch(), (small @ torch.ones(2, dtype=torch.int16)).float())
+    with pytest.raises(PlacementError, match="Partial survives"):
+        q.float()  # int16 parts wrap at 16 bits, float32 parts would not
+    narrower = q.to(torch.int8)  # wrapping at 8 bits is wrapping at 16 bits, then at 8
+    assert narrower.placements == [P]
+    assert torch.equal(
+        narrower.to_torch(), (small @ torch.ones(2, dtype=torch.int16)).to(torch.int8)
+    )
+
+
+def test_an_integer_partial_that_wraps_converts_as_its_value(graph: dtorch.Graph) -> None:
+    """uint8 parts 200 and 100 hold 44 (the sum wraps at 8 bits): widening each part gave
+    300. Widening and float casts of an integer Partial are refused; ``sum``, whose int64
+    result widens, too; narrowing keeps the Partial and its value."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    parts = torch.tensor([[200, 7], [100, 9]], dtype=torch.uint8)
+    p = place(parts, mesh, [S0], graph).sum(0, dtype=torch.uint8)
+    assert p.placements == [P]
+    full = parts.sum(0, dtype=torch.uint8)
+    for widen in (lambda t: t.to(torch.int64), lambda t: t.float(), lambda t: t.sum()):
+        with pytest.raises(PlacementError):
+            widen(p)
+        assert torch.equal(widen(p.redistribute(mesh, [R])).to_torch(), widen(full))
+    assert torch.equal(p.to(torch.int8).to_torch(), full.to(torch.int8))
 
 
 def test_copy_nonlinear_partial_names_copy(graph: dtorch.Graph) -> None:
@@ -259,9 +271,12 @@ def test_setitem_of_partial_values_across_dtypes_as_copy(graph: dtorch.Graph) ->
     same = place(torch.zeros(2), mesh, [P], graph)
     same[0:1] = value
     assert torch.equal(same.to_torch(), torch.tensor([-0.75, 0.0]))
+    narrower = place(torch.zeros(2, dtype=torch.int32), mesh, [P], graph)
+    narrower[1:2] = place(torch.tensor([3], dtype=torch.int64), mesh, [P], graph)  # wraps alike
+    assert torch.equal(narrower.to_torch(), torch.tensor([0, 3], dtype=torch.int32))
     wider = place(torch.zeros(2, dtype=torch.int64), mesh, [P], graph)
-    wider[1:2] = place(torch.tensor([3], dtype=torch.int32), mesh, [P], graph)  # exact: kept
-    assert torch.equal(wider.to_torch(), torch.tensor([0, 3]))
+    with pytest.raises(PlacementError, match="does not add"):  # int32 parts wrap at 32 bits
+        wider[1:2] = place(torch.tensor([3], dtype=torch.int32), mesh, [P], graph)
 
 
 def test_copy_rejections(graph: dtorch.Graph) -> None:

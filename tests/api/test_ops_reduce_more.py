@@ -221,8 +221,11 @@ def test_scan_partial_dtype_and_values(graph: dtorch.Graph) -> None:
     check_rejection("cumsum", info.value, [p])
     ints = torch.randint(-3, 4, (4, 6), generator=_G, dtype=torch.int32)
     pi = place(ints, mesh, [P], graph)
-    assert pi.cumsum(0).placements == [P] and pi.cumsum(0).dtype == torch.int64
-    assert torch.equal(pi.cumsum(0).to_torch(), ints.cumsum(0))
+    with pytest.raises(PlacementError, match=r"^cumsum: got \(P,\)"):
+        pi.cumsum(0)  # int32 parts wrap at 32 bits; their int64 sums would not
+    longs = place(ints.long(), mesh, [P], graph)
+    assert longs.cumsum(0).placements == [P] and longs.cumsum(0).dtype == torch.int64
+    assert torch.equal(longs.cumsum(0).to_torch(), ints.cumsum(0))
     s = place(ints, mesh, [S1], graph)
     for got, want in (
         (s.cumsum(0), ints.cumsum(0)),

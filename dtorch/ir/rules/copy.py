@@ -1,9 +1,11 @@
 """Rules of Clone, Cast and Copy: operators that copy values, possibly converting them.
 
-``clone`` keeps any layout. ``cast`` keeps Partial only where the conversion adds up: to a
-floating dtype that holds every value of the source exactly (a rounded part loses what the
-rounding took, and parts that cancel lose it all), or between integer dtypes (wrapping is a
-ring homomorphism); never to or from bool, never float -> int (truncation is not linear).
+``clone`` keeps any layout. ``cast`` keeps Partial only where the conversion adds up: from a
+float to a floating dtype that holds every value of it exactly (a rounded part loses what the
+rounding took, and parts that cancel lose it all), or from an integer to an integer no wider
+(the parts sum with wrap-around in the source's width, and reducing modulo a smaller power of
+two is a ring homomorphism; a wider integer or a float would not wrap: uint8 parts 200 and 100
+hold 44, not 300); never to or from bool, never float -> int (truncation is not linear).
 ``dst.copy_(src)`` writes into dst's own shards, so dst is never redistributed: src must
 have dst's layout (a Replicate src is chunked to match a sharded dst; a src dim that
 broadcasts stays Replicate).
@@ -15,7 +17,7 @@ Example:
     >>> from dtorch.ir.params import CastParam
     >>> from dtorch.ir.placement import Partial
     >>> x = Operand(1, (3,), torch.int16, init_device_mesh("cpu", 2), (Partial(),))
-    >>> cast_rule("float", CastParam(torch.float32), (x,)).outputs[0].placements
+    >>> cast_rule("char", CastParam(torch.int8), (x,)).outputs[0].placements
     (Partial(sum),)
 """
 
@@ -33,9 +35,9 @@ from dtorch.ir.rules.signature import elementwise, expand, identity, one_output,
 _LINEAR = elementwise(1, ["P -> P"])
 _NONLINEAR_CAST = elementwise(
     1,
-    hint="Partial survives casts between integer dtypes, and to a float holding every value "
-    "of its dtype, only (another cast to a float would round each part on its own): "
-    "redistribute to Replicate first",
+    hint="Partial survives a cast to an integer no wider than its own (an integer's parts "
+    "sum with wrap-around) and from a float to a float holding every value of it, only "
+    "(another cast would change how its parts add up): redistribute to Replicate first",
 )
 _COPY = signature(
     "R R -> R", "Si Si -> Si", "Si R -> Si", "P P -> P", fixed=(0,),

@@ -294,34 +294,35 @@ def clamp_dtype(name: str, x: Side, low: ScalarKind | None, high: ScalarKind | N
 
 
 def cast_is_linear(src: torch.dtype, dst: torch.dtype) -> bool:
-    """True when converting each partial value and summing equals converting the sum: between
-    integer dtypes (wrapping arithmetic), and to a float that holds every value of the source
-    exactly. Any other conversion to a float rounds each part on its own, and parts that
-    cancel lose everything the rounding took (1000.3 - 999.0 in bfloat16 parts is 0.0, the
-    sum's rounding 1.296875; int64 parts 2**30 + 1 and -2**30 in float32 sum to 0): not linear.
+    """True when converting each partial value and summing equals converting the sum. An
+    integer Partial sums with wrap-around in its own width: converting to a narrower or
+    equally wide integer keeps it (arithmetic modulo the smaller power of two), a wider
+    integer or any float would not (uint8 parts 200 and 100 hold 44; as int64 they sum to
+    300). A float converts linearly to a float that holds every value of it; any other
+    conversion rounds each part on its own, and parts that cancel lose everything the
+    rounding took (1000.3 - 999.0 in bfloat16 parts is 0.0, the sum's rounding 1.296875).
 
     Example:
-        >>> cast_is_linear(torch.int8, torch.float32), cast_is_linear(torch.int64, torch.float32)
+        >>> cast_is_linear(torch.int64, torch.int8), cast_is_linear(torch.int8, torch.int64)
         (True, False)
         >>> [cast_is_linear(*pair) for pair in [(torch.bfloat16, torch.float32),
-        ...                                      (torch.float32, torch.bfloat16)]]
-        [True, False]
+        ...                                      (torch.float32, torch.bfloat16),
+        ...                                      (torch.int8, torch.float32)]]
+        [True, False, False]
     """
     if src == dst:
         return True
     if torch.bool in (src, dst):
         return False
+    if not (src.is_floating_point or src.is_complex):  # an integer: its wrap-around must stay
+        return not (dst.is_floating_point or dst.is_complex) and dst.itemsize <= src.itemsize
     if not (dst.is_floating_point or dst.is_complex):
-        return not (src.is_floating_point or src.is_complex)  # integers wrap alike
+        return False
     return _holds(dst, src)
 
 
 def _holds(dst: torch.dtype, src: torch.dtype) -> bool:
-    """Whether every value of ``src`` is a value of the floating dtype ``dst`` (an integer
-    dtype's too: int8 in bfloat16, int16 in float32, int32 in float64; int64 in none)."""
+    """Whether every value of the floating dtype ``src`` is a value of the floating ``dst``."""
     wide = torch.finfo(dst)
-    if not (src.is_floating_point or src.is_complex):
-        info = torch.iinfo(src)
-        return max(info.max, -info.min) <= 2 / wide.eps  # the float's exact integers
     narrow = torch.finfo(src)
     return wide.eps <= narrow.eps and wide.max >= narrow.max and wide.tiny <= narrow.tiny

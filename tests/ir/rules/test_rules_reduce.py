@@ -140,8 +140,10 @@ def test_scan_placements() -> None:
     x = op((4, 6, 2), Shard(0), P, mesh=MESH22)
     out = infer("cumsum", ScanParam(ScanKind.SUM, 1), (x,)).outputs[0]
     assert (out.shape, out.placements) == ((4, 6, 2), (Shard(0), P))
-    ints = op((4, 6), P, dtype=torch.int32)
-    assert infer("cumsum", ScanParam(ScanKind.SUM, 0), (ints,)).outputs[0].placements == (P,)
+    longs = op((4, 6), P, dtype=torch.int64)
+    assert infer("cumsum", ScanParam(ScanKind.SUM, 0), (longs,)).outputs[0].placements == (P,)
+    with pytest.raises(PlacementError, match=r"^cumsum: got \(P,\)"):  # int32 -> int64 widens
+        infer("cumsum", ScanParam(ScanKind.SUM, 0), (op((4, 6), P, dtype=torch.int32),))
     with pytest.raises(PlacementError, match=r"^cumsum: got \(P,\).*accepted.*R -> R"):
         infer("cumsum", ScanParam(ScanKind.SUM, 0, torch.int64), (op((4, 6), P),))
     with pytest.raises(PlacementError, match=r"^cumprod: got \(P,\)"):
