@@ -351,3 +351,15 @@ def test_placement_refusals_name_the_call(graph) -> None:  # type: ignore[no-unt
     x = place(_rand(4, 3), mesh, [S0], graph)
     with pytest.raises(PlacementError, match=r"^index_copy: "):
         x.index_copy(0, torch.tensor([1]), place(_rand(1, 3), mesh, [R], graph))
+
+
+def test_aminmax_over_an_empty_dim_raises_torchs_index_error(graph: dtorch.Graph) -> None:
+    """torch raises IndexError over an empty dim (a ParamError here before) and RuntimeError
+    for an empty tensor without a dim."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    with pytest.raises(IndexError, match="non-zero size"):
+        torch.aminmax(torch.zeros(2, 0), dim=1)
+    with pytest.raises(IndexError, match="non-zero size"):
+        dtorch.aminmax(dtorch.from_torch(torch.zeros(2, 0), device_mesh=mesh), dim=1)
+    with pytest.raises(RuntimeError, match="no identity"):
+        dtorch.aminmax(dtorch.from_torch(torch.zeros(0), device_mesh=mesh))

@@ -43,7 +43,7 @@ from dtorch.api.ops.shape import expand, movedim, reshape, squeeze, unsqueeze
 from dtorch.api.ops.take import put
 from dtorch.api.ops.take import take as take_along
 from dtorch.api.record import record, record_one
-from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.errors import DimError, DtypeError, ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import BinaryKind, MaskedKind, ReduceKind, ScatterReduceKind
 from dtorch.ir.params import MaskedParam, ScatterParam
 from dtorch.ir.placement import Placement, Replicate, Shard
@@ -367,6 +367,8 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
         raise TypeError(f"aminmax: argument 'dim' must be int, not {type(dim).__name__}")
     d = None if dim is None else normalize_dim(dim, x.ndim, op="aminmax")
     empty = x.numel() == 0 if d is None else x.ndim > 0 and x.shape[d] == 0
+    if empty and d is not None:  # torch's class: an IndexError over an empty dim
+        raise DimError(f"aminmax: Expected reduction dim {dim} to have non-zero size.")
     if empty:
         raise ParamError(
             "aminmax: cannot compute aminmax over an empty dimension as the operation has "
