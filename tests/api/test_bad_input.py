@@ -594,8 +594,10 @@ def test_bool_clamp_and_negative_integer_powers_are_refused_at_the_call(
     b = dtorch.from_torch(full, graph=graph)
     with pytest.raises(NotImplementedError):
         torch.clamp(full, min=full, max=full)
-    with pytest.raises(DtypeError, match="clamp_cpu"):
+    with pytest.raises(NotImplementedError, match="clamp_cpu"):  # an UnsupportedDtypeError
         b.clamp(min=b, max=b)
+    for bounds in ({"min": b}, {"max": b}):  # one bool tensor bound: torch's clamp_min/max
+        assert torch.equal(b.clamp(**bounds).to_torch(), full.clamp(**dict.fromkeys(bounds, full)))
     with pytest.raises(RuntimeError, match="negative integer powers"):
         torch.tensor([2, 3]) ** -1
     with pytest.raises(DtypeError, match="negative integer powers"):
@@ -1037,3 +1039,20 @@ def test_what_torch_has_not_implemented_is_a_not_implemented_error(
         call(F, torch)
     with pytest.raises(NotImplementedError):
         call(DF, dtorch)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda m, f, b: b.trace(), lambda m, f, b: m.mv(b, b[0]), lambda m, f, b: f.glu(b.int(), 0)],
+    ids=["trace", "mv", "glu of int"],
+)
+def test_hand_written_no_kernel_refusals_are_not_implemented_errors(
+    call: Callable[[Any, Any, Any], Any], graph: dtorch.Graph
+) -> None:
+    """The composites that refuse a dtype torch has no kernel for say so as torch does, with a
+    NotImplementedError (they raised a plain DtypeError)."""
+    full = torch.ones(2, 2, dtype=torch.bool)
+    with pytest.raises(NotImplementedError):
+        call(torch, F, full)
+    with pytest.raises(NotImplementedError):
+        call(dtorch, DF, dtorch.from_torch(full, graph=graph))

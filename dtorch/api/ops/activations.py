@@ -24,7 +24,7 @@ from dtorch.api.ops.basic_index import _slice
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.statistics import _named
 from dtorch.api.record import record_one, tensor_arg
-from dtorch.errors import DtypeError, ParamError, ShapeError
+from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind
 from dtorch.ir.params import ActivationParam
 
@@ -148,7 +148,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     if size % 2:
         raise ShapeError(f"Halving dimension must be even, but dimension {d} is size {size}")
     if not input.dtype.is_floating_point:
-        raise DtypeError(f'"glu_cpu" not implemented for {input.dtype}; cast first')
+        raise UnsupportedDtypeError(f'"glu_cpu" not implemented for {input.dtype}; cast first')
     a, b = _slice("glu", input, d, 0, size // 2), _slice("glu", input, d, size // 2, size // 2)
     return elementwise.binary(BinaryKind.MUL, "glu", a, elementwise.sigmoid(b))
 

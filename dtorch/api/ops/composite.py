@@ -30,7 +30,7 @@ from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand
 from dtorch.api.record import record
-from dtorch.errors import DtypeError, ShapeError
+from dtorch.errors import ShapeError, UnsupportedDtypeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 from dtorch.ir.params import MatmulParam
 from dtorch.ir.rules.elementwise import broadcast_or_reason
@@ -324,5 +324,7 @@ def frac(input: Tensor) -> Tensor:
     """
     _tensor("frac", "input", input)
     if not input.dtype.is_floating_point:
-        raise DtypeError(f'frac: "frac_cpu" not implemented for {input.dtype}; cast first')
+        raise UnsupportedDtypeError(
+            f'frac: "frac_cpu" not implemented for {input.dtype}; cast first'
+        )
     return binary(BinaryKind.SUB, "frac", input, unary(MathKind.TRUNC, "frac", input))

@@ -23,7 +23,7 @@ from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import not_a_tensor, record, record_one
-from dtorch.errors import DtypeError, ParamError
+from dtorch.errors import DtypeError, ParamError, UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
 from dtorch.ir.params import (
     ActivationParam,
@@ -545,8 +545,9 @@ def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
             raise TypeError(
                 f"clamp: bounds must be numbers or dtorch tensors, got {type(bound).__name__}"
             )
-    if input.dtype == torch.bool and all(map(_bool_bound, (low, high))):
-        raise DtypeError(  # torch has no bool clamp; minimum/maximum would make one
+    both = low is not None and high is not None  # one tensor bound: torch's clamp_min/max
+    if input.dtype == torch.bool and both and all(map(_bool_bound, (low, high))):
+        raise UnsupportedDtypeError(  # torch has no bool clamp; minimum/maximum would make one
             "clamp: \"clamp_cpu\" not implemented for 'Bool' (torch clamps no bool tensor by "
             "bool bounds); accepted: a bound of another dtype, or logical_and/logical_or"
         )

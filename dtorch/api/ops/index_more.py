@@ -43,7 +43,14 @@ from dtorch.api.ops.shape import expand, movedim, reshape, squeeze, unsqueeze
 from dtorch.api.ops.take import put
 from dtorch.api.ops.take import take as take_along
 from dtorch.api.record import record, record_one
-from dtorch.errors import DimError, DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.errors import (
+    DimError,
+    DtypeError,
+    ParamError,
+    PlacementError,
+    ShapeError,
+    UnsupportedDtypeError,
+)
 from dtorch.ir.opkind import BinaryKind, MaskedKind, ReduceKind, ScatterReduceKind
 from dtorch.ir.params import MaskedParam, ScatterParam
 from dtorch.ir.placement import Placement, Replicate, Shard
@@ -174,7 +181,7 @@ def trace(input: Tensor) -> Tensor:
     if x.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, but got tensor with dim {x.ndim}")
     if x.dtype == torch.bool:
-        raise DtypeError("trace: \"trace\" not implemented for 'Bool'; cast first")
+        raise UnsupportedDtypeError("trace: \"trace\" not implemented for 'Bool'; cast first")
     return reduce(ReduceKind.SUM, "trace", _diagonal("trace", x, 0, 0, 1))
 
 

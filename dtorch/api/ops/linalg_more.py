@@ -32,7 +32,7 @@ from dtorch.api.ops.elementwise import binary
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand, reshape, unsqueeze
 from dtorch.api.record import record
-from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.opkind import BinaryKind
 from dtorch.ir.params import EinsumParam, MatmulParam
 from dtorch.ir.placement import format_placements
@@ -69,7 +69,7 @@ def _same_dtype(name: str, *tensors: Tensor) -> torch.dtype:
         got = ", ".join(_short(d) for d in dtypes)
         raise DtypeError(f"{name}: expected tensors of one dtype, but got {got}")
     if dtypes[0] == torch.bool:
-        raise DtypeError(f"{name}: \"{name}\" not implemented for 'Bool'; cast first")
+        raise UnsupportedDtypeError(f"{name}: \"{name}\" not implemented for 'Bool'; cast first")
     return dtypes[0]
 
 
