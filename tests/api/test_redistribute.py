@@ -142,8 +142,8 @@ def test_copy_across_meshes(dst_placements, graph) -> None:  # type: ignore[no-u
     row = dtorch.from_torch(_full((4,)), device_mesh=a, placements=[Shard(0)], graph=graph)
     dst.copy_(row)  # broadcasting across meshes
     assert torch.equal(dst.to_torch(), _full((4,)).expand(5, 4))
-    ints = dtorch.from_torch(full.short(), device_mesh=a, placements=[Partial()], graph=graph)
-    dst.copy_(ints)  # and a dtype conversion (int16 parts are exact in float32)
+    halves = dtorch.from_torch(full.half(), device_mesh=a, placements=[Partial()], graph=graph)
+    dst.copy_(halves)  # and a dtype conversion (float16 parts are exact in float32)
     assert dst.dtype == torch.float32 and torch.equal(dst.to_torch(), full)
 
 
