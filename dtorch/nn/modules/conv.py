@@ -56,7 +56,80 @@ from dtorch.nn.parameter import Parameter
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-class Conv2d(Module):
+class _ConvNd(Module):
+    """What Conv1d and Conv2d share, as torch's ``_ConvNd``: the weight and bias (built on the
+    layer's mesh, drawn as torch draws them), the forward through a non-zeros padding mode,
+    and the repr. A subclass sets its attributes, then calls ``_make_parameters``."""
+
+    #: The functional convolution of the layer's rank (``conv1d``, ``conv2d``).
+    _function: Any
+    in_channels: int
+    out_channels: int
+    groups: int
+    kernel_size: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: str | tuple[int, ...]
+    dilation: tuple[int, ...]
+    padding_mode: str
+    _reversed_padding_repeated_twice: tuple[int, ...]
+
+    def _make_parameters(
+        self,
+        layer: str,
+        bias: bool,
+        dtype: torch.dtype | None,
+        device_mesh: DeviceMesh | None,
+        device: Device,
+    ) -> None:
+        """The weight and (if ``bias``) the bias, Replicate on the layer's mesh, drawn."""
+        mesh = resolve_mesh(layer, device_mesh, device)
+        placements = [Replicate()] * mesh.ndim
+        shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+        self.weight = Parameter(empty(shape, dtype=dtype, device_mesh=mesh, placements=placements))
+        if bias:
+            b = empty(self.out_channels, dtype=dtype, device_mesh=mesh, placements=placements)
+            self.bias = Parameter(b)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the weight and the bias again, as torch's convolutions do."""
+        fan_in = (self.in_channels // self.groups) * math.prod(self.kernel_size)
+        a = math.sqrt(5)  # kaiming_uniform_(a=sqrt(5)) with torch's leaky_relu gain, computed
+        gain = math.sqrt(2.0 / (1 + a**2))  # as torch computes it (same bound to the last bit)
+        uniform_(self.weight, math.sqrt(3.0) * (gain / math.sqrt(fan_in)) if fan_in else 0.0)
+        if self.bias is not None:
+            uniform_(self.bias, 1 / math.sqrt(fan_in) if fan_in else 0.0)
+
+    def forward(self, input: Tensor) -> Tensor:
+        conv = type(self)._function
+        if self.padding_mode != "zeros":
+            padded = pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            return conv(padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                    self.groups)  # fmt: skip
+
+    def extra_repr(self) -> str:
+        rank = len(self.kernel_size)
+        text = (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}"
+        )
+        if self.padding != (0,) * rank:
+            text += f", padding={self.padding}"
+        if self.dilation != (1,) * rank:
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode}"
+        return text
+
+
+class Conv2d(_ConvNd):
     """2-D convolution with learnable weight and bias; see the module docstring.
 
     Example:
@@ -103,50 +176,9 @@ class Conv2d(Module):
         self._reversed_padding_repeated_twice = _reversed_padding(
             self.padding, self.kernel_size, self.dilation
         )
-        mesh = resolve_mesh("Conv2d", device_mesh, device)
-        placements = [Replicate()] * mesh.ndim
-        shape = (out_channels, in_channels // groups, *self.kernel_size)
-        self.weight = Parameter(empty(shape, dtype=dtype, device_mesh=mesh, placements=placements))
-        if bias:
-            b = empty(out_channels, dtype=dtype, device_mesh=mesh, placements=placements)
-            self.bias = Parameter(b)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        self._make_parameters("Conv2d", bias, dtype, device_mesh, device)
 
-    def reset_parameters(self) -> None:
-        """Draw the weight and the bias again, as torch.nn.Conv2d does."""
-        fan_in = (self.in_channels // self.groups) * self.kernel_size[0] * self.kernel_size[1]
-        a = math.sqrt(5)  # kaiming_uniform_(a=sqrt(5)) with torch's leaky_relu gain, computed
-        gain = math.sqrt(2.0 / (1 + a**2))  # as torch computes it (same bound to the last bit)
-        uniform_(self.weight, math.sqrt(3.0) * (gain / math.sqrt(fan_in)) if fan_in else 0.0)
-        if self.bias is not None:
-            uniform_(self.bias, 1 / math.sqrt(fan_in) if fan_in else 0.0)
-
-    def forward(self, input: Tensor) -> Tensor:
-        if self.padding_mode != "zeros":
-            padded = pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return conv2d(padded, self.weight, self.bias, self.stride, 0, self.dilation,
-                          self.groups)  # fmt: skip
-        return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                      self.groups)  # fmt: skip
-
-    def extra_repr(self) -> str:
-        text = (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"stride={self.stride}"
-        )
-        if self.padding != (0, 0):
-            text += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            text += f", dilation={self.dilation}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        if self.padding_mode != "zeros":
-            text += f", padding_mode={self.padding_mode}"
-        return text
+    _function = staticmethod(conv2d)
 
 
 def _ints(value: Any) -> Any:
@@ -202,7 +234,7 @@ def _reversed_padding(
     return (tw // 2, tw - tw // 2, th // 2, th - th // 2)
 
 
-class Conv1d(Module):
+class Conv1d(_ConvNd):
     """1-D convolution with learnable weight and bias over (N, C, L) or (C, L); see the
     module docstring.
 
@@ -254,50 +286,9 @@ class Conv1d(Module):
         self._reversed_padding_repeated_twice = _reversed_padding_1d(
             self.padding, self.kernel_size, self.dilation
         )
-        mesh = resolve_mesh("Conv1d", device_mesh, device)
-        placements = [Replicate()] * mesh.ndim
-        shape = (out_channels, in_channels // groups, *self.kernel_size)
-        self.weight = Parameter(empty(shape, dtype=dtype, device_mesh=mesh, placements=placements))
-        if bias:
-            b = empty(out_channels, dtype=dtype, device_mesh=mesh, placements=placements)
-            self.bias = Parameter(b)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        self._make_parameters("Conv1d", bias, dtype, device_mesh, device)
 
-    def reset_parameters(self) -> None:
-        """Draw the weight and the bias again, as torch.nn.Conv1d does."""
-        fan_in = (self.in_channels // self.groups) * self.kernel_size[0]
-        a = math.sqrt(5)  # as Conv2d's: kaiming_uniform_(a=sqrt(5)), torch's arithmetic
-        gain = math.sqrt(2.0 / (1 + a**2))
-        uniform_(self.weight, math.sqrt(3.0) * (gain / math.sqrt(fan_in)) if fan_in else 0.0)
-        if self.bias is not None:
-            uniform_(self.bias, 1 / math.sqrt(fan_in) if fan_in else 0.0)
-
-    def forward(self, input: Tensor) -> Tensor:
-        if self.padding_mode != "zeros":
-            padded = pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            return conv1d(padded, self.weight, self.bias, self.stride, 0, self.dilation,
-                          self.groups)  # fmt: skip
-        return conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                      self.groups)  # fmt: skip
-
-    def extra_repr(self) -> str:
-        text = (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-            f"stride={self.stride}"
-        )
-        if self.padding != (0,):
-            text += f", padding={self.padding}"
-        if self.dilation != (1,):
-            text += f", dilation={self.dilation}"
-        if self.groups != 1:
-            text += f", groups={self.groups}"
-        if self.bias is None:
-            text += ", bias=False"
-        if self.padding_mode != "zeros":
-            text += f", padding_mode={self.padding_mode}"
-        return text
+    _function = staticmethod(conv1d)
 
 
 def _single(what: str, value: Any, low: int = 1) -> int:
