@@ -25,7 +25,8 @@ def test_clone_all_layouts(mesh_shape: tuple[int, ...]) -> None:
 _CASTS = [
     (torch.float32, torch.float64, True),
     (torch.float32, torch.int32, False),
-    (torch.int16, torch.float32, True),  # exact: the Partial is kept
+    (torch.int16, torch.float32, False),  # int16 parts wrap at 16 bits, float ones do not
+    (torch.int32, torch.int16, True),  # narrowing wraps alike: the Partial is kept
     (torch.int64, torch.float32, False),  # parts rounded each: refused
     (torch.int32, torch.int8, True),
     (torch.float32, torch.bool, False),
