@@ -35,7 +35,7 @@ IntOrPair = int | Sequence[int]
 _FORMATS = {"nchw": OperatorFormat.NCHW, "nhwc": OperatorFormat.NHWC}
 #: One param object per distinct set of arguments: a model's loop then records operators whose
 #: param is the very object the graph's inference cache saw before (it keys on identity).
-_conv_param = functools.lru_cache(maxsize=512)(ConvParam)
+conv_param = functools.lru_cache(maxsize=512)(ConvParam)
 _PADDINGS = {"same": PaddingType.SAME, "valid": PaddingType.VALID}
 
 
@@ -100,7 +100,7 @@ def conv2d(
     tensor_arg("conv2d", input)
     tensor_arg("conv2d", weight, "weight")
     padding_type, pads = _padding(padding)
-    param = _conv_param(
+    param = conv_param(
         dilations=int_pair("conv2d", "dilation", dilation),
         group=groups,
         kernel_size=tuple(weight.shape[2:]),

@@ -123,11 +123,7 @@ def cast_in(name: str, t: Tensor, dtype: torch.dtype, memory_format: Any) -> Ten
     out = cast(t, dtype)
     if out is t or fmt is torch.preserve_format:
         return out
-    strides = known(out)  # the cast's own copy: made row-major in place of a second copy
-    if strides is not None and is_contiguous(out.shape, strides):
-        return out
-    param = _ROW_MAJOR if strides is None else _ROW_MAJOR_COPY
-    return mark(record(name, param, (out,))[0], ROW_MAJOR)
+    return _made_row_major(name, out)  # the cast's own copy, in place of a second copy
 
 
 def _row_major_copy(t: Tensor) -> Tensor:
@@ -136,10 +132,18 @@ def _row_major_copy(t: Tensor) -> Tensor:
     strides = known(t)
     if strides is not None and not is_contiguous(t.shape, strides):
         return mark(record("clone", _ROW_MAJOR_COPY, (t,))[0], ROW_MAJOR)
-    copy = record("clone", _CLONE, (t,))[0]
-    if strides is None:  # the devices lay the copy out as they may: made row-major there
-        copy = record("clone", _ROW_MAJOR, (copy,))[0]
-    return mark(copy, ROW_MAJOR)
+    return _made_row_major("clone", record("clone", _CLONE, (t,))[0])
+
+
+def _made_row_major(name: str, fresh: Tensor) -> Tensor:
+    """``fresh`` (a copy nothing else holds) laid out row-major: kept where its strides are
+    known row-major, copied where known otherwise, made row-major on the devices (which lay a
+    copy out as they may) where unknown."""
+    strides = known(fresh)
+    if strides is not None and is_contiguous(fresh.shape, strides):
+        return mark(fresh, ROW_MAJOR)
+    param = _ROW_MAJOR if strides is None else _ROW_MAJOR_COPY
+    return mark(record(name, param, (fresh,))[0], ROW_MAJOR)
 
 
 def _preserving(out: Tensor, t: Tensor) -> Tensor:

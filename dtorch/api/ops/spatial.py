@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 #: One param object per distinct set of arguments (see ``dtorch.api.ops.conv``).
-_pooling_param = functools.lru_cache(maxsize=512)(PoolingParam)
+pooling_param = functools.lru_cache(maxsize=512)(PoolingParam)
 
 
 def _window(
@@ -71,7 +71,7 @@ def max_pool2d(
     dilations = int_pair("max_pool2d", "dilation", dilation)
     ceil = as_flag(ceil_mode, "max_pool2d", "ceil_mode")
     with_indices = bool(return_indices)  # torch's functional dispatches on its truth
-    param = _pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, ceil,
+    param = pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, ceil,
                          return_indices=with_indices)  # fmt: skip
     if return_indices:
         values, indices = record("max_pool2d", param, (input,))
@@ -105,7 +105,7 @@ def avg_pool2d(
                          f"{divisor_override!r}")  # fmt: skip
     ceil = as_flag(ceil_mode, "avg_pool2d", "ceil_mode")
     include = as_flag(count_include_pad, "avg_pool2d", "count_include_pad")
-    param = _pooling_param(
+    param = pooling_param(
         PoolKind.AVG, kernel, strides, pads, ceil_mode=ceil, count_include_pad=include,
         divisor_override=divisor_override,
     )  # fmt: skip
@@ -130,7 +130,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) 
         raise ParamError(f"adaptive_avg_pool2d: output_size must be an int or two ints or "
                          f"Nones; got {output_size!r}")  # fmt: skip
     pair = int_pair("adaptive_avg_pool2d", "output_size", sizes, low=0)  # type: ignore[arg-type]
-    param = _pooling_param(PoolKind.ADAPTIVE_AVG, output_size=pair)
+    param = pooling_param(PoolKind.ADAPTIVE_AVG, output_size=pair)
     return record_one("adaptive_avg_pool2d", param, (input,))
 
 

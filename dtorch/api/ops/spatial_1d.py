@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dtorch.api.dims import as_flag
-from dtorch.api.ops.conv import _conv_param
-from dtorch.api.ops.spatial import _pooling_param
+from dtorch.api.ops.conv import conv_param
+from dtorch.api.ops.spatial import pooling_param
 from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import OperatorFormat, PaddingType, PoolKind
@@ -131,7 +131,7 @@ def conv1d(
                          f"got shape {list(weight.shape)}")  # fmt: skip
     _refuse_length_shard("conv1d", (("input", input), ("kernel", weight)))
     padding_type, pads = _padding(padding)
-    param = _conv_param(
+    param = conv_param(
         dilations=(1, int_one("conv1d", "dilation", dilation)),
         group=int(groups),
         kernel_size=(1, weight.shape[2]),
@@ -179,7 +179,7 @@ def max_pool1d(
     dilations = (1, int_one("max_pool1d", "dilation", dilation))
     ceil = as_flag(ceil_mode, "max_pool1d", "ceil_mode")
     with_indices = bool(return_indices)  # torch's functional dispatches on its truth
-    param = _pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, ceil,
+    param = pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, ceil,
                            return_indices=with_indices)  # fmt: skip
     _refuse_length_shard("max_pool1d", (("input", input),))
     if return_indices:
@@ -208,7 +208,7 @@ def avg_pool1d(
     kernel, strides, pads = _window("avg_pool1d", kernel_size, stride, padding)
     ceil = as_flag(ceil_mode, "avg_pool1d", "ceil_mode")
     include = as_flag(count_include_pad, "avg_pool1d", "count_include_pad")
-    param = _pooling_param(PoolKind.AVG, kernel, strides, pads, ceil_mode=ceil,
+    param = pooling_param(PoolKind.AVG, kernel, strides, pads, ceil_mode=ceil,
                            count_include_pad=include)  # fmt: skip
     _refuse_length_shard("avg_pool1d", (("input", input),))
     return record_one("avg_pool1d", param, (_height_one(input),)).squeeze(-2)
@@ -226,7 +226,7 @@ def adaptive_avg_pool1d(input: Tensor, output_size: IntOrOne) -> Tensor:
     """
     _check_input("adaptive_avg_pool1d", input)
     size = int_one("adaptive_avg_pool1d", "output_size", output_size, low=0)
-    param = _pooling_param(PoolKind.ADAPTIVE_AVG, output_size=(1, size))
+    param = pooling_param(PoolKind.ADAPTIVE_AVG, output_size=(1, size))
     _refuse_length_shard("adaptive_avg_pool1d", (("input", input),))
     return record_one("adaptive_avg_pool1d", param, (_height_one(input),)).squeeze(-2)
 
