@@ -22,7 +22,9 @@ class Span:
 
     ``file`` is always valid Unicode (UTF-8 encodable: spans travel to worker processes and
     into program files): a path whose bytes are not UTF-8, which Python names with surrogate
-    escapes, keeps its other characters and shows each such byte as ``\xNN``.
+    escapes, keeps its other characters and shows each such byte as ``\xNN``; a control
+    character shows as its escape (``\n``, ``\x1b``: a span read from a program file reaches
+    terminals in messages).
 
     Example:
         >>> Span("/tmp/caf\udce9/m.py", 3).file
@@ -35,8 +37,8 @@ class Span:
 
     def __post_init__(self) -> None:
         file = self.file
-        if file.__class__ is str and not file.isascii():  # the usual case: ASCII, kept
-            object.__setattr__(self, "file", readable_path(file))
+        if file.__class__ is str and not (file.isascii() and file.isprintable()):
+            object.__setattr__(self, "file", readable_path(file))  # the usual case: kept
 
     @classmethod
     def unknown(cls) -> Span:
@@ -53,19 +55,22 @@ _UNKNOWN = Span("<unknown>", 0, 0)
 
 
 def readable_path(name: str) -> str:
-    r"""``name`` as valid Unicode: the bytes that a surrogate escape stands for (a file
-    system name that is not UTF-8, or any lone surrogate) become ``\xNN`` text.
+    r"""``name`` as valid, printable Unicode: the bytes that a surrogate escape stands for (a
+    file system name that is not UTF-8, or any lone surrogate) become ``\xNN`` text, and
+    every other character ``str.isprintable`` refuses (control characters) its escape.
 
     Example:
-        >>> readable_path("caf\udce9.py"), readable_path("café.py")
-        ('caf\\xe9.py', 'café.py')
+        >>> readable_path("caf\udce9.py"), readable_path("café.py"), readable_path("a\x1b.py")
+        ('caf\\xe9.py', 'café.py', 'a\\x1b.py')
     """
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
         raw = name.encode("utf-8", "surrogateescape" if _escapes_only(name) else "surrogatepass")
-        return raw.decode("utf-8", "backslashreplace")
-    return name
+        name = raw.decode("utf-8", "backslashreplace")
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in name)
 
 
 def _escapes_only(name: str) -> bool:

@@ -73,6 +73,7 @@ from dtorch.ir.subsplit import check_unmarked
 from dtorch.program.inferred import arity, mismatch
 from dtorch.program.remap import MeshMap, mesh_map, moved_operand, rebind, spec_meshes
 from dtorch.program.spec import ProgramSpec
+from dtorch.program.summary import plural
 from dtorch.program.trace import refusal
 from dtorch.program.tree import check_tree
 from dtorch.runtime.subgraph import MAX_BODY, runs_in_body
@@ -93,6 +94,7 @@ FORMAT_TAG = "dtorch.program"
 _PREFIX = struct.Struct("<8sIIQQ")  # magic, version, header CRC-32, header offset, size
 DATA_START = 64
 ALIGN = 64
+_CHUNK = 1 << 20  # the header is checked in reads of this size before it is read whole
 #: More bytes than any file holds: a constant's size is only computed up to here.
 _MAX_BYTES = 1 << 63
 
@@ -120,8 +122,14 @@ _NOT_OWNER: Any = object()
 def save_program(program: Program, path: PathLike) -> None:
     """Write ``program`` to ``path`` (replacing it atomically); see the module docstring.
 
-    SerializationError for a constant whose placements a load could not create again."""
+    SerializationError for a constant whose placements a load could not create again;
+    GraphError when the program's graph is closed (its constants' values are gone)."""
     spec = program.spec
+    if program.graph.closed and spec.constants:
+        raise GraphError(
+            f"Program.save: Graph {program.graph._id} is closed, and with it the values of "
+            f"the program's {plural(len(spec.constants), 'constant')}; save before closing"
+        )
     for index, constant in enumerate(spec.constants):
         _check_creatable(constant, index)
     given = os.fspath(path)
@@ -296,10 +304,24 @@ def _read_header(source: io.BufferedReader) -> tuple[int, bytes, int]:
             "(the file is truncated or corrupt)"
         )
     source.seek(offset)
-    header = source.read(length)
-    if len(header) != length or zlib.crc32(header) != crc:
+    if _crc_of(source, length) != crc:  # before the header is held: it may claim any size
         raise _bad("the header's checksum does not match (the file is corrupt)")
+    source.seek(offset)
+    header = source.read(length)
+    if len(header) != length:
+        raise _bad("the file ends inside its header (it changed while it was read)")
     return offset, header, version
+
+
+def _crc_of(source: io.BufferedReader, length: int) -> int | None:
+    """The CRC-32 of ``source``'s next ``length`` bytes, read in chunks; None if it ends first."""
+    crc = 0
+    while length:
+        chunk = source.read(min(length, _CHUNK))
+        if not chunk:
+            return None
+        crc, length = zlib.crc32(chunk, crc), length - len(chunk)
+    return crc
 
 
 def _spec_of(root: Any, version: int) -> tuple[ProgramSpec, tuple[int, ...]]:
@@ -310,6 +332,7 @@ def _spec_of(root: Any, version: int) -> tuple[ProgramSpec, tuple[int, ...]]:
     if root["format"] != FORMAT_TAG:
         raise _bad(f"the header is tagged {root['format']!r}, expected {FORMAT_TAG!r}")
     _check_type(root["name"], str, "name")
+    _check_printable(root["name"], "the program's name")
     _check_type(root["body"], SubGraphParam, "body")
     for key in ("inputs", "constants", "results"):
         _check_items(root[key], Operand, key)
@@ -340,6 +363,12 @@ def _spec_of(root: Any, version: int) -> tuple[ProgramSpec, tuple[int, ...]]:
 def _check_type(value: Any, kind: type, what: str) -> None:
     if not isinstance(value, kind):
         raise _bad(f"{what} is a {type(value).__name__}, expected a {kind.__name__}")
+
+
+def _check_printable(text: str, what: str) -> None:
+    # names reach terminals in messages and summaries: no escape sequences from a file
+    if not text.isprintable():
+        raise _bad(f"{what} {text[:200]!r} holds control characters")
 
 
 def _check_items(value: Any, kind: type, what: str) -> None:
@@ -522,6 +551,8 @@ def _check_inputs(spec: ProgramSpec, local: dict[int, Operand]) -> set[int]:
 def _check_operator(op: Operator, index: int, local: dict[int, Operand], defined: set[int]) -> None:
     """``op`` may run here: an allowed kind a body runs, with the inputs and outputs it
     takes, reading defined ids, making new local ones."""
+    _check_type(op.name, str, f"body operator {index}'s name")
+    _check_printable(op.name, f"body operator {index}'s name")
     if refusal(op.param) is not None:
         raise _bad(f"body operator {index} is {op.describe()}, which a program may not hold")
     if not runs_in_body(op.kind):

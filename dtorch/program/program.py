@@ -38,9 +38,10 @@ from dtorch.api.tensor import Tensor
 from dtorch.errors import GraphError, TraceError
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import SubGraphParam
-from dtorch.ir.span import caller_span
+from dtorch.ir.span import caller_span, readable_path
 from dtorch.program.remap import renamed_constants
 from dtorch.program.spec import ProgramSpec
+from dtorch.program.summary import plural
 from dtorch.program.trace import Tracer, build_spec
 from dtorch.program.tree import difference, flatten, has_values, unflatten
 
@@ -90,8 +91,9 @@ class Program:
     def __repr__(self) -> str:
         spec = self.spec
         return (
-            f"Program({spec.name}: {len(self)} operators, {len(spec.inputs)} inputs, "
-            f"{len(spec.constants)} constants, {len(spec.results)} results)"
+            f"Program({spec.name}: {plural(len(self), 'operator')}, "
+            f"{plural(len(spec.inputs), 'input')}, {plural(len(spec.constants), 'constant')}, "
+            f"{plural(len(spec.results), 'result')})"
         )
 
     def save(self, path: Any) -> None:
@@ -409,7 +411,7 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
     """
     if not callable(fn):
         raise TypeError(f"dtorch.trace: expected a callable, got {type(fn).__name__}")
-    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    name = readable_path(getattr(fn, "__qualname__", None) or type(fn).__name__)  # any str
     args, inputs = flatten((example_args, example_kwargs), _is_tensor)
     graph = graph_of(f"dtorch.trace({name})", inputs) if inputs else Graph.default_graph()
     tracer = Tracer(graph, name, inputs)

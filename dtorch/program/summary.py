@@ -164,7 +164,7 @@ def span_text(op: Operator) -> str:
     return "-" if span.is_unknown() else f"{os.path.basename(span.file)}:{span.line}"
 
 
-def _plural(count: int, noun: str) -> str:
+def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
@@ -174,9 +174,9 @@ def header_lines(spec: ProgramSpec) -> list[str]:
     counts = program_counts(spec)
     comm = ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"
     return [
-        f"Program {spec.name}: {_plural(len(spec.body.operators), 'operator')}, "
-        f"{_plural(len(spec.inputs), 'input')}, {_plural(len(spec.constants), 'constant')} "
-        f"({format_bytes(weights)}), {_plural(len(spec.results), 'result')}",
+        f"Program {spec.name}: {plural(len(spec.body.operators), 'operator')}, "
+        f"{plural(len(spec.inputs), 'input')}, {plural(len(spec.constants), 'constant')} "
+        f"({format_bytes(weights)}), {plural(len(spec.results), 'result')}",
         f"collectives per call: {comm}",
     ]
 

@@ -670,6 +670,24 @@ def test_a_load_onto_a_closed_graph_is_a_graph_error(
             dtorch.load_program(path, graph=closed)
 
 
+def test_a_save_after_its_graph_closed_says_so(
+    make_graph: Callable[[], dtorch.Graph], tmp_path: Path
+) -> None:
+    """The constants' values went with the graph: the error says that (it said no more
+    operators could be recorded); a program without constants still saves, and nothing is
+    left beside the target."""
+    g = make_graph()
+    w = dtorch.ones(2, graph=g)
+    with_constant = dtorch.trace(lambda t: t * w, dtorch.ones(2, graph=g))
+    without = dtorch.trace(lambda t: t * 2, dtorch.ones(2, graph=g))
+    g.close()
+    with pytest.raises(dtorch.GraphError, match=r"Graph \d+ is closed, .* 1 constant"):
+        with_constant.save(tmp_path / "w.dtorch")
+    without.save(tmp_path / "p.dtorch")
+    assert dtorch.load_program(tmp_path / "p.dtorch")(dtorch.ones(2)).tolist() == [2.0, 2.0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.dtorch"]
+
+
 def test_a_saved_file_takes_the_umask(tmp_path: Path) -> None:
     """``save`` renames a finished file over the target: the file has the mode ``open``
     would give it (0o666 less the umask), as ``torch.save``'s, not a temporary file's."""

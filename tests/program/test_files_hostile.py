@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import torch
 import dtorch
 from dtorch.errors import DeserializationError
 from dtorch.ir.mesh import DeviceMesh
+from dtorch.program import files
 from dtorch.serialization import serialize
 from tests.program.corrupt import header, load_bytes, resealed
 
@@ -105,3 +107,62 @@ def test_a_program_whose_trees_repeat_empty_containers_loads(
     program = dtorch.load_program(path, graph=graph)
     result, first, second = program(x, c=(), d=())
     assert result.tolist() == [2.0, 2.0, 2.0] and first == second == ()
+
+
+def test_a_header_claiming_any_size_is_checked_before_it_is_held(tmp_path: Path) -> None:
+    """A sparse file (a few KB on disk) whose prefix declares a 128 MiB header: its checksum
+    is computed as it is read, in chunks, and refused before the load holds the header (it
+    read all of it into memory first)."""
+    path = tmp_path / "sparse.dtorch"
+    size = 128 << 20
+    with path.open("wb") as out:
+        out.write(files._PREFIX.pack(files.MAGIC, files.VERSION, 0, files.DATA_START, size))
+        out.truncate(files.DATA_START + size)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DeserializationError, match="checksum does not match"):
+            dtorch.load_program(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak} bytes held"
+
+
+def test_names_with_control_characters_are_refused(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """Names reach terminals (summaries, messages): a file whose program or operator name
+    holds an escape sequence is refused, showing it escaped; a span's file name is shown
+    escaped."""
+    data = _saved_sharded(tmp_path, 4)
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    root = header(data)
+    root["name"] = evil
+    with pytest.raises(DeserializationError, match=r"program's name .*x1b.* control") as info:
+        load_bytes(tmp_path, resealed(data, serialize(root)), graph)
+    assert "\x1b" not in str(info.value)
+    root = header(data)
+    ops = root["body"].operators
+    root["body"] = dataclasses.replace(
+        root["body"], operators=(dataclasses.replace(ops[0], name=evil), *ops[1:])
+    )
+    with pytest.raises(DeserializationError, match="operator 0's name") as info:
+        load_bytes(tmp_path, resealed(data, serialize(root)), graph)
+    assert "\x1b" not in str(info.value)
+    root = header(data)
+    span = dataclasses.replace(ops[0].span)
+    object.__setattr__(span, "file", f"{evil}.py")  # as a forged file holds it
+    root["body"] = dataclasses.replace(
+        root["body"], operators=(dataclasses.replace(ops[0], span=span), *ops[1:])
+    )
+    program = load_bytes(tmp_path, resealed(data, serialize(root)), graph)
+    assert program.spec.body.operators[0].span.file == "\\x1b]0;pwned\\x07\\x1b[2J.py"
+    assert "\x1b" not in program.summary()
+
+
+def test_a_traced_name_with_control_characters_is_shown_escaped(graph: dtorch.Graph) -> None:
+    def fn(t: dtorch.Tensor) -> dtorch.Tensor:
+        return t + 1
+
+    fn.__qualname__ = "f\x1b[2J"
+    program = dtorch.trace(fn, dtorch.ones(2, graph=graph))
+    assert program.spec.name == "f\\x1b[2J"
+    assert repr(program) == "Program(f\\x1b[2J: 1 operator, 1 input, 0 constants, 1 result)"

