@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -217,6 +218,29 @@ def test_setitem_bad_value_names_the_operator(graph: dtorch.Graph) -> None:
         t[[0, 1]] = torch.ones(3, 6, 4)
     with pytest.raises(TypeError, match="setitem: value must be"):
         t[0] = "x"
+
+
+@pytest.mark.parametrize(
+    "index", ["mask", 0, slice(0, 2), [0, 1], Ellipsis], ids=["mask", "int", "slice", "list", "..."]
+)
+def test_setitem_numpy_values_as_torch(index: Any, graph: dtorch.Graph) -> None:
+    """torch assigns numpy integers and float64 (a Python float) but refuses a numpy float32,
+    float16, bool or array with a TypeError, whatever the index (a mask too)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.zeros(3)
+    where = full == 0 if index == "mask" else index
+    for value in (np.float64(5.5), np.int64(5), np.int32(-2)):
+        want = full.clone()
+        want[where] = value
+        t = place(full, mesh, [S0], graph)
+        t[place(where, mesh, [S0], graph) if index == "mask" else where] = value
+        assert torch.equal(t.to_torch(), want), repr(value)
+    for value in (np.float32(5.5), np.float16(1.0), np.bool_(True), np.array(5.5)):
+        with pytest.raises(TypeError, match="can't assign a numpy"):
+            full.clone()[where] = value
+        t = place(full, mesh, [S0], graph)
+        with pytest.raises(TypeError, match=r"^setitem: can't assign a numpy\.\w+ to a torch"):
+            t[place(where, mesh, [S0], graph) if index == "mask" else where] = value
 
 
 def test_index_put_of_another_dtype_is_refused_at_the_call_as_torch(graph: dtorch.Graph) -> None:

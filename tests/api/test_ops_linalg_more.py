@@ -278,6 +278,8 @@ def test_aminmax(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None
 _I = torch.int64
 _D = torch.float64
 _ZERO = torch.tensor([0])
+_I8 = torch.int8
+_B = torch.bool
 #: (the function's name, a call of it on ``m``: ``torch`` or ``dtorch``).
 _REFUSALS: list[tuple[str, Callable[[Any], Any]]] = [
     ("dot", lambda m: m.dot(m.ones(3), m.ones(4))),
@@ -317,6 +319,25 @@ _REFUSALS: list[tuple[str, Callable[[Any], Any]]] = [
     ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, torch.tensor([[0]]), m.ones(2, 1))),
     ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, torch.tensor([0]), m.ones(3, 1))),
     ("index_copy", lambda m: m.index_copy(m.ones(2, 3), 1, _ZERO, m.ones(2, 1, dtype=_D))),
+    ("index_fill", lambda m: m.index_fill(m.zeros(3, dtype=_I8), 0, _ZERO, 300)),
+    ("index_fill", lambda m: m.index_fill(m.zeros(3, dtype=_I8), 0, _ZERO, float("nan"))),
+    ("index_fill", lambda m: m.index_fill(m.zeros(3, dtype=_I8), 0, _ZERO, torch.tensor(-129))),
+    ("index_fill", lambda m: m.index_fill(m.zeros(3, dtype=torch.float16), 0, _ZERO, 1e6)),
+    ("index_fill", lambda m: m.index_fill(m.tensor(1.0), 1, _ZERO, 2.0)),
+    ("index_fill", lambda m: m.index_fill(m.tensor(1.0), 0, torch.tensor([1]), 2.0)),
+    ("index_copy", lambda m: m.index_copy(m.tensor(1.0), 0, torch.tensor([-1]), m.tensor(2.0))),
+    ("index_copy", lambda m: m.index_copy(m.tensor(1.0), 0, _ZERO, m.ones(1, 1))),
+    ("index_copy", lambda m: m.index_copy(m.ones(3), 0, torch.tensor([0, 1]), m.tensor(2.0))),
+    ("index_copy", lambda m: m.index_copy(m.ones(3, 2), 0, _ZERO, m.tensor(2.0))),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3, dtype=_B), m.ones(3, 2, dtype=_B), 1)),
+    ("tensordot", lambda m: m.tensordot(m.ones(3, dtype=_B), m.ones(3, dtype=_B), 1)),
+    ("tensordot", lambda m: m.tensordot(m.ones(0, dtype=_B), m.ones(0, dtype=_B), 1)),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, dtype=_B), m.ones(3, dtype=_B), 0)),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 4), dims=(1, 0))),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 4), dims=[1, 0])),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 4), dims=([1], 0))),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 3), m.ones(3, 4), dims=([True], [0]))),
+    ("tensordot", lambda m: m.tensordot(m.ones(2, 0), m.ones(0, 2, dtype=_D), dims=1)),
     ("take", lambda m: m.take(m.ones(2, 3), torch.tensor([6]))),
     ("take", lambda m: m.take(m.ones(2, 3), torch.tensor([0], dtype=torch.int32))),
     ("aminmax", lambda m: m.aminmax(m.ones(0))),
@@ -341,6 +362,89 @@ def test_refusals(name: str, call: Callable[[Any], Any], graph) -> None:  # type
     if not isinstance(ours.value, TypeError):
         assert isinstance(ours.value, (DTorchError, IndexError))
     assert str(ours.value).startswith(f"{name}"), str(ours.value)
+
+
+def test_index_fill_and_copy_of_a_0d_input(graph: dtorch.Graph) -> None:
+    """torch indexes a 0-d tensor as one of one element (dim 0 or -1, index 0 or, for
+    index_fill, -1); index_copy takes a 0-d source, or a one-element one, too."""
+    x = torch.tensor(5.0)
+    cases: list[Callable[[Any, Any], Any]] = [
+        lambda m, t: m.index_fill(t, 0, torch.tensor([0]), 7.0),
+        lambda m, t: m.index_fill(t, -1, torch.tensor(-1), 7.0),
+        lambda m, t: m.index_fill(t, 0, torch.tensor([], dtype=torch.int64), 7.0),
+        lambda m, t: t.index_fill(0, torch.tensor([0]), torch.tensor(3)),
+        lambda m, t: m.index_copy(t, 0, torch.tensor([0]), m.tensor(3.0)),
+        lambda m, t: m.index_copy(t, -1, torch.tensor(0), m.tensor([3.0])),
+        lambda m, t: m.index_copy(t, 0, torch.tensor([], dtype=torch.int64), m.ones(0)),
+        lambda m, t: m.index_copy(m.zeros(3), 0, torch.tensor([2]), m.tensor(3.0)),
+    ]
+    for call in cases:
+        want = call(torch, x.clone())
+        got = call(dtorch, dtorch.from_torch(x))  # on the default mesh, as m.tensor's
+        assert got.shape == want.shape and torch.equal(got.to_torch(), want)
+    t = dtorch.from_torch(x)
+    assert t.index_fill_(0, torch.tensor([0]), 1.5) is t and t.to_torch().item() == 1.5
+    assert t.index_copy_(0, _ZERO, dtorch.tensor([2.5])) is t and t.to_torch().item() == 2.5
+    assert t.shape == torch.Size([])
+
+
+def test_index_fill_values_that_fit(graph: dtorch.Graph) -> None:
+    """A value that fits the input's dtype as torch converts it: -1 into uint8 (255), a float
+    truncated into int8, anything into bool, a dtorch int8 value into int64 (not read)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for dtype, value in ((torch.uint8, -1), (_I8, 2.5), (_I8, -128), (_B, 5),
+                         (torch.float16, float("inf"))):  # fmt: skip
+        full = torch.zeros(3, dtype=dtype)
+        want = torch.index_fill(full, 0, torch.tensor([1]), value)
+        for v in (value, torch.tensor(value)):
+            got = dtorch.index_fill(place(full, mesh, [S0], graph), 0, torch.tensor([1]), v)
+            assert torch.equal(got.to_torch(), want), (dtype, v)
+    small = dtorch.tensor(5, dtype=_I8, device_mesh=mesh)
+    got = dtorch.index_fill(place(torch.zeros(3, dtype=_I), mesh, [S0], graph), 0, _ZERO, small)
+    assert got.to_torch().tolist() == [5, 0, 0]
+
+
+def test_a_dtorch_value_the_input_cannot_hold_is_cast_on_the_devices(graph: dtorch.Graph) -> None:
+    """A documented difference: torch reads a 0-d value tensor and refuses 300 for int8; a
+    dtorch value stays on the devices (no fetch, it traces) and is cast as ``to`` casts."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = place(torch.zeros(3, dtype=_I8), mesh, [S0], graph)
+    got = dtorch.index_fill(x, 0, _ZERO, dtorch.tensor(300, device_mesh=mesh))
+    assert got.to_torch().tolist() == [torch.tensor(300).to(_I8).item(), 0, 0]
+
+
+def test_bool_tensordot_where_nothing_is_summed(graph: dtorch.Graph) -> None:
+    """torch's bool tensordot computes where no product is summed (an empty operand, the
+    result not 0-d); the others are refused above."""
+    for sa, sb, dims in (((0, 3), (3, 2), 1), ((2, 0), (0, 2), 1), ((0,), (3,), 0),
+                         ((2, 3, 0), (3, 0, 2), 2)):  # fmt: skip
+        a, b = torch.ones(sa, dtype=_B), torch.ones(sb, dtype=_B)
+        want = torch.tensordot(a, b, dims)
+        got = dtorch.tensordot(dtorch.from_torch(a), dtorch.from_torch(b), dims)
+        assert got.dtype == _B and torch.equal(got.to_torch(), want)
+
+
+def test_composite_refusals_name_the_call(graph: dtorch.Graph) -> None:
+    """A refusal of a composite's inner operator (take's reshape, the alpha=0 forms' expand,
+    index_copy's expand) names the operator the user called."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    mesh2 = dtorch.init_device_mesh("cpu", (2, 2))
+    index = place(torch.arange(6).reshape(3, 2), mesh2, [S0, S1], graph)
+    with pytest.raises(PlacementError, match=r"^take: .*accepted"):
+        dtorch.take(place(torch.ones(2, 3), mesh2, [R, R], graph), index)
+    one = place(torch.ones(1), mesh, [S0], graph)
+    row = place(torch.ones(1, 4), mesh, [S0], graph)
+    ids = place(torch.tensor([0]), mesh, [S0], graph)
+    ones = lambda *shape: dtorch.ones(*shape, device_mesh=mesh)  # noqa: E731
+    calls = [
+        ("addmv", lambda: dtorch.addmv(one, ones(4, 3), ones(3), alpha=0)),
+        ("baddbmm", lambda: dtorch.baddbmm(row, ones(3, 4, 2), ones(3, 2, 4), alpha=0)),
+        ("addbmm", lambda: dtorch.addbmm(row, ones(3, 4, 2), ones(3, 2, 4), alpha=0)),
+        ("index_copy", lambda: dtorch.index_copy(ones(3, 2) * 0, 1, ids, ones(3, 1))),
+    ]
+    for name, call in calls:
+        with pytest.raises(PlacementError, match=rf"^{name}: .*accepted"):
+            call()
 
 
 def test_placement_refusals_name_the_call(graph) -> None:  # type: ignore[no-untyped-def]

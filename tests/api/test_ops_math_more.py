@@ -363,6 +363,37 @@ def test_integer_division_by_zero(graph: dtorch.Graph) -> None:
     compare(t.float().fmod(0).to_torch(), torch.fmod(ints.float(), 0), True, "float")
 
 
+def test_empty_integer_division_by_zero_is_empty(graph: dtorch.Graph) -> None:
+    """torch divides none of an empty integer tensor's elements: ``fmod``, ``%``, ``//`` and
+    ``div`` with a rounding mode by the number 0 give an empty tensor (a non-empty one is
+    refused, above)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for shape, dtype in (((0,), torch.int64), ((2, 0), torch.int32)):
+        empty = torch.ones(shape, dtype=dtype)
+        t = place(empty, mesh, [R], graph)
+        for got, want in (
+            (dtorch.fmod(t, 0), torch.fmod(empty, 0)),
+            (t % 0, empty % 0),
+            (t // 0, empty // 0),
+            (dtorch.div(t, 0, rounding_mode="trunc"), torch.div(empty, 0, rounding_mode="trunc")),
+        ):
+            out = got.to_torch()
+            assert out.dtype == want.dtype and out.shape == want.shape
+
+
+def test_integer_partial_deg2rad_says_why(graph: dtorch.Graph) -> None:
+    """deg2rad is linear, but an integer Partial's parts converted to float one by one are
+    not: the refusal says so (the dtypes), not only that the operator is not linear."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    ints = place(torch.tensor([180, 90]), mesh, [P], graph)
+    for call in (ints.deg2rad, lambda: dtorch.rad2deg(ints), lambda: ints * 0.5):
+        with pytest.raises(PlacementError) as refused:
+            call()
+        text = str(refused.value)
+        assert "torch.float32" in text and "Partial torch.int64" in text, text
+        assert "accepted" in text and "redistribute" in text, text
+
+
 def test_partial(graph: dtorch.Graph) -> None:
     """The linear ones keep a Partial (``negative``, ``deg2rad``, ``rad2deg`` and ``positive``,
     which is the input) where its dtype converts linearly (not int64 to float32); every

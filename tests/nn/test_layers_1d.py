@@ -238,6 +238,46 @@ def test_pool1d_channel_shards_and_partial(graph: dtorch.Graph) -> None:
         F.max_pool1d(dtorch.ones(2, 2, 2), (2, 2))
 
 
+def test_max_pool1d_of_integers_as_torch(graph: dtorch.Graph) -> None:
+    """torch's max_pool1d takes floating-point inputs only (its indices form, and avg_pool1d,
+    take integers): an int64, int32 or bool input is refused at the call as torch does."""
+    x = torch.arange(8).reshape(1, 2, 4)
+    for dtype in (torch.int64, torch.int32, torch.bool):
+        with pytest.raises(NotImplementedError, match="not implemented for"):
+            torch.nn.functional.max_pool1d(x.to(dtype), 2)
+        with pytest.raises(NotImplementedError, match=r"^max_pool1d: .*not implemented for"):
+            F.max_pool1d(dtorch.from_torch(x.to(dtype)), 2)
+        with pytest.raises(NotImplementedError, match=r"^max_pool1d: "):
+            nn.MaxPool1d(2)(dtorch.from_torch(x.to(dtype)))
+    out, idx = F.max_pool1d(dtorch.from_torch(x), 2, return_indices=True)
+    want, want_idx = torch.nn.functional.max_pool1d(x, 2, return_indices=True)
+    assert torch.equal(out.to_torch(), want) and torch.equal(idx.to_torch(), want_idx)
+    assert torch.equal(F.avg_pool1d(dtorch.from_torch(x), 2).to_torch(),
+                       torch.nn.functional.avg_pool1d(x, 2))  # fmt: skip
+
+
+def test_1d_refusals_show_the_shapes_given(graph: dtorch.Graph) -> None:
+    """A shape refusal of a 1-D operator shows the (N, C, L) shapes the user gave (not the
+    height-one images computed), with torch's own 1-D words where torch refuses."""
+    cases: list[tuple[str, Any, Any]] = [
+        ("max_pool1d", lambda f, o: f.max_pool1d(o(1, 2, 4), 5), "[1, 2, 4]"),
+        ("max_pool1d", lambda f, o: f.max_pool1d(o(2, 4), 2, padding=2), "[2, 4]"),
+        ("avg_pool1d", lambda f, o: f.avg_pool1d(o(1, 2, 4), 5), "[1, 2, 4]"),
+        ("conv1d", lambda f, o: f.conv1d(o(1, 2, 4), o(3, 2, 5)), "[1, 2, 4] x [3, 2, 5]"),
+        ("conv1d", lambda f, o: f.conv1d(o(1, 2, 4), o(3, 3, 2)), "[1, 2, 4] x [3, 3, 2]"),
+    ]
+    for name, call, shapes in cases:
+        with pytest.raises(RuntimeError) as theirs:
+            call(torch.nn.functional, torch.ones)
+        with pytest.raises(RuntimeError) as ours:
+            call(F, dtorch.ones)
+        text = str(ours.value)
+        assert text.startswith(f"{name}: ") and shapes in text, text
+        assert ", 1, " not in text, text  # no height-one shape
+        if "torch refuses" in text:
+            assert text.endswith(str(theirs.value)), (text, str(theirs.value))
+
+
 def _randomised(layer: torch.nn.Module) -> torch.nn.Module:
     """``layer`` with random parameters and running statistics (not its initial ones)."""
     gen = torch.Generator().manual_seed(0)

@@ -135,6 +135,7 @@ def sliced(name: str, t: Tensor, entries: tuple[IndexEntry, ...]) -> Tensor:
 def setitem(t: Tensor, index: Any, value: Any) -> None:
     """``t[index] = value`` in place (value: a number, a torch or dtorch tensor broadcastable
     to the slot); an advanced index is computed on the client (``dtorch.api.ops.index``)."""
+    _index.check_assignable(t, value)  # torch's TypeError, whatever the index
     index = _numpy_free(index)
     if _index.is_advanced(index):
         _index.advanced_setitem(t, index, value)

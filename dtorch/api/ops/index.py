@@ -35,6 +35,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 import dtorch.api.ops.take as _take
@@ -162,6 +163,34 @@ def _kept_dim(items: list[Any], at: int, ndim: int) -> int:
         named = sum(1 for i in items if i is not None and i is not Ellipsis)
         return sum(1 for i in before if not isinstance(i, int)) - 1 + ndim - named
     return sum(1 for i in before if not isinstance(i, int))
+
+
+#: The numpy values torch assigns in ``t[index] = value``: integers, and the Python numbers
+#: float64 and complex128 are; not numpy's other scalars nor arrays.
+_ASSIGNABLE = (np.integer, float, complex)
+
+
+def check_assignable(t: Tensor, value: Any) -> None:
+    """torch's TypeError for a numpy value ``t[index] = value`` does not take (a
+    ``numpy.float32``, a ``numpy.bool_``, an array), whatever the index.
+
+    Example:
+        >>> import dtorch, numpy
+        >>> check_assignable(dtorch.zeros(2), numpy.float64(1.5))  # a Python float
+        >>> try:
+        ...     check_assignable(dtorch.zeros(2), numpy.float32(1.5))
+        ... except TypeError as error:
+        ...     print(str(error)[:60])
+        setitem: can't assign a numpy.float32 to a torch.FloatTensor
+    """
+    if not isinstance(value, (np.generic, np.ndarray)) or isinstance(value, _ASSIGNABLE):
+        return
+    kind = type(value)
+    raise TypeError(
+        f"setitem: can't assign a {kind.__module__}.{kind.__name__} to a "
+        f"{torch.empty(0, dtype=t.dtype).type()}; accepted: a tensor, a Python number or a "
+        "numpy integer (numpy.float32(x).item() is a Python float)"
+    )
 
 
 def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:

@@ -26,6 +26,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import functools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -38,7 +41,7 @@ from dtorch.api.ops.elementwise import binary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.order import gather_aligned
 from dtorch.api.ops.reduce import reduce
-from dtorch.api.ops.scalars import as_scalar, is_scalar
+from dtorch.api.ops.scalars import as_scalar, is_scalar, python_number
 from dtorch.api.ops.shape import expand, movedim, reshape, squeeze, unsqueeze
 from dtorch.api.ops.take import put
 from dtorch.api.ops.take import take as take_along
@@ -213,16 +216,55 @@ def _check_bounds(name: str, index: torch.Tensor, dim: int, size: int, wrap: boo
         )
 
 
-def _matrix_arg(name: str, x: Tensor, dim: Any) -> int:
-    if x.ndim == 0:
-        raise ShapeError(f"{name}: a 0-d input is not supported; accepted: reshape(1) first")
-    return normalize_dim(dim, x.ndim, op=name)
+@contextlib.contextmanager
+def named_as(name: str, inner: str) -> Iterator[None]:
+    """Refusals of the operator ``inner`` (``reshape``) that a composite records are raised
+    naming ``name``, the operator the user called (``take: reshape: got ...``).
+
+    Example:
+        >>> import dtorch
+        >>> try:
+        ...     with named_as("take", "reshape"):
+        ...         dtorch.arange(6).reshape(4)
+        ... except ValueError as error:
+        ...     print(str(error)[:36])
+        take: shape [4] is invalid for input
+    """
+    try:
+        yield
+    except (DtypeError, ParamError, PlacementError, ShapeError) as error:
+        text = str(error)
+        if text.startswith(name):
+            raise
+        raise type(error)(f"{name}: {text.removeprefix(f'{inner}: ')}") from None
+
+
+def _one_dim(x: Tensor) -> Tensor:
+    # torch indexes a 0-d tensor as one of one element (dim 0 or -1, index 0)
+    return x if x.ndim else reshape(x, (1,))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fill_refusal(dtype: torch.dtype, kind: str, value: bool | int | float) -> str | None:
+    """torch's check of a fill value ``dtype`` cannot hold (300 for int8, nan for int64; -1
+    fits uint8), on an empty tensor; cached (``kind`` keeps 1, 1.0 and True apart)."""
+    try:
+        torch.empty(0, dtype=dtype).index_fill_(0, _NO_INDEX, value)
+    except RuntimeError as error:
+        return str(error)
+    return None
+
+
+_NO_INDEX = torch.zeros(0, dtype=torch.int64)
 
 
 def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     """``torch.index_fill``: a copy of ``input`` with ``value`` (a number or a 0-d tensor) at
-    the positions ``index`` (int64, 0-d or 1-D; negatives count from the end) along ``dim``.
-    A ``masked_fill`` along ``dim``: any shards stay; a Partial stays with the number 0.
+    the positions ``index`` (int64, 0-d or 1-D; negatives count from the end) along ``dim``
+    (a 0-d ``input`` is one of one element, as in torch). A ``masked_fill`` along ``dim``: any
+    shards stay; a Partial stays with the number 0. A number ``input``'s dtype cannot hold (300
+    for int8) is refused as torch refuses it; a dtorch 0-d value stays on the devices (no
+    fetch: it also traces) and is cast there as ``to`` casts, wrapping where torch refuses.
 
     Example:
         >>> import dtorch
@@ -230,14 +272,22 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
         >>> dtorch.index_fill(x, 1, dtorch.tensor([0, -1]), 7.0).tolist()
         [[7.0, 0.0, 7.0], [7.0, 0.0, 7.0]]
     """
-    x = _tensor("index_fill", input)
-    d = _matrix_arg("index_fill", x, dim)
+    given = _tensor("index_fill", input)
+    x = _one_dim(given)
+    d = normalize_dim(dim, given.ndim, op="index_fill")
     if getattr(index, "dtype", torch.int64) != torch.int64:  # torch's class for index_fill
         raise IndexError(f"index_fill: Expected dtype int64 for index, got {index.dtype}")
     ids = _index("index_fill", x, index, d, wrap=True)
     hits = beside(x, torch.zeros(int(x.shape[d]), dtype=torch.bool))
     put(hits, 0, ids, True)
     mask = reshape(hits, tuple(-1 if i == d else 1 for i in range(x.ndim)))
+    out = _filled(x, mask, value)
+    return out if given.ndim else reshape(out, ())
+
+
+def _filled(x: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """``x`` with ``value`` where ``mask`` holds; a number (or torch 0-d tensor) ``x``'s dtype
+    cannot hold is refused as torch refuses it."""
     if is_tensor(value):
         if value.ndim:
             raise ParamError(
@@ -249,15 +299,19 @@ def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
         value = value.item()
     if not is_scalar(value):
         raise TypeError(f"index_fill: value must be a number or a 0-d tensor, got {value!r}")
-    return record("index_fill", MaskedParam(MaskedKind.FILL, as_scalar(value)), (x, mask))[0]
+    number = python_number(value)
+    why = _fill_refusal(x.dtype, type(number).__name__, number)
+    if why is not None:
+        raise ParamError(f"index_fill: value {number!r} for dtype {x.dtype}: {why}")
+    return record("index_fill", MaskedParam(MaskedKind.FILL, as_scalar(number)), (x, mask))[0]
 
 
 def index_copy(input: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
     """``torch.index_copy``: a copy of ``input`` whose slices ``index[i]`` (int64, 0-d or 1-D,
     each in range) along ``dim`` are ``source``'s slices ``i`` (``source`` of ``input``'s
     dtype and shape, but the index's length along ``dim``). Where an index repeats, one of
-    the slices is written (torch does not say which either). A Scatter: placements as the
-    module says.
+    the slices is written (torch does not say which either). A 0-d ``input`` is one of one
+    element, a 0-d ``source`` one slice, as in torch. A Scatter: placements as the module says.
 
     Example:
         >>> import dtorch
@@ -266,10 +320,22 @@ def index_copy(input: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
         [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]
     """
     name = "index_copy"
-    x, src = _tensor(name, input), _tensor(name, source, "source")
-    d = _matrix_arg(name, x, dim)
+    given, src = _tensor(name, input), _tensor(name, source, "source")
+    x = _one_dim(given)
+    d = normalize_dim(dim, given.ndim, op=name)
     ids = _index(name, x, index, d, wrap=False)
-    _check_copy(x, src, d, int(ids.shape[0]))
+    _check_copy(given, src, d, int(ids.shape[0]))
+    if not src.ndim:  # a 0-d source is the one slice of a one-element index
+        src = reshape(src, (1,) * x.ndim)
+    with named_as(name, "expand"):
+        out = _scattered(x, d, ids, src)
+    return out if given.ndim else reshape(out, ())
+
+
+def _scattered(x: Tensor, d: int, ids: Tensor, src: Tensor) -> Tensor:
+    """index_copy's Scatter of ``src``'s slices to ``ids`` along ``d``; a Replicate ``index``
+    or ``source`` is chunked like ``x`` where ``x`` shards another dim."""
+    name = "index_copy"
     shaped = reshape(ids, tuple(-1 if i == d else 1 for i in range(x.ndim)))
     spread = expand(shaped, tuple(src.shape))
     param = ScatterParam(d, ScatterReduceKind.NONE)
@@ -286,30 +352,33 @@ def index_copy(input: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
 
 
 def _check_copy(x: Tensor, src: Tensor, d: int, count: int) -> None:
-    # torch's refusals of index_copy's source
+    # torch's refusals of index_copy's source, in its order (a 0-d tensor is a "scalar")
     name = "index_copy"
+    if not src.ndim and count != 1:
+        raise IndexError(
+            f"{name}: When source is scalar, index should have one element (got {count})"
+        )
+    if src.ndim != x.ndim and src.ndim and x.ndim:
+        raise IndexError(
+            f"{name}: When source and destination are not scalars, their dimensionality must "
+            f"match. Source dimensionality ({src.ndim}), destination dimensionality ({x.ndim})"
+        )
     if src.dtype != x.dtype:
         raise DtypeError(
             f"{name}: self and source expected to have the same dtype, but got (self) "
             f"{x.dtype} and (source) {src.dtype}"
         )
-    if src.ndim != x.ndim:
-        raise IndexError(
-            f"{name}: When source and destination are not scalars, their dimensionality must "
-            f"match. Source dimensionality ({src.ndim}), destination dimensionality ({x.ndim})"
+    kept, given = (list(t.shape[:d]) + list(t.shape[d + 1 :]) for t in (x, src))
+    if kept != given:
+        raise ShapeError(
+            f"{name}: Source/destination tensor must have same slice shapes. Destination "
+            f"slice shape: {kept} and source slice shape: {given} (dim {d} left out)"
         )
-    if src.shape[d] != count:
+    if src.ndim and src.shape[d] != count:
         raise IndexError(
             f"{name}: Number of indices ({count}) should be equal to source.size(dim) "
             f"({src.shape[d]})"
         )
-    for i in range(x.ndim):
-        if i != d and src.shape[i] != x.shape[i]:
-            raise ShapeError(
-                f"{name}: Source/destination tensor must have same slice shapes. Destination "
-                f"slice shape: {x.shape[i]} at dimension {i} and source slice shape: "
-                f"{src.shape[i]} at dimension {i}."
-            )
 
 
 def _like(t: Tensor, x: Tensor, d: int) -> Tensor:
@@ -352,9 +421,10 @@ def take(input: Tensor, index: Any) -> Tensor:
             )
         index = beside(x, index)
     shape = tuple(index.shape)
-    flat_ids = reshape(_unsharded(index, tuple(range(1, index.ndim))), -1)
-    flat_x = reshape(_unsharded(x, tuple(range(x.ndim))), -1)
-    return reshape(take_along(flat_x, 0, flat_ids, "take"), shape)
+    with named_as("take", "reshape"):
+        flat_ids = reshape(_unsharded(index, tuple(range(1, index.ndim))), -1)
+        flat_x = reshape(_unsharded(x, tuple(range(x.ndim))), -1)
+        return reshape(take_along(flat_x, 0, flat_ids, "take"), shape)
 
 
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> Any:

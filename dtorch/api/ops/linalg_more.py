@@ -29,6 +29,7 @@ from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast, clone
 from dtorch.api.ops.elementwise import binary
+from dtorch.api.ops.index_more import named_as
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand, reshape, unsqueeze
 from dtorch.api.record import record
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 _MATMUL = MatmulParam()
 _REDUCED = (torch.float16, torch.bfloat16)  # computed in float32 by torch's kernels (opmath)
 _LETTERS = string.ascii_letters  # einsum's subscripts
+_SIDES = ("dims_self", "dims_other")  # torch's names of tensordot's two lists of dims
 
 
 def _tensor(name: str, arg: str, value: Any) -> Tensor:
@@ -277,7 +279,8 @@ def _add_product(
 
 def _scaled_input(name: str, x: Tensor, size: tuple[int, ...], beta: Any) -> Tensor:
     """``alpha=0``: ``beta * input`` at the output's shape (zeros for 0)."""
-    full = expand(x, size)
+    with named_as(name, "expand"):
+        full = expand(x, size)
     if beta == 0:
         return full.new_zeros(size)
     return clone(full) if beta == 1 else binary(BinaryKind.MUL, name, full, beta)
@@ -287,7 +290,9 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     """``torch.tensordot``: the sum of products over ``a``'s last ``dims`` dims and ``b``'s
     first ``dims`` (an int), or over the dims of two lists ``dims=([a's], [b's])``; the
     result holds ``a``'s other dims then ``b``'s. One ``einsum`` (its placements: a shard of
-    a kept dim stays, a contracted dim sharded on both sides gives Partial).
+    a kept dim stays, a contracted dim sharded on both sides gives Partial). As in torch, each
+    list must be a list or tuple (``dims=(1, 0)`` is a TypeError) and bools are refused
+    unless an operand is empty and the result is not 0-d (no product to sum).
 
     Example:
         >>> import dtorch
@@ -298,7 +303,19 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     x, y = _tensor("tensordot", "a", a), _tensor("tensordot", "b", b)
     if x.dtype != y.dtype:
         raise DtypeError("tensordot: both inputs should have same dtype")
+    if x.dtype == torch.bool and not _no_products(x, y, dims):
+        raise UnsupportedDtypeError(
+            "tensordot: \"tensordot\" not implemented for 'Bool' (as in torch, which takes "
+            "bools only where no product is summed); accepted: other dtypes, cast first"
+        )
     return _tensordot("tensordot", x, y, dims)
+
+
+def _no_products(x: Tensor, y: Tensor, dims: Any) -> bool:
+    """Whether torch's bool tensordot computes: an empty operand (an empty result, or an empty
+    contraction) where the result is not 0-d (that one is a ``dot``, refused even empty)."""
+    left, _ = _contracted(x, y, dims)
+    return x.ndim + y.ndim > 2 * len(left) and (x.numel() == 0 or y.numel() == 0)
 
 
 def _tensordot(name: str, x: Tensor, y: Tensor, dims: Any) -> Tensor:
@@ -336,10 +353,27 @@ def _contracted(x: Tensor, y: Tensor, dims: Any) -> tuple[list[int], list[int]]:
         return list(range(x.ndim - dims, x.ndim)), list(range(dims))
     if not isinstance(dims, (list, tuple)) or len(dims) != 2:
         raise TypeError(f"tensordot: dims must be an int or a pair of lists of dims, got {dims!r}")
-    left, right = ([d] if isinstance(d, int) else list(d) for d in dims)
+    left, right = (_dim_list(d, arg) for d, arg in zip(dims, _SIDES, strict=True))
     if len(left) != len(right):
         raise ShapeError("tensordot: both dimension lists should have same length")
     return _dims(x, left), _dims(y, right)
+
+
+def _dim_list(dims: Any, arg: str) -> list[int]:
+    """One side of ``dims=(a's, b's)``: a list or tuple of ints (torch's TypeError for an
+    int, ``(1, 0)`` included, or a bool)."""
+    if not isinstance(dims, (list, tuple)):
+        raise TypeError(
+            f"tensordot: argument '{arg}' must be tuple of ints, not {type(dims).__name__}; "
+            "accepted: dims=([a's dims], [b's dims]) or an int"
+        )
+    for d in dims:
+        if isinstance(d, bool) or not hasattr(d, "__index__"):  # numpy ints too
+            raise TypeError(
+                f"tensordot: argument '{arg}' must be tuple of ints, but found element of type "
+                f"{type(d).__name__}"
+            )
+    return list(dims)
 
 
 def _dims(t: Tensor, dims: list[int]) -> list[int]:

@@ -41,7 +41,8 @@ def fmod(input: Any, other: Any) -> Tensor:
     """The C-style remainder, ``input - trunc(input / other) * other``: the sign of
     ``input`` (``remainder`` takes the divisor's), as ``torch.fmod``. Integers stay integers
     (an integer divided by 0 is refused: by a number at the call, as torch does, by a tensor
-    holding 0 when the value is fetched); floats give NaN for a 0 divisor.
+    holding 0 when the value is fetched; an empty tensor stays empty); floats give NaN for a 0
+    divisor.
 
     Example:
         >>> import dtorch

@@ -3,7 +3,8 @@
 
 Each one views its (N, C, L) or (C, L) input as an image of height one, (N, C, 1, L), runs the
 2-D operator (Conv, Pooling) with a window of height one, and drops the height again; the
-operator is recorded under the 1-D name, so its refusals name it. Placements are the 2-D
+operator is recorded under the 1-D name, so its refusals name it (and show the shapes given,
+in torch's 1-D words where torch refuses them). Placements are the 2-D
 operator's (``dtorch.nn.functional.conv2d``, ``max_pool2d``...): a sharded batch stays sharded,
 channels shard where conv2d allows it (in-channels with the weight's give Partial, the weight's
 out-channels give output channels, grouped convs in whole groups), the linear ones keep
@@ -20,16 +21,19 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
+import torch.nn.functional as torch_f
 
 from dtorch.api.dims import as_flag
 from dtorch.api.ops.conv import conv_param
 from dtorch.api.ops.spatial import pooling_param
 from dtorch.api.record import record, record_one, tensor_arg
-from dtorch.errors import ParamError, PlacementError, ShapeError
+from dtorch.errors import ParamError, PlacementError, ShapeError, UnsupportedDtypeError
+from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import OperatorFormat, PaddingType, PoolKind
 from dtorch.ir.placement import Shard, format_placements
 
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
 
 IntOrOne = int | Sequence[int]
 _PADDINGS = {"same": PaddingType.SAME, "valid": PaddingType.VALID}
+_TORCH_MAX_POOL: Any = torch_f.max_pool1d  # return_indices a bool here, not a Literal
 _WINDOW = "its windows would cross shard boundaries (a halo exchange, not implemented)"
 _SHARDS = "shards of the batch and channel dims"
 #: What each operator accepts on a mesh dim, for the refusal of a sharded length.
@@ -93,6 +98,35 @@ def _height_one(x: Tensor) -> Tensor:
     return x.unsqueeze(-2)
 
 
+def _in_1d(
+    name: str, record_2d: Callable[[], Any], given: Sequence[Tensor], torch_1d: Callable[..., Any]
+) -> Any:
+    """``record_2d()``, whose shape refusals show the user's shapes (not the height-one ones
+    recorded): torch's own 1-D refusal (``torch_1d`` of meta tensors of ``given``'s shapes)
+    where the 2-D operator's torch refused, else the message with the shapes given."""
+    try:
+        return record_2d()
+    except ShapeError as error:
+        shapes = " x ".join(str(list(t.shape)) for t in given)
+        why = _torch_refusal(torch_1d, given) if "torch refuses" in str(error) else None
+        if why is not None:
+            raise type(error)(f"{name}: torch refuses inputs {shapes}: {why}") from None
+        text = str(error)
+        for t in given:  # the height-one shape of each one given, in the message
+            high = [*t.shape[:-1], 1, t.shape[-1]]
+            text = text.replace(str(high), str(list(t.shape)))
+        raise type(error)(text.replace("kH, kW", "kL")) from None
+
+
+def _torch_refusal(torch_1d: Callable[..., Any], given: Sequence[Tensor]) -> str | None:
+    # torch's 1-D function on meta tensors of the given shapes and dtypes
+    try:
+        torch_1d(*(torch.empty(t.shape, dtype=t.dtype, device="meta") for t in given))
+    except (RuntimeError, ValueError) as error:
+        return str(error)
+    return None
+
+
 def _padding(value: Any) -> tuple[PaddingType, tuple[int, int]]:
     # 'same' / 'valid', else one number (of the length; the height is not padded)
     if isinstance(value, str):
@@ -131,17 +165,25 @@ def conv1d(
                          f"got shape {list(weight.shape)}")  # fmt: skip
     _refuse_length_shard("conv1d", (("input", input), ("kernel", weight)))
     padding_type, pads = _padding(padding)
+    step, spread = int_one("conv1d", "stride", stride), int_one("conv1d", "dilation", dilation)
     param = conv_param(
-        dilations=(1, int_one("conv1d", "dilation", dilation)),
+        dilations=(1, spread),
         group=int(groups),
         kernel_size=(1, weight.shape[2]),
         padding_type=padding_type,
         pads=pads,
-        strides=(1, int_one("conv1d", "stride", stride)),
+        strides=(1, step),
         format=OperatorFormat.NCHW,
     )
+    pad_1d: Any = padding if isinstance(padding, str) else pads[1]  # torch's words for it
     inputs = (_height_one(input), weight.unsqueeze(2))
-    out = record_one("conv1d", param, inputs if bias is None else (*inputs, bias))
+    given = (input, weight) if bias is None else (input, weight, bias)
+    out = _in_1d(
+        "conv1d",
+        lambda: record_one("conv1d", param, inputs if bias is None else (*inputs, bias)),
+        given,
+        lambda x, w, b=None: torch_f.conv1d(x, w, b, step, pad_1d, spread, int(groups)),
+    )
     return out.squeeze(-2)
 
 
@@ -165,7 +207,8 @@ def max_pool1d(
     return_indices: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """``torch.nn.functional.max_pool1d`` of an (N, C, L) or (C, L) input; with
-    ``return_indices`` also the int64 position of every maximum along L.
+    ``return_indices`` also the int64 position of every maximum along L. Without it, as in
+    torch, floating-point inputs only (an UnsupportedDtypeError for integers and bools).
 
     Example:
         >>> import dtorch
@@ -182,10 +225,23 @@ def max_pool1d(
     param = pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, ceil,
                            return_indices=with_indices)  # fmt: skip
     _refuse_length_shard("max_pool1d", (("input", input),))
+    if not with_indices and not input.dtype.is_floating_point:  # torch's kernel: floats only
+        raise UnsupportedDtypeError(
+            f'max_pool1d: "max_pool1d_impl" not implemented for '
+            f"'{scalar_type_name(input.dtype)}' (as in torch); accepted: floating-point dtypes, "
+            "or return_indices=True"
+        )
+    outs = _in_1d(
+        "max_pool1d",
+        lambda: record("max_pool1d", param, (_height_one(input),)),
+        (input,),
+        lambda t: _TORCH_MAX_POOL(
+            t, kernel[1], strides[1], pads[1], dilations[1], ceil, with_indices
+        ),
+    )
     if return_indices:
-        values, indices = record("max_pool1d", param, (_height_one(input),))
-        return values.squeeze(-2), indices.squeeze(-2)
-    return record_one("max_pool1d", param, (_height_one(input),)).squeeze(-2)
+        return outs[0].squeeze(-2), outs[1].squeeze(-2)
+    return outs[0].squeeze(-2)
 
 
 def avg_pool1d(
@@ -211,7 +267,13 @@ def avg_pool1d(
     param = pooling_param(PoolKind.AVG, kernel, strides, pads, ceil_mode=ceil,
                            count_include_pad=include)  # fmt: skip
     _refuse_length_shard("avg_pool1d", (("input", input),))
-    return record_one("avg_pool1d", param, (_height_one(input),)).squeeze(-2)
+    out = _in_1d(
+        "avg_pool1d",
+        lambda: record_one("avg_pool1d", param, (_height_one(input),)),
+        (input,),
+        lambda t: torch_f.avg_pool1d(t, kernel[1], strides[1], pads[1], ceil, include),
+    )
+    return out.squeeze(-2)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size: IntOrOne) -> Tensor:
@@ -228,7 +290,13 @@ def adaptive_avg_pool1d(input: Tensor, output_size: IntOrOne) -> Tensor:
     size = int_one("adaptive_avg_pool1d", "output_size", output_size, low=0)
     param = pooling_param(PoolKind.ADAPTIVE_AVG, output_size=(1, size))
     _refuse_length_shard("adaptive_avg_pool1d", (("input", input),))
-    return record_one("adaptive_avg_pool1d", param, (_height_one(input),)).squeeze(-2)
+    out = _in_1d(
+        "adaptive_avg_pool1d",
+        lambda: record_one("adaptive_avg_pool1d", param, (_height_one(input),)),
+        (input,),
+        lambda t: torch_f.adaptive_avg_pool1d(t, size),
+    )
+    return out.squeeze(-2)
 
 
 __all__ = ["adaptive_avg_pool1d", "avg_pool1d", "conv1d", "max_pool1d"]

@@ -69,6 +69,7 @@ _BINARY_SIGS: dict[BinaryKind, Signature] = {
     # 0 / 0 = NaN wherever the divisor is 0, where torch gives +-inf.
     BinaryKind.DIV: elementwise(2, legend=_BROADCAST, hint=_NOT_LINEAR),
 }
+_LINEAR2 = frozenset({BinaryKind.ADD, BinaryKind.SUB, BinaryKind.MUL})  # with Partial rows
 #: One tensor with a Python scalar, keyed by (kind, scalar_first).
 _LINEAR1 = elementwise(1, ["P -> P"], hint=_NOT_LINEAR)
 _PLAIN1 = elementwise(1, hint=_NOT_LINEAR)
@@ -159,7 +160,8 @@ def binary_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
         dtype = alpha_binary_dtype(name, param.binary, *sides, _alpha_kind(name, param))
     sig = _BINARY_SIGS.get(param.binary, _PLAIN2)
     if not _converts_linearly(inputs, dtype):
-        sig = _PLAIN2
+        linear = param.binary in _LINEAR2
+        sig = _unconverted(2, _partial_dtype(inputs, dtype), dtype) if linear else _PLAIN2
     return elementwise_placements(name, sig, inputs, shape, dtype)
 
 
@@ -170,6 +172,24 @@ def _converts_linearly(inputs: tuple[Operand, ...], dtype: torch.dtype) -> bool:
     return all(
         cast_is_linear(x.dtype, dtype) for x in inputs if any(p.is_partial() for p in x.placements)
     )
+
+
+def _partial_dtype(inputs: Sequence[Operand], dtype: torch.dtype) -> torch.dtype:
+    # the dtype of the Partial input that does not convert linearly to the result's
+    partial = [x for x in inputs if any(p.is_partial() for p in x.placements)]
+    return next(x.dtype for x in partial if not cast_is_linear(x.dtype, dtype))
+
+
+@functools.lru_cache(maxsize=64)
+def _unconverted(arity: int, src: torch.dtype, dst: torch.dtype) -> Signature:
+    """A linear operator's signature without its Partial rows, saying why: a Partial ``src``
+    input whose result is ``dst`` (each part converted on its own) is not linear."""
+    hint = (
+        f"The operator is linear, but its result is {dst}: converting each part of a Partial "
+        f"{src} input is not (an integer's parts wrap in its own width, a float's are each "
+        f"rounded); redistribute to Replicate first, or pass a Partial of dtype {dst}"
+    )
+    return elementwise(arity, legend=_BROADCAST if arity == 2 else "", hint=hint)
 
 
 def _alpha_kind(name: str, param: BroadcastBinaryParam) -> ScalarKind:
@@ -196,7 +216,7 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
             f"{name}: Integers to negative integer powers are not allowed (an integer tensor "
             f"to the power {param.scalar.value}); accepted: a float exponent, or a float tensor"
         )
-    if _integer_division_by_zero(param, dtype):  # torch's refusal at the call, as above
+    if _integer_division_by_zero(param, dtype) and 0 not in x.shape:  # torch's, as above
         raise ParamError(
             f"{name}: ZeroDivisionError (an integer tensor divided by 0); accepted: a non-zero "
             "divisor, or a float tensor (whose quotients by 0 are inf or nan)"
@@ -204,8 +224,8 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
     if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value):
         sig = _UNBOUNDED1
-    elif not _converts_linearly((x,), dtype):
-        sig = _PLAIN1
+    elif sig is not _PLAIN1 and not _converts_linearly((x,), dtype):
+        sig = _unconverted(1, x.dtype, dtype)
     return elementwise_placements(name, sig, (x,), x.shape, dtype)
 
 
@@ -226,7 +246,7 @@ _INTEGER_DIVISIONS = frozenset(
 
 def _integer_division_by_zero(param: BroadcastBinaryParam, dtype: torch.dtype) -> bool:
     """``int_tensor // 0``, ``% 0``, ``fmod(int_tensor, 0)``, ``div(..., rounding_mode=...)``
-    by 0."""
+    by 0 (refused where the tensor has elements: torch divides none of an empty one)."""
     scalar = param.scalar
     if param.binary not in _INTEGER_DIVISIONS or param.scalar_first or scalar is None:
         return False
@@ -249,7 +269,7 @@ def math_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     dtype = math_dtype(name, param.math, x.dtype)
     sig = _MATH_SIGS.get(param.math, _PLAIN1)
     if sig is not _PLAIN1 and not _converts_linearly(inputs, dtype):
-        sig = _PLAIN1
+        sig = _unconverted(1, x.dtype, dtype)
     return elementwise_placements(name, sig, inputs, x.shape, dtype)
 
 
