@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 import dtorch
 import dtorch.nn.functional as DF
-from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.errors import ParamError, PlacementError, ShapeError, UnsupportedDtypeError
 from tests.api.image_harness import split_partial, table_combos
 from tests.api.ops_harness import (
     ALL_MESHES,
@@ -170,10 +170,51 @@ def test_integer_pools(graph: dtorch.Graph) -> None:
     with pytest.raises(PlacementError, match="An integer average or interpolation rounds") as e:
         DF.avg_pool2d(partial, 2)
     check_rejection("avg_pool2d", e.value, [partial])
-    with pytest.raises(DtypeError, match=r"adaptive_avg_pool2d: no kernel for torch.int64"):
+    with pytest.raises(UnsupportedDtypeError, match=r"adaptive_avg_pool2d: no kernel for torch"):
         DF.adaptive_avg_pool2d(t, 1)
-    with pytest.raises(DtypeError, match=r"max_pool2d: no kernel for torch.bool; accepted: every"):
+    with pytest.raises(UnsupportedDtypeError, match=r"max_pool2d: no kernel for torch.bool; acc"):
         DF.max_pool2d(t > 0, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.bool])
+def test_pools_refuse_the_dtypes_torch_has_no_kernel_for(
+    dtype: torch.dtype, graph: dtorch.Graph
+) -> None:
+    """torch's CPU average pooling takes floats and int64 only (int8/16/32 failed on the
+    devices, uint8 was a ShapeError); each refusal is a NotImplementedError, as torch's."""
+    x = torch.ones(1, 2, 4, 4, dtype=dtype)
+    t = place(x, dtorch.init_device_mesh("cpu", 2), [S0], graph)
+    for name in ("avg_pool2d", "max_pool2d", "adaptive_avg_pool2d"):
+        try:
+            want = getattr(F, name)(x, 2)
+        except NotImplementedError:
+            with pytest.raises(UnsupportedDtypeError, match=f"{name}: no kernel for {dtype}"):
+                getattr(DF, name)(t, 2)
+        else:
+            assert torch.equal(getattr(DF, name)(t, 2).to_torch(), want), name
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 0, 4), (2, 4, 0), (0, 2, 4, 4), (0, 4, 4), (1, 0, 4, 4)])
+def test_pools_and_interpolate_of_empty_inputs_as_torch(
+    shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """torch refuses adaptive pooling of an empty height or width (dtorch computed one) and
+    interpolates an empty batch (dtorch refused it): each as torch, on a mesh too."""
+    x = torch.ones(shape)
+    t = place(x, dtorch.init_device_mesh("cpu", 2), [R], graph)
+    calls = {
+        "adaptive_avg_pool2d": lambda f, v: f.adaptive_avg_pool2d(v, 2),
+        "interpolate": lambda f, v: f.interpolate(v, scale_factor=2),
+        "max_pool2d": lambda f, v: f.max_pool2d(v, 2),
+    }
+    for name, call in calls.items():
+        try:
+            want = call(F, x)
+        except RuntimeError:
+            with pytest.raises(ShapeError, match=f"{name}: torch refuses inputs"):
+                call(DF, t)
+        else:
+            assert torch.equal(call(DF, t).to_torch(), want), name
 
 
 @pytest.mark.parametrize("output_size", [0, (0, 3), (2, 0), (0, None)])

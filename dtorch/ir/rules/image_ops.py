@@ -125,7 +125,8 @@ def meta_outputs(
     name: str, call: Callable[..., Outputs], param: OpParam, inputs: Sequence[Operand]
 ) -> tuple[Meta, ...]:
     """Shape and dtype of every output of ``call(param, *inputs)``, from torch on meta tensors
-    (cached); torch's refusal becomes a ShapeError naming the operator and the shapes."""
+    (on empty CPU tensors where an input is empty, see ``_device``; cached); torch's refusal
+    becomes a ShapeError naming the operator and the shapes."""
     specs = tuple((o.shape, o.dtype) for o in inputs)
     answer = _meta(call, param, specs)
     if isinstance(answer, str):
@@ -134,12 +135,34 @@ def meta_outputs(
     return answer
 
 
+#: The most elements the inputs of a call with an empty one may hold to run on the CPU.
+_REAL_LIMIT = 1 << 24
+
+
+def _device(specs: tuple[tuple[Any, torch.dtype], ...]) -> str:
+    """Where ``_meta`` runs the call: "meta", but "cpu" where an input is empty. The meta
+    kernels skip checks the CPU kernels make of empty dims (adaptive pooling of an empty
+    height) and refuse empty inputs those take (an empty batch to interpolate); on the CPU
+    nothing is computed then (the others' memory is allocated, never written), so that is
+    only done for inputs of at most ``_REAL_LIMIT`` elements in all."""
+    sizes = [_numel(shape) for shape, _ in specs]
+    return "cpu" if 0 in sizes and sum(sizes) <= _REAL_LIMIT else "meta"
+
+
+def _numel(shape: Any) -> int:
+    count = 1
+    for size in shape:
+        count *= int(size)
+    return count
+
+
 @functools.lru_cache(maxsize=1024)
 def _meta(
     call: Callable[..., Outputs], param: OpParam, specs: tuple[tuple[Any, torch.dtype], ...]
 ) -> tuple[Meta, ...] | str:
     # a refusal is returned, not raised, so that lru_cache remembers it too
-    metas = [torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in specs]
+    device = _device(specs)
+    metas = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in specs]
     try:
         out = call(param, *metas)
     except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as error:

@@ -38,11 +38,11 @@ from dtorch.ir.operator import Operand
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from dtorch.errors import DtypeError, ShapeError
+from dtorch.errors import ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind, PoolKind
 from dtorch.ir.params import InterpolateParam, OpParam, PadParam, PoolingParam
@@ -96,10 +96,10 @@ def _per_channel(
 
 
 def check_dtype(name: str, dtype: torch.dtype, ok: bool, accepted: str) -> None:
-    """DtypeError naming the operator where torch's CPU kernel has no ``dtype`` version (its
-    meta kernel accepts every dtype)."""
+    """UnsupportedDtypeError (torch's NotImplementedError) naming the operator where torch's
+    CPU kernel has no ``dtype`` version (its meta kernel accepts every dtype)."""
     if not ok:
-        raise DtypeError(f"{name}: no kernel for {dtype}; accepted: {accepted}")
+        raise UnsupportedDtypeError(f"{name}: no kernel for {dtype}; accepted: {accepted}")
 
 
 def _metas(name: str, call: object, param: OpParam, x: Operand) -> list[OutputMeta]:
@@ -113,6 +113,17 @@ def _linear(x: Operand) -> Signature:
     return _LINEAR if x.dtype.is_floating_point else _ROUNDING
 
 
+#: The dtypes torch's CPU pooling kernels take, per kind.
+_POOL_DTYPES: dict[PoolKind, tuple[Callable[[torch.dtype], bool], str]] = {
+    PoolKind.MAX: (lambda d: d != torch.bool, "every dtype but bool"),
+    PoolKind.AVG: (
+        lambda d: d.is_floating_point or d == torch.int64,
+        "floating-point dtypes and int64",
+    ),
+    PoolKind.ADAPTIVE_AVG: (lambda d: d.is_floating_point, "floating-point dtypes"),
+}
+
+
 def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """Max, average and adaptive average pooling of a 3-D or 4-D image."""
     assert isinstance(param, PoolingParam)
@@ -120,9 +131,8 @@ def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     if x.ndim not in (3, 4):
         raise ShapeError(f"{name}: needs a 3-D (C, H, W) or 4-D (N, C, H, W) input; got "
                          f"{list(x.shape)}")  # fmt: skip
-    if param.pool is PoolKind.ADAPTIVE_AVG:
-        check_dtype(name, x.dtype, x.dtype.is_floating_point, "floating-point dtypes")
-    check_dtype(name, x.dtype, x.dtype != torch.bool, "every dtype but bool")
+    ok, accepted = _POOL_DTYPES[param.pool]
+    check_dtype(name, x.dtype, ok(x.dtype), accepted)
     metas = _metas(name, pool, param, x)
     sig = _MAX if param.pool is PoolKind.MAX else _linear(x)
     return _per_channel(name, sig, x, (x.ndim - 2, x.ndim - 1), metas)
