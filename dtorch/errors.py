@@ -52,6 +52,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+
 
 class DTorchError(Exception):
     """Root of every error dtorch raises on purpose."""
@@ -215,3 +217,24 @@ class FutureTimeoutError(DTorchError, TimeoutError):
     """A future did not become ready within the time it was given. A graph's future (a fetch,
     a sync) also names whom it waited for: the worker (index, pid, devices, process state)
     that owes the answer, and any worker process that is stopped."""
+
+
+def raised_anew(error: BaseException) -> BaseException:
+    """A copy of ``error`` for one ``raise``: an error kept to be raised again and again (by
+    every future of a broken graph, at every later sync) is never raised itself, so its
+    traceback neither grows at each raise nor holds the frames - and with them the tensors
+    and the graph - of the first caller (a broken graph's threads kept it reachable).
+
+    Example:
+        >>> kept = WorkerError("worker 0 died")
+        >>> copy = raised_anew(kept)
+        >>> type(copy) is WorkerError and copy is not kept and str(copy) == str(kept)
+        True
+    """
+    try:
+        fresh = copy.copy(error)  # its class rebuilt from its args, with its attributes
+    except Exception:  # a class copy cannot rebuild: raised as it is
+        return error
+    fresh.__cause__, fresh.__context__ = error.__cause__, error.__context__
+    fresh.__suppress_context__ = error.__suppress_context__
+    return fresh

@@ -31,7 +31,7 @@ import torch
 
 from dtorch.api.dims import as_flag
 from dtorch.api.future import VoidFutureCollect, make_void_future, memory_stats_future
-from dtorch.errors import GraphError, MeshError
+from dtorch.errors import GraphError, MeshError, raised_anew
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import MemoryKind
@@ -441,7 +441,7 @@ class Graph:
         (a failure the user caught from ``to_torch()`` is not raised again here)."""
         broken = self.executor.broken
         if broken is not None:  # a worker died: every later sync raises why
-            raise broken
+            raise raised_anew(broken)
         with self.promise_name() as name:
             handle, future, waiting = make_void_future(self, name)
             self.record_system("sync", SyncParam(handle), Span.unknown())

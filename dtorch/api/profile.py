@@ -40,7 +40,7 @@ from typing import Any
 
 from dtorch.api.chrome_trace import chrome_trace
 from dtorch.api.graph import Graph
-from dtorch.errors import GraphError
+from dtorch.errors import GraphError, raised_anew
 from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import ProfileParam, PromiseHandle
 from dtorch.ir.report import ProfileEvent, ProfileReport
@@ -157,7 +157,7 @@ class _ReportsSink:
         if not self._done.wait(timeout_s):
             raise GraphError(f"dtorch.profile: the devices sent no events in {timeout_s:g} s")
         if self._error is not None:
-            raise self._error
+            raise raised_anew(self._error)
         return self._reports
 
 

@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
-from dtorch.errors import WorkerError
+from dtorch.errors import WorkerError, raised_anew
 from dtorch.ir.report import ProgressReport, Report
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class FlowWindow:
             while self._sent - self._done > self._limit and self._error is None:
                 self._cond.wait(CHECK_SECONDS if self._stall_s is None else self._check(since))
             if self._error is not None:
-                raise self._error
+                raise raised_anew(self._error)
             self._sent += count
             if self._sent < self._next_mark:
                 return 0

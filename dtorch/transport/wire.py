@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dtorch.errors import MessageGapError, TransportError
+from dtorch.errors import MessageGapError, TransportError, raised_anew
 
 #: Parts of this many bytes or more are sent without a copy (``copy=False``): below it a copy
 #: is cheaper than the bookkeeping of a zero-copy frame (pyzmq's own threshold is the same).
@@ -197,7 +197,7 @@ class MessageReader:
     def raise_if_failed(self) -> None:
         """Raise the error of an earlier gap or malformed message again, if there was one."""
         if self._failure is not None:
-            raise self._failure
+            raise raised_anew(self._failure)
 
     def read(self, frames: Sequence[bytes | memoryview]) -> Message:
         """The Message of ``frames`` (head, kind, *parts); MessageGapError as described above."""
@@ -215,7 +215,7 @@ class MessageReader:
                 )
         if self._failure is None:
             self._failure = self._fail(self._what_is_wrong(frames))
-        raise self._failure
+        raise raised_anew(self._failure)
 
     def _what_is_wrong(self, frames: Sequence[bytes | memoryview]) -> str:
         if len(frames) < 2:

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,45 @@ def test_a_killed_worker_fails_everything_pending_within_seconds(
         assert (dtorch.arange(4, graph=fresh) * 2).tolist() == [0, 2, 4, 6]
     finally:
         fresh.close()
+
+
+def _depth(error: BaseException) -> int:
+    count, frame = 0, error.__traceback__
+    while frame is not None:
+        count, frame = count + 1, frame.tb_next
+    return count
+
+
+def test_a_broken_graph_dropped_unclosed_is_collected() -> None:
+    """The error of a broken graph is raised anew each time. It was one object, raised by
+    every future and sync: its traceback grew by a frame at every raise, and held the first
+    caller's frames - their tensors, and so the graph, which its live threads kept from
+    the collector (two threads and ~26 descriptors per dropped graph)."""
+    pool = WorkerPool(2, "cpu")
+    before = set(threading.enumerate())
+
+    def broken() -> weakref.ref[dtorch.Graph]:
+        option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+        graph = dtorch.Graph(option)
+        future = _heavy(graph).to_torch_async()
+        time.sleep(0.3)
+        os.kill(pool.pids[1], signal.SIGKILL)
+        with pytest.raises(WorkerDiedError):
+            future.get(timeout_s=30)
+        depths = set()
+        for _ in range(5):
+            with pytest.raises(WorkerDiedError) as info:
+                graph.sync()
+            depths.add(_depth(info.value))
+        assert len(depths) == 1, depths
+        return weakref.ref(graph)
+
+    try:
+        dropped = broken()
+        assert _wait_for(lambda: gc.collect() >= 0 and dropped() is None, within_s=10.0)
+        assert _wait_for(lambda: set(threading.enumerate()) <= before, within_s=10.0)
+    finally:
+        pool.close()
 
 
 def _open_past_select_limit() -> list[int]:

@@ -61,7 +61,7 @@ from dtorch.comm.shm import (
     tensor_view,
     unlink_named,
 )
-from dtorch.errors import CommError, PeerDiedError
+from dtorch.errors import CommError, PeerDiedError, raised_anew
 from dtorch.ir.dtypes import dtype_code, dtype_from_code
 from dtorch.options import GlobalOption
 
@@ -237,7 +237,7 @@ class ShmCell:
                 self._outcome = self._read_outcome()
         value, error = self._outcome
         if error is not None:
-            raise error
+            raise raised_anew(error)
         return value
 
     def _read_outcome(self) -> tuple[torch.Tensor | None, BaseException | None]:

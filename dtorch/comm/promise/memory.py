@@ -27,7 +27,7 @@ from collections.abc import Callable
 import torch
 
 from dtorch.comm.promise.base import PromiseStateError
-from dtorch.errors import CommError
+from dtorch.errors import CommError, raised_anew
 
 _LOG = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class MemoryCell:
 
     def outcome(self) -> torch.Tensor | None:
         if self._error is not None:
-            raise self._error
+            raise raised_anew(self._error)
         return self._value
 
     def add_callback(self, fn: Callable[[], None]) -> None:

@@ -75,6 +75,7 @@ from dtorch.errors import (
     TransportError,
     TransportTimeoutError,
     WorkerDiedError,
+    raised_anew,
 )
 from dtorch.options import GlobalOption
 from dtorch.runtime.daemon import DaemonThread
@@ -323,7 +324,7 @@ class _PoolState:
 
     def _raise_failure(self) -> None:
         if self.failure is not None:
-            raise self.failure
+            raise raised_anew(self.failure)
 
     def describe(self, index: int) -> str:
         """Worker ``index`` in words: ``worker 1 (pid 4242, devices 1, 3, 5, ...)``."""

@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError
+from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError, raised_anew
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
 from dtorch.ir.report import (
@@ -203,7 +203,7 @@ class ProcessRunner:
     def execute(self, batch: ExecuteBatch) -> None:
         failure = self._pool.broken  # a worker died during this lease (a broken pool lends none)
         if failure is not None:
-            raise failure
+            raise raised_anew(failure)
         progress = self._window.admit(len(batch.operators))
         carried, parties, to = self._addresser.address(batch)
         carried = self._inputs.share(carried, readers(parties))
