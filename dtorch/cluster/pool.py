@@ -135,6 +135,11 @@ class ClusterPool:
         return False
 
     @property
+    def pids(self) -> list[int]:
+        """Each worker's process id, on its own host."""
+        return [r.pid for r in self._layout.records]
+
+    @property
     def death_verdict_s(self) -> float:
         """How long after a worker's death its heartbeats' silence breaks the pool, at most."""
         return LOST_AFTER_SECONDS + BEAT_SECONDS

@@ -3,6 +3,9 @@ what the controller reads, and what a report it cannot read does."""
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 import torch
 
@@ -18,6 +21,8 @@ from dtorch.runtime.settle import Settlements, SyncCollector
 from dtorch.serialization import serialize
 from dtorch.transport import Envelope, InProcPuller
 
+_ME = (os.getpid(), os.getpid())  # the sinks of these tests write this process's segments
+
 
 def _junk_bools(count: int) -> torch.Tensor:
     """A bool tensor holding other bytes than 0 and 1, as torch.empty may leave."""
@@ -31,7 +36,7 @@ def test_bool_values_travel_as_0_and_1(count: int) -> None:
     puller = InProcPuller()
     sink = PushSink(puller.pusher(0), worker=0)
     released: list[tuple[int, int]] = []
-    reader = ReportReader(lambda worker, token: released.append((worker, token)))
+    reader = ReportReader(lambda worker, token: released.append((worker, token)), pids=_ME)
     junk = _junk_bools(count)
     try:
         sink.put(ValueReport("p", junk))
@@ -44,8 +49,8 @@ def test_bool_values_travel_as_0_and_1(count: int) -> None:
     assert len(released) == (1 if count >= 1 << 20 else 0)
 
 
-def _report(payload: bytes, *promise: bytes) -> Envelope:
-    return Envelope(1, REPORT, tuple(memoryview(p) for p in (payload, *promise)))
+def _report(payload: bytes, *promise: bytes, sender: int = 1) -> Envelope:
+    return Envelope(sender, REPORT, tuple(memoryview(p) for p in (payload, *promise)))
 
 
 def test_an_unreadable_report_fails_the_promise_it_names() -> None:
@@ -58,7 +63,7 @@ def test_an_unreadable_report_fails_the_promise_it_names() -> None:
     book.promises.add("g.p1", value)
     book.promises.add("g.p2", other)
     book.promises.add("g.p3", SyncCollector(2, sync, book.raised))
-    reader = ReportReader(lambda worker, token: None)
+    reader = ReportReader(lambda worker, token: None, pids=_ME)
     good = serialize(ValueReport("g.p2", torch.ones(2)))
     for envelope in (_report(b"\x00" * 40, b"g.p1"), _report(good, b"g.p2")):
         book.settle(reader.read(envelope))
@@ -84,18 +89,53 @@ def test_a_shared_value_that_does_not_fit_its_segment_fails_its_promise_alone(
     segment = Segment.create(1 << 16)
     where = segment.locator()
     released: list[tuple[int, int]] = []
-    reader = ReportReader(lambda worker, token: released.append((worker, token)))
+    reader = ReportReader(lambda worker, token: released.append((worker, token)), pids=_ME)
     shared = SharedValue(
         where.pid, where.fd, where.inode, where.size * size_times, torch.float32, shape, 0, 7
     )
     try:
-        report = reader.read(_report(serialize(ValueReport("g.p", shared=shared)), b"g.p"))
+        report = reader.read(
+            _report(serialize(ValueReport("g.p", shared=shared)), b"g.p", sender=0)
+        )
     finally:
         reader.close()
         segment.close()
     assert isinstance(report, ValueReport) and report.failure is not None
     assert report.promise == "g.p" and "cannot read it" in report.failure.message
     assert released == [(0, 7)]
+
+
+@pytest.mark.parametrize(
+    ("pids", "sender", "why"),
+    [
+        ((12345, 12345), 0, r"process \d+ \(worker 0\), sent by worker 0"),  # not its pid
+        (_ME, 1, r"\(worker 0\), sent by worker 1"),  # another worker's segment
+        (None, 0, "shares no memory here"),  # a cluster: no shared values at all
+    ],
+    ids=["another-process", "another-worker", "no-shared-memory"],
+)
+def test_a_shared_value_is_read_from_its_senders_own_process_only(
+    pids: tuple[int, ...] | None, sender: int, why: str
+) -> None:
+    """A report naming a descriptor of any process of this user made the controller map it
+    and return its bytes (a file held open elsewhere, read through /proc): only the sending
+    worker's own process is read, and nothing where the workers share no memory."""
+    segment = Segment.create(1 << 16)
+    segment.buffer[:6] = b"secret"
+    where = segment.locator()
+    reader = ReportReader(lambda worker, token: None, pids=pids)
+    shared = SharedValue(where.pid, where.fd, where.inode, where.size, torch.uint8, (6,), 0, 7)
+    try:
+        envelope = _report(serialize(ValueReport("g.p", shared=shared)), b"g.p", sender=sender)
+        report = reader.read(envelope)
+        assert isinstance(report, ValueReport) and report.value is None
+        assert report.failure is not None and re.search(why, report.failure.message)
+        if pids is _ME and sender == 1:  # the same value from its own worker is read
+            mine = _report(serialize(ValueReport("g.p", shared=shared)), b"g.p", sender=0)
+            assert bytes(reader.read(mine).value.numpy()) == b"secret"
+    finally:
+        reader.close()
+        segment.close()
 
 
 def test_a_value_copied_out_stays_good_when_its_segment_cannot_go_back() -> None:
@@ -107,7 +147,7 @@ def test_a_value_copied_out_stays_good_when_its_segment_cannot_go_back() -> None
     def closed(worker: int, token: int) -> None:
         raise TransportError("the publisher is closed")
 
-    reader = ReportReader(closed)
+    reader = ReportReader(closed, pids=_ME)
     try:
         sink.put(ValueReport("p", torch.ones(1 << 18)))
         report = reader.read(puller.recv(10))
@@ -119,7 +159,7 @@ def test_a_value_copied_out_stays_good_when_its_segment_cannot_go_back() -> None
 
 
 def test_an_unreadable_report_without_a_promise_is_a_worker_error() -> None:
-    reader = ReportReader(lambda worker, token: None)
+    reader = ReportReader(lambda worker, token: None, pids=_ME)
     assert reader.read(_report(serialize(ProgressReport(0, 1)))) == ProgressReport(0, 1)
     with pytest.raises(WorkerError, match="cannot read"):
         reader.read(_report(serialize(ProgressReport(0, 1))[:-2]))

@@ -184,10 +184,15 @@ def _partial_dtype(inputs: Sequence[Operand], dtype: torch.dtype) -> torch.dtype
 def _unconverted(arity: int, src: torch.dtype, dst: torch.dtype) -> Signature:
     """A linear operator's signature without its Partial rows, saying why: a Partial ``src``
     input whose result is ``dst`` (each part converted on its own) is not linear."""
+    why = (
+        "a bool Partial is the OR of its parts, which converted would add up"
+        if src == torch.bool
+        else "an integer's parts wrap in its own width, a float's are each rounded"
+    )
     hint = (
         f"The operator is linear, but its result is {dst}: converting each part of a Partial "
-        f"{src} input is not (an integer's parts wrap in its own width, a float's are each "
-        f"rounded); redistribute to Replicate first, or pass a Partial of dtype {dst}"
+        f"{src} input is not ({why}); redistribute to Replicate first, or pass a Partial of "
+        f"dtype {dst}"
     )
     return elementwise(arity, legend=_BROADCAST if arity == 2 else "", hint=hint)
 

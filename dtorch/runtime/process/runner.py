@@ -101,6 +101,8 @@ class LeasablePool(Protocol):
     @property
     def shares_memory(self) -> bool: ...
     @property
+    def pids(self) -> list[int]: ...
+    @property
     def death_verdict_s(self) -> float: ...
     @property
     def layout(self) -> Layout: ...
@@ -143,7 +145,7 @@ class ProcessRunner:
             waiting_on=self.waiting_on,  # a stall names the parties it waits for
         )
         self._addresser = BatchAddresser(pool.workers)
-        self._reader = ReportReader(self._release)
+        self._reader = ReportReader(self._release, pids=pool.pids if pool.shares_memory else None)
         self._inputs = InputShare(enabled=pool.shares_memory)
         self._resets = 0
         self._reset_done = threading.Event()

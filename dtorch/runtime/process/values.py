@@ -22,7 +22,7 @@ Example:
     >>> puller = InProcPuller()
     >>> sink = PushSink(puller.pusher(0), worker=0)
     >>> sink.put(ValueReport("p", torch.arange(3)))
-    >>> reader = ReportReader(lambda worker, token: None)
+    >>> reader = ReportReader(lambda worker, token: None, pids=None)
     >>> reader.read(puller.recv()).value.tolist()
     [0, 1, 2]
     >>> unread = reader.read(Envelope(1, b"report", (memoryview(b"junk"), memoryview(b"p"))))
@@ -36,7 +36,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -128,10 +128,15 @@ class PushSink:
 
 class ReportReader:
     """The controller's decoding of REPORT envelopes; ``release(worker, token)`` hands a
-    shared value's segment back once the value was copied out."""
+    shared value's segment back once the value was copied out. ``pids``: each worker's
+    process id, by worker index - a shared value is read from its own sender's segments only
+    (a report naming another process's descriptor would have the controller map any file of
+    this user's processes) - or None where the workers share no memory with this process (a
+    cluster), which refuses every shared value."""
 
-    def __init__(self, release: Callable[[int, int], None]) -> None:
+    def __init__(self, release: Callable[[int, int], None], *, pids: Sequence[int] | None) -> None:
         self._release = release
+        self._pids = None if pids is None else tuple(pids)
         # a worker keeps up to KEPT_BYTES of its segments for reuse; others it closes, and a
         # mapping kept here would hold their memory (16 GiB after 32 fetches of 512 MiB)
         self._maps = PeerMaps(max_bytes=2 * KEPT_BYTES)
@@ -149,11 +154,12 @@ class ReportReader:
                 ) from error
             return _unreadable(bytes(parts[1]).decode(errors="replace"), envelope.sender, error)
         if type(report) is ValueReport and report.shared is not None:
-            return self._shared(report.promise, report.shared)
+            return self._shared(report.promise, report.shared, envelope.sender)
         return report
 
-    def _shared(self, promise: str, shared: SharedValue) -> ValueReport:
+    def _shared(self, promise: str, shared: SharedValue, sender: int) -> ValueReport:
         try:
+            self._check_owner(shared, sender)
             report = ValueReport(promise, self._copy_out(shared))
         except (DTorchError, OSError, RuntimeError, ValueError) as error:  # no such segment
             report = _unreadable(promise, shared.worker, error)
@@ -162,6 +168,16 @@ class ReportReader:
         except (DTorchError, OSError):  # the graph is closing: the worker closes its segments
             _LOG.debug("could not hand back worker %d's segment %d", shared.worker, shared.token)
         return report
+
+    def _check_owner(self, shared: SharedValue, sender: int) -> None:
+        pids = self._pids
+        if pids is None:
+            raise WorkerError("a shared-memory value from a worker that shares no memory here")
+        if shared.worker != sender or not 0 <= sender < len(pids) or pids[sender] != shared.pid:
+            raise WorkerError(
+                f"a shared value said to lie in process {shared.pid} (worker {shared.worker}), "
+                f"sent by worker {sender}: it must lie in its sender's own segments"
+            )
 
     def _copy_out(self, shared: SharedValue) -> torch.Tensor:
         # linear in the shape's length, whatever the report holds
