@@ -92,6 +92,7 @@ class ClusterPool:
         self._on_death: DeathCallback | None = None
         self._leased = False
         self._closed = False
+        self._why = ""  # why the pool was closed, where not by its owner (see close)
         self._monitor = BeatMonitor(
             beats_out,
             beats_in,
@@ -212,7 +213,9 @@ class ClusterPool:
                     "run graphs again"
                 )
             if self._closed:
-                raise GraphError("this cluster's pool is closed; form a new cluster (MainNode)")
+                raise GraphError(
+                    f"this cluster's pool is closed{self._why}; form a new cluster (MainNode)"
+                )
             if self._leased:
                 raise GraphError("the cluster serves another graph; close that graph first")
             self._leased = True
@@ -224,13 +227,14 @@ class ClusterPool:
             self._leased = False
             self._on_death = None
 
-    def close(self, grace: float = STOP_GRACE_SECONDS) -> None:
+    def close(self, grace: float = STOP_GRACE_SECONDS, why: str = "") -> None:
         """STOP every worker and close the sockets (idempotent); the workers exit (waited for
-        at most ``grace`` seconds)."""
+        at most ``grace`` seconds). ``why``: the reason a later lease is told."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            self._why = f" ({why})" if why else ""
         with contextlib.suppress(Exception):
             self._state.publisher.send(STOP)
         if self._failure is None:  # STOP is delivered before the publisher goes (LINGER 0)

@@ -429,6 +429,57 @@ _SIGNALLED = textwrap.dedent(
 )
 
 
+_INTERRUPTED_ON_A_SHARED_POOL = textwrap.dedent(
+    """
+    import os, signal, threading, torch, dtorch
+    from dtorch.runtime.process import WorkerPool
+    pool = WorkerPool(2, "cpu")
+    option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+    g = dtorch.Graph(option)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    a = dtorch.randn(1024, 1024, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=g)
+    b = dtorch.randn(1024, 1024, device_mesh=mesh, graph=g)
+    for _ in range(60):
+        a = (a @ b) / 40
+    big = [dtorch.from_torch(torch.full((512, 1024), float(i)), device_mesh=mesh,
+                             placements=[dtorch.Shard(0)], graph=g) for i in range(4)]
+    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+    try:
+        g.close()
+        print("not interrupted")
+    except KeyboardInterrupt:
+        pass
+    g.close()
+    try:
+        dtorch.Graph(option).sync()
+        print("lent on")
+    except dtorch.GraphError as error:
+        print(error)
+    pool.close()
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_pool_whose_graph_close_was_interrupted_is_not_lent_on() -> None:
+    """Ctrl-C while a graph on a shared pool closes: the workers may still run its queued
+    batches, which read inputs the close releases. The pool was lent to the next graph all
+    the same, whose own inputs then took the released descriptors' numbers: a worker
+    found its input replaced, exited, and the next graph failed with WorkerDiedError.
+    The pool is closed now, and says why."""
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_ON_A_SHARED_POOL],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert done.returncode == 0, done.stderr
+    # (about a second of matmuls queued: the Ctrl-C 0.1 s into the close interrupts it)
+    said = done.stdout.splitlines()
+    assert "worker pool is closed (a close of the graph it served was interrupted" in said[-1]
+
+
 def _signalled_controller(mode: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
     """A controller in a process group of its own (as a shell starts a program) with a pool
     of two workers; what it printed about its pool."""

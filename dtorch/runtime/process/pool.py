@@ -477,6 +477,7 @@ class WorkerPool:
                 state.close(grace=0.0)  # workers that never served hold nothing to finish
             raise
         self._leased = False
+        self._why = ""  # why the pool was closed, where not by its owner (see close)
 
     @property
     def workers(self) -> int:
@@ -538,7 +539,7 @@ class WorkerPool:
             if state.failure is not None:  # first: the graph that saw it die closed the pool
                 raise GraphError(f"this worker pool is broken ({state.failure}); make a new one")
             if self.closed:
-                raise GraphError("this worker pool is closed; make a new one")
+                raise GraphError(f"this worker pool is closed{self._why}; make a new one")
             if self._leased:
                 raise GraphError("this worker pool serves another graph; close that graph first")
             self._leased = True
@@ -555,10 +556,12 @@ class WorkerPool:
     def leased(self) -> bool:
         return self._leased
 
-    def close(self, grace: float = STOP_GRACE_SECONDS) -> None:
+    def close(self, grace: float = STOP_GRACE_SECONDS, why: str = "") -> None:
         """Stop every worker (STOP, then kill after ``grace`` seconds), remove the sockets,
-        the directory and the shared memory; idempotent."""
+        the directory and the shared memory; idempotent. ``why``: the reason a later lease
+        is told, where the pool was closed for one (not by its owner)."""
         if self._finalizer.detach() is not None:  # here and now, whatever thread this is
+            self._why = f" ({why})" if why else ""
             self._state.close(grace)
 
     def __enter__(self) -> WorkerPool:

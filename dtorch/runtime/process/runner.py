@@ -114,7 +114,7 @@ class LeasablePool(Protocol):
     def lease(self, on_death: Callable[[WorkerDiedError, int], None]) -> int: ...
     def waiting_on(self, parties: Collection[int]) -> str: ...
     def give_back(self) -> None: ...
-    def close(self, grace: float = ...) -> None: ...
+    def close(self, grace: float = ..., why: str = "") -> None: ...
 
 
 class Layout(Protocol):
@@ -309,18 +309,24 @@ class ProcessRunner:
         finally:
             with contextlib.suppress(TransportError):  # a pool closed above has no pusher
                 self._own_pusher.send(END, [pack_u64(self._session)])  # its last envelope
-            ending = self._owns_pool or self._pool.broken is not None or discard
+            why = self._unfinished(discard)
+            ending = self._owns_pool or self._pool.broken is not None or discard or bool(why)
             if not ending and not self._reading_stopped(deadline):
-                _LOG.warning(
-                    "the report thread of a closed graph did not stop reading the worker "
-                    "pool's reports in time: the pool is closed rather than lent on"
-                )
+                why = "the report thread of a graph it served did not stop reading in time"
+                _LOG.warning("%s: the pool is closed rather than lent on", why)
                 ending = True
             self._pool.give_back()
             if ending:
-                self._pool.close(grace)
+                self._pool.close(grace, why)
             self._reader.close()
             self._inputs.close()
+
+    def _unfinished(self, discard: bool) -> str:
+        """Why the pool cannot serve the next graph though it may be lent (its workers may
+        still run this graph's batches, which read inputs the close releases), or ''."""
+        if discard or self._reset_done.is_set() or self._pool.broken is not None:
+            return ""
+        return "a close of the graph it served was interrupted before the workers finished"
 
     def _reading_stopped(self, deadline: float) -> bool:
         """Whether the pool may serve the next graph: its reports arrive on the same socket,
@@ -343,11 +349,14 @@ class ProcessRunner:
             return
         stopped = self._wait_reset(timeout)
         if not self._reset_done.is_set() and self._pool.broken is None:
-            self._pool.close()  # workers that cannot finish cannot serve the next graph
-            if stopped:
-                raise WorkerError(f"the workers cannot finish this graph's work: {stopped}")
             within = f"{timeout:.1f}"  # the close's time left: 0.9998 s of a 1 s timeout
-            raise WorkerError(f"the workers did not finish this graph's work within {within} s")
+            why = (
+                f"the workers cannot finish this graph's work: {stopped}"
+                if stopped
+                else f"the workers did not finish this graph's work within {within} s"
+            )
+            self._pool.close(why=why)  # workers that cannot finish cannot serve the next graph
+            raise WorkerError(f"{why}; the worker pool was closed")
 
     def _wait_reset(self, timeout: float) -> str:
         """Wait for every worker's RESET_DONE, at most ``timeout`` s, and no longer once a
