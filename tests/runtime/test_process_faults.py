@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 
 import dtorch
 from dtorch import Shard
@@ -31,6 +32,7 @@ from dtorch.runtime.process import WorkerPool
 from dtorch.runtime.process.board import board_bytes
 from dtorch.runtime.process.pool import process_state
 from dtorch.runtime.process.protocol import (
+    END,
     OPEN,
     READY,
     REPORT,
@@ -42,6 +44,7 @@ from dtorch.runtime.process.protocol import (
 from dtorch.runtime.process.worker import EXIT_FATAL, EXIT_OK, Worker
 from dtorch.serialization import deserialize, serialize
 from dtorch.transport import InProcPublisher, InProcPuller
+from dtorch.transport.wire import encode_sender
 from tests.runners import PoolKeeper
 
 pytestmark = pytest.mark.timeout(120)
@@ -155,6 +158,33 @@ def test_a_broken_graph_dropped_unclosed_is_collected() -> None:
         assert _wait_for(lambda: gc.collect() >= 0 and dropped() is None, within_s=10.0)
         assert _wait_for(lambda: set(threading.enumerate()) <= before, within_s=10.0)
     finally:
+        pool.close()
+
+
+def test_a_forged_end_does_not_end_a_graph() -> None:
+    """An END message with the sender index of the controller's own pusher and the graph's
+    session number (both what the message says; sessions are counted 1, 2, 3...) stopped
+    the graph's report thread: fetches timed out, and the close failed after 30 s and
+    closed the shared pool. The graph's own END carries a random mark now."""
+    pool = WorkerPool(2, "cpu")
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    context = zmq.Context()
+    try:
+        a = dtorch.arange(8.0, graph=graph)
+        assert a.sum().item() == 28.0
+        intruder = context.socket(zmq.PUSH)
+        intruder.connect(pool.state.puller.address)
+        session = pack_u64(graph.runner._session)
+        intruder.send_multipart([encode_sender(pool.workers), END, session])
+        intruder.close(1000)
+        time.sleep(0.3)
+        assert (a * 2).sum().to_torch_async().get(timeout_s=10).item() == 56.0
+        started = time.monotonic()
+        graph.close()
+        assert time.monotonic() - started < 5.0 and not pool.closed
+    finally:
+        graph.close()
+        context.term()
         pool.close()
 
 

@@ -9,7 +9,9 @@ flow window wants (0: none), the bitmap of the workers it concerns and its no-ho
 their segments handed back at once; progress kept for the window by ``WindowedSource``; the
 workers' ``InputsDone``, which free the segments of large inputs: ``inputs``),
 the workers' ``RESET_DONE`` answers when the graph closes, and ``END`` last (this graph's
-session, from the controller's own pusher: any other END is dropped). The executor's report
+session and a random mark of its own, from the controller's own pusher: any other END is
+dropped - a sender's index is what the message says, and sessions are counted, so a peer
+could forge both). The executor's report
 thread is the socket's only reader: ``close`` gives the lease back only once that thread has
 read the END, so the next graph's reports never reach it; a thread that does not read it in
 time leaves the pool closed instead of lent to the next graph.
@@ -30,7 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hmac
 import logging
+import secrets
 import threading
 import time
 from collections import deque
@@ -155,6 +159,7 @@ class ProcessRunner:
         self._end_read = False  # this graph's END was read (held failures may still go out)
         self._closed = False
         self._session = pool.lease(self._on_death)
+        self._end_mark = pack_u64(self._session) + secrets.token_bytes(16)  # see _own_end
         options = serialize(dataclasses.asdict(GlobalOption.current()))
         self._publisher.send(OPEN, [pack_u64(self._session), options])
         self.reports = WindowedSource(self, self._window)  # the runner reads the socket
@@ -276,11 +281,12 @@ class ProcessRunner:
         return self._end() if self._end_read and not self._held else None
 
     def _own_end(self, sender: int, parts: Sequence[Any]) -> bool:
-        """Whether an END is this graph's: from the controller's own pusher (no worker, no
-        intruder), with this graph's session (an earlier graph's END is not its end)."""
-        if sender != self._own_pusher.sender or len(parts) != 1 or len(parts[0]) != 8:
+        """Whether an END is this graph's: from the controller's own pusher, with this graph's
+        session (an earlier graph's END is not its end) and its random mark (no worker or
+        intruder can know it)."""
+        if sender != self._own_pusher.sender or len(parts) != 1:
             return False
-        return unpack_u64(parts[0]) == self._session
+        return hmac.compare_digest(bytes(parts[0]), self._end_mark)
 
     def _on_death(self, error: WorkerDiedError, worker: int) -> None:
         """The pool's monitor saw a worker die: fail the window, wake the report thread."""
@@ -308,7 +314,7 @@ class ProcessRunner:
             raise
         finally:
             with contextlib.suppress(TransportError):  # a pool closed above has no pusher
-                self._own_pusher.send(END, [pack_u64(self._session)])  # its last envelope
+                self._own_pusher.send(END, [self._end_mark])  # its last envelope
             why = self._unfinished(discard)
             ending = self._owns_pool or self._pool.broken is not None or discard or bool(why)
             if not ending and not self._reading_stopped(deadline):
