@@ -38,8 +38,10 @@ from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import is_handle, not_a_tensor
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
+from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.random_draw import draw
+from dtorch.ir.rules.create import check_arange_dtype
 
 
 def create(kind: CreateKind, shape: tuple[int, ...], dtype: torch.dtype, **kw: Any) -> Tensor:
@@ -137,6 +139,9 @@ def _full_dtype(graph: Graph | None, fill: bool | int | float) -> torch.dtype:
 def arange(*args: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
     """``torch.arange`` semantics: ``arange(end)`` or ``arange(start, end, step=1)``, each
     bound positional or by keyword (``arange(end=3)``, ``arange(start=1, end=5, step=2)``).
+    An int64 arange truncates float bounds to ints first, as torch's does (a step of 0.5 is
+    refused as 0); bool, complex and the unsigned dtypes wider than uint8 have none
+    (an UnsupportedDtypeError, torch's NotImplementedError).
 
     Example:
         >>> import dtorch
@@ -147,6 +152,10 @@ def arange(*args: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
     if dtype is None:
         floating = any(isinstance(v, float) for v in bounds)
         dtype = float_dtype(kw.get("graph"), None) if floating else torch.int64
+    dtype = as_dtype("arange", dtype)
+    check_arange_dtype("arange", dtype)  # at the call: the devices would fail
+    if dtype == torch.int64:  # torch's int64 arange reads its bounds as int64 first
+        bounds = tuple(int(v) if isinstance(v, float) and math.isfinite(v) else v for v in bounds)
     shape = (arange_length(*bounds),)  # a bad step raises here, at the user's line
     return create(CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
 

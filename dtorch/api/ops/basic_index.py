@@ -32,6 +32,7 @@ from dtorch.api.record import record, tensor_arg
 from dtorch.api.strides import indexed, mark_some, some
 from dtorch.errors import DimError, ParamError, ShapeError
 from dtorch.ir.params import GetItemParam, IndexEntry, SetItemParam, SliceIndex
+from dtorch.ir.rules.ints import numbers_refusal
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -136,6 +137,8 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     """``t[index] = value`` in place (value: a number, a torch or dtorch tensor broadcastable
     to the slot); an advanced index is computed on the client (``dtorch.api.ops.index``)."""
     _index.check_assignable(t, value)  # torch's TypeError, whatever the index
+    if is_scalar(value) and not isinstance(value, torch.Tensor):
+        _check_number(t, value)  # torch's refusal of 300 for uint8, whatever the index
     index = _numpy_free(index)
     if _index.is_advanced(index):
         _index.advanced_setitem(t, index, value)
@@ -150,6 +153,24 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
         record("setitem", SetItemParam(entries), (t, value))
     else:
         raise not_a_number("setitem: value", value, "a number or a dtorch.Tensor")
+
+
+def _check_number(t: Tensor, value: Any) -> None:
+    """torch's refusal, at the call, of a number ``t[index] = value`` cannot convert to
+    ``t``'s dtype (300 or NaN into an integer tensor; a float tensor takes any float, 1e6
+    into float16 is inf)."""
+    number = as_scalar(value)
+    refusal = numbers_refusal(_setitem_probe, t.dtype, (number,))
+    if refusal is not None:
+        raise ParamError(
+            f"setitem: the number {number.value!r} for a {t.dtype} tensor: {refusal} (torch's "
+            f"refusal); accepted: a number {t.dtype} holds"
+        )
+
+
+def _setitem_probe(dtype: torch.dtype, value: bool | int | float) -> None:
+    # torch converts a number it writes as valueToTensor does, whatever the index
+    torch.zeros(1, dtype=dtype)[0] = value
 
 
 # --- slices: a getitem of one dim ----------------------------------------------------------

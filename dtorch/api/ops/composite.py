@@ -303,13 +303,27 @@ def _as_tensor(name: str, arg: str, value: Any, like: TensorBase) -> Tensor:
     if isinstance(value, TensorBase):
         return value  # type: ignore[return-value]
     if isinstance(value, torch.Tensor) and value.ndim == 0:
-        full = value
-    else:  # in the dtype torch computes a number with ``like`` in: it promotes as a number
-        number = _number(name, arg, value)
-        full = torch.tensor(
-            number, dtype=torch.result_type(torch.empty(0, dtype=like.dtype), number)
-        )
-    return beside(like, full)
+        return beside(like, value)
+    number, dtype = _held(like.dtype, _number(name, arg, value))
+    return beside(like, torch.tensor(number, dtype=dtype))
+
+
+def _held(dtype: torch.dtype, number: bool | int | float) -> tuple[Any, torch.dtype]:
+    """``number`` and a dtype for its 0-d tensor beside a ``dtype`` tensor: the result's
+    is only held where it is inexact (``0.1`` rounded as torch rounds it for a float16
+    tensor); an integer result dtype would wrap the number (-3 in uint8 is 253), so it
+    keeps its own, which promotes like the number (the callers cast to the result dtype).
+
+    Example:
+        >>> _held(torch.uint8, -3), _held(torch.float16, 0.1)
+        ((-3, torch.int64), (0.1, torch.float16))
+    """
+    common = torch.result_type(torch.empty(0, dtype=dtype), number)
+    if common.is_floating_point or common.is_complex:
+        return number, common
+    if isinstance(number, bool):
+        return number, torch.bool
+    return number, torch.uint64 if number >= 2**63 else torch.int64
 
 
 def frac(input: Tensor) -> Tensor:

@@ -23,7 +23,7 @@ from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import not_a_tensor, record, record_one
-from dtorch.errors import DtypeError, ParamError, UnsupportedDtypeError
+from dtorch.errors import ParamError, UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
 from dtorch.ir.params import (
     ActivationParam,
@@ -115,22 +115,34 @@ def _scaled_binary(kind: BinaryKind, name: str, a: Any, b: Any, alpha: Any) -> T
         a = _zero_dim(a, b)
     if isinstance(a, TensorBase) and isinstance(b, TensorBase):
         return record_one(name, BroadcastBinaryParam(kind, alpha=scale), (a, b), 2)
+    if not isinstance(a, TensorBase) and not isinstance(b, TensorBase):
+        return binary(kind, name, a, b)  # two numbers: binary's TypeError
+    _check_alpha(kind, name, a, b, scale)
+    dtype = torch.result_type(_probe(a), _probe(b))
     if not isinstance(b, TensorBase):
-        _check_alpha(kind, name, a, b, scale)
-        return binary(kind, name, a, _times(as_scalar(b), scale))
-    dtype = torch.result_type(_probe(a), _probe(b))  # ``number - alpha * tensor``
-    return binary(kind, name, a, mul(cast(b, dtype), alpha))  # type: ignore[arg-type]
+        return binary(kind, name, a, _times(as_scalar(b), scale, dtype))
+    factor = bool(alpha) if dtype == torch.bool else alpha  # ``number - alpha * tensor``
+    return binary(kind, name, a, mul(cast(b, dtype), factor))  # type: ignore[arg-type]
 
 
 def _check_alpha(kind: BinaryKind, name: str, a: Any, b: Any, alpha: Scalar) -> None:
     """torch's refusal of a float alpha for integer results (a bool one for non-bool)."""
-    if isinstance(a, TensorBase):
-        side = SCALAR_DTYPES[as_scalar(b).kind] or torch.get_default_dtype(), True
-        alpha_binary_dtype(name, kind, (a.dtype, not a.shape), side, alpha.kind)
+    alpha_binary_dtype(name, kind, _side(a), _side(b), alpha.kind)
 
 
-def _times(number: Scalar, factor: Scalar) -> Any:
+def _side(value: Any) -> tuple[torch.dtype, bool]:
+    # a tensor's dtype and 0-d-ness, or a number's as a 0-d tensor of its scalar dtype
+    if isinstance(value, TensorBase):
+        return value.dtype, not value.shape
+    return SCALAR_DTYPES[as_scalar(value).kind] or torch.get_default_dtype(), True
+
+
+def _times(number: Scalar, factor: Scalar, dtype: torch.dtype) -> Any:
+    """``factor * number`` as torch's kernel scales it in the result ``dtype``: a bool result
+    multiplies bools (``True`` times 2 is ``True``, where Python's 2 would widen it)."""
     assert number.value is not None and factor.value is not None  # numbers are never NONE
+    if dtype == torch.bool:
+        return bool(number.value) and bool(factor.value)
     return number.value * factor.value
 
 
@@ -370,7 +382,7 @@ def bitwise_not(input: Tensor) -> Tensor:
     if not is_tensor(input):
         raise not_a_tensor("bitwise_not", "input 0", input)
     if input.dtype.is_floating_point or input.dtype.is_complex:
-        raise TypeError(
+        raise UnsupportedDtypeError(  # torch's NotImplementedError, and ~'s TypeError
             f"bitwise_not (~) is only implemented on integer and bool tensors, got {input.dtype}"
         )
     return unary(MathKind.BITWISE_NOT, "bitwise_not", input)
@@ -447,7 +459,7 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:
     if decimals == 0:
         return unary(MathKind.ROUND, "round", input)
     if not input.dtype.is_floating_point:
-        raise DtypeError(
+        raise UnsupportedDtypeError(  # torch: "round_cpu" not implemented
             f"round: decimals={decimals} needs a floating-point tensor, got {input.dtype}; "
             "accepted: float16, bfloat16, float32, float64 (or decimals=0)"
         )
@@ -546,6 +558,11 @@ def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
                 f"clamp: bounds must be numbers or dtorch tensors, got {type(bound).__name__}"
             )
     both = low is not None and high is not None  # one tensor bound: torch's clamp_min/max
+    if any(getattr(t, "dtype", torch.float32).is_complex for t in (input, low, high)):
+        raise UnsupportedDtypeError(
+            "clamp: clamp is not supported for complex types (as in torch); accepted: real "
+            "tensors and bounds"
+        )
     if input.dtype == torch.bool and both and all(map(_bool_bound, (low, high))):
         raise UnsupportedDtypeError(  # torch has no bool clamp; minimum/maximum would make one
             "clamp: \"clamp_cpu\" not implemented for 'Bool' (torch clamps no bool tensor by "

@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -244,20 +243,6 @@ def _one_dim(x: Tensor) -> Tensor:
     return x if x.ndim else reshape(x, (1,))
 
 
-@functools.lru_cache(maxsize=1024)
-def _fill_refusal(dtype: torch.dtype, kind: str, value: bool | int | float) -> str | None:
-    """torch's check of a fill value ``dtype`` cannot hold (300 for int8, nan for int64; -1
-    fits uint8), on an empty tensor; cached (``kind`` keeps 1, 1.0 and True apart)."""
-    try:
-        torch.empty(0, dtype=dtype).index_fill_(0, _NO_INDEX, value)
-    except RuntimeError as error:
-        return str(error)
-    return None
-
-
-_NO_INDEX = torch.zeros(0, dtype=torch.int64)
-
-
 def index_fill(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     """``torch.index_fill``: a copy of ``input`` with ``value`` (a number or a 0-d tensor) at
     the positions ``index`` (int64, 0-d or 1-D; negatives count from the end) along ``dim``
@@ -294,15 +279,18 @@ def _filled(x: Tensor, mask: Tensor, value: Any) -> Tensor:
                 "index_fill: index_fill_ only supports a 0-dimensional value tensor, but got "
                 f"tensor with {value.ndim} dimension(s)."
             )
+        if value.dtype.is_complex and not x.dtype.is_complex:  # torch's, whatever the value
+            raise ParamError(
+                "index_fill: index_fill_(): Converting complex Scalar to non-complex type is "
+                f"not supported (a complex value tensor for a {x.dtype} tensor); accepted: "
+                "value.real, or a complex input"
+            )
         return select("index_fill", mask, cast(value, x.dtype), x)
     if isinstance(value, torch.Tensor) and value.ndim == 0:
         value = value.item()
     if not is_scalar(value):
         raise TypeError(f"index_fill: value must be a number or a 0-d tensor, got {value!r}")
-    number = python_number(value)
-    why = _fill_refusal(x.dtype, type(number).__name__, number)
-    if why is not None:
-        raise ParamError(f"index_fill: value {number!r} for dtype {x.dtype}: {why}")
+    number = python_number(value)  # one it cannot hold: the masked_fill rule's refusal
     return record("index_fill", MaskedParam(MaskedKind.FILL, as_scalar(number)), (x, mask))[0]
 
 

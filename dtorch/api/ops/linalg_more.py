@@ -83,7 +83,8 @@ def _ndims(name: str, tensors: Sequence[tuple[str, Tensor]], ndims: Sequence[int
 
 def dot(input: Tensor, tensor: Tensor) -> Tensor:
     """The dot product of two 1-D tensors of one dtype and length (a 0-d result), as
-    ``torch.dot``; both sharded alike give a Partial result.
+    ``torch.dot`` (complex ones too, without a conjugate); both sharded alike give a
+    Partial result.
 
     Example:
         >>> import dtorch
@@ -114,7 +115,7 @@ def _dot(name: str, a: Any, b: Any) -> Tensor:
             f"{name}: expected both vectors to have same dtype, but found {_short(x.dtype)} and "
             f"{_short(y.dtype)}"
         )
-    if x.dtype.is_complex:
+    if x.dtype.is_complex and name == "vdot":  # dot takes no conjugate, vdot would need one
         raise DtypeError(f"{name}: complex tensors are not supported; accepted: real dtypes")
     _same_dtype(name, x, y)
     if x.shape[0] != y.shape[0]:

@@ -136,11 +136,20 @@ def _pointwise(
     target = _operand(name, "target", target, input)
     fn, reduction = how
     if weight is None:
-        dtype = _dtype(name, _probe_of(fn, reduction, False), input, target)
+        dtype = _work(_dtype(name, _probe_of(fn, reduction, False), input, target), input, target)
         return cast(input, dtype), cast(target, dtype), None
     w = _operand(name, "weight", weight, input)
     dtype = _dtype(name, _probe_of(fn, reduction, True), input, target, w)
+    dtype = _work(dtype, input, target)
     return cast(input, dtype), cast(target, dtype), w
+
+
+def _work(dtype: torch.dtype, input: Tensor, target: Tensor) -> torch.dtype:
+    # a real loss of complex operands (l1_loss: |input - target|) is computed in complex:
+    # casting them to the real result first would drop their imaginary parts
+    if dtype.is_complex or not (input.dtype.is_complex or target.dtype.is_complex):
+        return dtype
+    return torch.promote_types(input.dtype, target.dtype)
 
 
 @functools.cache

@@ -12,14 +12,17 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast, writable
 from dtorch.api.ops.scalars import as_scalar
 from dtorch.api.record import record
-from dtorch.errors import PlacementError
+from dtorch.errors import ParamError, PlacementError
 from dtorch.ir.opkind import MaskedKind
 from dtorch.ir.params import MaskedParam, WhereParam
 
@@ -62,7 +65,10 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
     """``input`` with ``value`` where ``mask`` is True, as ``torch.masked_fill`` (``value`` a
     number or a 0-d tensor; ``mask`` broadcasts). A Partial ``input`` stays Partial when
     the value is the number 0 or a 0-d tensor Partial on the same mesh dims (with a
-    Replicate ``mask``): the fill is linear then; any other value refuses it.
+    Replicate ``mask``): the fill is linear then; any other value refuses it. A number the
+    dtype cannot hold (300 for uint8, NaN for int32) is refused at the call, as torch refuses
+    it; so is a complex 0-d tensor for a real ``input`` (torch refuses one whose imaginary
+    part is not 0; its value is on the devices).
 
     Example:
         >>> import dtorch
@@ -71,6 +77,7 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
         [-1.0, 1.0, -1.0, 3.0]
     """
     if is_tensor(value):  # a 0-d tensor on the devices: torch takes it too
+        _check_complex_fill("masked_fill", input, value)
         value = cast(_fill_value("masked_fill", value), input.dtype)
         _check_partial_fill(input, value)
         return select("masked_fill", mask, value, input)
@@ -86,6 +93,31 @@ def _fill_value(name: str, value: Tensor) -> Tensor:
             f"{len(value.shape)} dimension(s)."
         )
     return value
+
+
+def _check_complex_fill(name: str, input: Tensor, value: Tensor) -> None:
+    """torch refuses a complex fill value whose imaginary part is not 0 for a real tensor;
+    the value is on the devices, so every complex one is refused there (``value.real`` is
+    what torch would write where it takes one). A bool tensor takes any, as in torch."""
+    if not value.dtype.is_complex:
+        return
+    refusal = _complex_refusal(input.dtype)
+    if refusal is not None:
+        raise ParamError(
+            f"{name}: a complex value tensor for a {input.dtype} tensor: {refusal} (torch's "
+            "refusal of a value whose imaginary part is not 0; dtorch does not read the value "
+            "to check it); accepted: value.real, or a complex input"
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _complex_refusal(dtype: torch.dtype) -> str | None:
+    # torch's message filling a ``dtype`` tensor with 1j, or None where it takes one
+    try:
+        torch.ones(1, dtype=dtype).masked_fill(torch.ones(1, dtype=torch.bool), torch.tensor(1j))
+    except RuntimeError as error:
+        return str(error).split("\n", 1)[0]
+    return None
 
 
 def _check_partial_fill(input: Tensor, value: Tensor) -> None:

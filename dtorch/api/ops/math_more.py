@@ -29,7 +29,7 @@ from dtorch.api.ops.elementwise import binary, unary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number, python_number
 from dtorch.api.record import not_a_tensor, record_one
-from dtorch.errors import DtypeError
+from dtorch.errors import DtypeError, UnsupportedDtypeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 from dtorch.ir.params import ClampParam
 
@@ -199,6 +199,11 @@ def _clamp_one(name: str, input: Any, bound: Any, kind: BinaryKind) -> Tensor:
     if not is_tensor(input):
         raise not_a_tensor(name, "input", input)
     if isinstance(bound, (TensorBase, torch.Tensor)):
+        if input.dtype.is_complex or bound.dtype.is_complex:  # maximum's is a RuntimeError
+            raise UnsupportedDtypeError(
+                f"{name}: torch has no kernel for complex tensors (got {input.dtype} and "
+                f"{bound.dtype}); accepted: real dtypes"
+            )
         return binary(kind, name, input, bound)
     if not is_scalar(bound):
         raise not_a_number(f"{name}: the bound", bound, "a number or a tensor")

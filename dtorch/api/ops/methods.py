@@ -298,6 +298,11 @@ def _in_place_doc(name: str, base: str) -> str:
     )
 
 
+#: The in-place forms torch refuses for a complex tensor (whose operator makes a real result
+#: from it), with torch's words.
+_COMPLEX_REFUSED: dict[str, str] = {"abs_": "In-place abs is not supported for complex tensors."}
+
+
 def in_place(
     name: str, method: Callable[Concatenate[_T, _P], Any], elementwise: bool = True
 ) -> Callable[Concatenate[_T, _P], _T]:
@@ -321,6 +326,8 @@ def in_place(
     def run(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         if elementwise:  # each tensor operand broadcasts to the tensor (addmm_'s do not)
             fits(name, self, *args)  # type: ignore[arg-type]
+        if name in _COMPLEX_REFUSED and self.dtype.is_complex:  # a real result would cast back
+            raise DtypeError(f"{name}: {_COMPLEX_REFUSED[name]}")
         try:
             result = method(self, *args, **kwargs)
         except (DtypeError, PlacementError, ShapeError) as error:  # named as the user called it

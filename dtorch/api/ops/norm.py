@@ -36,7 +36,7 @@ from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import NormKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, format_placements
-from dtorch.ir.rules.norm import check_param_dtypes
+from dtorch.ir.rules.norm import check_input_dtype, check_param_dtypes
 from dtorch.ir.rules.registry import raise_meshes
 
 if TYPE_CHECKING:
@@ -200,6 +200,7 @@ def batch_norm(
     _check_alike(input, present)
     factor = momentum if isinstance(momentum, TensorBase) else float(momentum)
     if training:  # checked before the statistics and the running ones are recorded
+        check_input_dtype("batch_norm", input.dtype)  # the statistics would refuse it otherwise
         if (running_mean is None) != (running_var is None):
             raise ValueError(
                 "batch_norm: running_mean and running_var must either both be None or neither "

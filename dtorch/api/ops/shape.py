@@ -41,7 +41,7 @@ from dtorch.api.strides import (
     unsqueezed,
     view_strides,
 )
-from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
+from dtorch.errors import DimError, DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.params import (
     ChunkParam,
@@ -483,8 +483,8 @@ def _counts(repeats: Any) -> torch.Tensor:
     """The repeat counts on the client (a dtorch tensor's values are fetched): torch's
     checks of their dtype, rank and sign."""
     counts = repeats.to_torch() if isinstance(repeats, TensorBase) else repeats
-    if counts.dtype not in (torch.int32, torch.int64):
-        raise DtypeError(
+    if counts.dtype not in (torch.int32, torch.int64):  # torch has no kernel for the others
+        raise UnsupportedDtypeError(
             f"repeat_interleave: repeats must be an int32 or int64 tensor, got {counts.dtype}"
         )
     if counts.ndim > 1:

@@ -38,7 +38,13 @@ from dtorch.api.dims import as_flag, normalize_dims, numpy_names
 from dtorch.api.ops.reduce import reduce
 from dtorch.api.record import tensor_arg
 from dtorch.api.redistribute import sum_partials
-from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.errors import (
+    DtypeError,
+    ParamError,
+    PlacementError,
+    ShapeError,
+    UnsupportedDtypeError,
+)
 from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import ReduceKind
 from dtorch.ir.placement import Partial, format_placements
@@ -109,6 +115,15 @@ def _narrowed(t: Tensor, dtype: torch.dtype) -> Tensor:
 def _accumulating(t: Tensor) -> Tensor:
     """16-bit floats computed in float32 (torch accumulates them so too)."""
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+def _refuse_real_only(name: str, t: Tensor, dtype: Any) -> None:
+    """torch's nansum (which nanmean calls) has no complex version: a complex input is its
+    RuntimeError, a complex ``dtype=`` its NotImplementedError."""
+    if t.dtype.is_complex:
+        raise DtypeError(f"{name}: nansum on CPU does not support complex inputs")
+    if isinstance(dtype, torch.dtype) and dtype.is_complex:
+        raise UnsupportedDtypeError(f'{name}: "nansum_cpu" not implemented for {dtype}')
 
 
 def _inexact(t: Tensor) -> bool:
@@ -371,6 +386,7 @@ def nansum(
         >>> dtorch.tensor([1.0, float("nan"), 2.0]).nansum().item()
         3.0
     """
+    _refuse_real_only("nansum", input, dtype)
     _refuse_partial("nansum", input)
     x = input.masked_fill(input.isnan(), 0) if _inexact(input) else input
     return reduce(ReduceKind.SUM, "nansum", x, dim, keepdim, dtype)
@@ -381,8 +397,9 @@ def nansum(
 def nanmean(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
-    """``mean`` of the values that are not NaN (floating and complex inputs only); Replicate
-    over sharded reduced dims (the sums are all-reduced before the division).
+    """``mean`` of the values that are not NaN (floating inputs only: torch's has no complex
+    version); Replicate over sharded reduced dims (the sums are all-reduced before the
+    division).
 
     Example:
         >>> import dtorch
@@ -390,6 +407,7 @@ def nanmean(
         >>> dtorch.nanmean(t, dim=1).tolist(), dtorch.nanmean(t).item()
         ([1.0, 3.0], 2.3333332538604736)
     """
+    _refuse_real_only("nanmean", input, dtype)
     if not _inexact(input):
         raise DtypeError(
             f"nanmean(): expected input to have floating point or complex dtype but got "

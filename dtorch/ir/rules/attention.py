@@ -38,7 +38,7 @@ import math
 
 import torch
 
-from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam, SdpaParam
@@ -154,7 +154,9 @@ def _check_mask(name: str, mask: tuple[int, ...], target: tuple[int, ...]) -> No
 def _check_dtypes(name: str, inputs: tuple[Operand, ...]) -> None:
     q, k, v = inputs[:3]
     if not q.dtype.is_floating_point or not q.dtype == k.dtype == v.dtype:
-        raise DtypeError(
+        # one complex dtype reaches torch's softmax, which has no complex kernel
+        same_complex = q.dtype.is_complex and q.dtype == k.dtype == v.dtype
+        raise (UnsupportedDtypeError if same_complex else DtypeError)(
             f"{name}: q, k, v have dtypes {q.dtype}, {k.dtype}, {v.dtype}; accepted: one "
             "floating dtype"
         )

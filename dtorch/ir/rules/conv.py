@@ -44,7 +44,7 @@ import itertools
 
 import torch
 
-from dtorch.errors import DtypeError, ShapeError
+from dtorch.errors import DtypeError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OperatorFormat, OpKind
 from dtorch.ir.params import ConvParam, OpParam
@@ -115,9 +115,11 @@ def _check_dtypes(name: str, inputs: tuple[Operand, ...]) -> None:
     dtypes = [o.dtype for o in inputs]
     if len(set(dtypes)) > 1 or dtypes[0] == torch.bool:
         got = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
-        raise DtypeError(
-            f"{name}: input, weight and bias must share one dtype, not bool; got {got}"
-        )
+        # a bool input has no kernel (NotImplementedError), unless a bias of another dtype
+        # fails torch's input-bias check first
+        no_kernel = dtypes[0] == torch.bool and all(d == torch.bool for d in dtypes[2:])
+        kind = UnsupportedDtypeError if no_kernel else DtypeError
+        raise kind(f"{name}: input, weight and bias must share one dtype, not bool; got {got}")
 
 
 def _check_shapes(name: str, inputs: tuple[Operand, ...], param: ConvParam) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dtorch.errors import PlacementError, ShapeError
+from dtorch.errors import PlacementError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import EinsumParam, OpParam
@@ -90,6 +90,9 @@ def einsum_plan(
 def _plan(
     equation: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[torch.dtype, ...]
 ) -> EinsumPlan | tuple[type[Exception], str]:
+    unimplemented = _kernel_refusal(equation, shapes, dtypes)
+    if unimplemented:
+        return UnsupportedDtypeError, f"torch has no kernel for {equation!r} here: {unimplemented}"
     metas = [torch.empty(s, dtype=d, device="meta") for s, d in zip(shapes, dtypes, strict=True)]
     try:
         out = torch.einsum(equation, *metas)
@@ -108,6 +111,29 @@ def _plan(
         tuple(outputs),
         tuple(blocked for _, blocked in labelled),
     )
+
+
+def _kernel_refusal(
+    equation: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[torch.dtype, ...]
+) -> str:
+    """torch's NotImplementedError text for ``equation`` on these dtypes ('' where it has a
+    kernel): meta tensors take every dtype, the CPU kernels have no bool (or uint16...)
+    ``bmm``, so tiny real operands ask them (a size of 1 kept: it decides the path).
+
+    Example:
+        >>> print(_kernel_refusal("ij,jk", ((5, 3), (3, 2)), (torch.bool, torch.bool)))
+        "bmm" not implemented for 'Bool'
+    """
+    tiny = [
+        torch.zeros([min(n, 2) for n in s], dtype=d) for s, d in zip(shapes, dtypes, strict=True)
+    ]
+    try:
+        torch.einsum(equation, *tiny)
+    except NotImplementedError as error:
+        return str(error).split("\n", 1)[0]
+    except (RuntimeError, ValueError):  # the meta probe words torch's other refusals
+        return ""
+    return ""
 
 
 def _letters(term: str, ndim: int) -> list[int]:

@@ -44,7 +44,9 @@ from dtorch.ir.rules.base import (
     all_replicate,
     replicated,
 )
+from dtorch.ir.rules.ints import numbers_refusal
 from dtorch.ir.rules.promotion import (
+    Side,
     activation_dtype,
     activation_numbers_refusal,
     alpha_binary_dtype,
@@ -54,7 +56,8 @@ from dtorch.ir.rules.promotion import (
     scalar_binary_dtype,
 )
 from dtorch.ir.rules.signature import Labels, Signature, elementwise, expand, identity
-from dtorch.ir.scalar import ScalarKind
+from dtorch.ir.rules.torch_ops import binary_with_scalar
+from dtorch.ir.scalar import Scalar, ScalarKind
 
 _NOT_LINEAR = "Partial is accepted only where the operator is linear in it; redistribute first"
 
@@ -223,8 +226,17 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
         )
     if _integer_division_by_zero(param, dtype) and 0 not in x.shape:  # torch's, as above
         raise ParamError(
-            f"{name}: ZeroDivisionError (an integer tensor divided by 0); accepted: a non-zero "
-            "divisor, or a float tensor (whose quotients by 0 are inf or nan)"
+            f"{name}: ZeroDivisionError (a {dtype} tensor divided by {param.scalar.value!r}, "
+            f"which is 0 as {dtype}: torch converts the divisor to the tensor's dtype, "
+            "wrapping); accepted: a divisor that is not 0 in the dtype, or a float tensor "
+            "(whose quotients by 0 are inf or nan)"
+        )
+    context = (param.binary, side, param.scalar_first, 0 in x.shape)
+    refusal = numbers_refusal(_binary_probe, context, (param.scalar,))
+    if refusal is not None:  # ``int8 ** 300``: torch converts the exponent with a check
+        raise ParamError(
+            f"{name}: the number {param.scalar.value!r} with a {x.dtype} tensor: {refusal} "
+            f"(torch's refusal); accepted: a number {dtype} holds, or a tensor of a wider dtype"
         )
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
     if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value):
@@ -251,12 +263,25 @@ _INTEGER_DIVISIONS = frozenset(
 
 def _integer_division_by_zero(param: BroadcastBinaryParam, dtype: torch.dtype) -> bool:
     """``int_tensor // 0``, ``% 0``, ``fmod(int_tensor, 0)``, ``div(..., rounding_mode=...)``
-    by 0 (refused where the tensor has elements: torch divides none of an empty one)."""
+    by a number that is 0 in the result ``dtype`` (``uint8 % 256``: torch wraps the divisor
+    to the dtype's width first), refused where the tensor has elements (torch divides none
+    of an empty one)."""
     scalar = param.scalar
     if param.binary not in _INTEGER_DIVISIONS or param.scalar_first or scalar is None:
         return False
     integral = not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
-    return integral and scalar.value == 0
+    # an integral result has an integer (or bool) divisor: a float one would give a float
+    return integral and scalar.value % (1 << 8 * dtype.itemsize) == 0  # type: ignore[operator]
+
+
+def _binary_probe(
+    context: tuple[BinaryKind, Side, bool, bool], value: bool | int | float
+) -> torch.Tensor:
+    """torch's operator on a tensor of ``context``'s side (empty where the operand is) with
+    the number ``value``: ``numbers_refusal``'s probe of a number operand."""
+    kind, (dtype, zero_dim), first, empty = context
+    x = torch.ones(() if zero_dim else (0 if empty else 1), dtype=dtype)
+    return binary_with_scalar(kind, x, Scalar.of(value), first)
 
 
 def _unbounded(kind: BinaryKind, value: object) -> bool:

@@ -8,6 +8,12 @@ creation makes, ``check_scalars`` at a creation's numbers. An int beyond 64 bits
 otherwise reach the devices: a kernel failure later in thread mode, a batch the codec
 cannot write in process mode.
 
+A number within 64 bits may still not fit the tensor's dtype: torch converts it with a check
+in some operators (``int8.clamp(min=300)``, ``int8 ** 300``, ``masked_fill`` of NaN into
+int32, ``uint8[0] = 300``) and wraps it in others (``int8 + 300``). ``numbers_refusal`` asks
+torch itself, through the operator's own probe on a tensor of one element, once per number
+and dtype.
+
 Example:
     >>> from dtorch.ir.params import RepeatInterleaveParam
     >>> check_param_ints("repeat_interleave", RepeatInterleaveParam(3))
@@ -22,14 +28,16 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import torch
 
 from dtorch.errors import ParamError, ScalarError, ShapeError
 from dtorch.ir.params import CreateParam, OpParam, SliceIndex
+from dtorch.ir.scalar import Scalar
 
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 
@@ -73,6 +81,41 @@ def check_scalars(name: str, values: Sequence[Any]) -> None:
             raise ScalarError(
                 f"{name}: {value} is beyond the ints torch takes as a number (-2**63 to 2**64-1)"
             )
+
+
+def numbers_refusal(
+    probe: Callable[..., object], context: Hashable, numbers: tuple[Scalar | None, ...]
+) -> str | None:
+    """torch's message refusing ``numbers`` where ``probe(context, *values)`` runs torch's
+    operator on them (``value cannot be converted to type int8_t without overflow``), or None
+    where torch takes them (an absent number is None). Numbers every dtype holds in every
+    operator (-128 to 127, bools) skip the probe; others are probed once (cached).
+
+    Example:
+        >>> def fill(dtype, value):
+        ...     torch.ones(1, dtype=dtype).fill_(value)
+        >>> numbers_refusal(fill, torch.int8, (Scalar.of(300),))
+        'value cannot be converted to type int8_t without overflow'
+        >>> numbers_refusal(fill, torch.int16, (Scalar.of(300),)) is None
+        True
+    """
+    for number in numbers:
+        # NaN fails the comparison too: it is probed
+        if number is not None and number.value is not None and not -128 <= number.value <= 127:
+            return _probed(probe, context, numbers)
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _probed(
+    probe: Callable[..., object], context: Hashable, numbers: tuple[Scalar | None, ...]
+) -> str | None:
+    # Scalars key the cache: 1, 1.0 and True differ, a NaN finds its earlier probe
+    try:
+        probe(context, *(None if n is None else n.value for n in numbers))
+    except (RuntimeError, ValueError) as error:
+        return str(error).split("\n", 1)[0]
+    return None
 
 
 def _int_fields(cls: type) -> tuple[str, ...]:

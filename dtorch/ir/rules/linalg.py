@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import functools
 
-from dtorch.errors import ShapeError
+import torch
+
+from dtorch.errors import ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import LinearParam, MatmulParam, OpParam, OuterParam
@@ -84,10 +86,34 @@ def matmul_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
             f"batch dims must broadcast"
         )
     shape, labels = plan
+    unimplemented = _batched_refusal(a.ndim, b.ndim, a.dtype, b.dtype)
+    if unimplemented:
+        raise UnsupportedDtypeError(f"{name}: torch rejects these dtypes: {unimplemented}")
     dtype = tensors_dtype(name, OpKind.Matmul, ((a.dtype, False), (b.dtype, False)))
     if all_replicate(inputs):
         return replicated(shape, dtype, len(a.placements))
     return one_output(name, _MATMUL, inputs, labels, identity(len(shape)), shape, dtype)
+
+
+@functools.cache
+def _batched_refusal(rank_a: int, rank_b: int, a: torch.dtype, b: torch.dtype) -> str:
+    """torch's NotImplementedError text for a matmul of these ranks and dtypes ('' where it
+    has a kernel): the dtype probe multiplies matrices, and ``bmm`` refuses a bool first
+    operand before it compares the dtypes (a RuntimeError for matrices).
+
+    Example:
+        >>> print(_batched_refusal(3, 3, torch.bool, torch.float32))
+        "bmm" not implemented for 'Bool'
+        >>> _batched_refusal(2, 2, torch.bool, torch.float32)
+        ''
+    """
+    try:
+        torch.matmul(torch.zeros((1,) * rank_a, dtype=a), torch.zeros((1,) * rank_b, dtype=b))
+    except NotImplementedError as error:
+        return str(error).split("\n", 1)[0]
+    except (RuntimeError, ValueError):  # the dtype probe words torch's other refusals
+        return ""
+    return ""
 
 
 @functools.lru_cache(maxsize=4096)

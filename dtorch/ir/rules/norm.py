@@ -35,7 +35,7 @@ import itertools
 
 import torch
 
-from dtorch.errors import DtypeError, ParamError, ShapeError
+from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import NormKind, OpKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam, OpParam
@@ -76,9 +76,7 @@ def _check_inputs(name: str, param: NormalizationParam, inputs: tuple[Operand, .
     # x floating (or complex, for rms_norm: torch's kernel takes it); as many inputs as the
     # flags say; weight and bias shaped as torch wants
     x = inputs[0]
-    if not (x.dtype.is_floating_point or (x.dtype.is_complex and param.norm is NormKind.RMS)):
-        accepted = "floating-point or complex" if param.norm is NormKind.RMS else "floating-point"
-        raise DtypeError(f"{name}: needs a {accepted} input; got {x.dtype}")
+    check_input_dtype(name, x.dtype, complex_ok=param.norm is NormKind.RMS)
     count = 1 + param.has_weight + param.has_bias
     if len(inputs) != count:
         raise ParamError(f"{name}: expected {count} inputs (x, weight, bias); got {len(inputs)}")
@@ -91,6 +89,22 @@ def _check_inputs(name: str, param: NormalizationParam, inputs: tuple[Operand, .
     if param.norm is not NormKind.RMS:
         roles = zip(_roles(param), inputs[1:], strict=True)
         check_param_dtypes(name, x.dtype, {role: o.dtype for role, o in roles})
+
+
+def check_input_dtype(name: str, dtype: torch.dtype, complex_ok: bool = False) -> None:
+    """A normalisation's input must be floating (or complex, where ``complex_ok``: rms_norm):
+    torch's kernels have no other version, so an UnsupportedDtypeError (NotImplementedError).
+
+    Example:
+        >>> try:
+        ...     check_input_dtype("layer_norm", torch.int64)
+        ... except NotImplementedError as error:
+        ...     print(type(error).__name__, error)
+        UnsupportedDtypeError layer_norm: needs a floating-point input; got torch.int64
+    """
+    if not (dtype.is_floating_point or (dtype.is_complex and complex_ok)):
+        accepted = "floating-point or complex" if complex_ok else "floating-point"
+        raise UnsupportedDtypeError(f"{name}: needs a {accepted} input; got {dtype}")
 
 
 def check_param_dtypes(
@@ -196,8 +210,7 @@ def batch_norm_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> I
 def _check_batch_norm(name: str, param: BatchNormParam, inputs: tuple[Operand, ...]) -> None:
     # (N, C, *) floating x; mean, var, weight?, bias? all of shape (C,)
     x = inputs[0]
-    if not x.dtype.is_floating_point:
-        raise DtypeError(f"{name}: needs a floating-point input; got {x.dtype}")
+    check_input_dtype(name, x.dtype)
     if x.ndim < 2:
         raise ShapeError(f"{name}: needs an (N, C, *) input; got shape {list(x.shape)}")
     roles = ["running_mean", "running_var"] + ["weight"] * param.has_weight

@@ -61,6 +61,7 @@ from dtorch.ir.params import IndexAddParam, OpParam, ScatterParam
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, short_text
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, norm_dim
 from dtorch.ir.rules.gather import INDEX_DTYPES
+from dtorch.ir.rules.promotion import refusal, refused
 from dtorch.ir.rules.signature import Signature, reject
 
 _LEGEND = "x x index x src; d: the scattered dim; i: another dim, of one size in all three"
@@ -296,15 +297,15 @@ def _check_index_add(name: str, x: Operand, index: Operand, source: Operand, dim
 def _check_reduce_dtype(
     name: str, reduce: ScatterReduceKind, include_self: bool, dtype: torch.dtype
 ) -> None:
-    refusal = _reduce_refusal(reduce, include_self, dtype)
-    if refusal:
-        raise DtypeError(f"{name}: torch refuses {dtype} here: {refusal}")
+    message = _reduce_refusal(reduce, include_self, dtype)
+    if message:
+        refused(name, dtype, message)
 
 
 def _check_add_dtype(name: str, dtype: torch.dtype) -> None:
-    refusal = _add_refusal(dtype)
-    if refusal:
-        raise DtypeError(f"{name}: torch refuses {dtype} here: {refusal}")
+    message = _add_refusal(dtype)
+    if message:
+        refused(name, dtype, message)
 
 
 @functools.cache
@@ -325,10 +326,11 @@ def _add_refusal(dtype: torch.dtype) -> str:
 
 
 def _refusal(probe: Callable[[], object]) -> str:
+    # marked Unimplemented where torch has no kernel (NotImplementedError), for ``refused``
     try:
         probe()
     except (RuntimeError, TypeError, NotImplementedError) as error:
-        return str(error).strip().split("\n", 1)[0]
+        return refusal(error, str(error).strip().split("\n", 1)[0])
     return ""
 
 

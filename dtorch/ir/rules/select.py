@@ -22,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
+
 import torch
 
 from dtorch.errors import ShapeError
@@ -30,7 +32,15 @@ from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import ClampParam, MaskedParam, OpParam, WhereParam
 from dtorch.ir.rules.base import DtypeError, Inference, ParamError, Rule
 from dtorch.ir.rules.elementwise import broadcast_shapes, elementwise_placements
-from dtorch.ir.rules.promotion import NUMBERS, Side, clamp_dtype, function_dtype, tensors_dtype
+from dtorch.ir.rules.ints import numbers_refusal
+from dtorch.ir.rules.promotion import (
+    NUMBERS,
+    ProbeOperand,
+    Side,
+    clamp_dtype,
+    function_dtype,
+    tensors_dtype,
+)
 from dtorch.ir.rules.signature import elementwise, signature
 from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
 from dtorch.ir.scalar import Scalar, ScalarKind
@@ -82,13 +92,23 @@ def where_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
     """``where(cond, x, y)``; inputs are cond, then x and y unless the param holds them."""
     assert isinstance(param, WhereParam)
     cond, *rest = inputs
-    tensors = iter(rest)
-    x, y = [_number(name, s) if s is not None else _side(next(tensors)) for s in (param.x, param.y)]
+    tensors, numbers = iter(rest), (param.x, param.y)
+    sides = tuple(None if s is not None else _side(next(tensors)) for s in numbers)
+    x, y = (_branch(name, s, side) for s, side in zip(numbers, sides, strict=True))
     shape = broadcast_shapes(name, tuple(o.shape for o in inputs))
     dtype = function_dtype(name, torch.where, (_side(cond), x, y))
+    _refuse_numbers(name, _where_probe, (_side(cond), *sides), numbers, dtype)
     zero_other = _is_zero(param.x) or _is_zero(param.y)
     sig = _WHERE_ZERO if len(inputs) == 2 and zero_other else _WHERE[len(inputs)]
     return elementwise_placements(name, sig, inputs, shape, dtype)
+
+
+def _branch(name: str, scalar: Scalar | None, side: Side | None) -> ProbeOperand:
+    """A branch of ``where`` as the dtype probe takes it: a tensor's side, or a number."""
+    if side is not None:
+        return side
+    assert scalar is not None  # the param holds the branch that is no input
+    return _number(name, scalar)
 
 
 def _side(operand: Operand) -> Side:
@@ -103,6 +123,7 @@ def clamp_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infere
         raise ParamError(f"{name}: needs min or max (or both); got neither")
     low, high = (None if b is None else _bound_kind(name, b) for b in (param.min, param.max))
     dtype = clamp_dtype(name, _side(x), low, high)
+    _refuse_numbers(name, _clamp_probe, _side(x), (param.min, param.max), dtype)
     return elementwise_placements(name, _CLAMP, inputs, x.shape, dtype)
 
 
@@ -122,12 +143,53 @@ def masked_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
         return elementwise_placements(name, _SCATTER, inputs, shape, t.dtype)
     if param.value is None:
         raise ParamError(f"{name}: masked_fill needs a fill value")
+    _refuse_numbers(name, _fill_probe, t.dtype, (param.value,), t.dtype)
     zero = _is_zero(param.value)
     if param.in_place:
         sig = _FILL_ZERO_IN_PLACE if zero else _FILL_IN_PLACE
     else:
         sig = _FILL_ZERO if zero else _FILL
     return elementwise_placements(name, sig, inputs, shape, t.dtype)
+
+
+def _refuse_numbers(
+    name: str,
+    probe: Callable[..., object],
+    context: Hashable,
+    numbers: tuple[Scalar | None, ...],
+    dtype: torch.dtype,
+) -> None:
+    """torch's refusal of numbers the result ``dtype`` cannot hold, raised at the call."""
+    refusal = numbers_refusal(probe, context, numbers)
+    if refusal is not None:
+        given = ", ".join(repr(n.value) for n in numbers if n is not None)
+        raise ParamError(
+            f"{name}: the number(s) {given} for a {dtype} result: {refusal} (torch's refusal); "
+            f"accepted: numbers {dtype} holds"
+        )
+
+
+def _ones(side: Side) -> torch.Tensor:
+    return torch.ones(() if side[1] else 1, dtype=side[0])
+
+
+def _where_probe(
+    sides: tuple[Side, Side | None, Side | None], *numbers: bool | int | float | None
+) -> object:
+    # torch's where on one-element tensors of the sides, the numbers where a side is None
+    cond, *branches = sides
+    values = [n if s is None else _ones(s) for s, n in zip(branches, numbers, strict=True)]
+    return torch.where(_ones(cond), *values)
+
+
+def _clamp_probe(
+    x: Side, low: bool | int | float | None, high: bool | int | float | None
+) -> object:
+    return torch.clamp(_ones(x), low, high)
+
+
+def _fill_probe(dtype: torch.dtype, value: bool | int | float) -> object:
+    return torch.ones(1, dtype=dtype).masked_fill(torch.ones(1, dtype=torch.bool), value)
 
 
 RULES: dict[OpKind, Rule] = {

@@ -115,7 +115,7 @@ def _linear(x: Operand) -> Signature:
 
 #: The dtypes torch's CPU pooling kernels take, per kind.
 _POOL_DTYPES: dict[PoolKind, tuple[Callable[[torch.dtype], bool], str]] = {
-    PoolKind.MAX: (lambda d: d != torch.bool, "every dtype but bool"),
+    PoolKind.MAX: (lambda d: d != torch.bool and not d.is_complex, "real dtypes but bool"),
     PoolKind.AVG: (
         lambda d: d.is_floating_point or d == torch.int64,
         "floating-point dtypes and int64",
@@ -138,12 +138,16 @@ def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     return _per_channel(name, sig, x, (x.ndim - 2, x.ndim - 1), metas)
 
 
+#: The interpolation modes torch's CPU kernels have a uint8 version of.
+_UINT8_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic")
+
+
 def interpolate_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """``interpolate`` of an (N, C, ...) tensor: it resamples every dim after the first two."""
     assert isinstance(param, InterpolateParam)
     (x,) = inputs
-    ok = x.dtype.is_floating_point or x.dtype == torch.uint8
-    check_dtype(name, x.dtype, ok, "floating-point dtypes and uint8")
+    ok = x.dtype.is_floating_point or (x.dtype == torch.uint8 and param.mode in _UINT8_MODES)
+    check_dtype(name, x.dtype, ok, f"floating-point dtypes, and uint8 in modes {_UINT8_MODES}")
     metas = _metas(name, interpolate, param, x)
     return _per_channel(name, _linear(x), x, tuple(range(2, x.ndim)), metas)
 

@@ -41,7 +41,8 @@ from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
 def floated(shards: Shards, dtype: torch.dtype) -> Shards:
-    """``shards`` with the integer and bool ones cast to ``dtype``, a floating output dtype.
+    """``shards`` with the integer and bool ones cast to ``dtype``, a floating output dtype
+    (complex ones stay complex: ``abs`` of complex is the modulus, not the real part's).
 
     torch's default dtype decides what an integer becomes in a float result (``int / 2``,
     ``sqrt(int)``, ``where(c, int, 0.1)``); the rules used the recording process's default
@@ -49,9 +50,13 @@ def floated(shards: Shards, dtype: torch.dtype) -> Shards:
     the program changed the default, has its own: casting first to the recorded dtype is
     torch's computation (its common dtype) whatever the default here."""
     for shard in shards:
-        if not shard.is_floating_point():
-            return [s if s.is_floating_point() else s.to(dtype) for s in shards]
+        if not _inexact(shard):
+            return [s if _inexact(s) else s.to(dtype) for s in shards]
     return shards
+
+
+def _inexact(shard: torch.Tensor) -> bool:
+    return shard.is_floating_point() or shard.is_complex()
 
 
 def _exact(param: BroadcastBinaryParam, inputs: Shards) -> bool:
