@@ -276,8 +276,8 @@ def push_frames(sender_frame: bytes, parts: Sequence[Part]) -> tuple[bytes, Sequ
 
 
 def _joined(frames: Sequence[bytes | memoryview], address: str) -> tuple[memoryview, ...]:
-    """The parts of a ``CHUNKED`` message from its layout and frames; TransportError if they
-    do not match."""
+    """The parts of a ``CHUNKED`` message from its layout and frames; MessageGapError (a
+    malformed message) if they do not match."""
     layout, rest = memoryview(frames[0]), frames[1:]
     counts = [
         int.from_bytes(layout[at : at + _COUNT_BYTES], "little")
@@ -285,7 +285,7 @@ def _joined(frames: Sequence[bytes | memoryview], address: str) -> tuple[memoryv
     ]
     if not counts or len(layout) % _COUNT_BYTES or 0 in counts or sum(counts) != len(rest):
         shown = f"{counts[:8]}" if len(counts) <= 8 else f"{counts[:8]} (+{len(counts) - 8})"
-        raise TransportError(
+        raise MessageGapError(
             f"puller at {address} got a message in pieces whose layout {shown} does not "
             f"match its {len(rest)} frame(s)"
         )
@@ -298,19 +298,20 @@ def _joined(frames: Sequence[bytes | memoryview], address: str) -> tuple[memoryv
 
 
 def read_envelope(frames: Sequence[bytes | memoryview], address: str) -> Envelope:
-    """The Envelope of ``frames`` (sender, kind, *parts); TransportError if malformed.
+    """The Envelope of ``frames`` (sender, kind, *parts); MessageGapError (a TransportError)
+    if malformed.
 
     Example:
         >>> read_envelope([encode_sender(3), b"ready"], "inproc://doc").sender
         3
     """
     if len(frames) < 2:
-        raise TransportError(
+        raise MessageGapError(
             f"puller at {address} got a message of {len(frames)} frame(s); one has at least 2"
         )
     raw_sender = frames[0]
     if len(raw_sender) != SENDER_BYTES:
-        raise TransportError(
+        raise MessageGapError(
             f"puller at {address} got a sender frame of {len(raw_sender)} bytes; "
             f"a sender has {SENDER_BYTES}"
         )
@@ -318,5 +319,5 @@ def read_envelope(frames: Sequence[bytes | memoryview], address: str) -> Envelop
     if sender & CHUNKED and len(frames) > 2:
         return Envelope(sender & _MAX_SENDER, bytes(frames[1]), _joined(frames[2:], address))
     if sender & CHUNKED:
-        raise TransportError(f"puller at {address} got a message in pieces with no layout")
+        raise MessageGapError(f"puller at {address} got a message in pieces with no layout")
     return Envelope(sender, bytes(frames[1]), tuple(map(memoryview, frames[2:])))

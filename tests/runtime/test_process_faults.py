@@ -44,7 +44,7 @@ from dtorch.runtime.process.protocol import (
 from dtorch.runtime.process.worker import EXIT_FATAL, EXIT_OK, Worker
 from dtorch.serialization import deserialize, serialize
 from dtorch.transport import InProcPublisher, InProcPuller
-from dtorch.transport.wire import encode_sender
+from dtorch.transport.wire import CHUNKED, encode_sender
 from tests.runners import PoolKeeper
 
 pytestmark = pytest.mark.timeout(120)
@@ -186,6 +186,32 @@ def test_a_forged_end_does_not_end_a_graph() -> None:
         graph.close()
         context.term()
         pool.close()
+
+
+def test_malformed_messages_on_the_report_socket_are_dropped() -> None:
+    """Frames no sender of dtorch's writes (one frame, a short sender frame, pieces whose
+    layout does not match) broke the graph ("the report channel of this graph failed");
+    they are dropped now, and the graph and the pool go on."""
+    pool = WorkerPool(2, "cpu")
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, worker_pool=pool))
+    context = zmq.Context()
+    try:
+        a = dtorch.arange(8.0, graph=graph)
+        assert a.sum().item() == 28.0
+        intruder = context.socket(zmq.PUSH)
+        intruder.connect(pool.state.puller.address)
+        chunked = (CHUNKED | 0).to_bytes(4, "little")
+        for frames in ([b"x"], [b"abc", REPORT, b"x"], [chunked, REPORT, pack_u64(5), b"a"]):
+            intruder.send_multipart(frames)
+        intruder.close(1000)
+        time.sleep(0.3)
+        assert (a * 2).sum().to_torch_async().get(timeout_s=10).item() == 56.0
+        graph.sync()
+    finally:
+        graph.close()
+        context.term()
+    assert not pool.closed and pool.broken is None
+    pool.close()
 
 
 def _open_past_select_limit() -> list[int]:

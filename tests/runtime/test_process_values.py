@@ -163,6 +163,8 @@ def test_an_unreadable_report_without_a_promise_is_a_worker_error() -> None:
     assert reader.read(_report(serialize(ProgressReport(0, 1)))) == ProgressReport(0, 1)
     with pytest.raises(WorkerError, match="cannot read"):
         reader.read(_report(serialize(ProgressReport(0, 1))[:-2]))
+    with pytest.raises(WorkerError, match="no record"):  # it was an IndexError
+        reader.read(Envelope(1, REPORT, ()))
 
 
 @pytest.mark.parametrize("count", [16, 1 << 21])

@@ -41,7 +41,14 @@ from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dtorch.errors import GraphError, TransportError, WorkerDiedError, WorkerError, raised_anew
+from dtorch.errors import (
+    GraphError,
+    MessageGapError,
+    TransportError,
+    WorkerDiedError,
+    WorkerError,
+    raised_anew,
+)
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch
 from dtorch.ir.report import (
@@ -231,6 +238,9 @@ class ProcessRunner:
                 return held
         try:
             envelope = self._puller.poll(timeout_s)
+        except MessageGapError as error:  # no sender of ours writes one: a stray peer's
+            _LOG.warning("dropped a message the report socket cannot read: %s", error)
+            return None
         except TransportError:
             if self._closed:  # the pool closed its puller before END was read: the end
                 self._ended.set()

@@ -145,6 +145,8 @@ class ReportReader:
         """The record of a REPORT envelope; one that cannot be read is a failure of the
         promise it names, or WorkerError when it names none (see the module docstring)."""
         parts = envelope.parts
+        if not parts:
+            raise WorkerError("a worker sent a report with no record (an empty REPORT message)")
         try:
             report = deserialize(parts[0])
         except DeserializationError as error:
