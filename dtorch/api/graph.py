@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 #: Seconds a closing graph gives its threads to finish queued work.
 CLOSE_TIMEOUT = 30.0
+#: What a second close() waits beyond that for the first one to end (its pool's stop).
+_CLOSE_LOCK_MARGIN = 15.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -217,6 +219,7 @@ def _refuse_inherited() -> None:
     come along, so that its next operator or fetch raises at once (not after the comm
     timeout); mark it closed, so that the child's default graph is a new one of its own."""
     for graph in list(_LIVE):
+        graph._close_lock = threading.Lock()  # a parent's thread closing it held the old one
         if graph._finalizer.detach() is None:  # closed in the parent already
             continue
         graph.executor.refuse_inherited(  # no lock: a parent's thread may have held one
@@ -277,6 +280,7 @@ class Graph:
             raise
         self._pid = os.getpid()  # the process whose threads run it (a forked child's refusal)
         self._closing = False  # close() was called (it may have been interrupted)
+        self._close_lock = threading.Lock()  # a second caller waits for the first's close
         self._finalizer = self._finalize_when_collected()
         _watch_forks(self)
 
@@ -479,8 +483,22 @@ class Graph:
         """Run what is queued, then stop this graph's threads; later recording raises. A
         close interrupted (Ctrl-C) is taken up again by the next ``close()``, the collector
         or the interpreter's exit (which drops what is still queued): threads left running
-        as the interpreter tears down would abort it."""
-        if self._finalizer.detach() is None:  # closed already, or closing in another thread
+        as the interpreter tears down would abort it. A second thread's ``close()`` returns
+        once the first one's has (or raises as it did not finish)."""
+        if self.executor.joins_this_thread():  # a callback on a thread the close joins
+            return self._close_here()
+        if not self._close_lock.acquire(timeout=CLOSE_TIMEOUT + _CLOSE_LOCK_MARGIN):
+            raise GraphError(
+                f"Graph {self._id}: another thread's close() did not finish within "
+                f"{CLOSE_TIMEOUT + _CLOSE_LOCK_MARGIN:g} s"
+            )
+        try:
+            self._close_here()
+        finally:
+            self._close_lock.release()
+
+    def _close_here(self) -> None:
+        if self._finalizer.detach() is None:  # closed already (or closing in this thread)
             return
         self._closing = True
         try:

@@ -356,3 +356,24 @@ def test_an_operator_interrupted_while_it_waits_for_room_leaves_no_value(
     monkeypatch.undo()
     graph.sync()
     assert graph.get_memory_stats(mesh).stats[0].memory_allocated == held
+
+
+def test_a_second_close_returns_once_the_first_has(graph: dtorch.Graph) -> None:
+    """Two threads close one graph: the second returned at once while the first still ran
+    the queued work (in process mode the shared pool was still lent to the graph, and a
+    new graph on it was refused as another graph's)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.randn(512, 512, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    w = dtorch.randn(512, 512, device_mesh=mesh, graph=graph)
+    for _ in range(60):
+        x = (x @ w) / 20
+    threads = {t.name for t in threading.enumerate() if t.name.startswith(f"dtorch-g{graph.id}-")}
+    assert threads
+    first = threading.Thread(target=graph.close)
+    first.start()
+    try:
+        graph.close()
+        left = {t.name for t in threading.enumerate() if t.is_alive()} & threads
+        assert not left, left  # the graph's own threads are gone once close() returns
+    finally:
+        first.join(60)
