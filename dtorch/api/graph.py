@@ -66,7 +66,9 @@ class GraphOption:
     of any number of logical CPU devices: device ``d`` runs on worker ``d % num_workers``), and
     stopped when it closes. ``worker_pool``: run on that ``WorkerPool`` instead (started once,
     it serves one graph after another without starting processes again), or on a cluster's
-    workers (``dtorch.cluster.MainNode.worker_pool()``).
+    workers (``dtorch.cluster.MainNode.worker_pool()``). Both are unused where the graph runs
+    in thread mode (``per_device_per_process=False``, or None with the environment's default
+    False): an option may keep its pool while a program switches modes.
 
     Thread mode only: ``num_streams`` kernel stream threads run the devices (device ``d`` on
     stream ``d % num_streams``; default 2). Two streams run two devices' large kernels side
@@ -144,6 +146,11 @@ def _check_option(
             raise GraphError(f"{name} must be an int from 1 to {most} or None, got {count!r}")
     if worker_pool is not None and num_workers is not None:
         raise GraphError("give num_workers or worker_pool, not both (the pool has its size)")
+    if worker_pool is not None and not callable(getattr(worker_pool, "lease", None)):
+        raise GraphError(
+            "GraphOption: worker_pool must be a dtorch.runtime.process.WorkerPool or a "
+            f"cluster's pool (MainNode.worker_pool()), got {type(worker_pool).__name__}"
+        )
 
 
 def _check_dtype(dtype: object) -> None:

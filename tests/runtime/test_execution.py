@@ -340,3 +340,16 @@ def test_a_thread_graph_that_cannot_start_its_streams_leaves_no_thread(
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False, num_streams=4))
     assert dtorch.ones(2, graph=graph).tolist() == [1.0, 1.0]
     graph.close()
+
+
+def test_a_worker_pool_that_is_not_one_is_refused() -> None:
+    """``worker_pool=object()`` failed with an AttributeError deep in the graph's start; a
+    'cuda' pool on a machine without enough GPUs started workers that crashed."""
+    from dtorch.runtime.process import WorkerPool
+
+    with pytest.raises(GraphError, match="worker_pool must be a dtorch"):
+        dtorch.GraphOption(per_device_per_process=True, worker_pool=object())  # type: ignore[arg-type]
+    count = torch.cuda.device_count() + 1
+    needs = f"worker pool of {count} workers needs {count} GPUs"
+    with pytest.raises(dtorch.OptionError, match=needs):
+        WorkerPool(count, "cuda")

@@ -457,6 +457,11 @@ class WorkerPool:
             raise OptionError(f"a worker pool runs 'cpu' or 'cuda' devices, got {kind!r}")
         count = default_workers(kind) if workers is None else workers
         _check_count("workers", count, workers)
+        if kind == "cuda" and count > torch.cuda.device_count():  # a worker per GPU
+            raise OptionError(
+                f"a 'cuda' worker pool of {count} workers needs {count} GPUs; this machine "
+                f"has {torch.cuda.device_count()} (a 'cpu' pool runs CPU meshes)"
+            )
         per_worker = max(1, (os.cpu_count() or 1) // count) if threads is None else threads
         _check_count("threads", per_worker, threads)
         if cpu_backend not in (BackendKind.STORE_FILE, BackendKind.TORCH_DISTRIBUTED):
