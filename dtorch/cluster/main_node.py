@@ -60,6 +60,7 @@ from dtorch.cluster.rendezvous import (
     worker_key,
 )
 from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.promise.base import resolve_timeout
 from dtorch.errors import RendezvousError
 from dtorch.options import GlobalOption, Launch
 from dtorch.runtime.process.protocol import READY, unpack_u64
@@ -342,10 +343,12 @@ class MainNode:
 
     @classmethod
     def wait_cluster_ready(cls, timeout: float = 300.0) -> None:
-        """Wait until every worker of the cluster is registered and connected."""
+        """Wait until every worker of the cluster is registered and connected (``timeout``: a
+        number of seconds; ``inf`` waits as long as dtorch waits at all)."""
+        seconds = resolve_timeout(timeout)  # nan and negatives refused; inf clamped
         node = cls._current()
         if node.pool is None:
-            ClusterDefault.pool = node.wait_ready(timeout)
+            ClusterDefault.pool = node.wait_ready(seconds)
 
     @classmethod
     def num_node_in_cluster(cls) -> int:

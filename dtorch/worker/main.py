@@ -69,6 +69,7 @@ from dtorch.cluster.rendezvous import (
 from dtorch.cluster.signed_values import SignedValues, group_key
 from dtorch.comm.group import CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
+from dtorch.comm.promise.base import resolve_timeout
 from dtorch.errors import DTorchError, RendezvousError
 from dtorch.options import Launch
 from dtorch.runtime.heap import allow_all_descriptors, keep_freed_memory
@@ -156,11 +157,17 @@ def parse_arguments(argv: list[str], launch: Launch | None = None) -> WorkerOpti
     parse_address(args.main)  # refused now (e.g. IPv6), not at the first connection
     check_ipv4_host(args.host, "--host")
     device = args.device_type or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.threads is not None and args.threads < 1:
+        raise RendezvousError(f"--threads must be at least 1, got {args.threads}")
     threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, world))
+    try:  # inf waits as long as dtorch waits at all (MAX_WAIT_SECOND)
+        join_timeout = resolve_timeout(args.join_timeout)
+    except ValueError as error:
+        raise RendezvousError(f"--join-timeout: {error}") from None
     token = b"" if argv and "--help" in argv else _read_token(args.token_file, launch)
     local = launch.local_rank if launch.local_rank is not None else rank
     return WorkerOptions(
-        args.main, args.host, rank, world, device, local, threads, args.join_timeout, token
+        args.main, args.host, rank, world, device, local, threads, join_timeout, token
     )
 
 

@@ -270,6 +270,29 @@ def test_ipv6_addresses_are_refused_up_front() -> None:
         parse_arguments([*argv, "--main", "[::1]:29500"], launch)
 
 
+def test_bad_numbers_are_refused_up_front() -> None:
+    """``--join-timeout nan`` or ``inf``, ``--threads -1`` and a ``wait_cluster_ready`` of
+    nan ended in a ValueError/OverflowError/RuntimeError traceback, and ``--join-timeout -1``
+    was taken; inf waits as long as dtorch waits at all."""
+    from dtorch.options import MAX_WAIT_SECOND, Launch
+    from dtorch.worker.main import parse_arguments
+
+    launch = Launch(cluster_token=TOKEN)
+    argv = ["--rank", "0", "--world-size", "1", "--main", "127.0.0.1:1"]
+    for bad in ("nan", "-1"):
+        with pytest.raises(RendezvousError, match="--join-timeout: timeout_s must be"):
+            parse_arguments([*argv, "--join-timeout", bad], launch)
+    assert parse_arguments([*argv, "--join-timeout", "inf"], launch).join_timeout == MAX_WAIT_SECOND
+    with pytest.raises(RendezvousError, match="--threads must be at least 1, got -1"):
+        parse_arguments([*argv, "--threads", "-1"], launch)
+    MainNode.set_address("127.0.0.1:0", token=TOKEN)
+    try:
+        with pytest.raises(ValueError, match="timeout_s must be"):
+            MainNode.wait_cluster_ready(float("nan"))
+    finally:
+        MainNode.close()
+
+
 def test_a_program_record_copied_into_another_store_is_refused() -> None:
     first = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
     second = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
