@@ -69,7 +69,8 @@ def claim_key(rank: int) -> str:
 
 
 def check_ipv4_host(host: str, what: str) -> str:
-    """``host`` if it is not an IPv6 address; RendezvousError saying IPv4 is supported.
+    """``host`` if it is not an IPv6 address nor the wildcard 0.0.0.0; RendezvousError saying
+    what is accepted otherwise.
 
     Example:
         >>> check_ipv4_host("::1", "--host")
@@ -81,6 +82,12 @@ def check_ipv4_host(host: str, what: str) -> str:
         raise RendezvousError(
             f"{what} is {host!r}, an IPv6 address: clusters run on IPv4 only (Gloo cannot "
             "pair ranks of different address families); give an IPv4 address, e.g. 127.0.0.1"
+        )
+    if host == "0.0.0.0":
+        raise RendezvousError(
+            f"{what} is '0.0.0.0', every interface: a cluster node publishes the address it "
+            "binds for the others to reach, and signs it; give this host's own address "
+            "(127.0.0.1 on one machine, its network address across machines)"
         )
     return host
 

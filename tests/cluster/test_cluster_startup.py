@@ -268,6 +268,10 @@ def test_ipv6_addresses_are_refused_up_front() -> None:
         parse_arguments([*argv, "--main", "127.0.0.1:1", "--host", "::1"], launch)
     with pytest.raises(RendezvousError, match="IPv4"):
         parse_arguments([*argv, "--main", "[::1]:29500"], launch)
+    with pytest.raises(RendezvousError, match=r"'0\.0\.0\.0', every interface"):  # it was taken
+        MainNode.set_address("0.0.0.0:0", token=TOKEN)
+    with pytest.raises(RendezvousError, match=r"--host is '0\.0\.0\.0'"):
+        parse_arguments([*argv, "--main", "127.0.0.1:1", "--host", "0.0.0.0"], launch)
 
 
 def test_bad_numbers_are_refused_up_front() -> None:
