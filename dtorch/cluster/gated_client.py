@@ -70,8 +70,16 @@ from dtorch.comm.store.network_gate import client_options, store_context
 _GRACE_S = 2.0
 #: How often a waiting request looks at the connection's events.
 _SLICE_S = 0.25
+#: How long a connection may take to pass the gate (ZeroMQ's default: 30 s); a store's
+#: takes milliseconds, a listener that is no store never finishes.
+_HANDSHAKE_MS = 10_000
+#: Connections closed by the peer before any handshake after which it is no dtorch store.
+_DROPS_BEFORE_HANDSHAKE = 3
+_HINT = " (torchrun's --rdzv-endpoint is not it: give --main the address set_address serves)"
+_NOT_A_STORE = f"something listens there but completes no ZeroMQ handshake: no dtorch store{_HINT}"
 _EVENTS = (
-    zmq.EVENT_HANDSHAKE_SUCCEEDED
+    zmq.EVENT_CONNECTED
+    | zmq.EVENT_HANDSHAKE_SUCCEEDED
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -91,6 +99,8 @@ class GatedStoreClient(dist.Store):
         self._closing = False  # set by close() without the lock, read by a waiting call
         self._next_id = 0
         self._handshaken = False
+        self._connected = False  # a TCP connection was made (perhaps to no store)
+        self._dropped = 0  # connections the peer closed before a handshake
         self._gone: str | None = None
         self._socket = store_context().socket(zmq.DEALER)
         for option, value in _options(token).items():
@@ -231,16 +241,24 @@ class GatedStoreClient(dist.Store):
             raise dist.DistStoreError(f"the rendezvous store at {self.address}: {self._gone}")
 
     def _note(self, event: int) -> None:
-        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+        if event == zmq.EVENT_CONNECTED:
+            self._connected = True
+        elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self._handshaken = True
         elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
             self._gone = "refused this process's cluster token (the controller has another)"
         elif event in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
-            self._gone = "the handshake failed: not a dtorch rendezvous store of this version"
+            self._gone = f"the handshake failed: no dtorch store of this version{_HINT}"
         elif event == zmq.EVENT_DISCONNECTED and self._handshaken:
             self._gone = "the connection was lost (the controller closed the store or died)"
+        elif event == zmq.EVENT_DISCONNECTED:  # a TCP peer that drops ZeroMQ's greeting
+            self._dropped += 1
+            if self._dropped >= _DROPS_BEFORE_HANDSHAKE:
+                self._gone = _NOT_A_STORE
 
     def _silent(self) -> dist.DistStoreError:
+        if self._connected and not self._handshaken:  # a TCP peer that speaks no ZeroMQ
+            return dist.DistStoreError(f"the rendezvous store at {self.address}: {_NOT_A_STORE}")
         what = "answered" if self._handshaken else "was reached"
         return dist.DistStoreError(
             f"the rendezvous store at {self.address} never {what} within the timeout "
@@ -252,6 +270,7 @@ def _options(token: bytes) -> dict[int, int | bytes]:
     return {
         **client_options(gate_password(token)),
         zmq.HEARTBEAT_IVL: HEARTBEAT_IVL_MS,
+        zmq.HANDSHAKE_IVL: _HANDSHAKE_MS,  # a peer that speaks no ZeroMQ: failed in 10 s
         zmq.HEARTBEAT_TIMEOUT: HEARTBEAT_TIMEOUT_MS,
         zmq.SNDTIMEO: int(_SLICE_S * 1000),  # a send that cannot queue looks at the events
     }

@@ -5,7 +5,9 @@ closed or vanished server is noticed at once, not at a timeout; closing frees th
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -125,6 +127,35 @@ def test_nobody_answering_is_said_after_the_timeout() -> None:
     with pytest.raises(RendezvousError, match="never was reached within the timeout"):
         connect_store("127.0.0.1", port, TOKEN, timeout_s=1.0)
     assert time.monotonic() - started < 3.0
+
+
+@pytest.mark.parametrize("peer", ["silent", "closing"])
+def test_a_listener_that_is_no_store_is_named(peer: str) -> None:
+    """``--main`` given torchrun's rendezvous endpoint (a TCP listener that speaks no
+    ZeroMQ): the worker waited its whole join timeout and said the store "never was
+    reached". It names the listener now; one that closes each connection, at once."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = listener.accept()
+                if peer == "closing":
+                    connection.close()
+                else:
+                    held.append(connection)
+
+    threading.Thread(target=serve, daemon=True).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(RendezvousError, match=r"no dtorch .*--rdzv-endpoint is not it"):
+            connect_store("127.0.0.1", listener.getsockname()[1], TOKEN, timeout_s=3.0)
+        assert time.monotonic() - started < (2.0 if peer == "closing" else 5.0)
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
 
 
 def _member_socket(port: int, options: dict[int, int] | None = None) -> zmq.Socket:
