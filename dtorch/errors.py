@@ -52,8 +52,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
-
 
 class DTorchError(Exception):
     """Root of every error dtorch raises on purpose."""
@@ -190,7 +188,9 @@ class TransportError(DTorchError, RuntimeError):
 
 class MessageGapError(TransportError):
     """A subscriber saw a message id that is not the previous id + 1 (the first must be 0), or
-    a message without an id and a kind; fatal, the subscriber never resynchronises."""
+    a message without an id and a kind; fatal, the subscriber never resynchronises. Also a
+    malformed message at a puller (too few frames, a bad sender frame or layout), which the
+    controller's report reader drops: no sender of dtorch's writes one."""
 
 
 class TransportTimeoutError(TransportError, TimeoutError):
@@ -231,10 +231,15 @@ def raised_anew(error: BaseException) -> BaseException:
         >>> type(copy) is WorkerError and copy is not kept and str(copy) == str(kept)
         True
     """
-    try:
-        fresh = copy.copy(error)  # its class rebuilt from its args, with its attributes
-    except Exception:  # a class copy cannot rebuild: raised as it is
+    cls = type(error)
+    try:  # not cls(*args): an __init__ that words its message would word it twice
+        fresh = cls.__new__(cls, *error.args)
+    except Exception:  # a class that cannot be made so: raised as it is
         return error
+    fresh.args = error.args
+    fresh.__dict__.update(error.__dict__)  # its attributes and __notes__
+    # the frames it failed in; a raise links new frames in front and leaves this chain as is
+    fresh.__traceback__ = error.__traceback__
     fresh.__cause__, fresh.__context__ = error.__cause__, error.__context__
     fresh.__suppress_context__ = error.__suppress_context__
     return fresh

@@ -226,7 +226,7 @@ def _refuse_inherited() -> None:
     come along, so that its next operator or fetch raises at once (not after the comm
     timeout); mark it closed, so that the child's default graph is a new one of its own."""
     for graph in list(_LIVE):
-        graph._close_lock = threading.Lock()  # a parent's thread closing it held the old one
+        graph._close_lock = threading.RLock()  # a parent's thread closing it held the old one
         if graph._finalizer.detach() is None:  # closed in the parent already
             continue
         graph.executor.refuse_inherited(  # no lock: a parent's thread may have held one
@@ -287,7 +287,9 @@ class Graph:
             raise
         self._pid = os.getpid()  # the process whose threads run it (a forked child's refusal)
         self._closing = False  # close() was called (it may have been interrupted)
-        self._close_lock = threading.Lock()  # a second caller waits for the first's close
+        # a second thread's close waits for the first's; the same thread's (a signal handler's,
+        # a callback's) goes on: the finalizer, detached already, tells it there is nothing left
+        self._close_lock = threading.RLock()
         self._finalizer = self._finalize_when_collected()
         _watch_forks(self)
 

@@ -95,6 +95,9 @@ _PREFIX = struct.Struct("<8sIIQQ")  # magic, version, header CRC-32, header offs
 DATA_START = 64
 ALIGN = 64
 _CHUNK = 1 << 20  # the header is checked in reads of this size before it is read whole
+#: The largest header read (about 10 million operators of a real program): a header claiming
+#: more is refused before anything is held.
+MAX_HEADER_BYTES = 1 << 30
 #: More bytes than any file holds: a constant's size is only computed up to here.
 _MAX_BYTES = 1 << 63
 
@@ -127,7 +130,7 @@ def save_program(program: Program, path: PathLike) -> None:
     spec = program.spec
     if program.graph.closed and spec.constants:
         raise GraphError(
-            f"Program.save: Graph {program.graph._id} is closed, and with it the values of "
+            f"Program.save: Graph {program.graph.id} is closed, and with it the values of "
             f"the program's {plural(len(spec.constants), 'constant')}; save before closing"
         )
     for index, constant in enumerate(spec.constants):
@@ -298,6 +301,11 @@ def _read_header(source: io.BufferedReader) -> tuple[int, bytes, int]:
         )
     if version < 1:
         raise _bad(f"a program file of version {version} (versions start at 1)")
+    if length > MAX_HEADER_BYTES:
+        raise _bad(
+            f"a header of {length} bytes: more than a program file holds (at most "
+            f"{MAX_HEADER_BYTES}; the file is corrupt)"
+        )
     if offset < DATA_START or offset + length != size:
         raise _bad(
             f"the header at {offset} ({length} bytes) does not end the file of {size} bytes "
@@ -308,8 +316,8 @@ def _read_header(source: io.BufferedReader) -> tuple[int, bytes, int]:
         raise _bad("the header's checksum does not match (the file is corrupt)")
     source.seek(offset)
     header = source.read(length)
-    if len(header) != length:
-        raise _bad("the file ends inside its header (it changed while it was read)")
+    if len(header) != length or zlib.crc32(header) != crc:  # the bytes held: checked too
+        raise _bad("the header changed while it was read (replace program files by renaming)")
     return offset, header, version
 
 

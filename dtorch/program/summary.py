@@ -165,6 +165,12 @@ def span_text(op: Operator) -> str:
 
 
 def plural(count: int, noun: str) -> str:
+    """``count`` and ``noun``, in the plural unless one.
+
+    Example:
+        >>> plural(1, "operator"), plural(2, "input")
+        ('1 operator', '2 inputs')
+    """
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 

@@ -186,6 +186,9 @@ def test_nan_reductions_of_complex_are_refused(placement: Any, graph: dtorch.Gra
     _as_torch(lambda: torch.nansum(_C, 0), lambda: dtorch.nansum(t, 0))
     _as_torch(_C.nanmean, t.nanmean)
     _as_torch(lambda: f.nansum(dtype=torch.complex64), lambda: tf.nansum(dtype=torch.complex64))
+    i = torch.arange(6)  # an integer input holds no NaN: summed into complex as sum does
+    ti = place(i, _mesh(), [placement], graph)
+    _as_torch(lambda: i.nansum(dtype=torch.complex64), lambda: ti.nansum(dtype=torch.complex64))
 
 
 # --- 5. torch's exception class ---------------------------------------------------------------

@@ -233,3 +233,27 @@ def test_adaptive_avg_pool2d_to_an_empty_size(
         assert torch.equal(out.to_torch(), want)
     unbatched = DF.adaptive_avg_pool2d(place(x[0], mesh, [S0, *rest], graph), output_size)
     assert torch.equal(unbatched.to_torch(), F.adaptive_avg_pool2d(x[0], output_size))
+
+
+def test_the_shape_of_a_large_output_of_an_empty_input_is_learned_on_meta(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An empty input runs the rule's torch call on empty CPU tensors (the CPU kernels'
+    checks), but only where the outputs are small too: ``pad`` of an empty input to 2**32
+    elements made (and filled) them all on the controller when it was recorded."""
+    from dtorch.ir.params_layout import PadParam
+    from dtorch.ir.rules import image_ops
+
+    devices: list[str] = []
+    run = image_ops._run
+
+    def noted(*args: Any) -> Any:
+        devices.append(args[-1])
+        return run(*args)
+
+    monkeypatch.setattr(image_ops, "_run", noted)
+    image_ops._meta.cache_clear()
+    big = image_ops._meta(image_ops.pad, PadParam((0, 2**32)), (((1, 1, 0), torch.float32),))
+    assert big == (((1, 1, 2**32), torch.float32),) and devices == ["meta"]
+    small = image_ops._meta(image_ops.pad, PadParam((0, 4)), (((1, 1, 0), torch.float32),))
+    assert small == (((1, 1, 4), torch.float32),) and devices == ["meta", "meta", "cpu"]

@@ -166,3 +166,15 @@ def test_a_traced_name_with_control_characters_is_shown_escaped(graph: dtorch.Gr
     program = dtorch.trace(fn, dtorch.ones(2, graph=graph))
     assert program.spec.name == "f\\x1b[2J"
     assert repr(program) == "Program(f\\x1b[2J: 1 operator, 1 input, 0 constants, 1 result)"
+
+
+def test_a_header_larger_than_any_program_file_holds_is_refused_unread(tmp_path: Path) -> None:
+    """A checksum anyone can compute guards nothing: a header claiming more than
+    ``MAX_HEADER_BYTES`` is refused before a byte of it is read."""
+    path = tmp_path / "huge.dtorch"
+    size = files.MAX_HEADER_BYTES + 1
+    with path.open("wb") as out:
+        out.write(files._PREFIX.pack(files.MAGIC, files.VERSION, 0, files.DATA_START, size))
+        out.truncate(files.DATA_START + size)
+    with pytest.raises(DeserializationError, match="more than a program file holds"):
+        dtorch.load_program(path)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +378,22 @@ def test_a_second_close_returns_once_the_first_has(graph: dtorch.Graph) -> None:
         assert not left, left  # the graph's own threads are gone once close() returns
     finally:
         first.join(60)
+
+
+def test_a_close_reentered_on_its_own_thread_returns_at_once(
+    graph: dtorch.Graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A close() called on the thread already closing (a signal handler's cleanup, a
+    callback) returns at once: with the second-close lock it waited 45 s for itself."""
+    inner: list[float] = []
+    close = graph.executor.close
+
+    def reentering(timeout: float) -> None:
+        started = time.monotonic()
+        graph.close()
+        inner.append(time.monotonic() - started)
+        close(timeout)
+
+    monkeypatch.setattr(graph.executor, "close", reentering)
+    graph.close()
+    assert inner and inner[0] < 1.0 and graph.closed

@@ -123,13 +123,15 @@ def test_a_shared_value_is_read_from_its_senders_own_process_only(
     segment = Segment.create(1 << 16)
     segment.buffer[:6] = b"secret"
     where = segment.locator()
-    reader = ReportReader(lambda worker, token: None, pids=pids)
+    released: list[tuple[int, int]] = []
+    reader = ReportReader(lambda worker, token: released.append((worker, token)), pids=pids)
     shared = SharedValue(where.pid, where.fd, where.inode, where.size, torch.uint8, (6,), 0, 7)
     try:
         envelope = _report(serialize(ValueReport("g.p", shared=shared)), b"g.p", sender=sender)
         report = reader.read(envelope)
         assert isinstance(report, ValueReport) and report.value is None
         assert report.failure is not None and re.search(why, report.failure.message)
+        assert released == []  # another worker's segment is not handed back for it either
         if pids is _ME and sender == 1:  # the same value from its own worker is read
             mine = _report(serialize(ValueReport("g.p", shared=shared)), b"g.p", sender=0)
             assert bytes(reader.read(mine).value.numpy()) == b"secret"

@@ -160,7 +160,7 @@ def _check_number(t: Tensor, value: Any) -> None:
     ``t``'s dtype (300 or NaN into an integer tensor; a float tensor takes any float, 1e6
     into float16 is inf)."""
     number = as_scalar(value)
-    refusal = numbers_refusal(_setitem_probe, t.dtype, (number,))
+    refusal = numbers_refusal(_setitem_probe, t.dtype, (number,), t.dtype)
     if refusal is not None:
         raise ParamError(
             f"setitem: the number {number.value!r} for a {t.dtype} tensor: {refusal} (torch's "

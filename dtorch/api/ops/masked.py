@@ -104,9 +104,10 @@ def _check_complex_fill(name: str, input: Tensor, value: Tensor) -> None:
     refusal = _complex_refusal(input.dtype)
     if refusal is not None:
         raise ParamError(
-            f"{name}: a complex value tensor for a {input.dtype} tensor: {refusal} (torch's "
-            "refusal of a value whose imaginary part is not 0; dtorch does not read the value "
-            "to check it); accepted: value.real, or a complex input"
+            f"{name}: a complex value tensor for a {input.dtype} tensor is refused: torch "
+            "takes one whose imaginary part is 0 and refuses the others, but dtorch does not "
+            f"read the value from the devices to check (torch's words: {refusal}); accepted: "
+            "value.real, or a complex input"
         )
 
 

@@ -119,10 +119,11 @@ def _accumulating(t: Tensor) -> Tensor:
 
 def _refuse_real_only(name: str, t: Tensor, dtype: Any) -> None:
     """torch's nansum (which nanmean calls) has no complex version: a complex input is its
-    RuntimeError, a complex ``dtype=`` its NotImplementedError."""
+    RuntimeError, a complex ``dtype=`` of a float input its NotImplementedError (an integer
+    or bool one, which holds no NaN, is summed as ``sum`` sums it)."""
     if t.dtype.is_complex:
         raise DtypeError(f"{name}: nansum on CPU does not support complex inputs")
-    if isinstance(dtype, torch.dtype) and dtype.is_complex:
+    if isinstance(dtype, torch.dtype) and dtype.is_complex and t.dtype.is_floating_point:
         raise UnsupportedDtypeError(f'{name}: "nansum_cpu" not implemented for {dtype}')
 
 

@@ -90,7 +90,7 @@ def einsum_plan(
 def _plan(
     equation: str, shapes: tuple[tuple[int, ...], ...], dtypes: tuple[torch.dtype, ...]
 ) -> EinsumPlan | tuple[type[Exception], str]:
-    unimplemented = _kernel_refusal(equation, shapes, dtypes)
+    unimplemented = _kernel_refusal(equation, shapes, dtypes) if _UNUSUAL & set(dtypes) else ""
     if unimplemented:
         return UnsupportedDtypeError, f"torch has no kernel for {equation!r} here: {unimplemented}"
     metas = [torch.empty(s, dtype=d, device="meta") for s, d in zip(shapes, dtypes, strict=True)]
@@ -111,6 +111,11 @@ def _plan(
         tuple(outputs),
         tuple(blocked for _, blocked in labelled),
     )
+
+
+#: The dtypes some of torch's CPU einsum paths have no kernel for (bool's bmm...): only an
+#: equation over one of them is tried on real tensors.
+_UNUSUAL = frozenset({torch.bool, torch.uint16, torch.uint32, torch.uint64})
 
 
 def _kernel_refusal(

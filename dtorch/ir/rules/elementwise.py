@@ -232,7 +232,7 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
             "(whose quotients by 0 are inf or nan)"
         )
     context = (param.binary, side, param.scalar_first, 0 in x.shape)
-    refusal = numbers_refusal(_binary_probe, context, (param.scalar,))
+    refusal = numbers_refusal(_binary_probe, context, (param.scalar,), x.dtype)
     if refusal is not None:  # ``int8 ** 300``: torch converts the exponent with a check
         raise ParamError(
             f"{name}: the number {param.scalar.value!r} with a {x.dtype} tensor: {refusal} "

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -135,36 +136,41 @@ def meta_outputs(
     return answer
 
 
-#: The most elements the inputs of a call with an empty one may hold to run on the CPU.
+#: The most elements the inputs and the outputs of a call with an empty input may hold for
+#: the call to run on the CPU (see ``_meta``).
 _REAL_LIMIT = 1 << 24
-
-
-def _device(specs: tuple[tuple[Any, torch.dtype], ...]) -> str:
-    """Where ``_meta`` runs the call: "meta", but "cpu" where an input is empty. The meta
-    kernels skip checks the CPU kernels make of empty dims (adaptive pooling of an empty
-    height) and refuse empty inputs those take (an empty batch to interpolate); on the CPU
-    nothing is computed then (the others' memory is allocated, never written), so that is
-    only done for inputs of at most ``_REAL_LIMIT`` elements in all."""
-    sizes = [_numel(shape) for shape, _ in specs]
-    return "cpu" if 0 in sizes and sum(sizes) <= _REAL_LIMIT else "meta"
-
-
-def _numel(shape: Any) -> int:
-    count = 1
-    for size in shape:
-        count *= int(size)
-    return count
 
 
 @functools.lru_cache(maxsize=1024)
 def _meta(
     call: Callable[..., Outputs], param: OpParam, specs: tuple[tuple[Any, torch.dtype], ...]
 ) -> tuple[Meta, ...] | str:
+    """The call on meta tensors of ``specs``; where an input is empty, on empty CPU tensors
+    too: the meta kernels skip checks the CPU kernels make of empty dims (adaptive pooling of
+    an empty height) and refuse empty inputs those take (an empty batch to interpolate).
+    Nothing is computed there, but outputs are made (``pad`` of an empty input fills all of
+    its output): only inputs and meta outputs of at most ``_REAL_LIMIT`` elements go."""
     # a refusal is returned, not raised, so that lru_cache remembers it too
-    device = _device(specs)
-    metas = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in specs]
+    answer = _run(call, param, specs, "meta")
+    if not any(0 in shape for shape, _ in specs) or not _small(specs, answer):
+        return answer
+    return _run(call, param, specs, "cpu")
+
+
+def _small(specs: tuple[tuple[Any, torch.dtype], ...], answer: tuple[Meta, ...] | str) -> bool:
+    outputs = () if isinstance(answer, str) else answer
+    return sum(math.prod(shape) for shape, _ in (*specs, *outputs)) <= _REAL_LIMIT
+
+
+def _run(
+    call: Callable[..., Outputs],
+    param: OpParam,
+    specs: tuple[tuple[Any, torch.dtype], ...],
+    device: str,
+) -> tuple[Meta, ...] | str:
+    tensors = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in specs]
     try:
-        out = call(param, *metas)
+        out = call(param, *tensors)
     except (RuntimeError, ValueError, TypeError, IndexError, NotImplementedError) as error:
         shapes = " x ".join(str(list(shape)) for shape, _ in specs)
         return refusal(error, f"torch refuses inputs {shapes}: {error}")

@@ -84,12 +84,17 @@ def check_scalars(name: str, values: Sequence[Any]) -> None:
 
 
 def numbers_refusal(
-    probe: Callable[..., object], context: Hashable, numbers: tuple[Scalar | None, ...]
+    probe: Callable[..., object],
+    context: Hashable,
+    numbers: tuple[Scalar | None, ...],
+    dtype: torch.dtype | None = None,
 ) -> str | None:
     """torch's message refusing ``numbers`` where ``probe(context, *values)`` runs torch's
     operator on them (``value cannot be converted to type int8_t without overflow``), or None
     where torch takes them (an absent number is None). Numbers every dtype holds in every
-    operator (-128 to 127, bools) skip the probe; others are probed once (cached).
+    operator (-128 to 127, bools) and numbers within the range of ``dtype`` (the tensor's,
+    where given) skip the probe: torch refuses a number only where it overflows. Others are
+    probed once (cached: a loop of new numbers within range costs a comparison each).
 
     Example:
         >>> def fill(dtype, value):
@@ -100,10 +105,29 @@ def numbers_refusal(
         True
     """
     for number in numbers:
-        # NaN fails the comparison too: it is probed
-        if number is not None and number.value is not None and not -128 <= number.value <= 127:
-            return _probed(probe, context, numbers)
+        if number is None or number.value is None or _held(number.value, dtype):
+            continue
+        return _probed(probe, context, numbers)
     return None
+
+
+def _held(value: bool | int | float, dtype: torch.dtype | None) -> bool:
+    """Whether every dtype (-128 to 127, bools), or ``dtype``, holds ``value`` without
+    overflow (NaN fails the comparisons: probed, but a float dtype holds it)."""
+    if -128 <= value <= 127:
+        return True
+    if dtype is None or dtype == torch.bool or dtype.is_complex:
+        return False
+    if dtype.is_floating_point:
+        return not math.isfinite(value) or abs(value) <= _range(dtype)[1]
+    low, high = _range(dtype)
+    return math.isfinite(value) and low <= value <= high
+
+
+@functools.lru_cache(maxsize=32)
+def _range(dtype: torch.dtype) -> tuple[float, float]:
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    return info.min, info.max
 
 
 @functools.lru_cache(maxsize=1024)

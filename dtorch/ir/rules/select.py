@@ -160,7 +160,7 @@ def _refuse_numbers(
     dtype: torch.dtype,
 ) -> None:
     """torch's refusal of numbers the result ``dtype`` cannot hold, raised at the call."""
-    refusal = numbers_refusal(probe, context, numbers)
+    refusal = numbers_refusal(probe, context, numbers, dtype)
     if refusal is not None:
         given = ", ".join(repr(n.value) for n in numbers if n is not None)
         raise ParamError(

@@ -162,6 +162,9 @@ class ReportReader:
     def _shared(self, promise: str, shared: SharedValue, sender: int) -> ValueReport:
         try:
             self._check_owner(shared, sender)
+        except WorkerError as error:  # not its sender's segment: nothing of it is handed back
+            return _unreadable(promise, sender, error)
+        try:
             report = ValueReport(promise, self._copy_out(shared))
         except (DTorchError, OSError, RuntimeError, ValueError) as error:  # no such segment
             report = _unreadable(promise, shared.worker, error)
