@@ -125,6 +125,7 @@ from dtorch.api.ops.elementwise import (
     ne,
     pow,
     relu,
+    remainder,
     sigmoid,
     sub,
     tanh,
@@ -136,6 +137,7 @@ from dtorch.api.ops.index_more import (
     diagonal,
     index_copy,
     index_fill,
+    masked_select,
     take,
 )
 from dtorch.api.ops.linalg import bmm, einsum, matmul, mm, outer
@@ -587,6 +589,7 @@ __all__ = [
     "manual_seed",
     "masked_fill",
     "masked_scatter",
+    "masked_select",
     "matmul",
     "max",
     "max_pool1d",
@@ -635,6 +638,7 @@ __all__ = [
     "randn_like",
     "reciprocal",
     "relu",
+    "remainder",
     "repeat_interleave",
     "reshape",
     "rms_norm",

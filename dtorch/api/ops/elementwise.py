@@ -195,6 +195,14 @@ def floor_divide(input: Any, other: Any) -> Tensor:
 
 
 def remainder(input: Any, other: Any) -> Tensor:
+    """``input % other``, elementwise, as ``torch.remainder``: the sign of ``other`` (Python's
+    modulo; ``fmod`` keeps the sign of ``input``); either side may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.remainder(dtorch.tensor([5, -5]), 3).tolist(), (7 % dtorch.tensor([4])).tolist()
+        ([2, 1], [3])
+    """
     return binary(BinaryKind.REMAINDER, "remainder", input, other)
 
 

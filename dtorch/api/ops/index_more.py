@@ -379,6 +379,33 @@ def _like(t: Tensor, x: Tensor, d: int) -> Tensor:
     return t if placements == list(t.placements) else t.redistribute(placements=placements)
 
 
+def masked_select(input: Tensor, mask: Any) -> Tensor:
+    """``torch.masked_select``: the entries of ``input`` where ``mask`` (a bool tensor that
+    broadcasts with ``input``) holds, as a 1-D tensor in row-major order. Its length depends
+    on the mask's values: it is the boolean-mask index ``input[mask]`` of the two broadcast,
+    computed as that one is (a Replicate result).
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([[1, 2], [3, 4]])
+        >>> dtorch.masked_select(x, x > 2).tolist(), x.masked_select(x[0] > 1).tolist()
+        ([3, 4], [2, 4])
+    """
+    x = _tensor("masked_select", input)
+    if not (isinstance(mask, torch.Tensor) or is_tensor(mask)):
+        raise TypeError(f"masked_select: mask must be a bool tensor, got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise DtypeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
+    try:
+        shape = tuple(torch.broadcast_shapes(tuple(x.shape), tuple(mask.shape)))
+    except RuntimeError as error:
+        raise ShapeError(f"masked_select: {error}") from None
+    if isinstance(mask, torch.Tensor):
+        mask = beside(x, mask)
+    with named_as("masked_select", "expand"):
+        return expand(x, shape)[expand(mask, shape)]
+
+
 def take(input: Tensor, index: Any) -> Tensor:
     """``torch.take``: the entries of ``input`` read as a flat (row-major) tensor at
     ``index`` (int64, any shape, negatives count from the end); the result has ``index``'s
