@@ -320,3 +320,13 @@ def test_linear_bias_broadcast_as_torch(
         table=table if len(mesh_shape) == 1 else None, exact=False,
         limit=limit_for(mesh_shape, n_d=16),
     )  # fmt: skip
+
+
+def test_a_refusal_without_a_hint_of_its_own_says_to_redistribute(graph: dtorch.Graph) -> None:
+    """matmul's refusals (and every rule's without a hint of its own) ended at "which is not
+    one of these", saying nothing of what to do."""
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    a = place(torch.ones(5, 7), mesh, [S1], graph)
+    b = place(torch.ones(7, 3), mesh, [R], graph)
+    with pytest.raises(PlacementError, match=r"not one of these\. Redistribute the inputs to"):
+        dtorch.matmul(a, b)

@@ -184,8 +184,11 @@ def reject(
         f"dimension: {sig.accepted}{legend}"
     )
     text += f"; {detail}" if detail else ""
-    text += f". {sig.hint[:1].upper()}{sig.hint[1:]}" if sig.hint else ""
-    return PlacementError(text)
+    hint = sig.hint or _REDISTRIBUTE  # every refusal says what to do about it
+    return PlacementError(f"{text}. {hint[:1].upper()}{hint[1:]}")
+
+
+_REDISTRIBUTE = "redistribute the inputs to placements these rows accept first (redistribute())"
 
 
 class _Mismatch(Exception):
