@@ -130,6 +130,7 @@ from dtorch.api.ops.elementwise import (
     sub,
     tanh,
 )
+from dtorch.api.ops.index import index_put, index_put_
 from dtorch.api.ops.index_more import (
     aminmax,
     diag,
@@ -540,6 +541,8 @@ __all__ = [
     "index_add",
     "index_copy",
     "index_fill",
+    "index_put",
+    "index_put_",
     "index_select",
     "inference_mode",
     "init_device_mesh",

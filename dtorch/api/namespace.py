@@ -159,6 +159,8 @@ NAMESPACE: dict[str, str] = {
     "index_fill": "dtorch.api.ops.index_more",
     "take": "dtorch.api.ops.index_more",
     "masked_select": "dtorch.api.ops.index_more",
+    "index_put": "dtorch.api.ops.index",
+    "index_put_": "dtorch.api.ops.index",
     "matmul": "dtorch.api.ops.linalg",
     "outer": "dtorch.api.ops.linalg",
     "all": "dtorch.api.ops.reduce",

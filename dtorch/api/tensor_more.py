@@ -3,9 +3,10 @@
 """More linear algebra and indexing methods of ``dtorch.Tensor``, as the mixin
 ``TensorMore``: ``dot``, ``vdot``, ``mv``, ``addmv``, ``baddbmm``, ``addbmm``, ``inner``,
 ``kron``, ``diag``, ``diagonal``, ``diag_embed``, ``trace``, ``index_fill``, ``index_copy``,
-``take``, ``aminmax``, ``masked_select``, ``remainder`` and torch's in-place forms of them
-(``tril_`` and ``triu_`` too). The behaviour lives in ``dtorch.api.ops.linalg_more``,
-``dtorch.api.ops.index_more`` and ``elementwise``/``fill``; each method is one line.
+``take``, ``aminmax``, ``masked_select``, ``remainder``, ``index_put`` and torch's in-place
+forms of them (``tril_`` and ``triu_`` too). The behaviour lives in ``dtorch.api.ops``'s
+``linalg_more``, ``index_more``, ``index``, ``elementwise`` and ``fill``; each method is one
+line.
 
 Example:
     >>> import dtorch
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import fill as _fl
+from dtorch.api.ops import index as _ix
 from dtorch.api.ops import index_more as _im
 from dtorch.api.ops import linalg_more as _lm
 from dtorch.api.ops import methods as _mk
@@ -47,6 +49,7 @@ class TensorMore:
     aminmax = _im.aminmax
     masked_select = _im.masked_select
     remainder = _ew.remainder
+    index_put = _ix.index_put
 
     # --- in place: the operator above, its result written back as ``addmm_`` writes it ------
     addmv_ = _mk.in_place("addmv_", addmv, elementwise=False)
@@ -54,5 +57,6 @@ class TensorMore:
     addbmm_ = _mk.in_place("addbmm_", addbmm, elementwise=False)
     index_fill_ = _im.index_fill_
     index_copy_ = _im.index_copy_
+    index_put_ = _ix.index_put_
     tril_ = _mk.in_place("tril_", _fl.tril)
     triu_ = _mk.in_place("triu_", _fl.triu)

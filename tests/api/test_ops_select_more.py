@@ -58,3 +58,32 @@ def test_remainder_and_the_in_place_triangles(
         t = place(_X, mesh, placements, graph)
         want = getattr(_X.clone(), name)(diagonal)
         assert getattr(t, name)(diagonal) is t and torch.equal(t.to_torch(), want)
+
+
+@pytest.mark.parametrize(("mesh_shape", "placements"), _PLACEMENTS[:3], ids=_IDS[:3])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_as_torch(
+    mesh_shape: Any, placements: Any, accumulate: bool, graph: dtorch.Graph
+) -> None:
+    """One index tensor, two (row and column positions), a repeated position (added twice
+    with accumulate), a boolean mask; the function leaves its input unchanged."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    rows, cols = torch.tensor([0, 4, 0]), torch.tensor([2, 1, 2])
+    cases = [
+        ((rows,), torch.ones(3, 3)),
+        ((rows, cols), torch.tensor([1.0, 2.0, 3.0])),
+        ((_X > 0,), torch.tensor(7.0)),
+    ]
+    for indices, values in cases:
+        want = _X.clone().index_put_(indices, values, accumulate=accumulate)
+        t = place(_X, mesh, placements, graph)
+        given = place(values, mesh, [dtorch.Replicate()] * len(mesh_shape), graph)
+        assert t.index_put_(indices, given, accumulate=accumulate) is t
+        assert torch.allclose(t.to_torch(), want), (indices, accumulate)
+        u = place(_X, mesh, placements, graph)
+        got = dtorch.index_put(u, indices, values, accumulate=accumulate)
+        assert torch.allclose(got.to_torch(), want) and torch.equal(u.to_torch(), _X)
+    with pytest.raises(TypeError, match="argument 'values' must be a Tensor"):
+        t.index_put_((rows,), 1.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="element 0 of 'indices' must be a Tensor"):
+        t.index_put_((None, rows), given)

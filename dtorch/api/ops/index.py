@@ -40,6 +40,7 @@ import torch
 
 import dtorch.api.ops.take as _take
 from dtorch.api.create import NESTING, beside, distribute
+from dtorch.api.dims import as_flag
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.strides import overlapping
@@ -216,6 +217,55 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     _torch_call("setitem", lambda: full.__setitem__(where, value))
     back = beside(t, full)
     t[...] = back
+
+
+def index_put_(input: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """``torch.Tensor.index_put_``: ``input[indices] = values`` for a tuple of index tensors
+    (integer or bool, torch or dtorch), or with ``accumulate`` the values added there (a
+    position indexed twice gets both). The write is ``setitem``'s; an accumulation runs on
+    the client (the tensor fetched, torch's ``index_put_``, written back with its
+    placements). Returns ``input``.
+
+    Example:
+        >>> import dtorch, torch
+        >>> t = dtorch.zeros(3)
+        >>> ids, ones = torch.tensor([0, 2, 0]), dtorch.ones(3)
+        >>> t.index_put_((ids,), ones, accumulate=True).tolist()
+        [2.0, 0.0, 1.0]
+    """
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(
+            f"index_put_(): argument 'indices' must be tuple of Tensors, not "
+            f"{type(indices).__name__}"
+        )
+    for at, given in enumerate((*indices, values)):
+        if not isinstance(given, (TensorBase, torch.Tensor)):
+            what = "argument 'values'" if at == len(indices) else f"element {at} of 'indices'"
+            raise TypeError(f"index_put_(): {what} must be a Tensor, not {type(given).__name__}")
+    if not as_flag(accumulate, "index_put_", "accumulate"):
+        input[tuple(indices)] = values
+        return input
+    with _on_the_client("index_put_(accumulate=True)"):
+        where = tuple(i.to_torch() if isinstance(i, TensorBase) else i for i in indices)
+        added = values.to_torch() if isinstance(values, TensorBase) else values
+        full = input.to_torch()
+    _torch_call("index_put_", lambda: full.index_put_(where, added, accumulate=True))
+    input[...] = beside(input, full)
+    return input
+
+
+def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """``torch.index_put``: ``index_put_`` of a copy of ``input`` (``input`` unchanged).
+
+    Example:
+        >>> import dtorch, torch
+        >>> t = dtorch.zeros(3)
+        >>> dtorch.index_put(t, (torch.tensor([1]),), dtorch.ones(1)).tolist(), t.tolist()
+        ([0.0, 1.0, 0.0], [0.0, 0.0, 0.0])
+    """
+    if not isinstance(input, TensorBase):
+        raise TypeError(f"index_put(): input must be a dtorch.Tensor, got {type(input).__name__}")
+    return index_put_(input.clone(), indices, values, accumulate)
 
 
 def _fill_by_mask(t: Tensor, index: Any, value: Any) -> bool:
