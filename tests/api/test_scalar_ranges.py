@@ -258,23 +258,20 @@ def check_case(graph: dtorch.Graph, case: Case) -> None:
     compare(got.to_torch(), want, True, name)
 
 
-@pytest.mark.parametrize("case", CONVERTED, ids=[c[0] for c in CONVERTED])
-def test_numbers_the_dtype_cannot_hold(graph: dtorch.Graph, case: Case) -> None:
-    check_case(graph, case)
+#: Every case above, its id prefixed by its family.
+_FAMILIES = {
+    "converted": CONVERTED,
+    "divisor": DIVISORS,
+    "alpha": ALPHAS,
+    "complex-fill": COMPLEX_FILLS,
+}
+_CASES = [(f"{family}-{case[0]}", case) for family, cases in _FAMILIES.items() for case in cases]
 
 
-@pytest.mark.parametrize("case", DIVISORS, ids=[c[0] for c in DIVISORS])
-def test_divisors_that_wrap_to_zero(graph: dtorch.Graph, case: Case) -> None:
-    check_case(graph, case)
-
-
-@pytest.mark.parametrize("case", ALPHAS, ids=[c[0] for c in ALPHAS])
-def test_alpha_scales_in_the_result_dtype(graph: dtorch.Graph, case: Case) -> None:
-    check_case(graph, case)
-
-
-@pytest.mark.parametrize("case", COMPLEX_FILLS, ids=[c[0] for c in COMPLEX_FILLS])
-def test_complex_fill_value(graph: dtorch.Graph, case: Case) -> None:
+@pytest.mark.parametrize("case", [c for _, c in _CASES], ids=[i for i, _ in _CASES])
+def test_numbers_as_torch(graph: dtorch.Graph, case: Case) -> None:
+    """Numbers a dtype cannot hold, divisors that wrap to 0, alpha in the result dtype and
+    complex fill values: torch's result, or torch's refusal at the call."""
     check_case(graph, case)
 
 
