@@ -12,14 +12,15 @@ are made by the first input's ``_result`` (``Tensor._wrap``), or by the ``new`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, TypeVar
 
 from dtorch.api.marked import plan_marked
 from dtorch.api.strides import ROW_MAJOR_KINDS, mark_fresh
-from dtorch.errors import GraphError
+from dtorch.errors import DtypeError, GraphError, ParamError, PlacementError, ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import ConvertParam, OpParam
@@ -76,6 +77,37 @@ def tensor_arg(op: str, value: object, label: str = "input 0") -> None:
     recording, where ``record``'s own check comes too late."""
     if not is_handle(value):
         raise not_a_tensor(op, label, value)
+
+
+#: The refusals recording raises, which ``named_as`` names after the user's call.
+_REFUSALS = (DtypeError, ParamError, PlacementError, ShapeError)
+
+
+@contextlib.contextmanager
+def named_as(name: str, inner: str | None = None) -> Iterator[None]:
+    """Refusals of the operators recorded inside are raised naming ``name``, the operator the
+    user called: in place of the recorded operator's ``inner: `` (``take: shape [4] ...``
+    for the ``reshape`` a ``take`` records) or, without ``inner``, before it (``var: mean:
+    ...``). A refusal that already names ``name`` passes as it is.
+
+    Example:
+        >>> import dtorch
+        >>> try:
+        ...     with named_as("take", "reshape"):
+        ...         dtorch.arange(6).reshape(4)
+        ... except ValueError as error:
+        ...     print(str(error)[:36])
+        take: shape [4] is invalid for input
+    """
+    try:
+        yield
+    except _REFUSALS as error:
+        text = str(error)
+        if text.startswith(f"{name}:"):
+            raise
+        if inner is not None:
+            text = text.removeprefix(f"{inner}: ")
+        raise type(error)(f"{name}: {text}") from None
 
 
 def _not_tensors(name: str, inputs: Sequence[object]) -> TypeError:

@@ -26,8 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -44,7 +42,7 @@ from dtorch.api.ops.scalars import as_scalar, is_scalar, python_number
 from dtorch.api.ops.shape import expand, movedim, reshape, squeeze, unsqueeze
 from dtorch.api.ops.take import put
 from dtorch.api.ops.take import take as take_along
-from dtorch.api.record import record, record_one
+from dtorch.api.record import named_as, record, record_one
 from dtorch.errors import (
     DimError,
     DtypeError,
@@ -213,29 +211,6 @@ def _check_bounds(name: str, index: torch.Tensor, dim: int, size: int, wrap: boo
         raise IndexError(
             f"{name}: index {int(bad[0])} is out of bounds for dimension {dim} with size {size}"
         )
-
-
-@contextlib.contextmanager
-def named_as(name: str, inner: str) -> Iterator[None]:
-    """Refusals of the operator ``inner`` (``reshape``) that a composite records are raised
-    naming ``name``, the operator the user called (``take: reshape: got ...``).
-
-    Example:
-        >>> import dtorch
-        >>> try:
-        ...     with named_as("take", "reshape"):
-        ...         dtorch.arange(6).reshape(4)
-        ... except ValueError as error:
-        ...     print(str(error)[:36])
-        take: shape [4] is invalid for input
-    """
-    try:
-        yield
-    except (DtypeError, ParamError, PlacementError, ShapeError) as error:
-        text = str(error)
-        if text.startswith(name):
-            raise
-        raise type(error)(f"{name}: {text.removeprefix(f'{inner}: ')}") from None
 
 
 def _one_dim(x: Tensor) -> Tensor:

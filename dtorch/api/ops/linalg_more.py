@@ -29,10 +29,9 @@ from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast, clone
 from dtorch.api.ops.elementwise import binary
-from dtorch.api.ops.index_more import named_as
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand, reshape, unsqueeze
-from dtorch.api.record import record
+from dtorch.api.record import named_as, record
 from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.opkind import BinaryKind
 from dtorch.ir.params import EinsumParam, MatmulParam

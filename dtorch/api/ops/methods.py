@@ -22,7 +22,8 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import assign, cast_in, fits
 from dtorch.api.ops.elementwise import binary as _binary
 from dtorch.api.ops.elementwise import unary as _unary
-from dtorch.errors import DtypeError, PlacementError, ShapeError
+from dtorch.api.record import named_as
+from dtorch.errors import DtypeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 
 if TYPE_CHECKING:
@@ -320,21 +321,14 @@ def in_place(
         (True, [1.0, 2.0])
     """
 
-    base = f"{method.__name__}: "
-
     @functools.wraps(method)
     def run(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         if elementwise:  # each tensor operand broadcasts to the tensor (addmm_'s do not)
             fits(name, self, *args)  # type: ignore[arg-type]
         if name in _COMPLEX_REFUSED and self.dtype.is_complex:  # a real result would cast back
             raise DtypeError(f"{name}: {_COMPLEX_REFUSED[name]}")
-        try:
+        with named_as(name, method.__name__):  # named as the user called it
             result = method(self, *args, **kwargs)
-        except (DtypeError, PlacementError, ShapeError) as error:  # named as the user called it
-            text = str(error)
-            if not text.startswith(base):
-                raise
-            raise type(error)(f"{name}: {text.removeprefix(base)}") from None
         assign(name, self, result)  # type: ignore[arg-type]
         return self
 

@@ -36,7 +36,7 @@ import torch
 
 from dtorch.api.dims import as_flag, normalize_dims, numpy_names
 from dtorch.api.ops.reduce import reduce
-from dtorch.api.record import tensor_arg
+from dtorch.api.record import named_as, tensor_arg
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import (
     DtypeError,
@@ -65,7 +65,7 @@ _UNBIASED = frozenset({"var", "std", "var_mean", "std_mean"})
 def _named(fn: _F) -> _F:
     """Refusals of the operators ``fn`` records name ``fn`` first (``var: mean: ...``): the
     user called ``var``, which records a ``mean``."""
-    prefix = f"{fn.__name__}"
+    prefix = fn.__name__
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -76,12 +76,8 @@ def _named(fn: _F) -> _F:
                 f"{prefix}: dim must be an int or a tuple of ints, got {kwargs['dim']} (bool)"
                 + (legacy if prefix in _UNBIASED else "")
             )
-        try:
+        with named_as(prefix):
             return fn(*args, **kwargs)
-        except (DtypeError, ParamError, PlacementError, ShapeError) as error:
-            if str(error).startswith(prefix):
-                raise
-            raise type(error)(f"{prefix}: {error}") from None
 
     return run  # type: ignore[return-value]
 
