@@ -212,19 +212,31 @@ def _alpha_kind(name: str, param: BroadcastBinaryParam) -> ScalarKind:
 
 def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inference:
     assert param.scalar is not None
-    kind = param.scalar.kind
-    if kind is ScalarKind.NONE:
+    if param.scalar.kind is ScalarKind.NONE:
         raise DtypeError(f"{name}: the scalar operand is None; accepted: int, float, bool")
     if param.alpha is not None:
         raise ParamError(f"{name}: alpha is accepted with two tensors only, not with a scalar")
     side = (x.dtype, not x.shape)
-    dtype = scalar_binary_dtype(name, param.binary, side, kind, param.scalar_first)
-    if _negative_int_power(param, dtype):  # torch's refusal, known here: the exponent is data
+    dtype = scalar_binary_dtype(name, param.binary, side, param.scalar.kind, param.scalar_first)
+    _check_number(name, param, x, side, dtype)
+    return elementwise_placements(name, _scalar_sig(param, x, dtype), (x,), x.shape, dtype)
+
+
+def _check_number(
+    name: str,
+    param: BroadcastBinaryParam,
+    x: Operand,
+    side: tuple[torch.dtype, bool],
+    dtype: torch.dtype,
+) -> None:
+    """torch's refusals of the number itself, known here: it is data, not a tensor."""
+    assert param.scalar is not None
+    if _negative_int_power(param, dtype):
         raise DtypeError(
             f"{name}: Integers to negative integer powers are not allowed (an integer tensor "
             f"to the power {param.scalar.value}); accepted: a float exponent, or a float tensor"
         )
-    if _integer_division_by_zero(param, dtype) and 0 not in x.shape:  # torch's, as above
+    if _integer_division_by_zero(param, dtype) and 0 not in x.shape:
         raise ParamError(
             f"{name}: ZeroDivisionError (a {dtype} tensor divided by {param.scalar.value!r}, "
             f"which is 0 as {dtype}: torch converts the divisor to the tensor's dtype, "
@@ -238,12 +250,18 @@ def _scalar_rule(name: str, param: BroadcastBinaryParam, x: Operand) -> Inferenc
             f"{name}: the number {param.scalar.value!r} with a {x.dtype} tensor: {refusal} "
             f"(torch's refusal); accepted: a number {dtype} holds, or a tensor of a wider dtype"
         )
+
+
+def _scalar_sig(param: BroadcastBinaryParam, x: Operand, dtype: torch.dtype) -> Signature:
+    """The placements a tensor-and-number operator accepts: linear ones keep a Partial unless
+    the number is unbounded or the dtype conversion is not linear."""
+    assert param.scalar is not None
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
     if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value):
-        sig = _UNBOUNDED1
-    elif sig is not _PLAIN1 and not _converts_linearly((x,), dtype):
-        sig = _unconverted(1, x.dtype, dtype)
-    return elementwise_placements(name, sig, (x,), x.shape, dtype)
+        return _UNBOUNDED1
+    if sig is not _PLAIN1 and not _converts_linearly((x,), dtype):
+        return _unconverted(1, x.dtype, dtype)
+    return sig
 
 
 def _negative_int_power(param: BroadcastBinaryParam, dtype: torch.dtype) -> bool:
