@@ -49,6 +49,25 @@ def _source(cls: str, data: Any, kwargs: dict[str, Any]) -> Tensor:
     return Tensor(data, **kwargs)
 
 
+def _check_grad(param: Parameter, grad: Any) -> None:
+    """torch's checks of an assigned ``grad``: a tensor of the parameter's shape and dtype."""
+    if not isinstance(grad, Tensor):
+        raise TypeError(
+            "assigned grad expected to be a dtorch.Tensor or None but got grad of type "
+            f"{type(grad).__name__}"
+        )
+    if grad.shape != param.shape:
+        raise RuntimeError(
+            f"assigned grad has data of a different size: {list(grad.shape)}, the parameter "
+            f"is {list(param.shape)}"
+        )
+    if grad.dtype != param.dtype:
+        raise RuntimeError(
+            f"assigned grad has data of a different type: {grad.dtype}, the parameter is "
+            f"{param.dtype}"
+        )
+
+
 class _Marked(Tensor):
     """A Tensor subclass whose aliases (``detach``, ``data``, the hidden owner) are plain
     Tensors, as torch's ``Parameter.detach()`` is a plain tensor. It takes attributes of the
@@ -84,19 +103,41 @@ class Parameter(_Marked):
         (True, True, Parameter containing: dtorch.Tensor(...))
     """
 
-    __slots__ = ("grad", "requires_grad")
     # settable here, where a plain Tensor's are read-only (``dtorch.api.tensor_grad``)
-    grad: Tensor | None
-    requires_grad: bool
+    __slots__ = ("_grad", "_requires_grad")
     _FORMATS_VALUE = False  # torch formats only plain tensors' values: f"{p:.2f}" raises
 
     def __init__(self, data: Any = None, requires_grad: bool = True, **kwargs: Any) -> None:
         source = _source(type(self).__name__, data, kwargs)
         self._name = None
         self._share(source)
-        self.grad = None  # torch's attribute; dtorch computes none itself
-        self.requires_grad = False
+        self._grad: Tensor | None = None  # torch's attribute; dtorch computes none itself
+        self._requires_grad = False
         self.requires_grad_(requires_grad)
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether this parameter is marked as wanting gradients (a flag: dtorch computes
+        none); set it to a bool, True only on floating point and complex parameters."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if type(value) is not bool:
+            raise RuntimeError(f"requires_grad must be a bool, got {type(value).__name__}")
+        self.requires_grad_(value)
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient a program set (None until one does): a dtorch tensor of this
+        parameter's shape and dtype, as torch checks an assigned ``grad``."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            _check_grad(self, value)
+        self._grad = value
 
     def requires_grad_(self, requires_grad: bool = True) -> Parameter:
         """torch's: set the ``requires_grad`` flag and return the parameter; only floating
@@ -113,7 +154,7 @@ class Parameter(_Marked):
             raise RuntimeError(
                 "Only Tensors of floating point and complex dtype can require gradients"
             )
-        self.requires_grad = wanted
+        self._requires_grad = wanted
         return self
 
     def __repr__(self) -> str:

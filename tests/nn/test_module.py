@@ -6,6 +6,7 @@ every operator; to/eval/train/apply; the placement hooks around forward."""
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from types import MappingProxyType, ModuleType
 from typing import Any
@@ -265,6 +266,26 @@ def test_redistribute_hooks_around_forward(graph: dtorch.Graph) -> None:
     assert plain(x) is x  # no declared placements: nothing moves
     other = dtorch.zeros(2, device_mesh=dtorch.init_device_mesh("cpu", 2))  # no "tp" dim
     assert m(other).placements == [Replicate()]
+
+
+_Pair = collections.namedtuple("_Pair", "first second")
+
+
+def test_redistribute_output_keeps_a_namedtuple(graph: dtorch.Graph) -> None:
+    """Each tensor of a namedtuple output is moved and the namedtuple kept (its constructor
+    takes the fields one by one: it raised a TypeError)."""
+
+    class Pairs(nn.Module):
+        output_placements = MappingProxyType({"tp": Replicate()})
+
+        def forward(self, x: Any) -> Any:
+            return _Pair(x, x * 2)
+
+    mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
+    full = torch.arange(4.0)
+    out = Pairs()(dtorch.from_torch(full, device_mesh=mesh, placements=[Shard(0)]))
+    assert type(out) is _Pair and [t.placements for t in out] == [[Replicate()]] * 2
+    assert torch.equal(out.first.to_torch(), full) and torch.equal(out.second.to_torch(), full * 2)
 
 
 _LOOKUPS = [

@@ -203,17 +203,19 @@ class _Fails(Exception):
     pass
 
 
-def _always_call_runs(lib: ModuleType, raising_forward: bool) -> tuple[Any, list, list]:
-    """Which hooks ran, which warnings, and which error, for a failing forward (or a failing
-    ordinary hook) with always_call hooks around it."""
+def _always_call_runs(lib: ModuleType, raising: str) -> tuple[Any, list, list]:
+    """Which hooks ran (with the output each got), which warnings, and which error, for a
+    failing forward, pre-hook or ordinary hook with always_call hooks around it."""
 
     class Model(lib.Module):
         def forward(self, x: Any) -> Any:
-            if raising_forward:
+            if raising == "forward":
                 raise _Fails("forward")
             return x
 
     model, calls = Model(), []
+    if raising == "pre-hook":
+        model.register_forward_pre_hook(lambda m, args: calls.append("pre") or 1 / 0)
 
     def ordinary(m: Any, args: Any, out: Any) -> None:
         calls.append("ordinary")
@@ -225,7 +227,7 @@ def _always_call_runs(lib: ModuleType, raising_forward: bool) -> tuple[Any, list
 
     model.register_forward_hook(ordinary)
     model.register_forward_hook(always_bad, always_call=True)
-    model.register_forward_hook(lambda m, a, o: calls.append("always"), always_call=True)
+    model.register_forward_hook(lambda m, a, o: calls.append(("always", o)), always_call=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(Exception) as error:
@@ -233,9 +235,11 @@ def _always_call_runs(lib: ModuleType, raising_forward: bool) -> tuple[Any, list
     return (error.type, str(error.value)), calls, [str(w.message) for w in caught]
 
 
-@pytest.mark.parametrize("raising_forward", [True, False])
-def test_always_call_hooks_match_torch(raising_forward: bool, graph: dtorch.Graph) -> None:
-    assert _always_call_runs(nn, raising_forward) == _always_call_runs(torch.nn, raising_forward)
+@pytest.mark.parametrize("raising", ["forward", "hook", "pre-hook"])
+def test_always_call_hooks_match_torch(raising: str, graph: dtorch.Graph) -> None:
+    """As torch's: always_call hooks run (given None for an output) after forward, a hook or
+    a pre-hook raised (a pre-hook's error skipped them)."""
+    assert _always_call_runs(nn, raising) == _always_call_runs(torch.nn, raising)
 
 
 def test_embedding_repr_matches_torch(graph: dtorch.Graph) -> None:
@@ -269,3 +273,67 @@ def test_cuda_takes_torchs_device_forms(graph: dtorch.Graph) -> None:
         for device in (0, "cuda:0", torch.device("cuda", 0)):
             with pytest.raises(MeshError, match=r"DeviceMesh\('cuda', \[0\]\)"):
                 layer.cuda(device)
+
+
+def test_torch_members_assigned_to_a_module_are_refused(graph: dtorch.Graph) -> None:
+    """torch registers a torch.nn Parameter, Buffer or Module assigned as an attribute; a
+    dtorch module would have kept it as a plain attribute (missing from parameters() and
+    state_dict()), so it is refused, naming the dtorch class to use. A plain torch tensor
+    stays a plain attribute, as in torch."""
+    model = nn.Module()
+    for value, wanted in (
+        (torch.nn.Parameter(torch.ones(2)), "dtorch.nn.Parameter"),
+        (torch.nn.Buffer(torch.ones(2)), "dtorch.nn.Buffer"),
+        (torch.nn.Linear(2, 2), "dtorch.nn layers"),
+    ):
+        with pytest.raises(TypeError, match=wanted):
+            model.w = value
+    model.t = torch.ones(2)
+    assert type(model.t) is torch.Tensor and not list(model.state_dict())
+
+
+def _grad_outcomes(lib: ModuleType, make: Callable[..., Any]) -> list[Any]:
+    """The error type (or None) of each assignment torch checks on a Parameter."""
+    param = lib.Parameter(make(2))
+    ints = lib.Parameter(make(2, dtype=torch.int64), requires_grad=False)
+    assignments: list[Callable[[], Any]] = [
+        lambda: setattr(param, "grad", 5),
+        lambda: setattr(param, "grad", make(3)),
+        lambda: setattr(param, "grad", make(2, dtype=torch.float64)),
+        lambda: setattr(param, "grad", make(2)),
+        lambda: setattr(param, "requires_grad", "yes"),
+        lambda: setattr(ints, "requires_grad", True),
+        lambda: setattr(ints, "requires_grad", False),
+        lambda: lib.Module.requires_grad_(_holding(lib, ints)),
+    ]
+    outcomes: list[Any] = []
+    for assign in assignments:
+        try:
+            assign()
+            outcomes.append(None)
+        except Exception as error:  # the type is what is compared with torch
+            outcomes.append(type(error))
+    return [*outcomes, param.requires_grad, ints.requires_grad]
+
+
+def _holding(lib: ModuleType, param: Any) -> Any:
+    module = lib.Module()
+    module.p = param
+    return module
+
+
+def test_parameter_grad_and_requires_grad_are_checked_as_torch(graph: dtorch.Graph) -> None:
+    """A grad of another type, size or dtype, a requires_grad that is no bool or on an
+    integer parameter (also through Module.requires_grad_) are refused as torch refuses them."""
+    assert _grad_outcomes(nn, dtorch.ones) == _grad_outcomes(torch.nn, torch.ones)
+
+
+def test_assigning_an_integer_to_a_parameter_changes_nothing(graph: dtorch.Graph) -> None:
+    """load_state_dict(assign=True) of an integer value for a parameter that requires
+    gradients is refused with the other checks, before any entry loads (the weight had
+    already been replaced when the bias raised)."""
+    model = nn.Linear(4, 5)
+    before = model.weight
+    with pytest.raises(RuntimeError, match=r"While assigning bias: a torch\.int64 value"):
+        model.load_state_dict({"weight": torch.ones(5, 4), "bias": torch.arange(5)}, assign=True)
+    assert model.weight is before

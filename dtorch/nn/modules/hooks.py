@@ -170,5 +170,8 @@ def redistribute_output(wanted: Mapping[str, Placement] | None, output: Any) -> 
     if not wanted:
         return output
     if isinstance(output, (tuple, list)):
-        return type(output)(placed(o, wanted) for o in output)
+        values = [placed(o, wanted) for o in output]
+        if hasattr(output, "_fields"):  # a namedtuple takes its fields one by one
+            return type(output)(*values)
+        return type(output)(values)
     return placed(output, wanted)

@@ -17,7 +17,8 @@ objects, and every handle of them, see the new values); the loader waits for eac
 value before it changes the target and reads the next one, so the client holds about one full
 tensor at a time, never the whole model. ``assign=True`` puts the loaded value in the
 module's entry instead, as torch does (a new Parameter keeping ``requires_grad``, of the
-checkpoint's dtype; tied entries part). A 1-element
+checkpoint's dtype; tied entries part; an integer or bool value for a parameter that
+requires gradients is refused with the other checks). A 1-element
 value loads into a 0-dim target (torch's backward compatibility).
 
 Everything is checked before anything is loaded, so a failed load changes nothing (torch may
@@ -31,9 +32,11 @@ after the entries before it have loaded) - raises its own error with a note nami
 and how many loaded before it; missing and unexpected keys raise with ``strict=True`` and are
 returned with ``strict=False``. Where the module tree has load post-hooks, which may clear
 those keys in place, the keys are judged after the hooks, which run after the values load (as
-torch). Values are converted to the target's dtype as ``copy_`` does, except a floating-point
-(or complex) value into an integer or bool tensor (or complex into real), which loses its
-meaning and raises (torch casts).
+torch; but all of them after every value loaded, where torch runs each module's hooks once
+its own subtree has loaded: a hook sees the whole load's missing keys and values). Values
+are converted to the target's dtype as ``copy_`` does, except a floating-point (or complex)
+value into an integer or bool tensor (or complex into real), which loses its meaning and
+raises (torch casts).
 
 Example:
     >>> import torch, dtorch
@@ -93,7 +96,18 @@ def _mismatch(key: str, meta: Meta, target: Tensor, assign: bool) -> str | None:
             f"dtype in current model is {target.dtype}; accepted: a value of the same kind "
             "(floating point into floating point) or an integer or bool one"
         )
+    if assign and _needs_inexact(target) and dtype is not None and _kind(dtype) < 2:
+        return (
+            f"While assigning {key}: a {dtype} value to a parameter that requires gradients: "
+            "Only Tensors of floating point and complex dtype can require gradients (torch's "
+            "refusal); accepted: a floating point or complex value, or requires_grad_(False)"
+        )
     return None
+
+
+def _needs_inexact(target: Tensor) -> bool:
+    # an assigned value replaces the Parameter keeping its requires_grad
+    return isinstance(target, Parameter) and target.requires_grad
 
 
 def repr_key(key: str) -> str:

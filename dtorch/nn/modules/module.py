@@ -90,6 +90,24 @@ def _typename(value: Any) -> str:
     return type(value).__name__
 
 
+def _torch_member(name: str, value: Any) -> TypeError | None:
+    """The error for a torch.nn Parameter, Buffer or Module assigned to a dtorch module
+    (torch would register it; dtorch's modules hold dtorch tensors, so it would silently be
+    a plain attribute), else None."""
+    if isinstance(value, torch.nn.Module):
+        return TypeError(
+            f"cannot assign torch.nn.Module '{_typename(value)}' as child module '{name}' of a "
+            "dtorch.nn.Module: build it from dtorch.nn layers (load its state_dict into them)"
+        )
+    if isinstance(value, torch.nn.Parameter) or getattr(value, "_is_buffer", False):
+        kind = "Parameter" if isinstance(value, torch.nn.Parameter) else "Buffer"
+        return TypeError(
+            f"cannot assign a torch.nn.{kind} as '{name}' of a dtorch.nn.Module: it holds "
+            f"dtorch tensors; use dtorch.nn.{kind}(t), which distributes a torch tensor"
+        )
+    return None
+
+
 def _check_member_name(kind: str, name: Any) -> None:
     """torch's checks of a new parameter/buffer/module name."""
     if not isinstance(name, str):
@@ -215,7 +233,7 @@ class Module:
     def add_module(self, name: str, module: Module | None) -> None:
         """Add a child module (or None)."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{_typename(module)} is not a Module subclass")
+            raise TypeError(f"{_typename(module)} is not a dtorch.nn.Module subclass")
         self._check_new("module", name, self.__dict__.get("_modules"))
         self._modules[name] = module
 
@@ -229,6 +247,10 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         params, modules = self.__dict__.get("_parameters"), self.__dict__.get("_modules")
         buffers = self.__dict__.get("_buffers")
+        if isinstance(value, torch.Tensor | torch.nn.Module) and (
+            refused := _torch_member(name, value)
+        ):
+            raise refused
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
@@ -398,7 +420,7 @@ class Module:
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         for param in self.parameters():
-            param.requires_grad = requires_grad
+            param.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -552,18 +574,25 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _TRACED_CALLS:  # a trace runs in some thread: it lists the modules of its thread
             _note_traced_call(self)
-        if self._forward_pre_hooks:
-            args, kwargs = self._run_pre_hooks(args, kwargs)
-        args, kwargs = self.redistribute_input(*args, **kwargs)
         if not self._forward_hooks:
-            return self.redistribute_output(self.forward(*args, **kwargs))
+            return self._forward_placed(args, kwargs)
         run = hooks.HookRun()
-        try:
+        try:  # as torch: ``always_call`` hooks run after a pre-hook's error too
+            if self._forward_pre_hooks:
+                args, kwargs = self._run_pre_hooks(args, kwargs)
+            args, kwargs = self.redistribute_input(*args, **kwargs)
             run.output = self.redistribute_output(self.forward(*args, **kwargs))
             return hooks.run_hooks(self, args, kwargs, run)
         except Exception:
             hooks.run_always_hooks(self, args, kwargs, run)
             raise
+
+    def _forward_placed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # a call without forward hooks: pre-hooks, placements in, forward, placements out
+        if self._forward_pre_hooks:
+            args, kwargs = self._run_pre_hooks(args, kwargs)
+        args, kwargs = self.redistribute_input(*args, **kwargs)
+        return self.redistribute_output(self.forward(*args, **kwargs))
 
     # --- printing ---------------------------------------------------------------------------
     def _get_name(self) -> str:
