@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from dtorch.api.graph import Graph, mesh_of
+from dtorch.api.graph import Graph, mesh_of, resolved
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import cast, clone
 from dtorch.api.record import emit_one
@@ -55,6 +55,7 @@ def graph_or_default(graph: Graph | None, name: str = "") -> Graph:
     naming ``name``, the creation function, where given)."""
     if graph is None:
         return Graph.default_graph()
+    graph = resolved(graph)  # type: ignore[assignment]
     if not isinstance(graph, Graph):
         raise TypeError(
             f"{name}{': ' if name else ''}graph must be a dtorch.Graph (or None: the default "

@@ -104,6 +104,8 @@ num_streams=None)')
         if name in fields and all(hasattr(self, f) for f in _OPTION_FIELDS):
             fields[name] = value
             _check_option(*fields.values())
+        if name == "per_device_per_process" and value in (True, False):
+            value = bool(value)  # 1 and 0 are accepted, as True and False (their equals)
         object.__setattr__(self, name, value)
 
     def __str__(self) -> str:
@@ -403,8 +405,8 @@ class Graph:
 
     def satisfy(self, mesh: DeviceMesh | str | torch.device) -> bool:
         """Whether this graph can run operators on ``mesh`` on this machine (a device, such
-        as ``"cuda:1"``, stands for its one-device mesh)."""
-        return self.runner.satisfy(mesh_of(mesh))
+        as ``"cuda:1"``, stands for its one-device mesh); False once it is closed."""
+        return not self.closed and self.runner.satisfy(mesh_of(mesh))
 
     def require(self, mesh: DeviceMesh, op: str) -> None:
         """Refuse at the call a mesh this graph cannot run on, as torch's ``.cuda()`` raises
@@ -578,6 +580,9 @@ class _DefaultGraph:
     def __getattr__(self, name: str) -> object:
         return getattr(Graph.default_graph(), name)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        setattr(Graph.default_graph(), name, value)  # ``default_graph.default_dtype = ...``
+
     # Compared and hashed as the Graph it stands for: ``dtorch.default_graph == g``.
     def __eq__(self, other: object) -> bool:
         return Graph.default_graph() == other
@@ -590,3 +595,9 @@ class _DefaultGraph:
 
 
 default_graph = _DefaultGraph()
+
+
+def resolved(graph: object) -> object:
+    """``graph``, or the Graph ``dtorch.default_graph`` stands for when it is that object
+    (so ``graph=dtorch.default_graph`` works wherever a Graph is taken)."""
+    return Graph.default_graph() if isinstance(graph, _DefaultGraph) else graph

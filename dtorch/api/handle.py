@@ -496,7 +496,9 @@ class TensorBase:
     def __bool__(self) -> bool:
         if self.numel() != 1:
             raise RuntimeError(
-                "the truth value of a tensor with more than one element is ambiguous"
+                "Boolean value of Tensor with no values is ambiguous"
+                if self.numel() == 0
+                else "the truth value of a tensor with more than one element is ambiguous"
             )
         return bool(self.item())
 

@@ -39,7 +39,7 @@ from types import TracebackType
 from typing import Any
 
 from dtorch.api.chrome_trace import chrome_trace
-from dtorch.api.graph import Graph
+from dtorch.api.graph import Graph, resolved
 from dtorch.errors import GraphError, raised_anew
 from dtorch.ir.opkind import PromiseKind
 from dtorch.ir.params import ProfileParam, PromiseHandle
@@ -174,6 +174,7 @@ def profile(graph: Graph | None = None) -> Profile:
         >>> "traceEvents" in json.load(open(path)); os.remove(path); os.rmdir(os.path.dirname(path))
         True
     """
+    graph = resolved(graph)  # type: ignore[assignment]
     if graph is not None and not isinstance(graph, Graph):
         raise TypeError(
             f"profile: graph must be a dtorch.Graph or None, got {graph!r}; a trace file is "

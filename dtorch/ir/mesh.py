@@ -103,6 +103,10 @@ def _short(shape: tuple[int, ...]) -> str:
 def _check_names(names: Sequence[str] | None, ndim: int) -> tuple[str, ...] | None:
     if names is None:
         return None
+    if not isinstance(names, Iterable):
+        raise MeshError(
+            f"mesh_dim_names must be a sequence of strings (or one string), got {names!r}"
+        )
     names = (names,) if isinstance(names, str) else tuple(names)  # "dp" is one name, not two
     if len(names) != ndim:
         raise MeshError(f"mesh_dim_names {names} has {len(names)} names for a {ndim}-D mesh")
@@ -278,7 +282,7 @@ class DeviceMesh:
             >>> mesh = init_device_mesh("cpu", (2, 2), ("dp", "tp"))
             >>> mesh.check_all_dim_names_in_set(["dp", "tp", "pp"])
         """
-        allowed = set(names)
+        allowed = {names} if isinstance(names, str) else set(names)  # "dp" is one name
         if self._dim_names is None:
             if self.is_distributed:
                 raise MeshError(f"{self!r} has no dim names; accepted names: {sorted(allowed)}")

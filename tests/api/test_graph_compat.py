@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 import torch
 
@@ -47,6 +48,29 @@ def test_default_graph_is_the_threads_graph_and_callable(graph: dtorch.Graph) ->
     assert hash(dtorch.default_graph) == hash(graph) and {graph, dtorch.default_graph} == {graph}
 
 
+def test_default_graph_object_stands_for_the_graph_everywhere(graph: dtorch.Graph) -> None:
+    """``graph=dtorch.default_graph`` is taken wherever a Graph is (creation refused it),
+    and attributes set through it are set on the graph (an AttributeError before)."""
+    made = dtorch.zeros(2, graph=dtorch.default_graph)
+    assert made.graph is graph and made.tolist() == [0.0, 0.0]
+    assert dtorch.from_torch(torch.ones(1), graph=dtorch.default_graph).graph is graph
+    with dtorch.profile(graph=dtorch.default_graph):
+        dtorch.ones(1).tolist()
+    dtorch.default_graph.default_dtype = torch.float64
+    try:
+        assert graph.default_dtype == torch.float64 and dtorch.ones(1).dtype == torch.float64
+    finally:
+        dtorch.default_graph.default_dtype = torch.float32
+
+
+def test_a_closed_graph_satisfies_no_mesh(make_graph) -> None:  # type: ignore[no-untyped-def]
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    closing = make_graph()
+    assert closing.satisfy(mesh) is True
+    closing.close()
+    assert closing.satisfy(mesh) is False
+
+
 def test_graph_option_is_settable_comparable_and_keyword_only() -> None:
     option = dtorch.GraphOption()
     option.per_device_per_process = True
@@ -65,6 +89,8 @@ def test_graph_option_is_settable_comparable_and_keyword_only() -> None:
     with pytest.raises(GraphError, match="an int from 1 to 1024"):
         option.num_workers = 0
     assert option == dtorch.GraphOption(per_device_per_process=True)
+    for given, kept in ((1, True), (0, False), (0.0, False)):  # equal to a bool: stored as one
+        assert dtorch.GraphOption(per_device_per_process=given).per_device_per_process is kept
     with pytest.raises(AttributeError):
         option.per_device_per_proces = False  # type: ignore[attr-defined]
 
@@ -167,6 +193,7 @@ def test_wait_for_refuses_nan_and_non_numbers(
     with pytest.raises(ValueError, match="timeout_s"):
         future.get(timeout_s=math.nan)
     assert future.wait_for(-5) is True
+    assert future.wait_for(np.int64(5)) is True and future.wait_for(np.float32(0.5)) is True
 
 
 def test_max_wait_is_below_the_threading_limit() -> None:

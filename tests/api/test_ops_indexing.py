@@ -428,6 +428,10 @@ def test_len_item_tolist_and_scalars(graph: dtorch.Graph) -> None:
         iter(t.sum())
     with pytest.raises(RuntimeError, match="ambiguous"):
         bool(t)
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with no values"):
+        bool(torch.zeros(0))  # torch's words, which dtorch's error repeats
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with no values"):
+        bool(dtorch.zeros(0, graph=graph))
 
 
 def _write(view: Any, value: float = 7.0) -> None:

@@ -73,6 +73,13 @@ def test_is_distributed_is_a_property_and_names_are_checked() -> None:
         mesh.check_all_dim_names_in_set(["dp"])
     with pytest.raises(MeshError, match="no dim names"):
         init_device_mesh("cpu", 2).check_all_dim_names_in_set(["dp"])
+    # one string is one name (as mesh_dim_names="tp" is), not its characters
+    init_device_mesh("cpu", 2, ("dp",)).check_all_dim_names_in_set("dp")
+    with pytest.raises(MeshError, match=r"\['tp'\].*not in \['dp'\]"):
+        mesh.check_all_dim_names_in_set("dp")
+    for names in (5, 2.5):  # not iterable: a MeshError, as every other bad name
+        with pytest.raises(MeshError, match="mesh_dim_names must be a sequence of strings"):
+            DeviceMesh("cpu", [0, 1], mesh_dim_names=names)  # type: ignore[arg-type]
     with pytest.raises(MeshError, match="accepted: one"):
         mesh.to_device()
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
@@ -176,8 +177,9 @@ def resolve_timeout_ms(timeout_ms: float) -> float:
 
 def _number(name: str, value: object, accepted: str) -> float:
     # bool is an int to Python but never a timeout; nan would time out at once, silently
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's numbers too
         raise TypeError(f"{name} must be {accepted}, got {type(value).__name__} {value!r}")
+    value = int(value) if isinstance(value, numbers.Integral) else float(value)
     if isinstance(value, float) and math.isnan(value):
         raise ValueError(f"{name} must be {accepted}, got nan")
     return float(value) if abs(value) < 2**1000 else (math.inf if value > 0 else -math.inf)
