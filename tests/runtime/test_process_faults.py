@@ -36,6 +36,7 @@ from dtorch.runtime.process.protocol import (
     OPEN,
     READY,
     REPORT,
+    RESET_DONE,
     STOP,
     WorkerArgs,
     pack_u64,
@@ -202,6 +203,23 @@ def test_a_forged_end_does_not_end_a_graph() -> None:
         assert time.monotonic() - started < 5.0 and not pool.closed
 
     _intruded(end, closes_at_once)
+
+
+def test_repeated_reset_answers_count_once() -> None:
+    """A close waits for every worker's RESET_DONE: answers were counted, so one worker's
+    (or a stray peer's) repeated answer stood for the others, and a close could lend the
+    pool on while a worker still ran the graph's batches. Each worker counts once now."""
+
+    def twice(graph: dtorch.Graph, pool: WorkerPool) -> list[list[bytes]]:
+        answer = [encode_sender(0), RESET_DONE, pack_u64(graph.runner._session)]
+        return [answer] * pool.workers
+
+    def not_reset(graph: dtorch.Graph, pool: WorkerPool) -> None:
+        assert not graph.runner._reset_done.is_set()
+        graph.close()
+        assert not pool.closed and pool.broken is None
+
+    _intruded(twice, not_reset)
 
 
 def test_malformed_messages_on_the_report_socket_are_dropped() -> None:

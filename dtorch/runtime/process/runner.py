@@ -158,7 +158,7 @@ class ProcessRunner:
         self._addresser = BatchAddresser(pool.workers)
         self._reader = ReportReader(self._release, pids=pool.pids if pool.shares_memory else None)
         self._inputs = InputShare(enabled=pool.shares_memory)
-        self._resets = 0
+        self._reset_from: set[int] = set()  # workers, each counted once however often it says
         self._reset_done = threading.Event()
         self._ended = threading.Event()  # the report thread read this graph's END
         self._reading: int | None = None  # the report thread's ident, once it reads
@@ -266,9 +266,10 @@ class ProcessRunner:
                 return None
             return report
         if kind == RESET_DONE:
-            if unpack_u64(envelope.parts[0]) == self._session:
-                self._resets += 1
-                if self._resets == self._pool.workers:
+            sender, workers = envelope.sender, self._pool.workers
+            if unpack_u64(envelope.parts[0]) == self._session and 0 <= sender < workers:
+                self._reset_from.add(sender)
+                if len(self._reset_from) == workers:
                     self._reset_done.set()
             return None
         if kind == END and self._own_end(envelope.sender, envelope.parts):
