@@ -283,6 +283,7 @@ from dtorch.serialization import (
     serialize,
     serialize_to_file,
 )
+from dtorch.version import installed_version as _installed_version
 
 abs = Tensor.abs
 acos = Tensor.acos
@@ -714,17 +715,7 @@ __all__ = [
 # </namespace>
 
 
-def _version() -> str:
-    """The installed distribution's version (pyproject's ``version``)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("dtorch")
-    except PackageNotFoundError:  # a source tree that is not installed
-        return "0.1.0"
-
-
-__version__ = _version()
+__version__ = _installed_version()
 
 # Last, once everything dtorch needs is imported: see dtorch.runtime.gc_policy for why.
 from dtorch.runtime.gc_policy import freeze_at_import as _freeze_at_import  # noqa: E402

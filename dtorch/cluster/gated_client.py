@@ -65,6 +65,7 @@ from dtorch.cluster.gated_store import (
     unpack_fields,
 )
 from dtorch.comm.store.network_gate import client_options, store_context
+from dtorch.version import installed_version
 
 #: How long an answer may come after the store's own deadline for a waiting request.
 _GRACE_S = 2.0
@@ -246,7 +247,11 @@ class GatedStoreClient(dist.Store):
         elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self._handshaken = True
         elif event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-            self._gone = "refused this process's cluster token (the controller has another)"
+            self._gone = (
+                "refused this process's cluster token or dtorch version: the controller has "
+                f"another token, or runs another dtorch than this one ({installed_version()}; "
+                "the controller and every worker run the same version)"
+            )
         elif event in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL):
             self._gone = f"the handshake failed: no dtorch store of this version{_HINT}"
         elif event == zmq.EVENT_DISCONNECTED and self._handshaken:

@@ -60,6 +60,7 @@ from dtorch.comm.store.network_protocol import FRAME_BYTES
 from dtorch.errors import RendezvousError
 from dtorch.runtime.daemon import DaemonThread
 from dtorch.transport.handshakes import HandshakeWatch, RefusalLog
+from dtorch.version import installed_version
 
 #: ZeroMQ heartbeats on the store's connections: a peer silent this long counts as gone. Longer
 #: than the liveness verdict (``liveness.LOST_AFTER_SECONDS``): a worker stalled 3-5 s (a
@@ -101,14 +102,19 @@ class Malformed(Exception):
     """A request this server does not accept; the text says why (sent back, logged)."""
 
 
-def gate_password(token: bytes) -> bytes:
-    """The key whose PLAIN password (``network_gate.password``) opens the store of ``token``.
+def gate_password(token: bytes, version: str | None = None) -> bytes:
+    """The key whose PLAIN password (``network_gate.password``) opens the store of ``token``
+    to peers of dtorch ``version`` (the installed one by default): a worker of another
+    version is refused at the handshake, as one with another token is.
 
     Example:
         >>> gate_password(bytes(32)) != gate_password(bytes([1]) * 32)
         True
+        >>> gate_password(bytes(32)) != gate_password(bytes(32), "0.0.0")
+        True
     """
-    return hmac.new(token, b"dtorch-rendezvous-gate", hashlib.sha256).digest()
+    label = f"dtorch-rendezvous-gate {version or installed_version()}"
+    return hmac.new(token, label.encode(), hashlib.sha256).digest()
 
 
 def pack_u64(value: int) -> bytes:

@@ -6,6 +6,7 @@ closed or vanished server is noticed at once, not at a timeout; closing frees th
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import socket
 import threading
@@ -17,7 +18,7 @@ import pytest
 import torch.distributed as dist
 import zmq
 
-from dtorch.cluster import gated_store
+from dtorch.cluster import gated_client, gated_store
 from dtorch.cluster.gated_client import GatedStoreClient
 from dtorch.cluster.gated_store import (
     ERROR,
@@ -102,6 +103,22 @@ def test_a_prefix_store_and_waits_work_through_it(server: StoreServer) -> None:
     finally:
         waiter.close()
         setter.close()
+
+
+def test_a_peer_of_another_dtorch_version_is_refused_at_the_handshake(
+    server: StoreServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate's password is derived from the version as well as the token: a worker of
+    another dtorch is refused at once, told why, instead of joining a protocol it may not
+    speak."""
+    other = functools.partial(gate_password, version="0.0.0-another")
+    monkeypatch.setattr(gated_client, "gate_password", other)
+    with pytest.raises(RendezvousError, match=r"or runs another dtorch than this one"):
+        connect_store("127.0.0.1", server.port, TOKEN, timeout_s=10.0)
+    monkeypatch.undo()
+    member = connect_store("127.0.0.1", server.port, TOKEN, timeout_s=5.0)
+    assert member.num_keys() == 0
+    member.close()
 
 
 def test_without_the_token_a_peer_is_refused_at_the_handshake(
