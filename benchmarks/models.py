@@ -1,6 +1,6 @@
 """Model forwards: dtorch on 2 devices (thread and process mode) vs one-process torch, one run.
 
-Sections (``--sections``, all by default; issue 10 section 5):
+Sections (``--sections``, all by default):
 
 * ``mlp``: a tensor-parallel MLP, x [64, 1024] -> Linear(1024, 4096) -> Linear(4096, 1024):
   dtorch ``ColumnParallelLinear`` then ``RowParallelLinearWithReplicateOutput`` on a tp=2

@@ -1,6 +1,6 @@
 """Multi-host dtorch: 4 workers on two simulated hosts vs the same 4 on one host, one run.
 
-Contenders (issue 11 section 3), each a process-mode graph on a pool of 4 one-thread workers:
+Contenders, each a process-mode graph on a pool of 4 one-thread workers:
 
 * ``two hosts``: a cluster served by ``MainNode`` on 127.0.0.1, its workers started through
   the worker entry point (``python -m dtorch.worker --main ADDR --host H ...``, the cluster

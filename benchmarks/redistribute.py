@@ -1,6 +1,6 @@
 """Tensor.redistribute: dtorch (thread and process mode) vs PyTorch DTensor on Gloo, one run.
 
-Rows (issue 4 section 5): S(0)->R, P->R, P->S(0), S(0)->S(1) on 1-D meshes of world size 2
+Rows: S(0)->R, P->R, P->S(0), S(0)->S(1) on 1-D meshes of world size 2
 and 4, and (S(0), S(1))->(R, R) on a 2x2 mesh, each on float32 [1024, 1024] and [4096, 1024].
 
 * baseline: ``torch.distributed.tensor`` (DeviceMesh, distribute_tensor, ``.redistribute``)
@@ -21,7 +21,7 @@ and 4, and (S(0), S(1))->(R, R) on a 2x2 mesh, each on float32 [1024, 1024] and 
   through the file store's shared memory, the pool's default), one torch thread per worker;
   the pool sleeps while DTensor runs and the other way round.
 
-The ratios are DTensor ms / dtorch ms; the targets: at least 3 in thread mode (issue 4) and
+The ratios are DTensor ms / dtorch ms; the targets: at least 3 in thread mode and
 at least 2 in process mode, on every row. The machine is shared: the load average is printed
 before and after.
 

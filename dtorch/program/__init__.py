@@ -1,0 +1,2 @@
+"""Traced programs: tracing (``trace``), replay (``program``), files (``files``), and
+what a program shows of itself (``summary``, ``picture``)."""

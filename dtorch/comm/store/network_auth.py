@@ -48,16 +48,16 @@ tensor from a remote producer through the coordinator to a remote consumer; best
     the MACs alone, no sockets    0.06 ms      126 ms   two SHA-256 passes of 64 MiB
 
 CURVE encrypts and decrypts every byte on both hops (at 64 MiB its cost alone is more than the
-store's whole round: a CURVE store would take about 530 ms, the HMAC store takes 259 ms),
-and it authenticates connections, so binding a rank to its messages would still be ours to
-do. The store moves bulk tensor bytes between the machines of one program: they need
-integrity and authenticity, not secrecy from their own operator. HMAC costs one SHA-256 pass
-(about 1 GB/s here under load; 1.7 GB/s idle, as measured when issue 11 was filed) at each end
-and none on the coordinator, and
-the 32-byte MACs of small messages are microseconds. What HMAC does not give, and CURVE would:
-the bytes are readable on the wire (do not run the store across a network you would not trust
-with the tensors). A peer without the key cannot make ZeroMQ receive its frames: the PLAIN
-gate (``network_gate``) refuses it at the handshake, which costs nothing per byte.
+store's whole round: a CURVE store would take about 530 ms, the HMAC store takes 259 ms), and it
+authenticates connections, so binding a rank to its messages would still be ours to do. The
+store moves bulk tensor bytes between the machines of one program: they need integrity and
+authenticity, not secrecy from their own operator. HMAC costs one SHA-256 pass (about 1 GB/s
+here under load; 1.7 GB/s idle, as measured when the network store was built) at each end and
+none on the coordinator, and the 32-byte MACs of small messages are microseconds. What HMAC does
+not give, and CURVE would: the bytes are readable on the wire (do not run the store across a
+network you would not trust with the tensors). A peer without the key cannot make ZeroMQ receive
+its frames: the PLAIN gate (``network_gate``) refuses it at the handshake, which costs nothing
+per byte.
 
 Example:
     >>> key = derive_key(b"s" * 32)
