@@ -409,3 +409,24 @@ def test_rms_norm_of_a_complex_input(graph: dtorch.Graph) -> None:
     torch.testing.assert_close(got.to_torch(), torch.nn.functional.rms_norm(full, (6,), weight))
     with pytest.raises(dtorch.errors.DtypeError, match="needs a floating-point input"):
         dtorch.nn.functional.layer_norm(x, (6,))
+
+
+@pytest.mark.parametrize(
+    ("mean_at", "var_at", "x_at"),
+    [([R, P], [P, P], [S0, R]), ([P, R], [R, P], [R, S1]), ([S0, R], [P, S0], [S2, S0])],
+)
+def test_batch_norm_training_updates_partial_and_sharded_running_statistics(
+    mean_at: list[Placement], var_at: list[Placement], x_at: list[Placement], graph: dtorch.Graph
+) -> None:
+    """Running statistics that are Partial (or sharded where x's channels are not) are
+    aligned with the batch's statistics before the update, as eval mode aligns them, and keep
+    their placements. A Partial running_var was refused after running_mean had been
+    updated: the refused call changed the model."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    x, mean, var = torch.randn(4, 3, 5), torch.randn(3), torch.rand(3) + 0.5
+    ours_mean, ours_var = place(mean, mesh, mean_at, graph), place(var, mesh, var_at, graph)
+    got = DF.batch_norm(place(x, mesh, x_at, graph), ours_mean, ours_var, None, None, True, 0.3)
+    want = F.batch_norm(x, mean, var, training=True, momentum=0.3)
+    assert torch.allclose(got.to_torch(), want, atol=1e-5)
+    for ours, theirs, at in ((ours_mean, mean, mean_at), (ours_var, var, var_at)):
+        assert torch.allclose(ours.to_torch(), theirs, atol=1e-6) and ours.placements == at

@@ -301,16 +301,21 @@ def _batch_statistics(
     centered = x - mean
     var = sum_partials((centered * centered).mean(dims, keepdim=True))
     mean, var = mean.squeeze(dims), var.squeeze(dims)  # (C,): a channel shard stays one
+    updates = []
     if running_mean is not None:
-        _update(running_mean, mean, momentum)
+        updates.append((running_mean, _updated(running_mean, mean, momentum, x)))
     if running_var is not None:
-        _update(running_var, var * (count / (count - 1)), momentum)
+        unbiased = var * (count / (count - 1))
+        updates.append((running_var, _updated(running_var, unbiased, momentum, x)))
+    for running, new in updates:  # both made first: a refused one leaves neither changed
+        running.copy_(new)
     return mean, var
 
 
-def _update(running: Tensor, batch: Tensor, momentum: float | Tensor) -> None:
-    """``running = (1 - momentum) * running + momentum * batch`` in place, laid out as it is."""
-    new = running * (1 - momentum) + batch * momentum
+def _updated(running: Tensor, batch: Tensor, momentum: float | Tensor, x: Tensor) -> Tensor:
+    """``(1 - momentum) * running + momentum * batch``, laid out as ``running`` is (aligned
+    with the batch's statistics first, as eval mode aligns them: a Partial one summed)."""
+    new = _aligned(running, x) * (1 - momentum) + batch * momentum
     if list(new.placements) != list(running.placements):
         new = new.redistribute(placements=list(running.placements))
-    running.copy_(new)
+    return new
