@@ -13,10 +13,12 @@ are made by the first input's ``_result`` (``Tensor._wrap``), or by the ``new`` 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dtorch.api.marked import plan_marked
 from dtorch.api.strides import ROW_MAJOR_KINDS, mark_fresh
@@ -24,7 +26,7 @@ from dtorch.errors import DtypeError, GraphError, ParamError, PlacementError, Sh
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import ConvertParam, OpParam
-from dtorch.ir.placement import Placement
+from dtorch.ir.placement import Placement, format_placements
 from dtorch.ir.rules import Inference, OutputMeta
 from dtorch.ir.span import Span, caller_span
 from dtorch.ir.subsplit import is_marked
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 _ID = attrgetter("id")
+
+_F = TypeVar("_F", bound="Callable[..., Any]")
 
 #: A handle given to ``redistribute_to``: returned as it is when it is already there.
 H = TypeVar("H", bound="TensorBase")
@@ -108,6 +112,52 @@ def named_as(name: str, inner: str | None = None) -> Iterator[None]:
         if inner is not None:
             text = text.removeprefix(f"{inner}: ")
         raise type(error)(f"{name}: {text}") from None
+
+
+def with_inputs(fn: _F) -> _F:
+    """A composite operator whose placement refusals end with the placements of the tensors
+    its caller gave it: the refusal comes from one of its steps and names that step's
+    operands, which may be intermediates (a loss's ``log_softmax`` of its input).
+
+    Example:
+        >>> import dtorch
+        >>> @with_inputs
+        ... def doubled_sum(x, other):
+        ...     return (x + x).sum() + other
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> x = dtorch.ones(2, device_mesh=mesh, placements=[dtorch.Partial()])
+        >>> try:
+        ...     doubled_sum(x, dtorch.ones(1, device_mesh=mesh))
+        ... except dtorch.errors.PlacementError as error:
+        ...     print(str(error).split("(the call's")[1])
+         tensors: x (P,), other (R,))
+    """
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except PlacementError as error:
+            given = _given(signature, args, kwargs)
+            if not given:
+                raise
+            raise PlacementError(f"{error} (the call's tensors: {given})") from None
+
+    return run  # type: ignore[return-value]
+
+
+def _given(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    # the placements of every dtorch tensor among a call's arguments, by parameter name
+    try:
+        bound = signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return ""
+    return ", ".join(
+        f"{name} {format_placements(value.placements)}"
+        for name, value in bound.items()
+        if is_handle(value)
+    )
 
 
 def _not_tensors(name: str, inputs: Sequence[object]) -> TypeError:

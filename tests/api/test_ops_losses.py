@@ -101,8 +101,11 @@ def test_kl_div_batchmean_and_legacy_flags(graph: dtorch.Graph) -> None:
     x, y = place(_X.log_softmax(1), mesh, [S0], graph), place(_Y.softmax(1), mesh, [S0], graph)
     want = F.kl_div(_X.log_softmax(1), _Y.softmax(1), reduction="batchmean")
     torch.testing.assert_close(DF.kl_div(x, y, reduction="batchmean").to_torch(), want)
-    with pytest.warns(UserWarning, match="'batchmean' divides only by the batch size"):
+    with pytest.warns(UserWarning, match="'batchmean' divides only by the batch size") as kl:
         DF.kl_div(x, y)
+    with pytest.warns(UserWarning, match="Using a target size") as sizes:
+        DF.mse_loss(x, place(_Y[:1], mesh, [R], graph))
+    assert {w.filename for w in [*kl, *sizes]} == {__file__}  # the caller's line
     with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
         legacy = DF.mse_loss(x, y, size_average=False)
     torch.testing.assert_close(
@@ -325,3 +328,17 @@ def test_edge_cases_found_by_review_and_fuzz(graph: dtorch.Graph) -> None:
         DF.nll_loss(
             d(_LOGITS_3D[:2, :3, :2].unsqueeze(-1).expand(2, 3, 2, 2).log_softmax(1)), d(spatial)
         )
+
+
+def test_a_refusal_inside_a_loss_names_the_call_s_tensors(graph: dtorch.Graph) -> None:
+    """A loss is made of steps, and a refused step names its own operands (here an
+    intermediate sharded on the classes): the message ends with the placements the user
+    passed, so the hint to redistribute is about tensors they have."""
+    mesh = dtorch.init_device_mesh("cpu", 4)
+    x, target = place(_X, mesh, [R], graph), place(torch.tensor([0, 1, 2, 3, 0]), mesh, [R], graph)
+    weight = place(torch.rand(_X.shape[1]), mesh, [S0], graph)
+    with pytest.raises(PlacementError) as refused:
+        DF.nll_loss(x, target, weight=weight)
+    assert str(refused.value).endswith(
+        "(the call's tensors: input (R,), target (R,), weight (S(0),))"
+    )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dtorch.api.record import record_one, tensor_arg
+from dtorch.api.record import record_one, tensor_arg, with_inputs
 from dtorch.errors import ParamError
 from dtorch.ir.opkind import OperatorFormat, PaddingType
 from dtorch.ir.params import ConvParam
@@ -74,6 +74,7 @@ def _padding(value: str | PublicPadding | IntOrPair) -> tuple[PaddingType, tuple
     return PaddingType.EXPLICIT, int_pair("conv2d", "padding", text, low=0)
 
 
+@with_inputs
 def conv2d(
     input: Tensor,
     weight: Tensor,

@@ -49,7 +49,7 @@ from dtorch.api.ops.masked import select
 from dtorch.api.ops.order import gather_aligned
 from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
 from dtorch.api.ops.shape import squeeze, unsqueeze
-from dtorch.api.record import record, record_one, tensor_arg
+from dtorch.api.record import record, record_one, tensor_arg, with_inputs
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.dtypes import scalar_type_name
@@ -116,7 +116,7 @@ def _warn_sizes(input: Tensor, target: Tensor) -> None:
             f"Using a target size ({target.shape}) that is different to the input size "
             f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
             "Please ensure they have the same size.",
-            stacklevel=3,
+            stacklevel=4,  # past the loss and with_inputs
         )
 
 
@@ -167,6 +167,7 @@ def _abs_error(name: str, a: Tensor, b: Tensor) -> Tensor:
     return unary(M.ABS, name, binary(B.SUB, name, a, b))
 
 
+@with_inputs
 def mse_loss(
     input: Tensor,
     target: Any,
@@ -190,6 +191,7 @@ def mse_loss(
     return _weighted("mse_loss", loss, w, reduction, divide=True)
 
 
+@with_inputs
 def l1_loss(
     input: Tensor,
     target: Any,
@@ -219,6 +221,7 @@ def _quadratic_then_linear(name: str, z: Tensor, limit: float, scale: float) -> 
     return select(name, binary(B.LT, name, z, limit), square, line)
 
 
+@with_inputs
 def smooth_l1_loss(
     input: Tensor,
     target: Any,
@@ -247,6 +250,7 @@ def smooth_l1_loss(
     return _reduced("smooth_l1_loss", loss, reduction)
 
 
+@with_inputs
 def huber_loss(
     input: Tensor, target: Any, reduction: str = "mean", delta: float = 1.0, weight: Any = None
 ) -> Tensor:
@@ -274,6 +278,7 @@ def _log_clamped(name: str, t: Tensor) -> Tensor:
     return binary(B.MAXIMUM, name, unary(M.LOG, name, t), -100.0)
 
 
+@with_inputs
 def binary_cross_entropy(
     input: Tensor,
     target: Any,
@@ -333,6 +338,7 @@ def _times(name: str, loss: Tensor, factor: Tensor) -> Tensor:
     return binary(B.MUL, name, loss, cast(factor, loss.dtype))
 
 
+@with_inputs
 def binary_cross_entropy_with_logits(
     input: Tensor,
     target: Any,
@@ -370,6 +376,7 @@ def _log_sigmoid(name: str, x: Tensor) -> Tensor:
     return record_one(name, ActivationParam(ActivationKind.LOGSIGMOID), (x,))
 
 
+@with_inputs
 def kl_div(
     input: Tensor,
     target: Any,
@@ -395,7 +402,7 @@ def kl_div(
     else:
         reduction = _reduction(reduction, None, None, extra=("batchmean",))
         if reduction == "mean":
-            warnings.warn(_KL_MEAN, stacklevel=2)
+            warnings.warn(_KL_MEAN, stacklevel=3)  # past with_inputs
     x, t, _ = _pointwise(name, (F.kl_div, "sum"), input, target)
     if log_target:
         loss = binary(B.MUL, name, unary(M.EXP, name, t), binary(B.SUB, name, t, x))
@@ -503,6 +510,7 @@ def _nll(
     return select(name, valid, loss, 0.0), counts  # an ignored -inf class 0: 0, not NaN
 
 
+@with_inputs
 def nll_loss(
     input: Tensor,
     target: Any,
@@ -548,6 +556,7 @@ def _log_softmax_probe(input: torch.Tensor) -> torch.Tensor:
     return F.log_softmax(input, 0)
 
 
+@with_inputs
 def cross_entropy(
     input: Tensor,
     target: Any,
@@ -645,6 +654,7 @@ def _soft_probe(input: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(input.reshape(1, 1), target.reshape(1, 1))
 
 
+@with_inputs
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """torch's ``one_hot`` of int64 class indices: a new last dim of ``num_classes`` (-1: the
     largest index plus one), int64 ones at the indices. The indices' range is read first

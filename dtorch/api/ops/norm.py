@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from dtorch.api.dims import as_int
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_real
-from dtorch.api.record import not_a_tensor, record_one, tensor_arg
+from dtorch.api.record import not_a_tensor, record_one, tensor_arg, with_inputs
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import NormKind
@@ -165,6 +165,7 @@ def _check_values_per_group(input: Tensor, groups: int) -> None:
         )
 
 
+@with_inputs
 def batch_norm(
     input: Tensor,
     running_mean: Tensor | None,

@@ -31,7 +31,7 @@ import torch.nn.functional as torch_f
 from dtorch.api.dims import as_flag
 from dtorch.api.ops.conv import conv_param
 from dtorch.api.ops.spatial import pooling_param
-from dtorch.api.record import record, record_one, tensor_arg
+from dtorch.api.record import record, record_one, tensor_arg, with_inputs
 from dtorch.errors import ParamError, PlacementError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import OperatorFormat, PaddingType, PoolKind
@@ -137,6 +137,7 @@ def _padding(value: Any) -> tuple[PaddingType, tuple[int, int]]:
     return PaddingType.EXPLICIT, (0, int_one("conv1d", "padding", value, low=0))
 
 
+@with_inputs
 def conv1d(
     input: Tensor,
     weight: Tensor,

@@ -28,6 +28,7 @@ from dtorch.api.ops.convert import cast
 from dtorch.api.ops.elementwise import clamp
 from dtorch.api.ops.shape import expand
 from dtorch.api.ops.statistics import _named, norm
+from dtorch.api.record import with_inputs
 from dtorch.errors import DtypeError, ShapeError
 from dtorch.ir.rules.elementwise import broadcast_or_reason
 
@@ -53,6 +54,7 @@ def normalize(
     return input / denominator
 
 
+@with_inputs
 @_named
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``torch.nn.functional.cosine_similarity``, torch's formula: the sum over ``dim`` of

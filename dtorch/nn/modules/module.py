@@ -574,8 +574,11 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _TRACED_CALLS:  # a trace runs in some thread: it lists the modules of its thread
             _note_traced_call(self)
-        if not self._forward_hooks:
-            return self._forward_placed(args, kwargs)
+        if not self._forward_hooks:  # inline, not a helper: warnings' stacklevels count frames
+            if self._forward_pre_hooks:
+                args, kwargs = self._run_pre_hooks(args, kwargs)
+            args, kwargs = self.redistribute_input(*args, **kwargs)
+            return self.redistribute_output(self.forward(*args, **kwargs))
         run = hooks.HookRun()
         try:  # as torch: ``always_call`` hooks run after a pre-hook's error too
             if self._forward_pre_hooks:
@@ -586,13 +589,6 @@ class Module:
         except Exception:
             hooks.run_always_hooks(self, args, kwargs, run)
             raise
-
-    def _forward_placed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        # a call without forward hooks: pre-hooks, placements in, forward, placements out
-        if self._forward_pre_hooks:
-            args, kwargs = self._run_pre_hooks(args, kwargs)
-        args, kwargs = self.redistribute_input(*args, **kwargs)
-        return self.redistribute_output(self.forward(*args, **kwargs))
 
     # --- printing ---------------------------------------------------------------------------
     def _get_name(self) -> str:
