@@ -14,13 +14,13 @@ import torch.nn.functional as F
 
 import dtorch
 import dtorch.nn.functional as DF
-from dtorch.errors import DtypeError, PlacementError
+from dtorch.errors import DtypeError
 from tests.api.ops_harness import ALL_MESHES, S0, S1, S2, P, R, limit_for, place, run_api
 
 pytestmark = pytest.mark.timeout(120)
 
 _X = torch.randn((5, 4, 3), generator=torch.Generator().manual_seed(2))
-_TABLE = {(R,): R, (S0,): S0, (S1,): S1, (S2,): S2}
+_TABLE = {(R,): R, (S0,): S0, (S1,): S1, (S2,): S2, (P,): P}  # Partial: linear in x
 
 
 def _seeded_dropout(t: Any, p: float, seed: int, fn: Any) -> Any:
@@ -91,11 +91,21 @@ def test_rejections(graph: dtorch.Graph) -> None:
         ValueError, match=r"^dropout: dropout probability has to be between 0 and 1"
     ):
         DF.dropout(t, 1.5)
-    with pytest.raises(PlacementError, match=r"^dropout: got \(S\(0\), P\).*accepted.*Partial"):
-        DF.dropout(place(_X, mesh, [S0, P], graph))
     with pytest.raises(
         DtypeError, match=r"^dropout: needs a floating-point input; got torch.int64"
     ):
         DF.dropout(place(torch.ones(4, dtype=torch.int64), mesh, [R, R], graph))
     with pytest.raises(TypeError, match=r"^dropout: generator must be a CPU torch.Generator"):
         DF.dropout(t, generator=3)  # type: ignore[arg-type]
+
+
+def test_a_partial_input_stays_partial(graph: dtorch.Graph) -> None:
+    """Dropout is linear in its input (each part times the same full mask), so a Partial
+    input is kept (it was refused), with torch's values for the same seed."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    torch.manual_seed(5)
+    got = DF.dropout(place(_X, mesh, [S0, P], graph), 0.3)
+    torch.manual_seed(5)
+    want = F.dropout(_X, 0.3)
+    assert got.placements == [S0, P]
+    torch.testing.assert_close(got.to_torch(), want)

@@ -11,7 +11,8 @@ Embedding: inputs (ids, weight) with ids an integer tensor of any shape and weig
 * R x R -> R. Anything else is rejected.
 
 Dropout keeps a shard of any dim (the mask is drawn for the full tensor and sliced, see
-``dtorch.kernels.local.dropout``) and rejects Partial.
+``dtorch.kernels.local.dropout``) and a Partial (every part is multiplied by the same full
+mask: the operator is linear in its input).
 
 Example:
     >>> import torch
@@ -43,9 +44,7 @@ _EMBEDDING = signature(
     "dim of the weight",
     hint="redistribute the ids to Replicate, or the weight, first",
 )  # fmt: skip
-_DROPOUT = signature(
-    "R -> R", "Si -> Si", legend="i: any dim", hint="redistribute Partial to Replicate first"
-)
+_DROPOUT = signature("R -> R", "Si -> Si", "P -> P", legend="i: any dim")
 
 
 def embedding_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
