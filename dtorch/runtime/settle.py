@@ -25,10 +25,11 @@ from __future__ import annotations
 import contextlib
 import heapq
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from dtorch.errors import KernelError, PromiseStateError
+from dtorch.errors import DTorchError, KernelError, PromiseStateError
 from dtorch.ir.report import Failure, PartyReport, ProfileReport, ValueReport
 
 
@@ -102,9 +103,19 @@ class CountdownCollector:
         try:
             value = self._finish(self._reports)
         except Exception as error:  # building the value is our code: surface it on the future
-            self._sink.set_error(error)
+            self._sink.set_error(_detached(error))
             return
         self._sink.set_value(value)
+
+
+def _detached(error: Exception) -> Exception:
+    """``error`` without its traceback, whose frames hold the collector and its sink: the
+    promise's cell keeps the error, the promise's finalizer keeps the cell, so every failed
+    ``sync()`` kept its promise, collector and error alive for good. A failure of dtorch's
+    own code keeps the traceback's text, as a note."""
+    if not isinstance(error, DTorchError):
+        error.add_note("".join(traceback.format_tb(error.__traceback__)))
+    return error.with_traceback(None)
 
 
 class RaisedFailures:
