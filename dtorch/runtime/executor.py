@@ -45,6 +45,9 @@ Submission = tuple[Operator, tuple[Operand, ...]]
 
 #: Largest number of queue items per batch: bounds the latency of the first operator.
 MAX_BATCH = 4096
+#: Releases after which a batch ends: its streams free what it released only once it has run,
+#: so a loop that drops each result (``y = a @ w``) kept up to half a batch of them alive.
+RELEASES_PER_BATCH = 32
 #: Queued operators beyond which the recording client waits for the controller.
 QUEUE_LIMIT = 1 << 14
 #: How long the report thread waits for a report before it looks again.
@@ -296,6 +299,8 @@ class Executor:
                 continue
             if type(item) is int:
                 no_hold.append(item)
+                if len(no_hold) >= RELEASES_PER_BATCH and operators:
+                    break  # what this batch's operators dropped is freed once they have run
                 continue
             if not item[1] and no_hold and item[0].param.kind is OpKind.Memory:
                 # A batch frees its no-hold operands after its operators: memory stats must
