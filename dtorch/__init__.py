@@ -283,7 +283,6 @@ from dtorch.serialization import (
     serialize,
     serialize_to_file,
 )
-from dtorch.version import installed_version as _installed_version
 
 abs = Tensor.abs
 acos = Tensor.acos
@@ -714,6 +713,8 @@ __all__ = [
 ]
 # </namespace>
 
+
+from dtorch.version import installed_version as _installed_version  # noqa: E402
 
 __version__ = _installed_version()
 
