@@ -24,6 +24,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -45,15 +46,27 @@ Submission = tuple[Operator, tuple[Operand, ...]]
 
 #: Largest number of queue items per batch: bounds the latency of the first operator.
 MAX_BATCH = 4096
-#: Releases after which a batch ends: its streams free what it released only once it has run,
-#: so a loop that drops each result (``y = a @ w``) kept up to half a batch of them alive.
-RELEASES_PER_BATCH = 32
+#: Bytes of dropped results after which a batch ends: its streams free what it released only
+#: once it has run, so a loop that drops each result (``y = a @ w``) while the devices are
+#: behind kept up to half a batch of them alive (3.5 GiB of 4 MiB results, torch holds two).
+#: Counted in full-tensor bytes, of an operator's first output when it has at least
+#: ``TRACKED_NUMEL`` elements: a batch of small ones is not cut (each batch costs a message
+#: in process mode), and the check costs a small vector's operator next to nothing.
+RELEASED_BYTES_PER_BATCH = 32 << 20
+TRACKED_NUMEL = 1 << 14
 #: Queued operators beyond which the recording client waits for the controller.
 QUEUE_LIMIT = 1 << 14
 #: How long the report thread waits for a report before it looks again.
 REPORT_POLL_SECONDS = 1.0
 
 _LOG = logging.getLogger(__name__)
+
+
+def _track(sizes: dict[int, int], output: Operand) -> None:
+    # a large output's bytes, counted when it is released (see Executor._drain)
+    numel = math.prod(output.shape)
+    if numel >= TRACKED_NUMEL:
+        sizes[output.id] = numel * output.dtype.itemsize
 
 
 def worker_died(report: WorkerFailureReport) -> WorkerDiedError:
@@ -108,6 +121,7 @@ class Executor:
         # reentrant: a handle collected while pin/unpin holds it releases on the same thread
         self._pin_lock = threading.RLock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)
+        self._sizes: dict[int, int] = {}  # bytes of the live large outputs, by id (see _drain)
         self._stopping = False  # a close began: later operators are refused
         self._closed = False  # a close finished
         self._error: BaseException | None = None  # why the runner broke
@@ -290,6 +304,7 @@ class Executor:
         operators: list[Operator] = []
         operands: list[Operand] = []
         no_hold: list[int] = []
+        sizes, released = self._sizes, 0
         carry, self._carry = self._carry, None
         if carry is not None:  # a memory-stats operator held back by the previous batch
             operators.append(carry[0])
@@ -299,16 +314,23 @@ class Executor:
                 continue
             if type(item) is int:
                 no_hold.append(item)
-                if len(no_hold) >= RELEASES_PER_BATCH and operators:
-                    break  # what this batch's operators dropped is freed once they have run
+                if sizes:
+                    released += sizes.pop(item, 0)
+                    if released >= RELEASED_BYTES_PER_BATCH and operators:
+                        break  # what this batch's operators dropped is freed once they have run
                 continue
-            if not item[1] and no_hold and item[0].param.kind is OpKind.Memory:
+            outputs = item[1]
+            if not outputs and no_hold and item[0].param.kind is OpKind.Memory:
                 # A batch frees its no-hold operands after its operators: memory stats must
                 # see the frees recorded before them, so they open the next batch.
                 self._carry = item
                 break
             operators.append(item[0])
-            operands.extend(item[1])
+            operands.extend(outputs)
+            if outputs:  # the first output (nearly always the only one) counts
+                shape = outputs[0].shape  # a short vector is small without a product
+                if len(shape) > 1 or (shape and shape[0] >= TRACKED_NUMEL):
+                    _track(sizes, outputs[0])
         if not operators and not no_hold:
             return None
         return ExecuteBatch(tuple(operators), tuple(operands), tuple(no_hold))
