@@ -498,7 +498,7 @@ class TensorBase:
             raise RuntimeError(
                 "Boolean value of Tensor with no values is ambiguous"
                 if self.numel() == 0
-                else "the truth value of a tensor with more than one element is ambiguous"
+                else "Boolean value of Tensor with more than one value is ambiguous"
             )
         return bool(self.item())
 

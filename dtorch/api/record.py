@@ -16,6 +16,7 @@ import contextlib
 import functools
 import inspect
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -107,11 +108,14 @@ def named_as(name: str, inner: str | None = None) -> Iterator[None]:
         yield
     except _REFUSALS as error:
         text = str(error)
-        if text.startswith(f"{name}:"):
+        if re.match(rf"{re.escape(name)}(?!\w)", text):  # "var:", "nanmean():", "glu does"
             raise
         if inner is not None:
             text = text.removeprefix(f"{inner}: ")
         raise type(error)(f"{name}: {text}") from None
+
+
+_CALLS = "the call's tensors:"
 
 
 def with_inputs(fn: _F) -> _F:
@@ -140,9 +144,9 @@ def with_inputs(fn: _F) -> _F:
             return fn(*args, **kwargs)
         except PlacementError as error:
             given = _given(signature, args, kwargs)
-            if not given:
+            if not given or _CALLS in str(error):  # an inner composite's call named them
                 raise
-            raise PlacementError(f"{error} (the call's tensors: {given})") from None
+            raise PlacementError(f"{error} ({_CALLS} {given})") from None
 
     return run  # type: ignore[return-value]
 

@@ -61,6 +61,12 @@ def _check_grad(param: Parameter, grad: Any) -> None:
             f"assigned grad has data of a different size: {list(grad.shape)}, the parameter "
             f"is {list(param.shape)}"
         )
+    if grad.graph is not param.graph or grad.device_mesh != param.device_mesh:
+        raise RuntimeError(
+            f"assigned grad is on another {'graph' if grad.graph is not param.graph else 'mesh'}"
+            f" ({grad.device_mesh!r}) than the parameter ({param.device_mesh!r}); accepted: a "
+            "tensor of the parameter's graph and mesh (redistribute or move it first)"
+        )
     if grad.dtype != param.dtype:
         raise RuntimeError(
             f"assigned grad has data of a different type: {grad.dtype}, the parameter is "
@@ -124,7 +130,10 @@ class Parameter(_Marked):
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         if type(value) is not bool:
-            raise RuntimeError(f"requires_grad must be a bool, got {type(value).__name__}")
+            kind = type(value)
+            raise RuntimeError(
+                f"requires_grad must be a bool, got {kind.__module__}.{kind.__qualname__} {value!r}"
+            )
         self.requires_grad_(value)
 
     @property

@@ -342,3 +342,12 @@ def test_a_refusal_inside_a_loss_names_the_call_s_tensors(graph: dtorch.Graph) -
     assert str(refused.value).endswith(
         "(the call's tensors: input (R,), target (R,), weight (S(0),))"
     )
+
+
+def test_a_loss_made_of_another_names_the_call_s_tensors_once(graph: dtorch.Graph) -> None:
+    """smooth_l1_loss with beta 0 is l1_loss: the inner loss's suffix was repeated."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x, y = place(_X, mesh, [P], graph), place(_Y, mesh, [R], graph)
+    with pytest.raises(PlacementError) as refused:
+        DF.smooth_l1_loss(x, y, beta=0.0)
+    assert str(refused.value).count("(the call's tensors:") == 1

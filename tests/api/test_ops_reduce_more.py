@@ -447,3 +447,23 @@ def test_refusals_name_the_function_called(graph: dtorch.Graph) -> None:
     for name in ("var", "norm", "nanmean"):
         with pytest.raises(PlacementError, match=rf"^{name}: \w+: an input is Shard"):
             getattr(marked, name)(dim=0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib, t: lib.nanmean(t(torch.tensor([1, 2]))),
+        lambda lib, t: lib.nanmean(t(torch.tensor([1.0, 2.0])), dtype=torch.int64),
+        lambda lib, t: lib.nn.functional.glu(t(torch.tensor(1.0))),
+    ],
+    ids=["nanmean-int", "nanmean-dtype", "glu-0d"],
+)
+def test_a_refusal_in_torch_s_words_is_not_named_twice(call: Any, graph: dtorch.Graph) -> None:
+    """torch's own words that already begin with the operator's name (``nanmean(): ...``,
+    ``glu does not ...``) pass as they are; they were named a second time
+    (``nanmean: nanmean(): ...``)."""
+    with pytest.raises(Exception) as theirs:
+        call(torch, lambda t: t)
+    with pytest.raises(Exception) as ours:
+        call(dtorch, lambda t: dtorch.from_torch(t, graph=graph))
+    assert str(ours.value).startswith(str(theirs.value).split(",")[0][:24])

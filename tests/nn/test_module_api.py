@@ -214,7 +214,8 @@ def _always_call_runs(lib: ModuleType, raising: str) -> tuple[Any, list, list]:
             return x
 
     model, calls = Model(), []
-    if raising == "pre-hook":
+    if raising == "pre-hook":  # the always_call hooks get the arguments the first one left
+        model.register_forward_pre_hook(lambda m, args: ("replaced",))
         model.register_forward_pre_hook(lambda m, args: calls.append("pre") or 1 / 0)
 
     def ordinary(m: Any, args: Any, out: Any) -> None:
@@ -227,7 +228,7 @@ def _always_call_runs(lib: ModuleType, raising: str) -> tuple[Any, list, list]:
 
     model.register_forward_hook(ordinary)
     model.register_forward_hook(always_bad, always_call=True)
-    model.register_forward_hook(lambda m, a, o: calls.append(("always", o)), always_call=True)
+    model.register_forward_hook(lambda m, a, o: calls.append(("always", a, o)), always_call=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with pytest.raises(Exception) as error:
@@ -337,3 +338,17 @@ def test_assigning_an_integer_to_a_parameter_changes_nothing(graph: dtorch.Graph
     with pytest.raises(RuntimeError, match=r"While assigning bias: a torch\.int64 value"):
         model.load_state_dict({"weight": torch.ones(5, 4), "bias": torch.arange(5)}, assign=True)
     assert model.weight is before
+
+
+def test_a_grad_on_another_mesh_or_graph_is_refused(make_graph) -> None:  # type: ignore[no-untyped-def]
+    """As torch refuses a grad on another device: it would fail only when an optimiser used
+    it. A requires_grad that is no bool is named with its type and value."""
+    param = nn.Parameter(dtorch.ones(2))
+    other_mesh = dtorch.ones(2, device_mesh=dtorch.init_device_mesh("cpu", 2))
+    other_graph = dtorch.ones(2, graph=make_graph())
+    for grad, where in ((other_mesh, "mesh"), (other_graph, "graph")):
+        with pytest.raises(RuntimeError, match=f"assigned grad is on another {where}"):
+            param.grad = grad
+    assert param.grad is None
+    with pytest.raises(RuntimeError, match=r"must be a bool, got numpy\.bool"):
+        param.requires_grad = np.True_

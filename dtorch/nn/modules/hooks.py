@@ -70,9 +70,14 @@ def register_forward_hook(
     return handle
 
 
-def run_pre_hooks(module: Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """``module``'s forward pre-hooks in order, each given the arguments the last left."""
+def run_pre_hooks(
+    module: Module, args: tuple, kwargs: dict, run: HookRun | None = None
+) -> tuple[tuple, dict]:
+    """``module``'s forward pre-hooks in order, each given the arguments the last left (kept
+    in ``run`` as they change: ``always_call`` hooks get them if a later pre-hook raises)."""
     for hook_id, hook in list(module._forward_pre_hooks.items()):
+        if run is not None:
+            run.args, run.kwargs = args, kwargs
         if hook_id in module._forward_pre_hooks_with_kwargs:
             result = hook(module, args, kwargs)
             if result is not None:
@@ -96,6 +101,8 @@ class HookRun:
 
     output: Any = None
     called: set[int] = field(default_factory=set)
+    args: tuple = ()  # the arguments as the pre-hooks and placements have left them so far
+    kwargs: dict = field(default_factory=dict)
 
 
 def _run_one(

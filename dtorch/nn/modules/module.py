@@ -568,8 +568,10 @@ class Module:
         """forward's output on ``output_placements`` (see the module docstring)."""
         return hooks.redistribute_output(self.output_placements, output)
 
-    def _run_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        return hooks.run_pre_hooks(self, args, kwargs)
+    def _run_pre_hooks(
+        self, args: tuple, kwargs: dict, run: hooks.HookRun | None = None
+    ) -> tuple[tuple, dict]:
+        return hooks.run_pre_hooks(self, args, kwargs, run)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _TRACED_CALLS:  # a trace runs in some thread: it lists the modules of its thread
@@ -579,15 +581,15 @@ class Module:
                 args, kwargs = self._run_pre_hooks(args, kwargs)
             args, kwargs = self.redistribute_input(*args, **kwargs)
             return self.redistribute_output(self.forward(*args, **kwargs))
-        run = hooks.HookRun()
+        run = hooks.HookRun(args=args, kwargs=kwargs)
         try:  # as torch: ``always_call`` hooks run after a pre-hook's error too
             if self._forward_pre_hooks:
-                args, kwargs = self._run_pre_hooks(args, kwargs)
-            args, kwargs = self.redistribute_input(*args, **kwargs)
-            run.output = self.redistribute_output(self.forward(*args, **kwargs))
-            return hooks.run_hooks(self, args, kwargs, run)
+                run.args, run.kwargs = self._run_pre_hooks(args, kwargs, run)
+            run.args, run.kwargs = self.redistribute_input(*run.args, **run.kwargs)
+            run.output = self.redistribute_output(self.forward(*run.args, **run.kwargs))
+            return hooks.run_hooks(self, run.args, run.kwargs, run)
         except Exception:
-            hooks.run_always_hooks(self, args, kwargs, run)
+            hooks.run_always_hooks(self, run.args, run.kwargs, run)
             raise
 
     # --- printing ---------------------------------------------------------------------------
