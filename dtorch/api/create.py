@@ -55,7 +55,7 @@ def graph_or_default(graph: Graph | None, name: str = "") -> Graph:
     naming ``name``, the creation function, where given)."""
     if graph is None:
         return Graph.default_graph()
-    graph = resolved(graph)  # type: ignore[assignment]
+    graph = resolved(graph)
     if not isinstance(graph, Graph):
         raise TypeError(
             f"{name}{': ' if name else ''}graph must be a dtorch.Graph (or None: the default "

@@ -597,7 +597,7 @@ class _DefaultGraph:
 default_graph = _DefaultGraph()
 
 
-def resolved(graph: object) -> object:
+def resolved(graph: Graph | None) -> Graph | None:
     """``graph``, or the Graph ``dtorch.default_graph`` stands for when it is that object
     (so ``graph=dtorch.default_graph`` works wherever a Graph is taken)."""
     return Graph.default_graph() if isinstance(graph, _DefaultGraph) else graph

@@ -174,7 +174,7 @@ def profile(graph: Graph | None = None) -> Profile:
         >>> "traceEvents" in json.load(open(path)); os.remove(path); os.rmdir(os.path.dirname(path))
         True
     """
-    graph = resolved(graph)  # type: ignore[assignment]
+    graph = resolved(graph)
     if graph is not None and not isinstance(graph, Graph):
         raise TypeError(
             f"profile: graph must be a dtorch.Graph or None, got {graph!r}; a trace file is "
