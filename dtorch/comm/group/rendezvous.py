@@ -10,9 +10,10 @@ bound.
 Files: a rendezvous file is created ``0600`` before torch opens it (torch creates it under the
 process umask, 0644 usually, so any local user could read the ranks' addresses and pids; a
 umask around the open would also change the mode of files other threads create meanwhile, since
-the umask is the process's). The ranks remove it as they close, a killed rank's share counted by
-the survivors (``torch_peers``). In a shared store nothing is removed: a group leaves its few
-small keys there (the store is the program's and goes with it).
+the umask is the process's). Each rank also holds a hard link to it (``rank_link``) until its
+FileStore is destroyed; the rank that takes the last link away removes the file, a killed
+rank's link taken away by the survivors (``torch_peers``). In a shared store nothing is
+removed: a group leaves its few small keys there (the store is the program's and goes with it).
 
 Listeners bind ``host_address``: ``127.0.0.1`` unless the caller names the interface of its
 host (Gloo otherwise binds whatever the machine's hostname resolves to).
@@ -104,6 +105,7 @@ class GroupRendezvous:
         if self.path is not None:
             store: Any = _file_store(self.path, world_size)
             store.set_timeout(timeout)
+            _link(self.path, rank_link(self.path, rank))
         else:
             # no set_timeout: a PrefixStore's would change the caller's shared store; waits
             # pass their timeout, plain gets follow after a wait
@@ -120,6 +122,19 @@ def _file_store(path: str, world_size: int) -> Any:
     # created 0600 before torch opens it (see the module doc); torch keeps an existing mode
     os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
     return dist.FileStore(path, world_size)
+
+
+def rank_link(path: str, rank: int) -> str:
+    """Rank ``rank``'s hard link to the rendezvous file ``path``: it stands for the rank's use
+    of the file, and goes once the rank's FileStore is destroyed (or the rank died)."""
+    return f"{path}.rank{rank}"
+
+
+def _link(path: str, link: str) -> None:
+    # a link left by an earlier group of this name (a killed caller) names another file
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(link)
+    os.link(path, link)
 
 
 def wait_for(store: Any, key: str, timeout: timedelta, what: str) -> bytes:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -160,9 +161,22 @@ class TorchDistBackend(GroupBackend):
         self._path = rendezvous.path
         self._host = rendezvous.host_address
         self._store: Any = rendezvous.open(info.world_size, self._rank, self._timeout)
-        self._await_peers(self._host)
-        self._peers = RankPeers.read(self._store, self._rank, info.world_size, self._host)
-        self._pg: Any = self._build("pg")
+        try:
+            self._await_peers(self._host)
+            self._peers = RankPeers.read(self._store, self._rank, info.world_size, self._host)
+            self._pg: Any = self._build("pg")
+        except BaseException as error:
+            self._abandon(error)
+            raise
+
+    def _abandon(self, error: BaseException) -> None:
+        # A failed creation gives up its use of the file as a close does: the failed frames'
+        # locals (a PrefixStore of the FileStore) are dropped first, so its destructor runs now.
+        traceback.clear_frames(error.__traceback__)
+        self._store = None
+        if self._path is not None:
+            with contextlib.suppress(OSError):
+                RankPeers(self._rank, self._info.world_size, ()).leave(self._path)
 
     def _build(self, prefix: str) -> Any:
         """A process group of this rank, meeting the others under ``prefix`` of the store."""
@@ -437,13 +451,16 @@ class TorchDistBackend(GroupBackend):
         self._run("barrier", lambda: self._pg.allreduce([flag]))
 
     def close(self) -> None:
+        self._shut_down()
+        self._store = None  # its last reference: the FileStore's destructor has run now
+        if self._path is not None:
+            with contextlib.suppress(OSError):  # cleanup only: never fail a close for it
+                self._peers.leave(self._path)
+
+    def _shut_down(self) -> None:
+        # its own frame: the process groups (which hold the store) are dropped at its return
         pg, self._pg = getattr(self, "_pg", None), None
         for each in [*getattr(self, "_retired", ()), pg]:
             if each is not None and hasattr(each, "shutdown"):
                 each.shutdown()
         self._retired = []
-        store, self._store = self._store, None
-        if store is not None:
-            with contextlib.suppress(RuntimeError):  # cleanup only: never fail a close for it
-                self._peers.leave(store, self._path)
-        # Dropping the last FileStore reference lets the last rank remove the file.

@@ -23,10 +23,12 @@ peers' processes every half second.
 
 Cleanup: torch's FileStore removes its file in the destructor of its last instance, by a
 reference count kept in the file itself; a killed rank never drops its count, so the file would
-stay behind. So the ranks count themselves out as they close: each rank, and each dead rank that
-nobody counted yet, is added once to ``gone``; that add is a rank's last use of the store, and
-the rank that brings ``gone`` to ``world_size`` removes the file, since nobody will touch it
-again (a destructor that runs later finds no file and does nothing).
+stay behind. So each rank holds a hard link to the file (``rendezvous.rank_link``) from its
+opening until its FileStore is destroyed; then it takes its link away, and those of the ranks it
+sees dead, and the rank that leaves the file with no other link removes it. A count kept in the
+store itself cannot do this: a FileStore's destructor opens the file again (``O_CREAT``) after
+checking that it exists, so a rank removing the file while another's destructor ran between the
+two made the file anew, and it stayed. Links go only after their rank's last use of the file.
 
 Example (world size 1: no peers to watch):
     >>> import os, tempfile
@@ -47,7 +49,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dtorch.comm.group.rendezvous import LOOPBACK
+from dtorch.comm.group.rendezvous import LOOPBACK, rank_link
 from dtorch.comm.process_identity import ProcessIdentity, machine_key
 
 #: A dead rank, as the errors name it: (rank, pid).
@@ -103,12 +105,13 @@ class RankPeers:
             time.sleep(0.02)
         return found
 
-    def leave(self, store: Any, path: str | None) -> None:
-        """Count this rank and the dead ranks nobody counted yet as gone (the last use of
-        ``store`` by this rank); the rank that completes the count removes the file ``path``
-        (None: a shared store, no file)."""
-        claims = [self.rank, *(rank for rank, _ in self.dead())]
-        counted = sum(1 for rank in claims if store.add(f"gone/{rank}", 1) == 1)
-        if store.add("gone", counted) >= self.world_size and path is not None:
+    def leave(self, path: str) -> None:
+        """Take away the links to the rendezvous file ``path`` of this rank and of the dead
+        ranks, once this rank's FileStore is destroyed; the rank that takes the last link away
+        removes the file (two ranks that both see none left both try: one finds it gone)."""
+        for rank in (self.rank, *(rank for rank, _ in self.dead())):
             with contextlib.suppress(FileNotFoundError):
+                os.remove(rank_link(path, rank))
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(path).st_nlink == 1:
                 os.remove(path)

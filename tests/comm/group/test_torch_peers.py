@@ -1,48 +1,85 @@
-"""The rendezvous file's cleanup by counting ranks out (torch_peers), without process groups:
-two ranks of a world-2 FileStore in this process, one of them pretending to be dead."""
+"""The rendezvous file's cleanup by the ranks' links to it (torch_peers), without process
+groups: ranks of one FileStore in this process, some of them pretending to be dead."""
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
+
+import pytest
 import torch.distributed as dist
 
+from dtorch.comm.group.backend import GroupInfo
+from dtorch.comm.group.rendezvous import GroupRendezvous
+from dtorch.comm.group.torch_dist import TorchDistBackend
 from dtorch.comm.group.torch_peers import RankPeers, hello_key, hello_text
 from dtorch.comm.process_identity import ProcessIdentity
+from dtorch.errors import CommTimeoutError
+from dtorch.options import GlobalOption
+
+pytestmark = pytest.mark.timeout(30)
 
 
-def _say_hello(store, rank: int) -> None:
-    store.set(hello_key(rank), hello_text())
+def _open(tmp_path, world: int) -> list:
+    """Each rank's FileStore of one rendezvous file, every hello said."""
+    rendezvous = GroupRendezvous.in_directory("rdv", str(tmp_path))
+    stores = [rendezvous.open(world, rank, timedelta(seconds=5)) for rank in range(world)]
+    for rank, store in enumerate(stores):
+        store.set(hello_key(rank), hello_text())
+    return stores
 
 
 def test_the_last_rank_to_leave_removes_the_file(tmp_path):
-    path = str(tmp_path / "rdv")
-    stores = [dist.FileStore(path, 2) for _ in range(2)]
-    for rank, store in enumerate(stores):
-        _say_hello(store, rank)
+    stores = _open(tmp_path, 2)
     peers = [RankPeers.read(store, rank, 2) for rank, store in enumerate(stores)]
     assert [p.processes[0][0] for p in peers] == [1, 0] and peers[0].dead() == []
-    peers[0].leave(stores[0], path)
-    assert (tmp_path / "rdv").exists()
-    peers[1].leave(stores[1], path)
-    assert not (tmp_path / "rdv").exists()
-    del stores  # their destructors find no file and leave none
-    assert not (tmp_path / "rdv").exists()
+    stores[0] = None  # a rank leaves once its FileStore is destroyed
+    peers[0].leave(str(tmp_path / "rdv"))
+    assert sorted(os.listdir(tmp_path)) == ["rdv", "rdv.rank1"]  # rank 1 still uses it
+    stores[1] = None
+    peers[1].leave(str(tmp_path / "rdv"))
+    assert os.listdir(tmp_path) == []
 
 
-def test_a_dead_rank_is_counted_out_by_a_survivor_once(tmp_path):
-    path = str(tmp_path / "rdv")
-    store = dist.FileStore(path, 3)
-    for rank in range(3):
-        _say_hello(store, rank)
+def test_the_file_stays_while_a_rank_that_has_not_left_holds_its_store(tmp_path):
+    """Every other rank gone, even counted in the store: a FileStore's destructor opens the
+    file again after checking it exists, so removing it under a live store could make it anew."""
+    stores = _open(tmp_path, 3)
+    for rank in (0, 1):
+        stores[rank].add("gone", 1)
+        stores[rank] = None
+        RankPeers.read(stores[2], rank, 3).leave(str(tmp_path / "rdv"))
+    assert sorted(os.listdir(tmp_path)) == ["rdv", "rdv.rank2"]
+    stores[2] = None  # its destructor runs on the file, which is still there
+    RankPeers.read(dist.HashStore(), 2, 0).leave(str(tmp_path / "rdv"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_dead_rank_is_taken_out_by_a_survivor(tmp_path):
+    stores = _open(tmp_path, 3)
     me = ProcessIdentity.of_self()
     dead = ProcessIdentity(me.pid, me.start_ticks + 1)  # a pid now held by another process
     survivors = [RankPeers(r, 3, ((2, dead), (1 - r, me))) for r in (0, 1)]
     assert survivors[0].dead() == [(2, me.pid)]
-    survivors[0].leave(store, path)
-    assert (tmp_path / "rdv").exists()  # rank 1 still uses it
-    survivors[1].leave(store, path)  # rank 2 was counted already: only rank 1 is added
-    assert not (tmp_path / "rdv").exists()
-    del store
-    assert not (tmp_path / "rdv").exists()
+    killed = stores.pop()  # a killed rank's store is never destroyed while the others run
+    for rank, survivor in enumerate(survivors):
+        stores[rank] = None
+        survivor.leave(str(tmp_path / "rdv"))  # rank 1 takes nothing of rank 2's away again
+        assert sorted(os.listdir(tmp_path)) == ([] if rank else ["rdv", "rdv.rank1"])
+    del killed  # a destructor that comes after finds no file and makes none
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failed_creation_leaves_no_file(tmp_path):
+    """Rank 1 of two never comes: rank 0's creation times out, and takes its use of the file
+    away."""
+    rendezvous = GroupRendezvous.in_directory("rdv", str(tmp_path))
+    with (
+        GlobalOption.override(comm_timeout_second=0.3),
+        pytest.raises(CommTimeoutError, match=r"ranks \[1\] never came"),
+    ):
+        TorchDistBackend(GroupInfo("cpu", (0, 1), (0,)), rendezvous)
+    assert os.listdir(tmp_path) == []
 
 
 def test_peers_on_another_host_address_are_not_judged_by_pid():
