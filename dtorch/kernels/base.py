@@ -29,6 +29,7 @@ import torch
 
 from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.params import OpParam
+from dtorch.ir.placement import Partial
 
 if TYPE_CHECKING:
     from dtorch.comm.group import ThreadGroupManager
@@ -68,3 +69,37 @@ LocalKernel = Callable[[KernelContext, int, Shards], Shards]
 GroupKernel = Callable[
     [KernelContext, dict[int, list[torch.Tensor]]], dict[int, list[torch.Tensor]]
 ]
+
+
+def adds_bias(ctx: KernelContext, device: int, bias: int) -> bool:
+    """Whether ``device`` adds its shard of input ``bias`` (a bias) to its output: yes, unless
+    the output is Partial on a mesh dim where the bias is not, and the device is not at
+    coordinate 0 there (the sum over that dim must hold the bias once; the pieces of a bias
+    that is Partial there sum to it).
+
+    Example:
+        >>> import torch
+        >>> from dtorch.ir.mesh import init_device_mesh
+        >>> from dtorch.ir.operator import Operator
+        >>> from dtorch.ir.params import LinearParam
+        >>> from dtorch.ir.placement import Replicate
+        >>> from dtorch.ir.span import Span
+        >>> mesh = init_device_mesh("cpu", (2, 2))
+        >>> def operand(i, *placements):
+        ...     return Operand(i, (2,), torch.float32, mesh, placements)
+        >>> op = Operator(4, "linear_4", LinearParam(), (1, 2, 3), (4,), Span.unknown())
+        >>> b = operand(3, Partial(), Replicate())
+        >>> out = operand(4, Partial(), Partial())  # Partial on both mesh dims
+        >>> ctx = KernelContext(op, (b, b, b), (out,), (0, 1, 2, 3))
+        >>> [adds_bias(ctx, device, 2) for device in range(4)]  # coordinate 0 on mesh dim 1
+        [True, False, True, False]
+    """
+    out = ctx.outputs[0]
+    held = ctx.inputs[bias].placements
+    coordinate: tuple[int, ...] = ()
+    for dim, placement in enumerate(out.placements):
+        if isinstance(placement, Partial) and not isinstance(held[dim], Partial):
+            coordinate = coordinate or out.mesh.coordinate_of(device)
+            if coordinate[dim]:
+                return False
+    return True

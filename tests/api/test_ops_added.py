@@ -63,10 +63,13 @@ def _combos(table: Table, mesh_shape: tuple[int, ...], fulls: list[torch.Tensor]
 
 # --- products ------------------------------------------------------------------------------
 _LINEAR = {(P, R): P, (R, P): P}
-_MM: Table = {(R, R): R, (S0, R): S0, (R, S1): S1, (S1, S0): P, **_LINEAR}
+#: a shard of the contracted dim on one side chunks a Replicate other side alike: Partial
+_MM: Table = {
+    (R, R): R, (S0, R): S0, (R, S1): S1, (S1, S0): P, (S1, R): P, (R, S0): P, **_LINEAR,
+}  # fmt: skip
 _BMM: Table = {
     (R, R): R, (S0, R): S0, (R, S0): S0, (S0, S0): S0, (S1, R): S1, (R, S2): S2, (S2, S1): P,
-    **_LINEAR,
+    (S2, R): P, (R, S1): P, **_LINEAR,
 }  # fmt: skip
 
 

@@ -54,23 +54,24 @@ def _randn(*shape: int) -> torch.Tensor:
 _PLAIN: Table = {(R, R): R, (S0, R): S0, (R, S0): S1, (S1, S1): P, (P, R): P, (R, P): P}
 _PLAIN_BIAS: Table = {
     (R, R, R): R, (S0, R, R): S0, (R, S0, R): S1, (R, S0, S0): S1, (R, R, S0): S1,
-    (S1, S1, R): P, (P, R, R): P, (R, P, R): P,
+    (S1, S1, R): P, (P, R, R): P, (R, P, R): P, (S1, S1, P): P, (P, R, P): P, (R, P, P): P,
 }  # fmt: skip
 _NHWC_BIAS: Table = {
     (R, R, R): R, (S0, R, R): S0, (R, S0, R): S3, (R, S0, S0): S3, (R, R, S0): S3,
-    (S3, S1, R): P, (P, R, R): P, (R, P, R): P,
+    (S3, S1, R): P, (P, R, R): P, (R, P, R): P, (S3, S1, P): P, (P, R, P): P, (R, P, P): P,
 }  # fmt: skip
 #: Depthwise (groups == channels): the channels of x and the out-channels of w are one dim.
 _DEPTHWISE_BIAS: Table = {
     (R, R, R): R, (S0, R, R): S0, (S1, R, R): S1, (R, S0, R): S1, (R, R, S0): S1,
     (S1, S0, R): S1, (S1, R, S0): S1, (R, S0, S0): S1, (S1, S0, S0): S1,
-    (P, R, R): P, (R, P, R): P,
+    (P, R, R): P, (R, P, R): P, (P, R, P): P, (R, P, P): P,
 }  # fmt: skip
 
 #: (x shape, w shape, bias?, conv2d keyword arguments, the one-mesh-dim table).
 _CASES: list[tuple[tuple[int, ...], tuple[int, ...], bool, dict[str, Any], Table]] = [
     ((3, 5, 6, 5), (4, 5, 3, 3), False, {"padding": 1}, _PLAIN),
-    ((4, 3, 7, 6), (5, 3, 3, 2), True, {"stride": 2, "dilation": (2, 1)}, _PLAIN_BIAS),
+    # W 5: no mesh of ALL_MESHES holds whole windows of 2 at stride 2 (those shards stay)
+    ((4, 3, 7, 5), (5, 3, 3, 2), True, {"stride": 2, "dilation": (2, 1)}, _PLAIN_BIAS),
     ((3, 5, 5, 6), (5, 1, 3, 3), True, {"groups": 5, "padding": "same"}, _DEPTHWISE_BIAS),
     ((3, 6, 5, 5), (4, 5, 2, 3), True, {"padding": "valid", "format": "nhwc"}, _NHWC_BIAS),
 ]
@@ -152,6 +153,19 @@ def test_partial_input_and_weight_stay_partial(
     torch.testing.assert_close(out.to_torch(), F.conv2d(x, w, stride=2))
 
 
+def test_a_partial_bias_of_spread_pieces_counts_once_per_mesh_dim(graph: dtorch.Graph) -> None:
+    """A bias Partial on mesh dim 0 (pieces that differ) beside an output Partial on both
+    dims: every device adds its piece on dim 0, only coordinate 0 of dim 1 adds it."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x, w, b = _randn(2, 6, 5, 5), _randn(4, 6, 3, 3), _randn(4)
+    tx = split_partial(x, mesh, 1, graph, seed=1)[0].redistribute(mesh, [S1, P])
+    tb, pieces = split_partial(b, mesh, 0, graph, seed=2)
+    assert not torch.allclose(pieces[0], b)
+    out = DF.conv2d(tx, place(w, mesh, [S1, R], graph), tb, padding=1)
+    assert out.placements == [P, P]
+    torch.testing.assert_close(out.to_torch(), F.conv2d(x, w, b, padding=1))
+
+
 def test_in_channels_sharded_on_both_give_partial(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (2, 3))
     x, w, b = _randn(4, 6, 5, 5), _randn(3, 6, 3, 3), _randn(3)
@@ -206,6 +220,61 @@ def test_spatial_shards_are_refused(graph: dtorch.Graph) -> None:
     with pytest.raises(PlacementError, match="dim 1 \\(a spatial dim of the input\\)") as e:
         DF.conv2d(nhwc, place(w, mesh, [R], graph), format="nhwc")
     check_rejection("conv2d", e.value, [nhwc])
+
+
+#: (mesh shape, x's placements, x's shape, kernel (kH, kW), conv2d keywords, kept?).
+_WINDOW_SHARDS: list[tuple[tuple[int, ...], list[Any], tuple[int, ...], tuple[int, int],
+                           dict[str, Any], bool]] = [
+    ((2,), [S2], (2, 3, 8, 6), (1, 1), {}, True),  # a 1x1 convolution
+    ((3,), [S2], (2, 3, 7, 6), (1, 1), {}, True),  # 3 + 3 + 1
+    ((2,), [S3], (2, 3, 6, 8), (1, 1), {"stride": 2}, True),  # ResNet's downsampling
+    ((2,), [S2], (2, 3, 8, 6), (2, 3), {"stride": (2, 1)}, True),  # patches of whole rows
+    ((2,), [S2], (2, 3, 8, 6), (1, 1), {"padding": "same"}, True),
+    ((2, 3), [S2, S3], (2, 3, 8, 9), (1, 1), {"dilation": 2}, True),
+    ((2,), [dtorch.Shard(1)], (2, 8, 6, 3), (1, 1), {"format": "nhwc"}, True),  # H of NHWC
+    ((3,), [S2], (2, 3, 7, 6), (1, 1), {"stride": 2}, False),  # shard 1 starts at row 3
+    ((2,), [S2], (2, 3, 8, 6), (3, 3), {"padding": 1}, False),
+    ((2,), [S2], (2, 3, 8, 6), (3, 3), {"padding": "same"}, False),
+    ((2,), [S2], (2, 3, 8, 6), (2, 1), {}, False),  # overlapping windows
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("mesh_shape", "layout", "shape", "kernel", "kwargs", "kept"),
+                         _WINDOW_SHARDS)  # fmt: skip
+def test_spatial_shards_of_whole_windows_are_kept(
+    mesh_shape: tuple[int, ...],
+    layout: list[Any],
+    shape: tuple[int, ...],
+    kernel: tuple[int, int],
+    kwargs: dict[str, Any],
+    kept: bool,
+    graph: dtorch.Graph,
+) -> None:
+    """A convolution whose windows lie within every device's shard of H or W, making its chunk
+    of the output (a 1x1 kernel, windows no longer than the stride over aligned shards, no
+    padding), keeps the shard; a window across a shard boundary is refused."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    nhwc = kwargs.get("format") == "nhwc"
+    x, w = _randn(*shape), _randn(4, shape[-1 if nhwc else 1], *kernel)
+    tx, tw = place(x, mesh, layout, graph), place(w, mesh, [R] * mesh.ndim, graph)
+    if not kept:
+        with pytest.raises(PlacementError, match=r"\(a spatial dim of the input\) is sharded"):
+            DF.conv2d(tx, tw, **kwargs)
+        return
+    out = DF.conv2d(tx, tw, **kwargs)
+    assert out.placements == layout
+    torch_kwargs = {k: v for k, v in kwargs.items() if k != "format"}
+    want = F.conv2d(x.movedim(-1, 1) if nhwc else x, w, **torch_kwargs)
+    torch.testing.assert_close(out.to_torch(), want.movedim(1, -1) if nhwc else want)
+
+
+def test_conv1d_keeps_a_length_shard_of_a_pointwise_kernel(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x, w, b = _randn(2, 3, 10), _randn(5, 3, 1), _randn(5)
+    tx = place(x, mesh, [S2], graph)
+    out = DF.conv1d(tx, place(w, mesh, [R], graph), place(b, mesh, [R], graph))
+    assert out.placements == [S2]
+    torch.testing.assert_close(out.to_torch(), F.conv1d(x, w, b))
 
 
 def test_other_layout_rejections(graph: dtorch.Graph) -> None:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 import dtorch
 import dtorch.nn.functional as DF
 from dtorch.errors import MeshError, PlacementError, ShapeError
+from tests.api.image_harness import split_partial
 from tests.api.ops_harness import (
     ALL_MESHES,
     S0,
@@ -44,6 +45,16 @@ def _seeded() -> None:
 _LINEAR_ROWS = {(P, R): P, (R, P): P}  # matmul is linear in each operand
 
 
+def _chunking(table: Table) -> Table:
+    """``table`` and, for each row of two operands sharded on the contracted dim, the rows
+    where one of them is Replicate (chunked like the other: Partial too)."""
+    more = dict(table)
+    for (a, b, *rest), out in table.items():
+        if out == P and isinstance(a, dtorch.Shard) and isinstance(b, dtorch.Shard):
+            more[(a, R, *rest)] = more[(R, b, *rest)] = P
+    return more
+
+
 def _randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return torch.randn(shape, generator=_G).to(dtype)
 
@@ -66,6 +77,7 @@ _MATMUL: list[tuple[tuple[int, ...], tuple[int, ...], Table]] = [
         },
     ),
 ]  # fmt: skip
+_MATMUL = [(sa, sb, _chunking(table)) for sa, sb, table in _MATMUL]
 
 
 @pytest.mark.parametrize("mesh_shape", ALL_MESHES)
@@ -132,13 +144,14 @@ def test_matmul_mixed_dtypes_refused_like_torch(graph: dtorch.Graph) -> None:
 
 
 #: x (2, 5, 3), w (4, 3), b (4,): the one-mesh-dim table with and without the bias.
-_LINEAR = {
+_LINEAR = _chunking({
     (R, R): R, (S0, R): S0, (S1, R): S1, (R, S0): S2, (S2, S1): P, (P, R): P, (R, P): P,
-}  # fmt: skip
-_LINEAR_BIAS = {
+})  # fmt: skip
+_LINEAR_BIAS = _chunking({
     (R, R, R): R, (S0, R, R): S0, (S1, R, R): S1, (R, S0, R): S2, (R, S0, S0): S2,
     (R, R, S0): S2, (S2, S1, R): P, (P, R, R): P, (R, P, R): P,
-}  # fmt: skip
+    (S2, S1, P): P, (P, R, P): P, (R, P, P): P,  # a Partial bias: each device adds its piece
+})  # fmt: skip
 
 
 @pytest.mark.parametrize("mesh_shape", ALL_MESHES)
@@ -170,6 +183,20 @@ def test_tensor_parallel_mlp(graph: dtorch.Graph) -> None:
     torch.testing.assert_close(y.to_torch(), want)
     replicated = y.redistribute(mesh, [S0, R])
     torch.testing.assert_close(replicated.to_torch(), want)
+
+
+def test_a_partial_bias_of_spread_pieces_counts_once_per_mesh_dim(graph: dtorch.Graph) -> None:
+    """A bias Partial on mesh dim 0 (pieces that differ) beside an output Partial on both
+    dims: every device adds its piece on dim 0, only coordinate 0 of dim 1 adds it (the owner
+    of dim 0 alone would add one piece; every device would add it three times)."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x, w, b = _randn(4, 6), _randn(5, 6), _randn(5)
+    tx = split_partial(x, mesh, 1, graph, seed=1)[0].redistribute(mesh, [S1, P])
+    tb, pieces = split_partial(b, mesh, 0, graph, seed=2)
+    assert not torch.allclose(pieces[0], b)
+    out = DF.linear(tx, place(w, mesh, [S1, R], graph), tb)
+    assert out.placements == [P, P]
+    torch.testing.assert_close(out.to_torch(), F.linear(x, w, b))
 
 
 _OUTER = {(R, R): R, (S0, R): S0, (R, S0): S1, (P, R): P, (R, P): P}
@@ -231,8 +258,11 @@ def test_rejections(graph: dtorch.Graph) -> None:
     assert "S(k) x S(k) -> P" in text and "k: the contracted dim" in text
     with pytest.raises(PlacementError, match=r"^matmul: got \(P,\) x \(P,\).*accepted"):
         place(a, mesh, [P], graph) @ place(b, mesh, [P], graph)
-    with pytest.raises(PlacementError, match=r"^linear: got \(S\(1\),\) x \(R,\).*accepted"):
-        DF.linear(place(a, mesh, [S1], graph), place(b.T, mesh, [R], graph))
+    with pytest.raises(PlacementError, match=r"^linear: got \(S\(0\),\) x \(S\(0\),\).*accepted"):
+        DF.linear(place(a, mesh, [S0], graph), place(b.T, mesh, [S0], graph))
+    x, y = place(_randn(2, 1, 5, 3), mesh, [S1], graph), place(_randn(3, 3, 4), mesh, [R], graph)
+    with pytest.raises(PlacementError, match=r"a batch dim of size 1 that broadcasts is sharded"):
+        x @ y  # its own label, not the contracted dim: nothing to chunk the other operand on
     with pytest.raises(PlacementError, match=r"^outer: got \(S\(0\),\) x \(S\(0\),\)"):
         dtorch.outer(place(_randn(3), mesh, [S0], graph), place(_randn(2), mesh, [S0], graph))
     with pytest.raises(PlacementError, match=r"^einsum: got .*accepted"):
@@ -247,7 +277,7 @@ def test_rejections(graph: dtorch.Graph) -> None:
 
 
 #: linear(x (2, 5, 3), w (3,)): x's batch shards stay, the contracted dim on both gives P.
-_LINEAR_VECTOR: Table = {(R, R): R, (S0, R): S0, (S1, R): S1, (S2, S0): P, **_LINEAR_ROWS}
+_LINEAR_VECTOR = _chunking({(R, R): R, (S0, R): S0, (S1, R): S1, (S2, S0): P, **_LINEAR_ROWS})
 
 
 @pytest.mark.parametrize("mesh_shape", ALL_MESHES)
@@ -285,9 +315,10 @@ def test_linear_vector_weight_with_a_bias_is_refused(graph: dtorch.Graph) -> Non
     torch.testing.assert_close(got.to_torch(), F.linear(x, w, scalar))
 
 
-_VECTOR_BIAS: Table = {
+_VECTOR_BIAS: Table = _chunking({
     (R, R, R): R, (S0, R, R): S0, (S1, R, R): S1, (S2, S0, R): P, (P, R, R): P, (R, P, R): P,
-}  # fmt: skip
+    (S2, S0, P): P, (P, R, P): P, (R, P, P): P,
+})  # fmt: skip
 
 
 @pytest.mark.parametrize("mesh_shape", [(2,), (3,), (2, 2)])
@@ -312,9 +343,10 @@ def test_linear_bias_broadcast_as_torch(
     """A bias of one element broadcasts over the out-features as in torch (it was refused);
     it cannot follow a shard of them, so it is Replicate there."""
     x, w, b = _randn(4, 6), _randn(5, 6), _randn(*bias_shape)
-    table = {
+    table = _chunking({
         (R, R, R): R, (S0, R, R): S0, (R, S0, R): S1, (S1, S1, R): P, (P, R, R): P, (R, P, R): P,
-    }  # fmt: skip
+        (S1, S1, P): P, (P, R, P): P, (R, P, P): P,
+    })  # fmt: skip
     run_api(
         graph, "linear", DF.linear, [x, w, b], mesh_shape, [F.linear(x, w, b)],
         table=table if len(mesh_shape) == 1 else None, exact=False,
@@ -327,6 +359,6 @@ def test_a_refusal_without_a_hint_of_its_own_says_to_redistribute(graph: dtorch.
     one of these", saying nothing of what to do."""
     mesh = dtorch.init_device_mesh("cpu", 3)
     a = place(torch.ones(5, 7), mesh, [S1], graph)
-    b = place(torch.ones(7, 3), mesh, [R], graph)
+    b = place(torch.ones(7, 3), mesh, [P], graph)
     with pytest.raises(PlacementError, match=r"not one of these\. Redistribute the inputs to"):
         dtorch.matmul(a, b)

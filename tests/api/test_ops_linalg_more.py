@@ -77,10 +77,11 @@ _PRODUCT = {(R, R): R, (P, R): P, (R, P): P}
 @pytest.mark.parametrize("n", [5, 6])
 def test_dot_vdot_mv(n: int, dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
     a, b, m = _rand(n, dtype=dtype), _rand(n, dtype=dtype), _rand(4, n, dtype=dtype)
-    table = {**_PRODUCT, (S0, S0): P}
+    # a Replicate operand is chunked like the other's shard of the contracted dim
+    table = {**_PRODUCT, (S0, S0): P, (S0, R): P, (R, S0): P}
     _run(graph, "dot", dtorch.dot, [a, b], torch.dot(a, b), mesh_shape, table)
     _run(graph, "vdot", lambda x, y: x.vdot(y), [a, b], torch.vdot(a, b), mesh_shape, table)
-    table = {**_PRODUCT, (S0, R): S0, (S1, S0): P}
+    table = {**_PRODUCT, (S0, R): S0, (S1, S0): P, (S1, R): P, (R, S0): P}
     _run(graph, "mv", dtorch.mv, [m, b], torch.mv(m, b), mesh_shape, table)
 
 

@@ -19,6 +19,7 @@ import dtorch
 import dtorch.nn.functional as DF
 from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
 from dtorch.ir.placement import Placement
+from tests.api.image_harness import split_partial
 from tests.api.ops_harness import ALL_MESHES, S0, S1, S2, P, R, Table, limit_for, place, run_api
 
 pytestmark = pytest.mark.timeout(120)
@@ -36,10 +37,13 @@ def _rand(*shape: int) -> torch.Tensor:
 
 
 def _norm_table(kept: tuple[int, ...], vectors: int) -> Table:
-    """x Shard of a kept dim (or Replicate) with Replicate weight and bias; nothing else."""
+    """x Shard of a kept dim (or Replicate) with Replicate weight and bias; a Replicate x with
+    Partial weight and bias (the output is affine in them); nothing else."""
     rest: tuple[Placement, ...] = (R,) * vectors
     table: dict[tuple[Placement, ...], Placement] = {(R, *rest): R}
     table.update({(dtorch.Shard(d), *rest): dtorch.Shard(d) for d in kept})
+    if vectors:
+        table[(R, *(P,) * vectors)] = P
     return table
 
 
@@ -77,7 +81,7 @@ def test_normalizations_every_layout(  # type: ignore[no-untyped-def]
 def _group_table() -> Table:
     """Group norm with one channel per group (every channel split holds whole groups): the
     batch dim shards; the channels too, with the weight and bias chunked like them."""
-    table: dict[tuple[Placement, ...], Placement] = {(R, R, R): R, (S0, R, R): S0}
+    table: dict[tuple[Placement, ...], Placement] = {(R, R, R): R, (S0, R, R): S0, (R, P, P): P}
     for w in (R, S0):
         for b in (R, S0):
             table[(S1, w, b)] = S1
@@ -129,6 +133,42 @@ def test_group_norm_channel_shards(
     out = DF.group_norm(dx, groups, dw)
     assert out.placements == layout
     torch.testing.assert_close(out.to_torch(), F.group_norm(x, groups, w))
+
+
+#: name -> (dtorch's call, torch's call, vector size) on x (4, 6, 2): the last dim normalised,
+#: or 3 groups of 2 channels.
+_AFFINE_NORMS: dict[str, tuple[Callable[..., Any], Callable[..., Any], int]] = {
+    "layer_norm": (lambda *a: DF.layer_norm(a[0], [2], *a[1:]),
+                   lambda *a: F.layer_norm(a[0], [2], *a[1:]), 2),
+    "rms_norm": (lambda *a: DF.rms_norm(a[0], [2], *a[1:]),
+                 lambda *a: F.rms_norm(a[0], [2], *a[1:]), 2),
+    "group_norm": (lambda *a: DF.group_norm(a[0], 3, *a[1:]),
+                   lambda *a: F.group_norm(a[0], 3, *a[1:]), 6),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(_AFFINE_NORMS))
+def test_partial_weight_and_bias_of_spread_pieces(name: str, graph: dtorch.Graph) -> None:
+    """Weight and bias Partial on the tp dim (pieces that differ) beside x sharded on dp: each
+    device adds its pieces, the sum is torch's normalisation (rms_norm has no bias). A
+    Replicate bias beside a Partial weight is refused: it would be added once per device."""
+    call, ref, size = _AFFINE_NORMS[name]
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x, w, b = _rand(4, 6, 2), _rand(size), _rand(size)
+    tw, pieces = split_partial(w, mesh, 1, graph, seed=1)
+    tb, _ = split_partial(b, mesh, 1, graph, seed=2)
+    assert not torch.allclose(pieces[0], w)
+    tx = place(x, mesh, [S0, R], graph)
+    got = call(tx, tw)
+    assert got.placements == [S0, P]
+    torch.testing.assert_close(got.to_torch(), ref(x, w))
+    if name == "rms_norm":  # no bias
+        return
+    got = call(tx, tw, tb)
+    assert got.placements == [S0, P]
+    torch.testing.assert_close(got.to_torch(), ref(x, w, b))
+    with pytest.raises(PlacementError, match=rf"^{name}: got \(S\(0\), R\) x \(R, P\) x \(R, R\)"):
+        call(tx, tw, place(b, mesh, [R, R], graph))
 
 
 def test_rms_norm_default_eps_bfloat16(graph: dtorch.Graph) -> None:

@@ -3,9 +3,9 @@
 tensors: kernel, stride, padding, dilation, ceil_mode, count_include_pad, divisor_override,
 3-D and 4-D inputs; every layout on 1-D meshes (table-drawn samples on 2-D and 3-D ones), even
 and uneven batch and channel sizes, placements from the table of ``dtorch.ir.rules.spatial``
-(batch and channel shards stay, spatial shards refused, Partial kept by the average pools and
-refused by max); linearity checked on Partial tensors whose devices hold different summands;
-thread and process mode."""
+(batch and channel shards stay, spatial shards refused unless each device holds whole windows,
+Partial kept by the average pools and refused by max); linearity checked on Partial tensors
+whose devices hold different summands; thread and process mode."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ _CASES: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[int, ...],
     ("avg_pool2d", lambda t: DF.avg_pool2d(t, 3, 2, 1, True, count_include_pad=False),
      lambda t: F.avg_pool2d(t, 3, 2, 1, True, count_include_pad=False), (3, 5, 7, 6), _AVG4),
     ("avg_pool2d", lambda t: DF.avg_pool2d(t, 2, divisor_override=3),
-     lambda t: F.avg_pool2d(t, 2, divisor_override=3), (5, 4, 5), _AVG3),
+     lambda t: F.avg_pool2d(t, 2, divisor_override=3), (5, 5, 5), _AVG3),  # no whole windows
     ("adaptive_avg_pool2d", lambda t: DF.adaptive_avg_pool2d(t, (3, None)),
      lambda t: F.adaptive_avg_pool2d(t, (3, None)), (3, 5, 7, 4), _AVG4),
     ("global_avg_pool2d", DF.global_avg_pool2d, lambda t: F.adaptive_avg_pool2d(t, 1),
@@ -128,6 +128,48 @@ def test_spatial_shards_are_refused(graph: dtorch.Graph) -> None:
     t = place(x[0], mesh, [S1, R], graph)  # (C, H, W): dim 1 is H
     with pytest.raises(PlacementError, match="dim 1 \\(a spatial dim\\) is sharded on mesh dim"):
         DF.max_pool2d(t, 2)
+
+
+#: (mesh shape, x's placements, H = W, the pooling in dtorch's and torch's form, kept?).
+_WINDOW_SHARDS: list[tuple[tuple[int, ...], list[Any], int, Callable[..., Any], bool]] = [
+    ((2,), [S2], 8, lambda f, t: f.max_pool2d(t, 2), True),  # 4 + 4: whole windows of 2
+    ((3,), [S2], 12, lambda f, t: f.avg_pool2d(t, 2, divisor_override=3), True),
+    ((2,), [dtorch.Shard(3)], 12, lambda f, t: f.max_pool2d(t, 3, dilation=1), True),
+    ((2,), [S2], 16, lambda f, t: f.avg_pool2d(t, 3, 4), True),  # 8 + 8: windows at 0, 4 | 8, 12
+    ((2, 2), [S2, dtorch.Shard(3)], 8, lambda f, t: f.max_pool2d(t, 2), True),
+    ((2, 2), [S2, S2], 16, lambda f, t: f.avg_pool2d(t, 2), True),  # 16 -> 8 -> 4 + 4
+    ((3,), [S2], 8, lambda f, t: f.avg_pool2d(t, 2), False),  # 3 + 3 + 2: a window cut
+    ((2,), [S2], 8, lambda f, t: f.avg_pool2d(t, 3, 2), False),  # windows overlap
+    ((2,), [S2], 8, lambda f, t: f.max_pool2d(t, 2, padding=1), False),
+    ((2,), [S2], 8, lambda f, t: f.max_pool2d(t, 2, ceil_mode=True), False),
+    ((2,), [S2], 8, lambda f, t: f.max_pool2d(t, 2, return_indices=True)[0], False),
+    ((2,), [S2], 8, lambda f, t: f.adaptive_avg_pool2d(t, 4), False),
+    ((2,), [S2], 12, lambda f, t: f.max_pool2d(t, 2, dilation=2), False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("mesh_shape", "layout", "size", "pool", "kept"), _WINDOW_SHARDS)
+def test_spatial_shards_of_whole_windows_are_kept(
+    mesh_shape: tuple[int, ...],
+    layout: list[Any],
+    size: int,
+    pool: Callable[..., Any],
+    kept: bool,
+    graph: dtorch.Graph,
+) -> None:
+    """A max or average pooling without padding whose every device holds whole windows, the
+    windows of its chunk of the output, keeps a spatial shard (no halo needed); any other
+    (a cut or overlapping window, padding, ceil_mode, indices, adaptive windows) is refused."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    x = _randn(2, 3, size, size)
+    t = place(x, mesh, layout, graph)
+    if not kept:
+        with pytest.raises(PlacementError, match=r"\(a spatial dim\) is sharded on mesh dim"):
+            pool(DF, t)
+        return
+    out = pool(DF, t)
+    assert out.placements == layout
+    torch.testing.assert_close(out.to_torch(), pool(F, x))
 
 
 def test_bad_arguments_are_refused(graph: dtorch.Graph) -> None:

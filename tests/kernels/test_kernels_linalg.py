@@ -55,7 +55,10 @@ def test_matmul_transposed(ta: bool, tb: bool, mesh_shape: tuple[int, ...]) -> N
 def test_matmul_accepted_set_on_one_mesh_dim() -> None:
     a, b = _randn(5, 3), _randn(3, 4)
     got = {(pa[0], pb[0]) for pa, pb in run_layouts("mm", MatmulParam(), [a, b], (2,), [a @ b])}
-    assert got == {(R, R), (Shard(0), R), (R, Shard(1)), (Shard(1), Shard(0)), (P, R), (R, P)}
+    assert got == {
+        (R, R), (Shard(0), R), (R, Shard(1)), (Shard(1), Shard(0)), (Shard(1), R), (R, Shard(0)),
+        (P, R), (R, P),
+    }  # fmt: skip
 
 
 def test_batched_matmul_chunks_the_replicated_batch() -> None:
@@ -80,14 +83,15 @@ def test_linear_all_layouts(
 
 def test_linear_accepted_set_with_bias() -> None:
     """Column-parallel (w S(0), bias chunked), row-parallel (x S(-1), w S(1) -> P, bias added
-    once), batch shards, and Partial x or w."""
+    once), batch shards, and Partial x or w (with a Replicate or a Partial bias)."""
     x, w, b = _randn(2, 5, 3), _randn(4, 3), _randn(4)
     accepted = run_layouts("linear", LinearParam(), [x, w, b], (2,), [F.linear(x, w, b)])
     got = {(px[0], pw[0], pb[0]) for px, pw, pb in accepted}
     s0, s1, s2 = Shard(0), Shard(1), Shard(2)
     assert got == {
         (R, R, R), (s0, R, R), (s1, R, R), (R, s0, R), (R, s0, s0), (R, R, s0),
-        (s2, s1, R), (P, R, R), (R, P, R),
+        (s2, s1, R), (s2, R, R), (R, s1, R), (P, R, R), (R, P, R), (s2, s1, P), (s2, R, P),
+        (R, s1, P), (P, R, P), (R, P, P),
     }  # fmt: skip
 
 

@@ -8,8 +8,10 @@ in torch's 1-D words where torch refuses them). Placements are the 2-D
 operator's (``dtorch.nn.functional.conv2d``, ``max_pool2d``...): a sharded batch stays sharded,
 channels shard where conv2d allows it (in-channels with the weight's give Partial, the weight's
 out-channels give output channels, grouped convs in whole groups), the linear ones keep
-Partial. A sharded length (of the input, or of conv1d's kernel) is refused: its windows would
-cross shard boundaries (a halo exchange, not implemented).
+Partial. A sharded length is kept where every device holds whole windows of its chunk of the
+output (a pointwise conv1d; a pooling whose stride is its kernel over aligned shards: see
+``dtorch.ir.rules.spatial.local_window_dims``); any other (and a sharded kernel) is refused:
+its windows would cross shard boundaries (a halo exchange, not implemented).
 
 Example:
     >>> import dtorch
@@ -80,7 +82,8 @@ def _check_input(name: str, x: Tensor, dims: tuple[int, ...] = (2, 3)) -> None:
 
 
 def _refuse_length_shard(name: str, tensors: Sequence[tuple[str, Tensor]]) -> None:
-    """PlacementError where a tensor's last dim (the length, or conv1d's kernel) is sharded."""
+    """PlacementError where a tensor's last dim (the length, or conv1d's kernel) is sharded
+    (called once the 2-D operator refused the placements)."""
     for label, t in tensors:
         for m, p in enumerate(t.placements):
             if isinstance(p, Shard) and p.dim % t.ndim == t.ndim - 1:
@@ -99,13 +102,21 @@ def _height_one(x: Tensor) -> Tensor:
 
 
 def _in_1d(
-    name: str, record_2d: Callable[[], Any], given: Sequence[Tensor], torch_1d: Callable[..., Any]
+    name: str,
+    record_2d: Callable[[], Any],
+    given: Sequence[Tensor],
+    torch_1d: Callable[..., Any],
+    lengths: Sequence[tuple[str, Tensor]],
 ) -> Any:
     """``record_2d()``, whose shape refusals show the user's shapes (not the height-one ones
     recorded): torch's own 1-D refusal (``torch_1d`` of meta tensors of ``given``'s shapes)
-    where the 2-D operator's torch refused, else the message with the shapes given."""
+    where the 2-D operator's torch refused, else the message with the shapes given; and whose
+    placement refusal of a sharded length (of the ``lengths``) says so in 1-D words."""
     try:
         return record_2d()
+    except PlacementError:
+        _refuse_length_shard(name, lengths)
+        raise
     except ShapeError as error:
         shapes = " x ".join(str(list(t.shape)) for t in given)
         why = _torch_refusal(torch_1d, given) if "torch refuses" in str(error) else None
@@ -164,7 +175,6 @@ def conv1d(
     if weight.ndim != 3:
         raise ShapeError(f"conv1d: needs an (out_channels, in_channels / groups, kL) weight; "
                          f"got shape {list(weight.shape)}")  # fmt: skip
-    _refuse_length_shard("conv1d", (("input", input), ("kernel", weight)))
     padding_type, pads = _padding(padding)
     step, spread = int_one("conv1d", "stride", stride), int_one("conv1d", "dilation", dilation)
     param = conv_param(
@@ -184,6 +194,7 @@ def conv1d(
         lambda: record_one("conv1d", param, inputs if bias is None else (*inputs, bias)),
         given,
         lambda x, w, b=None: torch_f.conv1d(x, w, b, step, pad_1d, spread, int(groups)),
+        (("input", input), ("kernel", weight)),
     )
     return out.squeeze(-2)
 
@@ -225,7 +236,6 @@ def max_pool1d(
     with_indices = bool(return_indices)  # torch's functional dispatches on its truth
     param = pooling_param(PoolKind.MAX, kernel, strides, pads, dilations, ceil,
                            return_indices=with_indices)  # fmt: skip
-    _refuse_length_shard("max_pool1d", (("input", input),))
     if not with_indices and not input.dtype.is_floating_point:  # torch's kernel: floats only
         raise UnsupportedDtypeError(
             f'max_pool1d: "max_pool1d_impl" not implemented for '
@@ -239,6 +249,7 @@ def max_pool1d(
         lambda t: _TORCH_MAX_POOL(
             t, kernel[1], strides[1], pads[1], dilations[1], ceil, with_indices
         ),
+        (("input", input),),
     )
     if return_indices:
         return outs[0].squeeze(-2), outs[1].squeeze(-2)
@@ -267,12 +278,12 @@ def avg_pool1d(
     include = as_flag(count_include_pad, "avg_pool1d", "count_include_pad")
     param = pooling_param(PoolKind.AVG, kernel, strides, pads, ceil_mode=ceil,
                            count_include_pad=include)  # fmt: skip
-    _refuse_length_shard("avg_pool1d", (("input", input),))
     out = _in_1d(
         "avg_pool1d",
         lambda: record_one("avg_pool1d", param, (_height_one(input),)),
         (input,),
         lambda t: torch_f.avg_pool1d(t, kernel[1], strides[1], pads[1], ceil, include),
+        (("input", input),),
     )
     return out.squeeze(-2)
 
@@ -290,12 +301,12 @@ def adaptive_avg_pool1d(input: Tensor, output_size: IntOrOne) -> Tensor:
     _check_input("adaptive_avg_pool1d", input)
     size = int_one("adaptive_avg_pool1d", "output_size", output_size, low=0)
     param = pooling_param(PoolKind.ADAPTIVE_AVG, output_size=(1, size))
-    _refuse_length_shard("adaptive_avg_pool1d", (("input", input),))
     out = _in_1d(
         "adaptive_avg_pool1d",
         lambda: record_one("adaptive_avg_pool1d", param, (_height_one(input),)),
         (input,),
         lambda t: torch_f.adaptive_avg_pool1d(t, size),
+        (("input", input),),
     )
     return out.squeeze(-2)
 

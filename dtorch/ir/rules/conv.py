@@ -14,14 +14,18 @@ R R S(0)       S(C)   the weight is chunked like the bias
 S(C) S(1) (R)  P      each device sums over its in-channels; the owner adds a bias
 P R (R)        P      conv is linear in its input (the owner adds a bias)
 R P (R)        P      and in its weight
+S(C) S(1) P    P      (and the rows above) a Partial bias: every device adds its piece
+P R P, R P P
 =============  =====  ======================================================
 
 With ``groups > 1`` the in-channels of ``x`` are the label of the out-channels (a group's
 inputs make that group's outputs): any R/S(i) mix is accepted (a Replicate operand is chunked
 to match) as long as every device then holds whole groups, and the same groups, of ``x``'s
 channels and ``w``'s out-channels (a depthwise conv always does); plus the P rows above.
-A sharded spatial dim (H, W of ``x``, kH, kW of ``w``) is refused: its windows would cross
-shard boundaries (a halo exchange, not implemented).
+A sharded H or W of ``x`` stays a shard of the output where every device's windows lie in
+its shard and make its chunk of the output (``spatial.local_window_dims``: a 1x1 kernel, say);
+any other sharded spatial dim (and kH, kW of ``w``) is refused: its windows would cross shard
+boundaries (a halo exchange, not implemented).
 
 Example:
     >>> import torch
@@ -41,12 +45,13 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Sequence
 
 import torch
 
 from dtorch.errors import DtypeError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
-from dtorch.ir.opkind import OperatorFormat, OpKind
+from dtorch.ir.opkind import OperatorFormat, OpKind, PaddingType
 from dtorch.ir.params import ConvParam, OpParam
 from dtorch.ir.placement import Placement, Shard
 from dtorch.ir.rules.base import Inference, Rule, all_replicate, replicated
@@ -60,7 +65,12 @@ from dtorch.ir.rules.signature import (
     reject,
     signature,
 )
-from dtorch.ir.rules.spatial import refuse_window_shards
+from dtorch.ir.rules.spatial import (
+    WindowShape,
+    local_window_dims,
+    refuse_window_shards,
+    window_shape,
+)
 from dtorch.ir.sharding import local_shape_and_offset
 
 _K, _KH, _KW, _H, _W = 10_000, 10_001, 10_002, 10_003, 10_004  # contracted labels
@@ -74,11 +84,15 @@ _CONV = signature(
 )  # fmt: skip
 _CONV_BIAS = signature(
     "R R R -> R", "Si R R -> Si", "R Si R -> Si", "R Si Si -> Si", "R R Si -> Si",
-    "Sk Sk R -> P", "P R R -> P", "R P R -> P", legend=_LEGEND, hint=_BIAS_HINT,
+    "Sk Sk R -> P", "P R R -> P", "R P R -> P", "Sk Sk P -> P", "P R P -> P", "R P P -> P",
+    legend=_LEGEND, hint=_BIAS_HINT,
 )  # fmt: skip
 _GROUPED = elementwise(2, ["P R -> P", "R P -> P"], legend=_GROUPED_LEGEND)
 _GROUPED_BIAS = elementwise(
-    3, ["P R R -> P", "R P R -> P"], legend=_GROUPED_LEGEND, hint=_BIAS_HINT
+    3,
+    ["P R R -> P", "R P R -> P", "P R P -> P", "R P P -> P"],
+    legend=_GROUPED_LEGEND,
+    hint=_BIAS_HINT,
 )
 #: (grouped, input count) -> signature.
 _SIGNATURES = {
@@ -100,10 +114,12 @@ def conv_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
         return replicated(shape, dtype, len(x.placements))
     grouped = param.group > 1
     sig = _SIGNATURES[grouped, len(inputs)]
-    windows = ((0, spatial_dims(x.ndim, param.format), "a spatial dim of the input"),
+    spatial = spatial_dims(x.ndim, param.format)
+    kept = local_window_dims(x, spatial, _windows(param, inputs[1].shape))
+    windows = ((0, [d for d in spatial if d not in kept], "a spatial dim of the input"),
                (1, (2, 3), "a kernel dim of the weight"))  # fmt: skip
     refuse_window_shards(name, sig, inputs, windows)
-    labels = _labels(x.ndim, param.format, grouped)[: len(inputs)]
+    labels = _labels(x.ndim, param.format, grouped, kept)[: len(inputs)]
     inference = one_output(name, sig, inputs, labels, identity(len(shape)), shape, dtype)
     if grouped:
         _check_groups(name, sig, inputs, inference, param)
@@ -138,12 +154,26 @@ def _check_shapes(name: str, inputs: tuple[Operand, ...], param: ConvParam) -> N
 
 
 @functools.cache
-def _labels(ndim: int, fmt: OperatorFormat, grouped: bool) -> tuple[Labels, Labels, Labels]:
-    """Labels of x, w and b; the output's labels are its dim indices."""
+def _windows(param: ConvParam, w: tuple[int, ...]) -> tuple[WindowShape, ...]:
+    """The windows along H and W (padding "same" pads all but a window of one element)."""
+    shapes = []
+    for i in (0, 1):
+        span, stride, pad = window_shape(i, w[2:], param.strides, param.pads, param.dilations)
+        if param.padding_type is not PaddingType.EXPLICIT:
+            pad = span - 1 if param.padding_type is PaddingType.SAME else 0
+        shapes.append((span, stride, pad))
+    return tuple(shapes)
+
+
+def _labels(
+    ndim: int, fmt: OperatorFormat, grouped: bool, kept: Sequence[int] = ()
+) -> tuple[Labels, Labels, Labels]:
+    """Labels of x, w and b; the output's labels are its dim indices (which x's spatial dims
+    in ``kept`` share: their shards stay, see ``local_window_dims``)."""
     out_channel = channel_dim(ndim, fmt)
     x = list(identity(ndim))
     h, w = spatial_dims(ndim, fmt)
-    x[h], x[w] = _H, _W
+    x[h], x[w] = (h if h in kept else _H), (w if w in kept else _W)
     x[out_channel] = out_channel if grouped else _K
     return tuple(x), (out_channel, _K, _KH, _KW), (out_channel,)
 

@@ -4,11 +4,13 @@ Labels: batch dims are the output's leading dims (broadcast as in torch), ``n`` 
 ``a``, ``m`` the columns of ``b`` (or the out features of Linear), and ``k`` the contracted
 dim. Per mesh dim: R x R -> R; a shard of a batch/row/column dim stays a shard of the output
 (the other operand is chunked to match when it holds that batch dim at full size); both
-operands sharded on ``k`` give Partial; a Partial operand times a Replicate one stays
+operands sharded on ``k`` give Partial (a Replicate operand is chunked on ``k`` to match the
+other's shard); a Partial operand times a Replicate one stays
 Partial (matmul is linear in each operand).
 
 Linear's bias is added once: with a Partial output only the partial owner (coordinate 0 on
 the Partial mesh dims) adds a Replicate bias, so the sum over devices holds it exactly once;
+a Partial bias (beside a Partial output) is added by every device, its pieces summing to it;
 a column-parallel bias is chunked like the weight's rows.
 
 Example:
@@ -35,6 +37,7 @@ from dtorch.errors import ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import LinearParam, MatmulParam, OpParam, OuterParam
+from dtorch.ir.placement import Shard
 from dtorch.ir.rules.base import (
     Inference,
     Rule,
@@ -44,21 +47,26 @@ from dtorch.ir.rules.base import (
 )
 from dtorch.ir.rules.elementwise import broadcast_labels, broadcast_or_reason
 from dtorch.ir.rules.promotion import tensors_dtype
-from dtorch.ir.rules.signature import Labels, identity, one_output, signature
+from dtorch.ir.rules.signature import Labels, identity, one_output, reject, signature
 
 _K = 10_000  # the contracted label; output labels are the output's dim indices
 
 _MATMUL = signature(
-    "R R -> R", "Si Si -> Si", "Si R -> Si", "R Si -> Si", "Sk Sk -> P", "P R -> P", "R P -> P",
-    legend="i: a batch dim, the row dim of a or the column dim of b; k: the contracted dim",
+    "R R -> R", "Si Si -> Si", "Si R -> Si", "R Si -> Si", "Sk Sk -> P", "Sk R -> P",
+    "R Sk -> P", "P R -> P", "R P -> P",
+    legend="i: a batch dim, the row dim of a or the column dim of b; k: the contracted dim "
+    "(a Replicate operand is chunked like the other)",
 )  # fmt: skip
 _LINEAR = signature(
-    "R R -> R", "Si R -> Si", "R Si -> Si", "Sk Sk -> P", "P R -> P", "R P -> P",
-    legend="i: a batch dim of x or the out-features dim of w; k: the in-features dim",
+    "R R -> R", "Si R -> Si", "R Si -> Si", "Sk Sk -> P", "Sk R -> P", "R Sk -> P", "P R -> P",
+    "R P -> P",
+    legend="i: a batch dim of x or the out-features dim of w; k: the in-features dim (a "
+    "Replicate operand is chunked like the other)",
 )  # fmt: skip
 _LINEAR_BIAS = signature(
     "R R R -> R", "Si R R -> Si", "R Si R -> Si", "R Si Si -> Si", "R R Si -> Si",
-    "Sk Sk R -> P", "P R R -> P", "R P R -> P",
+    "Sk Sk R -> P", "Sk R R -> P", "R Sk R -> P", "P R R -> P", "R P R -> P",
+    "Sk Sk P -> P", "Sk R P -> P", "R Sk P -> P", "P R P -> P", "R P P -> P",
     legend="i: a batch dim of x or the out-features dim of w and b; k: the in-features dim",
     hint="A Partial output adds a Replicate bias once (on the partial owner)",
 )  # fmt: skip
@@ -92,7 +100,19 @@ def matmul_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     dtype = tensors_dtype(name, OpKind.Matmul, ((a.dtype, False), (b.dtype, False)))
     if all_replicate(inputs):
         return replicated(shape, dtype, len(a.placements))
+    if _shards_a_broadcast_dim(inputs, labels):
+        raise reject(name, _MATMUL, inputs, "a batch dim of size 1 that broadcasts is sharded")
     return one_output(name, _MATMUL, inputs, labels, identity(len(shape)), shape, dtype)
+
+
+def _shards_a_broadcast_dim(inputs: tuple[Operand, ...], labels: tuple[Labels, ...]) -> bool:
+    # such a dim (a label < 0) is kept by no output, as the contracted dim is, but "Sk R -> P"
+    # holds only for the contracted dim, which the Replicate operand is chunked on
+    return any(
+        isinstance(p, Shard) and lab[p.dim] < 0
+        for o, lab in zip(inputs, labels, strict=True)
+        for p in o.placements
+    )
 
 
 @functools.cache

@@ -5,7 +5,8 @@ independently there) and rejects a shard of a normalised dim and Partial (it is 
 
 * layer and RMS norm normalise the trailing ``normalized_shape`` dims; the leading dims
   (batch, sequence, ...) shard freely; weight and bias (shaped ``normalized_shape``) must be
-  Replicate;
+  Replicate, or all Partial beside a Replicate x (``x_hat * w + b`` is linear in them: each
+  device adds its pieces, and the output is Partial);
 * group norm of (N, C, *) normalises each group of channels over its channels and the spatial
   dims: the batch dim shards, and the channel dim too when every device's channels are whole
   groups (weight and bias, shape (C,), then follow the channels as BatchNorm's vectors do);
@@ -41,15 +42,20 @@ from dtorch.ir.opkind import NormKind, OpKind
 from dtorch.ir.params import BatchNormParam, NormalizationParam, OpParam
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 from dtorch.ir.rules.base import Inference, Rule, all_replicate, replicated
-from dtorch.ir.rules.signature import Labels, identity, one_output, variadic
+from dtorch.ir.rules.signature import Labels, elementwise, identity, one_output, variadic
 from dtorch.ir.sharding import local_shape_and_offset
 
-_NORM = variadic(
-    "R -> R", "Si -> Si", "R Si -> Si",
-    legend="i: a dim that is not normalised (group norm: or channels holding whole groups); "
-    "weight and bias are Replicate (group norm: or split like whole groups of channels)",
-    hint="redistribute the normalised dims, the weight and the bias to Replicate first",
-)  # fmt: skip
+_NORM_LEGEND = (
+    "i: a dim that is not normalised (group norm: or channels holding whole groups); weight "
+    "and bias are Replicate (group norm: or split like whole groups of channels), or both "
+    "Partial beside a Replicate x (the output is affine in them)"
+)
+_NORM_HINT = "redistribute the normalised dims, the weight and the bias to Replicate first"
+#: input count (x, weight?, bias?) -> signature: any R/Si mix, and Partial vectors beside an R x
+_NORM = {
+    count: elementwise(count, partial, legend=_NORM_LEGEND, hint=_NORM_HINT)
+    for count, partial in ((1, ()), (2, ("R P -> P",)), (3, ("R P P -> P",)))
+}
 _AFFINE = variadic(
     "R -> R", "Si -> Si", "R Si -> Si",
     legend="i: any dim of x; a channel shard of x goes with Shard(0) statistics, weight, bias",
@@ -69,7 +75,8 @@ def normalization_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -
     )
     if all_replicate(inputs):
         return replicated(x.shape, x.dtype, len(x.placements))
-    return one_output(name, _NORM, inputs, labels, identity(x.ndim), x.shape, x.dtype)
+    sig = _NORM[len(inputs)]
+    return one_output(name, sig, inputs, labels, identity(x.ndim), x.shape, x.dtype)
 
 
 def _check_inputs(name: str, param: NormalizationParam, inputs: tuple[Operand, ...]) -> None:

@@ -3,7 +3,9 @@
 They act on each image and each channel alone, so a shard of the batch or the channels stays
 a shard of the output; a shard of a dim they slide windows over or resample (pad: a dim they
 pad) is refused, since its windows would cross shard boundaries (a halo exchange, not
-implemented). Partial stays Partial where the operator is linear in its input. Per mesh dim:
+implemented), unless each device holds whole windows that make its chunk of the output (max
+and average pooling without padding or ``ceil_mode``: ``local_window_dims``). Partial stays
+Partial where the operator is linear in its input. Per mesh dim:
 
 =====================  ==========  =====================================================
 operator               x -> out    Partial
@@ -24,10 +26,7 @@ before the last two), of an interpolation (dims 0 and 1), any dim that ``pad`` l
 Example:
     >>> import torch
     >>> from dtorch.ir.mesh import init_device_mesh
-    >>> import torch
-
-from dtorch.errors import DtypeError, ShapeError
-from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.operator import Operand
     >>> from dtorch.ir.params import PadParam
     >>> from dtorch.ir.placement import Partial, Shard
     >>> x = Operand(1, (2, 3, 5), torch.float32, init_device_mesh("cpu", (2, 2)),
@@ -38,6 +37,8 @@ from dtorch.ir.operator import Operand
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -46,10 +47,11 @@ from dtorch.errors import ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind, PoolKind
 from dtorch.ir.params import InterpolateParam, OpParam, PadParam, PoolingParam
-from dtorch.ir.placement import Shard
+from dtorch.ir.placement import Placement, Shard
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule
 from dtorch.ir.rules.image_ops import interpolate, meta_outputs, pad, pool
 from dtorch.ir.rules.signature import Signature, fresh_labels, one_input, reject, signature
+from dtorch.ir.sharding import local_shape_and_offset
 
 _WINDOW = "its windows would cross shard boundaries (a halo exchange, not implemented)"
 _LINEAR = signature("R -> R", "Si -> Si", "P -> P", legend="i: a batch or channel dim")
@@ -86,12 +88,71 @@ def refuse_window_shards(
                 raise reject(name, sig, inputs, detail)
 
 
+#: A window along one dim: (span = dilation * (kernel - 1) + 1, stride, padding).
+WindowShape = tuple[int, int, int]
+
+
+def local_window_dims(
+    x: Operand, dims: Sequence[int], windows: Sequence[WindowShape]
+) -> tuple[int, ...]:
+    """The dims of ``dims`` that are sharded and whose windows lie within every device's shard,
+    making exactly its chunk of the output: shards the operator keeps, with no halo exchange
+    (a 1x1 convolution, a pooling whose stride is its kernel over shards of whole windows).
+
+    Example:
+        >>> import torch
+        >>> from dtorch.ir.mesh import init_device_mesh
+        >>> x = Operand(1, (1, 8, 8), torch.float32, init_device_mesh("cpu", 2), (Shard(1),))
+        >>> local_window_dims(x, (1, 2), ((2, 2, 0), (2, 2, 0))), local_window_dims(
+        ...     x, (1, 2), ((3, 2, 0), (2, 2, 0)))
+        ((1,), ())
+    """
+    sharded = {p.dim for p in x.placements if isinstance(p, Shard)}
+    return tuple(
+        d
+        for d, window in zip(dims, windows, strict=True)
+        if d in sharded and _stays_local(x.shape, x.mesh.shape, x.placements, d, window)
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _stays_local(
+    shape: tuple[int, ...],
+    mesh_shape: tuple[int, ...],
+    placements: tuple[Placement, ...],
+    dim: int,
+    window: WindowShape,
+) -> bool:
+    # no padding; every shard empty or at least a window wide, starting on a window's start;
+    # and the windows a shard makes are the output's chunk of that device
+    span, stride, pad = window
+    if pad or shape[dim] < span:
+        return False
+    out = (*shape[:dim], (shape[dim] - span) // stride + 1, *shape[dim + 1 :])
+    for coordinate in itertools.product(*map(range, mesh_shape)):
+        local, offset = local_shape_and_offset(shape, mesh_shape, placements, coordinate)
+        size, start = local[dim], offset[dim]
+        made = (size - span) // stride + 1 if size >= span else 0
+        out_local, out_offset = local_shape_and_offset(out, mesh_shape, placements, coordinate)
+        aligned = not made or start == out_offset[dim] * stride
+        if 0 < size < span or made != out_local[dim] or not aligned:
+            return False
+    return True
+
+
 def _per_channel(
-    name: str, sig: Signature, x: Operand, acted: Sequence[int], metas: Sequence[OutputMeta]
+    name: str,
+    sig: Signature,
+    x: Operand,
+    acted: Sequence[int],
+    metas: Sequence[OutputMeta],
+    kept: Sequence[int] = (),
 ) -> Inference:
-    """Placements of an operator that acts on the ``acted`` dims of ``x`` and keeps the rest."""
-    refuse_window_shards(name, sig, (x,), ((0, acted, "a spatial dim"),))
-    labels = fresh_labels(x.ndim, acted)
+    """Placements of an operator that acts on the ``acted`` dims of ``x`` and keeps the rest
+    (and the shards of the ``kept`` dims among them: see ``local_window_dims``)."""
+    moving = tuple(d for d in acted if d not in kept)
+    refuse_window_shards(name, sig, (x,), ((0, moving, "a spatial dim"),))
+    labels = fresh_labels(x.ndim, moving)
     return one_input(name, sig, x, labels, metas)
 
 
@@ -135,7 +196,43 @@ def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     check_dtype(name, x.dtype, ok(x.dtype), accepted)
     metas = _metas(name, pool, param, x)
     sig = _MAX if param.pool is PoolKind.MAX else _linear(x)
-    return _per_channel(name, sig, x, (x.ndim - 2, x.ndim - 1), metas)
+    spatial = (x.ndim - 2, x.ndim - 1)
+    kept = local_window_dims(x, spatial, _pool_windows(param)) if _windowed(param) else ()
+    return _per_channel(name, sig, x, spatial, metas, kept)
+
+
+def _windowed(param: PoolingParam) -> bool:
+    # a pooling of fixed windows that a shard can run alone (max's indices would be local to
+    # the shard; ceil_mode's last window may be cut; adaptive windows follow the whole size)
+    fixed = param.pool is PoolKind.AVG or (param.pool is PoolKind.MAX and not param.return_indices)
+    return fixed and not param.ceil_mode
+
+
+def _pool_windows(param: PoolingParam) -> tuple[WindowShape, ...]:
+    strides = param.strides or param.kernel_size  # torch's default stride
+    return tuple(
+        window_shape(i, param.kernel_size, strides, param.pads, param.dilations) for i in (0, 1)
+    )
+
+
+def window_shape(
+    i: int,
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    pads: Sequence[int],
+    dilations: Sequence[int],
+) -> WindowShape:
+    """Spatial dim ``i``'s window from sizes of one or two elements, as torch reads them.
+
+    Example:
+        >>> window_shape(1, (3, 1), (2,), (0,), (1, 1))
+        (1, 2, 0)
+    """
+
+    def at(values: Sequence[int]) -> int:
+        return values[i] if len(values) > 1 else values[0]
+
+    return at(dilations) * (at(kernel) - 1) + 1, at(strides), at(pads)
 
 
 #: The interpolation modes torch's CPU kernels have a uint8 version of.

@@ -3,8 +3,8 @@
 The rules refuse shards of the dims these operators slide windows over, so every device holds
 whole images of its batch and channel shards and runs torch's call (``dtorch.ir.rules.
 image_ops``) on them. A grouped conv whose channels are sharded runs the groups its shard
-holds; a Replicate bias of a Partial output is added by the partial owner only, so the sum
-over devices holds it once. A device whose shard is empty (uneven batches or channels) makes
+holds; a bias of a Partial output is added as ``adds_bias`` says, so the sum over devices
+holds it once. A device whose shard is empty (uneven batches or channels) makes
 its empty output (a conv over no in-channels: zeros) without calling torch.
 
 Example:
@@ -26,21 +26,13 @@ import torch
 
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import ConvParam
-from dtorch.ir.placement import Partial
 from dtorch.ir.rules import image_ops
-from dtorch.kernels.base import KernelContext, LocalKernel, Shards
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards, adds_bias
 
 
 def _empty_outputs(ctx: KernelContext, device: int) -> Shards:
     # torch refuses some windows on empty tensors; an empty shard makes empty (zero) outputs
     return [torch.zeros(o.local_shape(device), dtype=o.dtype) for o in ctx.outputs]
-
-
-def _adds_bias(ctx: KernelContext, device: int) -> bool:
-    """True unless the output is Partial and this device is not its partial owner."""
-    out = ctx.outputs[0]
-    partial = any(isinstance(p, Partial) for p in out.placements)
-    return not partial or out.shard(device).partial_owner
 
 
 def conv_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
@@ -50,7 +42,7 @@ def conv_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     x, w, *bias = inputs
     if x.numel() == 0 or w.numel() == 0:
         return _empty_outputs(ctx, device)
-    b = bias[0] if bias and _adds_bias(ctx, device) else None
+    b = bias[0] if bias and adds_bias(ctx, device, 2) else None
     groups = x.shape[image_ops.channel_dim(x.ndim, param.format)] // w.shape[1]
     return [image_ops.conv(param, x, w, b, groups)]
 

@@ -1,9 +1,8 @@
 """Local kernels of Matmul, Linear, Outer and Einsum.
 
 The rules have already made the operands' local shards line up (batch shards chunked alike,
-contracted dims sharded alike), so each device multiplies its shards. Linear adds a
-Replicate bias only on the partial owner when the output is Partial, so the bias counts
-once in the sum over devices.
+contracted dims sharded alike), so each device multiplies its shards. Linear adds a bias
+to a Partial output as ``adds_bias`` says, so the bias counts once in the sum over devices.
 
 Example:
     >>> import torch
@@ -26,8 +25,7 @@ import torch.nn.functional as F
 
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import EinsumParam, MatmulParam
-from dtorch.ir.placement import Partial
-from dtorch.kernels.base import KernelContext, LocalKernel, Shards
+from dtorch.kernels.base import KernelContext, LocalKernel, Shards, adds_bias
 
 
 def _t(x: torch.Tensor, swap: bool) -> torch.Tensor:
@@ -42,15 +40,11 @@ def matmul_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def linear_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``x @ w.T + b``; a Replicate bias of a Partial output is added by the owner only."""
+    """``x @ w.T + b``; a bias of a Partial output is added as ``adds_bias`` says."""
     x, w, *bias = inputs
-    if not bias:
-        return [F.linear(x, w)]
-    out = ctx.outputs[0]
-    owner = not any(isinstance(p, Partial) for p in out.placements) or (
-        out.shard(device).partial_owner
-    )
-    return [F.linear(x, w, bias[0]) if owner else F.linear(x, w)]
+    if bias and adds_bias(ctx, device, 2):
+        return [F.linear(x, w, bias[0])]
+    return [F.linear(x, w)]
 
 
 def outer_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

@@ -91,8 +91,10 @@ def test_linear_placements() -> None:
     assert inf.input_placements == (None, None, (Shard(0),))
     row = infer("linear", LinearParam(), (op((8, 6), Shard(1)), op((4, 6), Shard(1), i=2), b))
     assert row.outputs[0].placements == (P,)
-    with pytest.raises(PlacementError, match=r"linear: got \(P,\) x \(R,\) x \(P,\)"):
-        infer("linear", LinearParam(), (op((8, 6), P), op((4, 6), i=2), op((4,), P, i=3)))
+    both = infer("linear", LinearParam(), (op((8, 6), P), op((4, 6), i=2), op((4,), P, i=3)))
+    assert both.outputs[0].placements == (P,)  # each device adds its piece of the bias
+    with pytest.raises(PlacementError, match=r"linear: got \(R,\) x \(R,\) x \(P,\)"):
+        infer("linear", LinearParam(), (op((8, 6)), op((4, 6), i=2), op((4,), P, i=3)))
     with pytest.raises(ShapeError, match="bias"):
         infer("linear", LinearParam(), (op((8, 6)), op((4, 6), i=2), op((5,), i=3)))
 
