@@ -154,10 +154,22 @@ def arange(*args: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
         dtype = float_dtype(kw.get("graph"), None) if floating else torch.int64
     dtype = as_dtype("arange", dtype)
     check_arange_dtype("arange", dtype)  # at the call: the devices would fail
-    if dtype == torch.int64:  # torch's int64 arange reads its bounds as int64 first
+    if not dtype.is_floating_point:  # torch's integer arange reads its bounds as int64 first
+        _check_int64_bounds(bounds)
+    if dtype == torch.int64:
         bounds = tuple(int(v) if isinstance(v, float) and math.isfinite(v) else v for v in bounds)
     shape = (arange_length(*bounds),)  # a bad step raises here, at the user's line
     return create(CreateKind.ARANGE, shape, dtype, args=bounds, **placement_keywords(kw))
+
+
+def _check_int64_bounds(bounds: tuple[Any, ...]) -> None:
+    # torch's refusal, at the call (the devices would fail on it)
+    for v in bounds:
+        if isinstance(v, int) and not -(2**63) <= v < 2**63:
+            raise ParamError(
+                f"arange: value cannot be converted to type int64_t without overflow (the "
+                f"bound {v}); accepted: int64 bounds, or a floating-point dtype"
+            )
 
 
 def _arange_bound(value: Any, name: str = "arange") -> Any:
@@ -334,7 +346,8 @@ def randint(
     if not low < high:
         raise ParamError(f"randint: low must be less than high, got low={low}, high={high}")
     shape = _shape((size,))
-    return _random(CreateKind.RANDINT, shape, dtype or torch.int64, generator, (low, high), kw)
+    dtype = torch.int64 if dtype is None else dtype
+    return _random(CreateKind.RANDINT, shape, dtype, generator, (low, high), kw)
 
 
 def _randint_form(args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -453,7 +466,7 @@ def zeros_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) ->
         [0, 0]
     """
     kw = _like("zeros_like", input, kw)
-    return zeros(input.shape, dtype=dtype or input.dtype, **kw)
+    return zeros(input.shape, dtype=input.dtype if dtype is None else dtype, **kw)
 
 
 def ones_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -465,7 +478,7 @@ def ones_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> 
         [1.0, 1.0]
     """
     kw = _like("ones_like", input, kw)
-    return ones(input.shape, dtype=dtype or input.dtype, **kw)
+    return ones(input.shape, dtype=input.dtype if dtype is None else dtype, **kw)
 
 
 def empty_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -478,7 +491,7 @@ def empty_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) ->
         torch.Size([2, 3])
     """
     kw = _like("empty_like", input, kw)
-    return empty(input.shape, dtype=dtype or input.dtype, **kw)
+    return empty(input.shape, dtype=input.dtype if dtype is None else dtype, **kw)
 
 
 def full_like(
@@ -492,7 +505,7 @@ def full_like(
         [7.0, 7.0]
     """
     kw = _like("full_like", input, kw)
-    return full(input.shape, fill_value, dtype=dtype or input.dtype, **kw)
+    return full(input.shape, fill_value, dtype=input.dtype if dtype is None else dtype, **kw)
 
 
 def rand_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -504,7 +517,7 @@ def rand_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> 
         torch.float64
     """
     kw = _like("rand_like", input, kw)
-    return rand(input.shape, dtype=dtype or input.dtype, **kw)
+    return rand(input.shape, dtype=input.dtype if dtype is None else dtype, **kw)
 
 
 def randn_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
@@ -516,7 +529,7 @@ def randn_like(input: Tensor, *, dtype: torch.dtype | None = None, **kw: Any) ->
         torch.Size([2, 3])
     """
     kw = _like("randn_like", input, kw)
-    return randn(input.shape, dtype=dtype or input.dtype, **kw)
+    return randn(input.shape, dtype=input.dtype if dtype is None else dtype, **kw)
 
 
 def from_numpy(array: np.ndarray, **kw: Any) -> Tensor:

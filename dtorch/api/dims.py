@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from dtorch.api.record import is_handle
-from dtorch.errors import DimError
+from dtorch.errors import DimError, ParamError
 from dtorch.ir.rules.base import norm_dim
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -100,9 +100,15 @@ def as_int(name: str, what: str, value: Any) -> int:
     if isinstance(value, bool):
         raise TypeError(f"{name}: {what} must be an int, got a bool")
     try:
-        return operator.index(value)
+        number = operator.index(value)
     except TypeError:
         raise TypeError(f"{name}: {what} must be an int, got {type(value).__name__}") from None
+    if not -(2**63) <= number < 2**63:  # torch's ints are int64
+        raise ParamError(
+            f"{name}: {what} {number} does not fit in int64 (torch: Overflow when unpacking "
+            "long long)"
+        )
+    return number
 
 
 def as_flag(value: Any, name: str, what: str) -> bool:
@@ -131,7 +137,10 @@ def _index(op: str, dim: Any) -> int:
         raise TypeError(f"{op}: dim must be an int, got a dtorch.Tensor; pass int(t) instead")
     if isinstance(dim, (str, bytes, tuple, list, dict)) or not hasattr(dim, "__index__"):
         raise TypeError(f"{op}: dim must be an int, got {dim!r} ({type(dim).__name__})")
-    return int(dim.__index__())
+    try:
+        return int(dim.__index__())
+    except TypeError:  # a numpy array of one or more ints: numpy's words name no operator
+        raise TypeError(f"{op}: dim must be an int, got {dim!r} ({type(dim).__name__})") from None
 
 
 def _dim(dim: Any, ndim: int, op: str, needs_a_dim: bool = False) -> int:

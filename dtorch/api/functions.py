@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
+from dtorch.api.dims import as_flag
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import tensor_arg
@@ -79,6 +80,7 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
         [[0, 1], [1, 0]]
     """
     tensor_arg("nonzero", input)
+    as_tuple = as_flag(as_tuple, "nonzero", "as_tuple")
     value = input.to_torch()
     if not as_tuple:
         return beside(input, torch.nonzero(value))

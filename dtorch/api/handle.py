@@ -258,6 +258,8 @@ class TensorBase:
         """
         if dim is None:
             return self.shape
+        if isinstance(dim, (bool, tuple, list)) or not hasattr(dim, "__index__"):
+            raise TypeError(f"size(): argument 'dim' must be int, not {type(dim).__name__}")
         return self._operand.shape[normalize_dims(dim, self.ndim, op="size", needs_a_dim=True)[0]]
 
     @property

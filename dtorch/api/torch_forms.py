@@ -72,7 +72,7 @@ def batch_norm(
     Example:
         >>> import dtorch
         >>> x = dtorch.tensor([[1.0], [3.0]])
-        >>> dtorch.batch_norm(x, None, None, None, None, True, 0.1, 0.0, True).tolist()
+        >>> dtorch.batch_norm(x, None, None, None, None, True, 0.1, 1e-12, True).tolist()
         [[-1.0], [1.0]]
     """
     return _norm.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)

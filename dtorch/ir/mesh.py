@@ -346,6 +346,11 @@ class DeviceMesh:
             if index is None:
                 raise MeshError(f"{self!r} has no dimension named {dim!r}")
             return index
+        if isinstance(dim, bool) or not hasattr(dim, "__index__"):
+            raise MeshError(
+                f"a mesh dimension is a name or an int, got {dim!r} ({type(dim).__name__})"
+            )
+        dim = operator.index(dim)  # a numpy integer or a 0-d integer tensor as an int
         if not -self.ndim <= dim < self.ndim:
             raise MeshError(f"mesh dimension {dim} is out of range for a {self.ndim}-D mesh")
         return dim % self.ndim
@@ -532,6 +537,8 @@ def init_device_mesh(
         f"init_device_mesh: mesh_shape must be a positive int or a tuple of them (None "
         f"entries are dropped), got {mesh_shape!r}"
     )
+    if isinstance(mesh_shape, (set, frozenset, dict, str, bytes)):  # no order, or no sizes
+        raise refusal
     try:  # an int-like (numpy's too) is a 1-D shape; anything else must be a sequence
         raw: Any = mesh_shape
         given: tuple[Any, ...] = (_size(raw),) if _int_like(raw) else tuple(raw)

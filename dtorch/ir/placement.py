@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,6 +250,11 @@ def normalize_placements(
         raise PlacementError(
             f"placements must be a list of one placement per mesh dimension, got "
             f"{placements!r}; did you mean [{placements!r}]?"
+        )
+    if not isinstance(placements, Iterable):
+        raise PlacementError(
+            f"placements must be a list of one placement per mesh dimension, got "
+            f"{placements!r} ({type(placements).__name__})"
         )
     placements = tuple(placements)
     if len(placements) != mesh_ndim:

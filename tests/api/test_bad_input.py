@@ -233,8 +233,8 @@ def test_non_tensors_refused_by_the_function_called(
         (lambda x: x.mean("a"), TypeError, r"mean: dim must be an int or a tuple/list of ints"),
         (lambda x: x.sum(dim=[0, "a"]), TypeError, r"sum: dim must be an int, got 'a'"),
         (lambda x: x.sum(dim=dtorch.tensor(1)), TypeError, r"sum: dim .* got a dtorch\.Tensor"),
-        (lambda x: x.size("a"), TypeError, r"size: dim must be an int"),
-        (lambda x: x.size({}), TypeError, r"size: dim must be an int"),
+        (lambda x: x.size("a"), TypeError, r"size\(\): argument 'dim' must be int, not str"),
+        (lambda x: x.size({}), TypeError, r"size\(\): argument 'dim' must be int, not dict"),
         (lambda x: x.softmax({}), TypeError, r"softmax: dim must be an int, got \{\}"),
         (lambda x: x.unsqueeze({}), TypeError, r"unsqueeze: dim must be an int"),
         (lambda x: x.unbind({}), TypeError, r"unbind: dim must be an int"),
@@ -368,7 +368,7 @@ def test_round_with_far_decimals_follows_torch(graph: dtorch.Graph) -> None:
     for decimals in (400, -400):
         got = x.round(decimals=decimals).to_torch()
         assert torch.equal(got.isnan(), torch.tensor([1.5, -2.25]).round(decimals=decimals).isnan())
-    with pytest.raises(ParamError, match="beyond the int64s"):
+    with pytest.raises(ParamError, match="does not fit in int64"):
         x.round(decimals=2**70)
 
 

@@ -49,6 +49,7 @@ import torch
 
 from dtorch.api.creation import from_torch
 from dtorch.api.dims import as_flag
+from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.shape import repeat_interleave
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError, PlacementError
@@ -103,7 +104,7 @@ def scaled_dot_product_attention(
         >>> torch.allclose(out.to_torch(), want)
         True
     """
-    if dropout_p:
+    if as_real(f"{_NAME}: dropout_p", dropout_p):
         raise ParamError(
             f"{_NAME}: dropout_p={dropout_p} is not supported (torch draws the mask inside its "
             "kernel, which dtorch cannot reproduce); accepted: dropout_p=0.0"

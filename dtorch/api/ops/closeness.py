@@ -26,7 +26,7 @@ from dtorch.api.ops.elementwise import binary, unary
 from dtorch.api.ops.reduce import reduce
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import tensor_arg
-from dtorch.errors import DtypeError
+from dtorch.errors import DtypeError, ParamError
 from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import BinaryKind, MathKind, ReduceKind
 
@@ -56,9 +56,9 @@ def isclose(
         names = scalar_type_name(input.dtype), scalar_type_name(other.dtype)
         raise DtypeError(f"{names[0]} did not match {names[1]}")
     rtol, atol = as_real(f"{name}: rtol", rtol), as_real(f"{name}: atol", atol)
-    if rtol < 0 or atol < 0:
-        which, value = ("rtol", rtol) if rtol < 0 else ("atol", atol)
-        raise ValueError(f"{which} must be greater than or equal to zero, but got {value}")
+    if not (rtol >= 0 and atol >= 0):  # torch refuses NaN too
+        which, value = ("rtol", rtol) if not rtol >= 0 else ("atol", atol)
+        raise ParamError(f"{which} must be greater than or equal to zero, but got {value}")
     close = binary(B.EQ, name, input, other)
     if equal_nan and input.dtype.is_floating_point:
         both = binary(B.LOGICAL_AND, name, unary(M.ISNAN, name, input), unary(M.ISNAN, name, other))

@@ -35,13 +35,20 @@ IntOrPair = int | Sequence[int]
 _FORMATS = {"nchw": OperatorFormat.NCHW, "nhwc": OperatorFormat.NHWC}
 #: One param object per distinct set of arguments: a model's loop then records operators whose
 #: param is the very object the graph's inference cache saw before (it keys on identity).
-conv_param = functools.lru_cache(maxsize=512)(ConvParam)
+conv_param = functools.lru_cache(maxsize=512, typed=True)(ConvParam)
 _PADDINGS = {"same": PaddingType.SAME, "valid": PaddingType.VALID}
 
 
 def int_pair(name: str, what: str, value: IntOrPair, low: int = 1) -> tuple[int, int]:
     """``value`` (an int, or one or two ints) as an (H, W) pair, each at least ``low``."""
-    items = [value] if isinstance(value, (int, np.integer)) else list(value)
+    if isinstance(value, (int, np.integer)):
+        items = [value]
+    elif isinstance(value, (tuple, list)):
+        items = list(value)
+    else:  # torch takes an int or a tuple/list of ints
+        raise TypeError(
+            f"{name}: {what} must be an int or a pair of ints, each at least {low}; got {value!r}"
+        )
     if len(items) == 1:
         items *= 2
     if len(items) != 2 or not all(isinstance(v, (int, np.integer)) and v >= low for v in items):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dtorch.api.dims import as_flag
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.params import DropoutParam
@@ -52,6 +53,7 @@ def dropout(
         [0.0, 0.0, 0.0, 0.0]
     """
     p = as_real("dropout: p", p)
+    training = as_flag(training, "dropout", "training")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     tensor_arg("dropout", input)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from dtorch.api.create import create, distribute, from_data, shape_of
-from dtorch.api.dims import as_flag
+from dtorch.api.dims import as_flag, as_int
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops.elementwise import sub
@@ -185,8 +185,7 @@ def _offsets(name: str, t: Tensor, diagonal: int) -> Tensor:
     tensor_arg(name, t)
     if t.ndim < 2:
         raise ShapeError(f"{name}: input tensor must have at least 2 dimensions")
-    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
-        raise TypeError(f"{name}: diagonal must be an int, got {type(diagonal).__name__}")
+    diagonal = as_int(name, "diagonal", diagonal)  # a numpy integer too, within int64
     rows, cols = (_arange(t, n) for n in t.shape[-2:])
     return sub(unsqueeze(cols, 0), unsqueeze(rows, 1))
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim
+from dtorch.api.dims import as_int, normalize_dim
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast
 from dtorch.api.ops.elementwise import binary
@@ -66,9 +66,8 @@ def _tensor(name: str, value: Any, arg: str = "input") -> Tensor:
 
 
 def _offset(name: str, offset: Any) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"{name}: offset must be an int, got {type(offset).__name__}")
-    return offset
+    # an int of int64 (a numpy integer too), as torch takes it
+    return as_int(name, "offset", offset)
 
 
 def _unsharded(t: Tensor, dims: tuple[int, ...]) -> Tensor:

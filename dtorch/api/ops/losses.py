@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch.nn import _reduction as torch_reduction
 
 from dtorch.api.create import beside
+from dtorch.api.dims import as_flag, as_int
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast, fits
 from dtorch.api.ops.elementwise import binary, unary
@@ -239,8 +240,8 @@ def smooth_l1_loss(
         >>> smooth_l1_loss(x, dtorch.zeros(2), reduction="none").tolist()
         [0.125, 2.5]
     """
-    if beta < 0:
-        raise ValueError("smooth_l1_loss does not support negative values for beta.")
+    if not beta >= 0:  # torch refuses NaN too
+        raise ParamError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0:
         return l1_loss(input, target, size_average, reduce, reduction)
     reduction = _reduction(reduction, size_average, reduce)
@@ -265,8 +266,8 @@ def huber_loss(
         [0.125, 2.5]
     """
     reduction = _reduction(reduction, None, None)
-    if delta <= 0:
-        raise ValueError("huber_loss does not support non-positive values for delta.")
+    if not delta > 0:  # torch refuses NaN too
+        raise ParamError("huber_loss does not support non-positive values for delta.")
     a, b, w = _pointwise("huber_loss", (F.huber_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
     loss = _quadratic_then_linear("huber_loss", _abs_error("huber_loss", a, b), delta, 1)
@@ -404,7 +405,7 @@ def kl_div(
         if reduction == "mean":
             warnings.warn(_KL_MEAN, stacklevel=3)  # past with_inputs
     x, t, _ = _pointwise(name, (F.kl_div, "sum"), input, target)
-    if log_target:
+    if as_flag(log_target, name, "log_target"):
         loss = binary(B.MUL, name, unary(M.EXP, name, t), binary(B.SUB, name, t, x))
     else:
         plogp = select(
@@ -483,6 +484,7 @@ def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Ten
 def _counted(name: str, target: Tensor, ignore_index: int) -> tuple[Tensor, Tensor]:
     """The class indices in int64 (compared as torch's: -100 is no uint8) and where they are
     not ``ignore_index``."""
+    ignore_index = as_int(name, "ignore_index", ignore_index)  # torch: an int of int64
     target = cast(target, torch.int64)
     return target, binary(B.NE, name, target, ignore_index)
 
@@ -669,7 +671,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     tensor_arg("one_hot", tensor)
     if tensor.dtype != torch.int64:
         raise DtypeError("one_hot is only applicable to index tensor of type LongTensor.")
-    classes = _classes(tensor, int(num_classes))
+    classes = _classes(tensor, as_int("one_hot", "num_classes", num_classes))
     hits = binary(B.EQ, "one_hot", unsqueeze(tensor, -1), beside(tensor, torch.arange(classes)))
     return cast(hits, torch.int64)
 

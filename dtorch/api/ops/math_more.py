@@ -228,7 +228,7 @@ def logit(input: Tensor, eps: Any = None) -> Tensor:
     if eps is not None and (isinstance(eps, TensorBase) or not is_scalar(eps)):
         raise not_a_number("logit: eps", eps, "a number or None")
     low = None if eps is None else float(python_number(eps))
-    if low is None or low < 0:  # torch's kernel clamps for eps >= 0 only
+    if low is None or not low >= 0:  # torch's kernel clamps for eps >= 0 only (NaN: none)
         return unary(MathKind.LOGIT, "logit", input)
     high = record_one("logit", ClampParam(None, as_scalar(1 - low)), (input,))
     clamped = select("logit", binary(BinaryKind.LT, "logit", input, low), low, high)

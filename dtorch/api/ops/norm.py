@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from dtorch.api.dims import as_int
+from dtorch.api.dims import as_flag, as_int
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import not_a_tensor, record_one, tensor_arg, with_inputs
@@ -139,16 +139,17 @@ def group_norm(
         >>> dtorch.nn.functional.group_norm(x, 1).flatten().to_torch().round(decimals=3).tolist()
         [-1.0, 1.0]
     """
+    groups = as_int("group_norm", "num_groups", num_groups)  # torch: an int (1.5 is refused)
     param = NormalizationParam(
         NormKind.GROUP,
         (),
         as_real("group_norm: eps", eps),
-        int(num_groups),
+        groups,
         weight is not None,
         bias is not None,
     )
     tensor_arg("group_norm", input)
-    _check_values_per_group(input, int(num_groups))
+    _check_values_per_group(input, groups)
     return record_one("group_norm", param, (input, *_present(weight, bias)))
 
 
@@ -185,7 +186,8 @@ def batch_norm(
         >>> import dtorch
         >>> x = dtorch.tensor([[1.0], [3.0]])
         >>> mean, var = dtorch.zeros(1), dtorch.ones(1)
-        >>> dtorch.nn.functional.batch_norm(x, mean, var, training=True, eps=0.0).tolist()
+        >>> y = dtorch.nn.functional.batch_norm(x, mean, var, training=True, eps=1e-12)
+        >>> y.tolist()
         [[-1.0], [1.0]]
         >>> mean.to_torch(), var.to_torch()  # momentum 0.1: batch mean 2, unbiased variance 2
         (tensor([0.2000]), tensor([1.1000]))
@@ -193,13 +195,17 @@ def batch_norm(
     _check_handles(input=input, running_mean=running_mean, running_var=running_var,
                    weight=weight, bias=bias)  # fmt: skip
     eps = as_real("batch_norm: eps", eps)
+    training = as_flag(training, "batch_norm", "training")
     if eps < 0:  # torch's check, made here: on the devices it failed only at the fetch
         raise ParamError(f"batch_norm: eps must be non-negative, but got {eps}")
+    if training and not eps > 0:  # torch's: a constant channel would divide by zero
+        raise ValueError(f"batch_norm: eps must be positive during training, but got {eps}")
     given = {"running_mean": running_mean, "running_var": running_var, "weight": weight,
              "bias": bias}  # fmt: skip
     present = {k: v for k, v in given.items() if v is not None}
     _check_alike(input, present)
-    factor = momentum if isinstance(momentum, TensorBase) else float(momentum)
+    factor = momentum if isinstance(momentum, TensorBase) else as_real("batch_norm: momentum",
+                                                                       momentum)  # fmt: skip
     if training:  # checked before the statistics and the running ones are recorded
         check_input_dtype("batch_norm", input.dtype)  # the statistics would refuse it otherwise
         if (running_mean is None) != (running_var is None):

@@ -146,7 +146,7 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
         >>> dtorch.argmax(t).item(), dtorch.argmax(t, dim=0).tolist()
         (1, [1, 0])
     """
-    return reduce(ReduceKind.ARGMAX, "argmax", input, dim, keepdim)
+    return reduce(ReduceKind.ARGMAX, "argmax", input, _one_dim("argmax", dim), keepdim)
 
 
 @numpy_names
@@ -159,7 +159,7 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
         >>> dtorch.argmin(dtorch.tensor([[1.0, 5.0], [3.0, 0.0]]), dim=1, keepdim=True).tolist()
         [[0], [1]]
     """
-    return reduce(ReduceKind.ARGMIN, "argmin", input, dim, keepdim)
+    return reduce(ReduceKind.ARGMIN, "argmin", input, _one_dim("argmin", dim), keepdim)
 
 
 @numpy_names
@@ -198,10 +198,12 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
     tensor_arg(name, t)
     if dim is None:
         return reduce(ReduceKind.MAX if kind == MaxMinKind.MAX else ReduceKind.MIN, name, t)
-    if isinstance(dim, bool) or not isinstance(dim, int):  # torch takes no list of dims here
+    # torch takes no list of dims here; a numpy integer or a torch tensor is an int to it
+    if isinstance(dim, (bool, tuple, list)) or not hasattr(dim, "__index__"):
+        what = "a torch.Tensor" if isinstance(dim, torch.Tensor) else type(dim).__name__
         raise TypeError(
-            f"{name}: dim must be an int, got {type(dim).__name__}; accepted: {name}(), "
-            f"{name}(dim, keepdim=False) or {name}(other_tensor)"
+            f"{name}: dim must be an int, got {what}; accepted: {name}(), "
+            f"{name}(dim, keepdim=False) or {name}(other_tensor) (a dtorch.Tensor)"
         )
     flag = as_flag(keepdim, name, "keepdim")
     param = MaxMinParam(kind, normalize_dim(dim, t.ndim, op=name), flag)
@@ -281,6 +283,13 @@ def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Te
     dim = normalize_dim(dim, input.ndim, op="log_softmax")
     param = SoftmaxParam(dim, True, _dtype("log_softmax", dtype))
     return record("log_softmax", param, (input,))[0]
+
+
+def _one_dim(name: str, dim: Any) -> Any:
+    # torch takes one dim (or None) here, not a list of them as sum does
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{name}(): argument 'dim' must be int, not {type(dim).__name__}")
+    return dim
 
 
 def _scan(kind: ScanKind, name: str, t: Tensor, dim: int, dtype: torch.dtype | None) -> Tensor:

@@ -551,7 +551,7 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
 
 def _dim_list(t: Tensor, dims: Any, what: str) -> tuple[int, ...]:
     # movedim's dims of one side, normalised, each at most once (torch's words)
-    normal = normalize_dims(dims if isinstance(dims, int) else tuple(dims), t.ndim, op="movedim")
+    normal = normalize_dims(dims, t.ndim, op="movedim")
     if len(set(normal)) != len(normal):
         raise ShapeError(f"movedim: repeated dim in `{what}` ({list(dims)})")
     return normal
@@ -623,8 +623,8 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     steps = tuple(shifts) if sequence else (shifts,)
     if not steps:
         raise ParamError("roll: `shifts` required; accepted: an int or a non-empty tuple")
-    if dims is not None and not isinstance(dims, int):
-        dims = tuple(dims) or None  # no dims: the flattened tensor, as None
+    if isinstance(dims, (tuple, list)) and not dims:
+        dims = None  # no dims: the flattened tensor, as None
     if dims is None:
         if len(steps) != 1:
             raise ShapeError(
@@ -633,7 +633,7 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
         return reshape(roll(flatten(input), steps, 0), input.shape)
     if not input.ndim:
         raise DimError("roll: a 0-d tensor has no dims to roll along; accepted: dims=None")
-    axes = normalize_dims(dims if isinstance(dims, int) else tuple(dims), input.ndim, op="roll")
+    axes = normalize_dims(dims, input.ndim, op="roll")
     if len(steps) != len(axes):
         raise ShapeError(
             f"roll: shifts and dimensions must align. shifts: {len(steps)}, dims:{len(axes)}"

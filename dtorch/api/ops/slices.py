@@ -127,9 +127,19 @@ def _tensor_arg(value: Any) -> int | list[int]:
     return listed
 
 
+#: The most sections ``tensor_split`` makes: each is an operator and a tensor (a million take
+#: seconds to record), where torch makes views; torch itself fails to allocate 2**40.
+MAX_SECTIONS = 1 << 20
+
+
 def _section_bounds(size: int, sections: int) -> list[tuple[int, int]]:
     if sections <= 0:
         raise ParamError(f"number of sections must be larger than 0, got {sections}")
+    if sections > MAX_SECTIONS:
+        raise ParamError(
+            f"tensor_split: {sections} sections of a dim of {size} would make {sections} "
+            f"tensors; accepted: at most {MAX_SECTIONS:,} sections"
+        )
     small, extra = divmod(size, sections)
     ends = [(i + 1) * small + min(i + 1, extra) for i in range(sections)]
     return list(zip([0, *ends[:-1]], ends, strict=True))

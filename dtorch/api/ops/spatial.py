@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from dtorch.api.dims import as_flag, as_int
 from dtorch.api.ops.conv import IntOrPair, int_pair
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import record, record_one, tensor_arg
-from dtorch.errors import ParamError
+from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.opkind import PoolKind
 from dtorch.ir.params import InterpolateParam, PadParam, PoolingParam
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 #: One param object per distinct set of arguments (see ``dtorch.api.ops.conv``).
-pooling_param = functools.lru_cache(maxsize=512)(PoolingParam)
+pooling_param = functools.lru_cache(maxsize=512, typed=True)(PoolingParam)
 
 
 def _window(
@@ -43,7 +44,8 @@ def _window(
 ) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
     """Kernel, stride (the kernel when None or empty, as torch) and padding pairs."""
     kernel = int_pair(name, "kernel_size", kernel_size)
-    empty = stride is None or (not isinstance(stride, int) and len(stride) == 0)
+    # torch: None or an empty list means the kernel (a numpy integer is an int)
+    empty = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
     strides = kernel if empty else int_pair(name, "stride", stride)  # type: ignore[arg-type]
     return kernel, strides, int_pair(name, "padding", padding, low=0)
 
@@ -124,7 +126,9 @@ def adaptive_avg_pool2d(input: Tensor, output_size: int | Sequence[int | None]) 
     """
     tensor_arg("adaptive_avg_pool2d", input)
     sizes = [output_size] * 2 if isinstance(output_size, (int, np.integer)) else list(output_size)
-    if len(sizes) == 2 and input.ndim >= 2:  # None keeps the input's size there
+    if len(sizes) != 2:
+        raise ParamError(f"adaptive_avg_pool2d: output_size must be 2; got {output_size!r}")
+    if input.ndim >= 2:  # None keeps the input's size there
         sizes = [input.shape[input.ndim - 2 + i] if s is None else s for i, s in enumerate(sizes)]
     if None in sizes:
         raise ParamError(f"adaptive_avg_pool2d: output_size must be an int or two ints or "
@@ -171,10 +175,31 @@ def interpolate(
     n = max(input.ndim - 2, 1)
     sizes = None if size is None else _repeat(size, n, int)
     scales = None if scale_factor is None else _repeat(scale_factor, n, float)
+    _check_output_sizes(input, sizes, scales)
     mode = str(mode) if isinstance(mode, str) else mode  # a numpy str as a str; else refused
-    param = InterpolateParam(sizes, scales, mode, align_corners, recompute_scale_factor,
+    corners = None if align_corners is None else as_flag(align_corners, "interpolate",
+                                                             "align_corners")  # fmt: skip
+    param = InterpolateParam(sizes, scales, mode, corners, recompute_scale_factor,
                              as_flag(antialias, "interpolate", "antialias"))  # fmt: skip
     return record_one("interpolate", param, (input,))
+
+
+def _check_output_sizes(
+    input: Tensor, sizes: tuple[int, ...] | None, scales: tuple[float, ...] | None
+) -> None:
+    # torch's check of every mode (its meta kernels skip it for some, or divide by zero); an
+    # empty spatial input is left to torch's own words on meta tensors
+    given = input.shape[2:]
+    if not all(given):
+        return
+    if scales is not None and len(scales) == len(given):
+        sizes = tuple(math.floor(s * f) if math.isfinite(s * f) else 0
+                      for s, f in zip(given, scales, strict=True))  # fmt: skip
+    if sizes is not None and len(sizes) == len(given) and not all(s > 0 for s in sizes):
+        raise ShapeError(
+            f"interpolate: Input and output sizes should be greater than 0, but got input "
+            f"{list(given)} output {list(sizes)}"
+        )
 
 
 def _repeat(value: object, n: int, kind: type[int] | type[float]) -> tuple[Any, ...]:

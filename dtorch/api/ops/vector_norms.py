@@ -26,10 +26,11 @@ from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.elementwise import clamp
+from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.shape import expand
 from dtorch.api.ops.statistics import _named, norm
 from dtorch.api.record import with_inputs
-from dtorch.errors import DtypeError, ShapeError
+from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.rules.elementwise import broadcast_or_reason
 
 if TYPE_CHECKING:
@@ -69,6 +70,9 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     """
     x1, x2 = _common(x1, x2)
     d = normalize_dim(dim, x1.ndim, op="cosine_similarity")
+    eps = as_real("cosine_similarity: eps", eps)
+    if not eps >= 0:  # torch's check (NaN too)
+        raise ParamError(f"cosine_similarity: eps must be non-negative, got: {eps}")
     a, b = (x / clamp(norm(x, 2, d, keepdim=True), min=eps) for x in (x1, x2))
     return (a * b).sum(d)
 

@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -129,7 +130,7 @@ def meta_outputs(
     (on empty CPU tensors where an input is empty, see ``_device``; cached); torch's refusal
     becomes a ShapeError naming the operator and the shapes."""
     specs = tuple((o.shape, o.dtype) for o in inputs)
-    answer = _meta(call, param, specs)
+    answer = _meta(call, param, specs, _field_types(param))
     if isinstance(answer, str):
         kind = UnsupportedShapeError if isinstance(answer, Unimplemented) else ShapeError
         raise kind(f"{name}: {answer}")
@@ -141,15 +142,27 @@ def meta_outputs(
 _REAL_LIMIT = 1 << 24
 
 
+def _field_types(param: OpParam) -> tuple[object, ...]:
+    """The types of ``param``'s values (of a tuple's items too), part of ``_meta``'s key: equal
+    values of other types (True, 1, numpy's 1) may be torch's answer apart (one refused)."""
+    kind: type = type(param)
+    values = [getattr(param, f.name) for f in dataclasses.fields(kind)]
+    return tuple(tuple(map(type, v)) if isinstance(v, tuple) else type(v) for v in values)
+
+
 @functools.lru_cache(maxsize=1024)
 def _meta(
-    call: Callable[..., Outputs], param: OpParam, specs: tuple[tuple[Any, torch.dtype], ...]
+    call: Callable[..., Outputs],
+    param: OpParam,
+    specs: tuple[tuple[Any, torch.dtype], ...],
+    types: tuple[object, ...] = (),
 ) -> tuple[Meta, ...] | str:
     """The call on meta tensors of ``specs``; where an input is empty, on empty CPU tensors
     too: the meta kernels skip checks the CPU kernels make of empty dims (adaptive pooling of
     an empty height) and refuse empty inputs those take (an empty batch to interpolate).
     Nothing is computed there, but outputs are made (``pad`` of an empty input fills all of
-    its output): only inputs and meta outputs of at most ``_REAL_LIMIT`` elements go."""
+    its output): only inputs and meta outputs of at most ``_REAL_LIMIT`` elements go.
+    ``types`` keys the cache only (``_field_types``)."""
     # a refusal is returned, not raised, so that lru_cache remembers it too
     answer = _run(call, param, specs, "meta")
     if not any(0 in shape for shape, _ in specs) or not _small(specs, answer):

@@ -113,9 +113,13 @@ def numbers_refusal(
 
 def _held(value: bool | int | float, dtype: torch.dtype | None) -> bool:
     """Whether every dtype (-128 to 127, bools), or ``dtype``, holds ``value`` without
-    overflow (NaN fails the comparisons: probed, but a float dtype holds it)."""
+    overflow (NaN fails the comparisons: probed, but a float dtype holds it). An int beyond
+    int64 is probed whatever the dtype: torch reads it as uint64 in some operators and
+    refuses it in others (``t[0] = 2**63`` of a float tensor)."""
     if -128 <= value <= 127:
         return True
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        return False
     if dtype is None or dtype == torch.bool or dtype.is_complex:
         return False
     if dtype.is_floating_point:
