@@ -166,6 +166,18 @@ def test_a_partial_bias_of_spread_pieces_counts_once_per_mesh_dim(graph: dtorch.
     torch.testing.assert_close(out.to_torch(), F.conv2d(x, w, b, padding=1))
 
 
+def test_a_partial_bias_is_added_by_a_device_holding_no_in_channels(graph: dtorch.Graph) -> None:
+    """2 in-channels over 3 devices (1, 1, 0): the third device's output is zeros plus its
+    piece of the bias (its piece was dropped)."""
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    x, w, b = _randn(1, 2, 3, 3), _randn(4, 2, 1, 1), _randn(4)
+    tb, pieces = split_partial(b, mesh, 0, graph, seed=3)
+    assert pieces[2].abs().sum() > 0
+    out = DF.conv2d(place(x, mesh, [S1], graph), place(w, mesh, [S1], graph), tb)
+    assert out.placements == [P]
+    torch.testing.assert_close(out.to_torch(), F.conv2d(x, w, b))
+
+
 def test_in_channels_sharded_on_both_give_partial(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (2, 3))
     x, w, b = _randn(4, 6, 5, 5), _randn(3, 6, 3, 3), _randn(3)

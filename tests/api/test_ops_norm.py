@@ -169,6 +169,8 @@ def test_partial_weight_and_bias_of_spread_pieces(name: str, graph: dtorch.Graph
     torch.testing.assert_close(got.to_torch(), ref(x, w, b))
     with pytest.raises(PlacementError, match=rf"^{name}: got \(S\(0\), R\) x \(R, P\) x \(R, R\)"):
         call(tx, tw, place(b, mesh, [R, R], graph))
+    with pytest.raises(PlacementError, match=rf"^{name}: got \(S\(0\), R\) x \(R, P\) on"):
+        call(tx, None, tb)  # a Partial bias alone: x_hat would be added once per device
 
 
 def test_rms_norm_default_eps_bfloat16(graph: dtorch.Graph) -> None:

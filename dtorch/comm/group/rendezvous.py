@@ -105,7 +105,6 @@ class GroupRendezvous:
         if self.path is not None:
             store: Any = _file_store(self.path, world_size)
             store.set_timeout(timeout)
-            _link(self.path, rank_link(self.path, rank))
         else:
             # no set_timeout: a PrefixStore's would change the caller's shared store; waits
             # pass their timeout, plain gets follow after a wait
@@ -115,6 +114,8 @@ class GroupRendezvous:
                 f"group rendezvous {self.name!r}: participant {rank} opened it before; a "
                 "group is created once per namespace and rendezvous store"
             )
+        if self.path is not None:  # this rank's use of the file, until its store is destroyed
+            _link(self.path, rank_link(self.path, rank))
         return store
 
 

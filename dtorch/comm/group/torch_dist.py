@@ -172,7 +172,7 @@ class TorchDistBackend(GroupBackend):
     def _abandon(self, error: BaseException) -> None:
         # A failed creation gives up its use of the file as a close does: the failed frames'
         # locals (a PrefixStore of the FileStore) are dropped first, so its destructor runs now.
-        traceback.clear_frames(error.__traceback__)
+        _clear_frames(error)
         self._store = None
         if self._path is not None:
             with contextlib.suppress(OSError):
@@ -181,11 +181,13 @@ class TorchDistBackend(GroupBackend):
     def _build(self, prefix: str) -> Any:
         """A process group of this rank, meeting the others under ``prefix`` of the store."""
         make = _PROCESS_GROUPS[self._info.device_kind]
-        pg_store = dist.PrefixStore(prefix, self._store)
         world = self._info.world_size
         try:
-            return make(pg_store, self._rank, world, self._timeout, self._host)
+            return make(dist.PrefixStore(prefix, self._store), self._rank, world, self._timeout,
+                        self._host)  # fmt: skip
         except RuntimeError as error:
+            # the failed frames hold the store: cleared, so that a close destroys it
+            _clear_frames(error)
             raise CommError(f"{self._info}: creating the process group failed: {error}") from error
 
     def _await_peers(self, host: str) -> None:
@@ -453,9 +455,10 @@ class TorchDistBackend(GroupBackend):
     def close(self) -> None:
         self._shut_down()
         self._store = None  # its last reference: the FileStore's destructor has run now
-        if self._path is not None:
+        path, self._path = self._path, None  # once: a later group may use the name again
+        if path is not None:
             with contextlib.suppress(OSError):  # cleanup only: never fail a close for it
-                self._peers.leave(self._path)
+                self._peers.leave(path)
 
     def _shut_down(self) -> None:
         # its own frame: the process groups (which hold the store) are dropped at its return
@@ -464,3 +467,12 @@ class TorchDistBackend(GroupBackend):
             if each is not None and hasattr(each, "shutdown"):
                 each.shutdown()
         self._retired = []
+
+
+def _clear_frames(error: BaseException | None) -> None:
+    """Drop the locals of the finished frames of ``error`` and of the errors it chains."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__

@@ -51,11 +51,15 @@ _NORM_LEGEND = (
     "Partial beside a Replicate x (the output is affine in them)"
 )
 _NORM_HINT = "redistribute the normalised dims, the weight and the bias to Replicate first"
-#: input count (x, weight?, bias?) -> signature: any R/Si mix, and Partial vectors beside an R x
+#: (has weight, has bias) -> signature: any R/Si mix, and Partial vectors beside an R x where
+#: a weight is Partial (a Partial bias alone would need x_hat added once: refused)
 _NORM = {
-    count: elementwise(count, partial, legend=_NORM_LEGEND, hint=_NORM_HINT)
-    for count, partial in ((1, ()), (2, ("R P -> P",)), (3, ("R P P -> P",)))
-}
+    (weight, bias): elementwise(1 + weight + bias, partial, legend=_NORM_LEGEND, hint=_NORM_HINT)
+    for weight, bias, partial in (
+        (False, False, ()), (True, False, ("R P -> P",)), (False, True, ()),
+        (True, True, ("R P P -> P",)),
+    )
+}  # fmt: skip
 _AFFINE = variadic(
     "R -> R", "Si -> Si", "R Si -> Si",
     legend="i: any dim of x; a channel shard of x goes with Shard(0) statistics, weight, bias",
@@ -75,7 +79,7 @@ def normalization_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -
     )
     if all_replicate(inputs):
         return replicated(x.shape, x.dtype, len(x.placements))
-    sig = _NORM[len(inputs)]
+    sig = _NORM[param.has_weight, param.has_bias]
     return one_output(name, sig, inputs, labels, identity(x.ndim), x.shape, x.dtype)
 
 

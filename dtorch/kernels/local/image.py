@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from dtorch.ir.opkind import OpKind
+from dtorch.ir.opkind import OperatorFormat, OpKind
 from dtorch.ir.params import ConvParam
 from dtorch.ir.rules import image_ops
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards, adds_bias
@@ -40,11 +40,20 @@ def conv_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     param = ctx.param
     assert isinstance(param, ConvParam)
     x, w, *bias = inputs
-    if x.numel() == 0 or w.numel() == 0:
-        return _empty_outputs(ctx, device)
     b = bias[0] if bias and adds_bias(ctx, device, 2) else None
+    if x.numel() == 0 or w.numel() == 0:  # no in-channels here: zeros, and its bias piece
+        (out,) = _empty_outputs(ctx, device)
+        if b is not None and out.numel():
+            out += _along_channels(b, out.ndim, param.format)
+        return [out]
     groups = x.shape[image_ops.channel_dim(x.ndim, param.format)] // w.shape[1]
     return [image_ops.conv(param, x, w, b, groups)]
+
+
+def _along_channels(b: torch.Tensor, ndim: int, fmt: OperatorFormat) -> torch.Tensor:
+    """The bias ``b`` shaped to broadcast over an output's channel dim."""
+    after = ndim - 1 - image_ops.channel_dim(ndim, fmt)
+    return b.reshape(-1, *(1,) * after)
 
 
 def pooling_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

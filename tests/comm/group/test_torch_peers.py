@@ -14,7 +14,7 @@ from dtorch.comm.group.rendezvous import GroupRendezvous
 from dtorch.comm.group.torch_dist import TorchDistBackend
 from dtorch.comm.group.torch_peers import RankPeers, hello_key, hello_text
 from dtorch.comm.process_identity import ProcessIdentity
-from dtorch.errors import CommTimeoutError
+from dtorch.errors import CommError, CommTimeoutError
 from dtorch.options import GlobalOption
 
 pytestmark = pytest.mark.timeout(30)
@@ -94,3 +94,26 @@ def test_peers_on_another_host_address_are_not_judged_by_pid():
     assert peers.processes == ((2, me),)
     assert RankPeers.read(store, 1, 3, "127.0.0.3").processes == ()
     assert RankPeers.read(store, 1, 3).processes == ()  # loopback by default: no such host
+
+
+def test_a_failed_process_group_destroys_its_store_before_leaving(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure's chained frames held the FileStore: the rank gave up its link while its
+    store lived on, and the store's destructor, run whenever the error went, could make the
+    file anew (the race the links close). The error is kept here, as a caller keeps it; a
+    destroyed FileStore has written its ``cleanup/`` count into the file."""
+    from dtorch.comm.group import torch_dist
+
+    def failing(store, rank, world, timeout, host):
+        raise RuntimeError("connection refused (a simulated Gloo failure)")
+
+    monkeypatch.setitem(torch_dist._PROCESS_GROUPS, "cpu", failing)
+    path = tmp_path / "rdv"
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    os.link(path, tmp_path / "peer")  # another rank's use of the file: it stays
+    rendezvous = GroupRendezvous.in_directory("rdv", str(tmp_path))
+    with pytest.raises(CommError, match="creating the process group failed") as kept:
+        TorchDistBackend(GroupInfo("cpu", (0,), (0,)), rendezvous)
+    assert kept.value is not None and b"cleanup/" in (tmp_path / "peer").read_bytes()
+    assert "rdv.rank0" not in os.listdir(tmp_path)
