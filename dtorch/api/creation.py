@@ -33,6 +33,7 @@ import torch
 from dtorch.api.create import create as _create
 from dtorch.api.create import distribute, float_dtype, from_data, placement_keywords
 from dtorch.api.create import shape_of as _shape
+from dtorch.api.dims import as_int
 from dtorch.api.graph import Graph
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import is_handle, not_a_tensor
@@ -403,7 +404,7 @@ def linspace(
     """
     bounds = (_arange_bound(start, "linspace"), _arange_bound(end, "linspace"))
     dtype = float_dtype(kw.get("graph"), dtype)
-    value = torch.linspace(*bounds, steps=operator.index(steps), dtype=dtype)
+    value = torch.linspace(*bounds, steps=as_int("linspace", "steps", steps), dtype=dtype)
     return distribute(Tensor, value, **kw)
 
 
@@ -417,8 +418,8 @@ def eye(n: int, m: int | None = None, *, dtype: torch.dtype | None = None, **kw:
         [[1, 0, 0], [0, 1, 0]]
     """
     dtype = float_dtype(kw.get("graph"), dtype)
-    rows = operator.index(n)
-    value = torch.eye(rows, rows if m is None else operator.index(m), dtype=dtype)
+    rows = as_int("eye", "n", n)
+    value = torch.eye(rows, rows if m is None else as_int("eye", "m", m), dtype=dtype)
     return distribute(Tensor, value, **kw)
 
 
