@@ -282,6 +282,11 @@ class DeviceMesh:
             >>> mesh = init_device_mesh("cpu", (2, 2), ("dp", "tp"))
             >>> mesh.check_all_dim_names_in_set(["dp", "tp", "pp"])
         """
+        if not isinstance(names, Iterable):
+            raise MeshError(
+                f"check_all_dim_names_in_set: names must be a name or an iterable of names, got "
+                f"{names!r} ({type(names).__name__})"
+            )
         allowed = {names} if isinstance(names, str) else set(names)  # "dp" is one name
         if self._dim_names is None:
             if self.is_distributed:
