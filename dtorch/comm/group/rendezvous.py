@@ -132,10 +132,12 @@ def rank_link(path: str, rank: int) -> str:
 
 
 def _link(path: str, link: str) -> None:
-    # a link left by an earlier group of this name (a killed caller) names another file
+    # a link left by an earlier group of this name (a killed caller) names another file; on a
+    # file system without hard links no rank has one, and none removes the file (it stays)
     with contextlib.suppress(FileNotFoundError):
         os.remove(link)
-    os.link(path, link)
+    with contextlib.suppress(OSError):
+        os.link(path, link)
 
 
 def wait_for(store: Any, key: str, timeout: timedelta, what: str) -> bytes:

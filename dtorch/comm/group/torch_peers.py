@@ -108,10 +108,20 @@ class RankPeers:
     def leave(self, path: str) -> None:
         """Take away the links to the rendezvous file ``path`` of this rank and of the dead
         ranks, once this rank's FileStore is destroyed; the rank that takes the last link away
-        removes the file (two ranks that both see none left both try: one finds it gone)."""
-        for rank in (self.rank, *(rank for rank, _ in self.dead())):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(rank_link(path, rank))
+        removes the file (two ranks that both see none left both try: one finds it gone). A
+        rank without a link (a file system without hard links) removes nothing."""
+        linked = _removed(rank_link(path, self.rank))
+        for rank, _ in self.dead():
+            _removed(rank_link(path, rank))
         with contextlib.suppress(FileNotFoundError):
-            if os.stat(path).st_nlink == 1:
+            if linked and os.stat(path).st_nlink == 1:
                 os.remove(path)
+
+
+def _removed(path: str) -> bool:
+    """Whether ``path`` was there to remove."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        return False
+    return True

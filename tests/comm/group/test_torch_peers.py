@@ -117,3 +117,20 @@ def test_a_failed_process_group_destroys_its_store_before_leaving(
         TorchDistBackend(GroupInfo("cpu", (0,), (0,)), rendezvous)
     assert kept.value is not None and b"cleanup/" in (tmp_path / "peer").read_bytes()
     assert "rdv.rank0" not in os.listdir(tmp_path)
+
+
+def test_without_hard_links_no_rank_removes_the_file(tmp_path, monkeypatch) -> None:
+    """A file system without hard links: the group still meets, and no rank can tell that it is
+    the last, so none removes the file while another uses it; torch's own count removes it
+    once every rank's store is destroyed (a killed rank's file stays, as before links)."""
+
+    def refused(*args: object) -> None:
+        raise PermissionError("hard links not supported here")
+
+    monkeypatch.setattr(os, "link", refused)
+    stores = _open(tmp_path, 2)
+    peers = [RankPeers.read(store, rank, 2) for rank, store in enumerate(stores)]
+    for rank, left in ((0, ["rdv"]), (1, [])):
+        stores[rank] = None
+        peers[rank].leave(str(tmp_path / "rdv"))
+        assert os.listdir(tmp_path) == left
