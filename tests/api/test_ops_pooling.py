@@ -130,6 +130,10 @@ def test_spatial_shards_are_refused(graph: dtorch.Graph) -> None:
         DF.max_pool2d(t, 2)
 
 
+def _indices(f: Any, t: Any, kernel: int) -> Any:
+    return f.max_pool2d(t, kernel, return_indices=True)[1]
+
+
 #: (mesh shape, x's placements, H = W, the pooling in dtorch's and torch's form, kept?).
 _WINDOW_SHARDS: list[tuple[tuple[int, ...], list[Any], int, Callable[..., Any], bool]] = [
     ((2,), [S2], 8, lambda f, t: f.max_pool2d(t, 2), True),  # 4 + 4: whole windows of 2
@@ -142,7 +146,8 @@ _WINDOW_SHARDS: list[tuple[tuple[int, ...], list[Any], int, Callable[..., Any], 
     ((2,), [S2], 8, lambda f, t: f.avg_pool2d(t, 3, 2), False),  # windows overlap
     ((2,), [S2], 8, lambda f, t: f.max_pool2d(t, 2, padding=1), False),
     ((2,), [S2], 8, lambda f, t: f.max_pool2d(t, 2, ceil_mode=True), False),
-    ((2,), [S2], 8, lambda f, t: f.max_pool2d(t, 2, return_indices=True)[0], False),
+    ((2,), [S2], 8, lambda f, t: _indices(f, t, 2), True),  # into the whole plane
+    ((2, 3), [S2, dtorch.Shard(3)], 12, lambda f, t: _indices(f, t, 2), True),
     ((2,), [S2], 8, lambda f, t: f.adaptive_avg_pool2d(t, 4), False),
     ((2,), [S2], 12, lambda f, t: f.max_pool2d(t, 2, dilation=2), False),
 ]  # fmt: skip
@@ -158,8 +163,9 @@ def test_spatial_shards_of_whole_windows_are_kept(
     graph: dtorch.Graph,
 ) -> None:
     """A max or average pooling without padding whose every device holds whole windows, the
-    windows of its chunk of the output, keeps a spatial shard (no halo needed); any other
-    (a cut or overlapping window, padding, ceil_mode, indices, adaptive windows) is refused."""
+    windows of its chunk of the output, keeps a spatial shard (no halo needed; max's indices
+    are into the whole plane, as torch's); any other (a cut or overlapping window, padding,
+    ceil_mode, adaptive windows) is refused."""
     mesh = dtorch.init_device_mesh("cpu", mesh_shape)
     x = _randn(2, 3, size, size)
     t = place(x, mesh, layout, graph)
@@ -170,6 +176,15 @@ def test_spatial_shards_of_whole_windows_are_kept(
     out = pool(DF, t)
     assert out.placements == layout
     torch.testing.assert_close(out.to_torch(), pool(F, x))
+
+
+def test_max_pool1d_indices_of_a_sharded_length_are_into_the_whole_length(graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    x = _randn(2, 3, 12)
+    values, indices = DF.max_pool1d(place(x, mesh, [S2], graph), 4, return_indices=True)
+    want_values, want_indices = F.max_pool1d(x, 4, return_indices=True)
+    assert indices.placements == [S2]
+    assert indices.to_torch().equal(want_indices) and values.to_torch().equal(want_values)
 
 
 def test_bad_arguments_are_refused(graph: dtorch.Graph) -> None:

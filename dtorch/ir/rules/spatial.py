@@ -202,10 +202,9 @@ def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
 
 
 def _windowed(param: PoolingParam) -> bool:
-    # a pooling of fixed windows that a shard can run alone (max's indices would be local to
-    # the shard; ceil_mode's last window may be cut; adaptive windows follow the whole size)
-    fixed = param.pool is PoolKind.AVG or (param.pool is PoolKind.MAX and not param.return_indices)
-    return fixed and not param.ceil_mode
+    # a pooling of fixed windows that a shard can run alone (max's indices are made global by
+    # the kernel; ceil_mode's last window may be cut; adaptive windows follow the whole size)
+    return param.pool in (PoolKind.AVG, PoolKind.MAX) and not param.ceil_mode
 
 
 def _pool_windows(param: PoolingParam) -> tuple[WindowShape, ...]:

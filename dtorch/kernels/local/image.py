@@ -61,7 +61,23 @@ def pooling_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     if inputs[0].numel() == 0:
         return _empty_outputs(ctx, device)
     out = image_ops.pool(ctx.param, inputs[0])
-    return list(out) if isinstance(out, tuple) else [out]
+    if not isinstance(out, tuple):
+        return [out]
+    values, indices = out
+    return [values, _global_indices(ctx, device, inputs[0], indices)]
+
+
+def _global_indices(
+    ctx: KernelContext, device: int, x: torch.Tensor, indices: torch.Tensor
+) -> torch.Tensor:
+    """Max pooling's indices into the whole (H, W) plane, from the shard's (a shard of H or W
+    holds whole windows: ``spatial.local_window_dims``)."""
+    full = ctx.inputs[0]
+    if tuple(x.shape[-2:]) == full.shape[-2:]:
+        return indices
+    top, left = full.shard(device).offset[-2:]
+    rows, cols = indices.div(x.shape[-1], rounding_mode="floor"), indices % x.shape[-1]
+    return (rows + top) * full.shape[-1] + cols + left
 
 
 def interpolate_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
