@@ -43,6 +43,7 @@ from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.random_draw import draw
 from dtorch.ir.rules.create import check_arange_dtype
+from dtorch.ir.rules.ints import outside_int64
 
 
 def create(kind: CreateKind, shape: tuple[int, ...], dtype: torch.dtype, **kw: Any) -> Tensor:
@@ -165,12 +166,12 @@ def arange(*args: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
 
 def _check_int64_bounds(bounds: tuple[Any, ...]) -> None:
     # torch's refusal, at the call (the devices would fail on it)
-    for v in bounds:
-        if isinstance(v, int) and not -(2**63) <= v < 2**63:
-            raise ParamError(
-                f"arange: value cannot be converted to type int64_t without overflow (the "
-                f"bound {v}); accepted: int64 bounds, or a floating-point dtype"
-            )
+    bad = outside_int64(bounds)
+    if bad is not None:
+        raise ParamError(
+            f"arange: value cannot be converted to type int64_t without overflow (the bound "
+            f"{bad}); accepted: int64 bounds, or a floating-point dtype"
+        )
 
 
 def _arange_bound(value: Any, name: str = "arange") -> Any:

@@ -26,6 +26,7 @@ import numpy as np
 from dtorch.api.record import is_handle
 from dtorch.errors import DimError, ParamError
 from dtorch.ir.rules.base import norm_dim
+from dtorch.ir.rules.ints import outside_int64
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 #: torch's NumPy spellings of the dim parameters, accepted wherever torch has those parameters
@@ -103,7 +104,7 @@ def as_int(name: str, what: str, value: Any) -> int:
         number = operator.index(value)
     except TypeError:
         raise TypeError(f"{name}: {what} must be an int, got {type(value).__name__}") from None
-    if not -(2**63) <= number < 2**63:  # torch's ints are int64
+    if outside_int64(number) is not None:  # torch's ints are int64
         raise ParamError(
             f"{name}: {what} {number} does not fit in int64 (torch: Overflow when unpacking "
             "long long)"

@@ -49,7 +49,7 @@ _SCALAR_FIELDS: dict[type, frozenset[str]] = {CreateParam: frozenset({"args"})}
 def check_param_ints(name: str, param: OpParam) -> None:
     """ParamError naming ``name`` and the field if an int of ``param`` is no int64."""
     for field in _int_fields(type(param)):
-        bad = _outside(getattr(param, field))
+        bad = outside_int64(getattr(param, field))
         if bad is not None:
             raise ParamError(
                 f"{name}: {field} holds {bad}, beyond the int64s torch takes (-2**63 to 2**63-1)"
@@ -118,7 +118,7 @@ def _held(value: bool | int | float, dtype: torch.dtype | None) -> bool:
     refuses it in others (``t[0] = 2**63`` of a float tensor)."""
     if -128 <= value <= 127:
         return True
-    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+    if outside_int64(value) is not None:
         return False
     if dtype is None or dtype == torch.bool or dtype.is_complex:
         return False
@@ -159,17 +159,22 @@ def _int_fields(cls: type) -> tuple[str, ...]:
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _outside(value: Any) -> int | None:
-    """The first int in ``value`` (an int, a SliceIndex, tuples of them) outside int64."""
+def outside_int64(value: Any) -> int | None:
+    """The first int in ``value`` (an int, a SliceIndex, tuples of them) outside int64.
+
+    Example:
+        >>> outside_int64((1, 2.5, 2**63)), outside_int64(-(2**63))
+        (9223372036854775808, None)
+    """
     kind = type(value)
     if kind is int:
         return None if INT64_MIN <= value <= INT64_MAX else value
     if kind is tuple:
         for item in value:
-            bad = _outside(item)
+            bad = outside_int64(item)
             if bad is not None:
                 return bad
         return None
     if kind is SliceIndex:
-        return _outside((value.start, value.stop, value.step))
+        return outside_int64((value.start, value.stop, value.step))
     return None
