@@ -85,6 +85,7 @@ class OpKind(enum.IntEnum):
     IndexAdd = 64  # index_add: slices of a source added along one dim (IndexAddParam)
     OrderStat = 65  # median, nanmedian, kthvalue, mode along one dim or all (OrderStatParam)
     CumExtreme = 66  # cummax/cummin along one dim: values and indices (CumExtremeParam)
+    SplitSoftmax = 67  # softmax over a sharded dim: all-reduced maxima and sums (SplitSoftmaxParam)
 
 
 class ActivationKind(enum.IntEnum):

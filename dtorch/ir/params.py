@@ -60,6 +60,7 @@ from dtorch.ir.params_compute import (
     SiluLinearChunkParam,
     SoftmaxParam,
     SortParam,
+    SplitSoftmaxParam,
     TopKParam,
     WhereParam,
 )
@@ -181,6 +182,7 @@ __all__ = [
     "SiluLinearChunkParam",
     "SliceIndex",
     "SoftmaxParam",
+    "SplitSoftmaxParam",
     "SortParam",
     "SqueezeParam",
     "SubGraphParam",

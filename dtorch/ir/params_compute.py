@@ -232,6 +232,16 @@ class SoftmaxParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class SplitSoftmaxParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SplitSoftmax
+    """``softmax``/``log_softmax`` over a dim that some mesh dims shard (vocab-parallel)."""
+
+    dim: int
+    log: bool = False
+    dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OuterParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Outer
 

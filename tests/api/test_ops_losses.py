@@ -1,10 +1,11 @@
 """torch.nn.functional's losses against torch on the full tensors: every reduction, weights,
 ``ignore_index``, ``label_smoothing``, class-probability targets, 1-D to 4-D inputs, on 1-D,
-2-D and 3-D meshes (even and uneven), batch dims sharded, class dims refused when sharded;
-thread and process mode."""
+2-D and 3-D meshes (even and uneven), batch dims sharded, class dims sharded (vocab-parallel:
+nothing gathered) and both; thread and process mode."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 import dtorch
 import dtorch.nn.functional as DF
 from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.ir.opkind import OpKind
 from tests.api.ops_harness import ALL_MESHES, S0, S1, P, R, place
 
 pytestmark = pytest.mark.timeout(180)
@@ -173,6 +175,47 @@ def test_classification_losses_batch_sharded(
             torch.testing.assert_close(got.to_torch(), want, msg=context)
 
 
+@pytest.mark.parametrize("mesh_shape", ALL_MESHES)
+@pytest.mark.parametrize(("name", "fn"), _CLASSIFICATION, ids=[c[0] for c in _CLASSIFICATION])
+def test_classification_losses_class_sharded(
+    name: str, fn: Callable[..., Any], mesh_shape: tuple[int, ...], graph: dtorch.Graph
+) -> None:
+    """Vocab-parallel: the class dim sharded on the first mesh dim (4 classes over 3 devices
+    leave one empty), the batch on a second, the classes again (nested) on a third; the
+    targets Replicate where the classes are sharded, the weights Replicate or sharded as the
+    classes are."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    x_pl = [S1, S0, S1][: len(mesh_shape)]
+    t_pl = [R, S0, R][: len(mesh_shape)]
+    for w_pl in ([R] * len(mesh_shape), [S0 if p == S1 else R for p in x_pl]):
+        x, t = place(_X, mesh, x_pl, graph), place(_TARGETS, mesh, t_pl, graph)
+        w = place(_CLASS_WEIGHTS, mesh, w_pl, graph)
+        for reduction in _REDUCTIONS:
+            want = fn(F, _X, _TARGETS, _CLASS_WEIGHTS, reduction)
+            got = fn(DF, x, t, w, reduction)
+            context = f"{name} {reduction} on {mesh_shape} {x_pl} {t_pl} {w_pl}"
+            assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape), context
+            torch.testing.assert_close(got.to_torch(), want, msg=context)
+
+
+def test_vocab_parallel_losses_move_no_logits(graph: dtorch.Graph) -> None:
+    """A cross entropy of vocab-sharded logits runs one split log-softmax and redistributes
+    nothing larger than one number per row: the logits are never gathered."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    logits = torch.randn((6, 1000), generator=_G)
+    targets = torch.randint(0, 1000, (6,), generator=_G)
+    x, t = place(logits, mesh, [S1], graph), place(targets, mesh, [R], graph)
+    with dtorch.profile(graph) as prof:
+        loss = DF.cross_entropy(x, t, reduction="none", label_smoothing=0.1)
+        got = loss.to_torch()
+    want = F.cross_entropy(logits, targets, reduction="none", label_smoothing=0.1)
+    torch.testing.assert_close(got, want)
+    kinds = [e.kind for e in prof.events]
+    assert OpKind.SplitSoftmax in kinds and OpKind.Softmax not in kinds
+    moved = [e.shape for e in prof.events if e.kind is OpKind.Convert]
+    assert moved and all(math.prod(shape) <= 6 for shape in moved), moved
+
+
 @pytest.mark.parametrize("reduction", _REDUCTIONS)
 def test_cross_entropy_of_spatial_and_one_dim_inputs(reduction: str, graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (2, 2))
@@ -242,9 +285,8 @@ def test_refusals_follow_torch(graph: dtorch.Graph) -> None:
         DF.mse_loss(x, x, weight=place(torch.ones(4), mesh, [R], graph))
     with pytest.raises(ShapeError, match="class-probability targets must have the input's shape"):
         DF.cross_entropy(x, x[:, :2].softmax(1))
-    sharded = place(_X, mesh, [S1], graph)
-    with pytest.raises(PlacementError, match=r"^cross_entropy: got \(S\(1\),\)"):
-        DF.cross_entropy(sharded, t)
+    with pytest.raises(PlacementError, match=r"^cross_entropy: got \(P,\)"):
+        DF.cross_entropy(place(_X, mesh, [P], graph), t)  # a softmax is not linear
     with pytest.raises(PlacementError, match=r"^mse_loss: got \(P,\)"):
         DF.mse_loss(place(_X, mesh, [P], graph), x)
 
@@ -335,12 +377,12 @@ def test_a_refusal_inside_a_loss_names_the_call_s_tensors(graph: dtorch.Graph) -
     intermediate sharded on the classes): the message ends with the placements the user
     passed, so the hint to redistribute is about tensors they have."""
     mesh = dtorch.init_device_mesh("cpu", 4)
-    x, target = place(_X, mesh, [R], graph), place(torch.tensor([0, 1, 2, 3, 0]), mesh, [R], graph)
+    x, target = place(_X, mesh, [R], graph), place(torch.tensor([0, 1, 2, 3, 0]), mesh, [S0], graph)
     weight = place(torch.rand(_X.shape[1]), mesh, [S0], graph)
-    with pytest.raises(PlacementError) as refused:
+    with pytest.raises(PlacementError) as refused:  # the weights' table S(1), the index S(0)
         DF.nll_loss(x, target, weight=weight)
     assert str(refused.value).endswith(
-        "(the call's tensors: input (R,), target (R,), weight (S(0),))"
+        "(the call's tensors: input (R,), target (S(0),), weight (S(0),))"
     )
 
 

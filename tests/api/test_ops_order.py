@@ -102,9 +102,10 @@ def test_flip_of_several_dims_and_its_forms(graph: dtorch.Graph) -> None:
 
 
 def _gather_table(x: tuple[int, ...], index: tuple[int, ...], dim: int) -> Table:
-    """One mesh dim: R x R -> R, P x R -> P, R x S(dim) -> S(dim), and S(d) x S(d) -> S(d)
-    for every other dim d of one size in the input and the index."""
-    table: dict[Any, Any] = {(R, R): R, (P, R): P, (R, Shard(dim)): Shard(dim)}
+    """One mesh dim: R x R -> R, P x R -> P, S(dim) x R -> P (each device picks its own
+    range), R x S(dim) -> S(dim), and S(d) x S(d) -> S(d) for every other dim d of one size
+    in the input and the index."""
+    table: dict[Any, Any] = {(R, R): R, (P, R): P, (Shard(dim), R): P, (R, Shard(dim)): Shard(dim)}
     for d, (a, b) in enumerate(zip(x, index, strict=True)):
         if d != dim and a == b:
             table[(Shard(d), Shard(d))] = Shard(d)

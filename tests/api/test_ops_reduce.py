@@ -2,10 +2,12 @@
 and ``min`` over a dim returning values and indices) and ``softmax``/``log_softmax`` through
 the public API against torch, on 1-D, 2-D and 3-D meshes, even and uneven shards: every layout
 on 1-D meshes (a seeded sample on the larger ones), output placements (summing a sharded dim
-gives Partial; max/min/any/all/arg*/softmax refuse it) and the rejections."""
+gives Partial; max/min/any/all/arg* refuse it; softmax keeps it, all-reducing each row's
+maximum and sum) and the rejections."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +18,7 @@ import torch.nn.functional as F
 
 import dtorch
 import dtorch.nn.functional as DF
+from dtorch import Placement
 from dtorch.errors import PlacementError, ShapeError
 from tests.api.ops_harness import (
     ALL_MESHES,
@@ -258,9 +261,10 @@ def test_a_partial_sum_converting_to_a_nonlinear_dtype_is_refused(graph: dtorch.
     torch.testing.assert_close(sharded.to_torch(), x.sum(0, dtype=torch.int32))
 
 
-def _softmax_table(ndim: int, dim: int) -> Table:
-    """One mesh dim: any dim but the softmax dim may stay sharded; no Partial."""
-    return {(p,): p for p in choices(ndim, partial=False) if p != Shard(dim % ndim)}
+def _softmax_table(ndim: int) -> Table:
+    """One mesh dim: every shard stays, the softmax dim's too (its rows' maxima and sums are
+    all-reduced); no Partial."""
+    return {(p,): p for p in choices(ndim, partial=False)}
 
 
 _SOFTMAX: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
@@ -281,7 +285,7 @@ def test_softmax_every_layout(  # type: ignore[no-untyped-def]
     for dim in (0, 1, -1):
         run_api(
             graph, name, lambda t, d=dim: call(t, d), [x], mesh_shape, [ref(x, dim)],
-            table=_softmax_table(3, dim), exact=False, limit=limit_for(mesh_shape, n_d=8),
+            table=_softmax_table(3), exact=False, limit=limit_for(mesh_shape, n_d=8),
             seed=dim,
         )  # fmt: skip
 
@@ -297,6 +301,45 @@ def test_softmax_dtypes(graph: dtorch.Graph) -> None:
     ):
         assert out.dtype == want.dtype and out.placements == [S0, S0]
         torch.testing.assert_close(out.to_torch(), want)
+
+
+@pytest.mark.parametrize(
+    ("mesh_shape", "placements"),
+    [((3,), [S1]), ((2, 2), [S1, S1]), ((2, 2), [S0, S1]), ((2, 1, 2), [S1, R, S0])],
+)
+def test_softmax_over_a_sharded_dim_special_values(
+    mesh_shape: tuple[int, ...], placements: list[Placement], graph: dtorch.Graph
+) -> None:
+    """The split softmax against torch's on rows of -inf (a device's whole block, or the
+    whole row: NaN as torch), NaN, huge values and 0 entries on a device (4 columns over 3
+    devices), in float32, float16, bfloat16, float64 and with ``dtype=``."""
+    x = torch.randn((4, 4), generator=_G) * 30
+    x[0, :2] = -math.inf
+    x[1] = -math.inf
+    x[2, 3] = math.nan
+    x[3] = torch.tensor([1e4, -1e4, 1e4, 3.0])
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        t = place(x.to(dtype), mesh, placements, graph)
+        for got, want in (
+            (t.softmax(1), x.to(dtype).softmax(1)),
+            (t.log_softmax(-1), x.to(dtype).log_softmax(-1)),
+            (t.softmax(1, dtype=torch.float64), x.to(dtype).softmax(1, dtype=torch.float64)),
+        ):
+            assert got.dtype == want.dtype and got.placements == placements
+            torch.testing.assert_close(got.to_torch(), want, equal_nan=True)
+
+
+def test_softmax_over_a_sharded_dim_replays_and_refuses_partial(graph: dtorch.Graph) -> None:
+    """A traced program replays the split softmax; a Partial input is refused."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randn((3, 8), generator=_G)
+    program = dtorch.trace(lambda t: t.log_softmax(1) * 2, place(x, mesh, [S1], graph))
+    for scale in (1.0, -3.0):
+        got = program(place(x * scale, mesh, [S1], graph))
+        torch.testing.assert_close(got.to_torch(), (x * scale).log_softmax(1) * 2)
+    with pytest.raises(PlacementError, match="A softmax is not linear"):
+        place(x, mesh, [P], graph).softmax(1)
 
 
 def test_rejections(graph: dtorch.Graph) -> None:
@@ -315,15 +358,17 @@ def test_rejections(graph: dtorch.Graph) -> None:
         ("argmin", lambda: t.argmin(0)),
         ("any", lambda: (t > 0).any(0)),
         ("all", (t > 0).all),
-        ("softmax", lambda: t.softmax(0)),
-        ("log_softmax", lambda: DF.log_softmax(t, 0)),
         ("prod", lambda: t.prod(0)),
     ):
         with pytest.raises(PlacementError, match=rf"^{name}: got \(S\(0\),\).*accepted"):
             call()
     p = place(x, mesh, [P], graph)
-    with pytest.raises(PlacementError, match=r"^softmax: got \(P,\).*accepted"):
-        p.softmax(1)
+    for name, call in (
+        ("softmax", lambda: p.softmax(1)),
+        ("log_softmax", lambda: p.log_softmax(0)),
+    ):
+        with pytest.raises(PlacementError, match=rf"^{name}: got \(P,\).*accepted"):
+            call()
     with pytest.raises(PlacementError, match=r"^max: got \(P,\).*accepted"):
         p.max(1)
     assert p.sum(1).placements == [P]

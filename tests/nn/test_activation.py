@@ -56,19 +56,15 @@ def test_layers_match_torch(mesh_shape: tuple, placements: list, graph: dtorch.G
 
 
 def _refused(layer: nn.Module, mesh_shape: tuple, placements: list) -> str | None:
-    """The operator that refuses ``placements`` of ``_X``: softmax along a sharded dim,
-    flatten of a range with a sharded dim inside it (not its outermost), or with its
-    outermost dim sharded unevenly."""
+    """The operator that refuses ``placements`` of ``_X``: flatten of a range with a sharded
+    dim inside it (not its outermost), or with its outermost dim sharded unevenly (a softmax
+    along a sharded dim all-reduces its rows' maxima and sums)."""
     sharded = {p.dim for p in placements if isinstance(p, Shard)}
     uneven = {
         p.dim
         for p, n in zip(placements, mesh_shape, strict=True)
         if isinstance(p, Shard) and _X.shape[p.dim] % n
     }
-    if isinstance(layer, nn.Softmax) and layer.dim % 3 in sharded:
-        return "softmax"
-    if isinstance(layer, nn.LogSoftmax) and layer.dim % 3 in sharded:
-        return "log_softmax"
     if isinstance(layer, nn.Flatten):
         start, end = layer.start_dim % 3, layer.end_dim % 3
         if sharded & set(range(start + 1, end + 1)) or (start < end and start in uneven):

@@ -49,13 +49,14 @@ from dtorch.api.ops.elementwise import binary, unary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.order import gather_aligned
 from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
+from dtorch.api.ops.reduce import softmax_param
 from dtorch.api.ops.shape import squeeze, unsqueeze
 from dtorch.api.record import record, record_one, tensor_arg, with_inputs
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, ReduceKind
-from dtorch.ir.params import ActivationParam, SoftmaxParam
+from dtorch.ir.params import ActivationParam
 from dtorch.ir.rules.promotion import function_dtype
 
 if TYPE_CHECKING:
@@ -456,8 +457,8 @@ def _check_index_target(name: str, input: Tensor, target: Tensor, class_dim: int
 
 
 def _log_probs(name: str, input: Tensor, class_dim: int) -> Tensor:
-    # one log_softmax recorded under the loss's name (a sharded class dim is refused by it)
-    return record(name, SoftmaxParam(class_dim, True, None), (input,))[0]
+    # one log_softmax recorded under the loss's name (a sharded class dim: vocab-parallel)
+    return record(name, softmax_param(input, class_dim, True, None), (input,))[0]
 
 
 def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Tensor | None:
@@ -507,6 +508,7 @@ def _nll(
     else:
         table = weight.expand(*logp.shape)
         chosen = squeeze(gather_aligned(table, index, class_dim, name), class_dim)
+        chosen = sum_partials(chosen)  # picked from weights sharded on the classes: Partial
         counts = select(name, valid, cast(chosen, logp.dtype), 0.0)
     loss = unary(M.NEG, name, binary(B.MUL, name, picked, counts))
     return select(name, valid, loss, 0.0), counts  # an ignored -inf class 0: 0, not NaN
@@ -573,7 +575,8 @@ def cross_entropy(
     ``nll_loss(log_softmax(input, class dim), target, ...)`` for class indices (int64 or
     uint8), or ``-sum(target * log_softmax(input))`` over the class dim for class
     probabilities (a float ``target`` of the input's shape); ``label_smoothing`` mixes in the
-    uniform distribution, as torch's. The class dim must not be sharded.
+    uniform distribution, as torch's. The class dim may be sharded (vocab-parallel logits:
+    the log-softmax all-reduces each row's maximum and sum; nothing is gathered).
 
     Example:
         >>> import dtorch
@@ -605,6 +608,8 @@ def cross_entropy(
     smooth = _smoothing(name, logp, weights, class_dim, targets[1])
     smooth = _mean_over((name, reduction), smooth, counts)
     eps, classes = label_smoothing, input.shape[class_dim]
+    if nll.placements != smooth.placements:  # a vocab-parallel nll is Partial, its smoothing not
+        nll, smooth = sum_partials(nll), sum_partials(smooth)
     return binary(
         B.ADD, name, binary(B.MUL, name, nll, 1 - eps), binary(B.MUL, name, smooth, eps / classes)
     )

@@ -21,7 +21,15 @@ from dtorch.api.ops import elementwise
 from dtorch.api.record import record, tensor_arg
 from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
-from dtorch.ir.params import MaxMinParam, ReduceParam, ScanParam, SoftmaxParam
+from dtorch.ir.params import (
+    MaxMinParam,
+    OpParam,
+    ReduceParam,
+    ScanParam,
+    SoftmaxParam,
+    SplitSoftmaxParam,
+)
+from dtorch.ir.placement import Partial, Shard
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -254,7 +262,9 @@ def implicit_dim(input: Tensor, dim: int | None) -> int:
 def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = None) -> Tensor:
     """Softmax over ``dim``; ``dim=None`` follows torch's legacy implicit-dim rule (0 for 0-,
     1- and 3-d inputs, else 1; torch warns, dtorch does not). ``dtype``: cast the input
-    first. The softmax dim must not be sharded; the others keep their shards.
+    first. Every shard stays: where mesh dims shard the softmax dim itself, the devices
+    all-reduce each row's maximum and sum along them (two numbers per row, the
+    vocab-parallel softmax) instead of gathering the dim. A Partial input is refused.
 
     Example:
         >>> import dtorch
@@ -262,17 +272,30 @@ def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = N
         [[0.25, 0.25, 0.25, 0.25]]
     """
     tensor_arg("softmax", input)
-    dim = implicit_dim(input, dim)
-    param = SoftmaxParam(
-        normalize_dim(dim, input.ndim, op="softmax"), False, _dtype("softmax", dtype)
-    )
-    return record("softmax", param, (input,))[0]
+    dim = normalize_dim(implicit_dim(input, dim), input.ndim, op="softmax")
+    return record("softmax", softmax_param(input, dim, False, _dtype("softmax", dtype)), (input,))[
+        0
+    ]
+
+
+def softmax_param(x: Tensor, dim: int, log: bool, dtype: torch.dtype | None) -> OpParam:
+    """The operator of a (log-)softmax over ``dim`` (normalised): ``SoftmaxParam``, each
+    device on its own rows, or ``SplitSoftmaxParam`` where a mesh dim shards ``dim`` (and
+    for a Partial input, which its rule refuses in the words that fit every layout)."""
+    ndim = x.ndim
+    for placement in x._operand.placements:
+        if placement.__class__ is Shard:
+            if placement.dim % ndim == dim:
+                return SplitSoftmaxParam(dim, log, dtype)
+        elif placement.__class__ is Partial:
+            return SplitSoftmaxParam(dim, log, dtype)
+    return SoftmaxParam(dim, log, dtype)
 
 
 @numpy_names
 def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Tensor:
     """The log of ``softmax`` over ``dim``, computed in one operator (placements as
-    ``softmax``'s: the dim must not be sharded).
+    ``softmax``'s: a sharded softmax dim is reduced across the devices, not gathered).
 
     Example:
         >>> import dtorch
@@ -281,7 +304,7 @@ def log_softmax(input: Tensor, dim: int, dtype: torch.dtype | None = None) -> Te
     """
     tensor_arg("log_softmax", input)
     dim = normalize_dim(dim, input.ndim, op="log_softmax")
-    param = SoftmaxParam(dim, True, _dtype("log_softmax", dtype))
+    param = softmax_param(input, dim, True, _dtype("log_softmax", dtype))
     return record("log_softmax", param, (input,))[0]
 
 

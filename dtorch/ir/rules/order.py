@@ -12,6 +12,9 @@ Per mesh dim:
 
   - x Replicate x index Replicate -> Replicate; x Partial x index Replicate -> Partial
     (picking is linear in x);
+  - x Shard(g) x index Replicate, g the gathered dim -> Partial: each device picks the
+    entries in its own range of g and writes zeros for the others (DTensor's masked
+    partial; the vocab-parallel pick of a loss's target log-probabilities);
   - x Replicate x index Shard(g), g the gathered dim -> Shard(g): each device picks its rows
     of the index from the whole x;
   - x Shard(i) x index Shard(i), the same placement on another dim i whose size is the same
@@ -72,7 +75,7 @@ _FLIP = signature(
 )  # fmt: skip
 _GATHER = Signature(
     {},
-    "R x R -> R, P x R -> P, R x S(g) -> S(g), S(i) x S(i) -> S(i)",
+    "R x R -> R, P x R -> P, S(g) x R -> P, R x S(g) -> S(g), S(i) x S(i) -> S(i)",
     legend="input x index; g: the gathered dim; i: another dim, of one size in input and index",
     hint="redistribute the input and the index first",
 )
@@ -178,7 +181,9 @@ def _gathered(
 ) -> Placement | None:
     """The output placement on one mesh dim (None: refused; see the module)."""
     if pi.__class__ is Replicate:
-        return pi if px.__class__ is Replicate else px if px.__class__ is Partial else None
+        if isinstance(px, Shard):
+            return Partial() if px.dim % x.ndim == dim else None
+        return px  # Replicate, or Partial: picking is linear
     if not isinstance(pi, Shard):
         return None
     if pi.dim == dim:

@@ -3,7 +3,9 @@
 Per mesh dim: a shard of a dim that is not reduced stays a shard (its index shifts when
 ``keepdim`` is false). Reducing a sharded dim gives Partial for ``sum`` and ``mean`` (``mean``
 divides by the GLOBAL size, so the partial values add up to the mean); ``max``, ``min``,
-``prod``, ``any``, ``all``, ``argmax``, ``argmin`` and softmax reject it. A Partial input is
+``prod``, ``any``, ``all``, ``argmax``, ``argmin`` and ``Softmax`` reject it; ``SplitSoftmax``
+(the softmax the API records where the softmax dim is sharded) keeps every shard, the softmax
+dim's included, and refuses only a Partial input. A Partial input is
 kept by ``sum`` and ``mean`` only (they are linear). A scan (``cumsum``/``cumprod``/
 ``logcumsumexp``) keeps the shards of the other dims and refuses a shard of the scanned dim;
 ``cumsum`` keeps a Partial input where its dtype conversion is linear too
@@ -32,7 +34,14 @@ import torch
 from dtorch.errors import DimError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind, ReduceKind, ScanKind
-from dtorch.ir.params import MaxMinParam, OpParam, ReduceParam, ScanParam, SoftmaxParam
+from dtorch.ir.params import (
+    MaxMinParam,
+    OpParam,
+    ReduceParam,
+    ScanParam,
+    SoftmaxParam,
+    SplitSoftmaxParam,
+)
 from dtorch.ir.rules.base import (
     Inference,
     OutputMeta,
@@ -42,7 +51,7 @@ from dtorch.ir.rules.base import (
     norm_dims,
 )
 from dtorch.ir.rules.promotion import cast_is_linear, reduce_dtype, scan_dtype, softmax_dtype
-from dtorch.ir.rules.signature import Labels, fresh_labels, one_input, signature
+from dtorch.ir.rules.signature import Labels, fresh_labels, identity, one_input, signature
 
 _FIRST = "redistribute the reduced dims to Replicate first"
 _LINEAR = signature(
@@ -60,6 +69,10 @@ _KEEP = signature("R -> R", "Si -> Si", legend="i: a dim that is not reduced", h
 _SOFTMAX = signature(
     "R -> R", "Si -> Si", legend="i: a dim other than the softmax dim",
     hint="redistribute the softmax dim to Replicate first",
+)  # fmt: skip
+_SPLIT_SOFTMAX = signature(
+    "R -> R", "Si -> Si", legend="i: any dim, the softmax dim included",
+    hint="a softmax is not linear: redistribute a Partial input to Replicate first",
 )  # fmt: skip
 _SCANNED = "i: a dim other than the scanned dim"
 _SCAN_HINT = "redistribute the scanned dim to Replicate first"
@@ -192,6 +205,17 @@ def softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     return one_input(name, _SOFTMAX, x, labels, [OutputMeta(x.shape, dtype, ())])
 
 
+def split_softmax_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``softmax``/``log_softmax`` over ``dim`` where shards of it are allowed: every shard
+    stays (the kernel all-reduces each row's maximum and sum along the mesh dims sharding
+    ``dim``); a Partial input is refused."""
+    assert isinstance(param, SplitSoftmaxParam)
+    (x,) = inputs
+    norm_dim(name, param.dim, x.ndim)
+    dtype = softmax_dtype(name, param.log, x.dtype, param.dtype)
+    return one_input(name, _SPLIT_SOFTMAX, x, identity(x.ndim), [OutputMeta(x.shape, dtype, ())])
+
+
 def scan_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """``cumsum``/``cumprod``/``logcumsumexp`` along ``dim``: the input's shape, torch's dtype;
     the scanned dim must not be sharded, and only a linear ``cumsum`` keeps Partial."""
@@ -209,5 +233,6 @@ RULES: dict[OpKind, Rule] = {
     OpKind.Reduce: reduce_rule,
     OpKind.MaxMin: maxmin_rule,
     OpKind.Softmax: softmax_rule,
+    OpKind.SplitSoftmax: split_softmax_rule,
     OpKind.Scan: scan_rule,
 }

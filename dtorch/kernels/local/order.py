@@ -1,12 +1,15 @@
 """Local kernels of Sort, TopK, Flip and Gather: entries moved or picked along dims.
 
 The rules keep every operated dim whole on each device (a sorted, topk'd or flipped dim, the
-gathered dim of the input), and let the other dims be sharded only where input, index and
-output hold matching blocks; so each kernel is torch's own function on the local shards,
-and the indices sort and topk return are global ones. Flip of a Partial tensor flips every
-summand. Gather's index values are checked before torch reads them, as IndexSelect's are:
-an out-of-range one raises IndexError here (a failure of the operator, raised where its
-value is read) rather than a device-side assert on CUDA.
+gathered dim of the input unless the output is Partial), and let the other dims be sharded
+only where input, index and output hold matching blocks; so each kernel is torch's own
+function on the local shards, and the indices sort and topk return are global ones. A
+gather whose input is split along the gathered dim (index Replicate, output Partial) picks
+the entries in the device's range and writes zeros for the others. Flip of a Partial
+tensor flips every summand. Gather's index values are checked (against the whole dim)
+before torch reads them, as IndexSelect's are: an out-of-range one raises IndexError here
+(a failure of the operator, raised where its value is read) rather than a device-side
+assert on CUDA.
 
 Example:
     >>> import torch
@@ -61,13 +64,27 @@ def flip_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def gather_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``torch.gather`` of the local shards (the gathered dim of the input is whole)."""
+    """``torch.gather`` of the local shards; where the gathered dim of the input is split
+    (the output is Partial), the entries of the device's own range, zeros elsewhere."""
     param = ctx.param
     assert isinstance(param, GatherParam)
     x, index = inputs
     dim = param.dim % max(x.ndim, 1)
-    checked_index(ctx.operator.name, index, dim, x.shape[dim] if x.ndim else 1, wrap=False)
+    source = ctx.inputs[0]
+    size = source.shape[dim] if x.ndim else 1
+    checked_index(ctx.operator.name, index, dim, size, wrap=False)
+    if x.ndim and x.shape[dim] != size:
+        return [_masked_gather(x, index, dim, source.shard(device).offset[dim])]
     return [torch.gather(x, dim, index)]
+
+
+def _masked_gather(x: torch.Tensor, index: torch.Tensor, dim: int, start: int) -> torch.Tensor:
+    # the device holds entries start .. start + x.shape[dim] - 1 of the gathered dim
+    local = index - start
+    outside = (local < 0) | (local >= x.shape[dim])
+    if not x.shape[dim]:  # an empty block: every index is another device's
+        return torch.zeros(index.shape, dtype=x.dtype, device=x.device)
+    return torch.gather(x, dim, local.masked_fill(outside, 0)).masked_fill_(outside, 0)
 
 
 KERNELS: dict[OpKind, LocalKernel] = {

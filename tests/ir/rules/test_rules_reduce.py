@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 
 from dtorch.errors import PlacementError, ShapeError
 from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
-from dtorch.ir.params import MaxMinParam, ReduceParam, ScanParam, SoftmaxParam
+from dtorch.ir.params import (
+    MaxMinParam,
+    ReduceParam,
+    ScanParam,
+    SoftmaxParam,
+    SplitSoftmaxParam,
+)
 from dtorch.ir.placement import Partial, Replicate, Shard
 from dtorch.ir.rules import DtypeError, ParamError, infer
 
@@ -106,6 +112,21 @@ def test_softmax() -> None:
         infer("softmax", SoftmaxParam(1), (op((4, 6), dtype=torch.int64),))
     half = infer("log_softmax", SoftmaxParam(0, True, torch.float64), (op((3,)),)).outputs[0]
     assert half.dtype == F.log_softmax(torch.ones(3), 0, dtype=torch.float64).dtype
+
+
+def test_split_softmax_keeps_every_shard() -> None:
+    """The softmax the API records where the softmax dim is sharded: every shard stays (the
+    softmax dim's nested on two mesh dims too), a Partial is refused, torch's dtypes."""
+    for placements in ((Shard(1), Shard(1)), (Shard(0), Shard(1)), (Replicate(), Shard(0))):
+        x = op((4, 6), *placements, mesh=MESH22)
+        out = infer("softmax", SplitSoftmaxParam(1), (x,)).outputs[0]
+        assert out.placements == placements and out.shape == (4, 6)
+    with pytest.raises(PlacementError, match="A softmax is not linear"):
+        infer("softmax", SplitSoftmaxParam(1), (op((4, 6), P),))
+    with pytest.raises(DtypeError):
+        infer("softmax", SplitSoftmaxParam(1), (op((4, 6), Shard(1), dtype=torch.int64),))
+    wide = infer("log_softmax", SplitSoftmaxParam(0, True, torch.float64), (op((3,), Shard(0)),))
+    assert wide.outputs[0].dtype == torch.float64
 
 
 def _logcumsumexp(x: torch.Tensor, dim: int, dtype: torch.dtype | None) -> torch.Tensor:

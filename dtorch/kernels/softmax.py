@@ -1,0 +1,132 @@
+"""The SplitSoftmax group kernel: ``softmax``/``log_softmax`` over a dim that mesh dims shard
+(the vocab-parallel softmax of Megatron, DTensor's ``loss_parallel``).
+
+Each device holds a block of every row along the softmax dim. Each row's maximum is
+all-reduced (max) along every mesh dim that shards the softmax dim, then the sum of
+``exp(x - max)`` (sum), and each device finishes its own block as torch's kernel does:
+``exp(x - max) / sum``, or ``x - max - log(sum)``. Two all-reduces of one number per row,
+where gathering the dim would move every entry. A device holding no entries of the dim
+contributes -inf and 0. float16 and bfloat16 compute in float32, as torch's CPU kernel does,
+and the result is rounded once.
+
+Example:
+    >>> import torch
+    >>> x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
+    >>> left, right = x[:, :2], x[:, 2:]  # two devices' blocks
+    >>> m = torch.maximum(local_max(left, 1), local_max(right, 1))  # the all-reduced max
+    >>> s = sum_of_exp(left, m, 1) + sum_of_exp(right, m, 1)  # the all-reduced sum
+    >>> torch.allclose(finish(left, m, s, False), torch.softmax(x, 1)[:, :2])
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from dtorch.comm.group.reduce_op import ReduceOp
+from dtorch.ir.opkind import OpKind
+from dtorch.ir.params import SplitSoftmaxParam
+from dtorch.ir.placement import Shard
+from dtorch.kernels.base import GroupKernel, KernelContext, Shards
+
+if TYPE_CHECKING:
+    from dtorch.comm.group import ThreadGroup
+
+
+def split_softmax_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int, Shards]:
+    """Every held device's block of the softmax (see the module).
+
+    Every line's group is opened first, before anything can fail, in the one order every
+    caller follows (mesh dim, then line), as ring attention does: a caller that fails later
+    still holds the groups its peers wait in, so the runtime's abort reaches them."""
+    param, x_op = ctx.param, ctx.inputs[0]
+    assert isinstance(param, SplitSoftmaxParam)
+    assert ctx.groups is not None, "a split softmax needs the caller's ThreadGroupManager"
+    dim, out_dtype = param.dim % x_op.ndim, ctx.outputs[0].dtype
+    lines = _lines(ctx, dim)
+    groups = [ctx.groups.get_group(x_op.mesh.device_kind, line, ctx.devices) for line in lines]
+    xs = {d: computed_in(shards[0], out_dtype) for d, shards in inputs.items()}
+    maxima = _all_reduced(
+        lines, groups, {d: local_max(x, dim) for d, x in xs.items()}, ReduceOp.MAX
+    )
+    sums = {d: sum_of_exp(x, maxima[d], dim) for d, x in xs.items()}
+    sums = _all_reduced(lines, groups, sums, ReduceOp.SUM)
+    # torch's CPU log-softmax along the last dim of a float16/bfloat16 tensor keeps the sum
+    # and its log in that dtype (its other kernels keep float32): so does this, for equal values
+    kept_in = out_dtype if param.log and dim == x_op.ndim - 1 and out_dtype in _REDUCED else None
+    if kept_in is not None:
+        sums = {d: total.to(kept_in).float() for d, total in sums.items()}
+    # row-major whatever the input's strides, as torch's softmax; rounded once
+    done = {d: finish(x, maxima[d], sums[d], param.log, kept_in) for d, x in xs.items()}
+    return {d: [y.to(out_dtype, memory_format=torch.contiguous_format)] for d, y in done.items()}
+
+
+#: The dtypes torch's CPU softmax kernels compute in float32 (and round the result of).
+_REDUCED = (torch.float16, torch.bfloat16)
+
+
+def _lines(ctx: KernelContext, dim: int) -> list[tuple[int, ...]]:
+    """The groups to reduce over, in order: per mesh dim sharding ``dim``, the lines along
+    it that hold a device of this caller (sorted)."""
+    mesh, placements = ctx.inputs[0].mesh, ctx.inputs[0].placements
+    lines: list[tuple[int, ...]] = []
+    for mesh_dim, placement in enumerate(placements):
+        if isinstance(placement, Shard) and placement.dim % ctx.inputs[0].ndim == dim:
+            lines.extend(sorted({mesh.group_of(d, mesh_dim) for d in ctx.devices}))
+    return lines
+
+
+def _all_reduced(
+    lines: list[tuple[int, ...]],
+    groups: list[ThreadGroup],
+    values: dict[int, torch.Tensor],
+    op: ReduceOp,
+) -> dict[int, torch.Tensor]:
+    """``values`` (one per held device) reduced along every line in turn."""
+    for line, group in zip(lines, groups, strict=True):
+        held = {line.index(d): values[d] for d in line if d in values}
+        for rank, value in group.all_reduce(held, op).items():
+            values[line[rank]] = value
+    return values
+
+
+def computed_in(x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The block in the dtype the softmax is computed in: the result's, float32 at least."""
+    return x.to(torch.promote_types(out_dtype, torch.float32))
+
+
+def local_max(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Each row's maximum over the block (kept as a size-1 dim; -inf for an empty block)."""
+    if x.shape[dim] == 0:
+        shape = list(x.shape)
+        shape[dim] = 1
+        return torch.full(shape, -math.inf, dtype=x.dtype, device=x.device)
+    return x.amax(dim, keepdim=True)
+
+
+def sum_of_exp(x: torch.Tensor, maximum: torch.Tensor, dim: int) -> torch.Tensor:
+    """Each row's sum of ``exp(x - maximum)`` over the block."""
+    return torch.exp(x - maximum).sum(dim, keepdim=True)
+
+
+def finish(
+    x: torch.Tensor,
+    maximum: torch.Tensor,
+    total: torch.Tensor,
+    log: bool,
+    log_kept_in: torch.dtype | None = None,
+) -> torch.Tensor:
+    """The block's softmax (or log-softmax) from the row's maximum and sum; the log of the
+    sum rounded to ``log_kept_in`` if given."""
+    if not log:
+        return torch.exp(x - maximum) / total
+    log_total = torch.log(total)
+    if log_kept_in is not None:
+        log_total = log_total.to(log_kept_in).to(x.dtype)
+    return x - maximum - log_total
+
+
+GROUP_KERNELS: dict[OpKind, GroupKernel] = {OpKind.SplitSoftmax: split_softmax_kernel}
