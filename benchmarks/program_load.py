@@ -77,7 +77,7 @@ def time_dtorch(path: Path, x: torch.Tensor) -> float:
 
 def time_torch(path: Path, model: torch.nn.Sequential, x: torch.Tensor) -> float:
     start = time.perf_counter()
-    state = torch.load(path)
+    state = torch.load(path, weights_only=True)
     model.load_state_dict(state)
     with torch.no_grad():
         model(x)

@@ -83,13 +83,24 @@ def check_ipv4_host(host: str, what: str) -> str:
             f"{what} is {host!r}, an IPv6 address: clusters run on IPv4 only (Gloo cannot "
             "pair ranks of different address families); give an IPv4 address, e.g. 127.0.0.1"
         )
-    if host == "0.0.0.0":
+    if _every_interface(host):
         raise RendezvousError(
-            f"{what} is '0.0.0.0', every interface: a cluster node publishes the address it "
+            f"{what} is {host!r}, every interface: a cluster node publishes the address it "
             "binds for the others to reach, and signs it; give this host's own address "
             "(127.0.0.1 on one machine, its network address across machines)"
         )
     return host
+
+
+def _every_interface(host: str) -> bool:
+    """Whether ``host`` names the wildcard address in any spelling (``0.0.0.0``, ``0``,
+    ``0.0``, ZeroMQ's ``*``), which would bind every interface."""
+    if host.strip() == "*":
+        return True
+    try:
+        return socket.inet_aton(host) == bytes(4)
+    except OSError:  # a host name, or not an address
+        return False
 
 
 def parse_address(address: str) -> tuple[str, int]:

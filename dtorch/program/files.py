@@ -78,7 +78,7 @@ from dtorch.program.trace import refusal
 from dtorch.program.tree import check_tree
 from dtorch.runtime.subgraph import MAX_BODY, runs_in_body
 from dtorch.serialization import deserialize, serialize
-from dtorch.serialization.files import open_regular
+from dtorch.serialization.files import check_room, open_regular
 from dtorch.serialization.tensors import restore_tensor, tensor_bytes
 
 if TYPE_CHECKING:
@@ -270,6 +270,7 @@ def load_program(
         except DeserializationError as exc:
             raise type(exc)(f"{name}: {exc}") from None
         meshes = mesh_map(spec_meshes(spec), device_mesh)
+        _check_room(spec, meshes, g, name)
         constants = _create_constants(source, spec, crcs, g, meshes, name)
     try:
         loaded = rebind(spec, g._operand_ids, iter(g.new_operator_id, None), meshes, constants)
@@ -414,6 +415,25 @@ def _check_layout(spec: ProgramSpec, header_offset: int) -> None:
         )
 
 
+def _check_room(spec: ProgramSpec, meshes: MeshMap, graph: Graph, name: str) -> None:
+    """DeserializationError when the constants' copies on this machine's CPU devices (a
+    Replicate one is a copy per device) would take more memory than it has available: the
+    file declares meshes and shapes. Not checked for workers on other hosts."""
+    pool = graph.option.worker_pool
+    if pool is not None and not pool.shares_memory:
+        return
+    need = 0
+    for constant in spec.constants:
+        operand = moved_operand(constant, meshes, 0)
+        if operand.mesh.device_kind == "cpu":
+            shards = (operand.shard(d).shape for d in operand.mesh.device_ids)
+            need += sum(capped_product(s, _MAX_BYTES) for s in shards) * operand.dtype.itemsize
+    try:
+        check_room(need, "its constants (a copy on each device holding one)")
+    except DeserializationError as exc:
+        raise type(exc)(f"{name}: {exc}") from None
+
+
 def _create_constants(
     source: io.BufferedReader, spec: ProgramSpec, crcs: tuple[int, ...], graph: Graph,
     meshes: MeshMap, name: str,
@@ -463,7 +483,11 @@ def _mapped(source: io.BufferedReader) -> memoryview:
     the process (SIGBUS), so program files are replaced by renaming, as ``save`` does. (No
     MAP_POPULATE: on a writable private mapping that would copy every page.)"""
     prot = mmap.PROT_READ | mmap.PROT_WRITE  # writable: torch has no read-only tensors
-    return memoryview(mmap.mmap(source.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=prot))
+    try:
+        return memoryview(mmap.mmap(source.fileno(), 0, flags=mmap.MAP_PRIVATE, prot=prot))
+    except OSError as exc:  # ENOMEM: a file larger than the machine can commit
+        size = os.fstat(source.fileno()).st_size
+        raise _bad(f"cannot map the file's {size:,} bytes: {exc.strerror}") from None
 
 
 def _value(data: memoryview, constant: Operand, index: int) -> Any:

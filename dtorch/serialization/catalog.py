@@ -151,7 +151,12 @@ def _build_dicts(columns: list[list[Any]], count: int) -> list[Any]:
     keys, values = columns
     if list(map(len, keys)) != list(map(len, values)):
         raise DeserializationError("a dict's keys and values differ in number")
-    return [dict(zip(k, v, strict=True)) for k, v in zip(keys, values, strict=True)]
+    dicts = [dict(zip(k, v, strict=True)) for k, v in zip(keys, values, strict=True)]
+    if list(map(len, dicts)) != list(map(len, keys)):  # last one wins: two readers could differ
+        twice = next(k for d, k in zip(dicts, keys, strict=True) if len(d) != len(k))
+        key = next(key for i, key in enumerate(twice) if key in twice[:i])
+        raise DeserializationError(f"a dict holds the key {key!r} twice")
+    return dicts
 
 
 def container_types() -> list[NodeType]:

@@ -99,6 +99,39 @@ def serialize_to_file(obj: Any, path: PathLike) -> None:
         raise _io_error(exc, "write", path) from exc
 
 
+def available_memory() -> int | None:
+    """The bytes this machine can still hand out without swapping (``MemAvailable`` of
+    ``/proc/meminfo``, else the physical memory), or None where neither is known: a bound
+    for what a file may make this process allocate.
+
+    Example:
+        >>> (available_memory() or 1) > 0
+        True
+    """
+    try:
+        with open("/proc/meminfo", "rb") as info:
+            for line in info:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def check_room(need: int, what: str) -> None:
+    """DeserializationError when ``need`` bytes (for ``what``) exceed ``available_memory``:
+    a file's sizes are data, and allocating them unchecked would end in the kernel's
+    out-of-memory killer, not an error."""
+    room = available_memory()
+    if room is not None and need > room:
+        raise DeserializationError(
+            f"{what} would take {need:,} bytes of memory; this machine has {room:,} available"
+        )
+
+
 def deserialize_from_file(path: PathLike) -> Any:
     """The value stored at ``path`` by ``serialize_to_file``.
 
@@ -117,6 +150,7 @@ def deserialize_from_file(path: PathLike) -> Any:
             magic = source.read(len(FILE_MAGIC))
             _check_magic(magic, path)
             size = os.fstat(source.fileno()).st_size - len(FILE_MAGIC)
+            check_room(size, f"{os.fspath(path)!r}: its payload")
             buffer = bytearray(max(size, 0))
             got = source.readinto(buffer)
     except OSError as exc:

@@ -70,12 +70,13 @@ from dtorch.cluster.signed_values import SignedValues, group_key
 from dtorch.comm.group import CommTopology, ThreadGroupManager
 from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.promise.base import resolve_timeout
-from dtorch.errors import DTorchError, RendezvousError
+from dtorch.errors import DeserializationError, DTorchError, RendezvousError
 from dtorch.options import Launch
 from dtorch.runtime.heap import allow_all_descriptors, keep_freed_memory
 from dtorch.runtime.host import PartyLayout
 from dtorch.runtime.process.values import PushSink
 from dtorch.runtime.process.worker import EXIT_FATAL, EXIT_ORPHANED, Worker, WorkerParts
+from dtorch.serialization.files import open_regular
 from dtorch.transport import Pusher, Subscriber
 from dtorch.transport.security import CurveKeys
 
@@ -130,15 +131,30 @@ def _read_token(path: str | None, launch: Launch) -> bytes:
     return token
 
 
+#: The most a token file may hold: a token is 64 hex digits; a larger file is not one.
+TOKEN_FILE_LIMIT = 4096
+
+
 def _token_file(path: str) -> str:
-    """The text of an owner-only token file (RendezvousError saying what is wrong)."""
+    """The text of an owner-only token file (RendezvousError saying what is wrong). Opened
+    without blocking (a named pipe would wait for a writer for ever) and read up to
+    ``TOKEN_FILE_LIMIT`` bytes."""
     try:
-        if os.stat(path).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise RendezvousError(f"the token file {path} is readable by others: chmod 600 it")
-        with open(path, encoding="ascii") as file:
-            return file.read()
+        with open_regular(path, "a token file") as file:
+            if os.fstat(file.fileno()).st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                raise RendezvousError(f"the token file {path} is readable by others: chmod 600 it")
+            data = file.read(TOKEN_FILE_LIMIT + 1)
+    except DeserializationError as error:
+        raise RendezvousError(f"cannot read the token file: {error}") from None
     except OSError as error:
         raise RendezvousError(f"cannot read the token file {path}: {error.strerror}") from None
+    if len(data) > TOKEN_FILE_LIMIT:
+        raise RendezvousError(
+            f"the token file {path} holds more than {TOKEN_FILE_LIMIT} bytes; it should hold "
+            "the token's hex digits only"
+        )
+    try:
+        return data.decode("ascii")
     except UnicodeError:
         raise RendezvousError(f"the token file {path} is not hex text") from None
 

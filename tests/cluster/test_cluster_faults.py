@@ -283,8 +283,10 @@ def test_a_graph_outliving_its_cluster_closes_cleanly():
         ("zz", 0o600, "is hex text"),
         ("", 0o600, "is 0 bytes; the controller's is at least 16"),
         ("ab" * 16, 0o600, None),
+        ("ab" * 4096, 0o600, "holds more than 4096 bytes"),
+        ("fifo", 0o600, "not a regular file; expected a token file"),
     ],
-    ids=["missing", "world-readable", "not-ascii", "not-hex", "empty", "16-bytes"],
+    ids=["missing", "world-readable", "not-ascii", "not-hex", "empty", "16-bytes", "huge", "fifo"],
 )
 def test_a_worker_reads_its_token_file_or_says_what_is_wrong(
     tmp_path, content, mode, message
@@ -293,7 +295,9 @@ def test_a_worker_reads_its_token_file_or_says_what_is_wrong(
     from dtorch.worker.main import parse_arguments
 
     path = tmp_path / "token"
-    if content is not None:
+    if content == "fifo":  # a named pipe without a writer: an open() would wait for ever
+        os.mkfifo(path, mode)
+    elif content is not None:
         path.write_text(content, encoding="utf-8")
         path.chmod(mode)
     argv = ["--main", "127.0.0.1:1", "--rank", "0", "--world-size", "1"]

@@ -6,6 +6,7 @@ refused."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -272,6 +273,13 @@ def test_ipv6_addresses_are_refused_up_front() -> None:
         MainNode.set_address("0.0.0.0:0", token=TOKEN)
     with pytest.raises(RendezvousError, match=r"--host is '0\.0\.0\.0'"):
         parse_arguments([*argv, "--main", "127.0.0.1:1", "--host", "0.0.0.0"], launch)
+    # its other spellings: "0" and "0.0" bound 0.0.0.0 and published an address no peer
+    # could use; ZeroMQ's "*" bound every socket, then failed with a raw ZMQError
+    for host in ("0", "0.0", "*"):
+        with pytest.raises(RendezvousError, match=rf"'{re.escape(host)}', every interface"):
+            MainNode.set_address(f"{host}:0", token=TOKEN)
+        with pytest.raises(RendezvousError, match=rf"--host is '{re.escape(host)}', every"):
+            parse_arguments([*argv, "--main", "127.0.0.1:1", "--host", host], launch)
 
 
 def test_bad_numbers_are_refused_up_front() -> None:

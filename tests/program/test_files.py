@@ -110,7 +110,7 @@ _CHILD = textwrap.dedent(
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
     with graph.as_default():
         program = dtorch.load_program(sys.argv[1])
-        x = torch.load(sys.argv[2])
+        x = torch.load(sys.argv[2], weights_only=True)
         out = program(dtorch.from_torch(x))
         torch.save([t.to_torch() for t in out["h"]] + [out["n"]], sys.argv[3])
     graph.close()
@@ -130,7 +130,7 @@ def test_load_in_another_process(graph: dtorch.Graph, tmp_path: Path) -> None:
         check=False, cwd=REPO, capture_output=True, text=True, timeout=150,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    h, total, n = torch.load(out_path)
+    h, total, n = torch.load(out_path, weights_only=True)
     want = expected(x)
     torch.testing.assert_close(h, want["h"][0])
     torch.testing.assert_close(total, want["h"][1])

@@ -178,3 +178,26 @@ def test_a_header_larger_than_any_program_file_holds_is_refused_unread(tmp_path:
         out.truncate(files.DATA_START + size)
     with pytest.raises(DeserializationError, match="more than a program file holds"):
         dtorch.load_program(path)
+
+
+def test_constants_copied_past_the_machine_s_memory_are_refused_before_any_is_made(
+    graph: dtorch.Graph, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Replicate constant is one copy per device, and the file names the devices: a 1 MiB
+    constant on 1,000 devices asks for 1 GiB (1.05 MB of file made the loader take 500 MB;
+    a crafted mesh asks for any amount). With 100 MB available the load is refused, saying
+    both numbers, before anything is created; the same file on two devices loads."""
+    monkeypatch.setattr("dtorch.serialization.files.available_memory", lambda: 100 * 2**20)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    w, x = (dtorch.ones(1024, 256, device_mesh=mesh, graph=graph) for _ in "wx")  # Replicate
+    dtorch.trace(lambda a: a * w, x).save(tmp_path / "p.dtorch")
+    data = (tmp_path / "p.dtorch").read_bytes()
+    many = DeviceMesh.from_ids("cpu", (1000,), tuple(range(1000)))
+    with pytest.raises(
+        DeserializationError,
+        match=r"its constants \(a copy on each device holding one\) would take 1,048,576,000 "
+        r"bytes of memory; this machine has 104,857,600 available",
+    ):
+        load_bytes(tmp_path, _on_mesh(data, many), graph)
+    program = load_bytes(tmp_path, data, graph)
+    assert program(x).sum().item() == 1024 * 256

@@ -98,3 +98,14 @@ def test_a_pipe_or_a_directory_is_refused_without_waiting(tmp_path: Path) -> Non
         deserialize_from_file(fifo)
     with pytest.raises(DeserializationError, match=rf"{tmp_path.name}' is a directory"):
         deserialize_from_file(tmp_path)
+
+
+def test_a_file_larger_than_memory_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A sparse file of 1 TiB (4 KiB on disk): allocating its size raised a bare MemoryError,
+    or, below the commit limit, would have zero-filled every page."""
+    path = tmp_path / "sparse.dtorch"
+    with open(path, "wb") as file:
+        file.write(FILE_MAGIC + b"\x00" * 64)
+        file.truncate(2**40)
+    with pytest.raises(DeserializationError, match=r"sparse\.dtorch'?: its payload would take "):
+        deserialize_from_file(path)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from dtorch.errors import DeserializationError
 from dtorch.serialization import deserialize, serialize
 from dtorch.serialization.fuzz import MUTATORS, reframe, sample_payloads, split
-from dtorch.serialization.reader import MAX_NESTING
+from dtorch.serialization.reader import MAX_NESTING, deserialize_value
 
 _SETTINGS = settings(
     max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck)
@@ -285,3 +285,13 @@ def test_shapes_of_many_huge_dims_are_refused_in_linear_time() -> None:
     with pytest.raises(DeserializationError, match=r"20000 dims\) does not hold 2") as info:
         deserialize(reframe(msgpack.packb([*mesh, [0]])))
     assert len(str(info.value)) < 1000
+
+
+@pytest.mark.parametrize("rows", [True, False])
+def test_a_dict_holding_one_key_twice_is_refused(rows: bool) -> None:
+    """Two entries of one key were merged, the last winning: two readers of one file (a
+    program file's header, say) could disagree on what it holds (a security review)."""
+    data = serialize({"keyA": 1, "keyB": 2, "keyC": {"x": 3}})
+    bad = data.replace(b"keyB", b"keyA")
+    with pytest.raises(DeserializationError, match="a dict holds the key 'keyA' twice"):
+        deserialize_value(bad, rows=rows)
