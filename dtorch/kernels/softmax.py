@@ -94,8 +94,15 @@ def _all_reduced(
 
 
 def computed_in(x: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """The block in the dtype the softmax is computed in: the result's, float32 at least."""
-    return x.to(torch.promote_types(out_dtype, torch.float32))
+    """The block in the dtype the softmax is computed in: the result's, float32 at least;
+    rounded to the result's first, as torch casts the input to ``dtype=`` before it starts
+    (a float32 1e5 is inf in float16).
+
+    Example:
+        >>> computed_in(torch.tensor([1e5, 100.3]), torch.float16).tolist()
+        [inf, 100.3125]
+    """
+    return x.to(out_dtype).to(torch.promote_types(out_dtype, torch.float32))
 
 
 def local_max(x: torch.Tensor, dim: int) -> torch.Tensor:

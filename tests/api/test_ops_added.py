@@ -278,9 +278,10 @@ def test_slices_forms_and_refusals(graph: dtorch.Graph) -> None:
 
 # --- take_along_dim ------------------------------------------------------------------------
 def _take_table(dim: int) -> Table:
-    """gather's: R x R -> R, P x R -> P, R x S(dim) -> S(dim), S(d) x S(d) -> S(d) for the
-    other dims, and S(d) against R either way (the Replicate side chunked to match)."""
-    table: dict[Any, Any] = {(R, R): R, (P, R): P, (R, Shard(dim)): Shard(dim)}
+    """gather's: R x R -> R, P x R -> P, S(dim) x R -> P (each device picks its own range),
+    R x S(dim) -> S(dim), S(d) x S(d) -> S(d) for the other dims, and S(d) against R either
+    way (the Replicate side chunked to match)."""
+    table: dict[Any, Any] = {(R, R): R, (P, R): P, (Shard(dim), R): P, (R, Shard(dim)): Shard(dim)}
     for d in range(3):
         if d != dim:
             table.update(
@@ -309,7 +310,7 @@ def test_take_along_dim_broadcast_flat_and_refusals(graph: dtorch.Graph) -> None
     x = _randn(4, 1, 6)
     index = torch.randint(0, 6, (1, 3, 2), generator=_G)
     for xp, ip, out in (
-        ([S0, R], [R, R], [S0, R]), ([R, P], [R, S1], None), ([S0, S2], [R, R], None),
+        ([S0, R], [R, R], [S0, R]), ([R, P], [R, S1], None), ([S0, S2], [R, R], [S0, P]),
         ([R, R], [R, S1], [R, S1]), ([P, R], [R, R], [P, R]),
     ):  # fmt: skip
         t = place(x, mesh, xp, graph)
@@ -324,7 +325,7 @@ def test_take_along_dim_broadcast_flat_and_refusals(graph: dtorch.Graph) -> None
     for xp, ip, out in (
         ([R, R], [S0, R], [S0, R]),
         ([P, R], [R, R], [P, R]),
-        ([S0, R], [R, R], None),
+        ([S0, R], [R, R], [P, R]),  # each device picks from its block of the flattened x
     ):
         t = place(x, mesh, xp, graph)
         try:

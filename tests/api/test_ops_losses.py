@@ -198,6 +198,28 @@ def test_classification_losses_class_sharded(
             torch.testing.assert_close(got.to_torch(), want, msg=context)
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_class_weights_sharded_beside_any_logits(smoothing: float, graph: dtorch.Graph) -> None:
+    """Class weights sharded on a mesh dim that shards the logits' batch (gathered: C
+    numbers; label smoothing refused it) or their classes, one class among them (its weight
+    reshaped to (1, 1) kept the shard on the wrong dim, and expand refused it)."""
+    for classes in (1, 4):
+        x = torch.randn((3, classes, 2), generator=_G)
+        t = torch.randint(0, classes, (3, 2), generator=_G)
+        w = torch.rand(classes, generator=_G) + 0.5
+        for mesh_shape, x_pl in (((2,), [S0]), ((2,), [S1]), ((2, 2), [S0, S1])):
+            mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+            w_pl = [S0] * len(mesh_shape)
+            for reduction in _REDUCTIONS:
+                got = DF.cross_entropy(
+                    place(x, mesh, x_pl, graph), place(t, mesh, [R] * len(mesh_shape), graph),
+                    place(w, mesh, w_pl, graph), reduction=reduction, label_smoothing=smoothing,
+                )  # fmt: skip
+                want = F.cross_entropy(x, t, w, reduction=reduction, label_smoothing=smoothing)
+                context = f"C={classes} {reduction} on {mesh_shape} {x_pl}"
+                torch.testing.assert_close(got.to_torch(), want, msg=context)
+
+
 def test_vocab_parallel_losses_move_no_logits(graph: dtorch.Graph) -> None:
     """A cross entropy of vocab-sharded logits runs one split log-softmax and redistributes
     nothing larger than one number per row: the logits are never gathered."""

@@ -295,3 +295,24 @@ def test_edge_forms_follow_torch(graph: dtorch.Graph) -> None:
             call(x)
         with pytest.raises(TypeError, match=str(expected.value).split("(")[0]):
             call(t)
+
+
+def test_a_split_gather_and_embedding_keep_negative_zeros(graph: dtorch.Graph) -> None:
+    """The devices that do not own a picked entry hold -0.0 in its place: it adds to any
+    value unchanged, where a +0.0 made a picked -0.0 into +0.0 (a review's finding)."""
+    x = torch.tensor([[-0.0, 1.0, 2.0, 3.0, -0.0], [0.0, -0.0, 5.0, -1.0, 0.0]])
+    index = torch.tensor([[0, 4, 1], [1, 0, 4]])
+    table = x.T.contiguous()  # embedding rows: the vocab
+    ids = torch.tensor([0, 4, 1, 2])
+    for mesh_shape in ((2,), (3,), (2, 2)):
+        mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+        rest = [R] * (len(mesh_shape) - 1)
+        got = place(x, mesh, [S1, *rest], graph).gather(1, place(index, mesh, [R, *rest], graph))
+        want = x.gather(1, index)
+        assert torch.equal(got.to_torch().signbit(), want.signbit()), mesh_shape
+        looked = dtorch.nn.functional.embedding(
+            place(ids, mesh, [R, *rest], graph), place(table, mesh, [S0, *rest], graph)
+        )
+        want = torch.nn.functional.embedding(ids, table)
+        assert torch.equal(looked.to_torch(), want), mesh_shape
+        assert torch.equal(looked.to_torch().signbit(), want.signbit()), mesh_shape

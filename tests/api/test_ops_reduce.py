@@ -330,6 +330,32 @@ def test_softmax_over_a_sharded_dim_special_values(
             torch.testing.assert_close(got.to_torch(), want, equal_nan=True)
 
 
+def test_softmax_over_a_sharded_dim_casts_to_dtype_first_and_softmin_too(
+    graph: dtorch.Graph,
+) -> None:
+    """``dtype=`` narrower than the input rounds the input first, as torch (1e5 is inf in
+    float16: NaN rows; 100.3 is 100.5 in bfloat16); ``softmin`` splits as ``softmax``."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.tensor([[1e5, 0.0, 1.0, 2.0], [100.3, 100.0, 0.0, 1.0]])
+    t = place(x, mesh, [S1], graph)
+    for dtype in (torch.float16, torch.bfloat16):
+        for got, want in (
+            (t.log_softmax(1, dtype=dtype), x.log_softmax(1, dtype=dtype)),
+            (t.softmax(-1, dtype=dtype), x.softmax(-1, dtype=dtype)),
+            (
+                place(x.long(), mesh, [S1], graph).softmax(1, dtype=dtype),
+                x.long().softmax(1, dtype=dtype),
+            ),
+        ):
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got.to_torch(), want, equal_nan=True)
+    y = torch.randn((3, 5), generator=_G)
+    for dim in (0, 1):
+        got = DF.softmin(place(y, mesh, [Shard(dim)], graph), dim)
+        assert got.placements == [Shard(dim)]
+        torch.testing.assert_close(got.to_torch(), F.softmin(y, dim))
+
+
 def test_softmax_over_a_sharded_dim_replays_and_refuses_partial(graph: dtorch.Graph) -> None:
     """A traced program replays the split softmax; a Partial input is refused."""
     mesh = dtorch.init_device_mesh("cpu", 2)

@@ -25,7 +25,7 @@ from dtorch.api.ops.activations import _done, _implicit_dim
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.opkind import ActivationKind, MathKind
-from dtorch.ir.params import ActivationParam, SoftmaxParam
+from dtorch.ir.params import ActivationParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -200,7 +200,7 @@ def softmin(
 ) -> Tensor:
     """``torch.nn.functional.softmin``: ``softmax(-input, dim, dtype=dtype)``, as torch
     computes it; ``dim=None`` as ``softmax`` (torch's legacy implicit dim, with its warning).
-    The softmin dim must not be sharded; the others keep their shards.
+    Every shard stays, as ``softmax``'s (a sharded softmin dim is reduced across the devices).
 
     Example:
         >>> import dtorch
@@ -209,6 +209,6 @@ def softmin(
     """
     tensor_arg("softmin", input)
     d = normalize_dim(_implicit_dim("softmin", input, dim, _stacklevel), input.ndim, op="softmin")
-    param = SoftmaxParam(d, False, _reduce._dtype("softmin", dtype))
     negated = elementwise.unary(MathKind.NEG, "softmin", input)
+    param = _reduce.softmax_param(negated, d, False, _reduce._dtype("softmin", dtype))
     return record_one("softmin", param, (negated,))

@@ -52,11 +52,12 @@ from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduc
 from dtorch.api.ops.reduce import softmax_param
 from dtorch.api.ops.shape import squeeze, unsqueeze
 from dtorch.api.record import record, record_one, tensor_arg, with_inputs
-from dtorch.api.redistribute import sum_partials
+from dtorch.api.redistribute import redistribute, sum_partials
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.dtypes import scalar_type_name
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, ReduceKind
 from dtorch.ir.params import ActivationParam
+from dtorch.ir.placement import Placement, Replicate, Shard
 from dtorch.ir.rules.promotion import function_dtype
 
 if TYPE_CHECKING:
@@ -477,9 +478,28 @@ def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Ten
             f"expected scalar type {scalar_type_name(input.dtype)} but found "
             f"{scalar_type_name(w.dtype)}"
         )
-    shape = [1] * input.ndim
-    shape[class_dim] = classes
-    return w.reshape(shape)
+    return _along_classes(w, input, class_dim)
+
+
+def _along_classes(w: Tensor, input: Tensor, class_dim: int) -> Tensor:
+    """The class weights ``w`` shaped to broadcast along ``input``'s class dim (unsqueezed,
+    so a shard stays on the class dim, even for one class), sharded only where ``input``'s
+    class dim is (elsewhere gathered: C numbers, beside logits sharded otherwise)."""
+    mesh_dims = [
+        Replicate() if isinstance(p, Shard) and not _shards(q, class_dim, input.ndim) else p
+        for p, q in zip(w.placements, input.placements, strict=True)
+    ]
+    if mesh_dims != list(w.placements):
+        w = redistribute(w, None, mesh_dims)
+    for _ in range(class_dim):
+        w = unsqueeze(w, 0)
+    for _ in range(input.ndim - class_dim - 1):
+        w = unsqueeze(w, -1)
+    return w
+
+
+def _shards(placement: Placement, dim: int, ndim: int) -> bool:
+    return isinstance(placement, Shard) and placement.dim % ndim == dim
 
 
 def _counted(name: str, target: Tensor, ignore_index: int) -> tuple[Tensor, Tensor]:

@@ -26,6 +26,7 @@ from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import DropoutParam, EmbeddingParam
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 from dtorch.kernels.device import torch_device_of
+from dtorch.kernels.local.gather import neutral_zero
 
 
 def embedding_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
@@ -42,9 +43,10 @@ def embedding_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     local = ids - rows.start
     outside = (local < 0) | (local >= weight.shape[0])
     out = F.embedding(local.masked_fill(outside, 0), weight) if weight.shape[0] else None
+    zero = neutral_zero(weight.dtype)  # keeps a looked-up -0.0 in the sum
     if out is None:  # an empty shard of the vocab: every id is someone else's
-        return [weight.new_zeros((*ids.shape, weight.shape[1]))]
-    return [out.masked_fill_(outside.unsqueeze(-1), 0)]
+        return [weight.new_full((*ids.shape, weight.shape[1]), zero)]
+    return [out.masked_fill_(outside.unsqueeze(-1), zero)]
 
 
 def dropout_mask(

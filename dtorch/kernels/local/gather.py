@@ -47,6 +47,21 @@ def checked_index(name: str, index: torch.Tensor, dim: int, size: int, wrap: boo
     return flat % size if wrap and size else flat
 
 
+def neutral_zero(dtype: torch.dtype) -> float | complex | int | bool:
+    """The zero a Partial piece holds where another device owns the value: -0.0 for floating
+    dtypes (``x + -0.0`` is ``x`` for every ``x``, -0.0 included; ``-0.0 + 0.0`` is 0.0).
+
+    Example:
+        >>> neutral_zero(torch.float32), neutral_zero(torch.int64), neutral_zero(torch.bool)
+        (-0.0, 0, False)
+    """
+    if dtype.is_complex:
+        return complex(-0.0, -0.0)
+    if dtype.is_floating_point:
+        return -0.0
+    return False if dtype is torch.bool else 0
+
+
 def index_select_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     """The local shard indexed along the (whole) dim by the local index."""
     param = ctx.param

@@ -33,7 +33,7 @@ import torch
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import FlipParam, GatherParam, SortParam, TopKParam
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
-from dtorch.kernels.local.gather import checked_index
+from dtorch.kernels.local.gather import checked_index, neutral_zero
 
 
 def sort_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
@@ -79,12 +79,15 @@ def gather_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
 
 
 def _masked_gather(x: torch.Tensor, index: torch.Tensor, dim: int, start: int) -> torch.Tensor:
-    # the device holds entries start .. start + x.shape[dim] - 1 of the gathered dim
+    # the device holds entries start .. start + x.shape[dim] - 1 of the gathered dim; the
+    # others' places get -0.0, which adds to any value without changing it (+0.0 would
+    # turn a picked -0.0 into +0.0)
     local = index - start
     outside = (local < 0) | (local >= x.shape[dim])
     if not x.shape[dim]:  # an empty block: every index is another device's
-        return torch.zeros(index.shape, dtype=x.dtype, device=x.device)
-    return torch.gather(x, dim, local.masked_fill(outside, 0)).masked_fill_(outside, 0)
+        return torch.full(index.shape, neutral_zero(x.dtype), dtype=x.dtype, device=x.device)
+    picked = torch.gather(x, dim, local.masked_fill(outside, 0))
+    return picked.masked_fill_(outside, neutral_zero(x.dtype))
 
 
 KERNELS: dict[OpKind, LocalKernel] = {
