@@ -14,8 +14,9 @@ Example:
     >>> x = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
     >>> left, right = x[:, :2], x[:, 2:]  # two devices' blocks
     >>> m = torch.maximum(local_max(left, 1), local_max(right, 1))  # the all-reduced max
-    >>> s = sum_of_exp(left, m, 1) + sum_of_exp(right, m, 1)  # the all-reduced sum
-    >>> torch.allclose(finish(left, m, s, False), torch.softmax(x, 1)[:, :2])
+    >>> exps = [(left - m).exp_(), (right - m).exp_()]
+    >>> s = exps[0].sum(1, keepdim=True) + exps[1].sum(1, keepdim=True)  # the all-reduced sum
+    >>> torch.allclose(finish(exps[0], s, False), torch.softmax(x, 1)[:, :2])
     True
 """
 
@@ -52,7 +53,13 @@ def split_softmax_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[
     maxima = _all_reduced(
         lines, groups, {d: local_max(x, dim) for d, x in xs.items()}, ReduceOp.MAX
     )
-    sums = {d: sum_of_exp(x, maxima[d], dim) for d, x in xs.items()}
+    # x - max: the result's buffer; a softmax exponentiates it in place (passes and
+    # allocations are the cost here: the block is large, the rows' numbers small)
+    values = {d: x - maxima[d] for d, x in xs.items()}
+    if param.log:
+        sums = {d: torch.exp(v).sum(dim, keepdim=True) for d, v in values.items()}
+    else:
+        sums = {d: v.exp_().sum(dim, keepdim=True) for d, v in values.items()}
     sums = _all_reduced(lines, groups, sums, ReduceOp.SUM)
     # torch's CPU log-softmax along the last dim of a float16/bfloat16 tensor keeps the sum
     # and its log in that dtype (its other kernels keep float32): so does this, for equal values
@@ -60,7 +67,7 @@ def split_softmax_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[
     if kept_in is not None:
         sums = {d: total.to(kept_in).float() for d, total in sums.items()}
     # row-major whatever the input's strides, as torch's softmax; rounded once
-    done = {d: finish(x, maxima[d], sums[d], param.log, kept_in) for d, x in xs.items()}
+    done = {d: finish(v, sums[d], param.log, kept_in) for d, v in values.items()}
     return {d: [y.to(out_dtype, memory_format=torch.contiguous_format)] for d, y in done.items()}
 
 
@@ -114,26 +121,19 @@ def local_max(x: torch.Tensor, dim: int) -> torch.Tensor:
     return x.amax(dim, keepdim=True)
 
 
-def sum_of_exp(x: torch.Tensor, maximum: torch.Tensor, dim: int) -> torch.Tensor:
-    """Each row's sum of ``exp(x - maximum)`` over the block."""
-    return torch.exp(x - maximum).sum(dim, keepdim=True)
-
-
 def finish(
-    x: torch.Tensor,
-    maximum: torch.Tensor,
-    total: torch.Tensor,
-    log: bool,
-    log_kept_in: torch.dtype | None = None,
+    values: torch.Tensor, total: torch.Tensor, log: bool, log_kept_in: torch.dtype | None = None
 ) -> torch.Tensor:
-    """The block's softmax (or log-softmax) from the row's maximum and sum; the log of the
-    sum rounded to ``log_kept_in`` if given."""
+    """The block's softmax from ``exp(x - max)`` (``values``, divided in place) and the
+    row's sum, or its log-softmax from ``x - max`` (the log of the sum, rounded to
+    ``log_kept_in`` if given, subtracted in place: after the max, as torch does, which keeps
+    a small log exact beside a large max)."""
     if not log:
-        return torch.exp(x - maximum) / total
+        return values.div_(total)
     log_total = torch.log(total)
     if log_kept_in is not None:
-        log_total = log_total.to(log_kept_in).to(x.dtype)
-    return x - maximum - log_total
+        log_total = log_total.to(log_kept_in).to(values.dtype)
+    return values.sub_(log_total)
 
 
 GROUP_KERNELS: dict[OpKind, GroupKernel] = {OpKind.SplitSoftmax: split_softmax_kernel}

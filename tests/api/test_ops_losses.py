@@ -399,12 +399,15 @@ def test_a_refusal_inside_a_loss_names_the_call_s_tensors(graph: dtorch.Graph) -
     intermediate sharded on the classes): the message ends with the placements the user
     passed, so the hint to redistribute is about tensors they have."""
     mesh = dtorch.init_device_mesh("cpu", 4)
-    x, target = place(_X, mesh, [R], graph), place(torch.tensor([0, 1, 2, 3, 0]), mesh, [S0], graph)
-    weight = place(torch.rand(_X.shape[1]), mesh, [S0], graph)
-    with pytest.raises(PlacementError) as refused:  # the weights' table S(1), the index S(0)
+    x, target = (
+        place(_X, mesh, [S1], graph),
+        place(torch.tensor([0, 1, 2, 3, 0]), mesh, [S0], graph),
+    )
+    weight = place(torch.rand(_X.shape[1]), mesh, [R], graph)
+    with pytest.raises(PlacementError) as refused:  # the classes split, the targets too
         DF.nll_loss(x, target, weight=weight)
     assert str(refused.value).endswith(
-        "(the call's tensors: input (R,), target (S(0),), weight (S(0),))"
+        "(the call's tensors: input (S(1),), target (S(0),), weight (R,))"
     )
 
 
