@@ -229,6 +229,7 @@ def _refuse_inherited() -> None:
     timeout); mark it closed, so that the child's default graph is a new one of its own."""
     for graph in list(_LIVE):
         graph._close_lock = threading.RLock()  # a parent's thread closing it held the old one
+        graph._writes = threading.RLock()
         if graph._finalizer.detach() is None:  # closed in the parent already
             continue
         graph.executor.refuse_inherited(  # no lock: a parent's thread may have held one
@@ -292,6 +293,10 @@ class Graph:
         # a second thread's close waits for the first's; the same thread's (a signal handler's,
         # a callback's) goes on: the finalizer, detached already, tells it there is nothing left
         self._close_lock = threading.RLock()
+        # held while a thread records a write into a tensor (``convert.writer``): an in-place
+        # operator reads the tensor and writes it back as two operators, and another
+        # thread's write recorded between them would be lost
+        self._writes = threading.RLock()
         self._finalizer = self._finalize_when_collected()
         _watch_forks(self)
 

@@ -220,6 +220,7 @@ class Tensor(
     def __irshift__(self, o: Any) -> Tensor:
         return self.bitwise_right_shift_(o)
 
+    @_cv.writer
     def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """``self + alpha * other`` in place, as torch's ``add_`` (``t += other``): the result
         is written back in ``self``'s placements (a Replicate ``self`` plus a sharded ``other``
@@ -235,6 +236,7 @@ class Tensor(
         _cv.fits("add_", self, other)
         return _cv.assign("add_", self, _ew.add(self, other, alpha=alpha))
 
+    @_cv.writer
     def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
         """``self - alpha * other`` in place (``t -= other``), written back as ``add_`` writes.
 
@@ -247,6 +249,7 @@ class Tensor(
         _cv.fits("sub_", self, other)
         return _cv.assign("sub_", self, _ew.sub(self, other, alpha=alpha))
 
+    @_cv.writer
     def mul_(self, other: Any) -> Tensor:
         """``self * other`` in place (``t *= other``), written back as ``add_`` writes: in
         ``self``'s placements (a Partial product, by a Partial ``other``, is redistributed
@@ -261,6 +264,7 @@ class Tensor(
         _cv.fits("mul_", self, other)
         return _cv.assign("mul_", self, _ew.mul(self, other))
 
+    @_cv.writer
     def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         """``self / other`` in place (``t /= other``), rounded as ``rounding_mode`` says
         (``None``, ``"trunc"``, ``"floor"``), written back as ``add_`` writes: a true
@@ -275,6 +279,7 @@ class Tensor(
         _cv.fits("div_", self, other)
         return _cv.assign("div_", self, _ew.div(self, other, rounding_mode=rounding_mode))
 
+    @_cv.writer
     def floor_divide_(self, other: Any) -> Tensor:
         """``self // other`` in place (``t //= other``; rounded down, as torch's), written
         back as ``add_`` writes.
@@ -288,6 +293,7 @@ class Tensor(
         _cv.fits("floor_divide_", self, other)
         return _cv.assign("floor_divide_", self, _ew.floor_divide(self, other))
 
+    @_cv.writer
     def remainder_(self, other: Any) -> Tensor:
         """``self % other`` in place (``t %= other``; the sign of ``other``, as Python's and
         torch's), written back as ``add_`` writes.
@@ -301,6 +307,7 @@ class Tensor(
         _cv.fits("remainder_", self, other)
         return _cv.assign("remainder_", self, _ew.remainder(self, other))
 
+    @_cv.writer
     def pow_(self, exponent: Any) -> Tensor:
         """``self ** exponent`` in place (``t **= exponent``), written back as ``add_`` writes.
 
@@ -313,6 +320,7 @@ class Tensor(
         _cv.fits("pow_", self, exponent)
         return _cv.assign("pow_", self, _ew.pow(self, exponent))
 
+    @_cv.writer
     def bitwise_and_(self, other: Any) -> Tensor:
         """``self & other`` in place (``t &= other``): bitwise on integers, logical on
         bools, refused on floats, as in torch; written back as ``add_`` writes.
@@ -326,6 +334,7 @@ class Tensor(
         _cv.fits("bitwise_and_", self, other)
         return _cv.assign("bitwise_and_", self, _ew.bitwise_and(self, other))
 
+    @_cv.writer
     def bitwise_or_(self, other: Any) -> Tensor:
         """``self | other`` in place (``t |= other``): bitwise on integers, logical on
         bools, refused on floats, as in torch; written back as ``add_`` writes.
@@ -339,6 +348,7 @@ class Tensor(
         _cv.fits("bitwise_or_", self, other)
         return _cv.assign("bitwise_or_", self, _ew.bitwise_or(self, other))
 
+    @_cv.writer
     def bitwise_xor_(self, other: Any) -> Tensor:
         """``self ^ other`` in place (``t ^= other``): bitwise on integers, logical on
         bools, refused on floats, as in torch; written back as ``add_`` writes.
@@ -352,6 +362,7 @@ class Tensor(
         _cv.fits("bitwise_xor_", self, other)
         return _cv.assign("bitwise_xor_", self, _ew.bitwise_xor(self, other))
 
+    @_cv.writer
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
         """``clamp(min, max)`` in place (also ``clip_``), written back as ``add_`` writes; the
         shards are clamped where they are (a Partial is refused: redistribute it first).

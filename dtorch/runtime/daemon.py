@@ -52,5 +52,7 @@ class DaemonThread:
         return not self._ended.is_set()
 
     def is_current(self) -> bool:
-        """Whether the calling thread is this one."""
-        return threading.current_thread() is self.thread
+        """Whether the calling thread is this one (by ident: ``current_thread()`` on a thread
+        being torn down, where a default graph's finalizer runs, registers a ghost
+        ``Dummy-N`` thread; an ended thread's ident may be another's now)."""
+        return threading.get_ident() == self.thread.ident and not self._ended.is_set()

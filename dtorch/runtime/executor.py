@@ -290,6 +290,8 @@ class Executor:
     # --- the dispatch thread ----------------------------------------------------------------
     def _main(self) -> None:
         while True:
+            if self._stopping and exiting():  # a close begun before the exit: as one at exit
+                self._queue.clear()
             batch = self._drain()
             self._queue.made_room()
             if batch is not None:

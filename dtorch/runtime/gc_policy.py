@@ -32,8 +32,10 @@ import atexit
 import gc
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
+from typing import ClassVar
 
 from dtorch.errors import OptionError
 from dtorch.options import GlobalOption
@@ -69,9 +71,53 @@ def collected(
     if os.getpid() != owner_pid:  # a forked child: what it inherited is its parent's
         return
     if joins_this_thread():
-        threading.Thread(target=close, name="dtorch-collected", daemon=True).start()
+        _Closing.start(close)
         return
     close()
+
+
+#: How long the interpreter's exit waits for closes begun on threads of their own.
+EXIT_JOIN_S = 30.0
+
+
+class _Closing:
+    """The closes ``collected`` runs on threads of their own. The interpreter's exit waits
+    for them (``join_at_exit``): a graph whose streams still run kernels as the interpreter
+    tears down aborts the process (``daemon.py``), and nothing else waits for these."""
+
+    lock: ClassVar[threading.Lock] = threading.Lock()
+    threads: ClassVar[set[threading.Thread]] = set()
+    hooked: ClassVar[bool] = False
+
+    @classmethod
+    def start(cls, close: Callable[[], None]) -> None:
+        thread = threading.Thread(target=cls._run, args=(close,), name="dtorch-collected")
+        thread.daemon = True  # the exit hook joins it; a daemon never blocks the exit itself
+        with cls.lock:
+            cls.threads.add(thread)
+            if not cls.hooked:
+                cls.hooked = True
+                atexit.register(cls.join_at_exit)
+        thread.start()
+
+    @classmethod
+    def _run(cls, close: Callable[[], None]) -> None:
+        try:
+            close()
+        finally:
+            with cls.lock:
+                cls.threads.discard(threading.current_thread())
+
+    @classmethod
+    def join_at_exit(cls) -> None:
+        """Mark the exit first (a close still running drops what is queued from then on,
+        as an exit-time close does), then wait for every close begun, up to EXIT_JOIN_S."""
+        _Exit.mark()
+        deadline = time.monotonic() + EXIT_JOIN_S
+        with cls.lock:
+            threads = list(cls.threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class _Exit:

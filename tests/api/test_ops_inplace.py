@@ -8,6 +8,7 @@ back, a result shape that is not the tensor's) are refused at the call and chang
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -202,3 +203,27 @@ def test_an_operand_growing_the_tensor_is_a_shape_error_on_every_layout(
         place(torch.ones(1, 2), mesh, [R], graph), place(torch.ones(2, 4), mesh, [R], graph)
     )
     assert torch.equal(got.to_torch(), want)
+
+
+def test_in_place_writes_from_several_threads_lose_nothing(graph: dtorch.Graph) -> None:
+    """Four threads writing one tensor in place: each write is one step, as each of torch's
+    in-place operators is one call (an in-place operator records a read and a write-back,
+    and another thread's write between them was lost: about 2,200 of 8,000 additions)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = dtorch.zeros(4, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+
+    def work() -> None:
+        nonlocal t  # t += 2 rebinds it (to itself)
+        for _ in range(100):
+            t.add_(1)
+            t += 2
+            t.mul_(1)
+            t[1:3] = 5.0  # a write without a read, between the others'
+            t.clamp_(max=10000.0)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert t.to_torch().tolist()[::3] == [1200.0, 1200.0]

@@ -6,6 +6,7 @@ left open, its threads and workers running until exit)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -38,6 +39,49 @@ def test_collected_closes_in_the_owner_only_and_never_on_a_thread_it_joins() -> 
     assert done.wait(10) and ran[0] is not threading.current_thread()
     collected(close, os.getpid(), lambda: False)  # anywhere else: here and now
     assert ran[-1] is threading.current_thread()
+
+
+@pytest.mark.parametrize("process", [False, True])
+def test_the_exit_waits_for_a_close_begun_on_a_thread_of_its_own(process: bool) -> None:
+    """A graph the collector finds on one of its own threads closes on a new thread, which
+    nothing waited for: the interpreter tore down while its streams still ran kernels, and
+    the process aborted (SIGABRT, 2 of 3 runs of a review's repro). The close is begun as
+    the collector would (``collected`` with its finalizer detached), then the script ends."""
+    script = textwrap.dedent(
+        f"""
+        import functools, os, dtorch
+        from dtorch.runtime.gc_policy import collected
+        g = dtorch.Graph(dtorch.GraphOption(per_device_per_process={process}))
+        x = dtorch.randn(64, 64, graph=g)
+        for _ in range(3000):
+            x = (x @ x).tanh()
+        g._finalizer.detach()  # the collector calls it once
+        collected(functools.partial(g.executor.close, 30.0), os.getpid(), lambda: True)
+        print("ended", flush=True)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert done.returncode == 0 and "ended" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_thread_s_default_graph_leaves_no_ghost_thread_behind() -> None:
+    """A thread's default graph is closed as the thread ends; asking ``current_thread()``
+    there registered a ``Dummy-N`` thread that stayed in ``threading.enumerate()``."""
+    before = {t.ident for t in threading.enumerate()}
+    for _ in range(3):
+        worker = threading.Thread(target=lambda: dtorch.ones(2).to_torch())
+        worker.start()
+        worker.join(60)
+    gc.collect()
+    ghosts = [t.name for t in threading.enumerate() if t.ident not in before]
+    assert not [name for name in ghosts if name.startswith("Dummy")], ghosts
 
 
 def _threads_of(graph_id: int) -> list[str]:

@@ -26,7 +26,7 @@ import dtorch.api.ops.index as _index
 from dtorch.api.create import beside
 from dtorch.api.dims import as_size, normalize_dim, numpy_names
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.convert import writable
+from dtorch.api.ops.convert import writable, writer
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
 from dtorch.api.record import record, tensor_arg
 from dtorch.api.strides import indexed, mark_some, some
@@ -133,6 +133,7 @@ def sliced(name: str, t: Tensor, entries: tuple[IndexEntry, ...]) -> Tensor:
     return mark_some(out, indexed(t.shape, some(t), entries))  # a view keeps stride-0 dims
 
 
+@writer
 def setitem(t: Tensor, index: Any, value: Any) -> None:
     """``t[index] = value`` in place (value: a number, a torch or dtorch tensor broadcastable
     to the slot); an advanced index is computed on the client (``dtorch.api.ops.index``)."""

@@ -11,8 +11,8 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import torch
 
@@ -32,10 +32,44 @@ from dtorch.ir.placement import Replicate
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 _CLONE = CloneParam()
 _COPY = CopyParam()
 _ROW_MAJOR = ContiguousParam()  # of a private copy: a view of it where row-major already
 _ROW_MAJOR_COPY = ContiguousParam(copy=True)
+
+
+def writer(fn: Callable[Concatenate[_T, _P], _R]) -> Callable[Concatenate[_T, _P], _R]:
+    """``fn``, whose first argument is the tensor it writes, run holding that tensor's
+    graph's write lock: an in-place operator records a read of the tensor and a write-back,
+    and another thread's write recorded between the two would be lost, where each of
+    torch's in-place operators is one call (four threads adding 1 to one tensor 2,000 times
+    each had reached about 2,200, not 8,000).
+
+    Example:
+        >>> import threading, dtorch
+        >>> t = dtorch.zeros(1)
+        >>> def add() -> None:
+        ...     for _ in range(50):
+        ...         t.add_(1)
+        >>> threads = [threading.Thread(target=add) for _ in range(4)]
+        >>> _ = [thread.start() for thread in threads]; _ = [thread.join() for thread in threads]
+        >>> t.item()
+        200.0
+    """
+
+    @functools.wraps(fn)
+    def run(target: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        lock = getattr(getattr(target, "_graph", None), "_writes", None)
+        if lock is None:  # not a dtorch tensor: fn's own TypeError says so
+            return fn(target, *args, **kwargs)
+        with lock:
+            return fn(target, *args, **kwargs)
+
+    return run
 
 
 def cast(t: Tensor, dtype: torch.dtype) -> Tensor:
@@ -153,6 +187,7 @@ def _preserving(out: Tensor, t: Tensor) -> Tensor:
     return out if strides is None else mark(out, preserved(t.shape, strides))
 
 
+@writer
 def copy_(dst: Tensor, src: Tensor) -> Tensor:
     """Copy ``src``'s values into ``dst`` in place (broadcasting ``src`` and converting it to
     ``dst``'s dtype, both inside the one Copy operator); returns ``dst``.

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
+@_cv.writer
 def copy_(dst: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     """torch's ``copy_``: ``src``'s values into ``dst`` in place (``convert.copy_``); a
     number, which torch takes as a 0-d tensor, fills ``dst`` (``fill_``); a torch tensor
@@ -67,6 +68,7 @@ def _distributed_like(dst: Tensor, src: torch.Tensor) -> Tensor:
     return distribute(type(dst), full, dtype=dst.dtype, graph=dst.graph, **where)
 
 
+@_cv.writer
 def fill_(t: Tensor, value: Any) -> Tensor:
     """torch's ``fill_``: every element of ``t`` set to ``value`` (a number, or a 0-d torch or
     dtorch tensor) in place, in ``t``'s dtype; every alias and view of ``t`` sees it (a
@@ -93,6 +95,7 @@ def fill_(t: Tensor, value: Any) -> Tensor:
     return _cv.assign("fill_", t, new_full(t, t.shape, value), overlapping=True)
 
 
+@_cv.writer
 def zero_(t: Tensor) -> Tensor:
     """torch's ``zero_``: ``fill_(0)``, so every alias and view of ``t`` sees it, in ``t``'s
     placements; returns ``t``.

@@ -33,7 +33,7 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import as_int, normalize_dim
 from dtorch.api.handle import TensorBase, is_tensor
-from dtorch.api.ops.convert import assign, cast
+from dtorch.api.ops.convert import assign, cast, writer
 from dtorch.api.ops.elementwise import binary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.order import gather_aligned
@@ -446,6 +446,7 @@ def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> 
     return torch.return_types.aminmax((low, high))  # type: ignore[arg-type]  # dtorch tensors
 
 
+@writer
 def index_fill_(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     """``index_fill`` in place: the result written into ``input``; returns ``input``.
 
@@ -458,6 +459,7 @@ def index_fill_(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     return assign("index_fill_", input, index_fill(input, dim, index, value))
 
 
+@writer
 def index_copy_(input: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
     """``index_copy`` in place: the result written into ``input``; returns ``input``.
 

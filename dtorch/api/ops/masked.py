@@ -19,7 +19,7 @@ import torch
 
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase, is_tensor
-from dtorch.api.ops.convert import assign, cast, writable
+from dtorch.api.ops.convert import assign, cast, writable, writer
 from dtorch.api.ops.scalars import as_scalar
 from dtorch.api.record import record
 from dtorch.errors import ParamError, PlacementError
@@ -150,6 +150,7 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     return record("masked_scatter", MaskedParam(MaskedKind.SCATTER), (input, mask, source))[0]
 
 
+@writer
 def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
     """``masked_fill`` in place: the devices change ``input``'s shards; returns ``input``.
 
@@ -167,6 +168,7 @@ def masked_fill_(input: Tensor, mask: Tensor, value: Any) -> Tensor:
     return input
 
 
+@writer
 def masked_scatter_(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     """``masked_scatter`` in place: the devices change ``input``'s shards; returns ``input``.
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 import torch
 
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.convert import assign, cast_in, fits
+from dtorch.api.ops.convert import assign, cast_in, fits, writer
 from dtorch.api.ops.elementwise import binary as _binary
 from dtorch.api.ops.elementwise import unary as _unary
 from dtorch.api.record import named_as
@@ -322,6 +322,7 @@ def in_place(
     """
 
     @functools.wraps(method)
+    @writer
     def run(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         if elementwise:  # each tensor operand broadcasts to the tensor (addmm_'s do not)
             fits(name, self, *args)  # type: ignore[arg-type]

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import create
-from dtorch.api.ops.convert import assign, writable
+from dtorch.api.ops.convert import assign, writable, writer
 from dtorch.api.record import tensor_arg
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.placement import Placement
@@ -101,6 +101,7 @@ def _from_bound(from_: Any, kw: dict[str, Any]) -> Any:
     return 0.0 if low is None else low
 
 
+@writer
 def fill_random(
     name: str,
     t: Tensor,

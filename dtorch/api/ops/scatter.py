@@ -31,7 +31,7 @@ import torch
 from dtorch.api.create import distribute
 from dtorch.api.dims import as_flag, normalize_dim
 from dtorch.api.handle import is_tensor
-from dtorch.api.ops.convert import assign
+from dtorch.api.ops.convert import assign, writer
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError
@@ -161,6 +161,7 @@ def index_add(input: Tensor, dim: int, index: Any, source: Any, *, alpha: Any = 
     return record_one("index_add", param, (input, ids, source))
 
 
+@writer
 def scatter_(
     input: Tensor,
     dim: int,
@@ -182,6 +183,7 @@ def scatter_(
     return assign("scatter_", input, scatter(input, dim, index, src, value=value, reduce=reduce))
 
 
+@writer
 def scatter_add_(input: Tensor, dim: int, index: Any, src: Any) -> Tensor:
     """``scatter_add`` in place: the result written into ``input``; returns ``input``.
 
@@ -195,6 +197,7 @@ def scatter_add_(input: Tensor, dim: int, index: Any, src: Any) -> Tensor:
     return assign("scatter_add_", input, scatter_add(input, dim, index, src))
 
 
+@writer
 def scatter_reduce_(
     input: Tensor, dim: int, index: Any, src: Any, reduce: str, *, include_self: bool = True
 ) -> Tensor:
@@ -211,6 +214,7 @@ def scatter_reduce_(
     return assign("scatter_reduce_", input, result)
 
 
+@writer
 def index_add_(input: Tensor, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Tensor:
     """``index_add`` in place: the result written into ``input``; returns ``input``.
 
