@@ -22,6 +22,21 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+#: Set on every DaemonThread (a stream, a dispatcher, a report reader, a monitor).
+_RUNTIME = threading.local()
+
+
+def in_runtime_thread() -> bool:
+    """Whether the calling thread is one of dtorch's own (a DaemonThread): a graph the
+    collector finds there must close elsewhere (its close may join this very thread, or
+    would hold up another graph's work).
+
+    Example:
+        >>> in_runtime_thread(), DaemonThread(lambda: None, "x").join(5.0)
+        (False, True)
+    """
+    return getattr(_RUNTIME, "active", False)
+
 
 class DaemonThread:
     """Runs ``target(*args)`` on a daemon thread named ``name``, started at once."""
@@ -36,6 +51,7 @@ class DaemonThread:
         self.thread.start()
 
     def _run(self, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        _RUNTIME.active = True
         try:
             target(*args)
         finally:  # after the target's frame (and what it held) is gone

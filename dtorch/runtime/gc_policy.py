@@ -15,9 +15,11 @@ existed before ``import dtorch`` is never collected. Set DTORCH_GC_FREEZE=0 to o
 What the collector finds of a Graph or a WorkerPool is closed by ``collected``: only in the
 process that made it (a child made by ``os.fork`` inherits the parent's objects and their
 finalizers, and closing them there would stop the parent's workers and remove its files), and
-never on a thread the close joins (the last reference may go on a graph's own report thread,
-where a future's callback runs, and a thread cannot join itself: the close then runs on a
-thread of its own; anywhere else it runs at once, as before).
+never on a thread the close joins nor on any other of dtorch's own threads (the last
+reference may go on a graph's own report thread, where a future's callback runs, or on a
+kernel stream where the collector happens to run, and a thread cannot join itself: the close
+then runs on a thread of its own, which the interpreter's exit waits for; anywhere else it
+runs at once, as before).
 
 Example:
     >>> import gc
@@ -39,6 +41,7 @@ from typing import ClassVar
 
 from dtorch.errors import OptionError
 from dtorch.options import GlobalOption
+from dtorch.runtime.daemon import in_runtime_thread
 
 
 def freeze_at_import() -> bool:
@@ -70,7 +73,7 @@ def collected(
     """
     if os.getpid() != owner_pid:  # a forked child: what it inherited is its parent's
         return
-    if joins_this_thread():
+    if joins_this_thread() or in_runtime_thread():
         _Closing.start(close)
         return
     close()

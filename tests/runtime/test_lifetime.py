@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import dtorch
+from dtorch.runtime.daemon import DaemonThread
 from dtorch.runtime.gc_policy import collected
 from tests.runners import PoolKeeper
 
@@ -39,6 +40,10 @@ def test_collected_closes_in_the_owner_only_and_never_on_a_thread_it_joins() -> 
     assert done.wait(10) and ran[0] is not threading.current_thread()
     collected(close, os.getpid(), lambda: False)  # anywhere else: here and now
     assert ran[-1] is threading.current_thread()
+    done.clear()  # on any of dtorch's own threads (a stream of another graph): elsewhere
+    on_stream = DaemonThread(lambda: collected(close, os.getpid(), lambda: False), "stream")
+    assert on_stream.join(10) and done.wait(10)
+    assert ran[-1].name == "dtorch-collected", ran[-1].name
 
 
 @pytest.mark.parametrize("process", [False, True])
