@@ -38,6 +38,7 @@ from dtorch.api.ops.activations_more import (
     threshold,
 )
 from dtorch.api.ops.attention import SdpaOption, scaled_dot_product_attention
+from dtorch.api.ops.class_losses import cross_entropy, nll_loss, one_hot
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.dropout import dropout
 from dtorch.api.ops.elementwise import relu as _relu
@@ -48,13 +49,10 @@ from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
-    cross_entropy,
     huber_loss,
     kl_div,
     l1_loss,
     mse_loss,
-    nll_loss,
-    one_hot,
     smooth_l1_loss,
 )
 from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm

@@ -1,7 +1,7 @@
 """Loss layers: torch.nn's ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``,
 ``BCELoss``, ``BCEWithLogitsLoss``, ``KLDivLoss``, ``NLLLoss`` and ``CrossEntropyLoss``, each
-calling its ``dtorch.nn.functional`` loss (``dtorch.api.ops.losses``) with torch's
-constructor arguments (the legacy ``size_average``/``reduce`` flags translated once, as
+calling its ``dtorch.nn.functional`` loss (``dtorch.api.ops.losses`` and ``class_losses``)
+with torch's constructor arguments (the legacy ``size_average``/``reduce`` flags translated once, as
 torch's ``_Loss`` does). A class ``weight`` (and ``pos_weight``) is a buffer, as in torch: a
 dtorch tensor, or a torch tensor distributed Replicate on ``device_mesh=`` (the graph's
 default mesh when None).
@@ -22,7 +22,7 @@ import torch
 from torch.nn import _reduction as torch_reduction
 
 from dtorch.api.creation import from_torch
-from dtorch.api.ops import losses
+from dtorch.api.ops import class_losses, losses
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.nn.modules.module import Module
@@ -218,7 +218,7 @@ class NLLLoss(_WeightedLoss):
         self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return losses.nll_loss(
+        return class_losses.nll_loss(
             input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction
         )
 
@@ -248,7 +248,7 @@ class CrossEntropyLoss(_WeightedLoss):
         self.label_smoothing = label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return losses.cross_entropy(
+        return class_losses.cross_entropy(
             input,
             target,
             self.weight,
