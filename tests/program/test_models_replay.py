@@ -27,7 +27,7 @@ import transformers
 import dtorch
 from dtorch import Replicate, Shard
 from dtorch.ir.opkind import OpKind
-from dtorch.program.files import check_spec
+from dtorch.program.spec_checks import check_spec
 from examples import vision
 from examples.llama import build_llama, load_hf_weights
 from tests.models import reference_vision as ref
