@@ -41,7 +41,7 @@ from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
 from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import CreateKind
-from dtorch.ir.random_draw import draw
+from dtorch.ir.random_draw import snapshot
 from dtorch.ir.rules.create import check_arange_dtype
 from dtorch.ir.rules.ints import outside_int64
 
@@ -257,9 +257,8 @@ def _random(
         raise TypeError(f"generator must be a torch.Generator, got {type(source).__name__}")
     if source.device.type != "cpu":
         raise ValueError(f"generator must be a CPU torch.Generator, got one on {source.device}")
-    snapshot = torch.Generator().set_state(source.get_state())
-    draw(kind, shape, dtype, args, source)  # advance the caller's generator as torch would
-    return create(kind, shape, dtype, args=args, generator=snapshot, **placement_keywords(kw))
+    copy = snapshot(kind, shape, dtype, args, source)  # the caller's advanced as torch's
+    return create(kind, shape, dtype, args=args, generator=copy, **placement_keywords(kw))
 
 
 def rand(

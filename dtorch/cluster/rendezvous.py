@@ -95,10 +95,11 @@ def check_ipv4_host(host: str, what: str) -> str:
 def _every_interface(host: str) -> bool:
     """Whether ``host`` names the wildcard address in any spelling (``0.0.0.0``, ``0``,
     ``0.0``, ZeroMQ's ``*``), which would bind every interface."""
-    if host.strip() == "*":
+    address = host.split("%", 1)[0].strip()  # ZeroMQ binds the address before a %scope
+    if address == "*":
         return True
     try:
-        return socket.inet_aton(host) == bytes(4)
+        return socket.inet_aton(address) == bytes(4)
     except OSError:  # a host name, or not an address
         return False
 

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -92,3 +93,40 @@ def draw(
         torch.float64
     """
     return RANDOM_DRAWS[kind](shape, dtype, args, generator)
+
+
+#: Held while a generator's state is copied and then advanced: two threads drawing from one
+#: generator would otherwise copy one state twice (equal values where torch gives two draws,
+#: each of its draws being one call). Process-wide, as torch's generators are.
+_DRAWS = threading.Lock()
+
+
+def draws() -> threading.Lock:
+    """The lock under which a generator's state is copied and advanced (see ``snapshot``)."""
+    return _DRAWS
+
+
+def snapshot(
+    kind: CreateKind,
+    shape: Shape,
+    dtype: torch.dtype,
+    args: tuple[Any, ...],
+    generator: torch.Generator,
+) -> torch.Generator:
+    """A copy of ``generator`` as it is, then ``generator`` advanced past the ``draw``
+    (torch's errors raise here), in one step for other threads: the copy draws on the
+    devices what torch would have drawn.
+
+    Example:
+        >>> import torch
+        >>> from dtorch.ir.opkind import CreateKind
+        >>> g = torch.Generator().manual_seed(0)
+        >>> copy = snapshot(CreateKind.RANDN, (3,), torch.float32, (), g)
+        >>> fresh = torch.Generator().manual_seed(0)
+        >>> torch.equal(torch.randn(3, generator=copy), torch.randn(3, generator=fresh))
+        True
+    """
+    with _DRAWS:
+        copy = torch.Generator().set_state(generator.get_state())
+        draw(kind, shape, dtype, args, generator)
+    return copy

@@ -40,6 +40,7 @@ from dtorch.api.ops.activations_more import (
 from dtorch.api.ops.attention import SdpaOption, scaled_dot_product_attention
 from dtorch.api.ops.class_losses import cross_entropy, nll_loss, one_hot
 from dtorch.api.ops.conv import conv2d
+from dtorch.api.ops.convert import written
 from dtorch.api.ops.dropout import dropout
 from dtorch.api.ops.elementwise import relu as _relu
 from dtorch.api.ops.elementwise import sigmoid, tanh
@@ -73,8 +74,7 @@ if TYPE_CHECKING:
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``torch.nn.functional.relu``; ``inplace=True`` changes ``input``'s shards and returns it."""
-    out = _relu(input)
-    return input.copy_(out) if inplace else out
+    return written(input, lambda: _relu(input), inplace)
 
 
 __all__ = [

@@ -33,6 +33,7 @@ from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import SubGraphParam
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import LOCAL_KERNELS
+from dtorch.runtime.gc_policy import exiting
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
 from dtorch.runtime.stream import FREE, PROGRESS, RESET, KernelStream
 from dtorch.runtime.subgraph import CompiledBody, compile_body, plan_item
@@ -45,6 +46,8 @@ MESH_ROUTES_LIMIT = 1024
 
 #: How long a host whose start failed waits for each stream it had started to stop.
 _START_FAILED_JOIN_S = 5.0
+#: How often a close waiting for its streams looks whether the interpreter began to exit.
+_EXIT_POLL_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +261,28 @@ class DeviceHost:
         self._programs.clear()
         self._used = [False] * self.layout.count
 
+    def _abandon_at_exit(self) -> None:
+        groups = self.services.groups
+        if groups is not None:  # a peer's part was dropped: nobody waits for it
+            groups.abandon("the graph was closed as the interpreter exits")
+
+    def _join_streams(self, deadline: float, discarded: bool) -> list[str]:
+        """The names of the streams still running at ``deadline``. Should the interpreter
+        begin to exit meanwhile (a close the collector began on a thread of its own, which
+        the exit waits for), what they have queued is dropped then, as a close at exit drops
+        it: kernels still running as the interpreter tears down abort the process."""
+        while True:
+            if not discarded and exiting():
+                discarded = True
+                for stream in self.streams:
+                    stream.discard_queued()  # the stop too: asked again
+                    stream.ask_to_stop()
+                self._abandon_at_exit()
+            running = [s for s in self.streams if not s.join(0.0)]
+            if not running or time.monotonic() >= deadline:
+                return [s.name for s in running]
+            running[0].join(min(_EXIT_POLL_S, max(deadline - time.monotonic(), 0.0)))
+
     def close(self, timeout: float, discard: bool = False) -> None:
         """Stop every stream (after its queued work; with ``discard``, after its current
         kernel, the collectives in flight aborted); GraphError naming those that hang. A
@@ -269,11 +294,9 @@ class DeviceHost:
             if discard:
                 stream.discard_queued()
             stream.ask_to_stop()
-        groups = self.services.groups
-        if discard and groups is not None:  # a peer's part was dropped: nobody waits for it
-            groups.abandon("the graph was closed as the interpreter exits")
-        deadline = time.monotonic() + timeout
-        stuck = [s.name for s in self.streams if not s.join(max(deadline - time.monotonic(), 0))]
+        if discard:
+            self._abandon_at_exit()
+        stuck = self._join_streams(time.monotonic() + timeout, discard)
         if stuck:
             raise GraphError(f"streams {stuck} did not stop within {timeout} s")
         self._closed = True

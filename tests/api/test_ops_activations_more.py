@@ -172,9 +172,10 @@ def test_partial_is_refused(graph: dtorch.Graph) -> None:
 
 @pytest.mark.parametrize("mesh_shape", ALL_MESHES)
 def test_softmin_every_layout(mesh_shape: tuple[int, ...], graph: dtorch.Graph) -> None:
-    """The softmin dim must not be sharded; the other dim keeps its shards."""
+    """Every shard stays, the softmin dim's too (its rows' maxima and sums all-reduced)."""
     limit = limit_for(mesh_shape, n_d=8)
-    for dim, table in ((1, {(R,): R, (S0,): S0}), (0, {(R,): R, (S1,): S1})):
+    table = {(R,): R, (S0,): S0, (S1,): S1}  # the softmin dim's shard too (split)
+    for dim in (1, 0):
         run_api(
             graph, "softmin", lambda t, d=dim: DF.softmin(t, d), [_X], mesh_shape,
             [F.softmin(_X, dim)], table=table, limit=limit, exact=False,

@@ -227,3 +227,45 @@ def test_in_place_writes_from_several_threads_lose_nothing(graph: dtorch.Graph) 
     for thread in threads:
         thread.join(timeout=60)
     assert t.to_torch().tolist()[::3] == [1200.0, 1200.0]
+
+
+def test_in_place_flags_index_put_and_random_fills_from_several_threads(
+    graph: dtorch.Graph,
+) -> None:
+    """The other writers: ``inplace=True`` activations, ``index_put_(accumulate=True)`` (read
+    on the client, written back) and the random fills, whose generator's state is copied and
+    advanced in one step (two threads had copied one state: equal draws)."""
+    t = dtorch.zeros(4, graph=graph)
+    ids, ones = torch.arange(4), torch.ones(4)
+
+    def adder() -> None:
+        for _ in range(60):
+            t.add_(1)
+
+    def flags() -> None:
+        for _ in range(60):
+            dtorch.nn.functional.hardtanh(t, -1e9, 1e9, inplace=True)
+            dtorch.nn.functional.relu(t, inplace=True)
+            t.index_put_((ids,), ones, accumulate=True)
+
+    _run_together([adder, flags])
+    assert t.to_torch().tolist() == [120.0] * 4
+    generator, drawn = torch.Generator().manual_seed(5), []
+
+    def fills() -> None:
+        for _ in range(40):
+            drawn.append(dtorch.zeros(8, graph=graph).normal_(generator=generator).to_torch())
+            drawn.append(dtorch.randn(8, generator=generator, graph=graph).to_torch())
+
+    _run_together([fills, fills])
+    reference = torch.Generator().manual_seed(5)
+    want = {tuple(torch.randn(8, generator=reference).tolist()) for _ in range(160)}
+    assert {tuple(d.tolist()) for d in drawn} == want
+
+
+def _run_together(targets: list[Callable[[], None]]) -> None:
+    threads = [threading.Thread(target=target) for target in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)

@@ -275,7 +275,7 @@ def test_ipv6_addresses_are_refused_up_front() -> None:
         parse_arguments([*argv, "--main", "127.0.0.1:1", "--host", "0.0.0.0"], launch)
     # its other spellings: "0" and "0.0" bound 0.0.0.0 and published an address no peer
     # could use; ZeroMQ's "*" bound every socket, then failed with a raw ZMQError
-    for host in ("0", "0.0", "*"):
+    for host in ("0", "0.0", "*", "0.0.0.0%lo"):  # ZeroMQ binds what precedes a %scope
         with pytest.raises(RendezvousError, match=rf"'{re.escape(host)}', every interface"):
             MainNode.set_address(f"{host}:0", token=TOKEN)
         with pytest.raises(RendezvousError, match=rf"--host is '{re.escape(host)}', every"):

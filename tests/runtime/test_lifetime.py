@@ -76,6 +76,35 @@ def test_the_exit_waits_for_a_close_begun_on_a_thread_of_its_own(process: bool) 
     assert done.returncode == 0 and "ended" in done.stdout, done.stderr[-2000:]
 
 
+def test_a_close_begun_on_a_dtorch_thread_drops_dispatched_work_at_exit() -> None:
+    """The collector on a dtorch thread (a stand-in stream) finds a graph with a long queue
+    of kernels already handed to its stream; the program ends. The close drops that work
+    once the exit begins: it had run it all, past the exit's 30 s, and then aborted."""
+    script = textwrap.dedent(
+        """
+        import gc, time, dtorch
+        from dtorch.runtime.daemon import DaemonThread
+        g = dtorch.Graph(dtorch.GraphOption(num_streams=1))
+        with g.as_default():
+            a = dtorch.randn(600, 600); a.to_torch()
+            for _ in range(8000):  # about 40 s of kernels on this machine
+                a = (a @ a) / 600.0
+        time.sleep(0.5)  # the batches reach the stream
+        g._cycle = g
+        del g, a
+        DaemonThread(gc.collect, "a-stream").join(10)
+        print("ended", flush=True)
+        """
+    )
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, cwd=REPO, capture_output=True, text=True,
+        timeout=100,
+    )  # fmt: skip
+    assert done.returncode == 0 and "ended" in done.stdout, done.stderr[-2000:]
+    assert time.monotonic() - start < 25, "the exit waited for the queued kernels"
+
+
 def test_a_thread_s_default_graph_leaves_no_ghost_thread_behind() -> None:
     """A thread's default graph is closed as the thread ends; asking ``current_thread()``
     there registered a ``Dummy-N`` thread that stayed in ``threading.enumerate()``."""

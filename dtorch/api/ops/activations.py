@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -21,6 +22,7 @@ from dtorch.api.dims import normalize_dim
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
 from dtorch.api.ops.basic_index import _slice
+from dtorch.api.ops.convert import written
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.statistics import _named
 from dtorch.api.record import record_one, tensor_arg
@@ -32,9 +34,10 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def _done(input: Tensor, out: Tensor, inplace: bool) -> Tensor:
-    # torch's inplace=True: the result written into the input, which is returned
-    return input.copy_(out) if inplace else out
+def _done(input: Tensor, out: Callable[[], Tensor], inplace: bool) -> Tensor:
+    # torch's inplace=True: the result written into the input, which is returned; recorded
+    # under the write lock (the read and the write-back one step for other threads)
+    return written(input, out, inplace)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -47,7 +50,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     """
     slope = as_real("leaky_relu: negative_slope", negative_slope)
     param = ActivationParam(ActivationKind.LEAKY_RELU, alpha=slope)
-    return _done(input, record_one("leaky_relu", param, (input,)), inplace)
+    return _done(input, lambda: record_one("leaky_relu", param, (input,), 4), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
@@ -59,7 +62,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         [0.0, 2.0]
     """
     param = ActivationParam(ActivationKind.ELU, alpha=as_real("elu: alpha", alpha))
-    return _done(input, record_one("elu", param, (input,)), inplace)
+    return _done(input, lambda: record_one("elu", param, (input,), 4), inplace)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -70,7 +73,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
         >>> dtorch.nn.functional.silu(dtorch.tensor([0.0])).tolist()
         [0.0]
     """
-    return _done(input, elementwise.silu(input), inplace)
+    return _done(input, lambda: elementwise.silu(input), inplace)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -103,7 +106,7 @@ def hardtanh(
 
 def _hardtanh(input: Tensor, min_val: float, max_val: float, inplace: bool) -> Tensor:
     low, high = _bounds(input.dtype, min_val, max_val)
-    return _done(input, elementwise.clamp(input, low, high), inplace)
+    return _done(input, lambda: elementwise.clamp(input, low, high), inplace)
 
 
 def _bounds(dtype: torch.dtype, low: float, high: float) -> tuple[float, float]:

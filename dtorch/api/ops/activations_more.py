@@ -48,7 +48,7 @@ def _activation(
 ) -> Tensor:
     """One Activation operator of ``kind`` with the numbers of its param."""
     param = ActivationParam(kind, alpha=alpha, beta=beta)
-    return _done(input, record_one(name, param, (input,), 2), inplace)
+    return _done(input, lambda: record_one(name, param, (input,), 5), inplace)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:

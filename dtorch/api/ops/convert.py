@@ -42,6 +42,22 @@ _ROW_MAJOR = ContiguousParam()  # of a private copy: a view of it where row-majo
 _ROW_MAJOR_COPY = ContiguousParam(copy=True)
 
 
+def written(input: Tensor, result: Callable[[], Tensor], inplace: bool) -> Tensor:
+    """torch's ``inplace=`` flag of a function: ``result()`` written into ``input`` (which is
+    returned) under the write lock when ``inplace``, as ``writer`` does; else ``result()``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([-1.0, 2.0])
+        >>> written(t, lambda: t.clamp(min=0), True) is t, t.tolist()
+        (True, [0.0, 2.0])
+    """
+    if not inplace:
+        return result()
+    with input._graph._writes:
+        return input.copy_(result())
+
+
 def writer(fn: Callable[Concatenate[_T, _P], _R]) -> Callable[Concatenate[_T, _P], _R]:
     """``fn``, whose first argument is the tensor it writes, run holding that tensor's
     graph's write lock: an in-place operator records a read of the tensor and a write-back,

@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING
 import torch
 
 from dtorch.api.dims import as_flag
+from dtorch.api.ops.convert import written
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.params import DropoutParam
+from dtorch.ir.random_draw import draws
 from dtorch.kernels.local.embedding import dropout_mask
 
 if TYPE_CHECKING:
@@ -59,12 +61,19 @@ def dropout(
     tensor_arg("dropout", input)
     if not training or p == 0.0 or input.numel() == 0:
         return input
+    return written(input, lambda: _dropped(input, float(p), generator), inplace)
+
+
+def _dropped(input: Tensor, p: float, generator: torch.Generator | None) -> Tensor:
+    # the generator's state copied and advanced in one step for other threads (draws), and
+    # advanced only once the operator is recorded (its rule refuses an integer input)
     source = _source(generator)
-    snapshot = torch.Generator().set_state(source.get_state())
-    out = record_one("dropout", DropoutParam(float(p), True, snapshot), (input,))
-    if p < 1.0:  # advance the caller's generator as torch's dropout does (p == 1 draws nothing)
-        dropout_mask(tuple(input.shape), input.dtype, float(p), source)
-    return input.copy_(out) if inplace else out
+    with draws():
+        snapshot = torch.Generator().set_state(source.get_state())
+        out = record_one("dropout", DropoutParam(p, True, snapshot), (input,), 4)
+        if p < 1.0:  # advance the caller's generator as torch's dropout does (1 draws nothing)
+            dropout_mask(tuple(input.shape), input.dtype, p, source)
+    return out
 
 
 def _source(generator: torch.Generator | None) -> torch.Generator:

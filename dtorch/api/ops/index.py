@@ -42,6 +42,7 @@ import dtorch.api.ops.take as _take
 from dtorch.api.create import NESTING, beside, distribute
 from dtorch.api.dims import as_flag
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops.convert import writer
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.strides import overlapping
 from dtorch.errors import DtypeError, PlacementError, ShapeError, TraceError
@@ -219,6 +220,7 @@ def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     t[...] = back
 
 
+@writer
 def index_put_(input: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
     """``torch.Tensor.index_put_``: ``input[indices] = values`` for a tuple of index tensors
     (integer or bool, torch or dtorch), or with ``accumulate`` the values added there (a

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import create
-from dtorch.api.ops.convert import assign, writable, writer
+from dtorch.api.ops.convert import assign, writable
 from dtorch.api.record import tensor_arg
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.placement import Placement
-from dtorch.ir.random_draw import draw
+from dtorch.ir.random_draw import snapshot
 from dtorch.ir.subsplit import is_marked
 
 if TYPE_CHECKING:
@@ -101,7 +101,6 @@ def _from_bound(from_: Any, kw: dict[str, Any]) -> Any:
     return 0.0 if low is None else low
 
 
-@writer
 def fill_random(
     name: str,
     t: Tensor,
@@ -127,15 +126,15 @@ def fill_random(
     tensor_arg(name, t)
     writable(name, t)  # before the caller's generator advances
     source = _source(name, generator)
-    snapshot = torch.Generator().set_state(source.get_state())
     shape = tuple(t.shape)
-    draw(kind, shape, t.dtype, args, source)  # torch's checks, and the advance of its generator
-    numbers = tuple(float(a) for a in args)
-    fresh = create(
-        type(t), kind, shape, t.dtype, graph=t.graph, device_mesh=t.device_mesh, device=None,
-        placements=creatable_placements(t), args=numbers, generator=snapshot,
-    )  # fmt: skip
-    return assign(name, t, fresh)
+    with t._graph._writes:  # a write: not between another thread's read and write-back
+        copy = snapshot(kind, shape, t.dtype, args, source)  # torch's checks, and its advance
+        numbers = tuple(float(a) for a in args)
+        fresh = create(
+            type(t), kind, shape, t.dtype, graph=t.graph, device_mesh=t.device_mesh,
+            device=None, placements=creatable_placements(t), args=numbers, generator=copy,
+        )  # fmt: skip
+        return assign(name, t, fresh)
 
 
 def _source(name: str, generator: torch.Generator | None) -> torch.Generator:
