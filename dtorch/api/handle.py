@@ -152,7 +152,8 @@ class TensorBase:
     def data(self, other: TensorBase) -> None:
         if not isinstance(other, TensorBase):
             raise TypeError(f"data: expected a dtorch.Tensor, got {type(other).__name__}")
-        self._rebind(other)
+        with self._graph._writes:  # not between another thread's in-place read and write-back
+            self._rebind(other)
 
     def set_name(self, name: str | None) -> None:
         """A user label of this handle (shown by ``repr``; not part of the value).

@@ -269,3 +269,25 @@ def _run_together(targets: list[Callable[[], None]]) -> None:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+
+
+def test_a_rebind_never_lands_inside_another_thread_s_in_place_write(
+    graph: dtorch.Graph,
+) -> None:
+    """``t.data = other`` holds the write lock: between an ``add_``'s read and write-back it
+    had released the value read (the runner then failed on the freed operand, breaking the
+    graph) or let the write-back land in the new value (200 where 1,000 + k is right)."""
+    t = dtorch.zeros(4, graph=graph)
+    fresh = [dtorch.full((4,), 1000.0, graph=graph) for _ in range(40)]
+
+    def adder() -> None:
+        for _ in range(200):
+            t.add_(1)
+
+    def rebinder() -> None:
+        for value in fresh:
+            t.data = value.clone()
+
+    _run_together([adder, rebinder])
+    got = t.to_torch().tolist()
+    assert len(set(got)) == 1 and 1000.0 <= got[0] <= 1200.0, got
