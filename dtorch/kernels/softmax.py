@@ -64,8 +64,6 @@ def split_softmax_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[
     # torch's CPU log-softmax along the last dim of a float16/bfloat16 tensor keeps the sum
     # and its log in that dtype (its other kernels keep float32): so does this, for equal values
     kept_in = out_dtype if param.log and dim == x_op.ndim - 1 and out_dtype in _REDUCED else None
-    if kept_in is not None:
-        sums = {d: total.to(kept_in).float() for d, total in sums.items()}
     # row-major whatever the input's strides, as torch's softmax; rounded once
     done = {d: finish(v, sums[d], param.log, kept_in) for d, v in values.items()}
     return {d: [y.to(out_dtype, memory_format=torch.contiguous_format)] for d, y in done.items()}
@@ -125,15 +123,15 @@ def finish(
     values: torch.Tensor, total: torch.Tensor, log: bool, log_kept_in: torch.dtype | None = None
 ) -> torch.Tensor:
     """The block's softmax from ``exp(x - max)`` (``values``, divided in place) and the
-    row's sum, or its log-softmax from ``x - max`` (the log of the sum, rounded to
-    ``log_kept_in`` if given, subtracted in place: after the max, as torch does, which keeps
-    a small log exact beside a large max)."""
+    row's sum, or its log-softmax from ``x - max`` (the sum and its log each rounded to
+    ``log_kept_in`` if given; the log subtracted in place after the max, as torch does,
+    which keeps a small log exact beside a large max)."""
     if not log:
         return values.div_(total)
-    log_total = torch.log(total)
-    if log_kept_in is not None:
-        log_total = log_total.to(log_kept_in).to(values.dtype)
-    return values.sub_(log_total)
+    if log_kept_in is None:
+        return values.sub_(torch.log(total))
+    total = total.to(log_kept_in).to(values.dtype)
+    return values.sub_(torch.log(total).to(log_kept_in).to(values.dtype))
 
 
 GROUP_KERNELS: dict[OpKind, GroupKernel] = {OpKind.SplitSoftmax: split_softmax_kernel}

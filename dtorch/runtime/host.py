@@ -261,9 +261,15 @@ class DeviceHost:
         self._programs.clear()
         self._used = [False] * self.layout.count
 
-    def _abandon_at_exit(self) -> None:
+    def _drop_queued(self) -> None:
+        """Every stream drops what it has not started (its current kernel runs to its end)
+        and stops after it; the collectives in flight are abandoned (a peer's part was
+        dropped: nobody waits for it)."""
+        for stream in self.streams:
+            stream.discard_queued()  # a stop asked before goes too: asked again
+            stream.ask_to_stop()
         groups = self.services.groups
-        if groups is not None:  # a peer's part was dropped: nobody waits for it
+        if groups is not None:
             groups.abandon("the graph was closed as the interpreter exits")
 
     def _join_streams(self, deadline: float, discarded: bool) -> list[str]:
@@ -274,10 +280,7 @@ class DeviceHost:
         while True:
             if not discarded and exiting():
                 discarded = True
-                for stream in self.streams:
-                    stream.discard_queued()  # the stop too: asked again
-                    stream.ask_to_stop()
-                self._abandon_at_exit()
+                self._drop_queued()
             running = [s for s in self.streams if not s.join(0.0)]
             if not running or time.monotonic() >= deadline:
                 return [s.name for s in running]
@@ -290,12 +293,11 @@ class DeviceHost:
         (with ``discard`` as the interpreter exits, when the streams must stop at once)."""
         if self._closed:
             return
-        for stream in self.streams:  # every stream winds down at once, not one after another
-            if discard:
-                stream.discard_queued()
-            stream.ask_to_stop()
         if discard:
-            self._abandon_at_exit()
+            self._drop_queued()
+        else:
+            for stream in self.streams:  # every stream winds down at once, not one after another
+                stream.ask_to_stop()
         stuck = self._join_streams(time.monotonic() + timeout, discard)
         if stuck:
             raise GraphError(f"streams {stuck} did not stop within {timeout} s")

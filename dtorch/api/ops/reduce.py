@@ -273,9 +273,8 @@ def softmax(input: Tensor, dim: int | None = None, dtype: torch.dtype | None = N
     """
     tensor_arg("softmax", input)
     dim = normalize_dim(implicit_dim(input, dim), input.ndim, op="softmax")
-    return record("softmax", softmax_param(input, dim, False, _dtype("softmax", dtype)), (input,))[
-        0
-    ]
+    param = softmax_param(input, dim, False, _dtype("softmax", dtype))
+    return record("softmax", param, (input,))[0]
 
 
 def softmax_param(x: Tensor, dim: int, log: bool, dtype: torch.dtype | None) -> OpParam:

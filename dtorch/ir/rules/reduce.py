@@ -5,11 +5,10 @@ Per mesh dim: a shard of a dim that is not reduced stays a shard (its index shif
 divides by the GLOBAL size, so the partial values add up to the mean); ``max``, ``min``,
 ``prod``, ``any``, ``all``, ``argmax``, ``argmin`` and ``Softmax`` reject it; ``SplitSoftmax``
 (the softmax the API records where the softmax dim is sharded) keeps every shard, the softmax
-dim's included, and refuses only a Partial input. A Partial input is
-kept by ``sum`` and ``mean`` only (they are linear). A scan (``cumsum``/``cumprod``/
-``logcumsumexp``) keeps the shards of the other dims and refuses a shard of the scanned dim;
-``cumsum`` keeps a Partial input where its dtype conversion is linear too
-(``dtorch.ir.rules.promotion.cast_is_linear``).
+dim's included, and refuses only a Partial input. A Partial input is kept by ``sum`` and
+``mean`` only (they are linear). A scan (``cumsum``/``cumprod``/``logcumsumexp``) keeps the
+shards of the other dims and refuses a shard of the scanned dim; ``cumsum`` keeps a Partial
+input where its dtype conversion is linear too (``dtorch.ir.rules.promotion.cast_is_linear``).
 
 Example:
     >>> import torch

@@ -1,10 +1,10 @@
 """Loss layers: torch.nn's ``MSELoss``, ``L1Loss``, ``SmoothL1Loss``, ``HuberLoss``,
 ``BCELoss``, ``BCEWithLogitsLoss``, ``KLDivLoss``, ``NLLLoss`` and ``CrossEntropyLoss``, each
 calling its ``dtorch.nn.functional`` loss (``dtorch.api.ops.losses`` and ``class_losses``)
-with torch's constructor arguments (the legacy ``size_average``/``reduce`` flags translated once, as
-torch's ``_Loss`` does). A class ``weight`` (and ``pos_weight``) is a buffer, as in torch: a
-dtorch tensor, or a torch tensor distributed Replicate on ``device_mesh=`` (the graph's
-default mesh when None).
+with torch's constructor arguments (the legacy ``size_average``/``reduce`` flags translated
+once, as torch's ``_Loss`` does). A class ``weight`` (and ``pos_weight``) is a buffer, as in
+torch: a dtorch tensor, or a torch tensor distributed Replicate on ``device_mesh=`` (the
+graph's default mesh when None).
 
 Example:
     >>> import dtorch
