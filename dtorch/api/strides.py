@@ -87,6 +87,7 @@ ROW_MAJOR_KINDS = frozenset(
         OpKind.RepeatInterleave,
         OpKind.Scan,
         OpKind.Softmax,
+        OpKind.SplitReduce,
         OpKind.SplitSoftmax,
         OpKind.Where,
     }

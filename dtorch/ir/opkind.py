@@ -86,6 +86,7 @@ class OpKind(enum.IntEnum):
     OrderStat = 65  # median, nanmedian, kthvalue, mode along one dim or all (OrderStatParam)
     CumExtreme = 66  # cummax/cummin along one dim: values and indices (CumExtremeParam)
     SplitSoftmax = 67  # softmax over a sharded dim: all-reduced maxima and sums (SplitSoftmaxParam)
+    SplitReduce = 68  # max/min/arg*/any/all/prod over sharded dims: blocks' results combined
 
 
 class ActivationKind(enum.IntEnum):

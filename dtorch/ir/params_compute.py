@@ -242,6 +242,21 @@ class SplitSoftmaxParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class SplitReduceParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SplitReduce
+    """A non-linear reduction (``max min any all prod argmax argmin``) over ``dims`` (None:
+    every dim) that some mesh dims shard: each device reduces its block, the blocks' results
+    are gathered along those mesh dims and combined. ``indices``: MAX/MIN over one dim with a
+    second output, the int64 index (``max(dim)``/``min(dim)``)."""
+
+    reduce: ReduceKind
+    dims: Ints | None = None
+    keepdim: bool = False
+    dtype: torch.dtype | None = None
+    indices: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class OuterParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Outer
 

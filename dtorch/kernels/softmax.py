@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import torch
@@ -47,7 +48,7 @@ def split_softmax_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[
     assert isinstance(param, SplitSoftmaxParam)
     assert ctx.groups is not None, "a split softmax needs the caller's ThreadGroupManager"
     dim, out_dtype = param.dim % x_op.ndim, ctx.outputs[0].dtype
-    lines = _lines(ctx, dim)
+    lines = sharding_lines(ctx, (dim,))
     groups = [ctx.groups.get_group(x_op.mesh.device_kind, line, ctx.devices) for line in lines]
     xs = {d: computed_in(shards[0], out_dtype) for d, shards in inputs.items()}
     maxima = _all_reduced(
@@ -73,13 +74,14 @@ def split_softmax_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[
 _REDUCED = (torch.float16, torch.bfloat16)
 
 
-def _lines(ctx: KernelContext, dim: int) -> list[tuple[int, ...]]:
-    """The groups to reduce over, in order: per mesh dim sharding ``dim``, the lines along
-    it that hold a device of this caller (sorted)."""
+def sharding_lines(ctx: KernelContext, dims: Collection[int]) -> list[tuple[int, ...]]:
+    """The groups to reduce over, in order: per mesh dim sharding one of ``dims`` (of the
+    first input), the lines along it that hold a device of this caller (sorted)."""
     mesh, placements = ctx.inputs[0].mesh, ctx.inputs[0].placements
+    ndim = ctx.inputs[0].ndim
     lines: list[tuple[int, ...]] = []
     for mesh_dim, placement in enumerate(placements):
-        if isinstance(placement, Shard) and placement.dim % ctx.inputs[0].ndim == dim:
+        if isinstance(placement, Shard) and placement.dim % ndim in dims:
             lines.extend(sorted({mesh.group_of(d, mesh_dim) for d in ctx.devices}))
     return lines
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dtorch.errors import KernelTableError
 from dtorch.ir.opkind import OpKind
-from dtorch.kernels import attention, softmax
+from dtorch.kernels import attention, softmax, split_reduce
 from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
     copy,
@@ -59,7 +59,11 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
 }
 
 #: Kernels that run every local device at once because the devices communicate.
-GROUP_KERNELS: dict[OpKind, GroupKernel] = {**attention.GROUP_KERNELS, **softmax.GROUP_KERNELS}
+GROUP_KERNELS: dict[OpKind, GroupKernel] = {
+    **attention.GROUP_KERNELS,
+    **softmax.GROUP_KERNELS,
+    **split_reduce.GROUP_KERNELS,
+}
 
 
 def register_local_kernel(kind: OpKind, kernel: LocalKernel) -> None:

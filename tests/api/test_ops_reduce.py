@@ -2,8 +2,8 @@
 and ``min`` over a dim returning values and indices) and ``softmax``/``log_softmax`` through
 the public API against torch, on 1-D, 2-D and 3-D meshes, even and uneven shards: every layout
 on 1-D meshes (a seeded sample on the larger ones), output placements (summing a sharded dim
-gives Partial; max/min/any/all/arg* refuse it; softmax keeps it, all-reducing each row's
-maximum and sum) and the rejections."""
+gives Partial; max/min/any/all/prod/arg* give Replicate, combining the devices' blocks;
+softmax keeps it, all-reducing each row's maximum and sum) and the rejections."""
 
 from __future__ import annotations
 
@@ -50,14 +50,16 @@ def reduce_table(
     ndim: int, dims: tuple[int, ...] | None, keepdim: bool, linear: bool
 ) -> dict[tuple[Any, ...], Any]:
     """One mesh dim: a shard of a kept dim stays (at its new index); a shard of a reduced dim
-    and a Partial input give Partial for the linear reductions and are refused otherwise."""
+    gives Partial for the linear reductions and Replicate for the others (the devices combine
+    their blocks' results); a Partial input stays Partial for the linear ones and is refused
+    by the others."""
     reduced = set(range(ndim)) if dims is None else {d % ndim for d in dims}
     table: dict[tuple[Any, ...], Any] = {(R,): R}
     for d in range(ndim):
         if d not in reduced:
             table[(Shard(d),)] = Shard(d if keepdim else d - sum(r < d for r in reduced))
-        elif linear:
-            table[(Shard(d),)] = P
+        else:
+            table[(Shard(d),)] = P if linear else R
     return {**table, (P,): P} if linear else table
 
 
@@ -372,21 +374,23 @@ def test_rejections(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
     x = torch.randn((4, 3), generator=_G)
     t = place(x, mesh, [S0], graph)
+    p, ints = place(x, mesh, [P], graph), place(x.round().int(), mesh, [P], graph)
     with pytest.raises(PlacementError) as info:
-        t.max(0)
+        p.max(0)
     text = str(info.value)
-    assert text.startswith("max: got (S(0),) on mesh (2,); accepted per mesh dimension: R -> R")
-    assert "Redistribute the reduced dims to Replicate first" in text
+    assert text.startswith("max: got (P,) on mesh (2,); accepted per mesh dimension: R -> R")
+    assert "are not linear: redistribute a Partial input to Replicate first" in text
     for name, call in (
-        ("max", t.max),
-        ("min", lambda: t.min(dim=0)),
-        ("argmax", t.argmax),
-        ("argmin", lambda: t.argmin(0)),
-        ("any", lambda: (t > 0).any(0)),
-        ("all", (t > 0).all),
-        ("prod", lambda: t.prod(0)),
+        ("max", p.max),
+        ("min", lambda: p.min(dim=0)),
+        ("argmax", p.argmax),
+        ("argmin", lambda: p.argmin(0)),
+        ("any", lambda: ints.any(0)),
+        ("all", ints.all),
+        ("prod", lambda: p.prod(0)),
+        ("amax", lambda: p.amax(1)),
     ):
-        with pytest.raises(PlacementError, match=rf"^{name}: got \(S\(0\),\).*accepted"):
+        with pytest.raises(PlacementError, match=rf"^{name}: got \(P,\).*accepted"):
             call()
     p = place(x, mesh, [P], graph)
     for name, call in (
@@ -416,16 +420,18 @@ _EMPTY_REFUSED: list[tuple[str, Callable[[Any], Any]]] = [
     ("argmax()", lambda t: t.argmax()),
     ("argmin()", lambda t: t.argmin()),
 ]
-_EMPTY_ALLOWED: list[tuple[str, Callable[[Any], Any], bool]] = [  # name, call, reduces dim 1
-    ("max(1)", lambda t: t.max(1).values, True),
-    ("min(1) indices", lambda t: t.min(1).indices, True),
-    ("argmax(1)", lambda t: t.argmax(1), True),
-    ("sum(0)", lambda t: t.sum(0), False),
-    ("sum()", lambda t: t.sum(), False),  # linear: a sharded dim 1 gives Partial
-    ("mean(0)", lambda t: t.mean(0), False),
-    ("prod(0)", lambda t: t.prod(0), False),
-    ("any(0)", lambda t: (t > 0).any(0), False),
-    ("all()", lambda t: (t > 0).all(), True),
+_EMPTY_ALLOWED: list[tuple[str, Callable[[Any], Any]]] = [
+    ("max(1)", lambda t: t.max(1).values),
+    ("min(1) indices", lambda t: t.min(1).indices),
+    ("argmax(1)", lambda t: t.argmax(1)),
+    ("sum(0)", lambda t: t.sum(0)),
+    ("sum()", lambda t: t.sum()),
+    ("mean(0)", lambda t: t.mean(0)),
+    ("prod(0)", lambda t: t.prod(0)),
+    ("any(0)", lambda t: (t > 0).any(0)),
+    ("all()", lambda t: (t > 0).all()),
+    ("amax(1)", lambda t: t.amax(1)),
+    ("prod()", lambda t: t.prod()),
 ]
 
 
@@ -446,8 +452,7 @@ def test_reductions_over_an_empty_dim(mesh_shape: tuple[int, ...], graph: dtorch
             error = IndexError if want.type is IndexError else ShapeError
             with pytest.raises(error, match=re.escape(str(want.value)[:40])):
                 call(t)
-        for name, call, reduces_dim_1 in _EMPTY_ALLOWED:
-            if placements[0] == R or not reduces_dim_1:  # else refused: a sharded reduced dim
-                want_value, got = call(x), call(t)
-                assert got.shape == want_value.shape, name
-                torch.testing.assert_close(got.to_torch(), want_value, equal_nan=True)
+        for name, call in _EMPTY_ALLOWED:
+            want_value, got = call(x), call(t)
+            assert got.shape == want_value.shape, name
+            torch.testing.assert_close(got.to_torch(), want_value, equal_nan=True)

@@ -1,6 +1,11 @@
 """Reductions, softmax and scans: ``sum mean prod max min amax amin any all argmax argmin
 softmax log_softmax cumsum cumprod``; ``max``/``min`` over a dim return (values, indices).
 
+Over a sharded dim ``sum`` and ``mean`` give Partial; the others reduce each device's block
+and combine the blocks' results along the mesh dims sharding the reduced dims (a SplitReduce,
+one number per result entry and device moved): the result is Replicate there, and exactly
+torch's (of equal extremes the smallest index, and the first NaN, win).
+
 Example:
     >>> import dtorch
     >>> t = dtorch.tensor([[1.0, 5.0], [3.0, 2.0]])
@@ -27,6 +32,7 @@ from dtorch.ir.params import (
     ReduceParam,
     ScanParam,
     SoftmaxParam,
+    SplitReduceParam,
     SplitSoftmaxParam,
 )
 from dtorch.ir.placement import Partial, Shard
@@ -55,10 +61,32 @@ def reduce(
     keepdim: bool = False,
     dtype: torch.dtype | None = None,
 ) -> Tensor:
-    """One Reduce operator over ``dim`` (every dim when None)."""
+    """One Reduce operator over ``dim`` (every dim when None), or one SplitReduce where a
+    mesh dim shards a reduced dim of a reduction that is not linear (``max``, ``any``, ...)."""
     flag = as_flag(keepdim, name, "keepdim")
-    param = ReduceParam(kind, _dims(t, dim, name), flag, _dtype(name, dtype))
-    return record(name, param, (t,))[0]
+    dims = _dims(t, dim, name)
+    if kind not in _LINEAR and _splits(t, dims):
+        return record(name, SplitReduceParam(kind, dims, flag, _dtype(name, dtype)), (t,))[0]
+    return record(name, ReduceParam(kind, dims, flag, _dtype(name, dtype)), (t,))[0]
+
+
+#: The reductions whose parts add up: a sharded reduced dim gives Partial (Reduce's rule).
+_LINEAR = (ReduceKind.SUM, ReduceKind.MEAN)
+
+
+def _splits(t: Any, dims: tuple[int, ...] | None) -> bool:
+    """Whether a mesh dim shards one of ``dims`` (None or empty: every dim) of ``t``, or
+    ``t`` is Partial (which SplitReduce's rule refuses in the words that fit every layout)."""
+    if not isinstance(t, TensorBase):
+        return False  # record names the bad input
+    ndim = t.ndim
+    for placement in t._operand.placements:
+        if placement.__class__ is Shard:
+            if not dims or placement.dim % ndim in dims:
+                return True
+        elif placement.__class__ is Partial:
+            return True
+    return False
 
 
 @numpy_names
@@ -106,8 +134,9 @@ def prod(
     *,
     dtype: torch.dtype | None = None,
 ) -> Tensor:
-    """The product over ``dim`` (one int; None: every dim); ``dtype`` as ``sum``'s. The
-    reduced dim must not be sharded and the input not Partial (redistribute first).
+    """The product over ``dim`` (one int; None: every dim); ``dtype`` as ``sum``'s. Over a
+    sharded dim the devices multiply their blocks' products (Replicate there; floats may
+    round differently from torch's one product); a Partial input is refused.
 
     Example:
         >>> import dtorch
@@ -120,7 +149,8 @@ def prod(
 @numpy_names
 def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """True where any element over ``dim`` (an int or a tuple; None: every dim) is non-zero;
-    a bool tensor. The reduced dims must not be sharded.
+    a bool tensor. A sharded reduced dim is combined across its devices (Replicate there); a
+    Partial input is refused.
 
     Example:
         >>> import dtorch
@@ -133,7 +163,7 @@ def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
 @numpy_names
 def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """True where every element over ``dim`` (an int or a tuple; None: every dim) is
-    non-zero; a bool tensor. The reduced dims must not be sharded.
+    non-zero; a bool tensor (placements as ``any``).
 
     Example:
         >>> import dtorch
@@ -145,8 +175,10 @@ def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
 
 @numpy_names
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-    """The int64 index of the largest value along ``dim`` (None: of the flattened tensor).
-    The reduced dim must not be sharded.
+    """The int64 index of the largest value along ``dim`` (None: of the flattened tensor),
+    the first of equal ones (a NaN is the largest). Over a sharded dim each device finds its
+    block's and the devices pick among them: torch's index, Replicate there (the greedy token
+    of vocab-sharded logits). A Partial input is refused.
 
     Example:
         >>> import dtorch
@@ -159,8 +191,8 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
 
 @numpy_names
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
-    """The int64 index of the smallest value along ``dim`` (None: of the flattened tensor).
-    The reduced dim must not be sharded.
+    """The int64 index of the smallest value along ``dim`` (None: of the flattened tensor);
+    placements as ``argmax``.
 
     Example:
         >>> import dtorch
@@ -172,7 +204,9 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
 
 @numpy_names
 def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
-    """The largest value over ``dim`` (an int or a tuple; ``()`` or None: every dim).
+    """The largest value over ``dim`` (an int or a tuple; ``()`` or None: every dim). A
+    sharded reduced dim is combined across its devices (Replicate there); a Partial input is
+    refused.
 
     Example:
         >>> import dtorch
@@ -184,8 +218,8 @@ def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
 
 @numpy_names
 def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
-    """The smallest value over ``dim`` (an int or a tuple; ``()`` or None: every dim). The
-    reduced dims must not be sharded (redistribute them first), as for ``amax``.
+    """The smallest value over ``dim`` (an int or a tuple; ``()`` or None: every dim);
+    placements as ``amax``.
 
     Example:
         >>> import dtorch
@@ -214,7 +248,11 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
             f"{name}(dim, keepdim=False) or {name}(other_tensor) (a dtorch.Tensor)"
         )
     flag = as_flag(keepdim, name, "keepdim")
-    param = MaxMinParam(kind, normalize_dim(dim, t.ndim, op=name), flag)
+    dim = normalize_dim(dim, t.ndim, op=name)
+    param: OpParam = MaxMinParam(kind, dim, flag)
+    if _splits(t, (dim,)):
+        reduce_kind = ReduceKind.MAX if kind == MaxMinKind.MAX else ReduceKind.MIN
+        param = SplitReduceParam(reduce_kind, (dim,), flag, indices=True)
     values, indices = record(name, param, (t,))
     result_type = torch.return_types.max if kind == MaxMinKind.MAX else torch.return_types.min
     return result_type((values, indices))  # type: ignore[arg-type]  # holds dtorch tensors
@@ -223,8 +261,9 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
 @numpy_names
 def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
     """``max()`` of all, ``max(dim)`` -> ``torch.return_types.max`` (``.values``, ``.indices``
-    dtorch tensors), ``max(other)`` or ``max(other=b)`` -> elementwise maximum. The reduced
-    dim must not be sharded; the others keep their shards.
+    dtorch tensors), ``max(other)`` or ``max(other=b)`` -> elementwise maximum. The other
+    dims keep their shards; a sharded reduced dim is combined across its devices (values and
+    indices Replicate there, torch's indices); a Partial input is refused.
 
     Example:
         >>> import dtorch

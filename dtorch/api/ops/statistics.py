@@ -8,8 +8,8 @@ reduced dim, ``var``, ``var_mean``, ``count_nonzero`` and ``nansum`` give Partia
 before their last step (a square root, a power, a division by a count), so they make them
 Replicate with one all-reduce (as ``batch_norm``'s training statistics do). ``var`` first
 makes the mean Replicate the same way, to subtract it. ``logsumexp`` and ``norm`` with
-``p=±inf`` take a maximum (``amax``), which refuses a sharded reduced dim; every function
-refuses a Partial input (none of them is linear).
+``p=±inf`` take a maximum (``amax``), which combines the devices' blocks over a sharded
+reduced dim (Replicate there); every function refuses a Partial input (none is linear).
 
 16-bit floats accumulate in float32 and are cast back, as torch's kernels do; their
 ``var``/``var_mean`` sums are made Replicate before that cast (rounding each Partial part
@@ -265,7 +265,8 @@ def std_mean(
 def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so that it neither overflows
     nor underflows (an infinite maximum shifts by 0); integers give the default float dtype.
-    A sharded reduced dim is refused (the maximum needs the whole dim).
+    Over a sharded dim, the devices combine their blocks' maxima (a SplitReduce) and then
+    their sums (one all-reduce each, one number per row); a Partial input is refused.
 
     Example:
         >>> import dtorch
@@ -281,7 +282,7 @@ def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
         return sum_partials(work.exp().sum(dims, keepdim=keepdim)).log().to(x.dtype)
     peak = reduce(ReduceKind.MAX, "logsumexp", work, dims, True)
     peak = peak.masked_fill(peak.isinf(), 0)
-    total = (work - peak).exp().sum(dims, keepdim=keepdim).log()
+    total = sum_partials((work - peak).exp().sum(dims, keepdim=keepdim)).log()
     return (total + (peak if keepdim else peak.squeeze(dims))).to(x.dtype)
 
 

@@ -2,10 +2,12 @@
 
 Per mesh dim: a shard of a dim that is not reduced stays a shard (its index shifts when
 ``keepdim`` is false). Reducing a sharded dim gives Partial for ``sum`` and ``mean`` (``mean``
-divides by the GLOBAL size, so the partial values add up to the mean); ``max``, ``min``,
-``prod``, ``any``, ``all``, ``argmax``, ``argmin`` and ``Softmax`` reject it; ``SplitSoftmax``
-(the softmax the API records where the softmax dim is sharded) keeps every shard, the softmax
-dim's included, and refuses only a Partial input. A Partial input is kept by ``sum`` and
+divides by the GLOBAL size, so the partial values add up to the mean); ``Reduce``'s
+``max``, ``min``, ``prod``, ``any``, ``all``, ``argmax``, ``argmin``, ``MaxMin`` and ``Softmax``
+reject it. The API records those over a sharded dim as ``SplitReduce`` (a reduced dim's shards
+give Replicate: the kernel combines the blocks' results along the mesh dims) and
+``SplitSoftmax`` (every shard stays, the softmax dim's included); both refuse only a Partial
+input. A Partial input is kept by ``sum`` and
 ``mean`` only (they are linear). A scan (``cumsum``/``cumprod``/``logcumsumexp``) keeps the
 shards of the other dims and refuses a shard of the scanned dim; ``cumsum`` keeps a Partial
 input where its dtype conversion is linear too (``dtorch.ir.rules.promotion.cast_is_linear``).
@@ -39,6 +41,7 @@ from dtorch.ir.params import (
     ReduceParam,
     ScanParam,
     SoftmaxParam,
+    SplitReduceParam,
     SplitSoftmaxParam,
 )
 from dtorch.ir.rules.base import (
@@ -73,6 +76,14 @@ _SPLIT_SOFTMAX = signature(
     "R -> R", "Si -> Si", legend="i: any dim, the softmax dim included",
     hint="a softmax is not linear: redistribute a Partial input to Replicate first",
 )  # fmt: skip
+_SPLIT_REDUCE = signature(
+    "R -> R", "Si -> Si", "Sk -> R", legend="i: a dim that is not reduced; k: a reduced dim",
+    hint="max, min, prod, any, all, argmax and argmin are not linear: redistribute a Partial "
+    "input to Replicate first",
+)  # fmt: skip
+#: The reductions SplitReduce combines (sum and mean of a sharded dim are Partial instead).
+_SPLIT_KINDS = frozenset(ReduceKind) - {ReduceKind.SUM, ReduceKind.MEAN}
+_ARG = (ReduceKind.ARGMAX, ReduceKind.ARGMIN)
 _SCANNED = "i: a dim other than the scanned dim"
 _SCAN_HINT = "redistribute the scanned dim to Replicate first"
 _SCAN = signature("R -> R", "Si -> Si", legend=_SCANNED, hint=_SCAN_HINT)
@@ -168,19 +179,54 @@ def reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     """``sum mean max min any all prod argmax argmin`` over ``dims`` (None: every dim)."""
     assert isinstance(param, ReduceParam)
     (x,) = inputs
-    kind = param.reduce
-    if kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN) and param.dims and len(param.dims) > 1:
-        raise ParamError(f"{name}: takes one dim or None, got dims {param.dims}")
-    if param.dtype is not None and kind not in _WITH_DTYPE:
-        raise ParamError(f"{name}: takes no dtype argument (sum, mean and prod do)")
-    reduced, shape, labels = reduce_plan(name, x.shape, param.dims, param.keepdim)
-    if kind in _NONEMPTY:
-        check_nonempty(name, x.shape, reduced if param.dims else None, _NONEMPTY[kind])
-    dtype = reduce_dtype(name, kind, x.dtype, param.dtype)
-    sig = _REDUCE_SIGS.get(kind, _KEEP)
-    if sig is _LINEAR and not cast_is_linear(x.dtype, dtype):
+    labels, meta = _reduced_meta(name, param.reduce, x, param.dims, param.keepdim, param.dtype)
+    sig = _REDUCE_SIGS.get(param.reduce, _KEEP)
+    if sig is _LINEAR and not cast_is_linear(x.dtype, meta.dtype):
         sig = _LINEAR_SHARDS
-    return one_input(name, sig, x, labels, [OutputMeta(shape, dtype, ())])
+    return one_input(name, sig, x, labels, [meta])
+
+
+def _reduced_meta(
+    name: str,
+    kind: ReduceKind,
+    x: Operand,
+    dims: tuple[int, ...] | None,
+    keepdim: bool,
+    dtype: torch.dtype | None,
+) -> tuple[Labels, OutputMeta]:
+    """The output labels and meta of a reduction, after torch's checks of its arguments."""
+    if kind in _ARG and dims and len(dims) > 1:
+        raise ParamError(f"{name}: takes one dim or None, got dims {dims}")
+    if dtype is not None and kind not in _WITH_DTYPE:
+        raise ParamError(f"{name}: takes no dtype argument (sum, mean and prod do)")
+    reduced, shape, labels = reduce_plan(name, x.shape, dims, keepdim)
+    if kind in _NONEMPTY:
+        check_nonempty(name, x.shape, reduced if dims else None, _NONEMPTY[kind])
+    return labels, OutputMeta(shape, reduce_dtype(name, kind, x.dtype, dtype), ())
+
+
+def split_reduce_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``max min any all prod argmax argmin`` over ``dims`` where shards of them are allowed:
+    a reduced dim's shards give Replicate (the kernel combines the devices' results along
+    those mesh dims); with ``indices``, ``max/min(dim)``'s values and int64 indices."""
+    assert isinstance(param, SplitReduceParam)
+    (x,) = inputs
+    kind = param.reduce
+    if kind not in _SPLIT_KINDS:
+        raise ParamError(
+            f"{name}: a split reduction combines max, min, prod, any, all, "
+            f"argmax or argmin, got {kind.name} (sum and mean give Partial)"
+        )
+    if param.indices and (
+        kind not in (ReduceKind.MAX, ReduceKind.MIN) or len(param.dims or ()) != 1
+    ):
+        raise ParamError(
+            f"{name}: indices come with max or min over one dim, got "
+            f"{kind.name} over dims {param.dims}"
+        )
+    labels, meta = _reduced_meta(name, kind, x, param.dims, param.keepdim, param.dtype)
+    metas = [meta, OutputMeta(meta.shape, torch.int64, ())] if param.indices else [meta]
+    return one_input(name, _SPLIT_REDUCE, x, labels, metas)
 
 
 def maxmin_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -233,5 +279,6 @@ RULES: dict[OpKind, Rule] = {
     OpKind.MaxMin: maxmin_rule,
     OpKind.Softmax: softmax_rule,
     OpKind.SplitSoftmax: split_softmax_rule,
+    OpKind.SplitReduce: split_reduce_rule,
     OpKind.Scan: scan_rule,
 }

@@ -1,5 +1,5 @@
-"""Rules of Reduce, MaxMin, Softmax and Scan: shapes and dtypes against torch, placements,
-messages."""
+"""Rules of Reduce, MaxMin, SplitReduce, Softmax and Scan: shapes and dtypes against torch,
+placements, messages."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from dtorch.ir.params import (
     ReduceParam,
     ScanParam,
     SoftmaxParam,
+    SplitReduceParam,
     SplitSoftmaxParam,
 )
 from dtorch.ir.placement import Partial, Replicate, Shard
@@ -99,6 +100,52 @@ def test_maxmin_outputs() -> None:
     assert values.placements == indices.placements == (Shard(0),)
     with pytest.raises(PlacementError, match="max: got"):
         infer("max", MaxMinParam(MaxMinKind.MAX, 0), (op((4, 6), Shard(0)),))
+
+
+_SPLIT = [k for k in ReduceKind if k not in (ReduceKind.SUM, ReduceKind.MEAN)]
+
+
+@pytest.mark.parametrize("kind", _SPLIT)
+def test_split_reduce_replicates_the_reduced_dims(kind: ReduceKind) -> None:
+    """The reduction the API records where a mesh dim shards a reduced dim: that mesh dim
+    gives Replicate (nested on two mesh dims too), a kept dim's shard stays at its new index,
+    a Partial is refused; shapes and dtypes are Reduce's (torch's)."""
+    cases = [
+        ((Shard(1), Shard(0)), (1,), False, (R, Shard(0))),
+        ((Shard(1), Shard(1)), (1,), True, (R, R)),
+        ((Shard(0), Shard(2)), (0,), False, (R, Shard(1))),
+        ((Shard(2), Shard(0)), None, False, (R, R)),
+    ]
+    for placements, dims, keepdim, want in cases:
+        x = op((4, 6, 2), *placements, mesh=MESH22, dtype=torch.int32)
+        param = SplitReduceParam(kind, dims, keepdim)
+        out = infer("red", param, (x,)).outputs[0]
+        plain = infer("red", ReduceParam(kind, dims, keepdim), (op((4, 6, 2), dtype=torch.int32),))
+        assert out.placements == want
+        assert (out.shape, out.dtype) == (plain.outputs[0].shape, plain.outputs[0].dtype)
+    with pytest.raises(PlacementError, match=r"got \(P,\).*are not linear: redistribute a Partial"):
+        infer("red", SplitReduceParam(kind, (0,)), (op((4, 6), P),))
+
+
+def test_split_reduce_indices_and_param_errors() -> None:
+    x = op((4, 6), Shard(1), Shard(0), mesh=MESH22, dtype=torch.float16)
+    values, indices = infer(
+        "max", SplitReduceParam(ReduceKind.MIN, (1,), True, indices=True), (x,)
+    ).outputs
+    assert values.shape == indices.shape == (4, 1)
+    assert (values.dtype, indices.dtype) == (torch.float16, torch.int64)
+    assert values.placements == indices.placements == (R, Shard(0))
+    for param, match in (
+        (SplitReduceParam(ReduceKind.SUM, (1,)), "sum and mean give Partial"),
+        (SplitReduceParam(ReduceKind.ANY, (1,), indices=True), "indices come with max or min"),
+        (SplitReduceParam(ReduceKind.MAX, (0, 1), indices=True), "indices come with max or min"),
+        (SplitReduceParam(ReduceKind.ARGMAX, (0, 1)), "one dim"),
+        (SplitReduceParam(ReduceKind.MAX, (1,), dtype=torch.float64), "dtype"),
+    ):
+        with pytest.raises(ParamError, match=match):
+            infer("red", param, (x,))
+    with pytest.raises(ShapeError, match="Expected reduction dim"):
+        infer("max", SplitReduceParam(ReduceKind.MAX), (op((0, 6), Shard(1)),))
 
 
 def test_softmax() -> None:

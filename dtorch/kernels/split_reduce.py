@@ -1,0 +1,179 @@
+"""The SplitReduce group kernel: ``max min prod any all argmax argmin`` (and the values and
+indices of ``max(dim)``/``min(dim)``) over dims that mesh dims shard.
+
+Each device reduces its own block as torch would the whole tensor; the blocks' results, one
+number per output entry, are gathered along every mesh dim that shards a reduced dim (one line
+at a time, in the one (mesh dim, line) order every caller follows) and reduced again. An index
+is made global first (the block's offset added). Of equal extremes the smallest index wins, and
+a NaN beats every number (the first NaN's index), as in torch. A device whose block holds no
+entry of a reduced dim contributes the reduction's identity (``-inf`` or the dtype's least value
+to a max) with an index above every real one.
+
+Example:
+    >>> import torch
+    >>> left, right = torch.tensor([[1.0, 7.0]]), torch.tensor([[7.0, 2.0]])  # two blocks
+    >>> values = torch.stack([left.amax(1), right.amax(1)])  # what the line gathers
+    >>> indices = torch.stack([left.argmax(1), right.argmax(1) + 2])  # made global
+    >>> picked(values, indices, ReduceKind.ARGMAX)
+    (tensor([7.]), tensor([1]))
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from dtorch.ir.opkind import OpKind, ReduceKind
+from dtorch.ir.params import SplitReduceParam
+from dtorch.ir.rules.reduce import reduce_plan
+from dtorch.ir.rules.torch_ops import REDUCE
+from dtorch.kernels.base import GroupKernel, KernelContext, Shards
+from dtorch.kernels.softmax import sharding_lines
+
+if TYPE_CHECKING:
+    from dtorch.comm.group import ThreadGroup
+
+#: An index no real one reaches: an empty block's, which never wins.
+_NO_INDEX = torch.iinfo(torch.int64).max
+_HIGH = (ReduceKind.MAX, ReduceKind.ARGMAX)
+_INDEXED = (ReduceKind.ARGMAX, ReduceKind.ARGMIN)
+
+#: A block's partial result: the values, and their global indices where the result has them.
+Part = tuple[torch.Tensor, torch.Tensor | None]
+
+
+def split_reduce_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int, Shards]:
+    """Every held device's copy of the reduction (see the module).
+
+    Every line's group is opened before anything can fail, in the callers' one order (see
+    ``dtorch.kernels.softmax``): a caller that fails later still holds the groups its peers
+    wait in, so the runtime's abort reaches them."""
+    param, x_op = ctx.param, ctx.inputs[0]
+    assert isinstance(param, SplitReduceParam)
+    assert ctx.groups is not None, "a split reduction needs the caller's ThreadGroupManager"
+    dims = reduce_plan(ctx.operator.name, x_op.shape, param.dims, param.keepdim)[0]
+    lines = sharding_lines(ctx, dims)
+    groups = [ctx.groups.get_group(x_op.mesh.device_kind, line, ctx.devices) for line in lines]
+    parts = {d: _block(ctx, param, dims, d, shards[0]) for d, shards in inputs.items()}
+    for line, group in zip(lines, groups, strict=True):
+        held = [d for d in line if d in parts]
+        values = group.all_gather({line.index(d): parts[d][0].unsqueeze(0) for d in held})
+        indices = _gathered_indices(group, line, held, parts)
+        for rank, stacked in values.items():
+            parts[line[rank]] = _combined(param.reduce, stacked, indices.get(rank))
+    return {d: _outputs(param, part) for d, part in parts.items()}
+
+
+def _gathered_indices(
+    group: ThreadGroup, line: tuple[int, ...], held: list[int], parts: dict[int, Part]
+) -> dict[int, torch.Tensor]:
+    """The line's blocks' global indices (none for a reduction without them)."""
+    local = {line.index(d): index.unsqueeze(0) for d in held if (index := parts[d][1]) is not None}
+    return group.all_gather(local) if local else {}
+
+
+def _outputs(param: SplitReduceParam, part: Part) -> Shards:
+    values, indices = part
+    if param.reduce not in _INDEXED and not param.indices:
+        return [values]
+    assert indices is not None
+    return [indices] if param.reduce in _INDEXED else [values, indices]
+
+
+def _block(
+    ctx: KernelContext, param: SplitReduceParam, dims: tuple[int, ...], device: int, x: torch.Tensor
+) -> Part:
+    """One device's block reduced over ``dims``, its indices global."""
+    if param.reduce not in _INDEXED and not param.indices:
+        if param.reduce in _HIGH or param.reduce is ReduceKind.MIN:
+            return _extreme(param.reduce, x, dims, param.keepdim), None
+        return REDUCE[param.reduce](x, dims, param.keepdim, param.dtype), None
+    offset = ctx.inputs[0].shard(device).offset
+    if len(dims) == 1:
+        return _along(param.reduce, x, dims[0], offset[dims[0]], param.keepdim)
+    return _flat(param.reduce, x, offset, ctx.inputs[0].shape, param.keepdim)
+
+
+def _extreme(
+    kind: ReduceKind, x: torch.Tensor, dims: tuple[int, ...], keepdim: bool
+) -> torch.Tensor:
+    """``amax``/``amin`` of a block; the identity where it holds no entry of ``dims``."""
+    if any(x.shape[d] == 0 for d in dims):
+        shape = [1 if d in dims else s for d, s in enumerate(x.shape) if keepdim or d not in dims]
+        return torch.full(shape, _identity(kind, x.dtype), dtype=x.dtype, device=x.device)
+    return torch.amax(x, dims, keepdim) if kind in _HIGH else torch.amin(x, dims, keepdim)
+
+
+def _along(kind: ReduceKind, x: torch.Tensor, dim: int, start: int, keepdim: bool) -> Part:
+    """A block's extremes along ``dim`` and their indices in the whole dim."""
+    if x.shape[dim] == 0:
+        values = _extreme(kind, x, (dim,), keepdim)
+        return values, torch.full(values.shape, _NO_INDEX, device=x.device)
+    found = torch.max(x, dim, keepdim) if kind in _HIGH else torch.min(x, dim, keepdim)
+    return found.values, found.indices.add_(start)
+
+
+def _flat(
+    kind: ReduceKind,
+    x: torch.Tensor,
+    offset: tuple[int, ...],
+    shape: tuple[int, ...],
+    keepdim: bool,
+) -> Part:
+    """A block's extreme over every dim and its index in the whole tensor, flattened."""
+    out_shape = (1,) * x.ndim if keepdim else ()
+    if x.numel() == 0:
+        value = torch.full(out_shape, _identity(kind, x.dtype), dtype=x.dtype, device=x.device)
+        return value, torch.full(out_shape, _NO_INDEX, device=x.device)
+    flat = x.reshape(-1)
+    local = flat.argmax() if kind in _HIGH else flat.argmin()
+    where = torch.unravel_index(local, x.shape)  # the block's coordinates of the extreme
+    index = sum(
+        int(c + o) * stride for c, o, stride in zip(where, offset, _strides(shape), strict=True)
+    )
+    value = flat[local].reshape(out_shape)
+    return value, torch.full(out_shape, index, device=x.device)
+
+
+def _strides(shape: tuple[int, ...]) -> list[int]:
+    # the row-major strides of ``shape``: a flat index from coordinates
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return strides[::-1]
+
+
+def _combined(kind: ReduceKind, stacked: torch.Tensor, indices: torch.Tensor | None) -> Part:
+    """The line's blocks' results (stacked along dim 0) reduced to one."""
+    if indices is not None:
+        return picked(stacked, indices, kind)
+    if kind in _HIGH:
+        return stacked.amax(0), None
+    if kind is ReduceKind.MIN:
+        return stacked.amin(0), None
+    return REDUCE[kind](stacked, (0,), False, None), None
+
+
+def picked(values: torch.Tensor, indices: torch.Tensor, kind: ReduceKind) -> Part:
+    """Of candidates stacked along dim 0, each entry's extreme and its smallest index (a NaN
+    beats every number, as torch's ``max``/``argmax`` have it)."""
+    best = values.amax(0) if kind in _HIGH else values.amin(0)
+    hit = (values == best) | values.isnan()  # a NaN is only there where best is NaN
+    position = indices.masked_fill(~hit, _NO_INDEX).argmin(0, keepdim=True)
+    return values.gather(0, position)[0], indices.gather(0, position)[0]
+
+
+def _identity(kind: ReduceKind, dtype: torch.dtype) -> float | int | bool:
+    """What an empty block contributes to a max (the dtype's least value) or a min."""
+    high = kind in _HIGH
+    if dtype is torch.bool:
+        return not high
+    if dtype.is_floating_point:
+        return -float("inf") if high else float("inf")
+    info = torch.iinfo(dtype)
+    return info.min if high else info.max
+
+
+GROUP_KERNELS: dict[OpKind, GroupKernel] = {OpKind.SplitReduce: split_reduce_kernel}

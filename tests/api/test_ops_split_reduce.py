@@ -1,0 +1,159 @@
+"""Reductions that are not linear (``max min amax amin argmax argmin any all prod`` and
+``logsumexp``) over dims that mesh dims shard, through the public API against torch: the
+devices reduce their blocks and combine the results (a SplitReduce), the result is Replicate
+there. Ties (the smallest index wins), NaN (the first NaN wins), infinities, the dtypes'
+extremes, devices whose block is empty (4 entries over 3 devices), nested shards, traced
+programs, and no redistribution of the input. The layout tables of every reduction are in
+``test_ops_reduce.py``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from dtorch import Placement
+from dtorch.ir.opkind import OpKind
+from tests.api.ops_harness import S0, S1, R, place
+
+pytestmark = pytest.mark.timeout(120)
+
+_G = torch.Generator().manual_seed(71)
+
+_LAYOUTS = [
+    ((3,), [S1]),  # 4 columns over 3 devices: 2, 2 and an empty block
+    ((4,), [S0]),  # 5 rows over 4 devices: 2, 2, 1 and an empty block
+    ((2, 2), [S1, S1]),  # the reduced dim nested over both mesh dims
+    ((2, 2), [S0, S1]),
+    ((2, 1, 2), [S1, R, S0]),
+]
+
+
+def _values(dtype: torch.dtype) -> torch.Tensor:
+    """5 x 4 values with ties across blocks, and per dtype its extremes and special values."""
+    if dtype is torch.bool:
+        return torch.tensor(
+            [[False, True, False, True]] * 2 + [[False] * 4, [True] * 4, [False] * 4]
+        )
+    x = torch.tensor([[3, 1, 3, 0], [0, 0, 0, 0], [2, 5, 5, 1], [1, 2, 3, 4], [4, 3, 2, 1]])
+    if dtype.is_floating_point:
+        x = x.to(dtype)
+        x[0, 2], x[2, 0], x[3, 3] = math.nan, -math.inf, math.inf
+        x[4, 1:3] = math.nan
+        return x
+    info = torch.iinfo(dtype)
+    x = x.to(dtype)
+    x[1, 1], x[1, 3], x[3, 0] = info.min, info.min, info.max
+    return x
+
+
+def _calls(dtype: torch.dtype) -> list[tuple[str, Callable[[Any], Any]]]:
+    """The reductions torch defines on ``dtype``, each over a dim, several dims and all."""
+    calls: list[tuple[str, Callable[[Any], Any]]] = [
+        ("amax(1)", lambda t: t.amax(1)),
+        ("amin((0, 1), keepdim)", lambda t: t.amin((0, 1), keepdim=True)),
+        ("amax()", lambda t: t.amax()),
+        ("max()", lambda t: t.max()),
+        ("max(1)", lambda t: tuple(t.max(1))),
+        ("min(0, keepdim)", lambda t: tuple(t.min(0, keepdim=True))),
+        ("any(1)", lambda t: t.any(1)),
+        ("all(0)", lambda t: t.all(0)),
+        ("any()", lambda t: t.any()),
+    ]
+    if dtype is not torch.bool:
+        calls += [
+            ("argmax(1)", lambda t: t.argmax(1)),
+            ("argmin(0, keepdim)", lambda t: t.argmin(0, keepdim=True)),
+            ("argmax()", lambda t: t.argmax()),
+            ("argmin(keepdim)", lambda t: t.argmin(keepdim=True)),
+            ("prod(1)", lambda t: t.prod(1)),
+        ]
+    if dtype.is_floating_point:
+        calls += [("logsumexp(1)", lambda t: t.logsumexp(1))]
+    return calls
+
+
+_DTYPES = [
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int8,
+    torch.uint8,
+    torch.int64,
+    torch.bool,
+]
+
+
+@pytest.mark.parametrize(("mesh_shape", "placements"), _LAYOUTS)
+def test_split_reductions_against_torch(
+    mesh_shape: tuple[int, ...], placements: list[Placement], graph: dtorch.Graph
+) -> None:
+    """Every reduction torch defines on each dtype, on blocks with ties, NaN, infinities,
+    the dtype's extremes and empty blocks: torch's values and indices exactly (``prod`` and
+    ``logsumexp`` of floats within rounding: the blocks are multiplied or summed apart)."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    for dtype in _DTYPES:
+        x = _values(dtype)
+        t = place(x, mesh, placements, graph)
+        for name, call in _calls(dtype):
+            want, got = call(x), call(t)
+            wants, gots = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+            for w, g in zip(wants, gots, strict=True):
+                assert not any(p.is_partial() for p in g.placements), (name, dtype)
+                rounded = dtype.is_floating_point and name.startswith(("prod", "logsumexp"))
+                tolerance = {} if rounded else {"rtol": 0, "atol": 0}
+                torch.testing.assert_close(
+                    g.to_torch(), w, equal_nan=True, msg=f"{name} of {dtype}", **tolerance
+                )
+
+
+def test_kept_dims_keep_their_shards_and_every_dim_sharded(graph: dtorch.Graph) -> None:
+    """A kept dim's shard stays (at its new index) beside a reduced dim's Replicate; over
+    every dim of a tensor sharded on both, argmax is the index in the flattened tensor."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x = torch.randn((6, 7, 5), generator=_G)
+    t = place(x, mesh, [S1, S0], graph)
+    values, indices = t.max(1)
+    assert values.placements == indices.placements == [R, S0]
+    torch.testing.assert_close(values.to_torch(), x.max(1).values, rtol=0, atol=0)
+    assert torch.equal(indices.to_torch(), x.max(1).indices)
+    for keepdim in (False, True):
+        got = place(x, mesh, [S1, dtorch.Shard(2)], graph).argmax(keepdim=keepdim)
+        assert torch.equal(got.to_torch(), x.argmax(keepdim=keepdim))
+    assert place(x, mesh, [S0, dtorch.Shard(2)], graph).amax(1).placements == [S0, S1]
+
+
+def test_greedy_tokens_of_vocab_sharded_logits_move_no_logits(graph: dtorch.Graph) -> None:
+    """Greedy decoding on a dp x tp mesh: the argmax of logits sharded on the vocabulary is
+    torch's, recorded as a SplitReduce; nothing larger than the tokens is redistributed."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    logits = torch.randn((4, 3, 1000), generator=_G)
+    logits[1, 2, 10] = logits[1, 2, 900] = 50.0  # a tie across the tp blocks: the first wins
+    x = place(logits, mesh, [S0, dtorch.Shard(2)], graph)
+    with dtorch.profile(graph) as prof:
+        tokens = x[:, -1].argmax(-1)
+        got = tokens.to_torch()
+    assert torch.equal(got, logits[:, -1].argmax(-1)) and got[1] == 10
+    assert tokens.placements == [S0, R]
+    assert OpKind.SplitReduce in [e.kind for e in prof.events]
+    moved = [e.shape for e in prof.events if e.kind is OpKind.Convert]  # to_torch's: tokens
+    assert all(math.prod(shape) <= 4 for shape in moved), moved
+
+
+def test_split_reductions_replay_in_a_traced_program(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randn((3, 9), generator=_G)
+    program = dtorch.trace(
+        lambda t: (t.argmax(1), t.amax(1), t.logsumexp(1)), place(x, mesh, [S1], graph)
+    )
+    for scale in (1.0, -2.0):
+        y = x * scale
+        index, peak, lse = program(place(y, mesh, [S1], graph))
+        assert torch.equal(index.to_torch(), y.argmax(1))
+        torch.testing.assert_close(peak.to_torch(), y.amax(1), rtol=0, atol=0)
+        torch.testing.assert_close(lse.to_torch(), y.logsumexp(1))
