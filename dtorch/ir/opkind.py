@@ -87,6 +87,7 @@ class OpKind(enum.IntEnum):
     CumExtreme = 66  # cummax/cummin along one dim: values and indices (CumExtremeParam)
     SplitSoftmax = 67  # softmax over a sharded dim: all-reduced maxima and sums (SplitSoftmaxParam)
     SplitReduce = 68  # max/min/arg*/any/all/prod over sharded dims: blocks' results combined
+    SplitTopK = 69  # topk along a sharded dim: every block's top k, gathered and picked from
 
 
 class ActivationKind(enum.IntEnum):

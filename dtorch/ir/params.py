@@ -62,6 +62,7 @@ from dtorch.ir.params_compute import (
     SortParam,
     SplitReduceParam,
     SplitSoftmaxParam,
+    SplitTopKParam,
     TopKParam,
     WhereParam,
 )
@@ -185,6 +186,7 @@ __all__ = [
     "SoftmaxParam",
     "SplitReduceParam",
     "SplitSoftmaxParam",
+    "SplitTopKParam",
     "SortParam",
     "SqueezeParam",
     "SubGraphParam",

@@ -354,3 +354,14 @@ class TopKParam(OpParam):
     dim: int
     largest: bool = True
     sorted: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SplitTopKParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SplitTopK
+    """``topk`` along a dim that some mesh dims shard: every device's block's top ``k``
+    (indices made global), gathered along those mesh dims and picked from (values sorted)."""
+
+    k: int
+    dim: int
+    largest: bool = True

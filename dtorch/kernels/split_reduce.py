@@ -1,5 +1,6 @@
 """The SplitReduce group kernel: ``max min prod any all argmax argmin`` (and the values and
-indices of ``max(dim)``/``min(dim)``) over dims that mesh dims shard.
+indices of ``max(dim)``/``min(dim)``) over dims that mesh dims shard; and the SplitTopK one,
+``topk`` along such a dim.
 
 Each device reduces its own block as torch would the whole tensor; the blocks' results, one
 number per output entry, are gathered along every mesh dim that shards a reduced dim (one line
@@ -8,6 +9,11 @@ is made global first (the block's offset added). Of equal extremes the smallest 
 a NaN beats every number (the first NaN's index), as in torch. A device whose block holds no
 entry of a reduced dim contributes the reduction's identity (``-inf`` or the dtype's least value
 to a max) with an index above every real one.
+
+A top ``k`` is picked the same way: each device's block's top ``k`` (padded to ``k`` where the
+block holds fewer), gathered along the line, and the ``k`` first of them in (value, index)
+order kept: of equal values the smallest indices (torch's choice among equal values is
+unspecified, and differs between its kernels); a NaN is the largest, as torch has it.
 
 Example:
     >>> import torch
@@ -25,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dtorch.ir.opkind import OpKind, ReduceKind
-from dtorch.ir.params import SplitReduceParam
+from dtorch.ir.params import SplitReduceParam, SplitTopKParam
 from dtorch.ir.rules.reduce import reduce_plan
 from dtorch.ir.rules.torch_ops import REDUCE
 from dtorch.kernels.base import GroupKernel, KernelContext, Shards
@@ -176,4 +182,110 @@ def _identity(kind: ReduceKind, dtype: torch.dtype) -> float | int | bool:
     return info.min if high else info.max
 
 
-GROUP_KERNELS: dict[OpKind, GroupKernel] = {OpKind.SplitReduce: split_reduce_kernel}
+def split_topk_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int, Shards]:
+    """Every held device's copy of the top ``k`` values and their indices (see the module;
+    every line's group opened first, as ``split_reduce_kernel`` does)."""
+    param, x_op = ctx.param, ctx.inputs[0]
+    assert isinstance(param, SplitTopKParam)
+    assert ctx.groups is not None, "a split topk needs the caller's ThreadGroupManager"
+    dim = param.dim % x_op.ndim
+    lines = sharding_lines(ctx, (dim,)) if param.k else []  # k=0: nothing to pick
+    groups = [ctx.groups.get_group(x_op.mesh.device_kind, line, ctx.devices) for line in lines]
+    parts = {
+        d: _top_block(shards[0], param, dim, x_op.shard(d).offset[dim])
+        for d, shards in inputs.items()
+    }
+    for line, group in zip(lines, groups, strict=True):
+        held = [d for d in line if d in parts]
+        values = group.all_gather({line.index(d): parts[d][0] for d in held}, dim)
+        indices = group.all_gather({line.index(d): parts[d][1] for d in held}, dim)
+        for rank, candidates in values.items():
+            parts[line[rank]] = top(candidates, indices[rank], param.k, dim, param.largest)
+    return {d: [values, indices] for d, (values, indices) in parts.items()}
+
+
+def _top_block(
+    x: torch.Tensor, param: SplitTopKParam, dim: int, start: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A block's top ``k`` along ``dim`` (of equal values the first), indices global, padded
+    to ``k`` entries (index ``_NO_INDEX``: they never win) where the block holds fewer."""
+    values, indices = _first_top(x, min(param.k, x.shape[dim]), dim, param.largest)
+    indices.add_(start)
+    missing = param.k - values.shape[dim]
+    if not missing:
+        return values, indices
+    shape = [*x.shape[:dim], missing, *x.shape[dim + 1 :]]
+    padding = torch.zeros(shape, dtype=x.dtype, device=x.device)
+    nowhere = torch.full(shape, _NO_INDEX, device=x.device)
+    return torch.cat([values, padding], dim), torch.cat([indices, nowhere], dim)
+
+
+def _first_top(
+    x: torch.Tensor, k: int, dim: int, largest: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The top ``k`` along ``dim`` where, of values equal to the ``k``-th, the first are
+    taken (torch's ``topk`` takes any of them): torch's own where no value equal to the
+    ``k``-th is left out (the set is then the only one), else every entry better than the
+    ``k``-th and the first of the equal ones up to ``k``, in index order.
+
+    Example:
+        >>> [t.tolist() for t in _first_top(torch.tensor([1, 3, 3, 0, 3]), 2, 0, True)]
+        [[3, 3], [1, 2]]
+    """
+    if k == 0:
+        return x.narrow(dim, 0, 0), torch.empty(x.narrow(dim, 0, 0).shape, dtype=torch.int64)
+    found = torch.topk(x, k, dim, largest)
+    kth = found.values.narrow(dim, k - 1, 1)
+    kth_nan = kth.isnan()
+    if not kth_nan.any():  # the usual case: is every value equal to the k-th one taken?
+        equal = x == kth
+        if torch.equal(equal.sum(dim), (found.values == kth).sum(dim)):
+            return found.values, found.indices  # then the top k are one set, ties or not
+    nan = x.isnan()  # a NaN is the largest
+    better = (x > kth) | (nan & ~kth_nan) if largest else (x < kth) | (kth_nan & ~nan)
+    equal = (x == kth) | (nan & kth_nan)
+    wanted = k - better.sum(dim, keepdim=True)
+    taken = better | (equal & (equal.cumsum(dim) <= wanted))
+    # exactly k taken per row: their positions are the k smallest of these distinct keys
+    position = torch.arange(x.shape[dim], device=x.device).reshape(
+        [-1 if d == dim else 1 for d in range(x.ndim)]
+    )
+    key = torch.where(taken, position, position + x.shape[dim])
+    indices = torch.topk(key, k, dim, largest=False).indices
+    return x.gather(dim, indices), indices
+
+
+def top(
+    values: torch.Tensor, indices: torch.Tensor, k: int, dim: int, largest: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Of candidates along ``dim``, the first ``k`` in (real before padding, value, smaller
+    index) order, values sorted as torch's ``topk`` sorts them (a NaN the largest).
+
+    Example:
+        >>> values, indices = torch.tensor([5.0, 7.0, 5.0, 0.0]), torch.tensor([9, 4, 2, 3])
+        >>> [t.tolist() for t in top(values, indices, 3, 0, True)]
+        [[7.0, 5.0, 5.0], [4, 2, 9]]
+    """
+    # stable sorts: the key sorted last is the first compared
+    values, indices = _sorted(indices, values, indices, dim)
+    values, indices = _sorted(values, values, indices, dim, descending=largest)
+    values, indices = _sorted((indices == _NO_INDEX).to(torch.uint8), values, indices, dim)
+    return values.narrow(dim, 0, k), indices.narrow(dim, 0, k)
+
+
+def _sorted(
+    key: torch.Tensor,
+    values: torch.Tensor,
+    indices: torch.Tensor,
+    dim: int,
+    descending: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``values`` and ``indices`` in the (stable) order of ``key`` along ``dim``."""
+    position = torch.argsort(key, dim=dim, descending=descending, stable=True)
+    return values.gather(dim, position), indices.gather(dim, position)
+
+
+GROUP_KERNELS: dict[OpKind, GroupKernel] = {
+    OpKind.SplitReduce: split_reduce_kernel,
+    OpKind.SplitTopK: split_topk_kernel,
+}

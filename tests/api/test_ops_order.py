@@ -2,8 +2,9 @@
 composites (``movedim moveaxis unflatten tile roll``) through the public API against torch on
 the full tensor, on 1-D, 2-D and 3-D meshes, even and uneven shards: every layout on 1-D
 meshes (a seeded sample on the larger ones), output placements (a shard of another dim stays;
-the operated dim and Partial are refused, except flip's and gather's linear Partial rows) and
-the rejections. Inputs have no ties, so sort's and topk's indices are torch's exactly."""
+the operated dim and Partial are refused, except flip's and gather's linear Partial rows and
+topk's sharded dim, whose blocks' top entries the devices pick from) and the rejections.
+Inputs have no ties, so sort's and topk's indices are torch's exactly."""
 
 from __future__ import annotations
 
@@ -44,33 +45,38 @@ def _seeded() -> None:
     _G.manual_seed(58)
 
 
-def along_table(ndim: int, dims: tuple[int, ...], partial: bool) -> Table:
-    """One mesh dim: a shard of a dim that is not operated on stays; Partial only if linear."""
+def along_table(ndim: int, dims: tuple[int, ...], partial: bool, split: bool = False) -> Table:
+    """One mesh dim: a shard of a dim that is not operated on stays; a shard of one operated
+    on is refused, or Replicate where the devices pick from their blocks (``split``: topk);
+    Partial only if linear."""
     operated = {d % ndim for d in dims}
     table: dict[Any, Any] = {
         (p,): p
         for p in choices(ndim, partial=False)
         if not (isinstance(p, Shard) and p.dim in operated)
     }
+    if split:
+        table.update({(Shard(d),): R for d in operated})
     return {**table, (P,): P} if partial else table
 
 
-#: name, dtorch call (t, dim), torch reference (x, dim), Partial kept.
-_ALONG: list[tuple[str, Callable[..., Any], Callable[..., Any], bool]] = [
-    ("sort", lambda t, d: t.sort(d), lambda x, d: x.sort(d), False),
-    ("sort", lambda t, d: dtorch.sort(t, d, True), lambda x, d: torch.sort(x, d, True), False),
-    ("argsort", lambda t, d: t.argsort(d, stable=True), lambda x, d: x.argsort(d), False),
-    ("topk", lambda t, d: t.topk(2, d), lambda x, d: x.topk(2, d), False),
-    ("topk", lambda t, d: dtorch.topk(t, 1, d, False), lambda x, d: torch.topk(x, 1, d, False),
+#: name, dtorch call (t, dim), torch reference (x, dim), Partial kept, sharded dim picked from.
+_ALONG: list[tuple[str, Callable[..., Any], Callable[..., Any], bool, bool]] = [
+    ("sort", lambda t, d: t.sort(d), lambda x, d: x.sort(d), False, False),
+    ("sort", lambda t, d: dtorch.sort(t, d, True), lambda x, d: torch.sort(x, d, True), False,
      False),
-    ("flip", lambda t, d: t.flip(d), lambda x, d: x.flip(d), True),
+    ("argsort", lambda t, d: t.argsort(d, stable=True), lambda x, d: x.argsort(d), False, False),
+    ("topk", lambda t, d: t.topk(2, d), lambda x, d: x.topk(2, d), False, True),
+    ("topk", lambda t, d: dtorch.topk(t, 1, d, False), lambda x, d: torch.topk(x, 1, d, False),
+     False, True),
+    ("flip", lambda t, d: t.flip(d), lambda x, d: x.flip(d), True, False),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("mesh_shape", ALL_MESHES)
-@pytest.mark.parametrize(("name", "call", "ref", "linear"), _ALONG)
+@pytest.mark.parametrize(("name", "call", "ref", "linear", "split"), _ALONG)
 def test_along_a_dim_every_layout(  # type: ignore[no-untyped-def]
-    name, call, ref, linear, mesh_shape, graph
+    name, call, ref, linear, split, mesh_shape, graph
 ) -> None:
     x = torch.randn((5, 3, 4), generator=_G)
     for dim in (0, -1) if len(mesh_shape) == 1 else (1,):
@@ -78,7 +84,8 @@ def test_along_a_dim_every_layout(  # type: ignore[no-untyped-def]
         run_api(
             graph, name, lambda t, d=dim: call(t, d), [x], mesh_shape,
             list(want) if isinstance(want, tuple) else [want],
-            table=along_table(3, (dim,), linear), limit=limit_for(mesh_shape, n_d=8), seed=dim,
+            table=along_table(3, (dim,), linear, split), limit=limit_for(mesh_shape, n_d=8),
+            seed=dim,
         )  # fmt: skip
 
 
@@ -189,7 +196,7 @@ def test_rejections(graph: dtorch.Graph) -> None:
     assert "Redistribute the sorted dim to Replicate first" in text
     p = place(x, mesh, [P], graph)
     for name, call in (
-        ("topk", lambda: t.topk(1, 0)), ("argsort", lambda: t.argsort(0)),
+        ("argsort", lambda: t.argsort(0)),
         ("msort", t.msort), ("flip", lambda: t.flip(0)), ("flipud", t.flipud),
         ("sort", lambda: p.sort(1)), ("topk", lambda: p.topk(1)),
     ):  # fmt: skip

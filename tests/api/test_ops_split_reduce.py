@@ -1,10 +1,11 @@
 """Reductions that are not linear (``max min amax amin argmax argmin any all prod`` and
-``logsumexp``) over dims that mesh dims shard, through the public API against torch: the
-devices reduce their blocks and combine the results (a SplitReduce), the result is Replicate
-there. Ties (the smallest index wins), NaN (the first NaN wins), infinities, the dtypes'
-extremes, devices whose block is empty (4 entries over 3 devices), nested shards, traced
-programs, and no redistribution of the input. The layout tables of every reduction are in
-``test_ops_reduce.py``."""
+``logsumexp``) over dims that mesh dims shard, and ``topk`` along such a dim, through the
+public API against torch: the devices reduce their blocks and combine the results (a
+SplitReduce; a SplitTopK picks from the blocks' top k), the result is Replicate there.
+Ties (the smallest index wins), NaN (the first NaN wins), infinities, the dtypes' extremes,
+devices whose block is empty (4 entries over 3 devices), nested shards, traced programs,
+and no redistribution of the input. The layout tables are in ``test_ops_reduce.py`` and
+``test_ops_order.py``."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ import torch
 
 import dtorch
 from dtorch import Placement
+from dtorch.errors import PlacementError
 from dtorch.ir.opkind import OpKind
-from tests.api.ops_harness import S0, S1, R, place
+from tests.api.ops_harness import S0, S1, P, R, place
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -157,3 +159,72 @@ def test_split_reductions_replay_in_a_traced_program(graph: dtorch.Graph) -> Non
         assert torch.equal(index.to_torch(), y.argmax(1))
         torch.testing.assert_close(peak.to_torch(), y.amax(1), rtol=0, atol=0)
         torch.testing.assert_close(lse.to_torch(), y.logsumexp(1))
+
+
+def _check_topk(got: Any, x: torch.Tensor, k: int, dim: int, largest: bool, split: bool) -> None:
+    """torch's values; along a sharded dim (``split``) indices that hold them, distinct, the
+    smallest of equal values; else torch's indices (its kernel on the whole dim)."""
+    want = torch.topk(x, k, dim, largest)
+    values, indices = got.values.to_torch(), got.indices.to_torch()
+    torch.testing.assert_close(values, want.values, rtol=0, atol=0, equal_nan=True)
+    if not split:
+        assert torch.equal(indices, want.indices)
+        return
+    torch.testing.assert_close(x.gather(dim, indices), values, rtol=0, atol=0, equal_nan=True)
+    if k == 0:
+        return
+    assert (indices.sort(dim).values.diff(dim=dim) > 0).all(), indices  # distinct
+    rows = x.movedim(dim, -1).reshape(-1, x.shape[dim])
+    picked = indices.movedim(dim, -1).reshape(-1, k).tolist()
+    for row, chosen in zip(rows, picked, strict=True):
+        for index in chosen:  # every equal value before a chosen one is chosen too
+            value = row[index]
+            same = (row == value) | (row.isnan() & value.isnan())
+            assert set(same[:index].nonzero().flatten().tolist()) <= set(chosen), (row, chosen)
+
+
+@pytest.mark.parametrize(("mesh_shape", "placements"), _LAYOUTS)
+def test_topk_along_a_sharded_dim_against_torch(
+    mesh_shape: tuple[int, ...], placements: list[Placement], graph: dtorch.Graph
+) -> None:
+    """topk of every k (0 to the dim's size), largest and smallest, along each dim, on
+    blocks with ties, NaN, infinities, extremes and empty blocks: torch's values; of equal
+    values the smallest indices (torch's choice among them is unspecified)."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.uint8):
+        x = _values(dtype)
+        t = place(x, mesh, placements, graph)
+        for dim in (0, -1):
+            split = any(p == dtorch.Shard(dim % x.ndim) for p in placements)
+            for k in range(x.shape[dim] + 1):
+                for largest in (True, False):
+                    # sorted=False: torch's order is unspecified; a split topk sorts
+                    got = t.topk(k, dim, largest=largest, sorted=bool(k % 2) or not split)
+                    _check_topk(got, x, k, dim, largest, split)
+
+
+def test_topk_without_ties_is_torchs_and_moves_k_per_row(graph: dtorch.Graph) -> None:
+    """Top-k sampling candidates of vocab-sharded logits on a dp x tp mesh: torch's values and
+    indices (no ties), the batch shard kept, the logits never redistributed; a traced program
+    replays it; a Partial input is refused."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    logits = torch.randn((4, 1000), generator=_G)
+    x = place(logits, mesh, [S0, S1], graph)
+    with dtorch.profile(graph) as prof:
+        got = x.topk(5)
+        values, indices = got.values.to_torch(), got.indices.to_torch()
+    assert torch.equal(values, logits.topk(5).values) and torch.equal(
+        indices, logits.topk(5).indices
+    )
+    assert got.values.placements == got.indices.placements == [S0, R]
+    assert OpKind.SplitTopK in [e.kind for e in prof.events]
+    moved = [e.shape for e in prof.events if e.kind is OpKind.Convert]  # to_torch's: 4 x 5
+    assert all(math.prod(shape) <= 20 for shape in moved), moved
+    program = dtorch.trace(lambda t: t.topk(3, largest=False).indices, x)
+    for scale in (1.0, -1.0):
+        assert torch.equal(
+            program(place(logits * scale, mesh, [S0, S1], graph)).to_torch(),
+            (logits * scale).topk(3, largest=False).indices,
+        )
+    with pytest.raises(PlacementError, match="The top entries of a sum"):
+        place(logits, mesh, [R, P], graph).topk(2)

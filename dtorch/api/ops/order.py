@@ -3,9 +3,11 @@ take_along_dim``.
 
 ``sort`` and ``topk`` return torch's named tuples (``torch.return_types.sort``/``topk``)
 holding dtorch tensors: ``.values`` and int64 ``.indices``. Layouts
-(``dtorch.ir.rules.order``): the sorted, topk'd, flipped or gathered dim must not be
-sharded (redistribute it to Replicate first); the other dims keep their shards; only
-``flip`` (and ``gather``'s input, under a Replicate index) keep Partial.
+(``dtorch.ir.rules.order``): the sorted or flipped dim must not be sharded (redistribute it
+to Replicate first); ``topk`` along a sharded dim picks from every device's block's top
+``k`` (Replicate there); ``gather`` along a sharded dim of its input gives Partial; the
+other dims keep their shards; only ``flip`` (and ``gather``'s input, under a Replicate
+index) keep Partial.
 
 Example:
     >>> import dtorch
@@ -25,11 +27,19 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
+from dtorch.api.ops.reduce import splits
 from dtorch.api.ops.shape import expand, flatten, sizes
 from dtorch.api.ops.statistics import _named
 from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.errors import DtypeError, PlacementError, ShapeError
-from dtorch.ir.params import FlipParam, GatherParam, SortParam, TopKParam
+from dtorch.ir.params import (
+    FlipParam,
+    GatherParam,
+    OpParam,
+    SortParam,
+    SplitTopKParam,
+    TopKParam,
+)
 from dtorch.ir.placement import Placement, Replicate, Shard
 
 if TYPE_CHECKING:
@@ -90,6 +100,9 @@ def msort(input: Tensor) -> Tensor:
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
     """``torch.topk``: the ``k`` largest (``largest=False``: smallest) entries along ``dim``
     and their indices, as ``torch.return_types.topk``; ``k`` from 0 to the dim's size.
+    Along a sharded dim each device finds its block's top ``k`` and the devices pick from
+    them (``k`` numbers per row and device move; Replicate there), values sorted whatever
+    ``sorted`` says, of equal values the smallest indices. A Partial input is refused.
 
     Example:
         >>> import dtorch
@@ -97,7 +110,10 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: boo
         [1, 2]
     """
     flags = as_flag(largest, "topk", "largest"), as_flag(sorted, "topk", "sorted")
-    param = TopKParam(as_int("topk", "k", k), _dim("topk", input, dim), *flags)
+    count, along = as_int("topk", "k", k), _dim("topk", input, dim)
+    param: OpParam = TopKParam(count, along, *flags)
+    if splits(input, (along,)):  # the top entries of every device's block, picked from
+        param = SplitTopKParam(count, along, flags[0])
     values, indices = record("topk", param, (input,))
     return torch.return_types.topk((values, indices))  # type: ignore[arg-type]  # dtorch tensors
 

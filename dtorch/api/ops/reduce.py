@@ -65,7 +65,7 @@ def reduce(
     mesh dim shards a reduced dim of a reduction that is not linear (``max``, ``any``, ...)."""
     flag = as_flag(keepdim, name, "keepdim")
     dims = _dims(t, dim, name)
-    if kind not in _LINEAR and _splits(t, dims):
+    if kind not in _LINEAR and splits(t, dims):
         return record(name, SplitReduceParam(kind, dims, flag, _dtype(name, dtype)), (t,))[0]
     return record(name, ReduceParam(kind, dims, flag, _dtype(name, dtype)), (t,))[0]
 
@@ -74,7 +74,7 @@ def reduce(
 _LINEAR = (ReduceKind.SUM, ReduceKind.MEAN)
 
 
-def _splits(t: Any, dims: tuple[int, ...] | None) -> bool:
+def splits(t: Any, dims: tuple[int, ...] | None) -> bool:
     """Whether a mesh dim shards one of ``dims`` (None or empty: every dim) of ``t``, or
     ``t`` is Partial (which SplitReduce's rule refuses in the words that fit every layout)."""
     if not isinstance(t, TensorBase):
@@ -250,7 +250,7 @@ def _maxmin(kind: MaxMinKind, t: Tensor, dim: Any, keepdim: bool, other: Any = N
     flag = as_flag(keepdim, name, "keepdim")
     dim = normalize_dim(dim, t.ndim, op=name)
     param: OpParam = MaxMinParam(kind, dim, flag)
-    if _splits(t, (dim,)):
+    if splits(t, (dim,)):
         reduce_kind = ReduceKind.MAX if kind == MaxMinKind.MAX else ReduceKind.MIN
         param = SplitReduceParam(reduce_kind, (dim,), flag, indices=True)
     values, indices = record(name, param, (t,))

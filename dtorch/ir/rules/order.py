@@ -5,7 +5,9 @@ Per mesh dim:
 
 * ``sort``, ``topk``: a shard of a dim other than the sorted dim stays a shard; the sorted dim
   must be whole on every device and a Partial input is refused (the order of a sum is not the
-  sum of the orders). Values keep the input's dtype; indices are int64.
+  sum of the orders). Values keep the input's dtype; indices are int64. ``SplitTopK`` (the
+  ``topk`` the API records where the topk dim is sharded) takes shards of it too: the result
+  is Replicate on those mesh dims (the devices pick from the blocks' top ``k``).
 * ``flip``: a shard of a dim that is not flipped stays; a Partial input stays Partial (flipping
   is linear); a flipped dim must not be sharded (its shards would change devices).
 * ``gather`` (inputs x, index; the output is shaped like the index, torch's rule):
@@ -51,7 +53,14 @@ import torch
 from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
-from dtorch.ir.params import FlipParam, GatherParam, OpParam, SortParam, TopKParam
+from dtorch.ir.params import (
+    FlipParam,
+    GatherParam,
+    OpParam,
+    SortParam,
+    SplitTopKParam,
+    TopKParam,
+)
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, short_text
 from dtorch.ir.rules.base import DtypeError, Inference, OutputMeta, Rule, norm_dim, norm_dims
 from dtorch.ir.rules.gather import INDEX_DTYPES
@@ -69,6 +78,11 @@ def _along(what: str) -> Signature:
 
 _SORT = _along("sorted")
 _TOPK = _along("topk")
+_SPLIT_TOPK = signature(
+    "R -> R", "Si -> Si", "Sk -> R", legend="i: a dim other than the topk dim; k: the topk dim",
+    hint="the top entries of a sum are not the sum of the top entries: redistribute a Partial "
+    "input to Replicate first",
+)  # fmt: skip
 _FLIP = signature(
     "R -> R", "Si -> Si", "P -> P", legend="i: a dim that is not flipped",
     hint="redistribute the flipped dims to Replicate first",
@@ -117,17 +131,30 @@ def topk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     """``topk(k, dim, largest, sorted)``: values and int64 indices, ``k`` along ``dim``."""
     assert isinstance(param, TopKParam)
     (x,) = inputs
-    dim = norm_dim(name, param.dim, x.ndim)
+    dim, metas = _topk_metas(name, param.k, param.dim, x)
+    return one_input(name, _TOPK, x, fresh_labels(x.ndim, (dim,)), metas)
+
+
+def split_topk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``topk`` where shards of the topk dim are allowed: Replicate on their mesh dims."""
+    assert isinstance(param, SplitTopKParam)
+    (x,) = inputs
+    dim, metas = _topk_metas(name, param.k, param.dim, x)
+    return one_input(name, _SPLIT_TOPK, x, fresh_labels(x.ndim, (dim,)), metas)
+
+
+def _topk_metas(name: str, k: int, dim: int, x: Operand) -> tuple[int, list[OutputMeta]]:
+    """The topk dim (normalised) and the outputs' metas, after torch's checks."""
+    dim = norm_dim(name, dim, x.ndim)
     size = x.shape[dim] if x.shape else 1
-    if not 0 <= param.k <= size:
+    if not 0 <= k <= size:
         raise ParamError(
-            f"{name}: selected index k out of range: k={param.k} for dim {dim} of size {size}; "
+            f"{name}: selected index k out of range: k={k} for dim {dim} of size {size}; "
             f"accepted: 0 <= k <= {size}"
         )
     _check_dtype(name, OpKind.TopK, x.dtype)
-    shape = (*x.shape[:dim], param.k, *x.shape[dim + 1 :]) if x.shape else ()
-    metas = [OutputMeta(shape, x.dtype, ()), OutputMeta(shape, torch.int64, ())]
-    return one_input(name, _TOPK, x, fresh_labels(x.ndim, (dim,)), metas)
+    shape = (*x.shape[:dim], k, *x.shape[dim + 1 :]) if x.shape else ()
+    return dim, [OutputMeta(shape, x.dtype, ()), OutputMeta(shape, torch.int64, ())]
 
 
 def flip_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -196,6 +223,7 @@ def _gathered(
 RULES: dict[OpKind, Rule] = {
     OpKind.Sort: sort_rule,
     OpKind.TopK: topk_rule,
+    OpKind.SplitTopK: split_topk_rule,
     OpKind.Flip: flip_rule,
     OpKind.Gather: gather_rule,
 }

@@ -1,5 +1,5 @@
-"""Rules of Reduce, MaxMin, SplitReduce, Softmax and Scan: shapes and dtypes against torch,
-placements, messages."""
+"""Rules of Reduce, MaxMin, SplitReduce, SplitTopK, Softmax and Scan: shapes and dtypes
+against torch, placements, messages."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from dtorch.ir.params import (
     SoftmaxParam,
     SplitReduceParam,
     SplitSoftmaxParam,
+    SplitTopKParam,
+    TopKParam,
 )
 from dtorch.ir.placement import Partial, Replicate, Shard
 from dtorch.ir.rules import DtypeError, ParamError, infer
@@ -146,6 +148,29 @@ def test_split_reduce_indices_and_param_errors() -> None:
             infer("red", param, (x,))
     with pytest.raises(ShapeError, match="Expected reduction dim"):
         infer("max", SplitReduceParam(ReduceKind.MAX), (op((0, 6), Shard(1)),))
+
+
+def test_split_topk_replicates_the_topk_dim() -> None:
+    """The topk the API records where the topk dim is sharded: Replicate there (nested too),
+    other shards stay, torch's shapes and dtypes, topk's argument checks, Partial refused."""
+    for placements, dim, want in (
+        ((Shard(1), Shard(0)), 1, (R, Shard(0))),
+        ((Shard(1), Shard(1)), -1, (R, R)),
+        ((Replicate(), Shard(0)), 0, (R, R)),
+    ):
+        x = op((4, 6), *placements, mesh=MESH22, dtype=torch.int32)
+        values, indices = infer("topk", SplitTopKParam(3, dim, False), (x,)).outputs
+        plain = infer("topk", TopKParam(3, dim, False), (op((4, 6), dtype=torch.int32),)).outputs
+        assert values.placements == indices.placements == want
+        assert (values.shape, values.dtype, indices.dtype) == (
+            plain[0].shape, torch.int32, torch.int64,
+        )  # fmt: skip
+    with pytest.raises(ParamError, match="k out of range: k=7 for dim 1 of size 6"):
+        infer("topk", SplitTopKParam(7, 1), (op((4, 6), Shard(1)),))
+    with pytest.raises(DtypeError):
+        infer("topk", SplitTopKParam(1, 1), (op((4, 6), Shard(1), dtype=torch.bool),))
+    with pytest.raises(PlacementError, match=r"got \(P,\).*The top entries of a sum"):
+        infer("topk", SplitTopKParam(1, 1), (op((4, 6), P),))
 
 
 def test_softmax() -> None:
