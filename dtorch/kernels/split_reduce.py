@@ -2,13 +2,14 @@
 indices of ``max(dim)``/``min(dim)``) over dims that mesh dims shard; and the SplitTopK one,
 ``topk`` along such a dim.
 
-Each device reduces its own block as torch would the whole tensor; the blocks' results, one
-number per output entry, are gathered along every mesh dim that shards a reduced dim (one line
-at a time, in the one (mesh dim, line) order every caller follows) and reduced again. An index
-is made global first (the block's offset added). Of equal extremes the smallest index wins, and
-a NaN beats every number (the first NaN's index), as in torch. A device whose block holds no
-entry of a reduced dim contributes the reduction's identity (``-inf`` or the dtype's least value
-to a max) with an index above every real one.
+Each device reduces its own block as torch would the whole tensor; the blocks' results (one
+number per output entry, two with indices) are gathered along every mesh dim that shards a
+reduced dim (one line at a time, in the one (mesh dim, line) order every caller follows) and
+reduced again. An index is made global first (the block's offset added). Of equal extremes
+the smallest index wins, and a NaN beats every number (the first NaN's index), as in torch.
+A device whose block holds no entry of a reduced dim still takes part in the gathers, with
+the reduction's identity (``-inf`` or the dtype's least value to a max) and an index above
+every real one.
 
 A top ``k`` is picked the same way: each device's block's top ``k`` (padded to ``k`` where the
 block holds fewer), gathered along the line, and the ``k`` first of them in (value, index)
@@ -159,7 +160,9 @@ def _combined(kind: ReduceKind, stacked: torch.Tensor, indices: torch.Tensor | N
         return stacked.amax(0), None
     if kind is ReduceKind.MIN:
         return stacked.amin(0), None
-    return REDUCE[kind](stacked, (0,), False, None), None
+    # any/all/prod of the blocks' results, in their dtype (torch's prod of small ints and
+    # bools would give int64: the result's dtype= wraps the same way modulo its size)
+    return REDUCE[kind](stacked, (0,), False, None).to(stacked.dtype), None
 
 
 def picked(values: torch.Tensor, indices: torch.Tensor, kind: ReduceKind) -> Part:

@@ -114,6 +114,25 @@ def test_split_reductions_against_torch(
                 )
 
 
+def test_prod_over_a_sharded_dim_keeps_its_dtype(graph: dtorch.Graph) -> None:
+    """``prod(dtype=)`` of a narrow dtype wraps as torch's does (the blocks' products were
+    combined in int64, and a product over several dims took ``dtype=`` for the first only:
+    the result held int64 data under an int8 dtype)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.tensor([[16, 3, 16, 5], [1, -1, 2, 127]])
+    t = place(x, mesh, [S1], graph)
+    for dtype in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.bool):
+        for got, want in ((t.prod(1, dtype=dtype), x.prod(1, dtype=dtype)),
+                          (t.prod(dtype=dtype), x.prod(dtype=dtype))):  # fmt: skip
+            assert got.dtype == want.dtype
+            assert torch.equal(got.to_torch(), want), (dtype, got.to_torch(), want)
+            assert torch.equal(got.to(torch.float64).to_torch(), want.double())
+    small = place(x.to(torch.int8), mesh, [S1], graph)
+    assert torch.equal(small.prod(1).to_torch(), x.to(torch.int8).prod(1))  # int64, as torch
+    whole = place(x, mesh, [R], graph).prod(dtype=torch.int8)  # a Reduce over both dims
+    assert torch.equal(whole.to_torch(), x.prod(dtype=torch.int8))  # held int64 data too
+
+
 def test_kept_dims_keep_their_shards_and_every_dim_sharded(graph: dtorch.Graph) -> None:
     """A kept dim's shard stays (at its new index) beside a reduced dim's Replicate; over
     every dim of a tensor sharded on both, argmax is the index in the flattened tensor."""

@@ -15,7 +15,7 @@ records its parts under its own name, so a refusal names what the user called. L
   ``index_copy`` a Scatter (``dim`` unsharded; another sharded dim shards ``source`` alike, a
   Replicate ``source`` is chunked to match); ``take`` an ``index_select`` of the flattened
   tensor, made Replicate first; ``aminmax`` two reductions (``amin``'s and ``amax``'s
-  placements: the reduced dims unsharded).
+  placements: a sharded reduced dim gives Replicate).
 
 Example:
     >>> import dtorch
@@ -419,7 +419,8 @@ def take(input: Tensor, index: Any) -> Tensor:
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> Any:
     """``torch.aminmax``: ``torch.return_types.aminmax`` of the smallest (``min``) and
     largest (``max``) entries over ``dim`` (an int; None: every entry), as ``amin`` and
-    ``amax`` compute them (the reduced dim unsharded). An empty reduced dim is refused.
+    ``amax`` compute them (a sharded reduced dim combined across its devices: Replicate
+    there). An empty reduced dim is refused.
 
     Example:
         >>> import dtorch

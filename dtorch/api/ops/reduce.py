@@ -3,8 +3,8 @@ softmax log_softmax cumsum cumprod``; ``max``/``min`` over a dim return (values,
 
 Over a sharded dim ``sum`` and ``mean`` give Partial; the others reduce each device's block
 and combine the blocks' results along the mesh dims sharding the reduced dims (a SplitReduce,
-one number per result entry and device moved): the result is Replicate there, and exactly
-torch's (of equal extremes the smallest index, and the first NaN, win).
+one number per result entry and device moved, two with indices): the result is Replicate
+there, and torch's (of equal extremes the smallest index, and the first NaN, win).
 
 Example:
     >>> import dtorch

@@ -178,10 +178,10 @@ NUMBERED: dict[ActivationKind, Callable[[torch.Tensor, float, float], torch.Tens
 
 
 def _prod(x: torch.Tensor, dims: tuple[int, ...], keepdim: bool, dtype: torch.dtype | None):  # type: ignore[no-untyped-def]
-    # torch.prod takes one dim: reduce the highest dims first so lower indices stay valid.
+    # torch.prod takes one dim: reduce the highest dims first so lower indices stay valid;
+    # every step in ``dtype`` (without it, a second step would widen an int8 product to int64)
     for d in sorted(dims, reverse=True):
         x = torch.prod(x, d, keepdim=keepdim, dtype=dtype)
-        dtype = None
     return x if dims else torch.prod(x, dtype=dtype)
 
 
