@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass
@@ -35,13 +36,17 @@ from dtorch.kernels.base import KernelContext
 from dtorch.kernels.table import LOCAL_KERNELS
 from dtorch.runtime.gc_policy import exiting
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS, StreamServices
-from dtorch.runtime.stream import FREE, PROGRESS, RESET, KernelStream
+from dtorch.runtime.shards import failure_of
+from dtorch.runtime.stream import FAIL, FREE, PROGRESS, RESET, KernelStream
 from dtorch.runtime.subgraph import CompiledBody, compile_body, plan_item
 
 Route = tuple[tuple[int, tuple[int, ...]], ...]  # (local stream index, its devices), per stream
 
 #: Mesh objects whose routes are kept by id (each entry keeps its mesh alive).
 MESH_ROUTES_LIMIT = 1024
+#: Released operands whose metadata a host keeps (at least; at most twice as many): an
+#: operator read one of them on the client before another thread's rebind released it.
+RELEASED_METAS = 4096
 
 
 #: How long a host whose start failed waits for each stream it had started to stop.
@@ -112,6 +117,10 @@ class DeviceHost:
                 stream.join(_START_FAILED_JOIN_S)
             raise
         self._metas: dict[int, Operand] = {}
+        #: the metadata of the last released operands, oldest first: an operator another
+        #: thread queued after a rebind released its input fails instead (``_read_released``)
+        self._released: dict[int, Operand | None] = {}
+        self._reread: list[int] = []  # ids of them read again in the batch at hand
         self._routes: dict[frozenset[DeviceMesh], Route] = {}
         self._mesh_routes: dict[int, tuple[Route, DeviceMesh]] = {}
         self._programs: dict[int, CompiledBody] = {}  # traced programs' bodies, by name (an
@@ -131,12 +140,15 @@ class DeviceHost:
             # Tuples by index for the usual arities: tuple(map(...)) costs three times as much
             # (and a comprehension builds a function object in Python 3.11).
             i, o = op.inputs, op.outputs
-            if len(i) == 2:
-                ins: tuple[Operand, ...] = (metas[i[0]], metas[i[1]])
-            elif len(i) == 1:
-                ins = (metas[i[0]],)
-            else:
-                ins = tuple(map(meta, i))
+            try:  # free unless raised (Python 3.11)
+                if len(i) == 2:
+                    ins: tuple[Operand, ...] = (metas[i[0]], metas[i[1]])
+                elif len(i) == 1:
+                    ins = (metas[i[0]],)
+                else:
+                    ins = tuple(map(meta, i))
+            except KeyError:
+                ins = self._read_released(op, items)
             outs = (metas[o[0]],) if len(o) == 1 else tuple(map(meta, o))
             kind = op.param.kind
             if kind in EVERY_STREAM_KINDS:
@@ -153,7 +165,39 @@ class DeviceHost:
             route = entry[0] if entry is not None else self._route(ins, outs)
             for index, devices in route:
                 items[index].append(KernelContext(op, ins, outs, devices, groups))
-        self._finish_batch(batch.no_hold, progress, items)
+        no_hold = batch.no_hold
+        if self._reread:  # released again (see ``_read_released``)
+            no_hold += tuple(self._reread)
+            self._reread.clear()
+        self._finish_batch(no_hold, progress, items)
+
+    def _read_released(self, op: Operator, items: list[list[object]]) -> tuple[Operand, ...]:
+        """The inputs of ``op``, one of which was released before it came: another thread
+        rebound the tensor (``t.data = other``) between reading it and queueing ``op``. Its
+        metadata comes back from the recently released, its shards become a failure that
+        names ``op`` (so ``op``, its dependents and its fetches fail, and the graph goes on),
+        and it is released again after this batch. Long gone, the graph cannot go on."""
+        metas = self._metas
+        for operand_id in op.inputs:
+            if operand_id in metas:
+                continue
+            meta = self._released.get(operand_id)
+            if meta is None:
+                raise GraphError(
+                    f"{op.describe()} reads operand {operand_id}, which was released long "
+                    f"before it came (another thread rebound the tensor it read: t.data = ...)"
+                )
+            metas[operand_id] = meta
+            self._reread.append(operand_id)
+            error = GraphError(
+                f"its input {operand_id} was released before it ran: another thread rebound "
+                f"the tensor it read (t.data = other) while this operator was being recorded"
+            )
+            for index, devices in self._route((meta,), ()):
+                items[index].append(
+                    (FAIL, (operand_id, devices, failure_of(op, devices[0], error)))
+                )
+        return tuple(metas[i] for i in op.inputs)
 
     def _call(self, op: Operator, items: list[list[object]]) -> None:
         """A traced program's call: its body's items for each stream (compiled and cached
@@ -196,9 +240,12 @@ class DeviceHost:
         for stream_items, used in zip(items, self._used, strict=True):
             if used:
                 stream_items.append((FREE, no_hold))
-        metas, programs = self._metas, self._programs
-        for operand_id in no_hold:
-            metas.pop(operand_id, None)
+        metas, programs, released = self._metas, self._programs, self._released
+        for operand_id in no_hold:  # its metadata (None where this host never had it)
+            released[operand_id] = metas.pop(operand_id, None)
+        if len(released) > 2 * RELEASED_METAS:  # the oldest half goes
+            for operand_id in list(itertools.islice(released, len(released) - RELEASED_METAS)):
+                del released[operand_id]
         if programs:
             for operand_id in no_hold:
                 programs.pop(operand_id, None)
@@ -256,6 +303,7 @@ class DeviceHost:
         if groups is not None:
             groups.reset()
         self._metas.clear()
+        self._released.clear()
         self._routes.clear()
         self._mesh_routes.clear()
         self._programs.clear()

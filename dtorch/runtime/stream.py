@@ -10,7 +10,8 @@ and, for the operators that settle a promise, reports the failure, and the strea
 
 Items: a ``KernelContext`` per operator (the operator, its operand metadata and the devices
 this stream runs it for: built once by the runner, so the stream allocates nothing per
-operator to dispatch it), ``(FREE, operand ids)``, ``(PROGRESS, sequence)`` (report that
+operator to dispatch it), ``(FREE, operand ids)``, ``(FAIL, (operand id, devices,
+failure))`` (its shards there are that failure), ``(PROGRESS, sequence)`` (report that
 everything before it ran), ``(RESET, event)`` (drop every shard and failure, then set the
 event: a worker is handed to a new graph) and ``(STOP,)``.
 """
@@ -41,6 +42,7 @@ from dtorch.runtime.torch_threads import adopt
 from dtorch.runtime.workqueue import WorkQueue
 
 FREE, STOP, PROGRESS, RESET = 1, 2, 3, 4
+FAIL = 8  # after the programs' BIND, FINISH (5, 6: subgraph) and PLAN (7: plan)
 
 _LOG = logging.getLogger(__name__)
 
@@ -149,6 +151,10 @@ class KernelStream:
         tag, value = item
         if tag == FREE:
             self.shards.free(value)  # type: ignore[arg-type]
+        elif tag == FAIL:  # an operand read after its release: its shards are a failure
+            failed: tuple[int, tuple[int, ...], KernelFailure] = value  # type: ignore[assignment]
+            for device in failed[1]:
+                self.shards.put(failed[0], device, failed[2])
         elif tag == BIND:  # a program call's placeholders take its inputs' shards
             self.shards.bind(value)  # type: ignore[arg-type]
         elif tag == FINISH:  # its results take the body's, and the body's operands go

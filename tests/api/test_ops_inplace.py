@@ -291,3 +291,33 @@ def test_a_rebind_never_lands_inside_another_thread_s_in_place_write(
     _run_together([adder, rebinder])
     got = t.to_torch().tolist()
     assert len(set(got)) == 1 and 1000.0 <= got[0] <= 1200.0, got
+
+
+def test_a_read_racing_a_rebind_gives_a_value_or_an_error_never_a_broken_graph(
+    graph: dtorch.Graph,
+) -> None:
+    """A plain read (``t + 1``) takes no lock: another thread's ``t.data = other`` can release
+    the value it read before its operator is queued. That operator fails, saying so, and the
+    graph goes on (the runner had failed on the freed operand: every later operator raised
+    GraphError). Every other result is a value ``t`` held."""
+    t = dtorch.zeros(16, graph=graph)
+    stop, results = threading.Event(), []
+
+    def reader() -> None:
+        while not stop.is_set():
+            results.append(t + 1)
+
+    def rebinder() -> None:
+        for step in range(1500):
+            t.data = dtorch.full((16,), float(step), graph=graph)
+        stop.set()
+
+    _run_together([reader, rebinder])
+    for result in results:
+        try:
+            value = result.to_torch()
+        except dtorch.KernelError as error:
+            assert "was released before it ran: another thread rebound" in str(error)
+            continue
+        assert (value == value[0]).all() and 1.0 <= value[0].item() <= 1500.0
+    assert t.to_torch().tolist() == [1499.0] * 16 and (t * 2).sum().item() == 1499.0 * 32
