@@ -88,6 +88,7 @@ ROW_MAJOR_KINDS = frozenset(
         OpKind.Scan,
         OpKind.Softmax,
         OpKind.SplitReduce,
+        OpKind.SplitScan,
         OpKind.SplitSoftmax,
         OpKind.Where,
     }

@@ -88,6 +88,7 @@ class OpKind(enum.IntEnum):
     SplitSoftmax = 67  # softmax over a sharded dim: all-reduced maxima and sums (SplitSoftmaxParam)
     SplitReduce = 68  # max/min/arg*/any/all/prod over sharded dims: blocks' results combined
     SplitTopK = 69  # topk along a sharded dim: every block's top k, gathered and picked from
+    SplitScan = 70  # cumsum/cumprod/logcumsumexp along a sharded dim: blocks' totals carried
 
 
 class ActivationKind(enum.IntEnum):

@@ -314,6 +314,18 @@ class ScanParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class SplitScanParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SplitScan
+    """``cumsum``/``cumprod``/``logcumsumexp`` along a dim that some mesh dims shard: each
+    device scans its block, then adds (multiplies, log-adds) the totals of the blocks before
+    it, gathered among the devices that split the dim."""
+
+    scan: ScanKind
+    dim: int
+    dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OrderStatParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.OrderStat
     """``median``/``nanmedian``/``kthvalue``/``mode`` along ``dim``: two outputs, values and

@@ -1,6 +1,6 @@
-"""The SplitReduce group kernel: ``max min prod any all argmax argmin`` (and the values and
-indices of ``max(dim)``/``min(dim)``) over dims that mesh dims shard; and the SplitTopK one,
-``topk`` along such a dim.
+"""The group kernels of operators over a dim that mesh dims shard: SplitReduce (``max min
+prod any all argmax argmin``, and the values and indices of ``max(dim)``/``min(dim)``),
+SplitTopK (``topk``) and SplitScan (``cumsum cumprod logcumsumexp``).
 
 Each device reduces its own block as torch would the whole tensor; the blocks' results (one
 number per output entry, two with indices) are gathered along every mesh dim that shards a
@@ -16,6 +16,10 @@ block holds fewer), gathered along the line, and the ``k`` first of them in (val
 order kept: of equal values the smallest indices (torch's choice among equal values is
 unspecified, and differs between its kernels); a NaN is the largest, as torch has it.
 
+A scan runs on each block, then each device adds (multiplies, log-adds) the totals of the
+blocks before its own along the dim, gathered among the devices that split it (one number per
+row and device; in block order, so nested shards need nothing more).
+
 Example:
     >>> import torch
     >>> left, right = torch.tensor([[1.0, 7.0]]), torch.tensor([[7.0, 2.0]])  # two blocks
@@ -27,14 +31,18 @@ Example:
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import TYPE_CHECKING
 
 import torch
 
-from dtorch.ir.opkind import OpKind, ReduceKind
-from dtorch.ir.params import SplitReduceParam, SplitTopKParam
+from dtorch.ir.mesh import DeviceMesh
+from dtorch.ir.opkind import OpKind, ReduceKind, ScanKind
+from dtorch.ir.params import SplitReduceParam, SplitScanParam, SplitTopKParam
+from dtorch.ir.placement import Shard
 from dtorch.ir.rules.reduce import reduce_plan
-from dtorch.ir.rules.torch_ops import REDUCE
+from dtorch.ir.rules.torch_ops import REDUCE, SCAN
 from dtorch.kernels.base import GroupKernel, KernelContext, Shards
 from dtorch.kernels.softmax import sharding_lines
 
@@ -288,7 +296,74 @@ def _sorted(
     return values.gather(dim, position), indices.gather(dim, position)
 
 
+def split_scan_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int, Shards]:
+    """Every held device's block of the scan (see the module): its own scan carried on from
+    the totals of the blocks before it. One group per plane of devices that split the dim
+    (the devices alike on every other mesh dim), opened first, in one order."""
+    param, x_op = ctx.param, ctx.inputs[0]
+    assert isinstance(param, SplitScanParam)
+    assert ctx.groups is not None, "a split scan needs the caller's ThreadGroupManager"
+    dim = param.dim % x_op.ndim
+    splitting = [
+        m
+        for m, p in enumerate(x_op.placements)
+        if isinstance(p, Shard) and p.dim % x_op.ndim == dim
+    ]
+    planes = sorted({_plane(x_op.mesh, d, splitting) for d in ctx.devices})
+    groups = [ctx.groups.get_group(x_op.mesh.device_kind, plane, ctx.devices) for plane in planes]
+    scans = {d: SCAN[param.scan](shards[0], dim, param.dtype) for d, shards in inputs.items()}
+    for plane, group in zip(planes, groups, strict=True):
+        held = [d for d in plane if d in scans]
+        totals = group.all_gather(
+            {plane.index(d): _total(param.scan, scans[d], dim) for d in held}, dim
+        )
+        starts = [x_op.shard(e).offset[dim] for e in plane]
+        for rank, gathered in totals.items():
+            before = [r for r, start in enumerate(starts) if start < starts[rank]]
+            before.sort(key=starts.__getitem__)  # block order: the carry sums in it
+            scans[plane[rank]] = _carried(param.scan, scans[plane[rank]], gathered, before, dim)
+    return {d: [scan] for d, scan in scans.items()}
+
+
+def _plane(mesh: DeviceMesh, device: int, splitting: list[int]) -> tuple[int, ...]:
+    """The devices of ``mesh`` alike ``device`` on every mesh dim but ``splitting``."""
+    coordinate = list(mesh.coordinate_of(device))
+    plane = []
+    for place in itertools.product(*(range(mesh.shape[m]) for m in splitting)):
+        for m, c in zip(splitting, place, strict=True):
+            coordinate[m] = c
+        plane.append(mesh.device_at(coordinate))
+    return tuple(plane)
+
+
+#: The total an empty block carries: nothing added, multiplied or log-added.
+_SCAN_IDENTITY = {ScanKind.SUM: 0, ScanKind.PROD: 1, ScanKind.LOGSUMEXP: -math.inf}
+
+
+def _total(kind: ScanKind, scan: torch.Tensor, dim: int) -> torch.Tensor:
+    """A block's total: the last entry of its scan along ``dim`` (kept as a size-1 dim)."""
+    if scan.shape[dim]:
+        return scan.narrow(dim, scan.shape[dim] - 1, 1)
+    shape = [1 if d == dim else s for d, s in enumerate(scan.shape)]
+    return torch.full(shape, _SCAN_IDENTITY[kind], dtype=scan.dtype, device=scan.device)
+
+
+def _carried(
+    kind: ScanKind, scan: torch.Tensor, totals: torch.Tensor, before: list[int], dim: int
+) -> torch.Tensor:
+    """A block's scan carried on from the totals (along ``dim``) of the blocks ``before``."""
+    if not before:
+        return scan
+    picked = totals.index_select(dim, torch.tensor(before, device=totals.device))
+    if kind is ScanKind.SUM:
+        return scan + picked.sum(dim, keepdim=True, dtype=scan.dtype)
+    if kind is ScanKind.PROD:
+        return scan * picked.prod(dim, keepdim=True, dtype=scan.dtype)
+    return torch.logaddexp(scan, picked.logsumexp(dim, keepdim=True))
+
+
 GROUP_KERNELS: dict[OpKind, GroupKernel] = {
     OpKind.SplitReduce: split_reduce_kernel,
     OpKind.SplitTopK: split_topk_kernel,
+    OpKind.SplitScan: split_scan_kernel,
 }

@@ -1,7 +1,9 @@
 """Reductions that are not linear (``max min amax amin argmax argmin any all prod`` and
-``logsumexp``) over dims that mesh dims shard, and ``topk`` along such a dim, through the
-public API against torch: the devices reduce their blocks and combine the results (a
-SplitReduce; a SplitTopK picks from the blocks' top k), the result is Replicate there.
+``logsumexp``) over dims that mesh dims shard, ``topk`` and the scans (``cumsum cumprod
+logcumsumexp``) along such a dim, through the public API against torch: the devices reduce
+their blocks and combine the results (a SplitReduce; a SplitTopK picks from the blocks' top
+k), the result is Replicate there; a SplitScan carries each block on from the totals of
+those before it, every shard kept.
 Ties (the smallest index wins), NaN (the first NaN wins), infinities, the dtypes' extremes,
 devices whose block is empty (4 entries over 3 devices), nested shards, traced programs,
 and no redistribution of the input. The layout tables are in ``test_ops_reduce.py`` and
@@ -247,3 +249,55 @@ def test_topk_without_ties_is_torchs_and_moves_k_per_row(graph: dtorch.Graph) ->
         )
     with pytest.raises(PlacementError, match="The top entries of a sum"):
         place(logits, mesh, [R, P], graph).topk(2)
+
+
+@pytest.mark.parametrize(("mesh_shape", "placements"), _LAYOUTS)
+def test_scans_along_a_sharded_dim_against_torch(
+    mesh_shape: tuple[int, ...], placements: list[Placement], graph: dtorch.Graph
+) -> None:
+    """cumsum/cumprod (with and without ``dtype=``) and logcumsumexp along each dim, on
+    blocks with infinities, NaN, the dtypes' extremes (integers wrap as torch's) and empty
+    blocks: integers exactly torch's, floats within rounding (the blocks' totals are added
+    apart); every shard stays."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    for dtype in (torch.float32, torch.float64, torch.int8, torch.int64, torch.bool):
+        x = _values(dtype)
+        t = place(x, mesh, placements, graph)
+        for dim in (0, -1):
+            calls: list[Callable[[Any], Any]] = [
+                lambda a, d=dim: a.cumsum(d),
+                lambda a, d=dim: a.cumprod(d),
+                lambda a, d=dim: a.cumsum(d, dtype=torch.float64),
+                lambda a, d=dim: a.cumprod(d, dtype=torch.int16),
+            ]  # fmt: skip
+            if dtype.is_floating_point:
+                calls.append(lambda a, d=dim: a.logcumsumexp(d))
+            for call in calls:
+                want, got = call(x), call(t)
+                assert got.placements == placements and got.dtype == want.dtype
+                exact = {} if want.dtype.is_floating_point else {"rtol": 0, "atol": 0}
+                torch.testing.assert_close(got.to_torch(), want, equal_nan=True, **exact)
+
+
+def test_scan_positions_of_a_sequence_sharded_mask_and_partial_sums(graph: dtorch.Graph) -> None:
+    """Position ids from a sequence-sharded attention mask (``mask.cumsum(-1) - 1``, as
+    transformers computes them) on a dp x cp mesh, the sequence nested on both; a Partial
+    input keeps Partial (cumsum is linear), cumprod refuses it; a traced program replays."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2, 2))
+    mask = (torch.rand((4, 13), generator=_G) > 0.3).long()
+    t = place(mask, mesh, [S0, S1, S1], graph)
+    positions = t.cumsum(-1) - 1
+    assert positions.placements == [S0, S1, S1]
+    assert torch.equal(positions.to_torch(), mask.cumsum(-1) - 1)
+    flat = dtorch.init_device_mesh("cpu", (2, 2))
+    x = torch.randn((3, 9), generator=_G)
+    p = place(x, flat, [P, S1], graph)
+    summed = p.cumsum(1)
+    assert summed.placements == [P, S1]
+    torch.testing.assert_close(summed.to_torch(), x.cumsum(1))
+    with pytest.raises(PlacementError, match="Redistribute a Partial input to Replicate"):
+        p.cumprod(1)
+    program = dtorch.trace(lambda a: a.cumsum(1) * 2, place(x, flat, [R, S1], graph))
+    torch.testing.assert_close(
+        program(place(-x, flat, [R, S1], graph)).to_torch(), -x.cumsum(1) * 2
+    )

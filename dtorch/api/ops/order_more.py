@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
+from dtorch.api.ops.reduce import scan_param
 from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.ir.opkind import MaxMinKind, OrderStatKind, ScanKind
-from dtorch.ir.params import CumExtremeParam, OrderStatParam, ScanParam
+from dtorch.ir.params import CumExtremeParam, OrderStatParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -150,12 +151,13 @@ def cummin(input: Tensor, dim: int) -> Any:
 @numpy_names
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """``torch.logcumsumexp``: ``log(cumsum(exp(input)))`` along ``dim``, computed stably by
-    torch's kernel (floats only); ``dim`` must not be sharded, a Partial input is refused.
+    torch's kernel (floats only); along a sharded dim each device log-adds the totals of the
+    blocks before its own (the shards stay). A Partial input is refused.
 
     Example:
         >>> import dtorch
         >>> dtorch.logcumsumexp(dtorch.tensor([0.0, 0.0, 0.0, 0.0]), 0).exp().tolist()
         [1.0, 2.0, 3.0, 4.0]
     """
-    param = ScanParam(ScanKind.LOGSUMEXP, _dim("logcumsumexp", input, dim))
+    param = scan_param(ScanKind.LOGSUMEXP, input, _dim("logcumsumexp", input, dim))
     return record_one("logcumsumexp", param, (input,))

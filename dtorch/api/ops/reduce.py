@@ -33,6 +33,7 @@ from dtorch.ir.params import (
     ScanParam,
     SoftmaxParam,
     SplitReduceParam,
+    SplitScanParam,
     SplitSoftmaxParam,
 )
 from dtorch.ir.placement import Partial, Shard
@@ -356,15 +357,25 @@ def _one_dim(name: str, dim: Any) -> Any:
 def _scan(kind: ScanKind, name: str, t: Tensor, dim: int, dtype: torch.dtype | None) -> Tensor:
     dim = as_int(name, "dim", dim)  # torch takes exactly one dim
     tensor_arg(name, t)
-    param = ScanParam(kind, normalize_dim(dim, t.ndim, op=name), _dtype(name, dtype))
-    return record(name, param, (t,))[0]
+    return record(name, scan_param(kind, t, normalize_dim(dim, t.ndim, op=name), dtype), (t,))[0]
+
+
+def scan_param(kind: ScanKind, t: Tensor, dim: int, dtype: Any = None) -> OpParam:
+    """The operator of a scan along ``dim`` (normalised): ``ScanParam``, or ``SplitScanParam``
+    where a mesh dim shards ``dim`` (each device carries on from the blocks before its own)."""
+    ndim, wanted = t.ndim, _dtype("scan", dtype)
+    for placement in t._operand.placements:
+        if placement.__class__ is Shard and placement.dim % ndim == dim:
+            return SplitScanParam(kind, dim, wanted)
+    return ScanParam(kind, dim, wanted)
 
 
 @numpy_names
 def cumsum(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
     """Running sums along ``dim``; ``dtype``: cast the input first (integers and bools
-    accumulate in int64 otherwise). The scanned dim must not be sharded; a Partial input
-    stays Partial.
+    accumulate in int64 otherwise). Along a sharded dim each device adds the totals of the
+    blocks before its own (every shard stays; floats may round differently from torch's one
+    pass); a Partial input stays Partial.
 
     Example:
         >>> import dtorch
@@ -376,7 +387,8 @@ def cumsum(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tens
 
 @numpy_names
 def cumprod(input: Tensor, dim: int, *, dtype: torch.dtype | None = None) -> Tensor:
-    """Running products along ``dim`` (as ``cumsum``; a Partial input is refused).
+    """Running products along ``dim`` (placements as ``cumsum``'s; a Partial input is
+    refused).
 
     Example:
         >>> import dtorch

@@ -9,7 +9,8 @@ give Replicate: the kernel combines the blocks' results along the mesh dims) and
 ``SplitSoftmax`` (every shard stays, the softmax dim's included); both refuse only a Partial
 input. A Partial input is kept by ``sum`` and
 ``mean`` only (they are linear). A scan (``cumsum``/``cumprod``/``logcumsumexp``) keeps the
-shards of the other dims and refuses a shard of the scanned dim; ``cumsum`` keeps a Partial
+shards of the other dims and refuses a shard of the scanned dim, which ``SplitScan`` (the
+scan the API records there) keeps; ``cumsum`` keeps a Partial
 input where its dtype conversion is linear too (``dtorch.ir.rules.promotion.cast_is_linear``).
 
 Example:
@@ -42,6 +43,7 @@ from dtorch.ir.params import (
     ScanParam,
     SoftmaxParam,
     SplitReduceParam,
+    SplitScanParam,
     SplitSoftmaxParam,
 )
 from dtorch.ir.rules.base import (
@@ -88,6 +90,14 @@ _SCANNED = "i: a dim other than the scanned dim"
 _SCAN_HINT = "redistribute the scanned dim to Replicate first"
 _SCAN = signature("R -> R", "Si -> Si", legend=_SCANNED, hint=_SCAN_HINT)
 _SCAN_LINEAR = signature("R -> R", "Si -> Si", "P -> P", legend=_SCANNED, hint=_SCAN_HINT)
+_SPLIT_SCAN_HINT = "redistribute a Partial input to Replicate first"
+_SPLIT_SCAN = signature(
+    "R -> R", "Si -> Si", legend="i: any dim, the scanned dim included", hint=_SPLIT_SCAN_HINT
+)  # fmt: skip
+_SPLIT_SCAN_LINEAR = signature(
+    "R -> R", "Si -> Si", "P -> P", legend="i: any dim, the scanned dim included",
+    hint=_SPLIT_SCAN_HINT,
+)  # fmt: skip
 _REDUCE_SIGS = {ReduceKind.SUM: _LINEAR, ReduceKind.MEAN: _LINEAR}
 _WITH_DTYPE = frozenset({ReduceKind.SUM, ReduceKind.MEAN, ReduceKind.PROD})
 #: The reductions torch refuses over an empty dim (the others have an identity value) -> the
@@ -274,6 +284,18 @@ def scan_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     return one_input(name, sig, x, labels, [OutputMeta(x.shape, dtype, ())])
 
 
+def split_scan_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """A scan along a dim whose shards are allowed: every shard stays (each device adds the
+    totals of the blocks before its own); a linear ``cumsum`` keeps Partial, as Scan's."""
+    assert isinstance(param, SplitScanParam)
+    (x,) = inputs
+    norm_dim(name, param.dim, x.ndim)
+    dtype = scan_dtype(name, param.scan, x.dtype, param.dtype)
+    linear = param.scan is ScanKind.SUM and cast_is_linear(x.dtype, dtype)
+    sig = _SPLIT_SCAN_LINEAR if linear else _SPLIT_SCAN
+    return one_input(name, sig, x, identity(x.ndim), [OutputMeta(x.shape, dtype, ())])
+
+
 RULES: dict[OpKind, Rule] = {
     OpKind.Reduce: reduce_rule,
     OpKind.MaxMin: maxmin_rule,
@@ -281,4 +303,5 @@ RULES: dict[OpKind, Rule] = {
     OpKind.SplitSoftmax: split_softmax_rule,
     OpKind.SplitReduce: split_reduce_rule,
     OpKind.Scan: scan_rule,
+    OpKind.SplitScan: split_scan_rule,
 }

@@ -1,5 +1,5 @@
-"""Rules of Reduce, MaxMin, SplitReduce, SplitTopK, Softmax and Scan: shapes and dtypes
-against torch, placements, messages."""
+"""Rules of Reduce, MaxMin, SplitReduce, SplitTopK, Softmax, Scan and SplitScan: shapes and
+dtypes against torch, placements, messages."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dtorch.ir.params import (
     ScanParam,
     SoftmaxParam,
     SplitReduceParam,
+    SplitScanParam,
     SplitSoftmaxParam,
     SplitTopKParam,
     TopKParam,
@@ -247,3 +248,26 @@ def test_scan_placements() -> None:
         infer("cumsum", ScanParam(ScanKind.SUM, 2), (op((4, 6)),))
     scalar = infer("cumprod", ScanParam(ScanKind.PROD, -1), (op(()),)).outputs[0]
     assert scalar.shape == ()
+
+
+def test_split_scan_keeps_every_shard() -> None:
+    """The scan the API records where the scanned dim is sharded: every shard stays (nested
+    too), Scan's dtypes, Partial kept by a linear cumsum only."""
+    for placements in ((Shard(1), Shard(1)), (Shard(0), Shard(1)), (P, Shard(1))):
+        x = op((4, 6), *placements, mesh=MESH22, dtype=torch.int64)
+        out = infer("cumsum", SplitScanParam(ScanKind.SUM, 1), (x,)).outputs[0]
+        assert (out.placements, out.dtype) == (placements, torch.int64)
+        floats = infer("cumsum", SplitScanParam(ScanKind.SUM, 1), (op((4, 6), Shard(1)),))
+        assert floats.outputs[0].placements == (Shard(1),)
+    x = op((4, 6), P, Shard(1), mesh=MESH22)
+    for kind in (ScanKind.PROD, ScanKind.LOGSUMEXP):
+        with pytest.raises(PlacementError, match="Redistribute a Partial input to Replicate"):
+            infer("scan", SplitScanParam(kind, 1), (x,))
+    with pytest.raises(PlacementError, match=r"got \(P,\)"):  # to int32: parts would wrap
+        infer("cumsum", SplitScanParam(ScanKind.SUM, 1, torch.int32), (op((4, 6), P),))
+    with pytest.raises(DtypeError):
+        infer(
+            "logcumsumexp",
+            SplitScanParam(ScanKind.LOGSUMEXP, 1),
+            (op((4, 6), Shard(1), dtype=torch.int64),),
+        )
