@@ -89,6 +89,7 @@ class OpKind(enum.IntEnum):
     SplitReduce = 68  # max/min/arg*/any/all/prod over sharded dims: blocks' results combined
     SplitTopK = 69  # topk along a sharded dim: every block's top k, gathered and picked from
     SplitScan = 70  # cumsum/cumprod/logcumsumexp along a sharded dim: blocks' totals carried
+    SplitCumExtreme = 71  # cummax/cummin along a sharded dim: the blocks' last extremes carried
 
 
 class ActivationKind(enum.IntEnum):

@@ -348,6 +348,16 @@ class CumExtremeParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class SplitCumExtremeParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SplitCumExtreme
+    """``cummax``/``cummin`` along a dim that some mesh dims shard: each device runs its
+    block, then takes the running extreme of the blocks before its own where it beats its own."""
+
+    extreme: MaxMinKind
+    dim: int
+
+
+@dataclass(frozen=True, slots=True)
 class SortParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Sort
     """``sort(dim, descending, stable)`` with two outputs: values and int64 indices."""

@@ -1,6 +1,7 @@
 """The group kernels of operators over a dim that mesh dims shard: SplitReduce (``max min
 prod any all argmax argmin``, and the values and indices of ``max(dim)``/``min(dim)``),
-SplitTopK (``topk``) and SplitScan (``cumsum cumprod logcumsumexp``).
+SplitTopK (``topk``), SplitScan (``cumsum cumprod logcumsumexp``) and SplitCumExtreme
+(``cummax cummin``).
 
 Each device reduces its own block as torch would the whole tensor; the blocks' results (one
 number per output entry, two with indices) are gathered along every mesh dim that shards a
@@ -18,7 +19,10 @@ unspecified, and differs between its kernels); a NaN is the largest, as torch ha
 
 A scan runs on each block, then each device adds (multiplies, log-adds) the totals of the
 blocks before its own along the dim, gathered among the devices that split it (one number per
-row and device; in block order, so nested shards need nothing more).
+row and device; in block order, so nested shards need nothing more). A running extreme does
+the same with each block's last (value, index): the blocks before a device's are folded as
+torch's kernel runs (a later equal value wins, and a NaN, once met, stays with the last NaN's
+index), and that carry stands wherever it beats the device's own running extreme.
 
 Example:
     >>> import torch
@@ -38,8 +42,13 @@ from typing import TYPE_CHECKING
 import torch
 
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.opkind import OpKind, ReduceKind, ScanKind
-from dtorch.ir.params import SplitReduceParam, SplitScanParam, SplitTopKParam
+from dtorch.ir.opkind import MaxMinKind, OpKind, ReduceKind, ScanKind
+from dtorch.ir.params import (
+    SplitCumExtremeParam,
+    SplitReduceParam,
+    SplitScanParam,
+    SplitTopKParam,
+)
 from dtorch.ir.placement import Shard
 from dtorch.ir.rules.reduce import reduce_plan
 from dtorch.ir.rules.torch_ops import REDUCE, SCAN
@@ -302,15 +311,8 @@ def split_scan_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int
     (the devices alike on every other mesh dim), opened first, in one order."""
     param, x_op = ctx.param, ctx.inputs[0]
     assert isinstance(param, SplitScanParam)
-    assert ctx.groups is not None, "a split scan needs the caller's ThreadGroupManager"
     dim = param.dim % x_op.ndim
-    splitting = [
-        m
-        for m, p in enumerate(x_op.placements)
-        if isinstance(p, Shard) and p.dim % x_op.ndim == dim
-    ]
-    planes = sorted({_plane(x_op.mesh, d, splitting) for d in ctx.devices})
-    groups = [ctx.groups.get_group(x_op.mesh.device_kind, plane, ctx.devices) for plane in planes]
+    planes, groups = _planes(ctx, dim)
     scans = {d: SCAN[param.scan](shards[0], dim, param.dtype) for d, shards in inputs.items()}
     for plane, group in zip(planes, groups, strict=True):
         held = [d for d in plane if d in scans]
@@ -323,6 +325,21 @@ def split_scan_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int
             before.sort(key=starts.__getitem__)  # block order: the carry sums in it
             scans[plane[rank]] = _carried(param.scan, scans[plane[rank]], gathered, before, dim)
     return {d: [scan] for d, scan in scans.items()}
+
+
+def _planes(ctx: KernelContext, dim: int) -> tuple[list[tuple[int, ...]], list[ThreadGroup]]:
+    """The planes of devices that split ``dim`` of the first input and hold a device of this
+    caller (sorted), and their groups, opened in that order."""
+    x_op = ctx.inputs[0]
+    assert ctx.groups is not None, "a split scan needs the caller's ThreadGroupManager"
+    splitting = [
+        m
+        for m, p in enumerate(x_op.placements)
+        if isinstance(p, Shard) and p.dim % x_op.ndim == dim
+    ]
+    planes = sorted({_plane(x_op.mesh, d, splitting) for d in ctx.devices})
+    groups = [ctx.groups.get_group(x_op.mesh.device_kind, plane, ctx.devices) for plane in planes]
+    return planes, groups
 
 
 def _plane(mesh: DeviceMesh, device: int, splitting: list[int]) -> tuple[int, ...]:
@@ -362,8 +379,76 @@ def _carried(
     return torch.logaddexp(scan, picked.logsumexp(dim, keepdim=True))
 
 
+def split_cum_extreme_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int, Shards]:
+    """Every held device's block of ``cummax``/``cummin`` (see the module): its own running
+    extreme, indices made global, where the blocks before it do not beat it."""
+    param, x_op = ctx.param, ctx.inputs[0]
+    assert isinstance(param, SplitCumExtremeParam)
+    dim, high = param.dim % x_op.ndim, param.extreme is MaxMinKind.MAX
+    planes, groups = _planes(ctx, dim)
+    runs = {d: _run(s[0], dim, high, x_op.shard(d).offset[dim]) for d, s in inputs.items()}
+    for plane, group in zip(planes, groups, strict=True):
+        held = [d for d in plane if d in runs]
+        values = group.all_gather({plane.index(d): _last(runs[d][0], dim) for d in held}, dim)
+        indices = group.all_gather({plane.index(d): _last(runs[d][1], dim) for d in held}, dim)
+        blocks = [x_op.shard(e) for e in plane]
+        for rank, gathered in values.items():
+            start = blocks[rank].offset[dim]
+            before = [r for r, b in enumerate(blocks) if b.shape[dim] and b.offset[dim] < start]
+            before.sort(key=lambda r: blocks[r].offset[dim])
+            carry = _fold(gathered, indices[rank], before, dim, high)
+            if carry is not None:
+                runs[plane[rank]] = _beaten(runs[plane[rank]], carry, high)
+    return {d: list(run) for d, run in runs.items()}
+
+
+Run = tuple[torch.Tensor, torch.Tensor]
+
+
+def _run(x: torch.Tensor, dim: int, high: bool, start: int) -> Run:
+    """A block's running extreme and its global indices."""
+    found = torch.cummax(x, dim) if high else torch.cummin(x, dim)
+    return found.values, found.indices.add_(start)
+
+
+def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """The last entry along ``dim`` (zeros for an empty block: it is never folded in)."""
+    if t.shape[dim]:
+        return t.narrow(dim, t.shape[dim] - 1, 1)
+    shape = [1 if d == dim else s for d, s in enumerate(t.shape)]
+    return torch.zeros(shape, dtype=t.dtype, device=t.device)
+
+
+def _wins(new: torch.Tensor, old: torch.Tensor, high: bool) -> torch.Tensor:
+    """Where a later running extreme replaces an earlier one, as torch's kernel has it: a
+    NaN always, a number where the earlier is not NaN and it is at least as extreme."""
+    reached = new >= old if high else new <= old
+    return new.isnan() | (~old.isnan() & reached)
+
+
+def _fold(
+    values: torch.Tensor, indices: torch.Tensor, before: list[int], dim: int, high: bool
+) -> Run | None:
+    """The running extreme over the blocks ``before`` (in order), from their last entries."""
+    carry: Run | None = None
+    for r in before:
+        value, index = values.narrow(dim, r, 1), indices.narrow(dim, r, 1)
+        if carry is not None:
+            win = _wins(value, carry[0], high)
+            value, index = torch.where(win, value, carry[0]), torch.where(win, index, carry[1])
+        carry = value, index
+    return carry
+
+
+def _beaten(run: Run, carry: Run, high: bool) -> Run:
+    """A block's running extreme where it beats the blocks' before it, else theirs."""
+    own = _wins(run[0], carry[0], high)
+    return torch.where(own, run[0], carry[0]), torch.where(own, run[1], carry[1])
+
+
 GROUP_KERNELS: dict[OpKind, GroupKernel] = {
     OpKind.SplitReduce: split_reduce_kernel,
     OpKind.SplitTopK: split_topk_kernel,
     OpKind.SplitScan: split_scan_kernel,
+    OpKind.SplitCumExtreme: split_cum_extreme_kernel,
 }

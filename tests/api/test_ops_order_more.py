@@ -91,8 +91,8 @@ def test_along_a_dim_every_layout(  # type: ignore[no-untyped-def]
         x = torch.randn((5, 3, 4), generator=_G).round()  # ties in value, no NaN
     for dim in (0, 2) if len(mesh_shape) == 1 else (1,):
         table = dict(_picked_table(3, dim, dropped))
-        if name == "logcumsumexp":  # a scan: each device carries on from the blocks before
-            table[(Shard(dim),)] = Shard(dim)  # (its own log-add: the last bit may differ)
+        if name in ("logcumsumexp", "cummax", "cummin"):  # scans: each device carries on
+            table[(Shard(dim),)] = Shard(dim)  # from the blocks before (a log-add: last bits)
         run_api(
             graph, name, lambda t, d=dim: _values_indices(call(t, d)), [x], mesh_shape,
             _values_indices(ref(x, dim)), table=table, exact=name != "logcumsumexp",
@@ -185,7 +185,7 @@ def test_zero_dim_and_empty(graph: dtorch.Graph) -> None:
 
 
 def test_refusals_at_the_call(graph: dtorch.Graph) -> None:
-    """A sharded operated dim (but a scan's) and a Partial are PlacementErrors naming the
+    """A sharded operated dim (but the scans') and a Partial are PlacementErrors naming the
     function and the placements; k out of range a RuntimeError; bad dims IndexErrors; bad
     types TypeErrors."""
     mesh = dtorch.init_device_mesh("cpu", 3)
@@ -196,15 +196,18 @@ def test_refusals_at_the_call(graph: dtorch.Graph) -> None:
         ("nanmedian", lambda a: dtorch.nanmedian(a, 1)),
         ("kthvalue", lambda a: a.kthvalue(1)),
         ("mode", lambda a: a.mode()),
-        ("cummax", lambda a: a.cummax(1)),
-        ("cummin", lambda a: a.cummin(1)),
     ):
         with pytest.raises(PlacementError, match=rf"^{name}: .*S\(1\).*accepted.*Replicate"):
             call(s1)
         with pytest.raises(PlacementError, match=rf"^{name}: .*P.*accepted"):
             call(p)
-    with pytest.raises(PlacementError, match=r"^logcumsumexp: .*P.*accepted"):
-        dtorch.logcumsumexp(p, -1)  # along a sharded dim it carries on: see test_ops_split_reduce
+    for name, call in (  # along a sharded dim they carry on: see test_ops_split_reduce
+        ("logcumsumexp", lambda a: dtorch.logcumsumexp(a, -1)),
+        ("cummax", lambda a: a.cummax(1)),
+        ("cummin", lambda a: a.cummin(1)),
+    ):
+        with pytest.raises(PlacementError, match=rf"^{name}: .*P.*accepted"):
+            call(p)
     r = place(x, mesh, [R], graph)
     for k in (0, 5, -1):
         with pytest.raises(ParamError, match="selected number k out of range") as info:

@@ -1,13 +1,13 @@
 """Reductions that are not linear (``max min amax amin argmax argmin any all prod`` and
 ``logsumexp``) over dims that mesh dims shard, ``topk`` and the scans (``cumsum cumprod
-logcumsumexp``) along such a dim, through the public API against torch: the devices reduce
-their blocks and combine the results (a SplitReduce; a SplitTopK picks from the blocks' top
-k), the result is Replicate there; a SplitScan carries each block on from the totals of
-those before it, every shard kept.
-Ties (the smallest index wins), NaN (the first NaN wins), infinities, the dtypes' extremes,
-devices whose block is empty (4 entries over 3 devices), nested shards, traced programs,
-and no redistribution of the input. The layout tables are in ``test_ops_reduce.py`` and
-``test_ops_order.py``."""
+logcumsumexp cummax cummin``) along such a dim, through the public API against torch: the
+devices reduce their blocks and combine the results (a SplitReduce; a SplitTopK picks from
+the blocks' top k), the result is Replicate there; a SplitScan (SplitCumExtreme) carries each
+block on from the totals (last extremes) of those before it, every shard kept. Ties (the
+smallest index wins; a running extreme's latest), NaN, infinities, the dtypes' extremes,
+devices whose block is empty (4 entries over 3 devices), nested shards, traced programs, and
+no redistribution of the input. The layout tables are in ``test_ops_reduce*.py`` and
+``test_ops_order*.py``."""
 
 from __future__ import annotations
 
@@ -301,3 +301,26 @@ def test_scan_positions_of_a_sequence_sharded_mask_and_partial_sums(graph: dtorc
     torch.testing.assert_close(
         program(place(-x, flat, [R, S1], graph)).to_torch(), -x.cumsum(1) * 2
     )
+
+
+@pytest.mark.parametrize(("mesh_shape", "placements"), _LAYOUTS)
+def test_running_extremes_along_a_sharded_dim_are_torchs(
+    mesh_shape: tuple[int, ...], placements: list[Placement], graph: dtorch.Graph
+) -> None:
+    """cummax/cummin along each dim, on blocks with ties (the latest index), NaN (it stays,
+    with the last NaN's index), infinities, extremes and empty blocks: torch's values and
+    indices exactly; every shard stays."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    for dtype in (torch.float32, torch.bfloat16, torch.int8, torch.int64, torch.uint8):
+        x = _values(dtype)
+        t = place(x, mesh, placements, graph)
+        for dim in (0, -1):
+            for got, want in (
+                (t.cummax(dim), x.cummax(dim)),
+                (dtorch.cummin(t, dim), x.cummin(dim)),
+            ):
+                assert got.values.placements == got.indices.placements == placements
+                torch.testing.assert_close(
+                    got.values.to_torch(), want.values, rtol=0, atol=0, equal_nan=True
+                )
+                assert torch.equal(got.indices.to_torch(), want.indices), (dtype, dim)

@@ -5,9 +5,11 @@ Each is one operator whose kernel is torch's own function on the local shard (Or
 CumExtreme, Scan; rules in ``dtorch.ir.rules.order_stats`` and ``dtorch.ir.rules.reduce``), so
 values, NaN handling (``median`` and ``kthvalue`` rank NaN above every number; ``nanmedian``
 skips NaN), torch's lower median of an even count and the index torch picks among equal
-entries are torch's. Layouts: the dim they work along must not be sharded (redistribute it to
-Replicate first: the whole dim is needed), the other dims keep their shards, a Partial input
-is refused; ``median()`` and ``nanmedian()`` of every element need a Replicate tensor. The
+entries are torch's. Layouts: the dim the order statistics work along must not be sharded
+(redistribute it to Replicate first: the whole dim is needed); the running ones
+(``cummax cummin logcumsumexp``) carry each device's block on from the blocks before it
+there (SplitCumExtreme, SplitScan); the other dims keep their shards, a Partial input is
+refused; ``median()`` and ``nanmedian()`` of every element need a Replicate tensor. The
 functions with two results return torch's named tuples (``torch.return_types.median``, ...)
 holding dtorch tensors: ``.values`` and int64 ``.indices``.
 
@@ -27,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
-from dtorch.api.ops.reduce import scan_param
+from dtorch.api.ops.reduce import scan_param, splits
 from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.ir.opkind import MaxMinKind, OrderStatKind, ScanKind
-from dtorch.ir.params import CumExtremeParam, OrderStatParam
+from dtorch.ir.params import CumExtremeParam, OpParam, OrderStatParam, SplitCumExtremeParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -117,15 +119,20 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:
 
 
 def _running(name: str, kind: MaxMinKind, t: Tensor, dim: Any) -> Any:
-    values, indices = record(name, CumExtremeParam(kind, _dim(name, t, dim)), (t,))
+    along = _dim(name, t, dim)
+    param: OpParam = CumExtremeParam(kind, along)
+    if splits(t, (along,)):  # each device carries on from the blocks before its own
+        param = SplitCumExtremeParam(kind, along)
+    values, indices = record(name, param, (t,))
     return getattr(torch.return_types, name)((values, indices))
 
 
 @numpy_names
 def cummax(input: Tensor, dim: int) -> Any:
     """``torch.cummax``: the running maximum along ``dim`` and the index where it was reached
-    (the latest of equal entries; NaN, once met, stays), as ``torch.return_types.cummax``;
-    ``dim`` must not be sharded, the other dims keep their shards.
+    (the latest of equal entries; NaN, once met, stays), as ``torch.return_types.cummax``.
+    Every shard stays: along a sharded ``dim`` each device takes the running extreme of the
+    blocks before its own where it beats its own. A Partial input is refused.
 
     Example:
         >>> import dtorch

@@ -8,6 +8,8 @@ dropped). The all-elements forms (``median()``, ``nanmedian()``) need the whole 
 mesh dim Replicate. Values keep the input's dtype; indices are int64. The dtypes torch refuses
 (bool for median and kthvalue, complex, the unsigned types torch has no kernel for) are learned
 by running torch's function once per dtype, and refused with torch's message.
+``SplitCumExtreme`` (the running extreme the API records where its dim is sharded) keeps
+every shard, that dim's included; it refuses a Partial input too.
 
 Example:
     >>> import torch
@@ -32,11 +34,11 @@ import torch
 from dtorch.errors import DimError, ParamError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import MaxMinKind, OpKind, OrderStatKind
-from dtorch.ir.params import CumExtremeParam, OpParam, OrderStatParam
+from dtorch.ir.params import CumExtremeParam, OpParam, OrderStatParam, SplitCumExtremeParam
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, norm_dim
 from dtorch.ir.rules.promotion import refusal, refused
 from dtorch.ir.rules.reduce import check_nonempty, reduce_plan
-from dtorch.ir.rules.signature import fresh_labels, one_input, signature
+from dtorch.ir.rules.signature import fresh_labels, identity, one_input, signature
 
 _PICKED = signature(
     "R -> R", "Si -> Si", legend="i: a dim other than the one the statistic is taken along",
@@ -49,6 +51,11 @@ _WHOLE = signature(
 _SCANNED = signature(
     "R -> R", "Si -> Si", legend="i: a dim other than the scanned dim",
     hint="redistribute the scanned dim to Replicate first",
+)  # fmt: skip
+_SPLIT_SCANNED = signature(
+    "R -> R", "Si -> Si", legend="i: any dim, the scanned dim included",
+    hint="a running extreme of a sum is not the sum of the running extremes: redistribute a "
+    "Partial input to Replicate first",
 )  # fmt: skip
 
 Pair = tuple[torch.Tensor, torch.Tensor]
@@ -176,7 +183,19 @@ def cum_extreme_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> 
     return one_input(name, _SCANNED, x, fresh_labels(x.ndim, (dim,)), metas)
 
 
+def split_cum_extreme_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``cummax``/``cummin`` where shards of ``dim`` are allowed: every shard stays (each
+    device carries on from the blocks before its own); a Partial input is refused."""
+    assert isinstance(param, SplitCumExtremeParam)
+    (x,) = inputs
+    norm_dim(name, param.dim, x.ndim)
+    _check_dtype(name, (OpKind.CumExtreme, param.extreme, False), x.dtype)
+    metas = [OutputMeta(x.shape, x.dtype, ()), OutputMeta(x.shape, torch.int64, ())]
+    return one_input(name, _SPLIT_SCANNED, x, identity(x.ndim), metas)
+
+
 RULES: dict[OpKind, Rule] = {
     OpKind.OrderStat: order_stat_rule,
     OpKind.CumExtreme: cum_extreme_rule,
+    OpKind.SplitCumExtreme: split_cum_extreme_rule,
 }

@@ -19,6 +19,7 @@ from dtorch.ir.params import (
     ReduceParam,
     ScanParam,
     SoftmaxParam,
+    SplitCumExtremeParam,
     SplitReduceParam,
     SplitScanParam,
     SplitSoftmaxParam,
@@ -270,4 +271,18 @@ def test_split_scan_keeps_every_shard() -> None:
             "logcumsumexp",
             SplitScanParam(ScanKind.LOGSUMEXP, 1),
             (op((4, 6), Shard(1), dtype=torch.int64),),
+        )
+
+
+def test_split_cum_extreme_keeps_every_shard() -> None:
+    for placements in ((Shard(1), Shard(1)), (Shard(0), Shard(1))):
+        x = op((4, 6), *placements, mesh=MESH22, dtype=torch.int16)
+        values, indices = infer("cummax", SplitCumExtremeParam(MaxMinKind.MAX, 1), (x,)).outputs
+        assert values.placements == indices.placements == placements
+        assert (values.dtype, indices.dtype, values.shape) == (torch.int16, torch.int64, (4, 6))
+    with pytest.raises(PlacementError, match="running extreme of a sum"):
+        infer(
+            "cummin",
+            SplitCumExtremeParam(MaxMinKind.MIN, 1),
+            (op((4, 6), P, Shard(1), mesh=MESH22),),
         )
