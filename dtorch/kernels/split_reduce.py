@@ -253,7 +253,8 @@ def _first_top(
         [[3, 3], [1, 2]]
     """
     if k == 0:
-        return x.narrow(dim, 0, 0), torch.empty(x.narrow(dim, 0, 0).shape, dtype=torch.int64)
+        empty = x.narrow(dim, 0, 0)
+        return empty, torch.empty(empty.shape, dtype=torch.int64, device=x.device)
     found = torch.topk(x, k, dim, largest)
     kth = found.values.narrow(dim, k - 1, 1)
     kth_nan = kth.isnan()

@@ -128,11 +128,19 @@ class DeviceHost:
         self._used = [False] * layout.count  # per stream: has it ever been sent an operator
         self._closed = False
 
-    def execute(self, batch: ExecuteBatch, progress: int = 0) -> None:
-        """Hand ``batch`` to the streams; with ``progress``, each reports once it is done."""
+    def execute(self, batch: ExecuteBatch, progress: int = 0, carried: bool = False) -> None:
+        """Hand ``batch`` to the streams; with ``progress``, each reports once it is done.
+        ``carried``: the batch carries the metadata of the operands its operators read (a
+        worker's), a released one's too (``_read_released`` then fails what reads it)."""
         metas = self._metas
         for operand in batch.operands:
             metas[operand.id] = operand
+        released = self._released
+        if carried and released:
+            for operand in batch.operands:
+                if operand.id in released:  # read after its release: see _read_released
+                    released[operand.id] = operand
+                    del metas[operand.id]
         items: list[list[object]] = [[] for _ in self.streams]
         groups = self.services.groups
         meta, mesh_routes = metas.__getitem__, self._mesh_routes

@@ -153,6 +153,7 @@ class KernelStream:
             self.shards.free(value)  # type: ignore[arg-type]
         elif tag == FAIL:  # an operand read after its release: its shards are a failure
             failed: tuple[int, tuple[int, ...], KernelFailure] = value  # type: ignore[assignment]
+            self._note(failed[2])  # for the next Sync, as a failed kernel's
             for device in failed[1]:
                 self.shards.put(failed[0], device, failed[2])
         elif tag == BIND:  # a program call's placeholders take its inputs' shards

@@ -321,3 +321,31 @@ def test_a_read_racing_a_rebind_gives_a_value_or_an_error_never_a_broken_graph(
             continue
         assert (value == value[0]).all() and 1.0 <= value[0].item() <= 1500.0
     assert t.to_torch().tolist() == [1499.0] * 16 and (t * 2).sum().item() == 1499.0 * 32
+
+
+def test_operators_queued_after_their_input_s_release_fail_alone(graph: dtorch.Graph) -> None:
+    """The race above made certain: a handle of a value that a rebind released, read after
+    the release reached the devices (a handle no rebind releases again). Each operator that
+    reads it fails saying so, dependents and fetches with it, and sync() raises it once,
+    in thread and process mode; the graph goes on (process mode's controller had failed to
+    address the batch: every later operator raised GraphError)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = dtorch.from_torch(torch.arange(8.0).reshape(2, 4), device_mesh=mesh,
+                          placements=[dtorch.Shard(1)], graph=graph)  # fmt: skip
+    stale = t._operand
+    t.data = dtorch.full((2, 4), 5.0, device_mesh=mesh, placements=[dtorch.Shard(1)], graph=graph)
+    graph.sync()
+    assert (t + 0).to_torch().sum().item() == 40.0  # the release has reached the devices
+    ghost = dtorch.Tensor._wrap(graph, stale)
+    ghost._base = t  # as an alias: it releases nothing
+    late = [ghost + 1, (ghost * 2).sum(), ghost.max(1).values, ghost.topk(2, 1).indices]
+    for result in late:
+        with pytest.raises(dtorch.KernelError, match="was released before it ran"):
+            result.to_torch()
+    with pytest.raises(dtorch.KernelError, match="was released before it ran"):
+        ghost.to_torch()
+    _ = ghost + 1
+    with pytest.raises(dtorch.KernelError, match="was released before it ran"):
+        graph.sync()
+    graph.sync()  # once
+    assert t.to_torch().tolist() == [[5.0] * 4] * 2 and (t * 2).sum().item() == 80.0

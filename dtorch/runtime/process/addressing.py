@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from collections.abc import Iterable
 
@@ -39,6 +40,7 @@ from dtorch.errors import WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS
+from dtorch.runtime.host import RELEASED_METAS
 from dtorch.transport.wire import EVERYONE
 
 #: Meshes whose party masks are kept by object id (each entry keeps its mesh alive).
@@ -82,6 +84,9 @@ class BatchAddresser:
         self._every = (1 << workers) - 1
         self._width = (workers + 7) // 8
         self._live: dict[int, Operand] = {}
+        # the last released operands, oldest first: an operator another thread queued after
+        # a rebind released its input carries its metadata, and its workers fail it
+        self._released: dict[int, Operand] = {}
         # live operand id -> the parties that decoded a batch carrying its metadata (they
         # keep it until its free reaches them)
         self._readers: dict[int, int] = {}
@@ -107,11 +112,11 @@ class BatchAddresser:
             every = every or op.param.kind in EVERY_STREAM_KINDS
             for operand_id in op.inputs:
                 if operand_id not in made and operand_id not in external:
-                    operand = external[operand_id] = live[operand_id]
+                    operand = external[operand_id] = self._known(operand_id)
                     meshes[id(operand.mesh)] = operand.mesh
             for operand_id in op.outputs:
                 if operand_id not in made:  # written in place: made by an earlier batch
-                    mesh = live[operand_id].mesh
+                    mesh = self._known(operand_id).mesh
                     meshes[id(mesh)] = mesh
         mask = self._every if every else self._union(meshes.values())
         carried = ExecuteBatch(batch.operators, batch.operands + tuple(external.values()))
@@ -121,12 +126,28 @@ class BatchAddresser:
                 readers[operand.id] = readers.get(operand.id, 0) | mask
         return carried, mask.to_bytes(self._width, "little"), _only(mask | self._freed(batch))
 
+    def _known(self, operand_id: int) -> Operand:
+        """A live operand's metadata, or a recently released one's (its workers fail the
+        operator that read it: ``DeviceHost.execute(carried=True)``)."""
+        try:
+            return self._live[operand_id]
+        except KeyError:
+            pass
+        try:
+            return self._released[operand_id]
+        except KeyError:
+            raise WorkerError(
+                f"an operator reads operand {operand_id}, which was released long before it "
+                f"came (another thread rebound the tensor it read: t.data = ...)"
+            ) from None
+
     def _freed(self, batch: ExecuteBatch) -> int:
         """The parties holding a shard or the metadata of what ``batch`` frees (every party
         for an unknown id: a program's may be held anywhere); forgets those operands."""
         meshes: dict[int, DeviceMesh] = {}
         live, readers = self._live, self._readers
         holders, unknown = 0, False
+        released = self._released
         for operand_id in batch.no_hold:
             freed = live.pop(operand_id, None)
             holders |= readers.pop(operand_id, 0)
@@ -134,6 +155,10 @@ class BatchAddresser:
                 unknown = True
             else:
                 meshes[id(freed.mesh)] = freed.mesh
+                released[operand_id] = freed
+        if len(released) > 2 * RELEASED_METAS:  # the oldest half goes
+            for operand_id in list(itertools.islice(released, len(released) - RELEASED_METAS)):
+                del released[operand_id]
         return self._every if unknown else holders | self._union(meshes.values())
 
     def _union(self, meshes: Iterable[DeviceMesh]) -> int:

@@ -207,7 +207,7 @@ class Worker:
         self.meshes.adopt(batch.operands)
         batch, tokens = self.inputs.resolve(batch, self._runs_here)
         batch = ExecuteBatch(batch.operators, batch.operands, no_hold)
-        self.host.execute(batch, unpack_u64(progress))  # inline: the kernels ran
+        self.host.execute(batch, unpack_u64(progress), carried=True)  # inline: the kernels ran
         if tokens:
             self.sink.put(InputsDone(self.index, tokens))
         return True
