@@ -26,6 +26,7 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from dtorch.errors import GraphError
 from dtorch.ir.mesh import DeviceMesh
@@ -53,6 +54,20 @@ RELEASED_METAS = 4096
 _START_FAILED_JOIN_S = 5.0
 #: How often a close waiting for its streams looks whether the interpreter began to exit.
 _EXIT_POLL_S = 0.1
+
+
+def forget_oldest(released: dict[int, Any]) -> None:
+    """Keep the last ``RELEASED_METAS`` to twice as many released operands: past that, the
+    oldest half goes (``released`` is in release order, as a dict keeps its keys).
+
+    Example:
+        >>> released = {i: None for i in range(2 * RELEASED_METAS + 1)}
+        >>> forget_oldest(released); len(released), next(iter(released)) == RELEASED_METAS + 1
+        (4096, True)
+    """
+    if len(released) > 2 * RELEASED_METAS:
+        for operand_id in list(itertools.islice(released, len(released) - RELEASED_METAS)):
+            del released[operand_id]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,9 +266,7 @@ class DeviceHost:
         metas, programs, released = self._metas, self._programs, self._released
         for operand_id in no_hold:  # its metadata (None where this host never had it)
             released[operand_id] = metas.pop(operand_id, None)
-        if len(released) > 2 * RELEASED_METAS:  # the oldest half goes
-            for operand_id in list(itertools.islice(released, len(released) - RELEASED_METAS)):
-                del released[operand_id]
+        forget_oldest(released)
         if programs:
             for operand_id in no_hold:
                 programs.pop(operand_id, None)

@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import itertools
 from array import array
 from collections.abc import Iterable
 
@@ -40,7 +39,7 @@ from dtorch.errors import WorkerError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import ExecuteBatch, Operand
 from dtorch.runtime.handlers import EVERY_STREAM_KINDS
-from dtorch.runtime.host import RELEASED_METAS
+from dtorch.runtime.host import forget_oldest
 from dtorch.transport.wire import EVERYONE
 
 #: Meshes whose party masks are kept by object id (each entry keeps its mesh alive).
@@ -156,9 +155,7 @@ class BatchAddresser:
             else:
                 meshes[id(freed.mesh)] = freed.mesh
                 released[operand_id] = freed
-        if len(released) > 2 * RELEASED_METAS:  # the oldest half goes
-            for operand_id in list(itertools.islice(released, len(released) - RELEASED_METAS)):
-                del released[operand_id]
+        forget_oldest(released)
         return self._every if unknown else holders | self._union(meshes.values())
 
     def _union(self, meshes: Iterable[DeviceMesh]) -> int:
