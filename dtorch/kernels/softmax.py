@@ -46,10 +46,8 @@ def split_softmax_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[
     still holds the groups its peers wait in, so the runtime's abort reaches them."""
     param, x_op = ctx.param, ctx.inputs[0]
     assert isinstance(param, SplitSoftmaxParam)
-    assert ctx.groups is not None, "a split softmax needs the caller's ThreadGroupManager"
     dim, out_dtype = param.dim % x_op.ndim, ctx.outputs[0].dtype
-    lines = sharding_lines(ctx, (dim,))
-    groups = [ctx.groups.get_group(x_op.mesh.device_kind, line, ctx.devices) for line in lines]
+    lines, groups = sharding_groups(ctx, (dim,))
     xs = {d: computed_in(shards[0], out_dtype) for d, shards in inputs.items()}
     maxima = _all_reduced(
         lines, groups, {d: local_max(x, dim) for d, x in xs.items()}, ReduceOp.MAX
@@ -84,6 +82,18 @@ def sharding_lines(ctx: KernelContext, dims: Collection[int]) -> list[tuple[int,
         if isinstance(placement, Shard) and placement.dim % ndim in dims:
             lines.extend(sorted({mesh.group_of(d, mesh_dim) for d in ctx.devices}))
     return lines
+
+
+def sharding_groups(
+    ctx: KernelContext, dims: Collection[int]
+) -> tuple[list[tuple[int, ...]], list[ThreadGroup]]:
+    """``sharding_lines`` and this caller's group on each, opened in that order: before
+    anything can fail, so a caller that fails later still holds the groups its peers wait in
+    (the runtime's abort reaches them)."""
+    assert ctx.groups is not None, "a group kernel needs the caller's ThreadGroupManager"
+    kind = ctx.inputs[0].mesh.device_kind
+    lines = sharding_lines(ctx, dims)
+    return lines, [ctx.groups.get_group(kind, line, ctx.devices) for line in lines]
 
 
 def _all_reduced(

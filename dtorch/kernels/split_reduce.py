@@ -36,7 +36,6 @@ Example:
 from __future__ import annotations
 
 import itertools
-import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -52,8 +51,9 @@ from dtorch.ir.params import (
 from dtorch.ir.placement import Shard
 from dtorch.ir.rules.reduce import reduce_plan
 from dtorch.ir.rules.torch_ops import REDUCE, SCAN
+from dtorch.ir.sharding import ShardSpec
 from dtorch.kernels.base import GroupKernel, KernelContext, Shards
-from dtorch.kernels.softmax import sharding_lines
+from dtorch.kernels.softmax import sharding_groups
 
 if TYPE_CHECKING:
     from dtorch.comm.group import ThreadGroup
@@ -75,10 +75,8 @@ def split_reduce_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[i
     wait in, so the runtime's abort reaches them."""
     param, x_op = ctx.param, ctx.inputs[0]
     assert isinstance(param, SplitReduceParam)
-    assert ctx.groups is not None, "a split reduction needs the caller's ThreadGroupManager"
     dims = reduce_plan(ctx.operator.name, x_op.shape, param.dims, param.keepdim)[0]
-    lines = sharding_lines(ctx, dims)
-    groups = [ctx.groups.get_group(x_op.mesh.device_kind, line, ctx.devices) for line in lines]
+    lines, groups = sharding_groups(ctx, dims)
     parts = {d: _block(ctx, param, dims, d, shards[0]) for d, shards in inputs.items()}
     for line, group in zip(lines, groups, strict=True):
         held = [d for d in line if d in parts]
@@ -207,10 +205,8 @@ def split_topk_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int
     every line's group opened first, as ``split_reduce_kernel`` does)."""
     param, x_op = ctx.param, ctx.inputs[0]
     assert isinstance(param, SplitTopKParam)
-    assert ctx.groups is not None, "a split topk needs the caller's ThreadGroupManager"
     dim = param.dim % x_op.ndim
-    lines = sharding_lines(ctx, (dim,)) if param.k else []  # k=0: nothing to pick
-    groups = [ctx.groups.get_group(x_op.mesh.device_kind, line, ctx.devices) for line in lines]
+    lines, groups = sharding_groups(ctx, (dim,) if param.k else ())  # k=0: nothing to pick
     parts = {
         d: _top_block(shards[0], param, dim, x_op.shard(d).offset[dim])
         for d, shards in inputs.items()
@@ -317,13 +313,10 @@ def split_scan_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int
     scans = {d: SCAN[param.scan](shards[0], dim, param.dtype) for d, shards in inputs.items()}
     for plane, group in zip(planes, groups, strict=True):
         held = [d for d in plane if d in scans]
-        totals = group.all_gather(
-            {plane.index(d): _total(param.scan, scans[d], dim) for d in held}, dim
-        )
-        starts = [x_op.shard(e).offset[dim] for e in plane]
+        totals = group.all_gather({plane.index(d): _last(scans[d], dim) for d in held}, dim)
+        blocks = [x_op.shard(e) for e in plane]
         for rank, gathered in totals.items():
-            before = [r for r, start in enumerate(starts) if start < starts[rank]]
-            before.sort(key=starts.__getitem__)  # block order: the carry sums in it
+            before = _earlier(blocks, rank, dim)
             scans[plane[rank]] = _carried(param.scan, scans[plane[rank]], gathered, before, dim)
     return {d: [scan] for d, scan in scans.items()}
 
@@ -332,7 +325,7 @@ def _planes(ctx: KernelContext, dim: int) -> tuple[list[tuple[int, ...]], list[T
     """The planes of devices that split ``dim`` of the first input and hold a device of this
     caller (sorted), and their groups, opened in that order."""
     x_op = ctx.inputs[0]
-    assert ctx.groups is not None, "a split scan needs the caller's ThreadGroupManager"
+    assert ctx.groups is not None, "a group kernel needs the caller's ThreadGroupManager"
     splitting = [
         m
         for m, p in enumerate(x_op.placements)
@@ -354,16 +347,20 @@ def _plane(mesh: DeviceMesh, device: int, splitting: list[int]) -> tuple[int, ..
     return tuple(plane)
 
 
-#: The total an empty block carries: nothing added, multiplied or log-added.
-_SCAN_IDENTITY = {ScanKind.SUM: 0, ScanKind.PROD: 1, ScanKind.LOGSUMEXP: -math.inf}
+def _earlier(blocks: list[ShardSpec], rank: int, dim: int) -> list[int]:
+    """The ranks of the blocks holding entries of ``dim`` before ``rank``'s, in block order
+    (what a scan carries on from; empty blocks add nothing)."""
+    start = blocks[rank].offset[dim]
+    before = [r for r, b in enumerate(blocks) if b.shape[dim] and b.offset[dim] < start]
+    return sorted(before, key=lambda r: blocks[r].offset[dim])
 
 
-def _total(kind: ScanKind, scan: torch.Tensor, dim: int) -> torch.Tensor:
-    """A block's total: the last entry of its scan along ``dim`` (kept as a size-1 dim)."""
-    if scan.shape[dim]:
-        return scan.narrow(dim, scan.shape[dim] - 1, 1)
-    shape = [1 if d == dim else s for d, s in enumerate(scan.shape)]
-    return torch.full(shape, _SCAN_IDENTITY[kind], dtype=scan.dtype, device=scan.device)
+def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """The last entry along ``dim`` (zeros for an empty block: ``_earlier`` never picks it)."""
+    if t.shape[dim]:
+        return t.narrow(dim, t.shape[dim] - 1, 1)
+    shape = [1 if d == dim else s for d, s in enumerate(t.shape)]
+    return torch.zeros(shape, dtype=t.dtype, device=t.device)
 
 
 def _carried(
@@ -372,12 +369,12 @@ def _carried(
     """A block's scan carried on from the totals (along ``dim``) of the blocks ``before``."""
     if not before:
         return scan
-    picked = totals.index_select(dim, torch.tensor(before, device=totals.device))
+    chosen = totals.index_select(dim, torch.tensor(before, device=totals.device))
     if kind is ScanKind.SUM:
-        return scan + picked.sum(dim, keepdim=True, dtype=scan.dtype)
+        return scan + chosen.sum(dim, keepdim=True, dtype=scan.dtype)
     if kind is ScanKind.PROD:
-        return scan * picked.prod(dim, keepdim=True, dtype=scan.dtype)
-    return torch.logaddexp(scan, picked.logsumexp(dim, keepdim=True))
+        return scan * chosen.prod(dim, keepdim=True, dtype=scan.dtype)
+    return torch.logaddexp(scan, chosen.logsumexp(dim, keepdim=True))
 
 
 def split_cum_extreme_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int, Shards]:
@@ -394,10 +391,7 @@ def split_cum_extreme_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> d
         indices = group.all_gather({plane.index(d): _last(runs[d][1], dim) for d in held}, dim)
         blocks = [x_op.shard(e) for e in plane]
         for rank, gathered in values.items():
-            start = blocks[rank].offset[dim]
-            before = [r for r, b in enumerate(blocks) if b.shape[dim] and b.offset[dim] < start]
-            before.sort(key=lambda r: blocks[r].offset[dim])
-            carry = _fold(gathered, indices[rank], before, dim, high)
+            carry = _fold(gathered, indices[rank], _earlier(blocks, rank, dim), dim, high)
             if carry is not None:
                 runs[plane[rank]] = _beaten(runs[plane[rank]], carry, high)
     return {d: list(run) for d, run in runs.items()}
@@ -410,14 +404,6 @@ def _run(x: torch.Tensor, dim: int, high: bool, start: int) -> Run:
     """A block's running extreme and its global indices."""
     found = torch.cummax(x, dim) if high else torch.cummin(x, dim)
     return found.values, found.indices.add_(start)
-
-
-def _last(t: torch.Tensor, dim: int) -> torch.Tensor:
-    """The last entry along ``dim`` (zeros for an empty block: it is never folded in)."""
-    if t.shape[dim]:
-        return t.narrow(dim, t.shape[dim] - 1, 1)
-    shape = [1 if d == dim else s for d, s in enumerate(t.shape)]
-    return torch.zeros(shape, dtype=t.dtype, device=t.device)
 
 
 def _wins(new: torch.Tensor, old: torch.Tensor, high: bool) -> torch.Tensor:
