@@ -108,8 +108,8 @@ class TensorMath:
         Example:
             >>> import dtorch
             >>> t = dtorch.tensor([2.0, 4.0], dtype=dtorch.float64)
-            >>> t.float_power_(0.5) is t, t.tolist()
-            (True, [1.4142135623730951, 2.0])
+            >>> t.float_power_(2) is t, t.tolist()
+            (True, [4.0, 16.0])
         """
         if self.dtype not in (torch.float64, torch.complex128):
             raise DtypeError(

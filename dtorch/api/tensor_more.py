@@ -19,10 +19,14 @@ from __future__ import annotations
 
 from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import fill as _fl
+from dtorch.api.ops import grid as _gr
+from dtorch.api.ops import grid_more as _gm
 from dtorch.api.ops import index as _ix
 from dtorch.api.ops import index_more as _im
 from dtorch.api.ops import linalg_more as _lm
 from dtorch.api.ops import methods as _mk
+from dtorch.api.ops import search as _se
+from dtorch.linalg import aliases as _lg
 
 
 class TensorMore:
@@ -46,10 +50,31 @@ class TensorMore:
     index_fill = _im.index_fill
     index_copy = _im.index_copy
     take = _im.take
+    # shapes and geometry (dtorch.api.ops.grid)
+    ravel = _gr.ravel
+    hsplit = _gr.hsplit
+    vsplit = _gr.vsplit
+    dsplit = _gr.dsplit
+    rot90 = _gr.rot90
+    unfold = _gr.unfold
+    cross = _gm.cross
+    cov = _gm.cov
+    corrcoef = _gm.corrcoef
+    select_scatter = _gm.select_scatter
+    slice_scatter = _gm.slice_scatter
+    diagonal_scatter = _gm.diagonal_scatter
     aminmax = _im.aminmax
     masked_select = _im.masked_select
     remainder = _ew.remainder
     index_put = _ix.index_put
+    det = _lg.det
+    logdet = _lg.logdet
+    slogdet = _lg.slogdet
+    inverse = _lg.inverse
+    histc = _se.histc
+    bincount = _se.bincount
+    unique = _se.unique
+    unique_consecutive = _se.unique_consecutive
 
     # --- in place: the operator above, its result written back as ``addmm_`` writes it ------
     addmv_ = _mk.in_place("addmv_", addmv, elementwise=False)

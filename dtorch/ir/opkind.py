@@ -90,6 +90,10 @@ class OpKind(enum.IntEnum):
     SplitTopK = 69  # topk along a sharded dim: every block's top k, gathered and picked from
     SplitScan = 70  # cumsum/cumprod/logcumsumexp along a sharded dim: blocks' totals carried
     SplitCumExtreme = 71  # cummax/cummin along a sharded dim: the blocks' last extremes carried
+    Search = 72  # searchsorted/bucketize of each value in a whole sorted row (SearchParam)
+    Isin = 73  # isin: each element tested against whole test elements (IsinParam)
+    Histc = 74  # histc of the local shard, summed over shards as a Partial (HistcParam)
+    Linalg = 78  # torch.linalg's matrix functions on whole matrices, batch dims kept (LinalgParam)
 
 
 class ActivationKind(enum.IntEnum):
@@ -281,6 +285,27 @@ class OrderStatKind(enum.IntEnum):
     NANMEDIAN = 1
     KTHVALUE = 2
     MODE = 3
+
+
+class LinalgKind(enum.IntEnum):
+    """The matrix functions of Linalg (torch.linalg's functions of the same names; LOGDET is
+    ``torch.logdet``)."""
+
+    DET = 0
+    SLOGDET = 1
+    LOGDET = 2
+    INV = 3
+    SOLVE = 4
+    CHOLESKY = 5
+    QR = 6
+    EIGH = 7
+    EIGVALSH = 8
+    SVD = 9
+    SVDVALS = 10
+    PINV = 11
+    MATRIX_RANK = 12
+    MATRIX_POWER = 13
+    MATRIX_EXP = 14
 
 
 class ScatterReduceKind(enum.IntEnum):

@@ -22,6 +22,7 @@ import torch
 from dtorch.ir.opkind import (
     ActivationKind,
     BinaryKind,
+    LinalgKind,
     MaskedKind,
     MathKind,
     MaxMinKind,
@@ -326,6 +327,22 @@ class SplitScanParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class LinalgParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Linalg
+    """torch.linalg's ``fn`` on every matrix (the last two dims) of its inputs. ``n``:
+    matrix_power's exponent; ``flag``: cholesky's ``upper``, solve's ``left``, svd's
+    ``full_matrices``, pinv's and matrix_rank's ``hermitian``; ``mode``: qr's mode, eigh's
+    and eigvalsh's ``UPLO``; ``atol``/``rtol``: pinv's and matrix_rank's tolerances."""
+
+    fn: LinalgKind
+    n: int = 0
+    flag: bool = False
+    mode: str = ""
+    atol: float | None = None
+    rtol: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class OrderStatParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.OrderStat
     """``median``/``nanmedian``/``kthvalue``/``mode`` along ``dim``: two outputs, values and
@@ -355,6 +372,38 @@ class SplitCumExtremeParam(OpParam):
 
     extreme: MaxMinKind
     dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Search
+    """``searchsorted(sorted_sequence, values[, sorter])`` (and ``bucketize``): per value, its
+    insertion index in its whole sorted row; ``right``: after equal entries; ``out_int32``:
+    int32 indices, else int64."""
+
+    right: bool = False
+    out_int32: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IsinParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Isin
+    """``isin(elements, test_elements)``: bool, whether each element is among the (whole) test
+    elements; ``invert``: whether it is not."""
+
+    assume_unique: bool = False
+    invert: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HistcParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Histc
+    """``histc(bins, min, max)`` of the local shard (``min < max``, finite): the histogram of
+    the tensor is the sum of the shards' (Partial where the input is sharded)."""
+
+    bins: int
+    min: float
+    max: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,7 @@ from dtorch.api.ops.activations_more import (
 from dtorch.api.ops.attention import SdpaOption, scaled_dot_product_attention
 from dtorch.api.ops.class_losses import cross_entropy, nll_loss, one_hot
 from dtorch.api.ops.conv import conv2d
+from dtorch.api.ops.conv_transpose import conv_transpose1d, conv_transpose2d, fold, unfold
 from dtorch.api.ops.convert import written
 from dtorch.api.ops.dropout import dropout
 from dtorch.api.ops.elementwise import relu as _relu
@@ -55,6 +56,28 @@ from dtorch.api.ops.losses import (
     l1_loss,
     mse_loss,
     smooth_l1_loss,
+)
+from dtorch.api.ops.nn_more import (
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    dropout1d,
+    dropout2d,
+    dropout3d,
+    instance_norm,
+    pixel_shuffle,
+    pixel_unshuffle,
+    prelu,
+)
+from dtorch.api.ops.nn_more_losses import (
+    cosine_embedding_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    margin_ranking_loss,
+    multilabel_soft_margin_loss,
+    pairwise_distance,
+    poisson_nll_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
 )
 from dtorch.api.ops.norm import batch_norm, group_norm, layer_norm, rms_norm
 from dtorch.api.ops.spatial import (
@@ -84,6 +107,8 @@ __all__ = [
     "_silu_linear_chunk",
     "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
     "avg_pool1d",
     "avg_pool2d",
     "batch_norm",
@@ -92,11 +117,19 @@ __all__ = [
     "celu",
     "conv1d",
     "conv2d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "cosine_embedding_loss",
     "cosine_similarity",
     "cross_entropy",
     "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
     "elu",
     "embedding",
+    "fold",
+    "gaussian_nll_loss",
     "gelu",
     "glu",
     "global_avg_pool2d",
@@ -105,7 +138,9 @@ __all__ = [
     "hardsigmoid",
     "hardswish",
     "hardtanh",
+    "hinge_embedding_loss",
     "huber_loss",
+    "instance_norm",
     "interpolate",
     "kl_div",
     "l1_loss",
@@ -114,14 +149,21 @@ __all__ = [
     "linear",
     "log_softmax",
     "logsigmoid",
+    "margin_ranking_loss",
     "max_pool1d",
     "max_pool2d",
     "mish",
     "mse_loss",
+    "multilabel_soft_margin_loss",
     "nll_loss",
     "normalize",
     "one_hot",
     "pad",
+    "pairwise_distance",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "poisson_nll_loss",
+    "prelu",
     "relu",
     "relu6",
     "rms_norm",
@@ -130,6 +172,7 @@ __all__ = [
     "sigmoid",
     "silu",
     "smooth_l1_loss",
+    "soft_margin_loss",
     "softmax",
     "softmin",
     "softplus",
@@ -138,6 +181,8 @@ __all__ = [
     "tanh",
     "tanhshrink",
     "threshold",
+    "triplet_margin_loss",
+    "unfold",
 ]
 
 #: The functional operators (DTorch's ``F._function_names``): every name above but the option

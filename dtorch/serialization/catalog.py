@@ -86,6 +86,7 @@ _ENUMS: tuple[tuple[str, type], ...] = (
     ("enum.ScanKind", opkind.ScanKind),
     ("enum.ScatterReduceKind", opkind.ScatterReduceKind),
     ("enum.OrderStatKind", opkind.OrderStatKind),
+    ("enum.LinalgKind", opkind.LinalgKind),
     ("enum.ScalarKind", ScalarKind),
 )
 

@@ -98,10 +98,17 @@ def _adaptive_avg(param: PoolingParam, x: torch.Tensor) -> Outputs:
     return F.adaptive_avg_pool2d(x, (param.output_size[0], param.output_size[1]))
 
 
+def _adaptive_max(param: PoolingParam, x: torch.Tensor) -> Outputs:
+    # whole planes only (adaptive windows follow the whole size): the indices are global
+    size = (param.output_size[0], param.output_size[1])
+    return F.adaptive_max_pool2d(x, size, return_indices=param.return_indices)  # type: ignore[call-overload]
+
+
 _POOLS: dict[PoolKind, Callable[[PoolingParam, torch.Tensor], Outputs]] = {
     PoolKind.MAX: _max,
     PoolKind.AVG: _avg,
     PoolKind.ADAPTIVE_AVG: _adaptive_avg,
+    PoolKind.ADAPTIVE_MAX: _adaptive_max,
 }
 
 

@@ -182,6 +182,7 @@ _POOL_DTYPES: dict[PoolKind, tuple[Callable[[torch.dtype], bool], str]] = {
         "floating-point dtypes and int64",
     ),
     PoolKind.ADAPTIVE_AVG: (lambda d: d.is_floating_point, "floating-point dtypes"),
+    PoolKind.ADAPTIVE_MAX: (lambda d: d.is_floating_point, "floating-point dtypes"),
 }
 
 
@@ -195,7 +196,7 @@ def pooling_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
     ok, accepted = _POOL_DTYPES[param.pool]
     check_dtype(name, x.dtype, ok(x.dtype), accepted)
     metas = _metas(name, pool, param, x)
-    sig = _MAX if param.pool is PoolKind.MAX else _linear(x)
+    sig = _MAX if param.pool in (PoolKind.MAX, PoolKind.ADAPTIVE_MAX) else _linear(x)
     spatial = (x.ndim - 2, x.ndim - 1)
     kept = local_window_dims(x, spatial, _pool_windows(param)) if _windowed(param) else ()
     return _per_channel(name, sig, x, spatial, metas, kept)

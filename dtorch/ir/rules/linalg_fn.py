@@ -1,0 +1,152 @@
+"""Rule of Linalg: torch.linalg's matrix functions (``det``, ``slogdet``, ``inv``, ``solve``,
+``cholesky``, ``qr``, ``eigh``, ``eigvalsh``, ``svd``, ``svdvals``, ``pinv``, ``matrix_rank``,
+``matrix_power``, ``matrix_exp``) and ``torch.logdet``, on every matrix of a batch.
+
+Each matrix is the last two dims of an input; it must be whole on every device (a factor, an
+inverse or a determinant of a block is not a block of the full one), so those dims may not be
+sharded and a Partial input is refused (none of these functions is linear). The batch dims (all
+the others) keep their shards: each device runs torch's function on its own matrices. Two-input
+functions (``solve``) take equal batch shapes (the API broadcasts them first). Shapes and dtypes
+of the results are torch's own, found by running the function on meta tensors; the dtypes that
+torch's CPU kernels refuse (half, integers) are learned by running it once on a 1x1 matrix.
+
+Example:
+    >>> import torch
+    >>> from dtorch.ir.mesh import init_device_mesh
+    >>> from dtorch.ir.operator import Operand
+    >>> from dtorch.ir.opkind import LinalgKind
+    >>> from dtorch.ir.params import LinalgParam
+    >>> from dtorch.ir.placement import Shard
+    >>> x = Operand(1, (4, 3, 3), torch.float32, init_device_mesh("cpu", 2), (Shard(0),))
+    >>> out = linalg_rule("slogdet", LinalgParam(LinalgKind.SLOGDET), (x,))
+    >>> [(o.shape, o.dtype, o.placements) for o in out.outputs]
+    [((4,), torch.float32, (Shard(dim=0),)), ((4,), torch.float32, (Shard(dim=0),))]
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import torch
+
+from dtorch.errors import DtypeError, ShapeError, UnsupportedDtypeError
+from dtorch.ir.operator import Operand
+from dtorch.ir.opkind import LinalgKind, OpKind
+from dtorch.ir.params import LinalgParam, OpParam
+from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate
+from dtorch.ir.rules.signature import Labels, expand, identity, signature
+
+_ONE = signature(
+    "R -> R", "Si -> Si", legend="i: a batch dim (any but the last two, the matrix dims)",
+    hint="redistribute the matrix dims (the last two) to Replicate first: each matrix must be "
+    "whole on every device, and a Partial input is refused (the function is not linear)",
+)  # fmt: skip
+_TWO = signature(
+    "R R -> R", "Si Si -> Si", "Si R -> Si", "R Si -> Si",
+    legend="i: a batch dim (any but the last two, the matrix dims)",
+    hint="redistribute the matrix dims (the last two) to Replicate first: each matrix must be "
+    "whole on every device, and a Partial input is refused (the function is not linear)",
+)  # fmt: skip
+
+Tensors = tuple[torch.Tensor, ...]
+LinalgFn = Callable[[Sequence[torch.Tensor], LinalgParam], Tensors]
+
+
+def _tuple(value: torch.Tensor | Sequence[torch.Tensor]) -> Tensors:
+    # torch returns one tensor or a named tuple; the kernels hand on a plain tuple
+    return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+
+
+#: torch's function of each kind: ``(inputs, param) -> outputs``.
+LINALG: dict[LinalgKind, LinalgFn] = {
+    LinalgKind.DET: lambda a, p: _tuple(torch.linalg.det(a[0])),
+    LinalgKind.SLOGDET: lambda a, p: _tuple(torch.linalg.slogdet(a[0])),
+    LinalgKind.LOGDET: lambda a, p: _tuple(torch.logdet(a[0])),
+    LinalgKind.INV: lambda a, p: _tuple(torch.linalg.inv(a[0])),
+    LinalgKind.SOLVE: lambda a, p: _tuple(torch.linalg.solve(a[0], a[1], left=p.flag)),
+    LinalgKind.CHOLESKY: lambda a, p: _tuple(torch.linalg.cholesky(a[0], upper=p.flag)),
+    LinalgKind.QR: lambda a, p: _tuple(torch.linalg.qr(a[0], mode=p.mode)),
+    LinalgKind.EIGH: lambda a, p: _tuple(torch.linalg.eigh(a[0], UPLO=p.mode)),
+    LinalgKind.EIGVALSH: lambda a, p: _tuple(torch.linalg.eigvalsh(a[0], UPLO=p.mode)),
+    LinalgKind.SVD: lambda a, p: _tuple(torch.linalg.svd(a[0], full_matrices=p.flag)),
+    LinalgKind.SVDVALS: lambda a, p: _tuple(torch.linalg.svdvals(a[0])),
+    LinalgKind.PINV: lambda a, p: _tuple(
+        torch.linalg.pinv(a[0], atol=p.atol, rtol=p.rtol, hermitian=p.flag)
+    ),
+    LinalgKind.MATRIX_RANK: lambda a, p: _tuple(
+        torch.linalg.matrix_rank(a[0], atol=p.atol, rtol=p.rtol, hermitian=p.flag)
+    ),
+    LinalgKind.MATRIX_POWER: lambda a, p: _tuple(torch.linalg.matrix_power(a[0], p.n)),
+    LinalgKind.MATRIX_EXP: lambda a, p: _tuple(torch.linalg.matrix_exp(a[0])),
+}
+
+
+def run_linalg(param: LinalgParam, inputs: Sequence[torch.Tensor]) -> Tensors:
+    """torch's function of ``param`` on ``inputs`` (local blocks, or meta tensors)."""
+    return LINALG[param.fn](inputs, param)
+
+
+@functools.cache
+def _refusal(param: LinalgParam, dtypes: tuple[torch.dtype, ...]) -> tuple[str, bool]:
+    """torch's message when its CPU kernel refuses these dtypes for ``param`` ('' if it
+    takes them), and whether torch said "not implemented" (no kernel for the dtype)."""
+    try:
+        run_linalg(param, [torch.ones(1, 1, dtype=d) for d in dtypes])
+    except (RuntimeError, TypeError) as error:
+        return str(error).strip().split("\n", 1)[0], isinstance(error, NotImplementedError)
+    return "", False
+
+
+def _metas(name: str, param: LinalgParam, inputs: Sequence[Operand]) -> Tensors:
+    """The outputs' shapes and dtypes: torch's function on meta tensors (its own checks)."""
+    for x in inputs:
+        if x.ndim < 2:
+            raise ShapeError(
+                f"{name}: the input must have at least 2 dimensions (a matrix or a batch of "
+                f"them), got shape {list(x.shape)}"
+            )
+    message, missing = _refusal(param, tuple(x.dtype for x in inputs))
+    if message:
+        error = UnsupportedDtypeError if missing else DtypeError
+        raise error(f"{name}: {message}; accepted: float32, float64 (and complex)")
+    metas = [torch.empty(x.shape, dtype=x.dtype, device="meta") for x in inputs]
+    try:
+        return run_linalg(param, metas)
+    except (RuntimeError, ValueError) as error:  # torch's shape checks
+        raise ShapeError(f"{name}: {str(error).strip()}") from None
+
+
+def _out_labels(batch: tuple[int, ...], out: torch.Tensor) -> Labels:
+    # batch dims keep their labels; the other dims (and outputs without the batch) get new ones
+    nb = len(batch)
+    keeps = tuple(out.shape[:nb]) == batch and out.ndim >= nb
+    return tuple(d if keeps and d < nb else -1 - d for d in range(out.ndim))
+
+
+def linalg_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """torch.linalg's ``param.fn`` on every matrix: batch shards kept, matrix dims whole."""
+    assert isinstance(param, LinalgParam)
+    outs = _metas(name, param, inputs)
+    if all_replicate(inputs):  # every output Replicate, as every input
+        rep = inputs[0].placements
+        return Inference(tuple(OutputMeta(tuple(o.shape), o.dtype, rep) for o in outs))
+    batch = tuple(inputs[0].shape[:-2])
+    if any(tuple(x.shape[:-2]) != batch for x in inputs):
+        raise ShapeError(f"{name}: the inputs' batch shapes differ: {[x.shape for x in inputs]}")
+    in_labels = tuple(_in_labels(len(batch), i) for i in range(len(inputs)))
+    out_labels = tuple(_out_labels(batch, o) for o in outs)
+    sig = _ONE if len(inputs) == 1 else _TWO
+    expansion = expand(name, sig, inputs, in_labels, out_labels)
+    metas = zip(outs, expansion.outputs, strict=True)
+    return Inference(
+        tuple(OutputMeta(tuple(o.shape), o.dtype, p) for o, p in metas), expansion.requested
+    )
+
+
+def _in_labels(nb: int, i: int) -> Labels:
+    # batch dims shared by every input; each input's matrix dims its own (never kept)
+    return (*identity(nb), 1000 + 2 * i, 1001 + 2 * i)
+
+
+RULES: dict[OpKind, Rule] = {OpKind.Linalg: linalg_rule}

@@ -1,0 +1,340 @@
+"""``dtorch.linalg`` (and ``dtorch.det logdet slogdet inverse``) through the public API
+against torch.linalg on the full tensors: float32 and float64 (int64 where torch takes it),
+even and uneven batch shards, every layout on 1-D meshes of 2 and 3 devices and a seeded
+sample on 2-D and 3-D meshes. The matrix functions keep batch shards and refuse shards of the
+matrix dims and Partial inputs (the one-mesh-dim tables below); the norms and products are
+compositions, checked for values; torch's refusals are refused at the call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import dtorch
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from tests.api.ops_harness import S0, S1, R, limit_for, place, run_api
+
+pytestmark = pytest.mark.timeout(120)
+
+MESHES = ((2,), (3,), (2, 2), (2, 2, 2))
+_G = torch.Generator().manual_seed(11)
+
+#: One input: a batch shard stays, anything else (matrix-dim shards, Partial) is refused.
+_ONE = {(R,): R, (S0,): S0}
+#: Two inputs of one batch shape: the batch dim sharded by either (the other is chunked).
+_TWO = {(R, R): R, (S0, S0): S0, (S0, R): S0, (R, S0): S0}
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    """Every test draws the same values whichever tests ran before it."""
+    _G.manual_seed(11)
+
+
+def _rand(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(shape, generator=_G, dtype=torch.float64).to(dtype)
+
+
+def _general(b: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    # well conditioned: random plus n on the diagonal
+    return (_rand(b, n, n, dtype=torch.float64) + n * torch.eye(n, dtype=torch.float64)).to(dtype)
+
+
+def _spd(b: int, n: int, dtype: torch.dtype) -> torch.Tensor:
+    # symmetric positive definite: x x^T + n I
+    x = _rand(b, n, n, dtype=torch.float64)
+    return (x @ x.mT + n * torch.eye(n, dtype=torch.float64)).to(dtype)
+
+
+def _run(graph: Any, name: str, fn: Callable[..., Any], fulls: list[torch.Tensor], want: Any,
+         mesh_shape: tuple[int, ...], table: Any = None) -> None:  # fmt: skip
+    wants = list(want) if isinstance(want, (tuple, list)) else [want]
+    limit = limit_for(mesh_shape, n_d=5)
+    exact = not any(t.is_floating_point() for t in fulls)
+    accepted = run_api(
+        graph, name, fn, fulls, mesh_shape, wants, table=table, exact=exact, limit=limit
+    )
+    assert accepted, f"{name}: no layout accepted on {mesh_shape}"
+
+
+_SQUARE: dict[str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., torch.Tensor]]] = {
+    "linalg.det": (dtorch.linalg.det, torch.linalg.det, _general),
+    "linalg.slogdet": (dtorch.linalg.slogdet, torch.linalg.slogdet, _general),
+    "logdet": (dtorch.logdet, torch.logdet, _spd),
+    "linalg.inv": (dtorch.linalg.inv, torch.linalg.inv, _general),
+    "linalg.cholesky": (
+        lambda a: dtorch.linalg.cholesky(a, upper=True),
+        lambda a: torch.linalg.cholesky(a, upper=True),
+        _spd,
+    ),
+    "linalg.qr": (dtorch.linalg.qr, torch.linalg.qr, _general),
+    "linalg.eigh": (
+        lambda a: dtorch.linalg.eigh(a, "U"),
+        lambda a: torch.linalg.eigh(a, "U"),
+        _spd,
+    ),
+    "linalg.eigvalsh": (dtorch.linalg.eigvalsh, torch.linalg.eigvalsh, _spd),
+    "linalg.svdvals": (dtorch.linalg.svdvals, torch.linalg.svdvals, _general),
+    "linalg.pinv": (dtorch.linalg.pinv, torch.linalg.pinv, _general),
+    "linalg.matrix_rank": (dtorch.linalg.matrix_rank, torch.linalg.matrix_rank, _general),
+    "linalg.matrix_power": (
+        lambda a: dtorch.linalg.matrix_power(a, -2),
+        lambda a: torch.linalg.matrix_power(a, -2),
+        _general,
+    ),
+    "linalg.matrix_exp": (
+        dtorch.linalg.matrix_exp,
+        torch.linalg.matrix_exp,
+        lambda b, n, d: _general(b, n, d) / n,
+    ),
+}
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("name", sorted(_SQUARE))
+def test_matrix_functions_keep_batch_shards(name: str, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    ours, theirs, make = _SQUARE[name]
+    dtype = torch.float64 if len(mesh_shape) % 2 else torch.float32
+    batch = 5 if mesh_shape[0] == 2 else 6  # uneven on 2 devices, even on 3
+    a = make(batch, 3, dtype)
+    _run(graph, name, ours, [a], theirs(a), mesh_shape, _ONE)
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 2)])
+@pytest.mark.parametrize("full_matrices", [True, False])
+def test_svd_of_wide_matrices(full_matrices: bool, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    a = _rand(3, 3, 5)
+    want = torch.linalg.svd(a, full_matrices=full_matrices)
+    fn = lambda t: dtorch.linalg.svd(t, full_matrices=full_matrices)  # noqa: E731
+    _run(graph, "linalg.svd", fn, [a], want, mesh_shape, _ONE)
+
+
+def test_a_4d_batch_sharded_on_both_batch_dims(graph) -> None:  # type: ignore[no-untyped-def]
+    a = _general(6, 3, torch.float64).reshape(2, 3, 3, 3)
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    t = place(a, mesh, [S0, S1], graph)
+    got = dtorch.linalg.inv(t)
+    assert got.placements == [S0, S1]
+    torch.testing.assert_close(got.to_torch(), torch.linalg.inv(a))
+    sign, logabs = dtorch.linalg.slogdet(t)
+    assert sign.placements == [S0, S1]
+    torch.testing.assert_close(logabs.to_torch(), torch.linalg.slogdet(a).logabsdet)
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (3,), (2, 2)])
+def test_solve_left_right_vectors_and_broadcast(mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    a, b = _general(4, 3, torch.float64), _rand(4, 3, 2, dtype=torch.float64)
+    _run(
+        graph,
+        "linalg.solve",
+        dtorch.linalg.solve,
+        [a, b],
+        torch.linalg.solve(a, b),
+        mesh_shape,
+        _TWO,
+    )
+    bt = b.mT.contiguous()
+    right = lambda x, y: dtorch.linalg.solve(x, y, left=False)  # noqa: E731
+    _run(
+        graph,
+        "linalg.solve",
+        right,
+        [a, bt],
+        torch.linalg.solve(a, bt, left=False),
+        mesh_shape,
+        _TWO,
+    )
+    v = _rand(4, 3, dtype=torch.float64)  # a batch of vectors
+    _run(graph, "linalg.solve", dtorch.linalg.solve, [a, v], torch.linalg.solve(a, v), mesh_shape)
+    one = _general(1, 3, torch.float64)[0]  # one matrix for the whole batch of b
+    _run(
+        graph, "linalg.solve", dtorch.linalg.solve, [one, b], torch.linalg.solve(one, b), mesh_shape
+    )
+
+
+def test_integer_matrix_power(graph) -> None:  # type: ignore[no-untyped-def]
+    a = torch.randint(-3, 4, (5, 3, 3), generator=_G)
+    for n in (0, 1, 3):
+        fn = lambda t, n=n: dtorch.linalg.matrix_power(t, n)  # noqa: E731
+        _run(graph, "linalg.matrix_power", fn, [a], torch.linalg.matrix_power(a, n), (2,), _ONE)
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (3,), (2, 2), (2, 2, 2)])
+def test_norms(mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    x = _rand(5, 4, 3)
+    cases: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
+        ("linalg.vector_norm", lambda t: dtorch.linalg.vector_norm(t, 3, (0, 2)),
+         lambda t: torch.linalg.vector_norm(t, 3, (0, 2))),
+        ("linalg.vector_norm", lambda t: dtorch.linalg.vector_norm(t, -1, dtype=torch.float64),
+         lambda t: torch.linalg.vector_norm(t, -1, dtype=torch.float64)),
+        ("linalg.vector_norm", lambda t: dtorch.linalg.vector_norm(t, float("inf")),
+         lambda t: torch.linalg.vector_norm(t, float("inf"))),
+        ("linalg.norm", lambda t: dtorch.linalg.norm(t, dim=1, keepdim=True),
+         lambda t: torch.linalg.norm(t, dim=1, keepdim=True)),
+        ("linalg.norm", dtorch.linalg.norm, torch.linalg.norm),
+    ]  # fmt: skip
+    for order in ("fro", "nuc", 1, -1, 2, -2, float("inf"), float("-inf")):
+        cases.append((
+            "linalg.matrix_norm",
+            lambda t, o=order: dtorch.linalg.matrix_norm(t, o, dim=(2, 0), keepdim=True),
+            lambda t, o=order: torch.linalg.matrix_norm(t, o, dim=(2, 0), keepdim=True),
+        ))  # fmt: skip
+    for name, ours, theirs in cases:
+        _run(graph, name, ours, [x], theirs(x), mesh_shape)
+
+
+def test_norm_of_a_matrix_with_ord(graph) -> None:  # type: ignore[no-untyped-def]
+    m = _rand(5, 4, dtype=torch.float64)
+    for order in ("fro", 2, -1, float("inf")):
+        fn = lambda t, o=order: dtorch.linalg.norm(t, o)  # noqa: E731
+        _run(graph, "linalg.norm", fn, [m], torch.linalg.norm(m, order), (2,))
+    _run(
+        graph,
+        "linalg.norm",
+        lambda t: dtorch.linalg.norm(t, 1),
+        [m[0]],
+        torch.linalg.norm(m[0], 1),
+        (3,),
+    )
+    mat = lambda t: dtorch.linalg.matrix_norm(t, dtype=torch.float64)  # noqa: E731
+    _run(
+        graph,
+        "linalg.matrix_norm",
+        mat,
+        [m.float()],
+        torch.linalg.matrix_norm(m.float(), dtype=torch.float64),
+        (2,),
+    )
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (3,), (2, 2)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_products(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    def draw(*shape: int) -> torch.Tensor:
+        return _rand(*shape).to(dtype) if dtype.is_floating_point else torch.randint(
+            -4, 5, shape, generator=_G)  # fmt: skip
+
+    a, b = draw(5, 3), draw(5, 3)
+    _run(graph, "linalg.cross", dtorch.linalg.cross, [a, b], torch.linalg.cross(a, b), mesh_shape)
+    c, d = draw(3, 4), draw(1, 4)
+    on0 = lambda x, y: dtorch.linalg.cross(x, y, dim=0)  # noqa: E731
+    _run(
+        graph,
+        "linalg.cross",
+        on0,
+        [c, d.expand(3, 4).contiguous()],
+        torch.linalg.cross(c, d.expand(3, 4), dim=0),
+        mesh_shape,
+    )
+    m1, m2, m3, v = draw(4, 3), draw(3, 5), draw(5, 2), draw(4)
+    chain = lambda x, y, z: dtorch.linalg.multi_dot([x, y, z])  # noqa: E731
+    _run(
+        graph,
+        "linalg.multi_dot",
+        chain,
+        [m1, m2, m3],
+        torch.linalg.multi_dot([m1, m2, m3]),
+        mesh_shape,
+    )
+    ends = lambda x, y: dtorch.linalg.multi_dot([x, y, y.mT])  # noqa: E731
+    _run(
+        graph, "linalg.multi_dot", ends, [v, m1], torch.linalg.multi_dot([v, m1, m1.mT]), mesh_shape
+    )
+    t = draw(2, 4, 4)
+    diag = lambda x: dtorch.linalg.diagonal(x, offset=1)  # noqa: E731
+    _run(graph, "linalg.diagonal", diag, [t], torch.linalg.diagonal(t, offset=1), mesh_shape)
+    mm = dtorch.linalg.matmul
+    _run(graph, "matmul", mm, [m1, m2], torch.linalg.matmul(m1, m2), mesh_shape)
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 2)])
+def test_vecdot(mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    x, y = _rand(5, 4, dtype=torch.float64), _rand(4, dtype=torch.float64)
+    _run(
+        graph, "linalg.vecdot", dtorch.linalg.vecdot, [x, y], torch.linalg.vecdot(x, y), mesh_shape
+    )
+    on0 = lambda p, q: dtorch.linalg.vecdot(p, q, dim=0)  # noqa: E731
+    _run(graph, "linalg.vecdot", on0, [x, x], torch.linalg.vecdot(x, x, dim=0), mesh_shape)
+
+
+def test_aliases_methods_and_named_tuples(graph) -> None:  # type: ignore[no-untyped-def]
+    a = _general(3, 3, torch.float64)
+    t = dtorch.from_torch(a, device_mesh=dtorch.init_device_mesh("cpu", 2), graph=graph)
+    for name in ("det", "logdet", "inverse"):
+        torch.testing.assert_close(getattr(t, name)().to_torch(), getattr(a, name)())
+        torch.testing.assert_close(
+            getattr(dtorch, name)(input=t).to_torch(), getattr(torch, name)(a)
+        )
+    for got, want in ((t.slogdet(), a.slogdet()), (dtorch.linalg.slogdet(t),
+                                                   torch.linalg.slogdet(a))):  # fmt: skip
+        assert type(got) is type(want)
+        torch.testing.assert_close(got.logabsdet.to_torch(), want.logabsdet)
+    q, r = dtorch.linalg.qr(t, mode="r")
+    assert tuple(q.shape) == (0,) and q.placements == [R]
+    torch.testing.assert_close(r.to_torch(), torch.linalg.qr(a, mode="r").R)
+    assert type(dtorch.linalg.svd(t)) is torch.return_types.linalg_svd
+    assert type(dtorch.linalg.eigh(t)) is torch.return_types.linalg_eigh
+
+
+def test_placements_refused_say_what_to_do(graph) -> None:  # type: ignore[no-untyped-def]
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for placements in ([dtorch.Shard(1)], [dtorch.Shard(2)], [dtorch.Partial()]):
+        t = place(_general(4, 3, torch.float32), mesh, placements, graph)
+        with pytest.raises(
+            PlacementError, match=r"^linalg\.inv: .*accepted.*Redistribute the matrix dims"
+        ):
+            dtorch.linalg.inv(t)
+    b = place(_rand(4, 3, 2), mesh, [dtorch.Shard(1)], graph)
+    with pytest.raises(PlacementError, match=r"^linalg\.solve: .*S\(1\)"):
+        dtorch.linalg.solve(place(_general(4, 3, torch.float32), mesh, [R], graph), b)
+
+
+def _refused(graph: Any) -> list[tuple[type[Exception], str, Callable[[], Any]]]:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+
+    def put(x: torch.Tensor) -> dtorch.Tensor:
+        return place(x, mesh, [R], graph)
+
+    sq, wide = put(_general(2, 3, torch.float32)), put(_rand(2, 3, 4))
+    ints, half = put(torch.ones(3, 3, dtype=torch.int64)), put(torch.eye(3).half())
+    la = dtorch.linalg
+    return [
+        (ShapeError, "square", lambda: la.inv(wide)),
+        (ShapeError, "at least 2 dimensions", lambda: la.det(put(torch.ones(3)))),
+        (DtypeError, "floating point", lambda: la.inv(ints)),
+        (DtypeError, "Half", lambda: la.det(half)),
+        (DtypeError, "floating point", lambda: la.matrix_power(ints, -1)),
+        (TypeError, "n", lambda: la.matrix_power(sq, 1.5)),
+        (ParamError, "mode", lambda: la.qr(sq, mode="x")),
+        (ParamError, "UPLO", lambda: la.eigh(sq, UPLO="x")),
+        (TypeError, "upper", lambda: la.cholesky(sq, upper=1)),
+        (ParamError, "Order 3", lambda: la.matrix_norm(sq, 3)),
+        (TypeError, "ord", lambda: la.vector_norm(sq, "fro")),
+        (DtypeError, "dtype", lambda: la.vector_norm(sq, dtype=torch.int64)),
+        (ParamError, "different", lambda: la.matrix_norm(sq, dim=(1, 1))),
+        (ShapeError, "1D or 2D", lambda: la.norm(sq, 2)),
+        (ParamError, "2-tuple", lambda: la.norm(sq, "fro", dim=0)),
+        (ShapeError, "length 3", lambda: la.cross(wide, wide)),
+        (ShapeError, "same number of dimensions", lambda: la.cross(sq, sq[0])),
+        (ShapeError, "at least 2 tensors", lambda: la.multi_dot([sq[0]])),
+        (ShapeError, "2D", lambda: la.multi_dot([sq[0], sq, sq[0]])),
+        (DtypeError, "same dtype", lambda: la.vecdot(sq, put(torch.ones(3, dtype=torch.float64)))),
+        (DtypeError, "floating", lambda: la.vecdot(ints, ints)),
+        (ShapeError, "Incompatible", lambda: la.solve(sq, put(_rand(2, 4, 1)))),
+        (TypeError, "atol", lambda: la.pinv(sq, atol="x")),
+    ]
+
+
+def test_bad_arguments_are_refused_at_the_call(graph) -> None:  # type: ignore[no-untyped-def]
+    for error, text, call in _refused(graph):
+        with pytest.raises(error, match=text):
+            call()
+
+
+def test_refusals_derive_from_torchs_classes() -> None:
+    # torch raises RuntimeError for these shapes, dtypes and arguments
+    assert issubclass(ShapeError, RuntimeError) and issubclass(ParamError, RuntimeError)
+    assert issubclass(DtypeError, RuntimeError)
