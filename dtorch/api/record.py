@@ -121,7 +121,8 @@ _CALLS = "the call's tensors:"
 def with_inputs(fn: _F) -> _F:
     """A composite operator whose placement refusals end with the placements of the tensors
     its caller gave it: the refusal comes from one of its steps and names that step's
-    operands, which may be intermediates (a loss's ``log_softmax`` of its input).
+    operands, which may be intermediates (a loss's ``log_softmax`` of its input). The
+    outermost composite's tensors stand: an inner composite's are intermediates too.
 
     Example:
         >>> import dtorch
@@ -144,24 +145,60 @@ def with_inputs(fn: _F) -> _F:
             return fn(*args, **kwargs)
         except PlacementError as error:
             given = _given(signature, args, kwargs)
-            if not given or _CALLS in str(error):  # an inner composite's call named them
+            if not given:
                 raise
-            raise PlacementError(f"{error} ({_CALLS} {given})") from None
+            text = str(error).split(f" ({_CALLS}")[0]  # an inner composite's: intermediates
+            raise PlacementError(f"{text} ({_CALLS} {given})") from None
 
     return run  # type: ignore[return-value]
 
 
+def composite(name: str | None = None) -> Callable[[_F], _F]:
+    """``with_inputs``, the refusals of its steps also named ``name`` (the function's own
+    name by default), the operator the user called (see ``named_as``).
+
+    Example:
+        >>> import dtorch
+        >>> @composite("twice")
+        ... def twice(x):
+        ...     return x.reshape(3)
+        >>> try:
+        ...     twice(dtorch.ones(2))
+        ... except dtorch.errors.ShapeError as error:
+        ...     print(str(error).split(":")[0])
+        twice
+    """
+
+    def wrap(fn: _F) -> _F:
+        label = name or fn.__name__
+
+        @functools.wraps(fn)
+        def named(*args: Any, **kwargs: Any) -> Any:
+            with named_as(label):
+                return fn(*args, **kwargs)
+
+        return with_inputs(named)  # type: ignore[return-value]
+
+    return wrap
+
+
 def _given(signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    # the placements of every dtorch tensor among a call's arguments, by parameter name
+    # the placements of every dtorch tensor among a call's arguments, by parameter name (a
+    # list or tuple of them, ``multi_dot``'s or ``block_diag``'s ``*tensors``, as a list)
     try:
         bound = signature.bind(*args, **kwargs).arguments
     except TypeError:
         return ""
-    return ", ".join(
-        f"{name} {format_placements(value.placements)}"
-        for name, value in bound.items()
-        if is_handle(value)
-    )
+    return ", ".join(f"{name} {text}" for name, value in bound.items() if (text := _placed(value)))
+
+
+def _placed(value: Any) -> str:
+    # a tensor's placements, a sequence's tensors' as a list, '' for anything else
+    if is_handle(value):
+        return format_placements(value.placements)
+    if isinstance(value, (list, tuple)) and value and all(is_handle(v) for v in value):
+        return "[" + ", ".join(format_placements(v.placements) for v in value) + "]"
+    return ""
 
 
 def _not_tensors(name: str, inputs: Sequence[object]) -> TypeError:

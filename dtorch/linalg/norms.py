@@ -22,10 +22,9 @@ import torch
 
 from dtorch.api.dims import as_flag, normalize_dim, normalize_dims
 from dtorch.api.ops import statistics as _st
-from dtorch.api.record import tensor_arg
+from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype
-from dtorch.linalg.composite import composite
 from dtorch.linalg.matrix import svdvals
 
 if TYPE_CHECKING:

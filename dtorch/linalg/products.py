@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING
 from dtorch.api.dims import as_int, normalize_dim
 from dtorch.api.ops import index_more as _im
 from dtorch.api.ops.linalg import matmul
-from dtorch.api.record import tensor_arg
+from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DtypeError, ShapeError
-from dtorch.linalg.composite import composite
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor

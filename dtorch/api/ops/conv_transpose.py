@@ -31,11 +31,10 @@ import torch.nn.functional as F
 from dtorch.api.create import beside
 from dtorch.api.creation import zeros
 from dtorch.api.ops.conv import IntOrPair, conv2d, int_pair
-from dtorch.api.ops.nn_more import composite
 from dtorch.api.ops.shape import cat, stack
 from dtorch.api.ops.spatial import pad
 from dtorch.api.ops.spatial_1d import int_one
-from dtorch.api.record import tensor_arg
+from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DimError, ParamError, ShapeError
 from dtorch.ir.rules.promotion import function_dtype
 
@@ -101,7 +100,7 @@ def _transposed(x: Tensor, weight: Tensor, bias: Tensor | None, how: tuple, grou
     return conv2d(padded, w, bias, 1, 0, dilation, groups)
 
 
-@composite
+@composite()
 def conv_transpose2d(
     input: Tensor,
     weight: Tensor,
@@ -131,7 +130,7 @@ def conv_transpose2d(
     return _transposed(input, weight, bias, (strides, pads, extra, dilations), groups)
 
 
-@composite
+@composite()
 def conv_transpose1d(
     input: Tensor,
     weight: Tensor,
@@ -202,7 +201,7 @@ def _window_args(name: str, kernel_size: Any, dilation: Any, padding: Any, strid
     )  # fmt: skip
 
 
-@composite
+@composite()
 def unfold(
     input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
 ) -> Tensor:
@@ -239,7 +238,7 @@ def unfold(
     return blocks.reshape(shape)
 
 
-@composite
+@composite()
 def fold(
     input: Tensor,
     output_size: Any,

@@ -27,12 +27,9 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import warnings
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -46,48 +43,14 @@ from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.spatial import pooling_param
 from dtorch.api.ops.spatial_1d import int_one
-from dtorch.api.record import _CALLS, _given, named_as, record, record_one, tensor_arg, with_inputs
+from dtorch.api.record import composite, record, record_one, tensor_arg, with_inputs
 from dtorch.api.redistribute import sum_partials
-from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
+from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.opkind import PoolKind
 from dtorch.ir.rules.promotion import function_dtype
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def composite(fn: _F) -> _F:
-    """Refusals of the parts name the operator, and end with the tensors the caller gave
-    (in place of those of an inner composite, ``conv2d``'s: the user did not call it).
-
-    Example:
-        >>> import dtorch
-        >>> @composite
-        ... def doubled_exp(input):
-        ...     return (input + input).exp()
-        >>> mesh = dtorch.init_device_mesh("cpu", 2)
-        >>> x = dtorch.ones(2, device_mesh=mesh, placements=[dtorch.Partial()])
-        >>> try:
-        ...     doubled_exp(x)
-        ... except dtorch.errors.PlacementError as error:
-        ...     print(str(error).split(":")[0], str(error).split("(the call's")[1])
-        doubled_exp  tensors: input (P,))
-    """
-    signature = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            with named_as(fn.__name__):
-                return fn(*args, **kwargs)
-        except PlacementError as error:
-            text = str(error).split(f" ({_CALLS}")[0]
-            given = _given(signature, args, kwargs)
-            raise PlacementError(f"{text} ({_CALLS} {given})" if given else text) from None
-
-    return run  # type: ignore[return-value]
 
 
 # --- pixel shuffles -----------------------------------------------------------------------------
@@ -105,7 +68,7 @@ def _check_image(name: str, input: Any) -> None:
                          f"with {input.ndim} dimension(s)")  # fmt: skip
 
 
-@composite
+@composite()
 def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     """``torch.nn.functional.pixel_shuffle``: (*, C * r ** 2, H, W) to (*, C, H * r, W * r).
 
@@ -128,7 +91,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     return moved.reshape((*lead, c // (r * r), h * r, w * r))
 
 
-@composite
+@composite()
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     """``torch.nn.functional.pixel_unshuffle``: (*, C, H * r, W * r) to (*, C * r ** 2, H, W).
 
@@ -176,7 +139,7 @@ def _type_name(dtype: torch.dtype) -> str:
     return torch.empty((), dtype=dtype).type().split(".")[-1].replace("Tensor", "")
 
 
-@composite
+@composite()
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``torch.nn.functional.prelu``: ``input`` where positive, else ``weight * input``, one
     weight for all or one per channel (dim 1).
@@ -233,7 +196,7 @@ def _update_running(running: Tensor, batch: Tensor, momentum: float) -> None:
     running.copy_(new.to(running.dtype))
 
 
-@composite
+@composite()
 def instance_norm(
     input: Tensor,
     running_mean: Tensor | None = None,

@@ -34,10 +34,9 @@ from dtorch.api.dims import as_flag
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.losses import _log_sigmoid, _operand, _reduced, _reduction
 from dtorch.api.ops.masked import select
-from dtorch.api.ops.nn_more import composite
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.statistics import norm
-from dtorch.api.record import tensor_arg
+from dtorch.api.record import composite, tensor_arg
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.rules.promotion import function_dtype
@@ -66,7 +65,7 @@ def _pairwise_probe(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.pairwise_distance(a, b)
 
 
-@composite
+@composite()
 def pairwise_distance(
     x1: Tensor, x2: Any, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
 ) -> Tensor:
@@ -111,7 +110,7 @@ def _check_cosine_dims(x1: Tensor, x2: Tensor, target: Tensor) -> None:
                          f"a {target.ndim}D target")  # fmt: skip
 
 
-@composite
+@composite()
 def cosine_embedding_loss(
     input1: Tensor,
     input2: Any,
@@ -153,7 +152,7 @@ def _ranking_probe(a: torch.Tensor, b: torch.Tensor, t: torch.Tensor) -> torch.T
     return F.margin_ranking_loss(a, b, t)
 
 
-@composite
+@composite()
 def margin_ranking_loss(
     input1: Tensor,
     input2: Any,
@@ -186,7 +185,7 @@ def margin_ranking_loss(
     return _mean_or_sum("margin_ranking_loss", loss, reduction)
 
 
-@composite
+@composite()
 def triplet_margin_loss(
     anchor: Tensor,
     positive: Any,
@@ -233,7 +232,7 @@ def _poisson_probe(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.poisson_nll_loss(a, b, reduction="none")
 
 
-@composite
+@composite()
 def poisson_nll_loss(
     input: Tensor,
     target: Any,
@@ -285,7 +284,7 @@ def _var_shaped(input: Tensor, var: Tensor) -> Tensor:
     raise ValueError("var is of incorrect size")
 
 
-@composite
+@composite()
 def gaussian_nll_loss(
     input: Tensor,
     target: Any,
@@ -327,7 +326,7 @@ def _hinge_probe(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.hinge_embedding_loss(a, b)
 
 
-@composite
+@composite()
 def hinge_embedding_loss(
     input: Tensor,
     target: Any,
@@ -360,7 +359,7 @@ def _soft_margin_probe(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.soft_margin_loss(a, b)
 
 
-@composite
+@composite()
 def soft_margin_loss(
     input: Tensor,
     target: Any,
@@ -388,7 +387,7 @@ def _multilabel_probe(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.multilabel_soft_margin_loss(a, b, reduction="none")
 
 
-@composite
+@composite()
 def multilabel_soft_margin_loss(
     input: Tensor,
     target: Any,
