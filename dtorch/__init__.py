@@ -102,6 +102,7 @@ from dtorch.api.ops.composite import (
     xlogy,
 )
 from dtorch.api.ops.conv import conv2d
+from dtorch.api.ops.conv_transpose import conv_transpose1d, conv_transpose2d
 from dtorch.api.ops.elementwise import (
     add,
     atan2,
@@ -187,6 +188,8 @@ from dtorch.api.ops.math_more import (
     positive,
     true_divide,
 )
+from dtorch.api.ops.nn_more import pixel_shuffle, pixel_unshuffle, prelu
+from dtorch.api.ops.nn_more_losses import pairwise_distance
 from dtorch.api.ops.norm import rms_norm
 from dtorch.api.ops.order import (
     argsort,
@@ -267,6 +270,7 @@ from dtorch.api.ops.statistics import (
     var_mean,
 )
 from dtorch.api.ops.take import index_select
+from dtorch.api.ops.vector_norms import cosine_similarity
 from dtorch.api.profile import Profile, profile
 from dtorch.api.redistribute import tensors_redistribute_by_dict
 from dtorch.api.tensor import (
@@ -510,10 +514,13 @@ __all__ = [
     "concat",
     "conv1d",
     "conv2d",
+    "conv_transpose1d",
+    "conv_transpose2d",
     "copysign",
     "corrcoef",
     "cos",
     "cosh",
+    "cosine_similarity",
     "count_nonzero",
     "cov",
     "cross",
@@ -687,9 +694,13 @@ __all__ = [
     "ones",
     "ones_like",
     "outer",
+    "pairwise_distance",
     "permute",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "positive",
     "pow",
+    "prelu",
     "prod",
     "profile",
     "promote_types",
