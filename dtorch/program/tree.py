@@ -10,6 +10,9 @@ plain values only, so it compares by value, hashes, and is written to a program 
 * ``("V", value)``: a plain value (None, bool, int, float, str), fixed at trace time
 * ``("tuple", (trees...))``, ``("list", (trees...))``
 * ``("dict", (keys...), (trees...))``: keys are str or int, in insertion order
+* ``("result", name, (trees...))``: torch's named tuple ``torch.return_types.<name>`` (what
+  ``max(dim)``, ``sort``, ``topk``, ``linalg.qr``, ... return), looked up by its name in
+  ``RESULT_TYPES``, a table of torch's own types (a file names one; it imports nothing)
 
 Example:
     >>> tree, leaves = flatten(((1, "a"), {"k": [2.5]}), lambda x: False)
@@ -25,6 +28,8 @@ import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import torch
+
 from dtorch.errors import TraceError
 from dtorch.ir.scalar import same_float
 
@@ -32,6 +37,15 @@ Tree = tuple[Any, ...]
 
 #: Leaf values a tree keeps (compared at replay, written to files).
 PLAIN = (type(None), bool, int, float, str)
+
+#: torch's named tuples by name (``max``, ``sort``, ``linalg_qr``, ...): the result types a
+#: tree may hold; a name read from a file is looked up here, never imported.
+RESULT_TYPES: dict[str, type] = {
+    name: kind
+    for name in torch.return_types.__all__
+    if isinstance(kind := getattr(torch.return_types, name), type) and hasattr(kind, "n_fields")
+}
+_RESULT_NAMES: dict[type, str] = {kind: name for name, kind in RESULT_TYPES.items()}
 
 #: Deepest nesting accepted (a file's tree is data: no recursion without a bound).
 MAX_DEPTH = 64
@@ -65,6 +79,11 @@ def _flatten(
             _flatten(x, is_tensor, leaves, f"{where}[{i}]", depth + 1) for i, x in enumerate(obj)
         )
         return (type(obj).__name__, kids)
+    if type(obj) in _RESULT_NAMES:  # torch's named tuple: its fields, by position
+        kids = tuple(
+            _flatten(x, is_tensor, leaves, f"{where}[{i}]", depth + 1) for i, x in enumerate(obj)
+        )
+        return ("result", _RESULT_NAMES[type(obj)], kids)
     if type(obj) is dict:
         keys = tuple(obj)
         for key in keys:
@@ -76,8 +95,9 @@ def _flatten(
         return ("dict", keys, kids)
     raise TraceError(
         f"{where} is a {type(obj).__module__}.{type(obj).__name__}: a program's arguments and "
-        "results are dtorch tensors, None, bool, int, float or str, nested in tuples, lists "
-        "and dicts (convert torch tensors with dtorch.from_torch first)"
+        "results are dtorch tensors, None, bool, int, float or str, nested in tuples, lists, "
+        "dicts and torch's named result tuples (convert torch tensors with dtorch.from_torch "
+        "first)"
     )
 
 
@@ -92,6 +112,8 @@ def unflatten(tree: Tree, tensors: Sequence[Any]) -> Any:
         return tuple(unflatten(kid, tensors) for kid in tree[1])
     if tag == "list":
         return [unflatten(kid, tensors) for kid in tree[1]]
+    if tag == "result":
+        return RESULT_TYPES[tree[1]](tuple(unflatten(kid, tensors) for kid in tree[2]))
     return {key: unflatten(kid, tensors) for key, kid in zip(tree[1], tree[2], strict=True)}
 
 
@@ -134,6 +156,8 @@ def difference(expected: Tree, got: Tree, where: str = "arguments") -> str | Non
         )
     if tag == "T":
         return None if expected == got else f"{where}: traced with {expected}, called with {got}"
+    if tag == "result" and expected[1] != got[1]:
+        return f"{where}: traced with torch.return_types.{expected[1]}, called with {got[1]}"
     if tag == "dict" and expected[1] != got[1]:
         return (
             f"{where}: traced with keys {list(expected[1])}, called with {list(got[1])} (a "
@@ -159,6 +183,8 @@ def _kind(tree: Tree) -> str:
         return "a tensor"
     if tree[0] == "V":
         return repr(tree[1])
+    if tree[0] == "result":
+        return f"a torch.return_types.{tree[1]}"
     return f"a {tree[0]}"
 
 
@@ -181,6 +207,12 @@ def check_tree(tree: Any, tensors: int, depth: int = 0) -> None:
             raise ValueError(f"bad value leaf {_brief(tree)}")
     elif tag in ("tuple", "list") and len(tree) == 2 and type(tree[1]) is tuple:
         for kid in tree[1]:
+            check_tree(kid, tensors, depth + 1)
+    elif tag == "result" and len(tree) == 3 and type(tree[2]) is tuple:
+        kind = RESULT_TYPES.get(tree[1]) if type(tree[1]) is str else None
+        if kind is None or len(tree[2]) != kind.n_fields:  # type: ignore[attr-defined]
+            raise ValueError(f"bad named-tuple node {_brief(tree)}")
+        for kid in tree[2]:
             check_tree(kid, tensors, depth + 1)
     elif tag == "dict" and len(tree) == 3 and type(tree[1]) is tuple and type(tree[2]) is tuple:
         if len(tree[1]) != len(tree[2]) or any(type(k) not in (str, int) for k in tree[1]):

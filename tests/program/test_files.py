@@ -549,6 +549,19 @@ def test_a_deep_tree_is_refused_quickly(graph: dtorch.Graph, tmp_path: Path) -> 
     assert len(str(info.value)) < 400
 
 
+def test_a_named_result_node_must_name_one_of_torch_s_with_its_fields(
+    graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    """A file's result tree may hold torch's named tuples by name: a name that is not one
+    of ``torch.return_types`` (a module path, say) or a wrong field count is refused."""
+    data = _saved_of(tmp_path, lambda t: t * 2, dtorch.zeros(4))
+    for bad in (("result", "os.system", (("T", 0),)), ("result", "max", (("T", 0),)),
+                ("result", 3, (("T", 0), ("V", 1))), ("result", "max", "T")):  # fmt: skip
+        header = {**_header(data), "result": bad}
+        with pytest.raises(DeserializationError, match=r"bad named-tuple node|unknown tree node"):
+            _load(tmp_path, _resealed(data, serialize(header)), graph)
+
+
 def _created(t: Any) -> Any:
     """Creations of every kind a program may hold, added to ``t`` (float32[4])."""
     mesh, S0 = t.device_mesh, [S(0)]

@@ -56,6 +56,30 @@ def test_nested_arguments_and_results(graph: dtorch.Graph) -> None:
     torch.testing.assert_close(out["e"].to_torch(), tk - ta)
 
 
+def test_torch_s_named_result_tuples_are_results(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """``max(dim)``, ``topk``, ``linalg.slogdet``, ... return torch's named tuples: a
+    program returns them as such (fields by name, in eager's types), also from its file."""
+    mesh = _mesh()
+
+    def fn(t: dtorch.Tensor) -> dict:
+        whole = t.redistribute(mesh, [dtorch.Replicate()])
+        return {"max": t.max(1), "top": [t.topk(2, 1)], "det": dtorch.linalg.slogdet(whole)}
+
+    make = lambda t: dtorch.from_torch(t, device_mesh=mesh, placements=[dtorch.Shard(0)])  # noqa: E731
+    program = dtorch.trace(fn, make(torch.randn(4, 4)))
+    program.save(tmp_path / "named.dtp")
+    loaded = dtorch.load_program(tmp_path / "named.dtp", graph=graph)
+    x = torch.randn(4, 4)
+    for out in (program(make(x)), loaded(make(x))):
+        assert type(out["max"]) is torch.return_types.max
+        assert type(out["top"][0]) is torch.return_types.topk
+        assert type(out["det"]) is torch.return_types.linalg_slogdet
+        torch.testing.assert_close(out["max"].values.to_torch(), x.max(1).values)
+        assert torch.equal(out["max"].indices.to_torch(), x.max(1).indices)
+        torch.testing.assert_close(out["top"][0].values.to_torch(), x.topk(2, 1).values)
+        torch.testing.assert_close(out["det"].logabsdet.to_torch(), torch.linalg.slogdet(x)[1])
+
+
 def test_constants_outlive_their_handles(graph: dtorch.Graph) -> None:
     weight = torch.randn(3)
     held = [dtorch.from_torch(weight)]
