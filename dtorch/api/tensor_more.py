@@ -52,9 +52,9 @@ class TensorMore:
     take = _im.take
     # shapes and geometry (dtorch.api.ops.grid)
     ravel = _gr.ravel
-    hsplit = _gr.hsplit
-    vsplit = _gr.vsplit
-    dsplit = _gr.dsplit
+    hsplit = _gr.split_method(_gr.hsplit)
+    vsplit = _gr.split_method(_gr.vsplit)
+    dsplit = _gr.split_method(_gr.dsplit)
     rot90 = _gr.rot90
     unfold = _gr.unfold
     cross = _gm.cross

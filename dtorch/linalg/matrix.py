@@ -24,7 +24,7 @@ import torch
 
 from dtorch.api.dims import as_flag, as_int
 from dtorch.api.record import record, record_one, tensor_arg
-from dtorch.errors import ParamError, PlacementError
+from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import LinalgKind
 from dtorch.ir.params import LinalgParam
 from dtorch.ir.placement import format_placements
@@ -118,6 +118,11 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     tensor_arg(name, B, "B")
     param = LinalgParam(LinalgKind.SOLVE, flag=as_flag(left, name, "left"))
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    if vector and not param.flag:
+        raise ShapeError(
+            f"{name}: Vector broadcasting of the left hand side is not supported for left=False; "
+            "accepted: a B of A's number of dims (B / A.squeeze(-1) for 1x1 matrices)"
+        )
     b = B.unsqueeze(-1) if vector else B
     a, b = _broadcast_batches(name, A, b)
     try:
@@ -176,9 +181,10 @@ def qr(A: Tensor, mode: str = "reduced") -> Any:
 
 
 def _uplo(name: str, UPLO: Any) -> str:
-    if UPLO not in ("L", "U"):
-        raise ParamError(f"{name}: UPLO must be 'L' or 'U', got {UPLO!r}")
-    return str(UPLO)
+    # torch takes either case
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):
+        raise ParamError(f"{name}: UPLO must be 'L' or 'U' (either case), got {UPLO!r}")
+    return UPLO.upper()
 
 
 def eigh(A: Tensor, UPLO: str = "L") -> Any:
@@ -230,34 +236,49 @@ def svdvals(A: Tensor) -> Tensor:
     return _one("linalg.svdvals", LinalgParam(LinalgKind.SVDVALS), A)
 
 
-def pinv(A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False) -> Tensor:
+def pinv(
+    A: Tensor, rcond: Any = None, hermitian: bool = False, *, atol: Any = None, rtol: Any = None
+) -> Tensor:
     """``torch.linalg.pinv``: the pseudo-inverse of every matrix (``atol``/``rtol``: Python
-    numbers or None, as torch's defaults).
+    numbers or None, as torch's defaults; torch's older ``rcond`` is ``rtol``).
 
     Example:
         >>> import dtorch
         >>> dtorch.linalg.pinv(dtorch.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
         [[0.5, 0.0], [0.0, 0.0]]
     """
-    return _one(
-        "linalg.pinv", _tolerances("linalg.pinv", LinalgKind.PINV, atol, rtol, hermitian), A
-    )
+    name = "linalg.pinv"
+    atol, rtol = _older("rcond", rcond, atol, rtol, (0.0, rcond), name)
+    return _one(name, _tolerances(name, LinalgKind.PINV, atol, rtol, hermitian), A)
+
+
+def _older(
+    arg: str, value: Any, atol: Any, rtol: Any, instead: tuple[Any, Any], name: str
+) -> tuple[Any, Any]:
+    # torch's older tolerance argument (pinv's rcond, matrix_rank's tol) as (atol, rtol); it
+    # takes neither of the newer ones beside it (torch finds no overload: a TypeError)
+    if value is None:
+        return atol, rtol
+    if atol is not None or rtol is not None:
+        raise TypeError(f"{name}: {arg} is torch's older form of the tolerances: give it or "
+                        f"atol/rtol, not both")  # fmt: skip
+    return instead
 
 
 def matrix_rank(
-    A: Tensor, *, atol: Any = None, rtol: Any = None, hermitian: bool = False
+    A: Tensor, tol: Any = None, hermitian: bool = False, *, atol: Any = None, rtol: Any = None
 ) -> Tensor:
-    """``torch.linalg.matrix_rank``: the numerical rank of every matrix (int64).
+    """``torch.linalg.matrix_rank``: the numerical rank of every matrix (int64); torch's
+    older ``tol`` is ``atol`` with ``rtol=0``.
 
     Example:
         >>> import dtorch
         >>> dtorch.linalg.matrix_rank(dtorch.tensor([[1.0, 2.0], [2.0, 4.0]])).item()
         1
     """
-    kind = LinalgKind.MATRIX_RANK
-    return _one(
-        "linalg.matrix_rank", _tolerances("linalg.matrix_rank", kind, atol, rtol, hermitian), A
-    )
+    name = "linalg.matrix_rank"
+    atol, rtol = _older("tol", tol, atol, rtol, (tol, 0.0), name)
+    return _one(name, _tolerances(name, LinalgKind.MATRIX_RANK, atol, rtol, hermitian), A)
 
 
 def _tolerances(name: str, kind: LinalgKind, atol: Any, rtol: Any, hermitian: Any) -> LinalgParam:

@@ -2,8 +2,9 @@
 
 ``vector_norm`` is ``dtorch.norm``'s vector norm (sharded reduced dims are all-reduced there);
 the matrix norms 'fro', 1, -1, inf and -inf are sums and extremes of magnitudes over the two
-matrix dims (any layout those take); 'nuc', 2 and -2 are sums and extremes of the singular
-values (``dtorch.linalg.svdvals``: the matrix dims must then be whole on every device).
+matrix dims (a sharded summed dim is all-reduced before the extreme is taken); 'nuc', 2 and
+-2 are sums and extremes of the singular values (``dtorch.linalg.svdvals``: the matrix dims
+must then be whole on every device).
 
 Example:
     >>> import dtorch
@@ -23,6 +24,7 @@ import torch
 from dtorch.api.dims import as_flag, normalize_dim, normalize_dims
 from dtorch.api.ops import statistics as _st
 from dtorch.api.record import composite, tensor_arg
+from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype
 from dtorch.linalg.matrix import svdvals
@@ -66,6 +68,20 @@ def _floating(name: str, dtype: Any) -> torch.dtype:
     return dtype
 
 
+def _check_input(name: str, a: Tensor, dtype: Any) -> None:
+    # torch's refusals of a matrix norm's input: not floating, or narrowed by ``dtype``
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise DtypeError(
+            f"{name}: Expected a floating point or complex tensor as input. Got {a.dtype}"
+        )
+    wanted = None if dtype is None else _floating(name, dtype)
+    if wanted is not None and torch.promote_types(a.dtype, wanted) != wanted:
+        raise DtypeError(
+            f"{name}: the dtype of the input ({a.dtype}) should be convertible without "
+            f"narrowing to the specified dtype ({wanted})"
+        )
+
+
 def _matrix_dims(name: str, a: Tensor, dim: Any) -> tuple[int, int]:
     # the two matrix dims, normalised and different
     if a.ndim < 2:
@@ -97,10 +113,13 @@ def matrix_norm(
     tensor_arg(name, A)
     dims = _matrix_dims(name, A, dim)
     keep = as_flag(keepdim, name, "keepdim")
+    _check_input(name, A, dtype)
     if isinstance(ord, str) and ord == "fro":
         return vector_norm(A, 2, dims, keep, dtype=dtype)
     if dtype is not None:  # torch computes in dtype: the input cast first
         A = A.to(_floating(name, dtype))
+    if (ord in _BY_SINGULAR_VALUES or ord in _BY_SUMS) and 0 in (A.shape[d] for d in dims):
+        return A.abs().sum(dims, keepdim=keep)  # torch's 0 for every empty matrix
     if ord in _BY_SINGULAR_VALUES:
         return _by_singular_values(A, _BY_SINGULAR_VALUES[ord], dims, keep)
     if ord in _BY_SUMS:
@@ -133,7 +152,7 @@ def _by_sums(a: Tensor, ord: Any, dims: tuple[int, int], keep: bool) -> Tensor:
     # the extreme over one matrix dim of the magnitudes summed over the other
     summed, extreme = _BY_SUMS[ord]
     other = dims[1 - summed]
-    sums = a.abs().sum(dims[summed], keepdim=True)
+    sums = sum_partials(a.abs().sum(dims[summed], keepdim=True))  # a sharded sum: all-reduced
     out = getattr(sums, extreme)(other, keepdim=True)
     return out if keep else out.squeeze(dims)
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from dtorch.api.dims import as_int, normalize_dim
+from dtorch.api.dims import as_int
+from dtorch.api.ops import grid_more
 from dtorch.api.ops import index_more as _im
 from dtorch.api.ops.linalg import matmul
 from dtorch.api.record import composite, tensor_arg
@@ -90,9 +91,8 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 
 @composite("linalg.cross")
 def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
-    """``torch.linalg.cross``: the cross product of the 3-vectors along ``dim`` (the inputs
-    have one number of dims and broadcast), as ``a[1] b[2] - a[2] b[1]`` and its rotations
-    (``roll`` along ``dim``).
+    """``torch.linalg.cross``: ``dtorch.cross`` along ``dim`` (the last by default): the
+    cross product of the 3-vectors there, of inputs with one number of dims that broadcast.
 
     Example:
         >>> import dtorch
@@ -100,19 +100,7 @@ def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
         >>> dtorch.linalg.cross(a, b).tolist()
         [1, 0, 0]
     """
-    name = "linalg.cross"
-    tensor_arg(name, input)
-    tensor_arg(name, other, "other")
-    if input.ndim != other.ndim:
-        raise ShapeError(f"{name}: inputs must have the same number of dimensions, got "
-                         f"{input.ndim} and {other.ndim}")  # fmt: skip
-    d = normalize_dim(as_int(name, "dim", dim), input.ndim, op=name)
-    if input.shape[d] != 3 or other.shape[d] != 3:
-        raise ShapeError(f"{name}: inputs dimension {dim} must have length 3. Got "
-                         f"{input.shape[d]} and {other.shape[d]}")  # fmt: skip
-    a1, a2 = input.roll(-1, d), input.roll(-2, d)
-    b1, b2 = other.roll(-1, d), other.roll(-2, d)
-    return a1 * b2 - a2 * b1
+    return grid_more.cross(input, other, as_int("linalg.cross", "dim", dim))
 
 
 @composite("linalg.diagonal")

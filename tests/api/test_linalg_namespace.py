@@ -7,6 +7,7 @@ compositions, checked for values; torch's refusals are refused at the call."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -338,3 +339,48 @@ def test_refusals_derive_from_torchs_classes() -> None:
     # torch raises RuntimeError for these shapes, dtypes and arguments
     assert issubclass(ShapeError, RuntimeError) and issubclass(ParamError, RuntimeError)
     assert issubclass(DtypeError, RuntimeError)
+
+
+def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
+    """A differential review's findings: qr's empty Q beside a sharded batch, the matrix
+    norms' refusals, empty matrices and a sharded summed dim, the older tolerance
+    arguments, either case of UPLO, and torch's refusal of a vector B with left=False."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    batch = _rand(4, 3, 3)
+    q, r = dtorch.linalg.qr(place(batch, mesh, [S0], graph), mode="r")
+    assert q.shape == (0,) and torch.equal(r.to_torch(), torch.linalg.qr(batch, mode="r").R)
+    for shape, order in (((0, 5), 2), ((5, 0), 1), ((2, 0, 5), -1), ((3, 0), "nuc")):
+        empty = torch.ones(shape)
+        got = dtorch.linalg.matrix_norm(place(empty, mesh, [R], graph), order).to_torch()
+        assert torch.equal(got, torch.linalg.matrix_norm(empty, order))
+    a = _rand(4, 6)
+    for order in (1, -1, math.inf, -math.inf):
+        for where in (S0, S1):
+            got = dtorch.linalg.matrix_norm(place(a, mesh, [where], graph), order).to_torch()
+            torch.testing.assert_close(got, torch.linalg.matrix_norm(a, order))
+    ints = place(torch.ones(2, 2, dtype=torch.int64), mesh, [R], graph)
+    with pytest.raises(DtypeError, match="floating point"):
+        dtorch.linalg.matrix_norm(ints, 1)
+    with pytest.raises(DtypeError, match="narrowing"):
+        dtorch.linalg.matrix_norm(place(a.double(), mesh, [R], graph), 1, dtype=torch.float32)
+    near = torch.tensor([[2.0, 0.0], [0.0, 1e-3]])
+    d_near = place(near, mesh, [R], graph)
+    assert torch.equal(dtorch.linalg.pinv(d_near, 0.01).to_torch(), torch.linalg.pinv(near, 0.01))
+    rank = dtorch.linalg.matrix_rank(d_near, 0.01).to_torch()
+    assert torch.equal(rank, torch.linalg.matrix_rank(near, 0.01))
+    with pytest.raises(TypeError, match="not both"):
+        dtorch.linalg.pinv(d_near, 0.01, atol=0.1)
+    spd = _spd(1, 3, torch.float64)[0]
+    got = dtorch.linalg.eigvalsh(place(spd, mesh, [R], graph), UPLO="u").to_torch()
+    torch.testing.assert_close(got, torch.linalg.eigvalsh(spd, UPLO="U"))
+    with pytest.raises(ShapeError, match="left=False"):
+        one, vector = (
+            place(torch.ones(1, 1), mesh, [R], graph),
+            place(torch.ones(1), mesh, [R], graph),
+        )
+        dtorch.linalg.solve(one, vector, left=False)
+    with pytest.raises(DtypeError, match="one dtype"):
+        single, double = (
+            place(torch.ones(3, dtype=t), mesh, [R], graph) for t in (torch.float32, torch.float64)
+        )
+        dtorch.linalg.cross(single, double)

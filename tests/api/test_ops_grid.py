@@ -9,6 +9,7 @@ with an error of torch's class."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -303,3 +304,41 @@ def test_torch_refuses_alike(graph) -> None:  # type: ignore[no-untyped-def]
         with pytest.raises((RuntimeError, TypeError)):
             fn()
     assert dtorch.broadcast_shapes((2, 1), (3,)) == torch.Size([2, 3])
+
+
+def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
+    """A differential review's findings: cross without dim takes the first size-3 dim of the
+    input (not of the broadcast shape) and one dtype; cdist's NaN under p=inf and p=0 and a
+    0-d tensor p; unfold of a 0-d tensor with size 0; block_diag's dtype with a 0-d tensor;
+    cov's weights summing to zero; the 0-d scatters; hsplit's indices one by one."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    d = lambda t: place(t, mesh, [R], graph)  # noqa: E731
+    a, b = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[0.0, 0.0, 1.0], [1, 0, 0], [0, 1, 0]])
+    with warnings.catch_warnings():  # torch warns once per process: the warning is not tested
+        warnings.simplefilter("ignore")
+        want, got = torch.cross(a, b), dtorch.cross(d(a), d(b)).to_torch()
+    assert torch.equal(got, want)
+    _refused(RuntimeError, "one dtype", lambda: dtorch.cross(d(a), d(b.double()), dim=1))
+    nan = float("nan")
+    x1, x2 = torch.tensor([[0.0, nan], [1.0, 2.0]]), torch.tensor([[0.0, 0.0], [3.0, math.inf]])
+    for p in (0.0, math.inf, 1.0, 2.0):
+        got = dtorch.cdist(d(x1), d(x2), p=p).to_torch()
+        torch.testing.assert_close(got, torch.cdist(x1, x2, p=p), equal_nan=True)
+    got = dtorch.cdist(d(x1), d(x2), p=torch.tensor(1.0)).to_torch()
+    torch.testing.assert_close(got, torch.cdist(x1, x2, p=1.0), equal_nan=True)
+    _refused(NotImplementedError, "cdist", lambda: dtorch.cdist(d(x1.bfloat16()), d(x2.bfloat16())))
+    five = torch.tensor(5.0)
+    assert d(five).unfold(0, 0, 1).shape == five.unfold(0, 0, 1).shape
+    low = torch.ones(1, 2, dtype=torch.bfloat16)
+    assert dtorch.block_diag(d(low), d(five)).dtype == torch.block_diag(low, five).dtype
+    obs = torch.tensor([[1.0, 2.0, 3.0], [2.0, 0.0, 1.0]])
+    none = torch.zeros(3, dtype=torch.int64)
+    _refused(RuntimeError, "sum to zero", lambda: dtorch.cov(d(obs), fweights=none))
+    _refused(IndexError, "0-dim", lambda: dtorch.select_scatter(d(five), d(five), 0, 0))
+    two = d(torch.zeros(2))
+    _refused(IndexError, "out of range", lambda: dtorch.select_scatter(two, d(five), 0, 2))
+    _refused(IndexError, "0-dim", lambda: dtorch.slice_scatter(d(five), d(five)))
+    m = torch.arange(12).reshape(2, 6)
+    got = [p.to_torch() for p in d(m).hsplit(1, 2)]
+    assert all(torch.equal(g, w) for g, w in zip(got, m.hsplit([1, 2]), strict=True))
+    _refused(TypeError, "tensor", lambda: dtorch.hsplit(d(m), torch.tensor([1])))

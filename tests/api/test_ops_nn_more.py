@@ -403,3 +403,24 @@ def test_placement_refusals_name_the_operator(graph: Any) -> None:
             "adaptive_max_pool2d",
         }, text  # fmt: skip
         assert "S(2)" in text or "P" in text
+
+
+def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
+    """A differential review's findings: an integer hinge_embedding_loss stays an integer
+    (the margin cast to its dtype) unless averaged; instance_norm refuses a running mean
+    without a running var, and integer inputs, as torch does."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    d = lambda t: place(t, mesh, [R], graph)  # noqa: E731
+    cases = (([1, 2], [1, -1], 1.0, "none"), ([1, 2], [1, -1], 1.0, "sum"),
+             ([-3, 0], [-1, 1], -1.5, "none"))  # fmt: skip
+    for x, y, margin, reduction in cases:
+        tx, ty = torch.tensor(x), torch.tensor(y)
+        want = F.hinge_embedding_loss(tx, ty, margin=margin, reduction=reduction)
+        got = DF.hinge_embedding_loss(d(tx), d(ty), margin=margin, reduction=reduction)
+        assert got.dtype == want.dtype and torch.equal(got.to_torch(), want)
+    x = _rand(2, 3, 4)
+    with pytest.raises(ValueError, match="both be None or neither"):
+        DF.instance_norm(d(x), running_mean=d(torch.zeros(3)))
+    ints = d(torch.ones(2, 3, 4, dtype=torch.int64))
+    with pytest.raises(NotImplementedError, match="not implemented"):
+        DF.instance_norm(ints, d(torch.zeros(3)), d(torch.ones(3)), use_input_stats=False)

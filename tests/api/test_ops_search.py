@@ -293,3 +293,13 @@ def test_searchsorted_nd_sorter(mesh_shape: tuple[int, ...], graph) -> None:  # 
     fn = lambda s, v, o: dtorch.searchsorted(s, v, sorter=o, right=True)  # noqa: E731
     table = {(R, R, R): R, (S0, S0, S0): S0, (R, S0, R): S0, (R, S1, R): S1}
     _run(graph, "searchsorted", fn, [seq, values, sorter], want, mesh_shape, table)
+
+
+def test_isin_takes_numbers_as_torch_wraps_them(graph: dtorch.Graph) -> None:
+    """A bool number is refused (torch has no isin of bools), an int too large for the
+    elements' dtype wraps as torch's wrapped number does (a differential review's finding)."""
+    with pytest.raises(DTorchError, match="Bool"):
+        dtorch.isin(_t([1.0, 2.0], graph), True)
+    ints = torch.tensor([1, 3], dtype=torch.int32)
+    got = dtorch.isin(_t(ints, graph), 2**33 + 1).to_torch()
+    assert torch.equal(got, torch.isin(ints, 2**33 + 1))

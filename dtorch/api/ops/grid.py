@@ -26,8 +26,9 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -239,6 +240,9 @@ def _split(name: str, input: Any, given: Any, dim: int, least: int) -> tuple[Ten
             f"with {x.ndim} dimensions!"
         )
     d = dim if x.ndim > 1 or name != "hsplit" else 0
+    if isinstance(given, (torch.Tensor, TensorBase)):  # torch takes an int or int indices
+        raise TypeError(f"{name}: indices_or_sections must be an int or a list of ints, got a "
+                        "tensor")  # fmt: skip
     if not isinstance(given, (list, tuple, torch.Size)):
         sections = as_int(name, "sections", given)
         if sections <= 0 or x.shape[d] % sections:
@@ -283,6 +287,18 @@ def dsplit(input: Tensor, indices_or_sections: Any) -> tuple[Tensor, ...]:
         [torch.Size([1, 1, 2]), torch.Size([1, 1, 2])]
     """
     return _split("dsplit", input, indices_or_sections, 2, 3)
+
+
+def split_method(split: Callable[[Tensor, Any], tuple[Tensor, ...]]) -> Callable[..., Any]:
+    """``split`` as torch's Tensor method: ``x.hsplit(2)``, ``x.hsplit([1, 2])`` or the indices
+    one by one, ``x.hsplit(1, 2)``."""
+
+    @functools.wraps(split)
+    def method(self: Tensor, *indices_or_sections: Any) -> tuple[Tensor, ...]:
+        given = indices_or_sections
+        return split(self, given[0] if len(given) == 1 else list(given))
+
+    return method
 
 
 # --- geometry -------------------------------------------------------------------------------
@@ -333,9 +349,8 @@ def block_diag(*tensors: Tensor) -> Tensor:
                 f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} "
                 f"has {t.ndim} dimensions"
             )
-    dtype = ts[0].dtype
-    for t in ts[1:]:
-        dtype = torch.promote_types(dtype, t.dtype)
+    # torch's result type: a 0-d tensor ranks below the others (one element per probe)
+    dtype = torch.block_diag(*(torch.zeros([1] * t.ndim, dtype=t.dtype) for t in ts)).dtype
     with named_as("block_diag"):
         blocks = [_replicated(t.reshape(1, -1) if t.ndim < 2 else t).to(dtype) for t in ts]
         return _diagonal_blocks(blocks, dtype)
@@ -411,14 +426,16 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     d = normalize_dim(dimension, max(x.ndim, 1), op="unfold")
     n = x.shape[d] if x.ndim else 1
     width, stride = as_int("unfold", "size", size), as_int("unfold", "step", step)
-    if width > n or width < 0:
+    if width < 0:
+        raise ShapeError(f"unfold: size is {width} but must be >= 0")
+    if width > n:
         raise ShapeError(f"maximum size for tensor at dimension {d} is {n} but size is {width}")
     if stride <= 0:
         raise ParamError(f"step is {stride} but must be > 0")
     count = (n - width) // stride + 1
     index = (torch.arange(count) * stride)[:, None] + torch.arange(width)
     with named_as("unfold"):
-        if not x.ndim:  # torch's windows of a 0-d tensor: its one element, in 1 dim
-            return x.reshape(1)
+        if not x.ndim:  # torch's window of a 0-d tensor: its one element (or none), in 1 dim
+            return x.reshape(1).narrow(0, 0, width)
         picked = _gathered(x, (d,), partial=False).index_select(d, beside(x, index.reshape(-1)))
         return picked.unflatten(d, (count, width)).movedim(d + 1, -1)

@@ -35,7 +35,7 @@ from dtorch.api.ops.grid import _gathered, _replicated, _shape_list, _tensor
 from dtorch.api.ops.masked import where
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import named_as
-from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
+from dtorch.errors import DimError, DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -56,6 +56,9 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
         raise ShapeError("linalg.cross: inputs must have the same number of dimensions.")
     if torch.bool in (a.dtype, b.dtype):
         raise UnsupportedDtypeError("\"cross\" not implemented for 'Bool'; accepted: numbers")
+    if a.dtype != b.dtype:  # torch's kernel takes one dtype (no promotion)
+        raise DtypeError(f"cross: expected one dtype for both inputs, got {a.dtype} and "
+                         f"{b.dtype}; cast one first")  # fmt: skip
     try:
         shape = torch.broadcast_shapes(a.shape, b.shape)
     except RuntimeError as error:
@@ -79,10 +82,10 @@ def _cross_dim(a: Tensor, b: Tensor, shape: Sequence[int], dim: Any) -> int:
             UserWarning,
             stacklevel=3,
         )
-        found = [i for i, n in enumerate(shape) if n == 3]
+        found = [i for i, n in enumerate(a.shape) if n == 3]  # input's own sizes, as torch
         if not found:
             raise ShapeError("no dimension of size 3 in input")
-        return found[0]
+        dim = found[0]
     d = normalize_dim(dim, len(shape), op="cross")
     if a.shape[d] != 3 or b.shape[d] != 3:
         raise ShapeError(
@@ -112,14 +115,16 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = _COMPUTE_M
         [[5.0]]
     """
     a, b = _tensor("cdist", x1, "x1"), _tensor("cdist", x2, "x2")
+    if isinstance(p, torch.Tensor) and p.ndim == 0:  # torch takes a 0-d tensor too
+        p = p.item()
     _check_cdist(a, b, p, compute_mode)
     order = float(p)
     with named_as("cdist"):
         diff = (_gathered(a, (a.ndim - 1,)).unsqueeze(-2) - _replicated(b).unsqueeze(-3)).abs()
-        if order == 0:
-            return (diff != 0).sum(-1).to(a.dtype)
-        if math.isinf(order):
-            return diff.amax(-1) if diff.shape[-1] else diff.sum(-1)
+        if order == 0:  # torch's count: min(ceil(|d|), 1), so a NaN difference gives NaN
+            return diff.ceil().clamp(max=1).sum(-1)
+        if math.isinf(order):  # torch's running maximum from 0 passes NaN differences over
+            return where(diff.isnan(), 0, diff).amax(-1) if diff.shape[-1] else diff.sum(-1)
         if order == 1:
             return diff.sum(-1)
         if order == 2:
@@ -138,6 +143,9 @@ def _check_cdist(a: Tensor, b: Tensor, p: Any, mode: Any) -> None:
             )
     if a.dtype != b.dtype:
         raise DtypeError(f"cdist: expected x1 and x2 of one dtype, got {a.dtype} and {b.dtype}")
+    if a.dtype in (torch.float16, torch.bfloat16):  # torch's CPU kernel has none
+        raise UnsupportedDtypeError(f'"cdist" not implemented for {a.dtype}; accepted: '
+                                    "float32, float64")  # fmt: skip
     if a.shape[-1] != b.shape[-1]:
         raise ShapeError(
             f"X1 and X2 must have the same number of columns. X1: {a.shape[-1]} X2: {b.shape[-1]}"
@@ -180,6 +188,9 @@ def cov(
     fw = _weights(x, fweights, "fweights", n)
     aw = _weights(x, aweights, "aweights", n)
     with named_as("cov"):
+        both = fw if aw is None else (aw if fw is None else fw * aw)
+        if both is not None and both.sum().item() == 0:  # torch's check of the sum: a wait
+            raise ParamError("cov(): weights sum to zero, can't be normalized")
         return _covariance(x, correction, fw, aw)
 
 
@@ -244,8 +255,8 @@ def corrcoef(input: Tensor) -> Tensor:
         >>> dtorch.corrcoef(dtorch.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])).tolist()
         [[1.0, -1.0], [-1.0, 1.0]]
     """
-    c = cov(_tensor("corrcoef", input))
     with named_as("corrcoef"):
+        c = cov(_tensor("corrcoef", input))
         if c.ndim == 0:
             return c / c
         std = c.diagonal().sqrt()
@@ -278,11 +289,11 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
     """
     x, s = _tensor("select_scatter", input), _tensor("select_scatter", src, "src")
     if not x.ndim:
-        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+        raise DimError("select_scatter: select() cannot be applied to a 0-dim tensor.")
     d = normalize_dim(dim, x.ndim, op="select_scatter")
     i = as_int("select_scatter", "index", index)
     if not -x.shape[d] <= i < x.shape[d]:
-        raise IndexError(f"select_scatter: index {i} out of range for dim {d} of size {x.shape[d]}")
+        raise DimError(f"select_scatter: index {i} out of range for dim {d} of size {x.shape[d]}")
     _slot_check(s, x.shape[:d] + x.shape[d + 1 :])
     hit = torch.arange(x.shape[d]) == i % x.shape[d]
     with named_as("select_scatter"):
@@ -306,6 +317,8 @@ def slice_scatter(
         [0.0, 1.0, 0.0, 1.0]
     """
     x, s = _tensor("slice_scatter", input), _tensor("slice_scatter", src, "src")
+    if not x.ndim:
+        raise DimError("slice_scatter: slice() cannot be applied to a 0-dim tensor.")
     d = normalize_dim(dim, x.ndim, op="slice_scatter")
     stride = as_int("slice_scatter", "step", step)
     if stride <= 0:

@@ -45,7 +45,7 @@ from dtorch.api.ops.spatial import pooling_param
 from dtorch.api.ops.spatial_1d import int_one
 from dtorch.api.record import composite, record, record_one, tensor_arg, with_inputs
 from dtorch.api.redistribute import sum_partials
-from dtorch.errors import DtypeError, ParamError, ShapeError
+from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.opkind import PoolKind
 from dtorch.ir.rules.promotion import function_dtype
 
@@ -222,6 +222,12 @@ def instance_norm(
     eps_ = as_real("instance_norm: eps", eps)
     if input.ndim < 2:
         raise ShapeError(f"instance_norm: needs an (N, C, *) input; got shape {list(input.shape)}")
+    if not input.dtype.is_floating_point:  # torch's kernel is batch_norm's: floating only
+        raise UnsupportedDtypeError(f'instance_norm: "batch_norm" not implemented for '
+                                    f"{input.dtype}; accepted: floating dtypes")  # fmt: skip
+    if (running_mean is None) != (running_var is None):
+        raise ParamError("instance_norm: running_mean and running_var must either both be None "
+                         "or neither be None")  # fmt: skip
     if as_flag(use_input_stats, "instance_norm", "use_input_stats"):
         m = as_real("instance_norm: momentum", momentum)
         mean, var = _instance_stats(input, running_mean, running_var, m)

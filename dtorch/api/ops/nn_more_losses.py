@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -322,8 +323,10 @@ def gaussian_nll_loss(
 
 
 # --- margins ------------------------------------------------------------------------------------
-def _hinge_probe(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return F.hinge_embedding_loss(a, b)
+#: torch's loss under each reduction: an integer input gives an integer loss unless averaged
+_HINGE_PROBES = {
+    r: functools.partial(F.hinge_embedding_loss, reduction=r) for r in ("none", "mean", "sum")
+}
 
 
 @composite()
@@ -347,11 +350,14 @@ def hinge_embedding_loss(
     reduction = _reduction(reduction, size_average, reduce)
     tensor_arg("hinge_embedding_loss", input)
     t = _operand("hinge_embedding_loss", "target", target, input)
-    dtype = _result_dtype("hinge_embedding_loss", _hinge_probe, input, t)
+    dtype = _result_dtype("hinge_embedding_loss", _HINGE_PROBES[reduction], input, t)
     (x,) = _in(dtype, input)
-    clamped = (as_real("margin", margin) - x).clamp(min=0)
-    margins = select("hinge_embedding_loss", t != 1, clamped, 0.0)
-    selves = select("hinge_embedding_loss", t != -1, x, 0.0)
+    exact = dtype.is_floating_point or dtype.is_complex
+    edge = as_real("margin", margin)
+    zero = 0.0 if exact else 0  # torch casts the margin to an integer input's dtype (trunc)
+    clamped = ((edge if exact else int(edge)) - x).clamp(min=0)
+    margins = select("hinge_embedding_loss", t != 1, clamped, zero)
+    selves = select("hinge_embedding_loss", t != -1, x, zero)
     return _mean_or_sum("hinge_embedding_loss", margins + selves, reduction)
 
 

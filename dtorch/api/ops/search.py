@@ -58,7 +58,11 @@ def _beside_tensor(name: str, what: str, value: Any, like: Tensor) -> Tensor:
     if is_scalar(value):
         number = python_number(value)
         dtype = torch.result_type(torch.empty(0, dtype=like.dtype), number)
-        return beside(like, torch.tensor(number, dtype=dtype))
+        if isinstance(number, bool):  # a bool stays a bool (isin refuses it, as torch)
+            dtype = torch.bool
+        # made wide, then cast: an int too large for the dtype wraps, as torch's wrapped number
+        wide = {bool: torch.bool, int: torch.int64, float: torch.float64}.get(type(number))
+        return beside(like, torch.tensor(number, dtype=wide).to(dtype))
     raise TypeError(
         f"{name}: {what} must be a tensor (dtorch or torch) or a number; got {type(value).__name__}"
     )

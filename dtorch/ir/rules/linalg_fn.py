@@ -34,6 +34,7 @@ from dtorch.errors import DtypeError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import LinalgKind, OpKind
 from dtorch.ir.params import LinalgParam, OpParam
+from dtorch.ir.placement import Replicate
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, all_replicate
 from dtorch.ir.rules.signature import Labels, expand, identity, signature
 
@@ -117,11 +118,14 @@ def _metas(name: str, param: LinalgParam, inputs: Sequence[Operand]) -> Tensors:
         raise ShapeError(f"{name}: {str(error).strip()}") from None
 
 
+def _keeps(batch: tuple[int, ...], out: torch.Tensor) -> bool:
+    # whether an output has the batch dims (qr's mode="r" Q is an empty (0,): it has not)
+    return out.ndim >= len(batch) and tuple(out.shape[: len(batch)]) == batch
+
+
 def _out_labels(batch: tuple[int, ...], out: torch.Tensor) -> Labels:
-    # batch dims keep their labels; the other dims (and outputs without the batch) get new ones
-    nb = len(batch)
-    keeps = tuple(out.shape[:nb]) == batch and out.ndim >= nb
-    return tuple(d if keeps and d < nb else -1 - d for d in range(out.ndim))
+    # batch dims keep their labels; the matrix dims get new ones
+    return tuple(d if d < len(batch) else -1 - d for d in range(out.ndim))
 
 
 def linalg_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -135,10 +139,12 @@ def linalg_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     if any(tuple(x.shape[:-2]) != batch for x in inputs):
         raise ShapeError(f"{name}: the inputs' batch shapes differ: {[x.shape for x in inputs]}")
     in_labels = tuple(_in_labels(len(batch), i) for i in range(len(inputs)))
-    out_labels = tuple(_out_labels(batch, o) for o in outs)
+    kept = [o for o in outs if _keeps(batch, o)]
     sig = _ONE if len(inputs) == 1 else _TWO
-    expansion = expand(name, sig, inputs, in_labels, out_labels)
-    metas = zip(outs, expansion.outputs, strict=True)
+    expansion = expand(name, sig, inputs, in_labels, tuple(_out_labels(batch, o) for o in kept))
+    placed = iter(expansion.outputs)
+    whole = tuple(Replicate() for _ in inputs[0].placements)  # the same (empty) value everywhere
+    metas = [(o, next(placed) if _keeps(batch, o) else whole) for o in outs]
     return Inference(
         tuple(OutputMeta(tuple(o.shape), o.dtype, p) for o, p in metas), expansion.requested
     )
