@@ -24,6 +24,7 @@ from dtorch.api.ops import grid_more as _gm
 from dtorch.api.ops import index as _ix
 from dtorch.api.ops import index_more as _im
 from dtorch.api.ops import linalg_more as _lm
+from dtorch.api.ops import math_extra as _mx
 from dtorch.api.ops import methods as _mk
 from dtorch.api.ops import search as _se
 from dtorch.linalg import aliases as _lg
@@ -75,6 +76,17 @@ class TensorMore:
     bincount = _se.bincount
     unique = _se.unique
     unique_consecutive = _se.unique_consecutive
+    # more math (dtorch.api.ops.math_extra)
+    quantile = _mx.quantile
+    nanquantile = _mx.nanquantile
+    histogram = _mx.histogram
+    argwhere = _mx.argwhere
+    renorm = _mx.renorm
+    logaddexp2 = _mx.logaddexp2
+    polygamma = _mx.polygamma_method
+    mvlgamma = _mx.mvlgamma
+    frexp = _mx.frexp
+    put = _mx.put
 
     # --- in place: the operator above, its result written back as ``addmm_`` writes it ------
     addmv_ = _mk.in_place("addmv_", addmv, elementwise=False)
@@ -85,3 +97,7 @@ class TensorMore:
     index_put_ = _ix.index_put_
     tril_ = _mk.in_place("tril_", _fl.tril)
     triu_ = _mk.in_place("triu_", _fl.triu)
+    put_ = _mk.in_place("put_", _mx.put, elementwise=False)
+    renorm_ = _mk.in_place("renorm_", _mx.renorm, elementwise=False)
+    polygamma_ = _mk.in_place("polygamma_", _mx.polygamma_method)
+    mvlgamma_ = _mk.in_place("mvlgamma_", _mx.mvlgamma)

@@ -93,7 +93,9 @@ class OpKind(enum.IntEnum):
     Search = 72  # searchsorted/bucketize of each value in a whole sorted row (SearchParam)
     Isin = 73  # isin: each element tested against whole test elements (IsinParam)
     Histc = 74  # histc of the local shard, summed over shards as a Partial (HistcParam)
-    Linalg = 78  # torch.linalg's matrix functions on whole matrices, batch dims kept (LinalgParam)
+    Linalg = 75  # torch.linalg's matrix functions on whole matrices, batch dims kept (LinalgParam)
+    ConvTranspose = 76  # conv_transpose1d/2d/3d: torch's own on each device's shards
+    Fold = 77  # fold (col2im): torch's own on each device's shards (FoldParam)
 
 
 class ActivationKind(enum.IntEnum):
@@ -153,6 +155,7 @@ class BinaryKind(enum.IntEnum):
     LDEXP = 31
     LEFT_SHIFT = 32
     RIGHT_SHIFT = 33
+    ZETA = 34  # torch.special.zeta(x, q), Hurwitz's: polygamma's n >= 1 (math_extra)
 
 
 class MathKind(enum.IntEnum):

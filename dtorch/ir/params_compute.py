@@ -89,6 +89,31 @@ class ConvParam(OpParam):
     format: OperatorFormat = OperatorFormat.NCHW
 
 
+@dataclass(frozen=True, slots=True)
+class ConvTransposeParam(OpParam):
+    """A transposed convolution over ``len(strides)`` spatial dims (1, 2 or 3), torch's
+    arguments; the weight is (in, out / groups, *kernel)."""
+
+    kind: ClassVar[OpKind] = OpKind.ConvTranspose
+    strides: Ints = (1, 1)
+    pads: Ints = (0, 0)
+    output_pads: Ints = (0, 0)
+    dilations: Ints = (1, 1)
+    group: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class FoldParam(OpParam):
+    """``fold`` (col2im) of (N, C * prod(kernel), L) blocks into (N, C, *output_size)."""
+
+    kind: ClassVar[OpKind] = OpKind.Fold
+    output_size: Ints = (1, 1)
+    kernel_size: Ints = (1, 1)
+    dilation: Ints = (1, 1)
+    padding: Ints = (0, 0)
+    stride: Ints = (1, 1)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class DropoutParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Dropout

@@ -20,6 +20,7 @@ from dtorch.ir.opkind import OpKind
 from dtorch.kernels import attention, softmax, split_reduce
 from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
+    conv_transpose,
     copy,
     elementwise,
     embedding,
@@ -54,6 +55,7 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
     **order_stats.KERNELS,
     **search.KERNELS,
     **linalg_fn.KERNELS,
+    **conv_transpose.KERNELS,
     **scatter.KERNELS,
     **setitem.KERNELS,
     **fused.KERNELS,

@@ -56,6 +56,7 @@ INPUTS: dict[OpKind, tuple[int, int | None]] = {
     OpKind.Masked: (2, 3),
     OpKind.Linear: (2, 3),
     OpKind.Conv: (2, 3),
+    OpKind.ConvTranspose: (2, 3),
     OpKind.Sdpa: (3, 4),
     OpKind.BatchNorm: (1, 5),
     OpKind.Normalization: (1, 3),

@@ -424,3 +424,27 @@ def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
     ints = d(torch.ones(2, 3, 4, dtype=torch.int64))
     with pytest.raises(NotImplementedError, match="not implemented"):
         DF.instance_norm(ints, d(torch.zeros(3)), d(torch.ones(3)), use_input_stats=False)
+
+
+def test_transposed_convolutions_and_fold_are_torch_s_own(graph: dtorch.Graph) -> None:
+    """torch's kernels on each shard: an infinity in the weight or the input stays where
+    torch's puts it (a convolution of a zero-stuffed input spread NaN next to it), and an
+    empty output is torch's too (a differential review's findings)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    d = lambda t, p=R: place(t, mesh, [p], graph)  # noqa: E731
+    w, x = torch.tensor([[[float("inf"), 1.0]]]), torch.ones(2, 1, 3)
+    for stride in (1, 2):
+        want = F.conv_transpose1d(x, w, stride=stride)
+        got = DF.conv_transpose1d(d(x, S0), d(w), stride=stride).to_torch()
+        assert torch.equal(got, want)
+    blocks = torch.zeros(2, 4, 1)
+    blocks[0, 0, 0] = float("inf")
+    assert torch.equal(DF.fold(d(blocks, S0), (2, 2), 2).to_torch(), F.fold(blocks, (2, 2), 2))
+    ones, kernel = torch.ones(2, 2, 4), torch.ones(2, 2, 1)
+    got = DF.conv_transpose1d(d(ones), d(kernel), padding=2).to_torch()
+    assert got.shape == F.conv_transpose1d(ones, kernel, padding=2).shape == (2, 2, 0)
+    x4, w4 = _rand(2, 4, 3, 3), _rand(4, 3, 2, 2)
+    for px, pw, out in ((S1, S0, P), (R, S1, S1), (S0, R, S0)):
+        got = DF.conv_transpose2d(d(x4, px), d(w4, pw), stride=2)
+        assert got.placements == [out]
+        torch.testing.assert_close(got.to_torch(), F.conv_transpose2d(x4, w4, stride=2))

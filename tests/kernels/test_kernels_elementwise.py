@@ -67,6 +67,7 @@ _BINARY_FNS = {
     BinaryKind.LDEXP: torch.ldexp,
     BinaryKind.LEFT_SHIFT: torch.bitwise_left_shift,
     BinaryKind.RIGHT_SHIFT: torch.bitwise_right_shift,
+    BinaryKind.ZETA: torch.special.zeta,
 }
 #: Kinds tested on integers (torch's bitwise, shift, gcd and lcm kernels refuse floats).
 _INT_KINDS = {

@@ -478,6 +478,9 @@ def test_closing_a_graph_whose_workers_hang_stops_them_within_bounds(hang: str) 
 _SIGNALLED = textwrap.dedent(
     """
     import json, os, signal, sys, time
+    # as a program started from a terminal: a test run under nohup ignores SIGHUP, and that
+    # disposition is inherited (the hang-up below then killed nothing)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     import dtorch
     from dtorch import Replicate, Shard
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=True, num_workers=2))

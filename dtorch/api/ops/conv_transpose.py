@@ -1,18 +1,14 @@
 """``conv_transpose1d`` and ``conv_transpose2d`` (torch.nn.functional's, with ``stride``,
-``padding``, ``output_padding``, ``groups`` and ``dilation``), compositions of dtorch's
-operators around ``conv2d``; ``unfold`` (im2col: strided slices, stacked) and ``fold``
-(col2im: a grouped transposed convolution with a one-hot weight).
+``padding``, ``output_padding``, ``groups`` and ``dilation``) and ``fold`` (col2im): one
+operator each running torch's own function on every device's shards (rules in
+``dtorch.ir.rules.conv_transpose``: values, NaN and infinities are torch's); ``unfold``
+(im2col): strided slices of the input, stacked.
 
-A transposed convolution is a plain one over the input with ``stride - 1`` zeros put between
-its rows and columns, padded by ``dilation * (kernel - 1) - padding`` on each side (plus
-``output_padding`` at the end; a negative pad crops), with the weight flipped and its in and
-out channels swapped within each group. The 1-D form runs the 2-D one on an image of height
-one. Values match torch's within float tolerance (the sums run in another order).
-
-Placements are those of the parts, ``conv2d``'s above all: a sharded batch stays sharded;
-channels shard as ``conv2d`` takes them (input channels sharded like the weight's first dim
-give Partial); a sharded spatial dim is refused, naming the operator (its windows would
-cross shard boundaries). A Partial input (with a Replicate weight) stays Partial.
+Placements: a sharded batch stays sharded; without groups, out-channels shard through the
+weight's dim 1 and in-channels sharded on the input and the weight's dim 0 give Partial; a
+Partial input (with a Replicate weight) or weight stays Partial; a sharded spatial dim is
+refused, naming the operator (its windows would cross shard boundaries). ``fold`` keeps a
+sharded batch and a Partial.
 
 Example:
     >>> import dtorch
@@ -23,19 +19,19 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 
-from dtorch.api.create import beside
-from dtorch.api.creation import zeros
-from dtorch.api.ops.conv import IntOrPair, conv2d, int_pair
-from dtorch.api.ops.shape import cat, stack
+from dtorch.api.ops.conv import IntOrPair, int_pair
+from dtorch.api.ops.shape import stack
 from dtorch.api.ops.spatial import pad
 from dtorch.api.ops.spatial_1d import int_one
-from dtorch.api.record import composite, tensor_arg
+from dtorch.api.record import composite, record_one, tensor_arg
 from dtorch.errors import DimError, ParamError, ShapeError
+from dtorch.ir.params import ConvTransposeParam, FoldParam
 from dtorch.ir.rules.promotion import function_dtype
 
 if TYPE_CHECKING:
@@ -44,60 +40,40 @@ if TYPE_CHECKING:
 Pair = tuple[int, int]
 
 
-def _spread(x: Tensor, dim: int, stride: int) -> Tensor:
-    """``x`` with ``stride - 1`` zeros after every entry along ``dim`` (size ``n * stride``)."""
-    if stride == 1:
-        return x
-    item = x.unsqueeze(dim + 1)
-    shape = (*item.shape[: dim + 1], stride - 1, *item.shape[dim + 2 :])
-    # laid out as ``item`` (the new dim is whole): cat keeps shards, and Partial (zeros sum to 0)
-    gaps = zeros(shape, dtype=item.dtype, device_mesh=item.device_mesh,
-                 placements=list(item.placements), graph=item.graph)  # fmt: skip
-    both = cat([item, gaps], dim + 1)
-    return both.reshape((*x.shape[:dim], x.shape[dim] * stride, *x.shape[dim + 1 :]))
-
-
-def _flipped_weight(weight: Tensor, groups: int) -> Tensor:
-    """(in, out / g, kH, kW) as the plain conv's (out, in / g, kH, kW), flipped in space."""
-    c_in, per_group, kh, kw = weight.shape
-    split = weight.reshape((groups, c_in // groups, per_group, kh, kw)).transpose(1, 2)
-    return split.reshape((groups * per_group, c_in // groups, kh, kw)).flip((2, 3))
-
-
-def _check(input: Tensor, weight: Tensor, groups: int, output_padding: Pair, how: tuple) -> None:
-    # torch's checks, made before the composite's parts would refuse in their own words
+def check_transposed(
+    name: str, input: Tensor, weight: Tensor, groups: int, output_padding: tuple, how: tuple
+) -> None:
+    """torch's checks of the arguments its meta kernel does not make, naming the function."""
     stride, dilation = how
-    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-        raise ParamError(f"conv_transpose2d: groups must be a positive int; got {groups!r}")
-    if weight.ndim != 4 or input.ndim not in (3, 4):
+    spatial = len(stride)
+    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1:
+        raise ParamError(f"{name}: groups must be a positive int; got {groups!r}")
+    if weight.ndim != spatial + 2 or input.ndim not in (spatial + 1, spatial + 2):
         raise ShapeError(
-            f"conv_transpose2d: needs a (N, C, H, W) or (C, H, W) input and a 4-D weight; got "
-            f"input {list(input.shape)}, weight {list(weight.shape)}"
+            f"{name}: needs a (N, C, *spatial) or (C, *spatial) input of {spatial} spatial dims "
+            f"and a {spatial + 2}-D weight; got input {list(input.shape)}, weight "
+            f"{list(weight.shape)}"
         )
-    c_in = input.shape[-3]
+    c_in = input.shape[-1 - spatial]
     if weight.shape[0] != c_in or c_in % groups:
         raise ShapeError(
-            f"conv_transpose2d: Given transposed=1, weight of size {list(weight.shape)}, "
-            f"expected input{list(input.shape)} to have {weight.shape[0]} channels, but got "
-            f"{c_in} channels instead (and groups={groups} to divide them)"
+            f"{name}: Given transposed=1, weight of size {list(weight.shape)}, expected "
+            f"input{list(input.shape)} to have {weight.shape[0]} channels, but got {c_in} "
+            f"channels instead (and groups={groups} to divide them)"
         )
     if any(op >= max(s, d) for op, s, d in zip(output_padding, stride, dilation, strict=True)):
-        raise ParamError(f"conv_transpose2d: output padding must be smaller than either stride "
-                         f"or dilation, but got output_padding {output_padding}, stride {stride}, "
+        raise ParamError(f"{name}: output padding must be smaller than either stride or "
+                         f"dilation, but got output_padding {output_padding}, stride {stride}, "
                          f"dilation {dilation}")  # fmt: skip
 
 
-def _transposed(x: Tensor, weight: Tensor, bias: Tensor | None, how: tuple, groups: int) -> Tensor:
-    """The plain conv2d that is the transposed one (see the module)."""
-    stride, padding, output_padding, dilation = how
-    kh, kw = weight.shape[2:]
-    spread = _spread(_spread(x, x.ndim - 2, stride[0]), x.ndim - 1, stride[1])
-    edge = [d * (k - 1) - p for d, k, p in zip(dilation, (kh, kw), padding, strict=True)]
-    # (left, right, top, bottom); the spread left stride - 1 zeros at the end already
-    ends = [e + op - (s - 1) for e, op, s in zip(edge, output_padding, stride, strict=True)]
-    padded = pad(spread, (edge[1], ends[1], edge[0], ends[0]))
-    w = _flipped_weight(weight, groups)
-    return conv2d(padded, w, bias, 1, 0, dilation, groups)
+def record_transposed(name: str, inputs: tuple[Any, ...], param: ConvTransposeParam) -> Tensor:
+    """The operator; a given bias must be a dtorch tensor beside the input."""
+    x, w, bias = inputs
+    if bias is None:
+        return record_one(name, param, (x, w))
+    tensor_arg(name, bias, "bias")
+    return record_one(name, param, (x, w, bias))
 
 
 @composite()
@@ -126,8 +102,9 @@ def conv_transpose2d(
     strides, dilations = int_pair(name, "stride", stride), int_pair(name, "dilation", dilation)
     pads = int_pair(name, "padding", padding, low=0)
     extra = int_pair(name, "output_padding", output_padding, low=0)
-    _check(input, weight, groups, extra, (strides, dilations))
-    return _transposed(input, weight, bias, (strides, pads, extra, dilations), groups)
+    check_transposed(name, input, weight, groups, extra, (strides, dilations))
+    param = ConvTransposeParam(strides, pads, extra, dilations, int(groups))
+    return record_transposed(name, (input, weight, bias), param)
 
 
 @composite()
@@ -142,7 +119,7 @@ def conv_transpose1d(
     dilation: Any = 1,
 ) -> Tensor:
     """``torch.nn.functional.conv_transpose1d`` of a (N, C_in, L) or (C_in, L) input with a
-    (C_in, C_out / groups, k) weight: the 2-D operator on an image of height one.
+    (C_in, C_out / groups, k) weight. Placements: see the module.
 
     Example:
         >>> import dtorch
@@ -153,16 +130,13 @@ def conv_transpose1d(
     name = "conv_transpose1d"
     tensor_arg(name, input)
     tensor_arg(name, weight, "weight")
-    if input.ndim not in (2, 3) or weight.ndim != 3:
-        raise ShapeError(f"conv_transpose1d: needs a (N, C, L) or (C, L) input and a 3-D weight; "
-                         f"got input {list(input.shape)}, weight {list(weight.shape)}")  # fmt: skip
-    strides = (1, int_one(name, "stride", stride))
-    dilations = (1, int_one(name, "dilation", dilation))
-    pads = (0, int_one(name, "padding", padding, low=0))
-    extra = (0, int_one(name, "output_padding", output_padding, low=0))
-    x, w = input.unsqueeze(-2), weight.unsqueeze(-2)
-    _check(x, w, groups, extra, (strides, dilations))
-    return _transposed(x, w, bias, (strides, pads, extra, dilations), groups).squeeze(-2)
+    strides = (int_one(name, "stride", stride),)
+    dilations = (int_one(name, "dilation", dilation),)
+    pads = (int_one(name, "padding", padding, low=0),)
+    extra = (int_one(name, "output_padding", output_padding, low=0),)
+    check_transposed(name, input, weight, groups, extra, (strides, dilations))
+    param = ConvTransposeParam(strides, pads, extra, dilations, int(groups))
+    return record_transposed(name, (input, weight, bias), param)
 
 
 # --- unfold (im2col) and fold (col2im) ----------------------------------------------------------
@@ -248,10 +222,9 @@ def fold(
     stride: Any = 1,
 ) -> Tensor:
     """``torch.nn.functional.fold`` (col2im) of a (N, C * kH * kW, L) or (C * kH * kW, L)
-    input: the blocks summed into (N, C, H, W), H and W given by ``output_size``. Computed as
-    a grouped ``conv_transpose2d`` with a one-hot weight (floating-point dtypes; values within
-    float tolerance of torch's). A sharded batch stays, and dim 1 where its shards hold whole
-    channels' blocks; a sharded L is refused.
+    input: the blocks summed into (N, C, H, W), H and W given by ``output_size``: torch's own
+    on every device's shard. A sharded batch and a Partial stay; the block and location dims
+    must be whole.
 
     Example:
         >>> import dtorch
@@ -266,22 +239,13 @@ def fold(
     function_dtype("fold", _fold_probe, ((input.dtype, False),))
     size = int_pair("fold", "output_size", output_size)
     kernel, how = _window_args("fold", kernel_size, dilation, padding, stride)
-    rows, cols = _check_fold(input, size, kernel, how)
-    channels, count = input.shape[-2] // (kernel[0] * kernel[1]), kernel[0] * kernel[1]
-    x = input.reshape((*input.shape[:-1], rows, cols))
-    one_hot = (
-        torch.eye(count, dtype=input.dtype).reshape(count, 1, *kernel).repeat(channels, 1, 1, 1)
-    )
+    _check_fold(input, size, kernel, how)
     dilation, padding, stride = how
-    # the output_padding that reaches ``size``: what the last block's stride leaves over
-    extra = tuple(_span(s, p, d, k) % st for s, p, d, k, st in
-                  zip(size, padding, dilation, kernel, stride, strict=True))  # fmt: skip
-    return _transposed(x, beside(input, one_hot), None, (stride, padding, extra, dilation),
-                       channels)  # fmt: skip
+    return record_one("fold", FoldParam(size, kernel, dilation, padding, stride), (input,))
 
 
-def _check_fold(input: Tensor, size: Pair, kernel: Pair, how: tuple[Pair, Pair, Pair]) -> Pair:
-    """The sliding blocks (rows, cols); torch's refusals of the input's sizes."""
+def _check_fold(input: Tensor, size: Pair, kernel: Pair, how: tuple[Pair, Pair, Pair]) -> None:
+    """torch's refusals of the input's sizes (the sliding blocks' count)."""
     per_block = kernel[0] * kernel[1]
     if input.shape[-2] % per_block:
         raise ShapeError(
@@ -297,4 +261,3 @@ def _check_fold(input: Tensor, size: Pair, kernel: Pair, how: tuple[Pair, Pair, 
             f"the calculated number of sliding blocks {rows} * {cols} = {rows * cols}, but got "
             f"input.size(2)={input.shape[-1]}."
         )
-    return rows, cols

@@ -28,7 +28,7 @@ from dtorch.api.handle import is_tensor
 from dtorch.api.ops.basic_index import _slice, normalize_index, sliced
 from dtorch.api.ops.elementwise import binary
 from dtorch.api.ops.shape import cat
-from dtorch.api.record import tensor_arg
+from dtorch.api.record import named_as, tensor_arg, with_inputs
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.opkind import BinaryKind
 
@@ -150,6 +150,7 @@ def _index_bounds(indices: list[int]) -> list[tuple[int | None, int | None]]:
 
 
 @numpy_names
+@with_inputs  # a refusal of a slice of the joined tensor names the call's tensors
 def diff(
     input: Tensor, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None
 ) -> Tensor:
@@ -190,7 +191,10 @@ def _joined(input: Tensor, dim: int, prepend: Any, append: Any) -> Tensor:
     """``prepend``, ``input``, ``append`` concatenated along ``dim`` (torch's checks first)."""
     parts = [_part(input, dim, p, "prepend") for p in (prepend,) if p is not None]
     parts += [input] + [_part(input, dim, a, "append") for a in (append,) if a is not None]
-    return input if len(parts) == 1 else cat(parts, dim)
+    if len(parts) == 1:
+        return input
+    with named_as("diff"):  # a refusal of the cat names the function called
+        return cat(parts, dim)
 
 
 def _part(input: Tensor, dim: int, value: Any, label: str) -> Tensor:

@@ -29,6 +29,7 @@ from dtorch.ir.params import OpParam
 from dtorch.ir.rules import (
     attention,
     conv,
+    conv_transpose,
     copy,
     create,
     einsum,
@@ -72,6 +73,7 @@ RULES: dict[OpKind, Rule] = {
     **order_stats.RULES,
     **search.RULES,
     **linalg_fn.RULES,
+    **conv_transpose.RULES,
     **scatter.RULES,
     **einsum.RULES,
     **setitem.RULES,

@@ -83,6 +83,7 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.LDEXP: ldexp,
     BinaryKind.LEFT_SHIFT: torch.bitwise_left_shift,
     BinaryKind.RIGHT_SHIFT: torch.bitwise_right_shift,
+    BinaryKind.ZETA: torch.special.zeta,
 }
 
 MATH: dict[MathKind, Unary] = {
