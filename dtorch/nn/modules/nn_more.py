@@ -43,6 +43,7 @@ from dtorch.api.ops.nn_more import (
 )
 from dtorch.api.ops.nn_more_losses import pairwise_distance
 from dtorch.api.ops.spatial_1d import int_one
+from dtorch.api.ops.volumetric import int_triple
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Replicate
@@ -232,12 +233,22 @@ class PairwiseDistance(Module):
 
 
 # --- transposed convolutions --------------------------------------------------------------------
+def _sizes(rank: int, layer: str, what: str, value: Any, low: int) -> tuple[int, ...]:
+    """A layer's size argument as ``rank`` ints, each at least ``low`` (torch's ``_single``,
+    ``_pair``, ``_triple``)."""
+    value = _ints(value)
+    if rank == 1:
+        return (int_one(layer, what, value, low=low),)
+    return (int_pair if rank == 2 else int_triple)(layer, what, value, low=low)
+
+
 class _ConvTransposeNd(Module):
     """What ConvTranspose1d and ConvTranspose2d share, as torch's ``_ConvTransposeNd``: the
     weight (in, out / groups, *kernel) and bias drawn as torch draws them, ``output_size`` in
     ``forward``, and the repr. A subclass sets its sizes (tuples), then calls ``_build``."""
 
     _function: Any
+    _rank: int  # the spatial dims: 1, 2 or 3
     in_channels: int
     out_channels: int
     groups: int
@@ -246,6 +257,34 @@ class _ConvTransposeNd(Module):
     padding: tuple[int, ...]
     output_padding: tuple[int, ...]
     dilation: tuple[int, ...]
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: Any = 1,
+        padding_mode: str = "zeros",
+        device: Device = None,
+        dtype: torch.dtype | None = None,
+        *,
+        device_mesh: DeviceMesh | None = None,
+    ) -> None:
+        super().__init__()
+        name, rank = f"ConvTranspose{self._rank}d", self._rank
+        self.kernel_size = _sizes(rank, name, "kernel_size", kernel_size, 1)
+        self.stride = _sizes(rank, name, "stride", stride, 1)
+        self.padding = _sizes(rank, name, "padding", padding, 0)
+        self.output_padding = _sizes(rank, name, "output_padding", output_padding, 0)
+        self.dilation = _sizes(rank, name, "dilation", dilation, 1)
+        how = {"groups": groups, "bias": bias, "padding_mode": padding_mode, "device": device,
+               "dtype": dtype, "device_mesh": device_mesh}  # fmt: skip
+        self._build(name, (in_channels, out_channels), how)
 
     def _build(self, layer: str, sizes: tuple[Any, ...], how: dict[str, Any]) -> None:
         in_channels, out_channels, groups = check_features(
@@ -323,34 +362,7 @@ class ConvTranspose2d(_ConvTransposeNd):
         ConvTranspose2d(2, 4, kernel_size=(3, 3), stride=(2, 2), output_padding=(1, 1))
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: Any,
-        stride: Any = 1,
-        padding: Any = 0,
-        output_padding: Any = 0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation: Any = 1,
-        padding_mode: str = "zeros",
-        device: Device = None,
-        dtype: torch.dtype | None = None,
-        *,
-        device_mesh: DeviceMesh | None = None,
-    ) -> None:
-        super().__init__()
-        name = "ConvTranspose2d"
-        self.kernel_size = int_pair(name, "kernel_size", _ints(kernel_size))
-        self.stride = int_pair(name, "stride", _ints(stride))
-        self.padding = int_pair(name, "padding", _ints(padding), low=0)
-        self.output_padding = int_pair(name, "output_padding", _ints(output_padding), low=0)
-        self.dilation = int_pair(name, "dilation", _ints(dilation))
-        how = {"groups": groups, "bias": bias, "padding_mode": padding_mode, "device": device,
-               "dtype": dtype, "device_mesh": device_mesh}  # fmt: skip
-        self._build(name, (in_channels, out_channels), how)
-
+    _rank = 2
     _function = staticmethod(conv_transpose2d)
 
 
@@ -364,34 +376,7 @@ class ConvTranspose1d(_ConvTransposeNd):
         (torch.Size([1, 4, 11]), torch.Size([2, 4, 3]))
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: Any,
-        stride: Any = 1,
-        padding: Any = 0,
-        output_padding: Any = 0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation: Any = 1,
-        padding_mode: str = "zeros",
-        device: Device = None,
-        dtype: torch.dtype | None = None,
-        *,
-        device_mesh: DeviceMesh | None = None,
-    ) -> None:
-        super().__init__()
-        name = "ConvTranspose1d"
-        self.kernel_size = (int_one(name, "kernel_size", _ints(kernel_size)),)
-        self.stride = (int_one(name, "stride", _ints(stride)),)
-        self.padding = (int_one(name, "padding", _ints(padding), low=0),)
-        self.output_padding = (int_one(name, "output_padding", _ints(output_padding), low=0),)
-        self.dilation = (int_one(name, "dilation", _ints(dilation)),)
-        how = {"groups": groups, "bias": bias, "padding_mode": padding_mode, "device": device,
-               "dtype": dtype, "device_mesh": device_mesh}  # fmt: skip
-        self._build(name, (in_channels, out_channels), how)
-
+    _rank = 1
     _function = staticmethod(conv_transpose1d)
 
 

@@ -136,34 +136,7 @@ class ConvTranspose3d(_ConvTransposeNd):
         ConvTranspose3d(2, 4, kernel_size=(3, 3, 3), stride=(2, 2, 2), output_padding=(1, 1, 1))
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: Any,
-        stride: Any = 1,
-        padding: Any = 0,
-        output_padding: Any = 0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation: Any = 1,
-        padding_mode: str = "zeros",
-        device: Device = None,
-        dtype: torch.dtype | None = None,
-        *,
-        device_mesh: DeviceMesh | None = None,
-    ) -> None:
-        super().__init__()
-        name = "ConvTranspose3d"
-        self.kernel_size = int_triple(name, "kernel_size", _ints(kernel_size))
-        self.stride = int_triple(name, "stride", _ints(stride))
-        self.padding = int_triple(name, "padding", _ints(padding), low=0)
-        self.output_padding = int_triple(name, "output_padding", _ints(output_padding), low=0)
-        self.dilation = int_triple(name, "dilation", _ints(dilation))
-        how = {"groups": groups, "bias": bias, "padding_mode": padding_mode, "device": device,
-               "dtype": dtype, "device_mesh": device_mesh}  # fmt: skip
-        self._build(name, (in_channels, out_channels), how)
-
+    _rank = 3
     _function = staticmethod(conv_transpose3d)
 
 
