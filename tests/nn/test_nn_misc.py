@@ -405,3 +405,31 @@ def test_placement_refusals_name_the_operator(graph: Any) -> None:
             fn(t)
         text = str(error.value)
         assert text.startswith(f"{name}: ") and "accepted" in text and "S(" in text, text
+
+
+def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
+    """A differential review's findings: feature alpha dropout returns a 1-D input where it
+    draws nothing (torch checks the rank only when it draws); half precision is refused where
+    torch's CPU kernels have none; a multilabel target below -1 fails as one of C or more."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    d = lambda t: place(t, mesh, [R], graph)  # noqa: E731
+    line = torch.randn(3)
+    for p, training in ((0.3, False), (0.0, True)):
+        got = DF.feature_alpha_dropout(d(line), p, training).to_torch()
+        assert torch.equal(got, F.feature_alpha_dropout(line, p, training))
+    half = torch.randn(3, 4).bfloat16()
+    refusals = (
+        DF.pdist,
+        lambda x: DF.multi_margin_loss(x, d(torch.tensor([0, 1, 2]))),
+        lambda x: DF.multilabel_margin_loss(x, d(torch.tensor([[0, -1, 1, 2]] * 3))),
+        lambda x: DF.local_response_norm(x.reshape(1, 3, 2, 2), 2),
+    )
+    for refused in refusals:
+        with pytest.raises(NotImplementedError, match="not implemented"):
+            refused(d(half))
+    scores, below = torch.randn(2, 3), torch.tensor([[0, -2, 1], [1, -1, 0]])
+    with pytest.raises(dtorch.KernelError, match="out of bounds"):
+        DF.multilabel_margin_loss(d(scores), d(below)).item()
+    targets = torch.tensor([[0, 1, -1], [2, -1, 0]])
+    got = DF.multilabel_margin_loss(d(scores), d(targets)).to_torch()
+    torch.testing.assert_close(got, F.multilabel_margin_loss(scores, targets))

@@ -319,3 +319,14 @@ def test_layer_arguments_are_checked(graph: Any) -> None:
     size = [6, 8, 6]
     torch.testing.assert_close(m(dtorch.from_torch(x), output_size=size).to_torch(),
                                ref(x, output_size=size))  # fmt: skip
+
+
+def test_avg_pool3d_refuses_a_volume_smaller_than_its_kernel(graph: dtorch.Graph) -> None:
+    """torch's 3-D average pool checks the unpadded input against the kernel, even where
+    padding would make an output (its 2-D pool does not): refused at the call as torch's."""
+    x = torch.randn(1, 2, 4, 1, 1)
+    with pytest.raises(RuntimeError, match="smaller than kernel size"):
+        TF.avg_pool3d(x, 3, 1, 1)
+    volume = dtorch.from_torch(x, device_mesh=dtorch.init_device_mesh("cpu", 2), graph=graph)
+    with pytest.raises(DTorchError, match="smaller than kernel size"):
+        F.avg_pool3d(volume, 3, 1, 1)

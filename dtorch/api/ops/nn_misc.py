@@ -214,10 +214,10 @@ def _alpha_dropout(name: str, input: Tensor, p: float, training: bool, inplace: 
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     tensor_arg(name, input)
     feature = name == "feature_alpha_dropout"
+    if not as_flag(training, name, "training") or p == 0.0 or input.numel() == 0:
+        return input  # before the rank check, as torch's (which checks only when it draws)
     if feature and input.ndim < 2:
         raise ShapeError("Feature dropout requires at least 2 dimensions in the input")
-    if not as_flag(training, name, "training") or p == 0.0 or input.numel() == 0:
-        return input
     inplace = as_flag(inplace, name, "inplace")
     if p == 1.0:  # torch's: input times a zero, no draws
         return written(input, lambda: input * 0, inplace)
@@ -462,6 +462,10 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 
 # --- pdist --------------------------------------------------------------------------------------
+def _pdist_probe(a: torch.Tensor) -> torch.Tensor:
+    return F.pdist(a.reshape(1, 1).expand(2, 1))  # two rows: one row never reaches the kernel
+
+
 @composite()
 def pdist(input: Tensor, p: float = 2) -> Tensor:
     """``torch.nn.functional.pdist``: the p-norm distance of every pair of rows i < j of an
@@ -477,6 +481,7 @@ def pdist(input: Tensor, p: float = 2) -> Tensor:
         raise ShapeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     if not input.dtype.is_floating_point:
         raise DtypeError(f"pdist only supports floating-point dtypes; got {input.dtype}")
+    function_dtype("pdist", _pdist_probe, ((input.dtype, False),))  # no half precision kernel
     p_ = as_real("pdist: p", p)
     if p_ < 0:
         raise ParamError(f"pdist only supports non-negative p values; got {p_}")

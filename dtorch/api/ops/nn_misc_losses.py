@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.nn.functional as F
 
 from dtorch.api.create import beside
 from dtorch.api.dims import as_flag
@@ -37,14 +38,25 @@ from dtorch.api.ops.nn_more_losses import pairwise_distance
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DtypeError, ShapeError
+from dtorch.ir.rules.promotion import function_dtype
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def _check_float(name: str, input: Tensor) -> None:
+def _check_float(name: str, input: Tensor, probe: Callable[[torch.Tensor], Any]) -> None:
+    # a floating input whose dtype torch's CPU kernel has (no half precision for these)
     if not input.dtype.is_floating_point:
         raise DtypeError(f"{name}: expected a floating point input; got {input.dtype}")
+    function_dtype(name, probe, ((input.dtype, False),))
+
+
+def _multi_margin_probe(a: torch.Tensor) -> torch.Tensor:
+    return F.multi_margin_loss(a.reshape(1, 1), torch.zeros(1, dtype=torch.int64))
+
+
+def _multilabel_probe(a: torch.Tensor) -> torch.Tensor:
+    return F.multilabel_margin_loss(a.reshape(1, 1), torch.zeros(1, 1, dtype=torch.int64))
 
 
 def _check_target(name: str, target: Tensor) -> None:
@@ -92,7 +104,7 @@ def multi_margin_loss(
     w = None if weight is None else _operand(name, "weight", weight, input)
     if w is not None and w.ndim != 1:
         raise ValueError("weight must be one-dimensional")
-    _check_float(name, input)
+    _check_float(name, input, _multi_margin_probe)
     _check_target(name, target)
     n, c = _frames(name, input)
     if target.ndim > 1 or target.numel() != n:
@@ -130,7 +142,7 @@ def multilabel_margin_loss(
     reduction = _reduction(reduction, size_average, reduce)
     tensor_arg(name, input)
     target = _operand(name, "target", target, input)
-    _check_float(name, input)
+    _check_float(name, input, _multilabel_probe)
     _check_target(name, target)
     n, c = _frames(name, input)
     if tuple(target.shape) != tuple(input.shape):
@@ -138,7 +150,9 @@ def multilabel_margin_loss(
                          f"of size: {list(input.shape)}")  # fmt: skip
     x, t = input.reshape((n, c)), target.reshape((n, c))
     valid = (t < 0).to(torch.int64).cumsum(1) == 0  # the classes before the first -1
-    picked = t.clamp(min=0)
+    # an index below -1 becomes C, out of range: the gather fails when the value is read, as
+    # one of C or more does (torch refuses both at the call: it reads the target there)
+    picked = select(name, t < -1, c, t.clamp(min=0))
     labelled = ((picked.unsqueeze(2) == _classes(input, c)) & valid.unsqueeze(2)).any(1)
     z = relu(1 - x.gather(1, picked).unsqueeze(2) + x.unsqueeze(1))  # (N, target, class)
     pairs = valid.unsqueeze(2) & labelled.logical_not().unsqueeze(1)

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+import torch.nn.functional as F
 
 from dtorch.api.ops.conv import int_pair
 from dtorch.api.ops.elementwise import relu
@@ -34,6 +35,7 @@ from dtorch.api.ops.spatial_1d import avg_pool1d, int_one, max_pool1d
 from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DtypeError, ShapeError
 from dtorch.ir.placement import Replicate, Shard
+from dtorch.ir.rules.promotion import function_dtype
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -94,6 +96,14 @@ def lp_pool2d(
 
 
 # --- local response norm ------------------------------------------------------------------------
+def _lrn_probe(a: torch.Tensor) -> torch.Tensor:
+    return F.local_response_norm(a.reshape(1, 1, 1, 1), 1)
+
+
+def _lrn_probe_3d(a: torch.Tensor) -> torch.Tensor:
+    return F.local_response_norm(a.reshape(1, 1, 1), 1)
+
+
 @composite()
 def local_response_norm(
     input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0
@@ -112,6 +122,8 @@ def local_response_norm(
         raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} "
                          f"dimensions)")  # fmt: skip
     size = int_one("local_response_norm", "size", size)
+    probe = _lrn_probe if input.ndim > 3 else _lrn_probe_3d  # torch's 4-D form pools in 3-D
+    function_dtype("local_response_norm", probe, ((input.dtype, False),))
     if input.numel() == 0:
         return input
     n, c = input.shape[:2]

@@ -413,6 +413,11 @@ def avg_pool3d(
     include = as_flag(count_include_pad, name, "count_include_pad")
     _refuse_volume_shards(name, [("input", input)])
     _check_pads(name, kernel, pads)
+    volume = input.shape[-3:]
+    if any(n < k for n, k in zip(volume, kernel, strict=True)):  # torch's 3-D check, unpadded
+        raise ShapeError(f"{name}: input image (T: {volume[0]} H: {volume[1]} W: {volume[2]}) "
+                         f"smaller than kernel size (kT: {kernel[0]} kH: {kernel[1]} kW: "
+                         f"{kernel[2]})")  # fmt: skip
     exact = input.dtype.is_floating_point or input.dtype.is_complex
     summed = override is not None or not exact
     pools = tuple(_avg_pool_pass(k, s, p, ceil, include, summed)
