@@ -335,3 +335,60 @@ def test_causal_hint_with_dropout_keeps_the_mask(graph: Any) -> None:
     torch.manual_seed(3)
     explicit = ours(dx, dx, dx, attn_mask=causal)[0]
     _close(fused, explicit.to_torch())
+
+
+def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
+    """A differential review's findings: an unbatched query with a 1-D padding mask; the
+    transformer layers gather a sharded feature dim and sum a Partial input first; an
+    unhashable callable activation, registered last as torch registers it; an integer
+    attn_mask refused even where is_causal drops it; the recurrent layers' all_weights."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+
+    def d(t: torch.Tensor, p: Any = None) -> dtorch.Tensor:
+        return dtorch.from_torch(t, device_mesh=mesh, placements=[p or Replicate()], graph=graph)
+
+    torch.manual_seed(0)
+    ref = torch.nn.MultiheadAttention(4, 2)
+    with graph.as_default():
+        m = dtorch.nn.MultiheadAttention(4, 2, device_mesh=mesh)
+        layer = dtorch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0, device_mesh=mesh).eval()
+    m.load_state_dict(ref.state_dict())
+    x, kpm = torch.randn(3, 4), torch.tensor([False, True, False])
+    want, got = ref(x, x, x, key_padding_mask=kpm), m(d(x), d(x), d(x), key_padding_mask=kpm)
+    torch.testing.assert_close(got[0].to_torch(), want[0])
+    torch.testing.assert_close(got[1].to_torch(), want[1])
+    torch_layer = torch.nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0).eval()
+    layer.load_state_dict(torch_layer.state_dict())
+    src = torch.randn(3, 2, 4)
+    with torch.no_grad():
+        expected = torch_layer(src)
+    for placed in (d(src, dtorch.Shard(2)), d(src, dtorch.Partial())):
+        torch.testing.assert_close(layer(placed).to_torch(), expected, atol=1e-5, rtol=1e-5)
+
+    class Act:  # unhashable, as torch allows
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, t: Any) -> Any:
+            return t.relu()
+
+    assert dtorch.nn.TransformerEncoderLayer(4, 2, 8, activation=Act()) is not None
+    prelu = dtorch.nn.TransformerEncoderLayer(4, 2, 8, activation=dtorch.nn.PReLU())
+    theirs = torch.nn.TransformerEncoderLayer(4, 2, 8, activation=torch.nn.PReLU())
+    names = [n for n, _ in theirs.named_parameters()]
+    assert [n for n, _ in prelu.named_parameters()] == names
+    q = d(torch.randn(3, 2, 4))
+    with pytest.raises(AssertionError, match="bool and floating"):
+        m(
+            q,
+            q,
+            q,
+            attn_mask=torch.zeros(3, 3, dtype=torch.long),
+            is_causal=True,
+            need_weights=False,
+        )
+    lstm, torch_lstm = (
+        dtorch.nn.LSTM(3, 4, 2, bidirectional=True),
+        torch.nn.LSTM(3, 4, 2, bidirectional=True),
+    )
+    shapes = [[tuple(w.shape) for w in ws] for ws in lstm.all_weights]
+    assert shapes == [[tuple(w.shape) for w in ws] for ws in torch_lstm.all_weights]

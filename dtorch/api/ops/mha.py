@@ -99,8 +99,10 @@ def multi_head_attention_forward(
         [[[1.0, 1.0]], [[1.0, 1.0]]]
     """
     batched = _check_shapes(query, key, value, key_padding_mask, attn_mask, num_heads)
-    if not batched:
+    if not batched:  # a batch of one, the padding mask's (S,) as (1, S) too, as torch's
         query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = key_padding_mask.unsqueeze(0)
     tgt_len, bsz, embed_dim = query.shape
     p = float(dropout_p) if training else 0.0
     explicit = need_weights or p > 0.0  # the weights, or dropout on them, as torch's dropout
@@ -142,7 +144,12 @@ def _attn_mask(query: Tensor, mask: Any, is_causal: bool, fused: bool) -> tuple[
     ``is_causal`` where the fused kernel runs without padding; elsewhere the mask does it."""
     if is_causal and mask is None:
         raise _causal_without_mask()
-    if is_causal and fused:
+    if is_causal and fused:  # the mask's dtype checked even so, as torch's module does
+        if not (mask.dtype == torch.bool or mask.dtype.is_floating_point):
+            raise AttentionArgumentError(
+                f"{_NAME}: only bool and floating types of attn_mask are supported, got "
+                f"{mask.dtype}"
+            )
         return None, True
     return _mask_on(query, mask, "attn_mask"), False
 

@@ -147,6 +147,22 @@ class RNNBase(Module):
     def flatten_parameters(self) -> None:
         """torch's cuDNN weight packing: nothing to do here (kept so torch code runs)."""
 
+    @property
+    def all_weights(self) -> list[list[Tensor]]:
+        """torch's ``all_weights``: each layer and direction's parameters, in torch's order
+        (weight_ih, weight_hh, then the biases and weight_hr where the layer has them).
+
+        Example:
+            >>> import dtorch
+            >>> [len(w) for w in dtorch.nn.GRU(3, 4, bidirectional=True).all_weights]
+            [4, 4]
+        """
+        return [
+            [w for w in self._weights(layer, suffix) if w is not None]
+            for layer in range(self.num_layers)
+            for suffix in self._suffixes()
+        ]
+
     def _weights(self, layer: int, suffix: str) -> Weights:
         # one direction's parameters by torch's names (None where the layer has none)
         def get(name: str) -> Any:

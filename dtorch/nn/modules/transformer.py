@@ -41,7 +41,7 @@ from dtorch.api.ops.activations import gelu
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.placement import Placement, Replicate
+from dtorch.ir.placement import Placement, Replicate, Shard
 from dtorch.nn import init
 from dtorch.nn.functional import relu
 from dtorch.nn.modules.attention import MultiheadAttention
@@ -52,20 +52,20 @@ from dtorch.nn.modules.module import Module
 from dtorch.nn.modules.normalization import LayerNorm
 
 #: torch's activation names and functions, read as dtorch's.
-_ACTIVATIONS: dict[Any, Callable[..., Tensor]] = {
-    "relu": relu,
-    "gelu": gelu,
-    torch.nn.functional.relu: relu,
-    torch.nn.functional.gelu: gelu,
-}
+_ACTIVATIONS: dict[str, Callable[..., Tensor]] = {"relu": relu, "gelu": gelu}
+#: torch's functions of those names, by identity (a callable given need not be hashable)
+_TORCH_ACTIVATIONS = ((torch.nn.functional.relu, relu), (torch.nn.functional.gelu, gelu))
 
 
 def _activation(activation: Any) -> Callable[..., Tensor]:
     """A name or torch function -> dtorch's; any other callable as it is."""
-    if isinstance(activation, str) or activation in _ACTIVATIONS:
+    if isinstance(activation, str):
         if activation not in _ACTIVATIONS:
             raise ParamError(f"activation should be relu/gelu, not {activation}")
         return _ACTIVATIONS[activation]
+    for theirs, ours in _TORCH_ACTIVATIONS:
+        if activation is theirs:
+            return ours
     if not callable(activation):
         raise TypeError(f"activation must be 'relu', 'gelu' or a callable, got {activation!r}")
     return activation
@@ -75,12 +75,12 @@ class _Block(Module):
     """What both layers share: the feed-forward block and the residual arrangement."""
 
     def _feed_forward_parts(
-        self, d_model: int, dim_ff: int, dropout: float, activation: Any, kw: dict[str, Any]
+        self, d_model: int, dim_ff: int, dropout: float, kw: dict[str, Any]
     ) -> None:
+        # the feed-forward block's layers; the activation is set last, in torch's order
         self.linear1 = Linear(d_model, dim_ff, bias=kw.pop("bias"), **kw)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_ff, d_model, bias=self.linear1.bias is not None, **kw)
-        self.activation = _activation(activation)
 
     def _ff_block(self, x: Tensor) -> Tensor:
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
@@ -89,10 +89,22 @@ class _Block(Module):
         self, x: Tensor, norm: Module, drop: Module, block: Callable[..., Tensor]
     ) -> Tensor:
         """``x + block(norm(x))`` (norm_first) or ``norm(x + block(x))``, the block dropped
-        out."""
+        out; ``x`` with its features whole first (see ``_whole_features``)."""
+        x = _whole_features(x)
         if self.norm_first:
             return x + drop(block(norm(x)))
         return norm(x + drop(block(x)))
+
+
+def _whole_features(x: Tensor) -> Tensor:
+    """``x`` with its feature dim (the last) gathered and a Partial summed, where it has them:
+    the layer norm and the residual sum read every feature of a row (its other shards stay)."""
+    last = x.ndim - 1
+    want = [
+        Replicate() if p.is_partial() or (isinstance(p, Shard) and p.dim % x.ndim == last) else p
+        for p in x.placements
+    ]
+    return x if want == list(x.placements) else x.redistribute(placements=want)
 
 
 def _attend(
@@ -144,11 +156,12 @@ class TransformerEncoderLayer(_Block):
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, batch_first=batch_first, **kw
         )
-        self._feed_forward_parts(d_model, dim_feedforward, dropout, activation, dict(kw))
+        self._feed_forward_parts(d_model, dim_feedforward, dropout, dict(kw))
         self.norm_first = norm_first
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, **kw)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, **kw)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        self.activation = _activation(activation)  # last, as torch registers a module given
 
     def forward(
         self,
@@ -196,12 +209,13 @@ class TransformerDecoderLayer(_Block):
             MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first, **kw)
             for _ in range(2)
         )
-        self._feed_forward_parts(d_model, dim_feedforward, dropout, activation, dict(kw))
+        self._feed_forward_parts(d_model, dim_feedforward, dropout, dict(kw))
         self.norm_first = norm_first
         self.norm1, self.norm2, self.norm3 = (
             LayerNorm(d_model, eps=layer_norm_eps, **kw) for _ in range(3)
         )
         self.dropout1, self.dropout2, self.dropout3 = (Dropout(dropout) for _ in range(3))
+        self.activation = _activation(activation)  # last, as torch registers a module given
 
     def forward(
         self,
