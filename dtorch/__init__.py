@@ -88,6 +88,33 @@ from dtorch.api.functions import concat, equal, is_tensor, manual_seed, nonzero
 from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
 from dtorch.api.ops.activations_more import celu, hardshrink, selu, threshold
+from dtorch.api.ops.aliases_create import (
+    as_tensor,
+    asarray,
+    bartlett_window,
+    blackman_window,
+    hamming_window,
+    hann_window,
+    kaiser_window,
+    logspace,
+    range,
+    scalar_tensor,
+)
+from dtorch.api.ops.aliases_more import (
+    addr,
+    column_stack,
+    diagflat,
+    dist,
+    dstack,
+    floor_divide,
+    fmax,
+    fmin,
+    ger,
+    hstack,
+    row_stack,
+    unravel_index,
+    vstack,
+)
 from dtorch.api.ops.attention import SdpaOption
 from dtorch.api.ops.basic_index import split
 from dtorch.api.ops.closeness import allclose, isclose
@@ -239,6 +266,15 @@ from dtorch.api.ops.order_more import (
     mode,
     nanmedian,
 )
+from dtorch.api.ops.random_more import (
+    bernoulli,
+    binomial,
+    multinomial,
+    normal,
+    poisson,
+    randint_like,
+    randperm,
+)
 from dtorch.api.ops.reduce import (
     all,
     amax,
@@ -341,6 +377,26 @@ from dtorch.errors import (
 from dtorch.ir.mesh import DeviceMesh, init_device_mesh
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 from dtorch.linalg.aliases import det, inverse, logdet, slogdet
+from dtorch.linalg.older import (
+    chain_matmul,
+    cholesky,
+    cholesky_inverse,
+    cholesky_solve,
+    frobenius_norm,
+    geqrf,
+    lu,
+    lu_solve,
+    lu_unpack,
+    matrix_exp,
+    matrix_power,
+    nuclear_norm,
+    orgqr,
+    ormqr,
+    pinverse,
+    qr,
+    svd,
+    triangular_solve,
+)
 from dtorch.memory_stats import MemoryStat, MemoryStats
 from dtorch.nn.parameter import Parameter
 from dtorch.options import GlobalOption
@@ -355,10 +411,12 @@ from dtorch.serialization import (
 )
 
 abs = Tensor.abs
+absolute = Tensor.absolute
 acos = Tensor.acos
 acosh = Tensor.acosh
 arccos = Tensor.acos
 arccosh = Tensor.acosh
+arcsin = Tensor.arcsin
 arcsinh = Tensor.asinh
 arctan = Tensor.atan
 arctan2 = atan2
@@ -371,11 +429,13 @@ broadcast_to = Tensor.broadcast_to
 ceil = Tensor.ceil
 clip = clamp
 clone = Tensor.clone
+concatenate = cat
 cos = Tensor.cos
 cosh = Tensor.cosh
 deg2rad = Tensor.deg2rad
 detach = Tensor.detach
 digamma = Tensor.digamma
+divide = div
 erf = Tensor.erf
 erfc = Tensor.erfc
 erfinv = Tensor.erfinv
@@ -402,9 +462,11 @@ log1p = Tensor.log1p
 log2 = Tensor.log2
 logical_not = Tensor.logical_not
 moveaxis = movedim
+multiply = mul
 narrow = Tensor.narrow
 neg = Tensor.neg
 negative = Tensor.negative
+not_equal = ne
 numel = Tensor.numel
 rad2deg = Tensor.rad2deg
 reciprocal = Tensor.reciprocal
@@ -418,6 +480,7 @@ sinc = Tensor.sinc
 sinh = Tensor.sinh
 sqrt = Tensor.sqrt
 square = Tensor.square
+subtract = sub
 swapaxes = transpose
 swapdims = transpose
 t = Tensor.t
@@ -475,6 +538,7 @@ __all__ = [
     "WorkerDiedError",
     "WorkerError",
     "abs",
+    "absolute",
     "acos",
     "acosh",
     "adaptive_avg_pool1d",
@@ -484,6 +548,7 @@ __all__ = [
     "addcmul",
     "addmm",
     "addmv",
+    "addr",
     "all",
     "allclose",
     "amax",
@@ -493,6 +558,7 @@ __all__ = [
     "arange",
     "arccos",
     "arccosh",
+    "arcsin",
     "arcsinh",
     "arctan",
     "arctan2",
@@ -501,6 +567,8 @@ __all__ = [
     "argmin",
     "argsort",
     "argwhere",
+    "as_tensor",
+    "asarray",
     "asin",
     "asinh",
     "assert_structural_equal",
@@ -512,16 +580,20 @@ __all__ = [
     "atleast_3d",
     "avg_pool1d",
     "baddbmm",
+    "bartlett_window",
     "batch_norm",
+    "bernoulli",
     "bfloat16",
     "bilinear",
     "bincount",
+    "binomial",
     "bitwise_and",
     "bitwise_left_shift",
     "bitwise_not",
     "bitwise_or",
     "bitwise_right_shift",
     "bitwise_xor",
+    "blackman_window",
     "block_diag",
     "bmm",
     "bool",
@@ -536,16 +608,22 @@ __all__ = [
     "ceil",
     "celu",
     "celu_",
+    "chain_matmul",
     "channel_shuffle",
+    "cholesky",
+    "cholesky_inverse",
+    "cholesky_solve",
     "chunk",
     "clamp",
     "clamp_max",
     "clamp_min",
     "clip",
     "clone",
+    "column_stack",
     "combinations",
     "compiled_op",
     "concat",
+    "concatenate",
     "conv1d",
     "conv2d",
     "conv3d",
@@ -575,16 +653,20 @@ __all__ = [
     "device",
     "diag",
     "diag_embed",
+    "diagflat",
     "diagonal",
     "diagonal_scatter",
     "diff",
     "digamma",
+    "dist",
     "distributed_spec",
     "div",
+    "divide",
     "dot",
     "double",
     "dropout",
     "dsplit",
+    "dstack",
     "dtype",
     "einsum",
     "embedding",
@@ -612,9 +694,13 @@ __all__ = [
     "float64",
     "float_power",
     "floor",
+    "floor_divide",
+    "fmax",
+    "fmin",
     "fmod",
     "frac",
     "frexp",
+    "frobenius_norm",
     "from_numpy",
     "from_torch",
     "full",
@@ -622,6 +708,8 @@ __all__ = [
     "gather",
     "gcd",
     "ge",
+    "geqrf",
+    "ger",
     "get_default_device_mesh",
     "get_rng_state",
     "global_option",
@@ -631,11 +719,14 @@ __all__ = [
     "group_norm",
     "gt",
     "half",
+    "hamming_window",
+    "hann_window",
     "hardshrink",
     "heaviside",
     "histc",
     "histogram",
     "hsplit",
+    "hstack",
     "hypot",
     "i0",
     "iinfo",
@@ -665,6 +756,7 @@ __all__ = [
     "isnan",
     "isneginf",
     "isposinf",
+    "kaiser_window",
     "kron",
     "kthvalue",
     "layer_norm",
@@ -692,14 +784,20 @@ __all__ = [
     "logical_or",
     "logical_xor",
     "logit",
+    "logspace",
     "logsumexp",
     "long",
     "lt",
+    "lu",
+    "lu_solve",
+    "lu_unpack",
     "manual_seed",
     "masked_fill",
     "masked_scatter",
     "masked_select",
     "matmul",
+    "matrix_exp",
+    "matrix_power",
     "max",
     "max_pool1d",
     "max_pool2d",
@@ -717,6 +815,8 @@ __all__ = [
     "movedim",
     "msort",
     "mul",
+    "multinomial",
+    "multiply",
     "mv",
     "mvlgamma",
     "nan_to_num",
@@ -733,15 +833,22 @@ __all__ = [
     "no_grad",
     "nonzero",
     "norm",
+    "normal",
+    "not_equal",
+    "nuclear_norm",
     "numel",
     "ones",
     "ones_like",
+    "orgqr",
+    "ormqr",
     "outer",
     "pairwise_distance",
     "pdist",
     "permute",
+    "pinverse",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "poisson",
     "polygamma",
     "positive",
     "pow",
@@ -750,13 +857,17 @@ __all__ = [
     "profile",
     "promote_types",
     "put",
+    "qr",
     "quantile",
     "rad2deg",
     "rand",
     "rand_like",
     "randint",
+    "randint_like",
     "randn",
     "randn_like",
+    "randperm",
+    "range",
     "ravel",
     "reciprocal",
     "relu",
@@ -769,9 +880,11 @@ __all__ = [
     "roll",
     "rot90",
     "round",
+    "row_stack",
     "rrelu",
     "rrelu_",
     "rsqrt",
+    "scalar_tensor",
     "scatter",
     "scatter_add",
     "scatter_reduce",
@@ -805,7 +918,9 @@ __all__ = [
     "std",
     "std_mean",
     "sub",
+    "subtract",
     "sum",
+    "svd",
     "swapaxes",
     "swapdims",
     "t",
@@ -825,6 +940,7 @@ __all__ = [
     "transpose",
     "trapezoid",
     "trapz",
+    "triangular_solve",
     "tril",
     "tril_indices",
     "triu",
@@ -837,6 +953,7 @@ __all__ = [
     "unflatten",
     "unique",
     "unique_consecutive",
+    "unravel_index",
     "unsqueeze",
     "vander",
     "var",
@@ -844,6 +961,7 @@ __all__ = [
     "vdot",
     "visualize_sharding",
     "vsplit",
+    "vstack",
     "where",
     "xlogy",
     "zeros",

@@ -17,6 +17,8 @@ Example:
 
 from __future__ import annotations
 
+from dtorch.api.ops import aliases_in_place as _ai
+from dtorch.api.ops import aliases_more as _al
 from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import grid as _gr
@@ -26,8 +28,11 @@ from dtorch.api.ops import index_more as _im
 from dtorch.api.ops import linalg_more as _lm
 from dtorch.api.ops import math_extra as _mx
 from dtorch.api.ops import methods as _mk
+from dtorch.api.ops import random_more as _rm
 from dtorch.api.ops import search as _se
+from dtorch.ir.opkind import MathKind
 from dtorch.linalg import aliases as _lg
+from dtorch.linalg import older as _lo
 
 
 class TensorMore:
@@ -72,6 +77,21 @@ class TensorMore:
     logdet = _lg.logdet
     slogdet = _lg.slogdet
     inverse = _lg.inverse
+    # torch's older linear algebra names (dtorch.linalg.older)
+    cholesky = _lo.cholesky
+    cholesky_inverse = _lo.cholesky_inverse
+    cholesky_solve = _lo.cholesky_solve
+    qr = _lo.qr
+    svd = _lo.svd
+    pinverse = _lo.pinverse
+    matrix_power = _lo.matrix_power
+    matrix_exp = _lo.matrix_exp
+    lu = _lo.lu
+    lu_solve = _lo.lu_solve
+    triangular_solve = _lo.triangular_solve
+    geqrf = _lo.geqrf
+    orgqr = _lo.orgqr
+    ormqr = _lo.ormqr
     histc = _se.histc
     bincount = _se.bincount
     unique = _se.unique
@@ -87,6 +107,37 @@ class TensorMore:
     mvlgamma = _mx.mvlgamma
     frexp = _mx.frexp
     put = _mx.put
+    # torch's aliases and small operators (dtorch.api.ops.aliases_more)
+    divide = _ew.div
+    multiply = _ew.mul
+    subtract = _ew.sub
+    not_equal = _ew.ne
+    floor_divide = _al.floor_divide
+    absolute = _mk.unary(MathKind.ABS, "abs")
+    arcsin = _mk.unary(MathKind.ASIN, "asin")
+    fmax = _al.fmax
+    fmin = _al.fmin
+    dist = _al.dist
+    addr = _al.addr
+    ger = _al.ger
+    diagflat = _al.diagflat
+    fill_diagonal_ = _al.fill_diagonal_
+    sum_to_size = _al.sum_to_size
+    split_with_sizes = _al.split_with_sizes
+    get_device = _al.get_device
+    layout = property(_al.layout)
+    divide_ = _ai.divide_
+    multiply_ = _ai.multiply_
+    subtract_ = _ai.subtract_
+    not_equal_ = _ai.not_equal_
+    absolute_ = _ai.absolute_
+    arcsin_ = _ai.arcsin_
+    eq_, ne_, ge_, gt_, le_, lt_ = _ai.eq_, _ai.ne_, _ai.ge_, _ai.gt_, _ai.le_, _ai.lt_
+    greater_equal_, greater_ = _ai.greater_equal_, _ai.greater_
+    less_equal_, less_ = _ai.less_equal_, _ai.less_
+    logical_and_, logical_or_ = _ai.logical_and_, _ai.logical_or_
+    cumsum_, cumprod_ = _ai.cumsum_, _ai.cumprod_
+    addr_ = _ai.addr_
 
     # --- in place: the operator above, its result written back as ``addmm_`` writes it ------
     addmv_ = _mk.in_place("addmv_", addmv, elementwise=False)
@@ -101,3 +152,12 @@ class TensorMore:
     renorm_ = _mk.in_place("renorm_", _mx.renorm, elementwise=False)
     polygamma_ = _mk.in_place("polygamma_", _mx.polygamma_method)
     mvlgamma_ = _mk.in_place("mvlgamma_", _mx.mvlgamma)
+    # random draws (dtorch.api.ops.random_more)
+    bernoulli = _rm.bernoulli
+    multinomial = _rm.multinomial
+    bernoulli_ = _rm.bernoulli_
+    random_ = _rm.random_
+    exponential_ = _rm.exponential_
+    geometric_ = _rm.geometric_
+    log_normal_ = _rm.log_normal_
+    cauchy_ = _rm.cauchy_

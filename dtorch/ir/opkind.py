@@ -156,6 +156,8 @@ class BinaryKind(enum.IntEnum):
     LEFT_SHIFT = 32
     RIGHT_SHIFT = 33
     ZETA = 34  # torch.special.zeta(x, q), Hurwitz's: polygamma's n >= 1 (math_extra)
+    FMAX = 35  # torch.fmax: maximum where the non-NaN operand wins (aliases_more)
+    FMIN = 36  # torch.fmin: minimum where the non-NaN operand wins (aliases_more)
 
 
 class MathKind(enum.IntEnum):
@@ -207,6 +209,7 @@ class MathKind(enum.IntEnum):
     ASINH = 45
     ACOSH = 46
     ATANH = 47
+    TRIGAMMA = 48  # polygamma(1, x), torch's own kernel (math_extra's polygamma)
 
 
 class ReduceKind(enum.IntEnum):
@@ -234,6 +237,14 @@ class CreateKind(enum.IntEnum):
     UNIFORM = 9
     NORMAL = 10
     TRUNC_NORMAL = 11
+    # the random fills of dtorch.api.ops.random_more (their draws: dtorch.ir.random_draw)
+    EXPONENTIAL = 12
+    GEOMETRIC = 13
+    LOG_NORMAL = 14
+    CAUCHY = 15
+    RANDOM = 16
+    BERNOULLI = 17
+    RANDPERM = 18
 
 
 class NormKind(enum.IntEnum):
@@ -309,6 +320,24 @@ class LinalgKind(enum.IntEnum):
     MATRIX_RANK = 12
     MATRIX_POWER = 13
     MATRIX_EXP = 14
+    # torch's older names and more of torch.linalg (dtorch/linalg/older.py, more.py)
+    CHOLESKY_INVERSE = 15
+    CHOLESKY_SOLVE = 16
+    SVD_OLD = 17
+    LU_FACTOR_EX = 18
+    LU = 19
+    LU_UNPACK = 20
+    LU_SOLVE = 21
+    SOLVE_TRIANGULAR = 22
+    TRIANGULAR_SOLVE = 23
+    INV_EX = 24
+    CHOLESKY_EX = 25
+    HOUSEHOLDER_PRODUCT = 26
+    GEQRF = 27
+    ORMQR = 28
+    COND = 29
+    EIG = 30
+    EIGVALS = 31
 
 
 class ScatterReduceKind(enum.IntEnum):

@@ -35,7 +35,8 @@ class CreateParam(OpParam):
 
     ``args`` holds FULL's fill value, ARANGE's (start, end, step), RAND/RANDN's nothing,
     RANDINT's and UNIFORM's (low, high), NORMAL's (mean, std) and TRUNC_NORMAL's (mean, std,
-    a, b). ``generator`` is a snapshot of the user's generator
+    a, b); the fills of ``random_more`` their method's arguments (RANDOM: (), (from,) for
+    to=None, or (from, to); RANDPERM: none). ``generator`` is a snapshot of the user's generator
     (random kinds) and ``value`` the full torch tensor to distribute (FROM_TENSOR); on its way
     to worker processes a large ``value`` is in shared memory instead (``shared``).
     """

@@ -64,6 +64,27 @@ def _trunc_normal(
     return torch.nn.init.trunc_normal_(full, mean, std, a, b, generator=g)
 
 
+# the fills of dtorch.api.ops.random_more: torch's own in-place fill of the full tensor, whose
+# draws (MKL streams, rejection loops) only it reproduces
+def _fill(method: str) -> Draw:
+    """The draw that is torch's ``Tensor.<method>(*args)`` of a new tensor."""
+
+    def fill(shape: Shape, dtype: torch.dtype, args: tuple[Any, ...], g: torch.Generator) -> Any:
+        return getattr(torch.empty(shape, dtype=dtype), method)(*args, generator=g)
+
+    return fill
+
+
+# random_'s forms: () all of the dtype's range, (from, to), and (from,) for to=None
+def _random(shape: Shape, dtype: torch.dtype, args: tuple[Any, ...], g: torch.Generator) -> Any:
+    bounds = (args[0], None) if len(args) == 1 else args
+    return torch.empty(shape, dtype=dtype).random_(*bounds, generator=g)
+
+
+def _randperm(shape: Shape, dtype: torch.dtype, args: tuple[Any, ...], g: torch.Generator) -> Any:
+    return torch.randperm(shape[0], generator=g, dtype=dtype)
+
+
 #: Each random Create kind's draw of its full tensor.
 RANDOM_DRAWS: dict[CreateKind, Draw] = {
     CreateKind.RAND: _rand,
@@ -72,6 +93,13 @@ RANDOM_DRAWS: dict[CreateKind, Draw] = {
     CreateKind.UNIFORM: _uniform,
     CreateKind.NORMAL: _normal,
     CreateKind.TRUNC_NORMAL: _trunc_normal,
+    CreateKind.EXPONENTIAL: _fill("exponential_"),
+    CreateKind.GEOMETRIC: _fill("geometric_"),
+    CreateKind.LOG_NORMAL: _fill("log_normal_"),
+    CreateKind.CAUCHY: _fill("cauchy_"),
+    CreateKind.RANDOM: _random,
+    CreateKind.BERNOULLI: _fill("bernoulli_"),
+    CreateKind.RANDPERM: _randperm,
 }
 
 

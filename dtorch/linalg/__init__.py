@@ -1,7 +1,9 @@
 """``dtorch.linalg``: torch.linalg's functions on dtorch tensors.
 
 The matrix functions (``det slogdet inv solve cholesky qr eigh eigvalsh svd svdvals pinv
-matrix_rank matrix_power matrix_exp``) run torch's own function on each device's whole
+matrix_rank matrix_power matrix_exp``, and ``lu_factor lu_factor_ex lu lu_solve
+solve_triangular inv_ex cholesky_ex householder_product cond eig eigvals`` of
+``dtorch.linalg.more``) run torch's own function on each device's whole
 matrices: the batch dims (all but the last two) may be sharded and keep their shards, the
 matrix dims must be whole on every device (a PlacementError says to redistribute them), a
 Partial input is refused. The norms (``vector_norm matrix_norm norm``) and products
@@ -32,17 +34,45 @@ from dtorch.linalg.matrix import (
     svd,
     svdvals,
 )
+from dtorch.linalg.more import (
+    cholesky_ex,
+    cond,
+    eig,
+    eigvals,
+    householder_product,
+    inv_ex,
+    lstsq,
+    lu,
+    lu_factor,
+    lu_factor_ex,
+    lu_solve,
+    solve_triangular,
+    tensorinv,
+    tensorsolve,
+    vander,
+)
 from dtorch.linalg.norms import matrix_norm, norm, vector_norm
 from dtorch.linalg.products import cross, diagonal, matmul, multi_dot, vecdot
 
 __all__ = [
     "cholesky",
+    "cholesky_ex",
+    "cond",
     "cross",
     "det",
     "diagonal",
+    "eig",
     "eigh",
+    "eigvals",
     "eigvalsh",
+    "householder_product",
     "inv",
+    "inv_ex",
+    "lstsq",
+    "lu",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu_solve",
     "matmul",
     "matrix_exp",
     "matrix_norm",
@@ -54,8 +84,12 @@ __all__ = [
     "qr",
     "slogdet",
     "solve",
+    "solve_triangular",
     "svd",
     "svdvals",
+    "tensorinv",
+    "tensorsolve",
+    "vander",
     "vecdot",
     "vector_norm",
 ]

@@ -8,6 +8,7 @@ refusals refused at the call, naming the function."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ import torch
 
 import dtorch
 from dtorch.errors import DTorchError
-from tests.api.ops_harness import P, run_api
+from tests.api.ops_harness import S0, P, R, run_api
 from tests.simulate import layout_combos
 
 pytestmark = pytest.mark.timeout(60)
@@ -313,3 +314,32 @@ def test_histogram_refusals(graph) -> None:  # type: ignore[no-untyped-def]
         dtorch.histogram(x, torch.tensor([0.0, 1.5, 3.0]), range=(0.0, 1.0))
     with pytest.raises(DTorchError, match=r"^histogram: "):
         dtorch.histogram(x, -1)
+
+
+def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
+    """A differential review's findings: polygamma(1) is torch's trigamma (infinities and
+    poles too) and a large n gives torch's infinities at once; quantile keeps an unevenly
+    sharded size-1 dim; renorm refuses NaN bounds; mvlgamma refuses bools; trapezoid of an
+    empty bool dim is zeros; diff with n=0 never joins prepend."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    d = lambda t, *p: dtorch.from_torch(t, device_mesh=mesh, placements=list(p) or [R], graph=graph)  # noqa: E731
+    x = torch.tensor([math.inf, -math.inf, -1.0, -2.0, 0.5, 3.0])
+    for n in (1, 171):
+        got = dtorch.polygamma(n, d(x)).to_torch()
+        torch.testing.assert_close(got, torch.polygamma(n, x), equal_nan=True)
+    row = torch.randn(1, 5)
+    for keep in (False, True):
+        got = dtorch.quantile(d(row, S0), 0.5, dim=1, keepdim=keep).to_torch()
+        torch.testing.assert_close(got, torch.quantile(row, 0.5, dim=1, keepdim=keep))
+    z = d(torch.randn(2, 3))
+    for bad in ((math.nan, 0, 1.0), (2, 0, math.nan)):
+        with pytest.raises(RuntimeError, match="renorm"):
+            dtorch.renorm(z, *bad)
+    with pytest.raises(RuntimeError, match="boolean"):
+        dtorch.mvlgamma(d(torch.tensor([True, False])), 1)
+    empty = torch.zeros(3, 0, dtype=torch.bool)
+    assert torch.equal(dtorch.trapezoid(d(empty)).to_torch(), torch.trapezoid(empty))
+    grid = dtorch.init_device_mesh("cpu", (2, 2))
+    t = dtorch.from_torch(torch.arange(4.0), device_mesh=grid, placements=[S0, R], graph=graph)
+    p = dtorch.from_torch(torch.zeros(2), device_mesh=grid, placements=[R, S0], graph=graph)
+    assert torch.equal(dtorch.diff(t, n=0, prepend=p).to_torch(), torch.arange(4.0))

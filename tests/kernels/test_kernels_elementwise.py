@@ -68,6 +68,8 @@ _BINARY_FNS = {
     BinaryKind.LEFT_SHIFT: torch.bitwise_left_shift,
     BinaryKind.RIGHT_SHIFT: torch.bitwise_right_shift,
     BinaryKind.ZETA: torch.special.zeta,
+    BinaryKind.FMAX: torch.fmax,
+    BinaryKind.FMIN: torch.fmin,
 }
 #: Kinds tested on integers (torch's bitwise, shift, gcd and lcm kernels refuse floats).
 _INT_KINDS = {
@@ -212,6 +214,7 @@ _MATH_FNS = {
     MathKind.ASINH: torch.asinh,
     MathKind.ACOSH: torch.acosh,
     MathKind.ATANH: torch.atanh,
+    MathKind.TRIGAMMA: lambda x: torch.polygamma(1, x),
 }
 #: The linear unary kinds: they keep a Partial (of a dtype that converts linearly).
 _LINEAR_MATH = {MathKind.NEG, MathKind.DEG2RAD, MathKind.RAD2DEG}

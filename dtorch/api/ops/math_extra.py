@@ -129,15 +129,17 @@ def _quantile(name: str, input: Any, q: Any, dim: Any, keepdim: Any, interpolati
     qs = _q_values(name, input, q)
     if dim is None:
         x = _whole(input, *range(input.ndim)).reshape(-1)
-        shape = [1] * input.ndim if keep else []
     else:
         d = normalize_dim(as_int(name, "dim", dim), input.ndim, op=name)
         x = _whole(input, d).movedim(d, -1) if input.ndim else input.reshape(1)
-        shape = [1 if i == d else s for i, s in enumerate(input.shape) if keep or i != d]
     rows = _whole(x, x.ndim - 1).sort(-1).values
     out = _interpolate(rows, _ranks(rows, qs, name == "nanquantile"), interpolation)
-    out = out.movedim(-1, 0).reshape(qs.numel(), *shape)
-    return out.reshape(shape) if qs.ndim == 0 else out
+    out = out.movedim(-1, 0)  # (q, *the kept dims)
+    if dim is None:
+        out = out.reshape(qs.numel(), *[1] * (input.ndim if keep else 0))
+    elif keep and input.ndim:  # views that keep any shard (a reshape refuses uneven ones)
+        out = out.unsqueeze(d + 1)
+    return out.squeeze(0) if qs.ndim == 0 else out
 
 
 @composite()
@@ -344,11 +346,12 @@ def trapezoid(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Ten
         >>> dtorch.trapezoid(y).item(), dtorch.trapezoid(y, dtorch.tensor([0.0, 1.0, 3.0])).item()
         (4.5, 7.5)
     """
-    _check_y("trapezoid", y)
+    tensor_arg("trapezoid", y)
     step = _spacing("trapezoid", x, dx)
     d = normalize_dim(dim, y.ndim, op="trapezoid", needs_a_dim=True)
-    if y.shape[d] == 0:
+    if y.shape[d] == 0:  # torch's zeros, before its check of the dtype (a bool too)
         return _empty_except(y, d)
+    _check_y("trapezoid", y)
     y = _whole(y, d)
     if isinstance(step, float):
         ends = y.select(d, 0) + y.select(d, -1)
@@ -413,9 +416,9 @@ def renorm(input: Tensor, p: Any, dim: int, maxnorm: Any) -> Tensor:
     """
     tensor_arg("renorm", input)
     order, limit = as_real("renorm: p", p), as_real("renorm: maxnorm", maxnorm)
-    if order <= 0:
+    if not order > 0:  # NaN too, as torch
         raise ParamError(f"renorm: non-positive-norm not supported (p={order}); accepted: p > 0")
-    if limit < 0:
+    if not limit >= 0:
         raise ParamError(f"renorm: expected maxnorm to be >= 0 but got {limit}")
     if input.ndim < 2:
         raise ShapeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
@@ -467,6 +470,8 @@ def mvlgamma(input: Tensor, p: int) -> Tensor:
     dims = as_int("mvlgamma", "p", p)
     if dims < 1:
         raise ParamError(f"mvlgamma: p has to be greater than or equal to 1, got {dims}")
+    if input.dtype == torch.bool:
+        raise DtypeError("mvlgamma: The input tensor may not be a boolean tensor.")
     dtype = input.dtype
     if not (dtype.is_floating_point or dtype.is_complex):
         dtype = torch.get_default_dtype()
@@ -489,14 +494,15 @@ def polygamma(n: int, input: Tensor) -> Tensor:
     order = as_int("polygamma", "n", n)
     if order < 0:
         raise ParamError(f"polygamma(n, x) does not support negative n (got {order})")
-    if order == 0:
-        return unary(MathKind.DIGAMMA, "polygamma", input)
-    # torch's own formula for n >= 2 (its trigamma for n = 1 agrees within rounding)
-    scale = math.factorial(order) * (1 if order % 2 else -1)
+    if order in (0, 1):  # torch's digamma and trigamma kernels
+        return unary(MathKind.TRIGAMMA if order else MathKind.DIGAMMA, "polygamma", input)
+    # torch's own formula for n >= 2: n! as exp(lgamma(n + 1)), infinite past a double's range
+    size = math.exp(math.lgamma(order + 1)) if order <= 170 else math.inf
+    scale = size if order % 2 else -size
     if input.dtype not in _HALVES:
-        return binary(BinaryKind.ZETA, "polygamma", float(order + 1), input) * float(scale)
+        return binary(BinaryKind.ZETA, "polygamma", float(order + 1), input) * scale
     wide = cast(input, torch.float32)  # torch's zeta has no half kernel; its polygamma's opmath
-    out = binary(BinaryKind.ZETA, "polygamma", float(order + 1), wide) * float(scale)
+    out = binary(BinaryKind.ZETA, "polygamma", float(order + 1), wide) * scale
     return cast(out, input.dtype)
 
 

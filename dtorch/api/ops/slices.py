@@ -173,9 +173,10 @@ def diff(
     if n < 0:
         raise ParamError(f"order must be non-negative but got {n}")
     d = normalize_dim(dim, input.ndim, op="diff")
-    x = _joined(input, d, prepend, append)  # checks prepend and append, as torch does first
-    if n == 0:  # torch's result: a copy of input, prepend and append left out
+    if n == 0:  # torch's result: a copy of input, prepend and append checked, never joined
+        _joined(input, d, prepend, append, join=False)
         return input.clone()
+    x = _joined(input, d, prepend, append)  # checks prepend and append, as torch does first
     kind = BinaryKind.NE if x.dtype == torch.bool else BinaryKind.SUB
     for _ in range(n):
         size = x.shape[d]
@@ -187,11 +188,12 @@ def diff(
     return x
 
 
-def _joined(input: Tensor, dim: int, prepend: Any, append: Any) -> Tensor:
-    """``prepend``, ``input``, ``append`` concatenated along ``dim`` (torch's checks first)."""
+def _joined(input: Tensor, dim: int, prepend: Any, append: Any, join: bool = True) -> Tensor:
+    """``prepend``, ``input``, ``append`` concatenated along ``dim`` (torch's checks first;
+    without ``join``, the checks alone)."""
     parts = [_part(input, dim, p, "prepend") for p in (prepend,) if p is not None]
     parts += [input] + [_part(input, dim, a, "append") for a in (append,) if a is not None]
-    if len(parts) == 1:
+    if len(parts) == 1 or not join:
         return input
     with named_as("diff"):  # a refusal of the cat names the function called
         return cat(parts, dim)

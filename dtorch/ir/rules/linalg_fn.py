@@ -49,6 +49,14 @@ _TWO = signature(
     hint="redistribute the matrix dims (the last two) to Replicate first: each matrix must be "
     "whole on every device, and a Partial input is refused (the function is not linear)",
 )  # fmt: skip
+_THREE = signature(  # lu_solve, ormqr: a batch dim sharded by some inputs, the others R
+    "R R R -> R", "Si Si Si -> Si", "Si R R -> Si", "R Si R -> Si", "R R Si -> Si",
+    "Si Si R -> Si", "Si R Si -> Si", "R Si Si -> Si",
+    legend="i: a batch dim (any but the last two, the matrix dims)",
+    hint="redistribute the matrix dims (the last two) to Replicate first: each matrix must be "
+    "whole on every device, and a Partial input is refused (the function is not linear)",
+)  # fmt: skip
+_SIGS = {1: _ONE, 2: _TWO, 3: _THREE}
 
 Tensors = tuple[torch.Tensor, ...]
 LinalgFn = Callable[[Sequence[torch.Tensor], LinalgParam], Tensors]
@@ -57,6 +65,23 @@ LinalgFn = Callable[[Sequence[torch.Tensor], LinalgParam], Tensors]
 def _tuple(value: torch.Tensor | Sequence[torch.Tensor]) -> Tensors:
     # torch returns one tensor or a named tuple; the kernels hand on a plain tuple
     return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+
+
+def _bit(param: LinalgParam, i: int) -> bool:
+    # the extra flags of lu_solve, solve_triangular, ...: packed in ``n`` (dtorch.linalg.more.bits)
+    return bool(param.n >> i & 1)
+
+
+def _order(param: LinalgParam) -> float | str | None:
+    # cond's ``p``: a str in ``mode``, a number in ``atol``, or None (both empty)
+    return param.mode or param.atol
+
+
+def _geqrf(a: torch.Tensor) -> Tensors:
+    # torch has no meta kernel of geqrf: its shapes are (a's, a's batch + min(m, n))
+    if a.is_meta:
+        return torch.empty_like(a), a.new_empty((*a.shape[:-2], min(a.shape[-2:])))
+    return _tuple(torch.geqrf(a))
 
 
 #: torch's function of each kind: ``(inputs, param) -> outputs``.
@@ -80,6 +105,41 @@ LINALG: dict[LinalgKind, LinalgFn] = {
     ),
     LinalgKind.MATRIX_POWER: lambda a, p: _tuple(torch.linalg.matrix_power(a[0], p.n)),
     LinalgKind.MATRIX_EXP: lambda a, p: _tuple(torch.linalg.matrix_exp(a[0])),
+    LinalgKind.CHOLESKY_INVERSE: lambda a, p: _tuple(torch.cholesky_inverse(a[0], upper=p.flag)),
+    LinalgKind.CHOLESKY_SOLVE: lambda a, p: _tuple(torch.cholesky_solve(a[0], a[1], p.flag)),
+    LinalgKind.SVD_OLD: lambda a, p: _tuple(torch.svd(a[0], p.flag, _bit(p, 0))),
+    LinalgKind.LU_FACTOR_EX: lambda a, p: _tuple(
+        torch.linalg.lu_factor_ex(a[0], pivot=p.flag, check_errors=_bit(p, 0))
+    ),
+    LinalgKind.LU: lambda a, p: _tuple(torch.linalg.lu(a[0], pivot=p.flag)),
+    LinalgKind.LU_UNPACK: lambda a, p: _tuple(
+        torch.lu_unpack(a[0], a[1].squeeze(-1), _bit(p, 0), _bit(p, 1))
+    ),
+    LinalgKind.LU_SOLVE: lambda a, p: _tuple(
+        torch.linalg.lu_solve(a[0], a[1].squeeze(-1), a[2], left=_bit(p, 0), adjoint=_bit(p, 1))
+    ),
+    LinalgKind.SOLVE_TRIANGULAR: lambda a, p: _tuple(
+        torch.linalg.solve_triangular(
+            a[0], a[1], upper=_bit(p, 0), left=_bit(p, 1), unitriangular=_bit(p, 2)
+        )
+    ),
+    LinalgKind.TRIANGULAR_SOLVE: lambda a, p: _tuple(
+        torch.triangular_solve(a[0], a[1], _bit(p, 0), _bit(p, 1), _bit(p, 2))
+    ),
+    LinalgKind.INV_EX: lambda a, p: _tuple(torch.linalg.inv_ex(a[0], check_errors=p.flag)),
+    LinalgKind.CHOLESKY_EX: lambda a, p: _tuple(
+        torch.linalg.cholesky_ex(a[0], upper=p.flag, check_errors=_bit(p, 0))
+    ),
+    LinalgKind.HOUSEHOLDER_PRODUCT: lambda a, p: _tuple(
+        torch.linalg.householder_product(a[0], a[1].squeeze(-1))
+    ),
+    LinalgKind.GEQRF: lambda a, p: _geqrf(a[0]),
+    LinalgKind.ORMQR: lambda a, p: _tuple(
+        torch.ormqr(a[0], a[1].squeeze(-1), a[2], _bit(p, 0), _bit(p, 1))
+    ),
+    LinalgKind.COND: lambda a, p: _tuple(torch.linalg.cond(a[0], _order(p))),
+    LinalgKind.EIG: lambda a, p: _tuple(torch.linalg.eig(a[0])),
+    LinalgKind.EIGVALS: lambda a, p: _tuple(torch.linalg.eigvals(a[0])),
 }
 
 
@@ -140,7 +200,7 @@ def linalg_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
         raise ShapeError(f"{name}: the inputs' batch shapes differ: {[x.shape for x in inputs]}")
     in_labels = tuple(_in_labels(len(batch), i) for i in range(len(inputs)))
     kept = [o for o in outs if _keeps(batch, o)]
-    sig = _ONE if len(inputs) == 1 else _TWO
+    sig = _SIGS[len(inputs)]
     expansion = expand(name, sig, inputs, in_labels, tuple(_out_labels(batch, o) for o in kept))
     placed = iter(expansion.outputs)
     whole = tuple(Replicate() for _ in inputs[0].placements)  # the same (empty) value everywhere

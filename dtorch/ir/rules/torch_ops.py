@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -84,6 +85,8 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.LEFT_SHIFT: torch.bitwise_left_shift,
     BinaryKind.RIGHT_SHIFT: torch.bitwise_right_shift,
     BinaryKind.ZETA: torch.special.zeta,
+    BinaryKind.FMAX: torch.fmax,
+    BinaryKind.FMIN: torch.fmin,
 }
 
 MATH: dict[MathKind, Unary] = {
@@ -135,6 +138,7 @@ MATH: dict[MathKind, Unary] = {
     MathKind.ASINH: torch.asinh,
     MathKind.ACOSH: torch.acosh,
     MathKind.ATANH: torch.atanh,
+    MathKind.TRIGAMMA: functools.partial(torch.polygamma, 1),
 }
 
 

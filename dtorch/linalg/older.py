@@ -1,0 +1,329 @@
+"""torch's older top-level linear algebra names (also Tensor methods): ``cholesky
+cholesky_inverse cholesky_solve qr svd pinverse matrix_power matrix_exp lu lu_unpack lu_solve
+triangular_solve geqrf orgqr ormqr`` run torch's own function on every device's whole
+matrices (one Linalg operator: batch dims may be sharded and keep their shards, the matrix dims
+must be whole, a Partial input is refused); ``chain_matmul frobenius_norm nuclear_norm`` are
+compositions (``linalg.multi_dot``, ``linalg.vector_norm``, ``linalg.matrix_norm``).
+
+Example:
+    >>> import dtorch
+    >>> a = dtorch.tensor([[4.0, 2.0], [2.0, 5.0]])
+    >>> a.cholesky().tolist(), dtorch.svd(a.diag().diag()).S.tolist()
+    ([[2.0, 0.0], [1.0, 2.0]], [5.0, 4.0])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from dtorch.api.create import beside
+from dtorch.api.dims import as_flag
+from dtorch.api.record import composite, tensor_arg
+from dtorch.errors import ParamError, ShapeError
+from dtorch.ir.opkind import LinalgKind
+from dtorch.ir.params import LinalgParam
+from dtorch.linalg import matrix as _mx
+from dtorch.linalg import more as _more
+from dtorch.linalg import norms as _nm
+from dtorch.linalg import products as _pr
+
+if TYPE_CHECKING:
+    from dtorch.api.tensor import Tensor
+
+
+@composite("cholesky")  # refusals name the function called
+def cholesky(input: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky``: ``linalg.cholesky`` with ``upper`` positional.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.cholesky(dtorch.tensor([[4.0, 2.0], [2.0, 5.0]]), True).tolist()
+        [[2.0, 1.0], [0.0, 2.0]]
+    """
+    return _mx.cholesky(input, upper=upper)
+
+
+def cholesky_inverse(input: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky_inverse``: the inverse of ``L @ L.mT`` (``upper``: ``U.mT @ U``) from
+    its Cholesky factor ``input``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.cholesky_inverse(dtorch.tensor([[2.0, 0.0], [0.0, 1.0]])).abs().tolist()
+        [[0.25, 0.0], [0.0, 1.0]]
+    """
+    flag = as_flag(upper, "cholesky_inverse", "upper")
+    return _mx._one("cholesky_inverse", LinalgParam(LinalgKind.CHOLESKY_INVERSE, flag=flag), input)
+
+
+def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False) -> Tensor:
+    """``torch.cholesky_solve``: ``X`` with ``A @ X = input`` from ``A``'s Cholesky factor
+    ``input2`` (lower; ``upper``: upper); the batch dims broadcast.
+
+    Example:
+        >>> import dtorch
+        >>> L = dtorch.tensor([[2.0, 0.0], [0.0, 1.0]])
+        >>> dtorch.tensor([[4.0], [1.0]]).cholesky_solve(L).tolist()
+        [[1.0], [1.0]]
+    """
+    name = "cholesky_solve"
+    tensor_arg(name, input, "input")
+    tensor_arg(name, input2, "input2")
+    param = LinalgParam(LinalgKind.CHOLESKY_SOLVE, flag=as_flag(upper, name, "upper"))
+    b, a = _mx._broadcast_batches(name, input, input2)
+    return _mx._one(name, param, b, a)
+
+
+@composite("qr")  # refusals name the function called
+def qr(input: Tensor, some: bool = True) -> Any:
+    """``torch.qr``: ``linalg.qr`` (``some=False``: mode 'complete'), as
+    ``torch.return_types.qr``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([[3.0, 0.0], [4.0, 5.0]]).qr().R.abs().tolist()
+        [[5.0, 4.0], [0.0, 3.0]]
+    """
+    some = as_flag(some, "qr", "some")
+    return torch.return_types.qr(tuple(_mx.qr(input, "reduced" if some else "complete")))
+
+
+def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> Any:
+    """``torch.svd``: ``U``, ``S`` and ``V`` (not ``Vh``) of every matrix, as
+    ``torch.return_types.svd``; ``compute_uv=False``: ``U`` and ``V`` zero-filled, as torch's.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.svd(dtorch.tensor([[3.0, 0.0], [0.0, -4.0]])).S.tolist()
+        [4.0, 3.0]
+    """
+    name = "svd"
+    uv = _more.bits(as_flag(compute_uv, name, "compute_uv"))
+    param = LinalgParam(LinalgKind.SVD_OLD, flag=as_flag(some, name, "some"), n=uv)
+    return _more.named(name, "svd", param, input)
+
+
+@composite("pinverse")  # refusals name the function called
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
+    """``torch.pinverse``: ``linalg.pinv`` with ``rcond`` as its relative tolerance.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.pinverse(dtorch.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
+        [[0.5, 0.0], [0.0, 0.0]]
+    """
+    return _mx.pinv(input, _mx._tolerance("pinverse", "rcond", rcond))
+
+
+@composite("matrix_power")  # refusals name the function called
+def matrix_power(input: Tensor, n: int) -> Tensor:
+    """``torch.matrix_power``: ``linalg.matrix_power``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([[1, 1], [0, 1]]).matrix_power(2).tolist()
+        [[1, 2], [0, 1]]
+    """
+    return _mx.matrix_power(input, n)
+
+
+@composite("matrix_exp")  # refusals name the function called
+def matrix_exp(input: Tensor) -> Tensor:
+    """``torch.matrix_exp``: ``linalg.matrix_exp``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.zeros(2, 2).matrix_exp().tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return _mx.matrix_exp(input)
+
+
+def lu(A: Tensor, pivot: bool = True, get_infos: bool = False) -> Any:
+    """``torch.lu``: the packed LU factors and int32 pivots of every matrix (``get_infos``:
+    and the int32 infos), as a tuple; a singular matrix is no error, as torch's.
+
+    Example:
+        >>> import dtorch
+        >>> LU, piv = dtorch.tensor([[1.0, 2.0], [3.0, 4.0]]).lu()
+        >>> piv.tolist()
+        [2, 2]
+    """
+    name = "lu"
+    infos = as_flag(get_infos, name, "get_infos")
+    param = LinalgParam(LinalgKind.LU_FACTOR_EX, flag=_more.pivoting(name, pivot))
+    out = tuple(_more.named(name, "linalg_lu_factor_ex", param, A))
+    return out if infos else out[:2]
+
+
+def lu_unpack(
+    LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True
+) -> Any:
+    """``torch.lu_unpack``: ``P``, ``L`` and ``U`` from ``lu``'s results, as
+    ``torch.return_types.lu_unpack`` (the ones not unpacked are empty, as torch's).
+
+    Example:
+        >>> import dtorch
+        >>> LU, piv = dtorch.linalg.lu_factor(dtorch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+        >>> dtorch.lu_unpack(LU, piv).P.tolist()
+        [[0.0, 1.0], [1.0, 0.0]]
+    """
+    name = "lu_unpack"
+    tensor_arg(name, LU_pivots, "LU_pivots")
+    flags = _more.bits(as_flag(unpack_data, name, "unpack_data"),
+                       as_flag(unpack_pivots, name, "unpack_pivots"))  # fmt: skip
+    if not flags:  # nothing unpacked: three empty tensors, nothing to run on the devices
+        tensor_arg(name, LU_data, "LU_data")
+        empty = torch.empty(0, dtype=LU_data.dtype)
+        empties: Any = tuple(beside(LU_data, empty) for _ in range(3))
+        return torch.return_types.lu_unpack(empties)
+    param = LinalgParam(LinalgKind.LU_UNPACK, n=flags)
+    return _more.named(name, "lu_unpack", param, LU_data, _more.column(LU_pivots))
+
+
+@composite("lu_solve")  # refusals name the function called
+def lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
+    """``torch.lu_solve``: ``linalg.lu_solve(LU_data, LU_pivots, b)``.
+
+    Example:
+        >>> import dtorch
+        >>> LU, piv = dtorch.linalg.lu_factor(dtorch.tensor([[2.0, 0.0], [0.0, 4.0]]))
+        >>> dtorch.tensor([[2.0], [2.0]]).lu_solve(LU, piv).tolist()
+        [[1.0], [0.5]]
+    """
+    return _more.lu_solve(LU_data, LU_pivots, b)
+
+
+def triangular_solve(
+    input: Tensor, A: Tensor, upper: bool = True, transpose: bool = False,
+    unitriangular: bool = False,
+) -> Any:  # fmt: skip
+    """``torch.triangular_solve``: ``X`` with ``A @ X = input`` (``transpose``: ``A.mT``) for
+    triangular ``A``, and a copy of ``A``, as ``torch.return_types.triangular_solve``.
+
+    Example:
+        >>> import dtorch
+        >>> a = dtorch.tensor([[1.0, 1.0], [0.0, 2.0]])
+        >>> dtorch.tensor([[3.0], [4.0]]).triangular_solve(a).solution.tolist()
+        [[1.0], [2.0]]
+    """
+    name = "triangular_solve"
+    tensor_arg(name, input, "input")
+    tensor_arg(name, A, "A")
+    flags = [as_flag(v, name, w) for v, w in ((upper, "upper"), (transpose, "transpose"),
+                                               (unitriangular, "unitriangular"))]  # fmt: skip
+    b, a = _mx._broadcast_batches(name, input, A)
+    param = LinalgParam(LinalgKind.TRIANGULAR_SOLVE, n=_more.bits(*flags))
+    return _more.named(name, "triangular_solve", param, b, a)
+
+
+def geqrf(input: Tensor) -> Any:
+    """``torch.geqrf``: LAPACK's QR of every matrix, the reflectors below the diagonal of
+    ``a`` and their scales ``tau``, as ``torch.return_types.geqrf``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([[3.0, 1.0], [4.0, 2.0]]).geqrf().a[0, 0].item()
+        -5.0
+    """
+    return _more.named("geqrf", "geqrf", LinalgParam(LinalgKind.GEQRF), input)
+
+
+@composite("orgqr")  # refusals name the function called
+def orgqr(input: Tensor, input2: Tensor) -> Tensor:
+    """``torch.orgqr``: ``linalg.householder_product``.
+
+    Example:
+        >>> import dtorch
+        >>> a, tau = dtorch.geqrf(dtorch.eye(2))
+        >>> a.orgqr(tau).abs().tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+    """
+    return _more.householder_product(input, input2)
+
+
+def ormqr(
+    input: Tensor, input2: Tensor, input3: Tensor, left: bool = True, transpose: bool = False
+) -> Tensor:
+    """``torch.ormqr``: ``input3`` multiplied by the Householder product of ``input`` and
+    ``input2`` (``geqrf``'s results), from the ``left`` or right, ``transpose``d or not.
+
+    Example:
+        >>> import dtorch
+        >>> a, tau = dtorch.geqrf(dtorch.tensor([[3.0, 1.0], [4.0, 2.0]]))
+        >>> [round(v, 4) for v in dtorch.ormqr(a, tau, dtorch.eye(2))[:, 0].tolist()]
+        [-0.6, -0.8]
+    """
+    name = "ormqr"
+    tensor_arg(name, input2, "input2")
+    flags = _more.bits(as_flag(left, name, "left"), as_flag(transpose, name, "transpose"))
+    param = LinalgParam(LinalgKind.ORMQR, n=flags)
+    return _mx._one(name, param, input, _more.column(input2), input3)
+
+
+@composite("chain_matmul")
+def chain_matmul(*matrices: Tensor) -> Tensor:
+    """``torch.chain_matmul`` (deprecated in torch): the product of 2-D matrices, left to
+    right (``linalg.multi_dot``; one matrix: itself).
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> dtorch.chain_matmul(m, dtorch.eye(2), m).tolist()
+        [[7.0, 10.0], [15.0, 22.0]]
+    """
+    for i, t in enumerate(matrices):
+        tensor_arg("chain_matmul", t, f"matrix {i}")
+        if t.ndim != 2:
+            raise _shape(f"chain_matmul(): Expected tensor {i} to be 2D, but got {t.ndim}D")
+    if not matrices:
+        raise _shape("chain_matmul(): Expected one or more matrices")
+    return matrices[0].clone() if len(matrices) == 1 else _pr.multi_dot(list(matrices))
+
+
+def _shape(message: str) -> Exception:
+    # torch's RuntimeError, as dtorch's ShapeError
+    return ShapeError(f"{message}; accepted: one or more 2-D matrices")
+
+
+@composite("frobenius_norm")
+def frobenius_norm(input: Tensor, dim: Sequence[int], keepdim: bool = False) -> Tensor:
+    """``torch.frobenius_norm`` (deprecated in torch): the 2-norm of the elements over
+    ``dim`` (one or two dims; ``linalg.vector_norm``).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.frobenius_norm(dtorch.tensor([[3.0, 4.0]]), (0, 1)).item()
+        5.0
+    """
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if len(dims) > 2:
+        raise ParamError(f"frobenius_norm: Expected at most 2 dimensions, but got {len(dims)} "
+                         f"dimensions instead.")  # fmt: skip
+    keep = as_flag(keepdim, "frobenius_norm", "keepdim")
+    return _nm.vector_norm(input, 2, dims, keepdim=keep)
+
+
+@composite("nuclear_norm")
+def nuclear_norm(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """``torch.nuclear_norm``: the sum of the singular values of the matrix in ``dim`` (the
+    last two dims of a 2-D ``input`` by default; ``linalg.matrix_norm(..., 'nuc')``). A
+    bool second argument is ``keepdim``, as torch's ``nuclear_norm(input, keepdim)``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nuclear_norm(dtorch.tensor([[3.0, 0.0], [0.0, -4.0]])).item()
+        7.0
+    """
+    if isinstance(dim, bool):
+        dim, keepdim = None, dim
+    if dim is None:
+        if input.ndim != 2:
+            raise _shape(f"nuclear_norm: Expected a tensor with 2 dimensions, but got a tensor "
+                         f"with {input.ndim} dimensions instead")  # fmt: skip
+        dim = (-2, -1)
+    keep = as_flag(keepdim, "nuclear_norm", "keepdim")
+    return _nm.matrix_norm(input, "nuc", tuple(dim), keepdim=keep)
