@@ -237,7 +237,9 @@ def cond(A: Tensor, p: Any = None) -> Tensor:
             raise ParamError(f"{name}: got an invalid norm type {p!r}; accepted: None, 2, -2, "
                              f"1, -1, inf, -inf, 'fro', 'nuc'")  # fmt: skip
         return _mx._one(name, LinalgParam(LinalgKind.COND, mode=p), A)
-    if p is not None and (isinstance(p, bool) or p not in (2, -2, 1, -1, math.inf, -math.inf)):
+    if isinstance(p, bool):  # torch reads a bool as the number
+        p = int(p)
+    if p is not None and p not in (2, -2, 1, -1, math.inf, -math.inf):
         raise ParamError(f"{name}: got an invalid norm type {p!r}; accepted: None, 2, -2, 1, "
                          f"-1, inf, -inf, 'fro', 'nuc'")  # fmt: skip
     atol = None if p is None else float(p)
@@ -337,11 +339,10 @@ def tensorsolve(A: Tensor, B: Tensor, dims: Any = None) -> Tensor:
         rest = [d for d in range(A.ndim) if d not in moved]
         A = A.permute(*rest, *moved)
     rows, cols = tuple(A.shape[: B.ndim]), tuple(A.shape[B.ndim :])
-    if rows != tuple(B.shape) or math.prod(rows) != math.prod(cols):
+    if math.prod(rows) != math.prod(cols):  # torch's one check (B's size: the solve's)
         raise ShapeError(f"{name}: Expected self to satisfy the requirement prod(self.shape["
-                         f"other.ndim:]) == prod(self.shape[:other.ndim]) with self.shape["
-                         f":other.ndim] == other.shape, got shapes {list(A.shape)} and "
-                         f"{list(B.shape)}")  # fmt: skip
+                         f"other.ndim:]) == prod(self.shape[:other.ndim]), but got "
+                         f"{math.prod(cols)} != {math.prod(rows)}")  # fmt: skip
     n = math.prod(rows)
     return _mx.solve(A.reshape(n, n), B.reshape(n)).reshape(*cols)
 

@@ -310,7 +310,7 @@ def frobenius_norm(input: Tensor, dim: Sequence[int], keepdim: bool = False) -> 
 @composite("nuclear_norm")
 def nuclear_norm(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """``torch.nuclear_norm``: the sum of the singular values of the matrix in ``dim`` (the
-    last two dims of a 2-D ``input`` by default; ``linalg.matrix_norm(..., 'nuc')``). A
+    last two dims by default, any before them a batch; ``linalg.matrix_norm(..., 'nuc')``). A
     bool second argument is ``keepdim``, as torch's ``nuclear_norm(input, keepdim)``.
 
     Example:
@@ -320,10 +320,9 @@ def nuclear_norm(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tenso
     """
     if isinstance(dim, bool):
         dim, keepdim = None, dim
-    if dim is None:
-        if input.ndim != 2:
-            raise _shape(f"nuclear_norm: Expected a tensor with 2 dimensions, but got a tensor "
-                         f"with {input.ndim} dimensions instead")  # fmt: skip
+    if dim is None:  # the last two dims, a batch before them (matrix_norm refuses a 1-D input)
         dim = (-2, -1)
+    elif isinstance(dim, int):  # torch reads one int as that dim twice (then refused)
+        dim = (dim, dim)
     keep = as_flag(keepdim, "nuclear_norm", "keepdim")
     return _nm.matrix_norm(input, "nuc", tuple(dim), keepdim=keep)

@@ -341,3 +341,32 @@ def test_vander_of_one_element_and_refused_n(graph) -> None:  # type: ignore[no-
     for n in (0, 1):
         with pytest.raises(ParamError, match="greater than 1"):
             dtorch.linalg.vander(place(x, mesh, [S0], graph), N=n)
+
+
+def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
+    """A differential review's findings: eigvals of a NaN fails the operator (torch's LAPACK
+    call crashes the whole process there); tensorsolve needs only torch's size check;
+    nuclear_norm batches over leading dims and reads an int dim as torch does; cond takes a
+    bool order as the number."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+
+    def d(t: torch.Tensor) -> dtorch.Tensor:
+        return dtorch.from_torch(t, device_mesh=mesh, graph=graph)
+
+    nan = torch.randn(4, 4, dtype=torch.complex64)
+    nan[0, 0] = float("nan")
+    with pytest.raises(dtorch.KernelError, match="infs or NaNs"):
+        dtorch.linalg.eigvals(d(nan)).to_torch()
+    a, b = torch.randn(2, 2, 4, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)
+    got = dtorch.linalg.tensorsolve(d(a), d(b)).to_torch()
+    torch.testing.assert_close(got, torch.linalg.tensorsolve(a, b))
+    batch = torch.randn(3, 4, 5)
+    with warnings.catch_warnings():  # torch's deprecation of nuclear_norm
+        warnings.simplefilter("ignore")
+        want = torch.nuclear_norm(batch)
+    torch.testing.assert_close(dtorch.nuclear_norm(d(batch)).to_torch(), want)
+    with pytest.raises(RuntimeError, match="dims must be different"):
+        dtorch.nuclear_norm(d(torch.randn(3, 3)), 0)
+    square = torch.randn(3, 3, dtype=torch.float64)
+    got = dtorch.linalg.cond(d(square), True).to_torch()
+    torch.testing.assert_close(got, torch.linalg.cond(square, True))
