@@ -311,7 +311,7 @@ def _refused(graph: Any) -> list[tuple[type[Exception], str, Callable[[], Any]]]
         (ShapeError, "2D", lambda: dtorch.chain_matmul(sq, sq)),
         (ShapeError, "one or more", dtorch.chain_matmul),
         (ParamError, "at most 2", lambda: dtorch.frobenius_norm(sq, (0, 1, 2))),
-        (ShapeError, "2 dimensions", lambda: dtorch.nuclear_norm(sq)),
+        (ShapeError, "at least 2 dimensions", lambda: dtorch.nuclear_norm(put(torch.ones(3)))),
         (ShapeError, "at least one", lambda: la.vander(put(torch.tensor(1.0)))),
         (DtypeError, "bool", lambda: la.vander(put(torch.ones(2, dtype=torch.bool)))),
         (DtypeError, "float16", lambda: la.vander(put(torch.ones(2, dtype=torch.float16)))),
