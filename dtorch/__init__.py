@@ -478,6 +478,7 @@ signbit = Tensor.signbit
 sin = Tensor.sin
 sinc = Tensor.sinc
 sinh = Tensor.sinh
+split_with_sizes = Tensor.split_with_sizes
 sqrt = Tensor.sqrt
 square = Tensor.square
 subtract = sub
@@ -911,6 +912,7 @@ __all__ = [
     "softmax",
     "sort",
     "split",
+    "split_with_sizes",
     "sqrt",
     "square",
     "squeeze",

@@ -140,6 +140,7 @@ NAMESPACE: dict[str, str] = {
     "trapezoid": "dtorch.api.ops.math_extra",
     "trapz": "dtorch.api.ops.math_extra",
     "vander": "dtorch.api.ops.math_extra",
+    "split_with_sizes": "dtorch.api.tensor:Tensor.split_with_sizes",
     "addr": "dtorch.api.ops.aliases_more",
     "column_stack": "dtorch.api.ops.aliases_more",
     "concatenate": "dtorch.api.ops.shape:cat",

@@ -447,3 +447,19 @@ def test_as_tensor_asarray(graph) -> None:  # type: ignore[no-untyped-def]
         dtorch.asarray([1, 2], copy=False)
     with pytest.raises(ValueError, match="alias"):
         dtorch.asarray(t, dtype=torch.int64, copy=False)
+
+
+def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
+    """A differential review's findings: an integer range whose step truncates to 0 is
+    refused (torch's kernel divides by it: a SIGFPE kills the process); split_with_sizes has
+    torch's function form."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # range's deprecation
+        with pytest.raises(RuntimeError, match="step must be nonzero"):
+            dtorch.range(0, 1, 0.25, dtype=torch.int64, device_mesh=mesh, graph=graph)
+        got = dtorch.range(0, 4, 2, dtype=torch.int64, device_mesh=mesh, graph=graph)
+        assert torch.equal(got.to_torch(), torch.range(0, 4, 2, dtype=torch.int64))
+    x = torch.arange(5)
+    got = dtorch.split_with_sizes(place(x, mesh, [R], graph), [2, 3])
+    assert [g.tolist() for g in got] == [w.tolist() for w in torch.split_with_sizes(x, [2, 3])]

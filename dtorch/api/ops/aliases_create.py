@@ -65,6 +65,11 @@ def range(start: Any = 0, end: Any = None, step: Any = 1, *,
         UserWarning,
         stacklevel=2,
     )
+    made = float_dtype(kw.get("graph"), dtype)
+    integral = not (made.is_floating_point or made.is_complex)
+    if integral and isinstance(step, (int, float)) and int(step) == 0:
+        # torch's integer kernel divides by the truncated step: a SIGFPE kills the process
+        raise ParamError(f"range: step must be nonzero; got {step!r}, which is 0 in {made}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's own, said above
         return _made(torch.range, dtype, kw, start, end, step)
