@@ -113,8 +113,10 @@ def create(
     args: tuple[Any, ...] = (),
     generator: torch.Generator | None = None,
     value: torch.Tensor | None = None,
+    strides: tuple[int, ...] = (),
 ) -> Tensor:
-    """Record a Create operator, its result made by ``cls``; every creation function ends here."""
+    """Record a Create operator, its result made by ``cls``; every creation function ends here
+    (``strides``: a random fill's view layout, ``CreateParam.strides``)."""
     dtype = as_dtype(kind.name.lower(), dtype)  # float, int, bool, complex as torch reads them
     check_sizes(kind.name.lower(), shape)  # as torch refuses them: ints of 64 bits only
     check_storage(kind.name.lower(), shape, dtype)
@@ -129,7 +131,7 @@ def create(
     check_unmarked(kind.name.lower(), placed, "a placement")  # only cat will make marks
     if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
         placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)
-    param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value)
+    param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value, strides=strides)
     out = OutputMeta(shape, dtype, placed)
     made = emit_one(cls._result, g, kind.name.lower(), param, (), out, mesh)
     return mark(made, ROW_MAJOR)  # a new tensor: row-major, as torch's

@@ -39,6 +39,9 @@ class CreateParam(OpParam):
     to=None, or (from, to); RANDPERM: none). ``generator`` is a snapshot of the user's generator
     (random kinds) and ``value`` the full torch tensor to distribute (FROM_TENSOR); on its way
     to worker processes a large ``value`` is in shared memory instead (``shared``).
+    ``strides``: for a random fill of a view torch holds strided, that view's strides: the full
+    tensor is drawn into that layout, as torch's fill draws in it (some of its kernels draw
+    differently, or in another order, for a tensor that is not contiguous); () otherwise.
     """
 
     create: CreateKind
@@ -50,6 +53,7 @@ class CreateParam(OpParam):
     generator: torch.Generator | None = None
     value: torch.Tensor | None = None
     shared: SharedInput | None = None
+    strides: Ints = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,8 @@ def _full_value(param: CreateParam) -> torch.Tensor:
         return torch.arange(*param.args, dtype=param.dtype)
     assert param.generator is not None
     generator = torch.Generator().set_state(param.generator.get_state())  # never reuse: threads
-    return draw(param.create, tuple(param.shape), param.dtype, param.args, generator)
+    strides = tuple(param.strides)
+    return draw(param.create, tuple(param.shape), param.dtype, param.args, generator, strides)
 
 
 def _constant(param: CreateParam, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:

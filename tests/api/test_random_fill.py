@@ -140,3 +140,30 @@ def test_torch_refuses_the_same(graph: dtorch.Graph) -> None:
         torch.zeros(2).normal_(0.0, -1.0)
     with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
         torch.zeros(2, dtype=torch.int64).normal_()
+
+
+@pytest.mark.parametrize("view", ["columns", "every-other", "transposed", "transposed-rows"])
+def test_fills_of_strided_views_draw_as_torch_does(graph: dtorch.Graph, view: str) -> None:
+    """A fill of a view torch holds strided draws as torch's fill of it does (its memory
+    order; ``normal_`` of a tensor that is not contiguous by another kernel): the values, and
+    the generator after, however the base is sharded (they were drawn as if contiguous)."""
+    pick = {
+        "columns": lambda b: b[:, 1:3],
+        "every-other": lambda b: b[:, ::2],
+        "transposed": lambda b: b.t(),
+        "transposed-rows": lambda b: b.t()[1:4],
+    }[view]
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    fills = (lambda v: v.normal_(0.5, 2.0), lambda v: v.uniform_(-1, 1),
+             lambda v: v.exponential_(), lambda v: v.bernoulli_(0.3))  # fmt: skip
+    for fill in fills:
+        torch.manual_seed(3)
+        want = torch.zeros(8, 5)
+        fill(pick(want))
+        after = torch.rand(2)
+        torch.manual_seed(3)
+        base = dtorch.from_torch(torch.zeros(8, 5), device_mesh=mesh,
+                                 placements=[dtorch.Shard(0)], graph=graph)  # fmt: skip
+        fill(pick(base))
+        assert torch.equal(torch.rand(2), after)
+        assert torch.equal(base.to_torch(), want)

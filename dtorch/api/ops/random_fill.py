@@ -7,8 +7,10 @@ the path of ``fill_``), so every alias and view of the tensor sees it and a Part
 stays Partial (the value on the first rank of that mesh dimension, zeros elsewhere). The
 operator carries a snapshot of the generator, the devices regenerate the full tensor from it
 and keep their shard, and the caller's generator advances as torch's would: the gathered
-tensor is bit-identical to torch's fill of a contiguous torch tensor of the same shape and
-dtype from the same generator state, however it is sharded.
+tensor is bit-identical to torch's fill of the same torch tensor from the same generator
+state, however it is sharded: a view torch holds strided (a slice, a transpose) is drawn into
+a tensor of its layout (``drawn_layout``), where torch's kernels draw in memory order, and
+``normal_`` by another kernel than for a contiguous tensor.
 
 The cost of that: to advance the caller's generator exactly as torch would, the caller draws
 the full tensor once too (torch's draws depend on the sizes, and ``trunc_normal_``'s on the
@@ -35,6 +37,7 @@ import torch
 from dtorch.api.create import create
 from dtorch.api.ops.convert import assign, writable
 from dtorch.api.record import tensor_arg
+from dtorch.api.strides import contiguous_strides, known
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.placement import Placement
 from dtorch.ir.random_draw import snapshot
@@ -127,14 +130,35 @@ def fill_random(
     writable(name, t)  # before the caller's generator advances
     source = _source(name, generator)
     shape = tuple(t.shape)
+    layout = drawn_layout(t)
     with t._graph._writes:  # a write: not between another thread's read and write-back
-        copy = snapshot(kind, shape, t.dtype, args, source)  # torch's checks, and its advance
+        copy = snapshot(kind, shape, t.dtype, args, source, layout)  # torch's checks, advance
         numbers = tuple(float(a) for a in args)
         fresh = create(
             type(t), kind, shape, t.dtype, graph=t.graph, device_mesh=t.device_mesh,
             device=None, placements=creatable_placements(t), args=numbers, generator=copy,
+            strides=layout,
         )  # fmt: skip
         return assign(name, t, fresh)
+
+
+def drawn_layout(t: Tensor) -> tuple[int, ...]:
+    """The strides a fill of ``t`` draws into: ``t``'s global strides where torch would hold
+    it strided (a slice, a transpose: torch's fill draws in its memory order, and ``normal_``
+    of a tensor that is not contiguous by another kernel), else () (a contiguous draw).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.zeros(4, 3)
+        >>> drawn_layout(t), drawn_layout(t.t()), drawn_layout(t[:, 1:])
+        ((), (1, 3), (3, 1))
+    """
+    strides = known(t)
+    if strides is None or t.numel() <= 1:
+        return ()
+    row_major = contiguous_strides(tuple(t.shape))
+    pairs = zip(t.shape, strides, row_major, strict=True)
+    return () if all(n == 1 or s == r for n, s, r in pairs) else tuple(strides)
 
 
 def _source(name: str, generator: torch.Generator | None) -> torch.Generator:

@@ -5,7 +5,8 @@ methods ``bernoulli``/``bernoulli_``), the in-place fills ``random_``, ``exponen
 
 The same guarantee as ``dtorch.rand`` and ``Tensor.normal_`` (``random_fill``): after the
 same seed, or from the same ``generator``, the gathered result is bit-identical to torch's
-on the full (contiguous) tensor however it is sharded, and the caller's generator advances
+on the full tensor however it is sharded (a strided view's fill drawn into its layout, as
+``random_fill.drawn_layout`` says), and the caller's generator advances
 as torch's does. A fill is a random Create operator (its draw: ``dtorch.ir.random_draw``,
 torch's own fill of the full tensor) copied into the tensor; ``normal`` and ``bernoulli``
 of tensors are the composites torch's CPU kernels are (standard normals scaled and shifted;
@@ -41,7 +42,7 @@ import torch
 from dtorch.api.create import beside, create, float_dtype
 from dtorch.api.dims import as_flag, as_int
 from dtorch.api.ops.convert import assign, writable
-from dtorch.api.ops.random_fill import creatable_placements, fill_random
+from dtorch.api.ops.random_fill import creatable_placements, drawn_layout, fill_random
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import composite, is_handle, tensor_arg
 from dtorch.errors import ParamError, PlacementError, ShapeError, UnsupportedDtypeError
@@ -176,11 +177,13 @@ def _fill_exact(
     tensor_arg(name, t)
     writable(name, t)  # before the caller's generator advances
     shape = tuple(t.shape)
+    layout = drawn_layout(t)  # a strided view drawn as torch draws into it
     with t._graph._writes:  # a write: not between another thread's read and write-back
-        copy = snapshot(kind, shape, t.dtype, args, _source(name, generator))
+        copy = snapshot(kind, shape, t.dtype, args, _source(name, generator), layout)
         fresh = create(
             type(t), kind, shape, t.dtype, graph=t.graph, device_mesh=t.device_mesh,
             device=None, placements=creatable_placements(t), args=args, generator=copy,
+            strides=layout,
         )  # fmt: skip
         return assign(name, t, fresh)
 
