@@ -27,6 +27,7 @@ import torch
 
 from dtorch.api.dims import as_flag
 from dtorch.api.ops.convert import written
+from dtorch.api.ops.random_fill import generator_source
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.params import DropoutParam
@@ -67,18 +68,10 @@ def dropout(
 def _dropped(input: Tensor, p: float, generator: torch.Generator | None) -> Tensor:
     # the generator's state copied and advanced in one step for other threads (draws), and
     # advanced only once the operator is recorded (its rule refuses an integer input)
-    source = _source(generator)
+    source = generator_source("dropout", generator)
     with draws():
         snapshot = torch.Generator().set_state(source.get_state())
         out = record_one("dropout", DropoutParam(p, True, snapshot), (input,), 4)
         if p < 1.0:  # advance the caller's generator as torch's dropout does (1 draws nothing)
             dropout_mask(tuple(input.shape), input.dtype, p, source)
     return out
-
-
-def _source(generator: torch.Generator | None) -> torch.Generator:
-    """The generator dropout draws from: the given one, or torch's default."""
-    source = torch.default_generator if generator is None else generator
-    if not isinstance(source, torch.Generator) or source.device.type != "cpu":
-        raise TypeError(f"dropout: generator must be a CPU torch.Generator; got {source!r}")
-    return source

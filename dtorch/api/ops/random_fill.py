@@ -110,11 +110,14 @@ def fill_random(
     kind: CreateKind,
     args: tuple[Any, ...],
     generator: torch.Generator | None,
+    *,
+    exact: bool = False,
 ) -> Tensor:
     """``t`` filled in place with the full tensor of random Create ``kind`` (its ``args``:
     ``dtorch.ir.random_draw``) that torch draws from ``generator``; the caller's
     generator advances as torch's, and torch's errors (bounds, dtype) raise here, at the
-    call, before anything is recorded. Returns ``t``.
+    call, before anything is recorded. The operator carries ``args`` as floats, or as given
+    with ``exact`` (``random_``'s int bounds). Returns ``t``.
 
     Example:
         >>> import torch, dtorch
@@ -128,12 +131,12 @@ def fill_random(
     """
     tensor_arg(name, t)
     writable(name, t)  # before the caller's generator advances
-    source = _source(name, generator)
+    source = generator_source(name, generator)
     shape = tuple(t.shape)
     layout = drawn_layout(t)
     with t._graph._writes:  # a write: not between another thread's read and write-back
         copy = snapshot(kind, shape, t.dtype, args, source, layout)  # torch's checks, advance
-        numbers = tuple(float(a) for a in args)
+        numbers = args if exact else tuple(float(a) for a in args)
         fresh = create(
             type(t), kind, shape, t.dtype, graph=t.graph, device_mesh=t.device_mesh,
             device=None, placements=creatable_placements(t), args=numbers, generator=copy,
@@ -161,8 +164,15 @@ def drawn_layout(t: Tensor) -> tuple[int, ...]:
     return () if all(n == 1 or s == r for n, s, r in pairs) else tuple(strides)
 
 
-def _source(name: str, generator: torch.Generator | None) -> torch.Generator:
-    """The generator the fill draws from: the given one, or torch's default."""
+def generator_source(name: str, generator: Any) -> torch.Generator:
+    """The generator a random function draws from: the given one, or torch's default (a CPU
+    generator; anything else is a TypeError naming ``name``).
+
+    Example:
+        >>> import torch
+        >>> generator_source("normal_", None) is torch.default_generator
+        True
+    """
     source = torch.default_generator if generator is None else generator
     if not isinstance(source, torch.Generator) or source.device.type != "cpu":
         raise TypeError(f"{name}: generator must be a CPU torch.Generator; got {source!r}")

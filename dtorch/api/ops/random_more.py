@@ -42,7 +42,7 @@ import torch
 from dtorch.api.create import beside, create, float_dtype
 from dtorch.api.dims import as_flag, as_int
 from dtorch.api.ops.convert import assign, writable
-from dtorch.api.ops.random_fill import creatable_placements, drawn_layout, fill_random
+from dtorch.api.ops.random_fill import creatable_placements, fill_random, generator_source
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import composite, is_handle, tensor_arg
 from dtorch.errors import ParamError, PlacementError, ShapeError, UnsupportedDtypeError
@@ -136,7 +136,8 @@ def random_(t: Tensor, *args: Any, generator: torch.Generator | None = None, **k
         True
     """
     bounds = _random_bounds(args, kw)
-    return _fill_exact("random_", t, CreateKind.RANDOM, bounds, generator)
+    # the bounds kept as given: an int bound may not fit a float exactly
+    return fill_random("random_", t, CreateKind.RANDOM, bounds, generator, exact=True)
 
 
 def _random_bounds(args: tuple[Any, ...], kw: dict[str, Any]) -> tuple[int, ...]:
@@ -168,32 +169,6 @@ def _bound(name: str, value: Any) -> int:
         except TypeError:
             pass
     raise TypeError(f"random_(): argument '{name}' must be an int, not {type(value).__name__}")
-
-
-def _fill_exact(
-    name: str, t: Tensor, kind: CreateKind, args: tuple[Any, ...], generator: Any
-) -> Tensor:
-    # fill_random, with the arguments kept as given: random_'s int bounds may not fit a float
-    tensor_arg(name, t)
-    writable(name, t)  # before the caller's generator advances
-    shape = tuple(t.shape)
-    layout = drawn_layout(t)  # a strided view drawn as torch draws into it
-    with t._graph._writes:  # a write: not between another thread's read and write-back
-        copy = snapshot(kind, shape, t.dtype, args, _source(name, generator), layout)
-        fresh = create(
-            type(t), kind, shape, t.dtype, graph=t.graph, device_mesh=t.device_mesh,
-            device=None, placements=creatable_placements(t), args=args, generator=copy,
-            strides=layout,
-        )  # fmt: skip
-        return assign(name, t, fresh)
-
-
-def _source(name: str, generator: Any) -> torch.Generator:
-    """The generator drawn from: the given one, or torch's default."""
-    source = torch.default_generator if generator is None else generator
-    if not isinstance(source, torch.Generator) or source.device.type != "cpu":
-        raise TypeError(f"{name}: generator must be a CPU torch.Generator; got {source!r}")
-    return source
 
 
 # --- bernoulli ----------------------------------------------------------------------------------
@@ -266,7 +241,7 @@ def _drawn_ones(
     # probabilities, else float), compared with the probability cast to that type
     udt = torch.float64 if probs.dtype == torch.float64 else torch.float32
     shape = tuple(like.shape)
-    copy = snapshot(CreateKind.RAND, shape, udt, (), _source("bernoulli", generator))
+    copy = snapshot(CreateKind.RAND, shape, udt, (), generator_source("bernoulli", generator))
     uniform = create(
         type(like), CreateKind.RAND, shape, udt, graph=like.graph,
         device_mesh=like.device_mesh, device=None, placements=_drawable(like), generator=copy,
@@ -353,7 +328,7 @@ def _standard(
         raise UnsupportedDtypeError(f"normal: \"normal_kernel_cpu\" not implemented for "
                                     f"'{dtype}'; mean and std must be floating")  # fmt: skip
     placements = _drawable(like) if tuple(like.shape) == shape else None
-    copy = snapshot(CreateKind.NORMAL, shape, dtype, args, _source("normal", generator))
+    copy = snapshot(CreateKind.NORMAL, shape, dtype, args, generator_source("normal", generator))
     return create(
         type(like), CreateKind.NORMAL, shape, dtype, graph=like.graph,
         device_mesh=like.device_mesh, device=None, placements=placements, args=args,
