@@ -23,7 +23,13 @@ from dtorch.api.record import record_one, redistribute_to, tensor_arg
 from dtorch.errors import MeshError, PlacementError
 from dtorch.ir.mesh import DeviceMesh, by_mesh_dim
 from dtorch.ir.params import ViewPlacementsParam
-from dtorch.ir.placement import Placement, Replicate, normalize_placements, parse_placement
+from dtorch.ir.placement import (
+    Placement,
+    Replicate,
+    Shard,
+    normalize_placements,
+    parse_placement,
+)
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -96,6 +102,59 @@ def sum_partials(t: Tensor) -> Tensor:
     """
     placements = [Replicate() if p.is_partial() else p for p in t.placements]
     return t if placements == list(t.placements) else redistribute(t, None, placements)
+
+
+def gathered(t: Tensor, dims: Sequence[int] = (), *, partial: bool = False) -> Tensor:
+    """``t`` with every mesh dim that shards one of ``dims`` made Replicate (an all-gather),
+    and with ``partial`` its Partial mesh dims too (an all-reduce); other placements stay.
+    ``t`` itself when nothing changes. The functions that need a whole dim on each device
+    (``sort``, ``median``, ``quantile`` along it) gather it first, as DTensor's do.
+
+    Example:
+        >>> import dtorch, torch
+        >>> mesh = dtorch.init_device_mesh("cpu", (2, 2))
+        >>> t = dtorch.from_torch(torch.ones(4, 4), device_mesh=mesh,
+        ...                       placements=[dtorch.Shard(0), dtorch.Shard(1)])
+        >>> gathered(t, (1,)).placements
+        [Shard(dim=0), Replicate()]
+    """
+    placements = [
+        Replicate()
+        if (isinstance(p, Shard) and p.dim in dims) or (partial and p.is_partial())
+        else p
+        for p in t.placements
+    ]
+    return t if placements == list(t.placements) else redistribute(t, None, placements)
+
+
+def whole_along(t: Tensor, dims: Sequence[int]) -> Tensor:
+    """``gathered(t, dims)`` for a function that takes no Partial: a Partial ``t`` is given
+    back as it is, so the function's rule refuses it naming the placements the caller gave
+    (not gathered ones, and before any communication).
+
+    Example:
+        >>> import dtorch, torch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> t = dtorch.from_torch(torch.ones(4), device_mesh=mesh, placements=[dtorch.Partial()])
+        >>> whole_along(t, (0,)) is t
+        True
+    """
+    if any(p.is_partial() for p in t.placements):
+        return t
+    return gathered(t, dims)
+
+
+def replicated(t: Tensor) -> Tensor:
+    """``t`` Replicate on every mesh dim (its shards gathered, its Partials summed).
+
+    Example:
+        >>> import dtorch, torch
+        >>> mesh = dtorch.init_device_mesh("cpu", 2)
+        >>> t = dtorch.from_torch(torch.ones(4), device_mesh=mesh, placements=[dtorch.Shard(0)])
+        >>> replicated(t).placements
+        [Replicate()]
+    """
+    return gathered(t, range(t.ndim), partial=True)
 
 
 def redistribute_like(t: Tensor, other: Tensor) -> Tensor:

@@ -38,8 +38,8 @@ from dtorch.api.dims import as_int, normalize_dim
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.slices import tensor_split
 from dtorch.api.record import named_as
+from dtorch.api.redistribute import gathered, replicated
 from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
-from dtorch.ir.placement import Partial, Placement, Replicate, Shard
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -56,21 +56,6 @@ def _listed(name: str, tensors: tuple[Any, ...]) -> list[Tensor]:
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     return [_tensor(name, t, f"tensor {i}") for i, t in enumerate(tensors)]
-
-
-def _gathered(t: Tensor, dims: Sequence[int] = (), *, partial: bool = True) -> Tensor:
-    """``t`` with its shards of ``dims`` gathered and (with ``partial``) its Partials summed."""
-    out: list[Placement] = [
-        Replicate()
-        if (isinstance(p, Shard) and p.dim in dims) or (partial and isinstance(p, Partial))
-        else p
-        for p in t.placements
-    ]
-    return t if out == list(t.placements) else t.redistribute(placements=out)
-
-
-def _replicated(t: Tensor) -> Tensor:
-    return _gathered(t, range(t.ndim))
 
 
 def _shape_list(shape: Sequence[int]) -> str:
@@ -326,7 +311,7 @@ def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     turns = as_int("rot90", "k", k) % 4
     flipped = {0: (), 1: (b,), 2: (a, b), 3: (a,)}[turns]
     with named_as("rot90"):
-        y = _gathered(x, flipped, partial=False).flip(flipped) if flipped else x.clone()
+        y = gathered(x, flipped).flip(flipped) if flipped else x.clone()
         return y.transpose(a, b) if turns % 2 else y
 
 
@@ -352,7 +337,7 @@ def block_diag(*tensors: Tensor) -> Tensor:
     # torch's result type: a 0-d tensor ranks below the others (one element per probe)
     dtype = torch.block_diag(*(torch.zeros([1] * t.ndim, dtype=t.dtype) for t in ts)).dtype
     with named_as("block_diag"):
-        blocks = [_replicated(t.reshape(1, -1) if t.ndim < 2 else t).to(dtype) for t in ts]
+        blocks = [replicated(t.reshape(1, -1) if t.ndim < 2 else t).to(dtype) for t in ts]
         return _diagonal_blocks(blocks, dtype)
 
 
@@ -437,5 +422,5 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
     with named_as("unfold"):
         if not x.ndim:  # torch's window of a 0-d tensor: its one element (or none), in 1 dim
             return x.reshape(1).narrow(0, 0, width)
-        picked = _gathered(x, (d,), partial=False).index_select(d, beside(x, index.reshape(-1)))
+        picked = gathered(x, (d,)).index_select(d, beside(x, index.reshape(-1)))
         return picked.unflatten(d, (count, width)).movedim(d + 1, -1)

@@ -31,10 +31,11 @@ import torch
 
 from dtorch.api.create import beside
 from dtorch.api.dims import as_int, normalize_dim
-from dtorch.api.ops.grid import _gathered, _replicated, _shape_list, _tensor
+from dtorch.api.ops.grid import _shape_list, _tensor
 from dtorch.api.ops.masked import where
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import named_as
+from dtorch.api.redistribute import gathered, replicated
 from dtorch.errors import DimError, DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
         raise ShapeError(f"cross: {error}") from None
     d = _cross_dim(a, b, shape, dim)
     with named_as("cross"):
-        x, y = (_gathered(t.expand(shape), (d,)) for t in (a, b))
+        x, y = (gathered(t.expand(shape), (d,), partial=True) for t in (a, b))
         u = [x.narrow(d, i, 1) for i in range(3)]
         v = [y.narrow(d, i, 1) for i in range(3)]
         parts = [
@@ -120,7 +121,9 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = _COMPUTE_M
     _check_cdist(a, b, p, compute_mode)
     order = float(p)
     with named_as("cdist"):
-        diff = (_gathered(a, (a.ndim - 1,)).unsqueeze(-2) - _replicated(b).unsqueeze(-3)).abs()
+        diff = (
+            gathered(a, (a.ndim - 1,), partial=True).unsqueeze(-2) - replicated(b).unsqueeze(-3)
+        ).abs()
         if order == 0:  # torch's count: min(ceil(|d|), 1), so a NaN difference gives NaN
             return diff.ceil().clamp(max=1).sum(-1)
         if math.isinf(order):  # torch's running maximum from 0 passes NaN differences over
@@ -211,14 +214,14 @@ def _weights(x: Tensor, w: Any, label: str, n: int) -> Tensor | None:
         raise DtypeError(f"cov(): expected {label} to have {kind} dtype but got {w.dtype}")
     if bool((w.to_torch() < 0).any()):  # torch's value check: a wait
         raise ParamError(f"cov(): {label} cannot be negative")
-    return _replicated(w)
+    return replicated(w)
 
 
 def _covariance(x: Tensor, correction: int, fw: Tensor | None, aw: Tensor | None) -> Tensor:
     dtype = (
         x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else torch.get_default_dtype()
     )
-    v = _replicated(x).to(dtype)
+    v = replicated(x).to(dtype)
     v = v.reshape(1, -1) if v.ndim < 2 else v
     w = fw if aw is None else (aw if fw is None else fw * aw)
     if w is None:
@@ -332,7 +335,7 @@ def slice_scatter(
     hit = torch.zeros(x.shape[d], dtype=torch.bool)
     hit[picked] = True
     with named_as("slice_scatter"):
-        spread = _gathered(s, (d,)).to(x.dtype).index_select(d, beside(x, where_from))
+        spread = gathered(s, (d,), partial=True).to(x.dtype).index_select(d, beside(x, where_from))
         return where(_mask(x, (d,), hit), spread, x)
 
 
@@ -365,7 +368,9 @@ def diagonal_scatter(
     along = (rows if k >= 0 else cols).expand(hit.shape).clamp(max=length - 1)
     with named_as("diagonal_scatter"):
         flat = (
-            _gathered(s, (s.ndim - 1,)).to(x.dtype).index_select(-1, beside(x, along.reshape(-1)))
+            gathered(s, (s.ndim - 1,), partial=True)
+            .to(x.dtype)
+            .index_select(-1, beside(x, along.reshape(-1)))
         )
         spread = flat.unflatten(-1, hit.shape).movedim((-2, -1), (a, b))
         full = hit if a < b else hit.T

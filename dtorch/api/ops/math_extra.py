@@ -32,9 +32,9 @@ from dtorch.api.ops.elementwise import binary, unary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import as_real, is_scalar
 from dtorch.api.record import composite, is_handle, tensor_arg
+from dtorch.api.redistribute import gathered, replicated
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.opkind import BinaryKind, MathKind
-from dtorch.ir.placement import Replicate, Shard
 from dtorch.ir.rules.promotion import function_dtype
 
 if TYPE_CHECKING:
@@ -42,20 +42,6 @@ if TYPE_CHECKING:
 
 _MODES = ("linear", "lower", "higher", "midpoint", "nearest")
 _HALVES = (torch.float16, torch.bfloat16)
-
-
-def _whole(t: Tensor, *dims: int) -> Tensor:
-    """``t`` with ``dims`` gathered where a mesh dim shards them (other placements kept): the
-    functions along one dim need every entry of it on each device."""
-    placements = [
-        Replicate() if isinstance(p, Shard) and p.dim in dims else p for p in t.placements
-    ]
-    return t if placements == list(t.placements) else t.redistribute(placements=placements)
-
-
-def _replicated(t: Tensor) -> Tensor:
-    # ``t`` Replicate on every mesh dim (a flat write may touch any entry, from any source entry)
-    return t.redistribute(placements=[Replicate()] * len(t.placements))
 
 
 def _fetched(value: Any) -> Any:
@@ -128,11 +114,11 @@ def _quantile(name: str, input: Any, q: Any, dim: Any, keepdim: Any, interpolati
     keep = as_flag(keepdim, name, "keepdim")
     qs = _q_values(name, input, q)
     if dim is None:
-        x = _whole(input, *range(input.ndim)).reshape(-1)
+        x = gathered(input, range(input.ndim)).reshape(-1)
     else:
         d = normalize_dim(as_int(name, "dim", dim), input.ndim, op=name)
-        x = _whole(input, d).movedim(d, -1) if input.ndim else input.reshape(1)
-    rows = _whole(x, x.ndim - 1).sort(-1).values
+        x = gathered(input, (d,)).movedim(d, -1) if input.ndim else input.reshape(1)
+    rows = gathered(x, (x.ndim - 1,)).sort(-1).values
     out = _interpolate(rows, _ranks(rows, qs, name == "nanquantile"), interpolation)
     out = out.movedim(-1, 0)  # (q, *the kept dims)
     if dim is None:
@@ -249,7 +235,7 @@ def combinations(input: Tensor, r: int = 2, with_replacement: bool = False) -> T
         raise ParamError(f"combinations: Expect a non-negative number, but got {count}")
     again = as_flag(with_replacement, "combinations", "with_replacement")
     ids = torch.combinations(torch.arange(input.shape[0]), count, again)
-    picked = _whole(input, 0).index_select(0, beside(input, ids.reshape(-1)))
+    picked = gathered(input, (0,)).index_select(0, beside(input, ids.reshape(-1)))
     return picked.reshape(ids.shape)
 
 
@@ -318,7 +304,7 @@ def _x_steps(name: str, y: Tensor, x: Any, d: int) -> Tensor:
         x = x.reshape([x.shape[0] if i == d else 1 for i in range(y.ndim)])
     elif x.ndim < y.ndim:
         x = x.reshape([1] * (y.ndim - x.ndim) + list(x.shape))
-    x = _whole(x, d)
+    x = gathered(x, (d,))
     return x.diff(dim=d)
 
 
@@ -352,7 +338,7 @@ def trapezoid(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Ten
     if y.shape[d] == 0:  # torch's zeros, before its check of the dtype (a bool too)
         return _empty_except(y, d)
     _check_y("trapezoid", y)
-    y = _whole(y, d)
+    y = gathered(y, (d,))
     if isinstance(step, float):
         ends = y.select(d, 0) + y.select(d, -1)
         return (y.sum(d) - ends * 0.5) * step
@@ -385,7 +371,7 @@ def cumulative_trapezoid(y: Tensor, x: Any = None, *, dx: Any = None, dim: int =
     _check_y("cumulative_trapezoid", y)
     step = _spacing("cumulative_trapezoid", x, dx)
     d = normalize_dim(dim, y.ndim, op="cumulative_trapezoid", needs_a_dim=True)
-    y = _whole(y, d)
+    y = gathered(y, (d,))
     if y.shape[d] == 0:
         return y.narrow(d, 0, 0) * 1.0 if isinstance(step, float) else _x_product(y, step, d)
     if isinstance(step, float):
@@ -605,7 +591,7 @@ def put(input: Tensor, index: Any, source: Any, accumulate: bool = False) -> Ten
     index, source = (
         beside(input, v) if isinstance(v, torch.Tensor) else v for v in (index, source)
     )
-    index, source, flat = (_replicated(t) for t in (index, source, input))
+    index, source, flat = (replicated(t) for t in (index, source, input))
     flat = flat.reshape(-1)
     if not index.numel():
         return flat.reshape(input.shape).clone()
