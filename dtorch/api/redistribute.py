@@ -107,8 +107,9 @@ def sum_partials(t: Tensor) -> Tensor:
 def gathered(t: Tensor, dims: Sequence[int] = (), *, partial: bool = False) -> Tensor:
     """``t`` with every mesh dim that shards one of ``dims`` made Replicate (an all-gather),
     and with ``partial`` its Partial mesh dims too (an all-reduce); other placements stay.
-    ``t`` itself when nothing changes. The functions that need a whole dim on each device
-    (``sort``, ``median``, ``quantile`` along it) gather it first, as DTensor's do.
+    ``t`` itself when nothing changes. For compositions that need a whole dim on each device
+    (``quantile``, ``rot90``, ``cdist``, ...); operators themselves never redistribute (their
+    rules refuse what they cannot take).
 
     Example:
         >>> import dtorch, torch
@@ -125,23 +126,6 @@ def gathered(t: Tensor, dims: Sequence[int] = (), *, partial: bool = False) -> T
         for p in t.placements
     ]
     return t if placements == list(t.placements) else redistribute(t, None, placements)
-
-
-def whole_along(t: Tensor, dims: Sequence[int]) -> Tensor:
-    """``gathered(t, dims)`` for a function that takes no Partial: a Partial ``t`` is given
-    back as it is, so the function's rule refuses it naming the placements the caller gave
-    (not gathered ones, and before any communication).
-
-    Example:
-        >>> import dtorch, torch
-        >>> mesh = dtorch.init_device_mesh("cpu", 2)
-        >>> t = dtorch.from_torch(torch.ones(4), device_mesh=mesh, placements=[dtorch.Partial()])
-        >>> whole_along(t, (0,)) is t
-        True
-    """
-    if any(p.is_partial() for p in t.placements):
-        return t
-    return gathered(t, dims)
 
 
 def replicated(t: Tensor) -> Tensor:

@@ -2,9 +2,8 @@
 composites (``movedim moveaxis unflatten tile roll``) through the public API against torch on
 the full tensor, on 1-D, 2-D and 3-D meshes, even and uneven shards: every layout on 1-D
 meshes (a seeded sample on the larger ones), output placements (a shard of another dim stays;
-a sharded sorted dim is gathered, topk's devices pick from their blocks' top entries, both
-Replicate there; flip's dim is refused; Partial is refused, except flip's and gather's linear
-Partial rows) and the rejections.
+the operated dim and Partial are refused, except flip's and gather's linear Partial rows and
+topk's sharded dim, whose blocks' top entries the devices pick from) and the rejections.
 Inputs have no ties, so sort's and topk's indices are torch's exactly."""
 
 from __future__ import annotations
@@ -48,8 +47,7 @@ def _seeded() -> None:
 
 def along_table(ndim: int, dims: tuple[int, ...], partial: bool, split: bool = False) -> Table:
     """One mesh dim: a shard of a dim that is not operated on stays; a shard of one operated
-    on is refused, or Replicate where it is gathered or the devices pick from their blocks
-    (``split``: sort, topk);
+    on is refused, or Replicate where the devices pick from their blocks (``split``: topk);
     Partial only if linear."""
     operated = {d % ndim for d in dims}
     table: dict[Any, Any] = {
@@ -64,10 +62,10 @@ def along_table(ndim: int, dims: tuple[int, ...], partial: bool, split: bool = F
 
 #: name, dtorch call (t, dim), torch reference (x, dim), Partial kept, sharded dim picked from.
 _ALONG: list[tuple[str, Callable[..., Any], Callable[..., Any], bool, bool]] = [
-    ("sort", lambda t, d: t.sort(d), lambda x, d: x.sort(d), False, True),
+    ("sort", lambda t, d: t.sort(d), lambda x, d: x.sort(d), False, False),
     ("sort", lambda t, d: dtorch.sort(t, d, True), lambda x, d: torch.sort(x, d, True), False,
-     True),
-    ("argsort", lambda t, d: t.argsort(d, stable=True), lambda x, d: x.argsort(d), False, True),
+     False),
+    ("argsort", lambda t, d: t.argsort(d, stable=True), lambda x, d: x.argsort(d), False, False),
     ("topk", lambda t, d: t.topk(2, d), lambda x, d: x.topk(2, d), False, True),
     ("topk", lambda t, d: dtorch.topk(t, 1, d, False), lambda x, d: torch.topk(x, 1, d, False),
      False, True),
@@ -89,24 +87,6 @@ def test_along_a_dim_every_layout(  # type: ignore[no-untyped-def]
             table=along_table(3, (dim,), linear, split), limit=limit_for(mesh_shape, n_d=8),
             seed=dim,
         )  # fmt: skip
-
-
-def test_sorts_gather_a_sharded_dim(graph: dtorch.Graph) -> None:
-    """``msort``, ``sort`` and ``argsort`` along a dim sharded on both mesh dims (unevenly):
-    torch's values and indices, Replicate on those mesh dims, the other dim's shard kept."""
-    mesh = dtorch.init_device_mesh("cpu", (2, 3))
-    x = torch.randn((7, 5), generator=_G)
-    t = place(x, mesh, [S0, S0], graph)
-    got = t.msort()
-    assert got.placements == [R, R]
-    assert torch.equal(got.to_torch(), x.msort())
-    u = place(x, mesh, [S1, S0], graph)
-    values, indices = dtorch.sort(u, 0, descending=True)
-    want = torch.sort(x, 0, descending=True)
-    assert values.placements == indices.placements == [S1, R]
-    assert torch.equal(values.to_torch(), want.values)
-    assert torch.equal(indices.to_torch(), want.indices)
-    assert torch.equal(u.argsort(dim=1, stable=True).to_torch(), x.argsort(dim=1, stable=True))
 
 
 def test_flip_of_several_dims_and_its_forms(graph: dtorch.Graph) -> None:
@@ -210,14 +190,14 @@ def test_rejections(graph: dtorch.Graph) -> None:
     x = torch.randn((4, 3), generator=_G)
     t = place(x, mesh, [S0], graph)
     with pytest.raises(PlacementError) as info:
-        t.flip(0)
+        t.sort(0)
     text = str(info.value)
-    assert text.startswith("flip: got (S(0),) on mesh (2,); accepted per mesh dimension: R -> R")
-    assert "Redistribute" in text
+    assert text.startswith("sort: got (S(0),) on mesh (2,); accepted per mesh dimension: R -> R")
+    assert "Redistribute the sorted dim to Replicate first" in text
     p = place(x, mesh, [P], graph)
     for name, call in (
-        ("argsort", lambda: p.argsort(0)),
-        ("msort", p.msort), ("flipud", t.flipud),
+        ("argsort", lambda: t.argsort(0)),
+        ("msort", t.msort), ("flip", lambda: t.flip(0)), ("flipud", t.flipud),
         ("sort", lambda: p.sort(1)), ("topk", lambda: p.topk(1)),
     ):  # fmt: skip
         with pytest.raises(PlacementError, match=rf"^{name}: got \((S\(0\)|P),\).*accepted"):

@@ -2,9 +2,8 @@
 cummin logcumsumexp bitwise_left_shift bitwise_right_shift``, ``<< >> <<= >>=``) through the
 public API against torch on the full tensor, in thread and process mode: every layout on 1-D
 meshes (a seeded sample on the larger ones), output placements (a shard of another dim stays,
-shifted where the dim is dropped; a sharded operated dim is gathered, Replicate there;
-Partial is refused), values, dtypes and indices with ties and NaN, integer dtypes, and
-torch's refusals raised at the call."""
+shifted where the dim is dropped; the operated dim and Partial are refused), values, dtypes
+and indices with ties and NaN, integer dtypes, and torch's refusals raised at the call."""
 
 from __future__ import annotations
 
@@ -53,8 +52,8 @@ def _ties_and_nans(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -
 
 def _picked_table(ndim: int, dim: int, dropped: bool) -> Table:
     """One mesh dim: a shard of another dim stays (its index shifts past a dropped ``dim``);
-    the operated dim is gathered (Replicate), Partial is refused."""
-    table: dict[Any, Any] = {(R,): R, (Shard(dim),): R}
+    the operated dim and Partial are refused."""
+    table: dict[Any, Any] = {(R,): R}
     for d in range(ndim):
         if d != dim:
             table[(Shard(d),)] = Shard(d - 1 if dropped and d > dim else d)
@@ -137,8 +136,7 @@ def test_dtypes_as_torch(dtype: torch.dtype, graph: dtorch.Graph) -> None:
 
 def test_whole_tensor_forms(graph: dtorch.Graph) -> None:
     """``median()``/``nanmedian()``: a 0-d tensor (NaN wins in median, is skipped in
-    nanmedian; NaN of an empty tensor), Replicate; a sharded tensor gathered first, a Partial
-    refused."""
+    nanmedian; NaN of an empty tensor), from a Replicate tensor only."""
     mesh = dtorch.init_device_mesh("cpu", (2, 3))
     for x in (
         torch.tensor([[4.0, NAN, 1.0], [2.0, 2.0, 3.0]]),
@@ -151,11 +149,9 @@ def test_whole_tensor_forms(graph: dtorch.Graph) -> None:
         for got, want in ((t.median(), x.median()), (dtorch.nanmedian(t), x.nanmedian())):
             assert got.placements == [R, R] and got.shape == ()
             compare(got.to_torch(), want, True, f"median of {x}")
-    x = torch.tensor([[4.0, 0.5, 1.0, 5.0, 6.0], [2.0, 2.0, 3.0, NAN, 0.0]])
-    sharded = place(x, mesh, [S0, Shard(1)], graph)  # uneven on the 3-wide mesh dim
-    for got, want in ((sharded.median(), x.median()), (sharded.nanmedian(), x.nanmedian())):
-        assert got.placements == [R, R]
-        compare(got.to_torch(), want, True, "median of a sharded tensor")
+    sharded = place(torch.arange(6.0), mesh, [S0, R], graph)
+    with pytest.raises(PlacementError, match=r"^median: .*accepted.*Replicate first"):
+        sharded.median()
     with pytest.raises(PlacementError, match=r"^nanmedian: "):
         place(torch.arange(6.0), mesh, [P, R], graph).nanmedian()
     with pytest.raises(TypeError, match='missing 1 required positional arguments: "dim"'):
@@ -189,18 +185,20 @@ def test_zero_dim_and_empty(graph: dtorch.Graph) -> None:
 
 
 def test_refusals_at_the_call(graph: dtorch.Graph) -> None:
-    """A Partial is a PlacementError naming the function and the placements (a sharded
-    operated dim is gathered: see test_along_a_dim_every_layout); k out of range a
-    RuntimeError; bad dims IndexErrors; bad types TypeErrors."""
+    """A sharded operated dim (but the scans') and a Partial are PlacementErrors naming the
+    function and the placements; k out of range a RuntimeError; bad dims IndexErrors; bad
+    types TypeErrors."""
     mesh = dtorch.init_device_mesh("cpu", 3)
     x = torch.randn((6, 4), generator=_G)
-    p = place(x, mesh, [P], graph)
+    s1, p = place(x, mesh, [S1], graph), place(x, mesh, [P], graph)
     for name, call in (
         ("median", lambda a: a.median(-1)),
         ("nanmedian", lambda a: dtorch.nanmedian(a, 1)),
         ("kthvalue", lambda a: a.kthvalue(1)),
         ("mode", lambda a: a.mode()),
     ):
+        with pytest.raises(PlacementError, match=rf"^{name}: .*S\(1\).*accepted.*Replicate"):
+            call(s1)
         with pytest.raises(PlacementError, match=rf"^{name}: .*P.*accepted"):
             call(p)
     for name, call in (  # along a sharded dim they carry on: see test_ops_split_reduce

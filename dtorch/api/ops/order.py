@@ -3,9 +3,8 @@ take_along_dim``.
 
 ``sort`` and ``topk`` return torch's named tuples (``torch.return_types.sort``/``topk``)
 holding dtorch tensors: ``.values`` and int64 ``.indices``. Layouts
-(``dtorch.ir.rules.order``): ``sort``, ``argsort`` and ``msort`` gather a sharded sorted dim
-first (Replicate there, as DTensor's do); the flipped dim must not be sharded (redistribute
-it to Replicate first); ``topk`` along a sharded dim picks from every device's block's top
+(``dtorch.ir.rules.order``): the sorted or flipped dim must not be sharded (redistribute it
+to Replicate first); ``topk`` along a sharded dim picks from every device's block's top
 ``k`` (Replicate there); ``gather`` along a sharded dim of its input gives Partial; the
 other dims keep their shards; only ``flip`` (and ``gather``'s input, under a Replicate
 index) keep Partial.
@@ -32,7 +31,6 @@ from dtorch.api.ops.reduce import splits
 from dtorch.api.ops.shape import expand, flatten, sizes
 from dtorch.api.ops.statistics import _named
 from dtorch.api.record import record, record_one, tensor_arg
-from dtorch.api.redistribute import whole_along
 from dtorch.errors import DtypeError, PlacementError, ShapeError
 from dtorch.ir.params import (
     FlipParam,
@@ -63,8 +61,6 @@ def _sort_flags(name: str, descending: Any, stable: Any) -> tuple[bool, bool]:
 @numpy_names
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
     """``torch.sort``: ``(values, indices)`` along ``dim`` as ``torch.return_types.sort``.
-    A sharded ``dim`` is gathered first (both results Replicate there); other shards stay, a
-    Partial input is refused.
 
     Example:
         >>> import dtorch
@@ -72,14 +68,13 @@ def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = 
         [2, 1, 0]
     """
     param = SortParam(_dim("sort", input, dim), *_sort_flags("sort", descending, stable))
-    values, indices = record("sort", param, (whole_along(input, (param.dim,)),))
+    values, indices = record("sort", param, (input,))
     return torch.return_types.sort((values, indices))  # type: ignore[arg-type]  # dtorch tensors
 
 
 @numpy_names
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
-    """``torch.argsort``: the indices of ``sort`` (one Sort operator; a sharded ``dim``
-    gathered first).
+    """``torch.argsort``: the indices of ``sort`` (one Sort operator).
 
     Example:
         >>> import dtorch
@@ -87,19 +82,18 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
         [1, 2, 0]
     """
     param = SortParam(_dim("argsort", input, dim), *_sort_flags("argsort", descending, stable))
-    return record("argsort", param, (whole_along(input, (param.dim,)),))[1]
+    return record("argsort", param, (input,))[1]
 
 
 def msort(input: Tensor) -> Tensor:
-    """``torch.msort``: the values of ``sort`` along dim 0 (gathered first where sharded).
+    """``torch.msort``: the values of ``sort`` along dim 0 (which must not be sharded).
 
     Example:
         >>> import dtorch
         >>> dtorch.msort(dtorch.tensor([[3, 1], [2, 4], [1, 0]])).tolist()
         [[1, 0], [2, 1], [3, 4]]
     """
-    param = SortParam(_dim("msort", input, 0))
-    return record("msort", param, (whole_along(input, (0,)),))[0]
+    return record("msort", SortParam(_dim("msort", input, 0)), (input,))[0]
 
 
 @numpy_names

@@ -5,11 +5,11 @@ Each is one operator whose kernel is torch's own function on the local shard (Or
 CumExtreme, Scan; rules in ``dtorch.ir.rules.order_stats`` and ``dtorch.ir.rules.reduce``), so
 values, NaN handling (``median`` and ``kthvalue`` rank NaN above every number; ``nanmedian``
 skips NaN), torch's lower median of an even count and the index torch picks among equal
-entries are torch's. Layouts: the order statistics gather the dim they work along where it
-is sharded (the whole dim is needed; Replicate there, as DTensor's do); the running ones
+entries are torch's. Layouts: the dim the order statistics work along must not be sharded
+(redistribute it to Replicate first: the whole dim is needed); the running ones
 (``cummax cummin logcumsumexp``) carry each device's block on from the blocks before it
 there (SplitCumExtreme, SplitScan); the other dims keep their shards, a Partial input is
-refused; ``median()`` and ``nanmedian()`` of every element gather every dim. The
+refused; ``median()`` and ``nanmedian()`` of every element need a Replicate tensor. The
 functions with two results return torch's named tuples (``torch.return_types.median``, ...)
 holding dtorch tensors: ``.values`` and int64 ``.indices``.
 
@@ -31,7 +31,6 @@ import torch
 from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
 from dtorch.api.ops.reduce import scan_param, splits
 from dtorch.api.record import record, record_one, tensor_arg
-from dtorch.api.redistribute import whole_along
 from dtorch.ir.opkind import MaxMinKind, OrderStatKind, ScanKind
 from dtorch.ir.params import CumExtremeParam, OpParam, OrderStatParam, SplitCumExtremeParam
 
@@ -47,9 +46,8 @@ def _dim(name: str, t: Tensor, dim: Any) -> int:
 
 def _pair(name: str, kind: OrderStatKind, t: Tensor, dim: Any, k: int, keepdim: Any) -> Any:
     # values and indices of one statistic along one dim, as torch's named tuple of ``name``
-    along = _dim(name, t, dim)
-    param = OrderStatParam(kind, along, k, as_flag(keepdim, name, "keepdim"))
-    values, indices = record(name, param, (whole_along(t, (along,)),))
+    param = OrderStatParam(kind, _dim(name, t, dim), k, as_flag(keepdim, name, "keepdim"))
+    values, indices = record(name, param, (t,))
     return getattr(torch.return_types, name)((values, indices))
 
 
@@ -60,15 +58,14 @@ def _whole(name: str, kind: OrderStatKind, t: Tensor, dim: Any, keepdim: Any) ->
     tensor_arg(name, t)
     if keepdim is not False:
         raise TypeError(f'{name}() missing 1 required positional arguments: "dim" (keepdim given)')
-    return record_one(name, OrderStatParam(kind, None), (whole_along(t, range(t.ndim)),))
+    return record_one(name, OrderStatParam(kind, None), (t,))
 
 
 @numpy_names
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """``torch.median``: without ``dim``, the lower median of every element (a 0-d tensor;
-    NaN if any element is NaN; shards gathered first, a Partial refused); with ``dim``, the
-    lower median along it and its index, as ``torch.return_types.median`` (a sharded ``dim``
-    gathered first).
+    NaN if any element is NaN; the tensor must be Replicate); with ``dim``, the lower median
+    along it and its index, as ``torch.return_types.median`` (``dim`` must not be sharded).
 
     Example:
         >>> import dtorch
@@ -96,7 +93,7 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> A
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any:
     """``torch.kthvalue``: the ``k``-th smallest entry along ``dim`` (``k`` from 1 to the
     dim's size; NaN ranks above every number) and its index, as
-    ``torch.return_types.kthvalue``; a sharded ``dim`` is gathered first.
+    ``torch.return_types.kthvalue``; ``dim`` must not be sharded.
 
     Example:
         >>> import dtorch
@@ -110,8 +107,8 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any
 @numpy_names
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:
     """``torch.mode``: the most frequent entry along ``dim`` (the smallest among equally
-    frequent ones) and an index of it, as ``torch.return_types.mode``; a sharded ``dim`` is
-    gathered first.
+    frequent ones) and an index of it, as ``torch.return_types.mode``; ``dim`` must not be
+    sharded.
 
     Example:
         >>> import dtorch
