@@ -96,6 +96,8 @@ class OpKind(enum.IntEnum):
     Linalg = 75  # torch.linalg's matrix functions on whole matrices, batch dims kept (LinalgParam)
     ConvTranspose = 76  # conv_transpose1d/2d/3d: torch's own on each device's shards
     Fold = 77  # fold (col2im): torch's own on each device's shards (FoldParam)
+    SplitSort = 78  # sort along a sharded dim: the blocks gathered, sorted whole, each kept
+    SplitOrderStat = 79  # median/kthvalue/mode along a sharded dim: the blocks gathered
 
 
 class ActivationKind(enum.IntEnum):

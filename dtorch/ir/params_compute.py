@@ -381,6 +381,19 @@ class OrderStatParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class SplitOrderStatParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SplitOrderStat
+    """``median``/``nanmedian``/``kthvalue``/``mode`` along a ``dim`` that some mesh dims
+    shard: the blocks gathered along those mesh dims, the statistic of the whole dim (values
+    and int64 indices, Replicate there). ``k``: kthvalue's rank (from 1), 0 for the others."""
+
+    stat: OrderStatKind
+    dim: int
+    k: int = 0
+    keepdim: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class CumExtremeParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.CumExtreme
     """``cummax``/``cummin`` along ``dim``: values and int64 indices, the input's shape."""
@@ -435,6 +448,18 @@ class HistcParam(OpParam):
 class SortParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Sort
     """``sort(dim, descending, stable)`` with two outputs: values and int64 indices."""
+
+    dim: int
+    descending: bool = False
+    stable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SplitSortParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.SplitSort
+    """``sort(dim, descending, stable)`` along a ``dim`` that some mesh dims shard: the blocks
+    gathered along those mesh dims, the whole dim sorted, each device keeping its block of
+    the result (values and int64 indices, placed as the input)."""
 
     dim: int
     descending: bool = False

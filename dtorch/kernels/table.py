@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dtorch.errors import KernelTableError
 from dtorch.ir.opkind import OpKind
-from dtorch.kernels import attention, softmax, split_reduce
+from dtorch.kernels import attention, softmax, split_order, split_reduce
 from dtorch.kernels.base import GroupKernel, LocalKernel
 from dtorch.kernels.local import (
     conv_transpose,
@@ -68,6 +68,7 @@ LOCAL_KERNELS: dict[OpKind, LocalKernel] = {
 GROUP_KERNELS: dict[OpKind, GroupKernel] = {
     **attention.GROUP_KERNELS,
     **softmax.GROUP_KERNELS,
+    **split_order.GROUP_KERNELS,
     **split_reduce.GROUP_KERNELS,
 }
 

@@ -2,8 +2,9 @@
 composites (``movedim moveaxis unflatten tile roll``) through the public API against torch on
 the full tensor, on 1-D, 2-D and 3-D meshes, even and uneven shards: every layout on 1-D
 meshes (a seeded sample on the larger ones), output placements (a shard of another dim stays;
-the operated dim and Partial are refused, except flip's and gather's linear Partial rows and
-topk's sharded dim, whose blocks' top entries the devices pick from) and the rejections.
+along a sharded dim sort's devices gather its blocks and keep their own block of the result,
+topk's pick from their blocks' top entries, Replicate there; flip's dim is refused; Partial
+is refused, except flip's and gather's linear Partial rows) and the rejections.
 Inputs have no ties, so sort's and topk's indices are torch's exactly."""
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ def _seeded() -> None:
     _G.manual_seed(58)
 
 
-def along_table(ndim: int, dims: tuple[int, ...], partial: bool, split: bool = False) -> Table:
+def along_table(
+    ndim: int, dims: tuple[int, ...], partial: bool, split: bool = False, kept: bool = False
+) -> Table:
     """One mesh dim: a shard of a dim that is not operated on stays; a shard of one operated
-    on is refused, or Replicate where the devices pick from their blocks (``split``: topk);
-    Partial only if linear."""
+    on is refused, Replicate where the devices pick from their blocks (``split``: topk), kept
+    where each device keeps its block of the result (``kept``: sort); Partial only if
+    linear."""
     operated = {d % ndim for d in dims}
     table: dict[Any, Any] = {
         (p,): p
@@ -57,19 +61,22 @@ def along_table(ndim: int, dims: tuple[int, ...], partial: bool, split: bool = F
     }
     if split:
         table.update({(Shard(d),): R for d in operated})
+    if kept:
+        table.update({(Shard(d),): Shard(d) for d in operated})
     return {**table, (P,): P} if partial else table
 
 
-#: name, dtorch call (t, dim), torch reference (x, dim), Partial kept, sharded dim picked from.
-_ALONG: list[tuple[str, Callable[..., Any], Callable[..., Any], bool, bool]] = [
-    ("sort", lambda t, d: t.sort(d), lambda x, d: x.sort(d), False, False),
+#: name, dtorch call (t, dim), torch reference (x, dim), Partial kept, what a sharded
+#: operated dim gives: "R" (picked from: topk), "S" (each device's block kept: sort), "" (refused).
+_ALONG: list[tuple[str, Callable[..., Any], Callable[..., Any], bool, str]] = [
+    ("sort", lambda t, d: t.sort(d), lambda x, d: x.sort(d), False, "S"),
     ("sort", lambda t, d: dtorch.sort(t, d, True), lambda x, d: torch.sort(x, d, True), False,
-     False),
-    ("argsort", lambda t, d: t.argsort(d, stable=True), lambda x, d: x.argsort(d), False, False),
-    ("topk", lambda t, d: t.topk(2, d), lambda x, d: x.topk(2, d), False, True),
+     "S"),
+    ("argsort", lambda t, d: t.argsort(d, stable=True), lambda x, d: x.argsort(d), False, "S"),
+    ("topk", lambda t, d: t.topk(2, d), lambda x, d: x.topk(2, d), False, "R"),
     ("topk", lambda t, d: dtorch.topk(t, 1, d, False), lambda x, d: torch.topk(x, 1, d, False),
-     False, True),
-    ("flip", lambda t, d: t.flip(d), lambda x, d: x.flip(d), True, False),
+     False, "R"),
+    ("flip", lambda t, d: t.flip(d), lambda x, d: x.flip(d), True, ""),
 ]  # fmt: skip
 
 
@@ -84,9 +91,32 @@ def test_along_a_dim_every_layout(  # type: ignore[no-untyped-def]
         run_api(
             graph, name, lambda t, d=dim: call(t, d), [x], mesh_shape,
             list(want) if isinstance(want, tuple) else [want],
-            table=along_table(3, (dim,), linear, split), limit=limit_for(mesh_shape, n_d=8),
+            table=along_table(3, (dim,), linear, split == "R", split == "S"),
+            limit=limit_for(mesh_shape, n_d=8),
             seed=dim,
         )  # fmt: skip
+
+
+def test_sorts_along_a_dim_sharded_twice(graph: dtorch.Graph) -> None:
+    """``msort``, ``sort`` and ``argsort`` along a dim sharded on both mesh dims, unevenly
+    (nested blocks of 7 over 2 x 3 devices, some empty): torch's values and indices, ties
+    and NaN included, each device keeping its block (the input's placements)."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 3))
+    x = torch.randint(0, 3, (7, 5), generator=_G).float()
+    x[0, 1] = x[5, 3] = float("nan")
+    for placements in ([S0, S0], [S1, S0], [S0, S1]):
+        t = place(x, mesh, placements, graph)
+        got = t.msort()
+        assert got.placements == placements
+        assert torch.equal(got.to_torch().nan_to_num(-1), x.msort().nan_to_num(-1))
+        for dim in (0, 1):
+            values, indices = dtorch.sort(t, dim, descending=True, stable=True)
+            want = torch.sort(x, dim=dim, descending=True, stable=True)
+            assert values.placements == indices.placements == placements
+            assert torch.equal(values.to_torch().nan_to_num(-1), want.values.nan_to_num(-1))
+            assert torch.equal(indices.to_torch(), want.indices)
+            order = t.argsort(dim=dim, stable=True).to_torch()
+            assert torch.equal(order, x.argsort(dim=dim, stable=True))
 
 
 def test_flip_of_several_dims_and_its_forms(graph: dtorch.Graph) -> None:
@@ -190,14 +220,16 @@ def test_rejections(graph: dtorch.Graph) -> None:
     x = torch.randn((4, 3), generator=_G)
     t = place(x, mesh, [S0], graph)
     with pytest.raises(PlacementError) as info:
-        t.sort(0)
+        t.flip(0)
     text = str(info.value)
-    assert text.startswith("sort: got (S(0),) on mesh (2,); accepted per mesh dimension: R -> R")
-    assert "Redistribute the sorted dim to Replicate first" in text
+    assert text.startswith("flip: got (S(0),) on mesh (2,); accepted per mesh dimension: R -> R")
+    assert "Redistribute the flipped dims to Replicate first" in text
     p = place(x, mesh, [P], graph)
+    with pytest.raises(PlacementError, match=r"^sort: got \(P,\).*order of a sum is not"):
+        p.sort(0)  # along a dim nothing shards, the same words
     for name, call in (
-        ("argsort", lambda: t.argsort(0)),
-        ("msort", t.msort), ("flip", lambda: t.flip(0)), ("flipud", t.flipud),
+        ("argsort", lambda: p.argsort(0)),
+        ("msort", p.msort), ("flipud", t.flipud),
         ("sort", lambda: p.sort(1)), ("topk", lambda: p.topk(1)),
     ):  # fmt: skip
         with pytest.raises(PlacementError, match=rf"^{name}: got \((S\(0\)|P),\).*accepted"):
@@ -283,6 +315,27 @@ def test_traced_program_replays_and_loads(graph: dtorch.Graph, tmp_path: Path) -
     for run in (program, loaded):
         for out, w in zip(run(*args), want, strict=True):
             assert out.placements == [S0] and torch.equal(out.to_torch(), w)
+
+
+def test_sorts_along_a_sharded_dim_trace_and_load(graph: dtorch.Graph, tmp_path: Path) -> None:
+    """SplitSort and SplitOrderStat (sort and median along a sharded dim) trace, replay, save
+    and load (their params through the codec)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randn((5, 3), generator=_G)
+
+    def fn(t: dtorch.Tensor) -> Any:
+        return t.sort(0).indices, t.median(0).values, t.argsort(0, descending=True)
+
+    want = (x.sort(0).indices, x.median(0).values, x.argsort(0, descending=True))
+    t = place(x, mesh, [S0], graph)
+    program = dtorch.trace(fn, t)
+    program.save(tmp_path / "split_sort.dtorch")
+    loaded = dtorch.load_program(tmp_path / "split_sort.dtorch", graph=graph)
+    for run in (program, loaded):
+        outs = run(t)
+        assert [o.placements for o in outs] == [[S0], [R], [S0]]
+        for out, w in zip(outs, want, strict=True):
+            assert torch.equal(out.to_torch(), w)
 
 
 def test_edge_forms_follow_torch(graph: dtorch.Graph) -> None:

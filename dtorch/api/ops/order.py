@@ -3,11 +3,12 @@ take_along_dim``.
 
 ``sort`` and ``topk`` return torch's named tuples (``torch.return_types.sort``/``topk``)
 holding dtorch tensors: ``.values`` and int64 ``.indices``. Layouts
-(``dtorch.ir.rules.order``): the sorted or flipped dim must not be sharded (redistribute it
-to Replicate first); ``topk`` along a sharded dim picks from every device's block's top
-``k`` (Replicate there); ``gather`` along a sharded dim of its input gives Partial; the
-other dims keep their shards; only ``flip`` (and ``gather``'s input, under a Replicate
-index) keep Partial.
+(``dtorch.ir.rules.order``): along a sharded dim ``sort``, ``argsort`` and ``msort`` gather
+the dim's blocks inside the operator and each device keeps its block of the sorted dim (the
+input's placements stay), and ``topk`` picks from every device's block's top ``k``
+(Replicate there); the flipped dim must not be sharded (redistribute it to Replicate
+first); ``gather`` along a sharded dim of its input gives Partial; the other dims keep their
+shards; only ``flip`` (and ``gather``'s input, under a Replicate index) keep Partial.
 
 Example:
     >>> import dtorch
@@ -37,6 +38,7 @@ from dtorch.ir.params import (
     GatherParam,
     OpParam,
     SortParam,
+    SplitSortParam,
     SplitTopKParam,
     TopKParam,
 )
@@ -58,16 +60,25 @@ def _sort_flags(name: str, descending: Any, stable: Any) -> tuple[bool, bool]:
     return as_flag(descending, name, "descending"), steady
 
 
+def _sort_param(name: str, t: Tensor, dim: Any, descending: Any, stable: Any) -> OpParam:
+    # a Sort; a SplitSort where a mesh dim shards the sorted dim (the devices gather it)
+    along, flags = _dim(name, t, dim), _sort_flags(name, descending, stable)
+    return SplitSortParam(along, *flags) if splits(t, (along,)) else SortParam(along, *flags)
+
+
 @numpy_names
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
     """``torch.sort``: ``(values, indices)`` along ``dim`` as ``torch.return_types.sort``.
+    Along a sharded ``dim`` the devices gather its blocks and each keeps its block of the
+    sorted dim (the input's placements stay; each device holds the whole dim meanwhile). A
+    Partial input is refused.
 
     Example:
         >>> import dtorch
         >>> dtorch.sort(dtorch.tensor([2, 0, 1]), descending=True).values.tolist()
         [2, 1, 0]
     """
-    param = SortParam(_dim("sort", input, dim), *_sort_flags("sort", descending, stable))
+    param = _sort_param("sort", input, dim, descending, stable)
     values, indices = record("sort", param, (input,))
     return torch.return_types.sort((values, indices))  # type: ignore[arg-type]  # dtorch tensors
 
@@ -81,19 +92,19 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
         >>> dtorch.argsort(dtorch.tensor([2.0, 0.5, 1.0])).tolist()
         [1, 2, 0]
     """
-    param = SortParam(_dim("argsort", input, dim), *_sort_flags("argsort", descending, stable))
+    param = _sort_param("argsort", input, dim, descending, stable)
     return record("argsort", param, (input,))[1]
 
 
 def msort(input: Tensor) -> Tensor:
-    """``torch.msort``: the values of ``sort`` along dim 0 (which must not be sharded).
+    """``torch.msort``: the values of ``sort`` along dim 0.
 
     Example:
         >>> import dtorch
         >>> dtorch.msort(dtorch.tensor([[3, 1], [2, 4], [1, 0]])).tolist()
         [[1, 0], [2, 1], [3, 4]]
     """
-    return record("msort", SortParam(_dim("msort", input, 0)), (input,))[0]
+    return record("msort", _sort_param("msort", input, 0, False, False), (input,))[0]
 
 
 @numpy_names

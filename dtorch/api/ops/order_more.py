@@ -5,8 +5,9 @@ Each is one operator whose kernel is torch's own function on the local shard (Or
 CumExtreme, Scan; rules in ``dtorch.ir.rules.order_stats`` and ``dtorch.ir.rules.reduce``), so
 values, NaN handling (``median`` and ``kthvalue`` rank NaN above every number; ``nanmedian``
 skips NaN), torch's lower median of an even count and the index torch picks among equal
-entries are torch's. Layouts: the dim the order statistics work along must not be sharded
-(redistribute it to Replicate first: the whole dim is needed); the running ones
+entries are torch's. Layouts: along a sharded dim the order statistics gather its blocks
+inside the operator (SplitOrderStat: each device computes from the whole dim; Replicate
+there); the running ones
 (``cummax cummin logcumsumexp``) carry each device's block on from the blocks before it
 there (SplitCumExtreme, SplitScan); the other dims keep their shards, a Partial input is
 refused; ``median()`` and ``nanmedian()`` of every element need a Replicate tensor. The
@@ -32,7 +33,13 @@ from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
 from dtorch.api.ops.reduce import scan_param, splits
 from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.ir.opkind import MaxMinKind, OrderStatKind, ScanKind
-from dtorch.ir.params import CumExtremeParam, OpParam, OrderStatParam, SplitCumExtremeParam
+from dtorch.ir.params import (
+    CumExtremeParam,
+    OpParam,
+    OrderStatParam,
+    SplitCumExtremeParam,
+    SplitOrderStatParam,
+)
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -46,7 +53,10 @@ def _dim(name: str, t: Tensor, dim: Any) -> int:
 
 def _pair(name: str, kind: OrderStatKind, t: Tensor, dim: Any, k: int, keepdim: Any) -> Any:
     # values and indices of one statistic along one dim, as torch's named tuple of ``name``
-    param = OrderStatParam(kind, _dim(name, t, dim), k, as_flag(keepdim, name, "keepdim"))
+    along, keep = _dim(name, t, dim), as_flag(keepdim, name, "keepdim")
+    param: OpParam = OrderStatParam(kind, along, k, keep)
+    if splits(t, (along,)):  # the devices gather the dim's blocks
+        param = SplitOrderStatParam(kind, along, k, keep)
     values, indices = record(name, param, (t,))
     return getattr(torch.return_types, name)((values, indices))
 
@@ -65,7 +75,8 @@ def _whole(name: str, kind: OrderStatKind, t: Tensor, dim: Any, keepdim: Any) ->
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """``torch.median``: without ``dim``, the lower median of every element (a 0-d tensor;
     NaN if any element is NaN; the tensor must be Replicate); with ``dim``, the lower median
-    along it and its index, as ``torch.return_types.median`` (``dim`` must not be sharded).
+    along it and its index, as ``torch.return_types.median`` (a sharded ``dim``: see the
+    module).
 
     Example:
         >>> import dtorch
@@ -93,7 +104,7 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> A
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any:
     """``torch.kthvalue``: the ``k``-th smallest entry along ``dim`` (``k`` from 1 to the
     dim's size; NaN ranks above every number) and its index, as
-    ``torch.return_types.kthvalue``; ``dim`` must not be sharded.
+    ``torch.return_types.kthvalue``.
 
     Example:
         >>> import dtorch
@@ -107,8 +118,7 @@ def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> Any
 @numpy_names
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:
     """``torch.mode``: the most frequent entry along ``dim`` (the smallest among equally
-    frequent ones) and an index of it, as ``torch.return_types.mode``; ``dim`` must not be
-    sharded.
+    frequent ones) and an index of it, as ``torch.return_types.mode``.
 
     Example:
         >>> import dtorch

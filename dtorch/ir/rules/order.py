@@ -7,7 +7,9 @@ Per mesh dim:
   must be whole on every device and a Partial input is refused (the order of a sum is not the
   sum of the orders). Values keep the input's dtype; indices are int64. ``SplitTopK`` (the
   ``topk`` the API records where the topk dim is sharded) takes shards of it too: the result
-  is Replicate on those mesh dims (the devices pick from the blocks' top ``k``).
+  is Replicate on those mesh dims (the devices pick from the blocks' top ``k``). ``SplitSort``
+  (the ``sort`` the API records where the sorted dim is sharded) keeps every shard, the sorted
+  dim's included (each device keeps its block of the sorted dim).
 * ``flip``: a shard of a dim that is not flipped stays; a Partial input stays Partial (flipping
   is linear); a flipped dim must not be sharded (its shards would change devices).
 * ``gather`` (inputs x, index; the output is shaped like the index, torch's rule):
@@ -58,6 +60,7 @@ from dtorch.ir.params import (
     GatherParam,
     OpParam,
     SortParam,
+    SplitSortParam,
     SplitTopKParam,
     TopKParam,
 )
@@ -65,7 +68,14 @@ from dtorch.ir.placement import Partial, Placement, Replicate, Shard, short_text
 from dtorch.ir.rules.base import DtypeError, Inference, OutputMeta, Rule, norm_dim, norm_dims
 from dtorch.ir.rules.gather import INDEX_DTYPES
 from dtorch.ir.rules.promotion import refusal, refused
-from dtorch.ir.rules.signature import Signature, fresh_labels, one_input, reject, signature
+from dtorch.ir.rules.signature import (
+    Signature,
+    fresh_labels,
+    identity,
+    one_input,
+    reject,
+    signature,
+)
 
 
 def _along(what: str) -> Signature:
@@ -82,6 +92,11 @@ _SPLIT_TOPK = signature(
     "R -> R", "Si -> Si", "Sk -> R", legend="i: a dim other than the topk dim; k: the topk dim",
     hint="the top entries of a sum are not the sum of the top entries: redistribute a Partial "
     "input to Replicate first",
+)  # fmt: skip
+_SPLIT_SORT = signature(
+    "R -> R", "Si -> Si", legend="i: any dim, the sorted dim included",
+    hint="the order of a sum is not the sum of the orders: redistribute a Partial input to "
+    "Replicate first",
 )  # fmt: skip
 _FLIP = signature(
     "R -> R", "Si -> Si", "P -> P", legend="i: a dim that is not flipped",
@@ -125,6 +140,16 @@ def sort_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
     _check_dtype(name, OpKind.Sort, x.dtype)
     metas = [OutputMeta(x.shape, x.dtype, ()), OutputMeta(x.shape, torch.int64, ())]
     return one_input(name, _SORT, x, fresh_labels(x.ndim, (dim,)), metas)
+
+
+def split_sort_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``sort`` where shards of the sorted dim are allowed: every shard stays."""
+    assert isinstance(param, SplitSortParam)
+    (x,) = inputs
+    norm_dim(name, param.dim, x.ndim)
+    _check_dtype(name, OpKind.Sort, x.dtype)
+    metas = [OutputMeta(x.shape, x.dtype, ()), OutputMeta(x.shape, torch.int64, ())]
+    return one_input(name, _SPLIT_SORT, x, identity(x.ndim), metas)
 
 
 def topk_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -224,6 +249,7 @@ RULES: dict[OpKind, Rule] = {
     OpKind.Sort: sort_rule,
     OpKind.TopK: topk_rule,
     OpKind.SplitTopK: split_topk_rule,
+    OpKind.SplitSort: split_sort_rule,
     OpKind.Flip: flip_rule,
     OpKind.Gather: gather_rule,
 }

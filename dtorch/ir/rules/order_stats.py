@@ -9,7 +9,9 @@ mesh dim Replicate. Values keep the input's dtype; indices are int64. The dtypes
 (bool for median and kthvalue, complex, the unsigned types torch has no kernel for) are learned
 by running torch's function once per dtype, and refused with torch's message.
 ``SplitCumExtreme`` (the running extreme the API records where its dim is sharded) keeps
-every shard, that dim's included; it refuses a Partial input too.
+every shard, that dim's included; it refuses a Partial input too. ``SplitOrderStat`` (the
+statistic along one dim the API records where that dim is sharded) takes its shards too:
+Replicate on those mesh dims (each device computes it from the whole dim, gathered).
 
 Example:
     >>> import torch
@@ -34,15 +36,27 @@ import torch
 from dtorch.errors import DimError, ParamError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import MaxMinKind, OpKind, OrderStatKind
-from dtorch.ir.params import CumExtremeParam, OpParam, OrderStatParam, SplitCumExtremeParam
+from dtorch.ir.params import (
+    CumExtremeParam,
+    OpParam,
+    OrderStatParam,
+    SplitCumExtremeParam,
+    SplitOrderStatParam,
+)
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, norm_dim
 from dtorch.ir.rules.promotion import refusal, refused
 from dtorch.ir.rules.reduce import check_nonempty, reduce_plan
-from dtorch.ir.rules.signature import fresh_labels, identity, one_input, signature
+from dtorch.ir.rules.signature import Labels, fresh_labels, identity, one_input, signature
 
 _PICKED = signature(
     "R -> R", "Si -> Si", legend="i: a dim other than the one the statistic is taken along",
     hint="redistribute that dim to Replicate first (the whole dim is needed on every device)",
+)  # fmt: skip
+_SPLIT_PICKED = signature(
+    "R -> R", "Si -> Si", "Sk -> R",
+    legend="i: a dim other than the one the statistic is taken along; k: that dim",
+    hint="the order of a sum is not the sum of the orders: redistribute a Partial input to "
+    "Replicate first",
 )  # fmt: skip
 _WHOLE = signature(
     "R -> R", legend="the statistic of every element needs the whole tensor",
@@ -155,15 +169,31 @@ def order_stat_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> I
     (x,) = inputs
     if param.dim is None:
         return _whole_rule(name, param.stat, x)
-    _check_dtype(name, (OpKind.OrderStat, param.stat, False), x.dtype)
-    _, shape, labels = reduce_plan(name, x.shape, (param.dim,), param.keepdim)
-    dim = norm_dim(name, param.dim, x.ndim)
+    labels, metas = _along_metas(name, param.stat, x, param.dim, param.k, param.keepdim)
+    return one_input(name, _PICKED, x, labels, metas)
+
+
+def split_order_stat_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
+    """``median``/``nanmedian``/``kthvalue``/``mode`` along a ``dim`` whose shards are
+    allowed: Replicate on their mesh dims; a Partial input is refused."""
+    assert isinstance(param, SplitOrderStatParam)
+    (x,) = inputs
+    labels, metas = _along_metas(name, param.stat, x, param.dim, param.k, param.keepdim)
+    return one_input(name, _SPLIT_PICKED, x, labels, metas)
+
+
+def _along_metas(
+    name: str, stat: OrderStatKind, x: Operand, dim: int, k: int, keepdim: bool
+) -> tuple[Labels, list[OutputMeta]]:
+    """The labels and outputs of a statistic along ``dim``, after torch's checks."""
+    _check_dtype(name, (OpKind.OrderStat, stat, False), x.dtype)
+    _, shape, labels = reduce_plan(name, x.shape, (dim,), keepdim)
+    dim = norm_dim(name, dim, x.ndim)
     if x.ndim:
         check_nonempty(name, x.shape, (dim,), DimError)  # before k, as torch
-    if param.stat is OrderStatKind.KTHVALUE:
-        _check_k(name, param.k, dim, x.shape[dim] if x.shape else 1)
-    metas = [OutputMeta(shape, x.dtype, ()), OutputMeta(shape, torch.int64, ())]
-    return one_input(name, _PICKED, x, labels, metas)
+    if stat is OrderStatKind.KTHVALUE:
+        _check_k(name, k, dim, x.shape[dim] if x.shape else 1)
+    return labels, [OutputMeta(shape, x.dtype, ()), OutputMeta(shape, torch.int64, ())]
 
 
 def _whole_rule(name: str, stat: OrderStatKind, x: Operand) -> Inference:
@@ -198,4 +228,5 @@ RULES: dict[OpKind, Rule] = {
     OpKind.OrderStat: order_stat_rule,
     OpKind.CumExtreme: cum_extreme_rule,
     OpKind.SplitCumExtreme: split_cum_extreme_rule,
+    OpKind.SplitOrderStat: split_order_stat_rule,
 }

@@ -13,16 +13,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dtorch.errors import PlacementError, ShapeError
-from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
+from dtorch.ir.opkind import MaxMinKind, OrderStatKind, ReduceKind, ScanKind
 from dtorch.ir.params import (
     MaxMinParam,
+    OrderStatParam,
     ReduceParam,
     ScanParam,
     SoftmaxParam,
     SplitCumExtremeParam,
+    SplitOrderStatParam,
     SplitReduceParam,
     SplitScanParam,
     SplitSoftmaxParam,
+    SplitSortParam,
     SplitTopKParam,
     TopKParam,
 )
@@ -173,6 +176,52 @@ def test_split_topk_replicates_the_topk_dim() -> None:
         infer("topk", SplitTopKParam(1, 1), (op((4, 6), Shard(1), dtype=torch.bool),))
     with pytest.raises(PlacementError, match=r"got \(P,\).*The top entries of a sum"):
         infer("topk", SplitTopKParam(1, 1), (op((4, 6), P),))
+
+
+def test_split_sort_keeps_every_shard() -> None:
+    """The sort the API records where the sorted dim is sharded: every shard stays (nested
+    and uneven too), torch's dtypes, a dtype torch's sort refuses refused, Partial refused."""
+    for placements, dim in (
+        ((Shard(1), Shard(0)), 1),
+        ((Shard(1), Shard(1)), -1),
+        ((Replicate(), Shard(0)), 0),
+    ):
+        x = op((5, 7), *placements, mesh=MESH22, dtype=torch.int16)
+        values, indices = infer("sort", SplitSortParam(dim, True), (x,)).outputs
+        assert values.placements == indices.placements == placements
+        assert (values.shape, values.dtype, indices.dtype) == ((5, 7), torch.int16, torch.int64)
+    with pytest.raises(DtypeError):
+        infer("sort", SplitSortParam(1), (op((4, 6), Shard(1), dtype=torch.complex64),))
+    with pytest.raises(PlacementError, match=r"got \(P,\).*The order of a sum"):
+        infer("sort", SplitSortParam(0), (op((4, 6), P),))
+
+
+def test_split_order_stat_replicates_its_dim() -> None:
+    """The median/kthvalue/mode the API records where their dim is sharded: Replicate there,
+    other shards stay (shifted past a dropped dim), torch's shapes and checks, Partial
+    refused."""
+    for placements, dim, keep, want in (
+        ((Shard(1), Shard(0)), 1, False, (R, Shard(0))),
+        ((Shard(1), Shard(1)), -1, True, (R, R)),
+        ((Shard(0), Shard(1)), 0, False, (R, Shard(0))),
+    ):
+        x = op((4, 6), *placements, mesh=MESH22)
+        param = SplitOrderStatParam(OrderStatKind.KTHVALUE, dim, 2, keep)
+        values, indices = infer("kthvalue", param, (x,)).outputs
+        plain = OrderStatParam(OrderStatKind.KTHVALUE, dim, 2, keep)
+        whole = infer("kthvalue", plain, (op((4, 6)),)).outputs
+        assert values.placements == indices.placements == want
+        assert (values.shape, indices.shape, indices.dtype) == (
+            whole[0].shape, whole[1].shape, torch.int64,
+        )  # fmt: skip
+    with pytest.raises(ParamError, match="selected number k out of range"):
+        param = SplitOrderStatParam(OrderStatKind.KTHVALUE, 1, 7)
+        infer("kthvalue", param, (op((4, 6), Shard(1)),))
+    with pytest.raises(DtypeError):
+        param = SplitOrderStatParam(OrderStatKind.MEDIAN, 1)
+        infer("median", param, (op((4, 6), Shard(1), dtype=torch.bool),))
+    with pytest.raises(PlacementError, match=r"got \(P,\).*The order of a sum"):
+        infer("mode", SplitOrderStatParam(OrderStatKind.MODE, 0), (op((4, 6), P),))
 
 
 def test_softmax() -> None:
