@@ -385,10 +385,12 @@ class SplitOrderStatParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.SplitOrderStat
     """``median``/``nanmedian``/``kthvalue``/``mode`` along a ``dim`` that some mesh dims
     shard: the blocks gathered along those mesh dims, the statistic of the whole dim (values
-    and int64 indices, Replicate there). ``k``: kthvalue's rank (from 1), 0 for the others."""
+    and int64 indices, Replicate there); ``dim`` None (median and nanmedian only): of every
+    element of a sharded tensor, every sharded dim gathered (one 0-d value, Replicate).
+    ``k``: kthvalue's rank (from 1), 0 for the others."""
 
     stat: OrderStatKind
-    dim: int
+    dim: int | None
     k: int = 0
     keepdim: bool = False
 

@@ -1,6 +1,6 @@
 """The group kernels of sorts and order statistics along a dim that mesh dims shard:
 SplitSort (``sort argsort msort``) and SplitOrderStat (``median nanmedian kthvalue mode``
-along one dim).
+along one dim, and ``median()``/``nanmedian()`` of every element of a sharded tensor).
 
 An order depends on every entry of the dim, so each device needs them all: the blocks are
 gathered along every mesh dim that shards the dim (one line at a time, in the order every
@@ -11,7 +11,8 @@ whole dim - so values, indices, NaN handling and the order of equal entries are 
 torch's on the full tensor. A sort keeps the input's placements: each device keeps its
 block of the sorted dim. An order statistic drops the dim (or keeps it at size 1), so its
 results are Replicate on those mesh dims. Each device holds its whole dim for the length of
-the kernel: the memory of an all-gather of it.
+the kernel: the memory of an all-gather of it (of the whole tensor, for the statistic of
+every element, whose result is Replicate everywhere).
 
 Example:
     >>> import torch
@@ -31,7 +32,7 @@ import torch
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import SplitOrderStatParam, SplitSortParam
 from dtorch.ir.placement import Shard
-from dtorch.ir.rules.order_stats import ORDER_STATS
+from dtorch.ir.rules.order_stats import ORDER_STATS, WHOLE_STATS
 from dtorch.kernels.base import GroupKernel, KernelContext, Shards
 from dtorch.kernels.softmax import sharding_groups
 
@@ -48,7 +49,7 @@ def split_sort_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int
     assert isinstance(param, SplitSortParam)
     dim = param.dim % x_op.ndim
     out: dict[int, Shards] = {}
-    for device, whole in _whole_dims(ctx, dim, inputs).items():
+    for device, whole in _whole_dims(ctx, (dim,), inputs).items():
         found = torch.sort(whole, dim=dim, descending=param.descending, stable=param.stable)
         shard = x_op.shard(device)  # its block of the sorted dim, as of the input
         start, length = shard.offset[dim], shard.shape[dim]
@@ -57,28 +58,38 @@ def split_sort_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int
 
 
 def split_order_stat_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int, Shards]:
-    """Every held device's copy of torch's order statistic of the whole dim."""
+    """Every held device's copy of torch's order statistic of the whole dim (of every
+    element: ``dim`` None)."""
     param, x_op = ctx.param, ctx.inputs[0]
     assert isinstance(param, SplitOrderStatParam)
+    if param.dim is None:
+        every = WHOLE_STATS[param.stat]
+        wholes = _whole_dims(ctx, tuple(range(x_op.ndim)), inputs)
+        return {device: [every(whole)] for device, whole in wholes.items()}
     dim = param.dim % x_op.ndim
     statistic = ORDER_STATS[param.stat]
     return {
         device: list(statistic(whole, dim, param.k, param.keepdim))
-        for device, whole in _whole_dims(ctx, dim, inputs).items()
+        for device, whole in _whole_dims(ctx, (dim,), inputs).items()
     }
 
 
-def _whole_dims(ctx: KernelContext, dim: int, inputs: dict[int, Shards]) -> dict[int, torch.Tensor]:
-    """Each held device's block with every entry of ``dim``, in order. The groups are opened
+def _whole_dims(
+    ctx: KernelContext, dims: tuple[int, ...], inputs: dict[int, Shards]
+) -> dict[int, torch.Tensor]:
+    """Each held device's block with every entry of ``dims``, in order. Every group is opened
     before anything can fail (see ``dtorch.kernels.softmax.sharding_groups``)."""
-    lines, groups = sharding_groups(ctx, (dim,))
+    lines, groups = sharding_groups(ctx, dims)
     group_of = dict(zip(lines, groups, strict=True))
-    entries = {d: (shards[0], _positions(ctx, d, dim)) for d, shards in inputs.items()}
-    for line, longest in _padded_lines(ctx, dim):
-        if line in group_of:
-            held = {d: _padded(entries[d], longest, dim) for d in line if d in entries}
-            entries.update(_gather(group_of[line], line, held, dim))
-    return {d: in_order(values, positions, dim) for d, (values, positions) in entries.items()}
+    blocks = {d: shards[0] for d, shards in inputs.items()}
+    for dim in dims:
+        entries = {d: (block, _positions(ctx, d, dim)) for d, block in blocks.items()}
+        for line, longest in _padded_lines(ctx, dim):
+            if line in group_of:
+                held = {d: _padded(entries[d], longest, dim) for d in line if d in entries}
+                entries.update(_gather(group_of[line], line, held, dim))
+        blocks = {d: in_order(values, places, dim) for d, (values, places) in entries.items()}
+    return blocks
 
 
 def _padded_lines(ctx: KernelContext, dim: int) -> list[tuple[tuple[int, ...], int]]:

@@ -137,7 +137,8 @@ def test_dtypes_as_torch(dtype: torch.dtype, graph: dtorch.Graph) -> None:
 
 def test_whole_tensor_forms(graph: dtorch.Graph) -> None:
     """``median()``/``nanmedian()``: a 0-d tensor (NaN wins in median, is skipped in
-    nanmedian; NaN of an empty tensor), from a Replicate tensor only."""
+    nanmedian; NaN of an empty tensor), Replicate; a sharded tensor's blocks gathered, a
+    Partial refused."""
     mesh = dtorch.init_device_mesh("cpu", (2, 3))
     for x in (
         torch.tensor([[4.0, NAN, 1.0], [2.0, 2.0, 3.0]]),
@@ -150,9 +151,13 @@ def test_whole_tensor_forms(graph: dtorch.Graph) -> None:
         for got, want in ((t.median(), x.median()), (dtorch.nanmedian(t), x.nanmedian())):
             assert got.placements == [R, R] and got.shape == ()
             compare(got.to_torch(), want, True, f"median of {x}")
+    x = torch.tensor([[4.0, 0.5, 1.0, 5.0, 6.0], [2.0, 2.0, 3.0, NAN, 0.0]])
+    for placements in ([S0, Shard(1)], [S1, S1], [R, S0]):  # 5 over 3 devices: uneven
+        t = place(x, mesh, placements, graph)
+        for got, want in ((t.median(), x.median()), (dtorch.nanmedian(t), x.nanmedian())):
+            assert got.placements == [R, R] and got.shape == ()
+            compare(got.to_torch(), want, True, f"median of every element on {placements}")
     sharded = place(torch.arange(6.0), mesh, [S0, R], graph)
-    with pytest.raises(PlacementError, match=r"^median: .*accepted.*Replicate first"):
-        sharded.median()
     with pytest.raises(PlacementError, match=r"^nanmedian: "):
         place(torch.arange(6.0), mesh, [P, R], graph).nanmedian()
     with pytest.raises(TypeError, match='missing 1 required positional arguments: "dim"'):

@@ -10,7 +10,7 @@ inside the operator (SplitOrderStat: each device computes from the whole dim; Re
 there); the running ones
 (``cummax cummin logcumsumexp``) carry each device's block on from the blocks before it
 there (SplitCumExtreme, SplitScan); the other dims keep their shards, a Partial input is
-refused; ``median()`` and ``nanmedian()`` of every element need a Replicate tensor. The
+refused; ``median()`` and ``nanmedian()`` of every element gather every sharded dim. The
 functions with two results return torch's named tuples (``torch.return_types.median``, ...)
 holding dtorch tensors: ``.values`` and int64 ``.indices``.
 
@@ -68,13 +68,17 @@ def _whole(name: str, kind: OrderStatKind, t: Tensor, dim: Any, keepdim: Any) ->
     tensor_arg(name, t)
     if keepdim is not False:
         raise TypeError(f'{name}() missing 1 required positional arguments: "dim" (keepdim given)')
-    return record_one(name, OrderStatParam(kind, None), (t,))
+    param: OpParam = OrderStatParam(kind, None)
+    if splits(t, ()):  # the devices gather every sharded dim
+        param = SplitOrderStatParam(kind, None)
+    return record_one(name, param, (t,))
 
 
 @numpy_names
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     """``torch.median``: without ``dim``, the lower median of every element (a 0-d tensor;
-    NaN if any element is NaN; the tensor must be Replicate); with ``dim``, the lower median
+    NaN if any element is NaN; a sharded tensor's blocks gathered, a Partial refused); with
+    ``dim``, the lower median
     along it and its index, as ``torch.return_types.median`` (a sharded ``dim``: see the
     module).
 

@@ -10,8 +10,9 @@ mesh dim Replicate. Values keep the input's dtype; indices are int64. The dtypes
 by running torch's function once per dtype, and refused with torch's message.
 ``SplitCumExtreme`` (the running extreme the API records where its dim is sharded) keeps
 every shard, that dim's included; it refuses a Partial input too. ``SplitOrderStat`` (the
-statistic along one dim the API records where that dim is sharded) takes its shards too:
-Replicate on those mesh dims (each device computes it from the whole dim, gathered).
+statistic along one dim the API records where that dim is sharded, and the all-elements
+``median()``/``nanmedian()`` of a sharded tensor) takes its shards too: Replicate on those
+mesh dims (each device computes it from the whole dim, or the whole tensor, gathered).
 
 Example:
     >>> import torch
@@ -55,6 +56,11 @@ _PICKED = signature(
 _SPLIT_PICKED = signature(
     "R -> R", "Si -> Si", "Sk -> R",
     legend="i: a dim other than the one the statistic is taken along; k: that dim",
+    hint="the order of a sum is not the sum of the orders: redistribute a Partial input to "
+    "Replicate first",
+)  # fmt: skip
+_SPLIT_WHOLE = signature(
+    "R -> R", "Sk -> R", legend="k: any dim (every element's statistic gathers them all)",
     hint="the order of a sum is not the sum of the orders: redistribute a Partial input to "
     "Replicate first",
 )  # fmt: skip
@@ -175,9 +181,13 @@ def order_stat_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> I
 
 def split_order_stat_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """``median``/``nanmedian``/``kthvalue``/``mode`` along a ``dim`` whose shards are
-    allowed: Replicate on their mesh dims; a Partial input is refused."""
+    allowed: Replicate on their mesh dims (of every element, ``dim`` None: Replicate
+    everywhere); a Partial input is refused."""
     assert isinstance(param, SplitOrderStatParam)
     (x,) = inputs
+    if param.dim is None:
+        _whole_checks(name, param.stat, x)
+        return one_input(name, _SPLIT_WHOLE, x, (), [OutputMeta((), x.dtype, ())])
     labels, metas = _along_metas(name, param.stat, x, param.dim, param.k, param.keepdim)
     return one_input(name, _SPLIT_PICKED, x, labels, metas)
 
@@ -197,10 +207,15 @@ def _along_metas(
 
 
 def _whole_rule(name: str, stat: OrderStatKind, x: Operand) -> Inference:
+    _whole_checks(name, stat, x)
+    return one_input(name, _WHOLE, x, (), [OutputMeta((), x.dtype, ())])
+
+
+def _whole_checks(name: str, stat: OrderStatKind, x: Operand) -> None:
+    # a statistic with an all-elements form, of a dtype torch takes there
     if stat not in WHOLE_STATS:
         raise ParamError(f"{name}: takes a dim (only median and nanmedian have a form without)")
     _check_dtype(name, (OpKind.OrderStat, stat, True), x.dtype)
-    return one_input(name, _WHOLE, x, (), [OutputMeta((), x.dtype, ())])
 
 
 def cum_extreme_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

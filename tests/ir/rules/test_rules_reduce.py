@@ -222,6 +222,12 @@ def test_split_order_stat_replicates_its_dim() -> None:
         infer("median", param, (op((4, 6), Shard(1), dtype=torch.bool),))
     with pytest.raises(PlacementError, match=r"got \(P,\).*The order of a sum"):
         infer("mode", SplitOrderStatParam(OrderStatKind.MODE, 0), (op((4, 6), P),))
+    every = SplitOrderStatParam(OrderStatKind.MEDIAN, None)  # of every element
+    (value,) = infer("median", every, (op((4, 6), Shard(1), Shard(0), mesh=MESH22),)).outputs
+    assert (value.shape, value.placements) == ((), (R, R))
+    with pytest.raises(ParamError, match="takes a dim"):
+        param = SplitOrderStatParam(OrderStatKind.MODE, None)
+        infer("mode", param, (op((4, 6), Shard(1)),))
 
 
 def test_softmax() -> None:
