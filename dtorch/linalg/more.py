@@ -26,7 +26,7 @@ from dtorch.api.create import beside
 from dtorch.api.dims import as_flag, as_int, normalize_dims
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import composite, record, tensor_arg
-from dtorch.errors import DtypeError, ParamError, ShapeError
+from dtorch.errors import DTorchError, DtypeError, KernelError, ParamError, ShapeError
 from dtorch.ir.opkind import LinalgKind
 from dtorch.ir.params import LinalgParam
 from dtorch.linalg import matrix as _mx
@@ -135,7 +135,8 @@ def lu_solve(
 ) -> Tensor:
     """``torch.linalg.lu_solve``: ``X`` with ``A @ X = B`` from ``lu_factor``'s ``LU`` and
     ``pivots`` (``left=False``: ``X @ A = B``; ``adjoint``: with ``A``'s adjoint); the batch
-    dims broadcast.
+    dims of ``LU`` and ``B`` broadcast, and ``pivots`` (of shape ``LU.shape[:-1]``, as torch
+    takes them) with ``LU``.
 
     Example:
         >>> import dtorch
@@ -147,11 +148,21 @@ def lu_solve(
     for t, what in ((LU, "LU"), (pivots, "pivots"), (B, "B")):
         tensor_arg(name, t, what)
     flags = bits(as_flag(left, name, "left"), as_flag(adjoint, name, "adjoint"))
+    _refuse_other_pivots(name, LU, pivots)
     lu_, b = _mx._broadcast_batches(name, LU, B)
     piv = column(pivots)
     if lu_.ndim >= 2 and piv.ndim >= 2 and tuple(piv.shape[:-2]) != tuple(lu_.shape[:-2]):
-        piv = _mx._expanded(piv, tuple(lu_.shape[:-2]))
+        piv = _mx._expanded(piv, tuple(lu_.shape[:-2]))  # LU's batch broadcast with B's
     return _mx._one(name, LinalgParam(LinalgKind.LU_SOLVE, n=flags), lu_, piv, b)
+
+
+def _refuse_other_pivots(name: str, LU: Tensor, pivots: Tensor) -> None:
+    """torch's refusal of pivots not of shape ``LU.shape[:-1]``: it broadcasts them with
+    nothing (a 1-D or 0-D LU is left to the rule, which words its own refusal)."""
+    if LU.ndim >= 2 and tuple(pivots.shape) != tuple(LU.shape[:-1]):
+        raise ShapeError(f"{name}: Expected LU.shape[:-1] and pivots.shape to be the same, but "
+                         f"got pivots with shape {list(pivots.shape)} instead; accepted: pivots "
+                         f"of shape {list(LU.shape[:-1])}")  # fmt: skip
 
 
 def solve_triangular(
@@ -273,7 +284,8 @@ def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: str | None = None)
     """``torch.linalg.lstsq``: the least-squares solution of ``A @ X = B``, as
     ``torch.return_types.linalg_lstsq`` (``solution residuals rank singular_values``),
     replicated on ``A``'s mesh. The shape of ``residuals`` depends on the values, so this
-    waits for ``A`` and ``B`` (like a value fetch).
+    waits for ``A`` and ``B`` (like a value fetch). torch's refusals keep its words, as a
+    DtypeError (dtypes), ShapeError (shapes) or KernelError (LAPACK failed on the values).
 
     Example:
         >>> import dtorch
@@ -288,12 +300,37 @@ def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: str | None = None)
     if driver is not None and driver not in ("gels", "gelsy", "gelsd", "gelss"):
         raise ParamError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, "
                          f"gelss), got {driver!r}")  # fmt: skip
+    a, b = A.to_torch(), B.to_torch()
     try:
-        out = torch.linalg.lstsq(A.to_torch(), B.to_torch(), rc, driver=driver)
+        out = torch.linalg.lstsq(a, b, rc, driver=driver)
     except RuntimeError as error:
-        raise ShapeError(f"{name}: {str(error).strip()}") from None
+        raise _lstsq_refusal(name, str(error).strip(), a, b, rc, driver) from None
     named_tuple = getattr(torch.return_types, "linalg_lstsq")  # noqa: B009 (not in the stubs)
     return named_tuple(tuple(beside(A, t) for t in out))
+
+
+def _lstsq_refusal(
+    name: str, text: str, a: torch.Tensor, b: torch.Tensor, rcond: float | None, driver: Any
+) -> DTorchError:
+    """torch's refusal ``text`` of lstsq of ``a`` and ``b`` as the dtorch class of what it
+    refused, in torch's words: the dtypes where torch refuses one-element matrices of them
+    alike, the shapes where it refuses zeros of them alike, else the values (a LAPACK
+    failure: a KernelError, as a Linalg kernel that fails on a device raises)."""
+    tiny = (torch.zeros(1, 1, dtype=a.dtype), torch.zeros(1, 1, dtype=b.dtype))
+    if _refuses_alike(text, *tiny):
+        return DtypeError(f"{name}: {text}")
+    if _refuses_alike(text, torch.zeros_like(a), torch.zeros_like(b), rcond, driver=driver):
+        return ShapeError(f"{name}: {text}")
+    return KernelError(f"{name}: {text}")
+
+
+def _refuses_alike(text: str, *args: Any, **kw: Any) -> bool:
+    # whether torch's lstsq of these arguments refuses them with the words ``text``
+    try:
+        torch.linalg.lstsq(*args, **kw)
+    except RuntimeError as error:
+        return str(error).strip() == text
+    return False
 
 
 @composite("linalg.tensorinv")

@@ -191,6 +191,50 @@ def test_broadcast_batches_and_right_sides(graph) -> None:  # type: ignore[no-un
     torch.testing.assert_close(got.to_torch(), torch.cholesky_solve(b, L))
 
 
+@pytest.mark.parametrize("layout", [[S0], [R]], ids=["S0", "R"])
+def test_lu_solve_takes_pivots_of_lu_batch_shape_only(layout: list[Any], graph: Any) -> None:
+    """torch's lu_solve broadcasts LU's batch dims with B's, and LU's pivots with LU, but
+    refuses pivots whose shape is not LU.shape[:-1] (it does not broadcast them)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    LU, piv = torch.linalg.lu_factor(_general(2, 3))
+    LU1, piv1 = torch.linalg.lu_factor(_general(1, 3))
+    b = _rand(2, 3, 2)
+
+    def put(x: torch.Tensor) -> dtorch.Tensor:  # the batch dim of 2 as ``layout``
+        return place(x, mesh, layout if x.ndim > 1 and x.shape[0] == 2 else [R], graph)
+
+    words = r"Expected LU.shape\[:-1\] and pivots.shape to be the same"
+    for lu_, p in ((LU, piv1), (LU1, piv), (LU, piv[0]), (LU[0], piv)):
+        with pytest.raises(RuntimeError, match=words):
+            torch.linalg.lu_solve(lu_, p, b)
+        with pytest.raises(ShapeError, match=f"^linalg.lu_solve: {words}"):
+            dtorch.linalg.lu_solve(put(lu_), put(p), put(b))
+        with pytest.raises(ShapeError, match=f"^lu_solve: linalg.lu_solve: {words}"):
+            dtorch.lu_solve(put(b), put(lu_), put(p))
+    got = dtorch.linalg.lu_solve(put(LU1), put(piv1), put(b))  # LU and pivots broadcast to B
+    torch.testing.assert_close(got.to_torch(), torch.linalg.lu_solve(LU1, piv1, b))
+
+
+def test_lstsq_refusals_are_of_the_class_of_what_torch_refused(graph: Any) -> None:
+    """torch refuses lstsq's dtypes and shapes with RuntimeErrors: dtorch raises them as a
+    DtypeError and a ShapeError (both RuntimeErrors), in torch's words."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    f, i = _rand(3, 2, dtype=torch.float32), torch.ones(3, 2, dtype=torch.int64)
+    cases = [  # (A, B, the class)
+        (i, f[:, :1], DtypeError), (i, i[:, :1], DtypeError),
+        (f.half(), f[:, :1].half(), DtypeError), (f, f[:, :1].double(), DtypeError),
+        (f[:, 0], f[:, :1], ShapeError),
+        (i[:, 0], f[:, :1], ShapeError), (f, _rand(4, 1, dtype=torch.float32), ShapeError),
+        (_rand(2, 3, 2), _rand(3, 3, 1), ShapeError),
+    ]  # fmt: skip
+    for a, b, kind in cases:
+        with pytest.raises(RuntimeError) as theirs:
+            torch.linalg.lstsq(a, b)
+        with pytest.raises(kind) as ours:
+            dtorch.linalg.lstsq(place(a, mesh, [S0], graph), place(b, mesh, [R], graph))
+        assert str(ours.value) == f"linalg.lstsq: {str(theirs.value).strip()}"
+
+
 @pytest.mark.parametrize("mesh_shape", [(2,), (3,), (2, 2)])
 def test_compositions(mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
     x, m1, m2, m3 = _rand(5, 4, 3), _rand(4, 3), _rand(3, 5), _rand(5, 2)

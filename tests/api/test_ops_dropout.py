@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import dtorch
 import dtorch.nn.functional as DF
-from dtorch.errors import DtypeError
+from dtorch.errors import DtypeError, ParamError
 from tests.api.ops_harness import ALL_MESHES, S0, S1, S2, P, R, limit_for, place, run_api
 
 pytestmark = pytest.mark.timeout(120)
@@ -109,3 +109,13 @@ def test_a_partial_input_stays_partial(graph: dtorch.Graph) -> None:
     want = F.dropout(_X, 0.3)
     assert got.placements == [S0, P]
     torch.testing.assert_close(got.to_torch(), want)
+
+
+def test_a_bad_p_is_a_param_error_of_torch_class(graph: dtorch.Graph) -> None:
+    """torch refuses a p outside [0, 1] with a ValueError; dtorch's ParamError is one."""
+    t = place(_X, dtorch.init_device_mesh("cpu", 2), [S0], graph)
+    with pytest.raises(ValueError, match="has to be between 0 and 1") as theirs:
+        F.dropout(_X, -0.5)
+    with pytest.raises(ParamError) as ours:
+        DF.dropout(t, -0.5)
+    assert str(theirs.value) in str(ours.value)

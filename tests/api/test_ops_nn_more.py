@@ -311,6 +311,29 @@ def test_losses_legacy_flags_and_1d_forms(graph: Any) -> None:
     torch.testing.assert_close(got.to_torch(), F.margin_ranking_loss(a, b, t))
 
 
+@pytest.mark.parametrize("layout", [[S0], [R]], ids=["S0", "R"])
+def test_gaussian_nll_loss_refuses_a_negative_var_tensor(layout: list[Any], graph: Any) -> None:
+    """torch checks a tensor ``var``'s values at the call, before its shape and the
+    reduction; so does dtorch (it waits for one bool). A var of zeros is clamped at eps."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x, t, v = _rand(4, 3), _rand(4, 3), torch.rand(4, 3, generator=_G) + 0.1
+    v[3, 1] = -0.5
+    calls = [  # (var, keywords)
+        (v, {}), (v, {"full": True, "reduction": "none"}), (v, {"eps": 0.1, "reduction": "sum"}),
+        (v, {"reduction": "avg"}), (v[:, 1], {}), (torch.full((2,), -1.0), {}),
+    ]  # fmt: skip
+    dx, dt = place(x, mesh, layout, graph), place(t, mesh, layout, graph)
+    words = r"var has negative entry/entries$"
+    for var, kw in calls:
+        with pytest.raises(ValueError, match=rf"^{words}"):
+            F.gaussian_nll_loss(x, t, var, **kw)
+        with pytest.raises(ValueError, match=rf"^gaussian_nll_loss: {words}"):
+            DF.gaussian_nll_loss(dx, dt, place(var.contiguous(), mesh, layout, graph), **kw)
+    zeros = torch.zeros(4, 3)
+    got = DF.gaussian_nll_loss(dx, dt, place(zeros, mesh, layout, graph), eps=0.1, full=True)
+    torch.testing.assert_close(got.to_torch(), F.gaussian_nll_loss(x, t, zeros, eps=0.1, full=True))
+
+
 # --- refusals -------------------------------------------------------------------------------------
 def _x(*shape: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, dtorch.Tensor]:
     full = _rand(*shape, dtype=dtype)

@@ -15,7 +15,14 @@ import torch
 
 import dtorch
 from dtorch import Partial, Placement, Replicate, Shard
-from dtorch.errors import PlacementError, ShapeError, UnsupportedDtypeError
+from dtorch.errors import (
+    DTorchError,
+    DtypeError,
+    ParamError,
+    PlacementError,
+    ShapeError,
+    UnsupportedDtypeError,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -244,6 +251,71 @@ def test_bad_input_gets_torch_errors_and_draws_nothing(
     torch.manual_seed(1)
     assert torch.equal(after, torch.rand(3)), "a refused call leaves the generator as it was"
     assert torch.equal(t.to_torch(), torch.zeros(5, 4))
+
+
+def _fill(method: str, dtype: torch.dtype, *args: Any) -> Callable[[Any], Any]:
+    # ``method`` of a (5, 4) tensor of ``dtype`` (torch's, or dtorch's sharded one)
+    def call(lib: Any) -> Any:
+        if lib is torch:
+            return getattr(torch.zeros(5, 4, dtype=dtype), method)(*args)
+        return getattr(_on((2,), [S0], (5, 4), dtype), method)(*args)
+
+    return call
+
+
+def _with(name: str, *args: Any, dtype: torch.dtype = torch.float32, **kw: Any) -> Any:
+    # ``lib.name`` of a (5, 4)/(5,) tensor of ``dtype`` first, then ``args``
+    def call(lib: Any) -> Any:
+        t = torch.ones(5, 4, dtype=dtype) if lib is torch else _on((2,), [S0], (5, 4), dtype) + 1
+        return getattr(lib, name)(t, *args, **kw)
+
+    return call
+
+
+#: (label, a call of torch's or dtorch's random functions, the dtorch class it raises)
+_TORCH_REFUSALS: list[tuple[str, Callable[[Any], Any], type[DTorchError]]] = [
+    ("normal_ std", _fill("normal_", torch.float32, 0.0, -1.0), ParamError),
+    ("uniform_ bounds", _fill("uniform_", torch.float32, 2.0, 1.0), ParamError),
+    ("uniform_ long", _fill("uniform_", torch.int64), UnsupportedDtypeError),
+    ("exponential_ lambda", _fill("exponential_", torch.float32, -1.0), ParamError),
+    ("exponential_ long", _fill("exponential_", torch.int64), DtypeError),
+    ("geometric_ p", _fill("geometric_", torch.float32, 1.5), ParamError),
+    ("cauchy_ long", _fill("cauchy_", torch.int64), DtypeError),
+    ("random_ bounds", _fill("random_", torch.float32, 5, 2), ParamError),
+    ("random_ uint8", _fill("random_", torch.uint8, 0, 1000), ParamError),
+    ("bernoulli_ p", _fill("bernoulli_", torch.float32, 1.5), ParamError),
+    ("normal std", _with("normal", -1.0), ParamError),
+    ("normal sized", lambda lib: lib.normal(0.0, -1.0, size=(3,)), ParamError),
+    ("randperm bool", lambda lib: lib.randperm(3, dtype=torch.bool), UnsupportedDtypeError),
+    ("randperm half", lambda lib: lib.randperm(3000, dtype=torch.float16), ParamError),
+    ("randint_like half", _with("randint_like", 0, 100000, dtype=torch.float16), ParamError),
+    ("poisson rate", lambda lib: lib.poisson(lib.full((3,), -1.0)), ParamError),
+    ("poisson long", _with("poisson", dtype=torch.int64), UnsupportedDtypeError),
+    ("multinomial long", _with("multinomial", 1, dtype=torch.int64), DtypeError),
+    ("multinomial samples", _with("multinomial", 5), ParamError),
+    ("multinomial dims", lambda lib: lib.multinomial(lib.ones(2, 2, 2), 1), ShapeError),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("label", "call", "kind"), _TORCH_REFUSALS, ids=[c[0] for c in _TORCH_REFUSALS]
+)
+def test_torch_refusals_raise_dtorch_classes(
+    label: str, call: Callable[[Any], Any], kind: type[DTorchError], graph: dtorch.Graph
+) -> None:
+    """torch's refusal of a random function's argument is raised as the dtorch class that
+    describes it, a subclass of torch's class (``except RuntimeError`` still catches it),
+    with torch's words; the generator is left as it was."""
+    with pytest.raises(Exception) as theirs:
+        call(torch)
+    torch.manual_seed(1)
+    with pytest.raises(kind) as ours:
+        call(dtorch)
+    after = torch.rand(3)
+    torch.manual_seed(1)
+    assert torch.equal(after, torch.rand(3)), "a refused call leaves the generator as it was"
+    assert isinstance(ours.value, type(theirs.value))
+    assert str(theirs.value).split("\n", 1)[0] in str(ours.value)
 
 
 def test_normal_refuses_unmatched_placements(graph: dtorch.Graph) -> None:

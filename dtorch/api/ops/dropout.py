@@ -30,6 +30,7 @@ from dtorch.api.ops.convert import written
 from dtorch.api.ops.random_fill import generator_source
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import record_one, tensor_arg
+from dtorch.errors import ParamError
 from dtorch.ir.params import DropoutParam
 from dtorch.ir.random_draw import draws
 from dtorch.kernels.local.embedding import dropout_mask
@@ -58,7 +59,7 @@ def dropout(
     p = as_real("dropout: p", p)
     training = as_flag(training, "dropout", "training")
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
+        raise ParamError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     tensor_arg("dropout", input)
     if not training or p == 0.0 or input.numel() == 0:
         return input

@@ -271,6 +271,24 @@ def _gaussian_probe(a: torch.Tensor, b: torch.Tensor, v: torch.Tensor) -> torch.
     return F.gaussian_nll_loss(a, b, v.abs(), reduction="none")
 
 
+def _checked_var(name: str, var: Any, input: Tensor) -> Tensor:
+    """``var`` as a tensor beside ``input`` (a number filled to its shape), refused first of
+    all where torch refuses it: with a negative entry (a tensor's values are waited for)."""
+    if isinstance(var, (int, float)) and not isinstance(var, bool):
+        if var < 0:
+            raise _negative_var()
+        return input.new_full(tuple(input.shape), float(var))
+    var = _operand(name, "var", var, input)
+    if (var < 0).any().item():
+        raise _negative_var()
+    return var
+
+
+def _negative_var() -> ParamError:
+    # torch's ValueError and its words: a variance is >= 0 (and 0 is clamped at eps)
+    return ParamError("var has negative entry/entries")
+
+
 def _var_shaped(input: Tensor, var: Tensor) -> Tensor:
     """``var`` broadcastable as torch takes it: the input's shape, that shape without its last
     dim (unsqueezed), or one dim of size 1 where the input's is not."""
@@ -296,7 +314,8 @@ def gaussian_nll_loss(
 ) -> Tensor:
     """torch's ``gaussian_nll_loss``: ``0.5 * (log(var) + (input - target) ** 2 / var)``, var
     clamped at ``eps`` (``full`` adds ``0.5 * log(2 pi)``); ``var`` a tensor or a float. A
-    tensor ``var``'s values are not read: a negative entry is clamped, not refused.
+    negative entry of ``var`` is refused, as torch refuses it, at the call: for a tensor
+    ``var`` this waits for one bool (whether any entry is negative).
 
     Example:
         >>> import dtorch
@@ -306,11 +325,7 @@ def gaussian_nll_loss(
     name = "gaussian_nll_loss"
     tensor_arg(name, input)
     t = _operand(name, "target", target, input)
-    if isinstance(var, (int, float)) and not isinstance(var, bool):
-        if var < 0:
-            raise ValueError("var has negative entry/entries")
-        var = input.new_full(tuple(input.shape), float(var))
-    v = _var_shaped(input, _operand(name, "var", var, input))
+    v = _var_shaped(input, _checked_var(name, var, input))
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not valid")
     dtype = _result_dtype(name, _gaussian_probe, input, t, v)

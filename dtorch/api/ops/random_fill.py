@@ -30,6 +30,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -38,6 +41,13 @@ from dtorch.api.create import create
 from dtorch.api.ops.convert import assign, writable
 from dtorch.api.record import tensor_arg
 from dtorch.api.strides import contiguous_strides, known
+from dtorch.errors import (
+    DTorchError,
+    DtypeError,
+    ParamError,
+    ShapeError,
+    UnsupportedDtypeError,
+)
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.placement import Placement
 from dtorch.ir.random_draw import snapshot
@@ -135,7 +145,8 @@ def fill_random(
     shape = tuple(t.shape)
     layout = drawn_layout(t)
     with t._graph._writes:  # a write: not between another thread's read and write-back
-        copy = snapshot(kind, shape, t.dtype, args, source, layout)  # torch's checks, advance
+        with torch_refusals(name):  # torch's checks, then the caller's generator advances
+            copy = snapshot(kind, shape, t.dtype, args, source, layout)
         numbers = args if exact else tuple(float(a) for a in args)
         fresh = create(
             type(t), kind, shape, t.dtype, graph=t.graph, device_mesh=t.device_mesh,
@@ -143,6 +154,43 @@ def fill_random(
             strides=layout,
         )  # fmt: skip
         return assign(name, t, fresh)
+
+
+#: The dtorch class of a torch refusal (a RuntimeError) whose words say what was refused;
+#: any other is a ParamError (a bound, a probability, a count out of range).
+_REFUSED = (
+    (re.compile(r"dtype|floating.point"), DtypeError),
+    (re.compile(r"\bdim(ension)?\b"), ShapeError),
+)
+
+
+@contextlib.contextmanager
+def torch_refusals(name: str) -> Iterator[None]:
+    """torch's refusals of a random function's arguments, raised inside, raised as dtorch's
+    classes (each derives from torch's, so ``except RuntimeError`` still catches it) with
+    torch's words after ``name``: no kernel for a dtype (NotImplementedError) is an
+    UnsupportedDtypeError, a refused dtype a DtypeError, a refused shape a ShapeError, any
+    other value (torch's RuntimeError or ValueError) a ParamError. dtorch's own pass as
+    they are.
+
+    Example:
+        >>> import torch
+        >>> try:
+        ...     with torch_refusals("normal_"):
+        ...         torch.zeros(2).normal_(0.0, -1.0)
+        ... except RuntimeError as error:
+        ...     print(type(error).__name__, error)
+        ParamError normal_: normal expects std >= 0.0, but found std -1
+    """
+    try:
+        yield
+    except DTorchError:
+        raise
+    except NotImplementedError as error:
+        raise UnsupportedDtypeError(f"{name}: {error}") from None
+    except (RuntimeError, ValueError) as error:
+        kind = next((k for words, k in _REFUSED if words.search(str(error))), ParamError)
+        raise kind(f"{name}: {error}") from None
 
 
 def drawn_layout(t: Tensor) -> tuple[int, ...]:

@@ -42,7 +42,12 @@ import torch
 from dtorch.api.create import beside, create, float_dtype
 from dtorch.api.dims import as_flag, as_int
 from dtorch.api.ops.convert import assign, writable
-from dtorch.api.ops.random_fill import creatable_placements, fill_random, generator_source
+from dtorch.api.ops.random_fill import (
+    creatable_placements,
+    fill_random,
+    generator_source,
+    torch_refusals,
+)
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import composite, is_handle, tensor_arg
 from dtorch.errors import ParamError, PlacementError, ShapeError, UnsupportedDtypeError
@@ -316,7 +321,8 @@ def _normal_sized(mean: Any, std: Any, size: Any, generator: Any, kw: dict[str, 
     args = (as_real("normal: mean", mean), as_real("normal: std", std))
     dtype = float_dtype(kw.get("graph"), kw.pop("dtype", None))
     shape = creation._sizes("normal", (size,), {})
-    return creation._random(CreateKind.NORMAL, shape, dtype, generator, args, kw)
+    with torch_refusals("normal"):
+        return creation._random(CreateKind.NORMAL, shape, dtype, generator, args, kw)
 
 
 def _standard(
@@ -328,7 +334,9 @@ def _standard(
         raise UnsupportedDtypeError(f"normal: \"normal_kernel_cpu\" not implemented for "
                                     f"'{dtype}'; mean and std must be floating")  # fmt: skip
     placements = _drawable(like) if tuple(like.shape) == shape else None
-    copy = snapshot(CreateKind.NORMAL, shape, dtype, args, generator_source("normal", generator))
+    source = generator_source("normal", generator)
+    with torch_refusals("normal"):
+        copy = snapshot(CreateKind.NORMAL, shape, dtype, args, source)
     return create(
         type(like), CreateKind.NORMAL, shape, dtype, graph=like.graph,
         device_mesh=like.device_mesh, device=None, placements=placements, args=args,
@@ -387,7 +395,8 @@ def randperm(
     if n < 0:
         raise ParamError(f"randperm: n must be non-negative, got {n}")
     dtype = torch.int64 if dtype is None else dtype
-    return creation._random(CreateKind.RANDPERM, (n,), dtype, generator, (), kw)
+    with torch_refusals("randperm"):
+        return creation._random(CreateKind.RANDPERM, (n,), dtype, generator, (), kw)
 
 
 def randint_like(
@@ -410,7 +419,8 @@ def randint_like(
         low, high = 0, low
     kw = creation._like("randint_like", input, kw)
     dtype = input.dtype if dtype is None else dtype
-    return creation.randint(low, high, input.shape, generator=generator, dtype=dtype, **kw)
+    with torch_refusals("randint_like"):
+        return creation.randint(low, high, input.shape, generator=generator, dtype=dtype, **kw)
 
 
 # --- waiting for the input ----------------------------------------------------------------------
@@ -428,7 +438,10 @@ def poisson(input: Tensor, generator: torch.Generator | None = None) -> Tensor:
         True
     """
     tensor_arg("poisson", input)
-    return _kept(input, torch.poisson(input.to_torch(), generator=generator))
+    rates = input.to_torch()
+    with torch_refusals("poisson"):
+        value = torch.poisson(rates, generator=generator)
+    return _kept(input, value)
 
 
 def binomial(count: Tensor, prob: Tensor, generator: torch.Generator | None = None) -> Tensor:
@@ -446,7 +459,9 @@ def binomial(count: Tensor, prob: Tensor, generator: torch.Generator | None = No
     """
     tensor_arg("binomial", count)
     tensor_arg("binomial", prob)
-    value = torch.binomial(count.to_torch(), prob.to_torch(), generator=generator)
+    counts, probs = count.to_torch(), prob.to_torch()
+    with torch_refusals("binomial"):
+        value = torch.binomial(counts, probs, generator=generator)
     return _kept(count, value)
 
 
@@ -470,7 +485,9 @@ def multinomial(
     num_samples = as_int("multinomial", "num_samples", num_samples)
     replacement = as_flag(replacement, "multinomial", "replacement")
     value = input.to_torch()
-    return beside(input, torch.multinomial(value, num_samples, replacement, generator=generator))
+    with torch_refusals("multinomial"):
+        drawn = torch.multinomial(value, num_samples, replacement, generator=generator)
+    return beside(input, drawn)
 
 
 def _kept(like: Tensor, value: torch.Tensor) -> Tensor:
