@@ -180,8 +180,25 @@ def lu_unpack(
         empty = torch.empty(0, dtype=LU_data.dtype)
         empties: Any = tuple(beside(LU_data, empty) for _ in range(3))
         return torch.return_types.lu_unpack(empties)
+    _refuse_unfit_pivots(name, LU_data, LU_pivots)
     param = LinalgParam(LinalgKind.LU_UNPACK, n=flags)
     return _more.named(name, "lu_unpack", param, LU_data, _more.column(LU_pivots))
+
+
+def _refuse_unfit_pivots(name: str, LU: Tensor, pivots: Tensor) -> None:
+    """Pivots not shaped ``LU.shape[:-2] + (min(m, n),)`` refused: torch's ``lu_unpack``
+    does not check them and reads past them (a wrong index error, or a corrupted heap that
+    aborts the process). A 1-D or 0-D LU is left to the rule, which words its refusal."""
+    tensor_arg(name, LU, "LU_data")
+    if LU.ndim < 2:
+        return
+    fit = (*LU.shape[:-2], min(LU.shape[-2:]))
+    if tuple(pivots.shape) != fit:
+        raise ShapeError(
+            f"{name}: LU_pivots of shape {list(pivots.shape)} do not fit LU_data of shape "
+            f"{list(LU.shape)}; accepted: pivots of shape {list(fit)} (LU_data's batch dims "
+            "and min(m, n))"
+        )
 
 
 @composite("lu_solve")  # refusals name the function called

@@ -215,6 +215,27 @@ def test_lu_solve_takes_pivots_of_lu_batch_shape_only(layout: list[Any], graph: 
     torch.testing.assert_close(got.to_torch(), torch.linalg.lu_solve(LU1, piv1, b))
 
 
+@pytest.mark.parametrize("layout", [[S0], [R]], ids=["S0", "R"])
+def test_lu_unpack_refuses_pivots_that_do_not_fit(layout: list[Any], graph: Any) -> None:
+    """torch's lu_unpack does not check that the pivots fit LU and reads past them (an
+    index error, or a heap corrupted enough to abort the process): dtorch refuses pivots not
+    shaped LU's batch dims and min(m, n) before anything runs, and unpacks those that are."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    LU, piv = torch.linalg.lu_factor(_general(2, 3))
+    wide, wide_piv = torch.linalg.lu_factor(_rand(2, 3, 4))
+
+    def put(x: torch.Tensor) -> dtorch.Tensor:  # the batch dim of 2 as ``layout``
+        return place(x, mesh, layout if x.ndim > 1 and x.shape[0] == 2 else [R], graph)
+
+    for lu_, p in ((LU, piv[:1]), (LU[:1], piv), (LU[0], piv), (LU, piv[0]), (wide, piv[:, :2])):
+        with pytest.raises(ShapeError, match=r"^lu_unpack: LU_pivots of shape .* do not fit"):
+            dtorch.lu_unpack(put(lu_), put(p))
+    for lu_, p in ((LU, piv), (wide, wide_piv), (LU[0], piv[0])):
+        unpacked = zip(dtorch.lu_unpack(put(lu_), put(p)), torch.lu_unpack(lu_, p), strict=True)
+        for got, want in unpacked:
+            torch.testing.assert_close(got.to_torch(), want)
+
+
 def test_lstsq_refusals_are_of_the_class_of_what_torch_refused(graph: Any) -> None:
     """torch refuses lstsq's dtypes and shapes with RuntimeErrors: dtorch raises them as a
     DtypeError and a ShapeError (both RuntimeErrors), in torch's words."""
