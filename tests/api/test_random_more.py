@@ -7,6 +7,7 @@ errors; thread and process mode (the ``graph`` fixture)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -316,6 +317,50 @@ def test_torch_refusals_raise_dtorch_classes(
     assert torch.equal(after, torch.rand(3)), "a refused call leaves the generator as it was"
     assert isinstance(ours.value, type(theirs.value))
     assert str(theirs.value).split("\n", 1)[0] in str(ours.value)
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.5, float("nan")])
+def test_probabilities_and_stds_out_of_range_are_refused(bad: float, graph: dtorch.Graph) -> None:
+    """torch refuses a probability tensor with an entry outside [0, 1] and a std tensor with
+    a negative or NaN entry, at the call: dtorch too (waiting for one bool), before anything
+    is drawn; an entry in range is drawn as torch draws it."""
+    good = torch.full((5, 4), 0.5)
+    entries = good.clone()
+    entries[3, 1] = bad
+
+    def both(x: torch.Tensor) -> tuple[torch.Tensor, dtorch.Tensor]:
+        mesh = dtorch.init_device_mesh("cpu", 2)
+        return x, dtorch.from_torch(x, device_mesh=mesh, placements=[S0])  # dtorch's, sharded
+
+    (probs, d_probs), (stds, d_stds) = both(entries), both(entries - 0.5 if bad > 0 else entries)
+    calls = [
+        ("bernoulli", lambda lib, p: lib.bernoulli(p), probs, d_probs, "p_in >= 0 && p_in <= 1"),
+        ("bernoulli_", lambda lib, p: (torch.zeros(5, 4) if lib is torch else
+                                       _on((2,), [S0], (5, 4))).bernoulli_(p),
+         probs, d_probs, "p_in >= 0 && p_in <= 1"),
+        ("normal", lambda lib, s: lib.normal(0.0, s), stds, d_stds, "all elements of std >= 0.0"),
+        ("normal", lambda lib, s: lib.normal(s * 0, s), stds, d_stds,
+         "all elements of std >= 0.0"),
+    ]  # fmt: skip
+    for name, call, theirs, ours, words in calls:
+        refused = (
+            bool((~((theirs >= 0) & (theirs <= 1))).any())
+            if "p_in" in words
+            else bool((~(theirs >= 0)).any())
+        )
+        if not refused:  # 1.5 - 0.5 is a fine std
+            continue
+        with pytest.raises(RuntimeError, match=re.escape(words)):
+            call(torch, theirs)
+        torch.manual_seed(1)
+        with pytest.raises(ParamError, match=rf"^{name}: .*{re.escape(words)}"):
+            call(dtorch, ours)
+        after = torch.rand(3)
+        torch.manual_seed(1)
+        assert torch.equal(after, torch.rand(3)), "a refused call leaves the generator as it was"
+    g, ref = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    got = dtorch.bernoulli(both(good)[1], generator=g).to_torch()
+    assert torch.equal(got, torch.bernoulli(good, generator=ref))
 
 
 def test_normal_refuses_unmatched_placements(graph: dtorch.Graph) -> None:

@@ -181,7 +181,9 @@ def _bound(name: str, value: Any) -> int:
 def bernoulli_(t: Tensor, p: Any = 0.5, *, generator: torch.Generator | None = None) -> Tensor:
     """torch's ``Tensor.bernoulli_``: ``t`` filled in place with 1 with probability ``p`` (a
     number, or a floating tensor of probabilities that broadcasts to ``t``), 0 otherwise;
-    exactly torch's values however ``t`` is sharded. Returns ``t``.
+    exactly torch's values however ``t`` is sharded. Returns ``t``. A probability outside
+    [0, 1] (or NaN) is refused at the call, as torch refuses it (a tensor's: a wait for one
+    bool).
 
     Example:
         >>> import torch, dtorch
@@ -197,6 +199,7 @@ def bernoulli_(t: Tensor, p: Any = 0.5, *, generator: torch.Generator | None = N
     writable("bernoulli_", t)
     probs = _probabilities("bernoulli_", t, p)
     _no_partial("bernoulli_", probs)
+    _refuse_improbable("bernoulli_", probs)
     if torch.broadcast_shapes(tuple(t.shape), tuple(probs.shape)) != tuple(t.shape):
         raise ShapeError(f"bernoulli_: p of shape {list(probs.shape)} does not broadcast to "
                          f"the tensor's shape {list(t.shape)}")  # fmt: skip
@@ -210,7 +213,8 @@ def bernoulli(
 ) -> Tensor:
     """torch's ``bernoulli``: with ``p`` None, 1 where a uniform draw is below ``input``'s
     probability (a floating tensor), else 0, in ``input``'s dtype; with a number ``p``,
-    ``empty_like(input).bernoulli_(p)``. Exactly torch's values, ``input``'s placements.
+    ``empty_like(input).bernoulli_(p)``. Exactly torch's values, ``input``'s placements; a
+    probability outside [0, 1] refused at the call (a wait for one bool), as torch does.
 
     Example:
         >>> import torch, dtorch
@@ -225,6 +229,7 @@ def bernoulli(
         return bernoulli_(input.new_empty(input.shape), p, generator=generator)
     probs = _probabilities("bernoulli", input, input)
     _no_partial("bernoulli", probs)
+    _refuse_improbable("bernoulli", probs)
     return _drawn_ones(input, probs, input.dtype, generator)
 
 
@@ -237,6 +242,21 @@ def _probabilities(name: str, t: Tensor, p: Any) -> Tensor:
                                     f"(\"bernoulli_tensor_cpu_p_\" not implemented for "
                                     f"'{probs.dtype}')")  # fmt: skip
     return probs
+
+
+def _refuse_improbable(name: str, probs: Tensor) -> None:
+    """torch's refusal of a probability outside [0, 1] (NaN too), before the generator
+    advances: a wait for one bool (whether any entry is out), as torch's eager check."""
+    if (~((probs >= 0) & (probs <= 1))).any().item():
+        raise ParamError(f"{name}: Expected p_in >= 0 && p_in <= 1 to be true, but got false "
+                         "(every probability must lie in [0, 1])")  # fmt: skip
+
+
+def _refuse_negative_std(std: Tensor) -> None:
+    """torch's refusal of a std tensor with a negative (or NaN) entry, before the generator
+    advances: a wait for one bool, as torch's eager check."""
+    if (~(std >= 0)).any().item():
+        raise ParamError("normal: normal expects all elements of std >= 0.0")
 
 
 def _drawn_ones(
@@ -286,7 +306,8 @@ def normal(
     """torch's ``normal``: ``normal(mean, std)`` with either or both tensors (shapes
     broadcast; the result has the tensor mean's dtype, else std's), or ``normal(mean, std,
     size)`` with numbers, taking ``dtype``, ``device_mesh``, ``placements`` as ``dtorch.randn``.
-    Exactly torch's values; tensor forms keep the tensors' placements.
+    Exactly torch's values; tensor forms keep the tensors' placements. A std tensor with a
+    negative (or NaN) entry is refused at the call, as torch refuses it (a wait for one bool).
 
     Example:
         >>> import torch, dtorch
@@ -348,6 +369,7 @@ def _normal_tensors(mean: Tensor, std: Tensor, generator: Any) -> Tensor:
     # ATen: output.normal_(0, 1).mul_(std).add_(mean), output in mean's dtype
     shape = _broadcast("normal", mean, std)
     like = mean if tuple(mean.shape) == shape else std
+    _refuse_negative_std(std)
     z = _standard(like, shape, mean.dtype, (0.0, 1.0), generator)
     return (z * std).to(mean.dtype) + mean
 
@@ -361,6 +383,7 @@ def _normal_mean(mean: Tensor, std: float, generator: Any) -> Tensor:
 def _normal_std(mean: float, std: Tensor, generator: Any) -> Tensor:
     # ATen: output.normal_(0, 1).mul_(std).add_(mean), output in std's dtype
     tensor_arg("normal", std)
+    _refuse_negative_std(std)
     z = _standard(std, tuple(std.shape), std.dtype, (0.0, 1.0), generator)
     return z * std + mean
 
