@@ -35,6 +35,7 @@ from dtorch.api.create import distribute, float_dtype, from_data, placement_keyw
 from dtorch.api.create import shape_of as _shape
 from dtorch.api.dims import as_int
 from dtorch.api.graph import Graph
+from dtorch.api.ops.random_fill import torch_refusals
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import is_handle, not_a_tensor
 from dtorch.api.tensor import Tensor
@@ -257,7 +258,8 @@ def _random(
         raise TypeError(f"generator must be a torch.Generator, got {type(source).__name__}")
     if source.device.type != "cpu":
         raise ValueError(f"generator must be a CPU torch.Generator, got one on {source.device}")
-    copy = snapshot(kind, shape, dtype, args, source)  # the caller's advanced as torch's
+    with torch_refusals(kind.name.lower()):  # torch's checks, as dtorch's error classes
+        copy = snapshot(kind, shape, dtype, args, source)  # the caller's advanced as torch's
     return create(kind, shape, dtype, args=args, generator=copy, **placement_keywords(kw))
 
 

@@ -295,6 +295,12 @@ _TORCH_REFUSALS: list[tuple[str, Callable[[Any], Any], type[DTorchError]]] = [
     ("multinomial long", _with("multinomial", 1, dtype=torch.int64), DtypeError),
     ("multinomial samples", _with("multinomial", 5), ParamError),
     ("multinomial dims", lambda lib: lib.multinomial(lib.ones(2, 2, 2), 1), ShapeError),
+    ("rand long", lambda lib: lib.rand(2, dtype=torch.int64), UnsupportedDtypeError),
+    ("randn long", lambda lib: lib.randn(2, dtype=torch.int64), UnsupportedDtypeError),
+    ("rand_like long", lambda lib: lib.rand_like(lib.zeros(2, dtype=torch.int64)),
+     UnsupportedDtypeError),
+    ("randint bool", lambda lib: lib.randint(0, 5, (3,), dtype=torch.bool), ParamError),
+    ("randint uint8", lambda lib: lib.randint(0, 300, (3,), dtype=torch.uint8), ParamError),
 ]  # fmt: skip
 
 
