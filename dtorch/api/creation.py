@@ -39,7 +39,7 @@ from dtorch.api.ops.random_fill import torch_refusals
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import is_handle, not_a_tensor
 from dtorch.api.tensor import Tensor
-from dtorch.errors import ParamError
+from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.random_draw import snapshot
@@ -97,11 +97,19 @@ def _sizes(name: str, size: tuple[Any, ...], kw: dict[str, Any]) -> tuple[int, .
     """The shape of ``*size`` or of torch's keyword ``size=`` (popped from ``kw``), which
     like torch's takes one sequence of ints, never both forms."""
     if "size" not in kw:
-        return _shape(size)
+        return _named_shape(name, size)
     given = kw.pop("size")
     if size:
         raise TypeError(f"{name}() got multiple values for argument 'size'")
-    return _shape((_size_keyword(name, given),))
+    return _named_shape(name, (_size_keyword(name, given),))
+
+
+def _named_shape(name: str, size: tuple[Any, ...]) -> tuple[int, ...]:
+    # ``shape_of``, its refusal naming the call
+    try:
+        return _shape(size)
+    except (TypeError, ShapeError) as error:
+        raise type(error)(f"{name}: {error}") from None
 
 
 def _size_keyword(name: str, size: Any) -> Any:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import as_flag
+from dtorch.api.dims import as_flag, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import tensor_arg
@@ -87,8 +87,9 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
     return tuple(beside(input, i) for i in torch.nonzero(value, as_tuple=True))
 
 
+@numpy_names
 def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Alias of ``cat``.
+    """Alias of ``cat`` (``axis=`` for ``dim=`` too, as torch's).
 
     Example:
         >>> import dtorch

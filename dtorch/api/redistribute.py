@@ -70,7 +70,17 @@ def redistribute(
             f"{mesh.device_kind} mesh with redistribute; use .to(mesh)"
         )
     wanted = _default_placements(t, mesh) if placements is None else _placements(placements, mesh)
-    return redistribute_to(t, mesh, normalize_placements(wanted, mesh.shape, t.ndim))
+    return redistribute_to(t, mesh, _normalized("redistribute", wanted, mesh, t.ndim))
+
+
+def _normalized(
+    name: str, placements: Sequence[Placement], mesh: DeviceMesh, ndim: int
+) -> tuple[Placement, ...]:
+    """``normalize_placements``, a refusal naming the call."""
+    try:
+        return normalize_placements(placements, mesh.shape, ndim)
+    except PlacementError as error:
+        raise PlacementError(f"{name}: {error}") from None
 
 
 def _placements(placements: Any, mesh: DeviceMesh) -> tuple[Placement, ...]:
@@ -343,6 +353,4 @@ def move(t: Tensor, target: Any) -> Tensor:
     if mesh == t.device_mesh:
         return t
     t.graph.require(mesh, "to")
-    return redistribute_to(
-        t, mesh, normalize_placements(_default_placements(t, mesh), mesh.shape, t.ndim)
-    )
+    return redistribute_to(t, mesh, _normalized("to", _default_placements(t, mesh), mesh, t.ndim))

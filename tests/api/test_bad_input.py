@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fractions
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -1056,3 +1057,31 @@ def test_hand_written_no_kernel_refusals_are_not_implemented_errors(
         call(torch, F, full)
     with pytest.raises(NotImplementedError):
         call(dtorch, DF, dtorch.from_torch(full, graph=graph))
+
+
+def test_placement_and_size_refusals_name_the_call(graph: dtorch.Graph) -> None:
+    """API.md: a placement an operator cannot take is refused naming the operator; so are
+    the placements and sizes given to a creation function, redistribute and to."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = dtorch.ones(4, device_mesh=mesh, graph=graph)
+    s1, s5, two = [dtorch.Shard(1)], [dtorch.Shard(5)], [dtorch.Shard(0), dtorch.Shard(1)]
+    cases: list[tuple[Callable[[], Any], type[Exception], str]] = [
+        (lambda: dtorch.from_torch(torch.ones(3), device_mesh=mesh, placements=s1, graph=graph),
+         PlacementError, "from_torch: Shard(1) is out of range for a 1-D tensor"),
+        (lambda: dtorch.tensor([1.0], device_mesh=mesh, placements=s1, graph=graph),
+         PlacementError, "from_torch: Shard(1) is out of range"),
+        (lambda: dtorch.randn(3, device_mesh=mesh, placements=s1, graph=graph),
+         PlacementError, "randn: Shard(1) is out of range"),
+        (lambda: dtorch.zeros(3, device_mesh=mesh, placements=two, graph=graph),
+         PlacementError, "zeros: 2 placements"),
+        (lambda: x.redistribute(mesh, s5), PlacementError, "redistribute: Shard(5) is out of"),
+        (lambda: x.redistribute(mesh, two), PlacementError, "redistribute: 2 placements"),
+        (lambda: x.redistribute_by_dict(placements_dict={0: dtorch.Shard(4)}), PlacementError,
+         "redistribute: Shard(4) is out of range"),
+        (lambda: dtorch.ones(-1, graph=graph), ShapeError, "ones: sizes must be non-negative"),
+        (lambda: dtorch.empty(size=(2, -3), graph=graph), ShapeError, "empty: sizes must be"),
+        (lambda: dtorch.zeros(1.5, graph=graph), TypeError, "zeros: sizes must be non-negative"),
+    ]  # fmt: skip
+    for call, error, words in cases:
+        with pytest.raises(error, match=f"^{re.escape(words)}"):
+            call()
