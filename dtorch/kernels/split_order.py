@@ -10,9 +10,9 @@ puts the entries back in their order along the dim and runs torch's own function
 whole dim - so values, indices, NaN handling and the order of equal entries are exactly
 torch's on the full tensor. A sort keeps the input's placements: each device keeps its
 block of the sorted dim. An order statistic drops the dim (or keeps it at size 1), so its
-results are Replicate on those mesh dims. Each device holds its whole dim for the length of
-the kernel: the memory of an all-gather of it (of the whole tensor, for the statistic of
-every element, whose result is Replicate everywhere).
+results are Replicate on those mesh dims. Each device holds its whole dim while the kernel
+runs: the memory of an all-gather of it (of the whole tensor, for the statistic of every
+element, whose result is Replicate everywhere); a sort then keeps only its own block.
 
 Example:
     >>> import torch
@@ -53,7 +53,9 @@ def split_sort_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int
         found = torch.sort(whole, dim=dim, descending=param.descending, stable=param.stable)
         shard = x_op.shard(device)  # its block of the sorted dim, as of the input
         start, length = shard.offset[dim], shard.shape[dim]
-        out[device] = [t.narrow(dim, start, length) for t in found]
+        # its own block, not a view of the whole dim: as small as any shard, and contiguous
+        # as torch's sort result is (a write through ``.contiguous()`` must reach it)
+        out[device] = [t.narrow(dim, start, length).contiguous() for t in found]
     return out
 
 
@@ -83,7 +85,7 @@ def _whole_dims(
     group_of = dict(zip(lines, groups, strict=True))
     blocks = {d: shards[0] for d, shards in inputs.items()}
     for dim in dims:
-        entries = {d: (block, _positions(ctx, d, dim)) for d, block in blocks.items()}
+        entries = {d: (block, _positions(ctx, d, dim, block.device)) for d, block in blocks.items()}
         for line, longest in _padded_lines(ctx, dim):
             if line in group_of:
                 held = {d: _padded(entries[d], longest, dim) for d in line if d in entries}
@@ -109,11 +111,12 @@ def _padded_lines(ctx: KernelContext, dim: int) -> list[tuple[tuple[int, ...], i
     return padded
 
 
-def _positions(ctx: KernelContext, device: int, dim: int) -> torch.Tensor:
-    """The global positions along ``dim`` of a device's block (a box: one run)."""
+def _positions(ctx: KernelContext, device: int, dim: int, where: torch.device) -> torch.Tensor:
+    """The global positions along ``dim`` of a device's block (a box: one run), on the
+    block's device (a collective's tensors share one)."""
     shard = ctx.inputs[0].shard(device)
     start = shard.offset[dim]
-    return torch.arange(start, start + shard.shape[dim])
+    return torch.arange(start, start + shard.shape[dim], device=where)
 
 
 def _padded(entries: Entries, length: int, dim: int) -> Entries:
@@ -124,7 +127,7 @@ def _padded(entries: Entries, length: int, dim: int) -> Entries:
         return entries
     shape = [*values.shape[:dim], missing, *values.shape[dim + 1 :]]
     padding = torch.zeros(shape, dtype=values.dtype, device=values.device)
-    nowhere = torch.full((missing,), -1, dtype=positions.dtype)
+    nowhere = torch.full((missing,), -1, dtype=positions.dtype, device=positions.device)
     return torch.cat([values, padding], dim), torch.cat([positions, nowhere])
 
 
@@ -144,7 +147,7 @@ def _gather(
 def in_order(values: torch.Tensor, positions: torch.Tensor, dim: int) -> torch.Tensor:
     """``values`` with its entries along ``dim`` put in the order of their ``positions``."""
     order = positions.argsort()
-    if torch.equal(order, torch.arange(order.numel())):
+    if torch.equal(order, torch.arange(order.numel(), device=order.device)):
         return values
     return values.index_select(dim, order)
 

@@ -317,6 +317,22 @@ def test_traced_program_replays_and_loads(graph: dtorch.Graph, tmp_path: Path) -
             assert out.placements == [S0] and torch.equal(out.to_torch(), w)
 
 
+def test_a_sort_along_a_sharded_dim_is_contiguous_as_torch(graph: dtorch.Graph) -> None:
+    """torch's sort gives contiguous tensors, so a write through ``contiguous()``, ``view``
+    or ``reshape`` of one reaches it; along a sharded dim (each device keeping its block of
+    the whole sorted dim) too."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.randn((4, 6), generator=_G)
+    for which in ("values", "indices"):
+        aliases = (lambda v: v.contiguous(), lambda v: v.view(4, 6), lambda v: v.reshape(2, 2, 6))
+        for alias in aliases:
+            want = getattr(torch.sort(x, 1), which)
+            alias(want).add_(100)
+            got = getattr(dtorch.sort(place(x, mesh, [S1], graph), 1), which)
+            alias(got).add_(100)
+            assert torch.equal(got.to_torch(), want), which
+
+
 def test_sorts_along_a_sharded_dim_trace_and_load(graph: dtorch.Graph, tmp_path: Path) -> None:
     """SplitSort and SplitOrderStat (sort and median along a sharded dim) trace, replay, save
     and load (their params through the codec)."""
