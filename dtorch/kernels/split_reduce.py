@@ -217,7 +217,8 @@ def split_topk_kernel(ctx: KernelContext, inputs: dict[int, Shards]) -> dict[int
         indices = group.all_gather({line.index(d): parts[d][1] for d in held}, dim)
         for rank, candidates in values.items():
             parts[line[rank]] = top(candidates, indices[rank], param.k, dim, param.largest)
-    return {d: [values, indices] for d, (values, indices) in parts.items()}
+    # contiguous, as torch's topk is (a write through ``contiguous()`` of it must reach it)
+    return {d: [part.contiguous() for part in pair] for d, pair in parts.items()}
 
 
 def _top_block(

@@ -317,18 +317,22 @@ def test_traced_program_replays_and_loads(graph: dtorch.Graph, tmp_path: Path) -
             assert out.placements == [S0] and torch.equal(out.to_torch(), w)
 
 
-def test_a_sort_along_a_sharded_dim_is_contiguous_as_torch(graph: dtorch.Graph) -> None:
-    """torch's sort gives contiguous tensors, so a write through ``contiguous()``, ``view``
-    or ``reshape`` of one reaches it; along a sharded dim (each device keeping its block of
-    the whole sorted dim) too."""
+@pytest.mark.parametrize("name", ["sort", "topk"])
+def test_sort_and_topk_along_a_sharded_dim_are_contiguous_as_torch(
+    name: str, graph: dtorch.Graph
+) -> None:
+    """torch's sort and topk give contiguous tensors, so a write through ``contiguous()``,
+    ``view`` or ``reshape`` of one reaches it; along a sharded dim (where each device keeps
+    its block of the whole sorted dim, or picks the top ``k`` from the blocks') too."""
     mesh = dtorch.init_device_mesh("cpu", 2)
     x = torch.randn((4, 6), generator=_G)
+    call = {"sort": lambda lib, t: lib.sort(t, 1), "topk": lambda lib, t: lib.topk(t, 6, 1)}[name]
     for which in ("values", "indices"):
         aliases = (lambda v: v.contiguous(), lambda v: v.view(4, 6), lambda v: v.reshape(2, 2, 6))
         for alias in aliases:
-            want = getattr(torch.sort(x, 1), which)
+            want = getattr(call(torch, x), which)
             alias(want).add_(100)
-            got = getattr(dtorch.sort(place(x, mesh, [S1], graph), 1), which)
+            got = getattr(call(dtorch, place(x, mesh, [S1], graph)), which)
             alias(got).add_(100)
             assert torch.equal(got.to_torch(), want), which
 
