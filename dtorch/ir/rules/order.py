@@ -67,6 +67,7 @@ from dtorch.ir.params import (
 from dtorch.ir.placement import Partial, Placement, Replicate, Shard, short_text
 from dtorch.ir.rules.base import DtypeError, Inference, OutputMeta, Rule, norm_dim, norm_dims
 from dtorch.ir.rules.gather import INDEX_DTYPES
+from dtorch.ir.rules.order_stats import PARTIAL_ORDER_HINT
 from dtorch.ir.rules.promotion import refusal, refused
 from dtorch.ir.rules.signature import (
     Signature,
@@ -95,8 +96,7 @@ _SPLIT_TOPK = signature(
 )  # fmt: skip
 _SPLIT_SORT = signature(
     "R -> R", "Si -> Si", legend="i: any dim, the sorted dim included",
-    hint="the order of a sum is not the sum of the orders: redistribute a Partial input to "
-    "Replicate first",
+    hint=PARTIAL_ORDER_HINT,
 )  # fmt: skip
 _FLIP = signature(
     "R -> R", "Si -> Si", "P -> P", legend="i: a dim that is not flipped",

@@ -49,6 +49,11 @@ from dtorch.ir.rules.promotion import refusal, refused
 from dtorch.ir.rules.reduce import check_nonempty, reduce_plan
 from dtorch.ir.rules.signature import Labels, fresh_labels, identity, one_input, signature
 
+#: Why an order (a sort, a median) of a Partial input is refused, and what to do instead.
+PARTIAL_ORDER_HINT = (
+    "the order of a sum is not the sum of the orders: redistribute a Partial input to "
+    "Replicate first"
+)
 _PICKED = signature(
     "R -> R", "Si -> Si", legend="i: a dim other than the one the statistic is taken along",
     hint="redistribute that dim to Replicate first (the whole dim is needed on every device)",
@@ -56,13 +61,11 @@ _PICKED = signature(
 _SPLIT_PICKED = signature(
     "R -> R", "Si -> Si", "Sk -> R",
     legend="i: a dim other than the one the statistic is taken along; k: that dim",
-    hint="the order of a sum is not the sum of the orders: redistribute a Partial input to "
-    "Replicate first",
+    hint=PARTIAL_ORDER_HINT,
 )  # fmt: skip
 _SPLIT_WHOLE = signature(
     "R -> R", "Sk -> R", legend="k: any dim (every element's statistic gathers them all)",
-    hint="the order of a sum is not the sum of the orders: redistribute a Partial input to "
-    "Replicate first",
+    hint=PARTIAL_ORDER_HINT,
 )  # fmt: skip
 _WHOLE = signature(
     "R -> R", legend="the statistic of every element needs the whole tensor",
