@@ -291,6 +291,9 @@ def _tolerances(name: str, kind: LinalgKind, atol: Any, rtol: Any, hermitian: An
     )
 
 
+_LEAST_INT64 = -(2**63)
+
+
 def matrix_power(A: Tensor, n: int) -> Tensor:
     """``torch.linalg.matrix_power``: every square matrix to the integer power ``n`` (0: the
     identity; negative: of the inverse, floating matrices only).
@@ -301,6 +304,11 @@ def matrix_power(A: Tensor, n: int) -> Tensor:
         [[1, 3], [0, 1]]
     """
     power = as_int("linalg.matrix_power", "n", n)
+    if power == _LEAST_INT64:  # torch negates n for the inverse's power: it loops forever
+        raise ParamError(
+            f"linalg.matrix_power: n={power} has no negation in int64 (torch never returns); "
+            f"accepted: {_LEAST_INT64 + 1} <= n <= {-(_LEAST_INT64 + 1)}"
+        )
     return _one("linalg.matrix_power", LinalgParam(LinalgKind.MATRIX_POWER, n=power), A)
 
 

@@ -163,6 +163,20 @@ def test_integer_matrix_power(graph) -> None:  # type: ignore[no-untyped-def]
         _run(graph, "linalg.matrix_power", fn, [a], torch.linalg.matrix_power(a, n), (2,), _ONE)
 
 
+def test_matrix_power_of_the_least_int64_is_refused(graph) -> None:  # type: ignore[no-untyped-def]
+    """torch's matrix_power negates a negative n for the inverse's power: n = -2**63 has no
+    negation and torch loops forever (at the call, in dtorch's dtype check): refused at once;
+    the nearest powers that have one still run."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    eye = place(torch.eye(3).expand(2, 3, 3).contiguous(), mesh, [S0], graph)
+    for call in (dtorch.linalg.matrix_power, dtorch.matrix_power):
+        with pytest.raises(ParamError, match=r"n=-9223372036854775808 has no negation in int64"):
+            call(eye, -(2**63))
+    for n in (-(2**63) + 1, 2**63 - 1):
+        got = dtorch.linalg.matrix_power(eye, n).to_torch()
+        assert torch.equal(got, torch.linalg.matrix_power(eye.to_torch(), n))
+
+
 @pytest.mark.parametrize("mesh_shape", [(2,), (3,), (2, 2), (2, 2, 2)])
 def test_norms(mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
     x = _rand(5, 4, 3)

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -456,8 +457,9 @@ def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # range's deprecation
-        with pytest.raises(RuntimeError, match="step must be nonzero"):
-            dtorch.range(0, 1, 0.25, dtype=torch.int64, device_mesh=mesh, graph=graph)
+        for step in (0.25, np.float32(0.5), np.float16(0.5), torch.tensor(0.5), 1e-300):
+            with pytest.raises(RuntimeError, match="step must be nonzero"):  # numpy, 0-d too
+                dtorch.range(0, 1, step, dtype=torch.int64, device_mesh=mesh, graph=graph)
         got = dtorch.range(0, 4, 2, dtype=torch.int64, device_mesh=mesh, graph=graph)
         assert torch.equal(got.to_torch(), torch.range(0, 4, 2, dtype=torch.int64))
     x = torch.arange(5)

@@ -299,3 +299,26 @@ def test_a_number_promotes_as_a_number_beside_a_0d_tensor(graph: dtorch.Graph) -
                           (dtorch.xlogy(0.5, t), torch.xlogy(0.5, x))):  # fmt: skip
             assert out.dtype == want.dtype
             torch.testing.assert_close(out.to_torch(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8])
+def test_trunc_division_of_the_least_int_by_minus_one(
+    dtype: torch.dtype, graph: dtorch.Graph
+) -> None:
+    """torch's trunc division traps (SIGFPE: the process dies) on an int32 or int64's least
+    value divided by -1: dtorch's quotient wraps to that value, as torch's floor division
+    and ``neg`` give it, every other entry torch's; tensor, number and in-place forms."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    least = torch.iinfo(dtype).min
+    a = torch.tensor([least, least, 7, -7, 0, least + 1], dtype=dtype)
+    b = torch.tensor([-1, 2, -1, 3, -1, -1], dtype=dtype)
+    want = torch.div(a, b, rounding_mode="floor")  # exact divisions: trunc == floor here
+    want[2:4] = torch.tensor([-7, -2], dtype=dtype)  # the two inexact ones, truncated
+    da, db = place(a, mesh, [S0], graph), place(b, mesh, [S0], graph)
+    assert torch.equal(dtorch.div(da, db, rounding_mode="trunc").to_torch(), want)
+    assert torch.equal(da.div(-1, rounding_mode="trunc").to_torch(), torch.neg(a))
+    assert torch.equal(dtorch.div(least, db, rounding_mode="trunc").to_torch(),
+                       torch.div(torch.tensor(least, dtype=dtype), b.where(b != -1, 1),
+                                 rounding_mode="trunc").where(b != -1, least))  # fmt: skip
+    da.div_(db, rounding_mode="trunc")
+    assert torch.equal(da.to_torch(), want)

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -67,12 +68,22 @@ def range(start: Any = 0, end: Any = None, step: Any = 1, *,
     )
     made = float_dtype(kw.get("graph"), dtype)
     integral = not (made.is_floating_point or made.is_complex)
-    if integral and isinstance(step, (int, float)) and int(step) == 0:
+    if integral and _truncates_to_zero(step):
         # torch's integer kernel divides by the truncated step: a SIGFPE kills the process
         raise ParamError(f"range: step must be nonzero; got {step!r}, which is 0 in {made}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's own, said above
         return _made(torch.range, dtype, kw, start, end, step)
+
+
+def _truncates_to_zero(step: Any) -> bool:
+    """Whether ``step`` is a real number (a Python, numpy or 0-d tensor one) whose integer
+    part is 0; torch refuses what is not a number, and steps that are not finite, itself."""
+    try:
+        value = float(step)
+    except (TypeError, ValueError, RuntimeError):
+        return False
+    return math.isfinite(value) and int(value) == 0
 
 
 def scalar_tensor(s: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:

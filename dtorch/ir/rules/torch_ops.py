@@ -35,8 +35,26 @@ Reducer = Callable[[torch.Tensor, tuple[int, ...], bool, "torch.dtype | None"], 
 
 def trunc_divide(a: Any, b: Any) -> torch.Tensor:
     """``torch.div(a, b, rounding_mode="trunc")``: exact on integers of any size (a true
-    division then a rounding would go through float32)."""
-    return torch.div(a, b, rounding_mode="trunc")
+    division then a rounding would go through float32). On integers a divisor of -1 is a
+    negation: torch's kernel traps (SIGFPE, the process dies) on the dtype's least value
+    divided by -1, whose quotient wraps to itself, as floor division and ``neg`` give it.
+
+    Example:
+        >>> trunc_divide(torch.tensor([-2**63, 7]), torch.tensor([-1, -2])).tolist()
+        [-9223372036854775808, -3]
+    """
+    dtype = torch.result_type(a, b)
+    if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+        return torch.div(a, b, rounding_mode="trunc")
+    if not isinstance(b, torch.Tensor):
+        return (
+            torch.neg(torch.as_tensor(a, dtype=dtype))
+            if b == -1
+            else torch.div(a, b, rounding_mode="trunc")
+        )
+    negated = b == -1
+    quotient = torch.div(a, torch.where(negated, torch.ones_like(b), b), rounding_mode="trunc")
+    return torch.where(negated, torch.neg(quotient), quotient)
 
 
 def ldexp(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
