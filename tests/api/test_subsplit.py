@@ -279,3 +279,14 @@ def test_what_does_not_understand_the_mark_refuses(graph) -> None:  # type: igno
 
 def torch_ones(mesh):  # type: ignore[no-untyped-def]
     return dtorch.from_torch(torch.ones(3, 2), device_mesh=mesh, placements=[Replicate()] * 2)
+
+
+def test_a_mask_write_refused_on_a_mark_names_setitem(graph: dtorch.Graph) -> None:
+    """``t[mask] = number`` is recorded as ``masked_fill_``; its refusal of a marked tensor
+    names what the user wrote (``setitem``), not the operator recorded."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    part = dtorch.from_torch(torch.randn(5, 3), device_mesh=mesh, placements=[Shard(0)],
+                             graph=graph)  # fmt: skip
+    marked = dtorch.cat([part, part], 0)
+    with pytest.raises(PlacementError, match=r"^setitem: an input is Shard\(dim=0, sub_split"):
+        marked[marked > 0.5] = 0.0

@@ -44,6 +44,7 @@ from dtorch.api.dims import as_flag
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import writer
 from dtorch.api.ops.scalars import is_scalar
+from dtorch.api.record import named_as
 from dtorch.api.strides import overlapping
 from dtorch.errors import DtypeError, PlacementError, ShapeError, TraceError
 from dtorch.ir.dtypes import scalar_type_name
@@ -291,7 +292,8 @@ def _fill_by_mask(t: Tensor, index: Any, value: Any) -> bool:
         mask = beside(t, mask)
     elif mask.device_mesh != t.device_mesh or not _aligned(mask, t):
         return False
-    t.masked_fill_(mask, value)
+    with named_as("setitem", "masked_fill_"):  # refusals name what the user wrote
+        t.masked_fill_(mask, value)
     return True
 
 
