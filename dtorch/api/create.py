@@ -34,14 +34,14 @@ from dtorch.api.graph import Graph, mesh_of, resolved
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import cast, clone
 from dtorch.api.record import emit_one
-from dtorch.api.redistribute import redistribute
+from dtorch.api.redistribute import normalized, redistribute
 from dtorch.api.strides import ROW_MAJOR, mark
-from dtorch.errors import MeshError, ParamError, PlacementError, ShapeError
+from dtorch.errors import MeshError, ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.params import CreateParam
-from dtorch.ir.placement import Partial, Placement, Replicate, normalize_placements
+from dtorch.ir.placement import Partial, Placement, Replicate
 from dtorch.ir.rules import OutputMeta
 from dtorch.ir.rules.ints import check_scalars, check_sizes, check_storage
 from dtorch.ir.subsplit import check_unmarked
@@ -100,6 +100,10 @@ def float_dtype(graph: Graph | None, dtype: torch.dtype | None) -> torch.dtype:
     return dtype if dtype is not None else graph_or_default(graph).default_dtype
 
 
+#: The public name of a creation kind where it is not the kind's own (messages).
+_CALLED = {CreateKind.FROM_TENSOR: "from_torch"}
+
+
 def create(
     cls: type[TensorBase],
     kind: CreateKind,
@@ -127,7 +131,7 @@ def create(
     mesh = mesh_for(g, device_mesh, device)
     if placements is None:
         placements = (Replicate(),) * mesh.ndim
-    placed = _placed(kind, placements, mesh, shape)
+    placed = normalized(_CALLED.get(kind, kind.name.lower()), placements, mesh, len(shape))
     check_unmarked(kind.name.lower(), placed, "a placement")  # only cat will make marks
     if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
         placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)
@@ -135,20 +139,6 @@ def create(
     out = OutputMeta(shape, dtype, placed)
     made = emit_one(cls._result, g, kind.name.lower(), param, (), out, mesh)
     return mark(made, ROW_MAJOR)  # a new tensor: row-major, as torch's
-
-
-#: The public name of a creation kind where it is not the kind's own (messages).
-_CALLED = {CreateKind.FROM_TENSOR: "from_torch"}
-
-
-def _placed(
-    kind: CreateKind, placements: Sequence[Placement], mesh: DeviceMesh, shape: tuple[int, ...]
-) -> tuple[Placement, ...]:
-    """``placements`` checked against the mesh and the shape, a refusal naming the call."""
-    try:
-        return normalize_placements(placements, mesh.shape, len(shape))
-    except PlacementError as error:
-        raise PlacementError(f"{_CALLED.get(kind, kind.name.lower())}: {error}") from None
 
 
 def _check_fill(shape: tuple[int, ...], fill: bool | int | float, dtype: torch.dtype) -> None:

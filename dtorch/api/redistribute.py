@@ -70,13 +70,20 @@ def redistribute(
             f"{mesh.device_kind} mesh with redistribute; use .to(mesh)"
         )
     wanted = _default_placements(t, mesh) if placements is None else _placements(placements, mesh)
-    return redistribute_to(t, mesh, _normalized("redistribute", wanted, mesh, t.ndim))
+    return redistribute_to(t, mesh, normalized("redistribute", wanted, mesh, t.ndim))
 
 
-def _normalized(
+def normalized(
     name: str, placements: Sequence[Placement], mesh: DeviceMesh, ndim: int
 ) -> tuple[Placement, ...]:
-    """``normalize_placements``, a refusal naming the call."""
+    """``normalize_placements`` of ``placements`` for an ``ndim``-D tensor on ``mesh``, its
+    refusal naming ``name``, the call that was given them.
+
+    Example:
+        >>> import dtorch
+        >>> normalized("to", [dtorch.Shard(-1)], dtorch.init_device_mesh("cpu", 2), 2)
+        (Shard(dim=1),)
+    """
     try:
         return normalize_placements(placements, mesh.shape, ndim)
     except PlacementError as error:
@@ -339,10 +346,7 @@ def view_placements(t: Tensor, placements: Any) -> Tensor:
             f"{type(placements).__name__}; accepted: one Shard(d), Replicate() or Partial() per "
             f"mesh dim"
         )
-    try:
-        wanted = normalize_placements(placements, t.device_mesh.shape, t.ndim)
-    except PlacementError as error:
-        raise PlacementError(f"view: {error}") from None
+    wanted = normalized("view", placements, t.device_mesh, t.ndim)
     return record_one("view", ViewPlacementsParam(wanted), (t,))
 
 
@@ -353,4 +357,4 @@ def move(t: Tensor, target: Any) -> Tensor:
     if mesh == t.device_mesh:
         return t
     t.graph.require(mesh, "to")
-    return redistribute_to(t, mesh, _normalized("to", _default_placements(t, mesh), mesh, t.ndim))
+    return redistribute_to(t, mesh, normalized("to", _default_placements(t, mesh), mesh, t.ndim))
