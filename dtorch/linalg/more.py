@@ -45,6 +45,17 @@ def bits(*flags: bool) -> int:
     return sum(int(f) << i for i, f in enumerate(flags))
 
 
+def flag_bits(name: str, **flags: Any) -> int:
+    """``flags`` checked as bools (a refusal naming ``name`` and the keyword) and packed as
+    ``bits`` in keyword order: the first keyword is bit 0.
+
+    Example:
+        >>> flag_bits("linalg.solve_triangular", upper=True, left=False, unitriangular=True)
+        5
+    """
+    return bits(*(as_flag(value, name, word) for word, value in flags.items()))
+
+
 def named(name: str, kind: str, param: LinalgParam, *inputs: Tensor, keep: int = 0) -> Any:
     """The Linalg operator of ``param`` on ``inputs`` as ``torch.return_types.<kind>`` (its
     first ``keep`` results, all where 0).
@@ -147,7 +158,7 @@ def lu_solve(
     name = "linalg.lu_solve"
     for t, what in ((LU, "LU"), (pivots, "pivots"), (B, "B")):
         tensor_arg(name, t, what)
-    flags = bits(as_flag(left, name, "left"), as_flag(adjoint, name, "adjoint"))
+    flags = flag_bits(name, left=left, adjoint=adjoint)
     _refuse_other_pivots(name, LU, pivots)
     lu_, b = _mx._broadcast_batches(name, LU, B)
     piv = column(pivots)
@@ -181,10 +192,9 @@ def solve_triangular(
     name = "linalg.solve_triangular"
     tensor_arg(name, A, "A")
     tensor_arg(name, B, "B")
-    flags = [as_flag(v, name, w) for v, w in ((upper, "upper"), (left, "left"),
-                                               (unitriangular, "unitriangular"))]  # fmt: skip
+    flags = flag_bits(name, upper=upper, left=left, unitriangular=unitriangular)
     a, b = _mx._broadcast_batches(name, A, B)
-    return _mx._one(name, LinalgParam(LinalgKind.SOLVE_TRIANGULAR, n=bits(*flags)), a, b)
+    return _mx._one(name, LinalgParam(LinalgKind.SOLVE_TRIANGULAR, n=flags), a, b)
 
 
 def inv_ex(A: Tensor, *, check_errors: bool = False) -> Any:
@@ -210,7 +220,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
         2
     """
     name = "linalg.cholesky_ex"
-    check = bits(as_flag(check_errors, name, "check_errors"))
+    check = flag_bits(name, check_errors=check_errors)
     param = LinalgParam(LinalgKind.CHOLESKY_EX, flag=as_flag(upper, name, "upper"), n=check)
     return named(name, "linalg_cholesky_ex", param, A)
 

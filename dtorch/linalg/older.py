@@ -101,7 +101,7 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> Any:
         [4.0, 3.0]
     """
     name = "svd"
-    uv = _more.bits(as_flag(compute_uv, name, "compute_uv"))
+    uv = _more.flag_bits(name, compute_uv=compute_uv)
     param = LinalgParam(LinalgKind.SVD_OLD, flag=as_flag(some, name, "some"), n=uv)
     return _more.named(name, "svd", param, input)
 
@@ -173,8 +173,7 @@ def lu_unpack(
     """
     name = "lu_unpack"
     tensor_arg(name, LU_pivots, "LU_pivots")
-    flags = _more.bits(as_flag(unpack_data, name, "unpack_data"),
-                       as_flag(unpack_pivots, name, "unpack_pivots"))  # fmt: skip
+    flags = _more.flag_bits(name, unpack_data=unpack_data, unpack_pivots=unpack_pivots)
     if not flags:  # nothing unpacked: three empty tensors, nothing to run on the devices
         tensor_arg(name, LU_data, "LU_data")
         empty = torch.empty(0, dtype=LU_data.dtype)
@@ -230,10 +229,9 @@ def triangular_solve(
     name = "triangular_solve"
     tensor_arg(name, input, "input")
     tensor_arg(name, A, "A")
-    flags = [as_flag(v, name, w) for v, w in ((upper, "upper"), (transpose, "transpose"),
-                                               (unitriangular, "unitriangular"))]  # fmt: skip
+    flags = _more.flag_bits(name, upper=upper, transpose=transpose, unitriangular=unitriangular)
     b, a = _mx._broadcast_batches(name, input, A)
-    param = LinalgParam(LinalgKind.TRIANGULAR_SOLVE, n=_more.bits(*flags))
+    param = LinalgParam(LinalgKind.TRIANGULAR_SOLVE, n=flags)
     return _more.named(name, "triangular_solve", param, b, a)
 
 
@@ -276,7 +274,7 @@ def ormqr(
     """
     name = "ormqr"
     tensor_arg(name, input2, "input2")
-    flags = _more.bits(as_flag(left, name, "left"), as_flag(transpose, name, "transpose"))
+    flags = _more.flag_bits(name, left=left, transpose=transpose)
     param = LinalgParam(LinalgKind.ORMQR, n=flags)
     return _mx._one(name, param, input, _more.column(input2), input3)
 
