@@ -342,8 +342,7 @@ def _normal_sized(mean: Any, std: Any, size: Any, generator: Any, kw: dict[str, 
     args = (as_real("normal: mean", mean), as_real("normal: std", std))
     dtype = float_dtype(kw.get("graph"), kw.pop("dtype", None))
     shape = creation._sizes("normal", (size,), {})
-    with torch_refusals("normal"):
-        return creation._random(CreateKind.NORMAL, shape, dtype, generator, args, kw)
+    return creation._random(CreateKind.NORMAL, shape, dtype, generator, args, kw)
 
 
 def _standard(
@@ -418,8 +417,7 @@ def randperm(
     if n < 0:
         raise ParamError(f"randperm: n must be non-negative, got {n}")
     dtype = torch.int64 if dtype is None else dtype
-    with torch_refusals("randperm"):
-        return creation._random(CreateKind.RANDPERM, (n,), dtype, generator, (), kw)
+    return creation._random(CreateKind.RANDPERM, (n,), dtype, generator, (), kw)
 
 
 def randint_like(
@@ -442,8 +440,7 @@ def randint_like(
         low, high = 0, low
     kw = creation._like("randint_like", input, kw)
     dtype = input.dtype if dtype is None else dtype
-    with torch_refusals("randint_like"):
-        return creation.randint(low, high, input.shape, generator=generator, dtype=dtype, **kw)
+    return creation.randint(low, high, input.shape, generator=generator, dtype=dtype, **kw)
 
 
 # --- waiting for the input ----------------------------------------------------------------------
