@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from dtorch.api import redistribute as _redistribute
+from dtorch.api import torch_function as _tf
 from dtorch.api.create import construct
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
@@ -92,6 +93,18 @@ class Tensor(
         made = construct(Tensor, type(self)._DTYPE, args, kwargs)
         self._name = None
         self._share(made)
+
+    @classmethod
+    def __torch_function__(
+        cls,
+        func: Any,
+        types: tuple[type, ...],
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        """torch's functions take dtorch tensors: ``torch.add(t, 1)`` is ``dtorch.add(t, 1)``
+        (``dtorch.api.torch_function``)."""
+        return _tf.dispatch(Tensor, func, types, args, kwargs)
 
     @staticmethod
     def parser_tensor_to_function_arg(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -1,0 +1,143 @@
+"""torch's own functions on dtorch tensors (``__torch_function__``): ``torch.add(t, 1)``,
+``torch.nn.functional.relu(t)`` and ``torch.linalg.norm(t)`` run dtorch's counterparts, so the
+same call on the full torch tensors is the oracle; the result is a dtorch tensor. Calls dtorch
+cannot run are refused with a TypeError that says what to do. Thread and process mode."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import dtorch
+from dtorch import Replicate, Shard
+from dtorch.api.torch_function import counterparts
+
+pytestmark = pytest.mark.timeout(60)
+
+_GEN = torch.Generator().manual_seed(0)
+_A, _B = torch.randn(8, 6, generator=_GEN), torch.randn(8, 6, generator=_GEN)
+
+#: name -> a call of torch's functions on two [8, 6] tensors (sharded on rows in dtorch)
+CALLS: dict[str, Callable[[Any, Any], Any]] = {
+    "torch.add": lambda a, b: torch.add(a, b, alpha=2),
+    "torch.mul": lambda a, b: torch.mul(a, 3.0),
+    "torch.matmul": lambda a, b: torch.matmul(a, b.transpose(0, 1)),
+    "torch.cat": lambda a, b: torch.cat([a, b], 1),
+    "torch.stack": lambda a, b: torch.stack((a, b), 2),
+    "torch.where": lambda a, b: torch.where(a > 0, a, b),
+    "torch.sum": lambda a, b: torch.sum(a, dim=1),
+    "torch.mean": lambda a, b: torch.mean(a, 1, keepdim=True),
+    "torch.max": lambda a, b: torch.max(a, dim=1).values,
+    "torch.maximum": torch.maximum,
+    "torch.exp": lambda a, b: torch.exp(a),
+    "torch.clamp": lambda a, b: torch.clamp(a, min=-0.5, max=0.5),
+    "torch.softmax": lambda a, b: torch.softmax(a, -1),
+    "torch.einsum": lambda a, b: torch.einsum("ij,ij->i", a, b),
+    "torch.sort": lambda a, b: torch.sort(a, dim=1, descending=True).values,
+    "torch.topk": lambda a, b: torch.topk(a, 2, dim=1).indices,
+    "torch.cumsum": lambda a, b: torch.cumsum(a, 1),
+    "torch.flatten": lambda a, b: torch.flatten(a),
+    "torch.transpose": lambda a, b: torch.transpose(a, 0, 1),
+    "torch.zeros_like": lambda a, b: torch.zeros_like(a),
+    "torch.allclose": lambda a, b: torch.allclose(a, a + 1e-9),
+    "F.relu": lambda a, b: F.relu(a),
+    "F.gelu": lambda a, b: F.gelu(a, approximate="tanh"),
+    "F.silu": lambda a, b: F.silu(a),
+    "F.softmax": lambda a, b: F.softmax(a, dim=-1),
+    "F.log_softmax": lambda a, b: F.log_softmax(a, 1),
+    "F.layer_norm": lambda a, b: F.layer_norm(a, (6,)),
+    "F.linear": lambda a, b: F.linear(a, b[:3]),
+    "F.dropout": lambda a, b: F.dropout(a, 0.5, training=False),
+    "F.pad": lambda a, b: F.pad(a, (1, 2)),
+    "F.mse_loss": F.mse_loss,
+    "torch.linalg.norm": lambda a, b: torch.linalg.norm(a, dim=1),
+    "torch.linalg.vector_norm": lambda a, b: torch.linalg.vector_norm(a, 3),
+}
+
+
+def _on(t: torch.Tensor, mesh: dtorch.DeviceMesh, placement: Any) -> dtorch.Tensor:
+    return dtorch.from_torch(t, device_mesh=mesh, placements=[placement])
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_torch_function_runs_dtorch_counterpart(graph: dtorch.Graph, name: str) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    call = CALLS[name]
+    want = call(_A, _B)
+    placement = Replicate() if name == "F.linear" else Shard(0)  # F.linear: b's rows are cut
+    got = call(_on(_A, mesh, placement), _on(_B, mesh, Replicate()))
+    if isinstance(want, bool):
+        assert got is want
+        return
+    assert isinstance(got, dtorch.Tensor), f"{name} returned {type(got).__name__}"
+    torch.testing.assert_close(got.to_torch(), want)
+
+
+def test_placements_follow_dtorchs_rules(graph: dtorch.Graph) -> None:
+    """The call is dtorch's: a sharded operand keeps its shards, the implicit Replicate ->
+    Shard of a binary operator applies, and a placement dtorch refuses is refused."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    a, b = _on(_A, mesh, Shard(0)), _on(_B, mesh, Replicate())
+    assert torch.add(a, b).placements == [Shard(0)]
+    assert torch.sum(a).placements == [dtorch.Partial()]
+    with pytest.raises(dtorch.PlacementError, match="matmul: got"):
+        torch.matmul(a, _on(_B.T.contiguous(), mesh, Shard(0)))
+
+
+def test_tuple_results_and_in_place(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    a = _on(_A, mesh, Shard(0))
+    values, indices = torch.max(a, dim=1)
+    want = torch.max(_A, dim=1)
+    torch.testing.assert_close(values.to_torch(), want.values)
+    torch.testing.assert_close(indices.to_torch(), want.indices)
+    out = F.relu(a, inplace=True)
+    assert out is a
+    torch.testing.assert_close(a.to_torch(), F.relu(_A))
+
+
+def test_keyword_torch_passes_on_with_its_default_is_dropped(graph: dtorch.Graph) -> None:
+    """torch.norm passes ``out=None`` to its override; dtorch's norm takes no ``out``."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    a = _on(_A, mesh, Shard(0))
+    torch.testing.assert_close(torch.norm(a, out=None).to_torch(), torch.norm(_A))
+    with pytest.raises(TypeError, match=r"torch.add\(\.\.\., out=.*dtorch.add takes no 'out'"):
+        torch.add(a, 1, out=a)
+
+
+def test_no_counterpart_is_refused_with_the_way_out(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    a = _on(_A, mesh, Shard(0))
+    with pytest.raises(TypeError, match=r"torch.fft.fft got a dtorch.Tensor.*\.to_torch\(\)"):
+        torch.fft.fft(a)
+
+
+def test_torch_and_dtorch_tensors_do_not_mix(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    a = _on(_A, mesh, Shard(0))
+    with pytest.raises(TypeError, match=r"torch.Tensor.add on a torch.Tensor .*does not mix"):
+        _A.add(a)
+    with pytest.raises(TypeError, match="does not mix"):
+        _A[a > 0]
+    with pytest.raises(TypeError, match=r"convert torch tensors with dtorch.tensor"):
+        _A + a
+    with pytest.raises(TypeError, match=r"convert torch tensors with dtorch.tensor"):
+        torch.add(_A, a)
+
+
+def test_table_pairs_same_names() -> None:
+    """Every entry is dtorch's function of torch's name, in the matching namespace."""
+    table = counterparts()
+    assert table[torch.add].function is dtorch.add
+    assert table[F.relu].function is dtorch.nn.functional.relu
+    assert table[torch.linalg.norm].function is dtorch.linalg.norm
+    assert table[torch.embedding].function is dtorch.embedding  # torch's top-level form
+    namespaces = {"dtorch": torch, "dtorch.nn.functional": F, "dtorch.linalg": torch.linalg}
+    for func, counterpart in table.items():
+        where, name = counterpart.name.rsplit(".", 1)
+        assert getattr(namespaces[where], name) is func, counterpart.name
+    assert len(table) > 400
