@@ -8,7 +8,10 @@ from 32768 elements on (``fill_cpu`` is not implemented for them), so only the p
 zero a large enough shard fails - before the collective (the destination of a gather), or
 between two steps of a plan (a non-owner zeroed for a Partial, then an all-gather). Thread
 mode also injects a failure, by monkeypatching, at each point of a collective: the publish,
-the read, the computation after every peer's tensor was received.
+the read, the computation after every peer's tensor was received - for a large tensor, which
+the streams exchange in the publish/read/release handshake, and a small one, for which they
+meet in one ``combine`` (publish and read: the arrival fails; compute: party 1 arrives last
+and fails computing everyone's outputs).
 
 Nothing here may wait out the comm timeout (300 s by default): each fetch gives up after 30 s
 and every failure must come in far less.
@@ -66,6 +69,7 @@ def _no_slots_left(graph: dtorch.Graph) -> None:
         store = group._backend._store
         if isinstance(store, MemoryTensorStore):
             assert list(store._state().slots) == [], group
+            assert list(store._state().meetings) == [], group
 
 
 def test_a_gather_failing_on_its_destination_fails_the_fetch_at_once(
@@ -128,50 +132,85 @@ def test_a_later_graph_on_the_same_workers_runs_collectives(
         _gather_works(dtorch.init_device_mesh("cpu", 2), [Shard(0)])
 
 
-#: Elements of the tensor whose all-gather the injected failures hit (and nothing else).
-MARKED = 7777
+#: Elements of the tensors whose all-gather the injected failures hit (and nothing else): one
+#: the streams meet for in one ``combine``, one above its 1 MiB (the handshake).
+MARKED = {"small": 7777, "large": 300_001}
 
 
 def _oom(*args: object, **kwargs: object) -> Any:
     raise OSError(errno.ENOMEM, "Cannot allocate memory (injected)")
 
 
-def _inject(point: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Party 1's all-gathers of the MARKED tensor fail at ``point`` (thread mode)."""
+def _inject(point: str, marked: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Party 1's all-gathers of ``marked`` elements fail at ``point`` (thread mode)."""
+    if marked > MARKED["small"]:
+        _inject_handshake(point, marked, monkeypatch)
+    else:
+        _inject_meeting(point, marked, monkeypatch)
+
+
+def _inject_handshake(point: str, marked: int, monkeypatch: pytest.MonkeyPatch) -> None:
     if point == "publish":
         publish = MemoryTensorStore.src_set
 
         def src_set(store: MemoryTensorStore, key: str, tensor: torch.Tensor, count: int) -> None:
-            if store.rank == 1 and tensor.numel() == MARKED // 2:  # device 1's piece
+            if store.rank == 1 and tensor.numel() == marked // 2:  # device 1's piece
                 _oom()
             publish(store, key, tensor, count)
 
         monkeypatch.setattr(MemoryTensorStore, "src_set", src_set)
     elif point == "read":
-        read = MemoryTensorStore.dest_get
+        read = MemoryTensorStore.dest_get_many
         armed = [True]
 
-        def dest_get(store: MemoryTensorStore, key: str) -> torch.Tensor:
-            if store.rank == 1 and armed[0] and "all_gather" in key:
+        def dest_get_many(store: MemoryTensorStore, keys: Any) -> Any:
+            if store.rank == 1 and armed[0] and "all_gather" in keys[0]:
                 armed[0] = False
                 _oom()
-            return read(store, key)
+            return read(store, keys)
 
-        monkeypatch.setattr(MemoryTensorStore, "dest_get", dest_get)
+        monkeypatch.setattr(MemoryTensorStore, "dest_get_many", dest_get_many)
     else:
         outputs = compute.all_gather_outputs
 
         def all_gather_outputs(tensors: Any, dim: int, ranks: Any, empty: Any) -> Any:
-            if tuple(ranks) == (1,) and sum(t.numel() for t in tensors) == MARKED:
+            if tuple(ranks) == (1,) and sum(t.numel() for t in tensors) == marked:
                 _oom()
             return outputs(tensors, dim, ranks, empty)
 
         monkeypatch.setattr(compute, "all_gather_outputs", all_gather_outputs)
 
 
+def _inject_meeting(point: str, marked: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    meet = MemoryTensorStore.combine
+
+    def combine(store: MemoryTensorStore, key: str, tensors: Any, finish: Any) -> Any:
+        mine = sum(t.numel() for t in tensors.values())
+        if store.rank != 1 or mine != marked // 2:
+            return meet(store, key, tensors, finish)
+        if point != "compute":
+            _oom()
+        _arrive_last(store, key)
+        return meet(store, key, tensors, _oom)
+
+    monkeypatch.setattr(MemoryTensorStore, "combine", combine)
+
+
+def _arrive_last(store: MemoryTensorStore, key: str) -> None:
+    """Wait until every other party waits in ``key``'s meeting."""
+    shared, deadline = store._state(), time.monotonic() + FAST_S
+    while time.monotonic() < deadline:
+        with shared.lock:
+            meeting = shared.meetings.get(key)
+            if meeting is not None and len(meeting.arrived) == store.world_size - 1:
+                return
+        time.sleep(0.001)
+
+
+@pytest.mark.parametrize("size", list(MARKED))
 @pytest.mark.parametrize("point", ["publish", "read", "compute"])
 def test_a_collective_failing_at_any_point_on_one_party_fails_the_others_at_once(
-    monkeypatch: pytest.MonkeyPatch, point: str
+    monkeypatch: pytest.MonkeyPatch, point: str, size: str
 ) -> None:
     """Party 1's all-gather fails before it publishes, while it reads, or after it received
     party 0's piece; party 0 marks its copy with party 1's failure at once. Thread mode only:
@@ -180,15 +219,17 @@ def test_a_collective_failing_at_any_point_on_one_party_fails_the_others_at_once
     graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
     try:
         with graph.as_default():
-            _fail_one_party(graph, monkeypatch, point)
+            _fail_one_party(graph, monkeypatch, point, MARKED[size])
     finally:
         graph.close()
 
 
-def _fail_one_party(graph: dtorch.Graph, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+def _fail_one_party(
+    graph: dtorch.Graph, monkeypatch: pytest.MonkeyPatch, point: str, marked: int
+) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
-    x = dtorch.ones(MARKED, device_mesh=mesh, placements=[Shard(0)])
-    _inject(point, monkeypatch)
+    x = dtorch.ones(marked, device_mesh=mesh, placements=[Shard(0)])
+    _inject(point, marked, monkeypatch)
     y = x.redistribute(mesh, [Replicate()])
     started = time.monotonic()
     with pytest.raises(KernelError, match=r"redistribute_\d+ \(Convert\) .*failed on device 1"):

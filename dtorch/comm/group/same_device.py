@@ -18,6 +18,12 @@ its ranks, so it never waits on itself:
    collective's sequence number is in them), so no barrier is needed between collectives:
    a caller that runs ahead publishes keys nobody confuses with the previous exchange's.
 
+Threads of one process (the memory store) skip the handshake for a collective whose whole
+tensor is at most ``_COMBINE_MAX_BYTES``: they meet in one ``MemoryTensorStore.combine``, where
+the last caller to arrive checks every tensor and computes every rank's outputs, so only the
+earlier callers wait, once, and there is no release phase (for a small tensor the waits, not the
+arithmetic, are the cost). A failure there is told like any other (its scope is aborted).
+
 A large all-reduce runs as two such rounds, a reduce-scatter of the flattened tensors then an
 all-gather, when that moves fewer bytes per caller than every caller reducing every tensor
 (``split_all_reduce_pays``: three or more callers, or two callers holding two ranks or more).
@@ -60,6 +66,7 @@ Example (one caller holding every rank: no store, no waiting):
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -70,15 +77,25 @@ from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors, Scop
 from dtorch.comm.group.buffers import EmptyFn, torch_empty
 from dtorch.comm.group.reduce_op import ReduceOp, on_device
 from dtorch.comm.store import TensorStore
-from dtorch.comm.store.base import KeysTimeoutError, PeerFailedError
+from dtorch.comm.store.base import KeysTimeoutError, MeetingTimeoutError, PeerFailedError
+from dtorch.comm.store.memory import MemoryTensorStore
 from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
 from dtorch.ir.sharding import chunk_sizes
 
 T = TypeVar("T")
+V = TypeVar("V")
+
+#: A collective's outputs for the given ranks, from every rank's tensor.
+Compute = Callable[[dict[int, torch.Tensor], tuple[int, ...]], dict[int, V]]
 
 #: all-reduce may become reduce-scatter + all-gather from this many elements on (one more
 #: handshake, worth it only for large tensors).
 _SPLIT_MIN_NUMEL = 1 << 18
+
+#: Threads meet in one ``combine`` (the last to arrive computes every rank's output) up to
+#: this many bytes of the collective's whole tensor; above it each caller computes its own,
+#: in parallel, which pays for the handshake's extra waits. Every caller decides the same.
+_COMBINE_MAX_BYTES = 1 << 20
 
 #: Opens this caller's participant of the group's store: ``opener(world_size, rank)``.
 StoreOpener = Callable[[int, int], TensorStore]
@@ -179,6 +196,60 @@ class SameDeviceBackend(GroupBackend):
             raise
         self._release(store, collective, scope, read, published)
         return result
+
+    def _symmetric(
+        self,
+        collective: str,
+        inputs: RankTensors,
+        check: PeerCheck,
+        compute: Compute[V],
+        whole_bytes: int,
+    ) -> dict[int, V]:
+        """An exchange in which every rank needs every other's tensor: threads meet in one
+        ``combine`` when the collective is small (``_COMBINE_MAX_BYTES`` of its whole tensor,
+        which every caller computes alike), else the publish/read/release handshake."""
+        store = self._store
+        small = whole_bytes <= _COMBINE_MAX_BYTES and self._info.device_kind == "cpu"
+        if small and self._remote and isinstance(store, MemoryTensorStore):
+            return self._combined(store, collective, inputs, check, compute)
+        ranks = self._info.ranks
+        return self._exchange(
+            collective, inputs, self._remote, check, lambda all_: compute(all_, ranks)
+        )
+
+    def _combined(
+        self,
+        store: MemoryTensorStore,
+        collective: str,
+        inputs: RankTensors,
+        check: PeerCheck,
+        compute: Compute[V],
+    ) -> dict[int, V]:
+        """``_exchange`` between threads, as one ``combine``: the last caller to arrive checks
+        every tensor and computes every rank's output; a failure anywhere is told as there."""
+        scope, name = self._next(collective)
+        if self._broken:
+            raise self._refused(store, collective, scope)
+        everyone = tuple(range(self._info.world_size))
+
+        def finish(all_: dict[int, torch.Tensor]) -> dict[int, V]:
+            for rank, tensor in all_.items():
+                check(rank, tensor)
+            return compute(all_, everyone)
+
+        try:
+            outputs = store.combine(f"{name}/all", inputs, finish)  # the scope's key
+        except PeerFailedError as error:
+            failure: BaseException = self._peer_failed(collective, error)
+        except MeetingTimeoutError as error:
+            failure = self._timeout(collective, self._callers[error.missing[0]], error)
+        except BaseException as error:
+            self._abandon(store, scope, error, [], [])
+            raise
+        else:
+            return {r: outputs[r] for r in self._info.ranks}
+        self._abandon(store, scope, failure, [], [])
+        raise failure from None
 
     def _next(self, collective: str) -> tuple[str, str]:
         """The scope of the next exchange and its name (the prefix of its keys): in a
@@ -387,14 +458,14 @@ class SameDeviceBackend(GroupBackend):
         check = self._like("all_reduce", first)
         if first.numel() >= _SPLIT_MIN_NUMEL and split_all_reduce_pays(self._callers):
             return self._split_all_reduce(inputs, op, check)
-        return self._exchange(
+        return self._symmetric(
             "all_reduce",
             inputs,
-            self._remote,
             check,
-            lambda all_: compute.all_reduce_outputs(
-                self._local(all_), op, self._info.ranks, self._empty
+            lambda all_, ranks: compute.all_reduce_outputs(
+                self._local(all_), op, ranks, self._empty
             ),
+            _nbytes(first),
         )
 
     def _split_all_reduce(self, inputs: RankTensors, op: ReduceOp, check: PeerCheck) -> RankTensors:
@@ -417,55 +488,55 @@ class SameDeviceBackend(GroupBackend):
         return {r: t.view(shape) for r, t in gathered.items()}
 
     def all_gather(self, inputs: RankTensors, dim: int, sizes: tuple[int, ...]) -> RankTensors:
-        check = self._like("all_gather", self._first(inputs), dim, sizes)
-        return self._exchange(
+        first = self._first(inputs)
+        return self._symmetric(
             "all_gather",
             inputs,
-            self._remote,
-            check,
-            lambda all_: compute.all_gather_outputs(
-                self._local(all_), dim, self._info.ranks, self._empty
+            self._like("all_gather", first, dim, sizes),
+            lambda all_, ranks: compute.all_gather_outputs(
+                self._local(all_), dim, ranks, self._empty
             ),
+            _nbytes(first, dim, sizes),
         )
 
     def all_gather_list(
         self, inputs: RankTensors, dim: int, sizes: tuple[int, ...]
     ) -> dict[int, list[torch.Tensor]]:
-        check = self._like("all_gather_into_list", self._first(inputs), dim, sizes)
-        return self._exchange(
+        first = self._first(inputs)
+        return self._symmetric(
             "all_gather_into_list",
             inputs,
-            self._remote,
-            check,
-            lambda all_: compute.all_gather_list_outputs(
-                self._local(all_), self._info.ranks, self._empty
+            self._like("all_gather_into_list", first, dim, sizes),
+            lambda all_, ranks: compute.all_gather_list_outputs(
+                self._local(all_), ranks, self._empty
             ),
+            _nbytes(first, dim, sizes),
         )
 
     def reduce_scatter(self, inputs: RankTensors, dim: int, op: ReduceOp) -> RankTensors:
-        check = self._like("reduce_scatter", self._first(inputs))
-        return self._exchange(
+        first = self._first(inputs)
+        return self._symmetric(
             "reduce_scatter",
             inputs,
-            self._remote,
-            check,
-            lambda all_: compute.reduce_scatter_outputs(
-                self._local(all_), dim, op, self._info.ranks, self._empty
+            self._like("reduce_scatter", first),
+            lambda all_, ranks: compute.reduce_scatter_outputs(
+                self._local(all_), dim, op, ranks, self._empty
             ),
+            _nbytes(first),
         )
 
     def all_to_all(
         self, inputs: RankTensors, src_dim: int, dst_dim: int, src_sizes: tuple[int, ...]
     ) -> RankTensors:
-        check = self._like("all_to_all", self._first(inputs), src_dim, src_sizes)
-        return self._exchange(
+        first = self._first(inputs)
+        return self._symmetric(
             "all_to_all",
             inputs,
-            self._remote,
-            check,
-            lambda all_: compute.all_to_all_outputs(
-                self._local(all_), src_dim, dst_dim, self._info.ranks, self._empty
+            self._like("all_to_all", first, src_dim, src_sizes),
+            lambda all_, ranks: compute.all_to_all_outputs(
+                self._local(all_), src_dim, dst_dim, ranks, self._empty
             ),
+            _nbytes(first, src_dim, src_sizes),
         )
 
     def broadcast(self, inputs: RankTensors, src: int) -> RankTensors:
@@ -520,3 +591,17 @@ class SameDeviceBackend(GroupBackend):
         store, self._store = self._store, None
         if store is not None:
             store.close()
+
+
+def _nbytes(tensor: torch.Tensor, dim: int | None = None, sizes: tuple[int, ...] = ()) -> int:
+    """Bytes of a collective's whole tensor: ``tensor``'s, or, when ranks differ in length
+    along ``dim``, with ``dim`` as long as all ``sizes`` together (alike on every caller).
+
+    Example:
+        >>> _nbytes(torch.zeros(2, 3)), _nbytes(torch.zeros(2, 3), 0, (2, 1))
+        (24, 36)
+    """
+    if dim is None:
+        return tensor.numel() * tensor.element_size()
+    rest = math.prod(n for i, n in enumerate(tensor.shape) if i != dim)
+    return rest * sum(sizes) * tensor.element_size()

@@ -91,6 +91,17 @@ class KeysTimeoutError(CommTimeoutError):
         return (type(self), (str(self), self.keys))
 
 
+class MeetingTimeoutError(CommTimeoutError):
+    """``combine`` timed out; ``missing`` are the participants that never came."""
+
+    def __init__(self, message: str, missing: Sequence[int]) -> None:
+        super().__init__(message)
+        self.missing = tuple(missing)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.missing))
+
+
 def scope_of(key: str) -> str:
     """The scope of ``key``: its text before the first ``/`` ("" for a key without one, which
     no abort reaches).

@@ -10,6 +10,12 @@ An abort (``abort(scope, message)``) is kept in the shared state and wakes every
 consumer that gives up on a key never set drops its empty slot once nobody else waits on it,
 so an aborted or timed-out exchange leaves no slot behind.
 
+``combine`` is the threads' shortcut for an exchange in which every participant needs every
+other's tensors: each brings its tensors, the last to arrive computes every participant's
+result from all of them, once, and hands each its own. Only the first arrivals wait, once; the
+last does not wait at all, and there is no release phase (nobody reads a tensor after its
+owner has its result).
+
 Example:
     >>> import threading, torch
     >>> from dtorch.comm.store.memory import MemoryTensorStore
@@ -29,7 +35,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar, cast
 
 import torch
 
@@ -37,6 +44,7 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.store.base import (
     AbortLog,
     Deadline,
+    MeetingTimeoutError,
     TensorStore,
     all_finished,
     check_key,
@@ -51,6 +59,8 @@ from dtorch.comm.store.base import (
     timeout_error,
 )
 from dtorch.errors import CommError
+
+T = TypeVar("T")
 
 
 class _Slot:
@@ -68,6 +78,21 @@ class _Slot:
         self.waiting = 0
 
 
+class _Meeting:
+    """One ``combine``: the tensors brought so far (by group rank), who brought them, then
+    the last arrival's result; ``present`` counts the participants still inside."""
+
+    __slots__ = ("arrived", "cond", "done", "present", "result", "tensors")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.cond = threading.Condition(lock)
+        self.tensors: dict[int, torch.Tensor] = {}
+        self.arrived: set[int] = set()
+        self.present = 0
+        self.done = False
+        self.result: object = None
+
+
 class _Shared:
     """State shared by the participants of one store key (guarded by ``lock``)."""
 
@@ -78,6 +103,7 @@ class _Shared:
         "barrier_cond",
         "generation",
         "lock",
+        "meetings",
         "open_ranks",
         "slots",
         "world_size",
@@ -88,6 +114,7 @@ class _Shared:
         self.barrier_cond = threading.Condition(self.lock)
         self.world_size = world_size
         self.slots: dict[str, _Slot] = {}
+        self.meetings: dict[str, _Meeting] = {}
         self.open_ranks: set[int] = set()
         self.arrived: set[int] = set()
         self.generation = 0
@@ -103,6 +130,19 @@ class _Shared:
     def aborted(self, key: str) -> str | None:
         """The abort message of ``key``'s scope, if it was aborted (caller holds the lock)."""
         return self.aborts.of_key(key)
+
+    def leave(self, key: str, meeting: _Meeting) -> None:
+        """A participant is out of ``meeting``: the last one out forgets it."""
+        meeting.present -= 1
+        if meeting.present == 0 and self.meetings.get(key) is meeting:
+            del self.meetings[key]
+
+    def wake_all(self) -> None:
+        """Every waiter looks again (an abort)."""
+        for slot in self.slots.values():
+            slot.cond.notify_all()
+        for meeting in self.meetings.values():
+            meeting.cond.notify_all()
 
     def drop_unset(self, key: str, slot: _Slot) -> None:
         """Forget ``slot`` if it was never set and nobody waits on it any more."""
@@ -247,6 +287,84 @@ class MemoryTensorStore(TensorStore):
             if len(slot.finished_by) == slot.target:
                 slot.cond.notify_all()
 
+    def combine(
+        self,
+        key: str,
+        tensors: Mapping[int, torch.Tensor],
+        finish: Callable[[dict[int, torch.Tensor]], T],
+    ) -> T:
+        """Meet every participant at ``key``, each bringing ``tensors`` (by group rank): the
+        last to arrive returns ``finish`` of all of them, and every other participant returns
+        that same object once it is computed (so ``finish`` makes each participant's result a
+        tensor of its own). A failure of ``finish`` is the last arrival's to tell (abort the
+        scope); the others then raise PeerFailedError, as they do on any abort of the key's
+        scope, and CommTimeoutError past the comm timeout.
+
+        Example:
+            >>> import threading, torch
+            >>> got = {}
+            >>> def meet(r):
+            ...     with MemoryTensorStore.open("meet-doc", 2, r) as store:
+            ...         tensors = {r: torch.tensor(r + 1.0)}
+            ...         got[r] = store.combine("op/all", tensors, lambda ts: sum(ts.values()))
+            >>> threads = [threading.Thread(target=meet, args=(r,)) for r in range(2)]
+            >>> for t in threads: t.start()
+            >>> for t in threads: t.join()
+            >>> got[0].item(), got[1] is got[0]
+            (3.0, True)
+        """
+        check_key(key)
+        shared, deadline = self._state(), Deadline()
+        with shared.lock:
+            meeting = self._arrive(shared, key, tensors)
+            if len(meeting.arrived) < self.world_size:
+                return cast(T, self._await(shared, key, meeting, deadline))
+            everything, meeting.tensors = meeting.tensors, {}
+        try:
+            result = finish(everything)
+        finally:  # a failure: the caller aborts the scope, which wakes the others
+            with shared.lock:
+                shared.leave(key, meeting)
+        with shared.lock:
+            meeting.result, meeting.done = result, True
+            meeting.cond.notify_all()
+        return result
+
+    def _arrive(self, shared: _Shared, key: str, tensors: Mapping[int, torch.Tensor]) -> _Meeting:
+        """Bring ``tensors`` to ``key``'s meeting (lock held)."""
+        message = shared.aborted(key)
+        if message is not None:
+            raise peer_failed_error(self, "combine", key, message)
+        meeting = shared.meetings.get(key)
+        if meeting is None:
+            meeting = shared.meetings[key] = _Meeting(shared.lock)
+        if self.rank in meeting.arrived:
+            raise CommError(f"combine({key!r}): rank {self.rank} arrived twice")
+        meeting.tensors.update(tensors)
+        meeting.arrived.add(self.rank)
+        meeting.present += 1
+        return meeting
+
+    def _await(self, shared: _Shared, key: str, meeting: _Meeting, deadline: Deadline) -> object:
+        """Wait (lock held) for the last arrival's result, or an abort, or the timeout."""
+
+        def ready() -> bool:
+            return meeting.done or shared.aborted(key) is not None
+
+        try:
+            came = meeting.cond.wait_for(ready, deadline.remaining())
+        finally:
+            shared.leave(key, meeting)
+        if meeting.done:
+            return meeting.result
+        if not came:
+            missing = missing_ranks(self.world_size, meeting.arrived)
+            error = timeout_error(
+                self, "combine", deadline.seconds, f"participants {missing} never came"
+            )
+            raise MeetingTimeoutError(str(error), missing)
+        raise peer_failed_error(self, "combine", key, shared.aborted(key) or "aborted")
+
     def _forget_exchange(self, published: Sequence[str]) -> None:
         """Forget ``published``, finished by every consumer (or aborted): no barrier."""
         shared = self._state()
@@ -259,8 +377,7 @@ class MemoryTensorStore(TensorStore):
         shared = self._state()
         with shared.lock:
             if shared.aborts.add(scope, message):
-                for slot in shared.slots.values():  # every waiter looks again
-                    slot.cond.notify_all()
+                shared.wake_all()
         return True
 
     def aborted(self, scope: str) -> str | None:
@@ -276,6 +393,9 @@ class MemoryTensorStore(TensorStore):
                     del shared.slots[key]
                 else:
                     shared.drop_unset(key, slot)
+            for key, meeting in list(shared.meetings.items()):
+                if self.rank in meeting.arrived:
+                    del shared.meetings[key]
 
     def barrier(self) -> None:
         shared, deadline = self._state(), Deadline()
@@ -301,6 +421,7 @@ class MemoryTensorStore(TensorStore):
         shared = self._state()
         with shared.lock:
             shared.slots.clear()
+            shared.meetings.clear()
 
     def close(self) -> None:
         shared, self._shared = self._shared, None

@@ -2,10 +2,12 @@
 
 ``inject`` makes a caller's next collective on a group fail at one point of the exchange:
 ``publish`` (its ``src_set`` fails, as a shared-memory allocation can), ``read`` (its
-``dest_get`` fails) or ``compute`` (allocating its outputs fails, after it received every
-peer's tensor). ``run_failure_job`` is one caller of such a scenario as a pool job (file store
-across processes); ``run_gloo_scope_job`` one rank of a Gloo group whose peer fails between
-collectives of a runtime scope.
+``dest_get`` fails) or ``compute`` (allocating its outputs fails, after it received every peer's
+tensor). Threads over the memory store meet in one ``combine`` for a small collective: there
+``publish`` and ``read`` make the arrival fail, and ``compute`` makes the caller arrive last, so
+that it is the one computing everyone's outputs. ``run_failure_job`` is one caller of such a
+scenario as a pool job (file store across processes); ``run_gloo_scope_job`` one rank of a Gloo
+group whose peer fails between collectives of a runtime scope.
 """
 
 from __future__ import annotations
@@ -31,15 +33,43 @@ def injected_error(*args: Any, **kwargs: Any) -> Any:
 
 def inject(group: Any, point: str) -> Callable[[], None]:
     """Make this caller's collectives on ``group`` fail at ``point``; returns the undo."""
+    from dtorch.comm.store.memory import MemoryTensorStore
+
     backend = group._backend
+    store = backend._store
+    meets = isinstance(store, MemoryTensorStore)
     if point == "compute":
         empty = backend._empty
         backend._empty = injected_error
-        return lambda: setattr(backend, "_empty", empty)
-    store = backend._store
-    name = {"publish": "src_set", "read": "dest_get_many"}[point]
-    setattr(store, name, injected_error)  # an attribute of this participant only
-    return lambda: delattr(store, name)
+        if meets:
+            store.combine = _arriving_last(store)
+        return lambda: (setattr(backend, "_empty", empty), _undo(store, ["combine"] * meets))
+    names = [{"publish": "src_set", "read": "dest_get_many"}[point]] + ["combine"] * meets
+    for name in names:
+        setattr(store, name, injected_error)  # an attribute of this participant only
+    return lambda: _undo(store, names)
+
+
+def _undo(store: Any, names: list[str]) -> None:
+    for name in names:
+        delattr(store, name)
+
+
+def _arriving_last(store: Any) -> Callable[..., Any]:
+    """``store.combine``, entered only once every other participant waits in the meeting."""
+    real = store.combine
+
+    def combine(key: str, tensors: Any, finish: Any) -> Any:
+        shared, deadline = store._state(), time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with shared.lock:
+                meeting = shared.meetings.get(key)
+                if meeting is not None and len(meeting.arrived) == store.world_size - 1:
+                    break
+            time.sleep(0.001)
+        return real(key, tensors, finish)
+
+    return combine
 
 
 def leftovers(group: Any) -> list[str]:
@@ -51,7 +81,7 @@ def leftovers(group: Any) -> list[str]:
 
     store = group._backend._store
     if isinstance(store, MemoryTensorStore):
-        return list(store._state().slots)
+        return list(store._state().slots) + list(store._state().meetings)
     if isinstance(store, NetworkTensorStore):
         assert store._coordinator is not None, "ask rank 0"
         return list(store._coordinator._slots)

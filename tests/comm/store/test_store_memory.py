@@ -250,3 +250,117 @@ def test_dest_get_and_to_device_returns_a_tensor_on_that_device(threads):
             return got
 
     torch.testing.assert_close(threads(2, rank_fn)[1], torch.arange(4.0))
+
+
+# --- combine: the threads' one-meeting exchange ------------------------------------------------
+
+
+def _total(tensors: dict[int, torch.Tensor]) -> dict[int, torch.Tensor]:
+    whole = torch.stack([tensors[r] for r in sorted(tensors)]).sum(0)
+    return {r: whole.clone() for r in tensors}
+
+
+def test_combine_runs_finish_once_on_every_participants_tensors(threads):
+    calls = []
+
+    def finish(tensors):
+        calls.append(sorted(tensors))
+        return _total(tensors)
+
+    def rank_fn(rank: int):
+        with _open("meet", 3, rank) as store:
+            mine = {2 * rank: torch.full((2,), float(rank)), 2 * rank + 1: torch.ones(2)}
+            return store.combine("op/all", mine, finish)
+
+    results = threads(3, rank_fn)
+    assert calls == [[0, 1, 2, 3, 4, 5]]
+    assert all(result is results[0] for result in results)  # the one result, shared
+    torch.testing.assert_close(results[0][4], torch.full((2,), 6.0))
+
+
+def test_combine_meetings_are_forgotten_and_keys_reusable(threads):
+    def rank_fn(rank: int):
+        with _open("meet-again", 2, rank) as store:
+            got = [
+                store.combine(f"s{i}/all", {rank: torch.tensor(float(i))}, _total)
+                for i in range(20)
+            ]
+            store.barrier()
+            return [g[rank].item() for g in got], dict(store._state().meetings)
+
+    for values, left in threads(2, rank_fn):
+        assert values == [2.0 * i for i in range(20)] and left == {}
+
+
+def test_combine_failure_of_the_last_arrival_reaches_the_others_through_abort(threads):
+    from dtorch.comm.store import PeerFailedError
+
+    def rank_fn(rank: int):
+        with _open("meet-fail", 2, rank) as store:
+            if rank == 1:
+                while not store._state().meetings:  # arrive last
+                    time.sleep(0.001)
+
+                def broken(tensors):
+                    raise ValueError("finish broke")
+
+                try:
+                    store.combine("op3/all", {rank: torch.ones(1)}, broken)
+                except ValueError as error:
+                    store.abort("op3", f"caller 1: {error}")
+                    return "raised"
+            start = time.monotonic()
+            with pytest.raises(PeerFailedError, match="caller 1: finish broke"):
+                store.combine("op3/all", {rank: torch.ones(1)}, _total)
+            return time.monotonic() - start
+
+    elapsed, raised = threads(2, rank_fn)
+    assert raised == "raised" and elapsed < 5
+
+
+def test_combine_times_out_naming_who_never_came(threads):
+    from dtorch.comm.store.base import MeetingTimeoutError
+
+    def rank_fn(rank: int):
+        with _open("meet-late", 3, rank) as store:
+            if rank == 0:
+                short = GlobalOption.override(comm_timeout_second=0.3)
+                pattern = r"participants \[1, 2\] never came"
+                with short, pytest.raises(MeetingTimeoutError, match=pattern) as caught:
+                    store.combine("op/all", {0: torch.ones(1)}, _total)
+                assert caught.value.missing == (1, 2)
+                assert store._state().meetings == {}
+            store.barrier()
+
+    threads(3, rank_fn)
+
+
+def test_combine_refuses_an_aborted_scope_and_a_second_arrival(threads):
+    from dtorch.comm.store import PeerFailedError
+
+    with _open("meet-bad", 1, 0) as store:
+        store.abort("gone", "it failed")
+        with pytest.raises(PeerFailedError, match="it failed"):
+            store.combine("gone/all", {0: torch.ones(1)}, _total)
+        with pytest.raises(CommError, match=r"non-empty str|key"):
+            store.combine("", {0: torch.ones(1)}, _total)
+
+    def rank_fn(rank: int):
+        with _open("meet-twice", 2, rank) as store:
+            if rank == 0:
+                short = GlobalOption.override(comm_timeout_second=0.5)
+                first = threading.Thread(target=lambda: _swallow(store))
+                first.start()
+                while not store._state().meetings:
+                    time.sleep(0.001)
+                with short, pytest.raises(CommError, match="rank 0 arrived twice"):
+                    store.combine("k/all", {0: torch.ones(1)}, _total)
+                first.join()
+            store.barrier()
+
+    threads(2, rank_fn)
+
+
+def _swallow(store) -> None:
+    with GlobalOption.override(comm_timeout_second=0.5), pytest.raises(CommTimeoutError):
+        store.combine("k/all", {0: torch.ones(1)}, _total)
