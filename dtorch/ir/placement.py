@@ -288,7 +288,8 @@ def _replicate_size_one(placements: list[Placement], sizes: tuple[int, ...]) -> 
 
 
 def _canonical_split_orders(placements: list[Placement]) -> tuple[Placement, ...]:
-    for tensor_dim in {p.dim for p in placements if isinstance(p, Shard)}:
+    # only dims with a split_order given: all -1 is the canonical form already
+    for tensor_dim in {p.dim for p in placements if isinstance(p, Shard) and p.split_order >= 0}:
         order = shard_order(placements, tensor_dim)
         if list(order) == sorted(order):
             for m in order:
