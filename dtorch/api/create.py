@@ -291,7 +291,7 @@ def copy_of(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Te
         >>> t.tolist(), c.tolist()
         ([0.0, 0.0], [1.0, 1.0])
     """
-    converted = _from_dtorch(source, dtype, kw)  # bad keywords raise before the warning
+    converted = from_dtorch(source, dtype, kw)  # bad keywords raise before the warning
     warnings.warn(
         "To copy construct from a tensor, it is recommended to use sourceTensor.detach()."
         "clone(), rather than dtorch.tensor(sourceTensor).",
@@ -328,7 +328,7 @@ def construct(
     given = kw.pop("dtype", None)
     dtype = given if fixed is None else fixed
     if len(args) == 1 and is_tensor(args[0]):
-        return _from_dtorch(args[0], dtype, kw)
+        return from_dtorch(args[0], dtype, kw)
     if len(args) == 1 and isinstance(args[0], torch.Tensor):
         return distribute(cls, args[0], dtype=dtype, **kw)
     dtype = float_dtype(kw.get("graph"), dtype)
@@ -351,7 +351,7 @@ def _empty(
     return create(cls, CreateKind.EMPTY, shape_of(size), dtype, **placement_keywords(kw))
 
 
-def _from_dtorch(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
+def from_dtorch(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
     """The source's value (an alias) converted to what the keywords ask for."""
     result = source._alias() if dtype is None else cast(source, dtype)
     mesh, placements = kw.pop("device_mesh", None), kw.pop("placements", None)

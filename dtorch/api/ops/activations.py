@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -21,10 +20,10 @@ import torch
 from dtorch.api.dims import normalize_dim
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
-from dtorch.api.ops.basic_index import _slice
+from dtorch.api.ops.basic_index import slice_along
 from dtorch.api.ops.convert import written
 from dtorch.api.ops.scalars import as_real
-from dtorch.api.ops.statistics import _named
+from dtorch.api.ops.statistics import named_refusals
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind
@@ -32,12 +31,6 @@ from dtorch.ir.params import ActivationParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
-
-
-def _done(input: Tensor, out: Callable[[], Tensor], inplace: bool) -> Tensor:
-    # torch's inplace=True: the result written into the input, which is returned; recorded
-    # under the write lock (the read and the write-back one step for other threads)
-    return written(input, out, inplace)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -50,7 +43,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     """
     slope = as_real("leaky_relu: negative_slope", negative_slope)
     param = ActivationParam(ActivationKind.LEAKY_RELU, alpha=slope)
-    return _done(input, lambda: record_one("leaky_relu", param, (input,), 4), inplace)
+    return written(input, lambda: record_one("leaky_relu", param, (input,), 4), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
@@ -62,7 +55,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         [0.0, 2.0]
     """
     param = ActivationParam(ActivationKind.ELU, alpha=as_real("elu: alpha", alpha))
-    return _done(input, lambda: record_one("elu", param, (input,), 4), inplace)
+    return written(input, lambda: record_one("elu", param, (input,), 4), inplace)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -73,7 +66,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
         >>> dtorch.nn.functional.silu(dtorch.tensor([0.0])).tolist()
         [0.0]
     """
-    return _done(input, lambda: elementwise.silu(input), inplace)
+    return written(input, lambda: elementwise.silu(input), inplace)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -87,7 +80,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return elementwise.gelu(input, approximate)
 
 
-@_named
+@named_refusals
 def hardtanh(
     input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
 ) -> Tensor:
@@ -106,7 +99,7 @@ def hardtanh(
 
 def _hardtanh(input: Tensor, min_val: float, max_val: float, inplace: bool) -> Tensor:
     low, high = _bounds(input.dtype, min_val, max_val)
-    return _done(input, lambda: elementwise.clamp(input, low, high), inplace)
+    return written(input, lambda: elementwise.clamp(input, low, high), inplace)
 
 
 def _bounds(dtype: torch.dtype, low: float, high: float) -> tuple[float, float]:
@@ -120,7 +113,7 @@ def _bounds(dtype: torch.dtype, low: float, high: float) -> tuple[float, float]:
     return int(low), int(high)
 
 
-@_named
+@named_refusals
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """``torch.nn.functional.relu6``: ``hardtanh(input, 0, 6)``.
 
@@ -132,7 +125,7 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     return _hardtanh(input, 0.0, 6.0, inplace)
 
 
-@_named
+@named_refusals
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """``torch.nn.functional.glu``: ``a * sigmoid(b)`` where ``a`` and ``b`` are the halves
     of ``input`` along ``dim`` (of even size). The other dims keep their shards; a sharded
@@ -152,7 +145,10 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
         raise ShapeError(f"Halving dimension must be even, but dimension {d} is size {size}")
     if not input.dtype.is_floating_point:
         raise UnsupportedDtypeError(f'"glu_cpu" not implemented for {input.dtype}; cast first')
-    a, b = _slice("glu", input, d, 0, size // 2), _slice("glu", input, d, size // 2, size // 2)
+    a, b = (
+        slice_along("glu", input, d, 0, size // 2),
+        slice_along("glu", input, d, size // 2, size // 2),
+    )
     return elementwise.binary(BinaryKind.MUL, "glu", a, elementwise.sigmoid(b))
 
 
@@ -168,7 +164,7 @@ def softmax(
         [[0.5, 0.5], [0.5, 0.5]]
     """
     tensor_arg("softmax", input)
-    return _reduce.softmax(input, _implicit_dim("softmax", input, dim, _stacklevel), dtype)
+    return _reduce.softmax(input, softmax_dim("softmax", input, dim, _stacklevel), dtype)
 
 
 def log_softmax(
@@ -182,10 +178,10 @@ def log_softmax(
         [[0.0]]
     """
     tensor_arg("log_softmax", input)
-    return _reduce.log_softmax(input, _implicit_dim("log_softmax", input, dim, _stacklevel), dtype)
+    return _reduce.log_softmax(input, softmax_dim("log_softmax", input, dim, _stacklevel), dtype)
 
 
-def _implicit_dim(name: str, input: Tensor, dim: int | None, stacklevel: int) -> int:
+def softmax_dim(name: str, input: Tensor, dim: int | None, stacklevel: int) -> int:
     """torch.nn.functional's ``_get_softmax_dim``: ``dim`` given, or the legacy implicit dim
     with torch's warning (``dtorch.softmax(x)`` and ``x.softmax()`` take it silently)."""
     if dim is None:

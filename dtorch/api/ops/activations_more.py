@@ -21,7 +21,8 @@ import torch
 from dtorch.api.dims import normalize_dim
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
-from dtorch.api.ops.activations import _done, _implicit_dim
+from dtorch.api.ops.activations import softmax_dim
+from dtorch.api.ops.convert import written
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.opkind import ActivationKind, MathKind
@@ -48,7 +49,7 @@ def _activation(
 ) -> Tensor:
     """One Activation operator of ``kind`` with the numbers of its param."""
     param = ActivationParam(kind, alpha=alpha, beta=beta)
-    return _done(input, lambda: record_one(name, param, (input,), 5), inplace)
+    return written(input, lambda: record_one(name, param, (input,), 5), inplace)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -208,7 +209,7 @@ def softmin(
         [[0.5, 0.5]]
     """
     tensor_arg("softmin", input)
-    d = normalize_dim(_implicit_dim("softmin", input, dim, _stacklevel), input.ndim, op="softmin")
+    d = normalize_dim(softmax_dim("softmin", input, dim, _stacklevel), input.ndim, op="softmin")
     negated = elementwise.unary(MathKind.NEG, "softmin", input)
     param = _reduce.softmax_param(negated, d, False, _reduce._dtype("softmin", dtype))
     return record_one("softmin", param, (negated,))

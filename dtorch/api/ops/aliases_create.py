@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from dtorch.api.create import _from_dtorch, distribute, float_dtype, from_data
+from dtorch.api.create import distribute, float_dtype, from_data, from_dtorch
 from dtorch.api.handle import TensorBase
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
@@ -115,7 +115,7 @@ def as_tensor(data: Any, dtype: torch.dtype | None = None, device: Any = None,
         return from_data(Tensor, data, dtype=dtype, device=device, **kw)
     if (dtype is None or dtype == data.dtype) and device is None and not any(kw.values()):
         return data  # type: ignore[return-value]
-    return _from_dtorch(data, dtype, {"device": device, **kw})  # type: ignore[arg-type]
+    return from_dtorch(data, dtype, {"device": device, **kw})  # type: ignore[arg-type]
 
 
 def asarray(

@@ -200,7 +200,9 @@ def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Te
     else:
         sections = _even_sections(size, as_size(given, "split", "split_size", _SPLIT_SIZE))
     ends = itertools.accumulate(sections)  # a running sum: split(1) of a long dim stays linear
-    return tuple(_slice("split", tensor, d, e - n, n) for e, n in zip(ends, sections, strict=True))
+    return tuple(
+        slice_along("split", tensor, d, e - n, n) for e, n in zip(ends, sections, strict=True)
+    )
 
 
 _SPLIT_SIZE = "an int (the size of each piece) or a list of ints (the sizes of the pieces)"
@@ -259,10 +261,10 @@ def narrow(input: Tensor, dim: int, start: Any, length: int) -> Tensor:
         raise ParamError("narrow(): length must be non-negative.")
     if begin + length > size:
         raise ShapeError(f"start ({begin}) + length ({length}) exceeds dimension size ({size}).")
-    return _slice("narrow", input, d, begin, length)
+    return slice_along("narrow", input, d, begin, length)
 
 
-def _slice(name: str, t: Tensor, dim: int, start: int, length: int) -> Tensor:
+def slice_along(name: str, t: Tensor, dim: int, start: int, length: int) -> Tensor:
     # elements [start, start + length) of dim, the others whole: a getitem, recorded under the
     # name the user called, so that its errors (a sharded dim's slice) name it
     index = (slice(None),) * dim + (slice(start, start + length),)

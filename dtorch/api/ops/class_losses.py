@@ -32,7 +32,7 @@ from dtorch.api.create import beside
 from dtorch.api.dims import as_int
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.elementwise import binary, unary
-from dtorch.api.ops.losses import _dtype, _mean_over, _operand, _reduction
+from dtorch.api.ops.losses import loss_dtype, loss_operand, mean_over, reduction_of
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.order import gather_aligned
 from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
@@ -91,7 +91,7 @@ def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Ten
     """``weight`` (one per class) shaped to broadcast along ``input``'s class dim."""
     if weight is None:
         return None
-    w = _operand(name, "weight", weight, input)
+    w = loss_operand(name, "weight", weight, input)
     classes = input.shape[class_dim]
     if w.ndim != 1 or w.shape[0] != classes:
         raise RuntimeError(
@@ -180,16 +180,16 @@ def nll_loss(
         >>> nll_loss(logp, dtorch.tensor([0, 1]), reduction="none").tolist()
         [0.5, 0.10000000149011612]
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     tensor_arg("nll_loss", input)
     class_dim = _class_dim("nll_loss", input)
-    target = _operand("nll_loss", "target", target, input)
+    target = loss_operand("nll_loss", "target", target, input)
     _check_index_target("nll_loss", input, target, class_dim)
-    _dtype("nll_loss", _log_softmax_probe, input)  # torch's refusal of integer inputs
+    loss_dtype("nll_loss", _log_softmax_probe, input)  # torch's refusal of integer inputs
     weights = _class_weights("nll_loss", weight, input, class_dim)
     targets = _counted("nll_loss", target, ignore_index)
     loss, counts = _nll("nll_loss", input, targets, weights, class_dim)
-    return _mean_over(("nll_loss", reduction), loss, counts)
+    return mean_over(("nll_loss", reduction), loss, counts)
 
 
 def _log_softmax_probe(input: torch.Tensor) -> torch.Tensor:
@@ -221,12 +221,12 @@ def cross_entropy(
         0.6931
     """
     name = "cross_entropy"
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     tensor_arg(name, input)
     class_dim = _class_dim(name, input)
-    target = _operand(name, "target", target, input)
+    target = loss_operand(name, "target", target, input)
     weights = _class_weights(name, weight, input, class_dim)
     if target.dtype.is_floating_point:
         if ignore_index >= 0:
@@ -234,15 +234,15 @@ def cross_entropy(
         how = (reduction, label_smoothing, class_dim)
         return _soft_targets(name, input, target, weights, how)
     _check_index_target(name, input, target, class_dim)
-    _dtype(name, _log_softmax_probe, input)
+    loss_dtype(name, _log_softmax_probe, input)
     logp = _log_probs(name, input, class_dim)
     targets = _counted(name, target, ignore_index)
     loss, counts = _nll(name, logp, targets, weights, class_dim)
-    nll = _mean_over((name, reduction), loss, counts)
+    nll = mean_over((name, reduction), loss, counts)
     if label_smoothing == 0:
         return nll
     smooth = _smoothing(name, logp, weights, class_dim, targets[1])
-    smooth = _mean_over((name, reduction), smooth, counts)
+    smooth = mean_over((name, reduction), smooth, counts)
     eps, classes = label_smoothing, input.shape[class_dim]
     if nll.placements != smooth.placements:  # a vocab-parallel nll is Partial, its smoothing not
         nll, smooth = sum_partials(nll), sum_partials(smooth)
@@ -275,7 +275,7 @@ def _soft_targets(
             f"{name}: class-probability targets must have the input's shape {list(input.shape)}, "
             f"got {list(target.shape)}"
         )
-    _dtype(name, _soft_probe, input, target)
+    loss_dtype(name, _soft_probe, input, target)
     logp = _log_probs(name, input, class_dim)
     if eps > 0:
         target = binary(

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def _tensor(name: str, value: Any, arg: str = "input") -> Tensor:
+def grid_tensor(name: str, value: Any, arg: str = "input") -> Tensor:
     if not isinstance(value, TensorBase):
         raise TypeError(f"{name}: {arg} must be a dtorch.Tensor, got {type(value).__name__}")
     return value  # type: ignore[return-value]
@@ -55,10 +55,10 @@ def _listed(name: str, tensors: tuple[Any, ...]) -> list[Tensor]:
     """The tensors given one by one or as one list/tuple, as torch takes them."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
-    return [_tensor(name, t, f"tensor {i}") for i, t in enumerate(tensors)]
+    return [grid_tensor(name, t, f"tensor {i}") for i, t in enumerate(tensors)]
 
 
-def _shape_list(shape: Sequence[int]) -> str:
+def shape_list(shape: Sequence[int]) -> str:
     return str(list(shape))
 
 
@@ -214,11 +214,11 @@ def ravel(input: Tensor) -> Tensor:
         [0, 1, 2, 3]
     """
     with named_as("ravel", "reshape"):
-        return _tensor("ravel", input).reshape(-1)
+        return grid_tensor("ravel", input).reshape(-1)
 
 
 def _split(name: str, input: Any, given: Any, dim: int, least: int) -> tuple[Tensor, ...]:
-    x = _tensor(name, input)
+    x = grid_tensor(name, input)
     if x.ndim < least:
         raise ShapeError(
             f"torch.{name} requires a tensor with at least {least} dimension, but got a tensor "
@@ -297,7 +297,7 @@ def rot90(input: Tensor, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
         >>> dtorch.rot90(dtorch.tensor([[1, 2], [3, 4]]), 2).tolist()
         [[4, 3], [2, 1]]
     """
-    x = _tensor("rot90", input)
+    x = grid_tensor("rot90", input)
     dims = list(dims)
     if len(dims) != 2:
         raise ParamError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
@@ -407,7 +407,7 @@ def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
         >>> dtorch.arange(5).unfold(0, 2, 2).tolist()
         [[0, 1], [2, 3]]
     """
-    x = _tensor("unfold", input)
+    x = grid_tensor("unfold", input)
     d = normalize_dim(dimension, max(x.ndim, 1), op="unfold")
     n = x.shape[d] if x.ndim else 1
     width, stride = as_int("unfold", "size", size), as_int("unfold", "step", step)

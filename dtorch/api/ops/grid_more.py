@@ -31,7 +31,7 @@ import torch
 
 from dtorch.api.create import beside
 from dtorch.api.dims import as_int, normalize_dim
-from dtorch.api.ops.grid import _shape_list, _tensor
+from dtorch.api.ops.grid import grid_tensor, shape_list
 from dtorch.api.ops.masked import where
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import named_as
@@ -52,7 +52,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
         >>> dtorch.cross(dtorch.tensor([1, 0, 0]), dtorch.tensor([0, 1, 0]), dim=0).tolist()
         [0, 0, 1]
     """
-    a, b = _tensor("cross", input), _tensor("cross", other, "other")
+    a, b = grid_tensor("cross", input), grid_tensor("cross", other, "other")
     if a.ndim != b.ndim:
         raise ShapeError("linalg.cross: inputs must have the same number of dimensions.")
     if torch.bool in (a.dtype, b.dtype):
@@ -115,7 +115,7 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = _COMPUTE_M
         >>> dtorch.cdist(dtorch.tensor([[0.0, 0.0]]), dtorch.tensor([[3.0, 4.0]])).tolist()
         [[5.0]]
     """
-    a, b = _tensor("cdist", x1, "x1"), _tensor("cdist", x2, "x2")
+    a, b = grid_tensor("cdist", x1, "x1"), grid_tensor("cdist", x2, "x2")
     if isinstance(p, torch.Tensor) and p.ndim == 0:  # torch takes a 0-d tensor too
         p = p.item()
     _check_cdist(a, b, p, compute_mode)
@@ -175,7 +175,7 @@ def cov(
         >>> dtorch.cov(dtorch.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])).tolist()
         [[1.0, -1.0], [-1.0, 1.0]]
     """
-    x = _tensor("cov", input)
+    x = grid_tensor("cov", input)
     if x.ndim > 2:
         raise ShapeError(
             "cov(): expected input to have two or fewer dimensions but got an input with "
@@ -200,7 +200,7 @@ def cov(
 def _weights(x: Tensor, w: Any, label: str, n: int) -> Tensor | None:
     if w is None:
         return None
-    w = beside(x, w) if isinstance(w, torch.Tensor) else _tensor("cov", w, label)
+    w = beside(x, w) if isinstance(w, torch.Tensor) else grid_tensor("cov", w, label)
     integral = label == "fweights"
     if w.ndim > 1:
         raise ShapeError(f"cov(): expected {label} to have one or fewer dimensions")
@@ -259,7 +259,7 @@ def corrcoef(input: Tensor) -> Tensor:
         [[1.0, -1.0], [-1.0, 1.0]]
     """
     with named_as("corrcoef"):
-        c = cov(_tensor("corrcoef", input))
+        c = cov(grid_tensor("corrcoef", input))
         if c.ndim == 0:
             return c / c
         std = c.diagonal().sqrt()
@@ -271,7 +271,7 @@ def _slot_check(src: Tensor, slot: Sequence[int]) -> None:
     if tuple(src.shape) != tuple(slot):
         raise ShapeError(
             "expected src to have a size equal to the slice of self. src size = "
-            f"{_shape_list(src.shape)}, slice size = {_shape_list(slot)}"
+            f"{shape_list(src.shape)}, slice size = {shape_list(slot)}"
         )
 
 
@@ -290,7 +290,7 @@ def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
         >>> dtorch.zeros(2, 2).select_scatter(dtorch.ones(2), 0, 1).tolist()
         [[0.0, 0.0], [1.0, 1.0]]
     """
-    x, s = _tensor("select_scatter", input), _tensor("select_scatter", src, "src")
+    x, s = grid_tensor("select_scatter", input), grid_tensor("select_scatter", src, "src")
     if not x.ndim:
         raise DimError("select_scatter: select() cannot be applied to a 0-dim tensor.")
     d = normalize_dim(dim, x.ndim, op="select_scatter")
@@ -319,7 +319,7 @@ def slice_scatter(
         >>> dtorch.zeros(4).slice_scatter(dtorch.ones(2), start=1, step=2).tolist()
         [0.0, 1.0, 0.0, 1.0]
     """
-    x, s = _tensor("slice_scatter", input), _tensor("slice_scatter", src, "src")
+    x, s = grid_tensor("slice_scatter", input), grid_tensor("slice_scatter", src, "src")
     if not x.ndim:
         raise DimError("slice_scatter: slice() cannot be applied to a 0-dim tensor.")
     d = normalize_dim(dim, x.ndim, op="slice_scatter")
@@ -350,7 +350,7 @@ def diagonal_scatter(
         >>> dtorch.zeros(2, 2).diagonal_scatter(dtorch.ones(2)).tolist()
         [[1.0, 0.0], [0.0, 1.0]]
     """
-    x, s = _tensor("diagonal_scatter", input), _tensor("diagonal_scatter", src, "src")
+    x, s = grid_tensor("diagonal_scatter", input), grid_tensor("diagonal_scatter", src, "src")
     k = as_int("diagonal_scatter", "offset", offset)
     a = normalize_dim(dim1, x.ndim, op="diagonal_scatter")
     b = normalize_dim(dim2, x.ndim, op="diagonal_scatter")

@@ -59,7 +59,7 @@ _INDEX_TARGETS = (torch.int64, torch.uint8)  # torch's "Long or Byte"
 
 
 # --- reductions, dtypes, operands -----------------------------------------------------------
-def _reduction(reduction: str, size_average: Any, reduce_: Any, extra: tuple = ()) -> str:
+def reduction_of(reduction: str, size_average: Any, reduce_: Any, extra: tuple = ()) -> str:
     """torch's reduction: the legacy flags translated (with torch's warning), then checked."""
     if size_average is not None or reduce_ is not None:
         reduction = torch_reduction.legacy_get_string(size_average, reduce_)
@@ -68,7 +68,7 @@ def _reduction(reduction: str, size_average: Any, reduce_: Any, extra: tuple = (
     return reduction
 
 
-def _reduced(name: str, loss: Tensor, reduction: str) -> Tensor:
+def reduced_loss(name: str, loss: Tensor, reduction: str) -> Tensor:
     if reduction == "mean":
         return reduce_by(ReduceKind.MEAN, name, loss)
     return reduce_by(ReduceKind.SUM, name, loss) if reduction == "sum" else loss
@@ -79,7 +79,7 @@ def _ratio(name: str, total: Tensor, count: Tensor) -> Tensor:
     return binary(B.DIV, name, sum_partials(total), sum_partials(count))
 
 
-def _operand(name: str, arg: str, value: Any, like: Tensor | None = None) -> Tensor:
+def loss_operand(name: str, arg: str, value: Any, like: Tensor | None = None) -> Tensor:
     """A dtorch tensor argument; a torch tensor beside ``like`` (Replicate on its mesh)."""
     if isinstance(value, torch.Tensor) and like is not None:
         return beside(like, value)
@@ -88,7 +88,7 @@ def _operand(name: str, arg: str, value: Any, like: Tensor | None = None) -> Ten
     return value  # type: ignore[return-value]
 
 
-def _dtype(name: str, probe: Callable[..., torch.Tensor], *tensors: Tensor) -> torch.dtype:
+def loss_dtype(name: str, probe: Callable[..., torch.Tensor], *tensors: Tensor) -> torch.dtype:
     return function_dtype(name, probe, tuple((t.dtype, False) for t in tensors))
 
 
@@ -97,11 +97,11 @@ def _weighted(name: str, loss: Tensor, w: Tensor | None, reduction: str, divide:
     times it, a mean divided by its sum where ``divide`` (mse, l1), else by the count
     (huber)."""
     if w is None:
-        return _reduced(name, loss, reduction)
+        return reduced_loss(name, loss, reduction)
     if tuple(w.shape) != tuple(loss.shape):
         raise ValueError("Weights and input must have the same size.")
     loss = binary(B.MUL, name, loss, w)
-    return _mean_over((name, reduction), loss, w) if divide else _reduced(name, loss, reduction)
+    return mean_over((name, reduction), loss, w) if divide else reduced_loss(name, loss, reduction)
 
 
 def _warn_sizes(input: Tensor, target: Tensor) -> None:
@@ -127,13 +127,15 @@ def _pointwise(
     the ``weight`` that changes the dtype of mse_loss, l1_loss and huber_loss; and that
     weight as a dtorch tensor (a torch one distributed once), or None."""
     tensor_arg(name, input)
-    target = _operand(name, "target", target, input)
+    target = loss_operand(name, "target", target, input)
     fn, reduction = how
     if weight is None:
-        dtype = _work(_dtype(name, _probe_of(fn, reduction, False), input, target), input, target)
+        dtype = _work(
+            loss_dtype(name, _probe_of(fn, reduction, False), input, target), input, target
+        )
         return cast(input, dtype), cast(target, dtype), None
-    w = _operand(name, "weight", weight, input)
-    dtype = _dtype(name, _probe_of(fn, reduction, True), input, target, w)
+    w = loss_operand(name, "weight", weight, input)
+    dtype = loss_dtype(name, _probe_of(fn, reduction, True), input, target, w)
     dtype = _work(dtype, input, target)
     return cast(input, dtype), cast(target, dtype), w
 
@@ -178,7 +180,7 @@ def mse_loss(
         >>> mse_loss(dtorch.tensor([1.0, 3.0]), dtorch.tensor([0.0, 1.0])).item()
         2.5
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     a, b, w = _pointwise("mse_loss", (F.mse_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
     loss = binary(B.POW, "mse_loss", binary(B.SUB, "mse_loss", a, b), 2)
@@ -201,7 +203,7 @@ def l1_loss(
         >>> l1_loss(dtorch.tensor([1.0, -3.0]), dtorch.zeros(2)).item()
         2.0
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     a, b, w = _pointwise("l1_loss", (F.l1_loss, reduction), input, target, weight)
     _warn_sizes(input, b)
     return _weighted("l1_loss", _abs_error("l1_loss", a, b), w, reduction, divide=True)
@@ -237,11 +239,11 @@ def smooth_l1_loss(
         raise ParamError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0:
         return l1_loss(input, target, size_average, reduce, reduction)
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     a, b, _ = _pointwise("smooth_l1_loss", (F.smooth_l1_loss, reduction), input, target)
     z = _abs_error("smooth_l1_loss", a, b)
     loss = _quadratic_then_linear("smooth_l1_loss", z, beta, 1 / beta)
-    return _reduced("smooth_l1_loss", loss, reduction)
+    return reduced_loss("smooth_l1_loss", loss, reduction)
 
 
 @with_inputs
@@ -258,7 +260,7 @@ def huber_loss(
         >>> huber_loss(x, dtorch.zeros(2), reduction="none").tolist()
         [0.125, 2.5]
     """
-    reduction = _reduction(reduction, None, None)
+    reduction = reduction_of(reduction, None, None)
     if not delta > 0:  # torch refuses NaN too
         raise ParamError("huber_loss does not support non-positive values for delta.")
     a, b, w = _pointwise("huber_loss", (F.huber_loss, reduction), input, target, weight)
@@ -292,7 +294,7 @@ def binary_cross_entropy(
         0.6931
     """
     name = "binary_cross_entropy"
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     target = _same_shapes(name, input, target, _BCE_SIZES)
     x, t, _ = _pointwise(name, (F.binary_cross_entropy, reduction), input, target)
     hit = binary(B.MUL, name, t, _log_clamped(name, x))
@@ -313,7 +315,7 @@ def _same_shapes(name: str, input: Any, target: Any, message: str) -> Tensor:
     """``target`` as a dtorch tensor; torch's ValueError (``message``) where its shape is not
     ``input``'s."""
     tensor_arg(name, input)
-    target = _operand(name, "target", target, input)
+    target = loss_operand(name, "target", target, input)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(message.format(target=target.shape, input=input.shape))
     return target
@@ -323,8 +325,8 @@ def _scaled(name: str, loss: Tensor, weight: Any, reduction: str) -> Tensor:
     """``loss`` times ``weight`` (if any) as torch's in-place ``mul_``: the weight must
     broadcast to the loss's shape, and the loss keeps its dtype; then reduced."""
     if weight is not None:
-        loss = _times(name, loss, _operand(name, "weight", weight, loss))
-    return _reduced(name, loss, reduction)
+        loss = _times(name, loss, loss_operand(name, "weight", weight, loss))
+    return reduced_loss(name, loss, reduction)
 
 
 def _times(name: str, loss: Tensor, factor: Tensor) -> Tensor:
@@ -353,19 +355,19 @@ def binary_cross_entropy_with_logits(
         0.6931
     """
     name = "binary_cross_entropy_with_logits"
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     target = _same_shapes(name, input, target, _LOGITS_SIZES)
     x, t, _ = _pointwise(name, (F.binary_cross_entropy_with_logits, reduction), input, target)
-    log_sig = _log_sigmoid(name, x)
+    log_sig = log_sigmoid_of(name, x)
     if pos_weight is not None:
-        pw = _operand(name, "pos_weight", pos_weight, input)
+        pw = loss_operand(name, "pos_weight", pos_weight, input)
         scale = binary(B.ADD, name, binary(B.MUL, name, binary(B.SUB, name, pw, 1), t), 1)
         log_sig = _times(name, log_sig, scale)
     loss = binary(B.SUB, name, binary(B.MUL, name, binary(B.SUB, name, 1, t), x), log_sig)
     return _scaled(name, loss, weight, reduction)
 
 
-def _log_sigmoid(name: str, x: Tensor) -> Tensor:
+def log_sigmoid_of(name: str, x: Tensor) -> Tensor:
     # torch's own log_sigmoid on each shard (an Activation), as its loss kernel calls it
     return record_one(name, ActivationParam(ActivationKind.LOGSIGMOID), (x,))
 
@@ -392,9 +394,9 @@ def kl_div(
     """
     name = "kl_div"
     if size_average is not None or reduce is not None:
-        reduction = _reduction(reduction, size_average, reduce)
+        reduction = reduction_of(reduction, size_average, reduce)
     else:
-        reduction = _reduction(reduction, None, None, extra=("batchmean",))
+        reduction = reduction_of(reduction, None, None, extra=("batchmean",))
         if reduction == "mean":
             warnings.warn(_KL_MEAN, stacklevel=3)  # past with_inputs
     x, t, _ = _pointwise(name, (F.kl_div, "sum"), input, target)
@@ -408,7 +410,7 @@ def kl_div(
     if reduction == "batchmean":
         total = reduce_by(ReduceKind.SUM, name, loss)
         return binary(B.DIV, name, total, input.shape[0]) if input.ndim else total
-    return _reduced(name, loss, reduction)
+    return reduced_loss(name, loss, reduction)
 
 
 _KL_MEAN = (
@@ -418,10 +420,10 @@ _KL_MEAN = (
 )
 
 
-def _mean_over(how: tuple[str, str], loss: Tensor, counts: Tensor) -> Tensor:
+def mean_over(how: tuple[str, str], loss: Tensor, counts: Tensor) -> Tensor:
     """``loss`` reduced as ``how`` says, a mean divided by the sum of ``counts``."""
     name, reduction = how
     if reduction != "mean":
-        return _reduced(name, loss, reduction)
+        return reduced_loss(name, loss, reduction)
     total = reduce_by(ReduceKind.SUM, name, loss)
     return _ratio(name, total, reduce_by(ReduceKind.SUM, name, counts))

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from dtorch.api.create import beside
 from dtorch.api.dims import as_flag
 from dtorch.api.ops.elementwise import relu
-from dtorch.api.ops.losses import _operand, _reduced, _reduction
+from dtorch.api.ops.losses import loss_operand, reduced_loss, reduction_of
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.nn_more_losses import pairwise_distance
 from dtorch.api.ops.scalars import as_real
@@ -96,12 +96,12 @@ def multi_margin_loss(
         0.325
     """
     name = "multi_margin_loss"
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
     tensor_arg(name, input)
-    target = _operand(name, "target", target, input)
-    w = None if weight is None else _operand(name, "weight", weight, input)
+    target = loss_operand(name, "target", target, input)
+    w = None if weight is None else loss_operand(name, "weight", weight, input)
     if w is not None and w.ndim != 1:
         raise ValueError("weight must be one-dimensional")
     _check_float(name, input, _multi_margin_probe)
@@ -119,7 +119,7 @@ def multi_margin_loss(
     h = h if w is None else h * w.to(x.dtype).index_select(0, t.reshape(n)).reshape((n, 1))
     others = select(name, t == _classes(input, c), 0.0, h)
     loss = others.sum(1) / c
-    return _reduced(name, loss if target.ndim else loss.reshape(()), reduction)
+    return reduced_loss(name, loss if target.ndim else loss.reshape(()), reduction)
 
 
 # --- multilabel_margin_loss ---------------------------------------------------------------------
@@ -139,9 +139,9 @@ def multilabel_margin_loss(
         0.85
     """
     name = "multilabel_margin_loss"
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     tensor_arg(name, input)
-    target = _operand(name, "target", target, input)
+    target = loss_operand(name, "target", target, input)
     _check_float(name, input, _multilabel_probe)
     _check_target(name, target)
     n, c = _frames(name, input)
@@ -157,7 +157,7 @@ def multilabel_margin_loss(
     z = relu(1 - x.gather(1, picked).unsqueeze(2) + x.unsqueeze(1))  # (N, target, class)
     pairs = valid.unsqueeze(2) & labelled.logical_not().unsqueeze(1)
     loss = select(name, pairs, z, 0.0).sum((1, 2)) / c
-    return _reduced(name, loss if input.ndim == 2 else loss.reshape(()), reduction)
+    return reduced_loss(name, loss if input.ndim == 2 else loss.reshape(()), reduction)
 
 
 # --- triplet_margin_with_distance_loss ----------------------------------------------------------
@@ -189,8 +189,8 @@ def triplet_margin_with_distance_loss(
     if not as_real(f"{name}: margin", margin) > 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
     tensor_arg(name, anchor)
-    pos = _operand(name, "positive", positive, anchor)
-    neg = _operand(name, "negative", negative, anchor)
+    pos = loss_operand(name, "positive", positive, anchor)
+    neg = loss_operand(name, "negative", negative, anchor)
     if not anchor.ndim == pos.ndim == neg.ndim:
         raise ShapeError(
             f"The anchor, positive, and negative tensors are expected to have the same number "
@@ -201,4 +201,4 @@ def triplet_margin_with_distance_loss(
     d_pos, d_neg = distance(anchor, pos), distance(anchor, neg)
     if as_flag(swap, name, "swap"):
         d_neg = d_neg.minimum(distance(pos, neg))
-    return _reduced(name, (margin + d_pos - d_neg).clamp(min=0), reduction)
+    return reduced_loss(name, (margin + d_pos - d_neg).clamp(min=0), reduction)

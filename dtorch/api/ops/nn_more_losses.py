@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from dtorch.api.dims import as_flag
 from dtorch.api.ops.convert import cast
-from dtorch.api.ops.losses import _log_sigmoid, _operand, _reduced, _reduction
+from dtorch.api.ops.losses import log_sigmoid_of, loss_operand, reduced_loss, reduction_of
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.statistics import norm
@@ -58,7 +58,7 @@ def _in(dtype: torch.dtype, *ts: Tensor) -> tuple[Tensor, ...]:
 
 
 def _mean_or_sum(name: str, loss: Tensor, reduction: str) -> Tensor:
-    return _reduced(name, loss, reduction)
+    return reduced_loss(name, loss, reduction)
 
 
 # --- distances ---------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def pairwise_distance(
         [5.0]
     """
     tensor_arg("pairwise_distance", x1)
-    x2 = _operand("pairwise_distance", "x2", x2, x1)
+    x2 = loss_operand("pairwise_distance", "x2", x2, x1)
     dtype = _result_dtype("pairwise_distance", _pairwise_probe, x1, x2)
     p = as_real("pairwise_distance: p", p)
     eps = as_real("pairwise_distance: eps", eps)
@@ -131,10 +131,10 @@ def cosine_embedding_loss(
         >>> dtorch.nn.functional.cosine_embedding_loss(a, b, dtorch.tensor([1])).item()
         1.0
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     tensor_arg("cosine_embedding_loss", input1)
-    x2 = _operand("cosine_embedding_loss", "input2", input2, input1)
-    t = _operand("cosine_embedding_loss", "target", target, input1)
+    x2 = loss_operand("cosine_embedding_loss", "input2", input2, input1)
+    t = loss_operand("cosine_embedding_loss", "target", target, input1)
     _check_cosine_dims(input1, x2, t)
     dtype = _result_dtype("cosine_embedding_loss", _cosine_probe, input1, x2, t)
     a, b = _in(dtype, input1, x2)
@@ -171,10 +171,10 @@ def margin_ranking_loss(
         >>> dtorch.nn.functional.margin_ranking_loss(x, y, t, reduction="none").tolist()
         [1.0, 0.0]
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     tensor_arg("margin_ranking_loss", input1)
-    x2 = _operand("margin_ranking_loss", "input2", input2, input1)
-    t = _operand("margin_ranking_loss", "target", target, input1)
+    x2 = loss_operand("margin_ranking_loss", "input2", input2, input1)
+    t = loss_operand("margin_ranking_loss", "target", target, input1)
     if not input1.ndim == x2.ndim == t.ndim:
         raise ShapeError(
             f"margin_ranking_loss : All input tensors should have same dimension but got sizes: "
@@ -209,12 +209,12 @@ def triplet_margin_loss(
         >>> dtorch.nn.functional.triplet_margin_loss(a, p, n, margin=6.0, eps=0.0).item()
         1.0
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     if not as_real("triplet_margin_loss: margin", margin) > 0:
         raise ParamError(f"margin must be greater than 0, got {margin}")
     tensor_arg("triplet_margin_loss", anchor)
-    pos = _operand("triplet_margin_loss", "positive", positive, anchor)
-    neg = _operand("triplet_margin_loss", "negative", negative, anchor)
+    pos = loss_operand("triplet_margin_loss", "positive", positive, anchor)
+    neg = loss_operand("triplet_margin_loss", "negative", negative, anchor)
     if not anchor.ndim == pos.ndim == neg.ndim:
         raise ShapeError(
             f"The anchor, positive, and negative tensors are expected to have the same number "
@@ -252,9 +252,9 @@ def poisson_nll_loss(
         >>> dtorch.nn.functional.poisson_nll_loss(dtorch.zeros(2), dtorch.ones(2)).item()
         1.0
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     tensor_arg("poisson_nll_loss", input)
-    t = _operand("poisson_nll_loss", "target", target, input)
+    t = loss_operand("poisson_nll_loss", "target", target, input)
     dtype = _result_dtype("poisson_nll_loss", _poisson_probe, input, t)
     x, t = _in(dtype, input, t)
     if as_flag(log_input, "poisson_nll_loss", "log_input"):
@@ -278,7 +278,7 @@ def _checked_var(name: str, var: Any, input: Tensor) -> Tensor:
         if var < 0:
             raise _negative_var()
         return input.new_full(tuple(input.shape), float(var))
-    var = _operand(name, "var", var, input)
+    var = loss_operand(name, "var", var, input)
     if (var < 0).any().item():
         raise _negative_var()
     return var
@@ -324,7 +324,7 @@ def gaussian_nll_loss(
     """
     name = "gaussian_nll_loss"
     tensor_arg(name, input)
-    t = _operand(name, "target", target, input)
+    t = loss_operand(name, "target", target, input)
     v = _var_shaped(input, _checked_var(name, var, input))
     if reduction not in ("none", "mean", "sum"):
         raise ValueError(f"{reduction} is not valid")
@@ -362,9 +362,9 @@ def hinge_embedding_loss(
         >>> dtorch.nn.functional.hinge_embedding_loss(x, y, reduction="none").tolist()
         [0.75, 2.0]
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     tensor_arg("hinge_embedding_loss", input)
-    t = _operand("hinge_embedding_loss", "target", target, input)
+    t = loss_operand("hinge_embedding_loss", "target", target, input)
     dtype = _result_dtype("hinge_embedding_loss", _HINGE_PROBES[reduction], input, t)
     (x,) = _in(dtype, input)
     exact = dtype.is_floating_point or dtype.is_complex
@@ -396,9 +396,9 @@ def soft_margin_loss(
         >>> round(dtorch.nn.functional.soft_margin_loss(x, dtorch.ones(1)).item(), 4)
         0.6931
     """
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     tensor_arg("soft_margin_loss", input)
-    t = _operand("soft_margin_loss", "target", target, input)
+    t = loss_operand("soft_margin_loss", "target", target, input)
     dtype = _result_dtype("soft_margin_loss", _soft_margin_probe, input, t)
     loss = (-cast(input, dtype) * t).exp().log1p()
     return _mean_or_sum("soft_margin_loss", cast(loss, dtype), reduction)
@@ -427,14 +427,14 @@ def multilabel_soft_margin_loss(
         0.6931
     """
     name = "multilabel_soft_margin_loss"
-    reduction = _reduction(reduction, size_average, reduce)
+    reduction = reduction_of(reduction, size_average, reduce)
     tensor_arg(name, input)
-    t = _operand(name, "target", target, input)
+    t = loss_operand(name, "target", target, input)
     dtype = _result_dtype(name, _multilabel_probe, input, t)
     x, t = _in(dtype, input, t)
-    loss = -(t * _log_sigmoid(name, x) + (1 - t) * _log_sigmoid(name, -x))
+    loss = -(t * log_sigmoid_of(name, x) + (1 - t) * log_sigmoid_of(name, -x))
     if weight is not None:
-        loss = loss * _operand(name, "weight", weight, input)
+        loss = loss * loss_operand(name, "weight", weight, input)
     d = input.ndim - 1
     loss = loss.sum(d) / input.shape[d]
     return _mean_or_sum("multilabel_soft_margin_loss", loss, reduction)

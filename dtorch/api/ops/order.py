@@ -30,7 +30,7 @@ from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
 from dtorch.api.ops.reduce import splits
 from dtorch.api.ops.shape import expand, flatten, sizes
-from dtorch.api.ops.statistics import _named
+from dtorch.api.ops.statistics import named_refusals
 from dtorch.api.record import record, record_one, tensor_arg
 from dtorch.errors import DtypeError, PlacementError, ShapeError
 from dtorch.ir.params import (
@@ -201,7 +201,7 @@ def gather(input: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) ->
     return record_one("gather", GatherParam(d), (input, _index_arg("gather", input, index)))
 
 
-@_named
+@named_refusals
 @numpy_names
 def take_along_dim(input: Tensor, indices: Any, dim: int | None = None) -> Tensor:
     """torch's ``take_along_dim``: ``gather(dim, indices)`` after ``input`` and ``indices``

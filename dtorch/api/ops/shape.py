@@ -25,7 +25,7 @@ import dtorch.api.ops.take as _take
 from dtorch.api.create import beside
 from dtorch.api.dims import as_size, normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.basic_index import _slice
+from dtorch.api.ops.basic_index import slice_along
 from dtorch.api.ops.convert import checked_format
 from dtorch.api.record import not_a_tensor, record, tensor_arg
 from dtorch.api.strides import (
@@ -650,5 +650,5 @@ def _roll_dim(t: Tensor, dim: int, shift: int) -> Tensor:
     s = shift % size if size else 0
     if not s:
         return t
-    pieces = (_slice("roll", t, dim, size - s, s), _slice("roll", t, dim, 0, size - s))
+    pieces = (slice_along("roll", t, dim, size - s, s), slice_along("roll", t, dim, 0, size - s))
     return record("roll", ConcatParam(dim), pieces)[0]

@@ -25,7 +25,7 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import as_int, normalize_dim, numpy_names
 from dtorch.api.handle import is_tensor
-from dtorch.api.ops.basic_index import _slice, normalize_index, sliced
+from dtorch.api.ops.basic_index import normalize_index, slice_along, sliced
 from dtorch.api.ops.elementwise import binary
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import named_as, tensor_arg, with_inputs
@@ -93,7 +93,7 @@ def tensor_split(
     size = input.shape[d]
     bounds = _section_bounds(size, given) if isinstance(given, int) else _index_bounds(given)
     pieces = (slice(a, b).indices(size)[:2] for a, b in bounds)
-    return tuple(_slice("tensor_split", input, d, a, max(0, b - a)) for a, b in pieces)
+    return tuple(slice_along("tensor_split", input, d, a, max(0, b - a)) for a, b in pieces)
 
 
 def _split_arg(either: Any, sections: Any, indices: Any) -> int | list[int]:
@@ -183,7 +183,10 @@ def diff(
         if size == 0:
             break
         x = binary(
-            kind, "diff", _slice("diff", x, d, 1, size - 1), _slice("diff", x, d, 0, size - 1)
+            kind,
+            "diff",
+            slice_along("diff", x, d, 1, size - 1),
+            slice_along("diff", x, d, 0, size - 1),
         )
     return x
 

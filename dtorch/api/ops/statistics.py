@@ -62,7 +62,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _UNBIASED = frozenset({"var", "std", "var_mean", "std_mean"})
 
 
-def _named(fn: _F) -> _F:
+def named_refusals(fn: _F) -> _F:
     """Refusals of the operators ``fn`` records name ``fn`` first (``var: mean: ...``): the
     user called ``var``, which records a ``mean``."""
     prefix = fn.__name__
@@ -182,8 +182,8 @@ def _real(dtype: torch.dtype) -> torch.dtype:
     return dtype.to_real() if dtype.is_complex else dtype
 
 
-@numpy_names  # outermost: _named reads the renamed dim
-@_named
+@numpy_names  # outermost: named_refusals reads the renamed dim
+@named_refusals
 def var(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -200,8 +200,8 @@ def var(
     return _narrowed(variance, _real(input.dtype))
 
 
-@numpy_names  # outermost: _named reads the renamed dim
-@_named
+@numpy_names  # outermost: named_refusals reads the renamed dim
+@named_refusals
 def std(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -218,8 +218,8 @@ def std(
     return sum_partials(variance).sqrt().to(_real(input.dtype))
 
 
-@numpy_names  # outermost: _named reads the renamed dim
-@_named
+@numpy_names  # outermost: named_refusals reads the renamed dim
+@named_refusals
 def var_mean(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -240,8 +240,8 @@ def var_mean(
     return _narrowed(moments.variance, _real(input.dtype)), _narrowed(mean, input.dtype)
 
 
-@numpy_names  # outermost: _named reads the renamed dim
-@_named
+@numpy_names  # outermost: named_refusals reads the renamed dim
+@named_refusals
 def std_mean(
     input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
     correction: Any = None,
@@ -260,8 +260,8 @@ def std_mean(
     return deviation.to(_real(input.dtype)), mean.to(input.dtype)
 
 
-@numpy_names  # outermost: _named reads the renamed dim
-@_named
+@numpy_names  # outermost: named_refusals reads the renamed dim
+@named_refusals
 def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``dim``, shifted by the maximum so that it neither overflows
     nor underflows (an infinite maximum shifts by 0); integers give the default float dtype.
@@ -300,7 +300,7 @@ def _order(p: Any) -> float:
     return float(p)
 
 
-@_named
+@named_refusals
 def norm(
     input: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
     dtype: torch.dtype | None = None,
@@ -357,8 +357,8 @@ def _vector_norm(size: Tensor, order: float, dims: tuple[int, ...], keepdim: boo
     return total.sqrt() if order == 2 else total ** (1.0 / order)
 
 
-@numpy_names  # outermost: _named reads the renamed dim
-@_named
+@numpy_names  # outermost: named_refusals reads the renamed dim
+@named_refusals
 def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     """The number of non-zero values over ``dim`` (None or ``()``: every dim), int64.
 
@@ -372,8 +372,8 @@ def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     return reduce(ReduceKind.SUM, "count_nonzero", input != 0, dims)
 
 
-@numpy_names  # outermost: _named reads the renamed dim
-@_named
+@numpy_names  # outermost: named_refusals reads the renamed dim
+@named_refusals
 def nansum(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:
@@ -390,8 +390,8 @@ def nansum(
     return reduce(ReduceKind.SUM, "nansum", x, dim, keepdim, dtype)
 
 
-@numpy_names  # outermost: _named reads the renamed dim
-@_named
+@numpy_names  # outermost: named_refusals reads the renamed dim
+@named_refusals
 def nanmean(
     input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: torch.dtype | None = None
 ) -> Tensor:

@@ -28,7 +28,7 @@ from dtorch.api.ops.convert import cast
 from dtorch.api.ops.elementwise import clamp
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.shape import expand
-from dtorch.api.ops.statistics import _named, norm
+from dtorch.api.ops.statistics import named_refusals, norm
 from dtorch.api.record import with_inputs
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.rules.elementwise import broadcast_or_reason
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-@_named
+@named_refusals
 def normalize(
     input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Any = None
 ) -> Tensor:
@@ -56,7 +56,7 @@ def normalize(
 
 
 @with_inputs
-@_named
+@named_refusals
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """``torch.nn.functional.cosine_similarity``, torch's formula: the sum over ``dim`` of
     ``(x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps))`` (each divided by its clamped 2-norm

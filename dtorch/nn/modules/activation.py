@@ -31,7 +31,7 @@ from dtorch.nn.modules.linear import Device, check_mesh_or_device
 from dtorch.nn.modules.module import Module
 
 
-def _inplace_repr(inplace: bool, sep: str = "") -> str:
+def inplace_repr(inplace: bool, sep: str = "") -> str:
     # torch's layers name inplace only when it is set (after ``sep``, behind other fields)
     return f"{sep}inplace=True" if inplace else ""
 
@@ -73,7 +73,7 @@ class ReLU(_NoParameters):
         return F.relu(input, inplace=self.inplace)
 
     def extra_repr(self) -> str:
-        return _inplace_repr(self.inplace)
+        return inplace_repr(self.inplace)
 
 
 class GELU(_NoParameters):
@@ -110,7 +110,7 @@ class SiLU(_NoParameters):
         return input.copy_(out) if self.inplace else out
 
     def extra_repr(self) -> str:
-        return _inplace_repr(self.inplace)
+        return inplace_repr(self.inplace)
 
 
 class Sigmoid(_NoParameters):
@@ -201,7 +201,7 @@ class Hardtanh(_NoParameters):
         return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}" + _inplace_repr(self.inplace, ", ")
+        return f"min_val={self.min_val}, max_val={self.max_val}" + inplace_repr(self.inplace, ", ")
 
 
 def _deprecated(old: str, new: str, given: float | None, value: float) -> float:
@@ -234,7 +234,7 @@ class ReLU6(_NoParameters):
         return F.relu6(input, self.inplace)
 
     def extra_repr(self) -> str:
-        return _inplace_repr(self.inplace)
+        return inplace_repr(self.inplace)
 
 
 __all__ = ["GELU", "Hardtanh", "LogSoftmax", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Softmax", "Tanh"]

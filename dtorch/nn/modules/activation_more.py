@@ -22,7 +22,7 @@ from typing import Any
 
 from dtorch.api.tensor import Tensor
 from dtorch.nn import functional as F
-from dtorch.nn.modules.activation import _inplace_repr, _NoParameters
+from dtorch.nn.modules.activation import _NoParameters, inplace_repr
 
 
 class Softplus(_NoParameters):
@@ -93,7 +93,7 @@ class Mish(_NoParameters):
         return F.mish(input, self.inplace)
 
     def extra_repr(self) -> str:
-        return _inplace_repr(self.inplace)
+        return inplace_repr(self.inplace)
 
 
 class SELU(_NoParameters):
@@ -108,7 +108,7 @@ class SELU(_NoParameters):
         return F.selu(input, self.inplace)
 
     def extra_repr(self) -> str:
-        return _inplace_repr(self.inplace)
+        return inplace_repr(self.inplace)
 
 
 class CELU(_NoParameters):
@@ -129,7 +129,7 @@ class CELU(_NoParameters):
         return F.celu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha}" + _inplace_repr(self.inplace, ", ")
+        return f"alpha={self.alpha}" + inplace_repr(self.inplace, ", ")
 
 
 class Softsign(_NoParameters):
@@ -207,7 +207,7 @@ class Threshold(_NoParameters):
         return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self) -> str:
-        inplace = _inplace_repr(self.inplace, ", ")
+        inplace = inplace_repr(self.inplace, ", ")
         return f"threshold={self.threshold}, value={self.value}{inplace}"
 
 

@@ -162,16 +162,16 @@ class Conv2d(_ConvNd):
             "Conv2d", in_channels=in_channels, out_channels=out_channels
         )
         kernel_size, stride, padding, dilation, groups = map(
-            _ints, (kernel_size, stride, padding, dilation, groups)
+            index_ints, (kernel_size, stride, padding, dilation, groups)
         )
         dtype = check_float("Conv2d", dtype)
-        _check_groups("Conv2d", in_channels, out_channels, groups)
+        check_groups("Conv2d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = int_pair("Conv2d", "kernel_size", kernel_size)
         self.stride = int_pair("Conv2d", "stride", stride)
         self.dilation = int_pair("Conv2d", "dilation", dilation)
         self.padding = _padding(padding, self.stride)
-        self.padding_mode = _padding_mode(padding_mode)
+        self.padding_mode = checked_padding_mode(padding_mode)
         self.transposed, self.output_padding = False, (0, 0)  # torch's _ConvNd attributes
         self._reversed_padding_repeated_twice = _reversed_padding(
             self.padding, self.kernel_size, self.dilation
@@ -181,17 +181,17 @@ class Conv2d(_ConvNd):
     _function = staticmethod(conv2d)
 
 
-def _ints(value: Any) -> Any:
+def index_ints(value: Any) -> Any:
     """Sizes torch takes (a numpy int, or a tuple of them: ``operator.index``) as ints;
     anything else as given, for the checks to refuse."""
     if hasattr(value, "__index__"):
         return operator.index(value)
     if isinstance(value, (tuple, list)):
-        return tuple(_ints(v) for v in value)
+        return tuple(index_ints(v) for v in value)
     return value
 
 
-def _check_groups(layer: str, in_channels: int, out_channels: int, groups: int) -> None:
+def check_groups(layer: str, in_channels: int, out_channels: int, groups: int) -> None:
     # torch's messages, at construction
     if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
         raise ValueError(f"{layer}: groups must be a positive integer, got {groups!r}")
@@ -213,7 +213,7 @@ def _padding(padding: str | IntOrPair, stride: tuple[int, int]) -> str | tuple[i
     return padding
 
 
-def _padding_mode(mode: str, layer: str = "Conv2d") -> str:
+def checked_padding_mode(mode: str, layer: str = "Conv2d") -> str:
     # torch refuses other modes at construction
     if mode not in _PADDING_MODES:
         raise ValueError(f"{layer}: padding_mode must be one of {_PADDING_MODES}, got {mode!r}")
@@ -272,16 +272,16 @@ class Conv1d(_ConvNd):
             "Conv1d", in_channels=in_channels, out_channels=out_channels
         )
         kernel_size, stride, padding, dilation, groups = map(
-            _ints, (kernel_size, stride, padding, dilation, groups)
+            index_ints, (kernel_size, stride, padding, dilation, groups)
         )
         dtype = check_float("Conv1d", dtype)
-        _check_groups("Conv1d", in_channels, out_channels, groups)
+        check_groups("Conv1d", in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = (_single("kernel_size", kernel_size),)
         self.stride = (_single("stride", stride),)
         self.dilation = (_single("dilation", dilation),)
         self.padding = _padding_1d(padding, self.stride)
-        self.padding_mode = _padding_mode(padding_mode, "Conv1d")
+        self.padding_mode = checked_padding_mode(padding_mode, "Conv1d")
         self.transposed, self.output_padding = False, (0,)  # torch's _ConvNd attributes
         self._reversed_padding_repeated_twice = _reversed_padding_1d(
             self.padding, self.kernel_size, self.dilation

@@ -47,7 +47,7 @@ from dtorch.api.ops.volumetric import int_triple
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Replicate
-from dtorch.nn.modules.conv import _check_groups, _ints
+from dtorch.nn.modules.conv import check_groups, index_ints
 from dtorch.nn.modules.dropout import Dropout
 from dtorch.nn.modules.linear import Device, check_features, check_float, resolve_mesh, uniform_
 from dtorch.nn.modules.module import Module
@@ -236,7 +236,7 @@ class PairwiseDistance(Module):
 def _sizes(rank: int, layer: str, what: str, value: Any, low: int) -> tuple[int, ...]:
     """A layer's size argument as ``rank`` ints, each at least ``low`` (torch's ``_single``,
     ``_pair``, ``_triple``)."""
-    value = _ints(value)
+    value = index_ints(value)
     if rank == 1:
         return (int_one(layer, what, value, low=low),)
     return (int_pair if rank == 2 else int_triple)(layer, what, value, low=low)
@@ -290,7 +290,7 @@ class _ConvTransposeNd(Module):
         in_channels, out_channels, groups = check_features(
             layer, in_channels=sizes[0], out_channels=sizes[1], groups=how["groups"]
         )
-        _check_groups(layer, in_channels, out_channels, groups)
+        check_groups(layer, in_channels, out_channels, groups)
         if how["padding_mode"] != "zeros":  # torch's message
             raise ValueError(f'Only "zeros" padding mode is supported for {layer}')
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups

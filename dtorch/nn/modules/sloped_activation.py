@@ -17,7 +17,7 @@ import torch
 from dtorch.api.ops.activations import elu, leaky_relu
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.nn.modules.activation import _inplace_repr
+from dtorch.nn.modules.activation import inplace_repr
 from dtorch.nn.modules.linear import Device, check_mesh_or_device
 from dtorch.nn.modules.module import Module
 
@@ -48,7 +48,7 @@ class LeakyReLU(Module):
         return leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}" + _inplace_repr(self.inplace, ", ")
+        return f"negative_slope={self.negative_slope}" + inplace_repr(self.inplace, ", ")
 
 
 class ELU(Module):
@@ -77,7 +77,7 @@ class ELU(Module):
         return elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha}" + _inplace_repr(self.inplace, ", ")
+        return f"alpha={self.alpha}" + inplace_repr(self.inplace, ", ")
 
 
 __all__ = ["ELU", "LeakyReLU"]

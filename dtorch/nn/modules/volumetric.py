@@ -40,7 +40,7 @@ from dtorch.api.ops.volumetric import (
 )
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.nn.modules.conv import _check_groups, _ConvNd, _ints, _padding_mode
+from dtorch.nn.modules.conv import _ConvNd, check_groups, checked_padding_mode, index_ints
 from dtorch.nn.modules.linear import Device, check_features, check_float
 from dtorch.nn.modules.nn_more import _ConvTransposeNd, _InstanceNorm
 from dtorch.nn.modules.padding import _Pad
@@ -105,16 +105,16 @@ class Conv3d(_ConvNd):
             name, in_channels=in_channels, out_channels=out_channels
         )
         kernel_size, stride, padding, dilation, groups = map(
-            _ints, (kernel_size, stride, padding, dilation, groups)
+            index_ints, (kernel_size, stride, padding, dilation, groups)
         )
         dtype = check_float(name, dtype)
-        _check_groups(name, in_channels, out_channels, groups)
+        check_groups(name, in_channels, out_channels, groups)
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = int_triple(name, "kernel_size", kernel_size)
         self.stride = int_triple(name, "stride", stride)
         self.dilation = int_triple(name, "dilation", dilation)
         self.padding = _padding(padding, self.stride)
-        self.padding_mode = _padding_mode(padding_mode, name)
+        self.padding_mode = checked_padding_mode(padding_mode, name)
         self.transposed, self.output_padding = False, (0, 0, 0)  # torch's _ConvNd attributes
         self._reversed_padding_repeated_twice = _reversed_padding(
             self.padding, self.kernel_size, self.dilation
