@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 
-def _one(name: str, param: LinalgParam, *inputs: Tensor) -> Tensor:
+def one_result(name: str, param: LinalgParam, *inputs: Tensor) -> Tensor:
     # one result: the Linalg operator of ``param`` on ``inputs``
     for i, t in enumerate(inputs):
         tensor_arg(name, t, f"input {i}")
@@ -46,7 +46,7 @@ def _named(name: str, kind: str, param: LinalgParam, a: Tensor) -> Any:
     return getattr(torch.return_types, kind)(record(name, param, (a,)))
 
 
-def _tolerance(name: str, arg: str, value: Any) -> float | None:
+def checked_tolerance(name: str, arg: str, value: Any) -> float | None:
     # pinv's and matrix_rank's atol/rtol: None or a Python number (not a tensor)
     if value is None:
         return None
@@ -63,7 +63,7 @@ def det(A: Tensor) -> Tensor:
         >>> dtorch.linalg.det(dtorch.tensor([[1.0, 2.0], [3.0, 4.0]])).item()
         -2.0
     """
-    return _one("linalg.det", LinalgParam(LinalgKind.DET), A)
+    return one_result("linalg.det", LinalgParam(LinalgKind.DET), A)
 
 
 def slogdet(A: Tensor) -> Any:
@@ -87,7 +87,7 @@ def logdet(A: Tensor) -> Tensor:
         >>> round(dtorch.logdet(dtorch.tensor([[2.0, 0.0], [0.0, 0.5]])).item(), 6)
         0.0
     """
-    return _one("logdet", LinalgParam(LinalgKind.LOGDET), A)
+    return one_result("logdet", LinalgParam(LinalgKind.LOGDET), A)
 
 
 def inv(A: Tensor) -> Tensor:
@@ -99,7 +99,7 @@ def inv(A: Tensor) -> Tensor:
         >>> dtorch.linalg.inv(dtorch.tensor([[2.0, 0.0], [0.0, 4.0]])).tolist()
         [[0.5, 0.0], [0.0, 0.25]]
     """
-    return _one("linalg.inv", LinalgParam(LinalgKind.INV), A)
+    return one_result("linalg.inv", LinalgParam(LinalgKind.INV), A)
 
 
 def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
@@ -124,9 +124,9 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
             "accepted: a B of A's number of dims (B / A.squeeze(-1) for 1x1 matrices)"
         )
     b = B.unsqueeze(-1) if vector else B
-    a, b = _broadcast_batches(name, A, b)
+    a, b = broadcast_batches(name, A, b)
     try:
-        x = _one(name, param, a, b)
+        x = one_result(name, param, a, b)
     except PlacementError as error:
         if a is A and b is B:
             raise
@@ -135,7 +135,7 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     return x.squeeze(-1) if vector else x
 
 
-def _broadcast_batches(name: str, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+def broadcast_batches(name: str, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     # the batch dims of both inputs expanded to their common shape (torch broadcasts them)
     if a.ndim < 2 or b.ndim < 2:
         return a, b  # the rule refuses with torch's message
@@ -143,10 +143,10 @@ def _broadcast_batches(name: str, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]
         batch = torch.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
     except RuntimeError as error:
         raise ParamError(f"{name}: the batch dims do not broadcast: {error}") from None
-    return _expanded(a, tuple(batch)), _expanded(b, tuple(batch))
+    return expanded_batches(a, tuple(batch)), expanded_batches(b, tuple(batch))
 
 
-def _expanded(t: Tensor, batch: tuple[int, ...]) -> Tensor:
+def expanded_batches(t: Tensor, batch: tuple[int, ...]) -> Tensor:
     return t if tuple(t.shape[:-2]) == batch else t.expand(*batch, *t.shape[-2:])
 
 
@@ -160,7 +160,7 @@ def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
         [[2.0, 0.0], [1.0, 2.0]]
     """
     flag = as_flag(upper, "linalg.cholesky", "upper")
-    return _one("linalg.cholesky", LinalgParam(LinalgKind.CHOLESKY, flag=flag), A)
+    return one_result("linalg.cholesky", LinalgParam(LinalgKind.CHOLESKY, flag=flag), A)
 
 
 def qr(A: Tensor, mode: str = "reduced") -> Any:
@@ -209,7 +209,7 @@ def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
         [1.0, 2.0]
     """
     param = LinalgParam(LinalgKind.EIGVALSH, mode=_uplo("linalg.eigvalsh", UPLO))
-    return _one("linalg.eigvalsh", param, A)
+    return one_result("linalg.eigvalsh", param, A)
 
 
 def svd(A: Tensor, full_matrices: bool = True) -> Any:
@@ -233,7 +233,7 @@ def svdvals(A: Tensor) -> Tensor:
         >>> dtorch.linalg.svdvals(dtorch.tensor([[3.0, 0.0], [0.0, -4.0]])).tolist()
         [4.0, 3.0]
     """
-    return _one("linalg.svdvals", LinalgParam(LinalgKind.SVDVALS), A)
+    return one_result("linalg.svdvals", LinalgParam(LinalgKind.SVDVALS), A)
 
 
 def pinv(
@@ -249,7 +249,7 @@ def pinv(
     """
     name = "linalg.pinv"
     atol, rtol = _older("rcond", rcond, atol, rtol, (0.0, rcond), name)
-    return _one(name, _tolerances(name, LinalgKind.PINV, atol, rtol, hermitian), A)
+    return one_result(name, _tolerances(name, LinalgKind.PINV, atol, rtol, hermitian), A)
 
 
 def _older(
@@ -278,7 +278,7 @@ def matrix_rank(
     """
     name = "linalg.matrix_rank"
     atol, rtol = _older("tol", tol, atol, rtol, (tol, 0.0), name)
-    return _one(name, _tolerances(name, LinalgKind.MATRIX_RANK, atol, rtol, hermitian), A)
+    return one_result(name, _tolerances(name, LinalgKind.MATRIX_RANK, atol, rtol, hermitian), A)
 
 
 def _tolerances(name: str, kind: LinalgKind, atol: Any, rtol: Any, hermitian: Any) -> LinalgParam:
@@ -286,8 +286,8 @@ def _tolerances(name: str, kind: LinalgKind, atol: Any, rtol: Any, hermitian: An
     return LinalgParam(
         kind,
         flag=as_flag(hermitian, name, "hermitian"),
-        atol=_tolerance(name, "atol", atol),
-        rtol=_tolerance(name, "rtol", rtol),
+        atol=checked_tolerance(name, "atol", atol),
+        rtol=checked_tolerance(name, "rtol", rtol),
     )
 
 
@@ -309,7 +309,7 @@ def matrix_power(A: Tensor, n: int) -> Tensor:
             f"linalg.matrix_power: n={power} has no negation in int64 (torch never returns); "
             f"accepted: {_LEAST_INT64 + 1} <= n <= {-(_LEAST_INT64 + 1)}"
         )
-    return _one("linalg.matrix_power", LinalgParam(LinalgKind.MATRIX_POWER, n=power), A)
+    return one_result("linalg.matrix_power", LinalgParam(LinalgKind.MATRIX_POWER, n=power), A)
 
 
 def matrix_exp(A: Tensor) -> Tensor:
@@ -320,4 +320,4 @@ def matrix_exp(A: Tensor) -> Tensor:
         >>> dtorch.linalg.matrix_exp(dtorch.zeros(2, 2)).tolist()
         [[1.0, 0.0], [0.0, 1.0]]
     """
-    return _one("linalg.matrix_exp", LinalgParam(LinalgKind.MATRIX_EXP), A)
+    return one_result("linalg.matrix_exp", LinalgParam(LinalgKind.MATRIX_EXP), A)

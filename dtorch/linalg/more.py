@@ -160,11 +160,11 @@ def lu_solve(
         tensor_arg(name, t, what)
     flags = flag_bits(name, left=left, adjoint=adjoint)
     _refuse_other_pivots(name, LU, pivots)
-    lu_, b = _mx._broadcast_batches(name, LU, B)
+    lu_, b = _mx.broadcast_batches(name, LU, B)
     piv = column(pivots)
     if lu_.ndim >= 2 and piv.ndim >= 2 and tuple(piv.shape[:-2]) != tuple(lu_.shape[:-2]):
-        piv = _mx._expanded(piv, tuple(lu_.shape[:-2]))  # LU's batch broadcast with B's
-    return _mx._one(name, LinalgParam(LinalgKind.LU_SOLVE, n=flags), lu_, piv, b)
+        piv = _mx.expanded_batches(piv, tuple(lu_.shape[:-2]))  # LU's batch broadcast with B's
+    return _mx.one_result(name, LinalgParam(LinalgKind.LU_SOLVE, n=flags), lu_, piv, b)
 
 
 def _refuse_other_pivots(name: str, LU: Tensor, pivots: Tensor) -> None:
@@ -193,8 +193,8 @@ def solve_triangular(
     tensor_arg(name, A, "A")
     tensor_arg(name, B, "B")
     flags = flag_bits(name, upper=upper, left=left, unitriangular=unitriangular)
-    a, b = _mx._broadcast_batches(name, A, B)
-    return _mx._one(name, LinalgParam(LinalgKind.SOLVE_TRIANGULAR, n=flags), a, b)
+    a, b = _mx.broadcast_batches(name, A, B)
+    return _mx.one_result(name, LinalgParam(LinalgKind.SOLVE_TRIANGULAR, n=flags), a, b)
 
 
 def inv_ex(A: Tensor, *, check_errors: bool = False) -> Any:
@@ -237,7 +237,7 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     """
     name = "linalg.householder_product"
     tensor_arg(name, tau, "tau")
-    return _mx._one(name, LinalgParam(LinalgKind.HOUSEHOLDER_PRODUCT), A, column(tau))
+    return _mx.one_result(name, LinalgParam(LinalgKind.HOUSEHOLDER_PRODUCT), A, column(tau))
 
 
 _ORDERS = ("fro", "nuc")
@@ -257,14 +257,14 @@ def cond(A: Tensor, p: Any = None) -> Tensor:
         if p not in _ORDERS:
             raise ParamError(f"{name}: got an invalid norm type {p!r}; accepted: None, 2, -2, "
                              f"1, -1, inf, -inf, 'fro', 'nuc'")  # fmt: skip
-        return _mx._one(name, LinalgParam(LinalgKind.COND, mode=p), A)
+        return _mx.one_result(name, LinalgParam(LinalgKind.COND, mode=p), A)
     if isinstance(p, bool):  # torch reads a bool as the number
         p = int(p)
     if p is not None and p not in (2, -2, 1, -1, math.inf, -math.inf):
         raise ParamError(f"{name}: got an invalid norm type {p!r}; accepted: None, 2, -2, 1, "
                          f"-1, inf, -inf, 'fro', 'nuc'")  # fmt: skip
     atol = None if p is None else float(p)
-    return _mx._one(name, LinalgParam(LinalgKind.COND, atol=atol), A)
+    return _mx.one_result(name, LinalgParam(LinalgKind.COND, atol=atol), A)
 
 
 def eig(A: Tensor) -> Any:
@@ -287,7 +287,7 @@ def eigvals(A: Tensor) -> Tensor:
         >>> dtorch.linalg.eigvals(dtorch.tensor([[2.0, 0.0], [0.0, 3.0]])).tolist()
         [(2+0j), (3+0j)]
     """
-    return _mx._one("linalg.eigvals", LinalgParam(LinalgKind.EIGVALS), A)
+    return _mx.one_result("linalg.eigvals", LinalgParam(LinalgKind.EIGVALS), A)
 
 
 def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: str | None = None) -> Any:
@@ -306,7 +306,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: str | None = None)
     name = "linalg.lstsq"
     tensor_arg(name, A, "A")
     tensor_arg(name, B, "B")
-    rc = _mx._tolerance(name, "rcond", rcond)
+    rc = _mx.checked_tolerance(name, "rcond", rcond)
     if driver is not None and driver not in ("gels", "gelsy", "gelsd", "gelss"):
         raise ParamError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, "
                          f"gelss), got {driver!r}")  # fmt: skip

@@ -56,7 +56,8 @@ def cholesky_inverse(input: Tensor, upper: bool = False) -> Tensor:
         [[0.25, 0.0], [0.0, 1.0]]
     """
     flag = as_flag(upper, "cholesky_inverse", "upper")
-    return _mx._one("cholesky_inverse", LinalgParam(LinalgKind.CHOLESKY_INVERSE, flag=flag), input)
+    param = LinalgParam(LinalgKind.CHOLESKY_INVERSE, flag=flag)
+    return _mx.one_result("cholesky_inverse", param, input)
 
 
 def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False) -> Tensor:
@@ -73,8 +74,8 @@ def cholesky_solve(input: Tensor, input2: Tensor, upper: bool = False) -> Tensor
     tensor_arg(name, input, "input")
     tensor_arg(name, input2, "input2")
     param = LinalgParam(LinalgKind.CHOLESKY_SOLVE, flag=as_flag(upper, name, "upper"))
-    b, a = _mx._broadcast_batches(name, input, input2)
-    return _mx._one(name, param, b, a)
+    b, a = _mx.broadcast_batches(name, input, input2)
+    return _mx.one_result(name, param, b, a)
 
 
 @composite("qr")  # refusals name the function called
@@ -115,7 +116,7 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
         >>> dtorch.pinverse(dtorch.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
         [[0.5, 0.0], [0.0, 0.0]]
     """
-    return _mx.pinv(input, _mx._tolerance("pinverse", "rcond", rcond))
+    return _mx.pinv(input, _mx.checked_tolerance("pinverse", "rcond", rcond))
 
 
 @composite("matrix_power")  # refusals name the function called
@@ -230,7 +231,7 @@ def triangular_solve(
     tensor_arg(name, input, "input")
     tensor_arg(name, A, "A")
     flags = _more.flag_bits(name, upper=upper, transpose=transpose, unitriangular=unitriangular)
-    b, a = _mx._broadcast_batches(name, input, A)
+    b, a = _mx.broadcast_batches(name, input, A)
     param = LinalgParam(LinalgKind.TRIANGULAR_SOLVE, n=flags)
     return _more.named(name, "triangular_solve", param, b, a)
 
@@ -276,7 +277,7 @@ def ormqr(
     tensor_arg(name, input2, "input2")
     flags = _more.flag_bits(name, left=left, transpose=transpose)
     param = LinalgParam(LinalgKind.ORMQR, n=flags)
-    return _mx._one(name, param, input, _more.column(input2), input3)
+    return _mx.one_result(name, param, input, _more.column(input2), input3)
 
 
 @composite("chain_matmul")

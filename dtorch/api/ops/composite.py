@@ -58,7 +58,7 @@ _TORCH: dict[str, Callable[..., torch.Tensor]] = {
 }
 
 
-def _spec(value: Any) -> ProbeOperand:
+def probe_spec(value: Any) -> ProbeOperand:
     if isinstance(value, TensorBase):
         return value.dtype, not value.shape
     return type(value)(1) if isinstance(value, (bool, int)) else 0.5
@@ -67,7 +67,7 @@ def _spec(value: Any) -> ProbeOperand:
 def result_dtype(name: str, *operands: Any) -> torch.dtype:
     """torch's result dtype of ``name`` on these tensors and numbers, or its refusal as a
     DtypeError (``lerp`` of integers, ``addcdiv`` of integers, ``addmm`` of mixed dtypes)."""
-    return function_dtype(name, _TORCH[name], tuple(_spec(v) for v in operands))
+    return function_dtype(name, _TORCH[name], tuple(probe_spec(v) for v in operands))
 
 
 def _tensor(name: str, arg: str, value: Any) -> Tensor:
@@ -91,7 +91,7 @@ def _in(dtype: torch.dtype, number: bool | int | float) -> bool | int | float:
     return number if dtype.is_floating_point or dtype.is_complex else int(number)
 
 
-def _work(dtype: torch.dtype) -> torch.dtype:
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in _REDUCED else dtype
 
 
@@ -108,7 +108,7 @@ def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:
     _tensor("lerp", "input", input), _tensor("lerp", "end", end)
     w = weight if isinstance(weight, TensorBase) else _number("lerp", "weight", weight)
     dtype = result_dtype("lerp", input, end, w)
-    work = _work(dtype)
+    work = work_dtype(dtype)
     a, b = cast(input, work), cast(end, work)
     diff = binary(BinaryKind.SUB, "lerp", b, a)
     if isinstance(w, TensorBase):
@@ -160,7 +160,7 @@ def _addc(kind: BinaryKind, name: str, input: Any, t1: Any, t2: Any, value: Any)
     tensors = [_tensor(name, arg, v) for arg, v in args]
     number = _number(name, "value", value)
     dtype = result_dtype(name, *tensors, number)
-    work = _work(dtype)
+    work = work_dtype(dtype)
     base, a, b = (cast(t, work) for t in tensors)
     number = _in(dtype, number)  # torch's (value * tensor1) <op> tensor2; * 1 is exact
     scaled = a if number == 1 else binary(BinaryKind.MUL, name, a, number)
@@ -187,7 +187,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: An
     b, a = _number("addmm", "beta", beta), _number("addmm", "alpha", alpha)
     dtype = result_dtype("addmm", x, m1, m2, b, a)
     b, a = _in(dtype, b), _in(dtype, a)
-    work = _work(dtype)
+    work = work_dtype(dtype)
     x, m1, m2 = cast(x, work), cast(m1, work), cast(m2, work)
     if a == 0:
         return cast(_scaled_input(x, size, b), dtype)
@@ -260,7 +260,7 @@ def xlogy(input: Any, other: Any) -> Tensor:
         >>> dtorch.xlogy(dtorch.tensor([0.0, 2.0]), dtorch.tensor([0.0, 1.0])).tolist()
         [0.0, 0.0]
     """
-    x, y = _operands("xlogy", input, other)
+    x, y = tensor_operands("xlogy", input, other)
     dtype = result_dtype("xlogy", x, y)
     x, y = cast(x, dtype), cast(y, dtype)  # torch's kernel rounds log(y) to the dtype too
     out = binary(BinaryKind.MUL, "xlogy", x, unary(MathKind.LOG, "xlogy", y))
@@ -277,9 +277,9 @@ def logaddexp(input: Any, other: Any) -> Tensor:
         >>> round(dtorch.logaddexp(dtorch.tensor([0.0]), dtorch.tensor([0.0])).item(), 4)
         0.6931
     """
-    a, b = _operands("logaddexp", input, other)
+    a, b = tensor_operands("logaddexp", input, other)
     dtype = result_dtype("logaddexp", a, b)
-    work = _work(dtype)
+    work = work_dtype(dtype)
     a, b = cast(a, work), cast(b, work)
     name, m, op = "logaddexp", MathKind, BinaryKind
     gap = unary(m.NEG, name, unary(m.ABS, name, binary(op.SUB, name, a, b)))
@@ -290,7 +290,7 @@ def logaddexp(input: Any, other: Any) -> Tensor:
     return cast(select(name, same_infinity, a, out), dtype)
 
 
-def _operands(name: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
+def tensor_operands(name: str, a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Both operands as tensors: a number (or 0-d torch tensor) becomes a 0-d Replicate tensor
     on the other's mesh, which promotes as the number does."""
     like = a if isinstance(a, TensorBase) else b

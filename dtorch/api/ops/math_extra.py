@@ -431,9 +431,9 @@ def logaddexp2(input: Any, other: Any) -> Tensor:
         >>> dtorch.logaddexp2(dtorch.tensor([1.0]), dtorch.tensor([1.0])).item()
         2.0
     """
-    a, b = _cm._operands("logaddexp2", input, other)
-    dtype = function_dtype("logaddexp2", torch.logaddexp2, (_cm._spec(a), _cm._spec(b)))
-    work = _cm._work(dtype)
+    a, b = _cm.tensor_operands("logaddexp2", input, other)
+    dtype = function_dtype("logaddexp2", torch.logaddexp2, (_cm.probe_spec(a), _cm.probe_spec(b)))
+    work = _cm.work_dtype(dtype)
     a, b = cast(a, work), cast(b, work)
     gap = (a - b).abs().neg()
     out = a.maximum(b) + unary(MathKind.EXP2, "logaddexp2", gap).log1p() * (1 / math.log(2))
