@@ -8,14 +8,21 @@ tensor among its arguments runs dtorch's function of the same name in the same n
 written with torch's functions - as DTensor users write it - runs on dtorch tensors unchanged,
 with dtorch's placement rules. A torch function dtorch has no counterpart of raises TypeError
 naming it, and so does a torch tensor's method given a dtorch tensor (``torch_tensor + t``:
-Python then tries ``t.__radd__``, which refuses the torch tensor); a call that mixes dtorch and
-torch tensors gets dtorch's own refusal (convert the torch tensor with ``dtorch.tensor``, or
-gather the dtorch one with ``to_torch()``). ``torch.Tensor.add(t)`` itself never gets here:
-torch's methods check their ``self`` first.
+Python then tries ``t.__radd__``, which refuses the torch tensor). A call that mixes dtorch and
+torch tensors is dtorch's function's to judge, as if called as ``dtorch.<name>``: most refuse
+the torch tensor (convert it with ``dtorch.tensor``, or gather the dtorch one with
+``to_torch()``); a few take one where dtorch takes it (an index table, a 0-d scalar). torch
+asks nobody for what it never lets be overridden (``torch.tensor(t)``, ``torch.as_tensor(t)``,
+the creation functions, ``torch.rand_like(t)``: ``torch.overrides.get_ignored_functions()``),
+nor for a torch method called on a dtorch tensor (``torch.Tensor.add(t, 1)``: torch checks
+``self`` first): call ``t.to_torch()`` or dtorch's own function there.
 
 torch passes a Python function's keyword arguments on in full (``F.softmax`` passes
-``_stacklevel``); one that dtorch's counterpart does not take is dropped when it holds torch's
-default, and refused otherwise, so no argument is silently ignored.
+``_stacklevel``, ``torch.lu`` ``out=None``); one that dtorch's counterpart does not take is
+dropped when it holds torch's default (None where torch's cannot be read), and refused
+otherwise, so no argument is silently ignored. ``torch.trace`` is the matrix trace
+(``Tensor.trace``; ``dtorch.trace`` traces programs), and the list forms ``torch.meshgrid([a,
+b])`` and ``torch.atleast_2d((a, b))`` work as the argument-list ones do.
 
 Example:
     >>> import torch, dtorch
@@ -49,6 +56,17 @@ class Counterpart:
     name: str  # its public name, ``dtorch.nn.functional.relu``
     takes: frozenset[str] | None
     defaults: Mapping[str, Any]
+    method: bool  # a Tensor method (its first parameter ``self``, torch's ``input``)
+
+
+#: torch's C++ functions (``torch._VF``) that torch's Python wrappers of these names call with
+#: their list forms (``torch.meshgrid([a, b])``, ``torch.atleast_2d((a, b))``): the wrapper's
+#: own check does not look inside the list. dtorch's function of the name takes the list too.
+_LIST_FORMS = ("meshgrid", "atleast_1d", "atleast_2d", "atleast_3d")
+
+#: Tensor types a call may hold beside dtorch's: torch's own (the counterpart refuses them, or
+#: takes them where dtorch takes a torch tensor); any other tensor-like type has its say first.
+_TORCH_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def dispatch(
@@ -60,13 +78,15 @@ def dispatch(
 ) -> Any:
     """Run ``func`` (a torch function called with a ``tensor_type`` among its arguments) as
     its dtorch counterpart; NotImplemented when another tensor-like type is involved too."""
-    if not all(issubclass(t, tensor_type) for t in types_):
+    if not all(issubclass(t, tensor_type) or t in _TORCH_TENSORS for t in types_):
         return NotImplemented
     counterpart = counterparts().get(func)
     if counterpart is None:  # a torch tensor's method, given a dtorch tensor: a mix
         mixed = bool(args) and isinstance(args[0], torch.Tensor)
         raise TypeError(_mixed(func, args) if mixed else _no_counterpart(func))
     keywords = _keywords(func, counterpart, dict(kwargs or {}))
+    if counterpart.method and "input" in keywords:  # torch.numel(input=t): t.numel()
+        args = (keywords.pop("input"), *args)
     return counterpart.function(*args, **keywords)
 
 
@@ -92,6 +112,12 @@ def counterparts() -> dict[Any, Counterpart]:
         (torch.linalg, dtorch.linalg),
     ):
         table.update(_same_names(theirs, ours))
+    # dtorch.trace traces programs; torch.trace is the matrix trace, dtorch's Tensor.trace
+    table[torch.trace] = _counterpart(dtorch.Tensor.trace, "dtorch.Tensor.trace", torch.trace)
+    for name in _LIST_FORMS:
+        table[getattr(torch._C._VariableFunctions, name)] = table[getattr(torch, name)]
+    for unreachable in torch.overrides.get_ignored_functions():  # torch never asks for them
+        table.pop(unreachable, None)
     return table
 
 
@@ -104,8 +130,13 @@ def _same_names(theirs: Any, ours: Any) -> Iterator[tuple[Any, Counterpart]]:
         if name.startswith("_") or torch_one is None or mine is torch_one:
             continue
         if _is_function(mine) and _is_function(torch_one):
-            public = f"{ours.__name__}.{name}"
-            yield torch_one, Counterpart(mine, public, _parameters(mine), _defaults(torch_one))
+            yield torch_one, _counterpart(mine, f"{ours.__name__}.{name}", torch_one)
+
+
+def _counterpart(mine: Callable[..., Any], name: str, torch_one: Any) -> Counterpart:
+    takes = _parameters(mine)
+    method = takes is not None and "self" in takes
+    return Counterpart(mine, name, takes, _defaults(torch_one), method)
 
 
 def _is_function(value: Any) -> bool:
@@ -136,20 +167,33 @@ def _defaults(torch_one: Any) -> Mapping[str, Any]:
 
 
 def _keywords(func: Any, counterpart: Counterpart, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` less those the counterpart does not take and that hold torch's default."""
+    """``kwargs`` less those the counterpart does not take and that hold torch's default
+    (for a C++ function, whose defaults cannot be read: None, its "not given"); a method's
+    ``input`` stays, for ``dispatch`` to pass first."""
     takes = counterpart.takes
     if takes is None:
         return kwargs
     for name in [k for k in kwargs if k not in takes]:
-        default = counterpart.defaults.get(name, inspect.Parameter.empty)
-        if not _same_value(kwargs[name], default):
+        if name == "input" and counterpart.method:
+            continue
+        empty = inspect.Parameter.empty
+        default = counterpart.defaults.get(name, empty)
+        if not _same_value(kwargs[name], None if default is empty else default):
             raise TypeError(
-                f"{_name(func)}(..., {name}={kwargs[name]!r}) on a dtorch tensor: "
+                f"{_name(func)}(..., {name}={_short(kwargs[name])}) on a dtorch tensor: "
                 f"dtorch's counterpart {counterpart.name} takes no "
                 f"{name!r} (accepted: {', '.join(sorted(takes)) or 'positional arguments only'})"
             )
         del kwargs[name]
     return kwargs
+
+
+def _short(value: Any) -> str:
+    """``value`` for a message: a tensor by its kind, dtype and shape, not its elements."""
+    if isinstance(value, torch.Tensor):
+        return f"a torch.Tensor {value.dtype} {list(value.shape)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _same_value(value: Any, default: Any) -> bool:
@@ -184,6 +228,7 @@ def _mixed(func: Any, args: tuple[Any, ...]) -> str:
     kind = type(args[0])
     return (
         f"{_name(func)} on a {kind.__module__}.{kind.__qualname__} with a dtorch.Tensor "
-        "argument: dtorch does not mix torch and dtorch tensors; convert the torch tensor "
-        "with dtorch.tensor(...), or gather the dtorch one with .to_torch()"
+        "argument: dtorch does not mix torch and dtorch tensors; gather the dtorch one with "
+        ".to_torch(), or, where dtorch has the function, convert the torch one with "
+        "dtorch.tensor(...)"
     )

@@ -73,6 +73,9 @@ def sizes(args: Sequence[Any], name: str = "shape", what: str = "sizes") -> tupl
     return tuple([a if a.__class__ is int else as_size(a, name, what) for a in args])
 
 
+_sizes = sizes  # for ``unflatten``, whose torch keyword is ``sizes``
+
+
 def infer_shape(name: str, shape: tuple[int, ...], numel: int) -> tuple[int, ...]:
     """Resolve one -1 in a target shape the way torch does (ShapeError when impossible)."""
     unknown = [i for i, s in enumerate(shape) if s == -1]
@@ -557,7 +560,7 @@ def _dim_list(t: Tensor, dims: Any, what: str) -> tuple[int, ...]:
     return normal
 
 
-def unflatten(input: Tensor, dim: int, sizes_: Any) -> Tensor:
+def unflatten(input: Tensor, dim: int, sizes: Any) -> Tensor:
     """``torch.unflatten``: ``dim`` split into ``sizes`` (at most one -1); a ``reshape``.
 
     Example:
@@ -569,7 +572,7 @@ def unflatten(input: Tensor, dim: int, sizes_: Any) -> Tensor:
     d = normalize_dim(dim, input.ndim, op="unflatten")
     if not input.ndim:
         raise DimError("unflatten: cannot unflatten a 0-d tensor; accepted: a tensor of >= 1 dim")
-    wanted = sizes((sizes_,), "unflatten")
+    wanted = _sizes((sizes,), "unflatten")  # torch's keyword ``sizes`` shadows the helper
     if not wanted:
         raise ShapeError("unflatten: sizes must be non-empty")
     size = input.shape[d]
