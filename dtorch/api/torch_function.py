@@ -21,8 +21,10 @@ torch passes a Python function's keyword arguments on in full (``F.softmax`` pas
 ``_stacklevel``, ``torch.lu`` ``out=None``); one that dtorch's counterpart does not take is
 dropped when it holds torch's default (None where torch's cannot be read), and refused
 otherwise, so no argument is silently ignored. ``torch.trace`` is the matrix trace
-(``Tensor.trace``; ``dtorch.trace`` traces programs), and the list forms ``torch.meshgrid([a,
-b])`` and ``torch.atleast_2d((a, b))`` work as the argument-list ones do.
+(``Tensor.trace``; ``dtorch.trace`` traces programs), the list forms ``torch.meshgrid([a,
+b])`` and ``torch.atleast_2d((a, b))`` work as the argument-list ones do, and a torch function
+of a Tensor method's name that no namespace pairs is that method (``torch.exp_(t)`` is
+``t.exp_()``).
 
 Example:
     >>> import torch, dtorch
@@ -87,6 +89,8 @@ def dispatch(
     keywords = _keywords(func, counterpart, dict(kwargs or {}))
     if counterpart.method and "input" in keywords:  # torch.numel(input=t): t.numel()
         args = (keywords.pop("input"), *args)
+    if counterpart.method and not (args and isinstance(args[0], tensor_type)):
+        raise TypeError(_mixed(func, args))  # torch.clamp_(torch_t, min=t)
     return counterpart.function(*args, **keywords)
 
 
@@ -114,6 +118,7 @@ def counterparts() -> dict[Any, Counterpart]:
         table.update(_same_names(theirs, ours))
     # dtorch.trace traces programs; torch.trace is the matrix trace, dtorch's Tensor.trace
     table[torch.trace] = _counterpart(dtorch.Tensor.trace, "dtorch.Tensor.trace", torch.trace)
+    table.update(_methods(table, dtorch.Tensor))
     for name in _LIST_FORMS:
         table[getattr(torch._C._VariableFunctions, name)] = table[getattr(torch, name)]
     for unreachable in torch.overrides.get_ignored_functions():  # torch never asks for them
@@ -137,6 +142,19 @@ def _counterpart(mine: Callable[..., Any], name: str, torch_one: Any) -> Counter
     takes = _parameters(mine)
     method = takes is not None and "self" in takes
     return Counterpart(mine, name, takes, _defaults(torch_one), method)
+
+
+def _methods(
+    table: Mapping[Any, Counterpart], tensor_type: type
+) -> Iterator[tuple[Any, Counterpart]]:
+    """(torch function, method) for the torch functions of ``tensor_type``'s method names that
+    no namespace pairs (the in-place ``torch.exp_(t)`` is ``t.exp_()``)."""
+    for name in dir(tensor_type):
+        torch_one, mine = getattr(torch, name, None), getattr(tensor_type, name)
+        if name.startswith("_") or torch_one is None or torch_one in table:
+            continue
+        if _is_function(torch_one) and isinstance(mine, types.FunctionType):
+            yield torch_one, _counterpart(mine, f"dtorch.Tensor.{name}", torch_one)
 
 
 def _is_function(value: Any) -> bool:

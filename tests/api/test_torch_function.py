@@ -61,6 +61,8 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "torch.unflatten(sizes=)": lambda a, b: torch.unflatten(a, 1, sizes=(2, 3)),
     "torch.t(input=)": lambda a, b: torch.t(input=a),
     "torch.add(out=None)": lambda a, b: torch.add(a, b, out=None),
+    "torch.exp_": lambda a, b: torch.exp_(a.clone()),  # in place: the method t.exp_()
+    "torch.clamp_": lambda a, b: torch.clamp_(a.clone(), min=-0.5),
     "torch.linalg.norm": lambda a, b: torch.linalg.norm(a, dim=1),
     "torch.linalg.vector_norm": lambda a, b: torch.linalg.vector_norm(a, 3),
 }
@@ -136,6 +138,8 @@ def test_torch_and_dtorch_tensors_do_not_mix(graph: dtorch.Graph) -> None:
         _A + a
     with pytest.raises(TypeError, match=r"convert torch tensors with dtorch.tensor"):
         torch.add(_A, a)
+    with pytest.raises(TypeError, match=r"torch.clamp_ on a torch.Tensor .*does not mix"):
+        torch.clamp_(_A.clone(), min=a)
     with pytest.raises(TypeError, match=r"layer_norm: input 1 must be a dtorch.Tensor"):
         F.layer_norm(a, (6,), torch.ones(6))  # torch lists torch.Tensor among the types
 
@@ -153,6 +157,9 @@ def test_table_pairs_same_names() -> None:
     for func, counterpart in table.items():
         where, name = counterpart.name.rsplit(".", 1)
         if func is torch.trace or func in list_forms:  # checked by the calls above
+            continue
+        if where == "dtorch.Tensor":  # a method: torch's function of its name
+            assert getattr(torch, name) is func and not hasattr(dtorch, name), name
             continue
         assert getattr(namespaces[where], name) is func, counterpart.name
     assert len(table) > 400
