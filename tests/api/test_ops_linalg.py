@@ -248,6 +248,23 @@ def test_einsum_every_layout(  # type: ignore[no-untyped-def]
             torch.testing.assert_close(out.to_torch(), want)
 
 
+@pytest.mark.parametrize(
+    "sublists",
+    [([0, 1], [1, 2]), ([0, 1], [1, 2], [2, 0]), ([0, 27], [27, 51], [51]), ([True, 0], [0, 2])],
+)
+def test_einsum_sublist_form(graph: dtorch.Graph, sublists: tuple[list[int], ...]) -> None:
+    """torch's ``einsum(a, [0, 1], b, [1, 2], [out])``: subscripts 0-25 are A-Z, 26-51 a-z
+    (a bool is an int, as torch takes it); dtorch.einsum directly and through torch.einsum."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    a, b = _randn(4, 3), _randn(3, 5)
+    args = (a, sublists[0], b, *sublists[1:])
+    want = torch.einsum(*args)
+    da, db = place(a, mesh, [S0], graph), place(b, mesh, [R], graph)
+    dargs = (da, sublists[0], db, *sublists[1:])
+    torch.testing.assert_close(dtorch.einsum(*dargs).to_torch(), want)
+    torch.testing.assert_close(torch.einsum(*dargs).to_torch(), want)
+
+
 def test_rejections(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
     a, b = _randn(5, 3), _randn(3, 4)

@@ -9,8 +9,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from dtorch.api.handle import TensorBase
 from dtorch.api.record import record, tensor_arg
 from dtorch.errors import ShapeError
 from dtorch.ir.params import EinsumParam, LinearParam, MatmulParam, OuterParam
@@ -116,25 +117,63 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
     return record("outer", _OUTER, (input, vec2))[0]
 
 
-def einsum(equation: str, *operands: Tensor) -> Tensor:
-    """torch's ``einsum`` (operands given one by one or as one list). A shard of a letter
-    the output keeps stays a shard; a shard of a summed letter gives Partial; dims that are
-    broadcast or read diagonally must not be sharded.
+def einsum(equation: str | Tensor, *operands: Any) -> Tensor:
+    """torch's ``einsum`` (operands given one by one or as one list, or torch's sublist form
+    ``einsum(a, [0, 1], b, [1, 2], [0, 2])``). A shard of a letter the output keeps stays a
+    shard; a shard of a summed letter gives Partial; dims that are broadcast or read
+    diagonally must not be sharded.
 
     Example:
         >>> import dtorch
         >>> m = dtorch.tensor([[1.0, 2.0], [3.0, 4.0]])
         >>> dtorch.einsum("ij,j->i", m, dtorch.ones(2)).tolist(), dtorch.einsum("ii", m).item()
         ([3.0, 7.0], 5.0)
+        >>> dtorch.einsum(m, [0, 1], dtorch.ones(2), [1], [0]).tolist()
+        [3.0, 7.0]
     """
+    if isinstance(equation, TensorBase):
+        equation, operands = _sublist_form((equation, *operands))
     if not isinstance(equation, str):
         raise TypeError(
-            f"einsum: the first argument must be the equation string (as 'ij,jk->ik'), got "
-            f"{type(equation).__module__}.{type(equation).__name__}; accepted: einsum(equation, "
-            "*operands) or einsum(equation, [operands]) (torch's sublist form is not supported)"
+            f"einsum: the first argument must be the equation string (as 'ij,jk->ik') or the "
+            f"first operand, got {type(equation).__module__}.{type(equation).__name__}; "
+            "accepted: einsum(equation, *operands), einsum(equation, [operands]) or "
+            "einsum(a, [0, 1], b, [1, 2], [0, 2])"
         )
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not operands:
         raise TypeError(f"einsum: no operands given for the equation {equation!r}")
     return record("einsum", EinsumParam(equation.replace(" ", "")), tuple(operands))[0]
+
+
+def _sublist_form(args: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    """torch's ``einsum(op, sublist, op, sublist, ..., [out])`` as (equation, operands):
+    subscripts 0-25 are ``A``-``Z``, 26-51 ``a``-``z``, ``...`` (Ellipsis) itself."""
+    if len(args) < 2:
+        raise ValueError(
+            "einsum(): must specify the equation string and at least one operand, "
+            "or at least one operand and its subscripts list"
+        )
+    pairs = args[: len(args) - len(args) % 2]
+    terms = [_subscripts(s) for s in pairs[1::2]]
+    equation = ",".join(terms)
+    if len(args) % 2:
+        equation += "->" + _subscripts(args[-1])
+    return equation, tuple(pairs[0::2])
+
+
+def _subscripts(sublist: Any) -> str:
+    if not isinstance(sublist, (list, tuple)):
+        raise TypeError(f"einsum(): a subscripts list must be a list of ints, got {sublist!r}")
+    return "".join(_subscript(n) for n in sublist)
+
+
+def _subscript(n: Any) -> str:
+    if n is Ellipsis:
+        return "..."
+    if isinstance(n, int) and 0 <= n < 52:  # a bool too, as torch takes it
+        return chr(ord("A") + n) if n < 26 else chr(ord("a") + n - 26)
+    raise ValueError(
+        f"einsum(): subscript in subscript list is not within the valid range [0, 52), got {n!r}"
+    )
