@@ -32,6 +32,7 @@ from dtorch import Partial, Replicate, Shard
 from dtorch.comm.group import compute
 from dtorch.comm.store import MemoryTensorStore
 from dtorch.errors import KernelError
+from tests.comm.group.failure_workers import wait_to_arrive_last
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -190,21 +191,10 @@ def _inject_meeting(point: str, marked: int, monkeypatch: pytest.MonkeyPatch) ->
             return meet(store, key, tensors, finish)
         if point != "compute":
             _oom()
-        _arrive_last(store, key)
+        wait_to_arrive_last(store, key, FAST_S)
         return meet(store, key, tensors, _oom)
 
     monkeypatch.setattr(MemoryTensorStore, "combine", combine)
-
-
-def _arrive_last(store: MemoryTensorStore, key: str) -> None:
-    """Wait until every other party waits in ``key``'s meeting."""
-    shared, deadline = store._state(), time.monotonic() + FAST_S
-    while time.monotonic() < deadline:
-        with shared.lock:
-            meeting = shared.meetings.get(key)
-            if meeting is not None and len(meeting.arrived) == store.world_size - 1:
-                return
-        time.sleep(0.001)
 
 
 @pytest.mark.parametrize("size", list(MARKED))

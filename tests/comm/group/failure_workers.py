@@ -60,16 +60,22 @@ def _arriving_last(store: Any) -> Callable[..., Any]:
     real = store.combine
 
     def combine(key: str, tensors: Any, finish: Any) -> Any:
-        shared, deadline = store._state(), time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with shared.lock:
-                meeting = shared.meetings.get(key)
-                if meeting is not None and len(meeting.arrived) == store.world_size - 1:
-                    break
-            time.sleep(0.001)
+        wait_to_arrive_last(store, key)
         return real(key, tensors, finish)
 
     return combine
+
+
+def wait_to_arrive_last(store: Any, key: str, timeout_s: float = 10.0) -> None:
+    """Wait until every other participant of the memory ``store`` waits in ``key``'s meeting
+    (at most ``timeout_s``; the caller's combine then goes on regardless)."""
+    shared, deadline = store._state(), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with shared.lock:
+            meeting = shared.meetings.get(key)
+            if meeting is not None and len(meeting.arrived) == store.world_size - 1:
+                return
+        time.sleep(0.001)
 
 
 def leftovers(group: Any) -> list[str]:
