@@ -18,12 +18,6 @@ its ranks, so it never waits on itself:
    collective's sequence number is in them), so no barrier is needed between collectives:
    a caller that runs ahead publishes keys nobody confuses with the previous exchange's.
 
-Threads of one process (the memory store) skip the handshake for a collective whose whole
-tensor is at most ``_COMBINE_MAX_BYTES``: they meet in one ``MemoryTensorStore.combine``, where
-the last caller to arrive checks every tensor and computes every rank's outputs, so only the
-earlier callers wait, once, and there is no release phase (for a small tensor the waits, not the
-arithmetic, are the cost). A failure there is told like any other (its scope is aborted).
-
 A large all-reduce runs as two such rounds, a reduce-scatter of the flattened tensors then an
 all-gather, when that moves fewer bytes per caller than every caller reducing every tensor
 (``split_all_reduce_pays``: three or more callers, or two callers holding two ranks or more).
@@ -54,6 +48,13 @@ network store) a failure is told the same way, through the store's coordinator; 
 caller is seen at the comm timeout (no pid of another host can be looked at). A store that
 carried no aborts would leave the others to see a failure at the comm timeout, and a timeout
 would break the group (``_abandon_untold``).
+
+Threads of one process (the memory store) skip the handshake for a collective whose whole tensor
+times its ranks is at most ``_COMBINE_MAX_BYTES``: they meet in one
+``MemoryTensorStore.combine``, where the last caller to arrive checks every tensor and computes
+every rank's outputs, so only the earlier callers wait, once, and there is no release phase (for
+a small tensor the waits, not the arithmetic, are the cost). A failure there is told like any
+other (its scope is aborted).
 
 Example (one caller holding every rank: no store, no waiting):
     >>> import torch
@@ -92,10 +93,11 @@ Compute = Callable[[dict[int, torch.Tensor], tuple[int, ...]], dict[int, V]]
 #: handshake, worth it only for large tensors).
 _SPLIT_MIN_NUMEL = 1 << 18
 
-#: Threads meet in one ``combine`` (the last to arrive computes every rank's output) up to
-#: this many bytes of the collective's whole tensor; above it each caller computes its own,
-#: in parallel, which pays for the handshake's extra waits. Every caller decides the same.
-_COMBINE_MAX_BYTES = 1 << 20
+#: Threads meet in one ``combine`` (the last to arrive computes every rank's output alone)
+#: while the collective's whole tensor times its ranks is at most this many bytes (1 MiB on
+#: 2 ranks, measured: above it each caller computing its own outputs in parallel pays for the
+#: handshake's extra waits). Every caller decides the same.
+_COMBINE_MAX_BYTES = 2 << 20
 
 #: Opens this caller's participant of the group's store: ``opener(world_size, rank)``.
 StoreOpener = Callable[[int, int], TensorStore]
@@ -206,10 +208,11 @@ class SameDeviceBackend(GroupBackend):
         whole_bytes: int,
     ) -> dict[int, V]:
         """An exchange in which every rank needs every other's tensor: threads meet in one
-        ``combine`` when the collective is small (``_COMBINE_MAX_BYTES`` of its whole tensor,
-        which every caller computes alike), else the publish/read/release handshake."""
+        ``combine`` when the collective is small (``_COMBINE_MAX_BYTES``, from its whole
+        tensor, which every caller computes alike), else the publish/read/release handshake."""
         store = self._store
-        small = whole_bytes <= _COMBINE_MAX_BYTES and self._info.device_kind == "cpu"
+        work = whole_bytes * self._info.world_size  # what the last arrival writes, about
+        small = work <= _COMBINE_MAX_BYTES and self._info.device_kind == "cpu"
         if small and self._remote and isinstance(store, MemoryTensorStore):
             return self._combined(store, collective, inputs, check, compute)
         ranks = self._info.ranks
