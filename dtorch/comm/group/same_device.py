@@ -94,10 +94,11 @@ Compute = Callable[[dict[int, torch.Tensor], tuple[int, ...]], dict[int, V]]
 _SPLIT_MIN_NUMEL = 1 << 18
 
 #: Threads meet in one ``combine`` (the last to arrive computes every rank's output alone)
-#: while the collective's whole tensor times its ranks is at most this many bytes (1 MiB on
-#: 2 ranks, measured: above it each caller computing its own outputs in parallel pays for the
-#: handshake's extra waits). Every caller decides the same.
-_COMBINE_MAX_BYTES = 2 << 20
+#: while the collective's whole tensor times its ranks is at most this many bytes: 256 KiB on
+#: 2 ranks, 128 KiB on 4. Above it, each caller computing its own outputs in parallel paid for
+#: the handshake's extra waits (benchmarks/collectives.py, 4 threads from [64, 1024] floats).
+#: Every caller decides the same.
+_COMBINE_MAX_BYTES = 1 << 19
 
 #: Opens this caller's participant of the group's store: ``opener(world_size, rank)``.
 StoreOpener = Callable[[int, int], TensorStore]
