@@ -245,8 +245,9 @@ class SameDeviceBackend(GroupBackend):
             outputs = store.combine(f"{name}/all", inputs, finish)  # the scope's key
         except PeerFailedError as error:
             failure: BaseException = self._peer_failed(collective, error)
-        except MeetingTimeoutError as error:
-            failure = self._timeout(collective, self._callers[error.missing[0]], error)
+        except MeetingTimeoutError as error:  # nobody missing: the last arrival was too slow
+            late = self._callers[error.missing[0]] if error.missing else ()
+            failure = self._timeout(collective, late, error)
         except BaseException as error:
             self._abandon(store, scope, error, [], [])
             raise

@@ -14,7 +14,10 @@ so an aborted or timed-out exchange leaves no slot behind.
 other's tensors: each brings its tensors, the last to arrive computes every participant's
 result from all of them, once, and hands each its own. Only the first arrivals wait, once; the
 last does not wait at all, and there is no release phase (nobody reads a tensor after its
-owner has its result).
+owner has its result). An exchange (keys sharing the text before their last ``/``) is either a
+meeting or a handshake: a participant that finds the other kind there (participants whose
+tensors differ chose differently) refuses at once instead of waiting for a peer that went the
+other way. A key may serve one meeting after another.
 
 Example:
     >>> import threading, torch
@@ -130,6 +133,14 @@ class _Shared:
     def aborted(self, key: str) -> str | None:
         """The abort message of ``key``'s scope, if it was aborted (caller holds the lock)."""
         return self.aborts.of_key(key)
+
+    def crossed(self, key: str, meeting: bool) -> bool:
+        """Whether ``key``'s exchange (its keys' text before the last ``/``) is already of the
+        other kind: handshake keys where a meeting comes (``meeting``), or a meeting where a
+        handshake reads. Participants that chose differently would never meet."""
+        exchange = key.rpartition("/")[0]
+        others = self.slots if meeting else self.meetings
+        return bool(exchange) and any(k.rpartition("/")[0] == exchange for k in others)
 
     def leave(self, key: str, meeting: _Meeting) -> None:
         """A participant is out of ``meeting``: the last one out forgets it."""
@@ -257,6 +268,8 @@ class MemoryTensorStore(TensorStore):
         check_key(key)
         shared, deadline = self._state(), Deadline()
         with shared.lock:
+            if shared.crossed(key, meeting=False):
+                raise _disagreement(self, "dest_get", key)
             slot = shared.slot(key)
 
             def ready() -> bool:
@@ -336,7 +349,9 @@ class MemoryTensorStore(TensorStore):
         if message is not None:
             raise peer_failed_error(self, "combine", key, message)
         meeting = shared.meetings.get(key)
-        if meeting is None:
+        if meeting is None and shared.crossed(key, meeting=True):
+            raise _disagreement(self, "combine", key)
+        if meeting is None or meeting.done:  # a done one's leavers hold it still: a new one
             meeting = shared.meetings[key] = _Meeting(shared.lock)
         if self.rank in meeting.arrived:
             raise CommError(f"combine({key!r}): rank {self.rank} arrived twice")
@@ -359,9 +374,9 @@ class MemoryTensorStore(TensorStore):
             return meeting.result
         if not came:
             missing = missing_ranks(self.world_size, meeting.arrived)
-            error = timeout_error(
-                self, "combine", deadline.seconds, f"participants {missing} never came"
-            )
+            late = f"participants {missing} never came" if missing else "the last to arrive "
+            detail = late if missing else late + "did not finish computing the results"
+            error = timeout_error(self, "combine", deadline.seconds, detail)
             raise MeetingTimeoutError(str(error), missing)
         raise peer_failed_error(self, "combine", key, shared.aborted(key) or "aborted")
 
@@ -428,3 +443,14 @@ class MemoryTensorStore(TensorStore):
         if shared is not None:
             with shared.lock:
                 shared.open_ranks.discard(self.rank)
+
+
+def _disagreement(store: MemoryTensorStore, call: str, key: str) -> CommError:
+    """The refusal of a participant that finds the other kind of exchange under ``key``'s
+    (a meeting where it reads a handshake's key, or the other way round)."""
+    return CommError(
+        f"{call}({key!r}) on store {store.store_key!r} (rank {store.rank} of "
+        f"{store.world_size}): another participant took this exchange as a "
+        f"{'handshake' if call == 'combine' else 'combine'}: the participants' tensors differ "
+        "in size or dtype, so they chose differently"
+    )

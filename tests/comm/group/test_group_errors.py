@@ -171,3 +171,73 @@ def test_a_peer_with_another_shape_fails_every_caller_and_the_group_survives() -
         assert "passed torch.float32 [" in first and "expected torch.float32" in first
         for value in after.values():
             torch.testing.assert_close(value, torch.full((2,), 3.0))
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        # 3 ranks: 43690 float32s are just below combine's 512 KiB, one more is above
+        (((43690,), torch.float32), ((43691,), torch.float32)),
+        (((43690,), torch.float32), ((43690,), torch.float64)),  # the dtype alone crosses it
+    ],
+)
+def test_callers_straddling_the_combine_limit_fail_at_once(sizes) -> None:
+    """Threads meet in one combine below 512 KiB (whole tensor x ranks) and use the handshake
+    above it; each decides from its own tensor, so mismatched callers may choose differently.
+    The one that finds the other kind of exchange refuses at once, far below the timeout."""
+    import time
+
+    from dtorch.options import GlobalOption
+
+    def fn(group, held):
+        shape, dtype = sizes[0] if held == [0] else sizes[1]
+        started = time.monotonic()
+        with GlobalOption.override(comm_timeout_second=20):
+            try:
+                group.all_reduce({r: torch.ones(shape, dtype=dtype) for r in held})
+            except CommError as error:
+                return time.monotonic() - started, str(error)
+        return time.monotonic() - started, "no error"
+
+    for status, (elapsed, message) in _two_callers(fn):
+        assert status == "ok" and elapsed < 5, (elapsed, message)
+        assert "differ in size or dtype" in message or "another caller failed" in message
+    after = _two_callers(lambda g, held: g.all_reduce({r: torch.ones(2) for r in held}))
+    assert all(status == "ok" for status, _ in after)  # the group survives
+
+
+def test_a_waiter_timing_out_while_the_last_arrival_computes_names_it() -> None:
+    """Everyone came, the last arrival is still computing when an earlier one's deadline
+    passes: a CommTimeoutError saying so (the scope is aborted), not an IndexError."""
+    import threading
+    import time
+
+    from dtorch.comm.group import compute
+    from dtorch.errors import CommTimeoutError
+    from dtorch.options import GlobalOption
+
+    real = compute.all_reduce_outputs
+    slow = threading.Event()
+
+    def outputs(tensors, op, ranks, empty):
+        if slow.is_set():
+            time.sleep(1.5)
+        return real(tensors, op, ranks, empty)
+
+    def fn(group, held):
+        with GlobalOption.override(comm_timeout_second=0.7):
+            if held != [0]:
+                time.sleep(0.2)  # arrive last, and compute slowly
+                slow.set()
+            try:
+                return group.all_reduce({r: torch.ones(2) for r in held})
+            except CommTimeoutError as error:
+                return str(error)
+
+    compute.all_reduce_outputs = outputs
+    try:
+        (first, message), (last, _) = _two_callers(fn)
+    finally:
+        compute.all_reduce_outputs = real
+    assert first == "ok" and "did not finish computing the results" in message, message
+    assert last in ("ok", "error")

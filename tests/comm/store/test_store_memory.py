@@ -280,16 +280,20 @@ def test_combine_runs_finish_once_on_every_participants_tensors(threads):
 
 def test_combine_meetings_are_forgotten_and_keys_reusable(threads):
     def rank_fn(rank: int):
-        with _open("meet-again", 2, rank) as store:
+        with _open("meet-again", 3, rank) as store:
             got = [
                 store.combine(f"s{i}/all", {rank: torch.tensor(float(i))}, _total)
                 for i in range(20)
             ]
+            # one key again and again: a done meeting whose waiters have not all left yet
+            # gives way to the next one
+            again = [store.combine("same/all", {rank: torch.ones(1)}, _total) for _ in range(300)]
             store.barrier()
-            return [g[rank].item() for g in got], dict(store._state().meetings)
+            values = [g[rank].item() for g in got] + [a[rank].item() for a in again]
+            return values, dict(store._state().meetings)
 
-    for values, left in threads(2, rank_fn):
-        assert values == [2.0 * i for i in range(20)] and left == {}
+    for values, left in threads(3, rank_fn):
+        assert values == [3.0 * i for i in range(20)] + [3.0] * 300 and left == {}
 
 
 def test_combine_failure_of_the_last_arrival_reaches_the_others_through_abort(threads):
@@ -321,6 +325,9 @@ def test_combine_failure_of_the_last_arrival_reaches_the_others_through_abort(th
 def test_combine_times_out_naming_who_never_came(threads):
     from dtorch.comm.store.base import MeetingTimeoutError
 
+    timed_out = threading.Event()  # the others wait for it outside the store: the override is
+    # the process's, so a barrier of theirs during it would time out as well
+
     def rank_fn(rank: int):
         with _open("meet-late", 3, rank) as store:
             if rank == 0:
@@ -328,8 +335,10 @@ def test_combine_times_out_naming_who_never_came(threads):
                 pattern = r"participants \[1, 2\] never came"
                 with short, pytest.raises(MeetingTimeoutError, match=pattern) as caught:
                     store.combine("op/all", {0: torch.ones(1)}, _total)
+                timed_out.set()
                 assert caught.value.missing == (1, 2)
                 assert store._state().meetings == {}
+            assert timed_out.wait(20)
             store.barrier()
 
     threads(3, rank_fn)
@@ -345,6 +354,8 @@ def test_combine_refuses_an_aborted_scope_and_a_second_arrival(threads):
         with pytest.raises(CommError, match=r"non-empty str|key"):
             store.combine("", {0: torch.ones(1)}, _total)
 
+    done = threading.Event()  # rank 1 waits outside the store while rank 0's override holds
+
     def rank_fn(rank: int):
         with _open("meet-twice", 2, rank) as store:
             if rank == 0:
@@ -356,6 +367,8 @@ def test_combine_refuses_an_aborted_scope_and_a_second_arrival(threads):
                 with short, pytest.raises(CommError, match="rank 0 arrived twice"):
                     store.combine("k/all", {0: torch.ones(1)}, _total)
                 first.join()
+                done.set()
+            assert done.wait(20)
             store.barrier()
 
     threads(2, rank_fn)
