@@ -50,7 +50,7 @@ carried no aborts would leave the others to see a failure at the comm timeout, a
 would break the group (``_abandon_untold``).
 
 Threads of one process (the memory store) skip the handshake for a collective whose whole tensor
-times its ranks is at most ``_COMBINE_MAX_BYTES``: they meet in one
+times its ranks is at most ``sizing.COMBINE_MAX_BYTES``: they meet in one
 ``MemoryTensorStore.combine``, where the last caller to arrive checks every tensor and computes
 every rank's outputs, so only the earlier callers wait, once, and there is no release phase (for
 a small tensor the waits, not the arithmetic, are the cost). A failure there is told like any
@@ -67,7 +67,6 @@ Example (one caller holding every rank: no store, no waiting):
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -77,6 +76,12 @@ from dtorch.comm.group import compute
 from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors, ScopeSource
 from dtorch.comm.group.buffers import EmptyFn, torch_empty
 from dtorch.comm.group.reduce_op import ReduceOp, on_device
+from dtorch.comm.group.sizing import (
+    COMBINE_MAX_BYTES,
+    SPLIT_MIN_NUMEL,
+    split_all_reduce_pays,
+    whole_bytes,
+)
 from dtorch.comm.store import TensorStore
 from dtorch.comm.store.base import KeysTimeoutError, MeetingTimeoutError, PeerFailedError
 from dtorch.comm.store.memory import MemoryTensorStore
@@ -89,39 +94,11 @@ V = TypeVar("V")
 #: A collective's outputs for the given ranks, from every rank's tensor.
 Compute = Callable[[dict[int, torch.Tensor], tuple[int, ...]], dict[int, V]]
 
-#: all-reduce may become reduce-scatter + all-gather from this many elements on (one more
-#: handshake, worth it only for large tensors).
-_SPLIT_MIN_NUMEL = 1 << 18
-
-#: Threads meet in one ``combine`` (the last to arrive computes every rank's output alone)
-#: while the collective's whole tensor times its ranks is at most this many bytes: 256 KiB on
-#: 2 ranks, 128 KiB on 4. Above it, each caller computing its own outputs in parallel paid for
-#: the handshake's extra waits (benchmarks/collectives.py, 4 threads from [64, 1024] floats).
-#: Every caller decides the same.
-_COMBINE_MAX_BYTES = 1 << 19
-
 #: Opens this caller's participant of the group's store: ``opener(world_size, rank)``.
 StoreOpener = Callable[[int, int], TensorStore]
 
 #: ``check(rank, tensor)`` raises CommError when a peer's tensor does not fit the collective.
 PeerCheck = Callable[[int, torch.Tensor], None]
-
-
-def split_all_reduce_pays(callers: tuple[tuple[int, ...], ...]) -> bool:
-    """Whether reduce-scatter + all-gather moves fewer bytes than a direct all-reduce on the
-    busiest caller (``k`` ranks of ``w``; costs in tensor sizes read + written, copies for the
-    caller's other ranks included): direct ``2w - 1 + 2(k - 1)``, split ``k + k(w - 1)/w`` to
-    reduce the caller's chunks plus ``2k`` to gather. Every caller decides the same.
-
-    Example:
-        >>> split_all_reduce_pays(((0,), (1,))), split_all_reduce_pays(((0, 2), (1, 3)))
-        (False, True)
-    """
-    if len(callers) < 2:
-        return False
-    world, k = sum(len(c) for c in callers), max(len(c) for c in callers)
-    direct = 2 * world - 1 + 2 * (k - 1)
-    return k + k * (world - 1) / world + 2 * k < direct
 
 
 class SameDeviceBackend(GroupBackend):
@@ -206,14 +183,15 @@ class SameDeviceBackend(GroupBackend):
         inputs: RankTensors,
         check: PeerCheck,
         compute: Compute[V],
-        whole_bytes: int,
+        size: int,
     ) -> dict[int, V]:
         """An exchange in which every rank needs every other's tensor: threads meet in one
-        ``combine`` when the collective is small (``_COMBINE_MAX_BYTES``, from its whole
-        tensor, which every caller computes alike), else the publish/read/release handshake."""
+        ``combine`` when the collective is small (``sizing.COMBINE_MAX_BYTES``, from ``size``,
+        its whole tensor's bytes, which every caller computes alike), else the
+        publish/read/release handshake."""
         store = self._store
-        work = whole_bytes * self._info.world_size  # what the last arrival writes, about
-        small = work <= _COMBINE_MAX_BYTES and self._info.device_kind == "cpu"
+        work = size * self._info.world_size  # what the last arrival writes, about
+        small = work <= COMBINE_MAX_BYTES and self._info.device_kind == "cpu"
         if small and self._remote and isinstance(store, MemoryTensorStore):
             return self._combined(store, collective, inputs, check, compute)
         ranks = self._info.ranks
@@ -461,7 +439,7 @@ class SameDeviceBackend(GroupBackend):
     def all_reduce(self, inputs: RankTensors, op: ReduceOp) -> RankTensors:
         first = self._first(inputs)
         check = self._like("all_reduce", first)
-        if first.numel() >= _SPLIT_MIN_NUMEL and split_all_reduce_pays(self._callers):
+        if first.numel() >= SPLIT_MIN_NUMEL and split_all_reduce_pays(self._callers):
             return self._split_all_reduce(inputs, op, check)
         return self._symmetric(
             "all_reduce",
@@ -470,7 +448,7 @@ class SameDeviceBackend(GroupBackend):
             lambda all_, ranks: compute.all_reduce_outputs(
                 self._local(all_), op, ranks, self._empty
             ),
-            _nbytes(first),
+            whole_bytes(first),
         )
 
     def _split_all_reduce(self, inputs: RankTensors, op: ReduceOp, check: PeerCheck) -> RankTensors:
@@ -501,7 +479,7 @@ class SameDeviceBackend(GroupBackend):
             lambda all_, ranks: compute.all_gather_outputs(
                 self._local(all_), dim, ranks, self._empty
             ),
-            _nbytes(first, dim, sizes),
+            whole_bytes(first, dim, sizes),
         )
 
     def all_gather_list(
@@ -515,7 +493,7 @@ class SameDeviceBackend(GroupBackend):
             lambda all_, ranks: compute.all_gather_list_outputs(
                 self._local(all_), ranks, self._empty
             ),
-            _nbytes(first, dim, sizes),
+            whole_bytes(first, dim, sizes),
         )
 
     def reduce_scatter(self, inputs: RankTensors, dim: int, op: ReduceOp) -> RankTensors:
@@ -527,7 +505,7 @@ class SameDeviceBackend(GroupBackend):
             lambda all_, ranks: compute.reduce_scatter_outputs(
                 self._local(all_), dim, op, ranks, self._empty
             ),
-            _nbytes(first),
+            whole_bytes(first),
         )
 
     def all_to_all(
@@ -541,7 +519,7 @@ class SameDeviceBackend(GroupBackend):
             lambda all_, ranks: compute.all_to_all_outputs(
                 self._local(all_), src_dim, dst_dim, ranks, self._empty
             ),
-            _nbytes(first, src_dim, src_sizes),
+            whole_bytes(first, src_dim, src_sizes),
         )
 
     def broadcast(self, inputs: RankTensors, src: int) -> RankTensors:
@@ -596,17 +574,3 @@ class SameDeviceBackend(GroupBackend):
         store, self._store = self._store, None
         if store is not None:
             store.close()
-
-
-def _nbytes(tensor: torch.Tensor, dim: int | None = None, sizes: tuple[int, ...] = ()) -> int:
-    """Bytes of a collective's whole tensor: ``tensor``'s, or, when ranks differ in length
-    along ``dim``, with ``dim`` as long as all ``sizes`` together (alike on every caller).
-
-    Example:
-        >>> _nbytes(torch.zeros(2, 3)), _nbytes(torch.zeros(2, 3), 0, (2, 1))
-        (24, 36)
-    """
-    if dim is None:
-        return tensor.numel() * tensor.element_size()
-    rest = math.prod(n for i, n in enumerate(tensor.shape) if i != dim)
-    return rest * sum(sizes) * tensor.element_size()
