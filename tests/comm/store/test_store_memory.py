@@ -125,7 +125,7 @@ def test_src_wait_times_out_naming_who_finished(threads):
         with _open("to-wait", 2, rank) as store:
             if rank == 0:
                 store.src_set("k", torch.ones(1), get_count=2)
-                short = GlobalOption.override(comm_timeout_second=0.5)  # this thread only
+                short = GlobalOption.override(comm_timeout_second=0.5)  # process-wide
                 with short, pytest.raises(CommTimeoutError, match=r"1 of 2 consumers.*\[1\]"):
                     store.src_wait_until_get_finished("k")
             else:
