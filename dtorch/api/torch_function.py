@@ -194,9 +194,7 @@ def _keywords(func: Any, counterpart: Counterpart, kwargs: dict[str, Any]) -> di
     for name in [k for k in kwargs if k not in takes]:
         if name == "input" and counterpart.method:
             continue
-        empty = inspect.Parameter.empty
-        default = counterpart.defaults.get(name, empty)
-        if not _same_value(kwargs[name], None if default is empty else default):
+        if not _same_value(kwargs[name], counterpart.defaults.get(name)):  # None: unreadable
             raise TypeError(
                 f"{_name(func)}(..., {name}={_short(kwargs[name])}) on a dtorch tensor: "
                 f"dtorch's counterpart {counterpart.name} takes no "

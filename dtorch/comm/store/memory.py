@@ -138,8 +138,10 @@ class _Shared:
         """Whether ``key``'s exchange (its keys' text before the last ``/``) is already of the
         other kind: handshake keys where a meeting comes (``meeting``), or a meeting where a
         handshake reads. Participants that chose differently would never meet."""
-        exchange = key.rpartition("/")[0]
         others = self.slots if meeting else self.meetings
+        if not others:  # the handshake's usual case: no meeting at all
+            return False
+        exchange = key.rpartition("/")[0]
         return bool(exchange) and any(k.rpartition("/")[0] == exchange for k in others)
 
     def leave(self, key: str, meeting: _Meeting) -> None:
@@ -335,12 +337,14 @@ class MemoryTensorStore(TensorStore):
             everything, meeting.tensors = meeting.tensors, {}
         try:
             result = finish(everything)
-        finally:  # a failure: the caller aborts the scope, which wakes the others
+        except BaseException:  # the caller aborts the scope, which wakes the others
             with shared.lock:
                 shared.leave(key, meeting)
+            raise
         with shared.lock:
             meeting.result, meeting.done = result, True
             meeting.cond.notify_all()
+            shared.leave(key, meeting)
         return result
 
     def _arrive(self, shared: _Shared, key: str, tensors: Mapping[int, torch.Tensor]) -> _Meeting:
@@ -374,8 +378,11 @@ class MemoryTensorStore(TensorStore):
             return meeting.result
         if not came:
             missing = missing_ranks(self.world_size, meeting.arrived)
-            late = f"participants {missing} never came" if missing else "the last to arrive "
-            detail = late if missing else late + "did not finish computing the results"
+            detail = (
+                f"participants {missing} never came"
+                if missing
+                else "the last to arrive did not finish computing the results"
+            )
             error = timeout_error(self, "combine", deadline.seconds, detail)
             raise MeetingTimeoutError(str(error), missing)
         raise peer_failed_error(self, "combine", key, shared.aborted(key) or "aborted")
