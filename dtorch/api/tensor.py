@@ -601,7 +601,6 @@ class Tensor(
     var = _st.var
     std = _st.std
     logsumexp = _st.logsumexp
-    norm = _st.norm
     count_nonzero = _st.count_nonzero
     nansum = _st.nansum
     nanmean = _st.nanmean

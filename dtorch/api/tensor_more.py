@@ -92,6 +92,7 @@ class TensorMore:
     geqrf = _lo.geqrf
     orgqr = _lo.orgqr
     ormqr = _lo.ormqr
+    norm = _lo.norm  # its p='nuc' needs dtorch.linalg, above dtorch.api.ops
     histc = _se.histc
     bincount = _se.bincount
     unique = _se.unique

@@ -357,7 +357,9 @@ class LinalgParam(OpParam):
     """torch.linalg's ``fn`` on every matrix (the last two dims) of its inputs. ``n``:
     matrix_power's exponent; ``flag``: cholesky's ``upper``, solve's ``left``, svd's
     ``full_matrices``, pinv's and matrix_rank's ``hermitian``; ``mode``: qr's mode, eigh's
-    and eigvalsh's ``UPLO``; ``atol``/``rtol``: pinv's and matrix_rank's tolerances."""
+    and eigvalsh's ``UPLO``; ``atol``/``rtol``: pinv's and matrix_rank's tolerances given as
+    numbers (those given as tensors are inputs after the matrix: bit 0 of ``n`` for atol, bit
+    1 for rtol)."""
 
     fn: LinalgKind
     n: int = 0

@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import numbers
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -28,6 +27,7 @@ from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import LinalgKind
 from dtorch.ir.params import LinalgParam
 from dtorch.ir.placement import format_placements
+from dtorch.linalg.tolerances import tolerance_call
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -44,15 +44,6 @@ def _named(name: str, kind: str, param: LinalgParam, a: Tensor) -> Any:
     # several results, as torch's named tuple ``torch.return_types.<kind>``
     tensor_arg(name, a)
     return getattr(torch.return_types, kind)(record(name, param, (a,)))
-
-
-def checked_tolerance(name: str, arg: str, value: Any) -> float | None:
-    # pinv's and matrix_rank's atol/rtol: None or a Python number (not a tensor)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name}: {arg} must be None or a float, got {type(value).__name__}")
-    return float(value)
 
 
 def det(A: Tensor) -> Tensor:
@@ -239,8 +230,9 @@ def svdvals(A: Tensor) -> Tensor:
 def pinv(
     A: Tensor, rcond: Any = None, hermitian: bool = False, *, atol: Any = None, rtol: Any = None
 ) -> Tensor:
-    """``torch.linalg.pinv``: the pseudo-inverse of every matrix (``atol``/``rtol``: Python
-    numbers or None, as torch's defaults; torch's older ``rcond`` is ``rtol``).
+    """``torch.linalg.pinv``: the pseudo-inverse of every matrix (``atol``/``rtol``: None, as
+    torch's defaults, numbers, or dtorch tensors broadcast against the batch dims, see
+    ``dtorch.linalg.tolerances``; torch's older ``rcond`` is ``rtol``).
 
     Example:
         >>> import dtorch
@@ -249,7 +241,8 @@ def pinv(
     """
     name = "linalg.pinv"
     atol, rtol = _older("rcond", rcond, atol, rtol, (0.0, rcond), name)
-    return one_result(name, _tolerances(name, LinalgKind.PINV, atol, rtol, hermitian), A)
+    param, inputs = tolerance_call(name, LinalgKind.PINV, A, atol, rtol, hermitian)
+    return one_result(name, param, *inputs)
 
 
 def _older(
@@ -268,8 +261,8 @@ def _older(
 def matrix_rank(
     A: Tensor, tol: Any = None, hermitian: bool = False, *, atol: Any = None, rtol: Any = None
 ) -> Tensor:
-    """``torch.linalg.matrix_rank``: the numerical rank of every matrix (int64); torch's
-    older ``tol`` is ``atol`` with ``rtol=0``.
+    """``torch.linalg.matrix_rank``: the numerical rank of every matrix (int64); ``atol`` and
+    ``rtol`` as ``pinv``'s; torch's older ``tol`` is ``atol`` with ``rtol=0``.
 
     Example:
         >>> import dtorch
@@ -278,17 +271,8 @@ def matrix_rank(
     """
     name = "linalg.matrix_rank"
     atol, rtol = _older("tol", tol, atol, rtol, (tol, 0.0), name)
-    return one_result(name, _tolerances(name, LinalgKind.MATRIX_RANK, atol, rtol, hermitian), A)
-
-
-def _tolerances(name: str, kind: LinalgKind, atol: Any, rtol: Any, hermitian: Any) -> LinalgParam:
-    # pinv's and matrix_rank's keyword arguments as the param holds them
-    return LinalgParam(
-        kind,
-        flag=as_flag(hermitian, name, "hermitian"),
-        atol=checked_tolerance(name, "atol", atol),
-        rtol=checked_tolerance(name, "rtol", rtol),
-    )
+    param, inputs = tolerance_call(name, LinalgKind.MATRIX_RANK, A, atol, rtol, hermitian)
+    return one_result(name, param, *inputs)
 
 
 _LEAST_INT64 = -(2**63)

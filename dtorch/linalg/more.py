@@ -30,6 +30,7 @@ from dtorch.errors import DTorchError, DtypeError, KernelError, ParamError, Shap
 from dtorch.ir.opkind import LinalgKind
 from dtorch.ir.params import LinalgParam
 from dtorch.linalg import matrix as _mx
+from dtorch.linalg.tolerances import checked_tolerance
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -306,7 +307,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: str | None = None)
     name = "linalg.lstsq"
     tensor_arg(name, A, "A")
     tensor_arg(name, B, "B")
-    rc = _mx.checked_tolerance(name, "rcond", rcond)
+    rc = checked_tolerance(name, "rcond", rcond)
     if driver is not None and driver not in ("gels", "gelsy", "gelsd", "gelss"):
         raise ParamError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, "
                          f"gelss), got {driver!r}")  # fmt: skip

@@ -3,7 +3,8 @@ cholesky_inverse cholesky_solve qr svd pinverse matrix_power matrix_exp lu lu_un
 triangular_solve geqrf orgqr ormqr`` run torch's own function on every device's whole
 matrices (one Linalg operator: batch dims may be sharded and keep their shards, the matrix dims
 must be whole, a Partial input is refused); ``chain_matmul frobenius_norm nuclear_norm`` are
-compositions (``linalg.multi_dot``, ``linalg.vector_norm``, ``linalg.matrix_norm``).
+compositions (``linalg.multi_dot``, ``linalg.vector_norm``, ``linalg.matrix_norm``), and so is
+``norm`` (``torch.norm``: the vector norms of ``dtorch.api.ops.statistics``, and ``p='nuc'``).
 
 Example:
     >>> import dtorch
@@ -21,7 +22,8 @@ import torch
 
 from dtorch.api.create import beside
 from dtorch.api.dims import as_flag
-from dtorch.api.record import composite, tensor_arg
+from dtorch.api.ops import statistics as _st
+from dtorch.api.record import composite, named_as, tensor_arg, with_inputs
 from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.opkind import LinalgKind
 from dtorch.ir.params import LinalgParam
@@ -29,6 +31,7 @@ from dtorch.linalg import matrix as _mx
 from dtorch.linalg import more as _more
 from dtorch.linalg import norms as _nm
 from dtorch.linalg import products as _pr
+from dtorch.linalg.tolerances import checked_tolerance
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -116,7 +119,7 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
         >>> dtorch.pinverse(dtorch.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
         [[0.5, 0.0], [0.0, 0.0]]
     """
-    return _mx.pinv(input, _mx.checked_tolerance("pinverse", "rcond", rcond))
+    return _mx.pinv(input, checked_tolerance("pinverse", "rcond", rcond))
 
 
 @composite("matrix_power")  # refusals name the function called
@@ -342,3 +345,50 @@ def nuclear_norm(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tenso
         dim = (dim, dim)
     keep = as_flag(keepdim, "nuclear_norm", "keepdim")
     return _nm.matrix_norm(input, "nuc", tuple(dim), keepdim=keep)
+
+
+def norm(
+    input: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
+    dtype: torch.dtype | None = None,
+) -> Tensor:  # fmt: skip
+    """``torch.norm`` (and ``Tensor.norm``): the vector norms of ``dtorch.api.ops.statistics``'s
+    ``norm``, and ``p='nuc'``, the nuclear norm of the matrices in ``dim`` (a 2-tuple; None:
+    a 2-D input's two dims), as torch's ``linalg.matrix_norm(input, 'nuc', dim)``: the matrix
+    dims must then be whole on every device (the batch dims may be sharded).
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([[3.0, 0.0], [0.0, -4.0]])
+        >>> t.norm().item(), t.norm(p="nuc").item(), dtorch.norm(t, 1, dim=0).tolist()
+        (5.0, 7.0, [3.0, 4.0])
+    """
+    # here, not in dtorch.api.ops.statistics: the nuclear norm needs svdvals, of this layer
+    if isinstance(p, str) and p == "nuc":
+        return _nuclear(input, dim, keepdim, dtype)
+    return _st.norm(input, p, dim, keepdim, dtype)
+
+
+@with_inputs  # placement refusals end with the caller's tensors
+def _nuclear(input: Tensor, dim: Any, keepdim: Any, dtype: Any) -> Tensor:
+    # torch.norm's p='nuc': matrix_norm over dim (None: every dim), which must be two dims
+    tensor_arg("norm", input)
+    if input.ndim < 2:
+        raise ShapeError(
+            f"norm: p='nuc' is the nuclear norm of a matrix: the input must have at least 2 "
+            f"dims, got shape {list(input.shape)}"
+        )
+    dims, keep = _nuclear_dims(input, dim), as_flag(keepdim, "norm", "keepdim")
+    with named_as("norm", "linalg.matrix_norm"):
+        return _nm.matrix_norm(input, "nuc", dims, keep, dtype=dtype)
+
+
+def _nuclear_dims(input: Tensor, dim: Any) -> tuple[int, ...]:
+    # torch reads dim None as every dim and one int as one dim: only two dims are a matrix
+    dims = tuple(range(input.ndim)) if dim is None else (dim,) if isinstance(dim, int) else dim
+    if not isinstance(dims, (tuple, list)) or len(dims) != 2:
+        given = f"dim=None for a {input.ndim}-D input" if dim is None else f"dim={dim!r}"
+        raise ParamError(
+            f"norm: p='nuc' takes two dims (the matrix's), got {given}; accepted: dim=None "
+            f"for a 2-D input, or a 2-tuple of dims"
+        )
+    return tuple(dims)

@@ -320,9 +320,11 @@ def test_argument_forms(graph: dtorch.Graph) -> None:
         t.var(0, True, correction=0)
     with pytest.raises(TypeError, match="correction must be a number"):
         t.var(correction="1")
-    with pytest.raises(ParamError, match=r"^norm: p='nuc' is not supported; accepted"):
-        t.norm("nuc")
-    with pytest.raises(TypeError, match="p must be 'fro' or a number"):
+    with pytest.raises(
+        ParamError, match=r"^norm: p='nucl' is not supported; accepted: 'fro', 'nuc'"
+    ):
+        t.norm("nucl")
+    with pytest.raises(TypeError, match="p must be 'fro', 'nuc' or a number"):
         t.norm([2])
     with pytest.raises(DtypeError, match="without narrowing"):
         t.double().norm(dtype=torch.float32)

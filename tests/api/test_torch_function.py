@@ -65,6 +65,7 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "torch.clamp_": lambda a, b: torch.clamp_(a.clone(), min=-0.5),
     "torch.linalg.norm": lambda a, b: torch.linalg.norm(a, dim=1),
     "torch.linalg.vector_norm": lambda a, b: torch.linalg.vector_norm(a, 3),
+    "torch.norm(p='nuc')": lambda a, b: torch.norm(a, p="nuc"),  # dtorch.linalg.older.norm
 }
 
 
@@ -78,7 +79,7 @@ def test_torch_function_runs_dtorch_counterpart(graph: dtorch.Graph, name: str) 
     call = CALLS[name]
     want = call(_A, _B)
     whole = {"F.linear", "torch.trace", "torch.lu", "torch.meshgrid(list)"}
-    whole.add("torch.atleast_2d(tuple)")
+    whole.update(("torch.atleast_2d(tuple)", "torch.norm(p='nuc')"))
     placement = Replicate() if name in whole else Shard(0)  # they cut rows or read across them
     got = call(_on(_A, mesh, placement), _on(_B, mesh, Replicate()))
     if isinstance(want, bool):

@@ -287,16 +287,16 @@ def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
 
 
 def _order(p: Any) -> float:
-    """``p`` of ``norm`` as a number: 'fro' is 2; 'nuc' and other words are refused."""
+    """``p`` of ``norm`` as a number: 'fro' is 2; other words are refused ('nuc', the nuclear
+    norm, is ``dtorch.norm``'s: ``dtorch.linalg.older.norm`` takes it before this one)."""
     if isinstance(p, str):
         if p == "fro":
             return 2.0
         raise ParamError(
-            f"norm: p={p!r} is not supported; accepted: 'fro', inf, -inf or any number "
-            f"(vector norms over dim; 'nuc', the nuclear norm, is not available)"
+            f"norm: p={p!r} is not supported; accepted: 'fro', 'nuc', inf, -inf or any number"
         )
     if isinstance(p, bool) or not isinstance(p, numbers.Real):  # numpy numbers too
-        raise TypeError(f"norm: p must be 'fro' or a number, got {type(p).__name__}")
+        raise TypeError(f"norm: p must be 'fro', 'nuc' or a number, got {type(p).__name__}")
     return float(p)
 
 
@@ -308,6 +308,7 @@ def norm(
     """torch's ``norm`` as a vector norm over ``dim`` (None: every dim): ``p`` 'fro' or 2,
     1, inf (the largest magnitude), -inf (the smallest), 0 (the count of non-zeros) or any
     other number (``sum(|x|**p) ** (1/p)``); ``dtype`` (floating) computes and returns in it.
+    ``dtorch.norm`` and ``Tensor.norm`` are ``dtorch.linalg.older.norm``: this, and 'nuc'.
 
     Example:
         >>> import dtorch

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -77,6 +78,26 @@ def _order(param: LinalgParam) -> float | str | None:
     return param.mode or param.atol
 
 
+def _tolerances(a: Sequence[torch.Tensor], p: LinalgParam) -> dict[str, Any]:
+    """pinv's and matrix_rank's ``atol`` and ``rtol``: the inputs after the matrix where bits
+    0 and 1 of ``n`` say so (``(*batch, 1, 1)``: dtorch.linalg.tolerances), else the param's
+    numbers. Beside a tensor a number is a float64 0-d tensor, as torch makes of its number
+    forms (torch's own arguments take no mix)."""
+    given = iter(a[1:])
+    atol = next(given)[..., 0, 0] if _bit(p, 0) else p.atol
+    rtol = next(given)[..., 0, 0] if _bit(p, 1) else p.rtol
+    if p.n:
+        atol, rtol = (_as_tensor(x, a[0]) for x in (atol, rtol))
+    return {"atol": atol, "rtol": rtol}
+
+
+def _as_tensor(value: torch.Tensor | float | None, like: torch.Tensor) -> torch.Tensor | None:
+    # a number tolerance as torch holds one: float64, on the matrix's device (meta included)
+    if value is None or isinstance(value, torch.Tensor):
+        return value
+    return like.new_full((), value, dtype=torch.float64)
+
+
 def _geqrf(a: torch.Tensor) -> Tensors:
     # torch has no meta kernel of geqrf: its shapes are (a's, a's batch + min(m, n))
     if a.is_meta:
@@ -106,10 +127,10 @@ LINALG: dict[LinalgKind, LinalgFn] = {
     LinalgKind.SVD: lambda a, p: _tuple(torch.linalg.svd(a[0], full_matrices=p.flag)),
     LinalgKind.SVDVALS: lambda a, p: _tuple(torch.linalg.svdvals(a[0])),
     LinalgKind.PINV: lambda a, p: _tuple(
-        torch.linalg.pinv(a[0], atol=p.atol, rtol=p.rtol, hermitian=p.flag)
+        torch.linalg.pinv(a[0], **_tolerances(a, p), hermitian=p.flag)
     ),
     LinalgKind.MATRIX_RANK: lambda a, p: _tuple(
-        torch.linalg.matrix_rank(a[0], atol=p.atol, rtol=p.rtol, hermitian=p.flag)
+        torch.linalg.matrix_rank(a[0], **_tolerances(a, p), hermitian=p.flag)
     ),
     LinalgKind.MATRIX_POWER: lambda a, p: _tuple(torch.linalg.matrix_power(a[0], p.n)),
     LinalgKind.MATRIX_EXP: lambda a, p: _tuple(torch.linalg.matrix_exp(a[0])),
