@@ -44,7 +44,7 @@ from dtorch.ir.params import CreateParam
 from dtorch.ir.placement import Partial, Placement, Replicate
 from dtorch.ir.rules import OutputMeta
 from dtorch.ir.rules.ints import check_scalars, check_sizes, check_storage
-from dtorch.ir.subsplit import check_unmarked
+from dtorch.ir.subsplit import check_marks
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -131,8 +131,9 @@ def create(
     mesh = mesh_for(g, device_mesh, device)
     if placements is None:
         placements = (Replicate(),) * mesh.ndim
-    placed = normalized(_CALLED.get(kind, kind.name.lower()), placements, mesh, len(shape))
-    check_unmarked(kind.name.lower(), placed, "a placement")  # only cat will make marks
+    called = _CALLED.get(kind, kind.name.lower())
+    placed = normalized(called, placements, mesh, len(shape))
+    check_marks(called, shape, placed)  # the kernel slices each segment of a marked dim
     if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
         placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)
     param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value, strides=strides)

@@ -38,6 +38,7 @@ from dtorch.api.graph import Graph
 from dtorch.api.ops.random_fill import torch_refusals
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import is_handle, not_a_tensor
+from dtorch.api.redistribute import normalized
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype
@@ -45,6 +46,7 @@ from dtorch.ir.opkind import CreateKind
 from dtorch.ir.random_draw import snapshot
 from dtorch.ir.rules.create import check_arange_dtype
 from dtorch.ir.rules.ints import outside_int64
+from dtorch.ir.subsplit import check_marks
 
 
 def create(kind: CreateKind, shape: tuple[int, ...], dtype: torch.dtype, **kw: Any) -> Tensor:
@@ -462,7 +464,10 @@ def _like(name: str, input: Any, kw: dict[str, Any]) -> dict[str, Any]:
     kw.setdefault("graph", input.graph)
     if kw.get("device") is None and kw.get("device_mesh") in (None, input.device_mesh):
         kw["device_mesh"] = input.device_mesh
-        kw.setdefault("placements", input.placements)
+        placements = kw.setdefault("placements", input.placements)
+        if placements is not None:  # refusals name the call (zeros_like), not what it calls
+            placed = normalized(name, placements, input.device_mesh, input.ndim)
+            check_marks(name, tuple(input.shape), placed)
     return kw
 
 

@@ -154,8 +154,45 @@ def shard_spec(
     """The ShardSpec of the device at ``coordinate``."""
     check_unmarked("the layout of a tensor", placements, "a placement")  # not one box
     local, offset = local_shape_and_offset(shape, mesh_shape, placements, coordinate)
-    owner = all(c == 0 for c, p in zip(coordinate, placements, strict=True) if p.is_partial())
-    return ShardSpec(local, offset, owner)
+    return ShardSpec(local, offset, is_partial_owner(placements, coordinate))
+
+
+def is_partial_owner(placements: Sequence[Placement], coordinate: Sequence[int]) -> bool:
+    """True where the device sits at coordinate 0 of every Partial mesh dim: the one that
+    holds a distributed full value (``ShardSpec.partial_owner``).
+
+    Example:
+        >>> from dtorch.ir.placement import Partial
+        >>> is_partial_owner((Partial(), Shard(0)), (0, 1)), is_partial_owner((Partial(),), (1,))
+        (True, False)
+    """
+    return all(c == 0 for c, p in zip(coordinate, placements, strict=True) if p.is_partial())
+
+
+def local_pieces(
+    shape: Sequence[int],
+    mesh_shape: Sequence[int],
+    placements: Sequence[Placement],
+    coordinate: Sequence[int],
+) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per tensor dim, the global ``(start, length)`` runs the device's local tensor holds
+    along it, in order: its box for a plain layout (one run), its piece of every segment
+    along a marked dim (``segment_pieces``; its mesh dim the only one sharding it, as
+    ``dtorch.ir.subsplit.check_marks`` makes sure).
+
+    Example:
+        >>> local_pieces((10, 4), (2,), (Shard(0, sub_split_coordinates=(4,)),), (1,))
+        (((2, 2), (7, 3)), ((0, 4),))
+    """
+    local, offset = local_shape_and_offset(shape, mesh_shape, placements, coordinate)
+    runs: list[tuple[tuple[int, int], ...]] = [
+        ((o, n),) for o, n in zip(offset, local, strict=True)
+    ]
+    for m, p in enumerate(placements):
+        if isinstance(p, Shard) and p.has_sub_split_coordinates():
+            coords = p.sub_split_coordinates
+            runs[p.dim] = segment_pieces(shape[p.dim], coords, mesh_shape[m], coordinate[m])
+    return tuple(runs)
 
 
 def device_shard(

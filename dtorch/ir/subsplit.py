@@ -9,7 +9,9 @@ boundaries between the concatenated parts.
 
 State of support: ``cat`` makes marks, elementwise operators keep them and slices at part
 boundaries remove them (``dtorch.ir.rules.marked``); redistribution from and to a marked
-layout, and so ``to_torch``, goes part by part (``dtorch.api.marked``). Every other operator
+layout, and so ``to_torch``, goes part by part (``dtorch.api.marked``); creation makes them
+(``zeros_like`` of a marked tensor, ``zeros(..., placements=[marked])``) where each marked dim
+is sharded by its one mesh dim (``check_marks``). Every other operator
 refuses marked placements with a message naming it (``check_unmarked``), so no marked tensor
 can ever produce a silently wrong value. ``Shard.plain()`` is the placement a
 ``view(placements)`` reinterprets it as (the local data is unchanged).
@@ -99,4 +101,44 @@ def check_unmarked(name: str, placements: Sequence[Placement], what: str = "an i
             f"{name}: {what} is {marked[0]!r} (a concatenation of separately sharded parts), "
             f"which {name} does not support yet; accepted: Shard(d) without "
             f"sub_split_coordinates, Replicate(), Partial(). Redistribute it to one of them first"
+        )
+
+
+def marks_problem(shape: Sequence[int], placements: Sequence[Placement]) -> str | None:
+    """What keeps a tensor of ``shape`` from being laid out as ``placements`` (None: nothing):
+    a mark's coordinates outside its dim, or its dim sharded by another mesh dim too (the
+    pieces of nested chunks are not defined).
+
+    Example:
+        >>> marks_problem((10,), (Shard(0, sub_split_coordinates=(4,)),)) is None
+        True
+        >>> marks_problem((10,), (Shard(0, sub_split_coordinates=(4,)), Shard(0)))
+        'Shard(dim=0, sub_split_coordinates=(4,)) marks dim 0, which another mesh dim shards too'
+    """
+    for p in placements:
+        if not (isinstance(p, Shard) and p.has_sub_split_coordinates()):
+            continue
+        if sum(q.is_shard(p.dim) for q in placements) > 1:
+            return f"{p!r} marks dim {p.dim}, which another mesh dim shards too"
+        if p.sub_split_coordinates[-1] >= shape[p.dim]:
+            return f"{p!r} has a coordinate outside dim {p.dim} (size {shape[p.dim]})"
+    return None
+
+
+def check_marks(name: str, shape: Sequence[int], placements: Sequence[Placement]) -> None:
+    """Refuse, naming ``name``, marked ``placements`` that no tensor of ``shape`` can have
+    (``marks_problem``).
+
+    Example:
+        >>> check_marks("zeros", (3,), (Shard(0, sub_split_coordinates=(4,)),))
+        Traceback (most recent call last):
+        ...
+        dtorch.errors.PlacementError: zeros: the placement Shard(dim=0, ...
+    """
+    problem = marks_problem(shape, placements)
+    if problem is not None:
+        raise PlacementError(
+            f"{name}: the placement {problem}; accepted: Shard(d, sub_split_coordinates=c) "
+            f"with every coordinate inside dim d and no other mesh dim sharding d, or plain "
+            f"Shard(d), Replicate(), Partial()"
         )

@@ -2,18 +2,22 @@
 
 Constant kinds build the shard directly. Kinds whose values depend on the position (ARANGE,
 the random kinds, FROM_TENSOR) build the full tensor once per caller (``ctx.memo``) and slice
-it, so every device holds exactly the values torch would produce for the whole tensor. On a
-Partial mesh dimension only coordinate 0 holds the value; the others hold zeros, so the sum is
-the value.
+it, so every device holds exactly the values torch would produce for the whole tensor; along a
+marked dim (``Shard(d, sub_split_coordinates=...)``, ``dtorch.ir.subsplit``) a device's slice
+is its piece of every segment, concatenated. On a Partial mesh dimension only coordinate 0
+holds the value; the others hold zeros, so the sum is the value.
 """
 
 from __future__ import annotations
 
 import torch
 
+from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import CreateKind, OpKind
 from dtorch.ir.params import CreateParam
 from dtorch.ir.random_draw import draw
+from dtorch.ir.sharding import is_partial_owner, local_pieces
+from dtorch.ir.subsplit import is_marked
 from dtorch.kernels.base import KernelContext
 from dtorch.kernels.device import torch_device_of
 from dtorch.kernels.table import register_local_kernel
@@ -52,12 +56,12 @@ def create_kernel(
     param = ctx.param
     assert isinstance(param, CreateParam)
     out = ctx.outputs[0]
-    spec = out.shard(device)
+    shape = out.local_shape(device)  # marked layouts too (their pieces are not one box)
     target = torch_device_of(out.mesh.device_kind, device)
-    if not spec.partial_owner:
-        return [torch.zeros(spec.shape, dtype=param.dtype, device=target)]
+    if not is_partial_owner(out.placements, out.mesh.coordinate_of(device)):
+        return [torch.zeros(shape, dtype=param.dtype, device=target)]
     if param.create in _CONSTANT_KINDS:
-        return [_constant(param, spec.shape, target)]
+        return [_constant(param, shape, target)]
     memo = ctx.memo
     if memo is None:
         memo = ctx.memo = {}
@@ -67,8 +71,21 @@ def create_kernel(
     # a private copy: kernels may later change shards in place, the param stays as recorded;
     # contiguous with torch's strides for the local shape (a copy of the slice would keep the
     # full tensor's stride for a dim the device holds one row of: see kernels/local/views.py)
-    shard = torch.empty(spec.shape, dtype=param.dtype, device=target)
-    return [shard.copy_(full[spec.slices()])]
+    shard = torch.empty(shape, dtype=param.dtype, device=target)
+    return [shard.copy_(_local_part(full, out, device))]
+
+
+def _local_part(full: torch.Tensor, out: Operand, device: int) -> torch.Tensor:
+    """``device``'s part of the whole tensor ``full``: its box, or along a marked dim its
+    pieces of the segments concatenated in order."""
+    if not is_marked(out.placements):
+        return full[out.shard(device).slices()]
+    coordinate = out.mesh.coordinate_of(device)
+    part = full
+    for dim, runs in enumerate(local_pieces(out.shape, out.mesh.shape, out.placements, coordinate)):
+        pieces = [part.narrow(dim, start, n) for start, n in runs]
+        part = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim)
+    return part
 
 
 register_local_kernel(OpKind.Create, create_kernel)

@@ -69,12 +69,13 @@ def test_local_sizes_and_pieces_match_torch_chunk(size, coords, parts) -> None: 
 
 
 @pytest.mark.parametrize("mesh_shape", [(2,), (2, 2), (2, 1, 2)])
-def test_marked_placements_are_refused_at_creation(mesh_shape, graph) -> None:  # type: ignore[no-untyped-def]
+def test_marked_placements_are_made_at_creation(mesh_shape, graph) -> None:  # type: ignore[no-untyped-def]
+    """Each device takes its piece of every segment (tests/api/test_creation_marked.py)."""
     mesh = dtorch.init_device_mesh("cpu", mesh_shape)
     rest = [Replicate()] * (len(mesh_shape) - 1)
     full = torch.arange(20.0).reshape(10, 2)
-    with pytest.raises(PlacementError, match="sub_split_coordinates"):
-        dtorch.from_torch(full, device_mesh=mesh, placements=[MARKED, *rest], graph=graph)
+    made = dtorch.from_torch(full, device_mesh=mesh, placements=[MARKED, *rest], graph=graph)
+    assert made.placements == [MARKED, *rest] and torch.equal(made.to_torch(), full)
 
 
 #: (mesh shape, placements of the parts, cat dim, the parts' shapes). The marked mesh dim is

@@ -51,7 +51,7 @@ from dtorch.errors import (
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.placement import Placement
 from dtorch.ir.random_draw import snapshot
-from dtorch.ir.subsplit import is_marked
+from dtorch.ir.subsplit import marks_problem
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -229,8 +229,8 @@ def generator_source(name: str, generator: Any) -> torch.Generator:
 
 def creatable_placements(t: Tensor) -> list[Placement] | None:
     """``t``'s placements, for a new tensor to be made in (each device then makes only its
-    shard); None (Replicate, for ``assign`` to move to ``t``'s) for concatenated shards,
-    which creation cannot make.
+    shard, its piece of every segment where ``t`` is marked); None (Replicate, for ``assign``
+    to move to ``t``'s) where creation cannot make them (``marks_problem``).
 
     Example:
         >>> import dtorch
@@ -239,4 +239,4 @@ def creatable_placements(t: Tensor) -> list[Placement] | None:
         [Shard(dim=0)]
     """
     placements = list(t._operand.placements)
-    return None if is_marked(placements) else placements
+    return None if marks_problem(t._operand.shape, placements) else placements

@@ -14,6 +14,8 @@
   other dims whole: the pieces of those segments, a plain ``Shard(d)`` for one segment.
 * ``view([placements])`` (ViewPlacements, ``dtorch.ir.rules.reinterpret``): the marked shards
   read as plain ones where every local size is the plain chunk size (the mark is dropped).
+* creation (Create: ``zeros_like`` of a marked tensor) in marks that ``check_marks`` accepts:
+  the Create rule's output (its kernel slices each segment of a marked dim).
 
 Each rule returns None where it does not apply; ``dtorch.ir.rules.registry.infer`` then runs
 the ordinary rule, which refuses marks (``check_unmarked``).
@@ -38,12 +40,13 @@ from collections.abc import Callable
 from dtorch.errors import PlacementError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
-from dtorch.ir.params import ConcatParam, GetItemParam, OpParam, SliceIndex
+from dtorch.ir.params import ConcatParam, CreateParam, GetItemParam, OpParam, SliceIndex
 from dtorch.ir.placement import Placement, Replicate, Shard
 from dtorch.ir.rules import copy, elementwise, indexing, select, views
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, describe_inputs, norm_dim
+from dtorch.ir.rules.create import create_rule
 from dtorch.ir.rules.reinterpret import view_dtype_rule, view_placements_rule
-from dtorch.ir.subsplit import is_marked
+from dtorch.ir.subsplit import check_marks, is_marked
 
 #: ``rule(name, param, inputs) -> Inference``, or None where the ordinary rule applies.
 MarkRule = Callable[[str, OpParam, tuple[Operand, ...]], Inference | None]
@@ -214,6 +217,16 @@ def _refuse_index(name: str, x: Operand) -> None:
     )
 
 
+def create_marked(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference | None:
+    """A creation in marked placements: the Create rule's output, its marks checked."""
+    assert isinstance(param, CreateParam)
+    if not is_marked(param.placements):
+        return None
+    inference = create_rule(name, param, inputs)
+    check_marks(name, param.shape, inference.outputs[0].placements)
+    return inference
+
+
 #: The ordinary rules of the kinds whose kernels work element by element on the local shards.
 _ELEMENTWISE: dict[OpKind, Rule] = {
     **elementwise.RULES,
@@ -229,6 +242,7 @@ _ELEMENTWISE: dict[OpKind, Rule] = {
 #: OpKind -> its mark rule, tried before the ordinary rule.
 MARK_RULES: dict[OpKind, MarkRule] = {
     OpKind.Concat: concat_marked,
+    OpKind.Create: create_marked,
     OpKind.GetItem: getitem_marked,
     OpKind.ViewPlacements: view_placements_rule,  # reads marked shards as plain ones
     **dict.fromkeys(_ELEMENTWISE, elementwise_marked),
