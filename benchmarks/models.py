@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from ceiling import LlamaTpShare, ThreadPair, batch_share, mlp_share
 
 #: Torch threads of the one-process baseline: the dtorch runs' devices times one thread.
 THREADS = 2
@@ -89,6 +90,8 @@ class Contender:
     name: str
     sample: Callable[[], tuple[float, float]]
     pids: list[int] = field(default_factory=list)
+    #: the configuration's bound (benchmarks/ceiling.py), for the "bound / this" column
+    bound: Contender | None = None
     walls: list[float] = field(default_factory=list)
     cpu: float = 0.0
 
@@ -147,6 +150,32 @@ def dtorch_contender(name: str, run: Callable[[], Any], graph: Any, pids: list[i
     return Contender(name, lambda: _timed(forward), pids)
 
 
+def bound_contender(
+    name: str,
+    pair: Any,
+    share: Callable[[int], Any],
+    joined: Callable[[list[Any]], Any],
+    expected: torch.Tensor,
+) -> Contender:
+    """The bound of a two-device configuration (benchmarks/ceiling.py): ``share(rank)`` on
+    both threads of ``pair``, whose ``joined(results)`` must equal torch's ``expected``."""
+    check(f"bound {name}", joined(pair.run(share)), expected)
+    run = lambda: pair.run(share)  # noqa: E731
+    return torch_contender(f"bound: {name}, 2 torch threads, no runtime", run)
+
+
+def first(results: list[Any]) -> Any:
+    """Rank 0's result: a replicated output."""
+    return results[0]
+
+
+def bounded(contenders: list[Contender], bound: Contender) -> list[Contender]:
+    """``contenders``, each with ``bound`` as its bound, then ``bound``."""
+    for contender in contenders:
+        contender.bound = bound
+    return [*contenders, bound]
+
+
 def check(name: str, got: torch.Tensor, expected: torch.Tensor) -> None:
     """``got`` equals torch's result within float32 tolerance (relative to its scale)."""
     scale = float(expected.abs().max())
@@ -182,6 +211,13 @@ class Graphs:
     def building(graph: Any) -> Iterator[Any]:
         with graph.as_default():
             yield graph
+
+
+def thread_pair(stack: ExitStack) -> Any:
+    """The bounds' two threads (benchmarks/ceiling.py), stopped when the section ends."""
+    pair = ThreadPair()
+    stack.callback(pair.close)
+    return pair
 
 
 def tp_mesh(dim: str) -> Any:
@@ -273,6 +309,8 @@ def mlp_section(stack: ExitStack, rounds: int) -> list[Contender]:
         contenders.append(
             dtorch_contender(f"dtorch tp=2, {mode} mode", run, graph, graphs.pids(mode))
         )
+    bound = bound_contender("tp=2", thread_pair(stack), mlp_share(ref, x), first, expected)
+    contenders = contenders[:2] + bounded(contenders[2:], bound)
     race(contenders, rounds)
     return contenders
 
@@ -310,6 +348,9 @@ def resnet_section(stack: ExitStack, rounds: int) -> list[Contender]:
         contenders.append(
             dtorch_contender(f"dtorch dp=2, {mode} mode", run, graph, graphs.pids(mode))
         )
+    share = batch_share(ref, x)
+    bound = bound_contender("dp=2", thread_pair(stack), share, torch.cat, expected)
+    contenders = contenders[:1] + bounded(contenders[1:], bound)
     race(contenders, rounds)
     return contenders
 
@@ -333,9 +374,13 @@ def llama_section(stack: ExitStack, rounds: int) -> list[Contender]:
     contenders = [
         torch_contender(f"transformers, one process, {THREADS} threads", lambda: ref(ids))
     ]
-    graphs = Graphs(stack)
+    graphs, pair = Graphs(stack), thread_pair(stack)
+    shares = {
+        "tp": (LlamaTpShare(ref, ids), first),
+        "dp": (batch_share(lambda part: ref(part).logits, ids), torch.cat),
+    }
     for dim in ("tp", "dp"):
-        mesh = tp_mesh(dim)
+        mesh, start = tp_mesh(dim), len(contenders)
         for mode, graph in graphs.modes.items():
             with graphs.building(graph):
                 model = llama.load_hf_weights(llama.build_llama(config, mesh), ref)
@@ -348,6 +393,8 @@ def llama_section(stack: ExitStack, rounds: int) -> list[Contender]:
             replay = lambda p=program, m=model, g=graph: p(m.place_ids(ids, g))  # noqa: E731
             name = f"dtorch {dim}=2, {mode} mode, traced"
             contenders.append(dtorch_contender(name, replay, graph, graphs.pids(mode)))
+        bound = bound_contender(f"{dim}=2", pair, *shares[dim], expected)
+        contenders[start:] = bounded(contenders[start:], bound)
     race(contenders, rounds)
     return contenders
 
@@ -362,7 +409,8 @@ SECTIONS: dict[str, tuple[str, Callable[[ExitStack, int], list[Contender]]]] = {
 
 
 def report_rows(model: str, contenders: list[Contender]) -> list[str]:
-    """Markdown rows: ms (min, median), CPU ms per forward, ratios to torch and DTensor."""
+    """Markdown rows: ms (min, median), CPU ms per forward, ratios to torch, DTensor and the
+    configuration's bound."""
     torch_ms = min(contenders[0].walls)
     dtensor = [c for c in contenders if c.name.startswith("DTensor")]
     dtensor_ms = min(dtensor[0].walls) if dtensor else None
@@ -370,9 +418,10 @@ def report_rows(model: str, contenders: list[Contender]) -> list[str]:
     for c in contenders:
         best = min(c.walls)
         vs_dtensor = "" if dtensor_ms is None else f"{dtensor_ms / best:.2f}"
+        vs_bound = "" if c.bound is None else f"{min(c.bound.walls) / best:.2f}"
         rows.append(
             f"| {model} | {c.name} | {best * 1e3:.2f} | {statistics.median(c.walls) * 1e3:.2f} "
-            f"| {c.cpu * 1e3:.1f} | {torch_ms / best:.2f} | {vs_dtensor} |"
+            f"| {c.cpu * 1e3:.1f} | {torch_ms / best:.2f} | {vs_dtensor} | {vs_bound} |"
         )
     return rows
 
@@ -392,8 +441,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; load average before: {_load()}\n")
     lines = [
         "| model | configuration | ms (min) | ms (median) | CPU ms | torch / this "
-        "| DTensor / this |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| DTensor / this | bound / this |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name in args.sections:
         title, section = SECTIONS[name]
