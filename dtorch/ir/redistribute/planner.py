@@ -71,10 +71,26 @@ def plan_redistribute(
         >>> plan.steps
         (AllGather(mesh_dim=0, tensor_dim=0), AllGather(mesh_dim=1, tensor_dim=1))
     """
-    shape = _check_shape(shape)
+    shape = _check_shape(shape)  # before any cache: True would hash as 1
     for mesh in (src_mesh, dst_mesh):
         if not isinstance(mesh, DeviceMesh):
             raise MeshError(f"plan_redistribute needs DeviceMesh meshes, got {mesh!r}")
+    try:  # every Convert kernel plans again: its layouts are already normal, so cache them
+        return _normalized_plan(shape, src_mesh, tuple(src), dst_mesh, tuple(dst))
+    except TypeError:  # an unhashable placement: the checks say what is wrong
+        return _normalized_plan.__wrapped__(shape, src_mesh, tuple(src), dst_mesh, tuple(dst))
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized_plan(
+    shape: tuple[int, ...],
+    src_mesh: DeviceMesh,
+    src: tuple[Placement, ...],
+    dst_mesh: DeviceMesh,
+    dst: tuple[Placement, ...],
+) -> RedistributePlan:
+    """``_plan`` of the placements as given: normalised and checked first (a refusal raises
+    and is not cached)."""
     src = normalize_placements(src, src_mesh.shape, len(shape))
     dst = normalize_placements(dst, dst_mesh.shape, len(shape))
     check_unmarked("redistribute", src, "the source layout")  # no plan knows the pieces yet

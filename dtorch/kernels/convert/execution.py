@@ -16,11 +16,12 @@ Example:
     >>> plan = plan_redistribute((4, 4), mesh, (Shard(0), Replicate()), mesh, (Shard(0), Shard(1)))
     >>> ex = Execution(plan, (0, 1, 2, 3), None, torch.float32)
     >>> ex.lines(mesh, 1), ex.spec(1, 3).shape
-    ([(0, 1), (2, 3)], (2, 2))
+    (((0, 1), (2, 3)), (2, 2))
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,25 @@ if TYPE_CHECKING:
 
 #: One local tensor per device this caller holds in the current mesh.
 Shards = dict[int, torch.Tensor]
+
+
+@functools.lru_cache(maxsize=4096)  # every Convert kernel asks again, of the same few meshes
+def _held(mesh: DeviceMesh, devices: tuple[int, ...]) -> tuple[int, ...]:
+    mine = set(devices)
+    return tuple(d for d in mesh.device_ids if d in mine)
+
+
+@functools.lru_cache(maxsize=4096)
+def _lines(
+    mesh: DeviceMesh, mesh_dim: int, devices: tuple[int, ...]
+) -> tuple[tuple[int, ...], ...]:
+    found: list[tuple[int, ...]] = []
+    covered: set[int] = set()
+    for device in _held(mesh, devices):
+        if device not in covered:
+            found.append(mesh.group_of(device, mesh_dim))
+            covered.update(found[-1])
+    return tuple(sorted(found))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,19 +74,12 @@ class Execution:
 
     def held(self, mesh: DeviceMesh) -> tuple[int, ...]:
         """The devices of ``mesh`` this caller holds, in mesh order."""
-        mine = set(self.devices)
-        return tuple(d for d in mesh.device_ids if d in mine)
+        return _held(mesh, self.devices)
 
-    def lines(self, mesh: DeviceMesh, mesh_dim: int) -> list[tuple[int, ...]]:
+    def lines(self, mesh: DeviceMesh, mesh_dim: int) -> tuple[tuple[int, ...], ...]:
         """The 1-D groups along ``mesh_dim`` that hold a device of this caller, sorted (each
         found once: a group per held device was quadratic in the devices of a line)."""
-        found: list[tuple[int, ...]] = []
-        covered: set[int] = set()
-        for device in self.held(mesh):
-            if device not in covered:
-                found.append(mesh.group_of(device, mesh_dim))
-                covered.update(found[-1])
-        return sorted(found)
+        return _lines(mesh, mesh_dim, self.devices)
 
     def empty(self, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
         """A fresh tensor of the plan's dtype; large CPU ones in the manager's recycled
