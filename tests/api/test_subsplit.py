@@ -257,6 +257,10 @@ def test_what_does_not_understand_the_mark_refuses(graph) -> None:  # type: igno
     plain = dtorch.from_torch(
         torch.cat(fulls), device_mesh=mesh, placements=[Shard(0), Replicate()]
     )
+    # sharded on the other mesh dim: the plain rule would shard the marked dim twice
+    across = dtorch.from_torch(
+        torch.cat(fulls), device_mesh=mesh, placements=[Replicate(), Shard(0)]
+    )
     refusals = {
         "sum": lambda: got.sum(0),
         "getitem": lambda: got[1:4],
@@ -264,6 +268,7 @@ def test_what_does_not_understand_the_mark_refuses(graph) -> None:  # type: igno
         "getitem  ": lambda: got[0:4, 1:],
         "add": lambda: got + other,
         "add ": lambda: got + plain,
+        "mul": lambda: got * across,
         "matmul": lambda: got @ torch_ones(mesh),
     }
     for name, call in refusals.items():

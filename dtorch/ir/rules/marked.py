@@ -46,7 +46,7 @@ from dtorch.ir.rules import copy, elementwise, indexing, select, views
 from dtorch.ir.rules.base import Inference, OutputMeta, Rule, describe_inputs, norm_dim
 from dtorch.ir.rules.create import create_rule
 from dtorch.ir.rules.reinterpret import view_dtype_rule, view_placements_rule
-from dtorch.ir.subsplit import check_marks, is_marked
+from dtorch.ir.subsplit import check_marks, is_marked, marks_problem
 
 #: ``rule(name, param, inputs) -> Inference``, or None where the ordinary rule applies.
 MarkRule = Callable[[str, OpParam, tuple[Operand, ...]], Inference | None]
@@ -129,8 +129,22 @@ def elementwise_marked(name: str, param: OpParam, inputs: tuple[Operand, ...]) -
         dataclasses.replace(out, placements=_remark(out.placements, marks))
         for out in inference.outputs
     )
+    for out in outputs:
+        _check_remarked(name, inputs, out)
     requested = tuple(None if r is None else _remark(r, marks) for r in inference.input_placements)
     return Inference(outputs, requested)
+
+
+def _check_remarked(name: str, inputs: tuple[Operand, ...], out: OutputMeta) -> None:
+    # the plain rule may shard the marked dim on another mesh dim too, which no mark can hold
+    problem = marks_problem(out.shape, out.placements)
+    if problem is not None:
+        raise PlacementError(
+            f"{name}: got {' x '.join(repr(i.placements) for i in inputs)}: the result would "
+            f"be laid out as {out.placements!r}, where {problem}; accepted: operands "
+            f"that shard the concatenated dim on the marked mesh dim only. Redistribute "
+            f"the concatenated operand to plain placements first"
+        )
 
 
 # Mesh dim -> coordinates of the operands marked on it; every Shard on that mesh dim must match.
