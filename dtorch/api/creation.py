@@ -42,6 +42,7 @@ from dtorch.api.redistribute import normalized
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype
+from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.opkind import CreateKind
 from dtorch.ir.random_draw import snapshot
 from dtorch.ir.rules.create import check_arange_dtype
@@ -464,10 +465,11 @@ def _like(name: str, input: Any, kw: dict[str, Any]) -> dict[str, Any]:
     kw.setdefault("graph", input.graph)
     if kw.get("device") is None and kw.get("device_mesh") in (None, input.device_mesh):
         kw["device_mesh"] = input.device_mesh
-        placements = kw.setdefault("placements", input.placements)
-        if placements is not None:  # refusals name the call (zeros_like), not what it calls
-            placed = normalized(name, placements, input.device_mesh, input.ndim)
-            check_marks(name, tuple(input.shape), placed)
+        kw.setdefault("placements", input.placements)
+    mesh, placements = kw.get("device_mesh"), kw.get("placements")
+    if kw.get("device") is None and isinstance(mesh, DeviceMesh) and placements is not None:
+        # refusals name the call (zeros_like), not the creation it makes
+        check_marks(name, tuple(input.shape), normalized(name, placements, mesh, input.ndim))
     return kw
 
 

@@ -187,6 +187,12 @@ def test_marks_no_tensor_can_have_are_refused_naming_the_call(graph: dtorch.Grap
         ),
         "zeros_like": (lambda: dtorch.zeros_like(c, placements=outside), "outside dim 0"),
         "randn_like": (lambda: dtorch.randn_like(c, placements=nested), "another mesh dim"),
+        "ones_like": (  # on another mesh than the input's
+            lambda: dtorch.ones_like(
+                c, device_mesh=dtorch.init_device_mesh("cpu", (4, 1)), placements=outside
+            ),
+            "outside dim 0",
+        ),
     }
     for name, (call, why) in calls.items():
         with pytest.raises(
