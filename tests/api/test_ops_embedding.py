@@ -100,10 +100,8 @@ def test_rejections(graph: dtorch.Graph) -> None:
     with pytest.raises(PlacementError, match=got + r" dimension: .*Redistribute the ids"):
         DF.embedding(ids, weight)
     rep = place(torch.tensor([1]), mesh, [R, R], graph)
-    with pytest.raises(ParamError, match=r"^embedding: max_norm=1.0 is not supported.*accepted"):
-        DF.embedding(rep, weight, max_norm=1.0)
-    with pytest.raises(ParamError, match=r"^Embedding: max_norm=2.0 is not supported"):
-        dtorch.nn.Embedding(6, 4, max_norm=2.0, device_mesh=mesh)  # at construction
+    with pytest.raises(TypeError, match=r"^embedding: max_norm must be a number, got str"):
+        DF.embedding(rep, weight, max_norm="1.0")  # max_norm itself: test_embedding_max_norm
     with pytest.raises(ParamError, match=r"^embedding: padding_idx 6 is out of range for 6"):
         DF.embedding(rep, weight, padding_idx=6)
     with pytest.raises(DtypeError, match=r"^embedding: the ids must be int64 or int32; got torch"):

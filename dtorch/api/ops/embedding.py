@@ -3,7 +3,13 @@
 One Embedding operator (``dtorch.ir.rules.embedding``): ids sharded on any dim give an output
 sharded on that dim; a weight sharded on the embedding dim gives Shard(-1); a weight sharded
 on the vocab dim (Shard(0)) gives Partial, each device looking up its own row range and
-writing zeros for the rest (vocab-parallel, as DTensor); redistribute to Replicate to sum.
+writing zeros for the others (vocab-parallel, as DTensor); redistribute to Replicate to sum.
+
+``max_norm`` renormalises the weight in place first, as torch's ``embedding_renorm_``, by
+existing operators: the rows the ids name (``isin`` of the row numbers, the ids gathered to
+Replicate), their ``norm_type``-norms, and one ``mul_`` of every row by its scale (1 for the
+rows left alone). Each intermediate is placed as the weight's rows (Shard(0) where the weight
+is, else Replicate), so the weight keeps its placements.
 
 Example:
     >>> import dtorch
@@ -21,12 +27,20 @@ import numpy as np
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.record import record_one, tensor_arg
-from dtorch.errors import ParamError
+from dtorch.api.creation import arange
+from dtorch.api.ops.masked import where
+from dtorch.api.ops.scalars import as_real
+from dtorch.api.ops.search import isin
+from dtorch.api.record import graph_of, named_as, record_one, tensor_arg
+from dtorch.errors import DtypeError
 from dtorch.ir.params import EmbeddingParam
+from dtorch.ir.placement import Placement, Replicate, Shard
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
+
+#: torch's guard against a zero norm in ``embedding_renorm_``'s scale.
+_EPS = 1e-7
 
 
 def embedding(
@@ -41,20 +55,30 @@ def embedding(
     """``torch.nn.functional.embedding``: the rows of ``weight`` at the ids ``input`` (a
     dtorch integer tensor on the weight's mesh, or a torch tensor, sent Replicate).
     ``padding_idx`` is checked and, as in torch's forward, changes no value;
-    ``scale_grad_by_freq`` and ``sparse`` concern gradients only. ``max_norm`` (which
-    renormalises the weight in place) is refused.
+    ``scale_grad_by_freq`` and ``sparse`` concern gradients only. With ``max_norm``, every
+    row the ids name whose ``norm_type``-norm exceeds it is first scaled in place to
+    ``max_norm / (norm + 1e-7)`` times itself (torch's ``embedding_renorm_``): the weight
+    changes, and keeps its placements.
 
     Example:
         >>> import torch, dtorch
         >>> w = dtorch.ones(4, 3)
         >>> dtorch.nn.functional.embedding(torch.tensor([[0, 3]]), w, padding_idx=-1).shape
         torch.Size([1, 2, 3])
+        >>> w = dtorch.tensor([[3.0, 4.0], [6.0, 8.0]])
+        >>> dtorch.nn.functional.embedding(torch.tensor([0]), w, max_norm=1.0).tolist()
+        [[0.6000000238418579, 0.800000011920929]]
+        >>> w.tolist()  # row 1, not looked up, is left alone
+        [[0.6000000238418579, 0.800000011920929], [6.0, 8.0]]
     """
-    check_max_norm("embedding", max_norm)
+    norm = check_max_norm("embedding", max_norm, norm_type)
     tensor_arg("embedding", weight, "weight")
     if isinstance(input, torch.Tensor):
         input = beside(weight, input)
-    return record_one("embedding", EmbeddingParam(_padding(padding_idx, weight)), (input, weight))
+    param = EmbeddingParam(_padding(padding_idx, weight))
+    if norm is not None:
+        _renorm(input, weight, param, *norm)
+    return record_one("embedding", param, (input, weight))
 
 
 def _padding(padding_idx: int | None, weight: Tensor) -> int | None:
@@ -74,11 +98,54 @@ def _padding(padding_idx: int | None, weight: Tensor) -> int | None:
     return padding_idx
 
 
-def check_max_norm(where: str, max_norm: float | None) -> None:
-    """Refuse ``max_norm``: torch renormalises the looked-up rows of the weight in place, a
-    write dtorch does not make behind the user's back."""
-    if max_norm is not None:
-        raise ParamError(
-            f"{where}: max_norm={max_norm} is not supported (it renormalises the weight in "
-            f"place); accepted: max_norm=None. Renormalise the weight explicitly first"
+def check_max_norm(where: str, max_norm: Any, norm_type: Any) -> tuple[float, float] | None:
+    """``(max_norm, norm_type)`` as floats, or None without ``max_norm``; each must be a real
+    number, as torch's ``embedding_renorm_`` takes (``norm_type`` is unread without it).
+
+    Example:
+        >>> check_max_norm("embedding", 1, 2), check_max_norm("embedding", None, "fro")
+        ((1.0, 2.0), None)
+    """
+    if max_norm is None:
+        return None
+    return as_real(f"{where}: max_norm", max_norm), as_real(f"{where}: norm_type", norm_type)
+
+
+def _renorm(ids: Any, weight: Tensor, param: EmbeddingParam, limit: float, p: float) -> None:
+    """torch's ``embedding_renorm_``: the rows ``ids`` name whose ``p``-norm exceeds
+    ``limit`` scaled in place to ``limit / (norm + 1e-7)`` times themselves."""
+    _check_lookup(ids, weight, param)  # a refused lookup must not have written the weight
+    if not (weight.dtype.is_floating_point or weight.dtype.is_complex):
+        raise DtypeError(
+            f"embedding: max_norm needs a floating point or complex weight, got "
+            f"{weight.dtype}; accepted: max_norm=None for it, or cast the weight first"
         )
+    with named_as("embedding"):
+        weight.mul_(_scales(ids, weight, limit, p).unsqueeze(1))
+
+
+def _check_lookup(ids: Any, weight: Tensor, param: EmbeddingParam) -> None:
+    # the lookup's own refusals (ids, placements, padding_idx); its rule caches the answer
+    tensor_arg("embedding", ids, "input 0")
+    graph = graph_of("embedding", (ids, weight))
+    graph._inferences.infer("embedding", param, (ids._operand, weight._operand))
+
+
+def _scales(ids: Tensor, weight: Tensor, limit: float, p: float) -> Tensor:
+    """Per row of ``weight``: ``limit / (norm + 1e-7)`` where the ids name it and its norm
+    exceeds ``limit``, else 1; in the weight's real dtype, placed as its rows."""
+    rows = _row_placements(weight.placements)
+    mesh = weight.device_mesh
+    every = [Replicate()] * mesh.ndim  # each device must see every id that names its rows
+    numbers = arange(weight.shape[0], device_mesh=mesh, placements=rows, graph=weight.graph)
+    named = isin(numbers, ids.redistribute(placements=every))
+    summed = [Replicate() if q.is_partial() else q for q in weight.placements]
+    norms = weight.redistribute(placements=summed).norm(p=p, dim=1)
+    wide = norms.double()  # torch compares and divides in double
+    scale = where(named & (wide > limit), limit / (wide + _EPS), 1.0)
+    return scale.to(norms.dtype)
+
+
+def _row_placements(placements: list[Placement]) -> list[Placement]:
+    # the weight's split of its rows: Shard(0) where it has one, Replicate elsewhere
+    return [Shard(0) if q.is_shard(0) else Replicate() for q in placements]

@@ -9,6 +9,8 @@ same seed gives the same weight, and a torch layer's ``state_dict`` loads. Ids s
 given mesh (a dtorch one's own by default). The mesh is ``device_mesh=``, or ``device=``
 (``"cpu"``, ``"cuda:1"``, a ``torch.device``: a one-device mesh), not both; neither is a given
 dtorch weight's mesh, else the default graph's default mesh.
+``max_norm`` renormalises the rows each forward looks up, in place, as torch's
+(``dtorch.nn.functional.embedding``); the weight keeps its placements.
 
 ``EmbeddingWithReplicateOutput(..., tp_dim="tp")`` splits the weight's vocab dim over the tp
 mesh dim (Shard(0)): the ids are made Replicate there, each device looks up its own rows
@@ -89,7 +91,7 @@ class Embedding(Module):
         dtype = check_float(layer, dtype)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = _padding(layer, padding_idx, num_embeddings)
-        check_max_norm(layer, max_norm)  # at construction, not at the first forward
+        check_max_norm(layer, max_norm, norm_type)  # at construction, not at the first forward
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if device_mesh is None and device is None and isinstance(_weight, Tensor):
