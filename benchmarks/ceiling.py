@@ -65,11 +65,13 @@ class ThreadPair:
         for jobs in self._jobs:
             jobs.put(share)
         results: list[Any] = [None, None]
-        for _ in range(2):
+        errors = []
+        for _ in range(2):  # both, even after an error: the next run must not read this one's
             rank, result, error = self._done.get(timeout=WAIT_S)
-            if error is not None:
-                raise error
             results[rank] = result
+            errors += [] if error is None else [error]
+        if errors:
+            raise errors[0]
         return results
 
     def close(self) -> None:
@@ -89,9 +91,17 @@ class PairSum:
     def __call__(self, rank: int, tensor: torch.Tensor, gather: int | None = None) -> Any:
         """The sum of both ranks' ``tensor``, or with ``gather`` their concatenation along it."""
         self._slots[rank] = tensor
-        self._barrier.wait()
-        both = self._slots[0] + self._slots[1] if gather is None else torch.cat(self._slots, gather)
-        self._barrier.wait()  # both have read the slots before either writes them again
+        try:
+            self._barrier.wait()
+            both = (
+                self._slots[0] + self._slots[1]
+                if gather is None
+                else torch.cat(self._slots, gather)
+            )
+            self._barrier.wait()  # both have read the slots before either writes them again
+        except BaseException:
+            self._barrier.abort()  # the other rank's wait fails at once instead of timing out
+            raise
         return both
 
 

@@ -56,9 +56,9 @@ def create_kernel(
     param = ctx.param
     assert isinstance(param, CreateParam)
     out = ctx.outputs[0]
-    shape = out.local_shape(device)  # marked layouts too (their pieces are not one box)
+    shape, owner = _local(out, device)
     target = torch_device_of(out.mesh.device_kind, device)
-    if not is_partial_owner(out.placements, out.mesh.coordinate_of(device)):
+    if not owner:
         return [torch.zeros(shape, dtype=param.dtype, device=target)]
     if param.create in _CONSTANT_KINDS:
         return [_constant(param, shape, target)]
@@ -73,6 +73,15 @@ def create_kernel(
     # full tensor's stride for a dim the device holds one row of: see kernels/local/views.py)
     shard = torch.empty(shape, dtype=param.dtype, device=target)
     return [shard.copy_(_local_part(full, out, device))]
+
+
+def _local(out: Operand, device: int) -> tuple[tuple[int, ...], bool]:
+    """``device``'s local shape, and whether it holds the value on its Partial mesh dims."""
+    if not is_marked(out.placements):  # the cached box: every creation comes here
+        spec = out.shard(device)
+        return spec.shape, spec.partial_owner
+    owner = is_partial_owner(out.placements, out.mesh.coordinate_of(device))
+    return out.local_shape(device), owner  # the pieces of a marked dim are not one box
 
 
 def _local_part(full: torch.Tensor, out: Operand, device: int) -> torch.Tensor:

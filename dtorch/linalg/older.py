@@ -365,7 +365,7 @@ def norm(
     # here, not in dtorch.api.ops.statistics: the nuclear norm needs svdvals, of this layer
     if isinstance(p, str) and p == "nuc":
         return _nuclear(input, dim, keepdim, dtype)
-    return _st.norm(input, p, dim, keepdim, dtype)
+    return _st.norm(input, "fro" if p is None else p, dim, keepdim, dtype)  # None: torch's 'fro'
 
 
 @with_inputs  # placement refusals end with the caller's tensors

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import dtorch
 import dtorch.nn.functional as DF
 from dtorch.errors import DtypeError, PlacementError
+from dtorch.ir.placement import Shard
 from tests.api.ops_harness import S0, S1, P, R, place
 
 pytestmark = pytest.mark.timeout(120)
@@ -58,6 +59,7 @@ def _check(ids: Any, full_ids: torch.Tensor, weight: dtorch.Tensor, **kw: Any) -
         ((2, 2), [R, S1], [S0, R]),
         ((2, 2), [S0, S1], [R, R]),
         ((2, 2), [S0, S0], None),  # the vocab split on both mesh dims
+        ((2, 2), [Shard(0, split_order=1), Shard(0, split_order=0)], None),  # nested the other way
     ],
 )
 def test_layouts(

@@ -95,7 +95,10 @@ def test_other_orders_are_unchanged(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", (3,))
     x = _randn(5, 4)
     t = place(x, mesh, [S0], graph)
-    for p, dim in (("fro", None), (1, 0), (float("inf"), 1), (2, None), ("fro", (0, 1))):
+    orders = (("fro", None), (1, 0), (float("inf"), 1), (2, None), ("fro", (0, 1)), (None, 1))
+    for p, dim in orders:  # p=None is torch's 'fro'
+        if p is None:
+            _close(t.norm(p=None), x.norm(p=None))
         _close(t.norm(p, dim), x.norm(p, dim))
         _close(dtorch.norm(t, p, dim), torch.norm(x, p, dim))
     assert dtorch.norm is dtorch.Tensor.norm is dtorch.linalg.older.norm

@@ -34,7 +34,7 @@ from dtorch.api.ops.search import isin
 from dtorch.api.record import graph_of, named_as, record_one, tensor_arg
 from dtorch.errors import DtypeError
 from dtorch.ir.params import EmbeddingParam
-from dtorch.ir.placement import Placement, Replicate, Shard
+from dtorch.ir.placement import Placement, Replicate
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -147,5 +147,5 @@ def _scales(ids: Tensor, weight: Tensor, limit: float, p: float) -> Tensor:
 
 
 def _row_placements(placements: list[Placement]) -> list[Placement]:
-    # the weight's split of its rows: Shard(0) where it has one, Replicate elsewhere
-    return [Shard(0) if q.is_shard(0) else Replicate() for q in placements]
+    # the weight's split of its rows: its own Shard(0) (split order kept), Replicate elsewhere
+    return [q if q.is_shard(0) else Replicate() for q in placements]

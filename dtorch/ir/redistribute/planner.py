@@ -75,10 +75,12 @@ def plan_redistribute(
     for mesh in (src_mesh, dst_mesh):
         if not isinstance(mesh, DeviceMesh):
             raise MeshError(f"plan_redistribute needs DeviceMesh meshes, got {mesh!r}")
-    try:  # every Convert kernel plans again: its layouts are already normal, so cache them
-        return _normalized_plan(shape, src_mesh, tuple(src), dst_mesh, tuple(dst))
-    except TypeError:  # an unhashable placement: the checks say what is wrong
-        return _normalized_plan.__wrapped__(shape, src_mesh, tuple(src), dst_mesh, tuple(dst))
+    key = (shape, src_mesh, tuple(src), dst_mesh, tuple(dst))
+    try:
+        hash(key)
+    except TypeError:  # an unhashable placement: the uncached checks say what is wrong
+        return _normalized_plan.__wrapped__(*key)
+    return _normalized_plan(*key)  # every Convert kernel plans again: cache as given
 
 
 @functools.lru_cache(maxsize=4096)
