@@ -79,20 +79,19 @@ def plan_redistribute(
     try:
         hash(key)
     except TypeError:  # an unhashable placement: the uncached checks say what is wrong
-        return _normalized_plan.__wrapped__(*key)
-    return _normalized_plan(*key)  # every Convert kernel plans again: cache as given
+        return _as_given.__wrapped__(key)
+    return _as_given(key)  # every Convert kernel plans again: cached as given
+
+
+#: (shape, source mesh, source placements, destination mesh, destination placements).
+_Key = tuple[tuple[int, ...], DeviceMesh, tuple[Placement, ...], DeviceMesh, tuple[Placement, ...]]
 
 
 @functools.lru_cache(maxsize=4096)
-def _normalized_plan(
-    shape: tuple[int, ...],
-    src_mesh: DeviceMesh,
-    src: tuple[Placement, ...],
-    dst_mesh: DeviceMesh,
-    dst: tuple[Placement, ...],
-) -> RedistributePlan:
+def _as_given(key: _Key) -> RedistributePlan:
     """``_plan`` of the placements as given: normalised and checked first (a refusal raises
-    and is not cached)."""
+    and is not cached), so each layout's plan is one object however it was written."""
+    shape, src_mesh, src, dst_mesh, dst = key
     src = normalize_placements(src, src_mesh.shape, len(shape))
     dst = normalize_placements(dst, dst_mesh.shape, len(shape))
     check_unmarked("redistribute", src, "the source layout")  # no plan knows the pieces yet
