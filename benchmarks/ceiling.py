@@ -33,6 +33,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from dtorch.compiled_op import apply_rotary_emb  # the rotation dtorch's kernel runs
 from dtorch.runtime.torch_threads import adopt, keeping_default
 
 #: Seconds any wait of the pair may take before the sample fails (a share that hangs).
@@ -176,10 +177,6 @@ class LlamaTpShare:
         found = F.embedding(local.masked_fill(outside, 0), self.embed[rank])
         return self.total(rank, found.masked_fill(outside[..., None], 0.0))
 
-    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        first, second = x.chunk(2, dim=-1)
-        return x * cos + torch.cat((-second, first), dim=-1) * sin
-
     def _attention(self, rank: int, w: dict[str, Any], x: torch.Tensor, cos_sin: Any) -> Any:
         batch, seq, _ = x.shape
 
@@ -187,8 +184,8 @@ class LlamaTpShare:
             out = F.linear(x, w[name][rank]).view(batch, seq, heads, self.head_dim)
             return out.transpose(1, 2)
 
-        q = self._rotate(split("q_proj", self.heads), *cos_sin)
-        k = self._rotate(split("k_proj", self.kv_heads), *cos_sin)
+        q = apply_rotary_emb(split("q_proj", self.heads), *cos_sin)
+        k = apply_rotary_emb(split("k_proj", self.kv_heads), *cos_sin)
         v = split("v_proj", self.kv_heads)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         out = out.transpose(1, 2).reshape(batch, seq, self.heads * self.head_dim)
