@@ -209,14 +209,20 @@ def _not_tensors(name: str, inputs: Sequence[object]) -> TypeError:
 
 def record(name: str, param: OpParam, inputs: tuple[TensorBase, ...]) -> tuple[Tensor, ...]:
     """Record ``param`` applied to ``inputs``; return the output tensors (not yet computed)."""
+    graph, inference = infer(name, param, inputs)
+    span = caller_span(_OWN_FRAMES, 2)  # this frame and its caller, an operator function
+    return _emit_inferred(graph, name, param, inputs, inference, span)
+
+
+def infer(name: str, param: OpParam, inputs: tuple[TensorBase, ...]) -> tuple[Graph, Inference]:
+    """The graph of ``inputs`` and what ``record`` would infer for them, recording nothing:
+    its refusals raise here (a composite checks a step before it writes anything)."""
     try:
         graph = graph_of(name, inputs)
         operands = tuple([t._operand for t in inputs])
     except AttributeError:
         raise _not_tensors(name, inputs) from None
-    inference = graph._inferences.infer(name, param, operands)
-    span = caller_span(_OWN_FRAMES, 2)  # this frame and its caller, an operator function
-    return _emit_inferred(graph, name, param, inputs, inference, span)
+    return graph, graph._inferences.infer(name, param, operands)
 
 
 def _emit_inferred(

@@ -31,7 +31,7 @@ from dtorch.api.creation import arange
 from dtorch.api.ops.masked import where
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.search import isin
-from dtorch.api.record import graph_of, named_as, record_one, tensor_arg
+from dtorch.api.record import infer, named_as, record_one, tensor_arg
 from dtorch.errors import DtypeError
 from dtorch.ir.params import EmbeddingParam
 from dtorch.ir.placement import Placement, Replicate
@@ -127,8 +127,7 @@ def _renorm(ids: Any, weight: Tensor, param: EmbeddingParam, limit: float, p: fl
 def _check_lookup(ids: Any, weight: Tensor, param: EmbeddingParam) -> None:
     # the lookup's own refusals (ids, placements, padding_idx); its rule caches the answer
     tensor_arg("embedding", ids, "input 0")
-    graph = graph_of("embedding", (ids, weight))
-    graph._inferences.infer("embedding", param, (ids._operand, weight._operand))
+    infer("embedding", param, (ids, weight))
 
 
 def _scales(ids: Tensor, weight: Tensor, limit: float, p: float) -> Tensor:
