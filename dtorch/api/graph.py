@@ -524,6 +524,25 @@ class Graph:
                 self._finalizer = self._finalize_when_collected()  # would wait as long)
             raise
 
+    def __enter__(self) -> Graph:
+        """``with Graph(...) as g:`` closes ``g`` when the block ends, also when it raises
+        (as ``close()``: what is queued runs first). It does not make ``g`` the default graph:
+        ``as_default()`` does that.
+
+        Example:
+            >>> import dtorch
+            >>> with dtorch.Graph() as g:
+            ...     total = dtorch.ones(3, graph=g).sum().item()
+            >>> total, g.closed
+            (3.0, True)
+        """
+        if self.closed:
+            raise GraphError(f"Graph {self._id} is closed; it cannot be entered again")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __copy__(self) -> Graph:
         """A graph is a runtime (threads, workers), shared like a device: a copy is itself,
         so ``copy.deepcopy`` of a model or a tensor keeps their graph."""

@@ -224,6 +224,28 @@ def test_closed_graph_refuses_new_work(make_graph: Callable[[], dtorch.Graph]) -
         dtorch.ones(2, graph=g)
 
 
+def test_a_graph_as_a_context_manager_closes_at_the_end(
+    make_graph: Callable[[], dtorch.Graph],
+) -> None:
+    with make_graph() as g:
+        pending = (dtorch.ones(2, graph=g) * 3).to_torch_async()
+        assert dtorch.Graph.default_graph() is not g  # entering does not make it the default
+    assert g.closed and pending.get().tolist() == [3.0, 3.0]  # queued work ran first
+    with pytest.raises(GraphError, match="closed"):
+        dtorch.ones(2, graph=g)
+    with pytest.raises(GraphError, match="cannot be entered again"), g:
+        pass
+
+
+def test_a_graph_as_a_context_manager_closes_when_the_block_raises(
+    make_graph: Callable[[], dtorch.Graph],
+) -> None:
+    with pytest.raises(ZeroDivisionError), make_graph() as g:
+        dtorch.ones(2, graph=g)
+        _ = 1 / 0
+    assert g.closed
+
+
 @pytest.mark.timeout(60)
 def test_432_device_five_dimensional_mesh(graph: dtorch.Graph, runner: str) -> None:
     mesh = dtorch.init_device_mesh("cpu", (3, 2, 4, 3, 6))
