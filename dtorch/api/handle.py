@@ -345,6 +345,36 @@ class TensorBase:
         return self._operand.mesh.device_type.type == "cpu"
 
     @property
+    def is_meta(self) -> bool:
+        """False: a dtorch tensor always holds values on its devices (a torch meta tensor has
+        none). ``is_sparse`` and ``is_quantized`` are False too (dtorch's layouts are strided,
+        its dtypes plain); code such as ``torch.nn.init.trunc_normal_`` reads them.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.zeros(2)
+            >>> t.is_meta, t.is_sparse, t.is_quantized
+            (False, False, False)
+        """
+        return False
+
+    is_sparse = is_quantized = is_meta
+
+    def is_complex(self) -> bool:
+        """Whether the dtype is complex, as torch's; ``is_signed()`` likewise; never waits.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.zeros(2, dtype=dtorch.uint8)
+            >>> t.is_complex(), t.is_signed(), dtorch.ones(1).is_signed()
+            (False, False, True)
+        """
+        return self._operand.dtype.is_complex
+
+    def is_signed(self) -> bool:
+        return self._operand.dtype.is_signed
+
+    @property
     def itemsize(self) -> int:
         """Bytes per element, as torch's (``element_size()``); ``nbytes`` of the full tensor.
 

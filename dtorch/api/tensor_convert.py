@@ -33,8 +33,9 @@ class TensorConversions:
 
     __slots__ = ()
 
-    # --- new tensors on this one's mesh, every mesh dim Replicate, in its dtype by default ---
-    def new_zeros(self: Tensor, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+    # --- new tensors on this one's mesh, every mesh dim Replicate, in its dtype by default;
+    # torch's keywords device= (that device instead), requires_grad, layout, pin_memory ---
+    def new_zeros(self: Tensor, *size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
         """torch's ``new_zeros(*size)``: zeros in ``self``'s dtype unless ``dtype``, on
         ``self``'s mesh with every mesh dim Replicate (not ``self``'s placements).
 
@@ -45,9 +46,9 @@ class TensorConversions:
             >>> z.placements, z.tolist()
             ([Replicate()], [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
         """
-        return _fl.new(self, C.ZEROS, size, dtype)
+        return _fl.new(self, C.ZEROS, size, dtype, kw)
 
-    def new_ones(self: Tensor, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+    def new_ones(self: Tensor, *size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
         """torch's ``new_ones(*size)``: ones in ``self``'s dtype unless ``dtype``, on
         ``self``'s mesh with every mesh dim Replicate (as ``new_zeros``).
 
@@ -56,9 +57,9 @@ class TensorConversions:
             >>> dtorch.zeros(2).new_ones((2,), dtype=torch.int64).tolist()
             [1, 1]
         """
-        return _fl.new(self, C.ONES, size, dtype)
+        return _fl.new(self, C.ONES, size, dtype, kw)
 
-    def new_empty(self: Tensor, *size: Any, dtype: torch.dtype | None = None) -> Tensor:
+    def new_empty(self: Tensor, *size: Any, dtype: torch.dtype | None = None, **kw: Any) -> Tensor:
         """torch's ``new_empty(*size)``: an uninitialized tensor in ``self``'s dtype unless
         ``dtype``, on ``self``'s mesh with every mesh dim Replicate (as ``new_zeros``).
 
@@ -68,10 +69,10 @@ class TensorConversions:
             >>> e.shape, e.dtype
             (torch.Size([2, 3]), torch.int32)
         """
-        return _fl.new(self, C.EMPTY, size, dtype)
+        return _fl.new(self, C.EMPTY, size, dtype, kw)
 
     def new_full(
-        self: Tensor, size: Any, fill_value: Any, *, dtype: torch.dtype | None = None
+        self: Tensor, size: Any, fill_value: Any, *, dtype: torch.dtype | None = None, **kw: Any
     ) -> Tensor:
         """torch's ``new_full(size, fill_value)``: ``size`` (a sequence) of ``fill_value`` in
         ``self``'s dtype unless ``dtype``, on ``self``'s mesh with every mesh dim Replicate.
@@ -81,9 +82,11 @@ class TensorConversions:
             >>> dtorch.zeros(1).new_full((2, 2), 7).tolist()
             [[7.0, 7.0], [7.0, 7.0]]
         """
-        return _fl.new_full(self, size, fill_value, dtype)
+        return _fl.new_full(self, size, fill_value, dtype, kw)
 
-    def new_tensor(self: Tensor, data: Any, *, dtype: torch.dtype | None = None) -> Tensor:
+    def new_tensor(
+        self: Tensor, data: Any, *, dtype: torch.dtype | None = None, **kw: Any
+    ) -> Tensor:
         """torch's ``new_tensor(data)``: a copy of ``data`` (numbers, nested lists, a torch or
         dtorch tensor) in ``self``'s dtype unless ``dtype``, on ``self``'s mesh with every mesh
         dim Replicate.
@@ -93,7 +96,7 @@ class TensorConversions:
             >>> dtorch.zeros(1).new_tensor([1, 2]).tolist()
             [1.0, 2.0]
         """
-        return _fl.new_tensor(self, data, dtype)
+        return _fl.new_tensor(self, data, dtype, kw)
 
     # --- copies and conversions -------------------------------------------------------------
     clone = _cv.clone

@@ -2,20 +2,21 @@
 
 A dtorch.Tensor is not a torch.Tensor, but torch finds it among a call's arguments through the
 ``__torch_function__`` protocol (``torch.overrides``), as it finds any tensor-like type. A call
-of ``torch.<name>``, ``torch.nn.functional.<name>`` or ``torch.linalg.<name>`` with a dtorch
-tensor among its arguments runs dtorch's function of the same name in the same namespace
-(``dtorch.<name>``, ``dtorch.nn.functional.<name>``, ...) with the same arguments, so code
-written with torch's functions - as DTensor users write it - runs on dtorch tensors unchanged,
-with dtorch's placement rules. A torch function dtorch has no counterpart of raises TypeError
-naming it, and so does a torch tensor's method given a dtorch tensor (``torch_tensor + t``:
-Python then tries ``t.__radd__``, which refuses the torch tensor). A call that mixes dtorch and
-torch tensors is dtorch's function's to judge, as if called as ``dtorch.<name>``: most refuse
-the torch tensor (convert it with ``dtorch.tensor``, or gather the dtorch one with
-``to_torch()``); a few take one where dtorch takes it (an index table, a 0-d scalar). torch
-asks nobody for what it never lets be overridden (``torch.tensor(t)``, ``torch.as_tensor(t)``,
-the creation functions, ``torch.rand_like(t)``: ``torch.overrides.get_ignored_functions()``),
-nor for a torch method called on a dtorch tensor (``torch.Tensor.add(t, 1)``: torch checks
-``self`` first): call ``t.to_torch()`` or dtorch's own function there.
+of ``torch.<name>``, ``torch.nn.functional.<name>``, ``torch.linalg.<name>`` or
+``torch.nn.init.<name>`` with a dtorch tensor among its arguments runs dtorch's function of the
+same name in the same namespace (``dtorch.<name>``, ``dtorch.nn.functional.<name>``, ...) with
+the same arguments, so code written with torch's functions - as DTensor users write it - runs on
+dtorch tensors unchanged, with dtorch's placement rules. A torch function dtorch has no
+counterpart of raises TypeError naming it, and so does a torch tensor's method given a dtorch
+tensor (``torch_tensor + t``: Python then tries ``t.__radd__``, which refuses the torch tensor).
+A call that mixes dtorch and torch tensors is dtorch's function's to judge, as if called as
+``dtorch.<name>``: most refuse the torch tensor (convert it with ``dtorch.tensor``, or gather
+the dtorch one with ``to_torch()``); a few take one where dtorch takes it (an index table, a 0-d
+scalar). torch asks nobody for what it never lets be overridden (``torch.tensor(t)``,
+``torch.as_tensor(t)``, the creation functions, ``torch.rand_like(t)``:
+``torch.overrides.get_ignored_functions()``), nor for a torch method called on a dtorch tensor
+(``torch.Tensor.add(t, 1)``: torch checks ``self`` first): call ``t.to_torch()`` or dtorch's own
+function there.
 
 torch passes a Python function's keyword arguments on in full (``F.softmax`` passes
 ``_stacklevel``, ``torch.lu`` ``out=None``); one that dtorch's counterpart does not take is
@@ -107,13 +108,14 @@ def counterparts() -> dict[Any, Counterpart]:
     # namespace, which exists only once the package is imported - always the case here, since
     # a dtorch tensor exists only after ``import dtorch`` finished.
     import dtorch
-    from dtorch.nn import functional
+    from dtorch.nn import functional, init
 
     table: dict[Any, Counterpart] = {}
     for theirs, ours in (
         (torch, dtorch),
         (torch.nn.functional, functional),
         (torch.linalg, dtorch.linalg),
+        (torch.nn.init, init),
     ):
         table.update(_same_names(theirs, ours))
     # dtorch.trace traces programs; torch.trace is the matrix trace, dtorch's Tensor.trace
@@ -123,7 +125,30 @@ def counterparts() -> dict[Any, Counterpart]:
         table[getattr(torch._C._VariableFunctions, name)] = table[getattr(torch, name)]
     for unreachable in torch.overrides.get_ignored_functions():  # torch never asks for them
         table.pop(unreachable, None)
+    table[torch.eye] = _counterpart(_eye_into, "dtorch.nn.init.eye_", torch.eye)
     return table
+
+
+def _eye_into(n: int, m: int | None = None, *, out: Any = None, **keywords: Any) -> Any:
+    """``torch.eye(n, m, out=t)``, the one form of ``torch.eye`` that torch lets a dtorch
+    tensor reach (``torch.nn.init.eye_`` calls it): ``t``, of shape (n, m), becomes the
+    identity (``dtorch.nn.init.eye_``); for a new identity matrix call ``dtorch.eye``."""
+    from dtorch.nn.init import eye_
+
+    shape = (n, n if m is None else m)
+    dtype = keywords.pop("dtype", None)
+    if out is None or tuple(out.shape) != shape or dtype not in (None, out.dtype):
+        got = "no out" if out is None else f"out of shape {list(out.shape)}, {out.dtype}"
+        raise TypeError(
+            f"torch.eye{shape} with {got} and dtype={dtype} on a dtorch tensor: accepted is "
+            f"out= a dtorch tensor of shape {list(shape)}, of the dtype given if any (for a "
+            "new matrix call dtorch.eye)"
+        )
+    for torch_checked in ("layout", "device", "requires_grad"):  # out's own: torch passes
+        keywords.pop(torch_checked, None)  # them as eye_ reads them off the tensor
+    if keywords:
+        raise TypeError(f"torch.eye(..., out=t) on a dtorch tensor: unexpected {sorted(keywords)}")
+    return eye_(out)
 
 
 def _same_names(theirs: Any, ours: Any) -> Iterator[tuple[Any, Counterpart]]:

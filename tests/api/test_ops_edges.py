@@ -261,3 +261,32 @@ def test_implicit_chunking_on_nd_meshes(  # type: ignore[no-untyped-def]
     run_api(
         graph, name, call, fulls, mesh_shape, [ref(*fulls)], table=table, combos=chosen,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("mesh_shape", [(4,), (2, 2)], ids=str)
+def test_dim_forms_of_a_0d_tensor_are_torch_s(mesh_shape: tuple[int, ...], graph: Any) -> None:
+    # torch takes dim 0 and -1 of a 0-d tensor as the tensor itself: views, nothing moves
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    full = torch.tensor(1.75)
+    t = dtorch.from_torch(full, device_mesh=mesh)
+    forms = [
+        lambda x: x.transpose(0, -1),
+        lambda x: x.transpose(0, 0),
+        lambda x: x.swapaxes(0, -1),
+        lambda x: x.squeeze(0),
+        lambda x: x.squeeze(-1),
+        lambda x: x.squeeze((0,)),
+        lambda x: x.permute(()),
+    ]
+    for form in forms:
+        got, want = form(t), form(full)
+        assert got.shape == want.shape and torch.equal(got.to_torch(), want)
+    t.transpose(0, -1).fill_(3.0)  # a view: the write reaches t
+    t.squeeze(0).mul_(2.0)
+    assert t.item() == 6.0
+    with pytest.raises(TypeError, match="missing 1 required positional arguments"):
+        t.permute()
+    with pytest.raises(IndexError):  # torch's own: dim 1 is out of range for a 0-d tensor
+        full.transpose(0, 1)
+    with pytest.raises(IndexError):
+        t.transpose(0, 1)

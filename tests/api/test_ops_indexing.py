@@ -476,3 +476,30 @@ def test_writes_through_views_like_torch(label: str, program: Any, placement: An
         assert placement != R, f"{label} refused on R: {error}"
         return
     assert torch.equal(t.to_torch(), x)
+
+
+@pytest.mark.parametrize("placements", [[dtorch.Replicate()], [dtorch.Shard(1)]], ids=str)
+def test_a_0d_integer_torch_tensor_indexes_as_an_int(placements: list[Any], graph: Any) -> None:
+    # torch reads it as t[1]: a view that later writes reach (a 0-d uint8 or bool is a mask)
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(6.0).reshape(3, 2)
+    t = dtorch.from_torch(full, device_mesh=mesh, placements=placements)
+    row = t[torch.tensor(1, dtype=torch.int32)]
+    t[torch.tensor(1)] = 4.0
+    t[torch.tensor(2, dtype=torch.int8)].fill_(-1.0)
+    want = full.clone()
+    want_row = want[torch.tensor(1, dtype=torch.int32)]
+    want[torch.tensor(1)] = 4.0
+    want[torch.tensor(2, dtype=torch.int8)].fill_(-1.0)
+    assert torch.equal(row.to_torch(), want_row) and torch.equal(t.to_torch(), want)
+    mask = torch.tensor(1, dtype=torch.uint8)
+    assert t[mask].shape == want[mask].shape
+    column = dtorch.from_torch(full[:, 0], device_mesh=mesh)
+    assert column[torch.tensor(1)].to_torch() == full[:, 0][torch.tensor(1)]  # a 0-d result
+
+
+def test_a_0d_dtorch_index_gives_a_0d_result(graph: Any) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = dtorch.from_torch(torch.arange(9), device_mesh=mesh)
+    index = dtorch.tensor(torch.tensor(4), device_mesh=mesh)
+    assert t[index].shape == () and t[index].to_torch() == torch.tensor(4)

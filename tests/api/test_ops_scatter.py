@@ -395,3 +395,18 @@ def test_index_add_of_a_0d_source_into_a_tensor_is_refused_at_the_call(
     assert torch.equal(
         zero_d.to_torch(), torch.zeros(()).index_add(0, torch.tensor([0]), torch.tensor(2.0))
     )
+
+
+def test_index_add_of_an_empty_index_leaves_a_tensor_sharded_elsewhere(
+    graph: dtorch.Graph,
+) -> None:
+    # the full source [0, 3] matches no device's [3, 2] piece of x: nothing is added at all
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(9.0).reshape(3, 3)
+    x = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(1)])
+    empty = torch.zeros(0, dtype=torch.long)
+    index, source = dtorch.tensor(empty, device_mesh=mesh), dtorch.zeros(0, 3, device_mesh=mesh)
+    out = x.index_add(0, index, source)
+    x.index_add_(0, index, source, alpha=2)
+    assert out.placements == [dtorch.Shard(1)] and torch.equal(out.to_torch(), full)
+    assert torch.equal(x.to_torch(), full.index_add(0, empty, torch.zeros(0, 3)))

@@ -702,3 +702,22 @@ def test_autograd_attributes_answer_as_torch_under_no_grad(graph: dtorch.Graph) 
         t.requires_grad_()
     p = dtorch.nn.Parameter(dtorch.ones(2))  # keeps its own flag
     assert p.requires_grad and p.requires_grad_(False) is p and not p.requires_grad
+
+
+def test_new_methods_take_torch_s_keywords(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = dtorch.ones(4, device_mesh=mesh, placements=[dtorch.Shard(0)])
+    one = dtorch.DeviceMesh("cpu")
+    on_one = t.new_tensor(2.5, device="cpu")  # torch.nn.init.trunc_normal_ reads bounds so
+    assert on_one.device_mesh == one and on_one.item() == 2.5
+    strict = {"requires_grad": False, "layout": torch.strided, "pin_memory": False}
+    for made in (t.new_zeros(2, **strict), t.new_ones((2,), device=None), t.new_empty(2, **strict)):
+        assert made.device_mesh == mesh and made.placements == [dtorch.Replicate()]
+    assert t.new_full((2,), 3, device="cpu").device_mesh == one
+    copied = t.new_tensor(t, device="cpu", dtype=torch.float64)
+    assert copied.device_mesh == one and copied.dtype == torch.float64
+    assert copied.tolist() == [1.0] * 4
+    with pytest.raises(ValueError, match="requires_grad=True is not supported"):
+        t.new_zeros(2, requires_grad=True)
+    with pytest.raises(TypeError, match=r"unexpected keyword\(s\) \['memory'\]; accepted: dtype"):
+        t.new_ones(2, memory=1)

@@ -159,3 +159,46 @@ def test_torch_s_warnings(graph: dtorch.Graph) -> None:
         warnings.simplefilter("ignore")
         want = TI.trunc_normal_(torch.empty(3, 4), mean=5.0, std=0.5, generator=ref)
     assert torch.equal(t.to_torch(), want)
+
+
+#: torch.nn.init's own functions, as model code calls them on dtorch parameters: those that
+#: hand a dtorch tensor to ``__torch_function__`` run dtorch.nn.init's (``normal_``,
+#: ``uniform_``, ``constant_``, ``kaiming_uniform_``), the others run torch's Python on dtorch's
+#: methods (``trunc_normal_``, ``eye_`` through ``torch.eye(out=)``, ``orthogonal_`` through
+#: ``linalg.qr``).
+THROUGH_TORCH: list[tuple[str, dict[str, Any], tuple[int, ...]]] = [
+    *((name, kw, (7, 5)) for name, kw in RANDOM),
+    ("constant_", {"val": 0.5}, (7, 5)),
+    ("ones_", {}, (7, 5)),
+    ("eye_", {}, (4, 6)),
+    ("dirac_", {}, (5, 3, 3)),
+    ("orthogonal_", {"gain": 2.0}, (6, 4)),
+    ("sparse_", {"sparsity": 0.5}, (6, 4)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "kw", "shape"), THROUGH_TORCH, ids=[f"{n}{k}" for n, k, _ in THROUGH_TORCH]
+)
+@pytest.mark.parametrize("placements", [[R], [S0], [S1]], ids=str)
+def test_torch_nn_init_on_a_dtorch_parameter_matches_torch(
+    name: str,
+    kw: dict[str, Any],
+    shape: tuple[int, ...],
+    placements: list[Placement],
+    graph: dtorch.Graph,
+) -> None:
+    p = dtorch.nn.Parameter(_on((2,), placements, shape))
+    torch.manual_seed(5)
+    assert getattr(TI, name)(p, **kw) is p
+    torch.manual_seed(5)
+    want = getattr(TI, name)(torch.zeros(shape), **kw)
+    assert p.placements == placements
+    torch.testing.assert_close(p.to_torch(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_torch_eye_into_a_dtorch_tensor_checks_the_shape(graph: dtorch.Graph) -> None:
+    t = dtorch.zeros(2, 3)
+    assert torch.eye(2, 3, out=t) is t and t.tolist() == [[1, 0, 0], [0, 1, 0]]
+    with pytest.raises(TypeError, match=r"accepted is out= a dtorch tensor of shape \[3, 3\]"):
+        torch.eye(3, out=t)

@@ -352,3 +352,34 @@ def test_a_grad_on_another_mesh_or_graph_is_refused(make_graph) -> None:  # type
     assert param.grad is None
     with pytest.raises(RuntimeError, match=r"must be a bool, got numpy\.bool"):
         param.requires_grad = np.True_
+
+
+def test_to_empty_keeps_shapes_dtypes_and_placements(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2, mesh_dim_names=("tp",))
+    model = nn.Sequential(
+        nn.ColumnParallelLinear(4, 6, device_mesh=mesh), nn.BatchNorm1d(3, device_mesh=mesh)
+    )
+    before = {
+        k: (v.shape, v.dtype, v.device_mesh, v.placements) for k, v in model.state_dict().items()
+    }
+    weight = model[0].weight
+    assert model.to_empty(device=mesh) is model and model[0].weight is weight  # rebound in place
+    after = {
+        k: (v.shape, v.dtype, v.device_mesh, v.placements) for k, v in model.state_dict().items()
+    }
+    assert after == before
+    torch_model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(3))
+    model.load_state_dict(torch_model.state_dict())  # the usual next step
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(
+        model[0](dtorch.tensor(x, device_mesh=mesh)).to_torch(), torch_model[0](x)
+    )
+
+
+def test_to_empty_onto_another_mesh_and_without_recursion(graph: dtorch.Graph) -> None:
+    mesh, other = dtorch.DeviceMesh("cpu", [0, 1]), dtorch.DeviceMesh("cpu", [2, 3])
+    outer = nn.Linear(2, 3, device_mesh=mesh)
+    outer.inner = nn.Linear(3, 1, device_mesh=mesh)
+    outer.to_empty(device=other, recurse=False)
+    assert outer.weight.device_mesh == other and outer.weight.shape == (3, 2)
+    assert outer.inner.weight.device_mesh == mesh

@@ -105,14 +105,22 @@ def _entry(name: str, item: int | slice, size: int, dim: int) -> IndexEntry:
 
 def _numpy_free(index: Any) -> Any:
     """The NumPy parts of an index as torch reads them: an integer or bool scalar as the
-    Python number, an array as a torch tensor (an advanced index)."""
+    Python number, an array as a torch tensor (an advanced index); and a 0-d integer torch
+    tensor as the Python int, as torch reads it (``t[torch.tensor(1)]`` is the view ``t[1]``)."""
     if isinstance(index, tuple):
         return tuple(_numpy_free(item) for item in index)
     if isinstance(index, np.ndarray):
-        return torch.as_tensor(index)
+        index = torch.as_tensor(index)
     if isinstance(index, (np.integer, np.bool_)):
         return index.item()  # the Python int or bool
+    if isinstance(index, torch.Tensor) and index.ndim == 0 and _integral(index.dtype):
+        return int(index.item())
     return index
+
+
+def _integral(dtype: torch.dtype) -> bool:
+    # a 0-d bool or uint8 index is a mask to torch (a new dim of size 1), not a number
+    return dtype in (torch.int64, torch.int32, torch.int16, torch.int8)
 
 
 def getitem(t: Tensor, index: Any) -> Tensor:

@@ -11,11 +11,19 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from dtorch.api.create import create, distribute, from_data, shape_of
+from dtorch.api.create import (
+    create,
+    distribute,
+    from_data,
+    from_dtorch,
+    placement_keywords,
+    shape_of,
+)
 from dtorch.api.dims import as_flag, as_int
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import convert as _cv
@@ -109,9 +117,16 @@ def zero_(t: Tensor) -> Tensor:
     return fill_(t, 0)
 
 
-def new(t: Tensor, kind: CreateKind, size: Any, dtype: torch.dtype | None) -> Tensor:
+def new(
+    t: Tensor,
+    kind: CreateKind,
+    size: Any,
+    dtype: torch.dtype | None = None,
+    kw: Mapping[str, Any] | None = None,
+) -> Tensor:
     """torch's ``new_zeros``/``new_ones``/``new_empty`` (``size``: ints or one sequence of
-    them): ``t``'s dtype unless ``dtype``; on ``t``'s mesh with every mesh dim Replicate.
+    them): ``t``'s dtype unless ``dtype``; on ``t``'s mesh with every mesh dim Replicate, or
+    on torch's ``device=`` (``_on_mesh``: torch's keywords).
 
     Example:
         >>> import torch, dtorch
@@ -120,10 +135,16 @@ def new(t: Tensor, kind: CreateKind, size: Any, dtype: torch.dtype | None) -> Te
         (torch.int32, [Replicate()], [[1, 1, 1], [1, 1, 1]])
     """
     shape = shape_of(size)
-    return create(type(t), kind, shape, dtype or t.dtype, **_on_mesh(t))
+    return create(type(t), kind, shape, dtype or t.dtype, **_on_mesh(t, kw))
 
 
-def new_full(t: Tensor, size: Any, fill_value: Any, dtype: torch.dtype | None = None) -> Tensor:
+def new_full(
+    t: Tensor,
+    size: Any,
+    fill_value: Any,
+    dtype: torch.dtype | None = None,
+    kw: Mapping[str, Any] | None = None,
+) -> Tensor:
     """torch's ``new_full``: ``size`` (a sequence) of ``fill_value`` in ``t``'s dtype unless
     ``dtype``; on ``t``'s mesh with every mesh dim Replicate.
 
@@ -135,10 +156,13 @@ def new_full(t: Tensor, size: Any, fill_value: Any, dtype: torch.dtype | None = 
     if not is_scalar(fill_value):
         raise not_a_number("new_full: fill_value", fill_value)
     shape, fill = shape_of((size,)), python_number(fill_value)
-    return create(type(t), CreateKind.FULL, shape, dtype or t.dtype, args=(fill,), **_on_mesh(t))
+    on = _on_mesh(t, kw)
+    return create(type(t), CreateKind.FULL, shape, dtype or t.dtype, args=(fill,), **on)
 
 
-def new_tensor(t: Tensor, data: Any, dtype: torch.dtype | None = None) -> Tensor:
+def new_tensor(
+    t: Tensor, data: Any, dtype: torch.dtype | None = None, kw: Mapping[str, Any] | None = None
+) -> Tensor:
     """torch's ``new_tensor``: a copy of ``data`` (numbers, nested lists, a torch or dtorch
     tensor) in ``t``'s dtype unless ``dtype``; on ``t``'s mesh with every mesh dim Replicate.
 
@@ -147,17 +171,35 @@ def new_tensor(t: Tensor, data: Any, dtype: torch.dtype | None = None) -> Tensor
         >>> dtorch.zeros(1, dtype=torch.int64).new_tensor([1.7, -2.0]).tolist()
         [1, -2]
     """
-    dtype = dtype or t.dtype
+    dtype, on = dtype or t.dtype, _on_mesh(t, kw)
     if not isinstance(data, TensorBase):
-        return from_data(type(t), data, dtype=dtype, **_on_mesh(t))
-    everywhere = [Replicate()] * t.device_mesh.ndim
-    copied = _cv.cast(redistribute(cast("Tensor", data), t.device_mesh, everywhere), dtype)
-    return _cv.clone(copied) if copied is data else copied
+        return from_data(type(t), data, dtype=dtype, **on)
+    if on["device"] is not None:  # torch's device=: the full value on that one device
+        copied = from_dtorch(cast("Tensor", data), dtype, dict(on))
+    else:
+        everywhere = [Replicate()] * t.device_mesh.ndim
+        copied = _cv.cast(redistribute(cast("Tensor", data), t.device_mesh, everywhere), dtype)
+    return _cv.clone(copied) if copied is data or copied.id == data.id else copied
 
 
-def _on_mesh(t: Tensor) -> dict[str, Any]:
-    # the creation keywords of a new tensor: t's graph and mesh, Replicate (placements=None)
-    return {"graph": t.graph, "device_mesh": t.device_mesh, "device": None, "placements": None}
+#: torch's keywords of its ``new_*`` methods beside ``dtype``.
+_NEW_KEYWORDS = frozenset({"device", "requires_grad", "layout", "pin_memory"})
+
+
+def _on_mesh(t: Tensor, kw: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The creation keywords of a new tensor: ``t``'s graph and mesh, Replicate; torch's
+    ``device=`` puts it on that device instead, and ``requires_grad``/``layout``/
+    ``pin_memory`` are checked as every creation function checks them."""
+    kw = kw or {}
+    unknown = sorted(set(kw) - _NEW_KEYWORDS)
+    if unknown:
+        raise TypeError(
+            f"unexpected keyword(s) {unknown}; accepted: dtype, device, requires_grad=False, "
+            "layout=torch.strided, pin_memory=False"
+        )
+    device = placement_keywords(dict(kw))["device"]
+    mesh = t.device_mesh if device is None else None
+    return {"graph": t.graph, "device_mesh": mesh, "device": device, "placements": None}
 
 
 def tril(input: Tensor, diagonal: int = 0) -> Tensor:

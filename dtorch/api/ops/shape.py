@@ -196,6 +196,7 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
         dims = tuple(i for i, s in enumerate(input.shape) if s == 1)
     else:
         dims = normalize_dims(dim, input.ndim, op="squeeze")
+        dims = dims if input.ndim else ()  # torch: dim 0 or -1 of a 0-d tensor is itself
     out = record("squeeze", SqueezeParam(dims), (input,))[0]
     gone = {d for d in dims if input.shape[d] == 1}
     return mark_some(out, tuple(s for d, s in enumerate(some(input)) if d not in gone))
@@ -230,6 +231,8 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """
     tensor_arg("transpose", input)
     a, b = normalize_dims((dim0, dim1), input.ndim, op="transpose")
+    if not input.ndim:  # torch: dims 0 and -1 of a 0-d tensor; nothing moves (a view)
+        return _permuted(record("transpose", PermuteParam(()), (input,))[0], input, ())
     order = list(range(input.ndim))
     order[a], order[b] = b, a
     return _permuted(record("transpose", TransposeParam(a, b), (input,))[0], input, order)
@@ -273,6 +276,8 @@ def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:
         torch.Size([4, 2, 3])
     """
     tensor_arg("permute", input)
+    if not order and dims is None:  # torch's own refusal, also for a 0-d tensor
+        raise TypeError('permute() missing 1 required positional arguments: "dims"')
     wanted = sizes(order if dims is None else (dims,), "permute", "dims")
     normal = normalize_dims(wanted, input.ndim, op="permute")
     if sorted(normal) != list(range(input.ndim)):

@@ -70,7 +70,7 @@ def index_select_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shar
     dim = param.dim % x.ndim
     flat = checked_index(ctx.operator.name, index, dim, x.shape[dim], param.wrap)
     out = torch.index_select(x, dim, flat)
-    return [out.view(*x.shape[:dim], *index.shape, *x.shape[dim + 1 :])]
+    return [out.view((*x.shape[:dim], *index.shape, *x.shape[dim + 1 :]))]  # () for a 0-d
 
 
 def index_put_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

@@ -70,6 +70,8 @@ def index_add_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     x, index, source = inputs
     dim = param.dim % max(x.ndim, 1)
     checked_index(ctx.operator.name, index, dim, x.shape[dim] if x.ndim else 1, wrap=False)
+    if index.numel() == 0:  # adds nothing; the full source may not match a local shard of x
+        return [x.clone()]
     alpha = 1 if param.alpha is None or param.alpha.value is None else param.alpha.value
     return [torch.index_add(x, dim, index, source, alpha=alpha)]
 

@@ -47,6 +47,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
+from dtorch.api.creation import empty_like
 from dtorch.api.graph import Graph
 from dtorch.api.ops.convert import cuda_device
 from dtorch.api.tensor import Tensor
@@ -479,6 +480,27 @@ class Module:
             return moved.to(dtype) if dtype is not None and t.is_floating_point() else moved
 
         return self._apply(convert)
+
+    def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
+        """torch's ``to_empty``: every parameter and buffer (of this module only, without
+        ``recurse``) becomes an uninitialised tensor of its shape and dtype on ``device`` (a
+        device or a mesh, as ``to``), its placements kept on the same mesh or one of its
+        shape; no value is copied. Fill them next (``load_state_dict``, ``nn.init``).
+
+        Example:
+            >>> from dtorch import nn
+            >>> layer = nn.Linear(2, 3).to_empty(device="cpu")
+            >>> layer.weight.shape, layer.weight.device_mesh
+            (torch.Size([3, 2]), DeviceMesh('cpu', [0]))
+        """
+        target, _ = Tensor.parser_tensor_to_function_arg((device,), {})
+        modules = self.modules() if recurse else (self,)
+        for module in modules:
+            for store in (module._parameters, module._buffers):
+                for tensor in store.values():
+                    if tensor is not None:
+                        _rebind(tensor, lambda t: empty_like(t).to(target))
+        return self
 
     def type(self, dst_type: Any) -> Module:
         """torch's: every parameter and buffer as ``dst_type`` (a dtype or a type name, see
