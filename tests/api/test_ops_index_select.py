@@ -154,7 +154,7 @@ _PUT: list[tuple[Any, Any, int]] = [  # (index, value, the dim t is sharded on: 
     ([0, 3, -1], 7.5, 2),
     ((slice(None), torch.tensor([[1, 0], [5, 5]])), torch.arange(4.0), 0),  # last write wins
     ((Ellipsis, [3, 0]), "dtorch", 1),
-    ((slice(None), slice(None), torch.tensor(2)), torch.ones(5, 6), 0),
+    ((slice(None), slice(None), torch.tensor([2])), torch.ones(5, 6, 1), 0),  # (0-d: an int)
     (torch.tensor([1, 4]), "sharded", 1),
 ]
 
