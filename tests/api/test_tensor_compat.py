@@ -717,6 +717,10 @@ def test_new_methods_take_torch_s_keywords(graph: dtorch.Graph) -> None:
     copied = t.new_tensor(t, device="cpu", dtype=torch.float64)
     assert copied.device_mesh == one and copied.dtype == torch.float64
     assert copied.tolist() == [1.0] * 4
+    partial = dtorch.from_torch(torch.tensor([1.2, -2.7]), device_mesh=mesh, placements=[P])
+    for device in (None, "cpu"):  # the parts are summed before the cast, as torch's value
+        made = t.new_tensor(partial, dtype=torch.int64, device=device)
+        assert made.tolist() == torch.tensor([1.2, -2.7]).to(torch.int64).tolist()
     with pytest.raises(ValueError, match="requires_grad=True is not supported"):
         t.new_zeros(2, requires_grad=True)
     with pytest.raises(TypeError, match=r"unexpected keyword\(s\) \['memory'\]; accepted: dtype"):

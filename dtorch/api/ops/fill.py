@@ -20,7 +20,7 @@ from dtorch.api.create import (
     create,
     distribute,
     from_data,
-    from_dtorch,
+    mesh_for,
     placement_keywords,
     shape_of,
 )
@@ -174,12 +174,10 @@ def new_tensor(
     dtype, on = dtype or t.dtype, _on_mesh(t, kw)
     if not isinstance(data, TensorBase):
         return from_data(type(t), data, dtype=dtype, **on)
-    if on["device"] is not None:  # torch's device=: the full value on that one device
-        copied = from_dtorch(cast("Tensor", data), dtype, dict(on))
-    else:
-        everywhere = [Replicate()] * t.device_mesh.ndim
-        copied = _cv.cast(redistribute(cast("Tensor", data), t.device_mesh, everywhere), dtype)
-    return _cv.clone(copied) if copied is data or copied.id == data.id else copied
+    mesh = mesh_for(t.graph, on["device_mesh"], on["device"])  # t's, or torch's device=
+    everywhere = [Replicate()] * mesh.ndim  # summed before the cast: a Partial source too
+    copied = _cv.cast(redistribute(cast("Tensor", data), mesh, everywhere), dtype)
+    return _cv.clone(copied) if copied.id == data.id else copied  # an alias is no copy
 
 
 #: torch's keywords of its ``new_*`` methods beside ``dtype``.

@@ -450,10 +450,11 @@ class Module:
         fn(self)
         return self
 
-    def _apply(self, fn: Callable[[Tensor], Tensor]) -> Module:
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Module:
         """Rebind every parameter (and a ``grad`` set on it, as torch) and buffer to ``fn``
-        of it, in place (identity, and the attributes a program set, kept)."""
-        for module in self.modules():
+        of it, in place (identity, and the attributes a program set, kept); those of this
+        module only without ``recurse``."""
+        for module in self.modules() if recurse else (self,):
             for store in (module._parameters, module._buffers):
                 for tensor in store.values():
                     if tensor is not None:
@@ -494,13 +495,7 @@ class Module:
             (torch.Size([3, 2]), DeviceMesh('cpu', [0]))
         """
         target, _ = Tensor.parser_tensor_to_function_arg((device,), {})
-        modules = self.modules() if recurse else (self,)
-        for module in modules:
-            for store in (module._parameters, module._buffers):
-                for tensor in store.values():
-                    if tensor is not None:
-                        _rebind(tensor, lambda t: empty_like(t).to(target))
-        return self
+        return self._apply(lambda t: empty_like(t).to(target), recurse)
 
     def type(self, dst_type: Any) -> Module:
         """torch's: every parameter and buffer as ``dst_type`` (a dtype or a type name, see
