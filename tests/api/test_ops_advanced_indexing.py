@@ -3,12 +3,11 @@ index, integer tensors (dtorch, torch) with broadcast index shapes mixed with in
 None and ``...``, torch's rule for where the advanced dims go, boolean masks and Python
 bools, for ``t[index]`` and ``t[index] = value``; on 1-D, 2-D and 3-D meshes, even and
 uneven, in thread and process mode. One 1-D integer array on a dim that is not sharded keeps
-the sharding; other results of ``t[index]`` live on the input's first device (their
+the sharding; other results of ``t[index]`` are Replicate on the input's mesh (their
 placements cannot be known at record time); ``t[index] = v`` keeps ``t``'s placements."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -50,10 +49,6 @@ _INDICES: list[Callable[[Callable[[torch.Tensor], Any]], Any]] = [
 _PLACEMENTS = {1: [S0], 2: [S1, S0], 3: [S0, R, S1]}
 
 
-def _one_device(t: dtorch.Tensor) -> bool:
-    return math.prod(t.device_mesh.shape) == 1
-
-
 def _converters(graph: dtorch.Graph, mesh: dtorch.DeviceMesh) -> dict[str, Any]:
     return {
         "torch": lambda i: i,
@@ -71,7 +66,7 @@ def test_getitem_advanced_like_torch(mesh_shape: tuple[int, ...], graph: dtorch.
             want = _X[make(lambda i: i)]
             out = t[make(convert)]
             assert torch.equal(out.to_torch(), want), (kind, make(lambda i: i))
-            assert _one_device(out) or out.device_mesh.shape == mesh.shape
+            assert out.device_mesh == mesh, (kind, make(lambda i: i))
             assert out.dtype == want.dtype
 
 
@@ -188,6 +183,23 @@ def test_partial_input(graph: dtorch.Graph) -> None:
     want = _X.clone()
     want[_MASK0] = 1.0
     assert torch.equal(t.to_torch(), want) and t.placements == [dtorch.Partial()]
+
+
+@pytest.mark.parametrize("mesh_shape", [(2,), (2, 2)])
+def test_augmented_mask_assignment(mesh_shape: tuple[int, ...], graph: dtorch.Graph) -> None:
+    """``t[mask] += v`` is ``t[mask] = t[mask] + v``: the read is Replicate on ``t``'s mesh,
+    so it mixes with a dtorch ``v`` there (a 0-d one, or one of the selected length)."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    rest = [R] * (len(mesh_shape) - 1)
+    t = place(_X, mesh, [S0, *rest], graph)
+    mask = place(_X > 10, mesh, [S0, *rest], graph)
+    t[mask] += place(torch.tensor(2.0), mesh, [R, *rest], graph)
+    picked = _X[_X > 10]
+    t[mask] *= place(torch.arange(picked.numel(), dtype=torch.float32), mesh, [R, *rest], graph)
+    want = _X.clone()
+    want[_X > 10] += 2.0
+    want[_X > 10] *= torch.arange(picked.numel(), dtype=torch.float32)
+    assert torch.equal(t.to_torch(), want) and t.placements == [S0, *rest]
 
 
 _BAD: list[tuple[Any, str]] = [

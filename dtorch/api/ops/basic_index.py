@@ -126,7 +126,7 @@ def _integral(dtype: torch.dtype) -> bool:
 def getitem(t: Tensor, index: Any) -> Tensor:
     """``t[index]``: basic indices stay on the devices with known placements; lists, tuples,
     tensors and bools inside the index go through ``dtorch.api.ops.index`` (fetched to the
-    client; the result, whose placements cannot be known at record time, on the first device).
+    client; the result, whose placements cannot be known at record time, Replicate on the mesh).
     NumPy integers and arrays index as in torch."""
     index = _numpy_free(index)
     if _index.is_advanced(index):

@@ -14,7 +14,8 @@ tensors, and the indexed tensor, are fetched (a blocking read, like ``nonzero``)
 indexes the full tensor, so every rule of torch holds (where the advanced dims go, bool
 masks, broadcasting of index shapes, ``...`` and None among them). The result's shape
 can depend on values (a mask), so its placements cannot be known at record time:
-``t[index]`` is gathered to the first device (a one-device mesh of ``t``'s first device).
+``t[index]`` is Replicate on ``t``'s mesh (as ``nonzero``'s result), so it mixes with the
+other tensors there (``t[mask] += v`` is ``t[mask] = t[mask] + v``).
 ``t[index] = v`` writes the result back into ``t`` with ``t``'s own placements; duplicate
 indices follow torch's ``index_put_`` on CPU (accumulate=False: the last write wins).
 Basic indices (ints, slices, None, one ``...``) never come here: they stay on the devices.
@@ -39,7 +40,7 @@ import numpy as np
 import torch
 
 import dtorch.api.ops.take as _take
-from dtorch.api.create import NESTING, beside, distribute
+from dtorch.api.create import NESTING, beside
 from dtorch.api.dims import as_flag
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import writer
@@ -118,16 +119,14 @@ def _torch_call(name: str, fn: Any) -> Any:
 
 def advanced_getitem(t: Tensor, index: Any) -> Tensor:
     """``t[index]``: one integer array on the devices (see the module), else on the client,
-    the result on ``t``'s first device."""
+    the result Replicate on ``t``'s mesh."""
     kept = _on_devices(t, index)
     if kept is not None:
         return kept
     with _on_the_client("t[index]"):
         where = to_torch_index("getitem", index)
         full = t.to_torch()
-    result = _torch_call("getitem", lambda: full[where])
-    first = t.device_mesh.first_device_mesh()
-    return distribute(type(t), result, graph=t.graph, device_mesh=first)
+    return beside(t, _torch_call("getitem", lambda: full[where]))
 
 
 def _one_array(index: Any) -> tuple[list[Any], int, Any] | None:
