@@ -353,13 +353,15 @@ def _empty(
 
 
 def from_dtorch(source: Tensor, dtype: torch.dtype | None, kw: dict[str, Any]) -> Tensor:
-    """The source's value (an alias) converted to what the keywords ask for."""
-    result = source._alias() if dtype is None else cast(source, dtype)
+    """The source's value (an alias) converted to what the keywords ask for: moved first,
+    then cast, so a Partial source moved to Replicate (``device=``) is summed before a cast
+    to an integer dtype, which torch's value needs."""
     mesh, placements = kw.pop("device_mesh", None), kw.pop("placements", None)
     device = kw.pop("device", None)
     kw.pop("graph", None)
     placement_keywords(kw)
+    result = source._alias()
     if device is not None or mesh is not None or placements is not None:
         target = mesh_for(source.graph, mesh, device) if mesh or device else source.device_mesh
         result = redistribute(result, target, placements)
-    return result
+    return result if dtype is None else cast(result, dtype)

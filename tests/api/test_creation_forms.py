@@ -16,7 +16,7 @@ import torch
 
 import dtorch
 from dtorch import Partial, Replicate, Shard
-from dtorch.errors import ParamError
+from dtorch.errors import ParamError, PlacementError
 
 # (mesh shape, placements) for a 2-D tensor: replicated, sharded, uneven, Partial, 2-D mesh.
 LAYOUTS = [
@@ -300,6 +300,25 @@ def test_tensor_of_a_dtorch_tensor_follows_the_keywords(graph: dtorch.Graph) -> 
     _same(module_form, full)
     with pytest.raises(TypeError, match="unexpected keyword"):
         dtorch.tensor(t, mesh=None)
+
+
+def test_tensor_of_a_partial_tensor_moves_before_it_casts(graph: dtorch.Graph) -> None:
+    """A Partial float source moved to one device (``device=``) or to Replicate is summed
+    before a cast to an integer dtype (the cast of its parts would truncate each part);
+    kept Partial, the cast is refused as ``to`` refuses it."""
+    full = torch.tensor([[2.75, -3.5, 9.25], [0.5, -0.75, 4.0]])
+    t = dtorch.from_torch(full, **_on((2,), [Partial()], graph))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = dtorch.tensor(t, dtype=torch.int64, device="cpu")
+        everywhere = dtorch.tensor(t, dtype=torch.int32, placements=[Replicate()])
+        moved = dtorch.as_tensor(t, dtype=torch.int64, device="cpu:1")
+        with pytest.raises(PlacementError, match="redistribute to Replicate first"):
+            dtorch.tensor(t, dtype=torch.int64)
+    _same(one, full.to(torch.int64))
+    _same(everywhere, full.to(torch.int32))
+    _same(moved, full.to(torch.int64))
+    assert one.placements == everywhere.placements == [Replicate()]
 
 
 @pytest.mark.parametrize(

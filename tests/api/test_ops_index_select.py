@@ -97,6 +97,25 @@ def test_index_select_like_torch(mesh_shape: tuple[int, ...], graph: dtorch.Grap
     assert dtorch.index_select(t, 2, torch.tensor([1])).placements == placements
 
 
+@pytest.mark.parametrize("placement", [R, P])
+def test_index_select_of_a_0d_tensor_like_torch(placement: Any, graph: dtorch.Graph) -> None:
+    """torch takes one index value (0) on dim 0 or -1 of a 0-d tensor; the result is 0-d."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    x = torch.tensor(-2.5)
+    t = place(x, mesh, [placement], graph)
+    for index in ([0], torch.tensor(0), _dtorch(torch.tensor([0]), mesh, graph)):
+        for dim in (0, -1):
+            want = x.index_select(dim, torch.tensor([0]))
+            got = t.index_select(dim, index)
+            assert got.shape == want.shape and torch.equal(got.to_torch(), want)
+    with pytest.raises(RuntimeError, match="0-d tensor must hold exactly one value"):
+        t.index_select(0, [0, 0])
+    with pytest.raises(IndexError, match="index 1 is out of bounds"):
+        t.index_select(0, [1])
+    with pytest.raises(KernelError, match="index 1 is out of bounds"):
+        t.index_select(0, _dtorch(torch.tensor([1]), mesh, graph)).to_torch()
+
+
 def test_index_select_bad_input(graph: dtorch.Graph) -> None:
     t = place(_X, dtorch.init_device_mesh("cpu", 2), [S0], graph)
     with pytest.raises(IndexError, match="index_select: the index must be a 0-d or 1-D"):

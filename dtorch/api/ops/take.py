@@ -52,7 +52,19 @@ def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
         raise IndexError(f"index_select: the index must be a 0-d or 1-D tensor; got {got}")
     dim = normalize_dim(dim, input.ndim, op="index_select")
     flat = index.reshape(-1) if index.ndim == 0 else index
+    if input.ndim == 0:
+        return _of_scalar(input, flat)
     return take(input, dim, flat, "index_select", wrap=False)
+
+
+def _of_scalar(input: Tensor, index: Any) -> Tensor:
+    """torch's ``index_select`` of a 0-d tensor: one index value (0), a 0-d result."""
+    if index.numel() != 1:
+        raise RuntimeError(
+            "index_select: the index of a 0-d tensor must hold exactly one value (0); "
+            f"got {index.numel()} values"
+        )
+    return take(input.reshape(1), 0, index, "index_select", wrap=False).reshape(())
 
 
 def integer_array(item: Any) -> Tensor | torch.Tensor | None:
