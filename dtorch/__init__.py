@@ -292,6 +292,7 @@ from dtorch.api.ops.reduce import (
     softmax,
     sum,
 )
+from dtorch.api.ops.repeats import repeat_interleave, roll, tile
 from dtorch.api.ops.scatter import index_add, scatter, scatter_add, scatter_reduce
 from dtorch.api.ops.search import (
     bincount,
@@ -308,12 +309,9 @@ from dtorch.api.ops.shape import (
     flatten,
     movedim,
     permute,
-    repeat_interleave,
     reshape,
-    roll,
     squeeze,
     stack,
-    tile,
     transpose,
     unbind,
     unflatten,

@@ -13,8 +13,8 @@ Example:
 from __future__ import annotations
 
 from dtorch.api.ops import order as _od
+from dtorch.api.ops import repeats as _rp
 from dtorch.api.ops import scatter as _sc
-from dtorch.api.ops import shape as _sh
 from dtorch.api.ops.take import index_select
 
 
@@ -45,4 +45,4 @@ class TensorIndexing:
     flip = _od.flip
     fliplr = _od.fliplr
     flipud = _od.flipud
-    roll = _sh.roll
+    roll = _rp.roll

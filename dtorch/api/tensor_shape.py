@@ -21,6 +21,7 @@ import torch
 
 from dtorch.api import redistribute as _redistribute
 from dtorch.api.ops import basic_index as _bi
+from dtorch.api.ops import repeats as _rp
 from dtorch.api.ops import shape as _sh
 from dtorch.api.ops import slices as _sl
 from dtorch.api.record import tensor_arg
@@ -264,10 +265,10 @@ class TensorShapes:
             repeats = (kwargs.pop("repeats"),)
         if kwargs:
             raise TypeError(f"repeat: unexpected keyword(s) {sorted(kwargs)}; accepted: repeats")
-        return _sh.repeat(self, *repeats)
+        return _rp.repeat(self, *repeats)
 
-    repeat_interleave = _sh.repeat_interleave
-    tile = _sh.tile
+    repeat_interleave = _rp.repeat_interleave
+    tile = _rp.tile
     movedim = _sh.movedim
     moveaxis = _sh.movedim
 

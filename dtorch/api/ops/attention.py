@@ -49,8 +49,8 @@ import torch
 
 from dtorch.api.creation import from_torch
 from dtorch.api.dims import as_flag
+from dtorch.api.ops.repeats import repeat_interleave
 from dtorch.api.ops.scalars import as_real
-from dtorch.api.ops.shape import repeat_interleave
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError, PlacementError
 from dtorch.ir.params import SdpaParam
