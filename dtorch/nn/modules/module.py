@@ -4,7 +4,8 @@ Assigning a ``Parameter``, a ``Buffer`` or a ``Module`` as an attribute register
 assignment order; ``named_parameters``/``named_buffers``/``named_modules`` walk the tree in
 torch's order (a module's own members, then its children depth first, shared members once);
 ``state_dict``/``load_state_dict`` use torch's keys (``layer.0.weight``) and ``strict`` rules
-(see ``dtorch.nn.modules.state``); ``to``/``float``/... rebind every parameter in place.
+(see ``dtorch.nn.modules.state``); ``to``/``float``/... rebind every parameter in place
+(``dtorch.nn.modules.conversion``).
 
 Calling a module runs, in this order: the forward pre-hooks (which may replace the
 arguments), ``redistribute_input`` (DTorch's placement hook, see below), ``forward``,
@@ -47,13 +48,11 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from dtorch.api.creation import empty_like
 from dtorch.api.graph import Graph
-from dtorch.api.ops.convert import cuda_device
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
-from dtorch.nn.modules import hooks, loading, paths, state
+from dtorch.nn.modules import conversion, hooks, loading, paths, state
 from dtorch.nn.modules.hooks import Hook
 from dtorch.nn.parameter import Buffer, Parameter
 
@@ -136,23 +135,6 @@ def _addindent(text: str, spaces: int) -> str:
     """Indent every line of ``text`` but the first (torch's ``_addindent``)."""
     first, *rest = text.split("\n")
     return "\n".join([first, *(" " * spaces + line for line in rest)])
-
-
-def _rebind(tensor: Tensor, fn: Callable[[Tensor], Tensor]) -> None:
-    converted = fn(tensor)
-    if converted is not tensor:
-        tensor.data = converted
-
-
-def _check_memory_format(memory_format: Any) -> None:
-    """``Module.to``'s ``memory_format``: dtorch lays values out row-major (it keeps no
-    channels-last layout), so only the formats that ask for none are accepted."""
-    if memory_format in (None, torch.preserve_format, torch.contiguous_format):
-        return
-    raise ValueError(
-        f"to: memory_format={memory_format} is not supported: dtorch keeps no channels-last "
-        "layout; accepted: torch.preserve_format, torch.contiguous_format"
-    )
 
 
 class Module:
@@ -450,81 +432,14 @@ class Module:
         fn(self)
         return self
 
-    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Module:
-        """Rebind every parameter (and a ``grad`` set on it, as torch) and buffer to ``fn``
-        of it, in place (identity, and the attributes a program set, kept); those of this
-        module only without ``recurse``."""
-        for module in self.modules() if recurse else (self,):
-            for store in (module._parameters, module._buffers):
-                for tensor in store.values():
-                    if tensor is not None:
-                        _rebind(tensor, fn)
-                        if isinstance(tensor, Parameter) and tensor.grad is not None:
-                            _rebind(tensor.grad, fn)
-        return self
-
-    def to(self, *args: Any, **kwargs: Any) -> Module:
-        """``to(mesh_or_device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` as
-        ``Tensor.to``; a dtype converts the floating-point tensors only (torch's rule).
-        ``memory_format=``: dtorch values have no strides, so torch's preserve and contiguous
-        formats change nothing and ``channels_last`` is refused."""
-        _check_memory_format(kwargs.pop("memory_format", None))
-        target, dtype = Tensor.parser_tensor_to_function_arg(args, kwargs)
-        if dtype is not None and not (dtype.is_floating_point or dtype.is_complex):
-            raise TypeError(
-                f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
-                f"dtype={dtype}"
-            )
-
-        def convert(t: Tensor) -> Tensor:
-            moved = t if target is None else t.to(target)
-            return moved.to(dtype) if dtype is not None and t.is_floating_point() else moved
-
-        return self._apply(convert)
-
-    def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
-        """torch's ``to_empty``: every parameter and buffer (of this module only, without
-        ``recurse``) becomes an uninitialised tensor of its shape and dtype on ``device`` (a
-        device or a mesh, as ``to``), its placements kept on the same mesh or one of its
-        shape; no value is copied. Fill them next (``load_state_dict``, ``nn.init``).
-
-        Example:
-            >>> from dtorch import nn
-            >>> layer = nn.Linear(2, 3).to_empty(device="cpu")
-            >>> layer.weight.shape, layer.weight.device_mesh
-            (torch.Size([3, 2]), DeviceMesh('cpu', [0]))
-        """
-        target, _ = Tensor.parser_tensor_to_function_arg((device,), {})
-        return self._apply(lambda t: empty_like(t).to(target), recurse)
-
-    def type(self, dst_type: Any) -> Module:
-        """torch's: every parameter and buffer as ``dst_type`` (a dtype or a type name, see
-        ``Tensor.type``), floating point or not.
-
-        Example:
-            >>> import torch, dtorch
-            >>> dtorch.nn.Linear(2, 2).type(torch.float64).weight.dtype
-            torch.float64
-        """
-        return self._apply(lambda t: t.type(dst_type))
-
-    def share_memory(self) -> Module:
-        """Refused: torch moves CPU storage to shared memory for ``torch.multiprocessing``;
-        a dtorch value lives on its mesh's devices (worker threads or processes), not in the
-        client, so there is no storage to share (each process reaches a value through the
-        graph)."""
-        raise NotImplementedError(
-            "share_memory: dtorch values live on the devices of their graph (worker threads or "
-            "processes), not in this process, so there is no storage to move to shared memory"
-        )
-
-    def cpu(self) -> Module:
-        return self.to("cpu")
-
-    def cuda(self, device: Any = None) -> Module:
-        """torch's ``cuda(device)``: ``to`` that GPU (an index, ``"cuda:1"`` or a CUDA
-        ``torch.device``; a MeshError where the graph cannot run there)."""
-        return self.to(cuda_device(device))
+    # --- conversions (dtorch.nn.modules.conversion holds torch's methods) ---------------
+    _apply = conversion.apply_to_tensors
+    to = conversion.to
+    to_empty = conversion.to_empty
+    type = conversion.to_type
+    share_memory = conversion.share_memory
+    cpu = conversion.cpu
+    cuda = conversion.cuda
 
     # --- state (dtorch.nn.modules.state and .loading hold torch's methods) ----------------
     state_dict = state.state_dict
@@ -632,20 +547,10 @@ class Module:
         return f"{self._get_name()}({body})"
 
     # --- dtype casts (last: their names shadow builtins in the class body) ------------
-    def float(self) -> Module:
-        return self._cast(Tensor.float)
-
-    def double(self) -> Module:
-        return self._cast(Tensor.double)
-
-    def half(self) -> Module:
-        return self._cast(Tensor.half)
-
-    def bfloat16(self) -> Module:
-        return self._cast(Tensor.bfloat16)
-
-    def _cast(self, method: Callable[[Tensor], Tensor]) -> Module:
-        return self._apply(lambda t: method(t) if t.is_floating_point() else t)
+    float = conversion.to_float
+    double = conversion.to_double
+    half = conversion.to_half
+    bfloat16 = conversion.to_bfloat16
 
 
 __all__ = ["Module"]
