@@ -21,6 +21,8 @@ whose signature is the method's is the method itself (``sum = _rd.sum``), operat
 are made from their kind (``exp = _mk.unary(M.EXP, "exp")``, ``dtorch.api.ops.methods``),
 and the rest are a line calling ``ops``. The shape and conversion methods are the mixins
 ``dtorch.api.tensor_shape.TensorShapes`` and ``dtorch.api.tensor_convert.TensorConversions``,
+the in-place arithmetic (``t += x``, ``add_``, ``clamp_``, ...) the mixin
+``dtorch.api.tensor_in_place.TensorInPlace``,
 the selection, ordering and scatter methods the mixin ``dtorch.api.tensor_index.TensorIndexing``,
 more elementwise math (``lgamma``, ``fmod``, ``gcd``, ...) the mixin
 ``dtorch.api.tensor_math.TensorMath``, the order statistics, running extremes and shifts
@@ -51,12 +53,12 @@ from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import linalg as _la
 from dtorch.api.ops import masked as _ma
 from dtorch.api.ops import methods as _mk
-from dtorch.api.ops import random_fill as _rf
 from dtorch.api.ops import reduce as _rd
 from dtorch.api.ops import statistics as _st
 from dtorch.api.ops.scalars import is_scalar
 from dtorch.api.tensor_convert import TensorConversions
 from dtorch.api.tensor_grad import TensorGrad
+from dtorch.api.tensor_in_place import TensorInPlace
 from dtorch.api.tensor_index import TensorIndexing
 from dtorch.api.tensor_math import TensorMath
 from dtorch.api.tensor_more import TensorMore
@@ -73,6 +75,7 @@ class Tensor(
     TensorShapes,
     TensorConversions,
     TensorIndexing,
+    TensorInPlace,
     TensorGrad,
     TensorMath,
     TensorOrder,
@@ -195,206 +198,6 @@ class Tensor(
     __rlshift__ = _mk.binary(B.LEFT_SHIFT, "bitwise_left_shift", reflected=True)
     __rshift__ = _mk.binary(B.RIGHT_SHIFT, "bitwise_right_shift")
     __rrshift__ = _mk.binary(B.RIGHT_SHIFT, "bitwise_right_shift", reflected=True)
-
-    # --- in place: ``t += x`` changes t's values, seen by every alias and view of t ----------
-    def __iadd__(self, o: Any) -> Tensor:
-        return self.add_(o)
-
-    def __isub__(self, o: Any) -> Tensor:
-        return self.sub_(o)
-
-    def __imul__(self, o: Any) -> Tensor:
-        return self.mul_(o)
-
-    def __itruediv__(self, o: Any) -> Tensor:
-        return self.div_(o)
-
-    def __ifloordiv__(self, o: Any) -> Tensor:
-        return self.floor_divide_(o)
-
-    def __imod__(self, o: Any) -> Tensor:
-        return self.remainder_(o)
-
-    def __ipow__(self, o: Any) -> Tensor:
-        return self.pow_(o)
-
-    def __iand__(self, o: Any) -> Tensor:
-        return self.bitwise_and_(o)
-
-    def __ior__(self, o: Any) -> Tensor:
-        return self.bitwise_or_(o)
-
-    def __ixor__(self, o: Any) -> Tensor:
-        return self.bitwise_xor_(o)
-
-    def __ilshift__(self, o: Any) -> Tensor:
-        return self.bitwise_left_shift_(o)
-
-    def __irshift__(self, o: Any) -> Tensor:
-        return self.bitwise_right_shift_(o)
-
-    @_cv.writer
-    def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
-        """``self + alpha * other`` in place, as torch's ``add_`` (``t += other``): the result
-        is written back in ``self``'s placements (a Replicate ``self`` plus a sharded ``other``
-        is redistributed back to Replicate), every alias and view of ``self`` sees it, and a
-        result dtype that does not cast back to ``self``'s is refused. Returns ``self``.
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.arange(3.0)
-            >>> t.add_(1) is t, t.tolist()
-            (True, [1.0, 2.0, 3.0])
-        """
-        _cv.fits("add_", self, other)
-        return _cv.assign("add_", self, _ew.add(self, other, alpha=alpha))
-
-    @_cv.writer
-    def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
-        """``self - alpha * other`` in place (``t -= other``), written back as ``add_`` writes.
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.arange(3.0)
-            >>> t.sub_(1, alpha=2) is t, t.tolist()
-            (True, [-2.0, -1.0, 0.0])
-        """
-        _cv.fits("sub_", self, other)
-        return _cv.assign("sub_", self, _ew.sub(self, other, alpha=alpha))
-
-    @_cv.writer
-    def mul_(self, other: Any) -> Tensor:
-        """``self * other`` in place (``t *= other``), written back as ``add_`` writes: in
-        ``self``'s placements (a Partial product, by a Partial ``other``, is redistributed
-        back first).
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.arange(3)
-            >>> t.mul_(2) is t, t.tolist()
-            (True, [0, 2, 4])
-        """
-        _cv.fits("mul_", self, other)
-        return _cv.assign("mul_", self, _ew.mul(self, other))
-
-    @_cv.writer
-    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
-        """``self / other`` in place (``t /= other``), rounded as ``rounding_mode`` says
-        (``None``, ``"trunc"``, ``"floor"``), written back as ``add_`` writes: a true
-        division of an integer tensor is refused, as in torch (its result is a float).
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.tensor([5.0, -5.0])
-            >>> t.div_(2, rounding_mode="floor") is t, t.tolist()
-            (True, [2.0, -3.0])
-        """
-        _cv.fits("div_", self, other)
-        return _cv.assign("div_", self, _ew.div(self, other, rounding_mode=rounding_mode))
-
-    @_cv.writer
-    def floor_divide_(self, other: Any) -> Tensor:
-        """``self // other`` in place (``t //= other``; rounded down, as torch's), written
-        back as ``add_`` writes.
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.tensor([5, -5])
-            >>> t.floor_divide_(2) is t, t.tolist()
-            (True, [2, -3])
-        """
-        _cv.fits("floor_divide_", self, other)
-        return _cv.assign("floor_divide_", self, _ew.floor_divide(self, other))
-
-    @_cv.writer
-    def remainder_(self, other: Any) -> Tensor:
-        """``self % other`` in place (``t %= other``; the sign of ``other``, as Python's and
-        torch's), written back as ``add_`` writes.
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.tensor([5, -5])
-            >>> t.remainder_(3) is t, t.tolist()
-            (True, [2, 1])
-        """
-        _cv.fits("remainder_", self, other)
-        return _cv.assign("remainder_", self, _ew.remainder(self, other))
-
-    @_cv.writer
-    def pow_(self, exponent: Any) -> Tensor:
-        """``self ** exponent`` in place (``t **= exponent``), written back as ``add_`` writes.
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.arange(4)
-            >>> t.pow_(2) is t, t.tolist()
-            (True, [0, 1, 4, 9])
-        """
-        _cv.fits("pow_", self, exponent)
-        return _cv.assign("pow_", self, _ew.pow(self, exponent))
-
-    @_cv.writer
-    def bitwise_and_(self, other: Any) -> Tensor:
-        """``self & other`` in place (``t &= other``): bitwise on integers, logical on
-        bools, refused on floats, as in torch; written back as ``add_`` writes.
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.tensor([12, 10])
-            >>> t.bitwise_and_(6) is t, t.tolist()
-            (True, [4, 2])
-        """
-        _cv.fits("bitwise_and_", self, other)
-        return _cv.assign("bitwise_and_", self, _ew.bitwise_and(self, other))
-
-    @_cv.writer
-    def bitwise_or_(self, other: Any) -> Tensor:
-        """``self | other`` in place (``t |= other``): bitwise on integers, logical on
-        bools, refused on floats, as in torch; written back as ``add_`` writes.
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.tensor([12, 10])
-            >>> t.bitwise_or_(6) is t, t.tolist()
-            (True, [14, 14])
-        """
-        _cv.fits("bitwise_or_", self, other)
-        return _cv.assign("bitwise_or_", self, _ew.bitwise_or(self, other))
-
-    @_cv.writer
-    def bitwise_xor_(self, other: Any) -> Tensor:
-        """``self ^ other`` in place (``t ^= other``): bitwise on integers, logical on
-        bools, refused on floats, as in torch; written back as ``add_`` writes.
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.tensor([12, 10])
-            >>> t.bitwise_xor_(6) is t, t.tolist()
-            (True, [10, 12])
-        """
-        _cv.fits("bitwise_xor_", self, other)
-        return _cv.assign("bitwise_xor_", self, _ew.bitwise_xor(self, other))
-
-    @_cv.writer
-    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
-        """``clamp(min, max)`` in place (also ``clip_``), written back as ``add_`` writes; the
-        shards are clamped where they are (a Partial is refused: redistribute it first).
-
-        Example:
-            >>> import dtorch
-            >>> t = dtorch.tensor([-2.0, 0.5, 3.0])
-            >>> t.clamp_(-1, 1) is t, t.tolist()
-            (True, [-1.0, 0.5, 1.0])
-        """
-        _cv.fits("clamp_", self, min, max)
-        return _cv.assign("clamp_", self, _ew.clamp(self, min, max))
-
-    clip_ = clamp_
-
-    fill_ = _fl.fill_
-    zero_ = _fl.zero_
-    normal_ = _rf.normal_
-    uniform_ = _rf.uniform_
 
     # --- comparisons ------------------------------------------------------------------------
     # Anything torch does not compare elementwise: NotImplemented, so ``t == None`` is False.
