@@ -7,7 +7,10 @@ a table with one row per operator: its index, name, kind, what it reads, each ou
 dtype and shape, mesh and placements, the user line that recorded it, and, for a Convert
 (an explicit ``redistribute`` or an implicit ``redistribute_N`` the recorder inserted), the
 steps the redistribute planner plans for it (``dtorch.ir.redistribute.plan_redistribute``,
-what the Convert kernel executes), such as ``all_gather(mesh dim 0)`` or ``local slice``.
+what the Convert kernel executes), such as ``all_gather(mesh dim 0)`` or ``local slice``;
+for an operator that communicates inside its kernel (a reduction, sort or softmax over a
+sharded dim, ring attention), the collectives it issues there (``dtorch.program.in_kernel``),
+such as ``all_gather(mesh dim 0) x2 in kernel``. The header counts both.
 
 In the "reads" column ``x0`` is tensor input 0, ``w0`` constant 0 and ``#3`` what operator 3
 made. The summary reads metadata only: it records nothing and never waits for the devices.
@@ -51,6 +54,7 @@ from dtorch.ir.redistribute import (
     collective_counts,
     plan_redistribute,
 )
+from dtorch.program.in_kernel import in_kernel, issued_text
 from dtorch.program.spec import ProgramSpec
 
 _COLUMNS = ("#", "operator", "kind", "reads", "output", "mesh", "placements", "line", "comm")
@@ -113,14 +117,26 @@ def step_texts(plan: RedistributePlan) -> tuple[str, ...]:
 
 
 def program_counts(spec: ProgramSpec) -> dict[str, int]:
-    """How many collectives of each kind one call of the program issues (its Converts)."""
+    """How many collectives of each kind one call of the program issues (its Converts, and
+    the operators that communicate inside their kernels)."""
     operands = operand_table(spec)
     counts: Counter[str] = Counter()
     for op in spec.body.operators:
         plan = convert_plan(op, operands)
         if plan is not None:
             counts.update(collective_counts(plan))
+        for collective, count, _ in in_kernel(op, operands) or ():
+            counts[collective] += count
     return dict(sorted(counts.items()))
+
+
+def comm_texts(op: Operator, operands: dict[int, Operand]) -> tuple[str, ...]:
+    """The "comm" cells of ``op``: its Convert plan's steps, or the collectives it issues
+    inside its kernel, or ``-``."""
+    plan = convert_plan(op, operands)
+    if plan is not None:
+        return step_texts(plan)
+    return tuple(map(issued_text, in_kernel(op, operands) or ())) or ("-",)
 
 
 def nbytes(operand: Operand) -> int:
@@ -205,8 +221,7 @@ def operator_rows(spec: ProgramSpec) -> list[tuple[str, ...]]:
     operands, names = operand_table(spec), source_names(spec)
     rows: list[tuple[str, ...]] = []
     for index, op in enumerate(spec.body.operators):
-        plan = convert_plan(op, operands)
-        comm = step_texts(plan) if plan is not None else ("-",)
+        comm = comm_texts(op, operands)
         outputs = [operands[o] for o in op.outputs]
         reads = ", ".join(names.get(i, "?") for i in op.inputs)
         first = (str(index), op.name, op.kind.name, reads)

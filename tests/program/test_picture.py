@@ -414,3 +414,74 @@ def test_render_svg_with_graphviz(graph: dtorch.Graph, tmp_path: Path) -> None:
     out = _program().render(tmp_path / "p.svg")
     text = out.read_text()
     assert "<svg" in text and "all_gather(mesh dim 0)" in text
+
+
+def _in_kernel_program(t: dtorch.Tensor) -> tuple[dtorch.Tensor, ...]:
+    return (
+        t.amax(1),
+        t.argmax(0),
+        t.softmax(1),
+        t.cumsum(1),
+        t.sort(1).values,
+        t.topk(2, 1).values,
+        t.median(1).values,
+        t.cummax(0).values,
+    )
+
+
+def test_collectives_inside_kernels_are_named_and_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reductions, softmax, scans, sorts and order statistics over a sharded dim communicate
+    inside their kernels: the summary names those collectives on their rows and counts them,
+    as many as the runtime issues (counted on ThreadGroup, once per line: by the caller of
+    each line's rank 0; a collective along a mesh dim of the 2x2 mesh runs on its 2 lines)."""
+    from dtorch.comm.group import group as group_module
+
+    issued: list[str] = []
+    for name in ("all_gather", "all_reduce", "broadcast"):
+        original = getattr(group_module.ThreadGroup, name)
+
+        def counted(
+            self: object,
+            inputs: object,
+            *a: object,
+            _f: object = original,
+            _n: str = name,
+            **k: object,
+        ) -> object:
+            if 0 in inputs:  # type: ignore[operator]
+                issued.append(_n)
+            return _f(self, inputs, *a, **k)  # type: ignore[operator]
+
+        monkeypatch.setattr(group_module.ThreadGroup, name, counted)
+    graph = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
+    try:
+        mesh = dtorch.init_device_mesh("cpu", (2, 2))
+        full = torch.randn(4, 6)
+        x = dtorch.from_torch(full, device_mesh=mesh, placements=[S(0), S(1)], graph=graph)
+        program = dtorch.trace(_in_kernel_program, x)
+        graph.sync()  # tracing runs the operators once: not counted
+        issued.clear()
+        results = program(x)
+        graph.sync()
+        runtime = {name: issued.count(name) // 2 for name in set(issued)}  # 2 lines each
+        for got, want in zip(results, _in_kernel_program(full), strict=True):  # type: ignore[arg-type]
+            torch.testing.assert_close(got.to_torch(), want)
+    finally:
+        graph.close()
+    text = program.summary()
+    assert "collectives per call: all_gather 12, all_reduce 2" in text
+    assert runtime == {"all_gather": 12, "all_reduce": 2}
+    comm = {row[1].rsplit("_", 1)[0]: row[-1] for row in _rows(text) if row[0].isdigit()}
+    assert comm["amax"] == "all_gather(mesh dim 1) in kernel"
+    assert comm["argmax"] == "all_gather(mesh dim 0) x2 in kernel"
+    assert comm["softmax"] == "all_reduce(mesh dim 1) x2 in kernel"
+    assert comm["cummax"] == "all_gather(mesh dim 0) x2 in kernel"
+
+
+def test_every_group_kernel_has_an_in_kernel_rule() -> None:
+    from dtorch.kernels.table import GROUP_KERNELS
+    from dtorch.program.in_kernel import IN_KERNEL
+
+    assert set(IN_KERNEL) == set(GROUP_KERNELS) - {OpKind.Convert}  # a Convert: its plan
