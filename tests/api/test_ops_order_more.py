@@ -164,6 +164,26 @@ def test_whole_tensor_forms(graph: dtorch.Graph) -> None:
         dtorch.median(sharded, keepdim=True)
 
 
+@pytest.mark.parametrize(("mesh_shape", "placement"), [((3,), S1), ((2,), S0), ((2,), R)])
+def test_order_statistics_of_an_expanded_tensor(
+    mesh_shape: tuple[int, ...], placement: Any, graph: dtorch.Graph
+) -> None:
+    """Along an ``expand``-ed dim (a stride-0 shard) the statistics are those of the values
+    (torch's CPU median of such a view itself reads the wrong memory; compared here with
+    torch on the contiguous tensor)."""
+    full = torch.tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]])
+    want = full.unsqueeze(0).expand(3, 2, 3).contiguous()
+    t = place(full, dtorch.init_device_mesh("cpu", mesh_shape), [placement], graph)
+    got = t.unsqueeze(0).expand(3, 2, 3)
+    for name in ("median", "nanmedian", "mode"):
+        values, indices = getattr(got, name)(0)
+        compare(values.to_torch(), getattr(want, name)(0).values, True, name)
+        assert torch.equal(want.gather(0, indices.to_torch().unsqueeze(0))[0], values.to_torch())
+    compare(got.kthvalue(2, 0).values.to_torch(), want.kthvalue(2, 0).values, True, "kthvalue")
+    for name in ("median", "nanmedian"):
+        compare(getattr(got, name)().to_torch(), getattr(want, name)(), True, f"{name}()")
+
+
 def test_zero_dim_and_empty(graph: dtorch.Graph) -> None:
     """A 0-d tensor (dims 0 and -1, k = 1), an empty kept dim (empty results), and torch's
     IndexError for an empty operated dim."""

@@ -31,9 +31,12 @@ def order_stat_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards
     """The statistic of the local shard along the (whole) dim, or of the whole tensor."""
     param = ctx.param
     assert isinstance(param, OrderStatParam)
+    x = inputs[0]
+    if 0 in x.stride():  # torch's CPU median reads an expanded (stride-0) tensor wrongly
+        x = x.contiguous()
     if param.dim is None:
-        return [WHOLE_STATS[param.stat](inputs[0])]
-    return list(ORDER_STATS[param.stat](inputs[0], param.dim, param.k, param.keepdim))
+        return [WHOLE_STATS[param.stat](x)]
+    return list(ORDER_STATS[param.stat](x, param.dim, param.k, param.keepdim))
 
 
 def cum_extreme_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
