@@ -559,6 +559,8 @@ def test_trunc_division_of_a_number_by_bfloat16_rounds_once(graph: dtorch.Graph)
         ("div", lambda t: t / False),
         ("mul", lambda t: t * float("inf")),
         ("mul", lambda t: float("-inf") * t),
+        ("mul", lambda t: t * 1e39),  # infinite in float32 arithmetic
+        ("div", lambda t: t / 1e-320),  # 0 in float32
     ],
 )
 def test_partial_times_infinity_or_over_zero_is_refused(  # type: ignore[no-untyped-def]
@@ -580,6 +582,25 @@ def test_partial_times_infinity_or_over_zero_is_refused(  # type: ignore[no-unty
     ):
         assert got.placements == [P]
         compare(got.to_torch(), want, True, name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_partial_times_a_number_finite_in_its_arithmetic_stays_partial(
+    dtype: torch.dtype, graph: dtorch.Graph
+) -> None:
+    """``1e39`` is finite in float64, and float16/bfloat16 compute with float32 numbers, so
+    a float16 Partial times 7e4 (whose product overflows float16 in torch too) or over
+    1e-30 stays Partial and equals torch."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    full = torch.tensor([1.0, -2.0, 3.0, 0.5], dtype=dtype)
+    numbers = (1e39, 1e-320) if dtype == torch.float64 else (7e4, 1e-30)
+    partial = place(full, mesh, [P], graph)
+    for got, want in (
+        (partial * numbers[0], full * numbers[0]),
+        (partial / numbers[1], full / numbers[1]),
+    ):
+        assert got.placements == [P]
+        compare(got.to_torch(), want, True, str(dtype))
 
 
 @pytest.mark.parametrize(

@@ -25,8 +25,8 @@ Example:
 
 from __future__ import annotations
 
+import cmath
 import functools
-import math
 from collections.abc import Sequence
 
 import torch
@@ -257,7 +257,7 @@ def _scalar_sig(param: BroadcastBinaryParam, x: Operand, dtype: torch.dtype) -> 
     the number is unbounded or the dtype conversion is not linear."""
     assert param.scalar is not None
     sig = _SCALAR_SIGS.get((param.binary, param.scalar_first), _PLAIN1)
-    if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value):
+    if sig is _LINEAR1 and _unbounded(param.binary, param.scalar.value, dtype):
         return _UNBOUNDED1
     if sig is not _PLAIN1 and not _converts_linearly((x,), dtype):
         return _unconverted(1, x.dtype, dtype)
@@ -302,11 +302,24 @@ def _binary_probe(
     return binary_with_scalar(kind, x, Scalar.of(value), first)
 
 
-def _unbounded(kind: BinaryKind, value: object) -> bool:
-    """Whether ``x * value`` (``x / value``) is infinite for a finite non-zero ``x``."""
-    if kind is BinaryKind.DIV:
-        return value == 0
-    return isinstance(value, float) and math.isinf(value)
+#: The magnitudes float32 (the narrowest arithmetic of a number operand) holds finite and
+#: non-zero, with a margin.
+_NORMAL, _LARGE = 2.0**-125, 2.0**127
+
+
+def _unbounded(kind: BinaryKind, value: object, dtype: torch.dtype) -> bool:
+    """Whether ``x * value`` (``x / value``) is infinite for a finite non-zero ``x`` as torch
+    computes it, so that a zero summand of a Partial becomes NaN: the number rounded to the
+    arithmetic's dtype (``1e39`` is infinite in float32, ``1e-320`` is 0; float16 and
+    bfloat16 compute with float32 numbers). A NaN number makes NaN of any sum: not refused."""
+    if kind is BinaryKind.DIV and value == 0:
+        return True
+    if not isinstance(value, (float, complex)) or cmath.isnan(value):
+        return False
+    if not (dtype.is_floating_point or dtype.is_complex) or _NORMAL <= abs(value) <= _LARGE:
+        return False  # finite and not 0 in any arithmetic: no torch call at record time
+    zero = torch.zeros((), dtype=dtype)
+    return bool(torch.isnan(zero * value if kind is BinaryKind.MUL else zero / value))
 
 
 def math_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
