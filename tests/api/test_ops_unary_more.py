@@ -132,7 +132,12 @@ def test_nan_to_num_arguments(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 3)
     x = _special(6, 2)
     t = place(x, mesh, [S0], graph)
-    for kwargs in ({"nan": 1.5, "posinf": 9, "neginf": -9.0}, {"nan": None}, {"posinf": 1e10}):
+    for kwargs in (
+        {"nan": 1.5, "posinf": 9, "neginf": -9.0},
+        {"nan": None},
+        {"posinf": 1e10},
+        {"posinf": 1e300, "neginf": -1e300, "nan": 1e39},  # inf in float32, as torch casts
+    ):
         compare(t.nan_to_num(**kwargs).to_torch(), x.nan_to_num(**kwargs), True, str(kwargs))
     half = place(x.half(), mesh, [S0], graph)
     compare(dtorch.nan_to_num(half, posinf=1e10).to_torch(), x.half().nan_to_num(posinf=1e10),

@@ -247,8 +247,16 @@ def nan_to_num(input: Tensor, nan: Any = 0.0, posinf: Any = None, neginf: Any = 
     out = input
     for kind, value, default in fills:
         found = unary(kind, "nan_to_num", input)
-        out = select("nan_to_num", found, default if value is None else value, out)
+        out = select(
+            "nan_to_num", found, _rounded(default if value is None else value, input.dtype), out
+        )
     return out
+
+
+def _rounded(value: Any, dtype: torch.dtype) -> float:
+    """``value`` as torch's ``nan_to_num`` stores it in ``dtype``: converted without a check
+    (``posinf=1e300`` in float32 is inf)."""
+    return float(torch.tensor(value, dtype=torch.float64).to(dtype))
 
 
 def xlogy(input: Any, other: Any) -> Tensor:
