@@ -284,6 +284,11 @@ def test_losses_keep_torchs_dtypes(dtype: torch.dtype, graph: dtorch.Graph) -> N
     for got, want in cases:
         assert got.dtype == want.dtype
         torch.testing.assert_close(got.to_torch(), want, atol=2e-2, rtol=2e-2)
+    for shape in ((), (3,)):  # a 0-d probability kept its dtype only where the log's clamp did
+        p, q = torch.full(shape, 0.3, dtype=dtype), torch.full(shape, 1.0, dtype=dtype)
+        got = DF.binary_cross_entropy(place(p, mesh, [R], graph), place(q, mesh, [R], graph))
+        want = F.binary_cross_entropy(p, q)
+        assert got.dtype == want.dtype and torch.equal(got.to_torch(), want), shape
 
 
 def test_refusals_follow_torch(graph: dtorch.Graph) -> None:

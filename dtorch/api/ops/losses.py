@@ -41,7 +41,7 @@ from dtorch.api.create import beside
 from dtorch.api.dims import as_flag
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast, fits
-from dtorch.api.ops.elementwise import binary, unary
+from dtorch.api.ops.elementwise import binary, clamp, unary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
 from dtorch.api.record import record_one, tensor_arg, with_inputs
@@ -270,8 +270,9 @@ def huber_loss(
 
 
 def _log_clamped(name: str, t: Tensor) -> Tensor:
-    # torch's binary_cross_entropy clamps each log at -100 (a 0 or 1 probability stays finite)
-    return binary(B.MAXIMUM, name, unary(M.LOG, name, t), -100.0)
+    # torch's binary_cross_entropy clamps each log at -100 (a 0 or 1 probability stays finite);
+    # a number bound keeps the dtype (maximum with a 0-d float32 -100 promoted a 0-d float16)
+    return clamp(unary(M.LOG, name, t), -100.0)
 
 
 @with_inputs
