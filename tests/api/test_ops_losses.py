@@ -291,6 +291,31 @@ def test_losses_keep_torchs_dtypes(dtype: torch.dtype, graph: dtorch.Graph) -> N
         assert got.dtype == want.dtype and torch.equal(got.to_torch(), want), shape
 
 
+@pytest.mark.parametrize("reduction", _REDUCTIONS)
+def test_probability_targets_promote_with_a_weight_of_another_dtype(
+    reduction: str, graph: dtorch.Graph
+) -> None:
+    """Class probabilities multiply by the weights, promoting as torch's (a float64 weight
+    makes a float64 loss); class indices keep torch's refusal of a weight of another dtype."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    weight = torch.rand(
+        _X.shape[1], dtype=torch.float64, generator=torch.Generator().manual_seed(3)
+    )
+    for probs in (_Y.softmax(1), _Y.softmax(1).bfloat16()):
+        want = F.cross_entropy(_X, probs, weight=weight, reduction=reduction, label_smoothing=0.1)
+        got = DF.cross_entropy(
+            place(_X, mesh, [S0], graph),
+            place(probs, mesh, [S0], graph),
+            weight=weight,
+            reduction=reduction,
+            label_smoothing=0.1,
+        )
+        assert got.dtype == want.dtype == torch.float64
+        torch.testing.assert_close(got.to_torch(), want, atol=1e-2, rtol=1e-2)
+    with pytest.raises(DtypeError, match="expected scalar type Float but found Double"):
+        DF.cross_entropy(place(_X, mesh, [S0], graph), place(_TARGETS, mesh, [S0], graph), weight)
+
+
 def test_refusals_follow_torch(graph: dtorch.Graph) -> None:
     mesh = dtorch.init_device_mesh("cpu", 2)
     x, t = place(_X, mesh, [R], graph), place(_TARGETS, mesh, [R], graph)

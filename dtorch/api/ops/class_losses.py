@@ -87,8 +87,12 @@ def _log_probs(name: str, input: Tensor, class_dim: int) -> Tensor:
     return record(name, softmax_param(input, class_dim, True, None), (input,))[0]
 
 
-def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Tensor | None:
-    """``weight`` (one per class) shaped to broadcast along ``input``'s class dim."""
+def _class_weights(
+    name: str, weight: Any, input: Tensor, class_dim: int, same_dtype: bool = True
+) -> Tensor | None:
+    """``weight`` (one per class) shaped to broadcast along ``input``'s class dim; of the
+    input's dtype where ``same_dtype`` (class-index targets: torch's check; probabilities
+    multiply by it and promote)."""
     if weight is None:
         return None
     w = loss_operand(name, "weight", weight, input)
@@ -98,7 +102,7 @@ def _class_weights(name: str, weight: Any, input: Tensor, class_dim: int) -> Ten
             f"weight tensor should be defined either for all {classes} classes or no classes "
             f"but got weight tensor of shape: {list(w.shape)}"
         )
-    if w.dtype != input.dtype:
+    if same_dtype and w.dtype != input.dtype:
         raise DtypeError(
             f"expected scalar type {scalar_type_name(input.dtype)} but found "
             f"{scalar_type_name(w.dtype)}"
@@ -227,8 +231,9 @@ def cross_entropy(
     tensor_arg(name, input)
     class_dim = _class_dim(name, input)
     target = loss_operand(name, "target", target, input)
-    weights = _class_weights(name, weight, input, class_dim)
-    if target.dtype.is_floating_point:
+    soft = target.dtype.is_floating_point
+    weights = _class_weights(name, weight, input, class_dim, same_dtype=not soft)
+    if soft:
         if ignore_index >= 0:
             raise ParamError("ignore_index is not supported for floating point target")
         how = (reduction, label_smoothing, class_dim)
