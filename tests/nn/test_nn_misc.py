@@ -57,8 +57,9 @@ def _run(
     assert accepted, f"{name}: no layout accepted on {mesh_shape}"
     if must:
         combo = tuple(tuple([p] * len(mesh_shape)) for p in must)
-        run_api(graph, name, lambda *t: fn(DF, *t), fulls, mesh_shape, wants, table=None,
-                exact=exact, combos=[combo])  # fmt: skip
+        taken = run_api(graph, name, lambda *t: fn(DF, *t), fulls, mesh_shape, wants,
+                        table=None, exact=exact, combos=[combo])  # fmt: skip
+        assert taken == [combo], f"{name}: {combo} on {mesh_shape} was refused"
 
 
 def _pool_pair(x: torch.Tensor, one_d: bool) -> list[torch.Tensor]:
@@ -115,6 +116,14 @@ _CASES: list[tuple[str, str, Callable[..., Any], Callable[[], list[torch.Tensor]
      lambda: [_rand(5, 4, dtype=torch.float64),
               torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 2, 1, 0], [2, 2, -1, 0],
                             [1, -1, 0, 0]])], False, (S0, S0)),
+    # a batch-sharded input with a Replicate target, as cross_entropy takes it
+    ("multi_margin_loss R target", "multi_margin_loss",
+     lambda f, x, y: f.multi_margin_loss(x, y),
+     lambda: [_rand(5, 3), torch.randint(0, 3, (5,), generator=_G)], False, (S0, R)),
+    ("multilabel_margin_loss R target", "multilabel_margin_loss",
+     lambda f, x, y: f.multilabel_margin_loss(x, y, reduction="none"),
+     lambda: [_rand(5, 4), torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 2, 1, 0],
+                                         [2, 2, -1, 0], [1, -1, 0, 0]])], False, (S0, R)),
     ("triplet_margin_with_distance_loss", "triplet_margin_with_distance_loss",
      lambda f, a, p, n: f.triplet_margin_with_distance_loss(a, p, n, swap=True, margin=0.5),
      lambda: [_rand(5, 4), _rand(5, 4), _rand(5, 4)], False, (S0, S0, S0)),

@@ -35,6 +35,7 @@ from dtorch.api.ops.elementwise import relu
 from dtorch.api.ops.losses import loss_operand, reduced_loss, reduction_of
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.nn_more_losses import pairwise_distance
+from dtorch.api.ops.order import gather_aligned
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DtypeError, ShapeError
@@ -114,7 +115,7 @@ def multi_margin_loss(
         raise ShapeError(f"{name}: inconsistent weight size, expected {c} but got "
                          f"{list(w.shape)}")  # fmt: skip
     x, t = input.reshape((n, c)), target.reshape((n, 1))
-    z = relu(as_real(f"{name}: margin", margin) - x.gather(1, t) + x)
+    z = relu(as_real(f"{name}: margin", margin) - gather_aligned(x, t, 1, name) + x)
     h = z * z if p == 2 else z
     h = h if w is None else h * w.to(x.dtype).index_select(0, t.reshape(n)).reshape((n, 1))
     others = select(name, t == _classes(input, c), 0.0, h)
@@ -154,7 +155,7 @@ def multilabel_margin_loss(
     # one of C or more does (torch refuses both at the call: it reads the target there)
     picked = select(name, t < -1, c, t.clamp(min=0))
     labelled = ((picked.unsqueeze(2) == _classes(input, c)) & valid.unsqueeze(2)).any(1)
-    z = relu(1 - x.gather(1, picked).unsqueeze(2) + x.unsqueeze(1))  # (N, target, class)
+    z = relu(1 - gather_aligned(x, picked, 1, name).unsqueeze(2) + x.unsqueeze(1))  # (N, t, C)
     pairs = valid.unsqueeze(2) & labelled.logical_not().unsqueeze(1)
     loss = select(name, pairs, z, 0.0).sum((1, 2)) / c
     return reduced_loss(name, loss if input.ndim == 2 else loss.reshape(()), reduction)
