@@ -219,6 +219,8 @@ from dtorch.api.ops.math_extra import (
 from dtorch.api.ops.math_more import (
     clamp_max,
     clamp_min,
+    conj,
+    conj_physical,
     copysign,
     float_power,
     fmod,
@@ -230,6 +232,8 @@ from dtorch.api.ops.math_more import (
     logit,
     nextafter,
     positive,
+    resolve_conj,
+    resolve_neg,
     true_divide,
 )
 from dtorch.api.ops.nn_misc import (
@@ -412,6 +416,7 @@ abs = Tensor.abs
 absolute = Tensor.absolute
 acos = Tensor.acos
 acosh = Tensor.acosh
+adjoint = Tensor.adjoint
 arccos = Tensor.acos
 arccosh = Tensor.acosh
 arcsin = Tensor.arcsin
@@ -548,6 +553,7 @@ __all__ = [
     "addmm",
     "addmv",
     "addr",
+    "adjoint",
     "all",
     "allclose",
     "amax",
@@ -623,6 +629,8 @@ __all__ = [
     "compiled_op",
     "concat",
     "concatenate",
+    "conj",
+    "conj_physical",
     "conv1d",
     "conv2d",
     "conv3d",
@@ -875,6 +883,8 @@ __all__ = [
     "renorm",
     "repeat_interleave",
     "reshape",
+    "resolve_conj",
+    "resolve_neg",
     "rms_norm",
     "roll",
     "rot90",

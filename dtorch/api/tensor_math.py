@@ -56,6 +56,20 @@ class TensorMath:
     arctanh = atanh
     negative = _mk.unary(M.NEG, "negative")
     positive = _mm.positive
+    conj = _mm.conj
+    conj_physical = _mm.conj_physical
+    resolve_conj = _mm.resolve_conj
+    resolve_neg = _mm.resolve_neg
+
+    def is_conj(self: Tensor) -> bool:
+        """False: dtorch has no lazy conjugate (``conj`` computes the values)."""
+        return False
+
+    def is_neg(self: Tensor) -> bool:
+        """False: dtorch has no lazy negation."""
+        return False
+
+    conj_physical_ = _mk.in_place("conj_physical_", _mm.conj_physical)
 
     fmod = _mm.fmod
     copysign = _mm.copysign

@@ -151,6 +151,10 @@ class TensorShapes:
     def mH(self: Tensor) -> Tensor:
         return _sh.matrix_transpose(self, "mH")
 
+    def adjoint(self: Tensor) -> Tensor:
+        """torch's ``adjoint()``: ``mH``, the conjugate transpose of the last two dims."""
+        return _sh.matrix_transpose(self, "adjoint")
+
     permute = _sh.permute
 
     def expand(self: Tensor, *sizes: Any, size: Any = None) -> Tensor:

@@ -212,6 +212,7 @@ class MathKind(enum.IntEnum):
     ACOSH = 46
     ATANH = 47
     TRIGAMMA = 48  # polygamma(1, x), torch's own kernel (math_extra's polygamma)
+    CONJ = 49  # the complex conjugate, materialised (torch.conj_physical)
 
 
 class ReduceKind(enum.IntEnum):

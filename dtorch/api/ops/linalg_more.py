@@ -29,6 +29,7 @@ from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast, clone
 from dtorch.api.ops.elementwise import binary
+from dtorch.api.ops.math_more import conj
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand, reshape, unsqueeze
 from dtorch.api.record import named_as, record
@@ -94,8 +95,8 @@ def dot(input: Tensor, tensor: Tensor) -> Tensor:
 
 
 def vdot(input: Tensor, other: Tensor) -> Tensor:
-    """``torch.vdot`` of real tensors: the dot product (the first vector's complex conjugate
-    is not taken: complex tensors are refused with a DtypeError).
+    """``torch.vdot``: the dot product of the first vector's complex conjugate with the second
+    (``dot`` for real tensors).
 
     Example:
         >>> import dtorch
@@ -114,8 +115,8 @@ def _dot(name: str, a: Any, b: Any) -> Tensor:
             f"{name}: expected both vectors to have same dtype, but found {_short(x.dtype)} and "
             f"{_short(y.dtype)}"
         )
-    if x.dtype.is_complex and name == "vdot":  # dot takes no conjugate, vdot would need one
-        raise DtypeError(f"{name}: complex tensors are not supported; accepted: real dtypes")
+    if x.dtype.is_complex and name == "vdot":
+        x = conj(x)
     _same_dtype(name, x, y)
     if x.shape[0] != y.shape[0]:
         raise ShapeError(

@@ -1,12 +1,14 @@
 """More elementwise math: the binary operators of one kind each (``fmod``, ``copysign``,
 ``heaviside``, ``float_power``, ``gcd``, ``lcm``, ``logical_xor``, ``nextafter``, ``ldexp``),
 and the small ones built on existing operators (``true_divide``, ``clamp_min``,
-``clamp_max``, ``logit``, ``positive``).
+``clamp_max``, ``logit``, ``positive``), and the complex conjugate (``conj``,
+``conj_physical``; ``resolve_conj``/``resolve_neg``: dtorch has no lazy bits to resolve).
 
 Dtypes are torch's, learned by running the torch function on one-element tensors (its
 refusals too, raised at the call as a DtypeError naming the operator). Shards pass through as
 for every elementwise operator; none of these keeps a Partial (none is linear), except
-``positive``, which returns its input. A Python number is accepted on either side, also
+``positive``, which returns its input, and the conjugate. A Python number is accepted on
+either side, also
 where torch takes a tensor only; there it computes as torch's 0-d tensor of it would
 (``gcd(t, 4)`` is ``torch.gcd(t, torch.tensor(4))``), except ``heaviside``, which takes
 tensors only, as in torch (its dtypes must be equal, so a number would fit one dtype).
@@ -252,4 +254,62 @@ def positive(input: Tensor) -> Tensor:
             "positive: The `+` operator, on a bool tensor is not supported (as in torch); "
             "accepted: every other dtype"
         )
+    return input
+
+
+def conj(input: Tensor) -> Tensor:
+    """The complex conjugate, as ``torch.conj``: a real tensor is returned itself (torch's
+    ``conj`` of one is the tensor); a complex one is one CONJ operator, a copy where torch
+    gives a lazy view (writing into the result does not change ``input``), with the input's
+    placements (a Partial too: the conjugate is linear).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([1 + 2j, -3j]).conj().tolist()
+        [(1-2j), 3j]
+    """
+    if not is_tensor(input):
+        raise not_a_tensor("conj", "input", input)
+    return unary(MathKind.CONJ, "conj", input) if input.dtype.is_complex else input
+
+
+def conj_physical(input: Tensor) -> Tensor:
+    """``torch.conj_physical``: the conjugate, computed (a copy of a real tensor too).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.conj_physical(dtorch.tensor([2j])).tolist()
+        [-2j]
+    """
+    if not is_tensor(input):
+        raise not_a_tensor("conj_physical", "input", input)
+    return unary(MathKind.CONJ, "conj_physical", input)
+
+
+def resolve_conj(input: Tensor) -> Tensor:
+    """``input`` itself: a dtorch tensor never carries torch's lazy conjugate bit (``conj``
+    computes), so there is nothing to resolve; ``is_conj()`` is always False.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([1j])
+        >>> dtorch.resolve_conj(t) is t, t.conj().is_conj()
+        (True, False)
+    """
+    if not is_tensor(input):
+        raise not_a_tensor("resolve_conj", "input", input)
+    return input
+
+
+def resolve_neg(input: Tensor) -> Tensor:
+    """``input`` itself: a dtorch tensor never carries torch's lazy negative bit.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.tensor([1.0])
+        >>> dtorch.resolve_neg(t) is t, t.is_neg()
+        (True, False)
+    """
+    if not is_tensor(input):
+        raise not_a_tensor("resolve_neg", "input", input)
     return input

@@ -134,7 +134,12 @@ _UNARY_DOCS: dict[str, tuple[str, str, str]] = {
 }
 
 #: The linear ``unary`` kinds, which keep a Partial: why each is linear.
-_LINEAR = {MathKind.NEG: "``-x``", MathKind.DEG2RAD: "a scaling", MathKind.RAD2DEG: "a scaling"}
+_LINEAR = {
+    MathKind.NEG: "``-x``",
+    MathKind.DEG2RAD: "a scaling",
+    MathKind.RAD2DEG: "a scaling",
+    MathKind.CONJ: "the conjugate",
+}
 
 #: The ``unary`` methods with an example, collected by doctest from here (their functions are
 #: attributes of ``Tensor``, in ``dtorch.api.tensor``, where doctest does not look for them).

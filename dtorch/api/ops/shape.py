@@ -22,6 +22,7 @@ import torch
 from dtorch.api.dims import as_size, normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import checked_format
+from dtorch.api.ops.elementwise import unary
 from dtorch.api.record import not_a_tensor, record, tensor_arg
 from dtorch.api.strides import (
     ROW_MAJOR,
@@ -36,8 +37,9 @@ from dtorch.api.strides import (
     unsqueezed,
     view_strides,
 )
-from dtorch.errors import DimError, DtypeError, ParamError, ShapeError
+from dtorch.errors import DimError, ParamError, ShapeError
 from dtorch.ir.dtypes import as_dtype, is_dtype
+from dtorch.ir.opkind import MathKind
 from dtorch.ir.params import (
     ChunkParam,
     ConcatParam,
@@ -237,7 +239,8 @@ def _permuted(out: Tensor, input: Tensor, order: Sequence[int]) -> Tensor:
 
 
 def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
-    """torch's ``t.mT`` (and ``t.mH``, the same for real dtypes): the last two dims swapped.
+    """torch's ``t.mT``: the last two dims swapped; ``t.mH`` and ``adjoint()``: conjugated too
+    (a copy of a complex tensor: torch's is a lazy conjugate view; a real one's is ``mT``).
 
     Example:
         >>> import dtorch
@@ -250,12 +253,10 @@ def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
             f"tensor.{name} is only supported on matrices or batches of matrices. Got "
             f"{input.ndim}-D tensor."
         )
-    if name == "mH" and input.dtype.is_complex:
-        raise DtypeError(
-            f"tensor.mH of a {input.dtype} tensor needs a conjugate, which dtorch lacks; "
-            "accepted: real dtypes (where mH is mT)"
-        )
-    return transpose(input, -2, -1)
+    swapped = transpose(input, -2, -1)
+    if name in ("mH", "adjoint") and input.dtype.is_complex:
+        return unary(MathKind.CONJ, name, swapped)  # a copy: torch's is a lazy conjugate view
+    return swapped
 
 
 def permute(input: Tensor, *order: Any, dims: Any = None) -> Tensor:

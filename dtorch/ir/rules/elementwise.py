@@ -93,6 +93,7 @@ _MATH_SIGS: dict[MathKind, Signature] = {
     MathKind.NEG: _LINEAR1,
     MathKind.DEG2RAD: _LINEAR1,
     MathKind.RAD2DEG: _LINEAR1,
+    MathKind.CONJ: _LINEAR1,
 }
 
 

@@ -157,6 +157,7 @@ MATH: dict[MathKind, Unary] = {
     MathKind.ACOSH: torch.acosh,
     MathKind.ATANH: torch.atanh,
     MathKind.TRIGAMMA: functools.partial(torch.polygamma, 1),
+    MathKind.CONJ: torch.conj_physical,
 }
 
 

@@ -1,0 +1,72 @@
+"""The complex conjugate against torch: ``conj``/``conj_physical`` (function, method, torch's
+own function), ``conj_physical_``, ``mH``/``adjoint`` and ``vdot`` of complex tensors, on
+every placement (a Partial stays Partial: the conjugate is linear), 1-D and 2-D meshes, in
+thread and process mode. dtorch computes the conjugate (no lazy bit): the result is a copy,
+``is_conj()`` is False, and a real tensor's ``conj()`` is the tensor itself, as torch's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dtorch
+from tests.api.ops_harness import S0, S1, P, R, place
+
+pytestmark = pytest.mark.timeout(60)
+
+_G = torch.Generator().manual_seed(11)
+_Z = torch.randn((4, 5), dtype=torch.complex64, generator=_G)
+_LAYOUTS = [((2,), [S0]), ((2,), [S1]), ((2,), [P]), ((2,), [R]), ((2, 2), [S0, P]), ((3,), [S1])]
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    return t.resolve_conj()  # torch's conj is a lazy view: compare values
+
+
+@pytest.mark.parametrize(("mesh_shape", "placements"), _LAYOUTS)
+def test_conjugates_like_torch(
+    mesh_shape: tuple[int, ...], placements: list, graph: dtorch.Graph
+) -> None:
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    t = place(_Z, mesh, placements, graph)
+    for got, want in (
+        (t.conj(), _Z.conj()),
+        (dtorch.conj(t), torch.conj(_Z)),
+        (torch.conj(t), torch.conj(_Z)),
+        (t.conj_physical(), _Z.conj_physical()),
+        (dtorch.conj_physical(t), torch.conj_physical(_Z)),
+        (t.mH, _Z.mH),
+        (t.adjoint(), _Z.adjoint()),
+        (dtorch.adjoint(t), torch.adjoint(_Z)),
+    ):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got.to_torch(), _plain(want))
+        assert not got.is_conj() and not got.is_neg()
+    assert t.conj().placements == placements  # Partial too: the conjugate is linear
+    assert t.mH.placements == t.mT.placements
+
+
+def test_conj_is_a_copy_and_real_tensors_are_themselves(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = place(_Z, mesh, [S0], graph)
+    c = t.conj()
+    c.mul_(2)  # torch's lazy view would write through; dtorch's conjugate is a copy
+    assert torch.equal(t.to_torch(), _Z)
+    t.conj_physical_()
+    assert torch.equal(t.to_torch(), _Z.conj_physical())
+    real = place(torch.randn(3, generator=_G), mesh, [S0], graph)
+    assert real.conj() is real and real.resolve_conj() is real and real.resolve_neg() is real
+    assert dtorch.conj_physical(real) is not real
+    assert torch.equal(dtorch.conj_physical(real).to_torch(), real.to_torch())
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_vdot_of_complex_vectors(dtype: torch.dtype, graph: dtorch.Graph) -> None:
+    """``vdot`` conjugates its first vector (complex tensors were refused); ``dot`` does not."""
+    mesh = dtorch.init_device_mesh("cpu", 3)
+    a = torch.randn(7, dtype=dtype, generator=_G)
+    b = torch.randn(7, dtype=dtype, generator=_G)
+    x, y = place(a, mesh, [S0], graph), place(b, mesh, [S0], graph)
+    torch.testing.assert_close(dtorch.vdot(x, y).to_torch(), torch.vdot(a, b))
+    torch.testing.assert_close(x.vdot(y).to_torch(), a.vdot(b))
+    torch.testing.assert_close(dtorch.dot(x, y).to_torch(), torch.dot(a, b))
