@@ -205,9 +205,11 @@ def test_zero_dim_and_empty(graph: dtorch.Graph) -> None:
     for got, want in ((e.median(1), empty.median(1)), (e.cummin(1), empty.cummin(1))):
         for g, w in zip(_values_indices(got), _values_indices(want), strict=True):
             compare(g.to_torch(), w, True, "empty")
+    flags = place(empty.bool(), mesh, [S0], graph)  # the size is checked before the dtype
     for call in (lambda a: a.median(0), lambda a: a.mode(0), lambda a: a.kthvalue(1, 0)):
-        with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
-            call(e)
+        for t in (e, flags):
+            with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
+                call(t)
 
 
 def test_refusals_at_the_call(graph: dtorch.Graph) -> None:

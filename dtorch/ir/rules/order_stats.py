@@ -199,11 +199,11 @@ def _along_metas(
     name: str, stat: OrderStatKind, x: Operand, dim: int, k: int, keepdim: bool
 ) -> tuple[Labels, list[OutputMeta]]:
     """The labels and outputs of a statistic along ``dim``, after torch's checks."""
-    _check_dtype(name, (OpKind.OrderStat, stat, False), x.dtype)
     _, shape, labels = reduce_plan(name, x.shape, (dim,), keepdim)
     dim = norm_dim(name, dim, x.ndim)
     if x.ndim:
-        check_nonempty(name, x.shape, (dim,), DimError)  # before k, as torch
+        check_nonempty(name, x.shape, (dim,), DimError)  # before the dtype and k, as torch
+    _check_dtype(name, (OpKind.OrderStat, stat, False), x.dtype)
     if stat is OrderStatKind.KTHVALUE:
         _check_k(name, k, dim, x.shape[dim] if x.shape else 1)
     return labels, [OutputMeta(shape, x.dtype, ()), OutputMeta(shape, torch.int64, ())]
