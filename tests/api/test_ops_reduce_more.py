@@ -385,6 +385,24 @@ def test_empty_inputs(graph: dtorch.Graph) -> None:
         place(x, mesh, [R], graph).norm(INF)
 
 
+@pytest.mark.parametrize("placements", [[R, R], [S0, R], [S1, S0]])
+def test_std_of_large_float32_values_is_finite(placements: list, graph: dtorch.Graph) -> None:
+    """torch's CPU std accumulates in double: a float32 standard deviation above about
+    1.8e19 is finite though its variance is not, and so is dtorch's (it was inf)."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    x = torch.tensor([[3e19, -3e19, 1e19, 0.0], [2e19, 5e18, -4e19, 1.0]])
+    t = place(x, mesh, placements, graph)
+    for got, want in (
+        (t.std(), x.std()),
+        (t.std(1), x.std(1)),
+        (dtorch.std_mean(t, 0)[0], torch.std_mean(x, 0)[0]),
+        (dtorch.std_mean(t)[1], torch.std_mean(x)[1]),
+    ):
+        assert got.dtype == want.dtype and bool(want.isfinite().all())
+        torch.testing.assert_close(got.to_torch(), want)
+    assert torch.equal(t.var().to_torch(), x.var())  # inf: the variance itself overflows
+
+
 def test_logsumexp_is_stable(graph: dtorch.Graph) -> None:
     """Large values do not overflow; rows of -inf give -inf, a +inf gives +inf, NaN stays."""
     mesh = dtorch.init_device_mesh("cpu", (2, 2))

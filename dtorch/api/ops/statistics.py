@@ -153,10 +153,25 @@ class _Moments(NamedTuple):
     dims: tuple[int, ...]  # the reduced dims
 
 
+def _widened(t: Tensor) -> Tensor:
+    """``t`` in double precision on a CPU mesh, as torch's CPU std accumulates: a float32
+    standard deviation above about 1.8e19 is finite, though its variance is not."""
+    if t.device_mesh.device_kind != "cpu" or t.dtype in (torch.float64, torch.complex128):
+        return _accumulating(t)
+    return t.to(torch.complex128 if t.dtype.is_complex else torch.float64)
+
+
 def _moments(
-    name: str, t: Tensor, dim: Any, unbiased: Any, keepdim: bool, correction: Any
+    name: str,
+    t: Tensor,
+    dim: Any,
+    unbiased: Any,
+    keepdim: bool,
+    correction: Any,
+    wide: bool = False,
 ) -> _Moments:
-    """The variance over ``dim`` and what went into it (the mean outputs reuse it)."""
+    """The variance over ``dim`` and what went into it (the mean outputs reuse it);
+    ``wide``: computed in double precision on the CPU (``_widened``), for a square root."""
     keepdim = as_flag(keepdim, name, "keepdim")
     dim, ddof = _correction(name, dim, unbiased, correction)
     if not _inexact(t):
@@ -166,7 +181,7 @@ def _moments(
         )
     _refuse_partial(name, t)
     dims = _dims(name, t, dim)
-    work = _accumulating(t)
+    work = _widened(t) if wide else _accumulating(t)
     partial_mean = work.mean(dims, keepdim=True)
     mean = sum_partials(partial_mean)
     centered = work - mean
@@ -214,7 +229,7 @@ def std(
         >>> dtorch.std(t, dim=1, correction=0).tolist()
         [1.0, 2.0]
     """
-    variance = _moments("std", input, dim, unbiased, keepdim, correction)[0]
+    variance = _moments("std", input, dim, unbiased, keepdim, correction, wide=True)[0]
     return sum_partials(variance).sqrt().to(_real(input.dtype))
 
 
@@ -254,7 +269,7 @@ def std_mean(
         >>> s.tolist(), m.tolist()
         ([0.5, 1.5], [1.5, 4.5])
     """
-    moments = _moments("std_mean", input, dim, unbiased, keepdim, correction)
+    moments = _moments("std_mean", input, dim, unbiased, keepdim, correction, wide=True)
     mean = moments.mean if keepdim else sum_partials(moments.work.mean(moments.dims))
     deviation = sum_partials(moments.variance).sqrt()
     return deviation.to(_real(input.dtype)), mean.to(input.dtype)
