@@ -202,7 +202,6 @@ from dtorch.api.ops.masked import masked_fill, masked_scatter, where
 from dtorch.api.ops.math_extra import (
     argwhere,
     combinations,
-    cumulative_trapezoid,
     frexp,
     histogram,
     logaddexp2,
@@ -212,8 +211,6 @@ from dtorch.api.ops.math_extra import (
     put,
     quantile,
     renorm,
-    trapezoid,
-    trapz,
     vander,
 )
 from dtorch.api.ops.math_more import (
@@ -335,6 +332,7 @@ from dtorch.api.ops.statistics import (
     var_mean,
 )
 from dtorch.api.ops.take import index_select
+from dtorch.api.ops.trapezoid import cumulative_trapezoid, trapezoid, trapz
 from dtorch.api.ops.vector_norms import cosine_similarity
 from dtorch.api.ops.volumetric import conv3d, conv_transpose3d, max_pool3d
 from dtorch.api.profile import Profile, profile

@@ -265,8 +265,8 @@ def conj(input: Tensor) -> Tensor:
 
     Example:
         >>> import dtorch
-        >>> dtorch.tensor([1 + 2j, -3j]).conj().tolist()
-        [(1-2j), 3j]
+        >>> dtorch.tensor([1 + 2j, 3 - 1j]).conj().tolist()
+        [(1-2j), (3+1j)]
     """
     if not is_tensor(input):
         raise not_a_tensor("conj", "input", input)
