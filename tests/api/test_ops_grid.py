@@ -195,6 +195,17 @@ def test_cdist(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None: 
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES)
+def test_cov_of_complex_variables_is_hermitian(mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    """torch's ``X X^H``: the second factor conjugated (the plain transpose gave a
+    non-Hermitian matrix with a complex diagonal), weighted forms too."""
+    x = torch.randn((3, 7), dtype=torch.complex128, generator=_G)
+    fw, aw = torch.tensor([1, 0, 2, 3, 1, 1, 4]), torch.rand(7, generator=_G, dtype=torch.float64)
+    _run(graph, "cov", lambda t: t.cov(), [x], torch.cov(x), mesh_shape, exact=False, limit=12)
+    _run(graph, "cov", lambda t, f, a: dtorch.cov(t, fweights=f, aweights=a), [x, fw, aw],
+         torch.cov(x, fweights=fw, aweights=aw), mesh_shape, exact=False, limit=12)  # fmt: skip
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int64])
 def test_cov_corrcoef(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
     x, v = _rand(3, 7, dtype=dtype), _rand(5, dtype=dtype)

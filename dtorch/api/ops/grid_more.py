@@ -233,7 +233,7 @@ def _covariance(x: Tensor, correction: int, fw: Tensor | None, aw: Tensor | None
     factor = _norm_factor(total, correction, w, aw)
     centred = v - mean
     weighted = centred if w is None else centred * w
-    return (weighted @ centred.mT / factor).squeeze()
+    return (weighted @ centred.mH / factor).squeeze()  # X X^H: conjugated where complex
 
 
 def _norm_factor(total: Any, correction: int, w: Tensor | None, aw: Tensor | None) -> Any:
