@@ -168,6 +168,24 @@ def test_reduction_every_layout(  # type: ignore[no-untyped-def]
             )  # fmt: skip
 
 
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.float32])
+def test_any_all_over_no_dim_reduce_nothing(dtype: torch.dtype, graph: dtorch.Graph) -> None:
+    """torch 2.13: ``any``/``all`` over an empty list of dims give each element's truth
+    (uint8 stays uint8), where ``sum`` over one reduces every dim."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    x = torch.tensor([[1, 0, 3], [0, 0, 2]]).to(dtype)
+    for placements in ([dtorch.Shard(0), dtorch.Shard(1)], [dtorch.Replicate()] * 2):
+        t = place(x, mesh, placements, graph)
+        for got, want in (
+            (t.any(()), x.any(())),
+            (t.all(dim=[]), x.all(dim=[])),
+            (dtorch.any(t, ()), torch.any(x, ())),
+            (torch.all(t, []), torch.all(x, [])),
+        ):
+            assert got.dtype == want.dtype and got.placements == placements
+            assert torch.equal(got.to_torch(), want)
+
+
 def test_summing_a_sharded_dim_gives_partial(graph: dtorch.Graph) -> None:
     """``sum``/``mean`` of a sharded dim are Partial (mean divides by the global size), on
     uneven shards; the functions ``dtorch.sum``/``dtorch.mean`` too."""

@@ -25,7 +25,7 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.ops import elementwise
 from dtorch.api.record import record, tensor_arg
 from dtorch.ir.dtypes import as_dtype
-from dtorch.ir.opkind import MaxMinKind, ReduceKind, ScanKind
+from dtorch.ir.opkind import BinaryKind, MaxMinKind, ReduceKind, ScanKind
 from dtorch.ir.params import (
     MaxMinParam,
     OpParam,
@@ -158,6 +158,8 @@ def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
         >>> dtorch.any(dtorch.tensor([[0, 1], [0, 0]]), dim=1).tolist()
         [True, False]
     """
+    if _no_dims(dim):
+        return _truth("any", input)
     return reduce(ReduceKind.ANY, "any", input, dim, keepdim)
 
 
@@ -171,7 +173,22 @@ def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
         >>> dtorch.all(dtorch.tensor([[1, 1], [0, 1]]), dim=1).tolist()
         [True, False]
     """
+    if _no_dims(dim):
+        return _truth("all", input)
     return reduce(ReduceKind.ALL, "all", input, dim, keepdim)
+
+
+def _no_dims(dim: Any) -> bool:
+    # torch's any/all over an empty list of dims reduce nothing (sum and mean reduce all)
+    return isinstance(dim, (tuple, list)) and len(dim) == 0
+
+
+def _truth(name: str, input: Tensor) -> Tensor:
+    """Each element's truth, as torch's ``any``/``all`` over no dim: bool (uint8 stays
+    uint8); the input's placements, a Partial refused as the comparison refuses it."""
+    tensor_arg(name, input)
+    truth = elementwise.binary(BinaryKind.NE, name, input, 0)
+    return truth.to(torch.uint8) if input.dtype == torch.uint8 else truth
 
 
 @numpy_names
