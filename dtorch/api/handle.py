@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 import math
 import weakref
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, SupportsIndex, cast
+from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex, cast
 
 import numpy as np
 import torch
 
 from dtorch.api.dims import normalize_dims
+from dtorch.api.python_numbers import PythonNumbers
 from dtorch.api.record import tensor_arg
 from dtorch.api.strides import Layout, layout
 from dtorch.api.values import to_torch_async
@@ -55,7 +56,7 @@ def _enlist(owner: TensorBase, handle: TensorBase) -> None:
     refs.append(weakref.ref(handle))
 
 
-class TensorBase:
+class TensorBase(PythonNumbers):
     """A (distributed) tensor of a dtorch graph; see the module docstring.
 
     ``dtorch.Tensor(torch_tensor, device_mesh=None, placements=None, dtype=None, graph=None,
@@ -77,8 +78,6 @@ class TensorBase:
     #: return plain Tensors, as torch's do. The recorder (``dtorch.api.record``) calls it on an
     #: input, so no operator module imports Tensor; creation is given a handle class instead.
     _result: NewHandle  # a class attribute (not ClassVar: mypy would bind it as a method)
-    #: ``format(t, spec)`` of a 0-d tensor formats its value; torch's Parameter does not.
-    _FORMATS_VALUE: ClassVar[bool] = True
 
     @classmethod
     def _wrap(cls, graph: Graph, operand: Operand) -> Tensor:
@@ -525,48 +524,6 @@ class TensorBase:
                 "tensors with dtorch.from_torch(...) first, or compare t.to_torch() with it"
             )
         return self.shape == other.shape and bool(torch.equal(self.to_torch(), other.to_torch()))
-
-    def __bool__(self) -> bool:
-        if self.numel() != 1:
-            raise RuntimeError(
-                "Boolean value of Tensor with no values is ambiguous"
-                if self.numel() == 0
-                else "Boolean value of Tensor with more than one value is ambiguous"
-            )
-        return bool(self.item())
-
-    def __int__(self) -> int:
-        return int(self._one_value())
-
-    def __float__(self) -> float:
-        return float(self._one_value())
-
-    def _one_value(self) -> Any:
-        """``item()``, with torch's message for ``int(t)`` and ``float(t)`` of more elements."""
-        if self.numel() != 1:
-            raise ShapeError(
-                "only one element tensors can be converted to Python scalars; this one has "
-                f"shape {list(self.shape)}"
-            )
-        return self.item()
-
-    def __index__(self) -> int:
-        if self.dtype.is_floating_point or self.dtype.is_complex:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
-        return int(self.item())
-
-    def __format__(self, format_spec: str) -> str:
-        """torch's rule: a 0-d tensor formats its value (waits for it); any other tensor, and
-        a Parameter (as torch's), takes only the empty spec (``str``), else TypeError.
-
-        Example:
-            >>> import dtorch
-            >>> f"{dtorch.tensor(2.0) / 3:.3f}", format(dtorch.tensor(7), "04d")
-            ('0.667', '0007')
-        """
-        if self.ndim == 0 and self._FORMATS_VALUE:
-            return format(self.item(), format_spec)
-        return object.__format__(self, format_spec)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         array = self.numpy()

@@ -9,6 +9,7 @@ bounds, ``max``/``min`` forms, ``softmax(dim=None)`` and ``nonzero``; torch beha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -725,3 +726,21 @@ def test_new_methods_take_torch_s_keywords(graph: dtorch.Graph) -> None:
         t.new_zeros(2, requires_grad=True)
     with pytest.raises(TypeError, match=r"unexpected keyword\(s\) \['memory'\]; accepted: dtype"):
         t.new_ones(2, memory=1)
+
+
+@pytest.mark.parametrize("value", [1 + 2j, 3 + 0j, 2.5, 3, True])
+def test_python_number_protocols_as_torch(value: Any, graph: dtorch.Graph) -> None:
+    """``bool``/``int``/``float``/``complex`` of a one-element tensor give torch's numbers;
+    a complex value with an imaginary part refuses ``int``/``float`` with torch's message (a
+    RuntimeError); ``complex()`` of a complex tensor works (it raised TypeError)."""
+    full = torch.tensor(value)
+    t = place(full, dtorch.init_device_mesh("cpu", 2), [Replicate()], graph)
+    for convert in (bool, int, float, complex):
+        try:
+            want = convert(full)
+        except RuntimeError as error:
+            with pytest.raises(RuntimeError, match=re.escape(str(error))):
+                convert(t)
+            continue
+        got = convert(t)
+        assert type(got) is type(want) and got == want, convert
