@@ -228,6 +228,8 @@ def test_setitem_bad_value_names_the_operator(graph: dtorch.Graph) -> None:
     t = place(_X, dtorch.init_device_mesh("cpu", 2), [S0], graph)
     with pytest.raises(RuntimeError, match=r"setitem: .*shape"):  # torch's class
         t[[0, 1]] = torch.ones(3, 6, 4)
+    with pytest.raises(RuntimeError, match=r"setitem: shape mismatch: value tensor of shape"):
+        t[:, [0, 1]] = place(torch.ones(3, 1), t.device_mesh, [R], graph)  # on the devices
     with pytest.raises(TypeError, match="setitem: value must be"):
         t[0] = "x"
 

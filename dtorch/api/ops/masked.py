@@ -22,7 +22,7 @@ from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast, writable, writer
 from dtorch.api.ops.scalars import as_scalar
 from dtorch.api.record import record
-from dtorch.errors import ParamError, PlacementError
+from dtorch.errors import ParamError, PlacementError, ShapeError
 from dtorch.ir.opkind import MaskedKind
 from dtorch.ir.params import MaskedParam, WhereParam
 
@@ -88,7 +88,7 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
 def _fill_value(name: str, value: Tensor) -> Tensor:
     """A dtorch tensor given as the fill value: 0-d only, as torch has it."""
     if value.shape:
-        raise ValueError(
+        raise ShapeError(  # torch's RuntimeError
             f"{name} only supports a 0-dimensional value tensor, but got tensor with "
             f"{len(value.shape)} dimension(s)."
         )

@@ -28,6 +28,7 @@ from dtorch.api.dims import normalize_dim, numpy_names
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record, record_one
+from dtorch.errors import ShapeError
 from dtorch.ir.params import IndexPutParam, IndexSelectParam
 from dtorch.ir.placement import Placement, Replicate, Shard
 from dtorch.ir.rules.gather import INDEX_DTYPES, index_select_rule
@@ -163,9 +164,9 @@ def _slot_value(t: Tensor, ids: Tensor, dim: int, value: Tensor | torch.Tensor) 
     if isinstance(value, TensorBase) and value.device_mesh != t.device_mesh:
         value = value.to_torch()
     if _broadcast(tuple(value.shape), shape) != shape:
-        raise IndexError(
-            f"setitem: value of shape {list(value.shape)} does not broadcast to the slot "
-            f"{list(shape)}"
+        raise ShapeError(  # torch's RuntimeError
+            f"setitem: shape mismatch: value tensor of shape {list(value.shape)} cannot be "
+            f"broadcast to indexing result of shape {list(shape)}"
         )
     if isinstance(value, torch.Tensor):
         mesh = t.device_mesh
