@@ -224,6 +224,21 @@ def test_composite_dtypes(graph: dtorch.Graph) -> None:
     for run, reason in refusals:
         with pytest.raises(DtypeError, match=r"^\w+: torch rejects these dtypes: .*" + reason):
             run()
+    u = place(torch.tensor([1, 2, 3], dtype=torch.uint8), mesh, [S0], graph)
+    for value, what in ((-0.5, "uint8_t"), (300, "uint8_t")):  # checked against the result
+        with pytest.raises(
+            RuntimeError, match=f"addcmul: value=.*cannot be converted to type {what}"
+        ):
+            dtorch.addcmul(u, u, u, value=value)
+    with pytest.raises(RuntimeError, match="int8_t without overflow"):
+        dtorch.addcmul(
+            place(ints.to(torch.int8), mesh, [S0], graph),
+            i.to(torch.int8),
+            i.to(torch.int8),
+            value=1e3,
+        )
+    u3 = torch.tensor([1, 2, 3], dtype=torch.uint8)
+    assert torch.equal(dtorch.addcmul(u, u, u, value=-1).to_torch(), u3.addcmul(u3, u3, value=-1))
 
 
 def test_special_values(graph: dtorch.Graph) -> None:

@@ -30,11 +30,13 @@ from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import is_scalar, python_number
 from dtorch.api.ops.shape import expand
 from dtorch.api.record import record
-from dtorch.errors import ShapeError, UnsupportedDtypeError
+from dtorch.errors import ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 from dtorch.ir.params import MatmulParam
 from dtorch.ir.rules.elementwise import broadcast_or_reason
+from dtorch.ir.rules.ints import numbers_refusal
 from dtorch.ir.rules.promotion import ProbeOperand, function_dtype
+from dtorch.ir.scalar import Scalar
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -160,12 +162,22 @@ def _addc(kind: BinaryKind, name: str, input: Any, t1: Any, t2: Any, value: Any)
     tensors = [_tensor(name, arg, v) for arg, v in args]
     number = _number(name, "value", value)
     dtype = result_dtype(name, *tensors, number)
+    refusal = numbers_refusal(_addc_probe, (kind, dtype), (Scalar.of(number),), dtype)
+    if refusal is not None:  # torch converts the value to the result dtype with a check
+        raise ParamError(f"{name}: value={number!r} for a {dtype} result: {refusal}")
     work = work_dtype(dtype)
     base, a, b = (cast(t, work) for t in tensors)
     number = _in(dtype, number)  # torch's (value * tensor1) <op> tensor2; * 1 is exact
     scaled = a if number == 1 else binary(BinaryKind.MUL, name, a, number)
     out = binary(BinaryKind.ADD, name, base, binary(kind, name, scaled, b))
     return cast(out, dtype)
+
+
+def _addc_probe(context: tuple[BinaryKind, torch.dtype], value: bool | int | float) -> object:
+    # torch's addcmul/addcdiv on one-element tensors of the result dtype, with ``value``
+    kind, dtype = context
+    one = torch.ones(1, dtype=dtype)
+    return (torch.addcmul if kind is BinaryKind.MUL else torch.addcdiv)(one, one, one, value=value)
 
 
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:

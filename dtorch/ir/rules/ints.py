@@ -116,8 +116,8 @@ def _held(value: bool | int | float, dtype: torch.dtype | None) -> bool:
     overflow (NaN fails the comparisons: probed, but a float dtype holds it). An int beyond
     int64 is probed whatever the dtype: torch reads it as uint64 in some operators and
     refuses it in others (``t[0] = 2**63`` of a float tensor)."""
-    if -128 <= value <= 127:
-        return True
+    if -128 <= value <= 127 and not (value < 0 and isinstance(value, float) and _unsigned(dtype)):
+        return True  # (torch refuses a negative float for an unsigned dtype: its lowest is 0)
     if outside_int64(value) is not None:
         return False
     if dtype is None or dtype == torch.bool or dtype.is_complex:
@@ -126,6 +126,11 @@ def _held(value: bool | int | float, dtype: torch.dtype | None) -> bool:
         return not math.isfinite(value) or abs(value) <= _range(dtype)[1]
     low, high = _range(dtype)
     return math.isfinite(value) and low <= value <= high
+
+
+def _unsigned(dtype: torch.dtype | None) -> bool:
+    # unknown, or an unsigned integer dtype (torch.uint8 ... torch.uint64)
+    return dtype is None or (not dtype.is_signed and dtype != torch.bool)
 
 
 @functools.lru_cache(maxsize=32)
