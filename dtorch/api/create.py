@@ -44,6 +44,7 @@ from dtorch.ir.params import CreateParam
 from dtorch.ir.placement import Partial, Placement, Replicate
 from dtorch.ir.rules import OutputMeta
 from dtorch.ir.rules.ints import check_scalars, check_sizes, check_storage
+from dtorch.ir.rules.registry import check_summable
 from dtorch.ir.subsplit import check_marks
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ def create(
     check_marks(called, shape, placed)  # the kernel slices each segment of a marked dim
     if kind == CreateKind.EMPTY:  # nothing to sum: an empty Partial is an empty Replicate
         placed = tuple(Replicate() if isinstance(p, Partial) else p for p in placed)
+    check_summable(called, dtype, placed)
     param = CreateParam(kind, shape, dtype, mesh, placed, args, generator, value, strides=strides)
     out = OutputMeta(shape, dtype, placed)
     made = emit_one(cls._result, g, kind.name.lower(), param, (), out, mesh)

@@ -30,6 +30,7 @@ from dtorch.ir.placement import (
     normalize_placements,
     parse_placement,
 )
+from dtorch.ir.rules.registry import check_summable
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -70,7 +71,9 @@ def redistribute(
             f"{mesh.device_kind} mesh with redistribute; use .to(mesh)"
         )
     wanted = _default_placements(t, mesh) if placements is None else _placements(placements, mesh)
-    return redistribute_to(t, mesh, normalized("redistribute", wanted, mesh, t.ndim))
+    placed = normalized("redistribute", wanted, mesh, t.ndim)
+    check_summable("redistribute", t.dtype, placed)
+    return redistribute_to(t, mesh, placed)
 
 
 def normalized(

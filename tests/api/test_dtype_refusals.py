@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import dtorch
 import dtorch.nn.functional as DF
-from dtorch.errors import DTorchError, UnsupportedDtypeError
+from dtorch.errors import DTorchError, PlacementError, UnsupportedDtypeError
 from tests.api.ops_harness import S0, R, place
 
 pytestmark = pytest.mark.timeout(180)
@@ -306,3 +306,27 @@ def test_elementwise_refusals_are_torchs_not_implemented(call: Any, graph: dtorc
         call(torch)
     with pytest.raises(UnsupportedDtypeError):
         call(dtorch)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint64, torch.float8_e5m2])
+def test_partial_of_a_dtype_torch_cannot_add_is_refused_at_the_call(
+    dtype: torch.dtype, graph: dtorch.Graph
+) -> None:
+    """torch has no add for these dtypes, so a Partial of one could never be summed: it is
+    refused where it would be made (it failed on the devices at the first read); Shard and
+    Replicate work, and an empty Partial is Replicate (nothing to sum)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(4).to(dtype)
+    message = rf"could never be summed \(torch adds no {dtype} tensors\)"
+    with pytest.raises(PlacementError, match=r"^from_torch: .*" + message):
+        dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Partial()], graph=graph)
+    with pytest.raises(PlacementError, match=r"^zeros: .*" + message):
+        dtorch.zeros(4, dtype=dtype, device_mesh=mesh, placements=[dtorch.Partial()], graph=graph)
+    sharded = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+    with pytest.raises(PlacementError, match=r"^redistribute: .*" + message):
+        sharded.redistribute(mesh, [dtorch.Partial()])
+    assert torch.equal(sharded.redistribute(mesh, [dtorch.Replicate()]).to_torch(), full)
+    empty = dtorch.empty(
+        4, dtype=dtype, device_mesh=mesh, placements=[dtorch.Partial()], graph=graph
+    )
+    assert empty.placements == [dtorch.Replicate()]

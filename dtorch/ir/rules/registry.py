@@ -17,15 +17,21 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NoReturn
+
+import torch
 
 from dtorch.errors import (
     MeshError,
     NoRuleError,
+    PlacementError,
 )
+from dtorch.ir.dtypes import UNSUMMABLE_DTYPES
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import OpParam
+from dtorch.ir.placement import Partial, Placement
 from dtorch.ir.rules import (
     attention,
     conv,
@@ -122,6 +128,25 @@ def _check_outputs(name: str, inference: Inference, *, marked: bool) -> None:
         check_sizes(name, out.shape, "output shape")
         if not marked:
             check_unmarked(name, out.placements, "an output")
+        check_summable(name, out.dtype, out.placements)
+
+
+def check_summable(name: str, dtype: torch.dtype, placements: Sequence[Placement]) -> None:
+    """Refuse a Partial of a dtype torch cannot add (``UNSUMMABLE_DTYPES``): it could never
+    be summed, so reading it would fail on the devices; creation and ``redistribute`` ask too.
+
+    Example:
+        >>> check_summable("from_torch", torch.uint16, (Partial(),))
+        Traceback (most recent call last):
+        ...
+        dtorch.errors.PlacementError: from_torch: a Partial torch.uint16 could never be summed \
+(torch adds no torch.uint16 tensors); accepted: Replicate or Shard placements for this dtype
+    """
+    if dtype in UNSUMMABLE_DTYPES and any(isinstance(p, Partial) for p in placements):
+        raise PlacementError(
+            f"{name}: a Partial {dtype} could never be summed (torch adds no {dtype} "
+            "tensors); accepted: Replicate or Shard placements for this dtype"
+        )
 
 
 def raise_meshes(name: str, inputs: tuple[Operand, ...]) -> NoReturn:
