@@ -60,6 +60,22 @@ class TensorMath:
     conj_physical = _mm.conj_physical
     resolve_conj = _mm.resolve_conj
     resolve_neg = _mm.resolve_neg
+    real = property(_mm.real, doc="The real part (``dtorch.real``): a copy of a complex one.")
+    imag = property(_mm.imag, doc="The imaginary part (``dtorch.imag``), a copy.")
+    angle = _mm.angle
+    isreal = _mm.isreal
+
+    def cfloat(self: Tensor) -> Tensor:
+        """``self.to(torch.complex64)``."""
+        return self.to(torch.complex64)
+
+    def cdouble(self: Tensor) -> Tensor:
+        """``self.to(torch.complex128)``."""
+        return self.to(torch.complex128)
+
+    def chalf(self: Tensor) -> Tensor:
+        """``self.to(torch.complex32)``."""
+        return self.to(torch.complex32)
 
     def is_conj(self: Tensor) -> bool:
         """False: dtorch has no lazy conjugate (``conj`` computes the values)."""

@@ -160,6 +160,7 @@ class BinaryKind(enum.IntEnum):
     ZETA = 34  # torch.special.zeta(x, q), Hurwitz's: polygamma's n >= 1 (math_extra)
     FMAX = 35  # torch.fmax: maximum where the non-NaN operand wins (aliases_more)
     FMIN = 36  # torch.fmin: minimum where the non-NaN operand wins (aliases_more)
+    COMPLEX = 37  # torch.complex(real, imag): a complex tensor of two real ones
 
 
 class MathKind(enum.IntEnum):
@@ -213,6 +214,9 @@ class MathKind(enum.IntEnum):
     ATANH = 47
     TRIGAMMA = 48  # polygamma(1, x), torch's own kernel (math_extra's polygamma)
     CONJ = 49  # the complex conjugate, materialised (torch.conj_physical)
+    REAL = 50  # the real part, a copy (torch.real is a view)
+    IMAG = 51  # the imaginary part, a copy
+    ANGLE = 52  # torch.angle
 
 
 class ReduceKind(enum.IntEnum):

@@ -1,5 +1,6 @@
-"""The complex conjugate against torch: ``conj``/``conj_physical`` (function, method, torch's
-own function), ``conj_physical_``, ``mH``/``adjoint`` and ``vdot`` of complex tensors, on
+"""The complex conjugate and parts against torch: ``conj``/``conj_physical`` (function, method,
+torch's own function), ``conj_physical_``, ``mH``/``adjoint``, ``vdot`` of complex tensors,
+``real``/``imag``/``angle``/``isreal``/``complex`` and the complex casts, on
 every placement (a Partial stays Partial: the conjugate is linear), 1-D and 2-D meshes, in
 thread and process mode. dtorch computes the conjugate (no lazy bit): the result is a copy,
 ``is_conj()`` is False, and a real tensor's ``conj()`` is the tensor itself, as torch's."""
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 import dtorch
-from tests.api.ops_harness import S0, S1, P, R, place
+from tests.api.ops_harness import S0, S1, P, R, compare, place
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -70,3 +71,50 @@ def test_vdot_of_complex_vectors(dtype: torch.dtype, graph: dtorch.Graph) -> Non
     torch.testing.assert_close(dtorch.vdot(x, y).to_torch(), torch.vdot(a, b))
     torch.testing.assert_close(x.vdot(y).to_torch(), a.vdot(b))
     torch.testing.assert_close(dtorch.dot(x, y).to_torch(), torch.dot(a, b))
+
+
+_W = torch.tensor(
+    [[1 + 2j, -3 + 0j, complex(float("nan"), 1)], [0.5 - 0.5j, 2j, -1 - 1j]], dtype=torch.complex64
+)
+_REAL = torch.tensor([[-2.0, 3.0, float("nan")], [0.0, -0.0, 1.0]])
+
+
+@pytest.mark.parametrize(("mesh_shape", "placements"), _LAYOUTS)
+def test_complex_parts_like_torch(
+    mesh_shape: tuple[int, ...], placements: list, graph: dtorch.Graph
+) -> None:
+    """``real``/``imag`` keep a Partial (they are linear); ``angle``/``isreal`` refuse one."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    t = place(_W, mesh, placements, graph)
+    for got, want in ((t.real, _W.real), (t.imag, _W.imag), (dtorch.real(t), torch.real(_W))):
+        compare(got.to_torch(), want, True, "part")
+        assert got.placements == placements
+    if P not in placements:
+        compare(t.angle().to_torch(), _W.angle(), False, "angle")
+        compare(torch.isreal(t).to_torch(), torch.isreal(_W), True, "isreal")
+
+
+def test_parts_of_real_tensors_and_complex_of_two(graph: dtorch.Graph) -> None:
+    """A real tensor's ``real`` is itself, its ``imag`` refused as torch refuses it, its
+    ``angle`` 0 or pi (NaN kept) and ``isreal`` all True; ``complex(re, im)`` keeps two
+    Partials Partial and refuses the dtypes torch refuses; the complex casts."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    t = place(_REAL, mesh, [S0], graph)
+    assert t.real is t
+    with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex"):
+        _ = t.imag
+    compare(t.angle().to_torch(), _REAL.angle(), True, "angle of a real tensor")
+    compare(dtorch.isreal(t).to_torch(), torch.isreal(_REAL), True, "isreal")
+    a, b = torch.randn(2, 3, generator=_G), torch.randn(2, 3, generator=_G)
+    z = dtorch.complex(place(a, mesh, [P], graph), place(b, mesh, [P], graph))
+    assert z.placements == [P] and z.dtype == torch.complex64
+    torch.testing.assert_close(z.to_torch(), torch.complex(a, b))
+    assert torch.equal(
+        torch.complex(place(a, mesh, [S1], graph), place(b, mesh, [S1], graph)).to_torch(),
+        torch.complex(a, b),
+    )
+    with pytest.raises(RuntimeError, match="Expected both inputs to be Half, Float or Double"):
+        dtorch.complex(place(a.long(), mesh, [R], graph), place(b.long(), mesh, [R], graph))
+    x = place(a, mesh, [S0], graph)
+    for got, dtype in ((x.cfloat(), torch.complex64), (x.cdouble(), torch.complex128)):
+        assert got.dtype == dtype and torch.equal(got.to_torch(), a.to(dtype))

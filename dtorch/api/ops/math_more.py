@@ -1,8 +1,9 @@
 """More elementwise math: the binary operators of one kind each (``fmod``, ``copysign``,
 ``heaviside``, ``float_power``, ``gcd``, ``lcm``, ``logical_xor``, ``nextafter``, ``ldexp``),
 and the small ones built on existing operators (``true_divide``, ``clamp_min``,
-``clamp_max``, ``logit``, ``positive``), and the complex conjugate (``conj``,
-``conj_physical``; ``resolve_conj``/``resolve_neg``: dtorch has no lazy bits to resolve).
+``clamp_max``, ``logit``, ``positive``), and the complex parts: ``conj``,
+``conj_physical``, ``real``, ``imag``, ``angle``, ``isreal`` and ``complex``
+(``resolve_conj``/``resolve_neg``: dtorch has no lazy bits).
 
 Dtypes are torch's, learned by running the torch function on one-element tensors (its
 refusals too, raised at the call as a DtypeError naming the operator). Shards pass through as
@@ -313,3 +314,81 @@ def resolve_neg(input: Tensor) -> Tensor:
     if not is_tensor(input):
         raise not_a_tensor("resolve_neg", "input", input)
     return input
+
+
+def real(input: Tensor) -> Tensor:
+    """The real part, as ``torch.real``: a real tensor is returned itself; a complex one's is
+    one REAL operator, a copy where torch gives a view (writing into it does not change
+    ``input``), with the input's placements (a Partial too: the real part is linear).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([1 + 2j, 3 - 1j]).real.tolist()
+        [1.0, 3.0]
+    """
+    if not is_tensor(input):
+        raise not_a_tensor("real", "input", input)
+    return unary(MathKind.REAL, "real", input) if input.dtype.is_complex else input
+
+
+def imag(input: Tensor) -> Tensor:
+    """The imaginary part, as ``torch.imag`` (a copy, as ``real``); a real tensor is refused,
+    as torch refuses it.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([1 + 2j, 3 - 1j]).imag.tolist()
+        [2.0, -1.0]
+    """
+    if not is_tensor(input):
+        raise not_a_tensor("imag", "input", input)
+    if not input.dtype.is_complex:
+        raise DtypeError("imag is not implemented for tensors with non-complex dtypes.")
+    return unary(MathKind.IMAG, "imag", input)
+
+
+def angle(input: Tensor) -> Tensor:
+    """``torch.angle``: the argument of each complex number (0 or pi for a real one; an
+    integer tensor gives the default float dtype). A Partial input is refused.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.angle(dtorch.tensor([-2.0, 3.0])).tolist()
+        [3.1415927410125732, 0.0]
+    """
+    if not is_tensor(input):
+        raise not_a_tensor("angle", "input", input)
+    return unary(MathKind.ANGLE, "angle", input)
+
+
+def isreal(input: Tensor) -> Tensor:
+    """``torch.isreal``: True where the imaginary part is 0 (everywhere for a real tensor).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.isreal(dtorch.tensor([1 + 0j, 2j])).tolist()
+        [True, False]
+    """
+    if not is_tensor(input):
+        raise not_a_tensor("isreal", "input", input)
+    if not input.dtype.is_complex:  # True everywhere, NaN too: x == x or x != x
+        same = binary(BinaryKind.EQ, "isreal", input, input)
+        return binary(
+            BinaryKind.LOGICAL_OR, "isreal", same, binary(BinaryKind.NE, "isreal", input, input)
+        )
+    return binary(BinaryKind.EQ, "isreal", imag(input), 0)
+
+
+def complex(real: Tensor, imag: Tensor) -> Tensor:
+    """``torch.complex``: the complex tensor ``real + imag * 1j`` of two real tensors of one
+    floating dtype (float32 gives complex64), broadcast; two Partials give a Partial.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.complex(dtorch.tensor([1.0, 2.0]), dtorch.tensor([0.5, -1.0])).tolist()
+        [(1+0.5j), (2-1j)]
+    """
+    for arg, value in (("real", real), ("imag", imag)):
+        if not is_tensor(value):
+            raise not_a_tensor("complex", arg, value)
+    return binary(BinaryKind.COMPLEX, "complex", real, imag)

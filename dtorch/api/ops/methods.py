@@ -139,6 +139,8 @@ _LINEAR = {
     MathKind.DEG2RAD: "a scaling",
     MathKind.RAD2DEG: "a scaling",
     MathKind.CONJ: "the conjugate",
+    MathKind.REAL: "the real part",
+    MathKind.IMAG: "the imaginary part",
 }
 
 #: The ``unary`` methods with an example, collected by doctest from here (their functions are

@@ -67,6 +67,7 @@ _PLAIN2 = elementwise(2, legend=_BROADCAST, hint=_NOT_LINEAR)
 _BINARY_SIGS: dict[BinaryKind, Signature] = {
     BinaryKind.ADD: elementwise(2, ["P P -> P"], legend=_BROADCAST, hint=_NOT_LINEAR),
     BinaryKind.SUB: elementwise(2, ["P P -> P"], legend=_BROADCAST, hint=_NOT_LINEAR),
+    BinaryKind.COMPLEX: elementwise(2, ["P P -> P"], legend=_BROADCAST, hint=_NOT_LINEAR),
     BinaryKind.MUL: elementwise(2, ["P R -> P", "R P -> P"], legend=_BROADCAST, hint=_NOT_LINEAR),
     # No "P R -> P" for a tensor divisor (as in DTensor): the non-owning ranks would compute
     # 0 / 0 = NaN wherever the divisor is 0, where torch gives +-inf.
@@ -94,6 +95,8 @@ _MATH_SIGS: dict[MathKind, Signature] = {
     MathKind.DEG2RAD: _LINEAR1,
     MathKind.RAD2DEG: _LINEAR1,
     MathKind.CONJ: _LINEAR1,
+    MathKind.REAL: _LINEAR1,
+    MathKind.IMAG: _LINEAR1,
 }
 
 

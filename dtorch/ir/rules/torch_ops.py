@@ -105,6 +105,7 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.ZETA: torch.special.zeta,
     BinaryKind.FMAX: torch.fmax,
     BinaryKind.FMIN: torch.fmin,
+    BinaryKind.COMPLEX: torch.complex,
 }
 
 MATH: dict[MathKind, Unary] = {
@@ -158,6 +159,9 @@ MATH: dict[MathKind, Unary] = {
     MathKind.ATANH: torch.atanh,
     MathKind.TRIGAMMA: functools.partial(torch.polygamma, 1),
     MathKind.CONJ: torch.conj_physical,
+    MathKind.REAL: lambda x: torch.real(x).clone(),  # no view of the input on the devices
+    MathKind.IMAG: lambda x: torch.imag(x).clone(),
+    MathKind.ANGLE: torch.angle,
 }
 
 
