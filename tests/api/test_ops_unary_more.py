@@ -147,6 +147,14 @@ def test_nan_to_num_arguments(graph: dtorch.Graph) -> None:
     assert out.placements == [P] and torch.equal(out.to_torch(), ints)
     with pytest.raises(TypeError, match=r"^nan_to_num: posinf must be a number .*got str"):
         t.nan_to_num(posinf="inf")
+    z = torch.complex(x, x.flip(0))  # each part replaced on its own (it was left untouched)
+    c = place(z, mesh, [S0], graph)
+    for kwargs in ({}, {"nan": 0.5, "posinf": 7.0}):
+        compare(
+            c.nan_to_num(**kwargs).to_torch(), z.nan_to_num(**kwargs), True, f"complex {kwargs}"
+        )
+    c.nan_to_num_(neginf=-3.0)
+    compare(c.to_torch(), z.nan_to_num(neginf=-3.0), True, "complex in place")
 
 
 def test_partial_is_refused(graph: dtorch.Graph) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+import dtorch.api.ops.math_more as _mm
 from dtorch.api.create import beside
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast, clone
@@ -239,7 +240,8 @@ def _scaled_input(x: Tensor, size: tuple[int, int], beta: Any) -> Tensor:
 
 def nan_to_num(input: Tensor, nan: Any = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
     """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0 and the
-    dtype's largest and lowest finite values); integer and bool tensors come back as a copy.
+    dtype's largest and lowest finite values), in each part of a complex tensor; integer and
+    bool tensors come back as a copy.
 
     Example:
         >>> import dtorch
@@ -251,6 +253,9 @@ def nan_to_num(input: Tensor, nan: Any = 0.0, posinf: Any = None, neginf: Any = 
         _number("nan_to_num", arg, v) if v is not None else None
         for arg, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf))
     ]
+    if input.dtype.is_complex:  # torch's: each part on its own
+        parts = (_mm.real(input), _mm.imag(input))
+        return _mm.complex(*(nan_to_num(part, nan, posinf, neginf) for part in parts))
     if not input.dtype.is_floating_point:
         return clone(input)
     info = torch.finfo(input.dtype)
