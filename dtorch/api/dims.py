@@ -175,3 +175,25 @@ def normalize_dim(dim: Any, ndim: int, *, op: str, needs_a_dim: bool = False) ->
     a list or anything else that is no int; IndexError out of range; ``needs_a_dim`` as for
     ``normalize_dims``)."""
     return _dim(dim, ndim, op, needs_a_dim)
+
+
+def keyword_form(
+    name: str, arg: str, given: tuple[Any, ...], kw: dict[str, Any]
+) -> tuple[Any, ...]:
+    """``given`` (a method's varargs, ``*dims``), or torch's keyword form of them, ``arg=``
+    (one sequence or int), as one entry; any other keyword refused as Python would.
+
+    Example:
+        >>> keyword_form("tile", "dims", (), {"dims": (2, 1)})
+        ((2, 1),)
+        >>> keyword_form("tile", "dims", (2,), {})
+        (2,)
+    """
+    unknown = sorted(set(kw) - {arg})
+    if unknown:
+        raise TypeError(f"{name}() got an unexpected keyword argument {unknown[0]!r}")
+    if arg not in kw:
+        return given
+    if given:
+        raise TypeError(f"{name}() got multiple values for argument {arg!r}")
+    return (kw[arg],)

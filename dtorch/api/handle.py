@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, SupportsIndex, cast
 import numpy as np
 import torch
 
-from dtorch.api.dims import normalize_dims
+from dtorch.api.dims import normalize_dim, normalize_dims
 from dtorch.api.python_numbers import PythonNumbers
 from dtorch.api.record import tensor_arg
-from dtorch.api.strides import Layout, layout
+from dtorch.api.strides import Layout, contiguous_strides, layout
 from dtorch.api.values import to_torch_async
 from dtorch.errors import ShapeError
 from dtorch.ir.mesh import DeviceMesh
@@ -433,6 +433,41 @@ class TensorBase(PythonNumbers):
             True
         """
         return True
+
+    def stride(self, dim: int | None = None) -> Any:
+        """The row-major strides of the global shape (DTorch's ``is_contiguous()`` is True,
+        and these are the strides that agree with it), or the one of ``dim``, as torch's
+        ``stride()`` / ``stride(dim)``.
+
+        Example:
+            >>> import dtorch
+            >>> t = dtorch.zeros(2, 3, 4)
+            >>> t.stride(), t.stride(-1)
+            ((12, 4, 1), 1)
+        """
+        strides = contiguous_strides(tuple(self.shape))
+        if dim is None:
+            return strides
+        return strides[normalize_dim(dim, self.ndim, op="stride", needs_a_dim=True)]
+
+    def storage_offset(self) -> int:
+        """0: dtorch keeps no storage offsets (its views are values of their own layout)."""
+        return 0
+
+    def is_same_size(self, other: TensorBase) -> bool:
+        """Whether ``other`` has this tensor's shape, as torch's ``is_same_size``."""
+        tensor_arg("is_same_size", other)
+        return self.shape == other.shape
+
+    def is_nonzero(self) -> bool:
+        """torch's ``is_nonzero``: the truth of a one-element tensor (waits for it)."""
+        if self.numel() != 1:
+            raise ShapeError(
+                "Boolean value of Tensor with no values is ambiguous"
+                if self.numel() == 0
+                else "Boolean value of Tensor with more than one value is ambiguous"
+            )
+        return bool(self.item())
 
     def __len__(self) -> int:
         if not self._operand.shape:

@@ -250,6 +250,15 @@ class TensorShapes:
         return _bi.split(self, split_size, dim)
 
     narrow = _bi.narrow
+
+    def narrow_copy(self: Tensor, dim: int, start: Any, length: int) -> Tensor:
+        """torch's ``narrow_copy``: ``narrow`` as a copy of its own."""
+        return _bi.narrow(self, dim, start, length).clone()
+
+    def __reversed__(self: Tensor) -> Tensor:
+        """torch's ``reversed(t)``: ``t.flip(0)`` (a 0-d tensor itself)."""
+        return self if self.ndim == 0 else self.flip(0)
+
     select = _sl.select
     tensor_split = _sl.tensor_split
     diff = _sl.diff

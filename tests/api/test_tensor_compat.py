@@ -744,3 +744,40 @@ def test_python_number_protocols_as_torch(value: Any, graph: dtorch.Graph) -> No
             continue
         got = convert(t)
         assert type(got) is type(want) and got == want, convert
+
+
+def test_long_tail_of_tensor_methods_as_torch(graph: dtorch.Graph) -> None:
+    """Methods and keyword spellings torch users call: ``stride`` (row-major, as DTorch's
+    ``is_contiguous()`` True says), ``storage_offset``, ``is_same_size``, ``is_nonzero``,
+    ``detach_``, ``narrow_copy``, ``reversed``, a ``range`` index, ``new_zeros(size=)``,
+    ``tile(dims=)``, ``sum_to_size(size=)``, ``aminmax(axis=)``, ``to(memory_format=)``."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.arange(24.0).reshape(2, 3, 4)
+    t = place(full, mesh, [Shard(1)], graph)
+    assert t.stride() == full.stride() and t.stride(-2) == full.stride(-2)
+    assert t.storage_offset() == 0 and t.is_same_size(place(full, mesh, [Replicate()], graph))
+    with pytest.raises(IndexError, match="Dimension specified as 0 but tensor has no dimensions"):
+        place(torch.tensor(1.0), mesh, [Replicate()], graph).stride(0)
+    assert place(torch.tensor([2]), mesh, [Replicate()], graph).is_nonzero()
+    with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+        t.is_nonzero()
+    assert t.detach_() is t
+    pairs = [
+        (t.narrow_copy(2, 1, 2), full.narrow_copy(2, 1, 2)),
+        (reversed(t), reversed(full)),
+        (t[range(1, 2)], full[range(1, 2)]),
+        (t[:, range(2)], full[:, range(2)]),
+        (t.new_zeros(size=(2, 1)), full.new_zeros(size=(2, 1))),
+        (t.new_ones(size=[3]), full.new_ones(size=[3])),
+        (t.tile(dims=(2, 1, 1)), full.tile(dims=(2, 1, 1))),
+        (t.sum_to_size(size=(1, 3, 4)), full.sum_to_size(size=(1, 3, 4))),
+        (t.aminmax(axis=1).max, full.aminmax(axis=1).max),
+        (
+            t.to(memory_format=torch.contiguous_format),
+            full.to(memory_format=torch.contiguous_format),
+        ),
+    ]
+    for got, want in pairs:
+        assert got.shape == want.shape and torch.equal(got.to_torch(), want)
+    with pytest.raises(RuntimeError, match=r"memory_format=torch\.channels_last is not supported"):
+        t.unsqueeze(0).to(memory_format=torch.channels_last)

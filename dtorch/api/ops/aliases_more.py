@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import as_int, normalize_dim
+from dtorch.api.dims import as_int, keyword_form, normalize_dim
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import cast
 from dtorch.api.ops.elementwise import binary
@@ -326,7 +326,7 @@ def _fill(self: Tensor, value: Any) -> Tensor:
     return beside(self, torch.tensor(python_number(value), dtype=self.dtype))
 
 
-def sum_to_size(self: Tensor, *size: Any) -> Tensor:
+def sum_to_size(self: Tensor, *size: Any, **kw: Any) -> Tensor:
     """torch's ``sum_to_size``: summed down to ``size`` (ints, or one sequence), which must
     expand to the tensor's shape: the leading dims and those of size 1 in ``size`` are summed
     (``sum``'s placements and dtype); the tensor itself when nothing is summed.
@@ -336,6 +336,7 @@ def sum_to_size(self: Tensor, *size: Any) -> Tensor:
         >>> dtorch.ones(2, 3).sum_to_size(1, 3).tolist()
         [[2.0, 2.0, 2.0]]
     """
+    size = keyword_form("sum_to_size", "size", size, kw)  # torch's sum_to_size(size=...)
     target = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else size
     if not size or not all(isinstance(s, int) for s in target):
         raise TypeError(f"sum_to_size: size must be ints or one sequence of ints, got {size}")

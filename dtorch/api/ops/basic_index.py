@@ -105,10 +105,13 @@ def _entry(name: str, item: int | slice, size: int, dim: int) -> IndexEntry:
 
 def _numpy_free(index: Any) -> Any:
     """The NumPy parts of an index as torch reads them: an integer or bool scalar as the
-    Python number, an array as a torch tensor (an advanced index); and a 0-d integer torch
-    tensor as the Python int, as torch reads it (``t[torch.tensor(1)]`` is the view ``t[1]``)."""
+    Python number, an array as a torch tensor (an advanced index); a 0-d integer torch
+    tensor as the Python int, as torch reads it (``t[torch.tensor(1)]`` is the view ``t[1]``);
+    a ``range`` as the list of its ints."""
     if isinstance(index, tuple):
         return tuple(_numpy_free(item) for item in index)
+    if isinstance(index, range):  # torch reads a range as the list of its ints
+        return list(index)
     if isinstance(index, np.ndarray):
         index = torch.as_tensor(index)
     if isinstance(index, (np.integer, np.bool_)):

@@ -464,7 +464,11 @@ def to(t: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """``to(dtype)``, ``to(mesh)``, ``to(device)``, ``to(device_or_mesh, dtype)``,
     ``to(other_tensor)`` (its mesh and dtype), or the keywords ``device``, ``device_mesh``,
     ``dtype``. A mesh of another shape (with more than one device) is refused: use
-    ``redistribute``; one device gathers the full value there."""
+    ``redistribute``; one device gathers the full value there. ``memory_format=``: torch's
+    preserve and contiguous formats change nothing; a channels-last one is refused."""
+    if "memory_format" in kwargs:
+        kwargs = dict(kwargs)
+        checked_format("to", kwargs.pop("memory_format"))
     target, dtype = parse_to_args(args, kwargs)
     if isinstance(target, DeviceMesh):
         _check_same_shape(t, target)

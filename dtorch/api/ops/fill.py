@@ -134,6 +134,11 @@ def new(
         >>> z.dtype, z.placements, z.tolist()
         (torch.int32, [Replicate()], [[1, 1, 1], [1, 1, 1]])
     """
+    kw = dict(kw or {})
+    if "size" in kw:  # torch's keyword form, new_zeros(size=(2, 3))
+        if size:
+            raise TypeError("new_*: the size was given both positionally and as size=")
+        size = (kw.pop("size"),)
     shape = shape_of(size)
     return create(type(t), kind, shape, dtype or t.dtype, **_on_mesh(t, kw))
 

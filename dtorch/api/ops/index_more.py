@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import as_int, normalize_dim
+from dtorch.api.dims import as_int, normalize_dim, numpy_names
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast, writer
 from dtorch.api.ops.elementwise import binary
@@ -416,6 +416,7 @@ def take(input: Tensor, index: Any) -> Tensor:
         return reshape(take_along(flat_x, 0, flat_ids, "take"), shape)
 
 
+@numpy_names
 def aminmax(input: Tensor, *, dim: int | None = None, keepdim: bool = False) -> Any:
     """``torch.aminmax``: ``torch.return_types.aminmax`` of the smallest (``min``) and
     largest (``max``) entries over ``dim`` (an int; None: every entry), as ``amin`` and

@@ -21,7 +21,7 @@ import torch
 
 import dtorch.api.ops.take as _take
 from dtorch.api.create import beside
-from dtorch.api.dims import normalize_dim, normalize_dims, numpy_names
+from dtorch.api.dims import keyword_form, normalize_dim, normalize_dims, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.basic_index import slice_along
 from dtorch.api.ops.shape import flatten, reshape, sizes
@@ -125,8 +125,9 @@ def _check_output_size(size: int, output_size: int | None) -> None:
         )
 
 
-def tile(input: Tensor, *dims: Any) -> Tensor:
-    """``torch.tile``: ``repeat`` with ``dims`` padded by leading 1s to the tensor's rank.
+def tile(input: Tensor, *dims: Any, **kw: Any) -> Tensor:
+    """``torch.tile``: ``repeat`` with ``dims`` padded by leading 1s to the tensor's rank;
+    torch's keyword form ``tile(dims=(2,))`` too.
 
     Example:
         >>> import dtorch
@@ -134,6 +135,7 @@ def tile(input: Tensor, *dims: Any) -> Tensor:
         [[1, 2, 1, 2]]
     """
     tensor_arg("tile", input)
+    dims = keyword_form("tile", "dims", dims, kw)
     if not dims:
         raise TypeError('tile() missing 1 required positional arguments: "dims"')
     counts = sizes(dims, "tile", "dims")
