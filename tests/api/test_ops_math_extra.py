@@ -188,9 +188,9 @@ def test_trapezoid_refusals(graph) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
 def test_renorm(dtype: torch.dtype, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
-    x = _rand(4, 3, 5, dtype=dtype)
+    x = torch.randn((4, 3, 5), generator=_G, dtype=dtype)  # complex: the moduli's norms
     for p, dim, maxnorm in ((2, 0, 1.5), (1, 1, 2.0), (3.5, -1, 0.5)):
         want = torch.renorm(x, p, dim, maxnorm)
         _run(graph, "renorm", lambda t, a=(p, dim, maxnorm): t.renorm(*a), [x], want, mesh_shape,

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+import dtorch.api.ops.math_more as _mm
 from dtorch.api.create import beside
 from dtorch.api.dims import as_int, normalize_dim
 from dtorch.api.ops.grid import grid_tensor, shape_list
@@ -251,7 +252,8 @@ def _norm_factor(total: Any, correction: int, w: Tensor | None, aw: Tensor | Non
 
 def corrcoef(input: Tensor) -> Tensor:
     """``torch.corrcoef``: the Pearson correlation coefficients of ``input``'s rows (its
-    ``cov`` normalised by the standard deviations, clipped to [-1, 1]); Replicate.
+    ``cov`` normalised by the standard deviations, clipped to [-1, 1], each part of a
+    complex one); Replicate.
 
     Example:
         >>> import dtorch
@@ -262,8 +264,12 @@ def corrcoef(input: Tensor) -> Tensor:
         c = cov(grid_tensor("corrcoef", input))
         if c.ndim == 0:
             return c / c
-        std = c.diagonal().sqrt()
-        return (c / std[:, None] / std[None, :]).clamp(-1, 1)
+        diagonal = c.diagonal()
+        std = (diagonal.real if c.dtype.is_complex else diagonal).sqrt()
+        c = c / std[:, None] / std[None, :]
+        if c.dtype.is_complex:  # torch clips each part (a complex number has no order)
+            return _mm.complex(c.real.clamp(-1, 1), c.imag.clamp(-1, 1))
+        return c.clamp(-1, 1)
 
 
 # --- scatters -------------------------------------------------------------------------------

@@ -274,8 +274,9 @@ def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
 def renorm(input: Tensor, p: Any, dim: int, maxnorm: Any) -> Tensor:
     """``torch.renorm``: each slice of ``input`` along ``dim`` (the sub-tensor at one
     index of it) whose ``p``-norm exceeds ``maxnorm`` scaled down to norm ``maxnorm``
-    (``maxnorm / (norm + 1e-7)``, torch's factor); at least 2-D, floating dtypes. The norms
-    are all-reduced where other dims are sharded (as ``norm``); a Partial is refused.
+    (``maxnorm / (norm + 1e-7)``, torch's factor); at least 2-D, floating or complex dtypes
+    (the moduli's norms). The norms are all-reduced where other dims are sharded (as
+    ``norm``); a Partial is refused.
 
     Example:
         >>> import dtorch
@@ -290,16 +291,17 @@ def renorm(input: Tensor, p: Any, dim: int, maxnorm: Any) -> Tensor:
         raise ParamError(f"renorm: expected maxnorm to be >= 0 but got {limit}")
     if input.ndim < 2:
         raise ShapeError(f"renorm: input needs at least 2 dimensions, got {input.ndim} dimensions")
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise DtypeError(f"renorm: expected a floating point input, got {input.dtype}")
     d = normalize_dim(dim, input.ndim, op="renorm")
     others = [i for i in range(input.ndim) if i != d]
     from dtorch.linalg import vector_norm
 
-    work = torch.float32 if input.dtype in _HALVES else input.dtype
-    norm = vector_norm(input, order, others, keepdim=True, dtype=work)
+    magnitude = input.abs() if input.dtype.is_complex else input  # a complex one's moduli
+    work = torch.float32 if magnitude.dtype in _HALVES else magnitude.dtype
+    norm = vector_norm(magnitude, order, others, keepdim=True, dtype=work)
     factor = select("renorm", norm > limit, limit / (norm + 1e-7), 1.0)
-    return input * cast(factor, input.dtype)
+    return input * cast(factor, magnitude.dtype)
 
 
 @composite()
