@@ -152,7 +152,8 @@ def test_to_forms_type_as_and_cpu(graph: dtorch.Graph) -> None:
     with pytest.raises(TypeError, match=r"^type_as: expected a dtorch\.Tensor"):
         t.type_as("float")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^to: unexpected keyword"):
-        t.to(memory_format=torch.contiguous_format)
+        t.to(layout=torch.strided)
+    assert t.to(memory_format=torch.contiguous_format) is t  # torch's keyword: no change
 
 
 _COPY_SHAPES = [((5, 3), (5, 3)), ((5, 3), (3,)), ((5, 3), (5, 1))]

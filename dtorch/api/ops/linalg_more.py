@@ -249,8 +249,9 @@ def _einsum(name: str, param: EinsumParam, a: Tensor, b: Tensor) -> Tensor:
 
 
 def _in(dtype: torch.dtype, number: bool | int | float) -> bool | int | float:
-    """``number`` as torch's kernels apply it to a ``dtype`` result (cast, so truncated)."""
-    return number if dtype.is_floating_point else int(number)
+    """``number`` as torch's kernels apply it to a ``dtype`` result (an integer one cast, so
+    truncated; a floating or complex one keeps the fraction)."""
+    return number if dtype.is_floating_point or dtype.is_complex else int(number)
 
 
 def _add_product(
