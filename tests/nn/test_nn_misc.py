@@ -100,6 +100,11 @@ _CASES: list[tuple[str, str, Callable[..., Any], Callable[[], list[torch.Tensor]
      lambda: _pool_pair(_rand(4, 3, 6, dtype=torch.float64), True), True, (S0, S0)),
     ("max_pool2d_with_indices", "max_pool2d_with_indices",
      lambda f, t: f.max_pool2d_with_indices(t, 2), lambda: [_rand(*_X4)], True, (S0,)),
+    ("max_pool3d_with_indices", "max_pool3d_with_indices",
+     lambda f, t: f.max_pool3d_with_indices(t, 2), lambda: [_rand(2, 2, 4, 4, 4)], True, (S0,)),
+    ("adaptive_max_pool3d_with_indices", "adaptive_max_pool3d_with_indices",
+     lambda f, t: f.adaptive_max_pool3d_with_indices(t, 2), lambda: [_rand(2, 2, 4, 4, 4)], True,
+     (S0,)),
     ("adaptive_max_pool1d_with_indices", "adaptive_max_pool1d_with_indices",
      lambda f, t: f.adaptive_max_pool1d_with_indices(t, 2), lambda: [_rand(4, 3, 5)], True,
      (S1,)),
@@ -442,3 +447,17 @@ def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
     targets = torch.tensor([[0, 1, -1], [2, -1, 0]])
     got = DF.multilabel_margin_loss(d(scores), d(targets)).to_torch()
     torch.testing.assert_close(got, F.multilabel_margin_loss(scores, targets))
+
+
+def test_torch_s_3d_max_pools_with_indices_reach_dtorch(graph: Any) -> None:
+    """torch's ``max_pool3d``/``adaptive_max_pool3d`` with ``return_indices=True`` call
+    their ``*_with_indices`` functions, which had no dtorch counterpart (a TypeError)."""
+    x = _rand(1, 2, 4, 4, 4)
+    t = place(x, dtorch.init_device_mesh("cpu", 2), [S1], graph)
+    for got, want in (
+        (F.max_pool3d(t, 2, return_indices=True), F.max_pool3d(x, 2, return_indices=True)),
+        (F.adaptive_max_pool3d(t, 2, return_indices=True),
+         F.adaptive_max_pool3d(x, 2, return_indices=True)),
+    ):  # fmt: skip
+        for g, w in zip(got, want, strict=True):
+            assert torch.equal(g.to_torch(), w)

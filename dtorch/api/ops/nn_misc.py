@@ -51,6 +51,7 @@ from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.spatial import interpolate, max_pool2d
 from dtorch.api.ops.spatial_1d import max_pool1d
 from dtorch.api.ops.statistics import norm
+from dtorch.api.ops.volumetric import adaptive_max_pool3d, max_pool3d
 from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.placement import Replicate, Shard
@@ -325,6 +326,38 @@ def adaptive_max_pool2d_with_indices(
         [[[3]]]
     """
     return adaptive_max_pool2d(input, output_size, True)  # type: ignore[return-value]
+
+
+@composite()
+def max_pool3d_with_indices(
+    input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
+    ceil_mode: bool = False, return_indices: bool = False,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """``torch.nn.functional.max_pool3d_with_indices``: ``max_pool3d`` with its indices
+    (torch's ``max_pool3d(..., return_indices=True)`` calls it).
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.arange(8.0).view(1, 2, 2, 2)
+        >>> dtorch.nn.functional.max_pool3d_with_indices(x, 2)[1].tolist()
+        [[[[7]]]]
+    """
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)  # type: ignore[return-value]
+
+
+@composite()
+def adaptive_max_pool3d_with_indices(
+    input: Tensor, output_size: Any, return_indices: bool = False
+) -> tuple[Tensor, Tensor]:
+    """``torch.nn.functional.adaptive_max_pool3d_with_indices``: with its indices.
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.arange(8.0).view(1, 2, 2, 2)
+        >>> dtorch.nn.functional.adaptive_max_pool3d_with_indices(x, 1)[1].tolist()
+        [[[[7]]]]
+    """
+    return adaptive_max_pool3d(input, output_size, True)  # type: ignore[return-value]
 
 
 # --- upsampling ---------------------------------------------------------------------------------
