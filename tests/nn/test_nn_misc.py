@@ -89,6 +89,11 @@ _CASES: list[tuple[str, str, Callable[..., Any], Callable[[], list[torch.Tensor]
      lambda: [_rand(*_X4, dtype=torch.float64)], True, (S0,)),
     ("lp_pool1d", "lp_pool1d", lambda f, t: f.lp_pool1d(t, 3, 3, 2),
      lambda: [_rand(4, 3, 7).abs()], False, (S0,)),
+    # an int norm_type keeps an integer input integral: torch's integer average truncates
+    ("lp_pool2d int", "lp_pool2d", lambda f, t: f.lp_pool2d(t, 1, 2),
+     lambda: [_rand(*_X4, dtype=torch.int64)], False, (S0,)),
+    ("lp_pool1d int", "lp_pool1d", lambda f, t: f.lp_pool1d(t, 2, 2),
+     lambda: [_rand(4, 3, 6, dtype=torch.int64)], False, (S0,)),
     ("local_response_norm", "local_response_norm", lambda f, t: f.local_response_norm(t, 3),
      lambda: [_rand(4, 5, 3, 2)], False, (S0,)),
     ("local_response_norm 3-D", "local_response_norm",

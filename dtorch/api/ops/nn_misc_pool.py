@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from dtorch.api.ops.conv import int_pair
 from dtorch.api.ops.elementwise import relu
-from dtorch.api.ops.scalars import as_real
+from dtorch.api.ops.scalars import as_real, is_scalar, python_number
 from dtorch.api.ops.spatial import avg_pool2d, max_pool2d, pad
 from dtorch.api.ops.spatial_1d import avg_pool1d, int_one, max_pool1d
 from dtorch.api.record import composite, tensor_arg
@@ -42,6 +42,15 @@ if TYPE_CHECKING:
 
 
 # --- power-average pools ------------------------------------------------------------------------
+def _power(name: str, norm_type: Any) -> float | int:
+    """``norm_type`` as torch uses it: an int stays an int (``x ** 2`` of an integer tensor
+    stays integral, so torch's integer average truncates), anything else a float."""
+    p = python_number(norm_type) if is_scalar(norm_type) else None
+    if type(p) is int:
+        return p
+    return as_real(f"{name}: norm_type", norm_type)
+
+
 def _lp(out: Tensor, norm_type: float, count: int) -> Tensor:
     # torch's: sign(out) * relu(|out|) (a negative average of odd powers kept), scaled back
     return (out.sign() * relu(out.abs())).mul(count).pow(1.0 / norm_type)
@@ -61,7 +70,7 @@ def lp_pool1d(
         [[2.0, 4.0]]
     """
     tensor_arg("lp_pool1d", input)
-    p = as_real("lp_pool1d: norm_type", norm_type)
+    p = _power("lp_pool1d", norm_type)
     if math.isinf(p):  # torch's: the largest (or smallest) magnitude
         sign = 1 if p > 0 else -1
         peak = max_pool1d(sign * input.abs(), kernel_size, stride, 0, 1, ceil_mode)
@@ -85,7 +94,7 @@ def lp_pool2d(
         [[[2.0]]]
     """
     tensor_arg("lp_pool2d", input)
-    p = as_real("lp_pool2d: norm_type", norm_type)
+    p = _power("lp_pool2d", norm_type)
     if math.isinf(p):
         sign = 1 if p > 0 else -1
         peak = max_pool2d(sign * input.abs(), kernel_size, stride, 0, 1, ceil_mode)
