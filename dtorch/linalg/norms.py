@@ -26,7 +26,7 @@ from dtorch.api.ops import statistics as _st
 from dtorch.api.record import composite, tensor_arg
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError, ParamError, ShapeError
-from dtorch.ir.dtypes import as_dtype
+from dtorch.ir.dtypes import as_dtype, scalar_type_name
 from dtorch.linalg.matrix import svdvals
 
 if TYPE_CHECKING:
@@ -56,15 +56,20 @@ def vector_norm(
     order = _number("linalg.vector_norm", ord)
     tensor_arg("linalg.vector_norm", x)
     if dtype is not None:
-        dtype = _floating("linalg.vector_norm", dtype)
+        dtype = _floating("linalg.vector_norm", dtype, x.dtype)
     return _st.norm(x, order, dim, keepdim, dtype)
 
 
-def _floating(name: str, dtype: Any) -> torch.dtype:
-    # the dtype= of a norm: a floating dtype (torch refuses the others)
+def _floating(name: str, dtype: Any, input_dtype: torch.dtype) -> torch.dtype:
+    # the dtype= of a norm: floating or complex, complex exactly where the input is (torch's)
     dtype = as_dtype(name, dtype)
     if not (dtype.is_floating_point or dtype.is_complex):
         raise DtypeError(f"{name}: dtype should be floating point or complex, but got {dtype}")
+    if input_dtype.is_complex != dtype.is_complex:
+        kind = "complex for complex" if input_dtype.is_complex else "real for real"
+        raise DtypeError(
+            f"{name}: dtype should be {kind} inputs, but got {scalar_type_name(dtype)}"
+        )
     return dtype
 
 
@@ -74,7 +79,7 @@ def _check_input(name: str, a: Tensor, dtype: Any) -> None:
         raise DtypeError(
             f"{name}: Expected a floating point or complex tensor as input. Got {a.dtype}"
         )
-    wanted = None if dtype is None else _floating(name, dtype)
+    wanted = None if dtype is None else _floating(name, dtype, a.dtype)
     if wanted is not None and torch.promote_types(a.dtype, wanted) != wanted:
         raise DtypeError(
             f"{name}: the dtype of the input ({a.dtype}) should be convertible without "
@@ -117,9 +122,11 @@ def matrix_norm(
     if isinstance(ord, str) and ord == "fro":
         return vector_norm(A, 2, dims, keep, dtype=dtype)
     if dtype is not None:  # torch computes in dtype: the input cast first
-        A = A.to(_floating(name, dtype))
-    if (ord in _BY_SINGULAR_VALUES or ord in _BY_SUMS) and 0 in (A.shape[d] for d in dims):
-        return A.abs().sum(dims, keepdim=keep)  # torch's 0 for every empty matrix
+        A = A.to(_floating(name, dtype, A.dtype))
+    empty = 0 in (A.shape[d] for d in dims)
+    if empty and ord in (2, 1, math.inf, "nuc"):
+        return A.abs().sum(dims, keepdim=keep)  # torch's 0 for every empty matrix (its
+        # negative orders take a minimum over the empty dim and raise, as they do here)
     if ord in _BY_SINGULAR_VALUES:
         return _by_singular_values(A, _BY_SINGULAR_VALUES[ord], dims, keep)
     if ord in _BY_SUMS:

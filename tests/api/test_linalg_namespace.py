@@ -398,3 +398,32 @@ def test_review_findings_match_torch(graph: dtorch.Graph) -> None:
             place(torch.ones(3, dtype=t), mesh, [R], graph) for t in (torch.float32, torch.float64)
         )
         dtorch.linalg.cross(single, double)
+
+
+def test_norms_of_empty_matrices_and_dtype_kinds_as_torch(graph: dtorch.Graph) -> None:
+    """An empty matrix's norm is 0 for the non-negative orders; a negative order takes a
+    minimum over an empty dim and raises torch's IndexError (it returned 0); ``dtype=`` must
+    be real for a real input and complex for a complex one, as torch says."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for shape in ((3, 0, 0), (2, 3, 0), (2, 0, 3)):
+        z = torch.zeros(shape)
+        t = dtorch.from_torch(z, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
+        for order in (2, 1, math.inf, -2, -1, -math.inf, "nuc", "fro"):
+            try:
+                want = torch.linalg.matrix_norm(z, order)
+            except IndexError:
+                with pytest.raises(IndexError, match="to have non-zero size"):
+                    dtorch.linalg.matrix_norm(t, order)
+                continue
+            assert torch.equal(dtorch.linalg.matrix_norm(t, order).to_torch(), want), order
+    x = dtorch.from_torch(torch.randn(3, 4), device_mesh=mesh, graph=graph)
+    with pytest.raises(
+        RuntimeError, match="dtype should be real for real inputs, but got ComplexDouble"
+    ):
+        dtorch.linalg.vector_norm(x, dtype=torch.complex128)
+    with pytest.raises(RuntimeError, match="dtype should be real for real inputs"):
+        dtorch.linalg.matrix_norm(x, dtype=torch.complex64)
+    with pytest.raises(
+        RuntimeError, match="dtype should be complex for complex inputs, but got Double"
+    ):
+        dtorch.linalg.vector_norm(x.cdouble(), dtype=torch.float64)
