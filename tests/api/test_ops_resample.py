@@ -193,3 +193,16 @@ def test_integer_inputs(graph: dtorch.Graph) -> None:
     assert torch.equal(padded.to_torch(), F.pad(x.long(), (1, 1, 2, 0), mode="replicate"))
     with pytest.raises(DtypeError, match=r"pad: no kernel for torch.bool"):
         DF.pad(t > 5, (1, 1), mode="reflect")
+
+
+def test_area_interpolation_to_no_pixels_is_empty(graph: dtorch.Graph) -> None:
+    """torch's ``area`` mode is an adaptive average pool: an output size of 0 gives an empty
+    tensor (dtorch refused it as the other modes are refused)."""
+    x = torch.randn(2, 3, 1, 4)
+    t = place(x, dtorch.init_device_mesh("cpu", 2), [S0], graph)
+    for kwargs in ({"scale_factor": 0.5}, {"size": (0, 2)}):
+        got = DF.interpolate(t, mode="area", **kwargs)
+        want = F.interpolate(x, mode="area", **kwargs)
+        assert got.shape == want.shape and torch.equal(got.to_torch(), want)
+    with pytest.raises(RuntimeError, match="output sizes should be greater than 0"):
+        DF.interpolate(t, scale_factor=0.5, mode="nearest")

@@ -175,8 +175,9 @@ def interpolate(
     n = max(input.ndim - 2, 1)
     sizes = None if size is None else _repeat(size, n, int)
     scales = None if scale_factor is None else _repeat(scale_factor, n, float)
-    _check_output_sizes(input, sizes, scales)
     mode = str(mode) if isinstance(mode, str) else mode  # a numpy str as a str; else refused
+    if mode != "area":  # torch's area mode is an adaptive average pool: an empty output is fine
+        _check_output_sizes(input, sizes, scales)
     corners = None if align_corners is None else as_flag(align_corners, "interpolate",
                                                              "align_corners")  # fmt: skip
     param = InterpolateParam(sizes, scales, mode, corners, recompute_scale_factor,
