@@ -330,3 +330,24 @@ def test_avg_pool3d_refuses_a_volume_smaller_than_its_kernel(graph: dtorch.Graph
     volume = dtorch.from_torch(x, device_mesh=dtorch.init_device_mesh("cpu", 2), graph=graph)
     with pytest.raises(DTorchError, match="smaller than kernel size"):
         F.avg_pool3d(volume, 3, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("shape", "kwargs"),
+    [
+        ((1, 1, 1, 6, 2), {"kernel_size": 2, "stride": (2, 3, 3), "padding": 1, "dilation": 2}),
+        ((2, 1, 1, 4, 5), {"kernel_size": 2, "stride": 2, "padding": 1, "dilation": 2}),
+    ],
+)
+def test_max_pool3d_indices_of_windows_in_the_padding(
+    shape: tuple[int, ...], kwargs: dict, graph: Any
+) -> None:
+    """A window whose every tap lies in the padding (dilation beside padding) has value -inf
+    and torch's index, its first taps' (past the input: it failed to gather on the devices)."""
+    x = torch.randn(shape, generator=_G)
+    t = place(x, dtorch.init_device_mesh("cpu", 2), [S0 if shape[0] > 1 else R], graph)
+    got = F.max_pool3d(t, return_indices=True, **kwargs)
+    want = TF.max_pool3d(x, return_indices=True, **kwargs)
+    assert bool(torch.isinf(want[0]).any())  # the case: some window holds no tap
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g.to_torch(), w)

@@ -48,6 +48,7 @@ from dtorch.api.create import beside
 from dtorch.api.dims import as_flag
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.conv_transpose import check_transposed, record_transposed
+from dtorch.api.ops.masked import select
 from dtorch.api.ops.nn_more import adaptive_max_pool2d
 from dtorch.api.ops.spatial import adaptive_avg_pool2d, avg_pool2d, max_pool2d, pad
 from dtorch.api.record import composite, tensor_arg
@@ -289,19 +290,62 @@ def _pass(x: Tensor, dim: int, pool: Pass) -> tuple[Tensor, Tensor | None]:
     return back, where if dim == 2 else where.movedim(2, dim)
 
 
-def _max_passes(x: Tensor, pools: tuple[Pass, Pass, Pass], indices: bool) -> Any:
+def _max_passes(
+    x: Tensor, pools: tuple[Pass, Pass, Pass], indices: bool, windows: Windows | None = None
+) -> Any:
     """The maximum over W, then H, then D; with ``indices`` the flat (d, h, w) index of each
-    maximum in its (D, H, W) volume (each pass's choice gathered through the next)."""
+    maximum in its (D, H, W) volume (each pass's choice gathered through the next).
+    ``windows``: each axis's (kernel, stride, padding, dilation), where a window may hold no
+    tap (``_starts``): its index is torch's, made of the windows' first taps."""
     v, iw = _pass(x, 4, pools[2])
     v, ih = _pass(v, 3, pools[1])
     v, i_d = _pass(v, 2, pools[0])
     if not indices:
         return v
     assert iw is not None and ih is not None and i_d is not None
+    sizes = tuple(x.shape[2:])
+    starts = None if windows is None else _starts(sizes, tuple(v.shape[2:]), windows)
+    if starts is not None:  # a tap-less window's index is past the input: gather in range
+        ih, i_d = ih.clamp(max=sizes[1] - 1), i_d.clamp(max=sizes[0] - 1)
     iw = iw.gather(3, ih).gather(2, i_d)
     ih = ih.gather(2, i_d)
-    height, width = x.shape[3], x.shape[4]
-    return v, i_d * (height * width) + ih * width + iw
+    height, width = sizes[1], sizes[2]
+    index = i_d * (height * width) + ih * width + iw
+    if starts is None:
+        return v, index
+    empty, first = starts
+    return v, select("max_pool3d", beside(index, empty), beside(index, first), index)
+
+
+#: Per axis (D, H, W) of a max pool: kernel, stride, padding, dilation.
+Windows = tuple[tuple[int, int, int, int], ...]
+
+
+def _starts(
+    sizes: tuple[int, ...], outs: tuple[int, ...], windows: Windows
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Where a window holds no tap (all in the padding), torch's index of it: its first taps
+    (each start moved past the padding by whole dilations) as a flat (d, h, w) index; None
+    where every window holds one (the usual case: nothing to add)."""
+    axes = []
+    for size, out, (k, s, p, d) in zip(sizes, outs, windows, strict=True):
+        first = [_first_tap(o * s - p, d) for o in range(out)]
+        ends = [min(o * s - p + (k - 1) * d + 1, size) for o in range(out)]
+        holds_none = [f >= e for f, e in zip(first, ends, strict=True)]
+        axes.append((torch.tensor(first), torch.tensor(holds_none)))
+    (fd, ed), (fh, eh), (fw, ew) = axes
+    empty = ed[:, None, None] | eh[None, :, None] | ew[None, None, :]
+    if not bool(empty.any()):
+        return None
+    index = (fd[:, None, None] * sizes[1] + fh[None, :, None]) * sizes[2] + fw[None, None, :]
+    return empty, index
+
+
+def _first_tap(start: int, dilation: int) -> int:
+    # torch's: a window starting in the padding moves by whole dilations into the input
+    while start < 0:
+        start += dilation
+    return start
 
 
 def _windowed(name: str, kernel_size: Any, stride: Any, padding: Any) -> tuple[Triple, ...]:
@@ -345,9 +389,10 @@ def max_pool3d(
     _refuse_volume_shards(name, [("input", input)])
     _check_pads(name, kernel, pads)
     with_indices = bool(return_indices)  # torch's functional dispatches on its truth
-    pools = tuple(_max_pool_pass(k, s, p, d, ceil, with_indices)
-                  for k, s, p, d in zip(kernel, strides, pads, dilations, strict=True))  # fmt: skip
-    return _unbatched(_max_passes(_batched(input), pools, with_indices), input)  # type: ignore[arg-type]
+    windows = tuple(zip(kernel, strides, pads, dilations, strict=True))
+    pools = tuple(_max_pool_pass(k, s, p, d, ceil, with_indices) for k, s, p, d in windows)
+    out = _max_passes(_batched(input), pools, with_indices, windows)  # type: ignore[arg-type]
+    return _unbatched(out, input)
 
 
 def _check_pads(name: str, kernel: Triple, pads: Triple) -> None:
