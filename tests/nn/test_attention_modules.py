@@ -300,6 +300,40 @@ def test_attention_dropout_in_training_draws_as_torch(graph: Any) -> None:
     _close(got_w, want_w, atol=1e-6)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_transformer_layers_in_training_draw_dropout_as_torch(
+    batch_first: bool, norm_first: bool, graph: Any
+) -> None:
+    """torch's batch-first attention returns a transposed (strided) output, and the dropout
+    after it draws its mask in that memory order: the layers draw it so too (with
+    ``batch_first`` they differed from torch by about 0.4 in training)."""
+    mesh = _mesh(0)
+    kw = {"batch_first": batch_first, "norm_first": norm_first}
+    torch.manual_seed(0)
+    refs = (
+        tnn.TransformerEncoderLayer(8, 2, 16, **kw),
+        tnn.TransformerDecoderLayer(8, 2, 16, **kw),
+    )
+    ours = (
+        nn.TransformerEncoderLayer(8, 2, 16, device_mesh=mesh, **kw),
+        nn.TransformerDecoderLayer(8, 2, 16, device_mesh=mesh, **kw),
+    )
+    x, memory = _randn(4, 5, 8), _randn(4, 6, 8) if batch_first else _randn(6, 5, 8)
+    batch = 0 if batch_first else 1
+    for ref, layer in zip(refs, ours, strict=True):
+        _loaded(ref, layer, train=True)
+        extra = () if isinstance(ref, tnn.TransformerEncoderLayer) else (memory,)
+        torch.manual_seed(7)
+        want = ref(x, *extra)
+        inputs = (
+            _batched(x, mesh, batch, graph),
+            *(_batched(m, mesh, batch, graph) for m in extra),
+        )
+        torch.manual_seed(7)
+        _close(layer(*inputs), want)
+
+
 @pytest.mark.parametrize("need_weights", [True, False])
 def test_sequence_sharded_query_and_redistributed_inputs(need_weights: bool, graph: Any) -> None:
     """A query sharded on batch and sequence keeps both (output, weights); a key/value with

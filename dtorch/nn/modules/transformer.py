@@ -86,7 +86,11 @@ class _Block(Module):
         return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
     def _residual(
-        self, x: Tensor, norm: Module, drop: Module, block: Callable[..., Tensor]
+        self,
+        x: Tensor,
+        norm: Module,
+        drop: Callable[[Tensor], Tensor],
+        block: Callable[..., Tensor],
     ) -> Tensor:
         """``x + block(norm(x))`` (norm_first) or ``norm(x + block(x))``, the block dropped
         out; ``x`` with its features whole first (see ``_whole_features``)."""
@@ -118,6 +122,16 @@ def _attend(
     """``attn`` over ``memory`` (None: ``x`` itself), without the weights (torch's blocks)."""
     kv = x if memory is None else memory
     return attn(x, kv, kv, padding, False, mask, is_causal=causal)[0]
+
+
+def _sequence_first_dropout(drop: Module, batch_first: bool, y: Tensor) -> Tensor:
+    """``drop`` of an attention output as torch draws it: torch's batch-first attention
+    returns its (L, N, E) result transposed (a strided view) and dropout draws its mask in
+    that memory order, so the mask is drawn on the (L, N, E) layout here and transposed back
+    (dtorch draws in row-major order: drawn on (N, L, E), the layer's masks differed)."""
+    if not (batch_first and y.ndim == 3):  # unbatched or sequence-first: no transpose
+        return drop(y)
+    return drop(y.transpose(0, 1)).transpose(0, 1)
 
 
 def _layer_kw(bias: bool, device: Device, dtype: Any, mesh: DeviceMesh | None) -> dict[str, Any]:
@@ -172,7 +186,8 @@ class TransformerEncoderLayer(_Block):
     ) -> Tensor:
         """torch's forward: ``src`` (S, N, E), or (N, S, E) with ``batch_first``."""
         attend = partial(_attend, self.self_attn, None, src_mask, src_key_padding_mask, is_causal)
-        x = self._residual(src, self.norm1, self.dropout1, attend)
+        drop = partial(_sequence_first_dropout, self.dropout1, self.self_attn.batch_first)
+        x = self._residual(src, self.norm1, drop, attend)
         return self._residual(x, self.norm2, self.dropout2, self._ff_block)
 
 
@@ -241,8 +256,11 @@ class TransformerDecoderLayer(_Block):
             memory_key_padding_mask,
             memory_is_causal,
         )
-        x = self._residual(tgt, self.norm1, self.dropout1, attend)
-        x = self._residual(x, self.norm2, self.dropout2, cross)
+        first = self.self_attn.batch_first
+        drop1 = partial(_sequence_first_dropout, self.dropout1, first)
+        drop2 = partial(_sequence_first_dropout, self.dropout2, first)
+        x = self._residual(tgt, self.norm1, drop1, attend)
+        x = self._residual(x, self.norm2, drop2, cross)
         return self._residual(x, self.norm3, self.dropout3, self._ff_block)
 
 
