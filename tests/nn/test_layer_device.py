@@ -241,3 +241,35 @@ def test_a_device_the_graph_cannot_run_is_refused(graph: dtorch.Graph) -> None:
     for make in _WEIGHTED:
         with pytest.raises(MeshError, match="cannot run on"):
             make(device="cuda:0")
+
+
+#: Layers without parameters (and losses, whose weight buffer is optional), built bare.
+_PARAMETER_FREE: list[Callable[..., nn.Module]] = [
+    partial(nn.AdaptiveMaxPool1d, 2), partial(nn.AdaptiveMaxPool2d, 2), partial(nn.LPPool1d, 2, 2),
+    partial(nn.LPPool2d, 2, 2), partial(nn.MaxUnpool1d, 2), partial(nn.MaxUnpool2d, 2),
+    partial(nn.Upsample, scale_factor=2), partial(nn.UpsamplingNearest2d, scale_factor=2),
+    partial(nn.UpsamplingBilinear2d, scale_factor=2), partial(nn.PixelShuffle, 2),
+    partial(nn.PixelUnshuffle, 2), partial(nn.ChannelShuffle, 2), partial(nn.Unfold, 2),
+    partial(nn.Fold, (4, 4), 2), partial(nn.LocalResponseNorm, 2), nn.RReLU, nn.PairwiseDistance,
+    nn.MSELoss, nn.L1Loss, nn.SmoothL1Loss, nn.HuberLoss, nn.KLDivLoss, nn.SoftMarginLoss,
+    nn.CosineEmbeddingLoss, nn.TripletMarginLoss, nn.TripletMarginWithDistanceLoss,
+    nn.MarginRankingLoss, nn.HingeEmbeddingLoss, nn.GaussianNLLLoss, nn.PoissonNLLLoss,
+    nn.MultiLabelMarginLoss, nn.BCELoss, nn.BCEWithLogitsLoss, nn.CrossEntropyLoss, nn.NLLLoss,
+    nn.MultiMarginLoss, nn.MultiLabelSoftMarginLoss,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("make", _PARAMETER_FREE, ids=lambda m: getattr(m, "func", m).__name__)
+def test_every_parameter_free_layer_takes_the_placement_keywords(
+    make: Callable[..., nn.Module], graph: dtorch.Graph
+) -> None:
+    """docs/nn.md: layers without parameters take ``device``/``device_mesh``/``dtype`` (one of
+    the first two) and ignore them (these raised a TypeError); a loss's weight buffer goes on
+    the device given."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    for keywords in ({"device_mesh": mesh}, {"device": "cpu:1"}, {"dtype": torch.float64}):
+        assert repr(make(**keywords)) == repr(make())
+    with pytest.raises(MeshError, match=r": give device_mesh or device, not both"):
+        make(device="cpu", device_mesh=mesh)
+    weighted = nn.BCELoss(weight=torch.tensor([1.0, 2.0]), device="cpu:1")
+    assert weighted.weight is not None and weighted.weight.device_mesh == DeviceMesh("cpu:1")

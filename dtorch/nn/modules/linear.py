@@ -29,10 +29,12 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -47,6 +49,8 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate
 from dtorch.nn.modules.module import Module
 from dtorch.nn.parameter import Parameter
+
+_M = TypeVar("_M", bound=Module)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,39 @@ def check_mesh_or_device(layer: str, device_mesh: Any, device: Any) -> None:
             f"{layer}: give device_mesh or device, not both (got device_mesh={device_mesh!r}, "
             f"device={device!r})"
         )
+
+
+def placement_keywords(cls: type[_M]) -> type[_M]:
+    """Class decorator: ``cls``'s ``__init__`` also takes torch's ``device=`` and ``dtype=``
+    and DTorch's ``device_mesh=``, as every layer does (docs/nn.md). A layer without
+    parameters checks them (one of ``device``/``device_mesh`` at most) and ignores them; one
+    whose ``__init__`` takes ``device_mesh`` itself (a loss with a ``weight`` buffer) gets
+    ``device=`` as the one-device mesh it names.
+
+    Example:
+        >>> import dtorch
+        >>> @placement_keywords
+        ... class Twice(dtorch.nn.Module):
+        ...     def forward(self, x):
+        ...         return 2 * x
+        >>> Twice(device="cpu")(dtorch.ones(1)).tolist()
+        [2.0]
+    """
+    init = cls.__init__
+    takes_mesh = "device_mesh" in inspect.signature(init).parameters
+
+    @functools.wraps(init)
+    def __init__(
+        self: Any, *args: Any, device: Any = None, dtype: Any = None, **kwargs: Any
+    ) -> None:
+        mesh = kwargs.get("device_mesh") if takes_mesh else kwargs.pop("device_mesh", None)
+        check_mesh_or_device(cls.__name__, mesh, device)
+        if takes_mesh and device is not None:
+            kwargs["device_mesh"] = resolve_mesh(cls.__name__, None, device)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
 
 
 def resolve_mesh(layer: str, device_mesh: Any, device: Any) -> DeviceMesh:

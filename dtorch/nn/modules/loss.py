@@ -25,6 +25,7 @@ from dtorch.api.creation import from_torch
 from dtorch.api.ops import class_losses, losses
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
+from dtorch.nn.modules.linear import placement_keywords
 from dtorch.nn.modules.module import Module
 
 
@@ -61,6 +62,7 @@ def _buffer(value: Any, device_mesh: DeviceMesh | None) -> Tensor | None:
     return value  # None, a dtorch tensor, or what register_buffer refuses with its message
 
 
+@placement_keywords
 class MSELoss(_Loss):
     """``mse_loss``: the squared error, reduced.
 
@@ -74,6 +76,7 @@ class MSELoss(_Loss):
         return losses.mse_loss(input, target, reduction=self.reduction)
 
 
+@placement_keywords
 class L1Loss(_Loss):
     """``l1_loss``: the absolute error, reduced.
 
@@ -87,6 +90,7 @@ class L1Loss(_Loss):
         return losses.l1_loss(input, target, reduction=self.reduction)
 
 
+@placement_keywords
 class SmoothL1Loss(_Loss):
     """``smooth_l1_loss`` with ``beta``.
 
@@ -110,6 +114,7 @@ class SmoothL1Loss(_Loss):
         return losses.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
 
+@placement_keywords
 class HuberLoss(_Loss):
     """``huber_loss`` with ``delta``.
 
@@ -129,6 +134,7 @@ class HuberLoss(_Loss):
         return losses.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
 
+@placement_keywords
 class BCELoss(_WeightedLoss):
     """``binary_cross_entropy`` of probabilities, ``weight`` broadcast onto the terms.
 
@@ -142,6 +148,7 @@ class BCELoss(_WeightedLoss):
         return losses.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
+@placement_keywords
 class BCEWithLogitsLoss(_Loss):
     """``binary_cross_entropy_with_logits``, with ``weight`` and ``pos_weight`` buffers.
 
@@ -171,6 +178,7 @@ class BCEWithLogitsLoss(_Loss):
         )
 
 
+@placement_keywords
 class KLDivLoss(_Loss):
     """``kl_div`` of log-probabilities (``log_target``: the target's too).
 
@@ -195,6 +203,7 @@ class KLDivLoss(_Loss):
         return losses.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
+@placement_keywords
 class NLLLoss(_WeightedLoss):
     """``nll_loss`` of log-probabilities at class indices, ``ignore_index`` skipped.
 
@@ -223,6 +232,7 @@ class NLLLoss(_WeightedLoss):
         )
 
 
+@placement_keywords
 class CrossEntropyLoss(_WeightedLoss):
     """``cross_entropy`` of logits at class indices or class probabilities.
 

@@ -34,7 +34,14 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Replicate
 from dtorch.nn.modules.activation import _NoParameters
 from dtorch.nn.modules.dropout import Dropout
-from dtorch.nn.modules.linear import Device, check_features, check_float, resolve_mesh, uniform_
+from dtorch.nn.modules.linear import (
+    Device,
+    check_features,
+    check_float,
+    placement_keywords,
+    resolve_mesh,
+    uniform_,
+)
 from dtorch.nn.modules.module import Module
 from dtorch.nn.modules.normalization import _BatchNorm
 from dtorch.nn.parameter import Parameter
@@ -104,6 +111,7 @@ class CosineSimilarity(_NoParameters):
         return cosine_similarity(x1, x2, self.dim, self.eps)
 
 
+@placement_keywords
 class Upsample(Module):
     """``interpolate`` to ``size`` or by ``scale_factor`` in ``mode``.
 
@@ -140,6 +148,7 @@ class Upsample(Module):
         return f"{info}, mode={self.mode!r}"
 
 
+@placement_keywords
 class UpsamplingNearest2d(Upsample):
     """``Upsample`` in ``"nearest"`` mode.
 
@@ -153,6 +162,7 @@ class UpsamplingNearest2d(Upsample):
         super().__init__(size, scale_factor, mode="nearest")
 
 
+@placement_keywords
 class UpsamplingBilinear2d(Upsample):
     """``Upsample`` in ``"bilinear"`` mode with ``align_corners=True``.
 
@@ -183,6 +193,7 @@ class Softmax2d(_NoParameters):
         return softmax(input, -3)
 
 
+@placement_keywords
 class ChannelShuffle(Module):
     """``channel_shuffle`` in ``groups``.
 
@@ -203,6 +214,7 @@ class ChannelShuffle(Module):
         return f"groups={self.groups}"
 
 
+@placement_keywords
 class LocalResponseNorm(Module):
     """``local_response_norm`` over ``size`` neighbouring channels.
 
@@ -238,6 +250,7 @@ class _LPPoolNd(Module):
                 f"stride={self.stride}, ceil_mode={self.ceil_mode}")  # fmt: skip
 
 
+@placement_keywords
 class LPPool1d(_LPPoolNd):
     """``lp_pool1d``.
 
@@ -252,6 +265,7 @@ class LPPool1d(_LPPoolNd):
                               self.ceil_mode)  # fmt: skip
 
 
+@placement_keywords
 class LPPool2d(_LPPoolNd):
     """``lp_pool2d``.
 
@@ -287,6 +301,7 @@ class _MaxUnpoolNd(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
+@placement_keywords
 class MaxUnpool1d(_MaxUnpoolNd):
     """``max_unpool1d``: ``forward(input, indices, output_size=None)``.
 
@@ -301,6 +316,7 @@ class MaxUnpool1d(_MaxUnpoolNd):
                                  output_size)  # fmt: skip
 
 
+@placement_keywords
 class MaxUnpool2d(_MaxUnpoolNd):
     """``max_unpool2d``: ``forward(input, indices, output_size=None)``.
 
@@ -317,6 +333,7 @@ class MaxUnpool2d(_MaxUnpoolNd):
                                  output_size)  # fmt: skip
 
 
+@placement_keywords
 class RReLU(Module):
     """``rrelu`` with ``lower``/``upper``: random slopes in training mode (waits for the
     input, torch's draws), the mean slope in eval mode.

@@ -18,10 +18,12 @@ from typing import Any
 from dtorch.api.ops import nn_misc_losses as fn
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
+from dtorch.nn.modules.linear import placement_keywords
 from dtorch.nn.modules.loss import _Loss, _WeightedLoss
 from dtorch.nn.modules.nn_more import PairwiseDistance
 
 
+@placement_keywords
 class MultiMarginLoss(_WeightedLoss):
     """``multi_margin_loss`` with ``p`` (1 or 2), ``margin`` and a class ``weight``.
 
@@ -49,6 +51,7 @@ class MultiMarginLoss(_WeightedLoss):
                                     weight=self.weight, reduction=self.reduction)  # fmt: skip
 
 
+@placement_keywords
 class MultiLabelMarginLoss(_Loss):
     """``multilabel_margin_loss``.
 
@@ -63,6 +66,7 @@ class MultiLabelMarginLoss(_Loss):
         return fn.multilabel_margin_loss(input, target, reduction=self.reduction)
 
 
+@placement_keywords
 class TripletMarginWithDistanceLoss(_Loss):
     """``triplet_margin_with_distance_loss`` with ``distance_function`` (default
     ``PairwiseDistance()``, a submodule as in torch), ``margin`` and ``swap``.

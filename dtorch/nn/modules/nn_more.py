@@ -49,7 +49,14 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Replicate
 from dtorch.nn.modules.conv import check_groups, index_ints
 from dtorch.nn.modules.dropout import Dropout
-from dtorch.nn.modules.linear import Device, check_features, check_float, resolve_mesh, uniform_
+from dtorch.nn.modules.linear import (
+    Device,
+    check_features,
+    check_float,
+    placement_keywords,
+    resolve_mesh,
+    uniform_,
+)
 from dtorch.nn.modules.module import Module
 from dtorch.nn.modules.normalization import _BatchNorm
 from dtorch.nn.parameter import Parameter
@@ -214,6 +221,7 @@ class Dropout3d(Dropout):
         return dropout3d(input, self.p, self.training, self.inplace)
 
 
+@placement_keywords
 class PairwiseDistance(Module):
     """``pairwise_distance`` with ``p``, ``eps`` and ``keepdim``.
 

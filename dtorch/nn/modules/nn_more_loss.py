@@ -19,9 +19,11 @@ from typing import Any
 
 from dtorch.api.ops import nn_more_losses as fn
 from dtorch.api.tensor import Tensor
+from dtorch.nn.modules.linear import placement_keywords
 from dtorch.nn.modules.loss import _Loss, _WeightedLoss
 
 
+@placement_keywords
 class CosineEmbeddingLoss(_Loss):
     """``cosine_embedding_loss`` with ``margin``.
 
@@ -44,6 +46,7 @@ class CosineEmbeddingLoss(_Loss):
                                         reduction=self.reduction)  # fmt: skip
 
 
+@placement_keywords
 class MarginRankingLoss(_Loss):
     """``margin_ranking_loss`` with ``margin``.
 
@@ -66,6 +69,7 @@ class MarginRankingLoss(_Loss):
                                       reduction=self.reduction)  # fmt: skip
 
 
+@placement_keywords
 class TripletMarginLoss(_Loss):
     """``triplet_margin_loss`` with ``margin``, ``p``, ``eps`` and ``swap``.
 
@@ -91,6 +95,7 @@ class TripletMarginLoss(_Loss):
                                       self.swap, reduction=self.reduction)  # fmt: skip
 
 
+@placement_keywords
 class PoissonNLLLoss(_Loss):
     """``poisson_nll_loss`` with ``log_input``, ``full`` and ``eps``.
 
@@ -112,6 +117,7 @@ class PoissonNLLLoss(_Loss):
                                    reduction=self.reduction)  # fmt: skip
 
 
+@placement_keywords
 class GaussianNLLLoss(_Loss):
     """``gaussian_nll_loss`` with ``full`` and ``eps``.
 
@@ -130,6 +136,7 @@ class GaussianNLLLoss(_Loss):
                                     reduction=self.reduction)  # fmt: skip
 
 
+@placement_keywords
 class HingeEmbeddingLoss(_Loss):
     """``hinge_embedding_loss`` with ``margin``.
 
@@ -150,6 +157,7 @@ class HingeEmbeddingLoss(_Loss):
         return fn.hinge_embedding_loss(input, target, self.margin, reduction=self.reduction)
 
 
+@placement_keywords
 class SoftMarginLoss(_Loss):
     """``soft_margin_loss``.
 
@@ -163,6 +171,7 @@ class SoftMarginLoss(_Loss):
         return fn.soft_margin_loss(input, target, reduction=self.reduction)
 
 
+@placement_keywords
 class MultiLabelSoftMarginLoss(_WeightedLoss):
     """``multilabel_soft_margin_loss`` with a ``weight`` buffer per class.
 

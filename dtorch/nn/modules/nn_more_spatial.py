@@ -21,9 +21,11 @@ from dtorch.api.ops.nn_more import (
     pixel_unshuffle,
 )
 from dtorch.api.tensor import Tensor
+from dtorch.nn.modules.linear import placement_keywords
 from dtorch.nn.modules.module import Module
 
 
+@placement_keywords
 class PixelShuffle(Module):
     """``pixel_shuffle`` by ``upscale_factor``.
 
@@ -44,6 +46,7 @@ class PixelShuffle(Module):
         return f"upscale_factor={self.upscale_factor}"
 
 
+@placement_keywords
 class PixelUnshuffle(Module):
     """``pixel_unshuffle`` by ``downscale_factor``.
 
@@ -64,6 +67,7 @@ class PixelUnshuffle(Module):
         return f"downscale_factor={self.downscale_factor}"
 
 
+@placement_keywords
 class AdaptiveMaxPool2d(Module):
     """``adaptive_max_pool2d`` to ``output_size`` (with ``return_indices``, the indices too).
 
@@ -84,6 +88,7 @@ class AdaptiveMaxPool2d(Module):
         return f"output_size={self.output_size}"
 
 
+@placement_keywords
 class AdaptiveMaxPool1d(Module):
     """``adaptive_max_pool1d`` to ``output_size`` (with ``return_indices``, the indices too).
 
@@ -104,6 +109,7 @@ class AdaptiveMaxPool1d(Module):
         return f"output_size={self.output_size}"
 
 
+@placement_keywords
 class Unfold(Module):
     """``unfold`` (im2col) with ``kernel_size``, ``dilation``, ``padding`` and ``stride``.
 
@@ -126,6 +132,7 @@ class Unfold(Module):
                 f"padding={self.padding}, stride={self.stride}")  # fmt: skip
 
 
+@placement_keywords
 class Fold(Module):
     """``fold`` (col2im) to ``output_size`` with ``kernel_size``, ``dilation``, ``padding``
     and ``stride``.
