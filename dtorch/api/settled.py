@@ -20,8 +20,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError
 from dtorch.ir.placement import Partial
+
+#: The dtypes whose ``sum`` keeps the dtype: a Partial of them sums as it is.
+_SUM_KEEPS = frozenset({torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                        torch.complex64, torch.complex128})  # fmt: skip
 
 if TYPE_CHECKING:
     from dtorch.api.future import TensorFuture
@@ -30,7 +35,10 @@ if TYPE_CHECKING:
 
 def settled(value: Tensor) -> TensorFuture:
     """A future that raises if ``value`` failed on any of its devices (its value: the sum of
-    ``value``, of no use). A dtype torch does not sum (float8) is summed as bools."""
+    ``value``, of no use). A dtype torch does not sum (float8) is summed as bools; a Partial
+    whose sum promotes (int8, int32, bool: the parts would not add up) is summed first."""
+    if any(p.is_partial() for p in value.placements) and value.dtype not in _SUM_KEEPS:
+        value = sum_partials(value)
     try:
         total = value.sum()
     except DtypeError:

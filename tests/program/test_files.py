@@ -209,6 +209,25 @@ def test_in_place_writes_partial_constant_and_list_results(
     torch.testing.assert_close(s.to_torch(), x * 4)  # written back to the input, twice
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int32, torch.uint8, torch.bool])
+def test_partial_constants_whose_sum_promotes_load(
+    dtype: torch.dtype, graph: dtorch.Graph, tmp_path: Path
+) -> None:
+    """The loader waits on each constant through its sum; a Partial int8/int32/uint8/bool one
+    (whose sum promotes, so the parts would not add up) failed to load with a PlacementError
+    from that sum: it is summed across the devices first."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    full = torch.tensor([1, 0, 1]).to(dtype)
+    constant = dtorch.from_torch(full, device_mesh=mesh, placements=[P])
+    example = dtorch.zeros(3, dtype=dtype, device_mesh=mesh, placements=[P])
+    program = dtorch.trace(lambda x: x + constant, example)
+    path = tmp_path / "p.dtorch"
+    program.save(path)
+    loaded = dtorch.load_program(path, graph=graph)
+    x = dtorch.zeros(3, dtype=dtype, device_mesh=mesh, placements=[P], graph=graph)
+    assert torch.equal(loaded(x).to_torch(), full)
+
+
 def test_fresh_ids(graph: dtorch.Graph, tmp_path: Path) -> None:
     program, _ = _traced()
     path = tmp_path / "p.dtorch"
