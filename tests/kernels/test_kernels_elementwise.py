@@ -70,6 +70,7 @@ _BINARY_FNS = {
     BinaryKind.ZETA: torch.special.zeta,
     BinaryKind.FMAX: torch.fmax,
     BinaryKind.FMIN: torch.fmin,
+    BinaryKind.COMPLEX: torch.complex,
 }
 #: Kinds tested on integers (torch's bitwise, shift, gcd and lcm kernels refuse floats).
 _INT_KINDS = {
@@ -112,6 +113,7 @@ def _linear_partials(kind: BinaryKind) -> set[tuple[object, object]]:
         BinaryKind.ADD: {(Partial(), Partial())},
         BinaryKind.SUB: {(Partial(), Partial())},
         BinaryKind.MUL: {(Partial(), Replicate()), (Replicate(), Partial())},
+        BinaryKind.COMPLEX: {(Partial(), Partial())},  # re + im * 1j: linear in both
     }.get(kind, set())
 
 
@@ -215,9 +217,15 @@ _MATH_FNS = {
     MathKind.ACOSH: torch.acosh,
     MathKind.ATANH: torch.atanh,
     MathKind.TRIGAMMA: lambda x: torch.polygamma(1, x),
+    MathKind.CONJ: torch.conj_physical,
+    MathKind.REAL: torch.real,
+    MathKind.IMAG: torch.imag,
+    MathKind.ANGLE: torch.angle,
 }
 #: The linear unary kinds: they keep a Partial (of a dtype that converts linearly).
 _LINEAR_MATH = {MathKind.NEG, MathKind.DEG2RAD, MathKind.RAD2DEG}
+#: The linear kinds whose result has the input's dtype (or its real part's): any Partial.
+_KEEPING_MATH = {MathKind.NEG, MathKind.CONJ, MathKind.REAL, MathKind.IMAG}
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES)
@@ -225,13 +233,15 @@ _LINEAR_MATH = {MathKind.NEG, MathKind.DEG2RAD, MathKind.RAD2DEG}
 def test_math_all_layouts(kind: MathKind, mesh_shape: tuple[int, ...]) -> None:
     if kind is MathKind.BITWISE_NOT:  # torch's bitwise_not refuses floats
         inputs = (_ints(5, 3), _ints(2, 3, 4), _ints(7))
+    elif kind is MathKind.IMAG:  # torch's imag refuses real tensors
+        inputs = tuple(_randn(*s).to(torch.complex64) for s in ((5, 3), (2, 3, 4), (7,)))
     else:
         inputs = (_randn(5, 3), _randn(2, 3, 4), _ints(7))
     for x in inputs:
         accepted = run_layouts("op", BaseMathParam(kind), [x], mesh_shape, [_MATH_FNS[kind](x)])
         partial = any(Partial() in pl for (pl,) in accepted)
         # deg2rad of int64 parts is a float32 of each part, rounded on its own: not linear
-        linear = kind is MathKind.NEG or (kind in _LINEAR_MATH and x.is_floating_point())
+        linear = kind in _KEEPING_MATH or (kind in _LINEAR_MATH and x.is_floating_point())
         assert partial == linear
         assert len(accepted) > 1
 
