@@ -430,7 +430,11 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
         result, results = flatten(returned, _is_tensor, "the result")
         for tensor in results:
             if tensor._graph is not graph:
-                raise TraceError(f"dtorch.trace({name}): a result belongs to another graph")
+                raise TraceError(
+                    f"dtorch.trace({name}): a result belongs to another graph than the one "
+                    "traced (its tensor arguments', or without any the thread's default "
+                    "graph); trace under `with graph.as_default():` the graph it computes on"
+                )
         spec = build_spec(tracer, own, args, results, result)
     except BaseException:
         tracer.release_pins()
