@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,6 +53,21 @@ def capped_product(values: Sequence[int], cap: int) -> int:
         if product > cap:
             return cap + 1
     return product
+
+
+def sharding_mesh_dims(
+    placements: Sequence[Placement], ndim: int, dims: Collection[int]
+) -> tuple[int, ...]:
+    """The mesh dims whose placement shards one of ``dims`` (counted from 0) of an ``ndim``-D
+    tensor, in order: the lines a group kernel gathers or reduces along.
+
+    Example:
+        >>> sharding_mesh_dims((Shard(0), Shard(-1)), 2, (1,))
+        (1,)
+    """
+    return tuple(
+        m for m, p in enumerate(placements) if isinstance(p, Shard) and p.dim % ndim in dims
+    )
 
 
 def chunk_bounds(size: int, parts: int, index: int) -> tuple[int, int]:

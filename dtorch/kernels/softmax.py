@@ -31,7 +31,7 @@ import torch
 from dtorch.comm.group.reduce_op import ReduceOp
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import SplitSoftmaxParam
-from dtorch.ir.placement import Shard
+from dtorch.ir.sharding import sharding_mesh_dims
 from dtorch.kernels.base import GroupKernel, KernelContext, Shards
 
 if TYPE_CHECKING:
@@ -75,12 +75,10 @@ _REDUCED = (torch.float16, torch.bfloat16)
 def sharding_lines(ctx: KernelContext, dims: Collection[int]) -> list[tuple[int, ...]]:
     """The groups to reduce over, in order: per mesh dim sharding one of ``dims`` (of the
     first input), the lines along it that hold a device of this caller (sorted)."""
-    mesh, placements = ctx.inputs[0].mesh, ctx.inputs[0].placements
-    ndim = ctx.inputs[0].ndim
+    x = ctx.inputs[0]
     lines: list[tuple[int, ...]] = []
-    for mesh_dim, placement in enumerate(placements):
-        if isinstance(placement, Shard) and placement.dim % ndim in dims:
-            lines.extend(sorted({mesh.group_of(d, mesh_dim) for d in ctx.devices}))
+    for mesh_dim in sharding_mesh_dims(x.placements, x.ndim, dims):
+        lines.extend(sorted({x.mesh.group_of(d, mesh_dim) for d in ctx.devices}))
     return lines
 
 

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -48,10 +49,9 @@ from dtorch.ir.params import (
     SplitScanParam,
     SplitTopKParam,
 )
-from dtorch.ir.placement import Shard
 from dtorch.ir.rules.reduce import reduce_plan
 from dtorch.ir.rules.torch_ops import REDUCE, SCAN
-from dtorch.ir.sharding import ShardSpec
+from dtorch.ir.sharding import ShardSpec, sharding_mesh_dims
 from dtorch.kernels.base import GroupKernel, KernelContext, Shards
 from dtorch.kernels.softmax import sharding_groups
 
@@ -327,17 +327,13 @@ def _planes(ctx: KernelContext, dim: int) -> tuple[list[tuple[int, ...]], list[T
     caller (sorted), and their groups, opened in that order."""
     x_op = ctx.inputs[0]
     assert ctx.groups is not None, "a group kernel needs the caller's ThreadGroupManager"
-    splitting = [
-        m
-        for m, p in enumerate(x_op.placements)
-        if isinstance(p, Shard) and p.dim % x_op.ndim == dim
-    ]
+    splitting = sharding_mesh_dims(x_op.placements, x_op.ndim, (dim,))
     planes = sorted({_plane(x_op.mesh, d, splitting) for d in ctx.devices})
     groups = [ctx.groups.get_group(x_op.mesh.device_kind, plane, ctx.devices) for plane in planes]
     return planes, groups
 
 
-def _plane(mesh: DeviceMesh, device: int, splitting: list[int]) -> tuple[int, ...]:
+def _plane(mesh: DeviceMesh, device: int, splitting: Sequence[int]) -> tuple[int, ...]:
     """The devices of ``mesh`` alike ``device`` on every mesh dim but ``splitting``."""
     coordinate = list(mesh.coordinate_of(device))
     plane = []

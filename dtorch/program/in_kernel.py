@@ -40,6 +40,7 @@ from dtorch.ir.operator import Operand, Operator
 from dtorch.ir.opkind import OpKind, ReduceKind
 from dtorch.ir.params import (
     SdpaParam,
+    SplitCumExtremeParam,
     SplitOrderStatParam,
     SplitReduceParam,
     SplitScanParam,
@@ -47,7 +48,7 @@ from dtorch.ir.params import (
     SplitSortParam,
     SplitTopKParam,
 )
-from dtorch.ir.placement import Shard
+from dtorch.ir.sharding import sharding_mesh_dims
 
 #: One collective kind issued ``count`` times along the mesh dims ``where`` names.
 Issued = tuple[str, int, str]
@@ -56,21 +57,19 @@ Issued = tuple[str, int, str]
 Rule = Callable[[object, Operand], tuple[Issued, ...]]
 
 
-def sharding_mesh_dims(x: Operand, dims: Collection[int]) -> tuple[int, ...]:
-    """The mesh dims whose placement shards one of ``dims`` of ``x`` (counted from 0)."""
-    return tuple(
-        m for m, p in enumerate(x.placements) if isinstance(p, Shard) and p.dim % x.ndim in dims
-    )
+def _sharding(x: Operand, dims: Collection[int]) -> tuple[int, ...]:
+    # the mesh dims the kernels gather along: the same helper the kernels ask
+    return sharding_mesh_dims(x.placements, x.ndim, dims)
 
 
 def _per_line(collective: str, count: int, x: Operand, dims: Collection[int]) -> tuple[Issued, ...]:
     # the kernels gather along each sharding mesh dim in turn
-    return tuple((collective, count, f"mesh dim {m}") for m in sharding_mesh_dims(x, dims))
+    return tuple((collective, count, f"mesh dim {m}") for m in _sharding(x, dims))
 
 
 def _per_plane(collective: str, count: int, x: Operand, dim: int) -> tuple[Issued, ...]:
     # one group over the plane of every mesh dim that splits ``dim``
-    splitting = sharding_mesh_dims(x, (dim % x.ndim,))
+    splitting = _sharding(x, (dim % x.ndim,))
     if not splitting:
         return ()
     where = ", ".join(map(str, splitting))
@@ -114,8 +113,8 @@ def _scan(param: object, x: Operand) -> tuple[Issued, ...]:
 
 
 def _cum_extreme(param: object, x: Operand) -> tuple[Issued, ...]:
-    dim = getattr(param, "dim")  # noqa: B009 (SplitCumExtremeParam: the dim of the run)
-    return _per_plane("all_gather", 2, x, dim)
+    assert isinstance(param, SplitCumExtremeParam)
+    return _per_plane("all_gather", 2, x, param.dim)
 
 
 def _attention(param: object, x: Operand) -> tuple[Issued, ...]:
