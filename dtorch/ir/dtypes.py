@@ -48,6 +48,12 @@ PLAIN_DTYPES: frozenset[torch.dtype] = frozenset(
 
 #: Dtypes of fewer than 8 bits an element: torch names them but has no copy kernel for them,
 #: so no tensor of dtorch (nor ``from_torch`` of one) can hold them.
+SUB_BYTE_DTYPES: frozenset[torch.dtype] = frozenset(
+    d
+    for n in (*(f"int{b}" for b in range(1, 8)), *(f"uint{b}" for b in range(1, 8)))
+    if (d := getattr(torch, n, None)) is not None
+)
+
 #: Dtypes torch has no ``add`` for (``"add_stub" not implemented``): a Partial of one could
 #: never be summed, so no operator makes one.
 UNSUMMABLE_DTYPES: frozenset[torch.dtype] = frozenset(
@@ -62,11 +68,6 @@ UNSUMMABLE_DTYPES: frozenset[torch.dtype] = frozenset(
         "float8_e5m2fnuz",
         "float8_e8m0fnu",
     )
-    if (d := getattr(torch, n, None)) is not None
-)
-SUB_BYTE_DTYPES: frozenset[torch.dtype] = frozenset(
-    d
-    for n in (*(f"int{b}" for b in range(1, 8)), *(f"uint{b}" for b in range(1, 8)))
     if (d := getattr(torch, n, None)) is not None
 )
 
