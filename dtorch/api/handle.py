@@ -459,16 +459,6 @@ class TensorBase(PythonNumbers):
         tensor_arg("is_same_size", other)
         return self.shape == other.shape
 
-    def is_nonzero(self) -> bool:
-        """torch's ``is_nonzero``: the truth of a one-element tensor (waits for it)."""
-        if self.numel() != 1:
-            raise ShapeError(
-                "Boolean value of Tensor with no values is ambiguous"
-                if self.numel() == 0
-                else "Boolean value of Tensor with more than one value is ambiguous"
-            )
-        return bool(self.item())
-
     def __len__(self) -> int:
         if not self._operand.shape:
             raise TypeError("len() of a 0-d tensor")

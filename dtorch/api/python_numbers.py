@@ -1,7 +1,8 @@
 # mypy: disable-error-code="misc"
 # (``self: TensorBase`` in a base of TensorBase: mypy's [misc] asks a self-type to be a supertype)
-"""Python's number protocols on a dtorch tensor of one element, as torch's: ``bool(t)``,
-``int(t)``, ``float(t)``, ``complex(t)``, ``operator.index(t)`` and ``format(t, spec)``.
+"""Python's number protocols on a dtorch tensor of one element, as torch's: ``bool(t)``
+(and ``is_nonzero()``), ``int(t)``, ``float(t)``, ``complex(t)``, ``operator.index(t)`` and
+``format(t, spec)``.
 Each waits for the value (``item()``); torch's errors for more elements or an imaginary part
 that an int or float cannot hold.
 
@@ -32,12 +33,16 @@ class PythonNumbers:
 
     def __bool__(self: TensorBase) -> bool:
         if self.numel() != 1:
-            raise RuntimeError(
+            raise ShapeError(  # torch's RuntimeError
                 "Boolean value of Tensor with no values is ambiguous"
                 if self.numel() == 0
                 else "Boolean value of Tensor with more than one value is ambiguous"
             )
         return bool(self.item())
+
+    def is_nonzero(self: TensorBase) -> bool:
+        """torch's ``is_nonzero``: ``bool(t)`` of a one-element tensor (waits for it)."""
+        return self.__bool__()
 
     def __int__(self: TensorBase) -> int:
         return int(self._one_value("int64_t"))
