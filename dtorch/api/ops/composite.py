@@ -87,8 +87,9 @@ def _number(name: str, arg: str, value: Any) -> bool | int | float:
     return python_number(value)
 
 
-def _in(dtype: torch.dtype, number: bool | int | float) -> bool | int | float:
-    """``number`` as torch's kernels apply it to a ``dtype`` result (cast, so truncated)."""
+def applied_number(dtype: torch.dtype, number: bool | int | float) -> bool | int | float:
+    """``number`` as torch's kernels apply it to a ``dtype`` result (an integer one cast, so
+    truncated; a bool one as its truth; a floating or complex one keeps the fraction)."""
     if dtype == torch.bool:
         return bool(number)
     return number if dtype.is_floating_point or dtype.is_complex else int(number)
@@ -168,7 +169,7 @@ def _addc(kind: BinaryKind, name: str, input: Any, t1: Any, t2: Any, value: Any)
         raise ParamError(f"{name}: value={number!r} for a {dtype} result: {refusal}")
     work = work_dtype(dtype)
     base, a, b = (cast(t, work) for t in tensors)
-    number = _in(dtype, number)  # torch's (value * tensor1) <op> tensor2; * 1 is exact
+    number = applied_number(dtype, number)  # torch's (value * tensor1) <op> tensor2; * 1 is exact
     scaled = a if number == 1 else binary(BinaryKind.MUL, name, a, number)
     out = binary(BinaryKind.ADD, name, base, binary(kind, name, scaled, b))
     return cast(out, dtype)
@@ -199,7 +200,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: An
     size = _addmm_shape(x, m1, m2)
     b, a = _number("addmm", "beta", beta), _number("addmm", "alpha", alpha)
     dtype = result_dtype("addmm", x, m1, m2, b, a)
-    b, a = _in(dtype, b), _in(dtype, a)
+    b, a = applied_number(dtype, b), applied_number(dtype, a)
     work = work_dtype(dtype)
     x, m1, m2 = cast(x, work), cast(m1, work), cast(m2, work)
     if a == 0:

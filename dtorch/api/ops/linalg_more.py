@@ -27,6 +27,7 @@ import torch
 
 from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops.composite import applied_number
 from dtorch.api.ops.convert import cast, clone
 from dtorch.api.ops.elementwise import binary
 from dtorch.api.ops.math_more import conj
@@ -248,12 +249,6 @@ def _einsum(name: str, param: EinsumParam, a: Tensor, b: Tensor) -> Tensor:
     return record(name, param, (a, b))[0]
 
 
-def _in(dtype: torch.dtype, number: bool | int | float) -> bool | int | float:
-    """``number`` as torch's kernels apply it to a ``dtype`` result (an integer one cast, so
-    truncated; a floating or complex one keeps the fraction)."""
-    return number if dtype.is_floating_point or dtype.is_complex else int(number)
-
-
 def _add_product(
     name: str,
     x: Tensor,
@@ -265,7 +260,7 @@ def _add_product(
     """``beta * x + alpha * product(*factors)`` at ``size``, as ``addmm`` computes it."""
     beta, alpha = (_number(name, arg, v) for arg, v in zip(("beta", "alpha"), scales, strict=True))
     dtype = x.dtype
-    beta, alpha = _in(dtype, beta), _in(dtype, alpha)
+    beta, alpha = applied_number(dtype, beta), applied_number(dtype, alpha)
     work = torch.float32 if dtype in _REDUCED else dtype
     x = cast(x, work)
     if alpha == 0:
