@@ -73,8 +73,9 @@ def _floating(name: str, dtype: Any, input_dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
-def _check_input(name: str, a: Tensor, dtype: Any) -> None:
-    # torch's refusals of a matrix norm's input: not floating, or narrowed by ``dtype``
+def _check_input(name: str, a: Tensor, dtype: Any) -> torch.dtype | None:
+    # torch's refusals of a matrix norm's input: not floating, or narrowed by ``dtype``; the
+    # dtype to compute in (None: the input's)
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
         raise DtypeError(
             f"{name}: Expected a floating point or complex tensor as input. Got {a.dtype}"
@@ -85,6 +86,7 @@ def _check_input(name: str, a: Tensor, dtype: Any) -> None:
             f"{name}: the dtype of the input ({a.dtype}) should be convertible without "
             f"narrowing to the specified dtype ({wanted})"
         )
+    return wanted
 
 
 def _matrix_dims(name: str, a: Tensor, dim: Any) -> tuple[int, int]:
@@ -118,11 +120,11 @@ def matrix_norm(
     tensor_arg(name, A)
     dims = _matrix_dims(name, A, dim)
     keep = as_flag(keepdim, name, "keepdim")
-    _check_input(name, A, dtype)
+    wanted = _check_input(name, A, dtype)
     if isinstance(ord, str) and ord == "fro":
         return vector_norm(A, 2, dims, keep, dtype=dtype)
-    if dtype is not None:  # torch computes in dtype: the input cast first
-        A = A.to(_floating(name, dtype, A.dtype))
+    if wanted is not None:  # torch computes in dtype: the input cast first
+        A = A.to(wanted)
     empty = 0 in (A.shape[d] for d in dims)
     if empty and ord in (2, 1, math.inf, "nuc"):
         return A.abs().sum(dims, keepdim=keep)  # torch's 0 for every empty matrix (its
