@@ -22,11 +22,9 @@ import torch
 
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError
+from dtorch.ir.opkind import ReduceKind
 from dtorch.ir.placement import Partial
-
-#: The dtypes whose ``sum`` keeps the dtype: a Partial of them sums as it is.
-_SUM_KEEPS = frozenset({torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
-                        torch.complex64, torch.complex128})  # fmt: skip
+from dtorch.ir.rules.promotion import reduce_dtype
 
 if TYPE_CHECKING:
     from dtorch.api.future import TensorFuture
@@ -37,7 +35,7 @@ def settled(value: Tensor) -> TensorFuture:
     """A future that raises if ``value`` failed on any of its devices (its value: the sum of
     ``value``, of no use). A dtype torch does not sum (float8) is summed as bools; a Partial
     whose sum promotes (int8, int32, bool: the parts would not add up) is summed first."""
-    if any(p.is_partial() for p in value.placements) and value.dtype not in _SUM_KEEPS:
+    if any(p.is_partial() for p in value.placements) and _sum_promotes(value.dtype):
         value = sum_partials(value)
     try:
         total = value.sum()
@@ -45,3 +43,13 @@ def settled(value: Tensor) -> TensorFuture:
         total = value.to(torch.bool).sum()
     partial = total.redistribute(placements=[Partial()] * total.device_mesh.ndim)
     return partial.to_torch_async()
+
+
+def _sum_promotes(dtype: torch.dtype) -> bool:
+    """Whether ``sum`` gives another dtype than ``dtype`` (torch's rule, as the Reduce rule
+    learns it), so that a Partial's parts would not add up to the sum's; a dtype ``sum``
+    refuses is summed as bools."""
+    try:
+        return reduce_dtype("sum", ReduceKind.SUM, dtype, None) != dtype
+    except DtypeError:
+        return False
