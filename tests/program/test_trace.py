@@ -717,17 +717,16 @@ def test_a_rebind_in_another_thread_during_a_trace_is_not_the_function_s(
     assert program(dtorch.full((4,), 3.0, graph=graph)).tolist() == [7.0] * 4
 
 
-def test_a_function_without_tensor_arguments_traces_on_the_default_graph() -> None:
+def test_a_function_without_tensor_arguments_traces_on_the_default_graph(
+    make_graph: Any,
+) -> None:
     """Without tensor arguments ``trace`` records on the thread's default graph: constants on
     another graph are refused with the way out (``with graph.as_default():``), which works."""
-    other = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False))
-    try:
-        mesh = dtorch.init_device_mesh("cpu", 2)
-        w = dtorch.ones(3, device_mesh=mesh, graph=other)
-        with pytest.raises(TraceError, match=r"trace under `with graph\.as_default\(\):`"):
-            dtorch.trace(lambda: w * 2)
-        with other.as_default():
-            program = dtorch.trace(lambda: w * 2)
-        assert torch.equal(program().to_torch(), torch.full((3,), 2.0))
-    finally:
-        other.close()
+    other = make_graph()  # of the runner under test, not the thread's default graph
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    w = dtorch.ones(3, device_mesh=mesh, graph=other)
+    with pytest.raises(TraceError, match=r"trace under `with graph\.as_default\(\):`"):
+        dtorch.trace(lambda: w * 2)
+    with other.as_default():
+        program = dtorch.trace(lambda: w * 2)
+    assert torch.equal(program().to_torch(), torch.full((3,), 2.0))
