@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import os
 import sys
 import warnings
@@ -84,6 +85,7 @@ def shape_of(size: Sequence[Any]) -> tuple[int, ...]:
     """torch's ``*size`` convention: ints, or one tuple/list/torch.Size of ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         size = tuple(size[0])
+    size = tuple(_held_int(s) for s in size)
     for s in size:
         if isinstance(s, bool) or not isinstance(s, (int, np.integer)):  # torch: TypeError
             raise TypeError(
@@ -94,6 +96,15 @@ def shape_of(size: Sequence[Any]) -> tuple[int, ...]:
                 f"sizes must be non-negative ints (or one tuple of them), got {tuple(size)!r}"
             )
     return tuple(int(s) for s in size)
+
+
+def _held_int(s: Any) -> Any:
+    """An integer tensor of one element (torch's or dtorch's) as its int, as torch reads a
+    size; anything else as it is, for the check that follows."""
+    if not isinstance(s, (torch.Tensor, TensorBase)) or s.numel() != 1:
+        return s
+    exact = not (s.dtype.is_floating_point or s.dtype.is_complex or s.dtype == torch.bool)
+    return operator.index(s) if exact else s
 
 
 def float_dtype(graph: Graph | None, dtype: torch.dtype | None) -> torch.dtype:

@@ -139,6 +139,8 @@ _REFUSED: list[tuple[str, Callable[..., Any], Callable[..., Any] | None, type, s
      lambda t, i: F.huber_loss(t, t, delta=float("nan")), RuntimeError, "non-positive values"),
     ("smooth_l1_loss's beta nan", lambda t, i: DF.smooth_l1_loss(t, t, beta=float("nan")),
      lambda t, i: F.smooth_l1_loss(t, t, beta=float("nan")), RuntimeError, "negative values"),
+    ("logsumexp over None", lambda t, i: t.logsumexp(None), lambda t, i: t.logsumexp(None),
+     TypeError, "argument 'dim' must be an int or a tuple of ints, not None"),
     ("argmax over a list", lambda t, i: t.argmax(dim=[1]), lambda t, i: t.argmax(dim=[1]),
      TypeError, "argument 'dim' must be int, not list"),
     ("eye of a str", lambda t, i: dtorch.eye("a"), lambda t, i: torch.eye("a"), TypeError,
@@ -184,6 +186,18 @@ _NUMPY_INTS: list[tuple[str, Callable[[Any, Any], Any]]] = [
 def test_numpy_integers_are_taken_as_torch_takes_them(what, call, graph) -> None:
     got = call(dtorch, _on(graph, _X)).to_torch()
     assert got.equal(call(torch, _X))
+
+
+def test_one_element_integer_tensors_are_sizes_as_torch_takes_them(graph) -> None:
+    """torch reads a size from a 0-d or one-element integer tensor (``__index__``)."""
+    t = _on(graph, _X)
+    for size in (dtorch.tensor(3), torch.tensor([3]), _on(graph, torch.tensor([2]))):
+        assert t.new_zeros(size, 2).shape == _X.new_zeros(int(size), 2).shape
+        assert dtorch.ones((size, 1)).to_torch().equal(torch.ones(int(size), 1))
+    for refused in (dtorch.tensor(True), dtorch.tensor(2.0), dtorch.tensor([1, 2])):
+        with pytest.raises(TypeError, match="sizes must be non-negative ints"):
+            dtorch.zeros(refused)
+    _healthy(graph)
 
 
 def test_pooling_takes_a_numpy_stride_and_a_mesh_unbinds_tensor_dims(graph) -> None:

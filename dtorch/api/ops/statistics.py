@@ -289,6 +289,8 @@ def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
         1000.69
     """
     keepdim = as_flag(keepdim, "logsumexp", "keepdim")
+    if dim is None:  # torch's signature: dim is required, a tuple of ints
+        raise TypeError("logsumexp(): argument 'dim' must be an int or a tuple of ints, not None")
     _refuse_partial("logsumexp", input)
     x = input if _inexact(input) else input.to(torch.get_default_dtype())
     dims = _dims("logsumexp", x, dim)
