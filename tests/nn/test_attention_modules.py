@@ -179,6 +179,13 @@ def test_functional_form_matches_torch(graph: Any) -> None:
     _close(got, want)
 
 
+def test_out_projection_is_torchs_class(graph: Any) -> None:
+    ours, ref = nn.MultiheadAttention(4, 2), torch.nn.MultiheadAttention(4, 2)
+    assert repr(ours) == repr(ref)
+    assert isinstance(ours.out_proj, nn.Linear)
+    assert type(ours.out_proj).__name__ == "NonDynamicallyQuantizableLinear"
+
+
 def test_multihead_attention_refusals(graph: Any) -> None:
     with pytest.raises(AssertionError, match="divisible by num_heads"):
         nn.MultiheadAttention(6, 4)

@@ -60,10 +60,12 @@ def test_lazy_layers_become_torchs(
     x = torch.randn(shape, generator=_G)
     torch.manual_seed(0)
     ref = make(tnn)
+    unbuilt = repr(ref)
     want = ref(x)  # torch draws its weights here, at the first call
     torch.manual_seed(0)
     ours = make(nn, device_mesh=mesh)
     assert ours.has_uninitialized_params() and list(ours.parameters()) == []
+    assert repr(ours) == unbuilt  # printing draws nothing: the weights below are still torch's
     dx = dtorch.from_torch(x, device_mesh=mesh, placements=batch_on_dp(mesh), graph=graph)
     got = ours(dx)
     assert type(ours).__name__ == type(ref).__name__ and repr(ours) == repr(ref)

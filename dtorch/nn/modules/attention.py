@@ -35,7 +35,13 @@ from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate
 from dtorch.nn import init
-from dtorch.nn.modules.linear import Device, Linear, check_features, check_float, resolve_mesh
+from dtorch.nn.modules.linear import (
+    Device,
+    NonDynamicallyQuantizableLinear,
+    check_features,
+    check_float,
+    resolve_mesh,
+)
 from dtorch.nn.modules.module import Module
 from dtorch.nn.parameter import Parameter
 
@@ -91,7 +97,9 @@ class MultiheadAttention(Module):
         self.register_parameter("k_proj_weight", None if same else new(e, self.kdim))
         self.register_parameter("v_proj_weight", None if same else new(e, self.vdim))
         self.register_parameter("in_proj_bias", new(3 * e) if bias else None)
-        self.out_proj = Linear(e, e, bias=bias, dtype=dtype, device_mesh=mesh)
+        self.out_proj = NonDynamicallyQuantizableLinear(
+            e, e, bias=bias, dtype=dtype, device_mesh=mesh
+        )
         self.register_parameter("bias_k", new(1, 1, e) if add_bias_kv else None)
         self.register_parameter("bias_v", new(1, 1, e) if add_bias_kv else None)
 

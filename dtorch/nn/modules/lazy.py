@@ -25,8 +25,11 @@ Example:
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
+
+import torch
 
 from dtorch.api.tensor import Tensor
 from dtorch.errors import ShapeError
@@ -109,11 +112,13 @@ class _LazyModule(Module):
         return self.forward(input, *args, **kwargs)  # the plain layer's, from now on
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if _shown(k, v))
-
-
-def _shown(name: str, value: Any) -> bool:
-    return not name.startswith("_") and name != "training" and not isinstance(value, Module)
+        """The plain layer's text for a size of 0, as torch's lazy layer (an instance of the
+        plain class, its parameters placeholders) prints; the empty stand-in draws nothing
+        from the generator it leaves untouched."""
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # init's "zero-element tensor" warning
+            plain = self.cls_to_become(0, *self._lazy_args, **self._lazy_kwargs)
+        return plain.extra_repr()
 
 
 def _channels(layer: _LazyModule, input: Tensor, spatial: int) -> int:

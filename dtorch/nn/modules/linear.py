@@ -272,6 +272,17 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={bias}"
 
 
+class NonDynamicallyQuantizableLinear(Linear):
+    """``Linear`` under torch's name for ``MultiheadAttention.out_proj`` (torch keeps it apart
+    for quantization; here it is the same layer, so reprs and ``isinstance`` checks match).
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.MultiheadAttention(4, 2).out_proj
+        NonDynamicallyQuantizableLinear(in_features=4, out_features=4, bias=True)
+    """
+
+
 class Identity(Module):
     """Returns its input; takes and ignores any arguments (torch.nn.Identity).
 
@@ -288,4 +299,4 @@ class Identity(Module):
         return input
 
 
-__all__ = ["Identity", "Linear", "TpPlan"]
+__all__ = ["Identity", "Linear", "NonDynamicallyQuantizableLinear", "TpPlan"]
