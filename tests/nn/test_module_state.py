@@ -158,6 +158,29 @@ def test_state_hooks_match_torch(graph: dtorch.Graph) -> None:
         bad.state_dict()
 
 
+def test_private_hooks_match_torch(graph: dtorch.Graph) -> None:
+    """torch's private ``_register_state_dict_hook`` (may return a new dict, honoured at the
+    root only) and ``_register_load_state_dict_pre_hook`` (``with_module`` or not)."""
+
+    def run(lib: ModuleType) -> tuple[Any, list]:
+        model, seen = lib.Sequential(lib.Linear(2, 2)), []
+        model[0]._register_state_dict_hook(lambda m, sd, prefix, meta: {"child": 1})
+        model._register_state_dict_hook(lambda m, sd, prefix, meta: {"keys": sorted(sd)})
+        model[0]._register_load_state_dict_pre_hook(lambda sd, prefix, *rest: seen.append(prefix))
+        model._register_load_state_dict_pre_hook(
+            lambda m, sd, prefix, *rest: seen.append(type(m).__name__), with_module=True
+        )
+        model.load_state_dict({"0.weight": torch.ones(2, 2), "0.bias": torch.ones(2)})
+        return model.state_dict(), seen
+
+    assert run(nn) == run(torch.nn)
+    for lib in (nn, torch.nn):
+        model, hook = lib.Linear(2, 2), lambda m, sd, prefix, meta: None
+        model.register_state_dict_post_hook(hook)
+        with pytest.raises(RuntimeError, match="previously registered via register_state_dict"):
+            model._register_state_dict_hook(hook)
+
+
 def test_load_errors_and_zero_dim_match_torch(graph: dtorch.Graph) -> None:
     def make(lib: ModuleType) -> Any:
         model = lib.Linear(2, 1)

@@ -449,6 +449,8 @@ class Module:
     register_state_dict_pre_hook = state.register_state_dict_pre_hook
     register_state_dict_post_hook = state.register_state_dict_post_hook
     register_load_state_dict_pre_hook = state.register_load_state_dict_pre_hook
+    _register_state_dict_hook = state.register_state_dict_hook
+    _register_load_state_dict_pre_hook = state.load_state_dict_pre_hook
     register_load_state_dict_post_hook = state.register_load_state_dict_post_hook
     _load_from_state_dict = loading.load_from_state_dict
 

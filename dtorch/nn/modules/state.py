@@ -167,9 +167,24 @@ def state_dict(
             )
     for hook in module._state_dict_hooks.values():
         result = hook(module, destination, prefix, local_metadata)
-        if result is not None:
+        if isinstance(hook, _PublicPostHook) and result is not None:
             raise RuntimeError("state_dict post-hook must return None")
+        if result is not None:  # torch's private hooks may return a new dict (kept at the root)
+            destination = result
     return destination
+
+
+class _PublicPostHook:
+    """A hook given to ``register_state_dict_post_hook``: torch requires it to return None,
+    where one given to the private ``_register_state_dict_hook`` may return a new dict."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook: Hook) -> None:
+        self.hook = hook
+
+    def __call__(self, *args: Any) -> Any:
+        return self.hook(*args)
 
 
 def _register(hooks: OrderedDict, hook: Hook) -> RemovableHandle:
@@ -202,6 +217,27 @@ def register_state_dict_post_hook(module: Module, hook: Hook) -> RemovableHandle
         >>> m.state_dict()
         OrderedDict()
     """
+    return _register(module._state_dict_hooks, _PublicPostHook(hook))
+
+
+def register_state_dict_hook(module: Module, hook: Hook) -> RemovableHandle:
+    """torch's private ``_register_state_dict_hook``: ``hook(module, state_dict, prefix,
+    local_metadata)`` after ``module`` saved its state; a dict it returns replaces the state
+    dict (only the root's return reaches the caller, as in torch).
+
+    Example:
+        >>> import dtorch
+        >>> m = dtorch.nn.Linear(2, 2)
+        >>> _ = m._register_state_dict_hook(lambda mod, sd, prefix, meta: {"n": len(sd)})
+        >>> m.state_dict()
+        {'n': 2}
+    """
+    public = module._state_dict_hooks.values()
+    if any(isinstance(h, _PublicPostHook) and h.hook is hook for h in public):
+        raise RuntimeError(
+            "Cannot register the same function as the state dict post hook that was "
+            "previously registered via register_state_dict_post_hook"
+        )
     return _register(module._state_dict_hooks, hook)
 
 
@@ -219,9 +255,26 @@ def register_load_state_dict_pre_hook(module: Module, hook: Hook) -> RemovableHa
         >>> m.load_state_dict({"w": torch.ones(1, 2), "bias": torch.zeros(1)})
         <All keys matched successfully>
     """
+    return load_state_dict_pre_hook(module, hook, with_module=True)
+
+
+def load_state_dict_pre_hook(
+    module: Module, hook: Hook, with_module: bool = False
+) -> RemovableHandle:
+    """torch's private ``_register_load_state_dict_pre_hook``: the public hook's arguments,
+    without the module unless ``with_module``.
+
+    Example:
+        >>> import torch, dtorch
+        >>> m, seen = dtorch.nn.Linear(2, 1), []
+        >>> _ = m._register_load_state_dict_pre_hook(lambda sd, prefix, *rest: seen.append(prefix))
+        >>> _ = m.load_state_dict({"weight": torch.ones(1, 2), "bias": torch.zeros(1)}); seen
+        ['']
+    """
     hooks = module._load_state_dict_pre_hooks
     handle = RemovableHandle(hooks)
-    hooks[handle.id] = lambda *args: hook(module, *args)  # torch's _WrappedHook(with_module)
+    # torch's _WrappedHook(with_module)
+    hooks[handle.id] = (lambda *args: hook(module, *args)) if with_module else hook
     return handle
 
 
