@@ -54,19 +54,19 @@ def binary(kind: BinaryKind, name: str, a: Any, b: Any) -> Tensor:
     tensor = TensorBase
     if isinstance(a, tensor):
         if not isinstance(b, tensor):
-            b = _zero_dim(b, a)
+            b = zero_dim(b, a)
             if not isinstance(b, tensor):
                 return record_one(name, _scalar_param(kind, as_scalar(b), False), (a,), 2)
         return record_one(name, _TENSOR_PARAMS[kind], (a, b), 2)
     if isinstance(b, tensor):
-        a = _zero_dim(a, b)
+        a = zero_dim(a, b)
         if isinstance(a, tensor):
             return record_one(name, _TENSOR_PARAMS[kind], (a, b), 2)
         return record_one(name, _scalar_param(kind, as_scalar(a), True), (b,), 2)
     raise TypeError(f"{name}: at least one argument must be a dtorch.Tensor")
 
 
-def _zero_dim(value: Any, other: TensorBase) -> Any:
+def zero_dim(value: Any, other: TensorBase) -> Any:
     """A 0-d torch tensor operand stays a tensor, as in torch (a replicated one on ``other``'s
     mesh): its dtype promotes unlike the number it holds (``int32 tensor + torch.tensor(2.5,
     dtype=torch.float64)`` is float64, ``+ 2.5`` is float32), and torch's tensor-tensor
@@ -110,9 +110,9 @@ def _scaled_binary(kind: BinaryKind, name: str, a: Any, b: Any, alpha: Any) -> T
         return binary(kind, name, a, b)
     scale = as_scalar(alpha)
     if isinstance(a, TensorBase):
-        b = _zero_dim(b, a)
+        b = zero_dim(b, a)
     elif isinstance(b, TensorBase):
-        a = _zero_dim(a, b)
+        a = zero_dim(a, b)
     if isinstance(a, TensorBase) and isinstance(b, TensorBase):
         return record_one(name, BroadcastBinaryParam(kind, alpha=scale), (a, b), 2)
     if not isinstance(a, TensorBase) and not isinstance(b, TensorBase):
@@ -545,9 +545,8 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """
     if min is None and max is None:
         raise ParamError("clamp: at least one of min and max must be given")
-    tensor = TensorBase
-    if isinstance(min, tensor) or isinstance(max, tensor):
-        return _clamp_tensors(input, min, max)
+    if isinstance(min, TensorBase) or isinstance(max, TensorBase) or _torch_bounds(min, max):
+        return _clamp_tensors(input, zero_dim(min, input), zero_dim(max, input))
     for bound in (min, max):
         if bound is not None and not is_scalar(bound):
             raise not_a_number("clamp: bounds", bound, "numbers")
@@ -574,8 +573,34 @@ def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
             "clamp: \"clamp_cpu\" not implemented for 'Bool' (torch clamps no bool tensor by "
             "bool bounds); accepted: a bound of another dtype, or logical_and/logical_or"
         )
-    result = input if low is None else maximum(input, low)
-    return result if high is None else minimum(result, high)
+    dtype = _clamp_dtype(input, low, high)
+    result = cast(input, dtype)  # all three promoted at once, as torch's one kernel does
+    if low is not None:
+        result = maximum(result, cast(low, dtype) if is_tensor(low) else low)
+    if high is not None:
+        result = minimum(result, cast(high, dtype) if is_tensor(high) else high)
+    return result
+
+
+def _torch_bounds(low: Any, high: Any) -> bool:
+    """Whether torch takes ``clamp``'s bounds as tensors: a 0-d torch tensor is one beside
+    another tensor or None (its dtype promotes), and a number beside a number."""
+    given = [b for b in (low, high) if b is not None]
+    return any(isinstance(b, torch.Tensor) for b in given) and all(
+        isinstance(b, torch.Tensor) for b in given
+    )
+
+
+def _clamp_dtype(input: Tensor, low: Any, high: Any) -> torch.dtype:
+    """torch's result dtype for these bounds, asked of torch's own ``clamp`` on stand-ins of
+    their dtypes and dims (a tensor bound beside a number is torch's TypeError)."""
+    try:
+        return torch.clamp(_probe(input), _probe(low), _probe(high)).dtype
+    except TypeError:
+        raise TypeError(
+            "clamp: give both bounds as tensors or both as numbers (torch takes no mix of a "
+            f"tensor and a number), got {type(low).__name__} and {type(high).__name__}"
+        ) from None
 
 
 def _bool_bound(bound: Any) -> bool:

@@ -20,6 +20,7 @@ import torch
 from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast, writable, writer
+from dtorch.api.ops.elementwise import zero_dim
 from dtorch.api.ops.scalars import as_scalar
 from dtorch.api.record import record
 from dtorch.errors import ParamError, PlacementError, ShapeError
@@ -53,6 +54,9 @@ def select(name: str, condition: Tensor, input: Any, other: Any) -> Tensor:
     """``where(condition, input, other)`` recorded as ``name`` (composites name their parts
     after themselves, so a refusal names what the user called)."""
     tensor = TensorBase
+    like = next((v for v in (condition, input, other) if isinstance(v, tensor)), None)
+    if like is not None:  # a 0-d torch tensor is a tensor to torch: its dtype promotes
+        input, other = (zero_dim(v, like) for v in (input, other))
     inputs = [condition] + [v for v in (input, other) if isinstance(v, tensor)]
     param = WhereParam(
         None if isinstance(input, tensor) else as_scalar(input),
