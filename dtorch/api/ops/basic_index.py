@@ -32,6 +32,7 @@ from dtorch.api.record import record, tensor_arg
 from dtorch.api.strides import indexed, mark_some, some
 from dtorch.errors import DimError, ParamError, ShapeError
 from dtorch.ir.params import GetItemParam, IndexEntry, SetItemParam, SliceIndex
+from dtorch.ir.rules.indexing import plan_index
 from dtorch.ir.rules.ints import numbers_refusal
 
 if TYPE_CHECKING:
@@ -162,7 +163,8 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     if is_scalar(value) and not isinstance(value, TensorBase):
         record("setitem", SetItemParam(entries, as_scalar(value)), (t,))
     elif isinstance(value, TensorBase):
-        record("setitem", SetItemParam(entries), (t, value))
+        slot = plan_index("setitem", t.shape, entries)[1]
+        record("setitem", SetItemParam(entries), (t, _index.without_leading_ones(value, len(slot))))
     else:
         raise not_a_number("setitem: value", value, "a number or a dtorch.Tensor")
 

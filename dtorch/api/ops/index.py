@@ -42,13 +42,14 @@ import torch
 import dtorch.api.ops.take as _take
 from dtorch.api.create import NESTING, beside
 from dtorch.api.dims import as_flag
-from dtorch.api.handle import TensorBase
+from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import writer
-from dtorch.api.ops.scalars import is_scalar
+from dtorch.api.ops.scalars import converted_number, is_scalar
 from dtorch.api.record import named_as
 from dtorch.api.strides import overlapping
 from dtorch.errors import DtypeError, PlacementError, ShapeError, TraceError
 from dtorch.ir.dtypes import scalar_type_name
+from dtorch.ir.placement import Shard
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -195,11 +196,27 @@ def check_assignable(t: Tensor, value: Any) -> None:
     )
 
 
+def without_leading_ones(value: Any, ndim: int) -> Any:
+    """``value`` without its leading size-1 dims beyond ``ndim`` (0: all of them, which
+    broadcast alike): torch drops them before it broadcasts a value to the slot it writes
+    (``t[0] = tensor([7.0])``). A dim a mesh dim shards stays: a value laid out so is
+    refused with the shapes named, where dropping it is needed."""
+    if not is_tensor(value) and not isinstance(value, torch.Tensor):
+        return value
+    placements = value.placements if is_tensor(value) else ()
+    sharded = {p.dim for p in placements if isinstance(p, Shard)}
+    extra = 0
+    while extra < value.ndim - ndim and value.shape[extra] == 1 and extra not in sharded:
+        extra += 1
+    return value.reshape(value.shape[extra:]) if extra else value
+
+
 def advanced_setitem(t: Tensor, index: Any, value: Any) -> None:
     """``t[index] = value``: one integer array among full slices (and a ``...``) on a dim that
     is not sharded on the devices (IndexPut); else on the client, written back with ``t``'s
     placements."""
     _check_put_dtype(t, index, value)
+    value = without_leading_ones(value, 0)
     if _fill_by_mask(t, index, value):
         return
     if overlapping(t):
@@ -291,6 +308,8 @@ def _fill_by_mask(t: Tensor, index: Any, value: Any) -> bool:
         mask = beside(t, mask)
     elif mask.device_mesh != t.device_mesh or not _aligned(mask, t):
         return False
+    if not isinstance(value, TensorBase):  # torch converts it as a copy: 7e4 is inf in float16
+        value = converted_number(value, t.dtype)
     with named_as("setitem", "masked_fill_"):  # refusals name what the user wrote
         t.masked_fill_(mask, value)
     return True

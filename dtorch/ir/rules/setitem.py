@@ -35,6 +35,12 @@ from dtorch.ir.rules.promotion import cast_is_linear, tensors_dtype
 from dtorch.ir.scalar import ScalarKind
 
 _NONE = Inference(())
+#: Why a value with leading size-1 dims (which torch drops) still does not fit: a mesh dim
+#: shards one of them (``dtorch.api.ops.index.without_leading_ones`` keeps those).
+_SHARDED_ONES = (
+    "; torch drops a value's leading size-1 dims, but a mesh dim shards one of these: "
+    "redistribute the value to Replicate on that dim first"
+)
 
 
 def setitem_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
@@ -48,8 +54,10 @@ def setitem_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infe
         return _NONE
     value = rest[0]
     if broadcast_or_reason((slot, value.shape)) != slot:
+        extra = value.shape[: max(len(value.shape) - len(slot), 0)]
         raise ShapeError(
             f"{name}: value {list(value.shape)} does not broadcast to the slot {list(slot)}"
+            + (_SHARDED_ONES if extra and set(extra) == {1} else "")
         )
     tensors_dtype(name, OpKind.Copy, ((t.dtype, False), (value.dtype, False)))
     if all_replicate((value,)) or all_replicate(inputs):
