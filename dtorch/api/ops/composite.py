@@ -169,10 +169,19 @@ def _addc(kind: BinaryKind, name: str, input: Any, t1: Any, t2: Any, value: Any)
         raise ParamError(f"{name}: value={number!r} for a {dtype} result: {refusal}")
     work = work_dtype(dtype)
     base, a, b = (cast(t, work) for t in tensors)
-    number = applied_number(dtype, number)  # torch's (value * tensor1) <op> tensor2; * 1 is exact
-    scaled = a if number == 1 else binary(BinaryKind.MUL, name, a, number)
-    out = binary(BinaryKind.ADD, name, base, binary(kind, name, scaled, b))
-    return cast(out, dtype)
+    number = applied_number(dtype, number)  # torch's (value * tensor1) <op> tensor2
+    exact = number == 1 and not dtype.is_complex  # a complex 1·(inf+1j) is NaN, as torch's
+    scaled = a if exact else binary(BinaryKind.MUL, name, a, number)
+    return cast(_plain_sum(name, base, binary(kind, name, scaled, b)), dtype)
+
+
+def _plain_sum(name: str, a: Tensor, b: Tensor) -> Tensor:
+    """``a + b`` as torch's addcmul/addcdiv kernels add: complex parts apart, where torch's
+    add computes ``a + 1·b`` and ``1·(inf+infj)`` is NaN (``x + 1.5j / 0`` is inf there)."""
+    if not a.dtype.is_complex:
+        return binary(BinaryKind.ADD, name, a, b)
+    parts = (binary(BinaryKind.ADD, name, f(a), f(b)) for f in (_mm.real, _mm.imag))
+    return _mm.complex(*parts)
 
 
 def _addc_probe(context: tuple[BinaryKind, torch.dtype], value: bool | int | float) -> object:
