@@ -30,7 +30,7 @@ from dtorch.api.ops import convert as _cv
 from dtorch.api.ops.elementwise import sub
 from dtorch.api.ops.masked import masked_fill
 from dtorch.api.ops.random_fill import creatable_placements
-from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
+from dtorch.api.ops.scalars import converted_number, is_scalar, not_a_number, python_number
 from dtorch.api.ops.shape import expand, unsqueeze
 from dtorch.api.record import tensor_arg
 from dtorch.api.redistribute import redistribute
@@ -61,7 +61,7 @@ def copy_(dst: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
     """
     as_flag(non_blocking, "copy_", "non_blocking")
     if is_scalar(src):
-        return fill_(dst, src)
+        return fill_(dst, converted_number(src, dst.dtype))
     if isinstance(src, torch.Tensor):
         return _cv.copy_(dst, _distributed_like(dst, src))
     return _cv.copy_(dst, src)

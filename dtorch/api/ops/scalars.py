@@ -34,6 +34,24 @@ def python_number(value: Any) -> bool | int | float:
     return value
 
 
+def converted_number(value: Any, dtype: torch.dtype) -> Any:
+    """A number as torch writes it through a 0-d tensor of its own (int64, double, bool)
+    converted to ``dtype`` - ``copy_`` and ``t[mask] = value`` do - where ``fill_`` and
+    ``masked_fill`` refuse a number ``dtype`` cannot hold: 300 wraps to 44 in uint8, 1e10 is
+    inf in float16. A complex ``dtype`` holds a real number as it is.
+
+    Example:
+        >>> import torch
+        >>> converted_number(300, torch.uint8), converted_number(1e10, torch.float16)
+        (44, inf)
+    """
+    if dtype.is_complex:
+        return value
+    number = python_number(value)
+    wide = torch.float64 if isinstance(number, float) else None  # torch's double, not float32
+    return torch.tensor(number, dtype=wide).to(dtype).item()
+
+
 def _not_real(value: Any) -> str:
     return (
         f"{value!r} is not a real number; accepted scalars: bool, int, float (dtorch has no "
