@@ -236,6 +236,7 @@ from dtorch.api.ops.math_more import (
     real,
     resolve_conj,
     resolve_neg,
+    rsub,
     true_divide,
 )
 from dtorch.api.ops.nn_misc import (
@@ -901,6 +902,7 @@ __all__ = [
     "rrelu",
     "rrelu_",
     "rsqrt",
+    "rsub",
     "scalar_tensor",
     "scatter",
     "scatter_add",

@@ -185,6 +185,7 @@ NAMESPACE: dict[str, str] = {
     "isreal": "dtorch.api.ops.math_more",
     "complex": "dtorch.api.ops.math_more",
     "true_divide": "dtorch.api.ops.math_more",
+    "rsub": "dtorch.api.ops.math_more",
     "allclose": "dtorch.api.ops.closeness",
     "isclose": "dtorch.api.ops.closeness",
     "celu": "dtorch.api.ops.activations_more",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.handle import TensorBase, is_tensor
-from dtorch.api.ops.elementwise import binary, unary
+from dtorch.api.ops.elementwise import binary, sub, unary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number, python_number
 from dtorch.api.record import not_a_tensor, record_one
@@ -110,6 +110,18 @@ def true_divide(dividend: Any, divisor: Any) -> Tensor:
         [3.5, -3.5]
     """
     return binary(BinaryKind.DIV, "true_divide", dividend, divisor)
+
+
+def rsub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``other - alpha * input``, as ``torch.rsub`` (``sub`` with the operands swapped, so
+    ``alpha`` scales ``input``); either may be a number.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.rsub(dtorch.tensor([1.0, 2.0]), 5, alpha=2).tolist()
+        [3.0, 1.0]
+    """
+    return sub(other, input, alpha=alpha)
 
 
 def gcd(input: Any, other: Any) -> Tensor:
