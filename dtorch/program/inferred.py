@@ -34,6 +34,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -44,6 +45,7 @@ from dtorch.ir.opkind import CreateKind, OpKind
 from dtorch.ir.params import ConvertParam, CreateParam
 from dtorch.ir.placement import Placement
 from dtorch.ir.rules.registry import RULES, infer
+from dtorch.ir.scalar import Scalar
 
 #: shape, dtype, mesh and placements an output must have.
 Layout = tuple[tuple[int, ...], torch.dtype, DeviceMesh, tuple[Placement, ...]]
@@ -51,9 +53,6 @@ Layout = tuple[tuple[int, ...], torch.dtype, DeviceMesh, tuple[Placement, ...]]
 #: (fewest, most) inputs of the kinds that do not read exactly one (None: no most).
 INPUTS: dict[OpKind, tuple[int, int | None]] = {
     OpKind.Create: (0, 0),
-    OpKind.BroadcastBinary: (1, 2),  # one: the other side is a number in the param
-    OpKind.Where: (1, 3),
-    OpKind.Masked: (2, 3),
     OpKind.Linear: (2, 3),
     OpKind.Conv: (2, 3),
     OpKind.ConvTranspose: (2, 3),
@@ -68,14 +67,27 @@ INPUTS: dict[OpKind, tuple[int, int | None]] = {
     OpKind.Outer: (2, 2),
     OpKind.IndexSelect: (2, 2),
     OpKind.Gather: (2, 2),
-    OpKind.IndexPut: (2, 3),
-    OpKind.Scatter: (2, 3),  # two: the value is a number in the param
     OpKind.IndexAdd: (3, 3),
-    OpKind.SetItem: (1, 2),
     OpKind.SiluLinearChunk: (2, 2),
     OpKind.ApplyRotaryEmb: (3, 3),
     OpKind.LayerNormMulAdd: (3, 3),
 }
+
+#: Inputs of the kinds whose param says how many: a number the param holds stands for the
+#: tensor input of that place (``t * 2`` reads one; a kernel given both fails on the devices).
+EXACT_INPUTS: dict[OpKind, Callable[[Any], int]] = {
+    OpKind.BroadcastBinary: lambda p: 2 - _held(p.scalar),
+    OpKind.Where: lambda p: 3 - _held(p.x) - _held(p.y),
+    OpKind.Masked: lambda p: 3 - _held(p.value),
+    OpKind.IndexPut: lambda p: 3 - _held(p.scalar),
+    OpKind.Scatter: lambda p: 3 - _held(p.value),
+    OpKind.SetItem: lambda p: 2 - _held(p.scalar),
+}
+
+
+def _held(number: Scalar | None) -> int:
+    return int(number is not None)
+
 
 #: Outputs of the kinds without a rule to count them.
 OUTPUTS: dict[OpKind, int] = {OpKind.Convert: 1}
@@ -85,7 +97,8 @@ def arity(op: Operator) -> str | None:
     """What is wrong with the number of ``op``'s inputs and outputs (None: nothing)."""
     if not op.inputs and not op.outputs:
         return "reads and makes nothing (every operator a body runs has an operand)"
-    fewest, most = INPUTS.get(op.kind, (1, 1))
+    exact = EXACT_INPUTS.get(op.kind)
+    fewest, most = (exact(op.param),) * 2 if exact is not None else INPUTS.get(op.kind, (1, 1))
     count = len(op.inputs)
     if count < fewest or (most is not None and count > most):
         wanted = f"{fewest} to {most}" if most != fewest else f"{fewest}"

@@ -535,8 +535,12 @@ def test_the_arity_of_every_operator_is_checked_first(graph: dtorch.Graph, tmp_p
         "reads 2 inputs; a Convert reads 1": (
             dataclasses.replace(convert, inputs=(source, source)), mul
         ),
-        "reads 3 inputs; a BroadcastBinary reads 1 to 2": (
+        "reads 3 inputs; a BroadcastBinary reads 1": (
             convert, dataclasses.replace(mul, inputs=(*mul.inputs, source, source)[:3])
+        ),
+        # ``* 2`` holds its number in the param: a second tensor would reach its kernel
+        "reads 2 inputs; a BroadcastBinary reads 1": (
+            convert, dataclasses.replace(mul, inputs=(*mul.inputs, source))
         ),
         "reads and makes nothing": (
             convert, mul, Operator(98, "clone_98", CloneParam(), (), (), mul.span)
