@@ -71,6 +71,9 @@ def _ids_from(mesh: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return shape, tuple(int(v) for v in mesh.flatten().tolist())
 
 
+_MAX_ID = 2**63 - 1
+
+
 def _check_ids(shape: tuple[int, ...], ids: tuple[int, ...]) -> None:
     if shape and min(shape) <= 0:  # min, not a generator: decoding a graph builds many meshes
         raise MeshError(f"every mesh dimension needs at least one device, got {_short(shape)}")
@@ -78,6 +81,8 @@ def _check_ids(shape: tuple[int, ...], ids: tuple[int, ...]) -> None:
         raise MeshError(f"mesh {_short(shape)} does not hold {len(ids)} device ids")
     if min(ids) < 0:
         raise MeshError(f"device ids must be non-negative, got {sorted(set(ids))[:4]}")
+    if max(ids) > _MAX_ID:  # a decoded mesh too: ids become int64 tensors and torch devices
+        raise MeshError(f"device ids must fit in int64 (at most {_MAX_ID}), got {max(ids)}")
     if len(set(ids)) != len(ids):
         raise MeshError(f"device ids in a mesh must be unique, got {list(ids)}")
 
@@ -317,7 +322,12 @@ class DeviceMesh:
         return [Device(self._device_type, i) for i in self._ids]
 
     def __contains__(self, device_id: object) -> bool:
-        return device_id in self._ids
+        if len(self._ids) <= _SCANNED:
+            return device_id in self._ids
+        try:  # one lookup: a scan per device made a large mesh's kernels quadratic
+            return device_id in self._position_table()
+        except TypeError:  # unhashable: no device id
+            return False
 
     # --- coordinates ----------------------------------------------------------------------
     def coordinate_of(self, device_id: int) -> tuple[int, ...]:

@@ -124,6 +124,18 @@ def test_coordinates_of_small_and_large_meshes_agree_with_torch(shape: tuple[int
         assert grid[coordinate].item() == device
     with pytest.raises(MeshError, match="not in"):
         mesh.coordinate_of(0)
+    members = set(ids.tolist())  # membership too: a table above 16 devices, a scan below
+    for candidate in range(math.prod(shape) + 9):
+        assert (candidate in mesh) == (candidate in members)
+    assert [7] not in mesh and "a" not in mesh
+
+
+def test_decoded_mesh_ids_must_fit_in_int64() -> None:
+    """The codec's constructor checks what the public one does: an id past int64 made a mesh
+    whose ``repr`` and id tensor failed later."""
+    assert DeviceMesh.from_ids("cpu", (2,), (0, 2**63 - 1)).device_ids[1] == 2**63 - 1
+    with pytest.raises(MeshError, match="must fit in int64"):
+        DeviceMesh.from_ids("cpu", (2,), (0, 2**64 - 1))
 
 
 def test_unbind_removes_the_listed_dims_as_torch_unbind() -> None:
