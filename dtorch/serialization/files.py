@@ -26,6 +26,7 @@ from typing import Any
 
 from dtorch.errors import DeserializationError
 from dtorch.serialization.reader import deserialize_value
+from dtorch.serialization.wire import HEADER_SIZE, checked_header
 from dtorch.serialization.writer import serialize_value
 
 #: The first bytes of every dtorch file (PNG style: a high byte and a newline catch files
@@ -150,15 +151,25 @@ def deserialize_from_file(path: PathLike) -> Any:
             magic = source.read(len(FILE_MAGIC))
             _check_magic(magic, path)
             size = os.fstat(source.fileno()).st_size - len(FILE_MAGIC)
+            head = source.read(HEADER_SIZE)
+            _checked_head(head, size, path)  # the sizes it declares, before any is held
             check_room(size, f"{os.fspath(path)!r}: its payload")
-            buffer = bytearray(max(size, 0))
-            got = source.readinto(buffer)
+            buffer = bytearray(size)
+            buffer[:HEADER_SIZE] = head
+            got = HEADER_SIZE + source.readinto(memoryview(buffer)[HEADER_SIZE:])
     except OSError as exc:
         raise _io_error(exc, "read", path) from exc
     if got != len(buffer):
         raise DeserializationError(f"{os.fspath(path)!r} changed size while being read")
     try:
         return deserialize_value(buffer, alias_tensors=True)
+    except DeserializationError as exc:
+        raise type(exc)(f"{os.fspath(path)!r}: {exc}") from None
+
+
+def _checked_head(head: bytes, size: int, path: PathLike) -> None:
+    try:
+        checked_header(head, size)
     except DeserializationError as exc:
         raise type(exc)(f"{os.fspath(path)!r}: {exc}") from None
 

@@ -64,11 +64,24 @@ def frame(
 
 def unframe(view: memoryview) -> tuple[int, memoryview, memoryview]:
     """Version, document and data section of a payload (DeserializationError if malformed)."""
-    if view.nbytes < HEADER_SIZE:
-        raise DeserializationError(
-            f"a dtorch payload is at least {HEADER_SIZE} bytes, got {view.nbytes}"
-        )
-    magic, version, flags, doc_size, data_size = _HEADER.unpack_from(view)
+    version, doc_size, data_size = checked_header(view, view.nbytes)
+    doc_end = HEADER_SIZE + doc_size
+    return version, view[HEADER_SIZE:doc_end], view[view.nbytes - data_size :]
+
+
+def checked_header(head: bytes | memoryview, total: int) -> tuple[int, int, int]:
+    """Version, document size and data size from the first HEADER_SIZE bytes of a payload of
+    ``total`` bytes (DeserializationError unless they are a header that adds up to ``total``):
+    a file's reader checks it before it holds the rest.
+
+    Example:
+        >>> head = frame(b"abc", [], 0)[0]
+        >>> checked_header(head, HEADER_SIZE + 3)
+        (1, 3, 0)
+    """
+    if total < HEADER_SIZE or len(head) < HEADER_SIZE:
+        raise DeserializationError(f"a dtorch payload is at least {HEADER_SIZE} bytes, got {total}")
+    magic, version, flags, doc_size, data_size = _HEADER.unpack_from(head)
     if magic != MAGIC:
         raise DeserializationError(
             f"not a dtorch payload: it starts with {bytes(magic)!r}, expected {MAGIC!r}"
@@ -78,12 +91,12 @@ def unframe(view: memoryview) -> tuple[int, memoryview, memoryview]:
         raise DeserializationError(f"payload flags {flags:#x} are not known (expected 0)")
     doc_end = HEADER_SIZE + doc_size
     expected = aligned(doc_end) + data_size if data_size else doc_end
-    if expected != view.nbytes:
+    if expected != total:
         raise DeserializationError(
             f"payload declares a {doc_size}-byte document and a {data_size}-byte data section "
-            f"({expected} bytes in all) but holds {view.nbytes} bytes"
+            f"({expected} bytes in all) but holds {total} bytes"
         )
-    return version, view[HEADER_SIZE:doc_end], view[view.nbytes - data_size :]
+    return version, doc_size, data_size
 
 
 def check_version(version: int) -> None:

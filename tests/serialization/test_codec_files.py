@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from dtorch.serialization import (
     deserialize_from_file,
     serialize,
     serialize_to_file,
+    wire,
 )
 from dtorch.serialization.files import FILE_MAGIC
 
@@ -104,8 +106,27 @@ def test_a_file_larger_than_memory_is_refused_before_it_is_read(tmp_path: Path) 
     """A sparse file of 1 TiB (4 KiB on disk): allocating its size raised a bare MemoryError,
     or, below the commit limit, would have zero-filled every page."""
     path = tmp_path / "sparse.dtorch"
+    payload = 2**40 - len(FILE_MAGIC)  # a header whose sizes add up to the file's
     with open(path, "wb") as file:
-        file.write(FILE_MAGIC + b"\x00" * 64)
+        file.write(FILE_MAGIC + wire.frame(b"d" * 40, [], payload - 64)[0])
         file.truncate(2**40)
     with pytest.raises(DeserializationError, match=r"sparse\.dtorch'?: its payload would take "):
         deserialize_from_file(path)
+
+
+def test_a_header_that_does_not_match_the_file_is_refused_before_it_is_read(
+    tmp_path: Path,
+) -> None:
+    """A large sparse file whose header declares a few bytes: refused from the header alone,
+    before the reader holds (and zero-fills) the file's size."""
+    path = tmp_path / "sparse.dtorch"
+    with open(path, "wb") as file:
+        file.write(FILE_MAGIC + wire.frame(b"d", [], 0)[0] + b"d")
+        file.truncate(2**30)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DeserializationError, match="declares a 1-byte document"):
+            deserialize_from_file(path)
+        assert tracemalloc.get_traced_memory()[1] < 2**20
+    finally:
+        tracemalloc.stop()
