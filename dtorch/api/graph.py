@@ -383,6 +383,8 @@ class Graph:
         device used so far when None); ``reset_peak`` starts the peaks again from now. A wait
         that times out (``FutureTimeoutError``) names the workers that have not answered."""
         mesh = None if device_mesh is None else _stats_mesh(device_mesh)
+        if mesh is not None:  # a mesh of another kind has no rows here; the CPU's would answer
+            self.require(mesh, "get_memory_stats")
         reset_peak = as_flag(reset_peak, "get_memory_stats", "reset_peak")
         with self.promise_name() as name:
             handle, future = memory_stats_future(self, name)

@@ -11,7 +11,7 @@ import torch
 import dtorch
 from dtorch import Replicate, Shard
 from dtorch.api.record import emit_one
-from dtorch.errors import KernelError, ParamError, SerializationError
+from dtorch.errors import KernelError, MeshError, ParamError, SerializationError
 from dtorch.ir.mesh import init_device_mesh
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.ir.opkind import MemoryKind, OpKind
@@ -121,3 +121,13 @@ def test_get_memory_stats_takes_a_bool_reset_peak(graph: dtorch.Graph, flag: obj
         graph.get_memory_stats(reset_peak=flag)  # type: ignore[arg-type]
     assert len(graph.get_memory_stats(mesh, reset_peak=np.bool_(True)).stats) == 2
     assert (x + 1).tolist() == [2.0] * 8
+
+
+def test_get_memory_stats_refuses_a_mesh_the_graph_cannot_run_on(graph: dtorch.Graph) -> None:
+    """A CUDA mesh without CUDA gave the CPU devices' rows (they share its device indices)."""
+    if graph.satisfy(dtorch.DeviceMesh("cuda", [0])):
+        pytest.skip("this machine runs CUDA meshes: there the rows are the GPU's")
+    dtorch.ones(8, device_mesh=dtorch.init_device_mesh("cpu", 2), placements=[Shard(0)])
+    for mesh in ("cuda", dtorch.DeviceMesh("cuda", [0, 1])):
+        with pytest.raises(MeshError, match="cannot run on"):
+            graph.get_memory_stats(mesh)
