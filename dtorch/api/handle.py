@@ -22,13 +22,14 @@ import torch
 
 from dtorch.api.dims import normalize_dim, normalize_dims
 from dtorch.api.python_numbers import PythonNumbers
-from dtorch.api.record import tensor_arg
+from dtorch.api.record import _OWN_FRAMES, tensor_arg
 from dtorch.api.strides import Layout, contiguous_strides, layout
 from dtorch.api.values import to_torch_async
 from dtorch.errors import ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand
 from dtorch.ir.placement import Placement
+from dtorch.ir.span import caller_span
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -127,7 +128,8 @@ class TensorBase(PythonNumbers):
         of the old value lives on (eager code reading that one would not follow)."""
         same = other._graph is self._graph
         new = other._operand if same else None
-        self._graph.executor.rebind(self._operand.id, new, shared=self._shared())
+        where = caller_span(_OWN_FRAMES)  # the user's ``t.data = other``
+        self._graph.executor.rebind(self._operand.id, new, shared=self._shared(), span=where)
         if self._base is None:  # no alias was ever taken: the old value has no other handle
             self._graph.executor.release(self._operand.id)
         self._share(other)

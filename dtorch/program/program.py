@@ -423,9 +423,9 @@ def trace(fn: Callable[..., Any], *example_args: Any, **example_kwargs: Any) -> 
             returned = fn(*own_args, **own_kwargs)
         if graph.executor.rebinds_here() != rebinds:
             raise TraceError(
-                f"dtorch.trace({name}): the function rebinds a tensor (t.data = other), which "
-                "a program cannot replay; rebind outside the traced function, or change the "
-                "values in place (t.copy_(other))"
+                f"dtorch.trace({name}): the function rebinds a tensor (t.data = other) at "
+                f"{graph.executor.last_rebind_here()!r}, which a program cannot replay; rebind "
+                "outside the traced function, or change the values in place (t.copy_(other))"
             )
         result, results = flatten(returned, _is_tensor, "the result")
         for tensor in results:

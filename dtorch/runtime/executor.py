@@ -34,6 +34,7 @@ from dtorch.errors import GraphError, WorkerDiedError, WorkerError
 from dtorch.ir.operator import ExecuteBatch, Operand, Operator
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.report import WorkerFailureReport
+from dtorch.ir.span import Span
 from dtorch.runtime.daemon import DaemonThread
 from dtorch.runtime.gc_policy import exiting, watch_exit
 from dtorch.runtime.reports import END
@@ -117,7 +118,8 @@ class Executor:
         #: rebinds so far (``t.data = other``): a program is not concerned by those before it
         #: was traced (a trace refuses one inside its function: ``rebinds_here``)
         self.rebind_count = 0
-        self._rebinds_by_thread: dict[int, int] = {}  # thread ident -> its rebinds
+        #: thread ident -> how many rebinds it made, and where the last one was made
+        self._rebinds_by_thread: dict[int, tuple[int, Span]] = {}
         # reentrant: a handle collected while pin/unpin holds it releases on the same thread
         self._pin_lock = threading.RLock()
         self._carry: Any = None  # an item that opens the next batch (see _drain)
@@ -191,9 +193,15 @@ class Executor:
 
     def rebinds_here(self) -> int:
         """How many rebinds the calling thread made (a trace refuses its own, not others')."""
-        return self._rebinds_by_thread.get(threading.get_ident(), 0)
+        return self._rebinds_by_thread.get(threading.get_ident(), (0, Span.unknown()))[0]
 
-    def rebind(self, old: int, new: Operand | None, shared: bool = False) -> None:
+    def last_rebind_here(self) -> Span:
+        """The user's line of the calling thread's last rebind (a trace's refusal names it)."""
+        return self._rebinds_by_thread.get(threading.get_ident(), (0, Span.unknown()))[1]
+
+    def rebind(
+        self, old: int, new: Operand | None, shared: bool = False, span: Span | None = None
+    ) -> None:
         """A handle of ``old`` now stands for ``new`` (``t.data = other``; None: a value of
         another graph). Where ``old`` is pinned (a program's constant), the program reads
         ``new`` from its next call, and ``new`` stays pinned as long as ``old`` is. Where
@@ -202,7 +210,8 @@ class Executor:
         with self._pin_lock:
             self.rebind_count += 1
             here = threading.get_ident()
-            self._rebinds_by_thread[here] = self._rebinds_by_thread.get(here, 0) + 1
+            made = self.rebinds_here() + 1
+            self._rebinds_by_thread[here] = (made, span or Span.unknown())
             if old not in self._pins or (new is not None and self._follows(new.id, old)):
                 return  # not a constant; or rebound to itself (a cycle): it reads itself
             if shared:

@@ -387,8 +387,10 @@ def test_a_rebind_inside_the_traced_function_is_refused(graph: dtorch.Graph) -> 
         w.data = w * 2
         return t + w
 
-    for fn in (on_input, on_constant):
-        with pytest.raises(dtorch.TraceError, match=r"rebinds a tensor \(t.data = other\)"):
+    lines = (on_input.__code__.co_firstlineno + 1, on_constant.__code__.co_firstlineno + 1)
+    for fn, line in zip((on_input, on_constant), lines, strict=True):
+        where = rf"rebinds a tensor \(t.data = other\) at .*test_trace.py:{line}:"  # the user's
+        with pytest.raises(dtorch.TraceError, match=where):
             dtorch.trace(fn, x)
     assert not graph.executor._pins and not graph.executor.rebound
 
