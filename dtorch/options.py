@@ -112,11 +112,28 @@ class Options:
                 values[field_name] = parse(variable, raw)
         return cls(**values)
 
+    def environ(self) -> dict[str, str]:
+        """This record as the DTORCH_* variables that parse back to it: a worker process
+        started with them reads the controller's record, whatever its environment says now.
+
+        Example:
+            >>> record = Options(comm_timeout_second=2.5, gc_freeze=False)
+            >>> Options.from_environ(record.environ()) == record
+            True
+        """
+        return {
+            variable: _rendered(getattr(self, name)) for name, (variable, _) in _VARIABLES.items()
+        }
+
     def validated(self) -> Options:
         """Return self after checking the invariants of every field (used by ``override``)."""
         for field_name, (variable, parse) in _VARIABLES.items():
             parse(variable, str(getattr(self, field_name)))
         return self
+
+
+def _rendered(value: bool | int | float) -> str:
+    return ("1" if value else "0") if isinstance(value, bool) else repr(value)
 
 
 _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {

@@ -75,3 +75,20 @@ def test_an_invalid_variable_fails_its_first_use_not_the_import() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "refused: DTORCH_COMM_TIMEOUT_SECOND='-1' must be a positive" in done.stdout
+
+
+def test_a_record_renders_as_the_variables_that_parse_back_to_it() -> None:
+    """What a worker process is started with (``Options.environ``)."""
+    records = [
+        Options(),
+        Options(
+            comm_timeout_second=0.25, zmq_timeout_second=1e9, validate_kernel_input_output=True
+        ),
+        Options(
+            per_device_per_process=True,
+            gc_freeze=False,
+            num_gpu_when_enable_dtensor_in_same_device=3,
+        ),
+    ]
+    for record in records:
+        assert Options.from_environ(record.environ()) == record

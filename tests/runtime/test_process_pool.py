@@ -143,6 +143,24 @@ def test_redistributions_over_gloo_match_torch() -> None:
             graph.close()
 
 
+def test_workers_run_with_the_controllers_options_not_the_environment_of_now(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The controller reads DTORCH_* once; a variable changed after that (here to values no
+    one can parse) is not what the workers it starts run with: they failed to start."""
+    from dtorch.options import GlobalOption
+
+    GlobalOption.get_zmq_timeout_second()  # read by now, as any program has
+    monkeypatch.setenv("DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT", "bogus")
+    monkeypatch.setenv("DTORCH_ZMQ_TIMEOUT_SECOND", "-1")
+    with WorkerPool(1, "cpu") as pool:
+        option = dtorch.GraphOption(per_device_per_process=True, worker_pool=pool)
+        with dtorch.Graph(option) as graph:
+            mesh = dtorch.init_device_mesh("cpu", 2)
+            t = dtorch.arange(4.0, device_mesh=mesh, placements=[Shard(0)], graph=graph)
+            assert (t * 2).tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
 def test_large_values_come_through_reused_shared_memory(worker_pools: PoolKeeper) -> None:
     """Values of 1 MiB or more travel in the workers' shared-memory segments, which the
     controller hands back once it copied the value out: fetching many leaves no segment

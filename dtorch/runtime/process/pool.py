@@ -274,6 +274,8 @@ class _PoolState:
             cpu_backend=self.cpu_backend.value,
         )
         environ = dict(os.environ)
+        # the controller's options, read once: a variable changed since is not the worker's
+        environ.update(GlobalOption.current().environ())
         # the interpreter's own search path, so the worker imports this very dtorch
         environ["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if os.path.isabs(p))
         command = [sys.executable, "-m", "dtorch.runtime.process.worker", args.to_json()]
