@@ -232,7 +232,11 @@ def take_along_dim(input: Tensor, indices: Any, dim: int | None = None) -> Tenso
     d = normalize_dim(dim, input.ndim, op="take_along_dim")
     shape = _broadcast_but(tuple(input.shape), tuple(index.shape), d)
     x = _expanded(input, (*shape[:d], input.shape[d], *shape[d + 1 :]))
-    return gather_aligned(x, _expanded(index, shape), d)
+    index = _expanded(index, shape)
+    partial = any(p.is_partial() for p in index.placements)  # Gather's refusal names it
+    if input.shape[d] and not partial:  # torch 2.13 wraps every index modulo the dim's size
+        index = index % input.shape[d]
+    return gather_aligned(x, index, d)
 
 
 def gather_aligned(x: Tensor, index: Tensor, dim: int, name: str = "take_along_dim") -> Tensor:
