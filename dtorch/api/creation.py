@@ -100,6 +100,8 @@ def _sizes(name: str, size: tuple[Any, ...], kw: dict[str, Any]) -> tuple[int, .
     """The shape of ``*size`` or of torch's keyword ``size=`` (popped from ``kw``), which
     like torch's takes one sequence of ints, never both forms."""
     if "size" not in kw:
+        if not size:  # torch's TypeError: zeros() is no 0-d tensor (that is zeros(()))
+            raise TypeError(f"{name}() missing 1 required positional argument: 'size'")
         return _named_shape(name, size)
     given = kw.pop("size")
     if size:

@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -37,6 +37,21 @@ from dtorch.kernels.local.embedding import dropout_mask
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
+
+
+def probability(name: str, p: Any) -> float:
+    """A dropout's ``p``, checked as torch checks it: a real number in [0, 1], else a
+    ParamError (torch's ValueError for a number outside, its RuntimeError for NaN: a
+    ParamError is both).
+
+    Example:
+        >>> probability("dropout", 0.25)
+        0.25
+    """
+    p = as_real(f"{name}: p", p)
+    if not 0.0 <= p <= 1.0:
+        raise ParamError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
+    return p
 
 
 def dropout(
@@ -56,10 +71,8 @@ def dropout(
         >>> dtorch.nn.functional.dropout(dtorch.ones(4), 1.0, generator=g).tolist()
         [0.0, 0.0, 0.0, 0.0]
     """
-    p = as_real("dropout: p", p)
+    p = probability("dropout", p)
     training = as_flag(training, "dropout", "training")
-    if not 0.0 <= p <= 1.0:
-        raise ParamError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     tensor_arg("dropout", input)
     if not training or p == 0.0 or input.numel() == 0:
         return input

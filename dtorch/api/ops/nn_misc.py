@@ -43,7 +43,7 @@ from dtorch.api.dims import as_flag
 from dtorch.api.ops.activations import elu, hardtanh, leaky_relu
 from dtorch.api.ops.activations_more import celu, selu, threshold
 from dtorch.api.ops.convert import written
-from dtorch.api.ops.dropout import dropout
+from dtorch.api.ops.dropout import dropout, probability
 from dtorch.api.ops.elementwise import relu
 from dtorch.api.ops.linalg import matmul
 from dtorch.api.ops.nn_more import adaptive_max_pool1d, adaptive_max_pool2d
@@ -210,9 +210,7 @@ def _drawn_rrelu(input: Tensor, lower: float, upper: float) -> Tensor:
 # --- alpha dropouts -----------------------------------------------------------------------------
 def _alpha_dropout(name: str, input: Tensor, p: float, training: bool, inplace: bool) -> Tensor:
     """ATen's alpha dropout of ``input`` (``name`` says whether per feature map)."""
-    p = as_real(f"{name}: p", p)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    p = probability(name, p)
     tensor_arg(name, input)
     feature = name == "feature_alpha_dropout"
     if not as_flag(training, name, "training") or p == 0.0 or input.numel() == 0:

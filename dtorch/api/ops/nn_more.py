@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from dtorch.api.dims import as_flag, as_int
 from dtorch.api.ops.conv import int_pair
 from dtorch.api.ops.convert import written
-from dtorch.api.ops.dropout import dropout
+from dtorch.api.ops.dropout import dropout, probability
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.spatial import pooling_param
@@ -319,9 +319,7 @@ def _channel_dropout(
 ) -> Tensor:
     """``input`` times a mask of shape (N, C, 1, ...) (``batched``; else (C, 1, ...)): ones
     dropped as ``dropout`` drops them, torch's feature noise bit for bit."""
-    p = as_real(f"{name}: p", p)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    p = probability(name, p)
     tensor_arg(name, input)
     if not as_flag(training, name, "training") or p == 0.0 or input.numel() == 0:
         return input

@@ -44,6 +44,7 @@ from dtorch.api.dims import as_flag, as_int
 from dtorch.api.ops.convert import assign, writable
 from dtorch.api.ops.random_fill import (
     creatable_placements,
+    drawn_layout,
     fill_random,
     generator_source,
     torch_refusals,
@@ -203,8 +204,9 @@ def bernoulli_(t: Tensor, p: Any = 0.5, *, generator: torch.Generator | None = N
     if torch.broadcast_shapes(tuple(t.shape), tuple(probs.shape)) != tuple(t.shape):
         raise ShapeError(f"bernoulli_: p of shape {list(probs.shape)} does not broadcast to "
                          f"the tensor's shape {list(t.shape)}")  # fmt: skip
-    with t._graph._writes:
-        return assign("bernoulli_", t, _drawn_ones(t, probs, t.dtype, generator))
+    with t._graph._writes:  # drawn in t's memory order, as torch's in-place kernel draws
+        ones = _drawn_ones(t, probs, t.dtype, generator, drawn_layout(t))
+        return assign("bernoulli_", t, ones)
 
 
 @composite()
@@ -260,16 +262,24 @@ def _refuse_negative_std(std: Tensor) -> None:
 
 
 def _drawn_ones(
-    like: Tensor, probs: Tensor, dtype: torch.dtype, generator: torch.Generator | None
+    like: Tensor,
+    probs: Tensor,
+    dtype: torch.dtype,
+    generator: torch.Generator | None,
+    layout: tuple[int, ...] = (),
 ) -> Tensor:
     # torch's CPU kernel: one uniform per element of ``like`` (double for float64
-    # probabilities, else float), compared with the probability cast to that type
+    # probabilities, else float) drawn in ``layout``'s memory order (() row-major: the
+    # out-of-place form's legacy-contiguous result), compared with the probability cast
     udt = torch.float64 if probs.dtype == torch.float64 else torch.float32
     shape = tuple(like.shape)
-    copy = snapshot(CreateKind.RAND, shape, udt, (), generator_source("bernoulli", generator))
+    source = generator_source("bernoulli", generator)
+    # rand is uniform_(0, 1) of a new tensor; a strided layout draws as that fill of a view
+    kind, bounds = (CreateKind.UNIFORM, (0.0, 1.0)) if layout else (CreateKind.RAND, ())
+    copy = snapshot(kind, shape, udt, bounds, source, layout)
     uniform = create(
-        type(like), CreateKind.RAND, shape, udt, graph=like.graph,
-        device_mesh=like.device_mesh, device=None, placements=_drawable(like), generator=copy,
+        type(like), kind, shape, udt, graph=like.graph, device_mesh=like.device_mesh,
+        device=None, placements=_drawable(like), args=bounds, generator=copy, strides=layout,
     )  # fmt: skip
     return (uniform < probs.to(udt)).to(dtype)
 

@@ -366,7 +366,8 @@ class AlphaDropout(Dropout):
     """
 
     def forward(self, input: Tensor) -> Tensor:
-        return fn.alpha_dropout(input, self.p, self.training, self.inplace)
+        # torch's module passes no ``inplace`` (it keeps the flag for its repr only)
+        return fn.alpha_dropout(input, self.p, self.training)
 
 
 class FeatureAlphaDropout(Dropout):
@@ -379,7 +380,7 @@ class FeatureAlphaDropout(Dropout):
     """
 
     def forward(self, input: Tensor) -> Tensor:
-        return fn.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+        return fn.feature_alpha_dropout(input, self.p, self.training)  # as torch: no inplace
 
 
 class SyncBatchNorm(_BatchNorm):
