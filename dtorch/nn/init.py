@@ -6,8 +6,10 @@ The random ones draw exactly what torch draws for the same generator (torch's de
 when ``generator`` is None), however the tensor is sharded, and advance the generator as
 torch does (``dtorch.api.ops.random_fill``): after ``torch.manual_seed(s)``,
 ``init.kaiming_uniform_(w)`` gathers to the tensor ``torch.nn.init.kaiming_uniform_`` gives
-a contiguous torch tensor of ``w``'s shape and dtype. Not here: ``orthogonal_`` (it needs a
-QR decomposition dtorch does not have) and ``sparse_``.
+a contiguous torch tensor of ``w``'s shape and dtype. ``orthogonal_`` and ``sparse_`` are
+torch's own, run on the client on a torch tensor of ``w``'s shape (a QR of one draw, a draw
+with rows zeroed per column: whole-tensor computations) and written into ``w``'s shards,
+so they hold torch's values whatever the placements; the client holds ``w`` whole once.
 
 Example:
     >>> import torch, dtorch
@@ -32,7 +34,7 @@ import torch
 from dtorch.api.create import create, distribute
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import assign, cast
-from dtorch.api.ops.random_fill import creatable_placements, fill_random
+from dtorch.api.ops.random_fill import creatable_placements, drawn_layout, fill_random
 from dtorch.api.record import tensor_arg
 from dtorch.ir.opkind import CreateKind
 
@@ -48,6 +50,8 @@ __all__ = [
     "kaiming_uniform_",
     "normal_",
     "ones_",
+    "orthogonal_",
+    "sparse_",
     "trunc_normal_",
     "uniform_",
     "xavier_normal_",
@@ -152,6 +156,53 @@ def trunc_normal_(
     """
     args = (mean, std, a, b)
     return fill_random("trunc_normal_", tensor, CreateKind.TRUNC_NORMAL, args, generator)
+
+
+def orthogonal_(
+    tensor: Tensor, gain: float = 1, generator: torch.Generator | None = None
+) -> Tensor:
+    """torch's ``orthogonal_``: a (semi-)orthogonal matrix from the QR of a normal draw,
+    computed by torch on the client (module docstring) and written into ``tensor``.
+
+    Example:
+        >>> import torch, dtorch
+        >>> from dtorch.nn import init
+        >>> g, ref = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+        >>> w = dtorch.empty(4, 3, device_mesh=dtorch.init_device_mesh("cpu", 2),
+        ...                  placements=[dtorch.Shard(1)])
+        >>> got = init.orthogonal_(w, generator=g).to_torch()
+        >>> torch.equal(got, torch.nn.init.orthogonal_(torch.empty(4, 3), generator=ref))
+        True
+    """
+    tensor_arg("orthogonal_", tensor)
+    full = torch.empty(tuple(tensor.shape), dtype=tensor.dtype)
+    return tensor.copy_(torch.nn.init.orthogonal_(full, gain, generator=generator))
+
+
+def sparse_(
+    tensor: Tensor, sparsity: float, std: float = 0.01, generator: torch.Generator | None = None
+) -> Tensor:
+    """torch's ``sparse_``: a 2-D ``tensor`` drawn from N(0, ``std``²) (in its memory order,
+    as torch draws into it), then a ``sparsity`` fraction of each column zeroed; computed by
+    torch on the client (module docstring).
+
+    Example:
+        >>> import torch, dtorch
+        >>> from dtorch.nn import init
+        >>> _ = torch.manual_seed(1)  # torch draws the zeroed rows from the default generator
+        >>> got = init.sparse_(dtorch.empty(4, 3), 0.5).to_torch()
+        >>> _ = torch.manual_seed(1)
+        >>> torch.equal(got, torch.nn.init.sparse_(torch.empty(4, 3), 0.5))
+        True
+    """
+    tensor_arg("sparse_", tensor)
+    shape, layout = tuple(tensor.shape), drawn_layout(tensor)
+    full = (
+        torch.empty_strided(shape, layout, dtype=tensor.dtype)
+        if layout
+        else torch.empty(shape, dtype=tensor.dtype)
+    )
+    return tensor.copy_(torch.nn.init.sparse_(full, sparsity, std, generator=generator))
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:

@@ -41,6 +41,7 @@ RANDOM: list[tuple[str, dict[str, Any]]] = [
     ("xavier_normal_", {}),
     ("kaiming_uniform_", {"a": 5**0.5}),
     ("kaiming_normal_", {"mode": "fan_out", "nonlinearity": "relu"}),
+    ("orthogonal_", {"gain": 2.0}),  # torch's own on the client: any placements
 ]
 
 
@@ -70,6 +71,23 @@ def test_random_initialisers_match_torch(
         for t, want, (name, kw) in zip(targets, wants, RANDOM, strict=True):
             assert t.placements == placements
             assert torch.equal(t.to_torch(), want), f"{name}{kw} {dtype} {placements}"
+
+
+@pytest.mark.parametrize("view", [lambda t: t, lambda t: t.t()], ids=["whole", "transpose"])
+@pytest.mark.parametrize(("mesh_shape", "placements"), [((2,), [S0]), ((2, 2), [P, S1])])
+def test_sparse_matches_torch(mesh_shape, placements, view, graph: dtorch.Graph) -> None:
+    """torch draws into the tensor in its memory order, then zeroes rows per column (those
+    drawn from the default generator, whatever ``generator`` is)."""
+    t = _on(mesh_shape, placements, (6, 5))
+    torch.manual_seed(3)
+    assert init.sparse_(view(t), 0.4, std=0.5) is not None
+    after = torch.rand(4)
+    torch.manual_seed(3)
+    want = TI.sparse_(view(torch.zeros(6, 5)), 0.4, std=0.5)
+    assert torch.equal(after, torch.rand(4))
+    assert torch.equal(view(t).to_torch(), want) and t.placements == placements
+    with pytest.raises(ValueError, match="Only tensors with 2 dimensions"):
+        init.sparse_(_on((2,), [S0], (4,)), 0.5)
 
 
 @pytest.mark.parametrize(("name", "kw"), RANDOM, ids=[f"{n}{k}" for n, k in RANDOM])
