@@ -13,8 +13,9 @@ A call that mixes dtorch and torch tensors is dtorch's function's to judge, as i
 ``dtorch.<name>``: most refuse the torch tensor (convert it with ``dtorch.tensor``, or gather
 the dtorch one with ``to_torch()``); a few take one where dtorch takes it (an index table, a 0-d
 scalar). torch asks nobody for what it never lets be overridden (``torch.tensor(t)``,
-``torch.as_tensor(t)``, the creation functions, ``torch.rand_like(t)``:
-``torch.overrides.get_ignored_functions()``), nor for a torch method called on a dtorch tensor
+``torch.as_tensor(t)``, the creation functions: most of
+``torch.overrides.get_ignored_functions()``, though it does ask for ``torch.rand_like(t)`` and
+``F.hardswish(t)`` there), nor for a torch method called on a dtorch tensor
 (``torch.Tensor.add(t, 1)``: torch checks ``self`` first): call ``t.to_torch()`` or dtorch's own
 function there.
 
@@ -123,8 +124,8 @@ def counterparts() -> dict[Any, Counterpart]:
     table.update(_methods(table, dtorch.Tensor))
     for name in _LIST_FORMS:
         table[getattr(torch._C._VariableFunctions, name)] = table[getattr(torch, name)]
-    for unreachable in torch.overrides.get_ignored_functions():  # torch never asks for them
-        table.pop(unreachable, None)
+    # torch.overrides.get_ignored_functions() lists some that torch does ask for (its Python
+    # ``hardswish``, ``rand_like``): every counterpart stays, in case torch asks
     table[torch.eye] = _counterpart(_eye_into, "dtorch.nn.init.eye_", torch.eye)
     return table
 
@@ -216,6 +217,10 @@ def _keywords(func: Any, counterpart: Counterpart, kwargs: dict[str, Any]) -> di
     takes = counterpart.takes
     if takes is None:
         return kwargs
+    for alias in [k for k in kwargs if k not in takes and k in _NUMPY_NAMES]:
+        name = _NUMPY_NAMES[alias]  # torch's parser takes NumPy's spelling of its own names
+        if name not in kwargs and (name in takes or (name == "input" and counterpart.method)):
+            kwargs[name] = kwargs.pop(alias)
     for name in [k for k in kwargs if k not in takes]:
         if name == "input" and counterpart.method:
             continue
@@ -227,6 +232,18 @@ def _keywords(func: Any, counterpart: Counterpart, kwargs: dict[str, Any]) -> di
             )
         del kwargs[name]
     return kwargs
+
+
+#: NumPy's keyword names that torch's argument parser takes for its own (``torch.sum(t,
+#: axis=1, keepdims=True)``, ``torch.maximum(x1=a, x2=b)``).
+_NUMPY_NAMES = {
+    "axis": "dim",
+    "keepdims": "keepdim",
+    "x": "input",
+    "a": "input",
+    "x1": "input",
+    "x2": "other",
+}
 
 
 def _short(value: Any) -> str:

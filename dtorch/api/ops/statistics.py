@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import numbers
 from collections.abc import Callable, Sequence
@@ -66,10 +67,11 @@ def named_refusals(fn: _F) -> _F:
     """Refusals of the operators ``fn`` records name ``fn`` first (``var: mean: ...``): the
     user called ``var``, which records a ``mean``."""
     prefix = fn.__name__
+    first = next(iter(inspect.signature(fn).parameters))  # ``input``, or ``x1``
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
-        tensor_arg(prefix, args[0] if args else kwargs.get("input"))  # not str.dtype's error
+        tensor_arg(prefix, args[0] if args else kwargs.get(first))  # not str.dtype's error
         if type(kwargs.get("dim")) is bool:  # only a positional bool is var's unbiased flag
             legacy = f"; a bool is var's and std's unbiased flag positionally ({prefix}(t, True))"
             raise TypeError(
