@@ -118,6 +118,7 @@ from dtorch.api.ops.aliases_more import (
 from dtorch.api.ops.attention import SdpaOption
 from dtorch.api.ops.basic_index import split
 from dtorch.api.ops.closeness import allclose, isclose
+from dtorch.api.ops.complex_views import polar, view_as_complex, view_as_real
 from dtorch.api.ops.composite import (
     addcdiv,
     addcmul,
@@ -864,6 +865,7 @@ __all__ = [
     "pixel_shuffle",
     "pixel_unshuffle",
     "poisson",
+    "polar",
     "polygamma",
     "positive",
     "pow",
@@ -979,6 +981,8 @@ __all__ = [
     "var",
     "var_mean",
     "vdot",
+    "view_as_complex",
+    "view_as_real",
     "visualize_sharding",
     "vsplit",
     "vstack",

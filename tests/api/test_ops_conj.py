@@ -7,6 +7,8 @@ thread and process mode. dtorch computes the conjugate (no lazy bit): the result
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -118,3 +120,62 @@ def test_parts_of_real_tensors_and_complex_of_two(graph: dtorch.Graph) -> None:
     x = place(a, mesh, [S0], graph)
     for got, dtype in ((x.cfloat(), torch.complex64), (x.cdouble(), torch.complex128)):
         assert got.dtype == dtype and torch.equal(got.to_torch(), a.to(dtype))
+
+
+@pytest.mark.parametrize(("mesh_shape", "placements"), _LAYOUTS)
+def test_views_as_real_and_complex_like_torch(
+    mesh_shape: tuple[int, ...], placements: list, graph: dtorch.Graph
+) -> None:
+    """Copies where torch's are views (the module docstring), torch's values and dtypes."""
+    mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+    z, pairs = place(_Z, mesh, placements, graph), torch.view_as_real(_Z).contiguous()
+    as_pairs = torch.view_as_real(z)
+    assert torch.equal(as_pairs.to_torch(), pairs) and as_pairs.placements == placements
+    parts = place(pairs, mesh, placements, graph)
+    back = torch.view_as_complex(parts)
+    assert torch.equal(back.to_torch(), _Z) and back.placements == placements
+    assert torch.equal(dtorch.view_as_real(back).to_torch(), pairs)
+
+
+def test_llama_reference_rotary_embedding_runs_unchanged(graph: dtorch.Graph) -> None:
+    """LLaMA's reference ``apply_rotary_emb`` (view_as_complex, a complex product,
+    view_as_real), on a batch-sharded query: torch's values bit for bit."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    freqs = torch.outer(torch.arange(6.0), 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8)))
+    cis = torch.polar(torch.ones_like(freqs), freqs)
+    xq = torch.randn(2, 6, 3, 8, generator=_G)
+
+    def rotary(x: Any, f: Any) -> Any:
+        pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        f = f.view(1, pairs.shape[1], 1, pairs.shape[-1])
+        return torch.view_as_real(pairs * f).flatten(3).type_as(x)
+
+    got = rotary(place(xq, mesh, [S0], graph), place(cis, mesh, [R], graph))
+    assert torch.equal(got.to_torch(), rotary(xq, cis)) and got.placements == [S0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_polar_like_torch(dtype: torch.dtype, graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    magnitude = torch.rand(6, 3, generator=_G, dtype=dtype)
+    angle = torch.randn(6, 3, generator=_G, dtype=dtype) * 4
+    got = torch.polar(place(magnitude, mesh, [S0], graph), place(angle, mesh, [S0], graph))
+    want = torch.polar(magnitude, angle)
+    assert got.dtype == want.dtype and got.placements == [S0]
+    torch.testing.assert_close(got.to_torch(), want)  # float32: torch's cos/sin, last bit
+
+
+def test_complex_views_refuse_what_torch_refuses(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    real, odd = (
+        place(torch.randn(4, 2), mesh, [S0], graph),
+        place(torch.randn(4, 3), mesh, [S0], graph),
+    )
+    with pytest.raises(RuntimeError, match="view_as_real is only supported for complex"):
+        torch.view_as_real(real)
+    with pytest.raises(RuntimeError, match="last dimension of size 2"):
+        torch.view_as_complex(odd)
+    with pytest.raises(RuntimeError, match="float, double and half"):
+        torch.view_as_complex(real.long())
+    with pytest.raises(RuntimeError, match="one dtype, float or double"):
+        torch.polar(real, real.double())
