@@ -61,6 +61,7 @@ from dtorch import (
     linalg,
     memory_stats,
     nn,
+    special,
     tensor,
     type,
 )
@@ -931,6 +932,7 @@ __all__ = [
     "slogdet",
     "softmax",
     "sort",
+    "special",
     "split",
     "split_with_sizes",
     "sqrt",

@@ -32,6 +32,7 @@ NAMESPACE: dict[str, str] = {
     "graph": "dtorch",
     "memory_stats": "dtorch",
     "linalg": "dtorch",
+    "special": "dtorch",
     "nn": "dtorch",
     "tensor": "dtorch",
     "type": "dtorch",

@@ -77,6 +77,12 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "F.hardswish": lambda a, b: F.hardswish(a),
     "F.hardsigmoid": lambda a, b: F.hardsigmoid(a),
     "torch.rand_like": lambda a, b: (torch.manual_seed(0), torch.rand_like(a))[1],
+    # torch.special: dtorch.special's aliases and same-named functions
+    "torch.special.expit": lambda a, b: torch.special.expit(a),
+    "torch.special.gammaln": lambda a, b: torch.special.gammaln(a.abs() + 0.5),
+    "torch.special.erf(input=)": lambda a, b: torch.special.erf(input=a),
+    "torch.special.logsumexp": lambda a, b: torch.special.logsumexp(a, 1),
+    "torch.special.xlogy": lambda a, b: torch.special.xlogy(a.abs(), b.abs()),
 }
 
 
@@ -168,7 +174,9 @@ def test_table_pairs_same_names() -> None:
         "dtorch.nn.functional": F,
         "dtorch.linalg": torch.linalg,
         "dtorch.nn.init": torch.nn.init,
+        "dtorch.special": torch.special,
     }
+    assert table[torch.special.expit].function is dtorch.sigmoid
     assert table[torch.nn.init.normal_].function is dtorch.nn.init.normal_
     vf = torch._C._VariableFunctions
     list_forms = [getattr(vf, n) for n in ("meshgrid", "atleast_1d", "atleast_2d", "atleast_3d")]
