@@ -35,6 +35,7 @@ from dtorch.api.create import distribute, float_dtype, from_data, placement_keyw
 from dtorch.api.create import shape_of as _shape
 from dtorch.api.dims import as_int
 from dtorch.api.graph import Graph
+from dtorch.api.ops.convert import checked_format
 from dtorch.api.ops.random_fill import torch_refusals
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import is_handle, not_a_tensor
@@ -462,8 +463,8 @@ def _like(name: str, input: Any, kw: dict[str, Any]) -> dict[str, Any]:
     own mesh named keeps its placements)."""
     if not isinstance(input, Tensor):
         raise not_a_tensor(name, "input", input)
-    if isinstance(kw.get("memory_format"), torch.memory_format):
-        del kw["memory_format"]  # dtorch values have no strides to preserve
+    if "memory_format" in kw:  # the preserve and contiguous formats are both row-major here
+        checked_format(name, kw.pop("memory_format"))
     kw.setdefault("graph", input.graph)
     if kw.get("device") is None and kw.get("device_mesh") in (None, input.device_mesh):
         kw["device_mesh"] = input.device_mesh

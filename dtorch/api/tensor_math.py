@@ -65,17 +65,9 @@ class TensorMath:
     angle = _mm.angle
     isreal = _mm.isreal
 
-    def cfloat(self: Tensor) -> Tensor:
-        """``self.to(torch.complex64)``."""
-        return self.to(torch.complex64)
-
-    def cdouble(self: Tensor) -> Tensor:
-        """``self.to(torch.complex128)``."""
-        return self.to(torch.complex128)
-
-    def chalf(self: Tensor) -> Tensor:
-        """``self.to(torch.complex32)``."""
-        return self.to(torch.complex32)
+    cfloat = _mk.cast(torch.complex64, "cfloat")  # torch's memory_format= too, as half's
+    cdouble = _mk.cast(torch.complex128, "cdouble")
+    chalf = _mk.cast(torch.complex32, "chalf")
 
     def is_conj(self: Tensor) -> bool:
         """False: dtorch has no lazy conjugate (``conj`` computes the values)."""

@@ -194,3 +194,18 @@ def test_table_pairs_same_names() -> None:
     asked = {torch.eye, torch.rand_like, torch.randn_like, torch.randint_like, torch.vander}
     assert asked | {torch.nn.functional.hardswish, torch.nn.functional.hardsigmoid} <= set(table)
     assert asked <= ignored
+
+
+def test_a_dtorch_tensor_where_torch_takes_a_number_is_refused_saying_so(graph) -> None:
+    """torch reads a 0-d tensor's value there; dtorch does not wait for one implicitly."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    t, k = _on(_A, mesh, Shard(0)), _on(torch.tensor(2.0), mesh, Replicate())
+    with pytest.raises(TypeError, match=r"got a dtorch tensor .* pass the number \(t.item\(\)\)"):
+        torch.add(t, 1, alpha=k)
+    torch.testing.assert_close(torch.add(t, 1, alpha=torch.tensor(2.0)).to_torch(), _A + 2)
+    for fmt in (torch.channels_last, torch.channels_last_3d):  # dtorch keeps row-major only
+        with pytest.raises(RuntimeError, match=r"memory_format=.* is not supported"):
+            torch.zeros_like(_on(torch.ones(2, 3, 4, 4), mesh, Shard(0)), memory_format=fmt)
+    with pytest.raises(RuntimeError, match="cdouble: memory_format"):
+        t.cdouble(memory_format=torch.channels_last)
+    assert t.cdouble(memory_format=torch.preserve_format).dtype == torch.complex128

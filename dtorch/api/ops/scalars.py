@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dtorch.api.handle import TensorBase
 from dtorch.ir.scalar import Scalar
 
 
@@ -85,6 +86,12 @@ def as_scalar(value: Any) -> Scalar:
     """The tagged Scalar of a scalar argument (TypeError for anything else)."""
     if isinstance(value, numbers.Number) and not is_scalar(value):
         raise TypeError(_not_real(value))  # 1j is a number, so say why it is refused
+    if isinstance(value, TensorBase):  # its value is on the devices: never read implicitly
+        raise TypeError(
+            f"expected a number, got a dtorch tensor ({value.dtype}, shape "
+            f"{list(value.shape)}): dtorch does not wait for a tensor's value here; pass the "
+            "number (t.item()) or a 0-d torch tensor"
+        )
     if not is_scalar(value):
         raise TypeError(
             f"expected a dtorch.Tensor or a number, got {type(value).__name__}; "
