@@ -90,8 +90,8 @@ def dispatch(
         mixed = bool(args) and isinstance(args[0], torch.Tensor)
         raise TypeError(_mixed(func, args) if mixed else _no_counterpart(func))
     keywords = _keywords(func, counterpart, dict(kwargs or {}))
-    if counterpart.method and "input" in keywords:  # torch.numel(input=t): t.numel()
-        args = (keywords.pop("input"), *args)
+    if "input" in keywords and not _takes(counterpart, "input"):
+        args = (keywords.pop("input"), *args)  # torch.numel(input=t): t.numel(); linalg's A
     if counterpart.method and not (args and isinstance(args[0], tensor_type)):
         raise TypeError(_mixed(func, args))  # torch.clamp_(torch_t, min=t)
     return counterpart.function(*args, **keywords)
@@ -221,10 +221,10 @@ def _keywords(func: Any, counterpart: Counterpart, kwargs: dict[str, Any]) -> di
         return kwargs
     for alias in [k for k in kwargs if k not in takes and k in _NUMPY_NAMES]:
         name = _NUMPY_NAMES[alias]  # torch's parser takes NumPy's spelling of its own names
-        if name not in kwargs and (name in takes or (name == "input" and counterpart.method)):
+        if name not in kwargs and (name in takes or name == "input"):
             kwargs[name] = kwargs.pop(alias)
     for name in [k for k in kwargs if k not in takes]:
-        if name == "input" and counterpart.method:
+        if name == "input":  # torch's name of the first argument: passed first by dispatch
             continue
         if not _same_value(kwargs[name], counterpart.defaults.get(name)):  # None: unreadable
             raise TypeError(
@@ -240,12 +240,19 @@ def _keywords(func: Any, counterpart: Counterpart, kwargs: dict[str, Any]) -> di
 #: axis=1, keepdims=True)``, ``torch.maximum(x1=a, x2=b)``).
 _NUMPY_NAMES = {
     "axis": "dim",
+    "axis0": "dim0",
+    "axis1": "dim1",
     "keepdims": "keepdim",
     "x": "input",
     "a": "input",
     "x1": "input",
     "x2": "other",
 }
+
+
+def _takes(counterpart: Counterpart, name: str) -> bool:
+    """Whether the counterpart takes keyword ``name`` (any, where it takes ``**kwargs``)."""
+    return counterpart.takes is None or name in counterpart.takes
 
 
 def _short(value: Any) -> str:

@@ -73,6 +73,9 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "torch.maximum(x1=, x2=)": lambda a, b: torch.maximum(x1=a, x2=b),
     "torch.add(x=)": lambda a, b: torch.add(x=a, other=b),
     "F.cosine_similarity(x1=, x2=)": lambda a, b: F.cosine_similarity(x1=a, x2=b),
+    "torch.swapaxes(axis0=)": lambda a, b: torch.swapaxes(a, axis0=0, axis1=1),
+    "torch.true_divide(other=)": lambda a, b: torch.true_divide(a, other=b),
+    "torch.linalg.vector_norm(input=)": lambda a, b: torch.linalg.vector_norm(input=a, ord=3),
     # listed by torch.overrides.get_ignored_functions(), yet torch asks for them
     "F.hardswish": lambda a, b: F.hardswish(a),
     "F.hardsigmoid": lambda a, b: F.hardsigmoid(a),

@@ -100,8 +100,8 @@ def float_power(input: Any, exponent: Any) -> Tensor:
     return binary(BinaryKind.FLOAT_POWER, "float_power", input, exponent)
 
 
-def true_divide(dividend: Any, divisor: Any) -> Tensor:
-    """``dividend / divisor``, true division: ``div`` without a rounding mode (an alias, as
+def true_divide(input: Any, other: Any) -> Tensor:
+    """``input / other``, true division: ``div`` without a rounding mode (an alias, as
     in torch); integers give the default float.
 
     Example:
@@ -109,7 +109,7 @@ def true_divide(dividend: Any, divisor: Any) -> Tensor:
         >>> dtorch.true_divide(dtorch.tensor([7, -7]), 2).tolist()
         [3.5, -3.5]
     """
-    return binary(BinaryKind.DIV, "true_divide", dividend, divisor)
+    return binary(BinaryKind.DIV, "true_divide", input, other)
 
 
 def rsub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
