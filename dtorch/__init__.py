@@ -85,7 +85,7 @@ from dtorch.api.creation import (
     zeros,
     zeros_like,
 )
-from dtorch.api.functions import concat, equal, is_tensor, manual_seed, nonzero
+from dtorch.api.functions import concat, equal, is_tensor, manual_seed, nonzero, result_type
 from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
 from dtorch.api.ops.activations_more import celu, hardshrink, selu, threshold
@@ -897,6 +897,7 @@ __all__ = [
     "reshape",
     "resolve_conj",
     "resolve_neg",
+    "result_type",
     "rms_norm",
     "roll",
     "rot90",

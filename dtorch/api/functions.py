@@ -97,3 +97,27 @@ def concat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         [[1, 2, 3, 4]]
     """
     return cat(tensors, dim)
+
+
+def result_type(tensor: Any, other: Any) -> torch.dtype:
+    """``torch.result_type``: the dtype torch's arithmetic gives ``tensor`` and ``other``
+    (tensors or numbers), from their dtypes and whether each has dims (a 0-d tensor promotes
+    as less than a tensor with dims of its category); no value is read.
+
+    Example:
+        >>> import torch, dtorch
+        >>> dtorch.result_type(dtorch.tensor([1, 2], dtype=torch.int8), 2.5)
+        torch.float32
+    """
+    if not isinstance(tensor, (TensorBase, torch.Tensor)) and not isinstance(
+        other, (TensorBase, torch.Tensor)
+    ):
+        return torch.result_type(tensor, other)  # torch's TypeError for two numbers
+    return torch.result_type(_stand_in(tensor), _stand_in(other))
+
+
+def _stand_in(value: Any) -> Any:
+    # a dtorch tensor as an empty torch tensor of its dtype, 0-d or with dims as it is
+    if isinstance(value, TensorBase):
+        return torch.empty((0,) if value.ndim else (), dtype=value.dtype)
+    return value

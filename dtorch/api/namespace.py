@@ -63,6 +63,7 @@ NAMESPACE: dict[str, str] = {
     "zeros_like": "dtorch.api.creation",
     "concat": "dtorch.api.functions",
     "equal": "dtorch.api.functions",
+    "result_type": "dtorch.api.functions",
     "nonzero": "dtorch.api.functions",
     "is_tensor": "dtorch.api.functions",
     "manual_seed": "dtorch.api.functions",

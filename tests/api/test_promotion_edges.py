@@ -190,3 +190,22 @@ def test_rsub_matches_torch(graph) -> None:
     ints = place(torch.tensor([1, 2]), _mesh(), [Replicate(), Replicate()], graph)
     with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
         dtorch.rsub(ints, 3, alpha=0.5)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (_I8, 2.5),
+        (_I8, _F64_0D),
+        (_F64_0D, _I8),
+        (_F16, _F64_0D),
+        (_I8, True),
+        (2, _I8),
+        (_I8, _F16),
+    ],
+)
+def test_result_type_is_torchs(a, b, graph) -> None:
+    """From the dtypes and whether each has dims, as torch's: nothing is read."""
+    ours = lambda v: _on(graph, v, [Replicate(), Replicate()]) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    assert torch.result_type(ours(a), ours(b)) == torch.result_type(a, b)
+    assert dtorch.result_type(ours(a), ours(b)) == torch.result_type(a, b)
