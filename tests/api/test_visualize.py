@@ -152,7 +152,7 @@ def test_the_plain_grid_is_drawn_as_documented(graph) -> None:  # type: ignore[n
 )
 def test_other_ranks_and_empty_tensors_get_the_flat_table(shape, placements, rows, graph) -> None:  # type: ignore[no-untyped-def]
     mesh = dtorch.init_device_mesh("cpu", 4)
-    t = dtorch.zeros(*shape, device_mesh=mesh, placements=list(placements), graph=graph)
+    t = dtorch.zeros(shape, device_mesh=mesh, placements=list(placements), graph=graph)
     text = dtorch.visualize_sharding(t, use_rich=False, file=io.StringIO())
     head, *body = _rows(text)
     assert head == ["block", "devices"] and [r[0] for r in body] == rows, text
