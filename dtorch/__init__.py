@@ -118,6 +118,7 @@ from dtorch.api.ops.aliases_more import (
 )
 from dtorch.api.ops.attention import SdpaOption
 from dtorch.api.ops.basic_index import split
+from dtorch.api.ops.clamp import clamp
 from dtorch.api.ops.closeness import allclose, isclose
 from dtorch.api.ops.complex_views import polar, view_as_complex, view_as_real
 from dtorch.api.ops.composite import (
@@ -141,7 +142,6 @@ from dtorch.api.ops.elementwise import (
     bitwise_or,
     bitwise_right_shift,
     bitwise_xor,
-    clamp,
     div,
     eq,
     ge,

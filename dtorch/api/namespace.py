@@ -12,7 +12,7 @@ A new public alias is one line here, e.g. ``"conv2d": "dtorch.nn.functional",``,
 
 Example:
     >>> NAMESPACE["zeros"], NAMESPACE["abs"], NAMESPACE["clip"]
-    ('dtorch.api.creation', 'dtorch.api.tensor:Tensor.abs', 'dtorch.api.ops.elementwise:clamp')
+    ('dtorch.api.creation', 'dtorch.api.tensor:Tensor.abs', 'dtorch.api.ops.clamp:clamp')
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ NAMESPACE: dict[str, str] = {
     "bitwise_xor": "dtorch.api.ops.elementwise",
     "bitwise_left_shift": "dtorch.api.ops.elementwise",
     "bitwise_right_shift": "dtorch.api.ops.elementwise",
-    "clamp": "dtorch.api.ops.elementwise",
-    "clip": "dtorch.api.ops.elementwise:clamp",
+    "clamp": "dtorch.api.ops.clamp",
+    "clip": "dtorch.api.ops.clamp:clamp",
     "div": "dtorch.api.ops.elementwise",
     "eq": "dtorch.api.ops.elementwise",
     "ge": "dtorch.api.ops.elementwise",

@@ -45,6 +45,7 @@ from dtorch.api.functions import nonzero
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import activations_more as _am
 from dtorch.api.ops import basic_index as _bi
+from dtorch.api.ops import clamp as _clamp
 from dtorch.api.ops import closeness as _close
 from dtorch.api.ops import composite as _cm
 from dtorch.api.ops import convert as _cv
@@ -360,7 +361,7 @@ class Tensor(
 
     softmax = _rd.softmax
     log_softmax = _rd.log_softmax
-    clamp = _ew.clamp
+    clamp = _clamp.clamp
     clip = clamp
 
     masked_fill = _ma.masked_fill

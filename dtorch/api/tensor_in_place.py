@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dtorch.api.ops import clamp as _clamp
 from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import fill as _fl
@@ -224,7 +225,7 @@ class TensorInPlace:
             (True, [-1.0, 0.5, 1.0])
         """
         _cv.fits("clamp_", self, min, max)
-        return _cv.assign("clamp_", self, _ew.clamp(self, min, max))
+        return _cv.assign("clamp_", self, _clamp.clamp(self, min, max))
 
     clip_ = clamp_
 

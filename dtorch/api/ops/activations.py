@@ -21,6 +21,7 @@ from dtorch.api.dims import normalize_dim
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
 from dtorch.api.ops.basic_index import slice_along
+from dtorch.api.ops.clamp import clamp
 from dtorch.api.ops.convert import written
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.statistics import named_refusals
@@ -99,7 +100,7 @@ def hardtanh(
 
 def _hardtanh(input: Tensor, min_val: float, max_val: float, inplace: bool) -> Tensor:
     low, high = _bounds(input.dtype, min_val, max_val)
-    return written(input, lambda: elementwise.clamp(input, low, high), inplace)
+    return written(input, lambda: clamp(input, low, high), inplace)
 
 
 def _bounds(dtype: torch.dtype, low: float, high: float) -> tuple[float, float]:

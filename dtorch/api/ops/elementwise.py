@@ -21,15 +21,14 @@ from dtorch.api.create import beside
 from dtorch.api.dims import as_int
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import cast
-from dtorch.api.ops.scalars import as_scalar, is_scalar, not_a_number
+from dtorch.api.ops.scalars import as_scalar
 from dtorch.api.record import not_a_tensor, record, record_one
-from dtorch.errors import ParamError, UnsupportedDtypeError
+from dtorch.errors import UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
 from dtorch.ir.params import (
     ActivationParam,
     BaseMathParam,
     BroadcastBinaryParam,
-    ClampParam,
 )
 from dtorch.ir.rules.promotion import alpha_binary_dtype
 from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
@@ -118,7 +117,7 @@ def _scaled_binary(kind: BinaryKind, name: str, a: Any, b: Any, alpha: Any) -> T
     if not isinstance(a, TensorBase) and not isinstance(b, TensorBase):
         return binary(kind, name, a, b)  # two numbers: binary's TypeError
     _check_alpha(kind, name, a, b, scale)
-    dtype = torch.result_type(_probe(a), _probe(b))
+    dtype = torch.result_type(probe(a), probe(b))
     if not isinstance(b, TensorBase):
         return binary(kind, name, a, _times(as_scalar(b), scale, dtype))
     factor = bool(alpha) if dtype == torch.bool else alpha  # ``number - alpha * tensor``
@@ -182,7 +181,7 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     raise ValueError(f"div: rounding_mode {rounding_mode!r}; accepted: None, 'floor', 'trunc'")
 
 
-def _probe(value: Any) -> Any:
+def probe(value: Any) -> Any:
     """A stand-in with ``value``'s dtype and dims for torch's promotion rules (a 0-d tensor
     promotes unlike a 1-d one; not hot)."""
     if isinstance(value, TensorBase):
@@ -531,78 +530,3 @@ def tanh(input: Tensor) -> Tensor:
         [0.0, 0.7615941762924194]
     """
     return activation(ActivationKind.TANH, "tanh", input)
-
-
-def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    """``input`` clamped to ``[min, max]`` (also ``clip``); numbers clamp in one operator,
-    dtorch tensor bounds as ``minimum(maximum(input, min), max)`` (broadcast, dtype
-    promoted as torch does). A Partial input is refused.
-
-    Example:
-        >>> import dtorch
-        >>> dtorch.clamp(dtorch.tensor([-2, 0, 5]), min=-1, max=3).tolist()
-        [-1, 0, 3]
-    """
-    if min is None and max is None:
-        raise ParamError("clamp: at least one of min and max must be given")
-    if isinstance(min, TensorBase) or isinstance(max, TensorBase) or _torch_bounds(min, max):
-        return _clamp_tensors(input, zero_dim(min, input), zero_dim(max, input))
-    for bound in (min, max):
-        if bound is not None and not is_scalar(bound):
-            raise not_a_number("clamp: bounds", bound, "numbers")
-    low = None if min is None else as_scalar(min)
-    high = None if max is None else as_scalar(max)
-    return record("clamp", ClampParam(low, high), (input,))[0]
-
-
-def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
-    """Tensor bounds: torch's ``clamp`` is ``min(max(input, low), high)`` elementwise."""
-    for bound in (low, high):
-        if bound is not None and not isinstance(bound, TensorBase) and not is_scalar(bound):
-            raise TypeError(
-                f"clamp: bounds must be numbers or dtorch tensors, got {type(bound).__name__}"
-            )
-    both = low is not None and high is not None  # one tensor bound: torch's clamp_min/max
-    if any(getattr(t, "dtype", torch.float32).is_complex for t in (input, low, high)):
-        raise UnsupportedDtypeError(
-            "clamp: clamp is not supported for complex types (as in torch); accepted: real "
-            "tensors and bounds"
-        )
-    if input.dtype == torch.bool and both and all(map(_bool_bound, (low, high))):
-        raise UnsupportedDtypeError(  # torch has no bool clamp; minimum/maximum would make one
-            "clamp: \"clamp_cpu\" not implemented for 'Bool' (torch clamps no bool tensor by "
-            "bool bounds); accepted: a bound of another dtype, or logical_and/logical_or"
-        )
-    dtype = _clamp_dtype(input, low, high)
-    result = cast(input, dtype)  # all three promoted at once, as torch's one kernel does
-    if low is not None:
-        result = maximum(result, cast(low, dtype) if is_tensor(low) else low)
-    if high is not None:
-        result = minimum(result, cast(high, dtype) if is_tensor(high) else high)
-    return result
-
-
-def _torch_bounds(low: Any, high: Any) -> bool:
-    """Whether torch takes ``clamp``'s bounds as tensors: a 0-d torch tensor is one beside
-    another tensor or None (its dtype promotes), and a number beside a number."""
-    given = [b for b in (low, high) if b is not None]
-    return any(isinstance(b, torch.Tensor) for b in given) and all(
-        isinstance(b, torch.Tensor) for b in given
-    )
-
-
-def _clamp_dtype(input: Tensor, low: Any, high: Any) -> torch.dtype:
-    """torch's result dtype for these bounds, asked of torch's own ``clamp`` on stand-ins of
-    their dtypes and dims (a tensor bound beside a number is torch's TypeError)."""
-    try:
-        return torch.clamp(_probe(input), _probe(low), _probe(high)).dtype
-    except TypeError:
-        raise TypeError(
-            "clamp: give both bounds as tensors or both as numbers (torch takes no mix of a "
-            f"tensor and a number), got {type(low).__name__} and {type(high).__name__}"
-        ) from None
-
-
-def _bool_bound(bound: Any) -> bool:
-    """Whether a clamp bound leaves the result bool (absent, a bool, a bool tensor)."""
-    return bound is None or type(bound) is bool or getattr(bound, "dtype", None) == torch.bool

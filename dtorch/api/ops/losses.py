@@ -40,8 +40,9 @@ from torch.nn import _reduction as torch_reduction
 from dtorch.api.create import beside
 from dtorch.api.dims import as_flag
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops.clamp import clamp
 from dtorch.api.ops.convert import cast, fits
-from dtorch.api.ops.elementwise import binary, clamp, unary
+from dtorch.api.ops.elementwise import binary, unary
 from dtorch.api.ops.masked import select
 from dtorch.api.ops.reduce import reduce as reduce_by  # the losses' own ``reduce`` is torch's flag
 from dtorch.api.record import record_one, tensor_arg, with_inputs

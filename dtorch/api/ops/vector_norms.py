@@ -24,8 +24,8 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import normalize_dim
 from dtorch.api.handle import is_tensor
+from dtorch.api.ops.clamp import clamp
 from dtorch.api.ops.convert import cast
-from dtorch.api.ops.elementwise import clamp
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.shape import expand
 from dtorch.api.ops.statistics import named_refusals, norm
