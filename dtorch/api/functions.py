@@ -17,6 +17,7 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import as_flag, numpy_names
 from dtorch.api.handle import TensorBase
+from dtorch.api.ops.elementwise import probe
 from dtorch.api.ops.shape import cat
 from dtorch.api.record import tensor_arg
 
@@ -113,11 +114,4 @@ def result_type(tensor: Any, other: Any) -> torch.dtype:
         other, (TensorBase, torch.Tensor)
     ):
         return torch.result_type(tensor, other)  # torch's TypeError for two numbers
-    return torch.result_type(_stand_in(tensor), _stand_in(other))
-
-
-def _stand_in(value: Any) -> Any:
-    # a dtorch tensor as an empty torch tensor of its dtype, 0-d or with dims as it is
-    if isinstance(value, TensorBase):
-        return torch.empty((0,) if value.ndim else (), dtype=value.dtype)
-    return value
+    return torch.result_type(probe(tensor), probe(other))
