@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import torch
@@ -23,7 +24,7 @@ import torch
 from dtorch.api.redistribute import sum_partials
 from dtorch.errors import DtypeError
 from dtorch.ir.opkind import ReduceKind
-from dtorch.ir.placement import Partial
+from dtorch.ir.placement import Partial, Shard
 from dtorch.ir.rules.promotion import reduce_dtype
 
 if TYPE_CHECKING:
@@ -37,12 +38,31 @@ def settled(value: Tensor) -> TensorFuture:
     whose sum promotes (int8, int32, bool: the parts would not add up) is summed first."""
     if any(p.is_partial() for p in value.placements) and _sum_promotes(value.dtype):
         value = sum_partials(value)
-    try:
-        total = value.sum()
-    except DtypeError:
-        total = value.to(torch.bool).sum()
+    parts = _plain_parts(value)
+    total = _total(parts[0])
+    for part in parts[1:]:
+        total = total + _total(part)
     partial = total.redistribute(placements=[Partial()] * total.device_mesh.ndim)
     return partial.to_torch_async()
+
+
+def _total(value: Tensor) -> Tensor:
+    try:
+        return value.sum()
+    except DtypeError:
+        return value.to(torch.bool).sum()
+
+
+def _plain_parts(value: Tensor) -> list[Tensor]:
+    """``value``, or a marked one (``Shard(d, sub_split_coordinates=c)``, which ``sum``
+    refuses) cut at its mark's boundaries: each part is plain shards, no data moves."""
+    for placement in value.placements:
+        if isinstance(placement, Shard) and placement.sub_split_coordinates:
+            dim, size = placement.dim, value.shape[placement.dim]
+            bounds = (0, *placement.sub_split_coordinates, size)
+            cut = [value.narrow(dim, a, b - a) for a, b in itertools.pairwise(bounds) if b > a]
+            return [plain for part in cut for plain in _plain_parts(part)]
+    return [value]
 
 
 def _sum_promotes(dtype: torch.dtype) -> bool:

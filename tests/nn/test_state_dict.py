@@ -467,6 +467,20 @@ def test_float8_values_load(graph: dtorch.Graph) -> None:
     assert torch.equal(module.scale.to_torch().float(), source["scale"].float())
 
 
+def test_a_parameter_with_a_concatenation_mark_loads(graph: dtorch.Graph) -> None:
+    """A fused qkv weight laid out as ``cat`` leaves it (``Shard(1, sub_split_coordinates=)``):
+    the wait on its value summed it, which refuses a marked tensor; it sums each part now."""
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    marked = [Shard(1, sub_split_coordinates=(4, 8)), Shard(0)]
+    module = nn.Module()
+    module.a = nn.Parameter(dtorch.zeros(3, device_mesh=mesh))
+    module.qkv = nn.Parameter(dtorch.zeros(4, 12, device_mesh=mesh, placements=marked))
+    source = {"a": torch.ones(3), "qkv": torch.arange(48.0).view(4, 12)}
+    assert str(module.load_state_dict(source)) == "<All keys matched successfully>"
+    assert torch.equal(module.qkv.to_torch(), source["qkv"]) and module.qkv.placements == marked
+    assert torch.equal(module.a.to_torch(), source["a"])
+
+
 @pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
 def test_a_failure_while_loading_keeps_its_class_and_names_the_entry(
     process: bool, worker_pools: PoolKeeper
