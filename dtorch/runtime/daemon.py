@@ -22,8 +22,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-#: Set on every DaemonThread (a stream, a dispatcher, a report reader, a monitor).
-_RUNTIME = threading.local()
+#: The idents of the running DaemonThreads (streams, dispatchers, report readers, monitors).
+#: Not a ``threading.local``: a collector's finalizer reading one on a thread being torn down
+#: makes per-thread state that CPython never frees (a weakref per short-lived thread).
+_RUNTIME: set[int] = set()
 
 
 def in_runtime_thread() -> bool:
@@ -35,7 +37,7 @@ def in_runtime_thread() -> bool:
         >>> in_runtime_thread(), DaemonThread(lambda: None, "x").join(5.0)
         (False, True)
     """
-    return getattr(_RUNTIME, "active", False)
+    return threading.get_ident() in _RUNTIME
 
 
 class DaemonThread:
@@ -51,10 +53,11 @@ class DaemonThread:
         self.thread.start()
 
     def _run(self, target: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        _RUNTIME.active = True
+        _RUNTIME.add(threading.get_ident())
         try:
             target(*args)
         finally:  # after the target's frame (and what it held) is gone
+            _RUNTIME.discard(threading.get_ident())
             self._ended.set()
 
     def join(self, timeout: float) -> bool:

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,27 @@ def test_a_thread_s_default_graph_leaves_no_ghost_thread_behind() -> None:
     gc.collect()
     ghosts = [t.name for t in threading.enumerate() if t.ident not in before]
     assert not [name for name in ghosts if name.startswith("Dummy")], ghosts
+
+
+def test_a_thread_s_default_graph_leaves_no_state_behind() -> None:
+    """The finalizer of a thread's default graph runs as the thread is torn down; reading a
+    ``threading.local`` there (is this a dtorch thread?) left one weakref per thread for ever.
+    Thread mode: each thread's own default graph is what is collected there."""
+
+    def weakrefs() -> int:
+        gc.collect()
+        return sum(type(o) is weakref.ReferenceType for o in gc.get_objects())
+
+    def run(threads: int) -> None:
+        for _ in range(threads):
+            worker = threading.Thread(target=lambda: dtorch.ones(2).to_torch())
+            worker.start()
+            worker.join(60)
+
+    run(5)  # warm: caches of the first graphs
+    before = weakrefs()
+    run(60)
+    assert weakrefs() - before < 10  # was one per thread
 
 
 def _threads_of(graph_id: int) -> list[str]:
