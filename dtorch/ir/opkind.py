@@ -217,6 +217,16 @@ class MathKind(enum.IntEnum):
     REAL = 50  # the real part, a copy (torch.real is a view)
     IMAG = 51  # the imaginary part, a copy
     ANGLE = 52  # torch.angle
+    ENTR = 53  # torch.special.entr
+    NDTR = 54  # torch.special.ndtr
+    NDTRI = 55  # torch.special.ndtri
+    LOG_NDTR = 56  # torch.special.log_ndtr
+    I0E = 57  # torch.special.i0e
+    I1 = 58  # torch.special.i1
+    I1E = 59  # torch.special.i1e
+    ERFCX = 60  # torch.special.erfcx
+    BESSEL_J0 = 61  # torch.special.bessel_j0
+    BESSEL_J1 = 62  # torch.special.bessel_j1
 
 
 class ReduceKind(enum.IntEnum):

@@ -86,6 +86,13 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "torch.special.erf(input=)": lambda a, b: torch.special.erf(input=a),
     "torch.special.logsumexp": lambda a, b: torch.special.logsumexp(a, 1),
     "torch.special.xlogy": lambda a, b: torch.special.xlogy(a.abs(), b.abs()),
+    # torch.special's own elementwise functions: one torch kernel on each shard
+    **{
+        f"torch.special.{name}": (lambda a, b, name=name: getattr(torch.special, name)(a))
+        for name in ("entr", "ndtr", "log_ndtr", "i0e", "i1", "i1e", "erfcx", "bessel_j0")
+    },
+    "torch.special.ndtri": lambda a, b: torch.special.ndtri(a.sigmoid()),
+    "torch.special.bessel_j1": lambda a, b: torch.special.bessel_j1(a * 4),
 }
 
 

@@ -221,6 +221,16 @@ _MATH_FNS = {
     MathKind.REAL: torch.real,
     MathKind.IMAG: torch.imag,
     MathKind.ANGLE: torch.angle,
+    MathKind.ENTR: torch.special.entr,
+    MathKind.NDTR: torch.special.ndtr,
+    MathKind.NDTRI: torch.special.ndtri,
+    MathKind.LOG_NDTR: torch.special.log_ndtr,
+    MathKind.I0E: torch.special.i0e,
+    MathKind.I1: torch.special.i1,
+    MathKind.I1E: torch.special.i1e,
+    MathKind.ERFCX: torch.special.erfcx,
+    MathKind.BESSEL_J0: torch.special.bessel_j0,
+    MathKind.BESSEL_J1: torch.special.bessel_j1,
 }
 #: The linear unary kinds: they keep a Partial (of a dtype that converts linearly).
 _LINEAR_MATH = {MathKind.NEG, MathKind.DEG2RAD, MathKind.RAD2DEG}

@@ -162,6 +162,16 @@ MATH: dict[MathKind, Unary] = {
     MathKind.REAL: lambda x: torch.real(x).clone(),  # no view of the input on the devices
     MathKind.IMAG: lambda x: torch.imag(x).clone(),
     MathKind.ANGLE: torch.angle,
+    MathKind.ENTR: torch.special.entr,
+    MathKind.NDTR: torch.special.ndtr,
+    MathKind.NDTRI: torch.special.ndtri,
+    MathKind.LOG_NDTR: torch.special.log_ndtr,
+    MathKind.I0E: torch.special.i0e,
+    MathKind.I1: torch.special.i1,
+    MathKind.I1E: torch.special.i1e,
+    MathKind.ERFCX: torch.special.erfcx,
+    MathKind.BESSEL_J0: torch.special.bessel_j0,
+    MathKind.BESSEL_J1: torch.special.bessel_j1,
 }
 
 
