@@ -209,3 +209,16 @@ def test_result_type_is_torchs(a, b, graph) -> None:
     ours = lambda v: _on(graph, v, [Replicate(), Replicate()]) if isinstance(v, torch.Tensor) else v  # noqa: E731
     assert torch.result_type(ours(a), ours(b)) == torch.result_type(a, b)
     assert dtorch.result_type(ours(a), ours(b)) == torch.result_type(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint16, torch.uint32, torch.uint64])
+def test_masked_fill_by_a_tensor_refuses_dtypes_torch_has_no_kernel_for(dtype, graph) -> None:
+    """As the number form is refused: torch's masked_fill has no kernel for these."""
+    x, mask = torch.zeros(4, dtype=dtype), torch.tensor([True, False, True, False])
+    with pytest.raises(NotImplementedError):
+        x.masked_fill(mask, torch.tensor(7, dtype=dtype))
+    t = _on(graph, x, [Shard(0), Replicate()])
+    value = _on(graph, torch.tensor(7, dtype=dtype), [Replicate(), Replicate()])
+    with pytest.raises(NotImplementedError, match="not implemented for"):
+        t.masked_fill(_on(graph, mask, [Shard(0), Replicate()]), value)
+    assert t.tolist() == [0, 0, 0, 0]

@@ -24,8 +24,9 @@ from dtorch.api.ops.elementwise import zero_dim
 from dtorch.api.ops.scalars import as_scalar
 from dtorch.api.record import record
 from dtorch.errors import ParamError, PlacementError, ShapeError
-from dtorch.ir.opkind import MaskedKind
+from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import MaskedParam, WhereParam
+from dtorch.ir.rules.promotion import tensors_dtype
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -81,6 +82,8 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
         [-1.0, 1.0, -1.0, 3.0]
     """
     if is_tensor(value):  # a 0-d tensor on the devices: torch takes it too
+        sides = ((input.dtype, not input.shape), (mask.dtype, not mask.shape))
+        tensors_dtype("masked_fill", OpKind.Masked, sides)  # torch's kernel takes the dtypes
         _check_complex_fill("masked_fill", input, value)
         value = cast(_fill_value("masked_fill", value), input.dtype)
         _check_partial_fill(input, value)
