@@ -162,6 +162,7 @@ from dtorch.api.ops.elementwise import (
     sub,
     tanh,
 )
+from dtorch.api.ops.fill import fill
 from dtorch.api.ops.grid import (
     atleast_1d,
     atleast_2d,
@@ -697,6 +698,7 @@ __all__ = [
     "exp2",
     "expm1",
     "eye",
+    "fill",
     "finfo",
     "fix",
     "flatten",

@@ -191,6 +191,7 @@ NAMESPACE: dict[str, str] = {
     "polar": "dtorch.api.ops.complex_views",
     "true_divide": "dtorch.api.ops.math_more",
     "rsub": "dtorch.api.ops.math_more",
+    "fill": "dtorch.api.ops.fill",
     "allclose": "dtorch.api.ops.closeness",
     "isclose": "dtorch.api.ops.closeness",
     "celu": "dtorch.api.ops.activations_more",

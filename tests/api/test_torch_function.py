@@ -80,6 +80,8 @@ CALLS: dict[str, Callable[[Any, Any], Any]] = {
     "F.hardswish": lambda a, b: F.hardswish(a),
     "F.hardsigmoid": lambda a, b: F.hardsigmoid(a),
     "torch.rand_like": lambda a, b: (torch.manual_seed(0), torch.rand_like(a))[1],
+    "torch.fill": lambda a, b: torch.fill(a, 2.5) + a,  # a itself unchanged by it
+    "torch.fill(0-d tensor)": lambda a, b: torch.fill(a, torch.tensor(-1.5)),
     # torch.special: dtorch.special's aliases and same-named functions
     "torch.special.expit": lambda a, b: torch.special.expit(a),
     "torch.special.gammaln": lambda a, b: torch.special.gammaln(a.abs() + 0.5),

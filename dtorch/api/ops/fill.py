@@ -76,6 +76,20 @@ def _distributed_like(dst: Tensor, src: torch.Tensor) -> Tensor:
     return distribute(type(dst), full, dtype=dst.dtype, graph=dst.graph, **where)
 
 
+def fill(input: Tensor, value: Any) -> Tensor:
+    """``torch.fill``: a new tensor of ``input``'s shape, dtype and placements holding
+    ``value`` (a number or a 0-d tensor), as ``fill_`` of a copy; ``input`` is unchanged.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.arange(3)
+        >>> dtorch.fill(t, 2.7).tolist(), t.tolist()
+        ([2, 2, 2], [0, 1, 2])
+    """
+    tensor_arg("fill", input)
+    return fill_(_cv.clone(input), value)
+
+
 @_cv.writer
 def fill_(t: Tensor, value: Any) -> Tensor:
     """torch's ``fill_``: every element of ``t`` set to ``value`` (a number, or a 0-d torch or
