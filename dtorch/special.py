@@ -21,16 +21,13 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
-
-from dtorch.api.handle import is_tensor
+from dtorch.api.ops import methods as _mk
 from dtorch.api.ops.composite import xlogy
-from dtorch.api.ops.elementwise import sigmoid, unary
+from dtorch.api.ops.elementwise import sigmoid
 from dtorch.api.ops.math_extra import mvlgamma, polygamma
 from dtorch.api.ops.math_more import logit
 from dtorch.api.ops.reduce import log_softmax, softmax
 from dtorch.api.ops.statistics import logsumexp
-from dtorch.api.record import not_a_tensor
 from dtorch.api.tensor import Tensor
 from dtorch.ir.opkind import MathKind
 
@@ -50,134 +47,17 @@ expit = sigmoid
 multigammaln = mvlgamma
 
 
-def _special(kind: MathKind, name: str, input: Any) -> Tensor:
-    if not is_tensor(input):
-        raise not_a_tensor(name, "input", input)
-    return unary(kind, name, input)
-
-
-def entr(input: Tensor) -> Tensor:
-    """``torch.special.entr``: ``-x * log(x)`` (0 at 0, -inf below).
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([0.0, 0.5, 1.0, -1.0])
-        >>> torch.equal(dtorch.special.entr(dtorch.tensor(t)).to_torch(), torch.special.entr(t))
-        True
-    """
-    return _special(MathKind.ENTR, "entr", input)
-
-
-def ndtr(input: Tensor) -> Tensor:
-    """``torch.special.ndtr``: the standard normal distribution function.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([-1.0, 0.0, 2.0])
-        >>> torch.equal(dtorch.special.ndtr(dtorch.tensor(t)).to_torch(), torch.special.ndtr(t))
-        True
-    """
-    return _special(MathKind.NDTR, "ndtr", input)
-
-
-def ndtri(input: Tensor) -> Tensor:
-    """``torch.special.ndtri``: the inverse of ``ndtr``.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([0.1, 0.5, 0.9])
-        >>> torch.equal(dtorch.special.ndtri(dtorch.tensor(t)).to_torch(), torch.special.ndtri(t))
-        True
-    """
-    return _special(MathKind.NDTRI, "ndtri", input)
-
-
-def log_ndtr(input: Tensor) -> Tensor:
-    """``torch.special.log_ndtr``: ``log(ndtr(x))``, accurate far in the lower tail.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([-30.0, 0.0])
-        >>> torch.equal(dtorch.special.log_ndtr(dtorch.tensor(t)).to_torch(),
-        ...             torch.special.log_ndtr(t))
-        True
-    """
-    return _special(MathKind.LOG_NDTR, "log_ndtr", input)
-
-
-def i0e(input: Tensor) -> Tensor:
-    """``torch.special.i0e``: the exponentially scaled modified Bessel function of order 0.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([0.0, 1.0, 5.0])
-        >>> torch.equal(dtorch.special.i0e(dtorch.tensor(t)).to_torch(), torch.special.i0e(t))
-        True
-    """
-    return _special(MathKind.I0E, "i0e", input)
-
-
-def i1(input: Tensor) -> Tensor:
-    """``torch.special.i1``: the modified Bessel function of the first kind, order 1.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([0.0, 1.0, -2.0])
-        >>> torch.equal(dtorch.special.i1(dtorch.tensor(t)).to_torch(), torch.special.i1(t))
-        True
-    """
-    return _special(MathKind.I1, "i1", input)
-
-
-def i1e(input: Tensor) -> Tensor:
-    """``torch.special.i1e``: ``i1`` exponentially scaled.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([0.0, 1.0, 5.0])
-        >>> torch.equal(dtorch.special.i1e(dtorch.tensor(t)).to_torch(), torch.special.i1e(t))
-        True
-    """
-    return _special(MathKind.I1E, "i1e", input)
-
-
-def erfcx(input: Tensor) -> Tensor:
-    """``torch.special.erfcx``: the scaled complementary error function ``exp(x²)·erfc(x)``.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([-1.0, 0.0, 30.0])
-        >>> torch.equal(dtorch.special.erfcx(dtorch.tensor(t)).to_torch(), torch.special.erfcx(t))
-        True
-    """
-    return _special(MathKind.ERFCX, "erfcx", input)
-
-
-def bessel_j0(input: Tensor) -> Tensor:
-    """``torch.special.bessel_j0``: the Bessel function of the first kind, order 0.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([0.0, 2.5, 10.0])
-        >>> torch.equal(dtorch.special.bessel_j0(dtorch.tensor(t)).to_torch(),
-        ...             torch.special.bessel_j0(t))
-        True
-    """
-    return _special(MathKind.BESSEL_J0, "bessel_j0", input)
-
-
-def bessel_j1(input: Tensor) -> Tensor:
-    """``torch.special.bessel_j1``: the Bessel function of the first kind, order 1.
-
-    Example:
-        >>> import torch, dtorch
-        >>> t = torch.tensor([0.0, 2.5, 10.0])
-        >>> torch.equal(dtorch.special.bessel_j1(dtorch.tensor(t)).to_torch(),
-        ...             torch.special.bessel_j1(t))
-        True
-    """
-    return _special(MathKind.BESSEL_J1, "bessel_j1", input)
-
+# torch.special's elementwise functions of one tensor: one BaseMath operator each
+entr = _mk.unary(MathKind.ENTR, "entr", "special")
+ndtr = _mk.unary(MathKind.NDTR, "ndtr", "special")
+ndtri = _mk.unary(MathKind.NDTRI, "ndtri", "special")
+log_ndtr = _mk.unary(MathKind.LOG_NDTR, "log_ndtr", "special")
+i0e = _mk.unary(MathKind.I0E, "i0e", "special")
+i1 = _mk.unary(MathKind.I1, "i1", "special")
+i1e = _mk.unary(MathKind.I1E, "i1e", "special")
+erfcx = _mk.unary(MathKind.ERFCX, "erfcx", "special")
+bessel_j0 = _mk.unary(MathKind.BESSEL_J0, "bessel_j0", "special")
+bessel_j1 = _mk.unary(MathKind.BESSEL_J1, "bessel_j1", "special")
 
 __all__ = [
     "bessel_j0",

@@ -131,6 +131,49 @@ _UNARY_DOCS: dict[str, tuple[str, str, str]] = {
     "acosh": ("The inverse hyperbolic cosine", "[1.0, 2.0]", "[0.0, 1.316957950592041]"),
     "atanh": ("The inverse hyperbolic tangent", "[0.0, 0.5]", "[0.0, 0.5493061542510986]"),
     "negative": ("The negation, ``-x`` (``neg``)", "[1.0, -2.0]", "[-1.0, 2.0]"),
+    # torch.special's (dtorch.special)
+    "entr": (
+        "``-x * log(x)`` (0 at 0, -inf below)",
+        "[0.0, 0.5, -1.0]",
+        "[0.0, 0.3465735912322998, -inf]",
+    ),
+    "ndtr": (
+        "The standard normal distribution function",
+        "[0.0, 1.0]",
+        "[0.5, 0.8413447141647339]",
+    ),
+    "ndtri": ("The inverse of ``ndtr``", "[0.5, 0.975]", "[0.0, 1.959964394569397]"),
+    "log_ndtr": (
+        "``log(ndtr(x))``, accurate far in the lower tail",
+        "[0.0, -30.0]",
+        "[-0.6931471824645996, -454.3212585449219]",
+    ),
+    "i0e": (
+        "The exponentially scaled modified Bessel function of order 0",
+        "[0.0, 1.0]",
+        "[0.9999999403953552, 0.46575963497161865]",
+    ),
+    "i1": (
+        "The modified Bessel function of the first kind, order 1",
+        "[0.0, 1.0]",
+        "[0.0, 0.5651590824127197]",
+    ),
+    "i1e": ("``i1`` exponentially scaled", "[0.0, 1.0]", "[0.0, 0.207910418510437]"),
+    "erfcx": (
+        "The scaled complementary error function ``exp(x**2) * erfc(x)``",
+        "[0.0, 1.0]",
+        "[1.0, 0.42758357524871826]",
+    ),
+    "bessel_j0": (
+        "The Bessel function of the first kind, order 0",
+        "[0.0, 2.5]",
+        "[1.0, -0.04838377982378006]",
+    ),
+    "bessel_j1": (
+        "The Bessel function of the first kind, order 1",
+        "[0.0, 2.5]",
+        "[0.0, 0.4970940947532654]",
+    ),
 }
 
 #: The linear ``unary`` kinds, which keep a Partial: why each is linear.
@@ -148,11 +191,13 @@ _LINEAR = {
 __test__: dict[str, Callable[..., Any]] = {}
 
 
-def _unary_doc(kind: MathKind, name: str) -> str:
-    """The docstring of the ``unary`` method ``name``: a summary, the placements, an example."""
+def _unary_doc(kind: MathKind, name: str, namespace: str = "") -> str:
+    """The docstring of the ``unary`` method ``name`` (of torch's ``namespace``, such as
+    ``special``): a summary, the placements, an example."""
     if name not in _UNARY_DOCS:
         return f"The method ``{name}``: one ``{kind.name}`` operator on the tensor."
     summary, example, result = _UNARY_DOCS[name]
+    where = f"{namespace}.{name}" if namespace else name
     partial = (
         f"a Partial input stays Partial ({_LINEAR[kind]} is linear)"
         if kind in _LINEAR
@@ -160,25 +205,26 @@ def _unary_doc(kind: MathKind, name: str) -> str:
     )
     placements = f"The result keeps the input's shards; {partial}."
     return (
-        f"{summary}, elementwise, as ``torch.{name}``.\n{placements}\n\n"
+        f"{summary}, elementwise, as ``torch.{where}``.\n{placements}\n\n"
         "Example:\n"
         "    >>> import dtorch\n"
-        f"    >>> dtorch.{name}(dtorch.tensor({example})).tolist()\n"
+        f"    >>> dtorch.{where}(dtorch.tensor({example})).tolist()\n"
         f"    {result}\n"
     )
 
 
-def unary(kind: MathKind, name: str) -> Callable[[Tensor], Tensor]:
+def unary(kind: MathKind, name: str, namespace: str = "") -> Callable[[Tensor], Tensor]:
     """The method ``name``: one ``kind`` operator on the tensor, its docstring from
-    ``_UNARY_DOCS``."""
+    ``_UNARY_DOCS``; ``namespace``: torch's namespace of the function (``special``), where
+    the docstring's example calls it."""
 
     def method(input: Tensor) -> Tensor:  # torch's name: dtorch.exp(input=t) as torch.exp
         return _unary(kind, name, input)
 
     _named(method, name)
-    method.__doc__ = _unary_doc(kind, name)
+    method.__doc__ = _unary_doc(kind, name, namespace)
     if name in _UNARY_DOCS:
-        __test__[name] = method
+        __test__[f"{namespace}.{name}" if namespace else name] = method
     return method
 
 
