@@ -110,8 +110,4 @@ def result_type(tensor: Any, other: Any) -> torch.dtype:
         >>> dtorch.result_type(dtorch.tensor([1, 2], dtype=torch.int8), 2.5)
         torch.float32
     """
-    if not isinstance(tensor, (TensorBase, torch.Tensor)) and not isinstance(
-        other, (TensorBase, torch.Tensor)
-    ):
-        return torch.result_type(tensor, other)  # torch's TypeError for two numbers
-    return torch.result_type(probe(tensor), probe(other))
+    return torch.result_type(probe(tensor), probe(other))  # numbers and torch's: as they are
