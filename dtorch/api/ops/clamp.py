@@ -78,12 +78,10 @@ def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:
 
 
 def _torch_bounds(low: Any, high: Any) -> bool:
-    """Whether torch takes ``clamp``'s bounds as tensors: a 0-d torch tensor is one beside
-    another tensor or None (its dtype promotes), and a number beside a number."""
-    given = [b for b in (low, high) if b is not None]
-    return any(isinstance(b, torch.Tensor) for b in given) and all(
-        isinstance(b, torch.Tensor) for b in given
-    )
+    """Whether torch takes ``clamp``'s torch bounds (at least one given) as tensors: when
+    every given bound is one (a 0-d torch tensor's dtype then promotes); beside a number,
+    torch reads a 0-d tensor as a number."""
+    return all(isinstance(b, torch.Tensor) for b in (low, high) if b is not None)
 
 
 def _clamp_dtype(input: Tensor, low: Any, high: Any) -> torch.dtype:
