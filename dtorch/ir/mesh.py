@@ -322,24 +322,25 @@ class DeviceMesh:
         return [Device(self._device_type, i) for i in self._ids]
 
     def __contains__(self, device_id: object) -> bool:
-        if len(self._ids) <= _SCANNED:
-            return device_id in self._ids
-        try:  # one lookup: a scan per device made a large mesh's kernels quadratic
-            return device_id in self._position_table()
-        except TypeError:  # unhashable: no device id
-            return False
+        return self._flat(device_id) is not None
 
     # --- coordinates ----------------------------------------------------------------------
     def coordinate_of(self, device_id: int) -> tuple[int, ...]:
         """Mesh coordinate of ``device_id`` (MeshError if it is not in the mesh)."""
+        flat = self._flat(device_id)
+        if flat is None:
+            raise MeshError(f"device {device_id} is not in {self!r}")
+        return tuple(int(c) for c in _unravel(flat, self._shape))
+
+    def _flat(self, device_id: object) -> int | None:
+        """``device_id``'s position in the row-major ids (None: not in the mesh)."""
         try:
             if len(self._ids) <= _SCANNED:  # a scan of a few ids beats a table
-                flat = self._ids.index(device_id)
-            else:  # one lookup, where a scan per device made large meshes quadratic
-                flat = self._position_table()[device_id]
-        except (ValueError, KeyError):
-            raise MeshError(f"device {device_id} is not in {self!r}") from None
-        return tuple(int(c) for c in _unravel(flat, self._shape))
+                return self._ids.index(device_id)
+            # one lookup, where a scan per device made large meshes quadratic
+            return self._position_table()[device_id]  # type: ignore[index]
+        except (ValueError, KeyError, TypeError):  # TypeError: unhashable, no device id
+            return None
 
     def _position_table(self) -> dict[int, int]:
         positions = self._positions
