@@ -36,6 +36,7 @@ from dtorch.api.handle import TensorBase
 from dtorch.api.ops.convert import assign, cast
 from dtorch.api.ops.random_fill import creatable_placements, drawn_layout, fill_random
 from dtorch.api.record import tensor_arg
+from dtorch.api.strides import contiguous_strides
 from dtorch.ir.opkind import CreateKind
 
 if TYPE_CHECKING:
@@ -196,12 +197,9 @@ def sparse_(
         True
     """
     tensor_arg("sparse_", tensor)
-    shape, layout = tuple(tensor.shape), drawn_layout(tensor)
-    full = (
-        torch.empty_strided(shape, layout, dtype=tensor.dtype)
-        if layout
-        else torch.empty(shape, dtype=tensor.dtype)
-    )
+    shape = tuple(tensor.shape)
+    strides = drawn_layout(tensor) or contiguous_strides(shape)  # torch draws in this order
+    full = torch.empty_strided(shape, strides, dtype=tensor.dtype)
     return tensor.copy_(torch.nn.init.sparse_(full, sparsity, std, generator=generator))
 
 
