@@ -33,6 +33,7 @@ NAMESPACE: dict[str, str] = {
     "memory_stats": "dtorch",
     "linalg": "dtorch",
     "special": "dtorch",
+    "fft": "dtorch",
     "nn": "dtorch",
     "tensor": "dtorch",
     "type": "dtorch",

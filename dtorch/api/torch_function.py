@@ -3,11 +3,11 @@
 A dtorch.Tensor is not a torch.Tensor, but torch finds it among a call's arguments through the
 ``__torch_function__`` protocol (``torch.overrides``), as it finds any tensor-like type. A call
 of ``torch.<name>``, ``torch.nn.functional.<name>``, ``torch.linalg.<name>``,
-``torch.nn.init.<name>`` or ``torch.special.<name>`` with a dtorch tensor among its arguments
-runs dtorch's function of the same name in the same namespace (``dtorch.<name>``,
-``dtorch.nn.functional.<name>``, ``dtorch.special.<name>``, ...) with the same arguments, so
-code written with torch's functions - as DTensor users write it - runs on dtorch tensors
-unchanged, with dtorch's placement rules. A torch function dtorch has no
+``torch.nn.init.<name>``, ``torch.special.<name>`` or ``torch.fft.<name>`` with a dtorch
+tensor among its arguments runs dtorch's function of the same name in the same namespace
+(``dtorch.<name>``, ``dtorch.nn.functional.<name>``, ``dtorch.special.<name>``, ...) with the
+same arguments, so code written with torch's functions - as DTensor users write it - runs on
+dtorch tensors unchanged, with dtorch's placement rules. A torch function dtorch has no
 counterpart of raises TypeError naming it, and so does a torch tensor's method given a dtorch
 tensor (``torch_tensor + t``: Python then tries ``t.__radd__``, which refuses the torch tensor).
 A call that mixes dtorch and torch tensors is dtorch's function's to judge, as if called as
@@ -119,6 +119,7 @@ def counterparts() -> dict[Any, Counterpart]:
         (torch.linalg, dtorch.linalg),
         (torch.nn.init, init),
         (torch.special, dtorch.special),
+        (torch.fft, dtorch.fft),
     ):
         table.update(_same_names(theirs, ours))
     # dtorch.trace traces programs; torch.trace is the matrix trace, dtorch's Tensor.trace
@@ -286,7 +287,7 @@ def _no_counterpart(func: Any) -> str:
     return (
         f"{_name(func)} got a dtorch.Tensor, and dtorch has no counterpart of it. dtorch "
         "runs the functions of torch, torch.nn.functional, torch.linalg, torch.nn.init, "
-        "torch.special and torch.Tensor that "
+        "torch.special, torch.fft and torch.Tensor that "
         "it has under the same name (dtorch.<name>, dtorch.nn.functional.<name>, ...); for "
         "anything else, gather the full torch tensor with .to_torch() first"
     )

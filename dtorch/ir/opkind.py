@@ -98,6 +98,7 @@ class OpKind(enum.IntEnum):
     Fold = 77  # fold (col2im): torch's own on each device's shards (FoldParam)
     SplitSort = 78  # sort along a sharded dim: the blocks gathered, sorted whole, each kept
     SplitOrderStat = 79  # median/kthvalue/mode along a sharded dim: the blocks gathered
+    Fft = 80  # torch.fft's transforms over whole dims, the other dims' shards kept (FftParam)
 
 
 class ActivationKind(enum.IntEnum):
@@ -355,6 +356,29 @@ class LinalgKind(enum.IntEnum):
     COND = 29
     EIG = 30
     EIGVALS = 31
+
+
+class FftKind(enum.IntEnum):
+    """The transforms of Fft (torch.fft's functions of the same names)."""
+
+    FFT = 0
+    IFFT = 1
+    FFT2 = 2
+    IFFT2 = 3
+    FFTN = 4
+    IFFTN = 5
+    RFFT = 6
+    IRFFT = 7
+    RFFT2 = 8
+    IRFFT2 = 9
+    RFFTN = 10
+    IRFFTN = 11
+    HFFT = 12
+    IHFFT = 13
+    HFFT2 = 14
+    IHFFT2 = 15
+    HFFTN = 16
+    IHFFTN = 17
 
 
 class ScatterReduceKind(enum.IntEnum):

@@ -22,6 +22,7 @@ import torch
 from dtorch.ir.opkind import (
     ActivationKind,
     BinaryKind,
+    FftKind,
     LinalgKind,
     MaskedKind,
     MathKind,
@@ -367,6 +368,19 @@ class LinalgParam(OpParam):
     mode: str = ""
     atol: float | None = None
     rtol: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FftParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.Fft
+    """torch.fft's ``fn`` with torch's arguments: ``s`` (the one-dim forms' ``n`` as a
+    tuple of one), ``dim`` (the one-dim forms' ``dim`` as a tuple of one; None: the
+    function's default) and ``norm`` (``""`` for None: ``"backward"``)."""
+
+    fn: FftKind
+    s: Ints | None = None
+    dim: Ints | None = None
+    norm: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,7 @@ _ENUMS: tuple[tuple[str, type], ...] = (
     ("enum.ScatterReduceKind", opkind.ScatterReduceKind),
     ("enum.OrderStatKind", opkind.OrderStatKind),
     ("enum.LinalgKind", opkind.LinalgKind),
+    ("enum.FftKind", opkind.FftKind),
     ("enum.ScalarKind", ScalarKind),
 )
 

@@ -26,7 +26,7 @@ from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
 
 
-def _made(make: Callable[..., torch.Tensor], dtype: torch.dtype | None, kw: dict[str, Any],
+def made_by_torch(make: Callable[..., torch.Tensor], dtype: torch.dtype | None, kw: dict[str, Any],
           *args: Any) -> Tensor:  # fmt: skip
     """torch's ``make(*args)`` in ``dtype`` (else the graph's default), distributed."""
     value = make(*args, dtype=float_dtype(kw.get("graph"), dtype))
@@ -42,7 +42,7 @@ def logspace(start: Any, end: Any, steps: int, base: float = 10.0, *,
         >>> dtorch.logspace(0, 2, 3).tolist()
         [1.0, 10.0, 100.0]
     """
-    return _made(torch.logspace, dtype, kw, start, end, steps, base)
+    return made_by_torch(torch.logspace, dtype, kw, start, end, steps, base)
 
 
 def range(start: Any = 0, end: Any = None, step: Any = 1, *,
@@ -73,7 +73,7 @@ def range(start: Any = 0, end: Any = None, step: Any = 1, *,
         raise ParamError(f"range: step must be nonzero; got {step!r}, which is 0 in {made}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's own, said above
-        return _made(torch.range, dtype, kw, start, end, step)
+        return made_by_torch(torch.range, dtype, kw, start, end, step)
 
 
 def _truncates_to_zero(step: Any) -> bool:
@@ -96,7 +96,7 @@ def scalar_tensor(s: Any, *, dtype: torch.dtype | None = None, **kw: Any) -> Ten
         >>> t.item(), t.dtype
         (3.0, torch.float32)
     """
-    return _made(torch.scalar_tensor, dtype, kw, s)
+    return made_by_torch(torch.scalar_tensor, dtype, kw, s)
 
 
 def as_tensor(data: Any, dtype: torch.dtype | None = None, device: Any = None,
@@ -152,7 +152,7 @@ def hann_window(window_length: int, periodic: bool = True, *,
         >>> dtorch.hann_window(3, periodic=False).tolist()
         [0.0, 1.0, 0.0]
     """
-    return _made(torch.hann_window, dtype, kw, window_length, periodic)
+    return made_by_torch(torch.hann_window, dtype, kw, window_length, periodic)
 
 
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54,
@@ -165,7 +165,7 @@ def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.5
         >>> [round(v, 4) for v in dtorch.hamming_window(3, periodic=False).tolist()]
         [0.08, 1.0, 0.08]
     """
-    return _made(torch.hamming_window, dtype, kw, window_length, periodic, alpha, beta)
+    return made_by_torch(torch.hamming_window, dtype, kw, window_length, periodic, alpha, beta)
 
 
 def blackman_window(window_length: int, periodic: bool = True, *,
@@ -177,7 +177,7 @@ def blackman_window(window_length: int, periodic: bool = True, *,
         >>> [round(v, 4) for v in dtorch.blackman_window(3, periodic=False).tolist()]
         [-0.0, 1.0, -0.0]
     """
-    return _made(torch.blackman_window, dtype, kw, window_length, periodic)
+    return made_by_torch(torch.blackman_window, dtype, kw, window_length, periodic)
 
 
 def bartlett_window(window_length: int, periodic: bool = True, *,
@@ -189,7 +189,7 @@ def bartlett_window(window_length: int, periodic: bool = True, *,
         >>> dtorch.bartlett_window(4).tolist()
         [0.0, 0.5, 1.0, 0.5]
     """
-    return _made(torch.bartlett_window, dtype, kw, window_length, periodic)
+    return made_by_torch(torch.bartlett_window, dtype, kw, window_length, periodic)
 
 
 def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *,
@@ -201,4 +201,4 @@ def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0,
         >>> dtorch.kaiser_window(1).tolist()
         [1.0]
     """
-    return _made(torch.kaiser_window, dtype, kw, window_length, periodic, beta)
+    return made_by_torch(torch.kaiser_window, dtype, kw, window_length, periodic, beta)
