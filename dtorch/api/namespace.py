@@ -126,6 +126,8 @@ NAMESPACE: dict[str, str] = {
     "fmod": "dtorch.api.ops.math_more",
     "gcd": "dtorch.api.ops.math_more",
     "heaviside": "dtorch.api.ops.math_more",
+    "igamma": "dtorch.api.ops.math_more",
+    "igammac": "dtorch.api.ops.math_more",
     "lcm": "dtorch.api.ops.math_more",
     "ldexp": "dtorch.api.ops.math_more",
     "argwhere": "dtorch.api.ops.math_extra",

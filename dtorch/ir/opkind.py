@@ -162,6 +162,21 @@ class BinaryKind(enum.IntEnum):
     FMAX = 35  # torch.fmax: maximum where the non-NaN operand wins (aliases_more)
     FMIN = 36  # torch.fmin: minimum where the non-NaN operand wins (aliases_more)
     COMPLEX = 37  # torch.complex(real, imag): a complex tensor of two real ones
+    XLOG1PY = 38  # torch.special.xlog1py
+    GAMMAINC = 39  # torch.special.gammainc
+    GAMMAINCC = 40  # torch.special.gammaincc
+    CHEBYSHEV_T = 41  # torch.special.chebyshev_polynomial_t
+    CHEBYSHEV_U = 42  # torch.special.chebyshev_polynomial_u
+    CHEBYSHEV_V = 43  # torch.special.chebyshev_polynomial_v
+    CHEBYSHEV_W = 44  # torch.special.chebyshev_polynomial_w
+    SHIFTED_CHEBYSHEV_T = 45  # torch.special.shifted_chebyshev_polynomial_t
+    SHIFTED_CHEBYSHEV_U = 46  # torch.special.shifted_chebyshev_polynomial_u
+    SHIFTED_CHEBYSHEV_V = 47  # torch.special.shifted_chebyshev_polynomial_v
+    SHIFTED_CHEBYSHEV_W = 48  # torch.special.shifted_chebyshev_polynomial_w
+    HERMITE_H = 49  # torch.special.hermite_polynomial_h
+    HERMITE_HE = 50  # torch.special.hermite_polynomial_he
+    LAGUERRE_L = 51  # torch.special.laguerre_polynomial_l
+    LEGENDRE_P = 52  # torch.special.legendre_polynomial_p
 
 
 class MathKind(enum.IntEnum):
@@ -228,6 +243,16 @@ class MathKind(enum.IntEnum):
     ERFCX = 60  # torch.special.erfcx
     BESSEL_J0 = 61  # torch.special.bessel_j0
     BESSEL_J1 = 62  # torch.special.bessel_j1
+    BESSEL_Y0 = 63  # torch.special.bessel_y0
+    BESSEL_Y1 = 64  # torch.special.bessel_y1
+    MODIFIED_BESSEL_I0 = 65  # torch.special.modified_bessel_i0
+    MODIFIED_BESSEL_I1 = 66  # torch.special.modified_bessel_i1
+    MODIFIED_BESSEL_K0 = 67  # torch.special.modified_bessel_k0
+    MODIFIED_BESSEL_K1 = 68  # torch.special.modified_bessel_k1
+    SCALED_MODIFIED_BESSEL_K0 = 69  # torch.special.scaled_modified_bessel_k0
+    SCALED_MODIFIED_BESSEL_K1 = 70  # torch.special.scaled_modified_bessel_k1
+    SPHERICAL_BESSEL_J0 = 71  # torch.special.spherical_bessel_j0
+    AIRY_AI = 72  # torch.special.airy_ai
 
 
 class ReduceKind(enum.IntEnum):

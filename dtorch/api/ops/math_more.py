@@ -1,5 +1,6 @@
 """More elementwise math: the binary operators of one kind each (``fmod``, ``copysign``,
-``heaviside``, ``float_power``, ``gcd``, ``lcm``, ``logical_xor``, ``nextafter``, ``ldexp``),
+``heaviside``, ``float_power``, ``gcd``, ``lcm``, ``logical_xor``, ``nextafter``, ``ldexp``,
+``igamma``, ``igammac``),
 and the small ones built on existing operators (``true_divide``, ``clamp_min``,
 ``clamp_max``, ``logit``, ``positive``), and the complex parts: ``conj``,
 ``conj_physical``, ``real``, ``imag``, ``angle``, ``isreal`` and ``complex``
@@ -78,13 +79,53 @@ def heaviside(input: Any, values: Any) -> Tensor:
         >>> dtorch.heaviside(x, dtorch.tensor([0.5])).tolist()
         [0.0, 0.5, 1.0]
     """
-    for label, value in (("input", input), ("values", values)):
+    tensors_only("heaviside", "use a tensor of the other's dtype", input=input, values=values)
+    return binary(BinaryKind.HEAVISIDE, "heaviside", input, values)
+
+
+def tensors_only(name: str, advice: str, **values: Any) -> None:
+    """torch's refusal of a number where its function takes tensors only (``heaviside``,
+    ``igamma``): a TypeError naming the argument, and ``advice``.
+
+    Example:
+        >>> try:
+        ...     tensors_only("igamma", "use a tensor", other=2.0)
+        ... except TypeError as error:
+        ...     print(str(error)[:41])
+        igamma: other must be a tensor, got float
+    """
+    for label, value in values.items():
         if not isinstance(value, (TensorBase, torch.Tensor)):
             raise TypeError(
-                f"heaviside: {label} must be a tensor, got {type(value).__name__} (as in torch, "
-                "whose heaviside takes no number: use a tensor of the other's dtype)"
+                f"{name}: {label} must be a tensor, got {type(value).__name__} (as in torch, "
+                f"whose {name} takes no number: {advice})"
             )
-    return binary(BinaryKind.HEAVISIDE, "heaviside", input, values)
+
+
+def igamma(input: Any, other: Any) -> Tensor:
+    """The regularized lower incomplete gamma function ``P(input, other)``, elementwise, as
+    ``torch.igamma`` (``torch.special.gammainc``); both tensors, as torch's.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.igamma(dtorch.tensor([1.0, 2.0]), dtorch.tensor([1.0, 1.0])).tolist()
+        [0.6321204304695129, 0.26424112915992737]
+    """
+    tensors_only("igamma", "use a tensor", input=input, other=other)
+    return binary(BinaryKind.GAMMAINC, "igamma", input, other)
+
+
+def igammac(input: Any, other: Any) -> Tensor:
+    """The regularized upper incomplete gamma function ``Q(input, other) = 1 - P``,
+    elementwise, as ``torch.igammac`` (``torch.special.gammaincc``); both tensors, as torch's.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.igammac(dtorch.tensor([1.0, 2.0]), dtorch.tensor([1.0, 1.0])).tolist()
+        [0.36787939071655273, 0.735758900642395]
+    """
+    tensors_only("igammac", "use a tensor", input=input, other=other)
+    return binary(BinaryKind.GAMMAINCC, "igammac", input, other)
 
 
 def float_power(input: Any, exponent: Any) -> Tensor:

@@ -174,6 +174,52 @@ _UNARY_DOCS: dict[str, tuple[str, str, str]] = {
         "[0.0, 2.5]",
         "[0.0, 0.4970940947532654]",
     ),
+    "bessel_y0": (
+        "The Bessel function of the second kind, order 0",
+        "[1.0, 2.5]",
+        "[0.08825694769620895, 0.4980703890323639]",
+    ),
+    "bessel_y1": (
+        "The Bessel function of the second kind, order 1",
+        "[1.0, 2.5]",
+        "[-0.7812128067016602, 0.1459181010723114]",
+    ),
+    "modified_bessel_i0": (
+        "The modified Bessel function of the first kind, order 0",
+        "[0.0, 1.0]",
+        "[0.9999999403953552, 1.2660659551620483]",
+    ),
+    "modified_bessel_i1": (
+        "The modified Bessel function of the first kind, order 1",
+        "[0.0, 1.0]",
+        "[0.0, 0.5651590824127197]",
+    ),
+    "modified_bessel_k0": (
+        "The modified Bessel function of the second kind, order 0",
+        "[0.5, 1.0]",
+        "[0.9244191646575928, 0.42102447152137756]",
+    ),
+    "modified_bessel_k1": (
+        "The modified Bessel function of the second kind, order 1",
+        "[0.5, 1.0]",
+        "[1.6564409732818604, 0.6019073128700256]",
+    ),
+    "scaled_modified_bessel_k0": (
+        "``modified_bessel_k0`` scaled by ``exp(x)``",
+        "[0.5, 1.0]",
+        "[1.5241094827651978, 1.1444631814956665]",
+    ),
+    "scaled_modified_bessel_k1": (
+        "``modified_bessel_k1`` scaled by ``exp(x)``",
+        "[0.5, 1.0]",
+        "[2.7310094833374023, 1.6361536979675293]",
+    ),
+    "spherical_bessel_j0": (
+        "The spherical Bessel function of the first kind, order 0",
+        "[0.0, 1.0]",
+        "[1.0, 0.8414709568023682]",
+    ),
+    "airy_ai": ("The Airy function Ai", "[0.0, 1.0]", "[0.35502806305885315, 0.13529238104820251]"),
 }
 
 #: The linear ``unary`` kinds, which keep a Partial: why each is linear.

@@ -106,6 +106,21 @@ BINARY: dict[BinaryKind, Binary] = {
     BinaryKind.FMAX: torch.fmax,
     BinaryKind.FMIN: torch.fmin,
     BinaryKind.COMPLEX: torch.complex,
+    BinaryKind.XLOG1PY: torch.special.xlog1py,
+    BinaryKind.GAMMAINC: torch.special.gammainc,
+    BinaryKind.GAMMAINCC: torch.special.gammaincc,
+    BinaryKind.CHEBYSHEV_T: torch.special.chebyshev_polynomial_t,
+    BinaryKind.CHEBYSHEV_U: torch.special.chebyshev_polynomial_u,
+    BinaryKind.CHEBYSHEV_V: torch.special.chebyshev_polynomial_v,
+    BinaryKind.CHEBYSHEV_W: torch.special.chebyshev_polynomial_w,
+    BinaryKind.SHIFTED_CHEBYSHEV_T: torch.special.shifted_chebyshev_polynomial_t,
+    BinaryKind.SHIFTED_CHEBYSHEV_U: torch.special.shifted_chebyshev_polynomial_u,
+    BinaryKind.SHIFTED_CHEBYSHEV_V: torch.special.shifted_chebyshev_polynomial_v,
+    BinaryKind.SHIFTED_CHEBYSHEV_W: torch.special.shifted_chebyshev_polynomial_w,
+    BinaryKind.HERMITE_H: torch.special.hermite_polynomial_h,
+    BinaryKind.HERMITE_HE: torch.special.hermite_polynomial_he,
+    BinaryKind.LAGUERRE_L: torch.special.laguerre_polynomial_l,
+    BinaryKind.LEGENDRE_P: torch.special.legendre_polynomial_p,
 }
 
 MATH: dict[MathKind, Unary] = {
@@ -172,6 +187,16 @@ MATH: dict[MathKind, Unary] = {
     MathKind.ERFCX: torch.special.erfcx,
     MathKind.BESSEL_J0: torch.special.bessel_j0,
     MathKind.BESSEL_J1: torch.special.bessel_j1,
+    MathKind.BESSEL_Y0: torch.special.bessel_y0,
+    MathKind.BESSEL_Y1: torch.special.bessel_y1,
+    MathKind.MODIFIED_BESSEL_I0: torch.special.modified_bessel_i0,
+    MathKind.MODIFIED_BESSEL_I1: torch.special.modified_bessel_i1,
+    MathKind.MODIFIED_BESSEL_K0: torch.special.modified_bessel_k0,
+    MathKind.MODIFIED_BESSEL_K1: torch.special.modified_bessel_k1,
+    MathKind.SCALED_MODIFIED_BESSEL_K0: torch.special.scaled_modified_bessel_k0,
+    MathKind.SCALED_MODIFIED_BESSEL_K1: torch.special.scaled_modified_bessel_k1,
+    MathKind.SPHERICAL_BESSEL_J0: torch.special.spherical_bessel_j0,
+    MathKind.AIRY_AI: torch.special.airy_ai,
 }
 
 
