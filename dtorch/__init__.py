@@ -86,7 +86,15 @@ from dtorch.api.creation import (
     zeros,
     zeros_like,
 )
-from dtorch.api.functions import concat, equal, is_tensor, manual_seed, nonzero, result_type
+from dtorch.api.functions import (
+    concat,
+    equal,
+    is_tensor,
+    manual_seed,
+    nonzero,
+    nonzero_static,
+    result_type,
+)
 from dtorch.api.future import TensorFuture, VoidFutureCollect
 from dtorch.api.graph import Graph, GraphOption, default_graph
 from dtorch.api.ops.activations_more import celu, hardshrink, selu, threshold
@@ -197,6 +205,7 @@ from dtorch.api.ops.index_more import (
     diagonal,
     index_copy,
     index_fill,
+    index_reduce,
     masked_select,
     take,
 )
@@ -502,6 +511,9 @@ tan = Tensor.tan
 tril = Tensor.tril
 triu = Tensor.triu
 trunc = Tensor.trunc
+unsafe_chunk = chunk
+unsafe_split = split
+unsafe_split_with_sizes = Tensor.split_with_sizes
 
 __all__ = [
     "BFloat16Tensor",
@@ -759,6 +771,7 @@ __all__ = [
     "index_fill",
     "index_put",
     "index_put_",
+    "index_reduce",
     "index_select",
     "inference_mode",
     "init_device_mesh",
@@ -857,6 +870,7 @@ __all__ = [
     "nn",
     "no_grad",
     "nonzero",
+    "nonzero_static",
     "norm",
     "normal",
     "not_equal",
@@ -987,6 +1001,9 @@ __all__ = [
     "unique",
     "unique_consecutive",
     "unravel_index",
+    "unsafe_chunk",
+    "unsafe_split",
+    "unsafe_split_with_sizes",
     "unsqueeze",
     "vander",
     "var",

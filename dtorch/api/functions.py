@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import as_flag, numpy_names
+from dtorch.api.dims import as_flag, as_int, numpy_names
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops.elementwise import probe
 from dtorch.api.ops.shape import cat
@@ -86,6 +86,23 @@ def nonzero(input: Tensor, *, as_tuple: bool = False) -> Any:
     if not as_tuple:
         return beside(input, torch.nonzero(value))
     return tuple(beside(input, i) for i in torch.nonzero(value, as_tuple=True))
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """``torch.nonzero_static``: the indices of the first ``size`` non-zero elements (as
+    ``nonzero``), padded with rows of ``fill_value`` to ``size`` rows, replicated on
+    ``input``'s mesh. It waits for ``input``, as ``nonzero`` does.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.tensor([0, 3, 0, 4]).nonzero_static(size=3).tolist()
+        [[1], [3], [-1]]
+    """
+    tensor_arg("nonzero_static", input)
+    size = as_int("nonzero_static", "size", size)
+    fill_value = as_int("nonzero_static", "fill_value", fill_value)
+    value = input.to_torch()
+    return beside(input, torch.nonzero_static(value, size=size, fill_value=fill_value))
 
 
 @numpy_names

@@ -41,7 +41,7 @@ import torch
 from dtorch.api import redistribute as _redistribute
 from dtorch.api import torch_function as _tf
 from dtorch.api.create import construct
-from dtorch.api.functions import nonzero
+from dtorch.api.functions import nonzero, nonzero_static
 from dtorch.api.handle import TensorBase
 from dtorch.api.ops import activations_more as _am
 from dtorch.api.ops import basic_index as _bi
@@ -409,6 +409,7 @@ class Tensor(
     nansum = _st.nansum
     nanmean = _st.nanmean
     nonzero = nonzero
+    nonzero_static = nonzero_static
 
     # --- redistribution ---------------------------------------------------------------------
     redistribute = _redistribute.redistribute

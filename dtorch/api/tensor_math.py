@@ -89,6 +89,8 @@ class TensorMath:
     logical_xor = _mm.logical_xor
     nextafter = _mm.nextafter
     ldexp = _mm.ldexp
+    igamma = _mm.igamma
+    igammac = _mm.igammac
     clamp_min = _mm.clamp_min
     clamp_max = _mm.clamp_max
 
@@ -119,6 +121,8 @@ class TensorMath:
     logical_xor_ = _mk.in_place("logical_xor_", logical_xor)
     nextafter_ = _mk.in_place("nextafter_", nextafter)
     ldexp_ = _mk.in_place("ldexp_", ldexp)
+    igamma_ = _mk.in_place("igamma_", igamma)
+    igammac_ = _mk.in_place("igammac_", igammac)
     clamp_min_ = _mk.in_place("clamp_min_", clamp_min)
     clamp_max_ = _mk.in_place("clamp_max_", clamp_max)
 

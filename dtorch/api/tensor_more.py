@@ -3,10 +3,10 @@
 """More linear algebra and indexing methods of ``dtorch.Tensor``, as the mixin
 ``TensorMore``: ``dot``, ``vdot``, ``mv``, ``addmv``, ``baddbmm``, ``addbmm``, ``inner``,
 ``kron``, ``diag``, ``diagonal``, ``diag_embed``, ``trace``, ``index_fill``, ``index_copy``,
-``take``, ``aminmax``, ``masked_select``, ``remainder``, ``index_put`` and torch's in-place
-forms of them (``tril_`` and ``triu_`` too). The behaviour lives in ``dtorch.api.ops``'s
-``linalg_more``, ``index_more``, ``index``, ``elementwise`` and ``fill``; each method is one
-line.
+``index_reduce``, ``take``, ``aminmax``, ``masked_select``, ``remainder``, ``index_put``,
+``prelu`` and torch's in-place forms of them (``tril_`` and ``triu_`` too). The behaviour
+lives in ``dtorch.api.ops``'s ``linalg_more``, ``index_more``, ``index``, ``elementwise``,
+``fill`` and ``nn_more``; each method is one line.
 
 Example:
     >>> import dtorch
@@ -28,6 +28,7 @@ from dtorch.api.ops import index_more as _im
 from dtorch.api.ops import linalg_more as _lm
 from dtorch.api.ops import math_extra as _mx
 from dtorch.api.ops import methods as _mk
+from dtorch.api.ops import nn_more as _nm
 from dtorch.api.ops import random_more as _rm
 from dtorch.api.ops import search as _se
 from dtorch.ir.opkind import MathKind
@@ -55,7 +56,9 @@ class TensorMore:
     trace = _im.trace
     index_fill = _im.index_fill
     index_copy = _im.index_copy
+    index_reduce = _im.index_reduce
     take = _im.take
+    prelu = _nm.prelu
     # shapes and geometry (dtorch.api.ops.grid)
     ravel = _gr.ravel
     hsplit = _gr.split_method(_gr.hsplit)
@@ -125,6 +128,7 @@ class TensorMore:
     fill_diagonal_ = _al.fill_diagonal_
     sum_to_size = _al.sum_to_size
     split_with_sizes = _al.split_with_sizes
+    unsafe_split_with_sizes = _al.split_with_sizes  # torch's, without its view checks
     get_device = _al.get_device
     layout = property(_al.layout)
     divide_ = _ai.divide_
@@ -146,6 +150,7 @@ class TensorMore:
     addbmm_ = _mk.in_place("addbmm_", addbmm, elementwise=False)
     index_fill_ = _im.index_fill_
     index_copy_ = _im.index_copy_
+    index_reduce_ = _im.index_reduce_
     index_put_ = _ix.index_put_
     tril_ = _mk.in_place("tril_", _fl.tril)
     triu_ = _mk.in_place("triu_", _fl.triu)

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -151,6 +152,31 @@ class TensorShapes:
     def mH(self: Tensor) -> Tensor:
         return _sh.matrix_transpose(self, "mH")
 
+    @property
+    def H(self: Tensor) -> Tensor:
+        """torch's ``t.H``: the conjugate transpose of a matrix (a copy where complex); a 0-D
+        tensor's ``conj()``, with torch's deprecation warning; other dims refused.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.tensor([[1, 2]]).H.tolist()
+            [[1], [2]]
+        """
+        if self.ndim == 0:
+            warnings.warn(
+                "Tensor.H is deprecated on 0-D tensors. Consider using x.conj().",
+                UserWarning,
+                stacklevel=2,
+            )
+            return self.conj()
+        if self.ndim != 2:
+            batches = " For batches of matrices, consider using tensor.mH" if self.ndim > 2 else ""
+            raise ShapeError(
+                "tensor.H is only supported on matrices (2-D tensors). Got "
+                f"{self.ndim}-D tensor.{batches}"
+            )
+        return _sh.matrix_transpose(self, "H")
+
     def adjoint(self: Tensor) -> Tensor:
         """torch's ``adjoint()``: ``mH``, the conjugate transpose of the last two dims."""
         return _sh.matrix_transpose(self, "adjoint")
@@ -249,6 +275,8 @@ class TensorShapes:
         """
         return _bi.split(self, split_size, dim)
 
+    unsafe_chunk = _sh.chunk  # torch's chunk and split without their view checks: the same here
+    unsafe_split = split
     narrow = _bi.narrow
 
     def narrow_copy(self: Tensor, dim: int, start: Any, length: int) -> Tensor:

@@ -1,5 +1,6 @@
 """Diagonals and indexing composed of dtorch's operators: ``diagonal``, ``diag``,
-``diag_embed``, ``trace``, ``index_fill``, ``index_copy``, ``take``, ``aminmax``.
+``diag_embed``, ``trace``, ``index_fill``, ``index_copy``, ``index_reduce``, ``take``,
+``aminmax``.
 
 Each checks torch's shapes, dtypes and (for a torch index) index values at the call, and
 records its parts under its own name, so a refusal names what the user called. Layouts:
@@ -12,10 +13,10 @@ records its parts under its own name, so a refusal names what the user called. L
   over the new dims: a shard of the input's last dim stays a shard of the result's first new
   dim (with ``offset`` 0), a Partial stays Partial.
 * ``index_fill`` is a ``masked_fill`` along ``dim`` (any shards, a Partial with the number 0);
-  ``index_copy`` a Scatter (``dim`` unsharded; another sharded dim shards ``source`` alike, a
-  Replicate ``source`` is chunked to match); ``take`` an ``index_select`` of the flattened
-  tensor, made Replicate first; ``aminmax`` two reductions (``amin``'s and ``amax``'s
-  placements: a sharded reduced dim gives Replicate).
+  ``index_copy`` and ``index_reduce`` a Scatter (``dim`` unsharded; another sharded dim
+  shards ``source`` alike, a Replicate ``source`` is chunked to match); ``take`` an
+  ``index_select`` of the flattened tensor, made Replicate first; ``aminmax`` two reductions
+  (``amin``'s and ``amax``'s placements: a sharded reduced dim gives Replicate).
 
 Example:
     >>> import dtorch
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dtorch.api.create import beside
-from dtorch.api.dims import as_int, normalize_dim, numpy_names
+from dtorch.api.dims import as_flag, as_int, normalize_dim, numpy_names
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast, writer
 from dtorch.api.ops.elementwise import binary
@@ -283,24 +284,72 @@ def index_copy(input: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
     """
     name = "index_copy"
     given, src = _tensor(name, input), _tensor(name, source, "source")
-    x = _one_dim(given)
     d = normalize_dim(dim, given.ndim, op=name)
+    return _slices_scattered(name, given, d, index, src, ScatterParam(d))
+
+
+#: index_reduce's reductions, as Scatter's.
+_INDEX_REDUCE = {
+    "prod": ScatterReduceKind.PROD,
+    "mean": ScatterReduceKind.MEAN,
+    "amax": ScatterReduceKind.AMAX,
+    "amin": ScatterReduceKind.AMIN,
+}
+
+
+def index_reduce(
+    input: Tensor, dim: int, index: Any, source: Tensor, reduce: str, *, include_self: bool = True
+) -> Tensor:
+    """``torch.index_reduce``: a copy of ``input`` whose slices ``index[i]`` along ``dim``
+    are reduced (``reduce``: ``"prod"``, ``"mean"``, ``"amax"`` or ``"amin"``) with
+    ``source``'s slices ``i``, and with their own values where ``include_self``; the checks
+    of ``index_copy``, an int32 index taken too. torch's ``scatter_reduce`` of the index
+    spread over the slices (one Scatter): placements as the module says.
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.ones(3, 2)
+        >>> src = dtorch.tensor([[2.0, 3.0], [4.0, 5.0]])
+        >>> dtorch.index_reduce(x, 0, dtorch.tensor([2, 2]), src, "prod").tolist()
+        [[1.0, 1.0], [1.0, 1.0], [8.0, 15.0]]
+    """
+    name = "index_reduce"
+    kind = _INDEX_REDUCE.get(reduce) if isinstance(reduce, str) else None
+    if kind is None:
+        raise ParamError(
+            f"{name}: Expected reduce to be one of prod, mean, amax or amin but got {reduce}."
+        )
+    given, src = _tensor(name, input), _tensor(name, source, "source")
+    d = normalize_dim(dim, given.ndim, op=name)
+    if isinstance(index, torch.Tensor) or is_tensor(index):
+        if index.dtype not in (torch.int32, torch.int64):
+            raise DtypeError(f"{name}: Expected dtype int32/int64 for index but got: {index.dtype}")
+        index = index.long()
+    param = ScatterParam(d, kind, as_flag(include_self, name, "include_self"))
+    return _slices_scattered(name, given, d, index, src, param)
+
+
+def _slices_scattered(
+    name: str, given: Tensor, d: int, index: Any, src: Tensor, param: ScatterParam
+) -> Tensor:
+    """index_copy's and index_reduce's Scatter of ``src``'s slices to ``index`` along ``d``,
+    after torch's checks of both."""
+    x = _one_dim(given)
     ids = _index(name, x, index, d, wrap=False)
-    _check_copy(given, src, d, int(ids.shape[0]))
+    _check_copy(name, given, src, d, int(ids.shape[0]))
     if not src.ndim:  # a 0-d source is the one slice of a one-element index
         src = reshape(src, (1,) * x.ndim)
     with named_as(name, "expand"):
-        out = _scattered(x, d, ids, src)
+        out = _scattered(name, x, ids, src, param)
     return out if given.ndim else reshape(out, ())
 
 
-def _scattered(x: Tensor, d: int, ids: Tensor, src: Tensor) -> Tensor:
-    """index_copy's Scatter of ``src``'s slices to ``ids`` along ``d``; a Replicate ``index``
+def _scattered(name: str, x: Tensor, ids: Tensor, src: Tensor, param: ScatterParam) -> Tensor:
+    """The Scatter of ``src``'s slices to ``ids`` along ``param.dim``; a Replicate ``index``
     or ``source`` is chunked like ``x`` where ``x`` shards another dim."""
-    name = "index_copy"
+    d = param.dim
     shaped = reshape(ids, tuple(-1 if i == d else 1 for i in range(x.ndim)))
     spread = expand(shaped, tuple(src.shape))
-    param = ScatterParam(d, ScatterReduceKind.NONE)
     try:
         return record_one(name, param, (x, spread, src))
     except PlacementError as refused:
@@ -313,9 +362,9 @@ def _scattered(x: Tensor, d: int, ids: Tensor, src: Tensor) -> Tensor:
             raise refused from None
 
 
-def _check_copy(x: Tensor, src: Tensor, d: int, count: int) -> None:
-    # torch's refusals of index_copy's source, in its order (a 0-d tensor is a "scalar")
-    name = "index_copy"
+def _check_copy(name: str, x: Tensor, src: Tensor, d: int, count: int) -> None:
+    # torch's refusals of index_copy's (index_reduce's) source, in its order (a 0-d tensor
+    # is a "scalar")
     if not src.ndim and count != 1:
         raise IndexError(
             f"{name}: When source is scalar, index should have one element (got {count})"
@@ -459,6 +508,23 @@ def index_fill_(input: Tensor, dim: int, index: Any, value: Any) -> Tensor:
         (True, [0.0, 5.0, 0.0])
     """
     return assign("index_fill_", input, index_fill(input, dim, index, value))
+
+
+@writer
+def index_reduce_(
+    input: Tensor, dim: int, index: Any, source: Tensor, reduce: str, *, include_self: bool = True
+) -> Tensor:
+    """``index_reduce`` in place: the result written into ``input``; returns ``input``.
+
+    Example:
+        >>> import dtorch
+        >>> x = dtorch.tensor([1.0, 5.0])
+        >>> _ = x.index_reduce_(0, dtorch.tensor([0]), dtorch.tensor([3.0]), "amax")
+        >>> x.tolist()
+        [3.0, 5.0]
+    """
+    out = index_reduce(input, dim, index, source, reduce, include_self=include_self)
+    return assign("index_reduce_", input, out)
 
 
 @writer

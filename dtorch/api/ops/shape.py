@@ -254,7 +254,7 @@ def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
             f"{input.ndim}-D tensor."
         )
     swapped = transpose(input, -2, -1)
-    if name in ("mH", "adjoint") and input.dtype.is_complex:
+    if name in ("mH", "adjoint", "H") and input.dtype.is_complex:
         return unary(MathKind.CONJ, name, swapped)  # a copy: torch's is a lazy conjugate view
     return swapped
 
