@@ -174,3 +174,39 @@ def test_a_traced_program_of_transforms_replays_and_reloads(graph: dtorch.Graph,
     for run in (program, loaded):
         out = run(place(full, mesh, [S0], graph))
         torch.testing.assert_close(out.to_torch(), want)
+
+
+@pytest.mark.parametrize(
+    ("shape", "call"),
+    [
+        ((8, 0, 5, 6), lambda fft, t: fft.ihfftn(t, s=(8, 10, 3))),
+        ((0,), lambda fft, t: fft.fftn(t, s=(3,))),
+        ((4, 0), lambda fft, t: fft.irfft(t, n=6)),
+        ((0, 4), lambda fft, t: fft.fft(t, n=5, dim=0)),
+    ],
+)
+def test_an_empty_dim_padded_by_n_transforms_to_zeros(shape, call, graph) -> None:  # type: ignore[no-untyped-def]
+    full = torch.zeros(shape)
+    for placements in ([R], [P]):
+        got = call(dtorch.fft, place(full, dtorch.init_device_mesh("cpu", 2), placements, graph))
+        want = call(torch.fft, full)
+        assert got.dtype == want.dtype and torch.equal(got.to_torch(), want)
+
+
+def test_refusals_in_torchs_order(graph: dtorch.Graph) -> None:
+    """torch reports a dim out of range before a dtype its kernels refuse, or a bad norm."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    half = place(torch.zeros(3, dtype=torch.float16), mesh, [R], graph)
+    with pytest.raises(DimError, match="Dimension out of range"):
+        dtorch.fft.fft2(half)
+    with pytest.raises(DimError, match="no dimensions"):
+        dtorch.fft.fft(place(torch.tensor(1.0), mesh, [R], graph), norm="bogus")
+
+
+def test_nothing_transformed_copies_any_dtype_torch_takes(graph: dtorch.Graph) -> None:
+    full = torch.ones(2, 3, dtype=torch.complex32)
+    t = place(full, dtorch.init_device_mesh("cpu", 2), [S0], graph)
+    for call in (lambda fft, x: fft.fftn(x, dim=()), lambda fft, x: fft.fft2(x, s=(), dim=())):
+        got, want = call(dtorch.fft, t), call(torch.fft, full)
+        assert got.dtype == want.dtype == torch.complex32 and got.placements == [S0]
+        assert torch.equal(got.to_torch().cfloat(), want.cfloat())

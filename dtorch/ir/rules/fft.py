@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import torch
 
-from dtorch.errors import DimError, DtypeError, ShapeError, UnsupportedDtypeError
+from dtorch.errors import DimError, DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import FftKind, OpKind
 from dtorch.ir.params import FftParam, OpParam
@@ -106,7 +106,8 @@ def transformed_dims(param: FftParam, ndim: int) -> tuple[int, ...]:
 @functools.cache
 def _refusal(param: FftParam, dtype: torch.dtype) -> tuple[str, bool]:
     """torch's message when its CPU kernel refuses ``dtype`` for ``param``'s transform (''
-    if it takes it), and whether torch has no kernel for the dtype at all."""
+    if it takes it), and whether torch has no kernel for the dtype at all (meta tensors take
+    half, which the CPU kernels do not)."""
     try:
         run_fft(FftParam(param.fn), torch.ones(2, 2, dtype=dtype))
     except (RuntimeError, TypeError) as error:
@@ -116,19 +117,32 @@ def _refusal(param: FftParam, dtype: torch.dtype) -> tuple[str, bool]:
 
 
 def _meta(name: str, param: FftParam, x: Operand) -> torch.Tensor:
-    """The result's shape and dtype: torch's transform on a meta tensor (its own checks),
-    after the dtype check of its CPU kernel."""
-    message, missing = _refusal(param, x.dtype)
-    if message:
-        error = UnsupportedDtypeError if missing else DtypeError
-        accepted = _REAL if param.fn in _REAL_INPUT else f"{_REAL}, complex64, complex128"
-        raise error(f"{name}: {message}; accepted: {accepted}")
+    """The result's shape and dtype: torch's transform on a meta tensor (its own checks, in
+    its order), then the dtype check of its CPU kernel where some dim is transformed."""
     try:
-        return run_fft(param, torch.empty(x.shape, dtype=x.dtype, device="meta"))
+        meta = run_fft(param, torch.empty(x.shape, dtype=x.dtype, device="meta"))
     except IndexError as error:  # a dim out of range
         raise DimError(f"{name}: {str(error).strip()}") from None
-    except (RuntimeError, ValueError) as error:  # torch's shape checks
-        raise ShapeError(f"{name}: {str(error).strip()}") from None
+    except (RuntimeError, ValueError) as error:  # torch's argument and dtype checks
+        cpu, _ = _refusal(param, x.dtype)  # its CPU kernel's words for a dtype are clearer
+        raise _refused(name, param, cpu or str(error).strip()) from None
+    if transformed_dims(param, x.ndim):  # with none, torch copies any dtype
+        message, _ = _refusal(param, x.dtype)
+        if message:
+            raise _refused(name, param, message)
+    return meta
+
+
+def _refused(name: str, param: FftParam, message: str) -> Exception:
+    """torch's refusal of the call as dtorch's error of its kind."""
+    if message.startswith(("Unsupported dtype", "MKL FFT doesn't")):
+        accepted = _REAL if param.fn in _REAL_INPUT else f"{_REAL}, complex64, complex128"
+        return UnsupportedDtypeError(f"{name}: {message}; accepted: {accepted}")
+    if "expects a real" in message or message.startswith("Only supports floating-point"):
+        return DtypeError(f"{name}: {message}; accepted: {_REAL}")
+    if message.startswith("Invalid normalization mode"):
+        return ParamError(f"{name}: {message}; accepted: None, 'backward', 'forward', 'ortho'")
+    return ShapeError(f"{name}: {message}")
 
 
 def fft_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:

@@ -3,8 +3,9 @@
 The rule keeps every transformed dim whole on each device and lets only the other dims be
 sharded, so each device transforms complete rows: its results are exactly the full tensor's
 results for those rows (and a Partial input's parts transform to the parts of the result).
-An empty block (a device's share of an uneven shard) gives an empty result of its shape:
-torch's CPU transform of a tensor with an empty batch dim fails inside MKL.
+An empty block (a device's share of an uneven shard, or an empty dim that ``n`` pads) gives
+zeros of the result's shape, torch's values: torch's CPU transform of a tensor with an empty
+batch dim fails inside MKL.
 
 Example:
     >>> import torch
@@ -34,9 +35,9 @@ def fft_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     param = ctx.param
     assert isinstance(param, FftParam)
     block = inputs[0]
-    if block.numel() == 0:  # an uneven shard's empty block: torch's MKL path fails on it
-        meta = run_fft(param, block.to("meta"))
-        return [torch.empty(meta.shape, dtype=meta.dtype, device=block.device)]
+    if block.numel() == 0:  # torch's MKL path fails on an empty block (an uneven shard's)
+        meta = run_fft(param, block.to("meta"))  # zeros: what a padded empty dim transforms to
+        return [torch.zeros(meta.shape, dtype=meta.dtype, device=block.device)]
     return [run_fft(param, block).contiguous()]
 
 
