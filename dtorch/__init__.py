@@ -172,6 +172,7 @@ from dtorch.api.ops.elementwise import (
     tanh,
 )
 from dtorch.api.ops.fill import fill
+from dtorch.api.ops.gradient import gradient
 from dtorch.api.ops.grid import (
     atleast_1d,
     atleast_2d,
@@ -746,6 +747,7 @@ __all__ = [
     "get_default_device_mesh",
     "get_rng_state",
     "global_option",
+    "gradient",
     "graph",
     "greater",
     "greater_equal",

@@ -67,6 +67,7 @@ NAMESPACE: dict[str, str] = {
     "result_type": "dtorch.api.functions",
     "nonzero": "dtorch.api.functions",
     "nonzero_static": "dtorch.api.functions",
+    "gradient": "dtorch.api.ops.gradient",
     "is_tensor": "dtorch.api.functions",
     "manual_seed": "dtorch.api.functions",
     "TensorFuture": "dtorch.api.future",
