@@ -99,6 +99,7 @@ class OpKind(enum.IntEnum):
     SplitSort = 78  # sort along a sharded dim: the blocks gathered, sorted whole, each kept
     SplitOrderStat = 79  # median/kthvalue/mode along a sharded dim: the blocks gathered
     Fft = 80  # torch.fft's transforms over whole dims, the other dims' shards kept (FftParam)
+    EmbeddingBag = 81  # embedding_bag: sums, means or maxima of bags of rows (EmbeddingBagParam)
 
 
 class ActivationKind(enum.IntEnum):

@@ -176,6 +176,21 @@ class EmbeddingParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class EmbeddingBagParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.EmbeddingBag
+    """``embedding_bag`` of inputs (ids, weight[, offsets][, per_sample_weights]): ``mode``
+    ``"sum"``, ``"mean"`` or ``"max"`` of each bag's rows, the ``padding_idx`` entries left
+    out; ``offsets``/``weighted``: whether those inputs are there (1-D ids have offsets, 2-D
+    ids are bags of their rows)."""
+
+    mode: str
+    padding_idx: int | None = None
+    include_last_offset: bool = False
+    offsets: bool = False
+    weighted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class NormalizationParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Normalization
     """Layer, RMS or group norm; weight and bias are optional inputs, named by the flags."""

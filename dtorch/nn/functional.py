@@ -46,6 +46,7 @@ from dtorch.api.ops.dropout import dropout
 from dtorch.api.ops.elementwise import relu as _relu
 from dtorch.api.ops.elementwise import sigmoid, tanh
 from dtorch.api.ops.embedding import embedding
+from dtorch.api.ops.embedding_bag import embedding_bag
 from dtorch.api.ops.fused import _apply_rotary_emb, _layer_norm_mul_add, _silu_linear_chunk
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.losses import (
@@ -187,6 +188,7 @@ __all__ = [
     "elu",
     "elu_",
     "embedding",
+    "embedding_bag",
     "feature_alpha_dropout",
     "fold",
     "gaussian_nll_loss",

@@ -74,7 +74,8 @@ INPUTS: dict[OpKind, tuple[int, int | None]] = {
 }
 
 #: Inputs of the kinds whose param says how many: a number the param holds stands for the
-#: tensor input of that place (``t * 2`` reads one; a kernel given both fails on the devices).
+#: tensor input of that place (``t * 2`` reads one; a kernel given both fails on the devices),
+#: or flags name the optional inputs (EmbeddingBag's offsets and per-sample weights).
 EXACT_INPUTS: dict[OpKind, Callable[[Any], int]] = {
     OpKind.BroadcastBinary: lambda p: 2 - _held(p.scalar),
     OpKind.Where: lambda p: 3 - _held(p.x) - _held(p.y),
@@ -82,6 +83,7 @@ EXACT_INPUTS: dict[OpKind, Callable[[Any], int]] = {
     OpKind.IndexPut: lambda p: 3 - _held(p.scalar),
     OpKind.Scatter: lambda p: 3 - _held(p.value),
     OpKind.SetItem: lambda p: 2 - _held(p.scalar),
+    OpKind.EmbeddingBag: lambda p: 2 + int(p.offsets) + int(p.weighted),
 }
 
 

@@ -112,15 +112,29 @@ def check_max_norm(where: str, max_norm: Any, norm_type: Any) -> tuple[float, fl
 
 
 def _renorm(ids: Any, weight: Tensor, param: EmbeddingParam, limit: float, p: float) -> None:
-    """torch's ``embedding_renorm_``: the rows ``ids`` name whose ``p``-norm exceeds
-    ``limit`` scaled in place to ``limit / (norm + 1e-7)`` times themselves."""
+    """torch's ``embedding_renorm_`` before a lookup, once the lookup is known to be taken."""
     _check_lookup(ids, weight, param)  # a refused lookup must not have written the weight
+    renorm_rows("embedding", ids, weight, limit, p)
+
+
+def renorm_rows(name: str, ids: Tensor, weight: Tensor, limit: float, p: float) -> None:
+    """torch's ``embedding_renorm_`` (``embedding``'s and ``embedding_bag``'s ``max_norm``):
+    the rows ``ids`` name whose ``p``-norm exceeds ``limit`` scaled in place to
+    ``limit / (norm + 1e-7)`` times themselves; the weight keeps its placements.
+
+    Example:
+        >>> import dtorch
+        >>> w = dtorch.tensor([[3.0, 4.0], [6.0, 8.0]])
+        >>> renorm_rows("embedding", dtorch.tensor([1]), w, 5.0, 2.0)
+        >>> w.tolist()
+        [[3.0, 4.0], [3.0, 4.0]]
+    """
     if not (weight.dtype.is_floating_point or weight.dtype.is_complex):
         raise DtypeError(
-            f"embedding: max_norm needs a floating point or complex weight, got "
+            f"{name}: max_norm needs a floating point or complex weight, got "
             f"{weight.dtype}; accepted: max_norm=None for it, or cast the weight first"
         )
-    with named_as("embedding"):
+    with named_as(name):
         weight.mul_(_scales(ids, weight, limit, p).unsqueeze(1))
 
 

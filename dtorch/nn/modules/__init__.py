@@ -170,7 +170,7 @@ from dtorch.nn.modules.pooling import (
 from dtorch.nn.modules.rnn import GRU, LSTM, RNN, RNNBase
 from dtorch.nn.modules.rnn_cell import GRUCell, LSTMCell, RNNCell
 from dtorch.nn.modules.sloped_activation import ELU, LeakyReLU
-from dtorch.nn.modules.sparse import Embedding, EmbeddingWithReplicateOutput
+from dtorch.nn.modules.sparse import Embedding, EmbeddingBag, EmbeddingWithReplicateOutput
 from dtorch.nn.modules.state import IncompatibleKeys
 from dtorch.nn.modules.transformer import (
     Transformer,
@@ -243,6 +243,7 @@ __all__ = [
     "Dropout2d",
     "Dropout3d",
     "Embedding",
+    "EmbeddingBag",
     "EmbeddingWithReplicateOutput",
     "FeatureAlphaDropout",
     "Flatten",

@@ -1,4 +1,5 @@
-"""Embedding layers: ``Embedding`` and the vocab-parallel ``EmbeddingWithReplicateOutput``.
+"""Embedding layers: ``Embedding``, ``EmbeddingBag`` and the vocab-parallel
+``EmbeddingWithReplicateOutput``.
 
 ``Embedding`` has torch.nn.Embedding's constructor (``device=`` and ``dtype=`` among them) plus
 ``device_mesh=``: a Replicate ``weight`` (num_embeddings, embedding_dim) drawn from torch's
@@ -38,6 +39,7 @@ import torch
 
 from dtorch.api.creation import from_torch, randn
 from dtorch.api.ops.embedding import check_max_norm, embedding
+from dtorch.api.ops.embedding_bag import embedding_bag
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement, Replicate, Shard
@@ -54,14 +56,9 @@ from dtorch.nn.parameter import Parameter
 _Layer = TypeVar("_Layer", bound="Embedding")
 
 
-class Embedding(Module):
-    """torch.nn.Embedding: ``forward(ids)`` is ``weight[ids]``.
-
-    Example:
-        >>> import dtorch
-        >>> dtorch.nn.Embedding(5, 3, padding_idx=0)
-        Embedding(5, 3, padding_idx=0)
-    """
+class _Table(Module):
+    """The weight of ``Embedding`` and ``EmbeddingBag`` (torch.nn.Embedding's constructor):
+    drawn, given, or loaded, placed by the layer; ``max_norm`` and the gradient flags kept."""
 
     #: The vocab dim's placement on the tp mesh dim (None: Replicate everywhere).
     tp_weight: Placement | None = None
@@ -98,43 +95,6 @@ class Embedding(Module):
             device_mesh = _weight.device_mesh  # a dtorch weight stays on its mesh
         mesh = resolve_mesh(layer, device_mesh, device)
         self.weight = Parameter(self._initial(mesh, dtype, _weight), requires_grad=not _freeze)
-
-    @classmethod
-    def from_pretrained(
-        cls: type[_Layer],
-        embeddings: Tensor | torch.Tensor,
-        freeze: bool = True,
-        padding_idx: int | None = None,
-        max_norm: float | None = None,
-        norm_type: float = 2.0,
-        scale_grad_by_freq: bool = False,
-        sparse: bool = False,
-        **layer: Any,
-    ) -> _Layer:
-        """torch.nn.Embedding.from_pretrained: a layer whose weight holds ``embeddings`` (a
-        2-D torch or dtorch tensor; ``freeze``: ``requires_grad`` False), placed as the layer
-        places its weight on its mesh. ``layer`` takes the constructor's keywords
-        (``device_mesh=`` or ``device=``, by default a dtorch tensor's own mesh; ``dtype=``;
-        ``tp_dim=``).
-
-        Example:
-            >>> import torch, dtorch
-            >>> m = dtorch.nn.Embedding.from_pretrained(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
-            >>> m(torch.tensor([1])).tolist(), m.weight.requires_grad
-            ([[3.0, 4.0]], False)
-            >>> dtorch.nn.Embedding.from_pretrained(m.weight, device="cpu:1").weight.device_mesh
-            DeviceMesh('cpu', [1])
-        """
-        if embeddings.dim() != 2:
-            raise ValueError(
-                f"{cls.__name__}.from_pretrained: embeddings must be 2-D (num_embeddings, "
-                f"embedding_dim); got shape {list(embeddings.shape)}"
-            )
-        rows, cols = embeddings.shape
-        return cls(
-            rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-            embeddings, freeze, **layer,
-        )  # fmt: skip
 
     def _placements(self, mesh: DeviceMesh) -> list[Placement]:
         placements: list[Placement] = [Replicate()] * mesh.ndim
@@ -179,6 +139,53 @@ class Embedding(Module):
         self._zero_padding(drawn)
         weight.copy_(drawn)
 
+
+class Embedding(_Table):
+    """torch.nn.Embedding: ``forward(ids)`` is ``weight[ids]``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.Embedding(5, 3, padding_idx=0)
+        Embedding(5, 3, padding_idx=0)
+    """
+
+    @classmethod
+    def from_pretrained(
+        cls: type[_Layer],
+        embeddings: Tensor | torch.Tensor,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        **layer: Any,
+    ) -> _Layer:
+        """torch.nn.Embedding.from_pretrained: a layer whose weight holds ``embeddings`` (a
+        2-D torch or dtorch tensor; ``freeze``: ``requires_grad`` False), placed as the layer
+        places its weight on its mesh. ``layer`` takes the constructor's keywords
+        (``device_mesh=`` or ``device=``, by default a dtorch tensor's own mesh; ``dtype=``;
+        ``tp_dim=``).
+
+        Example:
+            >>> import torch, dtorch
+            >>> m = dtorch.nn.Embedding.from_pretrained(torch.tensor([[1.0, 2.0], [3.0, 4.0]]))
+            >>> m(torch.tensor([1])).tolist(), m.weight.requires_grad
+            ([[3.0, 4.0]], False)
+            >>> dtorch.nn.Embedding.from_pretrained(m.weight, device="cpu:1").weight.device_mesh
+            DeviceMesh('cpu', [1])
+        """
+        if embeddings.dim() != 2:
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: embeddings must be 2-D (num_embeddings, "
+                f"embedding_dim); got shape {list(embeddings.shape)}"
+            )
+        rows, cols = embeddings.shape
+        return cls(
+            rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+            embeddings, freeze, **layer,
+        )  # fmt: skip
+
     def forward(self, input: Tensor) -> Tensor:
         return embedding(
             input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
@@ -197,6 +204,107 @@ class Embedding(Module):
             text += f", scale_grad_by_freq={self.scale_grad_by_freq}"
         if self.sparse is not False:
             text += ", sparse=True"
+        return text
+
+
+_Bag = TypeVar("_Bag", bound="EmbeddingBag")
+
+
+class EmbeddingBag(_Table):
+    """torch.nn.EmbeddingBag: ``forward(ids, offsets=None, per_sample_weights=None)`` sums,
+    averages or maximises (``mode``) each bag's rows (``dtorch.nn.functional.embedding_bag``:
+    bags of 2-D ids shard alike, and a weight placed on the vocab by the caller gives a
+    Partial for sum and mean). The weight is drawn as torch draws it, so one seed gives
+    torch's weight, and a torch layer's ``state_dict`` loads.
+
+    Example:
+        >>> import torch, dtorch
+        >>> bag = dtorch.nn.EmbeddingBag(10, 3, mode="sum")
+        >>> bag
+        EmbeddingBag(10, 3, mode='sum')
+        >>> bag(torch.tensor([1, 2, 4]), torch.tensor([0, 2])).shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        _weight: Tensor | torch.Tensor | None = None,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+        device: Device = None,
+        dtype: torch.dtype | None = None,
+        *,
+        device_mesh: DeviceMesh | None = None,
+    ) -> None:
+        super().__init__(
+            num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
+            scale_grad_by_freq, sparse, _weight, device=device, dtype=dtype,
+            device_mesh=device_mesh,
+        )  # fmt: skip
+        self.mode, self.include_last_offset = mode, include_last_offset
+
+    @classmethod
+    def from_pretrained(
+        cls: type[_Bag],
+        embeddings: Tensor | torch.Tensor,
+        freeze: bool = True,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+        **layer: Any,
+    ) -> _Bag:
+        """torch.nn.EmbeddingBag.from_pretrained: a layer whose weight holds ``embeddings``
+        (2-D, torch or dtorch; ``freeze``: ``requires_grad`` False); ``layer`` takes the
+        constructor's keywords (``device_mesh=`` or ``device=``, ``dtype=``).
+
+        Example:
+            >>> import torch, dtorch
+            >>> w = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+            >>> dtorch.nn.EmbeddingBag.from_pretrained(w)(torch.tensor([[0, 1]])).tolist()
+            [[2.0, 3.0]]
+        """
+        if embeddings.dim() != 2:
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: embeddings must be 2-D (num_embeddings, "
+                f"embedding_dim); got shape {list(embeddings.shape)}"
+            )
+        rows, cols = embeddings.shape
+        layer_ = cls(
+            rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings,
+            include_last_offset, padding_idx, **layer,
+        )  # fmt: skip
+        layer_.weight.requires_grad = not freeze
+        return layer_
+
+    def forward(self, input: Any, offsets: Any = None, per_sample_weights: Any = None) -> Tensor:
+        return embedding_bag(
+            input, self.weight, offsets, self.max_norm, self.norm_type,
+            self.scale_grad_by_freq, self.mode, self.sparse, per_sample_weights,
+            self.include_last_offset, self.padding_idx,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm!r}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type!r}"
+        if self.scale_grad_by_freq is not False:
+            text += f", scale_grad_by_freq={self.scale_grad_by_freq!r}"
+        text += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx!r}"
         return text
 
 
@@ -276,4 +384,4 @@ class EmbeddingWithReplicateOutput(Embedding):
         return f"{super().extra_repr()}, tp_dim={self.tp_dim!r}"
 
 
-__all__ = ["Embedding", "EmbeddingWithReplicateOutput"]
+__all__ = ["Embedding", "EmbeddingBag", "EmbeddingWithReplicateOutput"]
