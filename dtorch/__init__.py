@@ -513,7 +513,7 @@ tril = Tensor.tril
 triu = Tensor.triu
 trunc = Tensor.trunc
 unsafe_chunk = chunk
-unsafe_split = split
+unsafe_split = Tensor.unsafe_split
 unsafe_split_with_sizes = Tensor.split_with_sizes
 
 __all__ = [

@@ -38,7 +38,9 @@ from dtorch.api.ops.math_extra import mvlgamma, polygamma
 from dtorch.api.ops.math_more import logit, tensors_only
 from dtorch.api.ops.reduce import log_softmax, softmax
 from dtorch.api.ops.statistics import logsumexp
+from dtorch.api.record import tensor_arg
 from dtorch.api.tensor import Tensor
+from dtorch.errors import UnsupportedDtypeError
 from dtorch.ir.opkind import BinaryKind, MathKind
 
 erf = Tensor.erf
@@ -48,7 +50,6 @@ exp2 = Tensor.exp2
 expm1 = Tensor.expm1
 log1p = Tensor.log1p
 sinc = Tensor.sinc
-round = Tensor.round
 i0 = Tensor.i0
 digamma = Tensor.digamma
 psi = Tensor.digamma
@@ -86,6 +87,24 @@ airy_ai = _mk.unary(MathKind.AIRY_AI, "airy_ai", "special")
 
 # torch.special's functions of two tensors (either may be a number but for gammainc/gammaincc):
 # one BroadcastBinary operator each, torch's kernel on every shard
+
+
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """``torch.special.round``: ``Tensor.round`` of a floating-point tensor; torch's refuses an
+    integer or bool one (its kernel has none), where ``torch.round`` returns it.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.special.round(dtorch.tensor([0.5, 1.5, 2.71])).tolist()
+        [0.0, 2.0, 3.0]
+    """
+    tensor_arg("special.round", input)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise UnsupportedDtypeError(
+            f'special.round: "round_vml_cpu" not implemented for {input.dtype}; accepted: '
+            "floating-point tensors (torch.round returns an integer one as it is)"
+        )
+    return input.round(decimals=decimals)
 
 
 def zeta(input: Any, other: Any) -> Tensor:

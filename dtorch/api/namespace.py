@@ -352,7 +352,7 @@ NAMESPACE: dict[str, str] = {
     "cat": "dtorch.api.ops.shape",
     "chunk": "dtorch.api.ops.shape",
     "unsafe_chunk": "dtorch.api.ops.shape:chunk",
-    "unsafe_split": "dtorch.api.ops.basic_index:split",
+    "unsafe_split": "dtorch.api.tensor:Tensor.unsafe_split",
     "unsafe_split_with_sizes": "dtorch.api.tensor:Tensor.split_with_sizes",
     "flatten": "dtorch.api.ops.shape",
     "permute": "dtorch.api.ops.shape",

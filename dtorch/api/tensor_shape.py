@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -162,14 +161,7 @@ class TensorShapes:
             >>> dtorch.tensor([[1, 2]]).H.tolist()
             [[1], [2]]
         """
-        if self.ndim == 0:
-            warnings.warn(
-                "Tensor.H is deprecated on 0-D tensors. Consider using x.conj().",
-                UserWarning,
-                stacklevel=2,
-            )
-            return self.conj()
-        if self.ndim != 2:
+        if self.ndim not in (0, 2):
             batches = " For batches of matrices, consider using tensor.mH" if self.ndim > 2 else ""
             raise ShapeError(
                 "tensor.H is only supported on matrices (2-D tensors). Got "
@@ -275,8 +267,24 @@ class TensorShapes:
         """
         return _bi.split(self, split_size, dim)
 
-    unsafe_chunk = _sh.chunk  # torch's chunk and split without their view checks: the same here
-    unsafe_split = split
+    unsafe_chunk = _sh.chunk  # torch's chunk without its view checks: the same here
+
+    def unsafe_split(self: Tensor, split_size: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """torch's ``unsafe_split``: ``split`` by one int size (torch's takes no list).
+
+        Example:
+            >>> import dtorch
+            >>> [p.tolist() for p in dtorch.arange(3).unsafe_split(2)]
+            [[0, 1], [2]]
+        """
+        if isinstance(split_size, bool) or not isinstance(split_size, int):
+            raise TypeError(
+                "unsafe_split(): argument 'split_size' must be int, not "
+                f"{type(split_size).__name__}; accepted: an int (unsafe_split_with_sizes "
+                "takes a list)"
+            )
+        return _bi.split(self, split_size, dim)
+
     narrow = _bi.narrow
 
     def narrow_copy(self: Tensor, dim: int, start: Any, length: int) -> Tensor:

@@ -64,7 +64,7 @@ _INDEX_REDUCE_REFUSALS: list[tuple[str, Callable[[Any, Any], Any], type[Exceptio
     ("sum", lambda x, s: x.index_reduce(0, _IX, s, "sum"), ParamError, "prod, mean, amax"),
     ("dtype", lambda x, s: x.index_reduce(0, _IX, s.double(), "prod"), DtypeError, "same dtype"),
     ("slices", lambda x, s: x.index_reduce(0, _IX, s[:, :2], "prod"), ShapeError, "slice shape"),
-    ("count", lambda x, s: x.index_reduce(0, _IX[:1], s, "prod"), IndexError, "Number of"),
+    ("count", lambda x, s: x.index_reduce(0, _IX[:1], s, "prod"), RuntimeError, "Number of"),
     ("float index", lambda x, s: x.index_reduce(0, _IX.float(), s, "prod"), DtypeError,
      "int32/int64"),
     ("2-d index", lambda x, s: x.index_reduce(0, _IX[None], s, "prod"), IndexError, "dimension"),
@@ -154,3 +154,56 @@ def test_prelu_and_igamma_methods(graph: dtorch.Graph) -> None:
         inplace = ta.clone()
         assert getattr(inplace, f"{name}_")(tb) is inplace
         compare(inplace.to_torch(), getattr(a.clone(), f"{name}_")(b), True, f"{name}_")
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.bool])
+def test_index_reduce_of_dtypes_torch_has_no_kernel_for(dtype: torch.dtype, graph) -> None:  # type: ignore[no-untyped-def]
+    x, src = torch.zeros(3, dtype=dtype), torch.ones(1, dtype=dtype)
+    with pytest.raises(NotImplementedError):
+        x.index_reduce(0, torch.tensor([1]), src, "mean")
+    with pytest.raises(NotImplementedError, match="index_reduce"):
+        dtorch.tensor(x).index_reduce(0, torch.tensor([1]), dtorch.tensor(src), "mean")
+
+
+def test_index_reduce_refusals_have_torchs_classes(graph: dtorch.Graph) -> None:
+    x, src = torch.zeros(3), torch.ones(1)
+    for call, error in (
+        (lambda a, s: a.index_reduce(0, torch.tensor([1]), s, 3), TypeError),
+        (lambda a, s: a.index_reduce(0, torch.tensor([1, 2]), s, "prod"), RuntimeError),
+    ):
+        with pytest.raises(error):
+            call(x, src)
+        with pytest.raises(error):
+            call(dtorch.tensor(x), dtorch.tensor(src))
+    with pytest.raises(IndexError, match="Number of indices"):  # index_copy's is an IndexError
+        dtorch.tensor(torch.zeros(3, 2)).index_copy(0, torch.tensor([1, 2]), dtorch.ones(1, 2))
+
+
+def test_unsafe_split_takes_an_int_only_and_splits_need_a_dim(graph: dtorch.Graph) -> None:
+    with pytest.raises(TypeError, match="must be int"):
+        torch.unsafe_split(torch.arange(4), [1, 3])
+    with pytest.raises(TypeError, match="must be int"):
+        dtorch.arange(4).unsafe_split([1, 3])
+    for t in (torch.tensor(1), dtorch.tensor(1)):
+        with pytest.raises(RuntimeError, match="at least a 1-dimensional tensor"):
+            t.unsafe_split_with_sizes([1])
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("mT", "This function is the identity"),
+        ("mH", "Consider using x.conj"),
+        ("adjoint", "Consider using x.conj"),
+    ],
+)
+def test_matrix_transposes_of_0d_as_torch(name: str, text: str, graph: dtorch.Graph) -> None:
+    full = torch.tensor(1 + 2j)
+    with pytest.warns(UserWarning, match=text):
+        got = getattr(dtorch.tensor(full), name)
+        got = got() if name == "adjoint" else got
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = getattr(full, name)
+        want = (want() if name == "adjoint" else want).resolve_conj()
+    assert got.item() == want.item()

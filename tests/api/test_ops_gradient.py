@@ -127,3 +127,18 @@ def test_refusals_as_torch(case, call, error, text, graph) -> None:  # type: ign
         call(full)
     with pytest.raises(error, match=text):
         call(place(full, dtorch.init_device_mesh("cpu", 2), [R], graph))
+
+
+def test_coordinates_of_a_dim_of_two(graph: dtorch.Graph) -> None:
+    full, coords = torch.tensor([[1.0, 3.0], [2.0, -1.0]]), torch.tensor([0.0, 0.5])
+    (got,) = dtorch.gradient(place(full, dtorch.init_device_mesh("cpu", 2), [S0], graph),
+                             spacing=[coords], dim=1)  # fmt: skip
+    assert torch.equal(got.to_torch(), torch.gradient(full, spacing=[coords], dim=1)[0])
+
+
+def test_uint8_is_refused_as_torch(graph: dtorch.Graph) -> None:
+    full = torch.tensor([1, 2, 4], dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="does not support uint8") as theirs:
+        torch.gradient(full)
+    with pytest.raises(RuntimeError, match=str(theirs.value)):
+        torch.gradient(dtorch.tensor(full))

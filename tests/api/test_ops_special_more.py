@@ -161,3 +161,39 @@ def test_a_partial_is_refused_naming_the_call(graph: dtorch.Graph) -> None:
         dtorch.special.bessel_y0(t)
     with pytest.raises(PlacementError, match=r"^hermite_polynomial_h: got \(P,\)"):
         torch.special.hermite_polynomial_h(t, 2)
+
+
+@pytest.mark.parametrize(
+    "name", ["zeta", "xlog1py", "chebyshev_polynomial_v", "legendre_polynomial_p"]
+)
+def test_a_python_number_is_torchs_number(name: str, graph: dtorch.Graph) -> None:
+    """A float beside a float64 tensor is a double, and beside a float16 0-d tensor keeps
+    float16 (or torch's refusal of it), as torch's number forms take it, not a float32 0-d
+    tensor."""
+    fn = getattr(torch.special, name)
+    y = torch.tensor([3.0, 0.5, 8.4], dtype=torch.float64)
+    t = place(y, dtorch.init_device_mesh("cpu", 2), [S0], graph)
+    for number in (1.1, 1e30):
+        compare(fn(t, number).to_torch(), fn(y, number), True, f"{name}(t, {number})")
+        compare(fn(number, t).to_torch(), fn(number, y), True, f"{name}({number}, t)")
+    half = torch.tensor(0.75, dtype=torch.float16)
+    try:
+        want = fn(half, 3.0)
+    except NotImplementedError as error:
+        expect_refusal(lambda: fn(dtorch.tensor(half), 3.0), error)
+        return
+    got = fn(dtorch.tensor(half), 3.0)
+    assert got.dtype == want.dtype == torch.float16
+    compare(got.to_torch(), want, True, name)
+
+
+def test_special_round_refuses_integers_as_torch(graph: dtorch.Graph) -> None:
+    full = torch.tensor([1.234, -2.5, 0.5])
+    t = place(full, dtorch.init_device_mesh("cpu", 2), [S0], graph)
+    compare(torch.special.round(t, decimals=2).to_torch(), torch.special.round(full, decimals=2),
+            True, "round")  # fmt: skip
+    with pytest.raises(NotImplementedError):
+        torch.special.round(torch.tensor([1, 2]))
+    with pytest.raises(NotImplementedError, match="round_vml_cpu"):
+        torch.special.round(dtorch.tensor([1, 2]))
+    assert torch.round(dtorch.tensor([1, 2])).tolist() == [1, 2]  # torch.round takes them

@@ -364,6 +364,8 @@ def split_with_sizes(self: Tensor, split_sizes: Sequence[int], dim: int = 0) -> 
         raise TypeError(f"split_with_sizes(): argument 'split_sizes' must be tuple of ints, "
                         f"not {type(split_sizes).__name__}")  # fmt: skip
     sizes = [as_int("split_with_sizes", "split_sizes", s) for s in split_sizes]
+    if self.ndim == 0:
+        raise ShapeError("split_with_sizes: split expects at least a 1-dimensional tensor")
     length = self.shape[normalize_dim(dim, self.ndim, op="split_with_sizes")]
     if any(s < 0 for s in sizes) or sum(sizes) != length:
         raise ShapeError(

@@ -32,7 +32,7 @@ from dtorch.api.handle import is_tensor
 from dtorch.api.ops.basic_index import slice_along
 from dtorch.api.ops.shape import cat, reshape
 from dtorch.api.record import named_as, tensor_arg
-from dtorch.errors import ParamError, PlacementError, ShapeError
+from dtorch.errors import DtypeError, ParamError, PlacementError, ShapeError
 from dtorch.ir.placement import Shard, format_placements
 
 if TYPE_CHECKING:
@@ -52,6 +52,8 @@ def gradient(input: Tensor, *, spacing: Any = 1, dim: Any = None, edge_order: in
         [[[0.5, 0.75, 1.0], [1.5, 2.25, 3.0]]]
     """
     tensor_arg(_NAME, input)
+    if input.dtype == torch.uint8:
+        raise DtypeError("torch.gradient does not support uint8 input.")
     dims = tuple(range(input.ndim)) if dim is None else _dims(input, dim)
     order = as_int(_NAME, "edge_order", edge_order)
     if order not in (1, 2):
@@ -181,11 +183,11 @@ def _sampled(part: Any, ndim: int, d: int, coords: Tensor, order: int) -> Tensor
     b = reshape((dx2 - dx1) / (dx1 * dx2), shape)
     c = reshape(dx1 / (dx2 * (dx1 + dx2)), shape)
     center = a * part(0, -2) + b * part(1, -1) + c * part(2)
-    h0, h1, hl, hk = dx[0], dx[1], dx[-1], dx[-2]
-    if order == 1:
-        first = (part(1, 2) - part(0, 1)) / h0
-        last = (part(-1) - part(-2, -1)) / hl
+    if order == 1:  # dx may hold one difference only (a dim of 2)
+        first = (part(1, 2) - part(0, 1)) / dx[0]
+        last = (part(-1) - part(-2, -1)) / dx[-1]
     else:
+        h0, h1, hl, hk = dx[0], dx[1], dx[-1], dx[-2]
         first = (
             -(2.0 * h0 + h1) / (h0 * (h0 + h1)) * part(0, 1)
             + (h0 + h1) / (h0 * h1) * part(1, 2)

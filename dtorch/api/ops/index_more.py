@@ -314,12 +314,19 @@ def index_reduce(
         [[1.0, 1.0], [1.0, 1.0], [8.0, 15.0]]
     """
     name = "index_reduce"
-    kind = _INDEX_REDUCE.get(reduce) if isinstance(reduce, str) else None
+    if not isinstance(reduce, str):
+        raise TypeError(f"{name}(): argument 'reduce' must be str, not {type(reduce).__name__}")
+    kind = _INDEX_REDUCE.get(reduce)
     if kind is None:
         raise ParamError(
             f"{name}: Expected reduce to be one of prod, mean, amax or amin but got {reduce}."
         )
     given, src = _tensor(name, input), _tensor(name, source, "source")
+    if given.dtype.is_complex or given.dtype == torch.bool:
+        raise UnsupportedDtypeError(
+            f'{name}: "index_reduce_func_cpu" not implemented for {given.dtype}; accepted: '
+            "real floating-point and integer tensors"
+        )
     d = normalize_dim(dim, given.ndim, op=name)
     if isinstance(index, torch.Tensor) or is_tensor(index):
         if index.dtype not in (torch.int32, torch.int64):
@@ -386,7 +393,8 @@ def _check_copy(name: str, x: Tensor, src: Tensor, d: int, count: int) -> None:
             f"slice shape: {kept} and source slice shape: {given} (dim {d} left out)"
         )
     if src.ndim and src.shape[d] != count:
-        raise IndexError(
+        error = IndexError if name == "index_copy" else ShapeError  # torch's classes
+        raise error(
             f"{name}: Number of indices ({count}) should be equal to source.size(dim) "
             f"({src.shape[d]})"
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -238,9 +239,20 @@ def _permuted(out: Tensor, input: Tensor, order: Sequence[int]) -> Tensor:
     return mark_some(out, tuple(strides[d] for d in order))
 
 
+#: torch's warnings of a 0-D tensor's (conjugate) transposes, which it then returns as they
+#: are (``mT``) or conjugated.
+_ZERO_D = {
+    "mT": "Tensor.mT is deprecated on 0-D tensors. This function is the identity in these cases.",
+    "mH": "Tensor.mH is deprecated on 0-D tensors. Consider using x.conj().",
+    "adjoint": "adjoint() is deprecated on 0-D tensors. Consider using x.conj().",
+    "H": "Tensor.H is deprecated on 0-D tensors. Consider using x.conj().",
+}
+
+
 def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
-    """torch's ``t.mT``: the last two dims swapped; ``t.mH`` and ``adjoint()``: conjugated too
-    (a copy of a complex tensor: torch's is a lazy conjugate view; a real one's is ``mT``).
+    """torch's ``t.mT``: the last two dims swapped; ``t.mH``, ``adjoint()`` and ``t.H``:
+    conjugated too (a copy of a complex tensor: torch's is a lazy conjugate view; a real one's
+    is ``mT``). A 0-D tensor is returned (conjugated) with torch's deprecation warning.
 
     Example:
         >>> import dtorch
@@ -248,6 +260,10 @@ def matrix_transpose(input: Tensor, name: str = "mT") -> Tensor:
         torch.Size([4, 3, 2])
     """
     tensor_arg(name, input)
+    if input.ndim == 0:
+        warnings.warn(_ZERO_D[name], UserWarning, stacklevel=3)
+        conjugate = name != "mT" and input.dtype.is_complex
+        return unary(MathKind.CONJ, name, input) if conjugate else input
     if input.ndim < 2:
         raise ShapeError(
             f"tensor.{name} is only supported on matrices or batches of matrices. Got "

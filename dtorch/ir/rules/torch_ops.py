@@ -317,6 +317,15 @@ OPERATORS: dict[BinaryKind, Callable[[Any, Any], Any]] = {
 }
 
 
+#: torch.special's functions of two tensors that take a number on either side.
+_SPECIAL_PAIRS = (
+    BinaryKind.ZETA, BinaryKind.XLOG1PY, BinaryKind.CHEBYSHEV_T, BinaryKind.CHEBYSHEV_U,
+    BinaryKind.CHEBYSHEV_V, BinaryKind.CHEBYSHEV_W, BinaryKind.SHIFTED_CHEBYSHEV_T,
+    BinaryKind.SHIFTED_CHEBYSHEV_U, BinaryKind.SHIFTED_CHEBYSHEV_V,
+    BinaryKind.SHIFTED_CHEBYSHEV_W, BinaryKind.HERMITE_H, BinaryKind.HERMITE_HE,
+    BinaryKind.LAGUERRE_L, BinaryKind.LEGENDRE_P,
+)  # fmt: skip
+
 #: Binary kinds whose torch function takes a Python number on that side, keyed by (kind,
 #: scalar_first): called with the number itself, so its range checks and promotion are
 #: torch's own for ``torch.fmod(t, 2)`` (``torch.fmod(2, t)`` takes no number: a 0-d tensor).
@@ -326,6 +335,7 @@ NUMBER_FORMS: frozenset[tuple[BinaryKind, bool]] = frozenset(
         (BinaryKind.COPYSIGN, False),
         (BinaryKind.FLOAT_POWER, False),
         (BinaryKind.FLOAT_POWER, True),
+        *((kind, first) for kind in _SPECIAL_PAIRS for first in (False, True)),
     }
 )
 
