@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from dtorch.nn.modules.module import Module, _addindent
+from dtorch.nn.modules.module import Child, Module, _addindent
 
 
 def _index(container: Module, idx: Any) -> int:
@@ -305,10 +305,10 @@ class ModuleDict(Module):
     def keys(self) -> Iterable[str]:
         return self._modules.keys()
 
-    def items(self) -> Iterable[tuple[str, Module | None]]:
+    def items(self) -> Iterable[tuple[str, Child | None]]:
         return self._modules.items()
 
-    def values(self) -> Iterable[Module | None]:
+    def values(self) -> Iterable[Child | None]:
         return self._modules.values()
 
     def update(self, modules: Any) -> None:

@@ -52,6 +52,8 @@ def apply_to_tensors(
     of it, in place (identity, and the attributes a program set, kept); those of this
     module only without ``recurse``."""
     for each in module.modules() if recurse else (module,):
+        if isinstance(each, torch.nn.Module):  # a torch child holds no tensors (Module._modules)
+            continue
         for store in (each._parameters, each._buffers):
             for tensor in store.values():
                 if tensor is not None:

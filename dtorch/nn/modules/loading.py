@@ -68,7 +68,7 @@ from dtorch.nn.parameter import Parameter
 from dtorch.serialization.files import check_regular
 
 if TYPE_CHECKING:
-    from dtorch.nn.modules.module import Module
+    from dtorch.nn.modules.module import Child, Module
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -331,10 +331,11 @@ class _Walk:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    visited: list[Module] = field(default_factory=list)
+    visited: list[Child] = field(default_factory=list)
 
 
-def _walk(module: Module, view: LoadView, prefix: str, walk: _Walk) -> None:
+def _walk(module: Child, view: LoadView, prefix: str, walk: _Walk) -> None:
+    # a torch child (no parameters or buffers) runs torch's own _load_from_state_dict
     local_metadata = dict(walk.metadata.get(prefix[:-1], {}))
     if walk.assign:
         local_metadata["assign_to_params_buffers"] = True

@@ -421,7 +421,10 @@ class SyncBatchNorm(_BatchNorm):
         if isinstance(module, _BatchNorm):
             out = _synced(cls, module, process_group)
         for name, child in module.named_children():
-            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+            synced = child  # a torch child has no batch norm (it holds no buffers)
+            if isinstance(child, Module):
+                synced = cls.convert_sync_batchnorm(child, process_group)
+            out.add_module(name, synced)
         return out
 
 

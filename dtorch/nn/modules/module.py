@@ -43,7 +43,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, Union
 
 import torch
 from torch.utils.hooks import RemovableHandle
@@ -91,13 +91,14 @@ def _typename(value: Any) -> str:
 
 
 def _torch_member(name: str, value: Any) -> TypeError | None:
-    """The error for a torch.nn Parameter, Buffer or Module assigned to a dtorch module
-    (torch would register it; dtorch's modules hold dtorch tensors, so it would silently be
-    a plain attribute), else None."""
-    if isinstance(value, torch.nn.Module):
+    """The error for a torch.nn Parameter, Buffer, or Module with parameters or buffers,
+    assigned to a dtorch module (dtorch's modules hold dtorch tensors), else None: a torch
+    module without any (``torch.nn.GELU()``, HF's activations) is a child as in torch."""
+    if isinstance(value, torch.nn.Module) and _holds_state(value):
         return TypeError(
             f"cannot assign torch.nn.Module '{_typename(value)}' as child module '{name}' of a "
-            "dtorch.nn.Module: build it from dtorch.nn layers (load its state_dict into them)"
+            "dtorch.nn.Module: it holds parameters or buffers, which a dtorch module holds as "
+            "dtorch tensors; build it from dtorch.nn layers (load its state_dict into them)"
         )
     if isinstance(value, torch.nn.Parameter) or getattr(value, "_is_buffer", False):
         kind = "Parameter" if isinstance(value, torch.nn.Parameter) else "Buffer"
@@ -106,6 +107,11 @@ def _torch_member(name: str, value: Any) -> TypeError | None:
             f"dtorch tensors; use dtorch.nn.{kind}(t), which distributes a torch tensor"
         )
     return None
+
+
+def _holds_state(module: torch.nn.Module) -> bool:
+    # a torch module with parameters or buffers (its own or its children's)
+    return next(module.parameters(), None) is not None or next(module.buffers(), None) is not None
 
 
 def _check_member_name(kind: str, name: Any) -> None:
@@ -137,6 +143,10 @@ def _addindent(text: str, spaces: int) -> str:
     return "\n".join([first, *(" " * spaces + line for line in rest)])
 
 
+#: A child module: a dtorch one, or a torch one without parameters or buffers.
+Child = Union["Module", torch.nn.Module]
+
+
 class Module:
     """Base class of dtorch layers and models; see the module docstring.
 
@@ -158,7 +168,7 @@ class Module:
     training = _TrainingFlag()
     _parameters: dict[str, Parameter | None]
     _buffers: dict[str, Tensor | None]
-    _modules: dict[str, Module | None]
+    _modules: dict[str, Child | None]
 
     def __init__(self) -> None:
         setattr_ = object.__setattr__
@@ -213,9 +223,13 @@ class Module:
         else:
             self._non_persistent_buffers_set.add(name)
 
-    def add_module(self, name: str, module: Module | None) -> None:
-        """Add a child module (or None)."""
-        if module is not None and not isinstance(module, Module):
+    def add_module(self, name: str, module: Module | torch.nn.Module | None) -> None:
+        """Add a child module (or None): a dtorch one, or a torch one without parameters or
+        buffers (an activation, a dropout: it runs on dtorch tensors through torch's own
+        functions, and follows ``train``/``eval``)."""
+        if isinstance(module, torch.nn.Module) and (refused := _torch_member(name, module)):
+            raise refused
+        if module is not None and not isinstance(module, Module | torch.nn.Module):
             raise TypeError(f"{_typename(module)} is not a dtorch.nn.Module subclass")
         self._check_new("module", name, self.__dict__.get("_modules"))
         self._modules[name] = module
@@ -242,7 +256,7 @@ class Module:
             self.register_parameter(name, value)
         elif params is not None and name in params:
             self._set_existing("parameter", "dtorch.nn.Parameter", params, name, value)
-        elif isinstance(value, Module):
+        elif isinstance(value, Module | torch.nn.Module):
             if modules is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             self._forget(name, "_parameters", "_buffers")
@@ -302,8 +316,8 @@ class Module:
 
     # --- walking the tree -------------------------------------------------------------------
     def named_modules(
-        self, memo: set[Module] | None = None, prefix: str = "", remove_duplicate: bool = True
-    ) -> Iterator[tuple[str, Module]]:
+        self, memo: set[Any] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Child]]:
         """This module and every descendant, depth first (each once unless
         ``remove_duplicate=False``), with dotted names."""
         memo = set() if memo is None else memo
@@ -316,20 +330,20 @@ class Module:
             if module is not None:
                 yield from module.named_modules(memo, _join(prefix, name), remove_duplicate)
 
-    def modules(self, remove_duplicate: bool = True) -> Iterator[Module]:
+    def modules(self, remove_duplicate: bool = True) -> Iterator[Child]:
         """This module and every descendant, depth first (each once unless
         ``remove_duplicate=False``), as torch's ``modules``."""
         for _, module in self.named_modules(remove_duplicate=remove_duplicate):
             yield module
 
-    def named_children(self) -> Iterator[tuple[str, Module]]:
+    def named_children(self) -> Iterator[tuple[str, Child]]:
         seen: set[int] = set()
         for name, module in self._modules.items():
             if module is not None and id(module) not in seen:
                 seen.add(id(module))
                 yield name, module
 
-    def children(self) -> Iterator[Module]:
+    def children(self) -> Iterator[Child]:
         for _, module in self.named_children():
             yield module
 
@@ -425,7 +439,7 @@ class Module:
             else:
                 param.grad.zero_()  # in place, as torch's
 
-    def apply(self, fn: Callable[[Module], Any]) -> Module:
+    def apply(self, fn: Callable[[Any], Any]) -> Module:
         """``fn`` on every child (recursively) and then on this module; returns self."""
         for module in self.children():
             module.apply(fn)
