@@ -25,7 +25,7 @@ from dtorch.api.python_numbers import PythonNumbers
 from dtorch.api.record import _OWN_FRAMES, tensor_arg
 from dtorch.api.strides import Layout, contiguous_strides, layout
 from dtorch.api.values import to_torch_async
-from dtorch.errors import ShapeError
+from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand
 from dtorch.ir.placement import Placement
@@ -494,6 +494,23 @@ class TensorBase(PythonNumbers):
             (tensor([1., 1.]), tensor([2., 2.]))
         """
         return self.to_torch_async().get()
+
+    def full_tensor(self, *, grad_placements: Any = None) -> torch.Tensor:
+        """DTensor's name of ``to_torch()``: the full value as a torch tensor. Its
+        ``grad_placements`` concern the backward pass, which dtorch does not record: only
+        None is taken.
+
+        Example:
+            >>> import dtorch
+            >>> dtorch.arange(3, device_mesh=dtorch.init_device_mesh("cpu", 2)).full_tensor()
+            tensor([0, 1, 2])
+        """
+        if grad_placements is not None:
+            raise ParamError(
+                "full_tensor: grad_placements concern gradients, which dtorch does not record; "
+                "accepted: grad_placements=None"
+            )
+        return self.to_torch()
 
     def numpy(self) -> np.ndarray:
         """The full value as a numpy array, ``to_torch().numpy()`` (waits for the devices; a

@@ -207,3 +207,13 @@ def test_matrix_transposes_of_0d_as_torch(name: str, text: str, graph: dtorch.Gr
         want = getattr(full, name)
         want = (want() if name == "adjoint" else want).resolve_conj()
     assert got.item() == want.item()
+
+
+def test_full_tensor_is_dtensors_name_of_to_torch(graph: dtorch.Graph) -> None:
+    full = torch.randn(5, 3, generator=_G)
+    mesh = dtorch.init_device_mesh("cpu", (2, 2))
+    t = place(full, mesh, [S0, dtorch.Partial()], graph)
+    assert torch.equal(t.full_tensor(), t.to_torch())
+    torch.testing.assert_close(t.full_tensor(grad_placements=None), full)
+    with pytest.raises(ParamError, match="grad_placements=None"):
+        t.full_tensor(grad_placements=[R, R])
