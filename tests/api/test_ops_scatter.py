@@ -119,9 +119,10 @@ def test_scatter_every_layout(  # type: ignore[no-untyped-def]
 
 
 def index_add_table(x: tuple[int, ...], dim: int) -> Table:
-    """One mesh dim: R x R x R -> R, S(k) x R x S(k) -> S(k) (k another dim), P x R x P -> P,
-    P x S(0) x S(dim) -> P."""
+    """One mesh dim: R x R x R -> R, S(k) x R x S(k) -> S(k) (k another dim), S(dim) x R x R
+    -> S(dim) (each device adds its rows' slices), P x R x P -> P, P x S(0) x S(dim) -> P."""
     table: dict[Any, Any] = {(R, R, R): R, (P, R, P): P, (P, S0, Shard(dim)): P}
+    table[(Shard(dim), R, R)] = Shard(dim)
     for k in range(len(x)):
         if k != dim:
             table[(Shard(k), R, Shard(k))] = Shard(k)

@@ -19,8 +19,10 @@ than ``x`` apart from ``d``; ``src`` of ``x``'s dtype). Per mesh dim:
 
 IndexAdd (inputs x x index x source; ``index`` a vector, ``source`` shaped as ``x`` with
 ``d`` of the index's length): R x R x R -> R; S(i) x R x S(i) -> S(i) (``i`` another dim,
-of one size in ``x`` and ``source`` by torch's rule); P x R x P -> P (``x + alpha * added``
-is linear); P x S(0) x S(d) -> P (each device adds its slices).
+of one size in ``x`` and ``source`` by torch's rule); S(d) x R x R -> S(d) (each device adds
+the slices whose index falls in its own rows, as a vocab-parallel lookup picks its ids);
+P x R x P -> P (``x + alpha * added`` is linear); P x S(0) x S(d) -> P (each device adds its
+slices).
 
 An empty index writes nothing: every layout is accepted and kept. Index values are checked
 by the kernels (an out-of-range index fails on the devices, where its value is read).
@@ -192,8 +194,10 @@ def _scattered(
 def _index_added(dim: int, inputs: Sequence[Operand], m: int) -> Placement | None:
     """IndexAdd's output placement on mesh dim ``m`` (None: refused; see the module)."""
     px, pi, ps = (o.placements[m] for o in inputs)
+    if isinstance(px, Shard) and px.dim == dim:  # each device adds the slices of its rows
+        return px if pi.__class__ is Replicate and ps.__class__ is Replicate else None
     if isinstance(px, Shard):
-        return px if px.dim != dim and pi.__class__ is Replicate and ps == px else None
+        return px if pi.__class__ is Replicate and ps == px else None
     if px.__class__ is Replicate:
         return px if pi.__class__ is Replicate and ps.__class__ is Replicate else None
     if px.__class__ is not Partial or (ps.__class__ is not Partial and ps != Shard(dim)):

@@ -1,12 +1,13 @@
 """Local kernels of Scatter and IndexAdd: entries written into a copy of the local shard.
 
-The rules keep the scattered dim of ``x`` whole on every device and let the other dims be
-sharded only where ``x``, the index and the source hold matching blocks (or, for the sums of
-a Partial ``x``, where each device adds its own block of a source sharded along that dim),
-so each kernel is torch's own function on the local shards, and the global index values are
-local ones. The values are checked before torch reads them, as Gather's are: an out-of-range
-one raises IndexError here (a failure of the operator, raised where its value is read)
-rather than a device-side assert on CUDA.
+The rules keep the scattered dim of ``x`` whole on every device (but for ``index_add``, whose
+devices may each hold a block of rows: each adds the slices its rows are given) and let the
+other dims be sharded only where ``x``, the index and the source hold matching blocks (or,
+for the sums of a Partial ``x``, where each device adds its own block of a source sharded
+along that dim), so each kernel is torch's own function on the local shards, and the global
+index values are local ones. The values are checked before torch reads them, as Gather's
+are: an out-of-range one raises IndexError here (a failure of the operator, raised where its
+value is read) rather than a device-side assert on CUDA.
 
 Example:
     >>> import torch
@@ -64,15 +65,23 @@ def _scatter_tensor(
 
 
 def index_add_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``torch.index_add`` of the local shards (the dim added along whole in ``x``)."""
+    """``torch.index_add`` of the local shards; where ``x``'s dim added along is sharded, of
+    the slices whose index falls in the device's own rows (in their order: each row adds
+    what torch's full ``index_add`` adds to it, in the same order)."""
     param = ctx.param
     assert isinstance(param, IndexAddParam)
     x, index, source = inputs
     dim = param.dim % max(x.ndim, 1)
-    checked_index(ctx.operator.name, index, dim, x.shape[dim] if x.ndim else 1, wrap=False)
+    whole = ctx.inputs[0].shape[dim] if x.ndim else 1
+    checked_index(ctx.operator.name, index, dim, whole, wrap=False)
     if index.numel() == 0:  # adds nothing; the full source may not match a local shard of x
         return [x.clone()]
     alpha = 1 if param.alpha is None or param.alpha.value is None else param.alpha.value
+    if x.ndim and x.shape[dim] != whole:
+        start = ctx.inputs[0].shard(device).slices()[dim].start
+        local = index - start
+        mine = ((local >= 0) & (local < x.shape[dim])).nonzero().squeeze(1)
+        index, source = local[mine], source.index_select(dim, mine)
     return [torch.index_add(x, dim, index, source, alpha=alpha)]
 
 
