@@ -100,6 +100,7 @@ class OpKind(enum.IntEnum):
     SplitOrderStat = 79  # median/kthvalue/mode along a sharded dim: the blocks gathered
     Fft = 80  # torch.fft's transforms over whole dims, the other dims' shards kept (FftParam)
     EmbeddingBag = 81  # embedding_bag: sums, means or maxima of bags of rows (EmbeddingBagParam)
+    GridSample = 82  # grid_sample: an input sampled at a grid's points (GridSampleParam)
 
 
 class ActivationKind(enum.IntEnum):

@@ -233,6 +233,18 @@ class InterpolateParam(OpParam):
 
 
 @dataclass(frozen=True, slots=True)
+class GridSampleParam(OpParam):
+    kind: ClassVar[OpKind] = OpKind.GridSample
+    """``grid_sample(input, grid)`` with torch's ``mode`` (``bilinear``, ``nearest``,
+    ``bicubic``), ``padding_mode`` (``zeros``, ``border``, ``reflection``) and
+    ``align_corners``."""
+
+    mode: str = "bilinear"
+    padding_mode: str = "zeros"
+    align_corners: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ClampParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Clamp
     min: Scalar | None = None

@@ -48,6 +48,7 @@ from dtorch.api.ops.elementwise import sigmoid, tanh
 from dtorch.api.ops.embedding import embedding
 from dtorch.api.ops.embedding_bag import embedding_bag
 from dtorch.api.ops.fused import _apply_rotary_emb, _layer_norm_mul_add, _silu_linear_chunk
+from dtorch.api.ops.grid_sample import affine_grid, grid_sample
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.losses import (
     binary_cross_entropy,
@@ -189,6 +190,8 @@ __all__ = [
     "elu_",
     "embedding",
     "embedding_bag",
+    "grid_sample",
+    "affine_grid",
     "feature_alpha_dropout",
     "fold",
     "gaussian_nll_loss",

@@ -62,6 +62,7 @@ INPUTS: dict[OpKind, tuple[int, int | None]] = {
     OpKind.Concat: (1, None),
     OpKind.Einsum: (1, None),
     OpKind.Embedding: (2, 2),
+    OpKind.GridSample: (2, 2),
     OpKind.Copy: (2, 2),
     OpKind.Matmul: (2, 2),
     OpKind.Outer: (2, 2),
