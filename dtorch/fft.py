@@ -74,6 +74,8 @@ def _one_dim(kind: FftKind, name: str, input: Tensor, n: Any, dim: Any, norm: An
 
 def _many_dims(kind: FftKind, name: str, input: Tensor, s: Any, dim: Any, norm: Any) -> Tensor:
     tensor_arg(name, input)
+    if dim is None and name.endswith("2"):  # torch's 2-dim forms take no None dim
+        raise TypeError(f"{name}(): argument 'dim' must be tuple of ints, not NoneType")
     param = FftParam(kind, _ints(name, "s", s), _ints(name, "dim", dim), _norm(name, norm))
     return record_one(name, param, (input,))
 

@@ -152,15 +152,46 @@ def test_refusals(case, call, error, text, graph) -> None:  # type: ignore[no-un
         call(place(_IDS, mesh, [R], graph), place(_WEIGHT, mesh, [R], graph))
 
 
-@pytest.mark.parametrize("offsets", [torch.tensor([1, 3]), torch.tensor([0, 12])])
-def test_bad_offsets_fail_when_fetched(offsets: torch.Tensor, graph: dtorch.Graph) -> None:
-    with pytest.raises(RuntimeError):
-        F.embedding_bag(_FLAT, _WEIGHT, offsets)
+@pytest.mark.parametrize(
+    ("offsets", "last"),
+    [(torch.tensor([1, 3]), False), (torch.tensor([0, 12]), False), (torch.tensor([0, 4]), True)],
+)
+def test_bad_offsets_are_refused(offsets: torch.Tensor, last: bool, graph: dtorch.Graph) -> None:
+    """A torch tensor's offsets are checked at the call, a dtorch one's when the value is
+    fetched. With ``include_last_offset`` the last must be the input's length: torch's kernels
+    read a shorter one differently (some run the last bag to the end, some stop)."""
+    if not last:
+        with pytest.raises(RuntimeError):
+            F.embedding_bag(_FLAT, _WEIGHT, offsets)
     mesh = dtorch.init_device_mesh("cpu", 2)
     for w in (R, S0):
-        out = DF.embedding_bag(_FLAT, place(_WEIGHT, mesh, [w], graph), offsets, mode="sum")
-        with pytest.raises(dtorch.DTorchError, match="offsets"):
+        weight = place(_WEIGHT, mesh, [w], graph)
+        with pytest.raises(RuntimeError, match="offset"):
+            DF.embedding_bag(_FLAT, weight, offsets, mode="sum", include_last_offset=last)
+        out = DF.embedding_bag(_FLAT, weight, place(offsets, mesh, [R], graph), mode="sum",
+                               include_last_offset=last)  # fmt: skip
+        with pytest.raises(dtorch.DTorchError, match="offset"):
             out.to_torch()
+
+
+def test_no_bags_and_empty_bags(graph: dtorch.Graph) -> None:
+    """No bags at all (torch's kernel crashes the process on them: not called), and 2-D ids
+    of bags of length 0 (torch's step error)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    weight = place(_WEIGHT, mesh, [R], graph)
+    with pytest.raises(RuntimeError, match="last offset must be the input's length 6"):
+        DF.embedding_bag(torch.zeros(6, dtype=torch.long), weight, torch.tensor([0]),
+                         mode="sum", include_last_offset=True)  # fmt: skip
+    none = torch.zeros(0, dtype=torch.long)
+    out = DF.embedding_bag(none, weight, torch.tensor([0]), mode="sum", include_last_offset=True)
+    assert out.shape == (0, 6) and out.to_torch().shape == (0, 6)
+    empty = DF.embedding_bag(torch.zeros(0, dtype=torch.long), weight,
+                             torch.zeros(0, dtype=torch.long), padding_idx=1)  # fmt: skip
+    assert empty.to_torch().shape == (0, 6)
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        F.embedding_bag(torch.zeros(3, 0, dtype=torch.long), _WEIGHT)
+    with pytest.raises(ShapeError, match="step must be nonzero"):
+        DF.embedding_bag(torch.zeros(3, 0, dtype=torch.long), weight)
 
 
 def test_the_layer_is_torchs(graph: dtorch.Graph) -> None:

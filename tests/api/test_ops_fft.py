@@ -210,3 +210,16 @@ def test_nothing_transformed_copies_any_dtype_torch_takes(graph: dtorch.Graph) -
         got, want = call(dtorch.fft, t), call(torch.fft, full)
         assert got.dtype == want.dtype == torch.complex32 and got.placements == [S0]
         assert torch.equal(got.to_torch().cfloat(), want.cfloat())
+
+
+def test_the_two_dim_forms_take_no_none_dim_and_half_is_judged_alone(graph) -> None:  # type: ignore[no-untyped-def]
+    t = place(torch.ones(2, 3), dtorch.init_device_mesh("cpu", 2), [S0], graph)
+    for name in _TWO_DIM:
+        with pytest.raises(TypeError, match="must be tuple of ints, not NoneType"):
+            getattr(torch.fft, name)(torch.ones(2, 3), dim=None)
+        with pytest.raises(TypeError, match="must be tuple of ints, not NoneType"):
+            getattr(dtorch.fft, name)(t, dim=None)
+    with pytest.raises(RuntimeError, match="Unsupported dtype Half"):
+        torch.fft.fft2(torch.ones(2, 3, dtype=torch.float16), dim=())
+    with pytest.raises(UnsupportedDtypeError, match="Unsupported dtype Half"):
+        dtorch.fft.fft2(t.half(), dim=())

@@ -326,13 +326,21 @@ def test_rejections(graph: dtorch.Graph) -> None:
     for bad, name in (
         (lambda: t.scatter(1, three, 1.0), "scatter"),
         (lambda: t.scatter_add(1, place(minus, mesh, [S0], graph), t), "scatter_add"),
-        (lambda: t.index_add(1, torch.tensor([0, 3]), t[:, :2]), "index_add"),
+        (lambda: t.index_add(1, place(torch.tensor([0, 3]), mesh, [R], graph), t[:, :2]),
+         "index_add"),
     ):  # fmt: skip
         with pytest.raises(
             KernelError,
             match=rf"{name}_\d+.*index -?\d is out of bounds for dimension 1 with size 3",
         ):
             bad().to_torch()
+    # a torch index's values are checked at the call, as torch's, the input left as it was
+    before = t.to_torch()
+    with pytest.raises(IndexError, match="index out of range in self"):
+        t.index_add_(1, torch.tensor([0, 3]), t[:, :2])
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds for dimension 1"):
+        t.scatter_add_(1, minus, t)
+    assert torch.equal(t.to_torch(), before)
 
 
 def test_codec_round_trips_the_params() -> None:

@@ -103,3 +103,25 @@ def test_a_torch_module_with_state_is_refused(module: torch.nn.Module, graph) ->
     with pytest.raises(TypeError, match="holds parameters or buffers"):
         nn.Sequential(module)
     assert list(holder.named_children()) == []
+
+
+def test_a_torch_child_that_gains_state_later_is_refused_by_the_walks(graph) -> None:  # type: ignore[no-untyped-def]
+    holder = nn.Sequential(nn.Linear(2, 2), torch.nn.GELU())
+    holder[1].register_buffer("scale", torch.ones(2))
+    for walk in (
+        holder.state_dict,
+        lambda: list(holder.named_parameters()),
+        lambda: holder.to(torch.float64),
+        lambda: holder.load_state_dict({}, strict=False),
+    ):
+        with pytest.raises(TypeError, match="now holds parameters or buffers"):
+            walk()
+
+
+def test_insert_takes_a_stateless_torch_module_and_refuses_one_with_state(graph) -> None:  # type: ignore[no-untyped-def]
+    for container in (nn.Sequential(nn.Linear(2, 2)), nn.ModuleList([nn.Linear(2, 2)])):
+        container.insert(0, torch.nn.ReLU())
+        assert isinstance(container[0], torch.nn.ReLU) and len(container) == 2
+        with pytest.raises(TypeError, match="holds parameters or buffers"):
+            container.insert(1, torch.nn.Linear(2, 2))
+        assert len(container) == 2  # left as it was

@@ -31,6 +31,7 @@ from dtorch.api.ops.embedding import check_max_norm, renorm_rows
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError, ShapeError, UnsupportedShapeError
 from dtorch.ir.params import EmbeddingBagParam
+from dtorch.ir.rules.embedding_bag import check_offsets
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -64,6 +65,7 @@ def embedding_bag(
     """
     input, weight = _ordered(input, weight)
     tensor_arg(_NAME, weight, "weight")
+    offsets_arg = offsets
     ids, offsets, psw = (_beside(weight, t) for t in (input, offsets, per_sample_weights))
     _check_shapes(ids, weight, offsets, psw)
     if mode not in ("sum", "mean", "max"):
@@ -74,6 +76,8 @@ def embedding_bag(
             f"for mode='sum' (got mode='{mode}'); accepted: mode='sum', or no weights"
         )
     last = as_flag(include_last_offset, _NAME, "include_last_offset")
+    if isinstance(offsets_arg, torch.Tensor):  # a torch one's values are checked now
+        check_offsets(offsets_arg, ids.numel(), last)
     pad = _padding(padding_idx, weight)
     param = EmbeddingBagParam(mode, pad, last, offsets is not None, psw is not None)
     norm = check_max_norm(_NAME, max_norm, norm_type)
@@ -121,6 +125,8 @@ def _check_shapes(ids: Any, weight: Tensor, offsets: Any, psw: Any) -> None:
             f"{_NAME}: if input is 2D, then offsets has to be None, as input is treated as a "
             "mini-batch of fixed length sequences"
         )
+    if ids.ndim == 2 and ids.shape[1] == 0:  # torch's arange of the offsets by that step
+        raise ShapeError(f"{_NAME}: step must be nonzero (2-D input of bags of length 0)")
     if ids.ndim == 1 and (offsets is None or offsets.ndim != 1):
         got = "None" if offsets is None else f"a {offsets.ndim}-D tensor"
         raise ShapeError(f"{_NAME}: offsets has to be a 1D Tensor but got {got}")

@@ -34,7 +34,7 @@ from dtorch.api.handle import is_tensor
 from dtorch.api.ops.convert import assign, writer
 from dtorch.api.ops.scalars import as_scalar, is_scalar
 from dtorch.api.record import record_one, tensor_arg
-from dtorch.errors import ParamError
+from dtorch.errors import ParamError, ShapeError
 from dtorch.ir.opkind import ScatterReduceKind
 from dtorch.ir.params import IndexAddParam, ScatterParam
 from dtorch.ir.placement import Placement, Replicate, Shard
@@ -155,6 +155,7 @@ def index_add(input: Tensor, dim: int, index: Any, source: Any, *, alpha: Any = 
     """
     tensor_arg("index_add", input)
     d = normalize_dim(dim, input.ndim, op="index_add")
+    _in_range(index, input, d, "index_add")
     ids = _index_tensor(input, index, "index_add", None)
     source = _source(input, source, "index_add", "source", d)
     param = IndexAddParam(d, None if _is_one(alpha) else as_scalar(alpha))
@@ -241,7 +242,24 @@ def _index(input: Tensor, index: Any, name: str, dim: Any) -> tuple[int, Tensor]
     """scatter's dim, normalised, and its index as a dtorch tensor."""
     tensor_arg(name, input)
     d = normalize_dim(dim, input.ndim, op=name)
+    _in_range(index, input, d, name)
     return d, _index_tensor(input, index, name, d)
+
+
+def _in_range(index: Any, input: Tensor, d: int, name: str) -> None:
+    """A torch index's values checked at the call, as torch checks them before it writes (an
+    in-place form leaves its target as it was); a dtorch one's fail when the value is read."""
+    if not isinstance(index, torch.Tensor) or index.numel() == 0 or index.is_floating_point():
+        return  # a dtype torch refuses: the rule's words
+    size = input.shape[d] if input.ndim else 1
+    bad = index[(index < 0) | (index >= size)]
+    if not bad.numel():
+        return
+    if name == "index_add":  # torch's IndexError there, a RuntimeError for the scatters
+        raise IndexError(f"index_add: index out of range in self ({int(bad[0])} for size {size})")
+    raise ShapeError(
+        f"{name}: index {int(bad[0])} is out of bounds for dimension {d} with size {size}"
+    )
 
 
 def _index_tensor(input: Tensor, index: Any, name: str, dim: int | None) -> Tensor:

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from dtorch.errors import DtypeError, ParamError, ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import OpKind
@@ -139,6 +141,33 @@ def _check_extras(name: str, param: EmbeddingBagParam, inputs: tuple[Operand, ..
         raise ParamError(
             f"{name}: padding_idx {param.padding_idx} is out of range for {rows} embeddings"
         )
+
+
+def check_offsets(offsets: torch.Tensor, entries: int, include_last_offset: bool) -> None:
+    """torch's checks of the offsets, and one of its own: with ``include_last_offset`` the last
+    offset must be the number of entries (torch's kernels read it differently else: some run
+    the last bag to the end, some stop at it).
+
+    Example:
+        >>> check_offsets(torch.tensor([0, 2]), 3, include_last_offset=False)
+    """
+    if include_last_offset and offsets.numel() and int(offsets[-1]) != entries:
+        raise RuntimeError(
+            f"embedding_bag: with include_last_offset=True the last offset must be the input's "
+            f"length {entries} (it ends the last bag), got {int(offsets[-1])}"
+        )
+    if offsets.numel() and int(offsets[0]) != 0:
+        raise RuntimeError(
+            "embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
+            f"has to start from position 0. However, got {int(offsets[0])}"
+        )
+    if offsets.numel() and int(offsets[-1]) > entries:
+        raise RuntimeError(
+            f"embedding_bag: offsets[-1] can not be greater than input's length {entries} but "
+            f"got offsets[-1] of {int(offsets[-1])}"
+        )
+    if offsets.numel() > 1 and bool((offsets[1:] < offsets[:-1]).any()):
+        raise RuntimeError("embedding_bag: offsets must be non-decreasing")
 
 
 RULES: dict[OpKind, Rule] = {OpKind.EmbeddingBag: embedding_bag_rule}

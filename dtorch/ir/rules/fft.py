@@ -104,12 +104,13 @@ def transformed_dims(param: FftParam, ndim: int) -> tuple[int, ...]:
 
 
 @functools.cache
-def _refusal(param: FftParam, dtype: torch.dtype) -> tuple[str, bool]:
-    """torch's message when its CPU kernel refuses ``dtype`` for ``param``'s transform (''
+def _refusal(nothing: FftParam | None, fn: FftKind, dtype: torch.dtype) -> tuple[str, bool]:
+    """torch's message when its CPU kernel refuses ``dtype`` for ``fn``'s transform (''
     if it takes it), and whether torch has no kernel for the dtype at all (meta tensors take
-    half, which the CPU kernels do not)."""
+    half, which the CPU kernels do not). ``nothing``: a call that transforms no dim (its own
+    ``s``/``dim``, which torch judges apart: it copies complex32, refuses half)."""
     try:
-        run_fft(FftParam(param.fn), torch.ones(2, 2, dtype=dtype))
+        run_fft(nothing or FftParam(fn), torch.ones(2, 2, dtype=dtype))
     except (RuntimeError, TypeError) as error:
         message = str(error).strip().split("\n", 1)[0]
         return message, message.startswith("Unsupported dtype")
@@ -124,12 +125,12 @@ def _meta(name: str, param: FftParam, x: Operand) -> torch.Tensor:
     except IndexError as error:  # a dim out of range
         raise DimError(f"{name}: {str(error).strip()}") from None
     except (RuntimeError, ValueError) as error:  # torch's argument and dtype checks
-        cpu, _ = _refusal(param, x.dtype)  # its CPU kernel's words for a dtype are clearer
+        cpu, _ = _refusal(None, param.fn, x.dtype)  # its CPU kernel's words are clearer
         raise _refused(name, param, cpu or str(error).strip()) from None
-    if transformed_dims(param, x.ndim):  # with none, torch copies any dtype
-        message, _ = _refusal(param, x.dtype)
-        if message:
-            raise _refused(name, param, message)
+    message, _ = _refusal(param if not transformed_dims(param, x.ndim) else None, param.fn,
+                          x.dtype)  # fmt: skip
+    if message:
+        raise _refused(name, param, message)
     return meta
 
 

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from dtorch.ir.opkind import OpKind
 from dtorch.ir.params import EmbeddingBagParam
+from dtorch.ir.rules.embedding_bag import check_offsets
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
 
 
@@ -39,6 +40,11 @@ def embedding_bag_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Sha
     param = ctx.param
     assert isinstance(param, EmbeddingBagParam)
     ids, weight, offsets, psw = _parts(param, inputs)
+    if offsets is not None:
+        check_offsets(offsets, ids.numel(), param.include_last_offset)
+    out = ctx.outputs[0]
+    if 0 in out.local_shape(device):  # no bags (torch's kernel crashes the process on none)
+        return [torch.zeros(out.local_shape(device), dtype=out.dtype, device=weight.device)]
     rows = ctx.inputs[1].shard(device).slices()[0]
     vocab = ctx.inputs[1].shape[0]
     if rows.start == 0 and rows.stop == vocab:
@@ -46,7 +52,6 @@ def embedding_bag_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Sha
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
         raise IndexError(f"embedding_bag: an id is out of range for {vocab} embeddings")
     flat, offsets, psw = _flat(ids, offsets, psw)
-    _check_offsets(offsets, flat.numel())
     keep = (flat >= rows.start) & (flat < rows.stop)
     if param.padding_idx is not None:
         keep &= flat != param.padding_idx
@@ -117,22 +122,6 @@ def _bag_counts(
     if param.include_last_offset:
         offsets, ends = offsets[:-1], offsets[1:]
     return before[ends] - before[offsets]
-
-
-def _check_offsets(offsets: torch.Tensor, entries: int) -> None:
-    # torch's checks of the offsets, which its kernel makes on the other path
-    if offsets.numel() and int(offsets[0]) != 0:
-        raise RuntimeError(
-            "embedding_bag: offsets[0] has to be 0, i.e., the first sequence in the mini-batch "
-            f"has to start from position 0. However, got {int(offsets[0])}"
-        )
-    if offsets.numel() and int(offsets[-1]) > entries:
-        raise RuntimeError(
-            f"embedding_bag: offsets[-1] can not be greater than input's length {entries} but "
-            f"got offsets[-1] of {int(offsets[-1])}"
-        )
-    if offsets.numel() > 1 and bool((offsets[1:] < offsets[:-1]).any()):
-        raise RuntimeError("embedding_bag: offsets must be non-decreasing")
 
 
 KERNELS: dict[OpKind, LocalKernel] = {OpKind.EmbeddingBag: embedding_bag_kernel}

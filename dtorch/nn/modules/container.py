@@ -17,7 +17,10 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from dtorch.nn.modules.module import Child, Module, _addindent
+import torch
+
+from dtorch.nn.modules.module import Module, _addindent, _torch_member
+from dtorch.nn.modules.torch_children import Child
 
 
 def _index(container: Module, idx: Any) -> int:
@@ -51,6 +54,12 @@ def _factor(container: Module, other: Any) -> int:
     if other <= 0:
         raise ValueError(f"Non-positive multiplication factor {other} for {type(container)}")
     return other
+
+
+def _check_child(name: str, module: Any) -> None:
+    # the refusal add_module would raise, before an insert takes the children apart
+    if isinstance(module, torch.nn.Module) and (refused := _torch_member(name, module)):
+        raise refused
 
 
 class Sequential(Module):
@@ -142,8 +151,9 @@ class Sequential(Module):
             self.append(module)
         return self
 
-    def insert(self, index: int, module: Module) -> Sequential:
-        if not isinstance(module, Module):
+    def insert(self, index: int, module: Child) -> Sequential:
+        _check_child(str(index), module)  # before the children are taken apart
+        if not isinstance(module, Module | torch.nn.Module):
             raise AssertionError(f"module should be of type: {Module}")
         modules = list(self._modules.values())
         size = len(modules)
@@ -231,7 +241,8 @@ class ModuleList(Module):
             self.append(module)
         return self
 
-    def insert(self, index: int, module: Module) -> None:
+    def insert(self, index: int, module: Child) -> None:
+        _check_child(str(index), module)  # before the children are taken apart
         modules = list(self._modules.values())
         modules.insert(index, module)
         self._modules.clear()

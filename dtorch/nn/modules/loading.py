@@ -64,11 +64,13 @@ from dtorch.api.tensor import Tensor
 from dtorch.ir.opkind import CreateKind
 from dtorch.nn.modules.load_source import LoadView, MappingSource, Meta, SafetensorsSource
 from dtorch.nn.modules.state import EXTRA_STATE_KEY, IncompatibleKeys, overrides, set_extra_state
+from dtorch.nn.modules.torch_children import stateless
 from dtorch.nn.parameter import Parameter
 from dtorch.serialization.files import check_regular
 
 if TYPE_CHECKING:
-    from dtorch.nn.modules.module import Child, Module
+    from dtorch.nn.modules.module import Module
+    from dtorch.nn.modules.torch_children import Child
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -344,7 +346,7 @@ def _walk(module: Child, view: LoadView, prefix: str, walk: _Walk) -> None:
     )
     for name, child in module._modules.items():
         if child is not None:
-            _walk(child, view.within(f"{prefix}{name}."), f"{prefix}{name}.", walk)
+            _walk(stateless(name, child), view.within(f"{prefix}{name}."), f"{prefix}{name}.", walk)
     walk.visited.append(module)
 
 

@@ -43,7 +43,7 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Union
+from typing import Any
 
 import torch
 from torch.utils.hooks import RemovableHandle
@@ -54,6 +54,7 @@ from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.placement import Placement
 from dtorch.nn.modules import conversion, hooks, loading, paths, state
 from dtorch.nn.modules.hooks import Hook
+from dtorch.nn.modules.torch_children import Child, holds_state, stateless
 from dtorch.nn.parameter import Buffer, Parameter
 
 #: ``Graph.traced_module_calls``, read at every call (one lookup the fewer).
@@ -94,7 +95,7 @@ def _torch_member(name: str, value: Any) -> TypeError | None:
     """The error for a torch.nn Parameter, Buffer, or Module with parameters or buffers,
     assigned to a dtorch module (dtorch's modules hold dtorch tensors), else None: a torch
     module without any (``torch.nn.GELU()``, HF's activations) is a child as in torch."""
-    if isinstance(value, torch.nn.Module) and _holds_state(value):
+    if isinstance(value, torch.nn.Module) and holds_state(value):
         return TypeError(
             f"cannot assign torch.nn.Module '{_typename(value)}' as child module '{name}' of a "
             "dtorch.nn.Module: it holds parameters or buffers, which a dtorch module holds as "
@@ -107,11 +108,6 @@ def _torch_member(name: str, value: Any) -> TypeError | None:
             f"dtorch tensors; use dtorch.nn.{kind}(t), which distributes a torch tensor"
         )
     return None
-
-
-def _holds_state(module: torch.nn.Module) -> bool:
-    # a torch module with parameters or buffers (its own or its children's)
-    return next(module.parameters(), None) is not None or next(module.buffers(), None) is not None
 
 
 def _check_member_name(kind: str, name: Any) -> None:
@@ -141,10 +137,6 @@ def _addindent(text: str, spaces: int) -> str:
     """Indent every line of ``text`` but the first (torch's ``_addindent``)."""
     first, *rest = text.split("\n")
     return "\n".join([first, *(" " * spaces + line for line in rest)])
-
-
-#: A child module: a dtorch one, or a torch one without parameters or buffers.
-Child = Union["Module", torch.nn.Module]
 
 
 class Module:
@@ -328,7 +320,8 @@ class Module:
         yield prefix, self
         for name, module in self._modules.items():
             if module is not None:
-                yield from module.named_modules(memo, _join(prefix, name), remove_duplicate)
+                child = stateless(name, module)
+                yield from child.named_modules(memo, _join(prefix, name), remove_duplicate)
 
     def modules(self, remove_duplicate: bool = True) -> Iterator[Child]:
         """This module and every descendant, depth first (each once unless

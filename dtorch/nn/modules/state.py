@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from torch.utils.hooks import RemovableHandle
 
 from dtorch.nn.modules.hooks import Hook
+from dtorch.nn.modules.torch_children import stateless
 
 if TYPE_CHECKING:
     from dtorch.nn.modules.module import Module
@@ -162,7 +163,7 @@ def state_dict(
     module._save_to_state_dict(destination, prefix, keep_vars)
     for name, child in module._modules.items():
         if child is not None:
-            child.state_dict(
+            stateless(name, child).state_dict(
                 destination=destination, prefix=f"{prefix}{name}.", keep_vars=keep_vars
             )
     for hook in module._state_dict_hooks.values():
