@@ -18,8 +18,9 @@ Example:
     >>> from dtorch.ir.span import Span
     >>> ids = Operand(1, (1, 2), torch.int64, DeviceMesh("cpu"), (Replicate(),))
     >>> w = Operand(2, (3, 1), torch.float32, DeviceMesh("cpu"), (Replicate(),))
+    >>> out = Operand(5, (1, 1), torch.float32, DeviceMesh("cpu"), (Replicate(),))
     >>> op = Operator(4, "bag_4", EmbeddingBagParam("sum"), (1, 2), (5,), Span.unknown())
-    >>> ctx = KernelContext(op, (ids, w), (), (0,))
+    >>> ctx = KernelContext(op, (ids, w), (out,), (0,))
     >>> embedding_bag_kernel(ctx, 0, [torch.tensor([[0, 2]]), torch.tensor([[1.0], [2], [4]])])
     [tensor([[5.]])]
 """
