@@ -16,16 +16,18 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 from torch.nn import _reduction as torch_reduction
 
 from dtorch.api.creation import from_torch
-from dtorch.api.ops import class_losses, losses
+from dtorch.api.ops import class_losses, linear_losses, losses
 from dtorch.api.tensor import Tensor
+from dtorch.errors import ParamError
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.nn.modules.linear import placement_keywords
+from dtorch.nn.modules.linear import Linear, placement_keywords
 from dtorch.nn.modules.module import Module
 
 
@@ -265,4 +267,68 @@ class CrossEntropyLoss(_WeightedLoss):
             ignore_index=self.ignore_index,
             reduction=self.reduction,
             label_smoothing=self.label_smoothing,
+        )
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """torch's ``LinearCrossEntropyLoss``: a ``linear`` head of ``num_classes`` (times
+    ``out_features``) rows and the cross entropy of its logits
+    (``dtorch.nn.functional.linear_cross_entropy``); its ``linear`` is a ``dtorch.nn.Linear``
+    drawn as torch draws it, on ``device_mesh=``.
+
+    Example:
+        >>> import dtorch
+        >>> loss = dtorch.nn.LinearCrossEntropyLoss(4, 3)
+        >>> loss.linear
+        Linear(in_features=4, out_features=3, bias=False)
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        num_classes: int,
+        *,
+        out_features: tuple[int, ...] = (),
+        bias: bool = False,
+        device: Any = None,
+        dtype: torch.dtype | None = None,
+        reduction: str = "mean",
+        weight: Any = None,
+        ignore_index: int | None = None,
+        label_smoothing: float = 0.0,
+        options: Any = None,
+        device_mesh: DeviceMesh | None = None,
+    ) -> None:
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise ParamError(
+                f"expected weight shape to be {(num_classes,)}, got {tuple(weight.shape)}"
+            )
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ParamError(
+                f"expected label_smoothing to be in range [0, 1], got {label_smoothing}"
+            )
+        super().__init__(weight, reduction=reduction, device_mesh=device_mesh)
+        self.num_classes, self.out_features = num_classes, tuple(out_features)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
+        rows = math.prod(self.out_features, start=num_classes)
+        self.linear = Linear(in_features, rows, bias=bias, device=device, dtype=dtype,
+                             device_mesh=device_mesh)  # fmt: skip
+        self.options = options
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        shape = (self.num_classes, *self.out_features)
+        linear_weight = self.linear.weight.reshape((*shape, self.linear.in_features))
+        bias = self.linear.bias
+        return linear_losses.linear_cross_entropy(
+            input, linear_weight, target, linear_bias=None if bias is None else bias.reshape(shape),
+            weight=self.weight, reduction=self.reduction, ignore_index=self.ignore_index,
+            label_smoothing=self.label_smoothing, options=self.options,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+            f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+            f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+            f"label_smoothing={self.label_smoothing}, options={self.options}"
         )
