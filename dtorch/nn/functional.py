@@ -49,6 +49,7 @@ from dtorch.api.ops.embedding import embedding
 from dtorch.api.ops.embedding_bag import embedding_bag
 from dtorch.api.ops.fused import _apply_rotary_emb, _layer_norm_mul_add, _silu_linear_chunk
 from dtorch.api.ops.grid_sample import affine_grid, grid_sample
+from dtorch.api.ops.gumbel import gumbel_softmax
 from dtorch.api.ops.linalg import linear
 from dtorch.api.ops.linear_losses import linear_cross_entropy
 from dtorch.api.ops.losses import (
@@ -194,6 +195,7 @@ __all__ = [
     "grid_sample",
     "affine_grid",
     "linear_cross_entropy",
+    "gumbel_softmax",
     "feature_alpha_dropout",
     "fold",
     "gaussian_nll_loss",
