@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -384,3 +385,33 @@ def _no_elements(tensor: TensorBase) -> bool:
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
         return True
     return False
+
+
+def _deprecated(new: Callable[..., Tensor], old: str) -> Callable[..., Tensor]:
+    """torch's deprecated initialiser ``old`` (``normal`` for ``normal_``): ``new`` with
+    torch's FutureWarning."""
+
+    def deprecated_init(*args: Any, **kwargs: Any) -> Tensor:
+        warnings.warn(
+            f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return new(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old
+    deprecated_init.__doc__ = f"Deprecated: ``{new.__name__}``, with torch's FutureWarning."
+    return deprecated_init
+
+
+uniform = _deprecated(uniform_, "uniform")
+normal = _deprecated(normal_, "normal")
+constant = _deprecated(constant_, "constant")
+eye = _deprecated(eye_, "eye")
+dirac = _deprecated(dirac_, "dirac")
+xavier_uniform = _deprecated(xavier_uniform_, "xavier_uniform")
+xavier_normal = _deprecated(xavier_normal_, "xavier_normal")
+kaiming_uniform = _deprecated(kaiming_uniform_, "kaiming_uniform")
+kaiming_normal = _deprecated(kaiming_normal_, "kaiming_normal")
+orthogonal = _deprecated(orthogonal_, "orthogonal")
+sparse = _deprecated(sparse_, "sparse")

@@ -220,3 +220,25 @@ def test_torch_eye_into_a_dtorch_tensor_checks_the_shape(graph: dtorch.Graph) ->
     assert torch.eye(2, 3, out=t) is t and t.tolist() == [[1, 0, 0], [0, 1, 0]]
     with pytest.raises(TypeError, match=r"accepted is out= a dtorch tensor of shape \[3, 3\]"):
         torch.eye(3, out=t)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "uniform", "normal", "constant", "eye", "dirac", "xavier_uniform", "xavier_normal",
+        "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse",
+    ],
+)  # fmt: skip
+def test_torchs_deprecated_names_warn_and_fill_alike(name: str, graph: dtorch.Graph) -> None:
+    shape = (3, 4, 3) if name == "dirac" else (4, 6)
+    args = {"constant": (0.5,), "sparse": (0.5,)}.get(name, ())
+    full = torch.empty(shape)
+    ours = dtorch.empty(*shape)
+    torch.manual_seed(2)
+    with pytest.warns(FutureWarning, match=rf"`nn.init.{name}` is now deprecated") as theirs:
+        getattr(torch.nn.init, name)(full, *args)
+    torch.manual_seed(2)
+    with pytest.warns(FutureWarning, match=rf"`nn.init.{name}` is now deprecated") as warned:
+        getattr(dtorch.nn.init, name)(ours, *args)
+    assert str(warned[0].message) == str(theirs[0].message)
+    assert torch.equal(ours.to_torch(), full)
