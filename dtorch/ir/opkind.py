@@ -383,6 +383,7 @@ class LinalgKind(enum.IntEnum):
     COND = 29
     EIG = 30
     EIGVALS = 31
+    SOLVE_EX = 32
 
 
 class FftKind(enum.IntEnum):

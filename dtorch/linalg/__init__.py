@@ -1,7 +1,7 @@
 """``dtorch.linalg``: torch.linalg's functions on dtorch tensors.
 
-The matrix functions (``det slogdet inv solve cholesky qr eigh eigvalsh svd svdvals pinv
-matrix_rank matrix_power matrix_exp``, and ``lu_factor lu_factor_ex lu lu_solve
+The matrix functions (``det slogdet inv solve solve_ex cholesky qr eigh eigvalsh svd svdvals
+pinv matrix_rank matrix_power matrix_exp``, and ``lu_factor lu_factor_ex lu lu_solve
 solve_triangular inv_ex cholesky_ex householder_product cond eig eigvals`` of
 ``dtorch.linalg.more``) run torch's own function on each device's whole
 matrices: the batch dims (all but the last two) may be sharded and keep their shards, the
@@ -31,6 +31,7 @@ from dtorch.linalg.matrix import (
     qr,
     slogdet,
     solve,
+    solve_ex,
     svd,
     svdvals,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "qr",
     "slogdet",
     "solve",
+    "solve_ex",
     "solve_triangular",
     "svd",
     "svdvals",

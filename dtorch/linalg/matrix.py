@@ -1,5 +1,5 @@
-"""torch.linalg's matrix functions, one Linalg operator each: ``det slogdet inv solve cholesky
-qr eigh eigvalsh svd svdvals pinv matrix_rank matrix_power matrix_exp``.
+"""torch.linalg's matrix functions, one Linalg operator each: ``det slogdet inv solve
+solve_ex cholesky qr eigh eigvalsh svd svdvals pinv matrix_rank matrix_power matrix_exp``.
 
 Every device runs torch's own function on its own matrices (the rule is
 ``dtorch.ir.rules.linalg_fn``), so values are torch's. Layouts: the batch dims (all but the last
@@ -105,9 +105,34 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
         [1.0, 0.5]
     """
     name = "linalg.solve"
+    param = LinalgParam(LinalgKind.SOLVE, flag=as_flag(left, name, "left"))
+    return _solve(name, param, A, B)[0]
+
+
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False) -> Any:
+    """``torch.linalg.solve_ex``: ``solve``'s result and the int32 ``info`` of every matrix
+    (0: solved; ``k`` > 0: the matrix is singular, its ``U[k, k]`` zero), as
+    ``torch.return_types.linalg_solve_ex``; ``check_errors`` raises where ``info`` is not 0.
+
+    Example:
+        >>> import dtorch
+        >>> a = dtorch.tensor([[2.0, 0.0], [0.0, 4.0]])
+        >>> out = dtorch.linalg.solve_ex(a, dtorch.tensor([2.0, 2.0]))
+        >>> out.result.tolist(), out.info.item()
+        ([1.0, 0.5], 0)
+    """
+    name = "linalg.solve_ex"
+    flag, check = as_flag(left, name, "left"), as_flag(check_errors, name, "check_errors")
+    param = LinalgParam(LinalgKind.SOLVE_EX, n=int(check), flag=flag)
+    named = getattr(torch.return_types, "linalg_solve_ex")  # noqa: B009  # missing in the stubs
+    return named(_solve(name, param, A, B))
+
+
+def _solve(name: str, param: LinalgParam, A: Tensor, B: Tensor) -> tuple[Tensor, ...]:
+    """``solve``'s (``solve_ex``'s) Linalg operator: a vector ``B`` made a matrix and back,
+    the batch dims broadcast first; a refusal names the layouts as given."""
     tensor_arg(name, A, "A")
     tensor_arg(name, B, "B")
-    param = LinalgParam(LinalgKind.SOLVE, flag=as_flag(left, name, "left"))
     vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
     if vector and not param.flag:
         raise ShapeError(
@@ -117,13 +142,13 @@ def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     b = B.unsqueeze(-1) if vector else B
     a, b = broadcast_batches(name, A, b)
     try:
-        x = one_result(name, param, a, b)
+        x, *info = record(name, param, (a, b))
     except PlacementError as error:
         if a is A and b is B:
             raise
         given = f"{format_placements(A.placements)} x {format_placements(B.placements)}"
         raise PlacementError(f"{error} (as given, before broadcasting: {given})") from None
-    return x.squeeze(-1) if vector else x
+    return (x.squeeze(-1) if vector else x, *info)
 
 
 def broadcast_batches(name: str, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:

@@ -427,3 +427,22 @@ def test_norms_of_empty_matrices_and_dtype_kinds_as_torch(graph: dtorch.Graph) -
         RuntimeError, match="dtype should be complex for complex inputs, but got Double"
     ):
         dtorch.linalg.vector_norm(x.cdouble(), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("vector", [False, True])
+def test_solve_ex(vector: bool, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    """solve_ex's result and info, a singular matrix among them (its info non-zero)."""
+    a = torch.randn(3, 4, 4, generator=_G, dtype=torch.float64)
+    a[1, :, 2] = 0.0
+    b = torch.randn(3, 4, *(() if vector else (2,)), generator=_G, dtype=torch.float64)
+    want = torch.linalg.solve_ex(a, b)
+    run_api(
+        graph, "linalg.solve_ex", lambda x, y: tuple(torch.linalg.solve_ex(x, y)), [a, b],
+        mesh_shape, [want.result, want.info],
+        table=_TWO, limit=limit_for(mesh_shape, n_d=8), exact=False,
+    )  # fmt: skip
+    with pytest.raises(dtorch.DTorchError, match="singular"):
+        dtorch.linalg.solve_ex(
+            dtorch.tensor(a), dtorch.tensor(b), check_errors=True
+        ).info.to_torch()

@@ -120,6 +120,9 @@ LINALG: dict[LinalgKind, LinalgFn] = {
     LinalgKind.LOGDET: lambda a, p: _tuple(torch.logdet(a[0])),
     LinalgKind.INV: lambda a, p: _tuple(torch.linalg.inv(a[0])),
     LinalgKind.SOLVE: lambda a, p: _tuple(torch.linalg.solve(a[0], a[1], left=p.flag)),
+    LinalgKind.SOLVE_EX: lambda a, p: _tuple(
+        torch.linalg.solve_ex(a[0], a[1], left=p.flag, check_errors=_bit(p, 0))
+    ),
     LinalgKind.CHOLESKY: lambda a, p: _tuple(torch.linalg.cholesky(a[0], upper=p.flag)),
     LinalgKind.QR: lambda a, p: _tuple(torch.linalg.qr(a[0], mode=p.mode)),
     LinalgKind.EIGH: lambda a, p: _tuple(torch.linalg.eigh(a[0], UPLO=p.mode)),
