@@ -175,12 +175,7 @@ class Embedding(_Table):
             >>> dtorch.nn.Embedding.from_pretrained(m.weight, device="cpu:1").weight.device_mesh
             DeviceMesh('cpu', [1])
         """
-        if embeddings.dim() != 2:
-            raise ValueError(
-                f"{cls.__name__}.from_pretrained: embeddings must be 2-D (num_embeddings, "
-                f"embedding_dim); got shape {list(embeddings.shape)}"
-            )
-        rows, cols = embeddings.shape
+        rows, cols = _pretrained_shape(cls.__name__, embeddings)
         return cls(
             rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
             embeddings, freeze, **layer,
@@ -274,12 +269,7 @@ class EmbeddingBag(_Table):
             >>> dtorch.nn.EmbeddingBag.from_pretrained(w)(torch.tensor([[0, 1]])).tolist()
             [[2.0, 3.0]]
         """
-        if embeddings.dim() != 2:
-            raise ValueError(
-                f"{cls.__name__}.from_pretrained: embeddings must be 2-D (num_embeddings, "
-                f"embedding_dim); got shape {list(embeddings.shape)}"
-            )
-        rows, cols = embeddings.shape
+        rows, cols = _pretrained_shape(cls.__name__, embeddings)
         layer_ = cls(
             rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse, embeddings,
             include_last_offset, padding_idx, **layer,
@@ -306,6 +296,17 @@ class EmbeddingBag(_Table):
         if self.padding_idx is not None:
             text += f", padding_idx={self.padding_idx!r}"
         return text
+
+
+def _pretrained_shape(layer: str, embeddings: Tensor | torch.Tensor) -> tuple[int, int]:
+    # from_pretrained's (num_embeddings, embedding_dim), of a 2-D tensor only
+    if embeddings.dim() != 2:
+        raise ValueError(
+            f"{layer}.from_pretrained: embeddings must be 2-D (num_embeddings, embedding_dim); "
+            f"got shape {list(embeddings.shape)}"
+        )
+    rows, cols = embeddings.shape
+    return rows, cols
 
 
 def _given(
