@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from dtorch.api.dims import as_int
+from dtorch.api.dims import as_int, normalize_dims
 from dtorch.api.ops.aliases_create import made_by_torch
 from dtorch.api.ops.repeats import roll
 from dtorch.api.record import named_as, record_one, tensor_arg
@@ -42,6 +42,9 @@ from dtorch.ir.opkind import FftKind
 from dtorch.ir.params import FftParam
 
 _NORMS = ("backward", "forward", "ortho")
+_TWO_DIM = frozenset(
+    {FftKind.FFT2, FftKind.IFFT2, FftKind.RFFT2, FftKind.IRFFT2, FftKind.HFFT2, FftKind.IHFFT2}
+)
 
 
 def _norm(name: str, norm: Any) -> str:
@@ -74,7 +77,7 @@ def _one_dim(kind: FftKind, name: str, input: Tensor, n: Any, dim: Any, norm: An
 
 def _many_dims(kind: FftKind, name: str, input: Tensor, s: Any, dim: Any, norm: Any) -> Tensor:
     tensor_arg(name, input)
-    if dim is None and name.endswith("2"):  # torch's 2-dim forms take no None dim
+    if dim is None and kind in _TWO_DIM:  # torch's 2-dim forms take no None dim
         raise TypeError(f"{name}(): argument 'dim' must be tuple of ints, not NoneType")
     param = FftParam(kind, _ints(name, "s", s), _ints(name, "dim", dim), _norm(name, norm))
     return record_one(name, param, (input,))
@@ -290,8 +293,7 @@ def ihfftn(input: Tensor, s: Any = None, dim: Any = None, norm: str | None = Non
 def _shifted(name: str, input: Tensor, dim: Any, half: int) -> Tensor:
     # roll each dim by (size + half) // 2: half 0 centres frequency zero, half 1 undoes it
     tensor_arg(name, input)
-    dims = _ints(name, "dim", dim)
-    dims = tuple(range(input.ndim)) if dims is None else dims
+    dims = tuple(range(input.ndim)) if dim is None else normalize_dims(dim, input.ndim, op=name)
     shifts = [(input.shape[d] + half) // 2 for d in dims]
     with named_as(name, "roll"):
         return roll(input, shifts, dims)

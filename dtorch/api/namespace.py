@@ -551,10 +551,9 @@ def _sort_key(name: str) -> tuple[int, list[int | str]]:
 def _import(module: str, names: list[str]) -> str:
     # one ``from`` statement, in ruff format's layout
     names = sorted(names, key=_sort_key)
-    line = f"from {module} import {', '.join(names)}"
-    if len(line) <= 100:
-        return line + "\n"
-    return f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+    line = f"from {module} import {', '.join(names)}\n"
+    wrapped = f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+    return line if len(line) <= 101 else wrapped
 
 
 def _aliases() -> list[str]:
@@ -580,9 +579,8 @@ def render() -> str:
     third = [_import(m, n) for m, n in sorted(by_module.items()) if m.split(".")[0] != "dtorch"]
     first = [_import(m, n) for m, n in sorted(by_module.items()) if m.split(".")[0] == "dtorch"]
     listed = "".join(f'    "{name}",\n' for name in sorted(NAMESPACE))
-    return "".join(
-        [_BEGIN, *third, "\n", *first, "\n", *_aliases(), "\n__all__ = [\n", listed, "]\n", _END]
-    )
+    parts = [_BEGIN, *third, "\n", *first, "\n", *_aliases(), "\n__all__ = [\n", listed, "]\n"]
+    return "".join([*parts, _END])
 
 
 def written(text: str) -> str:

@@ -212,3 +212,22 @@ def test_the_layer_is_torchs(graph: dtorch.Graph) -> None:
     frozen = dtorch.nn.EmbeddingBag.from_pretrained(_WEIGHT, mode="max")
     assert frozen.weight.requires_grad is False
     compare(frozen(_IDS).to_torch(), F.embedding_bag(_IDS, _WEIGHT, mode="max"), True, "frozen")
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_2d_ids_ignore_include_last_offset_as_torch(mode: str, graph: dtorch.Graph) -> None:
+    """torch takes every row of 2-D ids as a bag whatever ``include_last_offset`` says; so do
+    the vocab-split devices (they count their bags from the rows, not from the flag)."""
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    want = F.embedding_bag(_IDS, _WEIGHT, mode=mode, include_last_offset=True)
+    for w in (R, S0):
+        got = DF.embedding_bag(_IDS, place(_WEIGHT, mesh, [w], graph), mode=mode,
+                               include_last_offset=True)  # fmt: skip
+        compare(got.to_torch(), want, w == R, f"{mode} {w}")
+
+
+def test_padding_idx_must_be_an_int(graph: dtorch.Graph) -> None:
+    weight = place(_WEIGHT, dtorch.init_device_mesh("cpu", 2), [R], graph)
+    for bad in (1.7, True):
+        with pytest.raises(TypeError, match="padding_idx must be an int"):
+            DF.embedding_bag(_IDS, weight, padding_idx=bad)

@@ -223,3 +223,10 @@ def test_the_two_dim_forms_take_no_none_dim_and_half_is_judged_alone(graph) -> N
         torch.fft.fft2(torch.ones(2, 3, dtype=torch.float16), dim=())
     with pytest.raises(UnsupportedDtypeError, match="Unsupported dtype Half"):
         dtorch.fft.fft2(t.half(), dim=())
+
+
+def test_a_shift_of_a_dim_out_of_range(graph: dtorch.Graph) -> None:
+    with pytest.raises(IndexError):
+        torch.fft.fftshift(torch.ones(3), dim=3)
+    with pytest.raises(DimError, match=r"fft\.fftshift"):
+        dtorch.fft.fftshift(dtorch.ones(3), dim=3)

@@ -108,6 +108,9 @@ _REFUSALS: list[tuple[str, Callable[[Any, Any, Any], Any], type[Exception], str]
      ShapeError, "bicubic"),
     ("batch", lambda x, g, t: F.grid_sample(x[:2], g, align_corners=False), ShapeError,
      "same batch size"),
+    ("coordinates", lambda x, g, t: F.grid_sample(x, torch.cat([g, g[..., :1]], -1) if isinstance(
+     g, torch.Tensor) else dtorch.cat([g, g[..., :1]], -1), align_corners=False), ShapeError,
+     "size 2 in last dimension"),
     ("dtypes", lambda x, g, t: F.grid_sample(x, g.double(), align_corners=False), DtypeError,
      "float32 and torch.float64"),
     ("integers", lambda x, g, t: F.grid_sample(x.long(), g.long(), align_corners=False),

@@ -125,3 +125,10 @@ def test_insert_takes_a_stateless_torch_module_and_refuses_one_with_state(graph)
         with pytest.raises(TypeError, match="holds parameters or buffers"):
             container.insert(1, torch.nn.Linear(2, 2))
         assert len(container) == 2  # left as it was
+
+
+def test_submodule_paths_reach_torch_children(graph: dtorch.Graph) -> None:
+    model = nn.Sequential(nn.Linear(2, 2), torch.nn.GELU())
+    assert isinstance(model.get_submodule("1"), torch.nn.GELU)
+    model.set_submodule("1", torch.nn.ReLU())
+    assert isinstance(model[1], torch.nn.ReLU)

@@ -26,9 +26,17 @@ from dtorch.api.tensor import Tensor
 from dtorch.errors import ParamError
 
 
-def made_by_torch(make: Callable[..., torch.Tensor], dtype: torch.dtype | None, kw: dict[str, Any],
-          *args: Any) -> Tensor:  # fmt: skip
-    """torch's ``make(*args)`` in ``dtype`` (else the graph's default), distributed."""
+def made_by_torch(
+    make: Callable[..., torch.Tensor], dtype: torch.dtype | None, kw: dict[str, Any], *args: Any
+) -> Tensor:
+    """torch's ``make(*args)`` in ``dtype`` (else the graph's default), distributed as
+    ``from_torch`` with the placement keywords ``kw``.
+
+    Example:
+        >>> import torch
+        >>> made_by_torch(torch.linspace, None, {}, 0, 1, 3).tolist()
+        [0.0, 0.5, 1.0]
+    """
     value = make(*args, dtype=float_dtype(kw.get("graph"), dtype))
     return distribute(Tensor, value, **kw)
 

@@ -75,20 +75,27 @@ def embedding(
     tensor_arg("embedding", weight, "weight")
     if isinstance(input, torch.Tensor):
         input = beside(weight, input)
-    param = EmbeddingParam(_padding(padding_idx, weight))
+    param = EmbeddingParam(padding_index(padding_idx, weight))
     if norm is not None:
         _renorm(input, weight, param, *norm)
     return record_one("embedding", param, (input, weight))
 
 
-def _padding(padding_idx: int | None, weight: Tensor) -> int | None:
+def padding_index(padding_idx: Any, weight: Tensor, name: str = "embedding") -> int | None:
     """A negative ``padding_idx`` counted from the end, as torch normalises it; one out of
-    range is left as given, for the rule to refuse by the value the user wrote."""
+    range is left as given, for the rule to refuse by the value the user wrote; not an
+    integer (a bool, a float): torch's TypeError, naming ``name``.
+
+    Example:
+        >>> import dtorch
+        >>> padding_index(-1, dtorch.zeros(5, 2)), padding_index(None, dtorch.zeros(5, 2))
+        (4, None)
+    """
     if padding_idx is None:
         return None
     if isinstance(padding_idx, (bool, np.bool_)) or not hasattr(padding_idx, "__index__"):
         raise TypeError(
-            f"embedding: padding_idx must be an int or None, got {padding_idx!r} "
+            f"{name}: padding_idx must be an int or None, got {padding_idx!r} "
             f"({type(padding_idx).__name__})"
         )
     padding_idx = operator.index(padding_idx)  # a numpy or 0-d torch integer as an int

@@ -27,7 +27,7 @@ import torch
 
 from dtorch.api.create import beside
 from dtorch.api.dims import as_flag
-from dtorch.api.ops.embedding import check_max_norm, renorm_rows
+from dtorch.api.ops.embedding import check_max_norm, padding_index, renorm_rows
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.errors import ParamError, ShapeError, UnsupportedShapeError
 from dtorch.ir.params import EmbeddingBagParam
@@ -78,7 +78,7 @@ def embedding_bag(
     last = as_flag(include_last_offset, _NAME, "include_last_offset")
     if isinstance(offsets_arg, torch.Tensor):  # a torch one's values are checked now
         check_offsets(offsets_arg, ids.numel(), last)
-    pad = _padding(padding_idx, weight)
+    pad = padding_index(padding_idx, weight, _NAME)
     param = EmbeddingBagParam(mode, pad, last, offsets is not None, psw is not None)
     norm = check_max_norm(_NAME, max_norm, norm_type)
     if norm is not None:
@@ -134,16 +134,3 @@ def _check_shapes(ids: Any, weight: Tensor, offsets: Any, psw: Any) -> None:
         raise ShapeError(
             f"{_NAME}: input has to be 1D or 2D Tensor, but got Tensor of dimension {ids.ndim}"
         )
-
-
-def _padding(padding_idx: Any, weight: Tensor) -> int | None:
-    """torch's: a negative index counted from the end; out of range refused."""
-    if padding_idx is None:
-        return None
-    rows = weight.shape[0]
-    index = int(padding_idx)
-    if not -rows <= index < rows:
-        raise ParamError(
-            f"{_NAME}: Padding_idx must be within num_embeddings; got {index} for {rows} rows"
-        )
-    return index + rows if index < 0 else index

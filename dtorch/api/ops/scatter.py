@@ -155,7 +155,7 @@ def index_add(input: Tensor, dim: int, index: Any, source: Any, *, alpha: Any = 
     """
     tensor_arg("index_add", input)
     d = normalize_dim(dim, input.ndim, op="index_add")
-    _in_range(index, input, d, "index_add")
+    _in_range(index, input, d, "index_add", index_add=True)
     ids = _index_tensor(input, index, "index_add", None)
     source = _source(input, source, "index_add", "source", d)
     param = IndexAddParam(d, None if _is_one(alpha) else as_scalar(alpha))
@@ -246,7 +246,7 @@ def _index(input: Tensor, index: Any, name: str, dim: Any) -> tuple[int, Tensor]
     return d, _index_tensor(input, index, name, d)
 
 
-def _in_range(index: Any, input: Tensor, d: int, name: str) -> None:
+def _in_range(index: Any, input: Tensor, d: int, name: str, index_add: bool = False) -> None:
     """A torch index's values checked at the call, as torch checks them before it writes (an
     in-place form leaves its target as it was); a dtorch one's fail when the value is read."""
     if not isinstance(index, torch.Tensor) or index.numel() == 0 or index.is_floating_point():
@@ -255,7 +255,7 @@ def _in_range(index: Any, input: Tensor, d: int, name: str) -> None:
     bad = index[(index < 0) | (index >= size)]
     if not bad.numel():
         return
-    if name == "index_add":  # torch's IndexError there, a RuntimeError for the scatters
+    if index_add:  # torch's IndexError there, a RuntimeError for the scatters
         raise IndexError(f"index_add: index out of range in self ({int(bad[0])} for size {size})")
     raise ShapeError(
         f"{name}: index {int(bad[0])} is out of bounds for dimension {d} with size {size}"

@@ -139,7 +139,8 @@ def _check_extras(name: str, param: EmbeddingBagParam, inputs: tuple[Operand, ..
     rows = weight.shape[0]
     if param.padding_idx is not None and not 0 <= param.padding_idx < rows:
         raise ParamError(
-            f"{name}: padding_idx {param.padding_idx} is out of range for {rows} embeddings"
+            f"{name}: Padding_idx must be within num_embeddings: got {param.padding_idx} for "
+            f"{rows} embeddings; accepted: {-rows} to {rows - 1} or None"
         )
 
 

@@ -75,7 +75,12 @@ _REAL = "float32, float64, integers, bool"
 
 
 def run_fft(param: FftParam, x: torch.Tensor) -> torch.Tensor:
-    """torch's transform of ``param`` on ``x`` (a local block, or a meta tensor)."""
+    """torch's transform of ``param`` on ``x`` (a local block, or a meta tensor).
+
+    Example:
+        >>> run_fft(FftParam(FftKind.RFFT, s=(4,)), torch.ones(2)).tolist()
+        [(2+0j), (1-1j), 0j]
+    """
     fn, ndims = _FUNCTIONS[param.fn]
     norm = param.norm or None
     if ndims == 1:  # n and dim are ints there

@@ -52,7 +52,13 @@ _SIG = signature(
 
 
 def run_grid_sample(param: GridSampleParam, x: torch.Tensor, grid: torch.Tensor) -> torch.Tensor:
-    """torch's ``grid_sample`` of ``param`` (on local blocks, or meta tensors)."""
+    """torch's ``grid_sample`` of ``param`` (on local blocks, or meta tensors).
+
+    Example:
+        >>> image, centre = torch.arange(4.0).reshape(1, 1, 2, 2), torch.zeros(1, 1, 1, 2)
+        >>> run_grid_sample(GridSampleParam(), image, centre).item()
+        1.5
+    """
     return F.grid_sample(
         x, grid, mode=param.mode, padding_mode=param.padding_mode,
         align_corners=param.align_corners,
@@ -82,6 +88,11 @@ def grid_sample_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> 
         raise ShapeError(  # torch's CPU check (its meta kernel fails in a reshape instead)
             f"{name}: grid_sampler(): expected grid and input to have same batch size, but got "
             f"input with sizes {list(x.shape)} and grid with sizes {list(grid.shape)}"
+        )
+    if x.ndim == grid.ndim and x.ndim in (4, 5) and grid.shape[-1] != x.ndim - 2:
+        raise ShapeError(  # torch's CPU check (its meta decomposition asserts instead)
+            f"{name}: grid_sampler(): expected grid to have size {x.ndim - 2} in last dimension, "
+            f"but got grid with sizes {list(grid.shape)}"
         )
     if x.dtype != grid.dtype:  # torch's CPU kernel's check (its meta kernel takes both)
         raise DtypeError(

@@ -52,18 +52,19 @@ def embedding_bag_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Sha
         return [_torch_bag(param, ids, weight, offsets, psw, param.padding_idx)]
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
         raise IndexError(f"embedding_bag: an id is out of range for {vocab} embeddings")
+    last = param.include_last_offset and param.offsets  # torch ignores it for 2-D ids
     flat, offsets, psw = _flat(ids, offsets, psw)
     keep = (flat >= rows.start) & (flat < rows.stop)
     if param.padding_idx is not None:
         keep &= flat != param.padding_idx
     local = _kept_offsets(offsets, keep)
     summed = _torch_bag(
-        EmbeddingBagParam("sum", None, param.include_last_offset, True, psw is not None),
+        EmbeddingBagParam("sum", None, last, True, psw is not None),
         flat[keep] - rows.start, weight, local, None if psw is None else psw[keep], None,
     )  # fmt: skip
     if param.mode == "sum":
         return [summed]
-    counts = _bag_counts(flat, offsets, param)
+    counts = _bag_counts(flat, offsets, param.padding_idx, last)
     return [summed / counts.clamp(min=1).unsqueeze(1).to(summed.dtype)]
 
 
@@ -111,16 +112,16 @@ def _kept_offsets(offsets: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
 
 
 def _bag_counts(
-    flat: torch.Tensor, offsets: torch.Tensor, param: EmbeddingBagParam
+    flat: torch.Tensor, offsets: torch.Tensor, padding_idx: int | None, last: bool
 ) -> torch.Tensor:
     """Each bag's count of non-padding entries (the divisor of its mean): the entries between
     its offset and the next one's (the last bag runs to the end, or to the last offset)."""
     counted = torch.ones_like(flat, dtype=torch.int64)
-    if param.padding_idx is not None:
-        counted = (flat != param.padding_idx).to(torch.int64)
+    if padding_idx is not None:
+        counted = (flat != padding_idx).to(torch.int64)
     before = torch.cat([counted.new_zeros(1), counted.cumsum(0)])
     ends = torch.cat([offsets[1:], offsets.new_full((1,), flat.numel())])
-    if param.include_last_offset:
+    if last:
         offsets, ends = offsets[:-1], offsets[1:]
     return before[ends] - before[offsets]
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from dtorch.api.tensor import Tensor
 from dtorch.nn.parameter import Parameter
 
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 def _is_module(value: Any) -> bool:
     from dtorch.nn.modules.module import Module  # here: module.py imports this file
 
-    return isinstance(value, Module)
+    return isinstance(value, Module | torch.nn.Module)  # a stateless torch child too
 
 
 def get_submodule(self: Module, target: str) -> Module:
