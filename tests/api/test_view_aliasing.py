@@ -297,17 +297,27 @@ def test_a_copy_between_overlapping_parts_reads_the_source_first(
     graph.sync()
 
 
+def _rows(t: dtorch.Tensor, row: int) -> dtorch.Tensor:
+    # a dtorch index placed as ``t`` (its values are read on the devices; a torch one's are
+    # checked at the call)
+    index = torch.tensor([[row, 0, 0]])
+    return dtorch.from_torch(index, device_mesh=t.device_mesh, placements=t.placements)
+
+
+def _failed_value(t: dtorch.Tensor) -> Any:
+    ones = dtorch.ones(2, 3, device_mesh=t.device_mesh)
+    return ones.scatter(0, _rows(ones, 9), 1.0)  # row 9 of 2: fails on the devices
+
+
 def _bad_index(t: dtorch.Tensor) -> Any:
-    return t.scatter_(0, torch.tensor([[7, 0, 0]]), 1.0)  # row 7 of 2: fails on the devices
+    return t.scatter_(0, _rows(t, 7), 1.0)  # row 7 of 2: fails on the devices
 
 
 @pytest.mark.parametrize(
     "write",
     [
         _bad_index,
-        lambda v: v.add_(
-            dtorch.ones(2, 3, device_mesh=v.device_mesh).scatter(0, torch.tensor([[9, 0, 0]]), 1.0)
-        ),
+        lambda v: v.add_(_failed_value(v)),
     ],
     ids=["scatter_ out of range", "add_ of a failed value"],
 )
