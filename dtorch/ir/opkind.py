@@ -384,6 +384,8 @@ class LinalgKind(enum.IntEnum):
     EIG = 30
     EIGVALS = 31
     SOLVE_EX = 32
+    LDL_FACTOR_EX = 33
+    LDL_SOLVE = 34
 
 
 class FftKind(enum.IntEnum):

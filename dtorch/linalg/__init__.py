@@ -1,9 +1,10 @@
 """``dtorch.linalg``: torch.linalg's functions on dtorch tensors.
 
 The matrix functions (``det slogdet inv solve solve_ex cholesky qr eigh eigvalsh svd svdvals
-pinv matrix_rank matrix_power matrix_exp``, and ``lu_factor lu_factor_ex lu lu_solve
+pinv matrix_rank matrix_power matrix_exp``, ``lu_factor lu_factor_ex lu lu_solve
 solve_triangular inv_ex cholesky_ex householder_product cond eig eigvals`` of
-``dtorch.linalg.more``) run torch's own function on each device's whole
+``dtorch.linalg.more`` and ``ldl_factor ldl_factor_ex ldl_solve`` of ``dtorch.linalg.ldl``)
+run torch's own function on each device's whole
 matrices: the batch dims (all but the last two) may be sharded and keep their shards, the
 matrix dims must be whole on every device (a PlacementError says to redistribute them), a
 Partial input is refused. The norms (``vector_norm matrix_norm norm``) and products
@@ -18,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+from dtorch.linalg.ldl import ldl_factor, ldl_factor_ex, ldl_solve
 from dtorch.linalg.matrix import (
     cholesky,
     det,
@@ -74,6 +76,9 @@ __all__ = [
     "lu_factor",
     "lu_factor_ex",
     "lu_solve",
+    "ldl_factor",
+    "ldl_factor_ex",
+    "ldl_solve",
     "matmul",
     "matrix_exp",
     "matrix_norm",

@@ -160,7 +160,7 @@ def lu_solve(
     for t, what in ((LU, "LU"), (pivots, "pivots"), (B, "B")):
         tensor_arg(name, t, what)
     flags = flag_bits(name, left=left, adjoint=adjoint)
-    _refuse_other_pivots(name, LU, pivots)
+    refuse_other_pivots(name, LU, pivots)
     lu_, b = _mx.broadcast_batches(name, LU, B)
     piv = column(pivots)
     if lu_.ndim >= 2 and piv.ndim >= 2 and tuple(piv.shape[:-2]) != tuple(lu_.shape[:-2]):
@@ -168,9 +168,15 @@ def lu_solve(
     return _mx.one_result(name, LinalgParam(LinalgKind.LU_SOLVE, n=flags), lu_, piv, b)
 
 
-def _refuse_other_pivots(name: str, LU: Tensor, pivots: Tensor) -> None:
-    """torch's refusal of pivots not of shape ``LU.shape[:-1]``: it broadcasts them with
-    nothing (a 1-D or 0-D LU is left to the rule, which words its own refusal)."""
+def refuse_other_pivots(name: str, LU: Tensor, pivots: Tensor) -> None:
+    """torch's refusal of pivots not of shape ``LU.shape[:-1]`` (``lu_solve``'s, and
+    ``ldl_solve``'s of ``LD``): it broadcasts them with nothing (a 1-D or 0-D ``LU`` is left
+    to the rule, which words its own refusal).
+
+    Example:
+        >>> import dtorch
+        >>> refuse_other_pivots("linalg.lu_solve", dtorch.eye(2), dtorch.tensor([1, 2]))
+    """
     if LU.ndim >= 2 and tuple(pivots.shape) != tuple(LU.shape[:-1]):
         raise ShapeError(f"{name}: Expected LU.shape[:-1] and pivots.shape to be the same, but "
                          f"got pivots with shape {list(pivots.shape)} instead; accepted: pivots "

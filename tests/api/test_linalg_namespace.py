@@ -446,3 +446,30 @@ def test_solve_ex(vector: bool, mesh_shape: tuple[int, ...], graph) -> None:  # 
         dtorch.linalg.solve_ex(
             dtorch.tensor(a), dtorch.tensor(b), check_errors=True
         ).info.to_torch()
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES)
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl(hermitian: bool, mesh_shape: tuple[int, ...], graph) -> None:  # type: ignore[no-untyped-def]
+    """ldl_factor(_ex) and ldl_solve of symmetric (Hermitian) matrices: torch's own values."""
+    dtype = torch.complex128 if hermitian else torch.float64
+    a = torch.randn(3, 4, 4, generator=_G, dtype=dtype)
+    a = a + a.mH if hermitian else a + a.mT
+    b = torch.randn(3, 4, 2, generator=_G, dtype=dtype)
+    factors = torch.linalg.ldl_factor_ex(a, hermitian=hermitian)
+    run_api(
+        graph, "linalg.ldl_factor_ex",
+        lambda x: tuple(torch.linalg.ldl_factor_ex(x, hermitian=hermitian)), [a], mesh_shape,
+        list(factors), table=_ONE, limit=limit_for(mesh_shape, n_d=8),
+    )  # fmt: skip
+    ld, pivots = factors.LD, factors.pivots
+    run_api(
+        graph, "linalg.ldl_solve",
+        lambda f, p, y: torch.linalg.ldl_solve(f, p, y, hermitian=hermitian), [ld, pivots, b],
+        mesh_shape, [torch.linalg.ldl_solve(ld, pivots, b, hermitian=hermitian)],
+        table={(R, R, R): R, (S0, S0, S0): S0, (S0, R, R): S0, (R, S0, R): S0, (R, R, S0): S0,
+               (S0, S0, R): S0, (S0, R, S0): S0, (R, S0, S0): S0},
+        limit=limit_for(mesh_shape, n_d=8),
+    )  # fmt: skip
+    plain = dtorch.linalg.ldl_factor(dtorch.tensor(a), hermitian=hermitian)
+    assert torch.equal(plain.LD.to_torch(), ld) and torch.equal(plain.pivots.to_torch(), pivots)

@@ -172,6 +172,12 @@ LINALG: dict[LinalgKind, LinalgFn] = {
     LinalgKind.COND: lambda a, p: _tuple(torch.linalg.cond(a[0], _order(p))),
     LinalgKind.EIG: lambda a, p: _tuple(torch.linalg.eig(a[0])),
     LinalgKind.EIGVALS: lambda a, p: _tuple(_eigvals(a[0])),
+    LinalgKind.LDL_FACTOR_EX: lambda a, p: _tuple(
+        torch.linalg.ldl_factor_ex(a[0], hermitian=p.flag, check_errors=_bit(p, 0))
+    ),
+    LinalgKind.LDL_SOLVE: lambda a, p: _tuple(
+        torch.linalg.ldl_solve(a[0], a[1].squeeze(-1), a[2], hermitian=p.flag)
+    ),
 }
 
 
