@@ -96,8 +96,10 @@ from dtorch.api.ops.nn_misc_pool import (
     local_response_norm,
     lp_pool1d,
     lp_pool2d,
+    lp_pool3d,
     max_unpool1d,
     max_unpool2d,
+    max_unpool3d,
 )
 from dtorch.api.ops.nn_more import (
     adaptive_max_pool1d,
@@ -223,6 +225,7 @@ __all__ = [
     "logsigmoid",
     "lp_pool1d",
     "lp_pool2d",
+    "lp_pool3d",
     "margin_ranking_loss",
     "max_pool1d",
     "max_pool1d_with_indices",
@@ -232,6 +235,7 @@ __all__ = [
     "max_pool3d",
     "max_unpool1d",
     "max_unpool2d",
+    "max_unpool3d",
     "mish",
     "mse_loss",
     "multi_head_attention_forward",

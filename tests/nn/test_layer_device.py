@@ -247,6 +247,7 @@ def test_a_device_the_graph_cannot_run_is_refused(graph: dtorch.Graph) -> None:
 _PARAMETER_FREE: list[Callable[..., nn.Module]] = [
     partial(nn.AdaptiveMaxPool1d, 2), partial(nn.AdaptiveMaxPool2d, 2), partial(nn.LPPool1d, 2, 2),
     partial(nn.LPPool2d, 2, 2), partial(nn.MaxUnpool1d, 2), partial(nn.MaxUnpool2d, 2),
+    partial(nn.MaxUnpool3d, 2), partial(nn.LPPool3d, 2, 2),
     partial(nn.Upsample, scale_factor=2), partial(nn.UpsamplingNearest2d, scale_factor=2),
     partial(nn.UpsamplingBilinear2d, scale_factor=2), partial(nn.PixelShuffle, 2),
     partial(nn.PixelUnshuffle, 2), partial(nn.ChannelShuffle, 2), partial(nn.Unfold, 2),

@@ -101,6 +101,12 @@ _CASES: list[tuple[str, str, Callable[..., Any], Callable[[], list[torch.Tensor]
      lambda: [_rand(5, 4, 3, dtype=torch.float64)], False, (S0,)),
     ("max_unpool2d", "max_unpool2d", lambda f, x, i: f.max_unpool2d(x, i, 2, output_size=[5, 6]),
      lambda: _pool_pair(_rand(*_X4), False), True, (S1, S1)),
+    ("lp_pool3d", "lp_pool3d", lambda f, t: f.lp_pool3d(t, 2, (2, 1, 2)),
+     lambda: [_rand(2, 3, 4, 3, 4)], False, (S1,)),
+    ("lp_pool3d -inf", "lp_pool3d", lambda f, t: f.lp_pool3d(t, -float("inf"), 2),
+     lambda: [_rand(2, 3, 4, 4, 4, dtype=torch.float64)], True, (S0,)),
+    ("max_unpool3d", "max_unpool3d", lambda f, x, i: f.max_unpool3d(x, i, 2),
+     lambda: list(F.max_pool3d(_rand(2, 3, 4, 4, 6), 2, return_indices=True)), True, (S1, S1)),
     ("max_unpool1d", "max_unpool1d", lambda f, x, i: f.max_unpool1d(x, i, 2),
      lambda: _pool_pair(_rand(4, 3, 6, dtype=torch.float64), True), True, (S0, S0)),
     ("max_pool2d_with_indices", "max_pool2d_with_indices",
@@ -275,6 +281,9 @@ def test_unpool_and_margin_layers(graph: Any) -> None:
     x2 = _rand(4, 3, 4, 4)
     out2, idx2 = F.max_pool2d(x2, 2, 1, return_indices=True)
     _layer_run(tnn.MaxUnpool2d(2, 1), nn.MaxUnpool2d(2, 1), [out2, idx2], mesh, graph)
+    out3, idx3 = F.max_pool3d(_rand(2, 3, 4, 4, 4), 2, return_indices=True)
+    _layer_run(tnn.MaxUnpool3d(2), nn.MaxUnpool3d(2), [out3, idx3], mesh, graph)
+    _layer_run(tnn.LPPool3d(2, 2), nn.LPPool3d(2, 2), [_rand(2, 3, 4, 4, 4)], mesh, graph)
     w = torch.rand(3, generator=_G)
     ref = tnn.MultiMarginLoss(p=2, weight=w, reduction="sum")
     ours = nn.MultiMarginLoss(p=2, weight=w, reduction="sum", device_mesh=mesh)

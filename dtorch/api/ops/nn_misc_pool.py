@@ -1,5 +1,6 @@
 """Pooling-like forms of ``torch.nn.functional``, compositions of dtorch's operators:
-``lp_pool1d``, ``lp_pool2d``, ``local_response_norm``, ``max_unpool1d`` and ``max_unpool2d``.
+``lp_pool1d``, ``lp_pool2d``, ``lp_pool3d``, ``local_response_norm``, ``max_unpool1d``,
+``max_unpool2d`` and ``max_unpool3d``.
 
 ``lp_pool*`` follow torch's Python steps (``avg_pool`` of ``x ** p``, times the window size,
 to the ``1 / p``; ``max_pool`` of ``|x|`` for an infinite ``p``), so their placements are the
@@ -32,6 +33,7 @@ from dtorch.api.ops.elementwise import relu
 from dtorch.api.ops.scalars import as_real, is_scalar, python_number
 from dtorch.api.ops.spatial import avg_pool2d, max_pool2d, pad
 from dtorch.api.ops.spatial_1d import avg_pool1d, int_one, max_pool1d
+from dtorch.api.ops.volumetric import avg_pool3d, int_triple, max_pool3d
 from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DtypeError, ShapeError
 from dtorch.ir.placement import Replicate, Shard
@@ -102,6 +104,30 @@ def lp_pool2d(
     kh, kw = int_pair("lp_pool2d", "kernel_size", kernel_size)
     out = avg_pool2d(input.pow(p), kernel_size, stride, 0, ceil_mode)
     return _lp(out, p, kh * kw)
+
+
+@composite()
+def lp_pool3d(
+    input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+    ceil_mode: bool = False,
+) -> Tensor:  # fmt: skip
+    """``torch.nn.functional.lp_pool3d``: the power-average pool of an (N, C, D, H, W) or
+    (C, D, H, W) input.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.functional.lp_pool3d(dtorch.ones(1, 2, 2, 2), 1, 2).tolist()
+        [[[[8.0]]]]
+    """
+    tensor_arg("lp_pool3d", input)
+    p = _power("lp_pool3d", norm_type)
+    if math.isinf(p):
+        sign = 1 if p > 0 else -1
+        peak = max_pool3d(sign * input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+        return sign * cast("Tensor", peak)  # without return_indices: one tensor
+    kd, kh, kw = int_triple("lp_pool3d", "kernel_size", kernel_size)
+    out = avg_pool3d(input.pow(p), kernel_size, stride, 0, ceil_mode)
+    return _lp(out, p, kd * kh * kw)
 
 
 # --- local response norm ------------------------------------------------------------------------
@@ -245,6 +271,28 @@ def max_unpool2d(
     k = int_pair("max_unpool2d", "kernel_size", kernel_size)
     s = k if stride is None else int_pair("max_unpool2d", "stride", stride)
     p = int_pair("max_unpool2d", "padding", padding, low=0)
+    size = None if output_size is None else _as_list(output_size)
+    return _scattered(input, indices, _unpool_sizes(input, k, s, p, size))
+
+
+@composite()
+def max_unpool3d(
+    input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+    output_size: Any = None,
+) -> Tensor:  # fmt: skip
+    """``torch.nn.functional.max_unpool3d``: the inverse of ``max_pool3d`` given its indices,
+    of an (N, C, D, H, W) or (C, D, H, W) input.
+
+    Example:
+        >>> import dtorch
+        >>> x, i = dtorch.tensor([[[[5.0]]]]), dtorch.tensor([[[[7]]]])
+        >>> dtorch.nn.functional.max_unpool3d(x, i, 2).flatten().tolist()
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0]
+    """
+    _check_unpool("max_unpool3d", input, indices, (4, 5))
+    k = int_triple("max_unpool3d", "kernel_size", kernel_size)
+    s = k if stride is None else int_triple("max_unpool3d", "stride", stride)
+    p = int_triple("max_unpool3d", "padding", padding, low=0)
     size = None if output_size is None else _as_list(output_size)
     return _scattered(input, indices, _unpool_sizes(input, k, s, p, size))
 

@@ -2,8 +2,9 @@
 (``dtorch.api.ops.nn_misc``, ``nn_misc_pool``: their placements) with torch's constructor
 arguments and repr: ``Bilinear`` (weights drawn as torch draws them), ``CosineSimilarity``,
 ``Upsample``, ``UpsamplingNearest2d``, ``UpsamplingBilinear2d``, ``Softmax2d``,
-``ChannelShuffle``, ``LocalResponseNorm``, ``LPPool1d``, ``LPPool2d``, ``MaxUnpool1d``,
-``MaxUnpool2d``, ``RReLU``, ``AlphaDropout``, ``FeatureAlphaDropout`` and ``SyncBatchNorm``.
+``ChannelShuffle``, ``LocalResponseNorm``, ``LPPool1d``, ``LPPool2d``, ``LPPool3d``,
+``MaxUnpool1d``, ``MaxUnpool2d``, ``MaxUnpool3d``, ``RReLU``, ``AlphaDropout``,
+``FeatureAlphaDropout`` and ``SyncBatchNorm``.
 
 ``SyncBatchNorm`` is ``BatchNorm`` over inputs of any rank from 2: a dtorch tensor is one
 tensor however its batch is sharded, so its training statistics are already those of the
@@ -280,6 +281,21 @@ class LPPool2d(_LPPoolNd):
                               self.ceil_mode)  # fmt: skip
 
 
+@placement_keywords
+class LPPool3d(_LPPoolNd):
+    """``lp_pool3d``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.LPPool3d(1, 2)(dtorch.ones(1, 2, 2, 2)).tolist()
+        [[[[8.0]]]]
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return pool.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride,
+                              self.ceil_mode)  # fmt: skip
+
+
 def _ntuple(value: Any, n: int) -> tuple[Any, ...]:
     # torch's _single/_pair: a sequence kept, a number repeated
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
@@ -330,6 +346,23 @@ class MaxUnpool2d(_MaxUnpoolNd):
 
     def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
         return pool.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
+                                 output_size)  # fmt: skip
+
+
+@placement_keywords
+class MaxUnpool3d(_MaxUnpoolNd):
+    """``max_unpool3d``: ``forward(input, indices, output_size=None)``.
+
+    Example:
+        >>> import dtorch
+        >>> dtorch.nn.MaxUnpool3d(2)
+        MaxUnpool3d(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0))
+    """
+
+    _N = 3
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
+        return pool.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding,
                                  output_size)  # fmt: skip
 
 
