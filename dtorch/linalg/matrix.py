@@ -125,7 +125,20 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     flag, check = as_flag(left, name, "left"), as_flag(check_errors, name, "check_errors")
     param = LinalgParam(LinalgKind.SOLVE_EX, n=int(check), flag=flag)
     named = getattr(torch.return_types, "linalg_solve_ex")  # noqa: B009  # missing in the stubs
-    return named(_solve(name, param, A, B))
+    result, info = _solve(name, param, A, B)
+    return named((result, _unbroadcast(info, tuple(A.shape[:-2]))))
+
+
+def _unbroadcast(info: Tensor, batch: tuple[int, ...]) -> Tensor:
+    """``info`` of the broadcast batch back to ``A``'s own batch, as torch's: every matrix
+    ``A`` broadcast along is one matrix, whose info is any copy's."""
+    lead = info.ndim - len(batch)
+    for _ in range(lead):  # dims B added in front: one copy
+        info = info.select(0, 0)
+    for d, size in enumerate(batch):
+        if info.shape[d] != size:  # a dim of 1 in A, broadcast by B's
+            info = info.narrow(d, 0, size)
+    return info
 
 
 def _solve(name: str, param: LinalgParam, A: Tensor, B: Tensor) -> tuple[Tensor, ...]:

@@ -45,3 +45,10 @@ def test_a_sharded_softmax_dim(graph: dtorch.Graph) -> None:
 def test_eps_warns_as_torch(graph: dtorch.Graph) -> None:
     with pytest.warns(UserWarning, match="`eps` parameter is deprecated"):
         F.gumbel_softmax(dtorch.tensor(_X), eps=1e-5)
+
+
+def test_hard_is_torchs_truthiness(graph: dtorch.Graph) -> None:
+    torch.manual_seed(1)
+    got = F.gumbel_softmax(dtorch.tensor(_X), hard=1)
+    torch.manual_seed(1)
+    assert torch.equal(got.to_torch(), F.gumbel_softmax(_X, hard=1))

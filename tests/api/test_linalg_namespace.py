@@ -473,3 +473,13 @@ def test_ldl(hermitian: bool, mesh_shape: tuple[int, ...], graph) -> None:  # ty
     )  # fmt: skip
     plain = dtorch.linalg.ldl_factor(dtorch.tensor(a), hermitian=hermitian)
     assert torch.equal(plain.LD.to_torch(), ld) and torch.equal(plain.pivots.to_torch(), pivots)
+
+
+@pytest.mark.parametrize(("a", "b"), [((3, 3), (6, 3, 2)), ((1, 6, 3, 3), (4, 6, 3, 2))])
+def test_solve_ex_info_has_the_batch_of_a(a, b, graph) -> None:  # type: ignore[no-untyped-def]
+    """torch's info is A's own batch, not the batch A and B broadcast to."""
+    ta, tb = torch.randn(a, generator=_G), torch.randn(b, generator=_G)
+    want = torch.linalg.solve_ex(ta, tb)
+    got = dtorch.linalg.solve_ex(dtorch.tensor(ta), dtorch.tensor(tb))
+    assert torch.equal(got.info.to_torch(), want.info)
+    torch.testing.assert_close(got.result.to_torch(), want.result)

@@ -143,3 +143,16 @@ def test_a_spatial_shard_is_refused(graph: dtorch.Graph) -> None:
     with pytest.raises(dtorch.PlacementError, match=r"grid_sample: got .*spatial dims"):
         DF.grid_sample(place(_X, mesh, [S2], graph), place(_GRID, mesh, [R], graph),
                        align_corners=False)  # fmt: skip
+
+
+def test_affine_grid_takes_theta_whole_and_half_as_torch(graph: dtorch.Graph) -> None:
+    mesh = dtorch.init_device_mesh("cpu", 2)
+    theta = torch.randn(2, 2, 3, generator=_G)
+    for placements in ([S1], [P]):
+        with pytest.raises(dtorch.PlacementError, match="affine_grid: got theta"):
+            DF.affine_grid(place(theta, mesh, placements, graph), (2, 1, 3, 4),
+                           align_corners=False)  # fmt: skip
+    with pytest.raises(NotImplementedError):
+        F.affine_grid(theta.half(), (2, 1, 1, 4), align_corners=False)
+    with pytest.raises(UnsupportedDtypeError, match="tensor_cpu"):
+        DF.affine_grid(place(theta.half(), mesh, [R], graph), (2, 1, 1, 4), align_corners=False)

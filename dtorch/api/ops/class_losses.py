@@ -227,7 +227,7 @@ def cross_entropy(
     name = "cross_entropy"
     reduction = reduction_of(reduction, size_average, reduce)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+        raise ParamError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     tensor_arg(name, input)
     class_dim = _class_dim(name, input)
     target = loss_operand(name, "target", target, input)

@@ -30,8 +30,15 @@ from dtorch.api.create import beside
 from dtorch.api.dims import as_flag, as_size
 from dtorch.api.ops.shape import expand, reshape, transpose
 from dtorch.api.record import named_as, record_one, tensor_arg
-from dtorch.errors import ParamError, ShapeError, UnsupportedShapeError
+from dtorch.errors import (
+    ParamError,
+    PlacementError,
+    ShapeError,
+    UnsupportedDtypeError,
+    UnsupportedShapeError,
+)
 from dtorch.ir.params import GridSampleParam
+from dtorch.ir.placement import Shard, format_placements
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -105,6 +112,7 @@ def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None =
     tensor_arg(name, theta, "theta")
     sizes = [as_size(s, name, "size") for s in size]
     _check_affine(theta, sizes, corners)
+    _check_theta_placements(theta)
     spatial = sizes[2:]
     base = _base_grid(spatial, corners, theta.dtype)  # (1, points, k + 1)
     with named_as(name):
@@ -139,11 +147,28 @@ def _check_affine(theta: Tensor, size: list[int], corners: bool) -> None:
         )
     elif min(size) <= 0:
         raise ParamError(f"Expected non-zero, positive output size. Got {size}")
+    if min(size[2:]) == 1 and theta.dtype in (torch.float16, torch.bfloat16):
+        raise UnsupportedDtypeError(  # torch's CPU kernel makes that axis of one point in it
+            f'affine_grid: "tensor_cpu" not implemented for {theta.dtype} (a spatial size of '
+            "1); accepted: float32 or float64 theta there"
+        )
     if theta.shape[0] != size[0]:
         raise ShapeError(
             f"affine_grid: Expected a batch of {theta.shape[0]} for size {size}; theta's "
             "batch must be the size's first entry"
         )
+
+
+def _check_theta_placements(theta: Tensor) -> None:
+    """Each ``theta`` whole on every device (its batch may be sharded): the grid is torch's
+    ``bmm`` of it, bit for bit, only where no device sums parts of its products."""
+    for p in theta.placements:
+        if p.is_partial() or (isinstance(p, Shard) and p.dim != 0):
+            raise PlacementError(
+                f"affine_grid: got theta {format_placements(theta.placements)}; accepted: its "
+                "batch (dim 0) sharded, or Replicate. Redistribute its matrix dims (and a "
+                "Partial) to Replicate first"
+            )
 
 
 def _steps(count: int, corners: bool, dtype: torch.dtype) -> torch.Tensor:

@@ -21,7 +21,6 @@ import warnings
 from typing import TYPE_CHECKING
 
 from dtorch.api.creation import empty_like, zeros_like
-from dtorch.api.dims import as_flag
 from dtorch.api.record import named_as, tensor_arg
 
 if TYPE_CHECKING:
@@ -49,7 +48,7 @@ def gumbel_softmax(
     with named_as("gumbel_softmax"):
         gumbels = -empty_like(logits).exponential_().log()  # ~Gumbel(0, 1), torch's draw
         y_soft = ((logits + gumbels) / tau).softmax(dim)
-        if not as_flag(hard, "gumbel_softmax", "hard"):
+        if not hard:  # torch's truthiness: hard=1 is True
             return y_soft
         index = y_soft.max(dim, keepdim=True)[1]
         y_hard = zeros_like(logits).scatter_(dim, index, 1.0)
