@@ -7,7 +7,8 @@ Partial; the input's spatial dims are whole on every device. ``affine_grid`` is 
 arithmetic (its ``affine_grid_generator``): the base grid of ``size``, the same for every
 batch entry, computed on the client as torch computes it and sent Replicate, times each
 ``theta`` by one ``bmm``, so a batch of ``theta`` sharded on the batch gives a grid sharded
-alike. torch's warnings (``align_corners`` left None) and checks come first, in its words.
+alike (each ``theta`` whole on its device: a shard of its matrix dims or a Partial is
+refused). torch's warnings (``align_corners`` left None) and checks come first, in its words.
 
 Example:
     >>> import torch, dtorch
