@@ -140,12 +140,12 @@ def test_flip_of_several_dims_and_its_forms(graph: dtorch.Graph) -> None:
 
 def _gather_table(x: tuple[int, ...], index: tuple[int, ...], dim: int) -> Table:
     """One mesh dim: R x R -> R, P x R -> P, S(dim) x R -> P (each device picks its own
-    range), R x S(dim) -> S(dim), and S(d) x S(d) -> S(d) for every other dim d of one size
-    in the input and the index."""
+    range), R x S(dim) -> S(dim), and S(d) x S(d) -> S(d) and S(d) x R -> S(d) (the index
+    chunked like the input) for every other dim d of one size in the input and the index."""
     table: dict[Any, Any] = {(R, R): R, (P, R): P, (Shard(dim), R): P, (R, Shard(dim)): Shard(dim)}
     for d, (a, b) in enumerate(zip(x, index, strict=True)):
         if d != dim and a == b:
-            table[(Shard(d), Shard(d))] = Shard(d)
+            table[(Shard(d), Shard(d))] = table[(Shard(d), R)] = Shard(d)
     return table
 
 
@@ -236,9 +236,11 @@ def test_rejections(graph: dtorch.Graph) -> None:
             call()
     index = place(torch.zeros(4, 2, dtype=torch.int64), mesh, [S0], graph)
     row, tall = torch.zeros(2, dtype=torch.int64), torch.zeros(8, 4, dtype=torch.int64)
-    for xp, ip in ((S0, R), (R, S0), (P, S0), (R, P)):
+    for xp, ip in ((R, S0), (P, S0), (R, P)):
         with pytest.raises(PlacementError, match=r"^gather: got .* x .*accepted.*input x index"):
             place(x, mesh, [xp], graph).gather(1, place(index.to_torch(), mesh, [ip], graph))
+    chunked = place(x, mesh, [S0], graph).gather(1, place(index.to_torch(), mesh, [R], graph))
+    assert chunked.placements == [S0]  # a Replicate index chunked like the input
     small = place(torch.zeros(2, 3, dtype=torch.int64), mesh, [S0], graph)
     with pytest.raises(PlacementError, match=r"^gather: .*mesh dim 0 is S\(0\) x S\(0\)"):
         t.gather(1, small)  # dim 0 of 2 and of 4 chunk differently

@@ -23,7 +23,8 @@ Per mesh dim:
     of the index from the whole x;
   - x Shard(i) x index Shard(i), the same placement on another dim i whose size is the same
     in both -> Shard(i): the devices hold matching blocks (a smaller index dim would chunk
-    differently, so it is refused);
+    differently, so it is refused); an index Replicate there is chunked like x first (a
+    local slice, the implicit redistribution of the elementwise operators);
   - anything else (a Partial index, x sharded where the index is not, an index sharded on
     another dim of a Replicate x) is refused: redistribute first.
 
@@ -104,7 +105,8 @@ _FLIP = signature(
 )  # fmt: skip
 _GATHER = Signature(
     {},
-    "R x R -> R, P x R -> P, S(g) x R -> P, R x S(g) -> S(g), S(i) x S(i) -> S(i)",
+    "R x R -> R, P x R -> P, S(g) x R -> P, R x S(g) -> S(g), S(i) x S(i) -> S(i), "
+    "S(i) x R -> S(i) (the index chunked like the input)",
     legend="input x index; g: the gathered dim; i: another dim, of one size in input and index",
     hint="redistribute the input and the index first",
 )
@@ -195,16 +197,30 @@ def gather_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     assert isinstance(param, GatherParam)
     x, index = inputs
     dim = _check_gather(name, x, index, param.dim)
-    placements = []
-    for m, (px, pi) in enumerate(zip(x.placements, index.placements, strict=True)):
+    placements, chunked = [], list(index.placements)
+    for m, (px, given) in enumerate(zip(x.placements, index.placements, strict=True)):
+        pi = px if _chunks(dim, x, index, px, given) else given  # a local chunk, as elementwise
+        chunked[m] = pi
         out = _gathered(dim, x, index, px, pi)
         if out is None:
             detail = (
-                f"mesh dim {m} is {short_text(px)} x {short_text(pi)}, which is not one of these"
+                f"mesh dim {m} is {short_text(px)} x {short_text(given)}, which is not one of these"
             )
             raise reject(name, _GATHER, inputs, detail)
         placements.append(out)
-    return Inference((OutputMeta(index.shape, x.dtype, tuple(placements)),))
+    meta = OutputMeta(index.shape, x.dtype, tuple(placements))
+    if tuple(chunked) == tuple(index.placements):
+        return Inference((meta,))
+    return Inference((meta,), (None, tuple(chunked)))
+
+
+def _chunks(dim: int, x: Operand, index: Operand, px: Placement, pi: Placement) -> bool:
+    """Whether a Replicate index is chunked like ``x``, sharded on another dim of one size in
+    both (a local slice: each device gathers its own rows)."""
+    if pi.__class__ is not Replicate or not isinstance(px, Shard) or not x.ndim:
+        return False
+    d = px.dim % x.ndim
+    return d != dim and x.shape[d] == index.shape[d]
 
 
 def _check_gather(name: str, x: Operand, index: Operand, dim: int) -> int:
