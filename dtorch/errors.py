@@ -9,6 +9,7 @@ code written against plain PyTorch (``except RuntimeError``) keep working::
     ├── OptionError (ValueError)              an environment variable or option is invalid
     ├── MeshError (ValueError)                a DeviceMesh is malformed or used wrongly
     ├── PlacementError (ValueError)           placements an operator or mesh does not accept
+    │   └── NotIterableError (TypeError)      iter() of a tensor sharded on dim 0
     ├── ShapeError (ValueError, RuntimeError) shapes an operator does not accept
     │   ├── DimError (IndexError)             a dim argument out of range
     │   └── UnsupportedShapeError (NotImplementedError)  a shape or mode torch has no kernel for
@@ -67,6 +68,12 @@ class MeshError(DTorchError, ValueError):
 
 class PlacementError(DTorchError, ValueError):
     """Placements that a mesh or an operator does not accept."""
+
+
+class NotIterableError(PlacementError, TypeError):
+    """``iter()`` of a tensor sharded on dim 0: a PlacementError, and the TypeError Python's
+    ``iter()`` raises for what it cannot iterate (code that probes with ``iter()`` and catches
+    TypeError, such as transformers' ``ModelOutput``, moves on)."""
 
 
 class ShapeError(DTorchError, ValueError, RuntimeError):

@@ -65,7 +65,7 @@ from dtorch.api.tensor_math import TensorMath
 from dtorch.api.tensor_more import TensorMore
 from dtorch.api.tensor_order import TensorOrder
 from dtorch.api.tensor_shape import TensorShapes
-from dtorch.errors import PlacementError
+from dtorch.errors import NotIterableError, PlacementError
 from dtorch.ir.opkind import BinaryKind as B
 from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
@@ -155,7 +155,7 @@ class Tensor(
         try:
             return iter(self.unbind(0))
         except PlacementError as error:  # name what the user wrote: a loop, not unbind
-            raise PlacementError(f"iterating over a tensor's dim 0: {error}") from None
+            raise NotIterableError(f"iterating over a tensor's dim 0: {error}") from None
 
     # --- arithmetic -------------------------------------------------------------------------
     __add__ = _mk.binary(B.ADD, "add")

@@ -83,6 +83,8 @@ def test_a_loop_over_a_tensor_sharded_on_dim_0_says_it_is_the_loop(graph: dtorch
     t = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
     with pytest.raises(PlacementError, match=r"^iterating over a tensor's dim 0: unbind: got"):
         list(t)
+    with pytest.raises(TypeError):  # Python's "not iterable": probes with iter() move on
+        iter(t)
     rows = dtorch.from_torch(full, device_mesh=mesh, placements=[dtorch.Shard(1)], graph=graph)
     assert [r.tolist() for r in rows] == full.tolist()
 
