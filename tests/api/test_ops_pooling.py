@@ -314,3 +314,17 @@ def test_the_shape_of_a_large_output_of_an_empty_input_is_learned_on_meta(
     assert big == (((1, 1, 2**32), torch.float32),) and devices == ["meta"]
     small = image_ops._meta(image_ops.pad, PadParam((0, 4)), (((1, 1, 0), torch.float32),))
     assert small == (((1, 1, 4), torch.float32),) and devices == ["meta", "meta", "cpu"]
+
+
+def test_adaptive_avg_pool2d_of_two_dims_to_one_point_is_torchs_mean(graph: dtorch.Graph) -> None:
+    """torch's 1x1 shortcut takes a 2-D input (its mean, kept 1x1) before its dim check."""
+    full = torch.randn(4, 5)
+    for placements in ([dtorch.Replicate()], [dtorch.Shard(0)]):
+        t = dtorch.from_torch(full, device_mesh=dtorch.init_device_mesh("cpu", 2),
+                              placements=placements)  # fmt: skip
+        got = dtorch.nn.functional.adaptive_avg_pool2d(t, 1)
+        torch.testing.assert_close(got.to_torch(), torch.nn.functional.adaptive_avg_pool2d(full, 1))
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.adaptive_avg_pool2d(full, 2)
+    with pytest.raises(ShapeError):
+        dtorch.nn.functional.adaptive_avg_pool2d(dtorch.tensor(full), 2)
