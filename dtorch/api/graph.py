@@ -493,9 +493,17 @@ class _DefaultGraph:
         True
         >>> dtorch.default_graph == dtorch.Graph.default_graph() == dtorch.default_graph
         True
+        >>> isinstance(dtorch.default_graph, dtorch.Graph)
+        True
     """
 
     __slots__ = ()
+
+    @property  # type: ignore[misc]  # a property where object's __class__ is an attribute
+    def __class__(self) -> type:
+        """Graph: ``isinstance(dtorch.default_graph, dtorch.Graph)`` holds, as in DTorch, where
+        a Graph stands there (``type()`` still tells the proxy)."""
+        return Graph
 
     def __call__(self) -> Graph:
         return Graph.default_graph()

@@ -35,6 +35,7 @@ def test_default_graph_is_the_threads_graph_and_callable(graph: dtorch.Graph) ->
     dtorch.default_graph.empty_cache()
     dtorch.default_graph.sync()
     assert isinstance(dtorch.default_graph.get_memory_stats(mesh), MemoryStats)
+    assert isinstance(dtorch.default_graph, dtorch.Graph)  # as DTorch's, where a Graph stands
     other: list[dtorch.Graph] = []
     worker = threading.Thread(target=lambda: other.append(dtorch.default_graph()))
     worker.start()
