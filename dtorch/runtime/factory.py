@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 from dtorch.runtime.runner import Runner
@@ -35,4 +36,12 @@ def make_runner(option: GraphOption, name: str) -> Runner:
         from dtorch.runtime.process.runner import ProcessRunner  # imports zmq only when used
 
         return ProcessRunner.for_option(option)
+    if option.num_workers is not None or option.worker_pool is not None:
+        warnings.warn(  # never silently: the option names process mode's workers
+            f"GraphOption(num_workers={option.num_workers}, worker_pool={option.worker_pool}) "
+            "is ignored: this graph runs in thread mode (per_device_per_process is not True, "
+            "nor DTORCH_PER_DEVICE_PER_PROCESS set); thread mode takes num_streams",
+            UserWarning,
+            stacklevel=3,
+        )
     return ThreadRunner(option.num_streams or THREAD_STREAMS, name=name)

@@ -230,3 +230,13 @@ def test_as_default_builds_layers_on_the_graph_and_restores(make_graph) -> None:
     closed.close()
     with pytest.raises(GraphError, match="closed"), closed.as_default():
         pass
+
+
+def test_process_options_in_thread_mode_are_not_ignored_silently() -> None:
+    """num_workers and worker_pool name process mode's workers: a graph that runs in thread
+    mode warns that it ignores them (the user's line named), rather than drop them."""
+    option = dtorch.GraphOption(per_device_per_process=False, num_workers=2)
+    with pytest.warns(UserWarning, match=r"num_workers=2.*ignored.*thread mode") as caught:
+        graph = dtorch.Graph(option)
+    graph.close()
+    assert caught[0].filename == __file__

@@ -249,7 +249,8 @@ _FORK_SCRIPT = textwrap.dedent(
     import dtorch
     from dtorch.api import graph as graph_module
     assert not graph_module._ForkHook.registered, "registered at import"
-    option = dtorch.GraphOption(per_device_per_process=sys.argv[1] == "process", num_workers=1)
+    process = sys.argv[1] == "process"
+    option = dtorch.GraphOption(per_device_per_process=process, num_workers=1 if process else None)
     g = dtorch.Graph(option)
     x = dtorch.arange(4.0, graph=g)
     pending = (x * 3).to_torch_async()
@@ -295,7 +296,9 @@ _INTERRUPTED_CLOSE = textwrap.dedent(
     import os, signal, sys, threading, time
     import dtorch
     then, runner = sys.argv[1].split("-")
-    g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=runner == "process", num_workers=2))
+    process = runner == "process"
+    g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=process,
+                                        num_workers=2 if process else None))
     mesh = dtorch.init_device_mesh("cpu", 4)
     x = dtorch.randn(512, 512, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=g)
     w = dtorch.randn(512, 512, device_mesh=mesh, graph=g)

@@ -291,7 +291,8 @@ def test_the_option_and_the_environment_choose_the_runner(worker_pools: PoolKeep
         g = dtorch.Graph(dtorch.GraphOption(worker_pool=pool))
         assert isinstance(g.runner, ProcessRunner) and dtorch.ones(2, graph=g).tolist() == [1, 1]
         g.close()
-        g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False, worker_pool=pool))
+        with pytest.warns(UserWarning, match="worker_pool=.* is ignored"):  # thread mode's
+            g = dtorch.Graph(dtorch.GraphOption(per_device_per_process=False, worker_pool=pool))
         assert isinstance(g.runner, ThreadRunner) and dtorch.ones(2, graph=g).tolist() == [1, 1]
         g.close()
     for bad in (0, 1025, 2**70):
