@@ -33,6 +33,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
@@ -95,6 +96,16 @@ class Profile:
         graph = self._graph
         assert graph is not None
         self._state = "closed"
+        if graph.closed:  # closed inside the block: its devices stopped with their recordings
+            _release(graph)
+            warnings.warn(
+                f"dtorch.profile: Graph {graph.id} was closed inside the profile's block; its "
+                "devices' events went with it (the profile holds none)",
+                UserWarning,
+                stacklevel=2,
+            )
+            self._settle((), time.perf_counter_ns())
+            return
         try:
             reports = self._collect(graph)
         except Exception:

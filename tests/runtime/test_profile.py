@@ -132,6 +132,18 @@ def test_a_closed_graph_is_refused(make_graph) -> None:  # type: ignore[no-untyp
         pass
 
 
+def test_a_graph_closed_inside_the_block_warns_and_holds_no_events(make_graph) -> None:  # type: ignore[no-untyped-def]
+    """The devices stopped with their recordings: the block's exit does not raise over the
+    block's own work, it warns (naming the user's block) and the profile holds no events."""
+    graph = make_graph()
+    warned = pytest.warns(UserWarning, match="closed inside the profile's block")
+    with warned as caught, dtorch.profile(graph) as prof:
+        (dtorch.ones(3, graph=graph) * 2).to_torch()
+        graph.close()
+    assert caught[0].filename == __file__
+    assert prof.events == () and prof.dropped == 0
+
+
 def test_default_graph_is_profiled(graph: dtorch.Graph) -> None:
     with dtorch.profile() as prof:  # the graph fixture is the thread's default graph
         value = (dtorch.ones(2, device_mesh=_mesh()) * 2).to_torch()
