@@ -7,8 +7,8 @@ written the same way) loads strictly. Every constructor takes ``num_classes=``,
 ``device_mesh=`` (None: the default graph's default mesh) and ``dtype=``; the parameters are
 Replicate on every mesh dim, and a batch sharded on a ``dp`` mesh dim stays sharded through
 every layer (BatchNorm's training statistics are over the whole batch however it is sharded).
-The ReLUs are not in place (torchvision's are): dtorch's in-place ReLU is a ReLU and a copy,
-and nothing here reuses the input it would spare.
+The ReLUs are in place, as torchvision's are: each is one operator whose devices write the
+input's shards (no temporary, no copy).
 
 * ``ResNet(block, layers)`` with ``BasicBlock`` (two 3x3 convs) or ``Bottleneck`` (1x1, 3x3,
   1x1 with 4x expansion), a 1x1-conv + BatchNorm ``downsample`` where the shape changes, the
@@ -69,7 +69,7 @@ class BasicBlock(nn.Module):
         super().__init__()
         self.conv1 = conv3x3(inplanes, planes, stride, **layer)
         self.bn1 = nn.BatchNorm2d(planes, **layer)
-        self.relu = nn.ReLU()
+        self.relu = nn.ReLU(inplace=True)
         self.conv2 = conv3x3(planes, planes, **layer)
         self.bn2 = nn.BatchNorm2d(planes, **layer)
         self.downsample = downsample
@@ -104,7 +104,7 @@ class Bottleneck(nn.Module):
         self.bn2 = nn.BatchNorm2d(planes, **layer)
         self.conv3 = conv1x1(planes, planes * self.expansion, **layer)
         self.bn3 = nn.BatchNorm2d(planes * self.expansion, **layer)
-        self.relu = nn.ReLU()
+        self.relu = nn.ReLU(inplace=True)
         self.downsample = downsample
         self.stride = stride
 
@@ -145,7 +145,7 @@ class ResNet(nn.Module):
         self.inplanes = 64
         self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False, **layer)
         self.bn1 = nn.BatchNorm2d(64, **layer)
-        self.relu = nn.ReLU()
+        self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
         self.layer1 = self._make_layer(block, 64, layers[0], 1, layer)
         self.layer2 = self._make_layer(block, 128, layers[1], 2, layer)
@@ -221,27 +221,27 @@ class AlexNet(nn.Module):
         layer: dict[str, Any] = {"device_mesh": device_mesh, "dtype": dtype}
         self.features = nn.Sequential(
             nn.Conv2d(3, 64, kernel_size=11, stride=4, padding=2, **layer),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.MaxPool2d(kernel_size=3, stride=2),
             nn.Conv2d(64, 192, kernel_size=5, padding=2, **layer),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.MaxPool2d(kernel_size=3, stride=2),
             nn.Conv2d(192, 384, kernel_size=3, padding=1, **layer),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.Conv2d(384, 256, kernel_size=3, padding=1, **layer),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.Conv2d(256, 256, kernel_size=3, padding=1, **layer),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.MaxPool2d(kernel_size=3, stride=2),
         )
         self.avgpool = nn.AdaptiveAvgPool2d((6, 6))
         self.classifier = nn.Sequential(
             nn.Dropout(p=dropout),
             nn.Linear(256 * 6 * 6, 4096, **layer),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.Dropout(p=dropout),
             nn.Linear(4096, 4096, **layer),
-            nn.ReLU(),
+            nn.ReLU(inplace=True),
             nn.Linear(4096, num_classes, **layer),
         )
 

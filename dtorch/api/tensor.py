@@ -66,6 +66,7 @@ from dtorch.api.tensor_more import TensorMore
 from dtorch.api.tensor_order import TensorOrder
 from dtorch.api.tensor_shape import TensorShapes
 from dtorch.errors import NotIterableError, PlacementError
+from dtorch.ir.opkind import ActivationKind
 from dtorch.ir.opkind import BinaryKind as B
 from dtorch.ir.opkind import MathKind as M
 from dtorch.ir.placement import Placement
@@ -344,9 +345,9 @@ class Tensor(
     cosh_ = _mk.in_place("cosh_", cosh)
     erf_ = _mk.in_place("erf_", erf)
     erfc_ = _mk.in_place("erfc_", erfc)
-    relu_ = _mk.in_place("relu_", relu)
-    sigmoid_ = _mk.in_place("sigmoid_", sigmoid)
-    tanh_ = _mk.in_place("tanh_", tanh)
+    relu_ = _mk.activation_in_place("relu_", ActivationKind.RELU, relu)
+    sigmoid_ = _mk.activation_in_place("sigmoid_", ActivationKind.SIGMOID, sigmoid)
+    tanh_ = _mk.activation_in_place("tanh_", ActivationKind.TANH, tanh)
     logical_not_ = _mk.in_place("logical_not_", logical_not)
     bitwise_not_ = _mk.in_place("bitwise_not_", bitwise_not)
     atan2_ = _mk.in_place("atan2_", atan2)

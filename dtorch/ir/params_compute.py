@@ -52,6 +52,9 @@ class ActivationParam(OpParam):
     # HARDSHRINK's and SOFTSHRINK's lambd; THRESHOLD's threshold
     alpha: float = 0.0
     beta: float = 0.0  # SOFTPLUS's threshold; THRESHOLD's value
+    # torch's ``inplace=True`` / ``relu_``: the devices write the result into the input's
+    # shard (its one output is that shard), sparing the temporary and the write-back copy
+    in_place: bool = False
 
 
 @dataclass(frozen=True, slots=True)

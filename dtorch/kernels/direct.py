@@ -63,7 +63,9 @@ def _math(param: BaseMathParam) -> Direct:
     return MATH[param.math]
 
 
-def _activation(param: ActivationParam) -> Direct:
+def _activation(param: ActivationParam) -> Direct | None:
+    if param.in_place:  # the general kernel writes the shard and returns it
+        return None
     if param.activation is ActivationKind.RELU:
         return torch.relu
     numbered = NUMBERED.get(param.activation)

@@ -41,9 +41,8 @@ from dtorch.api.ops.attention import SdpaOption, scaled_dot_product_attention
 from dtorch.api.ops.class_losses import cross_entropy, nll_loss, one_hot
 from dtorch.api.ops.conv import conv2d
 from dtorch.api.ops.conv_transpose import conv_transpose1d, conv_transpose2d, fold, unfold
-from dtorch.api.ops.convert import written
+from dtorch.api.ops.convert import activated
 from dtorch.api.ops.dropout import dropout
-from dtorch.api.ops.elementwise import relu as _relu
 from dtorch.api.ops.elementwise import sigmoid, tanh
 from dtorch.api.ops.embedding import embedding
 from dtorch.api.ops.embedding_bag import embedding_bag
@@ -142,14 +141,18 @@ from dtorch.api.ops.volumetric import (
     conv_transpose3d,
     max_pool3d,
 )
+from dtorch.ir.opkind import ActivationKind
+from dtorch.ir.params import ActivationParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
+_RELU = ActivationParam(ActivationKind.RELU)
+
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``torch.nn.functional.relu``; ``inplace=True`` changes ``input``'s shards and returns it."""
-    return written(input, lambda: _relu(input), inplace)
+    return activated("relu", _RELU, input, inplace)
 
 
 __all__ = [

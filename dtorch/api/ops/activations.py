@@ -22,16 +22,18 @@ from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
 from dtorch.api.ops.basic_index import slice_along
 from dtorch.api.ops.clamp import clamp
-from dtorch.api.ops.convert import written
+from dtorch.api.ops.convert import activated, written
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.statistics import named_refusals
-from dtorch.api.record import record_one, tensor_arg
+from dtorch.api.record import tensor_arg
 from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind
 from dtorch.ir.params import ActivationParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
+
+_SILU = ActivationParam(ActivationKind.SILU)
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
@@ -44,7 +46,7 @@ def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = Fals
     """
     slope = as_real("leaky_relu: negative_slope", negative_slope)
     param = ActivationParam(ActivationKind.LEAKY_RELU, alpha=slope)
-    return written(input, lambda: record_one("leaky_relu", param, (input,), 4), inplace)
+    return activated("leaky_relu", param, input, inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
@@ -56,7 +58,7 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
         [0.0, 2.0]
     """
     param = ActivationParam(ActivationKind.ELU, alpha=as_real("elu: alpha", alpha))
-    return written(input, lambda: record_one("elu", param, (input,), 4), inplace)
+    return activated("elu", param, input, inplace)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -67,7 +69,7 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
         >>> dtorch.nn.functional.silu(dtorch.tensor([0.0])).tolist()
         [0.0]
     """
-    return written(input, lambda: elementwise.silu(input), inplace)
+    return activated("silu", _SILU, input, inplace)
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:

@@ -22,7 +22,7 @@ from dtorch.api.dims import normalize_dim
 from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
 from dtorch.api.ops.activations import softmax_dim
-from dtorch.api.ops.convert import written
+from dtorch.api.ops.convert import activated
 from dtorch.api.ops.scalars import is_scalar, not_a_number, python_number
 from dtorch.api.record import record_one, tensor_arg
 from dtorch.ir.opkind import ActivationKind, MathKind
@@ -49,7 +49,7 @@ def _activation(
 ) -> Tensor:
     """One Activation operator of ``kind`` with the numbers of its param."""
     param = ActivationParam(kind, alpha=alpha, beta=beta)
-    return written(input, lambda: record_one(name, param, (input,), 5), inplace)
+    return activated(name, param, input, inplace, 2)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:

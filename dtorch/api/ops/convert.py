@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -19,14 +20,21 @@ import torch
 from dtorch.api.dims import as_int
 from dtorch.api.graph import mesh_of
 from dtorch.api.handle import TensorBase
-from dtorch.api.record import record, redistribute_to, tensor_arg
+from dtorch.api.record import record, record_one, redistribute_to, tensor_arg
 from dtorch.api.redistribute import move, redistribute
 from dtorch.api.strides import ROW_MAJOR, is_contiguous, known, mark, overlapping, preserved
 from dtorch.errors import DtypeError, MeshError, ParamError, ShapeError
 from dtorch.ir.device import TORCH_MAX_INDEX, parse_device
 from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.mesh import DeviceMesh
-from dtorch.ir.params import CastParam, CloneParam, ContiguousParam, CopyParam, IndexEntry
+from dtorch.ir.params import (
+    ActivationParam,
+    CastParam,
+    CloneParam,
+    ContiguousParam,
+    CopyParam,
+    IndexEntry,
+)
 from dtorch.ir.placement import Replicate
 
 if TYPE_CHECKING:
@@ -56,6 +64,30 @@ def written(input: Tensor, result: Callable[[], Tensor], inplace: bool) -> Tenso
         return result()
     with input._graph._writes:
         return input.copy_(result())
+
+
+def activated(
+    name: str, param: ActivationParam, input: Tensor, inplace: bool, known: int = 1
+) -> Tensor:
+    """``param``'s activation of ``input`` with torch's ``inplace=`` flag: in place, one
+    operator whose devices write ``input``'s shards (torch's ``relu_``: no temporary and no
+    write-back copy, unlike ``written``), recorded under the write lock; ``input`` is
+    returned. ``known``: the dtorch frames above this one (``record_one``'s).
+
+    Example:
+        >>> import dtorch
+        >>> from dtorch.ir.opkind import ActivationKind
+        >>> t = dtorch.tensor([-1.0, 2.0])
+        >>> activated("relu", ActivationParam(ActivationKind.RELU), t, True) is t, t.tolist()
+        (True, [0.0, 2.0])
+    """
+    if not inplace:
+        return record_one(name, param, (input,), known + 1)
+    tensor_arg(name, input)
+    with input._graph._writes:
+        writable(name, input)
+        record(name, dataclasses.replace(param, in_place=True), (input,))
+    return input
 
 
 def writer(fn: Callable[Concatenate[_T, _P], _R]) -> Callable[Concatenate[_T, _P], _R]:

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 import torch
 
 from dtorch.api.handle import TensorBase
-from dtorch.api.ops.convert import assign, cast_in, fits, writer
+from dtorch.api.ops.convert import activated, assign, cast_in, fits, writer
 from dtorch.api.ops.elementwise import binary as _binary
 from dtorch.api.ops.elementwise import unary as _unary
 from dtorch.api.record import named_as
 from dtorch.errors import DtypeError
-from dtorch.ir.opkind import BinaryKind, MathKind
+from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
+from dtorch.ir.params import ActivationParam
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -434,6 +435,34 @@ def in_place(
 
     run.__name__, run.__qualname__ = name, f"Tensor.{name}"
     run.__doc__ = _in_place_doc(name, method.__name__)  # not the copy from ``wraps``
+    if method.__name__ in _IN_PLACE_DOCS or method.__name__ in _UNARY_DOCS:
+        __test__[name] = run
+    return run
+
+
+def activation_in_place(
+    name: str, kind: ActivationKind, method: Callable[Concatenate[_T, _P], Any]
+) -> Callable[[_T], _T]:
+    """torch's in-place ``name`` of the activation ``method`` (of ``kind``): one operator whose
+    devices write the tensor's shards (``convert.activated``), not ``in_place``'s operator and
+    write-back copy; torch's refusals, named ``name``; returns the tensor.
+
+    Example:
+        >>> import dtorch
+        >>> from dtorch.ir.opkind import ActivationKind
+        >>> t = dtorch.tensor([-1.0, 4.0])
+        >>> relu_ = activation_in_place("relu_", ActivationKind.RELU, dtorch.Tensor.relu)
+        >>> relu_(t) is t, t.tolist()
+        (True, [0.0, 4.0])
+    """
+    param = ActivationParam(kind)
+
+    @functools.wraps(method)
+    def run(self: _T, /) -> _T:
+        return activated(name, param, self, True, 1)  # type: ignore[arg-type, return-value]
+
+    run.__name__, run.__qualname__ = name, f"Tensor.{name}"
+    run.__doc__ = _in_place_doc(name, method.__name__)
     if method.__name__ in _IN_PLACE_DOCS or method.__name__ in _UNARY_DOCS:
         __test__[name] = run
     return run

@@ -42,9 +42,8 @@ from dtorch.api.create import beside
 from dtorch.api.dims import as_flag
 from dtorch.api.ops.activations import elu, hardtanh, leaky_relu
 from dtorch.api.ops.activations_more import celu, selu, threshold
-from dtorch.api.ops.convert import written
+from dtorch.api.ops.convert import activated, written
 from dtorch.api.ops.dropout import dropout, probability
-from dtorch.api.ops.elementwise import relu
 from dtorch.api.ops.linalg import matmul
 from dtorch.api.ops.nn_more import adaptive_max_pool1d, adaptive_max_pool2d
 from dtorch.api.ops.scalars import as_real
@@ -54,6 +53,8 @@ from dtorch.api.ops.statistics import norm
 from dtorch.api.ops.volumetric import adaptive_max_pool3d, max_pool3d
 from dtorch.api.record import composite, tensor_arg
 from dtorch.errors import DtypeError, ParamError, ShapeError, UnsupportedDtypeError
+from dtorch.ir.opkind import ActivationKind
+from dtorch.ir.params import ActivationParam
 from dtorch.ir.placement import Replicate, Shard
 from dtorch.ir.rules.promotion import function_dtype
 
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
 _SELU_ALPHA = 1.7580993408473766  # ATen's alpha_dropout: -selu's scale * alpha
+_RELU = ActivationParam(ActivationKind.RELU)
 
 
 # --- in-place activations -----------------------------------------------------------------------
@@ -75,7 +77,7 @@ def relu_(input: Tensor) -> Tensor:
         (True, [0.0, 2.0])
     """
     tensor_arg("relu_", input)
-    return written(input, lambda: relu(input), True)
+    return activated("relu_", _RELU, input, True)
 
 
 @composite()

@@ -340,7 +340,9 @@ def math_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inferen
 
 def activation_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
     """``relu``, ``gelu``, ``softplus``, ``threshold``, ... of one tensor (never Partial);
-    numbers torch refuses (``celu``'s ``alpha=0``) are refused with torch's message."""
+    numbers torch refuses (``celu``'s ``alpha=0``) are refused with torch's message, and so
+    is an in-place form whose result would change the tensor's dtype (``sigmoid_`` of an
+    integer tensor)."""
     assert isinstance(param, ActivationParam)
     (x,) = inputs
     if param.activation is ActivationKind.GELU and param.approximate not in ("none", "tanh"):
@@ -349,6 +351,10 @@ def activation_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> I
     refusal = activation_numbers_refusal(param.activation, param.alpha, param.beta, x.dtype)
     if refusal is not None:
         raise ParamError(f"{name}: {refusal}")
+    if param.in_place and dtype != x.dtype:
+        raise DtypeError(
+            f"{name}: result type {dtype} can't be cast to the desired output type {x.dtype}"
+        )
     return elementwise_placements(name, _PLAIN1, inputs, x.shape, dtype)
 
 

@@ -24,9 +24,12 @@ Example:
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Callable
 
-from dtorch.ir.opkind import BinaryKind, OpKind
+import torch
+import torch.nn.functional as F
+
+from dtorch.ir.opkind import ActivationKind, BinaryKind, OpKind
 from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam
 from dtorch.ir.rules.torch_ops import (
     ACTIVATION,
@@ -92,16 +95,48 @@ def math_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     return [MATH[param.math](floated(inputs, out)[0] if out.is_floating_point else inputs[0])]
 
 
+#: torch's in-place form of an activation, ``fn(shard, alpha, beta)``: the same kernel as
+#: the out-of-place one, writing into the shard (the kinds without one compute and copy).
+IN_PLACE: dict[ActivationKind, Callable[[torch.Tensor, float, float], object]] = {
+    ActivationKind.RELU: lambda x, _a, _b: torch.relu_(x),
+    ActivationKind.SILU: lambda x, _a, _b: F.silu(x, inplace=True),
+    ActivationKind.SIGMOID: lambda x, _a, _b: torch.sigmoid_(x),
+    ActivationKind.TANH: lambda x, _a, _b: torch.tanh_(x),
+    ActivationKind.LEAKY_RELU: lambda x, a, _b: F.leaky_relu_(x, a),
+    ActivationKind.ELU: lambda x, a, _b: F.elu_(x, a),
+    ActivationKind.CELU: lambda x, a, _b: torch.celu_(x, a),
+    ActivationKind.SELU: lambda x, _a, _b: torch.selu_(x),
+    ActivationKind.HARDSWISH: lambda x, _a, _b: F.hardswish(x, inplace=True),
+    ActivationKind.HARDSIGMOID: lambda x, _a, _b: F.hardsigmoid(x, inplace=True),
+    ActivationKind.MISH: lambda x, _a, _b: F.mish(x, inplace=True),
+    ActivationKind.THRESHOLD: torch.threshold_,
+}
+
+
 def activation_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``relu``, ``gelu``, ... of the local shard."""
+    """``relu``, ``gelu``, ... of the local shard; an in-place one writes the shard (the rule
+    has checked that the result keeps its dtype) and returns it."""
     param = ctx.param
     assert isinstance(param, ActivationParam)
+    if param.in_place:
+        return [_in_place(param, inputs[0])]
     if ctx.outputs[0].dtype.is_floating_point:
         inputs = floated(inputs, ctx.outputs[0].dtype)
     numbered = NUMBERED.get(param.activation)
     if numbered is not None:
         return [numbered(inputs[0], param.alpha, param.beta)]
     return [ACTIVATION[param.activation](inputs[0], param.approximate)]
+
+
+def _in_place(param: ActivationParam, shard: torch.Tensor) -> torch.Tensor:
+    fn = IN_PLACE.get(param.activation)
+    if fn is not None:
+        fn(shard, param.alpha, param.beta)
+        return shard
+    numbered = NUMBERED.get(param.activation)
+    if numbered is not None:
+        return shard.copy_(numbered(shard, param.alpha, param.beta))
+    return shard.copy_(ACTIVATION[param.activation](shard, param.approximate))
 
 
 KERNELS: dict[OpKind, LocalKernel] = {

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from dtorch.api.ops.elementwise import gelu, sigmoid, silu, tanh
+from dtorch.api.ops.elementwise import gelu, sigmoid, tanh
 from dtorch.api.tensor import Tensor
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.nn import functional as F
@@ -106,8 +106,7 @@ class SiLU(_NoParameters):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        out = silu(input)
-        return input.copy_(out) if self.inplace else out
+        return F.silu(input, self.inplace)
 
     def extra_repr(self) -> str:
         return inplace_repr(self.inplace)
