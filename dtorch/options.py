@@ -88,9 +88,11 @@ class Options:
     (DTORCH_NUM_GPU_WHEN_ENABLE_DTENSOR_IN_SAME_DEVICE), ``per_device_per_process``
     (DTORCH_PER_DEVICE_PER_PROCESS, default for graphs that leave it unset) and
     ``validate_kernel_input_output`` (DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT, check every kernel's
-    local shapes against the inferred ones) and ``gc_freeze`` (DTORCH_GC_FREEZE, dtorch's
+    local shapes against the inferred ones), ``gc_freeze`` (DTORCH_GC_FREEZE, dtorch's
     addition: freeze the objects that exist when dtorch is imported, see
-    ``dtorch.runtime.gc_policy``).
+    ``dtorch.runtime.gc_policy``) and ``keep_freed_memory`` (DTORCH_KEEP_FREED_MEMORY, dtorch's
+    addition: a thread-mode graph sets the C library's malloc to keep freed memory for reuse,
+    as worker processes always do, see ``dtorch.runtime.heap``).
     """
 
     comm_timeout_second: float = 300.0
@@ -101,6 +103,7 @@ class Options:
     per_device_per_process: bool = False
     validate_kernel_input_output: bool = False
     gc_freeze: bool = True
+    keep_freed_memory: bool = True
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Options:
@@ -148,6 +151,7 @@ _VARIABLES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "per_device_per_process": ("DTORCH_PER_DEVICE_PER_PROCESS", _parse_bool),
     "validate_kernel_input_output": ("DTORCH_VALIDATE_KERNEL_INPUT_OUTPUT", _parse_bool),
     "gc_freeze": ("DTORCH_GC_FREEZE", _parse_bool),
+    "keep_freed_memory": ("DTORCH_KEEP_FREED_MEMORY", _parse_bool),
 }
 
 
@@ -228,6 +232,10 @@ class GlobalOption:
     @staticmethod
     def get_gc_freeze() -> bool:
         return _STATE.get().gc_freeze
+
+    @staticmethod
+    def get_keep_freed_memory() -> bool:
+        return _STATE.get().keep_freed_memory
 
     @staticmethod
     def install(options: Options) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
+from dtorch.runtime.heap import keep_freed_memory_here
 from dtorch.runtime.runner import Runner
 from dtorch.runtime.thread_runner import ThreadRunner
 
@@ -44,4 +45,5 @@ def make_runner(option: GraphOption, name: str) -> Runner:
             UserWarning,
             stacklevel=3,
         )
+    keep_freed_memory_here()  # the streams' kernels reuse freed pages (dtorch.runtime.heap)
     return ThreadRunner(option.num_streams or THREAD_STREAMS, name=name)

@@ -1,5 +1,5 @@
-"""Worker processes keep the memory their kernels free, for the next kernel to reuse (and may
-open as many descriptors as the hard limit allows: ``allow_all_descriptors``).
+"""Kernel streams keep the memory their kernels free, for the next kernel to reuse (and worker
+processes may open as many descriptors as the hard limit allows: ``allow_all_descriptors``).
 
 A kernel allocates its outputs fresh and the stream frees them a few operators later, so a
 worker allocates and frees tensors of the same few sizes over and over. glibc's malloc serves
@@ -13,11 +13,17 @@ of CPU (some 3 us a fault on the development machine). Set to where glibc's own 
 ends (``MMAP_THRESHOLD``, the largest it allows on 64-bit, and twice that to trim), the faults
 fall to a few hundred and the forward's CPU by about 10%.
 
-Only worker processes do this, at start: a thread-mode graph runs in the user's process,
-whose allocator settings are the user's. Blocks of ``MMAP_THRESHOLD`` or more still come from
-``mmap`` and go back on free, so a worker keeps at most about ``TRIM_THRESHOLD`` of free heap
-per arena beyond what its tensors use. Where the C library has no ``mallopt`` (macOS) or
-ignores it (musl), nothing changes.
+Worker processes do this at start. A thread-mode graph's streams run in the user's process,
+and there it costs as much: the small Llama of ``benchmarks/models.py`` on dp=2 took 3,100-3,500
+faults per forward in each stream thread (5-7 ms of system time each, of a forward of about
+30 ms), against 10-20 with the settings, and the forward's wall time fell by 10-20%. So
+making a thread-mode graph sets them in the user's process too (``keep_freed_memory_here``),
+unless DTORCH_KEEP_FREED_MEMORY=0: the process then keeps up to ``TRIM_THRESHOLD`` of freed
+heap per malloc arena instead of returning it at once, which is where glibc's own adjustment
+ends for a program that frees a block of ``MMAP_THRESHOLD``. Blocks of ``MMAP_THRESHOLD`` or
+more still come from ``mmap`` and go back on free, so a process keeps at most about
+``TRIM_THRESHOLD`` of free heap per arena beyond what its tensors use. Where the C library has
+no ``mallopt`` (macOS) or ignores it (musl), nothing changes.
 
 Example (a worker calls ``keep_freed_memory()`` once, at start; it changes the whole
 process, so the example only shows the thresholds it sets, in MiB):
@@ -30,6 +36,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import resource
+
+from dtorch.options import GlobalOption
 
 #: ``mallopt`` parameters (``<malloc.h>``).
 M_TRIM_THRESHOLD = -1
@@ -52,6 +60,20 @@ def keep_freed_memory() -> bool:
     mallopt.restype = ctypes.c_int
     mmap_set = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
     return mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and mmap_set
+
+
+def keep_freed_memory_here() -> bool:
+    """``keep_freed_memory`` in the user's process, for a thread-mode graph's streams, unless
+    DTORCH_KEEP_FREED_MEMORY=0; whether the settings were made. Idempotent (a graph made
+    after another sets the same values again).
+
+    Example:
+        >>> from dtorch.options import GlobalOption
+        >>> with GlobalOption.override(keep_freed_memory=False):
+        ...     keep_freed_memory_here()
+        False
+    """
+    return GlobalOption.get_keep_freed_memory() and keep_freed_memory()
 
 
 def allow_all_descriptors() -> int:

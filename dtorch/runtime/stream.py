@@ -82,6 +82,12 @@ class KernelStream:
     def services(self) -> StreamServices:
         return self._services
 
+    @property
+    def native_id(self) -> int | None:
+        """The OS id of the stream's thread (for its figures in ``/proc/self/task``); None
+        for an inline stream, which runs in its caller's thread."""
+        return None if self._thread is None else self._thread.thread.native_id
+
     def push(self, items: Sequence[object]) -> None:
         """Queue ``items`` for the stream's thread; an inline stream (a worker process's: its
         main thread has nothing else to do, and a hand-over between threads costs more than

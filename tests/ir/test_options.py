@@ -87,6 +87,7 @@ def test_a_record_renders_as_the_variables_that_parse_back_to_it() -> None:
         Options(
             per_device_per_process=True,
             gc_freeze=False,
+            keep_freed_memory=False,
             num_gpu_when_enable_dtensor_in_same_device=3,
         ),
     ]
