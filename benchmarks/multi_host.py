@@ -6,9 +6,14 @@ Contenders, each a process-mode graph on a pool of 4 one-thread workers:
   the worker entry point (``python -m dtorch.worker --main ADDR --host H ...``, the cluster
   token in DTORCH_CLUSTER_TOKEN) posing as hosts 127.0.0.2 (ranks 0-1) and 127.0.0.3 (ranks
   2-3), so devices 0-1 and 2-3 exchange across "hosts" (TCP on loopback, CURVE-secured
-  channels) - the logic of tests/cluster/cluster_setup.py, copied.
-* ``one host``: a second cluster (a ``ClusterNode`` of its own) whose 4 workers, started the
-  same way, all run on 127.0.0.2.
+  channels) - the logic of tests/cluster/cluster_setup.py, copied. Its CPU groups take the
+  default, authenticated transports: shared memory within a host, the network store (HMAC)
+  across hosts.
+* ``two hosts, Gloo``: the same on a cluster of its own (a ``ClusterNode``) whose controller
+  asks for Gloo (``cpu_collectives="gloo"``: unauthenticated listeners), the price the default
+  pays for authentication.
+* ``one host``: a cluster of its own whose 4 workers, started the same way, all run on
+  127.0.0.2 (default transports: shared memory).
 * ``local pool``: ``dtorch.runtime.process.WorkerPool(4, "cpu")`` (workers forked by this
   process, no rendezvous).
 
@@ -19,8 +24,9 @@ tensor-parallel MLP of benchmarks/models.py (x [64, 1024] -> ColumnParallelLinea
 result is checked once against torch, so a wrong result cannot pass as a fast one. A sample
 is (start; redistribute or forward; ``graph.sync()``; stop); the contenders of a row take
 turns, one sample each per round, so all see the same load on the shared machine; figures
-are medians over rounds after 2 warm-up rounds. The ratios are two-hosts ms / one-host ms
-(the cost of crossing hosts; 1 means none) and two-hosts ms / local-pool ms.
+are medians over rounds after 2 warm-up rounds. The ratios are two-hosts ms over two-hosts-
+Gloo ms (what authentication costs), over one-host ms (the cost of crossing hosts; 1 means
+none) and over local-pool ms.
 
 Every worker is stopped at the end (STOP, then SIGKILL after a grace period), also when a
 row fails. The machine is shared: the load average is printed before and after.
@@ -56,7 +62,7 @@ TWO_HOSTS = ("127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3")
 ONE_HOST = ("127.0.0.2",) * 4
 #: The benchmark's own cluster token (hex), given to its workers only.
 TOKEN = "b3" * 32
-#: Seconds a cluster may take to start: 8 worker interpreters on 2 shared cores.
+#: Seconds a cluster may take to start: 12 worker interpreters on 2 shared cores.
 READY_TIMEOUT = 120.0
 #: Seconds a worker may take to exit after STOP before it is killed.
 GRACE = 10.0
@@ -87,13 +93,15 @@ class Cluster:
     to ``MainNode`` (``main_node=True``, the public API, one per process) or to a
     ``ClusterNode`` of their own; ``close`` stops them (STOP, then SIGKILL after ``GRACE``)."""
 
-    def __init__(self, hosts: Sequence[str], *, main_node: bool) -> None:
+    def __init__(
+        self, hosts: Sequence[str], *, main_node: bool, cpu_collectives: str = "store"
+    ) -> None:
         self.node: ClusterNode | None = None
         if main_node:
-            MainNode.set_address("127.0.0.1:0", token=TOKEN)
+            MainNode.set_address("127.0.0.1:0", token=TOKEN, cpu_collectives=cpu_collectives)
             address = MainNode.address()
         else:
-            self.node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
+            self.node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN), cpu_collectives)
             address = self.node.address
         self.processes: list[subprocess.Popen[bytes]] = []
         try:
@@ -154,13 +162,15 @@ class Contender:
 
 
 def contenders(stack: ExitStack) -> list[Contender]:
-    """The three graphs; the clusters start together (their workers boot in parallel)."""
+    """The four graphs; the clusters start together (their workers boot in parallel)."""
     two = stack.enter_context(closing(Cluster(TWO_HOSTS, main_node=True)))
+    gloo = Cluster(TWO_HOSTS, main_node=False, cpu_collectives="gloo")
+    stack.enter_context(closing(gloo))
     one = stack.enter_context(closing(Cluster(ONE_HOST, main_node=False)))
     local = stack.enter_context(closing(WorkerPool(4, "cpu", threads=1)))
     option = dtorch.GraphOption(per_device_per_process=True, worker_pool=local)
-    graphs = [two.graph(), one.graph(), dtorch.Graph(option)]
-    names = ["two hosts", "one host", "local pool"]
+    graphs = [two.graph(), gloo.graph(), one.graph(), dtorch.Graph(option)]
+    names = ["two hosts", "two hosts, Gloo", "one host", "local pool"]
     return [
         Contender(n, stack.enter_context(closing(g))) for n, g in zip(names, graphs, strict=True)
     ]
@@ -241,17 +251,17 @@ def _load() -> str:
 
 
 def report_row(what: str, shape: str, mesh: str, players: list[Contender]) -> str:
-    """A markdown row: the contenders' median ms and the two ratios."""
-    two, one, local = (statistics.median(p.walls) for p in players)
-    return (
-        f"| {what} | {shape} | {mesh} | {two * 1e3:.2f} | {one * 1e3:.2f} | "
-        f"{local * 1e3:.2f} | {two / one:.2f} | {two / local:.2f} |"
-    )
+    """A markdown row: the contenders' median ms and the three ratios."""
+    two, gloo, one, local = (statistics.median(p.walls) for p in players)
+    figures = " | ".join(f"{t * 1e3:.2f}" for t in (two, gloo, one, local))
+    ratios = " | ".join(f"{two / t:.2f}" for t in (gloo, one, local))
+    return f"| {what} | {shape} | {mesh} | {figures} | {ratios} |"
 
 
 HEADER = [
-    "| row | shape | mesh | two hosts ms | one host ms | local pool ms | two / one | two / local |",
-    "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    "| row | shape | mesh | two hosts | two hosts, Gloo | one host | local pool | two / Gloo "
+    "| two / one | two / local |",
+    "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
 ]
 
 
@@ -283,7 +293,7 @@ def main() -> None:
     started = time.perf_counter()
     with ExitStack() as stack:
         players = contenders(stack)
-        print(f"12 workers ready in {time.perf_counter() - started:.0f} s\n", flush=True)
+        print(f"16 workers ready in {time.perf_counter() - started:.0f} s\n", flush=True)
         measure(players, args.quick, sizes, repeats)
     print(f"\nload average after: {_load()}; medians of {repeats} rounds after 2 warm-up")
     print(f"{time.perf_counter() - started:.0f} s in all, workers stopped")

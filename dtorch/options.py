@@ -268,7 +268,9 @@ def _parse_index(name: str, raw: str) -> int:
 class Launch:
     """How this process was launched as a dtorch worker: ``rank`` of ``world_size`` (torchrun's
     RANK and WORLD_SIZE, None when unset), ``local_rank`` (LOCAL_RANK: the GPU of a CUDA
-    worker) and ``cluster_token`` (DTORCH_CLUSTER_TOKEN: the cluster's shared secret, hex).
+    worker), ``cluster_token`` (DTORCH_CLUSTER_TOKEN: the cluster's shared secret, hex) and
+    ``cluster_cpu_collectives`` (DTORCH_CLUSTER_CPU_COLLECTIVES: a controller's default for
+    ``MainNode.set_address(cpu_collectives=)``, "store" or "gloo"; checked there).
 
     Example:
         >>> Launch.from_environ({"RANK": "3", "WORLD_SIZE": "4"}).rank
@@ -281,6 +283,7 @@ class Launch:
     world_size: int | None = None
     local_rank: int | None = None
     cluster_token: str | None = field(default=None, repr=False)
+    cluster_cpu_collectives: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Launch:
@@ -296,4 +299,8 @@ class Launch:
             for name, (variable, parse) in number.items()
             if variable in source
         }
-        return cls(**values, cluster_token=source.get("DTORCH_CLUSTER_TOKEN"))
+        return cls(
+            **values,
+            cluster_token=source.get("DTORCH_CLUSTER_TOKEN"),
+            cluster_cpu_collectives=source.get("DTORCH_CLUSTER_CPU_COLLECTIVES"),
+        )

@@ -33,11 +33,12 @@ def tcp_sockets() -> list[TcpSocket]:
     return found
 
 
-def own_inodes() -> set[int]:
-    """The inodes of this process's sockets: sockets of other processes (another test's
-    listener on 127.0.0.3 may get the same port number) are not this test's."""
+def own_inodes(pid: int | None = None) -> set[int]:
+    """The inodes of this process's sockets (of process ``pid``'s, if given): sockets of other
+    processes (another test's listener on 127.0.0.3 may get the same port number) are not
+    this test's."""
     found = set()
-    for fd in Path("/proc/self/fd").iterdir():
+    for fd in Path(f"/proc/{pid or 'self'}/fd").iterdir():
         try:
             target = os.readlink(fd)
         except OSError:  # closed meanwhile

@@ -44,6 +44,7 @@ from dtorch.cluster.records import (
     ProgramRecord,
     StartRecord,
     WorkerRecord,
+    check_cpu_collectives,
     program_secret,
     record_key,
 )
@@ -93,6 +94,17 @@ def cluster_token(token: bytes | str | None) -> bytes:
     return token
 
 
+def _environ_cpu_collectives() -> str:
+    """DTORCH_CLUSTER_CPU_COLLECTIVES, else "store"; a bad value is refused, naming it."""
+    chosen = Launch.from_environ().cluster_cpu_collectives
+    if chosen is None:
+        return "store"
+    try:
+        return check_cpu_collectives(chosen)
+    except RendezvousError as error:
+        raise RendezvousError(f"DTORCH_CLUSTER_CPU_COLLECTIVES: {error}") from None
+
+
 class ClusterNode:
     """The controller's side of one cluster: the store, the sockets, the registered workers.
 
@@ -105,9 +117,10 @@ class ClusterNode:
     others; a timeout after the start refuses nothing either (the next call goes on with the
     started workers). ``close`` frees the store's port at once."""
 
-    def __init__(self, host: str, port: int, token: bytes) -> None:
+    def __init__(self, host: str, port: int, token: bytes, cpu_collectives: str = "store") -> None:
         self.token = token
         self.host = host
+        self.cpu_collectives = check_cpu_collectives(cpu_collectives)
         self.pool: ClusterPool | None = None
         self.refused: str | None = None  # the reason the cluster was refused
         self.started = False  # the start record is written
@@ -136,10 +149,19 @@ class ClusterNode:
         self.namespace = CommNamespace.create()
         self.keys = CurveKeys.from_secret(secret)
         self.channels = _open_channels(f"tcp://{self.host}:0", self.keys)
-        addresses = [c.address for c in self.channels]
+        publisher, puller, beats_out, beats_in = (c.address for c in self.channels)
         # the record names this store: a copy put in another controller's store is refused
         where = store_address(self.host, self.port)
-        program = ProgramRecord(nonce, where, self.namespace.instance_id, *addresses)
+        program = ProgramRecord(
+            nonce,
+            where,
+            self.namespace.instance_id,
+            publisher,
+            puller,
+            beats_out,
+            beats_in,
+            cpu_collectives=self.cpu_collectives,
+        )
         self.store.put(PROGRAM_KEY, program)
 
     @property
@@ -313,16 +335,33 @@ class MainNode:
 
     @classmethod
     def set_address(
-        cls, address: str, port: int | None = None, *, token: bytes | str | None = None
+        cls,
+        address: str,
+        port: int | None = None,
+        *,
+        token: bytes | str | None = None,
+        cpu_collectives: str | None = None,
     ) -> None:
-        """Serve the rendezvous store at ``address`` (``"HOST:PORT"``, or a host and ``port``)."""
+        """Serve the rendezvous store at ``address`` (``"HOST:PORT"``, or a host and ``port``).
+
+        ``cpu_collectives``: how the workers' CPU groups exchange tensors. ``"store"`` (the
+        default) authenticates every peer: shared memory between the workers of one host, the
+        network store (a password at the handshake, HMAC on every message) across hosts.
+        ``"gloo"`` runs groups of one rank per worker on Gloo, whose listeners accept anyone
+        who reaches the workers' ``--host`` interfaces: for private networks only (faster
+        across hosts: see docs/multi_host.md). None takes DTORCH_CLUSTER_CPU_COLLECTIVES,
+        else ``"store"``.
+        """
         host, number = parse_address(address if port is None else f"{address}:{port}")
+        # refused before a store is served
+        chosen = _environ_cpu_collectives() if cpu_collectives is None else cpu_collectives
+        check_cpu_collectives(chosen)
         with cls._lock:
             if cls._node is not None:
                 raise RendezvousError(
                     f"MainNode already serves {cls._node.address}; MainNode.close() first"
                 )
-            cls._node = ClusterNode(host, number, cluster_token(token))
+            cls._node = ClusterNode(host, number, cluster_token(token), chosen)
 
     @classmethod
     def _current(cls) -> ClusterNode:

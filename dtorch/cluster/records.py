@@ -53,11 +53,19 @@ def program_secret(token: bytes, nonce: str) -> bytes:
     return hmac.new(token, b"dtorch-program:" + nonce.encode(), hashlib.sha256).digest()
 
 
+#: How a cluster's CPU collective groups exchange tensors (``ProgramRecord.cpu_collectives``):
+#: "store" keeps them off Gloo, whose listeners authenticate nobody (shared memory between the
+#: workers of a host, the authenticated network store across hosts); "gloo" runs groups of one
+#: rank per worker on Gloo, on each worker's ``--host`` (the choice of ``CommTopology.cpu_gloo``).
+CPU_COLLECTIVES = ("store", "gloo")
+
+
 @dataclass(frozen=True, slots=True)
 class ProgramRecord:
-    """The controller's: its program's nonce and namespace, where its sockets listen, and
-    the store it is published in (``HOST:PORT``, the host as an IPv4 address): a copy of
-    the record in another controller's store is refused by that store's workers."""
+    """The controller's: its program's nonce and namespace, where its sockets listen, the
+    store it is published in (``HOST:PORT``, the host as an IPv4 address: a copy of the
+    record in another controller's store is refused by that store's workers), and how the
+    workers' CPU groups exchange tensors (one of ``CPU_COLLECTIVES``)."""
 
     nonce: str
     store: str
@@ -66,6 +74,10 @@ class ProgramRecord:
     puller: str
     beats_out: str
     beats_in: str
+    cpu_collectives: str
+
+    def __post_init__(self) -> None:
+        check_cpu_collectives(self.cpu_collectives)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,21 @@ class AbortRecord:
     waiting for the start record exit with this reason."""
 
     reason: str
+
+
+def check_cpu_collectives(choice: object) -> str:
+    """``choice`` if it is one of ``CPU_COLLECTIVES``; RendezvousError saying what is accepted.
+
+    Example:
+        >>> check_cpu_collectives("gloo")
+        'gloo'
+    """
+    if not isinstance(choice, str) or choice not in CPU_COLLECTIVES:
+        raise RendezvousError(
+            f"cpu_collectives is one of {list(CPU_COLLECTIVES)} (the network store and shared "
+            f"memory, or Gloo), got {choice!r}"
+        )
+    return choice
 
 
 _TYPES: dict[str, type] = {"int": int, "str": str, "tuple[str, ...]": tuple}

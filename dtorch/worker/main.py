@@ -15,8 +15,9 @@ store), derives the program secret, claims its rank (refused if another worker h
 registers itself (rank, host, pid, device kind), waits for the start record (every worker's
 host; it exits at once if the controller wrote an abort record instead), connects to the
 controller's sockets with CURVE, beats, and runs the same ``Worker`` loop as a worker of a
-local pool, with parts for a cluster: collective groups across hosts (Gloo or network stores,
-rendezvous in the store, bound to ``--host``, IPv4 only), the failure board in the store,
+local pool, with parts for a cluster: collective groups (by default shared memory on a host and
+network stores across hosts; Gloo if the controller asks for it), rendezvous in the store,
+listeners bound to ``--host``, IPv4 only; the failure board in the store,
 values inside the messages. It exits 0 after the controller's STOP, 2 once the controller is
 gone (5 s without a heartbeat), 3 on a fatal error.
 
@@ -259,12 +260,19 @@ def _claim(client: dist.Store, rank: int) -> None:
 
 
 def _groups(
-    options: WorkerOptions, store: SignedStore, namespace: CommNamespace, hosts: tuple[str, ...]
+    options: WorkerOptions,
+    store: SignedStore,
+    namespace: CommNamespace,
+    hosts: tuple[str, ...],
+    cpu_collectives: str,
 ) -> ThreadGroupManager:
     """The collective groups of this worker, across hosts (rendezvous in the store)."""
     host_of = {h: i for i, h in enumerate(dict.fromkeys(hosts))}
     topology = CommTopology.striped(
-        options.world_size, processes=True, hosts=tuple(host_of[h] for h in hosts)
+        options.world_size,
+        processes=True,
+        hosts=tuple(host_of[h] for h in hosts),
+        cpu_gloo=cpu_collectives == "gloo",  # the controller's choice, in its signed record
     )
     return ThreadGroupManager(
         topology,
@@ -312,7 +320,7 @@ def _serve(
         pusher = Pusher(program.puller, options.rank, keys=keys)
         opened.callback(pusher.close)
         board = StoreFailureBoard(store.store, namespace.secret)
-        groups = _groups(options, store, namespace, start.hosts)
+        groups = _groups(options, store, namespace, start.hosts, program.cpu_collectives)
         layout = PartyLayout(options.world_size, options.rank, 1)
         sink = PushSink(pusher, options.rank, shared_min=None)
         parts = WorkerParts(layout, sink, board, groups, lambda: None)

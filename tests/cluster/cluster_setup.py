@@ -25,7 +25,8 @@ TOKEN = "5a" * 32
 class Cluster:
     """A controller and its workers: ``per_host`` workers on each of ``hosts``. Through
     ``MainNode`` (the public API; one per process), or with ``main_node=False`` through a
-    ``ClusterNode`` of its own (tests that need a second cluster, e.g. to break it)."""
+    ``ClusterNode`` of its own (tests that need a second cluster, e.g. to break it);
+    ``cpu_collectives`` as ``MainNode.set_address`` takes it."""
 
     def __init__(
         self,
@@ -35,13 +36,14 @@ class Cluster:
         extra: Sequence[str] = (),
         main_node: bool = True,
         token: str = TOKEN,
+        cpu_collectives: str = "store",
     ) -> None:
         self.node: ClusterNode | None = None
         if main_node:
-            MainNode.set_address("127.0.0.1:0", token=TOKEN)
+            MainNode.set_address("127.0.0.1:0", token=TOKEN, cpu_collectives=cpu_collectives)
             self.address = MainNode.address()
         else:
-            self.node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN))
+            self.node = ClusterNode("127.0.0.1", 0, cluster_token(TOKEN), cpu_collectives)
             self.address = self.node.address
         self.token = token
         world = len(hosts) * per_host

@@ -19,6 +19,12 @@ torch.distributed when every caller holds one rank (Gloo / NCCL connect over TCP
 same-device backend over the network store (``STORE_NETWORK``); a group whose callers all sit on
 one host keeps the choice above.
 
+Gloo authenticates nobody: whoever reaches a rank's interface can connect to its listener.
+``cpu_gloo=False`` keeps CPU groups of processes off it: a group on one host then runs over the
+file store's shared memory, a group spanning hosts over the network store (HMAC on every
+message, a password at the handshake). A cluster's workers take that by default
+(``dtorch.cluster.MainNode.set_address(..., cpu_collectives=)``); CUDA groups keep NCCL.
+
 Example:
     >>> topology = CommTopology.threads([[0, 2], [1, 3]])
     >>> topology.group_callers((0, 1, 2))
@@ -32,6 +38,9 @@ Example:
     >>> callers, hosts = two_hosts.group_callers(ids), two_hosts.group_hosts(ids)
     >>> choose_backend(two_hosts, "cpu", callers, hosts)
     <BackendKind.STORE_NETWORK: 'store_network'>
+    >>> no_gloo = CommTopology.one_device_per_process([0, 1], cpu_gloo=False)
+    >>> choose_backend(no_gloo, "cpu", ((0,), (1,)))
+    <BackendKind.STORE_FILE: 'store_file'>
 """
 
 from __future__ import annotations
@@ -56,12 +65,14 @@ class BackendKind(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class CommTopology:
     """The device ids each caller holds; ``processes`` when callers are separate processes;
-    ``hosts`` the host index of each caller (empty: every caller on host 0)."""
+    ``hosts`` the host index of each caller (empty: every caller on host 0); ``cpu_gloo``
+    whether CPU groups of one-rank processes may run on Gloo (see the module doc)."""
 
     callers: tuple[tuple[int, ...], ...]
     processes: bool = False
     stride: int = 0  # > 0: caller i holds every device d with d % stride == i (open-ended)
     hosts: tuple[int, ...] = ()
+    cpu_gloo: bool = True
 
     def __post_init__(self) -> None:
         self._check_hosts()
@@ -102,15 +113,21 @@ class CommTopology:
 
     @classmethod
     def processes_holding(
-        cls, callers: Iterable[Iterable[int]], *, hosts: Iterable[int] = ()
+        cls, callers: Iterable[Iterable[int]], *, hosts: Iterable[int] = (), cpu_gloo: bool = True
     ) -> CommTopology:
         """Callers are processes, each holding the listed devices; caller i sits on host
         ``hosts[i]`` (default: all on this machine)."""
-        return cls(tuple(tuple(c) for c in callers), processes=True, hosts=tuple(hosts))
+        layout = tuple(tuple(c) for c in callers)
+        return cls(layout, processes=True, hosts=tuple(hosts), cpu_gloo=cpu_gloo)
 
     @classmethod
     def striped(
-        cls, num_callers: int, *, processes: bool = False, hosts: Iterable[int] = ()
+        cls,
+        num_callers: int,
+        *,
+        processes: bool = False,
+        hosts: Iterable[int] = (),
+        cpu_gloo: bool = True,
     ) -> CommTopology:
         """Logical devices of any id: caller ``d % num_callers`` holds ``d``. The callers are
         threads of this process (thread mode), or processes (a worker pool) with
@@ -122,14 +139,14 @@ class CommTopology:
             >>> CommTopology.striped(4, processes=True, hosts=[0, 0, 1, 1]).host_of(2)
             1
         """
-        return cls((), processes=processes, stride=num_callers, hosts=tuple(hosts))
+        return cls((), processes, num_callers, tuple(hosts), cpu_gloo)
 
     @classmethod
     def one_device_per_process(
-        cls, device_ids: Iterable[int], *, hosts: Iterable[int] = ()
+        cls, device_ids: Iterable[int], *, hosts: Iterable[int] = (), cpu_gloo: bool = True
     ) -> CommTopology:
         """Process mode: one worker process per device (process i on host ``hosts[i]``)."""
-        return cls(tuple((d,) for d in device_ids), processes=True, hosts=tuple(hosts))
+        return cls.processes_holding([[d] for d in device_ids], hosts=hosts, cpu_gloo=cpu_gloo)
 
     def host_of(self, caller: int) -> int:
         """The host index of caller ``caller`` (0 when the topology names no hosts)."""
@@ -176,6 +193,8 @@ def choose_backend(
     (``topology.group_hosts``; empty: one host); see the module doc."""
     if not topology.processes or len(callers) == 1:
         return BackendKind.STORE_MEMORY
+    if device_kind == "cpu" and not topology.cpu_gloo:  # no unauthenticated listener
+        return BackendKind.STORE_NETWORK if len(set(hosts)) > 1 else BackendKind.STORE_FILE
     if len(set(hosts)) > 1:
         return _across_hosts(device_kind, callers)
     if device_kind == "cuda" and GlobalOption.get_dtensor_in_same_device():

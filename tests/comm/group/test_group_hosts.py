@@ -261,6 +261,26 @@ def test_backend_choice_across_hosts() -> None:
     assert CommTopology.processes_holding([[0], [1]]).group_hosts((1, 0)) == (0, 0)
 
 
+@pytest.mark.parametrize("hosts", [(0, 1, 1), (1, 1, 1)], ids=["across-hosts", "one-host"])
+def test_without_gloo_cpu_groups_take_the_stores(hosts: tuple[int, ...]) -> None:
+    """``cpu_gloo=False`` (a cluster's default): CPU groups never run on Gloo's
+    unauthenticated listeners; CUDA groups keep NCCL, threads their memory store."""
+    store = BackendKind.STORE_NETWORK if len(set(hosts)) > 1 else BackendKind.STORE_FILE
+    for topology in (
+        CommTopology.one_device_per_process([0, 1, 2], hosts=hosts, cpu_gloo=False),
+        CommTopology.processes_holding([[0, 3], [1], [2]], hosts=hosts, cpu_gloo=False),
+        CommTopology.striped(3, processes=True, hosts=hosts, cpu_gloo=False),
+    ):
+        ids = (0, 1, 2)
+        callers, group_hosts = topology.group_callers(ids), topology.group_hosts(ids)
+        assert choose_backend(topology, "cpu", callers, group_hosts) is store
+        assert choose_backend(topology, "cuda", callers, group_hosts) is (
+            BackendKind.TORCH_DISTRIBUTED
+        )
+        assert choose_backend(topology, "cpu", ((0, 1, 2),), (1,)) is BackendKind.STORE_MEMORY
+    assert CommTopology.threads([[0], [1]]).cpu_gloo  # the comm layer's own default
+
+
 def test_bad_hosts_are_rejected() -> None:
     with pytest.raises(CommError, match="one int >= 0 per caller"):
         CommTopology.processes_holding([[0], [1]], hosts=[0])
