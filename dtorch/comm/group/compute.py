@@ -85,6 +85,20 @@ def all_gather_list_outputs(
     return {r: [_like(t, empty).copy_(t) for t in tensors] for r in ranks}
 
 
+def reduced(
+    pieces: Sequence[torch.Tensor], op: ReduceOp, empty: EmptyFn = torch_empty
+) -> torch.Tensor:
+    """The reduction of ``pieces`` (alike in shape) into a fresh tensor."""
+    return reduce_tensors(pieces, op, _like(pieces[0], empty))
+
+
+def concatenated(
+    pieces: Sequence[torch.Tensor], dim: int, empty: EmptyFn = torch_empty
+) -> torch.Tensor:
+    """``pieces`` concatenated along ``dim`` into a fresh tensor."""
+    return _cat(pieces, dim, empty)
+
+
 def reduce_scatter_outputs(
     tensors: Sequence[torch.Tensor],
     dim: int,
@@ -93,9 +107,7 @@ def reduce_scatter_outputs(
     empty: EmptyFn = torch_empty,
 ) -> RankTensors:
     """For each held rank r: the reduction of every tensor's chunk r along ``dim``."""
-    return _per_rank(
-        tensors, dim, ranks, lambda pieces: reduce_tensors(pieces, op, _like(pieces[0], empty))
-    )
+    return _per_rank(tensors, dim, ranks, lambda pieces: reduced(pieces, op, empty))
 
 
 def all_to_all_outputs(
@@ -107,7 +119,7 @@ def all_to_all_outputs(
 ) -> RankTensors:
     """For each held rank r: every tensor's chunk r along ``dst_dim``, concatenated along
     ``src_dim``."""
-    return _per_rank(tensors, dst_dim, ranks, lambda pieces: _cat(pieces, src_dim, empty))
+    return _per_rank(tensors, dst_dim, ranks, lambda pieces: concatenated(pieces, src_dim, empty))
 
 
 def broadcast_outputs(

@@ -67,7 +67,7 @@ Example (one caller holding every rank: no store, no waiting):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
 import torch
@@ -75,6 +75,7 @@ import torch
 from dtorch.comm.group import compute
 from dtorch.comm.group.backend import GroupBackend, GroupInfo, RankTensors, ScopeSource
 from dtorch.comm.group.buffers import EmptyFn, torch_empty
+from dtorch.comm.group.chunks import chunk_piece
 from dtorch.comm.group.reduce_op import ReduceOp, on_device
 from dtorch.comm.group.sizing import (
     COMBINE_MAX_BYTES,
@@ -86,10 +87,12 @@ from dtorch.comm.store import TensorStore
 from dtorch.comm.store.base import KeysTimeoutError, MeetingTimeoutError, PeerFailedError
 from dtorch.comm.store.memory import MemoryTensorStore
 from dtorch.errors import CommError, CommTimeoutError, PeerDiedError
-from dtorch.ir.sharding import chunk_sizes
+from dtorch.ir.sharding import chunk_bounds, chunk_sizes
 
 T = TypeVar("T")
 V = TypeVar("V")
+#: What an exchange's values are keyed by: a rank, or a (sender, reader) pair of ranks.
+K = TypeVar("K", int, tuple[int, int])
 
 #: A collective's outputs for the given ranks, from every rank's tensor.
 Compute = Callable[[dict[int, torch.Tensor], tuple[int, ...]], dict[int, V]]
@@ -143,12 +146,15 @@ class SameDeviceBackend(GroupBackend):
     def _exchange(
         self,
         collective: str,
-        publish: RankTensors,
-        need: tuple[int, ...],
-        check: PeerCheck,
-        finish: Callable[[dict[int, torch.Tensor]], T],
+        publish: Mapping[K, torch.Tensor],
+        need: tuple[K, ...],
+        check: Callable[[K, torch.Tensor], None],
+        finish: Callable[[dict[K, torch.Tensor]], T],
+        readers: int | None = None,
     ) -> T:
         """Publish ``publish``, read ``need`` from other callers, return ``finish(all)``.
+        Values are keyed by rank, each read by every other caller; or (``_addressed``) by
+        (sender, reader) rank pairs, each read by ``readers`` = 1 caller.
 
         Whatever fails on this caller, at any point, is told to the others through the store
         (``_abandon``) before it is raised here, and this caller's keys are dropped."""
@@ -158,12 +164,14 @@ class SameDeviceBackend(GroupBackend):
         scope, name = self._next(collective)
         if self._broken or store is None:
             raise self._refused(store, collective, scope)
-        keys = {r: f"{name}/rank{r}" for r in (*publish, *need)}
+        keys: dict[K, str] = {k: _key_name(name, k) for k in publish}
+        keys.update((k, _key_name(name, k)) for k in need)
+        consumers = len(self._callers) - 1 if readers is None else readers
         read: list[str] = []
         published: list[str] = []
         try:
             for rank, tensor in publish.items():
-                self._publish(store, collective, keys[rank], tensor)
+                self._publish(store, collective, keys[rank], tensor, consumers)
                 published.append(keys[rank])
             wanted = {r: keys[r] for r in need}
             got = dict(zip(need, self._read(store, collective, wanted), strict=True))
@@ -198,6 +206,42 @@ class SameDeviceBackend(GroupBackend):
         return self._exchange(
             collective, inputs, self._remote, check, lambda all_: compute(all_, ranks)
         )
+
+    def _addressed(
+        self,
+        collective: str,
+        inputs: RankTensors,
+        dim: int,
+        check: Callable[[tuple[int, int], torch.Tensor], None],
+        combine: Callable[[list[torch.Tensor]], torch.Tensor],
+    ) -> RankTensors:
+        """An exchange in which rank r uses only chunk r (along ``dim``) of every rank's tensor
+        (reduce-scatter, all-to-all), on a store whose reads move bytes: each chunk is
+        published for its reader alone, so each byte crosses once instead of every caller
+        reading every whole tensor. ``combine(chunk r of every rank, in rank order)`` is rank
+        r's output."""
+        world, ranks = self._info.world_size, self._info.ranks
+        publish = {
+            (s, r): chunk_piece(t, dim, world, r) for s, t in inputs.items() for r in self._remote
+        }
+        need = tuple((s, r) for r in ranks for s in self._remote)
+        device = self._first(inputs).device
+
+        def finish(pieces: dict[tuple[int, int], torch.Tensor]) -> RankTensors:
+            def piece(s: int, r: int) -> torch.Tensor:
+                got = pieces.get((s, r))
+                return chunk_piece(inputs[s], dim, world, r) if got is None else got
+
+            return {
+                r: combine([on_device(piece(s, r), device) for s in range(world)]) for r in ranks
+            }
+
+        return self._exchange(collective, publish, need, check, finish, readers=1)
+
+    def _addresses(self) -> bool:
+        """Whether chunk-wise exchanges take ``_addressed`` (alike on every caller: the
+        group's store kind is)."""
+        return self._store is not None and self._store.reads_move_bytes
 
     def _combined(
         self,
@@ -270,24 +314,27 @@ class SameDeviceBackend(GroupBackend):
         finally:
             self._pinned = ""
 
-    def _publish(self, store: TensorStore, collective: str, key: str, tensor: torch.Tensor) -> None:
+    def _publish(
+        self, store: TensorStore, collective: str, key: str, tensor: torch.Tensor, consumers: int
+    ) -> None:
         try:
-            store.src_set(key, tensor, len(self._callers) - 1)
+            store.src_set(key, tensor, consumers)
         except PeerFailedError as error:  # a consumer failed before this caller published
             raise self._peer_failed(collective, error) from None
 
     def _read(
-        self, store: TensorStore, collective: str, keys: dict[int, str]
+        self, store: TensorStore, collective: str, keys: Mapping[K, str]
     ) -> list[torch.Tensor]:
-        """The tensors of ``keys`` (rank -> key), all at once: one store transaction when
-        they are there already, instead of one per key."""
+        """The tensors of ``keys`` (rank, or (sender, reader) -> key), all at once: one store
+        transaction when they are there already, instead of one per key."""
         try:
             return store.dest_get_many(list(keys.values()))
         except PeerFailedError as error:
             raise self._peer_failed(collective, error) from None
         except KeysTimeoutError as error:
-            late = [rank for rank, key in keys.items() if key in error.keys] or list(keys)
-            raise self._timeout(collective, self._caller_of(late[0]), error) from None
+            late = [_sender(k) for k, key in keys.items() if key in error.keys]
+            first = late[0] if late else _sender(next(iter(keys)))
+            raise self._timeout(collective, self._caller_of(first), error) from None
         except PeerDiedError as error:
             raise self._died(collective, error) from None
 
@@ -431,6 +478,33 @@ class SameDeviceBackend(GroupBackend):
 
         return check
 
+    def _piece_like(
+        self,
+        collective: str,
+        mine: torch.Tensor,
+        dim: int,
+        free_dim: int | None = None,
+        sizes: tuple[int, ...] = (),
+    ) -> Callable[[tuple[int, int], torch.Tensor], None]:
+        """``_like`` for ``_addressed``: the piece rank s sent for rank r is chunk r (along
+        ``dim``) of a tensor like ``mine`` (``free_dim`` as long as ``sizes[s]``)."""
+        world = self._info.world_size
+
+        def check(key: tuple[int, int], tensor: torch.Tensor) -> None:
+            sender, reader = key
+            expected = list(mine.shape)
+            if free_dim is not None:
+                expected[free_dim] = sizes[sender]
+            expected[dim] = chunk_bounds(expected[dim], world, reader)[1]
+            if tensor.dtype != mine.dtype or list(tensor.shape) != expected:
+                raise CommError(
+                    f"{collective} on {self._info}: rank {sender} sent rank {reader} "
+                    f"{tensor.dtype} {list(tensor.shape)}; this caller expected {mine.dtype} "
+                    f"{expected}"
+                )
+
+        return check
+
     def _first(self, inputs: RankTensors) -> torch.Tensor:
         return inputs[self._info.ranks[0]]
 
@@ -457,6 +531,18 @@ class SameDeviceBackend(GroupBackend):
         shape = self._first(inputs).shape
         flat = {r: t.contiguous() for r, t in inputs.items()}
         world, ranks = self._info.world_size, self._info.ranks
+        if self._addresses():
+            lines = {r: t.view(-1) for r, t in flat.items()}
+            with self._one_scope("all_reduce"):
+                partial = self._addressed(
+                    "all_reduce",
+                    lines,
+                    0,
+                    self._piece_like("all_reduce", lines[ranks[0]], 0),
+                    lambda pieces: compute.reduced(pieces, op, self._empty),
+                )
+                gathered = self.all_gather(partial, 0, chunk_sizes(shape.numel(), world))
+            return {r: t.view(shape) for r, t in gathered.items()}
         with self._one_scope("all_reduce"):
             partial = self._exchange(
                 "all_reduce",
@@ -498,6 +584,14 @@ class SameDeviceBackend(GroupBackend):
 
     def reduce_scatter(self, inputs: RankTensors, dim: int, op: ReduceOp) -> RankTensors:
         first = self._first(inputs)
+        if self._addresses():
+            return self._addressed(
+                "reduce_scatter",
+                inputs,
+                dim,
+                self._piece_like("reduce_scatter", first, dim),
+                lambda pieces: compute.reduced(pieces, op, self._empty),
+            )
         return self._symmetric(
             "reduce_scatter",
             inputs,
@@ -512,6 +606,14 @@ class SameDeviceBackend(GroupBackend):
         self, inputs: RankTensors, src_dim: int, dst_dim: int, src_sizes: tuple[int, ...]
     ) -> RankTensors:
         first = self._first(inputs)
+        if self._addresses():
+            return self._addressed(
+                "all_to_all",
+                inputs,
+                dst_dim,
+                self._piece_like("all_to_all", first, dst_dim, src_dim, src_sizes),
+                lambda pieces: compute.concatenated(pieces, src_dim, self._empty),
+            )
         return self._symmetric(
             "all_to_all",
             inputs,
@@ -574,3 +676,16 @@ class SameDeviceBackend(GroupBackend):
         store, self._store = self._store, None
         if store is not None:
             store.close()
+
+
+def _key_name(name: str, key: int | tuple[int, int]) -> str:
+    """The store key of an exchange's value: ``<name>/rank<s>``, or ``<name>/rank<s>/for<r>``
+    for the piece rank s publishes for rank r alone."""
+    if isinstance(key, tuple):
+        return f"{name}/rank{key[0]}/for{key[1]}"
+    return f"{name}/rank{key}"
+
+
+def _sender(key: int | tuple[int, int]) -> int:
+    """The rank that publishes the value of ``key``."""
+    return key[0] if isinstance(key, tuple) else key

@@ -176,6 +176,10 @@ class TensorStore(ABC):
     rank: int
     #: Whether ``abort`` reaches the other participants (memory, file and network stores do).
     carries_aborts = False
+    #: Whether a read moves the value's bytes to the reader (the network store: over TCP,
+    #: hashed at both ends), so that a reader should get only the part it uses; the memory
+    #: and file stores hand out the producer's tensor or shared memory.
+    reads_move_bytes = False
 
     @abstractmethod
     def src_set(self, key: str, tensor: torch.Tensor, get_count: int) -> None:

@@ -322,6 +322,7 @@ class NetworkTensorStore(TensorStore):
     """
 
     carries_aborts = True
+    reads_move_bytes = True
 
     def __init__(
         self,
