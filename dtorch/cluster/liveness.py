@@ -14,6 +14,11 @@ Every beat carries the worker's pid: a beat for a rank from another pid than the
 registered it (a restarted worker that got past the store's rank claim) means the rank's
 registered process is gone, and ``on_replaced(worker, pid)`` says so at once.
 
+Once the controller counts a worker lost it says so on the beats channel (``LOST`` with the
+rank), and every worker's ``on_peer_lost(rank)`` runs on its beacon thread: a survivor blocked
+in a collective with the lost worker learns it there, within seconds, instead of at the comm
+timeout (a network store cannot see a peer on another host die).
+
 Example:
     >>> import os
     >>> from dtorch.transport import Publisher, Puller
@@ -48,7 +53,7 @@ from dtorch.transport.security import CurveKeys
 BEAT_SECONDS = 1.0
 #: Silence after which the other side counts as lost.
 LOST_AFTER_SECONDS = 5.0
-BEAT, BYE = b"beat", b"bye"
+BEAT, BYE, LOST = b"beat", b"bye", b"lost"
 
 _LOG = logging.getLogger(__name__)
 
@@ -127,7 +132,15 @@ class BeatMonitor:
         self._lost.add(worker)  # its registered process is gone: reported once, here
         if self._on_replaced is not None:
             self._on_replaced(worker, pid)
+        self._tell_lost(worker)
         return True
+
+    def _tell_lost(self, worker: int) -> None:
+        """Tell every worker that ``worker`` is lost (from this thread: the socket's own)."""
+        try:
+            self._out.send(LOST, [pack_u64(worker)])
+        except DTorchError as error:  # the survivors then wait for their own timeouts
+            _LOG.warning("heartbeats: could not tell the workers of worker %d: %s", worker, error)
 
     def _said_bye(self, worker: int) -> None:
         self._gone.add(worker)
@@ -150,6 +163,7 @@ class BeatMonitor:
             if silent > self._lost_after_s and worker not in self._lost | self._gone:
                 self._lost.add(worker)
                 self._on_lost(worker, silent)
+                self._tell_lost(worker)
 
     def stop(self) -> None:
         self._stop.set()
@@ -157,8 +171,9 @@ class BeatMonitor:
 
 
 class Beacon:
-    """A worker's side: beats to the controller, and ``on_gone()`` once the controller has
-    been silent for ``LOST_AFTER_SECONDS`` (or its sockets vanished)."""
+    """A worker's side: beats to the controller, ``on_gone()`` once the controller has been
+    silent for ``LOST_AFTER_SECONDS`` (or its sockets vanished), and ``on_peer_lost(rank)``
+    when the controller says another worker is lost."""
 
     def __init__(
         self,
@@ -167,10 +182,12 @@ class Beacon:
         rank: int,
         keys: CurveKeys,
         on_gone: Callable[[], None],
+        on_peer_lost: Callable[[int], None] = lambda rank: None,
     ) -> None:
         self._subscriber = Subscriber(beats_out, keys=keys, join_late=True)
         self._pusher = Pusher(beats_in, rank, keys=keys, timeout_s=BEAT_SECONDS)
         self._on_gone = on_gone
+        self._on_peer_lost = on_peer_lost
         self._pid = [pack_u64(os.getpid())]  # the controller checks it is the registered one
         self._stop = threading.Event()
         self._thread = DaemonThread(self._main, "dtorch-beacon")
@@ -184,8 +201,10 @@ class Beacon:
                 if now >= next_beat:
                     self._pusher.send(BEAT, self._pid)
                     next_beat = now + BEAT_SECONDS
-                if self._subscriber.poll(min(0.2, max(0.0, next_beat - now))) is not None:
+                message = self._subscriber.poll(min(0.2, max(0.0, next_beat - now)))
+                if message is not None:
                     last = time.monotonic()
+                    self._heard(message.kind, message.parts)
             except DTorchError as error:  # a send that cannot queue: the controller is gone
                 if self._stop.is_set():
                     return
@@ -193,6 +212,11 @@ class Beacon:
             if time.monotonic() - last > LOST_AFTER_SECONDS and not self._stop.is_set():
                 self._on_gone()
                 return
+
+    def _heard(self, kind: bytes, parts: tuple[memoryview, ...]) -> None:
+        """A beat, or the news that another worker is lost."""
+        if kind == LOST and len(parts) == 1 and len(parts[0]) == 8:
+            self._on_peer_lost(unpack_u64(parts[0]))
 
     def stop(self, *, bye: bool = False) -> None:
         """Stop beating; ``bye``: tell the controller this worker stopped on purpose."""

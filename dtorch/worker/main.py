@@ -73,6 +73,7 @@ from dtorch.comm.namespace import CommNamespace
 from dtorch.comm.promise.base import resolve_timeout
 from dtorch.errors import DeserializationError, DTorchError, RendezvousError
 from dtorch.options import Launch
+from dtorch.runtime.daemon import DaemonThread
 from dtorch.runtime.heap import allow_all_descriptors, keep_freed_memory
 from dtorch.runtime.host import PartyLayout
 from dtorch.runtime.process.values import PushSink
@@ -295,11 +296,19 @@ def run(options: WorkerOptions) -> int:
     secret = program_secret(options.token, program.nonce)
     keys = CurveKeys.from_secret(secret)
     namespace = CommNamespace(program.instance_id, secret=secret)
+    groups = _groups(options, store, namespace, start.hosts, program.cpu_collectives)
     # beats first: a controller that dies while this worker connects is noticed in 5 s (the
     # subscriber waits up to the ZeroMQ timeout for its publisher)
-    beacon = Beacon(program.beats_out, program.beats_in, options.rank, keys, _orphaned(namespace))
+    beacon = Beacon(
+        program.beats_out,
+        program.beats_in,
+        options.rank,
+        keys,
+        _orphaned(namespace),
+        on_peer_lost=_abandoning(groups),
+    )
     try:
-        return _serve(options, store, program, start, namespace, keys)
+        return _serve(options, store, program, namespace, keys, groups)
     finally:
         beacon.stop(bye=True)
         store.store.close()
@@ -309,9 +318,9 @@ def _serve(
     options: WorkerOptions,
     store: SignedStore,
     program: ProgramRecord,
-    start: StartRecord,
     namespace: CommNamespace,
     keys: CurveKeys,
+    groups: ThreadGroupManager,
 ) -> int:
     """Connect to the controller's sockets and run its batches until STOP; the exit status."""
     with contextlib.ExitStack() as opened:
@@ -320,11 +329,29 @@ def _serve(
         pusher = Pusher(program.puller, options.rank, keys=keys)
         opened.callback(pusher.close)
         board = StoreFailureBoard(store.store, namespace.secret)
-        groups = _groups(options, store, namespace, start.hosts, program.cpu_collectives)
         layout = PartyLayout(options.world_size, options.rank, 1)
         sink = PushSink(pusher, options.rank, shared_min=None)
         parts = WorkerParts(layout, sink, board, groups, lambda: None)
         return Worker(parts, subscriber, pusher, f"dtorch-w{options.rank}").run()
+
+
+def _abandoning(groups: ThreadGroupManager) -> Callable[[int], None]:
+    """What a worker does when the controller says another worker is lost: every collective
+    in flight or to come fails at once, so a kernel waiting for the lost worker ends and the
+    controller's STOP is read. A network store cannot see a peer on another host die: without
+    this the wait would last until the comm timeout."""
+
+    def lost(rank: int) -> None:
+        _LOG.warning("the controller lost worker %d: abandoning every collective", rank)
+        message = (
+            f"worker {rank} of the cluster is lost (no heartbeat reached the controller, or "
+            "another process beats as it)"
+        )
+        # on a thread of its own: telling a coordinator that is gone takes seconds, and the
+        # beacon must go on beating meanwhile
+        DaemonThread(groups.abandon, "dtorch-abandon", (message,))
+
+    return lost
 
 
 def _orphaned(namespace: CommNamespace) -> Callable[[], None]:

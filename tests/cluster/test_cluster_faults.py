@@ -84,25 +84,38 @@ def _ones_on_two_hosts(cluster: Cluster, n: int) -> tuple[dtorch.Graph, dtorch.T
     return graph, dtorch.ones(n, device_mesh=mesh, placements=[dtorch.Shard(0)], graph=graph)
 
 
-def test_a_collective_with_a_lost_worker_fails_with_its_death():
-    """The survivor's half of a collective fails first (Gloo: "connection reset by peer"),
-    seconds before the heartbeats' silence tells the controller the peer is gone: its failure
-    waits for that verdict, so the future raises the death (WorkerDiedError naming the worker),
-    as in process mode, not a KernelError quoting Gloo."""
-    cluster = Cluster(per_host=1, main_node=False)
+@pytest.mark.parametrize(
+    ("choice", "victim"),
+    [("store", 1), ("store", 0), ("gloo", 1)],
+    ids=["store-peer", "store-coordinator", "gloo"],
+)
+def test_a_collective_with_a_lost_worker_fails_with_its_death(choice: str, victim: int):
+    """The future raises the death (WorkerDiedError naming the worker) once the heartbeats'
+    silence tells the controller, as in process mode, not a KernelError quoting the backend.
+    Then the controller tells the survivor: it abandons the collective it waits in and exits
+    at the STOP. Gloo's survivor hears "connection reset by peer" itself; the network store's
+    (the default across hosts) would wait for the lost peer until the comm timeout, or, when
+    the lost worker served the store (``store-coordinator``), for its answer."""
+    cluster = Cluster(per_host=1, main_node=False, cpu_collectives=choice)
     try:
         graph, x = _ones_on_two_hosts(cluster, 4)
         assert x.sum().item() == 4.0
-        cluster.processes[1].send_signal(signal.SIGKILL)
-        cluster.processes[1].wait()
+        cluster.processes[victim].send_signal(signal.SIGKILL)
+        cluster.processes[victim].wait()
         start = time.monotonic()
-        with pytest.raises(WorkerDiedError, match=r"worker 1 \(devices 1, 3, .* 127\.0\.0\.3"):
+        host = f"127\\.0\\.0\\.{2 + victim}"
+        with pytest.raises(
+            WorkerDiedError, match=rf"worker {victim} \(devices {victim}, .* {host}"
+        ):
             x.sum().to_torch_async().get(timeout_s=20)
         assert time.monotonic() - start < 10.0
         graph.close()
     finally:
         codes = cluster.close()
-    assert codes[1] == -signal.SIGKILL, codes
+    assert codes[victim] == -signal.SIGKILL, codes
+    # the survivor ended its collective and read the STOP (an orphan, left waiting until the
+    # controller's beats end, exits 2)
+    assert codes[1 - victim] == 0, codes
 
 
 def test_a_worker_stalled_for_less_than_the_liveness_verdict_still_joins_new_groups():

@@ -80,3 +80,29 @@ def test_a_beat_from_another_pid_than_the_registered_one_is_a_replaced_worker() 
         monitor.stop()
         out.close()
         into.close()
+
+
+def test_a_lost_worker_is_told_to_the_others() -> None:
+    """The monitor says so on the beats channel once it counts a worker lost: a survivor's
+    beacon hears the rank (and abandons its collectives: a network store cannot see a peer on
+    another host die)."""
+    keys = CurveKeys.from_secret(os.urandom(32))
+    out = Publisher("tcp://127.0.0.1:0", keys=keys)
+    into = Puller("tcp://127.0.0.1:0", keys=keys)
+    heard: list[int] = []
+    monitor = BeatMonitor(out, into, workers=2, on_lost=lambda w, s: None, lost_after_s=1.0)
+    survivor = Beacon(out.address, into.address, 0, keys, lambda: None, heard.append)
+    victim = Beacon(out.address, into.address, 1, keys, lambda: None)
+    try:
+        monitor.wait_first_beats(10)
+        victim.stop()
+        deadline = time.monotonic() + 10
+        while not heard and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert heard == [1]
+    finally:
+        survivor.stop()
+        victim.stop()
+        monitor.stop()
+        out.close()
+        into.close()

@@ -108,6 +108,10 @@ class GroupBackend(ABC):
         """Tell this group's other callers that ``scope`` failed here: their collectives of
         that scope raise instead of waiting for this caller."""
 
+    def give_up(self) -> None:  # noqa: B027  (Gloo and NCCL cannot be interrupted)
+        """The group is abandoned: end this caller's waits on peers that may be gone, where
+        the backend can (``TensorStore.give_up``)."""
+
     @abstractmethod
     def reset(self) -> None:
         """Make the group usable again after failures, once every caller is idle."""

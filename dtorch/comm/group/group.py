@@ -208,6 +208,11 @@ class ThreadGroup:
         if self._backend is not None:
             self._backend.abort(scope, message)
 
+    def give_up(self) -> None:
+        """End this caller's waits on peers that may be gone (``GroupBackend.give_up``)."""
+        if self._backend is not None:
+            self._backend.give_up()
+
     def reset(self) -> None:
         """Repair the group once every caller is idle (``GroupBackend.reset``)."""
         if self._backend is not None:

@@ -172,7 +172,10 @@ class ThreadGroupManager:
 
     def abandon(self, message: str) -> None:
         """Fail every collective in flight and every later one with ``message``: a close
-        that drops queued work (the peer a caller waits for may never come)."""
+        that drops queued work, a cluster that lost a worker (the peer a caller waits for
+        may never come). The peers are told first (``abort``); then this caller stops
+        waiting where a told peer could not answer (``give_up``: a coordinator that is gone).
+        """
         with self._lock:
             self._abandoned = message
             names = list(self._active)
@@ -181,6 +184,8 @@ class ThreadGroupManager:
             for name in names:
                 with contextlib.suppress(CommError):  # a closed store: nobody waits there
                     group.abort(name, message)
+        for group in groups:
+            group.give_up()
 
     def current_scope(self) -> str:
         """The calling thread's scope ("": none)."""

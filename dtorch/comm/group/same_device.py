@@ -657,6 +657,10 @@ class SameDeviceBackend(GroupBackend):
         if self._store is not None:
             self._store.abort(scope, message)
 
+    def give_up(self) -> None:
+        if self._store is not None:
+            self._store.give_up()
+
     def reset(self) -> None:
         """Every caller is idle: forget the failures, drop any key left by a broken exchange,
         count exchanges from zero again (every caller resets together). Idle here means this

@@ -239,6 +239,11 @@ class TensorStore(ABC):
         """The message ``scope`` was aborted with, if it was."""
         return None
 
+    def give_up(self) -> None:  # noqa: B027  (nothing to do where aborts reach every wait)
+        """Every wait of this participant, in flight or to come, ends now: its group was
+        abandoned. A store whose aborts go through a peer that may be gone (the network
+        store's coordinator) stops waiting for it here; the others need nothing."""
+
     def discard(self) -> None:
         """Forget every key this participant produced and still holds (after a broken
         exchange, once every participant is idle: a repaired group starts clean)."""

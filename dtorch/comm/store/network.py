@@ -169,6 +169,10 @@ class _Client:
         """Whether the coordinator let a request of this connection go unanswered."""
         return self._silenced.is_set()
 
+    def silence(self) -> None:
+        """Take the coordinator for silent: waits end within a health slice."""
+        self._silenced.set()
+
     def revive(self) -> None:
         """Try the coordinator again (a repaired group: it may only have been slow)."""
         self._silenced.clear()
@@ -476,6 +480,14 @@ class NetworkTensorStore(TensorStore):
         finally:
             line.close()
         return True
+
+    def give_up(self) -> None:
+        """Silence the coordinator's connection: a call waiting for it raises within
+        ``_HEALTH_SLICE_S`` and later ones at once (an abort cannot end a wait whose
+        coordinator is gone)."""
+        client = self._client
+        if client is not None:
+            client.silence()
 
     def aborted(self, scope: str) -> str | None:
         if not is_scope(scope):  # no key has it as its scope: never aborted

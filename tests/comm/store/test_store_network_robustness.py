@@ -292,3 +292,32 @@ def test_tensor_descriptions_that_no_tensor_could_have_are_refused() -> None:
     with pytest.raises(CommError, match="negative dimension"):
         tensor_meta([code, [2, -1]], 0)
     assert tensor_meta([code, [0, 3]], 0) == (torch.float32, (0, 3))
+
+
+def test_give_up_ends_a_wait_on_a_coordinator_that_is_gone(namespace):
+    """A cluster that lost a worker abandons its groups (``ThreadGroupManager.abandon``): an
+    abort cannot reach a coordinator that is gone, so the caller waiting there gives up
+    instead of waiting out the comm timeout."""
+    import threading
+
+    with two_ranks(namespace) as (rank0, rank1):
+        assert rank0._coordinator is not None
+        rank0._coordinator.stop()
+        failures: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                rank1.dest_get("op1/k")
+            except BaseException as error:
+                failures.append(error)
+
+        with GlobalOption.override(comm_timeout_second=60):
+            waiter = threading.Thread(target=wait, daemon=True)
+            waiter.start()
+            time.sleep(0.5)
+            start = time.monotonic()
+            rank1.give_up()
+            waiter.join(5.0)
+        assert not waiter.is_alive() and time.monotonic() - start < 1.0
+        assert isinstance(failures[0], CommTimeoutError), failures
+        assert rank1._live_client().silenced  # later calls fail at once, until a repair
