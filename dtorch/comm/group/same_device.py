@@ -92,7 +92,7 @@ from dtorch.ir.sharding import chunk_bounds, chunk_sizes
 T = TypeVar("T")
 V = TypeVar("V")
 #: What an exchange's values are keyed by: a rank, or a (sender, reader) pair of ranks.
-K = TypeVar("K", int, tuple[int, int])
+K = TypeVar("K", bound=int | tuple[int, int])
 
 #: A collective's outputs for the given ranks, from every rank's tensor.
 Compute = Callable[[dict[int, torch.Tensor], tuple[int, ...]], dict[int, V]]
@@ -150,11 +150,10 @@ class SameDeviceBackend(GroupBackend):
         need: tuple[K, ...],
         check: Callable[[K, torch.Tensor], None],
         finish: Callable[[dict[K, torch.Tensor]], T],
-        readers: int | None = None,
     ) -> T:
         """Publish ``publish``, read ``need`` from other callers, return ``finish(all)``.
-        Values are keyed by rank, each read by every other caller; or (``_addressed``) by
-        (sender, reader) rank pairs, each read by ``readers`` = 1 caller.
+        Values are keyed by rank, each read by every other caller, or (``_addressed``) by
+        (sender, reader) rank pairs, each read by the reader's caller alone.
 
         Whatever fails on this caller, at any point, is told to the others through the store
         (``_abandon``) before it is raised here, and this caller's keys are dropped."""
@@ -166,12 +165,12 @@ class SameDeviceBackend(GroupBackend):
             raise self._refused(store, collective, scope)
         keys: dict[K, str] = {k: _key_name(name, k) for k in publish}
         keys.update((k, _key_name(name, k)) for k in need)
-        consumers = len(self._callers) - 1 if readers is None else readers
         read: list[str] = []
         published: list[str] = []
         try:
             for rank, tensor in publish.items():
-                self._publish(store, collective, keys[rank], tensor, consumers)
+                readers = 1 if isinstance(rank, tuple) else len(self._callers) - 1
+                self._publish(store, collective, keys[rank], tensor, readers)
                 published.append(keys[rank])
             wanted = {r: keys[r] for r in need}
             got = dict(zip(need, self._read(store, collective, wanted), strict=True))
@@ -214,20 +213,25 @@ class SameDeviceBackend(GroupBackend):
         dim: int,
         check: Callable[[tuple[int, int], torch.Tensor], None],
         combine: Callable[[list[torch.Tensor]], torch.Tensor],
+        shapes: tuple[dict[int, torch.Tensor], PeerCheck] | None = None,
     ) -> RankTensors:
         """An exchange in which rank r uses only chunk r (along ``dim``) of every rank's tensor
         (reduce-scatter, all-to-all), on a store whose reads move bytes: each chunk is
         published for its reader alone, so each byte crosses once instead of every caller
         reading every whole tensor. ``combine(chunk r of every rank, in rank order)`` is rank
-        r's output."""
+        r's output. ``shapes`` (held rank -> its input's shape as a tensor, and their check) go
+        to every other caller too: flattened inputs' chunks alone do not show a peer's shape."""
         world, ranks = self._info.world_size, self._info.ranks
-        publish = {
+        publish: dict[int | tuple[int, int], torch.Tensor] = {
             (s, r): chunk_piece(t, dim, world, r) for s, t in inputs.items() for r in self._remote
         }
-        need = tuple((s, r) for r in ranks for s in self._remote)
+        need: tuple[int | tuple[int, int], ...] = tuple((s, r) for r in ranks for s in self._remote)
+        if shapes is not None:
+            publish.update(shapes[0].items())
+            need += self._remote
         device = self._first(inputs).device
 
-        def finish(pieces: dict[tuple[int, int], torch.Tensor]) -> RankTensors:
+        def finish(pieces: dict[int | tuple[int, int], torch.Tensor]) -> RankTensors:
             def piece(s: int, r: int) -> torch.Tensor:
                 got = pieces.get((s, r))
                 return chunk_piece(inputs[s], dim, world, r) if got is None else got
@@ -236,7 +240,13 @@ class SameDeviceBackend(GroupBackend):
                 r: combine([on_device(piece(s, r), device) for s in range(world)]) for r in ranks
             }
 
-        return self._exchange(collective, publish, need, check, finish, readers=1)
+        def either(key: int | tuple[int, int], tensor: torch.Tensor) -> None:
+            if isinstance(key, tuple):
+                check(key, tensor)
+            elif shapes is not None:
+                shapes[1](key, tensor)
+
+        return self._exchange(collective, publish, need, either, finish)
 
     def _addresses(self) -> bool:
         """Whether chunk-wise exchanges take ``_addressed`` (alike on every caller: the
@@ -533,6 +543,17 @@ class SameDeviceBackend(GroupBackend):
         world, ranks = self._info.world_size, self._info.ranks
         if self._addresses():
             lines = {r: t.view(-1) for r, t in flat.items()}
+            shapes = {r: torch.tensor(t.shape, dtype=torch.int64) for r, t in flat.items()}
+            dtype = lines[ranks[0]].dtype
+
+            def shape_check(rank: int, shape: torch.Tensor) -> None:  # as ``check``'s
+                expected = list(flat[ranks[0]].shape)
+                if shape.tolist() != expected:
+                    raise CommError(
+                        f"all_reduce on {self._info}: rank {rank} passed {dtype} "
+                        f"{shape.tolist()}; this caller expected {dtype} {expected}"
+                    )
+
             with self._one_scope("all_reduce"):
                 partial = self._addressed(
                     "all_reduce",
@@ -540,6 +561,7 @@ class SameDeviceBackend(GroupBackend):
                     0,
                     self._piece_like("all_reduce", lines[ranks[0]], 0),
                     lambda pieces: compute.reduced(pieces, op, self._empty),
+                    (shapes, shape_check),
                 )
                 gathered = self.all_gather(partial, 0, chunk_sizes(shape.numel(), world))
             return {r: t.view(shape) for r, t in gathered.items()}

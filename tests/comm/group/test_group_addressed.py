@@ -150,3 +150,20 @@ def test_a_peer_whose_tensor_does_not_fit_fails_everyone_at_once(collective: str
     after = _outputs([result for _, _, result in results])
     for rank in range(WORLD):
         torch.testing.assert_close(after[rank], torch.full((2,), 6.0))
+
+
+def test_a_large_all_reduce_refuses_a_peer_of_another_shape_with_as_many_elements() -> None:
+    """The flattened chunks of a [512, 512] and a [1024, 256] tensor fit alike: the shapes
+    travel beside them, and a mismatch fails every caller, as the whole tensors' check did."""
+
+    def fn(group: Any, held: list[int]) -> str:
+        shape = (1024, 256) if held == [3] else (512, 512)
+        try:
+            group.all_reduce({r: torch.ones(shape) for r in held})
+        except CommError as error:
+            return str(error)
+        return "no error"
+
+    messages = _run(fn)
+    assert all(m != "no error" for m in messages), messages
+    assert any("rank 3 passed torch.float32 [1024, 256]" in m for m in messages), messages
