@@ -34,7 +34,9 @@ def _like(value: torch.Tensor, empty: EmptyFn, shape: Sequence[int] | None = Non
     return empty(value.shape if shape is None else shape, value.dtype, value.device)
 
 
-def _cat(pieces: Sequence[torch.Tensor], dim: int, empty: EmptyFn) -> torch.Tensor:
+def concatenated(
+    pieces: Sequence[torch.Tensor], dim: int, empty: EmptyFn = torch_empty
+) -> torch.Tensor:
     """``torch.cat`` along ``dim`` into one buffer from ``empty`` (pieces may differ in length)."""
     shape = list(pieces[0].shape)
     shape[dim] = sum(p.shape[dim] for p in pieces)
@@ -75,7 +77,7 @@ def all_gather_outputs(
     tensors: Sequence[torch.Tensor], dim: int, ranks: Sequence[int], empty: EmptyFn = torch_empty
 ) -> RankTensors:
     """Each held rank's copy of all tensors concatenated along ``dim``."""
-    return fan_out(_cat(tensors, dim, empty), ranks, empty)
+    return fan_out(concatenated(tensors, dim, empty), ranks, empty)
 
 
 def all_gather_list_outputs(
@@ -90,13 +92,6 @@ def reduced(
 ) -> torch.Tensor:
     """The reduction of ``pieces`` (alike in shape) into a fresh tensor."""
     return reduce_tensors(pieces, op, _like(pieces[0], empty))
-
-
-def concatenated(
-    pieces: Sequence[torch.Tensor], dim: int, empty: EmptyFn = torch_empty
-) -> torch.Tensor:
-    """``pieces`` concatenated along ``dim`` into a fresh tensor."""
-    return _cat(pieces, dim, empty)
 
 
 def reduce_scatter_outputs(

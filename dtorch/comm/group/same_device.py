@@ -67,7 +67,7 @@ Example (one caller holding every rank: no store, no waiting):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
 import torch
@@ -480,11 +480,8 @@ class SameDeviceBackend(GroupBackend):
             expected = list(mine.shape)
             if free_dim is not None:
                 expected[free_dim] = sizes[rank]
-            if tensor.dtype != mine.dtype or list(tensor.shape) != expected:
-                raise CommError(
-                    f"{collective} on {self._info}: rank {rank} passed {tensor.dtype} "
-                    f"{list(tensor.shape)}; this caller expected {mine.dtype} {expected}"
-                )
+            what = f"rank {rank} passed"
+            self._refuse_unlike(collective, what, tensor.dtype, tensor.shape, mine.dtype, expected)
 
         return check
 
@@ -506,14 +503,26 @@ class SameDeviceBackend(GroupBackend):
             if free_dim is not None:
                 expected[free_dim] = sizes[sender]
             expected[dim] = chunk_bounds(expected[dim], world, reader)[1]
-            if tensor.dtype != mine.dtype or list(tensor.shape) != expected:
-                raise CommError(
-                    f"{collective} on {self._info}: rank {sender} sent rank {reader} "
-                    f"{tensor.dtype} {list(tensor.shape)}; this caller expected {mine.dtype} "
-                    f"{expected}"
-                )
+            what = f"rank {sender} sent rank {reader}"
+            self._refuse_unlike(collective, what, tensor.dtype, tensor.shape, mine.dtype, expected)
 
         return check
+
+    def _refuse_unlike(
+        self,
+        collective: str,
+        what: str,
+        dtype: torch.dtype,
+        shape: Sequence[int],
+        mine: torch.dtype,
+        expected: list[int],
+    ) -> None:
+        """CommError unless a peer's value (``what`` says whose) is ``mine`` ``expected``."""
+        if dtype != mine or list(shape) != expected:
+            raise CommError(
+                f"{collective} on {self._info}: {what} {dtype} {list(shape)}; this caller "
+                f"expected {mine} {expected}"
+            )
 
     def _first(self, inputs: RankTensors) -> torch.Tensor:
         return inputs[self._info.ranks[0]]
@@ -548,11 +557,9 @@ class SameDeviceBackend(GroupBackend):
 
             def shape_check(rank: int, shape: torch.Tensor) -> None:  # as ``check``'s
                 expected = list(flat[ranks[0]].shape)
-                if shape.tolist() != expected:
-                    raise CommError(
-                        f"all_reduce on {self._info}: rank {rank} passed {dtype} "
-                        f"{shape.tolist()}; this caller expected {dtype} {expected}"
-                    )
+                self._refuse_unlike(
+                    "all_reduce", f"rank {rank} passed", dtype, shape.tolist(), dtype, expected
+                )
 
             with self._one_scope("all_reduce"):
                 partial = self._addressed(
