@@ -4,8 +4,11 @@
 assignments (``t += x``, ``t //= x``, ``t <<= x``, ...), ``add_``/``sub_``/``mul_``/``div_``/
 ``floor_divide_``/``remainder_``/``pow_``, the bitwise ones, ``clamp_``/``clip_``,
 ``fill_``/``zero_`` and ``normal_``/``uniform_``. Each changes ``self``'s values in place,
-seen by every alias and view of it: the out-of-place operator runs, and its result is written
-back in ``self``'s placements (``dtorch.api.ops.convert.assign``).
+seen by every alias and view of it. The binary arithmetic is one operator whose devices write
+``self``'s shards where the result has ``self``'s dtype, shape and placements
+(``dtorch.api.ops.elementwise.binary_in_place``); otherwise, and for the others, the
+out-of-place operator runs and its result is written back in ``self``'s placements
+(``dtorch.api.ops.convert.assign``).
 
 Example:
     >>> import dtorch
@@ -24,9 +27,17 @@ from dtorch.api.ops import convert as _cv
 from dtorch.api.ops import elementwise as _ew
 from dtorch.api.ops import fill as _fl
 from dtorch.api.ops import random_fill as _rf
+from dtorch.ir.opkind import BinaryKind
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
+
+#: ``div``'s rounding modes: the operator of each, and its name out of place.
+_DIVISIONS: dict[str | None, tuple[BinaryKind, str]] = {
+    None: (BinaryKind.DIV, "div"),
+    "floor": (BinaryKind.FLOOR_DIV, "floor_divide"),
+    "trunc": (BinaryKind.TRUNC_DIV, "div"),
+}
 
 
 class TensorInPlace:
@@ -73,10 +84,12 @@ class TensorInPlace:
 
     @_cv.writer
     def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
-        """``self + alpha * other`` in place, as torch's ``add_`` (``t += other``): the result
-        is written back in ``self``'s placements (a Replicate ``self`` plus a sharded ``other``
-        is redistributed back to Replicate), every alias and view of ``self`` sees it, and a
-        result dtype that does not cast back to ``self``'s is refused. Returns ``self``.
+        """``self + alpha * other`` in place, as torch's ``add_`` (``t += other``): each
+        device adds into its shard where the sum has ``self``'s dtype, shape and placements;
+        otherwise the sum is written back in ``self``'s placements (a Replicate ``self`` plus
+        a sharded ``other`` is redistributed back to Replicate). Every alias and view of
+        ``self`` sees it, and a result dtype that does not cast back to ``self``'s is refused.
+        Returns ``self``.
 
         Example:
             >>> import dtorch
@@ -84,8 +97,7 @@ class TensorInPlace:
             >>> t.add_(1) is t, t.tolist()
             (True, [1.0, 2.0, 3.0])
         """
-        _cv.fits("add_", self, other)
-        return _cv.assign("add_", self, _ew.add(self, other, alpha=alpha))
+        return _ew.binary_in_place("add_", BinaryKind.ADD, "add", self, other, alpha)
 
     @_cv.writer
     def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
@@ -97,8 +109,7 @@ class TensorInPlace:
             >>> t.sub_(1, alpha=2) is t, t.tolist()
             (True, [-2.0, -1.0, 0.0])
         """
-        _cv.fits("sub_", self, other)
-        return _cv.assign("sub_", self, _ew.sub(self, other, alpha=alpha))
+        return _ew.binary_in_place("sub_", BinaryKind.SUB, "sub", self, other, alpha)
 
     @_cv.writer
     def mul_(self: Tensor, other: Any) -> Tensor:
@@ -112,8 +123,7 @@ class TensorInPlace:
             >>> t.mul_(2) is t, t.tolist()
             (True, [0, 2, 4])
         """
-        _cv.fits("mul_", self, other)
-        return _cv.assign("mul_", self, _ew.mul(self, other))
+        return _ew.binary_in_place("mul_", BinaryKind.MUL, "mul", self, other)
 
     @_cv.writer
     def div_(self: Tensor, other: Any, *, rounding_mode: str | None = None) -> Tensor:
@@ -127,8 +137,11 @@ class TensorInPlace:
             >>> t.div_(2, rounding_mode="floor") is t, t.tolist()
             (True, [2.0, -3.0])
         """
-        _cv.fits("div_", self, other)
-        return _cv.assign("div_", self, _ew.div(self, other, rounding_mode=rounding_mode))
+        if rounding_mode not in _DIVISIONS:  # div's own ValueError names what is accepted
+            _cv.fits("div_", self, other)
+            return _cv.assign("div_", self, _ew.div(self, other, rounding_mode=rounding_mode))
+        kind, inner = _DIVISIONS[rounding_mode]
+        return _ew.binary_in_place("div_", kind, inner, self, other)
 
     @_cv.writer
     def floor_divide_(self: Tensor, other: Any) -> Tensor:
@@ -141,8 +154,9 @@ class TensorInPlace:
             >>> t.floor_divide_(2) is t, t.tolist()
             (True, [2, -3])
         """
-        _cv.fits("floor_divide_", self, other)
-        return _cv.assign("floor_divide_", self, _ew.floor_divide(self, other))
+        return _ew.binary_in_place(
+            "floor_divide_", BinaryKind.FLOOR_DIV, "floor_divide", self, other
+        )
 
     @_cv.writer
     def remainder_(self: Tensor, other: Any) -> Tensor:
@@ -155,8 +169,7 @@ class TensorInPlace:
             >>> t.remainder_(3) is t, t.tolist()
             (True, [2, 1])
         """
-        _cv.fits("remainder_", self, other)
-        return _cv.assign("remainder_", self, _ew.remainder(self, other))
+        return _ew.binary_in_place("remainder_", BinaryKind.REMAINDER, "remainder", self, other)
 
     @_cv.writer
     def pow_(self: Tensor, exponent: Any) -> Tensor:
@@ -168,8 +181,7 @@ class TensorInPlace:
             >>> t.pow_(2) is t, t.tolist()
             (True, [0, 1, 4, 9])
         """
-        _cv.fits("pow_", self, exponent)
-        return _cv.assign("pow_", self, _ew.pow(self, exponent))
+        return _ew.binary_in_place("pow_", BinaryKind.POW, "pow", self, exponent)
 
     @_cv.writer
     def bitwise_and_(self: Tensor, other: Any) -> Tensor:
@@ -182,8 +194,9 @@ class TensorInPlace:
             >>> t.bitwise_and_(6) is t, t.tolist()
             (True, [4, 2])
         """
-        _cv.fits("bitwise_and_", self, other)
-        return _cv.assign("bitwise_and_", self, _ew.bitwise_and(self, other))
+        return _ew.binary_in_place(
+            "bitwise_and_", BinaryKind.BITWISE_AND, "bitwise_and", self, other
+        )
 
     @_cv.writer
     def bitwise_or_(self: Tensor, other: Any) -> Tensor:
@@ -196,8 +209,7 @@ class TensorInPlace:
             >>> t.bitwise_or_(6) is t, t.tolist()
             (True, [14, 14])
         """
-        _cv.fits("bitwise_or_", self, other)
-        return _cv.assign("bitwise_or_", self, _ew.bitwise_or(self, other))
+        return _ew.binary_in_place("bitwise_or_", BinaryKind.BITWISE_OR, "bitwise_or", self, other)
 
     @_cv.writer
     def bitwise_xor_(self: Tensor, other: Any) -> Tensor:
@@ -210,8 +222,9 @@ class TensorInPlace:
             >>> t.bitwise_xor_(6) is t, t.tolist()
             (True, [10, 12])
         """
-        _cv.fits("bitwise_xor_", self, other)
-        return _cv.assign("bitwise_xor_", self, _ew.bitwise_xor(self, other))
+        return _ew.binary_in_place(
+            "bitwise_xor_", BinaryKind.BITWISE_XOR, "bitwise_xor", self, other
+        )
 
     @_cv.writer
     def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:

@@ -73,12 +73,16 @@ class BroadcastBinaryParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.BroadcastBinary
     """``a <op> b``; with ``scalar`` set, the one input is combined with that Python number,
     on the left when ``scalar_first`` (``2 - t``). ``alpha`` (ADD and SUB of two tensors only)
-    scales ``b`` inside torch's own kernel, in the result dtype: ``torch.add(a, b, alpha=)``."""
+    scales ``b`` inside torch's own kernel, in the result dtype: ``torch.add(a, b, alpha=)``.
+    ``in_place`` (torch's ``add_``, ``t *= 2``): the devices write the result into the first
+    input's shard, whose dtype, shape and placements the result must have (its one output is
+    that shard), sparing the temporary and the write-back copy."""
 
     binary: BinaryKind
     scalar: Scalar | None = None
     scalar_first: bool = False
     alpha: Scalar | None = None
+    in_place: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,9 @@ from dtorch.ir.rules.torch_ops import (
 Direct = Callable[..., torch.Tensor]
 
 
-def _binary(param: BroadcastBinaryParam) -> Direct:
+def _binary(param: BroadcastBinaryParam) -> Direct | None:
+    if param.in_place:  # the general kernel writes the shard and returns it
+        return None
     if param.scalar is None:
         if param.alpha is not None:
             return partial(binary_with_alpha, param.binary, alpha=param.alpha)

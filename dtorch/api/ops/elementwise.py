@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import TYPE_CHECKING, Any
@@ -20,9 +21,9 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import as_int
 from dtorch.api.handle import TensorBase, is_tensor
-from dtorch.api.ops.convert import cast
+from dtorch.api.ops.convert import assign, cast, fits
 from dtorch.api.ops.scalars import as_scalar
-from dtorch.api.record import not_a_tensor, record, record_one
+from dtorch.api.record import infer, not_a_tensor, record, record_one
 from dtorch.errors import UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
 from dtorch.ir.params import (
@@ -30,6 +31,7 @@ from dtorch.ir.params import (
     BaseMathParam,
     BroadcastBinaryParam,
 )
+from dtorch.ir.rules.elementwise import in_place_refusal
 from dtorch.ir.rules.promotion import alpha_binary_dtype
 from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
 from dtorch.ir.scalar import Scalar
@@ -122,6 +124,48 @@ def _scaled_binary(kind: BinaryKind, name: str, a: Any, b: Any, alpha: Any) -> T
         return binary(kind, name, a, _times(as_scalar(b), scale, dtype))
     factor = bool(alpha) if dtype == torch.bool else alpha  # ``number - alpha * tensor``
     return binary(kind, name, a, mul(cast(b, dtype), factor))  # type: ignore[arg-type]
+
+
+def binary_in_place(
+    name: str, kind: BinaryKind, inner: str, target: Tensor, other: Any, alpha: Any = 1
+) -> Tensor:
+    """torch's in-place ``target.<name>(other, alpha=alpha)`` of the operator ``kind`` (named
+    ``inner`` out of place): one operator whose devices write ``target``'s shards where the
+    result is exactly ``target``'s (dtype, shape and placements: ``in_place_refusal``);
+    otherwise the operator's result written back (``assign``), which casts, redistributes or
+    refuses as torch's in-place form does. Returns ``target``.
+
+    Example:
+        >>> import dtorch
+        >>> t = dtorch.arange(3.0)
+        >>> binary_in_place("mul_", BinaryKind.MUL, "mul", t, 2) is t, t.tolist()
+        (True, [0.0, 2.0, 4.0])
+    """
+    fits(name, target, other)
+    other = zero_dim(other, target)
+    found = _one_binary(kind, target, other, alpha)
+    if found is not None:
+        param, inputs = found
+        inference = infer(inner, param, inputs)[1]  # the out-of-place operator's refusals
+        if in_place_refusal(inference, target._operand) is None:
+            record(name, dataclasses.replace(param, in_place=True), inputs)
+            return target
+    return assign(name, target, _scaled_binary(kind, inner, target, other, alpha))
+
+
+def _one_binary(
+    kind: BinaryKind, target: TensorBase, other: Any, alpha: Any
+) -> tuple[BroadcastBinaryParam, tuple[TensorBase, ...]] | None:
+    """The one operator ``_scaled_binary`` records for ``target <kind> alpha * other`` (a
+    0-d torch ``other`` made a tensor already); None for a number scaled by ``alpha``, which
+    Python scales first."""
+    if isinstance(other, TensorBase):
+        if type(alpha) is int and alpha == 1:
+            return _TENSOR_PARAMS[kind], (target, other)
+        return BroadcastBinaryParam(kind, alpha=as_scalar(alpha)), (target, other)
+    if type(alpha) is int and alpha == 1:
+        return _scalar_param(kind, as_scalar(other), False), (target,)
+    return None
 
 
 def _check_alpha(kind: BinaryKind, name: str, a: Any, b: Any, alpha: Scalar) -> None:

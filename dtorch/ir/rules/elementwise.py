@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import cmath
+import dataclasses
 import functools
 from collections.abc import Sequence
 
@@ -154,8 +155,46 @@ def elementwise_placements(
 
 
 def binary_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
-    """``a <op> b``, or one tensor with a Python scalar on either side."""
+    """``a <op> b``, or one tensor with a Python scalar on either side; in place (``add_``),
+    only where the result is exactly the first input's (``in_place_refusal``): the API
+    records the in-place form only then, so this refuses a program built otherwise."""
     assert isinstance(param, BroadcastBinaryParam)
+    if param.in_place:
+        inference = _binary(name, dataclasses.replace(param, in_place=False), inputs)
+        refusal = in_place_refusal(inference, inputs[0])
+        if refusal is not None:
+            raise ParamError(f"{name}: cannot write the result in place: {refusal}")
+        return inference
+    return _binary(name, param, inputs)
+
+
+def in_place_refusal(inference: Inference, target: Operand) -> str | None:
+    """Why an elementwise result (``inference``) cannot be written into ``target``'s shards,
+    as an in-place operator's devices write it; None where it can: it has ``target``'s
+    dtype, shape and placements, and ``target`` is used where it is.
+
+    Example:
+        >>> from dtorch.ir.mesh import DeviceMesh
+        >>> from dtorch.ir.placement import Replicate, Shard
+        >>> mesh = DeviceMesh("cpu", [0, 1])
+        >>> a = Operand(0, (4,), torch.int64, mesh, (Shard(0),))
+        >>> half = binary_rule("div", BroadcastBinaryParam(BinaryKind.DIV, Scalar.of(2)), (a,))
+        >>> in_place_refusal(half, a)
+        "the result's dtype torch.float32 is not the tensor's, torch.int64"
+    """
+    out = inference.outputs[0]
+    if out.dtype != target.dtype:
+        return f"the result's dtype {out.dtype} is not the tensor's, {target.dtype}"
+    if out.shape != target.shape:
+        return f"the result's shape {list(out.shape)} is not the tensor's, {list(target.shape)}"
+    if out.placements != target.placements:
+        return f"the result's placements {out.placements} are not the tensor's, {target.placements}"
+    if inference.input_placement(0, target) != target.placements:
+        return "the tensor would be redistributed first"
+    return None
+
+
+def _binary(name: str, param: BroadcastBinaryParam, inputs: tuple[Operand, ...]) -> Inference:
     if param.scalar is not None:
         return _scalar_rule(name, param, inputs[0])
     a, b = inputs

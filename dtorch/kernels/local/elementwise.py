@@ -72,8 +72,15 @@ def _exact(param: BroadcastBinaryParam, inputs: Shards) -> bool:
 
 
 def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``a <op> b`` on the local shards, or one shard with the param's scalar."""
+    """``a <op> b`` on the local shards, or one shard with the param's scalar; in place, the
+    result written into ``a``'s shard, which is returned."""
     param: BroadcastBinaryParam = ctx.operator.param  # type: ignore[assignment]  # hottest
+    if param.in_place:
+        return [_binary_in_place(ctx, param, inputs)]
+    return [_binary(ctx, param, inputs)]
+
+
+def _binary(ctx: KernelContext, param: BroadcastBinaryParam, inputs: Shards) -> torch.Tensor:
     out = ctx.outputs[0].dtype
     cast = None
     if out.is_floating_point and not (param.binary is BinaryKind.LDEXP and _exact(param, inputs)):
@@ -82,9 +89,48 @@ def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
         inputs = floated(inputs, out)
     if param.scalar is None:
         if param.alpha is not None:
-            return [binary_with_alpha(param.binary, inputs[0], inputs[1], param.alpha)]
-        return [BINARY[param.binary](inputs[0], inputs[1])]
-    return [binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first, cast)]
+            return binary_with_alpha(param.binary, inputs[0], inputs[1], param.alpha)
+        return BINARY[param.binary](inputs[0], inputs[1])
+    return binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first, cast)
+
+
+#: torch's in-place forms of the binary operators that have one: ``fn(shard, other)``.
+IN_PLACE_BINARY: dict[BinaryKind, Callable[..., object]] = {
+    BinaryKind.ADD: torch.Tensor.add_,
+    BinaryKind.SUB: torch.Tensor.sub_,
+    BinaryKind.MUL: torch.Tensor.mul_,
+    BinaryKind.DIV: torch.Tensor.div_,
+}
+
+
+def _binary_in_place(
+    ctx: KernelContext, param: BroadcastBinaryParam, inputs: Shards
+) -> torch.Tensor:
+    """The result written into the first shard (the rule has checked that it has the shard's
+    dtype, shape and placements): torch's ``op_`` where there is one, else the result copied
+    in. An other shard sharing the target's memory (``t[1:] += t[:-1]``, which torch refuses
+    for the whole tensor) is read whole before the write, as the operator and copy read it."""
+    target = inputs[0]
+    fn = IN_PLACE_BINARY.get(param.binary)
+    if param.scalar is not None:
+        if fn is None or param.scalar_first:
+            return target.copy_(_binary(ctx, param, inputs))
+        fn(target, param.scalar.value)
+        return target
+    other = inputs[1]
+    if fn is None or _shares_memory(target, other):
+        return target.copy_(_binary(ctx, param, inputs))
+    if target.is_floating_point() and not _inexact(other):
+        other = other.to(target.dtype)  # an integer beside a float result: ``floated``'s cast
+    if param.alpha is None:
+        fn(target, other)
+    else:
+        fn(target, other, alpha=param.alpha.value)
+    return target
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 def math_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
