@@ -7,8 +7,8 @@ written the same way) loads strictly. Every constructor takes ``num_classes=``,
 ``device_mesh=`` (None: the default graph's default mesh) and ``dtype=``; the parameters are
 Replicate on every mesh dim, and a batch sharded on a ``dp`` mesh dim stays sharded through
 every layer (BatchNorm's training statistics are over the whole batch however it is sharded).
-The ReLUs are in place, as torchvision's are: each is one operator whose devices write the
-input's shards (no temporary, no copy).
+The ReLUs and the residual additions (``out += identity``) are in place, as torchvision's
+are: each is one operator whose devices write the input's shards (no temporary, no copy).
 
 * ``ResNet(block, layers)`` with ``BasicBlock`` (two 3x3 convs) or ``Bottleneck`` (1x1, 3x3,
   1x1 with 4x expansion), a 1x1-conv + BatchNorm ``downsample`` where the shape changes, the
@@ -79,7 +79,8 @@ class BasicBlock(nn.Module):
         identity = x if self.downsample is None else self.downsample(x)
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.bn2(self.conv2(out))
-        return self.relu(out + identity)
+        out += identity  # one operator writing ``out``'s shards, as torchvision's
+        return self.relu(out)
 
 
 class Bottleneck(nn.Module):
@@ -113,7 +114,8 @@ class Bottleneck(nn.Module):
         out = self.relu(self.bn1(self.conv1(x)))
         out = self.relu(self.bn2(self.conv2(out)))
         out = self.bn3(self.conv3(out))
-        return self.relu(out + identity)
+        out += identity
+        return self.relu(out)
 
 
 Block = type[BasicBlock] | type[Bottleneck]
