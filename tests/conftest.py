@@ -38,6 +38,7 @@ import dtorch  # noqa: E402 - after the cache dir is chosen
 from dtorch.ir.opkind import OpKind  # noqa: E402
 from tests.process_pool import ProcessPool  # noqa: E402
 from tests.runners import RUNNERS, PoolKeeper  # noqa: E402
+from tests.sampling import deselect  # noqa: E402
 
 POOL_WORKERS = 4  # the most processes one test uses (group, store and convert tests)
 
@@ -55,6 +56,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _remove_session_dir()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--every-case",
+        action="store_true",
+        help="run every parametrized case, none left out of a sample (tests/sampling.py)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default run leaves some cases out (``tests/sampling.py``)."""
+    deselect(config, items)
 
 
 @pytest.fixture(scope="session")
