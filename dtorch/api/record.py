@@ -214,6 +214,15 @@ def record(name: str, param: OpParam, inputs: tuple[TensorBase, ...]) -> tuple[T
     return _emit_inferred(graph, name, param, inputs, inference, span)
 
 
+def record_inferred(
+    name: str, param: OpParam, inputs: tuple[TensorBase, ...], found: tuple[Graph, Inference]
+) -> tuple[Tensor, ...]:
+    """``record`` with what ``infer`` found for ``inputs`` already (a caller that had to look
+    before choosing ``param``: an in-place form whose rule gives the same inference)."""
+    span = caller_span(_OWN_FRAMES, 2)
+    return _emit_inferred(found[0], name, param, inputs, found[1], span)
+
+
 def infer(name: str, param: OpParam, inputs: tuple[TensorBase, ...]) -> tuple[Graph, Inference]:
     """The graph of ``inputs`` and what ``record`` would infer for them, recording nothing:
     its refusals raise here (a composite checks a step before it writes anything)."""

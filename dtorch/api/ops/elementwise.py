@@ -23,7 +23,7 @@ from dtorch.api.dims import as_int
 from dtorch.api.handle import TensorBase, is_tensor
 from dtorch.api.ops.convert import assign, cast, fits
 from dtorch.api.ops.scalars import as_scalar
-from dtorch.api.record import infer, not_a_tensor, record, record_one
+from dtorch.api.record import infer, not_a_tensor, record, record_inferred, record_one
 from dtorch.errors import UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
 from dtorch.ir.params import (
@@ -143,14 +143,20 @@ def binary_in_place(
     """
     fits(name, target, other)
     other = zero_dim(other, target)
-    found = _one_binary(kind, target, other, alpha)
-    if found is not None:
-        param, inputs = found
-        inference = infer(inner, param, inputs)[1]  # the out-of-place operator's refusals
-        if in_place_refusal(inference, target._operand) is None:
-            record(name, dataclasses.replace(param, in_place=True), inputs)
+    one = _one_binary(kind, target, other, alpha)
+    if one is not None:
+        param, inputs = one
+        found = infer(inner, param, inputs)  # the out-of-place operator's refusals
+        if in_place_refusal(found[1], target._operand) is None:  # the in-place rule's check
+            record_inferred(name, _written(param), inputs, found)
             return target
     return assign(name, target, _scaled_binary(kind, inner, target, other, alpha))
+
+
+@functools.lru_cache(maxsize=1024)
+def _written(param: BroadcastBinaryParam) -> BroadcastBinaryParam:
+    # ``param``'s in-place form (cached: ``dataclasses.replace`` costs more than the write)
+    return dataclasses.replace(param, in_place=True)
 
 
 def _one_binary(
