@@ -238,6 +238,9 @@ class TensorInPlace:
             (True, [-1.0, 0.5, 1.0])
         """
         _cv.fits("clamp_", self, min, max)
+        param = _clamp.number_bounds(min, max)
+        if param is not None and _cv.wrote("clamp_", "clamp", param, (self,)):
+            return self
         return _cv.assign("clamp_", self, _clamp.clamp(self, min, max))
 
     clip_ = clamp_

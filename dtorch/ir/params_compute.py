@@ -254,8 +254,12 @@ class GridSampleParam(OpParam):
 @dataclass(frozen=True, slots=True)
 class ClampParam(OpParam):
     kind: ClassVar[OpKind] = OpKind.Clamp
+    """``clamp(x, min, max)`` with number bounds; ``in_place`` (``clamp_``, ``hardtanh_``):
+    the devices clamp the input's shard itself, as ``BroadcastBinaryParam.in_place``."""
+
     min: Scalar | None = None
     max: Scalar | None = None
+    in_place: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,21 +28,22 @@ import torch
 
 from dtorch.ir.operator import Operator
 from dtorch.ir.opkind import OpKind
-from dtorch.ir.params import ActivationParam, BroadcastBinaryParam, MaskedParam
+from dtorch.ir.params import ActivationParam, BroadcastBinaryParam, ClampParam, MaskedParam
 from dtorch.ir.report import Failure
 
 #: Kinds that change their first input in place and have no outputs: a failure poisons it.
 IN_PLACE_KINDS = frozenset({OpKind.Copy, OpKind.SetItem, OpKind.IndexPut})
 
 #: The params whose ``in_place`` form writes its first input and outputs that shard.
-_WRITERS = (MaskedParam, ActivationParam, BroadcastBinaryParam)
+_WRITERS = (MaskedParam, ActivationParam, BroadcastBinaryParam, ClampParam)
 
 
 def writes_first_input(op: Operator) -> bool:
     """Whether ``op`` changes its first input in place, so that a failure of ``op`` (its own,
     or a failed input passed on) fails that input too: an IN_PLACE_KINDS operator without
     outputs, or an in-place Masked (``masked_fill_``, ``masked_scatter_``), Activation
-    (``relu_``) or BroadcastBinary (``add_``), whose one output is the changed input itself."""
+    (``relu_``), BroadcastBinary (``add_``) or Clamp (``clamp_``), whose one output is the
+    changed input itself."""
     param = op.param
     if param.kind in IN_PLACE_KINDS:
         return not op.outputs

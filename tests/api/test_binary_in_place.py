@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import dtorch
+import dtorch.nn.functional as DF
 from dtorch.errors import ParamError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand
@@ -258,3 +260,71 @@ def test_the_rule_refuses_an_in_place_form_that_does_not_fit() -> None:
         ):
             binary_rule("add_", add, (target, other))
     assert binary_rule("add_", add, (floats, floats)).outputs[0].placements == (Shard(0),)
+
+
+#: name, torch's in-place clamp, dtorch's (the same spelling on dtorch tensors).
+_CLAMPS: list[tuple[str, Callable[[Any], Any], Callable[[Any], Any]]] = [
+    ("clamp_", lambda t: t.clamp_(1.0, 2.0), lambda t: t.clamp_(1.0, 2.0)),
+    ("clamp_ min", lambda t: t.clamp_(min=2), lambda t: t.clamp_(min=2)),
+    ("clip_ max", lambda t: t.clip_(max=1.5), lambda t: t.clip_(max=1.5)),
+    ("clamp_ of ints by floats", lambda t: t.clamp_(0.5, 1.5), lambda t: t.clamp_(0.5, 1.5)),
+    (
+        "F.hardtanh",
+        lambda t: F.hardtanh(t, 1.0, 2.0, inplace=True),
+        lambda t: DF.hardtanh(t, 1.0, 2.0, inplace=True),
+    ),
+    ("F.hardtanh_", lambda t: F.hardtanh_(t, 0.5, 1.5), lambda t: DF.hardtanh_(t, 0.5, 1.5)),
+    ("F.relu6", lambda t: F.relu6(t, inplace=True), lambda t: DF.relu6(t, inplace=True)),
+    ("nn.ReLU6", torch.nn.ReLU6(inplace=True), dtorch.nn.ReLU6(inplace=True)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "torch_call", "dtorch_call"), _CLAMPS, ids=[c[0] for c in _CLAMPS]
+)
+def test_in_place_clamps_write_the_tensor_and_its_views(  # type: ignore[no-untyped-def]
+    name, torch_call, dtorch_call, graph
+) -> None:
+    """``clamp_``, ``clip_``, ``hardtanh_`` and ``relu6``/``hardtanh`` with ``inplace=True`` on
+    a strided view of each layout: torch's values in the base, an alias and the view, its
+    refusals refused with nothing changed."""
+    for mesh_shape, layouts in (((2,), [[R], [S0], [S1]]), ((2, 2), [[S0, S1], [S1, R]])):
+        mesh = dtorch.init_device_mesh("cpu", mesh_shape)
+        for dtype in (torch.float32, torch.bfloat16, torch.int64):
+            base = _values((5, 8), dtype) - 1
+            index = (slice(1, None), slice(None, None, 2))
+            want = base.clone()
+            try:
+                torch_call(want[index])
+            except RuntimeError:
+                want = None
+            for layout in layouts:
+                context = f"{name} {dtype} {layout} on {mesh_shape}"
+                t = place(base, mesh, layout, graph)
+                alias, view = t, t[index]
+                if want is None:
+                    with pytest.raises(RuntimeError):
+                        dtorch_call(view)
+                    assert torch.equal(t.to_torch(), base), context
+                    continue
+                dtorch_call(view)
+                assert t.placements == layout, context
+                assert torch.equal(alias.to_torch(), want), context
+                assert torch.equal(view.to_torch(), want[index]), context
+
+
+def test_an_in_place_clamp_is_one_operator(graph: dtorch.Graph, kinds: list[OpKind]) -> None:
+    """``clamp_`` by numbers, ``hardtanh_`` and ``relu6(inplace=True)``: one Clamp each, no
+    Copy; ``clamp_`` by a tensor bound: the operators and the write-back, as before."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    full = torch.randn(6, 4, generator=_G) * 4
+    t = place(full, mesh, [S0], graph)
+    kinds.clear()
+    t.clamp_(-3.0, 3.0)
+    DF.hardtanh_(t, -2.0, 2.0)
+    DF.relu6(t, inplace=True)
+    assert kinds == [OpKind.Clamp] * 3
+    assert torch.equal(t.to_torch(), full.clamp(0.0, 2.0))
+    kinds.clear()
+    t.clamp_(max=place(torch.ones(6, 4), mesh, [S0], graph))
+    assert kinds[-1] is OpKind.Copy

@@ -22,7 +22,7 @@ from dtorch.api.ops import elementwise
 from dtorch.api.ops import reduce as _reduce
 from dtorch.api.ops.basic_index import slice_along
 from dtorch.api.ops.clamp import clamp
-from dtorch.api.ops.convert import activated, written
+from dtorch.api.ops.convert import activated
 from dtorch.api.ops.scalars import as_real
 from dtorch.api.ops.statistics import named_refusals
 from dtorch.api.record import tensor_arg
@@ -102,7 +102,9 @@ def hardtanh(
 
 def _hardtanh(input: Tensor, min_val: float, max_val: float, inplace: bool) -> Tensor:
     low, high = _bounds(input.dtype, min_val, max_val)
-    return written(input, lambda: clamp(input, low, high), inplace)
+    if inplace:  # one Clamp writing the shards, where it fits (``clamp_``)
+        return input.clamp_(low, high)
+    return clamp(input, low, high)
 
 
 def _bounds(dtype: torch.dtype, low: float, high: float) -> tuple[float, float]:

@@ -38,16 +38,30 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
         >>> dtorch.clamp(dtorch.tensor([-2, 0, 5]), min=-1, max=3).tolist()
         [-1, 0, 3]
     """
+    param = number_bounds(min, max)
+    if param is None:
+        return _clamp_tensors(input, zero_dim(min, input), zero_dim(max, input))
+    return record("clamp", param, (input,))[0]
+
+
+def number_bounds(min: Any, max: Any) -> ClampParam | None:
+    """The Clamp of number bounds ``min`` and ``max`` (None: a bound is a tensor, which
+    ``clamp`` computes otherwise); neither bound, or one of another type, is refused.
+
+    Example:
+        >>> number_bounds(0, 1.5).max.value, number_bounds(torch.tensor(0), torch.tensor(1))
+        (1.5, None)
+    """
     if min is None and max is None:
         raise ParamError("clamp: at least one of min and max must be given")
     if isinstance(min, TensorBase) or isinstance(max, TensorBase) or _torch_bounds(min, max):
-        return _clamp_tensors(input, zero_dim(min, input), zero_dim(max, input))
+        return None
     for bound in (min, max):
         if bound is not None and not is_scalar(bound):
             raise not_a_number("clamp: bounds", bound, "numbers")
     low = None if min is None else as_scalar(min)
     high = None if max is None else as_scalar(max)
-    return record("clamp", ClampParam(low, high), (input,))[0]
+    return ClampParam(low, high)
 
 
 def _clamp_tensors(input: Tensor, low: Any, high: Any) -> Tensor:

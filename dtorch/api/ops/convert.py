@@ -20,7 +20,14 @@ import torch
 from dtorch.api.dims import as_int
 from dtorch.api.graph import mesh_of
 from dtorch.api.handle import TensorBase
-from dtorch.api.record import record, record_one, redistribute_to, tensor_arg
+from dtorch.api.record import (
+    infer,
+    record,
+    record_inferred,
+    record_one,
+    redistribute_to,
+    tensor_arg,
+)
 from dtorch.api.redistribute import move, redistribute
 from dtorch.api.strides import ROW_MAJOR, is_contiguous, known, mark, overlapping, preserved
 from dtorch.errors import DtypeError, MeshError, ParamError, ShapeError
@@ -29,14 +36,16 @@ from dtorch.ir.dtypes import as_dtype, is_dtype
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.params import (
     ActivationParam,
+    BroadcastBinaryParam,
     CastParam,
+    ClampParam,
     CloneParam,
     ContiguousParam,
     CopyParam,
     IndexEntry,
 )
 from dtorch.ir.placement import Replicate
-from dtorch.ir.rules.elementwise import broadcast_or_reason
+from dtorch.ir.rules.elementwise import broadcast_or_reason, in_place_refusal
 
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
@@ -89,6 +98,37 @@ def activated(
         writable(name, input)
         record(name, dataclasses.replace(param, in_place=True), (input,))
     return input
+
+
+def wrote(name: str, inner: str, param: InPlaceParam, inputs: tuple[TensorBase, ...]) -> bool:
+    """Record ``param``'s in-place form (``name``), whose devices write ``inputs[0]``'s
+    shards, where the out-of-place result (``inner``) has that tensor's dtype, shape and
+    placements (``in_place_refusal``); False, recording nothing, where it has not (the
+    caller writes the result back). The out-of-place operator's refusals raise here.
+
+    Example:
+        >>> import dtorch
+        >>> from dtorch.ir.params import ClampParam
+        >>> from dtorch.ir.scalar import Scalar
+        >>> t = dtorch.tensor([-2.0, 3.0])
+        >>> wrote("clamp_", "clamp", ClampParam(Scalar.of(0.0)), (t,)), t.tolist()
+        (True, [0.0, 3.0])
+    """
+    found = infer(inner, param, inputs)
+    if in_place_refusal(found[1], inputs[0]._operand) is not None:
+        return False
+    record_inferred(name, _in_place_form(param), inputs, found)  # the in-place rule's check
+    return True
+
+
+#: The params with an in-place form (``wrote``).
+InPlaceParam = BroadcastBinaryParam | ClampParam
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_place_form(param: InPlaceParam) -> InPlaceParam:
+    # cached: ``dataclasses.replace`` costs more than the rest of an in-place call
+    return dataclasses.replace(param, in_place=True)
 
 
 def writer(fn: Callable[Concatenate[_T, _P], _R]) -> Callable[Concatenate[_T, _P], _R]:

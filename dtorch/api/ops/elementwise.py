@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import TYPE_CHECKING, Any
@@ -21,9 +20,9 @@ import torch
 from dtorch.api.create import beside
 from dtorch.api.dims import as_int
 from dtorch.api.handle import TensorBase, is_tensor
-from dtorch.api.ops.convert import assign, cast, fits
+from dtorch.api.ops.convert import assign, cast, fits, wrote
 from dtorch.api.ops.scalars import as_scalar
-from dtorch.api.record import infer, not_a_tensor, record, record_inferred, record_one
+from dtorch.api.record import not_a_tensor, record, record_one
 from dtorch.errors import UnsupportedDtypeError
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind
 from dtorch.ir.params import (
@@ -31,7 +30,6 @@ from dtorch.ir.params import (
     BaseMathParam,
     BroadcastBinaryParam,
 )
-from dtorch.ir.rules.elementwise import in_place_refusal
 from dtorch.ir.rules.promotion import alpha_binary_dtype
 from dtorch.ir.rules.torch_ops import SCALAR_DTYPES
 from dtorch.ir.scalar import Scalar
@@ -144,19 +142,9 @@ def binary_in_place(
     fits(name, target, other)
     other = zero_dim(other, target)
     one = _one_binary(kind, target, other, alpha)
-    if one is not None:
-        param, inputs = one
-        found = infer(inner, param, inputs)  # the out-of-place operator's refusals
-        if in_place_refusal(found[1], target._operand) is None:  # the in-place rule's check
-            record_inferred(name, _written(param), inputs, found)
-            return target
+    if one is not None and wrote(name, inner, *one):
+        return target
     return assign(name, target, _scaled_binary(kind, inner, target, other, alpha))
-
-
-@functools.lru_cache(maxsize=1024)
-def _written(param: BroadcastBinaryParam) -> BroadcastBinaryParam:
-    # ``param``'s in-place form (cached: ``dataclasses.replace`` costs more than the write)
-    return dataclasses.replace(param, in_place=True)
 
 
 def _one_binary(

@@ -35,7 +35,13 @@ import torch
 from dtorch.errors import ShapeError
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import ActivationKind, BinaryKind, MathKind, OpKind
-from dtorch.ir.params import ActivationParam, BaseMathParam, BroadcastBinaryParam, OpParam
+from dtorch.ir.params import (
+    ActivationParam,
+    BaseMathParam,
+    BroadcastBinaryParam,
+    ClampParam,
+    OpParam,
+)
 from dtorch.ir.rules.base import (
     DtypeError,
     Inference,
@@ -160,12 +166,20 @@ def binary_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Infer
     records the in-place form only then, so this refuses a program built otherwise."""
     assert isinstance(param, BroadcastBinaryParam)
     if param.in_place:
-        inference = _binary(name, dataclasses.replace(param, in_place=False), inputs)
-        refusal = in_place_refusal(inference, inputs[0])
-        if refusal is not None:
-            raise ParamError(f"{name}: cannot write the result in place: {refusal}")
-        return inference
+        return in_place_inference(name, binary_rule, param, inputs)
     return _binary(name, param, inputs)
+
+
+def in_place_inference(
+    name: str, rule: Rule, param: BroadcastBinaryParam | ClampParam, inputs: tuple[Operand, ...]
+) -> Inference:
+    """``rule``'s inference of ``param``'s out-of-place form, which its in-place form writes
+    into the first input's shards: refused (a ParamError) where it does not fit there."""
+    inference = rule(name, dataclasses.replace(param, in_place=False), inputs)
+    refusal = in_place_refusal(inference, inputs[0])
+    if refusal is not None:
+        raise ParamError(f"{name}: cannot write the result in place: {refusal}")
+    return inference
 
 
 def in_place_refusal(inference: Inference, target: Operand) -> str | None:

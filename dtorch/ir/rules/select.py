@@ -31,7 +31,11 @@ from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import ClampParam, MaskedParam, OpParam, WhereParam
 from dtorch.ir.rules.base import DtypeError, Inference, ParamError, Rule
-from dtorch.ir.rules.elementwise import broadcast_shapes, elementwise_placements
+from dtorch.ir.rules.elementwise import (
+    broadcast_shapes,
+    elementwise_placements,
+    in_place_inference,
+)
 from dtorch.ir.rules.ints import numbers_refusal
 from dtorch.ir.rules.promotion import (
     NUMBERS,
@@ -116,8 +120,11 @@ def _side(operand: Operand) -> Side:
 
 
 def clamp_rule(name: str, param: OpParam, inputs: tuple[Operand, ...]) -> Inference:
-    """``clamp(x, min, max)`` with Python-number bounds (at least one)."""
+    """``clamp(x, min, max)`` with Python-number bounds (at least one); in place
+    (``clamp_``), only where the result is the input's (``in_place_inference``)."""
     assert isinstance(param, ClampParam)
+    if param.in_place:
+        return in_place_inference(name, clamp_rule, param, inputs)
     (x,) = inputs
     if param.min is None and param.max is None:
         raise ParamError(f"{name}: needs min or max (or both); got neither")

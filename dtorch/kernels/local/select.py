@@ -52,11 +52,14 @@ def _branch(scalar: Scalar, out: torch.dtype) -> Any:
 
 
 def clamp_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
-    """``clamp`` of the local shard with the param's number bounds."""
+    """``clamp`` of the local shard with the param's number bounds; in place, the shard
+    clamped itself (the rule has checked that the result keeps its dtype) and returned."""
     param = ctx.param
     assert isinstance(param, ClampParam)
     low = None if param.min is None else param.min.value
     high = None if param.max is None else param.max.value
+    if param.in_place:
+        return [inputs[0].clamp_(low, high)]
     out = ctx.outputs[0].dtype
     x = floated(inputs, out)[0] if out.is_floating_point else inputs[0]
     return [torch.clamp(x, low, high)]
