@@ -24,9 +24,11 @@ from dtorch.errors import ParamError
 from dtorch.ir.mesh import DeviceMesh
 from dtorch.ir.operator import Operand
 from dtorch.ir.opkind import BinaryKind, OpKind
-from dtorch.ir.params import BroadcastBinaryParam
+from dtorch.ir.params import BroadcastBinaryParam, ClampParam
 from dtorch.ir.placement import Replicate, Shard
 from dtorch.ir.rules.elementwise import binary_rule
+from dtorch.ir.rules.select import clamp_rule
+from dtorch.ir.scalar import Scalar
 from tests.api.ops_harness import S0, S1, P, R, place
 
 pytestmark = pytest.mark.timeout(180)
@@ -260,6 +262,10 @@ def test_the_rule_refuses_an_in_place_form_that_does_not_fit() -> None:
         ):
             binary_rule("add_", add, (target, other))
     assert binary_rule("add_", add, (floats, floats)).outputs[0].placements == (Shard(0),)
+    clamp = ClampParam(Scalar.of(0.5), in_place=True)
+    with pytest.raises(ParamError, match=r"in place: the result's dtype torch\.float32 is not"):
+        clamp_rule("clamp_", clamp, (ints,))
+    assert clamp_rule("clamp_", clamp, (floats,)).outputs[0].dtype == torch.float32
 
 
 #: name, torch's in-place clamp, dtorch's (the same spelling on dtorch tensors).
