@@ -334,3 +334,18 @@ def test_an_in_place_clamp_is_one_operator(graph: dtorch.Graph, kinds: list[OpKi
     kinds.clear()
     t.clamp_(max=place(torch.ones(6, 4), mesh, [S0], graph))
     assert kinds[-1] is OpKind.Copy
+
+
+def test_an_expanded_target_the_call_cannot_see_is_written_once(graph: dtorch.Graph) -> None:
+    """An expanded view seen through a dtype view (which keeps no strides, so the call does
+    not refuse it as torch does) is written once on the devices, as the operator and its
+    write-back Copy wrote it: ``+=`` and ``clamp_`` of values alike along the expanded dim."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    full = torch.arange(16.0).view(4, 4)
+    t = place(full, mesh, [R], graph)
+    row = t[:1].expand(4, 4).view(torch.float32)
+    row += 1
+    row.clamp_(0.0, 3.0)
+    want = full.clone()
+    want[0] = (full[0] + 1).clamp(0.0, 3.0)
+    assert torch.equal(t.to_torch(), want)

@@ -63,17 +63,30 @@ def copy_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     ``src`` is the same along them (``fill_``/``zero_``, which torch allows there). A ``src``
     in ``dst``'s own memory (``x[1:].copy_(x[:-1])``, which torch refuses at the call) is
     read whole before the write: the device must not fail where the base would not see it."""
-    dst, src = inputs[0], inputs[1]
-    shared = [d for d in range(dst.ndim) if dst.stride(d) == 0 and dst.shape[d] > 1]
-    if shared:
-        dst, src = _one_slice(dst, src.expand_as(dst), shared)
-    if src.numel() and dst.numel() and _same_memory(src, dst):
-        src = src.clone()
-    dst.copy_(src)
+    written_into(inputs[0], inputs[1])
     return []
 
 
-def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+def written_into(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """``dst.copy_(src)`` as the Copy kernel writes it (see ``copy_kernel``); returns ``dst``
+    (the in-place operators' write where torch's own in-place kernel would refuse).
+
+    Example:
+        >>> base = torch.zeros(3)
+        >>> written_into(base.expand(2, 3), torch.ones(2, 3)) is not None, base.tolist()
+        (True, [1.0, 1.0, 1.0])
+    """
+    target = dst
+    shared = [d for d in range(dst.ndim) if dst.stride(d) == 0 and dst.shape[d] > 1]
+    if shared:
+        dst, src = _one_slice(dst, src.expand_as(dst), shared)
+    if src.numel() and dst.numel() and same_memory(src, dst):
+        src = src.clone()
+    dst.copy_(src)
+    return target
+
+
+def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether ``a`` and ``b`` are views of one storage (they may overlap)."""
     return bool(a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
 

@@ -41,6 +41,7 @@ from dtorch.ir.rules.torch_ops import (
 )
 from dtorch.ir.scalar import ScalarKind
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
+from dtorch.kernels.local.copy import same_memory, written_into
 
 
 def floated(shards: Shards, dtype: torch.dtype) -> Shards:
@@ -109,17 +110,19 @@ def _binary_in_place(
     """The result written into the first shard (the rule has checked that it has the shard's
     dtype, shape and placements): torch's ``op_`` where there is one, else the result copied
     in. An other shard sharing the target's memory (``t[1:] += t[:-1]``, which torch refuses
-    for the whole tensor) is read whole before the write, as the operator and copy read it."""
+    for the whole tensor) is read whole before the write, as the operator and copy read it.
+    So is a shard whose elements share memory (an expanded view the record-time check did
+    not see: a dtype view keeps no strides), where torch's ``op_`` refuses and copy_ writes."""
     target = inputs[0]
-    fn = IN_PLACE_BINARY.get(param.binary)
+    fn = None if overlaps_itself(target) else IN_PLACE_BINARY.get(param.binary)
     if param.scalar is not None:
         if fn is None or param.scalar_first:
-            return target.copy_(_binary(ctx, param, inputs))
+            return written_into(target, _binary(ctx, param, inputs))
         fn(target, param.scalar.value)
         return target
     other = inputs[1]
-    if fn is None or _shares_memory(target, other):
-        return target.copy_(_binary(ctx, param, inputs))
+    if fn is None or same_memory(target, other):
+        return written_into(target, _binary(ctx, param, inputs))
     if target.is_floating_point() and not _inexact(other):
         other = other.to(target.dtype)  # an integer beside a float result: ``floated``'s cast
     if param.alpha is None:
@@ -129,8 +132,15 @@ def _binary_in_place(
     return target
 
 
-def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+def overlaps_itself(shard: torch.Tensor) -> bool:
+    """Whether elements of ``shard`` may share memory (a stride of 0: an expanded view),
+    which torch's in-place kernels refuse to write.
+
+    Example:
+        >>> overlaps_itself(torch.zeros(3).expand(2, 3)), overlaps_itself(torch.zeros(2, 3).T)
+        (True, False)
+    """
+    return 0 in shard.stride()
 
 
 def math_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:

@@ -26,7 +26,8 @@ from dtorch.ir.opkind import MaskedKind, OpKind
 from dtorch.ir.params import ClampParam, MaskedParam, WhereParam
 from dtorch.ir.scalar import Scalar
 from dtorch.kernels.base import KernelContext, LocalKernel, Shards
-from dtorch.kernels.local.elementwise import floated
+from dtorch.kernels.local.copy import written_into
+from dtorch.kernels.local.elementwise import floated, overlaps_itself
 
 
 def where_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
@@ -58,8 +59,11 @@ def clamp_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
     assert isinstance(param, ClampParam)
     low = None if param.min is None else param.min.value
     high = None if param.max is None else param.max.value
-    if param.in_place:
-        return [inputs[0].clamp_(low, high)]
+    if param.in_place:  # a shard sharing memory: clamped whole, then copied in
+        x = inputs[0]
+        if overlaps_itself(x):
+            return [written_into(x, torch.clamp(x, low, high))]
+        return [x.clamp_(low, high)]
     out = ctx.outputs[0].dtype
     x = floated(inputs, out)[0] if out.is_floating_point else inputs[0]
     return [torch.clamp(x, low, high)]
