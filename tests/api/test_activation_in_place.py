@@ -180,3 +180,19 @@ def test_traced_in_place_activations_write_back(graph: dtorch.Graph, profiled: b
         for changed in (failed, out):
             with pytest.raises(dtorch.DTorchError, match="floor_divide"):
                 changed.to_torch()
+
+
+def test_an_expanded_target_the_call_cannot_see_is_written_once(graph: dtorch.Graph) -> None:
+    """An expanded view seen through a dtype view (which keeps no strides, so the call does
+    not refuse it as torch does) is written once on the devices, as the two-operator form
+    wrote it (``relu_`` and ``hardswish(inplace=True)``, whose torch kernels would refuse
+    it)."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    full = torch.arange(-8.0, 8.0).view(4, 4)
+    t = place(full, mesh, [R], graph)
+    row = t[:1].expand(4, 4).view(torch.float32)
+    row.relu_()
+    DF.hardswish(row, True)
+    want = full.clone()
+    want[0] = F.hardswish(full[0].relu())
+    assert torch.equal(t.to_torch(), want)

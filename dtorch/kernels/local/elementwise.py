@@ -178,21 +178,24 @@ def activation_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards
         return [_in_place(param, inputs[0])]
     if ctx.outputs[0].dtype.is_floating_point:
         inputs = floated(inputs, ctx.outputs[0].dtype)
+    return [_activated(param, inputs[0])]
+
+
+def _activated(param: ActivationParam, x: torch.Tensor) -> torch.Tensor:
     numbered = NUMBERED.get(param.activation)
     if numbered is not None:
-        return [numbered(inputs[0], param.alpha, param.beta)]
-    return [ACTIVATION[param.activation](inputs[0], param.approximate)]
+        return numbered(x, param.alpha, param.beta)
+    return ACTIVATION[param.activation](x, param.approximate)
 
 
 def _in_place(param: ActivationParam, shard: torch.Tensor) -> torch.Tensor:
+    """torch's in-place kernel on the shard; a kind without one, or a shard whose elements
+    share memory (which torch's refuses), computes and writes as the Copy kernel does."""
     fn = IN_PLACE.get(param.activation)
-    if fn is not None:
-        fn(shard, param.alpha, param.beta)
-        return shard
-    numbered = NUMBERED.get(param.activation)
-    if numbered is not None:
-        return shard.copy_(numbered(shard, param.alpha, param.beta))
-    return shard.copy_(ACTIVATION[param.activation](shard, param.approximate))
+    if fn is None or overlaps_itself(shard):
+        return written_into(shard, _activated(param, shard))
+    fn(shard, param.alpha, param.beta)
+    return shard
 
 
 KERNELS: dict[OpKind, LocalKernel] = {
