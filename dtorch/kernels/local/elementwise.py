@@ -72,16 +72,15 @@ def _exact(param: BroadcastBinaryParam, inputs: Shards) -> bool:
     return inputs[0].is_floating_point()
 
 
-def binary_kernel(ctx: KernelContext, device: int, inputs: Shards) -> Shards:
+def binary_kernel(
+    ctx: KernelContext, device: int, inputs: Shards, computed: bool = False
+) -> Shards:
     """``a <op> b`` on the local shards, or one shard with the param's scalar; in place, the
-    result written into ``a``'s shard, which is returned."""
+    result written into ``a``'s shard, which is returned (``_binary_in_place``; it asks for
+    the result itself with ``computed``: one body, and no extra call on the hot path)."""
     param: BroadcastBinaryParam = ctx.operator.param  # type: ignore[assignment]  # hottest
-    if param.in_place:
-        return [_binary_in_place(ctx, param, inputs)]
-    return [_binary(ctx, param, inputs)]
-
-
-def _binary(ctx: KernelContext, param: BroadcastBinaryParam, inputs: Shards) -> torch.Tensor:
+    if param.in_place and not computed:
+        return [_binary_in_place(ctx, device, param, inputs)]
     out = ctx.outputs[0].dtype
     cast = None
     if out.is_floating_point and not (param.binary is BinaryKind.LDEXP and _exact(param, inputs)):
@@ -90,9 +89,9 @@ def _binary(ctx: KernelContext, param: BroadcastBinaryParam, inputs: Shards) -> 
         inputs = floated(inputs, out)
     if param.scalar is None:
         if param.alpha is not None:
-            return binary_with_alpha(param.binary, inputs[0], inputs[1], param.alpha)
-        return BINARY[param.binary](inputs[0], inputs[1])
-    return binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first, cast)
+            return [binary_with_alpha(param.binary, inputs[0], inputs[1], param.alpha)]
+        return [BINARY[param.binary](inputs[0], inputs[1])]
+    return [binary_with_scalar(param.binary, inputs[0], param.scalar, param.scalar_first, cast)]
 
 
 #: torch's in-place forms of the binary operators that have one: ``fn(shard, other)``.
@@ -105,7 +104,7 @@ IN_PLACE_BINARY: dict[BinaryKind, Callable[..., object]] = {
 
 
 def _binary_in_place(
-    ctx: KernelContext, param: BroadcastBinaryParam, inputs: Shards
+    ctx: KernelContext, device: int, param: BroadcastBinaryParam, inputs: Shards
 ) -> torch.Tensor:
     """The result written into the first shard (the rule has checked that it has the shard's
     dtype, shape and placements): torch's ``op_`` where there is one, else the result copied
@@ -117,12 +116,12 @@ def _binary_in_place(
     fn = None if overlaps_itself(target) else IN_PLACE_BINARY.get(param.binary)
     if param.scalar is not None:
         if fn is None or param.scalar_first:
-            return written_into(target, _binary(ctx, param, inputs))
+            return written_into(target, binary_kernel(ctx, device, inputs, True)[0])
         fn(target, param.scalar.value)
         return target
     other = inputs[1]
     if fn is None or same_memory(target, other):
-        return written_into(target, _binary(ctx, param, inputs))
+        return written_into(target, binary_kernel(ctx, device, inputs, True)[0])
     if target.is_floating_point() and not _inexact(other):
         other = other.to(target.dtype)  # an integer beside a float result: ``floated``'s cast
     if param.alpha is None:
