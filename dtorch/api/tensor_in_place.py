@@ -32,13 +32,6 @@ from dtorch.ir.opkind import BinaryKind
 if TYPE_CHECKING:
     from dtorch.api.tensor import Tensor
 
-#: ``div``'s rounding modes: the operator of each, and its name out of place.
-_DIVISIONS: dict[str | None, tuple[BinaryKind, str]] = {
-    None: (BinaryKind.DIV, "div"),
-    "floor": (BinaryKind.FLOOR_DIV, "floor_divide"),
-    "trunc": (BinaryKind.TRUNC_DIV, "div"),
-}
-
 
 class TensorInPlace:
     """The in-place arithmetic methods of ``dtorch.Tensor`` (a mixin: ``Tensor`` is its only
@@ -137,11 +130,11 @@ class TensorInPlace:
             >>> t.div_(2, rounding_mode="floor") is t, t.tolist()
             (True, [2.0, -3.0])
         """
-        if rounding_mode not in _DIVISIONS:  # div's own ValueError names what is accepted
+        found = _ew.division(rounding_mode)
+        if found is None:  # div's own ValueError names what is accepted
             _cv.fits("div_", self, other)
             return _cv.assign("div_", self, _ew.div(self, other, rounding_mode=rounding_mode))
-        kind, inner = _DIVISIONS[rounding_mode]
-        return _ew.binary_in_place("div_", kind, inner, self, other)
+        return _ew.binary_in_place("div_", found[0], found[1], self, other)
 
     @_cv.writer
     def floor_divide_(self: Tensor, other: Any) -> Tensor:

@@ -349,3 +349,14 @@ def test_an_expanded_target_the_call_cannot_see_is_written_once(graph: dtorch.Gr
     want = full.clone()
     want[0] = (full[0] + 1).clamp(0.0, 3.0)
     assert torch.equal(t.to_torch(), want)
+
+
+def test_div_refuses_a_rounding_mode_of_any_type_as_div_does(graph: dtorch.Graph) -> None:
+    """``div_`` with a rounding mode that is none of torch's (a list, which cannot be hashed,
+    too) raises ``div``'s ValueError naming the accepted ones; the tensor keeps its values."""
+    mesh = dtorch.init_device_mesh("cpu", (2,))
+    t = place(torch.arange(4.0), mesh, [S0], graph)
+    for mode in (["floor"], "round"):
+        with pytest.raises(ValueError, match="accepted: None, 'floor', 'trunc'"):
+            t.div_(2, rounding_mode=mode)
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]

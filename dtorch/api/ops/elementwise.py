@@ -210,13 +210,31 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         >>> dtorch.div(a, 2).tolist(), dtorch.div(a, 2, rounding_mode="floor").tolist()
         ([3.5, -3.5], [3, -4])
     """
-    if rounding_mode is None:
-        return binary(BinaryKind.DIV, "div", input, other)
-    if rounding_mode == "floor":
-        return binary(BinaryKind.FLOOR_DIV, "floor_divide", input, other)
-    if rounding_mode == "trunc":
-        return binary(BinaryKind.TRUNC_DIV, "div", input, other)  # exact on big integers
-    raise ValueError(f"div: rounding_mode {rounding_mode!r}; accepted: None, 'floor', 'trunc'")
+    found = division(rounding_mode)
+    if found is None:
+        raise ValueError(f"div: rounding_mode {rounding_mode!r}; accepted: None, 'floor', 'trunc'")
+    return binary(found[0], found[1], input, other)
+
+
+#: ``div``'s rounding modes: the operator of each and its name (TRUNC_DIV: exact on big ints).
+_DIVISIONS: dict[str | None, tuple[BinaryKind, str]] = {
+    None: (BinaryKind.DIV, "div"),
+    "floor": (BinaryKind.FLOOR_DIV, "floor_divide"),
+    "trunc": (BinaryKind.TRUNC_DIV, "div"),
+}
+
+
+def division(rounding_mode: Any) -> tuple[BinaryKind, str] | None:
+    """The operator of ``div``'s ``rounding_mode`` and its name (None: not a rounding mode,
+    whatever its type).
+
+    Example:
+        >>> division("floor"), division(["floor"])
+        ((<BinaryKind.FLOOR_DIV: 15>, 'floor_divide'), None)
+    """
+    if rounding_mode is not None and not isinstance(rounding_mode, str):
+        return None
+    return _DIVISIONS.get(rounding_mode)
 
 
 def probe(value: Any) -> Any:
