@@ -96,7 +96,7 @@ def activated(
     tensor_arg(name, input)
     with input._graph._writes:
         writable(name, input)
-        record(name, dataclasses.replace(param, in_place=True), (input,))
+        record(name, _in_place_form(param), (input,))
     return input
 
 
@@ -121,8 +121,8 @@ def wrote(name: str, inner: str, param: InPlaceParam, inputs: tuple[TensorBase, 
     return True
 
 
-#: The params with an in-place form (``wrote``).
-InPlaceParam = BroadcastBinaryParam | ClampParam
+#: The params with an in-place form (``wrote``, ``activated``).
+InPlaceParam = BroadcastBinaryParam | ClampParam | ActivationParam
 
 
 @functools.lru_cache(maxsize=1024)
